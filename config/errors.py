@@ -1,0 +1,44 @@
+"""Validation results: every problem names the config key, the bad value and the fix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ConfigIssue:
+    key: str
+    value: object
+    problem: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"gpu-tenancy:{self.key} = {_show(self.value)}: {self.problem}. Fix: {self.fix}"
+
+
+class ConfigError(ValueError):
+    """Raised before any resource is registered when the stack config is invalid."""
+
+    def __init__(self, issues: list[ConfigIssue]):
+        self.issues = list(issues)
+        lines = "\n".join(f"  - {issue}" for issue in self.issues)
+        super().__init__(f"invalid stack config ({len(self.issues)} problem(s)):\n{lines}")
+
+    @property
+    def keys(self) -> list[str]:
+        return [issue.key for issue in self.issues]
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "<not set>"
+
+
+MISSING = _Missing()
+
+
+def _show(value: object) -> str:
+    if value is MISSING:
+        return "<not set>"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -1,0 +1,468 @@
+"""Stack config in, validated ``Platform`` out.
+
+``load_platform`` reads the raw values of the ``gpu-tenancy:*`` keys (plain data as YAML/JSON
+gives them), checks every rule the platform depends on and either returns the settings or
+raises one ``ConfigError`` listing every problem. It registers nothing, so a bad config stops
+``pulumi up`` before any resource exists.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable, Mapping, Optional
+
+from config import versions
+from config.capacity import known_gpu_capacity
+from config.errors import MISSING, ConfigError
+from config.model import (
+    Cluster,
+    ControlPlaneResources,
+    EksHost,
+    GpuNodeGroup,
+    GpuOperator,
+    KaiScheduler,
+    KubeconfigHost,
+    MicroK8sHost,
+    NodeGroupScaling,
+    Organization,
+    Platform,
+    QueueResource,
+    QueueResources,
+    SystemNodeGroup,
+    Team,
+    TenantLimitRange,
+    TenantResourceQuota,
+    TimeSlicing,
+    VClusterSettings,
+)
+from config.reader import Reader, Section
+from config.sharing import PROFILES, TIME_SLICED
+
+PROJECT = "gpu-tenancy"
+
+TOP_LEVEL_KEYS = ("cluster", "gpuOperator", "kaiScheduler", "organization", "teams", "vcluster")
+SECRET_KEYS = ("sshPrivateKey", "kubeconfig")
+CLUSTER_KINDS = ("microk8s", "eks", "kubeconfig")
+OPERATOR_MODES = ("install", "microk8s-addon", "external")
+KAI_RESERVED_QUEUES = ("default-queue", "default-parent-queue")
+MICROK8S_ADDON_NAMESPACE = "gpu-operator-resources"
+
+QUEUE_FIELDS = ("quota", "limit", "overQuotaWeight")
+RESOURCE_NAMES = ("gpu", "cpu", "memory")
+VCLUSTER_FIELDS = ("version", "nodeLabels", "syncRuntimeClasses", "enforceTolerations",
+                   "controlPlaneResources", "resourceQuota", "limitRange", "networkPolicy", "extraValues")
+TEAM_FIELDS = ("name", "displayName", "priority", "resources", "vclusterName", "namespace", "strict",
+               "protect", "vcluster")
+
+_PINNED_SEMVER = re.compile(r"^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$")
+_EPSILON = 1e-9
+
+DEFAULT_VCLUSTER = VClusterSettings(
+    version=versions.VCLUSTER_VERSION,
+    node_labels={},
+    sync_runtime_classes=True,
+    enforce_tolerations=("nvidia.com/gpu:NoSchedule",),
+    control_plane_resources=ControlPlaneResources(
+        requests={"cpu": "200m", "memory": "256Mi"},
+        limits={"memory": "2Gi"},
+    ),
+    resource_quota=TenantResourceQuota(cpu="16", memory="64Gi", pods=100, services=20,
+                                       persistent_volume_claims=20),
+    limit_range=TenantLimitRange(default_cpu="1", default_memory="1Gi",
+                                 default_request_cpu="100m", default_request_memory="128Mi"),
+    network_policy=True,
+    extra_values={},
+)
+
+
+def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), stack: str = "dev") -> Platform:
+    """Validate raw ``gpu-tenancy:*`` config values (key without the project prefix -> value).
+
+    ``secrets_set`` names the secret keys that are set; their values never reach this module.
+    """
+    reader = Reader()
+    secrets = set(secrets_set)
+    root = reader.section("", {key: value for key, value in raw.items() if key not in SECRET_KEYS},
+                          TOP_LEVEL_KEYS)
+
+    cluster = _cluster(root.child("cluster", ("kind", "microk8s", "eks", "kubeconfig")), secrets)
+    gpu_operator = _gpu_operator(root.child("gpuOperator", ("mode", "version", "namespace", "driverEnabled",
+                                                            "toolkitEnabled", "timeSlicing")), cluster)
+    kai = _kai(root.child("kaiScheduler", ("version", "gpuSharing")))
+    organization = _organization(root.child("organization", ("name", "displayName", "priority", "resources")))
+    stack_vcluster = _vcluster(root.child("vcluster", VCLUSTER_FIELDS), DEFAULT_VCLUSTER)
+    teams = [_team(reader.section(path, value, TEAM_FIELDS), stack_vcluster or DEFAULT_VCLUSTER)
+             for path, value in root.items("teams", required=True)]
+    if root.has("teams") and isinstance(root.raw("teams"), list) and not root.raw("teams"):
+        reader.fail("teams", [], "no teams are defined", "add at least one team with a name and resources")
+
+    if reader.issues:
+        raise ConfigError(reader.issues)
+
+    _check_names(reader, organization, teams)
+    _check_org_quota(reader, organization, teams)
+    _check_node_group_profiles(reader, cluster)
+    if reader.issues:
+        raise ConfigError(reader.issues)
+
+    platform = Platform(project=PROJECT, stack=stack, cluster=cluster, gpu_operator=gpu_operator,
+                        kai_scheduler=kai, organization=organization, teams=tuple(teams))
+    return Platform(**{**platform.__dict__, "warnings": tuple(_warnings(platform))})
+
+
+# --- host -----------------------------------------------------------------------------------
+
+
+def _cluster(section: Section, secrets: set[str]) -> Optional[Cluster]:
+    kind = section.string("kind", choices=CLUSTER_KINDS,
+                          fix="set cluster.kind to microk8s, eks or kubeconfig")
+    for other in CLUSTER_KINDS:
+        if other != kind and section.has(other) and kind is not None:
+            section._fail(other, section.raw(other), f"is settings for kind {other}, but cluster.kind is {kind}",
+                          f"remove cluster.{other} or set cluster.kind to {other}")
+    if kind == "microk8s":
+        return Cluster(kind, microk8s=_microk8s(section.child("microk8s", (
+            "host", "user", "port", "useSudo", "enableNvidiaAddon", "nvidiaAddonOperatorVersion",
+            "apiServerUrl", "gpus")), secrets))
+    if kind == "eks":
+        return Cluster(kind, eks=_eks(section.child("eks", (
+            "name", "region", "kubernetesVersion", "vpcId", "publicSubnetIds", "privateSubnetIds", "vpcCidr",
+            "availabilityZones", "systemNodeGroup", "gpuNodeGroups"))))
+    if kind == "kubeconfig":
+        if "kubeconfig" not in secrets:
+            section.reader.fail("kubeconfig", MISSING, "cluster.kind is kubeconfig but no kubeconfig is set",
+                                "run: pulumi config set --secret gpu-tenancy:kubeconfig < path/to/kubeconfig")
+        return Cluster(kind, kubeconfig=_kubeconfig(section.child("kubeconfig", ("context", "gpus"))))
+    return None
+
+
+def _microk8s(section: Section, secrets: set[str]) -> MicroK8sHost:
+    host = section.string("host", None, fix="set it to the GPU machine's address, or remove it to run locally")
+    if host is not None and "sshPrivateKey" not in secrets:
+        section.reader.fail("sshPrivateKey", MISSING, "cluster.microk8s.host is set but no SSH private key is",
+                            "run: pulumi config set --secret gpu-tenancy:sshPrivateKey < ~/.ssh/id_ed25519")
+    api_server_url = section.string("apiServerUrl", None, fix="set it to https://<address>:16443")
+    if api_server_url is not None and not api_server_url.startswith("https://"):
+        section._fail("apiServerUrl", api_server_url, "must be an https:// URL",
+                      "set it to https://<address>:16443")
+    version = section.string("nvidiaAddonOperatorVersion", versions.MICROK8S_ADDON_GPU_OPERATOR_VERSION)
+    return MicroK8sHost(
+        host=host,
+        user=section.string("user", "ubuntu"),
+        port=section.integer("port", 22, minimum=1, maximum=65535),
+        use_sudo=section.boolean("useSudo", True),
+        enable_nvidia_addon=section.boolean("enableNvidiaAddon", False),
+        nvidia_addon_operator_version=_pinned_version(section, "nvidiaAddonOperatorVersion", version, prefix="v"),
+        api_server_url=api_server_url,
+        gpus=section.integer("gpus", 1, minimum=0),
+    )
+
+
+def _scaling(section: Section, defaults: tuple[int, int, int]) -> NodeGroupScaling:
+    low = section.integer("minSize", defaults[0], minimum=0)
+    desired = section.integer("desiredSize", defaults[1], minimum=0)
+    high = section.integer("maxSize", defaults[2], minimum=1)
+    if None not in (low, desired, high) and not low <= desired <= high:
+        section._fail("desiredSize", desired, f"must lie between minSize ({low}) and maxSize ({high})",
+                      "choose sizes with minSize <= desiredSize <= maxSize")
+    return NodeGroupScaling(low, desired, high)
+
+
+def _eks(section: Section) -> EksHost:
+    region = section.string("region", fix="set cluster.eks.region, e.g. us-east-2")
+    vpc_id = section.string("vpcId", None, fix="set it to an existing VPC id (vpc-...), or remove it")
+    public = section.string_list("publicSubnetIds", ())
+    private = section.string_list("privateSubnetIds", ())
+    if vpc_id is not None and not (public or private):
+        section._fail("vpcId", vpc_id, "an existing VPC needs its subnets",
+                      "set cluster.eks.privateSubnetIds (and publicSubnetIds for public load balancers)")
+    if vpc_id is None and (public or private):
+        section._fail("vpcId", MISSING, "subnet ids are set without their VPC", "set cluster.eks.vpcId")
+    system = section.child("systemNodeGroup", ("instanceTypes", "minSize", "desiredSize", "maxSize", "diskSize"))
+    gpu_groups = []
+    for path, value in section.items("gpuNodeGroups", required=True):
+        group = section.reader.section(path, value, ("name", "instanceTypes", "minSize", "desiredSize", "maxSize",
+                                                     "diskSize", "sharingProfile", "labels"))
+        gpu_groups.append(GpuNodeGroup(
+            name=group.string("name", dns_label=True, fix="give the node group a short DNS-1123 name, e.g. gpu"),
+            instance_types=group.string_list("instanceTypes", non_empty=True),
+            scaling=_scaling(group, (0, 1, 1)),
+            disk_size=group.integer("diskSize", 100, minimum=20),
+            sharing_profile=group.string("sharingProfile", None, choices=PROFILES),
+            labels=group.string_map("labels", {}),
+        ))
+    if section.has("gpuNodeGroups") and isinstance(section.raw("gpuNodeGroups"), list) and not gpu_groups:
+        section._fail("gpuNodeGroups", [], "an EKS host needs at least one GPU node group",
+                      "add an entry with name, instanceTypes (e.g. [g4dn.xlarge]) and sizes")
+    names = [group.name for group in gpu_groups]
+    for index, name in enumerate(names):
+        if name is not None and names.index(name) != index:
+            section.reader.fail(f"{section.key('gpuNodeGroups')}[{index}].name", name, "duplicate node group name",
+                                "give every GPU node group its own name")
+    version = section.string("kubernetesVersion", versions.EKS_KUBERNETES_VERSION)
+    if version is not None and not re.match(r"^1\.\d+$", version):
+        section._fail("kubernetesVersion", version, "must be a pinned Kubernetes minor version",
+                      "use the form 1.NN, e.g. 1.33")
+    return EksHost(
+        name=section.string("name", "gpu-tenancy", dns_label=True),
+        region=region,
+        kubernetes_version=version,
+        vpc_id=vpc_id,
+        public_subnet_ids=public or (),
+        private_subnet_ids=private or (),
+        vpc_cidr=section.string("vpcCidr", "10.0.0.0/16"),
+        availability_zones=section.integer("availabilityZones", 2, minimum=2, maximum=6),
+        system_node_group=SystemNodeGroup(
+            instance_types=system.string_list("instanceTypes", ("m6i.large",), non_empty=True),
+            scaling=_scaling(system, (1, 2, 3)),
+            disk_size=system.integer("diskSize", 50, minimum=20),
+        ),
+        gpu_node_groups=tuple(gpu_groups),
+    )
+
+
+def _kubeconfig(section: Section) -> KubeconfigHost:
+    return KubeconfigHost(context=section.string("context", None), gpus=section.integer("gpus", None, minimum=0))
+
+
+# --- GPU operator and KAI ---------------------------------------------------------------------
+
+
+def _gpu_operator(section: Section, cluster: Optional[Cluster]) -> GpuOperator:
+    mode = section.string("mode", "install", choices=OPERATOR_MODES)
+    kind = cluster.kind if cluster else None
+    if mode == "microk8s-addon" and kind not in (None, "microk8s"):
+        section._fail("mode", mode, f"the MicroK8s addon only exists on a microk8s host, not on {kind}",
+                      "use gpuOperator.mode install or external")
+    if mode == "microk8s-addon":
+        namespace = section.string("namespace", MICROK8S_ADDON_NAMESPACE)
+        if namespace not in (None, MICROK8S_ADDON_NAMESPACE):
+            section._fail("namespace", namespace, "the MicroK8s addon installs the operator in "
+                          f"{MICROK8S_ADDON_NAMESPACE}", "remove gpuOperator.namespace")
+    else:
+        namespace = section.string("namespace", "gpu-operator", dns_label=True)
+    # The host decides what the node already has: AL2023 NVIDIA AMIs ship driver and toolkit,
+    # a MicroK8s GPU box has its driver installed with the OS.
+    host_has_driver = kind in ("eks", "microk8s")
+    time_slicing = section.child("timeSlicing", ("replicas", "defaultProfile", "configMapName"))
+    version = section.string("version", versions.GPU_OPERATOR_VERSION)
+    return GpuOperator(
+        mode=mode,
+        version=_pinned_version(section, "version", version, prefix="v"),
+        namespace=namespace,
+        driver_enabled=section.boolean("driverEnabled", not host_has_driver),
+        toolkit_enabled=section.boolean("toolkitEnabled", kind != "eks"),
+        time_slicing=TimeSlicing(
+            replicas=time_slicing.integer("replicas", 4, minimum=2, maximum=64,
+                                          fix="set it to a whole number >= 2 (1 would mean no sharing: "
+                                              "use the exclusive profile instead)"),
+            default_profile=time_slicing.string("defaultProfile", "exclusive", choices=PROFILES),
+            config_map_name=time_slicing.string("configMapName", "time-slicing-config", dns_label=True),
+        ),
+    )
+
+
+def _kai(section: Section) -> KaiScheduler:
+    version = section.string("version", versions.KAI_VERSION)
+    return KaiScheduler(
+        version=_pinned_version(section, "version", version, prefix="v"),
+        gpu_sharing=section.boolean("gpuSharing", True),
+    )
+
+
+def _pinned_version(section: Section, name: str, value: Optional[str], *, prefix: str) -> Optional[str]:
+    if value is None:
+        return None
+    example = f"{prefix}1.2.3"
+    if value.strip().lower() in ("latest", "stable", "*"):
+        section._fail(name, value, "chart versions must be pinned", f"set an exact version such as {example}")
+        return None
+    if prefix and not value.startswith(prefix):
+        section._fail(name, value, f"this chart's versions start with '{prefix}'", f"write it as {prefix}{value}")
+        return None
+    if not prefix and value.startswith("v"):
+        section._fail(name, value, "this chart's versions have no leading 'v'", f"write it as {value[1:]}")
+        return None
+    if not _PINNED_SEMVER.match(value[len(prefix):]):
+        section._fail(name, value, "is not an exact version (no ranges or wildcards)",
+                      f"set an exact version such as {example}")
+        return None
+    return value
+
+
+# --- queues and teams -------------------------------------------------------------------------
+
+
+def _queue_resources(section: Section) -> QueueResources:
+    resources = {}
+    for name in RESOURCE_NAMES:
+        entry = section.child(name, QUEUE_FIELDS)
+        quota = entry.number("quota", -1, minimum=0, allow_unlimited=True)
+        limit = entry.number("limit", -1, minimum=0, allow_unlimited=True)
+        weight = entry.number("overQuotaWeight", 1, minimum=0)
+        if quota is not None and limit is not None and limit != -1 and (quota == -1 or limit < quota):
+            entry._fail("limit", limit, f"is below the quota ({quota:g})",
+                        "raise limit to at least the quota, or set it to -1 (unlimited)")
+        resources[name] = QueueResource(quota, limit, weight)
+    return QueueResources(**resources)
+
+
+def _organization(section: Section) -> Organization:
+    name = section.string("name", dns_label=True, fix="set organization.name, e.g. ml-org")
+    return Organization(
+        name=name,
+        display_name=section.string("displayName", name or ""),
+        priority=section.integer("priority", 100, minimum=0),
+        resources=_queue_resources(section.child("resources", RESOURCE_NAMES)),
+    )
+
+
+def _team(section: Section, stack_vcluster: VClusterSettings) -> Team:
+    name = section.string("name", dns_label=True, fix="give the team a DNS-1123 name, e.g. team-nlp")
+    vcluster_name = section.string("vclusterName", name, dns_label=True)
+    return Team(
+        name=name,
+        display_name=section.string("displayName", name or ""),
+        priority=section.integer("priority", 100, minimum=0),
+        resources=_queue_resources(section.child("resources", RESOURCE_NAMES)),
+        vcluster_name=vcluster_name,
+        namespace=section.string("namespace", f"vcluster-{vcluster_name}"[:63].rstrip("-"), dns_label=True),
+        strict=section.boolean("strict", False),
+        protect=section.boolean("protect", True),
+        vcluster=_vcluster(section.child("vcluster", VCLUSTER_FIELDS), stack_vcluster) or stack_vcluster,
+    )
+
+
+def _vcluster(section: Section, base: VClusterSettings) -> VClusterSettings:
+    """Read a ``vcluster`` block; every key left out keeps its value from ``base``."""
+    version = _pinned_version(section, "version", section.string("version", base.version), prefix="")
+    resources = section.child("controlPlaneResources", ("requests", "limits"))
+    quota = section.child("resourceQuota", ("cpu", "memory", "pods", "services", "persistentVolumeClaims"))
+    limits = section.child("limitRange", ("defaultCpu", "defaultMemory", "defaultRequestCpu", "defaultRequestMemory"))
+    base_quota, base_limits = base.resource_quota, base.limit_range
+    extra = section.mapping("extraValues", {})
+    return VClusterSettings(
+        version=version,
+        node_labels=section.string_map("nodeLabels", base.node_labels),
+        sync_runtime_classes=section.boolean("syncRuntimeClasses", base.sync_runtime_classes),
+        enforce_tolerations=section.string_list("enforceTolerations", base.enforce_tolerations),
+        control_plane_resources=ControlPlaneResources(
+            requests=resources.string_map("requests", base.control_plane_resources.requests),
+            limits=resources.string_map("limits", base.control_plane_resources.limits),
+        ),
+        resource_quota=TenantResourceQuota(
+            cpu=_quantity(quota, "cpu", base_quota.cpu),
+            memory=_quantity(quota, "memory", base_quota.memory),
+            pods=quota.integer("pods", base_quota.pods, minimum=1),
+            services=quota.integer("services", base_quota.services, minimum=0),
+            persistent_volume_claims=quota.integer("persistentVolumeClaims", base_quota.persistent_volume_claims,
+                                                   minimum=0),
+        ),
+        limit_range=TenantLimitRange(
+            default_cpu=_quantity(limits, "defaultCpu", base_limits.default_cpu),
+            default_memory=_quantity(limits, "defaultMemory", base_limits.default_memory),
+            default_request_cpu=_quantity(limits, "defaultRequestCpu", base_limits.default_request_cpu),
+            default_request_memory=_quantity(limits, "defaultRequestMemory", base_limits.default_request_memory),
+        ),
+        network_policy=section.boolean("networkPolicy", base.network_policy),
+        extra_values=_deep_merge(base.extra_values, extra or {}),
+    )
+
+
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+
+
+def _quantity(section: Section, name: str, default: str) -> Optional[str]:
+    value = section.raw(name)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+        value = f"{value:g}"
+    elif value is MISSING:
+        return default
+    if not isinstance(value, str) or not _QUANTITY.match(value):
+        section._fail(name, value, "is not a Kubernetes quantity", "use a value such as 500m, 4, 512Mi or 16Gi")
+        return None
+    return value
+
+
+def _deep_merge(base: dict, override: dict) -> dict:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+# --- cross-field rules ------------------------------------------------------------------------
+
+
+def _check_names(reader: Reader, organization: Organization, teams: list[Team]) -> None:
+    if organization.name in KAI_RESERVED_QUEUES:
+        reader.fail("organization.name", organization.name, "collides with a queue KAI creates on install",
+                    "choose another name, e.g. ml-org")
+    seen: dict[str, dict[str, int]] = {"name": {}, "vclusterName": {}, "namespace": {}}
+    for index, team in enumerate(teams):
+        key = f"teams[{index}].name"
+        if team.name in KAI_RESERVED_QUEUES:
+            reader.fail(key, team.name, "collides with a queue KAI creates on install",
+                        "choose another team name")
+        if team.name == organization.name:
+            reader.fail(key, team.name, "is also the organization's queue name",
+                        "give the team a name different from organization.name")
+        for field, value in (("name", team.name), ("vclusterName", team.vcluster_name),
+                             ("namespace", team.namespace)):
+            first = seen[field].setdefault(value, index)
+            if first != index:
+                reader.fail(f"teams[{index}].{field}", value, f"is already used by teams[{first}]",
+                            f"give every team its own {field}")
+
+
+def _check_org_quota(reader: Reader, organization: Organization, teams: list[Team]) -> None:
+    org_quota = organization.resources.gpu.quota
+    if org_quota == -1:
+        return
+    for index, team in enumerate(teams):
+        if team.resources.gpu.quota == -1:
+            reader.fail(f"teams[{index}].resources.gpu.quota", -1,
+                        f"an unlimited guarantee cannot fit in the organization's gpu quota ({org_quota:g})",
+                        "set the team's gpu quota to a number, or organization.resources.gpu.quota to -1")
+            return
+    total = sum(team.resources.gpu.quota for team in teams)
+    if total > org_quota + _EPSILON:
+        reader.fail("organization.resources.gpu.quota", org_quota,
+                    f"the teams' gpu quotas add up to {total:g}, more than the organization's quota",
+                    f"raise organization.resources.gpu.quota to at least {total:g} or lower team quotas")
+
+
+def _check_node_group_profiles(reader: Reader, cluster: Cluster) -> None:
+    if cluster.eks is None:
+        return
+    for index, group in enumerate(cluster.eks.gpu_node_groups):
+        if "nvidia.com/device-plugin.config" in group.labels:
+            reader.fail(f"cluster.eks.gpuNodeGroups[{index}].labels", group.labels,
+                        "sets the device-plugin config label by hand", "use sharingProfile instead")
+
+
+def _warnings(platform: Platform) -> list[str]:
+    warnings = []
+    time_slicing = platform.gpu_operator.time_slicing
+    if platform.kai_scheduler.gpu_sharing and time_slicing.default_profile == TIME_SLICED:
+        warnings.append(
+            "gpuOperator.timeSlicing.defaultProfile is time-sliced while kaiScheduler.gpuSharing is on: KAI "
+            f"counts each of the {time_slicing.replicas} time-slice replicas as a whole GPU and then splits "
+            "them again with fractions, so one card can be promised several times over. Use the exclusive "
+            "profile on nodes where KAI shares GPUs.")
+    if platform.cluster.eks is not None and platform.kai_scheduler.gpu_sharing:
+        for group in platform.cluster.eks.gpu_node_groups:
+            if group.sharing_profile == TIME_SLICED:
+                warnings.append(
+                    f"GPU node group {group.name} uses the time-sliced profile while kaiScheduler.gpuSharing is "
+                    "on: KAI fractions on top of time-slicing oversubscribe the same card.")
+    capacity = known_gpu_capacity(platform.cluster)
+    org_quota = platform.organization.resources.gpu.quota
+    if capacity is not None and org_quota > capacity + _EPSILON:
+        warnings.append(
+            f"organization.resources.gpu.quota is {org_quota:g} but the host has at most {capacity:g} GPU(s) by "
+            "its config: the guarantees cannot all be met at once.")
+    return warnings

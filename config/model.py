@@ -1,0 +1,202 @@
+"""The validated platform settings: plain, immutable data that components consume.
+
+Field names follow Python style; the stack-config keys they come from are camelCase and are
+documented in the README. Nothing here talks to Pulumi.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+# Resource units follow KAI's Queue spec: gpu = devices, cpu = millicores, memory = MB.
+UNLIMITED = -1
+
+
+@dataclass(frozen=True)
+class QueueResource:
+    quota: float = UNLIMITED
+    limit: float = UNLIMITED
+    over_quota_weight: float = 1
+
+
+@dataclass(frozen=True)
+class QueueResources:
+    gpu: QueueResource = QueueResource()
+    cpu: QueueResource = QueueResource()
+    memory: QueueResource = QueueResource()
+
+
+@dataclass(frozen=True)
+class Organization:
+    name: str
+    display_name: str
+    priority: int
+    resources: QueueResources
+
+
+@dataclass(frozen=True)
+class ControlPlaneResources:
+    requests: dict[str, str]
+    limits: dict[str, str]
+
+
+@dataclass(frozen=True)
+class TenantResourceQuota:
+    """Kubernetes quantities for the tenant's host namespace (``policies.resourceQuota``)."""
+
+    cpu: str
+    memory: str
+    pods: int
+    services: int
+    persistent_volume_claims: int
+
+
+@dataclass(frozen=True)
+class TenantLimitRange:
+    """Container defaults for pods that set no requests/limits (``policies.limitRange``)."""
+
+    default_cpu: str
+    default_memory: str
+    default_request_cpu: str
+    default_request_memory: str
+
+
+@dataclass(frozen=True)
+class VClusterSettings:
+    """A tenant's vCluster settings: the stack's ``vcluster`` defaults merged with team overrides."""
+
+    version: str
+    node_labels: dict[str, str]
+    sync_runtime_classes: bool
+    enforce_tolerations: tuple[str, ...]
+    control_plane_resources: ControlPlaneResources
+    resource_quota: TenantResourceQuota
+    limit_range: TenantLimitRange
+    network_policy: bool
+    extra_values: dict
+
+
+@dataclass(frozen=True)
+class Team:
+    name: str
+    display_name: str
+    priority: int
+    resources: QueueResources
+    vcluster_name: str
+    namespace: str
+    strict: bool
+    protect: bool
+    vcluster: VClusterSettings
+
+    @property
+    def queue_name(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class MicroK8sHost:
+    host: Optional[str]
+    user: str
+    port: int
+    use_sudo: bool
+    enable_nvidia_addon: bool
+    nvidia_addon_operator_version: str
+    api_server_url: Optional[str]
+    gpus: int
+
+    @property
+    def remote(self) -> bool:
+        return self.host is not None
+
+
+@dataclass(frozen=True)
+class NodeGroupScaling:
+    min_size: int
+    desired_size: int
+    max_size: int
+
+
+@dataclass(frozen=True)
+class SystemNodeGroup:
+    instance_types: tuple[str, ...]
+    scaling: NodeGroupScaling
+    disk_size: int
+
+
+@dataclass(frozen=True)
+class GpuNodeGroup:
+    name: str
+    instance_types: tuple[str, ...]
+    scaling: NodeGroupScaling
+    disk_size: int
+    sharing_profile: Optional[str]
+    labels: dict[str, str]
+
+
+@dataclass(frozen=True)
+class EksHost:
+    name: str
+    region: str
+    kubernetes_version: str
+    vpc_id: Optional[str]
+    public_subnet_ids: tuple[str, ...]
+    private_subnet_ids: tuple[str, ...]
+    vpc_cidr: str
+    availability_zones: int
+    system_node_group: SystemNodeGroup
+    gpu_node_groups: tuple[GpuNodeGroup, ...]
+
+    @property
+    def creates_network(self) -> bool:
+        return self.vpc_id is None
+
+
+@dataclass(frozen=True)
+class KubeconfigHost:
+    context: Optional[str]
+    gpus: Optional[int]
+
+
+@dataclass(frozen=True)
+class Cluster:
+    kind: str
+    microk8s: Optional[MicroK8sHost] = None
+    eks: Optional[EksHost] = None
+    kubeconfig: Optional[KubeconfigHost] = None
+
+
+@dataclass(frozen=True)
+class TimeSlicing:
+    replicas: int
+    default_profile: str
+    config_map_name: str
+
+
+@dataclass(frozen=True)
+class GpuOperator:
+    mode: str
+    version: str
+    namespace: str
+    driver_enabled: bool
+    toolkit_enabled: bool
+    time_slicing: TimeSlicing
+
+
+@dataclass(frozen=True)
+class KaiScheduler:
+    version: str
+    gpu_sharing: bool
+    namespace: str = "kai-scheduler"
+
+
+@dataclass(frozen=True)
+class Platform:
+    project: str
+    stack: str
+    cluster: Cluster
+    gpu_operator: GpuOperator
+    kai_scheduler: KaiScheduler
+    organization: Organization
+    teams: tuple[Team, ...]
+    warnings: tuple[str, ...] = field(default=())

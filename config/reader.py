@@ -1,0 +1,237 @@
+"""Typed, path-aware access to raw stack config.
+
+Stack config is untrusted YAML: any key may hold any type. A ``Section`` reads one mapping
+field by field; every wrong type, out-of-range value or unknown key becomes a ``ConfigIssue``
+that names the full key path (``teams[1].resources.gpu.quota``), and reading goes on so the
+operator sees every problem at once.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from typing import Any, Iterable, Optional
+
+from config.errors import MISSING, ConfigIssue
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS_LABEL_FIX = "use at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit"
+
+
+class Reader:
+    """Collects the issues found while reading one stack's config."""
+
+    def __init__(self) -> None:
+        self.issues: list[ConfigIssue] = []
+
+    def fail(self, key: str, value: object, problem: str, fix: str) -> None:
+        self.issues.append(ConfigIssue(key, value, problem, fix))
+
+    def section(self, path: str, value: object, fields: Iterable[str]) -> "Section":
+        return Section(self, path, value, tuple(fields))
+
+
+def join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f"did you mean '{close[0]}'?" if close else "remove it"
+
+
+class Section:
+    """One mapping of the stack config, at ``path``, allowed to hold ``fields``."""
+
+    def __init__(self, reader: Reader, path: str, value: object, fields: tuple[str, ...]):
+        self.reader = reader
+        self.path = path
+        self.present = value is not MISSING and value is not None
+        self.values: dict[str, Any] = {}
+        if not self.present:
+            return
+        if not isinstance(value, dict):
+            reader.fail(path, value, f"expected a map with keys {', '.join(fields)}, got {_type_name(value)}",
+                        "write it as a YAML map (key: value lines)")
+            return
+        for name, item in value.items():
+            if not isinstance(name, str) or name not in fields:
+                reader.fail(join(path, str(name)), item, "unknown key", did_you_mean(str(name), fields))
+            else:
+                self.values[name] = item
+
+    def key(self, name: str) -> str:
+        return join(self.path, name)
+
+    def raw(self, name: str) -> object:
+        value = self.values.get(name, MISSING)
+        return MISSING if value is None else value
+
+    def has(self, name: str) -> bool:
+        return self.raw(name) is not MISSING
+
+    def _fail(self, name: str, value: object, problem: str, fix: str) -> None:
+        self.reader.fail(self.key(name), value, problem, fix)
+
+    def _missing(self, name: str, default: object, fix: str) -> object:
+        if default is MISSING:
+            self._fail(name, MISSING, "required key is missing", fix)
+            return None
+        return default
+
+    def string(self, name: str, default: object = MISSING, *, choices: Optional[Iterable[str]] = None,
+               dns_label: bool = False, fix: str = "set it to a string") -> Any:
+        value = self.raw(name)
+        if value is MISSING:
+            return self._missing(name, default, fix)
+        if not isinstance(value, str) or not value.strip():
+            self._fail(name, value, f"expected a non-empty string, got {_type_name(value)}", fix)
+            return None
+        if choices is not None:
+            options = list(choices)
+            if value not in options:
+                self._fail(name, value, f"must be one of {', '.join(options)}",
+                           f"{did_you_mean(value, options)} (allowed: {', '.join(options)})"
+                           .replace("remove it (", "use one of the allowed values ("))
+                return None
+        if dns_label and (len(value) > 63 or not DNS_LABEL.match(value)):
+            self._fail(name, value, "is not a DNS-1123 label", DNS_LABEL_FIX)
+            return None
+        return value
+
+    def boolean(self, name: str, default: object = MISSING) -> Any:
+        value = self.raw(name)
+        if value is MISSING:
+            return self._missing(name, default, "set it to true or false")
+        if not isinstance(value, bool):
+            self._fail(name, value, f"expected true or false, got {_type_name(value)}", "set it to true or false")
+            return None
+        return value
+
+    def number(self, name: str, default: object = MISSING, *, minimum: Optional[float] = None,
+               allow_unlimited: bool = False, fix: Optional[str] = None) -> Any:
+        value = self.raw(name)
+        bounds = _bounds_text(minimum, allow_unlimited)
+        fix = fix or f"set it to a number {bounds}"
+        if value is MISSING:
+            return self._missing(name, default, fix)
+        if not is_number(value):
+            self._fail(name, value, f"expected a number, got {_type_name(value)}", fix)
+            return None
+        if allow_unlimited and value == -1:
+            return value
+        if minimum is not None and value < minimum:
+            self._fail(name, value, f"must be {bounds}", fix)
+            return None
+        return value
+
+    def integer(self, name: str, default: object = MISSING, *, minimum: Optional[int] = None,
+                maximum: Optional[int] = None, fix: Optional[str] = None) -> Any:
+        value = self.raw(name)
+        bounds = _int_bounds_text(minimum, maximum)
+        fix = fix or f"set it to a whole number {bounds}"
+        if value is MISSING:
+            return self._missing(name, default, fix)
+        if isinstance(value, float) and value.is_integer() and math.isfinite(value):
+            value = int(value)
+        if not isinstance(value, int) or isinstance(value, bool):
+            self._fail(name, value, f"expected a whole number, got {_type_name(value)}", fix)
+            return None
+        if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+            self._fail(name, value, f"must be {bounds}", fix)
+            return None
+        return value
+
+    def string_map(self, name: str, default: object = MISSING) -> Any:
+        value = self.raw(name)
+        fix = "write it as a map of string keys to string values"
+        if value is MISSING:
+            return self._missing(name, default, fix)
+        if not isinstance(value, dict):
+            self._fail(name, value, f"expected a map, got {_type_name(value)}", fix)
+            return None
+        result: dict[str, str] = {}
+        for key, item in value.items():
+            if not isinstance(key, str) or not isinstance(item, (str, int, float)) or isinstance(item, bool):
+                self.reader.fail(join(self.key(name), str(key)), item,
+                                 f"expected a string value, got {_type_name(item)}", "quote the value as a string")
+                return None
+            result[key] = str(item)
+        return result
+
+    def string_list(self, name: str, default: object = MISSING, *, non_empty: bool = False) -> Any:
+        value = self.raw(name)
+        fix = "write it as a list of strings, e.g. [a, b]"
+        if value is MISSING:
+            return self._missing(name, default, fix)
+        if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+            self._fail(name, value, f"expected a list of strings, got {_type_name(value)}", fix)
+            return None
+        if non_empty and not value:
+            self._fail(name, value, "must not be empty", "list at least one value")
+            return None
+        return tuple(value)
+
+    def mapping(self, name: str, default: object = MISSING) -> Any:
+        value = self.raw(name)
+        if value is MISSING:
+            return self._missing(name, default, "write it as a YAML map")
+        if not isinstance(value, dict) or not all(isinstance(key, str) for key in value):
+            self._fail(name, value, f"expected a map with string keys, got {_type_name(value)}", "write it as a YAML map")
+            return None
+        return value
+
+    def items(self, name: str, *, required: bool = False) -> list[tuple[str, object]]:
+        """The entries of a list key, each with its indexed path (``teams[0]``)."""
+        value = self.raw(name)
+        if value is MISSING:
+            if required:
+                self._fail(name, MISSING, "required key is missing", "list at least one entry")
+            return []
+        if not isinstance(value, list):
+            self._fail(name, value, f"expected a list, got {_type_name(value)}", "write it as a YAML list (- entries)")
+            return []
+        return [(f"{self.key(name)}[{index}]", item) for index, item in enumerate(value)]
+
+    def child(self, name: str, fields: Iterable[str]) -> "Section":
+        return Section(self.reader, self.key(name), self.raw(name), tuple(fields))
+
+
+def _type_name(value: object) -> str:
+    if value is MISSING:
+        return "nothing"
+    if isinstance(value, bool):
+        return f"a boolean ({value!r})"
+    if isinstance(value, (int, float)):
+        return f"a number ({value!r})"
+    if isinstance(value, str):
+        return f"a string ({value!r})" if len(value) <= 40 else "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a map"
+    return type(value).__name__
+
+
+def _bounds_text(minimum: Optional[float], allow_unlimited: bool) -> str:
+    parts = []
+    if allow_unlimited:
+        parts.append("-1 (unlimited)")
+    if minimum is not None:
+        parts.append(f">= {minimum:g}")
+    return " or ".join(parts) if parts else "(any finite number)"
+
+
+def _int_bounds_text(minimum: Optional[int], maximum: Optional[int]) -> str:
+    if minimum is not None and maximum is not None:
+        return f"between {minimum} and {maximum}"
+    if minimum is not None:
+        return f">= {minimum}"
+    if maximum is not None:
+        return f"<= {maximum}"
+    return ""
