@@ -35,6 +35,7 @@ from config.model import (
     TimeSlicing,
     VClusterSettings,
 )
+from config.merge import deep_merge
 from config.reader import Reader, Section
 from config.sharing import PROFILES, TIME_SLICED
 
@@ -365,7 +366,7 @@ def _vcluster(section: Section, base: VClusterSettings) -> VClusterSettings:
             default_request_memory=_quantity(limits, "defaultRequestMemory", base_limits.default_request_memory),
         ),
         network_policy=section.boolean("networkPolicy", base.network_policy),
-        extra_values=_deep_merge(base.extra_values, extra or {}),
+        extra_values=deep_merge(base.extra_values, extra or {}),
     )
 
 
@@ -382,16 +383,6 @@ def _quantity(section: Section, name: str, default: str) -> Optional[str]:
         section._fail(name, value, "is not a Kubernetes quantity", "use a value such as 500m, 4, 512Mi or 16Gi")
         return None
     return value
-
-
-def _deep_merge(base: dict, override: dict) -> dict:
-    merged = dict(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _deep_merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
 
 
 # --- cross-field rules ------------------------------------------------------------------------

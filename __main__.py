@@ -1,0 +1,54 @@
+"""gpu-tenancy: a multi-tenant GPU platform from stack config.
+
+host cluster -> GPU Operator + KAI Scheduler -> KAI queues -> one vCluster per team
+"""
+
+import pulumi
+
+from components.gpu_operator import GpuOperator, GpuOperatorArgs
+from components.host import HostCluster, HostClusterArgs
+from components.kai import KaiScheduler, KaiSchedulerArgs
+from components.queues import QueueHierarchy, QueueHierarchyArgs
+from components.tenant import TenantCluster, TenantClusterArgs
+from config import PROJECT, load_platform, sharing
+from config.source import raw_stack_config
+
+raw, secrets_set = raw_stack_config()
+platform = load_platform(raw, secrets_set=secrets_set, stack=pulumi.get_stack())
+for warning in platform.warnings:
+    pulumi.log.warn(warning)
+
+secrets = pulumi.Config(PROJECT)
+host = HostCluster("host", HostClusterArgs(
+    cluster=platform.cluster,
+    profile_keys=sharing.profile_keys(platform.gpu_operator.time_slicing),
+    ssh_private_key=secrets.get_secret("sshPrivateKey"),
+    kubeconfig=secrets.get_secret("kubeconfig"),
+))
+gpu_operator = GpuOperator("gpu-operator", GpuOperatorArgs(
+    settings=platform.gpu_operator, host_kind=platform.cluster.kind, provider=host.provider))
+kai = KaiScheduler("kai", KaiSchedulerArgs(settings=platform.kai_scheduler, provider=host.provider))
+queues = QueueHierarchy("queues", QueueHierarchyArgs(
+    organization=platform.organization, teams=platform.teams, provider=host.provider,
+    scheduler_release=kai.release))
+tenants = {
+    team.name: TenantCluster(f"tenant-{team.name}", TenantClusterArgs(
+        team=team, provider=host.provider, queue=queues.team_queues[team.name]))
+    for team in platform.teams
+}
+
+pulumi.export("hostKind", platform.cluster.kind)
+pulumi.export("hostKubeconfig", host.kubeconfig)
+pulumi.export("timeSlicing", {
+    "namespace": gpu_operator.namespace,
+    "configMap": gpu_operator.config_map_name,
+    "profileKeys": gpu_operator.profile_keys,
+    "defaultKey": gpu_operator.default_profile_key,
+})
+pulumi.export("orgQueue", platform.organization.name)
+pulumi.export("tenants", {
+    team.name: {"namespace": team.namespace, "queue": team.queue_name, "vcluster": team.vcluster_name,
+                "connectCommand": tenants[team.name].connect_command}
+    for team in platform.teams
+})
+pulumi.export("tenantKubeconfigs", {name: tenant.kubeconfig for name, tenant in tenants.items()})

@@ -1,0 +1,1 @@
+"""One Pulumi ComponentResource per file: host, GPU operator, KAI, queues, tenants."""

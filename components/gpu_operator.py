@@ -1,0 +1,125 @@
+"""The NVIDIA GPU Operator and its time-slicing ConfigMap of named sharing profiles.
+
+Three modes (``gpuOperator.mode``):
+- ``install``: this program owns a Helm release of the operator, pointed at the ConfigMap;
+- ``microk8s-addon``: MicroK8s' nvidia addon already runs the operator; the ConfigMap is created
+  beside it and the addon's ClusterPolicy is patched to use it (a second release would fight
+  over the cluster-scoped ClusterPolicy);
+- ``external``: someone else runs the operator; only the ConfigMap is created.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from config import sharing, versions
+from config.model import GpuOperator as GpuOperatorSettings
+
+ADDON_CLUSTER_POLICY = "cluster-policy"
+# The operator rolls out drivers and validators node by node; a first install takes a while.
+RELEASE_TIMEOUT_SECONDS = 1800
+
+# Where MicroK8s keeps containerd's config and socket, for the operator's toolkit.
+MICROK8S_TOOLKIT_ENV = [
+    {"name": "CONTAINERD_CONFIG", "value": "/var/snap/microk8s/current/args/containerd-template.toml"},
+    {"name": "CONTAINERD_SOCKET", "value": "/var/snap/microk8s/common/run/containerd.sock"},
+    {"name": "RUNTIME_CONFIG_SOURCE", "value": "file=/var/snap/microk8s/current/args/containerd.toml"},
+]
+
+
+@dataclass
+class GpuOperatorArgs:
+    settings: GpuOperatorSettings
+    host_kind: str
+    provider: k8s.Provider
+
+
+def operator_values(settings: GpuOperatorSettings, host_kind: str) -> dict:
+    """Helm values of the operator release for this host."""
+    toolkit: dict = {"enabled": settings.toolkit_enabled}
+    if host_kind == "microk8s" and settings.toolkit_enabled:
+        toolkit["env"] = MICROK8S_TOOLKIT_ENV
+    return {
+        "cdi": {"enabled": True},
+        "driver": {"enabled": settings.driver_enabled},
+        "toolkit": toolkit,
+        "devicePlugin": {
+            "config": {
+                "name": settings.time_slicing.config_map_name,
+                "default": sharing.default_key(settings.time_slicing),
+                "create": False,
+            }
+        },
+    }
+
+
+class GpuOperator(pulumi.ComponentResource):
+    config_map_name: str
+    namespace: str
+    profile_keys: dict[str, str]
+    default_profile_key: str
+    release: Optional[k8s.helm.v3.Release]
+
+    def __init__(self, name: str, args: GpuOperatorArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__("gpu-tenancy:platform:GpuOperator", name, None, opts)
+        settings = args.settings
+        time_slicing = settings.time_slicing
+        child = pulumi.ResourceOptions(parent=self, provider=args.provider)
+
+        self.namespace = settings.namespace
+        self.config_map_name = time_slicing.config_map_name
+        self.profile_keys = sharing.profile_keys(time_slicing)
+        self.default_profile_key = sharing.default_key(time_slicing)
+        self.release = None
+
+        namespace_ready: list[pulumi.Resource] = []
+        if settings.mode != "microk8s-addon":
+            namespace_ready.append(k8s.core.v1.Namespace(
+                f"{name}-namespace", metadata={"name": settings.namespace}, opts=child))
+        config_map = k8s.core.v1.ConfigMap(
+            f"{name}-time-slicing",
+            metadata={"name": time_slicing.config_map_name, "namespace": settings.namespace,
+                      "labels": {"app.kubernetes.io/managed-by": "gpu-tenancy"}},
+            data=sharing.config_map_data(time_slicing),
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=namespace_ready)),
+        )
+
+        if settings.mode == "install":
+            self.release = k8s.helm.v3.Release(
+                f"{name}-release",
+                name="gpu-operator",
+                chart=versions.GPU_OPERATOR_CHART,
+                version=settings.version,
+                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.GPU_OPERATOR_REPO),
+                namespace=settings.namespace,
+                values=operator_values(settings, args.host_kind),
+                atomic=True,
+                cleanup_on_fail=True,
+                timeout=RELEASE_TIMEOUT_SECONDS,
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[config_map])),
+            )
+        elif settings.mode == "microk8s-addon":
+            k8s.apiextensions.CustomResourcePatch(
+                f"{name}-cluster-policy",
+                api_version="nvidia.com/v1",
+                kind="ClusterPolicy",
+                metadata={
+                    "name": ADDON_CLUSTER_POLICY,
+                    # The addon's Helm release owns the other fields; take over only these two.
+                    "annotations": {"pulumi.com/patchForce": "true"},
+                },
+                spec={"devicePlugin": {"config": {"name": time_slicing.config_map_name,
+                                                  "default": self.default_profile_key}}},
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[config_map])),
+            )
+
+        self.register_outputs({
+            "namespace": self.namespace,
+            "configMapName": self.config_map_name,
+            "profileKeys": self.profile_keys,
+            "defaultProfileKey": self.default_profile_key,
+        })

@@ -1,0 +1,186 @@
+"""The host cluster: a MicroK8s GPU machine, an EKS cluster, or an existing cluster.
+
+Whatever the kind, the component ends with a secret kubeconfig and ONE explicit Kubernetes
+provider built from it; every Kubernetes resource of the platform uses that provider, never the
+ambient kubeconfig of whoever runs ``pulumi up``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Optional
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_eks as eks
+import pulumi_kubernetes as k8s
+import yaml
+from pulumi_command import local, remote
+
+from components.eks_network import EksNetwork, EksNetworkArgs
+from config import sharing
+from config.model import Cluster, EksHost, MicroK8sHost
+
+GPU_TAINT_KEY = "nvidia.com/gpu"
+EKS_GPU_AMI = "AL2023_x86_64_NVIDIA"
+EKS_SYSTEM_AMI = "AL2023_x86_64_STANDARD"
+NODE_POLICIES = (
+    "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
+    "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
+    "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
+)
+
+
+@dataclass
+class HostClusterArgs:
+    cluster: Cluster
+    # Default device-plugin profile key, labelled on GPU node groups that pick no profile.
+    profile_keys: dict[str, str]
+    ssh_private_key: Optional[pulumi.Input[str]] = None
+    kubeconfig: Optional[pulumi.Input[str]] = None
+
+
+class HostCluster(pulumi.ComponentResource):
+    kubeconfig: pulumi.Output[str]
+    provider: k8s.Provider
+    node_groups: list[str]
+
+    def __init__(self, name: str, args: HostClusterArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__("gpu-tenancy:platform:HostCluster", name, None, opts)
+        self.node_groups = []
+        cluster = args.cluster
+        context: Optional[str] = None
+        if cluster.microk8s is not None:
+            kubeconfig = self._microk8s(name, cluster.microk8s, args.ssh_private_key)
+        elif cluster.eks is not None:
+            kubeconfig = self._eks(name, cluster.eks, args.profile_keys)
+        else:
+            assert cluster.kubeconfig is not None and args.kubeconfig is not None
+            kubeconfig = pulumi.Output.secret(args.kubeconfig)
+            context = cluster.kubeconfig.context
+        self.kubeconfig = pulumi.Output.secret(kubeconfig)
+        self.provider = k8s.Provider(
+            f"{name}-k8s",
+            kubeconfig=self.kubeconfig,
+            context=context,
+            # Server-side apply lets the platform patch objects it does not own (ClusterPolicy).
+            enable_server_side_apply=True,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.register_outputs({"kubeconfig": self.kubeconfig, "nodeGroups": self.node_groups})
+
+    # --- MicroK8s -----------------------------------------------------------------------------
+
+    def _microk8s(self, name: str, host: MicroK8sHost, ssh_private_key: Optional[pulumi.Input[str]]):
+        sudo = "sudo " if host.use_sudo else ""
+        connection = None
+        if host.remote:
+            connection = remote.ConnectionArgs(host=host.host, user=host.user, port=host.port,
+                                               private_key=pulumi.Output.secret(ssh_private_key))
+
+        def run(step: str, create: str, *, delete: Optional[str] = None, after=(), secret_stdout: bool = False):
+            options = pulumi.ResourceOptions(parent=self, depends_on=list(after),
+                                             additional_secret_outputs=["stdout"] if secret_stdout else None)
+            if connection is not None:
+                return remote.Command(f"{name}-{step}", connection=connection, create=create, delete=delete,
+                                      logging=remote.Logging.NONE if secret_stdout else None, opts=options)
+            return local.Command(f"{name}-{step}", create=create, delete=delete,
+                                 logging=local.Logging.NONE if secret_stdout else None, opts=options)
+
+        # Each step runs once, when created: re-running `pulumi up` with the same config runs nothing.
+        hold = run("hold-refresh", f"{sudo}snap refresh --hold microk8s",
+                   delete=f"{sudo}snap refresh --unhold microk8s")
+        ready = f"{sudo}microk8s status --wait-ready --timeout 600 >/dev/null"
+        # Addons are left enabled on destroy: storage and DNS may serve more than this platform.
+        dns = run("enable-dns", f"{ready} && {sudo}microk8s enable dns", after=[hold])
+        storage = run("enable-hostpath-storage", f"{ready} && {sudo}microk8s enable hostpath-storage", after=[dns])
+        steps = [storage]
+        if host.enable_nvidia_addon:
+            steps.append(run("enable-nvidia",
+                             f"{ready} && {sudo}microk8s enable nvidia "
+                             f"--gpu-operator-version {host.nvidia_addon_operator_version}", after=[storage]))
+        read = run("read-kubeconfig", f"{sudo}microk8s config", after=steps, secret_stdout=True)
+        if host.api_server_url is None:
+            return read.stdout
+        return read.stdout.apply(lambda text: _with_server(text, host.api_server_url))
+
+    # --- EKS ----------------------------------------------------------------------------------
+
+    def _eks(self, name: str, host: EksHost, profile_keys: dict[str, str]):
+        child = pulumi.ResourceOptions(parent=self)
+        if host.creates_network:
+            network = EksNetwork(f"{name}-network", EksNetworkArgs(
+                cidr=host.vpc_cidr, availability_zones=host.availability_zones, cluster_name=host.name), opts=child)
+            vpc_id, public_subnets, private_subnets = network.vpc_id, network.public_subnet_ids, \
+                network.private_subnet_ids
+        else:
+            vpc_id, public_subnets, private_subnets = host.vpc_id, list(host.public_subnet_ids), \
+                list(host.private_subnet_ids)
+
+        node_role = aws.iam.Role(f"{name}-node-role", assume_role_policy=json.dumps({
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"},
+                           "Action": "sts:AssumeRole"}],
+        }), opts=child)
+        attachments = [aws.iam.RolePolicyAttachment(f"{name}-node-role-{arn.rsplit('/', 1)[1]}", role=node_role.name,
+                                                    policy_arn=arn, opts=child) for arn in NODE_POLICIES]
+
+        cluster = eks.Cluster(
+            f"{name}-eks",
+            name=host.name,
+            version=host.kubernetes_version,
+            skip_default_node_group=True,
+            authentication_mode=eks.AuthenticationMode.API,
+            vpc_id=vpc_id,
+            public_subnet_ids=public_subnets or None,
+            private_subnet_ids=private_subnets or None,
+            node_associate_public_ip_address=False,
+            opts=child,
+        )
+        group_options = pulumi.ResourceOptions(parent=self, depends_on=attachments)
+        system = host.system_node_group
+        eks.ManagedNodeGroup(
+            f"{name}-system",
+            cluster=cluster,
+            node_group_name_prefix=f"{host.name}-system-",
+            node_role=node_role,
+            ami_type=EKS_SYSTEM_AMI,
+            instance_types=list(system.instance_types),
+            disk_size=system.disk_size,
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                min_size=system.scaling.min_size, desired_size=system.scaling.desired_size,
+                max_size=system.scaling.max_size),
+            labels={"gpu-tenancy/pool": "system"},
+            opts=group_options,
+        )
+        self.node_groups.append("system")
+        for group in host.gpu_node_groups:
+            labels = {"gpu-tenancy/pool": group.name, **group.labels}
+            if group.sharing_profile is not None:
+                labels[sharing.NODE_PROFILE_LABEL] = profile_keys[group.sharing_profile]
+            eks.ManagedNodeGroup(
+                f"{name}-gpu-{group.name}",
+                cluster=cluster,
+                node_group_name_prefix=f"{host.name}-{group.name}-",
+                node_role=node_role,
+                ami_type=EKS_GPU_AMI,
+                instance_types=list(group.instance_types),
+                disk_size=group.disk_size,
+                scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                    min_size=group.scaling.min_size, desired_size=group.scaling.desired_size,
+                    max_size=group.scaling.max_size),
+                taints=[aws.eks.NodeGroupTaintArgs(key=GPU_TAINT_KEY, value="true", effect="NO_SCHEDULE")],
+                labels=labels,
+                opts=group_options,
+            )
+            self.node_groups.append(group.name)
+        return cluster.kubeconfig_json
+
+
+def _with_server(kubeconfig: str, server: str) -> str:
+    """Point every cluster entry of a kubeconfig at ``server`` (MicroK8s prints its internal IP)."""
+    document = yaml.safe_load(kubeconfig)
+    for entry in document.get("clusters") or []:
+        entry.setdefault("cluster", {})["server"] = server
+    return yaml.safe_dump(document, sort_keys=False)

@@ -1,0 +1,255 @@
+"""Run the Pulumi program offline, through the SDK's mocks, and record what it registers.
+
+No engine, cloud or cluster is involved: ``pulumi.runtime.set_mocks`` stands in for the engine,
+and ``PlatformMocks`` answers for the providers with the few outputs the program reads back
+(an EKS kubeconfig, the MicroK8s kubeconfig printed by a command, a tenant's ``vc-*`` Secret).
+The recording monitor keeps, per resource, what a reviewer needs: type, name, parent, provider,
+dependencies, options and inputs, with every secret replaced by ``[secret]``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import runpy
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import pulumi
+import yaml
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import rpc, settings
+from pulumi.runtime.config import set_all_config
+from pulumi.runtime.stack import Stack, run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+PROJECT = "gpu-tenancy"
+REDACTED = "[secret]"
+SECRET_PLACEHOLDER = "offline-plan-placeholder"
+
+
+def fake_kubeconfig(cluster: str, server: str) -> str:
+    return yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": cluster,
+        "clusters": [{"name": cluster, "cluster": {"server": server, "certificate-authority-data": "ZmFrZQ=="}}],
+        "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": "admin"}}],
+        "users": [{"name": "admin", "user": {"token": "offline-plan-token"}}],
+    }, sort_keys=False)
+
+
+class PlatformMocks(pulumi.runtime.Mocks):
+    """Deterministic provider answers: ids derive from names, never from time or randomness."""
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        state = dict(args.inputs)
+        if args.typ == "eks:index:Cluster":
+            kubeconfig = yaml.safe_load(fake_kubeconfig(args.name, "https://eks.offline.invalid"))
+            state.update(kubeconfigJson=json.dumps(kubeconfig), kubeconfig=kubeconfig)
+        elif args.typ in ("command:remote:Command", "command:local:Command"):
+            state["stdout"] = fake_kubeconfig("microk8s", "https://10.0.0.10:16443") \
+                if args.name.endswith("read-kubeconfig") else ""
+            state["stderr"] = ""
+        elif args.typ == "kubernetes:core/v1:Secret" and args.resource_id:
+            namespace, name = str(args.resource_id).split("/", 1)
+            config = fake_kubeconfig(name, "https://localhost:8443")
+            state = {"metadata": {"name": name, "namespace": namespace},
+                     "data": {"config": base64.b64encode(config.encode()).decode()}}
+        elif args.typ == "kubernetes:helm.sh/v3:Release":
+            state["status"] = {"name": state.get("name", args.name), "namespace": state.get("namespace"),
+                               "status": "deployed", "version": state.get("version")}
+        elif args.typ.startswith("aws:"):
+            state.setdefault("arn", f"arn:aws:offline:::{args.name}")
+            state.setdefault("name", args.name)
+        return f"{args.name}-id", state
+
+    def call(self, args: pulumi.runtime.MockCallArgs):
+        if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
+            return {"names": ["zone-a", "zone-b", "zone-c", "zone-d", "zone-e", "zone-f"],
+                    "zoneIds": ["z1", "z2", "z3", "z4", "z5", "z6"]}
+        return {}
+
+
+@dataclass
+class RecordedResource:
+    urn: str
+    type: str
+    name: str
+    custom: bool
+    parent: Optional[str]
+    provider: Optional[str]
+    dependencies: list[str]
+    options: dict[str, Any]
+    inputs: Any
+    read: bool = False
+
+    def to_json(self) -> dict:
+        return {"urn": self.urn, "type": self.type, "name": self.name, "custom": self.custom,
+                "parent": self.parent, "provider": self.provider, "dependencies": self.dependencies,
+                "options": self.options, "read": self.read, "inputs": self.inputs}
+
+
+@dataclass
+class ProgramRun:
+    resources: list[RecordedResource] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    secret_outputs: set[str] = field(default_factory=set)
+    warnings: list[str] = field(default_factory=list)
+
+    def of_type(self, typ: str) -> list[RecordedResource]:
+        return [resource for resource in self.resources if resource.type == typ]
+
+    def named(self, name: str) -> RecordedResource:
+        matches = [resource for resource in self.resources if resource.name == name]
+        if len(matches) != 1:
+            raise KeyError(f"{len(matches)} resources named {name!r}")
+        return matches[0]
+
+    def by_urn(self, urn: str) -> RecordedResource:
+        return next(resource for resource in self.resources if resource.urn == urn)
+
+
+def redact(value: Any) -> tuple[Any, bool]:
+    """Replace secrets (as the SDK serializes them) by a marker; say whether any was found."""
+    if rpc.is_rpc_secret(value):
+        return REDACTED, True
+    if isinstance(value, dict):
+        found = False
+        result = {}
+        for key, item in value.items():
+            result[key], secret = redact(item)
+            found = found or secret
+        return result, found
+    if isinstance(value, list):
+        items = [redact(item) for item in value]
+        return [item for item, _ in items], any(secret for _, secret in items)
+    if value is rpc.UNKNOWN:
+        return "[unknown]", False
+    return value, False
+
+
+
+class RecordingMonitor(pulumi_mocks.MockMonitor):
+    def __init__(self, mocks: pulumi.runtime.Mocks, run: ProgramRun):
+        super().__init__(mocks)
+        self.run = run
+
+    def _record(self, request, response_urn: str, *, read: bool, inputs: Any) -> None:
+        redacted, _ = redact(inputs)
+        options: dict[str, Any] = {}
+        if not read:
+            if request.protect:
+                options["protect"] = True
+            if request.additionalSecretOutputs:
+                options["additionalSecretOutputs"] = sorted(request.additionalSecretOutputs)
+            timeouts = request.customTimeouts
+            if timeouts and (timeouts.create or timeouts.update or timeouts.delete):
+                options["customTimeouts"] = {k: v for k, v in (("create", timeouts.create),
+                                                              ("update", timeouts.update),
+                                                              ("delete", timeouts.delete)) if v}
+            if request.deleteBeforeReplace:
+                options["deleteBeforeReplace"] = True
+        self.run.resources.append(RecordedResource(
+            urn=response_urn,
+            type=request.type,
+            name=request.name,
+            custom=read or bool(request.custom),
+            parent=request.parent or None,
+            provider=_provider_urn(request.provider),
+            dependencies=sorted(set(getattr(request, "dependencies", []) or [])),
+            options=options,
+            inputs=redacted,
+            read=read,
+        ))
+
+    def RegisterResource(self, request):
+        response = super().RegisterResource(request)
+        if request.type != "pulumi:pulumi:Stack":
+            inputs = rpc.deserialize_properties(request.object, keep_unknowns=True)
+            self._record(request, response.urn, read=False, inputs=inputs)
+        return response
+
+    def ReadResource(self, request):
+        response = super().ReadResource(request)
+        inputs = {"id": request.id, **rpc.deserialize_properties(request.properties, keep_unknowns=True)}
+        self._record(request, response.urn, read=True, inputs=inputs)
+        return response
+
+    def RegisterResourceOutputs(self, request):
+        if request.urn.split("::")[2] == "pulumi:pulumi:Stack":
+            outputs = rpc.deserialize_properties(request.outputs, keep_unknowns=True)
+            for key, value in outputs.items():
+                self.run.outputs[key], secret = redact(value)
+                if secret:
+                    self.run.secret_outputs.add(key)
+        return super().RegisterResourceOutputs(request)
+
+
+def _provider_urn(reference: str) -> Optional[str]:
+    """Provider references are ``<urn>::<id>``; keep the URN."""
+    if not reference:
+        return None
+    return reference.rsplit("::", 1)[0]
+
+
+class _WarningCollector(pulumi_mocks.MockEngine):
+    def __init__(self, run: ProgramRun):
+        super().__init__(logger=None)
+        self.run = run
+
+    def Log(self, request):
+        if request.severity == 2:  # LogSeverity.WARNING
+            self.run.warnings.append(request.message)
+
+
+def load_stack_file(stack: str, project_dir: Path = PROJECT_DIR) -> dict[str, Any]:
+    """The ``config:`` block of ``Pulumi.<stack>.yaml``."""
+    path = project_dir / f"Pulumi.{stack}.yaml"
+    if not path.exists():
+        known = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in project_dir.glob("Pulumi.*.yaml"))
+        raise FileNotFoundError(f"no stack file {path.name}; committed stacks: {', '.join(known) or 'none'}")
+    document = yaml.safe_load(path.read_text()) or {}
+    return document.get("config") or {}
+
+
+def run_program(stack_config: dict[str, Any], *, stack: str = "dev", project_dir: Path = PROJECT_DIR) -> ProgramRun:
+    """Run ``__main__.py`` with the given ``config:`` block (keys ``gpu-tenancy:<name>``).
+
+    Values marked ``{secure: ...}`` (encrypted in a stack file) become secret placeholders.
+    Raises what the program raises, e.g. ``config.ConfigError``.
+    """
+    run = ProgramRun()
+    config: dict[str, str] = {}
+    secret_keys = []
+    for key, value in stack_config.items():
+        full_key = key if ":" in key else f"{PROJECT}:{key}"
+        if isinstance(value, dict) and set(value) == {"secure"}:
+            secret_keys.append(full_key)
+            value = SECRET_PLACEHOLDER
+        config[full_key] = value if isinstance(value, str) else json.dumps(value)
+
+    settings.reset_options()
+    set_all_config(config, secret_keys)
+    monitor = RecordingMonitor(PlatformMocks(), run)
+    pulumi.runtime.set_mocks(PlatformMocks(), project=PROJECT, stack=stack, preview=False, monitor=monitor)
+    settings.SETTINGS.engine = _WarningCollector(run)
+    if str(project_dir) not in sys.path:
+        sys.path.insert(0, str(project_dir))
+    main = str(project_dir / "__main__.py")
+
+    # set_mocks leaves a root stack whose outputs are already sealed; exports need a fresh one
+    # that is finished after the program, as the engine's language host does.
+    settings.ROOT.set(None)
+    root = Stack()
+
+    def program():
+        try:
+            runpy.run_path(main, run_name="__main__")
+        finally:
+            root._finish()
+
+    _sync_await(run_pulumi_func(program))
+    run.resources.sort(key=lambda resource: resource.urn)
+    return run
