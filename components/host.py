@@ -108,7 +108,9 @@ class HostCluster(pulumi.ComponentResource):
     # --- EKS ----------------------------------------------------------------------------------
 
     def _eks(self, name: str, host: EksHost, profile_keys: dict[str, str]):
-        child = pulumi.ResourceOptions(parent=self)
+        # An explicit AWS provider: cluster.eks.region decides, not the operator's ambient profile.
+        aws_provider = aws.Provider(f"{name}-aws", region=host.region, opts=pulumi.ResourceOptions(parent=self))
+        child = pulumi.ResourceOptions(parent=self, providers=[aws_provider])
         if host.creates_network:
             network = EksNetwork(f"{name}-network", EksNetworkArgs(
                 cidr=host.vpc_cidr, availability_zones=host.availability_zones, cluster_name=host.name), opts=child)
@@ -138,7 +140,7 @@ class HostCluster(pulumi.ComponentResource):
             node_associate_public_ip_address=False,
             opts=child,
         )
-        group_options = pulumi.ResourceOptions(parent=self, depends_on=attachments)
+        group_options = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=attachments))
         system = host.system_node_group
         eks.ManagedNodeGroup(
             f"{name}-system",

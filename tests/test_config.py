@@ -415,6 +415,8 @@ def test_an_unknown_key_with_no_close_match_is_to_be_removed():
     ("teams", {}, "YAML list"),
     ("teams", [], "add at least one team"),
     ("teams[0]", "team-nlp", "YAML map"),
+    ("teams[0].name", 42, "DNS-1123"),
+    ("organization.name", ["ml-org"], "ml-org"),
     ("teams[0].strict", "yes", "true or false"),
     ("kaiScheduler.gpuSharing", 1, "true or false"),
     ("teams[0].vcluster.nodeLabels", ["gpu"], "map"),

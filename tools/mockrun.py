@@ -20,6 +20,7 @@ from typing import Any, Optional
 import pulumi
 import yaml
 from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime import rpc, settings
 from pulumi.runtime.config import set_all_config
 from pulumi.runtime.stack import Stack, run_pulumi_func
@@ -163,6 +164,15 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             inputs=redacted,
             read=read,
         ))
+
+    def GetDeploymentInfo(self, request):
+        # Resource references passed as inputs (eks.Cluster -> ManagedNodeGroup) would be
+        # rehydrated on the monitor's worker thread, on another event loop; as plain URNs they
+        # also read better in a plan.
+        info = super().GetDeploymentInfo(request)
+        features = [feature for feature in info.supportedFeatures
+                    if feature != resource_pb2.RESOURCE_MONITOR_FEATURE_RESOURCE_REFERENCES]
+        return resource_pb2.DeploymentInfo(supportedFeatures=features)
 
     def RegisterResource(self, request):
         response = super().RegisterResource(request)
