@@ -36,7 +36,7 @@ from config.model import (
     VClusterSettings,
 )
 from config.merge import deep_merge
-from config.reader import Reader, Section
+from config.reader import Reader, Section, is_number
 from config.sharing import PROFILES, TIME_SLICED
 
 PROJECT = "gpu-tenancy"
@@ -201,7 +201,7 @@ def _eks(section: Section) -> EksHost:
             section.reader.fail(f"{section.key('gpuNodeGroups')}[{index}].name", name, "duplicate node group name",
                                 "give every GPU node group its own name")
     version = section.string("kubernetesVersion", versions.EKS_KUBERNETES_VERSION)
-    if version is not None and not re.match(r"^1\.\d+$", version):
+    if version is not None and not re.fullmatch(r"1\.\d+", version):
         section._fail("kubernetesVersion", version, "must be a pinned Kubernetes minor version",
                       "use the form 1.NN, e.g. 1.33")
     return EksHost(
@@ -278,15 +278,16 @@ def _pinned_version(section: Section, name: str, value: Optional[str], *, prefix
     if value.strip().lower() in ("latest", "stable", "*"):
         section._fail(name, value, "chart versions must be pinned", f"set an exact version such as {example}")
         return None
+    bare = value[1:] if value.startswith("v") else value
+    if not _PINNED_SEMVER.fullmatch(bare):
+        section._fail(name, value, "is not an exact version (no ranges or wildcards)",
+                      f"set an exact version such as {example}")
+        return None
     if prefix and not value.startswith(prefix):
         section._fail(name, value, f"this chart's versions start with '{prefix}'", f"write it as {prefix}{value}")
         return None
     if not prefix and value.startswith("v"):
-        section._fail(name, value, "this chart's versions have no leading 'v'", f"write it as {value[1:]}")
-        return None
-    if not _PINNED_SEMVER.match(value[len(prefix):]):
-        section._fail(name, value, "is not an exact version (no ranges or wildcards)",
-                      f"set an exact version such as {example}")
+        section._fail(name, value, "this chart's versions have no leading 'v'", f"write it as {bare}")
         return None
     return value
 
@@ -301,7 +302,10 @@ def _queue_resources(section: Section) -> QueueResources:
         quota = entry.number("quota", -1, minimum=0, allow_unlimited=True)
         limit = entry.number("limit", -1, minimum=0, allow_unlimited=True)
         weight = entry.number("overQuotaWeight", 1, minimum=0)
-        if quota is not None and limit is not None and limit != -1 and (quota == -1 or limit < quota):
+        if quota == -1 and limit not in (None, -1):
+            entry._fail("limit", limit, "caps a queue whose quota is -1 (unlimited)",
+                        "set limit to -1, or give quota a number no larger than the limit")
+        elif quota is not None and limit is not None and limit != -1 and limit < quota:
             entry._fail("limit", limit, f"is below the quota ({quota:g})",
                         "raise limit to at least the quota, or set it to -1 (unlimited)")
         resources[name] = QueueResource(quota, limit, weight)
@@ -375,11 +379,11 @@ _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
 
 def _quantity(section: Section, name: str, default: str) -> Optional[str]:
     value = section.raw(name)
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+    if is_number(value) and value >= 0:
         value = f"{value:g}"
     elif value is MISSING:
         return default
-    if not isinstance(value, str) or not _QUANTITY.match(value):
+    if not isinstance(value, str) or not _QUANTITY.fullmatch(value):
         section._fail(name, value, "is not a Kubernetes quantity", "use a value such as 500m, 4, 512Mi or 16Gi")
         return None
     return value

@@ -36,8 +36,14 @@ def join(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
 
 
+# Far beyond any real quota (memory is counted in MB); keeps float conversions exact and finite.
+LARGEST_NUMBER = 10**12
+
+
 def is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return abs(value) <= LARGEST_NUMBER if isinstance(value, int) else math.isfinite(value) and abs(value) <= LARGEST_NUMBER
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:
@@ -99,7 +105,7 @@ class Section:
                            f"{did_you_mean(value, options)} (allowed: {', '.join(options)})"
                            .replace("remove it (", "use one of the allowed values ("))
                 return None
-        if dns_label and (len(value) > 63 or not DNS_LABEL.match(value)):
+        if dns_label and (len(value) > 63 or not DNS_LABEL.fullmatch(value)):
             self._fail(name, value, "is not a DNS-1123 label", DNS_LABEL_FIX)
             return None
         return value
@@ -121,7 +127,7 @@ class Section:
         if value is MISSING:
             return self._missing(name, default, fix)
         if not is_number(value):
-            self._fail(name, value, f"expected a number, got {_type_name(value)}", fix)
+            self._fail(name, value, f"expected a number of at most {LARGEST_NUMBER:g}, got {_type_name(value)}", fix)
             return None
         if allow_unlimited and value == -1:
             return value
@@ -139,8 +145,9 @@ class Section:
             return self._missing(name, default, fix)
         if isinstance(value, float) and value.is_integer() and math.isfinite(value):
             value = int(value)
-        if not isinstance(value, int) or isinstance(value, bool):
-            self._fail(name, value, f"expected a whole number, got {_type_name(value)}", fix)
+        if not isinstance(value, int) or isinstance(value, bool) or abs(value) > LARGEST_NUMBER:
+            self._fail(name, value, f"expected a whole number of at most {LARGEST_NUMBER:g}, got {_type_name(value)}",
+                       fix)
             return None
         if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
             self._fail(name, value, f"must be {bounds}", fix)

@@ -224,13 +224,15 @@ def load_stack_file(stack: str, project_dir: Path = PROJECT_DIR) -> dict[str, An
     return document.get("config") or {}
 
 
-def run_program(stack_config: dict[str, Any], *, stack: str = "dev", project_dir: Path = PROJECT_DIR) -> ProgramRun:
+def run_program(stack_config: dict[str, Any], *, stack: str = "dev", project_dir: Path = PROJECT_DIR,
+                record: Optional[ProgramRun] = None) -> ProgramRun:
     """Run ``__main__.py`` with the given ``config:`` block (keys ``gpu-tenancy:<name>``).
 
     Values marked ``{secure: ...}`` (encrypted in a stack file) become secret placeholders.
-    Raises what the program raises, e.g. ``config.ConfigError``.
+    Raises what the program raises, e.g. ``config.ConfigError``; pass ``record`` to see what was
+    registered before it did.
     """
-    run = ProgramRun()
+    run = record if record is not None else ProgramRun()
     config: dict[str, str] = {}
     secret_keys = []
     for key, value in stack_config.items():

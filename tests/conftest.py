@@ -1,0 +1,49 @@
+"""Shared fixtures: committed stack configs and offline program runs through Pulumi's mocks."""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+
+import pytest
+
+from tools.mockrun import PROJECT_DIR, ProgramRun, load_stack_file, run_program
+
+COMMITTED_STACKS = sorted(path.name[len("Pulumi."):-len(".yaml")] for path in PROJECT_DIR.glob("Pulumi.*.yaml"))
+UPSTREAM_DIR = Path(os.environ.get("GPU_TENANCY_UPSTREAM", PROJECT_DIR.parent / "shared" / "upstream"))
+
+
+def stack_config(stack: str) -> dict:
+    """A fresh copy of a committed stack's ``config:`` block."""
+    return copy.deepcopy(load_stack_file(stack))
+
+
+def run(config: dict, stack: str = "test") -> ProgramRun:
+    return run_program(config, stack=stack)
+
+
+def eks_config() -> dict:
+    return stack_config("eks")
+
+
+def dev_config() -> dict:
+    return stack_config("dev")
+
+
+def upstream_file(*parts: str) -> Path:
+    """A file of ../shared/upstream, or a skip naming what is missing."""
+    path = UPSTREAM_DIR.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"upstream contract {path} is absent (set GPU_TENANCY_UPSTREAM to the shared/upstream folder)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def dev_run() -> ProgramRun:
+    return run(dev_config(), stack="dev")
+
+
+@pytest.fixture(scope="session")
+def eks_run() -> ProgramRun:
+    return run(eks_config(), stack="eks")

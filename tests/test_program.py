@@ -1,0 +1,162 @@
+"""Whole-program runs of every committed stack file, through Pulumi's mocks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from config import ConfigError
+from tests.conftest import COMMITTED_STACKS, dev_config, run, stack_config
+from tools.mockrun import REDACTED, ProgramRun, run_program
+
+KUBERNETES_PREFIX = "kubernetes:"
+HOST_PROVIDER_TYPE = "pulumi:providers:kubernetes"
+
+
+def test_both_reference_sites_are_committed():
+    assert {"dev", "eks"} <= set(COMMITTED_STACKS)
+
+
+@pytest.fixture(scope="module", params=COMMITTED_STACKS)
+def stack_run(request):
+    return request.param, run(stack_config(request.param), stack=request.param)
+
+
+def test_every_kubernetes_resource_uses_the_one_host_provider(stack_run):
+    _, program = stack_run
+    providers = program.of_type(HOST_PROVIDER_TYPE)
+    assert len(providers) == 1, "exactly one explicit Kubernetes provider"
+    provider_urn = providers[0].urn
+    kubernetes = [r for r in program.resources if r.type.startswith(KUBERNETES_PREFIX)]
+    assert kubernetes
+    assert {r.provider for r in kubernetes} == {provider_urn}
+
+
+def test_the_host_provider_is_built_from_a_secret_kubeconfig(stack_run):
+    _, program = stack_run
+    provider = program.of_type(HOST_PROVIDER_TYPE)[0]
+    assert provider.inputs["kubeconfig"] == REDACTED
+
+
+def test_every_resource_lives_under_a_platform_component(stack_run):
+    _, program = stack_run
+    components = {r.urn for r in program.resources if r.type.startswith("gpu-tenancy:platform:")}
+    for resource in program.resources:
+        if resource.type.startswith("gpu-tenancy:platform:"):
+            assert resource.type.split(":")[-1][0].isupper()
+            continue
+        assert resource.parent in components, f"{resource.name} is not parented to a component"
+
+
+def test_kubeconfigs_are_secret_stack_outputs(stack_run):
+    _, program = stack_run
+    assert {"hostKubeconfig", "tenantKubeconfigs"} <= program.secret_outputs
+    assert program.outputs["hostKubeconfig"] == REDACTED
+    serialized = json.dumps([r.to_json() for r in program.resources]) + json.dumps(program.outputs)
+    assert "offline-plan-token" not in serialized
+
+
+def test_each_team_is_exported_with_namespace_queue_and_connect_command(stack_run):
+    stack, program = stack_run
+    teams = stack_config(stack)["gpu-tenancy:teams"]
+    exported = program.outputs["tenants"]
+    assert sorted(exported) == sorted(team["name"] for team in teams)
+    for team in teams:
+        entry = exported[team["name"]]
+        namespace = team.get("namespace", f"vcluster-{team.get('vclusterName', team['name'])}")
+        assert entry["namespace"] == namespace
+        assert entry["queue"] == team["name"]
+        assert entry["connectCommand"] == f"vcluster connect {team.get('vclusterName', team['name'])} " \
+                                          f"--namespace {namespace}"
+
+
+def test_every_team_has_a_leaf_queue_under_the_org_queue_and_a_tenant(stack_run):
+    stack, program = stack_run
+    config = stack_config(stack)
+    org = config["gpu-tenancy:organization"]["name"]
+    queues = {q.inputs["metadata"]["name"]: q.inputs["spec"] for q in program.of_type(
+        "kubernetes:scheduling.run.ai/v2:Queue")}
+    teams = [team["name"] for team in config["gpu-tenancy:teams"]]
+    assert set(queues) == {org, *teams}
+    assert "parentQueue" not in queues[org]
+    assert all(queues[team]["parentQueue"] == org for team in teams)
+    tenants = program.of_type("gpu-tenancy:platform:TenantCluster")
+    assert sorted(t.name for t in tenants) == sorted(f"tenant-{team}" for team in teams)
+
+
+def test_two_runs_register_identical_resources(stack_run):
+    stack, program = stack_run
+    again = run(stack_config(stack), stack=stack)
+    assert [r.to_json() for r in again.resources] == [r.to_json() for r in program.resources]
+    assert again.outputs == program.outputs
+
+
+def test_invalid_config_registers_nothing():
+    config = dev_config()
+    config["gpu-tenancy:teams"][0]["resources"]["gpu"]["limit"] = 0.1
+    with pytest.raises(ConfigError) as error:
+        run(config)
+    assert "teams[0].resources.gpu.limit" in str(error.value)
+    record = ProgramRun()
+    with pytest.raises(ConfigError):
+        run_program(config, stack="test", record=record)
+    assert record.resources == []
+
+
+def test_unknown_top_level_key_stops_the_program_with_a_hint():
+    config = dev_config()
+    config["gpu-tenancy:organisation"] = config.pop("gpu-tenancy:organization")
+    with pytest.raises(ConfigError) as error:
+        run(config)
+    assert "gpu-tenancy:organisation" in str(error.value)
+    assert "did you mean 'organization'" in str(error.value)
+
+
+def test_capacity_and_sharing_warnings_reach_the_pulumi_log():
+    config = dev_config()
+    config["gpu-tenancy:organization"]["resources"]["gpu"]["quota"] = 2
+    config["gpu-tenancy:gpuOperator"]["timeSlicing"]["defaultProfile"] = "time-sliced"
+    program = run(config)
+    assert any("at most 1 GPU" in warning for warning in program.warnings)
+    assert any("time-sliced" in warning and "gpuSharing" in warning for warning in program.warnings)
+
+
+# --- the seed-000 site, exactly ----------------------------------------------------------------
+
+
+def test_dev_stack_is_the_seed_000_platform(dev_run):
+    queues = {q.inputs["metadata"]["name"]: q.inputs["spec"] for q in dev_run.of_type(
+        "kubernetes:scheduling.run.ai/v2:Queue")}
+    assert queues["ml-org"]["resources"]["gpu"] == {"quota": 1, "limit": -1, "overQuotaWeight": 1}
+    for team in ("team-nlp", "team-vision", "team-recommender"):
+        assert queues[team]["parentQueue"] == "ml-org"
+        assert queues[team]["priority"] == 100
+        assert queues[team]["resources"]["gpu"] == {"quota": 0.33, "limit": 1, "overQuotaWeight": 1}
+    releases = {r.inputs["name"]: r.inputs for r in dev_run.of_type("kubernetes:helm.sh/v3:Release")}
+    assert set(releases) == {"kai-scheduler", "team-nlp", "team-vision", "team-recommender"}
+    assert releases["kai-scheduler"]["chart"] == "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler"
+    assert releases["kai-scheduler"]["version"] == "v0.16.4"
+    assert releases["kai-scheduler"]["values"]["global"]["gpuSharing"] is True
+    for team in ("team-nlp", "team-vision", "team-recommender"):
+        assert releases[team]["namespace"] == f"vcluster-{team}"
+        assert releases[team]["values"]["experimental"]["syncSettings"]["setOwner"] is False
+        assert releases[team]["values"]["sync"]["fromHost"]["nodes"]["selector"] == {"all": True}
+    patch = dev_run.of_type("kubernetes:nvidia.com/v1:ClusterPolicyPatch")
+    assert len(patch) == 1 and patch[0].inputs["metadata"]["name"] == "cluster-policy"
+    config_map = dev_run.of_type("kubernetes:core/v1:ConfigMap")[0]
+    assert config_map.inputs["metadata"]["namespace"] == "gpu-operator-resources"
+    assert dev_run.outputs["hostKind"] == "microk8s"
+    assert dev_run.warnings == []
+
+
+def test_eks_stack_installs_the_operator_on_an_eks_gpu_node_group(eks_run):
+    cluster = eks_run.of_type("eks:index:Cluster")
+    assert len(cluster) == 1
+    groups = {g.name: g.inputs for g in eks_run.of_type("eks:index:ManagedNodeGroup")}
+    assert groups["host-gpu-gpu"]["instanceTypes"] == ["g4dn.xlarge"]
+    releases = {r.inputs["name"]: r.inputs for r in eks_run.of_type("kubernetes:helm.sh/v3:Release")}
+    assert releases["gpu-operator"]["values"]["driver"]["enabled"] is False
+    assert releases["gpu-operator"]["values"]["toolkit"]["enabled"] is False
+    assert releases["rag-legal"]["namespace"] == "team-legal"
+    assert eks_run.warnings == []
