@@ -85,6 +85,8 @@ class RecordedResource:
     options: dict[str, Any]
     inputs: Any
     read: bool = False
+    # Unredacted inputs, for assertions in tests only; never serialized.
+    raw_inputs: Any = field(default=None, repr=False)
 
     def to_json(self) -> dict:
         return {"urn": self.urn, "type": self.type, "name": self.name, "custom": self.custom,
@@ -163,6 +165,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             options=options,
             inputs=redacted,
             read=read,
+            raw_inputs=_unwrap_secrets(inputs),
         ))
 
     def GetDeploymentInfo(self, request):
@@ -195,6 +198,16 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                 if secret:
                     self.run.secret_outputs.add(key)
         return super().RegisterResourceOutputs(request)
+
+
+def _unwrap_secrets(value: Any) -> Any:
+    if rpc.is_rpc_secret(value):
+        return _unwrap_secrets(rpc.unwrap_rpc_secret(value))
+    if isinstance(value, dict):
+        return {key: _unwrap_secrets(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_unwrap_secrets(item) for item in value]
+    return value
 
 
 def _provider_urn(reference: str) -> Optional[str]:
