@@ -1,0 +1,87 @@
+"""KaiScheduler release and the KAI queue hierarchy."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import dev_config, run
+
+QUEUE = "kubernetes:scheduling.run.ai/v2:Queue"
+
+
+def kai_release(program):
+    return next(r for r in program.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "kai-scheduler")
+
+
+@pytest.mark.parametrize("version, chart", [
+    ("v0.16.4", "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler"),
+    ("v0.13.1", "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler"),
+    ("v0.13.0", "oci://ghcr.io/nvidia/kai-scheduler/kai-scheduler"),
+    ("v0.8.4", "oci://ghcr.io/nvidia/kai-scheduler/kai-scheduler"),
+])
+def test_kai_chart_comes_from_the_registry_of_its_version(version, chart):
+    config = dev_config()
+    config["gpu-tenancy:kaiScheduler"]["version"] = version
+    release = kai_release(run(config))
+    assert release.inputs["chart"] == chart
+    assert release.inputs["version"] == version
+
+
+def test_kai_release_turns_gpu_sharing_on_under_global(dev_run):
+    release = kai_release(dev_run).inputs
+    assert release["values"] == {"global": {"gpuSharing": True}}
+    assert release["namespace"] == "kai-scheduler"
+    assert release["createNamespace"] is True
+    assert release["atomic"] is True
+
+
+def test_kai_gpu_sharing_follows_config():
+    config = dev_config()
+    config["gpu-tenancy:kaiScheduler"]["gpuSharing"] = False
+    assert kai_release(run(config)).inputs["values"]["global"]["gpuSharing"] is False
+
+
+def queues(program):
+    return {q.inputs["metadata"]["name"]: q for q in program.of_type(QUEUE)}
+
+
+def test_every_queue_renders_all_resources_with_all_fields(dev_run):
+    for queue in queues(dev_run).values():
+        spec = queue.inputs["spec"]
+        assert set(spec["resources"]) == {"gpu", "cpu", "memory"}
+        for resource in spec["resources"].values():
+            assert set(resource) == {"quota", "limit", "overQuotaWeight"}
+        assert "displayName" in spec and "priority" in spec
+
+
+def test_omitted_cpu_and_memory_are_unlimited_not_zero(dev_run):
+    spec = queues(dev_run)["team-nlp"].inputs["spec"]
+    assert spec["resources"]["cpu"] == {"quota": -1, "limit": -1, "overQuotaWeight": 1}
+    assert spec["resources"]["memory"] == {"quota": -1, "limit": -1, "overQuotaWeight": 1}
+
+
+def test_queues_wait_for_kai_and_team_queues_wait_for_the_org_queue(dev_run):
+    by_name = queues(dev_run)
+    assert kai_release(dev_run).urn in by_name["ml-org"].dependencies
+    for team in ("team-nlp", "team-vision", "team-recommender"):
+        assert by_name["ml-org"].urn in by_name[team].dependencies
+
+
+def test_queues_tolerate_a_slow_admission_webhook(dev_run):
+    for queue in queues(dev_run).values():
+        assert queue.options["customTimeouts"]["create"] == "10m"
+
+
+def test_queues_are_cluster_scoped(dev_run):
+    assert all("namespace" not in q.inputs["metadata"] for q in dev_run.of_type(QUEUE))
+
+
+def test_team_queue_carries_its_priority_weights_and_display_name():
+    config = dev_config()
+    team = config["gpu-tenancy:teams"][0]
+    team.update(priority=150, displayName="NLP research")
+    team["resources"]["cpu"] = {"quota": 8000, "limit": 16000, "overQuotaWeight": 2}
+    spec = queues(run(config))["team-nlp"].inputs["spec"]
+    assert spec["priority"] == 150
+    assert spec["displayName"] == "NLP research"
+    assert spec["resources"]["cpu"] == {"quota": 8000, "limit": 16000, "overQuotaWeight": 2}
