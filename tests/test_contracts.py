@@ -1,0 +1,149 @@
+"""What the program renders, checked against the real upstream contracts in ../shared/upstream.
+
+- every vCluster values object against the chart's values.schema.json (Helm rejects unknown keys);
+- every Queue spec against KAI's Queue CRD, made strict: the API server would silently prune an
+  unknown field, which for a queue means a quota or limit quietly lost;
+- the GPU Operator and KAI values only use keys that exist in the charts' default values;
+- the device-plugin profiles only use keys the upstream examples use.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import jsonschema
+import pytest
+import yaml
+
+from tests.conftest import COMMITTED_STACKS, dev_config, run, stack_config, upstream_file
+
+
+@pytest.fixture(scope="module")
+def vcluster_schema():
+    return json.loads(upstream_file("vcluster", "values.schema.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def queue_schema():
+    crd = yaml.safe_load(upstream_file("kai-scheduler", "queues.crd.yaml").read_text())
+    version = next(v for v in crd["spec"]["versions"] if v["name"] == "v2")
+    return _strict(copy.deepcopy(version["schema"]["openAPIV3Schema"]["properties"]["spec"]))
+
+
+def _strict(schema: dict) -> dict:
+    if schema.get("type") == "object" and "properties" in schema:
+        schema.setdefault("additionalProperties", False)
+    for child in schema.get("properties", {}).values():
+        _strict(child)
+    return schema
+
+
+def _leaf_paths(values, prefix=()):
+    if isinstance(values, dict) and values:
+        for key, item in values.items():
+            yield from _leaf_paths(item, prefix + (key,))
+    else:
+        yield prefix
+
+
+def _has_path(document, path):
+    for key in path:
+        if not isinstance(document, dict) or key not in document:
+            return False
+        document = document[key]
+    return True
+
+
+@pytest.fixture(scope="module", params=COMMITTED_STACKS)
+def stack_run(request):
+    return run(stack_config(request.param), stack=request.param)
+
+
+def releases(program, chart):
+    return [r for r in program.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == chart]
+
+
+def test_every_rendered_vcluster_values_object_validates(stack_run, vcluster_schema):
+    tenants = releases(stack_run, "vcluster")
+    assert tenants
+    for release in tenants:
+        jsonschema.validate(release.inputs["values"], vcluster_schema)
+
+
+def test_vcluster_values_with_every_option_set_still_validate(vcluster_schema):
+    config = dev_config()
+    config["gpu-tenancy:vcluster"].update(
+        nodeLabels={"nvidia.com/gpu.present": "true"},
+        syncRuntimeClasses=False,
+        enforceTolerations=["nvidia.com/gpu:NoSchedule", "dedicated=ml:NoExecute"],
+        controlPlaneResources={"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}},
+        resourceQuota={"cpu": "64", "memory": "256Gi", "pods": 500, "services": 50, "persistentVolumeClaims": 40},
+        limitRange={"defaultCpu": "2", "defaultMemory": "4Gi", "defaultRequestCpu": "250m",
+                    "defaultRequestMemory": "512Mi"},
+        networkPolicy=False,
+    )
+    for release in releases(run(config), "vcluster"):
+        jsonschema.validate(release.inputs["values"], vcluster_schema)
+
+
+def test_the_schema_check_catches_a_key_vcluster_does_not_have(vcluster_schema):
+    config = dev_config()
+    config["gpu-tenancy:vcluster"]["extraValues"] = {"sync": {"toHost": {"pods": {"schedulerName": "kai-scheduler"}}}}
+    values = releases(run(config), "vcluster")[0].inputs["values"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(values, vcluster_schema)
+
+
+def test_every_queue_spec_validates_against_the_strict_crd(stack_run, queue_schema):
+    queues = stack_run.of_type("kubernetes:scheduling.run.ai/v2:Queue")
+    assert queues
+    for queue in queues:
+        jsonschema.validate(queue.inputs["spec"], queue_schema)
+
+
+def test_the_strict_crd_catches_a_misspelled_queue_field(queue_schema):
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"resources": {"gpu": {"quota": 1, "overquotaWeight": 1}}}, queue_schema)
+
+
+def test_gpu_operator_values_only_use_keys_of_the_chart():
+    defaults = yaml.safe_load(upstream_file("gpu-operator", "values.yaml").read_text())
+    for host_config in (stack_config("eks"), _dev_with_install()):
+        release = next(iter(releases(run(host_config), "gpu-operator")))
+        for path in _leaf_paths(release.inputs["values"]):
+            assert _has_path(defaults, path), f"gpu-operator has no value {'.'.join(path)}"
+
+
+def _dev_with_install():
+    config = dev_config()
+    config["gpu-tenancy:gpuOperator"]["mode"] = "install"
+    return config
+
+
+def test_kai_values_only_use_keys_of_the_chart(stack_run):
+    defaults = yaml.safe_load(upstream_file("kai-scheduler", "values.yaml").read_text())
+    release = releases(stack_run, "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler")[0]
+    for path in _leaf_paths(release.inputs["values"]):
+        assert _has_path(defaults, path), f"kai-scheduler has no value {'.'.join(path)}"
+    assert "gpuSharing" not in release.inputs["values"], "a top-level gpuSharing key never existed"
+
+
+def test_sharing_profiles_only_use_keys_of_the_device_plugin_config(stack_run):
+    examples = upstream_file("gpu-operator", "examples")
+    known: set[tuple] = set()
+    for path in examples.glob("*.yaml"):
+        for document in yaml.safe_load_all(path.read_text()):
+            for text in (document or {}).get("data", {}).values():
+                known |= {p for p in _leaf_paths(yaml.safe_load(text))}
+    known_prefixes = {path[:i] for path in known for i in range(1, len(path) + 1)}
+    config_map = stack_run.of_type("kubernetes:core/v1:ConfigMap")[0]
+    for text in config_map.inputs["data"].values():
+        for path in _leaf_paths(yaml.safe_load(text)):
+            if path[:3] == ("sharing", "timeSlicing", "resources"):
+                continue
+            # renameByDefault / failRequestsGreaterThanOne are device-plugin options the examples omit.
+            if path[-1] in ("renameByDefault", "failRequestsGreaterThanOne"):
+                assert path[:2] == ("sharing", "timeSlicing")
+                continue
+            assert path in known_prefixes, f"device plugin config has no key {'.'.join(path)}"

@@ -1,0 +1,99 @@
+"""TenantCluster: one protected namespace and vCluster release per team."""
+
+from __future__ import annotations
+
+from tests.conftest import dev_config, eks_config, run
+from tools.mockrun import REDACTED
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+
+
+def tenant_release(program, vcluster):
+    return next(r for r in program.of_type(RELEASE) if r.inputs["name"] == vcluster)
+
+
+def test_tenant_namespace_defaults_to_the_vcluster_cli_convention(dev_run):
+    namespaces = {n.inputs["metadata"]["name"] for n in dev_run.of_type("kubernetes:core/v1:Namespace")}
+    assert {"vcluster-team-nlp", "vcluster-team-vision", "vcluster-team-recommender"} <= namespaces
+
+
+def test_namespace_and_vcluster_name_are_configurable(eks_run):
+    release = tenant_release(eks_run, "rag-legal")
+    assert release.inputs["namespace"] == "team-legal"
+    assert eks_run.outputs["tenants"]["team-legal"]["connectCommand"] == \
+        "vcluster connect rag-legal --namespace team-legal"
+
+
+def test_tenant_release_is_the_pinned_loft_chart(dev_run):
+    release = tenant_release(dev_run, "team-nlp").inputs
+    assert release["chart"] == "vcluster"
+    assert release["repositoryOpts"]["repo"] == "https://charts.loft.sh"
+    assert release["version"] == "0.36.1"
+    assert release["atomic"] is True
+
+
+def test_vcluster_values_keep_kai_working(dev_run):
+    values = tenant_release(dev_run, "team-nlp").inputs["values"]
+    assert values["experimental"]["syncSettings"]["setOwner"] is False
+    assert values["sync"]["fromHost"]["nodes"] == {"enabled": True, "selector": {"all": True}}
+    assert values["sync"]["fromHost"]["runtimeClasses"] == {"enabled": True}
+    assert values["sync"]["toHost"]["pods"]["enforceTolerations"] == ["nvidia.com/gpu:NoSchedule"]
+    assert values["controlPlane"]["backingStore"] == {"database": {"embedded": {"enabled": True}}}
+    assert values["controlPlane"]["statefulSet"]["resources"]["requests"] == {"cpu": "200m", "memory": "256Mi"}
+
+
+def test_node_labels_sync_only_the_gpu_pool(eks_run):
+    values = tenant_release(eks_run, "rag-legal").inputs["values"]
+    assert values["sync"]["fromHost"]["nodes"]["selector"] == {"labels": {"gpu-tenancy/pool": "gpu"}}
+
+
+def test_team_overrides_merge_over_stack_defaults():
+    config = dev_config()
+    config["gpu-tenancy:vcluster"]["controlPlaneResources"] = {"requests": {"cpu": "500m", "memory": "1Gi"}}
+    config["gpu-tenancy:teams"][1]["vcluster"] = {
+        "syncRuntimeClasses": False,
+        "extraValues": {"controlPlane": {"statefulSet": {"scheduling": {"priorityClassName": "tenant-cp"}}}},
+    }
+    program = run(config)
+    vision = tenant_release(program, "team-vision").inputs["values"]
+    nlp = tenant_release(program, "team-nlp").inputs["values"]
+    assert vision["sync"]["fromHost"]["runtimeClasses"] == {"enabled": False}
+    assert nlp["sync"]["fromHost"]["runtimeClasses"] == {"enabled": True}
+    assert vision["controlPlane"]["statefulSet"]["resources"]["requests"] == {"cpu": "500m", "memory": "1Gi"}
+    assert vision["controlPlane"]["statefulSet"]["scheduling"] == {"priorityClassName": "tenant-cp"}
+    assert vision["experimental"]["syncSettings"]["setOwner"] is False
+    assert "scheduling" not in nlp["controlPlane"]["statefulSet"]
+
+
+def test_namespace_and_release_are_protected_and_the_release_waits_for_its_queue(dev_run):
+    release = tenant_release(dev_run, "team-nlp")
+    namespace = dev_run.named("tenant-team-nlp-namespace")
+    assert release.options.get("protect") is True
+    assert namespace.options.get("protect") is True
+    queue = dev_run.named("queues-team-nlp")
+    assert queue.urn in release.dependencies
+    assert namespace.urn in release.dependencies
+
+
+def test_protection_can_be_turned_off_per_team_for_a_decommission():
+    config = dev_config()
+    config["gpu-tenancy:teams"][2]["protect"] = False
+    program = run(config)
+    assert "protect" not in tenant_release(program, "team-recommender").options
+    assert tenant_release(program, "team-nlp").options["protect"] is True
+
+
+def test_tenant_kubeconfig_is_read_from_the_vc_secret_and_exported_as_a_secret(eks_run):
+    secret = eks_run.named("tenant-team-legal-kubeconfig")
+    assert secret.read is True
+    assert secret.inputs["id"] == "team-legal/vc-rag-legal"
+    assert eks_run.outputs["tenantKubeconfigs"] == REDACTED
+    assert "tenantKubeconfigs" in eks_run.secret_outputs
+
+
+def test_every_team_of_a_stack_gets_its_own_tenant():
+    config = eks_config()
+    config["gpu-tenancy:teams"].append({"name": "team-search", "resources": {"gpu": {"quota": 0, "limit": 1}}})
+    program = run(config)
+    assert tenant_release(program, "team-search").inputs["namespace"] == "vcluster-team-search"
+    assert "team-search" in program.outputs["tenants"]
