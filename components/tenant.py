@@ -14,6 +14,7 @@ from typing import Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.admission import TenantAdmission, TenantAdmissionArgs, policy_name
 from config import versions
 from config.merge import deep_merge
 from config.model import Team
@@ -81,6 +82,7 @@ def connect_command(team: Team) -> str:
 
 class TenantCluster(pulumi.ComponentResource):
     namespace: k8s.core.v1.Namespace
+    admission: TenantAdmission
     release: k8s.helm.v3.Release
     kubeconfig: pulumi.Output[str]
     connect_command: str
@@ -99,6 +101,9 @@ class TenantCluster(pulumi.ComponentResource):
             }},
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, protect=protect),
         )
+        # The admission policy is in place before the vCluster can sync its first pod.
+        self.admission = TenantAdmission(f"{name}-admission", TenantAdmissionArgs(team=team, provider=args.provider),
+                                         opts=pulumi.ResourceOptions(parent=self))
         self.release = k8s.helm.v3.Release(
             f"{name}-vcluster",
             name=team.vcluster_name,
@@ -113,7 +118,7 @@ class TenantCluster(pulumi.ComponentResource):
             # The tenant depends on its queue, so a removed team loses its queue only after its
             # control plane is gone.
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, protect=protect,
-                                        depends_on=[args.queue]),
+                                        depends_on=[args.queue, self.admission]),
         )
         kubeconfig_secret = k8s.core.v1.Secret.get(
             f"{name}-kubeconfig",
@@ -125,6 +130,7 @@ class TenantCluster(pulumi.ComponentResource):
         self.register_outputs({
             "namespace": team.namespace,
             "queue": team.queue_name,
+            "admissionPolicy": policy_name(team),
             "connectCommand": self.connect_command,
             "kubeconfig": self.kubeconfig,
         })
