@@ -138,6 +138,8 @@ class HostCluster(pulumi.ComponentResource):
             public_subnet_ids=public_subnets or None,
             private_subnet_ids=private_subnets or None,
             node_associate_public_ip_address=False,
+            # Tenant NetworkPolicies are only enforced when the VPC CNI runs its policy agent.
+            vpc_cni_options=eks.VpcCniOptionsArgs(enable_network_policy=True),
             opts=child,
         )
         group_options = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=attachments))

@@ -108,6 +108,11 @@ def test_eks_cluster_has_no_default_node_group_and_uses_api_authentication(eks_r
     assert cluster["name"] == "vcluster-gpu"
 
 
+def test_eks_vpc_cni_enforces_tenant_network_policies(eks_run):
+    cluster = eks_run.of_type("eks:index:Cluster")[0].inputs
+    assert cluster["vpcCniOptions"]["enableNetworkPolicy"] is True
+
+
 def test_eks_gpu_node_group_is_tainted_labelled_and_picks_its_sharing_profile(eks_run):
     group = eks_run.named("host-gpu-gpu").inputs
     assert group["amiType"] == "AL2023_x86_64_NVIDIA"
