@@ -97,3 +97,74 @@ def test_every_team_of_a_stack_gets_its_own_tenant():
     program = run(config)
     assert tenant_release(program, "team-search").inputs["namespace"] == "vcluster-team-search"
     assert "team-search" in program.outputs["tenants"]
+
+
+# --- tenant resource boundaries --------------------------------------------------------------------
+
+
+def test_every_tenant_gets_quota_limit_range_and_network_policy_by_default(dev_run):
+    policies = tenant_release(dev_run, "team-nlp").inputs["values"]["policies"]
+    quota = policies["resourceQuota"]
+    assert quota["enabled"] is True
+    assert quota["quota"] == {"requests.cpu": "16", "limits.cpu": "16", "requests.memory": "64Gi",
+                              "limits.memory": "64Gi", "count/pods": 100, "count/services": 20,
+                              "count/persistentvolumeclaims": 20}
+    assert policies["limitRange"] == {"enabled": True, "default": {"cpu": "1", "memory": "1Gi"},
+                                      "defaultRequest": {"cpu": "100m", "memory": "128Mi"}}
+    assert policies["networkPolicy"] == {"enabled": True}
+
+
+def test_stack_quota_defaults_and_team_overrides_combine_key_by_key():
+    config = dev_config()
+    config["gpu-tenancy:vcluster"]["resourceQuota"] = {"cpu": "32", "memory": "128Gi"}
+    config["gpu-tenancy:teams"][0]["vcluster"] = {"resourceQuota": {"pods": 10}, "networkPolicy": False}
+    program = run(config)
+    nlp = tenant_release(program, "team-nlp").inputs["values"]["policies"]
+    vision = tenant_release(program, "team-vision").inputs["values"]["policies"]
+    assert nlp["resourceQuota"]["quota"]["count/pods"] == 10
+    assert nlp["resourceQuota"]["quota"]["requests.cpu"] == "32"
+    assert nlp["networkPolicy"] == {"enabled": False}
+    assert vision["resourceQuota"]["quota"]["count/pods"] == 100
+    assert vision["resourceQuota"]["quota"]["requests.memory"] == "128Gi"
+    assert vision["networkPolicy"] == {"enabled": True}
+
+
+# --- nothing is lost by accident ------------------------------------------------------------------
+
+
+def deletion_order(program) -> list[str]:
+    """The order Pulumi deletes resources in: dependents (and children) before what they depend on."""
+    edges = {r.urn: set(r.dependencies) | ({r.parent} if r.parent else set()) for r in program.resources}
+    known = set(edges)
+    order, done = [], set()
+
+    def visit(urn):
+        if urn in done or urn not in known:
+            return
+        done.add(urn)
+        for dependency in sorted(edges[urn]):
+            visit(dependency)
+        order.append(urn)
+
+    for urn in sorted(edges):
+        visit(urn)
+    return [program.by_urn(urn).name for urn in reversed(order)]
+
+
+def test_a_removed_team_loses_its_vcluster_before_its_queue_and_children_go_before_the_parent(dev_run):
+    order = deletion_order(dev_run)
+    for team in ("team-nlp", "team-vision", "team-recommender"):
+        assert order.index(f"tenant-{team}-vcluster") < order.index(f"queues-{team}")
+        assert order.index(f"queues-{team}") < order.index("queues-ml-org")
+    assert order.index("queues-ml-org") < order.index("kai-release")
+
+
+def test_releases_upgrade_in_place_and_fail_atomically(dev_run, eks_run):
+    for program in (dev_run, eks_run):
+        for release in program.of_type("kubernetes:helm.sh/v3:Release"):
+            # A fixed release name means a version bump is a helm upgrade, not a new release.
+            assert release.inputs["name"]
+            assert "replaceOnChanges" not in release.options
+            assert "deleteBeforeReplace" not in release.options
+            assert release.inputs["atomic"] is True and release.inputs["cleanupOnFail"] is True
+            assert release.inputs["timeout"] >= 600

@@ -154,6 +154,12 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                                                               ("delete", timeouts.delete)) if v}
             if request.deleteBeforeReplace:
                 options["deleteBeforeReplace"] = True
+            if request.replaceOnChanges:
+                options["replaceOnChanges"] = sorted(request.replaceOnChanges)
+            if request.ignoreChanges:
+                options["ignoreChanges"] = sorted(request.ignoreChanges)
+            if request.retainOnDelete:
+                options["retainOnDelete"] = True
         self.run.resources.append(RecordedResource(
             urn=response_urn,
             type=request.type,
