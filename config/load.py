@@ -8,6 +8,7 @@ raises one ``ConfigError`` listing every problem. It registers nothing, so a bad
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Any, Iterable, Mapping, Optional
 
@@ -204,6 +205,7 @@ def _eks(section: Section) -> EksHost:
     if version is not None and not re.fullmatch(r"1\.\d+", version):
         section._fail("kubernetesVersion", version, "must be a pinned Kubernetes minor version",
                       "use the form 1.NN, e.g. 1.33")
+    zones = section.integer("availabilityZones", 2, minimum=2, maximum=6)
     return EksHost(
         name=section.string("name", "gpu-tenancy", dns_label=True),
         region=region,
@@ -211,8 +213,8 @@ def _eks(section: Section) -> EksHost:
         vpc_id=vpc_id,
         public_subnet_ids=public or (),
         private_subnet_ids=private or (),
-        vpc_cidr=section.string("vpcCidr", "10.0.0.0/16"),
-        availability_zones=section.integer("availabilityZones", 2, minimum=2, maximum=6),
+        vpc_cidr=_vpc_cidr(section, zones),
+        availability_zones=zones,
         system_node_group=SystemNodeGroup(
             instance_types=system.string_list("instanceTypes", ("m6i.large",), non_empty=True),
             scaling=_scaling(system, (1, 2, 3)),
@@ -220,6 +222,23 @@ def _eks(section: Section) -> EksHost:
         ),
         gpu_node_groups=tuple(gpu_groups),
     )
+
+
+def _vpc_cidr(section: Section, zones: Optional[int]) -> Optional[str]:
+    """The created VPC is cut into /20 subnets: one public and one private per zone."""
+    value = section.string("vpcCidr", "10.0.0.0/16")
+    if value is None:
+        return None
+    try:
+        network = ipaddress.IPv4Network(value)
+    except ValueError:
+        section._fail("vpcCidr", value, "is not an IPv4 network", "use a block such as 10.0.0.0/16")
+        return None
+    if zones and (network.prefixlen > 20 or 2 ** (20 - network.prefixlen) < 2 * zones):
+        section._fail("vpcCidr", value, f"has no room for {2 * zones} /20 subnets",
+                      "use a larger block such as a /16, or fewer availabilityZones")
+        return None
+    return value
 
 
 def _kubeconfig(section: Section) -> KubeconfigHost:

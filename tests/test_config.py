@@ -532,3 +532,23 @@ def test_a_trailing_newline_is_not_part_of_a_valid_name_or_version(path, value):
 
 def test_a_huge_integer_quota_is_a_config_error_not_a_crash():
     assert_rejected(put(dev_config(), f"{GPU}.limit", 10 ** 400), f"{GPU}.limit", 10 ** 400)
+
+
+# --- created EKS network -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cidr, zones", [("10.0.0.0/16", 2), ("172.20.0.0/18", 2), ("10.8.0.0/17", 4)])
+def test_a_created_vpc_needs_room_for_a_public_and_a_private_subnet_per_zone(cidr, zones):
+    config = put(put(eks_config(), "cluster.eks.vpcCidr", cidr), "cluster.eks.availabilityZones", zones)
+    assert load_platform(config).cluster.eks.vpc_cidr == cidr
+
+
+@pytest.mark.parametrize("cidr, zones, fix", [
+    ("10.0.0.0/19", 2, "larger block"),
+    ("10.0.0.0/18", 3, "fewer availabilityZones"),
+    ("10.0.0.1/16", 2, "10.0.0.0/16"),
+    ("fd00::/64", 2, "10.0.0.0/16"),
+])
+def test_a_vpc_cidr_without_room_or_not_a_network_is_rejected(cidr, zones, fix):
+    config = put(put(eks_config(), "cluster.eks.vpcCidr", cidr), "cluster.eks.availabilityZones", zones)
+    assert_rejected(config, "cluster.eks.vpcCidr", cidr, fix=fix)
