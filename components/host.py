@@ -35,7 +35,7 @@ NODE_POLICIES = (
 @dataclass
 class HostClusterArgs:
     cluster: Cluster
-    # Default device-plugin profile key, labelled on GPU node groups that pick no profile.
+    # Sharing profile name -> ConfigMap key, for the label of GPU node groups that pick a profile.
     profile_keys: dict[str, str]
     ssh_private_key: Optional[pulumi.Input[str]] = None
     kubeconfig: Optional[pulumi.Input[str]] = None

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pulumi import RunError
+
 
 @dataclass(frozen=True)
 class ConfigIssue:
@@ -16,8 +18,11 @@ class ConfigIssue:
         return f"gpu-tenancy:{self.key} = {_show(self.value)}: {self.problem}. Fix: {self.fix}"
 
 
-class ConfigError(ValueError):
-    """Raised before any resource is registered when the stack config is invalid."""
+class ConfigError(RunError, ValueError):
+    """Raised before any resource is registered when the stack config is invalid.
+
+    A ``RunError`` so that ``pulumi up`` prints the message alone, without a Python traceback.
+    """
 
     def __init__(self, issues: list[ConfigIssue]):
         self.issues = list(issues)
