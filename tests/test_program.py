@@ -160,3 +160,16 @@ def test_eks_stack_installs_the_operator_on_an_eks_gpu_node_group(eks_run):
     assert releases["gpu-operator"]["values"]["toolkit"]["enabled"] is False
     assert releases["rag-legal"]["namespace"] == "team-legal"
     assert eks_run.warnings == []
+
+
+def test_every_kubeconfig_and_key_output_is_a_pulumi_secret():
+    from pulumi.runtime.sync_await import _sync_await
+
+    config = dev_config()
+    config["gpu-tenancy:cluster"]["microk8s"]["host"] = "gpu-box.lab"
+    config["gpu-tenancy:sshPrivateKey"] = {"secure": "v1:encrypted"}
+    program = run(config)
+    live = program.program_globals
+    outputs = [live["host"].kubeconfig] + [tenant.kubeconfig for tenant in live["tenants"].values()]
+    assert all(_sync_await(output.is_secret()) for output in outputs)
+    assert _sync_await(live["secrets"].get_secret("sshPrivateKey").is_secret())

@@ -100,6 +100,8 @@ class ProgramRun:
     outputs: dict[str, Any] = field(default_factory=dict)
     secret_outputs: set[str] = field(default_factory=set)
     warnings: list[str] = field(default_factory=list)
+    # The program's module globals (components, outputs), for tests that inspect live objects.
+    program_globals: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def of_type(self, typ: str) -> list[RecordedResource]:
         return [resource for resource in self.resources if resource.type == typ]
@@ -277,7 +279,7 @@ def run_program(stack_config: dict[str, Any], *, stack: str = "dev", project_dir
 
     def program():
         try:
-            runpy.run_path(main, run_name="__main__")
+            run.program_globals.update(runpy.run_path(main, run_name="__main__"))
         finally:
             root._finish()
 
