@@ -1,0 +1,296 @@
+"""tools.new_site: a new site's stack file from an existing stack, with --set changes, secrets
+dropped and listed, validated by the config model before anything is written."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from config import ConfigError, load_platform
+from tools import new_site
+
+REPO = Path(__file__).resolve().parent.parent
+PREFIX = "gpu-tenancy:"
+
+
+@pytest.fixture()
+def project(tmp_path: Path) -> Path:
+    for stack in ("dev", "eks"):
+        shutil.copy(REPO / f"Pulumi.{stack}.yaml", tmp_path)
+    return tmp_path
+
+
+def stack_file(project: Path, stack: str) -> dict:
+    return yaml.safe_load((project / f"Pulumi.{stack}.yaml").read_text())
+
+
+def stack_config(project: Path, stack: str) -> dict:
+    return stack_file(project, stack)["config"]
+
+
+def platform_of(config: dict, secrets_set=(), stack: str = "site"):
+    raw = {key[len(PREFIX):]: value for key, value in config.items() if key.startswith(PREFIX)}
+    return load_platform(raw, secrets_set=set(secrets_set), stack=stack)
+
+
+def new(project: Path, site: str, source: str, *sets: str) -> int:
+    argv = [site, "--from", source, "--project-dir", str(project)]
+    for item in sets:
+        argv += ["--set", item]
+    return new_site.main(argv)
+
+
+def stack_files(project: Path) -> set[str]:
+    return {path.name for path in project.glob("Pulumi.*.yaml")}
+
+
+# --- clones with changes ----------------------------------------------------------------------
+
+
+def test_clone_with_quota_change_differs_only_there(project, capsys):
+    assert new(project, "lab2", "dev", "teams[0].resources.gpu.quota=0.2") == 0
+    text = (project / "Pulumi.lab2.yaml").read_text()
+    assert text.startswith("#") and "dev" in text.splitlines()[0]
+    written = stack_config(project, "lab2")
+    expected = copy.deepcopy(stack_config(project, "dev"))
+    expected[PREFIX + "teams"][0]["resources"]["gpu"]["quota"] = 0.2
+    assert written == expected
+    assert list(written) == list(stack_config(project, "dev"))
+    assert isinstance(written[PREFIX + "teams"][0]["resources"]["gpu"]["quota"], float)
+    platform = platform_of(written, stack="lab2")
+    assert platform.teams[0].resources.gpu.quota == 0.2
+    out = capsys.readouterr().out
+    assert "gpu-tenancy:teams[0].resources.gpu.quota: 0.33 -> 0.2" in out
+    assert "pulumi stack init lab2" in out
+    assert "--copy-config-from dev" in out
+    assert "python -m tools.plan lab2" in out
+    assert "pulumi preview --stack lab2" in out
+    assert "--secret" not in out
+
+
+def test_plain_clone_equals_source(project):
+    assert new(project, "eks-copy", "eks") == 0
+    assert stack_config(project, "eks-copy") == stack_config(project, "eks")
+    platform_of(stack_config(project, "eks-copy"))
+
+
+def test_append_a_team(project):
+    team = "teams[3]={name: team-audio, resources: {gpu: {quota: 0.01, limit: 1}}}"
+    assert new(project, "lab-audio", "dev", team) == 0
+    teams = stack_config(project, "lab-audio")[PREFIX + "teams"]
+    assert len(teams) == 4
+    assert teams[3] == {"name": "team-audio", "resources": {"gpu": {"quota": 0.01, "limit": 1}}}
+    assert teams[:3] == stack_config(project, "dev")[PREFIX + "teams"]
+    assert [t.name for t in platform_of(stack_config(project, "lab-audio")).teams][-1] == "team-audio"
+
+
+def test_quoted_keys_with_slashes_and_dots(project):
+    assert new(project, "eks-b", "eks", 'vcluster.nodeLabels["gpu-tenancy/pool"]=gpu-b',
+               'teams[1].vcluster.nodeLabels["example.com/tier"]=gold') == 0
+    config = stack_config(project, "eks-b")
+    assert config[PREFIX + "vcluster"]["nodeLabels"] == {"gpu-tenancy/pool": "gpu-b"}
+    assert config[PREFIX + "teams"][1]["vcluster"] == {"nodeLabels": {"example.com/tier": "gold"}}
+    platform = platform_of(config)
+    assert platform.teams[1].vcluster.node_labels == {"example.com/tier": "gold"}
+
+
+def test_namespaced_path_and_region(project):
+    assert new(project, "eks-eu", "eks", "cluster.eks.region=eu-west-1", "aws:region=eu-west-1",
+               "organization.name=ai-org") == 0
+    config = stack_config(project, "eks-eu")
+    assert config["aws:region"] == "eu-west-1"
+    assert list(config)[-1] == "aws:region"
+    assert "gpu-tenancy:aws:region" not in config
+    assert config[PREFIX + "cluster"]["eks"]["region"] == "eu-west-1"
+    platform = platform_of(config)
+    assert platform.cluster.eks.region == "eu-west-1"
+    assert platform.organization.name == "ai-org"
+
+
+def test_explicit_project_namespace_is_the_same_key(project):
+    assert new(project, "lab5", "dev", "gpu-tenancy:kaiScheduler.gpuSharing=false") == 0
+    config = stack_config(project, "lab5")
+    assert config[PREFIX + "kaiScheduler"]["gpuSharing"] is False
+    assert len(config) == len(stack_config(project, "dev"))
+
+
+@pytest.mark.parametrize("text, value", [
+    ("x=0.5", 0.5), ("x=2", 2), ("x=true", True), ("x=[a, b]", ["a", "b"]), ("x={a: 1}", {"a": 1}),
+    ("x=plain text", "plain text"), ('x="1.33"', "1.33"), ("x=yes", "yes"), ("x=2024-01-01", "2024-01-01"),
+    ("x=''", ""), ("x=a=b", "a=b"),
+])
+def test_values_are_yaml(text, value):
+    assert new_site.parse_assignment(text).value == value
+
+
+@pytest.mark.parametrize("text, path", [
+    ("teams[0].resources.gpu.quota=1", ["gpu-tenancy:teams", 0, "resources", "gpu", "quota"]),
+    ('vcluster.nodeLabels["gpu-tenancy/pool"]=gpu', ["gpu-tenancy:vcluster", "nodeLabels", "gpu-tenancy/pool"]),
+    ("vcluster.nodeLabels['a=b.c']=x", ["gpu-tenancy:vcluster", "nodeLabels", "a=b.c"]),
+    ("aws:region=eu-west-1", ["aws:region"]),
+    ("aws:tags.team=ml", ["aws:tags", "team"]),
+    ("teams[0][1]=x", ["gpu-tenancy:teams", 0, 1]),
+])
+def test_paths(text, path):
+    assert new_site.parse_assignment(text).path == path
+    assert new_site.parse_path(new_site.format_path(path), stop_at_equals=False)[0] == path
+
+
+# --- secrets ----------------------------------------------------------------------------------
+
+
+SECRET_STACK = """\
+encryptionsalt: v1:salt
+config:
+  aws:region: us-east-2
+  gpu-tenancy:cluster:
+    kind: microk8s
+    microk8s:
+      host: 10.0.0.5
+      gpus: 1
+  gpu-tenancy:organization:
+    name: ml-org
+    resources:
+      gpu: {quota: 1, limit: -1}
+  gpu-tenancy:sshPrivateKey: {secure: v1:abc}
+  gpu-tenancy:teams:
+    - name: team-nlp
+      resources:
+        gpu: {quota: 0.5, limit: 1}
+  gpu-tenancy:vcluster:
+    extraValues:
+      sync:
+        token: {secure: v1:def}
+"""
+
+
+def test_secrets_are_dropped_and_listed(project, capsys):
+    (project / "Pulumi.lab.yaml").write_text(SECRET_STACK)
+    assert new(project, "lab-b", "lab", "teams[0].resources.gpu.quota=0.25") == 0
+    text = (project / "Pulumi.lab-b.yaml").read_text()
+    assert "secure" not in text and "v1:" not in text
+    document = stack_file(project, "lab-b")
+    assert "encryptionsalt" not in document
+    config = document["config"]
+    assert list(config) == ["aws:region", PREFIX + "cluster", PREFIX + "organization", PREFIX + "teams",
+                            PREFIX + "vcluster"]
+    assert config[PREFIX + "vcluster"] == {"extraValues": {"sync": {}}}
+    out = capsys.readouterr().out
+    assert "pulumi config set --secret gpu-tenancy:sshPrivateKey" in out
+    assert "pulumi config set --secret --path 'gpu-tenancy:vcluster.extraValues.sync.token'" in out
+    assert out.index("pulumi stack init lab-b") < out.index("pulumi config set --secret")
+    # The site validates once the SSH key is set again, and needs it.
+    platform_of(config, secrets_set={"sshPrivateKey"})
+    with pytest.raises(ConfigError) as error:
+        platform_of(config)
+    assert "sshPrivateKey" in error.value.keys
+
+
+def test_a_secret_the_source_never_had_is_still_required(project, capsys):
+    assert new(project, "lab-ssh", "dev", "cluster.microk8s.host=10.0.0.9") == 2
+    assert "sshPrivateKey" in capsys.readouterr().err
+    assert not (project / "Pulumi.lab-ssh.yaml").exists()
+
+
+def test_secrets_cannot_be_set_in_plain_text(project, capsys):
+    assert new(project, "lab-x", "dev", "sshPrivateKey=-----BEGIN") == 2
+    assert "--secret" in capsys.readouterr().err
+    assert new(project, "lab-x", "dev", "vcluster.extraValues={token: {secure: v1:abc}}") == 2
+    assert not (project / "Pulumi.lab-x.yaml").exists()
+
+
+# --- refusals: exit 2, nothing written --------------------------------------------------------
+
+
+def test_refuses_to_overwrite(project, capsys):
+    before = (project / "Pulumi.eks.yaml").read_bytes()
+    assert new(project, "eks", "dev") == 2
+    assert "already exists" in capsys.readouterr().err
+    assert (project / "Pulumi.eks.yaml").read_bytes() == before
+    assert new(project, "lab2", "dev") == 0
+    assert new(project, "lab2", "dev", "organization.name=other") == 2
+    assert stack_config(project, "lab2") == stack_config(project, "dev")
+
+
+def test_invalid_result_writes_nothing(project, capsys):
+    files = stack_files(project)
+    assert new(project, "lab-bad", "dev", "teams[0].resources.gpu.limit=0.1") == 2
+    err = capsys.readouterr().err
+    assert "teams[0].resources.gpu.limit" in err
+    assert "below the quota" in err
+    assert stack_files(project) == files
+
+
+@pytest.mark.parametrize("bad", [
+    "teams[0].resources.gpu.quota",  # no '='
+    "=1", "teams..name=x", "teams.=x", "teams[x].name=a", "teams[0.name=a", "teams[-1].name=a",
+    'vcluster.nodeLabels["open=x', "teams[0]]=1", "[0]=1", ":region=x", "x=[a, b", "x=",
+])
+def test_bad_set_syntax(project, capsys, bad):
+    files = stack_files(project)
+    assert new(project, "lab-bad", "dev", bad) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and repr(bad) in err
+    assert stack_files(project) == files
+
+
+def test_missing_equals_is_explained(project, capsys):
+    assert new(project, "lab-bad", "dev", "teams[0].resources.gpu.quota") == 2
+    assert "no '='" in capsys.readouterr().err
+
+
+def test_index_out_of_range(project, capsys):
+    assert new(project, "lab-bad", "dev", "teams[4]={name: team-x}") == 2
+    err = capsys.readouterr().err
+    assert "out of range" in err and "teams[4]" in err and "[3] to append" in err
+    assert not (project / "Pulumi.lab-bad.yaml").exists()
+
+
+@pytest.mark.parametrize("bad, words", [
+    ("organization.name.first=x", "not a map"),
+    ("teams.name=x", "use an index"),
+    ("organization[0]=x", "not a list"),
+])
+def test_paths_through_the_wrong_kind_of_value(project, capsys, bad, words):
+    assert new(project, "lab-bad", "dev", bad) == 2
+    assert words in capsys.readouterr().err
+    assert not (project / "Pulumi.lab-bad.yaml").exists()
+
+
+def test_missing_maps_and_lists_are_created(project):
+    assert new(project, "lab-new", "dev", "teams[0].vcluster.enforceTolerations[0]=nvidia.com/gpu:NoSchedule",
+               "aws:tags.team=ml") == 0
+    config = stack_config(project, "lab-new")
+    assert config[PREFIX + "teams"][0]["vcluster"] == {"enforceTolerations": ["nvidia.com/gpu:NoSchedule"]}
+    assert config["aws:tags"] == {"team": "ml"}
+    platform_of(config)
+
+
+def test_unknown_source_stack(project, capsys):
+    assert new(project, "lab-x", "nope") == 2
+    err = capsys.readouterr().err
+    assert "Pulumi.nope.yaml" in err and "dev" in err and "eks" in err
+
+
+@pytest.mark.parametrize("site", ["../evil", "a b", "", "x/y"])
+def test_invalid_site_names(project, capsys, site):
+    files = stack_files(project)
+    assert new(project, site, "dev") == 2
+    assert "stack name" in capsys.readouterr().err
+    assert stack_files(project) == files
+
+
+def test_command_line(project):
+    result = subprocess.run(
+        [sys.executable, "-m", "tools.new_site", "cli-site", "--from", "dev", "--project-dir", str(project),
+         "--set", "kaiScheduler.gpuSharing=false"],
+        cwd=REPO, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "pulumi preview --stack cli-site" in result.stdout
+    assert stack_config(project, "cli-site")[PREFIX + "kaiScheduler"]["gpuSharing"] is False
