@@ -1,0 +1,226 @@
+"""Spec of ``python -m tools.plan STACK [--out DIR]``: an offline, reproducible plan of a stack.
+
+The CLI runs the program through Pulumi's mocks and writes ``plan.json`` (every registered
+resource, outputs, secret output names, warnings) and ``summary.md`` (a reviewer's digest).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import dev_config
+from tools import mockrun, plan
+from tools.mockrun import PROJECT_DIR, REDACTED
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+QUEUE = "kubernetes:scheduling.run.ai/v2:Queue"
+PATCH = "kubernetes:nvidia.com/v1:ClusterPolicyPatch"
+TEAMS = ("team-nlp", "team-vision", "team-recommender")
+FAKE_TOKEN = "offline-plan-token"  # the token of every fake kubeconfig tools.mockrun hands out
+
+
+def run_main(*argv: str) -> tuple[int, str, str]:
+    """``main(argv)`` in this process, with its stdout and stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = plan.main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+def files(directory: Path) -> dict[str, bytes]:
+    return {name: (directory / name).read_bytes() for name in (plan.PLAN_FILE, plan.SUMMARY_FILE)}
+
+
+@pytest.fixture(scope="module")
+def dev_out(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("plan-dev")
+    code, stdout, stderr = run_main("dev", "--out", str(out))
+    assert code == 0, stderr
+    assert "plan.json" in stdout and "summary.md" in stdout and "resources" in stdout
+    return out
+
+
+@pytest.fixture(scope="module")
+def dev_plan(dev_out) -> dict:
+    return json.loads((dev_out / plan.PLAN_FILE).read_text())
+
+
+@pytest.fixture(scope="module")
+def dev_summary(dev_out) -> str:
+    return (dev_out / plan.SUMMARY_FILE).read_text()
+
+
+def queues(document: dict) -> dict[str, dict]:
+    return {r["inputs"]["metadata"]["name"]: r["inputs"]["spec"] for r in document["resources"] if r["type"] == QUEUE}
+
+
+# --- reproducibility ----------------------------------------------------------------------------
+
+
+def test_two_runs_give_byte_identical_files(dev_out, tmp_path):
+    again = tmp_path / "again"
+    code, _, stderr = run_main("dev", "--out", str(again))
+    assert code == 0, stderr
+    assert files(again) == files(dev_out)
+
+
+def test_the_cli_in_a_fresh_interpreter_writes_the_same_files(dev_out, tmp_path):
+    out = tmp_path / "subprocess"
+    # ResourceWarnings shown: the CLI must close the event loops the SDK leaves behind.
+    env = {**os.environ, "PYTHONWARNINGS": "always::ResourceWarning"}
+    result = subprocess.run([sys.executable, "-m", "tools.plan", "dev", "--out", str(out)], cwd=PROJECT_DIR,
+                            env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert str(out / "plan.json") in result.stdout or "plan.json" in result.stdout
+    assert "unclosed" not in result.stderr and "Exception ignored" not in result.stderr, result.stderr
+    assert files(out) == files(dev_out)
+
+
+def test_plan_json_is_canonical(dev_out, dev_plan):
+    text = (dev_out / plan.PLAN_FILE).read_text()
+    assert text == json.dumps(dev_plan, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    assert set(dev_plan) == {"project", "stack", "resources", "outputs", "secretOutputs", "warnings"}
+    assert (dev_plan["project"], dev_plan["stack"]) == ("gpu-tenancy", "dev")
+    urns = [r["urn"] for r in dev_plan["resources"]]
+    assert urns == sorted(urns) and len(set(urns)) == len(urns)
+    assert dev_plan["secretOutputs"] == sorted(dev_plan["secretOutputs"])
+    assert dev_plan["warnings"] == sorted(dev_plan["warnings"])
+    for resource in dev_plan["resources"]:
+        assert {"type", "name", "urn", "parent", "provider", "dependencies", "options", "inputs"} <= set(resource)
+        assert resource["dependencies"] == sorted(set(resource["dependencies"]))
+        for value in resource["options"].values():
+            if isinstance(value, list):
+                assert value == sorted(value)
+
+
+def test_files_hold_no_machine_specific_text(dev_out):
+    for name, content in files(dev_out).items():
+        text = content.decode()
+        assert str(PROJECT_DIR) not in text, name
+        assert str(dev_out) not in text, name
+
+
+# --- what dev plans -----------------------------------------------------------------------------
+
+
+def test_dev_has_one_org_queue_and_three_team_queues_under_it(dev_plan):
+    found = queues(dev_plan)
+    assert set(found) == {"ml-org", *TEAMS}
+    roots = [name for name, spec in found.items() if not spec.get("parentQueue")]
+    assert roots == ["ml-org"]
+    gpu = found["ml-org"]["resources"]["gpu"]
+    assert (gpu["quota"], gpu["limit"], gpu["overQuotaWeight"]) == (1, -1, 1)
+    for team in TEAMS:
+        spec = found[team]
+        assert spec["parentQueue"] == "ml-org"
+        assert spec["priority"] == 100
+        assert spec["resources"]["gpu"]["quota"] == 0.33
+        assert spec["resources"]["gpu"]["limit"] == 1
+        assert spec["resources"]["gpu"]["overQuotaWeight"] == 1
+
+
+def test_dev_installs_kai_v0_16_4_from_its_oci_chart_with_gpu_sharing(dev_plan):
+    kai = [r for r in dev_plan["resources"] if r["type"] == RELEASE and r["inputs"].get("name") == "kai-scheduler"]
+    assert len(kai) == 1
+    inputs = kai[0]["inputs"]
+    assert inputs["chart"] == "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler"
+    assert inputs["version"] == "v0.16.4"
+    assert inputs["values"]["global"]["gpuSharing"] is True
+
+
+def test_dev_patches_the_microk8s_addon_instead_of_installing_the_gpu_operator(dev_plan, dev_summary):
+    releases = [r for r in dev_plan["resources"] if r["type"] == RELEASE]
+    assert not [r for r in releases if r["inputs"].get("chart") == "gpu-operator"
+                or r["inputs"].get("name") == "gpu-operator"]
+    assert len([r for r in dev_plan["resources"] if r["type"] == PATCH]) == 1
+    assert "ClusterPolicy patch" in dev_summary
+    assert "install**" not in dev_summary
+
+
+def test_summary_reviews_host_queues_releases_and_tenants(dev_summary):
+    for team in TEAMS:
+        assert f"`{team}`" in dev_summary
+        assert f"vcluster connect {team} --namespace vcluster-{team}" in dev_summary
+    assert "ml-org" in dev_summary
+    for needle in ("v0.16.4", "0.36.1", "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler",
+                   "Kind: **microk8s**", "sudo snap refresh --hold microk8s", "time-slicing-config"):
+        assert needle in dev_summary
+    # Setup commands in the order they run, and the tree with the teams under the org queue.
+    assert dev_summary.index("snap refresh --hold") < dev_summary.index("enable dns") \
+        < dev_summary.index("enable hostpath-storage") < dev_summary.index("microk8s config`")
+    assert "├── team-nlp" in dev_summary and "└── team-vision" in dev_summary
+
+
+def test_no_secret_value_leaks(dev_out, dev_plan, dev_summary):
+    plan_text = (dev_out / plan.PLAN_FILE).read_text()
+    for text in (plan_text, dev_summary):
+        assert FAKE_TOKEN not in text
+        assert mockrun.SECRET_PLACEHOLDER not in text
+        assert REDACTED in text
+    assert {"hostKubeconfig", "tenantKubeconfigs"} <= set(dev_plan["secretOutputs"])
+    assert dev_plan["outputs"]["hostKubeconfig"] == REDACTED
+
+
+def test_eks_summary_shows_the_cluster_and_its_node_groups(tmp_path):
+    code, _, stderr = run_main("eks", "--out", str(tmp_path))
+    assert code == 0, stderr
+    document = json.loads((tmp_path / plan.PLAN_FILE).read_text())
+    summary = (tmp_path / plan.SUMMARY_FILE).read_text()
+    cluster = next(r for r in document["resources"] if r["type"] == "eks:index:Cluster")
+    assert "Kind: **eks**" in summary
+    assert f"EKS cluster `{cluster['inputs']['name']}`" in summary
+    for group in (r for r in document["resources"] if r["type"] == "eks:index:ManagedNodeGroup"):
+        assert f"`{group['name']}`" in summary
+        for instance_type in group["inputs"]["instanceTypes"]:
+            assert f"`{instance_type}`" in summary
+    assert "nvidia.com/gpu=true:NO_SCHEDULE" in summary
+    assert "Mode: **install**" in summary
+    assert FAKE_TOKEN not in summary and FAKE_TOKEN not in json.dumps(document)
+
+
+# --- failures -----------------------------------------------------------------------------------
+
+
+def test_invalid_config_exits_2_names_the_key_and_writes_no_plan(monkeypatch, tmp_path):
+    config = dev_config()
+    config["gpu-tenancy:teams"][1]["resources"]["gpu"]["limit"] = "lots"
+    monkeypatch.setattr(mockrun, "load_stack_file", lambda stack, *args, **kwargs: config)
+    # A plan from an earlier, valid run must not survive next to the error.
+    (tmp_path / plan.PLAN_FILE).write_text("{}")
+    code, stdout, stderr = run_main("dev", "--out", str(tmp_path))
+    assert code == 2
+    assert "teams[1].resources.gpu.limit" in stderr
+    assert not (tmp_path / plan.PLAN_FILE).exists() and not (tmp_path / plan.SUMMARY_FILE).exists()
+    assert stdout == ""
+
+
+def test_unknown_stack_exits_2(tmp_path):
+    code, stdout, stderr = run_main("no-such-stack", "--out", str(tmp_path))
+    assert code == 2
+    assert "Pulumi.no-such-stack.yaml" in stderr and "dev" in stderr
+    assert list(tmp_path.iterdir()) == []
+    assert stdout == ""
+
+
+# --- rendering details --------------------------------------------------------------------------
+
+
+def test_summary_flags_an_overcommitted_queue_and_an_orphan_parent():
+    document = {"project": "p", "stack": "s", "outputs": {}, "secretOutputs": [], "warnings": [], "resources": [
+        {"urn": f"urn:{name}", "type": QUEUE, "name": name, "custom": True, "read": False, "parent": None,
+         "provider": None, "dependencies": [], "options": {},
+         "inputs": {"metadata": {"name": name}, "spec": {"parentQueue": parent, "priority": 100, "resources": {
+             "gpu": {"quota": quota, "limit": -1, "overQuotaWeight": 1}}}}}
+        for name, parent, quota in (("org", None, 1), ("a", "org", 0.6), ("b", "org", 0.6), ("x", "gone", 1))]}
+    summary = plan.render_summary(document)
+    assert "children's gpu quotas sum to 1.2 of 1 — **over-committed**" in summary
+    assert "parent gone is NOT managed by this stack" in summary
+    assert summary == plan.render_summary(json.loads(json.dumps(document)))
