@@ -1,6 +1,6 @@
 """Offline plan of one stack: what the program would register, for review without any cloud.
 
-    python -m tools.plan STACK [--out DIR]
+    python -m tools.plan STACK [--out DIR] [--diff-against OLD_PLAN_JSON]
 
 Runs ``__main__.py`` for ``Pulumi.STACK.yaml`` under the SDK's mocks (``tools.mockrun``: no
 engine, CLI, cloud account or cluster) and writes two files to DIR (default
@@ -14,6 +14,10 @@ engine, CLI, cloud account or cluster) and writes two files to DIR (default
 - ``summary.md``: a reviewer's digest derived from the recorded resources: host, Helm
   releases, GPU operator mode and time-slicing profiles, the KAI queue tree with its quotas,
   the tenants, warnings and secrets.
+
+With ``--diff-against``, the change since an earlier plan.json (resources added, removed and
+changed, with the changed input paths and old -> new values; ``tools.plan_diff``) is printed and
+written to ``diff.md``.
 
 Exit codes: 0 written; 2 invalid stack config (``config.ConfigError``, printed to stderr) or no
 such stack file. Any other exception is a bug in the program and propagates.
@@ -36,9 +40,11 @@ import yaml
 from config import ConfigError
 from tools import mockrun
 from tools.mockrun import PROJECT, PROJECT_DIR, REDACTED, ProgramRun
+from tools.plan_diff import diff_plans, render_diff
 
 PLAN_FILE = "plan.json"
 SUMMARY_FILE = "summary.md"
+DIFF_FILE = "diff.md"
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 QUEUE = "kubernetes:scheduling.run.ai/v2:Queue"
@@ -616,7 +622,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("stack", metavar="STACK", help="stack name: reads Pulumi.STACK.yaml in the project root")
     parser.add_argument("--out", metavar="DIR", type=Path, default=None,
                         help="output directory (default: build/plan/STACK/ under the project root)")
+    parser.add_argument("--diff-against", metavar="OLD_PLAN_JSON", type=Path, default=None,
+                        help="print what changed since an earlier plan.json (also written to DIR/diff.md)")
     args = parser.parse_args(argv)
+    old_plan = None
+    if args.diff_against is not None:
+        try:
+            old_plan = json.loads(args.diff_against.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as error:
+            print(f"error: cannot read the plan to diff against ({args.diff_against}): {error}", file=sys.stderr)
+            return 2
     out = args.out if args.out is not None else PROJECT_DIR / "build" / "plan" / args.stack
 
     try:
@@ -641,9 +656,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
 
     plan = build_plan(run, args.stack)
-    plan_text, summary_text = render_plan_json(plan), render_summary(plan)
+    files = [(PLAN_FILE, render_plan_json(plan)), (SUMMARY_FILE, render_summary(plan))]
+    if old_plan is not None:
+        diff_text = render_diff(diff_plans(old_plan, plan), str(args.diff_against), f"{args.stack} (this run)")
+        files.append((DIFF_FILE, diff_text))
     out.mkdir(parents=True, exist_ok=True)
-    for name, text in ((PLAN_FILE, plan_text), (SUMMARY_FILE, summary_text)):
+    for name, text in files:
         target = out / name
         temporary = out / f".{name}.tmp"
         temporary.write_text(text, encoding="utf-8", newline="\n")
@@ -655,6 +673,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
           f"{sum(1 for r in resources if r['read'])} reads), {len(plan['outputs'])} outputs "
           f"({len(plan['secretOutputs'])} secret), {len(plan['warnings'])} warnings "
           f"-> {_shown(out / PLAN_FILE)}, {_shown(out / SUMMARY_FILE)}")
+    if old_plan is not None:
+        print()
+        print(diff_text, end="")
     return 0
 
 

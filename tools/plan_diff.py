@@ -1,0 +1,124 @@
+"""What a change does, from two offline plans: resources added, removed and changed.
+
+For a reviewer without cloud access: each changed resource lists the input paths that differ
+with old -> new values. Secrets are already ``[secret]`` in both plans, so a changed secret is
+invisible here by design. Resources are matched by URN, as Pulumi matches them; a resource whose
+name or parent changes shows as one removal and one addition, which is also what ``pulumi up``
+would do without aliases.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+MISSING = "(absent)"
+
+
+@dataclass(frozen=True)
+class Change:
+    path: str
+    old: Any
+    new: Any
+
+
+@dataclass
+class ResourceDiff:
+    urn: str
+    type: str
+    name: str
+    changes: list[Change]
+
+
+@dataclass
+class PlanDiff:
+    added: list[dict] = field(default_factory=list)
+    removed: list[dict] = field(default_factory=list)
+    changed: list[ResourceDiff] = field(default_factory=list)
+    outputs: list[Change] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.added or self.removed or self.changed or self.outputs)
+
+
+def _join(path: str, key: Any) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    text = str(key)
+    plain = text.replace("-", "").replace("_", "").isalnum()
+    step = text if plain else json.dumps(text)
+    if not plain:
+        return f"{path}[{step}]"
+    return f"{path}.{step}" if path else step
+
+
+def value_changes(old: Any, new: Any, path: str = "") -> list[Change]:
+    """Leaf-level differences between two JSON values, in a stable order."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        changes = []
+        for key in sorted(set(old) | set(new), key=str):
+            changes += value_changes(old.get(key, MISSING), new.get(key, MISSING), _join(path, key))
+        return changes
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        changes = []
+        for index, (before, after) in enumerate(zip(old, new)):
+            changes += value_changes(before, after, _join(path, index))
+        return changes
+    return [] if old == new else [Change(path, old, new)]
+
+
+def diff_plans(old: dict, new: dict) -> PlanDiff:
+    before = {resource["urn"]: resource for resource in old.get("resources", [])}
+    after = {resource["urn"]: resource for resource in new.get("resources", [])}
+    diff = PlanDiff()
+    diff.added = [after[urn] for urn in sorted(set(after) - set(before))]
+    diff.removed = [before[urn] for urn in sorted(set(before) - set(after))]
+    for urn in sorted(set(before) & set(after)):
+        changes = []
+        for part in ("inputs", "options", "dependencies", "provider", "parent"):
+            prefix = "" if part == "inputs" else part
+            changes += value_changes(before[urn].get(part), after[urn].get(part), prefix)
+        if changes:
+            diff.changed.append(ResourceDiff(urn, after[urn]["type"], after[urn]["name"], changes))
+    diff.outputs = value_changes(old.get("outputs", {}), new.get("outputs", {}))
+    return diff
+
+
+def _show(value: Any) -> str:
+    if value == MISSING:
+        return MISSING
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _protected(resource: dict) -> str:
+    return " (protected)" if resource.get("options", {}).get("protect") else ""
+
+
+def render_diff(diff: PlanDiff, old_label: str, new_label: str) -> str:
+    lines = [f"# Plan diff: {old_label} -> {new_label}", ""]
+    if diff.empty:
+        return "\n".join(lines + ["No changes.", ""])
+    lines.append(f"{len(diff.added)} to add, {len(diff.changed)} to change, {len(diff.removed)} to remove.")
+    if diff.removed:
+        protected = [r["name"] for r in diff.removed if r.get("options", {}).get("protect")]
+        if protected:
+            lines += ["", f"**Protected resources would be removed: {', '.join(protected)}.** `pulumi up` stops "
+                          "with a protected-resource error until protection is lifted (see the README's "
+                          "decommission procedure)."]
+    for title, resources, sign in (("Added", diff.added, "+"), ("Removed", diff.removed, "-")):
+        if resources:
+            lines += ["", f"## {title}", ""]
+            lines += [f"{sign} `{r['type']}` **{r['name']}**{_protected(r)}" for r in resources]
+    if diff.changed:
+        lines += ["", "## Changed", ""]
+        for resource in diff.changed:
+            lines.append(f"~ `{resource.type}` **{resource.name}**")
+            lines += [f"    - `{change.path}`: {_show(change.old)} -> {_show(change.new)}"
+                      for change in resource.changes]
+    if diff.outputs:
+        lines += ["", "## Stack outputs", ""]
+        lines += [f"~ `{change.path}`: {_show(change.old)} -> {_show(change.new)}" for change in diff.outputs]
+    return "\n".join(lines) + "\n"
