@@ -1,0 +1,10 @@
+"""The gpu-tenancy policy pack (Pulumi CrossGuard) and its offline checker.
+
+- ``rules``: the guardrails as plain functions over a neutral ``Resource`` (no pulumi_policy);
+- ``adapters``: pulumi_policy resources and offline plan.json entries -> ``Resource``;
+- ``pack``: the rules wrapped as pulumi_policy policies; ``__main__``: the PolicyPack itself,
+  run by ``pulumi preview --policy-pack policy``;
+- ``check``: ``python -m policy.check PLAN_JSON``, the same rules on an offline plan (CI, no CLI).
+
+Importing this package imports nothing else, so it stays cheap and needs no pulumi_policy.
+"""

@@ -1,0 +1,618 @@
+"""The gpu-tenancy guardrails as plain functions over a neutral resource model.
+
+Nothing here imports ``pulumi_policy``: the same rules run inside ``pulumi preview --policy-pack
+policy`` (through ``adapters.from_policy_resource`` in ``pack.py``), against an offline plan.json
+(``adapters.from_plan``, ``python -m policy.check``) and in unit tests on hand-written data.
+
+Two kinds of rule:
+
+- resource rules, ``check(resource) -> list[str]``: one message per problem of that resource;
+- stack rules, ``check(resources) -> list[Finding]``: they need the whole stack (a queue's parent,
+  a tenant's admission policy), and each finding names the resource at fault (or none).
+
+A value the engine does not know yet during a preview is ``UNKNOWN``: rules never report a
+violation on a value they cannot see; the real ``pulumi up`` (whose inputs are known) checks it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+
+try:  # PyYAML comes with the pulumi SDK; without it the time-slicing rule reads key names only.
+    import yaml
+except ImportError:  # pragma: no cover
+    yaml = None
+
+
+class _Unknown:
+    """A value that is only known after the deployment (``pulumi preview`` of a new resource)."""
+
+    _instance: Optional["_Unknown"] = None
+
+    def __new__(cls) -> "_Unknown":
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+
+UNKNOWN = _Unknown()
+
+
+@dataclass
+class Resource:
+    """What every rule sees of a resource, whatever it was read from."""
+
+    type: str
+    name: str
+    urn: str = ""
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+    # URN of the provider resource, or None when the resource names none (a default provider).
+    provider: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Finding:
+    message: str
+    urn: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    description: str
+    mandatory: bool
+    scope: str  # "resource" or "stack"
+    check: Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class Violation:
+    rule: str
+    mandatory: bool
+    message: str
+    urn: Optional[str] = None
+
+    @property
+    def level(self) -> str:
+        return "mandatory" if self.mandatory else "advisory"
+
+
+# --- vocabulary ---------------------------------------------------------------------------------
+
+HELM_RELEASE_TYPES = ("kubernetes:helm.sh/v3:Release", "kubernetes:helm.sh/v4:Chart")
+QUEUE_GROUP = "scheduling.run.ai"
+QUEUE_RESOURCES = ("gpu", "cpu", "memory")
+QUEUE_FIELDS = ("quota", "limit", "overQuotaWeight")
+VCLUSTER_CHART = "vcluster"
+KAI_CHART = "kai-scheduler"
+GPU_OPERATOR_CHART = "gpu-operator"
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+MANAGED_BY_LABEL = "vcluster.loft.sh/managed-by"
+NODE_PROFILE_LABEL = "nvidia.com/device-plugin.config"
+TIME_SLICED_PREFIX = "time-sliced-"
+# Helm treats anything but a full version as a constraint ("1.2" = newest 1.2.x).
+EXACT_VERSION = re.compile(r"^v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
+RANGE_SYNTAX = re.compile(r"[\^~<>=*|,]|\s-\s|(^|\.)[xX](\.|$)")
+_EPSILON = 1e-9
+
+
+def get(value: Any, *path: str) -> Any:
+    """``value[path[0]][path[1]]...``; None when a key is missing, UNKNOWN when a step is unknown."""
+    for key in path:
+        if value is UNKNOWN:
+            return UNKNOWN
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(key)
+    return value
+
+
+def kubernetes_kind(resource_type: str) -> tuple[str, str, str]:
+    """``kubernetes:scheduling.run.ai/v2:Queue`` -> (``scheduling.run.ai``, ``v2``, ``Queue``)."""
+    parts = resource_type.split(":")
+    if len(parts) != 3 or parts[0] != "kubernetes":
+        return "", "", ""
+    group, _, version = parts[1].rpartition("/")
+    return group, version, parts[2]
+
+
+def is_helm_release(resource: Resource) -> bool:
+    return resource.type in HELM_RELEASE_TYPES
+
+
+def chart_name(chart: Any) -> str:
+    """The chart's own name from ``vcluster``, ``loft/vcluster`` or ``oci://host/path/vcluster``."""
+    if not isinstance(chart, str):
+        return ""
+    return chart.rstrip("/").rsplit("/", 1)[-1]
+
+
+def is_chart(resource: Resource, name: str) -> bool:
+    return is_helm_release(resource) and chart_name(resource.inputs.get("chart")) == name
+
+
+def is_vcluster(resource: Resource) -> bool:
+    return is_chart(resource, VCLUSTER_CHART)
+
+
+def is_queue(resource: Resource) -> bool:
+    group, _, kind = kubernetes_kind(resource.type)
+    return group == QUEUE_GROUP and kind == "Queue"
+
+
+def is_kind(resource: Resource, kind: str) -> bool:
+    return kubernetes_kind(resource.type)[2] == kind
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _release_label(resource: Resource) -> str:
+    name = resource.inputs.get("name")
+    shown = name if isinstance(name, str) and name else resource.name
+    return f"Helm release {shown} (chart {resource.inputs.get('chart')!s})"
+
+
+def _release_identity(resource: Resource) -> tuple[Any, Any]:
+    """(release name, namespace) of a Helm release; Helm's namespace defaults to ``default``."""
+    name = resource.inputs.get("name")
+    if name is None:
+        name = resource.name
+    namespace = resource.inputs.get("namespace")
+    if namespace is None or namespace == "":
+        namespace = "default"
+    return name, namespace
+
+
+def is_default_provider(provider_urn: Optional[str]) -> bool:
+    """Default providers are named ``default`` or ``default_<version>`` by the engine."""
+    if not provider_urn:
+        return True
+    name = provider_urn.rsplit("::", 1)[-1]
+    return name == "default" or name.startswith("default_")
+
+
+# --- resource rules -----------------------------------------------------------------------------
+
+
+def helm_version_pinned(resource: Resource) -> list[str]:
+    """Every Helm release pins an exact chart version (not empty, ``latest`` or a range)."""
+    if not is_helm_release(resource):
+        return []
+    version = resource.inputs.get("version")
+    if version is UNKNOWN:
+        return []
+    label = _release_label(resource)
+    if version is None or (isinstance(version, str) and not version.strip()):
+        return [f"{label} pins no chart version: Helm would install whatever is newest. "
+                "Set version to an exact release (e.g. 0.36.1 or v0.16.4)."]
+    if not isinstance(version, str):
+        return [f"{label} has version {version!r}, which is not a version string."]
+    if version.strip().lower() in ("latest", "stable", "newest"):
+        return [f"{label} asks for version {version!r}, which floats. Pin an exact release."]
+    if EXACT_VERSION.match(version.strip()):
+        return []
+    if RANGE_SYNTAX.search(version):
+        return [f"{label} has version {version!r}, a range: Helm installs the newest match. "
+                "Pin an exact release."]
+    return [f"{label} has version {version!r}, not an exact MAJOR.MINOR.PATCH version: Helm reads a "
+            "partial version as a range. Pin an exact release."]
+
+
+def vcluster_set_owner_disabled(resource: Resource) -> list[str]:
+    """vCluster must not set owner references on synced pods (KAI reads the queue from the top owner)."""
+    if not is_vcluster(resource):
+        return []
+    value = get(resource.inputs, "values", "experimental", "syncSettings", "setOwner")
+    if value is UNKNOWN or value is False:
+        return []
+    label = _release_label(resource)
+    why = ("KAI's pod-grouper takes the queue from a pod's top owner, and with setOwner the host "
+           "Service owns every synced pod, so tenant pods lose their queue.")
+    if value is None:
+        return [f"{label} leaves values.experimental.syncSettings.setOwner unset (vCluster's default is "
+                f"true): {why} Set it to false."]
+    return [f"{label} sets values.experimental.syncSettings.setOwner to {value!r}: {why} Set it to false."]
+
+
+def queue_resources_complete(resource: Resource) -> list[str]:
+    """A KAI queue renders gpu, cpu and memory, each with quota, limit and overQuotaWeight (numbers)."""
+    if not is_queue(resource):
+        return []
+    resources = get(resource.inputs, "spec", "resources")
+    if resources is UNKNOWN:
+        return []
+    problems = []
+    if not isinstance(resources, Mapping):
+        problems.append("spec.resources is missing")
+    else:
+        for kind in QUEUE_RESOURCES:
+            entry = resources.get(kind)
+            if entry is UNKNOWN:
+                continue
+            if not isinstance(entry, Mapping):
+                problems.append(f"spec.resources.{kind} is missing")
+                continue
+            for key in QUEUE_FIELDS:
+                value = entry.get(key)
+                if value is UNKNOWN:
+                    continue
+                if value is None:
+                    problems.append(f"spec.resources.{kind}.{key} is missing")
+                elif not _is_number(value):
+                    problems.append(f"spec.resources.{kind}.{key} is {value!r}, not a number")
+    if not problems:
+        return []
+    name = get(resource.inputs, "metadata", "name") or resource.name
+    return [f"KAI queue {name}: {'; '.join(problems)}. An omitted limit is a hard cap of zero and an omitted "
+            "overQuotaWeight gets no surplus: render gpu, cpu and memory with quota, limit and "
+            "overQuotaWeight (-1 = unlimited)."]
+
+
+def explicit_kubernetes_provider(resource: Resource) -> list[str]:
+    """Kubernetes resources name their provider: the default one targets the ambient kubeconfig."""
+    if not resource.type.startswith("kubernetes:") or not is_default_provider(resource.provider):
+        return []
+    how = "uses the default provider" if resource.provider else "names no provider"
+    return [f"{resource.type} {resource.name} {how}, i.e. whatever cluster the ambient kubeconfig points "
+            "at. Pass the host cluster's kubernetes provider explicitly (opts=ResourceOptions(provider=...))."]
+
+
+def vcluster_resource_quota_enabled(resource: Resource) -> list[str]:
+    """Advisory: a tenant's vCluster enables its ResourceQuota (CPU, memory and object counts)."""
+    if not is_vcluster(resource):
+        return []
+    enabled = get(resource.inputs, "values", "policies", "resourceQuota", "enabled")
+    if enabled is UNKNOWN or enabled is True:
+        return []
+    return [f"{_release_label(resource)} does not set values.policies.resourceQuota.enabled to true "
+            f"(it is {enabled!r}): KAI queues share GPUs, but nothing caps the tenant's CPU, memory or "
+            "object counts on the host."]
+
+
+# --- stack rules --------------------------------------------------------------------------------
+
+
+def _queues(resources: Sequence[Resource]) -> list[Resource]:
+    return [resource for resource in resources if is_queue(resource)]
+
+
+def _queue_name(resource: Resource) -> Any:
+    return get(resource.inputs, "metadata", "name")
+
+
+def queue_parents_exist(resources: Sequence[Resource]) -> list[Finding]:
+    """A queue's parentQueue is a Queue of the same stack (KAI silently drops orphans and their subtree)."""
+    queues = _queues(resources)
+    names = [_queue_name(queue) for queue in queues]
+    if any(name is UNKNOWN for name in names):
+        return []
+    known = {name for name in names if isinstance(name, str)}
+    findings = []
+    for queue in queues:
+        parent = get(queue.inputs, "spec", "parentQueue")
+        if parent is None or parent is UNKNOWN or parent == "":
+            continue
+        if parent not in known:
+            findings.append(Finding(
+                f"KAI queue {_queue_name(queue) or queue.name} has parentQueue {parent!r}, which is not a Queue of "
+                f"this stack (queues here: {', '.join(sorted(known)) or 'none'}). KAI silently ignores a queue "
+                "whose parent does not exist, with all its children.", queue.urn))
+    return findings
+
+
+def _fmt(value: float) -> str:
+    return f"{value:g}"
+
+
+def queue_gpu_quota_fits_parent(resources: Sequence[Resource]) -> list[Finding]:
+    """Children's GPU quotas add up to at most their parent's quota (unless the parent's is -1)."""
+    queues = _queues(resources)
+    findings = []
+    for parent in queues:
+        name = _queue_name(parent)
+        if not isinstance(name, str):
+            continue
+        children = [queue for queue in queues if get(queue.inputs, "spec", "parentQueue") == name]
+        if not children:
+            continue
+        parent_quota = get(parent.inputs, "spec", "resources", "gpu", "quota")
+        if not _is_number(parent_quota) or parent_quota == -1:
+            continue  # unknown, missing (queue_resources_complete says so) or unlimited
+        quotas = [(get(child.inputs, "spec", "resources", "gpu", "quota"), child) for child in children]
+        if any(not _is_number(quota) for quota, _ in quotas):
+            continue
+        unlimited = [child for quota, child in quotas if quota == -1]
+        for child in unlimited:
+            findings.append(Finding(
+                f"KAI queue {_queue_name(child) or child.name} has an unlimited (-1) gpu quota under {name}, "
+                f"whose gpu quota is {_fmt(parent_quota)}: a child cannot be guaranteed more than its parent.",
+                child.urn))
+        if unlimited:
+            continue
+        total = sum(quota for quota, _ in quotas)
+        if total > parent_quota + _EPSILON:
+            shares = ", ".join(f"{_queue_name(child) or child.name}={_fmt(quota)}"
+                               for quota, child in sorted(quotas, key=lambda item: str(_queue_name(item[1]))))
+            findings.append(Finding(
+                f"KAI queue {name} guarantees {_fmt(parent_quota)} GPU(s) but its children's gpu quotas add up to "
+                f"{_fmt(total)} ({shares}): KAI over-commits silently. Lower the children's quotas or raise "
+                f"{name}'s.", parent.urn))
+    return findings
+
+
+def selector_matches(selector: Any, labels: Mapping[str, str]) -> Optional[bool]:
+    """Whether a Kubernetes label selector selects an object with exactly these labels.
+
+    An absent or empty selector selects everything. None when the selector is not known yet.
+    """
+    if selector is None:
+        return True
+    if selector is UNKNOWN or not isinstance(selector, Mapping):
+        return None if selector is UNKNOWN else False
+    match_labels = selector.get("matchLabels") or {}
+    if match_labels is UNKNOWN:
+        return None
+    for key, value in match_labels.items():
+        if value is UNKNOWN:
+            return None
+        if labels.get(key) != value:
+            return False
+    expressions = selector.get("matchExpressions") or []
+    if expressions is UNKNOWN:
+        return None
+    for expression in expressions:
+        if not isinstance(expression, Mapping):
+            return None
+        key, operator, values = expression.get("key"), expression.get("operator"), expression.get("values") or []
+        if UNKNOWN in (key, operator) or values is UNKNOWN:
+            return None
+        if operator == "In" and labels.get(key) not in values:
+            return False
+        if operator == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if operator == "Exists" and key not in labels:
+            return False
+        if operator == "DoesNotExist" and key in labels:
+            return False
+        if operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            return False
+    return True
+
+
+def _namespace_labels(resources: Sequence[Resource], namespace: str) -> dict[str, str]:
+    """The labels a namespace certainly has: its name label, plus those the stack gives it."""
+    labels: dict[str, str] = {}
+    for resource in resources:
+        if is_kind(resource, "Namespace") and get(resource.inputs, "metadata", "name") == namespace:
+            own = get(resource.inputs, "metadata", "labels")
+            if isinstance(own, Mapping):
+                labels.update({key: value for key, value in own.items() if isinstance(value, str)})
+    labels[NAMESPACE_NAME_LABEL] = namespace
+    return labels
+
+
+def _rules_cover_pod_creation(rules: Any) -> Optional[bool]:
+    if rules is UNKNOWN:
+        return None
+    if not isinstance(rules, Sequence) or isinstance(rules, str):
+        return False
+    for rule in rules:
+        if not isinstance(rule, Mapping):
+            continue
+        groups, resources_, operations = rule.get("apiGroups"), rule.get("resources"), rule.get("operations")
+        if UNKNOWN in (groups, resources_, operations):
+            return None
+        if (isinstance(groups, Sequence) and ("" in groups or "*" in groups)
+                and isinstance(resources_, Sequence) and ("pods" in resources_ or "*" in resources_)
+                and isinstance(operations, Sequence) and ("CREATE" in operations or "*" in operations)):
+            return True
+    return False
+
+
+def _match_covers(match: Any, namespace_labels: Mapping[str, str], pod_labels: Mapping[str, str],
+                  policy: bool) -> Optional[bool]:
+    """Whether a policy's matchConstraints (policy=True) or a binding's matchResources select the tenant's pods.
+
+    A policy must have matchConstraints covering pod creation; a binding without matchResources
+    applies wherever its policy does. None when something needed is not known yet.
+    """
+    if match is UNKNOWN:
+        return None
+    if match is None:
+        return not policy
+    if not isinstance(match, Mapping):
+        return False
+    results = [selector_matches(match.get("namespaceSelector"), namespace_labels),
+               selector_matches(match.get("objectSelector"), pod_labels)]
+    if policy:
+        results.append(_rules_cover_pod_creation(match.get("resourceRules")))
+    if False in results:
+        return False
+    return None if None in results else True
+
+
+def tenant_admission_policy_present(resources: Sequence[Resource]) -> list[Finding]:
+    """Every vCluster release has a ValidatingAdmissionPolicy + Deny binding covering its synced pods.
+
+    A policy covers a tenant when its matchConstraints select pod creation in the release's
+    namespace (judged on the labels the namespace certainly has) and pods labelled
+    ``vcluster.loft.sh/managed-by=<release>``; a binding names that policy, denies, and its
+    matchResources (if any) select the same namespace and pods.
+    """
+    policies = [resource for resource in resources if is_kind(resource, "ValidatingAdmissionPolicy")]
+    bindings = [resource for resource in resources if is_kind(resource, "ValidatingAdmissionPolicyBinding")]
+    findings = []
+    for release in resources:
+        if not is_vcluster(release):
+            continue
+        name, namespace = _release_identity(release)
+        if name is UNKNOWN or namespace is UNKNOWN:
+            continue
+        namespace_labels = _namespace_labels(resources, namespace)
+        pod_labels = {MANAGED_BY_LABEL: name}
+        undecided = False
+        covering = []
+        for policy in policies:
+            result = _match_covers(get(policy.inputs, "spec", "matchConstraints"), namespace_labels, pod_labels,
+                                   policy=True)
+            undecided = undecided or result is None
+            if result:
+                covering.append(policy)
+        label = f"tenant vCluster {name} (namespace {namespace})"
+        if not covering:
+            if not undecided:
+                findings.append(Finding(
+                    f"{label} has no ValidatingAdmissionPolicy matching pod creation in {namespace} for pods labelled "
+                    f"{MANAGED_BY_LABEL}={name}: its tenants could use another team's KAI queue or bypass KAI. "
+                    "Add the tenant's TenantAdmission (components/admission.py).", release.urn))
+            continue
+        bound = False
+        for policy in covering:
+            policy_name = get(policy.inputs, "metadata", "name")
+            for binding in bindings:
+                if get(binding.inputs, "spec", "policyName") != policy_name or policy_name is None:
+                    continue
+                actions = get(binding.inputs, "spec", "validationActions")
+                if actions is UNKNOWN:
+                    undecided = True
+                    continue
+                if not isinstance(actions, Sequence) or "Deny" not in actions:
+                    continue
+                result = _match_covers(get(binding.inputs, "spec", "matchResources"), namespace_labels, pod_labels,
+                                       policy=False)
+                undecided = undecided or result is None
+                bound = bound or bool(result)
+        if not bound and not undecided:
+            names = ", ".join(str(get(policy.inputs, "metadata", "name")) for policy in covering)
+            findings.append(Finding(
+                f"{label}: admission policy {names} has no ValidatingAdmissionPolicyBinding with validationActions "
+                f"[Deny] whose matchResources select namespace {namespace}: the policy is never enforced.",
+                release.urn))
+    return findings
+
+
+def profile_is_time_sliced(key: Any, content: Any = None) -> bool:
+    """A device-plugin profile shares GPUs by time-slicing: by its key name, or by its content."""
+    if not isinstance(key, str):
+        return False
+    if key.startswith(TIME_SLICED_PREFIX):
+        return True
+    if isinstance(content, str) and yaml is not None:
+        try:
+            content = yaml.safe_load(content)
+        except yaml.YAMLError:
+            return False
+    entries = get(content, "sharing", "timeSlicing", "resources")
+    if isinstance(entries, Sequence) and not isinstance(entries, str):
+        return any(_is_number(get(entry, "replicas")) and get(entry, "replicas") > 1 for entry in entries)
+    return False
+
+
+def _device_plugin_configs(resources: Sequence[Resource]) -> Iterable[tuple[Resource, Mapping[str, Any]]]:
+    """(resource, devicePlugin.config) of GPU Operator releases and ClusterPolicy (patches)."""
+    for resource in resources:
+        config = None
+        if is_chart(resource, GPU_OPERATOR_CHART):
+            config = get(resource.inputs, "values", "devicePlugin", "config")
+        elif kubernetes_kind(resource.type)[0] == "nvidia.com" and kubernetes_kind(resource.type)[2].startswith(
+                "ClusterPolicy"):
+            config = get(resource.inputs, "spec", "devicePlugin", "config")
+        if isinstance(config, Mapping):
+            yield resource, config
+
+
+def _profile_content(resources: Sequence[Resource], config: Mapping[str, Any], key: str) -> Any:
+    inline = get(config, "data", key)
+    if inline is not None:
+        return inline
+    for resource in resources:
+        if is_kind(resource, "ConfigMap") and get(resource.inputs, "metadata", "name") == config.get("name"):
+            content = get(resource.inputs, "data", key)
+            if content is not None:
+                return content
+    return None
+
+
+def time_slicing_with_kai_sharing(resources: Sequence[Resource]) -> list[Finding]:
+    """Advisory: no device-plugin time-slicing by default (or on labelled nodes) while KAI shares GPUs."""
+    sharing = [resource for resource in resources if is_chart(resource, KAI_CHART)
+               and get(resource.inputs, "values", "global", "gpuSharing") in (True, "true")]
+    if not sharing:
+        return []
+    why = ("KAI counts each time-slice replica as a whole GPU and then hands out fractions of it, so the same "
+           "card is promised several times over. Use a no-sharing profile where KAI shares GPUs.")
+    findings = []
+    for resource, config in _device_plugin_configs(resources):
+        default = config.get("default")
+        if isinstance(default, str) and profile_is_time_sliced(default, _profile_content(resources, config, default)):
+            findings.append(Finding(
+                f"{resource.type} {resource.name} makes the time-slicing profile {default!r} the device plugin's "
+                f"default while the KAI release has global.gpuSharing on: {why}", resource.urn))
+    for resource in resources:
+        for labels in (get(resource.inputs, "labels"), get(resource.inputs, "metadata", "labels")):
+            value = get(labels, NODE_PROFILE_LABEL) if isinstance(labels, Mapping) else None
+            if isinstance(value, str) and value.startswith(TIME_SLICED_PREFIX):
+                findings.append(Finding(
+                    f"{resource.type} {resource.name} labels nodes {NODE_PROFILE_LABEL}={value} (time-slicing) while "
+                    f"the KAI release has global.gpuSharing on: {why}", resource.urn))
+    return findings
+
+
+# --- the rule set -------------------------------------------------------------------------------
+
+RULES: tuple[Rule, ...] = (
+    Rule("helm-release-version-pinned",
+         "Every Helm release pins an exact chart version (not empty, 'latest' or a range).",
+         True, "resource", helm_version_pinned),
+    Rule("vcluster-set-owner-disabled",
+         "Every vCluster release sets values.experimental.syncSettings.setOwner to false (KAI reads a pod's queue "
+         "from its top owner).",
+         True, "resource", vcluster_set_owner_disabled),
+    Rule("kai-queue-resources-complete",
+         "Every KAI Queue renders gpu, cpu and memory, each with quota, limit and overQuotaWeight.",
+         True, "resource", queue_resources_complete),
+    Rule("kubernetes-explicit-provider",
+         "Every Kubernetes resource names an explicit provider instead of the default (ambient kubeconfig) one.",
+         True, "resource", explicit_kubernetes_provider),
+    Rule("kai-queue-parent-exists",
+         "Every KAI Queue's parentQueue is a Queue of the same stack.",
+         True, "stack", queue_parents_exist),
+    Rule("kai-queue-gpu-quota-fits-parent",
+         "Children's GPU quotas add up to at most their parent queue's GPU quota (unless it is -1).",
+         True, "stack", queue_gpu_quota_fits_parent),
+    Rule("tenant-admission-policy-present",
+         "Every tenant vCluster has a ValidatingAdmissionPolicy and a Deny binding covering its namespace's pods.",
+         True, "stack", tenant_admission_policy_present),
+    Rule("no-time-slicing-with-kai-sharing",
+         "Device-plugin time-slicing is not the default (or a node label) while KAI's global.gpuSharing is on.",
+         False, "stack", time_slicing_with_kai_sharing),
+    Rule("vcluster-resource-quota-enabled",
+         "Every tenant vCluster enables values.policies.resourceQuota.",
+         False, "resource", vcluster_resource_quota_enabled),
+)
+
+
+def evaluate(resources: Sequence[Resource], rules: Iterable[Rule] = RULES) -> list[Violation]:
+    """Run rules over a stack's resources; mandatory violations first, then advisory ones."""
+    violations = []
+    for rule in rules:
+        if rule.scope == "resource":
+            for resource in resources:
+                violations.extend(Violation(rule.name, rule.mandatory, message, resource.urn or None)
+                                  for message in rule.check(resource))
+        else:
+            violations.extend(Violation(rule.name, rule.mandatory, finding.message, finding.urn)
+                              for finding in rule.check(resources))
+    return sorted(violations, key=lambda violation: not violation.mandatory)
+
+
+def rule_named(name: str) -> Rule:
+    return next(rule for rule in RULES if rule.name == name)
+
