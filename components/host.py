@@ -23,6 +23,8 @@ from config import sharing
 from config.model import Cluster, EksHost, MicroK8sHost
 
 GPU_TAINT_KEY = "nvidia.com/gpu"
+POOL_LABEL = "gpu-tenancy/pool"
+SYSTEM_POOL = "system"
 EKS_GPU_AMI = "AL2023_x86_64_NVIDIA"
 EKS_SYSTEM_AMI = "AL2023_x86_64_STANDARD"
 NODE_POLICIES = (
@@ -143,42 +145,32 @@ class HostCluster(pulumi.ComponentResource):
             opts=child,
         )
         group_options = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=attachments))
-        system = host.system_node_group
-        eks.ManagedNodeGroup(
-            f"{name}-system",
-            cluster=cluster,
-            node_group_name_prefix=f"{host.name}-system-",
-            node_role=node_role,
-            ami_type=EKS_SYSTEM_AMI,
-            instance_types=list(system.instance_types),
-            disk_size=system.disk_size,
-            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-                min_size=system.scaling.min_size, desired_size=system.scaling.desired_size,
-                max_size=system.scaling.max_size),
-            labels={"gpu-tenancy/pool": "system"},
-            opts=group_options,
-        )
-        self.node_groups.append("system")
-        for group in host.gpu_node_groups:
-            labels = {"gpu-tenancy/pool": group.name, **group.labels}
-            if group.sharing_profile is not None:
-                labels[sharing.NODE_PROFILE_LABEL] = profile_keys[group.sharing_profile]
+
+        def node_group(pool: str, ami_type: str, instance_types, disk_size: int, scaling, labels: dict, taints=None):
             eks.ManagedNodeGroup(
-                f"{name}-gpu-{group.name}",
+                f"{name}-{'system' if pool == SYSTEM_POOL else f'gpu-{pool}'}",
                 cluster=cluster,
-                node_group_name_prefix=f"{host.name}-{group.name}-",
+                node_group_name_prefix=f"{host.name}-{pool}-",
                 node_role=node_role,
-                ami_type=EKS_GPU_AMI,
-                instance_types=list(group.instance_types),
-                disk_size=group.disk_size,
+                ami_type=ami_type,
+                instance_types=list(instance_types),
+                disk_size=disk_size,
                 scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-                    min_size=group.scaling.min_size, desired_size=group.scaling.desired_size,
-                    max_size=group.scaling.max_size),
-                taints=[aws.eks.NodeGroupTaintArgs(key=GPU_TAINT_KEY, value="true", effect="NO_SCHEDULE")],
-                labels=labels,
+                    min_size=scaling.min_size, desired_size=scaling.desired_size, max_size=scaling.max_size),
+                labels={POOL_LABEL: pool, **labels},
+                taints=taints,
                 opts=group_options,
             )
-            self.node_groups.append(group.name)
+            self.node_groups.append(pool)
+
+        system = host.system_node_group
+        node_group(SYSTEM_POOL, EKS_SYSTEM_AMI, system.instance_types, system.disk_size, system.scaling, {})
+        for group in host.gpu_node_groups:
+            labels = dict(group.labels)
+            if group.sharing_profile is not None:
+                labels[sharing.NODE_PROFILE_LABEL] = profile_keys[group.sharing_profile]
+            node_group(group.name, EKS_GPU_AMI, group.instance_types, group.disk_size, group.scaling, labels,
+                       taints=[aws.eks.NodeGroupTaintArgs(key=GPU_TAINT_KEY, value="true", effect="NO_SCHEDULE")])
         return cluster.kubeconfig_json
 
 

@@ -198,7 +198,10 @@ def _eks(section: Section) -> EksHost:
                       "add an entry with name, instanceTypes (e.g. [g4dn.xlarge]) and sizes")
     names = [group.name for group in gpu_groups]
     for index, name in enumerate(names):
-        if name is not None and names.index(name) != index:
+        if name == "system":
+            section.reader.fail(f"{section.key('gpuNodeGroups')}[{index}].name", name,
+                                "is the name of the CPU system node group", "give the GPU node group another name")
+        elif name is not None and names.index(name) != index:
             section.reader.fail(f"{section.key('gpuNodeGroups')}[{index}].name", name, "duplicate node group name",
                                 "give every GPU node group its own name")
     version = section.string("kubernetesVersion", versions.EKS_KUBERNETES_VERSION)

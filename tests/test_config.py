@@ -552,3 +552,8 @@ def test_a_created_vpc_needs_room_for_a_public_and_a_private_subnet_per_zone(cid
 def test_a_vpc_cidr_without_room_or_not_a_network_is_rejected(cidr, zones, fix):
     config = put(put(eks_config(), "cluster.eks.vpcCidr", cidr), "cluster.eks.availabilityZones", zones)
     assert_rejected(config, "cluster.eks.vpcCidr", cidr, fix=fix)
+
+
+def test_a_gpu_node_group_cannot_take_the_system_pool_name():
+    assert_rejected(put(eks_config(), "cluster.eks.gpuNodeGroups[0].name", "system"),
+                    "cluster.eks.gpuNodeGroups[0].name", "system")
