@@ -374,8 +374,8 @@ def _vcluster(section: Section, base: VClusterSettings) -> VClusterSettings:
         sync_runtime_classes=section.boolean("syncRuntimeClasses", base.sync_runtime_classes),
         enforce_tolerations=section.string_list("enforceTolerations", base.enforce_tolerations),
         control_plane_resources=ControlPlaneResources(
-            requests=resources.string_map("requests", base.control_plane_resources.requests),
-            limits=resources.string_map("limits", base.control_plane_resources.limits),
+            requests={**base.control_plane_resources.requests, **(resources.string_map("requests", {}) or {})},
+            limits={**base.control_plane_resources.limits, **(resources.string_map("limits", {}) or {})},
         ),
         resource_quota=TenantResourceQuota(
             cpu=_quantity(quota, "cpu", base_quota.cpu),

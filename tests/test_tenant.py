@@ -168,3 +168,11 @@ def test_releases_upgrade_in_place_and_fail_atomically(dev_run, eks_run):
             assert "deleteBeforeReplace" not in release.options
             assert release.inputs["atomic"] is True and release.inputs["cleanupOnFail"] is True
             assert release.inputs["timeout"] >= 600
+
+
+def test_control_plane_resource_overrides_merge_per_key():
+    config = dev_config()
+    config["gpu-tenancy:teams"][0]["vcluster"] = {"controlPlaneResources": {"requests": {"cpu": "1"}}}
+    resources = tenant_release(run(config), "team-nlp").inputs["values"]["controlPlane"]["statefulSet"]["resources"]
+    assert resources["requests"] == {"cpu": "1", "memory": "256Mi"}
+    assert resources["limits"] == {"memory": "2Gi"}

@@ -15,6 +15,10 @@ engine, CLI, cloud account or cluster) and writes two files to DIR (default
   releases, GPU operator mode and time-slicing profiles, the KAI queue tree with its quotas,
   the tenants, warnings and secrets.
 
+With ``--render-charts``, every Helm release is also rendered in-process from the local chart
+cache (``tools.charts``; values checked against each chart's schema) into ``DIR/manifests/``, and
+a diff against a plan that has manifests beside it shows object-level changes too.
+
 With ``--diff-against``, the change since an earlier plan.json (resources added, removed and
 changed, with the changed input paths and old -> new values; ``tools.plan_diff``) is printed and
 written to ``diff.md``.
@@ -40,7 +44,8 @@ import yaml
 from config import ConfigError
 from tools import mockrun
 from tools.mockrun import PROJECT, PROJECT_DIR, REDACTED, ProgramRun
-from tools.plan_diff import diff_plans, render_diff
+from tools import charts
+from tools.plan_diff import diff_plans, manifest_changes, read_manifests, render_diff
 
 PLAN_FILE = "plan.json"
 SUMMARY_FILE = "summary.md"
@@ -624,6 +629,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="output directory (default: build/plan/STACK/ under the project root)")
     parser.add_argument("--diff-against", metavar="OLD_PLAN_JSON", type=Path, default=None,
                         help="print what changed since an earlier plan.json (also written to DIR/diff.md)")
+    parser.add_argument("--render-charts", action="store_true",
+                        help="also render every Helm release from the local chart cache into DIR/manifests/")
+    parser.add_argument("--chart-cache", metavar="DIR", type=Path, default=None,
+                        help="chart cache (default: $GPU_TENANCY_CHART_CACHE or .charts/; filled by "
+                             "python -m tools.charts pull --stack STACK)")
     args = parser.parse_args(argv)
     old_plan = None
     if args.diff_against is not None:
@@ -657,10 +667,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     plan = build_plan(run, args.stack)
     files = [(PLAN_FILE, render_plan_json(plan)), (SUMMARY_FILE, render_summary(plan))]
-    if old_plan is not None:
-        diff_text = render_diff(diff_plans(old_plan, plan), str(args.diff_against), f"{args.stack} (this run)")
-        files.append((DIFF_FILE, diff_text))
     out.mkdir(parents=True, exist_ok=True)
+    rendered = None
+    # Read before rendering: the old plan may live in the folder this run writes to.
+    old_manifests = read_manifests(args.diff_against.parent / charts.MANIFESTS_DIR) if old_plan is not None else {}
+    if args.render_charts:
+        try:
+            rendered = charts.render_plan_releases(plan["resources"], args.chart_cache, out, stack=args.stack,
+                                                   kube_version=_kube_version(plan))
+        except charts.ChartError as error:
+            print(f"error: stack {args.stack}: {error}", file=sys.stderr)
+            return 2
+    if old_plan is not None:
+        diff = diff_plans(old_plan, plan)
+        if rendered is not None and old_manifests:
+            diff.manifests = manifest_changes(old_manifests, read_manifests(out / charts.MANIFESTS_DIR))
+        diff_text = render_diff(diff, str(args.diff_against), f"{args.stack} (this run)")
+        files.append((DIFF_FILE, diff_text))
     for name, text in files:
         target = out / name
         temporary = out / f".{name}.tmp"
@@ -673,10 +696,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
           f"{sum(1 for r in resources if r['read'])} reads), {len(plan['outputs'])} outputs "
           f"({len(plan['secretOutputs'])} secret), {len(plan['warnings'])} warnings "
           f"-> {_shown(out / PLAN_FILE)}, {_shown(out / SUMMARY_FILE)}")
+    if rendered is not None:
+        print(f"rendered {len(rendered['releases'])} releases for Kubernetes {rendered['kubeVersion']} -> "
+              f"{_shown(out / charts.MANIFESTS_DIR)}")
     if old_plan is not None:
         print()
         print(diff_text, end="")
     return 0
+
+
+def _kube_version(plan: dict[str, Any]) -> Optional[str]:
+    """The Kubernetes version charts render for: the EKS cluster's, else Helm's default."""
+    for resource in plan["resources"]:
+        if resource["type"] == "eks:index:Cluster" and resource["inputs"].get("version"):
+            return f"v{resource['inputs']['version']}.0"
+    return None
 
 
 if __name__ == "__main__":

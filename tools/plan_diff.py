@@ -9,8 +9,10 @@ would do without aliases.
 
 from __future__ import annotations
 
+import difflib
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 MISSING = "(absent)"
@@ -37,10 +39,12 @@ class PlanDiff:
     removed: list[dict] = field(default_factory=list)
     changed: list[ResourceDiff] = field(default_factory=list)
     outputs: list[Change] = field(default_factory=list)
+    # Rendered manifest files (path under manifests/ -> unified diff), when both plans have them.
+    manifests: dict[str, str] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
-        return not (self.added or self.removed or self.changed or self.outputs)
+        return not (self.added or self.removed or self.changed or self.outputs or self.manifests)
 
 
 def _join(path: str, key: Any) -> str:
@@ -86,6 +90,25 @@ def diff_plans(old: dict, new: dict) -> PlanDiff:
     return diff
 
 
+def read_manifests(directory: Path) -> dict[str, str]:
+    """Rendered manifest files under ``directory`` (path -> text); empty when there are none."""
+    if not directory.is_dir():
+        return {}
+    return {path.relative_to(directory).as_posix(): path.read_text(encoding="utf-8")
+            for path in sorted(directory.rglob("*")) if path.is_file()}
+
+
+def manifest_changes(before: dict[str, str], after: dict[str, str]) -> dict[str, str]:
+    """Unified diffs of the rendered manifest files that differ between two renders."""
+    changes = {}
+    for name in sorted(set(before) | set(after)):
+        if before.get(name) != after.get(name):
+            changes[name] = "".join(difflib.unified_diff(
+                before.get(name, "").splitlines(keepends=True), after.get(name, "").splitlines(keepends=True),
+                fromfile=f"old/{name}", tofile=f"new/{name}"))
+    return changes
+
+
 def _show(value: Any) -> str:
     if value == MISSING:
         return MISSING
@@ -121,4 +144,8 @@ def render_diff(diff: PlanDiff, old_label: str, new_label: str) -> str:
     if diff.outputs:
         lines += ["", "## Stack outputs", ""]
         lines += [f"~ `{change.path}`: {_show(change.old)} -> {_show(change.new)}" for change in diff.outputs]
+    if diff.manifests:
+        lines += ["", "## Rendered manifests", ""]
+        for name, text in diff.manifests.items():
+            lines += [f"### {name}", "", "```diff", text.rstrip("\n"), "```", ""]
     return "\n".join(lines) + "\n"

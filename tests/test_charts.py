@@ -1,0 +1,530 @@
+"""tools.charts: the chart cache, in-process rendering with helm-python-sdk, and plan rendering.
+
+The charts under tests/charts/ are written for these tests (not upstream charts): ``demo``
+(1.2.3: values schema, a Deployment from values, a ConfigMap behind a flag, helpers, a CRD and
+a ``greeter`` subchart with its own schema) and ``tiny`` (v0.4.0, versioned with a leading
+"v" like KAI's chart, used as an OCI chart). Nothing here needs the network: pulls are tested
+against an HTTP chart repository and an OCI registry served on 127.0.0.1 by the test itself.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import functools
+import hashlib
+import http.server
+import json
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+
+import helm_python as helm
+
+from tools import charts
+from tools.charts import (ChartError, ChartKey, ChartValuesError, MissingChart, cache_chart, cached_chart_path,
+                          chart_key, render_plan_releases, render_release)
+
+FIXTURES = Path(__file__).resolve().parent / "charts"
+DEMO_REPO = "https://charts.example.invalid/stable/"
+TINY_REF = "oci://registry.example.invalid/charts/tiny"
+
+
+@pytest.fixture()
+def cache(tmp_path: Path) -> Path:
+    """A chart cache holding demo 1.2.3 (HTTP repo) and tiny v0.4.0 (OCI), packaged by the SDK."""
+    directory = tmp_path / "cache"
+    cache_chart(FIXTURES / "demo", "demo", DEMO_REPO, "1.2.3", cache_dir=directory)
+    cache_chart(FIXTURES / "tiny", TINY_REF, None, "v0.4.0", cache_dir=directory)
+    return directory
+
+
+@pytest.fixture()
+def demo(cache: Path) -> Path:
+    return cached_chart_path("demo", DEMO_REPO, "1.2.3", cache_dir=cache)
+
+
+def objects(manifests: dict[str, str]) -> list[dict]:
+    return [doc for text in manifests.values() for doc in yaml.safe_load_all(text) if doc]
+
+
+def one(manifests: dict[str, str], kind: str, name: str) -> dict:
+    found = [doc for doc in objects(manifests) if doc["kind"] == kind and doc["metadata"]["name"] == name]
+    assert len(found) == 1, f"{kind}/{name}: {len(found)} found in {sorted(manifests)}"
+    return found[0]
+
+
+def release(name: str, chart: str, version: str, *, repo: str | None = None, namespace: str = "apps",
+            values: dict | None = None, resource: str | None = None, **extra) -> dict:
+    """A helm.v3.Release as plan.json lists it."""
+    inputs = {"name": name, "chart": chart, "version": version, "namespace": namespace,
+              "values": values or {}, "atomic": True, **extra}
+    if repo:
+        inputs["repositoryOpts"] = {"repo": repo}
+    return {"type": charts.RELEASE_TYPE, "name": resource or f"{name}-release", "urn": f"urn:{name}",
+            "inputs": inputs}
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(root)): path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()}
+
+
+# --- the SDK itself ---------------------------------------------------------------------------
+
+
+def test_sdk_loads_its_native_library():
+    assert helm.helm_sdk_version().startswith("v4.")
+    assert Path(helm.library_path).is_file()
+
+
+# --- rendering --------------------------------------------------------------------------------
+
+
+def test_rendering_follows_the_values(demo: Path):
+    two = render_release(demo, "web", "apps", {"replicaCount": 2})
+    five = render_release(demo, "web", "apps", {"replicaCount": 5, "resources": {"limits": {"memory": "1Gi"}}})
+    deployment = one(two, "Deployment", "web-demo")
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["metadata"]["namespace"] == "apps"
+    # The helper from _helpers.tpl is used; the chart's defaults fill what the values leave out.
+    assert deployment["metadata"]["labels"]["helm.sh/chart"] == "demo-1.2.3"
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] == {"memory": "128Mi"}
+    changed = one(five, "Deployment", "web-demo")["spec"]
+    assert changed["replicas"] == 5
+    assert changed["template"]["spec"]["containers"][0]["resources"] == {
+        "limits": {"memory": "1Gi"}, "requests": {"cpu": "100m", "memory": "64Mi"}}
+    assert two["demo/templates/deployment.yaml"] != five["demo/templates/deployment.yaml"]
+
+
+def test_conditional_template_appears_and_disappears(demo: Path):
+    off = render_release(demo, "web", "apps", {})
+    assert "demo/templates/configmap.yaml" not in off
+    assert "envFrom" not in off["demo/templates/deployment.yaml"]
+    on = render_release(demo, "web", "apps", {"config": {"enabled": True, "data": {"LOG_LEVEL": "debug"}}})
+    config = one(on, "ConfigMap", "web-demo-config")
+    assert config["data"] == {"LOG_LEVEL": "debug"}
+    assert one(on, "Deployment", "web-demo")["spec"]["template"]["spec"]["containers"][0]["envFrom"] == [
+        {"configMapRef": {"name": "web-demo-config"}}]
+
+
+def test_notes_helpers_and_crds(demo: Path):
+    manifests = render_release(demo, "web", "apps", {})
+    assert list(manifests) == sorted(manifests)
+    assert not [path for path in manifests if path.endswith(("NOTES.txt", ".tpl"))]
+    assert one(manifests, "CustomResourceDefinition", "widgets.demo.example.invalid")
+    assert "demo/crds/widgets.yaml" not in render_release(demo, "web", "apps", {}, include_crds=False)
+
+
+def test_subchart_renders_with_values_from_the_parent(demo: Path):
+    defaults = render_release(demo, "web", "apps", {})
+    assert one(defaults, "ConfigMap", "web-greeter")["data"] == {"message": "hello from the greeter's own defaults"}
+    given = render_release(demo, "web", "apps", {"greeter": {"message": "hi from the parent"}})
+    assert one(given, "ConfigMap", "web-greeter")["data"] == {"message": "hi from the parent"}
+    # The dependency's condition (greeter.enabled) is honoured.
+    disabled = render_release(demo, "web", "apps", {"greeter": {"enabled": False}})
+    assert not [path for path in disabled if "/charts/greeter/" in path]
+
+
+@pytest.mark.parametrize("values, chart, path, words", [
+    ({"replicaCount": "three"}, "demo", "/replicaCount", ["integer"]),
+    ({"replicaCount": -1}, "demo", "/replicaCount", ["minimum"]),
+    ({"replicas": 2}, "demo", "", ["replicas", "not allowed"]),
+    ({"image": {"repository": "x", "digest": "sha256:0"}}, "demo", "/image", ["digest"]),
+    ({"image": None}, "demo", "", ["image"]),
+    ({"greeter": {"message": ""}}, "greeter", "/message", ["minLength"]),
+    ({"greeter": {"colour": "red"}}, "greeter", "", ["colour"]),
+])
+def test_schema_violations_raise_naming_the_key(demo: Path, values, chart, path, words):
+    with pytest.raises(ChartValuesError) as raised:
+        render_release(demo, "web", "apps", values)
+    error = raised.value
+    assert [(violation.chart, violation.path) for violation in error.violations] == [(chart, path)]
+    message = str(error)
+    assert "release web (chart demo 1.2.3)" in message
+    for word in words + [path or "(top level)"]:
+        assert word in message
+    assert isinstance(error, ValueError) and error.detail
+
+
+def test_all_violations_are_listed(demo: Path):
+    with pytest.raises(ChartValuesError) as raised:
+        render_release(demo, "web", "apps", {"replicaCount": "x", "extra": 1, "greeter": {"message": 5}})
+    assert sorted((v.chart, v.path) for v in raised.value.violations) == [
+        ("demo", ""), ("demo", "/replicaCount"), ("greeter", "/message")]
+
+
+def test_a_broken_template_is_a_render_error(tmp_path: Path):
+    chart = tmp_path / "broken"
+    shutil.copytree(FIXTURES / "tiny", chart)
+    (chart / "templates" / "bad.yaml").write_text("value: {{ .Values.serviceAccount.name | nosuchfunction }}\n")
+    with pytest.raises(charts.ChartRenderError):
+        render_release(chart, "t", "apps", {})
+    with pytest.raises(charts.ChartRenderError, match="cannot load chart"):
+        render_release(tmp_path / "absent", "t", "apps", {})
+    with pytest.raises(charts.ChartRenderError, match="release name"):
+        render_release(FIXTURES / "tiny", "Not_A_Name", "apps", {})
+
+
+def test_capabilities(cache: Path):
+    tiny = cached_chart_path(TINY_REF, None, "v0.4.0", cache_dir=cache)
+    default = one(render_release(tiny, "t", "apps", {}), "ServiceAccount", "tiny")["metadata"]["annotations"]
+    assert default["tiny.example.invalid/kube-version"].startswith("v1.")
+    assert "tiny.example.invalid/api" not in default
+    pinned = one(render_release(tiny, "t", "apps", {}, kube_version="1.33.2", api_versions=["tiny.example.invalid/v1"]),
+                 "ServiceAccount", "tiny")["metadata"]["annotations"]
+    assert pinned == {"tiny.example.invalid/kube-version": "v1.33.2", "tiny.example.invalid/api": "present"}
+
+
+def test_rendering_is_deterministic(demo: Path):
+    values = {"replicaCount": 3, "config": {"enabled": True, "data": {"B": "2", "A": "1"}},
+              "greeter": {"message": "x"}}
+    first = render_release(demo, "web", "apps", values)
+    second = render_release(demo, "web", "apps", json.loads(json.dumps(values)))
+    assert first == second and list(first) == list(second)
+
+
+# --- chart identity and the cache ---------------------------------------------------------------
+
+
+def test_chart_key_normalises_sources():
+    assert chart_key("vcluster", "https://Charts.Loft.sh/", "0.36.1") == chart_key("vcluster", "https://charts.loft.sh", "0.36.1")
+    kai = chart_key("oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler", None, "v0.16.4")
+    assert kai == ChartKey(name="kai-scheduler", version="v0.16.4", repo=None,
+                           ref="oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler")
+    assert chart_key("kai-scheduler", "oci://ghcr.io/kai-scheduler/kai-scheduler/", "v0.16.4") == kai
+    assert chart_key("oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler:v0.16.4", None, None) == kai
+    assert kai.filename == "kai-scheduler-v0.16.4.tgz"
+    assert kai.pull_command() == ("python -m tools.charts pull oci://ghcr.io/kai-scheduler/kai-scheduler/"
+                                  "kai-scheduler --version v0.16.4")
+    gpu = chart_key("gpu-operator", "https://helm.ngc.nvidia.com/nvidia", "v26.3.3")
+    assert gpu.filename == "gpu-operator-v26.3.3.tgz"
+    assert gpu.source == "https://helm.ngc.nvidia.com/nvidia/gpu-operator"
+    # A version is a tag: v0.16.4 and 0.16.4 are different entries.
+    assert chart_key("x", "https://r.invalid", "0.1.0") != chart_key("x", "https://r.invalid", "v0.1.0")
+
+
+@pytest.mark.parametrize("chart, repo, version, words", [
+    ("vcluster", "https://charts.loft.sh", None, "pinned version"),
+    ("vcluster", "https://charts.loft.sh", "", "pinned version"),
+    ("vcluster", None, "0.36.1", "no repository"),
+    ("loft/vcluster", "https://charts.loft.sh", "0.36.1", "repo/chart"),
+    ("./charts/vcluster", None, "0.36.1", "only repository charts"),
+    ("oci://ghcr.io/x/chart:v1", None, "v2", "tag"),
+    ("oci://ghcr.io/x/chart", "https://charts.loft.sh", "v1", "no repository"),
+    ("vcluster", "ftp://charts.invalid", "1.0.0", "not an http"),
+    ("", "https://charts.loft.sh", "1.0.0", "without a chart"),
+])
+def test_chart_key_rejects(chart, repo, version, words):
+    with pytest.raises(ValueError, match=words):
+        chart_key(chart, repo, version)
+
+
+def test_cache_directory_resolution(monkeypatch, tmp_path: Path):
+    monkeypatch.delenv(charts.CACHE_ENV, raising=False)
+    assert charts.chart_cache_dir() == charts.PROJECT_DIR / ".charts"
+    monkeypatch.setenv(charts.CACHE_ENV, str(tmp_path / "env-cache"))
+    assert charts.chart_cache_dir() == tmp_path / "env-cache"
+    assert charts.chart_cache_dir(tmp_path / "given") == tmp_path / "given"
+
+
+def test_cache_layout_and_listing(cache: Path, capsys):
+    assert sorted(path.name for path in cache.iterdir()) == [
+        "demo-1.2.3.source.json", "demo-1.2.3.tgz", "tiny-v0.4.0.source.json", "tiny-v0.4.0.tgz"]
+    record = json.loads((cache / "demo-1.2.3.source.json").read_text())
+    assert record["source"] == "https://charts.example.invalid/stable/demo"
+    assert record["digest"] == helm.digest(cache / "demo-1.2.3.tgz")
+    assert charts.main(["list", "--cache", str(cache)]) == 0
+    out = capsys.readouterr().out
+    assert "demo-1.2.3.tgz  https://charts.example.invalid/stable/demo  sha256:" in out
+    assert "tiny-v0.4.0.tgz  oci://registry.example.invalid/charts/tiny" in out
+    assert charts.main(["list", "--cache", str(cache / "nothing")]) == 0
+    assert "empty" in capsys.readouterr().out
+
+
+def test_an_unpacked_chart_directory_is_a_cache_entry(tmp_path: Path):
+    shutil.copytree(FIXTURES / "tiny", tmp_path / "tiny-v0.4.0")
+    path = cached_chart_path(TINY_REF, None, "v0.4.0", cache_dir=tmp_path)
+    assert path == tmp_path / "tiny-v0.4.0"
+    assert "tiny/templates/serviceaccount.yaml" in render_release(path, "t", "apps", {})
+
+
+def test_cache_chart_checks_name_and_version(tmp_path: Path):
+    with pytest.raises(ChartError, match="holds chart demo 1.2.3, not demo 1.2.4"):
+        cache_chart(FIXTURES / "demo", "demo", DEMO_REPO, "1.2.4", cache_dir=tmp_path)
+    with pytest.raises(ChartError, match="not other"):
+        cache_chart(FIXTURES / "demo", "other", DEMO_REPO, "1.2.3", cache_dir=tmp_path)
+    assert not list(tmp_path.glob("*.tgz"))
+
+
+def test_missing_chart_names_the_chart_and_the_pull_command(cache: Path):
+    with pytest.raises(MissingChart) as raised:
+        cached_chart_path("vcluster", "https://charts.loft.sh", "0.36.1", cache_dir=cache)
+    message = str(raised.value)
+    assert "vcluster 0.36.1 from https://charts.loft.sh" in message
+    assert (f"python -m tools.charts pull vcluster --repo https://charts.loft.sh --version 0.36.1 --cache {cache}"
+            in message)
+    assert raised.value.missing == [chart_key("vcluster", "https://charts.loft.sh", "0.36.1")]
+    # Another version of a cached chart is missing too.
+    with pytest.raises(MissingChart, match="demo 1.2.4"):
+        cached_chart_path("demo", DEMO_REPO, "1.2.4", cache_dir=cache)
+
+
+def test_missing_chart_in_the_default_cache_names_the_stack_command():
+    error = MissingChart([chart_key("vcluster", "https://charts.loft.sh", "0.36.1")], charts.DEFAULT_CACHE_DIR,
+                         stack="dev")
+    assert error.commands == [
+        "python -m tools.charts pull --stack dev",
+        "python -m tools.charts pull vcluster --repo https://charts.loft.sh --version 0.36.1"]
+    assert "python -m tools.charts pull --stack dev\n" in str(error)
+
+
+def test_a_chart_cached_from_another_source_is_missing(cache: Path):
+    with pytest.raises(MissingChart, match="came from https://charts.example.invalid/stable/demo"):
+        cached_chart_path("demo", "https://mirror.example.invalid/charts", "1.2.3", cache_dir=cache)
+
+
+# --- plans -----------------------------------------------------------------------------------------
+
+
+def two_releases(**demo_extra) -> list[dict]:
+    return [
+        {"type": "kubernetes:core/v1:Namespace", "name": "apps", "inputs": {"metadata": {"name": "apps"}}},
+        release("web", "demo", "1.2.3", repo=DEMO_REPO, namespace="apps",
+                values={"replicaCount": 4.0, "config": {"enabled": True, "data": {"TOKEN": "[secret]"}}},
+                **demo_extra),
+        release("tiny", TINY_REF, "v0.4.0", namespace="system", values={"serviceAccount": {"name": "robot"}}),
+    ]
+
+
+def test_render_plan_releases_writes_manifests_per_release(cache: Path, tmp_path: Path):
+    out = tmp_path / "plan"
+    summary = render_plan_releases(two_releases(), cache, out)
+    files = sorted(str(path.relative_to(out)) for path in out.rglob("*") if path.is_file())
+    assert files == [
+        "manifests/tiny/tiny/templates/hook.yaml",
+        "manifests/tiny/tiny/templates/serviceaccount.yaml",
+        "manifests/web/demo/charts/greeter/templates/configmap.yaml",
+        "manifests/web/demo/crds/widgets.yaml",
+        "manifests/web/demo/templates/configmap.yaml",
+        "manifests/web/demo/templates/deployment.yaml",
+    ]
+    deployment = yaml.safe_load((out / "manifests/web/demo/templates/deployment.yaml").read_text())
+    assert deployment["spec"]["replicas"] == 4  # the wire format's 4.0 is the integer the program wrote
+    assert deployment["metadata"]["namespace"] == "apps"
+    account = yaml.safe_load((out / "manifests/tiny/tiny/templates/serviceaccount.yaml").read_text())
+    assert account["metadata"] == {"name": "robot", "namespace": "system", "annotations": {
+        "tiny.example.invalid/kube-version": account["metadata"]["annotations"]["tiny.example.invalid/kube-version"]}}
+
+    assert [entry["dir"] for entry in summary["releases"]] == ["manifests/tiny", "manifests/web"]
+    tiny, web = summary["releases"]
+    assert tiny["source"] == TINY_REF and tiny["version"] == "v0.4.0" and tiny["archive"] == "tiny-v0.4.0.tgz"
+    assert web["resource"] == "web-release" and web["release"] == "web" and web["namespace"] == "apps"
+    assert web["digest"] == helm.digest(cache / "demo-1.2.3.tgz")
+    assert web["placeholders"] == ["/config/data/TOKEN = [secret]"]
+    assert web["nondeterministicFiles"] == [] and tiny["nondeterministicFiles"] == []
+    assert [(o["kind"], o["name"]) for o in web["objects"]] == [
+        ("ConfigMap", "web-greeter"), ("CustomResourceDefinition", "widgets.demo.example.invalid"),
+        ("ConfigMap", "web-demo-config"), ("Deployment", "web-demo")]
+    assert [(o["kind"], o["name"], o.get("hook")) for o in tiny["objects"]] == [
+        ("ConfigMap", "tiny-pre-install", "pre-install"), ("ServiceAccount", "robot", None)]
+    json.dumps(summary)  # JSON-able as it is
+    assert str(tmp_path) not in json.dumps(summary)
+
+
+def test_render_plan_releases_flags_templates_that_render_differently_each_time(tmp_path: Path):
+    chart = tmp_path / "src" / "tiny"
+    shutil.copytree(FIXTURES / "tiny", chart)
+    (chart / "templates" / "secret.yaml").write_text(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: token\nstringData:\n"
+        "  token: {{ randAlphaNum 16 | quote }}\n")
+    cache = tmp_path / "cache"
+    cache_chart(chart, TINY_REF, None, "v0.4.0", cache_dir=cache)
+    summary = render_plan_releases([release("tiny", TINY_REF, "v0.4.0")], cache, tmp_path / "out")
+    assert summary["releases"][0]["nondeterministicFiles"] == ["tiny/templates/secret.yaml"]
+
+
+def test_render_plan_releases_keeps_old_output_when_a_render_fails(cache: Path, tmp_path: Path):
+    out = tmp_path / "out"
+    render_plan_releases(two_releases(), cache, out)
+    before = tree(out)
+    with pytest.raises(ChartValuesError):
+        render_plan_releases([release("web", "demo", "1.2.3", repo=DEMO_REPO, values={"replicaCount": "x"})],
+                             cache, out)
+    with pytest.raises(ValueError, match="release web-release: chart 'demo' has no pinned version"):
+        render_plan_releases([release("web", "demo", "", repo=DEMO_REPO)], cache, out)
+    assert tree(out) == before
+
+
+def test_render_plan_releases_is_deterministic_and_replaces_old_output(cache: Path, tmp_path: Path):
+    first, second = tmp_path / "one", tmp_path / "two"
+    stale = second / "manifests" / "gone" / "old.yaml"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("kind: Stale\n")
+    summary_one = render_plan_releases(two_releases(), cache, first)
+    summary_two = render_plan_releases(list(reversed(two_releases())), cache, second)
+    assert summary_one == summary_two
+    assert not stale.exists()
+    assert tree(first) == tree(second)
+    comparison = filecmp.dircmp(first, second)
+    assert not comparison.diff_files and not comparison.left_only and not comparison.right_only
+
+
+def test_render_plan_releases_honours_skip_crds_and_shared_names(cache: Path, tmp_path: Path):
+    resources = two_releases(skipCrds=True) + [
+        release("web", "demo", "1.2.3", repo=DEMO_REPO, namespace="staging", resource="web-staging")]
+    summary = render_plan_releases(resources, cache, tmp_path)
+    assert [entry["dir"] for entry in summary["releases"]] == [
+        "manifests/tiny", "manifests/web@apps", "manifests/web@staging"]
+    assert not (tmp_path / "manifests/web@apps/demo/crds").exists()
+    assert (tmp_path / "manifests/web@staging/demo/crds/widgets.yaml").is_file()
+    with pytest.raises(ChartError, match="two releases named web in the same namespace"):
+        render_plan_releases(resources + [release("web", "demo", "1.2.3", repo=DEMO_REPO, namespace="apps",
+                                                  resource="again")], cache, tmp_path)
+
+
+def test_render_plan_releases_reports_bad_values(cache: Path, tmp_path: Path):
+    resources = [release("web", "demo", "1.2.3", repo=DEMO_REPO, values={"replicaCount": "[secret]"})]
+    with pytest.raises(ChartValuesError, match="release web .*\n.*/replicaCount: got string, want integer"):
+        render_plan_releases(resources, cache, tmp_path)
+
+
+def test_render_plan_releases_lists_every_missing_chart_before_writing(cache: Path, tmp_path: Path):
+    resources = two_releases() + [
+        release("team-a", "vcluster", "0.36.1", repo="https://charts.loft.sh"),
+        release("team-b", "vcluster", "0.36.1", repo="https://charts.loft.sh/"),
+        release("kai-scheduler", "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler", "v0.16.4")]
+    with pytest.raises(MissingChart) as raised:
+        render_plan_releases(resources, cache, tmp_path / "out", stack="dev")
+    error = raised.value
+    assert [key.name for key in error.missing] == ["vcluster", "kai-scheduler"]
+    assert error.commands[0] == f"python -m tools.charts pull --stack dev --cache {cache}"
+    assert "kai-scheduler v0.16.4 from oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler" in str(error)
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_dev_stack_needs_kai_and_vcluster(dev_run, tmp_path: Path):
+    """The real program's releases, from the offline run: what `pull --stack dev` would fetch."""
+    with pytest.raises(MissingChart) as raised:
+        render_plan_releases(dev_run.resources, tmp_path / "empty", tmp_path / "out", stack="dev")
+    assert raised.value.missing == [
+        chart_key("oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler", None, "v0.16.4"),
+        chart_key("vcluster", "https://charts.loft.sh", "0.36.1")]
+    plan_dicts = [resource.to_json() for resource in dev_run.resources]
+    assert [name for name, _ in charts.release_records(plan_dicts)] == [
+        name for name, _ in charts.release_records(dev_run.resources)]
+
+
+# --- pulling, from servers on 127.0.0.1 ------------------------------------------------------------
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture()
+def serve():
+    """Serve a request handler on 127.0.0.1 for the test; yields a function returning the base URL."""
+    servers = []
+
+    def start(handler) -> str:
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_port}"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def test_pull_from_an_http_chart_repository(serve, tmp_path: Path, capsys):
+    repository = tmp_path / "repository"
+    helm.package(FIXTURES / "demo", destination=repository)
+    url = serve(functools.partial(_Quiet, directory=str(repository)))
+    helm.repo_index_generate(repository, base_url=url)
+    cache = tmp_path / "cache"
+
+    assert charts.main(["pull", "demo", "--repo", url + "/", "--version", "1.2.3", "--cache", str(cache)]) == 0
+    assert f"pulled demo 1.2.3 from {url} -> {cache / 'demo-1.2.3.tgz'}" in capsys.readouterr().out
+    assert charts.main(["pull", "demo", "--repo", url, "--version", "1.2.3", "--cache", str(cache)]) == 0
+    assert "cached demo 1.2.3" in capsys.readouterr().out
+    assert json.loads((cache / "demo-1.2.3.source.json").read_text())["source"] == f"{url}/demo"
+    path = cached_chart_path("demo", url, "1.2.3", cache_dir=cache)
+    assert path.read_bytes() == (repository / "demo-1.2.3.tgz").read_bytes()
+    assert one(render_release(path, "web", "apps", {"replicaCount": 7}), "Deployment", "web-demo")["spec"]["replicas"] == 7
+
+    assert charts.main(["pull", "demo", "--repo", url, "--version", "9.9.9", "--cache", str(cache)]) == 1
+    assert 'could not pull demo 9.9.9' in capsys.readouterr().err
+    assert sorted(path.name for path in cache.iterdir()) == ["demo-1.2.3.source.json", "demo-1.2.3.tgz"]
+
+
+def _registry(repository: str, tag: str, archive: bytes, config: bytes):
+    """A read-only OCI distribution registry holding one Helm chart, enough for `helm pull`."""
+    def descriptor(media_type: str, data: bytes) -> dict:
+        return {"mediaType": media_type, "digest": "sha256:" + hashlib.sha256(data).hexdigest(), "size": len(data)}
+
+    manifest = json.dumps({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": descriptor("application/vnd.cncf.helm.config.v1+json", config),
+        "layers": [descriptor("application/vnd.cncf.helm.chart.content.v1.tar+gzip", archive)],
+    }).encode()
+    manifest_digest = "sha256:" + hashlib.sha256(manifest).hexdigest()
+    blobs = {descriptor("", data)["digest"]: data for data in (config, archive)}
+    routes = {
+        "/v2/": (b"{}", "application/json"),
+        f"/v2/{repository}/tags/list": (json.dumps({"name": repository, "tags": [tag]}).encode(), "application/json"),
+        f"/v2/{repository}/manifests/{tag}": (manifest, "application/vnd.oci.image.manifest.v1+json"),
+        f"/v2/{repository}/manifests/{manifest_digest}": (manifest, "application/vnd.oci.image.manifest.v1+json"),
+        **{f"/v2/{repository}/blobs/{digest}": (data, "application/octet-stream") for digest, data in blobs.items()},
+    }
+
+    class Registry(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def _answer(self, with_body: bool) -> None:
+            body, content_type = routes.get(self.path.split("?")[0], (b'{"errors":[{"code":"NOT_FOUND"}]}', None))
+            self.send_response(200 if content_type else 404)
+            self.send_header("Content-Type", content_type or "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            if "/manifests/" in self.path:
+                self.send_header("Docker-Content-Digest", manifest_digest)
+            self.end_headers()
+            if with_body:
+                self.wfile.write(body)
+
+        def do_GET(self):
+            self._answer(True)
+
+        def do_HEAD(self):
+            self._answer(False)
+
+    return Registry
+
+
+def test_pull_from_an_oci_registry(serve, tmp_path: Path, capsys):
+    archive = Path(helm.package(FIXTURES / "tiny", destination=tmp_path))
+    with helm.Chart.load(archive) as chart:
+        config = json.dumps(chart.metadata).encode()
+    url = serve(_registry("charts/tiny", "v0.4.0", archive.read_bytes(), config))
+    reference = "oci://" + url[len("http://"):] + "/charts/tiny"
+    cache = tmp_path / "cache"
+    assert charts.main(["pull", reference, "--version", "v0.4.0", "--plain-http", "--cache", str(cache)]) == 0
+    assert f"pulled tiny v0.4.0 from {reference}" in capsys.readouterr().out
+    path = cached_chart_path(reference, None, "v0.4.0", cache_dir=cache)
+    assert path.read_bytes() == archive.read_bytes()
+    assert charts.main(["pull", reference, "--version", "v0.9.0", "--plain-http", "--cache", str(cache)]) == 1
+    assert "could not pull tiny v0.9.0" in capsys.readouterr().err
+
+
+def test_pull_command_line_checks_its_arguments(capsys):
+    with pytest.raises(SystemExit):
+        charts.main(["pull"])
+    with pytest.raises(SystemExit):
+        charts.main(["pull", "demo", "--stack", "dev"])
+    assert charts.main(["pull", "vcluster", "--version", "0.36.1"]) == 2
+    assert "no repository" in capsys.readouterr().err
