@@ -76,8 +76,10 @@ class GpuOperator(pulumi.ComponentResource):
         self.default_profile_key = sharing.default_key(time_slicing)
         self.release = None
 
+        # Only an operator this program installs gets its namespace from here: the addon's and an
+        # external operator's namespaces already exist.
         namespace_ready: list[pulumi.Resource] = []
-        if settings.mode != "microk8s-addon":
+        if settings.mode == "install":
             namespace_ready.append(k8s.core.v1.Namespace(
                 f"{name}-namespace", metadata={"name": settings.namespace}, opts=child))
         config_map = k8s.core.v1.ConfigMap(

@@ -20,10 +20,10 @@ from pulumi_command import local, remote
 
 from components.eks_network import EksNetwork, EksNetworkArgs
 from config import sharing
+from config.load import POOL_LABEL
 from config.model import Cluster, EksHost, MicroK8sHost
 
 GPU_TAINT_KEY = "nvidia.com/gpu"
-POOL_LABEL = "gpu-tenancy/pool"
 SYSTEM_POOL = "system"
 EKS_GPU_AMI = "AL2023_x86_64_NVIDIA"
 EKS_SYSTEM_AMI = "AL2023_x86_64_STANDARD"

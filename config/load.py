@@ -48,6 +48,7 @@ CLUSTER_KINDS = ("microk8s", "eks", "kubeconfig")
 OPERATOR_MODES = ("install", "microk8s-addon", "external")
 KAI_RESERVED_QUEUES = ("default-queue", "default-parent-queue")
 MICROK8S_ADDON_NAMESPACE = "gpu-operator-resources"
+POOL_LABEL = "gpu-tenancy/pool"
 
 QUEUE_FIELDS = ("quota", "limit", "overQuotaWeight")
 RESOURCE_NAMES = ("gpu", "cpu", "memory")
@@ -257,6 +258,11 @@ def _gpu_operator(section: Section, cluster: Optional[Cluster]) -> GpuOperator:
     if mode == "microk8s-addon" and kind not in (None, "microk8s"):
         section._fail("mode", mode, f"the MicroK8s addon only exists on a microk8s host, not on {kind}",
                       "use gpuOperator.mode install or external")
+    addon_enabled = cluster is not None and cluster.microk8s is not None and cluster.microk8s.enable_nvidia_addon
+    if addon_enabled and mode in ("install", "external"):
+        section._fail("mode", mode, "cluster.microk8s.enableNvidiaAddon installs a GPU Operator too, and two "
+                      "operators fight over the cluster-wide ClusterPolicy",
+                      "set gpuOperator.mode to microk8s-addon, or turn enableNvidiaAddon off")
     if mode == "microk8s-addon":
         namespace = section.string("namespace", MICROK8S_ADDON_NAMESPACE)
         if namespace not in (None, MICROK8S_ADDON_NAMESPACE):
@@ -346,7 +352,9 @@ def _organization(section: Section) -> Organization:
 
 def _team(section: Section, stack_vcluster: VClusterSettings) -> Team:
     name = section.string("name", dns_label=True, fix="give the team a DNS-1123 name, e.g. team-nlp")
-    vcluster_name = section.string("vclusterName", name, dns_label=True)
+    # The vCluster name is a Helm release name: at most 53 characters.
+    vcluster_name = section.string("vclusterName", name[:53].rstrip("-") if name else name, dns_label=True,
+                                   max_length=53)
     return Team(
         name=name,
         display_name=section.string("displayName", name or ""),
@@ -459,6 +467,10 @@ def _check_node_group_profiles(reader: Reader, cluster: Cluster) -> None:
         if "nvidia.com/device-plugin.config" in group.labels:
             reader.fail(f"cluster.eks.gpuNodeGroups[{index}].labels", group.labels,
                         "sets the device-plugin config label by hand", "use sharingProfile instead")
+        if POOL_LABEL in group.labels:
+            reader.fail(f"cluster.eks.gpuNodeGroups[{index}].labels", group.labels,
+                        f"sets {POOL_LABEL}, which the program sets to the node group's name",
+                        f"remove {POOL_LABEL} from labels (tenants select the pool by it)")
 
 
 def _warnings(platform: Platform) -> list[str]:

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Optional
 from config.errors import MISSING, ConfigIssue
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS_LABEL_FIX = "use at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit"
+DNS_LABEL_FIX = "use at most {limit} lowercase letters, digits and '-', starting and ending with a letter or digit"
 
 
 class Reader:
@@ -91,10 +91,14 @@ class Section:
         return default
 
     def string(self, name: str, default: object = MISSING, *, choices: Optional[Iterable[str]] = None,
-               dns_label: bool = False, fix: str = "set it to a string") -> Any:
+               dns_label: bool = False, max_length: int = 63, fix: str = "set it to a string") -> Any:
         value = self.raw(name)
         if value is MISSING:
             return self._missing(name, default, fix)
+        if is_number(value):
+            self._fail(name, value, f"expected a string, got {_type_name(value)}",
+                       f'quote it so YAML keeps it as written, e.g. "{value}"')
+            return None
         if not isinstance(value, str) or not value.strip():
             self._fail(name, value, f"expected a non-empty string, got {_type_name(value)}", fix)
             return None
@@ -105,8 +109,10 @@ class Section:
                            f"{did_you_mean(value, options)} (allowed: {', '.join(options)})"
                            .replace("remove it (", "use one of the allowed values ("))
                 return None
-        if dns_label and (len(value) > 63 or not DNS_LABEL.fullmatch(value)):
-            self._fail(name, value, "is not a DNS-1123 label", DNS_LABEL_FIX)
+        if dns_label and (len(value) > max_length or not DNS_LABEL.fullmatch(value)):
+            self._fail(name, value, "is not a DNS-1123 label" + (f" of at most {max_length} characters"
+                                                                 if len(value) > max_length else ""),
+                       DNS_LABEL_FIX.format(limit=max_length))
             return None
         return value
 

@@ -409,7 +409,7 @@ def test_unknown_keys_are_rejected_with_a_suggestion(parent, typo, known):
     ("teams", {}, "YAML list"),
     ("teams", [], "add at least one team"),
     ("teams[0]", "team-nlp", "YAML map"),
-    ("teams[0].name", 42, "DNS-1123"),
+    ("teams[0].name", 42, "quote it"),
     ("organization.name", ["ml-org"], "ml-org"),
     ("teams[0].strict", "yes", "true or false"),
     ("kaiScheduler.gpuSharing", 1, "true or false"),
@@ -557,3 +557,29 @@ def test_a_vpc_cidr_without_room_or_not_a_network_is_rejected(cidr, zones, fix):
 def test_a_gpu_node_group_cannot_take_the_system_pool_name():
     assert_rejected(put(eks_config(), "cluster.eks.gpuNodeGroups[0].name", "system"),
                     "cluster.eks.gpuNodeGroups[0].name", "system")
+
+
+def test_the_microk8s_addon_and_an_installed_operator_cannot_both_run():
+    config = put(put(dev_config(), "cluster.microk8s.enableNvidiaAddon", True), "gpuOperator.mode", "install")
+    assert_rejected(config, "gpuOperator.mode", "install", fix="microk8s-addon")
+    assert load_platform(put(config, "gpuOperator.mode", "microk8s-addon")).cluster.microk8s.enable_nvidia_addon
+
+
+def test_vcluster_names_fit_helm_release_names():
+    assert_rejected(put(dev_config(), "teams[0].vclusterName", "v" * 54), "teams[0].vclusterName", "v" * 54,
+                    fix="at most 53")
+    long_team = "t" * 60
+    platform = load_platform(put(dev_config(), "teams[0].name", long_team))
+    assert platform.teams[0].vcluster_name == "t" * 53
+    assert len(platform.teams[0].namespace) <= 63
+
+
+def test_gpu_node_group_labels_cannot_take_the_pool_label():
+    config = put(eks_config(), "cluster.eks.gpuNodeGroups[0].labels", {"gpu-tenancy/pool": "other"})
+    assert_rejected(config, "cluster.eks.gpuNodeGroups[0].labels", {"gpu-tenancy/pool": "other"},
+                    fix="remove gpu-tenancy/pool")
+
+
+def test_an_unquoted_version_number_is_asked_to_be_quoted():
+    assert_rejected(put(eks_config(), "cluster.eks.kubernetesVersion", 1.33), "cluster.eks.kubernetesVersion", 1.33,
+                    fix='"1.33"')

@@ -110,3 +110,14 @@ def test_external_mode_creates_only_the_config_map_and_exports_it():
 def test_config_map_data_is_stable_for_the_same_settings():
     platform = load_platform({k.split(":", 1)[1]: v for k, v in dev_config().items()})
     assert config_map_data(platform.gpu_operator.time_slicing) == config_map_data(platform.gpu_operator.time_slicing)
+
+
+def test_only_an_installed_operator_gets_its_namespace_created(dev_run, eks_run):
+    def namespaces(program):
+        return {n.inputs["metadata"]["name"] for n in program.of_type("kubernetes:core/v1:Namespace")}
+
+    assert "gpu-operator" in namespaces(eks_run)
+    assert "gpu-operator-resources" not in namespaces(dev_run)
+    config = eks_config()
+    config["gpu-tenancy:gpuOperator"]["mode"] = "external"
+    assert "gpu-operator" not in namespaces(run(config))
