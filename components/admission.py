@@ -9,7 +9,7 @@ vCluster syncs there, closes that:
 - a pod that names a KAI queue must name this team's leaf queue;
 - a pod that uses GPUs (``gpu-fraction`` / ``gpu-memory`` annotations, or an ``nvidia.com/gpu``
   request or limit) must use ``schedulerName: kai-scheduler`` and this team's queue;
-- with ``strict``, every pod must.
+- with ``strict``, every pod must, except CPU pods of the vCluster's own kube-system (its DNS).
 
 The vCluster control-plane pod carries no ``vcluster.loft.sh/managed-by`` label, so it is never
 matched.
@@ -28,6 +28,7 @@ from config.model import Team
 
 QUEUE_LABEL = "kai.scheduler/queue"
 MANAGED_BY_LABEL = "vcluster.loft.sh/managed-by"
+VIRTUAL_NAMESPACE_LABEL = "vcluster.loft.sh/namespace"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_ANNOTATIONS = ("gpu-fraction", "gpu-memory")
@@ -51,6 +52,9 @@ def policy_variables() -> list[dict]:
         {"name": "queue",
          "expression": f"has(object.metadata.labels) && '{QUEUE_LABEL}' in object.metadata.labels"
                        f" ? object.metadata.labels['{QUEUE_LABEL}'] : ''"},
+        {"name": "virtualNamespace",
+         "expression": f"has(object.metadata.labels) && '{VIRTUAL_NAMESPACE_LABEL}' in object.metadata.labels"
+                       f" ? object.metadata.labels['{VIRTUAL_NAMESPACE_LABEL}'] : ''"},
         {"name": "scheduler",
          "expression": "has(object.spec.schedulerName) ? object.spec.schedulerName : 'default-scheduler'"},
         {"name": "usesGpu",
@@ -73,8 +77,10 @@ def policy_validations(team: Team) -> list[dict]:
          "reason": "Forbidden"},
     ]
     if team.strict:
+        # The vCluster's own CoreDNS runs as a synced pod in its kube-system: strict mode leaves
+        # that namespace's CPU pods alone so tenant DNS keeps working.
         validations.append({
-            "expression": on_kai,
+            "expression": f"variables.virtualNamespace == 'kube-system' || ({on_kai})",
             "message": f"team {team.name} is strict: every pod must be scheduled by KAI in queue {queue}: {fix}",
             "reason": "Forbidden",
         })

@@ -98,6 +98,9 @@ class TenantCluster(pulumi.ComponentResource):
             metadata={"name": team.namespace, "labels": {
                 "app.kubernetes.io/managed-by": "gpu-tenancy",
                 "gpu-tenancy/team": team.name,
+                # Synced pods run on the shared nodes: a tenant's cluster-admin must not buy it
+                # privileged or host-path pods there.
+                "pod-security.kubernetes.io/enforce": team.vcluster.pod_security,
             }},
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, protect=protect),
         )

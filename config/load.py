@@ -53,7 +53,9 @@ POOL_LABEL = "gpu-tenancy/pool"
 QUEUE_FIELDS = ("quota", "limit", "overQuotaWeight")
 RESOURCE_NAMES = ("gpu", "cpu", "memory")
 VCLUSTER_FIELDS = ("version", "nodeLabels", "syncRuntimeClasses", "enforceTolerations",
-                   "controlPlaneResources", "resourceQuota", "limitRange", "networkPolicy", "extraValues")
+                   "controlPlaneResources", "resourceQuota", "limitRange", "networkPolicy", "podSecurity",
+                   "extraValues")
+POD_SECURITY_LEVELS = ("privileged", "baseline", "restricted")
 TEAM_FIELDS = ("name", "displayName", "priority", "resources", "vclusterName", "namespace", "strict",
                "protect", "vcluster")
 
@@ -74,6 +76,7 @@ DEFAULT_VCLUSTER = VClusterSettings(
     limit_range=TenantLimitRange(default_cpu="1", default_memory="1Gi",
                                  default_request_cpu="100m", default_request_memory="128Mi"),
     network_policy=True,
+    pod_security="baseline",
     extra_values={},
 )
 
@@ -400,6 +403,7 @@ def _vcluster(section: Section, base: VClusterSettings) -> VClusterSettings:
             default_request_memory=_quantity(limits, "defaultRequestMemory", base_limits.default_request_memory),
         ),
         network_policy=section.boolean("networkPolicy", base.network_policy),
+        pod_security=section.string("podSecurity", base.pod_security, choices=POD_SECURITY_LEVELS),
         extra_values=deep_merge(base.extra_values, extra or {}),
     )
 

@@ -74,6 +74,7 @@ class VClusterSettings:
     resource_quota: TenantResourceQuota
     limit_range: TenantLimitRange
     network_policy: bool
+    pod_security: str
     extra_values: dict
 
 

@@ -67,8 +67,8 @@ def admission_for(program, team: str) -> Admission:
 
 
 def synced_pod(*, queue=None, scheduler=None, annotations=None, limits=None, requests=None, init_gpu=False,
-               vcluster="team-nlp"):
-    labels = {"vcluster.loft.sh/managed-by": vcluster, "vcluster.loft.sh/namespace": "default"}
+               vcluster="team-nlp", virtual_namespace="default"):
+    labels = {"vcluster.loft.sh/managed-by": vcluster, "vcluster.loft.sh/namespace": virtual_namespace}
     if queue is not None:
         labels["kai.scheduler/queue"] = queue
     container = {"name": "main", "image": "nvidia/cuda:12.4.0-base-ubuntu22.04"}
@@ -151,6 +151,13 @@ def test_a_plain_cpu_pod_is_admitted_so_tenants_can_install_ordinary_charts(nlp)
 def test_a_strict_team_requires_kai_and_its_queue_for_every_pod(strict_nlp):
     assert strict_nlp.review(NAMESPACE, synced_pod(limits={"cpu": "1"}))
     assert strict_nlp.review(NAMESPACE, synced_pod(queue="team-nlp", scheduler="kai-scheduler")) == []
+
+
+def test_strict_mode_keeps_the_tenants_own_dns_running(strict_nlp):
+    coredns = synced_pod(virtual_namespace="kube-system", limits={"cpu": "100m"})
+    assert strict_nlp.review(NAMESPACE, coredns) == []
+    gpu_in_kube_system = synced_pod(virtual_namespace="kube-system", annotations={"gpu-fraction": "0.5"})
+    assert strict_nlp.review(NAMESPACE, gpu_in_kube_system), "GPU pods are checked in every namespace"
 
 
 def test_updates_are_checked_too(nlp):

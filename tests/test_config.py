@@ -583,3 +583,10 @@ def test_gpu_node_group_labels_cannot_take_the_pool_label():
 def test_an_unquoted_version_number_is_asked_to_be_quoted():
     assert_rejected(put(eks_config(), "cluster.eks.kubernetesVersion", 1.33), "cluster.eks.kubernetesVersion", 1.33,
                     fix='"1.33"')
+
+
+def test_pod_security_is_one_of_the_kubernetes_levels():
+    assert load_platform(put(dev_config(), "vcluster.podSecurity", "restricted")).teams[0].vcluster.pod_security \
+        == "restricted"
+    assert_rejected(put(dev_config(), "teams[0].vcluster.podSecurity", "strict"), "teams[0].vcluster.podSecurity",
+                    "strict", fix="restricted")

@@ -17,6 +17,15 @@ def test_tenant_namespace_defaults_to_the_vcluster_cli_convention(dev_run):
     assert {"vcluster-team-nlp", "vcluster-team-vision", "vcluster-team-recommender"} <= namespaces
 
 
+def test_tenant_namespaces_enforce_a_pod_security_level(dev_run):
+    namespace = dev_run.named("tenant-team-nlp-namespace").inputs["metadata"]["labels"]
+    assert namespace["pod-security.kubernetes.io/enforce"] == "baseline"
+    config = dev_config()
+    config["gpu-tenancy:teams"][1]["vcluster"] = {"podSecurity": "restricted"}
+    labels = run(config).named("tenant-team-vision-namespace").inputs["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+
+
 def test_namespace_and_vcluster_name_are_configurable(eks_run):
     release = tenant_release(eks_run, "rag-legal")
     assert release.inputs["namespace"] == "team-legal"
