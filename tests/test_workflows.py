@@ -213,9 +213,11 @@ def test_offline_plan_and_policy_check_run_for_every_committed_stack():
     assert matrix_stacks(job) == COMMITTED_STACKS
     text = run_text(job)
     out = f"build/plan/{MATRIX_STACK}"
-    assert f"python -m tools.plan {MATRIX_STACK} --out {out}" in text
+    assert job["env"]["STACK"] == MATRIX_STACK
+    assert 'python -m tools.plan "$STACK" --out "build/plan/$STACK"' in text
+    assert '--diff-against "build/base-plan/$STACK/plan.json"' in text, "the PR's plan is diffed against main's"
     assert f"python -m policy.check {out}/plan.json" in text
-    assert "summary.md" in text and "$GITHUB_STEP_SUMMARY" in text
+    assert "summary.md" in text and "diff.md" in text and "$GITHUB_STEP_SUMMARY" in text
     uploads = steps_using(job, "actions/upload-artifact")
     assert [step["with"]["path"] for step in uploads] == [out]
 
