@@ -30,7 +30,7 @@ gpu_operator = GpuOperator("gpu-operator", GpuOperatorArgs(
 kai = KaiScheduler("kai", KaiSchedulerArgs(settings=platform.kai_scheduler, provider=host.provider))
 queues = QueueHierarchy("queues", QueueHierarchyArgs(
     organization=platform.organization, teams=platform.teams, provider=host.provider,
-    scheduler_release=kai.release))
+    scheduler_ready=kai.queue_webhook_ready))
 tenants = {
     team.name: TenantCluster(f"tenant-{team.name}", TenantClusterArgs(
         team=team, provider=host.provider, queue=queues.team_queues[team.name]))

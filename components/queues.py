@@ -27,7 +27,8 @@ class QueueHierarchyArgs:
     organization: Organization
     teams: Sequence[Team]
     provider: k8s.Provider
-    scheduler_release: pulumi.Resource
+    # Queues are created only once this is ready: KAI's queue webhook answers.
+    scheduler_ready: pulumi.Resource
 
 
 def _resource(entry: QueueResource) -> dict:
@@ -65,7 +66,7 @@ class QueueHierarchy(pulumi.ComponentResource):
             )
 
         self.org_queue = queue(f"{name}-{org.name}", org.name,
-                               queue_spec(org.display_name, org.priority, org.resources), args.scheduler_release)
+                               queue_spec(org.display_name, org.priority, org.resources), args.scheduler_ready)
         self.team_queues = {
             team.name: queue(f"{name}-{team.queue_name}", team.queue_name,
                              queue_spec(team.display_name, team.priority, team.resources, parent=org.name),

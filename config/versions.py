@@ -1,4 +1,4 @@
-"""Every chart, chart location and version the platform deploys, pinned in one place.
+"""Every chart, image and version the platform deploys, pinned in one place.
 
 Stack config may override a version (``gpuOperator.version``, ``kaiScheduler.version``,
 ``vcluster.version``), but the defaults below are what a new stack gets. Nothing here says
@@ -25,6 +25,9 @@ VCLUSTER_CHART = "vcluster"
 VCLUSTER_VERSION = "0.36.1"
 
 EKS_KUBERNETES_VERSION = "1.33"
+
+# Runs the probe that holds queue creation until KAI's queue webhook answers (components/kai.py).
+KUBECTL_IMAGE = "registry.k8s.io/kubectl:v1.33.0"
 
 
 def kai_chart_ref(version: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from tests.conftest import dev_config, run
 
@@ -60,9 +61,11 @@ def test_omitted_cpu_and_memory_are_unlimited_not_zero(dev_run):
     assert spec["resources"]["memory"] == {"quota": -1, "limit": -1, "overQuotaWeight": 1}
 
 
-def test_queues_wait_for_kai_and_team_queues_wait_for_the_org_queue(dev_run):
+def test_queues_wait_for_kais_webhook_and_team_queues_wait_for_the_org_queue(dev_run):
     by_name = queues(dev_run)
-    assert kai_release(dev_run).urn in by_name["ml-org"].dependencies
+    probe = dev_run.named("kai-queue-webhook-probe")
+    assert probe.urn in by_name["ml-org"].dependencies
+    assert kai_release(dev_run).urn in probe.dependencies
     for team in ("team-nlp", "team-vision", "team-recommender"):
         assert by_name["ml-org"].urn in by_name[team].dependencies
 
@@ -85,3 +88,32 @@ def test_team_queue_carries_its_priority_weights_and_display_name():
     assert spec["priority"] == 150
     assert spec["displayName"] == "NLP research"
     assert spec["resources"]["cpu"] == {"quota": 8000, "limit": 16000, "overQuotaWeight": 2}
+
+
+def test_the_webhook_probe_dry_runs_a_queue_until_kai_admits_it(dev_run):
+    from config.versions import KUBECTL_IMAGE
+
+    probe = dev_run.named("kai-queue-webhook-probe").inputs
+    assert probe["metadata"]["namespace"] == "kai-scheduler"
+    pod = probe["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["image"] == KUBECTL_IMAGE and not KUBECTL_IMAGE.endswith(":latest")
+    assert container["args"] == ["create", "--dry-run=server", "-f", "/probe/queue.yaml"]
+    assert pod["restartPolicy"] == "Never" and probe["spec"]["backoffLimit"] >= 5
+    manifest = yaml.safe_load(dev_run.named("kai-probe-queue").inputs["data"]["queue.yaml"])
+    assert manifest["kind"] == "Queue" and set(manifest["spec"]["resources"]) == {"gpu", "cpu", "memory"}
+    role = dev_run.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")[0].inputs
+    assert role["rules"] == [{"apiGroups": ["scheduling.run.ai"], "resources": ["queues"], "verbs": ["create"]}]
+    binding = dev_run.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding")[0].inputs
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": pod["serviceAccountName"],
+                                    "namespace": "kai-scheduler"}]
+
+
+def test_the_probe_queue_is_a_valid_queue(dev_run):
+    from tests.conftest import upstream_file
+    import jsonschema
+
+    crd = yaml.safe_load(upstream_file("kai-scheduler", "queues.crd.yaml").read_text())
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    manifest = yaml.safe_load(dev_run.named("kai-probe-queue").inputs["data"]["queue.yaml"])
+    jsonschema.validate(manifest, schema)
