@@ -55,9 +55,18 @@ def profile_keys(time_slicing: TimeSlicing) -> dict[str, str]:
 
 
 def config_map_data(time_slicing: TimeSlicing) -> dict[str, str]:
-    """ConfigMap ``data``: one key per profile, in a stable order."""
+    """ConfigMap ``data``: each profile under its hashed key and under its plain name.
+
+    The program only ever selects hashed keys. The plain names are for nodes labelled by hand
+    (MicroK8s, existing clusters): a label naming a key that is missing from the ConfigMap breaks
+    the device plugin's config manager, and a plain name survives a content change, at the price
+    of that node only picking the change up when its device plugin restarts.
+    """
     keys = profile_keys(time_slicing)
-    return {keys[name]: _render(document) for name, document in sorted(profile_documents(time_slicing).items())}
+    data = {}
+    for name, document in sorted(profile_documents(time_slicing).items()):
+        data[keys[name]] = data[name] = _render(document)
+    return dict(sorted(data.items()))
 
 
 def default_key(time_slicing: TimeSlicing) -> str:

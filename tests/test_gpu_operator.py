@@ -19,7 +19,8 @@ def operator_release(program):
 
 def test_config_map_holds_an_exclusive_and_a_time_sliced_profile(dev_run):
     data = dev_run.of_type(CONFIG_MAP)[0].inputs["data"]
-    documents = {key.rsplit("-", 1)[0]: yaml.safe_load(text) for key, text in data.items()}
+    keys = dev_run.outputs["timeSlicing"]["profileKeys"]
+    documents = {name: yaml.safe_load(data[key]) for name, key in keys.items()}
     assert documents["exclusive"] == {"version": "v1"}
     slicing = documents["time-sliced"]["sharing"]["timeSlicing"]
     assert slicing["resources"] == [{"name": "nvidia.com/gpu", "replicas": 4}]
@@ -40,7 +41,7 @@ def test_a_content_change_renames_the_key_so_the_device_plugin_reloads():
     assert after["exclusive"] == before["exclusive"]
     patch = program.of_type(PATCH)[0].inputs["spec"]["devicePlugin"]["config"]
     assert patch["default"] == after["time-sliced"]
-    assert set(program.of_type(CONFIG_MAP)[0].inputs["data"]) == set(after.values())
+    assert set(program.of_type(CONFIG_MAP)[0].inputs["data"]) == set(after.values()) | set(after)
 
 
 def test_microk8s_addon_mode_patches_the_addon_cluster_policy_instead_of_a_second_release(dev_run):
@@ -104,7 +105,13 @@ def test_external_mode_creates_only_the_config_map_and_exports_it():
     exported = program.outputs["timeSlicing"]
     assert exported["namespace"] == "nvidia-system"
     assert exported["configMap"] == "time-slicing-config"
-    assert sorted(exported["profileKeys"].values()) == sorted(config_map["data"])
+    assert set(config_map["data"]) == set(exported["profileKeys"].values()) | set(exported["profileKeys"])
+
+
+def test_hand_labelled_nodes_can_use_the_plain_profile_names(dev_run):
+    data = dev_run.of_type(CONFIG_MAP)[0].inputs["data"]
+    for name, key in dev_run.outputs["timeSlicing"]["profileKeys"].items():
+        assert data[name] == data[key]
 
 
 def test_config_map_data_is_stable_for_the_same_settings():
