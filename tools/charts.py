@@ -46,6 +46,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 
+from tools.mockrun import integral_numbers, load_stack_file, run_program
+
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 CACHE_ENV = "GPU_TENANCY_CHART_CACHE"
 DEFAULT_CACHE_DIR = PROJECT_DIR / ".charts"
@@ -496,17 +498,6 @@ def _objects(path: str, text: str) -> list[dict[str, Any]]:
     return objects
 
 
-def _wire_numbers(value: Any) -> Any:
-    """Pulumi's wire format has only doubles: 3.0 is the integer 3 the program wrote."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {key: _wire_numbers(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_wire_numbers(item) for item in value]
-    return value
-
-
 def _placeholder_paths(value: Any, path: str = "") -> list[str]:
     if isinstance(value, str) and value in _PLACEHOLDERS:
         return [f"{path or '/'} = {value}"]
@@ -595,7 +586,7 @@ def render_plan_releases(resources: Iterable[Any], cache_dir: Optional[os.PathLi
 
     rendered_releases = []
     for resource_name, release, namespace, key, found, inputs in jobs:
-        values = _wire_numbers(inputs.get("values") or {})
+        values = integral_numbers(inputs.get("values") or {})
         options = dict(kube_version=kube_version, api_versions=api_versions,
                        include_crds=not inputs.get("skipCrds"))
         manifests = render_release(found, release, namespace, values, **options)
@@ -649,8 +640,6 @@ def render_plan_releases(resources: Iterable[Any], cache_dir: Optional[os.PathLi
 
 def stack_chart_keys(stack: str) -> list[ChartKey]:
     """The charts a stack's releases use, read from an offline run of the program (no network)."""
-    from tools.mockrun import load_stack_file, run_program
-
     run = run_program(load_stack_file(stack), stack=stack)
     keys: list[ChartKey] = []
     for _, inputs in release_records(run.resources):

@@ -116,6 +116,17 @@ class ProgramRun:
         return next(resource for resource in self.resources if resource.urn == urn)
 
 
+def integral_numbers(value: Any) -> Any:
+    """The engine's wire format has only doubles: turn 100.0 back into the 100 the program wrote."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: integral_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [integral_numbers(item) for item in value]
+    return value
+
+
 def redact(value: Any) -> tuple[Any, bool]:
     """Replace secrets (as the SDK serializes them) by a marker; say whether any was found."""
     if rpc.is_rpc_secret(value):

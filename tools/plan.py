@@ -43,7 +43,7 @@ import yaml
 
 from config import ConfigError
 from tools import mockrun
-from tools.mockrun import PROJECT, PROJECT_DIR, REDACTED, ProgramRun
+from tools.mockrun import PROJECT, PROJECT_DIR, REDACTED, ProgramRun, integral_numbers
 from tools import charts
 from tools.plan_diff import diff_plans, manifest_changes, read_manifests, render_diff
 
@@ -73,17 +73,6 @@ NODE_PROFILE_LABEL = "nvidia.com/device-plugin.config"
 # --- plan.json --------------------------------------------------------------------------------
 
 
-def _numbers(value: Any) -> Any:
-    """The engine's wire format has only doubles: show 100.0 as 100, keep 0.33 as it is."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {key: _numbers(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_numbers(item) for item in value]
-    return value
-
-
 def _options(options: dict[str, Any]) -> dict[str, Any]:
     """Resource options: every list in them (additionalSecretOutputs, ignoreChanges...) is a set."""
     return {key: sorted(value, key=_sort_key) if isinstance(value, list) else value
@@ -98,7 +87,7 @@ def build_plan(run: ProgramRun, stack: str, project: str = PROJECT) -> dict[str,
     """The plan document of one program run (a plain JSON-able dict)."""
     resources = []
     for resource in sorted(run.resources, key=lambda r: (r.urn, r.read)):
-        entry = _numbers(resource.to_json())
+        entry = integral_numbers(resource.to_json())
         entry["dependencies"] = sorted(set(entry.get("dependencies") or []))
         entry["options"] = _options(entry.get("options") or {})
         resources.append(entry)
@@ -106,7 +95,7 @@ def build_plan(run: ProgramRun, stack: str, project: str = PROJECT) -> dict[str,
         "project": project,
         "stack": stack,
         "resources": resources,
-        "outputs": _numbers(run.outputs),
+        "outputs": integral_numbers(run.outputs),
         "secretOutputs": sorted(run.secret_outputs),
         # Warnings are logged asynchronously: their arrival order is not part of the plan.
         "warnings": sorted(run.warnings),
