@@ -1,6 +1,6 @@
 """tools.charts: the chart cache, in-process rendering with helm-python-sdk, and plan rendering.
 
-The charts under tests/charts/ are written for these tests (not upstream charts): ``demo``
+The charts under tests/charts/ (schemas stored as ``values.schema.fixture.json``) are written for these tests (not upstream charts): ``demo``
 (1.2.3: values schema, a Deployment from values, a ConfigMap behind a flag, helpers, a CRD and
 a ``greeter`` subchart with its own schema) and ``tiny`` (v0.4.0, versioned with a leading
 "v" like KAI's chart, used as an OCI chart). Nothing here needs the network: pulls are tested
@@ -9,12 +9,14 @@ against an HTTP chart repository and an OCI registry served on 127.0.0.1 by the 
 
 from __future__ import annotations
 
+import atexit
 import filecmp
 import functools
 import hashlib
 import http.server
 import json
 import shutil
+import tempfile
 import threading
 from pathlib import Path
 
@@ -27,7 +29,19 @@ from tools import charts
 from tools.charts import (ChartError, ChartKey, ChartValuesError, MissingChart, cache_chart, cached_chart_path,
                           chart_key, render_plan_releases, render_release)
 
-FIXTURES = Path(__file__).resolve().parent / "charts"
+def _materialize_fixture_charts() -> Path:
+    """Copy tests/charts/ to a scratch folder with each ``values.schema.fixture.json`` under the
+    name Helm reads, ``values.schema.json``: the repository keeps only upstream contracts under
+    that name out of the tree."""
+    target = Path(tempfile.mkdtemp(prefix="gpu-tenancy-fixture-charts-"))
+    atexit.register(shutil.rmtree, target, ignore_errors=True)
+    shutil.copytree(Path(__file__).resolve().parent / "charts", target, dirs_exist_ok=True)
+    for schema in target.rglob("values.schema.fixture.json"):
+        schema.rename(schema.with_name("values.schema.json"))
+    return target
+
+
+FIXTURES = _materialize_fixture_charts()
 DEMO_REPO = "https://charts.example.invalid/stable/"
 TINY_REF = "oci://registry.example.invalid/charts/tiny"
 
