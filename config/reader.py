@@ -28,7 +28,7 @@ class Reader:
     def fail(self, key: str, value: object, problem: str, fix: str) -> None:
         self.issues.append(ConfigIssue(key, value, problem, fix))
 
-    def section(self, path: str, value: object, fields: Iterable[str]) -> "Section":
+    def section(self, path: str, value: object, fields: Iterable[str]) -> Section:
         return Section(self, path, value, tuple(fields))
 
 
@@ -211,7 +211,7 @@ class Section:
             return []
         return [(f"{self.key(name)}[{index}]", item) for index, item in enumerate(value)]
 
-    def child(self, name: str, fields: Iterable[str]) -> "Section":
+    def child(self, name: str, fields: Iterable[str]) -> Section:
         return Section(self.reader, self.key(name), self.raw(name), tuple(fields))
 
 

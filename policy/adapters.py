@@ -54,7 +54,7 @@ def _plain(value: Any, unknowns: frozenset, raised: tuple = ()) -> Any:
 # --- pulumi_policy ------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _engine_unknowns() -> tuple[frozenset, tuple]:
     """The engine's unknown sentinels and the error pulumi_policy's proxies raise on them.
 

@@ -29,9 +29,9 @@ except ImportError:  # pragma: no cover
 class _Unknown:
     """A value that is only known after the deployment (``pulumi preview`` of a new resource)."""
 
-    _instance: Optional["_Unknown"] = None
+    _instance: Optional[_Unknown] = None
 
-    def __new__(cls) -> "_Unknown":
+    def __new__(cls) -> _Unknown:
         if cls._instance is None:
             cls._instance = super().__new__(cls)
         return cls._instance

@@ -69,8 +69,8 @@ class ChartError(Exception):
 class MissingChart(ChartError, LookupError):
     """Charts a render needs are not in the cache; the message says how to fetch them."""
 
-    def __init__(self, missing: Sequence["ChartKey"], cache_dir: Path, *, stack: Optional[str] = None,
-                 reasons: Optional[Mapping["ChartKey", str]] = None):
+    def __init__(self, missing: Sequence[ChartKey], cache_dir: Path, *, stack: Optional[str] = None,
+                 reasons: Optional[Mapping[ChartKey, str]] = None):
         self.missing = list(missing)
         self.cache_dir = Path(cache_dir)
         self.stack = stack
