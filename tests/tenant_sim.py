@@ -150,9 +150,12 @@ class Admission:
         self.spec = policy_spec
         self.binding = binding_spec
         self.env = celpy.Environment()
+        self._programs: dict = {}
 
     def _run(self, expression: str, activation: dict):
-        return self.env.program(self.env.compile(expression)).evaluate(activation)
+        if expression not in self._programs:
+            self._programs[expression] = self.env.program(self.env.compile(expression))
+        return self._programs[expression].evaluate(activation)
 
     def _activation(self, pod: dict, old: Optional[dict], request: dict, variables: dict) -> dict:
         return {"object": celpy.json_to_cel(pod), "oldObject": celpy.json_to_cel(old),
