@@ -7,6 +7,8 @@ Components and checks ask ``host_profile(cluster)`` instead of testing ``cluster
   egress rule for it (vCluster's own policy only opens 443, 8443 and 6443).
 - ``storage_class``: the class a tenant's control-plane volume claim names (``None``: the
   cluster's default class); ``creates_storage_class``: the platform has to create it.
+- ``gpu_driver_preinstalled`` / ``gpu_toolkit_preinstalled``: the nodes come with the NVIDIA
+  driver / container toolkit, so the GPU Operator must not install its own.
 - ``nvidia_default_runtime``: containerd runs every container of a GPU node through the NVIDIA
   runtime, so a container that asks for ``NVIDIA_VISIBLE_DEVICES`` gets GPUs without a request
   (``None``: unknown).
@@ -67,6 +69,8 @@ class HostProfile:
     api_server_port: Optional[int]
     storage_class: Optional[str]
     creates_storage_class: bool
+    gpu_driver_preinstalled: bool
+    gpu_toolkit_preinstalled: bool
     nvidia_default_runtime: Optional[bool]
     node_pools: Optional[tuple[NodePool, ...]]
     tenant_node_labels: Mapping[str, str] = field(default_factory=dict)
@@ -83,6 +87,9 @@ def host_profile(cluster: Cluster) -> HostProfile:
             # `microk8s enable hostpath-storage` (run by the platform) makes it the default class.
             storage_class=MICROK8S_STORAGE_CLASS,
             creates_storage_class=False,
+            # A MicroK8s GPU box has its driver installed with the OS; the toolkit comes with the operator.
+            gpu_driver_preinstalled=True,
+            gpu_toolkit_preinstalled=False,
             # The GPU Operator's toolkit with CDI on (its default) leaves runc as the default runtime.
             nvidia_default_runtime=False,
             # One machine: its node runs the platform and every tenant, untainted.
@@ -100,6 +107,9 @@ def host_profile(cluster: Cluster) -> HostProfile:
             api_server_port=EKS_API_SERVER_PORT,
             storage_class=EKS_STORAGE_CLASS,
             creates_storage_class=True,
+            # The AL2023 NVIDIA AMI ships driver and container toolkit.
+            gpu_driver_preinstalled=True,
+            gpu_toolkit_preinstalled=True,
             # The AL2023 NVIDIA AMI makes nvidia containerd's default runtime.
             nvidia_default_runtime=True,
             node_pools=tuple(pools),
@@ -115,6 +125,8 @@ def host_profile(cluster: Cluster) -> HostProfile:
         api_server_port=existing.api_server_port,
         storage_class=existing.storage_class,
         creates_storage_class=False,
+        gpu_driver_preinstalled=False,
+        gpu_toolkit_preinstalled=False,
         nvidia_default_runtime=None,
         node_pools=None,
         tenant_node_labels={},

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping, Optional
 from config import versions
 from config.capacity import known_gpu_capacity
 from config.errors import MISSING, ConfigError
-from config.hosts import POOL_LABEL, ROLE_LABEL, host_profile
+from config.hosts import POOL_LABEL, ROLE_LABEL, HostProfile, host_profile
 from config.model import (
     Cluster,
     ControlPlaneResources,
@@ -93,11 +93,11 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
                           TOP_LEVEL_KEYS)
 
     cluster = _cluster(root.child("cluster", ("kind", "microk8s", "eks", "kubeconfig")), secrets)
+    host = host_profile(cluster) if cluster is not None else None
     gpu_operator = _gpu_operator(root.child("gpuOperator", ("mode", "version", "namespace", "driverEnabled",
-                                                            "toolkitEnabled", "timeSlicing")), cluster)
+                                                            "toolkitEnabled", "timeSlicing")), cluster, host)
     kai = _kai(root.child("kaiScheduler", ("version", "gpuSharing")))
     organization = _organization(root.child("organization", ("name", "displayName", "priority", "resources")))
-    host = host_profile(cluster) if cluster is not None else None
     # Where tenant pods may run depends on the host kind (config/hosts.py).
     default_vcluster = DEFAULT_VCLUSTER if host is None else \
         dataclasses.replace(DEFAULT_VCLUSTER, node_labels=dict(host.tenant_node_labels))
@@ -280,7 +280,7 @@ def _kubeconfig(section: Section) -> KubeconfigHost:
 # --- GPU operator and KAI ---------------------------------------------------------------------
 
 
-def _gpu_operator(section: Section, cluster: Optional[Cluster]) -> GpuOperator:
+def _gpu_operator(section: Section, cluster: Optional[Cluster], host: Optional[HostProfile]) -> GpuOperator:
     mode = section.string("mode", "install", choices=OPERATOR_MODES)
     kind = cluster.kind if cluster else None
     if mode == "microk8s-addon" and kind not in (None, "microk8s"):
@@ -298,17 +298,15 @@ def _gpu_operator(section: Section, cluster: Optional[Cluster]) -> GpuOperator:
                           f"{MICROK8S_ADDON_NAMESPACE}", "remove gpuOperator.namespace")
     else:
         namespace = section.string("namespace", "gpu-operator", dns_label=True)
-    # The host decides what the node already has: AL2023 NVIDIA AMIs ship driver and toolkit,
-    # a MicroK8s GPU box has its driver installed with the OS.
-    host_has_driver = kind in ("eks", "microk8s")
     time_slicing = section.child("timeSlicing", ("replicas", "defaultProfile", "configMapName"))
     version = section.string("version", versions.GPU_OPERATOR_VERSION)
     return GpuOperator(
         mode=mode,
         version=_pinned_version(section, "version", version, prefix="v"),
         namespace=namespace,
-        driver_enabled=section.boolean("driverEnabled", not host_has_driver),
-        toolkit_enabled=section.boolean("toolkitEnabled", kind != "eks"),
+        # The operator installs what the host's nodes do not already have (config/hosts.py).
+        driver_enabled=section.boolean("driverEnabled", not (host and host.gpu_driver_preinstalled)),
+        toolkit_enabled=section.boolean("toolkitEnabled", not (host and host.gpu_toolkit_preinstalled)),
         time_slicing=TimeSlicing(
             replicas=time_slicing.integer("replicas", 4, minimum=2, maximum=64,
                                           fix="set it to a whole number >= 2 (1 would mean no sharing: "

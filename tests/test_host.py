@@ -384,3 +384,40 @@ def test_existing_cluster_host_settings_are_checked(key, value):
     with pytest.raises(ConfigError) as error:
         run(config)
     assert f"cluster.kubeconfig.{key}" in error.value.keys
+
+
+# --- what each host kind provides (config/hosts.py) --------------------------------------------------
+
+
+def test_host_profiles_say_what_each_kind_provides():
+    from config import load_platform
+    from config.hosts import GPU_TAINT, host_profile
+    from tools.mockrun import load_stack_file
+
+    def platform(stack):
+        raw = {key.split(":", 1)[1]: value for key, value in load_stack_file(stack).items()}
+        return load_platform(raw, stack=stack)
+
+    microk8s = platform("dev").host
+    assert (microk8s.kind, microk8s.api_server_port, microk8s.storage_class) == ("microk8s", 16443, "microk8s-hostpath")
+    assert not microk8s.creates_storage_class and microk8s.gpu_driver_preinstalled
+    eks = platform("eks")
+    assert eks.host == host_profile(eks.cluster)
+    assert (eks.host.api_server_port, eks.host.storage_class, eks.host.creates_storage_class) == (443, "gp3", True)
+    assert eks.host.nvidia_default_runtime is True
+    assert eks.gpu_operator.driver_enabled is False and eks.gpu_operator.toolkit_enabled is False
+    pools = {pool.name: pool for pool in eks.host.node_pools}
+    assert pools["system"].taints == () and not pools["system"].gpu
+    assert pools["gpu"].taints == (GPU_TAINT,) and pools["gpu"].gpu
+    assert [name for name, pool in pools.items() if pool.admits(eks.host.tenant_node_labels)] == ["gpu"]
+    assert pools["gpu"].admits({"gpu-tenancy/pool": "gpu"}) and not pools["system"].admits({"gpu-tenancy/pool": "gpu"})
+
+
+def test_an_existing_cluster_profile_knows_only_what_the_config_says():
+    from config.hosts import host_profile
+    from config.model import Cluster, KubeconfigHost
+
+    profile = host_profile(Cluster("kubeconfig", kubeconfig=KubeconfigHost(context=None, gpus=None)))
+    assert profile.node_pools is None and profile.nvidia_default_runtime is None
+    assert profile.storage_class is None and profile.api_server_port is None
+    assert not profile.gpu_driver_preinstalled and dict(profile.tenant_node_labels) == {}
