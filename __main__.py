@@ -24,6 +24,7 @@ host = HostCluster("host", HostClusterArgs(
     profile_keys=sharing.profile_keys(platform.gpu_operator.time_slicing),
     ssh_private_key=secrets.get_secret("sshPrivateKey"),
     kubeconfig=secrets.get_secret("kubeconfig"),
+    host=platform.host,
 ))
 gpu_operator = GpuOperator("gpu-operator", GpuOperatorArgs(
     settings=platform.gpu_operator, host_kind=platform.cluster.kind, provider=host.provider))
@@ -33,7 +34,8 @@ queues = QueueHierarchy("queues", QueueHierarchyArgs(
     scheduler_ready=kai.queue_webhook_ready))
 tenants = {
     team.name: TenantCluster(f"tenant-{team.name}", TenantClusterArgs(
-        team=team, provider=host.provider, queue=queues.team_queues[team.name]))
+        team=team, provider=host.provider, queue=queues.team_queues[team.name],
+        prerequisites=host.tenant_prerequisites))
     for team in platform.teams
 }
 

@@ -2,7 +2,9 @@
 
 Whatever the kind, the component ends with a secret kubeconfig and ONE explicit Kubernetes
 provider built from it; every Kubernetes resource of the platform uses that provider, never the
-ambient kubeconfig of whoever runs ``pulumi up``.
+ambient kubeconfig of whoever runs ``pulumi up``. What the host kind lacks is added here (see
+config/hosts.py): on EKS the EBS CSI driver and a default StorageClass. The provider waits for
+the nodes and the storage driver, so no release, hook or Job starts on a cluster without nodes.
 """
 
 from __future__ import annotations
@@ -19,12 +21,12 @@ import yaml
 from pulumi_command import local, remote
 
 from components.eks_network import EksNetwork, EksNetworkArgs
-from config import sharing
-from config.load import POOL_LABEL
+from components.gpu_operator import ADDON_CLUSTER_POLICY
+from config import sharing, versions
+from config.hosts import SYSTEM_POOL, HostProfile, host_profile
+from config.load import MICROK8S_ADDON_NAMESPACE
 from config.model import Cluster, EksHost, MicroK8sHost
 
-GPU_TAINT_KEY = "nvidia.com/gpu"
-SYSTEM_POOL = "system"
 EKS_GPU_AMI = "AL2023_x86_64_NVIDIA"
 EKS_SYSTEM_AMI = "AL2023_x86_64_STANDARD"
 NODE_POLICIES = (
@@ -32,6 +34,15 @@ NODE_POLICIES = (
     "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
     "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
 )
+AL2023_ROOT_DEVICE = "/dev/xvda"
+_EKS_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
+EBS_CSI_ADDON = "aws-ebs-csi-driver"
+EBS_CSI_ACCOUNT = "ebs-csi-controller-sa"
+EBS_CSI_POLICY = "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy"
+EBS_CSI_PROVISIONER = "ebs.csi.aws.com"
+# `microk8s enable nvidia` returns before its Helm release has necessarily created the ClusterPolicy.
+ADDON_CHECK_ATTEMPTS = 30
+ADDON_CHECK_INTERVAL_SECONDS = 10
 
 
 @dataclass
@@ -41,22 +52,31 @@ class HostClusterArgs:
     profile_keys: dict[str, str]
     ssh_private_key: Optional[pulumi.Input[str]] = None
     kubeconfig: Optional[pulumi.Input[str]] = None
+    # What the host kind provides (config/hosts.py); derived from ``cluster`` when left out.
+    host: Optional[HostProfile] = None
 
 
 class HostCluster(pulumi.ComponentResource):
     kubeconfig: pulumi.Output[str]
     provider: k8s.Provider
     node_groups: list[str]
+    profile: HostProfile
+    # Tenants' vCluster releases wait for these: the storage their volume claims need.
+    tenant_prerequisites: list[pulumi.Resource]
 
     def __init__(self, name: str, args: HostClusterArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("gpu-tenancy:platform:HostCluster", name, None, opts)
         self.node_groups = []
+        self.tenant_prerequisites = []
         cluster = args.cluster
+        self.profile = args.host or host_profile(cluster)
         context: Optional[str] = None
+        # What the cluster must have before any Kubernetes object is created through the provider.
+        host_ready: list[pulumi.Resource] = []
         if cluster.microk8s is not None:
             kubeconfig = self._microk8s(name, cluster.microk8s, args.ssh_private_key)
         elif cluster.eks is not None:
-            kubeconfig = self._eks(name, cluster.eks, args.profile_keys)
+            kubeconfig, host_ready = self._eks(name, cluster.eks, self.profile, args.profile_keys)
         else:
             assert cluster.kubeconfig is not None and args.kubeconfig is not None
             kubeconfig = pulumi.Output.secret(args.kubeconfig)
@@ -68,9 +88,12 @@ class HostCluster(pulumi.ComponentResource):
             context=context,
             # Server-side apply lets the platform patch objects it does not own (ClusterPolicy).
             enable_server_side_apply=True,
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=host_ready),
         )
-        self.register_outputs({"kubeconfig": self.kubeconfig, "nodeGroups": self.node_groups})
+        if self.profile.creates_storage_class:
+            self.tenant_prerequisites.append(self._default_storage_class(name, self.profile))
+        self.register_outputs({"kubeconfig": self.kubeconfig, "nodeGroups": self.node_groups,
+                               "storageClass": self.profile.storage_class})
 
     # --- MicroK8s -----------------------------------------------------------------------------
 
@@ -101,7 +124,8 @@ class HostCluster(pulumi.ComponentResource):
         if host.enable_nvidia_addon:
             steps.append(run("enable-nvidia",
                              f"{ready} && {sudo}microk8s enable nvidia "
-                             f"--gpu-operator-version {host.nvidia_addon_operator_version}", after=[storage]))
+                             f"--gpu-operator-version {host.nvidia_addon_operator_version} && "
+                             f"{_addon_operator_check(sudo)}", after=[storage]))
         read = run("read-kubeconfig", f"{sudo}microk8s config", after=steps, secret_stdout=True)
         if host.api_server_url is None:
             return read.stdout
@@ -109,7 +133,7 @@ class HostCluster(pulumi.ComponentResource):
 
     # --- EKS ----------------------------------------------------------------------------------
 
-    def _eks(self, name: str, host: EksHost, profile_keys: dict[str, str]):
+    def _eks(self, name: str, host: EksHost, profile: HostProfile, profile_keys: dict[str, str]):
         # An explicit AWS provider: cluster.eks.region decides, not the operator's ambient profile.
         aws_provider = aws.Provider(f"{name}-aws", region=host.region, opts=pulumi.ResourceOptions(parent=self))
         child = pulumi.ResourceOptions(parent=self, providers=[aws_provider])
@@ -122,11 +146,7 @@ class HostCluster(pulumi.ComponentResource):
             vpc_id, public_subnets, private_subnets = host.vpc_id, list(host.public_subnet_ids), \
                 list(host.private_subnet_ids)
 
-        node_role = aws.iam.Role(f"{name}-node-role", assume_role_policy=json.dumps({
-            "Version": "2012-10-17",
-            "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"},
-                           "Action": "sts:AssumeRole"}],
-        }), opts=child)
+        node_role = _service_role(f"{name}-node-role", "ec2.amazonaws.com", child)
         attachments = [aws.iam.RolePolicyAttachment(f"{name}-node-role-{arn.rsplit('/', 1)[1]}", role=node_role.name,
                                                     policy_arn=arn, opts=child) for arn in NODE_POLICIES]
 
@@ -142,36 +162,145 @@ class HostCluster(pulumi.ComponentResource):
             node_associate_public_ip_address=False,
             # Tenant NetworkPolicies are only enforced when the VPC CNI runs its policy agent.
             vpc_cni_options=eks.VpcCniOptionsArgs(enable_network_policy=True),
+            # IAM roles for service accounts: the EBS CSI controller's credentials.
+            create_oidc_provider=True,
             opts=child,
         )
         group_options = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=attachments))
+        sizes = {SYSTEM_POOL: (host.system_node_group.instance_types, host.system_node_group.disk_size,
+                               host.system_node_group.scaling)}
+        sizes.update({group.name: (group.instance_types, group.disk_size, group.scaling)
+                      for group in host.gpu_node_groups})
+        sharing_profiles = {group.name: group.sharing_profile for group in host.gpu_node_groups}
 
-        def node_group(pool: str, ami_type: str, instance_types, disk_size: int, scaling, labels: dict, taints=None):
-            eks.ManagedNodeGroup(
-                f"{name}-{'system' if pool == SYSTEM_POOL else f'gpu-{pool}'}",
+        node_groups = []
+        for pool in profile.node_pools or ():
+            instance_types, disk_size, scaling = sizes[pool.name]
+            resource = f"{name}-{'system' if pool.name == SYSTEM_POOL else f'gpu-{pool.name}'}"
+            labels = dict(pool.labels)
+            if sharing_profiles.get(pool.name) is not None:
+                labels[sharing.NODE_PROFILE_LABEL] = profile_keys[sharing_profiles[pool.name]]
+            template = _node_launch_template(f"{resource}-template", disk_size, child)
+            node_groups.append(eks.ManagedNodeGroup(
+                resource,
                 cluster=cluster,
-                node_group_name_prefix=f"{host.name}-{pool}-",
+                node_group_name_prefix=f"{host.name}-{pool.name}-",
                 node_role=node_role,
-                ami_type=ami_type,
+                ami_type=EKS_GPU_AMI if pool.gpu else EKS_SYSTEM_AMI,
                 instance_types=list(instance_types),
-                disk_size=disk_size,
+                # pulumi-eks would otherwise give the nodes every subnet of the cluster, public ones too.
+                subnet_ids=private_subnets,
+                launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
+                    id=template.id, version=template.latest_version.apply(str)),
                 scaling_config=aws.eks.NodeGroupScalingConfigArgs(
                     min_size=scaling.min_size, desired_size=scaling.desired_size, max_size=scaling.max_size),
-                labels={POOL_LABEL: pool, **labels},
-                taints=taints,
+                labels=labels,
+                taints=[aws.eks.NodeGroupTaintArgs(key=taint.key, value=taint.value, effect=_EKS_EFFECTS[taint.effect])
+                        for taint in pool.taints] or None,
                 opts=group_options,
-            )
-            self.node_groups.append(pool)
+            ))
+            self.node_groups.append(pool.name)
 
-        system = host.system_node_group
-        node_group(SYSTEM_POOL, EKS_SYSTEM_AMI, system.instance_types, system.disk_size, system.scaling, {})
-        for group in host.gpu_node_groups:
-            labels = dict(group.labels)
-            if group.sharing_profile is not None:
-                labels[sharing.NODE_PROFILE_LABEL] = profile_keys[group.sharing_profile]
-            node_group(group.name, EKS_GPU_AMI, group.instance_types, group.disk_size, group.scaling, labels,
-                       taints=[aws.eks.NodeGroupTaintArgs(key=GPU_TAINT_KEY, value="true", effect="NO_SCHEDULE")])
-        return cluster.kubeconfig_json
+        storage_driver = self._ebs_csi_driver(name, host, cluster, node_groups, child)
+        return cluster.kubeconfig_json, [*node_groups, storage_driver]
+
+    def _ebs_csi_driver(self, name: str, host: EksHost, cluster: eks.Cluster, node_groups: list, child):
+        """The EBS CSI driver (the only way to provision EBS volumes), with its IAM role through IRSA.
+
+        The addon's controller runs on the nodes, so it waits for them: an addon whose pods
+        cannot start stays DEGRADED until its create times out.
+        """
+        trust = pulumi.Output.all(cluster.oidc_provider_arn, cluster.oidc_issuer).apply(
+            lambda args: ebs_csi_trust_policy(*args))
+        role = aws.iam.Role(f"{name}-ebs-csi-role", assume_role_policy=trust, opts=child)
+        attachment = aws.iam.RolePolicyAttachment(f"{name}-ebs-csi-role-policy", role=role.name,
+                                                  policy_arn=EBS_CSI_POLICY, opts=child)
+        return aws.eks.Addon(
+            f"{name}-ebs-csi-driver",
+            cluster_name=host.name,
+            addon_name=EBS_CSI_ADDON,
+            addon_version=versions.EBS_CSI_ADDON_VERSION,
+            service_account_role_arn=role.arn,
+            resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE",
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+                depends_on=[cluster, attachment, *node_groups],
+                custom_timeouts=pulumi.CustomTimeouts(create="30m", update="30m"))),
+        )
+
+    def _default_storage_class(self, name: str, profile: HostProfile) -> k8s.storage.v1.StorageClass:
+        return k8s.storage.v1.StorageClass(
+            f"{name}-storage-class",
+            metadata={"name": profile.storage_class,
+                      "labels": {"app.kubernetes.io/managed-by": "gpu-tenancy"},
+                      "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+            provisioner=EBS_CSI_PROVISIONER,
+            parameters={"type": "gp3", "encrypted": "true"},
+            # A volume is created in the zone its pod was scheduled to, not in a random one.
+            volume_binding_mode="WaitForFirstConsumer",
+            allow_volume_expansion=True,
+            reclaim_policy="Delete",
+            opts=pulumi.ResourceOptions(parent=self, provider=self.provider),
+        )
+
+
+def _service_role(name: str, service: str, opts: pulumi.ResourceOptions) -> aws.iam.Role:
+    return aws.iam.Role(name, assume_role_policy=json.dumps({
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}],
+    }), opts=opts)
+
+
+def _node_launch_template(name: str, disk_size: int, opts: pulumi.ResourceOptions) -> aws.ec2.LaunchTemplate:
+    """Node settings EKS' default launch template does not offer.
+
+    Instance metadata needs IMDSv2 tokens and answers one network hop only: host-network
+    agents (VPC CNI, EBS CSI node) still reach it, tenant pods (one hop further, behind the
+    pod network) do not, so they cannot borrow the node role's credentials. A launch template
+    excludes EKS' diskSize, so the root volume is sized here.
+    """
+    return aws.ec2.LaunchTemplate(
+        name,
+        metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+            http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1),
+        block_device_mappings=[aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+            device_name=AL2023_ROOT_DEVICE,
+            ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                volume_size=disk_size, volume_type="gp3", encrypted="true", delete_on_termination="true"),
+        )],
+        opts=opts,
+    )
+
+
+def ebs_csi_trust_policy(oidc_provider_arn: str, oidc_issuer: str) -> str:
+    """Only the EBS CSI controller's service account may assume the driver's role."""
+    issuer = (oidc_issuer or "").removeprefix("https://")
+    return json.dumps({
+        "Version": "2012-10-17",
+        "Statement": [{
+            "Effect": "Allow",
+            "Principal": {"Federated": oidc_provider_arn},
+            "Action": "sts:AssumeRoleWithWebIdentity",
+            "Condition": {"StringEquals": {f"{issuer}:sub": f"system:serviceaccount:kube-system:{EBS_CSI_ACCOUNT}",
+                                           f"{issuer}:aud": "sts.amazonaws.com"}},
+        }],
+    })
+
+
+def _addon_operator_check(sudo: str) -> str:
+    """Shell that fails, saying why, unless the nvidia addon's operator release really exists.
+
+    The addon's enable script ignores Helm's exit code; without this check the failure shows
+    up much later, as a ClusterPolicy patch that finds nothing to patch.
+    """
+    message = (f"microk8s enable nvidia finished, but no GPU Operator ClusterPolicy {ADDON_CLUSTER_POLICY} "
+               f"appeared within {ADDON_CHECK_ATTEMPTS * ADDON_CHECK_INTERVAL_SECONDS}s: its Helm install failed. "
+               f"Check '{sudo}microk8s helm list -n {MICROK8S_ADDON_NAMESPACE}', run "
+               f"'{sudo}microk8s disable nvidia', fix the cause and run pulumi up again.")
+    probe = f"{sudo}microk8s kubectl get clusterpolicies.nvidia.com {ADDON_CLUSTER_POLICY} >/dev/null 2>&1"
+    return (f"attempt=0; until {probe}; do attempt=$((attempt+1)); "
+            f"if [ $attempt -ge {ADDON_CHECK_ATTEMPTS} ]; then echo \"{message}\" >&2; exit 1; fi; "
+            f"sleep {ADDON_CHECK_INTERVAL_SECONDS}; done")
 
 
 def _with_server(kubeconfig: str, server: str) -> str:

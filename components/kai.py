@@ -4,11 +4,12 @@ holds the queues back until KAI's queue webhook answers.
 The chart relies on Helm hooks, ``lookup`` and ``.Release.IsInstall``, so it is a
 ``helm.v3.Release`` (Helm runs it) rather than objects rendered client-side.
 
-The release is "ready" when KAI's operator is; the operator then creates the queue controller
-and its validating webhook on its own time, and a Queue created in between is refused
-(``failed calling webhook``). The Kubernetes provider does not retry a failed create, so the
-queues wait for a Job that server-side dry-runs a probe Queue, retried with back-off by
-Kubernetes until the webhook admits it (or, while no webhook is registered yet, at once).
+The release is "ready" when KAI's operator is; the operator then registers the queue
+validating webhook on its own time (after the chart's post-install hook writes ``kai-config``),
+and a Queue created in between is refused (``failed calling webhook``). The Kubernetes provider
+does not retry a failed create, so the queues wait for a Job that first waits for the webhook
+configuration to exist (a dry-run before that would pass trivially), then server-side dry-runs a
+probe Queue, retried with back-off by Kubernetes until the webhook admits it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
+from components.kubectl_job import HOME_VOLUME, POD_SECURITY_CONTEXT, kubectl_container, wait_for_create_args
 from config import versions
 from config.model import KaiScheduler as KaiSettings
 
@@ -29,6 +31,11 @@ PROBE_NAME = "gpu-tenancy-queue-webhook-probe"
 # Pod retries with exponential back-off (10s, 20s, ... capped at 6 min): about 15 minutes in all.
 PROBE_BACKOFF_LIMIT = 8
 PROBE_DEADLINE_SECONDS = 1200
+# Named by KAI's operator: webhookConfigurationNamePrefix (default kai-queue-validation-) + the
+# Queue API version; the same from v0.16.4 to v0.17.0.
+QUEUE_WEBHOOK = "kai-queue-validation-v2"
+# Each pod attempt waits this long for the webhook configuration; attempts repeat until the deadline.
+WEBHOOK_WAIT_SECONDS = 300
 
 
 @dataclass
@@ -86,7 +93,9 @@ class KaiScheduler(pulumi.ComponentResource):
                                          opts=after_release)
         account = k8s.core.v1.ServiceAccount(f"{name}-probe", metadata=metadata, opts=after_release)
         role = k8s.rbac.v1.ClusterRole(f"{name}-probe", metadata={"name": PROBE_NAME, "labels": labels}, rules=[
-            {"apiGroups": ["scheduling.run.ai"], "resources": ["queues"], "verbs": ["create"]}],
+            {"apiGroups": ["scheduling.run.ai"], "resources": ["queues"], "verbs": ["create"]},
+            {"apiGroups": ["admissionregistration.k8s.io"], "resources": ["validatingwebhookconfigurations"],
+             "resourceNames": [QUEUE_WEBHOOK], "verbs": ["get", "list", "watch"]}],
             opts=after_release)
         binding = k8s.rbac.v1.ClusterRoleBinding(
             f"{name}-probe", metadata={"name": PROBE_NAME, "labels": labels},
@@ -104,23 +113,15 @@ class KaiScheduler(pulumi.ComponentResource):
                     "spec": {
                         "restartPolicy": "Never",
                         "serviceAccountName": PROBE_NAME,
-                        "securityContext": {"runAsNonRoot": True, "runAsUser": 65532,
-                                            "seccompProfile": {"type": "RuntimeDefault"}},
-                        "containers": [{
-                            "name": "probe",
-                            "image": versions.KUBECTL_IMAGE,
-                            "args": ["create", "--dry-run=server", "-f", "/probe/queue.yaml"],
-                            "resources": {"requests": {"cpu": "10m", "memory": "32Mi"},
-                                          "limits": {"memory": "128Mi"}},
-                            "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                                                "capabilities": {"drop": ["ALL"]}},
-                            # kubectl caches API discovery under $HOME; the root filesystem is read-only.
-                            "env": [{"name": "HOME", "value": "/tmp"}],
-                            "volumeMounts": [{"name": "probe", "mountPath": "/probe", "readOnly": True},
-                                             {"name": "home", "mountPath": "/tmp"}],
-                        }],
-                        "volumes": [{"name": "probe", "configMap": {"name": PROBE_NAME}},
-                                    {"name": "home", "emptyDir": {}}],
+                        "securityContext": POD_SECURITY_CONTEXT,
+                        "initContainers": [kubectl_container(
+                            "wait-for-webhook",
+                            wait_for_create_args("validatingwebhookconfigurations", QUEUE_WEBHOOK,
+                                                 WEBHOOK_WAIT_SECONDS))],
+                        "containers": [kubectl_container(
+                            "probe", ["create", "--dry-run=server", "-f", "/probe/queue.yaml"],
+                            [{"name": "probe", "mountPath": "/probe", "readOnly": True}])],
+                        "volumes": [{"name": "probe", "configMap": {"name": PROBE_NAME}}, HOME_VOLUME],
                     },
                 },
             },

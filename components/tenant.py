@@ -3,28 +3,38 @@
 The vCluster keeps its state (embedded SQLite) in that namespace, so both the namespace and
 the release are protected by default: removing a team from config stops ``pulumi up`` with
 Pulumi's protected-resource error instead of deleting the team's control plane.
+
+vCluster writes the tenant's kubeconfig Secret (``vc-<name>``) from a background task after its
+controllers start, later than the readiness Helm waits for; a Job waits for that Secret before
+the program reads it.
 """
 
 from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components.admission import TenantAdmission, TenantAdmissionArgs, policy_name
 from components.tenant_dns import coredns_manifests
+from components.kubectl_job import HOME_VOLUME, POD_SECURITY_CONTEXT, kubectl_container, wait_for_create_args
 from config import versions
 from config.merge import deep_merge
-from config.model import Team
+from config.model import Team, VClusterSettings
 
 RELEASE_TIMEOUT_SECONDS = 900
 # vCluster's default public-egress exceptions (private and loopback ranges) plus link-local, where
 # cloud instance metadata services answer with the node's credentials.
 EGRESS_EXCEPTIONS = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "127.0.0.0/8",
                      "169.254.0.0/16")
+# vCluster 0.36.1's control-plane NetworkPolicy opens egress to these API server ports only.
+VCLUSTER_API_SERVER_PORTS = (443, 8443, 6443)
+# Each pod attempt waits this long for vc-<name>; two attempts before the Job fails.
+KUBECONFIG_WAIT_SECONDS = 300
+KUBECONFIG_WAIT_ATTEMPTS = 2
 
 
 @dataclass
@@ -32,6 +42,23 @@ class TenantClusterArgs:
     team: Team
     provider: k8s.Provider
     queue: pulumi.Resource
+    # What the host must have before a control plane can start (e.g. its default StorageClass).
+    prerequisites: Sequence[pulumi.Resource] = ()
+
+
+def host_values(settings: VClusterSettings) -> dict:
+    """vCluster values the host kind needs (config/hosts.py): a volume claim class that exists,
+    and control-plane egress to an API server port vCluster's own policy does not open."""
+    values: dict = {}
+    if settings.storage_class:
+        values["controlPlane"] = {"statefulSet": {"persistence": {"volumeClaim": {
+            "storageClass": settings.storage_class}}}}
+    port = settings.api_server_port
+    if settings.network_policy and port is not None and port not in VCLUSTER_API_SERVER_PORTS:
+        # Calico and the VPC CNI match the endpoint's port, after the kubernetes Service is translated.
+        values["policies"] = {"networkPolicy": {"controlPlane": {"egress": [
+            {"ports": [{"port": port, "protocol": "TCP"}]}]}}}
+    return values
 
 
 def vcluster_values(team: Team) -> dict:
@@ -81,7 +108,7 @@ def vcluster_values(team: Team) -> dict:
                 "enabled": True, "cidr": "0.0.0.0/0", "except": list(EGRESS_EXCEPTIONS)}}},
         },
     }
-    return deep_merge(values, settings.extra_values)
+    return deep_merge(deep_merge(values, host_values(settings)), settings.extra_values)
 
 
 def connect_command(team: Team) -> str:
@@ -92,6 +119,7 @@ class TenantCluster(pulumi.ComponentResource):
     namespace: k8s.core.v1.Namespace
     admission: TenantAdmission
     release: k8s.helm.v3.Release
+    kubeconfig_ready: k8s.batch.v1.Job
     kubeconfig: pulumi.Output[str]
     connect_command: str
 
@@ -129,12 +157,15 @@ class TenantCluster(pulumi.ComponentResource):
             # The tenant depends on its queue, so a removed team loses its queue only after its
             # control plane is gone.
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, protect=protect,
-                                        depends_on=[args.queue, self.admission]),
+                                        depends_on=[args.queue, self.admission, *args.prerequisites]),
         )
+        self.kubeconfig_ready = self._wait_for_kubeconfig(name, team, args.provider)
         kubeconfig_secret = k8s.core.v1.Secret.get(
             f"{name}-kubeconfig",
-            self.release.status.apply(lambda _: f"{team.namespace}/vc-{team.vcluster_name}"),
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
+            # The id is known only once the wait Job completed: the read cannot run before it.
+            pulumi.Output.all(self.release.status, self.kubeconfig_ready.id).apply(
+                lambda _: f"{team.namespace}/{kubeconfig_secret_name(team)}"),
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.kubeconfig_ready]),
         )
         self.kubeconfig = pulumi.Output.secret(
             kubeconfig_secret.data.apply(lambda data: base64.b64decode((data or {}).get("config", "")).decode()))
@@ -145,3 +176,46 @@ class TenantCluster(pulumi.ComponentResource):
             "connectCommand": self.connect_command,
             "kubeconfig": self.kubeconfig,
         })
+
+    def _wait_for_kubeconfig(self, name: str, team: Team, provider: k8s.Provider) -> k8s.batch.v1.Job:
+        """A Job that ends once ``vc-<name>`` exists; it may read that one Secret and nothing else."""
+        secret = kubeconfig_secret_name(team)
+        job_name = f"{secret}-wait"[:63].rstrip("-")
+        labels = {"app.kubernetes.io/managed-by": "gpu-tenancy", "app.kubernetes.io/name": "kubeconfig-wait"}
+        metadata = {"name": job_name, "namespace": team.namespace, "labels": labels}
+        after_release = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[self.release])
+        account = k8s.core.v1.ServiceAccount(f"{name}-kubeconfig-wait", metadata=metadata, opts=after_release)
+        role = k8s.rbac.v1.Role(f"{name}-kubeconfig-wait", metadata=metadata, rules=[
+            {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [secret],
+             "verbs": ["get", "list", "watch"]}], opts=after_release)
+        binding = k8s.rbac.v1.RoleBinding(
+            f"{name}-kubeconfig-wait", metadata=metadata,
+            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": job_name},
+            subjects=[{"kind": "ServiceAccount", "name": job_name, "namespace": team.namespace}],
+            opts=after_release)
+        return k8s.batch.v1.Job(
+            f"{name}-kubeconfig-wait",
+            metadata=metadata,
+            spec={
+                "backoffLimit": KUBECONFIG_WAIT_ATTEMPTS - 1,
+                "activeDeadlineSeconds": KUBECONFIG_WAIT_SECONDS * KUBECONFIG_WAIT_ATTEMPTS + 120,
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "serviceAccountName": job_name,
+                        "securityContext": POD_SECURITY_CONTEXT,
+                        "containers": [kubectl_container("wait", wait_for_create_args(
+                            "secrets", secret, KUBECONFIG_WAIT_SECONDS, namespace=team.namespace))],
+                        "volumes": [HOME_VOLUME],
+                    },
+                },
+            },
+            opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[self.release, account, role, binding],
+                                        custom_timeouts=pulumi.CustomTimeouts(create="15m")),
+        )
+
+
+def kubeconfig_secret_name(team: Team) -> str:
+    """vCluster writes the tenant's kubeconfig to ``vc-<release>`` in the release namespace."""
+    return f"vc-{team.vcluster_name}"

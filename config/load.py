@@ -8,6 +8,7 @@ raises one ``ConfigError`` listing every problem. It registers nothing, so a bad
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import re
 from typing import Any, Iterable, Mapping, Optional
@@ -15,6 +16,7 @@ from typing import Any, Iterable, Mapping, Optional
 from config import versions
 from config.capacity import known_gpu_capacity
 from config.errors import MISSING, ConfigError
+from config.hosts import POOL_LABEL, ROLE_LABEL, HostProfile, host_profile
 from config.model import (
     Cluster,
     ControlPlaneResources,
@@ -49,7 +51,6 @@ OPERATOR_MODES = ("install", "microk8s-addon", "external")
 KAI_RESERVED_QUEUES = ("default-queue", "default-parent-queue")
 MICROK8S_ADDON_NAMESPACE = "gpu-operator-resources"
 SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease", "default")
-POOL_LABEL = "gpu-tenancy/pool"
 
 QUEUE_FIELDS = ("quota", "limit", "overQuotaWeight")
 RESOURCE_NAMES = ("gpu", "cpu", "memory")
@@ -100,13 +101,17 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
                           TOP_LEVEL_KEYS)
 
     cluster = _cluster(root.child("cluster", ("kind", "microk8s", "eks", "kubeconfig")), secrets)
+    host = host_profile(cluster) if cluster is not None else None
     gpu_operator = _gpu_operator(root.child("gpuOperator", ("mode", "version", "namespace", "driverEnabled",
-                                                            "toolkitEnabled", "timeSlicing")), cluster)
+                                                            "toolkitEnabled", "timeSlicing")), cluster, host)
     kai = _kai(root.child("kaiScheduler", ("version", "gpuSharing")))
     organization = _organization(root.child("organization", ("name", "displayName", "priority", "resources")))
-    stack_vcluster = _vcluster(root.child("vcluster", VCLUSTER_FIELDS), DEFAULT_VCLUSTER)
+    # Where tenant pods may run depends on the host kind (config/hosts.py).
+    default_vcluster = DEFAULT_VCLUSTER if host is None else \
+        dataclasses.replace(DEFAULT_VCLUSTER, node_labels=dict(host.tenant_node_labels))
+    stack_vcluster = _vcluster(root.child("vcluster", VCLUSTER_FIELDS), default_vcluster)
     teams = [_team(reader.section(path, _without_retired(reader, path, value), TEAM_FIELDS),
-                   stack_vcluster or DEFAULT_VCLUSTER)
+                   stack_vcluster or default_vcluster)
              for path, value in root.items("teams", required=True)]
     if root.has("teams") and isinstance(root.raw("teams"), list) and not root.raw("teams"):
         reader.fail("teams", [], "no teams are defined", "add at least one team with a name and resources")
@@ -123,8 +128,10 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     if reader.issues:
         raise ConfigError(reader.issues)
 
+    teams = [dataclasses.replace(team, vcluster=dataclasses.replace(
+        team.vcluster, storage_class=host.storage_class, api_server_port=host.api_server_port)) for team in teams]
     platform = Platform(project=PROJECT, stack=stack, cluster=cluster, gpu_operator=gpu_operator,
-                        kai_scheduler=kai, organization=organization, teams=tuple(teams))
+                        kai_scheduler=kai, organization=organization, teams=tuple(teams), host=host)
     return Platform(**{**platform.__dict__, "warnings": tuple(_warnings(platform))})
 
 
@@ -150,7 +157,8 @@ def _cluster(section: Section, secrets: set[str]) -> Optional[Cluster]:
         if "kubeconfig" not in secrets:
             section.reader.fail("kubeconfig", MISSING, "cluster.kind is kubeconfig but no kubeconfig is set",
                                 "run: pulumi config set --secret gpu-tenancy:kubeconfig < path/to/kubeconfig")
-        return Cluster(kind, kubeconfig=_kubeconfig(section.child("kubeconfig", ("context", "gpus"))))
+        return Cluster(kind, kubeconfig=_kubeconfig(section.child("kubeconfig", (
+            "context", "gpus", "storageClass", "apiServerPort"))))
     return None
 
 
@@ -194,6 +202,9 @@ def _eks(section: Section) -> EksHost:
     if vpc_id is not None and not (public or private):
         section._fail("vpcId", vpc_id, "an existing VPC needs its subnets",
                       "set cluster.eks.privateSubnetIds (and publicSubnetIds for public load balancers)")
+    elif vpc_id is not None and not private:
+        section._fail("privateSubnetIds", MISSING, "node groups run in private subnets only",
+                      "set cluster.eks.privateSubnetIds to the VPC's private subnets (with a NAT route)")
     if vpc_id is None and (public or private):
         section._fail("vpcId", MISSING, "subnet ids are set without their VPC", "set cluster.eks.vpcId")
     system = section.child("systemNodeGroup", ("instanceTypes", "minSize", "desiredSize", "maxSize", "diskSize"))
@@ -260,14 +271,28 @@ def _vpc_cidr(section: Section, zones: Optional[int]) -> Optional[str]:
     return value
 
 
+_STORAGE_CLASS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
 def _kubeconfig(section: Section) -> KubeconfigHost:
-    return KubeconfigHost(context=section.string("context", None), gpus=section.integer("gpus", None, minimum=0))
+    storage_class = section.string("storageClass", None,
+                                   fix="set it to the name of a StorageClass of the cluster, e.g. standard")
+    if storage_class is not None and (len(storage_class) > 253 or not _STORAGE_CLASS_NAME.fullmatch(storage_class)):
+        section._fail("storageClass", storage_class, "is not a valid StorageClass name",
+                      "use the name `kubectl get storageclass` shows (lowercase letters, digits, '-' and '.')")
+        storage_class = None
+    return KubeconfigHost(
+        context=section.string("context", None),
+        gpus=section.integer("gpus", None, minimum=0),
+        storage_class=storage_class,
+        api_server_port=section.integer("apiServerPort", None, minimum=1, maximum=65535),
+    )
 
 
 # --- GPU operator and KAI ---------------------------------------------------------------------
 
 
-def _gpu_operator(section: Section, cluster: Optional[Cluster]) -> GpuOperator:
+def _gpu_operator(section: Section, cluster: Optional[Cluster], host: Optional[HostProfile]) -> GpuOperator:
     mode = section.string("mode", "install", choices=OPERATOR_MODES)
     kind = cluster.kind if cluster else None
     if mode == "microk8s-addon" and kind not in (None, "microk8s"):
@@ -285,17 +310,15 @@ def _gpu_operator(section: Section, cluster: Optional[Cluster]) -> GpuOperator:
                           f"{MICROK8S_ADDON_NAMESPACE}", "remove gpuOperator.namespace")
     else:
         namespace = section.string("namespace", "gpu-operator", dns_label=True)
-    # The host decides what the node already has: AL2023 NVIDIA AMIs ship driver and toolkit,
-    # a MicroK8s GPU box has its driver installed with the OS.
-    host_has_driver = kind in ("eks", "microk8s")
     time_slicing = section.child("timeSlicing", ("replicas", "defaultProfile", "configMapName"))
     version = section.string("version", versions.GPU_OPERATOR_VERSION)
     return GpuOperator(
         mode=mode,
         version=_pinned_version(section, "version", version, prefix="v"),
         namespace=namespace,
-        driver_enabled=section.boolean("driverEnabled", not host_has_driver),
-        toolkit_enabled=section.boolean("toolkitEnabled", kind != "eks"),
+        # The operator installs what the host's nodes do not already have (config/hosts.py).
+        driver_enabled=section.boolean("driverEnabled", not (host and host.gpu_driver_preinstalled)),
+        toolkit_enabled=section.boolean("toolkitEnabled", not (host and host.gpu_toolkit_preinstalled)),
         time_slicing=TimeSlicing(
             replicas=time_slicing.integer("replicas", 4, minimum=2, maximum=64,
                                           fix="set it to a whole number >= 2 (1 would mean no sharing: "
@@ -537,6 +560,10 @@ def _check_node_group_profiles(reader: Reader, cluster: Cluster) -> None:
             reader.fail(f"cluster.eks.gpuNodeGroups[{index}].labels", group.labels,
                         f"sets {POOL_LABEL}, which the program sets to the node group's name",
                         f"remove {POOL_LABEL} from labels (tenants select the pool by it)")
+        if ROLE_LABEL in group.labels:
+            reader.fail(f"cluster.eks.gpuNodeGroups[{index}].labels", group.labels,
+                        f"sets {ROLE_LABEL}, which the program sets to gpu on every GPU node group",
+                        f"remove {ROLE_LABEL} from labels (tenants select GPU nodes by it)")
 
 
 def _warnings(platform: Platform) -> list[str]:

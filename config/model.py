@@ -7,7 +7,10 @@ documented in the README. Nothing here talks to Pulumi.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from config.hosts import HostProfile
 
 # Resource units follow KAI's Queue spec: gpu = devices, cpu = millicores, memory = MB.
 UNLIMITED = -1
@@ -76,6 +79,10 @@ class VClusterSettings:
     network_policy: bool
     pod_security: str
     extra_values: dict
+    # From the host, not from the vcluster block: the class of the control plane's volume
+    # claim (None: the cluster's default) and the API server port its egress must reach.
+    storage_class: Optional[str] = None
+    api_server_port: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -156,6 +163,8 @@ class EksHost:
 class KubeconfigHost:
     context: Optional[str]
     gpus: Optional[int]
+    storage_class: Optional[str] = None
+    api_server_port: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -200,3 +209,4 @@ class Platform:
     organization: Organization
     teams: tuple[Team, ...]
     warnings: tuple[str, ...] = field(default=())
+    host: Optional[HostProfile] = None

@@ -7,16 +7,19 @@ Stack config may override a version (``gpuOperator.version``, ``kaiScheduler.ver
 
 GPU_OPERATOR_REPO = "https://helm.ngc.nvidia.com/nvidia"
 GPU_OPERATOR_CHART = "gpu-operator"
-GPU_OPERATOR_VERSION = "v26.3.3"
+GPU_OPERATOR_VERSION = "v26.7.0"
 
 # Version passed to `microk8s enable nvidia --gpu-operator-version` when the program enables the
 # MicroK8s addon itself.
-MICROK8S_ADDON_GPU_OPERATOR_VERSION = "v26.3.3"
+MICROK8S_ADDON_GPU_OPERATOR_VERSION = "v26.7.0"
 
 # The chart version is the git tag, leading "v" included. Every release the program accepts (v0.16.0 and
 # later, see config/load.py) is in this registry; releases up to v0.13.0 were in ghcr.io/nvidia.
 KAI_CHART = "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler"
-KAI_VERSION = "v0.16.4"
+# v0.17.0 keeps every value and the Queue CRD the platform uses (global.gpuSharing,
+# global.blockNvidiaVisibleDevices, the kai-queue-validation-v2 webhook); the committed stacks stay on
+# the seed's v0.16.4.
+KAI_VERSION = "v0.17.0"
 
 VCLUSTER_REPO = "https://charts.loft.sh"
 VCLUSTER_CHART = "vcluster"
@@ -25,9 +28,14 @@ VCLUSTER_VERSION = "0.36.1"
 # Each tenant's in-vCluster DNS (components/tenant_dns.py): vCluster's own choice for its default Kubernetes.
 COREDNS_IMAGE = "docker.io/coredns/coredns:1.12.1"
 
-EKS_KUBERNETES_VERSION = "1.33"
+# New EKS clusters only: EKS upgrades an existing cluster one minor version at a time.
+EKS_KUBERNETES_VERSION = "1.36"
+# EKS addon for EBS volumes (tenant control planes' claims). Driver v1.64.0; list what a
+# cluster version accepts with: aws eks describe-addon-versions --addon-name aws-ebs-csi-driver
+EBS_CSI_ADDON_VERSION = "v1.64.0-eksbuild.1"
 
-# Runs the probe that holds queue creation until KAI's queue webhook answers (components/kai.py).
+# Runs the Jobs that wait for KAI's queue webhook (components/kai.py) and for a tenant's
+# kubeconfig Secret (components/tenant.py); `kubectl wait --for=create` needs kubectl 1.31+.
 KUBECTL_IMAGE = "registry.k8s.io/kubectl:v1.33.0"
 
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+
 import pytest
 
 from config import ConfigError
@@ -83,9 +87,38 @@ def test_the_nvidia_addon_is_enabled_with_a_pinned_operator_version_when_asked()
     config = dev_config()
     config["gpu-tenancy:cluster"]["microk8s"]["enableNvidiaAddon"] = True
     steps = commands(run(config))
-    assert steps["enable-nvidia"].inputs["create"].endswith(
-        "sudo microk8s enable nvidia --gpu-operator-version v26.3.3")
+    assert "sudo microk8s enable nvidia --gpu-operator-version v26.7.0 && " in steps["enable-nvidia"].inputs["create"]
     assert steps["enable-nvidia"].urn in steps["read-kubeconfig"].dependencies
+
+
+def fake_microk8s(tmp_path, exit_code: int) -> dict:
+    """A PATH whose ``microk8s`` records its arguments and exits with ``exit_code``."""
+    script = tmp_path / "microk8s"
+    script.write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path}/calls\nexit {exit_code}\n")
+    script.chmod(0o755)
+    return {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+
+
+def test_enabling_the_nvidia_addon_fails_clearly_when_no_operator_appears(tmp_path, monkeypatch):
+    from components import host
+
+    monkeypatch.setattr(host, "ADDON_CHECK_ATTEMPTS", 3)
+    monkeypatch.setattr(host, "ADDON_CHECK_INTERVAL_SECONDS", 0)
+    result = subprocess.run(["sh", "-c", host._addon_operator_check("")], env=fake_microk8s(tmp_path, 1),
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 1
+    assert "no GPU Operator ClusterPolicy cluster-policy" in result.stderr
+    assert "microk8s disable nvidia" in result.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls == ["kubectl get clusterpolicies.nvidia.com cluster-policy"] * 3
+
+
+def test_enabling_the_nvidia_addon_passes_once_its_cluster_policy_exists(tmp_path):
+    from components import host
+
+    result = subprocess.run(["sh", "-c", host._addon_operator_check("")], env=fake_microk8s(tmp_path, 0),
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
 
 
 def test_api_server_url_rewrites_the_kubeconfig_server():
@@ -133,7 +166,7 @@ def test_eks_system_node_group_is_a_small_untainted_cpu_pool(eks_run):
 def test_eks_node_groups_share_one_node_role_with_the_worker_policies(eks_run):
     role = eks_run.named("host-node-role")
     attachments = {r.inputs["policyArn"].rsplit("/", 1)[1] for r in eks_run.of_type(
-        "aws:iam/rolePolicyAttachment:RolePolicyAttachment")}
+        "aws:iam/rolePolicyAttachment:RolePolicyAttachment") if r.name.startswith("host-node-role-")}
     assert attachments == {"AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2ContainerRegistryReadOnly"}
     for group in eks_run.of_type("eks:index:ManagedNodeGroup"):
         assert group.inputs["nodeRole"] == "host-node-role-id"
@@ -182,6 +215,126 @@ def test_each_gpu_node_group_is_its_own_managed_node_group():
         program.outputs["timeSlicing"]["profileKeys"]["time-sliced"]
 
 
+def node_groups(program):
+    return program.of_type("eks:index:ManagedNodeGroup")
+
+
+def test_eks_node_groups_run_in_the_private_subnets_only(eks_run):
+    private = [s.urn.rsplit("::", 1)[1] + "-id" for s in eks_run.of_type("aws:ec2/subnet:Subnet") if "private" in s.name]
+    assert len(private) == 2
+    for group in node_groups(eks_run):
+        assert group.inputs["subnetIds"] == private
+
+
+def test_eks_node_groups_in_a_given_vpc_use_its_private_subnets():
+    config = eks_config()
+    config["gpu-tenancy:cluster"]["eks"].update(vpcId="vpc-123", publicSubnetIds=["subnet-p"],
+                                                privateSubnetIds=["subnet-a", "subnet-b"])
+    for group in node_groups(run(config)):
+        assert group.inputs["subnetIds"] == ["subnet-a", "subnet-b"]
+
+
+def test_a_given_vpc_without_private_subnets_is_a_config_error():
+    config = eks_config()
+    config["gpu-tenancy:cluster"]["eks"].update(vpcId="vpc-123", publicSubnetIds=["subnet-p"])
+    with pytest.raises(ConfigError) as error:
+        run(config)
+    assert "cluster.eks.privateSubnetIds" in error.value.keys
+
+
+def test_eks_nodes_keep_pods_away_from_instance_metadata(eks_run):
+    groups = node_groups(eks_run)
+    assert len(groups) == 2
+    for group in groups:
+        template = eks_run.named(f"{group.name}-template")
+        assert group.inputs["launchTemplate"]["id"] == f"{group.name}-template-id"
+        assert template.inputs["metadataOptions"] == {"httpEndpoint": "enabled", "httpTokens": "required",
+                                                      "httpPutResponseHopLimit": 1}
+        # EKS refuses diskSize next to a launch template: the template sizes the root volume.
+        assert "diskSize" not in group.inputs
+    sizes = {name: eks_run.named(f"host-{name}-template").inputs["blockDeviceMappings"][0]
+             for name in ("system", "gpu-gpu")}
+    assert sizes["system"]["deviceName"] == "/dev/xvda"
+    assert sizes["system"]["ebs"]["volumeSize"] == 50 and sizes["gpu-gpu"]["ebs"]["volumeSize"] == 100
+    assert sizes["gpu-gpu"]["ebs"]["encrypted"] == "true"
+
+
+def test_every_kubernetes_object_waits_for_the_nodes_and_the_storage_driver(eks_run):
+    provider = eks_run.named("host-k8s")
+    addon = eks_run.named("host-ebs-csi-driver")
+    for group in node_groups(eks_run):
+        assert group.urn in provider.dependencies
+        assert group.urn in addon.dependencies
+    assert addon.urn in provider.dependencies
+    kubernetes_objects = [r for r in eks_run.resources if r.type.startswith("kubernetes:") and r.custom]
+    assert kubernetes_objects
+    assert {r.provider for r in kubernetes_objects} == {provider.urn}
+
+
+def test_eks_installs_the_ebs_csi_driver_with_its_own_irsa_role(eks_run):
+    from components.host import ebs_csi_trust_policy
+    from config import versions
+
+    cluster = eks_run.of_type("eks:index:Cluster")[0]
+    assert cluster.inputs["createOidcProvider"] is True
+    addon = eks_run.named("host-ebs-csi-driver").inputs
+    assert addon["addonName"] == "aws-ebs-csi-driver"
+    assert addon["addonVersion"] == versions.EBS_CSI_ADDON_VERSION
+    assert addon["clusterName"] == "vcluster-gpu"
+    assert addon["serviceAccountRoleArn"] == "arn:aws:offline:::host-ebs-csi-role"
+    policy = eks_run.named("host-ebs-csi-role-policy").inputs
+    assert policy["policyArn"] == "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy"
+    trust = json.loads(ebs_csi_trust_policy("arn:aws:iam::1:oidc-provider/oidc.eks.x/id/AB",
+                                            "https://oidc.eks.x/id/AB"))["Statement"]
+    assert trust == [{"Effect": "Allow", "Principal": {"Federated": "arn:aws:iam::1:oidc-provider/oidc.eks.x/id/AB"},
+                      "Action": "sts:AssumeRoleWithWebIdentity",
+                      "Condition": {"StringEquals": {
+                          "oidc.eks.x/id/AB:sub": "system:serviceaccount:kube-system:ebs-csi-controller-sa",
+                          "oidc.eks.x/id/AB:aud": "sts.amazonaws.com"}}}]
+
+
+def test_eks_gets_a_default_gp3_storage_class_before_any_tenant(eks_run):
+    storage = eks_run.named("host-storage-class")
+    assert storage.inputs["metadata"]["name"] == "gp3"
+    assert storage.inputs["metadata"]["annotations"] == {"storageclass.kubernetes.io/is-default-class": "true"}
+    assert storage.inputs["provisioner"] == "ebs.csi.aws.com"
+    assert storage.inputs["parameters"] == {"type": "gp3", "encrypted": "true"}
+    assert storage.inputs["volumeBindingMode"] == "WaitForFirstConsumer"
+    for team, vcluster in (("team-legal", "rag-legal"), ("team-support", "rag-support")):
+        release = eks_run.named(f"tenant-{team}-vcluster")
+        assert storage.urn in release.dependencies
+        claim = release.inputs["values"]["controlPlane"]["statefulSet"]["persistence"]["volumeClaim"]
+        assert claim == {"storageClass": "gp3"}
+
+
+def test_microk8s_creates_no_storage_class_and_tenants_use_hostpath(dev_run):
+    assert dev_run.of_type("kubernetes:storage.k8s.io/v1:StorageClass") == []
+    values = dev_run.named("tenant-team-nlp-vcluster").inputs["values"]
+    assert values["controlPlane"]["statefulSet"]["persistence"]["volumeClaim"]["storageClass"] == "microk8s-hostpath"
+
+
+def test_gpu_node_groups_share_the_role_label_tenants_select_by_default(eks_run):
+    assert eks_run.named("host-gpu-gpu").inputs["labels"]["gpu-tenancy/role"] == "gpu"
+    assert eks_run.named("host-system").inputs["labels"] == {"gpu-tenancy/pool": "system", "gpu-tenancy/role": "system"}
+
+
+def test_the_role_label_is_reserved_on_gpu_node_groups():
+    config = eks_config()
+    config["gpu-tenancy:cluster"]["eks"]["gpuNodeGroups"][0]["labels"] = {"gpu-tenancy/role": "system"}
+    with pytest.raises(ConfigError) as error:
+        run(config)
+    assert "cluster.eks.gpuNodeGroups[0].labels" in error.value.keys
+
+
+def test_a_new_eks_stack_gets_the_newest_kubernetes_version():
+    from config import versions
+
+    config = eks_config()
+    del config["gpu-tenancy:cluster"]["eks"]["kubernetesVersion"]
+    cluster = run(config).of_type("eks:index:Cluster")[0].inputs
+    assert cluster["version"] == versions.EKS_KUBERNETES_VERSION == "1.36"
+
+
 # --- existing cluster ------------------------------------------------------------------------------
 
 
@@ -195,3 +348,76 @@ def test_existing_cluster_uses_the_secret_kubeconfig_and_context():
     assert provider["kubeconfig"] == REDACTED
     assert provider["context"] == "gke-prod"
     assert not any(r.type.startswith(("command:", "aws:", "eks:")) for r in program.resources)
+
+
+def test_existing_cluster_storage_class_and_api_port_reach_the_tenants():
+    config = dev_config()
+    config["gpu-tenancy:cluster"] = {"kind": "kubeconfig",
+                                     "kubeconfig": {"storageClass": "fast.ssd-1", "apiServerPort": 16443}}
+    config["gpu-tenancy:gpuOperator"]["mode"] = "external"
+    config["gpu-tenancy:kubeconfig"] = SECRET
+    program = run(config)
+    values = program.named("tenant-team-nlp-vcluster").inputs["values"]
+    assert values["controlPlane"]["statefulSet"]["persistence"]["volumeClaim"]["storageClass"] == "fast.ssd-1"
+    assert values["policies"]["networkPolicy"]["controlPlane"]["egress"] == [
+        {"ports": [{"port": 16443, "protocol": "TCP"}]}]
+    assert program.of_type("kubernetes:storage.k8s.io/v1:StorageClass") == []
+
+
+def test_existing_cluster_without_a_storage_class_uses_the_clusters_default():
+    config = dev_config()
+    config["gpu-tenancy:cluster"] = {"kind": "kubeconfig", "kubeconfig": {}}
+    config["gpu-tenancy:gpuOperator"]["mode"] = "external"
+    config["gpu-tenancy:kubeconfig"] = SECRET
+    values = run(config).named("tenant-team-nlp-vcluster").inputs["values"]
+    assert "persistence" not in values["controlPlane"]["statefulSet"]
+    assert "controlPlane" not in values["policies"]["networkPolicy"]
+
+
+@pytest.mark.parametrize("key, value", [("storageClass", "Fast_SSD"), ("storageClass", "-x"),
+                                        ("apiServerPort", 0), ("apiServerPort", 70000)])
+def test_existing_cluster_host_settings_are_checked(key, value):
+    config = dev_config()
+    config["gpu-tenancy:cluster"] = {"kind": "kubeconfig", "kubeconfig": {key: value}}
+    config["gpu-tenancy:gpuOperator"]["mode"] = "external"
+    config["gpu-tenancy:kubeconfig"] = SECRET
+    with pytest.raises(ConfigError) as error:
+        run(config)
+    assert f"cluster.kubeconfig.{key}" in error.value.keys
+
+
+# --- what each host kind provides (config/hosts.py) --------------------------------------------------
+
+
+def test_host_profiles_say_what_each_kind_provides():
+    from config import load_platform
+    from config.hosts import GPU_TAINT, host_profile
+    from tools.mockrun import load_stack_file
+
+    def platform(stack):
+        raw = {key.split(":", 1)[1]: value for key, value in load_stack_file(stack).items()}
+        return load_platform(raw, stack=stack)
+
+    microk8s = platform("dev").host
+    assert (microk8s.kind, microk8s.api_server_port, microk8s.storage_class) == ("microk8s", 16443, "microk8s-hostpath")
+    assert not microk8s.creates_storage_class and microk8s.gpu_driver_preinstalled
+    eks = platform("eks")
+    assert eks.host == host_profile(eks.cluster)
+    assert (eks.host.api_server_port, eks.host.storage_class, eks.host.creates_storage_class) == (443, "gp3", True)
+    assert eks.host.nvidia_default_runtime is True
+    assert eks.gpu_operator.driver_enabled is False and eks.gpu_operator.toolkit_enabled is False
+    pools = {pool.name: pool for pool in eks.host.node_pools}
+    assert pools["system"].taints == () and not pools["system"].gpu
+    assert pools["gpu"].taints == (GPU_TAINT,) and pools["gpu"].gpu
+    assert [name for name, pool in pools.items() if pool.admits(eks.host.tenant_node_labels)] == ["gpu"]
+    assert pools["gpu"].admits({"gpu-tenancy/pool": "gpu"}) and not pools["system"].admits({"gpu-tenancy/pool": "gpu"})
+
+
+def test_an_existing_cluster_profile_knows_only_what_the_config_says():
+    from config.hosts import host_profile
+    from config.model import Cluster, KubeconfigHost
+
+    profile = host_profile(Cluster("kubeconfig", kubeconfig=KubeconfigHost(context=None, gpus=None)))
+    assert profile.node_pools is None and profile.nvidia_default_runtime is None
+    assert profile.storage_class is None and profile.api_server_port is None
+    assert not profile.gpu_driver_preinstalled and dict(profile.tenant_node_labels) == {}

@@ -101,7 +101,7 @@ def test_the_webhook_probe_dry_runs_a_queue_until_kai_admits_it(dev_run):
     manifest = yaml.safe_load(dev_run.named("kai-probe-queue").inputs["data"]["queue.yaml"])
     assert manifest["kind"] == "Queue" and set(manifest["spec"]["resources"]) == {"gpu", "cpu", "memory"}
     role = dev_run.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")[0].inputs
-    assert role["rules"] == [{"apiGroups": ["scheduling.run.ai"], "resources": ["queues"], "verbs": ["create"]}]
+    assert role["rules"][0] == {"apiGroups": ["scheduling.run.ai"], "resources": ["queues"], "verbs": ["create"]}
     binding = dev_run.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding")[0].inputs
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": pod["serviceAccountName"],
                                     "namespace": "kai-scheduler"}]
@@ -115,3 +115,44 @@ def test_the_probe_queue_is_a_valid_queue(dev_run):
     schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     manifest = yaml.safe_load(dev_run.named("kai-probe-queue").inputs["data"]["queue.yaml"])
     jsonschema.validate(manifest, schema)
+
+
+def test_the_probe_first_waits_for_kais_queue_webhook_configuration(dev_run):
+    probe = dev_run.named("kai-queue-webhook-probe").inputs
+    pod = probe["spec"]["template"]["spec"]
+    (wait,) = pod["initContainers"]
+    # KAI's operator names it webhookConfigurationNamePrefix + the Queue API version.
+    assert wait["args"] == ["wait", "--for=create", "validatingwebhookconfigurations/kai-queue-validation-v2",
+                            "--timeout=300s"]
+    role = dev_run.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")[0].inputs
+    assert {"apiGroups": ["admissionregistration.k8s.io"], "resources": ["validatingwebhookconfigurations"],
+            "resourceNames": ["kai-queue-validation-v2"], "verbs": ["get", "list", "watch"]} in role["rules"]
+    # Bounded: the wait and the retries end at the Job's deadline, before Pulumi's own timeout.
+    assert probe["spec"]["activeDeadlineSeconds"] < 25 * 60
+
+
+def test_kais_queue_webhook_name_matches_the_operator_at_the_pinned_tags():
+    """Read the name from KAI's operator source when the upstream mirror is on this machine."""
+    import subprocess
+    from pathlib import Path
+
+    from components.kai import QUEUE_WEBHOOK
+
+    mirror = Path("/work/.mirror/kai-scheduler+KAI-Scheduler/repo")
+    if not mirror.exists():
+        pytest.skip("no KAI-Scheduler mirror")
+    for tag in ("v0.16.4", "v0.17.0"):
+        source = subprocess.run(["git", "--git-dir", str(mirror), "show",
+                                 f"{tag}:pkg/apis/kai/v1/queue_controller/queue_controller.go"],
+                                capture_output=True, text=True, check=True).stdout
+        assert 'defaultValidatingWebhookPrefix = "kai-queue-validation-"' in source
+        assert QUEUE_WEBHOOK == "kai-queue-validation-" + "v2"
+
+
+def test_a_new_stack_gets_the_newest_kai_and_gpu_operator():
+    from config import versions
+
+    config = dev_config()
+    del config["gpu-tenancy:kaiScheduler"]["version"]
+    assert kai_release(run(config)).inputs["version"] == versions.KAI_VERSION == "v0.17.0"
+    assert versions.GPU_OPERATOR_VERSION == versions.MICROK8S_ADDON_GPU_OPERATOR_VERSION == "v26.7.0"

@@ -185,3 +185,79 @@ def test_control_plane_resource_overrides_merge_per_key():
     resources = tenant_release(run(config), "team-nlp").inputs["values"]["controlPlane"]["statefulSet"]["resources"]
     assert resources["requests"] == {"cpu": "1", "memory": "256Mi"}
     assert resources["limits"] == {"memory": "2Gi"}
+
+
+# --- what the host kind needs (config/hosts.py) -----------------------------------------------------
+
+
+def test_microk8s_control_planes_may_reach_the_api_server_on_16443(dev_run):
+    policy = tenant_release(dev_run, "team-nlp").inputs["values"]["policies"]["networkPolicy"]
+    assert policy["enabled"] is True
+    assert policy["controlPlane"]["egress"] == [{"ports": [{"port": 16443, "protocol": "TCP"}]}]
+
+
+def test_api_server_egress_is_only_added_where_vclusters_policy_lacks_the_port(eks_run):
+    # EKS' API server answers on 443, which vCluster's own control-plane policy already opens.
+    assert "controlPlane" not in tenant_release(eks_run, "rag-legal").inputs["values"]["policies"]["networkPolicy"]
+    config = dev_config()
+    config["gpu-tenancy:teams"][0]["vcluster"] = {"networkPolicy": False}
+    policy = tenant_release(run(config), "team-nlp").inputs["values"]["policies"]["networkPolicy"]
+    assert policy["enabled"] is False and "controlPlane" not in policy
+
+
+def test_api_server_egress_rule_fits_the_vcluster_schema(dev_run):
+    import jsonschema
+    import json
+    from tests.conftest import upstream_file
+
+    schema = json.loads(upstream_file("vcluster", "values.schema.json").read_text())
+    jsonschema.validate(tenant_release(dev_run, "team-nlp").inputs["values"], schema)
+
+
+def test_node_labels_default_per_host_kind():
+    config = eks_config()
+    del config["gpu-tenancy:vcluster"]["nodeLabels"]
+    values = tenant_release(run(config), "rag-legal").inputs["values"]
+    # Every tenant pod (DNS included) is pinned to the GPU pools; the system pool is the platform's.
+    assert values["sync"]["fromHost"]["nodes"]["selector"] == {"labels": {"gpu-tenancy/role": "gpu"}}
+    assert values["sync"]["toHost"]["pods"]["enforceTolerations"] == ["nvidia.com/gpu:NoSchedule"]
+    config = dev_config()
+    values = tenant_release(run(config), "team-nlp").inputs["values"]
+    assert values["sync"]["fromHost"]["nodes"]["selector"] == {"all": True}
+
+
+def kubeconfig_wait(program, tenant):
+    return next(r for r in program.of_type("kubernetes:batch/v1:Job") if r.name == f"tenant-{tenant}-kubeconfig-wait")
+
+
+def test_the_kubeconfig_is_read_only_after_vcluster_wrote_its_secret(eks_run):
+    job = kubeconfig_wait(eks_run, "team-legal")
+    release = tenant_release(eks_run, "rag-legal")
+    secret = eks_run.named("tenant-team-legal-kubeconfig")
+    assert release.urn in job.dependencies
+    assert job.urn in secret.dependencies
+    spec = job.inputs["spec"]
+    pod = spec["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["args"] == ["wait", "--for=create", "secrets/vc-rag-legal", "--timeout=300s",
+                                 "--namespace", "team-legal"]
+    assert job.inputs["metadata"]["namespace"] == "team-legal"
+    # Bounded: two attempts of 5 minutes, then the Job (and pulumi up) fails.
+    assert spec["backoffLimit"] == 1 and spec["activeDeadlineSeconds"] <= 900
+    assert job.options["customTimeouts"]["create"] == "15m"
+    roles = [r for r in eks_run.of_type("kubernetes:rbac.authorization.k8s.io/v1:Role")
+             if r.inputs["metadata"]["namespace"] == "team-legal"]
+    assert [r.inputs["rules"] for r in roles] == [[{"apiGroups": [""], "resources": ["secrets"],
+                                                   "resourceNames": ["vc-rag-legal"],
+                                                   "verbs": ["get", "list", "watch"]}]]
+
+
+def test_the_kubeconfig_wait_pod_runs_under_restricted_pod_security_and_the_tenant_quota(dev_run):
+    pod = kubeconfig_wait(dev_run, "team-nlp").inputs["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    (container,) = pod["containers"]
+    assert container["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                            "capabilities": {"drop": ["ALL"]}}
+    # The namespace's ResourceQuota covers requests and limits of cpu and memory.
+    assert set(container["resources"]["requests"]) == set(container["resources"]["limits"]) == {"cpu", "memory"}

@@ -1,0 +1,42 @@
+"""Pod parts for the platform's short kubectl Jobs (waits and probes Pulumi cannot express).
+
+The Kubernetes provider awaits a Job until it completes or fails, so a Job that runs
+``kubectl wait`` turns "until X exists in the cluster" into an ordinary dependency. The pods
+pass the ``restricted`` Pod Security level and set requests and limits, so they run in any
+namespace, tenant namespaces with a ResourceQuota included.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from config import versions
+
+HOME_MOUNT = "/tmp"
+POD_SECURITY_CONTEXT = {"runAsNonRoot": True, "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"}}
+HOME_VOLUME = {"name": "home", "emptyDir": {}}
+
+
+def kubectl_container(name: str, args: Sequence[str], volume_mounts: Sequence[dict] = ()) -> dict:
+    return {
+        "name": name,
+        "image": versions.KUBECTL_IMAGE,
+        "args": list(args),
+        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"},
+                      "limits": {"cpu": "100m", "memory": "128Mi"}},
+        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"]}},
+        # kubectl caches API discovery under $HOME; the root filesystem is read-only.
+        "env": [{"name": "HOME", "value": HOME_MOUNT}],
+        # `kubectl describe job` / the pod status then show why the wait gave up.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "volumeMounts": [*volume_mounts, {"name": HOME_VOLUME["name"], "mountPath": HOME_MOUNT}],
+    }
+
+
+def wait_for_create_args(resource: str, name: str, timeout_seconds: int, namespace: str | None = None) -> list[str]:
+    """``kubectl wait --for=create``: exits 0 once the object exists, non-zero at the timeout."""
+    args = ["wait", "--for=create", f"{resource}/{name}", f"--timeout={timeout_seconds}s"]
+    if namespace is not None:
+        args += ["--namespace", namespace]
+    return args

@@ -1,0 +1,133 @@
+"""What each host kind provides and what the platform must add to it, in one place.
+
+Components and checks ask ``host_profile(cluster)`` instead of testing ``cluster.kind``:
+
+- ``api_server_port``: the port the API server's endpoints listen on. NetworkPolicy port rules
+  match it after the ``kubernetes`` Service is translated, so a tenant control plane needs an
+  egress rule for it (vCluster's own policy only opens 443, 8443 and 6443).
+- ``storage_class``: the class a tenant's control-plane volume claim names (``None``: the
+  cluster's default class); ``creates_storage_class``: the platform has to create it.
+- ``gpu_driver_preinstalled`` / ``gpu_toolkit_preinstalled``: the nodes come with the NVIDIA
+  driver / container toolkit, so the GPU Operator must not install its own.
+- ``nvidia_default_runtime``: containerd runs every container of a GPU node through the NVIDIA
+  runtime, so a container that asks for ``NVIDIA_VISIBLE_DEVICES`` gets GPUs without a request
+  (``None``: unknown).
+- ``node_pools``: the groups of nodes pods can land on, with their labels and taints (``None``:
+  not known from the config, an existing cluster).
+- ``tenant_node_labels``: the default ``vcluster.nodeLabels``. vCluster syncs only the nodes
+  carrying these labels AND pins every tenant pod (DNS included) to them with a nodeSelector.
+
+Plain data, no Pulumi.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Optional
+
+from config.model import Cluster
+
+POOL_LABEL = "gpu-tenancy/pool"
+# Every GPU node group carries it, so one selector can name all GPU pools at once.
+ROLE_LABEL = "gpu-tenancy/role"
+GPU_ROLE = "gpu"
+SYSTEM_ROLE = "system"
+SYSTEM_POOL = "system"
+GPU_TAINT_KEY = "nvidia.com/gpu"
+
+MICROK8S_API_SERVER_PORT = 16443
+MICROK8S_STORAGE_CLASS = "microk8s-hostpath"
+EKS_API_SERVER_PORT = 443
+# Created by the platform on EKS (EBS CSI driver, gp3 volumes) and annotated as the default.
+EKS_STORAGE_CLASS = "gp3"
+
+
+@dataclass(frozen=True)
+class Taint:
+    """A node taint in Kubernetes spelling (effect ``NoSchedule``, not EKS' ``NO_SCHEDULE``)."""
+
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True)
+class NodePool:
+    name: str
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...] = ()
+    gpu: bool = False
+
+    def admits(self, node_selector: Mapping[str, str]) -> bool:
+        """Whether a pod with this nodeSelector can be placed on the pool's nodes (labels only)."""
+        return all(self.labels.get(key) == value for key, value in node_selector.items())
+
+
+@dataclass(frozen=True)
+class HostProfile:
+    kind: str
+    api_server_port: Optional[int]
+    storage_class: Optional[str]
+    creates_storage_class: bool
+    gpu_driver_preinstalled: bool
+    gpu_toolkit_preinstalled: bool
+    nvidia_default_runtime: Optional[bool]
+    node_pools: Optional[tuple[NodePool, ...]]
+    tenant_node_labels: Mapping[str, str] = field(default_factory=dict)
+
+
+GPU_TAINT = Taint(GPU_TAINT_KEY, "true", "NoSchedule")
+
+
+def host_profile(cluster: Cluster) -> HostProfile:
+    if cluster.microk8s is not None:
+        return HostProfile(
+            kind="microk8s",
+            api_server_port=MICROK8S_API_SERVER_PORT,
+            # `microk8s enable hostpath-storage` (run by the platform) makes it the default class.
+            storage_class=MICROK8S_STORAGE_CLASS,
+            creates_storage_class=False,
+            # A MicroK8s GPU box has its driver installed with the OS; the toolkit comes with the operator.
+            gpu_driver_preinstalled=True,
+            gpu_toolkit_preinstalled=False,
+            # The GPU Operator's toolkit with CDI on (its default) leaves runc as the default runtime.
+            nvidia_default_runtime=False,
+            # One machine: its node runs the platform and every tenant, untainted.
+            node_pools=(NodePool("microk8s", {}, gpu=True),),
+            tenant_node_labels={},
+        )
+    if cluster.eks is not None:
+        eks = cluster.eks
+        pools = [NodePool(SYSTEM_POOL, {POOL_LABEL: SYSTEM_POOL, ROLE_LABEL: SYSTEM_ROLE})]
+        pools += [NodePool(group.name, {**group.labels, POOL_LABEL: group.name, ROLE_LABEL: GPU_ROLE},
+                           (GPU_TAINT,), gpu=True)
+                  for group in eks.gpu_node_groups]
+        return HostProfile(
+            kind="eks",
+            api_server_port=EKS_API_SERVER_PORT,
+            storage_class=EKS_STORAGE_CLASS,
+            creates_storage_class=True,
+            # The AL2023 NVIDIA AMI ships driver and container toolkit.
+            gpu_driver_preinstalled=True,
+            gpu_toolkit_preinstalled=True,
+            # The AL2023 NVIDIA AMI makes nvidia containerd's default runtime.
+            nvidia_default_runtime=True,
+            node_pools=tuple(pools),
+            # Tenants run on the GPU pools only; the system pool stays for the platform (KAI,
+            # operator, vCluster control planes). CPU pods and DNS of a tenant share the GPU
+            # nodes; KAI hides the GPUs from containers it did not allocate one to.
+            tenant_node_labels={ROLE_LABEL: GPU_ROLE},
+        )
+    existing = cluster.kubeconfig
+    assert existing is not None, "a validated Cluster has exactly one kind's settings"
+    return HostProfile(
+        kind="kubeconfig",
+        api_server_port=existing.api_server_port,
+        storage_class=existing.storage_class,
+        creates_storage_class=False,
+        gpu_driver_preinstalled=False,
+        gpu_toolkit_preinstalled=False,
+        nvidia_default_runtime=None,
+        node_pools=None,
+        tenant_node_labels={},
+    )
