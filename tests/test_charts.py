@@ -537,8 +537,8 @@ def test_pull_from_an_oci_registry(serve, tmp_path: Path, capsys):
 
 def test_pull_command_line_checks_its_arguments(capsys):
     with pytest.raises(SystemExit):
-        charts.main(["pull"])
-    with pytest.raises(SystemExit):
         charts.main(["pull", "demo", "--stack", "dev"])
+    with pytest.raises(SystemExit):
+        charts.main(["pull", "--version", "1.0.0"])
     assert charts.main(["pull", "vcluster", "--version", "0.36.1"]) == 2
     assert "no repository" in capsys.readouterr().err
