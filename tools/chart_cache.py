@@ -246,6 +246,7 @@ def chart_contracts(key: ChartKey, cache_dir: Optional[os.PathLike[str] | str] =
         return None
     helm = helm_sdk()
     with helm.Chart.load(found) as chart:
-        crds = [document for entry in chart.crds for document in yaml.safe_load_all(entry["data"])
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # CRDs are large: libyaml when present
+        crds = [document for entry in chart.crds for document in yaml.load_all(entry["data"], Loader=loader)
                 if isinstance(document, dict) and document.get("kind") == "CustomResourceDefinition"]
         return ChartContracts(key=key, path=found, values=chart.values, schema=chart.schema, crds=crds)

@@ -28,6 +28,8 @@ from tools.mockrun import integral_numbers
 RELEASE_TYPE = "kubernetes:helm.sh/v3:Release"
 MANIFESTS_DIR = "manifests"
 _PLACEHOLDERS = ("[secret]", "[unknown]")
+# Rendered charts hold megabytes of CRDs: libyaml's parser when PyYAML has it.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _schema_violations(detail: str) -> list[SchemaViolation]:
@@ -106,7 +108,7 @@ def render_release(chart_path: os.PathLike[str] | str, release_name: str, namesp
 def _objects(path: str, text: str) -> list[dict[str, Any]]:
     """The objects of one rendered file: apiVersion, kind, name, namespace, Helm hook."""
     try:
-        documents = list(yaml.safe_load_all(text))
+        documents = list(yaml.load_all(text, Loader=_YAML_LOADER))
     except yaml.YAMLError as error:  # Helm would refuse to install it too
         raise ChartRenderError(f"{path} rendered to invalid YAML: {error}") from error
     objects = []

@@ -20,6 +20,8 @@ import yaml
 
 from config import versions
 
+# Rendered charts hold megabytes of CRDs: libyaml's parser when PyYAML has it.
+YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
 ANY = "*"  # a node label whose value the site sets but the plan cannot know (hostname...)
@@ -193,7 +195,7 @@ def rendered_objects(rendered: Mapping[str, Any], out_dir: Path, resources: Iter
                           values.get(entry["resource"], {}))
         for file in entry["files"]:
             text = (Path(out_dir) / entry["dir"] / file).read_text(encoding="utf-8")
-            for document in yaml.safe_load_all(text):
+            for document in yaml.load_all(text, Loader=YAML_LOADER):
                 if isinstance(document, dict) and document.get("kind"):
                     origin = f"chart {entry['chart']} {entry['version']}, release {entry['release']}: {file}"
                     objects.append(K8sObject(document, origin, release))

@@ -23,6 +23,7 @@ Each :class:`Finding` names the object, the rule and the fix.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import jsonschema
@@ -34,6 +35,12 @@ from tools.deploy_inputs import (ANY, DEFAULT_CLASS_ANNOTATION, ENFORCE_LABEL, K
                                  site_from_plan, vcluster_coredns_pod)
 
 ERROR, WARNING, INFO = "error", "warning", "info"
+
+# kubernetes-validate reads its schema files (the definitions are megabytes of JSON) on every
+# call; the files never change, so each is read once. The validator does not mutate them.
+if not hasattr(kubernetes_validate.utils.schema_contents, "cache_info"):
+    kubernetes_validate.utils.schema_contents = functools.lru_cache(maxsize=None)(
+        kubernetes_validate.utils.schema_contents)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,9 +109,9 @@ def check_storage(objects: Sequence[K8sObject], site: Site) -> list[Finding]:
 
 
 def _control_planes(objects: Sequence[K8sObject]) -> list[tuple[K8sObject, dict[str, Any]]]:
+    """Workloads whose pods carry the vCluster chart's control-plane label ``app: vcluster``."""
     return [(obj, metadata) for obj, metadata, _ in pod_templates(objects)
-            if obj.release is not None and obj.release.chart == "vcluster"
-            and (metadata.get("labels") or {}).get("app") == "vcluster"]
+            if (metadata.get("labels") or {}).get("app") == "vcluster"]
 
 
 def check_api_server_egress(objects: Sequence[K8sObject], site: Site) -> list[Finding]:
@@ -280,8 +287,9 @@ def _check_custom_resource(obj: K8sObject, crd: Mapping[str, Any], version: str)
     if not schema:
         return []
     schema = strict_crd_schema(schema, partial=obj.patch)
-    # metadata is the API server's ObjectMeta, not part of the CRD's structural schema.
-    schema.setdefault("properties", {})["metadata"] = {"type": "object"}
+    # apiVersion, kind and metadata are the API server's (TypeMeta, ObjectMeta), whatever the CRD lists.
+    schema.setdefault("properties", {}).update(apiVersion={"type": "string"}, kind={"type": "string"},
+                                               metadata={"type": "object"})
     document = {key: value for key, value in obj.manifest.items() if key != "status"}
     return [Finding(ERROR, "custom-resource", obj.describe(),
                     f"invalid against CRD {name} at {'/'.join(str(p) for p in error.absolute_path) or '(top level)'}: "
