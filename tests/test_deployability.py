@@ -15,12 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from config import versions
 from tests.conftest import COMMITTED_STACKS, dev_config, run, stack_config
 from tools import deployability, pod_security
-from tools.chart_cache import cache_chart, chart_cache_dir, find_cached
+from tools.chart_cache import cache_chart, chart_cache_dir, chart_contracts, find_cached
 from tools.chart_render import RELEASE_TYPE, release_chart_key, release_records, render_plan_releases
 from tools.deploy_inputs import (HOST_FACTS, K8sObject, Site, program_objects, rendered_objects, site_from_plan,
                                  vcluster_coredns_pod, Release)
+from tools.charts import pinned_chart_key
 from tools.plan import build_plan
 
 ATTACK = Path(__file__).resolve().parent / "charts" / "attack"
@@ -346,3 +348,76 @@ def test_tenant_pods_pass_every_pod_security_level_the_config_offers(level, tmp_
     assert tenants, "every tenant has a CoreDNS pod"
     found = deployability.check_pod_security(objects + tenants)
     assert not found, "\n".join(map(str, found))
+
+
+# --- tools.plan --render-charts runs the check ------------------------------------------------------
+
+
+STAND_IN_CONTROL_PLANE = """\
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: {{ .Release.Name }}
+spec:
+  serviceName: {{ .Release.Name }}
+  selector: {matchLabels: {app: vcluster, release: {{ .Release.Name }}}}
+  template:
+    metadata: {labels: {app: vcluster, release: {{ .Release.Name }}}}
+    spec:
+      containers: [{name: syncer, image: example.invalid/syncer:1}]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: cp-{{ .Release.Name }}
+spec:
+  podSelector: {matchLabels: {release: {{ .Release.Name }}}}
+  policyTypes: [Egress]
+  egress: [{ports: [{port: 443, protocol: TCP}]}]
+"""
+
+
+def test_plan_with_rendered_charts_reports_the_findings(tmp_path, monkeypatch, capsys):
+    from tools import mockrun, plan as plan_tool
+    cache, sources = tmp_path / "cache", tmp_path / "sources"
+    for name, version, source, template in (
+            ("vcluster", "0.36.1", "https://charts.loft.sh", STAND_IN_CONTROL_PLANE),
+            ("kai-scheduler", "v0.16.4", None, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: kai}\n")):
+        chart = sources / name
+        (chart / "templates").mkdir(parents=True)
+        (chart / "Chart.yaml").write_text(f"apiVersion: v2\nname: {name}\nversion: {version}\n")
+        (chart / "templates" / "main.yaml").write_text(template)
+        cache_chart(chart, "vcluster" if source else "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler",
+                    source, version, cache_dir=cache)
+    monkeypatch.setattr(mockrun, "load_stack_file", lambda stack: dev_config())
+    out = tmp_path / "plan"
+    arguments = ["dev", "--out", str(out), "--render-charts", "--chart-cache", str(cache)]
+    assert plan_tool.main(arguments) == 0
+    report = (out / "deployability.md").read_text()
+    assert "api-server-egress" in report and "TCP 16443" in report and "cp-team-nlp" in report
+    assert "deployability: 3 errors" in capsys.readouterr().out
+    assert plan_tool.main(arguments + ["--fail-on-findings"]) == 3
+
+
+@pytest.mark.parametrize("chart, version, manifest, words", [
+    ("kai-scheduler", versions.KAI_VERSION,
+     {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": "q"},
+      "spec": {"resources": {"gpu": {"quota": 1, "limit": -1, "overquotaWeight": 1}}}}, "overquotaWeight"),
+    ("gpu-operator", versions.MICROK8S_ADDON_GPU_OPERATOR_VERSION,
+     {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
+      "spec": {"devicePlugin": {"config": {"name": "c", "defualt": "x"}}}}, "defualt"),
+])
+def test_the_real_crds_catch_a_misspelled_field(chart, version, manifest, words, sites):
+    contracts = chart_contracts(pinned_chart_key(chart, version))
+    if contracts is None:
+        pytest.skip(f"the chart cache {chart_cache_dir()} lacks {chart} {version}: run `python -m tools.charts pull` "
+                    f"(network) or `python -m tools.charts add DIR --version {version}`")
+    patch = manifest["kind"] == "ClusterPolicy"  # the program patches the addon's ClusterPolicy
+    found = deployability.check_schemas([K8sObject(manifest, "test", patch=patch)], sites["eks"], contracts.crds)
+    assert [f.rule for f in found] == ["custom-resource"] and words in found[0].message
+    fixed = copy.deepcopy(manifest)
+    if patch:
+        fixed["spec"]["devicePlugin"]["config"] = {"name": "c", "default": "x"}
+    else:
+        fixed["spec"]["resources"]["gpu"]["overQuotaWeight"] = fixed["spec"]["resources"]["gpu"].pop("overquotaWeight")
+    assert not deployability.check_schemas([K8sObject(fixed, "test", patch=patch)], sites["eks"], contracts.crds)
