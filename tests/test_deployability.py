@@ -20,7 +20,7 @@ from tests.conftest import COMMITTED_STACKS, dev_config, run, stack_config
 from tools import deployability, pod_security
 from tools.chart_cache import cache_chart, chart_cache_dir, chart_contracts, find_cached
 from tools.chart_render import RELEASE_TYPE, release_chart_key, release_records, render_plan_releases
-from tools.deploy_inputs import (HOST_FACTS, K8sObject, Site, program_objects, rendered_objects, site_from_plan,
+from tools.deploy_inputs import (K8sObject, Site, program_objects, rendered_objects, site_from_plan,
                                  vcluster_coredns_pod, Release)
 from tools.charts import pinned_chart_key
 from tools.plan import build_plan
@@ -273,6 +273,10 @@ def test_an_api_version_the_site_does_not_serve_is_found(sites):
     ({"sise": 2}, "required"),
     ({"size": 2, "colour": "red"}, "colour"),
     ({"size": 2, "labels": {"free": "form"}}, None),  # preserve-unknown-fields
+    # OpenAPI v3.0: a boolean exclusiveMinimum qualifies minimum; nullable admits null.
+    ({"size": 2, "ratio": 0.9}, None),
+    ({"size": 2, "ratio": None}, None),
+    ({"size": 2, "ratio": 0}, "less than or equal to the minimum of 0"),
 ])
 def test_custom_resources_are_checked_against_the_chart_crd(attack_cache, tmp_path, sites, spec, words):
     objects = attack(attack_cache, tmp_path, {"gizmo": {"enabled": True, "spec": spec}})

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Optional
+from typing import Optional, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 _CHART_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")

@@ -262,10 +262,18 @@ def check_schemas(objects: Sequence[K8sObject], site: Site, crds: Sequence[Mappi
 def strict_crd_schema(schema: Mapping[str, Any], partial: bool = False) -> dict[str, Any]:
     """A CRD's structural schema with unknown fields refused where the API server would prune
     them (objects with properties and no ``x-kubernetes-preserve-unknown-fields``); ``partial``
-    drops ``required`` (for patches)."""
+    drops ``required`` (for patches). OpenAPI v3.0 spellings become JSON Schema's: a boolean
+    ``exclusiveMinimum``/``exclusiveMaximum`` qualifies ``minimum``/``maximum``; ``nullable``
+    admits null."""
     result = dict(schema)
     if partial:
         result.pop("required", None)
+    for exclusive, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+        if isinstance(result.get(exclusive), bool):
+            if result.pop(exclusive) and bound in result:
+                result[exclusive] = result.pop(bound)
+    if result.pop("nullable", False) and isinstance(result.get("type"), str):
+        result["type"] = [result["type"], "null"]
     if result.get("properties") is not None:
         result["properties"] = {key: strict_crd_schema(item, partial) for key, item in result["properties"].items()}
         if "additionalProperties" not in result and not result.get("x-kubernetes-preserve-unknown-fields"):
