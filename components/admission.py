@@ -1,18 +1,15 @@
-"""Host-side admission for one tenant: its synced pods may only use its own GPU share.
+"""Host-side admission for one tenant: what its vCluster syncs may only use the GPU share KAI gives it.
 
-vCluster copies a tenant pod's labels, annotations and ``schedulerName`` to the host unchanged,
-and no open-source vCluster setting can force them. Without a host-side check a tenant could
-label pods with another team's queue, or skip KAI (and its queue) with the default scheduler.
-This ValidatingAdmissionPolicy, bound to the tenant's host namespace and to the pods its
-vCluster syncs there, closes that:
+A tenant is cluster-admin inside its vCluster, and vCluster copies a pod's labels, annotations,
+env, ``schedulerName``, ``runtimeClassName`` and ``nodeName`` to the host unchanged; no
+open-source vCluster setting can force them. This ValidatingAdmissionPolicy, bound to the tenant's
+host namespace, checks every pod the tenant's syncer writes (matched by the syncer's service
+account and by vCluster's managed-by label) after KAI's own pod webhook has mutated it. Each
+rule below is named in its rejection message; the README's security model explains why each exists.
 
-- a pod that names a KAI queue must name this team's leaf queue;
-- a pod that uses GPUs (``gpu-fraction`` / ``gpu-memory`` annotations, or an ``nvidia.com/gpu``
-  request or limit) must use ``schedulerName: kai-scheduler`` and this team's queue;
-- with ``strict``, every pod must, except CPU pods of the vCluster's own kube-system (its DNS).
-
-The vCluster control-plane pod carries no ``vcluster.loft.sh/managed-by`` label, so it is never
-matched.
+The vCluster control-plane pod is created by the StatefulSet controller and carries no managed-by
+label, so it is never matched; KAI's own later updates (the pod-grouper's annotation, binding)
+pass because they leave the guarded fields alone.
 """
 
 from __future__ import annotations
@@ -28,10 +25,26 @@ from config.model import Team
 
 QUEUE_LABEL = "kai.scheduler/queue"
 MANAGED_BY_LABEL = "vcluster.loft.sh/managed-by"
-VIRTUAL_NAMESPACE_LABEL = "vcluster.loft.sh/namespace"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 GPU_RESOURCE = "nvidia.com/gpu"
-GPU_ANNOTATIONS = ("gpu-fraction", "gpu-memory")
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
+BLANK_VISIBLE_DEVICES = ("void", "none")
+FRACTION_ANNOTATIONS = ("gpu-fraction", "gpu-memory")
+FRACTION_CONTAINER_ANNOTATION = "gpu-fraction-container-name"
+# KAI names the ConfigMap that carries a fractional container's device list in this annotation,
+# with a "-shared-gpu" suffix, and references it as "<name>-<container index>".
+SHARED_GPU_CONFIGMAP_ANNOTATION = "runai/shared-gpu-configmap"
+# Fields that decide how much GPU a pod holds and whose queue pays for it: fixed once created.
+GUARDED_ANNOTATIONS = (*FRACTION_ANNOTATIONS, "gpu-fraction-num-devices", FRACTION_CONTAINER_ANNOTATION,
+                       SHARED_GPU_CONFIGMAP_ANNOTATION)
+# Ways to pick a KAI PodGroup (and with it a queue) or to skip KAI's pod-grouper altogether.
+POD_GROUP_ANNOTATIONS = ("pod-group-name", "kai.scheduler/skip-podgrouper")
+POD_GROUP_LABELS = ("spark-app-selector",)
+# Labels that vCluster's own NetworkPolicies use to select its control plane and helpers; a
+# workload carrying them would inherit their wider egress (any address on the API ports).
+RESERVED_APP_LABELS = ("vcluster-snapshot", "loft")
+PROTECTED_RUNTIME_PREFIX = "nvidia"
 
 
 @dataclass
@@ -40,51 +53,172 @@ class TenantAdmissionArgs:
     provider: k8s.Provider
 
 
-def _container_uses_gpu(field: str) -> str:
-    uses = " || ".join(f"(has(c.resources.{kind}) && '{GPU_RESOURCE}' in c.resources.{kind})"
-                       for kind in ("requests", "limits"))
-    return f"(has(object.spec.{field}) && object.spec.{field}.exists(c, has(c.resources) && ({uses})))"
+def syncer_username(team: Team) -> str:
+    """The identity vCluster's syncer writes host pods as (the chart's ``vc-<release>`` account)."""
+    return f"system:serviceaccount:{team.namespace}:vc-{team.vcluster_name}"
 
 
-def policy_variables() -> list[dict]:
-    annotations = " || ".join(f"'{name}' in object.metadata.annotations" for name in GPU_ANNOTATIONS)
+# --- CEL building blocks --------------------------------------------------------------------
+
+
+def _has(obj: str, field: str, key: str) -> str:
+    return f"(has({obj}.metadata.{field}) && '{key}' in {obj}.metadata.{field})"
+
+
+def _get(obj: str, field: str, key: str) -> str:
+    return f"({_has(obj, field, key)} ? {obj}.metadata.{field}['{key}'] : '')"
+
+
+def _unchanged(field: str, key: str) -> str:
+    return f"({_has('object', field, key)} == {_has('oldObject', field, key)} && " \
+           f"{_get('object', field, key)} == {_get('oldObject', field, key)})"
+
+
+def _holds_gpu(container: str) -> str:
+    """A container the device plugin gives GPUs to: a non-zero whole-GPU or MIG request or limit."""
+    kinds = []
+    for kind in ("requests", "limits"):
+        resources = f"{container}.resources.{kind}"
+        kinds.append(f"(has({container}.resources.{kind}) && {resources}.exists(r, "
+                     f"(r == '{GPU_RESOURCE}' || r.startsWith('{MIG_RESOURCE_PREFIX}')) && "
+                     f"!string({resources}[r]).matches('^[0.]+[a-zA-Z]*$')))")
+    return f"(has({container}.resources) && ({' || '.join(kinds)}))"
+
+
+def _env_entries(container: str, condition: str, quantifier: str) -> str:
+    default = "true" if quantifier == "all" else "false"
+    return f"(has({container}.env) ? {container}.env.{quantifier}(e, {condition}) : {default})"
+
+
+def _blank_literal(entry: str) -> str:
+    return f"(has({entry}.value) && {entry}.value in {list(BLANK_VISIBLE_DEVICES)})"
+
+
+def _kai_device_list(entry: str) -> str:
+    """The fractional container's device list: KAI's own ConfigMap reference, nothing else."""
+    ref = f"{entry}.valueFrom.configMapKeyRef"
+    return (f"(has({entry}.valueFrom) && has({entry}.valueFrom.configMapKeyRef) && {ref}.key == '{VISIBLE_DEVICES}'"
+            f" && {_has('object', 'annotations', SHARED_GPU_CONFIGMAP_ANNOTATION)}"
+            f" && object.metadata.annotations['{SHARED_GPU_CONFIGMAP_ANNOTATION}'].endsWith('-shared-gpu')"
+            f" && {ref}.name.startsWith(object.metadata.annotations['{SHARED_GPU_CONFIGMAP_ANNOTATION}'] + '-')"
+            f" && {ref}.name.matches('-shared-gpu-i?[0-9]+$'))")
+
+
+def _device_env_ok(container: str, mutated_by_kai: bool) -> str:
+    """No literal device list but void/none, and a reference only as KAI's, only in the fractional container.
+
+    KAI's pod webhook (failurePolicy Fail, every kai-scheduler pod CREATE) writes void into each container
+    that holds no GPU, image ENV or not. Ephemeral containers are added later through a subresource the
+    webhook never sees, so they must carry the blank value themselves.
+    """
+    entry_ok = f"e.name != '{VISIBLE_DEVICES}' || {_blank_literal('e')}"
+    if mutated_by_kai:
+        entry_ok += f" || ({container}.name == variables.fractionContainer && {_kai_device_list('e')})"
+        return _env_entries(container, entry_ok, "all")
+    blank = _env_entries(container, f"e.name == '{VISIBLE_DEVICES}' && {_blank_literal('e')}", "exists")
+    return f"({_env_entries(container, entry_ok, 'all')} && {blank})"
+
+
+def _env_from_prefixed(container: str) -> str:
+    """A whole-GPU container's env overrides the device plugin's list: envFrom may not bring in unprefixed keys."""
+    return (f"(!{_holds_gpu(container)} || !has({container}.envFrom) || "
+            f"{container}.envFrom.all(f, has(f.prefix) && f.prefix != ''))")
+
+
+# --- the policy -----------------------------------------------------------------------------
+
+
+def match_conditions(team: Team) -> list[dict]:
+    labelled = f"{_get('object', 'labels', MANAGED_BY_LABEL)} == '{team.vcluster_name}'"
+    old_labelled = f"(request.operation == 'UPDATE' && {_get('oldObject', 'labels', MANAGED_BY_LABEL)} == " \
+                   f"'{team.vcluster_name}')"
+    return [{"name": "synced-by-this-vcluster",
+             "expression": f"request.userInfo.username == '{syncer_username(team)}' || {labelled} || {old_labelled}"}]
+
+
+def policy_variables(team: Team) -> list[dict]:
+    fractional = " || ".join(_has("object", "annotations", name) for name in FRACTION_ANNOTATIONS)
+    named = _has("object", "annotations", FRACTION_CONTAINER_ANNOTATION)
+    holds_any = (f"object.spec.containers.exists(c, {_holds_gpu('c')}) || "
+                 f"(has(object.spec.initContainers) && object.spec.initContainers.exists(c, {_holds_gpu('c')}))")
     return [
-        {"name": "queue",
-         "expression": f"has(object.metadata.labels) && '{QUEUE_LABEL}' in object.metadata.labels"
-                       f" ? object.metadata.labels['{QUEUE_LABEL}'] : ''"},
-        {"name": "virtualNamespace",
-         "expression": f"has(object.metadata.labels) && '{VIRTUAL_NAMESPACE_LABEL}' in object.metadata.labels"
-                       f" ? object.metadata.labels['{VIRTUAL_NAMESPACE_LABEL}'] : ''"},
+        {"name": "queue", "expression": _get("object", "labels", QUEUE_LABEL)},
         {"name": "scheduler",
          "expression": "has(object.spec.schedulerName) ? object.spec.schedulerName : 'default-scheduler'"},
-        {"name": "usesGpu",
-         "expression": f"(has(object.metadata.annotations) && ({annotations}))"
-                       f" || {_container_uses_gpu('containers')} || {_container_uses_gpu('initContainers')}"},
+        {"name": "fractional", "expression": fractional},
+        # KAI gives a fraction to the container named by the annotation, else to the first one.
+        {"name": "fractionContainer",
+         "expression": f"!variables.fractional ? '' : ({named} ? "
+                       f"object.metadata.annotations['{FRACTION_CONTAINER_ANNOTATION}'] : object.spec.containers[0].name)"},
+        {"name": "usesGpu", "expression": f"variables.fractional || {holds_any}"},
+        {"name": "bySyncer", "expression": f"request.userInfo.username == '{syncer_username(team)}'"},
     ]
+
+
+def _rule(name: str, expression: str, problem: str, fix: str, reason: str = "Forbidden") -> dict:
+    return {"expression": expression, "message": f"[{name}] {problem}: {fix}", "reason": reason}
 
 
 def policy_validations(team: Team) -> list[dict]:
     queue = team.queue_name
-    on_kai = f"variables.scheduler == '{SCHEDULER_NAME}' && variables.queue == '{queue}'"
-    fix = f"set spec.schedulerName: {SCHEDULER_NAME} and the label {QUEUE_LABEL}: {queue}"
-    validations = [
-        {"expression": f"variables.queue == '' || variables.queue == '{queue}'",
-         "messageExpression": f"'pods of team {team.name} may only use the KAI queue {queue}, not ' + "
-                              f"variables.queue + ': set the label {QUEUE_LABEL}: {queue}'",
+    pod_group_absent = " && ".join([*(f"!{_has('object', 'annotations', key)}" for key in POD_GROUP_ANNOTATIONS),
+                                    *(f"!{_has('object', 'labels', key)}" for key in POD_GROUP_LABELS)])
+    pod_group_unchanged = " && ".join([*(_unchanged("annotations", key) for key in POD_GROUP_ANNOTATIONS),
+                                       *(_unchanged("labels", key) for key in POD_GROUP_LABELS)])
+    guarded_unchanged = " && ".join([_unchanged("labels", QUEUE_LABEL),
+                                     *(_unchanged("annotations", key) for key in GUARDED_ANNOTATIONS)])
+    device_env = " && ".join([
+            f"object.spec.containers.all(c, {_device_env_ok('c', mutated_by_kai=True)})",
+            f"(!has(object.spec.initContainers) || "
+            f"object.spec.initContainers.all(c, {_device_env_ok('c', mutated_by_kai=True)}))",
+            f"(!has(object.spec.ephemeralContainers) || "
+            f"object.spec.ephemeralContainers.all(c, {_device_env_ok('c', mutated_by_kai=False)}))",
+        ])
+    env_from = " && ".join([
+        f"object.spec.containers.all(c, {_env_from_prefixed('c')})",
+        f"(!has(object.spec.initContainers) || object.spec.initContainers.all(c, {_env_from_prefixed('c')}))",
+    ])
+    app = _get("object", "labels", "app")
+    return [
+        {"expression": f"variables.scheduler == '{SCHEDULER_NAME}' && variables.queue == '{queue}'",
+         "messageExpression": f"'[own-queue] every pod of team {team.name} is scheduled by KAI in queue {queue}, "
+                              f"this one has scheduler ' + variables.scheduler + ' and queue \\'' + variables.queue + "
+                              f"'\\': set spec.schedulerName: {SCHEDULER_NAME} and the label {QUEUE_LABEL}: {queue}'",
          "reason": "Forbidden"},
-        {"expression": f"!variables.usesGpu || ({on_kai})",
-         "message": f"pods of team {team.name} that use GPUs must be scheduled by KAI in queue {queue}: {fix}",
-         "reason": "Forbidden"},
+        _rule("pod-group",
+              f"request.operation == 'CREATE' ? ({pod_group_absent}) : (!variables.bySyncer || {pod_group_unchanged})",
+              f"team {team.name} may not choose a KAI PodGroup or skip KAI's pod-grouper (annotations "
+              f"{', '.join(POD_GROUP_ANNOTATIONS)}; labels {', '.join(POD_GROUP_LABELS)})",
+              "remove them; KAI groups the pod itself, in the team's queue"),
+        _rule("node-name",
+              "request.operation != 'CREATE' || !has(object.spec.nodeName) || object.spec.nodeName == ''",
+              "a pod created with spec.nodeName skips the scheduler and every queue quota",
+              "remove spec.nodeName; use a nodeSelector or affinity and let KAI place the pod"),
+        _rule("runtime-class",
+              f"!has(object.spec.runtimeClassName) || !object.spec.runtimeClassName.startsWith("
+              f"'{PROTECTED_RUNTIME_PREFIX}') || variables.usesGpu",
+              "only pods that KAI allocates a GPU to may use an nvidia runtime class",
+              "remove spec.runtimeClassName, or request a GPU (gpu-fraction, gpu-memory or nvidia.com/gpu)"),
+        _rule("device-env", device_env,
+              f"{VISIBLE_DEVICES} may only be set to void or none, only KAI may point a fractional container at "
+              "its device list, and an ephemeral container must carry the blank value itself",
+              f"remove your own {VISIBLE_DEVICES} settings; for an ephemeral debug container add the env "
+              f"{VISIBLE_DEVICES}=void"),
+        _rule("gpu-env-from", env_from,
+              "a container holding whole GPUs may not take unprefixed variables from envFrom: they would override "
+              f"the device plugin's {VISIBLE_DEVICES}",
+              "give each envFrom source a prefix, or list the keys you need under env"),
+        _rule("guarded-fields",
+              f"request.operation != 'UPDATE' || ({guarded_unchanged})",
+              f"the queue label and the GPU annotations ({', '.join(GUARDED_ANNOTATIONS)}) of a running pod are fixed",
+              "delete the pod and create it again with the values you need"),
+        _rule("network-labels",
+              f"{_get('object', 'labels', 'release')} != '{team.vcluster_name}' && "
+              f"!({app} in {list(RESERVED_APP_LABELS)})",
+              f"the labels release={team.vcluster_name}, app=vcluster-snapshot and app=loft select vCluster's "
+              "control plane in its network policies",
+              "use other label values on workload pods"),
     ]
-    if team.strict:
-        # The vCluster's own CoreDNS runs as a synced pod in its kube-system: strict mode leaves
-        # that namespace's CPU pods alone so tenant DNS keeps working.
-        validations.append({
-            "expression": f"variables.virtualNamespace == 'kube-system' || ({on_kai})",
-            "message": f"team {team.name} is strict: every pod must be scheduled by KAI in queue {queue}: {fix}",
-            "reason": "Forbidden",
-        })
-    return validations
 
 
 def policy_spec(team: Team) -> dict:
@@ -92,11 +226,11 @@ def policy_spec(team: Team) -> dict:
         "failurePolicy": "Fail",
         "matchConstraints": {
             "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
-                               "resources": ["pods"]}],
+                               "resources": ["pods", "pods/ephemeralcontainers"]}],
             "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: team.namespace}},
-            "objectSelector": {"matchLabels": {MANAGED_BY_LABEL: team.vcluster_name}},
         },
-        "variables": policy_variables(),
+        "matchConditions": match_conditions(team),
+        "variables": policy_variables(team),
         "validations": policy_validations(team),
     }
 
@@ -130,4 +264,4 @@ class TenantAdmission(pulumi.ComponentResource):
             },
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.policy])),
         )
-        self.register_outputs({"policy": policy_name(team), "strict": team.strict})
+        self.register_outputs({"policy": policy_name(team), "syncer": syncer_username(team)})

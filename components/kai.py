@@ -38,7 +38,9 @@ class KaiSchedulerArgs:
 
 
 def kai_values(settings: KaiSettings) -> dict:
-    return {"global": {"gpuSharing": settings.gpu_sharing}}
+    # blockNvidiaVisibleDevices: KAI's pod webhook writes NVIDIA_VISIBLE_DEVICES=void into every container
+    # that holds no GPU, so a tenant image's own ENV cannot open the node's GPUs.
+    return {"global": {"gpuSharing": settings.gpu_sharing, "blockNvidiaVisibleDevices": True}}
 
 
 class KaiScheduler(pulumi.ComponentResource):
@@ -54,7 +56,7 @@ class KaiScheduler(pulumi.ComponentResource):
         self.release = k8s.helm.v3.Release(
             f"{name}-release",
             name="kai-scheduler",
-            chart=versions.kai_chart_ref(settings.version),
+            chart=versions.KAI_CHART,
             version=settings.version,
             namespace=settings.namespace,
             create_namespace=True,
@@ -66,7 +68,7 @@ class KaiScheduler(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
         )
         self.queue_webhook_ready = self._queue_webhook_probe(name, settings, args.provider)
-        self.register_outputs({"namespace": self.namespace, "chart": versions.kai_chart_ref(settings.version),
+        self.register_outputs({"namespace": self.namespace, "chart": versions.KAI_CHART,
                                "version": settings.version})
 
     def _queue_webhook_probe(self, name: str, settings: KaiSettings, provider: k8s.Provider) -> k8s.batch.v1.Job:

@@ -15,11 +15,16 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.admission import TenantAdmission, TenantAdmissionArgs, policy_name
+from components.tenant_dns import coredns_manifests
 from config import versions
 from config.merge import deep_merge
 from config.model import Team
 
 RELEASE_TIMEOUT_SECONDS = 900
+# vCluster's default public-egress exceptions (private and loopback ranges) plus link-local, where
+# cloud instance metadata services answer with the node's credentials.
+EGRESS_EXCEPTIONS = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "127.0.0.0/8",
+                     "169.254.0.0/16")
 
 
 @dataclass
@@ -53,6 +58,8 @@ def vcluster_values(team: Team) -> dict:
                 "requests": dict(settings.control_plane_resources.requests),
                 "limits": dict(settings.control_plane_resources.limits),
             }},
+            # The tenant's DNS pods go through KAI in the team's queue like every other synced pod.
+            "coredns": {"overwriteManifests": coredns_manifests(team)},
         },
         "policies": {
             # GPU shares are KAI's job (fractional pods request no nvidia.com/gpu); quotas bound
@@ -70,7 +77,8 @@ def vcluster_values(team: Team) -> dict:
                            "default": {"cpu": limits.default_cpu, "memory": limits.default_memory},
                            "defaultRequest": {"cpu": limits.default_request_cpu,
                                               "memory": limits.default_request_memory}},
-            "networkPolicy": {"enabled": settings.network_policy},
+            "networkPolicy": {"enabled": settings.network_policy, "workload": {"publicEgress": {
+                "enabled": True, "cidr": "0.0.0.0/0", "except": list(EGRESS_EXCEPTIONS)}}},
         },
     }
     return deep_merge(values, settings.extra_values)

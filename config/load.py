@@ -48,6 +48,7 @@ CLUSTER_KINDS = ("microk8s", "eks", "kubeconfig")
 OPERATOR_MODES = ("install", "microk8s-addon", "external")
 KAI_RESERVED_QUEUES = ("default-queue", "default-parent-queue")
 MICROK8S_ADDON_NAMESPACE = "gpu-operator-resources"
+SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease", "default")
 POOL_LABEL = "gpu-tenancy/pool"
 
 QUEUE_FIELDS = ("quota", "limit", "overQuotaWeight")
@@ -56,8 +57,15 @@ VCLUSTER_FIELDS = ("version", "nodeLabels", "syncRuntimeClasses", "enforceTolera
                    "controlPlaneResources", "resourceQuota", "limitRange", "networkPolicy", "podSecurity",
                    "extraValues")
 POD_SECURITY_LEVELS = ("privileged", "baseline", "restricted")
-TEAM_FIELDS = ("name", "displayName", "priority", "resources", "vclusterName", "namespace", "strict",
-               "protect", "vcluster")
+TEAM_FIELDS = ("name", "displayName", "priority", "resources", "vclusterName", "namespace", "protect", "vcluster")
+# Keys a stack may still carry from an older release: each names what replaced it.
+RETIRED_TEAM_FIELDS = {
+    "strict": ("was retired: every pod a tenant's vCluster syncs, its DNS included, must now be scheduled by KAI in "
+               "the team's queue, so there is nothing left to switch",
+               "remove the key; see the README's tenant security model"),
+}
+# The first KAI release whose pod webhook can neutralise NVIDIA_VISIBLE_DEVICES (global.blockNvidiaVisibleDevices).
+KAI_MINIMUM_VERSION = (0, 16, 0)
 
 _PINNED_SEMVER = re.compile(r"^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$")
 _EPSILON = 1e-9
@@ -97,7 +105,8 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     kai = _kai(root.child("kaiScheduler", ("version", "gpuSharing")))
     organization = _organization(root.child("organization", ("name", "displayName", "priority", "resources")))
     stack_vcluster = _vcluster(root.child("vcluster", VCLUSTER_FIELDS), DEFAULT_VCLUSTER)
-    teams = [_team(reader.section(path, value, TEAM_FIELDS), stack_vcluster or DEFAULT_VCLUSTER)
+    teams = [_team(reader.section(path, _without_retired(reader, path, value), TEAM_FIELDS),
+                   stack_vcluster or DEFAULT_VCLUSTER)
              for path, value in root.items("teams", required=True)]
     if root.has("teams") and isinstance(root.raw("teams"), list) and not root.raw("teams"):
         reader.fail("teams", [], "no teams are defined", "add at least one team with a name and resources")
@@ -106,6 +115,9 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
         raise ConfigError(reader.issues)
 
     _check_names(reader, organization, teams)
+    _check_tenant_namespaces(reader, {
+        **{name: "the cluster's system components" for name in SYSTEM_NAMESPACES},
+        kai.namespace: "KAI Scheduler", gpu_operator.namespace: "the GPU Operator"}, teams)
     _check_org_quota(reader, organization, teams)
     _check_node_group_profiles(reader, cluster)
     if reader.issues:
@@ -295,11 +307,15 @@ def _gpu_operator(section: Section, cluster: Optional[Cluster]) -> GpuOperator:
 
 
 def _kai(section: Section) -> KaiScheduler:
-    version = section.string("version", versions.KAI_VERSION)
-    return KaiScheduler(
-        version=_pinned_version(section, "version", version, prefix="v"),
-        gpu_sharing=section.boolean("gpuSharing", True),
-    )
+    version = _pinned_version(section, "version", section.string("version", versions.KAI_VERSION), prefix="v")
+    if version is not None and versions.release_numbers(version) < KAI_MINIMUM_VERSION:
+        minimum = "v" + ".".join(map(str, KAI_MINIMUM_VERSION))
+        section._fail("version", version,
+                      f"KAI releases before {minimum} cannot blank NVIDIA_VISIBLE_DEVICES in containers that hold no "
+                      "GPU, so a tenant could reach every GPU of a node",
+                      f"pin {minimum} or later, e.g. {versions.KAI_VERSION}")
+        version = None
+    return KaiScheduler(version=version, gpu_sharing=section.boolean("gpuSharing", True))
 
 
 def _pinned_version(section: Section, name: str, value: Optional[str], *, prefix: str) -> Optional[str]:
@@ -326,9 +342,13 @@ def _pinned_version(section: Section, name: str, value: Optional[str], *, prefix
 # --- queues and teams -------------------------------------------------------------------------
 
 
-def _queue_resources(section: Section) -> QueueResources:
+def _queue_resources(section: Section, defaults: Optional[dict[str, QueueResource]] = None) -> QueueResources:
+    """Read gpu/cpu/memory; a resource left out entirely takes its entry from ``defaults``."""
     resources = {}
     for name in RESOURCE_NAMES:
+        if defaults and name in defaults and not section.has(name):
+            resources[name] = defaults[name]
+            continue
         entry = section.child(name, QUEUE_FIELDS)
         quota = entry.number("quota", -1, minimum=0, allow_unlimited=True)
         limit = entry.number("limit", -1, minimum=0, allow_unlimited=True)
@@ -353,22 +373,44 @@ def _organization(section: Section) -> Organization:
     )
 
 
+def _without_retired(reader: Reader, path: str, value: object) -> object:
+    """Report retired team keys once, then read the team as if they were absent."""
+    if not isinstance(value, dict):
+        return value
+    for key, (problem, fix) in RETIRED_TEAM_FIELDS.items():
+        if key in value:
+            reader.fail(f"{path}.{key}", value[key], problem, fix)
+    return {key: item for key, item in value.items() if key not in RETIRED_TEAM_FIELDS}
+
+
 def _team(section: Section, stack_vcluster: VClusterSettings) -> Team:
     name = section.string("name", dns_label=True, fix="give the team a DNS-1123 name, e.g. team-nlp")
     # The vCluster name is a Helm release name: at most 53 characters.
     vcluster_name = section.string("vclusterName", name[:53].rstrip("-") if name else name, dns_label=True,
                                    max_length=53)
+    vcluster = _vcluster(section.child("vcluster", VCLUSTER_FIELDS), stack_vcluster) or stack_vcluster
     return Team(
         name=name,
         display_name=section.string("displayName", name or ""),
         priority=section.integer("priority", 100, minimum=0),
-        resources=_queue_resources(section.child("resources", RESOURCE_NAMES)),
+        resources=_queue_resources(section.child("resources", RESOURCE_NAMES),
+                                   _cpu_memory_from_quota(vcluster.resource_quota)),
         vcluster_name=vcluster_name,
         namespace=section.string("namespace", f"vcluster-{vcluster_name}"[:63].rstrip("-"), dns_label=True),
-        strict=section.boolean("strict", False),
         protect=section.boolean("protect", True),
-        vcluster=_vcluster(section.child("vcluster", VCLUSTER_FIELDS), stack_vcluster) or stack_vcluster,
+        vcluster=vcluster,
     )
+
+
+def _cpu_memory_from_quota(quota: TenantResourceQuota) -> dict[str, QueueResource]:
+    """KAI schedules every tenant pod, CPU pods included: by default a team's queue guarantees, and is capped
+    at, the CPU and memory its namespace's ResourceQuota allows, so the two never disagree."""
+    if quota.cpu is None or quota.memory is None:
+        return {}
+    millicores = quantity_value(quota.cpu) * 1000
+    megabytes = quantity_value(quota.memory) / 1_000_000
+    return {"cpu": QueueResource(quota=round(millicores), limit=round(millicores)),
+            "memory": QueueResource(quota=int(megabytes), limit=int(megabytes))}
 
 
 def _vcluster(section: Section, base: VClusterSettings) -> VClusterSettings:
@@ -409,6 +451,16 @@ def _vcluster(section: Section, base: VClusterSettings) -> VClusterSettings:
 
 
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+_QUANTITY_FACTORS = {"": 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+                     "Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50, "Ei": 2 ** 60}
+
+
+def quantity_value(quantity: str) -> float:
+    """A validated Kubernetes quantity (``500m``, ``16``, ``64Gi``) as a plain number of base units."""
+    match = _QUANTITY.fullmatch(quantity)
+    assert match is not None, quantity
+    suffix = match.group(2) or ""
+    return float(quantity[:len(quantity) - len(suffix)]) * _QUANTITY_FACTORS[suffix]
 
 
 def _quantity(section: Section, name: str, default: str) -> Optional[str]:
@@ -445,6 +497,16 @@ def _check_names(reader: Reader, organization: Organization, teams: list[Team]) 
             if first != index:
                 reader.fail(f"teams[{index}].{field}", value, f"is already used by teams[{first}]",
                             f"give every team its own {field}")
+
+
+def _check_tenant_namespaces(reader: Reader, platform_namespaces: dict[str, str], teams: list[Team]) -> None:
+    """KAI's pod webhook skips kube-system and its own namespace, and a shared system namespace would put the
+    tenant's policy on other people's pods: a tenant lives in a namespace of its own."""
+    for index, team in enumerate(teams):
+        owner = platform_namespaces.get(team.namespace)
+        if owner is not None:
+            reader.fail(f"teams[{index}].namespace", team.namespace, f"is the namespace of {owner}",
+                        "give the team a namespace of its own, e.g. vcluster-<team>")
 
 
 def _check_org_quota(reader: Reader, organization: Organization, teams: list[Team]) -> None:
@@ -492,6 +554,12 @@ def _warnings(platform: Platform) -> list[str]:
                 warnings.append(
                     f"GPU node group {group.name} uses the time-sliced profile while kaiScheduler.gpuSharing is "
                     "on: KAI fractions on top of time-slicing oversubscribe the same card.")
+    for index, team in enumerate(platform.teams):
+        if team.vcluster.pod_security == "privileged":
+            warnings.append(
+                f"teams[{index}] ({team.name}) enforces Pod Security level privileged: its tenant can run "
+                "privileged or hostPath pods on the shared GPU nodes and reach every GPU there, whatever KAI "
+                "allocated. Use baseline or restricted unless the team is trusted with the whole node.")
     capacity = known_gpu_capacity(platform.cluster)
     org_quota = platform.organization.resources.gpu.quota
     if capacity is not None and org_quota > capacity + _EPSILON:

@@ -86,7 +86,6 @@ class Team:
     resources: QueueResources
     vcluster_name: str
     namespace: str
-    strict: bool
     protect: bool
     vcluster: VClusterSettings
 

@@ -13,16 +13,17 @@ GPU_OPERATOR_VERSION = "v26.3.3"
 # MicroK8s addon itself.
 MICROK8S_ADDON_GPU_OPERATOR_VERSION = "v26.3.3"
 
-# The KAI chart moved registries between v0.13.0 and v0.13.1; the chart version is the git tag,
-# leading "v" included.
-KAI_CHART_REGISTRY_LEGACY = "oci://ghcr.io/nvidia/kai-scheduler/kai-scheduler"
-KAI_CHART_REGISTRY = "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler"
-KAI_LAST_LEGACY_VERSION = (0, 13, 0)
+# The chart version is the git tag, leading "v" included. Every release the program accepts (v0.16.0 and
+# later, see config/load.py) is in this registry; releases up to v0.13.0 were in ghcr.io/nvidia.
+KAI_CHART = "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler"
 KAI_VERSION = "v0.16.4"
 
 VCLUSTER_REPO = "https://charts.loft.sh"
 VCLUSTER_CHART = "vcluster"
 VCLUSTER_VERSION = "0.36.1"
+
+# Each tenant's in-vCluster DNS (components/tenant_dns.py): vCluster's own choice for its default Kubernetes.
+COREDNS_IMAGE = "docker.io/coredns/coredns:1.12.1"
 
 EKS_KUBERNETES_VERSION = "1.33"
 
@@ -30,9 +31,7 @@ EKS_KUBERNETES_VERSION = "1.33"
 KUBECTL_IMAGE = "registry.k8s.io/kubectl:v1.33.0"
 
 
-def kai_chart_ref(version: str) -> str:
-    """The OCI chart reference that hosts the given KAI release tag (``vX.Y.Z``)."""
-    numbers = tuple(int(part) for part in version.lstrip("v").split("-")[0].split("."))
-    if numbers <= KAI_LAST_LEGACY_VERSION:
-        return KAI_CHART_REGISTRY_LEGACY
-    return KAI_CHART_REGISTRY
+def release_numbers(version: str) -> tuple[int, ...]:
+    """``v0.16.4`` or ``0.16.4-rc1`` -> ``(0, 16, 4)``."""
+    return tuple(int(part) for part in version.lstrip("v").split("-")[0].split("+")[0].split("."))
+

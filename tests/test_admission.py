@@ -1,63 +1,29 @@
-"""Tenant admission policies, evaluated for real: the rendered CEL runs in cel-python against
-sample pods, after the policy's own selectors decide whether the pod is matched at all."""
+"""The tenant boundary, tested by attack.
+
+Each test writes the pod a hostile tenant (cluster-admin in its own vCluster) would send, turns it
+into the host pod vCluster 0.36.1 syncs (and, where KAI's webhook runs first, the pod KAI v0.16.4
+mutates), and evaluates the ValidatingAdmissionPolicy the program renders with cel-python. Every
+attack must be refused with a message naming its rule; legitimate work must be admitted.
+"""
 
 from __future__ import annotations
 
-import celpy
+import copy
+
 import pytest
 
-from tests.conftest import dev_config, run
+from config import load_platform
+from tests.conftest import dev_config, eks_config
+from tests.tenant_sim import KAI_POD_GROUPER, Admission, container, kai_mutate, vcluster_sync, virtual_pod
 
 POLICY = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
 BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
+KAI = "kai-scheduler"
 
 
-class Admission:
-    """The API server's part, as far as these policies use it: selectors, variables, validations."""
-
-    def __init__(self, policy_spec: dict, binding_spec: dict):
-        self.spec = policy_spec
-        self.binding = binding_spec
-        self.env = celpy.Environment()
-
-    def _run(self, expression: str, activation: dict):
-        program = self.env.program(self.env.compile(expression))
-        return program.evaluate(activation)
-
-    def matches(self, namespace: str, pod: dict, operation: str = "CREATE") -> bool:
-        constraints = self.spec["matchConstraints"]
-        rule = constraints["resourceRules"][0]
-        namespace_labels = {"kubernetes.io/metadata.name": namespace}
-        selectors = [(constraints["namespaceSelector"], namespace_labels),
-                     (self.binding["matchResources"]["namespaceSelector"], namespace_labels),
-                     (constraints["objectSelector"], pod["metadata"].get("labels", {}))]
-        return operation in rule["operations"] and "pods" in rule["resources"] and all(
-            all(labels.get(key) == value for key, value in selector["matchLabels"].items())
-            for selector, labels in selectors)
-
-    def review(self, namespace: str, pod: dict, operation: str = "CREATE") -> list[str]:
-        """Rejection messages; empty when admitted (or not matched)."""
-        if not self.matches(namespace, pod, operation):
-            return []
-        variables: dict = {}
-        for variable in self.spec["variables"]:
-            activation = {"object": celpy.json_to_cel(pod), "variables": celpy.json_to_cel(variables)}
-            variables[variable["name"]] = _plain(self._run(variable["expression"], activation))
-        activation = {"object": celpy.json_to_cel(pod), "variables": celpy.json_to_cel(variables)}
-        messages = []
-        for validation in self.spec["validations"]:
-            if not bool(self._run(validation["expression"], activation)):
-                message = validation.get("message") or str(self._run(validation["messageExpression"], activation))
-                messages.append(message)
-        return messages
-
-
-def _plain(value):
-    if isinstance(value, celpy.celtypes.BoolType):
-        return bool(value)
-    if isinstance(value, celpy.celtypes.StringType):
-        return str(value)
-    return value
+def platform_of(config: dict):
+    return load_platform({key.split(":", 1)[1]: value for key, value in config.items()
+                          if key.startswith("gpu-tenancy:")})
 
 
 def admission_for(program, team: str) -> Admission:
@@ -66,117 +32,275 @@ def admission_for(program, team: str) -> Admission:
     return Admission(policy.inputs["spec"], binding.inputs["spec"])
 
 
-def synced_pod(*, queue=None, scheduler=None, annotations=None, limits=None, requests=None, init_gpu=False,
-               vcluster="team-nlp", virtual_namespace="default"):
-    labels = {"vcluster.loft.sh/managed-by": vcluster, "vcluster.loft.sh/namespace": virtual_namespace}
-    if queue is not None:
-        labels["kai.scheduler/queue"] = queue
-    container = {"name": "main", "image": "nvidia/cuda:12.4.0-base-ubuntu22.04"}
-    resources = {}
-    if limits:
-        resources["limits"] = limits
-    if requests:
-        resources["requests"] = requests
-    if resources:
-        container["resources"] = resources
-    spec = {"containers": [container]}
-    if init_gpu:
-        spec["initContainers"] = [{"name": "warmup", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]
-    if scheduler is not None:
-        spec["schedulerName"] = scheduler
-    metadata = {"name": f"model-x-default-x-{vcluster}", "labels": labels}
-    if annotations:
-        metadata["annotations"] = annotations
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+class Tenant:
+    """One team's view: sync a virtual pod as its vCluster would, then ask the host API server."""
 
+    def __init__(self, admission: Admission, team):
+        self.admission = admission
+        self.team = team
+        self.syncer = f"system:serviceaccount:{team.namespace}:vc-{team.vcluster_name}"
 
-NAMESPACE = "vcluster-team-nlp"
+    def host_pod(self, pod: dict, *, mutated: bool = True) -> dict:
+        synced = vcluster_sync(pod, self.team)
+        return kai_mutate(synced) if mutated else synced
+
+    def create(self, pod: dict, *, mutated: bool = True) -> list[str]:
+        return self.admission.review(self.team.namespace, self.host_pod(pod, mutated=mutated), user=self.syncer)
+
+    def update(self, old_host: dict, new_host: dict, *, user=None, subresource: str = "") -> list[str]:
+        return self.admission.review(self.team.namespace, new_host, operation="UPDATE", old=old_host,
+                                     user=user or self.syncer, subresource=subresource)
 
 
 @pytest.fixture(scope="module")
-def nlp(dev_run):
-    return admission_for(dev_run, "team-nlp")
+def nlp(dev_run) -> Tenant:
+    team = next(t for t in platform_of(dev_config()).teams if t.name == "team-nlp")
+    return Tenant(admission_for(dev_run, "team-nlp"), team)
 
 
 @pytest.fixture(scope="module")
-def strict_nlp():
-    config = dev_config()
-    config["gpu-tenancy:teams"][0]["strict"] = True
-    return admission_for(run(config), "team-nlp")
+def legal(eks_run) -> Tenant:
+    team = next(t for t in platform_of(eks_config()).teams if t.name == "team-legal")
+    return Tenant(admission_for(eks_run, "team-legal"), team)
 
 
-def test_fractional_gpu_pod_in_its_own_queue_is_admitted(nlp):
-    pod = synced_pod(queue="team-nlp", scheduler="kai-scheduler", annotations={"gpu-fraction": "0.33"})
-    assert nlp.review(NAMESPACE, pod) == []
+def rules(messages: list[str]) -> set[str]:
+    return {message[1:message.index("]")] for message in messages}
 
 
-def test_whole_gpu_pod_in_its_own_queue_is_admitted(nlp):
-    pod = synced_pod(queue="team-nlp", scheduler="kai-scheduler", limits={"nvidia.com/gpu": "1"})
-    assert nlp.review(NAMESPACE, pod) == []
+def on_kai(tenant: Tenant, **kwargs) -> dict:
+    return virtual_pod(queue=tenant.team.queue_name, scheduler=KAI, **kwargs)
 
 
-def test_a_pod_naming_another_teams_queue_is_rejected_with_the_fix(nlp):
-    pod = synced_pod(queue="team-vision", scheduler="kai-scheduler", annotations={"gpu-fraction": "0.33"})
-    messages = nlp.review(NAMESPACE, pod)
-    assert messages
-    assert "team-vision" in messages[0] and "kai.scheduler/queue: team-nlp" in messages[0]
+# --- legitimate work is admitted, as the tenant writes it and as KAI's webhook mutates it --------
+
+LEGITIMATE = {
+    "fractional": dict(annotations={"gpu-fraction": "0.33"}),
+    "gpu-memory": dict(annotations={"gpu-memory": "4096"}),
+    "whole-gpu": dict(containers=[container(gpus="1")]),
+    "mig": dict(containers=[container(mig="nvidia.com/mig-1g.10gb")]),
+    "cpu": dict(),
+    "fraction-in-a-named-sidecar": dict(annotations={"gpu-fraction": "0.5", "gpu-fraction-container-name": "model"},
+                                        containers=[container("proxy"), container("model")]),
+    "whole-gpu-with-prefixed-env-from": dict(containers=[container(
+        gpus="1", env_from=[{"prefix": "APP_", "configMapRef": {"name": "settings"}}])]),
+    "cpu-with-env-from": dict(containers=[container(env_from=[{"secretRef": {"name": "hf-token"}}])]),
+}
 
 
-def test_a_cpu_pod_naming_another_teams_queue_is_rejected(nlp):
-    assert nlp.review(NAMESPACE, synced_pod(queue="ml-org", scheduler="kai-scheduler"))
+@pytest.mark.parametrize("mutated", [False, True], ids=["as-synced", "after-kai"])
+@pytest.mark.parametrize("kind", LEGITIMATE)
+def test_legitimate_pods_in_the_teams_queue_are_admitted(nlp, kind, mutated):
+    assert nlp.create(on_kai(nlp, **LEGITIMATE[kind]), mutated=mutated) == []
 
 
-@pytest.mark.parametrize("gpu", [
-    {"annotations": {"gpu-fraction": "0.5"}},
-    {"annotations": {"gpu-memory": "4096"}},
-    {"limits": {"nvidia.com/gpu": "1"}},
-    {"requests": {"nvidia.com/gpu": "1"}},
-    {"init_gpu": True},
-])
-def test_a_gpu_pod_on_the_default_scheduler_is_rejected(nlp, gpu):
-    pod = synced_pod(queue="team-nlp", **gpu)
-    messages = nlp.review(NAMESPACE, pod)
-    assert any("schedulerName: kai-scheduler" in message for message in messages)
+def test_the_tenants_own_dns_is_admitted_in_every_stack(nlp, legal, dev_run, eks_run):
+    for tenant, program in ((nlp, dev_run), (legal, eks_run)):
+        values = program.named(f"tenant-{tenant.team.name}-vcluster").inputs["values"]
+        import yaml
+        documents = list(yaml.safe_load_all(values["controlPlane"]["coredns"]["overwriteManifests"]))
+        deployment = next(d for d in documents if d["kind"] == "Deployment")
+        template = deployment["spec"]["template"]
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "coredns-5d8f9", "namespace": "kube-system", **template["metadata"]},
+               "spec": template["spec"]}
+        assert tenant.create(pod) == [], tenant.team.name
 
 
-def test_a_gpu_pod_on_kai_without_a_queue_is_rejected(nlp):
-    pod = synced_pod(scheduler="kai-scheduler", annotations={"gpu-fraction": "0.5"})
-    assert any("kai.scheduler/queue: team-nlp" in message for message in nlp.review(NAMESPACE, pod))
+def test_kais_post_bind_updates_pass(nlp):
+    running = nlp.host_pod(on_kai(nlp, annotations={"gpu-fraction": "0.33"}))
+    grouped = copy.deepcopy(running)
+    grouped["metadata"]["annotations"]["pod-group-name"] = "pg-model-0-abc"
+    grouped["metadata"]["labels"]["kai.scheduler/subgroup-name"] = "default"
+    grouped["spec"]["nodeName"] = "gpu-node-1"
+    assert nlp.update(running, grouped, user=KAI_POD_GROUPER) == []
 
 
-def test_a_plain_cpu_pod_is_admitted_so_tenants_can_install_ordinary_charts(nlp):
-    assert nlp.review(NAMESPACE, synced_pod(limits={"cpu": "1", "memory": "1Gi"})) == []
+def test_the_syncer_may_resync_a_pod_kai_has_grouped(nlp):
+    grouped = nlp.host_pod(on_kai(nlp))
+    grouped["metadata"]["annotations"]["pod-group-name"] = "pg-model-0-abc"
+    relabelled = copy.deepcopy(grouped)
+    relabelled["metadata"]["labels"]["app"] = "web"
+    assert nlp.update(grouped, relabelled) == []
 
 
-def test_a_strict_team_requires_kai_and_its_queue_for_every_pod(strict_nlp):
-    assert strict_nlp.review(NAMESPACE, synced_pod(limits={"cpu": "1"}))
-    assert strict_nlp.review(NAMESPACE, synced_pod(queue="team-nlp", scheduler="kai-scheduler")) == []
-
-
-def test_strict_mode_keeps_the_tenants_own_dns_running(strict_nlp):
-    coredns = synced_pod(virtual_namespace="kube-system", limits={"cpu": "100m"})
-    assert strict_nlp.review(NAMESPACE, coredns) == []
-    gpu_in_kube_system = synced_pod(virtual_namespace="kube-system", annotations={"gpu-fraction": "0.5"})
-    assert strict_nlp.review(NAMESPACE, gpu_in_kube_system), "GPU pods are checked in every namespace"
-
-
-def test_updates_are_checked_too(nlp):
-    pod = synced_pod(queue="team-vision", scheduler="kai-scheduler")
-    assert nlp.review(NAMESPACE, pod, operation="UPDATE")
-
-
-def test_the_vcluster_control_plane_pod_is_never_matched(strict_nlp):
+def test_the_vcluster_control_plane_pod_is_never_matched(nlp):
     control_plane = {"apiVersion": "v1", "kind": "Pod",
-                     "metadata": {"name": "team-nlp-0", "labels": {"app": "vcluster", "release": "team-nlp"}},
+                     "metadata": {"name": "team-nlp-0", "namespace": nlp.team.namespace,
+                                  "labels": {"app": "vcluster", "release": "team-nlp"}},
                      "spec": {"containers": [{"name": "syncer"}]}}
-    assert not strict_nlp.matches(NAMESPACE, control_plane)
-    assert strict_nlp.review(NAMESPACE, control_plane) == []
+    user = "system:serviceaccount:kube-system:statefulset-controller"
+    assert not nlp.admission.matches(nlp.team.namespace, control_plane, user=user)
 
 
-def test_a_policy_only_covers_its_own_tenant_namespace(nlp):
-    foreign = synced_pod(queue="team-nlp", vcluster="team-vision")
-    assert not nlp.matches("vcluster-team-vision", foreign)
-    assert not nlp.matches(NAMESPACE, foreign)
+def test_a_policy_only_covers_its_own_tenant_namespace(nlp, dev_run):
+    vision_team = next(t for t in platform_of(dev_config()).teams if t.name == "team-vision")
+    vision_pod = vcluster_sync(virtual_pod(queue="team-nlp", scheduler=KAI), vision_team)
+    assert not nlp.admission.matches(vision_team.namespace, vision_pod,
+                                     user=f"system:serviceaccount:{vision_team.namespace}:vc-team-vision")
+
+
+# --- 1. a GPU without a GPU allocation -----------------------------------------------------------
+
+
+def test_a_literal_visible_devices_list_is_refused_even_where_kai_blanks_the_first_entry(nlp):
+    sneaky = container(env_entries=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+                                    {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}])
+    assert "device-env" in rules(nlp.create(on_kai(nlp, containers=[sneaky])))
+
+
+@pytest.mark.parametrize("mutated", [False, True], ids=["as-synced", "after-kai"])
+def test_a_whole_gpu_container_may_not_widen_its_device_list(nlp, mutated):
+    widened = container(gpus="1", env={"NVIDIA_VISIBLE_DEVICES": "all"})
+    assert "device-env" in rules(nlp.create(on_kai(nlp, containers=[widened]), mutated=mutated))
+
+
+def test_a_visible_devices_reference_is_refused_outside_kais_own(nlp):
+    own_map = {"name": "NVIDIA_VISIBLE_DEVICES",
+               "valueFrom": {"configMapKeyRef": {"name": "all-gpus", "key": "NVIDIA_VISIBLE_DEVICES"}}}
+    assert "device-env" in rules(nlp.create(on_kai(nlp, containers=[container(gpus="1", env_entries=[own_map])])))
+    # In a fractional pod, KAI replaces the tenant's reference with its own; as written it is refused.
+    fractional = on_kai(nlp, annotations={"gpu-fraction": "0.5"}, containers=[container(env_entries=[own_map])])
+    assert "device-env" in rules(nlp.create(fractional, mutated=False))
+    assert nlp.create(fractional) == []
+
+
+def test_a_fractional_pod_cannot_point_kai_at_a_configmap_of_its_own(nlp):
+    pod = on_kai(nlp, annotations={"gpu-fraction": "0.5", "runai/shared-gpu-configmap": "my-devices-x-default"})
+    assert "device-env" in rules(nlp.create(pod))
+
+
+def test_kai_blanks_an_image_env_in_every_container_without_a_gpu(nlp):
+    host = nlp.host_pod(on_kai(nlp, annotations={"gpu-fraction": "0.5"},
+                               containers=[container("model"), container("sidecar")],
+                               initContainers=[container("fetch")]))
+    blanks = {entry["name"]: [e for e in entry.get("env", []) if e["name"] == "NVIDIA_VISIBLE_DEVICES"]
+              for entry in host["spec"]["containers"] + host["spec"]["initContainers"]}
+    assert blanks["sidecar"] == blanks["fetch"] == [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]
+    assert "valueFrom" in blanks["model"][0]
+
+
+@pytest.mark.parametrize("runtime_class", ["nvidia", "nvidia-cdi", "nvidia-legacy"])
+def test_an_nvidia_runtime_class_without_a_gpu_is_refused(nlp, runtime_class):
+    assert "runtime-class" in rules(nlp.create(on_kai(nlp, runtimeClassName=runtime_class)))
+
+
+def test_a_whole_gpu_container_may_not_take_unprefixed_env_from(nlp):
+    pod = on_kai(nlp, containers=[container(gpus="1", env_from=[{"configMapRef": {"name": "all-gpus"}}])])
+    assert "gpu-env-from" in rules(nlp.create(pod))
+
+
+def test_kai_is_configured_to_blank_visible_devices(dev_run, eks_run):
+    for program in (dev_run, eks_run):
+        release = next(r for r in program.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == KAI)
+        assert release.inputs["values"]["global"]["blockNvidiaVisibleDevices"] is True
+
+
+# --- 2. every pod in the team's own leaf queue, no PodGroup choice ------------------------------
+
+
+@pytest.mark.parametrize("pod", [
+    virtual_pod(scheduler=KAI, labels={"project": "team-vision"}),
+    virtual_pod(scheduler=KAI),
+    virtual_pod(scheduler=KAI, queue="team-vision", annotations={"gpu-fraction": "0.33"}),
+    virtual_pod(scheduler=KAI, queue="default-queue"),
+    virtual_pod(scheduler=KAI, queue="ml-org"),
+    virtual_pod(queue="team-nlp"),
+    virtual_pod(queue="team-nlp", scheduler="default-scheduler", containers=[container(gpus="1")]),
+    virtual_pod(queue="team-nlp", containers=[container(mig="nvidia.com/mig-3g.20gb")]),
+], ids=["project-label", "no-queue", "other-team", "default-queue", "org-queue", "default-scheduler",
+        "whole-gpu-default-scheduler", "mig-outside-kai"])
+def test_pods_outside_the_teams_leaf_queue_are_refused(nlp, pod):
+    messages = nlp.create(pod)
+    assert "own-queue" in rules(messages)
+    assert "kai.scheduler/queue: team-nlp" in next(m for m in messages if m.startswith("[own-queue]"))
+
+
+def test_no_namespace_is_exempt_the_virtual_kube_system_included(nlp):
+    assert "own-queue" in rules(nlp.create(virtual_pod(namespace="kube-system")))
+
+
+@pytest.mark.parametrize("metadata", [
+    {"annotations": {"pod-group-name": "pg-of-another-job"}},
+    {"annotations": {"kai.scheduler/skip-podgrouper": "true"}},
+    {"labels": {"spark-app-name": "etl", "spark-app-selector": "spark-of-another-job"}},
+], ids=["pod-group-name", "skip-podgrouper", "spark-selector"])
+def test_choosing_a_pod_group_is_refused(nlp, metadata):
+    assert "pod-group" in rules(nlp.create(on_kai(nlp, **metadata)))
+
+
+def test_the_syncer_cannot_move_a_running_pod_to_another_pod_group(nlp):
+    grouped = nlp.host_pod(on_kai(nlp))
+    grouped["metadata"]["annotations"]["pod-group-name"] = "pg-model-0-abc"
+    moved = copy.deepcopy(grouped)
+    moved["metadata"]["annotations"]["pod-group-name"] = "pg-of-another-job"
+    assert "pod-group" in rules(nlp.update(grouped, moved))
+
+
+# --- 3. no scheduler bypass ----------------------------------------------------------------------
+
+
+def test_a_pod_created_with_a_node_name_is_refused(nlp):
+    assert "node-name" in rules(nlp.create(on_kai(nlp, nodeName="gpu-node-1", containers=[container(gpus="1")])))
+
+
+# --- 4. ephemeral containers ---------------------------------------------------------------------
+
+
+def _with_debug_container(host: dict, env: dict) -> dict:
+    debugged = copy.deepcopy(host)
+    debug = {"name": "debugger", "image": "busybox:1.36", "targetContainerName": "main"}
+    if env:
+        debug["env"] = [{"name": key, "value": value} for key, value in env.items()]
+    debugged["spec"]["ephemeralContainers"] = [debug]
+    return debugged
+
+
+@pytest.mark.parametrize("env", [{}, {"NVIDIA_VISIBLE_DEVICES": "all"}], ids=["image-env", "literal-all"])
+def test_an_ephemeral_container_without_a_blank_device_list_is_refused(nlp, env):
+    running = nlp.host_pod(on_kai(nlp))
+    messages = nlp.update(running, _with_debug_container(running, env), subresource="ephemeralcontainers")
+    assert "device-env" in rules(messages)
+
+
+def test_an_ephemeral_debug_container_with_a_blank_device_list_is_admitted(nlp):
+    running = nlp.host_pod(on_kai(nlp))
+    debugged = _with_debug_container(running, {"NVIDIA_VISIBLE_DEVICES": "void"})
+    assert nlp.update(running, debugged, subresource="ephemeralcontainers") == []
+
+
+# --- changes to a running pod --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("change", ["drop-fraction", "raise-fraction", "drop-queue", "switch-queue"])
+def test_the_gpu_share_and_queue_of_a_running_pod_are_fixed(nlp, change):
+    running = nlp.host_pod(on_kai(nlp, annotations={"gpu-fraction": "0.33"}))
+    changed = copy.deepcopy(running)
+    annotations, labels = changed["metadata"]["annotations"], changed["metadata"]["labels"]
+    if change == "drop-fraction":
+        del annotations["gpu-fraction"]
+    elif change == "raise-fraction":
+        annotations["gpu-fraction"] = "0.9"
+    elif change == "drop-queue":
+        del labels["kai.scheduler/queue"]
+    else:
+        labels["kai.scheduler/queue"] = "team-vision"
+    assert "guarded-fields" in rules(nlp.update(running, changed))
+
+
+# --- network policy selectors --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("labels", [{"release": "team-nlp"}, {"app": "loft"}, {"app": "vcluster-snapshot"}])
+def test_workloads_cannot_wear_the_control_planes_network_labels(nlp, labels):
+    assert "network-labels" in rules(nlp.create(on_kai(nlp, labels=labels)))
+
+
+def test_a_helm_release_label_of_the_tenants_own_is_fine(nlp):
+    assert nlp.create(on_kai(nlp, labels={"release": "prometheus", "app": "web"})) == []
+
+
+# --- every tenant of every stack ------------------------------------------------------------------
 
 
 def test_every_tenant_of_every_stack_has_its_policy_and_binding(dev_run, eks_run):
@@ -194,10 +318,7 @@ def test_the_policy_is_in_place_before_the_vcluster_syncs_pods(dev_run):
     assert binding.urn in release.dependencies
 
 
-def test_eks_policies_use_the_configured_namespace_and_vcluster_name(eks_run):
-    legal = admission_for(eks_run, "team-legal")
-    pod = synced_pod(queue="team-legal", scheduler="kai-scheduler", annotations={"gpu-fraction": "0.5"},
-                     vcluster="rag-legal")
-    assert legal.matches("team-legal", pod)
-    assert legal.review("team-legal", pod) == []
-    assert legal.review("team-legal", synced_pod(queue="team-support", vcluster="rag-legal"))
+def test_eks_policies_use_the_configured_namespace_and_vcluster_name(legal):
+    assert legal.team.namespace == "team-legal" and legal.team.vcluster_name == "rag-legal"
+    assert legal.create(on_kai(legal, annotations={"gpu-fraction": "0.5"})) == []
+    assert "own-queue" in rules(legal.create(virtual_pod(queue="team-support", scheduler=KAI)))

@@ -17,7 +17,6 @@ import yaml
 from config import ConfigError, load_platform
 from config.errors import MISSING
 from config.sharing import EXCLUSIVE, TIME_SLICED, config_map_data, default_key, profile_documents, profile_keys
-from config.versions import KAI_CHART_REGISTRY, KAI_CHART_REGISTRY_LEGACY, kai_chart_ref
 
 DEV_STACK = Path(__file__).resolve().parent.parent / "Pulumi.dev.yaml"
 _DEV = {key.split(":", 1)[1]: value for key, value in yaml.safe_load(DEV_STACK.read_text())["config"].items()}
@@ -190,11 +189,41 @@ def test_invalid_queue_resource_values(field, value, fix):
     assert_rejected(put(dev_config(), f"{GPU}.{field}", value), f"{GPU}.{field}", value, fix=fix)
 
 
-def test_omitted_resources_default_to_unlimited_with_weight_one():
+def test_a_teams_omitted_cpu_and_memory_follow_its_namespace_quota():
+    """KAI schedules CPU pods too: the queue guarantees and caps what the ResourceQuota allows (16 CPU, 64Gi)."""
     team = load_platform(dev_config()).teams[0]
-    for resource in (team.resources.cpu, team.resources.memory):
-        assert (resource.quota, resource.limit, resource.over_quota_weight) == (-1, -1, 1)
+    assert (team.resources.cpu.quota, team.resources.cpu.limit, team.resources.cpu.over_quota_weight) == \
+        (16000, 16000, 1)
+    assert (team.resources.memory.quota, team.resources.memory.limit) == (68719, 68719)
     assert (team.resources.gpu.quota, team.resources.gpu.limit) == (0.33, 1)
+    smaller = load_platform(put(dev_config(), "teams[0].vcluster.resourceQuota", {"cpu": "1500m", "memory": "512Mi"}))
+    assert (smaller.teams[0].resources.cpu.quota, smaller.teams[0].resources.memory.limit) == (1500, 536)
+    explicit = load_platform(put(dev_config(), "teams[0].resources.cpu", {"quota": 2000, "limit": -1}))
+    assert (explicit.teams[0].resources.cpu.quota, explicit.teams[0].resources.cpu.limit) == (2000, -1)
+
+
+def test_the_organization_queue_keeps_unlimited_cpu_and_memory():
+    org = load_platform(dev_config()).organization
+    for resource in (org.resources.cpu, org.resources.memory):
+        assert (resource.quota, resource.limit, resource.over_quota_weight) == (-1, -1, 1)
+
+
+def test_the_retired_strict_switch_says_what_replaced_it():
+    config = put(dev_config(), "teams[0].strict", True)
+    found = assert_rejected(config, "teams[0].strict", True, fix="remove the key")
+    assert "scheduled by KAI in the team's queue" in found.problem
+    assert len(rejected(config).issues) == 1, "one problem, one message"
+
+
+@pytest.mark.parametrize("namespace", ["kube-system", "default", "kai-scheduler", "gpu-operator-resources"])
+def test_a_tenant_cannot_live_in_a_platform_namespace(namespace):
+    assert_rejected(put(dev_config(), "teams[0].namespace", namespace), "teams[0].namespace", namespace,
+                    fix="namespace of its own")
+
+
+def test_a_privileged_tenant_is_warned_about():
+    platform = load_platform(put(dev_config(), "teams[1].vcluster", {"podSecurity": "privileged"}))
+    assert any("teams[1] (team-vision)" in warning and "every GPU" in warning for warning in platform.warnings)
 
 
 def test_team_gpu_quotas_that_fit_the_organization_quota_pass():
@@ -283,7 +312,7 @@ def test_time_slicing_replicas_are_a_whole_number_of_at_least_two(replicas, ok):
 
 @pytest.mark.parametrize("path, version", [
     ("kaiScheduler.version", "v0.16.4"),
-    ("kaiScheduler.version", "v0.13.0"),
+    ("kaiScheduler.version", "v0.16.0"),
     ("gpuOperator.version", "v26.3.3"),
     ("vcluster.version", "0.36.1"),
     ("vcluster.version", "0.27.0-rc.1"),
@@ -411,7 +440,6 @@ def test_unknown_keys_are_rejected_with_a_suggestion(parent, typo, known):
     ("teams[0]", "team-nlp", "YAML map"),
     ("teams[0].name", 42, "quote it"),
     ("organization.name", ["ml-org"], "ml-org"),
-    ("teams[0].strict", "yes", "true or false"),
     ("kaiScheduler.gpuSharing", 1, "true or false"),
     ("teams[0].vcluster.nodeLabels", ["gpu"], "map"),
 ])
@@ -464,7 +492,7 @@ def test_team_defaults():
     team = load_platform(dev_config()).teams[0]
     assert team.vcluster_name == "team-nlp" and team.namespace == "vcluster-team-nlp"
     assert team.display_name == "team-nlp" and team.queue_name == "team-nlp"
-    assert team.protect is True and team.strict is False
+    assert team.protect is True
     renamed = load_platform(put(dev_config(), "teams[0].vclusterName", "nlp")).teams[0]
     assert (renamed.vcluster_name, renamed.namespace) == ("nlp", "vcluster-nlp")
 
@@ -509,17 +537,16 @@ def test_default_key_follows_the_default_profile(profile):
     assert default_key(time_slicing).startswith(profile + "-")
 
 
-@pytest.mark.parametrize("version, ref", [
-    ("v0.12.0", KAI_CHART_REGISTRY_LEGACY),
-    ("v0.13.0", KAI_CHART_REGISTRY_LEGACY),
-    ("v0.13.1", KAI_CHART_REGISTRY),
-    ("v0.14.0", KAI_CHART_REGISTRY),
-    ("v0.16.4", KAI_CHART_REGISTRY),
-])
-def test_kai_chart_ref_follows_the_registry_move(version, ref):
-    assert kai_chart_ref(version) == ref
-    assert KAI_CHART_REGISTRY_LEGACY == "oci://ghcr.io/nvidia/kai-scheduler/kai-scheduler"
-    assert KAI_CHART_REGISTRY == "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler"
+@pytest.mark.parametrize("version", ["v0.8.4", "v0.13.0", "v0.15.3"])
+def test_kai_releases_that_cannot_blank_visible_devices_are_refused(version):
+    found = assert_rejected(put(dev_config(), "kaiScheduler.version", version), "kaiScheduler.version", version,
+                            fix="v0.16.0 or later")
+    assert "NVIDIA_VISIBLE_DEVICES" in found.problem
+
+
+@pytest.mark.parametrize("version", ["v0.16.0", "v0.16.4", "v0.17.0"])
+def test_kai_releases_with_blocking_pass(version):
+    assert load_platform(put(dev_config(), "kaiScheduler.version", version)).kai_scheduler.version == version
 
 
 # --- known bugs ---------------------------------------------------------------------------------

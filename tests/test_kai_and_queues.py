@@ -14,23 +14,18 @@ def kai_release(program):
     return next(r for r in program.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "kai-scheduler")
 
 
-@pytest.mark.parametrize("version, chart", [
-    ("v0.16.4", "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler"),
-    ("v0.13.1", "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler"),
-    ("v0.13.0", "oci://ghcr.io/nvidia/kai-scheduler/kai-scheduler"),
-    ("v0.8.4", "oci://ghcr.io/nvidia/kai-scheduler/kai-scheduler"),
-])
-def test_kai_chart_comes_from_the_registry_of_its_version(version, chart):
+@pytest.mark.parametrize("version", ["v0.16.0", "v0.16.4", "v0.17.0"])
+def test_kai_chart_is_pulled_from_its_oci_registry_at_the_pinned_tag(version):
     config = dev_config()
     config["gpu-tenancy:kaiScheduler"]["version"] = version
     release = kai_release(run(config))
-    assert release.inputs["chart"] == chart
+    assert release.inputs["chart"] == "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler"
     assert release.inputs["version"] == version
 
 
 def test_kai_release_turns_gpu_sharing_on_under_global(dev_run):
     release = kai_release(dev_run).inputs
-    assert release["values"] == {"global": {"gpuSharing": True}}
+    assert release["values"] == {"global": {"gpuSharing": True, "blockNvidiaVisibleDevices": True}}
     assert release["namespace"] == "kai-scheduler"
     assert release["createNamespace"] is True
     assert release["atomic"] is True
@@ -55,10 +50,13 @@ def test_every_queue_renders_all_resources_with_all_fields(dev_run):
         assert "displayName" in spec and "priority" in spec
 
 
-def test_omitted_cpu_and_memory_are_unlimited_not_zero(dev_run):
-    spec = queues(dev_run)["team-nlp"].inputs["spec"]
-    assert spec["resources"]["cpu"] == {"quota": -1, "limit": -1, "overQuotaWeight": 1}
-    assert spec["resources"]["memory"] == {"quota": -1, "limit": -1, "overQuotaWeight": 1}
+def test_omitted_cpu_and_memory_are_never_zero(dev_run):
+    """KAI reads an omitted limit as zero; every tenant pod goes through KAI, so a zero would starve them all."""
+    by_name = queues(dev_run)
+    assert by_name["ml-org"].inputs["spec"]["resources"]["cpu"] == {"quota": -1, "limit": -1, "overQuotaWeight": 1}
+    team = by_name["team-nlp"].inputs["spec"]["resources"]
+    assert team["cpu"] == {"quota": 16000, "limit": 16000, "overQuotaWeight": 1}
+    assert team["memory"] == {"quota": 68719, "limit": 68719, "overQuotaWeight": 1}
 
 
 def test_queues_wait_for_kais_webhook_and_team_queues_wait_for_the_org_queue(dev_run):

@@ -52,7 +52,7 @@ def valid_configs(draw):
         limit = draw(st.sampled_from([-1, round(quota, 2), round(quota, 2) + 1]))
         team = {"name": name, "resources": {"gpu": {"quota": round(quota, 2), "limit": limit,
                                                     "overQuotaWeight": draw(st.integers(0, 5))}},
-                "priority": draw(st.integers(0, 1000)), "strict": draw(st.booleans())}
+                "priority": draw(st.integers(0, 1000))}
         if draw(st.booleans()):
             team["resources"]["cpu"] = {"quota": draw(st.integers(0, 64000)), "limit": -1}
         teams.append(team)

@@ -120,7 +120,7 @@ def test_every_tenant_gets_quota_limit_range_and_network_policy_by_default(dev_r
                               "count/persistentvolumeclaims": 20}
     assert policies["limitRange"] == {"enabled": True, "default": {"cpu": "1", "memory": "1Gi"},
                                       "defaultRequest": {"cpu": "100m", "memory": "128Mi"}}
-    assert policies["networkPolicy"] == {"enabled": True}
+    assert policies["networkPolicy"]["enabled"] is True
 
 
 def test_stack_quota_defaults_and_team_overrides_combine_key_by_key():
@@ -132,10 +132,10 @@ def test_stack_quota_defaults_and_team_overrides_combine_key_by_key():
     vision = tenant_release(program, "team-vision").inputs["values"]["policies"]
     assert nlp["resourceQuota"]["quota"]["count/pods"] == 10
     assert nlp["resourceQuota"]["quota"]["requests.cpu"] == "32"
-    assert nlp["networkPolicy"] == {"enabled": False}
+    assert nlp["networkPolicy"]["enabled"] is False
     assert vision["resourceQuota"]["quota"]["count/pods"] == 100
     assert vision["resourceQuota"]["quota"]["requests.memory"] == "128Gi"
-    assert vision["networkPolicy"] == {"enabled": True}
+    assert vision["networkPolicy"]["enabled"] is True
 
 
 # --- nothing is lost by accident ------------------------------------------------------------------
