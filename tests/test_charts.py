@@ -568,10 +568,10 @@ def test_add_stamps_the_version_and_takes_the_source_the_program_uses(tmp_path: 
     with helm.Chart.load(path) as loaded:
         assert (loaded.version, loaded.metadata["appVersion"]) == ("0.36.1", "0.36.1")
     assert json.loads((cache / "vcluster-0.36.1.source.json").read_text())["origin"] == "directory"
-    # KAI's source depends on the version: the legacy registry up to v0.13.0.
+    # KAI's chart is an OCI artifact: the cache entry is keyed by that reference.
     kai = _git_tag_like_chart(tmp_path, "kai-scheduler", "0.0.0")
-    assert charts.main(["add", str(kai), "--version", "v0.12.0", "--cache", str(cache)]) == 0
-    cached_chart_path("oci://ghcr.io/nvidia/kai-scheduler/kai-scheduler", None, "v0.12.0", cache_dir=cache)
+    assert charts.main(["add", str(kai), "--version", "v0.16.0", "--cache", str(cache)]) == 0
+    cached_chart_path("oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler", None, "v0.16.0", cache_dir=cache)
 
 
 def test_add_refuses_what_it_cannot_place(tmp_path: Path, capsys):

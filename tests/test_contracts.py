@@ -176,13 +176,13 @@ def test_kai_values_only_use_keys_of_the_chart(stack_run):
     _assert_kai_values_only_use_keys_of_the_chart(stack_run)
 
 
-def test_kai_contract_holds_for_a_site_on_the_legacy_registry():
-    # v0.8.4 is published under the old registry (oci://ghcr.io/nvidia/...): the release must be
-    # found by chart name, not by today's reference.
+@pytest.mark.parametrize("version", ["v0.16.0", "v0.17.0"])
+def test_kai_contract_holds_for_a_site_pinning_another_release(version):
+    # The contract is the pinned release's own chart (when cached), not the default's.
     config = dev_config()
-    config["gpu-tenancy:kaiScheduler"]["version"] = "v0.8.4"
+    config["gpu-tenancy:kaiScheduler"]["version"] = version
     program = run(config)
-    assert release_chart_key(releases(program, KAI_CHART)[0].inputs).ref == versions.KAI_CHART_REGISTRY_LEGACY
+    assert release_chart_key(releases(program, KAI_CHART)[0].inputs).version == version
     _assert_kai_values_only_use_keys_of_the_chart(program)
 
 

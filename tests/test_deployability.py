@@ -20,8 +20,8 @@ from tests.conftest import COMMITTED_STACKS, dev_config, run, stack_config
 from tools import deployability, pod_security
 from tools.chart_cache import cache_chart, chart_cache_dir, chart_contracts, find_cached
 from tools.chart_render import RELEASE_TYPE, release_chart_key, release_records, render_plan_releases
-from tools.deploy_inputs import (K8sObject, Site, program_objects, rendered_objects, site_from_plan,
-                                 vcluster_coredns_pod, Release)
+from tools.deploy_inputs import (HOST_FACTS, K8sObject, Release, Site, program_objects, rendered_objects, site_from_plan,
+                                 vcluster_dns_pods)
 from tools.charts import pinned_chart_key
 from tools.plan import build_plan
 
@@ -84,6 +84,15 @@ def test_sites_know_what_their_host_kind_provides(sites):
     assert [(t.key, t.effect) for t in gpu.taints] == [("nvidia.com/gpu", "NoSchedule")]
     assert any(not pool.taints for pool in sites["eks"].node_pools), "the system pool is untainted"
     assert sites["kubeconfig"].kind == "kubeconfig" and sites["kubeconfig"].node_pools is None
+
+
+def test_the_checks_host_facts_agree_with_the_programs():
+    # The check keeps its own facts so it does not trust the table it verifies; once the program
+    # encodes its host kinds (config/hosts.py, issue 8) the two must agree.
+    hosts = pytest.importorskip("config.hosts", reason="config/hosts.py is not on this branch yet")
+    assert HOST_FACTS["microk8s"].api_server_ports == (hosts.MICROK8S_API_SERVER_PORT,)
+    assert HOST_FACTS["eks"].api_server_ports == (hosts.EKS_API_SERVER_PORT,)
+    assert HOST_FACTS["microk8s"].default_storage_class == hosts.MICROK8S_STORAGE_CLASS
 
 
 # --- storage ----------------------------------------------------------------------------------------
@@ -232,21 +241,58 @@ def test_pod_security_controls(spec, level, controls):
     assert {v.control for v in pod_security.violations(spec, level)} == controls
 
 
-def test_the_tenant_coredns_model_follows_the_vcluster_values():
+def test_vclusters_default_coredns_model_follows_the_values():
     values = {"sync": {"fromHost": {"nodes": {"enabled": True, "selector": {"labels": {"pool": "gpu"}}}},
                        "toHost": {"pods": {"enforceTolerations": ["nvidia.com/gpu:NoSchedule", "team=a:NoExecute"]}}}}
-    pod = vcluster_coredns_pod(Release("t", "vcluster-t", "vcluster", "0.36.1", values))
+    [pod] = vcluster_dns_pods(Release("t", "vcluster-t", "vcluster", "0.36.1", values))
     spec = pod.manifest["spec"]
     assert spec["nodeSelector"] == {"kubernetes.io/os": "linux", "pool": "gpu"}
     assert {"key": "team", "operator": "Equal", "value": "a", "effect": "NoExecute"} in spec["tolerations"]
+    assert pod.manifest["metadata"]["labels"]["vcluster.loft.sh/managed-by"] == "t"
     assert not pod_security.violations(spec, "baseline")
     assert {v.control for v in pod_security.violations(spec, "restricted")} == {"Seccomp"}
     hardened = {**values, "controlPlane": {"coredns": {"security": {
         "podSecurityContext": {"seccompProfile": {"type": "RuntimeDefault"}}}}}}
-    spec = vcluster_coredns_pod(Release("t", "vcluster-t", "vcluster", "0.36.1", hardened)).manifest["spec"]
-    assert not pod_security.violations(spec, "restricted")
-    assert vcluster_coredns_pod(Release("t", "n", "vcluster", "0.36.1",
-                                        {"controlPlane": {"coredns": {"embedded": True}}})) is None
+    [pod] = vcluster_dns_pods(Release("t", "vcluster-t", "vcluster", "0.36.1", hardened))
+    assert not pod_security.violations(pod.manifest["spec"], "restricted")
+    assert vcluster_dns_pods(Release("t", "n", "vcluster", "0.36.1", {"controlPlane": {"coredns": {"embedded": True}}})) == []
+
+
+def test_overwritten_coredns_manifests_are_what_lands_on_the_host():
+    manifests = """\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: coredns, namespace: kube-system}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: coredns, namespace: kube-system}
+spec:
+  selector: {matchLabels: {k8s-app: vcluster-kube-dns}}
+  template:
+    metadata: {labels: {k8s-app: vcluster-kube-dns, kai.scheduler/queue: team-a}}
+    spec:
+      schedulerName: kai-scheduler
+      hostNetwork: true
+      containers: [{name: coredns, image: coredns}]
+"""
+    values = {"controlPlane": {"coredns": {"overwriteManifests": manifests}},
+              "sync": {"toHost": {"pods": {"enforceTolerations": ["nvidia.com/gpu:NoSchedule"]}}}}
+    [pod] = vcluster_dns_pods(Release("t", "vcluster-t", "vcluster", "0.36.1", values))
+    assert pod.manifest["spec"]["schedulerName"] == "kai-scheduler"
+    assert pod.manifest["metadata"]["labels"]["kai.scheduler/queue"] == "team-a"
+    assert {v.control for v in pod_security.violations(pod.manifest["spec"], "baseline")} == {"Host Namespaces"}
+    assert pod.manifest["spec"]["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists",
+                                                    "effect": "NoSchedule"}]
+
+
+def test_the_programs_own_tenant_dns_is_what_the_check_sees(dev_run):
+    release = next(r for r in dev_run.of_type(RELEASE_TYPE) if r.inputs["chart"] == "vcluster")
+    pods = vcluster_dns_pods(Release(release.inputs["name"], release.inputs["namespace"], "vcluster",
+                                     release.inputs["version"], release.inputs["values"]))
+    assert pods and all("overwriteManifests" in pod.origin for pod in pods)
+    for level in pod_security.LEVELS:
+        assert not pod_security.violations(pods[0].manifest["spec"], level), level
 
 
 # --- schemas ----------------------------------------------------------------------------------------

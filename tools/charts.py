@@ -61,7 +61,7 @@ def pinned_chart_key(name: str, version: str) -> ChartKey:
     if name == versions.GPU_OPERATOR_CHART:
         return chart_key(name, versions.GPU_OPERATOR_REPO, version)
     if name == "kai-scheduler":
-        return chart_key(versions.kai_chart_ref(version), None, version)
+        return chart_key(versions.KAI_CHART, None, version)
     raise ValueError(f"the program installs no chart named {name!r}; give its source with --chart/--repo")
 
 

@@ -5,7 +5,7 @@
   place the check keeps those facts;
 * the objects: the program's own (:func:`program_objects`), the rendered charts'
   (:func:`rendered_objects`, with the namespace Helm installs each in), and each tenant's
-  CoreDNS pod (:func:`vcluster_coredns_pod`), which no chart renders.
+  CoreDNS pods (:func:`vcluster_dns_pods`), which no chart renders.
 """
 
 from __future__ import annotations
@@ -232,42 +232,65 @@ def _toleration(text: str) -> dict[str, str]:
     return toleration
 
 
-def vcluster_coredns_pod(release: Release) -> Optional[K8sObject]:
-    """The host pod of a tenant's CoreDNS, as vCluster 0.36 deploys it inside the virtual
-    cluster and syncs it to the host namespace: its security contexts (the chart values'
-    ``controlPlane.coredns.security``, else non-root with NET_BIND_SERVICE and no pod-level
-    seccomp profile), its node selector and tolerations (CoreDNS' own plus what vCluster adds
-    to every synced pod). ``None`` when CoreDNS is off or embedded in the control plane."""
-    values = release.values
-    coredns = _get(values, "controlPlane", "coredns", default={}) or {}
-    if coredns.get("enabled") is False or coredns.get("embedded"):
-        return None
+def _default_coredns_template(coredns: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """vCluster 0.36's own CoreDNS pod template, reduced to what the checks read: the values'
+    ``controlPlane.coredns.security`` contexts, else a non-root container with NET_BIND_SERVICE
+    and no pod-level seccomp profile; its node selector and tolerations."""
     security = coredns.get("security") or {}
-    container_context = security.get("containerSecurityContext") or {
-        "runAsNonRoot": True, "runAsUser": 1001, "runAsGroup": 1001, "allowPrivilegeEscalation": False,
-        "capabilities": {"add": ["NET_BIND_SERVICE"], "drop": ["ALL"]}, "readOnlyRootFilesystem": True}
     deployment = coredns.get("deployment") or {}
-    node_selector = {"kubernetes.io/os": "linux", **(deployment.get("nodeSelector") or {})}
-    nodes = _get(values, "sync", "fromHost", "nodes", default={}) or {}
-    if nodes.get("enabled") and not _get(nodes, "selector", "all"):
-        node_selector.update(_get(nodes, "selector", "labels", default={}) or {})
-    tolerations = list(deployment.get("tolerations") or []) + [
-        _toleration(text) for text in _get(values, "sync", "toHost", "pods", "enforceTolerations", default=[]) or []]
     spec: dict[str, Any] = {
-        "containers": [{"name": "coredns", "image": "coredns", "securityContext": container_context}],
-        "nodeSelector": node_selector,
+        "containers": [{"name": "coredns", "image": "coredns", "securityContext": security.get(
+            "containerSecurityContext") or {
+            "runAsNonRoot": True, "runAsUser": 1001, "runAsGroup": 1001, "allowPrivilegeEscalation": False,
+            "capabilities": {"add": ["NET_BIND_SERVICE"], "drop": ["ALL"]}, "readOnlyRootFilesystem": True}}],
+        "nodeSelector": {"kubernetes.io/os": "linux", **(deployment.get("nodeSelector") or {})},
+        "tolerations": list(deployment.get("tolerations") or []),
         "volumes": [{"name": "config-volume", "configMap": {"name": "coredns"}},
                     {"name": "custom-config-volume", "configMap": {"name": "coredns-custom", "optional": True}}],
     }
     if security.get("podSecurityContext"):
         spec["securityContext"] = security["podSecurityContext"]
-    if tolerations:
-        spec["tolerations"] = tolerations
-    manifest = {"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": f"coredns-x-kube-system-x-{release.name}", "namespace": release.namespace,
-                             "labels": {"k8s-app": "vcluster-kube-dns", "vcluster.loft.sh/managed-by": release.name}},
-                "spec": spec}
-    return K8sObject(manifest, f"vCluster {release.name}'s CoreDNS, synced to the host", release)
+    return {"labels": {"k8s-app": "vcluster-kube-dns"}}, spec
+
+
+def _overwritten_coredns_templates(manifests: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """The pod templates of ``controlPlane.coredns.overwriteManifests`` (the program's own DNS)."""
+    objects = [K8sObject(document, "") for document in yaml.load_all(manifests, Loader=YAML_LOADER)
+               if isinstance(document, dict) and document.get("kind")]
+    return [(copy.deepcopy(metadata), copy.deepcopy(spec)) for _, metadata, spec in pod_templates(objects)]
+
+
+def vcluster_dns_pods(release: Release) -> list[K8sObject]:
+    """The host pods of a tenant's CoreDNS: vCluster deploys it inside the virtual cluster (its
+    own manifests, or ``controlPlane.coredns.overwriteManifests``) and the syncer copies the pods
+    to the host namespace, adding its labels, the node-sync labels as a nodeSelector and
+    ``enforceTolerations``. None when CoreDNS is off or embedded in the control plane."""
+    values = release.values
+    coredns = _get(values, "controlPlane", "coredns", default={}) or {}
+    if coredns.get("enabled") is False or coredns.get("embedded"):
+        return []
+    overwritten = coredns.get("overwriteManifests")
+    templates = _overwritten_coredns_templates(overwritten) if overwritten else [_default_coredns_template(coredns)]
+    nodes = _get(values, "sync", "fromHost", "nodes", default={}) or {}
+    synced_selector = (_get(nodes, "selector", "labels", default={}) or {}) \
+        if nodes.get("enabled") and not _get(nodes, "selector", "all") else {}
+    enforced = [_toleration(text) for text in
+                _get(values, "sync", "toHost", "pods", "enforceTolerations", default=[]) or []]
+    pods = []
+    for index, (metadata, spec) in enumerate(templates):
+        spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **synced_selector}
+        spec["tolerations"] = list(spec.get("tolerations") or []) + enforced
+        labels = {**(metadata.get("labels") or {}), "vcluster.loft.sh/managed-by": release.name,
+                  "vcluster.loft.sh/namespace": "kube-system"}
+        manifest = {"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": f"coredns-{index}-x-kube-system-x-{release.name}",
+                                 "namespace": release.namespace, "labels": labels,
+                                 "annotations": dict(metadata.get("annotations") or {})},
+                    "spec": spec}
+        source = "its overwriteManifests" if overwritten else "vCluster's default"
+        pods.append(K8sObject(manifest, f"vCluster {release.name}'s CoreDNS ({source}), synced to the host",
+                              release))
+    return pods
 
 
 def pod_templates(objects: Iterable[K8sObject]) -> list[tuple[K8sObject, dict[str, Any], dict[str, Any]]]:

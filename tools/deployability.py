@@ -32,7 +32,7 @@ import kubernetes_validate
 from tools import network_policy, pod_security
 from tools.deploy_inputs import (ANY, DEFAULT_CLASS_ANNOTATION, ENFORCE_LABEL, K8sObject, NodePool, Site,
                                  addon_operator_version, crds_of, pod_templates, program_objects, rendered_objects,
-                                 site_from_plan, vcluster_coredns_pod)
+                                 site_from_plan, vcluster_dns_pods)
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 
@@ -231,7 +231,7 @@ def check_schemas(objects: Sequence[K8sObject], site: Site, crds: Sequence[Mappi
     known_crds = {(crd["spec"]["group"], crd["spec"]["names"]["kind"]): crd for crd in crds}
     findings = []
     for obj in objects:
-        if obj.kind in ("Pod",) and obj.origin.startswith("vCluster"):
+        if obj.kind == "Pod" and obj.origin.startswith("vCluster"):
             continue  # a model of a synced pod, not an object anyone applies
         api_version = str(obj.manifest.get("apiVersion", ""))
         group, _, version = api_version.rpartition("/")
@@ -309,16 +309,14 @@ def _check_custom_resource(obj: K8sObject, crd: Mapping[str, Any], version: str)
 
 
 def tenant_pods(objects: Sequence[K8sObject]) -> list[K8sObject]:
-    """Each vCluster release's CoreDNS pod (no chart renders it)."""
+    """Each vCluster release's CoreDNS pods (no chart renders them)."""
     seen, pods = set(), []
     for obj in objects:
         release = obj.release
         if release is None or release.chart != "vcluster" or (release.name, release.namespace) in seen:
             continue
         seen.add((release.name, release.namespace))
-        pod = vcluster_coredns_pod(release)
-        if pod is not None:
-            pods.append(pod)
+        pods.extend(vcluster_dns_pods(release))
     return pods
 
 
