@@ -537,8 +537,81 @@ def test_pull_from_an_oci_registry(serve, tmp_path: Path, capsys):
 
 def test_pull_command_line_checks_its_arguments(capsys):
     with pytest.raises(SystemExit):
-        charts.main(["pull"])
-    with pytest.raises(SystemExit):
         charts.main(["pull", "demo", "--stack", "dev"])
+    with pytest.raises(SystemExit):
+        charts.main(["pull", "--version", "1.0.0"])
     assert charts.main(["pull", "vcluster", "--version", "0.36.1"]) == 2
     assert "no repository" in capsys.readouterr().err
+
+
+# --- filling the cache offline, and the charts' contracts -----------------------------------------
+
+
+def _git_tag_like_chart(tmp_path: Path, name: str, placeholder: str) -> Path:
+    """A copy of tiny renamed to ``name`` with a placeholder version, as a chart directory at a
+    git tag looks before a release pipeline stamps it."""
+    directory = tmp_path / "src" / name
+    shutil.copytree(FIXTURES / "tiny", directory)
+    metadata = yaml.safe_load((directory / "Chart.yaml").read_text())
+    metadata.update(name=name, version=placeholder)
+    (directory / "Chart.yaml").write_text(yaml.safe_dump(metadata))
+    return directory
+
+
+def test_add_stamps_the_version_and_takes_the_source_the_program_uses(tmp_path: Path, capsys):
+    cache = tmp_path / "cache"
+    directory = _git_tag_like_chart(tmp_path, "vcluster", "0.0.1")
+    assert charts.main(["add", str(directory), "--version", "0.36.1", "--app-version", "0.36.1",
+                        "--cache", str(cache)]) == 0
+    assert "added vcluster 0.36.1 from https://charts.loft.sh" in capsys.readouterr().out
+    path = cached_chart_path("vcluster", "https://charts.loft.sh", "0.36.1", cache_dir=cache)
+    with helm.Chart.load(path) as loaded:
+        assert (loaded.version, loaded.metadata["appVersion"]) == ("0.36.1", "0.36.1")
+    assert json.loads((cache / "vcluster-0.36.1.source.json").read_text())["origin"] == "directory"
+    # KAI's chart is an OCI artifact: the cache entry is keyed by that reference.
+    kai = _git_tag_like_chart(tmp_path, "kai-scheduler", "0.0.0")
+    assert charts.main(["add", str(kai), "--version", "v0.16.0", "--cache", str(cache)]) == 0
+    cached_chart_path("oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler", None, "v0.16.0", cache_dir=cache)
+
+
+def test_add_refuses_what_it_cannot_place(tmp_path: Path, capsys):
+    cache = tmp_path / "cache"
+    unknown = _git_tag_like_chart(tmp_path, "mystery", "0.0.0")
+    assert charts.main(["add", str(unknown), "--version", "1.0.0", "--cache", str(cache)]) == 2
+    assert "installs no chart named 'mystery'" in capsys.readouterr().err
+    assert charts.main(["add", str(unknown), "--version", "1.0.0", "--chart", "mystery",
+                        "--repo", DEMO_REPO, "--cache", str(cache)]) == 0
+    # Without --version the directory's own version is kept and must be the one asked for.
+    assert charts.main(["add", str(unknown), "--chart", "other", "--repo", DEMO_REPO, "--cache", str(cache)]) == 2
+    assert "holds chart mystery" in capsys.readouterr().err
+    assert charts.main(["add", str(tmp_path / "nowhere"), "--cache", str(cache)]) == 2
+    with pytest.raises(SystemExit):
+        charts.main(["add", str(unknown), "--app-version", "1"])
+
+
+def test_chart_contracts_read_values_schema_and_crds(cache: Path):
+    contracts = charts.chart_contracts(chart_key("demo", DEMO_REPO, "1.2.3"), cache)
+    assert contracts.values["replicaCount"] == 1
+    assert contracts.schema["properties"]["replicaCount"]["type"] == "integer"
+    widget = contracts.crd("demo.example.invalid", "Widget")
+    assert widget["metadata"]["name"] == "widgets.demo.example.invalid"
+    assert contracts.crd("demo.example.invalid", "Gadget") is None
+    assert charts.chart_contracts(chart_key("demo", DEMO_REPO, "9.9.9"), cache) is None
+
+
+def test_bare_pull_asks_for_every_pinned_chart(monkeypatch, tmp_path: Path, capsys):
+    asked = []
+
+    def fake_pull(chart, repo, version, **options):
+        asked.append(chart_key(chart, repo, version))
+        return tmp_path / "x.tgz", True
+
+    monkeypatch.setattr(charts, "pull_chart", fake_pull)
+    assert charts.main(["pull", "--cache", str(tmp_path)]) == 0
+    from config import versions
+    for name, version in (("vcluster", versions.VCLUSTER_VERSION), ("kai-scheduler", versions.KAI_VERSION),
+                          ("gpu-operator", versions.GPU_OPERATOR_VERSION)):
+        assert charts.pinned_chart_key(name, version) in asked
+    for stack in ("dev", "eks"):
+        assert set(charts.stack_chart_keys(stack)) <= set(asked)
+    assert len(asked) == len(set(asked))

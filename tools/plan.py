@@ -17,13 +17,16 @@ engine, CLI, cloud account or cluster) and writes two files to DIR (default
 
 With ``--render-charts``, every Helm release is also rendered in-process from the local chart
 cache (``tools.charts``; values checked against each chart's schema) into ``DIR/manifests/``, and
-a diff against a plan that has manifests beside it shows object-level changes too.
+a diff against a plan that has manifests beside it shows object-level changes too, and the
+deployability check (``tools.deployability``: storage classes, API server egress, node pools, Pod
+Security, Kubernetes and CRD schemas) runs over the program's and the charts' objects and writes
+its findings to ``DIR/deployability.md`` (``--fail-on-findings``: exit 3 when it finds errors).
 
 With ``--diff-against``, the change since an earlier plan.json (resources added, removed and
 changed, with the changed input paths and old -> new values; ``tools.plan_diff``) is printed and
 written to ``diff.md``.
 
-Exit codes: 0 written; 2 invalid stack config (``config.ConfigError``, printed to stderr) or no
+Exit codes: 0 written; 3 deployability errors with ``--fail-on-findings``; 2 invalid stack config (``config.ConfigError``, printed to stderr) or no
 such stack file. Any other exception is a bug in the program and propagates.
 """
 
@@ -44,12 +47,13 @@ import yaml
 from config import ConfigError
 from tools import mockrun
 from tools.mockrun import PROJECT, PROJECT_DIR, REDACTED, ProgramRun, integral_numbers
-from tools import charts
+from tools import charts, deployability
 from tools.plan_diff import diff_plans, manifest_changes, read_manifests, render_diff
 
 PLAN_FILE = "plan.json"
 SUMMARY_FILE = "summary.md"
 DIFF_FILE = "diff.md"
+DEPLOYABILITY_FILE = "deployability.md"
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 QUEUE = "kubernetes:scheduling.run.ai/v2:Queue"
@@ -623,6 +627,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--chart-cache", metavar="DIR", type=Path, default=None,
                         help="chart cache (default: $GPU_TENANCY_CHART_CACHE or .charts/; filled by "
                              "python -m tools.charts pull --stack STACK)")
+    parser.add_argument("--fail-on-findings", action="store_true",
+                        help="with --render-charts: exit 3 when the deployability check finds errors")
     args = parser.parse_args(argv)
     old_plan = None
     if args.diff_against is not None:
@@ -667,6 +673,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         except charts.ChartError as error:
             print(f"error: stack {args.stack}: {error}", file=sys.stderr)
             return 2
+        site, checked, findings = deployability.check_plan(plan, rendered, out, args.chart_cache)
+        files.append((DEPLOYABILITY_FILE, deployability.render_report(findings, site, checked)))
     if old_plan is not None:
         diff = diff_plans(old_plan, plan)
         if rendered is not None and old_manifests:
@@ -688,9 +696,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if rendered is not None:
         print(f"rendered {len(rendered['releases'])} releases for Kubernetes {rendered['kubeVersion']} -> "
               f"{_shown(out / charts.MANIFESTS_DIR)}")
+        errors = [finding for finding in findings if finding.severity == deployability.ERROR]
+        print(f"deployability: {len(errors)} errors, {len(findings) - len(errors)} warnings and notes "
+              f"-> {_shown(out / DEPLOYABILITY_FILE)}")
+        for finding in errors:
+            print(f"  {finding}")
     if old_plan is not None:
         print()
         print(diff_text, end="")
+    if args.fail_on_findings and rendered is not None and errors:
+        return 3
     return 0
 
 

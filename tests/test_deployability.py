@@ -1,0 +1,473 @@
+"""tools.deployability: each rule attacked with a chart made for it, then the real charts.
+
+The ``attack`` chart (tests/charts/attack, not an upstream chart) turns on, value by value, a
+claim, a vCluster-like control plane with its egress policy, a workload with a given pod spec,
+a ConfigMap with an extra field, and a custom resource of its own CRD. It is rendered through
+the same path as ``tools.plan --render-charts`` (cache, render, objects). The sites come from
+the committed stacks' plans. The last tests run the check on the real charts and skip, saying
+which chart is missing and how to get it, when the chart cache does not hold them.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from config import versions
+from tests.conftest import COMMITTED_STACKS, dev_config, run, stack_config
+from tools import deployability, pod_security
+from tools.chart_cache import cache_chart, chart_cache_dir, chart_contracts, find_cached
+from tools.chart_render import RELEASE_TYPE, release_chart_key, release_records, render_plan_releases
+from tools.deploy_inputs import (HOST_FACTS, K8sObject, Release, Site, program_objects, rendered_objects, site_from_plan,
+                                 vcluster_dns_pods)
+from tools.charts import pinned_chart_key
+from tools.plan import build_plan
+
+ATTACK = Path(__file__).resolve().parent / "charts" / "attack"
+ATTACK_REPO = "https://charts.example.invalid/attack"
+
+
+@pytest.fixture(scope="module")
+def attack_cache(tmp_path_factory) -> Path:
+    cache = tmp_path_factory.mktemp("attack-cache")
+    cache_chart(ATTACK, "attack", ATTACK_REPO, "0.1.0", cache_dir=cache)
+    return cache
+
+
+@pytest.fixture(scope="module")
+def sites(dev_run, eks_run) -> dict[str, Site]:
+    kubeconfig = {"gpu-tenancy:cluster": {"kind": "kubeconfig"}, **{k: v for k, v in dev_config().items()
+                                                                     if k != "gpu-tenancy:cluster"}}
+    kubeconfig["gpu-tenancy:kubeconfig"] = {"secure": "v1:encrypted"}
+    kubeconfig["gpu-tenancy:gpuOperator"] = {"mode": "install", "timeSlicing": {"replicas": 2,
+                                                                                "defaultProfile": "exclusive"}}
+    return {"microk8s": site_from_plan(build_plan(dev_run, "dev")),
+            "eks": site_from_plan(build_plan(eks_run, "eks")),
+            "kubeconfig": site_from_plan(build_plan(run(kubeconfig), "site"))}
+
+
+def namespace(name: str, level: str | None = None) -> K8sObject:
+    labels = {"pod-security.kubernetes.io/enforce": level} if level else {}
+    return K8sObject({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}},
+                     "test")
+
+
+def attack(cache: Path, tmp_path: Path, values: dict, *, ns: str = "apps") -> list[K8sObject]:
+    """The attack chart's objects for ``values``, as the plan's render path produces them."""
+    resources = [{"type": RELEASE_TYPE, "name": "attack-release",
+                  "inputs": {"name": "probe", "chart": "attack", "version": "0.1.0", "namespace": ns,
+                             "repositoryOpts": {"repo": ATTACK_REPO}, "values": values}}]
+    out = tmp_path / "plan"
+    rendered = render_plan_releases(resources, cache, out)
+    return rendered_objects(rendered, out, resources)
+
+
+def findings(objects, site, rule=None):
+    return [f for f in deployability.check(objects, site) if rule is None or f.rule == rule]
+
+
+def errors(objects, site, rule):
+    return [f for f in findings(objects, site, rule) if f.severity == deployability.ERROR]
+
+
+# --- the sites --------------------------------------------------------------------------------------
+
+
+def test_sites_know_what_their_host_kind_provides(sites):
+    assert sites["microk8s"].facts.api_server_ports == (16443,)
+    assert sites["microk8s"].facts.default_storage_class == "microk8s-hostpath"
+    assert sites["eks"].facts.api_server_ports == (443,) and sites["eks"].facts.default_storage_class is None
+    assert sites["eks"].kubernetes_versions == (stack_config("eks")["gpu-tenancy:cluster"]["eks"]["kubernetesVersion"],)
+    gpu = next(pool for pool in sites["eks"].node_pools if pool.labels.get("nvidia.com/gpu.present") == "true")
+    assert [(t.key, t.effect) for t in gpu.taints] == [("nvidia.com/gpu", "NoSchedule")]
+    assert any(not pool.taints for pool in sites["eks"].node_pools), "the system pool is untainted"
+    assert sites["kubeconfig"].kind == "kubeconfig" and sites["kubeconfig"].node_pools is None
+
+
+def test_the_checks_host_facts_agree_with_the_programs():
+    # The check keeps its own facts so it does not trust the table it verifies; once the program
+    # encodes its host kinds (config/hosts.py, issue 8) the two must agree.
+    hosts = pytest.importorskip("config.hosts", reason="config/hosts.py is not on this branch yet")
+    assert HOST_FACTS["microk8s"].api_server_ports == (hosts.MICROK8S_API_SERVER_PORT,)
+    assert HOST_FACTS["eks"].api_server_ports == (hosts.EKS_API_SERVER_PORT,)
+    assert HOST_FACTS["microk8s"].default_storage_class == hosts.MICROK8S_STORAGE_CLASS
+
+
+# --- storage ----------------------------------------------------------------------------------------
+
+
+def test_a_claim_without_class_on_a_site_without_default_class_is_found(attack_cache, tmp_path, sites):
+    objects = attack(attack_cache, tmp_path, {"claim": {"enabled": True}})
+    [finding] = errors(objects, sites["eks"], "storage")
+    assert "PersistentVolumeClaim apps/probe-data" in finding.object
+    assert "no default class" in finding.message and "aws-ebs-csi-driver" in finding.fix
+    assert not errors(objects, sites["microk8s"], "storage"), "microk8s-hostpath is the default there"
+    assert [f.severity for f in findings(objects, sites["kubeconfig"], "storage")] == ["info"]
+
+
+def test_a_default_class_the_program_creates_satisfies_the_claim(attack_cache, tmp_path, sites):
+    objects = attack(attack_cache, tmp_path, {"claim": {"enabled": True}})
+    gp3 = K8sObject({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "provisioner": "ebs.csi.aws.com",
+                     "metadata": {"name": "gp3", "annotations": {deployability.DEFAULT_CLASS_ANNOTATION: "true"}}},
+                    "program: gp3")
+    assert not errors(objects + [gp3], sites["eks"], "storage")
+    not_default = copy.deepcopy(gp3)
+    not_default.manifest["metadata"]["annotations"] = {}
+    assert errors(objects + [not_default], sites["eks"], "storage")
+
+
+def test_a_claim_naming_a_class_nobody_provides_is_found(attack_cache, tmp_path, sites):
+    objects = attack(attack_cache, tmp_path, {"claim": {"enabled": True, "storageClass": "fast-nvme"}})
+    [finding] = errors(objects, sites["microk8s"], "storage")
+    assert "fast-nvme" in finding.message
+    hostpath = attack(attack_cache, tmp_path, {"claim": {"enabled": True, "storageClass": "microk8s-hostpath"}})
+    assert not errors(hostpath, sites["microk8s"], "storage")
+    assert errors(hostpath, sites["eks"], "storage")
+
+
+def test_statefulset_claim_templates_are_checked_and_microk8s_needs_its_storage_addon(attack_cache, tmp_path, sites):
+    objects = attack(attack_cache, tmp_path, {"controlPlane": {"enabled": True}})
+    [finding] = errors(objects, sites["eks"], "storage")
+    assert "volumeClaimTemplate data" in finding.message and "StatefulSet apps/probe" in finding.object
+    without_addon = Site(**{**sites["microk8s"].__dict__, "enables_hostpath_storage": False})
+    assert errors(objects, without_addon, "storage")
+
+
+# --- API server egress ------------------------------------------------------------------------------
+
+
+def test_a_policy_that_blocks_16443_cuts_the_control_plane_off_on_microk8s(attack_cache, tmp_path, sites):
+    objects = attack(attack_cache, tmp_path, {"controlPlane": {"enabled": True}})
+    [finding] = errors(objects, sites["microk8s"], "api-server-egress")
+    assert "TCP 16443" in finding.message and "probe-control-plane" in finding.message
+    assert "policies.networkPolicy.controlPlane.egress" in finding.fix
+    assert not errors(objects, sites["eks"], "api-server-egress"), "443 is allowed"
+
+
+@pytest.mark.parametrize("control_plane, reachable", [
+    ({"egressPorts": [443, 16443]}, True),
+    ({"egressPorts": [443], "egressTo": [{"ipBlock": {"cidr": "0.0.0.0/0"}}]}, False),
+    ({"egressPorts": [16443], "egressTo": [{"podSelector": {}}]}, False),  # the API server is not a pod
+    ({"egressPorts": [16443], "egressTo": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.0.0.0/8"]}}]}, False),
+    ({"egressPorts": [16443], "egressTo": [{"ipBlock": {"cidr": "0.0.0.0/0"}}]}, True),
+])
+def test_egress_rules_are_read_with_networkpolicy_semantics(attack_cache, tmp_path, sites, control_plane, reachable):
+    objects = attack(attack_cache, tmp_path, {"controlPlane": {"enabled": True, **control_plane}})
+    assert not errors(objects, sites["microk8s"], "api-server-egress") == reachable
+
+
+def test_a_port_range_and_a_policy_in_another_namespace(attack_cache, tmp_path, sites):
+    objects = attack(attack_cache, tmp_path, {"controlPlane": {"enabled": True}})
+    policy = next(o for o in objects if o.kind == "NetworkPolicy")
+    policy.manifest["spec"]["egress"][0]["ports"] = [{"port": 16000, "endPort": 17000, "protocol": "TCP"}]
+    assert not errors(objects, sites["microk8s"], "api-server-egress")
+    policy.manifest["spec"]["egress"][0]["ports"] = [{"port": 443}]
+    policy.manifest["metadata"]["namespace"] = "elsewhere"
+    assert not errors(objects, sites["microk8s"], "api-server-egress"), "a policy applies in its own namespace"
+
+
+# --- node fit ---------------------------------------------------------------------------------------
+
+
+GPU_POD = {"containers": [{"name": "c", "image": "x"}], "nodeSelector": {"nvidia.com/gpu.present": "true"}}
+
+
+def test_a_gpu_pod_without_the_gpu_toleration_fits_no_eks_pool(attack_cache, tmp_path, sites):
+    objects = attack(attack_cache, tmp_path, {"workload": {"enabled": True, "podSpec": GPU_POD}})
+    [finding] = errors(objects, sites["eks"], "node-fit")
+    assert "untolerated taint nvidia.com/gpu" in finding.message and "nodeSelector nvidia.com/gpu.present" in finding.message
+    tolerated = {**GPU_POD, "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
+    assert not errors(attack(attack_cache, tmp_path, {"workload": {"enabled": True, "podSpec": tolerated}}),
+                      sites["eks"], "node-fit")
+    assert not errors(objects, sites["microk8s"], "node-fit"), "the MicroK8s node is the untainted GPU box"
+
+
+def test_a_selector_no_pool_has_and_required_affinity(attack_cache, tmp_path, sites):
+    lost = {"containers": [{"name": "c", "image": "x"}], "nodeSelector": {"gpu-tenancy/pool": "tpu"}}
+    assert errors(attack(attack_cache, tmp_path, {"workload": {"enabled": True, "podSpec": lost}}),
+                  sites["eks"], "node-fit")
+    affinity = {"containers": [{"name": "c", "image": "x"}], "affinity": {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "gpu-tenancy/pool", "operator": "In", "values": ["system"]}]}]}}}}
+    assert not errors(attack(attack_cache, tmp_path, {"workload": {"enabled": True, "podSpec": affinity}}),
+                      sites["eks"], "node-fit")
+    objects = attack(attack_cache, tmp_path, {"workload": {"enabled": True, "podSpec": lost}})
+    assert [f.severity for f in findings(objects, sites["kubeconfig"], "node-fit")] == ["info"]
+
+
+# --- Pod Security -----------------------------------------------------------------------------------
+
+
+PRIVILEGED = {"containers": [{"name": "c", "image": "x", "securityContext": {"privileged": True}}]}
+RESTRICTED_OK = {"securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                 "containers": [{"name": "c", "image": "x", "securityContext": {
+                     "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}]}
+
+
+def test_a_privileged_pod_in_a_baseline_namespace_is_found(attack_cache, tmp_path, sites):
+    objects = attack(attack_cache, tmp_path, {"workload": {"enabled": True, "podSpec": PRIVILEGED}})
+    [finding] = errors(objects + [namespace("apps", "baseline")], sites["eks"], "pod-security")
+    assert '"Privileged Containers"' in finding.message and "enforces baseline" in finding.message
+    assert not errors(objects + [namespace("apps", "privileged")], sites["eks"], "pod-security")
+    assert not errors(objects + [namespace("apps")], sites["eks"], "pod-security"), "no label: privileged"
+
+
+@pytest.mark.parametrize("spec, level, controls", [
+    ({"hostNetwork": True, "containers": [{"name": "c"}]}, "baseline", {"Host Namespaces"}),
+    ({"volumes": [{"name": "h", "hostPath": {"path": "/"}}], "containers": [{"name": "c"}]}, "baseline",
+     {"HostPath Volumes"}),
+    ({"containers": [{"name": "c", "securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}}}]}, "baseline",
+     {"Capabilities"}),
+    ({"containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 80}]}]}, "baseline", {"Host Ports"}),
+    ({"securityContext": {"seccompProfile": {"type": "Unconfined"}}, "containers": [{"name": "c"}]}, "baseline",
+     {"Seccomp"}),
+    ({"securityContext": {"sysctls": [{"name": "kernel.msgmax", "value": "1"}]}, "containers": [{"name": "c"}]},
+     "baseline", {"Sysctls"}),
+    (RESTRICTED_OK, "restricted", set()),
+    ({**RESTRICTED_OK, "volumes": [{"name": "n", "nfs": {"server": "s", "path": "/"}}]}, "restricted",
+     {"Volume Types"}),
+    ({**RESTRICTED_OK, "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}}}, "restricted",
+     {"Running as Non-root"}),
+    ({"containers": [{"name": "c"}]}, "restricted",
+     {"Privilege Escalation", "Running as Non-root", "Seccomp", "Capabilities"}),
+    ({**RESTRICTED_OK, "initContainers": [{"name": "i", "securityContext": {
+        "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"], "add": ["NET_RAW"]}, "runAsUser": 0}}]},
+     "restricted", {"Capabilities", "Running as Non-root user"}),
+    (PRIVILEGED, "privileged", set()),
+])
+def test_pod_security_controls(spec, level, controls):
+    assert {v.control for v in pod_security.violations(spec, level)} == controls
+
+
+def test_vclusters_default_coredns_model_follows_the_values():
+    values = {"sync": {"fromHost": {"nodes": {"enabled": True, "selector": {"labels": {"pool": "gpu"}}}},
+                       "toHost": {"pods": {"enforceTolerations": ["nvidia.com/gpu:NoSchedule", "team=a:NoExecute"]}}}}
+    [pod] = vcluster_dns_pods(Release("t", "vcluster-t", "vcluster", "0.36.1", values))
+    spec = pod.manifest["spec"]
+    assert spec["nodeSelector"] == {"kubernetes.io/os": "linux", "pool": "gpu"}
+    assert {"key": "team", "operator": "Equal", "value": "a", "effect": "NoExecute"} in spec["tolerations"]
+    assert pod.manifest["metadata"]["labels"]["vcluster.loft.sh/managed-by"] == "t"
+    assert not pod_security.violations(spec, "baseline")
+    assert {v.control for v in pod_security.violations(spec, "restricted")} == {"Seccomp"}
+    hardened = {**values, "controlPlane": {"coredns": {"security": {
+        "podSecurityContext": {"seccompProfile": {"type": "RuntimeDefault"}}}}}}
+    [pod] = vcluster_dns_pods(Release("t", "vcluster-t", "vcluster", "0.36.1", hardened))
+    assert not pod_security.violations(pod.manifest["spec"], "restricted")
+    assert vcluster_dns_pods(Release("t", "n", "vcluster", "0.36.1", {"controlPlane": {"coredns": {"embedded": True}}})) == []
+
+
+def test_overwritten_coredns_manifests_are_what_lands_on_the_host():
+    manifests = """\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: coredns, namespace: kube-system}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: coredns, namespace: kube-system}
+spec:
+  selector: {matchLabels: {k8s-app: vcluster-kube-dns}}
+  template:
+    metadata: {labels: {k8s-app: vcluster-kube-dns, kai.scheduler/queue: team-a}}
+    spec:
+      schedulerName: kai-scheduler
+      hostNetwork: true
+      containers: [{name: coredns, image: coredns}]
+"""
+    values = {"controlPlane": {"coredns": {"overwriteManifests": manifests}},
+              "sync": {"toHost": {"pods": {"enforceTolerations": ["nvidia.com/gpu:NoSchedule"]}}}}
+    [pod] = vcluster_dns_pods(Release("t", "vcluster-t", "vcluster", "0.36.1", values))
+    assert pod.manifest["spec"]["schedulerName"] == "kai-scheduler"
+    assert pod.manifest["metadata"]["labels"]["kai.scheduler/queue"] == "team-a"
+    assert {v.control for v in pod_security.violations(pod.manifest["spec"], "baseline")} == {"Host Namespaces"}
+    assert pod.manifest["spec"]["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists",
+                                                    "effect": "NoSchedule"}]
+
+
+def test_the_programs_own_tenant_dns_is_what_the_check_sees(dev_run):
+    release = next(r for r in dev_run.of_type(RELEASE_TYPE) if r.inputs["chart"] == "vcluster")
+    pods = vcluster_dns_pods(Release(release.inputs["name"], release.inputs["namespace"], "vcluster",
+                                     release.inputs["version"], release.inputs["values"]))
+    assert pods and all("overwriteManifests" in pod.origin for pod in pods)
+    for level in pod_security.LEVELS:
+        assert not pod_security.violations(pods[0].manifest["spec"], level), level
+
+
+# --- schemas ----------------------------------------------------------------------------------------
+
+
+def test_an_invalid_object_is_a_kubernetes_validate_finding(attack_cache, tmp_path, sites):
+    objects = attack(attack_cache, tmp_path, {"configMap": {"enabled": True, "extraField": {"dataa": {"k": "v"}}}})
+    [finding] = errors(objects, sites["eks"], "schema")
+    assert "ConfigMap apps/probe-settings" in finding.object and "kubernetes-validate" in finding.message
+    assert "dataa" in finding.message
+    assert not errors(attack(attack_cache, tmp_path, {"configMap": {"enabled": True}}), sites["eks"], "schema")
+
+
+def test_an_api_version_the_site_does_not_serve_is_found(sites):
+    old = K8sObject({"apiVersion": "policy/v1beta1", "kind": "PodSecurityPolicy", "metadata": {"name": "p"},
+                     "spec": {}}, "program: p")
+    [finding] = errors([old], sites["eks"], "schema")
+    assert "has no policy/v1beta1 PodSecurityPolicy" in finding.message
+
+
+@pytest.mark.parametrize("spec, words", [
+    ({"size": 2}, None),
+    ({"size": 0}, "minimum"),
+    ({"sise": 2}, "required"),
+    ({"size": 2, "colour": "red"}, "colour"),
+    ({"size": 2, "labels": {"free": "form"}}, None),  # preserve-unknown-fields
+    # OpenAPI v3.0: a boolean exclusiveMinimum qualifies minimum; nullable admits null.
+    ({"size": 2, "ratio": 0.9}, None),
+    ({"size": 2, "ratio": None}, None),
+    ({"size": 2, "ratio": 0}, "less than or equal to the minimum of 0"),
+])
+def test_custom_resources_are_checked_against_the_chart_crd(attack_cache, tmp_path, sites, spec, words):
+    objects = attack(attack_cache, tmp_path, {"gizmo": {"enabled": True, "spec": spec}})
+    found = errors(objects, sites["eks"], "custom-resource")
+    if words is None:
+        assert not found
+    else:
+        assert found and any(words in f.message for f in found), found
+        assert "gizmos.attack.example.invalid" in found[0].message
+    gizmo = next(o for o in objects if o.kind == "Gizmo")
+    assert gizmo.namespace is None, "a cluster-scoped custom resource gets no namespace"
+
+
+def test_a_patch_is_checked_without_required_fields(attack_cache, tmp_path, sites):
+    objects = attack(attack_cache, tmp_path, {"gizmo": {"enabled": True, "spec": {"size": 1}}})
+    crds = deployability.crds_of(objects)
+    patch = K8sObject({"apiVersion": "attack.example.invalid/v1", "kind": "Gizmo", "metadata": {"name": "g"},
+                       "spec": {"labels": {}}}, "program: patch", patch=True)
+    assert not deployability.check_schemas([patch], sites["eks"], crds)
+    patch.manifest["spec"]["colour"] = "red"
+    assert deployability.check_schemas([patch], sites["eks"], crds)
+
+
+# --- the program's own objects ----------------------------------------------------------------------
+
+
+def test_the_program_objects_of_every_committed_stack_validate(sites):
+    for stack in COMMITTED_STACKS:
+        plan = build_plan(run(stack_config(stack), stack=stack), stack)
+        site = site_from_plan(plan)
+        objects = program_objects(plan["resources"])
+        assert objects
+        found = [f for f in deployability.check_schemas(objects, site, []) if f.severity == deployability.ERROR]
+        assert not found, "\n".join(map(str, found))
+
+
+# --- the real charts (from the chart cache) ---------------------------------------------------------
+
+
+def _real_charts_or_skip(plan) -> Path:
+    cache = chart_cache_dir()
+    missing = [release_chart_key(inputs) for _, inputs in release_records(plan["resources"])
+               if find_cached(release_chart_key(inputs), cache)[0] is None]
+    if missing:
+        names = ", ".join(sorted({key.describe() for key in missing}))
+        pytest.skip(f"the chart cache {cache} lacks {names}: run `python -m tools.charts pull` (network) or "
+                    "`python -m tools.charts add DIR --version V` with the chart directory at its tag")
+    return cache
+
+
+@pytest.mark.parametrize("stack", COMMITTED_STACKS)
+def test_committed_stacks_are_deployable_with_the_real_charts(stack, tmp_path):
+    plan = build_plan(run(stack_config(stack), stack=stack), stack)
+    cache = _real_charts_or_skip(plan)
+    rendered = render_plan_releases(plan["resources"], cache, tmp_path)
+    site, _, found = deployability.check_plan(plan, rendered, tmp_path, cache)
+    errors_found = [f for f in found if f.severity == deployability.ERROR]
+    assert not errors_found, "\n".join(map(str, errors_found))
+
+
+@pytest.mark.parametrize("level", pod_security.LEVELS)
+def test_tenant_pods_pass_every_pod_security_level_the_config_offers(level, tmp_path):
+    config = dev_config()
+    config["gpu-tenancy:vcluster"]["podSecurity"] = level
+    plan = build_plan(run(config, stack="dev"), "dev")
+    # Only the tenants' releases matter here; the others are checked by the stack test.
+    plan["resources"] = [r for r in plan["resources"]
+                         if r["type"] != RELEASE_TYPE or r["inputs"].get("chart") == "vcluster"]
+    cache = _real_charts_or_skip(plan)
+    rendered = render_plan_releases(plan["resources"], cache, tmp_path)
+    objects = program_objects(plan["resources"]) + rendered_objects(rendered, tmp_path, plan["resources"])
+    tenants = deployability.tenant_pods(objects)
+    assert tenants, "every tenant has a CoreDNS pod"
+    found = deployability.check_pod_security(objects + tenants)
+    assert not found, "\n".join(map(str, found))
+
+
+# --- tools.plan --render-charts runs the check ------------------------------------------------------
+
+
+STAND_IN_CONTROL_PLANE = """\
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: {{ .Release.Name }}
+spec:
+  serviceName: {{ .Release.Name }}
+  selector: {matchLabels: {app: vcluster, release: {{ .Release.Name }}}}
+  template:
+    metadata: {labels: {app: vcluster, release: {{ .Release.Name }}}}
+    spec:
+      containers: [{name: syncer, image: example.invalid/syncer:1}]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: cp-{{ .Release.Name }}
+spec:
+  podSelector: {matchLabels: {release: {{ .Release.Name }}}}
+  policyTypes: [Egress]
+  egress: [{ports: [{port: 443, protocol: TCP}]}]
+"""
+
+
+def test_plan_with_rendered_charts_reports_the_findings(tmp_path, monkeypatch, capsys):
+    from tools import mockrun, plan as plan_tool
+    cache, sources = tmp_path / "cache", tmp_path / "sources"
+    for name, version, source, template in (
+            ("vcluster", "0.36.1", "https://charts.loft.sh", STAND_IN_CONTROL_PLANE),
+            ("kai-scheduler", "v0.16.4", None, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: kai}\n")):
+        chart = sources / name
+        (chart / "templates").mkdir(parents=True)
+        (chart / "Chart.yaml").write_text(f"apiVersion: v2\nname: {name}\nversion: {version}\n")
+        (chart / "templates" / "main.yaml").write_text(template)
+        cache_chart(chart, "vcluster" if source else "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler",
+                    source, version, cache_dir=cache)
+    monkeypatch.setattr(mockrun, "load_stack_file", lambda stack: dev_config())
+    out = tmp_path / "plan"
+    arguments = ["dev", "--out", str(out), "--render-charts", "--chart-cache", str(cache)]
+    assert plan_tool.main(arguments) == 0
+    report = (out / "deployability.md").read_text()
+    assert "api-server-egress" in report and "TCP 16443" in report and "cp-team-nlp" in report
+    assert "deployability: 3 errors" in capsys.readouterr().out
+    assert plan_tool.main(arguments + ["--fail-on-findings"]) == 3
+
+
+@pytest.mark.parametrize("chart, version, manifest, words", [
+    ("kai-scheduler", versions.KAI_VERSION,
+     {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": "q"},
+      "spec": {"resources": {"gpu": {"quota": 1, "limit": -1, "overquotaWeight": 1}}}}, "overquotaWeight"),
+    ("gpu-operator", versions.MICROK8S_ADDON_GPU_OPERATOR_VERSION,
+     {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
+      "spec": {"devicePlugin": {"config": {"name": "c", "defualt": "x"}}}}, "defualt"),
+])
+def test_the_real_crds_catch_a_misspelled_field(chart, version, manifest, words, sites):
+    contracts = chart_contracts(pinned_chart_key(chart, version))
+    if contracts is None:
+        pytest.skip(f"the chart cache {chart_cache_dir()} lacks {chart} {version}: run `python -m tools.charts pull` "
+                    f"(network) or `python -m tools.charts add DIR --version {version}`")
+    patch = manifest["kind"] == "ClusterPolicy"  # the program patches the addon's ClusterPolicy
+    found = deployability.check_schemas([K8sObject(manifest, "test", patch=patch)], sites["eks"], contracts.crds)
+    assert [f.rule for f in found] == ["custom-resource"] and words in found[0].message
+    fixed = copy.deepcopy(manifest)
+    if patch:
+        fixed["spec"]["devicePlugin"]["config"] = {"name": "c", "default": "x"}
+    else:
+        fixed["spec"]["resources"]["gpu"]["overQuotaWeight"] = fixed["spec"]["resources"]["gpu"].pop("overquotaWeight")
+    assert not deployability.check_schemas([K8sObject(fixed, "test", patch=patch)], sites["eks"], contracts.crds)

@@ -1,0 +1,310 @@
+"""What the deployability check (``tools.deployability``) runs over: the site and the objects.
+
+* the site (:class:`Site`, from a plan): host kind, Kubernetes version(s), node pools, and what
+  the host kind provides (:data:`HOST_FACTS`: API server port, storage classes) -- the one
+  place the check keeps those facts;
+* the objects: the program's own (:func:`program_objects`), the rendered charts'
+  (:func:`rendered_objects`, with the namespace Helm installs each in), and each tenant's
+  CoreDNS pods (:func:`vcluster_dns_pods`), which no chart renders.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Optional
+
+import kubernetes_validate
+import yaml
+
+from config import versions
+
+# Rendered charts hold megabytes of CRDs: libyaml's parser when PyYAML has it.
+YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
+ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
+ANY = "*"  # a node label whose value the site sets but the plan cannot know (hostname...)
+WORKLOAD_KINDS = ("Pod", "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob")
+# Objects of these kinds have no namespace (custom kinds: the scope their CRD declares).
+CLUSTER_SCOPED = frozenset({
+    "Namespace", "Node", "PersistentVolume", "StorageClass", "CSIDriver", "RuntimeClass", "PriorityClass",
+    "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "APIService", "IngressClass",
+    "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding"})
+# Kubernetes versions a site without a pinned version is checked against: ValidatingAdmissionPolicy
+# v1 (which the program uses) is GA from 1.30; the newest the validator knows.
+UNPINNED_KUBERNETES = ("1.30", kubernetes_validate.latest_version())
+
+
+# --- the site -------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+
+@dataclasses.dataclass(frozen=True)
+class NodePool:
+    name: str
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...] = ()
+    # Label keys under these prefixes are set on the nodes by operators (NFD, GPU feature
+    # discovery, the GPU operator's deploy labels): present, value unknown.
+    managed_prefixes: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class HostFacts:
+    """What a host kind gives every site of that kind before the program adds anything."""
+
+    api_server_ports: tuple[int, ...]
+    api_server_ports_known: bool
+    storage_classes: tuple[str, ...]
+    default_storage_class: Optional[str]
+    storage_known: bool
+
+
+# Read from the hosts' docs (see /shared/FACTS.md): MicroK8s serves the API on 16443 and its
+# hostpath-storage addon (which the program enables) makes microk8s-hostpath the default class;
+# EKS serves it on 443 and, since 1.30, has no default class; a kubeconfig host is unknown
+# (443 and 6443 are the common ports).
+HOST_FACTS = {
+    "microk8s": HostFacts((16443,), True, ("microk8s-hostpath",), "microk8s-hostpath", True),
+    "eks": HostFacts((443,), True, (), None, True),
+    "kubeconfig": HostFacts((443, 6443), False, (), None, False),
+}
+_NODE_BASE_LABELS = {"kubernetes.io/os": "linux", "kubernetes.io/hostname": ANY, "kubernetes.io/arch": ANY}
+_GPU_NODE_LABELS = {"nvidia.com/gpu.present": "true"}
+_OPERATOR_PREFIXES = ("feature.node.kubernetes.io/", "nvidia.com/")
+
+
+@dataclasses.dataclass(frozen=True)
+class Site:
+    stack: str
+    kind: str
+    facts: HostFacts
+    kubernetes_versions: tuple[str, ...]
+    node_pools: Optional[tuple[NodePool, ...]]  # None: the plan cannot know them
+    enables_hostpath_storage: bool = True
+
+
+def _taint(raw: Mapping[str, Any]) -> Taint:
+    effect = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute",
+              "PREFER_NO_SCHEDULE": "PreferNoSchedule"}.get(raw.get("effect", ""), raw.get("effect", ""))
+    return Taint(str(raw.get("key", "")), str(raw.get("value", "") or ""), effect)
+
+
+def site_from_plan(plan: Mapping[str, Any]) -> Site:
+    """The site a plan (``tools.plan.build_plan``) deploys to: host kind, version, node pools."""
+    resources = plan["resources"]
+    by_type = lambda typ: [r for r in resources if r["type"] == typ]  # noqa: E731
+    clusters = by_type("eks:index:Cluster")
+    if clusters:
+        groups = by_type("eks:index:ManagedNodeGroup")
+        pools = []
+        for group in groups:
+            inputs = group["inputs"]
+            gpu = "NVIDIA" in str(inputs.get("amiType", ""))
+            labels = {**_NODE_BASE_LABELS, "eks.amazonaws.com/nodegroup": ANY, **(_GPU_NODE_LABELS if gpu else {}),
+                      **{k: str(v) for k, v in (inputs.get("labels") or {}).items()}}
+            pools.append(NodePool(group["name"], labels, tuple(_taint(t) for t in inputs.get("taints") or []),
+                                  _OPERATOR_PREFIXES if gpu else ("feature.node.kubernetes.io/",)))
+        version = str(clusters[0]["inputs"].get("version") or versions.EKS_KUBERNETES_VERSION)
+        return Site(plan["stack"], "eks", HOST_FACTS["eks"], (version,), tuple(pools))
+    commands = [str(r["inputs"].get("create", "")) for r in resources if r["type"].startswith("command:")]
+    if any("microk8s" in command for command in commands):
+        # One node: the GPU box; the nvidia addon's operator labels it.
+        node = NodePool("microk8s-node", {**_NODE_BASE_LABELS, **_GPU_NODE_LABELS}, (), _OPERATOR_PREFIXES)
+        return Site(plan["stack"], "microk8s", HOST_FACTS["microk8s"], UNPINNED_KUBERNETES, (node,),
+                    enables_hostpath_storage=any("enable hostpath-storage" in c for c in commands))
+    return Site(plan["stack"], "kubeconfig", HOST_FACTS["kubeconfig"], UNPINNED_KUBERNETES, None)
+
+
+def addon_operator_version(plan: Mapping[str, Any]) -> str:
+    """The GPU Operator version of the MicroK8s nvidia addon (its ClusterPolicy CRD is the
+    contract of the program's patch)."""
+    for resource in plan["resources"]:
+        words = str(resource["inputs"].get("create", "")).split()
+        if "--gpu-operator-version" in words[:-1]:
+            return words[words.index("--gpu-operator-version") + 1]
+    return versions.MICROK8S_ADDON_GPU_OPERATOR_VERSION
+
+
+# --- the objects ----------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Release:
+    name: str
+    namespace: str
+    chart: str
+    version: str
+    values: Mapping[str, Any]
+
+
+@dataclasses.dataclass
+class K8sObject:
+    manifest: dict[str, Any]
+    origin: str
+    release: Optional[Release] = None
+    patch: bool = False
+
+    @property
+    def kind(self) -> str:
+        return str(self.manifest.get("kind", ""))
+
+    @property
+    def name(self) -> str:
+        return str((self.manifest.get("metadata") or {}).get("name", ""))
+
+    @property
+    def namespace(self) -> Optional[str]:
+        return (self.manifest.get("metadata") or {}).get("namespace")
+
+    def describe(self) -> str:
+        where = f"{self.namespace}/" if self.namespace else ""
+        return f"{self.kind} {where}{self.name} ({self.origin})"
+
+
+def program_objects(resources: Iterable[Mapping[str, Any]]) -> list[K8sObject]:
+    """The Kubernetes objects a plan registers itself (Helm releases and providers excluded)."""
+    objects = []
+    for resource in resources:
+        typ = resource["type"]
+        if not typ.startswith("kubernetes:") or typ.startswith("kubernetes:helm.sh/") or resource.get("read"):
+            continue
+        manifest = resource.get("inputs") or {}
+        if "kind" not in manifest or "apiVersion" not in manifest:
+            continue
+        objects.append(K8sObject(copy.deepcopy(dict(manifest)), f"program: {resource['name']}",
+                                 patch=typ.endswith("Patch")))
+    return objects
+
+
+def rendered_objects(rendered: Mapping[str, Any], out_dir: Path, resources: Iterable[Mapping[str, Any]]) -> list[K8sObject]:
+    """The objects of ``render_plan_releases``' output (its summary and ``out_dir``), each with
+    the namespace Helm installs it in and its release's values."""
+    values = {r["name"]: (r.get("inputs") or {}).get("values") or {} for r in resources}
+    objects = []
+    for entry in rendered["releases"]:
+        release = Release(entry["release"], entry["namespace"], entry["chart"], entry["version"],
+                          values.get(entry["resource"], {}))
+        for file in entry["files"]:
+            text = (Path(out_dir) / entry["dir"] / file).read_text(encoding="utf-8")
+            for document in yaml.load_all(text, Loader=YAML_LOADER):
+                if isinstance(document, dict) and document.get("kind"):
+                    origin = f"chart {entry['chart']} {entry['version']}, release {entry['release']}: {file}"
+                    objects.append(K8sObject(document, origin, release))
+    scopes = {(crd["spec"]["group"], crd["spec"]["names"]["kind"]): crd["spec"].get("scope")
+              for crd in crds_of(objects)}
+    for obj in objects:
+        group = str(obj.manifest.get("apiVersion", "")).rpartition("/")[0]
+        cluster_scoped = obj.kind in CLUSTER_SCOPED or scopes.get((group, obj.kind)) == "Cluster"
+        metadata = obj.manifest.setdefault("metadata", {})
+        if not cluster_scoped and not metadata.get("namespace"):
+            metadata["namespace"] = obj.release.namespace
+    return objects
+
+
+def crds_of(objects: Iterable[K8sObject]) -> list[dict[str, Any]]:
+    return [obj.manifest for obj in objects if obj.kind == "CustomResourceDefinition"]
+
+
+def _get(data: Any, *path: str, default: Any = None) -> Any:
+    for key in path:
+        if not isinstance(data, Mapping) or key not in data:
+            return default
+        data = data[key]
+    return data
+
+
+def _toleration(text: str) -> dict[str, str]:
+    """vCluster's ``key[=value]:Effect`` toleration syntax."""
+    head, _, effect = text.rpartition(":")
+    key, has_value, value = head.partition("=")
+    toleration = {"key": key, "operator": "Equal" if has_value else "Exists", "effect": effect}
+    if has_value:
+        toleration["value"] = value
+    return toleration
+
+
+def _default_coredns_template(coredns: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """vCluster 0.36's own CoreDNS pod template, reduced to what the checks read: the values'
+    ``controlPlane.coredns.security`` contexts, else a non-root container with NET_BIND_SERVICE
+    and no pod-level seccomp profile; its node selector and tolerations."""
+    security = coredns.get("security") or {}
+    deployment = coredns.get("deployment") or {}
+    spec: dict[str, Any] = {
+        "containers": [{"name": "coredns", "image": "coredns", "securityContext": security.get(
+            "containerSecurityContext") or {
+            "runAsNonRoot": True, "runAsUser": 1001, "runAsGroup": 1001, "allowPrivilegeEscalation": False,
+            "capabilities": {"add": ["NET_BIND_SERVICE"], "drop": ["ALL"]}, "readOnlyRootFilesystem": True}}],
+        "nodeSelector": {"kubernetes.io/os": "linux", **(deployment.get("nodeSelector") or {})},
+        "tolerations": list(deployment.get("tolerations") or []),
+        "volumes": [{"name": "config-volume", "configMap": {"name": "coredns"}},
+                    {"name": "custom-config-volume", "configMap": {"name": "coredns-custom", "optional": True}}],
+    }
+    if security.get("podSecurityContext"):
+        spec["securityContext"] = security["podSecurityContext"]
+    return {"labels": {"k8s-app": "vcluster-kube-dns"}}, spec
+
+
+def _overwritten_coredns_templates(manifests: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """The pod templates of ``controlPlane.coredns.overwriteManifests`` (the program's own DNS)."""
+    objects = [K8sObject(document, "") for document in yaml.load_all(manifests, Loader=YAML_LOADER)
+               if isinstance(document, dict) and document.get("kind")]
+    return [(copy.deepcopy(metadata), copy.deepcopy(spec)) for _, metadata, spec in pod_templates(objects)]
+
+
+def vcluster_dns_pods(release: Release) -> list[K8sObject]:
+    """The host pods of a tenant's CoreDNS: vCluster deploys it inside the virtual cluster (its
+    own manifests, or ``controlPlane.coredns.overwriteManifests``) and the syncer copies the pods
+    to the host namespace, adding its labels, the node-sync labels as a nodeSelector and
+    ``enforceTolerations``. None when CoreDNS is off or embedded in the control plane."""
+    values = release.values
+    coredns = _get(values, "controlPlane", "coredns", default={}) or {}
+    if coredns.get("enabled") is False or coredns.get("embedded"):
+        return []
+    overwritten = coredns.get("overwriteManifests")
+    templates = _overwritten_coredns_templates(overwritten) if overwritten else [_default_coredns_template(coredns)]
+    nodes = _get(values, "sync", "fromHost", "nodes", default={}) or {}
+    synced_selector = (_get(nodes, "selector", "labels", default={}) or {}) \
+        if nodes.get("enabled") and not _get(nodes, "selector", "all") else {}
+    enforced = [_toleration(text) for text in
+                _get(values, "sync", "toHost", "pods", "enforceTolerations", default=[]) or []]
+    pods = []
+    for index, (metadata, spec) in enumerate(templates):
+        spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **synced_selector}
+        spec["tolerations"] = list(spec.get("tolerations") or []) + enforced
+        labels = {**(metadata.get("labels") or {}), "vcluster.loft.sh/managed-by": release.name,
+                  "vcluster.loft.sh/namespace": "kube-system"}
+        manifest = {"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": f"coredns-{index}-x-kube-system-x-{release.name}",
+                                 "namespace": release.namespace, "labels": labels,
+                                 "annotations": dict(metadata.get("annotations") or {})},
+                    "spec": spec}
+        source = "its overwriteManifests" if overwritten else "vCluster's default"
+        pods.append(K8sObject(manifest, f"vCluster {release.name}'s CoreDNS ({source}), synced to the host",
+                              release))
+    return pods
+
+
+def pod_templates(objects: Iterable[K8sObject]) -> list[tuple[K8sObject, dict[str, Any], dict[str, Any]]]:
+    """(object, pod metadata, pod spec) of every workload."""
+    found = []
+    for obj in objects:
+        if obj.kind not in WORKLOAD_KINDS or obj.patch:
+            continue
+        manifest = obj.manifest
+        if obj.kind == "Pod":
+            template = manifest
+        elif obj.kind == "CronJob":
+            template = _get(manifest, "spec", "jobTemplate", "spec", "template", default={})
+        else:
+            template = _get(manifest, "spec", "template", default={})
+        found.append((obj, template.get("metadata") or {}, template.get("spec") or {}))
+    return found

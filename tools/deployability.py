@@ -1,0 +1,370 @@
+"""Deployability check: will the objects of a plan work on the site, not only validate?
+
+Runs over the program's own Kubernetes objects plus the objects the Helm releases render to
+(real charts from the chart cache) and the tenants' CoreDNS pods (``tools.deploy_inputs``), and
+reports what a first ``pulumi up`` on the site would trip over, one rule each:
+
+* ``storage``: every PersistentVolumeClaim and StatefulSet volumeClaimTemplate names a storage
+  class the site will have, or the site has a default class;
+* ``api-server-egress``: every vCluster control plane may reach the API server port of the host
+  kind through the NetworkPolicies that select it (``tools.network_policy``);
+* ``node-fit``: every pod template's nodeSelector, required node affinity and tolerations fit
+  at least one node pool of the site;
+* ``pod-security``: every pod template passes the Pod Security level its namespace enforces
+  (``tools.pod_security``), the tenant's control plane and CoreDNS included;
+* ``schema``: every built-in object is valid for the site's Kubernetes version(s)
+  (``kubernetes-validate``, strict: an unknown field is an error);
+* ``custom-resource``: every custom resource is valid against its CRD from the pinned chart,
+  unknown fields included (the API server would prune them silently).
+
+Each :class:`Finding` names the object, the rule and the fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+import jsonschema
+import kubernetes_validate
+
+from tools import network_policy, pod_security
+from tools.deploy_inputs import (ANY, DEFAULT_CLASS_ANNOTATION, ENFORCE_LABEL, K8sObject, NodePool, Site,
+                                 addon_operator_version, crds_of, pod_templates, program_objects, rendered_objects,
+                                 site_from_plan, vcluster_dns_pods)
+
+ERROR, WARNING, INFO = "error", "warning", "info"
+
+# kubernetes-validate reads its schema files (the definitions are megabytes of JSON) on every
+# call; the files never change, so each is read once. The validator does not mutate them.
+if not hasattr(kubernetes_validate.utils.schema_contents, "cache_info"):
+    kubernetes_validate.utils.schema_contents = functools.lru_cache(maxsize=None)(
+        kubernetes_validate.utils.schema_contents)
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    severity: str
+    rule: str
+    object: str
+    message: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"[{self.severity}] {self.rule}: {self.object}: {self.message}. Fix: {self.fix}"
+
+
+# --- storage --------------------------------------------------------------------------------------
+
+
+def _claims(objects: Iterable[K8sObject]) -> Iterable[tuple[K8sObject, str, Optional[str]]]:
+    for obj in objects:
+        if obj.kind == "PersistentVolumeClaim":
+            yield obj, f"claim {obj.name}", (obj.manifest.get("spec") or {}).get("storageClassName")
+        elif obj.kind == "StatefulSet":
+            for template in (obj.manifest.get("spec") or {}).get("volumeClaimTemplates") or []:
+                name = (template.get("metadata") or {}).get("name")
+                yield obj, f"volumeClaimTemplate {name}", (template.get("spec") or {}).get("storageClassName")
+
+
+def check_storage(objects: Sequence[K8sObject], site: Site) -> list[Finding]:
+    facts = site.facts
+    provided = set(facts.storage_classes) if site.enables_hostpath_storage or site.kind != "microk8s" else set()
+    declared = {obj.name: obj for obj in objects if obj.kind == "StorageClass"}
+    defaults = sorted(name for name, obj in declared.items()
+                      if (obj.manifest["metadata"].get("annotations") or {}).get(DEFAULT_CLASS_ANNOTATION) == "true")
+    if facts.default_storage_class and facts.default_storage_class in provided:
+        defaults.append(facts.default_storage_class)
+    findings = []
+    for obj, what, storage_class in _claims(objects):
+        if storage_class == "":
+            findings.append(Finding(WARNING, "storage", obj.describe(),
+                                    f"{what} has storageClassName \"\" (binds only to a pre-made volume)",
+                                    "name a storage class, or create the PersistentVolume it binds to"))
+        elif storage_class is None:
+            if defaults:
+                continue
+            if not facts.storage_known:
+                findings.append(Finding(INFO, "storage", obj.describe(),
+                                        f"{what} uses the default storage class; whether a {site.kind} site has one "
+                                        "is not known here", "check `kubectl get storageclass` on the site shows a "
+                                        "(default) class, or name a class"))
+                continue
+            findings.append(Finding(ERROR, "storage", obj.describe(),
+                                    f"{what} names no storage class and a {site.kind} site has no default class, "
+                                    "so it stays Pending", "install a provisioner with a default StorageClass "
+                                    "(EKS: the aws-ebs-csi-driver addon and a gp3 class annotated "
+                                    f"{DEFAULT_CLASS_ANNOTATION}: \"true\"), or set the chart's storage class"))
+        elif storage_class not in declared and storage_class not in provided:
+            severity = ERROR if facts.storage_known else INFO
+            findings.append(Finding(severity, "storage", obj.describe(),
+                                    f"{what} names storage class {storage_class}, which neither the program nor "
+                                    f"a {site.kind} host provides", f"create StorageClass {storage_class} or name "
+                                    "one the site has"))
+    return findings
+
+
+# --- API server egress ----------------------------------------------------------------------------
+
+
+def _control_planes(objects: Sequence[K8sObject]) -> list[tuple[K8sObject, dict[str, Any]]]:
+    """Workloads whose pods carry the vCluster chart's control-plane label ``app: vcluster``."""
+    return [(obj, metadata) for obj, metadata, _ in pod_templates(objects)
+            if (metadata.get("labels") or {}).get("app") == "vcluster"]
+
+
+def check_api_server_egress(objects: Sequence[K8sObject], site: Site) -> list[Finding]:
+    policies = [obj.manifest for obj in objects if obj.kind == "NetworkPolicy"]
+    findings = []
+    for obj, metadata in _control_planes(objects):
+        labels = {k: str(v) for k, v in (metadata.get("labels") or {}).items()}
+        for port in site.facts.api_server_ports:
+            allowed, names = network_policy.egress_verdict(obj.namespace or "", labels, policies, port)
+            if allowed:
+                continue
+            known = site.facts.api_server_ports_known
+            findings.append(Finding(
+                ERROR if known else WARNING, "api-server-egress", obj.describe(),
+                f"NetworkPolicies {', '.join(sorted(names))} allow no egress to TCP {port}, "
+                f"{'the' if known else 'a common'} {site.kind} API server port, so the control plane "
+                "cannot reach the host API server",
+                f"add an egress rule for TCP {port} (vCluster values "
+                "policies.networkPolicy.controlPlane.egress) or turn the network policy off"))
+    return findings
+
+
+# --- node fit -------------------------------------------------------------------------------------
+
+
+def _label_matches(pool: NodePool, key: str, wanted: Optional[Sequence[str]], operator: str) -> bool:
+    managed = any(key.startswith(prefix) for prefix in pool.managed_prefixes)
+    present = key in pool.labels or managed
+    value = pool.labels.get(key, ANY if managed else None)
+    if operator == "Exists":
+        return present
+    if operator == "DoesNotExist":
+        return not present
+    if operator == "In":
+        return present and (value == ANY or value in (wanted or []))
+    if operator == "NotIn":
+        return not present or value == ANY or value not in (wanted or [])
+    if operator in ("Gt", "Lt"):
+        return present  # numeric node labels: not modelled, assume the site has a fitting node
+    return False
+
+
+def _tolerates(tolerations: Sequence[Mapping[str, Any]], taint: Any) -> bool:
+    for toleration in tolerations:
+        if toleration.get("effect") and toleration["effect"] != taint.effect:
+            continue
+        if toleration.get("operator") == "Exists" and not toleration.get("key"):
+            return True
+        if toleration.get("key") != taint.key:
+            continue
+        if toleration.get("operator") == "Exists" or str(toleration.get("value", "")) == taint.value:
+            return True
+    return False
+
+
+def fits(spec: Mapping[str, Any], pool: NodePool) -> list[str]:
+    """Why a pod spec cannot land on the pool (empty: it can)."""
+    reasons = [f"nodeSelector {key}={value}" for key, value in (spec.get("nodeSelector") or {}).items()
+               if not _label_matches(pool, key, [str(value)], "In")]
+    terms = ((((spec.get("affinity") or {}).get("nodeAffinity") or {})
+              .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or [])
+    if terms and not any(all(_label_matches(pool, e["key"], e.get("values"), e["operator"])
+                             for e in term.get("matchExpressions") or []) for term in terms):
+        reasons.append("required node affinity")
+    for taint in pool.taints:
+        if taint.effect in ("NoSchedule", "NoExecute") and not _tolerates(spec.get("tolerations") or [], taint):
+            reasons.append(f"untolerated taint {taint.key}={taint.value}:{taint.effect}")
+    return reasons
+
+
+def check_node_fit(objects: Sequence[K8sObject], site: Site) -> list[Finding]:
+    if site.node_pools is None:
+        return [Finding(INFO, "node-fit", f"site {site.stack}", f"the node pools of a {site.kind} host are not "
+                        "known to the plan, so node selectors and tolerations were not checked",
+                        "check them against `kubectl get nodes --show-labels` and the nodes' taints")]
+    findings = []
+    for obj, _, spec in pod_templates(objects):
+        why = {pool.name: fits(spec, pool) for pool in site.node_pools}
+        if all(why.values()):
+            detail = "; ".join(f"{pool}: {', '.join(reasons)}" for pool, reasons in why.items())
+            findings.append(Finding(ERROR, "node-fit", obj.describe(),
+                                    f"fits no node pool of the site ({detail}), so its pods stay Pending",
+                                    "change its nodeSelector/tolerations or add a node pool that has those "
+                                    "labels and taints"))
+    return findings
+
+
+# --- Pod Security ---------------------------------------------------------------------------------
+
+
+def namespace_levels(objects: Iterable[K8sObject]) -> dict[str, str]:
+    """Enforced Pod Security level of each namespace the objects declare; a namespace without the
+    label (or not declared, e.g. Helm's createNamespace) is ``privileged``, the cluster default."""
+    return {obj.name: ((obj.manifest.get("metadata") or {}).get("labels") or {}).get(ENFORCE_LABEL, "privileged")
+            for obj in objects if obj.kind == "Namespace"}
+
+
+def check_pod_security(objects: Sequence[K8sObject]) -> list[Finding]:
+    levels = namespace_levels(objects)
+    findings = []
+    for obj, metadata, spec in pod_templates(objects):
+        level = levels.get(obj.namespace or "", "privileged")
+        for violation in pod_security.violations(spec, level, metadata.get("annotations") or {}):
+            findings.append(Finding(ERROR, "pod-security", obj.describe(),
+                                    f"namespace {obj.namespace} enforces {level}; breaks the {violation.level} "
+                                    f"control \"{violation.control}\" at {violation.field}",
+                                    f"{violation.fix} (or lower the namespace's level)"))
+    return findings
+
+
+# --- schemas --------------------------------------------------------------------------------------
+
+
+def check_schemas(objects: Sequence[K8sObject], site: Site, crds: Sequence[Mapping[str, Any]]) -> list[Finding]:
+    """Built-in objects against the Kubernetes schemas of each site version, custom resources
+    against their CRD; an object neither knows is reported too."""
+    known_crds = {(crd["spec"]["group"], crd["spec"]["names"]["kind"]): crd for crd in crds}
+    findings = []
+    for obj in objects:
+        if obj.kind == "Pod" and obj.origin.startswith("vCluster"):
+            continue  # a model of a synced pod, not an object anyone applies
+        api_version = str(obj.manifest.get("apiVersion", ""))
+        group, _, version = api_version.rpartition("/")
+        crd = known_crds.get((group, obj.kind))
+        if crd is not None:
+            findings.extend(_check_custom_resource(obj, crd, version))
+            continue
+        if obj.patch:
+            continue  # a patch of a built-in object is partial by design
+        for kube in site.kubernetes_versions:
+            try:
+                kubernetes_validate.validate(obj.manifest, kube, strict=True)
+            except kubernetes_validate.SchemaNotFoundError:
+                findings.append(Finding(WARNING if "." in group else ERROR, "schema", obj.describe(),
+                                        f"Kubernetes {kube} has no {api_version} {obj.kind} and no CRD for it is "
+                                        "among the charts' CRDs", "use an API version the site serves, or "
+                                        "install the CRD"))
+                break
+            except kubernetes_validate.ValidationError as error:
+                path = "/".join(str(part) for part in error.absolute_path) or "(top level)"
+                findings.append(Finding(ERROR, "schema", obj.describe(),
+                                        f"invalid for Kubernetes {kube} (kubernetes-validate, strict) at {path}: "
+                                        f"{error.message}", "fix the field (an unknown field is a typo or a field "
+                                        "this Kubernetes version lacks)"))
+    return findings
+
+
+def strict_crd_schema(schema: Mapping[str, Any], partial: bool = False) -> dict[str, Any]:
+    """A CRD's structural schema with unknown fields refused where the API server would prune
+    them (objects with properties and no ``x-kubernetes-preserve-unknown-fields``); ``partial``
+    drops ``required`` (for patches). OpenAPI v3.0 spellings become JSON Schema's: a boolean
+    ``exclusiveMinimum``/``exclusiveMaximum`` qualifies ``minimum``/``maximum``; ``nullable``
+    admits null."""
+    result = dict(schema)
+    if partial:
+        result.pop("required", None)
+    for exclusive, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+        if isinstance(result.get(exclusive), bool):
+            if result.pop(exclusive) and bound in result:
+                result[exclusive] = result.pop(bound)
+    if result.pop("nullable", False) and isinstance(result.get("type"), str):
+        result["type"] = [result["type"], "null"]
+    if result.get("properties") is not None:
+        result["properties"] = {key: strict_crd_schema(item, partial) for key, item in result["properties"].items()}
+        if "additionalProperties" not in result and not result.get("x-kubernetes-preserve-unknown-fields"):
+            result["additionalProperties"] = False
+    if isinstance(result.get("items"), Mapping):
+        result["items"] = strict_crd_schema(result["items"], partial)
+    if isinstance(result.get("additionalProperties"), Mapping):
+        result["additionalProperties"] = strict_crd_schema(result["additionalProperties"], partial)
+    return result
+
+
+def _check_custom_resource(obj: K8sObject, crd: Mapping[str, Any], version: str) -> list[Finding]:
+    served = {v["name"]: v for v in crd["spec"].get("versions") or [] if v.get("served", True)}
+    name = crd["metadata"]["name"]
+    if version not in served:
+        return [Finding(ERROR, "custom-resource", obj.describe(), f"CRD {name} serves no version {version} "
+                        f"(serves {', '.join(sorted(served)) or 'none'})", "use a served version")]
+    schema = (served[version].get("schema") or {}).get("openAPIV3Schema")
+    if not schema:
+        return []
+    schema = strict_crd_schema(schema, partial=obj.patch)
+    # apiVersion, kind and metadata are the API server's (TypeMeta, ObjectMeta), whatever the CRD lists.
+    schema.setdefault("properties", {}).update(apiVersion={"type": "string"}, kind={"type": "string"},
+                                               metadata={"type": "object"})
+    document = {key: value for key, value in obj.manifest.items() if key != "status"}
+    return [Finding(ERROR, "custom-resource", obj.describe(),
+                    f"invalid against CRD {name} at {'/'.join(str(p) for p in error.absolute_path) or '(top level)'}: "
+                    f"{error.message}", "fix the field (an unknown field would be pruned silently)")
+            for error in jsonschema.Draft7Validator(schema).iter_errors(document)]
+
+
+# --- the whole check ------------------------------------------------------------------------------
+
+
+def tenant_pods(objects: Sequence[K8sObject]) -> list[K8sObject]:
+    """Each vCluster release's CoreDNS pods (no chart renders them)."""
+    seen, pods = set(), []
+    for obj in objects:
+        release = obj.release
+        if release is None or release.chart != "vcluster" or (release.name, release.namespace) in seen:
+            continue
+        seen.add((release.name, release.namespace))
+        pods.extend(vcluster_dns_pods(release))
+    return pods
+
+
+def check(objects: Sequence[K8sObject], site: Site, extra_crds: Sequence[Mapping[str, Any]] = ()) -> list[Finding]:
+    """Every rule over the objects (program + rendered); the tenants' CoreDNS pods are added here."""
+    everything = list(objects) + tenant_pods(objects)
+    crds = crds_of(objects) + list(extra_crds)
+    findings = (check_storage(everything, site) + check_api_server_egress(everything, site)
+                + check_node_fit(everything, site) + check_pod_security(everything)
+                + check_schemas(everything, site, crds))
+    order = {ERROR: 0, WARNING: 1, INFO: 2}
+    return sorted(findings, key=lambda f: (order[f.severity], f.rule, f.object, f.message))
+
+
+def render_report(findings: Sequence[Finding], site: Site, object_count: int) -> str:
+    counts = {severity: sum(1 for f in findings if f.severity == severity) for severity in (ERROR, WARNING, INFO)}
+    lines = [f"# Deployability of stack {site.stack} ({site.kind}, Kubernetes {', '.join(site.kubernetes_versions)})",
+             "", f"{object_count} objects checked: {counts[ERROR]} errors, {counts[WARNING]} warnings, "
+             f"{counts[INFO]} notes.", ""]
+    for finding in findings:
+        lines.append(f"- **{finding.severity}** `{finding.rule}` {finding.object}: {finding.message}. "
+                     f"Fix: {finding.fix}.")
+    return "\n".join(lines) + "\n"
+
+
+def check_plan(plan: Mapping[str, Any], rendered: Mapping[str, Any], out_dir: Any,
+               cache_dir: Any = None) -> tuple[Site, int, list[Finding]]:
+    """The check over a plan and its ``render_plan_releases`` output in ``out_dir``.
+
+    On a MicroK8s site the GPU Operator is the nvidia addon's, not a release of the plan: the
+    ClusterPolicy CRD the program's patch must satisfy comes from that operator version's chart
+    in the cache (a note says so when the cache lacks it)."""
+    from tools.chart_cache import chart_contracts
+    from tools.charts import pinned_chart_key
+
+    site = site_from_plan(plan)
+    objects = program_objects(plan["resources"]) + rendered_objects(rendered, out_dir, plan["resources"])
+    extra: list[Mapping[str, Any]] = []
+    notes: list[Finding] = []
+    if site.kind == "microk8s":
+        version = addon_operator_version(plan)
+        contracts = chart_contracts(pinned_chart_key("gpu-operator", version), cache_dir)
+        if contracts is None:
+            notes.append(Finding(INFO, "custom-resource", f"site {site.stack}",
+                                 f"the chart cache has no gpu-operator {version} (the MicroK8s addon's), so the "
+                                 "ClusterPolicy patch was not checked against its CRD",
+                                 f"python -m tools.charts pull gpu-operator --repo https://helm.ngc.nvidia.com/nvidia "
+                                 f"--version {version}"))
+        else:
+            extra = contracts.crds
+    return site, len(objects), check(objects, site, extra) + notes

@@ -1,0 +1,86 @@
+"""NetworkPolicy egress semantics (networking.k8s.io/v1), for one question: can a pod open a TCP
+connection to an address outside the pod network (the API server) on a given port?
+
+A pod is isolated for egress when a policy in its namespace selects it and lists ``Egress`` in
+``policyTypes`` (or, without ``policyTypes``, has an ``egress`` section). An isolated pod may
+connect only where some egress rule of some selecting policy allows both the peer and the port.
+The API server is not a pod, so only ``ipBlock`` peers (or a rule without ``to``) can match it;
+its address is a node or control-plane address somewhere in the private ranges, so an ipBlock
+must allow all of them to count. Ports are matched after Service translation (what Calico and
+the AWS VPC CNI policy agent do): the API server's own port, not the ``kubernetes`` Service's.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any, Iterable, Mapping, Optional
+
+PRIVATE_RANGES = tuple(ipaddress.ip_network(cidr) for cidr in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
+
+
+def selector_matches(selector: Optional[Mapping[str, Any]], labels: Mapping[str, str]) -> bool:
+    """A LabelSelector against a label set (an empty selector matches everything)."""
+    selector = selector or {}
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != str(value):
+            return False
+    for expression in selector.get("matchExpressions") or []:
+        key, operator, values = expression.get("key"), expression.get("operator"), expression.get("values") or []
+        present = key in labels
+        if operator == "In" and not (present and labels[key] in values):
+            return False
+        if operator == "NotIn" and present and labels[key] in values:
+            return False
+        if operator == "Exists" and not present:
+            return False
+        if operator == "DoesNotExist" and present:
+            return False
+    return True
+
+
+def isolates_egress(policy: Mapping[str, Any]) -> bool:
+    spec = policy.get("spec") or {}
+    types = spec.get("policyTypes")
+    return "Egress" in types if types else "egress" in spec
+
+
+def _peer_allows_external(peer: Mapping[str, Any]) -> bool:
+    block = peer.get("ipBlock")
+    if not block:
+        return False  # pod and namespace selectors select pods, never the API server
+    network = ipaddress.ip_network(block["cidr"], strict=False)
+    excepted = [ipaddress.ip_network(cidr, strict=False) for cidr in block.get("except") or []]
+    return all(private.subnet_of(network) and not any(private.overlaps(hole) for hole in excepted)
+               for private in PRIVATE_RANGES if private.version == network.version)
+
+
+def _port_allows(entry: Mapping[str, Any], port: int) -> bool:
+    if entry.get("protocol", "TCP") != "TCP":
+        return False
+    wanted = entry.get("port")
+    if wanted is None:
+        return True
+    if isinstance(wanted, str) and not wanted.isdigit():
+        return False  # a named port resolves against the destination pod's containers
+    low, high = int(wanted), int(entry.get("endPort") or wanted)
+    return low <= port <= high
+
+
+def rule_allows(rule: Mapping[str, Any], port: int) -> bool:
+    peers = rule.get("to")
+    ports = rule.get("ports")
+    return (not peers or any(_peer_allows_external(peer) for peer in peers)) and \
+        (not ports or any(_port_allows(entry, port) for entry in ports))
+
+
+def egress_verdict(namespace: str, labels: Mapping[str, str], policies: Iterable[Mapping[str, Any]],
+                   port: int) -> tuple[bool, list[str]]:
+    """Whether a pod (namespace, labels) may reach an address outside the pod network on TCP
+    ``port``, and the names of the policies that isolate it for egress."""
+    isolating = [policy for policy in policies
+                 if (policy.get("metadata") or {}).get("namespace") == namespace and isolates_egress(policy)
+                 and selector_matches((policy.get("spec") or {}).get("podSelector"), labels)]
+    if not isolating:
+        return True, []
+    allowed = any(rule_allows(rule, port) for policy in isolating for rule in (policy["spec"].get("egress") or []))
+    return allowed, [policy["metadata"]["name"] for policy in isolating]
