@@ -26,6 +26,8 @@ from config.merge import deep_merge
 from config.model import Team, VClusterSettings
 
 RELEASE_TIMEOUT_SECONDS = 900
+# Non-root identity of a restricted tenant's control plane (and owner of its data volume).
+CONTROL_PLANE_USER = 12345
 # vCluster's default public-egress exceptions (private and loopback ranges) plus link-local, where
 # cloud instance metadata services answer with the node's credentials.
 EGRESS_EXCEPTIONS = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "127.0.0.0/8",
@@ -108,7 +110,28 @@ def vcluster_values(team: Team) -> dict:
                 "enabled": True, "cidr": "0.0.0.0/0", "except": list(EGRESS_EXCEPTIONS)}}},
         },
     }
-    return deep_merge(deep_merge(values, host_values(settings)), settings.extra_values)
+    values = deep_merge(values, host_values(settings))
+    if settings.pod_security == "restricted":
+        values = deep_merge(values, restricted_control_plane_values())
+    return deep_merge(values, settings.extra_values)
+
+
+def restricted_control_plane_values() -> dict:
+    """The control plane runs as root by default; the restricted Pod Security level refuses that pod.
+
+    vCluster runs unprivileged when told to: a non-root user on the syncer and the distro init
+    container, the data volume group-owned by that user, no capabilities, the runtime's seccomp profile.
+    """
+    container = {"allowPrivilegeEscalation": False, "runAsNonRoot": True, "runAsUser": CONTROL_PLANE_USER,
+                 "runAsGroup": CONTROL_PLANE_USER, "capabilities": {"drop": ["ALL"]},
+                 "seccompProfile": {"type": "RuntimeDefault"}}
+    return {"controlPlane": {
+        "statefulSet": {"security": {
+            "podSecurityContext": {"runAsNonRoot": True, "fsGroup": CONTROL_PLANE_USER,
+                                   "seccompProfile": {"type": "RuntimeDefault"}},
+            "containerSecurityContext": container}},
+        "distro": {"k8s": {"securityContext": dict(container)}},
+    }}
 
 
 def connect_command(team: Team) -> str:
