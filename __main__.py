@@ -13,8 +13,8 @@ from components.tenant import TenantCluster, TenantClusterArgs
 from config import PROJECT, load_platform, sharing
 from config.source import raw_stack_config
 
-raw, secrets_set = raw_stack_config()
-platform = load_platform(raw, secrets_set=secrets_set, stack=pulumi.get_stack())
+raw, secrets_set, placeholders = raw_stack_config()
+platform = load_platform(raw, secrets_set=secrets_set, placeholders=placeholders, stack=pulumi.get_stack())
 for warning in platform.warnings:
     pulumi.log.warn(warning)
 

@@ -8,13 +8,14 @@ raises one ``ConfigError`` listing every problem. It registers nothing, so a bad
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import re
 from typing import Any, Iterable, Mapping, Optional
 
 from config import versions
 from config.capacity import known_gpu_capacity
-from config.errors import MISSING, ConfigError
+from config.errors import MISSING, ConfigError, ConfigIssue
 from config.model import (
     Cluster,
     ControlPlaneResources,
@@ -44,6 +45,11 @@ PROJECT = "gpu-tenancy"
 
 TOP_LEVEL_KEYS = ("cluster", "gpuOperator", "kaiScheduler", "organization", "teams", "vcluster")
 SECRET_KEYS = ("sshPrivateKey", "kubeconfig")
+# Where each secret's value usually comes from, for the command that sets it.
+SECRET_SOURCES = {"sshPrivateKey": "~/.ssh/id_ed25519", "kubeconfig": "path/to/kubeconfig"}
+# Config namespaces a stack may use besides the project's own: Pulumi's and the providers' the
+# program runs. Any other namespace is a typo that would leave its keys silently unread.
+OTHER_NAMESPACES = ("pulumi", "aws", "eks", "kubernetes", "command")
 CLUSTER_KINDS = ("microk8s", "eks", "kubeconfig")
 OPERATOR_MODES = ("install", "microk8s-addon", "external")
 KAI_RESERVED_QUEUES = ("default-queue", "default-parent-queue")
@@ -81,13 +87,38 @@ DEFAULT_VCLUSTER = VClusterSettings(
 )
 
 
-def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), stack: str = "dev") -> Platform:
+def namespace_issues(keys: Iterable[str]) -> list[ConfigIssue]:
+    """One issue per config key (``namespace:name``) whose namespace nothing reads."""
+    known = (PROJECT, *OTHER_NAMESPACES)
+    issues = []
+    for key in sorted(keys):
+        namespace, colon, name = key.partition(":")
+        if colon and namespace not in known:
+            close = difflib.get_close_matches(namespace, known, n=1, cutoff=0.6)
+            fix = f"did you mean '{close[0]}:{name}'?" if close else \
+                f"use the {PROJECT} namespace (or one of {', '.join(OTHER_NAMESPACES)}), or remove it"
+            issues.append(ConfigIssue(key, "...", f"unknown config namespace '{namespace}': nothing reads this key",
+                                      fix))
+    return issues
+
+
+def secret_command(name: str, stack: Optional[str] = None) -> str:
+    """The command that sets one secret key, encrypted."""
+    target = f" --stack {stack}" if stack else ""
+    return f"pulumi config set --secret {PROJECT}:{name}{target} < {SECRET_SOURCES[name]}"
+
+
+def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), stack: str = "dev",
+                  placeholders: Iterable[str] = ()) -> Platform:
     """Validate raw ``gpu-tenancy:*`` config values (key without the project prefix -> value).
 
     ``secrets_set`` names the secret keys that are set; their values never reach this module.
+    ``placeholders`` names unset secret keys that may stand in for a set one (offline plans, a new
+    site's file before its secrets are set): a required one is then a warning naming the command
+    that sets it, not an error, and is listed in ``Platform.missing_secrets``.
     """
     reader = Reader()
-    secrets = set(secrets_set)
+    secrets = _Secrets(reader, set(secrets_set), set(placeholders))
     root = reader.section("", {key: value for key, value in raw.items() if key not in SECRET_KEYS},
                           TOP_LEVEL_KEYS)
 
@@ -112,14 +143,33 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
         raise ConfigError(reader.issues)
 
     platform = Platform(project=PROJECT, stack=stack, cluster=cluster, gpu_operator=gpu_operator,
-                        kai_scheduler=kai, organization=organization, teams=tuple(teams))
-    return Platform(**{**platform.__dict__, "warnings": tuple(_warnings(platform))})
+                        kai_scheduler=kai, organization=organization, teams=tuple(teams),
+                        missing_secrets=tuple(secrets.missing))
+    warnings = [f"{PROJECT}:{name} is not set: a placeholder stands in for it in this offline run. Set it "
+                f"before pulumi up: {secret_command(name, stack)}" for name in secrets.missing]
+    return Platform(**{**platform.__dict__, "warnings": tuple(warnings + _warnings(platform))})
+
+
+class _Secrets:
+    """Which secret keys are set, and which required ones are missing."""
+
+    def __init__(self, reader: Reader, set_: set[str], placeholders: set[str]):
+        self.reader, self.set, self.placeholders = reader, set_, placeholders
+        self.missing: list[str] = []
+
+    def require(self, name: str, problem: str) -> None:
+        if name in self.set:
+            return
+        if name in self.placeholders:
+            self.missing.append(name)
+            return
+        self.reader.fail(name, MISSING, problem, f"run: {secret_command(name)}")
 
 
 # --- host -----------------------------------------------------------------------------------
 
 
-def _cluster(section: Section, secrets: set[str]) -> Optional[Cluster]:
+def _cluster(section: Section, secrets: _Secrets) -> Optional[Cluster]:
     kind = section.string("kind", choices=CLUSTER_KINDS,
                           fix="set cluster.kind to microk8s, eks or kubeconfig")
     for other in CLUSTER_KINDS:
@@ -135,18 +185,15 @@ def _cluster(section: Section, secrets: set[str]) -> Optional[Cluster]:
             "name", "region", "kubernetesVersion", "vpcId", "publicSubnetIds", "privateSubnetIds", "vpcCidr",
             "availabilityZones", "systemNodeGroup", "gpuNodeGroups"))))
     if kind == "kubeconfig":
-        if "kubeconfig" not in secrets:
-            section.reader.fail("kubeconfig", MISSING, "cluster.kind is kubeconfig but no kubeconfig is set",
-                                "run: pulumi config set --secret gpu-tenancy:kubeconfig < path/to/kubeconfig")
+        secrets.require("kubeconfig", "cluster.kind is kubeconfig but no kubeconfig is set")
         return Cluster(kind, kubeconfig=_kubeconfig(section.child("kubeconfig", ("context", "gpus"))))
     return None
 
 
-def _microk8s(section: Section, secrets: set[str]) -> MicroK8sHost:
+def _microk8s(section: Section, secrets: _Secrets) -> MicroK8sHost:
     host = section.string("host", None, fix="set it to the GPU machine's address, or remove it to run locally")
-    if host is not None and "sshPrivateKey" not in secrets:
-        section.reader.fail("sshPrivateKey", MISSING, "cluster.microk8s.host is set but no SSH private key is",
-                            "run: pulumi config set --secret gpu-tenancy:sshPrivateKey < ~/.ssh/id_ed25519")
+    if host is not None:
+        secrets.require("sshPrivateKey", "cluster.microk8s.host is set but no SSH private key is")
     api_server_url = section.string("apiServerUrl", None, fix="set it to https://<address>:16443")
     if api_server_url is not None and not api_server_url.startswith("https://"):
         section._fail("apiServerUrl", api_server_url, "must be an https:// URL",

@@ -201,3 +201,5 @@ class Platform:
     organization: Organization
     teams: tuple[Team, ...]
     warnings: tuple[str, ...] = field(default=())
+    # Secret keys this site needs that are not set yet (only where placeholders were allowed).
+    missing_secrets: tuple[str, ...] = field(default=())

@@ -19,6 +19,10 @@ from typing import Any, Optional
 
 import pulumi
 import yaml
+
+from config.load import SECRET_KEYS
+from config.source import OFFLINE_PLACEHOLDER
+from config.stack_file import stack_config as read_stack_config
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime import rpc, settings
@@ -247,22 +251,20 @@ class _WarningCollector(pulumi_mocks.MockEngine):
 
 
 def load_stack_file(stack: str, project_dir: Path = PROJECT_DIR) -> dict[str, Any]:
-    """The ``config:`` block of ``Pulumi.<stack>.yaml``."""
-    path = project_dir / f"Pulumi.{stack}.yaml"
-    if not path.exists():
-        known = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in project_dir.glob("Pulumi.*.yaml"))
-        raise FileNotFoundError(f"no stack file {path.name}; committed stacks: {', '.join(known) or 'none'}")
-    document = yaml.safe_load(path.read_text()) or {}
-    return document.get("config") or {}
+    """The ``config:`` block of ``Pulumi.<stack>.yaml``, read as the Pulumi CLI reads it
+    (``config.stack_file``: raises ``StackFileError`` or ``ConfigError``)."""
+    return read_stack_config(project_dir, stack)
 
 
 def run_program(stack_config: dict[str, Any], *, stack: str = "dev", project_dir: Path = PROJECT_DIR,
-                record: Optional[ProgramRun] = None) -> ProgramRun:
+                record: Optional[ProgramRun] = None, secret_placeholders: bool = True) -> ProgramRun:
     """Run ``__main__.py`` with the given ``config:`` block (keys ``gpu-tenancy:<name>``).
 
-    Values marked ``{secure: ...}`` (encrypted in a stack file) become secret placeholders.
-    Raises what the program raises, e.g. ``config.ConfigError``; pass ``record`` to see what was
-    registered before it did.
+    Values marked ``{secure: ...}`` (encrypted in a stack file) become secret placeholders. With
+    ``secret_placeholders`` (an offline plan), a secret key the stack does not set gets
+    ``OFFLINE_PLACEHOLDER``, which the program accepts with a warning naming the command that sets
+    it; without, the run sees the config exactly as ``pulumi up`` would. Raises what the program
+    raises, e.g. ``config.ConfigError``; pass ``record`` to see what was registered before it did.
     """
     run = record if record is not None else ProgramRun()
     config: dict[str, str] = {}
@@ -273,6 +275,12 @@ def run_program(stack_config: dict[str, Any], *, stack: str = "dev", project_dir
             secret_keys.append(full_key)
             value = SECRET_PLACEHOLDER
         config[full_key] = value if isinstance(value, str) else json.dumps(value)
+    if secret_placeholders:
+        for name in SECRET_KEYS:
+            full_key = f"{PROJECT}:{name}"
+            if not config.get(full_key):
+                config[full_key] = OFFLINE_PLACEHOLDER
+                secret_keys.append(full_key)
 
     settings.reset_options()
     set_all_config(config, secret_keys)

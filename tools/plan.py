@@ -42,6 +42,7 @@ from typing import Any, Iterable, Iterator, Optional, Sequence
 import yaml
 
 from config import ConfigError
+from config.stack_file import StackFileError
 from tools import mockrun
 from tools.mockrun import PROJECT, PROJECT_DIR, REDACTED, ProgramRun, integral_numbers
 from tools import charts
@@ -635,11 +636,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     try:
         stack_config = mockrun.load_stack_file(args.stack)
-    except FileNotFoundError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except yaml.YAMLError as error:
-        print(f"error: Pulumi.{args.stack}.yaml is not valid YAML: {error}", file=sys.stderr)
+    except (StackFileError, ConfigError) as error:
+        print(f"error: stack {args.stack}: {error}", file=sys.stderr)
         return 2
 
     try:
