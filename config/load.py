@@ -17,6 +17,7 @@ from config import versions
 from config.capacity import known_gpu_capacity
 from config.errors import MISSING, ConfigError, ConfigIssue
 from config.model import (
+    CiSettings,
     Cluster,
     ControlPlaneResources,
     EksHost,
@@ -43,7 +44,7 @@ from config.sharing import PROFILES, TIME_SLICED
 
 PROJECT = "gpu-tenancy"
 
-TOP_LEVEL_KEYS = ("cluster", "gpuOperator", "kaiScheduler", "organization", "teams", "vcluster")
+TOP_LEVEL_KEYS = ("cluster", "gpuOperator", "kaiScheduler", "organization", "teams", "vcluster", "ci")
 SECRET_KEYS = ("sshPrivateKey", "kubeconfig")
 # Where each secret's value usually comes from, for the command that sets it.
 SECRET_SOURCES = {"sshPrivateKey": "~/.ssh/id_ed25519", "kubeconfig": "path/to/kubeconfig"}
@@ -133,6 +134,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     if root.has("teams") and isinstance(root.raw("teams"), list) and not root.raw("teams"):
         reader.fail("teams", [], "no teams are defined", "add at least one team with a name and resources")
 
+    ci = _ci(root.child("ci", ("runner",)))
     if reader.issues:
         raise ConfigError(reader.issues)
 
@@ -143,7 +145,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
         raise ConfigError(reader.issues)
 
     platform = Platform(project=PROJECT, stack=stack, cluster=cluster, gpu_operator=gpu_operator,
-                        kai_scheduler=kai, organization=organization, teams=tuple(teams),
+                        kai_scheduler=kai, organization=organization, teams=tuple(teams), ci=ci,
                         missing_secrets=tuple(secrets.missing))
     warnings = [f"{PROJECT}:{name} is not set: a placeholder stands in for it in this offline run. Set it "
                 f"before pulumi up: {secret_command(name, stack)}" for name in secrets.missing]
@@ -297,6 +299,21 @@ def _vpc_cidr(section: Section, zones: Optional[int]) -> Optional[str]:
 
 def _kubeconfig(section: Section) -> KubeconfigHost:
     return KubeconfigHost(context=section.string("context", None), gpus=section.integer("gpus", None, minimum=0))
+
+
+def _ci(section: Section) -> CiSettings:
+    """Where this site's CI jobs run: a site only reachable on-prem names its self-hosted runner."""
+    runner = section.raw("runner")
+    if isinstance(runner, str):
+        runner = [runner]
+    fix = "list the runner's labels, e.g. [self-hosted, gpu-lab], or remove ci.runner for GitHub-hosted"
+    if runner is MISSING:
+        return CiSettings(runner=())
+    if not isinstance(runner, list) or not runner or not all(isinstance(label, str) and label.strip()
+                                                             for label in runner):
+        section._fail("runner", runner, "expected a non-empty list of runner labels", fix)
+        return CiSettings(runner=())
+    return CiSettings(runner=tuple(runner))
 
 
 # --- GPU operator and KAI ---------------------------------------------------------------------

@@ -192,6 +192,12 @@ class KaiScheduler:
 
 
 @dataclass(frozen=True)
+class CiSettings:
+    # Labels of the self-hosted runner that can reach this site; empty: a GitHub-hosted runner.
+    runner: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Platform:
     project: str
     stack: str
@@ -201,5 +207,6 @@ class Platform:
     organization: Organization
     teams: tuple[Team, ...]
     warnings: tuple[str, ...] = field(default=())
+    ci: CiSettings = field(default=CiSettings())
     # Secret keys this site needs that are not set yet (only where placeholders were allowed).
     missing_secrets: tuple[str, ...] = field(default=())

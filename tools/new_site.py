@@ -31,14 +31,15 @@ REPO_DIR = Path(__file__).resolve().parent.parent
 if str(REPO_DIR) not in sys.path:  # `python -m tools.new_site` from another directory
     sys.path.insert(0, str(REPO_DIR))
 
-from config import ConfigError, load_platform  # noqa: E402
-from config.load import PROJECT, SECRET_KEYS  # noqa: E402
+from config import ConfigError  # noqa: E402
+from config.load import PROJECT, SECRET_KEYS, CLUSTER_KINDS, secret_command as project_secret_command  # noqa: E402
+from config.stack_file import StackFileError, core_value, parse_value, read_stack_file, stack_names  # noqa: E402
+from tools.sites import platform_of, site_of  # noqa: E402
 
 STACK_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 # Stack-file settings that belong to the source stack's own secrets; `pulumi stack init` writes new ones.
 STACK_SECRET_SETTINGS = ("secretsprovider", "encryptedkey", "encryptionsalt")
 NOT_COPIED = "<encrypted in the source stack, not copied>"
-SECRET_INPUT = {"sshPrivateKey": "~/.ssh/id_ed25519", "kubeconfig": "path/to/kubeconfig"}
 
 Segment = Union[str, int]
 
@@ -50,22 +51,23 @@ class UsageError(Exception):
 # --- YAML -------------------------------------------------------------------------------------
 
 
-class _Loader(yaml.SafeLoader):
-    """Safe YAML closer to what Pulumi (YAML 1.2) reads: only true/false are booleans ('yes',
-    'on' stay text) and dates stay text, so copying a stack never changes a value's meaning."""
+class _Dumper(yaml.SafeDumper):
+    """PyYAML already quotes text a YAML 1.1 reader would take for something else; this also
+    quotes text that Pulumi (YAML 1.2) would read as a number (``1e3``), so the file written is
+    read back the same by both."""
+
+    def represent_str(self, data: str) -> yaml.ScalarNode:
+        node = super().represent_str(data)
+        if node.style is None and core_value(data) != data:
+            node.style = '"'
+        return node
 
 
-_Loader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers
-            if tag not in ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:timestamp")]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-_Loader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
-                              list("tTfF"))
+_Dumper.add_representer(str, _Dumper.represent_str)
 
 
-def load_yaml(text: str) -> Any:
-    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+def dump_yaml(value: Any, **options: Any) -> str:
+    return yaml.dump(value, Dumper=_Dumper, sort_keys=False, allow_unicode=True, **options)
 
 
 def is_secure(value: object) -> bool:
@@ -196,11 +198,13 @@ def parse_assignment(text: str) -> Assignment:
     if not raw_value.strip():
         raise UsageError(f"--set {text!r} has no value after '=': write '' for an empty string")
     try:
-        value = load_yaml(raw_value)
-    except yaml.YAMLError as error:
-        problem = str(error).splitlines()[0]
-        raise UsageError(f"--set {text!r}: the value is not valid YAML ({problem}); quote text that contains "
-                         "YAML syntax, e.g. --set 'organization.displayName=\"ML: research\"'") from None
+        value = parse_value(raw_value, format_path(segments))
+    except StackFileError as error:
+        raise UsageError(f"--set {text!r}: {error}; quote text that contains YAML syntax, e.g. "
+                         "--set 'organization.displayName=\"ML: research\"'") from None
+    except ConfigError as error:
+        raise UsageError(f"--set {text!r}: " + "; ".join(f"{issue.problem}. Fix: {issue.fix}"
+                                                        for issue in error.issues)) from None
     if contains_secure(value):
         raise UsageError(f"--set {text!r}: encrypted values cannot be copied between stacks; set secrets with "
                          "pulumi config set --secret after pulumi stack init")
@@ -231,6 +235,7 @@ def resolve_top(config: dict, key: str) -> str:
 
 
 _ABSENT = object()
+_REMOVED = object()
 
 
 def _get(container: Union[dict, list], key: Segment) -> Any:
@@ -329,9 +334,10 @@ def secret_command(secret: Secret, site: str) -> str:
     key = secret.path[0]
     full = qualify(key)
     if secret.whole_key:
-        command = f"pulumi config set --secret {shlex.quote(full)} --stack {site}"
-        source = SECRET_INPUT.get(project_name(key) or "")
-        return f"{command} < {source}" if source else f"{command}   # prompts for the value"
+        name = project_name(key)
+        if name in SECRET_KEYS:
+            return project_secret_command(name, site)
+        return f"pulumi config set --secret {shlex.quote(full)} --stack {site}   # prompts for the value"
     path = format_path((full,) + tuple(secret.path[1:]))
     quoted = "'" + path.replace("'", "'\"'\"'") + "'"
     return f"pulumi config set --secret --path {quoted} --stack {site}   # prompts for the value"
@@ -370,23 +376,22 @@ def _check_stack_name(name: str, what: str) -> None:
 def _read_source(project_dir: Path, stack: str) -> dict:
     path = project_dir / f"Pulumi.{stack}.yaml"
     if not path.is_file():
-        known = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in project_dir.glob("Pulumi.*.yaml"))
-        raise UsageError(f"no stack file {path.name} in {project_dir}; stacks there: {', '.join(known) or 'none'}")
+        raise UsageError(f"no stack file {path.name} in {project_dir}; stacks there: "
+                         f"{', '.join(stack_names(project_dir)) or 'none'}")
     try:
-        document = load_yaml(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as error:
-        raise UsageError(f"cannot read {path}: {error}") from None
-    if document is None:
-        document = {}
-    if not isinstance(document, dict) or not isinstance(document.get("config") or {}, dict):
-        raise UsageError(f"{path} is not a Pulumi stack file (expected a map with a 'config:' map)")
-    return document
+        return read_stack_file(path)
+    except StackFileError as error:
+        raise UsageError(str(error)) from None
+    except ConfigError as error:
+        raise UsageError(f"{path.name} cannot be copied until it is fixed:\n{error}") from None
 
 
 def _show(value: Any) -> str:
     if value is _ABSENT:
         return "(not set)"
-    return yaml.safe_dump(value, default_flow_style=True, sort_keys=False, width=10**6).strip().removesuffix("\n...").strip()
+    if value is _REMOVED:
+        return "(removed: settings of another cluster.kind)"
+    return dump_yaml(value, default_flow_style=True, width=10**6).strip().removesuffix("\n...").strip()
 
 
 def run(site: str, source: str, sets: Sequence[str], project_dir: Path) -> int:
@@ -403,29 +408,28 @@ def run(site: str, source: str, sets: Sequence[str], project_dir: Path) -> int:
     document = _read_source(project_dir, source)
     config: dict = document.get("config") or {}
     dropped = drop_secrets(config)
+    old_kind = _cluster_kind(config)
     changes = []
     for assignment in assignments:
         old = apply(config, assignment)
         changes.append((format_path(assignment.path), old, assignment.value))
+
+    changes += switch_kind(config, old_kind, assignments)
 
     # A --set on (or above) a dropped value replaced it: that one is no longer to be set again.
     set_paths = [tuple(assignment.path) for assignment in assignments]
     dropped = [secret for secret in dropped
                if not any(secret.path[:len(path)] == path for path in set_paths)]
 
-    raw, secrets_set = {}, set()
-    for key, value in config.items():
-        name = project_name(key)
-        if name is not None:
-            raw[name] = value
+    # Dropped secret keys (sshPrivateKey, kubeconfig) are simply unset until `pulumi config set`;
+    # other encrypted project keys keep a stand-in so validation does not call them missing.
+    check = {qualify(key): value for key, value in config.items()}
     for secret in dropped:
         name = project_name(secret.path[0])
-        if secret.whole_key and name is not None:
-            secrets_set.add(name)
-            if name not in SECRET_KEYS:
-                raw.setdefault(name, NOT_COPIED)
+        if secret.whole_key and name is not None and name not in SECRET_KEYS:
+            check.setdefault(qualify(secret.path[0]), NOT_COPIED)
     try:
-        platform = load_platform(raw, secrets_set=secrets_set, stack=site)
+        platform = platform_of(check, site)
     except ConfigError as error:
         print(f"error: the config for {site} (from {source} with {len(changes)} change(s)) is invalid; "
               f"nothing was written.\n{error}", file=sys.stderr)
@@ -437,7 +441,7 @@ def run(site: str, source: str, sets: Sequence[str], project_dir: Path) -> int:
     header = f"# Site {site}: created from stack {source} by `python -m tools.new_site`.\n"
     if dropped:
         header += f"# Encrypted values of {source} were not copied: set them again with pulumi config set --secret.\n"
-    text = header + yaml.safe_dump(output, sort_keys=False, default_flow_style=False, allow_unicode=True)
+    text = header + dump_yaml(output, default_flow_style=False)
     try:
         with open(target, "x", encoding="utf-8") as handle:
             handle.write(text)
@@ -445,17 +449,68 @@ def run(site: str, source: str, sets: Sequence[str], project_dir: Path) -> int:
         raise UsageError(f"{target.name} already exists in {project_dir}; refusing to overwrite it") from None
 
     for warning in platform.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        if not any(f"{PROJECT}:{name} is not set" in warning for name in platform.missing_secrets):
+            print(f"warning: {warning}", file=sys.stderr)
     print(f"Wrote {target} from stack {source} ({len(changes)} change(s)).")
     for path, old, new in changes:
         print(f"  {path}: {_show(old)} -> {_show(new)}")
-    if dropped:
-        print(f"\nSecrets not copied (encrypted for {source}, unreadable by {site}); set them again:")
-        for secret in dropped:
+    _print_next_steps(site, source, document, platform, dropped)
+    return 0
+
+
+def switch_kind(config: dict, old_kind: Any, assignments: Sequence[Assignment]) -> list[tuple[str, Any, Any]]:
+    """After ``cluster.kind`` changed, drop the settings block of every other kind (``cluster.microk8s``
+    when the site becomes ``eks``) unless a ``--set`` wrote it; returns the removals as changes."""
+    key = resolve_top(config, f"{PROJECT}:cluster")
+    cluster = config.get(key)
+    if not isinstance(cluster, dict) or cluster.get("kind") == old_kind:
+        return []
+    written = {assignment.path[1] for assignment in assignments
+               if assignment.path[0] == key and len(assignment.path) > 1}
+    removed = []
+    for kind in CLUSTER_KINDS:
+        if kind != cluster.get("kind") and kind in cluster and kind not in written:
+            removed.append((format_path([key, kind]), cluster.pop(kind), _REMOVED))
+    return removed
+
+
+def _cluster_kind(config: dict) -> Any:
+    cluster = config.get(resolve_top(config, f"{PROJECT}:cluster"))
+    return cluster.get("kind") if isinstance(cluster, dict) else None
+
+
+def _print_next_steps(site: str, source: str, document: dict, platform: Any, dropped: list[Secret]) -> None:
+    other = [secret for secret in dropped if not (secret.whole_key and project_name(secret.path[0]) in SECRET_KEYS)]
+    unneeded = [project_name(secret.path[0]) for secret in dropped if secret.whole_key
+                and project_name(secret.path[0]) in SECRET_KEYS
+                and project_name(secret.path[0]) not in platform.missing_secrets]
+    if platform.missing_secrets or other:
+        print(f"\nSecrets {site} needs that this file cannot hold (set them after pulumi stack init):")
+        for name in platform.missing_secrets:
+            print(f"  {PROJECT}:{name}")
+        for secret in other:
             note = " (was stored in plain text in the source; keep it encrypted)" if secret.plaintext else ""
             print(f"  {format_path((qualify(secret.path[0]),) + tuple(secret.path[1:]))}{note}")
-        if any(not secret.whole_key and isinstance(secret.path[-1], int) for secret in dropped):
+        if any(not secret.whole_key and isinstance(secret.path[-1], int) for secret in other):
             print("  (encrypted list items were left as null so the other items keep their index)")
+    for name in unneeded:
+        print(f"  ({PROJECT}:{name} of {source} is not needed by {site} and was not copied)")
+
+    ci = site_of(platform)
+    print("\nCI:")
+    if ci.self_hosted:
+        print(f"  previews and deploys run on a self-hosted runner labelled {', '.join(ci.runner)}: register "
+              "one where the cluster is reachable (repository Settings -> Actions -> Runners)")
+    elif ci.cloud == "aws":
+        print(f"  GitHub-hosted runners, with AWS credentials for {ci.region} from the AWS_ROLE_ARN secret (OIDC); "
+              f"allow repo:<owner>/<repo>:environment:{site} in the role's trust policy")
+    else:
+        print(f"  GitHub-hosted runners, which must reach the {ci.kind} cluster; if only an on-prem machine can, "
+              f"set {PROJECT}:ci.runner to its self-hosted runner's labels "
+              "(e.g. --set 'ci.runner=[self-hosted, gpu-lab]')")
+    print(f"  create the GitHub environment {site} (add required reviewers to gate pulumi up); "
+          "the workflows pick the site up from its stack file (python -m tools.sites matrix)")
+
     provider = document.get("secretsprovider")
     init = f"pulumi stack init {site}"
     if provider:
@@ -464,11 +519,13 @@ def run(site: str, source: str, sets: Sequence[str], project_dir: Path) -> int:
     print(f"  {init}")
     print(f"      (alternative to this file: pulumi stack init {site} --copy-config-from {source} copies "
           f"{source}'s config with its secrets but none of the --set changes)")
-    for secret in dropped:
+    for name in platform.missing_secrets:
+        print(f"  {project_secret_command(name, site)}")
+    for secret in other:
         print(f"  {secret_command(secret, site)}")
     print(f"  python -m tools.plan {site}        # review what would be created, offline")
     print(f"  pulumi preview --stack {site}")
-    return 0
+    print(f"  pulumi up --stack {site}           # the first deployment (CI's deploy job does it after merge)")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
