@@ -8,6 +8,7 @@ import pytest
 
 from config import ConfigError
 from tests.conftest import COMMITTED_STACKS, dev_config, run, stack_config
+from config.source import OFFLINE_PLACEHOLDER
 from tools.mockrun import REDACTED, ProgramRun, run_program
 
 KUBERNETES_PREFIX = "kubernetes:"
@@ -173,3 +174,71 @@ def test_every_kubeconfig_and_key_output_is_a_pulumi_secret():
     outputs = [live["host"].kubeconfig] + [tenant.kubeconfig for tenant in live["tenants"].values()]
     assert all(_sync_await(output.is_secret()) for output in outputs)
     assert _sync_await(live["secrets"].get_secret("sshPrivateKey").is_secret())
+
+
+# --- secrets: placeholders offline, required for real ----------------------------------------
+
+
+def _kubeconfig_site() -> dict:
+    config = dev_config()
+    config["gpu-tenancy:cluster"] = {"kind": "kubeconfig", "kubeconfig": {"gpus": 1}}
+    config["gpu-tenancy:gpuOperator"] = {"mode": "install"}
+    return config
+
+
+def _ssh_site() -> dict:
+    config = dev_config()
+    config["gpu-tenancy:cluster"]["microk8s"]["host"] = "192.0.2.10"
+    return config
+
+
+@pytest.mark.parametrize("config, secret, command", [
+    (_kubeconfig_site, "kubeconfig", "pulumi config set --secret gpu-tenancy:kubeconfig --stack site "
+                                     "< path/to/kubeconfig"),
+    (_ssh_site, "sshPrivateKey", "pulumi config set --secret gpu-tenancy:sshPrivateKey --stack site "
+                                 "< ~/.ssh/id_ed25519"),
+], ids=["kubeconfig", "ssh"])
+def test_an_offline_plan_stands_in_for_an_unset_secret_with_one_warning(config, secret, command):
+    program = run(config(), stack="site")
+    about = [warning for warning in program.warnings if secret in warning]
+    assert len(about) == 1 and command in about[0]
+    assert OFFLINE_PLACEHOLDER not in json.dumps([r.to_json() for r in program.resources])
+    assert OFFLINE_PLACEHOLDER not in json.dumps(program.outputs) + " ".join(program.warnings)
+    assert program.of_type(HOST_PROVIDER_TYPE)[0].inputs["kubeconfig"] == REDACTED
+
+
+@pytest.mark.parametrize("config, secret", [(_kubeconfig_site, "kubeconfig"), (_ssh_site, "sshPrivateKey")],
+                         ids=["kubeconfig", "ssh"])
+def test_without_the_offline_placeholder_an_unset_secret_stops_the_program(config, secret):
+    # What `pulumi up` sees: the stack file alone, no placeholder.
+    record = ProgramRun()
+    with pytest.raises(ConfigError) as raised:
+        run_program(config(), stack="site", record=record, secret_placeholders=False)
+    assert raised.value.keys == [secret]
+    assert "pulumi config set --secret" in str(raised.value)
+    assert record.resources == []
+
+
+def test_a_set_secret_gives_no_placeholder_warning():
+    config = _kubeconfig_site()
+    config["gpu-tenancy:kubeconfig"] = {"secure": "v1:abc"}
+    assert not [warning for warning in run(config).warnings if "kubeconfig is not set" in warning]
+
+
+# --- config namespaces ------------------------------------------------------------------------
+
+
+def test_a_misspelt_namespace_stops_the_program_naming_the_right_one():
+    config = dev_config()
+    config["gpu-tenency:kaiScheduler"] = config.pop("gpu-tenancy:kaiScheduler")
+    with pytest.raises(ConfigError) as raised:
+        run(config)
+    assert raised.value.keys == ["gpu-tenency:kaiScheduler"]
+    assert "did you mean 'gpu-tenancy:kaiScheduler'?" in str(raised.value)
+
+
+def test_provider_and_pulumi_namespaces_are_accepted():
+    config = dev_config()
+    config.update({"aws:region": "eu-west-1", "kubernetes:enableServerSideApply": True,
+                   "pulumi:disable-default-providers": ["kubernetes"]})
+    assert run(config).of_type(HOST_PROVIDER_TYPE)
