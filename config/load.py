@@ -397,10 +397,12 @@ def _queue_resources(section: Section) -> QueueResources:
         quota = entry.number("quota", -1, minimum=0, allow_unlimited=True)
         limit = entry.number("limit", -1, minimum=0, allow_unlimited=True)
         weight = entry.number("overQuotaWeight", 1, minimum=0)
-        if quota == -1 and limit not in (None, -1):
+        # A misspelt quota or limit is reported as unknown; its default must not add a misleading second problem.
+        checked = not entry.unknown
+        if checked and quota == -1 and limit not in (None, -1):
             entry._fail("limit", limit, "caps a queue whose quota is -1 (unlimited)",
                         "set limit to -1, or give quota a number no larger than the limit")
-        elif quota is not None and limit is not None and limit != -1 and limit < quota:
+        elif checked and quota is not None and limit is not None and limit != -1 and limit < quota:
             entry._fail("limit", limit, f"is below the quota ({quota:g})",
                         "raise limit to at least the quota, or set it to -1 (unlimited)")
         resources[name] = QueueResource(quota, limit, weight)
@@ -496,6 +498,7 @@ def _check_names(reader: Reader, organization: Organization, teams: list[Team]) 
                     "choose another name, e.g. ml-org")
     seen: dict[str, dict[str, int]] = {"name": {}, "vclusterName": {}, "namespace": {}}
     for index, team in enumerate(teams):
+        reported = len(reader.issues)
         key = f"teams[{index}].name"
         if team.name in KAI_RESERVED_QUEUES:
             reader.fail(key, team.name, "collides with a queue KAI creates on install",
@@ -506,7 +509,8 @@ def _check_names(reader: Reader, organization: Organization, teams: list[Team]) 
         for field, value in (("name", team.name), ("vclusterName", team.vcluster_name),
                              ("namespace", team.namespace)):
             first = seen[field].setdefault(value, index)
-            if first != index:
+            # vclusterName and namespace default from the name: one clash is reported once.
+            if first != index and len(reader.issues) == reported:
                 reader.fail(f"teams[{index}].{field}", value, f"is already used by teams[{first}]",
                             f"give every team its own {field}")
 

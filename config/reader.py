@@ -59,6 +59,8 @@ class Section:
         self.path = path
         self.present = value is not MISSING and value is not None
         self.values: dict[str, Any] = {}
+        # Keys reported as unknown: a typo of a known key, whose default must not raise follow-on issues.
+        self.unknown: list[str] = []
         if not self.present:
             return
         if not isinstance(value, dict):
@@ -68,6 +70,7 @@ class Section:
         for name, item in value.items():
             if not isinstance(name, str) or name not in fields:
                 reader.fail(join(path, str(name)), item, "unknown key", did_you_mean(str(name), fields))
+                self.unknown.append(str(name))
             else:
                 self.values[name] = item
 

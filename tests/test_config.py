@@ -137,10 +137,10 @@ def test_team_names_must_be_unique():
     assert "teams[0]" in found.problem
 
 
-def test_vcluster_names_must_be_unique_and_so_must_the_namespaces_derived_from_them():
+def test_vcluster_names_must_be_unique_and_the_namespace_derived_from_one_is_not_a_second_problem():
     error = rejected(put(dev_config(), "teams[2].vclusterName", "team-nlp"))
     assert "teams[0]" in issue(error, "teams[2].vclusterName", "team-nlp").problem
-    issue(error, "teams[2].namespace", "vcluster-team-nlp")
+    assert error.keys == ["teams[2].vclusterName"]
 
 
 def test_namespaces_must_be_unique():
@@ -648,3 +648,22 @@ def test_explicit_tags_are_refused(tmp_path):
 def test_committed_stack_files_mean_the_same_to_yaml_1_1_and_1_2_readers(stack):
     path = DEV_STACK.parent / f"Pulumi.{stack}.yaml"
     assert read_stack_file(path) == yaml.safe_load(path.read_text())
+
+
+# --- one problem, one message -----------------------------------------------------------------
+
+
+def test_a_misspelt_quota_is_one_problem_without_a_limit_follow_on():
+    config = dev_config()
+    config["teams"][0]["resources"]["gpu"] = {"qouta": 0.33, "limit": 1}
+    error = rejected(config)
+    assert error.keys == ["teams[0].resources.gpu.qouta"]
+    assert "did you mean 'quota'?" in error.issues[0].fix
+
+
+def test_a_duplicate_team_name_is_one_problem():
+    config = dev_config()
+    config["teams"][1]["name"] = config["teams"][0]["name"]
+    error = rejected(config)
+    assert error.keys == ["teams[1].name"]
+
