@@ -17,6 +17,8 @@ raw, secrets_set, placeholders = raw_stack_config()
 platform = load_platform(raw, secrets_set=secrets_set, placeholders=placeholders, stack=pulumi.get_stack())
 for warning in platform.warnings:
     pulumi.log.warn(warning)
+for note in platform.notes:
+    pulumi.log.info(note)
 
 secrets = pulumi.Config(PROJECT)
 host = HostCluster("host", HostClusterArgs(

@@ -141,6 +141,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     _check_names(reader, organization, teams)
     _check_org_quota(reader, organization, teams)
     _check_node_group_profiles(reader, cluster)
+    _check_layout(reader, cluster, gpu_operator)
     if reader.issues:
         raise ConfigError(reader.issues)
 
@@ -149,7 +150,8 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
                         missing_secrets=tuple(secrets.missing))
     warnings = [f"{PROJECT}:{name} is not set: a placeholder stands in for it in this offline run. Set it "
                 f"before pulumi up: {secret_command(name, stack)}" for name in secrets.missing]
-    return Platform(**{**platform.__dict__, "warnings": tuple(warnings + _warnings(platform))})
+    return Platform(**{**platform.__dict__, "warnings": tuple(warnings + _warnings(platform)),
+                       "notes": tuple(_notes(platform))})
 
 
 class _Secrets:
@@ -545,6 +547,32 @@ def _check_node_group_profiles(reader: Reader, cluster: Cluster) -> None:
                         f"remove {POOL_LABEL} from labels (tenants select the pool by it)")
 
 
+def _check_layout(reader: Reader, cluster: Cluster, gpu_operator: GpuOperator) -> None:
+    """Layouts that validate field by field but cannot work on the host."""
+    if cluster.eks is None:
+        return
+    if cluster.eks.system_node_group.scaling.desired_size == 0:
+        reader.fail("cluster.eks.systemNodeGroup.desiredSize", 0,
+                    "the system node group holds the only untainted nodes: KAI, the queue-webhook probe Job and "
+                    "every vCluster control plane would have nowhere to run",
+                    "set desiredSize (and minSize) to at least 1")
+    if gpu_operator.mode == "install" and gpu_operator.driver_enabled:
+        reader.fail("gpuOperator.driverEnabled", True,
+                    "EKS GPU nodes use the AL2023 NVIDIA AMI, which ships the NVIDIA driver: the operator's driver "
+                    "container would fight the installed one", "remove gpuOperator.driverEnabled (false on eks)")
+
+
+def _notes(platform: Platform) -> list[str]:
+    """Information for the reviewer: not wrong, but maybe not what was meant."""
+    capacity = known_gpu_capacity(platform.cluster)
+    guaranteed = sum(max(team.resources.gpu.quota, 0) for team in platform.teams)
+    if capacity and all(team.resources.gpu.quota != -1 for team in platform.teams) \
+            and capacity - guaranteed >= 0.5:
+        return [f"{capacity - guaranteed:g} of {capacity:g} GPU(s) are guaranteed to no team (the teams' gpu quotas "
+                f"add up to {guaranteed:g}): teams only get them over quota, by priority and overQuotaWeight."]
+    return []
+
+
 def _warnings(platform: Platform) -> list[str]:
     warnings = []
     time_slicing = platform.gpu_operator.time_slicing
@@ -566,4 +594,19 @@ def _warnings(platform: Platform) -> list[str]:
         warnings.append(
             f"organization.resources.gpu.quota is {org_quota:g} but the host has at most {capacity:g} GPU(s) by "
             "its config: the guarantees cannot all be met at once.")
+    promised = sum(team.resources.gpu.quota for team in platform.teams)
+    if capacity is not None and org_quota == -1 and all(team.resources.gpu.quota != -1 for team in platform.teams) \
+            and promised > capacity + _EPSILON:
+        warnings.append(
+            f"the teams' gpu quotas add up to {promised:g} but the host has at most {capacity:g} GPU(s) by its "
+            "config: the guarantees cannot all be met at once.")
+    eks = platform.cluster.eks
+    if eks is not None and eks.system_node_group.scaling.min_size == 0:
+        warnings.append(
+            "cluster.eks.systemNodeGroup.minSize is 0: if the group scales to zero, KAI, the queue-webhook probe "
+            "and the vCluster control planes have no untainted node left. Keep minSize at 1 or more.")
+    if eks is not None and platform.gpu_operator.mode == "install" and platform.gpu_operator.toolkit_enabled:
+        warnings.append(
+            "gpuOperator.toolkitEnabled is true on EKS: the AL2023 NVIDIA AMI already ships the container toolkit "
+            "and makes nvidia containerd's default runtime; the operator's toolkit rewrites that config.")
     return warnings

@@ -207,6 +207,8 @@ class Platform:
     organization: Organization
     teams: tuple[Team, ...]
     warnings: tuple[str, ...] = field(default=())
+    # Information for the reviewer (logged, not warned): e.g. GPUs guaranteed to no team.
+    notes: tuple[str, ...] = field(default=())
     ci: CiSettings = field(default=CiSettings())
     # Secret keys this site needs that are not set yet (only where placeholders were allowed).
     missing_secrets: tuple[str, ...] = field(default=())

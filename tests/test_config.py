@@ -667,3 +667,46 @@ def test_a_duplicate_team_name_is_one_problem():
     error = rejected(config)
     assert error.keys == ["teams[1].name"]
 
+
+
+# --- risky layouts ----------------------------------------------------------------------------
+
+
+def test_an_eks_system_node_group_scaled_to_zero_is_refused_with_the_reason():
+    config = put(put(eks_config(), "cluster.eks.systemNodeGroup.minSize", 0), "cluster.eks.systemNodeGroup.desiredSize", 0)
+    found = assert_rejected(config, "cluster.eks.systemNodeGroup.desiredSize", 0, fix="at least 1")
+    assert "untainted" in found.problem and "vCluster control plane" in found.problem
+
+
+def test_an_eks_system_node_group_that_may_scale_to_zero_warns():
+    platform = load_platform(put(eks_config(), "cluster.eks.systemNodeGroup.minSize", 0))
+    assert [w for w in platform.warnings if "systemNodeGroup.minSize is 0" in w]
+
+
+def test_the_operator_driver_on_the_al2023_nvidia_ami_is_refused():
+    found = assert_rejected(put(eks_config(), "gpuOperator.driverEnabled", True), "gpuOperator.driverEnabled", True)
+    assert "ships the NVIDIA driver" in found.problem
+    assert load_platform(put(eks_config(), "gpuOperator.driverEnabled", False)).gpu_operator.driver_enabled is False
+
+
+def test_the_operator_toolkit_on_the_al2023_nvidia_ami_warns():
+    platform = load_platform(put(eks_config(), "gpuOperator.toolkitEnabled", True))
+    assert [w for w in platform.warnings if "toolkitEnabled is true on EKS" in w]
+
+
+def test_team_quotas_beyond_the_host_under_an_unlimited_org_warn():
+    config = put(dev_config(), "organization.resources.gpu.quota", -1)
+    config = put(config, "teams[0].resources.gpu.quota", 1)
+    platform = load_platform(config)
+    assert [w for w in platform.warnings if "add up to 1.66 but the host has at most 1 GPU" in w]
+
+
+def test_gpus_guaranteed_to_no_team_are_a_note_not_a_warning():
+    config = put(eks_config(), "cluster.eks.gpuNodeGroups[0].maxSize", 4)
+    platform = load_platform(config)
+    guaranteed = sum(team.resources.gpu.quota for team in platform.teams)
+    assert platform.notes == (f"{4 - guaranteed:g} of 4 GPU(s) are guaranteed to no team (the teams' gpu quotas "
+                              f"add up to {guaranteed:g}): teams only get them over quota, by priority and "
+                              "overQuotaWeight.",)
+    assert not platform.warnings
+    assert load_platform(dev_config()).notes == ()  # 0.99 of 1: rounding, not a forgotten GPU

@@ -104,6 +104,7 @@ class ProgramRun:
     outputs: dict[str, Any] = field(default_factory=dict)
     secret_outputs: set[str] = field(default_factory=set)
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     # The program's module globals (components, outputs), for tests that inspect live objects.
     program_globals: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -248,6 +249,8 @@ class _WarningCollector(pulumi_mocks.MockEngine):
     def Log(self, request):
         if request.severity == 2:  # LogSeverity.WARNING
             self.run.warnings.append(request.message)
+        elif request.severity == 1:  # LogSeverity.INFO
+            self.run.notes.append(request.message)
 
 
 def load_stack_file(stack: str, project_dir: Path = PROJECT_DIR) -> dict[str, Any]:

@@ -100,6 +100,7 @@ def build_plan(run: ProgramRun, stack: str, project: str = PROJECT) -> dict[str,
         "secretOutputs": sorted(run.secret_outputs),
         # Warnings are logged asynchronously: their arrival order is not part of the plan.
         "warnings": sorted(run.warnings),
+        "notes": sorted(run.notes),
     }
 
 
