@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import copy
 import json
+import shutil
 
 import pytest
 
 from config import ConfigError
 from tests.conftest import COMMITTED_STACKS, dev_config, run, stack_config
 from config.source import OFFLINE_PLACEHOLDER
-from tools.mockrun import REDACTED, ProgramRun, run_program
+from config.versions import KAI_VERSION, kai_chart_ref
+from tools import new_site
+from tools.mockrun import PROJECT_DIR, REDACTED, ProgramRun, load_stack_file, run_program
 
 KUBERNETES_PREFIX = "kubernetes:"
 HOST_PROVIDER_TYPE = "pulumi:providers:kubernetes"
@@ -19,9 +23,56 @@ def test_both_reference_sites_are_committed():
     assert {"dev", "eks"} <= set(COMMITTED_STACKS)
 
 
-@pytest.fixture(scope="module", params=COMMITTED_STACKS)
-def stack_run(request):
-    return request.param, run(stack_config(request.param), stack=request.param)
+# Valid sites of every host kind, made by `python -m tools.new_site` from the committed stacks: the
+# stack-wide tests below must hold for them as for the committed ones (any valid site may be committed).
+GENERATED_SITES = {
+    "gen-ssh-legacy-kai": ("dev", ["cluster.microk8s.host=192.0.2.10", "cluster.microk8s.enableNvidiaAddon=true",
+                                   "kaiScheduler.version=v0.8.4", "teams[0].strict=true"]),
+    "gen-kubeconfig": ("dev", ["cluster.kind=kubeconfig", "cluster.kubeconfig={context: gpu-prod, gpus: 4}",
+                               "gpuOperator.mode=external", "ci.runner=[self-hosted, gpu-lab]",
+                               "teams[3]={name: team-audio, resources: {gpu: {quota: 1, limit: 2}}}",
+                               "organization.resources.gpu.quota=4"]),
+    "gen-eks-own-vpc": ("eks", ["cluster.eks.region=eu-west-1", "cluster.eks.vpcId=vpc-0abc",
+                                "cluster.eks.privateSubnetIds=[subnet-a, subnet-b]",
+                                "cluster.eks.gpuNodeGroups[1]={name: big, instanceTypes: [g5.12xlarge], maxSize: 2, "
+                                "sharingProfile: exclusive}", "gpuOperator.version=v26.7.0"]),
+    "gen-microk8s-from-eks": ("eks", ["cluster.kind=microk8s", "gpuOperator.mode=install",
+                                      "kaiScheduler.version=v0.13.0", "vcluster.nodeLabels={}"]),
+}
+SITES = {}
+
+
+@pytest.fixture(scope="session")
+def generated_sites(tmp_path_factory) -> dict:
+    project = tmp_path_factory.mktemp("sites")
+    for path in PROJECT_DIR.glob("Pulumi.*.yaml"):
+        shutil.copy(path, project)
+    for site, (source, sets) in GENERATED_SITES.items():
+        argv = [site, "--from", source, "--project-dir", str(project)]
+        for assignment in sets:
+            argv += ["--set", assignment]
+        assert new_site.main(argv) == 0, f"tools.new_site could not write {site}"
+        SITES[site] = load_stack_file(site, project)
+    return SITES
+
+
+def site_config(stack: str) -> dict:
+    return copy.deepcopy(SITES[stack]) if stack in SITES else stack_config(stack)
+
+
+@pytest.fixture(scope="module", params=COMMITTED_STACKS + sorted(GENERATED_SITES))
+def stack_run(request, generated_sites):
+    return request.param, run(site_config(request.param), stack=request.param)
+
+
+def test_a_kai_release_is_pulled_from_the_registry_of_its_version(stack_run):
+    stack, program = stack_run
+    version = (site_config(stack).get("gpu-tenancy:kaiScheduler") or {}).get("version", KAI_VERSION)
+    release = next(r for r in program.of_type("kubernetes:helm.sh/v3:Release") if r.name.startswith("kai"))
+    assert release.inputs["version"] == version
+    assert release.inputs["chart"] == kai_chart_ref(version)
+    legacy = tuple(int(part) for part in version[1:].split(".")) <= (0, 13, 0)
+    assert release.inputs["chart"].startswith("oci://ghcr.io/nvidia/" if legacy else "oci://ghcr.io/kai-scheduler/")
 
 
 def test_every_kubernetes_resource_uses_the_one_host_provider(stack_run):
@@ -60,7 +111,7 @@ def test_kubeconfigs_are_secret_stack_outputs(stack_run):
 
 def test_each_team_is_exported_with_namespace_queue_and_connect_command(stack_run):
     stack, program = stack_run
-    teams = stack_config(stack)["gpu-tenancy:teams"]
+    teams = site_config(stack)["gpu-tenancy:teams"]
     exported = program.outputs["tenants"]
     assert sorted(exported) == sorted(team["name"] for team in teams)
     for team in teams:
@@ -74,7 +125,7 @@ def test_each_team_is_exported_with_namespace_queue_and_connect_command(stack_ru
 
 def test_every_team_has_a_leaf_queue_under_the_org_queue_and_a_tenant(stack_run):
     stack, program = stack_run
-    config = stack_config(stack)
+    config = site_config(stack)
     org = config["gpu-tenancy:organization"]["name"]
     queues = {q.inputs["metadata"]["name"]: q.inputs["spec"] for q in program.of_type(
         "kubernetes:scheduling.run.ai/v2:Queue")}
@@ -88,7 +139,7 @@ def test_every_team_has_a_leaf_queue_under_the_org_queue_and_a_tenant(stack_run)
 
 def test_two_runs_register_identical_resources(stack_run):
     stack, program = stack_run
-    again = run(stack_config(stack), stack=stack)
+    again = run(site_config(stack), stack=stack)
     assert [r.to_json() for r in again.resources] == [r.to_json() for r in program.resources]
     assert again.outputs == program.outputs
 
