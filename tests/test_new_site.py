@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from config import ConfigError, load_platform
 from config.stack_file import read_stack_file

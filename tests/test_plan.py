@@ -87,7 +87,7 @@ def test_the_cli_in_a_fresh_interpreter_writes_the_same_files(dev_out, tmp_path)
 def test_plan_json_is_canonical(dev_out, dev_plan):
     text = (dev_out / plan.PLAN_FILE).read_text()
     assert text == json.dumps(dev_plan, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-    assert set(dev_plan) == {"project", "stack", "resources", "outputs", "secretOutputs", "warnings"}
+    assert set(dev_plan) == {"project", "stack", "resources", "outputs", "secretOutputs", "warnings", "notes"}
     assert (dev_plan["project"], dev_plan["stack"]) == ("gpu-tenancy", "dev")
     urns = [r["urn"] for r in dev_plan["resources"]]
     assert urns == sorted(urns) and len(set(urns)) == len(urns)

@@ -9,13 +9,15 @@ dependencies, options and inputs, with every secret replaced by ``[secret]``.
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import json
 import runpy
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import pulumi
 import yaml
@@ -251,6 +253,56 @@ class _WarningCollector(pulumi_mocks.MockEngine):
             self.run.warnings.append(request.message)
         elif request.severity == 1:  # LogSeverity.INFO
             self.run.notes.append(request.message)
+
+
+class _TrackingLoopPolicy(asyncio.DefaultEventLoopPolicy):
+    """The default policy, remembering every loop it creates (the SDK's mocks make one per thread)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loops: list[asyncio.AbstractEventLoop] = []
+
+    def new_event_loop(self) -> asyncio.AbstractEventLoop:
+        loop = super().new_event_loop()
+        self.loops.append(loop)
+        return loop
+
+
+def _shut_down(loop: asyncio.AbstractEventLoop) -> None:
+    if loop.is_closed() or loop.is_running():
+        return
+    try:
+        pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.run_until_complete(loop.shutdown_default_executor())
+    finally:
+        loop.close()
+
+
+@contextlib.contextmanager
+def owned_event_loops() -> Iterator[None]:
+    """Run the program on event loops this CLI owns, and close them all afterwards.
+
+    The SDK runs the program on the main thread's loop and answers mock calls from worker
+    threads that each create a loop of their own; none is ever closed, so the interpreter
+    reports "unclosed event loop" / "Exception ignored in BaseEventLoop.__del__" at exit. The
+    previous policy (and with it any loop the caller had) is restored afterwards.
+    """
+    previous = asyncio.get_event_loop_policy()
+    policy = _TrackingLoopPolicy()
+    asyncio.set_event_loop_policy(policy)
+    try:
+        yield
+    finally:
+        try:
+            for loop in policy.loops:  # the main thread's loop first: it joins the worker threads
+                _shut_down(loop)
+        finally:
+            asyncio.set_event_loop_policy(previous)
 
 
 def load_stack_file(stack: str, project_dir: Path = PROJECT_DIR) -> dict[str, Any]:
