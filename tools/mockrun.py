@@ -107,6 +107,8 @@ class ProgramRun:
     secret_outputs: set[str] = field(default_factory=set)
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # What each component registered as its outputs (URN -> outputs, secrets redacted).
+    component_outputs: dict[str, Any] = field(default_factory=dict)
     # The program's module globals (components, outputs), for tests that inspect live objects.
     program_globals: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -217,12 +219,14 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         return response
 
     def RegisterResourceOutputs(self, request):
+        outputs = rpc.deserialize_properties(request.outputs, keep_unknowns=True)
         if request.urn.split("::")[2] == "pulumi:pulumi:Stack":
-            outputs = rpc.deserialize_properties(request.outputs, keep_unknowns=True)
             for key, value in outputs.items():
                 self.run.outputs[key], secret = redact(value)
                 if secret:
                     self.run.secret_outputs.add(key)
+        elif outputs:
+            self.run.component_outputs[request.urn], _ = redact(outputs)
         return super().RegisterResourceOutputs(request)
 
 

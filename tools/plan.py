@@ -131,6 +131,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
           f"{sum(1 for r in resources if r['read'])} reads), {len(plan['outputs'])} outputs "
           f"({len(plan['secretOutputs'])} secret), {len(plan['warnings'])} warnings "
           f"-> {_shown(out / PLAN_FILE)}, {_shown(out / SUMMARY_FILE)}")
+    for warning in plan["warnings"]:
+        print(f"  warning: {warning}")
+    for note in plan["notes"]:
+        print(f"  note: {note}")
     if rendered is not None:
         print(f"rendered {len(rendered['releases'])} releases for Kubernetes {rendered['kubeVersion']} -> "
               f"{_shown(out / charts.MANIFESTS_DIR)}")

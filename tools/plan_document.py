@@ -34,6 +34,8 @@ def build_plan(run: ProgramRun, stack: str, project: str = PROJECT) -> dict[str,
         entry = integral_numbers(resource.to_json())
         entry["dependencies"] = sorted(set(entry.get("dependencies") or []))
         entry["options"] = _options(entry.get("options") or {})
+        if resource.urn in run.component_outputs:
+            entry["outputs"] = integral_numbers(run.component_outputs[resource.urn])
         resources.append(entry)
     return {
         "project": project,

@@ -33,6 +33,14 @@ TENANT_COMPONENT = "gpu-tenancy:platform:TenantCluster"
 QUEUE_RESOURCES = ("gpu", "cpu", "memory")
 QUEUE_FIELDS = ("quota", "limit", "overQuotaWeight")
 NODE_PROFILE_LABEL = "nvidia.com/device-plugin.config"
+VPC = "aws:ec2/vpc:Vpc"
+SUBNET = "aws:ec2/subnet:Subnet"
+NAT_GATEWAY = "aws:ec2/natGateway:NatGateway"
+JOB = "kubernetes:batch/v1:Job"
+ADMISSION_COMPONENT = "gpu-tenancy:platform:TenantAdmission"
+ADMISSION_BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
+POD_SECURITY_LABEL = "pod-security.kubernetes.io/enforce"
+KUBERNETES = "kubernetes:"
 
 
 def _host_section(index: PlanIndex, outputs: dict[str, Any]) -> list[str]:
@@ -40,15 +48,10 @@ def _host_section(index: PlanIndex, outputs: dict[str, Any]) -> list[str]:
     clusters = index.of_type(EKS_CLUSTER)
     commands = [resource for resource in index.of_type(*COMMANDS)
                 if resource["parent"] is None or index.under(resource, HOST_COMPONENT)]
-    if clusters:
-        kind = "eks"
-    elif commands:
-        kind = "microk8s"
-    else:
-        kind = "kubeconfig"
     declared = outputs.get("hostKind")
-    lines.append(f"- Kind: **{kind}**" + (f" (program output `hostKind` = {code(declared)})"
-                                            if isinstance(declared, str) and declared != kind else ""))
+    # The program's own decision (stack output hostKind); a plan without it is read from its resources.
+    kind = declared if isinstance(declared, str) else "eks" if clusters else "microk8s" if commands else "kubeconfig"
+    lines.append(f"- Kind: **{kind}**")
 
     if kind == "eks":
         for provider in index.of_type(AWS_PROVIDER):
@@ -61,9 +64,10 @@ def _host_section(index: PlanIndex, outputs: dict[str, Any]) -> list[str]:
                          f"{code(inputs.get('authenticationMode', '—'))}, default node group "
                          f"{'skipped' if inputs.get('skipDefaultNodeGroup') else 'created'}")
             vpc = inputs.get("vpcId")
-            if vpc is not None:
-                lines.append(f"- VPC: {code(vpc)}; public subnets: {len(inputs.get('publicSubnetIds') or [])}, "
+            if vpc is not None and not index.of_type(VPC):
+                lines.append(f"- Existing VPC {code(vpc)}; public subnets: {len(inputs.get('publicSubnetIds') or [])}, "
                              f"private subnets: {len(inputs.get('privateSubnetIds') or [])}")
+        lines += _network_lines(index)
         groups = sorted(index.of_type(EKS_NODE_GROUP), key=lambda r: r["name"])
         lines += ["", "### Managed node groups", ""]
         if not groups:
@@ -74,8 +78,10 @@ def _host_section(index: PlanIndex, outputs: dict[str, Any]) -> list[str]:
                 inputs = group["inputs"]
                 scaling = inputs.get("scalingConfig") or {}
                 taints = inputs.get("taints") or []
+                prefix = inputs.get("nodeGroupNamePrefix")
                 rows.append([
                     code(group["name"]),
+                    code(f"{prefix}<suffix>") if prefix else code(inputs.get("nodeGroupName", "—")),
                     code(inputs.get("amiType", "—")),
                     ", ".join(code(t) for t in inputs.get("instanceTypes") or []) or "—",
                     " / ".join(fmt_num(scaling.get(key)) for key in ("minSize", "desiredSize", "maxSize")),
@@ -84,8 +90,9 @@ def _host_section(index: PlanIndex, outputs: dict[str, Any]) -> list[str]:
                     ", ".join(code(f"{t.get('key')}={t.get('value')}:{t.get('effect')}") for t in taints
                               if isinstance(t, dict)) or "—",
                 ])
-            lines += table(["Node group", "AMI", "Instance types", "Min / desired / max", "Disk (GiB)",
+            lines += table(["Node group", "EKS name", "AMI", "Instance types", "Min / desired / max", "Disk (GiB)",
                              "Labels", "Taints"], rows)
+            lines += ["", "EKS names each group after its prefix plus a suffix of its own (`<suffix>`)."]
     elif kind == "microk8s":
         ordered = topological(commands)
         remote = [c for c in ordered if c["type"] == "command:remote:Command"]
@@ -114,6 +121,19 @@ def _host_section(index: PlanIndex, outputs: dict[str, Any]) -> list[str]:
             lines.append(f"- Existing cluster through provider {code(provider['name'])}: kubeconfig "
                          f"{code(provider['inputs'].get('kubeconfig', '—'))}"
                          + (f", context {code(context)}" if context else ""))
+    return lines
+
+
+def _network_lines(index: PlanIndex) -> list[str]:
+    """The VPC the program creates for an EKS host: CIDR, subnets and NAT gateways."""
+    lines = []
+    for vpc in sorted(index.of_type(VPC), key=lambda r: r["urn"]):
+        subnets = sorted(index.of_type(SUBNET), key=lambda r: str(dig(r, "inputs", "cidrBlock")))
+        public = [code(dig(r, "inputs", "cidrBlock")) for r in subnets if dig(r, "inputs", "mapPublicIpOnLaunch")]
+        private = [code(dig(r, "inputs", "cidrBlock")) for r in subnets if not dig(r, "inputs", "mapPublicIpOnLaunch")]
+        lines.append(f"- VPC created by this stack: CIDR {code(dig(vpc, 'inputs', 'cidrBlock'))}; public subnets "
+                     f"{', '.join(public) or '—'}; private subnets {', '.join(private) or '—'}; "
+                     f"{len(index.of_type(NAT_GATEWAY))} NAT gateway(s)")
     return lines
 
 
@@ -291,42 +311,106 @@ def _queue_section(index: PlanIndex) -> list[str]:
     return lines
 
 
+def _tenant_parts(index: PlanIndex, component: dict[str, Any]) -> dict[str, Any]:
+    children = index.descendants(component)
+
+    def first(kind: str) -> Optional[dict[str, Any]]:
+        return next((r for r in children if r["type"] == kind), None)
+
+    return {"release": first(RELEASE), "namespace": first(NAMESPACE), "admission": first(ADMISSION_COMPONENT),
+            "policy": first(ADMISSION_POLICY), "binding": first(ADMISSION_BINDING),
+            "outputs": component.get("outputs") or {}}
+
+
+def _team_of(parts: dict[str, Any], exported: dict[str, Any]) -> str:
+    """The team a tenant belongs to: the stack's ``tenants`` output entry with the tenant's namespace."""
+    namespace = parts["outputs"].get("namespace")
+    team = next((name for name, entry in sorted(exported.items())
+                 if isinstance(entry, dict) and entry.get("namespace") == namespace), None)
+    return team or str(parts["outputs"].get("queue") or "—")
+
+
 def _tenant_section(index: PlanIndex, outputs: dict[str, Any]) -> list[str]:
     lines = ["## Tenants", ""]
     components = sorted(index.of_type(TENANT_COMPONENT), key=lambda r: r["name"])
     if not components:
         return lines + ["None."]
     exported = outputs.get("tenants") if isinstance(outputs.get("tenants"), dict) else {}
-    queue_names = {q["resource"]["urn"]: name for name, q in _queues(index).items()}
-    rows = []
+    rows, guardrails = [], []
     for component in components:
-        children = index.descendants(component)
-        releases = [r for r in children if r["type"] == RELEASE]
-        namespaces = [r for r in children if r["type"] == NAMESPACE]
-        release = releases[0] if releases else None
-        namespace = namespaces[0] if namespaces else None
+        parts = _tenant_parts(index, component)
+        release, namespace, registered = parts["release"], parts["namespace"], parts["outputs"]
+        team = _team_of(parts, exported)
         vcluster = dig(release, "inputs", "name")
-        host_namespace = dig(release, "inputs", "namespace") or dig(namespace, "inputs", "metadata", "name")
-        team = next((key for key, entry in sorted(exported.items()) if isinstance(entry, dict)
-                     and entry.get("vcluster") == vcluster and entry.get("namespace") == host_namespace), None)
-        team = team or dig(namespace, "inputs", "metadata", "labels", "gpu-tenancy/team") \
-            or component["name"].removeprefix("tenant-")
-        queues = sorted({queue_names[dep] for r in releases for dep in r["dependencies"] if dep in queue_names})
-        queue = ", ".join(code(q) for q in queues) if queues else \
-            (code(dig(exported, team, "queue")) + " (from outputs)" if dig(exported, team, "queue") else "—")
+        host_namespace = registered.get("namespace") or dig(release, "inputs", "namespace")
+        queue = registered.get("queue")
         protected = [bool(r["options"].get("protect")) for r in (namespace, release) if r is not None]
         protection = "yes" if protected and all(protected) else "no" if not any(protected) else \
             "partial (" + ", ".join(f"{kind} {'yes' if flag else 'no'}" for kind, flag in
                                     zip(("namespace", "release"), protected)) + ")"
-        guarded = "yes" if any(r["type"] == ADMISSION_POLICY for r in children) else "no"
-        connect = dig(exported, team, "connectCommand")
+        connect = registered.get("connectCommand")
         rows.append([
             code(team), code(vcluster) if vcluster else "—", code(host_namespace) if host_namespace else "—",
-            queue, code(fmt_num(dig(release, "inputs", "version"))) if release else "—", protection, guarded,
-            code(connect) if connect else "—",
+            code(queue) if queue else "—", code(fmt_num(dig(release, "inputs", "version"))) if release else "—",
+            protection, code(connect) if connect else "—",
         ])
-    return lines + table(["Team", "vCluster", "Host namespace", "Queue", "vCluster chart", "Protected",
-                           "Admission policy", "Connect"], rows)
+        guardrails.append(_guardrail_row(team, parts))
+    lines += table(["Team", "vCluster", "Host namespace", "Queue", "vCluster chart", "Protected", "Connect"], rows)
+    lines += ["", "### Guardrails per tenant", ""]
+    lines += table(["Team", "Admission policy", "Strict", "Pod security", "ResourceQuota", "LimitRange defaults",
+                    "NetworkPolicy"], guardrails)
+    lines += ["", "Admission: pods synced from the tenant must use its queue and KAI when they use GPUs; strict: "
+                  "every synced pod (except CPU pods of the vCluster's kube-system). GPU shares are enforced by the "
+                  "KAI queues, not by the ResourceQuota."]
+    return lines
+
+
+def _guardrail_row(team: str, parts: dict[str, Any]) -> list[str]:
+    policies = dig(parts["release"], "inputs", "values", "policies") or {}
+    quota = dig(policies, "resourceQuota") or {}
+    limits = dig(policies, "limitRange") or {}
+    policy = dig(parts["policy"], "inputs", "metadata", "name")
+    actions = dig(parts["binding"], "inputs", "spec", "validationActions") or []
+    strict = dig(parts["admission"], "outputs", "strict")
+
+    def enabled(block: dict[str, Any], text: str) -> str:
+        return text if block.get("enabled") else "off"
+
+    def pairs(mapping: Any) -> str:
+        return ", ".join(f"{key}={fmt_num(value)}" for key, value in sorted((mapping or {}).items())) or "—"
+
+    return [
+        code(team),
+        (code(policy) + (f" ({', '.join(actions)})" if actions else " (**no binding**)")) if policy else "**none**",
+        "—" if strict is None else ("yes" if strict else "no"),
+        code(dig(parts["namespace"], "inputs", "metadata", "labels", POD_SECURITY_LABEL) or "—"),
+        enabled(quota, pairs(quota.get("quota"))),
+        enabled(limits, f"limit {pairs(limits.get('default'))}; request {pairs(limits.get('defaultRequest'))}"),
+        "on" if dig(policies, "networkPolicy", "enabled") else "off",
+    ]
+
+
+def _cluster_objects_section(index: PlanIndex) -> list[str]:
+    """Every Job, and every Kubernetes object outside any namespace: what a reviewer must not miss."""
+    lines = ["## Jobs and cluster-wide objects", ""]
+    jobs = sorted(index.of_type(JOB), key=lambda r: r["urn"])
+    rows = []
+    for job in jobs:
+        containers = dig(job, "inputs", "spec", "template", "spec", "containers") or []
+        rows.append([code(dig(job, "inputs", "metadata", "name") or job["name"]),
+                     code(dig(job, "inputs", "metadata", "namespace") or "—"),
+                     ", ".join(code(c.get("image")) for c in containers if isinstance(c, dict)) or "—",
+                     fmt_num(dig(job, "inputs", "spec", "backoffLimit"))])
+    lines += table(["Job", "Namespace", "Images", "Back-off limit"], rows) if rows else ["No Jobs."]
+    cluster_wide = sorted((r for r in index.resources if r["type"].startswith(KUBERNETES) and r["custom"]
+                           and not r["read"] and r["type"] != RELEASE and isinstance(dig(r, "inputs", "metadata"), dict)
+                           and not dig(r, "inputs", "metadata", "namespace")),
+                          key=lambda r: (r["type"], str(dig(r, "inputs", "metadata", "name"))))
+    lines += ["", "Cluster-scoped objects (no namespace):", ""]
+    lines += table(["Kind", "Name", "Resource"],
+                   [[code(r["type"].split(":")[-1]), code(dig(r, "inputs", "metadata", "name") or "—"),
+                     code(r["name"])] for r in cluster_wide]) if cluster_wide else ["None."]
+    return lines
 
 
 def _secret_paths(value: Any, path: str = "") -> list[str]:
@@ -361,8 +445,12 @@ def render_summary(plan: dict[str, Any]) -> str:
     lines += _queue_section(index) + [""]
     lines += _tenant_section(index, outputs) + [""]
 
+    lines += _cluster_objects_section(index) + [""]
+
     lines += ["## Warnings", ""]
     lines += [f"- {warning}" for warning in plan.get("warnings") or []] or ["None."]
+    lines += ["", "## Notes", ""]
+    lines += [f"- {note}" for note in plan.get("notes") or []] or ["None."]
     lines += ["", "## Secrets", ""]
     secret_outputs = plan.get("secretOutputs") or []
     lines.append("- Secret outputs: " + (", ".join(code(name) for name in secret_outputs) or "none"))
