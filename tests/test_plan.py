@@ -252,6 +252,17 @@ def test_invalid_config_exits_2_names_the_key_and_writes_no_plan(monkeypatch, tm
     assert stdout == ""
 
 
+def test_a_stack_file_yaml_1_1_reads_differently_exits_2_naming_the_key(monkeypatch, tmp_path):
+    (tmp_path / "Pulumi.site.yaml").write_text((PROJECT_DIR / "Pulumi.dev.yaml").read_text().replace(
+        "    - name: team-vision\n", "    - name: team-vision\n      protect: no\n      displayName: 2026-01-01\n"))
+    read = mockrun.load_stack_file
+    monkeypatch.setattr(mockrun, "load_stack_file", lambda stack, *args, **kwargs: read(stack, tmp_path))
+    code, stdout, stderr = run_main("site", "--out", str(tmp_path / "out"))
+    assert (code, stdout) == (2, "")
+    assert "gpu-tenancy:teams[1].protect = 'no'" in stderr and "write false for a boolean" in stderr
+    assert "gpu-tenancy:teams[1].displayName = '2026-01-01'" in stderr and "Traceback" not in stderr
+
+
 def test_unknown_stack_exits_2(tmp_path):
     code, stdout, stderr = run_main("no-such-stack", "--out", str(tmp_path))
     assert code == 2

@@ -218,6 +218,8 @@ def run(site: str, source: str, sets: Sequence[str], project_dir: Path) -> int:
     for warning in platform.warnings:
         if not any(f"{PROJECT}:{name} is not set" in warning for name in platform.missing_secrets):
             print(f"warning: {warning}", file=sys.stderr)
+    for note in platform.notes:
+        print(f"note: {note}", file=sys.stderr)
     print(f"Wrote {target} from stack {source} ({len(changes)} change(s)).")
     for path, old, new in changes:
         print(f"  {path}: {_show(old)} -> {_show(new)}")
