@@ -12,7 +12,11 @@ from config import ConfigError
 from tests.conftest import COMMITTED_STACKS, dev_config, run, stack_config
 from config.source import OFFLINE_PLACEHOLDER
 from config.versions import KAI_VERSION, kai_chart_ref
+from policy.adapters import from_plan
+from policy.rules import evaluate
 from tools import new_site
+from tools.plan_document import build_plan, render_plan_json
+from tools.plan_summary import render_summary
 from tools.mockrun import PROJECT_DIR, REDACTED, ProgramRun, load_stack_file, run_program
 
 KUBERNETES_PREFIX = "kubernetes:"
@@ -63,6 +67,15 @@ def site_config(stack: str) -> dict:
 @pytest.fixture(scope="module", params=COMMITTED_STACKS + sorted(GENERATED_SITES))
 def stack_run(request, generated_sites):
     return request.param, run(site_config(request.param), stack=request.param)
+
+
+def test_the_policy_pack_passes_and_the_review_renders(stack_run):
+    stack, program = stack_run
+    document = json.loads(render_plan_json(build_plan(program, stack)))
+    assert [v.message for v in evaluate(from_plan(document)) if v.mandatory] == []
+    summary = render_summary(document)
+    for team in document["outputs"]["tenants"]:
+        assert f"| `{team}` |" in summary.split("### Guardrails per tenant")[1]
 
 
 def test_a_kai_release_is_pulled_from_the_registry_of_its_version(stack_run):
