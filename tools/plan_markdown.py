@@ -4,6 +4,33 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
+# Resource types and labels the summary reads.
+RELEASE = "kubernetes:helm.sh/v3:Release"
+QUEUE = "kubernetes:scheduling.run.ai/v2:Queue"
+CLUSTER_POLICY_PATCH = "kubernetes:nvidia.com/v1:ClusterPolicyPatch"
+CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
+NAMESPACE = "kubernetes:core/v1:Namespace"
+EKS_CLUSTER = "eks:index:Cluster"
+EKS_NODE_GROUP = "eks:index:ManagedNodeGroup"
+COMMANDS = ("command:local:Command", "command:remote:Command")
+K8S_PROVIDER = "pulumi:providers:kubernetes"
+AWS_PROVIDER = "pulumi:providers:aws"
+ADMISSION_POLICY = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
+HOST_COMPONENT = "gpu-tenancy:platform:HostCluster"
+GPU_OPERATOR_COMPONENT = "gpu-tenancy:platform:GpuOperator"
+TENANT_COMPONENT = "gpu-tenancy:platform:TenantCluster"
+QUEUE_RESOURCES = ("gpu", "cpu", "memory")
+QUEUE_FIELDS = ("quota", "limit", "overQuotaWeight")
+NODE_PROFILE_LABEL = "nvidia.com/device-plugin.config"
+VPC = "aws:ec2/vpc:Vpc"
+SUBNET = "aws:ec2/subnet:Subnet"
+NAT_GATEWAY = "aws:ec2/natGateway:NatGateway"
+JOB = "kubernetes:batch/v1:Job"
+ADMISSION_COMPONENT = "gpu-tenancy:platform:TenantAdmission"
+ADMISSION_BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
+POD_SECURITY_LABEL = "pod-security.kubernetes.io/enforce"
+KUBERNETES = "kubernetes:"
+
 
 def fmt_num(value: Any) -> str:
     if isinstance(value, bool):

@@ -12,35 +12,14 @@ from typing import Any, Optional
 import yaml
 
 from tools.mockrun import REDACTED
-from tools.plan_markdown import PlanIndex, code, dig, fmt_amount, fmt_labels, fmt_num, table, topological
+from tools.plan_markdown import (
+    AWS_PROVIDER, CLUSTER_POLICY_PATCH, COMMANDS, CONFIG_MAP, EKS_CLUSTER, EKS_NODE_GROUP, GPU_OPERATOR_COMPONENT,
+    HOST_COMPONENT, K8S_PROVIDER, NAT_GATEWAY, NODE_PROFILE_LABEL, QUEUE, QUEUE_FIELDS, QUEUE_RESOURCES, RELEASE, SUBNET,
+    VPC, PlanIndex, code, dig, fmt_amount, fmt_labels, fmt_num, table, topological,
+)
+from tools.plan_summary_tenants import cluster_objects_section, tenant_section
 
 SUMMARY_FILE = "summary.md"
-
-RELEASE = "kubernetes:helm.sh/v3:Release"
-QUEUE = "kubernetes:scheduling.run.ai/v2:Queue"
-CLUSTER_POLICY_PATCH = "kubernetes:nvidia.com/v1:ClusterPolicyPatch"
-CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
-NAMESPACE = "kubernetes:core/v1:Namespace"
-EKS_CLUSTER = "eks:index:Cluster"
-EKS_NODE_GROUP = "eks:index:ManagedNodeGroup"
-COMMANDS = ("command:local:Command", "command:remote:Command")
-K8S_PROVIDER = "pulumi:providers:kubernetes"
-AWS_PROVIDER = "pulumi:providers:aws"
-ADMISSION_POLICY = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
-HOST_COMPONENT = "gpu-tenancy:platform:HostCluster"
-GPU_OPERATOR_COMPONENT = "gpu-tenancy:platform:GpuOperator"
-TENANT_COMPONENT = "gpu-tenancy:platform:TenantCluster"
-QUEUE_RESOURCES = ("gpu", "cpu", "memory")
-QUEUE_FIELDS = ("quota", "limit", "overQuotaWeight")
-NODE_PROFILE_LABEL = "nvidia.com/device-plugin.config"
-VPC = "aws:ec2/vpc:Vpc"
-SUBNET = "aws:ec2/subnet:Subnet"
-NAT_GATEWAY = "aws:ec2/natGateway:NatGateway"
-JOB = "kubernetes:batch/v1:Job"
-ADMISSION_COMPONENT = "gpu-tenancy:platform:TenantAdmission"
-ADMISSION_BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
-POD_SECURITY_LABEL = "pod-security.kubernetes.io/enforce"
-KUBERNETES = "kubernetes:"
 
 
 def _host_section(index: PlanIndex, outputs: dict[str, Any]) -> list[str]:
@@ -311,108 +290,6 @@ def _queue_section(index: PlanIndex) -> list[str]:
     return lines
 
 
-def _tenant_parts(index: PlanIndex, component: dict[str, Any]) -> dict[str, Any]:
-    children = index.descendants(component)
-
-    def first(kind: str) -> Optional[dict[str, Any]]:
-        return next((r for r in children if r["type"] == kind), None)
-
-    return {"release": first(RELEASE), "namespace": first(NAMESPACE), "admission": first(ADMISSION_COMPONENT),
-            "policy": first(ADMISSION_POLICY), "binding": first(ADMISSION_BINDING),
-            "outputs": component.get("outputs") or {}}
-
-
-def _team_of(parts: dict[str, Any], exported: dict[str, Any]) -> str:
-    """The team a tenant belongs to: the stack's ``tenants`` output entry with the tenant's namespace."""
-    namespace = parts["outputs"].get("namespace")
-    team = next((name for name, entry in sorted(exported.items())
-                 if isinstance(entry, dict) and entry.get("namespace") == namespace), None)
-    return team or str(parts["outputs"].get("queue") or "—")
-
-
-def _tenant_section(index: PlanIndex, outputs: dict[str, Any]) -> list[str]:
-    lines = ["## Tenants", ""]
-    components = sorted(index.of_type(TENANT_COMPONENT), key=lambda r: r["name"])
-    if not components:
-        return lines + ["None."]
-    exported = outputs.get("tenants") if isinstance(outputs.get("tenants"), dict) else {}
-    rows, guardrails = [], []
-    for component in components:
-        parts = _tenant_parts(index, component)
-        release, namespace, registered = parts["release"], parts["namespace"], parts["outputs"]
-        team = _team_of(parts, exported)
-        vcluster = dig(release, "inputs", "name")
-        host_namespace = registered.get("namespace") or dig(release, "inputs", "namespace")
-        queue = registered.get("queue")
-        protected = [bool(r["options"].get("protect")) for r in (namespace, release) if r is not None]
-        protection = "yes" if protected and all(protected) else "no" if not any(protected) else \
-            "partial (" + ", ".join(f"{kind} {'yes' if flag else 'no'}" for kind, flag in
-                                    zip(("namespace", "release"), protected)) + ")"
-        connect = registered.get("connectCommand")
-        rows.append([
-            code(team), code(vcluster) if vcluster else "—", code(host_namespace) if host_namespace else "—",
-            code(queue) if queue else "—", code(fmt_num(dig(release, "inputs", "version"))) if release else "—",
-            protection, code(connect) if connect else "—",
-        ])
-        guardrails.append(_guardrail_row(team, parts))
-    lines += table(["Team", "vCluster", "Host namespace", "Queue", "vCluster chart", "Protected", "Connect"], rows)
-    lines += ["", "### Guardrails per tenant", ""]
-    lines += table(["Team", "Admission policy", "Strict", "Pod security", "ResourceQuota", "LimitRange defaults",
-                    "NetworkPolicy"], guardrails)
-    lines += ["", "Admission: pods synced from the tenant must use its queue and KAI when they use GPUs; strict: "
-                  "every synced pod (except CPU pods of the vCluster's kube-system). GPU shares are enforced by the "
-                  "KAI queues, not by the ResourceQuota."]
-    return lines
-
-
-def _guardrail_row(team: str, parts: dict[str, Any]) -> list[str]:
-    policies = dig(parts["release"], "inputs", "values", "policies") or {}
-    quota = dig(policies, "resourceQuota") or {}
-    limits = dig(policies, "limitRange") or {}
-    policy = dig(parts["policy"], "inputs", "metadata", "name")
-    actions = dig(parts["binding"], "inputs", "spec", "validationActions") or []
-    strict = dig(parts["admission"], "outputs", "strict")
-
-    def enabled(block: dict[str, Any], text: str) -> str:
-        return text if block.get("enabled") else "off"
-
-    def pairs(mapping: Any) -> str:
-        return ", ".join(f"{key}={fmt_num(value)}" for key, value in sorted((mapping or {}).items())) or "—"
-
-    return [
-        code(team),
-        (code(policy) + (f" ({', '.join(actions)})" if actions else " (**no binding**)")) if policy else "**none**",
-        "—" if strict is None else ("yes" if strict else "no"),
-        code(dig(parts["namespace"], "inputs", "metadata", "labels", POD_SECURITY_LABEL) or "—"),
-        enabled(quota, pairs(quota.get("quota"))),
-        enabled(limits, f"limit {pairs(limits.get('default'))}; request {pairs(limits.get('defaultRequest'))}"),
-        "on" if dig(policies, "networkPolicy", "enabled") else "off",
-    ]
-
-
-def _cluster_objects_section(index: PlanIndex) -> list[str]:
-    """Every Job, and every Kubernetes object outside any namespace: what a reviewer must not miss."""
-    lines = ["## Jobs and cluster-wide objects", ""]
-    jobs = sorted(index.of_type(JOB), key=lambda r: r["urn"])
-    rows = []
-    for job in jobs:
-        containers = dig(job, "inputs", "spec", "template", "spec", "containers") or []
-        rows.append([code(dig(job, "inputs", "metadata", "name") or job["name"]),
-                     code(dig(job, "inputs", "metadata", "namespace") or "—"),
-                     ", ".join(code(c.get("image")) for c in containers if isinstance(c, dict)) or "—",
-                     fmt_num(dig(job, "inputs", "spec", "backoffLimit"))])
-    lines += table(["Job", "Namespace", "Images", "Back-off limit"], rows) if rows else ["No Jobs."]
-    cluster_wide = sorted((r for r in index.resources if r["type"].startswith(KUBERNETES) and r["custom"]
-                           and not r["read"] and r["type"] != RELEASE and isinstance(dig(r, "inputs", "metadata"), dict)
-                           and not dig(r, "inputs", "metadata", "namespace")),
-                          key=lambda r: (r["type"], str(dig(r, "inputs", "metadata", "name"))))
-    lines += ["", "Cluster-scoped objects (no namespace):", ""]
-    lines += table(["Kind", "Name", "Resource"],
-                   [[code(r["type"].split(":")[-1]), code(dig(r, "inputs", "metadata", "name") or "—"),
-                     code(r["name"])] for r in cluster_wide]) if cluster_wide else ["None."]
-    return lines
-
-
 def _secret_paths(value: Any, path: str = "") -> list[str]:
     if value == REDACTED:
         return [path or "(whole value)"]
@@ -443,9 +320,9 @@ def render_summary(plan: dict[str, Any]) -> str:
     lines += _releases_section(index) + [""]
     lines += _gpu_operator_section(index, outputs) + [""]
     lines += _queue_section(index) + [""]
-    lines += _tenant_section(index, outputs) + [""]
+    lines += tenant_section(index, outputs) + [""]
 
-    lines += _cluster_objects_section(index) + [""]
+    lines += cluster_objects_section(index) + [""]
 
     lines += ["## Warnings", ""]
     lines += [f"- {warning}" for warning in plan.get("warnings") or []] or ["None."]
