@@ -305,17 +305,7 @@ def _kubeconfig(section: Section) -> KubeconfigHost:
 
 def _ci(section: Section) -> CiSettings:
     """Where this site's CI jobs run: a site only reachable on-prem names its self-hosted runner."""
-    runner = section.raw("runner")
-    if isinstance(runner, str):
-        runner = [runner]
-    fix = "list the runner's labels, e.g. [self-hosted, gpu-lab], or remove ci.runner for GitHub-hosted"
-    if runner is MISSING:
-        return CiSettings(runner=())
-    if not isinstance(runner, list) or not runner or not all(isinstance(label, str) and label.strip()
-                                                             for label in runner):
-        section._fail("runner", runner, "expected a non-empty list of runner labels", fix)
-        return CiSettings(runner=())
-    return CiSettings(runner=tuple(runner))
+    return CiSettings(runner=section.string_list("runner", (), non_empty=True) or ())
 
 
 # --- GPU operator and KAI ---------------------------------------------------------------------
