@@ -470,6 +470,7 @@ _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
 
 
 def _quantity(section: Section, name: str, default: str) -> Optional[str]:
+    section._declare(name, {"type": ["string", "number"], "pattern": _QUANTITY.pattern})
     value = section.raw(name)
     if is_number(value) and value >= 0:
         value = f"{value:g}"
