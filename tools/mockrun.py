@@ -289,7 +289,7 @@ def _shut_down(loop: asyncio.AbstractEventLoop) -> None:
 
 @contextlib.contextmanager
 def owned_event_loops() -> Iterator[None]:
-    """Run the program on event loops this CLI owns, and close them all afterwards.
+    """Run the program on event loops the caller (a CLI) owns, and close them all afterwards.
 
     The SDK runs the program on the main thread's loop and answers mock calls from worker
     threads that each create a loop of their own; none is ever closed, so the interpreter

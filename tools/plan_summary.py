@@ -14,8 +14,8 @@ import yaml
 from tools.mockrun import REDACTED
 from tools.plan_markdown import (
     AWS_PROVIDER, CLUSTER_POLICY_PATCH, COMMANDS, CONFIG_MAP, EKS_CLUSTER, EKS_NODE_GROUP, GPU_OPERATOR_COMPONENT,
-    HOST_COMPONENT, K8S_PROVIDER, NAT_GATEWAY, NODE_PROFILE_LABEL, QUEUE, QUEUE_FIELDS, QUEUE_RESOURCES, RELEASE, SUBNET,
-    VPC, PlanIndex, code, dig, fmt_amount, fmt_labels, fmt_num, table, topological,
+    HOST_COMPONENT, K8S_PROVIDER, NAT_GATEWAY, NODE_PROFILE_LABEL, QUEUE, QUEUE_FIELDS, QUEUE_RESOURCES, RELEASE,
+    SUBNET, VPC, PlanIndex, code, dig, fmt_amount, fmt_labels, fmt_num, table, topological,
 )
 from tools.plan_summary_tenants import cluster_objects_section, tenant_section
 
