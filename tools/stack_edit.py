@@ -35,7 +35,8 @@ class _Dumper(yaml.SafeDumper):
 
     def represent_str(self, data: str) -> yaml.ScalarNode:
         node = super().represent_str(data)
-        if node.style is None and core_value(data) != data:
+        # NEL and the Unicode line/paragraph separators are line breaks to YAML 1.1 only: escape them.
+        if (node.style is None and core_value(data) != data) or any(ch in data for ch in "\x85\u2028\u2029"):
             node.style = '"'
         return node
 
