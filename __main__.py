@@ -13,10 +13,12 @@ from components.tenant import TenantCluster, TenantClusterArgs
 from config import PROJECT, load_platform, sharing
 from config.source import raw_stack_config
 
-raw, secrets_set = raw_stack_config()
-platform = load_platform(raw, secrets_set=secrets_set, stack=pulumi.get_stack())
+raw, secrets_set, placeholders = raw_stack_config()
+platform = load_platform(raw, secrets_set=secrets_set, placeholders=placeholders, stack=pulumi.get_stack())
 for warning in platform.warnings:
     pulumi.log.warn(warning)
+for note in platform.notes:
+    pulumi.log.info(note)
 
 secrets = pulumi.Config(PROJECT)
 host = HostCluster("host", HostClusterArgs(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from pulumi import RunError
@@ -14,8 +15,14 @@ class ConfigIssue:
     problem: str
     fix: str
 
+    @property
+    def full_key(self) -> str:
+        """The key as a stack file spells it: project keys get the ``gpu-tenancy:`` namespace."""
+        head = re.split(r"[.\[]", self.key, maxsplit=1)[0]
+        return self.key if ":" in head else f"gpu-tenancy:{self.key}"
+
     def __str__(self) -> str:
-        return f"gpu-tenancy:{self.key} = {_show(self.value)}: {self.problem}. Fix: {self.fix}"
+        return f"{self.full_key} = {_show(self.value)}: {self.problem}. Fix: {self.fix}"
 
 
 class ConfigError(RunError, ValueError):

@@ -9,15 +9,17 @@ raises one ``ConfigError`` listing every problem. It registers nothing, so a bad
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import ipaddress
 import re
 from typing import Any, Iterable, Mapping, Optional
 
 from config import versions
 from config.capacity import known_gpu_capacity
-from config.errors import MISSING, ConfigError
+from config.errors import MISSING, ConfigError, ConfigIssue
 from config.hosts import POOL_LABEL, ROLE_LABEL, HostProfile, host_profile
 from config.model import (
+    CiSettings,
     Cluster,
     ControlPlaneResources,
     EksHost,
@@ -44,8 +46,13 @@ from config.sharing import PROFILES, TIME_SLICED
 
 PROJECT = "gpu-tenancy"
 
-TOP_LEVEL_KEYS = ("cluster", "gpuOperator", "kaiScheduler", "organization", "teams", "vcluster")
+TOP_LEVEL_KEYS = ("cluster", "gpuOperator", "kaiScheduler", "organization", "teams", "vcluster", "ci")
 SECRET_KEYS = ("sshPrivateKey", "kubeconfig")
+# Where each secret's value usually comes from, for the command that sets it.
+SECRET_SOURCES = {"sshPrivateKey": "~/.ssh/id_ed25519", "kubeconfig": "path/to/kubeconfig"}
+# Config namespaces a stack may use besides the project's own: Pulumi's and the providers' the
+# program runs. Any other namespace is a typo that would leave its keys silently unread.
+OTHER_NAMESPACES = ("pulumi", "aws", "eks", "kubernetes", "command")
 CLUSTER_KINDS = ("microk8s", "eks", "kubeconfig")
 OPERATOR_MODES = ("install", "microk8s-addon", "external")
 KAI_RESERVED_QUEUES = ("default-queue", "default-parent-queue")
@@ -90,13 +97,38 @@ DEFAULT_VCLUSTER = VClusterSettings(
 )
 
 
-def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), stack: str = "dev") -> Platform:
+def namespace_issues(keys: Iterable[str]) -> list[ConfigIssue]:
+    """One issue per config key (``namespace:name``) whose namespace nothing reads."""
+    known = (PROJECT, *OTHER_NAMESPACES)
+    issues = []
+    for key in sorted(keys):
+        namespace, colon, name = key.partition(":")
+        if colon and namespace not in known:
+            close = difflib.get_close_matches(namespace, known, n=1, cutoff=0.6)
+            fix = f"did you mean '{close[0]}:{name}'?" if close else \
+                f"use the {PROJECT} namespace (or one of {', '.join(OTHER_NAMESPACES)}), or remove it"
+            issues.append(ConfigIssue(key, "...", f"unknown config namespace '{namespace}': nothing reads this key",
+                                      fix))
+    return issues
+
+
+def secret_command(name: str, stack: Optional[str] = None) -> str:
+    """The command that sets one secret key, encrypted."""
+    target = f" --stack {stack}" if stack else ""
+    return f"pulumi config set --secret {PROJECT}:{name}{target} < {SECRET_SOURCES[name]}"
+
+
+def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), stack: str = "dev",
+                  placeholders: Iterable[str] = ()) -> Platform:
     """Validate raw ``gpu-tenancy:*`` config values (key without the project prefix -> value).
 
     ``secrets_set`` names the secret keys that are set; their values never reach this module.
+    ``placeholders`` names unset secret keys that may stand in for a set one (offline plans, a new
+    site's file before its secrets are set): a required one is then a warning naming the command
+    that sets it, not an error, and is listed in ``Platform.missing_secrets``.
     """
     reader = Reader()
-    secrets = set(secrets_set)
+    secrets = _Secrets(reader, set(secrets_set), set(placeholders))
     root = reader.section("", {key: value for key, value in raw.items() if key not in SECRET_KEYS},
                           TOP_LEVEL_KEYS)
 
@@ -116,6 +148,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     if root.has("teams") and isinstance(root.raw("teams"), list) and not root.raw("teams"):
         reader.fail("teams", [], "no teams are defined", "add at least one team with a name and resources")
 
+    ci = _ci(root.child("ci", ("runner",)))
     if reader.issues:
         raise ConfigError(reader.issues)
 
@@ -125,20 +158,41 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
         kai.namespace: "KAI Scheduler", gpu_operator.namespace: "the GPU Operator"}, teams)
     _check_org_quota(reader, organization, teams)
     _check_node_group_profiles(reader, cluster)
+    _check_layout(reader, cluster, gpu_operator)
     if reader.issues:
         raise ConfigError(reader.issues)
 
     teams = [dataclasses.replace(team, vcluster=dataclasses.replace(
         team.vcluster, storage_class=host.storage_class, api_server_port=host.api_server_port)) for team in teams]
     platform = Platform(project=PROJECT, stack=stack, cluster=cluster, gpu_operator=gpu_operator,
-                        kai_scheduler=kai, organization=organization, teams=tuple(teams), host=host)
-    return Platform(**{**platform.__dict__, "warnings": tuple(_warnings(platform))})
+                        kai_scheduler=kai, organization=organization, teams=tuple(teams), host=host, ci=ci,
+                        missing_secrets=tuple(secrets.missing))
+    warnings = [f"{PROJECT}:{name} is not set: a placeholder stands in for it in this offline run. Set it "
+                f"before pulumi up: {secret_command(name, stack)}" for name in secrets.missing]
+    return Platform(**{**platform.__dict__, "warnings": tuple(warnings + _warnings(platform)),
+                       "notes": tuple(_notes(platform))})
+
+
+class _Secrets:
+    """Which secret keys are set, and which required ones are missing."""
+
+    def __init__(self, reader: Reader, set_: set[str], placeholders: set[str]):
+        self.reader, self.set, self.placeholders = reader, set_, placeholders
+        self.missing: list[str] = []
+
+    def require(self, name: str, problem: str) -> None:
+        if name in self.set:
+            return
+        if name in self.placeholders:
+            self.missing.append(name)
+            return
+        self.reader.fail(name, MISSING, problem, f"run: {secret_command(name)}")
 
 
 # --- host -----------------------------------------------------------------------------------
 
 
-def _cluster(section: Section, secrets: set[str]) -> Optional[Cluster]:
+def _cluster(section: Section, secrets: _Secrets) -> Optional[Cluster]:
     kind = section.string("kind", choices=CLUSTER_KINDS,
                           fix="set cluster.kind to microk8s, eks or kubeconfig")
     for other in CLUSTER_KINDS:
@@ -154,19 +208,16 @@ def _cluster(section: Section, secrets: set[str]) -> Optional[Cluster]:
             "name", "region", "kubernetesVersion", "vpcId", "publicSubnetIds", "privateSubnetIds", "vpcCidr",
             "availabilityZones", "systemNodeGroup", "gpuNodeGroups"))))
     if kind == "kubeconfig":
-        if "kubeconfig" not in secrets:
-            section.reader.fail("kubeconfig", MISSING, "cluster.kind is kubeconfig but no kubeconfig is set",
-                                "run: pulumi config set --secret gpu-tenancy:kubeconfig < path/to/kubeconfig")
+        secrets.require("kubeconfig", "cluster.kind is kubeconfig but no kubeconfig is set")
         return Cluster(kind, kubeconfig=_kubeconfig(section.child("kubeconfig", (
             "context", "gpus", "storageClass", "apiServerPort"))))
     return None
 
 
-def _microk8s(section: Section, secrets: set[str]) -> MicroK8sHost:
+def _microk8s(section: Section, secrets: _Secrets) -> MicroK8sHost:
     host = section.string("host", None, fix="set it to the GPU machine's address, or remove it to run locally")
-    if host is not None and "sshPrivateKey" not in secrets:
-        section.reader.fail("sshPrivateKey", MISSING, "cluster.microk8s.host is set but no SSH private key is",
-                            "run: pulumi config set --secret gpu-tenancy:sshPrivateKey < ~/.ssh/id_ed25519")
+    if host is not None:
+        secrets.require("sshPrivateKey", "cluster.microk8s.host is set but no SSH private key is")
     api_server_url = section.string("apiServerUrl", None, fix="set it to https://<address>:16443")
     if api_server_url is not None and not api_server_url.startswith("https://"):
         section._fail("apiServerUrl", api_server_url, "must be an https:// URL",
@@ -289,6 +340,11 @@ def _kubeconfig(section: Section) -> KubeconfigHost:
     )
 
 
+def _ci(section: Section) -> CiSettings:
+    """Where this site's CI jobs run: a site only reachable on-prem names its self-hosted runner."""
+    return CiSettings(runner=section.string_list("runner", (), non_empty=True) or ())
+
+
 # --- GPU operator and KAI ---------------------------------------------------------------------
 
 
@@ -376,10 +432,12 @@ def _queue_resources(section: Section, defaults: Optional[dict[str, QueueResourc
         quota = entry.number("quota", -1, minimum=0, allow_unlimited=True)
         limit = entry.number("limit", -1, minimum=0, allow_unlimited=True)
         weight = entry.number("overQuotaWeight", 1, minimum=0)
-        if quota == -1 and limit not in (None, -1):
+        # A misspelt quota or limit is reported as unknown; its default must not add a misleading second problem.
+        checked = not entry.unknown
+        if checked and quota == -1 and limit not in (None, -1):
             entry._fail("limit", limit, "caps a queue whose quota is -1 (unlimited)",
                         "set limit to -1, or give quota a number no larger than the limit")
-        elif quota is not None and limit is not None and limit != -1 and limit < quota:
+        elif checked and quota is not None and limit is not None and limit != -1 and limit < quota:
             entry._fail("limit", limit, f"is below the quota ({quota:g})",
                         "raise limit to at least the quota, or set it to -1 (unlimited)")
         resources[name] = QueueResource(quota, limit, weight)
@@ -487,6 +545,7 @@ def quantity_value(quantity: str) -> float:
 
 
 def _quantity(section: Section, name: str, default: str) -> Optional[str]:
+    section._declare(name, {"type": ["string", "number"], "pattern": _QUANTITY.pattern})
     value = section.raw(name)
     if is_number(value) and value >= 0:
         value = f"{value:g}"
@@ -507,6 +566,7 @@ def _check_names(reader: Reader, organization: Organization, teams: list[Team]) 
                     "choose another name, e.g. ml-org")
     seen: dict[str, dict[str, int]] = {"name": {}, "vclusterName": {}, "namespace": {}}
     for index, team in enumerate(teams):
+        reported = len(reader.issues)
         key = f"teams[{index}].name"
         if team.name in KAI_RESERVED_QUEUES:
             reader.fail(key, team.name, "collides with a queue KAI creates on install",
@@ -517,7 +577,8 @@ def _check_names(reader: Reader, organization: Organization, teams: list[Team]) 
         for field, value in (("name", team.name), ("vclusterName", team.vcluster_name),
                              ("namespace", team.namespace)):
             first = seen[field].setdefault(value, index)
-            if first != index:
+            # vclusterName and namespace default from the name: one clash is reported once.
+            if first != index and len(reader.issues) == reported:
                 reader.fail(f"teams[{index}].{field}", value, f"is already used by teams[{first}]",
                             f"give every team its own {field}")
 
@@ -566,6 +627,32 @@ def _check_node_group_profiles(reader: Reader, cluster: Cluster) -> None:
                         f"remove {ROLE_LABEL} from labels (tenants select GPU nodes by it)")
 
 
+def _check_layout(reader: Reader, cluster: Cluster, gpu_operator: GpuOperator) -> None:
+    """Layouts that validate field by field but cannot work on the host."""
+    if cluster.eks is None:
+        return
+    if cluster.eks.system_node_group.scaling.desired_size == 0:
+        reader.fail("cluster.eks.systemNodeGroup.desiredSize", 0,
+                    "the system node group holds the only untainted nodes: KAI, the queue-webhook probe Job and "
+                    "every vCluster control plane would have nowhere to run",
+                    "set desiredSize (and minSize) to at least 1")
+    if gpu_operator.mode == "install" and gpu_operator.driver_enabled:
+        reader.fail("gpuOperator.driverEnabled", True,
+                    "EKS GPU nodes use the AL2023 NVIDIA AMI, which ships the NVIDIA driver: the operator's driver "
+                    "container would fight the installed one", "remove gpuOperator.driverEnabled (false on eks)")
+
+
+def _notes(platform: Platform) -> list[str]:
+    """Information for the reviewer: not wrong, but maybe not what was meant."""
+    capacity = known_gpu_capacity(platform.cluster)
+    guaranteed = sum(max(team.resources.gpu.quota, 0) for team in platform.teams)
+    if capacity and all(team.resources.gpu.quota != -1 for team in platform.teams) \
+            and capacity - guaranteed >= 0.5:
+        return [f"{capacity - guaranteed:g} of {capacity:g} GPU(s) are guaranteed to no team (the teams' gpu quotas "
+                f"add up to {guaranteed:g}): teams only get them over quota, by priority and overQuotaWeight."]
+    return []
+
+
 def _warnings(platform: Platform) -> list[str]:
     warnings = []
     time_slicing = platform.gpu_operator.time_slicing
@@ -593,4 +680,19 @@ def _warnings(platform: Platform) -> list[str]:
         warnings.append(
             f"organization.resources.gpu.quota is {org_quota:g} but the host has at most {capacity:g} GPU(s) by "
             "its config: the guarantees cannot all be met at once.")
+    promised = sum(team.resources.gpu.quota for team in platform.teams)
+    if capacity is not None and org_quota == -1 and all(team.resources.gpu.quota != -1 for team in platform.teams) \
+            and promised > capacity + _EPSILON:
+        warnings.append(
+            f"the teams' gpu quotas add up to {promised:g} but the host has at most {capacity:g} GPU(s) by its "
+            "config: the guarantees cannot all be met at once.")
+    eks = platform.cluster.eks
+    if eks is not None and eks.system_node_group.scaling.min_size == 0:
+        warnings.append(
+            "cluster.eks.systemNodeGroup.minSize is 0: if the group scales to zero, KAI, the queue-webhook probe "
+            "and the vCluster control planes have no untainted node left. Keep minSize at 1 or more.")
+    if eks is not None and platform.gpu_operator.mode == "install" and platform.gpu_operator.toolkit_enabled:
+        warnings.append(
+            "gpuOperator.toolkitEnabled is true on EKS: the AL2023 NVIDIA AMI already ships the container toolkit "
+            "and makes nvidia containerd's default runtime; the operator's toolkit rewrites that config.")
     return warnings

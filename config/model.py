@@ -200,6 +200,12 @@ class KaiScheduler:
 
 
 @dataclass(frozen=True)
+class CiSettings:
+    # Labels of the self-hosted runner that can reach this site; empty: a GitHub-hosted runner.
+    runner: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Platform:
     project: str
     stack: str
@@ -210,3 +216,8 @@ class Platform:
     teams: tuple[Team, ...]
     warnings: tuple[str, ...] = field(default=())
     host: Optional[HostProfile] = None
+    # Information for the reviewer (logged, not warned): e.g. GPUs guaranteed to no team.
+    notes: tuple[str, ...] = field(default=())
+    ci: CiSettings = field(default=CiSettings())
+    # Secret keys this site needs that are not set yet (only where placeholders were allowed).
+    missing_secrets: tuple[str, ...] = field(default=())

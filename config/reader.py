@@ -8,10 +8,12 @@ operator sees every problem at once.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import difflib
 import math
 import re
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Iterator, Optional
 
 from config.errors import MISSING, ConfigIssue
 
@@ -19,11 +21,48 @@ DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_LABEL_FIX = "use at most {limit} lowercase letters, digits and '-', starting and ending with a letter or digit"
 
 
+# While set (``tracing``), every Reader also records what it was asked to read: each map's allowed
+# keys and each key's type and bounds. ``config.schema`` turns that into the stack config's JSON
+# Schema, so the schema comes from the very calls that validate the config.
+_TRACE: contextvars.ContextVar[Optional[Trace]] = contextvars.ContextVar("config_trace", default=None)
+
+
+class Trace:
+    """Key path -> JSON Schema fragment; paths are dotted, list items written ``teams[]``."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, tuple[str, ...]] = {}
+        self.keys: dict[str, dict[str, Any]] = {}
+        self.lists: set[str] = set()
+
+    def object(self, path: str, fields: tuple[str, ...]) -> None:
+        path = _generic(path)
+        self.objects[path] = tuple(dict.fromkeys(self.objects.get(path, ()) + fields))
+
+    def key(self, path: str, schema: dict[str, Any]) -> None:
+        self.keys[_generic(path)] = schema
+
+
+def _generic(path: str) -> str:
+    return re.sub(r"\[\d+\]", "[]", path)
+
+
+@contextlib.contextmanager
+def tracing() -> Iterator[Trace]:
+    trace = Trace()
+    token = _TRACE.set(trace)
+    try:
+        yield trace
+    finally:
+        _TRACE.reset(token)
+
+
 class Reader:
     """Collects the issues found while reading one stack's config."""
 
     def __init__(self) -> None:
         self.issues: list[ConfigIssue] = []
+        self.trace = _TRACE.get()
 
     def fail(self, key: str, value: object, problem: str, fix: str) -> None:
         self.issues.append(ConfigIssue(key, value, problem, fix))
@@ -59,6 +98,10 @@ class Section:
         self.path = path
         self.present = value is not MISSING and value is not None
         self.values: dict[str, Any] = {}
+        # Keys reported as unknown: a typo of a known key, whose default must not raise follow-on issues.
+        self.unknown: list[str] = []
+        if reader.trace is not None:
+            reader.trace.object(path, fields)
         if not self.present:
             return
         if not isinstance(value, dict):
@@ -68,11 +111,16 @@ class Section:
         for name, item in value.items():
             if not isinstance(name, str) or name not in fields:
                 reader.fail(join(path, str(name)), item, "unknown key", did_you_mean(str(name), fields))
+                self.unknown.append(str(name))
             else:
                 self.values[name] = item
 
     def key(self, name: str) -> str:
         return join(self.path, name)
+
+    def _declare(self, name: str, schema: dict[str, Any]) -> None:
+        if self.reader.trace is not None:
+            self.reader.trace.key(self.key(name), schema)
 
     def raw(self, name: str) -> object:
         value = self.values.get(name, MISSING)
@@ -92,6 +140,8 @@ class Section:
 
     def string(self, name: str, default: object = MISSING, *, choices: Optional[Iterable[str]] = None,
                dns_label: bool = False, max_length: int = 63, fix: str = "set it to a string") -> Any:
+        self._declare(name, {"type": "string", **({"enum": list(choices)} if choices is not None else {}),
+                             **({"pattern": DNS_LABEL.pattern, "maxLength": max_length} if dns_label else {})})
         value = self.raw(name)
         if value is MISSING:
             return self._missing(name, default, fix)
@@ -117,6 +167,7 @@ class Section:
         return value
 
     def boolean(self, name: str, default: object = MISSING) -> Any:
+        self._declare(name, {"type": "boolean"})
         value = self.raw(name)
         if value is MISSING:
             return self._missing(name, default, "set it to true or false")
@@ -127,6 +178,8 @@ class Section:
 
     def number(self, name: str, default: object = MISSING, *, minimum: Optional[float] = None,
                allow_unlimited: bool = False, fix: Optional[str] = None) -> Any:
+        bounded = {"type": "number", **({"minimum": minimum} if minimum is not None else {})}
+        self._declare(name, {"anyOf": [{"const": -1}, bounded]} if allow_unlimited else bounded)
         value = self.raw(name)
         bounds = _bounds_text(minimum, allow_unlimited)
         fix = fix or f"set it to a number {bounds}"
@@ -144,6 +197,8 @@ class Section:
 
     def integer(self, name: str, default: object = MISSING, *, minimum: Optional[int] = None,
                 maximum: Optional[int] = None, fix: Optional[str] = None) -> Any:
+        self._declare(name, {"type": "integer", **({"minimum": minimum} if minimum is not None else {}),
+                             **({"maximum": maximum} if maximum is not None else {})})
         value = self.raw(name)
         bounds = _int_bounds_text(minimum, maximum)
         fix = fix or f"set it to a whole number {bounds}"
@@ -161,6 +216,7 @@ class Section:
         return value
 
     def string_map(self, name: str, default: object = MISSING) -> Any:
+        self._declare(name, {"type": "object", "additionalProperties": {"type": ["string", "number"]}})
         value = self.raw(name)
         fix = "write it as a map of string keys to string values"
         if value is MISSING:
@@ -178,6 +234,8 @@ class Section:
         return result
 
     def string_list(self, name: str, default: object = MISSING, *, non_empty: bool = False) -> Any:
+        self._declare(name, {"type": "array", "items": {"type": "string", "minLength": 1},
+                             **({"minItems": 1} if non_empty else {})})
         value = self.raw(name)
         fix = "write it as a list of strings, e.g. [a, b]"
         if value is MISSING:
@@ -191,6 +249,7 @@ class Section:
         return tuple(value)
 
     def mapping(self, name: str, default: object = MISSING) -> Any:
+        self._declare(name, {"type": "object"})
         value = self.raw(name)
         if value is MISSING:
             return self._missing(name, default, "write it as a YAML map")
@@ -201,6 +260,8 @@ class Section:
 
     def items(self, name: str, *, required: bool = False) -> list[tuple[str, object]]:
         """The entries of a list key, each with its indexed path (``teams[0]``)."""
+        if self.reader.trace is not None:
+            self.reader.trace.lists.add(self.key(name))
         value = self.raw(name)
         if value is MISSING:
             if required:

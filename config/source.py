@@ -9,18 +9,27 @@ import pulumi
 from pulumi.runtime import config as runtime_config
 
 from config.errors import ConfigError, ConfigIssue
-from config.load import PROJECT, SECRET_KEYS
+from config.load import PROJECT, SECRET_KEYS, namespace_issues
+
+# The value tools.mockrun gives a secret key the stack does not set, so that an offline plan of a
+# site whose secrets are not set yet can run. A real `pulumi up` never sees it: there an unset
+# secret the site needs is a config error.
+OFFLINE_PLACEHOLDER = "offline-plan-placeholder-for-an-unset-secret"
 
 
-def raw_stack_config() -> tuple[dict[str, Any], set[str]]:
-    """All ``gpu-tenancy:*`` values except secrets (parsed from JSON where structured), and the
-    names of the secret keys that are set. Every key is read, so unknown ones can be reported.
+def raw_stack_config() -> tuple[dict[str, Any], set[str], set[str]]:
+    """All ``gpu-tenancy:*`` values except secrets (parsed from JSON where structured), the
+    names of the secret keys that are set, and those that only hold the offline placeholder.
+    Every key is read, so unknown ones (and unknown namespaces) can be reported.
 
     A secret key set in plain text is refused: it would sit unencrypted in the stack file.
     """
     prefix = f"{PROJECT}:"
-    names = {key[len(prefix):] for key in {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
-             if key.startswith(prefix)}
+    keys = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
+    misspelt = namespace_issues(keys)
+    if misspelt:
+        raise ConfigError(misspelt)
+    names = {key[len(prefix):] for key in keys if key.startswith(prefix)}
     stack_config = pulumi.Config(PROJECT)
     raw: dict[str, Any] = {}
     for name in sorted(names - set(SECRET_KEYS)):
@@ -29,15 +38,18 @@ def raw_stack_config() -> tuple[dict[str, Any], set[str]]:
             raw[name] = json.loads(text) if text is not None else None
         except json.JSONDecodeError:
             raw[name] = text
-    secrets_set = set()
+    secrets_set, placeholders = set(), set()
     plaintext = []
     for name in SECRET_KEYS:
+        value = runtime_config.get_config(prefix + name) if name in names else None
         # Pulumi.yaml declares secrets with an empty default: empty means "not set".
-        if name in names and runtime_config.get_config(prefix + name):
+        if value == OFFLINE_PLACEHOLDER:
+            placeholders.add(name)
+        elif value:
             secrets_set.add(name)
             if not runtime_config.is_config_secret(prefix + name):
                 plaintext.append(ConfigIssue(name, "<plain text>", "is set without encryption",
                                              f"run: pulumi config set --secret {prefix}{name} ..."))
     if plaintext:
         raise ConfigError(plaintext)
-    return raw, secrets_set
+    return raw, secrets_set, placeholders

@@ -10,7 +10,7 @@ import pytest
 
 from config import ConfigError
 from tests.conftest import dev_config, eks_config, run
-from tools.mockrun import REDACTED
+from tools.mockrun import REDACTED, run_program
 
 SECRET = {"secure": "v1:encrypted"}
 
@@ -69,7 +69,8 @@ def test_remote_microk8s_without_a_key_is_a_config_error():
     config = dev_config()
     config["gpu-tenancy:cluster"]["microk8s"]["host"] = "gpu-box.lab"
     with pytest.raises(ConfigError) as error:
-        run(config)
+        # As `pulumi up` runs it: no offline placeholder for the unset secret.
+        run_program(config, stack="test", secret_placeholders=False)
     assert "sshPrivateKey" in error.value.keys
 
 

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from config import ConfigError, load_platform
+from config.stack_file import read_stack_file
 from tools import new_site
 
 REPO = Path(__file__).resolve().parent.parent
@@ -27,7 +27,7 @@ def project(tmp_path: Path) -> Path:
 
 
 def stack_file(project: Path, stack: str) -> dict:
-    return yaml.safe_load((project / f"Pulumi.{stack}.yaml").read_text())
+    return read_stack_file(project / f"Pulumi.{stack}.yaml")
 
 
 def stack_config(project: Path, stack: str) -> dict:
@@ -122,11 +122,22 @@ def test_explicit_project_namespace_is_the_same_key(project):
 
 @pytest.mark.parametrize("text, value", [
     ("x=0.5", 0.5), ("x=2", 2), ("x=true", True), ("x=[a, b]", ["a", "b"]), ("x={a: 1}", {"a": 1}),
-    ("x=plain text", "plain text"), ('x="1.33"', "1.33"), ("x=yes", "yes"), ("x=2024-01-01", "2024-01-01"),
-    ("x=''", ""), ("x=a=b", "a=b"),
+    ("x=plain text", "plain text"), ('x="1.33"', "1.33"), ('x="yes"', "yes"), ("x='2024-01-01'", "2024-01-01"),
+    ("x=''", ""), ("x=a=b", "a=b"), ("x=1.0e+3", 1000.0),
 ])
 def test_values_are_yaml(text, value):
     assert new_site.parse_assignment(text).value == value
+
+
+@pytest.mark.parametrize("text, fix", [
+    ("teams[0].protect=yes", "write true for a boolean"), ("x=off", "write false for a boolean"),
+    ("teams[0].displayName=2024-01-01", 'quote it ("2024-01-01")'), ("x=010", 'quote it ("010")'),
+    ("x=1e3", 'quote it ("1e3")'),
+])
+def test_values_yaml_1_1_reads_differently_are_refused_with_the_fix(text, fix):
+    with pytest.raises(new_site.UsageError) as raised:
+        new_site.parse_assignment(text)
+    assert fix in str(raised.value) and "YAML 1.2" in str(raised.value)
 
 
 @pytest.mark.parametrize("text, path", [
@@ -192,10 +203,64 @@ def test_secrets_are_dropped_and_listed(project, capsys):
     assert "sshPrivateKey" in error.value.keys
 
 
-def test_a_secret_the_source_never_had_is_still_required(project, capsys):
-    assert new(project, "lab-ssh", "dev", "cluster.microk8s.host=10.0.0.9") == 2
-    assert "sshPrivateKey" in capsys.readouterr().err
-    assert not (project / "Pulumi.lab-ssh.yaml").exists()
+def test_a_secret_the_source_never_had_is_listed_with_its_command(project, capsys):
+    assert new(project, "lab-ssh", "dev", "cluster.microk8s.host=10.0.0.9") == 0
+    out = capsys.readouterr().out
+    assert "pulumi config set --secret gpu-tenancy:sshPrivateKey --stack lab-ssh < ~/.ssh/id_ed25519" in out
+    assert "sshPrivateKey" not in (project / "Pulumi.lab-ssh.yaml").read_text()
+    # The file alone is what `pulumi up` would see: the key is still required there.
+    with pytest.raises(ConfigError) as raised:
+        platform_of(stack_config(project, "lab-ssh"))
+    assert raised.value.keys == ["sshPrivateKey"]
+
+
+# --- any host kind from any stack -------------------------------------------------------------
+
+
+def test_switching_to_kubeconfig_drops_the_old_kind_and_lists_the_kubeconfig_secret(project, capsys):
+    assert new(project, "onprem", "dev", "cluster.kind=kubeconfig", "gpuOperator.mode=install",
+               "cluster.kubeconfig.gpus=4") == 0
+    out = capsys.readouterr().out
+    cluster = stack_config(project, "onprem")[PREFIX + "cluster"]
+    assert cluster == {"kind": "kubeconfig", "kubeconfig": {"gpus": 4}}
+    assert "gpu-tenancy:cluster.microk8s: {gpus: 1} -> (removed" in out
+    assert "pulumi config set --secret gpu-tenancy:kubeconfig --stack onprem < path/to/kubeconfig" in out
+    assert "pulumi up --stack onprem" in out and "GitHub-hosted runners, which must reach" in out
+    assert platform_of(stack_config(project, "onprem"), {"kubeconfig"}).cluster.kubeconfig.gpus == 4
+
+
+def test_an_eks_site_from_the_microk8s_stack(project, capsys):
+    assert new(project, "cloud", "dev", "cluster.kind=eks", "cluster.eks.region=eu-west-1",
+               "cluster.eks.gpuNodeGroups=[{name: gpu, instanceTypes: [g5.xlarge], maxSize: 1}]",
+               "gpuOperator.mode=install") == 0
+    out = capsys.readouterr().out
+    platform = platform_of(stack_config(project, "cloud"))
+    assert platform.cluster.kind == "eks" and "microk8s" not in stack_config(project, "cloud")[PREFIX + "cluster"]
+    assert "AWS credentials for eu-west-1" in out
+    assert "gpu-tenancy:kubeconfig" not in out and "sshPrivateKey" not in out
+
+
+def test_a_remote_microk8s_site_from_the_eks_stack_on_a_self_hosted_runner(project, capsys):
+    assert new(project, "lab", "eks", "cluster.kind=microk8s", "cluster.microk8s.host=192.0.2.10",
+               "ci.runner=[self-hosted, gpu-lab]") == 0
+    out = capsys.readouterr().out
+    config = stack_config(project, "lab")
+    assert set(config[PREFIX + "cluster"]) == {"kind", "microk8s"}
+    assert "self-hosted runner labelled self-hosted, gpu-lab" in out
+    assert "gpu-tenancy:sshPrivateKey --stack lab < ~/.ssh/id_ed25519" in out
+    assert platform_of(config, {"sshPrivateKey"}).ci.runner == ("self-hosted", "gpu-lab")
+
+
+def test_a_block_written_by_set_survives_the_kind_switch(project):
+    assert new(project, "cloud2", "dev", "cluster.eks={region: us-west-2, gpuNodeGroups: [{name: gpu, "
+               "instanceTypes: [g4dn.xlarge]}]}", "cluster.kind=eks", "gpuOperator.mode=install") == 0
+    assert stack_config(project, "cloud2")[PREFIX + "cluster"]["eks"]["region"] == "us-west-2"
+
+
+def test_a_misspelt_namespace_names_the_right_one(project, capsys):
+    assert new(project, "typo", "dev", "gpu-tenency:kaiScheduler.gpuSharing=false") == 2
+    assert "did you mean 'gpu-tenancy:kaiScheduler'?" in capsys.readouterr().err
+    assert not (project / "Pulumi.typo.yaml").exists()
 
 
 def test_secrets_cannot_be_set_in_plain_text(project, capsys):

@@ -87,7 +87,7 @@ def test_the_cli_in_a_fresh_interpreter_writes_the_same_files(dev_out, tmp_path)
 def test_plan_json_is_canonical(dev_out, dev_plan):
     text = (dev_out / plan.PLAN_FILE).read_text()
     assert text == json.dumps(dev_plan, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-    assert set(dev_plan) == {"project", "stack", "resources", "outputs", "secretOutputs", "warnings"}
+    assert set(dev_plan) == {"project", "stack", "resources", "outputs", "secretOutputs", "warnings", "notes"}
     assert (dev_plan["project"], dev_plan["stack"]) == ("gpu-tenancy", "dev")
     urns = [r["urn"] for r in dev_plan["resources"]]
     assert urns == sorted(urns) and len(set(urns)) == len(urns)
@@ -184,6 +184,56 @@ def test_eks_summary_shows_the_cluster_and_its_node_groups(tmp_path):
     assert "nvidia.com/gpu=true:NO_SCHEDULE" in summary
     assert "Mode: **install**" in summary
     assert FAKE_TOKEN not in summary and FAKE_TOKEN not in json.dumps(document)
+    # The network and the names EKS will give the node groups.
+    vpc = next(r for r in document["resources"] if r["type"] == "aws:ec2/vpc:Vpc")
+    assert f"VPC created by this stack: CIDR `{vpc['inputs']['cidrBlock']}`" in summary
+    for group in (r for r in document["resources"] if r["type"] == "eks:index:ManagedNodeGroup"):
+        assert f"`{group['inputs']['nodeGroupNamePrefix']}<suffix>`" in summary
+
+
+def test_summary_lists_every_tenant_guardrail_job_and_cluster_wide_object(dev_plan, dev_summary):
+    guardrails = dev_summary.split("### Guardrails per tenant")[1].split("\n## ")[0]
+    for team in TEAMS:
+        row = next(line for line in guardrails.splitlines() if line.startswith(f"| `{team}` |"))
+        assert f"`gpu-tenancy-{team}` (Deny)" in row and "| own-queue, " in row and "`baseline`" in row
+        assert "requests.cpu=16" in row and "limit cpu=1, memory=1Gi; request cpu=100m, memory=128Mi" in row
+        assert row.endswith("| on |")
+    objects = dev_summary.split("## Jobs and cluster-wide objects")[1].split("\n## ")[0]
+    for resource in dev_plan["resources"]:
+        metadata = resource["inputs"].get("metadata") if isinstance(resource["inputs"], dict) else None
+        if resource["type"] == "kubernetes:batch/v1:Job":
+            assert f"`{metadata['name']}` | `{metadata['namespace']}`" in objects
+        elif resource["type"].startswith("kubernetes:") and resource["custom"] and not resource["read"] \
+                and isinstance(metadata, dict) and not metadata.get("namespace") \
+                and resource["type"] != RELEASE:
+            assert f"`{metadata['name']}` | `{resource['name']}`" in objects, resource["name"]
+
+
+def test_every_tenant_shows_its_admission_rules(tmp_path):
+    code, _, stderr = run_main("dev", "--out", str(tmp_path))
+    assert code == 0, stderr
+    summary = (tmp_path / plan.SUMMARY_FILE).read_text()
+    guardrails = summary.split("### Guardrails per tenant")[1].split("\n## ")[0]
+    rows = [line for line in guardrails.splitlines() if line.startswith("| `")]
+    assert len(rows) == 3
+    for row in rows:
+        rules = row.split(" | ")[2].split(", ")
+        assert {"own-queue", "device-env", "pod-group", "node-name", "guarded-fields"} <= set(rules), row
+
+
+def test_warnings_and_notes_are_in_the_summary_and_printed_in_full(monkeypatch, tmp_path):
+    config = dev_config()
+    config["gpu-tenancy:cluster"] = {"kind": "kubeconfig", "kubeconfig": {"gpus": 4}}
+    config["gpu-tenancy:gpuOperator"] = {"mode": "install"}
+    monkeypatch.setattr(mockrun, "load_stack_file", lambda stack, *args, **kwargs: config)
+    code, stdout, stderr = run_main("onprem", "--out", str(tmp_path))
+    assert code == 0, stderr
+    document = json.loads((tmp_path / plan.PLAN_FILE).read_text())
+    summary = (tmp_path / plan.SUMMARY_FILE).read_text()
+    command = "pulumi config set --secret gpu-tenancy:kubeconfig --stack onprem < path/to/kubeconfig"
+    assert [w for w in document["warnings"] if command in w] and len(document["notes"]) == 1
+    for text in document["warnings"] + document["notes"]:
+        assert f"- {text}" in summary and text in stdout
 
 
 # --- failures -----------------------------------------------------------------------------------
@@ -200,6 +250,17 @@ def test_invalid_config_exits_2_names_the_key_and_writes_no_plan(monkeypatch, tm
     assert "teams[1].resources.gpu.limit" in stderr
     assert not (tmp_path / plan.PLAN_FILE).exists() and not (tmp_path / plan.SUMMARY_FILE).exists()
     assert stdout == ""
+
+
+def test_a_stack_file_yaml_1_1_reads_differently_exits_2_naming_the_key(monkeypatch, tmp_path):
+    (tmp_path / "Pulumi.site.yaml").write_text((PROJECT_DIR / "Pulumi.dev.yaml").read_text().replace(
+        "    - name: team-vision\n", "    - name: team-vision\n      protect: no\n      displayName: 2026-01-01\n"))
+    read = mockrun.load_stack_file
+    monkeypatch.setattr(mockrun, "load_stack_file", lambda stack, *args, **kwargs: read(stack, tmp_path))
+    code, stdout, stderr = run_main("site", "--out", str(tmp_path / "out"))
+    assert (code, stdout) == (2, "")
+    assert "gpu-tenancy:teams[1].protect = 'no'" in stderr and "write false for a boolean" in stderr
+    assert "gpu-tenancy:teams[1].displayName = '2026-01-01'" in stderr and "Traceback" not in stderr
 
 
 def test_unknown_stack_exits_2(tmp_path):

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import copy
 import json
+import shutil
 
 import pytest
 
 from config import ConfigError
 from tests.conftest import COMMITTED_STACKS, dev_config, run, stack_config
-from tools.mockrun import REDACTED, ProgramRun, run_program
+from config.source import OFFLINE_PLACEHOLDER
+from config.versions import KAI_CHART, KAI_VERSION
+from policy.adapters import from_plan
+from policy.rules import evaluate
+from tools import new_site
+from tools.plan_document import build_plan, render_plan_json
+from tools.plan_summary import render_summary
+from tools.mockrun import PROJECT_DIR, REDACTED, ProgramRun, load_stack_file, run_program
 
 KUBERNETES_PREFIX = "kubernetes:"
 HOST_PROVIDER_TYPE = "pulumi:providers:kubernetes"
@@ -18,9 +27,63 @@ def test_both_reference_sites_are_committed():
     assert {"dev", "eks"} <= set(COMMITTED_STACKS)
 
 
-@pytest.fixture(scope="module", params=COMMITTED_STACKS)
-def stack_run(request):
-    return request.param, run(stack_config(request.param), stack=request.param)
+# Valid sites of every host kind, made by `python -m tools.new_site` from the committed stacks: the
+# stack-wide tests below must hold for them as for the committed ones (any valid site may be committed).
+GENERATED_SITES = {
+    "gen-ssh-oldest-kai": ("dev", ["cluster.microk8s.host=192.0.2.10", "cluster.microk8s.enableNvidiaAddon=true",
+                                   "kaiScheduler.version=v0.16.0"]),
+    "gen-kubeconfig": ("dev", ["cluster.kind=kubeconfig", "cluster.kubeconfig={context: gpu-prod, gpus: 4}",
+                               "gpuOperator.mode=external", "ci.runner=[self-hosted, gpu-lab]",
+                               "teams[3]={name: team-audio, resources: {gpu: {quota: 1, limit: 2}}}",
+                               "organization.resources.gpu.quota=4"]),
+    "gen-eks-own-vpc": ("eks", ["cluster.eks.region=eu-west-1", "cluster.eks.vpcId=vpc-0abc",
+                                "cluster.eks.privateSubnetIds=[subnet-a, subnet-b]",
+                                "cluster.eks.gpuNodeGroups[1]={name: big, instanceTypes: [g5.12xlarge], maxSize: 2, "
+                                "sharingProfile: exclusive}", "gpuOperator.version=v26.7.0"]),
+    "gen-microk8s-from-eks": ("eks", ["cluster.kind=microk8s", "gpuOperator.mode=install",
+                                      "kaiScheduler.version=v0.17.0", "vcluster.nodeLabels={}"]),
+}
+SITES = {}
+
+
+@pytest.fixture(scope="session")
+def generated_sites(tmp_path_factory) -> dict:
+    project = tmp_path_factory.mktemp("sites")
+    for path in PROJECT_DIR.glob("Pulumi.*.yaml"):
+        shutil.copy(path, project)
+    for site, (source, sets) in GENERATED_SITES.items():
+        argv = [site, "--from", source, "--project-dir", str(project)]
+        for assignment in sets:
+            argv += ["--set", assignment]
+        assert new_site.main(argv) == 0, f"tools.new_site could not write {site}"
+        SITES[site] = load_stack_file(site, project)
+    return SITES
+
+
+def site_config(stack: str) -> dict:
+    return copy.deepcopy(SITES[stack]) if stack in SITES else stack_config(stack)
+
+
+@pytest.fixture(scope="module", params=COMMITTED_STACKS + sorted(GENERATED_SITES))
+def stack_run(request, generated_sites):
+    return request.param, run(site_config(request.param), stack=request.param)
+
+
+def test_the_policy_pack_passes_and_the_review_renders(stack_run):
+    stack, program = stack_run
+    document = json.loads(render_plan_json(build_plan(program, stack)))
+    assert [v.message for v in evaluate(from_plan(document)) if v.mandatory] == []
+    summary = render_summary(document)
+    for team in document["outputs"]["tenants"]:
+        assert f"| `{team}` |" in summary.split("### Guardrails per tenant")[1]
+
+
+def test_a_kai_release_is_pulled_from_its_registry_at_the_pinned_version(stack_run):
+    stack, program = stack_run
+    version = (site_config(stack).get("gpu-tenancy:kaiScheduler") or {}).get("version", KAI_VERSION)
+    release = next(r for r in program.of_type("kubernetes:helm.sh/v3:Release") if r.name.startswith("kai"))
+    assert release.inputs["version"] == version
+    assert release.inputs["chart"] == KAI_CHART
 
 
 def test_every_kubernetes_resource_uses_the_one_host_provider(stack_run):
@@ -59,7 +122,7 @@ def test_kubeconfigs_are_secret_stack_outputs(stack_run):
 
 def test_each_team_is_exported_with_namespace_queue_and_connect_command(stack_run):
     stack, program = stack_run
-    teams = stack_config(stack)["gpu-tenancy:teams"]
+    teams = site_config(stack)["gpu-tenancy:teams"]
     exported = program.outputs["tenants"]
     assert sorted(exported) == sorted(team["name"] for team in teams)
     for team in teams:
@@ -73,7 +136,7 @@ def test_each_team_is_exported_with_namespace_queue_and_connect_command(stack_ru
 
 def test_every_team_has_a_leaf_queue_under_the_org_queue_and_a_tenant(stack_run):
     stack, program = stack_run
-    config = stack_config(stack)
+    config = site_config(stack)
     org = config["gpu-tenancy:organization"]["name"]
     queues = {q.inputs["metadata"]["name"]: q.inputs["spec"] for q in program.of_type(
         "kubernetes:scheduling.run.ai/v2:Queue")}
@@ -87,7 +150,7 @@ def test_every_team_has_a_leaf_queue_under_the_org_queue_and_a_tenant(stack_run)
 
 def test_two_runs_register_identical_resources(stack_run):
     stack, program = stack_run
-    again = run(stack_config(stack), stack=stack)
+    again = run(site_config(stack), stack=stack)
     assert [r.to_json() for r in again.resources] == [r.to_json() for r in program.resources]
     assert again.outputs == program.outputs
 
@@ -173,3 +236,71 @@ def test_every_kubeconfig_and_key_output_is_a_pulumi_secret():
     outputs = [live["host"].kubeconfig] + [tenant.kubeconfig for tenant in live["tenants"].values()]
     assert all(_sync_await(output.is_secret()) for output in outputs)
     assert _sync_await(live["secrets"].get_secret("sshPrivateKey").is_secret())
+
+
+# --- secrets: placeholders offline, required for real ----------------------------------------
+
+
+def _kubeconfig_site() -> dict:
+    config = dev_config()
+    config["gpu-tenancy:cluster"] = {"kind": "kubeconfig", "kubeconfig": {"gpus": 1}}
+    config["gpu-tenancy:gpuOperator"] = {"mode": "install"}
+    return config
+
+
+def _ssh_site() -> dict:
+    config = dev_config()
+    config["gpu-tenancy:cluster"]["microk8s"]["host"] = "192.0.2.10"
+    return config
+
+
+@pytest.mark.parametrize("config, secret, command", [
+    (_kubeconfig_site, "kubeconfig", "pulumi config set --secret gpu-tenancy:kubeconfig --stack site "
+                                     "< path/to/kubeconfig"),
+    (_ssh_site, "sshPrivateKey", "pulumi config set --secret gpu-tenancy:sshPrivateKey --stack site "
+                                 "< ~/.ssh/id_ed25519"),
+], ids=["kubeconfig", "ssh"])
+def test_an_offline_plan_stands_in_for_an_unset_secret_with_one_warning(config, secret, command):
+    program = run(config(), stack="site")
+    about = [warning for warning in program.warnings if secret in warning]
+    assert len(about) == 1 and command in about[0]
+    assert OFFLINE_PLACEHOLDER not in json.dumps([r.to_json() for r in program.resources])
+    assert OFFLINE_PLACEHOLDER not in json.dumps(program.outputs) + " ".join(program.warnings)
+    assert program.of_type(HOST_PROVIDER_TYPE)[0].inputs["kubeconfig"] == REDACTED
+
+
+@pytest.mark.parametrize("config, secret", [(_kubeconfig_site, "kubeconfig"), (_ssh_site, "sshPrivateKey")],
+                         ids=["kubeconfig", "ssh"])
+def test_without_the_offline_placeholder_an_unset_secret_stops_the_program(config, secret):
+    # What `pulumi up` sees: the stack file alone, no placeholder.
+    record = ProgramRun()
+    with pytest.raises(ConfigError) as raised:
+        run_program(config(), stack="site", record=record, secret_placeholders=False)
+    assert raised.value.keys == [secret]
+    assert "pulumi config set --secret" in str(raised.value)
+    assert record.resources == []
+
+
+def test_a_set_secret_gives_no_placeholder_warning():
+    config = _kubeconfig_site()
+    config["gpu-tenancy:kubeconfig"] = {"secure": "v1:abc"}
+    assert not [warning for warning in run(config).warnings if "kubeconfig is not set" in warning]
+
+
+# --- config namespaces ------------------------------------------------------------------------
+
+
+def test_a_misspelt_namespace_stops_the_program_naming_the_right_one():
+    config = dev_config()
+    config["gpu-tenency:kaiScheduler"] = config.pop("gpu-tenancy:kaiScheduler")
+    with pytest.raises(ConfigError) as raised:
+        run(config)
+    assert raised.value.keys == ["gpu-tenency:kaiScheduler"]
+    assert "did you mean 'gpu-tenancy:kaiScheduler'?" in str(raised.value)
+
+
+def test_provider_and_pulumi_namespaces_are_accepted():
+    config = dev_config()
+    config.update({"aws:region": "eu-west-1", "kubernetes:enableServerSideApply": True,
+                   "pulumi:disable-default-providers": ["kubernetes"]})
+    assert run(config).of_type(HOST_PROVIDER_TYPE)

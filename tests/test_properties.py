@@ -18,7 +18,9 @@ from hypothesis import strategies as st
 from config import ConfigError, load_platform
 from config.load import SECRET_KEYS, TOP_LEVEL_KEYS
 from tests.conftest import dev_config, eks_config
+from config.stack_file import StackFileError, parse_document
 from tools.mockrun import ProgramRun, run_program
+from tools.stack_edit import dump_yaml
 
 QUEUE = "kubernetes:scheduling.run.ai/v2:Queue"
 POLICY = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
@@ -168,3 +170,31 @@ def test_hostile_configs_render_consistently_or_stop_before_registering_anything
         assert record.resources == []
     else:
         assert_consistent(record, config)
+
+
+# --- stack files: written by tools.new_site, read by every tool ------------------------------------
+
+stack_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(min_value=-(10 ** 30), max_value=10 ** 30),
+              st.floats(allow_nan=False), st.text(max_size=20),
+              st.sampled_from(["yes", "off", "2026-01-01", "010", "1e3", "1_000", "0o17", "~", "<<", "=", ".inf"])),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)),
+    max_leaves=8)
+
+
+@FAST
+@given(st.dictionaries(st.text(min_size=1, max_size=12), stack_values, max_size=4))
+def test_what_new_site_writes_reads_back_the_same(config):
+    text = dump_yaml({"config": config}, default_flow_style=False)
+    assert parse_document(text, where="Pulumi.site.yaml") == {"config": config}
+
+
+@FAST
+@given(st.text(max_size=80))
+def test_any_text_reads_or_fails_with_a_stack_file_or_config_error(text):
+    try:
+        parse_document(text, where="Pulumi.site.yaml")
+    except ConfigError as error:
+        assert all(issue.key and issue.fix for issue in error.issues)
+    except StackFileError as error:
+        assert str(error).startswith("Pulumi.site.yaml")

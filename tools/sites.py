@@ -1,0 +1,108 @@
+"""The committed sites, as CI needs them.
+
+    python -m tools.sites matrix [--project-dir DIR]
+
+Prints the GitHub Actions matrix (``{"include": [...]}``, one line of JSON) of every committed
+``Pulumi.<stack>.yaml``, so the workflows never name a stack. Each entry:
+
+- ``stack``: the stack (site) name;
+- ``kind``: ``cluster.kind``;
+- ``cloud``: whose credentials the job needs (``aws`` for EKS sites, ``none`` otherwise) and
+  ``region``: the AWS region of an EKS site (``cluster.eks.region``; empty otherwise);
+- ``runner``: the ``runs-on`` labels: ``ci.runner`` of the stack config for a site only reachable
+  from a self-hosted runner, else ``[ubuntu-latest]``.
+
+Every stack is validated first (unset secrets are allowed, as in an offline plan): an invalid
+one exits with status 2 and its config error, and nothing is printed on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+from config import ConfigError, Platform, load_platform
+from config.load import PROJECT, SECRET_KEYS, namespace_issues
+from config.stack_file import StackFileError, stack_config, stack_names
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+GITHUB_HOSTED = ("ubuntu-latest",)
+
+
+@dataclass(frozen=True)
+class Site:
+    stack: str
+    kind: str
+    cloud: str
+    region: str
+    runner: tuple[str, ...]
+
+    @property
+    def self_hosted(self) -> bool:
+        return self.runner != GITHUB_HOSTED
+
+    def matrix_entry(self) -> dict:
+        return {"stack": self.stack, "kind": self.kind, "cloud": self.cloud, "region": self.region,
+                "runner": list(self.runner)}
+
+
+def platform_of(config: dict, stack: str) -> Platform:
+    """Validate a stack's ``config:`` block (full keys) as the program would, secrets aside."""
+    issues = namespace_issues(config)
+    if issues:
+        raise ConfigError(issues)
+    prefix = f"{PROJECT}:"
+    raw = {key[len(prefix):]: value for key, value in config.items()
+           if key.startswith(prefix) and key[len(prefix):] not in SECRET_KEYS}
+    secrets = {key[len(prefix):] for key, value in config.items()
+               if key.startswith(prefix) and key[len(prefix):] in SECRET_KEYS and value}
+    return load_platform(raw, secrets_set=secrets, placeholders=set(SECRET_KEYS) - secrets, stack=stack)
+
+
+def site_of(platform: Platform) -> Site:
+    eks = platform.cluster.eks
+    return Site(stack=platform.stack, kind=platform.cluster.kind, cloud="aws" if eks is not None else "none",
+                region=eks.region if eks is not None else "", runner=platform.ci.runner or GITHUB_HOSTED)
+
+
+def sites(project_dir: Path = PROJECT_DIR) -> list[Site]:
+    """Every committed site; raises ``ConfigError`` / ``StackFileError`` naming the stack."""
+    found = []
+    for stack in stack_names(project_dir):
+        try:
+            found.append(site_of(platform_of(stack_config(project_dir, stack), stack)))
+        except (ConfigError, StackFileError) as error:
+            raise StackFileError(f"stack {stack}: {error}") from None
+    return found
+
+
+def matrix(project_dir: Path = PROJECT_DIR) -> dict:
+    return {"include": [site.matrix_entry() for site in sites(project_dir)]}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.sites",
+                                     description="The committed sites (Pulumi.<stack>.yaml), for CI.")
+    parser.add_argument("command", choices=["matrix"],
+                        help="matrix: print the GitHub Actions matrix of every site as one line of JSON")
+    parser.add_argument("--project-dir", metavar="DIR", type=Path, default=PROJECT_DIR,
+                        help="directory holding the stack files (default: the project root)")
+    args = parser.parse_args(argv)
+    try:
+        document = matrix(args.project_dir)
+    except StackFileError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if not document["include"]:
+        print(f"error: no Pulumi.<stack>.yaml in {args.project_dir}", file=sys.stderr)
+        return 2
+    print(json.dumps(document, sort_keys=True, separators=(",", ":")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
