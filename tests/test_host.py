@@ -292,6 +292,9 @@ def test_eks_installs_the_ebs_csi_driver_with_its_own_irsa_role(eks_run):
                       "Condition": {"StringEquals": {
                           "oidc.eks.x/id/AB:sub": "system:serviceaccount:kube-system:ebs-csi-controller-sa",
                           "oidc.eks.x/id/AB:aud": "sts.amazonaws.com"}}}]
+    # The role the program creates trusts the cluster's own OIDC provider (never a null principal).
+    role_trust = json.loads(eks_run.named("host-ebs-csi-role").inputs["assumeRolePolicy"])["Statement"][0]
+    assert role_trust["Principal"]["Federated"].endswith("/id/host-eks")
 
 
 def test_eks_gets_a_default_gp3_storage_class_before_any_tenant(eks_run):

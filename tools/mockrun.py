@@ -54,7 +54,9 @@ class PlatformMocks(pulumi.runtime.Mocks):
         state = dict(args.inputs)
         if args.typ == "eks:index:Cluster":
             kubeconfig = yaml.safe_load(fake_kubeconfig(args.name, "https://eks.offline.invalid"))
-            state.update(kubeconfigJson=json.dumps(kubeconfig), kubeconfig=kubeconfig)
+            issuer = f"https://oidc.eks.offline.invalid/id/{args.name}"
+            state.update(kubeconfigJson=json.dumps(kubeconfig), kubeconfig=kubeconfig, oidcIssuer=issuer,
+                         oidcProviderArn=f"arn:aws:iam::000000000000:oidc-provider/{issuer.removeprefix('https://')}")
         elif args.typ in ("command:remote:Command", "command:local:Command"):
             state["stdout"] = fake_kubeconfig("microk8s", "https://10.0.0.10:16443") \
                 if args.name.endswith("read-kubeconfig") else ""
