@@ -226,7 +226,7 @@ def test_eks_stack_installs_the_operator_on_an_eks_gpu_node_group(eks_run):
 
 
 def test_every_kubeconfig_and_key_output_is_a_pulumi_secret():
-    from pulumi.runtime.sync_await import _sync_await
+    from tools.sdk_internals import wait_for
 
     config = dev_config()
     config["gpu-tenancy:cluster"]["microk8s"]["host"] = "gpu-box.lab"
@@ -234,8 +234,8 @@ def test_every_kubeconfig_and_key_output_is_a_pulumi_secret():
     program = run(config)
     live = program.program_globals
     outputs = [live["host"].kubeconfig] + [tenant.kubeconfig for tenant in live["tenants"].values()]
-    assert all(_sync_await(output.is_secret()) for output in outputs)
-    assert _sync_await(live["secrets"].get_secret("sshPrivateKey").is_secret())
+    assert all(wait_for(output.is_secret()) for output in outputs)
+    assert wait_for(live["secrets"].get_secret("sshPrivateKey").is_secret())
 
 
 # --- secrets: placeholders offline, required for real ----------------------------------------

@@ -25,12 +25,7 @@ import yaml
 from config.load import SECRET_KEYS
 from config.source import OFFLINE_PLACEHOLDER
 from config.stack_file import stack_config as read_stack_config
-from pulumi.runtime import mocks as pulumi_mocks
-from pulumi.runtime.proto import resource_pb2
-from pulumi.runtime import rpc, settings
-from pulumi.runtime.config import set_all_config
-from pulumi.runtime.stack import Stack, run_pulumi_func
-from pulumi.runtime.sync_await import _sync_await
+from tools import sdk_internals as sdk
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 PROJECT = "gpu-tenancy"
@@ -140,7 +135,7 @@ def integral_numbers(value: Any) -> Any:
 
 def redact(value: Any) -> tuple[Any, bool]:
     """Replace secrets (as the SDK serializes them) by a marker; say whether any was found."""
-    if rpc.is_rpc_secret(value):
+    if sdk.is_secret(value):
         return REDACTED, True
     if isinstance(value, dict):
         found = False
@@ -152,13 +147,13 @@ def redact(value: Any) -> tuple[Any, bool]:
     if isinstance(value, list):
         items = [redact(item) for item in value]
         return [item for item, _ in items], any(secret for _, secret in items)
-    if value is rpc.UNKNOWN:
+    if value is sdk.UNKNOWN:
         return "[unknown]", False
     return value, False
 
 
 
-class RecordingMonitor(pulumi_mocks.MockMonitor):
+class RecordingMonitor(sdk.MockMonitor):
     def __init__(self, mocks: pulumi.runtime.Mocks, run: ProgramRun):
         super().__init__(mocks)
         self.run = run
@@ -202,26 +197,23 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         # Resource references passed as inputs (eks.Cluster -> ManagedNodeGroup) would be
         # rehydrated on the monitor's worker thread, on another event loop; as plain URNs they
         # also read better in a plan.
-        info = super().GetDeploymentInfo(request)
-        features = [feature for feature in info.supportedFeatures
-                    if feature != resource_pb2.RESOURCE_MONITOR_FEATURE_RESOURCE_REFERENCES]
-        return resource_pb2.DeploymentInfo(supportedFeatures=features)
+        return sdk.without_resource_references(super().GetDeploymentInfo(request))
 
     def RegisterResource(self, request):
         response = super().RegisterResource(request)
         if request.type != "pulumi:pulumi:Stack":
-            inputs = rpc.deserialize_properties(request.object, keep_unknowns=True)
+            inputs = sdk.deserialize(request.object)
             self._record(request, response.urn, read=False, inputs=inputs)
         return response
 
     def ReadResource(self, request):
         response = super().ReadResource(request)
-        inputs = {"id": request.id, **rpc.deserialize_properties(request.properties, keep_unknowns=True)}
+        inputs = {"id": request.id, **sdk.deserialize(request.properties)}
         self._record(request, response.urn, read=True, inputs=inputs)
         return response
 
     def RegisterResourceOutputs(self, request):
-        outputs = rpc.deserialize_properties(request.outputs, keep_unknowns=True)
+        outputs = sdk.deserialize(request.outputs)
         if request.urn.split("::")[2] == "pulumi:pulumi:Stack":
             for key, value in outputs.items():
                 self.run.outputs[key], secret = redact(value)
@@ -233,8 +225,8 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
 
 
 def _unwrap_secrets(value: Any) -> Any:
-    if rpc.is_rpc_secret(value):
-        return _unwrap_secrets(rpc.unwrap_rpc_secret(value))
+    if sdk.is_secret(value):
+        return _unwrap_secrets(sdk.unwrap_secret(value))
     if isinstance(value, dict):
         return {key: _unwrap_secrets(item) for key, item in value.items()}
     if isinstance(value, list):
@@ -249,7 +241,7 @@ def _provider_urn(reference: str) -> Optional[str]:
     return reference.rsplit("::", 1)[0]
 
 
-class _WarningCollector(pulumi_mocks.MockEngine):
+class _WarningCollector(sdk.MockEngine):
     def __init__(self, run: ProgramRun):
         super().__init__(logger=None)
         self.run = run
@@ -343,26 +335,23 @@ def run_program(stack_config: dict[str, Any], *, stack: str = "dev", project_dir
                 config[full_key] = OFFLINE_PLACEHOLDER
                 secret_keys.append(full_key)
 
-    settings.reset_options()
-    set_all_config(config, secret_keys)
+    sdk.reset_runtime()
+    sdk.set_all_config(config, secret_keys)
     monitor = RecordingMonitor(PlatformMocks(), run)
     pulumi.runtime.set_mocks(PlatformMocks(), project=PROJECT, stack=stack, preview=False, monitor=monitor)
-    settings.SETTINGS.engine = _WarningCollector(run)
+    sdk.set_engine(_WarningCollector(run))
     if str(project_dir) not in sys.path:
         sys.path.insert(0, str(project_dir))
     main = str(project_dir / "__main__.py")
 
-    # set_mocks leaves a root stack whose outputs are already sealed; exports need a fresh one
-    # that is finished after the program, as the engine's language host does.
-    settings.ROOT.set(None)
-    root = Stack()
+    root = sdk.new_root_stack()
 
     def program():
         try:
             run.program_globals.update(runpy.run_path(main, run_name="__main__"))
         finally:
-            root._finish()
+            sdk.finish_root_stack(root)
 
-    _sync_await(run_pulumi_func(program))
+    sdk.run_to_completion(program)
     run.resources.sort(key=lambda resource: resource.urn)
     return run
