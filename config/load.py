@@ -56,6 +56,7 @@ OTHER_NAMESPACES = ("pulumi", "aws", "eks", "kubernetes", "command")
 CLUSTER_KINDS = ("microk8s", "eks", "kubeconfig")
 OPERATOR_MODES = ("install", "microk8s-addon", "external")
 KAI_RESERVED_QUEUES = ("default-queue", "default-parent-queue")
+KAI_DEVICE_LIST_NAME = re.compile(r"shared-gpu-i?[0-9]+$")
 MICROK8S_ADDON_NAMESPACE = "gpu-operator-resources"
 SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease", "default")
 
@@ -567,6 +568,12 @@ def _check_names(reader: Reader, organization: Organization, teams: list[Team]) 
     seen: dict[str, dict[str, int]] = {"name": {}, "vclusterName": {}, "namespace": {}}
     for index, team in enumerate(teams):
         reported = len(reader.issues)
+        if KAI_DEVICE_LIST_NAME.search(team.vcluster_name):
+            # vCluster names a tenant's ConfigMaps on the host "<name>-x-<namespace>-x-<vclusterName>": with
+            # this ending one could pass for the ConfigMap KAI keeps a fractional pod's device list in.
+            reader.fail(f"teams[{index}].vclusterName", team.vcluster_name,
+                        "ends like the name of a KAI device-list ConfigMap (shared-gpu-<n>)",
+                        "choose a vCluster name that does not end in shared-gpu-<number>")
         key = f"teams[{index}].name"
         if team.name in KAI_RESERVED_QUEUES:
             reader.fail(key, team.name, "collides with a queue KAI creates on install",

@@ -222,6 +222,12 @@ def test_a_tenant_cannot_live_in_a_platform_namespace(namespace):
                     fix="namespace of its own")
 
 
+@pytest.mark.parametrize("name", ["shared-gpu-0", "nlp-shared-gpu-i1"])
+def test_a_vcluster_name_cannot_pass_for_a_kai_device_list(name):
+    assert_rejected(put(dev_config(), "teams[0].vclusterName", name), "teams[0].vclusterName", name,
+                    fix="does not end in shared-gpu")
+
+
 def test_a_privileged_tenant_is_warned_about():
     platform = load_platform(put(dev_config(), "teams[1].vcluster", {"podSecurity": "privileged"}))
     assert any("teams[1] (team-vision)" in warning and "every GPU" in warning for warning in platform.warnings)
