@@ -44,6 +44,10 @@ POD_GROUP_LABELS = ("spark-app-selector",)
 # Labels that vCluster's own NetworkPolicies use to select its control plane and helpers; a
 # workload carrying them would inherit their wider egress (any address on the API ports).
 RESERVED_APP_LABELS = ("vcluster-snapshot", "loft")
+# Other ways to name devices to the NVIDIA runtime: CDI device annotations, and the toolkit's
+# volume-mount device list (off in the GPU Operator's default toolkit settings, refused anyway).
+CDI_ANNOTATION_PREFIX = "cdi.k8s.io/"
+DEVICE_LIST_MOUNT_DIR = "/var/run/nvidia-container-devices"
 PROTECTED_RUNTIME_PREFIX = "nvidia"
 
 
@@ -126,6 +130,17 @@ def _env_from_prefixed(container: str) -> str:
 
 
 # --- the policy -----------------------------------------------------------------------------
+
+
+def _no_device_paths() -> str:
+    mounts = (f"(!has(c.volumeMounts) || c.volumeMounts.all(m, !m.mountPath.startsWith('{DEVICE_LIST_MOUNT_DIR}')"
+              f" && !m.mountPath.startsWith('{DEVICE_LIST_MOUNT_DIR.replace('/var/run', '/run')}')))")
+    lists = [f"object.spec.containers.all(c, {mounts})"] + [
+        f"(!has(object.spec.{field}) || object.spec.{field}.all(c, {mounts}))"
+        for field in ("initContainers", "ephemeralContainers")]
+    annotations = (f"(!has(object.metadata.annotations) || "
+                   f"object.metadata.annotations.all(k, !k.startsWith('{CDI_ANNOTATION_PREFIX}')))")
+    return " && ".join([annotations, *lists])
 
 
 def match_conditions(team: Team) -> list[dict]:
@@ -212,6 +227,10 @@ def policy_validations(team: Team) -> list[dict]:
               f"request.operation != 'UPDATE' || ({guarded_unchanged})",
               f"the queue label and the GPU annotations ({', '.join(GUARDED_ANNOTATIONS)}) of a running pod are fixed",
               "delete the pod and create it again with the values you need"),
+        _rule("device-paths", _no_device_paths(),
+              f"pods may not name devices to the container runtime themselves (annotations {CDI_ANNOTATION_PREFIX}*, "
+              f"mounts under {DEVICE_LIST_MOUNT_DIR})",
+              "remove them; request GPUs with gpu-fraction, gpu-memory or nvidia.com/gpu"),
         _rule("network-labels",
               f"{_get('object', 'labels', 'release')} != '{team.vcluster_name}' && "
               f"!({app} in {list(RESERVED_APP_LABELS)})",

@@ -190,6 +190,14 @@ def test_a_whole_gpu_container_may_not_take_unprefixed_env_from(nlp):
     assert "gpu-env-from" in rules(nlp.create(pod))
 
 
+def test_naming_devices_to_the_runtime_directly_is_refused(nlp):
+    assert "device-paths" in rules(nlp.create(on_kai(nlp, annotations={"cdi.k8s.io/gpu": "nvidia.com/gpu=all"})))
+    mounted = container()
+    mounted["volumeMounts"] = [{"name": "scratch", "mountPath": "/var/run/nvidia-container-devices/all"}]
+    pod = on_kai(nlp, containers=[mounted], volumes=[{"name": "scratch", "emptyDir": {}}])
+    assert "device-paths" in rules(nlp.create(pod))
+
+
 def test_kai_is_configured_to_blank_visible_devices(dev_run, eks_run):
     for program in (dev_run, eks_run):
         release = next(r for r in program.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == KAI)

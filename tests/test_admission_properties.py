@@ -44,7 +44,7 @@ def hostile_pod(draw):
     annotations = {} if draw(st.booleans()) else {key: value for key, value in draw(st.lists(st.sampled_from([
         ("gpu-fraction", "0.5"), ("gpu-memory", "2048"), ("pod-group-name", "pg-other"),
         ("kai.scheduler/skip-podgrouper", "true"), ("runai/shared-gpu-configmap", "mine-x-default"),
-        ("gpu-fraction-container-name", names[-1])]), max_size=2))}
+        ("gpu-fraction-container-name", names[-1]), ("cdi.k8s.io/gpu", "nvidia.com/gpu=all")]), max_size=2))}
     labels = {} if draw(st.booleans()) else {key: value for key, value in draw(st.lists(st.sampled_from([
         ("project", "team-vision"), ("spark-app-name", "etl"), ("spark-app-selector", "pg-other"),
         ("release", "team-nlp"), ("app", "loft")]), max_size=1))}
@@ -79,6 +79,8 @@ def gpu_escapes(host: dict) -> list[str]:
         problems.append("bypasses the scheduler")
     if {"pod-group-name", "kai.scheduler/skip-podgrouper"} & set(annotations) or "spark-app-selector" in labels:
         problems.append("chooses its PodGroup")
+    if any(key.startswith("cdi.k8s.io/") for key in annotations):
+        problems.append("names CDI devices itself")
     fractional = "gpu-fraction" in annotations or "gpu-memory" in annotations
     fraction_name = annotations.get("gpu-fraction-container-name", spec["containers"][0]["name"]) if fractional \
         else None
