@@ -39,12 +39,13 @@ from config.model import (
     VClusterSettings,
 )
 from config.merge import deep_merge
+from config import observability as observability_config
 from config.reader import Reader, Section, is_number
 from config.sharing import PROFILES, TIME_SLICED
 
 PROJECT = "gpu-tenancy"
 
-TOP_LEVEL_KEYS = ("cluster", "gpuOperator", "kaiScheduler", "organization", "teams", "vcluster")
+TOP_LEVEL_KEYS = ("cluster", "gpuOperator", "kaiScheduler", "organization", "teams", "vcluster", "observability")
 SECRET_KEYS = ("sshPrivateKey", "kubeconfig")
 CLUSTER_KINDS = ("microk8s", "eks", "kubeconfig")
 OPERATOR_MODES = ("install", "microk8s-addon", "external")
@@ -113,6 +114,8 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     teams = [_team(reader.section(path, _without_retired(reader, path, value), TEAM_FIELDS),
                    stack_vcluster or default_vcluster)
              for path, value in root.items("teams", required=True)]
+    observability = observability_config.read_observability(
+        root.child("observability", observability_config.FIELDS))
     if root.has("teams") and isinstance(root.raw("teams"), list) and not root.raw("teams"):
         reader.fail("teams", [], "no teams are defined", "add at least one team with a name and resources")
 
@@ -131,7 +134,8 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     teams = [dataclasses.replace(team, vcluster=dataclasses.replace(
         team.vcluster, storage_class=host.storage_class, api_server_port=host.api_server_port)) for team in teams]
     platform = Platform(project=PROJECT, stack=stack, cluster=cluster, gpu_operator=gpu_operator,
-                        kai_scheduler=kai, organization=organization, teams=tuple(teams), host=host)
+                        kai_scheduler=kai, organization=organization, teams=tuple(teams), host=host,
+                        observability=observability)
     return Platform(**{**platform.__dict__, "warnings": tuple(_warnings(platform))})
 
 

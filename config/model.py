@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
+from config.observability import Observability
+
 if TYPE_CHECKING:
     from config.hosts import HostProfile
 
@@ -210,3 +212,4 @@ class Platform:
     teams: tuple[Team, ...]
     warnings: tuple[str, ...] = field(default=())
     host: Optional[HostProfile] = None
+    observability: Observability = field(default_factory=Observability)

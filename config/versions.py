@@ -43,3 +43,10 @@ def release_numbers(version: str) -> tuple[int, ...]:
     """``v0.16.4`` or ``0.16.4-rc1`` -> ``(0, 16, 4)``."""
     return tuple(int(part) for part in version.lstrip("v").split("-")[0].split("+")[0].split("."))
 
+
+# Metrics, rules and dashboards (components/observability.py) when observability.prometheus is install.
+# 84.5.0 is the newest release seen in public renovate updates (2026-05, prometheus-community/helm-charts);
+# the chart repository cannot be listed from here, so check `helm search repo` before raising it.
+KUBE_PROMETHEUS_STACK_REPO = "https://prometheus-community.github.io/helm-charts"
+KUBE_PROMETHEUS_STACK_CHART = "kube-prometheus-stack"
+KUBE_PROMETHEUS_STACK_VERSION = "84.5.0"
