@@ -1,0 +1,135 @@
+"""Every metric name the rules and dashboards read exists upstream, with the labels they join on.
+
+Read from the pinned upstream sources (fetched git mirrors): KAI at both accepted tags, dcgm-exporter,
+kube-state-metrics. A mirror that is absent skips its part with the path it needs.
+The API server's counter is not mirrored here; its name and labels were read from kubernetes/kubernetes
+(staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/validating/metrics/metrics.go, commit 008b365):
+``apiserver_validating_admission_policy_check_total{policy, policy_binding, error_type, enforcement_action}``,
+enforcement_action one of allow, deny, warn, audit.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from components import observability_dashboards as boards
+from components import observability_rules as rules
+from config import load_platform
+from tests.test_observability_rules import site_config
+
+MIRRORS = Path(os.environ.get("GPU_TENANCY_MIRRORS", "/work/.mirror"))
+KAI = MIRRORS / "kai-scheduler+KAI-Scheduler" / "repo"
+KAI_TAGS = ("v0.16.4", "v0.17.0")
+DCGM = MIRRORS / "NVIDIA+dcgm-exporter" / "repo"
+DCGM_TAG = "4.5.3-4.8.2"
+KSM = MIRRORS / "kubernetes+kube-state-metrics" / "repo"
+KSM_TAG = "v2.20.0"
+APISERVER = {"apiserver_validating_admission_policy_check_total"}
+
+_PROMQL_WORDS = {"by", "on", "and", "or", "unless", "without", "ignoring", "group_left", "group_right", "offset",
+                 "bool", "inf", "nan"}
+
+
+def _git(repo: Path, *args: str) -> str:
+    if not repo.exists():
+        pytest.skip(f"upstream mirror {repo} is absent (set GPU_TENANCY_MIRRORS)")
+    return subprocess.run(["git", "--git-dir", str(repo), *args], capture_output=True, text=True, check=True).stdout
+
+
+def metric_names(expr: str) -> set[str]:
+    """Metric names of a PromQL expression: identifiers that are not functions, keywords or label names."""
+    text = re.sub(r'"[^"]*"', "", expr)
+    text = re.sub(r"\{[^}]*\}", "", text)
+    text = re.sub(r"\[[^\]]*\]", "", text)
+    text = re.sub(r"\b(by|on|without|ignoring|group_left|group_right)\s*\([^)]*\)", " ", text)
+    names = set()
+    for match in re.finditer(r"[A-Za-z_:][A-Za-z0-9_:]*", text):
+        word = match.group(0)
+        if text[match.end():].lstrip().startswith("(") or word.lower() in _PROMQL_WORDS:
+            continue
+        names.add(word)
+    return names
+
+
+@lru_cache(maxsize=None)
+def kai_metrics() -> frozenset[str]:
+    names = set()
+    for tag in KAI_TAGS:
+        prefix = re.search(r'DefaultMetricsNamespace\s*=\s*"(\w+)"',
+                           _git(KAI, "show", f"{tag}:pkg/common/constants/constants.go")).group(1)
+        per_tag = set()
+        for path in ("pkg/queuecontroller/metrics/metrics.go", "pkg/scheduler/metrics/metrics.go"):
+            per_tag |= {f"{prefix}_{name}" for name in re.findall(r'Name:\s*"(\w+)"', _git(KAI, "show", f"{tag}:{path}"))}
+        names = per_tag if not names else names & per_tag
+    return frozenset(names)
+
+
+@lru_cache(maxsize=None)
+def dcgm_metrics() -> frozenset[str]:
+    return frozenset(re.findall(r"^#?\s*(DCGM_FI_\w+)\s*,", _git(DCGM, "show", f"{DCGM_TAG}:etc/dcp-metrics-included.csv"),
+                                re.MULTILINE))
+
+
+@lru_cache(maxsize=None)
+def ksm_metrics() -> frozenset[str]:
+    return frozenset(re.findall(r'"(kube_\w+)"', _git(KSM, "show", f"{KSM_TAG}:internal/store/pod.go")))
+
+
+def recorded(platform) -> set[str]:
+    return {rule["record"] for group in rules.rule_groups(platform) for rule in group["rules"] if "record" in rule}
+
+
+def all_expressions(platform) -> list[str]:
+    exprs = [rule["expr"] for group in rules.rule_groups(platform) for rule in group["rules"]]
+    for _, board in boards.dashboards(platform).values():
+        exprs.extend(boards.queries(board))
+    return exprs
+
+
+def test_metric_name_extraction():
+    assert metric_names('max by (team) (kai_queue_allocated_gpus * on (queue_name) group_left (team) x:y:z)') == {
+        "kai_queue_allocated_gpus", "x:y:z"}
+    assert metric_names('increase(a_total{policy="p",x=~"b"}[10m]) >= 1') == {"a_total"}
+
+
+def test_every_metric_read_exists_upstream_or_is_recorded_here():
+    platform = load_platform(site_config())
+    known = recorded(platform) | kai_metrics() | dcgm_metrics() | ksm_metrics() | APISERVER
+    used = set().union(*(metric_names(expr) for expr in all_expressions(platform)))
+    assert used - known == set(), f"metrics read but defined nowhere upstream: {used - known}"
+    # The ones the issue names, from their pinned sources.
+    assert {"kai_queue_deserved_gpus", "kai_queue_allocated_gpus", "kai_queue_fair_share_gpu",
+            "kai_queue_info"} <= kai_metrics()
+    assert {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_XID_ERRORS",
+            "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"} <= dcgm_metrics()
+    assert "kube_pod_status_phase" in ksm_metrics()
+
+
+def test_queue_metrics_carry_queue_name_at_both_kai_tags():
+    for tag in KAI_TAGS:
+        controller = _git(KAI, "show", f"{tag}:pkg/queuecontroller/metrics/metrics.go")
+        assert re.search(r'queueNameLabel\s*=\s*"queue_name"', controller)
+        scheduler = _git(KAI, "show", f"{tag}:pkg/scheduler/metrics/metrics.go")
+        assert re.search(r'Name:\s*"queue_fair_share_gpu".*?\[\]string\{"queue_name"', scheduler, re.DOTALL)
+
+
+def test_dcgm_maps_gpus_to_pods_with_namespace_and_pod_labels():
+    const = _git(DCGM, "show", f"{DCGM_TAG}:internal/pkg/transformation/const.go")
+    assert re.search(r'podAttribute\s*=\s*"pod"', const)
+    assert re.search(r'namespaceAttribute\s*=\s*"namespace"', const)
+    # The GPU identity labels the rules group by (UUID, gpu, Hostname) are those the exporter renders.
+    template = _git(DCGM, "show", f"{DCGM_TAG}:internal/pkg/rendermetrics/render_metrics.go")
+    assert 'gpu="{{ $metric.GPU }}"' in template and 'Hostname="{{ $metric.Hostname }}"' in template
+    assert re.search(r'uuid\s*:=\s*"UUID"', _git(DCGM, "show", f"{DCGM_TAG}:internal/pkg/collector/gpu_collector.go"))
+
+
+def test_ksm_phase_metric_has_namespace_pod_and_phase():
+    source = _git(KSM, "show", f"{KSM_TAG}:internal/store/pod.go")
+    block = source[source.index('"kube_pod_status_phase"'):][:3000]
+    assert '"phase"' in block
