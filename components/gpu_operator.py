@@ -3,8 +3,8 @@
 Three modes (``gpuOperator.mode``):
 - ``install``: this program owns a Helm release of the operator, pointed at the ConfigMap;
 - ``microk8s-addon``: MicroK8s' nvidia addon already runs the operator; the ConfigMap is created
-  beside it and the addon's ClusterPolicy is patched to use it (a second release would fight
-  over the cluster-scoped ClusterPolicy);
+  beside it and the addon's ClusterPolicy is patched to use it and to run the DCGM exporter (a
+  second release would fight over the cluster-scoped ClusterPolicy);
 - ``external``: someone else runs the operator; only the ConfigMap is created.
 """
 
@@ -31,6 +31,12 @@ MICROK8S_TOOLKIT_ENV = [
 ]
 
 
+# Per-GPU utilisation, memory and XID errors for the per-team accounting (components/observability.py). The
+# exporter maps each GPU to the pod holding it (namespace, pod labels) by default; an addon or site install
+# that turned it off gets it back.
+DCGM_EXPORTER = {"dcgmExporter": {"enabled": True}}
+
+
 @dataclass
 class GpuOperatorArgs:
     settings: GpuOperatorSettings
@@ -54,6 +60,7 @@ def operator_values(settings: GpuOperatorSettings, host_kind: str) -> dict:
                 "create": False,
             }
         },
+        **DCGM_EXPORTER,
     }
 
 
@@ -115,7 +122,8 @@ class GpuOperator(pulumi.ComponentResource):
                     "annotations": {"pulumi.com/patchForce": "true"},
                 },
                 spec={"devicePlugin": {"config": {"name": time_slicing.config_map_name,
-                                                  "default": self.default_profile_key}}},
+                                                  "default": self.default_profile_key}},
+                      **DCGM_EXPORTER},
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[config_map])),
             )
 

@@ -133,3 +133,52 @@ def test_ksm_phase_metric_has_namespace_pod_and_phase():
     source = _git(KSM, "show", f"{KSM_TAG}:internal/store/pod.go")
     block = source[source.index('"kube_pod_status_phase"'):][:3000]
     assert '"phase"' in block
+
+
+GPU_OPERATOR = MIRRORS / "NVIDIA+gpu-operator" / "repo"
+GPU_OPERATOR_TAGS = ("v26.3.3", "v26.7.0")
+
+
+def test_kai_services_the_monitors_select_exist_at_both_tags():
+    from components.observability import KAI_QUEUE_CONTROLLER, KAI_SCHEDULER
+    for tag in KAI_TAGS:
+        common = _git(KAI, "show", f"{tag}:pkg/operator/operands/common/common.go")
+        # Every Service the operator writes is labelled app=<its name>.
+        assert re.search(r'GetLabels\(\)\["app"\]\s*=\s*resourceName', common)
+        controller = _git(KAI, "show", f"{tag}:pkg/operator/operands/queue_controller/resources.go")
+        assert f'defaultResourceName = "{KAI_QUEUE_CONTROLLER[0]}"' in controller
+        defaults = _git(KAI, "show", f"{tag}:pkg/apis/kai/v1/queue_controller/queue_controller.go")
+        assert f'p.Name = common.SetDefault(p.Name, ptr.To("{KAI_QUEUE_CONTROLLER[1]}"))' in defaults
+        shard = _git(KAI, "show", f"{tag}:pkg/operator/operands/scheduler/resources_for_shard.go")
+        assert 'serviceName := fmt.Sprintf("%s-%s", *kaiConfig.Spec.Global.SchedulerName, shard.Name)' in shard
+        assert f'Name:       "{KAI_SCHEDULER[1]}"' in shard
+        scheduler_name = re.search(r'DefaultSchedulerName\s*=\s*"([\w-]+)"',
+                                   _git(KAI, "show", f"{tag}:pkg/common/constants/constants.go")).group(1)
+        chart_shard = _git(KAI, "show", f"{tag}:deployments/kai-scheduler/templates/default-shard.yaml")
+        shard_name = re.search(r"^\s+name:\s*(\S+)", chart_shard, re.MULTILINE).group(1)
+        assert KAI_SCHEDULER[0] == f"{scheduler_name}-{shard_name}"
+
+
+def test_kai_shard_accepts_the_fairness_fields_at_both_tags():
+    import yaml
+    for tag in KAI_TAGS:
+        crd = yaml.safe_load(_git(KAI, "show", f"{tag}:deployments/kai-scheduler/crds/kai.scheduler_schedulingshards.yaml"))
+        spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        assert spec["kValue"]["type"] == "number"
+        usage = spec["usageDBConfig"]["properties"]
+        assert {"clientType", "connectionString", "usageParams"} <= set(usage)
+        assert {"windowSize", "windowType", "halfLifePeriod"} <= set(usage["usageParams"]["properties"])
+        assert crd["spec"]["scope"] == "Cluster"
+
+
+def test_dcgm_exporter_service_and_pod_mapping_at_both_operator_tags():
+    from components.observability import DCGM_EXPORTER
+    import yaml
+    for tag in GPU_OPERATOR_TAGS:
+        service = yaml.safe_load(_git(GPU_OPERATOR, "show", f"{tag}:assets/state-dcgm-exporter/0400_service.yaml"))
+        assert service["metadata"]["labels"]["app"] == DCGM_EXPORTER[0]
+        assert DCGM_EXPORTER[1] in [port["name"] for port in service["spec"]["ports"]]
+        daemonset = _git(GPU_OPERATOR, "show", f"{tag}:assets/state-dcgm-exporter/0800_daemonset.yaml")
+        assert re.search(r'name: DCGM_EXPORTER_KUBERNETES\n\s+value: "true"', daemonset)
+        values = yaml.safe_load(_git(GPU_OPERATOR, "show", f"{tag}:deployments/gpu-operator/values.yaml"))
+        assert "enabled" in values["dcgmExporter"]
