@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from components import observability_dashboards, observability_rules
+from components import observability_dashboards, observability_dcgm, observability_rules
 from components.observability import DCGM_EXPORTER, KAI_QUEUE_CONTROLLER, KAI_SCHEDULER
 from config import load_platform, versions
 from tests.conftest import dev_config, eks_config, run
@@ -120,7 +120,24 @@ def test_time_aware_fairness_points_kai_default_shard_at_prometheus():
 
 
 def test_dcgm_exporter_enabled_in_every_operator_mode_the_program_controls(dev_run, eks_run):
+    """On, and reading the platform's collector list (with ECC counters) from a ConfigMap beside the operator."""
+    wanted = {"enabled": True, "config": {"name": observability_dcgm.CONFIG_MAP}}
     (patch,) = dev_run.of_type(POLICY_PATCH)
-    assert patch.inputs["spec"]["dcgmExporter"] == {"enabled": True}
+    assert patch.inputs["spec"]["dcgmExporter"] == wanted
     operator = next(r for r in eks_run.of_type(RELEASE) if r.inputs["name"] == "gpu-operator")
-    assert operator.inputs["values"]["dcgmExporter"] == {"enabled": True}
+    assert operator.inputs["values"]["dcgmExporter"] == wanted
+    for program, owner, namespace in ((dev_run, patch, "gpu-operator-resources"), (eks_run, operator, "gpu-operator")):
+        (collectors,) = [r for r in program.of_type(CONFIG_MAP)
+                         if r.inputs["metadata"]["name"] == observability_dcgm.CONFIG_MAP]
+        assert collectors.inputs["metadata"]["namespace"] == namespace
+        assert collectors.urn in owner.dependencies
+        listed = collectors.inputs["data"][observability_dcgm.CONFIG_KEY].splitlines()
+        assert "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, counter, double-bit ECC errors since the last driver load" in listed
+        assert any(line.startswith("DCGM_FI_DEV_GPU_UTIL, gauge,") for line in listed)
+
+
+def test_external_operator_gets_no_collector_list():
+    config = eks_config()
+    config["gpu-tenancy:gpuOperator"]["mode"] = "external"
+    program = run(config)
+    assert not [r for r in program.of_type(CONFIG_MAP) if r.inputs["metadata"]["name"] == observability_dcgm.CONFIG_MAP]

@@ -182,3 +182,16 @@ def test_dcgm_exporter_service_and_pod_mapping_at_both_operator_tags():
         assert re.search(r'name: DCGM_EXPORTER_KUBERNETES\n\s+value: "true"', daemonset)
         values = yaml.safe_load(_git(GPU_OPERATOR, "show", f"{tag}:deployments/gpu-operator/values.yaml"))
         assert "enabled" in values["dcgmExporter"]
+
+
+def test_platform_dcgm_collector_list_keeps_every_default_field_and_adds_ecc():
+    from components import observability_dcgm
+    csv_text = _git(DCGM, "show", f"{DCGM_TAG}:etc/dcp-metrics-included.csv")
+    defaults = set(re.findall(r"^(DCGM_FI_\w+)\s*,", csv_text, re.MULTILINE))
+    ours = {name for name, _, _ in observability_dcgm.FIELDS}
+    assert defaults <= ours, f"default fields the platform's list would drop: {defaults - ours}"
+    assert ours <= dcgm_metrics(), f"fields the exporter does not know: {ours - dcgm_metrics()}"
+    assert "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL" in ours - defaults
+    kinds = dict(re.findall(r"^#?\s*(DCGM_FI_\w+)\s*,\s*(\w+)", csv_text, re.MULTILINE))
+    assert all(kinds[name] == kind for name, kind, _ in observability_dcgm.FIELDS)
+    assert all("," not in help_text for _, _, help_text in observability_dcgm.FIELDS)
