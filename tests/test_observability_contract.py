@@ -182,6 +182,15 @@ def test_dcgm_exporter_service_and_pod_mapping_at_both_operator_tags():
         assert re.search(r'name: DCGM_EXPORTER_KUBERNETES\n\s+value: "true"', daemonset)
         values = yaml.safe_load(_git(GPU_OPERATOR, "show", f"{tag}:deployments/gpu-operator/values.yaml"))
         assert "enabled" in values["dcgmExporter"]
+        # dcgmExporter.config.name is commented out in values.yaml but read by the ClusterPolicy template,
+        # and the exporter reads the dcgm-metrics.csv key of that ConfigMap.
+        policy = _git(GPU_OPERATOR, "show", f"{tag}:deployments/gpu-operator/templates/clusterpolicy.yaml")
+        assert "name: {{ .Values.dcgmExporter.config.name }}" in policy
+        chart_config_map = _git(GPU_OPERATOR, "show",
+                                f"{tag}:deployments/gpu-operator/templates/dcgm_exporter_config.yaml")
+        assert "dcgm-metrics.csv:" in chart_config_map
+        controller = _git(GPU_OPERATOR, "show", f"{tag}:controllers/object_controls.go")
+        assert re.search(r'MetricsConfigFileName\s*=\s*"dcgm-metrics.csv"', controller)
 
 
 def test_platform_dcgm_collector_list_keeps_every_default_field_and_adds_ecc():
