@@ -45,8 +45,8 @@ def release_numbers(version: str) -> tuple[int, ...]:
 
 
 # Metrics, rules and dashboards (components/observability.py) when observability.prometheus is install.
-# 84.5.0 is the newest release seen in public renovate updates (2026-05, prometheus-community/helm-charts);
-# the chart repository cannot be listed from here, so check `helm search repo` before raising it.
+# 88.5.3 is the newest kube-prometheus-stack tag (2026-08-21) in the prometheus-community/helm-charts
+# repository snapshot read for it; tests/test_observability_contract.py checks the values it is given.
 KUBE_PROMETHEUS_STACK_REPO = "https://prometheus-community.github.io/helm-charts"
 KUBE_PROMETHEUS_STACK_CHART = "kube-prometheus-stack"
-KUBE_PROMETHEUS_STACK_VERSION = "84.5.0"
+KUBE_PROMETHEUS_STACK_VERSION = "88.5.3"

@@ -204,3 +204,34 @@ def test_platform_dcgm_collector_list_keeps_every_default_field_and_adds_ecc():
     kinds = dict(re.findall(r"^#?\s*(DCGM_FI_\w+)\s*,\s*(\w+)", csv_text, re.MULTILINE))
     assert all(kinds[name] == kind for name, kind, _ in observability_dcgm.FIELDS)
     assert all("," not in help_text for _, _, help_text in observability_dcgm.FIELDS)
+
+
+KPS = MIRRORS / "prometheus-community+helm-charts" / "repo"
+
+
+def test_kube_prometheus_stack_pin_and_values_match_the_chart():
+    """The pinned tag exists; the values set are chart keys; the Prometheus Service, the monitor selection by
+    release label and the dashboard sidecar are what components/observability.py relies on."""
+    import yaml
+    from components.observability import stack_values
+    from config import versions
+    from config.observability import INSTALL_RELEASE
+    tag = f"kube-prometheus-stack-{versions.KUBE_PROMETHEUS_STACK_VERSION}"
+    assert tag in _git(KPS, "tag", "--list", "kube-prometheus-stack-*").split()
+    chart = "charts/kube-prometheus-stack"
+    defaults = yaml.safe_load(_git(KPS, "show", f"{tag}:{chart}/values.yaml"))
+    values = stack_values(load_platform(site_config()))
+    spec = defaults["prometheus"]["prometheusSpec"]
+    assert {"retention", "storageSpec"} <= set(spec)
+    assert spec["serviceMonitorSelectorNilUsesHelmValues"] is True and spec["ruleSelectorNilUsesHelmValues"] is True
+    sidecar = defaults["grafana"]["sidecar"]["dashboards"]
+    ours = values["grafana"]["sidecar"]["dashboards"]
+    assert (sidecar["label"], sidecar["labelValue"]) == (ours["label"], ours["labelValue"])
+    assert "enabled" in defaults["grafana"]
+    # Release name contains the chart name: fullname is the release name, so the Service is <release>-prometheus.
+    helpers = _git(KPS, "show", f"{tag}:{chart}/templates/_helpers.tpl")
+    assert "if contains $name .Release.Name" in helpers and len(INSTALL_RELEASE) <= 26
+    service = _git(KPS, "show", f"{tag}:{chart}/templates/prometheus/service.yaml")
+    assert 'name: {{ template "kube-prometheus-stack.fullname" . }}-prometheus' in service
+    prometheus = _git(KPS, "show", f"{tag}:{chart}/templates/prometheus/prometheus.yaml")
+    assert "release: {{ $.Release.Name | quote }}" in prometheus
