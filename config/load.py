@@ -127,6 +127,9 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
         **{name: "the cluster's system components" for name in SYSTEM_NAMESPACES},
         kai.namespace: "KAI Scheduler", gpu_operator.namespace: "the GPU Operator"}, teams)
     _check_org_quota(reader, organization, teams)
+    observability_config.check_namespace(reader, observability, {
+        kai.namespace: "KAI Scheduler", gpu_operator.namespace: "the GPU Operator",
+        **{team.namespace: f"team {team.name}" for team in teams}})
     _check_node_group_profiles(reader, cluster)
     if reader.issues:
         raise ConfigError(reader.issues)

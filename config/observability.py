@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from config import versions
-from config.reader import Section
+from config.reader import Reader, Section
 
 FIELDS = ("prometheus", "namespace", "chartVersion", "grafana", "external", "alerts", "timeAwareFairness")
 EXTERNAL_FIELDS = ("releaseLabel", "url")
@@ -152,3 +152,13 @@ def _fairness(section: Section, mode: Optional[str], url: Optional[str]) -> Time
         half_life_period=_duration(section, "halfLifePeriod", None),
         k_value=k_value,
     )
+
+
+def check_namespace(reader: Reader, settings: Observability, taken: dict[str, str]) -> None:
+    """An installed stack gets a namespace of its own; external objects may share one, not a tenant's."""
+    owner = taken.get(settings.namespace)
+    if not settings.enabled or owner is None:
+        return
+    if settings.prometheus == "install" or owner.startswith("team "):
+        reader.fail("observability.namespace", settings.namespace, f"is the namespace of {owner}",
+                    "give the monitoring stack a namespace of its own, e.g. monitoring")

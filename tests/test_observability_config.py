@@ -113,3 +113,17 @@ def test_grafana_switch_only_for_install():
 def test_unknown_key_suggests_the_near_one():
     found = issues(site_config(alerts={"pendingMinute": 5}))
     assert "did you mean 'pendingMinutes'" in found["observability.alerts.pendingMinute"]
+
+
+def test_installed_stack_needs_a_namespace_of_its_own():
+    found = issues(site_config(namespace="kai-scheduler"))
+    assert "KAI Scheduler" in found["observability.namespace"]
+    found = issues(site_config(namespace="vcluster-beta"))
+    assert "team beta" in found["observability.namespace"]
+
+
+def test_external_objects_may_share_the_operator_namespace_but_not_a_tenant_one():
+    external = {"prometheus": "external", "external": {"releaseLabel": "prom"}}
+    assert load_platform(site_config(**external, namespace="gpu-operator-resources")).observability.namespace == \
+        "gpu-operator-resources"
+    assert "observability.namespace" in issues(site_config(**external, namespace="vcluster-alpha"))
