@@ -78,7 +78,7 @@ def read_observability(section: Section) -> Observability:
                       "remove observability.external or set observability.prometheus to external")
     if mode == "external" and not external.has("releaseLabel"):
         external._fail("releaseLabel", external.raw("releaseLabel"),
-                       "the site's Prometheus picks ServiceMonitors, PodMonitors and rules by a release label",
+                       "the site's Prometheus picks ServiceMonitors and rules by a release label",
                        "set it to the value of the `release` label your Prometheus selects, e.g. kube-prometheus-stack")
     if release_label is not None and not LABEL_VALUE.fullmatch(release_label):
         external._fail("releaseLabel", release_label, "is not a Kubernetes label value",
