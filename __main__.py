@@ -8,6 +8,7 @@ import pulumi
 from components.gpu_operator import GpuOperator, GpuOperatorArgs
 from components.host import HostCluster, HostClusterArgs
 from components.kai import KaiScheduler, KaiSchedulerArgs
+from components.observability import Observability, ObservabilityArgs
 from components.queues import QueueHierarchy, QueueHierarchyArgs
 from components.tenant import TenantCluster, TenantClusterArgs
 from config import PROJECT, load_platform, sharing
@@ -40,6 +41,12 @@ tenants = {
         prerequisites=host.tenant_prerequisites))
     for team in platform.teams
 }
+if platform.observability.enabled:
+    observability = Observability("observability", ObservabilityArgs(
+        platform=platform, provider=host.provider, kai_release=kai.release,
+        gpu_operator=[gpu_operator.release] if gpu_operator.release else []))
+    pulumi.export("observability", {"mode": platform.observability.prometheus,
+                                    "namespace": observability.namespace, "dashboards": observability.dashboards})
 
 pulumi.export("hostKind", platform.cluster.kind)
 pulumi.export("hostKubeconfig", host.kubeconfig)

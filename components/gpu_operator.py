@@ -3,9 +3,12 @@
 Three modes (``gpuOperator.mode``):
 - ``install``: this program owns a Helm release of the operator, pointed at the ConfigMap;
 - ``microk8s-addon``: MicroK8s' nvidia addon already runs the operator; the ConfigMap is created
-  beside it and the addon's ClusterPolicy is patched to use it (a second release would fight
-  over the cluster-scoped ClusterPolicy);
+  beside it and the addon's ClusterPolicy is patched to use it and to run the DCGM exporter (a
+  second release would fight over the cluster-scoped ClusterPolicy);
 - ``external``: someone else runs the operator; only the ConfigMap is created.
+
+``install`` and ``microk8s-addon`` also get the DCGM exporter's collector list
+(components/observability_dcgm.py) beside the time-slicing ConfigMap, and point the exporter at it.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components import observability_dcgm
 from config import sharing, versions
 from config.model import GpuOperator as GpuOperatorSettings
 
@@ -29,6 +33,12 @@ MICROK8S_TOOLKIT_ENV = [
     {"name": "CONTAINERD_SOCKET", "value": "/var/snap/microk8s/common/run/containerd.sock"},
     {"name": "RUNTIME_CONFIG_SOURCE", "value": "file=/var/snap/microk8s/current/args/containerd.toml"},
 ]
+
+
+# Per-GPU utilisation, memory, XID and ECC errors for the per-team accounting (components/observability.py),
+# with the platform's collector list. The exporter maps each GPU to the pod holding it (namespace, pod labels)
+# by default; an addon or site install that turned it off gets it back.
+DCGM_EXPORTER = {"dcgmExporter": {"enabled": True, "config": {"name": observability_dcgm.CONFIG_MAP}}}
 
 
 @dataclass
@@ -54,6 +64,7 @@ def operator_values(settings: GpuOperatorSettings, host_kind: str) -> dict:
                 "create": False,
             }
         },
+        **DCGM_EXPORTER,
     }
 
 
@@ -89,6 +100,14 @@ class GpuOperator(pulumi.ComponentResource):
             data=sharing.config_map_data(time_slicing),
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=namespace_ready)),
         )
+        # Only an operator this program configures reads it.
+        dcgm_metrics = None if settings.mode == "external" else k8s.core.v1.ConfigMap(
+            f"{name}-usage-metrics",
+            metadata={"name": observability_dcgm.CONFIG_MAP, "namespace": settings.namespace,
+                      "labels": {"app.kubernetes.io/managed-by": "gpu-tenancy"}},
+            data={observability_dcgm.CONFIG_KEY: observability_dcgm.collectors_csv()},
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=namespace_ready)),
+        )
 
         if settings.mode == "install":
             self.release = k8s.helm.v3.Release(
@@ -102,7 +121,8 @@ class GpuOperator(pulumi.ComponentResource):
                 atomic=True,
                 cleanup_on_fail=True,
                 timeout=RELEASE_TIMEOUT_SECONDS,
-                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[config_map])),
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+                    depends_on=[config_map, dcgm_metrics])),
             )
         elif settings.mode == "microk8s-addon":
             k8s.apiextensions.CustomResourcePatch(
@@ -111,12 +131,14 @@ class GpuOperator(pulumi.ComponentResource):
                 kind="ClusterPolicy",
                 metadata={
                     "name": ADDON_CLUSTER_POLICY,
-                    # The addon's Helm release owns the other fields; take over only these two.
+                    # The addon's Helm release owns the other fields; take over only those set here.
                     "annotations": {"pulumi.com/patchForce": "true"},
                 },
                 spec={"devicePlugin": {"config": {"name": time_slicing.config_map_name,
-                                                  "default": self.default_profile_key}}},
-                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[config_map])),
+                                                  "default": self.default_profile_key}},
+                      **DCGM_EXPORTER},
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+                    depends_on=[config_map, dcgm_metrics])),
             )
 
         self.register_outputs({

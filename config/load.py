@@ -41,12 +41,14 @@ from config.model import (
     VClusterSettings,
 )
 from config.merge import deep_merge
+from config import observability as observability_config
 from config.reader import Reader, Section, is_number
 from config.sharing import PROFILES, TIME_SLICED
 
 PROJECT = "gpu-tenancy"
 
-TOP_LEVEL_KEYS = ("cluster", "gpuOperator", "kaiScheduler", "organization", "teams", "vcluster", "ci")
+TOP_LEVEL_KEYS = ("cluster", "gpuOperator", "kaiScheduler", "organization", "teams", "vcluster", "ci",
+                  "observability")
 SECRET_KEYS = ("sshPrivateKey", "kubeconfig")
 # Where each secret's value usually comes from, for the command that sets it.
 SECRET_SOURCES = {"sshPrivateKey": "~/.ssh/id_ed25519", "kubeconfig": "path/to/kubeconfig"}
@@ -146,6 +148,8 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     teams = [_team(reader.section(path, _without_retired(reader, path, value), TEAM_FIELDS),
                    stack_vcluster or default_vcluster)
              for path, value in root.items("teams", required=True)]
+    observability = observability_config.read_observability(
+        root.child("observability", observability_config.FIELDS))
     if root.has("teams") and isinstance(root.raw("teams"), list) and not root.raw("teams"):
         reader.fail("teams", [], "no teams are defined", "add at least one team with a name and resources")
 
@@ -158,6 +162,9 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
         **{name: "the cluster's system components" for name in SYSTEM_NAMESPACES},
         kai.namespace: "KAI Scheduler", gpu_operator.namespace: "the GPU Operator"}, teams)
     _check_org_quota(reader, organization, teams)
+    observability_config.check_namespace(reader, observability, {
+        kai.namespace: "KAI Scheduler", gpu_operator.namespace: "the GPU Operator",
+        **{team.namespace: f"team {team.name}" for team in teams}})
     _check_node_group_profiles(reader, cluster)
     _check_layout(reader, cluster, gpu_operator)
     if reader.issues:
@@ -167,6 +174,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
         team.vcluster, storage_class=host.storage_class, api_server_port=host.api_server_port)) for team in teams]
     platform = Platform(project=PROJECT, stack=stack, cluster=cluster, gpu_operator=gpu_operator,
                         kai_scheduler=kai, organization=organization, teams=tuple(teams), host=host, ci=ci,
+                        observability=observability,
                         missing_secrets=tuple(secrets.missing))
     warnings = [f"{PROJECT}:{name} is not set: a placeholder stands in for it in this offline run. Set it "
                 f"before pulumi up: {secret_command(name, stack)}" for name in secrets.missing]

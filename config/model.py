@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
+from config.observability import Observability
+
 if TYPE_CHECKING:
     from config.hosts import HostProfile
 
@@ -221,3 +223,4 @@ class Platform:
     ci: CiSettings = field(default=CiSettings())
     # Secret keys this site needs that are not set yet (only where placeholders were allowed).
     missing_secrets: tuple[str, ...] = field(default=())
+    observability: Observability = field(default_factory=Observability)

@@ -43,3 +43,10 @@ def release_numbers(version: str) -> tuple[int, ...]:
     """``v0.16.4`` or ``0.16.4-rc1`` -> ``(0, 16, 4)``."""
     return tuple(int(part) for part in version.lstrip("v").split("-")[0].split("+")[0].split("."))
 
+
+# Metrics, rules and dashboards (components/observability.py) when observability.prometheus is install.
+# 88.5.3 is the newest kube-prometheus-stack tag (2026-08-21) in the prometheus-community/helm-charts
+# repository snapshot read for it; tests/test_observability_contract.py checks the values it is given.
+KUBE_PROMETHEUS_STACK_REPO = "https://prometheus-community.github.io/helm-charts"
+KUBE_PROMETHEUS_STACK_CHART = "kube-prometheus-stack"
+KUBE_PROMETHEUS_STACK_VERSION = "88.5.3"

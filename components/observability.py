@@ -1,0 +1,183 @@
+"""Per-team GPU metrics: scraping, recording rules, alerts and dashboards (``observability`` stack key).
+
+- ``install``: a pinned kube-prometheus-stack release (Prometheus operator, Prometheus, kube-state-metrics,
+  Grafana) in ``observability.namespace``;
+- ``external``: the site's own Prometheus operator picks up what is created here by the label
+  ``release: <observability.external.releaseLabel>``;
+- ``off``: nothing (the component is not constructed).
+
+Either way the component creates ServiceMonitors for KAI's queue controller and scheduler and for the GPU
+Operator's DCGM exporter, one PrometheusRule (components/observability_rules.py) and one dashboard ConfigMap
+per board (components/observability_dashboards.py). With ``timeAwareFairness.enabled`` it also points KAI's
+default SchedulingShard at that Prometheus, so the scheduler weighs each queue's recent usage.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components import observability_dashboards, observability_rules
+from config import versions
+from config.model import Platform
+from config.observability import INSTALL_RELEASE
+
+RELEASE_TIMEOUT_SECONDS = 900
+# Grafana's dashboard sidecar (kube-prometheus-stack's defaults): ConfigMaps with this label are loaded,
+# into the folder named by the annotation.
+DASHBOARD_LABEL = ("grafana_dashboard", "1")
+FOLDER_ANNOTATION = "grafana_folder"
+# Where KAI v0.16.4-v0.17.0's operator exposes metrics: Services labelled app=<name> in KAI's namespace.
+KAI_QUEUE_CONTROLLER = ("queue-controller", "metrics")
+KAI_SCHEDULER = ("kai-scheduler-default", "http-metrics")  # <global.schedulerName>-<shard>, shard "default"
+# The GPU Operator's exporter Service (assets/state-dcgm-exporter), v26.3.x and v26.7.0.
+DCGM_EXPORTER = ("nvidia-dcgm-exporter", "gpu-metrics")
+DEFAULT_SHARD = "default"
+
+
+@dataclass
+class ObservabilityArgs:
+    platform: Platform
+    provider: k8s.Provider
+    # KAI's release: its Services and the SchedulingShard patched for time-aware fairness exist after it.
+    kai_release: pulumi.Resource
+    gpu_operator: Sequence[pulumi.Resource] = ()
+
+
+def stack_values(platform: Platform) -> dict:
+    """Helm values of the kube-prometheus-stack release."""
+    settings = platform.observability
+    storage: dict = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "50Gi"}}}
+    storage_class = platform.host.storage_class if platform.host is not None else None
+    if storage_class:
+        storage["storageClassName"] = storage_class
+    return {
+        "prometheus": {"prometheusSpec": {
+            # The usage report and KAI's usage window read history: keep it past a restart and a month.
+            "retention": "90d",
+            "storageSpec": {"volumeClaimTemplate": {"spec": storage}},
+        }},
+        "grafana": {
+            "enabled": settings.grafana,
+            "sidecar": {"dashboards": {
+                "enabled": True, "label": DASHBOARD_LABEL[0], "labelValue": DASHBOARD_LABEL[1],
+                "folderAnnotation": FOLDER_ANNOTATION,
+                "provider": {"foldersFromFilesStructure": True},
+            }},
+        },
+    }
+
+
+def service_monitor_spec(namespace: str, service: tuple[str, str], *, honor_labels: bool = False) -> dict:
+    name, port = service
+    return {
+        "jobLabel": "app",
+        "namespaceSelector": {"matchNames": [namespace]},
+        "selector": {"matchLabels": {"app": name}},
+        "endpoints": [{"port": port, "interval": "30s", "honorLabels": honor_labels}],
+    }
+
+
+def shard_fairness_spec(platform: Platform) -> dict:
+    """The SchedulingShard fields of KAI's usage-based fair share (usageDBConfig, kValue)."""
+    fairness = platform.observability.fairness
+    params = {"windowSize": fairness.window_size, "windowType": fairness.window_type}
+    if fairness.half_life_period:
+        params["halfLifePeriod"] = fairness.half_life_period
+    return {"kValue": fairness.k_value, "usageDBConfig": {
+        "clientType": "prometheus", "connectionString": platform.observability.prometheus_url,
+        "usageParams": params}}
+
+
+class Observability(pulumi.ComponentResource):
+    release: Optional[k8s.helm.v3.Release]
+    namespace: str
+    dashboards: list[str]
+
+    def __init__(self, name: str, args: ObservabilityArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__("gpu-tenancy:platform:Observability", name, None, opts)
+        platform = args.platform
+        settings = platform.observability
+        child = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        self.namespace = settings.namespace
+        self.release = None
+        labels = {"app.kubernetes.io/managed-by": "gpu-tenancy", "release": settings.release_label}
+
+        # Monitors and rules need the Prometheus operator's CRDs: the release brings them, or the site has them.
+        crds: list[pulumi.Resource] = []
+        if settings.prometheus == "install":
+            namespace = k8s.core.v1.Namespace(f"{name}-namespace", metadata={"name": settings.namespace},
+                                              opts=child)
+            self.release = k8s.helm.v3.Release(
+                f"{name}-release",
+                name=INSTALL_RELEASE,
+                chart=versions.KUBE_PROMETHEUS_STACK_CHART,
+                version=settings.chart_version,
+                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.KUBE_PROMETHEUS_STACK_REPO),
+                namespace=settings.namespace,
+                values=stack_values(platform),
+                atomic=True,
+                cleanup_on_fail=True,
+                timeout=RELEASE_TIMEOUT_SECONDS,
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[namespace])),
+            )
+            crds.append(self.release)
+        after_crds = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=crds))
+
+        monitors = {
+            "kai-queue-controller": (platform.kai_scheduler.namespace, KAI_QUEUE_CONTROLLER, False,
+                                     [args.kai_release]),
+            "kai-scheduler": (platform.kai_scheduler.namespace, KAI_SCHEDULER, False, [args.kai_release]),
+            # honorLabels: the exporter's own namespace/pod labels name the pod holding the GPU; without it,
+            # Prometheus renames them exported_namespace/exported_pod and the team join finds nothing.
+            "dcgm-exporter": (platform.gpu_operator.namespace, DCGM_EXPORTER, True, list(args.gpu_operator)),
+        }
+        for monitor, (namespace, service, honor, after) in monitors.items():
+            k8s.apiextensions.CustomResource(
+                f"{name}-{monitor}",
+                api_version="monitoring.coreos.com/v1",
+                kind="ServiceMonitor",
+                metadata={"name": f"gpu-tenancy-{monitor}", "namespace": settings.namespace, "labels": labels},
+                spec=service_monitor_spec(namespace, service, honor_labels=honor),
+                opts=pulumi.ResourceOptions.merge(after_crds, pulumi.ResourceOptions(depends_on=after)),
+            )
+        k8s.apiextensions.CustomResource(
+            f"{name}-rules",
+            api_version="monitoring.coreos.com/v1",
+            kind="PrometheusRule",
+            metadata={"name": "gpu-tenancy", "namespace": settings.namespace, "labels": labels},
+            spec={"groups": observability_rules.rule_groups(platform)},
+            opts=after_crds,
+        )
+
+        self.dashboards = []
+        for key, (folder, board) in observability_dashboards.dashboards(platform).items():
+            config_map_name = f"gpu-tenancy-dashboard-{key}"[:63].rstrip("-")
+            k8s.core.v1.ConfigMap(
+                f"{name}-dashboard-{key}",
+                metadata={"name": config_map_name, "namespace": settings.namespace,
+                          "labels": {**labels, DASHBOARD_LABEL[0]: DASHBOARD_LABEL[1]},
+                          "annotations": {FOLDER_ANNOTATION: folder}},
+                data={f"{key}.json": json.dumps(board, sort_keys=True)},
+                opts=after_crds,
+            )
+            self.dashboards.append(config_map_name)
+
+        if settings.fairness.enabled:
+            # The chart creates the default shard with helm.sh/resource-policy keep and no usage settings:
+            # take over only these fields.
+            k8s.apiextensions.CustomResourcePatch(
+                f"{name}-kai-usage-fairness",
+                api_version="kai.scheduler/v1",
+                kind="SchedulingShard",
+                metadata={"name": DEFAULT_SHARD, "annotations": {"pulumi.com/patchForce": "true"}},
+                spec=shard_fairness_spec(platform),
+                opts=pulumi.ResourceOptions.merge(after_crds, pulumi.ResourceOptions(depends_on=[args.kai_release])),
+            )
+
+        self.register_outputs({"mode": settings.prometheus, "namespace": self.namespace,
+                               "releaseLabel": settings.release_label, "dashboards": self.dashboards})

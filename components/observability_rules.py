@@ -1,0 +1,180 @@
+"""Prometheus recording rules and alerts for per-team GPU accounting (plain data, no resources).
+
+One key runs through every number: team = vCluster = host namespace = leaf queue. KAI reports per queue
+(label ``queue_name``), the DCGM exporter per pod (labels ``namespace``, ``pod``), the API server per admission
+policy (label ``policy``). A constant series per team, ``gpu_tenancy_team_info``, written from stack config,
+joins the three, so no relabelling or namespace-label export is needed on the Prometheus side.
+
+Metric names and labels were read from KAI v0.16.4/v0.17.0 (pkg/queuecontroller/metrics,
+pkg/scheduler/metrics, namespace ``kai``), dcgm-exporter (etc/dcp-metrics-included.csv, Kubernetes pod
+mapping), kube-state-metrics (kube_pod_status_phase) and the Kubernetes API server
+(apiserver_validating_admission_policy_check_total); tests/test_observability_contract.py checks them.
+"""
+
+from __future__ import annotations
+
+from components.admission import policy_name
+from config.model import Platform, UNLIMITED
+
+TEAM_INFO = "gpu_tenancy_team_info"
+QUEUE_INFO = "gpu_tenancy_queue_info"
+TEAM_GPU_LIMIT = "gpu_tenancy_team_gpu_limit"
+
+# Per team (label ``team`` only, so any two can be compared directly).
+QUOTA = "team:kai_queue_deserved_gpus:max"
+ALLOCATED = "team:kai_queue_allocated_gpus:max"
+UTILISATION = "team:gpu_tenancy_gpu_utilisation:ratio"
+USED = "team:gpu_tenancy_used_gpus:sum"
+ALLOCATED_HOURS = "team:gpu_tenancy_allocated_gpu_hours:1h"
+USED_HOURS = "team:gpu_tenancy_used_gpu_hours:1h"
+HEADROOM = "team:gpu_tenancy_gpu_headroom:sum"
+PENDING = "team:gpu_tenancy_pending_pods:sum"
+# Per site.
+PROMISED = "site:gpu_tenancy_gpus_promised:sum"
+PRESENT = "site:gpu_tenancy_gpus_present:count"
+SITE_ALLOCATED = "site:gpu_tenancy_gpus_allocated:sum"
+
+# DCGM maps a GPU to the pod holding it; several series of one GPU (scraped twice, or per container) count once.
+_GPU_UTIL_BY_NAMESPACE = "max by (namespace, UUID) (DCGM_FI_DEV_GPU_UTIL) / 100"
+
+
+def _per_team(metric: str) -> str:
+    # max, not sum: the same queue scraped by two monitors must not count twice.
+    return f"max by (team) ({metric} * on (queue_name) group_left (team) {TEAM_INFO})"
+
+
+def _constant(record: str, value: float, labels: dict[str, str]) -> dict:
+    return {"record": record, "expr": f"vector({value:g})", "labels": labels}
+
+
+def info_rules(platform: Platform) -> list[dict]:
+    """What stack config knows and Prometheus cannot: which namespace, queue and policy belong to a team."""
+    rules = [_constant(QUEUE_INFO, 1, {"queue_name": platform.organization.name, "parent": ""})]
+    for team in platform.teams:
+        rules.append(_constant(TEAM_INFO, 1, {"team": team.name, "queue_name": team.queue_name,
+                                               "namespace": team.namespace, "policy": policy_name(team)}))
+        rules.append(_constant(QUEUE_INFO, 1, {"queue_name": team.queue_name, "parent": platform.organization.name}))
+        if team.resources.gpu.limit != UNLIMITED:
+            rules.append(_constant(TEAM_GPU_LIMIT, team.resources.gpu.limit, {"team": team.name}))
+    return rules
+
+
+def recording_rules() -> list[dict]:
+    team_gpus = f"{_GPU_UTIL_BY_NAMESPACE} * on (namespace) group_left (team) {TEAM_INFO}"
+    return [
+        {"record": QUOTA, "expr": _per_team("kai_queue_deserved_gpus")},
+        # KAI counts a 0.33 fraction as 0.33 of a GPU in the queue's allocated resources.
+        {"record": ALLOCATED, "expr": _per_team("kai_queue_allocated_gpus")},
+        {"record": UTILISATION, "expr": f"avg by (team) ({team_gpus})"},
+        {"record": USED, "expr": f"sum by (team) ({team_gpus})"},
+        # The mean over the last hour of a GPU count is the GPU-hours of that hour.
+        {"record": ALLOCATED_HOURS, "expr": f"avg_over_time({ALLOCATED}[1h])"},
+        {"record": USED_HOURS, "expr": f"avg_over_time({USED}[1h])"},
+        {"record": HEADROOM, "expr": f"{TEAM_GPU_LIMIT} - on (team) {ALLOCATED}"},
+        {"record": PENDING, "expr": "sum by (team) (max by (namespace, pod) (kube_pod_status_phase{phase=\"Pending\"})"
+                                    f" * on (namespace) group_left (team) {TEAM_INFO})"},
+        {"record": PROMISED, "expr": f"sum({QUOTA})"},
+        {"record": SITE_ALLOCATED, "expr": f"sum({ALLOCATED})"},
+        {"record": PRESENT, "expr": "count(count by (UUID) (DCGM_FI_DEV_GPU_UTIL))"},
+    ]
+
+
+def _alert(name: str, expr: str, duration: str, severity: str, summary: str, description: str,
+           runbook: str) -> dict:
+    return {"alert": name, "expr": expr, "for": duration, "labels": {"severity": severity},
+            "annotations": {"summary": summary, "description": description, "runbook": runbook}}
+
+
+def alert_rules(platform: Platform) -> list[dict]:
+    thresholds = platform.observability.alerts
+    idle_ratio = thresholds.idle_utilisation_percent / 100
+    return [
+        _alert(
+            "GpuTenancyTeamStarved",
+            f"({PENDING} > 0) and on (team) ({ALLOCATED} < on (team) {QUOTA})"
+            f" and on () (count({ALLOCATED} > on (team) {QUOTA}) > 0)",
+            f"{thresholds.pending_minutes}m", "warning",
+            "Team {{ $labels.team }} has pending pods below its GPU guarantee while other teams borrow",
+            "{{ $labels.team }} has {{ $value }} pending pod(s) and holds less than its GPU quota, while at least "
+            "one other team is over its own quota.",
+            "KAI should reclaim borrowed GPUs for a team under its quota. Check the team's queue "
+            "(kubectl get queue {{ $labels.team }} -o yaml): a pending pod that asks for more than the queue's "
+            "limit, or for a whole GPU where only fractions are free, stays pending by design. Otherwise look at "
+            "the KAI scheduler's logs for reclaim decisions and at the borrowing teams' preemptibility (a "
+            "non-preemptible workload over quota is not reclaimed)."),
+        _alert(
+            "GpuTenancyAllocatedGpuIdle",
+            f"({UTILISATION} < {idle_ratio:g}) and on (team) ({ALLOCATED} > 0)",
+            f"{thresholds.idle_minutes}m", "info",
+            "Team {{ $labels.team }} holds GPUs it barely uses",
+            "The GPUs mapped to {{ $labels.team }}'s pods were busy {{ $value | humanizePercentage }} of the time "
+            f"over the last {thresholds.idle_minutes} minutes (threshold {thresholds.idle_utilisation_percent:g}%).",
+            "A reclaim candidate: ask the team to scale down idle notebooks or servers, or lower its quota so the "
+            "GPUs become surplus other teams can borrow."),
+        _alert(
+            "GpuTenancyGpuXidError",
+            "changes(DCGM_FI_DEV_XID_ERRORS[15m]) > 0 and DCGM_FI_DEV_XID_ERRORS > 0",
+            "0m", "critical",
+            "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} reported an XID error",
+            "The DCGM exporter reported a new XID error on GPU {{ $labels.UUID }} (pod {{ $labels.pod }} in "
+            "{{ $labels.namespace }}).",
+            "Read the XID code (DCGM_FI_DEV_XID_ERRORS) against NVIDIA's XID table. Codes such as 48, 63, 64, 74, 79, "
+            "94 and 95 mean the GPU needs a reset or the node a drain: cordon the node, let KAI move the work, "
+            "then reset the GPU or reboot."),
+        _alert(
+            "GpuTenancyGpuEccErrors",
+            "increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[15m]) > 0",
+            "0m", "critical",
+            "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} had uncorrectable ECC errors",
+            "Double-bit ECC errors on GPU {{ $labels.UUID }}: work on it may have computed wrong results.",
+            "Cordon the node, drain GPU work, and check row remapping / retired pages with nvidia-smi -q. "
+            "Repeated errors mean the card must be replaced."),
+        _alert(
+            "GpuTenancyQueueMissing",
+            f"({QUEUE_INFO} unless on (queue_name) kai_queue_fair_share_gpu)"
+            " and on () (count(kai_queue_fair_share_gpu) > 0)",
+            "10m", "critical",
+            "Queue {{ $labels.queue_name }} is not in KAI's scheduling tree",
+            "Stack config defines queue {{ $labels.queue_name }} (parent '{{ $labels.parent }}'), but KAI's "
+            "scheduler computes no fair share for it: its pods cannot be scheduled.",
+            "KAI silently drops a queue whose parent does not exist, with its whole subtree. Run kubectl get "
+            "queues and check the parentQueue chain; run pulumi up to recreate a deleted parent."),
+        _alert(
+            "GpuTenancyKaiMetricsMissing",
+            "absent(kai_queue_info) or absent(kai_queue_fair_share_gpu)",
+            "15m", "warning",
+            "Prometheus receives no KAI queue metrics",
+            "kai_queue_info (queue controller) or kai_queue_fair_share_gpu (scheduler) is absent: per-team GPU "
+            "accounting and the queue alerts are blind.",
+            "Check the ServiceMonitors gpu-tenancy-kai-queue-controller and gpu-tenancy-kai-scheduler in KAI's "
+            "namespace and the targets page of Prometheus; the queue controller Service is queue-controller "
+            "(port metrics), the scheduler Service kai-scheduler-default (port http-metrics)."),
+        _alert(
+            "GpuTenancyAdmissionRejections",
+            "sum by (team, policy) (increase(apiserver_validating_admission_policy_check_total"
+            "{enforcement_action=\"deny\"}[10m]) * on (policy) group_left (team) " + TEAM_INFO + ")"
+            f" >= {thresholds.admission_rejections}",
+            "0m", "info",
+            "Team {{ $labels.team }}'s pods are refused by its admission policy",
+            "Policy {{ $labels.policy }} refused {{ $value }} pod request(s) in the last 10 minutes.",
+            "A tenant is hitting its guardrails (another team's queue, a scheduler other than KAI, a GPU device "
+            "list...). The refused pod's events inside the vCluster name the rule; see the README's tenant "
+            "security model. Repeated refusals of one workload usually mean a Helm chart that sets a field the "
+            "policy forbids."),
+        _alert(
+            "GpuTenancyGpusOverPromised",
+            f"{PROMISED} > {PRESENT}",
+            "30m", "warning",
+            "The teams are promised more GPUs than the site has",
+            "The teams' GPU quotas add up to {{ $value }}, more than the GPUs the DCGM exporter sees.",
+            "Guarantees cannot all be met at once. Add GPU nodes, or lower team quotas in stack config."),
+    ]
+
+
+def rule_groups(platform: Platform) -> list[dict]:
+    """The groups of the PrometheusRule (and of the file promtool checks)."""
+    return [
+        {"name": "gpu-tenancy-info", "rules": info_rules(platform)},
+        {"name": "gpu-tenancy-accounting", "rules": recording_rules()},
+        {"name": "gpu-tenancy-alerts", "rules": alert_rules(platform)},
+    ]

@@ -1,0 +1,129 @@
+"""Spec of the ``observability`` stack key: modes, external release label, thresholds, time-aware fairness."""
+
+from __future__ import annotations
+
+import pytest
+
+from config import ConfigError, load_platform, versions
+from tests.test_observability_rules import site_config
+
+
+def issues(raw: dict) -> dict[str, str]:
+    with pytest.raises(ConfigError) as error:
+        load_platform(raw)
+    return {issue.key: str(issue) for issue in error.value.issues}
+
+
+def test_existing_stacks_without_the_key_get_no_observability():
+    raw = site_config()
+    del raw["observability"]
+    settings = load_platform(raw).observability
+    assert settings.prometheus == "off" and not settings.enabled
+    assert not settings.fairness.enabled
+
+
+def test_install_defaults_pin_the_chart_and_select_by_its_release():
+    settings = load_platform(site_config()).observability
+    assert settings.chart_version == versions.KUBE_PROMETHEUS_STACK_VERSION
+    assert settings.release_label == "kube-prometheus-stack"
+    assert settings.alerts.pending_minutes == 15 and settings.alerts.idle_minutes == 60
+    assert settings.alerts.idle_utilisation_percent == 10 and settings.alerts.admission_rejections == 1
+    assert settings.prometheus_url == "http://kube-prometheus-stack-prometheus.monitoring.svc.cluster.local:9090"
+
+
+def test_unknown_mode_names_key_value_and_choices():
+    found = issues(site_config(prometheus="grafana-cloud"))
+    assert "observability.prometheus" in found
+    assert "'grafana-cloud'" in found["observability.prometheus"]
+    assert "install, external, off" in found["observability.prometheus"]
+
+
+def test_external_needs_a_release_label():
+    found = issues(site_config(prometheus="external"))
+    assert "observability.external.releaseLabel" in found
+    assert "release" in found["observability.external.releaseLabel"]
+
+
+def test_external_release_label_must_be_a_label_value():
+    found = issues(site_config(prometheus="external", external={"releaseLabel": "my prom!"}))
+    assert "'my prom!'" in found["observability.external.releaseLabel"]
+
+
+def test_external_settings_with_install_are_refused():
+    found = issues(site_config(external={"releaseLabel": "prom"}))
+    assert "prometheus is install" in found["observability.external"]
+
+
+def test_external_mode_keeps_the_site_release_label():
+    settings = load_platform(site_config(prometheus="external", external={
+        "releaseLabel": "prom-stack", "url": "http://prometheus-operated.monitoring:9090"})).observability
+    assert settings.release_label == "prom-stack"
+    assert settings.prometheus_url == "http://prometheus-operated.monitoring:9090"
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("pendingMinutes", 0, "between 1 and 1440"),
+    ("idleUtilisationPercent", 150, "between 0 and 100"),
+    ("idleMinutes", "1h", "whole number"),
+    ("admissionRejections", -2, ">= 1"),
+])
+def test_bad_thresholds_name_key_value_and_fix(key, value, words):
+    found = issues(site_config(alerts={key: value}))
+    assert f"observability.alerts.{key}" in found
+    assert words in found[f"observability.alerts.{key}"]
+    assert repr(value) in found[f"observability.alerts.{key}"]
+
+
+def test_time_aware_fairness_needs_prometheus():
+    raw = site_config(prometheus="off", timeAwareFairness={"enabled": True})
+    assert "set observability.prometheus to install or external" in issues(raw)[
+        "observability.timeAwareFairness.enabled"]
+
+
+def test_time_aware_fairness_with_external_prometheus_needs_its_url():
+    raw = site_config(prometheus="external", external={"releaseLabel": "prom"}, timeAwareFairness={"enabled": True})
+    assert "observability.external.url" in issues(raw)["observability.timeAwareFairness.enabled"]
+
+
+@pytest.mark.parametrize("key, value", [("windowSize", "1 week"), ("halfLifePeriod", "10 minutes"),
+                                        ("windowType", "rolling"), ("kValue", -1)])
+def test_bad_fairness_knobs(key, value):
+    found = issues(site_config(timeAwareFairness={"enabled": True, key: value}))
+    assert f"observability.timeAwareFairness.{key}" in found
+
+
+def test_fairness_knobs_read():
+    fairness = load_platform(site_config(timeAwareFairness={
+        "enabled": True, "windowSize": "3d", "windowType": "tumbling", "halfLifePeriod": "12h",
+        "kValue": 2})).observability.fairness
+    assert (fairness.enabled, fairness.window_size, fairness.window_type, fairness.half_life_period,
+            fairness.k_value) == (True, "3d", "tumbling", "12h", 2)
+
+
+def test_chart_version_must_be_exact():
+    assert "observability.chartVersion" in issues(site_config(chartVersion="latest"))
+    assert "observability.chartVersion" in issues(site_config(chartVersion="v84.5.0"))
+
+
+def test_grafana_switch_only_for_install():
+    raw = site_config(prometheus="external", external={"releaseLabel": "prom"}, grafana=False)
+    assert "observability.grafana" in issues(raw)
+
+
+def test_unknown_key_suggests_the_near_one():
+    found = issues(site_config(alerts={"pendingMinute": 5}))
+    assert "did you mean 'pendingMinutes'" in found["observability.alerts.pendingMinute"]
+
+
+def test_installed_stack_needs_a_namespace_of_its_own():
+    found = issues(site_config(namespace="kai-scheduler"))
+    assert "KAI Scheduler" in found["observability.namespace"]
+    found = issues(site_config(namespace="vcluster-beta"))
+    assert "team beta" in found["observability.namespace"]
+
+
+def test_external_objects_may_share_the_operator_namespace_but_not_a_tenant_one():
+    external = {"prometheus": "external", "external": {"releaseLabel": "prom"}}
+    assert load_platform(site_config(**external, namespace="gpu-operator-resources")).observability.namespace == \
+        "gpu-operator-resources"
+    assert "observability.namespace" in issues(site_config(**external, namespace="vcluster-alpha"))

@@ -1,0 +1,194 @@
+"""GPU-hours per team for chargeback, read from the platform's Prometheus.
+
+    python -m tools.usage --prometheus http://localhost:9090 --from 2026-11-01T00:00:00Z --to 2026-12-01T00:00:00Z
+    python -m tools.usage --prometheus URL --from DATE --to DATE --csv > november.csv
+
+Per team (team = vCluster = host namespace = KAI leaf queue) over [from, to):
+- quota_gpu_hours: the GPU guarantee kept for the team (KAI's deserved GPUs), integrated over time;
+- allocated_gpu_hours: GPUs KAI allocated to the team's pods, fractions as fractions;
+- borrowed_gpu_hours: the part of the allocation above the quota (surplus lent by other teams);
+- used_gpu_hours: measured busy time of the GPUs mapped to the team's pods (DCGM utilisation);
+- utilisation: used / allocated.
+
+Each figure is the sum of one sample per ``--step`` (left end of each step, so [from, to) is counted once
+whatever the range semantics of the Prometheus version) times the step in hours. The team join uses the
+``gpu_tenancy_team_info`` series the platform's PrometheusRule records; the expressions are the recording
+rules' own (components/observability_rules.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Optional, Sequence, TextIO
+
+from components import observability_rules as rules
+
+COLUMNS = ("team", "quota_gpu_hours", "allocated_gpu_hours", "borrowed_gpu_hours", "used_gpu_hours", "utilisation")
+TIMEOUT_SECONDS = 30
+
+
+class UsageError(Exception):
+    """A problem the user can fix: bad dates, an unreachable Prometheus, no KAI data."""
+
+
+@dataclass(frozen=True)
+class TeamUsage:
+    team: str
+    quota_gpu_hours: float
+    allocated_gpu_hours: float
+    borrowed_gpu_hours: float
+    used_gpu_hours: float
+
+    @property
+    def utilisation(self) -> Optional[float]:
+        return self.used_gpu_hours / self.allocated_gpu_hours if self.allocated_gpu_hours > 0 else None
+
+    def row(self) -> dict[str, str]:
+        values = {name: getattr(self, name) for name in COLUMNS}
+        return {name: value if isinstance(value, str) else "" if value is None else f"{value:.4f}"
+                for name, value in values.items()}
+
+
+def parse_time(text: str, option: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
+    except ValueError:
+        raise UsageError(f"{option} {text!r} is not an ISO 8601 date; write it as 2026-11-01T00:00:00Z") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def _expressions() -> dict[str, str]:
+    recorded = {rule["record"]: rule["expr"] for rule in rules.recording_rules()}
+    quota, allocated = f"clamp_min({recorded[rules.QUOTA]}, 0)", recorded[rules.ALLOCATED]
+    return {
+        "quota_gpu_hours": quota,
+        "allocated_gpu_hours": allocated,
+        "borrowed_gpu_hours": f"clamp_min({allocated} - {quota}, 0)",
+        "used_gpu_hours": recorded[rules.USED],
+    }
+
+
+class Prometheus:
+    def __init__(self, url: str):
+        self.url = url.rstrip("/")
+
+    def query(self, expr: str, at: float) -> list[dict]:
+        body = urllib.parse.urlencode({"query": expr, "time": f"{at:.3f}"}).encode()
+        request = urllib.request.Request(f"{self.url}/api/v1/query", data=body, method="POST",
+                                         headers={"Content-Type": "application/x-www-form-urlencoded"})
+        try:
+            with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as response:
+                answer = json.load(response)
+        except urllib.error.HTTPError as error:
+            try:
+                detail = json.load(error).get("error", error.reason)
+            except (ValueError, AttributeError):
+                detail = error.reason
+            raise UsageError(f"Prometheus at {self.url} refused the query ({error.code}): {detail}") from None
+        except (urllib.error.URLError, OSError) as error:
+            reason = getattr(error, "reason", error)
+            raise UsageError(f"cannot reach Prometheus at {self.url}: {reason}. Check --prometheus (for an "
+                             "in-cluster Prometheus: kubectl -n monitoring port-forward "
+                             "svc/kube-prometheus-stack-prometheus 9090)") from None
+        except ValueError:
+            raise UsageError(f"{self.url} did not answer like a Prometheus API (no JSON)") from None
+        if answer.get("status") != "success":
+            raise UsageError(f"Prometheus at {self.url} failed the query: {answer.get('error', answer)}")
+        return answer["data"]["result"]
+
+
+def report(prometheus: Prometheus, start: datetime, end: datetime, step_seconds: int = 60) -> list[TeamUsage]:
+    window = (end - start).total_seconds()
+    if window < step_seconds:
+        raise UsageError(f"--to must be at least {step_seconds}s after --from (got {start.isoformat()} to "
+                         f"{end.isoformat()})")
+    range_ = f"{int(window * 1000)}ms"
+    end_ts = end.timestamp()
+    if not prometheus.query(f"count(count_over_time(kai_queue_allocated_gpus[{range_}]))", end_ts):
+        raise UsageError(f"Prometheus at {prometheus.url} has no KAI queue metrics (kai_queue_allocated_gpus) "
+                         f"between {start.isoformat()} and {end.isoformat()}: is KAI's queue controller scraped "
+                         "(observability.prometheus), and was the platform running then?")
+    if not prometheus.query(f"count(count_over_time({rules.TEAM_INFO}[{range_}]))", end_ts):
+        raise UsageError(f"Prometheus at {prometheus.url} has KAI data but no {rules.TEAM_INFO} series between "
+                         f"{start.isoformat()} and {end.isoformat()}: the platform's PrometheusRule (which maps "
+                         "queues and namespaces to teams) is not loaded")
+    # Samples sit at multiples of the step; evaluating half a step early puts every range boundary between
+    # two samples, so [from, to) holds the same samples under closed and left-open range semantics.
+    at = end_ts - step_seconds / 2
+    figures: dict[str, dict[str, float]] = {}
+    for column, expr in _expressions().items():
+        query = f"sum_over_time(({expr})[{range_}:{step_seconds}s]) * {step_seconds} / 3600"
+        for sample in prometheus.query(query, at):
+            team = sample["metric"].get("team")
+            if team:
+                figures.setdefault(team, {})[column] = float(sample["value"][1])
+    return [TeamUsage(team=team, **{column: values.get(column, 0.0) for column in _expressions()})
+            for team, values in sorted(figures.items())]
+
+
+def write_csv(usages: list[TeamUsage], out: TextIO) -> None:
+    writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for usage in usages:
+        writer.writerow(usage.row())
+
+
+def write_table(usages: list[TeamUsage], start: datetime, end: datetime, out: TextIO) -> None:
+    out.write(f"GPU usage per team, {start.isoformat()} to {end.isoformat()} (GPU-hours)\n")
+    headers = ("team", "quota", "allocated", "borrowed", "used", "utilisation")
+    rows = [[usage.team, *(f"{getattr(usage, name):.3f}" for name in COLUMNS[1:5]),
+             "-" if usage.utilisation is None else f"{usage.utilisation:.0%}"] for usage in usages]
+    totals = ["total", *(f"{sum(getattr(u, name) for u in usages):.3f}" for name in COLUMNS[1:5]), ""]
+    widths = [max(len(str(row[i])) for row in [headers, *rows, totals]) for i in range(len(headers))]
+    for row in [headers, *rows, totals]:
+        out.write("  ".join(str(cell).ljust(width) if i == 0 else str(cell).rjust(width)
+                            for i, (cell, width) in enumerate(zip(row, widths))).rstrip() + "\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.usage",
+        description="GPU-hours quota, allocated, borrowed and used per team, from the platform's Prometheus.",
+        epilog="example:\n  python -m tools.usage --prometheus http://localhost:9090 "
+               "--from 2026-11-01T00:00:00Z --to 2026-12-01T00:00:00Z --csv",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--prometheus", metavar="URL", required=True, help="Prometheus base URL")
+    parser.add_argument("--from", dest="start", metavar="DATE", required=True,
+                        help="start, ISO 8601 (2026-11-01T00:00:00Z); UTC when no offset is given")
+    parser.add_argument("--to", dest="end", metavar="DATE", required=True, help="end (excluded), ISO 8601")
+    parser.add_argument("--csv", action="store_true", help="one CSV row per team on standard output")
+    parser.add_argument("--step", metavar="SECONDS", type=int, default=60,
+                        help="sampling step (default 60; use a multiple of the scrape interval)")
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None, out: TextIO = sys.stdout) -> int:
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exit_:  # --help, or a usage error argparse already printed
+        return exit_.code if isinstance(exit_.code, int) else 2
+    try:
+        start, end = parse_time(args.start, "--from"), parse_time(args.end, "--to")
+        if args.step < 1:
+            raise UsageError(f"--step {args.step} must be a positive number of seconds")
+        usages = report(Prometheus(args.prometheus), start, end, args.step)
+    except UsageError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if args.csv:
+        write_csv(usages, out)
+    else:
+        write_table(usages, start, end, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
