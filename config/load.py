@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping, Optional
 from config import versions
 from config.capacity import known_gpu_capacity
 from config.errors import MISSING, ConfigError, ConfigIssue
-from config.hosts import POOL_LABEL, ROLE_LABEL, HostProfile, host_profile
+from config.hosts import HostProfile, host_profile
 from config.model import (
     CiSettings,
     Cluster,
@@ -43,6 +43,10 @@ from config.model import (
 from config.merge import deep_merge
 from config.reader import Reader, Section, is_number
 from config.sharing import PROFILES, TIME_SLICED
+from config.vocabulary import (
+    EXACT_VERSION, KAI_RESERVED_QUEUES, NODE_PROFILE_LABEL, POOL_LABEL, QUEUE_FIELDS, QUEUE_RESOURCES, ROLE_LABEL,
+    SYSTEM_NAMESPACES,
+)
 
 PROJECT = "gpu-tenancy"
 
@@ -55,12 +59,8 @@ SECRET_SOURCES = {"sshPrivateKey": "~/.ssh/id_ed25519", "kubeconfig": "path/to/k
 OTHER_NAMESPACES = ("pulumi", "aws", "eks", "kubernetes", "command")
 CLUSTER_KINDS = ("microk8s", "eks", "kubeconfig")
 OPERATOR_MODES = ("install", "microk8s-addon", "external")
-KAI_RESERVED_QUEUES = ("default-queue", "default-parent-queue")
 MICROK8S_ADDON_NAMESPACE = "gpu-operator-resources"
-SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease", "default")
 
-QUEUE_FIELDS = ("quota", "limit", "overQuotaWeight")
-RESOURCE_NAMES = ("gpu", "cpu", "memory")
 VCLUSTER_FIELDS = ("version", "nodeLabels", "syncRuntimeClasses", "enforceTolerations",
                    "controlPlaneResources", "resourceQuota", "limitRange", "networkPolicy", "podSecurity",
                    "extraValues")
@@ -75,7 +75,6 @@ RETIRED_TEAM_FIELDS = {
 # The first KAI release whose pod webhook can neutralise NVIDIA_VISIBLE_DEVICES (global.blockNvidiaVisibleDevices).
 KAI_MINIMUM_VERSION = (0, 16, 0)
 
-_PINNED_SEMVER = re.compile(r"^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$")
 _EPSILON = 1e-9
 
 DEFAULT_VCLUSTER = VClusterSettings(
@@ -405,7 +404,7 @@ def _pinned_version(section: Section, name: str, value: Optional[str], *, prefix
         section._fail(name, value, "chart versions must be pinned", f"set an exact version such as {example}")
         return None
     bare = value[1:] if value.startswith("v") else value
-    if not _PINNED_SEMVER.fullmatch(bare):
+    if not EXACT_VERSION.fullmatch(value):
         section._fail(name, value, "is not an exact version (no ranges or wildcards)",
                       f"set an exact version such as {example}")
         return None
@@ -424,7 +423,7 @@ def _pinned_version(section: Section, name: str, value: Optional[str], *, prefix
 def _queue_resources(section: Section, defaults: Optional[dict[str, QueueResource]] = None) -> QueueResources:
     """Read gpu/cpu/memory; a resource left out entirely takes its entry from ``defaults``."""
     resources = {}
-    for name in RESOURCE_NAMES:
+    for name in QUEUE_RESOURCES:
         if defaults and name in defaults and not section.has(name):
             resources[name] = defaults[name]
             continue
@@ -450,7 +449,7 @@ def _organization(section: Section) -> Organization:
         name=name,
         display_name=section.string("displayName", name or ""),
         priority=section.integer("priority", 100, minimum=0),
-        resources=_queue_resources(section.child("resources", RESOURCE_NAMES)),
+        resources=_queue_resources(section.child("resources", QUEUE_RESOURCES)),
     )
 
 
@@ -474,7 +473,7 @@ def _team(section: Section, stack_vcluster: VClusterSettings) -> Team:
         name=name,
         display_name=section.string("displayName", name or ""),
         priority=section.integer("priority", 100, minimum=0),
-        resources=_queue_resources(section.child("resources", RESOURCE_NAMES),
+        resources=_queue_resources(section.child("resources", QUEUE_RESOURCES),
                                    _cpu_memory_from_quota(vcluster.resource_quota)),
         vcluster_name=vcluster_name,
         namespace=section.string("namespace", f"vcluster-{vcluster_name}"[:63].rstrip("-"), dns_label=True),
@@ -614,7 +613,7 @@ def _check_node_group_profiles(reader: Reader, cluster: Cluster) -> None:
     if cluster.eks is None:
         return
     for index, group in enumerate(cluster.eks.gpu_node_groups):
-        if "nvidia.com/device-plugin.config" in group.labels:
+        if NODE_PROFILE_LABEL in group.labels:
             reader.fail(f"cluster.eks.gpuNodeGroups[{index}].labels", group.labels,
                         "sets the device-plugin config label by hand", "use sharingProfile instead")
         if POOL_LABEL in group.labels:

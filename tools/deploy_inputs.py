@@ -19,11 +19,11 @@ import kubernetes_validate
 import yaml
 
 from config import versions
+from config.vocabulary import POD_SECURITY_LABEL as ENFORCE_LABEL, VCLUSTER_MANAGED_BY_LABEL
 
 # Rendered charts hold megabytes of CRDs: libyaml's parser when PyYAML has it.
 YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
-ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
 ANY = "*"  # a node label whose value the site sets but the plan cannot know (hostname...)
 WORKLOAD_KINDS = ("Pod", "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob")
 # Objects of these kinds have no namespace (custom kinds: the scope their CRD declares).
@@ -280,7 +280,7 @@ def vcluster_dns_pods(release: Release) -> list[K8sObject]:
     for index, (metadata, spec) in enumerate(templates):
         spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **synced_selector}
         spec["tolerations"] = list(spec.get("tolerations") or []) + enforced
-        labels = {**(metadata.get("labels") or {}), "vcluster.loft.sh/managed-by": release.name,
+        labels = {**(metadata.get("labels") or {}), VCLUSTER_MANAGED_BY_LABEL: release.name,
                   "vcluster.loft.sh/namespace": "kube-system"}
         manifest = {"apiVersion": "v1", "kind": "Pod",
                     "metadata": {"name": f"coredns-{index}-x-kube-system-x-{release.name}",
