@@ -27,11 +27,11 @@ TEAMS = ("team-nlp", "team-vision", "team-recommender")
 FAKE_TOKEN = "offline-plan-token"  # the token of every fake kubeconfig tools.mockrun hands out
 
 
-def run_main(*argv: str) -> tuple[int, str, str]:
-    """``main(argv)`` in this process, with its stdout and stderr."""
+def run_main(*argv: str, **options) -> tuple[int, str, str]:
+    """``main(argv, **options)`` in this process, with its stdout and stderr."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = plan.main(list(argv))
+        code = plan.main(list(argv), **options)
     return code, out.getvalue(), err.getvalue()
 
 
@@ -221,12 +221,11 @@ def test_every_tenant_shows_its_admission_rules(tmp_path):
         assert {"own-queue", "device-env", "pod-group", "node-name", "guarded-fields"} <= set(rules), row
 
 
-def test_warnings_and_notes_are_in_the_summary_and_printed_in_full(monkeypatch, tmp_path):
+def test_warnings_and_notes_are_in_the_summary_and_printed_in_full(tmp_path):
     config = dev_config()
     config["gpu-tenancy:cluster"] = {"kind": "kubeconfig", "kubeconfig": {"gpus": 4}}
     config["gpu-tenancy:gpuOperator"] = {"mode": "install"}
-    monkeypatch.setattr(mockrun, "load_stack_file", lambda stack, *args, **kwargs: config)
-    code, stdout, stderr = run_main("onprem", "--out", str(tmp_path))
+    code, stdout, stderr = run_main("onprem", "--out", str(tmp_path), config=config)
     assert code == 0, stderr
     document = json.loads((tmp_path / plan.PLAN_FILE).read_text())
     summary = (tmp_path / plan.SUMMARY_FILE).read_text()
@@ -239,25 +238,22 @@ def test_warnings_and_notes_are_in_the_summary_and_printed_in_full(monkeypatch, 
 # --- failures -----------------------------------------------------------------------------------
 
 
-def test_invalid_config_exits_2_names_the_key_and_writes_no_plan(monkeypatch, tmp_path):
+def test_invalid_config_exits_2_names_the_key_and_writes_no_plan(tmp_path):
     config = dev_config()
     config["gpu-tenancy:teams"][1]["resources"]["gpu"]["limit"] = "lots"
-    monkeypatch.setattr(mockrun, "load_stack_file", lambda stack, *args, **kwargs: config)
     # A plan from an earlier, valid run must not survive next to the error.
     (tmp_path / plan.PLAN_FILE).write_text("{}")
-    code, stdout, stderr = run_main("dev", "--out", str(tmp_path))
+    code, stdout, stderr = run_main("dev", "--out", str(tmp_path), config=config)
     assert code == 2
     assert "teams[1].resources.gpu.limit" in stderr
     assert not (tmp_path / plan.PLAN_FILE).exists() and not (tmp_path / plan.SUMMARY_FILE).exists()
     assert stdout == ""
 
 
-def test_a_stack_file_yaml_1_1_reads_differently_exits_2_naming_the_key(monkeypatch, tmp_path):
+def test_a_stack_file_yaml_1_1_reads_differently_exits_2_naming_the_key(tmp_path):
     (tmp_path / "Pulumi.site.yaml").write_text((PROJECT_DIR / "Pulumi.dev.yaml").read_text().replace(
         "    - name: team-vision\n", "    - name: team-vision\n      protect: no\n      displayName: 2026-01-01\n"))
-    read = mockrun.load_stack_file
-    monkeypatch.setattr(mockrun, "load_stack_file", lambda stack, *args, **kwargs: read(stack, tmp_path))
-    code, stdout, stderr = run_main("site", "--out", str(tmp_path / "out"))
+    code, stdout, stderr = run_main("site", "--out", str(tmp_path / "out"), stack_dir=tmp_path)
     assert (code, stdout) == (2, "")
     assert "gpu-tenancy:teams[1].protect = 'no'" in stderr and "write false for a boolean" in stderr
     assert "gpu-tenancy:teams[1].displayName = '2026-01-01'" in stderr and "Traceback" not in stderr
