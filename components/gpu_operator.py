@@ -121,6 +121,7 @@ class GpuOperator(pulumi.ComponentResource):
             )
 
         self.register_outputs({
+            "mode": settings.mode,
             "namespace": self.namespace,
             "configMapName": self.config_map_name,
             "profileKeys": self.profile_keys,

@@ -93,7 +93,7 @@ class HostCluster(pulumi.ComponentResource):
         )
         if self.profile.creates_storage_class:
             self.tenant_prerequisites.append(self._default_storage_class(name, self.profile))
-        self.register_outputs({"kubeconfig": self.kubeconfig, "nodeGroups": self.node_groups,
+        self.register_outputs({"kind": cluster.kind, "kubeconfig": self.kubeconfig, "nodeGroups": self.node_groups,
                                "storageClass": self.profile.storage_class})
 
     # --- MicroK8s -----------------------------------------------------------------------------

@@ -194,6 +194,7 @@ class TenantCluster(pulumi.ComponentResource):
         self.kubeconfig = pulumi.Output.secret(
             kubeconfig_secret.data.apply(lambda data: base64.b64decode((data or {}).get("config", "")).decode()))
         self.register_outputs({
+            "team": team.name,
             "namespace": team.namespace,
             "queue": team.queue_name,
             "admissionPolicy": policy_name(team),

@@ -19,7 +19,8 @@ import kubernetes_validate
 import yaml
 
 from config import versions
-from config.vocabulary import POD_SECURITY_LABEL as ENFORCE_LABEL, VCLUSTER_MANAGED_BY_LABEL
+from config.vocabulary import EKS_CLUSTER, EKS_NODE_GROUP, HOST_COMPONENT, VCLUSTER_MANAGED_BY_LABEL
+from config.vocabulary import POD_SECURITY_LABEL as ENFORCE_LABEL
 
 # Rendered charts hold megabytes of CRDs: libyaml's parser when PyYAML has it.
 YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -99,12 +100,15 @@ def _taint(raw: Mapping[str, Any]) -> Taint:
 
 
 def site_from_plan(plan: Mapping[str, Any]) -> Site:
-    """The site a plan (``tools.plan.build_plan``) deploys to: host kind, version, node pools."""
+    """The site a plan (``tools.plan.build_plan``) deploys to: host kind (as the host component
+    registered it), version, node pools."""
     resources = plan["resources"]
     by_type = lambda typ: [r for r in resources if r["type"] == typ]  # noqa: E731
-    clusters = by_type("eks:index:Cluster")
-    if clusters:
-        groups = by_type("eks:index:ManagedNodeGroup")
+    kind = next((r.get("outputs", {}).get("kind") for r in sorted(by_type(HOST_COMPONENT), key=lambda r: r["urn"])),
+                None)
+    if kind == "eks":
+        clusters = by_type(EKS_CLUSTER)
+        groups = by_type(EKS_NODE_GROUP)
         pools = []
         for group in groups:
             inputs = group["inputs"]
@@ -115,8 +119,8 @@ def site_from_plan(plan: Mapping[str, Any]) -> Site:
                                   _OPERATOR_PREFIXES if gpu else ("feature.node.kubernetes.io/",)))
         version = str(clusters[0]["inputs"].get("version") or versions.EKS_KUBERNETES_VERSION)
         return Site(plan["stack"], "eks", HOST_FACTS["eks"], (version,), tuple(pools))
-    commands = [str(r["inputs"].get("create", "")) for r in resources if r["type"].startswith("command:")]
-    if any("microk8s" in command for command in commands):
+    if kind == "microk8s":
+        commands = [str(r["inputs"].get("create", "")) for r in resources if r["type"].startswith("command:")]
         # One node: the GPU box; the nvidia addon's operator labels it.
         node = NodePool("microk8s-node", {**_NODE_BASE_LABELS, **_GPU_NODE_LABELS}, (), _OPERATOR_PREFIXES)
         return Site(plan["stack"], "microk8s", HOST_FACTS["microk8s"], UNPINNED_KUBERNETES, (node,),

@@ -83,6 +83,12 @@ class PlanIndex:
             parent = self.by_urn[parent].get("parent")
         return chain
 
+    def registered(self, component_type: str, key: str) -> Any:
+        """What the (first) component of ``component_type`` registered as output ``key``: the program's own
+        decision (host kind, operator mode...), or None when the plan has no such component."""
+        components = sorted(self.of_type(component_type), key=lambda resource: resource["urn"])
+        return dig(components[0], "outputs", key) if components else None
+
     def under(self, resource: dict[str, Any], component_type: str) -> bool:
         return any(ancestor["type"] == component_type for ancestor in self.ancestors(resource))
 
