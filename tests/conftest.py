@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tools.mockrun import PROJECT_DIR, ProgramRun, load_stack_file, run_program
+from tools.mockrun import PROJECT_DIR, ProgramRun, committed_stacks, load_stack_file, run_program
 
-COMMITTED_STACKS = sorted(path.name[len("Pulumi."):-len(".yaml")] for path in PROJECT_DIR.glob("Pulumi.*.yaml"))
+COMMITTED_STACKS = committed_stacks()
 UPSTREAM_DIR = Path(os.environ.get("GPU_TENANCY_UPSTREAM", PROJECT_DIR.parent / "shared" / "upstream"))
 
 # Hypothesis profiles: "dev" (the default) keeps a local run quick, "ci" (HYPOTHESIS_PROFILE=ci, set by

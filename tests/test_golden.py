@@ -11,7 +11,7 @@ import difflib
 import pytest
 
 from tests.conftest import COMMITTED_STACKS
-from tools.golden import GOLDEN_DIR, REGENERATE, committed_stacks, golden_files
+from tools.golden import GOLDEN_DIR, REGENERATE, golden_files
 
 
 def _difference(name: str, golden: str, fresh: str) -> str:
@@ -22,7 +22,6 @@ def _difference(name: str, golden: str, fresh: str) -> str:
 
 
 def test_every_committed_stack_has_a_golden_plan():
-    assert committed_stacks() == COMMITTED_STACKS
     assert sorted(path.name for path in GOLDEN_DIR.iterdir() if path.is_dir()) == COMMITTED_STACKS, \
         f"golden plans and committed stacks differ: run `{REGENERATE}`"
 

@@ -20,16 +20,12 @@ from typing import Optional, Sequence
 from config import ConfigError
 from config.stack_file import StackFileError
 from tools import mockrun
-from tools.mockrun import PROJECT_DIR, ProgramRun
+from tools.mockrun import PROJECT_DIR, ProgramRun, committed_stacks
 from tools.plan_document import PLAN_FILE, build_plan, render_plan_json
 from tools.plan_summary import SUMMARY_FILE, render_summary
 
 GOLDEN_DIR = PROJECT_DIR / "tests" / "golden"
 REGENERATE = "python -m tools.golden"
-
-
-def committed_stacks(project_dir: Path = PROJECT_DIR) -> list[str]:
-    return sorted(path.name[len("Pulumi."):-len(".yaml")] for path in project_dir.glob("Pulumi.*.yaml"))
 
 
 def golden_files(run: ProgramRun, stack: str) -> dict[str, str]:

@@ -304,6 +304,11 @@ def owned_event_loops() -> Iterator[None]:
             asyncio.set_event_loop_policy(previous)
 
 
+def committed_stacks(project_dir: Path = PROJECT_DIR) -> list[str]:
+    """The stacks with a ``Pulumi.<stack>.yaml`` in the project root."""
+    return sorted(path.name[len("Pulumi."):-len(".yaml")] for path in project_dir.glob("Pulumi.*.yaml"))
+
+
 def load_stack_file(stack: str, project_dir: Path = PROJECT_DIR) -> dict[str, Any]:
     """The ``config:`` block of ``Pulumi.<stack>.yaml``, read as the Pulumi CLI reads it
     (``config.stack_file``: raises ``StackFileError`` or ``ConfigError``)."""
