@@ -22,7 +22,6 @@ from tools.mockrun import PROJECT_DIR, REDACTED
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 QUEUE = "kubernetes:scheduling.run.ai/v2:Queue"
-PATCH = "kubernetes:nvidia.com/v1:ClusterPolicyPatch"
 TEAMS = ("team-nlp", "team-vision", "team-recommender")
 FAKE_TOKEN = "offline-plan-token"  # the token of every fake kubeconfig tools.mockrun hands out
 
@@ -56,10 +55,6 @@ def dev_plan(dev_out) -> dict:
 @pytest.fixture(scope="module")
 def dev_summary(dev_out) -> str:
     return (dev_out / plan.SUMMARY_FILE).read_text()
-
-
-def queues(document: dict) -> dict[str, dict]:
-    return {r["inputs"]["metadata"]["name"]: r["inputs"]["spec"] for r in document["resources"] if r["type"] == QUEUE}
 
 
 # --- reproducibility ----------------------------------------------------------------------------
@@ -111,49 +106,8 @@ def test_files_hold_no_machine_specific_text(dev_out):
 # --- what dev plans -----------------------------------------------------------------------------
 
 
-def test_dev_has_one_org_queue_and_three_team_queues_under_it(dev_plan):
-    found = queues(dev_plan)
-    assert set(found) == {"ml-org", *TEAMS}
-    roots = [name for name, spec in found.items() if not spec.get("parentQueue")]
-    assert roots == ["ml-org"]
-    gpu = found["ml-org"]["resources"]["gpu"]
-    assert (gpu["quota"], gpu["limit"], gpu["overQuotaWeight"]) == (1, -1, 1)
-    for team in TEAMS:
-        spec = found[team]
-        assert spec["parentQueue"] == "ml-org"
-        assert spec["priority"] == 100
-        assert spec["resources"]["gpu"]["quota"] == 0.33
-        assert spec["resources"]["gpu"]["limit"] == 1
-        assert spec["resources"]["gpu"]["overQuotaWeight"] == 1
-
-
-def test_dev_installs_kai_v0_16_4_from_its_oci_chart_with_gpu_sharing(dev_plan):
-    kai = [r for r in dev_plan["resources"] if r["type"] == RELEASE and r["inputs"].get("name") == "kai-scheduler"]
-    assert len(kai) == 1
-    inputs = kai[0]["inputs"]
-    assert inputs["chart"] == "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler"
-    assert inputs["version"] == "v0.16.4"
-    assert inputs["values"]["global"]["gpuSharing"] is True
-
-
-def test_dev_patches_the_microk8s_addon_instead_of_installing_the_gpu_operator(dev_plan, dev_summary):
-    releases = [r for r in dev_plan["resources"] if r["type"] == RELEASE]
-    assert not [r for r in releases if r["inputs"].get("chart") == "gpu-operator"
-                or r["inputs"].get("name") == "gpu-operator"]
-    assert len([r for r in dev_plan["resources"] if r["type"] == PATCH]) == 1
-    assert "ClusterPolicy patch" in dev_summary
-    assert "install**" not in dev_summary
-
-
-def test_summary_reviews_host_queues_releases_and_tenants(dev_summary):
-    for team in TEAMS:
-        assert f"`{team}`" in dev_summary
-        assert f"vcluster connect {team} --namespace vcluster-{team}" in dev_summary
-    assert "ml-org" in dev_summary
-    for needle in ("v0.16.4", "0.36.1", "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler",
-                   "Kind: **microk8s**", "sudo snap refresh --hold microk8s", "time-slicing-config"):
-        assert needle in dev_summary
-    # Setup commands in the order they run, and the tree with the teams under the org queue.
+def test_summary_lists_setup_commands_in_the_order_they_run_and_teams_under_the_org_queue(dev_summary):
+    # What else the dev summary says is in its golden copy (tests/golden/dev/summary.md).
     assert dev_summary.index("snap refresh --hold") < dev_summary.index("enable dns") \
         < dev_summary.index("enable hostpath-storage") < dev_summary.index("microk8s config`")
     assert "├── team-nlp" in dev_summary and "└── team-vision" in dev_summary

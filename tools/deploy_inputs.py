@@ -20,7 +20,6 @@ import yaml
 
 from config import versions
 from config.vocabulary import EKS_CLUSTER, EKS_NODE_GROUP, HOST_COMPONENT, VCLUSTER_MANAGED_BY_LABEL
-from config.vocabulary import POD_SECURITY_LABEL as ENFORCE_LABEL
 
 # Rendered charts hold megabytes of CRDs: libyaml's parser when PyYAML has it.
 YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
