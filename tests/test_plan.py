@@ -7,6 +7,7 @@ resource, outputs, secret output names, warnings) and ``summary.md`` (a reviewer
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import json
 import os
@@ -18,6 +19,7 @@ import pytest
 
 from tests.conftest import dev_config
 from tools import mockrun, plan
+from tools.deploy_inputs import site_from_plan
 from tools.mockrun import PROJECT_DIR, REDACTED
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -111,6 +113,27 @@ def test_summary_lists_setup_commands_in_the_order_they_run_and_teams_under_the_
     assert dev_summary.index("snap refresh --hold") < dev_summary.index("enable dns") \
         < dev_summary.index("enable hostpath-storage") < dev_summary.index("microk8s config`")
     assert "├── team-nlp" in dev_summary and "└── team-vision" in dev_summary
+
+
+def test_the_summary_reads_the_decisions_the_components_registered(dev_plan):
+    """Host kind, operator mode and each tenant's team come from the components' outputs, not from
+    resource types, stack outputs or name prefixes: change only what a component registered."""
+    document = copy.deepcopy(dev_plan)
+    for resource in document["resources"]:
+        outputs = resource.get("outputs") or {}
+        if "kind" in outputs:
+            outputs["kind"] = "kubeconfig"
+        if "mode" in outputs:
+            outputs["mode"] = "external"
+        if "team" in outputs:
+            outputs["team"] = outputs["team"].upper()
+    summary = plan.render_summary(document)
+    assert "Kind: **kubeconfig**" in summary and "Kind: **microk8s**" not in summary
+    assert "Mode: **external**" in summary and "Mode: **ClusterPolicy patch**" not in summary
+    tenants = summary.split("\n## Tenants\n")[1].split("\n## ")[0]
+    for team in TEAMS:
+        assert f"\n| `{team.upper()}` |" in tenants and f"\n| `{team}` |" not in tenants
+    assert site_from_plan(document).kind == "kubeconfig"
 
 
 def test_no_secret_value_leaks(dev_out, dev_plan, dev_summary):
