@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import ipaddress
 import re
 from typing import Any, Iterable, Mapping, Optional
 
@@ -19,21 +18,14 @@ from config.capacity import known_gpu_capacity
 from config.errors import MISSING, ConfigError, ConfigIssue
 from config.hosts import HostProfile, host_profile
 from config.model import (
-    CiSettings,
     Cluster,
     ControlPlaneResources,
-    EksHost,
-    GpuNodeGroup,
     GpuOperator,
     KaiScheduler,
-    KubeconfigHost,
-    MicroK8sHost,
-    NodeGroupScaling,
     Organization,
     Platform,
     QueueResource,
     QueueResources,
-    SystemNodeGroup,
     Team,
     TenantLimitRange,
     TenantResourceQuota,
@@ -41,10 +33,11 @@ from config.model import (
     VClusterSettings,
 )
 from config.merge import deep_merge
-from config.reader import Reader, Section, is_number
+from config.load_host import read_ci, read_cluster
+from config.reader import Reader, Section, is_number, pinned_version
 from config.sharing import PROFILES, TIME_SLICED
 from config.vocabulary import (
-    EXACT_VERSION, KAI_RESERVED_QUEUES, NODE_PROFILE_LABEL, POOL_LABEL, QUEUE_FIELDS, QUEUE_RESOURCES, ROLE_LABEL,
+    KAI_RESERVED_QUEUES, NODE_PROFILE_LABEL, POOL_LABEL, QUEUE_FIELDS, QUEUE_RESOURCES, ROLE_LABEL,
     SYSTEM_NAMESPACES,
 )
 
@@ -57,7 +50,6 @@ SECRET_SOURCES = {"sshPrivateKey": "~/.ssh/id_ed25519", "kubeconfig": "path/to/k
 # Config namespaces a stack may use besides the project's own: Pulumi's and the providers' the
 # program runs. Any other namespace is a typo that would leave its keys silently unread.
 OTHER_NAMESPACES = ("pulumi", "aws", "eks", "kubernetes", "command")
-CLUSTER_KINDS = ("microk8s", "eks", "kubeconfig")
 OPERATOR_MODES = ("install", "microk8s-addon", "external")
 MICROK8S_ADDON_NAMESPACE = "gpu-operator-resources"
 
@@ -127,11 +119,11 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     that sets it, not an error, and is listed in ``Platform.missing_secrets``.
     """
     reader = Reader()
-    secrets = _Secrets(reader, set(secrets_set), set(placeholders))
+    secrets = Secrets(reader, set(secrets_set), set(placeholders))
     root = reader.section("", {key: value for key, value in raw.items() if key not in SECRET_KEYS},
                           TOP_LEVEL_KEYS)
 
-    cluster = _cluster(root.child("cluster", ("kind", "microk8s", "eks", "kubeconfig")), secrets)
+    cluster = read_cluster(root.child("cluster", ("kind", "microk8s", "eks", "kubeconfig")), secrets)
     host = host_profile(cluster) if cluster is not None else None
     gpu_operator = _gpu_operator(root.child("gpuOperator", ("mode", "version", "namespace", "driverEnabled",
                                                             "toolkitEnabled", "timeSlicing")), cluster, host)
@@ -147,7 +139,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     if root.has("teams") and isinstance(root.raw("teams"), list) and not root.raw("teams"):
         reader.fail("teams", [], "no teams are defined", "add at least one team with a name and resources")
 
-    ci = _ci(root.child("ci", ("runner",)))
+    ci = read_ci(root.child("ci", ("runner",)))
     if reader.issues:
         raise ConfigError(reader.issues)
 
@@ -172,7 +164,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
                        "notes": tuple(_notes(platform))})
 
 
-class _Secrets:
+class Secrets:
     """Which secret keys are set, and which required ones are missing."""
 
     def __init__(self, reader: Reader, set_: set[str], placeholders: set[str]):
@@ -186,162 +178,6 @@ class _Secrets:
             self.missing.append(name)
             return
         self.reader.fail(name, MISSING, problem, f"run: {secret_command(name)}")
-
-
-# --- host -----------------------------------------------------------------------------------
-
-
-def _cluster(section: Section, secrets: _Secrets) -> Optional[Cluster]:
-    kind = section.string("kind", choices=CLUSTER_KINDS,
-                          fix="set cluster.kind to microk8s, eks or kubeconfig")
-    for other in CLUSTER_KINDS:
-        if other != kind and section.has(other) and kind is not None:
-            section._fail(other, section.raw(other), f"is settings for kind {other}, but cluster.kind is {kind}",
-                          f"remove cluster.{other} or set cluster.kind to {other}")
-    if kind == "microk8s":
-        return Cluster(kind, microk8s=_microk8s(section.child("microk8s", (
-            "host", "user", "port", "useSudo", "enableNvidiaAddon", "nvidiaAddonOperatorVersion",
-            "apiServerUrl", "gpus")), secrets))
-    if kind == "eks":
-        return Cluster(kind, eks=_eks(section.child("eks", (
-            "name", "region", "kubernetesVersion", "vpcId", "publicSubnetIds", "privateSubnetIds", "vpcCidr",
-            "availabilityZones", "systemNodeGroup", "gpuNodeGroups"))))
-    if kind == "kubeconfig":
-        secrets.require("kubeconfig", "cluster.kind is kubeconfig but no kubeconfig is set")
-        return Cluster(kind, kubeconfig=_kubeconfig(section.child("kubeconfig", (
-            "context", "gpus", "storageClass", "apiServerPort"))))
-    return None
-
-
-def _microk8s(section: Section, secrets: _Secrets) -> MicroK8sHost:
-    host = section.string("host", None, fix="set it to the GPU machine's address, or remove it to run locally")
-    if host is not None:
-        secrets.require("sshPrivateKey", "cluster.microk8s.host is set but no SSH private key is")
-    api_server_url = section.string("apiServerUrl", None, fix="set it to https://<address>:16443")
-    if api_server_url is not None and not api_server_url.startswith("https://"):
-        section._fail("apiServerUrl", api_server_url, "must be an https:// URL",
-                      "set it to https://<address>:16443")
-    version = section.string("nvidiaAddonOperatorVersion", versions.MICROK8S_ADDON_GPU_OPERATOR_VERSION)
-    return MicroK8sHost(
-        host=host,
-        user=section.string("user", "ubuntu"),
-        port=section.integer("port", 22, minimum=1, maximum=65535),
-        use_sudo=section.boolean("useSudo", True),
-        enable_nvidia_addon=section.boolean("enableNvidiaAddon", False),
-        nvidia_addon_operator_version=_pinned_version(section, "nvidiaAddonOperatorVersion", version, prefix="v"),
-        api_server_url=api_server_url,
-        gpus=section.integer("gpus", 1, minimum=0),
-    )
-
-
-def _scaling(section: Section, defaults: tuple[int, int, int]) -> NodeGroupScaling:
-    low = section.integer("minSize", defaults[0], minimum=0)
-    desired = section.integer("desiredSize", defaults[1], minimum=0)
-    high = section.integer("maxSize", defaults[2], minimum=1)
-    if None not in (low, desired, high) and not low <= desired <= high:
-        section._fail("desiredSize", desired, f"must lie between minSize ({low}) and maxSize ({high})",
-                      "choose sizes with minSize <= desiredSize <= maxSize")
-    return NodeGroupScaling(low, desired, high)
-
-
-def _eks(section: Section) -> EksHost:
-    region = section.string("region", fix="set cluster.eks.region, e.g. us-east-2")
-    vpc_id = section.string("vpcId", None, fix="set it to an existing VPC id (vpc-...), or remove it")
-    public = section.string_list("publicSubnetIds", ())
-    private = section.string_list("privateSubnetIds", ())
-    if vpc_id is not None and not (public or private):
-        section._fail("vpcId", vpc_id, "an existing VPC needs its subnets",
-                      "set cluster.eks.privateSubnetIds (and publicSubnetIds for public load balancers)")
-    elif vpc_id is not None and not private:
-        section._fail("privateSubnetIds", MISSING, "node groups run in private subnets only",
-                      "set cluster.eks.privateSubnetIds to the VPC's private subnets (with a NAT route)")
-    if vpc_id is None and (public or private):
-        section._fail("vpcId", MISSING, "subnet ids are set without their VPC", "set cluster.eks.vpcId")
-    system = section.child("systemNodeGroup", ("instanceTypes", "minSize", "desiredSize", "maxSize", "diskSize"))
-    gpu_groups = []
-    for path, value in section.items("gpuNodeGroups", required=True):
-        group = section.reader.section(path, value, ("name", "instanceTypes", "minSize", "desiredSize", "maxSize",
-                                                     "diskSize", "sharingProfile", "labels"))
-        gpu_groups.append(GpuNodeGroup(
-            name=group.string("name", dns_label=True, fix="give the node group a short DNS-1123 name, e.g. gpu"),
-            instance_types=group.string_list("instanceTypes", non_empty=True),
-            scaling=_scaling(group, (0, 1, 1)),
-            disk_size=group.integer("diskSize", 100, minimum=20),
-            sharing_profile=group.string("sharingProfile", None, choices=PROFILES),
-            labels=group.string_map("labels", {}),
-        ))
-    if section.has("gpuNodeGroups") and isinstance(section.raw("gpuNodeGroups"), list) and not gpu_groups:
-        section._fail("gpuNodeGroups", [], "an EKS host needs at least one GPU node group",
-                      "add an entry with name, instanceTypes (e.g. [g4dn.xlarge]) and sizes")
-    names = [group.name for group in gpu_groups]
-    for index, name in enumerate(names):
-        if name == "system":
-            section.reader.fail(f"{section.key('gpuNodeGroups')}[{index}].name", name,
-                                "is the name of the CPU system node group", "give the GPU node group another name")
-        elif name is not None and names.index(name) != index:
-            section.reader.fail(f"{section.key('gpuNodeGroups')}[{index}].name", name, "duplicate node group name",
-                                "give every GPU node group its own name")
-    version = section.string("kubernetesVersion", versions.EKS_KUBERNETES_VERSION)
-    if version is not None and not re.fullmatch(r"1\.\d+", version):
-        section._fail("kubernetesVersion", version, "must be a pinned Kubernetes minor version",
-                      "use the form 1.NN, e.g. 1.33")
-    zones = section.integer("availabilityZones", 2, minimum=2, maximum=6)
-    return EksHost(
-        name=section.string("name", "gpu-tenancy", dns_label=True),
-        region=region,
-        kubernetes_version=version,
-        vpc_id=vpc_id,
-        public_subnet_ids=public or (),
-        private_subnet_ids=private or (),
-        vpc_cidr=_vpc_cidr(section, zones),
-        availability_zones=zones,
-        system_node_group=SystemNodeGroup(
-            instance_types=system.string_list("instanceTypes", ("m6i.large",), non_empty=True),
-            scaling=_scaling(system, (1, 2, 3)),
-            disk_size=system.integer("diskSize", 50, minimum=20),
-        ),
-        gpu_node_groups=tuple(gpu_groups),
-    )
-
-
-def _vpc_cidr(section: Section, zones: Optional[int]) -> Optional[str]:
-    """The created VPC is cut into /20 subnets: one public and one private per zone."""
-    value = section.string("vpcCidr", "10.0.0.0/16")
-    if value is None:
-        return None
-    try:
-        network = ipaddress.IPv4Network(value)
-    except ValueError:
-        section._fail("vpcCidr", value, "is not an IPv4 network", "use a block such as 10.0.0.0/16")
-        return None
-    if zones and (network.prefixlen > 20 or 2 ** (20 - network.prefixlen) < 2 * zones):
-        section._fail("vpcCidr", value, f"has no room for {2 * zones} /20 subnets",
-                      "use a larger block such as a /16, or fewer availabilityZones")
-        return None
-    return value
-
-
-_STORAGE_CLASS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-
-
-def _kubeconfig(section: Section) -> KubeconfigHost:
-    storage_class = section.string("storageClass", None,
-                                   fix="set it to the name of a StorageClass of the cluster, e.g. standard")
-    if storage_class is not None and (len(storage_class) > 253 or not _STORAGE_CLASS_NAME.fullmatch(storage_class)):
-        section._fail("storageClass", storage_class, "is not a valid StorageClass name",
-                      "use the name `kubectl get storageclass` shows (lowercase letters, digits, '-' and '.')")
-        storage_class = None
-    return KubeconfigHost(
-        context=section.string("context", None),
-        gpus=section.integer("gpus", None, minimum=0),
-        storage_class=storage_class,
-        api_server_port=section.integer("apiServerPort", None, minimum=1, maximum=65535),
-    )
-
-
-def _ci(section: Section) -> CiSettings:
-    """Where this site's CI jobs run: a site only reachable on-prem names its self-hosted runner."""
-    return CiSettings(runner=section.string_list("runner", (), non_empty=True) or ())
 
 
 # --- GPU operator and KAI ---------------------------------------------------------------------
@@ -369,7 +205,7 @@ def _gpu_operator(section: Section, cluster: Optional[Cluster], host: Optional[H
     version = section.string("version", versions.GPU_OPERATOR_VERSION)
     return GpuOperator(
         mode=mode,
-        version=_pinned_version(section, "version", version, prefix="v"),
+        version=pinned_version(section, "version", version, prefix="v"),
         namespace=namespace,
         # The operator installs what the host's nodes do not already have (config/hosts.py).
         driver_enabled=section.boolean("driverEnabled", not (host and host.gpu_driver_preinstalled)),
@@ -385,7 +221,7 @@ def _gpu_operator(section: Section, cluster: Optional[Cluster], host: Optional[H
 
 
 def _kai(section: Section) -> KaiScheduler:
-    version = _pinned_version(section, "version", section.string("version", versions.KAI_VERSION), prefix="v")
+    version = pinned_version(section, "version", section.string("version", versions.KAI_VERSION), prefix="v")
     if version is not None and versions.release_numbers(version) < KAI_MINIMUM_VERSION:
         minimum = "v" + ".".join(map(str, KAI_MINIMUM_VERSION))
         section._fail("version", version,
@@ -394,27 +230,6 @@ def _kai(section: Section) -> KaiScheduler:
                       f"pin {minimum} or later, e.g. {versions.KAI_VERSION}")
         version = None
     return KaiScheduler(version=version, gpu_sharing=section.boolean("gpuSharing", True))
-
-
-def _pinned_version(section: Section, name: str, value: Optional[str], *, prefix: str) -> Optional[str]:
-    if value is None:
-        return None
-    example = f"{prefix}1.2.3"
-    if value.strip().lower() in ("latest", "stable", "*"):
-        section._fail(name, value, "chart versions must be pinned", f"set an exact version such as {example}")
-        return None
-    bare = value[1:] if value.startswith("v") else value
-    if not EXACT_VERSION.fullmatch(value):
-        section._fail(name, value, "is not an exact version (no ranges or wildcards)",
-                      f"set an exact version such as {example}")
-        return None
-    if prefix and not value.startswith(prefix):
-        section._fail(name, value, f"this chart's versions start with '{prefix}'", f"write it as {prefix}{value}")
-        return None
-    if not prefix and value.startswith("v"):
-        section._fail(name, value, "this chart's versions have no leading 'v'", f"write it as {bare}")
-        return None
-    return value
 
 
 # --- queues and teams -------------------------------------------------------------------------
@@ -495,7 +310,7 @@ def _cpu_memory_from_quota(quota: TenantResourceQuota) -> dict[str, QueueResourc
 
 def _vcluster(section: Section, base: VClusterSettings) -> VClusterSettings:
     """Read a ``vcluster`` block; every key left out keeps its value from ``base``."""
-    version = _pinned_version(section, "version", section.string("version", base.version), prefix="")
+    version = pinned_version(section, "version", section.string("version", base.version), prefix="")
     resources = section.child("controlPlaneResources", ("requests", "limits"))
     quota = section.child("resourceQuota", ("cpu", "memory", "pods", "services", "persistentVolumeClaims"))
     limits = section.child("limitRange", ("defaultCpu", "defaultMemory", "defaultRequestCpu", "defaultRequestMemory"))
