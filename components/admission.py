@@ -22,10 +22,10 @@ import pulumi_kubernetes as k8s
 
 from components.kai import SCHEDULER_NAME
 from config.model import Team
+from config.vocabulary import (
+    ADMISSION_COMPONENT, MANAGED_BY, NAMESPACE_NAME_LABEL, QUEUE_LABEL, TEAM_LABEL, VCLUSTER_MANAGED_BY_LABEL,
+)
 
-QUEUE_LABEL = "kai.scheduler/queue"
-MANAGED_BY_LABEL = "vcluster.loft.sh/managed-by"
-NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 GPU_RESOURCE = "nvidia.com/gpu"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
@@ -144,8 +144,8 @@ def _no_device_paths() -> str:
 
 
 def match_conditions(team: Team) -> list[dict]:
-    labelled = f"{_get('object', 'labels', MANAGED_BY_LABEL)} == '{team.vcluster_name}'"
-    old_labelled = f"(request.operation == 'UPDATE' && {_get('oldObject', 'labels', MANAGED_BY_LABEL)} == " \
+    labelled = f"{_get('object', 'labels', VCLUSTER_MANAGED_BY_LABEL)} == '{team.vcluster_name}'"
+    old_labelled = f"(request.operation == 'UPDATE' && {_get('oldObject', 'labels', VCLUSTER_MANAGED_BY_LABEL)} == " \
                    f"'{team.vcluster_name}')"
     return [{"name": "synced-by-this-vcluster",
              "expression": f"request.userInfo.username == '{syncer_username(team)}' || {labelled} || {old_labelled}"}]
@@ -263,9 +263,9 @@ class TenantAdmission(pulumi.ComponentResource):
     binding: k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding
 
     def __init__(self, name: str, args: TenantAdmissionArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        super().__init__("gpu-tenancy:platform:TenantAdmission", name, None, opts)
+        super().__init__(ADMISSION_COMPONENT, name, None, opts)
         team = args.team
-        labels = {"app.kubernetes.io/managed-by": "gpu-tenancy", "gpu-tenancy/team": team.name}
+        labels = {**MANAGED_BY, TEAM_LABEL: team.name}
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
         self.policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
             f"{name}-policy",

@@ -14,6 +14,8 @@ from typing import Optional
 import pulumi
 import pulumi_aws as aws
 
+from config.vocabulary import EKS_NETWORK_COMPONENT
+
 
 @dataclass
 class EksNetworkArgs:
@@ -28,7 +30,7 @@ class EksNetwork(pulumi.ComponentResource):
     private_subnet_ids: list[pulumi.Output[str]]
 
     def __init__(self, name: str, args: EksNetworkArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        super().__init__("gpu-tenancy:platform:EksNetwork", name, None, opts)
+        super().__init__(EKS_NETWORK_COMPONENT, name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         cluster_tag = f"kubernetes.io/cluster/{args.cluster_name}"
         zones = aws.get_availability_zones_output(state="available", opts=pulumi.InvokeOutputOptions(parent=self))

@@ -22,6 +22,7 @@ import pulumi_kubernetes as k8s
 from components import observability_dcgm
 from config import sharing, versions
 from config.model import GpuOperator as GpuOperatorSettings
+from config.vocabulary import GPU_OPERATOR_COMPONENT, MANAGED_BY
 
 ADDON_CLUSTER_POLICY = "cluster-policy"
 # The operator rolls out drivers and validators node by node; a first install takes a while.
@@ -76,7 +77,7 @@ class GpuOperator(pulumi.ComponentResource):
     release: Optional[k8s.helm.v3.Release]
 
     def __init__(self, name: str, args: GpuOperatorArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        super().__init__("gpu-tenancy:platform:GpuOperator", name, None, opts)
+        super().__init__(GPU_OPERATOR_COMPONENT, name, None, opts)
         settings = args.settings
         time_slicing = settings.time_slicing
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
@@ -96,7 +97,7 @@ class GpuOperator(pulumi.ComponentResource):
         config_map = k8s.core.v1.ConfigMap(
             f"{name}-time-slicing",
             metadata={"name": time_slicing.config_map_name, "namespace": settings.namespace,
-                      "labels": {"app.kubernetes.io/managed-by": "gpu-tenancy"}},
+                      "labels": dict(MANAGED_BY)},
             data=sharing.config_map_data(time_slicing),
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=namespace_ready)),
         )
@@ -142,6 +143,7 @@ class GpuOperator(pulumi.ComponentResource):
             )
 
         self.register_outputs({
+            "mode": settings.mode,
             "namespace": self.namespace,
             "configMapName": self.config_map_name,
             "profileKeys": self.profile_keys,

@@ -22,10 +22,11 @@ from pulumi_command import local, remote
 
 from components.eks_network import EksNetwork, EksNetworkArgs
 from components.gpu_operator import ADDON_CLUSTER_POLICY
-from config import sharing, versions
+from config import versions
 from config.hosts import SYSTEM_POOL, HostProfile, host_profile
 from config.load import MICROK8S_ADDON_NAMESPACE
 from config.model import Cluster, EksHost, MicroK8sHost
+from config.vocabulary import HOST_COMPONENT, MANAGED_BY, NODE_PROFILE_LABEL
 
 EKS_GPU_AMI = "AL2023_x86_64_NVIDIA"
 EKS_SYSTEM_AMI = "AL2023_x86_64_STANDARD"
@@ -65,7 +66,7 @@ class HostCluster(pulumi.ComponentResource):
     tenant_prerequisites: list[pulumi.Resource]
 
     def __init__(self, name: str, args: HostClusterArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        super().__init__("gpu-tenancy:platform:HostCluster", name, None, opts)
+        super().__init__(HOST_COMPONENT, name, None, opts)
         self.node_groups = []
         self.tenant_prerequisites = []
         cluster = args.cluster
@@ -92,7 +93,7 @@ class HostCluster(pulumi.ComponentResource):
         )
         if self.profile.creates_storage_class:
             self.tenant_prerequisites.append(self._default_storage_class(name, self.profile))
-        self.register_outputs({"kubeconfig": self.kubeconfig, "nodeGroups": self.node_groups,
+        self.register_outputs({"kind": cluster.kind, "kubeconfig": self.kubeconfig, "nodeGroups": self.node_groups,
                                "storageClass": self.profile.storage_class})
 
     # --- MicroK8s -----------------------------------------------------------------------------
@@ -179,7 +180,7 @@ class HostCluster(pulumi.ComponentResource):
             resource = f"{name}-{'system' if pool.name == SYSTEM_POOL else f'gpu-{pool.name}'}"
             labels = dict(pool.labels)
             if sharing_profiles.get(pool.name) is not None:
-                labels[sharing.NODE_PROFILE_LABEL] = profile_keys[sharing_profiles[pool.name]]
+                labels[NODE_PROFILE_LABEL] = profile_keys[sharing_profiles[pool.name]]
             template = _node_launch_template(f"{resource}-template", disk_size, child)
             node_groups.append(eks.ManagedNodeGroup(
                 resource,
@@ -232,7 +233,7 @@ class HostCluster(pulumi.ComponentResource):
         return k8s.storage.v1.StorageClass(
             f"{name}-storage-class",
             metadata={"name": profile.storage_class,
-                      "labels": {"app.kubernetes.io/managed-by": "gpu-tenancy"},
+                      "labels": dict(MANAGED_BY),
                       "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
             provisioner=EBS_CSI_PROVISIONER,
             parameters={"type": "gp3", "encrypted": "true"},

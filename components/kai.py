@@ -24,6 +24,7 @@ import yaml
 from components.kubectl_job import HOME_VOLUME, POD_SECURITY_CONTEXT, kubectl_container, wait_for_create_args
 from config import versions
 from config.model import KaiScheduler as KaiSettings
+from config.vocabulary import KAI_COMPONENT, MANAGED_BY, QUEUE_RESOURCES
 
 SCHEDULER_NAME = "kai-scheduler"
 RELEASE_TIMEOUT_SECONDS = 900
@@ -57,7 +58,7 @@ class KaiScheduler(pulumi.ComponentResource):
     scheduler_name: str = SCHEDULER_NAME
 
     def __init__(self, name: str, args: KaiSchedulerArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        super().__init__("gpu-tenancy:platform:KaiScheduler", name, None, opts)
+        super().__init__(KAI_COMPONENT, name, None, opts)
         settings = args.settings
         self.namespace = settings.namespace
         self.release = k8s.helm.v3.Release(
@@ -79,14 +80,14 @@ class KaiScheduler(pulumi.ComponentResource):
                                "version": settings.version})
 
     def _queue_webhook_probe(self, name: str, settings: KaiSettings, provider: k8s.Provider) -> k8s.batch.v1.Job:
-        labels = {"app.kubernetes.io/managed-by": "gpu-tenancy", "app.kubernetes.io/name": PROBE_NAME}
+        labels = {**MANAGED_BY, "app.kubernetes.io/name": PROBE_NAME}
         metadata = {"name": PROBE_NAME, "namespace": settings.namespace, "labels": labels}
         after_release = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[self.release])
         probe_queue = {
             "apiVersion": "scheduling.run.ai/v2", "kind": "Queue",
             "metadata": {"name": PROBE_NAME},
             "spec": {"resources": {resource: {"quota": -1, "limit": -1, "overQuotaWeight": 1}
-                                   for resource in ("gpu", "cpu", "memory")}},
+                                   for resource in QUEUE_RESOURCES}},
         }
         manifest = k8s.core.v1.ConfigMap(f"{name}-probe-queue", metadata=metadata,
                                          data={"queue.yaml": yaml.safe_dump(probe_queue, sort_keys=True)},

@@ -16,6 +16,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from config.model import Organization, QueueResource, QueueResources, Team
+from config.vocabulary import MANAGED_BY, QUEUE_RESOURCES, QUEUES_COMPONENT
 
 QUEUE_API_VERSION = "scheduling.run.ai/v2"
 # KAI's admission webhook can still be starting right after its release reports ready.
@@ -39,7 +40,7 @@ def queue_spec(display_name: str, priority: int, resources: QueueResources, pare
     spec = {
         "displayName": display_name,
         "priority": priority,
-        "resources": {name: _resource(getattr(resources, name)) for name in ("gpu", "cpu", "memory")},
+        "resources": {name: _resource(getattr(resources, name)) for name in QUEUE_RESOURCES},
     }
     if parent is not None:
         spec["parentQueue"] = parent
@@ -51,7 +52,7 @@ class QueueHierarchy(pulumi.ComponentResource):
     team_queues: dict[str, k8s.apiextensions.CustomResource]
 
     def __init__(self, name: str, args: QueueHierarchyArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        super().__init__("gpu-tenancy:platform:QueueHierarchy", name, None, opts)
+        super().__init__(QUEUES_COMPONENT, name, None, opts)
         org = args.organization
 
         def queue(resource_name: str, queue_name: str, spec: dict, after: pulumi.Resource):
@@ -59,7 +60,7 @@ class QueueHierarchy(pulumi.ComponentResource):
                 resource_name,
                 api_version=QUEUE_API_VERSION,
                 kind="Queue",
-                metadata={"name": queue_name, "labels": {"app.kubernetes.io/managed-by": "gpu-tenancy"}},
+                metadata={"name": queue_name, "labels": dict(MANAGED_BY)},
                 spec=spec,
                 opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[after],
                                             custom_timeouts=QUEUE_TIMEOUTS),

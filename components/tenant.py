@@ -24,6 +24,7 @@ from components.kubectl_job import HOME_VOLUME, POD_SECURITY_CONTEXT, kubectl_co
 from config import versions
 from config.merge import deep_merge
 from config.model import Team, VClusterSettings
+from config.vocabulary import MANAGED_BY, POD_SECURITY_LABEL, TEAM_LABEL, TENANT_COMPONENT
 
 RELEASE_TIMEOUT_SECONDS = 900
 # Non-root identity of a restricted tenant's control plane (and owner of its data volume).
@@ -147,7 +148,7 @@ class TenantCluster(pulumi.ComponentResource):
     connect_command: str
 
     def __init__(self, name: str, args: TenantClusterArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        super().__init__("gpu-tenancy:platform:TenantCluster", name, None, opts)
+        super().__init__(TENANT_COMPONENT, name, None, opts)
         team = args.team
         protect = team.protect
         self.connect_command = connect_command(team)
@@ -155,11 +156,11 @@ class TenantCluster(pulumi.ComponentResource):
         self.namespace = k8s.core.v1.Namespace(
             f"{name}-namespace",
             metadata={"name": team.namespace, "labels": {
-                "app.kubernetes.io/managed-by": "gpu-tenancy",
-                "gpu-tenancy/team": team.name,
+                **MANAGED_BY,
+                TEAM_LABEL: team.name,
                 # Synced pods run on the shared nodes: a tenant's cluster-admin must not buy it
                 # privileged or host-path pods there.
-                "pod-security.kubernetes.io/enforce": team.vcluster.pod_security,
+                POD_SECURITY_LABEL: team.vcluster.pod_security,
             }},
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, protect=protect),
         )
@@ -193,6 +194,7 @@ class TenantCluster(pulumi.ComponentResource):
         self.kubeconfig = pulumi.Output.secret(
             kubeconfig_secret.data.apply(lambda data: base64.b64decode((data or {}).get("config", "")).decode()))
         self.register_outputs({
+            "team": team.name,
             "namespace": team.namespace,
             "queue": team.queue_name,
             "admissionPolicy": policy_name(team),
@@ -204,7 +206,7 @@ class TenantCluster(pulumi.ComponentResource):
         """A Job that ends once ``vc-<name>`` exists; it may read that one Secret and nothing else."""
         secret = kubeconfig_secret_name(team)
         job_name = f"{secret}-wait"[:63].rstrip("-")
-        labels = {"app.kubernetes.io/managed-by": "gpu-tenancy", "app.kubernetes.io/name": "kubeconfig-wait"}
+        labels = {**MANAGED_BY, "app.kubernetes.io/name": "kubeconfig-wait"}
         metadata = {"name": job_name, "namespace": team.namespace, "labels": labels}
         after_release = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[self.release])
         account = k8s.core.v1.ServiceAccount(f"{name}-kubeconfig-wait", metadata=metadata, opts=after_release)

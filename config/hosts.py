@@ -26,10 +26,8 @@ from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
 from config.model import Cluster
+from config.vocabulary import POOL_LABEL, ROLE_LABEL
 
-POOL_LABEL = "gpu-tenancy/pool"
-# Every GPU node group carries it, so one selector can name all GPU pools at once.
-ROLE_LABEL = "gpu-tenancy/role"
 GPU_ROLE = "gpu"
 SYSTEM_ROLE = "system"
 SYSTEM_POOL = "system"

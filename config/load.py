@@ -10,40 +10,34 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import ipaddress
 import re
 from typing import Any, Iterable, Mapping, Optional
 
 from config import versions
 from config.capacity import known_gpu_capacity
 from config.errors import MISSING, ConfigError, ConfigIssue
-from config.hosts import POOL_LABEL, ROLE_LABEL, HostProfile, host_profile
+from config.hosts import HostProfile, host_profile
 from config.model import (
-    CiSettings,
     Cluster,
     ControlPlaneResources,
-    EksHost,
-    GpuNodeGroup,
     GpuOperator,
     KaiScheduler,
-    KubeconfigHost,
-    MicroK8sHost,
-    NodeGroupScaling,
     Organization,
     Platform,
-    QueueResource,
-    QueueResources,
-    SystemNodeGroup,
     Team,
     TenantLimitRange,
     TenantResourceQuota,
     TimeSlicing,
     VClusterSettings,
 )
-from config.merge import deep_merge
 from config import observability as observability_config
-from config.reader import Reader, Section, is_number
+from config.load_host import read_ci, read_cluster
+from config.load_teams import (
+    TEAM_FIELDS, VCLUSTER_FIELDS, read_organization, read_team, read_vcluster, without_retired,
+)
+from config.reader import Reader, Section, pinned_version
 from config.sharing import PROFILES, TIME_SLICED
+from config.vocabulary import KAI_RESERVED_QUEUES, NODE_PROFILE_LABEL, POOL_LABEL, ROLE_LABEL, SYSTEM_NAMESPACES
 
 PROJECT = "gpu-tenancy"
 
@@ -55,30 +49,13 @@ SECRET_SOURCES = {"sshPrivateKey": "~/.ssh/id_ed25519", "kubeconfig": "path/to/k
 # Config namespaces a stack may use besides the project's own: Pulumi's and the providers' the
 # program runs. Any other namespace is a typo that would leave its keys silently unread.
 OTHER_NAMESPACES = ("pulumi", "aws", "eks", "kubernetes", "command")
-CLUSTER_KINDS = ("microk8s", "eks", "kubeconfig")
 OPERATOR_MODES = ("install", "microk8s-addon", "external")
-KAI_RESERVED_QUEUES = ("default-queue", "default-parent-queue")
 KAI_DEVICE_LIST_NAME = re.compile(r"shared-gpu-i?[0-9]+$")
 MICROK8S_ADDON_NAMESPACE = "gpu-operator-resources"
-SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease", "default")
 
-QUEUE_FIELDS = ("quota", "limit", "overQuotaWeight")
-RESOURCE_NAMES = ("gpu", "cpu", "memory")
-VCLUSTER_FIELDS = ("version", "nodeLabels", "syncRuntimeClasses", "enforceTolerations",
-                   "controlPlaneResources", "resourceQuota", "limitRange", "networkPolicy", "podSecurity",
-                   "extraValues")
-POD_SECURITY_LEVELS = ("privileged", "baseline", "restricted")
-TEAM_FIELDS = ("name", "displayName", "priority", "resources", "vclusterName", "namespace", "protect", "vcluster")
-# Keys a stack may still carry from an older release: each names what replaced it.
-RETIRED_TEAM_FIELDS = {
-    "strict": ("was retired: every pod a tenant's vCluster syncs, its DNS included, must now be scheduled by KAI in "
-               "the team's queue, so there is nothing left to switch",
-               "remove the key; see the README's tenant security model"),
-}
 # The first KAI release whose pod webhook can neutralise NVIDIA_VISIBLE_DEVICES (global.blockNvidiaVisibleDevices).
 KAI_MINIMUM_VERSION = (0, 16, 0)
 
-_PINNED_SEMVER = re.compile(r"^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$")
 _EPSILON = 1e-9
 
 DEFAULT_VCLUSTER = VClusterSettings(
@@ -131,21 +108,21 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     that sets it, not an error, and is listed in ``Platform.missing_secrets``.
     """
     reader = Reader()
-    secrets = _Secrets(reader, set(secrets_set), set(placeholders))
+    secrets = Secrets(reader, set(secrets_set), set(placeholders))
     root = reader.section("", {key: value for key, value in raw.items() if key not in SECRET_KEYS},
                           TOP_LEVEL_KEYS)
 
-    cluster = _cluster(root.child("cluster", ("kind", "microk8s", "eks", "kubeconfig")), secrets)
+    cluster = read_cluster(root.child("cluster", ("kind", "microk8s", "eks", "kubeconfig")), secrets)
     host = host_profile(cluster) if cluster is not None else None
     gpu_operator = _gpu_operator(root.child("gpuOperator", ("mode", "version", "namespace", "driverEnabled",
                                                             "toolkitEnabled", "timeSlicing")), cluster, host)
     kai = _kai(root.child("kaiScheduler", ("version", "gpuSharing")))
-    organization = _organization(root.child("organization", ("name", "displayName", "priority", "resources")))
+    organization = read_organization(root.child("organization", ("name", "displayName", "priority", "resources")))
     # Where tenant pods may run depends on the host kind (config/hosts.py).
     default_vcluster = DEFAULT_VCLUSTER if host is None else \
         dataclasses.replace(DEFAULT_VCLUSTER, node_labels=dict(host.tenant_node_labels))
-    stack_vcluster = _vcluster(root.child("vcluster", VCLUSTER_FIELDS), default_vcluster)
-    teams = [_team(reader.section(path, _without_retired(reader, path, value), TEAM_FIELDS),
+    stack_vcluster = read_vcluster(root.child("vcluster", VCLUSTER_FIELDS), default_vcluster)
+    teams = [read_team(reader.section(path, without_retired(reader, path, value), TEAM_FIELDS),
                    stack_vcluster or default_vcluster)
              for path, value in root.items("teams", required=True)]
     observability = observability_config.read_observability(
@@ -153,7 +130,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     if root.has("teams") and isinstance(root.raw("teams"), list) and not root.raw("teams"):
         reader.fail("teams", [], "no teams are defined", "add at least one team with a name and resources")
 
-    ci = _ci(root.child("ci", ("runner",)))
+    ci = read_ci(root.child("ci", ("runner",)))
     if reader.issues:
         raise ConfigError(reader.issues)
 
@@ -182,7 +159,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
                        "notes": tuple(_notes(platform))})
 
 
-class _Secrets:
+class Secrets:
     """Which secret keys are set, and which required ones are missing."""
 
     def __init__(self, reader: Reader, set_: set[str], placeholders: set[str]):
@@ -196,162 +173,6 @@ class _Secrets:
             self.missing.append(name)
             return
         self.reader.fail(name, MISSING, problem, f"run: {secret_command(name)}")
-
-
-# --- host -----------------------------------------------------------------------------------
-
-
-def _cluster(section: Section, secrets: _Secrets) -> Optional[Cluster]:
-    kind = section.string("kind", choices=CLUSTER_KINDS,
-                          fix="set cluster.kind to microk8s, eks or kubeconfig")
-    for other in CLUSTER_KINDS:
-        if other != kind and section.has(other) and kind is not None:
-            section._fail(other, section.raw(other), f"is settings for kind {other}, but cluster.kind is {kind}",
-                          f"remove cluster.{other} or set cluster.kind to {other}")
-    if kind == "microk8s":
-        return Cluster(kind, microk8s=_microk8s(section.child("microk8s", (
-            "host", "user", "port", "useSudo", "enableNvidiaAddon", "nvidiaAddonOperatorVersion",
-            "apiServerUrl", "gpus")), secrets))
-    if kind == "eks":
-        return Cluster(kind, eks=_eks(section.child("eks", (
-            "name", "region", "kubernetesVersion", "vpcId", "publicSubnetIds", "privateSubnetIds", "vpcCidr",
-            "availabilityZones", "systemNodeGroup", "gpuNodeGroups"))))
-    if kind == "kubeconfig":
-        secrets.require("kubeconfig", "cluster.kind is kubeconfig but no kubeconfig is set")
-        return Cluster(kind, kubeconfig=_kubeconfig(section.child("kubeconfig", (
-            "context", "gpus", "storageClass", "apiServerPort"))))
-    return None
-
-
-def _microk8s(section: Section, secrets: _Secrets) -> MicroK8sHost:
-    host = section.string("host", None, fix="set it to the GPU machine's address, or remove it to run locally")
-    if host is not None:
-        secrets.require("sshPrivateKey", "cluster.microk8s.host is set but no SSH private key is")
-    api_server_url = section.string("apiServerUrl", None, fix="set it to https://<address>:16443")
-    if api_server_url is not None and not api_server_url.startswith("https://"):
-        section._fail("apiServerUrl", api_server_url, "must be an https:// URL",
-                      "set it to https://<address>:16443")
-    version = section.string("nvidiaAddonOperatorVersion", versions.MICROK8S_ADDON_GPU_OPERATOR_VERSION)
-    return MicroK8sHost(
-        host=host,
-        user=section.string("user", "ubuntu"),
-        port=section.integer("port", 22, minimum=1, maximum=65535),
-        use_sudo=section.boolean("useSudo", True),
-        enable_nvidia_addon=section.boolean("enableNvidiaAddon", False),
-        nvidia_addon_operator_version=_pinned_version(section, "nvidiaAddonOperatorVersion", version, prefix="v"),
-        api_server_url=api_server_url,
-        gpus=section.integer("gpus", 1, minimum=0),
-    )
-
-
-def _scaling(section: Section, defaults: tuple[int, int, int]) -> NodeGroupScaling:
-    low = section.integer("minSize", defaults[0], minimum=0)
-    desired = section.integer("desiredSize", defaults[1], minimum=0)
-    high = section.integer("maxSize", defaults[2], minimum=1)
-    if None not in (low, desired, high) and not low <= desired <= high:
-        section._fail("desiredSize", desired, f"must lie between minSize ({low}) and maxSize ({high})",
-                      "choose sizes with minSize <= desiredSize <= maxSize")
-    return NodeGroupScaling(low, desired, high)
-
-
-def _eks(section: Section) -> EksHost:
-    region = section.string("region", fix="set cluster.eks.region, e.g. us-east-2")
-    vpc_id = section.string("vpcId", None, fix="set it to an existing VPC id (vpc-...), or remove it")
-    public = section.string_list("publicSubnetIds", ())
-    private = section.string_list("privateSubnetIds", ())
-    if vpc_id is not None and not (public or private):
-        section._fail("vpcId", vpc_id, "an existing VPC needs its subnets",
-                      "set cluster.eks.privateSubnetIds (and publicSubnetIds for public load balancers)")
-    elif vpc_id is not None and not private:
-        section._fail("privateSubnetIds", MISSING, "node groups run in private subnets only",
-                      "set cluster.eks.privateSubnetIds to the VPC's private subnets (with a NAT route)")
-    if vpc_id is None and (public or private):
-        section._fail("vpcId", MISSING, "subnet ids are set without their VPC", "set cluster.eks.vpcId")
-    system = section.child("systemNodeGroup", ("instanceTypes", "minSize", "desiredSize", "maxSize", "diskSize"))
-    gpu_groups = []
-    for path, value in section.items("gpuNodeGroups", required=True):
-        group = section.reader.section(path, value, ("name", "instanceTypes", "minSize", "desiredSize", "maxSize",
-                                                     "diskSize", "sharingProfile", "labels"))
-        gpu_groups.append(GpuNodeGroup(
-            name=group.string("name", dns_label=True, fix="give the node group a short DNS-1123 name, e.g. gpu"),
-            instance_types=group.string_list("instanceTypes", non_empty=True),
-            scaling=_scaling(group, (0, 1, 1)),
-            disk_size=group.integer("diskSize", 100, minimum=20),
-            sharing_profile=group.string("sharingProfile", None, choices=PROFILES),
-            labels=group.string_map("labels", {}),
-        ))
-    if section.has("gpuNodeGroups") and isinstance(section.raw("gpuNodeGroups"), list) and not gpu_groups:
-        section._fail("gpuNodeGroups", [], "an EKS host needs at least one GPU node group",
-                      "add an entry with name, instanceTypes (e.g. [g4dn.xlarge]) and sizes")
-    names = [group.name for group in gpu_groups]
-    for index, name in enumerate(names):
-        if name == "system":
-            section.reader.fail(f"{section.key('gpuNodeGroups')}[{index}].name", name,
-                                "is the name of the CPU system node group", "give the GPU node group another name")
-        elif name is not None and names.index(name) != index:
-            section.reader.fail(f"{section.key('gpuNodeGroups')}[{index}].name", name, "duplicate node group name",
-                                "give every GPU node group its own name")
-    version = section.string("kubernetesVersion", versions.EKS_KUBERNETES_VERSION)
-    if version is not None and not re.fullmatch(r"1\.\d+", version):
-        section._fail("kubernetesVersion", version, "must be a pinned Kubernetes minor version",
-                      "use the form 1.NN, e.g. 1.33")
-    zones = section.integer("availabilityZones", 2, minimum=2, maximum=6)
-    return EksHost(
-        name=section.string("name", "gpu-tenancy", dns_label=True),
-        region=region,
-        kubernetes_version=version,
-        vpc_id=vpc_id,
-        public_subnet_ids=public or (),
-        private_subnet_ids=private or (),
-        vpc_cidr=_vpc_cidr(section, zones),
-        availability_zones=zones,
-        system_node_group=SystemNodeGroup(
-            instance_types=system.string_list("instanceTypes", ("m6i.large",), non_empty=True),
-            scaling=_scaling(system, (1, 2, 3)),
-            disk_size=system.integer("diskSize", 50, minimum=20),
-        ),
-        gpu_node_groups=tuple(gpu_groups),
-    )
-
-
-def _vpc_cidr(section: Section, zones: Optional[int]) -> Optional[str]:
-    """The created VPC is cut into /20 subnets: one public and one private per zone."""
-    value = section.string("vpcCidr", "10.0.0.0/16")
-    if value is None:
-        return None
-    try:
-        network = ipaddress.IPv4Network(value)
-    except ValueError:
-        section._fail("vpcCidr", value, "is not an IPv4 network", "use a block such as 10.0.0.0/16")
-        return None
-    if zones and (network.prefixlen > 20 or 2 ** (20 - network.prefixlen) < 2 * zones):
-        section._fail("vpcCidr", value, f"has no room for {2 * zones} /20 subnets",
-                      "use a larger block such as a /16, or fewer availabilityZones")
-        return None
-    return value
-
-
-_STORAGE_CLASS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-
-
-def _kubeconfig(section: Section) -> KubeconfigHost:
-    storage_class = section.string("storageClass", None,
-                                   fix="set it to the name of a StorageClass of the cluster, e.g. standard")
-    if storage_class is not None and (len(storage_class) > 253 or not _STORAGE_CLASS_NAME.fullmatch(storage_class)):
-        section._fail("storageClass", storage_class, "is not a valid StorageClass name",
-                      "use the name `kubectl get storageclass` shows (lowercase letters, digits, '-' and '.')")
-        storage_class = None
-    return KubeconfigHost(
-        context=section.string("context", None),
-        gpus=section.integer("gpus", None, minimum=0),
-        storage_class=storage_class,
-        api_server_port=section.integer("apiServerPort", None, minimum=1, maximum=65535),
-    )
-
-
-def _ci(section: Section) -> CiSettings:
-    """Where this site's CI jobs run: a site only reachable on-prem names its self-hosted runner."""
-    return CiSettings(runner=section.string_list("runner", (), non_empty=True) or ())
 
 
 # --- GPU operator and KAI ---------------------------------------------------------------------
@@ -379,7 +200,7 @@ def _gpu_operator(section: Section, cluster: Optional[Cluster], host: Optional[H
     version = section.string("version", versions.GPU_OPERATOR_VERSION)
     return GpuOperator(
         mode=mode,
-        version=_pinned_version(section, "version", version, prefix="v"),
+        version=pinned_version(section, "version", version, prefix="v"),
         namespace=namespace,
         # The operator installs what the host's nodes do not already have (config/hosts.py).
         driver_enabled=section.boolean("driverEnabled", not (host and host.gpu_driver_preinstalled)),
@@ -395,7 +216,7 @@ def _gpu_operator(section: Section, cluster: Optional[Cluster], host: Optional[H
 
 
 def _kai(section: Section) -> KaiScheduler:
-    version = _pinned_version(section, "version", section.string("version", versions.KAI_VERSION), prefix="v")
+    version = pinned_version(section, "version", section.string("version", versions.KAI_VERSION), prefix="v")
     if version is not None and versions.release_numbers(version) < KAI_MINIMUM_VERSION:
         minimum = "v" + ".".join(map(str, KAI_MINIMUM_VERSION))
         section._fail("version", version,
@@ -404,166 +225,6 @@ def _kai(section: Section) -> KaiScheduler:
                       f"pin {minimum} or later, e.g. {versions.KAI_VERSION}")
         version = None
     return KaiScheduler(version=version, gpu_sharing=section.boolean("gpuSharing", True))
-
-
-def _pinned_version(section: Section, name: str, value: Optional[str], *, prefix: str) -> Optional[str]:
-    if value is None:
-        return None
-    example = f"{prefix}1.2.3"
-    if value.strip().lower() in ("latest", "stable", "*"):
-        section._fail(name, value, "chart versions must be pinned", f"set an exact version such as {example}")
-        return None
-    bare = value[1:] if value.startswith("v") else value
-    if not _PINNED_SEMVER.fullmatch(bare):
-        section._fail(name, value, "is not an exact version (no ranges or wildcards)",
-                      f"set an exact version such as {example}")
-        return None
-    if prefix and not value.startswith(prefix):
-        section._fail(name, value, f"this chart's versions start with '{prefix}'", f"write it as {prefix}{value}")
-        return None
-    if not prefix and value.startswith("v"):
-        section._fail(name, value, "this chart's versions have no leading 'v'", f"write it as {bare}")
-        return None
-    return value
-
-
-# --- queues and teams -------------------------------------------------------------------------
-
-
-def _queue_resources(section: Section, defaults: Optional[dict[str, QueueResource]] = None) -> QueueResources:
-    """Read gpu/cpu/memory; a resource left out entirely takes its entry from ``defaults``."""
-    resources = {}
-    for name in RESOURCE_NAMES:
-        if defaults and name in defaults and not section.has(name):
-            resources[name] = defaults[name]
-            continue
-        entry = section.child(name, QUEUE_FIELDS)
-        quota = entry.number("quota", -1, minimum=0, allow_unlimited=True)
-        limit = entry.number("limit", -1, minimum=0, allow_unlimited=True)
-        weight = entry.number("overQuotaWeight", 1, minimum=0)
-        # A misspelt quota or limit is reported as unknown; its default must not add a misleading second problem.
-        checked = not entry.unknown
-        if checked and quota == -1 and limit not in (None, -1):
-            entry._fail("limit", limit, "caps a queue whose quota is -1 (unlimited)",
-                        "set limit to -1, or give quota a number no larger than the limit")
-        elif checked and quota is not None and limit is not None and limit != -1 and limit < quota:
-            entry._fail("limit", limit, f"is below the quota ({quota:g})",
-                        "raise limit to at least the quota, or set it to -1 (unlimited)")
-        resources[name] = QueueResource(quota, limit, weight)
-    return QueueResources(**resources)
-
-
-def _organization(section: Section) -> Organization:
-    name = section.string("name", dns_label=True, fix="set organization.name, e.g. ml-org")
-    return Organization(
-        name=name,
-        display_name=section.string("displayName", name or ""),
-        priority=section.integer("priority", 100, minimum=0),
-        resources=_queue_resources(section.child("resources", RESOURCE_NAMES)),
-    )
-
-
-def _without_retired(reader: Reader, path: str, value: object) -> object:
-    """Report retired team keys once, then read the team as if they were absent."""
-    if not isinstance(value, dict):
-        return value
-    for key, (problem, fix) in RETIRED_TEAM_FIELDS.items():
-        if key in value:
-            reader.fail(f"{path}.{key}", value[key], problem, fix)
-    return {key: item for key, item in value.items() if key not in RETIRED_TEAM_FIELDS}
-
-
-def _team(section: Section, stack_vcluster: VClusterSettings) -> Team:
-    name = section.string("name", dns_label=True, fix="give the team a DNS-1123 name, e.g. team-nlp")
-    # The vCluster name is a Helm release name: at most 53 characters.
-    vcluster_name = section.string("vclusterName", name[:53].rstrip("-") if name else name, dns_label=True,
-                                   max_length=53)
-    vcluster = _vcluster(section.child("vcluster", VCLUSTER_FIELDS), stack_vcluster) or stack_vcluster
-    return Team(
-        name=name,
-        display_name=section.string("displayName", name or ""),
-        priority=section.integer("priority", 100, minimum=0),
-        resources=_queue_resources(section.child("resources", RESOURCE_NAMES),
-                                   _cpu_memory_from_quota(vcluster.resource_quota)),
-        vcluster_name=vcluster_name,
-        namespace=section.string("namespace", f"vcluster-{vcluster_name}"[:63].rstrip("-"), dns_label=True),
-        protect=section.boolean("protect", True),
-        vcluster=vcluster,
-    )
-
-
-def _cpu_memory_from_quota(quota: TenantResourceQuota) -> dict[str, QueueResource]:
-    """KAI schedules every tenant pod, CPU pods included: by default a team's queue guarantees, and is capped
-    at, the CPU and memory its namespace's ResourceQuota allows, so the two never disagree."""
-    if quota.cpu is None or quota.memory is None:
-        return {}
-    millicores = quantity_value(quota.cpu) * 1000
-    megabytes = quantity_value(quota.memory) / 1_000_000
-    return {"cpu": QueueResource(quota=round(millicores), limit=round(millicores)),
-            "memory": QueueResource(quota=int(megabytes), limit=int(megabytes))}
-
-
-def _vcluster(section: Section, base: VClusterSettings) -> VClusterSettings:
-    """Read a ``vcluster`` block; every key left out keeps its value from ``base``."""
-    version = _pinned_version(section, "version", section.string("version", base.version), prefix="")
-    resources = section.child("controlPlaneResources", ("requests", "limits"))
-    quota = section.child("resourceQuota", ("cpu", "memory", "pods", "services", "persistentVolumeClaims"))
-    limits = section.child("limitRange", ("defaultCpu", "defaultMemory", "defaultRequestCpu", "defaultRequestMemory"))
-    base_quota, base_limits = base.resource_quota, base.limit_range
-    extra = section.mapping("extraValues", {})
-    return VClusterSettings(
-        version=version,
-        node_labels=section.string_map("nodeLabels", base.node_labels),
-        sync_runtime_classes=section.boolean("syncRuntimeClasses", base.sync_runtime_classes),
-        enforce_tolerations=section.string_list("enforceTolerations", base.enforce_tolerations),
-        control_plane_resources=ControlPlaneResources(
-            requests={**base.control_plane_resources.requests, **(resources.string_map("requests", {}) or {})},
-            limits={**base.control_plane_resources.limits, **(resources.string_map("limits", {}) or {})},
-        ),
-        resource_quota=TenantResourceQuota(
-            cpu=_quantity(quota, "cpu", base_quota.cpu),
-            memory=_quantity(quota, "memory", base_quota.memory),
-            pods=quota.integer("pods", base_quota.pods, minimum=1),
-            services=quota.integer("services", base_quota.services, minimum=0),
-            persistent_volume_claims=quota.integer("persistentVolumeClaims", base_quota.persistent_volume_claims,
-                                                   minimum=0),
-        ),
-        limit_range=TenantLimitRange(
-            default_cpu=_quantity(limits, "defaultCpu", base_limits.default_cpu),
-            default_memory=_quantity(limits, "defaultMemory", base_limits.default_memory),
-            default_request_cpu=_quantity(limits, "defaultRequestCpu", base_limits.default_request_cpu),
-            default_request_memory=_quantity(limits, "defaultRequestMemory", base_limits.default_request_memory),
-        ),
-        network_policy=section.boolean("networkPolicy", base.network_policy),
-        pod_security=section.string("podSecurity", base.pod_security, choices=POD_SECURITY_LEVELS),
-        extra_values=deep_merge(base.extra_values, extra or {}),
-    )
-
-
-_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
-_QUANTITY_FACTORS = {"": 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
-                     "Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50, "Ei": 2 ** 60}
-
-
-def quantity_value(quantity: str) -> float:
-    """A validated Kubernetes quantity (``500m``, ``16``, ``64Gi``) as a plain number of base units."""
-    match = _QUANTITY.fullmatch(quantity)
-    assert match is not None, quantity
-    suffix = match.group(2) or ""
-    return float(quantity[:len(quantity) - len(suffix)]) * _QUANTITY_FACTORS[suffix]
-
-
-def _quantity(section: Section, name: str, default: str) -> Optional[str]:
-    section._declare(name, {"type": ["string", "number"], "pattern": _QUANTITY.pattern})
-    value = section.raw(name)
-    if is_number(value) and value >= 0:
-        value = f"{value:g}"
-    elif value is MISSING:
-        return default
-    if not isinstance(value, str) or not _QUANTITY.fullmatch(value):
-        section._fail(name, value, "is not a Kubernetes quantity", "use a value such as 500m, 4, 512Mi or 16Gi")
-        return None
-    return value
 
 
 # --- cross-field rules ------------------------------------------------------------------------
@@ -629,7 +290,7 @@ def _check_node_group_profiles(reader: Reader, cluster: Cluster) -> None:
     if cluster.eks is None:
         return
     for index, group in enumerate(cluster.eks.gpu_node_groups):
-        if "nvidia.com/device-plugin.config" in group.labels:
+        if NODE_PROFILE_LABEL in group.labels:
             reader.fail(f"cluster.eks.gpuNodeGroups[{index}].labels", group.labels,
                         "sets the device-plugin config label by hand", "use sharingProfile instead")
         if POOL_LABEL in group.labels:

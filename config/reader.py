@@ -16,6 +16,7 @@ import re
 from typing import Any, Iterable, Iterator, Optional
 
 from config.errors import MISSING, ConfigIssue
+from config.vocabulary import EXACT_VERSION
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_LABEL_FIX = "use at most {limit} lowercase letters, digits and '-', starting and ending with a letter or digit"
@@ -309,3 +310,25 @@ def _int_bounds_text(minimum: Optional[int], maximum: Optional[int]) -> str:
     if maximum is not None:
         return f"<= {maximum}"
     return ""
+
+
+def pinned_version(section: Section, name: str, value: Optional[str], *, prefix: str) -> Optional[str]:
+    """An exact chart version (``config.vocabulary.EXACT_VERSION``) with the chart's own prefix (``v`` or none)."""
+    if value is None:
+        return None
+    example = f"{prefix}1.2.3"
+    if value.strip().lower() in ("latest", "stable", "*"):
+        section._fail(name, value, "chart versions must be pinned", f"set an exact version such as {example}")
+        return None
+    bare = value[1:] if value.startswith("v") else value
+    if not EXACT_VERSION.fullmatch(value):
+        section._fail(name, value, "is not an exact version (no ranges or wildcards)",
+                      f"set an exact version such as {example}")
+        return None
+    if prefix and not value.startswith(prefix):
+        section._fail(name, value, f"this chart's versions start with '{prefix}'", f"write it as {prefix}{value}")
+        return None
+    if not prefix and value.startswith("v"):
+        section._fail(name, value, "this chart's versions have no leading 'v'", f"write it as {bare}")
+        return None
+    return value

@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from config.errors import ConfigError
-from config.load import CLUSTER_KINDS, OTHER_NAMESPACES, PROJECT, SECRET_KEYS, TOP_LEVEL_KEYS, load_platform
+from config.load import OTHER_NAMESPACES, PROJECT, SECRET_KEYS, TOP_LEVEL_KEYS, load_platform
+from config.load_host import CLUSTER_KINDS
 from config.reader import Trace, tracing
 
 SCHEMA_ID = "https://gpu-tenancy.invalid/stack-config.schema.json"

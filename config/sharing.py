@@ -18,9 +18,6 @@ EXCLUSIVE = "exclusive"
 TIME_SLICED = "time-sliced"
 PROFILES = (EXCLUSIVE, TIME_SLICED)
 
-# Node label the GPU Operator reads to pick a ConfigMap key per node.
-NODE_PROFILE_LABEL = "nvidia.com/device-plugin.config"
-
 
 def profile_documents(time_slicing: TimeSlicing) -> dict[str, dict]:
     """Profile name -> device-plugin config document."""

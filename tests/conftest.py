@@ -7,11 +7,23 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
-from tools.mockrun import PROJECT_DIR, ProgramRun, load_stack_file, run_program
+from tools.mockrun import PROJECT_DIR, ProgramRun, committed_stacks, load_stack_file, run_program
 
-COMMITTED_STACKS = sorted(path.name[len("Pulumi."):-len(".yaml")] for path in PROJECT_DIR.glob("Pulumi.*.yaml"))
+COMMITTED_STACKS = committed_stacks()
 UPSTREAM_DIR = Path(os.environ.get("GPU_TENANCY_UPSTREAM", PROJECT_DIR.parent / "shared" / "upstream"))
+
+# Hypothesis profiles: "dev" (the default) keeps a local run quick, "ci" (HYPOTHESIS_PROFILE=ci, set by
+# .ci/run) looks five times harder. Examples run the loader or the program, never against a clock.
+settings.register_profile("dev", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("ci", settings.get_profile("dev"), max_examples=300)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+def whole_program_examples() -> settings:
+    """For properties that run the whole program per example, about six times a config load's cost."""
+    return settings(max_examples=max(5, settings().max_examples // 6))
 
 
 def stack_config(stack: str) -> dict:

@@ -112,7 +112,7 @@ def nlp(dev_run) -> Tenant:
     return Tenant(admission_for(dev_run, "team-nlp"), team)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(pod=hostile_pod())
 def test_an_admitted_pod_never_reaches_a_gpu_outside_its_kai_allocation(nlp, pod):
     host = kai_mutate(vcluster_sync(pod, nlp.team))
@@ -120,7 +120,7 @@ def test_an_admitted_pod_never_reaches_a_gpu_outside_its_kai_allocation(nlp, pod
         assert gpu_escapes(host) == [], pod
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(share=st.sampled_from([{"gpu-fraction": "0.25"}, {"gpu-memory": "4096"}, {}]),
        gpus=st.sampled_from([None, "1", "2"]), sidecars=st.integers(0, 2),
        namespace=st.sampled_from(["default", "kube-system", "ml"]))

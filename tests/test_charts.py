@@ -15,7 +15,10 @@ import functools
 import hashlib
 import http.server
 import json
+import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -615,3 +618,12 @@ def test_bare_pull_asks_for_every_pinned_chart(monkeypatch, tmp_path: Path, caps
     for stack in ("dev", "eks"):
         assert set(charts.stack_chart_keys(stack)) <= set(asked)
     assert len(asked) == len(set(asked))
+
+
+def test_reading_a_stacks_charts_leaves_no_event_loop_open():
+    """The SDK never closes the loops it runs the program on; the CLI closes them (mockrun.owned_event_loops)."""
+    code = "from tools.charts import stack_chart_keys; assert stack_chart_keys('dev')"
+    result = subprocess.run([sys.executable, "-c", code], cwd=charts.PROJECT_DIR, capture_output=True, text=True,
+                            env={**os.environ, "PYTHONWARNINGS": "always::ResourceWarning"}, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "unclosed" not in result.stderr and "Exception ignored" not in result.stderr, result.stderr

@@ -427,8 +427,8 @@ spec:
 """
 
 
-def test_plan_with_rendered_charts_reports_the_findings(tmp_path, monkeypatch, capsys):
-    from tools import mockrun, plan as plan_tool
+def test_plan_with_rendered_charts_reports_the_findings(tmp_path, capsys):
+    from tools import plan as plan_tool
     cache, sources = tmp_path / "cache", tmp_path / "sources"
     for name, version, source, template in (
             ("vcluster", "0.36.1", "https://charts.loft.sh", STAND_IN_CONTROL_PLANE),
@@ -439,14 +439,13 @@ def test_plan_with_rendered_charts_reports_the_findings(tmp_path, monkeypatch, c
         (chart / "templates" / "main.yaml").write_text(template)
         cache_chart(chart, "vcluster" if source else "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler",
                     source, version, cache_dir=cache)
-    monkeypatch.setattr(mockrun, "load_stack_file", lambda stack: dev_config())
     out = tmp_path / "plan"
     arguments = ["dev", "--out", str(out), "--render-charts", "--chart-cache", str(cache)]
-    assert plan_tool.main(arguments) == 0
+    assert plan_tool.main(arguments, config=dev_config()) == 0
     report = (out / "deployability.md").read_text()
     assert "api-server-egress" in report and "TCP 16443" in report and "cp-team-nlp" in report
     assert "deployability: 3 errors" in capsys.readouterr().out
-    assert plan_tool.main(arguments + ["--fail-on-findings"]) == 3
+    assert plan_tool.main(arguments + ["--fail-on-findings"], config=dev_config()) == 3
 
 
 @pytest.mark.parametrize("chart, version, manifest, words", [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import yaml
 
 from config import load_platform
-from config.sharing import config_map_data, profile_keys
+from config.sharing import profile_keys
 from tests.conftest import dev_config, eks_config, run
 
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
@@ -112,11 +112,6 @@ def test_hand_labelled_nodes_can_use_the_plain_profile_names(dev_run):
     data = dev_run.of_type(CONFIG_MAP)[0].inputs["data"]
     for name, key in dev_run.outputs["timeSlicing"]["profileKeys"].items():
         assert data[name] == data[key]
-
-
-def test_config_map_data_is_stable_for_the_same_settings():
-    platform = load_platform({k.split(":", 1)[1]: v for k, v in dev_config().items()})
-    assert config_map_data(platform.gpu_operator.time_slicing) == config_map_data(platform.gpu_operator.time_slicing)
 
 
 def test_only_an_installed_operator_gets_its_namespace_created(dev_run, eks_run):

@@ -7,6 +7,7 @@ resource, outputs, secret output names, warnings) and ``summary.md`` (a reviewer
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import json
 import os
@@ -18,20 +19,20 @@ import pytest
 
 from tests.conftest import dev_config
 from tools import mockrun, plan
+from tools.deploy_inputs import site_from_plan
 from tools.mockrun import PROJECT_DIR, REDACTED
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 QUEUE = "kubernetes:scheduling.run.ai/v2:Queue"
-PATCH = "kubernetes:nvidia.com/v1:ClusterPolicyPatch"
 TEAMS = ("team-nlp", "team-vision", "team-recommender")
 FAKE_TOKEN = "offline-plan-token"  # the token of every fake kubeconfig tools.mockrun hands out
 
 
-def run_main(*argv: str) -> tuple[int, str, str]:
-    """``main(argv)`` in this process, with its stdout and stderr."""
+def run_main(*argv: str, **options) -> tuple[int, str, str]:
+    """``main(argv, **options)`` in this process, with its stdout and stderr."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = plan.main(list(argv))
+        code = plan.main(list(argv), **options)
     return code, out.getvalue(), err.getvalue()
 
 
@@ -56,10 +57,6 @@ def dev_plan(dev_out) -> dict:
 @pytest.fixture(scope="module")
 def dev_summary(dev_out) -> str:
     return (dev_out / plan.SUMMARY_FILE).read_text()
-
-
-def queues(document: dict) -> dict[str, dict]:
-    return {r["inputs"]["metadata"]["name"]: r["inputs"]["spec"] for r in document["resources"] if r["type"] == QUEUE}
 
 
 # --- reproducibility ----------------------------------------------------------------------------
@@ -111,52 +108,32 @@ def test_files_hold_no_machine_specific_text(dev_out):
 # --- what dev plans -----------------------------------------------------------------------------
 
 
-def test_dev_has_one_org_queue_and_three_team_queues_under_it(dev_plan):
-    found = queues(dev_plan)
-    assert set(found) == {"ml-org", *TEAMS}
-    roots = [name for name, spec in found.items() if not spec.get("parentQueue")]
-    assert roots == ["ml-org"]
-    gpu = found["ml-org"]["resources"]["gpu"]
-    assert (gpu["quota"], gpu["limit"], gpu["overQuotaWeight"]) == (1, -1, 1)
-    for team in TEAMS:
-        spec = found[team]
-        assert spec["parentQueue"] == "ml-org"
-        assert spec["priority"] == 100
-        assert spec["resources"]["gpu"]["quota"] == 0.33
-        assert spec["resources"]["gpu"]["limit"] == 1
-        assert spec["resources"]["gpu"]["overQuotaWeight"] == 1
-
-
-def test_dev_installs_kai_v0_16_4_from_its_oci_chart_with_gpu_sharing(dev_plan):
-    kai = [r for r in dev_plan["resources"] if r["type"] == RELEASE and r["inputs"].get("name") == "kai-scheduler"]
-    assert len(kai) == 1
-    inputs = kai[0]["inputs"]
-    assert inputs["chart"] == "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler"
-    assert inputs["version"] == "v0.16.4"
-    assert inputs["values"]["global"]["gpuSharing"] is True
-
-
-def test_dev_patches_the_microk8s_addon_instead_of_installing_the_gpu_operator(dev_plan, dev_summary):
-    releases = [r for r in dev_plan["resources"] if r["type"] == RELEASE]
-    assert not [r for r in releases if r["inputs"].get("chart") == "gpu-operator"
-                or r["inputs"].get("name") == "gpu-operator"]
-    assert len([r for r in dev_plan["resources"] if r["type"] == PATCH]) == 1
-    assert "ClusterPolicy patch" in dev_summary
-    assert "install**" not in dev_summary
-
-
-def test_summary_reviews_host_queues_releases_and_tenants(dev_summary):
-    for team in TEAMS:
-        assert f"`{team}`" in dev_summary
-        assert f"vcluster connect {team} --namespace vcluster-{team}" in dev_summary
-    assert "ml-org" in dev_summary
-    for needle in ("v0.16.4", "0.36.1", "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler",
-                   "Kind: **microk8s**", "sudo snap refresh --hold microk8s", "time-slicing-config"):
-        assert needle in dev_summary
-    # Setup commands in the order they run, and the tree with the teams under the org queue.
+def test_summary_lists_setup_commands_in_the_order_they_run_and_teams_under_the_org_queue(dev_summary):
+    # What else the dev summary says is in its golden copy (tests/golden/dev/summary.md).
     assert dev_summary.index("snap refresh --hold") < dev_summary.index("enable dns") \
         < dev_summary.index("enable hostpath-storage") < dev_summary.index("microk8s config`")
     assert "├── team-nlp" in dev_summary and "└── team-vision" in dev_summary
+
+
+def test_the_summary_reads_the_decisions_the_components_registered(dev_plan):
+    """Host kind, operator mode and each tenant's team come from the components' outputs, not from
+    resource types, stack outputs or name prefixes: change only what a component registered."""
+    document = copy.deepcopy(dev_plan)
+    for resource in document["resources"]:
+        outputs = resource.get("outputs") or {}
+        if "kind" in outputs:
+            outputs["kind"] = "kubeconfig"
+        if "mode" in outputs:
+            outputs["mode"] = "external"
+        if "team" in outputs:
+            outputs["team"] = outputs["team"].upper()
+    summary = plan.render_summary(document)
+    assert "Kind: **kubeconfig**" in summary and "Kind: **microk8s**" not in summary
+    assert "Mode: **external**" in summary and "Mode: **ClusterPolicy patch**" not in summary
+    tenants = summary.split("\n## Tenants\n")[1].split("\n## ")[0]
+    for team in TEAMS:
+        assert f"\n| `{team.upper()}` |" in tenants and f"\n| `{team}` |" not in tenants
+    assert site_from_plan(document).kind == "kubeconfig"
 
 
 def test_no_secret_value_leaks(dev_out, dev_plan, dev_summary):
@@ -191,6 +168,12 @@ def test_eks_summary_shows_the_cluster_and_its_node_groups(tmp_path):
         assert f"`{group['inputs']['nodeGroupNamePrefix']}<suffix>`" in summary
 
 
+def test_the_summary_shows_only_the_device_plugin_config_map_as_time_slicing(dev_summary):
+    """The operator component holds other ConfigMaps (the DCGM metric list); they are no sharing profiles."""
+    assert dev_summary.count("### Time-slicing ConfigMap") == 1
+    assert "`time-slicing-config`" in dev_summary and "is not in the ConfigMap" not in dev_summary
+
+
 def test_summary_lists_every_tenant_guardrail_job_and_cluster_wide_object(dev_plan, dev_summary):
     guardrails = dev_summary.split("### Guardrails per tenant")[1].split("\n## ")[0]
     for team in TEAMS:
@@ -221,12 +204,11 @@ def test_every_tenant_shows_its_admission_rules(tmp_path):
         assert {"own-queue", "device-env", "pod-group", "node-name", "guarded-fields"} <= set(rules), row
 
 
-def test_warnings_and_notes_are_in_the_summary_and_printed_in_full(monkeypatch, tmp_path):
+def test_warnings_and_notes_are_in_the_summary_and_printed_in_full(tmp_path):
     config = dev_config()
     config["gpu-tenancy:cluster"] = {"kind": "kubeconfig", "kubeconfig": {"gpus": 4}}
     config["gpu-tenancy:gpuOperator"] = {"mode": "install"}
-    monkeypatch.setattr(mockrun, "load_stack_file", lambda stack, *args, **kwargs: config)
-    code, stdout, stderr = run_main("onprem", "--out", str(tmp_path))
+    code, stdout, stderr = run_main("onprem", "--out", str(tmp_path), config=config)
     assert code == 0, stderr
     document = json.loads((tmp_path / plan.PLAN_FILE).read_text())
     summary = (tmp_path / plan.SUMMARY_FILE).read_text()
@@ -239,25 +221,22 @@ def test_warnings_and_notes_are_in_the_summary_and_printed_in_full(monkeypatch, 
 # --- failures -----------------------------------------------------------------------------------
 
 
-def test_invalid_config_exits_2_names_the_key_and_writes_no_plan(monkeypatch, tmp_path):
+def test_invalid_config_exits_2_names_the_key_and_writes_no_plan(tmp_path):
     config = dev_config()
     config["gpu-tenancy:teams"][1]["resources"]["gpu"]["limit"] = "lots"
-    monkeypatch.setattr(mockrun, "load_stack_file", lambda stack, *args, **kwargs: config)
     # A plan from an earlier, valid run must not survive next to the error.
     (tmp_path / plan.PLAN_FILE).write_text("{}")
-    code, stdout, stderr = run_main("dev", "--out", str(tmp_path))
+    code, stdout, stderr = run_main("dev", "--out", str(tmp_path), config=config)
     assert code == 2
     assert "teams[1].resources.gpu.limit" in stderr
     assert not (tmp_path / plan.PLAN_FILE).exists() and not (tmp_path / plan.SUMMARY_FILE).exists()
     assert stdout == ""
 
 
-def test_a_stack_file_yaml_1_1_reads_differently_exits_2_naming_the_key(monkeypatch, tmp_path):
+def test_a_stack_file_yaml_1_1_reads_differently_exits_2_naming_the_key(tmp_path):
     (tmp_path / "Pulumi.site.yaml").write_text((PROJECT_DIR / "Pulumi.dev.yaml").read_text().replace(
         "    - name: team-vision\n", "    - name: team-vision\n      protect: no\n      displayName: 2026-01-01\n"))
-    read = mockrun.load_stack_file
-    monkeypatch.setattr(mockrun, "load_stack_file", lambda stack, *args, **kwargs: read(stack, tmp_path))
-    code, stdout, stderr = run_main("site", "--out", str(tmp_path / "out"))
+    code, stdout, stderr = run_main("site", "--out", str(tmp_path / "out"), stack_dir=tmp_path)
     assert (code, stdout) == (2, "")
     assert "gpu-tenancy:teams[1].protect = 'no'" in stderr and "write false for a boolean" in stderr
     assert "gpu-tenancy:teams[1].displayName = '2026-01-01'" in stderr and "Traceback" not in stderr

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from tests.conftest import dev_config
-from tools import mockrun, plan
+from tools import plan
 from tools.charts import cache_chart
 
 VCLUSTER_TEMPLATE = """\
@@ -63,13 +63,12 @@ def chart_cache(tmp_path):
     return cache
 
 
-def plan_with(config, monkeypatch, out: Path, cache: Path, *extra: str) -> int:
-    monkeypatch.setattr(mockrun, "load_stack_file", lambda stack: config)
-    return plan.main(["dev", "--out", str(out), "--render-charts", "--chart-cache", str(cache), *extra])
+def plan_with(config, out: Path, cache: Path, *extra: str) -> int:
+    return plan.main(["dev", "--out", str(out), "--render-charts", "--chart-cache", str(cache), *extra], config=config)
 
 
-def test_every_release_is_rendered_into_manifests(tmp_path, monkeypatch, chart_cache):
-    assert plan_with(dev_config(), monkeypatch, tmp_path / "plan", chart_cache) == 0
+def test_every_release_is_rendered_into_manifests(tmp_path, chart_cache):
+    assert plan_with(dev_config(), tmp_path / "plan", chart_cache) == 0
     manifests = tmp_path / "plan" / "manifests"
     assert sorted(p.name for p in manifests.iterdir()) == ["kai-scheduler", "team-nlp", "team-recommender",
                                                           "team-vision"]
@@ -81,11 +80,11 @@ def test_every_release_is_rendered_into_manifests(tmp_path, monkeypatch, chart_c
     assert kai["data"]["gpuSharing"] == "true"
 
 
-def test_the_plan_diff_shows_object_level_changes(tmp_path, monkeypatch, chart_cache, capsys):
-    assert plan_with(dev_config(), monkeypatch, tmp_path / "old", chart_cache) == 0
+def test_the_plan_diff_shows_object_level_changes(tmp_path, chart_cache, capsys):
+    assert plan_with(dev_config(), tmp_path / "old", chart_cache) == 0
     config = dev_config()
     config["gpu-tenancy:teams"][0]["vcluster"] = {"controlPlaneResources": {"requests": {"cpu": "1"}}}
-    assert plan_with(config, monkeypatch, tmp_path / "new", chart_cache,
+    assert plan_with(config, tmp_path / "new", chart_cache,
                      "--diff-against", str(tmp_path / "old" / "plan.json")) == 0
     diff = (tmp_path / "new" / "diff.md").read_text()
     assert "## Rendered manifests" in diff
@@ -93,25 +92,25 @@ def test_the_plan_diff_shows_object_level_changes(tmp_path, monkeypatch, chart_c
     assert "team-vision/" not in diff.split("## Rendered manifests")[1]
 
 
-def test_diffing_into_the_same_folder_still_compares_old_and_new_manifests(tmp_path, monkeypatch, chart_cache):
+def test_diffing_into_the_same_folder_still_compares_old_and_new_manifests(tmp_path, chart_cache):
     out = tmp_path / "plan"
-    assert plan_with(dev_config(), monkeypatch, out, chart_cache) == 0
+    assert plan_with(dev_config(), out, chart_cache) == 0
     config = dev_config()
     config["gpu-tenancy:kaiScheduler"]["gpuSharing"] = False
-    assert plan_with(config, monkeypatch, out, chart_cache, "--diff-against", str(out / "plan.json")) == 0
+    assert plan_with(config, out, chart_cache, "--diff-against", str(out / "plan.json")) == 0
     diff = (out / "diff.md").read_text()
     assert '-  gpuSharing: "true"' in diff and '+  gpuSharing: "false"' in diff
 
 
-def test_values_that_break_the_chart_schema_stop_the_plan(tmp_path, monkeypatch, chart_cache, capsys):
+def test_values_that_break_the_chart_schema_stop_the_plan(tmp_path, chart_cache, capsys):
     config = dev_config()
     config["gpu-tenancy:vcluster"]["extraValues"] = {"experimental": {"syncSettings": {"setOwner": "no"}}}
-    assert plan_with(config, monkeypatch, tmp_path / "plan", chart_cache) == 2
+    assert plan_with(config, tmp_path / "plan", chart_cache) == 2
     assert "setOwner" in capsys.readouterr().err
 
 
-def test_a_missing_chart_names_the_command_that_fetches_it(tmp_path, monkeypatch, capsys):
-    assert plan_with(dev_config(), monkeypatch, tmp_path / "plan", tmp_path / "empty-cache") == 2
+def test_a_missing_chart_names_the_command_that_fetches_it(tmp_path, capsys):
+    assert plan_with(dev_config(), tmp_path / "plan", tmp_path / "empty-cache") == 2
     error = capsys.readouterr().err
     assert "python -m tools.charts pull --stack dev" in error
     assert "vcluster 0.36.1" in error

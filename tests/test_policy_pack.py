@@ -689,4 +689,4 @@ def test_pack_runs_as_the_cli_starts_it(dev_plan):
                 ("tenant-admission-policy-present", entry(plan, "tenant-team-nlp-vcluster")["urn"])]
     finally:
         server.kill()
-        server.wait(timeout=10)
+        server.communicate(timeout=10)  # reads and closes both pipes

@@ -205,10 +205,6 @@ def test_dev_stack_is_the_seed_000_platform(dev_run):
         assert releases[team]["namespace"] == f"vcluster-{team}"
         assert releases[team]["values"]["experimental"]["syncSettings"]["setOwner"] is False
         assert releases[team]["values"]["sync"]["fromHost"]["nodes"]["selector"] == {"all": True}
-    patch = dev_run.of_type("kubernetes:nvidia.com/v1:ClusterPolicyPatch")
-    assert len(patch) == 1 and patch[0].inputs["metadata"]["name"] == "cluster-policy"
-    config_map = dev_run.of_type("kubernetes:core/v1:ConfigMap")[0]
-    assert config_map.inputs["metadata"]["namespace"] == "gpu-operator-resources"
     assert dev_run.outputs["hostKind"] == "microk8s"
     assert dev_run.warnings == []
 

@@ -12,12 +12,12 @@ import copy
 import json
 import string
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from config import ConfigError, load_platform
 from config.load import SECRET_KEYS, TOP_LEVEL_KEYS
-from tests.conftest import dev_config, eks_config
+from tests.conftest import dev_config, eks_config, whole_program_examples
 from config.stack_file import StackFileError, parse_document
 from tools.mockrun import ProgramRun, run_program
 from tools.stack_edit import dump_yaml
@@ -133,8 +133,9 @@ def assert_names_keys(error: ConfigError) -> None:
         assert root in known_roots or issue.problem == "unknown key", issue
 
 
-FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-PROGRAM = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Example counts come from the Hypothesis profile (tests/conftest.py).
+FAST = settings()
+PROGRAM = whole_program_examples()
 
 
 @FAST

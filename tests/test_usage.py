@@ -101,10 +101,11 @@ def prometheus_url(tmp_path_factory):
                    check=True, capture_output=True, timeout=120)
     (root / "prometheus.yml").write_text("global:\n  scrape_interval: 1m\nscrape_configs: []\n")
     port = _free_port()
+    log = (root / "prometheus.log").open("w")
     server = subprocess.Popen(
         [PROMETHEUS, f"--config.file={root / 'prometheus.yml'}", f"--storage.tsdb.path={data}",
          f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=100y"],
-        stdout=subprocess.DEVNULL, stderr=(root / "prometheus.log").open("w"))
+        stdout=subprocess.DEVNULL, stderr=log)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -126,6 +127,7 @@ def prometheus_url(tmp_path_factory):
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait(timeout=10)
+        log.close()
 
 
 def run_tool(*args: str) -> tuple[int, str]:

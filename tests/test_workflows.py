@@ -208,7 +208,9 @@ def test_the_chart_cache_is_restored_and_pulled_before_the_tests():
     pull = [index for index, run in enumerate(runs) if "python -m tools.charts pull" in run]
     tests = [index for index, run in enumerate(runs) if "python -m pytest" in run]
     assert cache and pull and tests and cache[0] < pull[0] < tests[0]
-    assert "'config/versions.py'" in steps[cache[0]]["with"]["key"]
+    # The charts pulled are the pinned versions and every committed stack's: the key follows both.
+    key = steps[cache[0]]["with"]["key"]
+    assert "hashFiles(" in key and "'config/versions.py'" in key and "'Pulumi.*.yaml'" in key
 
 
 def settings(node, key: str = "") -> list[tuple[str, str]]:

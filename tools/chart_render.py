@@ -20,12 +20,12 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import yaml
 
+from config.vocabulary import RELEASE as RELEASE_TYPE
 from tools.chart_cache import MissingChart, find_cached, read_source, chart_cache_dir
 from tools.chart_refs import (ChartError, ChartKey, ChartRenderError, ChartValuesError, SchemaViolation,
                               chart_key, helm_sdk)
 from tools.mockrun import integral_numbers
 
-RELEASE_TYPE = "kubernetes:helm.sh/v3:Release"
 MANIFESTS_DIR = "manifests"
 _PLACEHOLDERS = ("[secret]", "[unknown]")
 # Rendered charts hold megabytes of CRDs: libyaml's parser when PyYAML has it.

@@ -42,7 +42,7 @@ from tools.chart_refs import (ChartError, ChartKey, ChartPullError, ChartRenderE
                               SchemaViolation, chart_key)
 from tools.chart_render import (MANIFESTS_DIR, RELEASE_TYPE, release_chart_key, release_records,
                                 render_plan_releases, render_release)
-from tools.mockrun import load_stack_file, run_program
+from tools.mockrun import committed_stacks, load_stack_file, owned_event_loops, run_program
 
 __all__ = ["CACHE_ENV", "DEFAULT_CACHE_DIR", "MANIFESTS_DIR", "PROJECT_DIR", "RELEASE_TYPE", "ChartContracts",
            "ChartError", "ChartKey", "ChartPullError", "ChartRenderError", "ChartValuesError", "MissingChart",
@@ -67,17 +67,14 @@ def pinned_chart_key(name: str, version: str) -> ChartKey:
 
 def stack_chart_keys(stack: str) -> list[ChartKey]:
     """The charts a stack's releases use, read from an offline run of the program (no network)."""
-    run = run_program(load_stack_file(stack), stack=stack)
+    with owned_event_loops():
+        run = run_program(load_stack_file(stack), stack=stack)
     keys: list[ChartKey] = []
     for _, inputs in release_records(run.resources):
         key = release_chart_key(inputs)
         if key not in keys:
             keys.append(key)
     return sorted(keys, key=lambda key: (key.name, key.version, key.source))
-
-
-def committed_stacks() -> list[str]:
-    return sorted(path.name[len("Pulumi."):-len(".yaml")] for path in PROJECT_DIR.glob("Pulumi.*.yaml"))
 
 
 def pinned_chart_keys() -> list[ChartKey]:

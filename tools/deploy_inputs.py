@@ -19,11 +19,11 @@ import kubernetes_validate
 import yaml
 
 from config import versions
+from config.vocabulary import EKS_CLUSTER, EKS_NODE_GROUP, HOST_COMPONENT, VCLUSTER_MANAGED_BY_LABEL
 
 # Rendered charts hold megabytes of CRDs: libyaml's parser when PyYAML has it.
 YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
-ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
 ANY = "*"  # a node label whose value the site sets but the plan cannot know (hostname...)
 WORKLOAD_KINDS = ("Pod", "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob")
 # Objects of these kinds have no namespace (custom kinds: the scope their CRD declares).
@@ -99,12 +99,15 @@ def _taint(raw: Mapping[str, Any]) -> Taint:
 
 
 def site_from_plan(plan: Mapping[str, Any]) -> Site:
-    """The site a plan (``tools.plan.build_plan``) deploys to: host kind, version, node pools."""
+    """The site a plan (``tools.plan.build_plan``) deploys to: host kind (as the host component
+    registered it), version, node pools."""
     resources = plan["resources"]
     by_type = lambda typ: [r for r in resources if r["type"] == typ]  # noqa: E731
-    clusters = by_type("eks:index:Cluster")
-    if clusters:
-        groups = by_type("eks:index:ManagedNodeGroup")
+    kind = next((r.get("outputs", {}).get("kind") for r in sorted(by_type(HOST_COMPONENT), key=lambda r: r["urn"])),
+                None)
+    if kind == "eks":
+        clusters = by_type(EKS_CLUSTER)
+        groups = by_type(EKS_NODE_GROUP)
         pools = []
         for group in groups:
             inputs = group["inputs"]
@@ -115,8 +118,8 @@ def site_from_plan(plan: Mapping[str, Any]) -> Site:
                                   _OPERATOR_PREFIXES if gpu else ("feature.node.kubernetes.io/",)))
         version = str(clusters[0]["inputs"].get("version") or versions.EKS_KUBERNETES_VERSION)
         return Site(plan["stack"], "eks", HOST_FACTS["eks"], (version,), tuple(pools))
-    commands = [str(r["inputs"].get("create", "")) for r in resources if r["type"].startswith("command:")]
-    if any("microk8s" in command for command in commands):
+    if kind == "microk8s":
+        commands = [str(r["inputs"].get("create", "")) for r in resources if r["type"].startswith("command:")]
         # One node: the GPU box; the nvidia addon's operator labels it.
         node = NodePool("microk8s-node", {**_NODE_BASE_LABELS, **_GPU_NODE_LABELS}, (), _OPERATOR_PREFIXES)
         return Site(plan["stack"], "microk8s", HOST_FACTS["microk8s"], UNPINNED_KUBERNETES, (node,),
@@ -280,7 +283,7 @@ def vcluster_dns_pods(release: Release) -> list[K8sObject]:
     for index, (metadata, spec) in enumerate(templates):
         spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **synced_selector}
         spec["tolerations"] = list(spec.get("tolerations") or []) + enforced
-        labels = {**(metadata.get("labels") or {}), "vcluster.loft.sh/managed-by": release.name,
+        labels = {**(metadata.get("labels") or {}), VCLUSTER_MANAGED_BY_LABEL: release.name,
                   "vcluster.loft.sh/namespace": "kube-system"}
         manifest = {"apiVersion": "v1", "kind": "Pod",
                     "metadata": {"name": f"coredns-{index}-x-kube-system-x-{release.name}",

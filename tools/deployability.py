@@ -29,8 +29,10 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 import jsonschema
 import kubernetes_validate
 
+from config import versions
+from config.vocabulary import POD_SECURITY_LABEL
 from tools import network_policy, pod_security
-from tools.deploy_inputs import (ANY, DEFAULT_CLASS_ANNOTATION, ENFORCE_LABEL, K8sObject, NodePool, Site,
+from tools.deploy_inputs import (ANY, DEFAULT_CLASS_ANNOTATION, K8sObject, NodePool, Site,
                                  addon_operator_version, crds_of, pod_templates, program_objects, rendered_objects,
                                  site_from_plan, vcluster_dns_pods)
 
@@ -205,7 +207,7 @@ def check_node_fit(objects: Sequence[K8sObject], site: Site) -> list[Finding]:
 def namespace_levels(objects: Iterable[K8sObject]) -> dict[str, str]:
     """Enforced Pod Security level of each namespace the objects declare; a namespace without the
     label (or not declared, e.g. Helm's createNamespace) is ``privileged``, the cluster default."""
-    return {obj.name: ((obj.manifest.get("metadata") or {}).get("labels") or {}).get(ENFORCE_LABEL, "privileged")
+    return {obj.name: ((obj.manifest.get("metadata") or {}).get("labels") or {}).get(POD_SECURITY_LABEL, "privileged")
             for obj in objects if obj.kind == "Namespace"}
 
 
@@ -358,7 +360,7 @@ def check_plan(plan: Mapping[str, Any], rendered: Mapping[str, Any], out_dir: An
     notes: list[Finding] = []
     if site.kind == "microk8s":
         version = addon_operator_version(plan)
-        contracts = chart_contracts(pinned_chart_key("gpu-operator", version), cache_dir)
+        contracts = chart_contracts(pinned_chart_key(versions.GPU_OPERATOR_CHART, version), cache_dir)
         if contracts is None:
             notes.append(Finding(INFO, "custom-resource", f"site {site.stack}",
                                  f"the chart cache has no gpu-operator {version} (the MicroK8s addon's), so the "

@@ -23,6 +23,7 @@ import pulumi
 import yaml
 
 from config.load import SECRET_KEYS
+from config.vocabulary import COMMANDS, EKS_CLUSTER, RELEASE
 from config.source import OFFLINE_PLACEHOLDER
 from config.stack_file import stack_config as read_stack_config
 from tools import sdk_internals as sdk
@@ -47,12 +48,12 @@ class PlatformMocks(pulumi.runtime.Mocks):
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         state = dict(args.inputs)
-        if args.typ == "eks:index:Cluster":
+        if args.typ == EKS_CLUSTER:
             kubeconfig = yaml.safe_load(fake_kubeconfig(args.name, "https://eks.offline.invalid"))
             issuer = f"https://oidc.eks.offline.invalid/id/{args.name}"
             state.update(kubeconfigJson=json.dumps(kubeconfig), kubeconfig=kubeconfig, oidcIssuer=issuer,
                          oidcProviderArn=f"arn:aws:iam::000000000000:oidc-provider/{issuer.removeprefix('https://')}")
-        elif args.typ in ("command:remote:Command", "command:local:Command"):
+        elif args.typ in COMMANDS:
             state["stdout"] = fake_kubeconfig("microk8s", "https://10.0.0.10:16443") \
                 if args.name.endswith("read-kubeconfig") else ""
             state["stderr"] = ""
@@ -61,7 +62,7 @@ class PlatformMocks(pulumi.runtime.Mocks):
             config = fake_kubeconfig(name, "https://localhost:8443")
             state = {"metadata": {"name": name, "namespace": namespace},
                      "data": {"config": base64.b64encode(config.encode()).decode()}}
-        elif args.typ == "kubernetes:helm.sh/v3:Release":
+        elif args.typ == RELEASE:
             state["status"] = {"name": state.get("name", args.name), "namespace": state.get("namespace"),
                                "status": "deployed", "version": state.get("version")}
         elif args.typ.startswith("aws:"):
@@ -301,6 +302,11 @@ def owned_event_loops() -> Iterator[None]:
                 _shut_down(loop)
         finally:
             asyncio.set_event_loop_policy(previous)
+
+
+def committed_stacks(project_dir: Path = PROJECT_DIR) -> list[str]:
+    """The stacks with a ``Pulumi.<stack>.yaml`` in the project root."""
+    return sorted(path.name[len("Pulumi."):-len(".yaml")] for path in project_dir.glob("Pulumi.*.yaml"))
 
 
 def load_stack_file(stack: str, project_dir: Path = PROJECT_DIR) -> dict[str, Any]:

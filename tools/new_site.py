@@ -31,7 +31,8 @@ if str(REPO_DIR) not in sys.path:  # `python -m tools.new_site` from another dir
     sys.path.insert(0, str(REPO_DIR))
 
 from config import ConfigError  # noqa: E402
-from config.load import PROJECT, SECRET_KEYS, CLUSTER_KINDS, secret_command as project_secret_command  # noqa: E402
+from config.load import PROJECT, SECRET_KEYS, secret_command as project_secret_command  # noqa: E402
+from config.load_host import CLUSTER_KINDS  # noqa: E402
 from config.stack_file import StackFileError, read_stack_file, stack_names  # noqa: E402
 from tools.sites import platform_of, site_of  # noqa: E402
 from tools.stack_edit import (  # noqa: E402

@@ -41,6 +41,7 @@ from typing import Any, Optional, Sequence
 
 from config import ConfigError
 from config.stack_file import StackFileError
+from config.vocabulary import EKS_CLUSTER
 from tools import charts, deployability, mockrun
 from tools.mockrun import PROJECT_DIR
 from tools.plan_diff import diff_plans, manifest_changes, read_manifests, render_diff
@@ -62,7 +63,10 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Optional[Sequence[str]] = None, *, config: Optional[dict[str, Any]] = None,
+         stack_dir: Path = PROJECT_DIR) -> int:
+    """The CLI. ``config`` (a stack file's ``config:`` block) stands in for ``Pulumi.STACK.yaml``;
+    without it the stack file is read from ``stack_dir``."""
     parser = argparse.ArgumentParser(
         prog="python -m tools.plan",
         description="Run the program offline for Pulumi.STACK.yaml and write plan.json and summary.md.")
@@ -89,7 +93,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     out = args.out if args.out is not None else PROJECT_DIR / "build" / "plan" / args.stack
 
     try:
-        stack_config = mockrun.load_stack_file(args.stack)
+        stack_config = config if config is not None else mockrun.load_stack_file(args.stack, stack_dir)
     except (StackFileError, ConfigError) as error:
         print(f"error: stack {args.stack}: {error}", file=sys.stderr)
         return 2
@@ -162,7 +166,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 def _kube_version(plan: dict[str, Any]) -> Optional[str]:
     """The Kubernetes version charts render for: the EKS cluster's, else Helm's default."""
     for resource in plan["resources"]:
-        if resource["type"] == "eks:index:Cluster" and resource["inputs"].get("version"):
+        if resource["type"] == EKS_CLUSTER and resource["inputs"].get("version"):
             return f"v{resource['inputs']['version']}.0"
     return None
 

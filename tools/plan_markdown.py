@@ -4,31 +4,14 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
-# Resource types and labels the summary reads.
-RELEASE = "kubernetes:helm.sh/v3:Release"
-QUEUE = "kubernetes:scheduling.run.ai/v2:Queue"
-CLUSTER_POLICY_PATCH = "kubernetes:nvidia.com/v1:ClusterPolicyPatch"
-CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
-NAMESPACE = "kubernetes:core/v1:Namespace"
-EKS_CLUSTER = "eks:index:Cluster"
-EKS_NODE_GROUP = "eks:index:ManagedNodeGroup"
-COMMANDS = ("command:local:Command", "command:remote:Command")
-K8S_PROVIDER = "pulumi:providers:kubernetes"
-AWS_PROVIDER = "pulumi:providers:aws"
-ADMISSION_POLICY = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
-HOST_COMPONENT = "gpu-tenancy:platform:HostCluster"
-GPU_OPERATOR_COMPONENT = "gpu-tenancy:platform:GpuOperator"
-TENANT_COMPONENT = "gpu-tenancy:platform:TenantCluster"
-QUEUE_RESOURCES = ("gpu", "cpu", "memory")
-QUEUE_FIELDS = ("quota", "limit", "overQuotaWeight")
-NODE_PROFILE_LABEL = "nvidia.com/device-plugin.config"
-VPC = "aws:ec2/vpc:Vpc"
-SUBNET = "aws:ec2/subnet:Subnet"
-NAT_GATEWAY = "aws:ec2/natGateway:NatGateway"
-JOB = "kubernetes:batch/v1:Job"
-ADMISSION_COMPONENT = "gpu-tenancy:platform:TenantAdmission"
-ADMISSION_BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
-POD_SECURITY_LABEL = "pod-security.kubernetes.io/enforce"
+# Resource types and labels the summary reads (config/vocabulary.py defines them).
+from config.vocabulary import (  # noqa: F401  (the summary modules import them from here)
+    ADMISSION_BINDING, ADMISSION_COMPONENT, ADMISSION_POLICY, AWS_PROVIDER, CLUSTER_POLICY_PATCH, COMMANDS,
+    CONFIG_MAP, EKS_CLUSTER, EKS_NODE_GROUP, GPU_OPERATOR_COMPONENT, HOST_COMPONENT, JOB, K8S_PROVIDER, NAMESPACE,
+    NAT_GATEWAY, NODE_PROFILE_LABEL, POD_SECURITY_LABEL, QUEUE, QUEUE_FIELDS, QUEUE_RESOURCES, RELEASE, SUBNET,
+    TENANT_COMPONENT, VPC,
+)
+
 KUBERNETES = "kubernetes:"
 
 
@@ -99,6 +82,12 @@ class PlanIndex:
             chain.append(self.by_urn[parent])
             parent = self.by_urn[parent].get("parent")
         return chain
+
+    def registered(self, component_type: str, key: str) -> Any:
+        """What the (first) component of ``component_type`` registered as output ``key``: the program's own
+        decision (host kind, operator mode...), or None when the plan has no such component."""
+        components = sorted(self.of_type(component_type), key=lambda resource: resource["urn"])
+        return dig(components[0], "outputs", key) if components else None
 
     def under(self, resource: dict[str, Any], component_type: str) -> bool:
         return any(ancestor["type"] == component_type for ancestor in self.ancestors(resource))

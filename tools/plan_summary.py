@@ -22,15 +22,13 @@ from tools.plan_summary_tenants import cluster_objects_section, tenant_section
 SUMMARY_FILE = "summary.md"
 
 
-def _host_section(index: PlanIndex, outputs: dict[str, Any]) -> list[str]:
+def _host_section(index: PlanIndex) -> list[str]:
     lines = ["## Host", ""]
     clusters = index.of_type(EKS_CLUSTER)
     commands = [resource for resource in index.of_type(*COMMANDS)
                 if resource["parent"] is None or index.under(resource, HOST_COMPONENT)]
-    declared = outputs.get("hostKind")
-    # The program's own decision (stack output hostKind); a plan without it is read from its resources.
-    kind = declared if isinstance(declared, str) else "eks" if clusters else "microk8s" if commands else "kubeconfig"
-    lines.append(f"- Kind: **{kind}**")
+    kind = index.registered(HOST_COMPONENT, "kind")
+    lines.append(f"- Kind: **{kind or 'unknown: the plan has no host component'}**")
 
     if kind == "eks":
         for provider in index.of_type(AWS_PROVIDER):
@@ -94,7 +92,7 @@ def _host_section(index: PlanIndex, outputs: dict[str, Any]) -> list[str]:
             if command["options"].get("additionalSecretOutputs"):
                 line += f"; secret outputs: {', '.join(code(o) for o in command['options']['additionalSecretOutputs'])}"
             lines.append(line)
-    else:
+    elif kind == "kubeconfig":
         for provider in index.of_type(K8S_PROVIDER):
             context = provider["inputs"].get("context")
             lines.append(f"- Existing cluster through provider {code(provider['name'])}: kubeconfig "
@@ -159,11 +157,11 @@ def _profile(content: Any) -> str:
 
 def _gpu_operator_section(index: PlanIndex, outputs: dict[str, Any]) -> list[str]:
     lines = ["## GPU operator", ""]
-    releases = [r for r in index.of_type(RELEASE)
-                if index.under(r, GPU_OPERATOR_COMPONENT) or str(r["inputs"].get("chart", "")).rsplit("/", 1)[-1] == "gpu-operator"]
+    mode = index.registered(GPU_OPERATOR_COMPONENT, "mode")
+    releases = [r for r in index.of_type(RELEASE) if index.under(r, GPU_OPERATOR_COMPONENT)]
     patches = index.of_type(CLUSTER_POLICY_PATCH)
     config_name = config_default = None
-    if releases:
+    if mode == "install" and releases:
         release = releases[0]
         inputs = release["inputs"]
         values = inputs.get("values") or {}
@@ -174,7 +172,7 @@ def _gpu_operator_section(index: PlanIndex, outputs: dict[str, Any]) -> list[str
                      f"{fmt_num(dig(values, 'toolkit', 'enabled'))}; CDI enabled: {fmt_num(dig(values, 'cdi', 'enabled'))}")
         config_name = dig(values, "devicePlugin", "config", "name")
         config_default = dig(values, "devicePlugin", "config", "default")
-    elif patches:
+    elif mode == "microk8s-addon" and patches:
         patch = patches[0]
         inputs = patch["inputs"]
         config_name = dig(inputs, "spec", "devicePlugin", "config", "name")
@@ -182,9 +180,11 @@ def _gpu_operator_section(index: PlanIndex, outputs: dict[str, Any]) -> list[str
         lines.append(f"- Mode: **ClusterPolicy patch** (microk8s-addon) — the operator is already installed "
                      f"(MicroK8s nvidia addon); this stack patches ClusterPolicy "
                      f"{code(dig(inputs, 'metadata', 'name'))} and installs no operator release")
-    else:
+    elif mode == "external":
         lines.append("- Mode: **external** — no operator release and no ClusterPolicy patch: the operator is "
                      "managed elsewhere and must be pointed at the time-slicing ConfigMap by its owner")
+    else:
+        lines.append(f"- Mode: **{mode or 'unknown: the plan has no GPU operator component'}**")
     if len(releases) + len(patches) > 1:
         lines.append(f"- Note: {len(releases)} operator release(s) and {len(patches)} ClusterPolicy patch(es) in one stack")
     if config_name is not None:
@@ -192,8 +192,9 @@ def _gpu_operator_section(index: PlanIndex, outputs: dict[str, Any]) -> list[str
 
     time_slicing = dig(outputs, "timeSlicing") if isinstance(dig(outputs, "timeSlicing"), dict) else {}
     wanted = config_name or time_slicing.get("configMap")
-    maps = [m for m in index.of_type(CONFIG_MAP) if index.under(m, GPU_OPERATOR_COMPONENT)
-            or (wanted is not None and dig(m, "inputs", "metadata", "name") == wanted)]
+    # The operator component holds other ConfigMaps too (the DCGM metric list): the device-plugin config
+    # is the one the operator is pointed at.
+    maps = [m for m in index.of_type(CONFIG_MAP) if wanted is not None and dig(m, "inputs", "metadata", "name") == wanted]
     for config_map in sorted(maps, key=lambda m: m["urn"]):
         metadata = config_map["inputs"].get("metadata") or {}
         data = config_map["inputs"].get("data") or {}
@@ -316,11 +317,11 @@ def render_summary(plan: dict[str, Any]) -> str:
         f"Values computed by providers are mock values; secrets are shown as `{REDACTED}`.",
         "",
     ]
-    lines += _host_section(index, outputs) + [""]
+    lines += _host_section(index) + [""]
     lines += _releases_section(index) + [""]
     lines += _gpu_operator_section(index, outputs) + [""]
     lines += _queue_section(index) + [""]
-    lines += tenant_section(index, outputs) + [""]
+    lines += tenant_section(index) + [""]
 
     lines += cluster_objects_section(index) + [""]
 

@@ -25,25 +25,18 @@ def _tenant_parts(index: PlanIndex, component: dict[str, Any]) -> dict[str, Any]
             "outputs": component.get("outputs") or {}}
 
 
-def _team_of(parts: dict[str, Any], exported: dict[str, Any]) -> str:
-    """The team a tenant belongs to: the stack's ``tenants`` output entry with the tenant's namespace."""
-    namespace = parts["outputs"].get("namespace")
-    team = next((name for name, entry in sorted(exported.items())
-                 if isinstance(entry, dict) and entry.get("namespace") == namespace), None)
-    return team or str(parts["outputs"].get("queue") or "—")
 
 
-def tenant_section(index: PlanIndex, outputs: dict[str, Any]) -> list[str]:
+def tenant_section(index: PlanIndex) -> list[str]:
     lines = ["## Tenants", ""]
     components = sorted(index.of_type(TENANT_COMPONENT), key=lambda r: r["name"])
     if not components:
         return lines + ["None."]
-    exported = outputs.get("tenants") if isinstance(outputs.get("tenants"), dict) else {}
     rows, guardrails = [], []
     for component in components:
         parts = _tenant_parts(index, component)
         release, namespace, registered = parts["release"], parts["namespace"], parts["outputs"]
-        team = _team_of(parts, exported)
+        team = str(registered.get("team") or "—")
         vcluster = dig(release, "inputs", "name")
         host_namespace = registered.get("namespace") or dig(release, "inputs", "namespace")
         queue = registered.get("queue")

@@ -1,0 +1,67 @@
+"""Names the platform shares with Kubernetes, KAI, vCluster and the review tools, each defined once.
+
+config/, components/ and tools/ import them from here. policy/rules.py keeps its own copies on
+purpose: the policy pack runs from policy/ in a venv of its own, with nothing of the project on
+sys.path; tests/test_vocabulary.py proves those copies equal to these (values and behaviour).
+Plain data, no Pulumi.
+"""
+
+from __future__ import annotations
+
+import re
+
+# --- an exact chart version ---------------------------------------------------------------------
+# Helm reads anything but a full SemVer 2 version as a constraint ("1.2" = newest 1.2.x). Leading
+# zeros are not SemVer, and build metadata (+...) is; a leading "v" is how some charts tag.
+EXACT_VERSION = re.compile(r"^v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
+
+# --- labels -------------------------------------------------------------------------------------
+# Every object the program creates outside a chart carries it.
+MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-tenancy"}
+TEAM_LABEL = "gpu-tenancy/team"
+POOL_LABEL = "gpu-tenancy/pool"
+# Every GPU node group carries it, so one selector can name all GPU pools at once.
+ROLE_LABEL = "gpu-tenancy/role"
+# KAI reads a pod's queue from it.
+QUEUE_LABEL = "kai.scheduler/queue"
+# vCluster's syncer marks every host object it creates with its release name.
+VCLUSTER_MANAGED_BY_LABEL = "vcluster.loft.sh/managed-by"
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+POD_SECURITY_LABEL = "pod-security.kubernetes.io/enforce"
+# Node label the GPU Operator reads to pick a time-slicing ConfigMap key per node.
+NODE_PROFILE_LABEL = "nvidia.com/device-plugin.config"
+
+# --- reserved names -----------------------------------------------------------------------------
+KAI_RESERVED_QUEUES = ("default-queue", "default-parent-queue")
+SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease", "default")
+
+# --- KAI queues ---------------------------------------------------------------------------------
+QUEUE_RESOURCES = ("gpu", "cpu", "memory")
+QUEUE_FIELDS = ("quota", "limit", "overQuotaWeight")
+
+# --- resource types -----------------------------------------------------------------------------
+RELEASE = "kubernetes:helm.sh/v3:Release"
+QUEUE = "kubernetes:scheduling.run.ai/v2:Queue"
+CLUSTER_POLICY_PATCH = "kubernetes:nvidia.com/v1:ClusterPolicyPatch"
+CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
+NAMESPACE = "kubernetes:core/v1:Namespace"
+JOB = "kubernetes:batch/v1:Job"
+ADMISSION_POLICY = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
+ADMISSION_BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
+EKS_CLUSTER = "eks:index:Cluster"
+EKS_NODE_GROUP = "eks:index:ManagedNodeGroup"
+COMMANDS = ("command:local:Command", "command:remote:Command")
+K8S_PROVIDER = "pulumi:providers:kubernetes"
+AWS_PROVIDER = "pulumi:providers:aws"
+VPC = "aws:ec2/vpc:Vpc"
+SUBNET = "aws:ec2/subnet:Subnet"
+NAT_GATEWAY = "aws:ec2/natGateway:NatGateway"
+
+# The program's own components (components/*.py).
+HOST_COMPONENT = "gpu-tenancy:platform:HostCluster"
+EKS_NETWORK_COMPONENT = "gpu-tenancy:platform:EksNetwork"
+GPU_OPERATOR_COMPONENT = "gpu-tenancy:platform:GpuOperator"
+KAI_COMPONENT = "gpu-tenancy:platform:KaiScheduler"
+QUEUES_COMPONENT = "gpu-tenancy:platform:QueueHierarchy"
+TENANT_COMPONENT = "gpu-tenancy:platform:TenantCluster"
+ADMISSION_COMPONENT = "gpu-tenancy:platform:TenantAdmission"
