@@ -1,0 +1,92 @@
+"""Pictures of the Grafana dashboards' layout, drawn from the dashboards the program provisions.
+
+    python -m tools.dashboard_picture [STACK] [--check]
+
+Writes ``docs/dashboards/platform.svg`` and ``docs/dashboards/team.svg`` (the board of the stack's
+first team) from ``components/observability_dashboards.py``: every panel at its grid position, with
+its title and type, rows as bands. The README shows them, so its pictures follow the code.
+``--check`` exits 1 when the committed pictures are not what the code draws now.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+from html import escape
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from components.observability_dashboards import dashboards
+from config import load_platform
+from tools.mockrun import PROJECT, PROJECT_DIR, load_stack_file
+
+OUT_DIR = PROJECT_DIR / "docs" / "dashboards"
+# Grafana's grid is 24 columns wide; one grid unit of height is about 30 px.
+COLUMN, ROW, MARGIN = 40, 30, 4
+# Average width of a 13 px bold character, for wrapping titles inside narrow panels.
+CHARACTER = 7.5
+PANEL_FILL = {"stat": "#e8f1fb", "table": "#eef7ee", "timeseries": "#fdf3e6", "bargauge": "#f5ecf9"}
+
+
+def render(board: dict[str, Any]) -> str:
+    panels = board["panels"]
+    height = max(p["gridPos"]["y"] + p["gridPos"]["h"] for p in panels) * ROW + 40
+    width = 24 * COLUMN
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'font-family="sans-serif" font-size="13">',
+             f'<rect width="{width}" height="{height}" fill="#ffffff"/>',
+             f'<text x="{MARGIN}" y="24" font-size="16" font-weight="bold">{escape(board["title"])}</text>']
+    for panel in panels:
+        grid = panel["gridPos"]
+        x, y = grid["x"] * COLUMN + MARGIN / 2, grid["y"] * ROW + 36
+        w, h = grid["w"] * COLUMN - MARGIN, grid["h"] * ROW - MARGIN
+        if panel.get("type") == "row":
+            parts.append(f'<rect x="{x}" y="{y}" width="{w}" height="{h}" fill="#444444"/>')
+            parts.append(f'<text x="{x + 6}" y="{y + h - 8}" fill="#ffffff" font-weight="bold">'
+                         f'{escape(panel.get("title", ""))}</text>')
+            continue
+        fill = PANEL_FILL.get(panel.get("type", ""), "#f0f0f0")
+        parts.append(f'<rect x="{x}" y="{y}" width="{w}" height="{h}" rx="4" fill="{fill}" stroke="#888888"/>')
+        lines = textwrap.wrap(panel.get("title", ""), max(8, int((w - 12) / CHARACTER)))
+        for number, line in enumerate(lines):
+            parts.append(f'<text x="{x + 6}" y="{y + 18 + 16 * number}" font-weight="bold">{escape(line)}</text>')
+        parts.append(f'<text x="{x + 6}" y="{y + 20 + 16 * len(lines)}" fill="#555555">'
+                     f'{escape(panel.get("type", ""))}</text>')
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"
+
+
+def pictures(stack: str) -> dict[str, str]:
+    """File name -> SVG text of the platform board and of the first team's board."""
+    raw = {key.split(":", 1)[1]: value for key, value in load_stack_file(stack).items()
+           if key.startswith(f"{PROJECT}:")}
+    platform = load_platform(raw, secrets_set={"sshPrivateKey", "kubeconfig"}, stack=stack)
+    boards = dashboards(platform)
+    first_team = next(name for name in boards if name != "platform")
+    return {"platform.svg": render(boards["platform"][1]), "team.svg": render(boards[first_team][1])}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.dashboard_picture", description=__doc__.split("\n")[0])
+    parser.add_argument("stack", nargs="?", default="dev")
+    parser.add_argument("--check", action="store_true", help="exit 1 if the committed pictures are out of date")
+    args = parser.parse_args(argv)
+    stale = []
+    for name, text in pictures(args.stack).items():
+        path = OUT_DIR / name
+        if args.check:
+            if not path.exists() or path.read_text() != text:
+                stale.append(name)
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        print(f"wrote {path.relative_to(PROJECT_DIR)}")
+    if stale:
+        print(f"out of date: {', '.join(stale)}; run: python -m tools.dashboard_picture {args.stack}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
