@@ -224,6 +224,17 @@ def vcluster_set_owner_disabled(resource: Resource) -> list[str]:
     return [f"{label} sets values.experimental.syncSettings.setOwner to {value!r}: {why} Set it to false."]
 
 
+def kai_blocks_visible_devices(resource: Resource) -> list[str]:
+    """KAI's webhook must blank NVIDIA_VISIBLE_DEVICES in containers that hold no GPU."""
+    if not (is_helm_release(resource) and is_chart(resource, KAI_CHART)):
+        return []
+    value = get(resource.inputs, "values", "global", "blockNvidiaVisibleDevices")
+    if value is UNKNOWN or value is True:
+        return []
+    return [f"{_release_label(resource)} sets values.global.blockNvidiaVisibleDevices to {value!r}: without it a "
+            "tenant container whose image sets NVIDIA_VISIBLE_DEVICES=all sees every GPU of its node. Set it to true."]
+
+
 def queue_resources_complete(resource: Resource) -> list[str]:
     """A KAI queue renders gpu, cpu and memory, each with quota, limit and overQuotaWeight (numbers)."""
     if not is_queue(resource):
@@ -578,6 +589,10 @@ RULES: tuple[Rule, ...] = (
          "Every vCluster release sets values.experimental.syncSettings.setOwner to false (KAI reads a pod's queue "
          "from its top owner).",
          True, "resource", vcluster_set_owner_disabled),
+    Rule("kai-blocks-visible-devices",
+         "The KAI release sets values.global.blockNvidiaVisibleDevices to true (containers without a GPU allocation "
+         "get NVIDIA_VISIBLE_DEVICES=void).",
+         True, "resource", kai_blocks_visible_devices),
     Rule("kai-queue-resources-complete",
          "Every KAI Queue renders gpu, cpu and memory, each with quota, limit and overQuotaWeight.",
          True, "resource", queue_resources_complete),

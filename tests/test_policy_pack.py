@@ -117,6 +117,24 @@ def test_vcluster_that_sets_owners_fails(values, says):
     assert says in message and "Set it to false" in message
 
 
+KAI_CHART_REF = "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler"
+
+
+def test_a_kai_release_that_blanks_visible_devices_passes():
+    values = {"global": {"gpuSharing": True, "blockNvidiaVisibleDevices": True}}
+    assert rules.kai_blocks_visible_devices(release(chart=KAI_CHART_REF, version="v0.16.4", values=values)) == []
+    assert rules.kai_blocks_visible_devices(release(chart=KAI_CHART_REF, version="v0.16.4",
+                                                    values={"global": UNKNOWN})) == []
+    assert rules.kai_blocks_visible_devices(release(values={"global": {}})) == [], "not KAI: not judged"
+
+
+@pytest.mark.parametrize("values", [{"global": {"gpuSharing": True}},
+                                    {"global": {"blockNvidiaVisibleDevices": False}}, {}])
+def test_a_kai_release_that_lets_images_pick_their_gpus_is_refused(values):
+    [message] = rules.kai_blocks_visible_devices(release(chart=KAI_CHART_REF, version="v0.16.4", values=values))
+    assert "blockNvidiaVisibleDevices" in message and "Set it to true" in message
+
+
 def test_set_owner_rule_skips_unknowns_and_other_charts():
     assert rules.vcluster_set_owner_disabled(release(values=tenant_values(set_owner=UNKNOWN))) == []
     assert rules.vcluster_set_owner_disabled(release(values={"experimental": UNKNOWN})) == []
