@@ -21,7 +21,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from components.kubectl_job import HOME_VOLUME, POD_SECURITY_CONTEXT, kubectl_container, wait_for_create_args
+from components.kubectl_job import (
+    HOME_VOLUME, POD_SECURITY_CONTEXT, job_identity, kubectl_container, wait_for_create_args,
+)
 from config import versions
 from config.model import KaiScheduler as KaiSettings
 from config.vocabulary import KAI_COMPONENT, MANAGED_BY, QUEUE_RESOURCES
@@ -92,17 +94,11 @@ class KaiScheduler(pulumi.ComponentResource):
         manifest = k8s.core.v1.ConfigMap(f"{name}-probe-queue", metadata=metadata,
                                          data={"queue.yaml": yaml.safe_dump(probe_queue, sort_keys=True)},
                                          opts=after_release)
-        account = k8s.core.v1.ServiceAccount(f"{name}-probe", metadata=metadata, opts=after_release)
-        role = k8s.rbac.v1.ClusterRole(f"{name}-probe", metadata={"name": PROBE_NAME, "labels": labels}, rules=[
+        identity = job_identity(f"{name}-probe", metadata, [
             {"apiGroups": ["scheduling.run.ai"], "resources": ["queues"], "verbs": ["create"]},
             {"apiGroups": ["admissionregistration.k8s.io"], "resources": ["validatingwebhookconfigurations"],
              "resourceNames": [QUEUE_WEBHOOK], "verbs": ["get", "list", "watch"]}],
-            opts=after_release)
-        binding = k8s.rbac.v1.ClusterRoleBinding(
-            f"{name}-probe", metadata={"name": PROBE_NAME, "labels": labels},
-            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": PROBE_NAME},
-            subjects=[{"kind": "ServiceAccount", "name": PROBE_NAME, "namespace": settings.namespace}],
-            opts=after_release)
+            cluster_wide=True, opts=after_release)
         return k8s.batch.v1.Job(
             f"{name}-queue-webhook-probe",
             metadata=metadata,
@@ -127,6 +123,6 @@ class KaiScheduler(pulumi.ComponentResource):
                 },
             },
             opts=pulumi.ResourceOptions(parent=self, provider=provider,
-                                        depends_on=[self.release, manifest, account, role, binding],
+                                        depends_on=[self.release, manifest, *identity],
                                         custom_timeouts=pulumi.CustomTimeouts(create="25m")),
         )

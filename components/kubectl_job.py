@@ -1,4 +1,4 @@
-"""Pod parts for the platform's short kubectl Jobs (waits and probes Pulumi cannot express).
+"""Pod parts and identities for the platform's short kubectl Jobs (waits and probes Pulumi cannot express).
 
 The Kubernetes provider awaits a Job until it completes or fails, so a Job that runs
 ``kubectl wait`` turns "until X exists in the cluster" into an ordinary dependency. The pods
@@ -9,6 +9,9 @@ namespace, tenant namespaces with a ResourceQuota included.
 from __future__ import annotations
 
 from typing import Sequence
+
+import pulumi
+import pulumi_kubernetes as k8s
 
 from config import versions
 
@@ -40,3 +43,20 @@ def wait_for_create_args(resource: str, name: str, timeout_seconds: int, namespa
     if namespace is not None:
         args += ["--namespace", namespace]
     return args
+
+
+def job_identity(resource_name: str, metadata: dict, rules: list[dict], *, cluster_wide: bool,
+                 opts: pulumi.ResourceOptions) -> list[pulumi.Resource]:
+    """The Job's own service account, allowed ``rules`` and nothing else (a Role, or a ClusterRole for
+    cluster-scoped objects), all named ``metadata["name"]``."""
+    name, namespace = metadata["name"], metadata["namespace"]
+    account = k8s.core.v1.ServiceAccount(resource_name, metadata=metadata, opts=opts)
+    role_metadata = {"name": name, "labels": metadata["labels"]} if cluster_wide else metadata
+    role_kind = "ClusterRole" if cluster_wide else "Role"
+    role = (k8s.rbac.v1.ClusterRole if cluster_wide else k8s.rbac.v1.Role)(
+        resource_name, metadata=role_metadata, rules=rules, opts=opts)
+    binding = (k8s.rbac.v1.ClusterRoleBinding if cluster_wide else k8s.rbac.v1.RoleBinding)(
+        resource_name, metadata=role_metadata,
+        role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": name},
+        subjects=[{"kind": "ServiceAccount", "name": name, "namespace": namespace}], opts=opts)
+    return [account, role, binding]

@@ -20,7 +20,9 @@ import pulumi_kubernetes as k8s
 
 from components.admission import TenantAdmission, TenantAdmissionArgs, policy_name
 from components.tenant_dns import coredns_manifests
-from components.kubectl_job import HOME_VOLUME, POD_SECURITY_CONTEXT, kubectl_container, wait_for_create_args
+from components.kubectl_job import (
+    HOME_VOLUME, POD_SECURITY_CONTEXT, job_identity, kubectl_container, wait_for_create_args,
+)
 from config import versions
 from config.merge import deep_merge
 from config.model import Team, VClusterSettings
@@ -209,15 +211,9 @@ class TenantCluster(pulumi.ComponentResource):
         labels = {**MANAGED_BY, "app.kubernetes.io/name": "kubeconfig-wait"}
         metadata = {"name": job_name, "namespace": team.namespace, "labels": labels}
         after_release = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[self.release])
-        account = k8s.core.v1.ServiceAccount(f"{name}-kubeconfig-wait", metadata=metadata, opts=after_release)
-        role = k8s.rbac.v1.Role(f"{name}-kubeconfig-wait", metadata=metadata, rules=[
+        identity = job_identity(f"{name}-kubeconfig-wait", metadata, [
             {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [secret],
-             "verbs": ["get", "list", "watch"]}], opts=after_release)
-        binding = k8s.rbac.v1.RoleBinding(
-            f"{name}-kubeconfig-wait", metadata=metadata,
-            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": job_name},
-            subjects=[{"kind": "ServiceAccount", "name": job_name, "namespace": team.namespace}],
-            opts=after_release)
+             "verbs": ["get", "list", "watch"]}], cluster_wide=False, opts=after_release)
         return k8s.batch.v1.Job(
             f"{name}-kubeconfig-wait",
             metadata=metadata,
@@ -236,7 +232,7 @@ class TenantCluster(pulumi.ComponentResource):
                     },
                 },
             },
-            opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[self.release, account, role, binding],
+            opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[self.release, *identity],
                                         custom_timeouts=pulumi.CustomTimeouts(create="15m")),
         )
 
