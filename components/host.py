@@ -22,7 +22,6 @@ from pulumi_command import local, remote
 
 from components.eks_network import EksNetwork, EksNetworkArgs
 from components.gpu_operator import ADDON_CLUSTER_POLICY
-from config import versions
 from config.hosts import SYSTEM_POOL, HostProfile, host_profile
 from config.load import MICROK8S_ADDON_NAMESPACE
 from config.model import Cluster, EksHost, MicroK8sHost
@@ -220,7 +219,7 @@ class HostCluster(pulumi.ComponentResource):
             f"{name}-ebs-csi-driver",
             cluster_name=host.name,
             addon_name=EBS_CSI_ADDON,
-            addon_version=versions.EBS_CSI_ADDON_VERSION,
+            addon_version=host.ebs_csi_addon_version,
             service_account_role_arn=role.arn,
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",

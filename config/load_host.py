@@ -41,7 +41,7 @@ def read_cluster(section: Section, secrets: Secrets) -> Optional[Cluster]:
     if kind == "eks":
         return Cluster(kind, eks=_eks(section.child("eks", (
             "name", "region", "kubernetesVersion", "vpcId", "publicSubnetIds", "privateSubnetIds", "vpcCidr",
-            "availabilityZones", "systemNodeGroup", "gpuNodeGroups"))))
+            "availabilityZones", "systemNodeGroup", "gpuNodeGroups", "ebsCsiAddonVersion"))))
     if kind == "kubeconfig":
         secrets.require("kubeconfig", "cluster.kind is kubeconfig but no kubeconfig is set")
         return Cluster(kind, kubeconfig=_kubeconfig(section.child("kubeconfig", (
@@ -122,6 +122,11 @@ def _eks(section: Section) -> EksHost:
         section._fail("kubernetesVersion", version, "must be a pinned Kubernetes minor version",
                       "use the form 1.NN, e.g. 1.33")
     zones = section.integer("availabilityZones", 2, minimum=2, maximum=6)
+    addon = section.string("ebsCsiAddonVersion", versions.EBS_CSI_ADDON_VERSION)
+    if addon is not None and not re.fullmatch(r"v\d+\.\d+\.\d+-eksbuild\.\d+", addon):
+        section._fail("ebsCsiAddonVersion", addon, "is not an exact EKS add-on version",
+                      "use the form vX.Y.Z-eksbuild.N that `aws eks describe-addon-versions --addon-name "
+                      "aws-ebs-csi-driver --kubernetes-version 1.NN` lists")
     return EksHost(
         name=section.string("name", "gpu-tenancy", dns_label=True),
         region=region,
@@ -137,6 +142,7 @@ def _eks(section: Section) -> EksHost:
             disk_size=system.integer("diskSize", 50, minimum=20),
         ),
         gpu_node_groups=tuple(gpu_groups),
+        ebs_csi_addon_version=addon,
     )
 
 

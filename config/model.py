@@ -155,6 +155,8 @@ class EksHost:
     availability_zones: int
     system_node_group: SystemNodeGroup
     gpu_node_groups: tuple[GpuNodeGroup, ...]
+    # The EBS CSI add-on builds EKS publishes differ by Kubernetes version: a site can pin its own.
+    ebs_csi_addon_version: str
 
     @property
     def creates_network(self) -> bool:

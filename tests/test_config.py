@@ -228,6 +228,12 @@ def test_a_vcluster_name_cannot_pass_for_a_kai_device_list(name):
                     fix="does not end in shared-gpu")
 
 
+@pytest.mark.parametrize("version", ["latest", "v1.50.1", "1.50.1-eksbuild.1"])
+def test_the_ebs_csi_addon_version_is_an_exact_eks_build(version):
+    assert_rejected(put(eks_config(), "cluster.eks.ebsCsiAddonVersion", version), "cluster.eks.ebsCsiAddonVersion", version,
+                    fix="vX.Y.Z-eksbuild.N")
+
+
 def test_a_privileged_tenant_is_warned_about():
     platform = load_platform(put(dev_config(), "teams[1].vcluster", {"podSecurity": "privileged"}))
     assert any("teams[1] (team-vision)" in warning and "every GPU" in warning for warning in platform.warnings)

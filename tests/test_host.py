@@ -281,6 +281,9 @@ def test_eks_installs_the_ebs_csi_driver_with_its_own_irsa_role(eks_run):
     addon = eks_run.named("host-ebs-csi-driver").inputs
     assert addon["addonName"] == "aws-ebs-csi-driver"
     assert addon["addonVersion"] == versions.EBS_CSI_ADDON_VERSION
+    config = eks_config()
+    config["gpu-tenancy:cluster"]["eks"]["ebsCsiAddonVersion"] = "v1.50.1-eksbuild.2"
+    assert run(config).named("host-ebs-csi-driver").inputs["addonVersion"] == "v1.50.1-eksbuild.2"
     assert addon["clusterName"] == "vcluster-gpu"
     assert addon["serviceAccountRoleArn"] == "arn:aws:offline:::host-ebs-csi-role"
     policy = eks_run.named("host-ebs-csi-role-policy").inputs
