@@ -1,6 +1,7 @@
 """The gpu-tenancy policy pack (Pulumi CrossGuard) and its offline checker.
 
-- ``rules``: the guardrails as plain functions over a neutral ``Resource`` (no pulumi_policy);
+- ``rule_model``: the neutral ``Resource``, ``UNKNOWN``, the vocabulary and resource readers the rules share;
+- ``rules``: the guardrails as plain functions over that model (no pulumi_policy);
 - ``adapters``: pulumi_policy resources and offline plan.json entries -> ``Resource``;
 - ``pack``: the rules wrapped as pulumi_policy policies; ``__main__``: the PolicyPack itself,
   run by ``pulumi preview --policy-pack policy``;

@@ -16,169 +16,27 @@ violation on a value they cannot see; the real ``pulumi up`` (whose inputs are k
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 try:  # PyYAML comes with the pulumi SDK; without it the time-slicing rule reads key names only.
     import yaml
 except ImportError:  # pragma: no cover
     yaml = None
 
-
-class _Unknown:
-    """A value that is only known after the deployment (``pulumi preview`` of a new resource)."""
-
-    _instance: Optional[_Unknown] = None
-
-    def __new__(cls) -> _Unknown:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "UNKNOWN"
-
-
-UNKNOWN = _Unknown()
-
-
-@dataclass
-class Resource:
-    """What every rule sees of a resource, whatever it was read from."""
-
-    type: str
-    name: str
-    urn: str = ""
-    inputs: Mapping[str, Any] = field(default_factory=dict)
-    # URN of the provider resource, or None when the resource names none (a default provider).
-    provider: Optional[str] = None
-
-
-@dataclass(frozen=True)
-class Finding:
-    message: str
-    urn: Optional[str] = None
-
-
-@dataclass(frozen=True)
-class Rule:
-    name: str
-    description: str
-    mandatory: bool
-    scope: str  # "resource" or "stack"
-    check: Callable[..., Any]
-
-
-@dataclass(frozen=True)
-class Violation:
-    rule: str
-    mandatory: bool
-    message: str
-    urn: Optional[str] = None
-
-    @property
-    def level(self) -> str:
-        return "mandatory" if self.mandatory else "advisory"
-
-
-# --- vocabulary ---------------------------------------------------------------------------------
-# Deliberate copies of config/vocabulary.py, config/versions.py and config/sharing.py: the Pulumi CLI
-# runs this pack from policy/ in a venv of its own, where the project's config package is not
-# importable. tests/test_vocabulary.py proves each copy equal to its original, in value and behaviour.
-
-HELM_RELEASE_TYPES = ("kubernetes:helm.sh/v3:Release", "kubernetes:helm.sh/v4:Chart")
-QUEUE_GROUP = "scheduling.run.ai"
-QUEUE_RESOURCES = ("gpu", "cpu", "memory")
-QUEUE_FIELDS = ("quota", "limit", "overQuotaWeight")
-VCLUSTER_CHART = "vcluster"
-KAI_CHART = "kai-scheduler"
-GPU_OPERATOR_CHART = "gpu-operator"
-NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
-MANAGED_BY_LABEL = "vcluster.loft.sh/managed-by"
-NODE_PROFILE_LABEL = "nvidia.com/device-plugin.config"
-TIME_SLICED_PREFIX = "time-sliced-"
-# Helm treats anything but a full version as a constraint ("1.2" = newest 1.2.x).
-EXACT_VERSION = re.compile(r"^v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
-RANGE_SYNTAX = re.compile(r"[\^~<>=*|,]|\s-\s|(^|\.)[xX](\.|$)")
-_EPSILON = 1e-9
-
-
-def get(value: Any, *path: str) -> Any:
-    """``value[path[0]][path[1]]...``; None when a key is missing, UNKNOWN when a step is unknown."""
-    for key in path:
-        if value is UNKNOWN:
-            return UNKNOWN
-        if not isinstance(value, Mapping):
-            return None
-        value = value.get(key)
-    return value
-
-
-def kubernetes_kind(resource_type: str) -> tuple[str, str, str]:
-    """``kubernetes:scheduling.run.ai/v2:Queue`` -> (``scheduling.run.ai``, ``v2``, ``Queue``)."""
-    parts = resource_type.split(":")
-    if len(parts) != 3 or parts[0] != "kubernetes":
-        return "", "", ""
-    group, _, version = parts[1].rpartition("/")
-    return group, version, parts[2]
-
-
-def is_helm_release(resource: Resource) -> bool:
-    return resource.type in HELM_RELEASE_TYPES
-
-
-def chart_name(chart: Any) -> str:
-    """The chart's own name from ``vcluster``, ``loft/vcluster`` or ``oci://host/path/vcluster``."""
-    if not isinstance(chart, str):
-        return ""
-    return chart.rstrip("/").rsplit("/", 1)[-1]
-
-
-def is_chart(resource: Resource, name: str) -> bool:
-    return is_helm_release(resource) and chart_name(resource.inputs.get("chart")) == name
-
-
-def is_vcluster(resource: Resource) -> bool:
-    return is_chart(resource, VCLUSTER_CHART)
-
-
-def is_queue(resource: Resource) -> bool:
-    group, _, kind = kubernetes_kind(resource.type)
-    return group == QUEUE_GROUP and kind == "Queue"
-
-
-def is_kind(resource: Resource, kind: str) -> bool:
-    return kubernetes_kind(resource.type)[2] == kind
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _release_label(resource: Resource) -> str:
-    name = resource.inputs.get("name")
-    shown = name if isinstance(name, str) and name else resource.name
-    return f"Helm release {shown} (chart {resource.inputs.get('chart')!s})"
-
-
-def _release_identity(resource: Resource) -> tuple[Any, Any]:
-    """(release name, namespace) of a Helm release; Helm's namespace defaults to ``default``."""
-    name = resource.inputs.get("name")
-    if name is None:
-        name = resource.name
-    namespace = resource.inputs.get("namespace")
-    if namespace is None or namespace == "":
-        namespace = "default"
-    return name, namespace
-
-
-def is_default_provider(provider_urn: Optional[str]) -> bool:
-    """Default providers are named ``default`` or ``default_<version>`` by the engine."""
-    if not provider_urn:
-        return True
-    name = provider_urn.rsplit("::", 1)[-1]
-    return name == "default" or name.startswith("default_")
+if __package__:  # imported as the `policy` package
+    from .rule_model import (  # noqa: F401 (re-exported: adapters, pack and tests name them through rules)
+        EPSILON, EXACT_VERSION, GPU_OPERATOR_CHART, HELM_RELEASE_TYPES, KAI_CHART, MANAGED_BY_LABEL, NAMESPACE_NAME_LABEL,
+        NODE_PROFILE_LABEL, QUEUE_FIELDS, QUEUE_GROUP, QUEUE_RESOURCES, RANGE_SYNTAX, TIME_SLICED_PREFIX, UNKNOWN,
+        VCLUSTER_CHART, Finding, Resource, Rule, Violation, chart_name, get, is_chart, is_default_provider,
+        is_helm_release, is_kind, is_number, is_queue, is_vcluster, kubernetes_kind, release_identity, release_label,
+    )
+else:  # the Pulumi CLI runs the pack from policy/ as top-level modules
+    from rule_model import (  # noqa: F401
+        EPSILON, EXACT_VERSION, GPU_OPERATOR_CHART, HELM_RELEASE_TYPES, KAI_CHART, MANAGED_BY_LABEL, NAMESPACE_NAME_LABEL,
+        NODE_PROFILE_LABEL, QUEUE_FIELDS, QUEUE_GROUP, QUEUE_RESOURCES, RANGE_SYNTAX, TIME_SLICED_PREFIX, UNKNOWN,
+        VCLUSTER_CHART, Finding, Resource, Rule, Violation, chart_name, get, is_chart, is_default_provider,
+        is_helm_release, is_kind, is_number, is_queue, is_vcluster, kubernetes_kind, release_identity, release_label,
+    )
 
 
 # --- resource rules -----------------------------------------------------------------------------
@@ -191,7 +49,7 @@ def helm_version_pinned(resource: Resource) -> list[str]:
     version = resource.inputs.get("version")
     if version is UNKNOWN:
         return []
-    label = _release_label(resource)
+    label = release_label(resource)
     if version is None or (isinstance(version, str) and not version.strip()):
         return [f"{label} pins no chart version: Helm would install whatever is newest. "
                 "Set version to an exact release (e.g. 0.36.1 or v0.16.4)."]
@@ -215,7 +73,7 @@ def vcluster_set_owner_disabled(resource: Resource) -> list[str]:
     value = get(resource.inputs, "values", "experimental", "syncSettings", "setOwner")
     if value is UNKNOWN or value is False:
         return []
-    label = _release_label(resource)
+    label = release_label(resource)
     why = ("KAI's pod-grouper takes the queue from a pod's top owner, and with setOwner the host "
            "Service owns every synced pod, so tenant pods lose their queue.")
     if value is None:
@@ -231,7 +89,7 @@ def kai_blocks_visible_devices(resource: Resource) -> list[str]:
     value = get(resource.inputs, "values", "global", "blockNvidiaVisibleDevices")
     if value is UNKNOWN or value is True:
         return []
-    return [f"{_release_label(resource)} sets values.global.blockNvidiaVisibleDevices to {value!r}: without it a "
+    return [f"{release_label(resource)} sets values.global.blockNvidiaVisibleDevices to {value!r}: without it a "
             "tenant container whose image sets NVIDIA_VISIBLE_DEVICES=all sees every GPU of its node. Set it to true."]
 
 
@@ -259,7 +117,7 @@ def queue_resources_complete(resource: Resource) -> list[str]:
                     continue
                 if value is None:
                     problems.append(f"spec.resources.{kind}.{key} is missing")
-                elif not _is_number(value):
+                elif not is_number(value):
                     problems.append(f"spec.resources.{kind}.{key} is {value!r}, not a number")
     if not problems:
         return []
@@ -285,7 +143,7 @@ def vcluster_resource_quota_enabled(resource: Resource) -> list[str]:
     enabled = get(resource.inputs, "values", "policies", "resourceQuota", "enabled")
     if enabled is UNKNOWN or enabled is True:
         return []
-    return [f"{_release_label(resource)} does not set values.policies.resourceQuota.enabled to true "
+    return [f"{release_label(resource)} does not set values.policies.resourceQuota.enabled to true "
             f"(it is {enabled!r}): KAI queues share GPUs, but nothing caps the tenant's CPU, memory or "
             "object counts on the host."]
 
@@ -337,10 +195,10 @@ def queue_gpu_quota_fits_parent(resources: Sequence[Resource]) -> list[Finding]:
         if not children:
             continue
         parent_quota = get(parent.inputs, "spec", "resources", "gpu", "quota")
-        if not _is_number(parent_quota) or parent_quota == -1:
+        if not is_number(parent_quota) or parent_quota == -1:
             continue  # unknown, missing (queue_resources_complete says so) or unlimited
         quotas = [(get(child.inputs, "spec", "resources", "gpu", "quota"), child) for child in children]
-        if any(not _is_number(quota) for quota, _ in quotas):
+        if any(not is_number(quota) for quota, _ in quotas):
             continue
         unlimited = [child for quota, child in quotas if quota == -1]
         for child in unlimited:
@@ -351,7 +209,7 @@ def queue_gpu_quota_fits_parent(resources: Sequence[Resource]) -> list[Finding]:
         if unlimited:
             continue
         total = sum(quota for quota, _ in quotas)
-        if total > parent_quota + _EPSILON:
+        if total > parent_quota + EPSILON:
             shares = ", ".join(f"{_queue_name(child) or child.name}={_fmt(quota)}"
                                for quota, child in sorted(quotas, key=lambda item: str(_queue_name(item[1]))))
             findings.append(Finding(
@@ -466,7 +324,7 @@ def tenant_admission_policy_present(resources: Sequence[Resource]) -> list[Findi
     for release in resources:
         if not is_vcluster(release):
             continue
-        name, namespace = _release_identity(release)
+        name, namespace = release_identity(release)
         if name is UNKNOWN or namespace is UNKNOWN:
             continue
         namespace_labels = _namespace_labels(resources, namespace)
@@ -525,7 +383,7 @@ def profile_is_time_sliced(key: Any, content: Any = None) -> bool:
             return False
     entries = get(content, "sharing", "timeSlicing", "resources")
     if isinstance(entries, Sequence) and not isinstance(entries, str):
-        return any(_is_number(get(entry, "replicas")) and get(entry, "replicas") > 1 for entry in entries)
+        return any(is_number(get(entry, "replicas")) and get(entry, "replicas") > 1 for entry in entries)
     return False
 
 

@@ -1,6 +1,6 @@
 """One definition per fact: the policy pack's deliberate copies equal config/'s originals.
 
-policy/ runs in a venv of its own with nothing of the project importable, so policy/rules.py
+policy/ runs in a venv of its own with nothing of the project importable, so policy/rule_model.py
 repeats a few names and the exact-version pattern; these tests fail the moment one side changes
 alone. The version pattern is compared in behaviour too, on a table that covers each rule of it.
 """
