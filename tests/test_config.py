@@ -2,90 +2,17 @@
 
 ``load_platform(raw, secrets_set=..., stack=...)`` takes the ``gpu-tenancy:*`` values with the
 prefix stripped and returns a ``Platform`` (with ``.warnings``) or raises one ``ConfigError``
-whose issues each name the full key path, the bad value and a fix.
+whose issues each name the full key path, the bad value and a fix. Host settings are specified in
+test_config_host.py, stack-file reading in test_stack_file.py, sharing profiles in test_sharing.py.
 """
 
 from __future__ import annotations
 
-import copy
-import re
-from pathlib import Path
 
 import pytest
-import yaml
 
-from config import ConfigError, load_platform
-from config.errors import MISSING
-from config.stack_file import StackFileError, read_stack_file
-from config.sharing import EXCLUSIVE, TIME_SLICED, config_map_data, default_key, profile_documents, profile_keys
-
-DEV_STACK = Path(__file__).resolve().parent.parent / "Pulumi.dev.yaml"
-_DEV = {key.split(":", 1)[1]: value for key, value in read_stack_file(DEV_STACK)["config"].items()}
-
-
-# --- fixtures and helpers ---------------------------------------------------------------------
-
-
-def dev_config() -> dict:
-    """The committed dev stack: MicroK8s, one GPU, three teams of 0.33 under ml-org (quota 1)."""
-    return copy.deepcopy(_DEV)
-
-
-def eks_config() -> dict:
-    """A valid EKS stack: one g4dn.xlarge GPU node group, GPU operator installed by Helm."""
-    config = dev_config()
-    config["cluster"] = {"kind": "eks", "eks": {"region": "us-east-2", "gpuNodeGroups": [
-        {"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "minSize": 1, "desiredSize": 1, "maxSize": 1}]}}
-    config["gpuOperator"] = {"mode": "install", "timeSlicing": {"replicas": 2, "defaultProfile": "exclusive"}}
-    return config
-
-
-_STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
-
-
-def put(config: dict, path: str, value: object) -> dict:
-    """Set ``teams[1].resources.gpu.limit``-style paths, creating missing maps on the way."""
-    steps = [name or int(index) for name, index in _STEP.findall(path)]
-    node = config
-    for step in steps[:-1]:
-        node = node[step] if isinstance(step, int) else node.setdefault(step, {})
-    node[steps[-1]] = value
-    return config
-
-
-def drop(config: dict, path: str) -> dict:
-    *parent, last = path.split(".")
-    node = config
-    for step in parent:
-        node = node[step]
-    del node[last]
-    return config
-
-
-def rejected(config: dict, *, secrets=()) -> ConfigError:
-    with pytest.raises(ConfigError) as info:
-        load_platform(config, secrets_set=set(secrets))
-    return info.value
-
-
-def issue(error: ConfigError, key: str, value: object = MISSING):
-    """The issue at ``key``; checks that its message names the value and a fix."""
-    matches = [found for found in error.issues if found.key == key]
-    assert matches, f"no issue at {key!r}; got {error.keys}"
-    found = matches[0]
-    assert found.value == value
-    assert found.problem and found.fix
-    text = str(found)
-    assert text.startswith(f"gpu-tenancy:{key} = ")
-    assert ("<not set>" if value is MISSING else repr(value)[:60]) in text
-    assert "Fix: " + found.fix in text and text in str(error)
-    return found
-
-
-def assert_rejected(config: dict, key: str, value: object = MISSING, *, fix: str = "", secrets=()):
-    found = issue(rejected(config, secrets=secrets), key, value)
-    assert fix in found.fix
-    return found
+from config import load_platform
+from tests.config_spec import assert_rejected, dev_config, eks_config, issue, put, rejected
 
 
 # --- valid examples ---------------------------------------------------------------------------
@@ -369,62 +296,6 @@ def test_a_version_fix_that_says_write_it_as_names_a_valid_version(path, version
     assert fixed in (platform.kai_scheduler.version, platform.gpu_operator.version, platform.teams[0].vcluster.version)
 
 
-# --- per-kind host settings ---------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("mutate, key, value, fix", [
-    (lambda c: drop(c, "cluster.eks.region"), "cluster.eks.region", MISSING, "region"),
-    (lambda c: put(c, "cluster.eks.gpuNodeGroups", []), "cluster.eks.gpuNodeGroups", [], "instanceTypes"),
-    (lambda c: drop(c, "cluster.eks.gpuNodeGroups"), "cluster.eks.gpuNodeGroups", MISSING, "at least one"),
-    (lambda c: put(c, "gpuOperator.mode", "microk8s-addon"), "gpuOperator.mode", "microk8s-addon", "install"),
-    (lambda c: put(c, "cluster.microk8s", {"gpus": 1}), "cluster.microk8s", {"gpus": 1}, "cluster.kind"),
-])
-def test_eks_host_requirements(mutate, key, value, fix):
-    assert_rejected(mutate(eks_config()), key, value, fix=fix)
-
-
-def test_kubeconfig_kind_needs_the_kubeconfig_secret():
-    config = put(put(dev_config(), "cluster", {"kind": "kubeconfig"}), "gpuOperator.mode", "install")
-    assert_rejected(config, "kubeconfig", fix="pulumi config set --secret gpu-tenancy:kubeconfig")
-    assert load_platform(config, secrets_set={"kubeconfig"}).cluster.kubeconfig.context is None
-
-
-def test_a_remote_microk8s_host_needs_the_ssh_private_key_secret():
-    config = put(dev_config(), "cluster.microk8s.host", "10.0.0.5")
-    assert_rejected(config, "sshPrivateKey", fix="gpu-tenancy:sshPrivateKey")
-    assert load_platform(config, secrets_set={"sshPrivateKey"}).cluster.microk8s.remote
-    assert not load_platform(dev_config()).cluster.microk8s.remote  # local needs no key
-
-
-def test_settings_block_for_another_kind_is_rejected():
-    config = put(dev_config(), "cluster.eks", {"region": "us-east-2"})
-    found = assert_rejected(config, "cluster.eks", {"region": "us-east-2"}, fix="remove cluster.eks")
-    assert "microk8s" in found.problem
-
-
-@pytest.mark.parametrize("sizes, ok", [
-    ((0, 0, 1), True), ((1, 1, 1), True), ((1, 2, 3), True),
-    ((2, 1, 3), False), ((1, 4, 3), False),
-])
-def test_eks_node_group_sizes_are_ordered(sizes, ok):
-    config = eks_config()
-    for field, size in zip(("minSize", "desiredSize", "maxSize"), sizes):
-        put(config, f"cluster.eks.gpuNodeGroups[0].{field}", size)
-    if ok:
-        assert load_platform(config).cluster.eks.gpu_node_groups[0].scaling.desired_size == sizes[1]
-    else:
-        assert_rejected(config, "cluster.eks.gpuNodeGroups[0].desiredSize", sizes[1], fix="minSize <= desiredSize")
-
-
-def test_an_existing_vpc_needs_its_subnets_and_subnets_need_their_vpc():
-    assert_rejected(put(eks_config(), "cluster.eks.vpcId", "vpc-123"), "cluster.eks.vpcId", "vpc-123",
-                    fix="privateSubnetIds")
-    assert_rejected(put(eks_config(), "cluster.eks.privateSubnetIds", ["subnet-a"]), "cluster.eks.vpcId",
-                    fix="set cluster.eks.vpcId")
-    config = put(put(eks_config(), "cluster.eks.vpcId", "vpc-123"), "cluster.eks.privateSubnetIds", ["subnet-a"])
-    assert not load_platform(config).cluster.eks.creates_network
-
-
 # --- unknown keys and malformed types ----------------------------------------------------------
 
 
@@ -510,58 +381,6 @@ def test_team_defaults():
     assert (renamed.vcluster_name, renamed.namespace) == ("nlp", "vcluster-nlp")
 
 
-# --- sharing profiles and chart references ------------------------------------------------------
-
-
-def _time_slicing(replicas: int = 4, default_profile: str = EXCLUSIVE):
-    config = put(dev_config(), "gpuOperator.timeSlicing", {"replicas": replicas, "defaultProfile": default_profile})
-    return load_platform(config).gpu_operator.time_slicing
-
-
-def test_profile_keys_carry_a_content_hash():
-    keys = profile_keys(_time_slicing())
-    assert set(keys) == {EXCLUSIVE, TIME_SLICED}
-    for name, key in keys.items():
-        assert re.fullmatch(rf"{name}-[0-9a-f]{{8}}", key)
-    assert set(config_map_data(_time_slicing())) == set(keys.values()) | {EXCLUSIVE, TIME_SLICED}
-
-
-def test_changing_replicas_changes_only_the_time_sliced_key():
-    four, eight = profile_keys(_time_slicing(4)), profile_keys(_time_slicing(8))
-    assert four[EXCLUSIVE] == eight[EXCLUSIVE]
-    assert four[TIME_SLICED] != eight[TIME_SLICED]
-    assert profile_keys(_time_slicing(4)) == four  # stable
-
-
-def test_time_sliced_document():
-    documents = profile_documents(_time_slicing(3))
-    assert documents[EXCLUSIVE] == {"version": "v1"}
-    sliced = documents[TIME_SLICED]["sharing"]["timeSlicing"]
-    assert sliced["renameByDefault"] is False and sliced["failRequestsGreaterThanOne"] is True
-    assert sliced["resources"] == [{"name": "nvidia.com/gpu", "replicas": 3}]
-    rendered = yaml.safe_load(config_map_data(_time_slicing(3))[profile_keys(_time_slicing(3))[TIME_SLICED]])
-    assert rendered == documents[TIME_SLICED]
-
-
-@pytest.mark.parametrize("profile", [EXCLUSIVE, TIME_SLICED])
-def test_default_key_follows_the_default_profile(profile):
-    time_slicing = _time_slicing(default_profile=profile)
-    assert default_key(time_slicing) == profile_keys(time_slicing)[profile]
-    assert default_key(time_slicing).startswith(profile + "-")
-
-
-@pytest.mark.parametrize("version", ["v0.8.4", "v0.13.0", "v0.15.3"])
-def test_kai_releases_that_cannot_blank_visible_devices_are_refused(version):
-    found = assert_rejected(put(dev_config(), "kaiScheduler.version", version), "kaiScheduler.version", version,
-                            fix="v0.16.0 or later")
-    assert "NVIDIA_VISIBLE_DEVICES" in found.problem
-
-
-@pytest.mark.parametrize("version", ["v0.16.0", "v0.16.4", "v0.17.0"])
-def test_kai_releases_with_blocking_pass(version):
-    assert load_platform(put(dev_config(), "kaiScheduler.version", version)).kai_scheduler.version == version
-
-
 # --- known bugs ---------------------------------------------------------------------------------
 
 
@@ -572,121 +391,6 @@ def test_a_trailing_newline_is_not_part_of_a_valid_name_or_version(path, value):
 
 def test_a_huge_integer_quota_is_a_config_error_not_a_crash():
     assert_rejected(put(dev_config(), f"{GPU}.limit", 10 ** 400), f"{GPU}.limit", 10 ** 400)
-
-
-# --- created EKS network -------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("cidr, zones", [("10.0.0.0/16", 2), ("172.20.0.0/18", 2), ("10.8.0.0/17", 4)])
-def test_a_created_vpc_needs_room_for_a_public_and_a_private_subnet_per_zone(cidr, zones):
-    config = put(put(eks_config(), "cluster.eks.vpcCidr", cidr), "cluster.eks.availabilityZones", zones)
-    assert load_platform(config).cluster.eks.vpc_cidr == cidr
-
-
-@pytest.mark.parametrize("cidr, zones, fix", [
-    ("10.0.0.0/19", 2, "larger block"),
-    ("10.0.0.0/18", 3, "fewer availabilityZones"),
-    ("10.0.0.1/16", 2, "10.0.0.0/16"),
-    ("fd00::/64", 2, "10.0.0.0/16"),
-])
-def test_a_vpc_cidr_without_room_or_not_a_network_is_rejected(cidr, zones, fix):
-    config = put(put(eks_config(), "cluster.eks.vpcCidr", cidr), "cluster.eks.availabilityZones", zones)
-    assert_rejected(config, "cluster.eks.vpcCidr", cidr, fix=fix)
-
-
-def test_a_gpu_node_group_cannot_take_the_system_pool_name():
-    assert_rejected(put(eks_config(), "cluster.eks.gpuNodeGroups[0].name", "system"),
-                    "cluster.eks.gpuNodeGroups[0].name", "system")
-
-
-def test_the_microk8s_addon_and_an_installed_operator_cannot_both_run():
-    config = put(put(dev_config(), "cluster.microk8s.enableNvidiaAddon", True), "gpuOperator.mode", "install")
-    assert_rejected(config, "gpuOperator.mode", "install", fix="microk8s-addon")
-    assert load_platform(put(config, "gpuOperator.mode", "microk8s-addon")).cluster.microk8s.enable_nvidia_addon
-
-
-def test_vcluster_names_fit_helm_release_names():
-    assert_rejected(put(dev_config(), "teams[0].vclusterName", "v" * 54), "teams[0].vclusterName", "v" * 54,
-                    fix="at most 53")
-    long_team = "t" * 60
-    platform = load_platform(put(dev_config(), "teams[0].name", long_team))
-    assert platform.teams[0].vcluster_name == "t" * 53
-    assert len(platform.teams[0].namespace) <= 63
-
-
-def test_gpu_node_group_labels_cannot_take_the_pool_label():
-    config = put(eks_config(), "cluster.eks.gpuNodeGroups[0].labels", {"gpu-tenancy/pool": "other"})
-    assert_rejected(config, "cluster.eks.gpuNodeGroups[0].labels", {"gpu-tenancy/pool": "other"},
-                    fix="remove gpu-tenancy/pool")
-
-
-def test_an_unquoted_version_number_is_asked_to_be_quoted():
-    assert_rejected(put(eks_config(), "cluster.eks.kubernetesVersion", 1.33), "cluster.eks.kubernetesVersion", 1.33,
-                    fix='"1.33"')
-
-
-def test_pod_security_is_one_of_the_kubernetes_levels():
-    assert load_platform(put(dev_config(), "vcluster.podSecurity", "restricted")).teams[0].vcluster.pod_security \
-        == "restricted"
-    assert_rejected(put(dev_config(), "teams[0].vcluster.podSecurity", "strict"), "teams[0].vcluster.podSecurity",
-                    "strict", fix="restricted")
-
-
-# --- stack files: read as Pulumi reads them (YAML 1.2) -----------------------------------------
-
-
-def _stack_file(tmp_path, body: str):
-    path = tmp_path / "Pulumi.site.yaml"
-    path.write_text("config:\n" + body)
-    return path
-
-
-@pytest.mark.parametrize("line, key, fix", [
-    ("  gpu-tenancy:teams:\n    - name: a\n      protect: yes\n", "teams[0].protect", "write true for a boolean"),
-    ("  gpu-tenancy:teams:\n    - name: a\n      displayName: 2026-01-01\n", "teams[0].displayName",
-     'quote it ("2026-01-01")'),
-    ("  gpu-tenancy:kaiScheduler:\n    gpuSharing: off\n", "kaiScheduler.gpuSharing", "write false"),
-    ("  aws:region: on\n", "aws:region", 'quote it ("on") for text'),
-    ("  gpu-tenancy:vcluster:\n    nodeLabels:\n      gpu-tenancy/pool: 0777\n",
-     'vcluster.nodeLabels["gpu-tenancy/pool"]', 'quote it ("0777")'),
-])
-def test_a_value_yaml_1_1_reads_differently_is_a_config_error_naming_its_key(tmp_path, line, key, fix):
-    with pytest.raises(ConfigError) as raised:
-        read_stack_file(_stack_file(tmp_path, line))
-    assert raised.value.keys == [key]
-    assert fix in raised.value.issues[0].fix and "YAML 1.2" in raised.value.issues[0].problem
-
-
-def test_quoted_values_are_text_and_true_false_are_booleans(tmp_path):
-    config = read_stack_file(_stack_file(tmp_path, '  gpu-tenancy:teams:\n    - name: a\n      displayName: '
-                                                   '"2026-01-01"\n      protect: true\n      strict: False\n'
-                                                   "      vclusterName: 'on'\n"))["config"]
-    assert config["gpu-tenancy:teams"] == [{"name": "a", "displayName": "2026-01-01", "protect": True,
-                                            "strict": False, "vclusterName": "on"}]
-
-
-def test_a_key_set_twice_is_a_config_error(tmp_path):
-    with pytest.raises(ConfigError) as raised:
-        read_stack_file(_stack_file(tmp_path, "  gpu-tenancy:organization:\n    name: a\n    name: b\n"))
-    assert raised.value.keys == ["organization.name"]
-
-
-def test_broken_yaml_names_the_file_and_line(tmp_path):
-    with pytest.raises(StackFileError, match=r"Pulumi.site.yaml line 4, column \d+: not valid YAML"):
-        read_stack_file(_stack_file(tmp_path, "  gpu-tenancy:organization:\n    name: [a\n  x: 1\n"))
-
-
-def test_explicit_tags_are_refused(tmp_path):
-    with pytest.raises(ConfigError) as raised:
-        read_stack_file(_stack_file(tmp_path, "  gpu-tenancy:organization: !!python/object:os.system {}\n"))
-    assert raised.value.keys == ["organization"]
-
-
-@pytest.mark.parametrize("stack", sorted(p.name[len("Pulumi."):-len(".yaml")]
-                                         for p in DEV_STACK.parent.glob("Pulumi.*.yaml")))
-def test_committed_stack_files_mean_the_same_to_yaml_1_1_and_1_2_readers(stack):
-    path = DEV_STACK.parent / f"Pulumi.{stack}.yaml"
-    assert read_stack_file(path) == yaml.safe_load(path.read_text())
 
 
 # --- one problem, one message -----------------------------------------------------------------
@@ -705,47 +409,3 @@ def test_a_duplicate_team_name_is_one_problem():
     config["teams"][1]["name"] = config["teams"][0]["name"]
     error = rejected(config)
     assert error.keys == ["teams[1].name"]
-
-
-
-# --- risky layouts ----------------------------------------------------------------------------
-
-
-def test_an_eks_system_node_group_scaled_to_zero_is_refused_with_the_reason():
-    config = put(put(eks_config(), "cluster.eks.systemNodeGroup.minSize", 0), "cluster.eks.systemNodeGroup.desiredSize", 0)
-    found = assert_rejected(config, "cluster.eks.systemNodeGroup.desiredSize", 0, fix="at least 1")
-    assert "untainted" in found.problem and "vCluster control plane" in found.problem
-
-
-def test_an_eks_system_node_group_that_may_scale_to_zero_warns():
-    platform = load_platform(put(eks_config(), "cluster.eks.systemNodeGroup.minSize", 0))
-    assert [w for w in platform.warnings if "systemNodeGroup.minSize is 0" in w]
-
-
-def test_the_operator_driver_on_the_al2023_nvidia_ami_is_refused():
-    found = assert_rejected(put(eks_config(), "gpuOperator.driverEnabled", True), "gpuOperator.driverEnabled", True)
-    assert "ships the NVIDIA driver" in found.problem
-    assert load_platform(put(eks_config(), "gpuOperator.driverEnabled", False)).gpu_operator.driver_enabled is False
-
-
-def test_the_operator_toolkit_on_the_al2023_nvidia_ami_warns():
-    platform = load_platform(put(eks_config(), "gpuOperator.toolkitEnabled", True))
-    assert [w for w in platform.warnings if "toolkitEnabled is true on EKS" in w]
-
-
-def test_team_quotas_beyond_the_host_under_an_unlimited_org_warn():
-    config = put(dev_config(), "organization.resources.gpu.quota", -1)
-    config = put(config, "teams[0].resources.gpu.quota", 1)
-    platform = load_platform(config)
-    assert [w for w in platform.warnings if "add up to 1.66 but the host has at most 1 GPU" in w]
-
-
-def test_gpus_guaranteed_to_no_team_are_a_note_not_a_warning():
-    config = put(eks_config(), "cluster.eks.gpuNodeGroups[0].maxSize", 4)
-    platform = load_platform(config)
-    guaranteed = sum(team.resources.gpu.quota for team in platform.teams)
-    assert platform.notes == (f"{4 - guaranteed:g} of 4 GPU(s) are guaranteed to no team (the teams' gpu quotas "
-                              f"add up to {guaranteed:g}): teams only get them over quota, by priority and "
-                              "overQuotaWeight.",)
-    assert not platform.warnings
-    assert load_platform(dev_config()).notes == ()  # 0.99 of 1: rounding, not a forgotten GPU

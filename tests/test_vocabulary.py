@@ -12,7 +12,7 @@ import pytest
 from config import load_platform, sharing, versions, vocabulary
 from config.errors import ConfigError
 from policy import rules
-from tests.test_config import dev_config, put
+from tests.config_spec import dev_config, put
 
 VERSIONS = {
     # version: an exact SemVer 2 version (optionally "v"-prefixed)?

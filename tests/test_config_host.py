@@ -1,0 +1,168 @@
+"""Spec of the ``cluster`` settings: each host kind's keys, the EKS network the program creates, and
+layouts that cannot work or waste money."""
+
+from __future__ import annotations
+
+
+import pytest
+
+from config import load_platform
+from config.errors import MISSING
+from tests.config_spec import assert_rejected, dev_config, drop, eks_config, put
+
+
+# --- per-kind host settings ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mutate, key, value, fix", [
+    (lambda c: drop(c, "cluster.eks.region"), "cluster.eks.region", MISSING, "region"),
+    (lambda c: put(c, "cluster.eks.gpuNodeGroups", []), "cluster.eks.gpuNodeGroups", [], "instanceTypes"),
+    (lambda c: drop(c, "cluster.eks.gpuNodeGroups"), "cluster.eks.gpuNodeGroups", MISSING, "at least one"),
+    (lambda c: put(c, "gpuOperator.mode", "microk8s-addon"), "gpuOperator.mode", "microk8s-addon", "install"),
+    (lambda c: put(c, "cluster.microk8s", {"gpus": 1}), "cluster.microk8s", {"gpus": 1}, "cluster.kind"),
+])
+def test_eks_host_requirements(mutate, key, value, fix):
+    assert_rejected(mutate(eks_config()), key, value, fix=fix)
+
+
+def test_kubeconfig_kind_needs_the_kubeconfig_secret():
+    config = put(put(dev_config(), "cluster", {"kind": "kubeconfig"}), "gpuOperator.mode", "install")
+    assert_rejected(config, "kubeconfig", fix="pulumi config set --secret gpu-tenancy:kubeconfig")
+    assert load_platform(config, secrets_set={"kubeconfig"}).cluster.kubeconfig.context is None
+
+
+def test_a_remote_microk8s_host_needs_the_ssh_private_key_secret():
+    config = put(dev_config(), "cluster.microk8s.host", "10.0.0.5")
+    assert_rejected(config, "sshPrivateKey", fix="gpu-tenancy:sshPrivateKey")
+    assert load_platform(config, secrets_set={"sshPrivateKey"}).cluster.microk8s.remote
+    assert not load_platform(dev_config()).cluster.microk8s.remote  # local needs no key
+
+
+def test_settings_block_for_another_kind_is_rejected():
+    config = put(dev_config(), "cluster.eks", {"region": "us-east-2"})
+    found = assert_rejected(config, "cluster.eks", {"region": "us-east-2"}, fix="remove cluster.eks")
+    assert "microk8s" in found.problem
+
+
+@pytest.mark.parametrize("sizes, ok", [
+    ((0, 0, 1), True), ((1, 1, 1), True), ((1, 2, 3), True),
+    ((2, 1, 3), False), ((1, 4, 3), False),
+])
+def test_eks_node_group_sizes_are_ordered(sizes, ok):
+    config = eks_config()
+    for field, size in zip(("minSize", "desiredSize", "maxSize"), sizes):
+        put(config, f"cluster.eks.gpuNodeGroups[0].{field}", size)
+    if ok:
+        assert load_platform(config).cluster.eks.gpu_node_groups[0].scaling.desired_size == sizes[1]
+    else:
+        assert_rejected(config, "cluster.eks.gpuNodeGroups[0].desiredSize", sizes[1], fix="minSize <= desiredSize")
+
+
+def test_an_existing_vpc_needs_its_subnets_and_subnets_need_their_vpc():
+    assert_rejected(put(eks_config(), "cluster.eks.vpcId", "vpc-123"), "cluster.eks.vpcId", "vpc-123",
+                    fix="privateSubnetIds")
+    assert_rejected(put(eks_config(), "cluster.eks.privateSubnetIds", ["subnet-a"]), "cluster.eks.vpcId",
+                    fix="set cluster.eks.vpcId")
+    config = put(put(eks_config(), "cluster.eks.vpcId", "vpc-123"), "cluster.eks.privateSubnetIds", ["subnet-a"])
+    assert not load_platform(config).cluster.eks.creates_network
+
+
+# --- created EKS network -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cidr, zones", [("10.0.0.0/16", 2), ("172.20.0.0/18", 2), ("10.8.0.0/17", 4)])
+def test_a_created_vpc_needs_room_for_a_public_and_a_private_subnet_per_zone(cidr, zones):
+    config = put(put(eks_config(), "cluster.eks.vpcCidr", cidr), "cluster.eks.availabilityZones", zones)
+    assert load_platform(config).cluster.eks.vpc_cidr == cidr
+
+
+@pytest.mark.parametrize("cidr, zones, fix", [
+    ("10.0.0.0/19", 2, "larger block"),
+    ("10.0.0.0/18", 3, "fewer availabilityZones"),
+    ("10.0.0.1/16", 2, "10.0.0.0/16"),
+    ("fd00::/64", 2, "10.0.0.0/16"),
+])
+def test_a_vpc_cidr_without_room_or_not_a_network_is_rejected(cidr, zones, fix):
+    config = put(put(eks_config(), "cluster.eks.vpcCidr", cidr), "cluster.eks.availabilityZones", zones)
+    assert_rejected(config, "cluster.eks.vpcCidr", cidr, fix=fix)
+
+
+def test_a_gpu_node_group_cannot_take_the_system_pool_name():
+    assert_rejected(put(eks_config(), "cluster.eks.gpuNodeGroups[0].name", "system"),
+                    "cluster.eks.gpuNodeGroups[0].name", "system")
+
+
+def test_the_microk8s_addon_and_an_installed_operator_cannot_both_run():
+    config = put(put(dev_config(), "cluster.microk8s.enableNvidiaAddon", True), "gpuOperator.mode", "install")
+    assert_rejected(config, "gpuOperator.mode", "install", fix="microk8s-addon")
+    assert load_platform(put(config, "gpuOperator.mode", "microk8s-addon")).cluster.microk8s.enable_nvidia_addon
+
+
+def test_vcluster_names_fit_helm_release_names():
+    assert_rejected(put(dev_config(), "teams[0].vclusterName", "v" * 54), "teams[0].vclusterName", "v" * 54,
+                    fix="at most 53")
+    long_team = "t" * 60
+    platform = load_platform(put(dev_config(), "teams[0].name", long_team))
+    assert platform.teams[0].vcluster_name == "t" * 53
+    assert len(platform.teams[0].namespace) <= 63
+
+
+def test_gpu_node_group_labels_cannot_take_the_pool_label():
+    config = put(eks_config(), "cluster.eks.gpuNodeGroups[0].labels", {"gpu-tenancy/pool": "other"})
+    assert_rejected(config, "cluster.eks.gpuNodeGroups[0].labels", {"gpu-tenancy/pool": "other"},
+                    fix="remove gpu-tenancy/pool")
+
+
+def test_an_unquoted_version_number_is_asked_to_be_quoted():
+    assert_rejected(put(eks_config(), "cluster.eks.kubernetesVersion", 1.33), "cluster.eks.kubernetesVersion", 1.33,
+                    fix='"1.33"')
+
+
+def test_pod_security_is_one_of_the_kubernetes_levels():
+    assert load_platform(put(dev_config(), "vcluster.podSecurity", "restricted")).teams[0].vcluster.pod_security \
+        == "restricted"
+    assert_rejected(put(dev_config(), "teams[0].vcluster.podSecurity", "strict"), "teams[0].vcluster.podSecurity",
+                    "strict", fix="restricted")
+
+
+# --- risky layouts ----------------------------------------------------------------------------
+
+
+def test_an_eks_system_node_group_scaled_to_zero_is_refused_with_the_reason():
+    config = put(put(eks_config(), "cluster.eks.systemNodeGroup.minSize", 0), "cluster.eks.systemNodeGroup.desiredSize", 0)
+    found = assert_rejected(config, "cluster.eks.systemNodeGroup.desiredSize", 0, fix="at least 1")
+    assert "untainted" in found.problem and "vCluster control plane" in found.problem
+
+
+def test_an_eks_system_node_group_that_may_scale_to_zero_warns():
+    platform = load_platform(put(eks_config(), "cluster.eks.systemNodeGroup.minSize", 0))
+    assert [w for w in platform.warnings if "systemNodeGroup.minSize is 0" in w]
+
+
+def test_the_operator_driver_on_the_al2023_nvidia_ami_is_refused():
+    found = assert_rejected(put(eks_config(), "gpuOperator.driverEnabled", True), "gpuOperator.driverEnabled", True)
+    assert "ships the NVIDIA driver" in found.problem
+    assert load_platform(put(eks_config(), "gpuOperator.driverEnabled", False)).gpu_operator.driver_enabled is False
+
+
+def test_the_operator_toolkit_on_the_al2023_nvidia_ami_warns():
+    platform = load_platform(put(eks_config(), "gpuOperator.toolkitEnabled", True))
+    assert [w for w in platform.warnings if "toolkitEnabled is true on EKS" in w]
+
+
+def test_team_quotas_beyond_the_host_under_an_unlimited_org_warn():
+    config = put(dev_config(), "organization.resources.gpu.quota", -1)
+    config = put(config, "teams[0].resources.gpu.quota", 1)
+    platform = load_platform(config)
+    assert [w for w in platform.warnings if "add up to 1.66 but the host has at most 1 GPU" in w]
+
+
+def test_gpus_guaranteed_to_no_team_are_a_note_not_a_warning():
+    config = put(eks_config(), "cluster.eks.gpuNodeGroups[0].maxSize", 4)
+    platform = load_platform(config)
+    guaranteed = sum(team.resources.gpu.quota for team in platform.teams)
+    assert platform.notes == (f"{4 - guaranteed:g} of 4 GPU(s) are guaranteed to no team (the teams' gpu quotas "
+                              f"add up to {guaranteed:g}): teams only get them over quota, by priority and "
+                              "overQuotaWeight.",)
+    assert not platform.warnings
+    assert load_platform(dev_config()).notes == ()  # 0.99 of 1: rounding, not a forgotten GPU
