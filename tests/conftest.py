@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.chart_spec import cache, demo  # noqa: F401 (fixtures of the chart specs)
 from tools.mockrun import PROJECT_DIR, ProgramRun, committed_stacks, load_stack_file, run_program
 
 COMMITTED_STACKS = committed_stacks()

@@ -1,0 +1,222 @@
+"""tools.charts pulling charts (from an HTTP repository and an OCI registry served on 127.0.0.1 by the
+test itself), filling the cache offline from a chart directory, and the contracts a cached chart carries.
+Rendering and plan rendering are in test_charts.py."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+
+import helm_python as helm
+
+from tools import charts
+from tools.charts import (cached_chart_path,
+                          chart_key, render_release)
+from tests.chart_spec import DEMO_REPO, FIXTURES, one
+
+
+# --- pulling, from servers on 127.0.0.1 ------------------------------------------------------------
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture()
+def serve():
+    """Serve a request handler on 127.0.0.1 for the test; yields a function returning the base URL."""
+    servers = []
+
+    def start(handler) -> str:
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_port}"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def test_pull_from_an_http_chart_repository(serve, tmp_path: Path, capsys):
+    repository = tmp_path / "repository"
+    helm.package(FIXTURES / "demo", destination=repository)
+    url = serve(functools.partial(_Quiet, directory=str(repository)))
+    helm.repo_index_generate(repository, base_url=url)
+    cache = tmp_path / "cache"
+
+    assert charts.main(["pull", "demo", "--repo", url + "/", "--version", "1.2.3", "--cache", str(cache)]) == 0
+    assert f"pulled demo 1.2.3 from {url} -> {cache / 'demo-1.2.3.tgz'}" in capsys.readouterr().out
+    assert charts.main(["pull", "demo", "--repo", url, "--version", "1.2.3", "--cache", str(cache)]) == 0
+    assert "cached demo 1.2.3" in capsys.readouterr().out
+    assert json.loads((cache / "demo-1.2.3.source.json").read_text())["source"] == f"{url}/demo"
+    path = cached_chart_path("demo", url, "1.2.3", cache_dir=cache)
+    assert path.read_bytes() == (repository / "demo-1.2.3.tgz").read_bytes()
+    assert one(render_release(path, "web", "apps", {"replicaCount": 7}), "Deployment", "web-demo")["spec"]["replicas"] == 7
+
+    assert charts.main(["pull", "demo", "--repo", url, "--version", "9.9.9", "--cache", str(cache)]) == 1
+    assert 'could not pull demo 9.9.9' in capsys.readouterr().err
+    assert sorted(path.name for path in cache.iterdir()) == ["demo-1.2.3.source.json", "demo-1.2.3.tgz"]
+
+
+def _registry(repository: str, tag: str, archive: bytes, config: bytes):
+    """A read-only OCI distribution registry holding one Helm chart, enough for `helm pull`."""
+    def descriptor(media_type: str, data: bytes) -> dict:
+        return {"mediaType": media_type, "digest": "sha256:" + hashlib.sha256(data).hexdigest(), "size": len(data)}
+
+    manifest = json.dumps({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": descriptor("application/vnd.cncf.helm.config.v1+json", config),
+        "layers": [descriptor("application/vnd.cncf.helm.chart.content.v1.tar+gzip", archive)],
+    }).encode()
+    manifest_digest = "sha256:" + hashlib.sha256(manifest).hexdigest()
+    blobs = {descriptor("", data)["digest"]: data for data in (config, archive)}
+    routes = {
+        "/v2/": (b"{}", "application/json"),
+        f"/v2/{repository}/tags/list": (json.dumps({"name": repository, "tags": [tag]}).encode(), "application/json"),
+        f"/v2/{repository}/manifests/{tag}": (manifest, "application/vnd.oci.image.manifest.v1+json"),
+        f"/v2/{repository}/manifests/{manifest_digest}": (manifest, "application/vnd.oci.image.manifest.v1+json"),
+        **{f"/v2/{repository}/blobs/{digest}": (data, "application/octet-stream") for digest, data in blobs.items()},
+    }
+
+    class Registry(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def _answer(self, with_body: bool) -> None:
+            body, content_type = routes.get(self.path.split("?")[0], (b'{"errors":[{"code":"NOT_FOUND"}]}', None))
+            self.send_response(200 if content_type else 404)
+            self.send_header("Content-Type", content_type or "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            if "/manifests/" in self.path:
+                self.send_header("Docker-Content-Digest", manifest_digest)
+            self.end_headers()
+            if with_body:
+                self.wfile.write(body)
+
+        def do_GET(self):
+            self._answer(True)
+
+        def do_HEAD(self):
+            self._answer(False)
+
+    return Registry
+
+
+def test_pull_from_an_oci_registry(serve, tmp_path: Path, capsys):
+    archive = Path(helm.package(FIXTURES / "tiny", destination=tmp_path))
+    with helm.Chart.load(archive) as chart:
+        config = json.dumps(chart.metadata).encode()
+    url = serve(_registry("charts/tiny", "v0.4.0", archive.read_bytes(), config))
+    reference = "oci://" + url[len("http://"):] + "/charts/tiny"
+    cache = tmp_path / "cache"
+    assert charts.main(["pull", reference, "--version", "v0.4.0", "--plain-http", "--cache", str(cache)]) == 0
+    assert f"pulled tiny v0.4.0 from {reference}" in capsys.readouterr().out
+    path = cached_chart_path(reference, None, "v0.4.0", cache_dir=cache)
+    assert path.read_bytes() == archive.read_bytes()
+    assert charts.main(["pull", reference, "--version", "v0.9.0", "--plain-http", "--cache", str(cache)]) == 1
+    assert "could not pull tiny v0.9.0" in capsys.readouterr().err
+
+
+def test_pull_command_line_checks_its_arguments(capsys):
+    with pytest.raises(SystemExit):
+        charts.main(["pull", "demo", "--stack", "dev"])
+    with pytest.raises(SystemExit):
+        charts.main(["pull", "--version", "1.0.0"])
+    assert charts.main(["pull", "vcluster", "--version", "0.36.1"]) == 2
+    assert "no repository" in capsys.readouterr().err
+
+
+# --- filling the cache offline, and the charts' contracts -----------------------------------------
+
+
+def _git_tag_like_chart(tmp_path: Path, name: str, placeholder: str) -> Path:
+    """A copy of tiny renamed to ``name`` with a placeholder version, as a chart directory at a
+    git tag looks before a release pipeline stamps it."""
+    directory = tmp_path / "src" / name
+    shutil.copytree(FIXTURES / "tiny", directory)
+    metadata = yaml.safe_load((directory / "Chart.yaml").read_text())
+    metadata.update(name=name, version=placeholder)
+    (directory / "Chart.yaml").write_text(yaml.safe_dump(metadata))
+    return directory
+
+
+def test_add_stamps_the_version_and_takes_the_source_the_program_uses(tmp_path: Path, capsys):
+    cache = tmp_path / "cache"
+    directory = _git_tag_like_chart(tmp_path, "vcluster", "0.0.1")
+    assert charts.main(["add", str(directory), "--version", "0.36.1", "--app-version", "0.36.1",
+                        "--cache", str(cache)]) == 0
+    assert "added vcluster 0.36.1 from https://charts.loft.sh" in capsys.readouterr().out
+    path = cached_chart_path("vcluster", "https://charts.loft.sh", "0.36.1", cache_dir=cache)
+    with helm.Chart.load(path) as loaded:
+        assert (loaded.version, loaded.metadata["appVersion"]) == ("0.36.1", "0.36.1")
+    assert json.loads((cache / "vcluster-0.36.1.source.json").read_text())["origin"] == "directory"
+    # KAI's chart is an OCI artifact: the cache entry is keyed by that reference.
+    kai = _git_tag_like_chart(tmp_path, "kai-scheduler", "0.0.0")
+    assert charts.main(["add", str(kai), "--version", "v0.16.0", "--cache", str(cache)]) == 0
+    cached_chart_path("oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler", None, "v0.16.0", cache_dir=cache)
+
+
+def test_add_refuses_what_it_cannot_place(tmp_path: Path, capsys):
+    cache = tmp_path / "cache"
+    unknown = _git_tag_like_chart(tmp_path, "mystery", "0.0.0")
+    assert charts.main(["add", str(unknown), "--version", "1.0.0", "--cache", str(cache)]) == 2
+    assert "installs no chart named 'mystery'" in capsys.readouterr().err
+    assert charts.main(["add", str(unknown), "--version", "1.0.0", "--chart", "mystery",
+                        "--repo", DEMO_REPO, "--cache", str(cache)]) == 0
+    # Without --version the directory's own version is kept and must be the one asked for.
+    assert charts.main(["add", str(unknown), "--chart", "other", "--repo", DEMO_REPO, "--cache", str(cache)]) == 2
+    assert "holds chart mystery" in capsys.readouterr().err
+    assert charts.main(["add", str(tmp_path / "nowhere"), "--cache", str(cache)]) == 2
+    with pytest.raises(SystemExit):
+        charts.main(["add", str(unknown), "--app-version", "1"])
+
+
+def test_chart_contracts_read_values_schema_and_crds(cache: Path):
+    contracts = charts.chart_contracts(chart_key("demo", DEMO_REPO, "1.2.3"), cache)
+    assert contracts.values["replicaCount"] == 1
+    assert contracts.schema["properties"]["replicaCount"]["type"] == "integer"
+    widget = contracts.crd("demo.example.invalid", "Widget")
+    assert widget["metadata"]["name"] == "widgets.demo.example.invalid"
+    assert contracts.crd("demo.example.invalid", "Gadget") is None
+    assert charts.chart_contracts(chart_key("demo", DEMO_REPO, "9.9.9"), cache) is None
+
+
+def test_bare_pull_asks_for_every_pinned_chart(monkeypatch, tmp_path: Path, capsys):
+    asked = []
+
+    def fake_pull(chart, repo, version, **options):
+        asked.append(chart_key(chart, repo, version))
+        return tmp_path / "x.tgz", True
+
+    monkeypatch.setattr(charts, "pull_chart", fake_pull)
+    assert charts.main(["pull", "--cache", str(tmp_path)]) == 0
+    from config import versions
+    for name, version in (("vcluster", versions.VCLUSTER_VERSION), ("kai-scheduler", versions.KAI_VERSION),
+                          ("gpu-operator", versions.GPU_OPERATOR_VERSION)):
+        assert charts.pinned_chart_key(name, version) in asked
+    for stack in ("dev", "eks"):
+        assert set(charts.stack_chart_keys(stack)) <= set(asked)
+    assert len(asked) == len(set(asked))
+
+
+def test_reading_a_stacks_charts_leaves_no_event_loop_open():
+    """The SDK never closes the loops it runs the program on; the CLI closes them (mockrun.owned_event_loops)."""
+    code = "from tools.charts import stack_chart_keys; assert stack_chart_keys('dev')"
+    result = subprocess.run([sys.executable, "-c", code], cwd=charts.PROJECT_DIR, capture_output=True, text=True,
+                            env={**os.environ, "PYTHONWARNINGS": "always::ResourceWarning"}, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "unclosed" not in result.stderr and "Exception ignored" not in result.stderr, result.stderr
