@@ -235,3 +235,19 @@ def test_kube_prometheus_stack_pin_and_values_match_the_chart():
     assert 'name: {{ template "kube-prometheus-stack.fullname" . }}-prometheus' in service
     prometheus = _git(KPS, "show", f"{tag}:{chart}/templates/prometheus/prometheus.yaml")
     assert "release: {{ $.Release.Name | quote }}" in prometheus
+
+
+def test_the_pr_workflow_fetches_every_source_this_module_reads():
+    """GitHub Actions has the network this machine lacks: the Tests job fetches each mirror at these tags."""
+    import yaml
+    from config import versions
+    workflow = Path(__file__).resolve().parent.parent / ".github" / "workflows" / "pull-request.yml"
+    job = yaml.safe_load(workflow.read_text())["jobs"]["test"]
+    script = next(step["run"] for step in job["steps"] if step.get("name") == "Fetch the upstream sources at their pinned tags")
+    fetched = {line.split()[1].replace("/", "+"): set(line.split()[2:])
+               for line in script.splitlines() if line.strip().startswith("fetch ")}
+    wanted = {KAI.parent.name: set(KAI_TAGS), DCGM.parent.name: {DCGM_TAG}, KSM.parent.name: {KSM_TAG},
+              GPU_OPERATOR.parent.name: set(GPU_OPERATOR_TAGS),
+              KPS.parent.name: {f"kube-prometheus-stack-{versions.KUBE_PROMETHEUS_STACK_VERSION}"}}
+    assert fetched == wanted
+    assert job["env"]["GPU_TENANCY_MIRRORS"]
