@@ -14,7 +14,6 @@ import argparse
 import sys
 import textwrap
 from html import escape
-from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from components.observability_dashboards import dashboards

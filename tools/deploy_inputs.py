@@ -20,6 +20,7 @@ import yaml
 
 from config import versions
 from config.vocabulary import EKS_CLUSTER, EKS_NODE_GROUP, HOST_COMPONENT, VCLUSTER_MANAGED_BY_LABEL
+from tools.plan_markdown import dig
 
 # Rendered charts hold megabytes of CRDs: libyaml's parser when PyYAML has it.
 YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -217,14 +218,6 @@ def crds_of(objects: Iterable[K8sObject]) -> list[dict[str, Any]]:
     return [obj.manifest for obj in objects if obj.kind == "CustomResourceDefinition"]
 
 
-def _get(data: Any, *path: str, default: Any = None) -> Any:
-    for key in path:
-        if not isinstance(data, Mapping) or key not in data:
-            return default
-        data = data[key]
-    return data
-
-
 def _toleration(text: str) -> dict[str, str]:
     """vCluster's ``key[=value]:Effect`` toleration syntax."""
     head, _, effect = text.rpartition(":")
@@ -269,16 +262,16 @@ def vcluster_dns_pods(release: Release) -> list[K8sObject]:
     to the host namespace, adding its labels, the node-sync labels as a nodeSelector and
     ``enforceTolerations``. None when CoreDNS is off or embedded in the control plane."""
     values = release.values
-    coredns = _get(values, "controlPlane", "coredns", default={}) or {}
+    coredns = dig(values, "controlPlane", "coredns", default={}) or {}
     if coredns.get("enabled") is False or coredns.get("embedded"):
         return []
     overwritten = coredns.get("overwriteManifests")
     templates = _overwritten_coredns_templates(overwritten) if overwritten else [_default_coredns_template(coredns)]
-    nodes = _get(values, "sync", "fromHost", "nodes", default={}) or {}
-    synced_selector = (_get(nodes, "selector", "labels", default={}) or {}) \
-        if nodes.get("enabled") and not _get(nodes, "selector", "all") else {}
+    nodes = dig(values, "sync", "fromHost", "nodes", default={}) or {}
+    synced_selector = (dig(nodes, "selector", "labels", default={}) or {}) \
+        if nodes.get("enabled") and not dig(nodes, "selector", "all") else {}
     enforced = [_toleration(text) for text in
-                _get(values, "sync", "toHost", "pods", "enforceTolerations", default=[]) or []]
+                dig(values, "sync", "toHost", "pods", "enforceTolerations", default=[]) or []]
     pods = []
     for index, (metadata, spec) in enumerate(templates):
         spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **synced_selector}
@@ -306,8 +299,8 @@ def pod_templates(objects: Iterable[K8sObject]) -> list[tuple[K8sObject, dict[st
         if obj.kind == "Pod":
             template = manifest
         elif obj.kind == "CronJob":
-            template = _get(manifest, "spec", "jobTemplate", "spec", "template", default={})
+            template = dig(manifest, "spec", "jobTemplate", "spec", "template", default={})
         else:
-            template = _get(manifest, "spec", "template", default={})
+            template = dig(manifest, "spec", "template", default={})
         found.append((obj, template.get("metadata") or {}, template.get("spec") or {}))
     return found
