@@ -6,7 +6,6 @@ import json
 from typing import Any
 
 import pulumi
-from pulumi.runtime import config as runtime_config
 
 from config.errors import ConfigError, ConfigIssue
 from config.load import PROJECT, SECRET_KEYS, namespace_issues
@@ -25,7 +24,9 @@ def raw_stack_config() -> tuple[dict[str, Any], set[str], set[str]]:
     A secret key set in plain text is refused: it would sit unencrypted in the stack file.
     """
     prefix = f"{PROJECT}:"
-    keys = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
+    # The language host hands the program its config as PULUMI_CONFIG (tools.mockrun does the same),
+    # so the public reader sees every key, the unknown ones included.
+    keys = pulumi.runtime.get_config_env()
     misspelt = namespace_issues(keys)
     if misspelt:
         raise ConfigError(misspelt)
@@ -41,13 +42,13 @@ def raw_stack_config() -> tuple[dict[str, Any], set[str], set[str]]:
     secrets_set, placeholders = set(), set()
     plaintext = []
     for name in SECRET_KEYS:
-        value = runtime_config.get_config(prefix + name) if name in names else None
+        value = pulumi.runtime.get_config(prefix + name) if name in names else None
         # Pulumi.yaml declares secrets with an empty default: empty means "not set".
         if value == OFFLINE_PLACEHOLDER:
             placeholders.add(name)
         elif value:
             secrets_set.add(name)
-            if not runtime_config.is_config_secret(prefix + name):
+            if not pulumi.runtime.is_config_secret(prefix + name):
                 plaintext.append(ConfigIssue(name, "<plain text>", "is set without encryption",
                                              f"run: pulumi config set --secret {prefix}{name} ..."))
     if plaintext:

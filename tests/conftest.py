@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,38 @@ def eks_config() -> dict:
 
 def dev_config() -> dict:
     return stack_config("dev")
+
+
+# Upstream git repositories the contract tests read, each at these tags. They come as bare mirrors
+# (``<owner>+<name>/repo``) under $GPU_TENANCY_MIRRORS; the PR workflow fetches exactly these.
+MIRRORS_VARIABLE = "GPU_TENANCY_MIRRORS"
+MIRRORED_TAGS = {
+    "kai-scheduler/KAI-Scheduler": ("v0.16.4", "v0.17.0"),
+    "NVIDIA/dcgm-exporter": ("4.5.3-4.8.2",),
+    "kubernetes/kube-state-metrics": ("v2.20.0",),
+    "NVIDIA/gpu-operator": ("v26.3.3", "v26.7.0"),
+    "prometheus-community/helm-charts": ("kube-prometheus-stack-88.5.3",),
+    "pulumi/pulumi": ("v3.259.0",),
+}
+
+
+def mirror(repository: str) -> Path:
+    """The bare git mirror of ``owner/name``, or a skip naming the variable that supplies it."""
+    assert repository in MIRRORED_TAGS, f"add {repository} and its tags to MIRRORED_TAGS (the PR workflow fetches them)"
+    root = os.environ.get(MIRRORS_VARIABLE)
+    if not root:
+        pytest.skip(f"upstream mirror of {repository} is absent: set {MIRRORS_VARIABLE} to the folder of the "
+                    "mirrors (the PR workflow fetches them)")
+    path = Path(root) / repository.replace("/", "+") / "repo"
+    if not path.exists():
+        pytest.skip(f"upstream mirror {path} is absent: fetch {repository} into ${MIRRORS_VARIABLE}")
+    return path
+
+
+def git(repository: str, *args: str) -> str:
+    """``git ARGS`` in the mirror of ``repository`` (a skip when the mirror is absent)."""
+    return subprocess.run(["git", "--git-dir", str(mirror(repository)), *args],
+                          capture_output=True, text=True, check=True).stdout
 
 
 def upstream_file(*parts: str) -> Path:

@@ -23,7 +23,7 @@ import yaml
 
 from config import versions
 from tests.conftest import COMMITTED_STACKS, UPSTREAM_DIR, dev_config, run, stack_config
-from tools.chart_cache import chart_cache_dir, chart_contracts
+from tools.chart_cache import CACHE_ENV, chart_cache_dir, chart_contracts
 from tools.chart_refs import ChartKey
 from tools.chart_render import release_chart_key
 from tools.charts import pinned_chart_key
@@ -40,7 +40,7 @@ def contract(key: ChartKey, pick, *fallback: str):
     path = UPSTREAM_DIR.joinpath(*fallback)
     if path.exists():
         return json.loads(path.read_text()) if path.suffix == ".json" else yaml.safe_load(path.read_text())
-    pytest.skip(f"no contract for {key.describe()}: the chart cache {chart_cache_dir()} lacks it (fill it with "
+    pytest.skip(f"no contract for {key.describe()}: the chart cache {chart_cache_dir()} (${CACHE_ENV}) lacks it (fill it with "
                 f"`{key.pull_command()}` or `python -m tools.charts add DIR --version {key.version}`) and the "
                 f"fallback {path} is absent (set GPU_TENANCY_UPSTREAM to the shared/upstream folder)")
 

@@ -18,7 +18,7 @@ import pytest
 from config import versions
 from tests.conftest import COMMITTED_STACKS, dev_config, run, stack_config
 from tools import deployability, pod_security
-from tools.chart_cache import cache_chart, chart_cache_dir, chart_contracts, find_cached
+from tools.chart_cache import CACHE_ENV, cache_chart, chart_cache_dir, chart_contracts, find_cached
 from tools.chart_render import RELEASE_TYPE, release_chart_key, release_records, render_plan_releases
 from tools.deploy_inputs import (HOST_FACTS, K8sObject, Release, Site, program_objects, rendered_objects, site_from_plan,
                                  vcluster_dns_pods)
@@ -89,7 +89,7 @@ def test_sites_know_what_their_host_kind_provides(sites):
 def test_the_checks_host_facts_agree_with_the_programs():
     # The check keeps its own facts so it does not trust the table it verifies; once the program
     # encodes its host kinds (config/hosts.py, issue 8) the two must agree.
-    hosts = pytest.importorskip("config.hosts", reason="config/hosts.py is not on this branch yet")
+    from config import hosts
     assert HOST_FACTS["microk8s"].api_server_ports == (hosts.MICROK8S_API_SERVER_PORT,)
     assert HOST_FACTS["eks"].api_server_ports == (hosts.EKS_API_SERVER_PORT,)
     assert HOST_FACTS["microk8s"].default_storage_class == hosts.MICROK8S_STORAGE_CLASS
@@ -368,7 +368,7 @@ def _real_charts_or_skip(plan) -> Path:
                if find_cached(release_chart_key(inputs), cache)[0] is None]
     if missing:
         names = ", ".join(sorted({key.describe() for key in missing}))
-        pytest.skip(f"the chart cache {cache} lacks {names}: run `python -m tools.charts pull` (network) or "
+        pytest.skip(f"the chart cache {cache} (${CACHE_ENV}) lacks {names}: run `python -m tools.charts pull` (network) or "
                     "`python -m tools.charts add DIR --version V` with the chart directory at its tag")
     return cache
 
@@ -459,7 +459,7 @@ def test_plan_with_rendered_charts_reports_the_findings(tmp_path, capsys):
 def test_the_real_crds_catch_a_misspelled_field(chart, version, manifest, words, sites):
     contracts = chart_contracts(pinned_chart_key(chart, version))
     if contracts is None:
-        pytest.skip(f"the chart cache {chart_cache_dir()} lacks {chart} {version}: run `python -m tools.charts pull` "
+        pytest.skip(f"the chart cache {chart_cache_dir()} (${CACHE_ENV}) lacks {chart} {version}: run `python -m tools.charts pull` "
                     f"(network) or `python -m tools.charts add DIR --version {version}`")
     patch = manifest["kind"] == "ClusterPolicy"  # the program patches the addon's ClusterPolicy
     found = deployability.check_schemas([K8sObject(manifest, "test", patch=patch)], sites["eks"], contracts.crds)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 
-from tests.conftest import dev_config, run
+from tests.conftest import MIRRORED_TAGS, dev_config, git, run
 
 QUEUE = "kubernetes:scheduling.run.ai/v2:Queue"
+KAI_REPOSITORY = "kai-scheduler/KAI-Scheduler"
 
 
 def kai_release(program):
@@ -131,22 +134,21 @@ def test_the_probe_first_waits_for_kais_queue_webhook_configuration(dev_run):
     assert probe["spec"]["activeDeadlineSeconds"] < 25 * 60
 
 
-def test_kais_queue_webhook_name_matches_the_operator_at_the_pinned_tags():
-    """Read the name from KAI's operator source when the upstream mirror is on this machine."""
-    import subprocess
-    from pathlib import Path
-
+def test_kais_queue_webhook_name_is_the_one_the_operator_registers_at_the_accepted_tags():
+    """The operator names the queue webhook configuration <prefix><version> for each validated Queue
+    version: the prefix is the queue controller's default, the versions come from KAI's constants."""
     from components.kai import QUEUE_WEBHOOK
 
-    mirror = Path("/work/.mirror/kai-scheduler+KAI-Scheduler/repo")
-    if not mirror.exists():
-        pytest.skip("no KAI-Scheduler mirror")
-    for tag in ("v0.16.4", "v0.17.0"):
-        source = subprocess.run(["git", "--git-dir", str(mirror), "show",
-                                 f"{tag}:pkg/apis/kai/v1/queue_controller/queue_controller.go"],
-                                capture_output=True, text=True, check=True).stdout
-        assert 'defaultValidatingWebhookPrefix = "kai-queue-validation-"' in source
-        assert QUEUE_WEBHOOK == "kai-queue-validation-" + "v2"
+    for tag in MIRRORED_TAGS[KAI_REPOSITORY]:
+        defaults = git(KAI_REPOSITORY, "show", f"{tag}:pkg/apis/kai/v1/queue_controller/queue_controller.go")
+        [prefix] = re.findall(r'defaultValidatingWebhookPrefix\s*=\s*"([^"]+)"', defaults)
+        constants = git(KAI_REPOSITORY, "show", f"{tag}:pkg/common/constants/constants.go")
+        [versions_list] = re.findall(r"func QueueValidatedVersions\(\) \[\]string \{\s*return \[\]string\{([^}]*)\}",
+                                     constants)
+        names = {prefix + version for version in re.findall(r'"([^"]+)"', versions_list)}
+        resources = git(KAI_REPOSITORY, "show", f"{tag}:pkg/operator/operands/queue_controller/resources.go")
+        assert "WebhookConfigurationNamePrefix, version" in resources, f"{tag}: the operator names its webhook differently"
+        assert QUEUE_WEBHOOK in names, f"{tag} registers {sorted(names)}"
 
 
 def test_a_new_stack_gets_the_newest_kai_and_gpu_operator():

@@ -1,7 +1,8 @@
 """Every metric name the rules and dashboards read exists upstream, with the labels they join on.
 
 Read from the pinned upstream sources (fetched git mirrors): KAI at both accepted tags, dcgm-exporter,
-kube-state-metrics. A mirror that is absent skips its part with the path it needs.
+kube-state-metrics (tests/conftest.py: MIRRORED_TAGS). A mirror that is absent skips its part, naming
+$GPU_TENANCY_MIRRORS.
 The API server's counter is not mirrored here; its name and labels were read from kubernetes/kubernetes
 (staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/validating/metrics/metrics.go, commit 008b365):
 ``apiserver_validating_admission_policy_check_total{policy, policy_binding, error_type, enforcement_action}``,
@@ -10,9 +11,7 @@ enforcement_action one of allow, deny, warn, audit.
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 from functools import lru_cache
 from pathlib import Path
 
@@ -21,25 +20,19 @@ import pytest
 from components import observability_dashboards as boards
 from components import observability_rules as rules
 from config import load_platform
+from tests.conftest import MIRRORED_TAGS, MIRRORS_VARIABLE, git
 from tests.test_observability_rules import site_config
 
-MIRRORS = Path(os.environ.get("GPU_TENANCY_MIRRORS", "/work/.mirror"))
-KAI = MIRRORS / "kai-scheduler+KAI-Scheduler" / "repo"
-KAI_TAGS = ("v0.16.4", "v0.17.0")
-DCGM = MIRRORS / "NVIDIA+dcgm-exporter" / "repo"
-DCGM_TAG = "4.5.3-4.8.2"
-KSM = MIRRORS / "kubernetes+kube-state-metrics" / "repo"
-KSM_TAG = "v2.20.0"
+KAI = "kai-scheduler/KAI-Scheduler"
+KAI_TAGS = MIRRORED_TAGS[KAI]
+DCGM = "NVIDIA/dcgm-exporter"
+[DCGM_TAG] = MIRRORED_TAGS[DCGM]
+KSM = "kubernetes/kube-state-metrics"
+[KSM_TAG] = MIRRORED_TAGS[KSM]
 APISERVER = {"apiserver_validating_admission_policy_check_total"}
 
 _PROMQL_WORDS = {"by", "on", "and", "or", "unless", "without", "ignoring", "group_left", "group_right", "offset",
                  "bool", "inf", "nan"}
-
-
-def _git(repo: Path, *args: str) -> str:
-    if not repo.exists():
-        pytest.skip(f"upstream mirror {repo} is absent (set GPU_TENANCY_MIRRORS)")
-    return subprocess.run(["git", "--git-dir", str(repo), *args], capture_output=True, text=True, check=True).stdout
 
 
 def metric_names(expr: str) -> set[str]:
@@ -62,23 +55,23 @@ def kai_metrics() -> frozenset[str]:
     names = set()
     for tag in KAI_TAGS:
         prefix = re.search(r'DefaultMetricsNamespace\s*=\s*"(\w+)"',
-                           _git(KAI, "show", f"{tag}:pkg/common/constants/constants.go")).group(1)
+                           git(KAI, "show", f"{tag}:pkg/common/constants/constants.go")).group(1)
         per_tag = set()
         for path in ("pkg/queuecontroller/metrics/metrics.go", "pkg/scheduler/metrics/metrics.go"):
-            per_tag |= {f"{prefix}_{name}" for name in re.findall(r'Name:\s*"(\w+)"', _git(KAI, "show", f"{tag}:{path}"))}
+            per_tag |= {f"{prefix}_{name}" for name in re.findall(r'Name:\s*"(\w+)"', git(KAI, "show", f"{tag}:{path}"))}
         names = per_tag if not names else names & per_tag
     return frozenset(names)
 
 
 @lru_cache(maxsize=None)
 def dcgm_metrics() -> frozenset[str]:
-    return frozenset(re.findall(r"^#?\s*(DCGM_FI_\w+)\s*,", _git(DCGM, "show", f"{DCGM_TAG}:etc/dcp-metrics-included.csv"),
+    return frozenset(re.findall(r"^#?\s*(DCGM_FI_\w+)\s*,", git(DCGM, "show", f"{DCGM_TAG}:etc/dcp-metrics-included.csv"),
                                 re.MULTILINE))
 
 
 @lru_cache(maxsize=None)
 def ksm_metrics() -> frozenset[str]:
-    return frozenset(re.findall(r'"(kube_\w+)"', _git(KSM, "show", f"{KSM_TAG}:internal/store/pod.go")))
+    return frozenset(re.findall(r'"(kube_\w+)"', git(KSM, "show", f"{KSM_TAG}:internal/store/pod.go")))
 
 
 def recorded(platform) -> set[str]:
@@ -113,48 +106,48 @@ def test_every_metric_read_exists_upstream_or_is_recorded_here():
 
 def test_queue_metrics_carry_queue_name_at_both_kai_tags():
     for tag in KAI_TAGS:
-        controller = _git(KAI, "show", f"{tag}:pkg/queuecontroller/metrics/metrics.go")
+        controller = git(KAI, "show", f"{tag}:pkg/queuecontroller/metrics/metrics.go")
         assert re.search(r'queueNameLabel\s*=\s*"queue_name"', controller)
-        scheduler = _git(KAI, "show", f"{tag}:pkg/scheduler/metrics/metrics.go")
+        scheduler = git(KAI, "show", f"{tag}:pkg/scheduler/metrics/metrics.go")
         assert re.search(r'Name:\s*"queue_fair_share_gpu".*?\[\]string\{"queue_name"', scheduler, re.DOTALL)
 
 
 def test_dcgm_maps_gpus_to_pods_with_namespace_and_pod_labels():
-    const = _git(DCGM, "show", f"{DCGM_TAG}:internal/pkg/transformation/const.go")
+    const = git(DCGM, "show", f"{DCGM_TAG}:internal/pkg/transformation/const.go")
     assert re.search(r'podAttribute\s*=\s*"pod"', const)
     assert re.search(r'namespaceAttribute\s*=\s*"namespace"', const)
     # The GPU identity labels the rules group by (UUID, gpu, Hostname) are those the exporter renders.
-    template = _git(DCGM, "show", f"{DCGM_TAG}:internal/pkg/rendermetrics/render_metrics.go")
+    template = git(DCGM, "show", f"{DCGM_TAG}:internal/pkg/rendermetrics/render_metrics.go")
     assert 'gpu="{{ $metric.GPU }}"' in template and 'Hostname="{{ $metric.Hostname }}"' in template
-    assert re.search(r'uuid\s*:=\s*"UUID"', _git(DCGM, "show", f"{DCGM_TAG}:internal/pkg/collector/gpu_collector.go"))
+    assert re.search(r'uuid\s*:=\s*"UUID"', git(DCGM, "show", f"{DCGM_TAG}:internal/pkg/collector/gpu_collector.go"))
 
 
 def test_ksm_phase_metric_has_namespace_pod_and_phase():
-    source = _git(KSM, "show", f"{KSM_TAG}:internal/store/pod.go")
+    source = git(KSM, "show", f"{KSM_TAG}:internal/store/pod.go")
     block = source[source.index('"kube_pod_status_phase"'):][:3000]
     assert '"phase"' in block
 
 
-GPU_OPERATOR = MIRRORS / "NVIDIA+gpu-operator" / "repo"
-GPU_OPERATOR_TAGS = ("v26.3.3", "v26.7.0")
+GPU_OPERATOR = "NVIDIA/gpu-operator"
+GPU_OPERATOR_TAGS = MIRRORED_TAGS[GPU_OPERATOR]
 
 
 def test_kai_services_the_monitors_select_exist_at_both_tags():
     from components.observability import KAI_QUEUE_CONTROLLER, KAI_SCHEDULER
     for tag in KAI_TAGS:
-        common = _git(KAI, "show", f"{tag}:pkg/operator/operands/common/common.go")
+        common = git(KAI, "show", f"{tag}:pkg/operator/operands/common/common.go")
         # Every Service the operator writes is labelled app=<its name>.
         assert re.search(r'GetLabels\(\)\["app"\]\s*=\s*resourceName', common)
-        controller = _git(KAI, "show", f"{tag}:pkg/operator/operands/queue_controller/resources.go")
+        controller = git(KAI, "show", f"{tag}:pkg/operator/operands/queue_controller/resources.go")
         assert f'defaultResourceName = "{KAI_QUEUE_CONTROLLER[0]}"' in controller
-        defaults = _git(KAI, "show", f"{tag}:pkg/apis/kai/v1/queue_controller/queue_controller.go")
+        defaults = git(KAI, "show", f"{tag}:pkg/apis/kai/v1/queue_controller/queue_controller.go")
         assert f'p.Name = common.SetDefault(p.Name, ptr.To("{KAI_QUEUE_CONTROLLER[1]}"))' in defaults
-        shard = _git(KAI, "show", f"{tag}:pkg/operator/operands/scheduler/resources_for_shard.go")
+        shard = git(KAI, "show", f"{tag}:pkg/operator/operands/scheduler/resources_for_shard.go")
         assert 'serviceName := fmt.Sprintf("%s-%s", *kaiConfig.Spec.Global.SchedulerName, shard.Name)' in shard
         assert f'Name:       "{KAI_SCHEDULER[1]}"' in shard
         scheduler_name = re.search(r'DefaultSchedulerName\s*=\s*"([\w-]+)"',
-                                   _git(KAI, "show", f"{tag}:pkg/common/constants/constants.go")).group(1)
-        chart_shard = _git(KAI, "show", f"{tag}:deployments/kai-scheduler/templates/default-shard.yaml")
+                                   git(KAI, "show", f"{tag}:pkg/common/constants/constants.go")).group(1)
+        chart_shard = git(KAI, "show", f"{tag}:deployments/kai-scheduler/templates/default-shard.yaml")
         shard_name = re.search(r"^\s+name:\s*(\S+)", chart_shard, re.MULTILINE).group(1)
         assert KAI_SCHEDULER[0] == f"{scheduler_name}-{shard_name}"
 
@@ -162,7 +155,7 @@ def test_kai_services_the_monitors_select_exist_at_both_tags():
 def test_kai_shard_accepts_the_fairness_fields_at_both_tags():
     import yaml
     for tag in KAI_TAGS:
-        crd = yaml.safe_load(_git(KAI, "show", f"{tag}:deployments/kai-scheduler/crds/kai.scheduler_schedulingshards.yaml"))
+        crd = yaml.safe_load(git(KAI, "show", f"{tag}:deployments/kai-scheduler/crds/kai.scheduler_schedulingshards.yaml"))
         spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
         assert spec["kValue"]["type"] == "number"
         usage = spec["usageDBConfig"]["properties"]
@@ -175,27 +168,27 @@ def test_dcgm_exporter_service_and_pod_mapping_at_both_operator_tags():
     from components.observability import DCGM_EXPORTER
     import yaml
     for tag in GPU_OPERATOR_TAGS:
-        service = yaml.safe_load(_git(GPU_OPERATOR, "show", f"{tag}:assets/state-dcgm-exporter/0400_service.yaml"))
+        service = yaml.safe_load(git(GPU_OPERATOR, "show", f"{tag}:assets/state-dcgm-exporter/0400_service.yaml"))
         assert service["metadata"]["labels"]["app"] == DCGM_EXPORTER[0]
         assert DCGM_EXPORTER[1] in [port["name"] for port in service["spec"]["ports"]]
-        daemonset = _git(GPU_OPERATOR, "show", f"{tag}:assets/state-dcgm-exporter/0800_daemonset.yaml")
+        daemonset = git(GPU_OPERATOR, "show", f"{tag}:assets/state-dcgm-exporter/0800_daemonset.yaml")
         assert re.search(r'name: DCGM_EXPORTER_KUBERNETES\n\s+value: "true"', daemonset)
-        values = yaml.safe_load(_git(GPU_OPERATOR, "show", f"{tag}:deployments/gpu-operator/values.yaml"))
+        values = yaml.safe_load(git(GPU_OPERATOR, "show", f"{tag}:deployments/gpu-operator/values.yaml"))
         assert "enabled" in values["dcgmExporter"]
         # dcgmExporter.config.name is commented out in values.yaml but read by the ClusterPolicy template,
         # and the exporter reads the dcgm-metrics.csv key of that ConfigMap.
-        policy = _git(GPU_OPERATOR, "show", f"{tag}:deployments/gpu-operator/templates/clusterpolicy.yaml")
+        policy = git(GPU_OPERATOR, "show", f"{tag}:deployments/gpu-operator/templates/clusterpolicy.yaml")
         assert "name: {{ .Values.dcgmExporter.config.name }}" in policy
-        chart_config_map = _git(GPU_OPERATOR, "show",
+        chart_config_map = git(GPU_OPERATOR, "show",
                                 f"{tag}:deployments/gpu-operator/templates/dcgm_exporter_config.yaml")
         assert "dcgm-metrics.csv:" in chart_config_map
-        controller = _git(GPU_OPERATOR, "show", f"{tag}:controllers/object_controls.go")
+        controller = git(GPU_OPERATOR, "show", f"{tag}:controllers/object_controls.go")
         assert re.search(r'MetricsConfigFileName\s*=\s*"dcgm-metrics.csv"', controller)
 
 
 def test_platform_dcgm_collector_list_keeps_every_default_field_and_adds_ecc():
     from components import observability_dcgm
-    csv_text = _git(DCGM, "show", f"{DCGM_TAG}:etc/dcp-metrics-included.csv")
+    csv_text = git(DCGM, "show", f"{DCGM_TAG}:etc/dcp-metrics-included.csv")
     defaults = set(re.findall(r"^(DCGM_FI_\w+)\s*,", csv_text, re.MULTILINE))
     ours = {name for name, _, _ in observability_dcgm.FIELDS}
     assert defaults <= ours, f"default fields the platform's list would drop: {defaults - ours}"
@@ -206,7 +199,7 @@ def test_platform_dcgm_collector_list_keeps_every_default_field_and_adds_ecc():
     assert all("," not in help_text for _, _, help_text in observability_dcgm.FIELDS)
 
 
-KPS = MIRRORS / "prometheus-community+helm-charts" / "repo"
+KPS = "prometheus-community/helm-charts"
 
 
 def test_kube_prometheus_stack_pin_and_values_match_the_chart():
@@ -217,9 +210,9 @@ def test_kube_prometheus_stack_pin_and_values_match_the_chart():
     from config import versions
     from config.observability import INSTALL_RELEASE
     tag = f"kube-prometheus-stack-{versions.KUBE_PROMETHEUS_STACK_VERSION}"
-    assert tag in _git(KPS, "tag", "--list", "kube-prometheus-stack-*").split()
+    assert tag in git(KPS, "tag", "--list", "kube-prometheus-stack-*").split()
     chart = "charts/kube-prometheus-stack"
-    defaults = yaml.safe_load(_git(KPS, "show", f"{tag}:{chart}/values.yaml"))
+    defaults = yaml.safe_load(git(KPS, "show", f"{tag}:{chart}/values.yaml"))
     values = stack_values(load_platform(site_config()))
     spec = defaults["prometheus"]["prometheusSpec"]
     assert {"retention", "storageSpec"} <= set(spec)
@@ -229,25 +222,22 @@ def test_kube_prometheus_stack_pin_and_values_match_the_chart():
     assert (sidecar["label"], sidecar["labelValue"]) == (ours["label"], ours["labelValue"])
     assert "enabled" in defaults["grafana"]
     # Release name contains the chart name: fullname is the release name, so the Service is <release>-prometheus.
-    helpers = _git(KPS, "show", f"{tag}:{chart}/templates/_helpers.tpl")
+    helpers = git(KPS, "show", f"{tag}:{chart}/templates/_helpers.tpl")
     assert "if contains $name .Release.Name" in helpers and len(INSTALL_RELEASE) <= 26
-    service = _git(KPS, "show", f"{tag}:{chart}/templates/prometheus/service.yaml")
+    service = git(KPS, "show", f"{tag}:{chart}/templates/prometheus/service.yaml")
     assert 'name: {{ template "kube-prometheus-stack.fullname" . }}-prometheus' in service
-    prometheus = _git(KPS, "show", f"{tag}:{chart}/templates/prometheus/prometheus.yaml")
+    prometheus = git(KPS, "show", f"{tag}:{chart}/templates/prometheus/prometheus.yaml")
     assert "release: {{ $.Release.Name | quote }}" in prometheus
 
 
-def test_the_pr_workflow_fetches_every_source_this_module_reads():
+def test_the_pr_workflow_fetches_every_mirror_the_contract_tests_read():
     """GitHub Actions has the network this machine lacks: the Tests job fetches each mirror at these tags."""
     import yaml
     from config import versions
     workflow = Path(__file__).resolve().parent.parent / ".github" / "workflows" / "pull-request.yml"
     job = yaml.safe_load(workflow.read_text())["jobs"]["test"]
     script = next(step["run"] for step in job["steps"] if step.get("name") == "Fetch the upstream sources at their pinned tags")
-    fetched = {line.split()[1].replace("/", "+"): set(line.split()[2:])
-               for line in script.splitlines() if line.strip().startswith("fetch ")}
-    wanted = {KAI.parent.name: set(KAI_TAGS), DCGM.parent.name: {DCGM_TAG}, KSM.parent.name: {KSM_TAG},
-              GPU_OPERATOR.parent.name: set(GPU_OPERATOR_TAGS),
-              KPS.parent.name: {f"kube-prometheus-stack-{versions.KUBE_PROMETHEUS_STACK_VERSION}"}}
-    assert fetched == wanted
-    assert job["env"]["GPU_TENANCY_MIRRORS"]
+    fetched = {line.split()[1]: set(line.split()[2:]) for line in script.splitlines() if line.strip().startswith("fetch ")}
+    assert fetched == {repository: set(tags) for repository, tags in MIRRORED_TAGS.items()}
+    assert MIRRORED_TAGS[KPS] == (f"kube-prometheus-stack-{versions.KUBE_PROMETHEUS_STACK_VERSION}",)
+    assert job["env"][MIRRORS_VARIABLE]

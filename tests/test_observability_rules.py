@@ -23,7 +23,7 @@ from components import observability_rules as rules
 from config import load_platform
 
 PROMTOOL = shutil.which("promtool")
-needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool is absent (Debian package prometheus; "
+needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool is not on $PATH (Debian package prometheus; "
                                                               ".ci/run installs it)")
 DEV_STACK = Path(__file__).resolve().parent.parent / "Pulumi.dev.yaml"
 

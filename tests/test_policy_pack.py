@@ -24,17 +24,16 @@ from tests.policy_spec import (
 )
 from tools.mockrun import PROJECT_DIR, ProgramRun
 
-try:  # the rules and the offline checker need no pulumi_policy; the CrossGuard wrappers do
-    from pulumi_policy import (EnforcementLevel, PolicyProviderResource, PolicyResource, PolicyResourceOptions,
-                               ResourceValidationArgs, ResourceValidationPolicy, StackValidationArgs,
-                               StackValidationPolicy)
-    from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
+import grpc
+from google.protobuf import empty_pb2, struct_pb2
+from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
+from pulumi_policy import (EnforcementLevel, PolicyProviderResource, PolicyResource, PolicyResourceOptions,
+                           ResourceValidationArgs, ResourceValidationPolicy, StackValidationArgs,
+                           StackValidationPolicy)
+from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
 
-    from policy.pack import build_policies
-except ImportError:  # pragma: no cover
-    build_policies = None
-needs_sdk = pytest.mark.skipif(build_policies is None,
-                               reason="pulumi-policy is not installed (see policy/requirements.txt)")
+from policy.pack import build_policies
+from tools.plan import build_plan, render_plan_json
 
 
 # --- offline plans of the committed stacks ----------------------------------------------------------
@@ -72,10 +71,6 @@ def test_committed_stacks_raise_no_advisory_either(dev_plan, eks_plan):
 
 
 def test_tools_plan_document_passes(dev_run):
-    try:
-        from tools.plan import build_plan, render_plan_json
-    except ImportError:
-        pytest.skip("tools.plan is not there yet")
     document = json.loads(render_plan_json(build_plan(dev_run, "dev")))
     assert [v for v in evaluate(from_plan(document)) if v.mandatory] == []
 
@@ -192,7 +187,6 @@ def policies() -> dict:
     return {policy.name: policy for policy in build_policies()}
 
 
-@needs_sdk
 def test_policies_mirror_the_rules(policies):
     assert list(policies) == [rule.name for rule in rules.RULES]
     for rule in rules.RULES:
@@ -203,7 +197,6 @@ def test_policies_mirror_the_rules(policies):
         assert policy.description == rule.description
 
 
-@needs_sdk
 def test_policy_adapter_reads_proxied_props_and_keeps_unknowns():
     args = validation_args(RELEASE, {"chart": "vcluster", "version": UNKNOWN_STRING_VALUE,
                                      "values": {"experimental": {"syncSettings": {"setOwner": False}},
@@ -214,7 +207,6 @@ def test_policy_adapter_reads_proxied_props_and_keeps_unknowns():
     assert from_policy_resource(validation_args(NAMESPACE, {}, provider=None)).provider is None
 
 
-@needs_sdk
 def test_resource_policies_report_through_pulumi_policy(policies):
     good = {"chart": "vcluster", "version": "0.36.1", "values": tenant_values()}
     for name, policy in policies.items():
@@ -233,7 +225,6 @@ def test_resource_policies_report_through_pulumi_policy(policies):
                if isinstance(policy, ResourceValidationPolicy))
 
 
-@needs_sdk
 def test_stack_policies_report_through_pulumi_policy(policies, dev_plan):
     stack_policies = [policy for policy in policies.values() if isinstance(policy, StackValidationPolicy)]
     assert all(run_policy(policy, stack_args(dev_plan)) == [] for policy in stack_policies)
@@ -304,14 +295,9 @@ def test_check_rejects_what_is_not_a_plan(content, tmp_path, capsys):
 # --- the pack as the Pulumi CLI runs it ---------------------------------------------------------------
 
 
-@needs_sdk
 def test_pack_runs_as_the_cli_starts_it(dev_plan):
     """``pulumi-analyzer-policy-python`` runs ``python -u -m pulumi.policy <engine> .`` in policy/:
     the pack must import from there (no `policy` package) and answer the engine over gRPC."""
-    grpc = pytest.importorskip("grpc")
-    from google.protobuf import empty_pb2, struct_pb2
-    from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
-
     server = subprocess.Popen([sys.executable, "-u", "-m", "pulumi.policy", "127.0.0.1:1", "."],
                               cwd=PROJECT_DIR / "policy", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -30,7 +30,7 @@ from tools import usage
 PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
 pytestmark = pytest.mark.skipif(PROMETHEUS is None or PROMTOOL is None,
-                                reason="prometheus/promtool are absent (Debian package prometheus; .ci/run installs it)")
+                                reason="prometheus/promtool are not on $PATH (Debian package prometheus; .ci/run installs it)")
 
 START = int(datetime(2026, 11, 1, tzinfo=timezone.utc).timestamp())
 MINUTE = 60

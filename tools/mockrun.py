@@ -13,6 +13,7 @@ import asyncio
 import base64
 import contextlib
 import json
+import os
 import runpy
 import sys
 from dataclasses import dataclass, field
@@ -342,7 +343,32 @@ def run_program(stack_config: dict[str, Any], *, stack: str = "dev", project_dir
                 secret_keys.append(full_key)
 
     sdk.reset_runtime()
-    sdk.set_all_config(config, secret_keys)
+    with _language_host_environment(config, secret_keys):
+        _run_main(run, stack, project_dir)
+    run.resources.sort(key=lambda resource: resource.urn)
+    return run
+
+
+@contextlib.contextmanager
+def _language_host_environment(config: dict[str, str], secret_keys: list[str]) -> Iterator[None]:
+    """The config as Pulumi's Python language host passes it (PULUMI_CONFIG and
+    PULUMI_CONFIG_SECRET_KEYS), loaded the way its exec script loads it, for the length of one run."""
+    names = ("PULUMI_CONFIG", "PULUMI_CONFIG_SECRET_KEYS")
+    saved = {name: os.environ.get(name) for name in names}
+    os.environ["PULUMI_CONFIG"] = json.dumps(config)
+    os.environ["PULUMI_CONFIG_SECRET_KEYS"] = json.dumps(secret_keys)
+    try:
+        pulumi.runtime.set_all_config(pulumi.runtime.get_config_env(), pulumi.runtime.get_config_secret_keys_env())
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _run_main(run: ProgramRun, stack: str, project_dir: Path) -> None:
     monitor = RecordingMonitor(PlatformMocks(), run)
     pulumi.runtime.set_mocks(PlatformMocks(), project=PROJECT, stack=stack, preview=False, monitor=monitor)
     sdk.set_engine(_WarningCollector(run))
@@ -359,5 +385,3 @@ def run_program(stack_config: dict[str, Any], *, stack: str = "dev", project_dir
             sdk.finish_root_stack(root)
 
     sdk.run_to_completion(program)
-    run.resources.sort(key=lambda resource: resource.urn)
-    return run

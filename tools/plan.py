@@ -42,7 +42,7 @@ from typing import Any, Optional, Sequence
 from config import ConfigError
 from config.stack_file import StackFileError
 from config.vocabulary import EKS_CLUSTER
-from tools import charts, deployability, mockrun
+from tools import charts, mockrun
 from tools.mockrun import PROJECT_DIR
 from tools.plan_diff import diff_plans, manifest_changes, read_manifests, render_diff
 from tools.plan_document import PLAN_FILE, build_plan, render_plan_json
@@ -117,6 +117,13 @@ def main(argv: Optional[Sequence[str]] = None, *, config: Optional[dict[str, Any
     # Read before rendering: the old plan may live in the folder this run writes to.
     old_manifests = read_manifests(args.diff_against.parent / charts.MANIFESTS_DIR) if old_plan is not None else {}
     if args.render_charts:
+        try:
+            # Rendering and checking need the dev requirements (helm-python-sdk, jsonschema,
+            # kubernetes-validate); a plain plan needs only requirements.txt.
+            from tools import deployability
+        except ModuleNotFoundError as error:
+            print(f"error: --render-charts needs {error.name}: pip install -r requirements-dev.txt", file=sys.stderr)
+            return 2
         try:
             rendered = charts.render_plan_releases(plan["resources"], args.chart_cache, out, stack=args.stack,
                                                    kube_version=_kube_version(plan))

@@ -15,14 +15,13 @@ from __future__ import annotations
 from typing import Any, Awaitable, Callable
 
 from pulumi.runtime import rpc, settings
-from pulumi.runtime.config import set_all_config
 from pulumi.runtime.mocks import MockEngine, MockMonitor
 from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.stack import Stack, run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 __all__ = ["MockEngine", "MockMonitor", "UNKNOWN", "deserialize", "finish_root_stack", "is_secret",
-           "new_root_stack", "reset_runtime", "run_to_completion", "set_all_config", "set_engine", "unwrap_secret",
+           "new_root_stack", "reset_runtime", "run_to_completion", "set_engine", "unwrap_secret",
            "wait_for", "without_resource_references"]
 
 # The value the SDK puts where an output is not known yet (preview).
