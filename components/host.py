@@ -23,7 +23,7 @@ from pulumi_command import local, remote
 from components.eks_network import EksNetwork, EksNetworkArgs
 from components.gpu_operator import ADDON_CLUSTER_POLICY
 from config.hosts import SYSTEM_POOL, HostProfile, host_profile
-from config.load import MICROK8S_ADDON_NAMESPACE
+from config.vocabulary import MICROK8S_ADDON_NAMESPACE
 from config.model import Cluster, EksHost, MicroK8sHost
 from config.vocabulary import HOST_COMPONENT, MANAGED_BY, NODE_PROFILE_LABEL
 

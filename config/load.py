@@ -37,21 +37,17 @@ from config.load_teams import (
 )
 from config.reader import Reader, Section, pinned_version
 from config.sharing import PROFILES, TIME_SLICED
-from config.vocabulary import KAI_RESERVED_QUEUES, NODE_PROFILE_LABEL, POOL_LABEL, ROLE_LABEL, SYSTEM_NAMESPACES
-
-PROJECT = "gpu-tenancy"
+from config.vocabulary import (
+    KAI_RESERVED_QUEUES, MICROK8S_ADDON_NAMESPACE, NODE_PROFILE_LABEL, OTHER_NAMESPACES, POOL_LABEL, PROJECT, ROLE_LABEL,
+    SECRET_KEYS, SYSTEM_NAMESPACES,
+)
 
 TOP_LEVEL_KEYS = ("cluster", "gpuOperator", "kaiScheduler", "organization", "teams", "vcluster", "ci",
                   "observability")
-SECRET_KEYS = ("sshPrivateKey", "kubeconfig")
 # Where each secret's value usually comes from, for the command that sets it.
 SECRET_SOURCES = {"sshPrivateKey": "~/.ssh/id_ed25519", "kubeconfig": "path/to/kubeconfig"}
-# Config namespaces a stack may use besides the project's own: Pulumi's and the providers' the
-# program runs. Any other namespace is a typo that would leave its keys silently unread.
-OTHER_NAMESPACES = ("pulumi", "aws", "eks", "kubernetes", "command")
 OPERATOR_MODES = ("install", "microk8s-addon", "external")
 KAI_DEVICE_LIST_NAME = re.compile(r"shared-gpu-i?[0-9]+$")
-MICROK8S_ADDON_NAMESPACE = "gpu-operator-resources"
 
 # The first KAI release whose pod webhook can neutralise NVIDIA_VISIBLE_DEVICES (global.blockNvidiaVisibleDevices).
 KAI_MINIMUM_VERSION = (0, 16, 0)

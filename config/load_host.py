@@ -20,12 +20,10 @@ from config.model import (
 )
 from config.reader import Section, pinned_version
 from config.sharing import PROFILES
+from config.vocabulary import CLUSTER_KINDS
 
 if TYPE_CHECKING:  # the secrets' bookkeeping lives with load_platform
     from config.load import Secrets
-
-CLUSTER_KINDS = ("microk8s", "eks", "kubeconfig")
-
 
 def read_cluster(section: Section, secrets: Secrets) -> Optional[Cluster]:
     kind = section.string("kind", choices=CLUSTER_KINDS,

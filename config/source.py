@@ -8,7 +8,8 @@ from typing import Any
 import pulumi
 
 from config.errors import ConfigError, ConfigIssue
-from config.load import PROJECT, SECRET_KEYS, namespace_issues
+from config.load import namespace_issues
+from config.vocabulary import PROJECT, SECRET_KEYS
 
 # The value tools.mockrun gives a secret key the stack does not set, so that an offline plan of a
 # site whose secrets are not set yet can run. A real `pulumi up` never sees it: there an unset

@@ -195,7 +195,12 @@ def read_stack_file(path: Path) -> dict[str, Any]:
     return document
 
 
-def stack_names(project_dir: Path) -> list[str]:
+# The project root: Pulumi.yaml and the stack files beside it.
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+
+
+def stack_names(project_dir: Path = PROJECT_DIR) -> list[str]:
+    """The stacks with a ``Pulumi.<stack>.yaml`` in the project root."""
     return sorted(path.name[len("Pulumi."):-len(".yaml")] for path in project_dir.glob("Pulumi.*.yaml"))
 
 

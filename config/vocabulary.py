@@ -10,6 +10,17 @@ from __future__ import annotations
 
 import re
 
+# --- the project and its config namespaces -----------------------------------------------------
+PROJECT = "gpu-tenancy"
+# The config keys that hold secrets (set with `pulumi config set --secret`).
+SECRET_KEYS = ("sshPrivateKey", "kubeconfig")
+# Config namespaces a stack may use besides the project's own: Pulumi's and the providers' the
+# program runs. Any other namespace is a typo that would leave its keys silently unread.
+OTHER_NAMESPACES = ("pulumi", "aws", "eks", "kubernetes", "command")
+CLUSTER_KINDS = ("microk8s", "eks", "kubeconfig")
+# Where MicroK8s' nvidia addon installs the GPU Operator.
+MICROK8S_ADDON_NAMESPACE = "gpu-operator-resources"
+
 # --- an exact chart version ---------------------------------------------------------------------
 # Helm reads anything but a full SemVer 2 version as a constraint ("1.2" = newest 1.2.x). Leading
 # zeros are not SemVer, and build metadata (+...) is; a leading "v" is how some charts tag.

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tools import charts
-from tools.charts import cache_chart, cached_chart_path
+from config.vocabulary import RELEASE
+from tools.charts.cache import cache_chart, cached_chart_path
 
 
 def _materialize_fixture_charts() -> Path:
@@ -63,7 +63,7 @@ def release(name: str, chart: str, version: str, *, repo: str | None = None, nam
               "values": values or {}, "atomic": True, **extra}
     if repo:
         inputs["repositoryOpts"] = {"repo": repo}
-    return {"type": charts.RELEASE_TYPE, "name": resource or f"{name}-release", "urn": f"urn:{name}",
+    return {"type": RELEASE, "name": resource or f"{name}-release", "urn": f"urn:{name}",
             "inputs": inputs}
 
 

@@ -11,9 +11,10 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from tests.chart_spec import cache, demo  # noqa: F401 (fixtures of the chart specs)
-from tools.mockrun import PROJECT_DIR, ProgramRun, committed_stacks, load_stack_file, run_program
+from config.stack_file import stack_names
+from tools.offline.mockrun import PROJECT_DIR, ProgramRun, load_stack_file, run_program
 
-COMMITTED_STACKS = committed_stacks()
+COMMITTED_STACKS = stack_names()
 UPSTREAM_DIR = Path(os.environ.get("GPU_TENANCY_UPSTREAM", PROJECT_DIR.parent / "shared" / "upstream"))
 
 # Hypothesis profiles: "dev" (the default) keeps a local run quick, "ci" (HYPOTHESIS_PROFILE=ci, set by

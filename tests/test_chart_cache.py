@@ -20,9 +20,12 @@ import yaml
 
 import helm_python as helm
 
-from tools import charts
-from tools.charts import (cached_chart_path,
-                          chart_key, render_release)
+from config.stack_file import PROJECT_DIR
+from tools.charts import cli as charts
+from tools.charts.pins import pinned_chart_key, stack_chart_keys
+from tools.charts.cache import cached_chart_path, chart_contracts
+from tools.charts.refs import chart_key
+from tools.charts.render import render_release
 from tests.chart_spec import DEMO_REPO, FIXTURES, one
 
 
@@ -186,13 +189,13 @@ def test_add_refuses_what_it_cannot_place(tmp_path: Path, capsys):
 
 
 def test_chart_contracts_read_values_schema_and_crds(cache: Path):
-    contracts = charts.chart_contracts(chart_key("demo", DEMO_REPO, "1.2.3"), cache)
+    contracts = chart_contracts(chart_key("demo", DEMO_REPO, "1.2.3"), cache)
     assert contracts.values["replicaCount"] == 1
     assert contracts.schema["properties"]["replicaCount"]["type"] == "integer"
     widget = contracts.crd("demo.example.invalid", "Widget")
     assert widget["metadata"]["name"] == "widgets.demo.example.invalid"
     assert contracts.crd("demo.example.invalid", "Gadget") is None
-    assert charts.chart_contracts(chart_key("demo", DEMO_REPO, "9.9.9"), cache) is None
+    assert chart_contracts(chart_key("demo", DEMO_REPO, "9.9.9"), cache) is None
 
 
 def test_bare_pull_asks_for_every_pinned_chart(monkeypatch, tmp_path: Path, capsys):
@@ -207,16 +210,16 @@ def test_bare_pull_asks_for_every_pinned_chart(monkeypatch, tmp_path: Path, caps
     from config import versions
     for name, version in (("vcluster", versions.VCLUSTER_VERSION), ("kai-scheduler", versions.KAI_VERSION),
                           ("gpu-operator", versions.GPU_OPERATOR_VERSION)):
-        assert charts.pinned_chart_key(name, version) in asked
+        assert pinned_chart_key(name, version) in asked
     for stack in ("dev", "eks"):
-        assert set(charts.stack_chart_keys(stack)) <= set(asked)
+        assert set(stack_chart_keys(stack)) <= set(asked)
     assert len(asked) == len(set(asked))
 
 
 def test_reading_a_stacks_charts_leaves_no_event_loop_open():
     """The SDK never closes the loops it runs the program on; the CLI closes them (mockrun.owned_event_loops)."""
-    code = "from tools.charts import stack_chart_keys; assert stack_chart_keys('dev')"
-    result = subprocess.run([sys.executable, "-c", code], cwd=charts.PROJECT_DIR, capture_output=True, text=True,
+    code = "from tools.charts.pins import stack_chart_keys; assert stack_chart_keys('dev')"
+    result = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_DIR, capture_output=True, text=True,
                             env={**os.environ, "PYTHONWARNINGS": "always::ResourceWarning"}, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "unclosed" not in result.stderr and "Exception ignored" not in result.stderr, result.stderr

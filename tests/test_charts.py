@@ -19,9 +19,11 @@ import yaml
 
 import helm_python as helm
 
-from tools import charts
-from tools.charts import (ChartError, ChartKey, ChartValuesError, MissingChart, cache_chart, cached_chart_path,
-                          chart_key, render_plan_releases, render_release)
+from config.stack_file import PROJECT_DIR
+from tools.charts import cli as charts
+from tools.charts.refs import ChartError, ChartKey, ChartRenderError, ChartValuesError, chart_key
+from tools.charts.cache import CACHE_ENV, DEFAULT_CACHE_DIR, MissingChart, cache_chart, cached_chart_path, chart_cache_dir
+from tools.charts.render import release_records, render_plan_releases, render_release
 from tests.chart_spec import DEMO_REPO, FIXTURES, TINY_REF, one, release, tree
 
 
@@ -113,11 +115,11 @@ def test_a_broken_template_is_a_render_error(tmp_path: Path):
     chart = tmp_path / "broken"
     shutil.copytree(FIXTURES / "tiny", chart)
     (chart / "templates" / "bad.yaml").write_text("value: {{ .Values.serviceAccount.name | nosuchfunction }}\n")
-    with pytest.raises(charts.ChartRenderError):
+    with pytest.raises(ChartRenderError):
         render_release(chart, "t", "apps", {})
-    with pytest.raises(charts.ChartRenderError, match="cannot load chart"):
+    with pytest.raises(ChartRenderError, match="cannot load chart"):
         render_release(tmp_path / "absent", "t", "apps", {})
-    with pytest.raises(charts.ChartRenderError, match="release name"):
+    with pytest.raises(ChartRenderError, match="release name"):
         render_release(FIXTURES / "tiny", "Not_A_Name", "apps", {})
 
 
@@ -176,11 +178,11 @@ def test_chart_key_rejects(chart, repo, version, words):
 
 
 def test_cache_directory_resolution(monkeypatch, tmp_path: Path):
-    monkeypatch.delenv(charts.CACHE_ENV, raising=False)
-    assert charts.chart_cache_dir() == charts.PROJECT_DIR / ".charts"
-    monkeypatch.setenv(charts.CACHE_ENV, str(tmp_path / "env-cache"))
-    assert charts.chart_cache_dir() == tmp_path / "env-cache"
-    assert charts.chart_cache_dir(tmp_path / "given") == tmp_path / "given"
+    monkeypatch.delenv(CACHE_ENV, raising=False)
+    assert chart_cache_dir() == PROJECT_DIR / ".charts"
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "env-cache"))
+    assert chart_cache_dir() == tmp_path / "env-cache"
+    assert chart_cache_dir(tmp_path / "given") == tmp_path / "given"
 
 
 def test_cache_layout_and_listing(cache: Path, capsys):
@@ -226,7 +228,7 @@ def test_missing_chart_names_the_chart_and_the_pull_command(cache: Path):
 
 
 def test_missing_chart_in_the_default_cache_names_the_stack_command():
-    error = MissingChart([chart_key("vcluster", "https://charts.loft.sh", "0.36.1")], charts.DEFAULT_CACHE_DIR,
+    error = MissingChart([chart_key("vcluster", "https://charts.loft.sh", "0.36.1")], DEFAULT_CACHE_DIR,
                          stack="dev")
     assert error.commands == [
         "python -m tools.charts pull --stack dev",
@@ -366,5 +368,5 @@ def test_the_dev_stack_needs_kai_and_vcluster(dev_run, tmp_path: Path):
         chart_key("oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler", None, "v0.16.4"),
         chart_key("vcluster", "https://charts.loft.sh", "0.36.1")]
     plan_dicts = [resource.to_json() for resource in dev_run.resources]
-    assert [name for name, _ in charts.release_records(plan_dicts)] == [
-        name for name, _ in charts.release_records(dev_run.resources)]
+    assert [name for name, _ in release_records(plan_dicts)] == [
+        name for name, _ in release_records(dev_run.resources)]

@@ -23,10 +23,10 @@ import yaml
 
 from config import versions
 from tests.conftest import COMMITTED_STACKS, UPSTREAM_DIR, dev_config, run, stack_config
-from tools.chart_cache import CACHE_ENV, chart_cache_dir, chart_contracts
-from tools.chart_refs import ChartKey
-from tools.chart_render import release_chart_key
-from tools.charts import pinned_chart_key
+from tools.charts.cache import CACHE_ENV, chart_cache_dir, chart_contracts
+from tools.charts.refs import ChartKey
+from tools.charts.render import release_chart_key
+from tools.charts.pins import pinned_chart_key
 
 KAI_CHART = "kai-scheduler"
 

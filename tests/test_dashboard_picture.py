@@ -8,7 +8,7 @@ from itertools import combinations
 from components.observability_dashboards import dashboards
 from config import load_platform
 from tests.conftest import dev_config
-from tools import dashboard_picture
+from tools.docs import dashboard_picture
 
 
 def _boards():

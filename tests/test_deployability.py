@@ -17,13 +17,15 @@ import pytest
 
 from config import versions
 from tests.conftest import COMMITTED_STACKS, dev_config, run, stack_config
-from tools import deployability, pod_security
-from tools.chart_cache import CACHE_ENV, cache_chart, chart_cache_dir, chart_contracts, find_cached
-from tools.chart_render import RELEASE_TYPE, release_chart_key, release_records, render_plan_releases
-from tools.deploy_inputs import (HOST_FACTS, K8sObject, Release, Site, program_objects, rendered_objects, site_from_plan,
-                                 vcluster_dns_pods)
-from tools.charts import pinned_chart_key
-from tools.plan import build_plan
+from tools.deployability import check as deployability
+from tools.deployability import pod_security
+from tools.charts.cache import CACHE_ENV, cache_chart, chart_cache_dir, chart_contracts, find_cached
+from tools.charts.render import RELEASE_TYPE, release_chart_key, release_records, render_plan_releases
+from tools.deployability.inputs import (
+    HOST_FACTS, K8sObject, Release, Site, program_objects, rendered_objects, site_from_plan, vcluster_dns_pods,
+)
+from tools.charts.pins import pinned_chart_key
+from tools.plan.document import build_plan
 
 ATTACK = Path(__file__).resolve().parent / "charts" / "attack"
 ATTACK_REPO = "https://charts.example.invalid/attack"
@@ -428,7 +430,7 @@ spec:
 
 
 def test_plan_with_rendered_charts_reports_the_findings(tmp_path, capsys):
-    from tools import plan as plan_tool
+    from tools.plan import cli as plan_tool
     cache, sources = tmp_path / "cache", tmp_path / "sources"
     for name, version, source, template in (
             ("vcluster", "0.36.1", "https://charts.loft.sh", STAND_IN_CONTROL_PLANE),

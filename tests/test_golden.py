@@ -1,9 +1,9 @@
 """The golden plans in tests/golden/: any change to what the program registers for a stack that has one
 (the reference stacks dev and eks, and any site given one), or to how the review summary reads, shows up
-here as a reviewed diff. A newly committed site needs none to keep CI green (``python -m tools.golden SITE``
+here as a reviewed diff. A newly committed site needs none to keep CI green (``python -m tools.plan.golden SITE``
 adds it when its plan should be reviewed the same way).
 
-Regenerate after an intended change with ``python -m tools.golden`` and review ``git diff tests/golden``.
+Regenerate after an intended change with ``python -m tools.plan.golden`` and review ``git diff tests/golden``.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import difflib
 import pytest
 
 from tests.conftest import COMMITTED_STACKS
-from tools import mockrun
-from tools.golden import GOLDEN_DIR, REGENERATE, golden_files
+from tools.offline import mockrun
+from tools.plan.golden import GOLDEN_DIR, REGENERATE, golden_files
 
 GOLDEN_STACKS = sorted(path.name for path in GOLDEN_DIR.iterdir() if path.is_dir())
 

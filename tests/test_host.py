@@ -10,7 +10,7 @@ import pytest
 
 from config import ConfigError
 from tests.conftest import dev_config, eks_config, run
-from tools.mockrun import REDACTED, run_program
+from tools.offline.mockrun import REDACTED, run_program
 
 SECRET = {"secure": "v1:encrypted"}
 
@@ -124,7 +124,7 @@ def test_enabling_the_nvidia_addon_passes_once_its_cluster_policy_exists(tmp_pat
 
 def test_api_server_url_rewrites_the_kubeconfig_server():
     from components.host import _with_server
-    from tools.mockrun import fake_kubeconfig
+    from tools.offline.mockrun import fake_kubeconfig
 
     rewritten = _with_server(fake_kubeconfig("microk8s", "https://10.0.0.10:16443"), "https://gpu-box.lab:16443")
     assert "https://gpu-box.lab:16443" in rewritten
@@ -399,7 +399,7 @@ def test_existing_cluster_host_settings_are_checked(key, value):
 def test_host_profiles_say_what_each_kind_provides():
     from config import load_platform
     from config.hosts import GPU_TAINT, host_profile
-    from tools.mockrun import load_stack_file
+    from tools.offline.mockrun import load_stack_file
 
     def platform(stack):
         raw = {key.split(":", 1)[1]: value for key, value in load_stack_file(stack).items()}

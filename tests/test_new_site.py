@@ -1,4 +1,4 @@
-"""tools.new_site: a new site's stack file from an existing stack, with --set changes, secrets
+"""ops.new_site: a new site's stack file from an existing stack, with --set changes, secrets
 dropped and listed, validated by the config model before anything is written."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from config import ConfigError, load_platform
 from config.stack_file import read_stack_file
-from tools import new_site
+from ops import new_site
 
 REPO = Path(__file__).resolve().parent.parent
 PREFIX = "gpu-tenancy:"
@@ -353,7 +353,7 @@ def test_invalid_site_names(project, capsys, site):
 
 def test_command_line(project):
     result = subprocess.run(
-        [sys.executable, "-m", "tools.new_site", "cli-site", "--from", "dev", "--project-dir", str(project),
+        [sys.executable, "-m", "ops.new_site", "cli-site", "--from", "dev", "--project-dir", str(project),
          "--set", "kaiScheduler.gpuSharing=false"],
         cwd=REPO, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr

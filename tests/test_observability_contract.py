@@ -15,7 +15,6 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-import pytest
 
 from components import observability_dashboards as boards
 from components import observability_rules as rules

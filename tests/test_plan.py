@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import dev_config
-from tools import mockrun, plan
-from tools.deploy_inputs import site_from_plan
-from tools.mockrun import PROJECT_DIR, REDACTED
+from tools.offline import mockrun
+from tools.plan import cli as plan
+from tools.deployability.inputs import site_from_plan
+from tools.offline.mockrun import PROJECT_DIR, REDACTED
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 QUEUE = "kubernetes:scheduling.run.ai/v2:Queue"

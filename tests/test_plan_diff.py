@@ -7,8 +7,8 @@ import json
 import pytest
 
 from tests.conftest import dev_config, run
-from tools import plan
-from tools.plan_diff import diff_plans, render_diff
+from tools.plan import cli as plan
+from tools.plan.diff import diff_plans, render_diff
 
 
 def plan_of(config: dict) -> dict:

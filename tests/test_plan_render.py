@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from tests.conftest import dev_config
-from tools import plan
-from tools.charts import cache_chart
+from tools.plan import cli as plan
+from tools.charts.cache import cache_chart
 
 VCLUSTER_TEMPLATE = """\
 apiVersion: apps/v1

@@ -22,7 +22,7 @@ from tests.policy_spec import (
     BINDING, DEFAULT_PROVIDER, K8S_PROVIDER, NAMESPACE, POLICY, QUEUE,
     RELEASE, tenant_values,
 )
-from tools.mockrun import PROJECT_DIR, ProgramRun
+from tools.offline.mockrun import PROJECT_DIR, ProgramRun
 
 import grpc
 from google.protobuf import empty_pb2, struct_pb2
@@ -33,7 +33,7 @@ from pulumi_policy import (EnforcementLevel, PolicyProviderResource, PolicyResou
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
 
 from policy.pack import build_policies
-from tools.plan import build_plan, render_plan_json
+from tools.plan.document import build_plan, render_plan_json
 
 
 # --- offline plans of the committed stacks ----------------------------------------------------------

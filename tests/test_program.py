@@ -14,10 +14,10 @@ from config.source import OFFLINE_PLACEHOLDER
 from config.versions import KAI_CHART, KAI_VERSION
 from policy.adapters import from_plan
 from policy.rules import evaluate
-from tools import new_site
-from tools.plan_document import build_plan, render_plan_json
-from tools.plan_summary import render_summary
-from tools.mockrun import PROJECT_DIR, REDACTED, ProgramRun, load_stack_file, run_program
+from ops import new_site
+from tools.plan.document import build_plan, render_plan_json
+from tools.plan.summary import render_summary
+from tools.offline.mockrun import PROJECT_DIR, REDACTED, ProgramRun, load_stack_file, run_program
 
 KUBERNETES_PREFIX = "kubernetes:"
 HOST_PROVIDER_TYPE = "pulumi:providers:kubernetes"
@@ -27,7 +27,7 @@ def test_both_reference_sites_are_committed():
     assert {"dev", "eks"} <= set(COMMITTED_STACKS)
 
 
-# Valid sites of every host kind, made by `python -m tools.new_site` from the committed stacks: the
+# Valid sites of every host kind, made by `python -m ops.new_site` from the committed stacks: the
 # stack-wide tests below must hold for them as for the committed ones (any valid site may be committed).
 GENERATED_SITES = {
     "gen-ssh-oldest-kai": ("dev", ["cluster.microk8s.host=192.0.2.10", "cluster.microk8s.enableNvidiaAddon=true",
@@ -55,7 +55,7 @@ def generated_sites(tmp_path_factory) -> dict:
         argv = [site, "--from", source, "--project-dir", str(project)]
         for assignment in sets:
             argv += ["--set", assignment]
-        assert new_site.main(argv) == 0, f"tools.new_site could not write {site}"
+        assert new_site.main(argv) == 0, f"ops.new_site could not write {site}"
         SITES[site] = load_stack_file(site, project)
     return SITES
 
@@ -222,7 +222,7 @@ def test_eks_stack_installs_the_operator_on_an_eks_gpu_node_group(eks_run):
 
 
 def test_every_kubeconfig_and_key_output_is_a_pulumi_secret():
-    from tools.sdk_internals import wait_for
+    from tools.offline.sdk_internals import wait_for
 
     config = dev_config()
     config["gpu-tenancy:cluster"]["microk8s"]["host"] = "gpu-box.lab"

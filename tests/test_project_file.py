@@ -18,7 +18,8 @@ import pytest
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from config.load import PROJECT, SECRET_KEYS, TOP_LEVEL_KEYS
+from config.load import TOP_LEVEL_KEYS
+from config.vocabulary import PROJECT, SECRET_KEYS
 from config.stack_file import read_stack_file, stack_names
 from tests.conftest import MIRRORED_TAGS, git
 

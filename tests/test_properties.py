@@ -16,11 +16,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from config import ConfigError, load_platform
-from config.load import SECRET_KEYS, TOP_LEVEL_KEYS
+from config.load import TOP_LEVEL_KEYS
+from config.vocabulary import SECRET_KEYS
 from tests.conftest import dev_config, eks_config, whole_program_examples
 from config.stack_file import StackFileError, parse_document
-from tools.mockrun import ProgramRun, run_program
-from tools.stack_edit import dump_yaml
+from tools.offline.mockrun import ProgramRun, run_program
+from ops.stack_edit import dump_yaml
 
 QUEUE = "kubernetes:scheduling.run.ai/v2:Queue"
 POLICY = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"

@@ -11,7 +11,7 @@ import pytest
 
 from config import ConfigError, load_platform
 from config.stack_file import read_stack_file, stack_names
-from tools import schema as schema_tool
+from tools.docs import schema as schema_tool
 
 ROOT = Path(__file__).resolve().parent.parent
 PREFIX = "gpu-tenancy:"
@@ -25,7 +25,7 @@ def validator() -> jsonschema.Draft202012Validator:
 
 
 def test_the_committed_schema_is_the_generated_one():
-    assert schema_tool.SCHEMA_FILE.read_text() == schema_tool.render(), "run python -m tools.schema"
+    assert schema_tool.SCHEMA_FILE.read_text() == schema_tool.render(), "run python -m tools.docs.schema"
     assert schema_tool.main(["--check"]) == 0
 
 

@@ -1,7 +1,7 @@
-"""The Pulumi SDK internals the offline runner uses (tools/sdk_internals.py) are still what it expects.
+"""The Pulumi SDK internals the offline runner uses (tools/offline/sdk_internals.py) are still what it expects.
 
 None of them is public API. Each check names the internal and what changed, so whoever bumps
-``pulumi`` in requirements.txt knows exactly which adapter in tools/sdk_internals.py to fix.
+``pulumi`` in requirements.txt knows exactly which adapter in tools/offline/sdk_internals.py to fix.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.stack import Stack, run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from tools import sdk_internals
+from tools.offline import sdk_internals
 
 PINNED = re.search(r"^pulumi==(\S+)$", (Path(__file__).resolve().parent.parent / "requirements.txt").read_text(),
                    re.MULTILINE).group(1)
@@ -29,7 +29,7 @@ PINNED = re.search(r"^pulumi==(\S+)$", (Path(__file__).resolve().parent.parent /
 
 def _changed(name: str, what: str) -> str:
     return (f"pulumi {version('pulumi')} (pinned {PINNED}) changed the SDK internal {name}: {what}. "
-            "Update tools/sdk_internals.py (and this test) before bumping pulumi.")
+            "Update tools/offline/sdk_internals.py (and this test) before bumping pulumi.")
 
 
 def _parameters(function) -> list[str]:
@@ -100,8 +100,8 @@ def test_the_guard_sees_each_way_of_reaching_an_internal():
 
 def test_only_the_adapter_reaches_sdk_internals():
     root = Path(__file__).resolve().parent.parent
-    fenced = {root / "tools" / "sdk_internals.py", Path(__file__).resolve()}
+    fenced = {root / "tools" / "offline" / "sdk_internals.py", Path(__file__).resolve()}
     offenders = {str(path.relative_to(root)): used for path in sorted(root.rglob("*.py"))
                  if ".venv" not in path.parts and "venv" not in path.parts and path not in fenced
                  and (used := _sdk_internals_used(path.read_text()))}
-    assert offenders == {}, "reach these through tools/sdk_internals.py (guarded here) or a public API"
+    assert offenders == {}, "reach these through tools/offline/sdk_internals.py (guarded here) or a public API"

@@ -1,4 +1,4 @@
-"""tools.sites: the CI matrix comes from the committed stack files, whatever sites they hold."""
+"""ops.sites: the CI matrix comes from the committed stack files, whatever sites they hold."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import yaml
 
 from config import ConfigError
 from config.stack_file import read_stack_file, stack_names
-from tools import sites
-from tools.sites import platform_of
+from ops import sites
+from ops.sites import platform_of
 
 ROOT = Path(__file__).resolve().parent.parent
 

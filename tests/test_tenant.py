@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.conftest import dev_config, eks_config, run
-from tools.mockrun import REDACTED
+from tools.offline.mockrun import REDACTED
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 

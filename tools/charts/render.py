@@ -21,10 +21,11 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 import yaml
 
 from config.vocabulary import RELEASE as RELEASE_TYPE
-from tools.chart_cache import MissingChart, find_cached, read_source, chart_cache_dir
-from tools.chart_refs import (ChartError, ChartKey, ChartRenderError, ChartValuesError, SchemaViolation,
-                              chart_key, helm_sdk)
-from tools.mockrun import integral_numbers
+from tools.charts.cache import MissingChart, find_cached, read_source, chart_cache_dir
+from tools.charts.refs import (
+    ChartError, ChartKey, ChartRenderError, ChartValuesError, SchemaViolation, chart_key, helm_sdk,
+)
+from tools.offline.mockrun import integral_numbers
 
 MANIFESTS_DIR = "manifests"
 _PLACEHOLDERS = ("[secret]", "[unknown]")

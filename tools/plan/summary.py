@@ -11,13 +11,15 @@ from typing import Any, Optional
 
 import yaml
 
-from tools.mockrun import REDACTED
-from tools.plan_markdown import (
+from tools.offline.mockrun import REDACTED
+from config.vocabulary import (
     AWS_PROVIDER, CLUSTER_POLICY_PATCH, COMMANDS, CONFIG_MAP, EKS_CLUSTER, EKS_NODE_GROUP, GPU_OPERATOR_COMPONENT,
     HOST_COMPONENT, K8S_PROVIDER, NAT_GATEWAY, NODE_PROFILE_LABEL, QUEUE, QUEUE_FIELDS, QUEUE_RESOURCES, RELEASE,
-    SUBNET, VPC, PlanIndex, code, dig, fmt_amount, fmt_labels, fmt_num, table, topological,
+    SUBNET, VPC,
 )
-from tools.plan_summary_tenants import cluster_objects_section, tenant_section
+from tools.plan.lookup import PlanIndex, dig, topological
+from tools.plan.markdown import code, fmt_amount, fmt_labels, fmt_num, table
+from tools.plan.summary_tenants import cluster_objects_section, tenant_section
 
 SUMMARY_FILE = "summary.md"
 

@@ -1,7 +1,7 @@
 """GPU-hours per team for chargeback, read from the platform's Prometheus.
 
-    python -m tools.usage --prometheus http://localhost:9090 --from 2026-11-01T00:00:00Z --to 2026-12-01T00:00:00Z
-    python -m tools.usage --prometheus URL --from DATE --to DATE --csv > november.csv
+    python -m ops.usage --prometheus http://localhost:9090 --from 2026-11-01T00:00:00Z --to 2026-12-01T00:00:00Z
+    python -m ops.usage --prometheus URL --from DATE --to DATE --csv > november.csv
 
 Per team (team = vCluster = host namespace = KAI leaf queue) over [from, to):
 - quota_gpu_hours: the GPU guarantee kept for the team (KAI's deserved GPUs), integrated over time;
@@ -155,9 +155,9 @@ def write_table(usages: list[TeamUsage], start: datetime, end: datetime, out: Te
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m tools.usage",
+        prog="python -m ops.usage",
         description="GPU-hours quota, allocated, borrowed and used per team, from the platform's Prometheus.",
-        epilog="example:\n  python -m tools.usage --prometheus http://localhost:9090 "
+        epilog="example:\n  python -m ops.usage --prometheus http://localhost:9090 "
                "--from 2026-11-01T00:00:00Z --to 2026-12-01T00:00:00Z --csv",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--prometheus", metavar="URL", required=True, help="Prometheus base URL")

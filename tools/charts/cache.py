@@ -21,9 +21,9 @@ from typing import Any, Mapping, Optional, Sequence
 
 import yaml
 
-from tools.chart_refs import ChartError, ChartKey, ChartPullError, ChartRenderError, chart_key, helm_sdk
+from config.stack_file import PROJECT_DIR
+from tools.charts.refs import ChartError, ChartKey, ChartPullError, ChartRenderError, chart_key, helm_sdk
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
 CACHE_ENV = "GPU_TENANCY_CHART_CACHE"
 DEFAULT_CACHE_DIR = PROJECT_DIR / ".charts"
 SOURCE_SUFFIX = ".source.json"

@@ -1,6 +1,6 @@
 """The committed sites, as CI needs them.
 
-    python -m tools.sites matrix [--project-dir DIR]
+    python -m ops.sites matrix [--project-dir DIR]
 
 Prints the GitHub Actions matrix (``{"include": [...]}``, one line of JSON) of every committed
 ``Pulumi.<stack>.yaml``, so the workflows never name a stack. Each entry:
@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from config import ConfigError, Platform, load_platform
-from config.load import PROJECT, SECRET_KEYS, namespace_issues
-from config.stack_file import StackFileError, stack_config, stack_names
+from config.load import namespace_issues
+from config.vocabulary import PROJECT, SECRET_KEYS
+from config.stack_file import PROJECT_DIR, StackFileError, stack_config, stack_names
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
 GITHUB_HOSTED = ("ubuntu-latest",)
 
 
@@ -85,7 +85,7 @@ def matrix(project_dir: Path = PROJECT_DIR) -> dict:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.sites",
+    parser = argparse.ArgumentParser(prog="python -m ops.sites",
                                      description="The committed sites (Pulumi.<stack>.yaml), for CI.")
     parser.add_argument("command", choices=["matrix"],
                         help="matrix: print the GitHub Actions matrix of every site as one line of JSON")

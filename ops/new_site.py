@@ -1,6 +1,6 @@
 """Start a new site (Pulumi stack) from an existing one.
 
-    python -m tools.new_site SITE --from STACK [--set PATH=VALUE ...] [--project-dir DIR]
+    python -m ops.new_site SITE --from STACK [--set PATH=VALUE ...] [--project-dir DIR]
 
 Copies the ``config:`` of ``Pulumi.STACK.yaml``, applies each ``--set`` (a Pulumi config path:
 ``teams[0].resources.gpu.quota=0.2``, ``vcluster.nodeLabels["gpu-tenancy/pool"]=gpu``,
@@ -26,16 +26,17 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 
-REPO_DIR = Path(__file__).resolve().parent.parent
-if str(REPO_DIR) not in sys.path:  # `python -m tools.new_site` from another directory
+REPO_DIR = Path(__file__).resolve().parent.parent  # before config.stack_file is importable
+if str(REPO_DIR) not in sys.path:  # `python -m ops.new_site` from another directory
     sys.path.insert(0, str(REPO_DIR))
 
 from config import ConfigError  # noqa: E402
-from config.load import PROJECT, SECRET_KEYS, secret_command as project_secret_command  # noqa: E402
-from config.load_host import CLUSTER_KINDS  # noqa: E402
+from config.load import secret_command as project_secret_command  # noqa: E402
+from config.vocabulary import PROJECT, SECRET_KEYS  # noqa: E402
+from config.vocabulary import CLUSTER_KINDS  # noqa: E402
 from config.stack_file import StackFileError, read_stack_file, stack_names  # noqa: E402
-from tools.sites import platform_of, site_of  # noqa: E402
-from tools.stack_edit import (  # noqa: E402
+from ops.sites import platform_of, site_of  # noqa: E402
+from ops.stack_edit import (
     ABSENT, Assignment, UsageError, apply, dump_yaml, format_path, is_secure, parse_assignment, parse_path,
     project_name, qualify, resolve_top,
 )
@@ -116,14 +117,14 @@ def secret_command(secret: Secret, site: str) -> str:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m tools.new_site",
+        prog="python -m ops.new_site",
         description="Write Pulumi.SITE.yaml for a new site from an existing stack's config, with changes. "
                     "Encrypted values are not copied; the commands to set them again are printed.",
         epilog="examples:\n"
-               "  python -m tools.new_site lab2 --from dev --set teams[0].resources.gpu.quota=0.2\n"
-               "  python -m tools.new_site eu --from eks --set cluster.eks.region=eu-west-1 "
+               "  python -m ops.new_site lab2 --from dev --set teams[0].resources.gpu.quota=0.2\n"
+               "  python -m ops.new_site eu --from eks --set cluster.eks.region=eu-west-1 "
                "--set aws:region=eu-west-1\n"
-               "  python -m tools.new_site lab3 --from dev --set 'vcluster.nodeLabels[\"gpu-tenancy/pool\"]=gpu'",
+               "  python -m ops.new_site lab3 --from dev --set 'vcluster.nodeLabels[\"gpu-tenancy/pool\"]=gpu'",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("site", metavar="SITE", help="name of the new stack (letters, digits, '-', '_', '.')")
     parser.add_argument("--from", dest="source", metavar="STACK", required=True,
@@ -206,7 +207,7 @@ def run(site: str, source: str, sets: Sequence[str], project_dir: Path) -> int:
     output = {name: config if name == "config" else value for name, value in document.items()
               if name not in STACK_SECRET_SETTINGS}
     output["config"] = config  # kept in its place when the source has it
-    header = f"# Site {site}: created from stack {source} by `python -m tools.new_site`.\n"
+    header = f"# Site {site}: created from stack {source} by `python -m ops.new_site`.\n"
     if dropped:
         header += f"# Encrypted values of {source} were not copied: set them again with pulumi config set --secret.\n"
     text = header + dump_yaml(output, default_flow_style=False)
@@ -279,7 +280,7 @@ def _print_next_steps(site: str, source: str, document: dict, platform: Any, dro
               f"set {PROJECT}:ci.runner to its self-hosted runner's labels "
               "(e.g. --set 'ci.runner=[self-hosted, gpu-lab]')")
     print(f"  create the GitHub environment {site} (add required reviewers to gate pulumi up); "
-          "the workflows pick the site up from its stack file (python -m tools.sites matrix)")
+          "the workflows pick the site up from its stack file (python -m ops.sites matrix)")
 
     provider = document.get("secretsprovider")
     init = f"pulumi stack init {site}"

@@ -1,6 +1,6 @@
 """Write (or check) the published JSON Schema of the stack files.
 
-    python -m tools.schema [--check]
+    python -m tools.docs.schema [--check]
 
 Writes ``schema/stack-config.schema.json`` from ``config.schema.stack_file_schema()``, which reads
 it off the config loader. ``--check`` writes nothing and exits 1 when the committed file is stale.
@@ -11,12 +11,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Optional, Sequence
 
 from config.schema import stack_file_schema
+from config.stack_file import PROJECT_DIR
 
-SCHEMA_FILE = Path(__file__).resolve().parent.parent / "schema" / "stack-config.schema.json"
+SCHEMA_FILE = PROJECT_DIR / "schema" / "stack-config.schema.json"
 
 
 def render() -> str:
@@ -24,14 +24,14 @@ def render() -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.schema", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.docs.schema", description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if the committed schema is out of date")
     args = parser.parse_args(argv)
     text = render()
     current = SCHEMA_FILE.read_text(encoding="utf-8") if SCHEMA_FILE.is_file() else None
     if args.check:
         if current != text:
-            print(f"{SCHEMA_FILE.name} is out of date: run python -m tools.schema", file=sys.stderr)
+            print(f"{SCHEMA_FILE.name} is out of date: run python -m tools.docs.schema", file=sys.stderr)
             return 1
         return 0
     SCHEMA_FILE.parent.mkdir(exist_ok=True)

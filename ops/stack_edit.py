@@ -14,7 +14,7 @@ from typing import Any, Optional, Sequence, Union
 import yaml
 
 from config import ConfigError
-from config.load import PROJECT, SECRET_KEYS
+from config.vocabulary import PROJECT, SECRET_KEYS
 from config.stack_file import StackFileError, core_value, parse_value
 
 Segment = Union[str, int]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tools.mockrun import PROJECT, ProgramRun, integral_numbers
+from tools.offline.mockrun import PROJECT, ProgramRun, integral_numbers
 
 PLAN_FILE = "plan.json"
 

@@ -1,6 +1,6 @@
 """Pictures of the Grafana dashboards' layout, drawn from the dashboards the program provisions.
 
-    python -m tools.dashboard_picture [STACK] [--check]
+    python -m tools.docs.dashboard_picture [STACK] [--check]
 
 Writes ``docs/dashboards/platform.svg`` and ``docs/dashboards/team.svg`` (the board of the stack's
 first team) from ``components/observability_dashboards.py``: every panel at its grid position, with
@@ -18,7 +18,7 @@ from typing import Any, Optional, Sequence
 
 from components.observability_dashboards import dashboards
 from config import load_platform
-from tools.mockrun import PROJECT, PROJECT_DIR, load_stack_file
+from tools.offline.mockrun import PROJECT, PROJECT_DIR, load_stack_file
 
 OUT_DIR = PROJECT_DIR / "docs" / "dashboards"
 # Grafana's grid is 24 columns wide; one grid unit of height is about 30 px.
@@ -67,7 +67,7 @@ def pictures(stack: str) -> dict[str, str]:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.dashboard_picture", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.docs.dashboard_picture", description=__doc__.split("\n")[0])
     parser.add_argument("stack", nargs="?", default="dev")
     parser.add_argument("--check", action="store_true", help="exit 1 if the committed pictures are out of date")
     args = parser.parse_args(argv)
@@ -82,7 +82,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         path.write_text(text)
         print(f"wrote {path.relative_to(PROJECT_DIR)}")
     if stale:
-        print(f"out of date: {', '.join(stale)}; run: python -m tools.dashboard_picture {args.stack}", file=sys.stderr)
+        print(f"out of date: {', '.join(stale)}; run: python -m tools.docs.dashboard_picture {args.stack}", file=sys.stderr)
         return 1
     return 0
 

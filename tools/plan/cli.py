@@ -42,13 +42,14 @@ from typing import Any, Optional, Sequence
 from config import ConfigError
 from config.stack_file import StackFileError
 from config.vocabulary import EKS_CLUSTER
-from tools import charts, mockrun
-from tools.mockrun import PROJECT_DIR
-from tools.plan_diff import diff_plans, manifest_changes, read_manifests, render_diff
-from tools.plan_document import PLAN_FILE, build_plan, render_plan_json
-from tools.plan_summary import SUMMARY_FILE, render_summary
+from tools.charts.render import MANIFESTS_DIR, render_plan_releases
+from tools.charts.refs import ChartError
+from tools.offline import mockrun
+from tools.offline.mockrun import PROJECT_DIR
+from tools.plan.diff import diff_plans, manifest_changes, read_manifests, render_diff
+from tools.plan.document import PLAN_FILE, build_plan, render_plan_json
+from tools.plan.summary import SUMMARY_FILE, render_summary
 
-__all__ = ["PLAN_FILE", "SUMMARY_FILE", "DIFF_FILE", "build_plan", "render_plan_json", "render_summary", "main"]
 
 
 DIFF_FILE = "diff.md"
@@ -115,19 +116,19 @@ def main(argv: Optional[Sequence[str]] = None, *, config: Optional[dict[str, Any
     out.mkdir(parents=True, exist_ok=True)
     rendered = None
     # Read before rendering: the old plan may live in the folder this run writes to.
-    old_manifests = read_manifests(args.diff_against.parent / charts.MANIFESTS_DIR) if old_plan is not None else {}
+    old_manifests = read_manifests(args.diff_against.parent / MANIFESTS_DIR) if old_plan is not None else {}
     if args.render_charts:
         try:
             # Rendering and checking need the dev requirements (helm-python-sdk, jsonschema,
             # kubernetes-validate); a plain plan needs only requirements.txt.
-            from tools import deployability
+            from tools.deployability import check as deployability
         except ModuleNotFoundError as error:
             print(f"error: --render-charts needs {error.name}: pip install -r requirements-dev.txt", file=sys.stderr)
             return 2
         try:
-            rendered = charts.render_plan_releases(plan["resources"], args.chart_cache, out, stack=args.stack,
+            rendered = render_plan_releases(plan["resources"], args.chart_cache, out, stack=args.stack,
                                                    kube_version=_kube_version(plan))
-        except charts.ChartError as error:
+        except ChartError as error:
             print(f"error: stack {args.stack}: {error}", file=sys.stderr)
             return 2
         site, checked, findings = deployability.check_plan(plan, rendered, out, args.chart_cache)
@@ -135,7 +136,7 @@ def main(argv: Optional[Sequence[str]] = None, *, config: Optional[dict[str, Any
     if old_plan is not None:
         diff = diff_plans(old_plan, plan)
         if rendered is not None and old_manifests:
-            diff.manifests = manifest_changes(old_manifests, read_manifests(out / charts.MANIFESTS_DIR))
+            diff.manifests = manifest_changes(old_manifests, read_manifests(out / MANIFESTS_DIR))
         diff_text = render_diff(diff, str(args.diff_against), f"{args.stack} (this run)")
         files.append((DIFF_FILE, diff_text))
     for name, text in files:
@@ -156,7 +157,7 @@ def main(argv: Optional[Sequence[str]] = None, *, config: Optional[dict[str, Any
         print(f"  note: {note}")
     if rendered is not None:
         print(f"rendered {len(rendered['releases'])} releases for Kubernetes {rendered['kubeVersion']} -> "
-              f"{_shown(out / charts.MANIFESTS_DIR)}")
+              f"{_shown(out / MANIFESTS_DIR)}")
         errors = [finding for finding in findings if finding.severity == deployability.ERROR]
         print(f"deployability: {len(errors)} errors, {len(findings) - len(errors)} warnings and notes "
               f"-> {_shown(out / DEPLOYABILITY_FILE)}")
@@ -177,6 +178,3 @@ def _kube_version(plan: dict[str, Any]) -> Optional[str]:
             return f"v{resource['inputs']['version']}.0"
     return None
 
-
-if __name__ == "__main__":
-    sys.exit(main())

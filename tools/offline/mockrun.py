@@ -23,14 +23,11 @@ from typing import Any, Iterator, Optional
 import pulumi
 import yaml
 
-from config.load import SECRET_KEYS
-from config.vocabulary import COMMANDS, EKS_CLUSTER, RELEASE
 from config.source import OFFLINE_PLACEHOLDER
-from config.stack_file import stack_config as read_stack_config
-from tools import sdk_internals as sdk
+from config.stack_file import PROJECT_DIR, stack_config as read_stack_config
+from config.vocabulary import COMMANDS, EKS_CLUSTER, PROJECT, RELEASE, SECRET_KEYS
+from tools.offline import sdk_internals as sdk
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
-PROJECT = "gpu-tenancy"
 REDACTED = "[secret]"
 SECRET_PLACEHOLDER = "offline-plan-placeholder"
 
@@ -303,11 +300,6 @@ def owned_event_loops() -> Iterator[None]:
                 _shut_down(loop)
         finally:
             asyncio.set_event_loop_policy(previous)
-
-
-def committed_stacks(project_dir: Path = PROJECT_DIR) -> list[str]:
-    """The stacks with a ``Pulumi.<stack>.yaml`` in the project root."""
-    return sorted(path.name[len("Pulumi."):-len(".yaml")] for path in project_dir.glob("Pulumi.*.yaml"))
 
 
 def load_stack_file(stack: str, project_dir: Path = PROJECT_DIR) -> dict[str, Any]:

@@ -34,60 +34,9 @@ from typing import Optional, Sequence
 
 import yaml
 
-from config import versions
-from tools.chart_cache import (CACHE_ENV, DEFAULT_CACHE_DIR, PROJECT_DIR, ChartContracts, MissingChart,
-                               cache_chart, cached_chart_path, cached_charts, chart_cache_dir, chart_contracts,
-                               pull_chart)
-from tools.chart_refs import (ChartError, ChartKey, ChartPullError, ChartRenderError, ChartValuesError,
-                              SchemaViolation, chart_key)
-from tools.chart_render import (MANIFESTS_DIR, RELEASE_TYPE, release_chart_key, release_records,
-                                render_plan_releases, render_release)
-from tools.mockrun import committed_stacks, load_stack_file, owned_event_loops, run_program
-
-__all__ = ["CACHE_ENV", "DEFAULT_CACHE_DIR", "MANIFESTS_DIR", "PROJECT_DIR", "RELEASE_TYPE", "ChartContracts",
-           "ChartError", "ChartKey", "ChartPullError", "ChartRenderError", "ChartValuesError", "MissingChart",
-           "SchemaViolation", "cache_chart", "cached_chart_path", "cached_charts", "chart_cache_dir",
-           "chart_contracts", "chart_key", "pinned_chart_key", "pinned_chart_keys", "pull_chart",
-           "release_chart_key", "release_records", "render_plan_releases", "render_release", "stack_chart_keys"]
-
-
-# --- which charts ---------------------------------------------------------------------------------
-
-
-def pinned_chart_key(name: str, version: str) -> ChartKey:
-    """The source the program installs chart ``name`` at ``version`` from (config/versions.py)."""
-    if name == versions.VCLUSTER_CHART:
-        return chart_key(name, versions.VCLUSTER_REPO, version)
-    if name == versions.GPU_OPERATOR_CHART:
-        return chart_key(name, versions.GPU_OPERATOR_REPO, version)
-    if name == "kai-scheduler":
-        return chart_key(versions.KAI_CHART, None, version)
-    raise ValueError(f"the program installs no chart named {name!r}; give its source with --chart/--repo")
-
-
-def stack_chart_keys(stack: str) -> list[ChartKey]:
-    """The charts a stack's releases use, read from an offline run of the program (no network)."""
-    with owned_event_loops():
-        run = run_program(load_stack_file(stack), stack=stack)
-    keys: list[ChartKey] = []
-    for _, inputs in release_records(run.resources):
-        key = release_chart_key(inputs)
-        if key not in keys:
-            keys.append(key)
-    return sorted(keys, key=lambda key: (key.name, key.version, key.source))
-
-
-def pinned_chart_keys() -> list[ChartKey]:
-    """Every chart the tests render: the pinned defaults and every committed stack's charts.
-
-    The GPU Operator is included even when no committed stack installs it (a MicroK8s site
-    patches the addon's operator): its ClusterPolicy CRD is the contract of that patch."""
-    keys = {pinned_chart_key(versions.VCLUSTER_CHART, versions.VCLUSTER_VERSION),
-            pinned_chart_key("kai-scheduler", versions.KAI_VERSION),
-            pinned_chart_key(versions.GPU_OPERATOR_CHART, versions.GPU_OPERATOR_VERSION)}
-    for stack in committed_stacks():
-        keys.update(stack_chart_keys(stack))
-    return sorted(keys, key=lambda key: (key.name, key.version, key.source))
+from tools.charts.cache import CACHE_ENV, cache_chart, cached_charts, chart_cache_dir, pull_chart
+from tools.charts.pins import pinned_chart_key, pinned_chart_keys, stack_chart_keys
+from tools.charts.refs import ChartError, chart_key
 
 
 # --- CLI ----------------------------------------------------------------------------------------
@@ -194,6 +143,3 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _add(args, cache)
     return _pull(args, parser, cache)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -31,10 +31,12 @@ import kubernetes_validate
 
 from config import versions
 from config.vocabulary import POD_SECURITY_LABEL
-from tools import network_policy, pod_security
-from tools.deploy_inputs import (ANY, DEFAULT_CLASS_ANNOTATION, K8sObject, NodePool, Site,
-                                 addon_operator_version, crds_of, pod_templates, program_objects, rendered_objects,
-                                 site_from_plan, vcluster_dns_pods)
+from tools.deployability import network_policy
+from tools.deployability import pod_security
+from tools.deployability.inputs import (
+    ANY, DEFAULT_CLASS_ANNOTATION, K8sObject, NodePool, Site, addon_operator_version, crds_of, pod_templates,
+    program_objects, rendered_objects, site_from_plan, vcluster_dns_pods,
+)
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 
@@ -351,8 +353,8 @@ def check_plan(plan: Mapping[str, Any], rendered: Mapping[str, Any], out_dir: An
     On a MicroK8s site the GPU Operator is the nvidia addon's, not a release of the plan: the
     ClusterPolicy CRD the program's patch must satisfy comes from that operator version's chart
     in the cache (a note says so when the cache lacks it)."""
-    from tools.chart_cache import chart_contracts
-    from tools.charts import pinned_chart_key
+    from tools.charts.cache import chart_contracts
+    from tools.charts.pins import pinned_chart_key
 
     site = site_from_plan(plan)
     objects = program_objects(plan["resources"]) + rendered_objects(rendered, out_dir, plan["resources"])

@@ -20,7 +20,7 @@ import yaml
 
 from config import versions
 from config.vocabulary import EKS_CLUSTER, EKS_NODE_GROUP, HOST_COMPONENT, VCLUSTER_MANAGED_BY_LABEL
-from tools.plan_markdown import dig
+from tools.plan.lookup import dig
 
 # Rendered charts hold megabytes of CRDs: libyaml's parser when PyYAML has it.
 YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -2,7 +2,7 @@
 
 The SDK's public mock API (``pulumi.runtime.set_mocks``, ``Mocks``) runs a program but gives no way
 to record what it registered, to collect its log messages, to export stack outputs after mocks are
-set, or to wait for the program from synchronous code. ``tools/mockrun.py`` does those through the
+set, or to wait for the program from synchronous code. ``tools/offline/mockrun.py`` does those through the
 internals below, and nothing else in the project touches SDK internals.
 
 They are not covered by Pulumi's compatibility promise: ``tests/test_sdk_internals.py`` checks each

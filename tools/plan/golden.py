@@ -1,6 +1,6 @@
 """Golden plans: the committed plan of each committed stack, which tests/test_golden.py compares to a fresh one.
 
-    python -m tools.golden [STACK ...]
+    python -m tools.plan.golden [STACK ...]
 
 Writes ``tests/golden/STACK/plan.json`` and ``summary.md`` (the files ``python -m tools.plan STACK``
 writes) for every ``Pulumi.*.yaml`` in the project root, or for the stacks named. Run it after a
@@ -19,13 +19,14 @@ from typing import Optional, Sequence
 
 from config import ConfigError
 from config.stack_file import StackFileError
-from tools import mockrun
-from tools.mockrun import PROJECT_DIR, ProgramRun, committed_stacks
-from tools.plan_document import PLAN_FILE, build_plan, render_plan_json
-from tools.plan_summary import SUMMARY_FILE, render_summary
+from tools.offline import mockrun
+from config.stack_file import stack_names
+from tools.offline.mockrun import PROJECT_DIR, ProgramRun
+from tools.plan.document import PLAN_FILE, build_plan, render_plan_json
+from tools.plan.summary import SUMMARY_FILE, render_summary
 
 GOLDEN_DIR = PROJECT_DIR / "tests" / "golden"
-REGENERATE = "python -m tools.golden"
+REGENERATE = "python -m tools.plan.golden"
 
 
 def golden_files(run: ProgramRun, stack: str) -> dict[str, str]:
@@ -50,7 +51,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog=REGENERATE, description="Rewrite the golden plans in tests/golden/.")
     parser.add_argument("stacks", metavar="STACK", nargs="*", help="stack names (default: every Pulumi.*.yaml)")
     args = parser.parse_args(argv)
-    for stack in args.stacks or committed_stacks():
+    for stack in args.stacks or stack_names():
         try:
             out = write_golden(stack)
         except (StackFileError, ConfigError) as error:

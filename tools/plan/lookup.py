@@ -1,53 +1,11 @@
-"""Markdown building blocks of the review summary, and lookups over a plan's resources."""
+"""Lookups over a plan's resources: nested values, the component tree, dependency order."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Any
 
-# Resource types and labels the summary reads (config/vocabulary.py defines them).
-from config.vocabulary import (  # noqa: F401  (the summary modules import them from here)
-    ADMISSION_BINDING, ADMISSION_COMPONENT, ADMISSION_POLICY, AWS_PROVIDER, CLUSTER_POLICY_PATCH, COMMANDS,
-    CONFIG_MAP, EKS_CLUSTER, EKS_NODE_GROUP, GPU_OPERATOR_COMPONENT, HOST_COMPONENT, JOB, K8S_PROVIDER, NAMESPACE,
-    NAT_GATEWAY, NODE_PROFILE_LABEL, POD_SECURITY_LABEL, QUEUE, QUEUE_FIELDS, QUEUE_RESOURCES, RELEASE, SUBNET,
-    TENANT_COMPONENT, VPC,
-)
-
+# The type prefix of every pulumi-kubernetes resource.
 KUBERNETES = "kubernetes:"
-
-
-def fmt_num(value: Any) -> str:
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, float):
-        return str(int(value)) if value.is_integer() else repr(round(value, 6))
-    if value is None:
-        return "—"
-    return str(value)
-
-
-def fmt_amount(value: Any) -> str:
-    """A queue quota/limit: -1 reads as unlimited."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value == -1:
-        return "unlimited"
-    return fmt_num(value)
-
-
-def code(text: Any) -> str:
-    text = str(text)
-    if "`" in text:
-        return f"`` {text} ``"
-    return f"`{text}`"
-
-
-def cell(text: str) -> str:
-    """A markdown table cell (GFM needs pipes escaped even inside code spans)."""
-    return text.replace("|", "\\|").replace("\n", "<br>")
-
-
-def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    lines += ["| " + " | ".join(cell(str(item)) for item in row) + " |" for row in rows]
-    return lines
 
 
 def dig(data: Any, *path: str, default: Any = None) -> Any:
@@ -56,12 +14,6 @@ def dig(data: Any, *path: str, default: Any = None) -> Any:
             return default
         data = data[step]
     return data
-
-
-def fmt_labels(labels: Any) -> str:
-    if not isinstance(labels, dict) or not labels:
-        return "—"
-    return ", ".join(code(f"{key}={value}") for key, value in sorted(labels.items()))
 
 
 class PlanIndex:

@@ -1,0 +1,5 @@
+import sys
+
+from tools.charts.cli import main
+
+sys.exit(main())

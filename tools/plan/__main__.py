@@ -1,0 +1,5 @@
+import sys
+
+from tools.plan.cli import main
+
+sys.exit(main())
