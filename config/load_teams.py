@@ -29,7 +29,7 @@ TEAM_FIELDS = ("name", "displayName", "priority", "resources", "vclusterName", "
 RETIRED_TEAM_FIELDS = {
     "strict": ("was retired: every pod a tenant's vCluster syncs, its DNS included, must now be scheduled by KAI in "
                "the team's queue, so there is nothing left to switch",
-               "remove the key; see the README's tenant security model"),
+               "remove the key; see the tenant security model (docs/security-model.md)"),
 }
 
 

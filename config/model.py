@@ -1,7 +1,7 @@
 """The validated platform settings: plain, immutable data that components consume.
 
 Field names follow Python style; the stack-config keys they come from are camelCase and are
-documented in the README. Nothing here talks to Pulumi.
+documented in docs/config-reference.md. Nothing here talks to Pulumi.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The README's dashboard pictures are drawn from the dashboards the program provisions."""
+"""The dashboard pictures of docs/observability.md are drawn from the dashboards the program provisions."""
 
 from __future__ import annotations
 

@@ -1,2 +1,2 @@
 """Files generated from the code and kept current by tests: the stack-config JSON Schema (``schema``)
-and the README's dashboard pictures (``dashboard_picture``)."""
+and the dashboard pictures of docs/observability.md (``dashboard_picture``)."""

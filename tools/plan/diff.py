@@ -129,8 +129,8 @@ def render_diff(diff: PlanDiff, old_label: str, new_label: str) -> str:
         protected = [r["name"] for r in diff.removed if r.get("options", {}).get("protect")]
         if protected:
             lines += ["", f"**Protected resources would be removed: {', '.join(protected)}.** `pulumi up` stops "
-                          "with a protected-resource error until protection is lifted (see the README's "
-                          "decommission procedure)."]
+                          "with a protected-resource error until protection is lifted (see the decommission "
+                          "procedure in docs/operations.md)."]
     for title, resources, sign in (("Added", diff.added, "+"), ("Removed", diff.removed, "-")):
         if resources:
             lines += ["", f"## {title}", ""]

@@ -58,8 +58,8 @@ def tenant_section(index: PlanIndex) -> list[str]:
     lines += table(["Team", "Admission policy", "Rules", "Pod security", "ResourceQuota", "LimitRange defaults",
                     "NetworkPolicy"], guardrails)
     lines += ["", "Admission: every pod the tenant's vCluster syncs, its DNS included, is scheduled by KAI in the "
-                  "team's queue; the rules are those of the README's tenant security model. GPU shares are enforced "
-                  "by the KAI queues, not by the ResourceQuota."]
+                  "team's queue; the rules are those of the tenant security model (docs/security-model.md). GPU "
+                  "shares are enforced by the KAI queues, not by the ResourceQuota."]
     return lines
 
 
