@@ -25,6 +25,7 @@ from typing import Optional
 import celpy
 
 from config.model import Team
+from policy.label_selectors import selector_matches
 
 GPU_RESOURCE = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"
@@ -170,8 +171,7 @@ class Admission:
         if not any(operation in rule["operations"] and resource in rule["resources"]
                    for rule in constraints["resourceRules"]):
             return False
-        if not all(all(namespace_labels.get(key) == value for key, value in selector.get("matchLabels", {}).items())
-                   for selector in selectors):
+        if not all(selector_matches(selector, namespace_labels) for selector in selectors):
             return False
         request = _request(operation, subresource, user)
         return all(bool(self._run(condition["expression"], self._activation(pod, old, request, {})))

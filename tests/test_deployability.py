@@ -170,6 +170,22 @@ def test_a_port_range_and_a_policy_in_another_namespace(attack_cache, tmp_path, 
     assert not errors(objects, sites["microk8s"], "api-server-egress"), "a policy applies in its own namespace"
 
 
+@pytest.mark.parametrize("pod_selector, says", [
+    ({"matchExpressions": [{"key": "release", "operator": "in", "values": ["probe"]}]},
+     "spec.podSelector: matchExpressions[0].operator is 'in'"),
+    ({"matchLabels": {"release": 1}}, "spec.podSelector: matchLabels.release is 1, not a string"),
+])
+def test_a_policy_whose_selector_the_api_server_refuses_is_found_and_isolates_nothing(attack_cache, tmp_path, sites,
+                                                                                     pod_selector, says):
+    objects = attack(attack_cache, tmp_path, {"controlPlane": {"enabled": True}})
+    policy = next(o for o in objects if o.kind == "NetworkPolicy")
+    policy.manifest["spec"]["podSelector"] = pod_selector
+    # Only the refused policy is found: without it nothing blocks 16443 any more.
+    [finding] = errors(objects, sites["microk8s"], "api-server-egress")
+    assert finding.object.startswith("NetworkPolicy apps/probe-control-plane")
+    assert says in finding.message and "the API server refuses this NetworkPolicy" in finding.message
+
+
 # --- node fit ---------------------------------------------------------------------------------------
 
 

@@ -7,7 +7,8 @@ reports what a first ``pulumi up`` on the site would trip over, one rule each:
 * ``storage``: every PersistentVolumeClaim and StatefulSet volumeClaimTemplate names a storage
   class the site will have, or the site has a default class;
 * ``api-server-egress``: every vCluster control plane may reach the API server port of the host
-  kind through the NetworkPolicies that select it (``tools.network_policy``);
+  kind through the NetworkPolicies that select it (``network_policy``), and no NetworkPolicy has a
+  podSelector the API server refuses;
 * ``node-fit``: every pod template's nodeSelector, required node affinity and tolerations fit
   at least one node pool of the site;
 * ``pod-security``: every pod template passes the Pod Security level its namespace enforces
@@ -119,8 +120,16 @@ def _control_planes(objects: Sequence[K8sObject]) -> list[tuple[K8sObject, dict[
 
 
 def check_api_server_egress(objects: Sequence[K8sObject], site: Site) -> list[Finding]:
-    policies = [obj.manifest for obj in objects if obj.kind == "NetworkPolicy"]
+    network_policies = [obj for obj in objects if obj.kind == "NetworkPolicy"]
+    policies = [obj.manifest for obj in network_policies]
     findings = []
+    for obj in network_policies:
+        problem = network_policy.pod_selector_problem(obj.manifest)
+        if problem is not None:
+            findings.append(Finding(ERROR, "api-server-egress", obj.describe(),
+                                    f"{problem}; the API server refuses this NetworkPolicy, so it isolates no pod",
+                                    "write the selector as Kubernetes does: operators In, NotIn, Exists, "
+                                    "DoesNotExist and string label values"))
     for obj, metadata in _control_planes(objects):
         labels = {k: str(v) for k, v in (metadata.get("labels") or {}).items()}
         for port in site.facts.api_server_ports:
