@@ -22,7 +22,9 @@ from pulumi_command import local, remote
 
 from components.eks_network import EksNetwork, EksNetworkArgs
 from components.gpu_operator import ADDON_CLUSTER_POLICY
-from config.hosts import SYSTEM_POOL, HostProfile, host_profile
+from config.hosts import (
+    DEFAULT_STORAGE_CLASS_ANNOTATION, EKS_TAINT_EFFECTS, SYSTEM_POOL, HostProfile, host_profile,
+)
 from config.vocabulary import MICROK8S_ADDON_NAMESPACE
 from config.model import Cluster, EksHost, MicroK8sHost
 from config.vocabulary import HOST_COMPONENT, MANAGED_BY, NODE_PROFILE_LABEL
@@ -35,7 +37,6 @@ NODE_POLICIES = (
     "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
 )
 AL2023_ROOT_DEVICE = "/dev/xvda"
-_EKS_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
 EBS_CSI_ADDON = "aws-ebs-csi-driver"
 EBS_CSI_ACCOUNT = "ebs-csi-controller-sa"
 EBS_CSI_POLICY = "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy"
@@ -195,7 +196,8 @@ class HostCluster(pulumi.ComponentResource):
                 scaling_config=aws.eks.NodeGroupScalingConfigArgs(
                     min_size=scaling.min_size, desired_size=scaling.desired_size, max_size=scaling.max_size),
                 labels=labels,
-                taints=[aws.eks.NodeGroupTaintArgs(key=taint.key, value=taint.value, effect=_EKS_EFFECTS[taint.effect])
+                taints=[aws.eks.NodeGroupTaintArgs(key=taint.key, value=taint.value,
+                                                   effect=EKS_TAINT_EFFECTS[taint.effect])
                         for taint in pool.taints] or None,
                 opts=group_options,
             ))
@@ -233,7 +235,7 @@ class HostCluster(pulumi.ComponentResource):
             f"{name}-storage-class",
             metadata={"name": profile.storage_class,
                       "labels": dict(MANAGED_BY),
-                      "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+                      "annotations": {DEFAULT_STORAGE_CLASS_ANNOTATION: "true"}},
             provisioner=EBS_CSI_PROVISIONER,
             parameters={"type": "gp3", "encrypted": "true"},
             # A volume is created in the zone its pod was scheduled to, not in a random one.

@@ -123,7 +123,8 @@ def test_an_expression_key_must_be_a_non_empty_string(key):
 
 def test_every_requirement_must_hold():
     selector = {"matchLabels": {"app": "vcluster"},
-                "matchExpressions": [expression("tier", "In", ("gpu", "cpu")), expression("debug", "DoesNotExist", None)]}
+                "matchExpressions": [expression("tier", "In", ("gpu", "cpu")),
+                                     expression("debug", "DoesNotExist", None)]}
     assert selector_matches(selector, {"app": "vcluster", "tier": "gpu"}) is True
     assert selector_matches(selector, {"app": "other", "tier": "gpu"}) is False
     assert selector_matches(selector, {"app": "vcluster", "tier": "tpu"}) is False
