@@ -126,11 +126,11 @@ class HostCluster(pulumi.ComponentResource):
             steps.append(run("enable-nvidia",
                              f"{ready} && {sudo}microk8s enable nvidia "
                              f"--gpu-operator-version {host.nvidia_addon_operator_version} && "
-                             f"{_addon_operator_check(sudo)}", after=[storage]))
+                             f"{addon_operator_check(sudo)}", after=[storage]))
         read = run("read-kubeconfig", f"{sudo}microk8s config", after=steps, secret_stdout=True)
         if host.api_server_url is None:
             return read.stdout
-        return read.stdout.apply(lambda text: _with_server(text, host.api_server_url))
+        return read.stdout.apply(lambda text: kubeconfig_with_server(text, host.api_server_url))
 
     # --- EKS ----------------------------------------------------------------------------------
 
@@ -289,7 +289,7 @@ def ebs_csi_trust_policy(oidc_provider_arn: str, oidc_issuer: str) -> str:
     })
 
 
-def _addon_operator_check(sudo: str) -> str:
+def addon_operator_check(sudo: str) -> str:
     """Shell that fails, saying why, unless the nvidia addon's operator release really exists.
 
     The addon's enable script ignores Helm's exit code; without this check the failure shows
@@ -305,7 +305,7 @@ def _addon_operator_check(sudo: str) -> str:
             f"sleep {ADDON_CHECK_INTERVAL_SECONDS}; done")
 
 
-def _with_server(kubeconfig: str, server: str) -> str:
+def kubeconfig_with_server(kubeconfig: str, server: str) -> str:
     """Point every cluster entry of a kubeconfig at ``server`` (MicroK8s prints its internal IP)."""
     document = yaml.safe_load(kubeconfig)
     for entry in document.get("clusters") or []:
