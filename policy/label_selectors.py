@@ -13,10 +13,10 @@ so callers decide that.
 
 A selector the API server refuses raises :class:`InvalidSelector` rather than answering: the
 object carrying it never exists on a cluster, so neither "selects" nor "does not select" would
-be true. Refused:
+be true. Raised for:
 
-- a ``matchLabels`` value that is not a string: a YAML ``1`` or ``true`` is not converted, the
-  API rejects the object;
+- a ``matchLabels`` value that is not a string: the API refuses a YAML ``1`` or ``true`` (it does
+  not convert them) and would read a null as ``""``, which is never what was meant either;
 - an operator other than exactly ``In``, ``NotIn``, ``Exists`` or ``DoesNotExist`` (``in`` too);
 - ``In`` / ``NotIn`` without values, ``Exists`` / ``DoesNotExist`` with values;
 - a key that is not a non-empty string, values that are not a list of strings, ``matchLabels``
@@ -77,7 +77,7 @@ def requirements(selector: Any) -> tuple[Requirement, ...]:
                 raise InvalidSelector(f"matchLabels has the key {key!r}: a label key is a non-empty string")
             if not isinstance(value, str):
                 raise InvalidSelector(f"matchLabels.{key} is {value!r}, not a string: label values are strings "
-                                      f"(quote it in YAML)")
+                                      "(quote it in YAML)")
             found.append(Requirement(key, "In", (value,)))
     expressions = selector.get("matchExpressions")
     if expressions is not None:

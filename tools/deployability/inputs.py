@@ -18,9 +18,7 @@ import kubernetes_validate
 import yaml
 
 from config import versions
-from config.hosts import (
-    EKS_TAINT_EFFECTS, HOST_KIND_FACTS, HostKindFacts, NodePool, Taint,
-)
+from config.hosts import EKS_TAINT_EFFECTS, HOST_KIND_FACTS, HostKindFacts, NodePool, Taint
 from config.vocabulary import EKS_CLUSTER, EKS_NODE_GROUP, HOST_COMPONENT, VCLUSTER_MANAGED_BY_LABEL
 from tools.plan.lookup import dig
 
@@ -82,14 +80,16 @@ def site_from_plan(plan: Mapping[str, Any]) -> Site:
             gpu = "NVIDIA" in str(inputs.get("amiType", ""))
             labels = {**_NODE_BASE_LABELS, "eks.amazonaws.com/nodegroup": ANY, **(_GPU_NODE_LABELS if gpu else {}),
                       **{k: str(v) for k, v in (inputs.get("labels") or {}).items()}}
-            pools.append(NodePool(group["name"], labels, tuple(_taint(t) for t in inputs.get("taints") or []), gpu,
-                                  _OPERATOR_PREFIXES if gpu else ("feature.node.kubernetes.io/",)))
+            pools.append(NodePool(group["name"], labels, tuple(_taint(t) for t in inputs.get("taints") or []),
+                                  gpu=gpu,
+                                  managed_prefixes=_OPERATOR_PREFIXES if gpu else ("feature.node.kubernetes.io/",)))
         version = str(clusters[0]["inputs"].get("version") or versions.EKS_KUBERNETES_VERSION)
         return Site(plan["stack"], "eks", HOST_KIND_FACTS["eks"], (version,), tuple(pools))
     if kind == "microk8s":
         commands = [str(r["inputs"].get("create", "")) for r in resources if r["type"].startswith("command:")]
         # One node: the GPU box; the nvidia addon's operator labels it.
-        node = NodePool("microk8s-node", {**_NODE_BASE_LABELS, **_GPU_NODE_LABELS}, (), True, _OPERATOR_PREFIXES)
+        node = NodePool("microk8s-node", {**_NODE_BASE_LABELS, **_GPU_NODE_LABELS}, gpu=True,
+                        managed_prefixes=_OPERATOR_PREFIXES)
         return Site(plan["stack"], "microk8s", HOST_KIND_FACTS["microk8s"], UNPINNED_KUBERNETES, (node,),
                     enables_hostpath_storage=any("enable hostpath-storage" in c for c in commands))
     return Site(plan["stack"], "kubeconfig", HOST_KIND_FACTS["kubeconfig"], UNPINNED_KUBERNETES, None)
