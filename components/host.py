@@ -22,7 +22,9 @@ from pulumi_command import local, remote
 
 from components.eks_network import EksNetwork, EksNetworkArgs
 from components.gpu_operator import ADDON_CLUSTER_POLICY
-from config.hosts import SYSTEM_POOL, HostProfile, host_profile
+from config.hosts import (
+    DEFAULT_STORAGE_CLASS_ANNOTATION, EKS_TAINT_EFFECTS, SYSTEM_POOL, HostProfile, host_profile,
+)
 from config.vocabulary import MICROK8S_ADDON_NAMESPACE
 from config.model import Cluster, EksHost, MicroK8sHost
 from config.vocabulary import HOST_COMPONENT, MANAGED_BY, NODE_PROFILE_LABEL
@@ -35,7 +37,6 @@ NODE_POLICIES = (
     "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
 )
 AL2023_ROOT_DEVICE = "/dev/xvda"
-_EKS_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
 EBS_CSI_ADDON = "aws-ebs-csi-driver"
 EBS_CSI_ACCOUNT = "ebs-csi-controller-sa"
 EBS_CSI_POLICY = "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy"
@@ -125,11 +126,11 @@ class HostCluster(pulumi.ComponentResource):
             steps.append(run("enable-nvidia",
                              f"{ready} && {sudo}microk8s enable nvidia "
                              f"--gpu-operator-version {host.nvidia_addon_operator_version} && "
-                             f"{_addon_operator_check(sudo)}", after=[storage]))
+                             f"{addon_operator_check(sudo)}", after=[storage]))
         read = run("read-kubeconfig", f"{sudo}microk8s config", after=steps, secret_stdout=True)
         if host.api_server_url is None:
             return read.stdout
-        return read.stdout.apply(lambda text: _with_server(text, host.api_server_url))
+        return read.stdout.apply(lambda text: kubeconfig_with_server(text, host.api_server_url))
 
     # --- EKS ----------------------------------------------------------------------------------
 
@@ -195,7 +196,8 @@ class HostCluster(pulumi.ComponentResource):
                 scaling_config=aws.eks.NodeGroupScalingConfigArgs(
                     min_size=scaling.min_size, desired_size=scaling.desired_size, max_size=scaling.max_size),
                 labels=labels,
-                taints=[aws.eks.NodeGroupTaintArgs(key=taint.key, value=taint.value, effect=_EKS_EFFECTS[taint.effect])
+                taints=[aws.eks.NodeGroupTaintArgs(key=taint.key, value=taint.value,
+                                                   effect=EKS_TAINT_EFFECTS[taint.effect])
                         for taint in pool.taints] or None,
                 opts=group_options,
             ))
@@ -233,7 +235,7 @@ class HostCluster(pulumi.ComponentResource):
             f"{name}-storage-class",
             metadata={"name": profile.storage_class,
                       "labels": dict(MANAGED_BY),
-                      "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+                      "annotations": {DEFAULT_STORAGE_CLASS_ANNOTATION: "true"}},
             provisioner=EBS_CSI_PROVISIONER,
             parameters={"type": "gp3", "encrypted": "true"},
             # A volume is created in the zone its pod was scheduled to, not in a random one.
@@ -287,7 +289,7 @@ def ebs_csi_trust_policy(oidc_provider_arn: str, oidc_issuer: str) -> str:
     })
 
 
-def _addon_operator_check(sudo: str) -> str:
+def addon_operator_check(sudo: str) -> str:
     """Shell that fails, saying why, unless the nvidia addon's operator release really exists.
 
     The addon's enable script ignores Helm's exit code; without this check the failure shows
@@ -303,7 +305,7 @@ def _addon_operator_check(sudo: str) -> str:
             f"sleep {ADDON_CHECK_INTERVAL_SECONDS}; done")
 
 
-def _with_server(kubeconfig: str, server: str) -> str:
+def kubeconfig_with_server(kubeconfig: str, server: str) -> str:
     """Point every cluster entry of a kubeconfig at ``server`` (MicroK8s prints its internal IP)."""
     document = yaml.safe_load(kubeconfig)
     for entry in document.get("clusters") or []:

@@ -17,6 +17,9 @@ Components and checks ask ``host_profile(cluster)`` instead of testing ``cluster
 - ``tenant_node_labels``: the default ``vcluster.nodeLabels``. vCluster syncs only the nodes
   carrying these labels AND pins every tenant pod (DNS included) to them with a nodeSelector.
 
+``HOST_KIND_FACTS`` holds what every host of a kind provides before the platform adds anything
+(API server ports, storage classes), for checks that see a plan and not the config.
+
 Plain data, no Pulumi.
 """
 
@@ -38,6 +41,11 @@ MICROK8S_STORAGE_CLASS = "microk8s-hostpath"
 EKS_API_SERVER_PORT = 443
 # Created by the platform on EKS (EBS CSI driver, gp3 volumes) and annotated as the default.
 EKS_STORAGE_CLASS = "gp3"
+# The ports an existing cluster's API server most often listens on, when the config names none.
+COMMON_API_SERVER_PORTS = (443, 6443)
+DEFAULT_STORAGE_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
+# Taint effects in Kubernetes spelling -> the EKS API's spelling (node groups).
+EKS_TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,9 @@ class NodePool:
     labels: Mapping[str, str]
     taints: tuple[Taint, ...] = ()
     gpu: bool = False
+    # Label keys under these prefixes are set on the nodes by operators (node feature discovery,
+    # GPU feature discovery): present, values unknown until the nodes run.
+    managed_prefixes: tuple[str, ...] = ()
 
     def admits(self, node_selector: Mapping[str, str]) -> bool:
         """Whether a pod with this nodeSelector can be placed on the pool's nodes (labels only)."""
@@ -75,6 +86,29 @@ class HostProfile:
 
 
 GPU_TAINT = Taint(GPU_TAINT_KEY, "true", "NoSchedule")
+
+
+@dataclass(frozen=True)
+class HostKindFacts:
+    """What every host of a kind provides before the platform adds anything, known from the kind
+    alone: for checks that read a plan, where the host's own config is not at hand."""
+
+    api_server_ports: tuple[int, ...]
+    api_server_ports_known: bool  # False: common ports, the host's own may differ
+    storage_classes: tuple[str, ...]
+    default_storage_class: Optional[str]
+    storage_known: bool  # False: whether the host has storage classes is not known
+
+
+# From the hosts' docs (/shared/FACTS.md): MicroK8s serves the API on 16443 and its hostpath-storage
+# addon (which the platform enables) makes microk8s-hostpath the default class; EKS serves it on 443
+# and, since 1.30, has no default class; an existing cluster is not known.
+HOST_KIND_FACTS = {
+    "microk8s": HostKindFacts((MICROK8S_API_SERVER_PORT,), True, (MICROK8S_STORAGE_CLASS,), MICROK8S_STORAGE_CLASS,
+                              True),
+    "eks": HostKindFacts((EKS_API_SERVER_PORT,), True, (), None, True),
+    "kubeconfig": HostKindFacts(COMMON_API_SERVER_PORTS, False, (), None, False),
+}
 
 
 def host_profile(cluster: Cluster) -> HostProfile:

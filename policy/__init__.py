@@ -1,6 +1,8 @@
 """The gpu-tenancy policy pack (Pulumi CrossGuard) and its offline checker.
 
 - ``rule_model``: the neutral ``Resource``, ``UNKNOWN``, the vocabulary and resource readers the rules share;
+- ``label_selectors``: Kubernetes label selectors, validated and evaluated (the project's one evaluator:
+  tools.deployability imports it from here);
 - ``rules``: the guardrails as plain functions over that model (no pulumi_policy);
 - ``adapters``: pulumi_policy resources and offline plan.json entries -> ``Resource``;
 - ``pack``: the rules wrapped as pulumi_policy policies; ``__main__``: the PolicyPack itself,

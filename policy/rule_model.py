@@ -101,6 +101,17 @@ def get(value: Any, *path: str) -> Any:
     return value
 
 
+def is_known(value: Any) -> bool:
+    """Whether a value holds no UNKNOWN, at any depth."""
+    if value is UNKNOWN:
+        return False
+    if isinstance(value, Mapping):
+        return all(is_known(item) for item in value.values())
+    if isinstance(value, (list, tuple)):
+        return all(is_known(item) for item in value)
+    return True
+
+
 def kubernetes_kind(resource_type: str) -> tuple[str, str, str]:
     """``kubernetes:scheduling.run.ai/v2:Queue`` -> (``scheduling.run.ai``, ``v2``, ``Queue``)."""
     parts = resource_type.split(":")

@@ -28,15 +28,19 @@ if __package__:  # imported as the `policy` package
         EPSILON, EXACT_VERSION, GPU_OPERATOR_CHART, HELM_RELEASE_TYPES, KAI_CHART, MANAGED_BY_LABEL, NAMESPACE_NAME_LABEL,
         NODE_PROFILE_LABEL, QUEUE_FIELDS, QUEUE_GROUP, QUEUE_RESOURCES, RANGE_SYNTAX, TIME_SLICED_PREFIX, UNKNOWN,
         VCLUSTER_CHART, Finding, Resource, Rule, Violation, chart_name, get, is_chart, is_default_provider,
-        is_helm_release, is_kind, is_number, is_queue, is_vcluster, kubernetes_kind, release_identity, release_label,
+        is_helm_release, is_kind, is_known, is_number, is_queue, is_vcluster, kubernetes_kind, release_identity,
+        release_label,
     )
+    from .label_selectors import InvalidSelector, selector_matches
 else:  # the Pulumi CLI runs the pack from policy/ as top-level modules
     from rule_model import (  # noqa: F401
         EPSILON, EXACT_VERSION, GPU_OPERATOR_CHART, HELM_RELEASE_TYPES, KAI_CHART, MANAGED_BY_LABEL, NAMESPACE_NAME_LABEL,
         NODE_PROFILE_LABEL, QUEUE_FIELDS, QUEUE_GROUP, QUEUE_RESOURCES, RANGE_SYNTAX, TIME_SLICED_PREFIX, UNKNOWN,
         VCLUSTER_CHART, Finding, Resource, Rule, Violation, chart_name, get, is_chart, is_default_provider,
-        is_helm_release, is_kind, is_number, is_queue, is_vcluster, kubernetes_kind, release_identity, release_label,
+        is_helm_release, is_kind, is_known, is_number, is_queue, is_vcluster, kubernetes_kind, release_identity,
+        release_label,
     )
+    from label_selectors import InvalidSelector, selector_matches
 
 
 # --- resource rules -----------------------------------------------------------------------------
@@ -219,43 +223,17 @@ def queue_gpu_quota_fits_parent(resources: Sequence[Resource]) -> list[Finding]:
     return findings
 
 
-def selector_matches(selector: Any, labels: Mapping[str, str]) -> Optional[bool]:
-    """Whether a Kubernetes label selector selects an object with exactly these labels.
+def admission_selector_matches(selector: Any, labels: Mapping[str, str]) -> Optional[bool]:
+    """Whether an admission namespaceSelector / objectSelector selects an object with exactly these labels.
 
-    An absent or empty selector selects everything. None when the selector is not known yet.
+    Absent, it selects everything (the API server defaults it to the empty selector). None when
+    part of it is not known yet; :class:`InvalidSelector` when the API server would refuse it.
     """
     if selector is None:
         return True
-    if selector is UNKNOWN or not isinstance(selector, Mapping):
-        return None if selector is UNKNOWN else False
-    match_labels = selector.get("matchLabels") or {}
-    if match_labels is UNKNOWN:
+    if not is_known(selector):
         return None
-    for key, value in match_labels.items():
-        if value is UNKNOWN:
-            return None
-        if labels.get(key) != value:
-            return False
-    expressions = selector.get("matchExpressions") or []
-    if expressions is UNKNOWN:
-        return None
-    for expression in expressions:
-        if not isinstance(expression, Mapping):
-            return None
-        key, operator, values = expression.get("key"), expression.get("operator"), expression.get("values") or []
-        if UNKNOWN in (key, operator) or values is UNKNOWN:
-            return None
-        if operator == "In" and labels.get(key) not in values:
-            return False
-        if operator == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if operator == "Exists" and key not in labels:
-            return False
-        if operator == "DoesNotExist" and key in labels:
-            return False
-        if operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
-            return False
-    return True
+    return selector_matches(selector, labels)
 
 
 def _namespace_labels(resources: Sequence[Resource], namespace: str) -> dict[str, str]:
@@ -293,7 +271,8 @@ def _match_covers(match: Any, namespace_labels: Mapping[str, str], pod_labels: M
     """Whether a policy's matchConstraints (policy=True) or a binding's matchResources select the tenant's pods.
 
     A policy must have matchConstraints covering pod creation; a binding without matchResources
-    applies wherever its policy does. None when something needed is not known yet.
+    applies wherever its policy does. None when something needed is not known yet;
+    :class:`InvalidSelector` (naming the selector) when the API server would refuse one.
     """
     if match is UNKNOWN:
         return None
@@ -301,8 +280,12 @@ def _match_covers(match: Any, namespace_labels: Mapping[str, str], pod_labels: M
         return not policy
     if not isinstance(match, Mapping):
         return False
-    results = [selector_matches(match.get("namespaceSelector"), namespace_labels),
-               selector_matches(match.get("objectSelector"), pod_labels)]
+    results = []
+    for field, labels in (("namespaceSelector", namespace_labels), ("objectSelector", pod_labels)):
+        try:
+            results.append(admission_selector_matches(match.get(field), labels))
+        except InvalidSelector as error:
+            raise InvalidSelector(f"{field}: {error}") from error
     if policy:
         results.append(_rules_cover_pod_creation(match.get("resourceRules")))
     if False in results:
@@ -316,11 +299,25 @@ def tenant_admission_policy_present(resources: Sequence[Resource]) -> list[Findi
     A policy covers a tenant when its matchConstraints select pod creation in the release's
     namespace (judged on the labels the namespace certainly has) and pods labelled
     ``vcluster.loft.sh/managed-by=<release>``; a binding names that policy, denies, and its
-    matchResources (if any) select the same namespace and pods.
+    matchResources (if any) select the same namespace and pods. A policy or binding with a selector
+    the API server refuses covers nothing, and is a finding of its own.
     """
     policies = [resource for resource in resources if is_kind(resource, "ValidatingAdmissionPolicy")]
     bindings = [resource for resource in resources if is_kind(resource, "ValidatingAdmissionPolicyBinding")]
     findings = []
+    refused: dict[tuple[str, str], Finding] = {}  # one finding per refused object, however many tenants
+
+    def covers(resource: Resource, field: str, namespace_labels: Mapping[str, str],
+               pod_labels: Mapping[str, str]) -> Optional[bool]:
+        try:
+            return _match_covers(get(resource.inputs, "spec", field), namespace_labels, pod_labels,
+                                 policy=field == "matchConstraints")
+        except InvalidSelector as error:
+            refused[(resource.urn, resource.name)] = Finding(
+                f"{kubernetes_kind(resource.type)[2]} {get(resource.inputs, 'metadata', 'name') or resource.name}: "
+                f"spec.{field}.{error}; the API server refuses it, so it enforces nothing.", resource.urn)
+            return False
+
     for release in resources:
         if not is_vcluster(release):
             continue
@@ -332,8 +329,7 @@ def tenant_admission_policy_present(resources: Sequence[Resource]) -> list[Findi
         undecided = False
         covering = []
         for policy in policies:
-            result = _match_covers(get(policy.inputs, "spec", "matchConstraints"), namespace_labels, pod_labels,
-                                   policy=True)
+            result = covers(policy, "matchConstraints", namespace_labels, pod_labels)
             undecided = undecided or result is None
             if result:
                 covering.append(policy)
@@ -357,8 +353,7 @@ def tenant_admission_policy_present(resources: Sequence[Resource]) -> list[Findi
                     continue
                 if not isinstance(actions, Sequence) or "Deny" not in actions:
                     continue
-                result = _match_covers(get(binding.inputs, "spec", "matchResources"), namespace_labels, pod_labels,
-                                       policy=False)
+                result = covers(binding, "matchResources", namespace_labels, pod_labels)
                 undecided = undecided or result is None
                 bound = bound or bool(result)
         if not bound and not undecided:
@@ -367,7 +362,7 @@ def tenant_admission_policy_present(resources: Sequence[Resource]) -> list[Findi
                 f"{label}: admission policy {names} has no ValidatingAdmissionPolicyBinding with validationActions "
                 f"[Deny] whose matchResources select namespace {namespace}: the policy is never enforced.",
                 release.urn))
-    return findings
+    return findings + list(refused.values())
 
 
 def profile_is_time_sliced(key: Any, content: Any = None) -> bool:

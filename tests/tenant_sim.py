@@ -15,6 +15,8 @@
 - ``Admission``: the API server's part of a ValidatingAdmissionPolicy as far as these policies use it
   (match rules, namespace selector, match conditions, variables, validations), with the policy's CEL
   evaluated by cel-python.
+- ``Tenant`` (``tenant_of``): one team of a program run, syncing its pods and asking its admission
+  policy, as the program renders it.
 """
 
 from __future__ import annotations
@@ -24,12 +26,17 @@ from typing import Optional
 
 import celpy
 
-from config.model import Team
+from config import load_platform
+from config.model import Platform, Team
+from policy.label_selectors import selector_matches
 
 GPU_RESOURCE = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"
 VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
 KAI_POD_GROUPER = "system:serviceaccount:kai-scheduler:pod-grouper"
+KAI_SCHEDULER = "kai-scheduler"  # the schedulerName of KAI's pods
+POLICY = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
+BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
 
 
 def virtual_pod(name: str = "model", namespace: str = "default", *, queue: Optional[str] = None,
@@ -116,7 +123,7 @@ def kai_mutate(pod: dict, *, configmap_prefix: str = "model-x-default-abcdefg-sh
     """KAI's pod webhook on CREATE (it only handles pods of its scheduler)."""
     mutated = copy.deepcopy(pod)
     spec = mutated["spec"]
-    if spec.get("schedulerName") != "kai-scheduler":
+    if spec.get("schedulerName") != KAI_SCHEDULER:
         return mutated
     annotations = mutated["metadata"].setdefault("annotations", {})
     fraction_container = None
@@ -170,8 +177,7 @@ class Admission:
         if not any(operation in rule["operations"] and resource in rule["resources"]
                    for rule in constraints["resourceRules"]):
             return False
-        if not all(all(namespace_labels.get(key) == value for key, value in selector.get("matchLabels", {}).items())
-                   for selector in selectors):
+        if not all(selector_matches(selector, namespace_labels) for selector in selectors):
             return False
         request = _request(operation, subresource, user)
         return all(bool(self._run(condition["expression"], self._activation(pod, old, request, {})))
@@ -194,6 +200,44 @@ class Admission:
                 messages.append(validation.get("message") or str(self._run(validation["messageExpression"],
                                                                            activation)))
         return messages
+
+
+def platform_of(config: dict) -> Platform:
+    """The platform of a stack's ``config:`` block (full ``gpu-tenancy:`` keys)."""
+    return load_platform({key.split(":", 1)[1]: value for key, value in config.items()
+                          if key.startswith("gpu-tenancy:")})
+
+
+def admission_for(program, team: str) -> Admission:
+    policy = next(p for p in program.of_type(POLICY) if p.inputs["metadata"]["name"] == f"gpu-tenancy-{team}")
+    binding = next(b for b in program.of_type(BINDING) if b.inputs["spec"]["policyName"] == f"gpu-tenancy-{team}")
+    return Admission(policy.inputs["spec"], binding.inputs["spec"])
+
+
+class Tenant:
+    """One team's view: sync a virtual pod as its vCluster would, then ask the host API server."""
+
+    def __init__(self, admission: Admission, team: Team):
+        self.admission = admission
+        self.team = team
+        self.syncer = f"system:serviceaccount:{team.namespace}:vc-{team.vcluster_name}"
+
+    def host_pod(self, pod: dict, *, mutated: bool = True) -> dict:
+        synced = vcluster_sync(pod, self.team)
+        return kai_mutate(synced) if mutated else synced
+
+    def create(self, pod: dict, *, mutated: bool = True) -> list[str]:
+        return self.admission.review(self.team.namespace, self.host_pod(pod, mutated=mutated), user=self.syncer)
+
+    def update(self, old_host: dict, new_host: dict, *, user=None, subresource: str = "") -> list[str]:
+        return self.admission.review(self.team.namespace, new_host, operation="UPDATE", old=old_host,
+                                     user=user or self.syncer, subresource=subresource)
+
+
+def tenant_of(program, config: dict, team: str) -> Tenant:
+    """Team ``team`` of a run of ``config``, with the admission policy that run rendered for it."""
+    settings = next(t for t in platform_of(config).teams if t.name == team)
+    return Tenant(admission_for(program, team), settings)
 
 
 def _request(operation: str, subresource: str, user: str) -> dict:

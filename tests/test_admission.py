@@ -12,56 +12,21 @@ import copy
 
 import pytest
 
-from config import load_platform
 from tests.conftest import dev_config, eks_config
-from tests.tenant_sim import KAI_POD_GROUPER, Admission, container, kai_mutate, vcluster_sync, virtual_pod
-
-POLICY = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
-BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
-KAI = "kai-scheduler"
-
-
-def platform_of(config: dict):
-    return load_platform({key.split(":", 1)[1]: value for key, value in config.items()
-                          if key.startswith("gpu-tenancy:")})
-
-
-def admission_for(program, team: str) -> Admission:
-    policy = next(p for p in program.of_type(POLICY) if p.inputs["metadata"]["name"] == f"gpu-tenancy-{team}")
-    binding = next(b for b in program.of_type(BINDING) if b.inputs["spec"]["policyName"] == f"gpu-tenancy-{team}")
-    return Admission(policy.inputs["spec"], binding.inputs["spec"])
-
-
-class Tenant:
-    """One team's view: sync a virtual pod as its vCluster would, then ask the host API server."""
-
-    def __init__(self, admission: Admission, team):
-        self.admission = admission
-        self.team = team
-        self.syncer = f"system:serviceaccount:{team.namespace}:vc-{team.vcluster_name}"
-
-    def host_pod(self, pod: dict, *, mutated: bool = True) -> dict:
-        synced = vcluster_sync(pod, self.team)
-        return kai_mutate(synced) if mutated else synced
-
-    def create(self, pod: dict, *, mutated: bool = True) -> list[str]:
-        return self.admission.review(self.team.namespace, self.host_pod(pod, mutated=mutated), user=self.syncer)
-
-    def update(self, old_host: dict, new_host: dict, *, user=None, subresource: str = "") -> list[str]:
-        return self.admission.review(self.team.namespace, new_host, operation="UPDATE", old=old_host,
-                                     user=user or self.syncer, subresource=subresource)
+from tests.tenant_sim import (
+    BINDING, KAI_POD_GROUPER, KAI_SCHEDULER, POLICY, Tenant, container, platform_of, tenant_of, vcluster_sync,
+    virtual_pod,
+)
 
 
 @pytest.fixture(scope="module")
 def nlp(dev_run) -> Tenant:
-    team = next(t for t in platform_of(dev_config()).teams if t.name == "team-nlp")
-    return Tenant(admission_for(dev_run, "team-nlp"), team)
+    return tenant_of(dev_run, dev_config(), "team-nlp")
 
 
 @pytest.fixture(scope="module")
 def legal(eks_run) -> Tenant:
-    team = next(t for t in platform_of(eks_config()).teams if t.name == "team-legal")
-    return Tenant(admission_for(eks_run, "team-legal"), team)
+    return tenant_of(eks_run, eks_config(), "team-legal")
 
 
 def rules(messages: list[str]) -> set[str]:
@@ -69,7 +34,7 @@ def rules(messages: list[str]) -> set[str]:
 
 
 def on_kai(tenant: Tenant, **kwargs) -> dict:
-    return virtual_pod(queue=tenant.team.queue_name, scheduler=KAI, **kwargs)
+    return virtual_pod(queue=tenant.team.queue_name, scheduler=KAI_SCHEDULER, **kwargs)
 
 
 # --- legitimate work is admitted, as the tenant writes it and as KAI's webhook mutates it --------
@@ -135,7 +100,7 @@ def test_the_vcluster_control_plane_pod_is_never_matched(nlp):
 
 def test_a_policy_only_covers_its_own_tenant_namespace(nlp, dev_run):
     vision_team = next(t for t in platform_of(dev_config()).teams if t.name == "team-vision")
-    vision_pod = vcluster_sync(virtual_pod(queue="team-nlp", scheduler=KAI), vision_team)
+    vision_pod = vcluster_sync(virtual_pod(queue="team-nlp", scheduler=KAI_SCHEDULER), vision_team)
     assert not nlp.admission.matches(vision_team.namespace, vision_pod,
                                      user=f"system:serviceaccount:{vision_team.namespace}:vc-team-vision")
 
@@ -200,7 +165,8 @@ def test_naming_devices_to_the_runtime_directly_is_refused(nlp):
 
 def test_kai_is_configured_to_blank_visible_devices(dev_run, eks_run):
     for program in (dev_run, eks_run):
-        release = next(r for r in program.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == KAI)
+        release = next(r for r in program.of_type("kubernetes:helm.sh/v3:Release")
+                       if r.inputs["name"] == KAI_SCHEDULER)
         assert release.inputs["values"]["global"]["blockNvidiaVisibleDevices"] is True
 
 
@@ -208,11 +174,11 @@ def test_kai_is_configured_to_blank_visible_devices(dev_run, eks_run):
 
 
 @pytest.mark.parametrize("pod", [
-    virtual_pod(scheduler=KAI, labels={"project": "team-vision"}),
-    virtual_pod(scheduler=KAI),
-    virtual_pod(scheduler=KAI, queue="team-vision", annotations={"gpu-fraction": "0.33"}),
-    virtual_pod(scheduler=KAI, queue="default-queue"),
-    virtual_pod(scheduler=KAI, queue="ml-org"),
+    virtual_pod(scheduler=KAI_SCHEDULER, labels={"project": "team-vision"}),
+    virtual_pod(scheduler=KAI_SCHEDULER),
+    virtual_pod(scheduler=KAI_SCHEDULER, queue="team-vision", annotations={"gpu-fraction": "0.33"}),
+    virtual_pod(scheduler=KAI_SCHEDULER, queue="default-queue"),
+    virtual_pod(scheduler=KAI_SCHEDULER, queue="ml-org"),
     virtual_pod(queue="team-nlp"),
     virtual_pod(queue="team-nlp", scheduler="default-scheduler", containers=[container(gpus="1")]),
     virtual_pod(queue="team-nlp", containers=[container(mig="nvidia.com/mig-3g.20gb")]),
@@ -329,4 +295,4 @@ def test_the_policy_is_in_place_before_the_vcluster_syncs_pods(dev_run):
 def test_eks_policies_use_the_configured_namespace_and_vcluster_name(legal):
     assert legal.team.namespace == "team-legal" and legal.team.vcluster_name == "rag-legal"
     assert legal.create(on_kai(legal, annotations={"gpu-fraction": "0.5"})) == []
-    assert "own-queue" in rules(legal.create(virtual_pod(queue="team-support", scheduler=KAI)))
+    assert "own-queue" in rules(legal.create(virtual_pod(queue="team-support", scheduler=KAI_SCHEDULER)))

@@ -13,8 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.test_admission import KAI, Tenant, admission_for, dev_config, platform_of
-from tests.tenant_sim import container, kai_mutate, vcluster_sync, virtual_pod
+from tests.conftest import dev_config
+from tests.tenant_sim import (
+    KAI_SCHEDULER, Tenant, container, kai_mutate, tenant_of, vcluster_sync, virtual_pod,
+)
 
 VISIBLE = "NVIDIA_VISIBLE_DEVICES"
 BLANK = ("void", "none")
@@ -57,7 +59,7 @@ def hostile_pod(draw):
         spec["nodeName"] = "gpu-node-1"
     return virtual_pod(namespace=draw(st.sampled_from(["default", "kube-system"])),
                        queue=draw(st.sampled_from(["team-nlp"] * 4 + [None, "team-vision", "default-queue"])),
-                       scheduler=draw(st.sampled_from([KAI] * 4 + [None, "default-scheduler"])),
+                       scheduler=draw(st.sampled_from([KAI_SCHEDULER] * 4 + [None, "default-scheduler"])),
                        annotations=annotations, labels=labels,
                        containers=[draw(hostile_container(name)) for name in names], **spec)
 
@@ -73,7 +75,7 @@ def gpu_escapes(host: dict) -> list[str]:
     problems = []
     metadata, spec = host["metadata"], host["spec"]
     annotations, labels = metadata.get("annotations", {}), metadata.get("labels", {})
-    if spec.get("schedulerName") != KAI or labels.get(QUEUE_LABEL) != "team-nlp":
+    if spec.get("schedulerName") != KAI_SCHEDULER or labels.get(QUEUE_LABEL) != "team-nlp":
         problems.append("outside KAI's team-nlp queue")
     if spec.get("nodeName"):
         problems.append("bypasses the scheduler")
@@ -108,8 +110,7 @@ def gpu_escapes(host: dict) -> list[str]:
 
 @pytest.fixture(scope="module")
 def nlp(dev_run) -> Tenant:
-    team = next(t for t in platform_of(dev_config()).teams if t.name == "team-nlp")
-    return Tenant(admission_for(dev_run, "team-nlp"), team)
+    return tenant_of(dev_run, dev_config(), "team-nlp")
 
 
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -126,7 +127,7 @@ def test_an_admitted_pod_never_reaches_a_gpu_outside_its_kai_allocation(nlp, pod
        namespace=st.sampled_from(["default", "kube-system", "ml"]))
 def test_well_formed_work_in_the_teams_queue_is_always_admitted(nlp, share, gpus, sidecars, namespace):
     main = container("main", gpus=None if share else gpus)
-    pod = virtual_pod(namespace=namespace, queue="team-nlp", scheduler=KAI, annotations=share,
+    pod = virtual_pod(namespace=namespace, queue="team-nlp", scheduler=KAI_SCHEDULER, annotations=share,
                       containers=[main] + [container(f"side-{index}") for index in range(sidecars)])
     host = kai_mutate(vcluster_sync(pod, nlp.team))
     assert nlp.admission.review(nlp.team.namespace, host, user=nlp.syncer) == []

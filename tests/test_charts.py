@@ -1,10 +1,10 @@
-"""tools.charts: the chart cache, in-process rendering with helm-python-sdk, and plan rendering.
+"""tools.charts: in-process rendering with helm-python-sdk, and plan rendering.
 
 The charts under tests/charts/ (schemas stored as ``values.schema.fixture.json``) are written for these tests (not upstream charts): ``demo``
 (1.2.3: values schema, a Deployment from values, a ConfigMap behind a flag, helpers, a CRD and
 a ``greeter`` subchart with its own schema) and ``tiny`` (v0.4.0, versioned with a leading
-"v" like KAI's chart, used as an OCI chart). Nothing here needs the network: pulls are tested
-against an HTTP chart repository and an OCI registry served on 127.0.0.1 by the test itself.
+"v" like KAI's chart, used as an OCI chart). Nothing here needs the network. Chart identity, the
+cache and pulls are in test_chart_cache.py.
 """
 
 from __future__ import annotations
@@ -19,10 +19,8 @@ import yaml
 
 import helm_python as helm
 
-from config.stack_file import PROJECT_DIR
-from tools.charts import cli as charts
-from tools.charts.refs import ChartError, ChartKey, ChartRenderError, ChartValuesError, chart_key
-from tools.charts.cache import CACHE_ENV, DEFAULT_CACHE_DIR, MissingChart, cache_chart, cached_chart_path, chart_cache_dir
+from tools.charts.refs import ChartError, ChartRenderError, ChartValuesError, chart_key
+from tools.charts.cache import MissingChart, cache_chart, cached_chart_path
 from tools.charts.render import release_records, render_plan_releases, render_release
 from tests.chart_spec import DEMO_REPO, FIXTURES, TINY_REF, one, release, tree
 
@@ -139,106 +137,6 @@ def test_rendering_is_deterministic(demo: Path):
     first = render_release(demo, "web", "apps", values)
     second = render_release(demo, "web", "apps", json.loads(json.dumps(values)))
     assert first == second and list(first) == list(second)
-
-
-# --- chart identity and the cache ---------------------------------------------------------------
-
-
-def test_chart_key_normalises_sources():
-    assert chart_key("vcluster", "https://Charts.Loft.sh/", "0.36.1") == chart_key("vcluster", "https://charts.loft.sh", "0.36.1")
-    kai = chart_key("oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler", None, "v0.16.4")
-    assert kai == ChartKey(name="kai-scheduler", version="v0.16.4", repo=None,
-                           ref="oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler")
-    assert chart_key("kai-scheduler", "oci://ghcr.io/kai-scheduler/kai-scheduler/", "v0.16.4") == kai
-    assert chart_key("oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler:v0.16.4", None, None) == kai
-    assert kai.filename == "kai-scheduler-v0.16.4.tgz"
-    assert kai.pull_command() == ("python -m tools.charts pull oci://ghcr.io/kai-scheduler/kai-scheduler/"
-                                  "kai-scheduler --version v0.16.4")
-    gpu = chart_key("gpu-operator", "https://helm.ngc.nvidia.com/nvidia", "v26.3.3")
-    assert gpu.filename == "gpu-operator-v26.3.3.tgz"
-    assert gpu.source == "https://helm.ngc.nvidia.com/nvidia/gpu-operator"
-    # A version is a tag: v0.16.4 and 0.16.4 are different entries.
-    assert chart_key("x", "https://r.invalid", "0.1.0") != chart_key("x", "https://r.invalid", "v0.1.0")
-
-
-@pytest.mark.parametrize("chart, repo, version, words", [
-    ("vcluster", "https://charts.loft.sh", None, "pinned version"),
-    ("vcluster", "https://charts.loft.sh", "", "pinned version"),
-    ("vcluster", None, "0.36.1", "no repository"),
-    ("loft/vcluster", "https://charts.loft.sh", "0.36.1", "repo/chart"),
-    ("./charts/vcluster", None, "0.36.1", "only repository charts"),
-    ("oci://ghcr.io/x/chart:v1", None, "v2", "tag"),
-    ("oci://ghcr.io/x/chart", "https://charts.loft.sh", "v1", "no repository"),
-    ("vcluster", "ftp://charts.invalid", "1.0.0", "not an http"),
-    ("", "https://charts.loft.sh", "1.0.0", "without a chart"),
-])
-def test_chart_key_rejects(chart, repo, version, words):
-    with pytest.raises(ValueError, match=words):
-        chart_key(chart, repo, version)
-
-
-def test_cache_directory_resolution(monkeypatch, tmp_path: Path):
-    monkeypatch.delenv(CACHE_ENV, raising=False)
-    assert chart_cache_dir() == PROJECT_DIR / ".charts"
-    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "env-cache"))
-    assert chart_cache_dir() == tmp_path / "env-cache"
-    assert chart_cache_dir(tmp_path / "given") == tmp_path / "given"
-
-
-def test_cache_layout_and_listing(cache: Path, capsys):
-    assert sorted(path.name for path in cache.iterdir()) == [
-        "demo-1.2.3.source.json", "demo-1.2.3.tgz", "tiny-v0.4.0.source.json", "tiny-v0.4.0.tgz"]
-    record = json.loads((cache / "demo-1.2.3.source.json").read_text())
-    assert record["source"] == "https://charts.example.invalid/stable/demo"
-    assert record["digest"] == helm.digest(cache / "demo-1.2.3.tgz")
-    assert charts.main(["list", "--cache", str(cache)]) == 0
-    out = capsys.readouterr().out
-    assert "demo-1.2.3.tgz  https://charts.example.invalid/stable/demo  sha256:" in out
-    assert "tiny-v0.4.0.tgz  oci://registry.example.invalid/charts/tiny" in out
-    assert charts.main(["list", "--cache", str(cache / "nothing")]) == 0
-    assert "empty" in capsys.readouterr().out
-
-
-def test_an_unpacked_chart_directory_is_a_cache_entry(tmp_path: Path):
-    shutil.copytree(FIXTURES / "tiny", tmp_path / "tiny-v0.4.0")
-    path = cached_chart_path(TINY_REF, None, "v0.4.0", cache_dir=tmp_path)
-    assert path == tmp_path / "tiny-v0.4.0"
-    assert "tiny/templates/serviceaccount.yaml" in render_release(path, "t", "apps", {})
-
-
-def test_cache_chart_checks_name_and_version(tmp_path: Path):
-    with pytest.raises(ChartError, match="holds chart demo 1.2.3, not demo 1.2.4"):
-        cache_chart(FIXTURES / "demo", "demo", DEMO_REPO, "1.2.4", cache_dir=tmp_path)
-    with pytest.raises(ChartError, match="not other"):
-        cache_chart(FIXTURES / "demo", "other", DEMO_REPO, "1.2.3", cache_dir=tmp_path)
-    assert not list(tmp_path.glob("*.tgz"))
-
-
-def test_missing_chart_names_the_chart_and_the_pull_command(cache: Path):
-    with pytest.raises(MissingChart) as raised:
-        cached_chart_path("vcluster", "https://charts.loft.sh", "0.36.1", cache_dir=cache)
-    message = str(raised.value)
-    assert "vcluster 0.36.1 from https://charts.loft.sh" in message
-    assert (f"python -m tools.charts pull vcluster --repo https://charts.loft.sh --version 0.36.1 --cache {cache}"
-            in message)
-    assert raised.value.missing == [chart_key("vcluster", "https://charts.loft.sh", "0.36.1")]
-    # Another version of a cached chart is missing too.
-    with pytest.raises(MissingChart, match="demo 1.2.4"):
-        cached_chart_path("demo", DEMO_REPO, "1.2.4", cache_dir=cache)
-
-
-def test_missing_chart_in_the_default_cache_names_the_stack_command():
-    error = MissingChart([chart_key("vcluster", "https://charts.loft.sh", "0.36.1")], DEFAULT_CACHE_DIR,
-                         stack="dev")
-    assert error.commands == [
-        "python -m tools.charts pull --stack dev",
-        "python -m tools.charts pull vcluster --repo https://charts.loft.sh --version 0.36.1"]
-    assert "python -m tools.charts pull --stack dev\n" in str(error)
-
-
-def test_a_chart_cached_from_another_source_is_missing(cache: Path):
-    with pytest.raises(MissingChart, match="came from https://charts.example.invalid/stable/demo"):
-        cached_chart_path("demo", "https://mirror.example.invalid/charts", "1.2.3", cache_dir=cache)
 
 
 # --- plans -----------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from tools.charts.cache import CACHE_ENV, chart_cache_dir, chart_contracts
 from tools.charts.refs import ChartKey
 from tools.charts.render import release_chart_key
 from tools.charts.pins import pinned_chart_key
+from tools.plan.lookup import dig
 
 KAI_CHART = "kai-scheduler"
 
@@ -86,12 +87,11 @@ def _leaf_paths(values, prefix=()):
         yield prefix
 
 
-def _has_path(document, path):
-    for key in path:
-        if not isinstance(document, dict) or key not in document:
-            return False
-        document = document[key]
-    return True
+ABSENT = object()  # what dig answers for a path the document lacks (a null value is present)
+
+
+def has_path(document, path) -> bool:
+    return dig(document, *path, default=ABSENT) is not ABSENT
 
 
 @pytest.fixture(scope="module", params=COMMITTED_STACKS)
@@ -160,7 +160,7 @@ def test_gpu_operator_values_only_use_keys_of_the_chart():
         release = next(iter(releases(run(host_config), "gpu-operator")))
         defaults = contract(release_chart_key(release.inputs), lambda c: c.values, "gpu-operator", "values.yaml")
         for path in _leaf_paths(release.inputs["values"]):
-            assert _has_path(defaults, path) or tuple(path) in GPU_OPERATOR_COMMENTED_KEYS, \
+            assert has_path(defaults, path) or tuple(path) in GPU_OPERATOR_COMMENTED_KEYS, \
                 f"gpu-operator has no value {'.'.join(path)}"
 
 
@@ -174,7 +174,7 @@ def _assert_kai_values_only_use_keys_of_the_chart(program):
     [release] = releases(program, KAI_CHART)
     defaults = contract(release_chart_key(release.inputs), lambda c: c.values, "kai-scheduler", "values.yaml")
     for path in _leaf_paths(release.inputs["values"]):
-        assert _has_path(defaults, path), f"kai-scheduler has no value {'.'.join(path)}"
+        assert has_path(defaults, path), f"kai-scheduler has no value {'.'.join(path)}"
     assert "gpuSharing" not in release.inputs["values"], "a top-level gpuSharing key never existed"
 
 

@@ -16,13 +16,15 @@ from pathlib import Path
 import pytest
 
 from config import versions
+from config.hosts import DEFAULT_STORAGE_CLASS_ANNOTATION, HOST_KIND_FACTS
+from config.vocabulary import CLUSTER_KINDS
 from tests.conftest import COMMITTED_STACKS, dev_config, run, stack_config
 from tools.deployability import check as deployability
 from tools.deployability import pod_security
 from tools.charts.cache import CACHE_ENV, cache_chart, chart_cache_dir, chart_contracts, find_cached
 from tools.charts.render import RELEASE_TYPE, release_chart_key, release_records, render_plan_releases
 from tools.deployability.inputs import (
-    HOST_FACTS, K8sObject, Release, Site, program_objects, rendered_objects, site_from_plan, vcluster_dns_pods,
+    K8sObject, Release, Site, program_objects, rendered_objects, site_from_plan, vcluster_dns_pods,
 )
 from tools.charts.pins import pinned_chart_key
 from tools.plan.document import build_plan
@@ -88,13 +90,9 @@ def test_sites_know_what_their_host_kind_provides(sites):
     assert sites["kubeconfig"].kind == "kubeconfig" and sites["kubeconfig"].node_pools is None
 
 
-def test_the_checks_host_facts_agree_with_the_programs():
-    # The check keeps its own facts so it does not trust the table it verifies; once the program
-    # encodes its host kinds (config/hosts.py, issue 8) the two must agree.
-    from config import hosts
-    assert HOST_FACTS["microk8s"].api_server_ports == (hosts.MICROK8S_API_SERVER_PORT,)
-    assert HOST_FACTS["eks"].api_server_ports == (hosts.EKS_API_SERVER_PORT,)
-    assert HOST_FACTS["microk8s"].default_storage_class == hosts.MICROK8S_STORAGE_CLASS
+def test_each_host_kind_has_its_facts_and_sites_read_them_from_config_hosts(sites):
+    assert set(HOST_KIND_FACTS) == set(CLUSTER_KINDS)
+    assert all(sites[kind].facts is HOST_KIND_FACTS[kind] for kind in CLUSTER_KINDS)
 
 
 # --- storage ----------------------------------------------------------------------------------------
@@ -112,7 +110,7 @@ def test_a_claim_without_class_on_a_site_without_default_class_is_found(attack_c
 def test_a_default_class_the_program_creates_satisfies_the_claim(attack_cache, tmp_path, sites):
     objects = attack(attack_cache, tmp_path, {"claim": {"enabled": True}})
     gp3 = K8sObject({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "provisioner": "ebs.csi.aws.com",
-                     "metadata": {"name": "gp3", "annotations": {deployability.DEFAULT_CLASS_ANNOTATION: "true"}}},
+                     "metadata": {"name": "gp3", "annotations": {DEFAULT_STORAGE_CLASS_ANNOTATION: "true"}}},
                     "program: gp3")
     assert not errors(objects + [gp3], sites["eks"], "storage")
     not_default = copy.deepcopy(gp3)
@@ -168,6 +166,22 @@ def test_a_port_range_and_a_policy_in_another_namespace(attack_cache, tmp_path, 
     policy.manifest["spec"]["egress"][0]["ports"] = [{"port": 443}]
     policy.manifest["metadata"]["namespace"] = "elsewhere"
     assert not errors(objects, sites["microk8s"], "api-server-egress"), "a policy applies in its own namespace"
+
+
+@pytest.mark.parametrize("pod_selector, says", [
+    ({"matchExpressions": [{"key": "release", "operator": "in", "values": ["probe"]}]},
+     "spec.podSelector: matchExpressions[0].operator is 'in'"),
+    ({"matchLabels": {"release": 1}}, "spec.podSelector: matchLabels.release is 1, not a string"),
+])
+def test_a_policy_whose_selector_the_api_server_refuses_is_found_and_isolates_nothing(attack_cache, tmp_path, sites,
+                                                                                     pod_selector, says):
+    objects = attack(attack_cache, tmp_path, {"controlPlane": {"enabled": True}})
+    policy = next(o for o in objects if o.kind == "NetworkPolicy")
+    policy.manifest["spec"]["podSelector"] = pod_selector
+    # Only the refused policy is found: without it nothing blocks 16443 any more.
+    [finding] = errors(objects, sites["microk8s"], "api-server-egress")
+    assert finding.object.startswith("NetworkPolicy apps/probe-control-plane")
+    assert says in finding.message and "the API server refuses this NetworkPolicy" in finding.message
 
 
 # --- node fit ---------------------------------------------------------------------------------------

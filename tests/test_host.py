@@ -105,7 +105,7 @@ def test_enabling_the_nvidia_addon_fails_clearly_when_no_operator_appears(tmp_pa
 
     monkeypatch.setattr(host, "ADDON_CHECK_ATTEMPTS", 3)
     monkeypatch.setattr(host, "ADDON_CHECK_INTERVAL_SECONDS", 0)
-    result = subprocess.run(["sh", "-c", host._addon_operator_check("")], env=fake_microk8s(tmp_path, 1),
+    result = subprocess.run(["sh", "-c", host.addon_operator_check("")], env=fake_microk8s(tmp_path, 1),
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 1
     assert "no GPU Operator ClusterPolicy cluster-policy" in result.stderr
@@ -117,16 +117,17 @@ def test_enabling_the_nvidia_addon_fails_clearly_when_no_operator_appears(tmp_pa
 def test_enabling_the_nvidia_addon_passes_once_its_cluster_policy_exists(tmp_path):
     from components import host
 
-    result = subprocess.run(["sh", "-c", host._addon_operator_check("")], env=fake_microk8s(tmp_path, 0),
+    result = subprocess.run(["sh", "-c", host.addon_operator_check("")], env=fake_microk8s(tmp_path, 0),
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, result.stderr
 
 
 def test_api_server_url_rewrites_the_kubeconfig_server():
-    from components.host import _with_server
+    from components.host import kubeconfig_with_server
     from tools.offline.mockrun import fake_kubeconfig
 
-    rewritten = _with_server(fake_kubeconfig("microk8s", "https://10.0.0.10:16443"), "https://gpu-box.lab:16443")
+    rewritten = kubeconfig_with_server(fake_kubeconfig("microk8s", "https://10.0.0.10:16443"),
+                                       "https://gpu-box.lab:16443")
     assert "https://gpu-box.lab:16443" in rewritten
     assert "10.0.0.10" not in rewritten
 

@@ -1,4 +1,4 @@
-"""KaiScheduler release and the KAI queue hierarchy."""
+"""KaiScheduler release, the KAI versions the config accepts, and the KAI queue hierarchy."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import re
 import pytest
 import yaml
 
+from config import load_platform
+from tests import config_spec
 from tests.conftest import MIRRORED_TAGS, dev_config, git, run
 
 QUEUE = "kubernetes:scheduling.run.ai/v2:Queue"
@@ -38,6 +40,25 @@ def test_kai_gpu_sharing_follows_config():
     config = dev_config()
     config["gpu-tenancy:kaiScheduler"]["gpuSharing"] = False
     assert kai_release(run(config)).inputs["values"]["global"]["gpuSharing"] is False
+
+
+# --- which KAI releases the config accepts -------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", ["v0.8.4", "v0.13.0", "v0.15.3"])
+def test_kai_releases_that_cannot_blank_visible_devices_are_refused(version):
+    config = config_spec.put(config_spec.dev_config(), "kaiScheduler.version", version)
+    found = config_spec.assert_rejected(config, "kaiScheduler.version", version, fix="v0.16.0 or later")
+    assert "NVIDIA_VISIBLE_DEVICES" in found.problem
+
+
+@pytest.mark.parametrize("version", ["v0.16.0", "v0.16.4", "v0.17.0"])
+def test_kai_releases_with_blocking_pass(version):
+    config = config_spec.put(config_spec.dev_config(), "kaiScheduler.version", version)
+    assert load_platform(config).kai_scheduler.version == version
+
+
+# --- queues --------------------------------------------------------------------------------------
 
 
 def queues(program):

@@ -7,7 +7,8 @@ from typing import Any, Optional
 import pytest
 
 from policy import rules
-from policy.rules import UNKNOWN, Finding, Resource, selector_matches
+from policy.label_selectors import InvalidSelector
+from policy.rules import UNKNOWN, Finding, Resource, admission_selector_matches
 from tests.policy_spec import (
     BINDING, CHART_V4, CLUSTER_POLICY_PATCH, CONFIG_MAP, DEFAULT_PROVIDER, NAMESPACE, POLICY, QUEUE,
     RELEASE, full_resources, queue, release, resource, tenant_values,
@@ -178,16 +179,20 @@ def test_quota_rule_checks_every_level_and_skips_unknowns():
 
 
 @pytest.mark.parametrize("selector, labels, expected", [
-    (None, {}, True), ({}, {"a": "b"}, True),
-    ({"matchLabels": {"a": "b"}}, {"a": "b", "c": "d"}, True), ({"matchLabels": {"a": "b"}}, {"a": "c"}, False),
-    ({"matchExpressions": [{"key": "a", "operator": "In", "values": ["x", "b"]}]}, {"a": "b"}, True),
-    ({"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["b"]}]}, {"a": "b"}, False),
-    ({"matchExpressions": [{"key": "a", "operator": "Exists"}]}, {}, False),
-    ({"matchExpressions": [{"key": "a", "operator": "DoesNotExist"}]}, {}, True),
-    ({"matchLabels": {"a": UNKNOWN}}, {"a": "b"}, None), (UNKNOWN, {}, None),
+    (None, {}, True),  # an absent admission selector is the empty one
+    ({"matchLabels": {"a": "b"}}, {"a": "b"}, True), ({"matchLabels": {"a": "b"}}, {"a": "c"}, False),
+    (UNKNOWN, {}, None), ({"matchLabels": {"a": UNKNOWN}}, {"a": "b"}, None),
+    ({"matchExpressions": [{"key": "a", "operator": "In", "values": ["b", UNKNOWN]}]}, {"a": "b"}, None),
+    ({"matchExpressions": [UNKNOWN]}, {}, None),
 ])
-def test_label_selectors(selector, labels, expected):
-    assert selector_matches(selector, labels) is expected
+def test_admission_selectors_wait_for_unknown_values(selector, labels, expected):
+    # The semantics themselves are tests/test_label_selectors.py's; here: absent and unknown.
+    assert admission_selector_matches(selector, labels) is expected
+
+
+def test_an_invalid_admission_selector_is_refused_not_matched():
+    with pytest.raises(InvalidSelector):
+        admission_selector_matches({"matchExpressions": [{"key": "a", "operator": "in", "values": ["b"]}]}, {"a": "b"})
 
 
 def admission(release_name: str = "team-a", namespace: str = "vcluster-team-a", policy_name: str = "gpu-tenancy-a",
@@ -250,6 +255,30 @@ def test_admission_policy_for_other_operations_does_not_count():
     policy.inputs["spec"]["matchConstraints"]["resourceRules"][0]["operations"] = ["DELETE"]
     [finding] = rules.tenant_admission_policy_present([tenant(), policy, binding])
     assert "no ValidatingAdmissionPolicy" in finding.message
+
+
+@pytest.mark.parametrize("where, selector, says", [
+    ("policy", {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "in",
+                                      "values": ["vcluster-team-a"]}]},
+     "ValidatingAdmissionPolicy gpu-tenancy-a: spec.matchConstraints.namespaceSelector: "
+     "matchExpressions[0].operator is 'in'"),
+    ("binding", {"matchLabels": {"kubernetes.io/metadata.name": 7}},
+     "ValidatingAdmissionPolicyBinding gpu-tenancy-a: spec.matchResources.namespaceSelector: "
+     "matchLabels.kubernetes.io/metadata.name is 7, not a string"),
+])
+def test_an_admission_selector_the_api_server_refuses_is_a_finding(where, selector, says):
+    policy, binding = admission()
+    owner = policy if where == "policy" else binding
+    field = "matchConstraints" if where == "policy" else "matchResources"
+    owner.inputs["spec"][field]["namespaceSelector"] = selector
+    two_tenants = [tenant(), tenant("team-b", "vcluster-team-b"), policy, binding,
+                   *admission("team-b", "vcluster-team-b", "gpu-tenancy-b")]
+    found = rules.tenant_admission_policy_present(two_tenants)
+    refused = [finding for finding in found if finding.urn == owner.urn]
+    assert len(refused) == 1, "once, however many tenants the rule looks at"
+    assert says in refused[0].message and "the API server refuses it" in refused[0].message
+    [uncovered] = [finding for finding in found if finding.urn != owner.urn]
+    assert uncovered.urn == two_tenants[0].urn, "team-a loses its enforcement, team-b keeps its own"
 
 
 def test_admission_rule_waits_for_unknown_selectors():

@@ -9,10 +9,7 @@ import yaml
 
 from config import load_platform
 from config.sharing import EXCLUSIVE, TIME_SLICED, config_map_data, default_key, profile_documents, profile_keys
-from tests.config_spec import assert_rejected, dev_config, put
-
-
-# --- sharing profiles and chart references ------------------------------------------------------
+from tests.config_spec import dev_config, put
 
 
 def _time_slicing(replicas: int = 4, default_profile: str = EXCLUSIVE):
@@ -50,15 +47,3 @@ def test_default_key_follows_the_default_profile(profile):
     time_slicing = _time_slicing(default_profile=profile)
     assert default_key(time_slicing) == profile_keys(time_slicing)[profile]
     assert default_key(time_slicing).startswith(profile + "-")
-
-
-@pytest.mark.parametrize("version", ["v0.8.4", "v0.13.0", "v0.15.3"])
-def test_kai_releases_that_cannot_blank_visible_devices_are_refused(version):
-    found = assert_rejected(put(dev_config(), "kaiScheduler.version", version), "kaiScheduler.version", version,
-                            fix="v0.16.0 or later")
-    assert "NVIDIA_VISIBLE_DEVICES" in found.problem
-
-
-@pytest.mark.parametrize("version", ["v0.16.0", "v0.16.4", "v0.17.0"])
-def test_kai_releases_with_blocking_pass(version):
-    assert load_platform(put(dev_config(), "kaiScheduler.version", version)).kai_scheduler.version == version

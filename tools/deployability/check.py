@@ -7,7 +7,8 @@ reports what a first ``pulumi up`` on the site would trip over, one rule each:
 * ``storage``: every PersistentVolumeClaim and StatefulSet volumeClaimTemplate names a storage
   class the site will have, or the site has a default class;
 * ``api-server-egress``: every vCluster control plane may reach the API server port of the host
-  kind through the NetworkPolicies that select it (``tools.network_policy``);
+  kind through the NetworkPolicies that select it (``network_policy``), and no NetworkPolicy has a
+  podSelector the API server refuses;
 * ``node-fit``: every pod template's nodeSelector, required node affinity and tolerations fit
   at least one node pool of the site;
 * ``pod-security``: every pod template passes the Pod Security level its namespace enforces
@@ -30,12 +31,13 @@ import jsonschema
 import kubernetes_validate
 
 from config import versions
+from config.hosts import DEFAULT_STORAGE_CLASS_ANNOTATION, NodePool
 from config.vocabulary import POD_SECURITY_LABEL
 from tools.deployability import network_policy
 from tools.deployability import pod_security
 from tools.deployability.inputs import (
-    ANY, DEFAULT_CLASS_ANNOTATION, K8sObject, NodePool, Site, addon_operator_version, crds_of, pod_templates,
-    program_objects, rendered_objects, site_from_plan, vcluster_dns_pods,
+    ANY, K8sObject, Site, addon_operator_version, crds_of, pod_templates, program_objects, rendered_objects,
+    site_from_plan, vcluster_dns_pods,
 )
 
 ERROR, WARNING, INFO = "error", "warning", "info"
@@ -77,7 +79,8 @@ def check_storage(objects: Sequence[K8sObject], site: Site) -> list[Finding]:
     provided = set(facts.storage_classes) if site.enables_hostpath_storage or site.kind != "microk8s" else set()
     declared = {obj.name: obj for obj in objects if obj.kind == "StorageClass"}
     defaults = sorted(name for name, obj in declared.items()
-                      if (obj.manifest["metadata"].get("annotations") or {}).get(DEFAULT_CLASS_ANNOTATION) == "true")
+                      if (obj.manifest["metadata"].get("annotations") or {}).get(
+                          DEFAULT_STORAGE_CLASS_ANNOTATION) == "true")
     if facts.default_storage_class and facts.default_storage_class in provided:
         defaults.append(facts.default_storage_class)
     findings = []
@@ -99,7 +102,7 @@ def check_storage(objects: Sequence[K8sObject], site: Site) -> list[Finding]:
                                     f"{what} names no storage class and a {site.kind} site has no default class, "
                                     "so it stays Pending", "install a provisioner with a default StorageClass "
                                     "(EKS: the aws-ebs-csi-driver addon and a gp3 class annotated "
-                                    f"{DEFAULT_CLASS_ANNOTATION}: \"true\"), or set the chart's storage class"))
+                                    f"{DEFAULT_STORAGE_CLASS_ANNOTATION}: \"true\"), or set the chart's storage class"))
         elif storage_class not in declared and storage_class not in provided:
             severity = ERROR if facts.storage_known else INFO
             findings.append(Finding(severity, "storage", obj.describe(),
@@ -119,8 +122,16 @@ def _control_planes(objects: Sequence[K8sObject]) -> list[tuple[K8sObject, dict[
 
 
 def check_api_server_egress(objects: Sequence[K8sObject], site: Site) -> list[Finding]:
-    policies = [obj.manifest for obj in objects if obj.kind == "NetworkPolicy"]
+    network_policies = [obj for obj in objects if obj.kind == "NetworkPolicy"]
+    policies = [obj.manifest for obj in network_policies]
     findings = []
+    for obj in network_policies:
+        problem = network_policy.pod_selector_problem(obj.manifest)
+        if problem is not None:
+            findings.append(Finding(ERROR, "api-server-egress", obj.describe(),
+                                    f"{problem}; the API server refuses this NetworkPolicy, so it isolates no pod",
+                                    "write the selector as Kubernetes does: operators In, NotIn, Exists, "
+                                    "DoesNotExist and string label values"))
     for obj, metadata in _control_planes(objects):
         labels = {k: str(v) for k, v in (metadata.get("labels") or {}).items()}
         for port in site.facts.api_server_ports:

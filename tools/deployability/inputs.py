@@ -1,8 +1,7 @@
 """What the deployability check (``tools.deployability``) runs over: the site and the objects.
 
 * the site (:class:`Site`, from a plan): host kind, Kubernetes version(s), node pools, and what
-  the host kind provides (:data:`HOST_FACTS`: API server port, storage classes) -- the one
-  place the check keeps those facts;
+  the host kind provides (``config.hosts.HOST_KIND_FACTS``: API server ports, storage classes);
 * the objects: the program's own (:func:`program_objects`), the rendered charts'
   (:func:`rendered_objects`, with the namespace Helm installs each in), and each tenant's
   CoreDNS pods (:func:`vcluster_dns_pods`), which no chart renders.
@@ -19,12 +18,12 @@ import kubernetes_validate
 import yaml
 
 from config import versions
+from config.hosts import EKS_TAINT_EFFECTS, HOST_KIND_FACTS, HostKindFacts, NodePool, Taint
 from config.vocabulary import EKS_CLUSTER, EKS_NODE_GROUP, HOST_COMPONENT, VCLUSTER_MANAGED_BY_LABEL
 from tools.plan.lookup import dig
 
 # Rendered charts hold megabytes of CRDs: libyaml's parser when PyYAML has it.
 YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 ANY = "*"  # a node label whose value the site sets but the plan cannot know (hostname...)
 WORKLOAD_KINDS = ("Pod", "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob")
 # Objects of these kinds have no namespace (custom kinds: the scope their CRD declares).
@@ -41,43 +40,6 @@ UNPINNED_KUBERNETES = ("1.30", kubernetes_validate.latest_version())
 # --- the site -------------------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class Taint:
-    key: str
-    value: str
-    effect: str
-
-
-@dataclasses.dataclass(frozen=True)
-class NodePool:
-    name: str
-    labels: Mapping[str, str]
-    taints: tuple[Taint, ...] = ()
-    # Label keys under these prefixes are set on the nodes by operators (NFD, GPU feature
-    # discovery, the GPU operator's deploy labels): present, value unknown.
-    managed_prefixes: tuple[str, ...] = ()
-
-
-@dataclasses.dataclass(frozen=True)
-class HostFacts:
-    """What a host kind gives every site of that kind before the program adds anything."""
-
-    api_server_ports: tuple[int, ...]
-    api_server_ports_known: bool
-    storage_classes: tuple[str, ...]
-    default_storage_class: Optional[str]
-    storage_known: bool
-
-
-# Read from the hosts' docs (see /shared/FACTS.md): MicroK8s serves the API on 16443 and its
-# hostpath-storage addon (which the program enables) makes microk8s-hostpath the default class;
-# EKS serves it on 443 and, since 1.30, has no default class; a kubeconfig host is unknown
-# (443 and 6443 are the common ports).
-HOST_FACTS = {
-    "microk8s": HostFacts((16443,), True, ("microk8s-hostpath",), "microk8s-hostpath", True),
-    "eks": HostFacts((443,), True, (), None, True),
-    "kubeconfig": HostFacts((443, 6443), False, (), None, False),
-}
 _NODE_BASE_LABELS = {"kubernetes.io/os": "linux", "kubernetes.io/hostname": ANY, "kubernetes.io/arch": ANY}
 _GPU_NODE_LABELS = {"nvidia.com/gpu.present": "true"}
 _OPERATOR_PREFIXES = ("feature.node.kubernetes.io/", "nvidia.com/")
@@ -87,15 +49,18 @@ _OPERATOR_PREFIXES = ("feature.node.kubernetes.io/", "nvidia.com/")
 class Site:
     stack: str
     kind: str
-    facts: HostFacts
+    facts: HostKindFacts
     kubernetes_versions: tuple[str, ...]
     node_pools: Optional[tuple[NodePool, ...]]  # None: the plan cannot know them
     enables_hostpath_storage: bool = True
 
 
+_KUBERNETES_TAINT_EFFECTS = {eks: kubernetes for kubernetes, eks in EKS_TAINT_EFFECTS.items()}
+
+
 def _taint(raw: Mapping[str, Any]) -> Taint:
-    effect = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute",
-              "PREFER_NO_SCHEDULE": "PreferNoSchedule"}.get(raw.get("effect", ""), raw.get("effect", ""))
+    """A taint of an EKS node group, in Kubernetes spelling."""
+    effect = _KUBERNETES_TAINT_EFFECTS.get(raw.get("effect", ""), raw.get("effect", ""))
     return Taint(str(raw.get("key", "")), str(raw.get("value", "") or ""), effect)
 
 
@@ -116,16 +81,18 @@ def site_from_plan(plan: Mapping[str, Any]) -> Site:
             labels = {**_NODE_BASE_LABELS, "eks.amazonaws.com/nodegroup": ANY, **(_GPU_NODE_LABELS if gpu else {}),
                       **{k: str(v) for k, v in (inputs.get("labels") or {}).items()}}
             pools.append(NodePool(group["name"], labels, tuple(_taint(t) for t in inputs.get("taints") or []),
-                                  _OPERATOR_PREFIXES if gpu else ("feature.node.kubernetes.io/",)))
+                                  gpu=gpu,
+                                  managed_prefixes=_OPERATOR_PREFIXES if gpu else ("feature.node.kubernetes.io/",)))
         version = str(clusters[0]["inputs"].get("version") or versions.EKS_KUBERNETES_VERSION)
-        return Site(plan["stack"], "eks", HOST_FACTS["eks"], (version,), tuple(pools))
+        return Site(plan["stack"], "eks", HOST_KIND_FACTS["eks"], (version,), tuple(pools))
     if kind == "microk8s":
         commands = [str(r["inputs"].get("create", "")) for r in resources if r["type"].startswith("command:")]
         # One node: the GPU box; the nvidia addon's operator labels it.
-        node = NodePool("microk8s-node", {**_NODE_BASE_LABELS, **_GPU_NODE_LABELS}, (), _OPERATOR_PREFIXES)
-        return Site(plan["stack"], "microk8s", HOST_FACTS["microk8s"], UNPINNED_KUBERNETES, (node,),
+        node = NodePool("microk8s-node", {**_NODE_BASE_LABELS, **_GPU_NODE_LABELS}, gpu=True,
+                        managed_prefixes=_OPERATOR_PREFIXES)
+        return Site(plan["stack"], "microk8s", HOST_KIND_FACTS["microk8s"], UNPINNED_KUBERNETES, (node,),
                     enables_hostpath_storage=any("enable hostpath-storage" in c for c in commands))
-    return Site(plan["stack"], "kubeconfig", HOST_FACTS["kubeconfig"], UNPINNED_KUBERNETES, None)
+    return Site(plan["stack"], "kubeconfig", HOST_KIND_FACTS["kubeconfig"], UNPINNED_KUBERNETES, None)
 
 
 def addon_operator_version(plan: Mapping[str, Any]) -> str:

@@ -15,27 +15,23 @@ from __future__ import annotations
 import ipaddress
 from typing import Any, Iterable, Mapping, Optional
 
+from policy.label_selectors import InvalidSelector, requirements, selector_matches
+
 PRIVATE_RANGES = tuple(ipaddress.ip_network(cidr) for cidr in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
 
 
-def selector_matches(selector: Optional[Mapping[str, Any]], labels: Mapping[str, str]) -> bool:
-    """A LabelSelector against a label set (an empty selector matches everything)."""
-    selector = selector or {}
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != str(value):
-            return False
-    for expression in selector.get("matchExpressions") or []:
-        key, operator, values = expression.get("key"), expression.get("operator"), expression.get("values") or []
-        present = key in labels
-        if operator == "In" and not (present and labels[key] in values):
-            return False
-        if operator == "NotIn" and present and labels[key] in values:
-            return False
-        if operator == "Exists" and not present:
-            return False
-        if operator == "DoesNotExist" and present:
-            return False
-    return True
+def pod_selector(policy: Mapping[str, Any]) -> Any:
+    """The policy's podSelector; absent, the empty one (the field is not a pointer), which selects every pod."""
+    return (policy.get("spec") or {}).get("podSelector") or {}
+
+
+def pod_selector_problem(policy: Mapping[str, Any]) -> Optional[str]:
+    """Why the API server refuses the policy's podSelector; None when it accepts it."""
+    try:
+        requirements(pod_selector(policy))
+    except InvalidSelector as error:
+        return f"spec.podSelector: {error}"
+    return None
 
 
 def isolates_egress(policy: Mapping[str, Any]) -> bool:
@@ -76,10 +72,12 @@ def rule_allows(rule: Mapping[str, Any], port: int) -> bool:
 def egress_verdict(namespace: str, labels: Mapping[str, str], policies: Iterable[Mapping[str, Any]],
                    port: int) -> tuple[bool, list[str]]:
     """Whether a pod (namespace, labels) may reach an address outside the pod network on TCP
-    ``port``, and the names of the policies that isolate it for egress."""
+    ``port``, and the names of the policies that isolate it for egress. A policy whose podSelector
+    the API server refuses never exists on the cluster, so it isolates nothing."""
     isolating = [policy for policy in policies
                  if (policy.get("metadata") or {}).get("namespace") == namespace and isolates_egress(policy)
-                 and selector_matches((policy.get("spec") or {}).get("podSelector"), labels)]
+                 and pod_selector_problem(policy) is None
+                 and selector_matches(pod_selector(policy), labels)]
     if not isolating:
         return True, []
     allowed = any(rule_allows(rule, port) for policy in isolating for rule in (policy["spec"].get("egress") or []))
