@@ -17,64 +17,25 @@ Components and checks ask ``host_profile(cluster)`` instead of testing ``cluster
 - ``tenant_node_labels``: the default ``vcluster.nodeLabels``. vCluster syncs only the nodes
   carrying these labels AND pins every tenant pod (DNS included) to them with a nodeSelector.
 
-Plain data, no Pulumi.
+No Pulumi here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Mapping, Optional
-
-from config.model import Cluster
+from config.model import Cluster, HostProfile, NodePool, Taint
 from config.vocabulary import POOL_LABEL, ROLE_LABEL
 
 GPU_ROLE = "gpu"
 SYSTEM_ROLE = "system"
 SYSTEM_POOL = "system"
 GPU_TAINT_KEY = "nvidia.com/gpu"
+GPU_TAINT = Taint(GPU_TAINT_KEY, "true", "NoSchedule")
 
 MICROK8S_API_SERVER_PORT = 16443
 MICROK8S_STORAGE_CLASS = "microk8s-hostpath"
 EKS_API_SERVER_PORT = 443
 # Created by the platform on EKS (EBS CSI driver, gp3 volumes) and annotated as the default.
 EKS_STORAGE_CLASS = "gp3"
-
-
-@dataclass(frozen=True)
-class Taint:
-    """A node taint in Kubernetes spelling (effect ``NoSchedule``, not EKS' ``NO_SCHEDULE``)."""
-
-    key: str
-    value: str
-    effect: str
-
-
-@dataclass(frozen=True)
-class NodePool:
-    name: str
-    labels: Mapping[str, str]
-    taints: tuple[Taint, ...] = ()
-    gpu: bool = False
-
-    def admits(self, node_selector: Mapping[str, str]) -> bool:
-        """Whether a pod with this nodeSelector can be placed on the pool's nodes (labels only)."""
-        return all(self.labels.get(key) == value for key, value in node_selector.items())
-
-
-@dataclass(frozen=True)
-class HostProfile:
-    kind: str
-    api_server_port: Optional[int]
-    storage_class: Optional[str]
-    creates_storage_class: bool
-    gpu_driver_preinstalled: bool
-    gpu_toolkit_preinstalled: bool
-    nvidia_default_runtime: Optional[bool]
-    node_pools: Optional[tuple[NodePool, ...]]
-    tenant_node_labels: Mapping[str, str] = field(default_factory=dict)
-
-
-GPU_TAINT = Taint(GPU_TAINT_KEY, "true", "NoSchedule")
 
 
 def host_profile(cluster: Cluster) -> HostProfile:

@@ -18,8 +18,9 @@ import pytest
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from config.load import TOP_LEVEL_KEYS
-from config.vocabulary import PROJECT, SECRET_KEYS
+from config.load import STACK_CONFIG
+from config.secrets import SECRET_KEYS
+from config.vocabulary import PROJECT
 from config.stack_file import read_stack_file, stack_names
 from tests.conftest import MIRRORED_TAGS, git
 
@@ -110,7 +111,7 @@ def test_the_clis_own_schema_refuses_an_unknown_declaration_field():
 def test_the_declared_keys_are_the_keys_the_loader_reads():
     declared = {key.split(":", 1)[1] for key in declarations()}
     assert all(key.startswith(f"{PROJECT}:") for key in declarations())
-    assert declared == set(TOP_LEVEL_KEYS) | set(SECRET_KEYS)
+    assert declared == set(STACK_CONFIG.names) | set(SECRET_KEYS)
 
 
 def test_secrets_are_declared_with_an_empty_default_so_a_site_without_them_still_starts():
