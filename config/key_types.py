@@ -92,7 +92,7 @@ class Text:
 
     def shown(self) -> str:
         if self.choices is not None:
-            return " \\| ".join(f"`{choice}`" for choice in self.choices)
+            return " | ".join(f"`{choice}`" for choice in self.choices)
         if self.dns_label:
             return "DNS-1123 label" + (f" of at most {self.max_length} characters" if self.max_length != 63 else "")
         return self.form or "string"

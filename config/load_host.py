@@ -164,7 +164,7 @@ CLUSTER = Block(title="the host", keys=(
 ))
 
 CI = Block(title="where CI reaches the site", keys=(
-    Key("runner", StringList(non_empty=True, form="runner labels"), (),
+    Key("runner", StringList(non_empty=True, form="runner labels"), None,
         "`runs-on` labels of the runner that previews and deploys this site.", example="[self-hosted, gpu-lab]",
         default_note="a GitHub-hosted `ubuntu-latest` runner",
         details="Set it for a site only reachable on-prem (a MicroK8s box, a private cluster) to a self-hosted "

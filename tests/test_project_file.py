@@ -18,6 +18,7 @@ import pytest
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from config.keys import REQUIRED
 from config.load import STACK_CONFIG
 from config.secrets import SECRET_KEYS
 from config.vocabulary import PROJECT
@@ -112,6 +113,12 @@ def test_the_declared_keys_are_the_keys_the_loader_reads():
     declared = {key.split(":", 1)[1] for key in declarations()}
     assert all(key.startswith(f"{PROJECT}:") for key in declarations())
     assert declared == set(STACK_CONFIG.names) | set(SECRET_KEYS)
+
+
+def test_the_cli_requires_the_top_level_keys_the_definitions_require():
+    """A declaration without a default makes the CLI refuse a stack that leaves the key out."""
+    cli_required = {name for name in STACK_CONFIG.names if "default" not in declarations()[f"{PROJECT}:{name}"]}
+    assert cli_required == {key.name for key in STACK_CONFIG.keys if key.default is REQUIRED}
 
 
 def test_secrets_are_declared_with_an_empty_default_so_a_site_without_them_still_starts():

@@ -1,2 +1,2 @@
-"""Files generated from the code and kept current by tests: the stack-config JSON Schema (``schema``)
-and the README's dashboard pictures (``dashboard_picture``)."""
+"""Files generated from the code and kept current by tests: the stack-config JSON Schema (``schema``),
+the config reference (``config_reference``) and the README's dashboard pictures (``dashboard_picture``)."""
