@@ -12,7 +12,7 @@ import difflib
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional
+from typing import Any, ClassVar, Iterable, Optional
 
 from config.errors import MISSING
 from config.vocabulary import EXACT_VERSION
@@ -68,7 +68,7 @@ class Text:
     dns_label: bool = False
     max_length: int = 63
     form: Optional[str] = None
-    fix: str = "set it to a string"
+    fix: ClassVar[str] = "set it to a string"
 
     def parse(self, value: object, fix: str) -> str:
         if is_number(value):
@@ -103,7 +103,7 @@ class Version:
     """An exact chart version (``config.vocabulary.EXACT_VERSION``) with the chart's own prefix (``v`` or none)."""
 
     prefix: str
-    fix: str = "set it to a string"
+    fix: ClassVar[str] = "set it to a string"
 
     def parse(self, value: object, fix: str) -> str:
         value = Text().parse(value, fix)
@@ -127,7 +127,7 @@ class Version:
 
 @dataclass(frozen=True)
 class Boolean:
-    fix: str = "set it to true or false"
+    fix: ClassVar[str] = "set it to true or false"
 
     def parse(self, value: object, fix: str) -> bool:
         if not isinstance(value, bool):
@@ -218,13 +218,13 @@ class Integer:
 class Quantity:
     """A Kubernetes quantity (``500m``, ``4``, ``16Gi``); a plain non-negative number is read as one."""
 
-    fix: str = "use a value such as 500m, 4, 512Mi or 16Gi"
+    fix: ClassVar[str] = "use a value such as 500m, 4, 512Mi or 16Gi"
 
     def parse(self, value: object, fix: str) -> str:
         if is_number(value) and value >= 0:
             value = f"{value:g}"
         if not isinstance(value, str) or not QUANTITY.fullmatch(value):
-            raise Invalid("is not a Kubernetes quantity", self.fix)
+            raise Invalid("is not a Kubernetes quantity", fix)
         return value
 
     def schema(self) -> dict[str, Any]:
@@ -234,11 +234,23 @@ class Quantity:
         return "quantity"
 
 
+_QUANTITY_FACTORS = {"": 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+                     "Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50, "Ei": 2 ** 60}
+
+
+def quantity_value(quantity: str) -> float:
+    """A validated Kubernetes quantity (``500m``, ``16``, ``64Gi``) as a plain number of base units."""
+    match = QUANTITY.fullmatch(quantity)
+    assert match is not None, quantity
+    suffix = match.group(2) or ""
+    return float(quantity[:len(quantity) - len(suffix)]) * _QUANTITY_FACTORS[suffix]
+
+
 @dataclass(frozen=True)
 class StringMap:
     """Labels and the like: string keys to string values (numbers are written as strings)."""
 
-    fix: str = "write it as a map of string keys to string values"
+    fix: ClassVar[str] = "write it as a map of string keys to string values"
 
     def parse(self, value: object, fix: str) -> dict[str, str]:
         if not isinstance(value, dict):
@@ -262,7 +274,7 @@ class StringMap:
 class StringList:
     non_empty: bool = False
     form: str = "strings"
-    fix: str = "write it as a list of strings, e.g. [a, b]"
+    fix: ClassVar[str] = "write it as a list of strings, e.g. [a, b]"
 
     def parse(self, value: object, fix: str) -> tuple[str, ...]:
         if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
@@ -282,7 +294,7 @@ class StringList:
 class AnyMap:
     """A map the program passes on unread (raw Helm values): only its keys must be strings."""
 
-    fix: str = "write it as a YAML map"
+    fix: ClassVar[str] = "write it as a YAML map"
 
     def parse(self, value: object, fix: str) -> dict:
         if not isinstance(value, dict) or not all(isinstance(key, str) for key in value):
@@ -295,14 +307,3 @@ class AnyMap:
     def shown(self) -> str:
         return "map"
 
-
-_QUANTITY_FACTORS = {"": 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
-                     "Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50, "Ei": 2 ** 60}
-
-
-def quantity_value(quantity: str) -> float:
-    """A validated Kubernetes quantity (``500m``, ``16``, ``64Gi``) as a plain number of base units."""
-    match = QUANTITY.fullmatch(quantity)
-    assert match is not None, quantity
-    suffix = match.group(2) or ""
-    return float(quantity[:len(quantity) - len(suffix)]) * _QUANTITY_FACTORS[suffix]

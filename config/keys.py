@@ -70,7 +70,7 @@ class ListOf:
         return {"type": "array", "items": self.block.schema()}
 
     def shown(self) -> str:
-        return "list"
+        return "list of maps"
 
 
 KeyType = Union[Text, Version, Boolean, Number, Integer, Quantity, StringMap, StringList, AnyMap, Block, ListOf]

@@ -133,10 +133,7 @@ def shown_default(key: Key) -> str:
 def _type(key: Key, placed: dict[int, str]) -> str:
     inner = _block_of(key)
     if inner is not None and inner.title:
-        kind = "list of maps" if isinstance(key.type, ListOf) else "map"
-        return f"{kind}, see [{inner.title}](#{placed[id(inner)]})"
-    if isinstance(key.type, ListOf):
-        return "list of maps"
+        return f"{key.type.shown()}, see [{inner.title}](#{placed[id(inner)]})"
     return key.type.shown()
 
 
