@@ -284,7 +284,8 @@ class StringList:
         return tuple(value)
 
     def schema(self) -> dict[str, Any]:
-        return {"type": "array", "items": {"type": "string", "minLength": 1}, **({"minItems": 1} if self.non_empty else {})}
+        return {"type": "array", "items": {"type": "string", "minLength": 1},
+                **({"minItems": 1} if self.non_empty else {})}
 
     def shown(self) -> str:
         return ("non-empty " if self.non_empty else "") + f"list of {self.form}"

@@ -64,8 +64,8 @@ read the kubeconfig. Each step waits for `microk8s status --wait-ready`.""", key
 def _scaling_keys(low: int, desired: int, high: int) -> tuple[Key, ...]:
     return (
         Key("minSize", Integer(minimum=0), low, "Fewest nodes of the group.", example="1"),
-        Key("desiredSize", Integer(minimum=0), desired, "Nodes the group starts with; minSize ≤ desiredSize ≤ maxSize.",
-            example="1"),
+        Key("desiredSize", Integer(minimum=0), desired,
+            "Nodes the group starts with; minSize ≤ desiredSize ≤ maxSize.", example="1"),
         Key("maxSize", Integer(minimum=1), high, "Most nodes of the group.", example="2"),
     )
 
@@ -137,7 +137,8 @@ capacity warning.""", keys=(
 ))
 
 KUBECONFIG = Block(title="an existing cluster", intro="The `kubeconfig` secret is required.", keys=(
-    Key("context", Text(), None, "Context to use.", example="gpu-prod", default_note="the kubeconfig's current context"),
+    Key("context", Text(), None, "Context to use.", example="gpu-prod",
+        default_note="the kubeconfig's current context"),
     Key("gpus", Integer(minimum=0), None, "GPUs in the cluster, only used for the capacity warning.", example="8",
         default_note="no capacity warning"),
     Key("storageClass", Text(form="StorageClass name"), None,

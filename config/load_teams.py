@@ -45,8 +45,8 @@ ORGANIZATION = Block(title="the parent queue", keys=(
 ))
 
 TEAM = Block(title="one entry per team", retired=(
-    Retired("strict", "was retired: every pod a tenant's vCluster syncs, its DNS included, must now be scheduled by KAI "
-            "in the team's queue, so there is nothing left to switch",
+    Retired("strict", "was retired: every pod a tenant's vCluster syncs, its DNS included, must now be scheduled by "
+            "KAI in the team's queue, so there is nothing left to switch",
             "remove the key; see the README's tenant security model"),
 ), keys=(
     Key("name", Text(dns_label=True), REQUIRED, "Team name, unique; also the name of the team's leaf queue.",

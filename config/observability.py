@@ -82,7 +82,8 @@ ALERTS = Block(keys=(
         "`GpuTenancyTeamStarved` fires after a team under its GPU quota has had pending pods this long while another "
         "team is over its quota.", example="30"),
     Key("idleUtilisationPercent", Number(minimum=0), _ALERTS.idle_utilisation_percent,
-        "`GpuTenancyAllocatedGpuIdle`: a team whose held GPUs are busier than this (0–100) is not idle.", example="5"),
+        "`GpuTenancyAllocatedGpuIdle`: a team whose held GPUs are busier than this (0–100) is not idle.",
+        example="5"),
     Key("idleMinutes", Integer(5, 10080), _ALERTS.idle_minutes,
         "`GpuTenancyAllocatedGpuIdle` fires after this long below the threshold.", example="120"),
     Key("admissionRejections", Integer(minimum=1), _ALERTS.admission_rejections,

@@ -56,7 +56,8 @@ QUEUE_DEPTH = Key("queueDepth", Integer(minimum=1), 8, "How many pods a test que
 
 def test_a_new_definition_is_an_allowed_key_read_with_its_type_and_default():
     raw = put(dev_config(), "kaiScheduler.queueDepth", 16)
-    assert [(issue.key, issue.problem) for issue in rejected(raw).issues] == [("kaiScheduler.queueDepth", "unknown key")]
+    assert [(issue.key, issue.problem) for issue in rejected(raw).issues] == [
+        ("kaiScheduler.queueDepth", "unknown key")]
     with declared(KAI_SCHEDULER, QUEUE_DEPTH):
         load_platform(raw)
         reader = Reader()

@@ -47,9 +47,9 @@ def test_every_link_inside_the_reference_leads_to_one_of_its_headings():
 
 def test_the_chapters_a_user_needs_are_there():
     headings = [line for line in render().splitlines() if line.startswith("#")]
-    for wanted in ("## `cluster` — the host", "### `cluster.microk8s`", "### `cluster.eks`", "### `cluster.kubeconfig`",
-                   "## `teams[]`", "### Queue resources", "### Where tenant pods run", "## Secrets",
-                   "## Validation rules", "## Sharing profiles", "## Editor support"):
+    for wanted in ("## `cluster` — the host", "### `cluster.microk8s`", "### `cluster.eks`",
+                   "### `cluster.kubeconfig`", "## `teams[]`", "### Queue resources", "### Where tenant pods run",
+                   "## Secrets", "## Validation rules", "## Sharing profiles", "## Editor support"):
         assert any(heading.startswith(wanted) for heading in headings), wanted
 
 
