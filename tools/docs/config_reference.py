@@ -28,8 +28,7 @@ HEADER = ["Key", "Type", "Default", "Example", "Meaning"]
 
 @dataclass
 class Row:
-    path: str  # the key's full path, list items written ``teams[]``
-    shown: str  # how the table names it: the path inside the chapter's block
+    shown: str  # how the table names the key: its path inside the chapter's block
     key: Key
 
 
@@ -38,7 +37,7 @@ class Chapter:
     heading: str
     level: int
     block: Block
-    path: str
+    path: str  # of the block's first key holding it, list items written ``teams[]``
     lead: str = ""
     rows: list[Row] = field(default_factory=list)
 
@@ -94,7 +93,7 @@ class Layout:
     def _rows(self, chapter: Chapter, block: Block, path: str, prefix: str, nested: list[Chapter]) -> None:
         for key in block.keys:
             full = f"{path}.{key.name}" if path else key.name
-            chapter.rows.append(Row(full, prefix + key.name, key))
+            chapter.rows.append(Row(prefix + key.name, key))
             inner = _block_of(key)
             if inner is None:
                 continue
