@@ -37,7 +37,7 @@ class Chapter:
     heading: str
     level: int
     block: Block
-    path: str  # of the block's first key holding it, list items written ``teams[]``
+    path: str  # of the first key that holds the block, list items written ``teams[]``
     lead: str = ""
     rows: list[Row] = field(default_factory=list)
 
