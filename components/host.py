@@ -22,11 +22,9 @@ from pulumi_command import local, remote
 
 from components.eks_network import EksNetwork, EksNetworkArgs
 from components.gpu_operator import ADDON_CLUSTER_POLICY
-from config.hosts import (
-    DEFAULT_STORAGE_CLASS_ANNOTATION, EKS_TAINT_EFFECTS, SYSTEM_POOL, HostProfile, host_profile,
-)
+from config.hosts import DEFAULT_STORAGE_CLASS_ANNOTATION, EKS_TAINT_EFFECTS, SYSTEM_POOL, host_profile
 from config.vocabulary import MICROK8S_ADDON_NAMESPACE
-from config.model import Cluster, EksHost, MicroK8sHost
+from config.model import Cluster, EksHost, HostProfile, MicroK8sHost
 from config.vocabulary import HOST_COMPONENT, MANAGED_BY, NODE_PROFILE_LABEL
 
 EKS_GPU_AMI = "AL2023_x86_64_NVIDIA"

@@ -20,21 +20,22 @@ Components and checks ask ``host_profile(cluster)`` instead of testing ``cluster
 ``HOST_KIND_FACTS`` holds what every host of a kind provides before the platform adds anything
 (API server ports, storage classes), for checks that see a plan and not the config.
 
-Plain data, no Pulumi.
+No Pulumi here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from dataclasses import dataclass
+from typing import Optional
 
-from config.model import Cluster
+from config.model import Cluster, HostProfile, NodePool, Taint
 from config.vocabulary import POOL_LABEL, ROLE_LABEL
 
 GPU_ROLE = "gpu"
 SYSTEM_ROLE = "system"
 SYSTEM_POOL = "system"
 GPU_TAINT_KEY = "nvidia.com/gpu"
+GPU_TAINT = Taint(GPU_TAINT_KEY, "true", "NoSchedule")
 
 MICROK8S_API_SERVER_PORT = 16443
 MICROK8S_STORAGE_CLASS = "microk8s-hostpath"
@@ -46,69 +47,6 @@ COMMON_API_SERVER_PORTS = (443, 6443)
 DEFAULT_STORAGE_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 # Taint effects in Kubernetes spelling -> the EKS API's spelling (node groups).
 EKS_TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
-
-
-@dataclass(frozen=True)
-class Taint:
-    """A node taint in Kubernetes spelling (effect ``NoSchedule``, not EKS' ``NO_SCHEDULE``)."""
-
-    key: str
-    value: str
-    effect: str
-
-
-@dataclass(frozen=True)
-class NodePool:
-    name: str
-    labels: Mapping[str, str]
-    taints: tuple[Taint, ...] = ()
-    gpu: bool = False
-    # Label keys under these prefixes are set on the nodes by operators (node feature discovery,
-    # GPU feature discovery): present, values unknown until the nodes run.
-    managed_prefixes: tuple[str, ...] = ()
-
-    def admits(self, node_selector: Mapping[str, str]) -> bool:
-        """Whether a pod with this nodeSelector can be placed on the pool's nodes (labels only)."""
-        return all(self.labels.get(key) == value for key, value in node_selector.items())
-
-
-@dataclass(frozen=True)
-class HostProfile:
-    kind: str
-    api_server_port: Optional[int]
-    storage_class: Optional[str]
-    creates_storage_class: bool
-    gpu_driver_preinstalled: bool
-    gpu_toolkit_preinstalled: bool
-    nvidia_default_runtime: Optional[bool]
-    node_pools: Optional[tuple[NodePool, ...]]
-    tenant_node_labels: Mapping[str, str] = field(default_factory=dict)
-
-
-GPU_TAINT = Taint(GPU_TAINT_KEY, "true", "NoSchedule")
-
-
-@dataclass(frozen=True)
-class HostKindFacts:
-    """What every host of a kind provides before the platform adds anything, known from the kind
-    alone: for checks that read a plan, where the host's own config is not at hand."""
-
-    api_server_ports: tuple[int, ...]
-    api_server_ports_known: bool  # False: common ports, the host's own may differ
-    storage_classes: tuple[str, ...]
-    default_storage_class: Optional[str]
-    storage_known: bool  # False: whether the host has storage classes is not known
-
-
-# From the hosts' docs (/shared/FACTS.md): MicroK8s serves the API on 16443 and its hostpath-storage
-# addon (which the platform enables) makes microk8s-hostpath the default class; EKS serves it on 443
-# and, since 1.30, has no default class; an existing cluster is not known.
-HOST_KIND_FACTS = {
-    "microk8s": HostKindFacts((MICROK8S_API_SERVER_PORT,), True, (MICROK8S_STORAGE_CLASS,), MICROK8S_STORAGE_CLASS,
-                              True),
-    "eks": HostKindFacts((EKS_API_SERVER_PORT,), True, (), None, True),
-    "kubeconfig": HostKindFacts(COMMON_API_SERVER_PORTS, False, (), None, False),
-}
 
 
 def host_profile(cluster: Cluster) -> HostProfile:
@@ -163,3 +101,26 @@ def host_profile(cluster: Cluster) -> HostProfile:
         node_pools=None,
         tenant_node_labels={},
     )
+
+
+@dataclass(frozen=True)
+class HostKindFacts:
+    """What every host of a kind provides before the platform adds anything, known from the kind
+    alone: for checks that read a plan, where the host's own config is not at hand."""
+
+    api_server_ports: tuple[int, ...]
+    api_server_ports_known: bool  # False: common ports, the host's own may differ
+    storage_classes: tuple[str, ...]
+    default_storage_class: Optional[str]
+    storage_known: bool  # False: whether the host has storage classes is not known
+
+
+# From the hosts' docs (/shared/FACTS.md): MicroK8s serves the API on 16443 and its hostpath-storage
+# addon (which the platform enables) makes microk8s-hostpath the default class; EKS serves it on 443
+# and, since 1.30, has no default class; an existing cluster is not known.
+HOST_KIND_FACTS = {
+    "microk8s": HostKindFacts((MICROK8S_API_SERVER_PORT,), True, (MICROK8S_STORAGE_CLASS,), MICROK8S_STORAGE_CLASS,
+                              True),
+    "eks": HostKindFacts((EKS_API_SERVER_PORT,), True, (), None, True),
+    "kubeconfig": HostKindFacts(COMMON_API_SERVER_PORTS, False, (), None, False),
+}

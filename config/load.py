@@ -11,66 +11,40 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping
 
-from config import versions
 from config.capacity import known_gpu_capacity
-from config.errors import MISSING, ConfigError, ConfigIssue
-from config.hosts import HostProfile, host_profile
-from config.model import (
-    Cluster,
-    ControlPlaneResources,
-    GpuOperator,
-    KaiScheduler,
-    Organization,
-    Platform,
-    Team,
-    TenantLimitRange,
-    TenantResourceQuota,
-    TimeSlicing,
-    VClusterSettings,
-)
+from config.errors import ConfigError, ConfigIssue
+from config.hosts import host_profile
+from config.keys import REQUIRED, Block, Key
+from config.load_host import CI, CLUSTER, read_ci, read_cluster
+from config.load_operators import GPU_OPERATOR, KAI_SCHEDULER, read_gpu_operator, read_kai
+from config.load_teams import ORGANIZATION, TEAMS, read_organization, read_team
+from config.load_vcluster import DEFAULT_VCLUSTER, VCLUSTER, read_vcluster
+from config.model import Cluster, GpuOperator, Organization, Platform, Team
 from config import observability as observability_config
-from config.load_host import read_ci, read_cluster
-from config.load_teams import (
-    TEAM_FIELDS, VCLUSTER_FIELDS, read_organization, read_team, read_vcluster, without_retired,
-)
-from config.reader import Reader, Section, pinned_version
-from config.sharing import PROFILES, TIME_SLICED
+from config.reader import Reader
+from config.secrets import SECRET_KEYS, Secrets, secret_command
+from config.sharing import TIME_SLICED
 from config.vocabulary import (
-    KAI_RESERVED_QUEUES, MICROK8S_ADDON_NAMESPACE, NODE_PROFILE_LABEL, OTHER_NAMESPACES, POOL_LABEL, PROJECT, ROLE_LABEL,
-    SECRET_KEYS, SYSTEM_NAMESPACES,
+    KAI_RESERVED_QUEUES, NODE_PROFILE_LABEL, OTHER_NAMESPACES, POOL_LABEL, PROJECT, ROLE_LABEL, SYSTEM_NAMESPACES,
 )
 
-TOP_LEVEL_KEYS = ("cluster", "gpuOperator", "kaiScheduler", "organization", "teams", "vcluster", "ci",
-                  "observability")
-# Where each secret's value usually comes from, for the command that sets it.
-SECRET_SOURCES = {"sshPrivateKey": "~/.ssh/id_ed25519", "kubeconfig": "path/to/kubeconfig"}
-OPERATOR_MODES = ("install", "microk8s-addon", "external")
+# The ``gpu-tenancy:*`` keys of a stack file, secrets aside (config/secrets.py).
+STACK_CONFIG = Block(keys=(
+    Key("cluster", CLUSTER, REQUIRED, "The host: its kind (microk8s, eks or kubeconfig) and that kind's settings."),
+    Key("gpuOperator", GPU_OPERATOR, {}, "NVIDIA GPU Operator: who runs it, its version and the GPU sharing profiles."),
+    Key("kaiScheduler", KAI_SCHEDULER, {}, "KAI Scheduler: its chart version and GPU sharing."),
+    Key("organization", ORGANIZATION, REQUIRED, "The organization's KAI queue, parent of every team's queue."),
+    Key("teams", TEAMS, REQUIRED, "One entry per team: its leaf queue, host namespace and vCluster."),
+    Key("vcluster", VCLUSTER, {}, "vCluster settings of every tenant; a team's own vcluster block overrides them."),
+    Key("ci", CI, {}, "Where CI reaches this site."),
+    Key("observability", observability_config.OBSERVABILITY, {},
+        "GPU usage metrics, alerts, dashboards and KAI's time-aware fairness."),
+))
 KAI_DEVICE_LIST_NAME = re.compile(r"shared-gpu-i?[0-9]+$")
 
-# The first KAI release whose pod webhook can neutralise NVIDIA_VISIBLE_DEVICES (global.blockNvidiaVisibleDevices).
-KAI_MINIMUM_VERSION = (0, 16, 0)
-
 _EPSILON = 1e-9
-
-DEFAULT_VCLUSTER = VClusterSettings(
-    version=versions.VCLUSTER_VERSION,
-    node_labels={},
-    sync_runtime_classes=True,
-    enforce_tolerations=("nvidia.com/gpu:NoSchedule",),
-    control_plane_resources=ControlPlaneResources(
-        requests={"cpu": "200m", "memory": "256Mi"},
-        limits={"memory": "2Gi"},
-    ),
-    resource_quota=TenantResourceQuota(cpu="16", memory="64Gi", pods=100, services=20,
-                                       persistent_volume_claims=20),
-    limit_range=TenantLimitRange(default_cpu="1", default_memory="1Gi",
-                                 default_request_cpu="100m", default_request_memory="128Mi"),
-    network_policy=True,
-    pod_security="baseline",
-    extra_values={},
-)
 
 
 def namespace_issues(keys: Iterable[str]) -> list[ConfigIssue]:
@@ -88,12 +62,6 @@ def namespace_issues(keys: Iterable[str]) -> list[ConfigIssue]:
     return issues
 
 
-def secret_command(name: str, stack: Optional[str] = None) -> str:
-    """The command that sets one secret key, encrypted."""
-    target = f" --stack {stack}" if stack else ""
-    return f"pulumi config set --secret {PROJECT}:{name}{target} < {SECRET_SOURCES[name]}"
-
-
 def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), stack: str = "dev",
                   placeholders: Iterable[str] = ()) -> Platform:
     """Validate raw ``gpu-tenancy:*`` config values (key without the project prefix -> value).
@@ -105,28 +73,23 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     """
     reader = Reader()
     secrets = Secrets(reader, set(secrets_set), set(placeholders))
-    root = reader.section("", {key: value for key, value in raw.items() if key not in SECRET_KEYS},
-                          TOP_LEVEL_KEYS)
+    root = reader.section("", {key: value for key, value in raw.items() if key not in SECRET_KEYS}, STACK_CONFIG)
 
-    cluster = read_cluster(root.child("cluster", ("kind", "microk8s", "eks", "kubeconfig")), secrets)
+    cluster = read_cluster(root.child("cluster"), secrets)
     host = host_profile(cluster) if cluster is not None else None
-    gpu_operator = _gpu_operator(root.child("gpuOperator", ("mode", "version", "namespace", "driverEnabled",
-                                                            "toolkitEnabled", "timeSlicing")), cluster, host)
-    kai = _kai(root.child("kaiScheduler", ("version", "gpuSharing")))
-    organization = read_organization(root.child("organization", ("name", "displayName", "priority", "resources")))
+    gpu_operator = read_gpu_operator(root.child("gpuOperator"), cluster, host)
+    kai = read_kai(root.child("kaiScheduler"))
+    organization = read_organization(root.child("organization"))
     # Where tenant pods may run depends on the host kind (config/hosts.py).
     default_vcluster = DEFAULT_VCLUSTER if host is None else \
         dataclasses.replace(DEFAULT_VCLUSTER, node_labels=dict(host.tenant_node_labels))
-    stack_vcluster = read_vcluster(root.child("vcluster", VCLUSTER_FIELDS), default_vcluster)
-    teams = [read_team(reader.section(path, without_retired(reader, path, value), TEAM_FIELDS),
-                   stack_vcluster or default_vcluster)
-             for path, value in root.items("teams", required=True)]
-    observability = observability_config.read_observability(
-        root.child("observability", observability_config.FIELDS))
+    stack_vcluster = read_vcluster(root.child("vcluster"), default_vcluster)
+    teams = [read_team(team, stack_vcluster) for team in root.entries("teams")]
+    observability = observability_config.read_observability(root.child("observability"))
     if root.has("teams") and isinstance(root.raw("teams"), list) and not root.raw("teams"):
         reader.fail("teams", [], "no teams are defined", "add at least one team with a name and resources")
 
-    ci = read_ci(root.child("ci", ("runner",)))
+    ci = read_ci(root.child("ci"))
     if reader.issues:
         raise ConfigError(reader.issues)
 
@@ -153,74 +116,6 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
                 f"before pulumi up: {secret_command(name, stack)}" for name in secrets.missing]
     return Platform(**{**platform.__dict__, "warnings": tuple(warnings + _warnings(platform)),
                        "notes": tuple(_notes(platform))})
-
-
-class Secrets:
-    """Which secret keys are set, and which required ones are missing."""
-
-    def __init__(self, reader: Reader, set_: set[str], placeholders: set[str]):
-        self.reader, self.set, self.placeholders = reader, set_, placeholders
-        self.missing: list[str] = []
-
-    def require(self, name: str, problem: str) -> None:
-        if name in self.set:
-            return
-        if name in self.placeholders:
-            self.missing.append(name)
-            return
-        self.reader.fail(name, MISSING, problem, f"run: {secret_command(name)}")
-
-
-# --- GPU operator and KAI ---------------------------------------------------------------------
-
-
-def _gpu_operator(section: Section, cluster: Optional[Cluster], host: Optional[HostProfile]) -> GpuOperator:
-    mode = section.string("mode", "install", choices=OPERATOR_MODES)
-    kind = cluster.kind if cluster else None
-    if mode == "microk8s-addon" and kind not in (None, "microk8s"):
-        section._fail("mode", mode, f"the MicroK8s addon only exists on a microk8s host, not on {kind}",
-                      "use gpuOperator.mode install or external")
-    addon_enabled = cluster is not None and cluster.microk8s is not None and cluster.microk8s.enable_nvidia_addon
-    if addon_enabled and mode in ("install", "external"):
-        section._fail("mode", mode, "cluster.microk8s.enableNvidiaAddon installs a GPU Operator too, and two "
-                      "operators fight over the cluster-wide ClusterPolicy",
-                      "set gpuOperator.mode to microk8s-addon, or turn enableNvidiaAddon off")
-    if mode == "microk8s-addon":
-        namespace = section.string("namespace", MICROK8S_ADDON_NAMESPACE)
-        if namespace not in (None, MICROK8S_ADDON_NAMESPACE):
-            section._fail("namespace", namespace, "the MicroK8s addon installs the operator in "
-                          f"{MICROK8S_ADDON_NAMESPACE}", "remove gpuOperator.namespace")
-    else:
-        namespace = section.string("namespace", "gpu-operator", dns_label=True)
-    time_slicing = section.child("timeSlicing", ("replicas", "defaultProfile", "configMapName"))
-    version = section.string("version", versions.GPU_OPERATOR_VERSION)
-    return GpuOperator(
-        mode=mode,
-        version=pinned_version(section, "version", version, prefix="v"),
-        namespace=namespace,
-        # The operator installs what the host's nodes do not already have (config/hosts.py).
-        driver_enabled=section.boolean("driverEnabled", not (host and host.gpu_driver_preinstalled)),
-        toolkit_enabled=section.boolean("toolkitEnabled", not (host and host.gpu_toolkit_preinstalled)),
-        time_slicing=TimeSlicing(
-            replicas=time_slicing.integer("replicas", 4, minimum=2, maximum=64,
-                                          fix="set it to a whole number >= 2 (1 would mean no sharing: "
-                                              "use the exclusive profile instead)"),
-            default_profile=time_slicing.string("defaultProfile", "exclusive", choices=PROFILES),
-            config_map_name=time_slicing.string("configMapName", "time-slicing-config", dns_label=True),
-        ),
-    )
-
-
-def _kai(section: Section) -> KaiScheduler:
-    version = pinned_version(section, "version", section.string("version", versions.KAI_VERSION), prefix="v")
-    if version is not None and versions.release_numbers(version) < KAI_MINIMUM_VERSION:
-        minimum = "v" + ".".join(map(str, KAI_MINIMUM_VERSION))
-        section._fail("version", version,
-                      f"KAI releases before {minimum} cannot blank NVIDIA_VISIBLE_DEVICES in containers that hold no "
-                      "GPU, so a tenant could reach every GPU of a node",
-                      f"pin {minimum} or later, e.g. {versions.KAI_VERSION}")
-        version = None
-    return KaiScheduler(version=version, gpu_sharing=section.boolean("gpuSharing", True))
 
 
 # --- cross-field rules ------------------------------------------------------------------------

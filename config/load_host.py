@@ -1,13 +1,19 @@
-"""Stack config: the host readers (``cluster.*`` for each host kind, and ``ci``) of ``load_platform``."""
+"""Stack config: the host keys (``cluster``, one block per host kind, and ``ci``), declared and read.
+
+The definitions say what each key is (config/keys.py); the readers below turn them into the model
+and add the rules a single type cannot say (the VPC and its subnets go together, sizes are ordered).
+"""
 
 from __future__ import annotations
 
 import ipaddress
 import re
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from config import versions
 from config.errors import MISSING
+from config.key_types import Boolean, Integer, StringList, StringMap, Text, Version
+from config.keys import REQUIRED, Block, Key, ListOf
 from config.model import (
     CiSettings,
     Cluster,
@@ -18,95 +24,224 @@ from config.model import (
     NodeGroupScaling,
     SystemNodeGroup,
 )
-from config.reader import Section, pinned_version
+from config.reader import Section
+from config.secrets import Secrets
 from config.sharing import PROFILES
 from config.vocabulary import CLUSTER_KINDS
 
-if TYPE_CHECKING:  # the secrets' bookkeeping lives with load_platform
-    from config.load import Secrets
+MICROK8S = Block(title="a single GPU machine running MicroK8s", intro="""\
+The program runs the setup steps in order: `snap refresh --hold microk8s`, `microk8s enable dns`,
+`microk8s enable hostpath-storage`, then optionally `microk8s enable nvidia`, then `microk8s config` to
+read the kubeconfig. Each step waits for `microk8s status --wait-ready`.""", keys=(
+    Key("host", Text(), None, "The GPU machine to drive over SSH.", example="192.0.2.10",
+        default_note="run locally",
+        details="If unset, the commands run on the machine running `pulumi up`. If set, the `sshPrivateKey` secret "
+                "is required.",
+        fix="set it to the GPU machine's address, or remove it to run locally"),
+    Key("user", Text(), "ubuntu", "SSH user.", example="ops"),
+    Key("port", Integer(1, 65535), 22, "SSH port.", example="2222"),
+    Key("useSudo", Boolean(), True, "Prefix every command with `sudo`.", example="false",
+        details="The commands run non-interactively, so sudo must not ask for a password."),
+    Key("enableNvidiaAddon", Boolean(), False,
+        "Run `microk8s enable nvidia --gpu-operator-version <nvidiaAddonOperatorVersion>` once.", example="true",
+        details="Then wait up to 5 minutes for the addon's ClusterPolicy `cluster-policy` (the addon ignores Helm "
+                "failures, so the step fails with an explanation if no operator appeared). Leave it `false` if the "
+                "addon is already enabled (the `dev` box). Use it with `gpuOperator.mode: microk8s-addon`."),
+    Key("nvidiaAddonOperatorVersion", Version("v"), versions.MICROK8S_ADDON_GPU_OPERATOR_VERSION,
+        "Pinned GPU Operator version for the addon.", example="v26.3.3",
+        details="Only used when `enableNvidiaAddon` is true."),
+    Key("apiServerUrl", Text(form="`https://` URL"), None,
+        "Rewrites the server of every cluster entry in the kubeconfig.", example="https://gpu-box.example:16443",
+        default_note="keep what `microk8s config` prints",
+        details="Use it when the address MicroK8s prints (its internal IP) can't be reached from where `pulumi` "
+                "runs.",
+        fix="set it to https://<address>:16443"),
+    Key("gpus", Integer(minimum=0), 1, "GPUs in the box.", example="2",
+        details="Only used for the capacity warning."),
+))
+
+
+def _scaling_keys(low: int, desired: int, high: int) -> tuple[Key, ...]:
+    return (
+        Key("minSize", Integer(minimum=0), low, "Fewest nodes of the group.", example="1"),
+        Key("desiredSize", Integer(minimum=0), desired,
+            "Nodes the group starts with; minSize ≤ desiredSize ≤ maxSize.", example="1"),
+        Key("maxSize", Integer(minimum=1), high, "Most nodes of the group.", example="2"),
+    )
+
+
+SYSTEM_NODE_GROUP = Block(keys=(
+    Key("instanceTypes", StringList(non_empty=True), ("m6i.large",),
+        "CPU nodes for system pods and vCluster control planes.", example="[m6i.xlarge]",
+        details="They use the AL2023 standard AMI, carry no taint, and are labelled `gpu-tenancy/pool=system` and "
+                "`gpu-tenancy/role=system`. Tenant pods do not run here by default."),
+    *_scaling_keys(1, 2, 3),
+    Key("diskSize", Integer(minimum=20), 50, "Node disk size in GiB.", example="80"),
+))
+
+GPU_NODE_GROUP = Block(keys=(
+    Key("name", Text(dns_label=True), REQUIRED, "Group name, unique and not `system`.", example="gpu",
+        details="Nodes are labelled `gpu-tenancy/pool=<name>` and `gpu-tenancy/role=gpu`. `system` belongs to the "
+                "CPU node group.",
+        fix="give the node group a short DNS-1123 name, e.g. gpu"),
+    Key("instanceTypes", StringList(non_empty=True), REQUIRED, "GPU instance types.", example="[g4dn.xlarge]",
+        details="These nodes use the `AL2023_x86_64_NVIDIA` AMI, which ships the driver and container toolkit, and "
+                "carry the taint `nvidia.com/gpu=true:NoSchedule`."),
+    *_scaling_keys(0, 1, 1),
+    Key("diskSize", Integer(minimum=20), 100, "Node disk size in GiB.", example="200"),
+    Key("sharingProfile", Text(choices=PROFILES), None,
+        "Labels the group's nodes `nvidia.com/device-plugin.config=<profile key>`.", example="exclusive",
+        default_note="nodes use the ConfigMap's default profile", details="See [Sharing profiles](#sharing-profiles)."),
+    Key("labels", StringMap(), {}, "Extra node labels.", example="{team: research}",
+        details="Setting `nvidia.com/device-plugin.config` (use `sharingProfile`), `gpu-tenancy/pool` (the program "
+                "sets it to the group's name) or `gpu-tenancy/role` here is an error."),
+))
+
+EKS = Block(title="an EKS cluster the program creates", intro="""\
+The program creates an explicit AWS provider for `region`, so your AWS profile's default region is
+ignored. It uses API authentication mode and no default node group, and it turns on the VPC CNI's
+network policy agent. All node groups share one IAM node role and run in the private subnets only.
+Every node requires IMDSv2 with a hop limit of 1, so tenant pods cannot reach the instance metadata
+service (and the node role's credentials). The program also installs the EBS CSI driver addon (IAM
+through IRSA) and a default `gp3` StorageClass, which tenants' control planes need for their volume.
+`maxSize` × GPUs per instance type (from `config/capacity.py`) gives the capacity used for the
+capacity warning.""", keys=(
+    Key("name", Text(dns_label=True), "gpu-tenancy", "EKS cluster name, also the prefix of the node group names.",
+        example="vcluster-gpu"),
+    Key("region", Text(), REQUIRED, "AWS region.", example="us-east-2", fix="set cluster.eks.region, e.g. us-east-2"),
+    Key("kubernetesVersion", Text(form="string `1.NN`"), versions.EKS_KUBERNETES_VERSION,
+        "Pinned Kubernetes minor version.", example='"1.33"',
+        details="Quote it in YAML, because an unquoted `1.33` is a number and is rejected. EKS upgrades a cluster "
+                "one minor version per `pulumi up`."),
+    Key("vpcId", Text(), None, "Use an existing VPC.", example="vpc-0abc…", default_note="the program creates a VPC",
+        details="If set, `privateSubnetIds` must be set too: the nodes run there.",
+        fix="set it to an existing VPC id (vpc-...), or remove it"),
+    Key("publicSubnetIds", StringList(), (), "Public subnets of `vpcId`.", example="[subnet-a, subnet-b]",
+        details="Not allowed without `vpcId`."),
+    Key("privateSubnetIds", StringList(), (), "Private subnets of `vpcId`, where every node group runs.",
+        example="[subnet-c, subnet-d]",
+        details="They need a route to a NAT gateway (nodes pull images). Not allowed without `vpcId`."),
+    Key("vpcCidr", Text(form="IPv4 CIDR"), "10.0.0.0/16", "CIDR of the created VPC.", example="10.20.0.0/16",
+        details="The program carves out one public and one private `/20` per zone, so the block must hold "
+                "2 × `availabilityZones` `/20`s. A `/16` is enough for up to 6 zones."),
+    Key("availabilityZones", Integer(2, 6), 2, "How many zones the created VPC spans.", example="3",
+        details="It gets one NAT gateway."),
+    Key("systemNodeGroup", SYSTEM_NODE_GROUP, {}, "The CPU node group of the platform's own pods."),
+    Key("gpuNodeGroups", ListOf(GPU_NODE_GROUP), REQUIRED,
+        "GPU node groups, at least one; each becomes its own EKS managed node group."),
+    Key("ebsCsiAddonVersion", Text(form="string `vX.Y.Z-eksbuild.N`"), versions.EBS_CSI_ADDON_VERSION,
+        "The EBS CSI driver add-on build.", example="v1.50.1-eksbuild.2",
+        details="EKS publishes builds per Kubernetes version: list them with `aws eks describe-addon-versions "
+                "--addon-name aws-ebs-csi-driver --kubernetes-version 1.NN` and pin one here if the default is not "
+                "offered for your version."),
+))
+
+KUBECONFIG = Block(title="an existing cluster", intro="The `kubeconfig` secret is required.", keys=(
+    Key("context", Text(), None, "Context to use.", example="gpu-prod",
+        default_note="the kubeconfig's current context"),
+    Key("gpus", Integer(minimum=0), None, "GPUs in the cluster, only used for the capacity warning.", example="8",
+        default_note="no capacity warning"),
+    Key("storageClass", Text(form="StorageClass name"), None,
+        "Class of each tenant control plane's 5Gi volume claim.", example="standard",
+        default_note="the cluster's default class",
+        details="It must exist: `kubectl get storageclass`. Leave it out only if one class there is marked "
+                "`(default)`; otherwise every tenant release waits 15 minutes and rolls back.",
+        fix="set it to the name of a StorageClass of the cluster, e.g. standard"),
+    Key("apiServerPort", Integer(1, 65535), None, "Port the API server's endpoints listen on.", example="16443",
+        default_note="443, 6443 or 8443",
+        details="See `kubectl get endpointslices -n default -l kubernetes.io/service-name=kubernetes`. Set it when it "
+                "is not 443, 6443 or 8443, e.g. a MicroK8s cluster reached by kubeconfig: with "
+                "`vcluster.networkPolicy` on, tenant control planes get an egress rule for it."),
+))
+
+CLUSTER = Block(title="the host", keys=(
+    Key("kind", Text(choices=CLUSTER_KINDS), REQUIRED, "Which host to use.", example="microk8s",
+        details="Only the settings block for this kind may be present: `cluster.eks` under kind `microk8s` is an "
+                "error.",
+        fix="set cluster.kind to microk8s, eks or kubeconfig"),
+    Key("microk8s", MICROK8S, {}, "Settings of a `microk8s` host."),
+    Key("eks", EKS, {}, "Settings of an `eks` host: `region` and `gpuNodeGroups` are required."),
+    Key("kubeconfig", KUBECONFIG, {}, "Settings of a `kubeconfig` host."),
+))
+
+CI = Block(title="where CI reaches the site", keys=(
+    Key("runner", StringList(non_empty=True, form="runner labels"), None,
+        "`runs-on` labels of the runner that previews and deploys this site.", example="[self-hosted, gpu-lab]",
+        default_note="a GitHub-hosted `ubuntu-latest` runner",
+        details="Set it for a site only reachable on-prem (a MicroK8s box, a private cluster) to a self-hosted "
+                "runner that can reach it. Read by `python -m ops.sites matrix` (see [CI follows the stack files]"
+                "(ci-and-sites.md#ci-follows-the-stack-files)); the program itself ignores it."),
+))
+
 
 def read_cluster(section: Section, secrets: Secrets) -> Optional[Cluster]:
-    kind = section.string("kind", choices=CLUSTER_KINDS,
-                          fix="set cluster.kind to microk8s, eks or kubeconfig")
+    kind = section.read("kind")
     for other in CLUSTER_KINDS:
         if other != kind and section.has(other) and kind is not None:
-            section._fail(other, section.raw(other), f"is settings for kind {other}, but cluster.kind is {kind}",
-                          f"remove cluster.{other} or set cluster.kind to {other}")
+            section.fail(other, section.raw(other), f"is settings for kind {other}, but cluster.kind is {kind}",
+                         f"remove cluster.{other} or set cluster.kind to {other}")
     if kind == "microk8s":
-        return Cluster(kind, microk8s=_microk8s(section.child("microk8s", (
-            "host", "user", "port", "useSudo", "enableNvidiaAddon", "nvidiaAddonOperatorVersion",
-            "apiServerUrl", "gpus")), secrets))
+        return Cluster(kind, microk8s=_microk8s(section.child("microk8s"), secrets))
     if kind == "eks":
-        return Cluster(kind, eks=_eks(section.child("eks", (
-            "name", "region", "kubernetesVersion", "vpcId", "publicSubnetIds", "privateSubnetIds", "vpcCidr",
-            "availabilityZones", "systemNodeGroup", "gpuNodeGroups", "ebsCsiAddonVersion"))))
+        return Cluster(kind, eks=_eks(section.child("eks")))
     if kind == "kubeconfig":
         secrets.require("kubeconfig", "cluster.kind is kubeconfig but no kubeconfig is set")
-        return Cluster(kind, kubeconfig=_kubeconfig(section.child("kubeconfig", (
-            "context", "gpus", "storageClass", "apiServerPort"))))
+        return Cluster(kind, kubeconfig=_kubeconfig(section.child("kubeconfig")))
     return None
 
 
 def _microk8s(section: Section, secrets: Secrets) -> MicroK8sHost:
-    host = section.string("host", None, fix="set it to the GPU machine's address, or remove it to run locally")
+    host = section.read("host")
     if host is not None:
         secrets.require("sshPrivateKey", "cluster.microk8s.host is set but no SSH private key is")
-    api_server_url = section.string("apiServerUrl", None, fix="set it to https://<address>:16443")
+    api_server_url = section.read("apiServerUrl")
     if api_server_url is not None and not api_server_url.startswith("https://"):
-        section._fail("apiServerUrl", api_server_url, "must be an https:// URL",
-                      "set it to https://<address>:16443")
-    version = section.string("nvidiaAddonOperatorVersion", versions.MICROK8S_ADDON_GPU_OPERATOR_VERSION)
+        section.fail("apiServerUrl", api_server_url, "must be an https:// URL", "set it to https://<address>:16443")
     return MicroK8sHost(
         host=host,
-        user=section.string("user", "ubuntu"),
-        port=section.integer("port", 22, minimum=1, maximum=65535),
-        use_sudo=section.boolean("useSudo", True),
-        enable_nvidia_addon=section.boolean("enableNvidiaAddon", False),
-        nvidia_addon_operator_version=pinned_version(section, "nvidiaAddonOperatorVersion", version, prefix="v"),
+        user=section.read("user"),
+        port=section.read("port"),
+        use_sudo=section.read("useSudo"),
+        enable_nvidia_addon=section.read("enableNvidiaAddon"),
+        nvidia_addon_operator_version=section.read("nvidiaAddonOperatorVersion"),
         api_server_url=api_server_url,
-        gpus=section.integer("gpus", 1, minimum=0),
+        gpus=section.read("gpus"),
     )
 
 
-def _scaling(section: Section, defaults: tuple[int, int, int]) -> NodeGroupScaling:
-    low = section.integer("minSize", defaults[0], minimum=0)
-    desired = section.integer("desiredSize", defaults[1], minimum=0)
-    high = section.integer("maxSize", defaults[2], minimum=1)
+def _scaling(section: Section) -> NodeGroupScaling:
+    low, desired, high = section.read("minSize"), section.read("desiredSize"), section.read("maxSize")
     if None not in (low, desired, high) and not low <= desired <= high:
-        section._fail("desiredSize", desired, f"must lie between minSize ({low}) and maxSize ({high})",
-                      "choose sizes with minSize <= desiredSize <= maxSize")
+        section.fail("desiredSize", desired, f"must lie between minSize ({low}) and maxSize ({high})",
+                     "choose sizes with minSize <= desiredSize <= maxSize")
     return NodeGroupScaling(low, desired, high)
 
 
 def _eks(section: Section) -> EksHost:
-    region = section.string("region", fix="set cluster.eks.region, e.g. us-east-2")
-    vpc_id = section.string("vpcId", None, fix="set it to an existing VPC id (vpc-...), or remove it")
-    public = section.string_list("publicSubnetIds", ())
-    private = section.string_list("privateSubnetIds", ())
+    region = section.read("region")
+    vpc_id = section.read("vpcId")
+    public = section.read("publicSubnetIds")
+    private = section.read("privateSubnetIds")
     if vpc_id is not None and not (public or private):
-        section._fail("vpcId", vpc_id, "an existing VPC needs its subnets",
-                      "set cluster.eks.privateSubnetIds (and publicSubnetIds for public load balancers)")
+        section.fail("vpcId", vpc_id, "an existing VPC needs its subnets",
+                     "set cluster.eks.privateSubnetIds (and publicSubnetIds for public load balancers)")
     elif vpc_id is not None and not private:
-        section._fail("privateSubnetIds", MISSING, "node groups run in private subnets only",
-                      "set cluster.eks.privateSubnetIds to the VPC's private subnets (with a NAT route)")
+        section.fail("privateSubnetIds", MISSING, "node groups run in private subnets only",
+                     "set cluster.eks.privateSubnetIds to the VPC's private subnets (with a NAT route)")
     if vpc_id is None and (public or private):
-        section._fail("vpcId", MISSING, "subnet ids are set without their VPC", "set cluster.eks.vpcId")
-    system = section.child("systemNodeGroup", ("instanceTypes", "minSize", "desiredSize", "maxSize", "diskSize"))
-    gpu_groups = []
-    for path, value in section.items("gpuNodeGroups", required=True):
-        group = section.reader.section(path, value, ("name", "instanceTypes", "minSize", "desiredSize", "maxSize",
-                                                     "diskSize", "sharingProfile", "labels"))
-        gpu_groups.append(GpuNodeGroup(
-            name=group.string("name", dns_label=True, fix="give the node group a short DNS-1123 name, e.g. gpu"),
-            instance_types=group.string_list("instanceTypes", non_empty=True),
-            scaling=_scaling(group, (0, 1, 1)),
-            disk_size=group.integer("diskSize", 100, minimum=20),
-            sharing_profile=group.string("sharingProfile", None, choices=PROFILES),
-            labels=group.string_map("labels", {}),
-        ))
+        section.fail("vpcId", MISSING, "subnet ids are set without their VPC", "set cluster.eks.vpcId")
+    system = section.child("systemNodeGroup")
+    gpu_groups = [GpuNodeGroup(
+        name=group.read("name"),
+        instance_types=group.read("instanceTypes"),
+        scaling=_scaling(group),
+        disk_size=group.read("diskSize"),
+        sharing_profile=group.read("sharingProfile"),
+        labels=group.read("labels"),
+    ) for group in section.entries("gpuNodeGroups")]
     if section.has("gpuNodeGroups") and isinstance(section.raw("gpuNodeGroups"), list) and not gpu_groups:
-        section._fail("gpuNodeGroups", [], "an EKS host needs at least one GPU node group",
-                      "add an entry with name, instanceTypes (e.g. [g4dn.xlarge]) and sizes")
+        section.fail("gpuNodeGroups", [], "an EKS host needs at least one GPU node group",
+                     "add an entry with name, instanceTypes (e.g. [g4dn.xlarge]) and sizes")
     names = [group.name for group in gpu_groups]
     for index, name in enumerate(names):
         if name == "system":
@@ -115,18 +250,18 @@ def _eks(section: Section) -> EksHost:
         elif name is not None and names.index(name) != index:
             section.reader.fail(f"{section.key('gpuNodeGroups')}[{index}].name", name, "duplicate node group name",
                                 "give every GPU node group its own name")
-    version = section.string("kubernetesVersion", versions.EKS_KUBERNETES_VERSION)
+    version = section.read("kubernetesVersion")
     if version is not None and not re.fullmatch(r"1\.\d+", version):
-        section._fail("kubernetesVersion", version, "must be a pinned Kubernetes minor version",
-                      "use the form 1.NN, e.g. 1.33")
-    zones = section.integer("availabilityZones", 2, minimum=2, maximum=6)
-    addon = section.string("ebsCsiAddonVersion", versions.EBS_CSI_ADDON_VERSION)
+        section.fail("kubernetesVersion", version, "must be a pinned Kubernetes minor version",
+                     "use the form 1.NN, e.g. 1.33")
+    zones = section.read("availabilityZones")
+    addon = section.read("ebsCsiAddonVersion")
     if addon is not None and not re.fullmatch(r"v\d+\.\d+\.\d+-eksbuild\.\d+", addon):
-        section._fail("ebsCsiAddonVersion", addon, "is not an exact EKS add-on version",
-                      "use the form vX.Y.Z-eksbuild.N that `aws eks describe-addon-versions --addon-name "
-                      "aws-ebs-csi-driver --kubernetes-version 1.NN` lists")
+        section.fail("ebsCsiAddonVersion", addon, "is not an exact EKS add-on version",
+                     "use the form vX.Y.Z-eksbuild.N that `aws eks describe-addon-versions --addon-name "
+                     "aws-ebs-csi-driver --kubernetes-version 1.NN` lists")
     return EksHost(
-        name=section.string("name", "gpu-tenancy", dns_label=True),
+        name=section.read("name"),
         region=region,
         kubernetes_version=version,
         vpc_id=vpc_id,
@@ -135,9 +270,9 @@ def _eks(section: Section) -> EksHost:
         vpc_cidr=_vpc_cidr(section, zones),
         availability_zones=zones,
         system_node_group=SystemNodeGroup(
-            instance_types=system.string_list("instanceTypes", ("m6i.large",), non_empty=True),
-            scaling=_scaling(system, (1, 2, 3)),
-            disk_size=system.integer("diskSize", 50, minimum=20),
+            instance_types=system.read("instanceTypes"),
+            scaling=_scaling(system),
+            disk_size=system.read("diskSize"),
         ),
         gpu_node_groups=tuple(gpu_groups),
         ebs_csi_addon_version=addon,
@@ -146,17 +281,17 @@ def _eks(section: Section) -> EksHost:
 
 def _vpc_cidr(section: Section, zones: Optional[int]) -> Optional[str]:
     """The created VPC is cut into /20 subnets: one public and one private per zone."""
-    value = section.string("vpcCidr", "10.0.0.0/16")
+    value = section.read("vpcCidr")
     if value is None:
         return None
     try:
         network = ipaddress.IPv4Network(value)
     except ValueError:
-        section._fail("vpcCidr", value, "is not an IPv4 network", "use a block such as 10.0.0.0/16")
+        section.fail("vpcCidr", value, "is not an IPv4 network", "use a block such as 10.0.0.0/16")
         return None
     if zones and (network.prefixlen > 20 or 2 ** (20 - network.prefixlen) < 2 * zones):
-        section._fail("vpcCidr", value, f"has no room for {2 * zones} /20 subnets",
-                      "use a larger block such as a /16, or fewer availabilityZones")
+        section.fail("vpcCidr", value, f"has no room for {2 * zones} /20 subnets",
+                     "use a larger block such as a /16, or fewer availabilityZones")
         return None
     return value
 
@@ -165,20 +300,19 @@ _STORAGE_CLASS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a
 
 
 def _kubeconfig(section: Section) -> KubeconfigHost:
-    storage_class = section.string("storageClass", None,
-                                   fix="set it to the name of a StorageClass of the cluster, e.g. standard")
+    storage_class = section.read("storageClass")
     if storage_class is not None and (len(storage_class) > 253 or not _STORAGE_CLASS_NAME.fullmatch(storage_class)):
-        section._fail("storageClass", storage_class, "is not a valid StorageClass name",
-                      "use the name `kubectl get storageclass` shows (lowercase letters, digits, '-' and '.')")
+        section.fail("storageClass", storage_class, "is not a valid StorageClass name",
+                     "use the name `kubectl get storageclass` shows (lowercase letters, digits, '-' and '.')")
         storage_class = None
     return KubeconfigHost(
-        context=section.string("context", None),
-        gpus=section.integer("gpus", None, minimum=0),
+        context=section.read("context"),
+        gpus=section.read("gpus"),
         storage_class=storage_class,
-        api_server_port=section.integer("apiServerPort", None, minimum=1, maximum=65535),
+        api_server_port=section.read("apiServerPort"),
     )
 
 
 def read_ci(section: Section) -> CiSettings:
     """Where this site's CI jobs run: a site only reachable on-prem names its self-hosted runner."""
-    return CiSettings(runner=section.string_list("runner", (), non_empty=True) or ())
+    return CiSettings(runner=section.read("runner") or ())

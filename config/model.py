@@ -7,12 +7,9 @@ documented in docs/config-reference.md. Nothing here talks to Pulumi.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional
+from typing import Mapping, Optional
 
 from config.observability import Observability
-
-if TYPE_CHECKING:
-    from config.hosts import HostProfile
 
 # Resource units follow KAI's Queue spec: gpu = devices, cpu = millicores, memory = MB.
 UNLIMITED = -1
@@ -207,6 +204,46 @@ class KaiScheduler:
 class CiSettings:
     # Labels of the self-hosted runner that can reach this site; empty: a GitHub-hosted runner.
     runner: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Taint:
+    """A node taint in Kubernetes spelling (effect ``NoSchedule``, not EKS' ``NO_SCHEDULE``)."""
+
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True)
+class NodePool:
+    name: str
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...] = ()
+    gpu: bool = False
+    # Label keys under these prefixes are set on the nodes by operators (node feature discovery,
+    # GPU feature discovery): present, values unknown until the nodes run.
+    managed_prefixes: tuple[str, ...] = ()
+
+    def admits(self, node_selector: Mapping[str, str]) -> bool:
+        """Whether a pod with this nodeSelector can be placed on the pool's nodes (labels only)."""
+        return all(self.labels.get(key) == value for key, value in node_selector.items())
+
+
+@dataclass(frozen=True)
+class HostProfile:
+    """What a host kind provides and what the platform must add to it: config/hosts.py builds it and says
+    what each field means."""
+
+    kind: str
+    api_server_port: Optional[int]
+    storage_class: Optional[str]
+    creates_storage_class: bool
+    gpu_driver_preinstalled: bool
+    gpu_toolkit_preinstalled: bool
+    nvidia_default_runtime: Optional[bool]
+    node_pools: Optional[tuple[NodePool, ...]]
+    tenant_node_labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The ``observability`` stack key: where metrics go, alert thresholds and KAI's time-aware fairness.
 
-Plain data and validation only; components/observability.py turns it into resources.
+Plain data, its key definitions and validation; components/observability.py turns it into resources.
 """
 
 from __future__ import annotations
@@ -10,12 +10,10 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from config import versions
+from config.key_types import Boolean, Integer, Number, Text
+from config.keys import Block, Key
 from config.reader import Reader, Section
 
-FIELDS = ("prometheus", "namespace", "chartVersion", "grafana", "external", "alerts", "timeAwareFairness")
-EXTERNAL_FIELDS = ("releaseLabel", "url")
-ALERT_FIELDS = ("pendingMinutes", "idleUtilisationPercent", "idleMinutes", "admissionRejections")
-FAIRNESS_FIELDS = ("enabled", "windowSize", "windowType", "halfLifePeriod", "kValue")
 MODES = ("install", "external", "off")
 WINDOW_TYPES = ("sliding", "tumbling")
 # The pattern KAI's SchedulingShard CRD puts on usageParams.windowSize (v0.16.4 and v0.17.0).
@@ -67,37 +65,106 @@ class Observability:
         return self.url
 
 
+EXTERNAL = Block(keys=(
+    Key("releaseLabel", Text(form="label value"), None,
+        "Value of the `release` label put on every ServiceMonitor and PrometheusRule.", example="kube-prometheus-stack",
+        default_note="required with `external`",
+        details="It is how kube-prometheus-stack-style Prometheus instances select them. Refused unless "
+                "`prometheus` is `external`."),
+    Key("url", Text(form="http(s) URL"), None, "In-cluster URL of the site's Prometheus.",
+        example="http://prometheus-operated.monitoring:9090",
+        details="Required for `timeAwareFairness` with `external`."),
+))
+
+_ALERTS = AlertThresholds()
+ALERTS = Block(keys=(
+    Key("pendingMinutes", Integer(1, 1440), _ALERTS.pending_minutes,
+        "`GpuTenancyTeamStarved` fires after a team under its GPU quota has had pending pods this long while another "
+        "team is over its quota.", example="30"),
+    Key("idleUtilisationPercent", Number(minimum=0), _ALERTS.idle_utilisation_percent,
+        "`GpuTenancyAllocatedGpuIdle`: a team whose held GPUs are busier than this (0–100) is not idle.",
+        example="5"),
+    Key("idleMinutes", Integer(5, 10080), _ALERTS.idle_minutes,
+        "`GpuTenancyAllocatedGpuIdle` fires after this long below the threshold.", example="120"),
+    Key("admissionRejections", Integer(minimum=1), _ALERTS.admission_rejections,
+        "`GpuTenancyAdmissionRejections` fires when a team's admission policy refused at least this many pods in 10 "
+        "minutes.", example="5"),
+))
+
+_FAIRNESS = TimeAwareFairness()
+FAIRNESS = Block(keys=(
+    Key("enabled", Boolean(), _FAIRNESS.enabled,
+        "Let KAI's scheduler read each queue's recent GPU usage from Prometheus, so a team that used little lately "
+        "gets surplus first.", example="true",
+        details="Needs `prometheus: install`, or `external` with `external.url`. Patches KAI's `default` "
+                "SchedulingShard (`usageDBConfig`, `kValue`). KAI then queries `kai_queue_allocated_gpus` and "
+                "kube-state-metrics' `kube_node_status_capacity`: an external Prometheus must have both."),
+    Key("windowSize", Text(form="KAI duration"), _FAIRNESS.window_size,
+        "How much history counts (`usageParams.windowSize`; units y w d h m s ms).", example="3d"),
+    Key("windowType", Text(choices=WINDOW_TYPES), _FAIRNESS.window_type, "`usageParams.windowType`.",
+        example="tumbling"),
+    Key("halfLifePeriod", Text(form="KAI duration"), _FAIRNESS.half_life_period,
+        "Older usage counts half as much after each period.", example="12h", default_note="no decay"),
+    Key("kValue", Number(minimum=0), _FAIRNESS.k_value,
+        "Weight of past usage in the fair share (the proportion plugin's `kValue`).", example="2"),
+))
+
+_OBSERVABILITY = Observability()
+OBSERVABILITY = Block(title="GPU usage metrics, alerts and dashboards", intro="""\
+Stacks without this key behave as before (`prometheus: off`: nothing is created). See [Per-team GPU
+usage](observability.md) for what it
+builds.""", keys=(
+    Key("prometheus", Text(choices=MODES), _OBSERVABILITY.prometheus, "Where metrics go.", example="install",
+        details="`install`: the program installs a pinned kube-prometheus-stack (Prometheus operator, Prometheus, "
+                "kube-state-metrics, Grafana) as Helm release `kube-prometheus-stack`. `external`: the site's own "
+                "Prometheus operator; the program creates only ServiceMonitors, a PrometheusRule and dashboard "
+                "ConfigMaps. `off`: none of it."),
+    Key("namespace", Text(dns_label=True), _OBSERVABILITY.namespace,
+        "Where the release (`install`), the monitors, the rule and the dashboard ConfigMaps live.",
+        example="observability",
+        details="With `external`, use the namespace your Grafana's dashboard sidecar watches. Never a team's "
+                "namespace; with `install`, not KAI's or the GPU Operator's either."),
+    Key("chartVersion", Text(form="exact version `X.Y.Z`"), _OBSERVABILITY.chart_version,
+        "kube-prometheus-stack chart version (`install`).", example="88.5.3"),
+    Key("grafana", Boolean(), _OBSERVABILITY.grafana,
+        "Install Grafana with the stack (`install` only; any other mode refuses the key).", example="false"),
+    Key("external", EXTERNAL, {}, "The site's own Prometheus, with `prometheus: external`."),
+    Key("alerts", ALERTS, {}, "Thresholds of the platform's alert rules."),
+    Key("timeAwareFairness", FAIRNESS, {}, "KAI's time-aware fair sharing, fed by the usage history in Prometheus."),
+))
+
+
 def read_observability(section: Section) -> Observability:
     """Read the ``observability`` block; every problem goes to the section's reader."""
-    mode = section.string("prometheus", "off", choices=MODES)
-    external = section.child("external", EXTERNAL_FIELDS)
-    release_label = external.string("releaseLabel", None)
-    url = external.string("url", None)
+    mode = section.read("prometheus")
+    external = section.child("external")
+    release_label = external.read("releaseLabel")
+    url = external.read("url")
     if mode in ("install", "off") and external.present:
-        section._fail("external", section.raw("external"), f"is for prometheus: external, but prometheus is {mode}",
-                      "remove observability.external or set observability.prometheus to external")
+        section.fail("external", section.raw("external"), f"is for prometheus: external, but prometheus is {mode}",
+                     "remove observability.external or set observability.prometheus to external")
     if mode == "external" and not external.has("releaseLabel"):
-        external._fail("releaseLabel", external.raw("releaseLabel"),
-                       "the site's Prometheus picks ServiceMonitors and rules by a release label",
-                       "set it to the value of the `release` label your Prometheus selects, e.g. kube-prometheus-stack")
+        external.fail("releaseLabel", external.raw("releaseLabel"),
+                      "the site's Prometheus picks ServiceMonitors and rules by a release label",
+                      "set it to the value of the `release` label your Prometheus selects, e.g. kube-prometheus-stack")
     if release_label is not None and not LABEL_VALUE.fullmatch(release_label):
-        external._fail("releaseLabel", release_label, "is not a Kubernetes label value",
-                       "use at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit")
+        external.fail("releaseLabel", release_label, "is not a Kubernetes label value",
+                      "use at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit")
         release_label = None
     if url is not None and not re.fullmatch(r"https?://[^\s/]+(/\S*)?", url):
-        external._fail("url", url, "is not an http(s) URL",
-                       "set it to the in-cluster URL of your Prometheus, e.g. http://prometheus.monitoring:9090")
+        external.fail("url", url, "is not an http(s) URL",
+                      "set it to the in-cluster URL of your Prometheus, e.g. http://prometheus.monitoring:9090")
         url = None
-    namespace = section.string("namespace", "monitoring", dns_label=True)
-    version = section.string("chartVersion", versions.KUBE_PROMETHEUS_STACK_VERSION)
+    namespace = section.read("namespace")
+    version = section.read("chartVersion")
     if version is not None and not re.fullmatch(r"\d+\.\d+\.\d+", version):
-        section._fail("chartVersion", version, "is not an exact kube-prometheus-stack chart version",
-                      f"set an exact version without a leading 'v', e.g. {versions.KUBE_PROMETHEUS_STACK_VERSION}")
-    grafana = section.boolean("grafana", True)
+        section.fail("chartVersion", version, "is not an exact kube-prometheus-stack chart version",
+                     f"set an exact version without a leading 'v', e.g. {versions.KUBE_PROMETHEUS_STACK_VERSION}")
+    grafana = section.read("grafana")
     if mode != "install" and section.has("grafana"):
-        section._fail("grafana", section.raw("grafana"), f"only applies to prometheus: install (it is {mode})",
-                      "remove observability.grafana; with an external Prometheus, dashboards are ConfigMaps for "
-                      "your own Grafana's sidecar")
+        section.fail("grafana", section.raw("grafana"), f"only applies to prometheus: install (it is {mode})",
+                     "remove observability.grafana; with an external Prometheus, dashboards are ConfigMaps for "
+                     "your own Grafana's sidecar")
     return Observability(
         prometheus=mode or "off",
         namespace=namespace,
@@ -105,51 +172,48 @@ def read_observability(section: Section) -> Observability:
         grafana=grafana,
         release_label=INSTALL_RELEASE if mode == "install" else release_label,
         url=url,
-        alerts=_alerts(section.child("alerts", ALERT_FIELDS)),
-        fairness=_fairness(section.child("timeAwareFairness", FAIRNESS_FIELDS), mode, url),
+        alerts=_alerts(section.child("alerts")),
+        fairness=_fairness(section.child("timeAwareFairness"), mode, url),
     )
 
 
 def _alerts(section: Section) -> AlertThresholds:
-    defaults = AlertThresholds()
-    idle = section.number("idleUtilisationPercent", defaults.idle_utilisation_percent, minimum=0)
+    idle = section.read("idleUtilisationPercent")
     if idle is not None and idle > 100:
-        section._fail("idleUtilisationPercent", idle, "is a percentage of one GPU's busy time",
-                      "set it between 0 and 100, e.g. 10")
+        section.fail("idleUtilisationPercent", idle, "is a percentage of one GPU's busy time",
+                     "set it between 0 and 100, e.g. 10")
         idle = None
     return AlertThresholds(
-        pending_minutes=section.integer("pendingMinutes", defaults.pending_minutes, minimum=1, maximum=1440),
+        pending_minutes=section.read("pendingMinutes"),
         idle_utilisation_percent=idle,
-        idle_minutes=section.integer("idleMinutes", defaults.idle_minutes, minimum=5, maximum=10080),
-        admission_rejections=section.integer("admissionRejections", defaults.admission_rejections, minimum=1),
+        idle_minutes=section.read("idleMinutes"),
+        admission_rejections=section.read("admissionRejections"),
     )
 
 
-def _duration(section: Section, name: str, default: Optional[str]) -> Optional[str]:
-    value = section.string(name, default)
+def _duration(section: Section, name: str) -> Optional[str]:
+    value = section.read(name)
     if value is not None and not KAI_DURATION.fullmatch(value):
-        section._fail(name, value, "is not a duration KAI accepts",
-                      "use units y, w, d, h, m, s, ms without spaces, e.g. 1w or 12h")
+        section.fail(name, value, "is not a duration KAI accepts",
+                     "use units y, w, d, h, m, s, ms without spaces, e.g. 1w or 12h")
         return None
     return value
 
 
 def _fairness(section: Section, mode: Optional[str], url: Optional[str]) -> TimeAwareFairness:
-    defaults = TimeAwareFairness()
-    enabled = section.boolean("enabled", defaults.enabled)
+    enabled = section.read("enabled")
     if enabled and mode == "off":
-        section._fail("enabled", True, "time-aware fairness reads each queue's usage history from Prometheus, and "
-                      "observability.prometheus is off", "set observability.prometheus to install or external")
+        section.fail("enabled", True, "time-aware fairness reads each queue's usage history from Prometheus, and "
+                     "observability.prometheus is off", "set observability.prometheus to install or external")
     if enabled and mode == "external" and url is None:
-        section.reader.fail(section.key("enabled"), True,
-                            "KAI's scheduler needs the URL of the external Prometheus to read usage history",
-                            "set observability.external.url, e.g. http://prometheus-operated.monitoring:9090")
-    k_value = section.number("kValue", defaults.k_value, minimum=0)
+        section.fail("enabled", True, "KAI's scheduler needs the URL of the external Prometheus to read usage history",
+                     "set observability.external.url, e.g. http://prometheus-operated.monitoring:9090")
+    k_value = section.read("kValue")
     return TimeAwareFairness(
         enabled=bool(enabled),
-        window_size=_duration(section, "windowSize", defaults.window_size),
-        window_type=section.string("windowType", defaults.window_type, choices=WINDOW_TYPES),
-        half_life_period=_duration(section, "halfLifePeriod", None),
+        window_size=_duration(section, "windowSize"),
+        window_type=section.read("windowType"),
+        half_life_period=_duration(section, "halfLifePeriod"),
         k_value=k_value,
     )
 

@@ -9,7 +9,8 @@ import pulumi
 
 from config.errors import ConfigError, ConfigIssue
 from config.load import namespace_issues
-from config.vocabulary import PROJECT, SECRET_KEYS
+from config.secrets import SECRET_KEYS
+from config.vocabulary import PROJECT
 
 # The value tools.mockrun gives a secret key the stack does not set, so that an offline plan of a
 # site whose secrets are not set yet can run. A real `pulumi up` never sees it: there an unset

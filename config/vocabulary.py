@@ -12,8 +12,6 @@ import re
 
 # --- the project and its config namespaces -----------------------------------------------------
 PROJECT = "gpu-tenancy"
-# The config keys that hold secrets (set with `pulumi config set --secret`).
-SECRET_KEYS = ("sshPrivateKey", "kubeconfig")
 # Config namespaces a stack may use besides the project's own: Pulumi's and the providers' the
 # program runs. Any other namespace is a typo that would leave its keys silently unread.
 OTHER_NAMESPACES = ("pulumi", "aws", "eks", "kubernetes", "command")

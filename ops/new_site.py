@@ -31,8 +31,8 @@ if str(REPO_DIR) not in sys.path:  # `python -m ops.new_site` from another direc
     sys.path.insert(0, str(REPO_DIR))
 
 from config import ConfigError  # noqa: E402
-from config.load import secret_command as project_secret_command  # noqa: E402
-from config.vocabulary import PROJECT, SECRET_KEYS  # noqa: E402
+from config.secrets import SECRET_KEYS, secret_command as project_secret_command  # noqa: E402
+from config.vocabulary import PROJECT  # noqa: E402
 from config.vocabulary import CLUSTER_KINDS  # noqa: E402
 from config.stack_file import StackFileError, read_stack_file, stack_names  # noqa: E402
 from ops.sites import platform_of, site_of  # noqa: E402

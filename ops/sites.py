@@ -27,7 +27,8 @@ from typing import Optional, Sequence
 
 from config import ConfigError, Platform, load_platform
 from config.load import namespace_issues
-from config.vocabulary import PROJECT, SECRET_KEYS
+from config.secrets import SECRET_KEYS
+from config.vocabulary import PROJECT
 from config.stack_file import PROJECT_DIR, StackFileError, stack_config, stack_names
 
 GITHUB_HOSTED = ("ubuntu-latest",)

@@ -14,7 +14,8 @@ from typing import Any, Optional, Sequence, Union
 import yaml
 
 from config import ConfigError
-from config.vocabulary import PROJECT, SECRET_KEYS
+from config.secrets import SECRET_KEYS
+from config.vocabulary import PROJECT
 from config.stack_file import StackFileError, core_value, parse_value
 
 Segment = Union[str, int]

@@ -18,8 +18,10 @@ import pytest
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from config.load import TOP_LEVEL_KEYS
-from config.vocabulary import PROJECT, SECRET_KEYS
+from config.keys import REQUIRED
+from config.load import STACK_CONFIG
+from config.secrets import SECRET_KEYS
+from config.vocabulary import PROJECT
 from config.stack_file import read_stack_file, stack_names
 from tests.conftest import MIRRORED_TAGS, git
 
@@ -110,7 +112,13 @@ def test_the_clis_own_schema_refuses_an_unknown_declaration_field():
 def test_the_declared_keys_are_the_keys_the_loader_reads():
     declared = {key.split(":", 1)[1] for key in declarations()}
     assert all(key.startswith(f"{PROJECT}:") for key in declarations())
-    assert declared == set(TOP_LEVEL_KEYS) | set(SECRET_KEYS)
+    assert declared == set(STACK_CONFIG.names) | set(SECRET_KEYS)
+
+
+def test_the_cli_requires_the_top_level_keys_the_definitions_require():
+    """A declaration without a default makes the CLI refuse a stack that leaves the key out."""
+    cli_required = {name for name in STACK_CONFIG.names if "default" not in declarations()[f"{PROJECT}:{name}"]}
+    assert cli_required == {key.name for key in STACK_CONFIG.keys if key.default is REQUIRED}
 
 
 def test_secrets_are_declared_with_an_empty_default_so_a_site_without_them_still_starts():

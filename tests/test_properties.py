@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from config import ConfigError, load_platform
-from config.load import TOP_LEVEL_KEYS
-from config.vocabulary import SECRET_KEYS
+from config.load import STACK_CONFIG
+from config.secrets import SECRET_KEYS
 from tests.conftest import dev_config, eks_config, whole_program_examples
 from config.stack_file import StackFileError, parse_document
 from tools.offline.mockrun import ProgramRun, run_program
@@ -127,7 +127,7 @@ def assert_consistent(program: ProgramRun, config: dict) -> None:
 
 def assert_names_keys(error: ConfigError) -> None:
     assert error.issues
-    known_roots = set(TOP_LEVEL_KEYS) | set(SECRET_KEYS)
+    known_roots = set(STACK_CONFIG.names) | set(SECRET_KEYS)
     for issue in error.issues:
         assert issue.key and issue.fix and issue.problem
         root = issue.key.split(".")[0].split("[")[0]

@@ -31,7 +31,8 @@ import jsonschema
 import kubernetes_validate
 
 from config import versions
-from config.hosts import DEFAULT_STORAGE_CLASS_ANNOTATION, NodePool
+from config.hosts import DEFAULT_STORAGE_CLASS_ANNOTATION
+from config.model import NodePool
 from config.vocabulary import POD_SECURITY_LABEL
 from tools.deployability import network_policy
 from tools.deployability import pod_security

@@ -18,7 +18,8 @@ import kubernetes_validate
 import yaml
 
 from config import versions
-from config.hosts import EKS_TAINT_EFFECTS, HOST_KIND_FACTS, HostKindFacts, NodePool, Taint
+from config.hosts import EKS_TAINT_EFFECTS, HOST_KIND_FACTS, HostKindFacts
+from config.model import NodePool, Taint
 from config.vocabulary import EKS_CLUSTER, EKS_NODE_GROUP, HOST_COMPONENT, VCLUSTER_MANAGED_BY_LABEL
 from tools.plan.lookup import dig
 

@@ -1,2 +1,3 @@
-"""Files generated from the code and kept current by tests: the stack-config JSON Schema (``schema``)
-and the dashboard pictures of docs/observability.md (``dashboard_picture``)."""
+"""Files generated from the code and kept current by tests: the stack-config JSON Schema (``schema``),
+the config reference (``config_reference``) and the dashboard pictures of docs/observability.md
+(``dashboard_picture``)."""

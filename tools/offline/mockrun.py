@@ -25,7 +25,8 @@ import yaml
 
 from config.source import OFFLINE_PLACEHOLDER
 from config.stack_file import PROJECT_DIR, stack_config as read_stack_config
-from config.vocabulary import COMMANDS, EKS_CLUSTER, PROJECT, RELEASE, SECRET_KEYS
+from config.secrets import SECRET_KEYS
+from config.vocabulary import COMMANDS, EKS_CLUSTER, PROJECT, RELEASE
 from tools.offline import sdk_internals as sdk
 
 REDACTED = "[secret]"

@@ -1,0 +1,310 @@
+"""The types a stack-config key can have: each reads and checks one raw value, and knows its JSON Schema
+and how the config reference names it.
+
+Stack config is untrusted YAML, so ``parse`` gets any value at all; it returns the value the program
+uses or raises ``Invalid`` with what is wrong and how to fix it. Defaults, required keys and the key's
+path are config.reader's business: a type only sees a value that is there.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, ClassVar, Iterable, Optional
+
+from config.errors import MISSING
+from config.vocabulary import EXACT_VERSION
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS_LABEL_FIX = "use at most {limit} lowercase letters, digits and '-', starting and ending with a letter or digit"
+QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+# Far beyond any real quota (memory is counted in MB); keeps float conversions exact and finite.
+LARGEST_NUMBER = 10**12
+
+
+class Invalid(Exception):
+    """A value its type refuses. ``entry`` names the map entry at fault (holding ``value``), if it is one."""
+
+    def __init__(self, problem: str, fix: str, *, entry: Optional[str] = None, value: object = None):
+        super().__init__(problem)
+        self.problem, self.fix, self.entry, self.value = problem, fix, entry, value
+
+
+def is_number(value: object) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return abs(value) <= LARGEST_NUMBER if isinstance(value, int) else math.isfinite(value) and abs(value) <= LARGEST_NUMBER
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f"did you mean '{close[0]}'?" if close else "remove it"
+
+
+def type_name(value: object) -> str:
+    """How a problem names what it found instead."""
+    if value is MISSING:
+        return "nothing"
+    if isinstance(value, bool):
+        return f"a boolean ({value!r})"
+    if isinstance(value, (int, float)):
+        return f"a number ({value!r})"
+    if isinstance(value, str):
+        return f"a string ({value!r})" if len(value) <= 40 else "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a map"
+    return type(value).__name__
+
+
+@dataclass(frozen=True)
+class Text:
+    """A non-empty string; ``form`` is how the reference names one whose reader checks its shape further."""
+
+    choices: Optional[tuple[str, ...]] = None
+    dns_label: bool = False
+    max_length: int = 63
+    form: Optional[str] = None
+    fix: ClassVar[str] = "set it to a string"
+
+    def parse(self, value: object, fix: str) -> str:
+        if is_number(value):
+            raise Invalid(f"expected a string, got {type_name(value)}",
+                          f'quote it so YAML keeps it as written, e.g. "{value}"')
+        if not isinstance(value, str) or not value.strip():
+            raise Invalid(f"expected a non-empty string, got {type_name(value)}", fix)
+        if self.choices is not None and value not in self.choices:
+            options = ", ".join(self.choices)
+            suggestion = did_you_mean(value, self.choices)
+            raise Invalid(f"must be one of {options}", f"{suggestion} (allowed: {options})" if suggestion != "remove it"
+                          else f"use one of the allowed values (allowed: {options})")
+        if self.dns_label and (len(value) > self.max_length or not DNS_LABEL.fullmatch(value)):
+            too_long = f" of at most {self.max_length} characters" if len(value) > self.max_length else ""
+            raise Invalid(f"is not a DNS-1123 label{too_long}", DNS_LABEL_FIX.format(limit=self.max_length))
+        return value
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "string", **({"enum": list(self.choices)} if self.choices is not None else {}),
+                **({"pattern": DNS_LABEL.pattern, "maxLength": self.max_length} if self.dns_label else {})}
+
+    def shown(self) -> str:
+        if self.choices is not None:
+            return " | ".join(f"`{choice}`" for choice in self.choices)
+        if self.dns_label:
+            return "DNS-1123 label" + (f" of at most {self.max_length} characters" if self.max_length != 63 else "")
+        return self.form or "string"
+
+
+@dataclass(frozen=True)
+class Version:
+    """An exact chart version (``config.vocabulary.EXACT_VERSION``) with the chart's own prefix (``v`` or none)."""
+
+    prefix: str
+    fix: ClassVar[str] = "set it to a string"
+
+    def parse(self, value: object, fix: str) -> str:
+        value = Text().parse(value, fix)
+        example = f"{self.prefix}1.2.3"
+        if value.strip().lower() in ("latest", "stable", "*"):
+            raise Invalid("chart versions must be pinned", f"set an exact version such as {example}")
+        if not EXACT_VERSION.fullmatch(value):
+            raise Invalid("is not an exact version (no ranges or wildcards)", f"set an exact version such as {example}")
+        if self.prefix and not value.startswith(self.prefix):
+            raise Invalid(f"this chart's versions start with '{self.prefix}'", f"write it as {self.prefix}{value}")
+        if not self.prefix and value.startswith("v"):
+            raise Invalid("this chart's versions have no leading 'v'", f"write it as {value[1:]}")
+        return value
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "string"}
+
+    def shown(self) -> str:
+        return f"exact version `{self.prefix}X.Y.Z`" + ("" if self.prefix else " (no `v`)")
+
+
+@dataclass(frozen=True)
+class Boolean:
+    fix: ClassVar[str] = "set it to true or false"
+
+    def parse(self, value: object, fix: str) -> bool:
+        if not isinstance(value, bool):
+            raise Invalid(f"expected true or false, got {type_name(value)}", fix)
+        return value
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "boolean"}
+
+    def shown(self) -> str:
+        return "boolean"
+
+
+@dataclass(frozen=True)
+class Number:
+    """A real number; with ``unlimited``, -1 is allowed too and means no bound."""
+
+    minimum: Optional[float] = None
+    unlimited: bool = False
+
+    @property
+    def bounds(self) -> str:
+        parts = (["-1 (unlimited)"] if self.unlimited else []) + ([f">= {self.minimum:g}"] if self.minimum is not None
+                                                                   else [])
+        return " or ".join(parts) if parts else "(any finite number)"
+
+    @property
+    def fix(self) -> str:
+        return f"set it to a number {self.bounds}"
+
+    def parse(self, value: object, fix: str) -> float:
+        if not is_number(value):
+            raise Invalid(f"expected a number of at most {LARGEST_NUMBER:g}, got {type_name(value)}", fix)
+        if self.unlimited and value == -1:
+            return value
+        if self.minimum is not None and value < self.minimum:
+            raise Invalid(f"must be {self.bounds}", fix)
+        return value
+
+    def schema(self) -> dict[str, Any]:
+        bounded = {"type": "number", **({"minimum": self.minimum} if self.minimum is not None else {})}
+        return {"anyOf": [{"const": -1}, bounded]} if self.unlimited else bounded
+
+    def shown(self) -> str:
+        shown = "number" + (f" ≥ {self.minimum:g}" if self.minimum is not None else "")
+        return shown + (", or `-1`" if self.unlimited else "")
+
+
+@dataclass(frozen=True)
+class Integer:
+    minimum: Optional[int] = None
+    maximum: Optional[int] = None
+
+    @property
+    def bounds(self) -> str:
+        if self.minimum is not None and self.maximum is not None:
+            return f"between {self.minimum} and {self.maximum}"
+        if self.minimum is not None:
+            return f">= {self.minimum}"
+        return f"<= {self.maximum}" if self.maximum is not None else ""
+
+    @property
+    def fix(self) -> str:
+        return f"set it to a whole number {self.bounds}"
+
+    def parse(self, value: object, fix: str) -> int:
+        if isinstance(value, float) and value.is_integer() and math.isfinite(value):
+            value = int(value)
+        if not isinstance(value, int) or isinstance(value, bool) or abs(value) > LARGEST_NUMBER:
+            raise Invalid(f"expected a whole number of at most {LARGEST_NUMBER:g}, got {type_name(value)}", fix)
+        if (self.minimum is not None and value < self.minimum) or (self.maximum is not None and value > self.maximum):
+            raise Invalid(f"must be {self.bounds}", fix)
+        return value
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "integer", **({"minimum": self.minimum} if self.minimum is not None else {}),
+                **({"maximum": self.maximum} if self.maximum is not None else {})}
+
+    def shown(self) -> str:
+        if self.minimum is not None and self.maximum is not None:
+            return f"integer {self.minimum}–{self.maximum}"
+        if self.minimum is not None:
+            return f"integer ≥ {self.minimum}"
+        return f"integer ≤ {self.maximum}" if self.maximum is not None else "integer"
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """A Kubernetes quantity (``500m``, ``4``, ``16Gi``); a plain non-negative number is read as one."""
+
+    fix: ClassVar[str] = "use a value such as 500m, 4, 512Mi or 16Gi"
+
+    def parse(self, value: object, fix: str) -> str:
+        if is_number(value) and value >= 0:
+            value = f"{value:g}"
+        if not isinstance(value, str) or not QUANTITY.fullmatch(value):
+            raise Invalid("is not a Kubernetes quantity", fix)
+        return value
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": ["string", "number"], "pattern": QUANTITY.pattern}
+
+    def shown(self) -> str:
+        return "quantity"
+
+
+_QUANTITY_FACTORS = {"": 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+                     "Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50, "Ei": 2 ** 60}
+
+
+def quantity_value(quantity: str) -> float:
+    """A validated Kubernetes quantity (``500m``, ``16``, ``64Gi``) as a plain number of base units."""
+    match = QUANTITY.fullmatch(quantity)
+    assert match is not None, quantity
+    suffix = match.group(2) or ""
+    return float(quantity[:len(quantity) - len(suffix)]) * _QUANTITY_FACTORS[suffix]
+
+
+@dataclass(frozen=True)
+class StringMap:
+    """Labels and the like: string keys to string values (numbers are written as strings)."""
+
+    fix: ClassVar[str] = "write it as a map of string keys to string values"
+
+    def parse(self, value: object, fix: str) -> dict[str, str]:
+        if not isinstance(value, dict):
+            raise Invalid(f"expected a map, got {type_name(value)}", fix)
+        result: dict[str, str] = {}
+        for key, item in value.items():
+            if not isinstance(key, str) or not isinstance(item, (str, int, float)) or isinstance(item, bool):
+                raise Invalid(f"expected a string value, got {type_name(item)}", "quote the value as a string",
+                              entry=str(key), value=item)
+            result[key] = str(item)
+        return result
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "object", "additionalProperties": {"type": ["string", "number"]}}
+
+    def shown(self) -> str:
+        return "map string → string"
+
+
+@dataclass(frozen=True)
+class StringList:
+    non_empty: bool = False
+    form: str = "strings"
+    fix: ClassVar[str] = "write it as a list of strings, e.g. [a, b]"
+
+    def parse(self, value: object, fix: str) -> tuple[str, ...]:
+        if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+            raise Invalid(f"expected a list of strings, got {type_name(value)}", fix)
+        if self.non_empty and not value:
+            raise Invalid("must not be empty", "list at least one value")
+        return tuple(value)
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "array", "items": {"type": "string", "minLength": 1},
+                **({"minItems": 1} if self.non_empty else {})}
+
+    def shown(self) -> str:
+        return ("non-empty " if self.non_empty else "") + f"list of {self.form}"
+
+
+@dataclass(frozen=True)
+class AnyMap:
+    """A map the program passes on unread (raw Helm values): only its keys must be strings."""
+
+    fix: ClassVar[str] = "write it as a YAML map"
+
+    def parse(self, value: object, fix: str) -> dict:
+        if not isinstance(value, dict) or not all(isinstance(key, str) for key in value):
+            raise Invalid(f"expected a map with string keys, got {type_name(value)}", fix)
+        return value
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "object"}
+
+    def shown(self) -> str:
+        return "map"
+

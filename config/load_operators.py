@@ -1,0 +1,110 @@
+"""Stack config: the ``gpuOperator`` and ``kaiScheduler`` blocks, declared and read."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from config import versions
+from config.key_types import Boolean, Integer, Text, Version
+from config.keys import Block, Derived, Key
+from config.model import Cluster, GpuOperator, HostProfile, KaiScheduler, TimeSlicing
+from config.reader import DECLARED, Section
+from config.sharing import EXCLUSIVE, PROFILES
+from config.vocabulary import MICROK8S_ADDON_NAMESPACE
+
+OPERATOR_MODES = ("install", "microk8s-addon", "external")
+# The first KAI release whose pod webhook can neutralise NVIDIA_VISIBLE_DEVICES (global.blockNvidiaVisibleDevices).
+KAI_MINIMUM_VERSION = (0, 16, 0)
+
+TIME_SLICING = Block(keys=(
+    Key("replicas", Integer(2, 64), 4, "Replicas per GPU in the `time-sliced` profile.", example="2",
+        fix="set it to a whole number >= 2 (1 would mean no sharing: use the exclusive profile instead)"),
+    Key("defaultProfile", Text(choices=PROFILES), EXCLUSIVE,
+        "Profile for nodes without a `nvidia.com/device-plugin.config` label.", example="exclusive"),
+    Key("configMapName", Text(dns_label=True), "time-slicing-config", "Name of the device-plugin ConfigMap.",
+        example="gpu-sharing"),
+))
+
+GPU_OPERATOR = Block(title="NVIDIA GPU Operator", notes="""\
+The chart values the program always sets in `install` mode are `cdi.enabled: true` and
+`devicePlugin.config.{name, default, create: false}`, which point at the ConfigMap.""", keys=(
+    Key("mode", Text(choices=OPERATOR_MODES), "install", "Who runs the GPU Operator.", example="microk8s-addon",
+        details="`install`: this program owns a Helm release `gpu-operator`. `microk8s-addon`: MicroK8s's `nvidia` "
+                "addon runs the operator, and the program patches the addon's ClusterPolicy `cluster-policy` to use "
+                "the sharing ConfigMap (a second release would conflict with it); only valid on `microk8s` hosts. "
+                "`external`: someone else runs the operator, and the program only creates the ConfigMap in the "
+                "operator's (existing) namespace and exports its name and keys. Only `install` creates the "
+                "namespace. With `cluster.microk8s.enableNvidiaAddon: true`, only `microk8s-addon` is allowed: two "
+                "operators would fight over the cluster-wide ClusterPolicy."),
+    Key("version", Version("v"), versions.GPU_OPERATOR_VERSION, "Pinned chart version, used in `install` mode.",
+        example="v26.3.3"),
+    Key("namespace", Text(dns_label=True), "gpu-operator", "Where the operator and the sharing ConfigMap live.",
+        example="nvidia-system", default_note=f"in `microk8s-addon` mode it is always `{MICROK8S_ADDON_NAMESPACE}`",
+        details="In `microk8s-addon` mode, any other value is an error."),
+    Key("driverEnabled", Boolean(), Derived("`false` on `eks` and `microk8s` hosts, `true` on `kubeconfig`"),
+        "Chart value `driver.enabled` (`install` mode).", example="true",
+        details="AL2023 NVIDIA AMIs and MicroK8s GPU boxes already have the driver."),
+    Key("toolkitEnabled", Boolean(), Derived("`false` on `eks`, `true` otherwise"),
+        "Chart value `toolkit.enabled` (`install` mode).", example="false",
+        details="On MicroK8s, the toolkit is pointed at MicroK8s's containerd config and socket automatically."),
+    Key("timeSlicing", TIME_SLICING, {}, "The device plugin's sharing profiles; see [Sharing profiles]"
+        "(#sharing-profiles)."),
+))
+
+KAI_SCHEDULER = Block(title="KAI Scheduler", keys=(
+    Key("version", Version("v"), versions.KAI_VERSION, "Pinned KAI Scheduler chart version, v0.16.0 or later.",
+        example="v0.16.4",
+        details=f"Installed as Helm release `kai-scheduler` in namespace `kai-scheduler` from `{versions.KAI_CHART}`. "
+                "Older releases cannot blank `NVIDIA_VISIBLE_DEVICES` (see the [security model]"
+                "(security-model.md)). The program always sets "
+                "`global.blockNvidiaVisibleDevices: true`."),
+    Key("gpuSharing", Boolean(), True, "Chart value `global.gpuSharing`, which enables `gpu-fraction` / `gpu-memory` "
+        "pods.", example="false"),
+))
+
+
+def read_gpu_operator(section: Section, cluster: Optional[Cluster], host: Optional[HostProfile]) -> GpuOperator:
+    mode = section.read("mode")
+    kind = cluster.kind if cluster else None
+    if mode == "microk8s-addon" and kind not in (None, "microk8s"):
+        section.fail("mode", mode, f"the MicroK8s addon only exists on a microk8s host, not on {kind}",
+                     "use gpuOperator.mode install or external")
+    addon_enabled = cluster is not None and cluster.microk8s is not None and cluster.microk8s.enable_nvidia_addon
+    if addon_enabled and mode in ("install", "external"):
+        section.fail("mode", mode, "cluster.microk8s.enableNvidiaAddon installs a GPU Operator too, and two "
+                     "operators fight over the cluster-wide ClusterPolicy",
+                     "set gpuOperator.mode to microk8s-addon, or turn enableNvidiaAddon off")
+    chosen = section.raw("namespace")
+    if mode == "microk8s-addon" and isinstance(chosen, str) and chosen.strip() and chosen != MICROK8S_ADDON_NAMESPACE:
+        # The addon picks its namespace itself; what is not a string at all is left to the key's type check.
+        section.fail("namespace", chosen, f"the MicroK8s addon installs the operator in {MICROK8S_ADDON_NAMESPACE}",
+                     "remove gpuOperator.namespace")
+        namespace = None
+    else:
+        namespace = section.read("namespace", MICROK8S_ADDON_NAMESPACE if mode == "microk8s-addon" else DECLARED)
+    time_slicing = section.child("timeSlicing")
+    return GpuOperator(
+        mode=mode,
+        version=section.read("version"),
+        namespace=namespace,
+        # The operator installs what the host's nodes do not already have (config/hosts.py).
+        driver_enabled=section.read("driverEnabled", not (host and host.gpu_driver_preinstalled)),
+        toolkit_enabled=section.read("toolkitEnabled", not (host and host.gpu_toolkit_preinstalled)),
+        time_slicing=TimeSlicing(
+            replicas=time_slicing.read("replicas"),
+            default_profile=time_slicing.read("defaultProfile"),
+            config_map_name=time_slicing.read("configMapName"),
+        ),
+    )
+
+
+def read_kai(section: Section) -> KaiScheduler:
+    version = section.read("version")
+    if version is not None and versions.release_numbers(version) < KAI_MINIMUM_VERSION:
+        minimum = "v" + ".".join(map(str, KAI_MINIMUM_VERSION))
+        section.fail("version", version,
+                     f"KAI releases before {minimum} cannot blank NVIDIA_VISIBLE_DEVICES in containers that hold no "
+                     "GPU, so a tenant could reach every GPU of a node",
+                     f"pin {minimum} or later, e.g. {versions.KAI_VERSION}")
+        version = None
+    return KaiScheduler(version=version, gpu_sharing=section.read("gpuSharing"))

@@ -1,0 +1,54 @@
+"""The secret keys of the stack config, and which of them a site still has to set.
+
+Secrets are set with ``pulumi config set --secret``; their values never reach the loader, which
+only learns which of them are set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from config.errors import MISSING
+from config.reader import Reader
+from config.vocabulary import PROJECT
+
+
+@dataclass(frozen=True)
+class Secret:
+    name: str
+    # Where its value usually comes from, for the command that sets it.
+    source: str
+    description: str
+
+
+SECRETS = (
+    Secret("sshPrivateKey", "~/.ssh/id_ed25519",
+           "SSH private key for `cluster.microk8s.host`. Required when `host` is set."),
+    Secret("kubeconfig", "path/to/kubeconfig",
+           "Kubeconfig of the existing cluster. Required when `cluster.kind` is `kubeconfig`."),
+)
+SECRET_KEYS = tuple(secret.name for secret in SECRETS)
+
+
+def secret_command(name: str, stack: Optional[str] = None) -> str:
+    """The command that sets one secret key, encrypted."""
+    [source] = [secret.source for secret in SECRETS if secret.name == name]
+    target = f" --stack {stack}" if stack else ""
+    return f"pulumi config set --secret {PROJECT}:{name}{target} < {source}"
+
+
+class Secrets:
+    """Which secret keys are set, and which required ones are missing."""
+
+    def __init__(self, reader: Reader, set_: set[str], placeholders: set[str]):
+        self.reader, self.set, self.placeholders = reader, set_, placeholders
+        self.missing: list[str] = []
+
+    def require(self, name: str, problem: str) -> None:
+        if name in self.set:
+            return
+        if name in self.placeholders:
+            self.missing.append(name)
+            return
+        self.reader.fail(name, MISSING, problem, f"run: {secret_command(name)}")
