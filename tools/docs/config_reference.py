@@ -21,6 +21,7 @@ from config.load import STACK_CONFIG
 from config.secrets import SECRETS, secret_command
 from config.stack_file import PROJECT_DIR
 from tools.docs import config_prose
+from tools.docs.generated import write_or_check
 
 REFERENCE_FILE = PROJECT_DIR / "docs" / "config-reference.md"
 HEADER = ["Key", "Type", "Default", "Example", "Meaning"]
@@ -187,17 +188,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if the committed reference is out of date")
     args = parser.parse_args(argv)
-    text = render()
-    if args.check:
-        current = REFERENCE_FILE.read_text(encoding="utf-8") if REFERENCE_FILE.is_file() else None
-        if current != text:
-            print(f"{REFERENCE_FILE.name} is out of date: run python -m tools.docs.config_reference", file=sys.stderr)
-            return 1
-        return 0
-    REFERENCE_FILE.parent.mkdir(exist_ok=True)
-    REFERENCE_FILE.write_text(text, encoding="utf-8")
-    print(f"wrote {REFERENCE_FILE}")
-    return 0
+    return write_or_check({REFERENCE_FILE: render()}, "python -m tools.docs.config_reference", args.check)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,10 @@ from typing import Any, Optional, Sequence
 
 from components.observability_dashboards import dashboards
 from config import load_platform
-from tools.offline.mockrun import PROJECT, PROJECT_DIR, load_stack_file
+from config.stack_file import PROJECT_DIR
+from config.vocabulary import PROJECT
+from tools.docs.generated import write_or_check
+from tools.offline.mockrun import load_stack_file
 
 OUT_DIR = PROJECT_DIR / "docs" / "dashboards"
 # Grafana's grid is 24 columns wide; one grid unit of height is about 30 px.
@@ -71,20 +74,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("stack", nargs="?", default="dev")
     parser.add_argument("--check", action="store_true", help="exit 1 if the committed pictures are out of date")
     args = parser.parse_args(argv)
-    stale = []
-    for name, text in pictures(args.stack).items():
-        path = OUT_DIR / name
-        if args.check:
-            if not path.exists() or path.read_text() != text:
-                stale.append(name)
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        print(f"wrote {path.relative_to(PROJECT_DIR)}")
-    if stale:
-        print(f"out of date: {', '.join(stale)}; run: python -m tools.docs.dashboard_picture {args.stack}", file=sys.stderr)
-        return 1
-    return 0
+    return write_or_check({OUT_DIR / name: text for name, text in pictures(args.stack).items()},
+                          f"python -m tools.docs.dashboard_picture {args.stack}", args.check)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from typing import Optional, Sequence
 
 from config.schema import stack_file_schema
 from config.stack_file import PROJECT_DIR
+from tools.docs.generated import write_or_check
 
 SCHEMA_FILE = PROJECT_DIR / "schema" / "stack-config.schema.json"
 
@@ -27,17 +28,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.docs.schema", description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if the committed schema is out of date")
     args = parser.parse_args(argv)
-    text = render()
-    current = SCHEMA_FILE.read_text(encoding="utf-8") if SCHEMA_FILE.is_file() else None
-    if args.check:
-        if current != text:
-            print(f"{SCHEMA_FILE.name} is out of date: run python -m tools.docs.schema", file=sys.stderr)
-            return 1
-        return 0
-    SCHEMA_FILE.parent.mkdir(exist_ok=True)
-    SCHEMA_FILE.write_text(text, encoding="utf-8")
-    print(f"wrote {SCHEMA_FILE}")
-    return 0
+    return write_or_check({SCHEMA_FILE: render()}, "python -m tools.docs.schema", args.check)
 
 
 if __name__ == "__main__":
