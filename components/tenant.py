@@ -23,6 +23,7 @@ from components.synced_objects_admission import (
     SyncedObjectsAdmission, SyncedObjectsAdmissionArgs, synced_objects_policy_name,
 )
 from components.tenant_dns import coredns_manifests
+from components.virtual_defaults import virtual_defaults_values
 from components.kubectl_job import (
     HOME_VOLUME, POD_SECURITY_CONTEXT, job_identity, kubectl_container, wait_for_create_args,
 )
@@ -120,6 +121,8 @@ def vcluster_values(team: Team) -> dict:
         },
     }
     values = deep_merge(values, host_values(settings))
+    # Every pod inside gets KAI's scheduler and the team's queue; bad pods fail at kubectl apply.
+    values = deep_merge(values, virtual_defaults_values(team))
     if settings.pod_security == "restricted":
         values = deep_merge(values, restricted_control_plane_values())
     return deep_merge(values, settings.extra_values)
