@@ -33,17 +33,19 @@ def virtual_kubernetes_version(team: Team) -> Optional[str]:
         if isinstance(value, str) and value:
             return value
     known = versions.VCLUSTER_VIRTUAL_KUBERNETES
-    if team.vcluster.version in known:
-        return known[team.vcluster.version]
+    release = _release(team.vcluster.version)
+    same = [k8s for version, k8s in known.items() if _release(version) == release]
+    if same:
+        return same[0]
     # vCluster only ever moves its default Kubernetes forward: a newer chart runs at least the pinned one's.
     newest = max(known, key=_release)
-    return known[newest] if _release(team.vcluster.version) > _release(newest) else None
+    return known[newest] if release > _release(newest) else None
 
 
 def _release(version: str) -> tuple[int, ...]:
-    """0.36.1 -> (0, 36, 1, 1); a pre-release (0.37.0-rc.1) sorts before its release."""
-    core, _, pre = version.partition("-")
-    return (*(int(part) for part in core.split(".") if part.isdigit()), 0 if pre else 1)
+    """0.36.1 -> (0, 36, 1, 1): build metadata (+...) ignored, a pre-release (0.37.0-rc.1) before its release."""
+    core, _, pre = version.split("+", 1)[0].partition("-")
+    return (*(int(part) if part.isdigit() else -1 for part in core.split(".")), 0 if pre else 1)
 
 
 def minor_version(version: str) -> Optional[tuple[int, int]]:
