@@ -19,7 +19,11 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.admission import TenantAdmission, TenantAdmissionArgs, policy_name
+from components.synced_objects_admission import (
+    SyncedObjectsAdmission, SyncedObjectsAdmissionArgs, synced_objects_policy_name,
+)
 from components.tenant_dns import coredns_manifests
+from components.virtual_defaults import virtual_defaults_values
 from components.kubectl_job import (
     HOME_VOLUME, POD_SECURITY_CONTEXT, job_identity, kubectl_container, wait_for_create_args,
 )
@@ -104,6 +108,9 @@ def vcluster_values(team: Team) -> dict:
                 "count/pods": quota.pods,
                 "count/services": quota.services,
                 "count/persistentvolumeclaims": quota.persistent_volume_claims,
+                # The chart's default quota adds services.loadbalancers: 1; the team's config decides.
+                "services.nodeports": settings.services.node_ports,
+                "services.loadbalancers": settings.services.load_balancers,
             }},
             "limitRange": {"enabled": True,
                            "default": {"cpu": limits.default_cpu, "memory": limits.default_memory},
@@ -114,6 +121,8 @@ def vcluster_values(team: Team) -> dict:
         },
     }
     values = deep_merge(values, host_values(settings))
+    # Every pod inside gets KAI's scheduler and the team's queue; bad pods fail at kubectl apply.
+    values = deep_merge(values, virtual_defaults_values(team))
     if settings.pod_security == "restricted":
         values = deep_merge(values, restricted_control_plane_values())
     return deep_merge(values, settings.extra_values)
@@ -144,6 +153,7 @@ def connect_command(team: Team) -> str:
 class TenantCluster(pulumi.ComponentResource):
     namespace: k8s.core.v1.Namespace
     admission: TenantAdmission
+    synced_objects_admission: SyncedObjectsAdmission
     release: k8s.helm.v3.Release
     kubeconfig_ready: k8s.batch.v1.Job
     kubeconfig: pulumi.Output[str]
@@ -169,6 +179,9 @@ class TenantCluster(pulumi.ComponentResource):
         # The admission policy is in place before the vCluster can sync its first pod.
         self.admission = TenantAdmission(f"{name}-admission", TenantAdmissionArgs(team=team, provider=args.provider),
                                          opts=pulumi.ResourceOptions(parent=self))
+        self.synced_objects_admission = SyncedObjectsAdmission(
+            f"{name}-synced-objects-admission", SyncedObjectsAdmissionArgs(team=team, provider=args.provider),
+            opts=pulumi.ResourceOptions(parent=self))
         self.release = k8s.helm.v3.Release(
             f"{name}-vcluster",
             name=team.vcluster_name,
@@ -183,7 +196,8 @@ class TenantCluster(pulumi.ComponentResource):
             # The tenant depends on its queue, so a removed team loses its queue only after its
             # control plane is gone.
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, protect=protect,
-                                        depends_on=[args.queue, self.admission, *args.prerequisites]),
+                                        depends_on=[args.queue, self.admission, self.synced_objects_admission,
+                                                    *args.prerequisites]),
         )
         self.kubeconfig_ready = self._wait_for_kubeconfig(name, team, args.provider)
         kubeconfig_secret = k8s.core.v1.Secret.get(
@@ -200,6 +214,7 @@ class TenantCluster(pulumi.ComponentResource):
             "namespace": team.namespace,
             "queue": team.queue_name,
             "admissionPolicy": policy_name(team),
+            "syncedObjectsPolicy": synced_objects_policy_name(team),
             "connectCommand": self.connect_command,
             "kubeconfig": self.kubeconfig,
         })

@@ -21,6 +21,7 @@ from config.load_host import CI, CLUSTER, read_ci, read_cluster
 from config.load_operators import GPU_OPERATOR, KAI_SCHEDULER, read_gpu_operator, read_kai
 from config.load_teams import ORGANIZATION, TEAMS, read_organization, read_team
 from config.load_vcluster import DEFAULT_VCLUSTER, VCLUSTER, read_vcluster
+from config.virtual_cluster import check_virtual_clusters
 from config.model import Cluster, GpuOperator, Organization, Platform, Team
 from config import observability as observability_config
 from config.reader import Reader
@@ -103,6 +104,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
         **{team.namespace: f"team {team.name}" for team in teams}})
     _check_node_group_profiles(reader, cluster)
     _check_layout(reader, cluster, gpu_operator)
+    check_virtual_clusters(reader, teams)
     if reader.issues:
         raise ConfigError(reader.issues)
 

@@ -6,7 +6,7 @@ from config import versions
 from config.key_types import AnyMap, Boolean, Integer, Quantity, StringList, StringMap, Text, Version
 from config.keys import Block, Derived, Key
 from config.merge import deep_merge
-from config.model import ControlPlaneResources, TenantLimitRange, TenantResourceQuota, VClusterSettings
+from config.model import ControlPlaneResources, TenantLimitRange, TenantResourceQuota, TenantServices, VClusterSettings
 from config.reader import Section
 
 # What a tenant gets where neither the stack nor its team says otherwise.
@@ -47,6 +47,20 @@ RESOURCE_QUOTA = Block(keys=(
     Key("services", Integer(minimum=0), _QUOTA.services, "`count/services`.", example="10"),
     Key("persistentVolumeClaims", Integer(minimum=0), _QUOTA.persistent_volume_claims,
         "`count/persistentvolumeclaims`.", example="5"),
+))
+
+SERVICES = Block(keys=(
+    Key("nodePorts", Integer(minimum=0), TenantServices().node_ports,
+        "How many node ports the tenant's Services may hold (ResourceQuota `services.nodeports`); 0 refuses "
+        "NodePort Services and tenant-chosen node ports.", example="2",
+        details="A node port opens the same port on every host node, from one cluster-wide range that all "
+                "teams share. See [Services](security-model.md#services)."),
+    Key("loadBalancers", Integer(minimum=0), TenantServices().load_balancers,
+        "How many LoadBalancer Services the tenant may hold (ResourceQuota `services.loadbalancers`); 0 refuses "
+        "them.", example="1",
+        details="With `nodePorts: 0` a LoadBalancer Service must set `allocateLoadBalancerNodePorts: false` and "
+                "`externalTrafficPolicy: Cluster`. A team allowed load balancers may use the load-balancer "
+                "implementation's Service annotations."),
 ))
 
 LIMIT_RANGE = Block(keys=(
@@ -112,6 +126,13 @@ host kind it also renders the control plane's volume claim class
     Key("controlPlaneResources", CONTROL_PLANE_RESOURCES, {}, "Resources of the vCluster control plane."),
     Key("resourceQuota", RESOURCE_QUOTA, {}, "The ResourceQuota of the tenant's host namespace."),
     Key("limitRange", LIMIT_RANGE, {}, "Container defaults for tenant pods that set no requests or limits."),
+    Key("services", SERVICES, {}, "What the tenant's Services may open on the host beyond a cluster IP."),
+    Key("storageClasses", StringList(), DEFAULT_VCLUSTER.storage_classes,
+        "StorageClasses the tenant's volume claims may use.", example="[gp3, io2]",
+        details="Empty (the default) means the host's volume-claim class: `gp3` on EKS, `microk8s-hostpath` on "
+                "MicroK8s, `cluster.kubeconfig.storageClass` if set; on an existing cluster without that key, any "
+                "class the cluster has. A claim must name a class (or get the cluster's default one). See "
+                "[Volume claims](security-model.md#volume-claims)."),
     Key("networkPolicy", Boolean(), DEFAULT_VCLUSTER.network_policy, "vCluster's `policies.networkPolicy`.",
         example="false", details="See [Tenant security model](security-model.md)."),
     Key("podSecurity", Text(choices=POD_SECURITY_LEVELS), DEFAULT_VCLUSTER.pod_security,
@@ -136,6 +157,7 @@ def read_vcluster(section: Section, base: VClusterSettings) -> VClusterSettings:
     resources = section.child("controlPlaneResources")
     quota = section.child("resourceQuota")
     limits = section.child("limitRange")
+    services = section.child("services")
     base_quota, base_limits = base.resource_quota, base.limit_range
     extra = section.read("extraValues", {})
     return VClusterSettings(
@@ -163,4 +185,9 @@ def read_vcluster(section: Section, base: VClusterSettings) -> VClusterSettings:
         network_policy=section.read("networkPolicy", base.network_policy),
         pod_security=section.read("podSecurity", base.pod_security),
         extra_values=deep_merge(base.extra_values, extra or {}),
+        services=TenantServices(
+            node_ports=services.read("nodePorts", base.services.node_ports),
+            load_balancers=services.read("loadBalancers", base.services.load_balancers),
+        ),
+        storage_classes=section.read("storageClasses", base.storage_classes),
     )

@@ -65,6 +65,14 @@ class TenantLimitRange:
 
 
 @dataclass(frozen=True)
+class TenantServices:
+    """What a tenant's synced Services may open on the host: node ports and load balancers (0: none)."""
+
+    node_ports: int = 0
+    load_balancers: int = 0
+
+
+@dataclass(frozen=True)
 class VClusterSettings:
     """A tenant's vCluster settings: the stack's ``vcluster`` defaults merged with team overrides."""
 
@@ -78,6 +86,9 @@ class VClusterSettings:
     network_policy: bool
     pod_security: str
     extra_values: dict
+    services: TenantServices = TenantServices()
+    # Classes a tenant's volume claims may use; empty: the host's volume-claim class below, else any.
+    storage_classes: tuple[str, ...] = ()
     # From the host, not from the vcluster block: the class of the control plane's volume
     # claim (None: the cluster's default) and the API server port its egress must reach.
     storage_class: Optional[str] = None

@@ -24,6 +24,9 @@ KAI_VERSION = "v0.17.0"
 VCLUSTER_REPO = "https://charts.loft.sh"
 VCLUSTER_CHART = "vcluster"
 VCLUSTER_VERSION = "0.36.1"
+# The Kubernetes each vCluster chart version runs inside by default (its controlPlane.distro.k8s.image.tag);
+# the in-vCluster defaults need 1.36 (components/virtual_defaults.py).
+VCLUSTER_VIRTUAL_KUBERNETES = {"0.36.1": "v1.36.0", "0.27.0": "v1.33.1"}
 
 # Each tenant's in-vCluster DNS (components/tenant_dns.py): vCluster's own choice for its default Kubernetes.
 COREDNS_IMAGE = "docker.io/coredns/coredns:1.12.1"

@@ -56,6 +56,7 @@ MIRRORED_TAGS = {
     "NVIDIA/gpu-operator": ("v26.3.3", "v26.7.0"),
     "prometheus-community/helm-charts": ("kube-prometheus-stack-88.5.3",),
     "pulumi/pulumi": ("v3.259.0",),
+    "loft-sh/vcluster": ("v0.36.1", "v0.27.0"),
 }
 
 

@@ -282,7 +282,8 @@ def test_every_tenant_of_every_stack_has_its_policy_and_binding(dev_run, eks_run
         teams = set(program.outputs["tenants"])
         policies = {p.inputs["metadata"]["name"] for p in program.of_type(POLICY)}
         bindings = {b.inputs["spec"]["policyName"]: b for b in program.of_type(BINDING)}
-        assert policies == {f"gpu-tenancy-{team}" for team in teams} == set(bindings)
+        expected = {name for team in teams for name in (f"gpu-tenancy-{team}", f"gpu-tenancy-{team}-synced-objects")}
+        assert policies == expected == set(bindings)
         assert all(b.inputs["spec"]["validationActions"] == ["Deny"] for b in bindings.values())
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from config import load_platform
+from config import load_platform, versions
 from tests.config_spec import assert_rejected, dev_config, eks_config, issue, put, rejected
 
 
@@ -258,7 +258,11 @@ def test_time_slicing_replicas_are_a_whole_number_of_at_least_two(replicas, ok):
     ("vcluster.version", "0.27.0-rc.1"),
 ])
 def test_pinned_chart_versions_pass(path, version):
-    platform = load_platform(put(dev_config(), path, version))
+    config = put(dev_config(), path, version)
+    if version not in versions.VCLUSTER_VIRTUAL_KUBERNETES and path == "vcluster.version":
+        # A vCluster the program knows no default Kubernetes of must name the one it runs inside.
+        put(config, "vcluster.extraValues.controlPlane.distro.k8s.image.tag", "v1.36.0")
+    platform = load_platform(config)
     assert version in (platform.kai_scheduler.version, platform.gpu_operator.version,
                        platform.teams[0].vcluster.version)
 
@@ -348,13 +352,13 @@ def test_all_problems_are_reported_together():
 
 def test_team_vcluster_overrides_merge_over_the_stack_defaults():
     config = dev_config()
-    config["vcluster"] = {"version": "0.30.0", "nodeLabels": {"pool": "shared"},
+    config["vcluster"] = {"version": "0.37.0", "nodeLabels": {"pool": "shared"},
                           "resourceQuota": {"cpu": "8"}, "extraValues": {"a": {"x": 1}}}
     put(config, "teams[1].vcluster", {"nodeLabels": {"pool": "vision"}, "resourceQuota": {"pods": 10},
                                       "extraValues": {"a": {"y": 2}}})
     nlp, vision, _ = load_platform(config).teams
-    assert nlp.vcluster.node_labels == {"pool": "shared"} and nlp.vcluster.version == "0.30.0"
-    assert vision.vcluster.version == "0.30.0"
+    assert nlp.vcluster.node_labels == {"pool": "shared"} and nlp.vcluster.version == "0.37.0"
+    assert vision.vcluster.version == "0.37.0"
     assert vision.vcluster.node_labels == {"pool": "vision"}
     assert (vision.vcluster.resource_quota.cpu, vision.vcluster.resource_quota.pods) == ("8", 10)
     assert vision.vcluster.extra_values == {"a": {"x": 1, "y": 2}}

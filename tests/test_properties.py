@@ -115,7 +115,8 @@ def assert_consistent(program: ProgramRun, config: dict) -> None:
         assert queues[team]["parentQueue"] in queues
         assert team in program.outputs["tenants"]
     policies = {p.inputs["metadata"]["name"] for p in program.of_type(POLICY)}
-    assert policies == {f"gpu-tenancy-{team}" for team in teams}
+    assert policies == {name for team in teams for name in (f"gpu-tenancy-{team}",
+                                                             f"gpu-tenancy-{team}-synced-objects")}
     org_quota = queues[org]["resources"]["gpu"]["quota"]
     if org_quota != -1:
         assert sum(queues[team]["resources"]["gpu"]["quota"] for team in teams) <= org_quota + 1e-9

@@ -117,7 +117,9 @@ def test_every_tenant_gets_quota_limit_range_and_network_policy_by_default(dev_r
     assert quota["enabled"] is True
     assert quota["quota"] == {"requests.cpu": "16", "limits.cpu": "16", "requests.memory": "64Gi",
                               "limits.memory": "64Gi", "count/pods": 100, "count/services": 20,
-                              "count/persistentvolumeclaims": 20}
+                              "count/persistentvolumeclaims": 20,
+                              # No node ports or load balancers unless the team's config allows them.
+                              "services.nodeports": 0, "services.loadbalancers": 0}
     assert policies["limitRange"] == {"enabled": True, "default": {"cpu": "1", "memory": "1Gi"},
                                       "defaultRequest": {"cpu": "100m", "memory": "128Mi"}}
     assert policies["networkPolicy"]["enabled"] is True

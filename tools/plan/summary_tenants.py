@@ -22,9 +22,19 @@ def _tenant_parts(index: PlanIndex, component: dict[str, Any]) -> dict[str, Any]
     def first(kind: str) -> Optional[dict[str, Any]]:
         return next((r for r in children if r["type"] == kind), None)
 
+    outputs = component.get("outputs") or {}
+
+    def named(kind: str, path: tuple[str, ...], output: str) -> Optional[dict[str, Any]]:
+        """The tenant's policy (or binding) a registered output names; the first one if it names none."""
+        wanted = outputs.get(output)
+        found = [r for r in children if r["type"] == kind]
+        return next((r for r in found if dig(r, "inputs", *path) == wanted), None if wanted else first(kind))
+
     return {"release": first(RELEASE), "namespace": first(NAMESPACE), "admission": first(ADMISSION_COMPONENT),
-            "policy": first(ADMISSION_POLICY), "binding": first(ADMISSION_BINDING),
-            "outputs": component.get("outputs") or {}}
+            "policy": named(ADMISSION_POLICY, ("metadata", "name"), "admissionPolicy"),
+            "binding": named(ADMISSION_BINDING, ("spec", "policyName"), "admissionPolicy"),
+            "synced_policy": named(ADMISSION_POLICY, ("metadata", "name"), "syncedObjectsPolicy"),
+            "outputs": outputs}
 
 
 
@@ -34,7 +44,7 @@ def tenant_section(index: PlanIndex) -> list[str]:
     components = sorted(index.of_type(TENANT_COMPONENT), key=lambda r: r["name"])
     if not components:
         return lines + ["None."]
-    rows, guardrails = [], []
+    rows, guardrails, synced = [], [], []
     for component in components:
         parts = _tenant_parts(index, component)
         release, namespace, registered = parts["release"], parts["namespace"], parts["outputs"]
@@ -53,6 +63,7 @@ def tenant_section(index: PlanIndex) -> list[str]:
             protection, code(connect) if connect else "—",
         ])
         guardrails.append(_guardrail_row(team, parts))
+        synced.append(_synced_objects_line(team, parts["synced_policy"]))
     lines += table(["Team", "vCluster", "Host namespace", "Queue", "vCluster chart", "Protected", "Connect"], rows)
     lines += ["", "### Guardrails per tenant", ""]
     lines += table(["Team", "Admission policy", "Rules", "Pod security", "ResourceQuota", "LimitRange defaults",
@@ -60,7 +71,16 @@ def tenant_section(index: PlanIndex) -> list[str]:
     lines += ["", "Admission: every pod the tenant's vCluster syncs, its DNS included, is scheduled by KAI in the "
                   "team's queue; the rules are those of the tenant security model (docs/security-model.md). GPU "
                   "shares are enforced by the KAI queues, not by the ResourceQuota."]
-    return lines
+    lines += ["", "Synced objects other than pods (Services, claims, endpoints, ConfigMaps, Secrets, pod status):", ""]
+    return lines + synced
+
+
+def _synced_objects_line(team: str, policy: Optional[dict[str, Any]]) -> str:
+    if policy is None:
+        return f"- {code(team)}: **no synced-objects policy**"
+    validations = dig(policy, "inputs", "spec", "validations") or []
+    rules = dict.fromkeys(rule.group(1) for v in validations if (rule := RULE_NAME.match(v.get("message") or "")))
+    return f"- {code(team)}: {code(dig(policy, 'inputs', 'metadata', 'name'))}: {', '.join(rules) or '**none**'}"
 
 
 def _guardrail_row(team: str, parts: dict[str, Any]) -> list[str]:

@@ -1,0 +1,250 @@
+"""Host-side admission for everything but pods that a tenant's vCluster syncer writes into its namespace.
+
+vCluster 0.36.1's syncer Role (chart/templates/role.yaml) may create and update, in the tenant's host
+namespace, pods (components/admission.py), Services, Endpoints, EndpointSlices, PersistentVolumeClaims,
+ConfigMaps and Secrets, and patch pods through ``pods/status`` and ``pods/resize``. The syncer copies a
+tenant's objects nearly as written (services/translate.go keeps ``type``, ``externalIPs`` and the load
+balancer fields; persistentvolumeclaims/translate.go passes ``volumeName`` and ``selector`` through
+unchanged while persistent volumes are not synced, and skips every translation for a claim annotated
+``vcluster.loft.sh/skip-translate``; endpoints keep their addresses). This ValidatingAdmissionPolicy
+admits from the syncer only what the platform means a tenant to have. Each rule is named in its
+rejection message; docs/security-model.md explains each one.
+
+Only objects vCluster synced are matched (its managed-by label, always set by the syncer): the control
+plane's own Secrets, its Service and its service-CIDR probe carry none.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from typing import Optional
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.admission import syncer_username
+from components.observability import DASHBOARD_LABEL
+from config.model import Team
+from config.vocabulary import (
+    ADMISSION_COMPONENT, MANAGED_BY, NAMESPACE_NAME_LABEL, TEAM_LABEL, VCLUSTER_MANAGED_BY_LABEL,
+)
+
+# The kinds (API resources) the syncer writes besides pods, as the policy's match rules name them.
+CORE_RESOURCES = ("services", "endpoints", "persistentvolumeclaims", "configmaps", "secrets", "pods/status",
+                  "pods/resize")
+DISCOVERY_RESOURCES = ("endpointslices",)
+# Annotation that makes vCluster copy a claim's volumeName, selector and data source untranslated.
+SKIP_TRANSLATE_ANNOTATION = "vcluster.loft.sh/skip-translate"
+# Older form of storageClassName; the PV controller reads it before the field.
+STORAGE_CLASS_ANNOTATION = "volume.beta.kubernetes.io/storage-class"
+SERVICE_ACCOUNT_TOKEN = "kubernetes.io/service-account-token"
+# IPv4 ranges that are not the public internet: the cluster's pods, nodes and services live in them, and
+# the tenant's own NetworkPolicy (components/tenant.py EGRESS_EXCEPTIONS) keeps its pods out of most of them.
+NON_PUBLIC_IPV4 = ("0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
+                   "192.0.0.0/24", "192.168.0.0/16", "198.18.0.0/15", "224.0.0.0/3")
+
+
+@dataclass
+class SyncedObjectsAdmissionArgs:
+    team: Team
+    provider: k8s.Provider
+
+
+def synced_objects_policy_name(team: Team) -> str:
+    return f"gpu-tenancy-{team.name}-synced-objects"
+
+
+def allowed_storage_classes(team: Team) -> tuple[str, ...]:
+    """The classes a claim may name; empty means any class the cluster has."""
+    settings = team.vcluster
+    return settings.storage_classes or ((settings.storage_class,) if settings.storage_class else ())
+
+
+def ipv4_pattern(cidr: str) -> str:
+    """A regular expression (RE2, as CEL's ``matches``) for the dotted IPv4 addresses inside ``cidr``."""
+    network = ipaddress.ip_network(cidr)
+    octets = str(network.network_address).split(".")
+    whole, rest = divmod(network.prefixlen, 8)
+    parts = [octets[i] for i in range(whole)]
+    if rest:
+        first = int(octets[whole])
+        parts.append("(" + "|".join(str(value) for value in range(first, first + 2 ** (8 - rest))) + ")")
+    return "^" + "\\\\.".join(parts) + "\\\\."
+
+
+def _public_ipv4(address: str) -> str:
+    non_public = " || ".join(f"{address}.matches('{ipv4_pattern(cidr)}')" for cidr in NON_PUBLIC_IPV4)
+    return f"({address}.matches('^[0-9]{{1,3}}(\\\\.[0-9]{{1,3}}){{3}}$') && !({non_public}))"
+
+
+def _meta(obj: str, field: str) -> str:
+    return f"(has({obj}.metadata.{field}) ? {obj}.metadata.{field} : {{}})"
+
+
+def _absent(field: str) -> str:
+    return f"(!has(object.spec.{field}) || object.spec.{field} == '')"
+
+
+def _rule(name: str, kinds: tuple[str, ...], expression: str, problem: str, fix: str) -> dict:
+    applies = " || ".join(f"object.kind == '{kind}'" for kind in kinds)
+    return {"expression": f"!({applies}) || ({expression})", "message": f"[{name}] {problem}: {fix}",
+            "reason": "Forbidden"}
+
+
+def match_conditions(team: Team) -> list[dict]:
+    def synced(obj: str) -> str:
+        labels = f"{obj}.metadata.labels"
+        return (f"(has({labels}) && '{VCLUSTER_MANAGED_BY_LABEL}' in {labels} && "
+                f"{labels}['{VCLUSTER_MANAGED_BY_LABEL}'] == '{team.vcluster_name}')")
+    return [
+        {"name": "written-by-this-syncer", "expression": f"request.userInfo.username == '{syncer_username(team)}'"},
+        # oldObject exists on UPDATE only; a label dropped by the update still counts.
+        {"name": "synced-by-this-vcluster",
+         "expression": f"{synced('object')} || (request.operation == 'UPDATE' && {synced('oldObject')})"},
+    ]
+
+
+def policy_variables() -> list[dict]:
+    return [
+        {"name": "serviceType",
+         "expression": "object.kind != 'Service' ? '' : (has(object.spec.type) ? object.spec.type : 'ClusterIP')"},
+        {"name": "storageClass",
+         "expression": "object.kind != 'PersistentVolumeClaim' ? '' : "
+                       "(has(object.spec.storageClassName) ? object.spec.storageClassName : '')"},
+    ]
+
+
+def _service_rules(team: Team) -> list[dict]:
+    allowed = team.vcluster.services
+    types = ["ClusterIP"] + (["NodePort"] if allowed.node_ports else []) + \
+        (["LoadBalancer"] if allowed.load_balancers else [])
+    rules = [
+        _rule("service-external-ips", ("Service",),
+              "!has(object.spec.externalIPs) || size(object.spec.externalIPs) == 0",
+              "spec.externalIPs makes every node and pod of the cluster send traffic for those addresses to this "
+              "Service", "remove spec.externalIPs"),
+        _rule("service-type", ("Service",), f"variables.serviceType in {types} && {_absent('externalName')}",
+              f"team {team.name}'s Services may be of type {', '.join(types)} (config vcluster.services.nodePorts "
+              "and loadBalancers); ExternalName Services are not copied to the host",
+              "use type ClusterIP, or ask the platform team for node ports or load balancers; an ExternalName "
+              "Service still resolves inside your vCluster"),
+        _rule("service-load-balancer-ip", ("Service",), _absent("loadBalancerIP"),
+              "spec.loadBalancerIP claims an address the platform did not give this team",
+              "remove spec.loadBalancerIP and use the address the load balancer assigns"),
+    ]
+    if not allowed.node_ports:
+        rules.append(_rule(
+            "service-node-ports", ("Service",),
+            "(!has(object.spec.ports) || object.spec.ports.all(p, !has(p.nodePort) || p.nodePort == 0)) && "
+            "(!has(object.spec.healthCheckNodePort) || object.spec.healthCheckNodePort == 0) && "
+            "(variables.serviceType != 'LoadBalancer' || (has(object.spec.allocateLoadBalancerNodePorts) && "
+            "!object.spec.allocateLoadBalancerNodePorts))",
+            f"team {team.name} may hold no node ports (config vcluster.services.nodePorts: 0)",
+            "remove nodePort and healthCheckNodePort; a LoadBalancer Service sets allocateLoadBalancerNodePorts: "
+            "false and externalTrafficPolicy: Cluster"))
+    return rules
+
+
+def _claim_rules(team: Team) -> list[dict]:
+    classes = allowed_storage_classes(team)
+    data_source_ok = ("(!has({ref}) || ({ref}.kind == 'PersistentVolumeClaim' && "
+                      "(!has({ref}.apiGroup) || {ref}.apiGroup == '') && "
+                      "(!has({ref}.namespace) || {ref}.namespace == '') && "
+                      f"!{{ref}}.name.startsWith('data-{team.vcluster_name}-')))")
+    class_ok = "variables.storageClass != ''" + (f" && variables.storageClass in {list(classes)}" if classes else "")
+    volume_name = "(has({obj}.spec.volumeName) ? {obj}.spec.volumeName : '')"
+    return [
+        _rule("claim-skip-translate", ("PersistentVolumeClaim",),
+              f"!('{SKIP_TRANSLATE_ANNOTATION}' in {_meta('object', 'annotations')})",
+              f"the annotation {SKIP_TRANSLATE_ANNOTATION} makes vCluster pass host volume names through untranslated",
+              f"remove the annotation {SKIP_TRANSLATE_ANNOTATION}"),
+        _rule("claim-volume", ("PersistentVolumeClaim",),
+              f"request.operation == 'CREATE' ? ({volume_name.format(obj='object')} == '' && "
+              f"!has(object.spec.selector)) : {volume_name.format(obj='object')} == {volume_name.format(obj='oldObject')}",
+              "a claim may not pick a host PersistentVolume (spec.volumeName, spec.selector): vCluster copies them "
+              "untranslated, so they name any volume of the cluster",
+              "remove spec.volumeName and spec.selector and let the storage class provision a volume"),
+        _rule("claim-data-source", ("PersistentVolumeClaim",),
+              " && ".join(data_source_ok.format(ref=f"object.spec.{field}") for field in ("dataSource", "dataSourceRef")),
+              "a claim may only be cloned from another claim of this vCluster (not a snapshot, another namespace or "
+              "the vCluster's own data volume)",
+              "remove spec.dataSource and spec.dataSourceRef, or name a claim of your vCluster"),
+        _rule("claim-storage-class", ("PersistentVolumeClaim",),
+              f"{class_ok} && !('{STORAGE_CLASS_ANNOTATION}' in {_meta('object', 'annotations')})",
+              f"team {team.name}'s claims use " + (f"the storage classes {', '.join(classes)}" if classes else
+                                                   "a named storage class") +
+              " (config vcluster.storageClasses); a claim without a class binds to any unclaimed volume without one",
+              "set spec.storageClassName" + (f" to one of {', '.join(classes)}" if classes else "") +
+              f" (or leave it out to get the cluster's default class), and drop the {STORAGE_CLASS_ANNOTATION} "
+              "annotation"),
+    ]
+
+
+def policy_validations(team: Team) -> list[dict]:
+    endpoints = ("!has(object.subsets) || object.subsets.all(s, "
+                 f"(!has(s.addresses) || s.addresses.all(a, {_public_ipv4('a.ip')})) && "
+                 f"(!has(s.notReadyAddresses) || s.notReadyAddresses.all(a, {_public_ipv4('a.ip')})))")
+    slices = ("object.addressType == 'IPv4' && (!has(object.endpoints) || "
+              f"object.endpoints.all(e, e.addresses.all(ip, {_public_ipv4('ip')})))")
+    return [
+        *_service_rules(team),
+        *_claim_rules(team),
+        _rule("endpoint-addresses", ("Endpoints",), endpoints,
+              "a Service without a selector may only point at public IPv4 addresses, never into the cluster's "
+              f"private ranges ({', '.join(NON_PUBLIC_IPV4)})", "use a Service with a selector for your own pods"),
+        _rule("endpoint-addresses", ("EndpointSlice",), slices,
+              "an EndpointSlice may only list public IPv4 addresses (addressType IPv4), never the cluster's "
+              f"private ranges ({', '.join(NON_PUBLIC_IPV4)})", "use a Service with a selector for your own pods"),
+        _rule("service-account-token", ("Secret",),
+              f"!has(object.type) || object.type != '{SERVICE_ACCOUNT_TOKEN}'",
+              "a Secret of type service-account-token would get a host token for a host service account",
+              "use type Opaque"),
+        _rule("dashboard-label", ("ConfigMap", "Secret"),
+              f"!('{DASHBOARD_LABEL[0]}' in {_meta('object', 'labels')})",
+              f"the platform's Grafana loads every ConfigMap labelled {DASHBOARD_LABEL[0]} in the cluster",
+              f"remove the label {DASHBOARD_LABEL[0]}; team dashboards come with the platform"),
+        _rule("pod-status-metadata", ("Pod",),
+              f"{_meta('object', 'labels')} == {_meta('oldObject', 'labels')} && "
+              f"{_meta('object', 'annotations')} == {_meta('oldObject', 'annotations')}",
+              "labels and annotations may not change through pods/status or pods/resize",
+              "change them on the pod itself"),
+    ]
+
+
+def policy_spec(team: Team) -> dict:
+    return {
+        "failurePolicy": "Fail",
+        "matchConstraints": {
+            "resourceRules": [
+                {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+                 "resources": list(CORE_RESOURCES)},
+                {"apiGroups": ["discovery.k8s.io"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+                 "resources": list(DISCOVERY_RESOURCES)},
+            ],
+            "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: team.namespace}},
+        },
+        "matchConditions": match_conditions(team),
+        "variables": policy_variables(),
+        "validations": policy_validations(team),
+    }
+
+
+class SyncedObjectsAdmission(pulumi.ComponentResource):
+    policy: k8s.admissionregistration.v1.ValidatingAdmissionPolicy
+    binding: k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding
+
+    def __init__(self, name: str, args: SyncedObjectsAdmissionArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__(ADMISSION_COMPONENT, name, None, opts)
+        team = args.team
+        policy_name = synced_objects_policy_name(team)
+        metadata = {"name": policy_name, "labels": {**MANAGED_BY, TEAM_LABEL: team.name}}
+        child = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        self.policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+            f"{name}-policy", metadata=metadata, spec=policy_spec(team), opts=child)
+        self.binding = k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+            f"{name}-binding", metadata=metadata,
+            spec={"policyName": policy_name, "validationActions": ["Deny"],
+                  "matchResources": {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: team.namespace}}}},
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.policy])))
+        self.register_outputs({"policy": policy_name, "syncer": syncer_username(team)})

@@ -1,0 +1,90 @@
+"""Defaults inside each tenant's vCluster, so that an unmodified chart runs and a bad pod fails at ``kubectl apply``.
+
+The host admits a tenant pod only with ``schedulerName: kai-scheduler`` and the team's queue label
+(components/admission.py). Charts set neither, and a refused sync shows only as a SyncError event on the
+virtual pod, which stays Pending. vCluster 0.36.1 applies ``experimental.deploy.vcluster.manifests``
+inside the virtual cluster (pkg/controllers/deploy), whose API server runs Kubernetes 1.36 by default,
+where MutatingAdmissionPolicy is GA (``admissionregistration.k8s.io/v1``) and on without flags. So the
+program ships:
+
+- a MutatingAdmissionPolicy that sets both on every pod created in the virtual cluster;
+- a ValidatingAdmissionPolicy with the host's pod rules (``policy_validations``), so a pod the host would
+  refuse is refused when the tenant creates it, with the same ``[rule]`` message. Only CREATE is checked:
+  vCluster's syncer copies KAI's host-side additions back into virtual pods, which the host's UPDATE rules
+  would refuse from the tenant but must accept from the syncer.
+
+These are conveniences, not the boundary: the tenant is cluster-admin inside and may delete them, and
+the host policies still enforce everything. config/virtual_cluster.py refuses virtual clusters older
+than Kubernetes 1.36. vCluster re-applies the manifests only when their text changes.
+"""
+
+from __future__ import annotations
+
+import yaml
+
+from components.admission import policy_validations, policy_variables
+from components.kai import SCHEDULER_NAME
+from config.model import Team
+from config.vocabulary import QUEUE_LABEL
+
+ADMISSION_API = "admissionregistration.k8s.io/v1"
+DEFAULTS_NAME = "gpu-tenancy-pod-defaults"
+RULES_NAME = "gpu-tenancy-pod-rules"
+POD_CREATE = {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
+
+
+def _cel_string(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def pod_defaults_mutation(team: Team) -> str:
+    """The apply configuration merged into every new pod: KAI's scheduler and the team's queue label."""
+    return (f"Object{{metadata: Object.metadata{{labels: {{{_cel_string(QUEUE_LABEL)}: {_cel_string(team.queue_name)}}}}}, "
+            f"spec: Object.spec{{schedulerName: {_cel_string(SCHEDULER_NAME)}}}}}")
+
+
+def pod_defaults_policy(team: Team) -> dict:
+    return {
+        "apiVersion": ADMISSION_API, "kind": "MutatingAdmissionPolicy", "metadata": {"name": DEFAULTS_NAME},
+        "spec": {
+            "failurePolicy": "Fail",
+            # Runs again after other mutations (a chart's own webhook may reset the scheduler).
+            "reinvocationPolicy": "IfNeeded",
+            "matchConstraints": {"resourceRules": [POD_CREATE]},
+            "mutations": [{"patchType": "ApplyConfiguration",
+                           "applyConfiguration": {"expression": pod_defaults_mutation(team)}}],
+        },
+    }
+
+
+def pod_rules_policy(team: Team) -> dict:
+    return {
+        "apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicy", "metadata": {"name": RULES_NAME},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [POD_CREATE]},
+            "variables": policy_variables(team),
+            "validations": policy_validations(team),
+        },
+    }
+
+
+def _binding(kind: str, policy: str, **spec) -> dict:
+    # An empty namespace selector matches every namespace of the virtual cluster.
+    return {"apiVersion": ADMISSION_API, "kind": kind, "metadata": {"name": policy},
+            "spec": {"policyName": policy, "matchResources": {"namespaceSelector": {}}, **spec}}
+
+
+def virtual_manifests(team: Team) -> list[dict]:
+    return [
+        pod_defaults_policy(team),
+        _binding("MutatingAdmissionPolicyBinding", DEFAULTS_NAME),
+        pod_rules_policy(team),
+        _binding("ValidatingAdmissionPolicyBinding", RULES_NAME, validationActions=["Deny"]),
+    ]
+
+
+def virtual_defaults_values(team: Team) -> dict:
+    """vCluster values that apply the defaults inside the team's virtual cluster."""
+    text = yaml.safe_dump_all(virtual_manifests(team), sort_keys=False, width=1_000_000)
+    return {"experimental": {"deploy": {"vcluster": {"manifests": text}}}}

@@ -1,0 +1,104 @@
+"""What runs inside a tenant's vCluster and what its syncer may write on the host: rules over the merged settings.
+
+Two promises depend on values a site can change through ``extraValues``:
+
+- the host's admission policies cover every kind the syncer writes (components/admission.py for pods,
+  components/synced_objects_admission.py for the rest), so ``sync.toHost`` may only enable those kinds;
+- the in-vCluster defaults (components/virtual_defaults.py) use the MutatingAdmissionPolicy API, GA
+  (``admissionregistration.k8s.io/v1``, on by default) from Kubernetes 1.36, so the virtual cluster must
+  run 1.36 or later.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional, Sequence
+
+from config import versions
+from config.model import Team
+from config.reader import Reader
+
+# vCluster's sync.toHost kinds the host policies have rules for (their default is on in vCluster 0.36.1).
+COVERED_TO_HOST_SYNCS = ("pods", "services", "endpoints", "endpointSlices", "persistentVolumeClaims", "configMaps",
+                         "secrets")
+MUTATING_ADMISSION_POLICY_GA = (1, 36)
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.\d+)?(?:[-+].*)?$")
+
+
+def virtual_kubernetes_version(team: Team) -> Optional[str]:
+    """The Kubernetes version the team's vCluster runs inside (the k8s distro's version or image tag as the chart
+    reads them), or None when neither the values nor the pinned chart defaults say."""
+    k8s = _dig(team.vcluster.extra_values, "controlPlane", "distro", "k8s")
+    for value in (k8s.get("version"), _dig(k8s, "image").get("tag")):
+        if isinstance(value, str) and value:
+            return value
+    known = versions.VCLUSTER_VIRTUAL_KUBERNETES
+    release = _release(team.vcluster.version)
+    same = [k8s for version, k8s in known.items() if _release(version) == release]
+    if same:
+        return same[0]
+    # vCluster only ever moves its default Kubernetes forward: a newer chart runs at least the pinned one's.
+    newest = max(known, key=_release)
+    return known[newest] if release > _release(newest) else None
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """0.36.1 -> (0, 36, 1, 1): build metadata (+...) ignored, a pre-release (0.37.0-rc.1) before its release."""
+    core, _, pre = version.split("+", 1)[0].partition("-")
+    return (*(int(part) if part.isdigit() else -1 for part in core.split(".")), 0 if pre else 1)
+
+
+def minor_version(version: str) -> Optional[tuple[int, int]]:
+    match = _VERSION.match(version)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def check_virtual_clusters(reader: Reader, teams: Sequence[Team]) -> None:
+    for index, team in enumerate(teams):
+        _check_to_host_syncs(reader, index, team)
+        _check_virtual_version(reader, index, team)
+
+
+def _check_to_host_syncs(reader: Reader, index: int, team: Team) -> None:
+    to_host = _dig(team.vcluster.extra_values, "sync", "toHost")
+    for kind, setting in sorted((to_host or {}).items()):
+        if kind in COVERED_TO_HOST_SYNCS:
+            continue
+        if kind == "customResources":
+            enabled = [name for name, custom in (setting or {}).items()
+                       if isinstance(custom, dict) and custom.get("enabled")]
+        else:
+            enabled = [kind] if isinstance(setting, dict) and setting.get("enabled") not in (None, False) else []
+        for name in enabled:
+            key = f"sync.toHost.{kind}" + (f".{name}" if kind == "customResources" else "") + ".enabled"
+            reader.fail(f"teams[{index}].vcluster.extraValues.{key}", True,
+                        f"team {team.name}'s syncer would write {name} into the host namespace, and the host has "
+                        f"no admission rules for them (covered: {', '.join(COVERED_TO_HOST_SYNCS)})",
+                        "remove it from the stack's or the team's vcluster.extraValues")
+
+
+def _check_virtual_version(reader: Reader, index: int, team: Team) -> None:
+    version = virtual_kubernetes_version(team)
+    key = f"teams[{index}].vcluster.version"
+    if version is None:
+        reader.fail(key, team.vcluster.version,
+                    "the program does not know which Kubernetes version this vCluster chart runs inside (known: "
+                    f"{', '.join(sorted(versions.VCLUSTER_VIRTUAL_KUBERNETES))} and later)",
+                    f"use vcluster.version {versions.VCLUSTER_VERSION}, or name the version in vcluster.extraValues."
+                    "controlPlane.distro.k8s.image.tag (v1.36.0 or later)")
+        return
+    minor = minor_version(version)
+    if minor is None or minor < MUTATING_ADMISSION_POLICY_GA:
+        wanted = ".".join(map(str, MUTATING_ADMISSION_POLICY_GA))
+        reader.fail(key, team.vcluster.version,
+                    f"its virtual cluster runs Kubernetes {version}, which has no GA MutatingAdmissionPolicy: the "
+                    f"defaults that put every pod in KAI and queue {team.queue_name} need Kubernetes {wanted} or later",
+                    f"use vcluster.version {versions.VCLUSTER_VERSION} (Kubernetes "
+                    f"{versions.VCLUSTER_VIRTUAL_KUBERNETES[versions.VCLUSTER_VERSION]}), or set vcluster.extraValues."
+                    f"controlPlane.distro.k8s.image.tag to v{wanted}.0 or later")
+
+
+def _dig(values: object, *path: str) -> dict:
+    for key in path:
+        values = values.get(key) if isinstance(values, dict) else None
+    return values if isinstance(values, dict) else {}

@@ -1,0 +1,145 @@
+"""The host objects vCluster 0.36.1's syncer writes for a tenant's Services, claims, endpoints, ConfigMaps and
+Secrets, built the way upstream builds them, and the host policy that checks them.
+
+- ``host_metadata`` (pkg/util/translate/translate.go ``HostMetadata``, labels.go ``HostLabels``): the
+  object renamed ``N-x-NS-x-<release>`` into the tenant's namespace; the tenant's labels copied except
+  four keys (``release`` and vCluster's managed-by, namespace and controlled-by labels) that are renamed
+  ``vcluster.loft.sh/label-<release>-x-<sha256(key)[:10]>``, and keys already in that renamed form
+  dropped; the managed-by and namespace labels always set; the tenant's annotations copied and
+  vCluster's ``vcluster.loft.sh/object-*`` ones set.
+- ``sync_service`` (services/translate.go): the whole spec copied; the selector translated like labels and
+  scoped to the virtual namespace; ``clusterIP`` cleared unless ``None``; ``clusterIPs``, ``ipFamilies``,
+  ``ipFamilyPolicy`` cleared; node ports zeroed. Later updates copy ``type``, ``externalIPs``, ports
+  (node ports included) and the load-balancer fields as the tenant wrote them (services/syncer.go).
+- ``sync_claim`` (persistentvolumeclaims/translate.go, persistent volumes not synced, the program's
+  values): ``volumeName``, ``selector`` and the storage class copied untranslated; a data source naming
+  a claim gets that claim's host name unless the claim is annotated ``vcluster.loft.sh/skip-translate``.
+- ``sync_endpoints`` / ``sync_endpoint_slice`` (endpoints/translate.go, endpointslices/translate.go): the
+  addresses copied, only pod target references renamed; a slice's service-name label set to the host
+  Service's name.
+- ``SyncedObjectsAdmission``: tenant_sim's ``Admission`` matching the kinds of this policy.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from typing import Optional
+
+from config.model import Team
+from policy.label_selectors import selector_matches
+from tests.tenant_sim import Admission
+
+POLICY = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
+BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
+MANAGED_BY = "vcluster.loft.sh/managed-by"
+NAMESPACE_LABEL = "vcluster.loft.sh/namespace"
+TRANSLATED_LABELS = ("release", MANAGED_BY, NAMESPACE_LABEL, "vcluster.loft.sh/controlled-by")
+SKIP_TRANSLATE = "vcluster.loft.sh/skip-translate"
+RESOURCES = {"Service": ("", "services"), "Endpoints": ("", "endpoints"),
+             "PersistentVolumeClaim": ("", "persistentvolumeclaims"), "ConfigMap": ("", "configmaps"),
+             "Secret": ("", "secrets"), "EndpointSlice": ("discovery.k8s.io", "endpointslices"), "Pod": ("", "pods")}
+
+
+def host_name(name: str, namespace: str, team: Team) -> str:
+    return f"{name}-x-{namespace}-x-{team.vcluster_name}"
+
+
+def translated_label(key: str, team: Team) -> str:
+    return f"vcluster.loft.sh/label-{team.vcluster_name}-x-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
+
+
+def host_labels(labels: dict, namespace: str, team: Team) -> dict:
+    renamed = {translated_label(key, team) for key in TRANSLATED_LABELS}
+    result = {(translated_label(key, team) if key in TRANSLATED_LABELS else key): value
+              for key, value in labels.items() if key not in renamed}
+    return {**result, MANAGED_BY: team.vcluster_name, NAMESPACE_LABEL: namespace}
+
+
+def host_metadata(obj: dict, team: Team) -> dict:
+    host = copy.deepcopy(obj)
+    metadata = host["metadata"]
+    name, namespace = metadata["name"], metadata["namespace"]
+    metadata.update(name=host_name(name, namespace, team), namespace=team.namespace,
+                    labels=host_labels(metadata.get("labels", {}), namespace, team))
+    metadata["annotations"] = {**metadata.get("annotations", {}), "vcluster.loft.sh/object-name": name,
+                               "vcluster.loft.sh/object-namespace": namespace,
+                               "vcluster.loft.sh/object-kind": f"/v1, Kind={obj['kind']}",
+                               "vcluster.loft.sh/object-host-name": metadata["name"],
+                               "vcluster.loft.sh/object-host-namespace": team.namespace}
+    return host
+
+
+def sync_service(service: dict, team: Team) -> dict:
+    host = host_metadata(service, team)
+    spec = host["spec"]
+    if "selector" in spec:
+        spec["selector"] = host_labels(spec["selector"], service["metadata"]["namespace"], team)
+    if spec.get("clusterIP") != "None":
+        spec.pop("clusterIP", None)
+    for field in ("clusterIPs", "ipFamilies", "ipFamilyPolicy"):
+        spec.pop(field, None)
+    for port in spec.get("ports", []):
+        port.pop("nodePort", None)
+    return host
+
+
+def sync_claim(claim: dict, team: Team) -> dict:
+    host = host_metadata(claim, team)
+    if claim["metadata"].get("annotations", {}).get(SKIP_TRANSLATE) != "true":
+        for field in ("dataSource", "dataSourceRef"):
+            source = host["spec"].get(field)
+            if source and source.get("kind") == "PersistentVolumeClaim":
+                source["name"] = host_name(source["name"], source.get("namespace", claim["metadata"]["namespace"]),
+                                           team)
+    return host
+
+
+def _retarget(address: dict, team: Team) -> None:
+    target = address.get("targetRef")
+    if target and target.get("kind") == "Pod":
+        target.update(name=host_name(target["name"], target["namespace"], team), namespace=team.namespace)
+
+
+def sync_endpoints(endpoints: dict, team: Team) -> dict:
+    host = host_metadata(endpoints, team)
+    for subset in host.get("subsets", []):
+        for address in subset.get("addresses", []) + subset.get("notReadyAddresses", []):
+            _retarget(address, team)
+    return host
+
+
+def sync_endpoint_slice(endpoint_slice: dict, team: Team) -> dict:
+    host = host_metadata(endpoint_slice, team)
+    service = endpoint_slice["metadata"]["labels"]["kubernetes.io/service-name"]
+    host["metadata"]["labels"]["kubernetes.io/service-name"] = host_name(
+        service, endpoint_slice["metadata"]["namespace"], team)
+    for endpoint in host.get("endpoints", []):
+        _retarget(endpoint, team)
+    return host
+
+
+class SyncedObjectsAdmission(Admission):
+    """The synced-objects policy, evaluated by tenant_sim's ``Admission``; only the match by kind differs."""
+
+    def matches(self, namespace: str, obj: dict, *, operation: str = "CREATE", subresource: str = "",
+                old: Optional[dict] = None, user: str = "") -> bool:
+        group, resource = RESOURCES[obj["kind"]]
+        resource += f"/{subresource}" if subresource else ""
+        constraints = self.spec["matchConstraints"]
+        if not any(operation in rule["operations"] and group in rule["apiGroups"] and resource in rule["resources"]
+                   for rule in constraints["resourceRules"]):
+            return False
+        namespace_labels = {"kubernetes.io/metadata.name": namespace}
+        if not all(selector_matches(selector, namespace_labels)
+                   for selector in (constraints["namespaceSelector"], self.binding["matchResources"]["namespaceSelector"])):
+            return False
+        activation = self._activation(obj, old, {"operation": operation, "subResource": subresource, "userInfo": {"username": user}}, {})
+        return all(bool(self._run(condition["expression"], activation)) for condition in self.spec["matchConditions"])
+
+
+def synced_objects_admission_for(program, team: str) -> SyncedObjectsAdmission:
+    name = f"gpu-tenancy-{team}-synced-objects"
+    policy = next(p for p in program.of_type(POLICY) if p.inputs["metadata"]["name"] == name)
+    binding = next(b for b in program.of_type(BINDING) if b.inputs["spec"]["policyName"] == name)
+    return SyncedObjectsAdmission(policy.inputs["spec"], binding.inputs["spec"])

@@ -1,0 +1,111 @@
+"""What vCluster's syncer may write on the host, and what its virtual cluster runs, read from vCluster itself.
+
+- The syncer's Role and ClusterRole, rendered from the vCluster chart at the pinned tag with the values the
+  program renders: every resource it may create, update or patch is checked by a host admission policy
+  (components/admission.py for pods, components/synced_objects_admission.py for the rest) or listed below
+  with the reason it carries nothing a tenant writes. A vCluster upgrade or a values change that lets the
+  syncer write a new kind fails here until a policy covers it.
+- The Kubernetes version each chart version runs inside (config/versions.py VCLUSTER_VIRTUAL_KUBERNETES),
+  and that MutatingAdmissionPolicy is GA and on by default there.
+"""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from components import admission, synced_objects_admission
+from components.tenant import vcluster_values
+from config import versions
+from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, git, mirror
+from tests.tenant_sim import platform_of
+from tools.charts.render import render_release
+
+VCLUSTER = "loft-sh/vcluster"
+PINNED_TAG = f"v{versions.VCLUSTER_VERSION}"
+WRITE_VERBS = {"create", "update", "patch", "*"}
+# Resources the syncer may write that carry nothing a tenant writes into a stored host object.
+NOT_TENANT_OBJECTS = {
+    ("", "pods/attach"): "a stream into a running container of the tenant's own pod (kubectl attach)",
+    ("", "pods/exec"): "a stream into a running container of the tenant's own pod (kubectl exec)",
+    ("", "pods/portforward"): "a stream to a port of the tenant's own pod (kubectl port-forward)",
+    ("", "events"): "events about the tenant's synced objects; nothing on the host acts on events",
+    ("events.k8s.io", "events"): "the same events through the events.k8s.io API",
+    ("apps", "statefulsets"): "the control plane's own StatefulSet, patched on certificate rotation",
+    ("apps", "deployments"): "the control plane's own workloads, patched on certificate rotation",
+    ("apps", "replicasets"): "read for owner lookups; the syncer never copies a tenant's ReplicaSet",
+}
+
+
+def covered(spec: dict) -> set[tuple[str, str]]:
+    return {(group, resource) for rule in spec["matchConstraints"]["resourceRules"]
+            for group in rule["apiGroups"] for resource in rule["resources"]
+            if {"CREATE", "UPDATE"} <= set(rule["operations"])}
+
+
+@pytest.fixture(scope="module")
+def chart(tmp_path_factory) -> Path:
+    archive = subprocess.run(["git", "--git-dir", str(mirror(VCLUSTER)), "archive", "--prefix=vcluster/",
+                              f"{PINNED_TAG}:chart"], capture_output=True, check=True).stdout
+    target = tmp_path_factory.mktemp("vcluster-chart")
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(target, filter="data")
+    return target / "vcluster"
+
+
+def syncer_writes(chart: Path, team, values: dict) -> set[tuple[str, str]]:
+    rendered = render_release(chart, team.vcluster_name, team.namespace, values, kube_version="1.36.0")
+    roles = [doc for text in rendered.values() for doc in yaml.safe_load_all(text)
+             if doc and doc["kind"] in ("Role", "ClusterRole")]
+    assert any(role["kind"] == "Role" and role["metadata"]["name"] == f"vc-{team.vcluster_name}" for role in roles)
+    return {(group, resource) for role in roles for rule in role["rules"] if WRITE_VERBS & set(rule["verbs"])
+            for group in rule.get("apiGroups", []) for resource in rule.get("resources", [])}
+
+
+def teams():
+    for config in (dev_config(), eks_config()):
+        yield from platform_of(config).teams
+
+
+def test_every_kind_the_syncer_may_write_is_checked_by_a_host_policy(chart):
+    for team in teams():
+        writes = syncer_writes(chart, team, vcluster_values(team))
+        checked = covered(admission.policy_spec(team)) | covered(synced_objects_admission.policy_spec(team))
+        assert writes - checked - set(NOT_TENANT_OBJECTS) == set(), team.name
+        # Each exemption is still granted: a reason nobody needs any more is removed, not kept.
+        assert set(NOT_TENANT_OBJECTS) <= writes, set(NOT_TENANT_OBJECTS) - writes
+
+
+def test_a_sync_the_policies_do_not_cover_shows_up_as_an_unchecked_write(chart):
+    """Rendering with ingress sync on (config/virtual_cluster.py refuses it) gives the syncer a kind no policy checks."""
+    team = next(teams())
+    values = vcluster_values(team)
+    values["sync"]["toHost"]["ingresses"] = {"enabled": True}
+    writes = syncer_writes(chart, team, values)
+    checked = covered(admission.policy_spec(team)) | covered(synced_objects_admission.policy_spec(team))
+    assert writes - checked - set(NOT_TENANT_OBJECTS) == {("networking.k8s.io", "ingresses")}
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[VCLUSTER])
+def test_the_virtual_kubernetes_version_of_each_chart_is_the_charts_default(tag):
+    values = yaml.safe_load(git(VCLUSTER, "show", f"{tag}:chart/values.yaml"))
+    assert values["controlPlane"]["distro"]["k8s"]["image"]["tag"] == \
+        versions.VCLUSTER_VIRTUAL_KUBERNETES[tag.removeprefix("v")]
+    assert "manifests" in values["experimental"]["deploy"]["vcluster"]
+
+
+def test_mutating_admission_policy_is_ga_and_on_in_the_pinned_virtual_kubernetes():
+    features = git(VCLUSTER, "show", f"{PINNED_TAG}:vendor/k8s.io/apiserver/pkg/features/kube_features.go")
+    block = features[features.index("\tMutatingAdmissionPolicy: {"):]
+    block = block[:block.index("},\n\n")]
+    assert 'version.MustParse("1.36"), Default: true, PreRelease: featuregate.GA' in block
+    types = git(VCLUSTER, "show", f"{PINNED_TAG}:vendor/k8s.io/api/admissionregistration/v1/types.go")
+    assert "type MutatingAdmissionPolicy struct" in types
+    # vCluster starts its API server without feature gates or runtime-config that could turn it off.
+    distro = git(VCLUSTER, "show", f"{PINNED_TAG}:pkg/k8s/k8s.go")
+    assert "--feature-gates" not in distro and "--runtime-config" not in distro

@@ -1,0 +1,320 @@
+"""The synced-objects boundary (components/synced_objects_admission.py), tested by attack.
+
+Each test writes the Service, claim, endpoints, ConfigMap or Secret a hostile tenant (cluster-admin in its
+vCluster) would create, turns it into the host object vCluster 0.36.1's syncer writes
+(tests/synced_objects_sim.py), and evaluates the policy the program renders with cel-python. Every attack
+is refused with a message naming its rule; what honest tenants write is admitted.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import ipaddress
+import re
+
+import pytest
+from hypothesis import given, strategies as st
+
+from components.synced_objects_admission import NON_PUBLIC_IPV4, ipv4_pattern, policy_spec
+from components.tenant import EGRESS_EXCEPTIONS, vcluster_values
+from config.model import TenantServices
+from tests.conftest import dev_config, eks_config
+from tests.synced_objects_sim import (
+    SyncedObjectsAdmission, host_metadata, host_name, sync_claim, sync_endpoint_slice, sync_endpoints, sync_service,
+    synced_objects_admission_for,
+)
+from tests.tenant_sim import platform_of
+
+class Synced:
+    """One team's synced objects as its syncer writes them, reviewed by the policy."""
+
+    def __init__(self, admission: SyncedObjectsAdmission, team):
+        self.admission, self.team = admission, team
+        self.syncer = f"system:serviceaccount:{team.namespace}:vc-{team.vcluster_name}"
+
+    def create(self, host: dict, *, user=None) -> list[str]:
+        return self.admission.review(self.team.namespace, host, user=user or self.syncer)
+
+    def update(self, old: dict, new: dict, *, subresource: str = "") -> list[str]:
+        return self.admission.review(self.team.namespace, new, operation="UPDATE", old=old, user=self.syncer,
+                                     subresource=subresource)
+
+
+def team_of(config: dict, name: str):
+    return next(t for t in platform_of(config).teams if t.name == name)
+
+
+@pytest.fixture(scope="module")
+def nlp(dev_run) -> Synced:
+    return Synced(synced_objects_admission_for(dev_run, "team-nlp"), team_of(dev_config(), "team-nlp"))
+
+
+@pytest.fixture(scope="module")
+def legal(eks_run) -> Synced:
+    return Synced(synced_objects_admission_for(eks_run, "team-legal"), team_of(eks_config(), "team-legal"))
+
+
+def allowing(tenant: Synced, **services) -> Synced:
+    """The same team with node ports or load balancers allowed in its config."""
+    team = dataclasses.replace(tenant.team, vcluster=dataclasses.replace(
+        tenant.team.vcluster, services=TenantServices(**services)))
+    spec = policy_spec(team)
+    return Synced(SyncedObjectsAdmission(spec, tenant.admission.binding), team)
+
+
+def rules(messages: list[str]) -> set[str]:
+    return {message[1:message.index("]")] for message in messages}
+
+
+def service(name: str = "web", *, selector=None, **spec) -> dict:
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"ports": [{"port": 80, "targetPort": 8080, "protocol": "TCP"}],
+                     **({"selector": selector} if selector is not None else {}), **spec}}
+
+
+def claim(name: str = "data", *, annotations=None, **spec) -> dict:
+    metadata = {"name": name, "namespace": "default", **({"annotations": annotations} if annotations else {})}
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata,
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, **spec}}
+
+
+def defaulted(tenant: Synced, host_claim: dict) -> dict:
+    """The host API server's DefaultStorageClass admission names the default class before validation."""
+    result = copy.deepcopy(host_claim)
+    result["spec"].setdefault("storageClassName", tenant.team.vcluster.storage_class)
+    return result
+
+
+def endpoints(*ips: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "db", "namespace": "default"},
+            "subsets": [{"addresses": [{"ip": ip} for ip in ips], "ports": [{"port": 5432}]}]}
+
+
+def endpoint_slice(*ips: str, address_type: str = "IPv4") -> dict:
+    return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": address_type,
+            "metadata": {"name": "db-1", "namespace": "default", "labels": {"kubernetes.io/service-name": "db"}},
+            "endpoints": [{"addresses": [ip]} for ip in ips], "ports": [{"port": 5432}]}
+
+
+# --- honest objects are admitted -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", [{}, {"clusterIP": "None"}, {"type": "ClusterIP", "sessionAffinity": "ClientIP"}],
+                         ids=["cluster-ip", "headless", "explicit-cluster-ip"])
+def test_cluster_ip_and_headless_services_are_admitted(nlp, legal, spec):
+    for tenant in (nlp, legal):
+        host = sync_service(service(selector={"app": "web"}, **spec), tenant.team)
+        assert tenant.create(host) == []
+        allocated = copy.deepcopy(host)
+        allocated["spec"].setdefault("clusterIP", "10.152.183.20")
+        assert tenant.update(allocated, allocated) == []
+
+
+def test_a_claim_of_the_default_class_and_a_clone_of_its_own_claim_are_admitted(nlp, legal):
+    for tenant in (nlp, legal):
+        host = defaulted(tenant, sync_claim(claim(), tenant.team))
+        assert tenant.create(host) == []
+        bound = copy.deepcopy(host)
+        bound["spec"]["volumeName"] = "pvc-3f1c"  # written by the host's PV controller, re-sent by the syncer
+        assert tenant.update(bound, bound) == []
+        clone = sync_claim(claim("copy", dataSource={"kind": "PersistentVolumeClaim", "name": "data"}), tenant.team)
+        assert clone["spec"]["dataSource"]["name"] == host_name("data", "default", tenant.team)
+        assert tenant.create(defaulted(tenant, clone)) == []
+
+
+def test_selector_less_services_may_point_at_public_addresses(nlp):
+    assert nlp.create(sync_endpoints(endpoints("203.0.113.10", "8.8.8.8"), nlp.team)) == []
+    assert nlp.create(sync_endpoint_slice(endpoint_slice("203.0.113.10"), nlp.team)) == []
+
+
+def test_plain_configmaps_and_secrets_are_admitted(nlp):
+    for kind, extra in (("ConfigMap", {"data": {"a": "b"}}), ("Secret", {"type": "Opaque"}),
+                        ("Secret", {"type": "kubernetes.io/dockerconfigjson"})):
+        obj = {"apiVersion": "v1", "kind": kind, "metadata": {"name": "x", "namespace": "default",
+                                                              "labels": {"app": "web"}}, **extra}
+        assert nlp.create(host_metadata(obj, nlp.team)) == []
+
+
+def test_the_control_planes_own_objects_are_not_matched(nlp):
+    """vCluster writes its kubeconfig Secret and its service-CIDR probe itself, without the managed-by label."""
+    kubeconfig = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                  "metadata": {"name": f"vc-{nlp.team.vcluster_name}", "namespace": nlp.team.namespace}}
+    probe = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "test-service-delete-me-abcde",
+                                                                 "namespace": nlp.team.namespace},
+             "spec": {"ports": [{"port": 80}], "clusterIP": "4.4.4.4"}}
+    for obj in (kubeconfig, probe):
+        assert not nlp.admission.matches(nlp.team.namespace, obj, user=nlp.syncer)
+    # Another identity writing a synced object (the host's controllers) is not the tenant.
+    assert not nlp.admission.matches(nlp.team.namespace, sync_service(service(externalIPs=["1.2.3.4"]), nlp.team),
+                                     user="system:serviceaccount:kube-system:endpoint-controller")
+
+
+# --- Services ---------------------------------------------------------------------------------
+
+
+def test_external_ips_are_refused_on_create_and_update(nlp, legal):
+    for tenant in (nlp, legal):
+        attack = sync_service(service(selector={"app": "web"}, externalIPs=["10.0.0.10", "1.1.1.1"]), tenant.team)
+        assert rules(tenant.create(attack)) == {"service-external-ips"}
+        honest = sync_service(service(selector={"app": "web"}), tenant.team)
+        assert rules(tenant.update(honest, attack)) == {"service-external-ips"}
+
+
+@pytest.mark.parametrize("kind, extra", [
+    ("NodePort", {}), ("LoadBalancer", {"allocateLoadBalancerNodePorts": False}),
+    ("ExternalName", {"externalName": "metadata.google.internal"}),
+])
+def test_node_port_load_balancer_and_external_name_services_are_refused_by_default(nlp, legal, kind, extra):
+    for tenant in (nlp, legal):
+        assert "service-type" in rules(tenant.create(sync_service(service(type=kind, **extra), tenant.team)))
+
+
+def test_a_tenant_chosen_node_port_is_refused_after_create(nlp):
+    """vCluster zeroes node ports on create but copies them on update (services/syncer.go)."""
+    lb = allowing(nlp, load_balancers=1)
+    created = sync_service(service(type="LoadBalancer", allocateLoadBalancerNodePorts=False), lb.team)
+    assert lb.create(created) == []
+    chosen = copy.deepcopy(created)
+    chosen["spec"]["ports"][0]["nodePort"] = 30080
+    assert rules(lb.update(created, chosen)) == {"service-node-ports"}
+    node_ports = copy.deepcopy(created)
+    node_ports["spec"]["allocateLoadBalancerNodePorts"] = True
+    assert rules(lb.update(created, node_ports)) == {"service-node-ports"}
+    health = copy.deepcopy(created)
+    health["spec"].update(externalTrafficPolicy="Local", healthCheckNodePort=31999)
+    assert rules(lb.update(created, health)) == {"service-node-ports"}
+
+
+def test_node_ports_and_load_balancers_pass_where_the_config_allows_them(nlp):
+    both = allowing(nlp, node_ports=3, load_balancers=1)
+    assert both.create(sync_service(service(type="NodePort"), both.team)) == []
+    assert both.create(sync_service(service(type="LoadBalancer", loadBalancerSourceRanges=["203.0.113.0/24"]),
+                                    both.team)) == []
+    # A load balancer never claims an address the platform did not give, and externalIPs stay refused.
+    assert rules(both.create(sync_service(service(type="LoadBalancer", loadBalancerIP="52.1.2.3"), both.team))) \
+        == {"service-load-balancer-ip"}
+    assert rules(both.create(sync_service(service(type="NodePort", externalIPs=["1.2.3.4"]), both.team))) \
+        == {"service-external-ips"}
+    only_ports = allowing(nlp, node_ports=3)
+    assert rules(only_ports.create(sync_service(service(type="LoadBalancer"), only_ports.team))) == {"service-type"}
+
+
+@pytest.mark.parametrize("stack, team, config", [("dev", "team-nlp", dev_config), ("eks", "team-legal", eks_config)])
+def test_the_namespace_quota_agrees_with_the_service_config(stack, team, config):
+    settings = team_of(config(), team)
+    quota = vcluster_values(settings)["policies"]["resourceQuota"]["quota"]
+    assert quota["services.nodeports"] == 0 and quota["services.loadbalancers"] == 0
+    opened = dataclasses.replace(settings, vcluster=dataclasses.replace(
+        settings.vcluster, services=TenantServices(node_ports=4, load_balancers=2)))
+    quota = vcluster_values(opened)["policies"]["resourceQuota"]["quota"]
+    assert (quota["services.nodeports"], quota["services.loadbalancers"]) == (4, 2)
+
+
+# --- volume claims ------------------------------------------------------------------------------
+
+
+def test_skip_translate_is_refused(nlp):
+    attack = sync_claim(claim(annotations={"vcluster.loft.sh/skip-translate": "true"}, volumeName="pvc-other-team",
+                              storageClassName="microk8s-hostpath"), nlp.team)
+    assert attack["spec"]["volumeName"] == "pvc-other-team"
+    assert rules(nlp.create(attack)) == {"claim-skip-translate", "claim-volume"}
+
+
+@pytest.mark.parametrize("spec", [
+    {"volumeName": "pvc-0d5e-of-team-vision"},
+    {"selector": {"matchLabels": {"team": "vision"}}},
+], ids=["volume-name", "selector"])
+def test_a_claim_may_not_pick_a_host_volume(nlp, legal, spec):
+    for tenant in (nlp, legal):
+        assert rules(tenant.create(defaulted(tenant, sync_claim(claim(**spec), tenant.team)))) == {"claim-volume"}
+
+
+def test_a_pending_claim_may_not_gain_a_volume_name_later(nlp):
+    """The API server lets volumeName be set once on an unbound claim; vCluster copies the tenant's edit."""
+    pending = defaulted(nlp, sync_claim(claim(), nlp.team))
+    named = copy.deepcopy(pending)
+    named["spec"]["volumeName"] = "pvc-0d5e-of-team-vision"
+    assert rules(nlp.update(pending, named)) == {"claim-volume"}
+
+
+@pytest.mark.parametrize("field, source", [
+    ("dataSource", {"kind": "VolumeSnapshot", "apiGroup": "snapshot.storage.k8s.io", "name": "nightly"}),
+    ("dataSourceRef", {"kind": "PersistentVolumeClaim", "name": "weights", "namespace": "team-vision"}),
+    ("dataSource", {"kind": "PersistentVolumeClaim", "name": "data-team-nlp-0"}),
+], ids=["snapshot", "other-namespace", "control-plane-volume"])
+def test_a_claim_may_only_clone_a_claim_of_its_own_vcluster(nlp, field, source):
+    annotations = {"vcluster.loft.sh/skip-translate": "true"} if source["name"] == "data-team-nlp-0" else None
+    host = defaulted(nlp, sync_claim(claim(annotations=annotations, **{field: source}), nlp.team))
+    assert "claim-data-source" in rules(nlp.create(host))
+
+
+@pytest.mark.parametrize("spec, annotations", [
+    ({"storageClassName": ""}, None),
+    ({"storageClassName": "premium-io2"}, None),
+    ({}, {"volume.beta.kubernetes.io/storage-class": "premium-io2"}),
+], ids=["no-class-binds-any-volume", "another-class", "deprecated-annotation"])
+def test_claims_use_the_platforms_storage_class(nlp, legal, spec, annotations):
+    for tenant in (nlp, legal):
+        host = defaulted(tenant, sync_claim(claim(annotations=annotations, **spec), tenant.team))
+        assert rules(tenant.create(host)) == {"claim-storage-class"}
+
+
+# --- endpoints, ConfigMaps, Secrets, pod subresources ------------------------------------------------
+
+
+@pytest.mark.parametrize("ip", ["10.1.23.4", "172.20.0.1", "192.168.1.1", "100.64.0.5", "169.254.169.254",
+                                "127.0.0.1", "fd00::1", "not-an-ip"])
+def test_selector_less_services_may_not_point_into_the_cluster(nlp, ip):
+    assert rules(nlp.create(sync_endpoints(endpoints("203.0.113.10", ip), nlp.team))) == {"endpoint-addresses"}
+    assert rules(nlp.create(sync_endpoint_slice(endpoint_slice(ip), nlp.team))) == {"endpoint-addresses"}
+
+
+def test_fqdn_and_ipv6_endpoint_slices_are_refused(nlp):
+    for address_type, address in (("FQDN", "db.example.com"), ("IPv6", "2001:db8::1")):
+        host = sync_endpoint_slice(endpoint_slice(address, address_type=address_type), nlp.team)
+        assert rules(nlp.create(host)) == {"endpoint-addresses"}
+
+
+def test_service_account_token_secrets_and_grafana_dashboards_are_refused(nlp):
+    token = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+             "metadata": {"name": "t", "namespace": "default",
+                          "annotations": {"kubernetes.io/service-account.name": f"vc-{nlp.team.vcluster_name}"}}}
+    assert rules(nlp.create(host_metadata(token, nlp.team))) == {"service-account-token"}
+    dashboard = {"apiVersion": "v1", "kind": "ConfigMap", "data": {"d.json": "{}"},
+                 "metadata": {"name": "d", "namespace": "default", "labels": {"grafana_dashboard": "1"},
+                              "annotations": {"grafana_folder": "team-vision"}}}
+    assert rules(nlp.create(host_metadata(dashboard, nlp.team))) == {"dashboard-label"}
+
+
+def test_pod_metadata_may_not_change_through_status_or_resize(nlp):
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": host_name("model", "default", nlp.team), "namespace": nlp.team.namespace,
+        "labels": {"vcluster.loft.sh/managed-by": nlp.team.vcluster_name, "kai.scheduler/queue": nlp.team.queue_name},
+        "annotations": {"gpu-fraction": "0.5"}}, "spec": {"containers": []}, "status": {"phase": "Pending"}}
+    running = copy.deepcopy(pod)
+    running["status"]["phase"] = "Running"
+    for subresource in ("status", "resize"):
+        assert nlp.update(pod, running, subresource=subresource) == []
+        relabelled = copy.deepcopy(running)
+        relabelled["metadata"]["labels"]["app"] = "kai-resource-reservation"
+        assert rules(nlp.update(pod, relabelled, subresource=subresource)) == {"pod-status-metadata"}
+        reannotated = copy.deepcopy(running)
+        del reannotated["metadata"]["annotations"]["gpu-fraction"]
+        assert rules(nlp.update(pod, reannotated, subresource=subresource)) == {"pod-status-metadata"}
+
+
+# --- the address check means what it says ---------------------------------------------------------
+
+
+def test_the_non_public_ranges_cover_the_workload_egress_exceptions():
+    non_public = [ipaddress.ip_network(cidr) for cidr in NON_PUBLIC_IPV4]
+    for cidr in EGRESS_EXCEPTIONS:
+        assert any(ipaddress.ip_network(cidr).subnet_of(network) for network in non_public), cidr
+
+
+@given(st.ip_addresses(v=4))
+def test_the_cidr_patterns_agree_with_ipaddress(address):
+    for cidr in NON_PUBLIC_IPV4:
+        pattern = ipv4_pattern(cidr).replace("\\\\", "\\")
+        assert bool(re.match(pattern, str(address))) == (address in ipaddress.ip_network(cidr)), (cidr, address)

@@ -1,0 +1,179 @@
+"""The defaults inside each vCluster (components/virtual_defaults.py): honest charts run unmodified.
+
+The MutatingAdmissionPolicy's apply configuration is evaluated with cel-python and merged into pods as the
+API server merges an apply configuration (maps key by key, scalars replaced); the in-vCluster copy of the
+host's pod rules runs through tenant_sim's ``Admission``; the result goes through vCluster's sync, KAI's
+webhook and the host policy (tests/tenant_sim.py). The shipped manifests are checked against
+Kubernetes 1.36's schemas, the version vCluster 0.36.1 runs inside.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import celpy
+import kubernetes_validate
+import pytest
+import yaml
+from celpy import celtypes
+
+from components.tenant import vcluster_values
+from components.virtual_defaults import DEFAULTS_NAME, RULES_NAME
+from config.vocabulary import QUEUE_LABEL
+from tests.conftest import dev_config, eks_config
+from tests.tenant_sim import Admission, KAI_SCHEDULER, Tenant, container, platform_of, tenant_of, virtual_pod
+
+VIRTUAL_KUBERNETES = "1.36.0"
+
+
+class TypeName(celtypes.MapType):
+    """``Object``, ``Object.spec``, ...: a type name in an apply configuration; calling it builds that object."""
+
+    def __getitem__(self, key):
+        return TypeName()
+
+    def __call__(self, fields=None):
+        return celtypes.MapType(fields or {})
+
+
+def plain(value):
+    if isinstance(value, celtypes.MapType):
+        return {str(key): plain(item) for key, item in value.items()}
+    if isinstance(value, celtypes.ListType):
+        return [plain(item) for item in value]
+    return str(value) if isinstance(value, celtypes.StringType) else value
+
+
+def apply_configuration(target: dict, configuration: dict) -> dict:
+    result = copy.deepcopy(target)
+    for key, value in configuration.items():
+        if isinstance(value, dict) and isinstance(result.get(key), dict):
+            result[key] = apply_configuration(result[key], value)
+        else:
+            result[key] = copy.deepcopy(value)
+    return result
+
+
+def manifests(team_settings) -> list[dict]:
+    text = vcluster_values(team_settings)["experimental"]["deploy"]["vcluster"]["manifests"]
+    return list(yaml.safe_load_all(text))
+
+
+def named(objects: list[dict], kind: str, name: str) -> dict:
+    return next(obj for obj in objects if obj["kind"] == kind and obj["metadata"]["name"] == name)
+
+
+class Inside:
+    """A team's virtual API server, as far as the shipped policies go."""
+
+    def __init__(self, tenant: Tenant):
+        self.tenant = tenant
+        objects = manifests(tenant.team)
+        self.defaults = named(objects, "MutatingAdmissionPolicy", DEFAULTS_NAME)["spec"]
+        rules = named(objects, "ValidatingAdmissionPolicy", RULES_NAME)
+        binding = named(objects, "ValidatingAdmissionPolicyBinding", RULES_NAME)
+        self.rules = Admission(rules["spec"], binding["spec"])
+        self.env = celpy.Environment()
+
+    def mutate(self, pod: dict) -> dict:
+        """The API server defaults schedulerName before admission, then applies every mutation."""
+        pod = copy.deepcopy(pod)
+        pod["spec"].setdefault("schedulerName", "default-scheduler")
+        for mutation in self.defaults["mutations"]:
+            assert mutation["patchType"] == "ApplyConfiguration"
+            program = self.env.program(self.env.compile(mutation["applyConfiguration"]["expression"]))
+            result = program.evaluate({"Object": TypeName(), "object": celpy.json_to_cel(pod)})
+            pod = apply_configuration(pod, plain(result))
+        return pod
+
+    def create(self, pod: dict) -> tuple[dict, list[str]]:
+        mutated = self.mutate(pod)
+        return mutated, self.rules.review(pod["metadata"]["namespace"], mutated, user="kubernetes-admin")
+
+
+@pytest.fixture(scope="module", params=["dev", "eks"])
+def inside(request, dev_run, eks_run) -> Inside:
+    if request.param == "dev":
+        return Inside(tenant_of(dev_run, dev_config(), "team-nlp"))
+    return Inside(tenant_of(eks_run, eks_config(), "team-legal"))
+
+
+def deployment_pod() -> dict:
+    """A plain nginx Deployment's pod, as the ReplicaSet controller creates it."""
+    pod = virtual_pod("web-7d9f8b6c5-x2x4q", "shop", labels={"app": "web", "pod-template-hash": "7d9f8b6c5"},
+                      containers=[{"name": "nginx", "image": "nginx:1.27", "ports": [{"containerPort": 80}]}])
+    pod["metadata"]["generateName"] = "web-7d9f8b6c5-"
+    return pod
+
+
+def job_pod() -> dict:
+    return virtual_pod("train-abcde", "ml", labels={"job-name": "train", "batch.kubernetes.io/job-name": "train",
+                                                    "batch.kubernetes.io/controller-uid": "0d5e"},
+                       annotations={"gpu-fraction": "0.5"}, restartPolicy="Never", containers=[container("trainer")])
+
+
+HONEST = {
+    "deployment": deployment_pod,
+    "job-with-a-fraction": job_pod,
+    "other-scheduler": lambda: virtual_pod("batch", scheduler="volcano", labels={"app": "batch"}),
+    "other-queue-label": lambda: virtual_pod("q", queue="default-queue"),
+    "whole-gpu": lambda: virtual_pod("gpu", containers=[container(gpus="1")]),
+}
+
+
+@pytest.mark.parametrize("kind", HONEST)
+def test_every_pod_gets_kai_and_the_teams_queue_and_keeps_its_own_labels(inside, kind):
+    pod = HONEST[kind]()
+    mutated = inside.mutate(pod)
+    assert mutated["spec"]["schedulerName"] == KAI_SCHEDULER
+    assert mutated["metadata"]["labels"] == {**pod["metadata"]["labels"], QUEUE_LABEL: inside.tenant.team.queue_name}
+    assert {k: v for k, v in mutated["spec"].items() if k != "schedulerName"} == \
+        {k: v for k, v in pod["spec"].items() if k != "schedulerName"}
+    # The policy runs again when another mutation follows (reinvocation): nothing changes the second time.
+    assert inside.mutate(mutated) == mutated
+
+
+@pytest.mark.parametrize("kind", HONEST)
+def test_an_unmodified_pod_ends_up_admitted_by_the_host_in_the_teams_queue(inside, kind):
+    pod = HONEST[kind]()
+    # Without the defaults the host refuses it: the test can fail.
+    assert any(message.startswith("[own-queue]") for message in inside.tenant.create(pod))
+    mutated, refused = inside.create(pod)
+    assert refused == []
+    host = inside.tenant.host_pod(mutated)
+    assert inside.tenant.create(mutated) == []
+    assert host["spec"]["schedulerName"] == KAI_SCHEDULER
+    assert host["metadata"]["labels"][QUEUE_LABEL] == inside.tenant.team.queue_name
+
+
+BAD = {
+    "node-name": dict(nodeName="gpu-node-1"),
+    "pod-group": dict(annotations={"pod-group-name": "pg-of-team-vision"}),
+    "cdi-devices": dict(annotations={"cdi.k8s.io/gpu": "nvidia.com/gpu=all"}),
+    "nvidia-runtime-without-gpu": dict(runtimeClassName="nvidia"),
+}
+
+
+@pytest.mark.parametrize("kind", BAD)
+def test_a_pod_the_host_refuses_is_refused_at_create_with_the_hosts_message(inside, kind):
+    pod = virtual_pod("bad", **BAD[kind])
+    mutated, refused = inside.create(pod)
+    host = inside.tenant.create(mutated)
+    assert refused, f"{kind} was admitted inside but the host says {host}"
+    assert set(refused) <= set(host)
+
+
+def test_the_shipped_manifests_are_valid_kubernetes_1_36_objects():
+    for config, team in ((dev_config(), "team-nlp"), (eks_config(), "team-legal")):
+        settings = next(t for t in platform_of(config).teams if t.name == team)
+        objects = manifests(settings)
+        assert {obj["kind"] for obj in objects} == {"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding",
+                                                     "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+        for obj in objects:
+            assert obj["apiVersion"] == "admissionregistration.k8s.io/v1"
+            kubernetes_validate.validate(obj, VIRTUAL_KUBERNETES, strict=True)
+        # The validator is strict: a field 1.36 does not know fails.
+        broken = copy.deepcopy(objects[0])
+        broken["spec"]["mutations"][0]["applyConfig"] = broken["spec"]["mutations"][0].pop("applyConfiguration")
+        with pytest.raises(kubernetes_validate.ValidationError):
+            kubernetes_validate.validate(broken, VIRTUAL_KUBERNETES, strict=True)
