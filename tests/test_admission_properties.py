@@ -15,7 +15,10 @@ from hypothesis import strategies as st
 
 from tests.conftest import dev_config
 from tests.tenant_sim import (
-    KAI_SCHEDULER, Tenant, container, kai_mutate, tenant_of, vcluster_sync, virtual_pod,
+    KAI_SCHEDULER, Tenant, container, tenant_of, virtual_pod,
+)
+from tests.upstream_sim import (
+    kai_mutate, vcluster_sync,
 )
 
 VISIBLE = "NVIDIA_VISIBLE_DEVICES"
