@@ -196,6 +196,13 @@ RESERVED_APP_VALUES = (RESERVATION_APP, "scaling-pod", "vcluster", "loft", "vclu
 TENANT_DNS_LABEL = ("k8s-app", "vcluster-kube-dns")
 HOST_DNS_LABEL = ("k8s-app", "kube-dns")
 
+# Pod labels vCluster's NetworkPolicies select on (chart/templates/networkpolicy.yaml) that a synced pod
+# carries by design ("RELEASE": the vCluster's release name); a tenant's pod wearing any other is refused.
+NETWORK_SELECTOR_LABELS = {
+    ("vcluster.loft.sh/managed-by", "RELEASE"): "the syncer sets it on every pod it syncs: it selects the tenant's "
+                                                "own workloads for their own policy (vc-work)",
+}
+
 # --- KAI's own writers --------------------------------------------------------------------------------
 # Service accounts in KAI's namespace (deployments/kai-scheduler/templates/rbac) and the keys each
 # writes on a tenant's pod after creation.

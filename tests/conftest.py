@@ -51,6 +51,7 @@ def dev_config() -> dict:
 MIRRORS_VARIABLE = "GPU_TENANCY_MIRRORS"
 MIRRORED_TAGS = {
     "kai-scheduler/KAI-Scheduler": ("v0.16.4", "v0.17.0"),
+    "loft-sh/vcluster": ("v0.36.1",),
     "NVIDIA/dcgm-exporter": ("4.5.3-4.8.2",),
     "kubernetes/kube-state-metrics": ("v2.20.0",),
     "NVIDIA/gpu-operator": ("v26.3.3", "v26.7.0"),
