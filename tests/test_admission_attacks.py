@@ -25,7 +25,7 @@ def mixed_run():
     return run(mixed_config(), stack="mixed")
 
 
-@pytest.fixture(scope="module", params=["dev:team-nlp", "eks:team-legal", "mixed:team-nlp", "mixed:team-vision"])
+@pytest.fixture(scope="module", params=["dev:team-nlp", "eks:team-legal", "mixed:team-vision"])
 def tenant(request, dev_run, eks_run, mixed_run) -> Tenant:
     stack, team = request.param.split(":")
     program, config = {"dev": (dev_run, dev_config()), "eks": (eks_run, eks_config()),
