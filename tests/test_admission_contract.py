@@ -14,13 +14,15 @@ import re
 import pytest
 import yaml
 
+from components.admission import policy_validations
 from components.admission_keys import (
     ANNOTATION, GRANTED, HARMLESS, KAI_WRITERS, LABEL, NETWORK_SELECTOR_LABELS, NOT_ON_PODS, REFUSED, RESERVATION_APP,
-    UNREAD_RESERVED,
+    RESERVED_DOMAINS, UNREAD_RESERVED,
 )
-from components.admission_metadata import KAI_PRIORITY_CLASSES
+from components.admission_metadata import KAI_PRIORITY_CLASSES, MIN_GPU_FRACTION, MIN_GPU_MEMORY_MIB
 from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, git, mirror
 from tests.kai_keys import keys_of, source_at
+from tools.offline.mockrun import PROJECT_DIR
 from tests.tenant_sim import KAI_SCHEDULER, Tenant, platform_of, tenant_of, virtual_pod
 
 KAI = "kai-scheduler/KAI-Scheduler"
@@ -128,3 +130,16 @@ def test_no_tenant_pod_wears_a_label_vclusters_network_policies_select(tenant, t
         host = tenant.host_pod(virtual_pod(queue=tenant.team.queue_name, scheduler=KAI_SCHEDULER))
         host["metadata"]["labels"][key] = value
         assert tenant.create_host(host) != [], f"a tenant pod labelled {key}={value} is admitted"
+
+
+def test_the_security_model_names_every_rule_reserved_space_grant_and_range():
+    text = (PROJECT_DIR / "docs" / "security-model.md").read_text()
+    team = platform_of(dev_config()).teams[0]
+    names = {re.match(r"'?\[([\w-]+)\]", v.get("message") or v["messageExpression"]).group(1)
+             for v in policy_validations(team)}
+    missing = [name for name in sorted(names) if f"`{name}`" not in text]
+    missing += [domain for domain in RESERVED_DOMAINS if f"`{domain}`" not in text]
+    missing += [entry.key for entry in GRANTED if f"`{entry.key}`" not in text]
+    missing += [str(value) for value in (MIN_GPU_FRACTION, MIN_GPU_MEMORY_MIB, *KAI_PRIORITY_CLASSES)
+                if f"`{value}`" not in text]
+    assert missing == [], "docs/security-model.md does not name these"
