@@ -171,13 +171,14 @@ SYNCER_KEYS = {
                  "vcluster.loft.sh/owner-set-kind", "vcluster.loft.sh/hosts-rewritten", "vcluster.loft.sh/token-*",
                  "cluster-autoscaler.kubernetes.io/safe-to-evict", "cluster-autoscaler.kubernetes.io/daemonset-pod"),
 }
-# Kubernetes' controllers and tools inside the virtual cluster; the recommended app.kubernetes.io labels;
-# security profiles Pod Security judges at the team's level.
+# Kubernetes' controllers and tools inside the virtual cluster; the host's LimitRanger admission plugin,
+# which notes the defaults it set (the tenant namespace has a LimitRange); the recommended
+# app.kubernetes.io labels; security profiles Pod Security judges at the team's level.
 KUBERNETES_KEYS = {
     LABEL: ("app.kubernetes.io/*", "batch.kubernetes.io/job-name", "batch.kubernetes.io/controller-uid",
             "batch.kubernetes.io/job-completion-index", "statefulset.kubernetes.io/pod-name",
             "apps.kubernetes.io/pod-index"),
-    ANNOTATION: ("app.kubernetes.io/*", "kubectl.kubernetes.io/last-applied-configuration",
+    ANNOTATION: ("app.kubernetes.io/*", "kubernetes.io/limit-ranger", "kubectl.kubernetes.io/last-applied-configuration",
                  "kubectl.kubernetes.io/restartedAt",
                  "kubectl.kubernetes.io/default-container", "kubectl.kubernetes.io/default-logs-container",
                  "batch.kubernetes.io/job-completion-index", "batch.kubernetes.io/job-index-failure-count",

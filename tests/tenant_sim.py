@@ -23,7 +23,7 @@ from config.model import Platform, Team
 from config.vocabulary import KAI_NAMESPACE
 from policy.label_selectors import selector_matches
 from tests.upstream_sim import (
-    GPU_RESOURCE, KAI_SCHEDULER, WebhookRefusal, api_validate, kai_mutate, vcluster_sync,
+    GPU_RESOURCE, KAI_SCHEDULER, WebhookRefusal, api_validate, kai_mutate, limit_ranger, vcluster_sync,
 )
 
 KAI_POD_GROUPER = f"system:serviceaccount:{KAI_NAMESPACE}:pod-grouper"
@@ -164,7 +164,8 @@ class Tenant:
         self.syncer = f"system:serviceaccount:{team.namespace}:vc-{team.vcluster_name}"
 
     def host_pod(self, pod: dict, *, mutated: bool = True, kai_version: str = "v0.16.4") -> dict:
-        synced = vcluster_sync(pod, self.team)
+        """The synced pod after the host's admission chain: LimitRanger, then KAI's webhook."""
+        synced = limit_ranger(vcluster_sync(pod, self.team), self.team.vcluster.limit_range)
         return kai_mutate(synced, kai_version=kai_version) if mutated else synced
 
     def create(self, pod: dict, *, mutated: bool = True, kai_version: str = "v0.16.4") -> list[str]:

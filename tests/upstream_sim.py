@@ -16,6 +16,9 @@
   NVIDIA_VISIBLE_DEVICES entry's value set to ``void`` (``valueFrom`` kept) or a new ``void`` entry.
 - ``kai_group`` / ``kai_bind``: the pod-grouper's and binder's later writes (pod_controller.go,
   binding/binder.go, binding/resourcereservation).
+- ``limit_ranger``: the host API server's LimitRanger admission plugin, which runs before the
+  webhooks: containers without requests or limits get the namespace's defaults and the pod the
+  ``kubernetes.io/limit-ranger`` annotation (plugin/pkg/admission/limitranger).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import json
 import re
 from typing import Optional
 
-from config.model import Team
+from config.model import Team, TenantLimitRange
 
 GPU_RESOURCE = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"
@@ -236,6 +239,25 @@ def kai_bind(host: dict, *, node: str = "gpu-node-1", group: str = "5c0a7f3e-gro
         bound["metadata"].setdefault("labels", {})["runai-gpu-group"] = group
     annotations["received-resource-type"] = "Fraction" if fractional else "Regular"
     return bound
+
+
+def limit_ranger(pod: dict, limits: TenantLimitRange) -> dict:
+    """Defaults for containers that set no cpu or memory, and the annotation that says so."""
+    defaulted = copy.deepcopy(pod)
+    notes = []
+    for entry in defaulted["spec"]["containers"] + defaulted["spec"].get("initContainers", []):
+        resources = entry.setdefault("resources", {})
+        for kind, defaults in (("request", {"cpu": limits.default_request_cpu, "memory": limits.default_request_memory}),
+                               ("limit", {"cpu": limits.default_cpu, "memory": limits.default_memory})):
+            current = resources.setdefault(f"{kind}s", {})
+            missing = [name for name in ("cpu", "memory") if name not in current]
+            current.update({name: defaults[name] for name in missing})
+            if missing:
+                notes.append(f"{', '.join(missing)} {kind} for container {entry['name']}")
+    if notes:
+        defaulted["metadata"].setdefault("annotations", {})["kubernetes.io/limit-ranger"] = \
+            "LimitRanger plugin set: " + "; ".join(notes)
+    return defaulted
 
 
 def api_validate(pod: dict) -> list[str]:
