@@ -77,13 +77,15 @@ def _blank_literal(entry: str) -> str:
 
 
 def _kai_device_list(entry: str) -> str:
-    """The fractional container's device list: KAI's own ConfigMap reference, nothing else."""
+    """The fractional container's device list: KAI's ConfigMap for one container of this pod, nothing else
+    (the prefix itself is checked by rule device-list-name)."""
     ref = f"{entry}.valueFrom.configMapKeyRef"
     return (f"(has({entry}.valueFrom) && has({entry}.valueFrom.configMapKeyRef) && {ref}.key == '{VISIBLE_DEVICES}'"
             f" && {has_key('object', 'annotations', SHARED_GPU_CONFIGMAP_ANNOTATION)}"
             f" && object.metadata.annotations['{SHARED_GPU_CONFIGMAP_ANNOTATION}'].endsWith('-shared-gpu')"
             f" && {ref}.name.startsWith(object.metadata.annotations['{SHARED_GPU_CONFIGMAP_ANNOTATION}'] + '-')"
-            f" && {ref}.name.matches('-shared-gpu-i?[0-9]+$'))")
+            f" && {ref}.name.substring(size(object.metadata.annotations['{SHARED_GPU_CONFIGMAP_ANNOTATION}']))"
+            f".matches('^-i?[0-9]+$'))")
 
 
 def _device_env_ok(container: str, mutated_by_kai: bool) -> str:

@@ -207,3 +207,13 @@ def test_only_the_shipped_dns_wears_the_dns_label(tenant):
     debugged["spec"]["ephemeralContainers"] = [{"name": "shell", "image": "busybox:1.36",
                                                 "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]}]
     assert "reserved-values" in rules(tenant.update(dns, debugged, subresource="ephemeralcontainers"))
+
+
+def test_a_device_list_reference_to_a_configmap_kai_does_not_make_is_refused(tenant):
+    host = tenant.host_pod(on_kai(tenant, annotations={"gpu-fraction": "0.5"}))
+    prefix = host["metadata"]["annotations"]["runai/shared-gpu-configmap"]
+    for name in (f"{prefix}-mine-shared-gpu-0", f"{prefix}-0-evar", f"{prefix}-0x"):
+        tampered = copy.deepcopy(host)
+        entry = next(e for e in tampered["spec"]["containers"][0]["env"] if e["name"] == "NVIDIA_VISIBLE_DEVICES")
+        entry["valueFrom"]["configMapKeyRef"]["name"] = name
+        assert "device-env" in rules(tenant.create_host(tampered)), name

@@ -39,11 +39,16 @@ def mixed_run():
 
 
 @pytest.fixture(scope="module", params=["dev:team-nlp", "eks:team-legal", "mixed:team-nlp", "mixed:team-vision"])
-def tenant(request, dev_run, eks_run, mixed_run) -> Tenant:
+def stack_tenant(request, dev_run, eks_run, mixed_run):
     stack, team = request.param.split(":")
     program, config = {"dev": (dev_run, dev_config()), "eks": (eks_run, eks_config()),
                        "mixed": (mixed_run, mixed_config())}[stack]
-    return tenant_of(program, config, team)
+    return program, tenant_of(program, config, team)
+
+
+@pytest.fixture(scope="module")
+def tenant(stack_tenant) -> Tenant:
+    return stack_tenant[1]
 
 
 def in_queue(pod: dict, tenant: Tenant) -> dict:
@@ -202,3 +207,14 @@ def test_a_mixed_stack_gives_each_team_its_pod_security_and_the_same_key_rules(m
     levels = {name: mixed_run.named(f"tenant-{name}-namespace").inputs["metadata"]["labels"][
         "pod-security.kubernetes.io/enforce"] for name in ("team-nlp", "team-vision")}
     assert levels == {"team-nlp": "restricted", "team-vision": "privileged"}
+
+
+def test_the_tenants_dns_as_the_program_ships_it_is_admitted_on_every_stack(stack_tenant):
+    program, tenant = stack_tenant
+    values = program.named(f"tenant-{tenant.team.name}-vcluster").inputs["values"]
+    documents = yaml.safe_load_all(values["controlPlane"]["coredns"]["overwriteManifests"])
+    template = next(d for d in documents if d["kind"] == "Deployment")["spec"]["template"]
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "coredns-5d8f9-x2k4p", "namespace": "kube-system", **template["metadata"]},
+           "spec": template["spec"]}
+    assert tenant.create(pod) == []
