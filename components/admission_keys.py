@@ -160,8 +160,8 @@ UNREAD_RESERVED = (
 )
 
 # --- keys the syncer and Kubernetes write ------------------------------------------------------------
-# vCluster 0.36.1 (pkg/util/translate, pkg/controllers/resources/pods/translate/translator.go): read back
-# only by this tenant's own syncer.
+# vCluster 0.36.1 (pkg/util/translate, pkg/controllers/resources/pods/translate): read back only by this
+# tenant's own syncer (tests/test_admission_contract.py keeps the list equal to the syncer's pod keys).
 SYNCER_KEYS = {
     LABEL: ("vcluster.loft.sh/managed-by", "vcluster.loft.sh/namespace", "vcluster.loft.sh/ns-label-*",
             "vcluster.loft.sh/label-*"),
@@ -169,6 +169,8 @@ SYNCER_KEYS = {
                  "vcluster.loft.sh/name", "vcluster.loft.sh/namespace", "vcluster.loft.sh/uid",
                  "vcluster.loft.sh/service-account-name", "vcluster.loft.sh/labels", "vcluster.loft.sh/owner-references",
                  "vcluster.loft.sh/owner-set-kind", "vcluster.loft.sh/hosts-rewritten", "vcluster.loft.sh/token-*",
+                 # A tenant's own switch for the syncer's hostname rewrite of its pod (pods/translate/hosts.go).
+                 "vcluster.loft.sh/disable-subdomain-rewrite",
                  "cluster-autoscaler.kubernetes.io/safe-to-evict", "cluster-autoscaler.kubernetes.io/daemonset-pod"),
 }
 # Kubernetes' controllers and tools inside the virtual cluster; the host's LimitRanger admission plugin,

@@ -17,7 +17,7 @@ import yaml
 from components.admission import policy_validations
 from components.admission_keys import (
     ANNOTATION, GRANTED, HARMLESS, KAI_WRITERS, LABEL, NETWORK_SELECTOR_LABELS, NOT_ON_PODS, REFUSED, RESERVATION_APP,
-    RESERVED_DOMAINS, UNREAD_RESERVED,
+    RESERVED_DOMAINS, SYNCER_KEYS, UNREAD_RESERVED,
 )
 from components.admission_metadata import KAI_PRIORITY_CLASSES, MIN_GPU_FRACTION, MIN_GPU_MEMORY_MIB
 from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, git, mirror
@@ -143,3 +143,19 @@ def test_the_security_model_names_every_rule_reserved_space_grant_and_range():
     missing += [str(value) for value in (MIN_GPU_FRACTION, MIN_GPU_MEMORY_MIB, *KAI_PRIORITY_CLASSES)
                 if f"`{value}`" not in text]
     assert missing == [], "docs/security-model.md does not name these"
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[VCLUSTER])
+def test_every_pod_key_of_vclusters_syncer_is_allowed_or_renamed(tag):
+    source = git(VCLUSTER, "grep", "-h", "-o", "-E", r'"vcluster\.loft\.sh/[a-z0-9._-]*"', tag, "--",
+                 ":(exclude)*_test.go", "pkg/controllers/resources/pods", "pkg/util/translate")
+    keys = {key.strip('"') for key in source.split()}
+    assert {"vcluster.loft.sh/object-name", "vcluster.loft.sh/managed-by"} <= keys
+    # Label prefixes (label-, ns-label-), keys it renames, and a marker for multi-namespace mode this
+    # platform does not run.
+    renamed = {"vcluster.loft.sh/label", "vcluster.loft.sh/ns-label", "vcluster.loft.sh/controlled-by",
+               "vcluster.loft.sh/skip-backsync"}
+    allowed = SYNCER_KEYS[LABEL] + SYNCER_KEYS[ANNOTATION]
+    assert sorted(key for key in keys - renamed if not any(
+        key == pattern or (pattern.endswith("*") and key.startswith(pattern[:-1])) or key + "*" == pattern
+        for pattern in allowed)) == []
