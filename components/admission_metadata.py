@@ -174,7 +174,10 @@ def _reserved_values(team: Team) -> dict:
     app, release = key_value("object", "labels", "app"), key_value("object", "labels", "release")
     dns_key, dns_value = TENANT_DNS_LABEL
     host_dns_key, host_dns_value = HOST_DNS_LABEL
-    in_virtual_kube_system = f"{key_value('object', 'labels', 'vcluster.loft.sh/namespace')} == 'kube-system'"
+    # On the host the syncer's namespace label says where the pod lives in the virtual cluster (a tenant
+    # namespace is never kube-system); inside the virtual cluster a copy of this rule reads the namespace.
+    in_virtual_kube_system = (f"({key_value('object', 'labels', 'vcluster.loft.sh/namespace')} == 'kube-system' || "
+                              "request.namespace == 'kube-system')")
     shipped_dns = (f"{in_virtual_kube_system} && object.spec.containers.all(c, c.image == '{versions.COREDNS_IMAGE}')"
                    " && (!has(object.spec.initContainers) || size(object.spec.initContainers) == 0)"
                    " && (!has(object.spec.ephemeralContainers) || size(object.spec.ephemeralContainers) == 0)")

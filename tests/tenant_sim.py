@@ -113,7 +113,7 @@ class Admission:
             return False
         if not all(selector_matches(selector, namespace_labels) for selector in selectors):
             return False
-        request = _request(operation, subresource, user)
+        request = _request(operation, subresource, user, namespace)
         return all(bool(self._run(condition["expression"], self._activation(pod, old, request, {})))
                    for condition in self.spec.get("matchConditions", []))
 
@@ -122,7 +122,7 @@ class Admission:
         """Rejection messages; empty when admitted or not matched."""
         if not self.matches(namespace, pod, operation=operation, subresource=subresource, old=old, user=user):
             return []
-        request = _request(operation, subresource, user)
+        request = _request(operation, subresource, user, namespace)
         variables: dict = {}
         for variable in self.spec["variables"]:
             variables[variable["name"]] = _plain(self._run(variable["expression"],
@@ -190,8 +190,8 @@ def tenant_of(program, config: dict, team: str) -> Tenant:
     return Tenant(admission_for(program, team), settings)
 
 
-def _request(operation: str, subresource: str, user: str) -> dict:
-    return {"operation": operation, "subResource": subresource, "userInfo": {"username": user}}
+def _request(operation: str, subresource: str, user: str, namespace: str = "") -> dict:
+    return {"operation": operation, "subResource": subresource, "namespace": namespace, "userInfo": {"username": user}}
 
 
 def _plain(value):
