@@ -22,9 +22,8 @@ from config import load_platform
 from config.model import Platform, Team
 from config.vocabulary import KAI_NAMESPACE
 from policy.label_selectors import selector_matches
-from tests.upstream_sim import (
-    GPU_RESOURCE, KAI_SCHEDULER, WebhookRefusal, api_validate, kai_mutate, limit_ranger, vcluster_sync,
-)
+from tests.upstream_sim import GPU_RESOURCE, WebhookRefusal, api_validate, kai_mutate, limit_ranger, vcluster_sync
+from tests.upstream_sim import KAI_SCHEDULER  # noqa: F401 (the attack tests take it from here with the pod builders)
 
 KAI_POD_GROUPER = f"system:serviceaccount:{KAI_NAMESPACE}:pod-grouper"
 KAI_BINDER = f"system:serviceaccount:{KAI_NAMESPACE}:binder"
