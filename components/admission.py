@@ -8,8 +8,8 @@ account and by vCluster's managed-by label) after KAI's own pod webhook has muta
 rule below is named in its rejection message; docs/security-model.md explains why each exists.
 
 The vCluster control-plane pod is created by the StatefulSet controller and carries no managed-by
-label, so it is never matched; KAI's own later updates (the pod-grouper's annotation, binding)
-pass because they leave the guarded fields alone.
+label, so it is never matched. Which labels and annotations a pod may carry, and which keys KAI's
+own service accounts add later, is components/admission_metadata.py (over admission_keys.py).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.admission_metadata import has_key, key_value, metadata_validations, metadata_variables
 from components.kai import SCHEDULER_NAME
 from config.model import Team
 from config.vocabulary import (
@@ -35,18 +36,8 @@ FRACTION_CONTAINER_ANNOTATION = "gpu-fraction-container-name"
 # KAI names the ConfigMap that carries a fractional container's device list in this annotation,
 # with a "-shared-gpu" suffix, and references it as "<name>-<container index>".
 SHARED_GPU_CONFIGMAP_ANNOTATION = "runai/shared-gpu-configmap"
-# Fields that decide how much GPU a pod holds and whose queue pays for it: fixed once created.
-GUARDED_ANNOTATIONS = (*FRACTION_ANNOTATIONS, "gpu-fraction-num-devices", FRACTION_CONTAINER_ANNOTATION,
-                       SHARED_GPU_CONFIGMAP_ANNOTATION)
-# Ways to pick a KAI PodGroup (and with it a queue) or to skip KAI's pod-grouper altogether.
-POD_GROUP_ANNOTATIONS = ("pod-group-name", "kai.scheduler/skip-podgrouper")
-POD_GROUP_LABELS = ("spark-app-selector",)
-# Labels that vCluster's own NetworkPolicies use to select its control plane and helpers; a
-# workload carrying them would inherit their wider egress (any address on the API ports).
-RESERVED_APP_LABELS = ("vcluster-snapshot", "loft")
-# Other ways to name devices to the NVIDIA runtime: CDI device annotations, and the toolkit's
-# volume-mount device list (off in the GPU Operator's default toolkit settings, refused anyway).
-CDI_ANNOTATION_PREFIX = "cdi.k8s.io/"
+# The toolkit's volume-mount device list (off in the GPU Operator's default toolkit settings, refused
+# anyway); CDI device annotations are a reserved key space (components/admission_keys.py).
 DEVICE_LIST_MOUNT_DIR = "/var/run/nvidia-container-devices"
 PROTECTED_RUNTIME_PREFIX = "nvidia"
 
@@ -63,19 +54,6 @@ def syncer_username(team: Team) -> str:
 
 
 # --- CEL building blocks --------------------------------------------------------------------
-
-
-def _has(obj: str, field: str, key: str) -> str:
-    return f"(has({obj}.metadata.{field}) && '{key}' in {obj}.metadata.{field})"
-
-
-def _get(obj: str, field: str, key: str) -> str:
-    return f"({_has(obj, field, key)} ? {obj}.metadata.{field}['{key}'] : '')"
-
-
-def _unchanged(field: str, key: str) -> str:
-    return f"({_has('object', field, key)} == {_has('oldObject', field, key)} && " \
-           f"{_get('object', field, key)} == {_get('oldObject', field, key)})"
 
 
 def _holds_gpu(container: str) -> str:
@@ -99,13 +77,15 @@ def _blank_literal(entry: str) -> str:
 
 
 def _kai_device_list(entry: str) -> str:
-    """The fractional container's device list: KAI's own ConfigMap reference, nothing else."""
+    """The fractional container's device list: KAI's ConfigMap for one container of this pod, nothing else
+    (the prefix itself is checked by rule device-list-name)."""
     ref = f"{entry}.valueFrom.configMapKeyRef"
     return (f"(has({entry}.valueFrom) && has({entry}.valueFrom.configMapKeyRef) && {ref}.key == '{VISIBLE_DEVICES}'"
-            f" && {_has('object', 'annotations', SHARED_GPU_CONFIGMAP_ANNOTATION)}"
+            f" && {has_key('object', 'annotations', SHARED_GPU_CONFIGMAP_ANNOTATION)}"
             f" && object.metadata.annotations['{SHARED_GPU_CONFIGMAP_ANNOTATION}'].endsWith('-shared-gpu')"
             f" && {ref}.name.startsWith(object.metadata.annotations['{SHARED_GPU_CONFIGMAP_ANNOTATION}'] + '-')"
-            f" && {ref}.name.matches('-shared-gpu-i?[0-9]+$'))")
+            f" && {ref}.name.substring(size(object.metadata.annotations['{SHARED_GPU_CONFIGMAP_ANNOTATION}']))"
+            f".matches('^-i?[0-9]+$'))")
 
 
 def _device_env_ok(container: str, mutated_by_kai: bool) -> str:
@@ -138,26 +118,24 @@ def _no_device_paths() -> str:
     lists = [f"object.spec.containers.all(c, {mounts})"] + [
         f"(!has(object.spec.{field}) || object.spec.{field}.all(c, {mounts}))"
         for field in ("initContainers", "ephemeralContainers")]
-    annotations = (f"(!has(object.metadata.annotations) || "
-                   f"object.metadata.annotations.all(k, !k.startsWith('{CDI_ANNOTATION_PREFIX}')))")
-    return " && ".join([annotations, *lists])
+    return " && ".join(lists)
 
 
 def match_conditions(team: Team) -> list[dict]:
-    labelled = f"{_get('object', 'labels', VCLUSTER_MANAGED_BY_LABEL)} == '{team.vcluster_name}'"
-    old_labelled = f"(request.operation == 'UPDATE' && {_get('oldObject', 'labels', VCLUSTER_MANAGED_BY_LABEL)} == " \
+    labelled = f"{key_value('object', 'labels', VCLUSTER_MANAGED_BY_LABEL)} == '{team.vcluster_name}'"
+    old_labelled = f"(request.operation == 'UPDATE' && {key_value('oldObject', 'labels', VCLUSTER_MANAGED_BY_LABEL)} == " \
                    f"'{team.vcluster_name}')"
     return [{"name": "synced-by-this-vcluster",
              "expression": f"request.userInfo.username == '{syncer_username(team)}' || {labelled} || {old_labelled}"}]
 
 
 def policy_variables(team: Team) -> list[dict]:
-    fractional = " || ".join(_has("object", "annotations", name) for name in FRACTION_ANNOTATIONS)
-    named = _has("object", "annotations", FRACTION_CONTAINER_ANNOTATION)
+    fractional = " || ".join(has_key("object", "annotations", name) for name in FRACTION_ANNOTATIONS)
+    named = has_key("object", "annotations", FRACTION_CONTAINER_ANNOTATION)
     holds_any = (f"object.spec.containers.exists(c, {_holds_gpu('c')}) || "
                  f"(has(object.spec.initContainers) && object.spec.initContainers.exists(c, {_holds_gpu('c')}))")
     return [
-        {"name": "queue", "expression": _get("object", "labels", QUEUE_LABEL)},
+        {"name": "queue", "expression": key_value("object", "labels", QUEUE_LABEL)},
         {"name": "scheduler",
          "expression": "has(object.spec.schedulerName) ? object.spec.schedulerName : 'default-scheduler'"},
         {"name": "fractional", "expression": fractional},
@@ -166,7 +144,7 @@ def policy_variables(team: Team) -> list[dict]:
          "expression": f"!variables.fractional ? '' : ({named} ? "
                        f"object.metadata.annotations['{FRACTION_CONTAINER_ANNOTATION}'] : object.spec.containers[0].name)"},
         {"name": "usesGpu", "expression": f"variables.fractional || {holds_any}"},
-        {"name": "bySyncer", "expression": f"request.userInfo.username == '{syncer_username(team)}'"},
+        *metadata_variables(),
     ]
 
 
@@ -176,12 +154,6 @@ def _rule(name: str, expression: str, problem: str, fix: str, reason: str = "For
 
 def policy_validations(team: Team) -> list[dict]:
     queue = team.queue_name
-    pod_group_absent = " && ".join([*(f"!{_has('object', 'annotations', key)}" for key in POD_GROUP_ANNOTATIONS),
-                                    *(f"!{_has('object', 'labels', key)}" for key in POD_GROUP_LABELS)])
-    pod_group_unchanged = " && ".join([*(_unchanged("annotations", key) for key in POD_GROUP_ANNOTATIONS),
-                                       *(_unchanged("labels", key) for key in POD_GROUP_LABELS)])
-    guarded_unchanged = " && ".join([_unchanged("labels", QUEUE_LABEL),
-                                     *(_unchanged("annotations", key) for key in GUARDED_ANNOTATIONS)])
     device_env = " && ".join([
             f"object.spec.containers.all(c, {_device_env_ok('c', mutated_by_kai=True)})",
             f"(!has(object.spec.initContainers) || "
@@ -193,18 +165,12 @@ def policy_validations(team: Team) -> list[dict]:
         f"object.spec.containers.all(c, {_env_from_prefixed('c')})",
         f"(!has(object.spec.initContainers) || object.spec.initContainers.all(c, {_env_from_prefixed('c')}))",
     ])
-    app = _get("object", "labels", "app")
     return [
         {"expression": f"variables.scheduler == '{SCHEDULER_NAME}' && variables.queue == '{queue}'",
          "messageExpression": f"'[own-queue] every pod of team {team.name} is scheduled by KAI in queue {queue}, "
                               f"this one has scheduler ' + variables.scheduler + ' and queue \\'' + variables.queue + "
                               f"'\\': set spec.schedulerName: {SCHEDULER_NAME} and the label {QUEUE_LABEL}: {queue}'",
          "reason": "Forbidden"},
-        _rule("pod-group",
-              f"request.operation == 'CREATE' ? ({pod_group_absent}) : (!variables.bySyncer || {pod_group_unchanged})",
-              f"team {team.name} may not choose a KAI PodGroup or skip KAI's pod-grouper (annotations "
-              f"{', '.join(POD_GROUP_ANNOTATIONS)}; labels {', '.join(POD_GROUP_LABELS)})",
-              "remove them; KAI groups the pod itself, in the team's queue"),
         _rule("node-name",
               "request.operation != 'CREATE' || !has(object.spec.nodeName) || object.spec.nodeName == ''",
               "a pod created with spec.nodeName skips the scheduler and every queue quota",
@@ -223,20 +189,10 @@ def policy_validations(team: Team) -> list[dict]:
               "a container holding whole GPUs may not take unprefixed variables from envFrom: they would override "
               f"the device plugin's {VISIBLE_DEVICES}",
               "give each envFrom source a prefix, or list the keys you need under env"),
-        _rule("guarded-fields",
-              f"request.operation != 'UPDATE' || ({guarded_unchanged})",
-              f"the queue label and the GPU annotations ({', '.join(GUARDED_ANNOTATIONS)}) of a running pod are fixed",
-              "delete the pod and create it again with the values you need"),
         _rule("device-paths", _no_device_paths(),
-              f"pods may not name devices to the container runtime themselves (annotations {CDI_ANNOTATION_PREFIX}*, "
-              f"mounts under {DEVICE_LIST_MOUNT_DIR})",
+              f"pods may not name devices to the container runtime themselves (mounts under {DEVICE_LIST_MOUNT_DIR})",
               "remove them; request GPUs with gpu-fraction, gpu-memory or nvidia.com/gpu"),
-        _rule("network-labels",
-              f"{_get('object', 'labels', 'release')} != '{team.vcluster_name}' && "
-              f"!({app} in {list(RESERVED_APP_LABELS)})",
-              f"the labels release={team.vcluster_name}, app=vcluster-snapshot and app=loft select vCluster's "
-              "control plane in its network policies",
-              "use other label values on workload pods"),
+        *metadata_validations(team),
     ]
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
 from config.observability import Observability
+from config.vocabulary import KAI_NAMESPACE
 
 # Resource units follow KAI's Queue spec: gpu = devices, cpu = millicores, memory = MB.
 UNLIMITED = -1
@@ -208,7 +209,7 @@ class GpuOperator:
 class KaiScheduler:
     version: str
     gpu_sharing: bool
-    namespace: str = "kai-scheduler"
+    namespace: str = KAI_NAMESPACE
 
 
 @dataclass(frozen=True)

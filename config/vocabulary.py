@@ -42,6 +42,8 @@ NODE_PROFILE_LABEL = "nvidia.com/device-plugin.config"
 
 # --- reserved names -----------------------------------------------------------------------------
 KAI_RESERVED_QUEUES = ("default-queue", "default-parent-queue")
+# Where the KAI chart runs (its service accounts write tenants' pods after creation).
+KAI_NAMESPACE = "kai-scheduler"
 SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease", "default")
 
 # --- KAI queues ---------------------------------------------------------------------------------

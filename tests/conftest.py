@@ -12,6 +12,8 @@ from hypothesis import HealthCheck, settings
 
 from tests.chart_spec import cache, demo  # noqa: F401 (fixtures of the chart specs)
 from config.stack_file import stack_names
+from config.versions import VCLUSTER_VIRTUAL_KUBERNETES
+from config.virtual_cluster import MUTATING_ADMISSION_POLICY_GA, minor_version
 from tools.offline.mockrun import PROJECT_DIR, ProgramRun, load_stack_file, run_program
 
 COMMITTED_STACKS = stack_names()
@@ -59,6 +61,12 @@ MIRRORED_TAGS = {
     "loft-sh/vcluster": ("v0.36.1", "v0.27.0"),
 }
 
+
+# The vClusters the config accepts: those whose virtual Kubernetes serves MutatingAdmissionPolicy as GA
+# (config/virtual_cluster.py); older mirrored tags are read by other contract tests only.
+ACCEPTED_VCLUSTER_TAGS = tuple(
+    tag for tag in MIRRORED_TAGS["loft-sh/vcluster"]
+    if minor_version(VCLUSTER_VIRTUAL_KUBERNETES[tag.lstrip("v")]) >= MUTATING_ADMISSION_POLICY_GA)
 
 def mirror(repository: str) -> Path:
     """The bare git mirror of ``owner/name``, or a skip naming the variable that supplies it."""

@@ -1,40 +1,32 @@
 """What the host API server sees when a tenant writes a pod, built the way upstream builds it.
 
-- ``vcluster_sync``: the host pod vCluster 0.36.1's syncer creates from a virtual pod
-  (pkg/controllers/resources/pods/translate/translator.go): renamed ``P-x-N-x-<release>`` into the
-  tenant's host namespace, vCluster's labels and annotations added, tenant labels, annotations, env,
-  ``schedulerName``, ``runtimeClassName``, ``nodeName`` and ephemeral containers copied unchanged,
-  ``priorityClassName`` reset, enforced tolerations appended, the node-sync labels turned into a
-  nodeSelector, written by the syncer's service account.
-- ``kai_mutate``: KAI v0.16.4's pod webhook on CREATE of a ``kai-scheduler`` pod with GPU sharing and
-  ``blockNvidiaVisibleDevices`` on (pkg/admission/webhook/v1alpha2/{gpusharing,deviceaccess,
-  runtimeenforcement}): the fractional container gets its device list from a ConfigMap named after the
-  ``runai/shared-gpu-configmap`` annotation, every other container that requests no GPU gets
-  ``NVIDIA_VISIBLE_DEVICES=void`` (its first such entry overwritten, else appended), and a fractional pod
-  without a runtime class gets ``nvidia``.
+tests/upstream_sim.py models vCluster's syncer and KAI's webhook and controllers; this module adds the
+API server around them:
+
 - ``Admission``: the API server's part of a ValidatingAdmissionPolicy as far as these policies use it
-  (match rules, namespace selector, match conditions, variables, validations), with the policy's CEL
-  evaluated by cel-python.
-- ``Tenant`` (``tenant_of``): one team of a program run, syncing its pods and asking its admission
-  policy, as the program renders it.
+  (match rules, namespace selector, match conditions, variables, validations, message expressions),
+  with the policy's CEL evaluated by cel-python plus the Kubernetes string functions it lacks.
+- ``Tenant`` (``tenant_of``): one team of a program run: a virtual pod is synced, mutated by KAI's
+  webhook, validated by the API server (which refuses what the webhook leaves invalid) and then
+  judged by the team's admission policy; KAI's and the syncer's later updates likewise.
 """
 
 from __future__ import annotations
 
-import copy
 from typing import Optional
 
 import celpy
+from celpy import celtypes
 
 from config import load_platform
 from config.model import Platform, Team
+from config.vocabulary import KAI_NAMESPACE
 from policy.label_selectors import selector_matches
+from tests.upstream_sim import GPU_RESOURCE, WebhookRefusal, api_validate, kai_mutate, limit_ranger, vcluster_sync
+from tests.upstream_sim import KAI_SCHEDULER  # noqa: F401 (the attack tests take it from here with the pod builders)
 
-GPU_RESOURCE = "nvidia.com/gpu"
-MIG_PREFIX = "nvidia.com/mig-"
-VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
-KAI_POD_GROUPER = "system:serviceaccount:kai-scheduler:pod-grouper"
-KAI_SCHEDULER = "kai-scheduler"  # the schedulerName of KAI's pods
+KAI_POD_GROUPER = f"system:serviceaccount:{KAI_NAMESPACE}:pod-grouper"
+KAI_BINDER = f"system:serviceaccount:{KAI_NAMESPACE}:binder"
 POLICY = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
 BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
 
@@ -74,80 +66,21 @@ def container(name: str = "main", *, gpus: Optional[str] = None, mig: Optional[s
     return result
 
 
-def vcluster_sync(pod: dict, team: Team) -> dict:
-    """The host pod the team's vCluster syncer creates for ``pod``."""
-    host = copy.deepcopy(pod)
-    virtual_name, virtual_namespace = pod["metadata"]["name"], pod["metadata"]["namespace"]
-    metadata = host["metadata"]
-    release = team.vcluster_name
-    metadata["name"] = f"{virtual_name}-x-{virtual_namespace}-x-{release}"
-    metadata["namespace"] = team.namespace
-    # A tenant's own vcluster.loft.sh/* labels are renamed on the host, so they cannot spoof these.
-    labels = {key if not key.startswith("vcluster.loft.sh/") else f"vcluster.loft.sh/x-{key.split('/', 1)[1]}": value
-              for key, value in metadata.get("labels", {}).items()}
-    labels.update({"vcluster.loft.sh/managed-by": release, "vcluster.loft.sh/namespace": virtual_namespace})
-    metadata["labels"] = labels
-    metadata["annotations"] = {**metadata.get("annotations", {}),
-                               "vcluster.loft.sh/name": virtual_name, "vcluster.loft.sh/namespace": virtual_namespace,
-                               "vcluster.loft.sh/object-name": virtual_name}
-    spec = host["spec"]
-    spec["serviceAccountName"] = f"vc-workload-{release}"
-    spec["enableServiceLinks"] = False
-    spec.pop("priorityClassName", None)
-    spec.pop("priority", None)
-    tolerations = list(spec.get("tolerations", []))
-    for entry in team.vcluster.enforce_tolerations:
-        key_value, effect = entry.rsplit(":", 1)
-        key, _, value = key_value.partition("=")
-        toleration = {"key": key, "operator": "Equal" if value else "Exists", "effect": effect}
-        if value:
-            toleration["value"] = value
-        tolerations.append(toleration)
-    spec["tolerations"] = tolerations
-    if team.vcluster.node_labels:
-        spec["nodeSelector"] = {**spec.get("nodeSelector", {}), **team.vcluster.node_labels}
-    return host
+# The Kubernetes CEL string library (k8s.io/apiserver/pkg/cel/library, cel-go ext.Strings) as far as the
+# policies use it; cel-python has none of it.
+def _substring(text, start, end=None):
+    text, start = str(text), int(start)
+    end = len(text) if end is None else int(end)
+    if not 0 <= start <= end <= len(text):
+        raise ValueError(f"substring({start}, {end}) out of range for a string of length {len(text)}")
+    return celtypes.StringType(text[start:end])
 
 
-def _requests_gpu(entry: dict) -> bool:
-    requests = entry.get("resources", {}).get("requests", {})
-    return any((name == GPU_RESOURCE or name.startswith(MIG_PREFIX)) and str(value) not in ("0", "0m")
-               for name, value in requests.items())
+def _join(items, separator=""):
+    return celtypes.StringType(str(separator).join(str(item) for item in items))
 
 
-def _set_env(entry: dict, name: str, value: dict) -> None:
-    entry["env"] = [item for item in entry.get("env", []) if item["name"] != name] + [{"name": name, **value}]
-
-
-def kai_mutate(pod: dict, *, configmap_prefix: str = "model-x-default-abcdefg-shared-gpu") -> dict:
-    """KAI's pod webhook on CREATE (it only handles pods of its scheduler)."""
-    mutated = copy.deepcopy(pod)
-    spec = mutated["spec"]
-    if spec.get("schedulerName") != KAI_SCHEDULER:
-        return mutated
-    annotations = mutated["metadata"].setdefault("annotations", {})
-    fraction_container = None
-    if "gpu-fraction" in annotations or "gpu-memory" in annotations:
-        wanted = annotations.get("gpu-fraction-container-name", spec["containers"][0]["name"])
-        fraction_container = next(entry for entry in spec["containers"] + spec.get("initContainers", [])
-                                  if entry["name"] == wanted)
-        prefix = annotations.setdefault("runai/shared-gpu-configmap", configmap_prefix)
-        index = spec["containers"].index(fraction_container) if fraction_container in spec["containers"] \
-            else f"i{spec['initContainers'].index(fraction_container)}"
-        _set_env(fraction_container, VISIBLE_DEVICES,
-                 {"valueFrom": {"configMapKeyRef": {"name": f"{prefix}-{index}", "key": VISIBLE_DEVICES}}})
-        fraction_container.setdefault("envFrom", []).append({"configMapRef": {"name": f"{prefix}-{index}-evar"}})
-        spec.setdefault("runtimeClassName", "nvidia")
-    for entry in spec["containers"] + spec.get("initContainers", []):
-        if entry is fraction_container or _requests_gpu(entry):
-            continue
-        existing = next((item for item in entry.get("env", []) if item["name"] == VISIBLE_DEVICES), None)
-        if existing is not None:
-            existing.pop("valueFrom", None)
-            existing["value"] = "void"
-        else:
-            entry.setdefault("env", []).append({"name": VISIBLE_DEVICES, "value": "void"})
-    return mutated
+CEL_FUNCTIONS = {"substring": _substring, "join": _join}
 
 
 class Admission:
@@ -161,7 +94,7 @@ class Admission:
 
     def _run(self, expression: str, activation: dict):
         if expression not in self._programs:
-            self._programs[expression] = self.env.program(self.env.compile(expression))
+            self._programs[expression] = self.env.program(self.env.compile(expression), functions=CEL_FUNCTIONS)
         return self._programs[expression].evaluate(activation)
 
     def _activation(self, pod: dict, old: Optional[dict], request: dict, variables: dict) -> dict:
@@ -179,7 +112,7 @@ class Admission:
             return False
         if not all(selector_matches(selector, namespace_labels) for selector in selectors):
             return False
-        request = _request(operation, subresource, user)
+        request = _request(operation, subresource, user, namespace)
         return all(bool(self._run(condition["expression"], self._activation(pod, old, request, {})))
                    for condition in self.spec.get("matchConditions", []))
 
@@ -188,18 +121,25 @@ class Admission:
         """Rejection messages; empty when admitted or not matched."""
         if not self.matches(namespace, pod, operation=operation, subresource=subresource, old=old, user=user):
             return []
-        request = _request(operation, subresource, user)
+        request = _request(operation, subresource, user, namespace)
         variables: dict = {}
         for variable in self.spec["variables"]:
             variables[variable["name"]] = _plain(self._run(variable["expression"],
                                                            self._activation(pod, old, request, variables)))
         activation = self._activation(pod, old, request, variables)
-        messages = []
-        for validation in self.spec["validations"]:
-            if not bool(self._run(validation["expression"], activation)):
-                messages.append(validation.get("message") or str(self._run(validation["messageExpression"],
-                                                                           activation)))
-        return messages
+        return [self._message(validation, activation) for validation in self.spec["validations"]
+                if not bool(self._run(validation["expression"], activation))]
+
+    def _message(self, validation: dict, activation: dict) -> str:
+        """The messageExpression's value when it yields a non-empty string, else the static message."""
+        if "messageExpression" in validation:
+            try:
+                value = self._run(validation["messageExpression"], activation)
+            except celpy.CELEvalError:
+                value = None
+            if isinstance(value, str) and value.strip():
+                return str(value)
+        return validation.get("message", "")
 
 
 def platform_of(config: dict) -> Platform:
@@ -222,12 +162,21 @@ class Tenant:
         self.team = team
         self.syncer = f"system:serviceaccount:{team.namespace}:vc-{team.vcluster_name}"
 
-    def host_pod(self, pod: dict, *, mutated: bool = True) -> dict:
-        synced = vcluster_sync(pod, self.team)
-        return kai_mutate(synced) if mutated else synced
+    def host_pod(self, pod: dict, *, mutated: bool = True, kai_version: str = "v0.16.4") -> dict:
+        """The synced pod after the host's admission chain: LimitRanger, then KAI's webhook."""
+        synced = limit_ranger(vcluster_sync(pod, self.team), self.team.vcluster.limit_range)
+        return kai_mutate(synced, kai_version=kai_version) if mutated else synced
 
-    def create(self, pod: dict, *, mutated: bool = True) -> list[str]:
-        return self.admission.review(self.team.namespace, self.host_pod(pod, mutated=mutated), user=self.syncer)
+    def create(self, pod: dict, *, mutated: bool = True, kai_version: str = "v0.16.4") -> list[str]:
+        """Refusals of the whole CREATE path: KAI's webhook, API validation, then the admission policy."""
+        try:
+            host = self.host_pod(pod, mutated=mutated, kai_version=kai_version)
+        except WebhookRefusal as refusal:
+            return [str(refusal)]
+        return self.create_host(host)
+
+    def create_host(self, host: dict, *, user: Optional[str] = None) -> list[str]:
+        return api_validate(host) or self.admission.review(self.team.namespace, host, user=user or self.syncer)
 
     def update(self, old_host: dict, new_host: dict, *, user=None, subresource: str = "") -> list[str]:
         return self.admission.review(self.team.namespace, new_host, operation="UPDATE", old=old_host,
@@ -240,8 +189,8 @@ def tenant_of(program, config: dict, team: str) -> Tenant:
     return Tenant(admission_for(program, team), settings)
 
 
-def _request(operation: str, subresource: str, user: str) -> dict:
-    return {"operation": operation, "subResource": subresource, "userInfo": {"username": user}}
+def _request(operation: str, subresource: str, user: str, namespace: str = "") -> dict:
+    return {"operation": operation, "subResource": subresource, "namespace": namespace, "userInfo": {"username": user}}
 
 
 def _plain(value):

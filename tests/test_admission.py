@@ -156,7 +156,8 @@ def test_a_whole_gpu_container_may_not_take_unprefixed_env_from(nlp):
 
 
 def test_naming_devices_to_the_runtime_directly_is_refused(nlp):
-    assert "device-paths" in rules(nlp.create(on_kai(nlp, annotations={"cdi.k8s.io/gpu": "nvidia.com/gpu=all"})))
+    messages = nlp.create(on_kai(nlp, annotations={"cdi.k8s.io/gpu": "nvidia.com/gpu=all"}))
+    assert "reserved-keys" in rules(messages) and "cdi.k8s.io/gpu" in messages[0]
     mounted = container()
     mounted["volumeMounts"] = [{"name": "scratch", "mountPath": "/var/run/nvidia-container-devices/all"}]
     pod = on_kai(nlp, containers=[mounted], volumes=[{"name": "scratch", "emptyDir": {}}])
@@ -200,7 +201,7 @@ def test_no_namespace_is_exempt_the_virtual_kube_system_included(nlp):
     {"labels": {"spark-app-name": "etl", "spark-app-selector": "spark-of-another-job"}},
 ], ids=["pod-group-name", "skip-podgrouper", "spark-selector"])
 def test_choosing_a_pod_group_is_refused(nlp, metadata):
-    assert "pod-group" in rules(nlp.create(on_kai(nlp, **metadata)))
+    assert "reserved-keys" in rules(nlp.create(on_kai(nlp, **metadata)))
 
 
 def test_the_syncer_cannot_move_a_running_pod_to_another_pod_group(nlp):
@@ -208,7 +209,7 @@ def test_the_syncer_cannot_move_a_running_pod_to_another_pod_group(nlp):
     grouped["metadata"]["annotations"]["pod-group-name"] = "pg-model-0-abc"
     moved = copy.deepcopy(grouped)
     moved["metadata"]["annotations"]["pod-group-name"] = "pg-of-another-job"
-    assert "pod-group" in rules(nlp.update(grouped, moved))
+    assert "guarded-fields" in rules(nlp.update(grouped, moved))
 
 
 # --- 3. no scheduler bypass ----------------------------------------------------------------------
@@ -265,9 +266,19 @@ def test_the_gpu_share_and_queue_of_a_running_pod_are_fixed(nlp, change):
 # --- network policy selectors --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("labels", [{"release": "team-nlp"}, {"app": "loft"}, {"app": "vcluster-snapshot"}])
+@pytest.mark.parametrize("labels", [{"app": "loft"}, {"app": "vcluster-snapshot"}, {"app": "vcluster"},
+                                    {"k8s-app": "kube-dns"}, {"k8s-app": "vcluster-kube-dns"}])
 def test_workloads_cannot_wear_the_control_planes_network_labels(nlp, labels):
-    assert "network-labels" in rules(nlp.create(on_kai(nlp, labels=labels)))
+    assert "reserved-values" in rules(nlp.create(on_kai(nlp, labels=labels)))
+
+
+def test_the_release_label_never_reaches_the_host_and_is_refused_there(nlp):
+    host = nlp.host_pod(on_kai(nlp, labels={"release": "team-nlp"}))
+    # vCluster renames it (pkg/util/translate LabelsToTranslate), so its policies never select a synced pod by it.
+    assert "release" not in host["metadata"]["labels"]
+    assert nlp.create_host(host) == []
+    host["metadata"]["labels"]["release"] = "team-nlp"
+    assert "reserved-values" in rules(nlp.create_host(host))
 
 
 def test_a_helm_release_label_of_the_tenants_own_is_fine(nlp):

@@ -9,14 +9,20 @@ no GPU outside a KAI allocation in the team's own queue.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import dev_config
+from components.admission_keys import ANNOTATION, GRANTED, HARMLESS, LABEL, NOT_ON_PODS, REFUSED, UNREAD_RESERVED
+from tests.conftest import MIRRORED_TAGS, MIRRORS_VARIABLE, dev_config
+from tests.kai_keys import keys_of, source_at
 from tests.tenant_sim import (
-    KAI_SCHEDULER, Tenant, container, kai_mutate, tenant_of, vcluster_sync, virtual_pod,
+    KAI_SCHEDULER, Tenant, container, tenant_of, virtual_pod,
 )
+from tests.upstream_sim import WebhookRefusal, kai_mutate, vcluster_sync
 
 VISIBLE = "NVIDIA_VISIBLE_DEVICES"
 BLANK = ("void", "none")
@@ -116,8 +122,12 @@ def nlp(dev_run) -> Tenant:
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(pod=hostile_pod())
 def test_an_admitted_pod_never_reaches_a_gpu_outside_its_kai_allocation(nlp, pod):
-    host = kai_mutate(vcluster_sync(pod, nlp.team))
-    if nlp.admission.review(nlp.team.namespace, host, user=nlp.syncer) == []:
+    try:
+        host = kai_mutate(vcluster_sync(pod, nlp.team))
+    except WebhookRefusal:
+        return
+    # The whole CREATE path: the API server's own validation first, then the policy.
+    if nlp.create_host(host) == []:
         assert gpu_escapes(host) == [], pod
 
 
@@ -130,5 +140,63 @@ def test_well_formed_work_in_the_teams_queue_is_always_admitted(nlp, share, gpus
     pod = virtual_pod(namespace=namespace, queue="team-nlp", scheduler=KAI_SCHEDULER, annotations=share,
                       containers=[main] + [container(f"side-{index}") for index in range(sidecars)])
     host = kai_mutate(vcluster_sync(pod, nlp.team))
-    assert nlp.admission.review(nlp.team.namespace, host, user=nlp.syncer) == []
+    assert nlp.create_host(host) == []
     assert gpu_escapes(host) == []
+
+
+# --- keys drawn from KAI's own key list -----------------------------------------------------------------
+
+# A value KAI reads as the platform grants it, for each granted key the property draws.
+GRANTED_VALUES = {
+    ("priorityClassName", LABEL): "train", ("kai.scheduler/preemptibility", LABEL): "preemptible",
+    ("gpu-fraction", ANNOTATION): "0.25", ("kai.scheduler/topology", ANNOTATION): "cluster-topology",
+    ("kai.scheduler/topology-required-placement", ANNOTATION): "topology.kubernetes.io/zone",
+    ("kai.scheduler/topology-preferred-placement", ANNOTATION): "kubernetes.io/hostname",
+    ("kai.scheduler/preemption-delay", ANNOTATION): "90s",
+}
+
+
+@pytest.fixture(scope="module")
+def kai_pod_keys() -> list[tuple[str, str, str, bool]]:
+    """(key, kind, value, must be refused) for KAI's keys: extracted at every pinned tag when the mirror is
+    there (a key nobody classified must be refused), else the project's classified table."""
+    extracted: set[tuple[str, str]] = set()
+    root = os.environ.get(MIRRORS_VARIABLE)
+    path = Path(root or "/nonexistent") / "kai-scheduler+KAI-Scheduler" / "repo"
+    if path.exists():
+        for tag in MIRRORED_TAGS["kai-scheduler/KAI-Scheduler"]:
+            extracted |= keys_of(source_at(path, tag))
+    refused = {(entry.key, entry.kind) for entry in REFUSED}
+    admitted = {(entry.key, entry.kind) for entry in (*HARMLESS, *UNREAD_RESERVED)} | set(GRANTED_VALUES)
+    not_on_pods = {(entry.key, entry.kind) for entry in NOT_ON_PODS}
+    pool = []
+    for key, kind in sorted(extracted | refused | admitted):
+        if (key, kind) in not_on_pods or ((key, kind) not in admitted | refused and key in {g.key for g in GRANTED}):
+            continue
+        value = GRANTED_VALUES.get((key, kind), "1")
+        pool.append((key.replace("*", "a1b2"), kind, value, (key, kind) not in admitted))
+    return pool
+
+
+HONEST_KEYS = st.tuples(
+    st.sampled_from(["", "example.com/", "helm.sh/", "app.kubernetes.io/", "jobset.sigs.k8s.io/"]),
+    st.from_regex(r"\A[a-z][a-z0-9-]{0,10}[a-z0-9]\Z"), st.sampled_from([LABEL, ANNOTATION]),
+).map(lambda parts: (parts[0] + parts[1], parts[2], "v1", False)).filter(lambda key: not any(
+    key[0].startswith(start) for start in ("runai", "gpu-", "mps", "project", "pod-group", "priority", "received",
+                                           "spark", "shared-gpu")))
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_a_reserved_kai_key_is_never_admitted_and_honest_keys_always_are(nlp, kai_pod_keys, data):
+    keys = data.draw(st.lists(st.one_of(st.sampled_from(kai_pod_keys), HONEST_KEYS), min_size=1, max_size=4,
+                              unique_by=lambda key: (key[0], key[1])))
+    metadata: dict = {"labels": {}, "annotations": {}}
+    for key, kind, value, _ in keys:
+        metadata["labels" if kind == LABEL else "annotations"][key] = value
+    pod = virtual_pod(queue="team-nlp", scheduler=KAI_SCHEDULER, **metadata)
+    messages = nlp.create(pod)
+    if any(must_refuse for *_, must_refuse in keys):
+        assert "reserved-keys" in {message[1:message.index("]")] for message in messages}, keys
+    else:
+        assert messages == [], keys

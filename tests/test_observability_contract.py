@@ -236,7 +236,9 @@ def test_the_pr_workflow_fetches_every_mirror_the_contract_tests_read():
     workflow = Path(__file__).resolve().parent.parent / ".github" / "workflows" / "pull-request.yml"
     job = yaml.safe_load(workflow.read_text())["jobs"]["test"]
     script = next(step["run"] for step in job["steps"] if step.get("name") == "Fetch the upstream sources at their pinned tags")
-    fetched = {line.split()[1]: set(line.split()[2:]) for line in script.splitlines() if line.strip().startswith("fetch ")}
+    lines = [line.split() for line in script.splitlines() if line.strip().startswith("fetch ")]
+    fetched = {words[1]: set(words[2:]) for words in lines}
+    assert len(fetched) == len(lines), "a repository is fetched by two lines"
     assert fetched == {repository: set(tags) for repository, tags in MIRRORED_TAGS.items()}
     assert MIRRORED_TAGS[KPS] == (f"kube-prometheus-stack-{versions.KUBE_PROMETHEUS_STACK_VERSION}",)
     assert job["env"][MIRRORS_VARIABLE]

@@ -1,0 +1,203 @@
+"""The label and annotation rules of a tenant's host admission policy: components/admission_keys.py in CEL.
+
+On CREATE every key must be one the tenant may set (``reserved-keys``), and a granted key must carry
+a value KAI gives the meaning the platform grants (``granted-values``, ``device-list-name``). After
+creation the reserved keys are fixed for the syncer (``guarded-fields``), while KAI's own service
+accounts add or change only the keys they own (``kai-writes``). Some values of unreserved keys belong
+to KAI's and vCluster's own pods (``reserved-values``).
+"""
+
+from __future__ import annotations
+
+from components.admission_keys import (
+    ANNOTATION, HOST_DNS_LABEL, KAI_WRITERS, LABEL, RESERVED_APP_VALUES, TENANT_DNS_LABEL, fixed, kai_writer,
+    matches_any, tenant_may_set,
+)
+from config import versions
+from config.model import Team
+from config.vocabulary import KAI_NAMESPACE
+
+FIELDS = {LABEL: "labels", ANNOTATION: "annotations"}
+# Values every KAI component parses alike (webhook: unsigned/float, scheduler: signed/float,
+# podgroup-controller: Quantity). A fraction has at most three decimals and a floor, so one GPU is
+# never split among more than twenty pods; gpu-memory is at least 1 GiB and below ten million MiB.
+MIN_GPU_FRACTION = 0.05
+FRACTION_PATTERN = "^0[.][0-9]{1,3}$"
+MIN_GPU_MEMORY_MIB = 1024
+MEMORY_PATTERN = "^[1-9][0-9]{3,6}$"
+NUM_DEVICES_PATTERN = "^[1-8]$"
+# KAI's own priority classes (deployments/kai-scheduler/templates/priorityclasses, docs/priority).
+KAI_PRIORITY_CLASSES = ("train", "build-preemptible", "build", "inference")
+PREEMPTIBILITY_VALUES = ("preemptible", "non-preemptible")
+GO_DURATION_PATTERN = "^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$"
+QUALIFIED_NAME_PATTERN = "^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+# KAI's device-list ConfigMap prefix (pkg/binder/common/gpusharingconfigmap/config_map.go): the pod's
+# name cut to 33 characters (32 from the tenth container on; v0.17.0 then trims trailing '.' and '-'),
+# '-', seven characters of the apimachinery random alphabet, '-shared-gpu'.
+DEVICE_LIST_SUFFIX = "-shared-gpu"
+RANDOM_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+DEVICE_LIST_PATTERN = f"^[a-z0-9.-]+-[{RANDOM_ALPHABET}]{{7}}{DEVICE_LIST_SUFFIX}$"
+DEVICE_LIST_TAIL = 1 + 7 + len(DEVICE_LIST_SUFFIX)
+DEVICE_LIST_BASE_LENGTHS = (33, 32)
+
+
+def has_key(obj: str, field: str, key: str) -> str:
+    return f"(has({obj}.metadata.{field}) && '{key}' in {obj}.metadata.{field})"
+
+
+def key_value(obj: str, field: str, key: str) -> str:
+    return f"({has_key(obj, field, key)} ? {obj}.metadata.{field}['{key}'] : '')"
+
+
+def _annotation(key: str) -> str:
+    return key_value("object", "annotations", key)
+
+
+def _each_key(obj: str, kind: str, condition: str) -> str:
+    field = FIELDS[kind]
+    return f"(!has({obj}.metadata.{field}) || {obj}.metadata.{field}.all(k, {condition}))"
+
+
+def _same_as_old(kind: str) -> str:
+    field = FIELDS[kind]
+    return f"(has(oldObject.metadata.{field}) && k in oldObject.metadata.{field} && " \
+           f"oldObject.metadata.{field}[k] == object.metadata.{field}[k])"
+
+
+def _kept(kind: str) -> str:
+    field = FIELDS[kind]
+    return f"(has(object.metadata.{field}) && k in object.metadata.{field})"
+
+
+def _offending(kind: str, condition: str) -> str:
+    field = FIELDS[kind]
+    return f"(has(object.metadata.{field}) ? object.metadata.{field}.filter(k, !{condition}).join(', ') : '')"
+
+
+def _rule(name: str, expression: str, problem: str, fix: str) -> dict:
+    return {"expression": expression, "message": f"[{name}] {problem}: {fix}", "reason": "Forbidden"}
+
+
+def _reserved_keys() -> dict:
+    labels, annotations = tenant_may_set("k", LABEL), tenant_may_set("k", ANNOTATION)
+    rule = _rule("reserved-keys",
+                 f"request.operation != 'CREATE' || ({_each_key('object', LABEL, labels)} && "
+                 f"{_each_key('object', ANNOTATION, annotations)})",
+                 "labels and annotations under KAI's, run.ai's, NVIDIA's, vCluster's, Kubernetes' and the network "
+                 "plugins' keys are the platform's, except the ones it grants (docs/security-model.md)",
+                 "remove them; request GPUs with gpu-fraction, gpu-memory or nvidia.com/gpu")
+    rule["messageExpression"] = (f"'[reserved-keys] labels [' + {_offending(LABEL, labels)} + '] and annotations [' + "
+                                 f"{_offending(ANNOTATION, annotations)} + '] are in key spaces the platform reserves "
+                                 "(KAI, run.ai, NVIDIA, vCluster, Kubernetes, network plugins) and not granted to "
+                                 "tenants: remove them (docs/security-model.md lists what a pod may carry)'")
+    return rule
+
+
+def _guarded_fields() -> dict:
+    checks = []
+    for kind in (LABEL, ANNOTATION):
+        key_fixed = fixed("k", kind)
+        checks.append(_each_key("object", kind, f"!{key_fixed} || {_same_as_old(kind)}"))
+        checks.append(_each_key("oldObject", kind, f"!{key_fixed} || {_kept(kind)}"))
+    return _rule("guarded-fields",
+                 f"request.operation != 'UPDATE' || variables.kaiWriter != '' || ({' && '.join(checks)})",
+                 "the queue label, the GPU annotations and every other reserved key of an existing pod are fixed, and "
+                 "the keys KAI adds (PodGroup, GPU group, received resources) stay as KAI wrote them",
+                 "delete the pod and create it again with the values you need")
+
+
+def _kai_writes() -> dict:
+    per_writer = []
+    for account, owned in KAI_WRITERS.items():
+        checks = []
+        for kind in (LABEL, ANNOTATION):
+            own = matches_any("k", owned[kind])
+            checks.append(_each_key("object", kind, f"{own} || {_same_as_old(kind)}"))
+            checks.append(_each_key("oldObject", kind, f"{own} || {_kept(kind)}"))
+        per_writer.append(f"(variables.kaiWriter != '{account}' || ({' && '.join(checks)}))")
+    return _rule("kai-writes", f"request.operation != 'UPDATE' || ({' && '.join(per_writer)})",
+                 "each KAI service account may only add, change or remove the pod keys it owns",
+                 "leave the other labels and annotations as they are")
+
+
+def _granted_values(team: Team) -> dict:
+    fraction, memory = _annotation("gpu-fraction"), _annotation("gpu-memory")
+    devices, container = _annotation("gpu-fraction-num-devices"), _annotation("gpu-fraction-container-name")
+    names = "object.spec.containers.exists(c, c.name == {0}) || (has(object.spec.initContainers) && " \
+            "object.spec.initContainers.exists(c, c.name == {0}))"
+    topology = [_annotation(f"kai.scheduler/topology-{kind}-placement") for kind in ("required", "preferred")]
+    checks = {
+        "gpu-fraction": f"{fraction}.matches('{FRACTION_PATTERN}') && double({fraction}) >= {MIN_GPU_FRACTION}",
+        "gpu-memory": f"{memory}.matches('{MEMORY_PATTERN}') && int({memory}) >= {MIN_GPU_MEMORY_MIB}",
+        "gpu-fraction-num-devices": f"{devices}.matches('{NUM_DEVICES_PATTERN}') && variables.fractional",
+        "gpu-fraction-container-name": f"variables.fractional && ({names.format(container)})",
+        "kai.scheduler/topology-required-placement": f"{topology[0]}.matches('{QUALIFIED_NAME_PATTERN}')",
+        "kai.scheduler/topology-preferred-placement": f"{topology[1]}.matches('{QUALIFIED_NAME_PATTERN}')",
+        "kai.scheduler/preemption-delay":
+            f"{_annotation('kai.scheduler/preemption-delay')}.matches('{GO_DURATION_PATTERN}')",
+    }
+    expression = " && ".join(f"(!{has_key('object', 'annotations', key)} || ({check}))" for key, check in checks.items())
+    labels = {"priorityClassName": KAI_PRIORITY_CLASSES, "kai.scheduler/preemptibility": PREEMPTIBILITY_VALUES}
+    expression += "".join(f" && (!{has_key('object', 'labels', key)} || "
+                          f"object.metadata.labels['{key}'] in {list(values)})" for key, values in labels.items())
+    return _rule("granted-values", expression,
+                 f"team {team.name}'s granted keys need the values KAI reads the same way everywhere: gpu-fraction "
+                 f"a decimal from {MIN_GPU_FRACTION} below 1 with up to three decimals, gpu-memory whole MiB from "
+                 f"{MIN_GPU_MEMORY_MIB} to 9999999, gpu-fraction-num-devices 1-8 with a fraction, "
+                 "gpu-fraction-container-name an existing container of a fractional pod, priorityClassName one of "
+                 f"{', '.join(KAI_PRIORITY_CLASSES)}, kai.scheduler/preemptibility preemptible or non-preemptible, "
+                 "topology placements label keys, preemption-delay a Go duration",
+                 "correct the value (for example gpu-fraction: \"0.5\" or gpu-memory: \"4096\")")
+
+
+def _derived_base(prefix: str, length: int) -> str:
+    """The prefix's base is the pod name cut at ``length``, less trailing '.' or '-' (v0.17.0 trims them)."""
+    name = "object.metadata.name"
+    base = f"{prefix}.substring(0, size({prefix}) - {DEVICE_LIST_TAIL})"
+    cut = f"(size({name}) < {length} ? size({name}) : {length})"
+    return (f"(size({prefix}) - {DEVICE_LIST_TAIL} <= {cut} && {name}.startsWith({base}) && "
+            f"{name}.substring(size({prefix}) - {DEVICE_LIST_TAIL}, {cut}).matches('^[.-]*$'))")
+
+
+def _device_list_name() -> dict:
+    prefix = _annotation("runai/shared-gpu-configmap")
+    derived = " || ".join(_derived_base(prefix, length) for length in DEVICE_LIST_BASE_LENGTHS)
+    return _rule("device-list-name",
+                 f"!{has_key('object', 'annotations', 'runai/shared-gpu-configmap')} || (variables.fractional && "
+                 f"{prefix}.matches('{DEVICE_LIST_PATTERN}') && ({derived}))",
+                 "runai/shared-gpu-configmap names the ConfigMaps KAI's binder creates, takes over and deletes; only "
+                 "the prefix KAI derives from this pod's own name is allowed, and only on a fractional pod",
+                 "remove the annotation; KAI's webhook writes it")
+
+
+def _reserved_values(team: Team) -> dict:
+    app, release = key_value("object", "labels", "app"), key_value("object", "labels", "release")
+    dns_key, dns_value = TENANT_DNS_LABEL
+    host_dns_key, host_dns_value = HOST_DNS_LABEL
+    # On the host the syncer's namespace label says where the pod lives in the virtual cluster (a tenant
+    # namespace is never kube-system); inside the virtual cluster a copy of this rule reads the namespace.
+    in_virtual_kube_system = (f"({key_value('object', 'labels', 'vcluster.loft.sh/namespace')} == 'kube-system' || "
+                              "request.namespace == 'kube-system')")
+    shipped_dns = (f"{in_virtual_kube_system} && object.spec.containers.all(c, c.image == '{versions.COREDNS_IMAGE}')"
+                   " && (!has(object.spec.initContainers) || size(object.spec.initContainers) == 0)"
+                   " && (!has(object.spec.ephemeralContainers) || size(object.spec.ephemeralContainers) == 0)")
+    return _rule("reserved-values",
+                 f"!({app} in {list(RESERVED_APP_VALUES)}) && {release} != '{team.vcluster_name}' && "
+                 f"{key_value('object', 'labels', host_dns_key)} != '{host_dns_value}' && "
+                 f"({key_value('object', 'labels', dns_key)} != '{dns_value}' || ({shipped_dns}))",
+                 f"the labels app={', app='.join(RESERVED_APP_VALUES)} mark KAI's reservation and scaling pods and "
+                 f"vCluster's own pods, release={team.vcluster_name} and {host_dns_key}={host_dns_value} select control "
+                 f"planes and DNS, and {dns_key}={dns_value} opens the host's DNS to the DNS the platform ships only",
+                 "use other label values on workload pods")
+
+
+def metadata_variables(kai_namespace: str = KAI_NAMESPACE) -> list[dict]:
+    writer = "''"
+    for account in KAI_WRITERS:
+        writer = f"request.userInfo.username == '{kai_writer(account, kai_namespace)}' ? '{account}' : {writer}"
+    return [{"name": "kaiWriter", "expression": writer}]
+
+
+def metadata_validations(team: Team) -> list[dict]:
+    return [_reserved_keys(), _granted_values(team), _device_list_name(), _guarded_fields(), _kai_writes(),
+            _reserved_values(team)]

@@ -1,0 +1,161 @@
+"""The key allowlist stays derived from upstream: KAI's source at every pinned tag, vCluster's chart.
+
+Every label and annotation key KAI reads or writes (tests/kai_keys.py, at each tag of MIRRORED_TAGS)
+must be classified in components/admission_keys.py, refused keys must be refused by the policy the
+program renders, harmless ones admitted, and the pod labels vCluster's NetworkPolicies select on must
+be refused on a tenant's pod unless listed with the reason they open nothing. A KAI or vCluster
+upgrade that adds a key fails here until someone classifies it.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from components.admission import policy_validations
+from components.admission_keys import (
+    ANNOTATION, GRANTED, HARMLESS, KAI_WRITERS, LABEL, NETWORK_SELECTOR_LABELS, NOT_ON_PODS, REFUSED, RESERVATION_APP,
+    RESERVED_DOMAINS, SYNCER_KEYS, UNREAD_RESERVED,
+)
+from components.admission_metadata import KAI_PRIORITY_CLASSES, MIN_GPU_FRACTION, MIN_GPU_MEMORY_MIB
+from tests.conftest import ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, dev_config, eks_config, git, mirror
+from tests.kai_keys import keys_of, source_at
+from tools.offline.mockrun import PROJECT_DIR
+from tests.tenant_sim import KAI_SCHEDULER, Tenant, platform_of, tenant_of, virtual_pod
+
+KAI = "kai-scheduler/KAI-Scheduler"
+VCLUSTER = "loft-sh/vcluster"
+CLASSIFIED = {(entry.key, entry.kind) for entry in (*REFUSED, *GRANTED, *HARMLESS, *NOT_ON_PODS)}
+
+
+def unclassified(keys: set[tuple[str, str]]) -> list[tuple[str, str]]:
+    return sorted(keys - CLASSIFIED)
+
+
+@pytest.fixture(scope="module")
+def kai_keys() -> dict[str, set[tuple[str, str]]]:
+    return {tag: keys_of(source_at(mirror(KAI), tag)) for tag in MIRRORED_TAGS[KAI]}
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI])
+def test_every_kai_key_at_every_tag_is_classified(kai_keys, tag):
+    assert unclassified(kai_keys[tag]) == [], (
+        f"KAI {tag} reads or writes pod keys components/admission_keys.py does not classify: add each to REFUSED "
+        "(and make sure the policy refuses it), or to HARMLESS or NOT_ON_PODS with the upstream reason")
+
+
+def test_a_key_kai_starts_reading_fails_the_contract():
+    files = source_at(mirror(KAI), MIRRORED_TAGS[KAI][0])
+    assert unclassified(keys_of(files)) == []
+    files["pkg/scheduler/api/pod_info/gang_override.go"] = (
+        'package pod_info\n\nconst GangSizeOverride = "gang-size-override"\n\n'
+        'func gangSize(pi *PodInfo) string {\n\treturn pi.Pod.Annotations[GangSizeOverride]\n}\n')
+    files["pkg/podgrouper/podgrouper/plugins/constants/more.go"] = 'package constants\n\nconst Burst = "kai.scheduler/burst"\n'
+    files["pkg/podgrouper/podgrouper/plugins/defaultgrouper/burst.go"] = (
+        'package defaultgrouper\n\nfunc burst(pod *v1.Pod) bool {\n\treturn pod.Labels[constants.Burst] == "true"\n}\n')
+    assert unclassified(keys_of(files)) == [("gang-size-override", ANNOTATION), ("kai.scheduler/burst", LABEL)]
+
+
+def test_keys_listed_as_unread_stay_unread_and_grants_are_kais_own(kai_keys):
+    everything = set().union(*kai_keys.values())
+    assert not {(entry.key, entry.kind) for entry in UNREAD_RESERVED} & everything
+    assert {(entry.key, entry.kind) for entry in GRANTED} <= everything
+
+
+@pytest.fixture(scope="module", params=["dev", "eks"])
+def tenant(request, dev_run, eks_run) -> Tenant:
+    program, config = (dev_run, dev_config()) if request.param == "dev" else (eks_run, eks_config())
+    return tenant_of(program, config, platform_of(config).teams[0].name)
+
+
+def _pod_with(tenant: Tenant, key: str, kind: str, value: str = "1") -> dict:
+    key = key.replace("*", "a100-80gb") if key.endswith("*") else key
+    metadata = {"labels": {key: value}} if kind == LABEL else {"annotations": {key: value}}
+    return virtual_pod(queue=tenant.team.queue_name, scheduler=KAI_SCHEDULER, **metadata)
+
+
+@pytest.mark.parametrize("entry", REFUSED, ids=lambda entry: f"{entry.kind}:{entry.key}")
+def test_every_refused_kai_key_is_refused_for_a_tenant(tenant, entry):
+    assert tenant.create(_pod_with(tenant, entry.key, entry.kind)) != []
+
+
+@pytest.mark.parametrize("entry", HARMLESS + UNREAD_RESERVED, ids=lambda entry: f"{entry.kind}:{entry.key}")
+def test_every_harmless_key_is_admitted(tenant, entry):
+    assert tenant.create(_pod_with(tenant, entry.key, entry.kind, "worker")) == []
+
+
+def test_kais_writers_priority_classes_and_reservation_label_are_the_charts(dev_run):
+    for tag in MIRRORED_TAGS[KAI]:
+        bindings = git(KAI, "grep", "-h", "-A2", "kind: ServiceAccount", tag, "--", "deployments/kai-scheduler/templates/rbac")
+        accounts = set(re.findall(r"name: ([\w-]+)", bindings))
+        assert set(KAI_WRITERS) <= accounts, tag
+        classes = git(KAI, "grep", "-h", "^  name:", tag, "--", "deployments/kai-scheduler/templates/priorityclasses")
+        assert set(re.findall(r"name: ([\w-]+)", classes)) == set(KAI_PRIORITY_CLASSES), tag
+        values = yaml.safe_load(git(KAI, "show", f"{tag}:deployments/kai-scheduler/values.yaml"))
+        assert values["global"]["resourceReservation"]["appLabel"] == RESERVATION_APP, tag
+    kai = next(r for r in dev_run.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "kai-scheduler")
+    assert "resourceReservation" not in kai.inputs["values"].get("global", {})
+
+
+# --- vCluster's NetworkPolicy selectors ---------------------------------------------------------------
+
+
+def network_selector_labels(template: str) -> set[tuple[str, str]]:
+    """(key, value) of every podSelector.matchLabels entry; '{{ .Release.Name ... }}' becomes RELEASE."""
+    found, state, depth = set(), None, 0
+    for line in template.splitlines():
+        stripped, indent = line.strip(), len(line) - len(line.lstrip())
+        if stripped.endswith("podSelector:"):
+            state = "pod"
+        elif stripped == "matchLabels:" and state == "pod":
+            state, depth = "labels", indent
+        elif state == "labels" and indent > depth and (match := re.match(r"^([\w./-]+):\s*(.+)$", stripped)):
+            value = "RELEASE" if ".Release.Name" in match.group(2) else match.group(2).strip("'\"")
+            found.add((match.group(1), value))
+        elif stripped:
+            state = None
+    return found
+
+
+@pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
+def test_no_tenant_pod_wears_a_label_vclusters_network_policies_select(tenant, tag):
+    selectors = network_selector_labels(git(VCLUSTER, "show", f"{tag}:chart/templates/networkpolicy.yaml"))
+    assert {("k8s-app", "vcluster-kube-dns"), ("app", "loft"), ("release", "RELEASE")} <= selectors
+    for key, value in sorted(selectors):
+        value = tenant.team.vcluster_name if value == "RELEASE" else value
+        if (key, value if value != tenant.team.vcluster_name else "RELEASE") in NETWORK_SELECTOR_LABELS:
+            continue
+        host = tenant.host_pod(virtual_pod(queue=tenant.team.queue_name, scheduler=KAI_SCHEDULER))
+        host["metadata"]["labels"][key] = value
+        assert tenant.create_host(host) != [], f"a tenant pod labelled {key}={value} is admitted"
+
+
+def test_the_security_model_names_every_rule_reserved_space_grant_and_range():
+    text = (PROJECT_DIR / "docs" / "security-model.md").read_text()
+    team = platform_of(dev_config()).teams[0]
+    names = {re.match(r"'?\[([\w-]+)\]", v.get("message") or v["messageExpression"]).group(1)
+             for v in policy_validations(team)}
+    missing = [name for name in sorted(names) if f"`{name}`" not in text]
+    missing += [domain for domain in RESERVED_DOMAINS if f"`{domain}`" not in text]
+    missing += [entry.key for entry in GRANTED if f"`{entry.key}`" not in text]
+    missing += [str(value) for value in (MIN_GPU_FRACTION, MIN_GPU_MEMORY_MIB, *KAI_PRIORITY_CLASSES)
+                if f"`{value}`" not in text]
+    assert missing == [], "docs/security-model.md does not name these"
+
+
+@pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
+def test_every_pod_key_of_vclusters_syncer_is_allowed_or_renamed(tag):
+    source = git(VCLUSTER, "grep", "-h", "-o", "-E", r'"vcluster\.loft\.sh/[a-z0-9._-]*"', tag, "--",
+                 ":(exclude)*_test.go", "pkg/controllers/resources/pods", "pkg/util/translate")
+    keys = {key.strip('"') for key in source.split()}
+    assert {"vcluster.loft.sh/object-name", "vcluster.loft.sh/managed-by"} <= keys
+    # Label prefixes (label-, ns-label-), keys it renames, and a marker for multi-namespace mode this
+    # platform does not run.
+    renamed = {"vcluster.loft.sh/label", "vcluster.loft.sh/ns-label", "vcluster.loft.sh/controlled-by",
+               "vcluster.loft.sh/skip-backsync"}
+    allowed = SYNCER_KEYS[LABEL] + SYNCER_KEYS[ANNOTATION]
+    assert sorted(key for key in keys - renamed if not any(
+        key == pattern or (pattern.endswith("*") and key.startswith(pattern[:-1])) or key + "*" == pattern
+        for pattern in allowed)) == []

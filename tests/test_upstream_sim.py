@@ -1,0 +1,73 @@
+"""The simulator tells the truth: tests/upstream_sim.py against vCluster's and KAI's source at the pinned tags."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.conftest import ACCEPTED_VCLUSTER_TAGS, dev_config, git
+from tests.tenant_sim import KAI_SCHEDULER, container, platform_of, virtual_pod
+from tests.upstream_sim import (
+    api_validate, device_list_prefix, host_label_key, kai_mutate, translated_label, vcluster_sync,
+)
+
+VCLUSTER = "loft-sh/vcluster"
+
+
+@pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
+def test_translated_label_keys_match_vclusters_own_tests(tag):
+    # vCluster's tests use the release name "suffix"; their expected keys are literals in the source.
+    literals = set(re.findall(r"vcluster\.loft\.sh/label-suffix-x-[0-9a-f]{10}",
+                              git(VCLUSTER, "grep", "-h", "label-suffix-x-", tag, "--", "pkg")))
+    ours = {translated_label("vcluster.loft.sh/label", "suffix", key)
+            for key in ("release", "vcluster.loft.sh/managed-by", "vcluster.loft.sh/namespace")}
+    assert literals and literals <= ours | {translated_label("vcluster.loft.sh/label", "suffix",
+                                                            "vcluster.loft.sh/controlled-by")}
+
+
+def test_the_syncer_renames_exactly_four_label_keys_and_passes_the_rest():
+    team = platform_of(dev_config()).teams[0]
+    labels = {"release": "r", "vcluster.loft.sh/managed-by": "x", "vcluster.loft.sh/namespace": "y",
+              "vcluster.loft.sh/controlled-by": "z", "vcluster.loft.sh/other": "kept", "app": "web"}
+    host = vcluster_sync(virtual_pod(labels=labels), team)["metadata"]["labels"]
+    assert host["vcluster.loft.sh/other"] == "kept" and host["app"] == "web"
+    assert host["vcluster.loft.sh/managed-by"] == team.vcluster_name and host["vcluster.loft.sh/namespace"] == "default"
+    assert {host_label_key(key, team.vcluster_name) for key in ("release", "vcluster.loft.sh/controlled-by")} <= set(host)
+    assert "release" not in host and "vcluster.loft.sh/controlled-by" not in host
+
+
+def test_the_syncer_takes_the_tenants_own_pod_annotations():
+    team = platform_of(dev_config()).teams[0]
+    pod = virtual_pod(annotations={"vcluster.loft.sh/name": "someone-else", "cluster-autoscaler.kubernetes.io/"
+                                   "safe-to-evict": "false"})
+    annotations = vcluster_sync(pod, team)["metadata"]["annotations"]
+    assert annotations["vcluster.loft.sh/name"] == "someone-else"
+    assert annotations["vcluster.loft.sh/object-name"] == "model"
+
+
+def test_kais_webhook_keeps_value_from_and_the_api_server_refuses_the_result():
+    reference = {"name": "NVIDIA_VISIBLE_DEVICES", "valueFrom": {"configMapKeyRef": {"name": "m", "key": "k"}}}
+    pod = virtual_pod(scheduler=KAI_SCHEDULER, containers=[container(env_entries=[reference])])
+    entry = kai_mutate(pod)["spec"]["containers"][0]["env"][0]
+    assert entry == {**reference, "value": "void"}
+    assert api_validate(kai_mutate(pod)) != []
+
+
+def test_kais_webhook_gives_the_fraction_container_three_variables_a_volume_and_its_env_from():
+    pod = virtual_pod(name="p", scheduler=KAI_SCHEDULER, annotations={"gpu-fraction": "0.5"})
+    mutated = kai_mutate(pod)
+    prefix = mutated["metadata"]["annotations"]["runai/shared-gpu-configmap"]
+    main = mutated["spec"]["containers"][0]
+    assert {e["name"]: e["valueFrom"]["configMapKeyRef"]["name"] for e in main["env"]} == {
+        name: f"{prefix}-0" for name in ("NVIDIA_VISIBLE_DEVICES", "RUNAI_NUM_OF_GPUS", "GPU_PORTION")}
+    assert main["envFrom"] == [{"configMapRef": {"name": f"{prefix}-0-evar", "optional": False}}]
+    assert mutated["spec"]["volumes"] == [{"name": f"{prefix}-0-vol", "configMap": {"name": f"{prefix}-0"}}]
+    assert mutated["spec"]["runtimeClassName"] == "nvidia"
+
+
+def test_the_device_list_prefix_is_cut_as_each_kai_tag_cuts_it():
+    name = "a" * 32 + "-" + "b" * 10
+    assert device_list_prefix(name, 0, "v0.16.4", "bq2kd7x") == "a" * 32 + "--bq2kd7x-shared-gpu"
+    assert device_list_prefix(name, 0, "v0.17.0", "bq2kd7x") == "a" * 32 + "-bq2kd7x-shared-gpu"
+    assert device_list_prefix(name, 10, "v0.16.4", "bq2kd7x") == "a" * 32 + "-bq2kd7x-shared-gpu"
