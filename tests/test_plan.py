@@ -202,7 +202,7 @@ def test_every_tenant_shows_its_admission_rules(tmp_path):
     assert len(rows) == 3
     for row in rows:
         rules = row.split(" | ")[2].split(", ")
-        assert {"own-queue", "device-env", "reserved-keys", "node-name", "guarded-fields"} <= set(rules), row
+        assert {"own-queue", "device-env", "reserved-keys", "node-name", "guarded-fields", "kai-writes"} <= set(rules), row
 
 
 def test_warnings_and_notes_are_in_the_summary_and_printed_in_full(tmp_path):
