@@ -26,7 +26,7 @@ from components.kubectl_job import (
 )
 from config import versions
 from config.model import KaiScheduler as KaiSettings
-from config.vocabulary import KAI_COMPONENT, MANAGED_BY, QUEUE_RESOURCES
+from config.vocabulary import HELM_MAX_HISTORY, KAI_COMPONENT, MANAGED_BY, QUEUE_RESOURCES
 
 SCHEDULER_NAME = "kai-scheduler"
 RELEASE_TIMEOUT_SECONDS = 900
@@ -72,6 +72,7 @@ class KaiScheduler(pulumi.ComponentResource):
             create_namespace=True,
             values=kai_values(settings),
             atomic=True,
+            max_history=HELM_MAX_HISTORY,
             cleanup_on_fail=True,
             skip_await=False,
             timeout=RELEASE_TIMEOUT_SECONDS,

@@ -26,7 +26,7 @@ from components.kubectl_job import (
 from config import versions
 from config.merge import deep_merge
 from config.model import Team, VClusterSettings
-from config.vocabulary import MANAGED_BY, POD_SECURITY_LABEL, TEAM_LABEL, TENANT_COMPONENT
+from config.vocabulary import HELM_MAX_HISTORY, MANAGED_BY, POD_SECURITY_LABEL, TEAM_LABEL, TENANT_COMPONENT
 
 RELEASE_TIMEOUT_SECONDS = 900
 # Non-root identity of a restricted tenant's control plane (and owner of its data volume).
@@ -178,6 +178,7 @@ class TenantCluster(pulumi.ComponentResource):
             namespace=self.namespace.metadata["name"],
             values=vcluster_values(team),
             atomic=True,
+            max_history=HELM_MAX_HISTORY,
             cleanup_on_fail=True,
             timeout=RELEASE_TIMEOUT_SECONDS,
             # The tenant depends on its queue, so a removed team loses its queue only after its
