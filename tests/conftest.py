@@ -94,3 +94,12 @@ def dev_run() -> ProgramRun:
 @pytest.fixture(scope="session")
 def eks_run() -> ProgramRun:
     return run(eks_config(), stack="eks")
+
+
+def mirror_chart(repository: str, tag: str, chart_dir: str, target: Path) -> Path:
+    """The chart directory ``chart_dir`` of ``repository`` at ``tag``, unpacked under ``target``."""
+    archive = subprocess.run(["git", "--git-dir", str(mirror(repository)), "archive", tag, chart_dir],
+                             capture_output=True, check=True).stdout
+    target.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    return target / chart_dir
