@@ -22,7 +22,9 @@ from pulumi_command import local, remote
 
 from components.eks_network import EksNetwork, EksNetworkArgs
 from components.gpu_operator import ADDON_CLUSTER_POLICY
-from config.hosts import DEFAULT_STORAGE_CLASS_ANNOTATION, EKS_TAINT_EFFECTS, SYSTEM_POOL, host_profile
+from config.hosts import (
+    CLUSTER_DNS_SERVICE, DEFAULT_STORAGE_CLASS_ANNOTATION, EKS_TAINT_EFFECTS, SYSTEM_POOL, host_profile,
+)
 from config.vocabulary import MICROK8S_ADDON_NAMESPACE
 from config.model import Cluster, EksHost, HostProfile, MicroK8sHost
 from config.vocabulary import HOST_COMPONENT, MANAGED_BY, NODE_PROFILE_LABEL
@@ -62,6 +64,8 @@ class HostCluster(pulumi.ComponentResource):
     profile: HostProfile
     # Tenants' vCluster releases wait for these: the storage their volume claims need.
     tenant_prerequisites: list[pulumi.Resource]
+    # The IP of the host cluster's DNS Service, which tenants' DNS forwards to.
+    cluster_dns: pulumi.Output[str]
 
     def __init__(self, name: str, args: HostClusterArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__(HOST_COMPONENT, name, None, opts)
@@ -91,6 +95,9 @@ class HostCluster(pulumi.ComponentResource):
         )
         if self.profile.creates_storage_class:
             self.tenant_prerequisites.append(self._default_storage_class(name, self.profile))
+        dns = k8s.core.v1.Service.get(f"{name}-cluster-dns", CLUSTER_DNS_SERVICE,
+                                      opts=pulumi.ResourceOptions(parent=self, provider=self.provider))
+        self.cluster_dns = dns.spec.apply(lambda spec: spec.cluster_ip)
         self.register_outputs({"kind": cluster.kind, "kubeconfig": self.kubeconfig, "nodeGroups": self.node_groups,
                                "storageClass": self.profile.storage_class})
 

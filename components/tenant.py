@@ -20,6 +20,7 @@ import pulumi_kubernetes as k8s
 
 from components.admission import TenantAdmission, TenantAdmissionArgs, policy_name
 from components.tenant_dns import coredns_manifests
+from components.tenant_quota import policy_values
 from components.kubectl_job import (
     HOME_VOLUME, POD_SECURITY_CONTEXT, job_identity, kubectl_container, wait_for_create_args,
 )
@@ -47,6 +48,8 @@ class TenantClusterArgs:
     team: Team
     provider: k8s.Provider
     queue: pulumi.Resource
+    # The host cluster DNS Service's IP, where the tenant's DNS forwards (components/tenant_dns.py).
+    cluster_dns: pulumi.Input[str]
     # What the host must have before a control plane can start (e.g. its default StorageClass).
     prerequisites: Sequence[pulumi.Resource] = ()
 
@@ -66,11 +69,11 @@ def host_values(settings: VClusterSettings) -> dict:
     return values
 
 
-def vcluster_values(team: Team) -> dict:
-    """Helm values of the team's vCluster release (checked against the chart's schema in tests)."""
+def vcluster_values(team: Team, host_dns: str) -> dict:
+    """Helm values of the team's vCluster release (checked against the chart's schema in tests);
+    ``host_dns`` is the host cluster DNS Service's IP."""
     settings = team.vcluster
     selector = {"labels": dict(settings.node_labels)} if settings.node_labels else {"all": True}
-    quota, limits = settings.resource_quota, settings.limit_range
     values = {
         # KAI's pod-grouper follows owner references to the top owner; vCluster's default owner (a
         # host Service) would hide the real Job/Deployment and its queue label.
@@ -91,24 +94,12 @@ def vcluster_values(team: Team) -> dict:
                 "limits": dict(settings.control_plane_resources.limits),
             }},
             # The tenant's DNS pods go through KAI in the team's queue like every other synced pod.
-            "coredns": {"overwriteManifests": coredns_manifests(team)},
+            "coredns": {"overwriteManifests": coredns_manifests(team, host_dns)},
         },
         "policies": {
             # GPU shares are KAI's job (fractional pods request no nvidia.com/gpu); quotas bound
-            # CPU, memory and object counts.
-            "resourceQuota": {"enabled": True, "quota": {
-                "requests.cpu": quota.cpu,
-                "limits.cpu": quota.cpu,
-                "requests.memory": quota.memory,
-                "limits.memory": quota.memory,
-                "count/pods": quota.pods,
-                "count/services": quota.services,
-                "count/persistentvolumeclaims": quota.persistent_volume_claims,
-            }},
-            "limitRange": {"enabled": True,
-                           "default": {"cpu": limits.default_cpu, "memory": limits.default_memory},
-                           "defaultRequest": {"cpu": limits.default_request_cpu,
-                                              "memory": limits.default_request_memory}},
+            # CPU, memory and object counts, with nothing left to the chart's defaults.
+            **policy_values(settings),
             "networkPolicy": {"enabled": settings.network_policy, "workload": {"publicEgress": {
                 "enabled": True, "cidr": "0.0.0.0/0", "except": list(EGRESS_EXCEPTIONS)}}},
         },
@@ -176,7 +167,7 @@ class TenantCluster(pulumi.ComponentResource):
             version=team.vcluster.version,
             repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.VCLUSTER_REPO),
             namespace=self.namespace.metadata["name"],
-            values=vcluster_values(team),
+            values=pulumi.Output.from_input(args.cluster_dns).apply(lambda host_dns: vcluster_values(team, host_dns)),
             atomic=True,
             max_history=HELM_MAX_HISTORY,
             cleanup_on_fail=True,

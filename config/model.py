@@ -45,13 +45,15 @@ class ControlPlaneResources:
 
 @dataclass(frozen=True)
 class TenantResourceQuota:
-    """Kubernetes quantities for the tenant's host namespace (``policies.resourceQuota``)."""
+    """What the team's own workloads may use in its host namespace (``policies.resourceQuota``); the
+    namespace's quota adds the control plane and the DNS (config/tenant_budget.py)."""
 
     cpu: str
     memory: str
     pods: int
     services: int
     persistent_volume_claims: int
+    storage: str = "100Gi"
 
 
 @dataclass(frozen=True)

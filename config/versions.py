@@ -25,8 +25,23 @@ VCLUSTER_REPO = "https://charts.loft.sh"
 VCLUSTER_CHART = "vcluster"
 VCLUSTER_VERSION = "0.36.1"
 
-# Each tenant's in-vCluster DNS (components/tenant_dns.py): vCluster's own choice for its default Kubernetes.
-COREDNS_IMAGE = "docker.io/coredns/coredns:1.12.1"
+# Each tenant's in-vCluster DNS (components/tenant_dns.py), picked as vCluster 0.36.1 picks its own
+# (pkg/constants/coredns.go, pkg/coredns/coredns.go): by the virtual cluster's Kubernetes minor, the
+# fallback for any other, under controlPlane.advanced.defaultImageRegistry or else docker.io.
+COREDNS_IMAGES = {
+    "1.36": "coredns/coredns:1.14.2",
+    "1.35": "coredns/coredns:1.14.1",
+    "1.34": "coredns/coredns:1.12.1",
+    "1.33": "coredns/coredns:1.12.0",
+    "1.32": "coredns/coredns:1.11.3",
+    "1.31": "coredns/coredns:1.11.3",
+    "1.30": "coredns/coredns:1.11.3",
+}
+COREDNS_FALLBACK_IMAGE = "coredns/coredns:1.14.2"
+COREDNS_REGISTRY = "docker.io"
+# The virtual cluster's Kubernetes by default (chart value controlPlane.distro.k8s.image.tag), per vCluster
+# chart version.
+VCLUSTER_KUBERNETES = {"0.36.1": "v1.36.0", "0.27.0": "v1.33.1"}
 
 # New EKS clusters only: EKS upgrades an existing cluster one minor version at a time.
 EKS_KUBERNETES_VERSION = "1.36"

@@ -31,6 +31,8 @@ from tools.offline import sdk_internals as sdk
 
 REDACTED = "[secret]"
 SECRET_PLACEHOLDER = "offline-plan-placeholder"
+# The host DNS Service's IP in offline runs (a kubeadm cluster's usual address).
+MOCK_CLUSTER_DNS = "10.96.0.10"
 
 
 def fake_kubeconfig(cluster: str, server: str) -> str:
@@ -61,6 +63,10 @@ class PlatformMocks(pulumi.runtime.Mocks):
             config = fake_kubeconfig(name, "https://localhost:8443")
             state = {"metadata": {"name": name, "namespace": namespace},
                      "data": {"config": base64.b64encode(config.encode()).decode()}}
+        elif args.typ == "kubernetes:core/v1:Service" and args.resource_id:
+            namespace, name = str(args.resource_id).split("/", 1)
+            state = {"metadata": {"name": name, "namespace": namespace},
+                     "spec": {"type": "ClusterIP", "clusterIP": MOCK_CLUSTER_DNS}}
         elif args.typ == RELEASE:
             state["status"] = {"name": state.get("name", args.name), "namespace": state.get("namespace"),
                                "status": "deployed", "version": state.get("version")}

@@ -19,6 +19,7 @@ from pulumi.runtime.mocks import MockEngine, MockMonitor
 from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.stack import Stack, run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
+from google.protobuf import struct_pb2
 
 __all__ = ["MockEngine", "MockMonitor", "UNKNOWN", "deserialize", "finish_root_stack", "is_secret",
            "new_root_stack", "reset_runtime", "run_to_completion", "set_engine", "unwrap_secret",
@@ -38,8 +39,20 @@ def unwrap_secret(value: Any) -> Any:
 
 
 def deserialize(properties: Any) -> dict:
-    """A request's protobuf ``Struct`` as plain Python values, unknowns kept."""
-    return rpc.deserialize_properties(properties, keep_unknowns=True)
+    """A request's protobuf ``Struct`` as plain Python values, unknowns kept, and nulls inside maps kept
+    too: the SDK sends them (a Helm value set to null deletes the chart's default), but its own
+    deserializer drops them."""
+    return {key: _keeping_nulls(value) for key, value in properties.items() if value is not None}
+
+
+def _keeping_nulls(value: Any) -> Any:
+    if isinstance(value, struct_pb2.Struct):
+        if rpc._special_sig_key in value:  # a secret, asset or output envelope
+            return rpc.deserialize_properties(value, keep_unknowns=True)
+        return {key: None if item is None else _keeping_nulls(item) for key, item in value.items()}
+    if isinstance(value, struct_pb2.ListValue):
+        return [None if item is None else _keeping_nulls(item) for item in value]
+    return rpc.deserialize_property(value, keep_unknowns=True)
 
 
 def without_resource_references(info: Any) -> Any:
