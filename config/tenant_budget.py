@@ -76,8 +76,8 @@ def namespace_budget(settings: VClusterSettings) -> Budget:
 
 def queue_budget(quota: TenantResourceQuota) -> tuple[int, int]:
     """(millicores, bytes) the team's KAI queue must hold: its workloads and its DNS."""
-    total = team_allowance(quota) + dns_budget()
-    return total.millicores, total.memory
+    dns = dns_budget()
+    return _millicores(quota.cpu) + dns.millicores, _bytes(quota.memory) + dns.memory
 
 
 def cpu_quantity(millicores: int) -> str:

@@ -42,17 +42,23 @@ def deserialize(properties: Any) -> dict:
     """A request's protobuf ``Struct`` as plain Python values, unknowns kept, and nulls inside maps kept
     too: the SDK sends them (a Helm value set to null deletes the chart's default), but its own
     deserializer drops them."""
-    return {key: _keeping_nulls(value) for key, value in properties.items() if value is not None}
+    output = rpc.deserialize_properties(properties, keep_unknowns=True)
+    for key, item in properties.items():
+        if isinstance(item, (struct_pb2.Struct, struct_pb2.ListValue)) and key in output:
+            _restore_nulls(item, output[key])
+    return output
 
 
-def _keeping_nulls(value: Any) -> Any:
-    if isinstance(value, struct_pb2.Struct):
-        if rpc._special_sig_key in value:  # a secret, asset or output envelope
-            return rpc.deserialize_properties(value, keep_unknowns=True)
-        return {key: None if item is None else _keeping_nulls(item) for key, item in value.items()}
-    if isinstance(value, struct_pb2.ListValue):
-        return [None if item is None else _keeping_nulls(item) for item in value]
-    return rpc.deserialize_property(value, keep_unknowns=True)
+def _restore_nulls(value: Any, output: Any) -> None:
+    if isinstance(value, struct_pb2.Struct) and isinstance(output, dict) and rpc._special_sig_key not in output:
+        for key, item in value.items():
+            if item is None:
+                output.setdefault(key, None)
+            elif key in output:
+                _restore_nulls(item, output[key])
+    elif isinstance(value, struct_pb2.ListValue) and isinstance(output, list) and len(output) == len(value):
+        for item, deserialized in zip(value, output):
+            _restore_nulls(item, deserialized)
 
 
 def without_resource_references(info: Any) -> Any:
