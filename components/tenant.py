@@ -192,6 +192,12 @@ class TenantCluster(pulumi.ComponentResource):
             "namespace": team.namespace,
             "queue": team.queue_name,
             "admissionPolicy": policy_name(team),
+            # What the team's own workloads were promised (the namespace's quota adds its control plane and DNS).
+            "workloadQuota": {"cpu": team.vcluster.resource_quota.cpu, "memory": team.vcluster.resource_quota.memory,
+                              "pods": team.vcluster.resource_quota.pods,
+                              "services": team.vcluster.resource_quota.services,
+                              "persistentVolumeClaims": team.vcluster.resource_quota.persistent_volume_claims,
+                              "storage": team.vcluster.resource_quota.storage},
             "connectCommand": self.connect_command,
             "kubeconfig": self.kubeconfig,
         })
