@@ -154,8 +154,9 @@ class EksHost:
     availability_zones: int
     system_node_group: SystemNodeGroup
     gpu_node_groups: tuple[GpuNodeGroup, ...]
-    # The EBS CSI add-on builds EKS publishes differ by Kubernetes version: a site can pin its own.
-    ebs_csi_addon_version: str
+    # The EBS CSI add-on builds EKS publishes differ by Kubernetes version: a site can pin its own; None
+    # looks up the newest build for kubernetes_version when the add-on is created.
+    ebs_csi_addon_version: Optional[str]
 
     @property
     def creates_network(self) -> bool:

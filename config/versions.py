@@ -45,9 +45,9 @@ VCLUSTER_KUBERNETES = {"0.36.1": "v1.36.0", "0.27.0": "v1.33.1"}
 
 # New EKS clusters only: EKS upgrades an existing cluster one minor version at a time.
 EKS_KUBERNETES_VERSION = "1.36"
-# EKS addon for EBS volumes (tenant control planes' claims). Driver v1.64.0; list what a
-# cluster version accepts with: aws eks describe-addon-versions --addon-name aws-ebs-csi-driver
-EBS_CSI_ADDON_VERSION = "v1.64.0-eksbuild.1"
+# The EKS add-on for EBS volumes has no pin here: its builds differ by Kubernetes version, so the program
+# looks up the newest for the cluster's version when it creates the add-on (cluster.eks.ebsCsiAddonVersion
+# pins one instead).
 
 # Runs the Jobs that wait for KAI's queue webhook (components/kai.py) and for a tenant's
 # kubeconfig Secret (components/tenant.py); `kubectl wait --for=create` needs kubectl 1.31+.

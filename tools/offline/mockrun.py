@@ -31,6 +31,8 @@ from tools.offline import sdk_internals as sdk
 
 REDACTED = "[secret]"
 SECRET_PLACEHOLDER = "offline-plan-placeholder"
+# The EBS CSI add-on build the AWS lookup answers in offline runs (a made-up build of the real form).
+MOCK_ADDON_VERSION = "v1.0.0-eksbuild.1"
 # The host DNS Service's IP in offline runs (a kubeadm cluster's usual address).
 MOCK_CLUSTER_DNS = "10.96.0.10"
 
@@ -79,6 +81,10 @@ class PlatformMocks(pulumi.runtime.Mocks):
         if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
             return {"names": ["zone-a", "zone-b", "zone-c", "zone-d", "zone-e", "zone-f"],
                     "zoneIds": ["z1", "z2", "z3", "z4", "z5", "z6"]}
+        if args.token == "aws:eks/getAddonVersion:getAddonVersion":
+            return {"addonName": args.args.get("addonName"), "kubernetesVersion": args.args.get("kubernetesVersion"),
+                    "mostRecent": args.args.get("mostRecent"), "version": MOCK_ADDON_VERSION,
+                    "id": str(args.args.get("addonName")), "region": "offline"}
         return {}
 
 
