@@ -7,10 +7,8 @@ import os
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from components.eks_teardown import KUBECONFIG_VARIABLE, teardown_script
-from tests.conftest import dev_config, eks_config, run
+from tests.conftest import eks_config, run
 from tools.offline.mockrun import MOCK_ADDON_VERSION
 
 TEARDOWN = "host-tenant-teardown"

@@ -11,6 +11,7 @@ import yaml
 
 from components.tenant_quota import REMOVED_LIMIT_KEYS, REMOVED_QUOTA_KEYS, resource_quota_hard
 from config import versions
+from ops.sites import platform_of
 from tests.conftest import COMMITTED_STACKS, MIRRORED_TAGS, dev_config, git, mirror_chart, run
 from tests.test_program import GENERATED_SITES, generated_sites, site_config  # noqa: F401 (fixture)
 from tools.charts.cache import CACHE_ENV, cache_chart, chart_cache_dir, find_cached
@@ -29,6 +30,10 @@ def finding(severity, obj, message, fix):
     return Finding(severity, "tenant-quota", obj, message, fix)
 
 
+def dev_config_platform():
+    return platform_of(dev_config(), stack="dev")
+
+
 @pytest.mark.parametrize("tag", MIRRORED_TAGS[VCLUSTER])
 def test_every_quota_and_limit_default_of_the_chart_is_set_or_removed(tag):
     policies = yaml.safe_load(git(VCLUSTER, "show", f"{tag}:chart/values.yaml"))["policies"]
@@ -37,11 +42,6 @@ def test_every_quota_and_limit_default_of_the_chart_is_set_or_removed(tag):
     for block in ("default", "defaultRequest"):
         assert set(policies["limitRange"][block]) <= {"cpu", "memory", *REMOVED_LIMIT_KEYS}
     assert set(REMOVED_QUOTA_KEYS) <= set(policies["resourceQuota"]["quota"]), "nothing removed needlessly"
-
-
-def dev_config_platform():
-    from ops.sites import platform_of
-    return platform_of(dev_config(), stack="dev")
 
 
 @pytest.fixture(scope="module")
