@@ -37,7 +37,7 @@ queues = QueueHierarchy("queues", QueueHierarchyArgs(
     scheduler_ready=kai.queue_webhook_ready))
 tenants = {
     team.name: TenantCluster(f"tenant-{team.name}", TenantClusterArgs(
-        team=team, provider=host.provider, queue=queues.team_queues[team.name],
+        team=team, provider=host.provider, queue=queues.team_queues[team.name], cluster_dns=host.cluster_dns,
         prerequisites=host.tenant_prerequisites))
     for team in platform.teams
 }

@@ -13,8 +13,8 @@ from components.admission_keys import (
     ANNOTATION, HOST_DNS_LABEL, KAI_WRITERS, LABEL, RESERVED_APP_VALUES, TENANT_DNS_LABEL, fixed, kai_writer,
     matches_any, tenant_may_set,
 )
-from config import versions
 from config.model import Team
+from config.virtual_cluster import coredns_image
 from config.vocabulary import KAI_NAMESPACE
 
 FIELDS = {LABEL: "labels", ANNOTATION: "annotations"}
@@ -178,7 +178,7 @@ def _reserved_values(team: Team) -> dict:
     # namespace is never kube-system); inside the virtual cluster a copy of this rule reads the namespace.
     in_virtual_kube_system = (f"({key_value('object', 'labels', 'vcluster.loft.sh/namespace')} == 'kube-system' || "
                               "request.namespace == 'kube-system')")
-    shipped_dns = (f"{in_virtual_kube_system} && object.spec.containers.all(c, c.image == '{versions.COREDNS_IMAGE}')"
+    shipped_dns = (f"{in_virtual_kube_system} && object.spec.containers.all(c, c.image == '{coredns_image(team.vcluster)}')"
                    " && (!has(object.spec.initContainers) || size(object.spec.initContainers) == 0)"
                    " && (!has(object.spec.ephemeralContainers) || size(object.spec.ephemeralContainers) == 0)")
     return _rule("reserved-values",

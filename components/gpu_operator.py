@@ -22,7 +22,7 @@ import pulumi_kubernetes as k8s
 from components import observability_dcgm
 from config import sharing, versions
 from config.model import GpuOperator as GpuOperatorSettings
-from config.vocabulary import GPU_OPERATOR_COMPONENT, MANAGED_BY
+from config.vocabulary import GPU_OPERATOR_COMPONENT, HELM_MAX_HISTORY, MANAGED_BY
 
 ADDON_CLUSTER_POLICY = "cluster-policy"
 # The operator rolls out drivers and validators node by node; a first install takes a while.
@@ -120,6 +120,7 @@ class GpuOperator(pulumi.ComponentResource):
                 namespace=settings.namespace,
                 values=operator_values(settings, args.host_kind),
                 atomic=True,
+            max_history=HELM_MAX_HISTORY,
                 cleanup_on_fail=True,
                 timeout=RELEASE_TIMEOUT_SECONDS,
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(

@@ -21,8 +21,11 @@ import yaml
 from pulumi_command import local, remote
 
 from components.eks_network import EksNetwork, EksNetworkArgs
+from components.eks_teardown import tenant_teardown
 from components.gpu_operator import ADDON_CLUSTER_POLICY
-from config.hosts import DEFAULT_STORAGE_CLASS_ANNOTATION, EKS_TAINT_EFFECTS, SYSTEM_POOL, host_profile
+from config.hosts import (
+    CLUSTER_DNS_SERVICE, DEFAULT_STORAGE_CLASS_ANNOTATION, EKS_TAINT_EFFECTS, SYSTEM_POOL, host_profile,
+)
 from config.vocabulary import MICROK8S_ADDON_NAMESPACE
 from config.model import Cluster, EksHost, HostProfile, MicroK8sHost
 from config.vocabulary import HOST_COMPONENT, MANAGED_BY, NODE_PROFILE_LABEL
@@ -62,6 +65,8 @@ class HostCluster(pulumi.ComponentResource):
     profile: HostProfile
     # Tenants' vCluster releases wait for these: the storage their volume claims need.
     tenant_prerequisites: list[pulumi.Resource]
+    # The IP of the host cluster's DNS Service, which tenants' DNS forwards to.
+    cluster_dns: pulumi.Output[str]
 
     def __init__(self, name: str, args: HostClusterArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__(HOST_COMPONENT, name, None, opts)
@@ -91,6 +96,9 @@ class HostCluster(pulumi.ComponentResource):
         )
         if self.profile.creates_storage_class:
             self.tenant_prerequisites.append(self._default_storage_class(name, self.profile))
+        dns = k8s.core.v1.Service.get(f"{name}-cluster-dns", CLUSTER_DNS_SERVICE,
+                                      opts=pulumi.ResourceOptions(parent=self, provider=self.provider))
+        self.cluster_dns = dns.spec.apply(lambda spec: spec.cluster_ip)
         self.register_outputs({"kind": cluster.kind, "kubeconfig": self.kubeconfig, "nodeGroups": self.node_groups,
                                "storageClass": self.profile.storage_class})
 
@@ -201,15 +209,30 @@ class HostCluster(pulumi.ComponentResource):
             ))
             self.node_groups.append(pool.name)
 
-        storage_driver = self._ebs_csi_driver(name, host, cluster, node_groups, child)
-        return cluster.kubeconfig_json, [*node_groups, storage_driver]
+        storage_driver = self._ebs_csi_driver(name, host, cluster, node_groups, child, aws_provider)
+        # On destroy, runs after every Kubernetes object is gone and before the nodes, the CSI driver,
+        # the cluster and the VPC (components/eks_teardown.py).
+        teardown = tenant_teardown(f"{name}-tenant-teardown", cluster.kubeconfig_json,
+                                   [cluster, *node_groups, storage_driver], parent=self)
+        return cluster.kubeconfig_json, [*node_groups, storage_driver, teardown]
 
-    def _ebs_csi_driver(self, name: str, host: EksHost, cluster: eks.Cluster, node_groups: list, child):
+    def _ebs_csi_driver(self, name: str, host: EksHost, cluster: eks.Cluster, node_groups: list, child,
+                        aws_provider: aws.Provider):
         """The EBS CSI driver (the only way to provision EBS volumes), with its IAM role through IRSA.
 
         The addon's controller runs on the nodes, so it waits for them: an addon whose pods
-        cannot start stays DEGRADED until its create times out.
+        cannot start stays DEGRADED until its create times out. Its build is the site's pin
+        (``cluster.eks.ebsCsiAddonVersion``), else the newest EKS offers for the cluster's Kubernetes
+        version, looked up when the add-on is created; later lookups do not move it (a pin does).
         """
+        version: pulumi.Input[str]
+        if host.ebs_csi_addon_version is not None:
+            version, ignore = host.ebs_csi_addon_version, []
+        else:
+            version = aws.eks.get_addon_version_output(
+                addon_name=EBS_CSI_ADDON, kubernetes_version=host.kubernetes_version, most_recent=True,
+                opts=pulumi.InvokeOptions(provider=aws_provider)).version
+            ignore = ["addonVersion"]
         trust = pulumi.Output.all(cluster.oidc_provider_arn, cluster.oidc_issuer).apply(
             lambda args: ebs_csi_trust_policy(*args))
         role = aws.iam.Role(f"{name}-ebs-csi-role", assume_role_policy=trust, opts=child)
@@ -219,12 +242,12 @@ class HostCluster(pulumi.ComponentResource):
             f"{name}-ebs-csi-driver",
             cluster_name=host.name,
             addon_name=EBS_CSI_ADDON,
-            addon_version=host.ebs_csi_addon_version,
+            addon_version=version,
             service_account_role_arn=role.arn,
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
-                depends_on=[cluster, attachment, *node_groups],
+                depends_on=[cluster, attachment, *node_groups], ignore_changes=ignore,
                 custom_timeouts=pulumi.CustomTimeouts(create="30m", update="30m"))),
         )
 

@@ -26,7 +26,7 @@ from components.kubectl_job import (
 )
 from config import versions
 from config.model import KaiScheduler as KaiSettings
-from config.vocabulary import KAI_COMPONENT, MANAGED_BY, QUEUE_RESOURCES
+from config.vocabulary import HELM_MAX_HISTORY, KAI_COMPONENT, MANAGED_BY, QUEUE_RESOURCES
 
 SCHEDULER_NAME = "kai-scheduler"
 RELEASE_TIMEOUT_SECONDS = 900
@@ -39,6 +39,13 @@ PROBE_DEADLINE_SECONDS = 1200
 QUEUE_WEBHOOK = "kai-queue-validation-v2"
 # Each pod attempt waits this long for the webhook configuration; attempts repeat until the deadline.
 WEBHOOK_WAIT_SECONDS = 300
+# KAI's pod webhooks fail closed, and every tenant pod goes through them: one admission pod may restart
+# (upgrade, node drain) while the other answers. The operator adds a PodDisruptionBudget only above 1 replica.
+ADMISSION_REPLICAS = 2
+ADMISSION_MAX_UNAVAILABLE = 1
+# The operator's input (CRD configs.kai.scheduler, cluster-scoped); the chart's post-install/upgrade hook
+# server-side applies it without spec.admission.replicas, so a patch of that one field survives upgrades.
+KAI_CONFIG = {"apiVersion": "kai.scheduler/v1", "kind": "Config", "name": "kai-config"}
 
 
 @dataclass
@@ -50,11 +57,19 @@ class KaiSchedulerArgs:
 def kai_values(settings: KaiSettings) -> dict:
     # blockNvidiaVisibleDevices: KAI's pod webhook writes NVIDIA_VISIBLE_DEVICES=void into every container
     # that holds no GPU, so a tenant image's own ENV cannot open the node's GPUs.
-    return {"global": {"gpuSharing": settings.gpu_sharing, "blockNvidiaVisibleDevices": True}}
+    return {"global": {"gpuSharing": settings.gpu_sharing, "blockNvidiaVisibleDevices": True},
+            "admission": {"podDisruptionBudget": {"enabled": True, "maxUnavailable": ADMISSION_MAX_UNAVAILABLE}}}
+
+
+def admission_patch_spec() -> dict:
+    """The ``kai-config`` fields the program owns: the admission replica count (the chart offers only
+    ``operator.replicaCount``, which would scale every KAI service and the operator too)."""
+    return {"admission": {"replicas": ADMISSION_REPLICAS}}
 
 
 class KaiScheduler(pulumi.ComponentResource):
     release: k8s.helm.v3.Release
+    admission_replicas: k8s.apiextensions.CustomResourcePatch
     queue_webhook_ready: k8s.batch.v1.Job
     namespace: str
     scheduler_name: str = SCHEDULER_NAME
@@ -72,10 +87,20 @@ class KaiScheduler(pulumi.ComponentResource):
             create_namespace=True,
             values=kai_values(settings),
             atomic=True,
+            max_history=HELM_MAX_HISTORY,
             cleanup_on_fail=True,
             skip_await=False,
             timeout=RELEASE_TIMEOUT_SECONDS,
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
+        )
+        self.admission_replicas = k8s.apiextensions.CustomResourcePatch(
+            f"{name}-admission-replicas",
+            api_version=KAI_CONFIG["apiVersion"],
+            kind=KAI_CONFIG["kind"],
+            # The chart's hook owns the rest of kai-config; this takes only the field set here.
+            metadata={"name": KAI_CONFIG["name"], "annotations": {"pulumi.com/patchForce": "true"}},
+            spec=admission_patch_spec(),
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.release]),
         )
         self.queue_webhook_ready = self._queue_webhook_probe(name, settings, args.provider)
         self.register_outputs({"namespace": self.namespace, "chart": versions.KAI_CHART,

@@ -25,6 +25,7 @@ from components import observability_dashboards, observability_rules
 from config import versions
 from config.model import Platform
 from config.observability import INSTALL_RELEASE
+from config.vocabulary import HELM_MAX_HISTORY
 
 RELEASE_TIMEOUT_SECONDS = 900
 # Grafana's dashboard sidecar (kube-prometheus-stack's defaults): ConfigMaps with this label are loaded,
@@ -121,6 +122,7 @@ class Observability(pulumi.ComponentResource):
                 namespace=settings.namespace,
                 values=stack_values(platform),
                 atomic=True,
+            max_history=HELM_MAX_HISTORY,
                 cleanup_on_fail=True,
                 timeout=RELEASE_TIMEOUT_SECONDS,
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[namespace])),

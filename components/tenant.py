@@ -24,13 +24,14 @@ from components.synced_objects_admission import (
 )
 from components.tenant_dns import coredns_manifests
 from components.virtual_defaults import virtual_defaults_values
+from components.tenant_quota import policy_values
 from components.kubectl_job import (
     HOME_VOLUME, POD_SECURITY_CONTEXT, job_identity, kubectl_container, wait_for_create_args,
 )
 from config import versions
 from config.merge import deep_merge
 from config.model import Team, VClusterSettings
-from config.vocabulary import MANAGED_BY, POD_SECURITY_LABEL, TEAM_LABEL, TENANT_COMPONENT
+from config.vocabulary import HELM_MAX_HISTORY, MANAGED_BY, POD_SECURITY_LABEL, TEAM_LABEL, TENANT_COMPONENT
 
 RELEASE_TIMEOUT_SECONDS = 900
 # Non-root identity of a restricted tenant's control plane (and owner of its data volume).
@@ -51,6 +52,8 @@ class TenantClusterArgs:
     team: Team
     provider: k8s.Provider
     queue: pulumi.Resource
+    # The host cluster DNS Service's IP, where the tenant's DNS forwards (components/tenant_dns.py).
+    cluster_dns: pulumi.Input[str]
     # What the host must have before a control plane can start (e.g. its default StorageClass).
     prerequisites: Sequence[pulumi.Resource] = ()
 
@@ -70,11 +73,11 @@ def host_values(settings: VClusterSettings) -> dict:
     return values
 
 
-def vcluster_values(team: Team) -> dict:
-    """Helm values of the team's vCluster release (checked against the chart's schema in tests)."""
+def vcluster_values(team: Team, host_dns: str) -> dict:
+    """Helm values of the team's vCluster release (checked against the chart's schema in tests);
+    ``host_dns`` is the host cluster DNS Service's IP."""
     settings = team.vcluster
     selector = {"labels": dict(settings.node_labels)} if settings.node_labels else {"all": True}
-    quota, limits = settings.resource_quota, settings.limit_range
     values = {
         # KAI's pod-grouper follows owner references to the top owner; vCluster's default owner (a
         # host Service) would hide the real Job/Deployment and its queue label.
@@ -95,27 +98,12 @@ def vcluster_values(team: Team) -> dict:
                 "limits": dict(settings.control_plane_resources.limits),
             }},
             # The tenant's DNS pods go through KAI in the team's queue like every other synced pod.
-            "coredns": {"overwriteManifests": coredns_manifests(team)},
+            "coredns": {"overwriteManifests": coredns_manifests(team, host_dns)},
         },
         "policies": {
             # GPU shares are KAI's job (fractional pods request no nvidia.com/gpu); quotas bound
-            # CPU, memory and object counts.
-            "resourceQuota": {"enabled": True, "quota": {
-                "requests.cpu": quota.cpu,
-                "limits.cpu": quota.cpu,
-                "requests.memory": quota.memory,
-                "limits.memory": quota.memory,
-                "count/pods": quota.pods,
-                "count/services": quota.services,
-                "count/persistentvolumeclaims": quota.persistent_volume_claims,
-                # The chart's default quota adds services.loadbalancers: 1; the team's config decides.
-                "services.nodeports": settings.services.node_ports,
-                "services.loadbalancers": settings.services.load_balancers,
-            }},
-            "limitRange": {"enabled": True,
-                           "default": {"cpu": limits.default_cpu, "memory": limits.default_memory},
-                           "defaultRequest": {"cpu": limits.default_request_cpu,
-                                              "memory": limits.default_request_memory}},
+            # CPU, memory and object counts, with nothing left to the chart's defaults.
+            **policy_values(settings),
             "networkPolicy": {"enabled": settings.network_policy, "workload": {"publicEgress": {
                 "enabled": True, "cidr": "0.0.0.0/0", "except": list(EGRESS_EXCEPTIONS)}}},
         },
@@ -189,8 +177,9 @@ class TenantCluster(pulumi.ComponentResource):
             version=team.vcluster.version,
             repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.VCLUSTER_REPO),
             namespace=self.namespace.metadata["name"],
-            values=vcluster_values(team),
+            values=pulumi.Output.from_input(args.cluster_dns).apply(lambda host_dns: vcluster_values(team, host_dns)),
             atomic=True,
+            max_history=HELM_MAX_HISTORY,
             cleanup_on_fail=True,
             timeout=RELEASE_TIMEOUT_SECONDS,
             # The tenant depends on its queue, so a removed team loses its queue only after its
@@ -215,6 +204,12 @@ class TenantCluster(pulumi.ComponentResource):
             "queue": team.queue_name,
             "admissionPolicy": policy_name(team),
             "syncedObjectsPolicy": synced_objects_policy_name(team),
+            # What the team's own workloads were promised (the namespace's quota adds its control plane and DNS).
+            "workloadQuota": {"cpu": team.vcluster.resource_quota.cpu, "memory": team.vcluster.resource_quota.memory,
+                              "pods": team.vcluster.resource_quota.pods,
+                              "services": team.vcluster.resource_quota.services,
+                              "persistentVolumeClaims": team.vcluster.resource_quota.persistent_volume_claims,
+                              "storage": team.vcluster.resource_quota.storage},
             "connectCommand": self.connect_command,
             "kubeconfig": self.kubeconfig,
         })

@@ -9,6 +9,19 @@ has no pod patches), so the program supplies the whole manifest set through
 ConfigMap with its ``NodeHosts`` key (vCluster's node-hosts controller writes it), the
 ``k8s-app: vcluster-kube-dns`` label (vCluster's DNS network policy selects it) and the ``kube-dns``
 Service, listening on 1053 as vCluster's own policies expect.
+
+Two things differ from vCluster's default on purpose:
+
+- **Non-preemptible.** A pod vCluster syncs has no owner on the host, so KAI would give it its default,
+  preemptible priority (``train``) and any higher-priority pod of the team could evict its DNS. The pod
+  carries KAI's ``priorityClassName`` label with KAI's ``inference`` class (value 125; KAI treats 100
+  and above as non-preemptible, running it only within the queue's quota, where the DNS is counted:
+  config/tenant_budget.py) and, for KAI releases that separate the two, the explicit preemptibility label.
+- **The host's DNS path.** It forwards to the host cluster's DNS Service (as vCluster does with
+  ``networking.advanced.fallbackHostCluster``) rather than to the node's resolvers: vCluster's own
+  NetworkPolicy lets the tenant DNS reach the host's ``kube-dns`` pods, while the tenant egress policy
+  blocks the private ranges where node, VPC and corporate resolvers answer. The host DNS then resolves
+  cluster, VPC and corporate names as it does for the host's own pods.
 """
 
 from __future__ import annotations
@@ -17,20 +30,28 @@ import yaml
 
 from components.admission import QUEUE_LABEL, VISIBLE_DEVICES
 from components.kai import SCHEDULER_NAME
-from config import versions
 from config.model import Team
+from config.virtual_cluster import coredns_image
+from config.tenant_budget import DNS_LIMITS, DNS_REPLICAS, DNS_REQUESTS
 
 DNS_APP_LABEL = {"k8s-app": "vcluster-kube-dns"}
 DNS_PORT = 1053
-# vCluster's default when network policies are on: the node's resolvers first, then a public one,
-# because the tenant's egress policy blocks private resolver addresses.
-FALLBACK_RESOLVER = "8.8.8.8"
 NON_ROOT_ID = 65532
+# KAI's podgrouper reads these pod labels (pkg/podgrouper/podgrouper/plugins/constants/constants.go);
+# "inference" is one of the PriorityClasses KAI's chart installs (templates/priorityclasses/).
+PRIORITY_LABEL = "priorityClassName"
+PRIORITY_CLASS = "inference"
+PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
+NON_PREEMPTIBLE = "non-preemptible"
 
 
-def corefile(network_policy: bool) -> str:
-    upstream = f"forward . /etc/resolv.conf {FALLBACK_RESOLVER} {{\n        policy sequential\n    }}" \
-        if network_policy else "forward . /etc/resolv.conf"
+def dns_pod_labels(team: Team) -> dict[str, str]:
+    """Every label the program puts on the tenant DNS pod template (vCluster adds its own on the host)."""
+    return {**DNS_APP_LABEL, QUEUE_LABEL: team.queue_name, PRIORITY_LABEL: PRIORITY_CLASS,
+            PREEMPTIBILITY_LABEL: NON_PREEMPTIBLE}
+
+
+def corefile(host_dns: str) -> str:
     return "\n".join([
         f".:{DNS_PORT} {{",
         "    errors",
@@ -46,7 +67,7 @@ def corefile(network_policy: bool) -> str:
         "        fallthrough",
         "    }",
         "    prometheus :9153",
-        f"    {upstream}",
+        f"    forward . {host_dns}",
         "    cache 30",
         "    loop",
         "    reload",
@@ -56,8 +77,9 @@ def corefile(network_policy: bool) -> str:
     ])
 
 
-def coredns_objects(team: Team) -> list[dict]:
-    """The virtual cluster's DNS objects (applied inside the vCluster by its control plane)."""
+def coredns_objects(team: Team, host_dns: str) -> list[dict]:
+    """The virtual cluster's DNS objects (applied inside the vCluster by its control plane); ``host_dns``
+    is the host cluster DNS Service's IP."""
     namespace = "kube-system"
     account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "coredns", "namespace": namespace}}
     role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
@@ -70,15 +92,15 @@ def coredns_objects(team: Team) -> list[dict]:
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:coredns"},
                "subjects": [{"kind": "ServiceAccount", "name": "coredns", "namespace": namespace}]}
     config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "coredns", "namespace": namespace},
-              "data": {"Corefile": corefile(team.vcluster.network_policy), "NodeHosts": ""}}
+              "data": {"Corefile": corefile(host_dns), "NodeHosts": ""}}
     container = {
         "name": "coredns",
-        "image": versions.COREDNS_IMAGE,
+        "image": coredns_image(team.vcluster),
         "imagePullPolicy": "IfNotPresent",
         "args": ["-conf", "/etc/coredns/Corefile"],
         # KAI's webhook writes this too; stating it keeps the pod GPU-less even if the webhook is skipped.
         "env": [{"name": VISIBLE_DEVICES, "value": "void"}],
-        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "170Mi"}},
+        "resources": {"requests": dict(DNS_REQUESTS), "limits": dict(DNS_LIMITS)},
         "ports": [{"name": "dns", "containerPort": DNS_PORT, "protocol": "UDP"},
                   {"name": "dns-tcp", "containerPort": DNS_PORT, "protocol": "TCP"},
                   {"name": "metrics", "containerPort": 9153, "protocol": "TCP"}],
@@ -95,10 +117,10 @@ def coredns_objects(team: Team) -> list[dict]:
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "coredns", "namespace": namespace, "labels": dict(DNS_APP_LABEL)},
         "spec": {
-            "replicas": 1,
+            "replicas": DNS_REPLICAS,
             "selector": {"matchLabels": dict(DNS_APP_LABEL)},
             "template": {
-                "metadata": {"labels": {**DNS_APP_LABEL, QUEUE_LABEL: team.queue_name}},
+                "metadata": {"labels": dns_pod_labels(team)},
                 "spec": {
                     "schedulerName": SCHEDULER_NAME,
                     "serviceAccountName": "coredns",
@@ -128,5 +150,5 @@ def coredns_objects(team: Team) -> list[dict]:
     return [account, role, binding, config, deployment, service]
 
 
-def coredns_manifests(team: Team) -> str:
-    return "---\n".join(yaml.safe_dump(document, sort_keys=False) for document in coredns_objects(team))
+def coredns_manifests(team: Team, host_dns: str) -> str:
+    return "---\n".join(yaml.safe_dump(document, sort_keys=False) for document in coredns_objects(team, host_dns))

@@ -45,6 +45,10 @@ EKS_STORAGE_CLASS = "gp3"
 # The ports an existing cluster's API server most often listens on, when the config names none.
 COMMON_API_SERVER_PORTS = (443, 6443)
 DEFAULT_STORAGE_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
+# The cluster DNS Service ("namespace/name") of every host kind: EKS' CoreDNS add-on, MicroK8s' dns addon
+# and kubeadm-style clusters all keep the kube-dns name; its pods carry k8s-app=kube-dns, which
+# vCluster's DNS NetworkPolicy admits.
+CLUSTER_DNS_SERVICE = "kube-system/kube-dns"
 # Taint effects in Kubernetes spelling -> the EKS API's spelling (node groups).
 EKS_TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
 

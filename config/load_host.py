@@ -13,7 +13,7 @@ from typing import Optional
 from config import versions
 from config.errors import MISSING
 from config.key_types import Boolean, Integer, StringList, StringMap, Text, Version
-from config.keys import REQUIRED, Block, Key, ListOf
+from config.keys import REQUIRED, Block, Derived, Key, ListOf
 from config.model import (
     CiSettings,
     Cluster,
@@ -129,11 +129,12 @@ capacity warning.""", keys=(
     Key("systemNodeGroup", SYSTEM_NODE_GROUP, {}, "The CPU node group of the platform's own pods."),
     Key("gpuNodeGroups", ListOf(GPU_NODE_GROUP), REQUIRED,
         "GPU node groups, at least one; each becomes its own EKS managed node group."),
-    Key("ebsCsiAddonVersion", Text(form="string `vX.Y.Z-eksbuild.N`"), versions.EBS_CSI_ADDON_VERSION,
+    Key("ebsCsiAddonVersion", Text(form="string `vX.Y.Z-eksbuild.N`"),
+        Derived("the newest build EKS offers for `kubernetesVersion`, looked up when the add-on is created"),
         "The EBS CSI driver add-on build.", example="v1.50.1-eksbuild.2",
-        details="EKS publishes builds per Kubernetes version: list them with `aws eks describe-addon-versions "
-                "--addon-name aws-ebs-csi-driver --kubernetes-version 1.NN` and pin one here if the default is not "
-                "offered for your version."),
+        details="Without a pin, the build found when the add-on is created stays until you pin another one "
+                "(later lookups do not update it). EKS publishes builds per Kubernetes version: list them with "
+                "`aws eks describe-addon-versions --addon-name aws-ebs-csi-driver --kubernetes-version 1.NN`."),
 ))
 
 KUBECONFIG = Block(title="an existing cluster", intro="The `kubeconfig` secret is required.", keys=(
@@ -255,7 +256,7 @@ def _eks(section: Section) -> EksHost:
         section.fail("kubernetesVersion", version, "must be a pinned Kubernetes minor version",
                      "use the form 1.NN, e.g. 1.33")
     zones = section.read("availabilityZones")
-    addon = section.read("ebsCsiAddonVersion")
+    addon = section.read("ebsCsiAddonVersion", None)
     if addon is not None and not re.fullmatch(r"v\d+\.\d+\.\d+-eksbuild\.\d+", addon):
         section.fail("ebsCsiAddonVersion", addon, "is not an exact EKS add-on version",
                      "use the form vX.Y.Z-eksbuild.N that `aws eks describe-addon-versions --addon-name "

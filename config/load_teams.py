@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Optional
 
-from config.key_types import Boolean, Integer, Number, Text, quantity_value
+from config.key_types import Boolean, Integer, Number, Text
 from config.keys import REQUIRED, Block, Derived, Key, ListOf, Retired
 from config.load_vcluster import VCLUSTER, read_vcluster
 from config.model import Organization, QueueResource, QueueResources, Team, TenantResourceQuota, VClusterSettings
 from config.reader import Section
+from config.tenant_budget import queue_budget
 
 QUEUE_ENTRY = Block(title="queue resource entry", intro="""\
 An omitted field takes `-1` / `-1` / `1`. The program always renders all three resources with all
@@ -24,10 +25,10 @@ three fields, because KAI itself would read a missing limit as a cap of zero."""
 QUEUE_RESOURCES = Block(title="queue resources", intro="""\
 `organization.resources` and `teams[].resources` hold up to three entries, `gpu`, `cpu` and `memory`.
 The units are KAI's, and `-1` means unlimited. Every tenant pod, CPU pods and the tenant's DNS
-included, is scheduled by KAI in its team's queue, so a team's omitted `cpu` and `memory` follow its
-namespace ResourceQuota (`vcluster.resourceQuota.cpu` / `.memory`): quota and limit both equal that
-amount, weight `1` (the default 16 CPU and 64Gi become `cpu: 16000` and `memory: 68719`). Queue and
-ResourceQuota then never disagree. The organization's omitted resources become quota `-1`, limit
+included, is scheduled by KAI in its team's queue, so a team's omitted `cpu` and `memory` follow what
+its workloads may request (`vcluster.resourceQuota.cpu` / `.memory`) plus its DNS pod's requests: quota
+and limit both equal that amount, weight `1` (the default 16 CPU and 64Gi become `cpu: 16050` and
+`memory: 68786`). Queue and ResourceQuota then never disagree. The organization's omitted resources become quota `-1`, limit
 `-1`, weight `1`; a team's omitted `gpu` too.""", keys=(
     Key("gpu", QUEUE_ENTRY, {}, "GPUs, counted in devices; fractions are allowed (`0.33` is a third of a GPU).",
         example="{quota: 0.33, limit: 1}"),
@@ -123,10 +124,11 @@ def read_team(section: Section, stack_vcluster: VClusterSettings) -> Team:
 
 def _cpu_memory_from_quota(quota: TenantResourceQuota) -> dict[str, QueueResource]:
     """KAI schedules every tenant pod, CPU pods included: by default a team's queue guarantees, and is capped
-    at, the CPU and memory its namespace's ResourceQuota allows, so the two never disagree."""
+    at, the CPU and memory its workloads and its DNS may request in its namespace (the control plane is not
+    scheduled by KAI), so the two never disagree."""
     if quota.cpu is None or quota.memory is None:
         return {}
-    millicores = quantity_value(quota.cpu) * 1000
-    megabytes = quantity_value(quota.memory) / 1_000_000
-    return {"cpu": QueueResource(quota=round(millicores), limit=round(millicores)),
+    millicores, memory = queue_budget(quota)
+    megabytes = memory / 1_000_000
+    return {"cpu": QueueResource(quota=millicores, limit=millicores),
             "memory": QueueResource(quota=int(megabytes), limit=int(megabytes))}

@@ -20,7 +20,7 @@ DEFAULT_VCLUSTER = VClusterSettings(
         limits={"memory": "2Gi"},
     ),
     resource_quota=TenantResourceQuota(cpu="16", memory="64Gi", pods=100, services=20,
-                                       persistent_volume_claims=20),
+                                       persistent_volume_claims=20, storage="100Gi"),
     limit_range=TenantLimitRange(default_cpu="1", default_memory="1Gi",
                                  default_request_cpu="100m", default_request_memory="128Mi"),
     network_policy=True,
@@ -39,14 +39,27 @@ CONTROL_PLANE_RESOURCES = Block(keys=(
         "Limits of the control plane, merged the same way.", example="{memory: 4Gi}"),
 ))
 
+QUOTA_DETAILS = """\
+What the team's own workloads get. The namespace's ResourceQuota adds what the tenant's vCluster
+control plane and its DNS take from the same namespace (one pod each, the control plane's requests
+and data volume, its Services), so the team keeps every pod and every core it is promised. The quota
+bounds requests, not limits: `limits.cpu` and `limits.memory` are not in it, and the `limitRange`
+defaults give containers that set none their limits. Ephemeral storage, Secrets, ConfigMaps and
+Endpoints are not counted."""
+
 RESOURCE_QUOTA = Block(keys=(
-    Key("cpu", Quantity(), _QUOTA.cpu, "Sets both `requests.cpu` and `limits.cpu` of the tenant namespace's "
-        "ResourceQuota.", example="32"),
-    Key("memory", Quantity(), _QUOTA.memory, "Sets both `requests.memory` and `limits.memory`.", example="128Gi"),
-    Key("pods", Integer(minimum=1), _QUOTA.pods, "`count/pods`.", example="50"),
-    Key("services", Integer(minimum=0), _QUOTA.services, "`count/services`.", example="10"),
+    Key("cpu", Quantity(), _QUOTA.cpu, "CPU the team's pods may request (`requests.cpu`, plus the control "
+        "plane's and the DNS's requests).", example="32"),
+    Key("memory", Quantity(), _QUOTA.memory, "Memory the team's pods may request (`requests.memory`, plus the "
+        "control plane's and the DNS's).", example="128Gi"),
+    Key("pods", Integer(minimum=1), _QUOTA.pods, "Pods of the team (`count/pods`, plus the control plane and "
+        "the DNS).", example="50"),
+    Key("services", Integer(minimum=0), _QUOTA.services, "Services of the team (`count/services`, plus the "
+        "control plane's and the synced DNS Service).", example="10"),
     Key("persistentVolumeClaims", Integer(minimum=0), _QUOTA.persistent_volume_claims,
-        "`count/persistentvolumeclaims`.", example="5"),
+        "Volume claims of the team (`count/persistentvolumeclaims`, plus the control plane's).", example="5"),
+    Key("storage", Quantity(), _QUOTA.storage, "Storage the team's claims may request (`requests.storage`, plus "
+        "the control plane's volume).", example="500Gi"),
 ))
 
 SERVICES = Block(keys=(
@@ -124,7 +137,8 @@ host kind it also renders the control plane's volume claim class
     Key("enforceTolerations", StringList(form="`key[=value]:Effect`"), DEFAULT_VCLUSTER.enforce_tolerations,
         "Tolerations added to every synced pod, so that tenant pods can run on tainted GPU nodes.", example="[]"),
     Key("controlPlaneResources", CONTROL_PLANE_RESOURCES, {}, "Resources of the vCluster control plane."),
-    Key("resourceQuota", RESOURCE_QUOTA, {}, "The ResourceQuota of the tenant's host namespace."),
+    Key("resourceQuota", RESOURCE_QUOTA, {}, "What the team's workloads get in the ResourceQuota of its host "
+        "namespace.", details=" ".join(QUOTA_DETAILS.split())),
     Key("limitRange", LIMIT_RANGE, {}, "Container defaults for tenant pods that set no requests or limits."),
     Key("services", SERVICES, {}, "What the tenant's Services may open on the host beyond a cluster IP."),
     Key("storageClasses", StringList(), DEFAULT_VCLUSTER.storage_classes,
@@ -175,6 +189,7 @@ def read_vcluster(section: Section, base: VClusterSettings) -> VClusterSettings:
             pods=quota.read("pods", base_quota.pods),
             services=quota.read("services", base_quota.services),
             persistent_volume_claims=quota.read("persistentVolumeClaims", base_quota.persistent_volume_claims),
+            storage=quota.read("storage", base_quota.storage),
         ),
         limit_range=TenantLimitRange(
             default_cpu=limits.read("defaultCpu", base_limits.default_cpu),

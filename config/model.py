@@ -46,13 +46,15 @@ class ControlPlaneResources:
 
 @dataclass(frozen=True)
 class TenantResourceQuota:
-    """Kubernetes quantities for the tenant's host namespace (``policies.resourceQuota``)."""
+    """What the team's own workloads may use in its host namespace (``policies.resourceQuota``); the
+    namespace's quota adds the control plane and the DNS (config/tenant_budget.py)."""
 
     cpu: str
     memory: str
     pods: int
     services: int
     persistent_volume_claims: int
+    storage: str = "100Gi"
 
 
 @dataclass(frozen=True)
@@ -164,8 +166,9 @@ class EksHost:
     availability_zones: int
     system_node_group: SystemNodeGroup
     gpu_node_groups: tuple[GpuNodeGroup, ...]
-    # The EBS CSI add-on builds EKS publishes differ by Kubernetes version: a site can pin its own.
-    ebs_csi_addon_version: str
+    # The EBS CSI add-on builds EKS publishes differ by Kubernetes version: a site can pin its own; None
+    # looks up the newest build for kubernetes_version when the add-on is created.
+    ebs_csi_addon_version: Optional[str]
 
     @property
     def creates_network(self) -> bool:

@@ -28,14 +28,26 @@ VCLUSTER_VERSION = "0.36.1"
 # the in-vCluster defaults need 1.36 (components/virtual_defaults.py).
 VCLUSTER_VIRTUAL_KUBERNETES = {"0.36.1": "v1.36.0", "0.27.0": "v1.33.1"}
 
-# Each tenant's in-vCluster DNS (components/tenant_dns.py): vCluster's own choice for its default Kubernetes.
-COREDNS_IMAGE = "docker.io/coredns/coredns:1.12.1"
+# Each tenant's in-vCluster DNS (config/virtual_cluster.py coredns_image), picked as vCluster 0.36.1 picks its own
+# (pkg/constants/coredns.go, pkg/coredns/coredns.go): by the virtual cluster's Kubernetes minor, the
+# fallback for any other, under controlPlane.advanced.defaultImageRegistry or else docker.io.
+COREDNS_IMAGES = {
+    "1.36": "coredns/coredns:1.14.2",
+    "1.35": "coredns/coredns:1.14.1",
+    "1.34": "coredns/coredns:1.12.1",
+    "1.33": "coredns/coredns:1.12.0",
+    "1.32": "coredns/coredns:1.11.3",
+    "1.31": "coredns/coredns:1.11.3",
+    "1.30": "coredns/coredns:1.11.3",
+}
+COREDNS_FALLBACK_IMAGE = "coredns/coredns:1.14.2"
+COREDNS_REGISTRY = "docker.io"
 
 # New EKS clusters only: EKS upgrades an existing cluster one minor version at a time.
 EKS_KUBERNETES_VERSION = "1.36"
-# EKS addon for EBS volumes (tenant control planes' claims). Driver v1.64.0; list what a
-# cluster version accepts with: aws eks describe-addon-versions --addon-name aws-ebs-csi-driver
-EBS_CSI_ADDON_VERSION = "v1.64.0-eksbuild.1"
+# The EKS add-on for EBS volumes has no pin here: its builds differ by Kubernetes version, so the program
+# looks up the newest for the cluster's version when it creates the add-on (cluster.eks.ebsCsiAddonVersion
+# pins one instead).
 
 # Runs the Jobs that wait for KAI's queue webhook (components/kai.py) and for a tenant's
 # kubeconfig Secret (components/tenant.py); `kubectl wait --for=create` needs kubectl 1.31+.

@@ -15,7 +15,7 @@ import re
 from typing import Optional, Sequence
 
 from config import versions
-from config.model import Team
+from config.model import Team, VClusterSettings
 from config.reader import Reader
 
 # vCluster's sync.toHost kinds the host policies have rules for (their default is on in vCluster 0.36.1).
@@ -25,15 +25,15 @@ MUTATING_ADMISSION_POLICY_GA = (1, 36)
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.\d+)?(?:[-+].*)?$")
 
 
-def virtual_kubernetes_version(team: Team) -> Optional[str]:
-    """The Kubernetes version the team's vCluster runs inside (the k8s distro's version or image tag as the chart
+def virtual_kubernetes_version(settings: VClusterSettings) -> Optional[str]:
+    """The Kubernetes version a vCluster runs inside (the k8s distro's version or image tag as the chart
     reads them), or None when neither the values nor the pinned chart defaults say."""
-    k8s = _dig(team.vcluster.extra_values, "controlPlane", "distro", "k8s")
+    k8s = _dig(settings.extra_values, "controlPlane", "distro", "k8s")
     for value in (k8s.get("version"), _dig(k8s, "image").get("tag")):
         if isinstance(value, str) and value:
             return value
     known = versions.VCLUSTER_VIRTUAL_KUBERNETES
-    release = _release(team.vcluster.version)
+    release = _release(settings.version)
     same = [k8s for version, k8s in known.items() if _release(version) == release]
     if same:
         return same[0]
@@ -46,6 +46,15 @@ def _release(version: str) -> tuple[int, ...]:
     """0.36.1 -> (0, 36, 1, 1): build metadata (+...) ignored, a pre-release (0.37.0-rc.1) before its release."""
     core, _, pre = version.split("+", 1)[0].partition("-")
     return (*(int(part) if part.isdigit() else -1 for part in core.split(".")), 0 if pre else 1)
+
+
+def coredns_image(settings: VClusterSettings) -> str:
+    """The CoreDNS image vCluster 0.36.1 would run for this virtual cluster, under its default registry."""
+    version = virtual_kubernetes_version(settings)
+    minor = minor_version(version) if version else None
+    image = versions.COREDNS_IMAGES.get("%d.%d" % minor if minor else "", versions.COREDNS_FALLBACK_IMAGE)
+    registry = _dig(settings.extra_values, "controlPlane", "advanced").get("defaultImageRegistry")
+    return f"{str(registry or versions.COREDNS_REGISTRY).rstrip('/')}/{image}"
 
 
 def minor_version(version: str) -> Optional[tuple[int, int]]:
@@ -78,7 +87,7 @@ def _check_to_host_syncs(reader: Reader, index: int, team: Team) -> None:
 
 
 def _check_virtual_version(reader: Reader, index: int, team: Team) -> None:
-    version = virtual_kubernetes_version(team)
+    version = virtual_kubernetes_version(team.vcluster)
     key = f"teams[{index}].vcluster.version"
     if version is None:
         reader.fail(key, team.vcluster.version,

@@ -52,6 +52,9 @@ QUEUE_FIELDS = ("quota", "limit", "overQuotaWeight")
 
 # --- resource types -----------------------------------------------------------------------------
 RELEASE = "kubernetes:helm.sh/v3:Release"
+# Revisions Helm keeps of each release the program creates (one Secret each, in the release namespace, where a
+# tenant's count quotas would see them); without it pulumi-kubernetes keeps every revision. Enough to roll back.
+HELM_MAX_HISTORY = 5
 QUEUE = "kubernetes:scheduling.run.ai/v2:Queue"
 CLUSTER_POLICY_PATCH = "kubernetes:nvidia.com/v1:ClusterPolicyPatch"
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"

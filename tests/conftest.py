@@ -55,10 +55,10 @@ MIRRORED_TAGS = {
     "kai-scheduler/KAI-Scheduler": ("v0.16.4", "v0.17.0"),
     "NVIDIA/dcgm-exporter": ("4.5.3-4.8.2",),
     "kubernetes/kube-state-metrics": ("v2.20.0",),
+    "loft-sh/vcluster": ("v0.36.1", "v0.27.0"),
     "NVIDIA/gpu-operator": ("v26.3.3", "v26.7.0"),
     "prometheus-community/helm-charts": ("kube-prometheus-stack-88.5.3",),
     "pulumi/pulumi": ("v3.259.0",),
-    "loft-sh/vcluster": ("v0.36.1", "v0.27.0"),
 }
 
 
@@ -103,3 +103,12 @@ def dev_run() -> ProgramRun:
 @pytest.fixture(scope="session")
 def eks_run() -> ProgramRun:
     return run(eks_config(), stack="eks")
+
+
+def mirror_chart(repository: str, tag: str, chart_dir: str, target: Path) -> Path:
+    """The chart directory ``chart_dir`` of ``repository`` at ``tag``, unpacked under ``target``."""
+    archive = subprocess.run(["git", "--git-dir", str(mirror(repository)), "archive", tag, chart_dir],
+                             capture_output=True, check=True).stdout
+    target.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    return target / chart_dir

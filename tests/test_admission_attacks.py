@@ -12,7 +12,7 @@ import copy
 
 import pytest
 
-from config.versions import COREDNS_IMAGE
+from config.virtual_cluster import coredns_image
 from config.vocabulary import KAI_NAMESPACE
 from tests.conftest import dev_config, eks_config, run
 from tests.tenant_sim import KAI_BINDER, KAI_POD_GROUPER, KAI_SCHEDULER, Tenant, container, tenant_of, virtual_pod
@@ -193,16 +193,18 @@ def test_a_device_list_reference_in_a_gpu_less_container_is_refused_by_the_api_s
 
 
 def test_only_the_shipped_dns_wears_the_dns_label(tenant):
+    shipped = coredns_image(tenant.team.vcluster)
+
     def dns_pod(image: str) -> dict:
         entry = container("coredns", env={"NVIDIA_VISIBLE_DEVICES": "void"})
         entry["image"] = image
         return on_kai(tenant, namespace="kube-system", labels={"k8s-app": "vcluster-kube-dns"}, containers=[entry])
-    assert tenant.create(dns_pod(COREDNS_IMAGE)) == []
+    assert tenant.create(dns_pod(shipped)) == []
     assert "reserved-values" in rules(tenant.create(dns_pod("busybox:1.36")))
-    elsewhere = dns_pod(COREDNS_IMAGE)
+    elsewhere = dns_pod(shipped)
     elsewhere["metadata"]["namespace"] = "default"
     assert "reserved-values" in rules(tenant.create(elsewhere))
-    dns = tenant.host_pod(dns_pod(COREDNS_IMAGE))
+    dns = tenant.host_pod(dns_pod(shipped))
     debugged = copy.deepcopy(dns)
     debugged["spec"]["ephemeralContainers"] = [{"name": "shell", "image": "busybox:1.36",
                                                 "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]}]

@@ -118,14 +118,15 @@ def test_invalid_queue_resource_values(field, value, fix):
 
 
 def test_a_teams_omitted_cpu_and_memory_follow_its_namespace_quota():
-    """KAI schedules CPU pods too: the queue guarantees and caps what the ResourceQuota allows (16 CPU, 64Gi)."""
+    """KAI schedules CPU pods and the tenant's DNS too: the queue guarantees and caps what the team's workloads
+    may request (16 CPU, 64Gi) plus the DNS pod's requests (50m, 64Mi)."""
     team = load_platform(dev_config()).teams[0]
     assert (team.resources.cpu.quota, team.resources.cpu.limit, team.resources.cpu.over_quota_weight) == \
-        (16000, 16000, 1)
-    assert (team.resources.memory.quota, team.resources.memory.limit) == (68719, 68719)
+        (16050, 16050, 1)
+    assert (team.resources.memory.quota, team.resources.memory.limit) == (68786, 68786)
     assert (team.resources.gpu.quota, team.resources.gpu.limit) == (0.33, 1)
     smaller = load_platform(put(dev_config(), "teams[0].vcluster.resourceQuota", {"cpu": "1500m", "memory": "512Mi"}))
-    assert (smaller.teams[0].resources.cpu.quota, smaller.teams[0].resources.memory.limit) == (1500, 536)
+    assert (smaller.teams[0].resources.cpu.quota, smaller.teams[0].resources.memory.limit) == (1550, 603)
     explicit = load_platform(put(dev_config(), "teams[0].resources.cpu", {"quota": 2000, "limit": -1}))
     assert (explicit.teams[0].resources.cpu.quota, explicit.teams[0].resources.cpu.limit) == (2000, -1)
 

@@ -13,7 +13,7 @@ def test_the_defaults_open_nothing_and_use_the_hosts_storage_class():
     for team in load_platform(dev_config()).teams:
         assert (team.vcluster.services.node_ports, team.vcluster.services.load_balancers) == (0, 0)
         assert team.vcluster.storage_classes == () and team.vcluster.storage_class == "microk8s-hostpath"
-        assert virtual_kubernetes_version(team) == "v1.36.0"
+        assert virtual_kubernetes_version(team.vcluster) == "v1.36.0"
 
 
 def test_a_team_may_be_given_node_ports_load_balancers_and_storage_classes():
@@ -74,4 +74,4 @@ def test_a_virtual_cluster_on_kubernetes_1_36_or_later_passes(version, k8s, expe
     config = put(dev_config(), "vcluster.version", version)
     if k8s:
         put(config, "vcluster.extraValues.controlPlane.distro.k8s.image.tag", k8s)
-    assert {virtual_kubernetes_version(team) for team in load_platform(config).teams} == {expected}
+    assert {virtual_kubernetes_version(team.vcluster) for team in load_platform(config).teams} == {expected}

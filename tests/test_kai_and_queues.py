@@ -30,7 +30,7 @@ def test_kai_chart_is_pulled_from_its_oci_registry_at_the_pinned_tag(version):
 
 def test_kai_release_turns_gpu_sharing_on_under_global(dev_run):
     release = kai_release(dev_run).inputs
-    assert release["values"] == {"global": {"gpuSharing": True, "blockNvidiaVisibleDevices": True}}
+    assert release["values"]["global"] == {"gpuSharing": True, "blockNvidiaVisibleDevices": True}
     assert release["namespace"] == "kai-scheduler"
     assert release["createNamespace"] is True
     assert release["atomic"] is True
@@ -79,8 +79,9 @@ def test_omitted_cpu_and_memory_are_never_zero(dev_run):
     by_name = queues(dev_run)
     assert by_name["ml-org"].inputs["spec"]["resources"]["cpu"] == {"quota": -1, "limit": -1, "overQuotaWeight": 1}
     team = by_name["team-nlp"].inputs["spec"]["resources"]
-    assert team["cpu"] == {"quota": 16000, "limit": 16000, "overQuotaWeight": 1}
-    assert team["memory"] == {"quota": 68719, "limit": 68719, "overQuotaWeight": 1}
+    # The team's 16 CPU and 64Gi plus its DNS pod (50m, 64Mi), which KAI schedules in the same queue.
+    assert team["cpu"] == {"quota": 16050, "limit": 16050, "overQuotaWeight": 1}
+    assert team["memory"] == {"quota": 68786, "limit": 68786, "overQuotaWeight": 1}
 
 
 def test_queues_wait_for_kais_webhook_and_team_queues_wait_for_the_org_queue(dev_run):

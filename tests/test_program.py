@@ -12,6 +12,7 @@ from config import ConfigError
 from tests.conftest import COMMITTED_STACKS, dev_config, run, stack_config
 from config.source import OFFLINE_PLACEHOLDER
 from config.versions import KAI_CHART, KAI_VERSION
+from config.vocabulary import HELM_MAX_HISTORY, RELEASE
 from policy.adapters import from_plan
 from policy.rules import evaluate
 from ops import new_site
@@ -42,6 +43,7 @@ GENERATED_SITES = {
                                 "sharingProfile: exclusive}", "gpuOperator.version=v26.7.0"]),
     "gen-microk8s-from-eks": ("eks", ["cluster.kind=microk8s", "gpuOperator.mode=install",
                                       "kaiScheduler.version=v0.17.0", "vcluster.nodeLabels={}"]),
+    "gen-eks-observed": ("eks", ["observability.prometheus=install"]),
 }
 SITES = {}
 
@@ -84,6 +86,15 @@ def test_a_kai_release_is_pulled_from_its_registry_at_the_pinned_version(stack_r
     release = next(r for r in program.of_type("kubernetes:helm.sh/v3:Release") if r.name.startswith("kai"))
     assert release.inputs["version"] == version
     assert release.inputs["chart"] == KAI_CHART
+
+
+def test_every_helm_release_keeps_a_bounded_history(stack_run):
+    # Each revision is a Secret in the release namespace; pulumi-kubernetes keeps all of them by default.
+    _, program = stack_run
+    releases = program.of_type(RELEASE)
+    assert releases
+    assert {r.name: r.inputs.get("maxHistory") for r in releases} == {r.name: HELM_MAX_HISTORY for r in releases}
+    assert 1 <= HELM_MAX_HISTORY <= 10
 
 
 def test_every_kubernetes_resource_uses_the_one_host_provider(stack_run):

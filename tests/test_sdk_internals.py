@@ -53,6 +53,7 @@ def test_the_installed_sdk_is_the_pinned_one():
      lambda: rpc.is_rpc_secret({rpc._special_sig_key: rpc._special_secret_sig, "value": 1})
      and rpc.unwrap_rpc_secret({rpc._special_sig_key: rpc._special_secret_sig, "value": 1}) == 1,
      "recognise and open the secret envelope"),
+    ("rpc._special_sig_key", lambda: isinstance(rpc._special_sig_key, str), "names the envelope key"),
     ("rpc.UNKNOWN", lambda: rpc.UNKNOWN is sdk_internals.UNKNOWN, "is the unknown-value sentinel"),
     ("mocks.MockMonitor", lambda: _parameters(MockMonitor.__init__)[1:2] == ["mocks"]
      and all(hasattr(MockMonitor, method) for method in

@@ -22,6 +22,7 @@ import yaml
 from components import admission, synced_objects_admission
 from components.tenant import vcluster_values
 from config import versions
+from tools.offline.mockrun import MOCK_CLUSTER_DNS
 from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, git, mirror
 from tests.tenant_sim import platform_of
 from tools.charts.render import render_release
@@ -74,7 +75,7 @@ def teams():
 
 def test_every_kind_the_syncer_may_write_is_checked_by_a_host_policy(chart):
     for team in teams():
-        writes = syncer_writes(chart, team, vcluster_values(team))
+        writes = syncer_writes(chart, team, vcluster_values(team, MOCK_CLUSTER_DNS))
         checked = covered(admission.policy_spec(team)) | covered(synced_objects_admission.policy_spec(team))
         assert writes - checked - set(NOT_TENANT_OBJECTS) == set(), team.name
         # Each exemption is still granted: a reason nobody needs any more is removed, not kept.
@@ -84,7 +85,7 @@ def test_every_kind_the_syncer_may_write_is_checked_by_a_host_policy(chart):
 def test_a_sync_the_policies_do_not_cover_shows_up_as_an_unchecked_write(chart):
     """Rendering with ingress sync on (config/virtual_cluster.py refuses it) gives the syncer a kind no policy checks."""
     team = next(teams())
-    values = vcluster_values(team)
+    values = vcluster_values(team, MOCK_CLUSTER_DNS)
     values["sync"]["toHost"]["ingresses"] = {"enabled": True}
     writes = syncer_writes(chart, team, values)
     checked = covered(admission.policy_spec(team)) | covered(synced_objects_admission.policy_spec(team))

@@ -19,6 +19,7 @@ from hypothesis import given, strategies as st
 from components.synced_objects_admission import NON_PUBLIC_IPV4, ipv4_pattern, policy_spec
 from components.tenant import EGRESS_EXCEPTIONS, vcluster_values
 from config.model import TenantServices
+from tools.offline.mockrun import MOCK_CLUSTER_DNS
 from tests.conftest import dev_config, eks_config
 from tests.synced_objects_sim import (
     SyncedObjectsAdmission, host_metadata, host_name, sync_claim, sync_endpoint_slice, sync_endpoints, sync_service,
@@ -203,11 +204,11 @@ def test_node_ports_and_load_balancers_pass_where_the_config_allows_them(nlp):
 @pytest.mark.parametrize("stack, team, config", [("dev", "team-nlp", dev_config), ("eks", "team-legal", eks_config)])
 def test_the_namespace_quota_agrees_with_the_service_config(stack, team, config):
     settings = team_of(config(), team)
-    quota = vcluster_values(settings)["policies"]["resourceQuota"]["quota"]
+    quota = vcluster_values(settings, MOCK_CLUSTER_DNS)["policies"]["resourceQuota"]["quota"]
     assert quota["services.nodeports"] == 0 and quota["services.loadbalancers"] == 0
     opened = dataclasses.replace(settings, vcluster=dataclasses.replace(
         settings.vcluster, services=TenantServices(node_ports=4, load_balancers=2)))
-    quota = vcluster_values(opened)["policies"]["resourceQuota"]["quota"]
+    quota = vcluster_values(opened, MOCK_CLUSTER_DNS)["policies"]["resourceQuota"]["quota"]
     assert (quota["services.nodeports"], quota["services.loadbalancers"]) == (4, 2)
 
 

@@ -115,13 +115,17 @@ def test_every_tenant_gets_quota_limit_range_and_network_policy_by_default(dev_r
     policies = tenant_release(dev_run, "team-nlp").inputs["values"]["policies"]
     quota = policies["resourceQuota"]
     assert quota["enabled"] is True
-    assert quota["quota"] == {"requests.cpu": "16", "limits.cpu": "16", "requests.memory": "64Gi",
-                              "limits.memory": "64Gi", "count/pods": 100, "count/services": 20,
-                              "count/persistentvolumeclaims": 20,
-                              # No node ports or load balancers unless the team's config allows them.
-                              "services.nodeports": 0, "services.loadbalancers": 0}
-    assert policies["limitRange"] == {"enabled": True, "default": {"cpu": "1", "memory": "1Gi"},
-                                      "defaultRequest": {"cpu": "100m", "memory": "128Mi"}}
+    # The team's 16 CPU, 64Gi, 100 pods, 20 Services, 20 claims and 100Gi, plus its control plane (200m, 256Mi,
+    # one pod, three Services, a 5Gi claim) and its DNS (50m, 64Mi, one pod); the chart's other keys removed.
+    assert quota["quota"] == {"requests.cpu": "16250m", "requests.memory": "65856Mi", "requests.storage": "105Gi",
+                              "count/pods": 102, "count/services": 23, "count/persistentvolumeclaims": 21,
+                              "services.loadbalancers": 0, "services.nodeports": 0,
+                              "limits.cpu": None, "limits.memory": None, "limits.ephemeral-storage": None,
+                              "requests.ephemeral-storage": None, "count/secrets": None, "count/configmaps": None,
+                              "count/endpoints": None}
+    assert policies["limitRange"] == {"enabled": True,
+                                      "default": {"cpu": "1", "memory": "1Gi", "ephemeral-storage": None},
+                                      "defaultRequest": {"cpu": "100m", "memory": "128Mi", "ephemeral-storage": None}}
     assert policies["networkPolicy"]["enabled"] is True
 
 
@@ -132,11 +136,11 @@ def test_stack_quota_defaults_and_team_overrides_combine_key_by_key():
     program = run(config)
     nlp = tenant_release(program, "team-nlp").inputs["values"]["policies"]
     vision = tenant_release(program, "team-vision").inputs["values"]["policies"]
-    assert nlp["resourceQuota"]["quota"]["count/pods"] == 10
-    assert nlp["resourceQuota"]["quota"]["requests.cpu"] == "32"
+    assert nlp["resourceQuota"]["quota"]["count/pods"] == 10 + 2
+    assert nlp["resourceQuota"]["quota"]["requests.cpu"] == "32250m"
     assert nlp["networkPolicy"]["enabled"] is False
-    assert vision["resourceQuota"]["quota"]["count/pods"] == 100
-    assert vision["resourceQuota"]["quota"]["requests.memory"] == "128Gi"
+    assert vision["resourceQuota"]["quota"]["count/pods"] == 100 + 2
+    assert vision["resourceQuota"]["quota"]["requests.memory"] == "131392Mi"
     assert vision["networkPolicy"]["enabled"] is True
 
 

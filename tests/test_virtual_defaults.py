@@ -20,6 +20,7 @@ from celpy import celtypes
 from components.tenant import vcluster_values
 from components.virtual_defaults import DEFAULTS_NAME, RULES_NAME
 from config.vocabulary import QUEUE_LABEL
+from tools.offline.mockrun import MOCK_CLUSTER_DNS
 from tests.conftest import dev_config, eks_config
 from tests.tenant_sim import Admission, KAI_SCHEDULER, Tenant, container, platform_of, tenant_of, virtual_pod
 
@@ -55,7 +56,7 @@ def apply_configuration(target: dict, configuration: dict) -> dict:
 
 
 def manifests(team_settings) -> list[dict]:
-    text = vcluster_values(team_settings)["experimental"]["deploy"]["vcluster"]["manifests"]
+    text = vcluster_values(team_settings, MOCK_CLUSTER_DNS)["experimental"]["deploy"]["vcluster"]["manifests"]
     return list(yaml.safe_load_all(text))
 
 

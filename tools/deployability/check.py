@@ -16,7 +16,9 @@ reports what a first ``pulumi up`` on the site would trip over, one rule each:
 * ``schema``: every built-in object is valid for the site's Kubernetes version(s)
   (``kubernetes-validate``, strict: an unknown field is an error);
 * ``custom-resource``: every custom resource is valid against its CRD from the pinned chart,
-  unknown fields included (the API server would prune them silently).
+  unknown fields included (the API server would prune them silently);
+* ``tenant-quota``: each tenant namespace's quota holds its control plane, its DNS and the team's stated
+  pods, and agrees with the team's KAI queue (``quota``).
 
 Each :class:`Finding` names the object, the rule and the fix.
 """
@@ -36,6 +38,7 @@ from config.model import NodePool
 from config.vocabulary import POD_SECURITY_LABEL
 from tools.deployability import network_policy
 from tools.deployability import pod_security
+from tools.deployability import quota
 from tools.deployability.inputs import (
     ANY, K8sObject, Site, addon_operator_version, crds_of, pod_templates, program_objects, rendered_objects,
     site_from_plan, vcluster_dns_pods,
@@ -383,4 +386,6 @@ def check_plan(plan: Mapping[str, Any], rendered: Mapping[str, Any], out_dir: An
                                  f"--version {version}"))
         else:
             extra = contracts.crds
-    return site, len(objects), check(objects, site, extra) + notes
+    quotas = quota.check_tenant_quotas(objects + tenant_pods(objects), quota.tenant_allowances(plan),
+                                       lambda *args: Finding(args[0], "tenant-quota", *args[1:]))
+    return site, len(objects), check(objects, site, extra) + quotas + notes

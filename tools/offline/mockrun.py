@@ -31,6 +31,10 @@ from tools.offline import sdk_internals as sdk
 
 REDACTED = "[secret]"
 SECRET_PLACEHOLDER = "offline-plan-placeholder"
+# The EBS CSI add-on build the AWS lookup answers in offline runs (a made-up build of the real form).
+MOCK_ADDON_VERSION = "v1.0.0-eksbuild.1"
+# The host DNS Service's IP in offline runs (a kubeadm cluster's usual address).
+MOCK_CLUSTER_DNS = "10.96.0.10"
 
 
 def fake_kubeconfig(cluster: str, server: str) -> str:
@@ -61,6 +65,10 @@ class PlatformMocks(pulumi.runtime.Mocks):
             config = fake_kubeconfig(name, "https://localhost:8443")
             state = {"metadata": {"name": name, "namespace": namespace},
                      "data": {"config": base64.b64encode(config.encode()).decode()}}
+        elif args.typ == "kubernetes:core/v1:Service" and args.resource_id:
+            namespace, name = str(args.resource_id).split("/", 1)
+            state = {"metadata": {"name": name, "namespace": namespace},
+                     "spec": {"type": "ClusterIP", "clusterIP": MOCK_CLUSTER_DNS}}
         elif args.typ == RELEASE:
             state["status"] = {"name": state.get("name", args.name), "namespace": state.get("namespace"),
                                "status": "deployed", "version": state.get("version")}
@@ -73,6 +81,10 @@ class PlatformMocks(pulumi.runtime.Mocks):
         if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
             return {"names": ["zone-a", "zone-b", "zone-c", "zone-d", "zone-e", "zone-f"],
                     "zoneIds": ["z1", "z2", "z3", "z4", "z5", "z6"]}
+        if args.token == "aws:eks/getAddonVersion:getAddonVersion":
+            return {"addonName": args.args.get("addonName"), "kubernetesVersion": args.args.get("kubernetesVersion"),
+                    "mostRecent": args.args.get("mostRecent"), "version": MOCK_ADDON_VERSION,
+                    "id": str(args.args.get("addonName")), "region": "offline"}
         return {}
 
 

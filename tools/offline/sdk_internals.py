@@ -19,6 +19,7 @@ from pulumi.runtime.mocks import MockEngine, MockMonitor
 from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.stack import Stack, run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
+from google.protobuf import struct_pb2
 
 __all__ = ["MockEngine", "MockMonitor", "UNKNOWN", "deserialize", "finish_root_stack", "is_secret",
            "new_root_stack", "reset_runtime", "run_to_completion", "set_engine", "unwrap_secret",
@@ -38,8 +39,26 @@ def unwrap_secret(value: Any) -> Any:
 
 
 def deserialize(properties: Any) -> dict:
-    """A request's protobuf ``Struct`` as plain Python values, unknowns kept."""
-    return rpc.deserialize_properties(properties, keep_unknowns=True)
+    """A request's protobuf ``Struct`` as plain Python values, unknowns kept, and nulls inside maps kept
+    too: the SDK sends them (a Helm value set to null deletes the chart's default), but its own
+    deserializer drops them."""
+    output = rpc.deserialize_properties(properties, keep_unknowns=True)
+    for key, item in properties.items():
+        if isinstance(item, (struct_pb2.Struct, struct_pb2.ListValue)) and key in output:
+            _restore_nulls(item, output[key])
+    return output
+
+
+def _restore_nulls(value: Any, output: Any) -> None:
+    if isinstance(value, struct_pb2.Struct) and isinstance(output, dict) and rpc._special_sig_key not in output:
+        for key, item in value.items():
+            if item is None:
+                output.setdefault(key, None)
+            elif key in output:
+                _restore_nulls(item, output[key])
+    elif isinstance(value, struct_pb2.ListValue) and isinstance(output, list) and len(output) == len(value):
+        for item, deserialized in zip(value, output):
+            _restore_nulls(item, deserialized)
 
 
 def without_resource_references(info: Any) -> Any:

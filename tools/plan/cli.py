@@ -48,6 +48,7 @@ from tools.offline import mockrun
 from tools.offline.mockrun import PROJECT_DIR
 from tools.plan.diff import diff_plans, manifest_changes, read_manifests, render_diff
 from tools.plan.document import PLAN_FILE, build_plan, render_plan_json
+from tools.charts.values import ChartValues
 from tools.plan.summary import SUMMARY_FILE, render_summary
 
 
@@ -112,7 +113,9 @@ def main(argv: Optional[Sequence[str]] = None, *, config: Optional[dict[str, Any
         return 2
 
     plan = build_plan(run, args.stack)
-    files = [(PLAN_FILE, render_plan_json(plan)), (SUMMARY_FILE, render_summary(plan))]
+    # Tenants' quotas are shown as the chart will merge them, when the chart cache holds the chart.
+    with ChartValues(args.chart_cache) as charts:
+        files = [(PLAN_FILE, render_plan_json(plan)), (SUMMARY_FILE, render_summary(plan, charts))]
     out.mkdir(parents=True, exist_ok=True)
     rendered = None
     # Read before rendering: the old plan may live in the folder this run writes to.

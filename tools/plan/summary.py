@@ -17,6 +17,7 @@ from config.vocabulary import (
     HOST_COMPONENT, K8S_PROVIDER, NAT_GATEWAY, NODE_PROFILE_LABEL, QUEUE, QUEUE_FIELDS, QUEUE_RESOURCES, RELEASE,
     SUBNET, VPC,
 )
+from tools.charts.values import ChartValues
 from tools.plan.lookup import PlanIndex, dig, topological
 from tools.plan.markdown import code, fmt_amount, fmt_labels, fmt_num, table
 from tools.plan.summary_tenants import cluster_objects_section, tenant_section
@@ -303,8 +304,9 @@ def _secret_paths(value: Any, path: str = "") -> list[str]:
     return []
 
 
-def render_summary(plan: dict[str, Any]) -> str:
-    """The reviewer's markdown digest of a plan document (see ``build_plan``)."""
+def render_summary(plan: dict[str, Any], charts: Optional[ChartValues] = None) -> str:
+    """The reviewer's markdown digest of a plan document (see ``build_plan``); with ``charts``, tenants'
+    quotas are shown merged with their chart's defaults (golden plans are written without)."""
     index = PlanIndex(plan)
     outputs = plan.get("outputs") or {}
     resources = plan["resources"]
@@ -323,7 +325,7 @@ def render_summary(plan: dict[str, Any]) -> str:
     lines += _releases_section(index) + [""]
     lines += _gpu_operator_section(index, outputs) + [""]
     lines += _queue_section(index) + [""]
-    lines += tenant_section(index) + [""]
+    lines += tenant_section(index, charts) + [""]
 
     lines += cluster_objects_section(index) + [""]
 

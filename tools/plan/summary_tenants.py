@@ -9,6 +9,7 @@ from config.vocabulary import (
     ADMISSION_BINDING, ADMISSION_COMPONENT, ADMISSION_POLICY, JOB, NAMESPACE, POD_SECURITY_LABEL, RELEASE,
     TENANT_COMPONENT,
 )
+from tools.charts.values import ChartValues
 from tools.plan.lookup import KUBERNETES, PlanIndex, dig
 from tools.plan.markdown import code, fmt_num, table
 
@@ -39,12 +40,32 @@ def _tenant_parts(index: PlanIndex, component: dict[str, Any]) -> dict[str, Any]
 
 
 
-def tenant_section(index: PlanIndex) -> list[str]:
+def _effective_policies(release: Optional[dict[str, Any]], charts: Optional[ChartValues]) -> tuple[dict, str]:
+    """The release's ``policies`` as the chart will use them, and where they came from (or why only the
+    program's values are shown)."""
+    inputs = (release or {}).get("inputs") or {}
+    if charts is not None and release is not None:
+        effective = charts.effective(inputs)
+        if effective.values is not None:
+            return effective.values.get("policies") or {}, effective.source
+        reason = effective.source
+    else:
+        reason = "no chart cache consulted"
+    return _without_nulls(dig(inputs, "values", "policies") or {}), reason
+
+
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _without_nulls(item) for key, item in value.items() if item is not None}
+    return value
+
+
+def tenant_section(index: PlanIndex, charts: Optional[ChartValues] = None) -> list[str]:
     lines = ["## Tenants", ""]
     components = sorted(index.of_type(TENANT_COMPONENT), key=lambda r: r["name"])
     if not components:
         return lines + ["None."]
-    rows, guardrails, synced = [], [], []
+    rows, guardrails, synced, sources, unread = [], [], [], set(), set()
     for component in components:
         parts = _tenant_parts(index, component)
         release, namespace, registered = parts["release"], parts["namespace"], parts["outputs"]
@@ -62,13 +83,25 @@ def tenant_section(index: PlanIndex) -> list[str]:
             code(queue) if queue else "—", code(fmt_num(dig(release, "inputs", "version"))) if release else "—",
             protection, code(connect) if connect else "—",
         ])
-        guardrails.append(_guardrail_row(team, parts))
+        policies, source = _effective_policies(release, charts)
+        (sources if charts is not None and source.endswith("from the chart cache") else unread).add(source)
+        guardrails.append(_guardrail_row(team, parts, policies))
         synced.append(_synced_objects_line(team, parts["synced_policy"]))
     lines += table(["Team", "vCluster", "Host namespace", "Queue", "vCluster chart", "Protected", "Connect"], rows)
     lines += ["", "### Guardrails per tenant", ""]
     lines += table(["Team", "Admission policy", "Rules", "Pod security", "ResourceQuota", "LimitRange defaults",
                     "NetworkPolicy"], guardrails)
-    lines += ["", "Admission: every pod the tenant's vCluster syncs, its DNS included, is scheduled by KAI in the "
+    lines += [""]
+    if sources:
+        lines += [f"ResourceQuota and LimitRange: what each namespace gets, the chart's defaults merged under the "
+                  f"program's values as Helm merges them ({'; '.join(sorted(sources))}). Each quota holds the "
+                  f"team's allowance plus its vCluster control plane and DNS.", ""]
+    if unread:
+        lines += [f"ResourceQuota and LimitRange: the chart's defaults were not read ({'; '.join(sorted(unread))}); "
+                  f"shown are the program's values only, and a key they leave out would take the chart's default "
+                  f"(`python -m tools.plan STACK` reads them from the chart cache). Each quota holds the team's "
+                  f"allowance plus its vCluster control plane and DNS.", ""]
+    lines += ["Admission: every pod the tenant's vCluster syncs, its DNS included, is scheduled by KAI in the "
                   "team's queue; the rules are those of the tenant security model (docs/security-model.md). GPU "
                   "shares are enforced by the KAI queues, not by the ResourceQuota."]
     lines += ["", "Synced objects other than pods (Services, claims, endpoints, ConfigMaps, Secrets, pod status):", ""]
@@ -83,10 +116,15 @@ def _synced_objects_line(team: str, policy: Optional[dict[str, Any]]) -> str:
     return f"- {code(team)}: {code(dig(policy, 'inputs', 'metadata', 'name'))}: {', '.join(rules) or '**none**'}"
 
 
-def _guardrail_row(team: str, parts: dict[str, Any]) -> list[str]:
-    policies = dig(parts["release"], "inputs", "values", "policies") or {}
-    quota = dig(policies, "resourceQuota") or {}
-    limits = dig(policies, "limitRange") or {}
+def _switched_on(policies: dict[str, Any], block: str, other: str) -> bool:
+    """vCluster's templates: a block renders when it or the other is "true", unless it is "false"."""
+    flag = str(dig(policies, block, "enabled")).lower()
+    return flag != "false" and "true" in (flag, str(dig(policies, other, "enabled")).lower())
+
+
+def _guardrail_row(team: str, parts: dict[str, Any], policies: dict[str, Any]) -> list[str]:
+    quota = dict(dig(policies, "resourceQuota") or {}, enabled=_switched_on(policies, "resourceQuota", "limitRange"))
+    limits = dict(dig(policies, "limitRange") or {}, enabled=_switched_on(policies, "limitRange", "resourceQuota"))
     policy = dig(parts["policy"], "inputs", "metadata", "name")
     actions = dig(parts["binding"], "inputs", "spec", "validationActions") or []
     validations = dig(parts["policy"], "inputs", "spec", "validations") or []

@@ -1,0 +1,56 @@
+"""The tenant namespace's ResourceQuota and LimitRange, as vCluster values that leave nothing to the chart.
+
+Helm coalesces the chart's defaults under the values it is given: every key of vCluster's
+``policies.resourceQuota.quota`` and ``policies.limitRange`` defaults that the program does not set
+would still reach the namespace (ephemeral storage, Secret and ConfigMap counts, a LoadBalancer, CPU
+limits). So the program sets each key it means and nulls each one it does not: Helm deletes a key
+whose value is null, and pulumi-kubernetes passes nulls through to Helm from 4.30 on
+(pulumi/pulumi-kubernetes#2997). tests/test_tenant_quota.py keeps :data:`REMOVED_QUOTA_KEYS` and
+:data:`REMOVED_LIMIT_KEYS` equal to what the chart adds at the accepted versions.
+"""
+
+from __future__ import annotations
+
+from config.model import VClusterSettings
+from config.tenant_budget import bytes_quantity, cpu_quantity, namespace_budget
+
+# Quota keys of the chart's defaults that the program leaves unbounded:
+# - limits: the quota bounds requests, which is what KAI's queue and the scheduler reserve; with
+#   limits.cpu in the quota every container's default 1-CPU limit would count ten times its request;
+# - ephemeral storage and object counts other than pods, Services and claims: not promised, and the
+#   object counts would also count the program's own Secrets (Helm history) against the team.
+REMOVED_QUOTA_KEYS = ("limits.cpu", "limits.memory", "limits.ephemeral-storage", "requests.ephemeral-storage",
+                      "count/secrets", "count/configmaps", "count/endpoints")
+REMOVED_LIMIT_KEYS = ("ephemeral-storage",)
+
+
+def resource_quota_hard(settings: VClusterSettings) -> dict:
+    """``policies.resourceQuota.quota``: the team's allowance plus its control plane and DNS; None removes a key."""
+    budget = namespace_budget(settings)
+    hard: dict = {
+        "requests.cpu": cpu_quantity(budget.millicores),
+        "requests.memory": bytes_quantity(budget.memory),
+        "requests.storage": bytes_quantity(budget.storage),
+        "count/pods": budget.pods,
+        "count/services": budget.services,
+        "count/persistentvolumeclaims": budget.claims,
+        # Service types: the team's config decides, never the chart's default (one LoadBalancer in vCluster 0.36.1).
+        "services.loadbalancers": settings.services.load_balancers,
+        "services.nodeports": settings.services.node_ports,
+    }
+    hard.update({key: None for key in REMOVED_QUOTA_KEYS})
+    return hard
+
+
+def limit_range_values(settings: VClusterSettings) -> dict:
+    """``policies.limitRange``: the configured container defaults, nothing inherited."""
+    limits = settings.limit_range
+    removed = {key: None for key in REMOVED_LIMIT_KEYS}
+    return {"enabled": True,
+            "default": {"cpu": limits.default_cpu, "memory": limits.default_memory, **removed},
+            "defaultRequest": {"cpu": limits.default_request_cpu, "memory": limits.default_request_memory, **removed}}
+
+
+def policy_values(settings: VClusterSettings) -> dict:
+    return {"resourceQuota": {"enabled": True, "quota": resource_quota_hard(settings)},
+            "limitRange": limit_range_values(settings)}

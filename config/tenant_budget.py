@@ -1,0 +1,91 @@
+"""What a tenant namespace must hold besides the team's own pods: its vCluster control plane and its DNS.
+
+A team's ``vcluster.resourceQuota`` is what its workloads get. The control plane (a StatefulSet with a data
+volume) and the tenant's CoreDNS (one pod, scheduled by KAI in the team's queue) run in the same host
+namespace and pay out of the same ResourceQuota, so the namespace's quota is the team's allowance plus this
+overhead, and the team's KAI queue is the allowance plus the DNS (the control plane is not scheduled by KAI).
+Pure arithmetic on config; the vCluster values are written in components/tenant_quota.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from config.key_types import quantity_value
+from config.model import TenantResourceQuota, VClusterSettings
+
+# The tenant CoreDNS container (components/tenant_dns.py): one replica.
+DNS_REQUESTS = {"cpu": "50m", "memory": "64Mi"}
+DNS_LIMITS = {"cpu": "500m", "memory": "170Mi"}
+DNS_REPLICAS = 1
+# vCluster 0.36.1's control plane: one pod with one data volume of this size
+# (controlPlane.statefulSet.persistence.volumeClaim.size), and host Services of its own: the API
+# Service, its headless twin and the synced kube-dns Service.
+CONTROL_PLANE_VOLUME = "5Gi"
+CONTROL_PLANE_SERVICES = 3
+
+MEBIBYTE = 2 ** 20
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Amounts in base units: millicores, bytes, objects."""
+
+    millicores: int
+    memory: int
+    pods: int
+    services: int
+    claims: int
+    storage: int
+
+    def __add__(self, other: "Budget") -> "Budget":
+        return Budget(*(getattr(self, name) + getattr(other, name) for name in self.__dataclass_fields__))
+
+
+def _millicores(quantity: str) -> int:
+    return round(quantity_value(str(quantity)) * 1000)
+
+
+def _bytes(quantity: str) -> int:
+    return round(quantity_value(str(quantity)))
+
+
+def dns_budget() -> Budget:
+    return Budget(millicores=_millicores(DNS_REQUESTS["cpu"]) * DNS_REPLICAS,
+                  memory=_bytes(DNS_REQUESTS["memory"]) * DNS_REPLICAS, pods=DNS_REPLICAS, services=0, claims=0,
+                  storage=0)
+
+
+def control_plane_budget(settings: VClusterSettings) -> Budget:
+    requests = settings.control_plane_resources.requests
+    defaults = settings.limit_range
+    return Budget(millicores=_millicores(requests.get("cpu", defaults.default_request_cpu)),
+                  memory=_bytes(requests.get("memory", defaults.default_request_memory)), pods=1,
+                  services=CONTROL_PLANE_SERVICES, claims=1, storage=_bytes(CONTROL_PLANE_VOLUME))
+
+
+def team_allowance(quota: TenantResourceQuota) -> Budget:
+    return Budget(millicores=_millicores(quota.cpu), memory=_bytes(quota.memory), pods=quota.pods,
+                  services=quota.services, claims=quota.persistent_volume_claims, storage=_bytes(quota.storage))
+
+
+def namespace_budget(settings: VClusterSettings) -> Budget:
+    """The tenant namespace's ResourceQuota: the team's allowance, its control plane and its DNS."""
+    return team_allowance(settings.resource_quota) + control_plane_budget(settings) + dns_budget()
+
+
+def queue_budget(quota: TenantResourceQuota) -> tuple[int, int]:
+    """(millicores, bytes) the team's KAI queue must hold: its workloads and its DNS."""
+    dns = dns_budget()
+    return _millicores(quota.cpu) + dns.millicores, _bytes(quota.memory) + dns.memory
+
+
+def cpu_quantity(millicores: int) -> str:
+    return f"{millicores // 1000}" if millicores % 1000 == 0 else f"{millicores}m"
+
+
+def bytes_quantity(amount: int) -> str:
+    for suffix, factor in (("Gi", 2 ** 30), ("Mi", MEBIBYTE), ("Ki", 2 ** 10)):
+        if amount % factor == 0:
+            return f"{amount // factor}{suffix}"
+    return str(amount)

@@ -1,0 +1,169 @@
+"""What a team is promised is what its namespace enforces: the chart's quota defaults are all set or removed,
+the summary shows the merge, and the control plane, the DNS and the team's pods fit in it."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+
+import pytest
+import yaml
+
+from components.tenant_quota import REMOVED_LIMIT_KEYS, REMOVED_QUOTA_KEYS, resource_quota_hard
+from config import versions
+from ops.sites import platform_of
+from tests.conftest import COMMITTED_STACKS, MIRRORED_TAGS, dev_config, git, mirror_chart, run
+from tests.test_program import GENERATED_SITES, generated_sites, site_config  # noqa: F401 (fixture)
+from tools.charts.cache import CACHE_ENV, cache_chart, chart_cache_dir, find_cached
+from tools.charts.render import release_chart_key, render_release
+from tools.charts.values import ChartValues
+from tools.deployability import quota
+from tools.deployability.check import Finding, tenant_pods
+from tools.deployability.inputs import K8sObject, Release, program_objects
+from tools.plan.document import build_plan
+from tools.plan.summary import render_summary
+
+VCLUSTER = "loft-sh/vcluster"
+
+
+def finding(severity, obj, message, fix):
+    return Finding(severity, "tenant-quota", obj, message, fix)
+
+
+def dev_config_platform():
+    return platform_of(dev_config(), stack="dev")
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[VCLUSTER])
+def test_every_quota_and_limit_default_of_the_chart_is_set_or_removed(tag):
+    policies = yaml.safe_load(git(VCLUSTER, "show", f"{tag}:chart/values.yaml"))["policies"]
+    settings = dev_config_platform().teams[0].vcluster
+    assert set(policies["resourceQuota"]["quota"]) <= set(resource_quota_hard(settings))
+    for block in ("default", "defaultRequest"):
+        assert set(policies["limitRange"][block]) <= {"cpu", "memory", *REMOVED_LIMIT_KEYS}
+    assert set(REMOVED_QUOTA_KEYS) <= set(policies["resourceQuota"]["quota"]), "nothing removed needlessly"
+
+
+@pytest.fixture(scope="module")
+def mirrored_cache(tmp_path_factory):
+    """A chart cache holding vCluster 0.36.1 from the mirror, and a copy whose quota defaults gained a key."""
+    root = tmp_path_factory.mktemp("vcluster-charts")
+    chart = mirror_chart(VCLUSTER, "v0.36.1", "chart", root / "src")
+    cache_chart(chart, "vcluster", versions.VCLUSTER_REPO, "0.36.1", cache_dir=root / "cache", stamp_version=True)
+    grown = root / "grown" / "chart"
+    shutil.copytree(chart, grown)
+    values = yaml.safe_load((grown / "values.yaml").read_text())
+    values["policies"]["resourceQuota"]["quota"]["count/jobs.batch"] = 7
+    (grown / "values.yaml").write_text(yaml.safe_dump(values))
+    cache_chart(grown, "vcluster", versions.VCLUSTER_REPO, "0.36.1", cache_dir=root / "grown-cache", stamp_version=True)
+    return root
+
+
+def _guardrails(summary: str) -> str:
+    return summary.split("### Guardrails per tenant", 1)[1].split("## Jobs", 1)[0]
+
+
+def test_the_summary_shows_the_quota_merged_with_the_charts_defaults(mirrored_cache, dev_run):
+    plan = build_plan(dev_run, "dev")
+    with ChartValues(mirrored_cache / "cache") as charts:
+        exact = _guardrails(render_summary(plan, charts))
+    with ChartValues(mirrored_cache / "grown-cache") as charts:
+        grown = _guardrails(render_summary(plan, charts))
+    unread = _guardrails(render_summary(plan))
+    assert "requests.cpu=16250m" in exact and "count/pods=102" in exact and "ephemeral" not in exact
+    assert "from the chart cache" in exact and "were not read" not in exact
+    # A default the program does not name reaches the namespace, and the summary says so.
+    assert "count/jobs.batch=7" in grown and "count/jobs.batch" not in exact
+    assert "were not read (no chart cache consulted)" in unread and "count/jobs.batch" not in unread
+    with ChartValues(mirrored_cache / "absent") as charts:
+        assert "is not in the chart cache" in _guardrails(render_summary(plan, charts))
+
+
+def _tenant_objects(plan, cache) -> tuple[list[K8sObject], dict]:
+    objects = program_objects(plan["resources"])
+    for resource in plan["resources"]:
+        inputs = resource.get("inputs") or {}
+        if resource["type"] != "kubernetes:helm.sh/v3:Release" or inputs.get("chart") != "vcluster":
+            continue
+        found, _ = find_cached(release_chart_key(inputs), cache)
+        if found is None:
+            pytest.skip(f"the chart cache {cache} (${CACHE_ENV}) lacks vcluster {inputs['version']}: "
+                        f"`python -m tools.charts add DIR --version {inputs['version']}` with the chart directory of "
+                        "loft-sh/vcluster at its tag")
+        release = Release(inputs["name"], inputs["namespace"], "vcluster", inputs["version"], inputs["values"])
+        for text in render_release(found, release.name, release.namespace, inputs["values"]).values():
+            for document in yaml.safe_load_all(text):
+                if isinstance(document, dict) and document.get("kind"):
+                    document.setdefault("metadata", {}).setdefault("namespace", release.namespace)
+                    objects.append(K8sObject(document, "chart", release))
+    return objects + tenant_pods(objects), quota.tenant_allowances(plan)
+
+
+@pytest.mark.parametrize("stack", COMMITTED_STACKS + sorted(GENERATED_SITES))
+def test_the_control_plane_the_dns_and_the_teams_pods_fit_in_every_sites_quota(stack, generated_sites):
+    plan = build_plan(run(site_config(stack), stack=stack), stack)
+    objects, allowances = _tenant_objects(plan, chart_cache_dir())
+    quotas = [o for o in objects if o.kind == "ResourceQuota"]
+    assert {q.namespace for q in quotas} == set(allowances), "every tenant namespace gets its quota"
+    assert not quota.check_tenant_quotas(objects, allowances, finding)
+    for resource_quota in quotas:
+        hard = resource_quota.manifest["spec"]["hard"]
+        assert int(hard["count/pods"]) == allowances[resource_quota.namespace]["pods"] + 2
+        assert not {"limits.cpu", "requests.ephemeral-storage", "count/secrets"} & set(hard)
+
+
+# --- the rule finds what it should -----------------------------------------------------------------
+
+
+def _namespace(hard: dict, limits: dict, queue_cpu: int = 16050) -> list[K8sObject]:
+    namespace = "vcluster-t"
+    control_plane = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "t", "namespace": namespace},
+                     "spec": {"replicas": 1, "template": {"metadata": {}, "spec": {"containers": [
+                         {"name": "syncer", "resources": {"requests": {"cpu": "200m", "memory": "256Mi"}}}]}},
+                              "volumeClaimTemplates": [{"spec": {"resources": {"requests": {"storage": "5Gi"}}}}]}}
+    dns = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "dns", "namespace": namespace,
+                                                            "labels": {"kai.scheduler/queue": "t"}},
+           "spec": {"schedulerName": "kai-scheduler", "containers": [
+               {"name": "coredns", "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}}}]}}
+    services = [{"apiVersion": "v1", "kind": "Service", "metadata": {"name": n, "namespace": namespace}}
+                for n in ("t", "t-headless")]
+    queue = {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": "t"},
+             "spec": {"resources": {"cpu": {"quota": queue_cpu}, "memory": {"quota": -1}}}}
+    return [K8sObject(m, "test") for m in (control_plane, dns, *services, queue,
+            {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q", "namespace": namespace},
+             "spec": {"hard": hard}},
+            {"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "l", "namespace": namespace},
+             "spec": {"limits": [{"type": "Container", **limits}]}})]
+
+
+DEFAULTS = {"default": {"cpu": "1", "memory": "1Gi"}, "defaultRequest": {"cpu": "100m", "memory": "128Mi"}}
+ALLOWANCE = {"vcluster-t": {"pods": 100, "services": 20, "persistentVolumeClaims": 20, "storage": "100Gi"}}
+FITTING = {"requests.cpu": "16250m", "requests.memory": "65856Mi", "count/pods": "102", "count/services": "23",
+           "count/persistentvolumeclaims": "21", "requests.storage": "105Gi"}
+
+
+def test_a_quota_that_fits_passes():
+    assert quota.check_tenant_quotas(_namespace(FITTING, DEFAULTS), ALLOWANCE, finding) == []
+
+
+@pytest.mark.parametrize("key, value", [("count/pods", "100"), ("requests.cpu", "10"), ("count/services", "20"),
+                                        ("requests.storage", "100Gi")])
+def test_the_charts_old_sizing_is_caught(key, value):
+    found = quota.check_tenant_quotas(_namespace({**FITTING, key: value}, DEFAULTS), ALLOWANCE, finding)
+    [error] = [f for f in found if f.severity == "error"]
+    assert key in error.message
+
+
+def test_limits_tracked_by_the_quota_count_default_limits_or_refuse_the_pod():
+    # The chart's old shape: limits.cpu equal to requests.cpu, every container limited to 1 CPU by default.
+    found = quota.check_tenant_quotas(_namespace({**FITTING, "limits.cpu": "16"}, DEFAULTS), ALLOWANCE, finding)
+    assert [f.severity for f in found] == ["error"] and "limits.cpu 16 < 102" in found[0].message
+    no_default = copy.deepcopy(DEFAULTS)
+    del no_default["default"]["cpu"], no_default["defaultRequest"]["cpu"]
+    found = quota.check_tenant_quotas(_namespace({**FITTING, "limits.cpu": "160"}, no_default), ALLOWANCE, finding)
+    assert any("refuses them" in f.message for f in found)
+
+
+def test_a_queue_that_disagrees_with_the_quota_is_reported():
+    [found] = quota.check_tenant_quotas(_namespace(FITTING, DEFAULTS, queue_cpu=16000), ALLOWANCE, finding)
+    assert found.severity == "warning" and "cpu quota 16000, namespace leaves 16050" in found.message

@@ -1,0 +1,167 @@
+"""Rule ``tenant-quota``: what a team was promised fits in what its namespace enforces.
+
+Each tenant namespace's ResourceQuota (as the chart renders it) must hold, at once, the vCluster control
+plane (its StatefulSet's pods and volume claims), the tenant's DNS pods, the Services both bring, and the
+team's stated allowance: its pod count as default-sized pods (one container with nothing set, which the
+namespace's LimitRange fills in), its Services, claims and storage. A pod missing a resource the quota
+tracks is refused by the API server, so that is reported too. The team's KAI queue, when it was derived
+from the quota, must hold exactly what the namespace leaves to KAI-scheduled pods (everything but the
+control plane). Amounts follow the API server's quota admission and LimitRanger defaulting.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+import yaml
+
+from config.key_types import quantity_value
+from config.vocabulary import TENANT_COMPONENT
+from tools.deployability.inputs import YAML_LOADER, K8sObject, pod_templates
+
+COMPUTE = ("cpu", "memory", "ephemeral-storage")
+QUEUE_KIND = "Queue"
+QUEUE_LABEL = "kai.scheduler/queue"
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) else quantity_value(str(value))
+
+
+def container_defaults(limit_ranges: Iterable[Mapping[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(default limits, default requests) of the namespace's Container LimitRange items; an item's
+    ``defaultRequest`` falls back to its ``default``, as the API server defaults it."""
+    limits: dict[str, Any] = {}
+    requests: dict[str, Any] = {}
+    for limit_range in limit_ranges:
+        for item in (limit_range.get("spec") or {}).get("limits") or []:
+            if item.get("type") != "Container":
+                continue
+            limits.update(item.get("default") or {})
+            requests.update({**(item.get("default") or {}), **(item.get("defaultRequest") or {})})
+    return limits, requests
+
+
+def pod_usage(spec: Mapping[str, Any], defaults: tuple[dict[str, Any], dict[str, Any]]) -> tuple[Counter, set[str]]:
+    """What one pod counts against a quota (``requests.cpu``, ``limits.memory``, ``count/pods``...), and
+    the ``limits.*`` keys it leaves unset (a quota tracking one of them refuses the pod)."""
+    default_limits, default_requests = defaults
+
+    def filled(container: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, float]]:
+        resources = container.get("resources") or {}
+        limits = dict(resources.get("limits") or {})
+        requests = {**limits, **(resources.get("requests") or {})}  # API defaulting: request = limit
+        for resource, amount in default_limits.items():
+            limits.setdefault(resource, amount)
+        for resource, amount in default_requests.items():
+            requests.setdefault(resource, amount)
+        return ({r: _number(v) for r, v in requests.items() if r in COMPUTE},
+                {r: _number(v) for r, v in limits.items() if r in COMPUTE})
+
+    containers = [filled(c) for c in spec.get("containers") or []]
+    inits = [filled(c) for c in spec.get("initContainers") or []]
+    usage: Counter = Counter({"count/pods": 1, "pods": 1})
+    unset: set[str] = set()
+    for index, kind in ((0, "requests"), (1, "limits")):
+        for resource in COMPUTE:
+            total = sum(amounts[index].get(resource, 0.0) for amounts in containers)
+            usage[f"{kind}.{resource}"] = max([total] + [amounts[index].get(resource, 0.0) for amounts in inits])
+            if kind == "limits" and any(resource not in amounts[1] for amounts in containers + inits):
+                unset.add(f"limits.{resource}")
+    usage["cpu"], usage["memory"] = usage["requests.cpu"], usage["requests.memory"]
+    return usage, unset
+
+
+def _workloads(objects: Sequence[K8sObject], namespace: str) -> Iterable[tuple[K8sObject, dict[str, Any], int]]:
+    """Pod specs that run for good in the namespace, with their replica counts (Jobs end, so they are left out)."""
+    for obj, _, spec in pod_templates(o for o in objects if o.namespace == namespace):
+        if obj.kind in ("Job", "CronJob"):
+            continue
+        replicas = (obj.manifest.get("spec") or {}).get("replicas", 1) if obj.kind != "Pod" else 1
+        yield obj, spec, int(replicas if replicas is not None else 1)
+
+
+def _claims(obj: K8sObject, replicas: int) -> Counter:
+    usage: Counter = Counter()
+    for template in (obj.manifest.get("spec") or {}).get("volumeClaimTemplates") or []:
+        storage = ((template.get("spec") or {}).get("resources") or {}).get("requests", {}).get("storage", 0)
+        usage["count/persistentvolumeclaims"] += replicas
+        usage["requests.storage"] += _number(storage) * replicas
+    return usage
+
+
+def _dns_services(obj: K8sObject) -> int:
+    manifests = ((obj.release.values if obj.release else {}).get("controlPlane") or {}).get("coredns", {}) \
+        .get("overwriteManifests") if obj.release else None
+    if not manifests:
+        return 1  # vCluster's own CoreDNS brings its kube-dns Service
+    return sum(1 for d in yaml.load_all(manifests, Loader=YAML_LOADER) if isinstance(d, dict) and d.get("kind") == "Service")
+
+
+def tenant_allowances(plan: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """Host namespace -> the team's stated allowance, from each TenantCluster's registered outputs."""
+    return {outputs["namespace"]: outputs["workloadQuota"] for outputs in
+            ((r.get("outputs") or {}) for r in plan["resources"] if r["type"] == TENANT_COMPONENT)
+            if outputs.get("namespace") and isinstance(outputs.get("workloadQuota"), dict)}
+
+
+def check_tenant_quotas(objects: Sequence[K8sObject], allowances: Mapping[str, Mapping[str, Any]],
+                        finding: Any) -> list:
+    """``allowances``: host namespace -> the team's stated ``pods``, ``services``, ``persistentVolumeClaims``,
+    ``storage`` (the TenantCluster component's ``workloadQuota`` output). ``finding(severity, object, message,
+    fix)`` builds the report's findings."""
+    results = []
+    for quota in (o for o in objects if o.kind == "ResourceQuota" and o.namespace in allowances):
+        namespace = quota.namespace
+        hard = {key: _number(value) for key, value in ((quota.manifest.get("spec") or {}).get("hard") or {}).items()}
+        defaults = container_defaults(o.manifest for o in objects if o.kind == "LimitRange" and o.namespace == namespace)
+        allowance = allowances[namespace]
+        platform: Counter = Counter()
+        kai_scheduled: Counter = Counter()
+        queue: Optional[str] = None
+        for obj, spec, replicas in _workloads(objects, namespace):
+            usage, unset = pod_usage(spec, defaults)
+            refused = sorted(key for key in unset if key in hard)
+            if refused:
+                results.append(finding("error", obj.describe(), f"its pods set no {', '.join(refused)}, which the "
+                                       f"ResourceQuota {quota.name} tracks: the API server refuses them",
+                                       "give the namespace a LimitRange default for it, or drop it from the quota"))
+            scaled = Counter({key: amount * replicas for key, amount in usage.items()})
+            platform += scaled + _claims(obj, replicas)
+            if spec.get("schedulerName") == "kai-scheduler":
+                kai_scheduled += scaled
+                queue = queue or (obj.manifest.get("metadata") or {}).get("labels", {}).get(QUEUE_LABEL)
+            if obj.kind == "Pod" and obj.release is not None:
+                platform["count/services"] += _dns_services(obj)
+        platform["count/services"] += sum(1 for o in objects if o.kind == "Service" and o.namespace == namespace)
+        default_pod, _ = pod_usage({"containers": [{"name": "app"}]}, defaults)
+        team: Counter = Counter({key: amount * allowance.get("pods", 0) for key, amount in default_pod.items()})
+        team["count/services"] += allowance.get("services", 0)
+        team["count/persistentvolumeclaims"] += allowance.get("persistentVolumeClaims", 0)
+        team["requests.storage"] += _number(allowance.get("storage", 0))
+        short = [f"{key} {hard[key]:g} < {platform[key] + team[key]:g}" for key in sorted(hard)
+                 if key in platform or key in team if platform[key] + team[key] > hard[key] * (1 + 1e-9)]
+        if short:
+            results.append(finding("error", quota.describe(), f"the control plane, the DNS and the team's "
+                                   f"{allowance.get('pods', 0)} default-sized pods do not fit: {'; '.join(short)}",
+                                   "raise the quota by what the control plane and the DNS take, or lower the "
+                                   "LimitRange defaults"))
+        results += _queue_agreement(objects, queue, hard, platform - kai_scheduled, quota, finding)
+    return results
+
+
+def _queue_agreement(objects: Sequence[K8sObject], queue: Optional[str], hard: Mapping[str, float],
+                     outside_kai: Counter, quota: K8sObject, finding: Any) -> list:
+    """The queue derived from the quota holds what the namespace leaves to KAI-scheduled pods."""
+    found = next((o for o in objects if o.kind == QUEUE_KIND and o.name == queue), None)
+    if found is None:
+        return []
+    resources = (found.manifest.get("spec") or {}).get("resources") or {}
+    expected = {"cpu": round((hard.get("requests.cpu", 0) - outside_kai["requests.cpu"]) * 1000),
+                "memory": int((hard.get("requests.memory", 0) - outside_kai["requests.memory"]) / 1_000_000)}
+    wrong = [f"{name} quota {resources[name]['quota']:g}, namespace leaves {expected[name]}" for name in expected
+             if f"requests.{name}" in hard and (resources.get(name) or {}).get("quota", -1) not in (-1, expected[name])]
+    return [finding("warning", found.describe(), f"the queue and the ResourceQuota {quota.name} disagree: "
+                    f"{'; '.join(wrong)}", "leave the team's cpu and memory to be derived from its resourceQuota")] \
+        if wrong else []
