@@ -29,14 +29,15 @@ from __future__ import annotations
 
 import re
 
+from config.observability import (
+    KAI_FRACTION_ANNOTATION as FRACTION_ANNOTATION, KAI_GPU_GROUP_LABEL as GPU_GROUP_LABEL,
+    KAI_MEMORY_ANNOTATION as MEMORY_ANNOTATION, KSM_ANNOTATIONS_ALLOWLIST, KSM_FLAGS, KSM_LABELS_ALLOWLIST,
+)
+
 # KAI v0.16.4 / v0.17.0: pkg/common/constants (DefaultResourceReservationName, GPUGroup, GpuFraction, GpuMemory),
 # pkg/binder/binding/resourcereservation (the reservation pod's namespace and labels).
 RESERVATION_NAMESPACE = "kai-resource-reservation"
 RESERVATION_APP_LABEL = ("app", "kai-resource-reservation")
-GPU_GROUP_LABEL = "runai-gpu-group"
-MULTI_GPU_GROUP_LABEL_PREFIX = f"{GPU_GROUP_LABEL}/"
-FRACTION_ANNOTATION = "gpu-fraction"
-MEMORY_ANNOTATION = "gpu-memory"
 
 FRACTION_DIGITS = 4
 MEMORY_DIGITS = 7
@@ -59,11 +60,8 @@ KSM_GROUP = ksm_label_name("label", GPU_GROUP_LABEL)
 KSM_FRACTION = ksm_label_name("annotation", FRACTION_ANNOTATION)
 KSM_MEMORY = ksm_label_name("annotation", MEMORY_ANNOTATION)
 
-# kube-state-metrics' allowlist flags, as the kube-state-metrics chart's values (each list item joined by ",").
-LABELS_ALLOWLIST = f"pods=[{GPU_GROUP_LABEL}]"
-ANNOTATIONS_ALLOWLIST = f"pods=[{FRACTION_ANNOTATION},{MEMORY_ANNOTATION}]"
-KSM_VALUES = {"metricLabelsAllowlist": [LABELS_ALLOWLIST], "metricAnnotationsAllowList": [ANNOTATIONS_ALLOWLIST]}
-KSM_FLAGS = (f"--metric-labels-allowlist={LABELS_ALLOWLIST}", f"--metric-annotations-allowlist={ANNOTATIONS_ALLOWLIST}")
+# kube-state-metrics' allowlist flags (KSM_FLAGS) as the kube-state-metrics chart's values (list items joined by ",").
+KSM_VALUES = {"metricLabelsAllowlist": [KSM_LABELS_ALLOWLIST], "metricAnnotationsAllowList": [KSM_ANNOTATIONS_ALLOWLIST]}
 
 
 # A decimal digit is the sum of its binary bits: the digits of each class have that bit set.
