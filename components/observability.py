@@ -21,7 +21,7 @@ from typing import Optional, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import observability_dashboards, observability_rules
+from components import observability_dashboards, observability_rules, observability_shares
 from config import versions
 from config.model import Platform
 from config.observability import INSTALL_RELEASE
@@ -62,6 +62,9 @@ def stack_values(platform: Platform) -> dict:
             "retention": "90d",
             "storageSpec": {"volumeClaimTemplate": {"spec": storage}},
         }},
+        # kube_pod_labels / kube_pod_annotations with KAI's GPU group and the fraction annotations: how the rules
+        # charge a shared GPU to the pods sharing it.
+        "kube-state-metrics": observability_shares.KSM_VALUES,
         "grafana": {
             "enabled": settings.grafana,
             "sidecar": {"dashboards": {

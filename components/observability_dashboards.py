@@ -15,6 +15,7 @@ from grafana_foundation_sdk.models.dashboard import DataSourceRef, DataTransform
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
 from components import observability_rules as rules
+from components import observability_shares as shares
 from components.admission import policy_name
 from config.model import Platform, Team
 
@@ -111,6 +112,13 @@ def team_dashboard(team: Team) -> dict:
                  f"max by (pod, UUID) (DCGM_FI_DEV_GPU_UTIL{{{pods}}})", "{{pod}} {{UUID}}")], "percent"))
              .with_panel(_series("GPU memory used per pod", [_query(
                  f"max by (pod, UUID) (DCGM_FI_DEV_FB_USED{{{pods}}})", "{{pod}} {{UUID}}")], "decmbytes"))
+             .with_panel(_series("Shared GPUs: share held and busy time charged per pod", [
+                 _query(f"{shares.SHARE}{{{pods}}}", "{{pod}} share of {{UUID}}", ref="A"),
+                 _query(f"{shares.CHARGED}{{{pods}}}", "{{pod}} charged", ref="B")], "short", width=24)
+                 .description("Pods holding a KAI fraction of a GPU: their share (gpu-fraction, or gpu-memory over "
+                              "the GPU's memory) and the GPUs charged to them, the share times the GPU's busy ratio. "
+                              "Busy time of a shared GPU is not split by who ran: every pod on it is charged its "
+                              "share of it."))
              .with_panel(_series("Pending pods", [_query(rules.PENDING + only, "pending")], "short"))
              .with_panel(_series("Pods refused by the admission policy, per hour", [_query(denials, "refused")],
                                  "short")))

@@ -5,14 +5,20 @@ One key runs through every number: team = vCluster = host namespace = leaf queue
 policy (label ``policy``). A constant series per team, ``gpu_tenancy_team_info``, written from stack config,
 joins the three, so no relabelling or namespace-label export is needed on the Prometheus side.
 
+Measured use ("used", "utilisation") covers whole GPUs, attributed to the namespace DCGM names, and GPUs
+shared under KAI fractions, attributed through KAI's GPU groups (components/observability_shares.py). The
+usage report (ops/usage.py) runs these same expressions.
+
 Metric names and labels were read from KAI v0.16.4/v0.17.0 (pkg/queuecontroller/metrics,
 pkg/scheduler/metrics, namespace ``kai``), dcgm-exporter (etc/dcp-metrics-included.csv, Kubernetes pod
-mapping), kube-state-metrics (kube_pod_status_phase) and the Kubernetes API server
-(apiserver_validating_admission_policy_check_total); tests/test_observability_contract.py checks them.
+mapping), kube-state-metrics (kube_pod_status_phase, kube_pod_labels, kube_pod_annotations) and the Kubernetes
+API server (apiserver_validating_admission_policy_check_total); tests/test_observability_contract.py and
+tests/test_observability_shares.py check them.
 """
 
 from __future__ import annotations
 
+from components import observability_shares as shares
 from components.admission import policy_name
 from config.model import Platform, UNLIMITED
 
@@ -25,6 +31,8 @@ QUOTA = "team:kai_queue_deserved_gpus:max"
 ALLOCATED = "team:kai_queue_allocated_gpus:max"
 UTILISATION = "team:gpu_tenancy_gpu_utilisation:ratio"
 USED = "team:gpu_tenancy_used_gpus:sum"
+# GPUs held as DCGM sees them: whole GPUs mapped to the team's pods plus its pods' shares of shared GPUs.
+HELD = "team:gpu_tenancy_held_gpus:sum"
 ALLOCATED_HOURS = "team:gpu_tenancy_allocated_gpu_hours:1h"
 USED_HOURS = "team:gpu_tenancy_used_gpu_hours:1h"
 HEADROOM = "team:gpu_tenancy_gpu_headroom:sum"
@@ -35,6 +43,7 @@ PRESENT = "site:gpu_tenancy_gpus_present:count"
 SITE_ALLOCATED = "site:gpu_tenancy_gpus_allocated:sum"
 
 # DCGM maps a GPU to the pod holding it; several series of one GPU (scraped twice, or per container) count once.
+# A shared GPU sits in KAI's reservation namespace, which is no team's: only the share rules charge it.
 _GPU_UTIL_BY_NAMESPACE = "max by (namespace, UUID) (DCGM_FI_DEV_GPU_UTIL) / 100"
 
 
@@ -59,14 +68,31 @@ def info_rules(platform: Platform) -> list[dict]:
     return rules
 
 
+def _to_team(expr: str) -> str:
+    return f"({expr}) * on (namespace) group_left (team) {TEAM_INFO}"
+
+
+def used_gpus() -> str:
+    """Per team: busy ratio of each whole GPU it holds plus the busy time charged to its pods' shares."""
+    return f"sum by (team) (({_to_team(_GPU_UTIL_BY_NAMESPACE)}) or ({_to_team(shares.charged())}))"
+
+
+def held_gpus() -> str:
+    """Per team: whole GPUs DCGM maps to its pods plus its pods' shares of the shared GPUs DCGM sees."""
+    return f"sum by (team) (({_to_team(f'{_GPU_UTIL_BY_NAMESPACE} * 0 + 1')}) or ({_to_team(shares.share())}))"
+
+
 def recording_rules() -> list[dict]:
-    team_gpus = f"{_GPU_UTIL_BY_NAMESPACE} * on (namespace) group_left (team) {TEAM_INFO}"
     return [
         {"record": QUOTA, "expr": _per_team("kai_queue_deserved_gpus")},
         # KAI counts a 0.33 fraction as 0.33 of a GPU in the queue's allocated resources.
         {"record": ALLOCATED, "expr": _per_team("kai_queue_allocated_gpus")},
-        {"record": UTILISATION, "expr": f"avg by (team) ({team_gpus})"},
-        {"record": USED, "expr": f"sum by (team) ({team_gpus})"},
+        {"record": shares.SHARE, "expr": shares.share()},
+        {"record": shares.CHARGED, "expr": shares.charged()},
+        {"record": USED, "expr": used_gpus()},
+        {"record": HELD, "expr": held_gpus()},
+        # Busy ratio of what the team holds; with whole GPUs only, the mean busy ratio of its GPUs.
+        {"record": UTILISATION, "expr": f"{USED} / {HELD}"},
         # The mean over the last hour of a GPU count is the GPU-hours of that hour.
         {"record": ALLOCATED_HOURS, "expr": f"avg_over_time({ALLOCATED}[1h])"},
         {"record": USED_HOURS, "expr": f"avg_over_time({USED}[1h])"},
@@ -107,7 +133,8 @@ def alert_rules(platform: Platform) -> list[dict]:
             f"({UTILISATION} < {idle_ratio:g}) and on (team) ({ALLOCATED} > 0)",
             f"{thresholds.idle_minutes}m", "info",
             "Team {{ $labels.team }} holds GPUs it barely uses",
-            "The GPUs mapped to {{ $labels.team }}'s pods were busy {{ $value | humanizePercentage }} of the time "
+            "The GPUs and GPU shares held by {{ $labels.team }}'s pods were busy {{ $value | humanizePercentage }} "
+            "of the time "
             f"over the last {thresholds.idle_minutes} minutes (threshold {thresholds.idle_utilisation_percent:g}%).",
             "A reclaim candidate: ask the team to scale down idle notebooks or servers, or lower its quota so the "
             "GPUs become surplus other teams can borrow."),

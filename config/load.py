@@ -117,7 +117,8 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     warnings = [f"{PROJECT}:{name} is not set: a placeholder stands in for it in this offline run. Set it "
                 f"before pulumi up: {secret_command(name, stack)}" for name in secrets.missing]
     return Platform(**{**platform.__dict__, "warnings": tuple(warnings + _warnings(platform)),
-                       "notes": tuple(_notes(platform))})
+                       "notes": tuple(_notes(platform) + observability_config.external_notes(
+                           platform.observability, platform.kai_scheduler.gpu_sharing))})
 
 
 # --- cross-field rules ------------------------------------------------------------------------

@@ -23,6 +23,15 @@ LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 # The Helm release name of an installed kube-prometheus-stack: its Prometheus selects monitors and rules by
 # the label release=<this name>.
 INSTALL_RELEASE = "kube-prometheus-stack"
+# What charging a shared GPU to the pods sharing it reads (components/observability_shares.py): KAI's GPU group
+# label and fraction annotations on pods, exported by kube-state-metrics only for allowlisted keys.
+KAI_GPU_GROUP_LABEL = "runai-gpu-group"
+KAI_FRACTION_ANNOTATION = "gpu-fraction"
+KAI_MEMORY_ANNOTATION = "gpu-memory"
+KSM_LABELS_ALLOWLIST = f"pods=[{KAI_GPU_GROUP_LABEL}]"
+KSM_ANNOTATIONS_ALLOWLIST = f"pods=[{KAI_FRACTION_ANNOTATION},{KAI_MEMORY_ANNOTATION}]"
+KSM_FLAGS = (f"--metric-labels-allowlist={KSM_LABELS_ALLOWLIST}",
+             f"--metric-annotations-allowlist={KSM_ANNOTATIONS_ALLOWLIST}")
 
 
 @dataclass(frozen=True)
@@ -226,3 +235,13 @@ def check_namespace(reader: Reader, settings: Observability, taken: dict[str, st
     if settings.prometheus == "install" or owner.startswith("team "):
         reader.fail("observability.namespace", settings.namespace, f"is the namespace of {owner}",
                     "give the monitoring stack a namespace of its own, e.g. monitoring")
+
+
+def external_notes(settings: Observability, gpu_sharing: bool) -> list[str]:
+    """What a site's own Prometheus must collect for the program's rules to charge shared GPUs."""
+    if settings.prometheus != "external" or not gpu_sharing:
+        return []
+    return [f"observability.prometheus is external: for the used GPU-hours of teams on KAI fractions, the site's "
+            f"kube-state-metrics must run with {' '.join(KSM_FLAGS)} (merge with any allowlist it has; kube-state-"
+            "metrics chart values metricLabelsAllowlist / metricAnnotationsAllowList) and be scraped with "
+            "honorLabels: true. Without them shared GPUs are charged to no team (docs/observability.md)."]

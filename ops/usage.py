@@ -7,7 +7,8 @@ Per team (team = vCluster = host namespace = KAI leaf queue) over [from, to):
 - quota_gpu_hours: the GPU guarantee kept for the team (KAI's deserved GPUs), integrated over time;
 - allocated_gpu_hours: GPUs KAI allocated to the team's pods, fractions as fractions;
 - borrowed_gpu_hours: the part of the allocation above the quota (surplus lent by other teams);
-- used_gpu_hours: measured busy time of the GPUs mapped to the team's pods (DCGM utilisation);
+- used_gpu_hours: measured busy time (DCGM utilisation) of the whole GPUs mapped to the team's pods, plus,
+  for GPUs shared under KAI fractions, each of its pods' share of that GPU's busy time (docs/observability.md);
 - utilisation: used / allocated.
 
 Each figure is the sum of one sample per ``--step`` (left end of each step, so [from, to) is counted once

@@ -106,6 +106,15 @@ def test_external_mode_labels_for_the_site_prometheus_and_installs_nothing():
     assert len(found) == 3 and all(m["metadata"]["labels"]["release"] == "prom-stack" for m in found.values())
     assert program.of_type(RULE)[0].inputs["metadata"]["labels"]["release"] == "prom-stack"
     assert not program.of_type(SHARD_PATCH), "time-aware fairness stays off unless asked for"
+    # The site's own kube-state-metrics must export KAI's GPU groups and fractions: the run says how.
+    assert [note for note in program.notes if "--metric-labels-allowlist=pods=[runai-gpu-group]" in note]
+
+
+def test_installed_kube_state_metrics_exports_gpu_groups_and_fractions(installed):
+    release = next(r for r in installed.of_type(RELEASE) if r.inputs["name"] == "kube-prometheus-stack")
+    assert release.inputs["values"]["kube-state-metrics"] == {
+        "metricLabelsAllowlist": ["pods=[runai-gpu-group]"],
+        "metricAnnotationsAllowList": ["pods=[gpu-fraction,gpu-memory]"]}
 
 
 def test_time_aware_fairness_points_kai_default_shard_at_prometheus():

@@ -127,3 +127,15 @@ def test_external_objects_may_share_the_operator_namespace_but_not_a_tenant_one(
     assert load_platform(site_config(**external, namespace="gpu-operator-resources")).observability.namespace == \
         "gpu-operator-resources"
     assert "observability.namespace" in issues(site_config(**external, namespace="vcluster-alpha"))
+
+
+def test_external_prometheus_is_told_the_kube_state_metrics_flags_shared_gpus_need():
+    external = {"prometheus": "external", "external": {"releaseLabel": "prom"}}
+    (note,) = [note for note in load_platform(site_config(**external)).notes if "kube-state-metrics" in note]
+    assert "--metric-labels-allowlist=pods=[runai-gpu-group]" in note
+    assert "--metric-annotations-allowlist=pods=[gpu-fraction,gpu-memory]" in note and "honorLabels" in note
+    assert not [note for note in load_platform(site_config()).notes if "kube-state-metrics" in note], \
+        "an installed stack sets the flags itself"
+    raw = site_config(**external)
+    raw["kaiScheduler"] = {**raw.get("kaiScheduler", {}), "gpuSharing": False}
+    assert not [note for note in load_platform(raw).notes if "kube-state-metrics" in note], "no fractions, no note"

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from components import observability_rules as rules
+from components import observability_shares as shares
 from config import load_platform
 
 PROMTOOL = shutil.which("promtool")
@@ -145,6 +146,67 @@ def story_tests() -> list[dict]:
                                  for name, at, expected in alerts]}]
 
 
+def _pod(namespace: str, pod: str, *, group: str, phase: str = "Running", **annotations: str) -> list[dict]:
+    """kube-state-metrics' series of a pod KAI bound to a GPU group (labels as v2.20.0 names them)."""
+    flat = "+0x150"
+    ids = f'namespace="{namespace}",pod="{pod}",uid="uid-{pod}"'
+    exported = "".join(f',{shares.ksm_label_name("annotation", key.replace("_", "-"))}="{value}"'
+                       for key, value in annotations.items())
+    return [{"series": f'kube_pod_labels{{{ids},{shares.KSM_GROUP}="{group}"}}', "values": f"1{flat}"},
+            {"series": f"kube_pod_annotations{{{ids}{exported}}}", "values": f"1{flat}"},
+            {"series": f'kube_pod_status_phase{{namespace="{namespace}",pod="{pod}",phase="{phase}"}}',
+             "values": f"1{flat}"}]
+
+
+def _shared_gpu(uuid: str, group: str, busy: float) -> list[dict]:
+    """A GPU KAI shares: DCGM maps it to the group's reservation pod (16384 MiB of framebuffer)."""
+    pod = f"gpu-reservation-node-{uuid}"
+    series = [_gpu(f"DCGM_FI_DEV_{field}", uuid, shares.RESERVATION_NAMESPACE, f"{value}+0x150", pod=pod)
+              for field, value in (("GPU_UTIL", busy), ("FB_USED", 1000), ("FB_FREE", 15000), ("FB_RESERVED", 384))]
+    return series + _pod(shares.RESERVATION_NAMESPACE, pod, group=group)
+
+
+def fraction_story_tests() -> list[dict]:
+    """Shared GPUs: s (50% busy) holds alpha's 0.5 and beta's 4096 MiB (0.25); o (100% busy) is promised twice
+    over, two pods of alpha at 0.5 and two of beta at 8192 MiB, so each is charged half its share; i (2% busy)
+    holds gamma's .5 alone. Alpha also holds whole GPU w, always busy. A finished pod of beta still carries
+    its group and is not charged. Gamma, fractional and idle, is the reclaim candidate."""
+    flat = "+0x150"
+    series = [
+        *[_queue("kai_queue_allocated_gpus", queue, f"{value}{flat}")
+          for queue, value in (("alpha", 2.5), ("beta", 1.25), ("gamma", 0.5))],
+        _gpu("DCGM_FI_DEV_GPU_UTIL", "GPU-w", "vcluster-alpha", f"100{flat}"),
+        *_shared_gpu("GPU-s", "grp-s", 50), *_shared_gpu("GPU-o", "grp-o", 100), *_shared_gpu("GPU-i", "grp-i", 2),
+        *_pod("vcluster-alpha", "nb-alpha", group="grp-s", gpu_fraction="0.5"),
+        *_pod("vcluster-beta", "tr-beta", group="grp-s", gpu_memory="4096"),
+        *_pod("vcluster-beta", "old-beta", group="grp-s", phase="Succeeded", gpu_fraction="0.5"),
+        *[pod for name in ("a-1", "a-2") for pod in _pod("vcluster-alpha", name, group="grp-o", gpu_fraction="0.5")],
+        *[pod for name in ("b-1", "b-2") for pod in _pod("vcluster-beta", name, group="grp-o", gpu_memory="8192")],
+        *_pod("vcluster-gamma", "srv-gamma", group="grp-i", gpu_fraction=".5"),
+    ]
+    pods = {("vcluster-alpha", "nb-alpha", "grp-s", "GPU-s"): (0.5, 0.25),
+            ("vcluster-beta", "tr-beta", "grp-s", "GPU-s"): (0.25, 0.125),
+            **{(f"vcluster-{team}", name, "grp-o", "GPU-o"): (0.5, 0.25)
+               for team, names in (("alpha", ("a-1", "a-2")), ("beta", ("b-1", "b-2"))) for name in names},
+            ("vcluster-gamma", "srv-gamma", "grp-i", "GPU-i"): (0.5, 0.01)}
+
+    def per_pod(record: str, column: int) -> dict:
+        return {"expr": record, "eval_time": "10m", "exp_samples": [
+            {"labels": f'{record}{{namespace="{ns}",pod="{pod}",gpu_group="{group}",UUID="{uuid}"}}',
+             "value": values[column]} for (ns, pod, group, uuid), values in pods.items()]}
+
+    recording = [
+        per_pod(shares.SHARE, 0), per_pod(shares.CHARGED, 1),
+        _teams(rules.HELD, {"alpha": 2.5, "beta": 1.25, "gamma": 0.5}),
+        _teams(rules.USED, {"alpha": 1.75, "beta": 0.625, "gamma": 0.01}),
+        _teams(rules.UTILISATION, {"alpha": 0.7, "beta": 0.5, "gamma": 0.02}),
+    ]
+    alerts = [{"alertname": "GpuTenancyAllocatedGpuIdle", "eval_time": "50m", "exp_alerts": []},
+              {"alertname": "GpuTenancyAllocatedGpuIdle", "eval_time": "70m",
+               "exp_alerts": [{"exp_labels": {"severity": "info", "team": "gamma"}}]}]
+    return [{"interval": "1m", "input_series": series, "promql_expr_test": recording, "alert_rule_test": alerts}]
+
+
 def blind_site_tests() -> list[dict]:
     """The queue controller reports quotas but neither kai_queue_info nor the scheduler's fair share arrive,
     and the queues promise 2.25 GPUs on a site where DCGM sees one."""
@@ -176,7 +238,7 @@ def test_rule_file_passes_promtool_check(tmp_path):
 def test_every_recording_rule_and_alert_driven_by_promtool_unit_tests(tmp_path):
     platform = load_platform(site_config())
     (tmp_path / "rules.yml").write_text(yaml.safe_dump(rule_file(platform, annotations=False), sort_keys=False))
-    tests = {"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": story_tests() + blind_site_tests()}
+    tests = {"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": story_tests() + fraction_story_tests() + blind_site_tests()}
     (tmp_path / "tests.yml").write_text(yaml.safe_dump(tests, sort_keys=False))
     result = promtool("test", "rules", "tests.yml", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr

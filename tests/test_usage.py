@@ -14,6 +14,7 @@ Hand-computed GPU-hours:
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import shutil
@@ -22,6 +23,8 @@ import subprocess
 import time
 import urllib.request
 from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -92,10 +95,10 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def prometheus_url(tmp_path_factory):
-    root = tmp_path_factory.mktemp("prometheus")
-    (root / "series.om").write_text(openmetrics())
+@contextlib.contextmanager
+def backfilled_prometheus(root: Path, series: str) -> Iterator[str]:
+    """A real Prometheus on 127.0.0.1 serving ``series`` (OpenMetrics text) backfilled with promtool; its URL."""
+    (root / "series.om").write_text(series)
     data = root / "data"
     subprocess.run([PROMTOOL, "tsdb", "create-blocks-from", "openmetrics", str(root / "series.om"), str(data)],
                    check=True, capture_output=True, timeout=120)
@@ -128,6 +131,12 @@ def prometheus_url(tmp_path_factory):
             server.kill()
             server.wait(timeout=10)
         log.close()
+
+
+@pytest.fixture(scope="module")
+def prometheus_url(tmp_path_factory):
+    with backfilled_prometheus(tmp_path_factory.mktemp("prometheus"), openmetrics()) as url:
+        yield url
 
 
 def run_tool(*args: str) -> tuple[int, str]:
