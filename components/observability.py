@@ -22,6 +22,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import observability_dashboards, observability_rules
+from components.observability_access import GrafanaAdmin, admin_values
 from config import versions
 from config.model import Platform
 from config.observability import INSTALL_RELEASE
@@ -63,6 +64,8 @@ def stack_values(platform: Platform) -> dict:
         }},
         "grafana": {
             "enabled": settings.grafana,
+            # The stack's generated login (components/observability_access.py), never the chart's own.
+            "admin": admin_values(),
             "sidecar": {"dashboards": {
                 "enabled": True, "label": DASHBOARD_LABEL[0], "labelValue": DASHBOARD_LABEL[1],
                 "folderAnnotation": FOLDER_ANNOTATION,
@@ -105,6 +108,7 @@ class Observability(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
         self.namespace = settings.namespace
         self.release = None
+        self.grafana_admin: Optional[GrafanaAdmin] = None
         labels = {"app.kubernetes.io/managed-by": "gpu-tenancy", "release": settings.release_label}
 
         # Monitors and rules need the Prometheus operator's CRDs: the release brings them, or the site has them.
@@ -112,6 +116,11 @@ class Observability(pulumi.ComponentResource):
         if settings.prometheus == "install":
             namespace = k8s.core.v1.Namespace(f"{name}-namespace", metadata={"name": settings.namespace},
                                               opts=child)
+            before_release: list[pulumi.Resource] = [namespace]
+            if settings.grafana:
+                self.grafana_admin = GrafanaAdmin(f"{name}-grafana-admin", settings.namespace, args.provider,
+                                                  opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]))
+                before_release.append(self.grafana_admin.secret)
             self.release = k8s.helm.v3.Release(
                 f"{name}-release",
                 name=INSTALL_RELEASE,
@@ -123,7 +132,7 @@ class Observability(pulumi.ComponentResource):
                 atomic=True,
                 cleanup_on_fail=True,
                 timeout=RELEASE_TIMEOUT_SECONDS,
-                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[namespace])),
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=before_release)),
             )
             crds.append(self.release)
         after_crds = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=crds))

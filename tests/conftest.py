@@ -55,6 +55,9 @@ MIRRORED_TAGS = {
     "kubernetes/kube-state-metrics": ("v2.20.0",),
     "NVIDIA/gpu-operator": ("v26.3.3", "v26.7.0"),
     "prometheus-community/helm-charts": ("kube-prometheus-stack-88.5.3",),
+    # The grafana subchart kube-prometheus-stack 88.5.3 depends on, and the query proxy in front of Prometheus.
+    "grafana-community/helm-charts": ("grafana-12.11.1",),
+    "prometheus-community/prom-label-proxy": ("v0.9.0",),
     "pulumi/pulumi": ("v3.259.0",),
 }
 
