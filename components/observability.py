@@ -21,7 +21,7 @@ from typing import Optional, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import observability_dashboards, observability_rules
+from components import observability_dashboards, observability_team_series
 from components.observability_access import GrafanaAdmin, admin_values
 from config import versions
 from config.model import Platform
@@ -159,7 +159,7 @@ class Observability(pulumi.ComponentResource):
             api_version="monitoring.coreos.com/v1",
             kind="PrometheusRule",
             metadata={"name": "gpu-tenancy", "namespace": settings.namespace, "labels": labels},
-            spec={"groups": observability_rules.rule_groups(platform)},
+            spec={"groups": observability_team_series.all_rule_groups(platform)},
             opts=after_crds,
         )
 

@@ -15,7 +15,7 @@ from grafana_foundation_sdk.models.dashboard import DataSourceRef, DataTransform
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
 from components import observability_rules as rules
-from components.admission import policy_name
+from components import observability_team_series as series
 from config.model import Platform, Team
 
 DATASOURCE = DataSourceRef(type_val="prometheus", uid="${datasource}")
@@ -90,10 +90,8 @@ def platform_dashboard(platform: Platform) -> dict:
 
 
 def team_dashboard(team: Team) -> dict:
-    only = f'{{team="{team.name}"}}'
-    pods = f'namespace="{team.namespace}"'
-    denials = (f'sum(increase(apiserver_validating_admission_policy_check_total{{policy="{policy_name(team)}",'
-               f'enforcement_action="deny"}}[1h]))')
+    # Every query reads series labelled team="<team>": the team's query proxy admits nothing else.
+    only = f'{{{series.TEAM_LABEL}="{team.name}"}}'
     board = (_base(f"gpu-tenancy-team-{team.name}"[:40], f"GPU tenancy: {team.display_name}", ["team", team.name])
              .with_row(dashboard.Row("Now"))
              .with_panel(_stat("GPU quota (guaranteed)", rules.QUOTA + only, "short"))
@@ -108,11 +106,11 @@ def team_dashboard(team: Team) -> dict:
                  _query(rules.ALLOCATED + only, "allocated", ref="B"),
                  _query(rules.USED + only, "used", ref="C")], "short", width=24))
              .with_panel(_series("GPU utilisation per pod", [_query(
-                 f"max by (pod, UUID) (DCGM_FI_DEV_GPU_UTIL{{{pods}}})", "{{pod}} {{UUID}}")], "percent"))
+                 series.POD_GPU_UTILISATION + only, "{{pod}} {{UUID}}")], "percent"))
              .with_panel(_series("GPU memory used per pod", [_query(
-                 f"max by (pod, UUID) (DCGM_FI_DEV_FB_USED{{{pods}}})", "{{pod}} {{UUID}}")], "decmbytes"))
+                 series.POD_GPU_MEMORY_USED + only, "{{pod}} {{UUID}}")], "decmbytes"))
              .with_panel(_series("Pending pods", [_query(rules.PENDING + only, "pending")], "short"))
-             .with_panel(_series("Pods refused by the admission policy, per hour", [_query(denials, "refused")],
+             .with_panel(_series("Pods refused by the admission policy, per hour", [_query(series.ADMISSION_DENIALS + only, "refused")],
                                  "short")))
     return _json(board)
 
