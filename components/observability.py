@@ -23,6 +23,7 @@ import pulumi_kubernetes as k8s
 
 from components import observability_dashboards, observability_team_series
 from components.observability_access import GrafanaAdmin, admin_values
+from components.observability_views import TeamViews
 from config import versions
 from config.model import Platform
 from config.observability import INSTALL_RELEASE
@@ -175,6 +176,13 @@ class Observability(pulumi.ComponentResource):
                 opts=after_crds,
             )
             self.dashboards.append(config_map_name)
+
+        self.team_views: Optional[TeamViews] = None
+        if self.release is not None and self.grafana_admin is not None:
+            # Teams see Prometheus only through their own proxy (and, with grafanaUrl, their own organization).
+            self.team_views = TeamViews(f"{name}-team-views", platform, args.provider, settings.prometheus_url,
+                                        self.grafana_admin.password, [self.release],
+                                        opts=pulumi.ResourceOptions(parent=self))
 
         if settings.fairness.enabled:
             # The chart creates the default shard with helm.sh/resource-policy keep and no usage settings:
