@@ -33,6 +33,8 @@ from config.model import UNLIMITED
 from tests.conftest import dev_config, run
 from tests.test_observability_rules import site_config
 from tests.test_usage import _free_port
+from tools.plan.document import build_plan
+from tools.plan.summary import render_summary
 
 PROMETHEUS = shutil.which("prometheus")
 needs_prometheus = pytest.mark.skipif(PROMETHEUS is None, reason="prometheus is not on $PATH (Debian package "
@@ -234,3 +236,14 @@ def test_without_grafana_url_there_are_proxies_but_no_organizations():
     assert program.of_type("kubernetes:apps/v1:Deployment")
     assert not program.of_type("grafana:oss/organization:Organization") and not program.of_type(
         "pulumi:providers:grafana")
+
+
+def test_the_summary_lists_who_sees_what_and_never_the_password(with_team_views):
+    plan = build_plan(with_team_views, "dev")
+    summary = render_summary(plan)
+    section = summary[summary.index("## Who sees what"):summary.index("## Warnings")]
+    for team in ("team-nlp", "team-vision"):
+        assert f'| `{team}` | `team="{team}"` | `gpu-tenancy-query-{team}` | `{team}` | `Prometheus ({team})` |' in section
+    password = with_team_views.named("observability-grafana-admin-secret").raw_inputs["stringData"]["admin-password"]
+    assert password not in summary and password not in json.dumps(plan)
+    assert "## Who sees what" not in render_summary(build_plan(run(dev_config(), stack="dev"), "dev"))

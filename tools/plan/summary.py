@@ -20,6 +20,7 @@ from config.vocabulary import (
 from tools.plan.lookup import PlanIndex, dig, topological
 from tools.plan.markdown import code, fmt_amount, fmt_labels, fmt_num, table
 from tools.plan.summary_tenants import cluster_objects_section, tenant_section
+from tools.plan.summary_views import views_section
 
 SUMMARY_FILE = "summary.md"
 
@@ -326,6 +327,8 @@ def render_summary(plan: dict[str, Any]) -> str:
     lines += tenant_section(index) + [""]
 
     lines += cluster_objects_section(index) + [""]
+    views = views_section(index)
+    lines += [*views, ""] if views else []
 
     lines += ["## Warnings", ""]
     lines += [f"- {warning}" for warning in plan.get("warnings") or []] or ["None."]
