@@ -28,7 +28,7 @@ from components import observability_dashboards as boards
 from components import observability_rules as rules
 from components.observability_team_series import TEAM_LABEL, all_rule_groups
 from components.observability_views import PROXY_PORT, proxy_args, proxy_name
-from config import load_platform, versions
+from config import ConfigError, load_platform, versions
 from config.model import UNLIMITED
 from tests.conftest import dev_config, run
 from tests.test_observability_rules import site_config
@@ -247,3 +247,17 @@ def test_the_summary_lists_who_sees_what_and_never_the_password(with_team_views)
     password = with_team_views.named("observability-grafana-admin-secret").raw_inputs["stringData"]["admin-password"]
     assert password not in summary and password not in json.dumps(plan)
     assert "## Who sees what" not in render_summary(build_plan(run(dev_config(), stack="dev"), "dev"))
+
+
+@pytest.mark.parametrize("observability, words", [
+    ({"prometheus": "external", "external": {"releaseLabel": "x"}}, "the Grafana this program installs"),
+    ({"prometheus": "install", "grafana": False}, "the Grafana this program installs"),
+    ({"prometheus": "install"}, "is not an http(s) URL"),
+])
+def test_grafana_url_is_refused_where_there_is_no_grafana_to_reach(observability, words):
+    raw = site_config()
+    raw["observability"] = {**observability, "grafanaUrl": "grafana.example.com" if len(observability) == 1
+                            else "https://grafana.example.com"}
+    with pytest.raises(ConfigError) as refused:
+        load_platform(raw)
+    assert "observability.grafanaUrl" in str(refused.value) and words in str(refused.value)
