@@ -21,7 +21,9 @@ from typing import Optional, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import observability_dashboards, observability_rules, observability_shares
+from components import observability_dashboards, observability_shares, observability_team_series
+from components.observability_access import GrafanaAdmin, admin_values
+from components.observability_views import TeamViews
 from config import versions
 from config.model import Platform
 from config.observability import INSTALL_RELEASE
@@ -67,6 +69,8 @@ def stack_values(platform: Platform) -> dict:
         "kube-state-metrics": observability_shares.KSM_VALUES,
         "grafana": {
             "enabled": settings.grafana,
+            # The stack's generated login (components/observability_access.py), never the chart's own.
+            "admin": admin_values(),
             "sidecar": {"dashboards": {
                 "enabled": True, "label": DASHBOARD_LABEL[0], "labelValue": DASHBOARD_LABEL[1],
                 "folderAnnotation": FOLDER_ANNOTATION,
@@ -109,6 +113,7 @@ class Observability(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
         self.namespace = settings.namespace
         self.release = None
+        self.grafana_admin: Optional[GrafanaAdmin] = None
         labels = {"app.kubernetes.io/managed-by": "gpu-tenancy", "release": settings.release_label}
 
         # Monitors and rules need the Prometheus operator's CRDs: the release brings them, or the site has them.
@@ -116,6 +121,11 @@ class Observability(pulumi.ComponentResource):
         if settings.prometheus == "install":
             namespace = k8s.core.v1.Namespace(f"{name}-namespace", metadata={"name": settings.namespace},
                                               opts=child)
+            before_release: list[pulumi.Resource] = [namespace]
+            if settings.grafana:
+                self.grafana_admin = GrafanaAdmin(f"{name}-grafana-admin", settings.namespace, args.provider,
+                                                  opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]))
+                before_release.append(self.grafana_admin.secret)
             self.release = k8s.helm.v3.Release(
                 f"{name}-release",
                 name=INSTALL_RELEASE,
@@ -128,7 +138,7 @@ class Observability(pulumi.ComponentResource):
             max_history=HELM_MAX_HISTORY,
                 cleanup_on_fail=True,
                 timeout=RELEASE_TIMEOUT_SECONDS,
-                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[namespace])),
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=before_release)),
             )
             crds.append(self.release)
         after_crds = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=crds))
@@ -155,7 +165,7 @@ class Observability(pulumi.ComponentResource):
             api_version="monitoring.coreos.com/v1",
             kind="PrometheusRule",
             metadata={"name": "gpu-tenancy", "namespace": settings.namespace, "labels": labels},
-            spec={"groups": observability_rules.rule_groups(platform)},
+            spec={"groups": observability_team_series.all_rule_groups(platform)},
             opts=after_crds,
         )
 
@@ -171,6 +181,13 @@ class Observability(pulumi.ComponentResource):
                 opts=after_crds,
             )
             self.dashboards.append(config_map_name)
+
+        self.team_views: Optional[TeamViews] = None
+        if self.release is not None and self.grafana_admin is not None:
+            # Teams see Prometheus only through their own proxy (and, with grafanaUrl, their own organization).
+            self.team_views = TeamViews(f"{name}-team-views", platform, args.provider, settings.prometheus_url,
+                                        self.grafana_admin.password, [self.release],
+                                        opts=pulumi.ResourceOptions(parent=self))
 
         if settings.fairness.enabled:
             # The chart creates the default shard with helm.sh/resource-policy keep and no usage settings:

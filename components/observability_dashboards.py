@@ -15,8 +15,7 @@ from grafana_foundation_sdk.models.dashboard import DataSourceRef, DataTransform
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
 from components import observability_rules as rules
-from components import observability_shares as shares
-from components.admission import policy_name
+from components import observability_team_series as series
 from config.model import Platform, Team
 
 DATASOURCE = DataSourceRef(type_val="prometheus", uid="${datasource}")
@@ -91,10 +90,8 @@ def platform_dashboard(platform: Platform) -> dict:
 
 
 def team_dashboard(team: Team) -> dict:
-    only = f'{{team="{team.name}"}}'
-    pods = f'namespace="{team.namespace}"'
-    denials = (f'sum(increase(apiserver_validating_admission_policy_check_total{{policy="{policy_name(team)}",'
-               f'enforcement_action="deny"}}[1h]))')
+    # Every query reads series labelled team="<team>": the team's query proxy admits nothing else.
+    only = f'{{{series.TEAM_LABEL}="{team.name}"}}'
     board = (_base(f"gpu-tenancy-team-{team.name}"[:40], f"GPU tenancy: {team.display_name}", ["team", team.name])
              .with_row(dashboard.Row("Now"))
              .with_panel(_stat("GPU quota (guaranteed)", rules.QUOTA + only, "short"))
@@ -109,18 +106,18 @@ def team_dashboard(team: Team) -> dict:
                  _query(rules.ALLOCATED + only, "allocated", ref="B"),
                  _query(rules.USED + only, "used", ref="C")], "short", width=24))
              .with_panel(_series("GPU utilisation per pod", [_query(
-                 f"max by (pod, UUID) (DCGM_FI_DEV_GPU_UTIL{{{pods}}})", "{{pod}} {{UUID}}")], "percent"))
+                 series.POD_GPU_UTILISATION + only, "{{pod}} {{UUID}}")], "percent"))
              .with_panel(_series("GPU memory used per pod", [_query(
-                 f"max by (pod, UUID) (DCGM_FI_DEV_FB_USED{{{pods}}})", "{{pod}} {{UUID}}")], "decmbytes"))
+                 series.POD_GPU_MEMORY_USED + only, "{{pod}} {{UUID}}")], "decmbytes"))
              .with_panel(_series("Shared GPUs: share held and busy time charged per pod", [
-                 _query(f"{shares.SHARE}{{{pods}}}", "{{pod}} share of {{UUID}}", ref="A"),
-                 _query(f"{shares.CHARGED}{{{pods}}}", "{{pod}} charged", ref="B")], "short", width=24)
+                 _query(series.POD_GPU_SHARE + only, "{{pod}} share of {{UUID}}", ref="A"),
+                 _query(series.POD_GPU_CHARGED + only, "{{pod}} charged", ref="B")], "short", width=24)
                  .description("Pods holding a KAI fraction of a GPU: their share (gpu-fraction, or gpu-memory over "
                               "the GPU's memory) and the GPUs charged to them, the share times the GPU's busy ratio. "
                               "Busy time of a shared GPU is not split by who ran: every pod on it is charged its "
                               "share of it."))
              .with_panel(_series("Pending pods", [_query(rules.PENDING + only, "pending")], "short"))
-             .with_panel(_series("Pods refused by the admission policy, per hour", [_query(denials, "refused")],
+             .with_panel(_series("Pods refused by the admission policy, per hour", [_query(series.ADMISSION_DENIALS + only, "refused")],
                                  "short")))
     return _json(board)
 

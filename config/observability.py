@@ -57,6 +57,7 @@ class Observability:
     namespace: str = "monitoring"
     chart_version: str = versions.KUBE_PROMETHEUS_STACK_VERSION
     grafana: bool = True
+    grafana_url: Optional[str] = None
     release_label: Optional[str] = None
     url: Optional[str] = None
     alerts: AlertThresholds = field(default_factory=AlertThresholds)
@@ -137,6 +138,12 @@ builds.""", keys=(
         "kube-prometheus-stack chart version (`install`).", example="88.5.3"),
     Key("grafana", Boolean(), _OBSERVABILITY.grafana,
         "Install Grafana with the stack (`install` only; any other mode refuses the key).", example="false"),
+    Key("grafanaUrl", Text(form="http(s) URL"), _OBSERVABILITY.grafana_url,
+        "Where `pulumi up` reaches the installed Grafana's HTTP API (its Ingress, LoadBalancer or a port-forward).",
+        example="https://grafana.gpu.example.com", default_note="no team organizations",
+        details="With it, each team gets a Grafana organization named after the team, holding its board and one data source, "
+                "the team's query proxy (pulumiverse-grafana, signed in with the generated admin password). "
+                "`install` with `grafana: true` only."),
     Key("external", EXTERNAL, {}, "The site's own Prometheus, with `prometheus: external`."),
     Key("alerts", ALERTS, {}, "Thresholds of the platform's alert rules."),
     Key("timeAwareFairness", FAIRNESS, {}, "KAI's time-aware fair sharing, fed by the usage history in Prometheus."),
@@ -174,11 +181,21 @@ def read_observability(section: Section) -> Observability:
         section.fail("grafana", section.raw("grafana"), f"only applies to prometheus: install (it is {mode})",
                      "remove observability.grafana; with an external Prometheus, dashboards are ConfigMaps for "
                      "your own Grafana's sidecar")
+    grafana_url = section.read("grafanaUrl")
+    if grafana_url is not None and not (mode == "install" and grafana is not False):
+        section.fail("grafanaUrl", grafana_url, "team organizations are made in the Grafana this program installs",
+                     "remove observability.grafanaUrl, or set prometheus: install with grafana: true")
+        grafana_url = None
+    elif grafana_url is not None and not re.fullmatch(r"https?://[^\s/]+(/\S*)?", grafana_url):
+        section.fail("grafanaUrl", grafana_url, "is not an http(s) URL",
+                     "set it to where pulumi up reaches Grafana, e.g. https://grafana.gpu.example.com")
+        grafana_url = None
     return Observability(
         prometheus=mode or "off",
         namespace=namespace,
         chart_version=version,
         grafana=grafana,
+        grafana_url=grafana_url,
         release_label=INSTALL_RELEASE if mode == "install" else release_label,
         url=url,
         alerts=_alerts(section.child("alerts")),

@@ -65,3 +65,8 @@ def release_numbers(version: str) -> tuple[int, ...]:
 KUBE_PROMETHEUS_STACK_REPO = "https://prometheus-community.github.io/helm-charts"
 KUBE_PROMETHEUS_STACK_CHART = "kube-prometheus-stack"
 KUBE_PROMETHEUS_STACK_VERSION = "88.5.3"
+
+# One query proxy per team in front of the installed Prometheus (components/observability_views.py): it adds
+# team="<team>" to every selector of every query. v0.9.0 is the newest tag of prometheus-community/prom-label-proxy
+# read for its flags (-label, -label-value, -error-on-replace, -enable-label-apis).
+PROM_LABEL_PROXY_IMAGE = "quay.io/prometheuscommunity/prom-label-proxy:v0.9.0"

@@ -32,6 +32,7 @@ if __package__:  # imported as the `policy` package
         release_label,
     )
     from .label_selectors import InvalidSelector, selector_matches
+    from .rules_grafana import grafana_admin_from_secret
 else:  # the Pulumi CLI runs the pack from policy/ as top-level modules
     from rule_model import (  # noqa: F401
         EPSILON, EXACT_VERSION, GPU_OPERATOR_CHART, HELM_RELEASE_TYPES, KAI_CHART, MANAGED_BY_LABEL, NAMESPACE_NAME_LABEL,
@@ -41,6 +42,7 @@ else:  # the Pulumi CLI runs the pack from policy/ as top-level modules
         release_label,
     )
     from label_selectors import InvalidSelector, selector_matches
+    from rules_grafana import grafana_admin_from_secret
 
 
 # --- resource rules -----------------------------------------------------------------------------
@@ -449,6 +451,10 @@ RULES: tuple[Rule, ...] = (
     Rule("kai-queue-resources-complete",
          "Every KAI Queue renders gpu, cpu and memory, each with quota, limit and overQuotaWeight.",
          True, "resource", queue_resources_complete),
+    Rule("grafana-admin-from-secret",
+         "A release that installs Grafana reads its admin login from admin.existingSecret: no chart default, no "
+         "published password, no password in the values.",
+         True, "resource", grafana_admin_from_secret),
     Rule("kubernetes-explicit-provider",
          "Every Kubernetes resource names an explicit provider instead of the default (ambient kubeconfig) one.",
          True, "resource", explicit_kubernetes_provider),

@@ -58,6 +58,9 @@ MIRRORED_TAGS = {
     "loft-sh/vcluster": ("v0.36.1", "v0.27.0"),
     "NVIDIA/gpu-operator": ("v26.3.3", "v26.7.0"),
     "prometheus-community/helm-charts": ("kube-prometheus-stack-88.5.3",),
+    # The grafana subchart kube-prometheus-stack 88.5.3 depends on, and the query proxy in front of Prometheus.
+    "grafana-community/helm-charts": ("grafana-12.11.1",),
+    "prometheus-community/prom-label-proxy": ("v0.9.0",),
     "pulumi/pulumi": ("v3.259.0",),
 }
 

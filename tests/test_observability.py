@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from components import observability_dashboards, observability_dcgm, observability_rules
+from components import observability_dashboards, observability_dcgm, observability_team_series
 from components.observability import DCGM_EXPORTER, KAI_QUEUE_CONTROLLER, KAI_SCHEDULER
 from config import load_platform, versions
 from tests.conftest import dev_config, eks_config, run
@@ -77,7 +77,7 @@ def test_rules_and_dashboards_are_what_the_generators_produce(installed):
     platform = load_platform({key.split(":", 1)[1]: value for key, value in
                               with_observability(dev_config(), prometheus="install").items()}, stack="dev")
     (rule,) = installed.of_type(RULE)
-    assert rule.inputs["spec"]["groups"] == json.loads(json.dumps(observability_rules.rule_groups(platform)))
+    assert rule.inputs["spec"]["groups"] == json.loads(json.dumps(observability_team_series.all_rule_groups(platform)))
     boards = {r.inputs["metadata"]["name"]: r.inputs for r in installed.of_type(CONFIG_MAP)
               if r.inputs["metadata"].get("labels", {}).get("grafana_dashboard") == "1"}
     assert set(boards) == {"gpu-tenancy-dashboard-platform", *(f"gpu-tenancy-dashboard-team-{team.name}"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 
 from components import observability_dashboards as boards
-from components import observability_rules as rules
+from components.observability_team_series import all_rule_groups
 from config import load_platform
 from tests.conftest import MIRRORED_TAGS, MIRRORS_VARIABLE, git
 from tests.test_observability_rules import site_config
@@ -74,11 +74,11 @@ def ksm_metrics() -> frozenset[str]:
 
 
 def recorded(platform) -> set[str]:
-    return {rule["record"] for group in rules.rule_groups(platform) for rule in group["rules"] if "record" in rule}
+    return {rule["record"] for group in all_rule_groups(platform) for rule in group["rules"] if "record" in rule}
 
 
 def all_expressions(platform) -> list[str]:
-    exprs = [rule["expr"] for group in rules.rule_groups(platform) for rule in group["rules"]]
+    exprs = [rule["expr"] for group in all_rule_groups(platform) for rule in group["rules"]]
     for _, board in boards.dashboards(platform).values():
         exprs.extend(boards.queries(board))
     return exprs

@@ -15,6 +15,9 @@ reports what a first ``pulumi up`` on the site would trip over, one rule each:
   (``tools.pod_security``), the tenant's control plane and CoreDNS included;
 * ``schema``: every built-in object is valid for the site's Kubernetes version(s)
   (``kubernetes-validate``, strict: an unknown field is an error);
+* ``grafana-admin``: every Grafana container reads its admin password from the stack's own Secret
+  (``grafana``): not Grafana's built-in admin/admin, the chart's generated Secret, a literal value or a
+  published password;
 * ``custom-resource``: every custom resource is valid against its CRD from the pinned chart,
   unknown fields included (the API server would prune them silently);
 * ``tenant-quota``: each tenant namespace's quota holds its control plane, its DNS and the team's stated
@@ -36,7 +39,7 @@ from config import versions
 from config.hosts import DEFAULT_STORAGE_CLASS_ANNOTATION
 from config.model import NodePool
 from config.vocabulary import POD_SECURITY_LABEL
-from tools.deployability import network_policy
+from tools.deployability import grafana, network_policy
 from tools.deployability import pod_security
 from tools.deployability import quota
 from tools.deployability.inputs import (
@@ -241,6 +244,11 @@ def check_pod_security(objects: Sequence[K8sObject]) -> list[Finding]:
     return findings
 
 
+def check_grafana_admin(objects: Sequence[K8sObject]) -> list[Finding]:
+    return [Finding(ERROR, grafana.RULE, obj.describe(), problem, fix)
+            for obj, problem, fix in grafana.check_grafana_admin(objects)]
+
+
 # --- schemas --------------------------------------------------------------------------------------
 
 
@@ -345,7 +353,7 @@ def check(objects: Sequence[K8sObject], site: Site, extra_crds: Sequence[Mapping
     crds = crds_of(objects) + list(extra_crds)
     findings = (check_storage(everything, site) + check_api_server_egress(everything, site)
                 + check_node_fit(everything, site) + check_pod_security(everything)
-                + check_schemas(everything, site, crds))
+                + check_schemas(everything, site, crds) + check_grafana_admin(everything))
     order = {ERROR: 0, WARNING: 1, INFO: 2}
     return sorted(findings, key=lambda f: (order[f.severity], f.rule, f.object, f.message))
 

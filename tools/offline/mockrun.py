@@ -16,6 +16,7 @@ import json
 import os
 import runpy
 import sys
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Optional
@@ -35,6 +36,8 @@ SECRET_PLACEHOLDER = "offline-plan-placeholder"
 MOCK_ADDON_VERSION = "v1.0.0-eksbuild.1"
 # The host DNS Service's IP in offline runs (a kubeadm cluster's usual address).
 MOCK_CLUSTER_DNS = "10.96.0.10"
+RANDOM_PASSWORD = "random:index/randomPassword:RandomPassword"
+GRAFANA_ORGANIZATION = "grafana:oss/organization:Organization"
 
 
 def fake_kubeconfig(cluster: str, server: str) -> str:
@@ -72,6 +75,13 @@ class PlatformMocks(pulumi.runtime.Mocks):
         elif args.typ == RELEASE:
             state["status"] = {"name": state.get("name", args.name), "namespace": state.get("namespace"),
                                "status": "deployed", "version": state.get("version")}
+        elif args.typ == RANDOM_PASSWORD:
+            # pulumi-random marks result and bcryptHash secret; the engine would encrypt them, so the mock does too.
+            state["result"] = sdk.secret(f"offline-password-{args.name}")
+            state["bcryptHash"] = sdk.secret(f"offline-bcrypt-{args.name}")
+        elif args.typ == GRAFANA_ORGANIZATION:
+            # Grafana numbers organizations itself (the default one is 1); here a number derived from the name.
+            state["orgId"] = 2 + zlib.crc32(args.name.encode()) % 10000
         elif args.typ.startswith("aws:"):
             state.setdefault("arn", f"arn:aws:offline:::{args.name}")
             state.setdefault("name", args.name)

@@ -22,7 +22,7 @@ from pulumi.runtime.sync_await import _sync_await
 from google.protobuf import struct_pb2
 
 __all__ = ["MockEngine", "MockMonitor", "UNKNOWN", "deserialize", "finish_root_stack", "is_secret",
-           "new_root_stack", "reset_runtime", "run_to_completion", "set_engine", "unwrap_secret",
+           "new_root_stack", "reset_runtime", "run_to_completion", "secret", "set_engine", "unwrap_secret",
            "wait_for", "without_resource_references"]
 
 # The value the SDK puts where an output is not known yet (preview).
@@ -32,6 +32,12 @@ UNKNOWN = rpc.UNKNOWN
 def is_secret(value: Any) -> bool:
     """A value as the SDK serializes a secret (a ``4dabf18193072939515e22adb298388d`` envelope)."""
     return rpc.is_rpc_secret(value)
+
+
+def secret(value: Any) -> dict:
+    """``value`` in the envelope a provider's secret output travels in (what the engine sends for a
+    resource's ``additionalSecretOutputs``), for a mock to answer with."""
+    return {rpc._special_sig_key: rpc._special_secret_sig, "value": value}
 
 
 def unwrap_secret(value: Any) -> Any:

@@ -21,6 +21,7 @@ from tools.charts.values import ChartValues
 from tools.plan.lookup import PlanIndex, dig, topological
 from tools.plan.markdown import code, fmt_amount, fmt_labels, fmt_num, table
 from tools.plan.summary_tenants import cluster_objects_section, tenant_section
+from tools.plan.summary_views import views_section
 
 SUMMARY_FILE = "summary.md"
 
@@ -328,6 +329,8 @@ def render_summary(plan: dict[str, Any], charts: Optional[ChartValues] = None) -
     lines += tenant_section(index, charts) + [""]
 
     lines += cluster_objects_section(index) + [""]
+    views = views_section(index)
+    lines += [*views, ""] if views else []
 
     lines += ["## Warnings", ""]
     lines += [f"- {warning}" for warning in plan.get("warnings") or []] or ["None."]

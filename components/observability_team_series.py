@@ -1,0 +1,47 @@
+"""The series a team's Grafana reads, each carrying the label its query proxy enforces (``team``).
+
+A team queries Prometheus only through prom-label-proxy (components/observability_views.py), which adds
+``team="<team>"`` to every selector of every query. Series without a ``team`` label are then invisible to
+it, so what a team board shows from DCGM (labels ``namespace``, ``pod``) and from the API server (label
+``policy``) is recorded here with the team joined in from ``gpu_tenancy_team_info``, the constant series
+stack config writes (components/observability_rules.py). Plain data, no resources.
+"""
+
+from __future__ import annotations
+
+from components import observability_shares as shares
+from components.observability_rules import TEAM_INFO, rule_groups
+from config.model import Platform
+
+# The label the proxy enforces: every per-team recording rule carries it, and no tenant can set it (the
+# platform writes every series that has it).
+TEAM_LABEL = "team"
+
+POD_GPU_UTILISATION = "team_pod:gpu_tenancy_gpu_utilisation:max"
+POD_GPU_MEMORY_USED = "team_pod:gpu_tenancy_gpu_memory_used_mib:max"
+ADMISSION_DENIALS = "team:gpu_tenancy_admission_denials:increase1h"
+# A shared GPU's per-pod share and the busy time charged for it (components/observability_shares.py).
+POD_GPU_SHARE = "team_pod:gpu_tenancy_gpu_share:ratio"
+POD_GPU_CHARGED = "team_pod:gpu_tenancy_used_gpus:share"
+
+
+def _per_pod(metric: str) -> str:
+    # max: a GPU scraped twice, or reported per container, counts once.
+    return f"max by ({TEAM_LABEL}, pod, UUID) ({metric} * on (namespace) group_left ({TEAM_LABEL}) {TEAM_INFO})"
+
+
+def team_series_rules() -> list[dict]:
+    return [
+        {"record": POD_GPU_UTILISATION, "expr": _per_pod("DCGM_FI_DEV_GPU_UTIL")},
+        {"record": POD_GPU_MEMORY_USED, "expr": _per_pod("DCGM_FI_DEV_FB_USED")},
+        {"record": POD_GPU_SHARE, "expr": _per_pod(shares.SHARE)},
+        {"record": POD_GPU_CHARGED, "expr": _per_pod(shares.CHARGED)},
+        {"record": ADMISSION_DENIALS,
+         "expr": f"sum by ({TEAM_LABEL}) (increase(apiserver_validating_admission_policy_check_total"
+                 f"{{enforcement_action=\"deny\"}}[1h]) * on (policy) group_left ({TEAM_LABEL}) {TEAM_INFO})"},
+    ]
+
+
+def all_rule_groups(platform: Platform) -> list[dict]:
+    """The PrometheusRule's groups: the platform's accounting and alerts, then the teams' own series."""
+    return [*rule_groups(platform), {"name": "gpu-tenancy-team-series", "rules": team_series_rules()}]

@@ -1,0 +1,276 @@
+"""A team's view reaches only that team's series: the proxy's rewrite against a real Prometheus, and the plan.
+
+prom-label-proxy itself cannot run here (no Debian or PyPI package; building it needs a newer Go and
+modules from the internet; docs/testing.md). What it does to a query is small and documented at v0.9.0
+(injectproxy/enforce.go): every vector selector, inside range selectors too, loses its matchers on the
+enforced label and gets ``<label>="<value>"``; with ``-error-on-replace`` a different matcher on that label
+is an error (HTTP 400). ``enforce`` below does exactly that with a real PromQL parser (promql-parser), and
+the rewritten queries run on a real Prometheus on 127.0.0.1 that scrapes synthetic KAI, DCGM,
+kube-state-metrics and API server series and evaluates the platform's real rule file.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import threading
+import time
+import urllib.parse
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import promql_parser
+import pytest
+import yaml
+
+from components import observability_dashboards as boards
+from components.observability_shares import KSM_FRACTION, KSM_GROUP, RESERVATION_NAMESPACE
+from components import observability_rules as rules
+from components.observability_team_series import TEAM_LABEL, all_rule_groups
+from components.observability_views import PROXY_PORT, proxy_args, proxy_name
+from config import ConfigError, load_platform, versions
+from config.model import UNLIMITED
+from tests.conftest import dev_config, run
+from tests.test_observability_rules import site_config
+from tests.test_usage import _free_port
+from tools.plan.document import build_plan
+from tools.plan.summary import render_summary
+
+PROMETHEUS = shutil.which("prometheus")
+needs_prometheus = pytest.mark.skipif(PROMETHEUS is None, reason="prometheus is not on $PATH (Debian package "
+                                                                  "prometheus; .ci/run installs it)")
+SITE = load_platform(site_config())
+
+
+class Refused(Exception):
+    """What prom-label-proxy answers with HTTP 400 under -error-on-replace."""
+
+
+def enforce(query: str, label: str, value: str) -> str:
+    """``query`` as prom-label-proxy v0.9.0 rewrites it for ``-label label -label-value value -error-on-replace``."""
+    def visit(node):
+        if not isinstance(node, promql_parser.VectorSelector):
+            return None
+        kept = []
+        for matcher in node.matchers.matchers:
+            if matcher.name != label:
+                kept.append(matcher)
+            elif not (matcher.op == promql_parser.MatchOp.Equal and matcher.value == value):
+                raise Refused(f"{matcher} conflicts with {label}={value!r}")
+        node.matchers = promql_parser.Matchers([*kept, promql_parser.Matcher(promql_parser.MatchOp.Equal, label,
+                                                                              value)])
+        return promql_parser.parse(str(node))
+
+    return str(promql_parser.transform(promql_parser.parse(query), pre_visit=visit))
+
+
+def test_enforce_rewrites_every_selector_and_refuses_another_team():
+    rewritten = enforce('sum(rate(a{team="x",b="c"}[5m])) / on () count(b offset 1h) + {__name__=~"c.*"}',
+                        "team", "x")
+    assert rewritten.count('team="x"') == 3 and "offset 1h" in rewritten and "[5m]" in rewritten
+    for other in ('a{team="y"}', 'a{team=~"x|y"}', 'a{team!="x"}'):
+        with pytest.raises(Refused):
+            enforce(other, "team", "x")
+
+
+# --- the series Prometheus scrapes --------------------------------------------------------------------
+
+def exposition(scrape: int) -> str:
+    """KAI, DCGM, kube-state-metrics and API server series for every team of SITE; counters grow per scrape."""
+    lines = []
+    for number, team in enumerate(SITE.teams, start=1):
+        queue = f'queue_name="{team.queue_name}"'
+        lines += [f"kai_queue_deserved_gpus{{{queue}}} {team.resources.gpu.quota}",
+                  f"kai_queue_allocated_gpus{{{queue}}} {0.5 * number}",
+                  f'DCGM_FI_DEV_GPU_UTIL{{UUID="GPU-{number}",gpu="0",Hostname="node",namespace="{team.namespace}",'
+                  f'pod="train-{team.name}"}} {20 * number}',
+                  f'DCGM_FI_DEV_FB_USED{{UUID="GPU-{number}",gpu="0",Hostname="node",namespace="{team.namespace}",'
+                  f'pod="train-{team.name}"}} {1000 * number}',
+                  f'kube_pod_status_phase{{namespace="{team.namespace}",pod="wait-{team.name}",phase="Pending"}} 1',
+                  f'apiserver_validating_admission_policy_check_total{{policy="gpu-tenancy-{team.name}",'
+                  f'enforcement_action="deny"}} {scrape * number}']
+        # A shared GPU: KAI's reservation pod holds it (DCGM names that pod), the team's pod holds half of it.
+        reservation, shared = f'namespace="{RESERVATION_NAMESPACE}",pod="gpu-reservation-{number}"', \
+            f'namespace="{team.namespace}",pod="infer-{team.name}"'
+        lines += [f'DCGM_FI_DEV_GPU_UTIL{{UUID="GPU-S{number}",gpu="1",Hostname="node",{reservation}}} 40',
+                  *(f'DCGM_FI_DEV_FB_{field}{{UUID="GPU-S{number}",gpu="1",Hostname="node",{reservation}}} 8000'
+                    for field in ("USED", "FREE")),
+                  f'DCGM_FI_DEV_FB_RESERVED{{UUID="GPU-S{number}",gpu="1",Hostname="node",{reservation}}} 0',
+                  f'kube_pod_labels{{{reservation},{KSM_GROUP}="group-{number}"}} 1',
+                  f'kube_pod_labels{{{shared},{KSM_GROUP}="group-{number}"}} 1',
+                  f'kube_pod_annotations{{{shared},{KSM_FRACTION}="0.5"}} 1',
+                  f'kube_pod_status_phase{{{reservation},phase="Running"}} 1',
+                  f'kube_pod_status_phase{{{shared},phase="Running"}} 1']
+    return "\n".join(lines) + "\n"
+
+
+class Exporter(BaseHTTPRequestHandler):
+    scrapes = 0
+
+    def do_GET(self):  # noqa: N802 (the handler's API)
+        Exporter.scrapes += 1
+        body = exposition(Exporter.scrapes).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def query(url: str, expr: str) -> list[dict]:
+    with urllib.request.urlopen(f"{url}/api/v1/query?{urllib.parse.urlencode({'query': expr})}", timeout=10) as answer:
+        return json.load(answer)["data"]["result"]
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory):
+    if PROMETHEUS is None:
+        pytest.skip("prometheus is not on $PATH (Debian package prometheus; .ci/run installs it)")
+    root = tmp_path_factory.mktemp("team-views")
+    exporter = ThreadingHTTPServer(("127.0.0.1", 0), Exporter)
+    threading.Thread(target=exporter.serve_forever, daemon=True).start()
+    (root / "rules.yml").write_text(yaml.safe_dump({"groups": all_rule_groups(SITE)}))
+    (root / "prometheus.yml").write_text(yaml.safe_dump({
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(root / "rules.yml")],
+        # honor_labels, as the DCGM monitor: the exporter's namespace/pod labels are kept.
+        "scrape_configs": [{"job_name": "synthetic", "honor_labels": True,
+                            "static_configs": [{"targets": [f"127.0.0.1:{exporter.server_address[1]}"]}]}]}))
+    port = _free_port()
+    log = (root / "prometheus.log").open("w")
+    server = subprocess.Popen([PROMETHEUS, f"--config.file={root / 'prometheus.yml'}",
+                               f"--storage.tsdb.path={root / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
+                              stdout=subprocess.DEVNULL, stderr=log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        # Ready when the last rule group has results for every team and the denial counter has grown.
+        while len(query_or_empty(url, f"{'team:gpu_tenancy_admission_denials:increase1h'} > 0")) < len(SITE.teams):
+            if server.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"prometheus gave no team series: {(root / 'prometheus.log').read_text()[-2000:]}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+        log.close()
+        exporter.shutdown()
+        exporter.server_close()
+
+
+def query_or_empty(url: str, expr: str) -> list[dict]:
+    try:
+        return query(url, expr)
+    except OSError:
+        return []
+
+
+@needs_prometheus
+@pytest.mark.parametrize("team", SITE.teams, ids=lambda team: team.name)
+def test_every_team_board_query_through_the_proxy_returns_that_team_only(prometheus, team):
+    _, board = boards.dashboards(SITE)[f"team-{team.name}"]
+    for expr in boards.queries(board):
+        result = query(prometheus, enforce(expr, TEAM_LABEL, team.name))
+        if expr.startswith(rules.HEADROOM) and team.resources.gpu.limit == UNLIMITED:
+            assert result == [], "a team without a GPU limit has no headroom to show"
+            continue
+        assert result, f"{team.name}'s panel is empty through its proxy: {expr}"
+        assert all(series["metric"].get(TEAM_LABEL, team.name) == team.name for series in result), expr
+
+
+@needs_prometheus
+def test_a_team_asking_for_another_namespace_or_team_gets_nothing_or_an_error(prometheus):
+    alpha, beta = SITE.teams[0], SITE.teams[1]
+    beta_pods = f'DCGM_FI_DEV_GPU_UTIL{{namespace="{beta.namespace}"}}'
+    assert query(prometheus, beta_pods), "the control: Prometheus itself has beta's series"
+    assert query(prometheus, enforce(beta_pods, TEAM_LABEL, alpha.name)) == []
+    everything = query(prometheus, enforce('{__name__=~".+"}', TEAM_LABEL, alpha.name))
+    assert everything and {series["metric"][TEAM_LABEL] for series in everything} == {alpha.name}
+    for attempt in (f'team:kai_queue_allocated_gpus:max{{team="{beta.name}"}}',
+                    f'team:kai_queue_allocated_gpus:max{{team=~".+"}}', 'team:kai_queue_allocated_gpus:max{team!=""}'):
+        with pytest.raises(Refused):
+            enforce(attempt, TEAM_LABEL, alpha.name)
+
+
+# --- what the plan deploys ------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def with_team_views():
+    config = dev_config()
+    config["gpu-tenancy:observability"] = {"prometheus": "install", "grafanaUrl": "https://grafana.example.com"}
+    return run(config, stack="dev")
+
+
+def test_each_team_gets_a_proxy_enforcing_its_team_label(with_team_views):
+    platform = load_platform({key.split(":", 1)[1]: value for key, value in dev_config().items()
+                              if key.startswith("gpu-tenancy:")} | {"observability": {"prometheus": "install"}})
+    upstream = platform.observability.prometheus_url
+    for team in platform.teams:
+        [deployment] = [r for r in with_team_views.of_type("kubernetes:apps/v1:Deployment")
+                        if r.name == f"observability-team-views-{team.name}-proxy"]
+        [container] = deployment.inputs["spec"]["template"]["spec"]["containers"]
+        assert container["image"] == versions.PROM_LABEL_PROXY_IMAGE and ":latest" not in container["image"]
+        assert container["args"] == proxy_args(team, upstream)
+        assert {f"-label={TEAM_LABEL}", f"-label-value={team.name}", "-error-on-replace",
+                f"-upstream={upstream}"} <= set(container["args"])
+        policies = [r for r in with_team_views.resources if r.type.endswith("NetworkPolicy")
+                    and r.inputs["metadata"]["name"] == proxy_name(team)]
+        [ingress] = policies[0].inputs["spec"]["ingress"]
+        assert ingress["from"] == [{"podSelector": {"matchLabels": {
+            "app.kubernetes.io/name": "grafana", "app.kubernetes.io/instance": "kube-prometheus-stack"}}}]
+
+
+def test_each_team_organization_holds_one_data_source_its_proxy_and_its_board(with_team_views):
+    organizations = {r.name: r for r in with_team_views.of_type("grafana:oss/organization:Organization")}
+    sources = with_team_views.of_type("grafana:oss/dataSource:DataSource")
+    teams = [r.inputs["name"] for r in organizations.values()]
+    assert len(sources) == len(teams) == len(set(teams)) and teams
+    for source in sources:
+        team = source.name.removeprefix("observability-team-views-").removesuffix("-datasource")
+        org = next(r for r in organizations.values() if r.inputs["name"] == team)
+        same_org = [r for r in sources if r.inputs["orgId"] == source.inputs["orgId"]]
+        assert same_org == [source], "a team's organization has exactly one data source"
+        assert source.inputs["url"] == f"http://gpu-tenancy-query-{team}.monitoring.svc.cluster.local:{PROXY_PORT}"
+        assert org.urn in source.dependencies and org.inputs["createUsers"] is False
+        board = with_team_views.named(f"observability-team-views-{team}-dashboard")
+        assert board.inputs["orgId"] == source.inputs["orgId"]
+        assert json.loads(board.inputs["configJson"])["uid"] == f"gpu-tenancy-team-{team}"[:40]
+    provider = with_team_views.of_type("pulumi:providers:grafana")
+    assert [p.inputs["auth"] for p in provider] == ["[secret]"]
+
+
+def test_without_grafana_url_there_are_proxies_but_no_organizations():
+    config = dev_config()
+    config["gpu-tenancy:observability"] = {"prometheus": "install"}
+    program = run(config, stack="dev")
+    assert program.of_type("kubernetes:apps/v1:Deployment")
+    assert not program.of_type("grafana:oss/organization:Organization") and not program.of_type(
+        "pulumi:providers:grafana")
+
+
+def test_the_summary_lists_who_sees_what_and_never_the_password(with_team_views):
+    plan = build_plan(with_team_views, "dev")
+    summary = render_summary(plan)
+    section = summary[summary.index("## Who sees what"):summary.index("## Warnings")]
+    for team in ("team-nlp", "team-vision"):
+        assert f'| `{team}` | `team="{team}"` | `gpu-tenancy-query-{team}` | `{team}` | `Prometheus ({team})` |' in section
+    password = with_team_views.named("observability-grafana-admin-secret").raw_inputs["stringData"]["admin-password"]
+    assert password not in summary and password not in json.dumps(plan)
+    assert "## Who sees what" not in render_summary(build_plan(run(dev_config(), stack="dev"), "dev"))
+
+
+@pytest.mark.parametrize("observability, words", [
+    ({"prometheus": "external", "external": {"releaseLabel": "x"}}, "the Grafana this program installs"),
+    ({"prometheus": "install", "grafana": False}, "the Grafana this program installs"),
+    ({"prometheus": "install"}, "is not an http(s) URL"),
+])
+def test_grafana_url_is_refused_where_there_is_no_grafana_to_reach(observability, words):
+    raw = site_config()
+    raw["observability"] = {**observability, "grafanaUrl": "grafana.example.com" if len(observability) == 1
+                            else "https://grafana.example.com"}
+    with pytest.raises(ConfigError) as refused:
+        load_platform(raw)
+    assert "observability.grafanaUrl" in str(refused.value) and words in str(refused.value)

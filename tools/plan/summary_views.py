@@ -1,0 +1,48 @@
+"""summary.md's "Who sees what": each team's query proxy, Grafana organization and data source, and the
+platform's own view, read from the TeamViews component and the resources under it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tools.plan.lookup import PlanIndex
+from tools.plan.markdown import code, table
+
+TEAM_VIEWS = "gpu-tenancy:platform:TeamViews"
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+ORGANIZATION = "grafana:oss/organization:Organization"
+DATA_SOURCE = "grafana:oss/dataSource:DataSource"
+DASHBOARD = "grafana:oss/dashboard:Dashboard"
+
+
+def _arg(args: list[Any], flag: str) -> str:
+    return next((str(arg).split("=", 1)[1] for arg in args if str(arg).startswith(f"{flag}=")), "—")
+
+
+def views_section(index: PlanIndex) -> list[str]:
+    components = index.of_type(TEAM_VIEWS)
+    if not components:
+        return []
+    under = index.descendants(components[0])
+    organizations = {r["urn"]: r["inputs"].get("name") for r in under if r["type"] == ORGANIZATION}
+    sources = [r for r in under if r["type"] == DATA_SOURCE]
+    rows = []
+    for proxy in sorted((r for r in under if r["type"] == DEPLOYMENT), key=lambda r: r["name"]):
+        [container] = proxy["inputs"]["spec"]["template"]["spec"]["containers"]
+        args = container.get("args") or []
+        team = _arg(args, "-label-value")
+        service = proxy["inputs"]["metadata"]["name"]
+        source = next((s for s in sources if f"//{service}." in str(s["inputs"].get("url"))), None)
+        organization = next((organizations[dep] for dep in (source or {}).get("dependencies", [])
+                             if dep in organizations), None)
+        rows.append([code(team), code(f"{_arg(args, '-label')}=\"{team}\""), code(service),
+                     code(organization) if organization else "none (no `observability.grafanaUrl`)",
+                     code(source["inputs"]["name"]) if source else "—"])
+    lines = ["## Who sees what", "",
+             "Each team queries Prometheus only through its own proxy, which adds the team's label to every "
+             "selector and refuses a query naming another team. In Grafana each team has an organization of its "
+             "own whose only data source is that proxy; its members are Viewers.", ""]
+    lines += table(["Team", "Enforced matcher", "Query proxy", "Grafana organization", "Data source"], rows)
+    lines += ["", "- Platform admins: Grafana's main organization (platform board, unfiltered Prometheus), signed in "
+                  "with the generated admin login (Secret `gpu-tenancy-grafana-admin`, a stack secret)."]
+    return lines
