@@ -125,8 +125,9 @@ def _check_names(reader: Reader, organization: Organization, teams: list[Team]) 
         reported = len(reader.issues)
         if team.vcluster_name is not None and not KAI_DEVICE_LIST_ENDING.passes(team.vcluster_name):
             # The name came from the team's name (a vclusterName written out is checked by its type).
-            reader.fail(f"teams[{index}].vclusterName", team.vcluster_name, KAI_DEVICE_LIST_ENDING.problem,
-                        KAI_DEVICE_LIST_ENDING.fix + " (set teams[].vclusterName)")
+            reader.fail(f"teams[{index}].vclusterName", team.vcluster_name,
+                        f"(taken from teams[{index}].name) {KAI_DEVICE_LIST_ENDING.problem}",
+                        f"set teams[{index}].vclusterName to a name that does not end in shared-gpu-<number>")
         key = f"teams[{index}].name"
         if team.name is not None and team.name == organization.name:
             reader.fail(key, team.name, "is also the organization's queue name",
@@ -194,11 +195,6 @@ def _check_layout(reader: Reader, cluster: Optional[Cluster], gpu_operator: GpuO
     """Layouts that validate field by field but cannot work on the host."""
     if cluster is None or cluster.eks is None:
         return
-    if cluster.eks.system_node_group.scaling.desired_size == 0:
-        reader.fail("cluster.eks.systemNodeGroup.desiredSize", 0,
-                    "the system node group holds the only untainted nodes: KAI, the queue-webhook probe Job and "
-                    "every vCluster control plane would have nowhere to run",
-                    "set desiredSize (and minSize) to at least 1")
     if gpu_operator.mode == "install" and gpu_operator.driver_enabled:
         reader.fail("gpuOperator.driverEnabled", True,
                     "EKS GPU nodes use the AL2023 NVIDIA AMI, which ships the NVIDIA driver: the operator's driver "

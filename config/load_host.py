@@ -65,11 +65,12 @@ read the kubeconfig. Each step waits for `microk8s status --wait-ready`.""", key
 ))
 
 
-def _scaling_keys(low: int, desired: int, high: int) -> tuple[Key, ...]:
+def _scaling_keys(low: int, desired: int, high: int, *, fewest_desired: int = 0,
+                  desired_fix: Optional[str] = None) -> tuple[Key, ...]:
     return (
         Key("minSize", Integer(minimum=0), low, "Fewest nodes of the group.", example="1"),
-        Key("desiredSize", Integer(minimum=0), desired,
-            "Nodes the group starts with; minSize ≤ desiredSize ≤ maxSize.", example="1"),
+        Key("desiredSize", Integer(minimum=fewest_desired), desired,
+            "Nodes the group starts with; minSize ≤ desiredSize ≤ maxSize.", example="1", fix=desired_fix),
         Key("maxSize", Integer(minimum=1), high, "Most nodes of the group.", example="2"),
     )
 
@@ -79,7 +80,9 @@ SYSTEM_NODE_GROUP = Block(keys=(
         "CPU nodes for system pods and vCluster control planes.", example="[m6i.xlarge]",
         details="They use the AL2023 standard AMI, carry no taint, and are labelled `gpu-tenancy/pool=system` and "
                 "`gpu-tenancy/role=system`. Tenant pods do not run here by default."),
-    *_scaling_keys(1, 2, 3),
+    *_scaling_keys(1, 2, 3, fewest_desired=1, desired_fix=(
+        "set desiredSize (and minSize) to at least 1: the system node group holds the only untainted nodes, so "
+        "without one KAI, the queue-webhook probe Job and every vCluster control plane have nowhere to run")),
     Key("diskSize", Integer(minimum=20), 50, "Node disk size in GiB.", example="80"),
 ))
 
@@ -292,8 +295,8 @@ def _vpc_cidr(section: Section, zones: Optional[int]) -> Optional[str]:
         return None
     try:
         network = ipaddress.IPv4Network(value)
-    except ValueError:
-        section.fail("vpcCidr", value, "is not an IPv4 network", "use a block such as 10.0.0.0/16")
+    except ValueError as error:
+        section.fail("vpcCidr", value, f"is not a valid IPv4 network block ({error})", "use a block such as 10.0.0.0/16")
         return None
     if zones and (network.prefixlen > 20 or 2 ** (20 - network.prefixlen) < 2 * zones):
         section.fail("vpcCidr", value, f"has no room for {2 * zones} /20 subnets",

@@ -31,6 +31,9 @@ def check_placement(reader: Reader, host: Optional[HostProfile], teams: list[Tea
     leaves every pod of the tenant Pending: refused at the key that decides it (a team's or the stack's)."""
     if host is None or host.node_pools is None:
         return
+    if any(issue.key in ("cluster", "cluster.kind", "cluster.eks") or issue.key.startswith("cluster.eks.gpuNodeGroups")
+           for issue in reader.issues):
+        return  # the node groups were not read: where pods can run is not known
     unplaced: dict[tuple[str, str], list[Team]] = {}
     for index, team in enumerate(teams):
         settings = team.vcluster

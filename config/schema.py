@@ -1,15 +1,17 @@
 """The JSON Schema of a stack file, derived from the key definitions (config/keys.py).
 
-Every block becomes an object that allows its keys only, every key its type's schema with the key's
-description. Cross-field rules (quotas fitting, names unique, a kind's block only under its kind) stay
-with the loader, which runs anyway before anything is registered; the schema is for editors to
-complete and check.
+Every block becomes an object that allows its keys only and requires its required keys, every key its
+type's schema (enums, patterns, bounds, version floors) with the key's description, and a block's
+conditions become ``if``/``then`` (no ``eks`` block under kind microk8s). Rules that compare several
+values (quotas fitting, names unique, a selector matching a node group) stay with the loader, which
+runs anyway before anything is registered; tests/test_schema_agreement.py lists them.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from config.keys import REQUIRED
 from config.load import STACK_CONFIG
 from config.secrets import SECRETS
 from config.vocabulary import OTHER_NAMESPACES, PROJECT
@@ -36,6 +38,7 @@ def stack_file_schema() -> dict[str, Any]:
                 "properties": config,
                 "patternProperties": {f"^({'|'.join(OTHER_NAMESPACES)}):": {}},
                 "additionalProperties": False,
+                "required": [f"{PROJECT}:{key.name}" for key in STACK_CONFIG.keys if key.default is REQUIRED],
             },
         },
     }

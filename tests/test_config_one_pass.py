@@ -43,6 +43,9 @@ BROKEN_SITES = {
                 ("organization.priority", -1)),
         {"observability.external.releaseLabel", "observability.timeAwareFairness.enabled",
          "observability.namespace", "organization.priority"}),
+    "kind eks without its block: no placement error follows from the node groups it lacks": (
+        _broken(dev_config, ("cluster.kind", "eks"), ("gpuOperator.mode", "install")),
+        {"cluster.eks", "cluster.microk8s"}),
 }
 
 
