@@ -112,7 +112,9 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     warnings = [f"{PROJECT}:{name} is not set: a placeholder stands in for it in this offline run. Set it "
                 f"before pulumi up: {secret_command(name, stack)}" for name in secrets.missing]
     return Platform(**{**platform.__dict__, "warnings": tuple(warnings + _warnings(platform)
-                                                               + placement_warnings(platform)),
+                                                               + placement_warnings(platform)
+                                                               + observability_config.observability_warnings(
+                                                                   platform.observability)),
                        "notes": tuple(_notes(platform))})
 
 

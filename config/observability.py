@@ -77,7 +77,8 @@ EXTERNAL = Block(keys=(
             "set it to the in-cluster URL of your Prometheus, e.g. http://prometheus.monitoring:9090"),)), None,
         "In-cluster URL of the site's Prometheus.",
         example="http://prometheus-operated.monitoring:9090",
-        details="Required for `timeAwareFairness` with `external`."),
+        details="Required for `timeAwareFairness` with `external`, and only read by it: set while time-aware "
+                "fairness is off, it draws a warning (and the review summary shows it)."),
 ))
 
 _ALERTS = AlertThresholds()
@@ -196,6 +197,15 @@ def _fairness(section: Section, mode: Optional[str], url: Optional[str]) -> Time
         half_life_period=section.read("halfLifePeriod"),
         k_value=k_value,
     )
+
+
+def observability_warnings(settings: Observability) -> list[str]:
+    """Settings that are accepted but change nothing."""
+    if settings.prometheus == "external" and settings.url is not None and not settings.fairness.enabled:
+        return [f"observability.external.url is set ({settings.url}) but nothing reads it: only KAI's time-aware "
+                "fairness queries the site's Prometheus, and observability.timeAwareFairness.enabled is false. "
+                "Enable time-aware fairness, or remove the url."]
+    return []
 
 
 def check_namespace(reader: Reader, settings: Observability, taken: dict[str, str]) -> None:

@@ -127,3 +127,11 @@ def test_external_objects_may_share_the_operator_namespace_but_not_a_tenant_one(
     assert load_platform(site_config(**external, namespace="gpu-operator-resources")).observability.namespace == \
         "gpu-operator-resources"
     assert "observability.namespace" in issues(site_config(**external, namespace="vcluster-alpha"))
+
+
+def test_an_external_url_nothing_reads_is_warned_about():
+    raw = site_config(prometheus="external", external={"releaseLabel": "prom", "url": "http://prom.monitoring:9090"})
+    warnings = [w for w in load_platform(raw).warnings if "external.url" in w]
+    assert len(warnings) == 1 and "timeAwareFairness.enabled is false" in warnings[0]
+    raw["observability"]["timeAwareFairness"] = {"enabled": True}
+    assert not [w for w in load_platform(raw).warnings if "external.url" in w]

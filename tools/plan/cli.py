@@ -156,7 +156,7 @@ def main(argv: Optional[Sequence[str]] = None, *, config: Optional[dict[str, Any
     for note in plan["notes"]:
         print(f"  note: {note}")
     if rendered is not None:
-        print(f"rendered {len(rendered['releases'])} releases for Kubernetes {rendered['kubeVersion']} -> "
+        print(f"rendered {len(rendered['releases'])} releases for {rendered_for(rendered['kubeVersion'])} -> "
               f"{_shown(out / MANIFESTS_DIR)}")
         errors = [finding for finding in findings if finding.severity == deployability.ERROR]
         print(f"deployability: {len(errors)} errors, {len(findings) - len(errors)} warnings and notes "
@@ -169,6 +169,11 @@ def main(argv: Optional[Sequence[str]] = None, *, config: Optional[dict[str, Any
     if args.fail_on_findings and rendered is not None and errors:
         return 3
     return 0
+
+
+def rendered_for(kube_version: Optional[str]) -> str:
+    """The Kubernetes version charts were rendered for, honestly: a site that pins none gets Helm's default."""
+    return f"Kubernetes {kube_version}" if kube_version else "Helm's default Kubernetes version (the site pins none)"
 
 
 def _kube_version(plan: dict[str, Any]) -> Optional[str]:
