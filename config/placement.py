@@ -67,10 +67,14 @@ class Placement:
 
 def placement(host: HostProfile, node_labels: Mapping[str, str], tolerations: Sequence[str]) -> Optional[Placement]:
     """Where pods with this nodeSelector and these tolerations can run; None when the pools are not known."""
-    if host.node_pools is None:
-        return None
-    matching = tuple(pool for pool in host.node_pools
-                     if all(set_by_others(key, host.kind) or pool.labels.get(key) == value
+    return None if host.node_pools is None else place(host.kind, host.node_pools, node_labels, tolerations)
+
+
+def place(host_kind: str, pools: Sequence[NodePool], node_labels: Mapping[str, str],
+          tolerations: Sequence[str]) -> Placement:
+    """The pools of a host of this kind that pods with this nodeSelector and these tolerations can land on."""
+    matching = tuple(pool for pool in pools
+                     if all(set_by_others(key, host_kind) or pool.labels.get(key) == value
                             for key, value in node_labels.items()))
     parsed = [parse_toleration(text) for text in tolerations]
     runnable = tuple(pool for pool in matching

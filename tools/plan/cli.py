@@ -13,7 +13,8 @@ engine, CLI, cloud account or cluster) and writes two files to DIR (default
   diff of two plans is a review of a change.
 - ``summary.md``: a reviewer's digest derived from the recorded resources: host, Helm
   releases, GPU operator mode and time-slicing profiles, the KAI queue tree with its quotas,
-  the tenants, warnings and secrets.
+  the tenants, where their pods run, observability, what the site exposes, warnings and secrets
+  (with ``--render-charts`` also the charts' cluster-scoped objects and Services).
 
 With ``--render-charts``, every Helm release is also rendered in-process from the local chart
 cache (``tools.charts``; values checked against each chart's schema) into ``DIR/manifests/``, and
@@ -132,6 +133,7 @@ def main(argv: Optional[Sequence[str]] = None, *, config: Optional[dict[str, Any
             print(f"error: stack {args.stack}: {error}", file=sys.stderr)
             return 2
         site, checked, findings = deployability.check_plan(plan, rendered, out, args.chart_cache)
+        files[1] = (SUMMARY_FILE, render_summary(plan, chart_objects(rendered, out, plan)))
         files.append((DEPLOYABILITY_FILE, deployability.render_report(findings, site, checked)))
     if old_plan is not None:
         diff = diff_plans(old_plan, plan)
@@ -169,6 +171,13 @@ def main(argv: Optional[Sequence[str]] = None, *, config: Optional[dict[str, Any
     if args.fail_on_findings and rendered is not None and errors:
         return 3
     return 0
+
+
+def chart_objects(rendered: dict[str, Any], out: Path, plan: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The rendered charts' objects as (release, manifest) pairs, for the summary."""
+    from tools.deployability.inputs import rendered_objects
+    return [(obj.release.name if obj.release else "?", obj.manifest)
+            for obj in rendered_objects(rendered, out, plan["resources"])]
 
 
 def rendered_for(kube_version: Optional[str]) -> str:

@@ -19,6 +19,7 @@ from config.vocabulary import (
 )
 from tools.plan.lookup import PlanIndex, dig, topological
 from tools.plan.markdown import code, fmt_amount, fmt_labels, fmt_num, table
+from tools.plan.summary_site import ChartObjects, site_sections
 from tools.plan.summary_tenants import cluster_objects_section, tenant_section
 
 SUMMARY_FILE = "summary.md"
@@ -303,8 +304,9 @@ def _secret_paths(value: Any, path: str = "") -> list[str]:
     return []
 
 
-def render_summary(plan: dict[str, Any]) -> str:
-    """The reviewer's markdown digest of a plan document (see ``build_plan``)."""
+def render_summary(plan: dict[str, Any], chart_objects: ChartObjects = None) -> str:
+    """The reviewer's markdown digest of a plan document (see ``build_plan``); ``chart_objects``: the rendered
+    charts' objects as ``(release, manifest)`` pairs, None when the charts were not rendered."""
     index = PlanIndex(plan)
     outputs = plan.get("outputs") or {}
     resources = plan["resources"]
@@ -326,6 +328,7 @@ def render_summary(plan: dict[str, Any]) -> str:
     lines += tenant_section(index) + [""]
 
     lines += cluster_objects_section(index) + [""]
+    lines += site_sections(index, chart_objects)
 
     lines += ["## Warnings", ""]
     lines += [f"- {warning}" for warning in plan.get("warnings") or []] or ["None."]
