@@ -73,7 +73,8 @@ class Condition:
     """While key ``when`` holds one of ``values`` (a key left out counts as its default), the keys in
     ``forbidden`` must be left out and the paths in ``required`` (``external.releaseLabel``) set.
 
-    Keys in ``pinned`` may only hold the value given. ``problem`` and ``fix`` may name the key at fault as ``{key}`` and the deciding value as ``{value}``.
+    Keys in ``pinned`` may only hold the value given. ``problem`` and ``fix`` may name the key at fault
+    as ``{name}`` and the deciding value as ``{value}``.
     """
 
     when: str

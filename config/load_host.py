@@ -296,7 +296,8 @@ def _vpc_cidr(section: Section, zones: Optional[int]) -> Optional[str]:
     try:
         network = ipaddress.IPv4Network(value)
     except ValueError as error:
-        section.fail("vpcCidr", value, f"is not a valid IPv4 network block ({error})", "use a block such as 10.0.0.0/16")
+        section.fail("vpcCidr", value, f"is not a valid IPv4 network block ({error})",
+                     "use a block such as 10.0.0.0/16")
         return None
     if zones and (network.prefixlen > 20 or 2 ** (20 - network.prefixlen) < 2 * zones):
         section.fail("vpcCidr", value, f"has no room for {2 * zones} /20 subnets",

@@ -72,7 +72,8 @@ TEAM = Block(title="one entry per team", retired=(
         "The team's share.", example="{gpu: {quota: 0.33, limit: 1, overQuotaWeight: 1}}",
         details="In practice `gpu` is required whenever the org gpu quota is finite (see the rules)."),
     # The vCluster name is a Helm release name: at most 53 characters.
-    Key("vclusterName", Text(dns_label=True, max_length=53, checks=(KAI_DEVICE_LIST_ENDING,)), Derived("same as `name` (cut to 53 characters)"),
+    Key("vclusterName", Text(dns_label=True, max_length=53, checks=(KAI_DEVICE_LIST_ENDING,)),
+        Derived("same as `name` (cut to 53 characters)"),
         "vCluster (Helm release) name, unique.", example="rag-legal"),
     Key("namespace", Text(dns_label=True), Derived("`vcluster-<vclusterName>` (cut to 63 characters)"),
         "Host namespace of the tenant, unique.", example="team-legal",

@@ -2,8 +2,8 @@
 
 Every site the loader accepts the schema accepts; every problem the schema reports the loader reports;
 every problem the loader reports the schema reports too, unless it comes from a rule listed in
-``LOADER_ONLY``: the rules that compare several values (or a value with one derived from another), which a
-JSON Schema cannot state. Those are exactly the remaining disagreements.
+``config.schema.LOADER_ONLY``: the rules that compare several values (or a value with one derived from
+another, or keys of two blocks). Those are exactly the remaining disagreements.
 """
 
 from __future__ import annotations
@@ -16,34 +16,11 @@ import jsonschema
 import pytest
 
 from config import ConfigError, load_platform
+from config.schema import LOADER_ONLY
 from config.secrets import SECRET_KEYS
 from tests.site_corpus import BROKEN, PREFIX, VALID_SITES, broken_site, stack_document
 from tools.docs import schema as schema_tool
 
-# (key pattern, words of the problem) -> why the schema cannot say it.
-LOADER_ONLY = {
-    (r"organization\.resources\.gpu\.quota", "add up to"): "a sum over every team's quota",
-    (r"teams\[\d+\]\.resources\.gpu\.quota", "unlimited guarantee cannot fit"): "compares a team's and the org's",
-    (r".*\.limit", "below the quota"): "compares two values of one entry",
-    (r".*\.limit", "caps a queue whose quota is -1"): "compares two values of one entry",
-    (r"teams\[\d+\]\.(name|vclusterName|namespace)", "is already used by"): "uniqueness of one field across entries",
-    (r"teams\[\d+\]\.name", "organization's queue name"): "compares a team's name with the org's",
-    (r"teams\[\d+\]\.namespace", "is the namespace of"): "compares with namespaces other keys choose",
-    (r"teams\[\d+\]\.vclusterName", "taken from teams"): "a default derived from teams[].name",
-    (r"cluster\.eks\.gpuNodeGroups\[\d+\]\.desiredSize", "must lie between"): "orders three values",
-    (r"cluster\.eks\.gpuNodeGroups\[\d+\]\.name", "duplicate node group name"): "uniqueness across entries",
-    (r"cluster\.eks\.(vpcId|privateSubnetIds)", ""): "ties the VPC to its subnets",
-    (r"cluster\.eks\.vpcCidr", "has no room"): "compares with availabilityZones",
-    (r"cluster\.eks\.vpcCidr", "valid IPv4 network block"): "host bits set (the schema checks the shape only)",
-    (r"cluster\.eks\.gpuNodeGroups\[\d+\]\.labels", "sets "): "a label key inside a map the program fills",
-    (r"gpuOperator\.mode", "MicroK8s addon only exists"): "ties two top-level keys (cluster.kind)",
-    (r"gpuOperator\.mode", "enableNvidiaAddon"): "ties two top-level keys (cluster.microk8s)",
-    (r"gpuOperator\.driverEnabled", "AL2023"): "ties two top-level keys (cluster.kind)",
-    (r"observability\.timeAwareFairness\.enabled", ""): "ties a nested key to observability's mode and URL",
-    (r"observability\.namespace", "is the namespace of"): "compares with namespaces other keys choose",
-    (r"(teams\[\d+\]\.)?vcluster\.nodeLabels", "selects no node pool"): "compares with the node groups' labels",
-    (r"(teams\[\d+\]\.)?vcluster\.enforceTolerations", "tolerates none"): "compares with the node groups' taints",
-}
 
 
 @pytest.fixture(scope="module")
