@@ -27,7 +27,7 @@ from components.observability_views import TeamViews
 from config import versions
 from config.model import Platform
 from config.observability import INSTALL_RELEASE
-from config.vocabulary import HELM_MAX_HISTORY
+from config.vocabulary import HELM_MAX_HISTORY, OBSERVABILITY_COMPONENT
 
 RELEASE_TIMEOUT_SECONDS = 900
 # Grafana's dashboard sidecar (kube-prometheus-stack's defaults): ConfigMaps with this label are loaded,
@@ -107,7 +107,7 @@ class Observability(pulumi.ComponentResource):
     dashboards: list[str]
 
     def __init__(self, name: str, args: ObservabilityArgs, opts: Optional[pulumi.ResourceOptions] = None):
-        super().__init__("gpu-tenancy:platform:Observability", name, None, opts)
+        super().__init__(OBSERVABILITY_COMPONENT, name, None, opts)
         platform = args.platform
         settings = platform.observability
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
@@ -202,4 +202,6 @@ class Observability(pulumi.ComponentResource):
             )
 
         self.register_outputs({"mode": settings.prometheus, "namespace": self.namespace,
-                               "releaseLabel": settings.release_label, "dashboards": self.dashboards})
+                               "releaseLabel": settings.release_label, "dashboards": self.dashboards,
+                               "prometheusUrl": settings.prometheus_url,
+                               "timeAwareFairness": settings.fairness.enabled})

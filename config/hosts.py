@@ -73,7 +73,7 @@ def host_profile(cluster: Cluster) -> HostProfile:
     if cluster.eks is not None:
         eks = cluster.eks
         pools = [NodePool(SYSTEM_POOL, {POOL_LABEL: SYSTEM_POOL, ROLE_LABEL: SYSTEM_ROLE})]
-        pools += [NodePool(group.name, {**group.labels, POOL_LABEL: group.name, ROLE_LABEL: GPU_ROLE},
+        pools += [NodePool(group.name, {**(group.labels or {}), POOL_LABEL: group.name, ROLE_LABEL: GPU_ROLE},
                            (GPU_TAINT,), gpu=True)
                   for group in eks.gpu_node_groups]
         return HostProfile(

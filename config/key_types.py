@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Iterable, Optional
 
 from config.errors import MISSING
+from config.versions import release_numbers
 from config.vocabulary import EXACT_VERSION
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -22,6 +23,49 @@ DNS_LABEL_FIX = "use at most {limit} lowercase letters, digits and '-', starting
 QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
 # Far beyond any real quota (memory is counted in MB); keeps float conversions exact and finite.
 LARGEST_NUMBER = 10**12
+
+
+@dataclass(frozen=True)
+class Check:
+    """A shape rule of a string key: the value must fullmatch ``pattern`` (with ``refuse``: must not).
+
+    ``pattern`` is written without anchors and in the common subset of Python and ECMA-262 regular
+    expressions, because the JSON Schema carries it too (anchored there).
+    """
+
+    pattern: str
+    problem: str
+    fix: str
+    refuse: bool = False
+
+    def passes(self, value: str) -> bool:
+        return bool(re.fullmatch(self.pattern, value)) != self.refuse
+
+    def schema(self) -> dict[str, Any]:
+        anchored = {"pattern": f"^(?:{self.pattern})$"}
+        return {"not": anchored} if self.refuse else anchored
+
+
+def refuse_names(names: Iterable[str], problem: str, fix: str) -> Check:
+    """A check refusing exactly these values."""
+    return Check("|".join(re.escape(name) for name in names), problem, fix, refuse=True)
+
+
+def _string_schema(*parts: dict[str, Any]) -> dict[str, Any]:
+    """A non-blank string meeting every part (patterns go under allOf: one schema holds one pattern)."""
+    return {"type": "string", "allOf": [{"pattern": r"\S"}, *parts]}
+
+
+def at_least_pattern(number: int) -> str:
+    """A regular expression for the whole numbers >= ``number`` written without leading zeros."""
+    digits = str(number)
+    # Longer numbers, the number itself, or the same length with a higher digit after a shared prefix.
+    options = [rf"[1-9]\d{{{len(digits)},}}", digits]
+    for index, digit in enumerate(digits):
+        if digit != "9":
+            rest = len(digits) - index - 1
+            options.append(digits[:index] + f"[{int(digit) + 1}-9]" + (rf"\d{{{rest}}}" if rest else ""))
+    return "(?:" + "|".join(options) + ")"
 
 
 class Invalid(Exception):
@@ -68,6 +112,7 @@ class Text:
     dns_label: bool = False
     max_length: int = 63
     form: Optional[str] = None
+    checks: tuple[Check, ...] = ()
     fix: ClassVar[str] = "set it to a string"
 
     def parse(self, value: object, fix: str) -> str:
@@ -84,11 +129,19 @@ class Text:
         if self.dns_label and (len(value) > self.max_length or not DNS_LABEL.fullmatch(value)):
             too_long = f" of at most {self.max_length} characters" if len(value) > self.max_length else ""
             raise Invalid(f"is not a DNS-1123 label{too_long}", DNS_LABEL_FIX.format(limit=self.max_length))
+        for check in self.checks:
+            if not check.passes(value):
+                raise Invalid(check.problem, check.fix)
         return value
 
     def schema(self) -> dict[str, Any]:
-        return {"type": "string", **({"enum": list(self.choices)} if self.choices is not None else {}),
-                **({"pattern": DNS_LABEL.pattern, "maxLength": self.max_length} if self.dns_label else {})}
+        schema = _string_schema(*(check.schema() for check in self.checks))
+        if self.choices is not None:
+            schema["enum"] = list(self.choices)
+        if self.dns_label:
+            schema["allOf"].append({"pattern": DNS_LABEL.pattern})
+            schema["maxLength"] = self.max_length
+        return schema
 
     def shown(self) -> str:
         if self.choices is not None:
@@ -103,6 +156,9 @@ class Version:
     """An exact chart version (``config.vocabulary.EXACT_VERSION``) with the chart's own prefix (``v`` or none)."""
 
     prefix: str
+    # The oldest release the program supports, and why older ones are refused.
+    minimum: Optional[tuple[int, int, int]] = None
+    minimum_reason: str = ""
     fix: ClassVar[str] = "set it to a string"
 
     def parse(self, value: object, fix: str) -> str:
@@ -116,13 +172,31 @@ class Version:
             raise Invalid(f"this chart's versions start with '{self.prefix}'", f"write it as {self.prefix}{value}")
         if not self.prefix and value.startswith("v"):
             raise Invalid("this chart's versions have no leading 'v'", f"write it as {value[1:]}")
+        if self.minimum is not None and release_numbers(value) < self.minimum:
+            floor = self.prefix + ".".join(map(str, self.minimum))
+            raise Invalid(f"releases before {floor} are not supported: {self.minimum_reason}",
+                          f"pin {floor} or later")
         return value
 
     def schema(self) -> dict[str, Any]:
-        return {"type": "string"}
+        core = EXACT_VERSION.pattern.removeprefix("^v?").removesuffix("$")
+        parts = [{"pattern": f"^{self.prefix}{core}$"}]
+        if self.minimum is not None:
+            parts.append({"pattern": f"^{self.prefix}{_release_at_least(self.minimum)}(?:[-+].*)?$"})
+        return _string_schema(*parts)
 
     def shown(self) -> str:
-        return f"exact version `{self.prefix}X.Y.Z`" + ("" if self.prefix else " (no `v`)")
+        shown = f"exact version `{self.prefix}X.Y.Z`" + ("" if self.prefix else " (no `v`)")
+        return shown + (f", {self.prefix}{'.'.join(map(str, self.minimum))} or later" if self.minimum else "")
+
+
+def _release_at_least(floor: tuple[int, int, int]) -> str:
+    """A regular expression for the release numbers X.Y.Z at or above ``floor``."""
+    major, minor, patch = floor
+    above = rf"{at_least_pattern(major + 1)}\.\d+\.\d+"
+    minor_above = rf"{major}\.{at_least_pattern(minor + 1)}\.\d+"
+    same = rf"{major}\.{minor}\.{at_least_pattern(patch)}"
+    return f"(?:{above}|{minor_above}|{same})"
 
 
 @dataclass(frozen=True)
@@ -147,11 +221,13 @@ class Number:
 
     minimum: Optional[float] = None
     unlimited: bool = False
+    maximum: Optional[float] = None
 
     @property
     def bounds(self) -> str:
-        parts = (["-1 (unlimited)"] if self.unlimited else []) + ([f">= {self.minimum:g}"] if self.minimum is not None
-                                                                   else [])
+        limits = [f">= {self.minimum:g}"] if self.minimum is not None else []
+        limits += [f"<= {self.maximum:g}"] if self.maximum is not None else []
+        parts = (["-1 (unlimited)"] if self.unlimited else []) + ([" and ".join(limits)] if limits else [])
         return " or ".join(parts) if parts else "(any finite number)"
 
     @property
@@ -163,16 +239,18 @@ class Number:
             raise Invalid(f"expected a number of at most {LARGEST_NUMBER:g}, got {type_name(value)}", fix)
         if self.unlimited and value == -1:
             return value
-        if self.minimum is not None and value < self.minimum:
+        if (self.minimum is not None and value < self.minimum) or (self.maximum is not None and value > self.maximum):
             raise Invalid(f"must be {self.bounds}", fix)
         return value
 
     def schema(self) -> dict[str, Any]:
-        bounded = {"type": "number", **({"minimum": self.minimum} if self.minimum is not None else {})}
+        bounded = {"type": "number", "minimum": self.minimum if self.minimum is not None else -LARGEST_NUMBER,
+                   "maximum": self.maximum if self.maximum is not None else LARGEST_NUMBER}
         return {"anyOf": [{"const": -1}, bounded]} if self.unlimited else bounded
 
     def shown(self) -> str:
         shown = "number" + (f" ≥ {self.minimum:g}" if self.minimum is not None else "")
+        shown += f" ≤ {self.maximum:g}" if self.maximum is not None else ""
         return shown + (", or `-1`" if self.unlimited else "")
 
 
@@ -203,8 +281,8 @@ class Integer:
         return value
 
     def schema(self) -> dict[str, Any]:
-        return {"type": "integer", **({"minimum": self.minimum} if self.minimum is not None else {}),
-                **({"maximum": self.maximum} if self.maximum is not None else {})}
+        return {"type": "integer", "minimum": self.minimum if self.minimum is not None else -LARGEST_NUMBER,
+                "maximum": self.maximum if self.maximum is not None else LARGEST_NUMBER}
 
     def shown(self) -> str:
         if self.minimum is not None and self.maximum is not None:
@@ -228,7 +306,8 @@ class Quantity:
         return value
 
     def schema(self) -> dict[str, Any]:
-        return {"type": ["string", "number"], "pattern": QUANTITY.pattern}
+        return {"anyOf": [{"type": "string", "pattern": QUANTITY.pattern},
+                          {"type": "number", "minimum": 0, "maximum": LARGEST_NUMBER}]}
 
     def shown(self) -> str:
         return "quantity"

@@ -33,7 +33,8 @@ class Block:
 
     A block with a ``title`` gets a section of its own in the reference, with ``intro`` before its
     table and ``notes`` after it; the keys of an untitled block are listed in their parent's table.
-    ``retired`` keys are refused with what replaced them rather than as unknown.
+    ``retired`` keys are refused with what replaced them rather than as unknown; ``conditions`` tie
+    which keys may or must be present to the value of another key of the block.
     """
 
     keys: tuple[Key, ...]
@@ -41,6 +42,7 @@ class Block:
     intro: str = ""
     notes: str = ""
     retired: tuple[Retired, ...] = ()
+    conditions: tuple[Condition, ...] = ()
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -53,21 +55,64 @@ class Block:
         raise KeyError(f"no key {name!r} is declared in this block (declared: {', '.join(self.names)})")
 
     def schema(self) -> dict[str, Any]:
-        return {"type": "object", "properties": {key.name: key.schema() for key in self.keys},
-                "additionalProperties": False}
+        schema: dict[str, Any] = {"type": "object", "properties": {key.name: key.schema() for key in self.keys},
+                                  "additionalProperties": False}
+        required = [key.name for key in self.keys if key.default is REQUIRED]
+        if required:
+            schema["required"] = required
+        if self.conditions:
+            schema["allOf"] = [condition.schema(self[condition.when].default) for condition in self.conditions]
+        return schema
 
     def shown(self) -> str:
         return "map"
 
 
 @dataclass(frozen=True)
+class Condition:
+    """While key ``when`` holds one of ``values`` (a key left out counts as its default), the keys in
+    ``forbidden`` must be left out and the paths in ``required`` (``external.releaseLabel``) set.
+
+    Keys in ``pinned`` may only hold the value given. ``problem`` and ``fix`` may name the key at fault
+    as ``{name}`` and the deciding value as ``{value}``.
+    """
+
+    when: str
+    values: tuple[Any, ...]
+    problem: str
+    fix: str
+    forbidden: tuple[str, ...] = ()
+    required: tuple[str, ...] = ()
+    # (key, value): the key may be left out, or set to this value only.
+    pinned: tuple[tuple[str, Any], ...] = ()
+
+    def holds(self, value: object) -> bool:
+        return any(value == choice and type(value) is type(choice) for choice in self.values)
+
+    def schema(self, default: Any) -> dict[str, Any]:
+        when: dict[str, Any] = {"properties": {self.when: {"enum": list(self.values)}}}
+        if not self.holds(default):
+            when["required"] = [self.when]
+        then: dict[str, Any] = {"properties": {**{name: False for name in self.forbidden},
+                                               **{name: {"const": value} for name, value in self.pinned}}}
+        for path in self.required:
+            node = then
+            for step in path.split("."):
+                node.setdefault("required", []).append(step)
+                node = node.setdefault("properties", {}).setdefault(step, {})
+        return {"if": when, "then": then}
+
+
+@dataclass(frozen=True)
 class ListOf:
-    """A list of maps, each holding the keys of ``block``."""
+    """A list of maps, each holding the keys of ``block``; ``empty`` is the problem and fix of an
+    empty list, when one is refused."""
 
     block: Block
+    empty: Optional[tuple[str, str]] = None
 
     def schema(self) -> dict[str, Any]:
-        return {"type": "array", "items": self.block.schema()}
+        return {"type": "array", "items": self.block.schema(), **({"minItems": 1} if self.empty else {})}
 
     def shown(self) -> str:
         return "list of maps"

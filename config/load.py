@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import re
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Optional
 
 from config.capacity import known_gpu_capacity
 from config.errors import ConfigError, ConfigIssue
@@ -19,7 +18,8 @@ from config.hosts import host_profile
 from config.keys import REQUIRED, Block, Key
 from config.load_host import CI, CLUSTER, read_ci, read_cluster
 from config.load_operators import GPU_OPERATOR, KAI_SCHEDULER, read_gpu_operator, read_kai
-from config.load_teams import ORGANIZATION, TEAMS, read_organization, read_team
+from config.load_placement import check_placement, placement_warnings
+from config.load_teams import KAI_DEVICE_LIST_ENDING, ORGANIZATION, TEAMS, read_organization, read_team
 from config.load_vcluster import DEFAULT_VCLUSTER, VCLUSTER, read_vcluster
 from config.virtual_cluster import check_virtual_clusters
 from config.model import Cluster, GpuOperator, Organization, Platform, Team
@@ -28,7 +28,7 @@ from config.reader import Reader
 from config.secrets import SECRET_KEYS, Secrets, secret_command
 from config.sharing import TIME_SLICED
 from config.vocabulary import (
-    KAI_RESERVED_QUEUES, NODE_PROFILE_LABEL, OTHER_NAMESPACES, POOL_LABEL, PROJECT, ROLE_LABEL, SYSTEM_NAMESPACES,
+    NODE_PROFILE_LABEL, OTHER_NAMESPACES, POOL_LABEL, PROJECT, ROLE_LABEL, SYSTEM_NAMESPACES,
 )
 
 # The ``gpu-tenancy:*`` keys of a stack file, secrets aside (config/secrets.py).
@@ -43,7 +43,6 @@ STACK_CONFIG = Block(keys=(
     Key("observability", observability_config.OBSERVABILITY, {},
         "GPU usage metrics, alerts, dashboards and KAI's time-aware fairness."),
 ))
-KAI_DEVICE_LIST_NAME = re.compile(r"shared-gpu-i?[0-9]+$")
 
 _EPSILON = 1e-9
 
@@ -87,24 +86,22 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     stack_vcluster = read_vcluster(root.child("vcluster"), default_vcluster)
     teams = [read_team(team, stack_vcluster) for team in root.entries("teams")]
     observability = observability_config.read_observability(root.child("observability"))
-    if root.has("teams") and isinstance(root.raw("teams"), list) and not root.raw("teams"):
-        reader.fail("teams", [], "no teams are defined", "add at least one team with a name and resources")
-
     ci = read_ci(root.child("ci"))
-    if reader.issues:
-        raise ConfigError(reader.issues)
 
+    # Cross-field rules run on whatever was read, in the same pass: a value with a problem of its own is
+    # None and the rules that need it skip it, so every problem is reported at once.
     _check_names(reader, organization, teams)
+    platform_namespaces = {namespace: owner for namespace, owner in (
+        (kai.namespace, "KAI Scheduler"), (gpu_operator.namespace, "the GPU Operator")) if namespace is not None}
     _check_tenant_namespaces(reader, {
-        **{name: "the cluster's system components" for name in SYSTEM_NAMESPACES},
-        kai.namespace: "KAI Scheduler", gpu_operator.namespace: "the GPU Operator"}, teams)
+        **{name: "the cluster's system components" for name in SYSTEM_NAMESPACES}, **platform_namespaces}, teams)
     _check_org_quota(reader, organization, teams)
     observability_config.check_namespace(reader, observability, {
-        kai.namespace: "KAI Scheduler", gpu_operator.namespace: "the GPU Operator",
-        **{team.namespace: f"team {team.name}" for team in teams}})
+        **platform_namespaces, **{team.namespace: f"team {team.name}" for team in teams if team.namespace}})
     _check_node_group_profiles(reader, cluster)
     _check_layout(reader, cluster, gpu_operator)
     check_virtual_clusters(reader, teams)
+    check_placement(reader, host, teams, root.raw("teams"))
     if reader.issues:
         raise ConfigError(reader.issues)
 
@@ -116,7 +113,10 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
                         missing_secrets=tuple(secrets.missing))
     warnings = [f"{PROJECT}:{name} is not set: a placeholder stands in for it in this offline run. Set it "
                 f"before pulumi up: {secret_command(name, stack)}" for name in secrets.missing]
-    return Platform(**{**platform.__dict__, "warnings": tuple(warnings + _warnings(platform)),
+    return Platform(**{**platform.__dict__, "warnings": tuple(warnings + _warnings(platform)
+                                                               + placement_warnings(platform)
+                                                               + observability_config.observability_warnings(
+                                                                   platform.observability)),
                        "notes": tuple(_notes(platform) + observability_config.external_notes(
                            platform.observability, platform.kai_scheduler.gpu_sharing))})
 
@@ -125,27 +125,22 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
 
 
 def _check_names(reader: Reader, organization: Organization, teams: list[Team]) -> None:
-    if organization.name in KAI_RESERVED_QUEUES:
-        reader.fail("organization.name", organization.name, "collides with a queue KAI creates on install",
-                    "choose another name, e.g. ml-org")
     seen: dict[str, dict[str, int]] = {"name": {}, "vclusterName": {}, "namespace": {}}
     for index, team in enumerate(teams):
         reported = len(reader.issues)
-        if KAI_DEVICE_LIST_NAME.search(team.vcluster_name):
-            # vCluster names a tenant's ConfigMaps on the host "<name>-x-<namespace>-x-<vclusterName>": with
-            # this ending one could pass for the ConfigMap KAI keeps a fractional pod's device list in.
+        if team.vcluster_name is not None and not KAI_DEVICE_LIST_ENDING.passes(team.vcluster_name):
+            # The name came from the team's name (a vclusterName written out is checked by its type).
             reader.fail(f"teams[{index}].vclusterName", team.vcluster_name,
-                        "ends like the name of a KAI device-list ConfigMap (shared-gpu-<n>)",
-                        "choose a vCluster name that does not end in shared-gpu-<number>")
+                        f"(taken from teams[{index}].name) {KAI_DEVICE_LIST_ENDING.problem}",
+                        f"set teams[{index}].vclusterName to a name that does not end in shared-gpu-<number>")
         key = f"teams[{index}].name"
-        if team.name in KAI_RESERVED_QUEUES:
-            reader.fail(key, team.name, "collides with a queue KAI creates on install",
-                        "choose another team name")
-        if team.name == organization.name:
+        if team.name is not None and team.name == organization.name:
             reader.fail(key, team.name, "is also the organization's queue name",
                         "give the team a name different from organization.name")
         for field, value in (("name", team.name), ("vclusterName", team.vcluster_name),
                              ("namespace", team.namespace)):
+            if value is None:
+                continue
             first = seen[field].setdefault(value, index)
             # vclusterName and namespace default from the name: one clash is reported once.
             if first != index and len(reader.issues) == reported:
@@ -157,7 +152,7 @@ def _check_tenant_namespaces(reader: Reader, platform_namespaces: dict[str, str]
     """KAI's pod webhook skips kube-system and its own namespace, and a shared system namespace would put the
     tenant's policy on other people's pods: a tenant lives in a namespace of its own."""
     for index, team in enumerate(teams):
-        owner = platform_namespaces.get(team.namespace)
+        owner = platform_namespaces.get(team.namespace) if team.namespace is not None else None
         if owner is not None:
             reader.fail(f"teams[{index}].namespace", team.namespace, f"is the namespace of {owner}",
                         "give the team a namespace of its own, e.g. vcluster-<team>")
@@ -165,7 +160,7 @@ def _check_tenant_namespaces(reader: Reader, platform_namespaces: dict[str, str]
 
 def _check_org_quota(reader: Reader, organization: Organization, teams: list[Team]) -> None:
     org_quota = organization.resources.gpu.quota
-    if org_quota == -1:
+    if org_quota is None or org_quota == -1:
         return
     for index, team in enumerate(teams):
         if team.resources.gpu.quota == -1:
@@ -173,6 +168,8 @@ def _check_org_quota(reader: Reader, organization: Organization, teams: list[Tea
                         f"an unlimited guarantee cannot fit in the organization's gpu quota ({org_quota:g})",
                         "set the team's gpu quota to a number, or organization.resources.gpu.quota to -1")
             return
+    if any(team.resources.gpu.quota is None for team in teams):
+        return  # a quota with a problem of its own: the sum is not known
     total = sum(team.resources.gpu.quota for team in teams)
     if total > org_quota + _EPSILON:
         reader.fail("organization.resources.gpu.quota", org_quota,
@@ -180,10 +177,12 @@ def _check_org_quota(reader: Reader, organization: Organization, teams: list[Tea
                     f"raise organization.resources.gpu.quota to at least {total:g} or lower team quotas")
 
 
-def _check_node_group_profiles(reader: Reader, cluster: Cluster) -> None:
-    if cluster.eks is None:
+def _check_node_group_profiles(reader: Reader, cluster: Optional[Cluster]) -> None:
+    if cluster is None or cluster.eks is None:
         return
     for index, group in enumerate(cluster.eks.gpu_node_groups):
+        if group.labels is None:
+            continue
         if NODE_PROFILE_LABEL in group.labels:
             reader.fail(f"cluster.eks.gpuNodeGroups[{index}].labels", group.labels,
                         "sets the device-plugin config label by hand", "use sharingProfile instead")
@@ -197,15 +196,10 @@ def _check_node_group_profiles(reader: Reader, cluster: Cluster) -> None:
                         f"remove {ROLE_LABEL} from labels (tenants select GPU nodes by it)")
 
 
-def _check_layout(reader: Reader, cluster: Cluster, gpu_operator: GpuOperator) -> None:
+def _check_layout(reader: Reader, cluster: Optional[Cluster], gpu_operator: GpuOperator) -> None:
     """Layouts that validate field by field but cannot work on the host."""
-    if cluster.eks is None:
+    if cluster is None or cluster.eks is None:
         return
-    if cluster.eks.system_node_group.scaling.desired_size == 0:
-        reader.fail("cluster.eks.systemNodeGroup.desiredSize", 0,
-                    "the system node group holds the only untainted nodes: KAI, the queue-webhook probe Job and "
-                    "every vCluster control plane would have nowhere to run",
-                    "set desiredSize (and minSize) to at least 1")
     if gpu_operator.mode == "install" and gpu_operator.driver_enabled:
         reader.fail("gpuOperator.driverEnabled", True,
                     "EKS GPU nodes use the AL2023 NVIDIA AMI, which ships the NVIDIA driver: the operator's driver "

@@ -7,13 +7,12 @@ and add the rules a single type cannot say (the VPC and its subnets go together,
 from __future__ import annotations
 
 import ipaddress
-import re
 from typing import Optional
 
 from config import versions
 from config.errors import MISSING
-from config.key_types import Boolean, Integer, StringList, StringMap, Text, Version
-from config.keys import REQUIRED, Block, Derived, Key, ListOf
+from config.key_types import Boolean, Check, Integer, StringList, StringMap, Text, Version, refuse_names
+from config.keys import REQUIRED, Block, Condition, Derived, Key, ListOf
 from config.model import (
     CiSettings,
     Cluster,
@@ -27,7 +26,11 @@ from config.model import (
 from config.reader import Section
 from config.secrets import Secrets
 from config.sharing import PROFILES
+from config.hosts import SYSTEM_POOL
 from config.vocabulary import CLUSTER_KINDS
+
+# A DNS-1123 subdomain: what `kubectl get storageclass` names may be.
+STORAGE_CLASS_NAME = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
 
 MICROK8S = Block(title="a single GPU machine running MicroK8s", intro="""\
 The program runs the setup steps in order: `snap refresh --hold microk8s`, `microk8s enable dns`,
@@ -50,7 +53,8 @@ read the kubeconfig. Each step waits for `microk8s status --wait-ready`.""", key
     Key("nvidiaAddonOperatorVersion", Version("v"), versions.MICROK8S_ADDON_GPU_OPERATOR_VERSION,
         "Pinned GPU Operator version for the addon.", example="v26.3.3",
         details="Only used when `enableNvidiaAddon` is true."),
-    Key("apiServerUrl", Text(form="`https://` URL"), None,
+    Key("apiServerUrl", Text(form="`https://` URL", checks=(
+        Check("https://.*", "must be an https:// URL", "set it to https://<address>:16443"),)), None,
         "Rewrites the server of every cluster entry in the kubeconfig.", example="https://gpu-box.example:16443",
         default_note="keep what `microk8s config` prints",
         details="Use it when the address MicroK8s prints (its internal IP) can't be reached from where `pulumi` "
@@ -61,11 +65,12 @@ read the kubeconfig. Each step waits for `microk8s status --wait-ready`.""", key
 ))
 
 
-def _scaling_keys(low: int, desired: int, high: int) -> tuple[Key, ...]:
+def _scaling_keys(low: int, desired: int, high: int, *, fewest_desired: int = 0,
+                  desired_fix: Optional[str] = None) -> tuple[Key, ...]:
     return (
         Key("minSize", Integer(minimum=0), low, "Fewest nodes of the group.", example="1"),
-        Key("desiredSize", Integer(minimum=0), desired,
-            "Nodes the group starts with; minSize ≤ desiredSize ≤ maxSize.", example="1"),
+        Key("desiredSize", Integer(minimum=fewest_desired), desired,
+            "Nodes the group starts with; minSize ≤ desiredSize ≤ maxSize.", example="1", fix=desired_fix),
         Key("maxSize", Integer(minimum=1), high, "Most nodes of the group.", example="2"),
     )
 
@@ -75,12 +80,16 @@ SYSTEM_NODE_GROUP = Block(keys=(
         "CPU nodes for system pods and vCluster control planes.", example="[m6i.xlarge]",
         details="They use the AL2023 standard AMI, carry no taint, and are labelled `gpu-tenancy/pool=system` and "
                 "`gpu-tenancy/role=system`. Tenant pods do not run here by default."),
-    *_scaling_keys(1, 2, 3),
+    *_scaling_keys(1, 2, 3, fewest_desired=1, desired_fix=(
+        "set desiredSize (and minSize) to at least 1: the system node group holds the only untainted nodes, so "
+        "without one KAI, the queue-webhook probe Job and every vCluster control plane have nowhere to run")),
     Key("diskSize", Integer(minimum=20), 50, "Node disk size in GiB.", example="80"),
 ))
 
 GPU_NODE_GROUP = Block(keys=(
-    Key("name", Text(dns_label=True), REQUIRED, "Group name, unique and not `system`.", example="gpu",
+    Key("name", Text(dns_label=True, checks=(refuse_names(
+            [SYSTEM_POOL], "is the name of the CPU system node group", "give the GPU node group another name"),)),
+        REQUIRED, "Group name, unique and not `system`.", example="gpu",
         details="Nodes are labelled `gpu-tenancy/pool=<name>` and `gpu-tenancy/role=gpu`. `system` belongs to the "
                 "CPU node group.",
         fix="give the node group a short DNS-1123 name, e.g. gpu"),
@@ -109,7 +118,9 @@ capacity warning.""", keys=(
     Key("name", Text(dns_label=True), "gpu-tenancy", "EKS cluster name, also the prefix of the node group names.",
         example="vcluster-gpu"),
     Key("region", Text(), REQUIRED, "AWS region.", example="us-east-2", fix="set cluster.eks.region, e.g. us-east-2"),
-    Key("kubernetesVersion", Text(form="string `1.NN`"), versions.EKS_KUBERNETES_VERSION,
+    Key("kubernetesVersion", Text(form="string `1.NN`", checks=(Check(
+            r"1\.\d+", "must be a pinned Kubernetes minor version", "use the form 1.NN, e.g. 1.33"),)),
+        versions.EKS_KUBERNETES_VERSION,
         "Pinned Kubernetes minor version.", example='"1.33"',
         details="Quote it in YAML, because an unquoted `1.33` is a number and is rejected. EKS upgrades a cluster "
                 "one minor version per `pulumi up`."),
@@ -121,15 +132,22 @@ capacity warning.""", keys=(
     Key("privateSubnetIds", StringList(), (), "Private subnets of `vpcId`, where every node group runs.",
         example="[subnet-c, subnet-d]",
         details="They need a route to a NAT gateway (nodes pull images). Not allowed without `vpcId`."),
-    Key("vpcCidr", Text(form="IPv4 CIDR"), "10.0.0.0/16", "CIDR of the created VPC.", example="10.20.0.0/16",
+    Key("vpcCidr", Text(form="IPv4 CIDR", checks=(Check(
+            r"\d{1,3}(\.\d{1,3}){3}/\d{1,2}", "is not an IPv4 network", "use a block such as 10.0.0.0/16"),)),
+        "10.0.0.0/16", "CIDR of the created VPC.", example="10.20.0.0/16",
         details="The program carves out one public and one private `/20` per zone, so the block must hold "
                 "2 × `availabilityZones` `/20`s. A `/16` is enough for up to 6 zones."),
     Key("availabilityZones", Integer(2, 6), 2, "How many zones the created VPC spans.", example="3",
         details="It gets one NAT gateway."),
     Key("systemNodeGroup", SYSTEM_NODE_GROUP, {}, "The CPU node group of the platform's own pods."),
-    Key("gpuNodeGroups", ListOf(GPU_NODE_GROUP), REQUIRED,
+    Key("gpuNodeGroups", ListOf(GPU_NODE_GROUP, empty=(
+            "an EKS host needs at least one GPU node group",
+            "add an entry with name, instanceTypes (e.g. [g4dn.xlarge]) and sizes")), REQUIRED,
         "GPU node groups, at least one; each becomes its own EKS managed node group."),
-    Key("ebsCsiAddonVersion", Text(form="string `vX.Y.Z-eksbuild.N`"),
+    Key("ebsCsiAddonVersion", Text(form="string `vX.Y.Z-eksbuild.N`", checks=(Check(
+            r"v\d+\.\d+\.\d+-eksbuild\.\d+", "is not an exact EKS add-on version",
+            "use the form vX.Y.Z-eksbuild.N that `aws eks describe-addon-versions --addon-name aws-ebs-csi-driver "
+            "--kubernetes-version 1.NN` lists"),)),
         Derived("the newest build EKS offers for `kubernetesVersion`, looked up when the add-on is created"),
         "The EBS CSI driver add-on build.", example="v1.50.1-eksbuild.2",
         details="Without a pin, the build found when the add-on is created stays until you pin another one "
@@ -142,7 +160,10 @@ KUBECONFIG = Block(title="an existing cluster", intro="The `kubeconfig` secret i
         default_note="the kubeconfig's current context"),
     Key("gpus", Integer(minimum=0), None, "GPUs in the cluster, only used for the capacity warning.", example="8",
         default_note="no capacity warning"),
-    Key("storageClass", Text(form="StorageClass name"), None,
+    Key("storageClass", Text(form="StorageClass name", checks=tuple(Check(
+            pattern, "is not a valid StorageClass name",
+            "use the name `kubectl get storageclass` shows (lowercase letters, digits, '-' and '.')")
+            for pattern in (r"[\s\S]{1,253}", STORAGE_CLASS_NAME))), None,
         "Class of each tenant control plane's 5Gi volume claim.", example="standard",
         default_note="the cluster's default class",
         details="It must exist: `kubectl get storageclass`. Leave it out only if one class there is marked "
@@ -155,7 +176,14 @@ KUBECONFIG = Block(title="an existing cluster", intro="The `kubeconfig` secret i
                 "`vcluster.networkPolicy` on, tenant control planes get an egress rule for it."),
 ))
 
-CLUSTER = Block(title="the host", keys=(
+CLUSTER = Block(title="the host", conditions=(
+    *(Condition("kind", (kind,), "is settings for kind {name}, but cluster.kind is {value}",
+                "remove cluster.{name} or set cluster.kind to {name}",
+                forbidden=tuple(other for other in CLUSTER_KINDS if other != kind)) for kind in CLUSTER_KINDS),
+    Condition("kind", ("eks",), "cluster.kind is eks, but the EKS settings are missing",
+              "add cluster.eks with at least region and gpuNodeGroups (entries with name and instanceTypes)",
+              required=("eks",)),
+), keys=(
     Key("kind", Text(choices=CLUSTER_KINDS), REQUIRED, "Which host to use.", example="microk8s",
         details="Only the settings block for this kind may be present: `cluster.eks` under kind `microk8s` is an "
                 "error.",
@@ -177,10 +205,6 @@ CI = Block(title="where CI reaches the site", keys=(
 
 def read_cluster(section: Section, secrets: Secrets) -> Optional[Cluster]:
     kind = section.read("kind")
-    for other in CLUSTER_KINDS:
-        if other != kind and section.has(other) and kind is not None:
-            section.fail(other, section.raw(other), f"is settings for kind {other}, but cluster.kind is {kind}",
-                         f"remove cluster.{other} or set cluster.kind to {other}")
     if kind == "microk8s":
         return Cluster(kind, microk8s=_microk8s(section.child("microk8s"), secrets))
     if kind == "eks":
@@ -196,8 +220,6 @@ def _microk8s(section: Section, secrets: Secrets) -> MicroK8sHost:
     if host is not None:
         secrets.require("sshPrivateKey", "cluster.microk8s.host is set but no SSH private key is")
     api_server_url = section.read("apiServerUrl")
-    if api_server_url is not None and not api_server_url.startswith("https://"):
-        section.fail("apiServerUrl", api_server_url, "must be an https:// URL", "set it to https://<address>:16443")
     return MicroK8sHost(
         host=host,
         user=section.read("user"),
@@ -240,27 +262,14 @@ def _eks(section: Section) -> EksHost:
         sharing_profile=group.read("sharingProfile"),
         labels=group.read("labels"),
     ) for group in section.entries("gpuNodeGroups")]
-    if section.has("gpuNodeGroups") and isinstance(section.raw("gpuNodeGroups"), list) and not gpu_groups:
-        section.fail("gpuNodeGroups", [], "an EKS host needs at least one GPU node group",
-                     "add an entry with name, instanceTypes (e.g. [g4dn.xlarge]) and sizes")
     names = [group.name for group in gpu_groups]
     for index, name in enumerate(names):
-        if name == "system":
-            section.reader.fail(f"{section.key('gpuNodeGroups')}[{index}].name", name,
-                                "is the name of the CPU system node group", "give the GPU node group another name")
-        elif name is not None and names.index(name) != index:
+        if name is not None and names.index(name) != index:
             section.reader.fail(f"{section.key('gpuNodeGroups')}[{index}].name", name, "duplicate node group name",
                                 "give every GPU node group its own name")
     version = section.read("kubernetesVersion")
-    if version is not None and not re.fullmatch(r"1\.\d+", version):
-        section.fail("kubernetesVersion", version, "must be a pinned Kubernetes minor version",
-                     "use the form 1.NN, e.g. 1.33")
     zones = section.read("availabilityZones")
     addon = section.read("ebsCsiAddonVersion", None)
-    if addon is not None and not re.fullmatch(r"v\d+\.\d+\.\d+-eksbuild\.\d+", addon):
-        section.fail("ebsCsiAddonVersion", addon, "is not an exact EKS add-on version",
-                     "use the form vX.Y.Z-eksbuild.N that `aws eks describe-addon-versions --addon-name "
-                     "aws-ebs-csi-driver --kubernetes-version 1.NN` lists")
     return EksHost(
         name=section.read("name"),
         region=region,
@@ -287,8 +296,9 @@ def _vpc_cidr(section: Section, zones: Optional[int]) -> Optional[str]:
         return None
     try:
         network = ipaddress.IPv4Network(value)
-    except ValueError:
-        section.fail("vpcCidr", value, "is not an IPv4 network", "use a block such as 10.0.0.0/16")
+    except ValueError as error:
+        section.fail("vpcCidr", value, f"is not a valid IPv4 network block ({error})",
+                     "use a block such as 10.0.0.0/16")
         return None
     if zones and (network.prefixlen > 20 or 2 ** (20 - network.prefixlen) < 2 * zones):
         section.fail("vpcCidr", value, f"has no room for {2 * zones} /20 subnets",
@@ -297,19 +307,11 @@ def _vpc_cidr(section: Section, zones: Optional[int]) -> Optional[str]:
     return value
 
 
-_STORAGE_CLASS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-
-
 def _kubeconfig(section: Section) -> KubeconfigHost:
-    storage_class = section.read("storageClass")
-    if storage_class is not None and (len(storage_class) > 253 or not _STORAGE_CLASS_NAME.fullmatch(storage_class)):
-        section.fail("storageClass", storage_class, "is not a valid StorageClass name",
-                     "use the name `kubectl get storageclass` shows (lowercase letters, digits, '-' and '.')")
-        storage_class = None
     return KubeconfigHost(
         context=section.read("context"),
         gpus=section.read("gpus"),
-        storage_class=storage_class,
+        storage_class=section.read("storageClass"),
         api_server_port=section.read("apiServerPort"),
     )
 

@@ -6,9 +6,9 @@ from typing import Optional
 
 from config import versions
 from config.key_types import Boolean, Integer, Text, Version
-from config.keys import Block, Derived, Key
+from config.keys import Block, Condition, Derived, Key
 from config.model import Cluster, GpuOperator, HostProfile, KaiScheduler, TimeSlicing
-from config.reader import DECLARED, Section
+from config.reader import Section
 from config.sharing import EXCLUSIVE, PROFILES
 from config.vocabulary import MICROK8S_ADDON_NAMESPACE
 
@@ -25,7 +25,10 @@ TIME_SLICING = Block(keys=(
         example="gpu-sharing"),
 ))
 
-GPU_OPERATOR = Block(title="NVIDIA GPU Operator", notes="""\
+GPU_OPERATOR = Block(title="NVIDIA GPU Operator", conditions=(
+    Condition("mode", ("microk8s-addon",), f"the MicroK8s addon installs the operator in {MICROK8S_ADDON_NAMESPACE}",
+              "remove gpuOperator.namespace", pinned=(("namespace", MICROK8S_ADDON_NAMESPACE),)),
+), notes="""\
 The chart values the program always sets in `install` mode are `cdi.enabled: true` and
 `devicePlugin.config.{name, default, create: false}`, which point at the ConfigMap.""", keys=(
     Key("mode", Text(choices=OPERATOR_MODES), "install", "Who runs the GPU Operator.", example="microk8s-addon",
@@ -52,7 +55,9 @@ The chart values the program always sets in `install` mode are `cdi.enabled: tru
 ))
 
 KAI_SCHEDULER = Block(title="KAI Scheduler", keys=(
-    Key("version", Version("v"), versions.KAI_VERSION, "Pinned KAI Scheduler chart version, v0.16.0 or later.",
+    Key("version", Version("v", KAI_MINIMUM_VERSION, "they cannot blank NVIDIA_VISIBLE_DEVICES in containers "
+                           "that hold no GPU, so a tenant could reach every GPU of a node"), versions.KAI_VERSION,
+        "Pinned KAI Scheduler chart version, v0.16.0 or later.",
         example="v0.16.4",
         details=f"Installed as Helm release `kai-scheduler` in namespace `kai-scheduler` from `{versions.KAI_CHART}`. "
                 "Older releases cannot blank `NVIDIA_VISIBLE_DEVICES` (see the [security model]"
@@ -74,14 +79,8 @@ def read_gpu_operator(section: Section, cluster: Optional[Cluster], host: Option
         section.fail("mode", mode, "cluster.microk8s.enableNvidiaAddon installs a GPU Operator too, and two "
                      "operators fight over the cluster-wide ClusterPolicy",
                      "set gpuOperator.mode to microk8s-addon, or turn enableNvidiaAddon off")
-    chosen = section.raw("namespace")
-    if mode == "microk8s-addon" and isinstance(chosen, str) and chosen.strip() and chosen != MICROK8S_ADDON_NAMESPACE:
-        # The addon picks its namespace itself; what is not a string at all is left to the key's type check.
-        section.fail("namespace", chosen, f"the MicroK8s addon installs the operator in {MICROK8S_ADDON_NAMESPACE}",
-                     "remove gpuOperator.namespace")
-        namespace = None
-    else:
-        namespace = section.read("namespace", MICROK8S_ADDON_NAMESPACE if mode == "microk8s-addon" else DECLARED)
+    # The addon picks its namespace itself (the block's condition refuses any other).
+    namespace = MICROK8S_ADDON_NAMESPACE if mode == "microk8s-addon" else section.read("namespace")
     time_slicing = section.child("timeSlicing")
     return GpuOperator(
         mode=mode,
@@ -99,12 +98,4 @@ def read_gpu_operator(section: Section, cluster: Optional[Cluster], host: Option
 
 
 def read_kai(section: Section) -> KaiScheduler:
-    version = section.read("version")
-    if version is not None and versions.release_numbers(version) < KAI_MINIMUM_VERSION:
-        minimum = "v" + ".".join(map(str, KAI_MINIMUM_VERSION))
-        section.fail("version", version,
-                     f"KAI releases before {minimum} cannot blank NVIDIA_VISIBLE_DEVICES in containers that hold no "
-                     "GPU, so a tenant could reach every GPU of a node",
-                     f"pin {minimum} or later, e.g. {versions.KAI_VERSION}")
-        version = None
-    return KaiScheduler(version=version, gpu_sharing=section.read("gpuSharing"))
+    return KaiScheduler(version=section.read("version"), gpu_sharing=section.read("gpuSharing"))

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Optional
 
-from config.key_types import Boolean, Integer, Number, Text
+from config.key_types import Boolean, Check, Integer, Number, Text, refuse_names
 from config.keys import REQUIRED, Block, Derived, Key, ListOf, Retired
 from config.load_vcluster import VCLUSTER, read_vcluster
 from config.model import Organization, QueueResource, QueueResources, Team, TenantResourceQuota, VClusterSettings
 from config.reader import Section
 from config.tenant_budget import queue_budget
+from config.vocabulary import KAI_RESERVED_QUEUES
 
 QUEUE_ENTRY = Block(title="queue resource entry", intro="""\
 An omitted field takes `-1` / `-1` / `1`. The program always renders all three resources with all
@@ -36,8 +37,18 @@ and limit both equal that amount, weight `1` (the default 16 CPU and 64Gi become
     Key("memory", QUEUE_ENTRY, {}, "Memory in MB, 10^6 bytes (`16000` is 16 GB).", example="{quota: 16000}"),
 ))
 
+# Queues KAI creates on install: neither the organization nor a team may take their names.
+NOT_A_KAI_QUEUE = refuse_names(KAI_RESERVED_QUEUES, "collides with a queue KAI creates on install",
+                               "choose another name, e.g. ml-org or team-nlp")
+# vCluster names a tenant's ConfigMaps on the host "<name>-x-<namespace>-x-<vclusterName>": with this ending
+# one could pass for the ConfigMap KAI keeps a fractional pod's device list in.
+KAI_DEVICE_LIST_ENDING = Check(".*shared-gpu-i?[0-9]+", "ends like the name of a KAI device-list ConfigMap "
+                               "(shared-gpu-<n>)", "choose a vCluster name that does not end in shared-gpu-<number>",
+                               refuse=True)
+
 ORGANIZATION = Block(title="the parent queue", keys=(
-    Key("name", Text(dns_label=True), REQUIRED, "Name of the org KAI queue.", example="ml-org",
+    Key("name", Text(dns_label=True, checks=(NOT_A_KAI_QUEUE,)), REQUIRED, "Name of the org KAI queue.",
+        example="ml-org",
         details="It can't be `default-queue` or `default-parent-queue`.", fix="set organization.name, e.g. ml-org"),
     Key("displayName", Text(), Derived("same as `name`"), "Queue `displayName`.", example="ML organization"),
     Key("priority", Integer(minimum=0), 100, "Queue `priority`.", example="100"),
@@ -50,7 +61,8 @@ TEAM = Block(title="one entry per team", retired=(
             "KAI in the team's queue, so there is nothing left to switch",
             "remove the key; see the tenant security model (docs/security-model.md)"),
 ), keys=(
-    Key("name", Text(dns_label=True), REQUIRED, "Team name, unique; also the name of the team's leaf queue.",
+    Key("name", Text(dns_label=True, checks=(NOT_A_KAI_QUEUE,)), REQUIRED,
+        "Team name, unique; also the name of the team's leaf queue.",
         example="team-nlp", details="So it can't be a KAI reserved queue or equal to `organization.name`.",
         fix="give the team a DNS-1123 name, e.g. team-nlp"),
     Key("displayName", Text(), Derived("same as `name`"), "Queue `displayName`.", example="NLP research"),
@@ -61,7 +73,8 @@ TEAM = Block(title="one entry per team", retired=(
         "The team's share.", example="{gpu: {quota: 0.33, limit: 1, overQuotaWeight: 1}}",
         details="In practice `gpu` is required whenever the org gpu quota is finite (see the rules)."),
     # The vCluster name is a Helm release name: at most 53 characters.
-    Key("vclusterName", Text(dns_label=True, max_length=53), Derived("same as `name` (cut to 53 characters)"),
+    Key("vclusterName", Text(dns_label=True, max_length=53, checks=(KAI_DEVICE_LIST_ENDING,)),
+        Derived("same as `name` (cut to 53 characters)"),
         "vCluster (Helm release) name, unique.", example="rag-legal"),
     Key("namespace", Text(dns_label=True), Derived("`vcluster-<vclusterName>` (cut to 63 characters)"),
         "Host namespace of the tenant, unique.", example="team-legal",
@@ -72,7 +85,7 @@ TEAM = Block(title="one entry per team", retired=(
         "Per-team overrides, merged over the stack's `vcluster` block.", example="{resourceQuota: {pods: 10}}"),
 ))
 
-TEAMS = ListOf(TEAM)
+TEAMS = ListOf(TEAM, empty=("no teams are defined", "add at least one team with a name and resources"))
 
 
 def _queue_resources(section: Section, defaults: Optional[dict[str, QueueResource]] = None) -> QueueResources:
@@ -83,9 +96,11 @@ def _queue_resources(section: Section, defaults: Optional[dict[str, QueueResourc
             resources[name] = defaults[name]
             continue
         entry = section.child(name)
-        quota, limit, weight = entry.read("quota"), entry.read("limit"), entry.read("overQuotaWeight")
-        # A misspelt quota or limit is reported as unknown; its default must not add a misleading second problem.
+        # A misspelt quota or limit is reported as unknown; its default must not add misleading follow-on problems
+        # (here or in the cross-field rules, which skip a None).
         checked = not entry.unknown
+        quota, limit, weight = (entry.read(field) if checked or entry.has(field) else None
+                                for field in ("quota", "limit", "overQuotaWeight"))
         if checked and quota == -1 and limit not in (None, -1):
             entry.fail("limit", limit, "caps a queue whose quota is -1 (unlimited)",
                        "set limit to -1, or give quota a number no larger than the limit")

@@ -116,10 +116,13 @@ host kind it also renders the control plane's volume claim class
   share the GPU nodes; `enforceTolerations` lets them past the GPU taint, and KAI sets
   `NVIDIA_VISIBLE_DEVICES=void` in every container it did not give a GPU, which matters here
   because the AL2023 NVIDIA AMI makes `nvidia` the default container runtime. If every GPU group
-  can scale to 0, a tenant's DNS has nowhere to run: keep `minSize` ≥ 1 on one GPU group, or set
-  `nodeLabels` to `{}` to let tenant CPU pods use the system nodes too. To pin a team to one GPU
-  group, set `teams[].vcluster.nodeLabels: {gpu-tenancy/pool: <group>}`.
-- **MicroK8s:** one node, so all nodes (`{}`).
+  can scale to 0, a tenant's DNS has nowhere to run (the loader warns): keep `minSize` ≥ 1 on one
+  GPU group, or set `nodeLabels` to `{}` to let tenant CPU pods use the system nodes too. To pin a
+  team to one GPU group, set `teams[].vcluster.nodeLabels: {gpu-tenancy/pool: <group>}`. A selector
+  that matches no node group (a group renamed, a label no group sets), or tolerations that leave
+  only tainted groups, is refused, naming the key that decides it.
+- **MicroK8s:** one node, so all nodes (`{}`). The node carries none of the program's
+  `gpu-tenancy/...` labels, so selecting by one is refused.
 - **Existing cluster:** all nodes (`{}`); the program does not know the cluster's pools. Set
   labels your GPU nodes carry (e.g. `{nvidia.com/gpu.present: "true"}`) to keep tenants off
   other nodes.""", keys=(

@@ -6,20 +6,23 @@ Plain data, its key definitions and validation; components/observability.py turn
 from __future__ import annotations
 
 import re
+
 from dataclasses import dataclass, field
 from typing import Optional
 
 from config import versions
-from config.key_types import Boolean, Integer, Number, Text
-from config.keys import Block, Key
+from config.key_types import Boolean, Check, Integer, Number, Text
+from config.keys import Block, Condition, Key
 from config.reader import Reader, Section
 
 MODES = ("install", "external", "off")
 WINDOW_TYPES = ("sliding", "tumbling")
 # The pattern KAI's SchedulingShard CRD puts on usageParams.windowSize (v0.16.4 and v0.17.0).
-KAI_DURATION = re.compile(r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$")
+KAI_DURATION = Check(r"0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?",
+                     "is not a duration KAI accepts", "use units y, w, d, h, m, s, ms without spaces, e.g. 1w or 12h")
 # A Kubernetes label value: at most 63 characters of [A-Za-z0-9_.-], starting and ending alphanumeric.
-LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+LABEL_VALUE = Check(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?", "is not a Kubernetes label value",
+                    "use at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit")
 # The Helm release name of an installed kube-prometheus-stack: its Prometheus selects monitors and rules by
 # the label release=<this name>.
 INSTALL_RELEASE = "kube-prometheus-stack"
@@ -76,14 +79,18 @@ class Observability:
 
 
 EXTERNAL = Block(keys=(
-    Key("releaseLabel", Text(form="label value"), None,
+    Key("releaseLabel", Text(form="label value", checks=(LABEL_VALUE,)), None,
         "Value of the `release` label put on every ServiceMonitor and PrometheusRule.", example="kube-prometheus-stack",
         default_note="required with `external`",
         details="It is how kube-prometheus-stack-style Prometheus instances select them. Refused unless "
                 "`prometheus` is `external`."),
-    Key("url", Text(form="http(s) URL"), None, "In-cluster URL of the site's Prometheus.",
+    Key("url", Text(form="http(s) URL", checks=(Check(
+            r"https?://[^\s/]+(/\S*)?", "is not an http(s) URL",
+            "set it to the in-cluster URL of your Prometheus, e.g. http://prometheus.monitoring:9090"),)), None,
+        "In-cluster URL of the site's Prometheus.",
         example="http://prometheus-operated.monitoring:9090",
-        details="Required for `timeAwareFairness` with `external`."),
+        details="Required for `timeAwareFairness` with `external`, and only read by it: set while time-aware "
+                "fairness is off, it draws a warning (and the review summary shows it)."),
 ))
 
 _ALERTS = AlertThresholds()
@@ -91,9 +98,9 @@ ALERTS = Block(keys=(
     Key("pendingMinutes", Integer(1, 1440), _ALERTS.pending_minutes,
         "`GpuTenancyTeamStarved` fires after a team under its GPU quota has had pending pods this long while another "
         "team is over its quota.", example="30"),
-    Key("idleUtilisationPercent", Number(minimum=0), _ALERTS.idle_utilisation_percent,
+    Key("idleUtilisationPercent", Number(minimum=0, maximum=100), _ALERTS.idle_utilisation_percent,
         "`GpuTenancyAllocatedGpuIdle`: a team whose held GPUs are busier than this (0–100) is not idle.",
-        example="5"),
+        example="5", fix="set it between 0 and 100 (a percentage of one GPU's busy time), e.g. 10"),
     Key("idleMinutes", Integer(5, 10080), _ALERTS.idle_minutes,
         "`GpuTenancyAllocatedGpuIdle` fires after this long below the threshold.", example="120"),
     Key("admissionRejections", Integer(minimum=1), _ALERTS.admission_rejections,
@@ -109,18 +116,27 @@ FAIRNESS = Block(keys=(
         details="Needs `prometheus: install`, or `external` with `external.url`. Patches KAI's `default` "
                 "SchedulingShard (`usageDBConfig`, `kValue`). KAI then queries `kai_queue_allocated_gpus` and "
                 "kube-state-metrics' `kube_node_status_capacity`: an external Prometheus must have both."),
-    Key("windowSize", Text(form="KAI duration"), _FAIRNESS.window_size,
+    Key("windowSize", Text(form="KAI duration", checks=(KAI_DURATION,)), _FAIRNESS.window_size,
         "How much history counts (`usageParams.windowSize`; units y w d h m s ms).", example="3d"),
     Key("windowType", Text(choices=WINDOW_TYPES), _FAIRNESS.window_type, "`usageParams.windowType`.",
         example="tumbling"),
-    Key("halfLifePeriod", Text(form="KAI duration"), _FAIRNESS.half_life_period,
+    Key("halfLifePeriod", Text(form="KAI duration", checks=(KAI_DURATION,)), _FAIRNESS.half_life_period,
         "Older usage counts half as much after each period.", example="12h", default_note="no decay"),
     Key("kValue", Number(minimum=0), _FAIRNESS.k_value,
         "Weight of past usage in the fair share (the proportion plugin's `kValue`).", example="2"),
 ))
 
 _OBSERVABILITY = Observability()
-OBSERVABILITY = Block(title="GPU usage metrics, alerts and dashboards", intro="""\
+OBSERVABILITY = Block(title="GPU usage metrics, alerts and dashboards", conditions=(
+    Condition("prometheus", ("install", "off"), "is for prometheus: external, but prometheus is {value}",
+              "remove observability.external or set observability.prometheus to external", forbidden=("external",)),
+    Condition("prometheus", ("external",), "the site's Prometheus picks ServiceMonitors and rules by a release label",
+              "set it to the value of the `release` label your Prometheus selects, e.g. kube-prometheus-stack",
+              required=("external.releaseLabel",)),
+    Condition("prometheus", ("external", "off"), "only applies to prometheus: install (it is {value})",
+              "remove observability.grafana; with an external Prometheus, dashboards are ConfigMaps for your own "
+              "Grafana's sidecar", forbidden=("grafana",)),
+), intro="""\
 Stacks without this key behave as before (`prometheus: off`: nothing is created). See [Per-team GPU
 usage](observability.md) for what it
 builds.""", keys=(
@@ -134,7 +150,10 @@ builds.""", keys=(
         example="observability",
         details="With `external`, use the namespace your Grafana's dashboard sidecar watches. Never a team's "
                 "namespace; with `install`, not KAI's or the GPU Operator's either."),
-    Key("chartVersion", Text(form="exact version `X.Y.Z`"), _OBSERVABILITY.chart_version,
+    Key("chartVersion", Text(form="exact version `X.Y.Z`", checks=(Check(
+            r"\d+\.\d+\.\d+", "is not an exact kube-prometheus-stack chart version",
+            f"set an exact version without a leading 'v', e.g. {versions.KUBE_PROMETHEUS_STACK_VERSION}"),)),
+        _OBSERVABILITY.chart_version,
         "kube-prometheus-stack chart version (`install`).", example="88.5.3"),
     Key("grafana", Boolean(), _OBSERVABILITY.grafana,
         "Install Grafana with the stack (`install` only; any other mode refuses the key).", example="false"),
@@ -156,31 +175,9 @@ def read_observability(section: Section) -> Observability:
     external = section.child("external")
     release_label = external.read("releaseLabel")
     url = external.read("url")
-    if mode in ("install", "off") and external.present:
-        section.fail("external", section.raw("external"), f"is for prometheus: external, but prometheus is {mode}",
-                     "remove observability.external or set observability.prometheus to external")
-    if mode == "external" and not external.has("releaseLabel"):
-        external.fail("releaseLabel", external.raw("releaseLabel"),
-                      "the site's Prometheus picks ServiceMonitors and rules by a release label",
-                      "set it to the value of the `release` label your Prometheus selects, e.g. kube-prometheus-stack")
-    if release_label is not None and not LABEL_VALUE.fullmatch(release_label):
-        external.fail("releaseLabel", release_label, "is not a Kubernetes label value",
-                      "use at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit")
-        release_label = None
-    if url is not None and not re.fullmatch(r"https?://[^\s/]+(/\S*)?", url):
-        external.fail("url", url, "is not an http(s) URL",
-                      "set it to the in-cluster URL of your Prometheus, e.g. http://prometheus.monitoring:9090")
-        url = None
     namespace = section.read("namespace")
     version = section.read("chartVersion")
-    if version is not None and not re.fullmatch(r"\d+\.\d+\.\d+", version):
-        section.fail("chartVersion", version, "is not an exact kube-prometheus-stack chart version",
-                     f"set an exact version without a leading 'v', e.g. {versions.KUBE_PROMETHEUS_STACK_VERSION}")
     grafana = section.read("grafana")
-    if mode != "install" and section.has("grafana"):
-        section.fail("grafana", section.raw("grafana"), f"only applies to prometheus: install (it is {mode})",
-                     "remove observability.grafana; with an external Prometheus, dashboards are ConfigMaps for "
-                     "your own Grafana's sidecar")
     grafana_url = section.read("grafanaUrl")
     if grafana_url is not None and not (mode == "install" and grafana is not False):
         section.fail("grafanaUrl", grafana_url, "team organizations are made in the Grafana this program installs",
@@ -204,26 +201,12 @@ def read_observability(section: Section) -> Observability:
 
 
 def _alerts(section: Section) -> AlertThresholds:
-    idle = section.read("idleUtilisationPercent")
-    if idle is not None and idle > 100:
-        section.fail("idleUtilisationPercent", idle, "is a percentage of one GPU's busy time",
-                     "set it between 0 and 100, e.g. 10")
-        idle = None
     return AlertThresholds(
         pending_minutes=section.read("pendingMinutes"),
-        idle_utilisation_percent=idle,
+        idle_utilisation_percent=section.read("idleUtilisationPercent"),
         idle_minutes=section.read("idleMinutes"),
         admission_rejections=section.read("admissionRejections"),
     )
-
-
-def _duration(section: Section, name: str) -> Optional[str]:
-    value = section.read(name)
-    if value is not None and not KAI_DURATION.fullmatch(value):
-        section.fail(name, value, "is not a duration KAI accepts",
-                     "use units y, w, d, h, m, s, ms without spaces, e.g. 1w or 12h")
-        return None
-    return value
 
 
 def _fairness(section: Section, mode: Optional[str], url: Optional[str]) -> TimeAwareFairness:
@@ -237,11 +220,20 @@ def _fairness(section: Section, mode: Optional[str], url: Optional[str]) -> Time
     k_value = section.read("kValue")
     return TimeAwareFairness(
         enabled=bool(enabled),
-        window_size=_duration(section, "windowSize"),
+        window_size=section.read("windowSize"),
         window_type=section.read("windowType"),
-        half_life_period=_duration(section, "halfLifePeriod"),
+        half_life_period=section.read("halfLifePeriod"),
         k_value=k_value,
     )
+
+
+def observability_warnings(settings: Observability) -> list[str]:
+    """Settings that are accepted but change nothing."""
+    if settings.prometheus == "external" and settings.url is not None and not settings.fairness.enabled:
+        return [f"observability.external.url is set ({settings.url}) but nothing reads it: only KAI's time-aware "
+                "fairness queries the site's Prometheus, and observability.timeAwareFairness.enabled is false. "
+                "Enable time-aware fairness, or remove the url."]
+    return []
 
 
 def check_namespace(reader: Reader, settings: Observability, taken: dict[str, str]) -> None:

@@ -8,7 +8,7 @@ on so the operator sees every problem at once.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 from config.errors import MISSING, ConfigIssue
 from config.key_types import Invalid, did_you_mean, type_name
@@ -22,10 +22,32 @@ class Reader:
         self.issues: list[ConfigIssue] = []
 
     def fail(self, key: str, value: object, problem: str, fix: str) -> None:
+        if value is MISSING and any(issue.value is MISSING and (key == issue.key or key.startswith(issue.key + "."))
+                                    for issue in self.issues):
+            return  # a missing key (and what it would hold) is one problem, whichever rule notices it first
         self.issues.append(ConfigIssue(key, value, problem, fix))
 
     def section(self, path: str, value: object, block: Block) -> Section:
         return Section(self, path, value, block)
+
+
+def _paths(block: Block, depth: int = 4) -> Iterator[tuple[str, ...]]:
+    """Every key path under ``block`` (a list's entries as ``[<n>]``), nearest first."""
+    nested = []
+    for key in block.keys:
+        yield (key.name,)
+        if isinstance(key.type, Block):
+            nested.append(((key.name,), key.type))
+        elif isinstance(key.type, ListOf):
+            nested.append(((key.name, "[<n>]"), key.type.block))
+    if depth > 1:
+        for prefix, child in nested:
+            for path in _paths(child, depth - 1):
+                yield prefix + path
+
+
+def _spelled(steps: tuple[str, ...]) -> str:
+    return "".join(step if step.startswith("[") or not index else f".{step}" for index, step in enumerate(steps))
 
 
 def join(path: str, name: str) -> str:
@@ -39,10 +61,11 @@ DECLARED = object()
 class Section:
     """One mapping of the stack config, at ``path``, holding the keys of ``block``."""
 
-    def __init__(self, reader: Reader, path: str, value: object, block: Block):
+    def __init__(self, reader: Reader, path: str, value: object, block: Block, parent: Optional[Section] = None):
         self.reader = reader
         self.path = path
         self.block = block
+        self.parent = parent
         self.present = value is not MISSING and value is not None
         self.values: dict[str, Any] = {}
         # Keys reported as unknown: a typo of a known key, whose default must not raise follow-on issues.
@@ -61,10 +84,56 @@ class Section:
             if name in retired_names:
                 continue
             if not isinstance(name, str) or name not in block.names:
-                reader.fail(join(path, str(name)), item, "unknown key", did_you_mean(str(name), block.names))
+                reader.fail(join(path, str(name)), item, "unknown key", self._advice(str(name)))
                 self.unknown.append(str(name))
             else:
                 self.values[name] = item
+        self._check_conditions()
+
+    def _check_conditions(self) -> None:
+        """The block's conditions (config.keys.Condition) on the keys as written."""
+        for condition in self.block.conditions:
+            decided = self.raw(condition.when)
+            if decided is MISSING:
+                decided = self.block[condition.when].default
+            if not condition.holds(decided):
+                continue
+            for name, pinned in condition.pinned:
+                if self.has(name) and self.raw(name) != pinned:
+                    self.fail(name, self.raw(name), condition.problem.format(name=name, value=decided),
+                              condition.fix.format(name=name, value=decided))
+            for name in condition.forbidden:
+                if self.has(name):
+                    self.fail(name, self.raw(name), condition.problem.format(name=name, value=decided),
+                              condition.fix.format(name=name, value=decided))
+            for path in condition.required:
+                node: object = self.values
+                for step in path.split("."):
+                    if not isinstance(node, dict):
+                        break  # a map written as something else: its own type error says so
+                    node = node.get(step)
+                    if node is None:
+                        self.reader.fail(join(self.path, path), MISSING,
+                                         condition.problem.format(name=path, value=decided),
+                                         condition.fix.format(name=path, value=decided))
+                        break
+
+    def _advice(self, name: str) -> str:
+        """A close spelling of a key of this map, else the place the key belongs, if it exists elsewhere."""
+        advice = did_you_mean(name, self.block.names)
+        if advice != "remove it":
+            return advice
+        scope: Optional[Section] = self
+        while scope is not None:
+            found = sorted((path for path in _paths(scope.block) if path[-1] == name), key=len)
+            nearest = [path for path in found if len(path) == len(found[0])] if found else []
+            if len(nearest) == 1:
+                where = join(scope.path, _spelled(nearest[0]))
+                return f"did you mean {where}? Move it there"
+            if nearest:
+                return "it belongs in one of " + ", ".join(join(scope.path, _spelled(path)) for path in nearest)
+            scope = scope.parent
+        return advice
 
     def key(self, name: str) -> str:
         return join(self.path, name)
@@ -111,7 +180,7 @@ class Section:
         """The map under key ``name`` (absent: a section with nothing set)."""
         block = self.block[name].type
         assert isinstance(block, Block), f"{self.key(name)} is not declared as a map"
-        return Section(self.reader, self.key(name), self.raw(name), block)
+        return Section(self.reader, self.key(name), self.raw(name), block, self)
 
     def entries(self, name: str) -> Iterator[Section]:
         """Each map of the list under key ``name``, at its indexed path (``teams[0]``)."""
@@ -125,5 +194,7 @@ class Section:
         if not isinstance(value, list):
             self.fail(name, value, f"expected a list, got {type_name(value)}", "write it as a YAML list (- entries)")
             return
+        if not value and key.type.empty is not None:
+            self.fail(name, value, *key.type.empty)
         for index, item in enumerate(value):
-            yield Section(self.reader, f"{self.key(name)}[{index}]", item, key.type.block)
+            yield Section(self.reader, f"{self.key(name)}[{index}]", item, key.type.block, self)

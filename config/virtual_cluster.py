@@ -33,6 +33,8 @@ def virtual_kubernetes_version(settings: VClusterSettings) -> Optional[str]:
         if isinstance(value, str) and value:
             return value
     known = versions.VCLUSTER_VIRTUAL_KUBERNETES
+    if not settings.version:  # the version itself is refused, with its own error
+        return None
     release = _release(settings.version)
     same = [k8s for version, k8s in known.items() if _release(version) == release]
     if same:
@@ -87,6 +89,8 @@ def _check_to_host_syncs(reader: Reader, index: int, team: Team) -> None:
 
 
 def _check_virtual_version(reader: Reader, index: int, team: Team) -> None:
+    if not team.vcluster.version:  # refused already, with its own error
+        return
     version = virtual_kubernetes_version(team.vcluster)
     key = f"teams[{index}].vcluster.version"
     if version is None:

@@ -12,14 +12,19 @@ Prints the GitHub Actions matrix (``{"include": [...]}``, one line of JSON) of e
 - ``runner``: the ``runs-on`` labels: ``ci.runner`` of the stack config for a site only reachable
   from a self-hosted runner, else ``[ubuntu-latest]``.
 
-Every stack is validated first (unset secrets are allowed, as in an offline plan): an invalid
-one exits with status 2 and its config error, and nothing is printed on stdout.
+Committed means tracked by git: a stack file nobody added (a draft, a copy made by hand) is left
+out and named on stderr. Outside a git checkout (an unpacked archive) every stack file counts.
+
+Every stack is validated first (unset secrets are allowed, as in an offline plan): if any is
+invalid, the command exits with status 2 and the config error of every invalid one, and nothing
+is printed on stdout.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,14 +75,32 @@ def site_of(platform: Platform) -> Site:
                 region=eks.region if eks is not None else "", runner=platform.ci.runner or GITHUB_HOSTED)
 
 
+def tracked_stacks(project_dir: Path) -> tuple[list[str], list[str]]:
+    """The stacks whose file git tracks, and those whose file it does not. Outside a git checkout (or
+    without git) every stack file counts as committed."""
+    names = stack_names(project_dir)
+    try:
+        listed = subprocess.run(["git", "-C", str(project_dir), "ls-files", "-z", "--", "Pulumi.*.yaml"],
+                                capture_output=True, text=True, check=False)
+    except OSError:
+        return names, []
+    if listed.returncode != 0:
+        return names, []
+    tracked = {path for path in listed.stdout.split("\0") if path}
+    return ([name for name in names if f"Pulumi.{name}.yaml" in tracked],
+            [name for name in names if f"Pulumi.{name}.yaml" not in tracked])
+
+
 def sites(project_dir: Path = PROJECT_DIR) -> list[Site]:
-    """Every committed site; raises ``ConfigError`` / ``StackFileError`` naming the stack."""
-    found = []
-    for stack in stack_names(project_dir):
+    """Every committed site; raises one ``StackFileError`` naming every invalid stack and its problems."""
+    found, broken = [], []
+    for stack in tracked_stacks(project_dir)[0]:
         try:
             found.append(site_of(platform_of(stack_config(project_dir, stack), stack)))
         except (ConfigError, StackFileError) as error:
-            raise StackFileError(f"stack {stack}: {error}") from None
+            broken.append(f"stack {stack}: {error}")
+    if broken:
+        raise StackFileError("\n".join(broken))
     return found
 
 
@@ -93,6 +116,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--project-dir", metavar="DIR", type=Path, default=PROJECT_DIR,
                         help="directory holding the stack files (default: the project root)")
     args = parser.parse_args(argv)
+    for stack in tracked_stacks(args.project_dir)[1]:
+        print(f"note: Pulumi.{stack}.yaml is not tracked by git, so it is not a committed site: left out "
+              f"(git add it to deploy it from CI)", file=sys.stderr)
     try:
         document = matrix(args.project_dir)
     except StackFileError as error:

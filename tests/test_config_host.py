@@ -131,7 +131,7 @@ def test_pod_security_is_one_of_the_kubernetes_levels():
 def test_an_eks_system_node_group_scaled_to_zero_is_refused_with_the_reason():
     config = put(put(eks_config(), "cluster.eks.systemNodeGroup.minSize", 0), "cluster.eks.systemNodeGroup.desiredSize", 0)
     found = assert_rejected(config, "cluster.eks.systemNodeGroup.desiredSize", 0, fix="at least 1")
-    assert "untainted" in found.problem and "vCluster control plane" in found.problem
+    assert "untainted" in found.fix and "vCluster control plane" in found.fix
 
 
 def test_an_eks_system_node_group_that_may_scale_to_zero_warns():

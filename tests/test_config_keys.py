@@ -12,7 +12,7 @@ import pytest
 
 import config
 from config import load_platform, vocabulary
-from config.key_types import Integer
+from config.key_types import LARGEST_NUMBER, Integer
 from config.keys import REQUIRED, Block, Key, ListOf
 from config.load import STACK_CONFIG
 from config.load_operators import KAI_SCHEDULER
@@ -73,7 +73,7 @@ def test_a_new_definition_is_in_the_schema_and_the_reference_with_its_descriptio
         kai = stack_file_schema()["properties"]["config"]["properties"]["gpu-tenancy:kaiScheduler"]
         reference = config_reference.render()
     assert kai["properties"]["queueDepth"] == {"description": "How many pods a test queue holds.", "type": "integer",
-                                               "minimum": 1}
+                                               "minimum": 1, "maximum": LARGEST_NUMBER}
     assert "| `queueDepth` | integer ≥ 1 | `8` | `16` | How many pods a test queue holds. |" in reference
     assert "queueDepth" not in config_reference.render(), "the definition is gone again"
 

@@ -91,7 +91,9 @@ def test_append_a_team(project):
 
 
 def test_quoted_keys_with_slashes_and_dots(project):
-    assert new(project, "eks-b", "eks", 'vcluster.nodeLabels["gpu-tenancy/pool"]=gpu-b',
+    assert new(project, "eks-b", "eks", "cluster.eks.gpuNodeGroups[0].name=gpu-b",
+               'cluster.eks.gpuNodeGroups[0].labels["example.com/tier"]=gold',
+               'vcluster.nodeLabels["gpu-tenancy/pool"]=gpu-b',
                'teams[1].vcluster.nodeLabels["example.com/tier"]=gold') == 0
     config = stack_config(project, "eks-b")
     assert config[PREFIX + "vcluster"]["nodeLabels"] == {"gpu-tenancy/pool": "gpu-b"}
@@ -242,7 +244,7 @@ def test_an_eks_site_from_the_microk8s_stack(project, capsys):
 
 def test_a_remote_microk8s_site_from_the_eks_stack_on_a_self_hosted_runner(project, capsys):
     assert new(project, "lab", "eks", "cluster.kind=microk8s", "cluster.microk8s.host=192.0.2.10",
-               "ci.runner=[self-hosted, gpu-lab]") == 0
+               "vcluster.nodeLabels={}", "ci.runner=[self-hosted, gpu-lab]") == 0
     out = capsys.readouterr().out
     config = stack_config(project, "lab")
     assert set(config[PREFIX + "cluster"]) == {"kind", "microk8s"}

@@ -139,3 +139,11 @@ def test_external_prometheus_is_told_the_kube_state_metrics_flags_shared_gpus_ne
     raw = site_config(**external)
     raw["kaiScheduler"] = {**raw.get("kaiScheduler", {}), "gpuSharing": False}
     assert not [note for note in load_platform(raw).notes if "kube-state-metrics" in note], "no fractions, no note"
+
+
+def test_an_external_url_nothing_reads_is_warned_about():
+    raw = site_config(prometheus="external", external={"releaseLabel": "prom", "url": "http://prom.monitoring:9090"})
+    warnings = [w for w in load_platform(raw).warnings if "external.url" in w]
+    assert len(warnings) == 1 and "timeAwareFairness.enabled is false" in warnings[0]
+    raw["observability"]["timeAwareFairness"] = {"enabled": True}
+    assert not [w for w in load_platform(raw).warnings if "external.url" in w]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -74,3 +75,36 @@ def test_an_invalid_stack_fails_the_matrix_naming_stack_and_key(project, capsys)
     assert captured.out == ""
     assert "stack broken" in captured.err and "gpu-tenancy:ci.runers" in captured.err
     assert "did you mean 'runner'?" in captured.err
+
+
+def _git(project: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(project), *args], check=True, capture_output=True)
+
+
+def test_only_stack_files_git_tracks_are_sites(project, capsys):
+    _git(project, "init", "-q")
+    _git(project, "add", "Pulumi.dev.yaml", "Pulumi.eks.yaml")
+    write_site(project, "draft", "dev")
+    assert sites.main(["matrix", "--project-dir", str(project)]) == 0
+    captured = capsys.readouterr()
+    assert sorted(entry["stack"] for entry in json.loads(captured.out)["include"]) == ["dev", "eks"]
+    assert "Pulumi.draft.yaml is not tracked by git" in captured.err
+    _git(project, "add", "Pulumi.draft.yaml")
+    assert "draft" in [site.stack for site in sites.sites(project)]
+
+
+def test_outside_a_git_checkout_every_stack_file_counts(project):
+    write_site(project, "draft", "dev")
+    assert sites.tracked_stacks(project) == (["dev", "draft", "eks"], [])
+
+
+def test_every_broken_stack_file_is_reported_not_only_the_first(project, capsys):
+    write_site(project, "a-broken", "dev", kaiScheduler={"version": "latest"})
+    write_site(project, "b-broken", "dev", teams=[])
+    (project / "Pulumi.c-broken.yaml").write_text("config: [not, a, map]\n")
+    assert sites.main(["matrix", "--project-dir", str(project)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    for stack, problem in (("a-broken", "kaiScheduler.version"), ("b-broken", "no teams are defined"),
+                           ("c-broken", "not a Pulumi stack file")):
+        assert f"stack {stack}:" in captured.err and problem in captured.err

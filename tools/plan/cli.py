@@ -13,7 +13,8 @@ engine, CLI, cloud account or cluster) and writes two files to DIR (default
   diff of two plans is a review of a change.
 - ``summary.md``: a reviewer's digest derived from the recorded resources: host, Helm
   releases, GPU operator mode and time-slicing profiles, the KAI queue tree with its quotas,
-  the tenants, warnings and secrets.
+  the tenants, where their pods run, observability, what the site exposes, warnings and secrets
+  (with ``--render-charts`` also the charts' cluster-scoped objects and Services).
 
 With ``--render-charts``, every Helm release is also rendered in-process from the local chart
 cache (``tools.charts``; values checked against each chart's schema) into ``DIR/manifests/``, and
@@ -135,6 +136,8 @@ def main(argv: Optional[Sequence[str]] = None, *, config: Optional[dict[str, Any
             print(f"error: stack {args.stack}: {error}", file=sys.stderr)
             return 2
         site, checked, findings = deployability.check_plan(plan, rendered, out, args.chart_cache)
+        with ChartValues(args.chart_cache) as charts:
+            files[1] = (SUMMARY_FILE, render_summary(plan, charts, chart_objects(rendered, out, plan)))
         files.append((DEPLOYABILITY_FILE, deployability.render_report(findings, site, checked)))
     if old_plan is not None:
         diff = diff_plans(old_plan, plan)
@@ -159,7 +162,7 @@ def main(argv: Optional[Sequence[str]] = None, *, config: Optional[dict[str, Any
     for note in plan["notes"]:
         print(f"  note: {note}")
     if rendered is not None:
-        print(f"rendered {len(rendered['releases'])} releases for Kubernetes {rendered['kubeVersion']} -> "
+        print(f"rendered {len(rendered['releases'])} releases for {rendered_for(rendered['kubeVersion'])} -> "
               f"{_shown(out / MANIFESTS_DIR)}")
         errors = [finding for finding in findings if finding.severity == deployability.ERROR]
         print(f"deployability: {len(errors)} errors, {len(findings) - len(errors)} warnings and notes "
@@ -172,6 +175,18 @@ def main(argv: Optional[Sequence[str]] = None, *, config: Optional[dict[str, Any
     if args.fail_on_findings and rendered is not None and errors:
         return 3
     return 0
+
+
+def chart_objects(rendered: dict[str, Any], out: Path, plan: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The rendered charts' objects as (release, manifest) pairs, for the summary."""
+    from tools.deployability.inputs import rendered_objects
+    return [(obj.release.name if obj.release else "?", obj.manifest)
+            for obj in rendered_objects(rendered, out, plan["resources"])]
+
+
+def rendered_for(kube_version: Optional[str]) -> str:
+    """The Kubernetes version charts were rendered for, honestly: a site that pins none gets Helm's default."""
+    return f"Kubernetes {kube_version}" if kube_version else "Helm's default Kubernetes version (the site pins none)"
 
 
 def _kube_version(plan: dict[str, Any]) -> Optional[str]:

@@ -20,6 +20,7 @@ from config.vocabulary import (
 from tools.charts.values import ChartValues
 from tools.plan.lookup import PlanIndex, dig, topological
 from tools.plan.markdown import code, fmt_amount, fmt_labels, fmt_num, table
+from tools.plan.summary_site import ChartObjects, site_sections
 from tools.plan.summary_tenants import cluster_objects_section, tenant_section
 from tools.plan.summary_views import views_section
 
@@ -305,9 +306,11 @@ def _secret_paths(value: Any, path: str = "") -> list[str]:
     return []
 
 
-def render_summary(plan: dict[str, Any], charts: Optional[ChartValues] = None) -> str:
+def render_summary(plan: dict[str, Any], charts: Optional[ChartValues] = None,
+                   chart_objects: ChartObjects = None) -> str:
     """The reviewer's markdown digest of a plan document (see ``build_plan``); with ``charts``, tenants'
-    quotas are shown merged with their chart's defaults (golden plans are written without)."""
+    quotas are shown merged with their chart's defaults (golden plans are written without); ``chart_objects``:
+    the rendered charts' objects as ``(release, manifest)`` pairs, None when the charts were not rendered."""
     index = PlanIndex(plan)
     outputs = plan.get("outputs") or {}
     resources = plan["resources"]
@@ -331,6 +334,7 @@ def render_summary(plan: dict[str, Any], charts: Optional[ChartValues] = None) -
     lines += cluster_objects_section(index) + [""]
     views = views_section(index)
     lines += [*views, ""] if views else []
+    lines += site_sections(index, chart_objects)
 
     lines += ["## Warnings", ""]
     lines += [f"- {warning}" for warning in plan.get("warnings") or []] or ["None."]

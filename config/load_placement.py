@@ -1,0 +1,81 @@
+"""The loader's placement rules: every team's pods must have a node pool to run on (config/placement.py)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from config.model import HostProfile, Platform, Team
+from config.placement import placement, pool_labels
+from config.reader import Reader
+from config.vocabulary import POOL_LABEL, ROLE_LABEL
+
+
+def _own_key(raw_teams: object, index: int, name: str) -> str:
+    """``teams[i].vcluster.<name>`` if the team sets it, else the stack's ``vcluster.<name>`` it inherits."""
+    team = raw_teams[index] if isinstance(raw_teams, list) and index < len(raw_teams) else None
+    vcluster = team.get("vcluster") if isinstance(team, dict) else None
+    if isinstance(vcluster, dict) and vcluster.get(name) is not None:
+        return f"teams[{index}].vcluster.{name}"
+    return f"vcluster.{name}"
+
+
+def _selector_fix(host: HostProfile) -> str:
+    if host.kind == "eks":
+        return (f"select a GPU node group by {POOL_LABEL}: <its name>, or every GPU group by {ROLE_LABEL}: gpu "
+                f"(the node groups and their labels: {pool_labels(host)})")
+    return "remove nodeLabels (the host's node carries none of the program's labels) or use labels its node has"
+
+
+def check_placement(reader: Reader, host: Optional[HostProfile], teams: list[Team], raw_teams: object) -> None:
+    """A node selector that matches no node pool, or only pools whose taints the tenant does not tolerate,
+    leaves every pod of the tenant Pending: refused at the key that decides it (a team's or the stack's)."""
+    if host is None or host.node_pools is None:
+        return
+    if any(issue.key in ("cluster", "cluster.kind", "cluster.eks") or issue.key.startswith("cluster.eks.gpuNodeGroups")
+           for issue in reader.issues):
+        return  # the node groups were not read: where pods can run is not known
+    unplaced: dict[tuple[str, str], list[Team]] = {}
+    for index, team in enumerate(teams):
+        settings = team.vcluster
+        if team.name is None or settings.node_labels is None or settings.enforce_tolerations is None:
+            continue
+        where = placement(host, settings.node_labels, settings.enforce_tolerations)
+        if not where.matching:
+            unplaced.setdefault(("nodeLabels", _own_key(raw_teams, index, "nodeLabels")), []).append(team)
+        elif not where.runnable:
+            unplaced.setdefault(("enforceTolerations", _own_key(raw_teams, index, "enforceTolerations")),
+                                []).append(team)
+    for (name, key), stranded in unplaced.items():
+        who = ", ".join(team.name for team in stranded)
+        settings = stranded[0].vcluster
+        if name == "nodeLabels":
+            reader.fail(key, dict(settings.node_labels),
+                        f"selects no node pool of this {host.kind} host, so every pod of team(s) {who} (their DNS "
+                        "included) would stay Pending", _selector_fix(host))
+            continue
+        pools = placement(host, settings.node_labels, settings.enforce_tolerations).matching
+        taints = sorted({f"{taint.key}={taint.value}:{taint.effect}" for pool in pools for taint in pool.taints})
+        reader.fail(key, list(settings.enforce_tolerations),
+                    f"tolerates none of the taints ({', '.join(taints)}) of the node pools vcluster.nodeLabels "
+                    f"selects ({', '.join(pool.name for pool in pools)}), so every pod of team(s) {who} would stay "
+                    "Pending", "keep nvidia.com/gpu:NoSchedule in enforceTolerations (the default), or select an "
+                    "untainted pool with nodeLabels")
+
+
+def placement_warnings(platform: Platform) -> list[str]:
+    """EKS GPU groups that may all scale to zero strand the teams that can only run on GPU nodes."""
+    eks, host = platform.cluster.eks, platform.host
+    if eks is None or host is None or any(group.scaling.min_size > 0 for group in eks.gpu_node_groups):
+        return []
+    stranded = []
+    for team in platform.teams:
+        where = placement(host, team.vcluster.node_labels, team.vcluster.enforce_tolerations)
+        if where is not None and all(pool.gpu for pool in where.runnable):
+            stranded.append(team.name)
+    if not stranded:
+        return []
+    return [f"cluster.eks.gpuNodeGroups: every GPU node group has minSize 0, and the pods of team(s) "
+            f"{', '.join(stranded)} can only run on GPU nodes: when the groups scale to zero, each tenant's DNS and "
+            "every other tenant pod have nowhere to run (the vCluster control planes stay on the system group but "
+            "their tenants cannot resolve names). Fix: set minSize: 1 on one GPU node group, or vcluster.nodeLabels: "
+            "{} so tenant CPU pods may use the system nodes."]

@@ -1,0 +1,125 @@
+"""Placement is checked from the config alone: a node selector that matches no node pool, or pools the
+tenant cannot tolerate, is refused at the key that decides it, before any chart is rendered."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from config import load_platform
+from config.hosts import GPU_TAINT
+from config.placement import parse_toleration
+from config.stack_file import read_stack_file
+from ops import new_site
+from tests.config_spec import dev_config, eks_config, issue, put, rejected
+from tools.plan import cli as plan_cli
+from tools.offline.mockrun import PROJECT_DIR
+
+EKS_STACK = {key.split(":", 1)[1]: value
+             for key, value in read_stack_file(PROJECT_DIR / "Pulumi.eks.yaml")["config"].items()
+             if key.startswith("gpu-tenancy:")}
+
+
+def cloned_eks_site_with_renamed_pools() -> dict:
+    """The eks stack copied for another region, its GPU groups renamed; nodeLabels still says pool gpu."""
+    config = copy.deepcopy(EKS_STACK)
+    groups = config["cluster"]["eks"]["gpuNodeGroups"]
+    groups[0]["name"] = "a10g"
+    groups.append({**groups[0], "name": "l4", "instanceTypes": ["g6.xlarge"]})
+    config["cluster"]["eks"]["region"] = "eu-west-1"
+    return config
+
+
+def test_a_cloned_site_whose_selector_matches_no_pool_is_refused_at_the_stack_key():
+    found = issue(rejected(cloned_eks_site_with_renamed_pools()), "vcluster.nodeLabels", {"gpu-tenancy/pool": "gpu"})
+    assert "selects no node pool" in found.problem and "team-legal, team-support" in found.problem
+    # The fix names the pools there are and how to select them.
+    assert "a10g" in found.fix and "l4" in found.fix and "gpu-tenancy/role: gpu" in found.fix
+
+
+def test_a_team_override_is_refused_at_the_team_key_and_the_others_still_load():
+    config = eks_config()
+    put(config, "teams[2].vcluster", {"nodeLabels": {"gpu-tenancy/pool": "gpu-large"}})
+    error = rejected(config)
+    assert error.keys == ["teams[2].vcluster.nodeLabels"]
+    put(config, "teams[2].vcluster", {"nodeLabels": {"gpu-tenancy/pool": "gpu"}})
+    assert load_platform(config).teams[2].vcluster.node_labels == {"gpu-tenancy/pool": "gpu"}
+
+
+def test_a_selector_on_a_label_the_nodes_get_from_elsewhere_is_not_refuted():
+    # The kubelet, EKS and GPU feature discovery label nodes; the config cannot know those values.
+    config = eks_config()
+    put(config, "vcluster.nodeLabels", {"gpu-tenancy/role": "gpu", "nvidia.com/gpu.product": "Tesla-T4",
+                                        "topology.kubernetes.io/zone": "us-east-2a"})
+    load_platform(config)
+
+
+def test_a_label_no_node_group_sets_is_refused_but_one_the_group_sets_is_not():
+    config = eks_config()
+    put(config, "vcluster.nodeLabels", {"example.com/tier": "gold"})
+    assert rejected(config).keys == ["vcluster.nodeLabels"]
+    put(config, "cluster.eks.gpuNodeGroups[0].labels", {"example.com/tier": "gold"})
+    load_platform(config)
+
+
+def test_tolerations_that_leave_only_tainted_pools_are_refused_at_enforce_tolerations():
+    config = eks_config()
+    put(config, "teams[0].vcluster", {"enforceTolerations": []})
+    found = issue(rejected(config), "teams[0].vcluster.enforceTolerations", [])
+    assert "nvidia.com/gpu=true:NoSchedule" in found.problem
+    # Without a selector the system pool is open to the team: no GPU toleration needed there.
+    put(config, "teams[0].vcluster", {"enforceTolerations": [], "nodeLabels": {}})
+    load_platform(config)
+    put(config, "teams[0].vcluster", {"enforceTolerations": ["*"]})
+    load_platform(config)
+
+
+@pytest.mark.parametrize("text, tolerated", [
+    ("nvidia.com/gpu:NoSchedule", True), ("nvidia.com/gpu=true:NoSchedule", True), ("*", True),
+    ("nvidia.com/gpu=false:NoSchedule", False), ("nvidia.com/gpu:NoExecute", False),
+    # No effect: vCluster leaves the operator empty (Equal), so the value must match.
+    ("nvidia.com/gpu", False), ("nvidia.com/gpu=true", True),
+])
+def test_tolerations_are_read_as_vcluster_parses_them(text, tolerated):
+    assert parse_toleration(text).tolerates(GPU_TAINT) is tolerated
+
+
+def test_microk8s_has_none_of_the_programs_pool_labels():
+    config = dev_config()
+    put(config, "vcluster.nodeLabels", {"gpu-tenancy/pool": "gpu"})
+    assert "remove nodeLabels" in issue(rejected(config), "vcluster.nodeLabels", {"gpu-tenancy/pool": "gpu"}).fix
+    # A label an admin may have put on the box by hand is not refuted.
+    put(config, "vcluster.nodeLabels", {"example.com/gpu-box": "yes"})
+    load_platform(config)
+
+
+def test_gpu_groups_that_may_all_scale_to_zero_warn_with_the_fix():
+    config = eks_config()
+    put(config, "cluster.eks.gpuNodeGroups[0].minSize", 0)
+    warnings = [w for w in load_platform(config).warnings if "minSize 0" in w]
+    assert len(warnings) == 1 and "DNS" in warnings[0] and "set minSize: 1" in warnings[0]
+    # Teams allowed onto the system nodes are not stranded.
+    put(config, "vcluster.nodeLabels", {})
+    assert not [w for w in load_platform(config).warnings if "minSize 0" in w]
+    put(config, "vcluster.nodeLabels", {"gpu-tenancy/role": "gpu"})
+    put(config, "cluster.eks.gpuNodeGroups[0].minSize", 1)
+    assert not [w for w in load_platform(config).warnings if "minSize 0" in w]
+
+
+def test_tools_plan_refuses_the_cloned_site_without_any_chart(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("GPU_TENANCY_CHART_CACHE", str(tmp_path / "no-charts"))
+    config = {f"gpu-tenancy:{key}": value for key, value in cloned_eks_site_with_renamed_pools().items()}
+    assert plan_cli.main(["eu", "--out", str(tmp_path / "plan")], config=config) == 2
+    err = capsys.readouterr().err
+    assert "gpu-tenancy:vcluster.nodeLabels" in err and "selects no node pool" in err
+    assert not (tmp_path / "plan" / "plan.json").exists()
+
+
+def test_new_site_refuses_renaming_the_pool_the_selector_names(tmp_path, capsys):
+    for name in ("Pulumi.yaml", "Pulumi.eks.yaml"):
+        (tmp_path / name).write_text((PROJECT_DIR / name).read_text())
+    assert new_site.main(["eu", "--from", "eks", "--project-dir", str(tmp_path),
+                          "--set", "cluster.eks.gpuNodeGroups[0].name=a10g"]) == 2
+    assert "gpu-tenancy:vcluster.nodeLabels" in capsys.readouterr().err
+    assert not (tmp_path / "Pulumi.eu.yaml").exists()

@@ -1,0 +1,184 @@
+"""summary.md: where tenant pods run, observability, what the charts create cluster-wide, what the site exposes.
+
+Read from the plan (and, with ``--render-charts``, from the rendered charts' objects): ``chart_objects`` is a
+list of ``(release, manifest)`` pairs, None when the charts were not rendered. Plans without rendered
+charts stay the same whatever the chart cache holds.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+from config.hosts import EKS_TAINT_EFFECTS
+from config.model import NodePool, Taint
+from config.placement import place
+from config.vocabulary import (
+    EKS_NODE_GROUP, HOST_COMPONENT, NAMESPACE, OBSERVABILITY_COMPONENT, POOL_LABEL, RELEASE, TENANT_COMPONENT,
+)
+from tools.plan.lookup import KUBERNETES, PlanIndex, dig
+from tools.plan.markdown import code, fmt_labels, table
+
+ChartObjects = Optional[Sequence[tuple[str, dict[str, Any]]]]
+_KUBERNETES_EFFECTS = {eks: kubernetes for kubernetes, eks in EKS_TAINT_EFFECTS.items()}
+# Cluster-scoped kinds a reviewer weighs first: who gets which rights, which APIs and admission hooks appear.
+_CLUSTER_KINDS = ("ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "MutatingWebhookConfiguration",
+                  "ValidatingWebhookConfiguration", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+                  "APIService", "PriorityClass", "RuntimeClass", "StorageClass", "CSIDriver", "IngressClass",
+                  "Namespace", "PodSecurityPolicy")
+EXPOSED_TYPES = ("LoadBalancer", "NodePort")
+RENDER_HINT = ("the charts were not rendered for this plan (run `python -m tools.plan STACK --render-charts` with "
+               "the charts in the cache, `python -m tools.charts pull --stack STACK`, to list them)")
+
+
+def _pools(index: PlanIndex) -> tuple[Optional[str], Optional[list[NodePool]]]:
+    """The host kind and the node pools the plan creates (None: an existing cluster's, not known)."""
+    kind = index.registered(HOST_COMPONENT, "kind")
+    if kind == "eks":
+        pools = []
+        for group in sorted(index.of_type(EKS_NODE_GROUP), key=lambda r: r["name"]):
+            inputs = group["inputs"]
+            labels = {key: str(value) for key, value in (inputs.get("labels") or {}).items()}
+            taints = tuple(Taint(str(t.get("key")), str(t.get("value") or ""),
+                                 _KUBERNETES_EFFECTS.get(t.get("effect"), str(t.get("effect"))))
+                           for t in inputs.get("taints") or [] if isinstance(t, dict))
+            pools.append(NodePool(labels.get(POOL_LABEL, group["name"]), labels, taints,
+                                  gpu="NVIDIA" in str(inputs.get("amiType", ""))))
+        return kind, pools
+    if kind == "microk8s":
+        return kind, [NodePool("the MicroK8s node", {}, gpu=True)]
+    return kind, None
+
+
+def placement_section(index: PlanIndex) -> list[str]:
+    """Each team's node selector and tolerations (as its vCluster release renders them) and the pools they fit."""
+    lines = ["## Where tenant pods run", ""]
+    kind, pools = _pools(index)
+    rows = []
+    for component in sorted(index.of_type(TENANT_COMPONENT), key=lambda r: r["name"]):
+        release = next((r for r in index.descendants(component) if r["type"] == RELEASE), None)
+        values = dig(release, "inputs", "values") or {}
+        selector = dig(values, "sync", "fromHost", "nodes", "selector") or {}
+        labels = selector.get("labels") or {} if not selector.get("all") else {}
+        tolerations = dig(values, "sync", "toHost", "pods", "enforceTolerations") or []
+        if pools is None:
+            fit = "not known to the plan (existing cluster): check `kubectl get nodes --show-labels` and taints"
+        else:
+            where = place(kind, pools, labels, tolerations)
+            runnable = [pool.name for pool in where.runnable]
+            blocked = [pool.name for pool in where.matching if pool not in where.runnable]
+            fit = (", ".join(code(name) for name in runnable) or "**none: every pod stays Pending**") + \
+                (f" (untolerated taints on {', '.join(code(name) for name in blocked)})" if blocked else "")
+        rows.append([code(dig(component, "outputs", "team") or component["name"]),
+                     fmt_labels(labels) if labels else "none (all nodes)",
+                     ", ".join(code(t) for t in tolerations) or "none", fit])
+    if not rows:
+        return lines + ["No tenants."]
+    lines += table(["Team", "Node selector", "Tolerations", "Pools its pods can run on"], rows)
+    lines += ["", "Every pod a tenant's vCluster syncs, its DNS included, gets this node selector and these "
+                  "tolerations. The vCluster control planes carry neither: they run on untainted nodes"
+              + (" (the system node group)." if kind == "eks" else ".")]
+    return lines
+
+
+def observability_section(index: PlanIndex) -> list[str]:
+    lines = ["## Observability", ""]
+    components = index.of_type(OBSERVABILITY_COMPONENT)
+    if not components:
+        return lines + ["Off (`observability.prometheus: off`): nothing is scraped, no alert rules or dashboards."]
+    outputs = components[0].get("outputs") or {}
+    children = index.descendants(components[0])
+    namespace = outputs.get("namespace")
+    created = any(r["type"] == NAMESPACE and dig(r, "inputs", "metadata", "name") == namespace for r in children)
+    mode = outputs.get("mode")
+    lines += [f"- Mode: **{mode}**" + (" (kube-prometheus-stack installed by this stack)" if mode == "install"
+                                       else " (the site's own Prometheus operator)" if mode == "external" else ""),
+              f"- Prometheus URL: {code(outputs['prometheusUrl']) if outputs.get('prometheusUrl') else 'not set'}"
+              + (" (read by KAI's time-aware fairness)" if outputs.get("timeAwareFairness")
+                 else " (nothing reads it: time-aware fairness is off)" if outputs.get("prometheusUrl") else ""),
+              f"- Namespace {code(namespace)}: " + ("created by this stack" if created else
+                                                    "**must already exist** (this stack does not create it)"),
+              f"- Monitors and rules carry {code('release=' + str(outputs.get('releaseLabel')))}, the label the "
+              "Prometheus selects them by", ""]
+    monitors = sorted((r for r in children if r["type"].endswith(":ServiceMonitor")),
+                      key=lambda r: str(dig(r, "inputs", "metadata", "name")))
+    rows = [[code(dig(m, "inputs", "metadata", "name")),
+             ", ".join(code(n) for n in dig(m, "inputs", "spec", "namespaceSelector", "matchNames") or []) or "—",
+             fmt_labels(dig(m, "inputs", "spec", "selector", "matchLabels")),
+             ", ".join(code(e.get("port")) for e in dig(m, "inputs", "spec", "endpoints") or []) or "—"]
+            for m in monitors]
+    lines += ["What is scraped:", ""]
+    lines += table(["ServiceMonitor", "Service namespace", "Service labels", "Port"], rows) if rows else ["Nothing."]
+    if mode == "install":
+        lines += ["", "The installed chart adds its own monitors (kube-state-metrics, the kubelets, its Prometheus)."]
+    return lines
+
+
+def _manifest_name(manifest: dict[str, Any]) -> str:
+    return str((manifest.get("metadata") or {}).get("name", ""))
+
+
+def chart_objects_section(chart_objects: ChartObjects) -> list[str]:
+    """Every cluster-scoped object the charts create, grouped by release."""
+    lines = ["## Cluster-scoped objects of the charts", ""]
+    if chart_objects is None:
+        return lines + [f"Not listed: {RENDER_HINT}."]
+    grouped: dict[str, dict[str, list[str]]] = {}
+    for release, manifest in chart_objects:
+        kind = str(manifest.get("kind", ""))
+        if kind in _CLUSTER_KINDS and not (manifest.get("metadata") or {}).get("namespace"):
+            grouped.setdefault(release, {}).setdefault(kind, []).append(_manifest_name(manifest))
+    if not grouped:
+        return lines + ["None."]
+    for release in sorted(grouped):
+        lines += [f"### Release {code(release)}", ""]
+        lines += table(["Kind", "Count", "Names"],
+                       [[code(kind), str(len(names)), ", ".join(code(n) for n in sorted(names))]
+                        for kind, names in sorted(grouped[release].items())])
+        lines.append("")
+    return lines[:-1]
+
+
+def _exposed_values(value: Any, path: str = "") -> list[str]:
+    """Paths in Helm values that set a Service type exposing the site (``...type: LoadBalancer``)."""
+    if isinstance(value, dict):
+        found = [f"{path}.{key}".lstrip(".") for key, item in value.items()
+                 if key == "type" and item in EXPOSED_TYPES and "ervice" in path]
+        return found + [p for key in sorted(value) for p in _exposed_values(value[key], f"{path}.{key}")]
+    return []
+
+
+def exposure_section(index: PlanIndex, chart_objects: ChartObjects) -> list[str]:
+    """Services of type LoadBalancer or NodePort: what the site opens beyond the cluster network."""
+    lines = ["## What the site exposes", ""]
+    rows = []
+    for resource in index.resources:
+        if resource["type"] == f"{KUBERNETES}core/v1:Service" and dig(resource, "inputs", "spec", "type") \
+                in EXPOSED_TYPES:
+            rows.append([code(dig(resource, "inputs", "metadata", "namespace") or "—") + "/" +
+                         code(dig(resource, "inputs", "metadata", "name")), code(resource["inputs"]["spec"]["type"]),
+                         "this program"])
+    for release, manifest in chart_objects or ():
+        spec = manifest.get("spec") or {}
+        if manifest.get("kind") == "Service" and spec.get("type") in EXPOSED_TYPES:
+            namespace = (manifest.get("metadata") or {}).get("namespace") or "—"
+            rows.append([code(namespace) + "/" + code(_manifest_name(manifest)), code(spec["type"]),
+                         f"release {code(release)}"])
+    for release in sorted(index.of_type(RELEASE), key=lambda r: r["name"]):
+        for path in _exposed_values(dig(release, "inputs", "values") or {}):
+            rows.append([f"values {code(path)}", code(dig(release, "inputs", "values", *path.split("."))),
+                         f"release {code(dig(release, 'inputs', 'name') or release['name'])}"])
+    lines += table(["Service", "Type", "Created by"], sorted(rows)) if rows else \
+        ["No Service of type LoadBalancer or NodePort" + (" (program and rendered charts)." if chart_objects is not None
+                                                          else " in the program or the release values.")]
+    if chart_objects is None:
+        lines += ["", f"Services the charts render by default are not included: {RENDER_HINT}."]
+    return lines
+
+
+def site_sections(index: PlanIndex, chart_objects: ChartObjects) -> list[str]:
+    """The sections of this module, in the order the summary shows them, each followed by a blank line."""
+    lines: list[str] = []
+    for section in (placement_section(index), observability_section(index), chart_objects_section(chart_objects),
+                    exposure_section(index, chart_objects)):
+        lines += section + [""]
+    return lines
