@@ -19,6 +19,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.admission import TenantAdmission, TenantAdmissionArgs, policy_name
+from components.tenant_access import TeamAccess, TenantAccessArgs, with_access
 from components.tenant_dns import coredns_manifests
 from components.kubectl_job import (
     HOME_VOLUME, POD_SECURITY_CONTEXT, job_identity, kubectl_container, wait_for_create_args,
@@ -116,6 +117,7 @@ def vcluster_values(team: Team) -> dict:
     values = deep_merge(values, host_values(settings))
     if settings.pod_security == "restricted":
         values = deep_merge(values, restricted_control_plane_values())
+    values = with_access(values, team)
     return deep_merge(values, settings.extra_values)
 
 
@@ -147,6 +149,8 @@ class TenantCluster(pulumi.ComponentResource):
     release: k8s.helm.v3.Release
     kubeconfig_ready: k8s.batch.v1.Job
     kubeconfig: pulumi.Output[str]
+    # Per-team OIDC kubeconfig without secrets (None without OIDC).
+    member_kubeconfig: Optional[pulumi.Output[str]]
     connect_command: str
 
     def __init__(self, name: str, args: TenantClusterArgs, opts: Optional[pulumi.ResourceOptions] = None):
@@ -169,6 +173,7 @@ class TenantCluster(pulumi.ComponentResource):
         # The admission policy is in place before the vCluster can sync its first pod.
         self.admission = TenantAdmission(f"{name}-admission", TenantAdmissionArgs(team=team, provider=args.provider),
                                          opts=pulumi.ResourceOptions(parent=self))
+        self.access = TeamAccess(f"{name}-access", TenantAccessArgs(team, args.provider, self.namespace), self)
         self.release = k8s.helm.v3.Release(
             f"{name}-vcluster",
             name=team.vcluster_name,
@@ -183,7 +188,8 @@ class TenantCluster(pulumi.ComponentResource):
             # The tenant depends on its queue, so a removed team loses its queue only after its
             # control plane is gone.
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, protect=protect,
-                                        depends_on=[args.queue, self.admission, *args.prerequisites]),
+                                        depends_on=[args.queue, self.admission, *args.prerequisites,
+                                                    *self.access.prerequisites]),
         )
         self.kubeconfig_ready = self._wait_for_kubeconfig(name, team, args.provider)
         kubeconfig_secret = k8s.core.v1.Secret.get(
@@ -193,8 +199,9 @@ class TenantCluster(pulumi.ComponentResource):
                 lambda _: f"{team.namespace}/{kubeconfig_secret_name(team)}"),
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.kubeconfig_ready]),
         )
-        self.kubeconfig = pulumi.Output.secret(
+        self.kubeconfig = self.access.admin_kubeconfig(
             kubeconfig_secret.data.apply(lambda data: base64.b64decode((data or {}).get("config", "")).decode()))
+        self.member_kubeconfig = self.access.member_kubeconfig(self.kubeconfig)
         self.register_outputs({
             "team": team.name,
             "namespace": team.namespace,
@@ -202,6 +209,7 @@ class TenantCluster(pulumi.ComponentResource):
             "admissionPolicy": policy_name(team),
             "connectCommand": self.connect_command,
             "kubeconfig": self.kubeconfig,
+            **self.access.outputs(),
         })
 
     def _wait_for_kubeconfig(self, name: str, team: Team, provider: k8s.Provider) -> k8s.batch.v1.Job:

@@ -13,6 +13,7 @@ import difflib
 import re
 from typing import Any, Iterable, Mapping
 
+from config.access_rules import access_warnings, resolve_access
 from config.capacity import known_gpu_capacity
 from config.errors import ConfigError, ConfigIssue
 from config.hosts import host_profile
@@ -103,6 +104,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
         **{team.namespace: f"team {team.name}" for team in teams}})
     _check_node_group_profiles(reader, cluster)
     _check_layout(reader, cluster, gpu_operator)
+    teams = resolve_access(reader, cluster, teams)
     if reader.issues:
         raise ConfigError(reader.issues)
 
@@ -114,7 +116,8 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
                         missing_secrets=tuple(secrets.missing))
     warnings = [f"{PROJECT}:{name} is not set: a placeholder stands in for it in this offline run. Set it "
                 f"before pulumi up: {secret_command(name, stack)}" for name in secrets.missing]
-    return Platform(**{**platform.__dict__, "warnings": tuple(warnings + _warnings(platform)),
+    warnings += _warnings(platform) + access_warnings(cluster, platform.teams)
+    return Platform(**{**platform.__dict__, "warnings": tuple(warnings),
                        "notes": tuple(_notes(platform))})
 
 
