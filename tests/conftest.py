@@ -53,6 +53,7 @@ MIRRORED_TAGS = {
     "kai-scheduler/KAI-Scheduler": ("v0.16.4", "v0.17.0"),
     "NVIDIA/dcgm-exporter": ("4.5.3-4.8.2",),
     "kubernetes/kube-state-metrics": ("v2.20.0",),
+    "loft-sh/vcluster": ("v0.36.1",),
     "NVIDIA/gpu-operator": ("v26.3.3", "v26.7.0"),
     "prometheus-community/helm-charts": ("kube-prometheus-stack-88.5.3",),
     "pulumi/pulumi": ("v3.259.0",),
