@@ -112,15 +112,16 @@ def test_a_failed_cleanup_is_reported_with_what_to_delete(site_factory):
     assert not cleanup.ok and "etcdserver" in cleanup.detail and "delete it by hand" in cleanup.detail
 
 
-def test_a_localhost_kubeconfig_is_refused_before_anything_is_created(site_factory):
+def test_a_team_without_endpoint_is_skipped_visibly_before_anything_is_created(site_factory):
     site = site_factory()
     outputs = site.outputs
     kubeconfig = yaml.safe_load(outputs["tenantKubeconfigs"]["team-nlp"])
     kubeconfig["clusters"][0]["cluster"]["server"] = "https://localhost:8443"  # what vCluster exports unexposed
     outputs["tenantKubeconfigs"]["team-nlp"] = yaml.safe_dump(kubeconfig)
     report = {r.team: r for r in smoke.run_site(outputs, outputs["hostKubeconfig"], FAST)}["team-nlp"]
-    assert [(s.name, s.ok) for s in report.steps] == [("connect", False)]
-    assert "vcluster.access.exposure" in report.steps[0].detail
+    assert [(s.name, s.skipped) for s in report.steps] == [("connect", True)]
+    assert report.outcome == "SKIPPED" and "vcluster.access.exposure" in report.steps[0].detail
+    assert "### team-nlp: SKIPPED" in smoke.render([report])
 
 
 def test_the_command_line_prints_tables_writes_them_and_exits_nonzero_naming_the_failure(site_factory, tmp_path,
