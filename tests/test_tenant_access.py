@@ -201,3 +201,14 @@ def test_vclusters_control_plane_policy_admits_the_endpoint_port_from_anywhere()
     ingress = control_plane[control_plane.index("  ingress:"):]
     first_rule = ingress.split("\n    - ")[1]
     assert "port: 8443" in first_rule and "from:" not in first_rule
+
+
+def test_the_review_summary_shows_each_teams_endpoint_identity_and_smoke_test(oidc_run):
+    from tools.plan.document import build_plan
+    from tools.plan.summary import render_summary
+    summary = render_summary(build_plan(oidc_run, "lab-oidc"))
+    section = summary[summary.index("### Access per tenant"):]
+    row = next(line for line in section.splitlines() if line.startswith("| `team-nlp`"))
+    assert "`https://gpu-box.lab.example:30443`" in row
+    assert "OIDC groups: `team-nlp-admins` → cluster-admin; `team-nlp-readers` → view" in row
+    assert "queue `team-nlp`" in row and "must be refused" in row

@@ -11,6 +11,7 @@ from config.vocabulary import (
 )
 from tools.plan.lookup import KUBERNETES, PlanIndex, dig
 from tools.plan.markdown import code, fmt_num, table
+from tools.plan.summary_access import access_section
 
 # Each admission rule's message starts with its name in brackets (components/admission.py).
 RULE_NAME = re.compile(r"^'?\[([a-z-]+)\]")
@@ -60,7 +61,7 @@ def tenant_section(index: PlanIndex) -> list[str]:
     lines += ["", "Admission: every pod the tenant's vCluster syncs, its DNS included, is scheduled by KAI in the "
                   "team's queue; the rules are those of the tenant security model (docs/security-model.md). GPU "
                   "shares are enforced by the KAI queues, not by the ResourceQuota."]
-    return lines
+    return lines + access_section(index)
 
 
 def _guardrail_row(team: str, parts: dict[str, Any]) -> list[str]:
