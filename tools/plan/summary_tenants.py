@@ -55,13 +55,14 @@ def tenant_section(index: PlanIndex) -> list[str]:
         ])
         guardrails.append(_guardrail_row(team, parts))
     lines += table(["Team", "vCluster", "Host namespace", "Queue", "vCluster chart", "Protected", "Connect"], rows)
+    lines += access_section(index)
     lines += ["", "### Guardrails per tenant", ""]
     lines += table(["Team", "Admission policy", "Rules", "Pod security", "ResourceQuota", "LimitRange defaults",
                     "NetworkPolicy"], guardrails)
     lines += ["", "Admission: every pod the tenant's vCluster syncs, its DNS included, is scheduled by KAI in the "
                   "team's queue; the rules are those of the tenant security model (docs/security-model.md). GPU "
                   "shares are enforced by the KAI queues, not by the ResourceQuota."]
-    return lines + access_section(index)
+    return lines
 
 
 def _guardrail_row(team: str, parts: dict[str, Any]) -> list[str]:
