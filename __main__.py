@@ -63,3 +63,8 @@ pulumi.export("tenants", {
     for team in platform.teams
 })
 pulumi.export("tenantKubeconfigs", {name: tenant.kubeconfig for name, tenant in tenants.items()})
+# Per-person access (vcluster.access.oidc): kubeconfigs without secrets, for the teams that have one.
+member_kubeconfigs = {name: tenant.member_kubeconfig for name, tenant in tenants.items()
+                      if tenant.member_kubeconfig is not None}
+if member_kubeconfigs:
+    pulumi.export("teamKubeconfigs", member_kubeconfigs)

@@ -22,6 +22,7 @@ from components.admission import TenantAdmission, TenantAdmissionArgs, policy_na
 from components.synced_objects_admission import (
     SyncedObjectsAdmission, SyncedObjectsAdmissionArgs, synced_objects_policy_name,
 )
+from components.tenant_access import TeamAccess, TenantAccessArgs, with_access
 from components.tenant_dns import coredns_manifests
 from components.virtual_defaults import virtual_defaults_values
 from components.tenant_quota import policy_values
@@ -113,6 +114,7 @@ def vcluster_values(team: Team, host_dns: str) -> dict:
     values = deep_merge(values, virtual_defaults_values(team))
     if settings.pod_security == "restricted":
         values = deep_merge(values, restricted_control_plane_values())
+    values = with_access(values, team)
     return deep_merge(values, settings.extra_values)
 
 
@@ -145,6 +147,8 @@ class TenantCluster(pulumi.ComponentResource):
     release: k8s.helm.v3.Release
     kubeconfig_ready: k8s.batch.v1.Job
     kubeconfig: pulumi.Output[str]
+    # Per-team OIDC kubeconfig without secrets (None without OIDC).
+    member_kubeconfig: Optional[pulumi.Output[str]]
     connect_command: str
 
     def __init__(self, name: str, args: TenantClusterArgs, opts: Optional[pulumi.ResourceOptions] = None):
@@ -170,6 +174,7 @@ class TenantCluster(pulumi.ComponentResource):
         self.synced_objects_admission = SyncedObjectsAdmission(
             f"{name}-synced-objects-admission", SyncedObjectsAdmissionArgs(team=team, provider=args.provider),
             opts=pulumi.ResourceOptions(parent=self))
+        self.access = TeamAccess(f"{name}-access", TenantAccessArgs(team, args.provider, self.namespace), self)
         self.release = k8s.helm.v3.Release(
             f"{name}-vcluster",
             name=team.vcluster_name,
@@ -186,7 +191,7 @@ class TenantCluster(pulumi.ComponentResource):
             # control plane is gone.
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, protect=protect,
                                         depends_on=[args.queue, self.admission, self.synced_objects_admission,
-                                                    *args.prerequisites]),
+                                                    *args.prerequisites, *self.access.prerequisites]),
         )
         self.kubeconfig_ready = self._wait_for_kubeconfig(name, team, args.provider)
         kubeconfig_secret = k8s.core.v1.Secret.get(
@@ -196,8 +201,9 @@ class TenantCluster(pulumi.ComponentResource):
                 lambda _: f"{team.namespace}/{kubeconfig_secret_name(team)}"),
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.kubeconfig_ready]),
         )
-        self.kubeconfig = pulumi.Output.secret(
+        self.kubeconfig = self.access.admin_kubeconfig(
             kubeconfig_secret.data.apply(lambda data: base64.b64decode((data or {}).get("config", "")).decode()))
+        self.member_kubeconfig = self.access.member_kubeconfig(self.kubeconfig)
         self.register_outputs({
             "team": team.name,
             "namespace": team.namespace,
@@ -212,6 +218,7 @@ class TenantCluster(pulumi.ComponentResource):
                               "storage": team.vcluster.resource_quota.storage},
             "connectCommand": self.connect_command,
             "kubeconfig": self.kubeconfig,
+            **self.access.outputs(),
         })
 
     def _wait_for_kubeconfig(self, name: str, team: Team, provider: k8s.Provider) -> k8s.batch.v1.Job:

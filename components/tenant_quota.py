@@ -35,8 +35,9 @@ def resource_quota_hard(settings: VClusterSettings) -> dict:
         "count/services": budget.services,
         "count/persistentvolumeclaims": budget.claims,
         # Service types: the team's config decides, never the chart's default (one LoadBalancer in vCluster 0.36.1).
-        "services.loadbalancers": settings.services.load_balancers,
-        "services.nodeports": settings.services.node_ports,
+        # plus the control plane's own Service where the team's endpoint is a load balancer or a node port.
+        "services.loadbalancers": settings.services.load_balancers + (settings.access.exposure == "loadBalancer"),
+        "services.nodeports": settings.services.node_ports + (settings.access.exposure == "nodePort"),
     }
     hard.update({key: None for key in REMOVED_QUOTA_KEYS})
     return hard

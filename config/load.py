@@ -12,6 +12,7 @@ import dataclasses
 import difflib
 from typing import Any, Iterable, Mapping, Optional
 
+from config.access_rules import access_warnings, resolve_access
 from config.capacity import known_gpu_capacity
 from config.errors import ConfigError, ConfigIssue
 from config.hosts import host_profile
@@ -102,6 +103,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     _check_layout(reader, cluster, gpu_operator)
     check_virtual_clusters(reader, teams)
     check_placement(reader, host, teams, root.raw("teams"))
+    teams = resolve_access(reader, cluster, teams)
     if reader.issues:
         raise ConfigError(reader.issues)
 
@@ -113,10 +115,9 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
                         missing_secrets=tuple(secrets.missing))
     warnings = [f"{PROJECT}:{name} is not set: a placeholder stands in for it in this offline run. Set it "
                 f"before pulumi up: {secret_command(name, stack)}" for name in secrets.missing]
-    return Platform(**{**platform.__dict__, "warnings": tuple(warnings + _warnings(platform)
-                                                               + placement_warnings(platform)
-                                                               + observability_config.observability_warnings(
-                                                                   platform.observability)),
+    warnings += _warnings(platform) + access_warnings(cluster, platform.teams) + placement_warnings(platform) \
+        + observability_config.observability_warnings(platform.observability)
+    return Platform(**{**platform.__dict__, "warnings": tuple(warnings),
                        "notes": tuple(_notes(platform) + observability_config.external_notes(
                            platform.observability, platform.kai_scheduler.gpu_sharing))})
 

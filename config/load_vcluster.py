@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from config import versions
+from config.access import ACCESS, read_access
 from config.key_types import AnyMap, Boolean, Integer, Quantity, StringList, StringMap, Text, Version
 from config.keys import Block, Derived, Key
 from config.merge import deep_merge
@@ -165,6 +166,8 @@ host kind it also renders the control plane's volume claim class
         details="They can override anything, including settings KAI relies on such as "
                 "`experimental.syncSettings.setOwner: false`. The loader only checks that this is a map. Helm "
                 "validates the values against the chart schema when it installs."),
+    Key("access", ACCESS, {}, "How the team reaches its vCluster (endpoint) and who it is there (OIDC).",
+        details="See [Team access](team-guide.md)."),
 ))
 
 
@@ -208,4 +211,5 @@ def read_vcluster(section: Section, base: VClusterSettings) -> VClusterSettings:
             load_balancers=services.read("loadBalancers", base.services.load_balancers),
         ),
         storage_classes=section.read("storageClasses", base.storage_classes),
+        access=read_access(section.child("access"), base.access),
     )

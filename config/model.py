@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
+from config.access import Access
 from config.observability import Observability
 from config.vocabulary import KAI_NAMESPACE
 
@@ -96,6 +97,8 @@ class VClusterSettings:
     # claim (None: the cluster's default) and the API server port its egress must reach.
     storage_class: Optional[str] = None
     api_server_port: Optional[int] = None
+    # Endpoint and identity (config/access.py); the endpoint host is resolved against the host kind.
+    access: Access = Access()
 
 
 @dataclass(frozen=True)
@@ -181,6 +184,8 @@ class KubeconfigHost:
     gpus: Optional[int]
     storage_class: Optional[str] = None
     api_server_port: Optional[int] = None
+    # Endpoint and identity (config/access.py); the endpoint host is resolved against the host kind.
+    access: Access = Access()
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,11 @@ EKS_KUBERNETES_VERSION = "1.36"
 # kubeconfig Secret (components/tenant.py); `kubectl wait --for=create` needs kubectl 1.31+.
 KUBECTL_IMAGE = "registry.k8s.io/kubectl:v1.33.0"
 
+# The smoke test's workloads (ops/smoke.py): the seeds' fractional GPU pod runs nvidia-smi in this image; the
+# unmodified Deployment runs the pause container.
+SMOKE_CUDA_IMAGE = "nvidia/cuda:12.4.0-base-ubuntu22.04"
+SMOKE_PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+
 
 def release_numbers(version: str) -> tuple[int, ...]:
     """``v0.16.4`` or ``0.16.4-rc1`` -> ``(0, 16, 4)``."""

@@ -313,3 +313,16 @@ def test_every_action_is_pinned_to_a_version_tag_or_sha():
     unpinned = [(where, ref) for where, ref in uses
                 if not ref.startswith(("./", "docker://")) and not PINNED_REF.match(ref)]
     assert not unpinned, f"pin these to a version tag or a commit sha: {unpinned}"
+
+
+def test_deploy_runs_the_smoke_test_after_pulumi_up_and_uploads_its_table():
+    workflow = load(DEPLOY_WORKFLOW)
+    job = job_running(workflow, "up")
+    up_index, _ = pulumi_command_step(job, "up")
+    names = [step.get("name") for step in job["steps"]]
+    smoke_index = next(i for i, step in enumerate(job["steps"]) if "ops.smoke" in step.get("run", ""))
+    assert smoke_index > up_index
+    assert "--table smoke.md" in job["steps"][smoke_index]["run"]
+    upload = next(step for step in steps_using(job, "actions/upload-artifact"))
+    assert names.index(upload["name"]) > smoke_index
+    assert upload["if"] == "always()" and upload["with"]["path"] == "smoke.md"

@@ -12,6 +12,7 @@ from config.vocabulary import (
 from tools.charts.values import ChartValues
 from tools.plan.lookup import KUBERNETES, PlanIndex, dig
 from tools.plan.markdown import code, fmt_num, table
+from tools.plan.summary_access import access_section
 
 # Each admission rule's message starts with its name in brackets (components/admission.py).
 RULE_NAME = re.compile(r"^'?\[([a-z-]+)\]")
@@ -88,6 +89,7 @@ def tenant_section(index: PlanIndex, charts: Optional[ChartValues] = None) -> li
         guardrails.append(_guardrail_row(team, parts, policies))
         synced.append(_synced_objects_line(team, parts["synced_policy"]))
     lines += table(["Team", "vCluster", "Host namespace", "Queue", "vCluster chart", "Protected", "Connect"], rows)
+    lines += access_section(index)
     lines += ["", "### Guardrails per tenant", ""]
     lines += table(["Team", "Admission policy", "Rules", "Pod security", "ResourceQuota", "LimitRange defaults",
                     "NetworkPolicy"], guardrails)

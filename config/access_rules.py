@@ -1,0 +1,116 @@
+"""Rules that tie a team's ``vcluster.access`` to the host and to the other teams; the endpoint host each
+team gets. No Pulumi here."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+from urllib.parse import urlparse
+
+from config.access import Access
+from config.model import Cluster, Team
+from config.reader import Reader
+
+
+def _key(index: int, name: str) -> str:
+    return f"teams[{index}].vcluster.access.{name}"
+
+
+def _default_host(access: Access, team: Team, cluster: Cluster) -> Optional[str]:
+    if access.exposure in ("loadBalancer", "gateway") and access.domain:
+        return f"{team.vcluster_name}.{access.domain}"
+    if access.exposure == "nodePort" and cluster.microk8s is not None:
+        if cluster.microk8s.host:
+            return cluster.microk8s.host
+        if cluster.microk8s.api_server_url:
+            return urlparse(cluster.microk8s.api_server_url).hostname
+    return None
+
+
+def resolve_access(reader: Reader, cluster: Cluster, teams: list[Team]) -> list[Team]:
+    """Each team with its endpoint host filled in; every broken rule is reported on ``reader``."""
+    resolved = []
+    for index, team in enumerate(teams):
+        access = team.vcluster.access
+        if access.exposed and not access.host:
+            access = dataclasses.replace(access, host=_default_host(access, team, cluster))
+        _check_endpoint(reader, index, access)
+        _check_oidc(reader, index, access)
+        resolved.append(dataclasses.replace(team, vcluster=dataclasses.replace(team.vcluster, access=access)))
+    _check_unique(reader, resolved)
+    return resolved
+
+
+def _check_endpoint(reader: Reader, index: int, access: Access) -> None:
+    if not access.exposed:
+        return
+    if not access.host:
+        fix = ("set vcluster.access.host to the address clients reach the nodes at" if access.exposure == "nodePort"
+               else "set vcluster.access.domain (the host becomes <vclusterName>.<domain>) or the team's host")
+        reader.fail(_key(index, "host"), None, f"{access.exposure} exposure needs an endpoint name", fix)
+    if access.exposure == "nodePort" and access.node_port is None:
+        reader.fail(_key(index, "nodePort"), None, "nodePort exposure needs the team's node port",
+                    "set teams[].vcluster.access.nodePort to a free port between 30000 and 32767, one per team")
+    if access.exposure == "gateway" and not access.gateway.name:
+        reader.fail(_key(index, "gateway.name"), None, "gateway exposure needs the Gateway to attach to",
+                    "set vcluster.access.gateway.name (and namespace) to a Gateway with a TLS Passthrough listener")
+
+
+def _check_oidc(reader: Reader, index: int, access: Access) -> None:
+    oidc = access.oidc
+    if not oidc.enabled:
+        if oidc.admin_groups or oidc.view_groups:
+            reader.fail(_key(index, "oidc.adminGroups"), list(oidc.admin_groups + oidc.view_groups),
+                        "groups are bound but no OIDC issuer is configured", "set vcluster.access.oidc.issuerUrl")
+        return
+    url = urlparse(oidc.issuer_url)
+    if url.scheme != "https" or not url.hostname or url.query or url.fragment:
+        reader.fail(_key(index, "oidc.issuerUrl"), oidc.issuer_url, "is not an https URL without query or fragment",
+                    "the Kubernetes API server accepts only https issuers, e.g. https://login.example.com/realms/ml")
+    if not oidc.client_id:
+        reader.fail(_key(index, "oidc.clientId"), None, "OIDC needs the client ID tokens are issued for",
+                    "set vcluster.access.oidc.clientId (the audience the API server checks)")
+    if oidc.certificate_authority and "BEGIN CERTIFICATE" not in oidc.certificate_authority:
+        reader.fail(_key(index, "oidc.certificateAuthority"), "...", "is not a PEM certificate bundle",
+                    "paste the issuer's CA certificate(s), -----BEGIN CERTIFICATE----- included")
+    if not access.exposed:
+        reader.fail(_key(index, "exposure"), access.exposure,
+                    "OIDC is configured but the vCluster has no endpoint: team members could not reach it",
+                    "set vcluster.access.exposure to loadBalancer, nodePort or gateway")
+
+
+def _check_unique(reader: Reader, teams: list[Team]) -> None:
+    seen_ports: dict[int, int] = {}
+    seen_hosts: dict[str, int] = {}
+    for index, team in enumerate(teams):
+        access = team.vcluster.access
+        if access.exposure == "nodePort" and access.node_port is not None:
+            first = seen_ports.setdefault(access.node_port, index)
+            if first != index:
+                reader.fail(_key(index, "nodePort"), access.node_port, f"is already used by teams[{first}]",
+                            "give every team its own node port")
+        elif access.exposure in ("loadBalancer", "gateway") and access.host:
+            first = seen_hosts.setdefault(access.host, index)
+            if first != index:
+                reader.fail(_key(index, "host"), access.host, f"is already the endpoint of teams[{first}]",
+                            "give every team its own host name, or use vcluster.access.domain")
+
+
+def access_warnings(cluster: Cluster, teams: tuple[Team, ...]) -> list[str]:
+    """Combinations that can work but need something the config cannot show."""
+    warnings = []
+    for index, team in enumerate(teams):
+        access = team.vcluster.access
+        if access.exposure == "loadBalancer" and cluster.microk8s is not None:
+            warnings.append(
+                f"teams[{index}] ({team.name}) uses loadBalancer exposure on MicroK8s: its Service gets an address "
+                "only with a load-balancer provider (`microk8s enable metallb:<range>`). Use nodePort otherwise.")
+        if access.exposure == "nodePort" and cluster.eks is not None:
+            warnings.append(
+                f"teams[{index}] ({team.name}) uses nodePort exposure on EKS: the nodes run in private subnets, so "
+                "only clients inside the VPC reach the port. Use loadBalancer for clients outside it.")
+        if access.oidc.enabled and not (access.oidc.admin_groups or access.oidc.view_groups):
+            warnings.append(
+                f"teams[{index}] ({team.name}) trusts OIDC but binds no group: members can log in and do nothing. "
+                "Set teams[].vcluster.access.oidc.adminGroups or viewGroups.")
+    return warnings

@@ -1,0 +1,146 @@
+"""ops.smoke against a deployed site played offline: fake API servers on 127.0.0.1 (tests/fake_site.py), the
+real ``kubernetes`` client talking to them, and the admission policy the program rendered deciding what
+the host accepts (tests/tenant_sim.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from ops import smoke
+from tests.conftest import dev_config
+from tests.fake_site import FakeSite, pending
+from tests.tenant_sim import tenant_of
+
+TEAMS = ("team-nlp", "team-vision", "team-recommender")
+FAST = smoke.Settings(timeout=1.5, refusal_timeout=1.5, poll=0.05)
+
+
+@pytest.fixture(scope="module")
+def tenants(dev_run):
+    return [tenant_of(dev_run, dev_config(), team) for team in TEAMS]
+
+
+@pytest.fixture
+def site_factory(tenants):
+    sites = []
+
+    def make(**behaviour) -> FakeSite:
+        sites.append(FakeSite(tenants, **behaviour))
+        return sites[-1]
+    yield make
+    for site in sites:
+        site.close()
+
+
+def run(site: FakeSite, **kwargs) -> dict[str, smoke.Report]:
+    reports = smoke.run_site(site.outputs, site.outputs["hostKubeconfig"], FAST, **kwargs)
+    return {report.team: report for report in reports}
+
+
+def step(report: smoke.Report, name: str, obj_suffix: str = "") -> smoke.Step:
+    return next(s for s in report.steps if s.name == name and s.object.endswith(obj_suffix))
+
+
+def assert_cleaned(site: FakeSite) -> None:
+    assert not [pod for pod in site.host.pods.values() if "gpu-tenancy/smoke" in pod["metadata"]["labels"]]
+    for vcluster in site.vclusters.values():
+        assert not [ns for ns in vcluster.store.namespaces if ns.startswith("gpu-tenancy-smoke-")]
+        assert not vcluster.store.pods
+
+
+def test_a_working_site_passes_for_every_team_and_cleans_up(site_factory):
+    site = site_factory()
+    reports = run(site)
+    assert set(reports) == set(TEAMS)
+    for team, report in reports.items():
+        assert report.ok, report.table()
+        assert [s.name for s in report.steps] == ["connect", "namespace", "gpu-pod", "host", "runs", "deployment",
+                                                  "host", "runs", "refusal", "cleanup"]
+        gpu_host = step(report, "host", "smoke-gpu")
+        assert f"queue {team}" in gpu_host.detail and "fraction 0.33" in gpu_host.detail
+        # The other team's queue is refused by the host policy, with its rule name.
+        assert "[" in step(report, "refusal").detail and "refused on the host" in step(report, "refusal").detail
+    assert_cleaned(site)
+
+
+def test_a_pod_refused_inside_the_vcluster_counts_when_the_message_names_the_rule(site_factory):
+    site = site_factory(refuse_in_vcluster=lambda pod: "[queue] pods of this team run in queue team-x only"
+                        if pod["metadata"]["name"] == "smoke-other-queue" else None)
+    report = run(site)["team-nlp"]
+    assert report.ok
+    assert step(report, "refusal").detail.startswith("refused in the vCluster: [queue]")
+
+
+def test_a_site_without_host_admission_fails_the_refusal_step(site_factory):
+    site = site_factory(host_admission=False)
+    report = run(site)["team-vision"]
+    refusal = step(report, "refusal")
+    assert not refusal.ok and "reached the host" in refusal.detail
+    assert refusal.object.endswith("/smoke-other-queue")
+    assert step(report, "cleanup").ok
+    assert_cleaned(site)
+
+
+def test_a_pending_gpu_pod_times_out_with_the_schedulers_reason(site_factory):
+    site = site_factory(schedule=pending("0/1 nodes: queue team-nlp is over its GPU limit"))
+    report = run(site)["team-nlp"]
+    failed = [s for s in report.steps if not s.ok]
+    assert [(s.name, s.object.rsplit("/", 1)[-1]) for s in failed] == [("runs", "smoke-gpu")]
+    assert "not Succeeded after 1.5s" in failed[0].detail
+    assert "phase Pending" in failed[0].detail and "over its GPU limit" in failed[0].detail
+    # The run stops at the first failure and still removes what it created.
+    assert [s.name for s in report.steps][-1] == "cleanup" and step(report, "cleanup").ok
+    assert_cleaned(site)
+
+
+def test_an_unmodified_deployment_without_in_vcluster_defaults_fails_with_the_hosts_reason(site_factory):
+    site = site_factory(defaults=False)
+    report = run(site)["team-recommender"]
+    failed = next(s for s in report.steps if not s.ok)
+    assert failed.name == "host" and "/smoke-plain-" in failed.object
+    assert "not synced to host namespace" in failed.detail and "admission denied: [" in failed.detail
+    assert step(report, "cleanup").ok
+    assert_cleaned(site)
+
+
+def test_a_failed_cleanup_is_reported_with_what_to_delete(site_factory):
+    site = site_factory(fail_delete=True)
+    cleanup = step(run(site)["team-nlp"], "cleanup")
+    assert not cleanup.ok and "etcdserver" in cleanup.detail and "delete it by hand" in cleanup.detail
+
+
+def test_a_team_without_endpoint_is_skipped_visibly_before_anything_is_created(site_factory):
+    site = site_factory()
+    outputs = site.outputs
+    kubeconfig = yaml.safe_load(outputs["tenantKubeconfigs"]["team-nlp"])
+    kubeconfig["clusters"][0]["cluster"]["server"] = "https://localhost:8443"  # what vCluster exports unexposed
+    outputs["tenantKubeconfigs"]["team-nlp"] = yaml.safe_dump(kubeconfig)
+    report = {r.team: r for r in smoke.run_site(outputs, outputs["hostKubeconfig"], FAST)}["team-nlp"]
+    assert [(s.name, s.skipped) for s in report.steps] == [("connect", True)]
+    assert report.outcome == "SKIPPED" and "vcluster.access.exposure" in report.steps[0].detail
+    assert "### team-nlp: SKIPPED" in smoke.render([report])
+
+
+def test_the_command_line_prints_tables_writes_them_and_exits_nonzero_naming_the_failure(site_factory, tmp_path,
+                                                                                        capsys):
+    site = site_factory(schedule=pending("no GPU node"))
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text(json.dumps(site.outputs))
+    table = tmp_path / "smoke.md"
+    code = smoke.main(["dev", "--outputs", str(outputs), "--timeout", "0.5", "--table", str(table)])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "FAILED: team-nlp: step runs on pod/gpu-tenancy-smoke-" in captured.err
+    assert table.read_text().startswith("## Smoke test") and "### team-vision: FAILED" in table.read_text()
+
+
+def test_the_command_line_rejects_a_kubeconfig_for_an_unknown_team(site_factory, tmp_path):
+    site = site_factory()
+    outputs, kubeconfig = tmp_path / "outputs.json", tmp_path / "kc"
+    outputs.write_text(json.dumps(site.outputs))
+    kubeconfig.write_text(site.outputs["hostKubeconfig"])
+    with pytest.raises(SystemExit, match="unknown team.*team-typo"):
+        smoke.main(["dev", "--outputs", str(outputs), "--vcluster-kubeconfig", f"team-typo={kubeconfig}"])

@@ -1,0 +1,214 @@
+"""Team access (config/access.py, components/tenant_access.py): endpoints, OIDC and the kubeconfigs, planned
+offline and checked against vCluster 0.36.1's chart schema and source."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import yaml
+
+from components.tenant_access import AUTHENTICATION_CONFIG_MAP, AUTHENTICATION_DIR, exposure_values, with_server
+from config import ConfigError, load_platform
+from tests.conftest import dev_config, eks_config, git, run, upstream_file
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+ISSUER = "https://login.example.com:5556/dex"
+SECRET_KEYS = ("client-key-data", "client-certificate-data", "token", "password", "client-secret")
+
+
+def oidc_dev_config() -> dict:
+    """The lab site with NodePorts on the box and Dex as the issuer (on a port vCluster's policy does not open)."""
+    config = dev_config()
+    config["gpu-tenancy:vcluster"]["access"] = {
+        "exposure": "nodePort", "host": "gpu-box.lab.example",
+        "oidc": {"issuerUrl": ISSUER, "clientId": "kubernetes", "adminGroups": ["platform"]}}
+    for index, team in enumerate(config["gpu-tenancy:teams"]):
+        team["vcluster"] = {"access": {"nodePort": 30443 + index, "oidc": {
+            "adminGroups": [f"{team['name']}-admins"], "viewGroups": [f"{team['name']}-readers"]}}}
+    return config
+
+
+@pytest.fixture(scope="module")
+def oidc_run():
+    return run(oidc_dev_config(), stack="lab-oidc")
+
+
+def release(program, team: str):
+    return next(r for r in program.of_type(RELEASE) if r.inputs["name"] == team)
+
+
+def load(config: dict):
+    return load_platform({key.split(":", 1)[1]: value for key, value in config.items()})
+
+
+def test_oidc_site_configures_each_virtual_api_server(oidc_run):
+    values = release(oidc_run, "team-nlp").inputs["values"]
+    assert values["controlPlane"]["distro"]["k8s"]["apiServer"]["extraArgs"] == [
+        f"--authentication-config={AUTHENTICATION_DIR}/config.yaml"]
+    persistence = values["controlPlane"]["statefulSet"]["persistence"]
+    assert persistence["addVolumes"][0]["configMap"]["name"] == AUTHENTICATION_CONFIG_MAP
+    assert persistence["addVolumeMounts"][0]["mountPath"] == AUTHENTICATION_DIR
+    config_map = next(r for r in oidc_run.of_type("kubernetes:core/v1:ConfigMap")
+                      if r.inputs["metadata"].get("name") == AUTHENTICATION_CONFIG_MAP
+                      and r.inputs["metadata"]["namespace"] == "vcluster-team-nlp")
+    authentication = yaml.safe_load(config_map.inputs["data"]["config.yaml"])
+    jwt = authentication["jwt"][0]
+    assert jwt["issuer"] == {"url": ISSUER, "audiences": ["kubernetes"]}
+    assert jwt["claimMappings"] == {"username": {"claim": "email", "prefix": "oidc:"},
+                                    "groups": {"claim": "groups", "prefix": "oidc:"}}
+    # The control plane cannot start without its file: the release waits for the ConfigMap.
+    assert config_map.urn in release(oidc_run, "team-nlp").dependencies
+
+
+def test_groups_are_bound_inside_each_vcluster_with_the_prefix_the_api_server_adds(oidc_run):
+    manifests = list(yaml.safe_load_all(
+        release(oidc_run, "team-vision").inputs["values"]["experimental"]["deploy"]["vcluster"]["manifests"]))
+    bound = {doc["roleRef"]["name"]: [s["name"] for s in doc["subjects"]] for doc in manifests
+             if doc["kind"] == "ClusterRoleBinding"}
+    # The team's own groups replace the stack's list (lists are not merged).
+    assert bound == {"cluster-admin": ["oidc:team-vision-admins"], "view": ["oidc:team-vision-readers"]}
+
+
+def test_member_kubeconfigs_hold_no_secret_and_point_at_the_endpoint(oidc_run):
+    assert "teamKubeconfigs" not in oidc_run.secret_outputs
+    for index, team in enumerate(("team-nlp", "team-vision", "team-recommender")):
+        text = oidc_run.outputs["teamKubeconfigs"][team]
+        config = yaml.safe_load(text)
+        assert config["clusters"][0]["cluster"]["server"] == f"https://gpu-box.lab.example:{30443 + index}"
+        assert config["clusters"][0]["cluster"]["certificate-authority-data"]
+        user = config["users"][0]["user"]
+        assert set(user) == {"exec"}
+        assert user["exec"]["command"] == "kubectl" and user["exec"]["args"][:2] == ["oidc-login", "get-token"]
+        assert f"--oidc-issuer-url={ISSUER}" in user["exec"]["args"]
+        assert not [key for key in SECRET_KEYS if re.search(rf"^[\s-]*{key}:", text, re.MULTILINE)]
+    assert "tenantKubeconfigs" in oidc_run.secret_outputs
+
+
+def test_the_admin_kubeconfig_points_at_the_endpoint_too():
+    admin = yaml.safe_dump({"clusters": [{"name": "c", "cluster": {"server": "https://localhost:8443"}}]})
+    assert yaml.safe_load(with_server(admin, "https://nlp.vc.example"))["clusters"][0]["cluster"]["server"] == \
+        "https://nlp.vc.example"
+    assert with_server(admin, None) == admin
+
+
+def test_the_issuer_port_gets_a_control_plane_egress_rule_next_to_the_api_servers(oidc_run):
+    egress = release(oidc_run, "team-nlp").inputs["values"]["policies"]["networkPolicy"]["controlPlane"]["egress"]
+    assert [rule["ports"][0]["port"] for rule in egress] == [16443, 5556]
+
+
+def test_endpoint_names_are_in_the_certificate_and_the_exported_kubeconfig(oidc_run):
+    values = release(oidc_run, "team-recommender").inputs["values"]
+    assert values["controlPlane"]["proxy"]["extraSANs"] == ["gpu-box.lab.example"]
+    assert values["controlPlane"]["service"] == {"httpsNodePort": 30445, "spec": {"type": "NodePort"}}
+    assert values["exportKubeConfig"]["server"] == "https://gpu-box.lab.example:30445"
+
+
+@pytest.mark.parametrize("access, expected", [
+    ({"exposure": "loadBalancer", "domain": "vc.example.com", "loadBalancerSourceRanges": ["203.0.113.0/24"]},
+     {"service": {"annotations": {"external-dns.alpha.kubernetes.io/hostname": "rag-legal.vc.example.com"},
+                  "spec": {"type": "LoadBalancer", "loadBalancerSourceRanges": ["203.0.113.0/24"]}}}),
+    ({"exposure": "gateway", "domain": "vc.example.com", "gateway": {"name": "edge", "namespace": "gw"}},
+     {"tlsRoute": {"enabled": True, "host": "rag-legal.vc.example.com",
+                   "parentRefs": [{"name": "edge", "namespace": "gw"}]}}),
+])
+def test_loadbalancer_and_gateway_endpoints_fit_the_chart_schema(access, expected):
+    import jsonschema
+    config = eks_config()
+    config["gpu-tenancy:vcluster"] = {**config.get("gpu-tenancy:vcluster", {}), "access": access}
+    team = load(config).teams[0]
+    values = exposure_values(team.vcluster.access)
+    for key, value in expected.items():
+        assert values["controlPlane"][key] == value
+    assert values["exportKubeConfig"]["server"] == "https://rag-legal.vc.example.com"
+    schema = json.loads(upstream_file("vcluster", "values.schema.json").read_text())
+    jsonschema.validate(values, schema)
+
+
+def test_oidc_values_fit_the_chart_schema(oidc_run):
+    import jsonschema
+    schema = json.loads(upstream_file("vcluster", "values.schema.json").read_text())
+    jsonschema.validate(release(oidc_run, "team-nlp").inputs["values"], schema)
+
+
+def test_a_site_without_exposure_registers_nothing_for_access(dev_run):
+    assert not dev_run.of_type("gpu-tenancy:platform:TenantAccess")
+    assert "teamKubeconfigs" not in dev_run.outputs
+    assert "exportKubeConfig" not in release(dev_run, "team-nlp").inputs["values"]
+
+
+@pytest.mark.parametrize("access, key, problem", [
+    ({"exposure": "nodePort", "host": "box"}, "teams[0].vcluster.access.nodePort", "needs the team's node port"),
+    ({"exposure": "loadBalancer"}, "teams[0].vcluster.access.host", "needs an endpoint name"),
+    ({"exposure": "gateway", "domain": "vc.example"}, "teams[0].vcluster.access.gateway.name", "needs the Gateway"),
+    ({"exposure": "loadBalancer", "host": "one.example"}, "teams[1].vcluster.access.host", "already the endpoint"),
+    ({"oidc": {"issuerUrl": "https://id.example", "clientId": "k"}}, "teams[0].vcluster.access.exposure",
+     "has no endpoint"),
+    ({"exposure": "nodePort", "host": "box", "nodePort": 30443, "oidc": {"issuerUrl": "http://id.example",
+                                                                         "clientId": "k"}},
+     "teams[0].vcluster.access.oidc.issuerUrl", "not an https URL"),
+    ({"oidc": {"adminGroups": ["ops"]}}, "teams[0].vcluster.access.oidc.adminGroups", "no OIDC issuer"),
+    ({"exposure": "nodePort", "host": "box", "nodePort": 30443}, "teams[1].vcluster.access.nodePort",
+     "already used by teams[0]"),
+    ({"exposure": "nodePort", "nodePort": 20000}, "vcluster.access.nodePort", "between 30000 and 32767"),
+])
+def test_bad_access_settings_are_refused_with_the_key_and_the_fix(access, key, problem):
+    config = dev_config()
+    config["gpu-tenancy:vcluster"]["access"] = access
+    with pytest.raises(ConfigError) as error:
+        load(config)
+    issue = next((i for i in error.value.issues if i.key == key), None)
+    assert issue is not None, [str(i) for i in error.value.issues]
+    assert problem in issue.problem and issue.fix
+
+
+def test_nodeport_on_a_remote_microk8s_box_defaults_to_its_address():
+    config = dev_config()
+    config["gpu-tenancy:cluster"]["microk8s"]["host"] = "10.1.2.3"
+    config["gpu-tenancy:vcluster"]["access"] = {"exposure": "nodePort"}
+    for index, team in enumerate(config["gpu-tenancy:teams"]):
+        team["vcluster"] = {"access": {"nodePort": 31000 + index}}
+    config["gpu-tenancy:sshPrivateKey"] = {"secure": "x"}
+    teams = load_platform({k.split(":", 1)[1]: v for k, v in config.items() if not k.endswith("sshPrivateKey")},
+                          secrets_set={"sshPrivateKey"}).teams
+    assert [t.vcluster.access.server for t in teams] == [f"https://10.1.2.3:{31000 + i}" for i in range(3)]
+
+
+def test_a_loadbalancer_on_microk8s_warns_about_the_missing_provider():
+    config = dev_config()
+    config["gpu-tenancy:vcluster"]["access"] = {"exposure": "loadBalancer", "domain": "lab.example"}
+    assert any("metallb" in warning for warning in load(config).warnings)
+
+
+def test_the_authentication_config_fields_exist_in_kubernetes_v1_types_vendored_by_vcluster():
+    """vCluster 0.36.1 vendors k8s.io/apiserver 0.36: the field names rendered are the v1 API's JSON names."""
+    types = git("loft-sh/vcluster", "show", "v0.36.1:vendor/k8s.io/apiserver/pkg/apis/apiserver/v1/types.go")
+    for field in ("jwt", "issuer", "url", "audiences", "certificateAuthority", "claimMappings", "username", "groups",
+                  "claim", "prefix"):
+        assert re.search(rf'json:"{field}(,omitempty)?"', types), field
+    k8s = git("loft-sh/vcluster", "show", "v0.36.1:pkg/k8s/k8s.go")
+    # The distro appends apiServer.extraArgs to kube-apiserver's command line.
+    assert "command.MergeArgs(args, apiServer.ExtraArgs)" in k8s
+    statefulset = git("loft-sh/vcluster", "show", "v0.36.1:chart/templates/statefulset.yaml")
+    assert "controlPlane.statefulSet.persistence.addVolumeMounts" in statefulset
+
+
+def test_vclusters_control_plane_policy_admits_the_endpoint_port_from_anywhere():
+    """NodePort, load balancer and gateway traffic reaches the pod on 8443 (after Service translation)."""
+    policy = git("loft-sh/vcluster", "show", "v0.36.1:chart/templates/networkpolicy.yaml")
+    control_plane = policy[policy.index("name: vc-cp-"):]
+    ingress = control_plane[control_plane.index("  ingress:"):]
+    first_rule = ingress.split("\n    - ")[1]
+    assert "port: 8443" in first_rule and "from:" not in first_rule
+
+
+def test_the_review_summary_shows_each_teams_endpoint_identity_and_smoke_test(oidc_run):
+    from tools.plan.document import build_plan
+    from tools.plan.summary import render_summary
+    summary = render_summary(build_plan(oidc_run, "lab-oidc"))
+    section = summary[summary.index("### Access per tenant"):]
+    row = next(line for line in section.splitlines() if line.startswith("| `team-nlp`"))
+    assert "`https://gpu-box.lab.example:30443`" in row
+    assert "OIDC groups: `team-nlp-admins` → cluster-admin; `team-nlp-readers` → view" in row
+    assert "queue `team-nlp`" in row and "must be refused" in row

@@ -1,0 +1,37 @@
+"""summary.md: how each team reaches its vCluster, who it is there, and what ops.smoke will run after `pulumi up`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from config.vocabulary import SEED_GPU_FRACTION, TENANT_COMPONENT
+from tools.plan.lookup import PlanIndex
+from tools.plan.markdown import code, table
+
+
+def _identity(outputs: dict[str, Any]) -> str:
+    if outputs.get("identity") != "oidc":
+        return "admin certificate only (stack secret `tenantKubeconfigs`)"
+    groups = [f"{', '.join(code(g) for g in outputs.get(key) or []) or '—'} → {role}"
+              for key, role in (("adminGroups", "cluster-admin"), ("viewGroups", "view"))]
+    return "OIDC groups: " + "; ".join(groups) + " (kubeconfig `teamKubeconfigs`; admin certificate for break-glass)"
+
+
+def access_section(index: PlanIndex) -> list[str]:
+    components = sorted(index.of_type(TENANT_COMPONENT), key=lambda r: r["name"])
+    outputs = [component.get("outputs") or {} for component in components]
+    queues = [str(o.get("queue")) for o in outputs if o.get("queue")]
+    rows = []
+    for registered in outputs:
+        queue = str(registered.get("queue") or "—")
+        other = next((q for q in queues if q != queue), f"{queue}-smoke-other")
+        endpoint = registered.get("endpoint")
+        smoke = (f"GPU pod (`gpu-fraction: {SEED_GPU_FRACTION}`, nvidia-smi) and an unmodified Deployment in queue "
+                 f"{code(queue)}; a pod in queue {code(other)} must be refused") if endpoint else \
+            "skipped: no endpoint (`--vcluster-kubeconfig` after `vcluster connect`)"
+        rows.append([code(str(registered.get("team") or "—")),
+                     code(endpoint) if endpoint else "none (`vcluster connect` through the host)",
+                     _identity(registered), smoke])
+    if not rows:
+        return []
+    return ["", "### Access per tenant", ""] + table(["Team", "Endpoint", "Identity", "Smoke test (ops.smoke)"], rows)
