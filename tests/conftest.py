@@ -115,3 +115,22 @@ def mirror_chart(repository: str, tag: str, chart_dir: str, target: Path) -> Pat
     target.mkdir(parents=True, exist_ok=True)
     subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
     return target / chart_dir
+
+
+def destroy_order(program) -> list[str]:
+    """The order Pulumi deletes resources in: dependents, children and users of a provider before what they
+    depend on, their parent and their provider."""
+    edges = {r.urn: set(r.dependencies) | {u for u in (r.parent, r.provider) if u} for r in program.resources}
+    order, done = [], set()
+
+    def visit(urn):
+        if urn in done or urn not in edges:
+            return
+        done.add(urn)
+        for dependency in sorted(edges[urn]):
+            visit(dependency)
+        order.append(urn)
+
+    for urn in sorted(edges):
+        visit(urn)
+    return [program.by_urn(urn).name for urn in reversed(order)]

@@ -8,29 +8,10 @@ import subprocess
 from pathlib import Path
 
 from components.eks_teardown import KUBECONFIG_VARIABLE, teardown_script
-from tests.conftest import eks_config, run
+from tests.conftest import destroy_order, eks_config, run
 from tools.offline.mockrun import MOCK_ADDON_VERSION
 
 TEARDOWN = "host-tenant-teardown"
-
-
-def destroy_order(program) -> list[str]:
-    """The order Pulumi deletes resources in: dependents, children and users of a provider before what they
-    depend on, their parent and their provider."""
-    edges = {r.urn: set(r.dependencies) | {u for u in (r.parent, r.provider) if u} for r in program.resources}
-    order, done = [], set()
-
-    def visit(urn):
-        if urn in done or urn not in edges:
-            return
-        done.add(urn)
-        for dependency in sorted(edges[urn]):
-            visit(dependency)
-        order.append(urn)
-
-    for urn in sorted(edges):
-        visit(urn)
-    return [program.by_urn(urn).name for urn in reversed(order)]
 
 
 def test_tenants_go_first_then_the_teardown_then_the_nodes_cluster_and_vpc(eks_run):

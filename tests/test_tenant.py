@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.conftest import dev_config, eks_config, run
+from tests.conftest import destroy_order, dev_config, eks_config, run
 from tools.offline.mockrun import REDACTED
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -147,27 +147,8 @@ def test_stack_quota_defaults_and_team_overrides_combine_key_by_key():
 # --- nothing is lost by accident ------------------------------------------------------------------
 
 
-def deletion_order(program) -> list[str]:
-    """The order Pulumi deletes resources in: dependents (and children) before what they depend on."""
-    edges = {r.urn: set(r.dependencies) | ({r.parent} if r.parent else set()) for r in program.resources}
-    known = set(edges)
-    order, done = [], set()
-
-    def visit(urn):
-        if urn in done or urn not in known:
-            return
-        done.add(urn)
-        for dependency in sorted(edges[urn]):
-            visit(dependency)
-        order.append(urn)
-
-    for urn in sorted(edges):
-        visit(urn)
-    return [program.by_urn(urn).name for urn in reversed(order)]
-
-
 def test_a_removed_team_loses_its_vcluster_before_its_queue_and_children_go_before_the_parent(dev_run):
-    order = deletion_order(dev_run)
+    order = destroy_order(dev_run)
     for team in ("team-nlp", "team-vision", "team-recommender"):
         assert order.index(f"tenant-{team}-vcluster") < order.index(f"queues-{team}")
         assert order.index(f"queues-{team}") < order.index("queues-ml-org")
