@@ -13,7 +13,7 @@ import re
 import pytest
 import yaml
 
-from config import load_platform
+from ops.sites import platform_of
 from tests.conftest import ACCEPTED_VCLUSTER_TAGS, dev_config, eks_config, git, mirror_chart, run
 from tools.charts.render import render_release
 
@@ -59,8 +59,7 @@ def chart(request, tmp_path_factory):
 @pytest.mark.parametrize("exposure", sorted(SITES))
 def test_the_control_plane_services_fit_the_quota_and_leave_the_team_its_promise(chart, exposure):
     config = SITES[exposure]()
-    teams = {team.namespace: team for team in load_platform(
-        {key.split(":", 1)[1]: value for key, value in config.items()}).teams}
+    teams = {team.namespace: team for team in platform_of(config, stack=exposure).teams}
     program = run(config, stack=f"services-{exposure}")
     releases = [r for r in program.of_type(RELEASE) if r.inputs.get("chart") == "vcluster"]
     assert releases
