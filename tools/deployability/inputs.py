@@ -15,16 +15,14 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
 import kubernetes_validate
-import yaml
 
 from config import versions
 from config.hosts import EKS_TAINT_EFFECTS, HOST_KIND_FACTS, HostKindFacts
 from config.model import NodePool, Taint
 from config.vocabulary import EKS_CLUSTER, EKS_NODE_GROUP, HOST_COMPONENT, VCLUSTER_MANAGED_BY_LABEL
+from tools.charts.manifest_yaml import load_manifests
 from tools.plan.lookup import dig
 
-# Rendered charts hold megabytes of CRDs: libyaml's parser when PyYAML has it.
-YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 ANY = "*"  # a node label whose value the site sets but the plan cannot know (hostname...)
 WORKLOAD_KINDS = ("Pod", "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob")
 # Objects of these kinds have no namespace (custom kinds: the scope their CRD declares).
@@ -167,7 +165,7 @@ def rendered_objects(rendered: Mapping[str, Any], out_dir: Path, resources: Iter
                           values.get(entry["resource"], {}))
         for file in entry["files"]:
             text = (Path(out_dir) / entry["dir"] / file).read_text(encoding="utf-8")
-            for document in yaml.load_all(text, Loader=YAML_LOADER):
+            for document in load_manifests(text):
                 if isinstance(document, dict) and document.get("kind"):
                     origin = f"chart {entry['chart']} {entry['version']}, release {entry['release']}: {file}"
                     objects.append(K8sObject(document, origin, release))
@@ -219,7 +217,7 @@ def _default_coredns_template(coredns: Mapping[str, Any]) -> tuple[dict[str, Any
 
 def _overwritten_coredns_templates(manifests: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """The pod templates of ``controlPlane.coredns.overwriteManifests`` (the program's own DNS)."""
-    objects = [K8sObject(document, "") for document in yaml.load_all(manifests, Loader=YAML_LOADER)
+    objects = [K8sObject(document, "") for document in load_manifests(manifests)
                if isinstance(document, dict) and document.get("kind")]
     return [(copy.deepcopy(metadata), copy.deepcopy(spec)) for _, metadata, spec in pod_templates(objects)]
 
