@@ -92,7 +92,8 @@ class HostCluster(pulumi.ComponentResource):
         if self.profile.creates_storage_class:
             self.tenant_prerequisites.append(self._default_storage_class(name, self.profile))
         self.register_outputs({"kind": cluster.kind, "kubeconfig": self.kubeconfig, "nodeGroups": self.node_groups,
-                               "storageClass": self.profile.storage_class})
+                               "storageClass": self.profile.storage_class,
+                               "kubernetesVersion": cluster.kubernetes_version})
 
     # --- MicroK8s -----------------------------------------------------------------------------
 

@@ -15,10 +15,12 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Iterable, Optional
 
 from config.errors import MISSING
+from config.versions import release_numbers
 from config.vocabulary import EXACT_VERSION
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_LABEL_FIX = "use at most {limit} lowercase letters, digits and '-', starting and ending with a letter or digit"
+KUBERNETES_MINOR = re.compile(r"^1\.(0|[1-9][0-9]*)$")
 QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
 # Far beyond any real quota (memory is counted in MB); keeps float conversions exact and finite.
 LARGEST_NUMBER = 10**12
@@ -100,9 +102,12 @@ class Text:
 
 @dataclass(frozen=True)
 class Version:
-    """An exact chart version (``config.vocabulary.EXACT_VERSION``) with the chart's own prefix (``v`` or none)."""
+    """An exact chart version (``config.vocabulary.EXACT_VERSION``) with the chart's own prefix (``v`` or none),
+    no older than ``minimum`` (``why`` says what breaks below it)."""
 
     prefix: str
+    minimum: Optional[str] = None
+    why: str = ""
     fix: ClassVar[str] = "set it to a string"
 
     def parse(self, value: object, fix: str) -> str:
@@ -116,13 +121,46 @@ class Version:
             raise Invalid(f"this chart's versions start with '{self.prefix}'", f"write it as {self.prefix}{value}")
         if not self.prefix and value.startswith("v"):
             raise Invalid("this chart's versions have no leading 'v'", f"write it as {value[1:]}")
+        check_minimum(value, self.minimum, self.why)
         return value
 
     def schema(self) -> dict[str, Any]:
-        return {"type": "string"}
+        return {"type": "string", "pattern": EXACT_VERSION.pattern}
 
     def shown(self) -> str:
-        return f"exact version `{self.prefix}X.Y.Z`" + ("" if self.prefix else " (no `v`)")
+        return f"exact version `{self.prefix}X.Y.Z`" + ("" if self.prefix else " (no `v`)") + \
+            (f", at least `{self.minimum}`" if self.minimum else "")
+
+
+def check_minimum(value: str, minimum: Optional[str], why: str) -> None:
+    """Refuse a version older than ``minimum``, saying what breaks (``why``) and which version to pin."""
+    if minimum is not None and release_numbers(value) < release_numbers(minimum):
+        raise Invalid(f"is older than {minimum}, the oldest version the program works with" + (f": {why}" if why else ""),
+                      f"pin {minimum} or later")
+
+
+@dataclass(frozen=True)
+class KubernetesVersion:
+    """A Kubernetes minor version ``1.NN`` as a string, no older than ``minimum``."""
+
+    minimum: str
+    fix: ClassVar[str] = 'set it to a quoted minor version such as "1.33"'
+
+    def parse(self, value: object, fix: str) -> str:
+        if is_number(value):
+            raise Invalid(f"expected a string, got {type_name(value)}",
+                          f'quote it so YAML keeps it as written, e.g. "{value}"')
+        value = Text().parse(value, fix)
+        if not KUBERNETES_MINOR.fullmatch(value):
+            raise Invalid("must be a pinned Kubernetes minor version", "use the form 1.NN, e.g. 1.33")
+        check_minimum(value, self.minimum, "the tenants' admission policies need ValidatingAdmissionPolicy v1")
+        return value
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "string", "pattern": KUBERNETES_MINOR.pattern}
+
+    def shown(self) -> str:
+        return f"string `1.NN`, at least `{self.minimum}`"
 
 
 @dataclass(frozen=True)

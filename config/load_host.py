@@ -12,7 +12,7 @@ from typing import Optional
 
 from config import versions
 from config.errors import MISSING
-from config.key_types import Boolean, Integer, StringList, StringMap, Text, Version
+from config.key_types import Boolean, Integer, KubernetesVersion, StringList, StringMap, Text, Version
 from config.keys import REQUIRED, Block, Key, ListOf
 from config.model import (
     CiSettings,
@@ -28,6 +28,12 @@ from config.reader import Section
 from config.secrets import Secrets
 from config.sharing import PROFILES
 from config.vocabulary import CLUSTER_KINDS
+
+KUBERNETES_VERSION_DETAILS = (
+    "The program cannot ask the cluster before it runs, so the site states it: `--render-charts` renders the "
+    "charts for it and the deployability check validates every object against it. Left out, both assume the "
+    "oldest version the program supports, and may report a field a newer cluster accepts. Read it with "
+    "`{command}` and quote it in YAML (`\"1.36\"`).")
 
 MICROK8S = Block(title="a single GPU machine running MicroK8s", intro="""\
 The program runs the setup steps in order: `snap refresh --hold microk8s`, `microk8s enable dns`,
@@ -47,7 +53,8 @@ read the kubeconfig. Each step waits for `microk8s status --wait-ready`.""", key
         details="Then wait up to 5 minutes for the addon's ClusterPolicy `cluster-policy` (the addon ignores Helm "
                 "failures, so the step fails with an explanation if no operator appeared). Leave it `false` if the "
                 "addon is already enabled (the `dev` box). Use it with `gpuOperator.mode: microk8s-addon`."),
-    Key("nvidiaAddonOperatorVersion", Version("v"), versions.MICROK8S_ADDON_GPU_OPERATOR_VERSION,
+    Key("nvidiaAddonOperatorVersion", Version("v", versions.GPU_OPERATOR_MINIMUM_VERSION),
+        versions.MICROK8S_ADDON_GPU_OPERATOR_VERSION,
         "Pinned GPU Operator version for the addon.", example="v26.3.3",
         details="Only used when `enableNvidiaAddon` is true."),
     Key("apiServerUrl", Text(form="`https://` URL"), None,
@@ -58,6 +65,10 @@ read the kubeconfig. Each step waits for `microk8s status --wait-ready`.""", key
         fix="set it to https://<address>:16443"),
     Key("gpus", Integer(minimum=0), 1, "GPUs in the box.", example="2",
         details="Only used for the capacity warning."),
+    Key("kubernetesVersion", KubernetesVersion(versions.KUBERNETES_MINIMUM_VERSION),
+        versions.KUBERNETES_MINIMUM_VERSION, "The Kubernetes minor version MicroK8s runs.", example='"1.36"',
+        default_note="the oldest version the program supports",
+        details=KUBERNETES_VERSION_DETAILS.format(command="microk8s version")),
 ))
 
 
@@ -109,7 +120,7 @@ capacity warning.""", keys=(
     Key("name", Text(dns_label=True), "gpu-tenancy", "EKS cluster name, also the prefix of the node group names.",
         example="vcluster-gpu"),
     Key("region", Text(), REQUIRED, "AWS region.", example="us-east-2", fix="set cluster.eks.region, e.g. us-east-2"),
-    Key("kubernetesVersion", Text(form="string `1.NN`"), versions.EKS_KUBERNETES_VERSION,
+    Key("kubernetesVersion", KubernetesVersion(versions.KUBERNETES_MINIMUM_VERSION), versions.EKS_KUBERNETES_VERSION,
         "Pinned Kubernetes minor version.", example='"1.33"',
         details="Quote it in YAML, because an unquoted `1.33` is a number and is rejected. EKS upgrades a cluster "
                 "one minor version per `pulumi up`."),
@@ -147,6 +158,10 @@ KUBECONFIG = Block(title="an existing cluster", intro="The `kubeconfig` secret i
         details="It must exist: `kubectl get storageclass`. Leave it out only if one class there is marked "
                 "`(default)`; otherwise every tenant release waits 15 minutes and rolls back.",
         fix="set it to the name of a StorageClass of the cluster, e.g. standard"),
+    Key("kubernetesVersion", KubernetesVersion(versions.KUBERNETES_MINIMUM_VERSION),
+        versions.KUBERNETES_MINIMUM_VERSION, "The Kubernetes minor version of the cluster's API server.",
+        example='"1.33"', default_note="the oldest version the program supports",
+        details=KUBERNETES_VERSION_DETAILS.format(command="kubectl version")),
     Key("apiServerPort", Integer(1, 65535), None, "Port the API server's endpoints listen on.", example="16443",
         default_note="443, 6443 or 8443",
         details="See `kubectl get endpointslices -n default -l kubernetes.io/service-name=kubernetes`. Set it when it "
@@ -206,6 +221,7 @@ def _microk8s(section: Section, secrets: Secrets) -> MicroK8sHost:
         nvidia_addon_operator_version=section.read("nvidiaAddonOperatorVersion"),
         api_server_url=api_server_url,
         gpus=section.read("gpus"),
+        kubernetes_version=section.read("kubernetesVersion"),
     )
 
 
@@ -251,9 +267,6 @@ def _eks(section: Section) -> EksHost:
             section.reader.fail(f"{section.key('gpuNodeGroups')}[{index}].name", name, "duplicate node group name",
                                 "give every GPU node group its own name")
     version = section.read("kubernetesVersion")
-    if version is not None and not re.fullmatch(r"1\.\d+", version):
-        section.fail("kubernetesVersion", version, "must be a pinned Kubernetes minor version",
-                     "use the form 1.NN, e.g. 1.33")
     zones = section.read("availabilityZones")
     addon = section.read("ebsCsiAddonVersion")
     if addon is not None and not re.fullmatch(r"v\d+\.\d+\.\d+-eksbuild\.\d+", addon):
@@ -310,6 +323,7 @@ def _kubeconfig(section: Section) -> KubeconfigHost:
         gpus=section.read("gpus"),
         storage_class=storage_class,
         api_server_port=section.read("apiServerPort"),
+        kubernetes_version=section.read("kubernetesVersion"),
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
+from config import versions
 from config.observability import Observability
 
 # Resource units follow KAI's Queue spec: gpu = devices, cpu = millicores, memory = MB.
@@ -110,6 +111,7 @@ class MicroK8sHost:
     nvidia_addon_operator_version: str
     api_server_url: Optional[str]
     gpus: int
+    kubernetes_version: str
 
     @property
     def remote(self) -> bool:
@@ -166,6 +168,7 @@ class KubeconfigHost:
     gpus: Optional[int]
     storage_class: Optional[str] = None
     api_server_port: Optional[int] = None
+    kubernetes_version: str = versions.KUBERNETES_MINIMUM_VERSION
 
 
 @dataclass(frozen=True)
@@ -174,6 +177,12 @@ class Cluster:
     microk8s: Optional[MicroK8sHost] = None
     eks: Optional[EksHost] = None
     kubeconfig: Optional[KubeconfigHost] = None
+
+    @property
+    def kubernetes_version(self) -> str:
+        """The Kubernetes minor version the site runs (``1.NN``), as its settings state it."""
+        host = self.microk8s or self.eks or self.kubeconfig
+        return host.kubernetes_version if host is not None else versions.KUBERNETES_MINIMUM_VERSION
 
 
 @dataclass(frozen=True)

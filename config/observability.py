@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from config import versions
-from config.key_types import Boolean, Integer, Number, Text
+from config.key_types import Boolean, Integer, Number, Text, Version
 from config.keys import Block, Key
 from config.reader import Reader, Section
 
@@ -124,7 +124,7 @@ builds.""", keys=(
         example="observability",
         details="With `external`, use the namespace your Grafana's dashboard sidecar watches. Never a team's "
                 "namespace; with `install`, not KAI's or the GPU Operator's either."),
-    Key("chartVersion", Text(form="exact version `X.Y.Z`"), _OBSERVABILITY.chart_version,
+    Key("chartVersion", Version("", versions.KUBE_PROMETHEUS_STACK_MINIMUM_VERSION), _OBSERVABILITY.chart_version,
         "kube-prometheus-stack chart version (`install`).", example="88.5.3"),
     Key("grafana", Boolean(), _OBSERVABILITY.grafana,
         "Install Grafana with the stack (`install` only; any other mode refuses the key).", example="false"),
@@ -157,9 +157,6 @@ def read_observability(section: Section) -> Observability:
         url = None
     namespace = section.read("namespace")
     version = section.read("chartVersion")
-    if version is not None and not re.fullmatch(r"\d+\.\d+\.\d+", version):
-        section.fail("chartVersion", version, "is not an exact kube-prometheus-stack chart version",
-                     f"set an exact version without a leading 'v', e.g. {versions.KUBE_PROMETHEUS_STACK_VERSION}")
     grafana = section.read("grafana")
     if mode != "install" and section.has("grafana"):
         section.fail("grafana", section.raw("grafana"), f"only applies to prometheus: install (it is {mode})",

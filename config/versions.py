@@ -40,7 +40,7 @@ KUBECTL_IMAGE = "registry.k8s.io/kubectl:v1.33.0"
 
 
 def release_numbers(version: str) -> tuple[int, ...]:
-    """``v0.16.4`` or ``0.16.4-rc1`` -> ``(0, 16, 4)``."""
+    """``v0.16.4`` or ``0.16.4-rc1`` -> ``(0, 16, 4)``; a Kubernetes minor ``1.33`` -> ``(1, 33)``."""
     return tuple(int(part) for part in version.lstrip("v").split("-")[0].split("+")[0].split("."))
 
 
@@ -50,3 +50,23 @@ def release_numbers(version: str) -> tuple[int, ...]:
 KUBE_PROMETHEUS_STACK_REPO = "https://prometheus-community.github.io/helm-charts"
 KUBE_PROMETHEUS_STACK_CHART = "kube-prometheus-stack"
 KUBE_PROMETHEUS_STACK_VERSION = "88.5.3"
+
+
+# --- the oldest version of each component the config accepts -----------------------------------
+# Each is enforced by its config key (config/key_types.py Version(minimum=...)); the chart floors are the
+# oldest releases whose chart renders with the program's values and passes its own values schema, checked
+# by tests/test_version_floors.py with the real charts at these tags (tests/conftest.py MIRRORED_TAGS).
+
+# 0.31.0 split policies.networkPolicy into controlPlane and workload rules, which the program writes;
+# 0.27-0.30 name them outgoingConnections/extra*Rules and their schema refuses the program's values.
+VCLUSTER_MINIMUM_VERSION = "0.31.0"
+# The first KAI release whose pod webhook can blank NVIDIA_VISIBLE_DEVICES (global.blockNvidiaVisibleDevices).
+KAI_MINIMUM_VERSION = "v0.16.0"
+# The chart has no values schema: the oldest release checked whose chart renders with the program's values,
+# holds every value the program sets, and ships the DCGM exporter assets components/observability.py reads.
+GPU_OPERATOR_MINIMUM_VERSION = "v24.9.0"
+# The first release of the pinned major version: the chart keeps breaking changes to major releases
+# (its UPGRADE.md), so every 88.x takes the program's values and serves the CRDs it creates objects of.
+KUBE_PROMETHEUS_STACK_MINIMUM_VERSION = "88.0.0"
+# ValidatingAdmissionPolicy v1, which guards every tenant namespace, is GA (served by default) from 1.30.
+KUBERNETES_MINIMUM_VERSION = "1.30"

@@ -49,12 +49,19 @@ def dev_config() -> dict:
 # Upstream git repositories the contract tests read, each at these tags. They come as bare mirrors
 # (``<owner>+<name>/repo``) under $GPU_TENANCY_MIRRORS; the PR workflow fetches exactly these.
 MIRRORS_VARIABLE = "GPU_TENANCY_MIRRORS"
+# A chart's oldest accepted version (config/versions.py MINIMUM_VERSIONS) is among them, and so are the
+# releases kube-prometheus-stack depends on (tests/mirror_charts.py).
 MIRRORED_TAGS = {
-    "kai-scheduler/KAI-Scheduler": ("v0.16.4", "v0.17.0"),
+    "kai-scheduler/KAI-Scheduler": ("v0.16.0", "v0.16.4", "v0.17.0"),
     "NVIDIA/dcgm-exporter": ("4.5.3-4.8.2",),
     "kubernetes/kube-state-metrics": ("v2.20.0",),
-    "NVIDIA/gpu-operator": ("v26.3.3", "v26.7.0"),
-    "prometheus-community/helm-charts": ("kube-prometheus-stack-88.5.3",),
+    "NVIDIA/gpu-operator": ("v24.9.0", "v26.3.3", "v26.7.0"),
+    "prometheus-community/helm-charts": (
+        "kube-prometheus-stack-88.0.0", "kube-prometheus-stack-88.5.3",
+        "kube-state-metrics-8.0.0", "kube-state-metrics-8.4.0", "prometheus-node-exporter-4.56.1",
+        "prometheus-windows-exporter-0.12.8"),
+    "grafana-community/helm-charts": ("grafana-12.10.0", "grafana-12.11.1"),
+    "loft-sh/vcluster": ("v0.31.0", "v0.36.1"),
     "pulumi/pulumi": ("v3.259.0",),
 }
 

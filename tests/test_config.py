@@ -255,7 +255,7 @@ def test_time_slicing_replicas_are_a_whole_number_of_at_least_two(replicas, ok):
     ("kaiScheduler.version", "v0.16.0"),
     ("gpuOperator.version", "v26.3.3"),
     ("vcluster.version", "0.36.1"),
-    ("vcluster.version", "0.27.0-rc.1"),
+    ("vcluster.version", "0.36.2-rc.1"),
 ])
 def test_pinned_chart_versions_pass(path, version):
     platform = load_platform(put(dev_config(), path, version))
@@ -348,13 +348,13 @@ def test_all_problems_are_reported_together():
 
 def test_team_vcluster_overrides_merge_over_the_stack_defaults():
     config = dev_config()
-    config["vcluster"] = {"version": "0.30.0", "nodeLabels": {"pool": "shared"},
+    config["vcluster"] = {"version": "0.33.0", "nodeLabels": {"pool": "shared"},
                           "resourceQuota": {"cpu": "8"}, "extraValues": {"a": {"x": 1}}}
     put(config, "teams[1].vcluster", {"nodeLabels": {"pool": "vision"}, "resourceQuota": {"pods": 10},
                                       "extraValues": {"a": {"y": 2}}})
     nlp, vision, _ = load_platform(config).teams
-    assert nlp.vcluster.node_labels == {"pool": "shared"} and nlp.vcluster.version == "0.30.0"
-    assert vision.vcluster.version == "0.30.0"
+    assert nlp.vcluster.node_labels == {"pool": "shared"} and nlp.vcluster.version == "0.33.0"
+    assert vision.vcluster.version == "0.33.0"
     assert vision.vcluster.node_labels == {"pool": "vision"}
     assert (vision.vcluster.resource_quota.cpu, vision.vcluster.resource_quota.pods) == ("8", 10)
     assert vision.vcluster.extra_values == {"a": {"x": 1, "y": 2}}

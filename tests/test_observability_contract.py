@@ -208,25 +208,27 @@ def test_kube_prometheus_stack_pin_and_values_match_the_chart():
     from components.observability import stack_values
     from config import versions
     from config.observability import INSTALL_RELEASE
-    tag = f"kube-prometheus-stack-{versions.KUBE_PROMETHEUS_STACK_VERSION}"
-    assert tag in git(KPS, "tag", "--list", "kube-prometheus-stack-*").split()
-    chart = "charts/kube-prometheus-stack"
-    defaults = yaml.safe_load(git(KPS, "show", f"{tag}:{chart}/values.yaml"))
-    values = stack_values(load_platform(site_config()))
-    spec = defaults["prometheus"]["prometheusSpec"]
-    assert {"retention", "storageSpec"} <= set(spec)
-    assert spec["serviceMonitorSelectorNilUsesHelmValues"] is True and spec["ruleSelectorNilUsesHelmValues"] is True
-    sidecar = defaults["grafana"]["sidecar"]["dashboards"]
-    ours = values["grafana"]["sidecar"]["dashboards"]
-    assert (sidecar["label"], sidecar["labelValue"]) == (ours["label"], ours["labelValue"])
-    assert "enabled" in defaults["grafana"]
-    # Release name contains the chart name: fullname is the release name, so the Service is <release>-prometheus.
-    helpers = git(KPS, "show", f"{tag}:{chart}/templates/_helpers.tpl")
-    assert "if contains $name .Release.Name" in helpers and len(INSTALL_RELEASE) <= 26
-    service = git(KPS, "show", f"{tag}:{chart}/templates/prometheus/service.yaml")
-    assert 'name: {{ template "kube-prometheus-stack.fullname" . }}-prometheus' in service
-    prometheus = git(KPS, "show", f"{tag}:{chart}/templates/prometheus/prometheus.yaml")
-    assert "release: {{ $.Release.Name | quote }}" in prometheus
+    stack_tags = [tag for tag in MIRRORED_TAGS[KPS] if tag.startswith("kube-prometheus-stack-")]
+    assert f"kube-prometheus-stack-{versions.KUBE_PROMETHEUS_STACK_VERSION}" in stack_tags
+    for tag in stack_tags:  # the pinned version and the oldest one the config accepts
+        assert tag in git(KPS, "tag", "--list", "kube-prometheus-stack-*").split()
+        chart = "charts/kube-prometheus-stack"
+        defaults = yaml.safe_load(git(KPS, "show", f"{tag}:{chart}/values.yaml"))
+        values = stack_values(load_platform(site_config()))
+        spec = defaults["prometheus"]["prometheusSpec"]
+        assert {"retention", "storageSpec"} <= set(spec)
+        assert spec["serviceMonitorSelectorNilUsesHelmValues"] is True and spec["ruleSelectorNilUsesHelmValues"] is True
+        sidecar = defaults["grafana"]["sidecar"]["dashboards"]
+        ours = values["grafana"]["sidecar"]["dashboards"]
+        assert (sidecar["label"], sidecar["labelValue"]) == (ours["label"], ours["labelValue"])
+        assert "enabled" in defaults["grafana"]
+        # Release name contains the chart name: fullname is the release name, so the Service is <release>-prometheus.
+        helpers = git(KPS, "show", f"{tag}:{chart}/templates/_helpers.tpl")
+        assert "if contains $name .Release.Name" in helpers and len(INSTALL_RELEASE) <= 26
+        service = git(KPS, "show", f"{tag}:{chart}/templates/prometheus/service.yaml")
+        assert 'name: {{ template "kube-prometheus-stack.fullname" . }}-prometheus' in service
+        prometheus = git(KPS, "show", f"{tag}:{chart}/templates/prometheus/prometheus.yaml")
+        assert "release: {{ $.Release.Name | quote }}" in prometheus
 
 
 def test_the_pr_workflow_fetches_every_mirror_the_contract_tests_read():
@@ -238,5 +240,5 @@ def test_the_pr_workflow_fetches_every_mirror_the_contract_tests_read():
     script = next(step["run"] for step in job["steps"] if step.get("name") == "Fetch the upstream sources at their pinned tags")
     fetched = {line.split()[1]: set(line.split()[2:]) for line in script.splitlines() if line.strip().startswith("fetch ")}
     assert fetched == {repository: set(tags) for repository, tags in MIRRORED_TAGS.items()}
-    assert MIRRORED_TAGS[KPS] == (f"kube-prometheus-stack-{versions.KUBE_PROMETHEUS_STACK_VERSION}",)
+    assert f"kube-prometheus-stack-{versions.KUBE_PROMETHEUS_STACK_VERSION}" in MIRRORED_TAGS[KPS]
     assert job["env"][MIRRORS_VARIABLE]

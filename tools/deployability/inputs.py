@@ -1,6 +1,6 @@
 """What the deployability check (``tools.deployability``) runs over: the site and the objects.
 
-* the site (:class:`Site`, from a plan): host kind, Kubernetes version(s), node pools, and what
+* the site (:class:`Site`, from a plan): host kind, Kubernetes version, node pools, and what
   the host kind provides (``config.hosts.HOST_KIND_FACTS``: API server ports, storage classes);
 * the objects: the program's own (:func:`program_objects`), the rendered charts'
   (:func:`rendered_objects`, with the namespace Helm installs each in), and each tenant's
@@ -14,12 +14,10 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
-import kubernetes_validate
-
 from config import versions
 from config.hosts import EKS_TAINT_EFFECTS, HOST_KIND_FACTS, HostKindFacts
 from config.model import NodePool, Taint
-from config.vocabulary import EKS_CLUSTER, EKS_NODE_GROUP, HOST_COMPONENT, VCLUSTER_MANAGED_BY_LABEL
+from config.vocabulary import EKS_NODE_GROUP, HOST_COMPONENT, VCLUSTER_MANAGED_BY_LABEL
 from tools.charts.manifest_yaml import load_manifests
 from tools.plan.lookup import dig
 
@@ -31,9 +29,6 @@ CLUSTER_SCOPED = frozenset({
     "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "APIService", "IngressClass",
     "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "ValidatingAdmissionPolicy",
     "ValidatingAdmissionPolicyBinding"})
-# Kubernetes versions a site without a pinned version is checked against: ValidatingAdmissionPolicy
-# v1 (which the program uses) is GA from 1.30; the newest the validator knows.
-UNPINNED_KUBERNETES = ("1.30", kubernetes_validate.latest_version())
 
 
 # --- the site -------------------------------------------------------------------------------------
@@ -49,7 +44,7 @@ class Site:
     stack: str
     kind: str
     facts: HostKindFacts
-    kubernetes_versions: tuple[str, ...]
+    kubernetes_version: str  # the minor version the site states (cluster.<kind>.kubernetesVersion)
     node_pools: Optional[tuple[NodePool, ...]]  # None: the plan cannot know them
     enables_hostpath_storage: bool = True
 
@@ -63,15 +58,24 @@ def _taint(raw: Mapping[str, Any]) -> Taint:
     return Taint(str(raw.get("key", "")), str(raw.get("value", "") or ""), effect)
 
 
+def _host_output(plan: Mapping[str, Any], name: str) -> Any:
+    hosts = sorted((r for r in plan["resources"] if r["type"] == HOST_COMPONENT), key=lambda r: r["urn"])
+    return next((r.get("outputs", {}).get(name) for r in hosts), None)
+
+
+def plan_kubernetes_version(plan: Mapping[str, Any]) -> str:
+    """The Kubernetes minor version of the plan's site, as the host component registered it."""
+    return str(_host_output(plan, "kubernetesVersion") or versions.KUBERNETES_MINIMUM_VERSION)
+
+
 def site_from_plan(plan: Mapping[str, Any]) -> Site:
-    """The site a plan (``tools.plan.build_plan``) deploys to: host kind (as the host component
-    registered it), version, node pools."""
+    """The site a plan (``tools.plan.build_plan``) deploys to: host kind and Kubernetes version (as the
+    host component registered them), node pools."""
     resources = plan["resources"]
     by_type = lambda typ: [r for r in resources if r["type"] == typ]  # noqa: E731
-    kind = next((r.get("outputs", {}).get("kind") for r in sorted(by_type(HOST_COMPONENT), key=lambda r: r["urn"])),
-                None)
+    kind = _host_output(plan, "kind")
+    version = plan_kubernetes_version(plan)
     if kind == "eks":
-        clusters = by_type(EKS_CLUSTER)
         groups = by_type(EKS_NODE_GROUP)
         pools = []
         for group in groups:
@@ -82,16 +86,15 @@ def site_from_plan(plan: Mapping[str, Any]) -> Site:
             pools.append(NodePool(group["name"], labels, tuple(_taint(t) for t in inputs.get("taints") or []),
                                   gpu=gpu,
                                   managed_prefixes=_OPERATOR_PREFIXES if gpu else ("feature.node.kubernetes.io/",)))
-        version = str(clusters[0]["inputs"].get("version") or versions.EKS_KUBERNETES_VERSION)
-        return Site(plan["stack"], "eks", HOST_KIND_FACTS["eks"], (version,), tuple(pools))
+        return Site(plan["stack"], "eks", HOST_KIND_FACTS["eks"], version, tuple(pools))
     if kind == "microk8s":
         commands = [str(r["inputs"].get("create", "")) for r in resources if r["type"].startswith("command:")]
         # One node: the GPU box; the nvidia addon's operator labels it.
         node = NodePool("microk8s-node", {**_NODE_BASE_LABELS, **_GPU_NODE_LABELS}, gpu=True,
                         managed_prefixes=_OPERATOR_PREFIXES)
-        return Site(plan["stack"], "microk8s", HOST_KIND_FACTS["microk8s"], UNPINNED_KUBERNETES, (node,),
+        return Site(plan["stack"], "microk8s", HOST_KIND_FACTS["microk8s"], version, (node,),
                     enables_hostpath_storage=any("enable hostpath-storage" in c for c in commands))
-    return Site(plan["stack"], "kubeconfig", HOST_KIND_FACTS["kubeconfig"], UNPINNED_KUBERNETES, None)
+    return Site(plan["stack"], "kubeconfig", HOST_KIND_FACTS["kubeconfig"], version, None)
 
 
 def addon_operator_version(plan: Mapping[str, Any]) -> str:
