@@ -65,7 +65,7 @@ def _vendor_dependencies(chart: Path, scratch: Path) -> None:
     metadata = yaml.safe_load((chart / "Chart.yaml").read_text(encoding="utf-8")) or {}
     for dependency in metadata.get("dependencies") or []:
         name, source = dependency["name"], dependency.get("repository")
-        if not source:  # a sub-chart kept in the chart's own charts/ folder
+        if not source or (chart / "charts" / name / "Chart.yaml").is_file():  # kept in the chart's own charts/
             continue
         repository = DEPENDENCY_MIRRORS.get(source)
         assert repository, f"{chart.name} depends on {name} from {source}: add its mirror to DEPENDENCY_MIRRORS"

@@ -167,10 +167,15 @@ def test_dcgm_exporter_service_and_pod_mapping_at_both_operator_tags():
     from components.observability import DCGM_EXPORTER
     import yaml
     for tag in GPU_OPERATOR_TAGS:
-        service = yaml.safe_load(git(GPU_OPERATOR, "show", f"{tag}:assets/state-dcgm-exporter/0400_service.yaml"))
+        # The asset files are renumbered between releases: find the Service and the DaemonSet by kind.
+        assets = {path: git(GPU_OPERATOR, "show", f"{tag}:{path}") for path in
+                  git(GPU_OPERATOR, "ls-tree", "--name-only", f"{tag}:assets/state-dcgm-exporter/").split()
+                  for path in [f"assets/state-dcgm-exporter/{path}"]}
+        [service_text] = [text for text in assets.values() if re.search(r"^kind: Service$", text, re.MULTILINE)]
+        [daemonset] = [text for text in assets.values() if re.search(r"^kind: DaemonSet$", text, re.MULTILINE)]
+        service = yaml.safe_load(service_text)
         assert service["metadata"]["labels"]["app"] == DCGM_EXPORTER[0]
         assert DCGM_EXPORTER[1] in [port["name"] for port in service["spec"]["ports"]]
-        daemonset = git(GPU_OPERATOR, "show", f"{tag}:assets/state-dcgm-exporter/0800_daemonset.yaml")
         assert re.search(r'name: DCGM_EXPORTER_KUBERNETES\n\s+value: "true"', daemonset)
         values = yaml.safe_load(git(GPU_OPERATOR, "show", f"{tag}:deployments/gpu-operator/values.yaml"))
         assert "enabled" in values["dcgmExporter"]
