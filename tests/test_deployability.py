@@ -399,7 +399,7 @@ def test_the_program_objects_of_every_committed_stack_validate(sites):
 # --- the real charts (from the chart cache) ---------------------------------------------------------
 
 
-def _real_charts_or_skip(plan) -> Path:
+def real_charts_or_skip(plan) -> Path:
     cache = chart_cache_dir()
     missing = [release_chart_key(inputs) for _, inputs in release_records(plan["resources"])
                if find_cached(release_chart_key(inputs), cache)[0] is None]
@@ -413,7 +413,7 @@ def _real_charts_or_skip(plan) -> Path:
 @pytest.mark.parametrize("stack", COMMITTED_STACKS)
 def test_committed_stacks_are_deployable_with_the_real_charts(stack, tmp_path):
     plan = build_plan(run(stack_config(stack), stack=stack), stack)
-    cache = _real_charts_or_skip(plan)
+    cache = real_charts_or_skip(plan)
     rendered = render_plan_releases(plan["resources"], cache, tmp_path)
     site, _, found = deployability.check_plan(plan, rendered, tmp_path, cache)
     errors_found = [f for f in found if f.severity == deployability.ERROR]
@@ -428,7 +428,7 @@ def test_tenant_pods_pass_every_pod_security_level_the_config_offers(level, tmp_
     # Only the tenants' releases matter here; the others are checked by the stack test.
     plan["resources"] = [r for r in plan["resources"]
                          if r["type"] != RELEASE_TYPE or r["inputs"].get("chart") == "vcluster"]
-    cache = _real_charts_or_skip(plan)
+    cache = real_charts_or_skip(plan)
     rendered = render_plan_releases(plan["resources"], cache, tmp_path)
     objects = program_objects(plan["resources"]) + rendered_objects(rendered, tmp_path, plan["resources"])
     tenants = deployability.tenant_pods(objects)

@@ -16,7 +16,9 @@ reports what a first ``pulumi up`` on the site would trip over, one rule each:
 * ``schema``: every built-in object is valid for the Kubernetes version the site states
   (``kubernetes-validate``, strict: an unknown field is an error);
 * ``custom-resource``: every custom resource is valid against its CRD from the pinned chart,
-  unknown fields included (the API server would prune them silently).
+  unknown fields included (the API server would prune them silently);
+* ``quota``: what the platform starts in a namespace fits its rendered ResourceQuota and LimitRange,
+  and leaves room for the pods the quota promises (``quota``).
 
 Each :class:`Finding` names the object, the rule and the fix.
 """
@@ -36,6 +38,7 @@ from config.model import NodePool
 from config.vocabulary import POD_SECURITY_LABEL
 from tools.deployability import network_policy
 from tools.deployability import pod_security
+from tools.deployability import quota
 from tools.deployability.inputs import (
     ANY, K8sObject, Site, addon_operator_version, crds_of, pod_templates, program_objects, rendered_objects,
     site_from_plan, vcluster_dns_pods,
@@ -320,6 +323,11 @@ def _check_custom_resource(obj: K8sObject, crd: Mapping[str, Any], version: str)
             for error in jsonschema.Draft7Validator(schema).iter_errors(document)]
 
 
+def check_quotas(objects: Sequence[K8sObject]) -> list[Finding]:
+    return [Finding(ERROR if problem.blocking else WARNING, "quota", problem.object, problem.message, problem.fix)
+            for problem in quota.quota_problems(objects)]
+
+
 # --- the whole check ------------------------------------------------------------------------------
 
 
@@ -341,7 +349,7 @@ def check(objects: Sequence[K8sObject], site: Site, extra_crds: Sequence[Mapping
     crds = crds_of(objects) + list(extra_crds)
     findings = (check_storage(everything, site) + check_api_server_egress(everything, site)
                 + check_node_fit(everything, site) + check_pod_security(everything)
-                + check_schemas(everything, site, crds))
+                + check_schemas(everything, site, crds) + check_quotas(everything))
     order = {ERROR: 0, WARNING: 1, INFO: 2}
     return sorted(findings, key=lambda f: (order[f.severity], f.rule, f.object, f.message))
 
