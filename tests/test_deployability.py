@@ -25,7 +25,8 @@ from tools.deployability import pod_security
 from tools.charts.cache import CACHE_ENV, cache_chart, chart_cache_dir, chart_contracts, find_cached
 from tools.charts.render import RELEASE_TYPE, release_chart_key, release_records, render_plan_releases
 from tools.deployability.inputs import (
-    K8sObject, Release, Site, program_objects, rendered_objects, site_from_plan, vcluster_dns_pods,
+    K8sObject, Release, Site, helm_kube_version, program_objects, rendered_objects, site_from_plan,
+    vcluster_dns_pods,
 )
 from tools.charts.pins import pinned_chart_key
 from tools.plan.document import build_plan
@@ -98,6 +99,8 @@ def test_a_site_is_checked_for_the_kubernetes_version_it_states(kind):
         config["gpu-tenancy:cluster"] = {"kind": "kubeconfig"}
         config["gpu-tenancy:kubeconfig"] = {"secure": "v1:encrypted"}
         config["gpu-tenancy:gpuOperator"] = {"mode": "external"}
+    config["gpu-tenancy:cluster"].get(kind, {}).pop("kubernetesVersion", None)
+    # Unstated, it is the oldest version the program supports.
     assert site_from_plan(build_plan(run(config), "site")).kubernetes_version == versions.KUBERNETES_MINIMUM_VERSION
     config["gpu-tenancy:cluster"].setdefault(kind, {})["kubernetesVersion"] = "1.34"
     site = site_from_plan(build_plan(run(config), "site"))
@@ -410,11 +413,15 @@ def real_charts_or_skip(plan) -> Path:
     return cache
 
 
+@pytest.mark.parametrize("observability", ["off", "install"])
 @pytest.mark.parametrize("stack", COMMITTED_STACKS)
-def test_committed_stacks_are_deployable_with_the_real_charts(stack, tmp_path):
-    plan = build_plan(run(stack_config(stack), stack=stack), stack)
+def test_committed_stacks_are_deployable_with_the_real_charts(stack, observability, tmp_path):
+    config = stack_config(stack)
+    config["gpu-tenancy:observability"] = {**config.get("gpu-tenancy:observability", {}), "prometheus": observability}
+    plan = build_plan(run(config, stack=stack), stack)
     cache = real_charts_or_skip(plan)
-    rendered = render_plan_releases(plan["resources"], cache, tmp_path)
+    # Rendered for the Kubernetes version the site states, as tools.plan --render-charts does.
+    rendered = render_plan_releases(plan["resources"], cache, tmp_path, kube_version=helm_kube_version(plan))
     site, _, found = deployability.check_plan(plan, rendered, tmp_path, cache)
     errors_found = [f for f in found if f.severity == deployability.ERROR]
     assert not errors_found, "\n".join(map(str, errors_found))

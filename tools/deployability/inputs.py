@@ -68,6 +68,11 @@ def plan_kubernetes_version(plan: Mapping[str, Any]) -> str:
     return str(_host_output(plan, "kubernetesVersion") or versions.KUBERNETES_MINIMUM_VERSION)
 
 
+def helm_kube_version(plan: Mapping[str, Any]) -> str:
+    """The site's Kubernetes version as Helm's capabilities take it (``v1.NN.0``), to render charts for it."""
+    return f"v{plan_kubernetes_version(plan)}.0"
+
+
 def site_from_plan(plan: Mapping[str, Any]) -> Site:
     """The site a plan (``tools.plan.build_plan``) deploys to: host kind and Kubernetes version (as the
     host component registered them), node pools."""

@@ -121,13 +121,13 @@ def main(argv: Optional[Sequence[str]] = None, *, config: Optional[dict[str, Any
             # Rendering and checking need the dev requirements (helm-python-sdk, jsonschema,
             # kubernetes-validate); a plain plan needs only requirements.txt.
             from tools.deployability import check as deployability
-            from tools.deployability.inputs import plan_kubernetes_version
+            from tools.deployability.inputs import helm_kube_version
         except ModuleNotFoundError as error:
             print(f"error: --render-charts needs {error.name}: pip install -r requirements-dev.txt", file=sys.stderr)
             return 2
         try:
             rendered = render_plan_releases(plan["resources"], args.chart_cache, out, stack=args.stack,
-                                            kube_version=f"v{plan_kubernetes_version(plan)}.0")
+                                            kube_version=helm_kube_version(plan))
         except ChartError as error:
             print(f"error: stack {args.stack}: {error}", file=sys.stderr)
             return 2
