@@ -135,8 +135,8 @@ class Version:
 def check_minimum(value: str, minimum: Optional[str], why: str) -> None:
     """Refuse a version older than ``minimum``, saying what breaks (``why``) and which version to pin."""
     if minimum is not None and release_numbers(value) < release_numbers(minimum):
-        raise Invalid(f"is older than {minimum}, the oldest version the program works with" + (f": {why}" if why else ""),
-                      f"pin {minimum} or later")
+        problem = f"is older than {minimum}, the oldest version the program works with"
+        raise Invalid(problem + (f": {why}" if why else ""), f"pin {minimum} or later")
 
 
 @dataclass(frozen=True)

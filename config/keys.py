@@ -75,7 +75,8 @@ class ListOf:
         return "list of maps"
 
 
-KeyType = Union[Text, Version, KubernetesVersion, Boolean, Number, Integer, Quantity, StringMap, StringList, AnyMap, Block, ListOf]
+KeyType = Union[Text, Version, KubernetesVersion, Boolean, Number, Integer, Quantity, StringMap, StringList, AnyMap,
+                Block, ListOf]
 
 
 @dataclass(frozen=True)

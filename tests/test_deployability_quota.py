@@ -73,7 +73,8 @@ def test_claim_templates_count_as_claims_and_storage():
     objects = [quota({"requests.storage": "8Gi", "count/persistentvolumeclaims": "1"}),
                control_plane({}, replicas=2, claim="5Gi")]
     [finding] = quota_findings(objects)
-    assert "count/persistentvolumeclaims 2 of 1" in finding.message and "requests.storage 10Gi of 8Gi" in finding.message
+    assert "count/persistentvolumeclaims 2 of 1" in finding.message
+    assert "requests.storage 10Gi of 8Gi" in finding.message
 
 
 def test_a_pod_without_a_limit_the_quota_counts_is_refused_unless_a_limit_range_supplies_it():
@@ -87,7 +88,8 @@ def test_a_pod_without_a_limit_the_quota_counts_is_refused_unless_a_limit_range_
 def test_a_container_above_the_limit_range_max_is_refused():
     objects = [limit_range(maximum={"cpu": "1"}), control_plane({"limits": {"cpu": "2"}})]
     [finding] = [f for f in quota_findings(objects) if "max" in f.message]
-    assert finding.severity == deployability.ERROR and "limits.cpu 2000m, above the LimitRange's max 1" in finding.message
+    assert finding.severity == deployability.ERROR
+    assert "limits.cpu 2000m, above the LimitRange's max 1" in finding.message
 
 
 def test_the_pods_a_quota_promises_must_fit_at_the_default_size():

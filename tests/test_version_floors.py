@@ -22,6 +22,7 @@ from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, run
 from tests.mirror_charts import CHART_SOURCES, add_from_mirror
 from tests.test_contracts import GPU_OPERATOR_COMMENTED_KEYS, leaf_paths, releases
 from tools.charts.cache import chart_contracts
+from tools.charts.manifest_yaml import load_manifests
 from tools.charts.pins import pinned_chart_key
 from tools.charts.render import render_release
 from tools.offline.mockrun import integral_numbers
@@ -139,6 +140,8 @@ def test_the_floor_and_the_default_of_every_chart_render_with_the_programs_value
             rendered = render_release(contracts.path, release.inputs["name"], release.inputs["namespace"], values,
                                       kube_version=f"v{versions.KUBERNETES_MINIMUM_VERSION}.0")
             assert any("/templates/" in path for path in rendered)
+            for path, text in rendered.items():  # as Helm reads it (kube-prometheus-stack's CRDs hold `- =`)
+                assert all(isinstance(document, (dict, type(None))) for document in load_manifests(text)), path
             if not contracts.schema:
                 defaults = _defaults_with_sub_charts(contracts.path)
                 unknown = [".".join(path) for path in leaf_paths(values) if not _known(defaults, path)
