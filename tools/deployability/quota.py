@@ -19,15 +19,13 @@ like any tenant pod, so they are checked the way the API server admits pods:
 from __future__ import annotations
 
 import math
-import re
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from config.key_types import quantity_value
+from config.key_types import QUANTITY, quantity_value
 from tools.deployability.inputs import K8sObject, pod_templates
 
-_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
 _COMPUTE = ("cpu", "memory", "ephemeral-storage")
 _POD_COUNTS = ("pods", "count/pods")
 _CLAIM_COUNTS = ("persistentvolumeclaims", "count/persistentvolumeclaims")
@@ -37,7 +35,7 @@ _REPLICATED = ("Deployment", "StatefulSet", "ReplicaSet")
 def amount(value: Any) -> Optional[float]:
     """A quantity as a number of base units (cores, bytes); None when it is not one."""
     text = str(value)
-    return quantity_value(text) if _QUANTITY.fullmatch(text) else None
+    return quantity_value(text) if QUANTITY.fullmatch(text) else None
 
 
 def shown(resource: str, value: float) -> str:
