@@ -105,7 +105,7 @@ def test_the_pods_a_quota_promises_must_fit_at_the_default_size():
 
 @pytest.mark.parametrize("team_quota, severity, words", [
     ({"cpu": "1"}, deployability.ERROR, "need more than it allows"),
-    ({"cpu": "8", "memory": "32Gi", "pods": 1000}, deployability.WARNING, "promises 997 pods"),
+    ({"cpu": "8", "memory": "32Gi", "pods": 1000}, deployability.WARNING, "of the LimitRange's default size"),
 ])
 def test_the_rule_reads_the_quota_the_real_vcluster_chart_renders(team_quota, severity, words, tmp_path):
     config = dev_config()
