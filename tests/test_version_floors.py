@@ -53,8 +53,10 @@ def _kubeconfig() -> dict:
 
 
 BELOW_THE_FLOOR = [
-    (config_spec.dev_config, "vcluster.version", "0.30.5", versions.VCLUSTER_MINIMUM_VERSION),
+    (config_spec.dev_config, "vcluster.version", "0.34.7", versions.VCLUSTER_MINIMUM_VERSION),
     (config_spec.dev_config, "teams[1].vcluster.version", "0.27.0", versions.VCLUSTER_MINIMUM_VERSION),
+    (config_spec.dev_config, "vcluster.version", f"{versions.VCLUSTER_MINIMUM_VERSION}-rc.1",
+     versions.VCLUSTER_MINIMUM_VERSION),
     (config_spec.dev_config, "kaiScheduler.version", "v0.15.3", versions.KAI_MINIMUM_VERSION),
     (_eks, "gpuOperator.version", "v24.6.2", versions.GPU_OPERATOR_MINIMUM_VERSION),
     (config_spec.dev_config, "cluster.microk8s.nvidiaAddonOperatorVersion", "v24.6.2",
@@ -66,10 +68,11 @@ BELOW_THE_FLOOR = [
 ]
 
 
-@pytest.mark.parametrize("site, path, older, floor", BELOW_THE_FLOOR, ids=[case[1] for case in BELOW_THE_FLOOR])
+@pytest.mark.parametrize("site, path, older, floor", BELOW_THE_FLOOR,
+                         ids=[f"{case[1]}={case[2]}" for case in BELOW_THE_FLOOR])
 def test_a_version_below_the_floor_is_refused_and_the_floor_passes(site, path, older, floor):
     found = config_spec.assert_rejected(config_spec.put(site(), path, older), path, older, fix=f"pin {floor} or later")
-    assert f"older than {floor}" in found.problem
+    assert f"releases before {floor} are not supported: " in found.problem
     secrets = ("kubeconfig",) if path.startswith("cluster.kubeconfig") else ()
     load_platform(config_spec.put(site(), path, floor), secrets_set=secrets)
 
