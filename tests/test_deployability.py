@@ -346,6 +346,17 @@ def test_an_invalid_object_is_a_kubernetes_validate_finding(attack_cache, tmp_pa
     assert not errors(attack(attack_cache, tmp_path, {"configMap": {"enabled": True}}), sites["eks"], "schema")
 
 
+def test_a_field_the_plan_cannot_know_is_left_out_and_the_rest_is_still_checked(sites):
+    def secret(**fields):
+        return K8sObject({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "admin", "namespace": "m"},
+                          **fields}, "program: admin")
+    assert not errors([secret(stringData="[secret]", type="[unknown]")], sites["eks"], "schema")
+    [finding] = errors([secret(stringData="[secret]", strinqData={"a": "b"})], sites["eks"], "schema")
+    assert "strinqData" in finding.message
+    [finding] = errors([secret(stringData=["not", "a", "map"])], sites["eks"], "schema")
+    assert "stringData" in finding.message
+
+
 def test_an_api_version_the_site_does_not_serve_is_found(sites):
     old = K8sObject({"apiVersion": "policy/v1beta1", "kind": "PodSecurityPolicy", "metadata": {"name": "p"},
                      "spec": {}}, "program: p")
