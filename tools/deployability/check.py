@@ -43,9 +43,9 @@ from config.vocabulary import POD_SECURITY_LABEL
 from tools.deployability import grafana, network_policy
 from tools.deployability import pod_security
 from tools.deployability import quota
-from tools.offline.mockrun import REDACTED, UNKNOWN
 from tools.deployability.inputs import (
-    ANY, K8sObject, Site, addon_operator_version, crds_of, pod_templates, program_objects, rendered_objects,
+    ANY, K8sObject, Site, addon_operator_version, crds_of, known_fields, pod_templates, program_objects,
+    rendered_objects,
     site_from_plan, vcluster_dns_pods,
 )
 
@@ -254,16 +254,6 @@ def check_grafana_admin(objects: Sequence[K8sObject]) -> list[Finding]:
 # --- schemas --------------------------------------------------------------------------------------
 
 
-def _without_placeholders(value: Any) -> Any:
-    """``value`` without the fields the plan cannot know (a secret's value, an output not yet computed): the
-    schema is checked for the rest (a Secret's ``stringData`` is one secret as a whole)."""
-    if isinstance(value, dict):
-        return {key: _without_placeholders(item) for key, item in value.items() if item not in (REDACTED, UNKNOWN)}
-    if isinstance(value, list):
-        return [_without_placeholders(item) for item in value if item not in (REDACTED, UNKNOWN)]
-    return value
-
-
 def check_schemas(objects: Sequence[K8sObject], site: Site, crds: Sequence[Mapping[str, Any]]) -> list[Finding]:
     """Built-in objects against the Kubernetes schemas of each site version, custom resources
     against their CRD; an object neither knows is reported too."""
@@ -282,7 +272,7 @@ def check_schemas(objects: Sequence[K8sObject], site: Site, crds: Sequence[Mappi
             continue  # a patch of a built-in object is partial by design
         kube = site.kubernetes_version
         try:
-            kubernetes_validate.validate(_without_placeholders(obj.manifest), kube, strict=True)
+            kubernetes_validate.validate(known_fields(obj.manifest), kube, strict=True)
         except kubernetes_validate.SchemaNotFoundError:
             findings.append(Finding(WARNING if "." in group else ERROR, "schema", obj.describe(),
                                     f"Kubernetes {kube} has no {api_version} {obj.kind} and no CRD for it is "

@@ -19,6 +19,7 @@ from config.hosts import EKS_TAINT_EFFECTS, HOST_KIND_FACTS, HostKindFacts
 from config.model import NodePool, Taint
 from config.vocabulary import EKS_NODE_GROUP, HOST_COMPONENT, VCLUSTER_MANAGED_BY_LABEL
 from tools.charts.manifest_yaml import load_manifests
+from tools.offline.mockrun import REDACTED, UNKNOWN
 from tools.plan.lookup import dig
 
 ANY = "*"  # a node label whose value the site sets but the plan cannot know (hostname...)
@@ -146,6 +147,16 @@ class K8sObject:
     def describe(self) -> str:
         where = f"{self.namespace}/" if self.namespace else ""
         return f"{self.kind} {where}{self.name} ({self.origin})"
+
+
+def known_fields(value: Any) -> Any:
+    """``value`` without the fields the plan cannot know (a secret's value, an output not yet computed): the
+    schema is checked for the rest (a Secret's ``stringData`` is one secret as a whole)."""
+    if isinstance(value, dict):
+        return {key: known_fields(item) for key, item in value.items() if item not in (REDACTED, UNKNOWN)}
+    if isinstance(value, list):
+        return [known_fields(item) for item in value if item not in (REDACTED, UNKNOWN)]
+    return value
 
 
 def program_objects(resources: Iterable[Mapping[str, Any]]) -> list[K8sObject]:
