@@ -45,8 +45,7 @@ from tools.deployability import pod_security
 from tools.deployability import quota
 from tools.deployability.inputs import (
     ANY, K8sObject, Site, addon_operator_version, crds_of, known_fields, pod_templates, program_objects,
-    rendered_objects,
-    site_from_plan, vcluster_dns_pods,
+    rendered_objects, site_from_plan, vcluster_dns_pods,
 )
 
 ERROR, WARNING, INFO = "error", "warning", "info"
