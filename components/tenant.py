@@ -83,6 +83,10 @@ def vcluster_values(team: Team, host_dns: str) -> dict:
         # KAI's pod-grouper follows owner references to the top owner; vCluster's default owner (a
         # host Service) would hide the real Job/Deployment and its queue label.
         "experimental": {"syncSettings": {"setOwner": False}},
+        # With proxyKubelets.byIP (the chart's default) the syncer creates a host Service per node the team's
+        # pods reach, in the tenant namespace: each one a Service the team's quota pays for, and the node's
+        # sync fails once the quota is spent. byHostname, which needs no host object, stays.
+        "networking": {"advanced": {"proxyKubelets": {"byIP": False}}},
         "sync": {
             "fromHost": {
                 "nodes": {"enabled": True, "selector": selector},

@@ -12,7 +12,8 @@ whose value is null, and pulumi-kubernetes passes nulls through to Helm from 4.3
 from __future__ import annotations
 
 from config.model import VClusterSettings
-from config.tenant_budget import bytes_quantity, cpu_quantity, namespace_budget
+from config.tenant_budget import (bytes_quantity, control_plane_load_balancers, control_plane_node_ports,
+                                  cpu_quantity, namespace_budget)
 
 # Quota keys of the chart's defaults that the program leaves unbounded:
 # - limits: the quota bounds requests, which is what KAI's queue and the scheduler reserve; with
@@ -34,10 +35,10 @@ def resource_quota_hard(settings: VClusterSettings) -> dict:
         "count/pods": budget.pods,
         "count/services": budget.services,
         "count/persistentvolumeclaims": budget.claims,
-        # Service types: the team's config decides, never the chart's default (one LoadBalancer in vCluster 0.36.1).
-        # plus the control plane's own Service where the team's endpoint is a load balancer or a node port.
-        "services.loadbalancers": settings.services.load_balancers + (settings.access.exposure == "loadBalancer"),
-        "services.nodeports": settings.services.node_ports + (settings.access.exposure == "nodePort"),
+        # Service types: the team's config decides, never the chart's default (one LoadBalancer in vCluster 0.36.1),
+        # plus what the control plane's own Service holds where the team's endpoint is a load balancer or a node port.
+        "services.loadbalancers": settings.services.load_balancers + control_plane_load_balancers(settings.access),
+        "services.nodeports": settings.services.node_ports + control_plane_node_ports(settings.access),
     }
     hard.update({key: None for key in REMOVED_QUOTA_KEYS})
     return hard

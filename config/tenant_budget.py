@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from config.key_types import quantity_value
+from config.access import Access
 from config.model import TenantResourceQuota, VClusterSettings
 
 # The tenant CoreDNS container (components/tenant_dns.py): one replica.
@@ -23,6 +24,9 @@ DNS_REPLICAS = 1
 # Service, its headless twin and the synced kube-dns Service.
 CONTROL_PLANE_VOLUME = "5Gi"
 CONTROL_PLANE_SERVICES = 3
+# The API Service's ports that take a node port: `https` always, and `kubelet` on a NodePort Service,
+# because the chart adds it there while proxyKubelets.byHostname is on (its default, which the program keeps).
+CONTROL_PLANE_NODE_PORTS = {"nodePort": 2, "loadBalancer": 1}
 
 MEBIBYTE = 2 ** 20
 
@@ -62,6 +66,17 @@ def control_plane_budget(settings: VClusterSettings) -> Budget:
     return Budget(millicores=_millicores(requests.get("cpu", defaults.default_request_cpu)),
                   memory=_bytes(requests.get("memory", defaults.default_request_memory)), pods=1,
                   services=CONTROL_PLANE_SERVICES, claims=1, storage=_bytes(CONTROL_PLANE_VOLUME))
+
+
+def control_plane_node_ports(access: Access) -> int:
+    """Node ports the control plane's API Service holds: Kubernetes' quota counts every port of a NodePort
+    Service, and of a LoadBalancer Service unless it sets ``allocateLoadBalancerNodePorts: false`` (the
+    program does not: an instance-target load balancer reaches the pod through them)."""
+    return CONTROL_PLANE_NODE_PORTS.get(access.exposure, 0)
+
+
+def control_plane_load_balancers(access: Access) -> int:
+    return int(access.exposure == "loadBalancer")
 
 
 def team_allowance(quota: TenantResourceQuota) -> Budget:

@@ -326,3 +326,31 @@ def test_deploy_runs_the_smoke_test_after_pulumi_up_and_uploads_its_table():
     upload = next(step for step in steps_using(job, "actions/upload-artifact"))
     assert names.index(upload["name"]) > smoke_index
     assert upload["if"] == "always()" and upload["with"]["path"] == "smoke.md"
+
+
+# --- the Pulumi CLI is a pinned version, the SDK's ---------------------------------------------------
+
+CLI_VERSION_FILE = ROOT / ".pulumi.version"
+
+
+def sdk_version() -> str:
+    [pin] = [line.split("==", 1)[1].strip() for line in (ROOT / "requirements.txt").read_text().splitlines()
+             if line.startswith("pulumi==")]
+    return pin
+
+
+def test_every_pulumi_step_installs_the_pinned_cli():
+    steps = [(path.name, step) for path in WORKFLOW_FILES for job in load(path)["jobs"].values()
+             for step in job.get("steps", []) if action_name(step) == PULUMI_ACTION]
+    assert steps
+    unpinned = [(where, step.get("name")) for where, step in steps
+                if (step.get("with") or {}).get("pulumi-version-file") != CLI_VERSION_FILE.name]
+    assert not unpinned, f"pulumi/actions installs the newest CLI unless told: set pulumi-version-file in {unpinned}"
+    assert not [step for _, step in steps if "pulumi-version" in (step.get("with") or {})], \
+        "one place for the CLI version: the file, not an inline pulumi-version"
+
+
+def test_the_cli_is_the_sdks_version():
+    cli = CLI_VERSION_FILE.read_text().strip()
+    assert re.fullmatch(r"\d+\.\d+\.\d+", cli), f"{CLI_VERSION_FILE.name} must hold an exact version, got {cli!r}"
+    assert cli == sdk_version(), f"the Pulumi CLI ({cli}) and SDK ({sdk_version()}) move together"
