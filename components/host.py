@@ -100,7 +100,8 @@ class HostCluster(pulumi.ComponentResource):
                                       opts=pulumi.ResourceOptions(parent=self, provider=self.provider))
         self.cluster_dns = dns.spec.apply(lambda spec: spec.cluster_ip)
         self.register_outputs({"kind": cluster.kind, "kubeconfig": self.kubeconfig, "nodeGroups": self.node_groups,
-                               "storageClass": self.profile.storage_class})
+                               "storageClass": self.profile.storage_class,
+                               "kubernetesVersion": cluster.kubernetes_version})
 
     # --- MicroK8s -----------------------------------------------------------------------------
 

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from typing import Any, Optional, Union
 
 from config.errors import MISSING
-from config.key_types import AnyMap, Boolean, Integer, Number, Quantity, StringList, StringMap, Text, Version
+from config.key_types import (
+    AnyMap, Boolean, Integer, KubernetesVersion, Number, Quantity, StringList, StringMap, Text, Version,
+)
 
 # The default of a key the config must set.
 REQUIRED = MISSING
@@ -118,7 +120,8 @@ class ListOf:
         return "list of maps"
 
 
-KeyType = Union[Text, Version, Boolean, Number, Integer, Quantity, StringMap, StringList, AnyMap, Block, ListOf]
+KeyType = Union[Text, Version, KubernetesVersion, Boolean, Number, Integer, Quantity, StringMap, StringList, AnyMap,
+                Block, ListOf]
 
 
 @dataclass(frozen=True)

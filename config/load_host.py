@@ -11,8 +11,11 @@ from typing import Optional
 
 from config import versions
 from config.errors import MISSING
-from config.key_types import Boolean, Check, Integer, StringList, StringMap, Text, Version, refuse_names
+from config.key_types import (
+    Boolean, Check, Integer, KubernetesVersion, StringList, StringMap, Text, Version, refuse_names,
+)
 from config.keys import REQUIRED, Block, Condition, Derived, Key, ListOf
+from config.load_operators import GPU_OPERATOR_FLOOR_REASON
 from config.model import (
     CiSettings,
     Cluster,
@@ -31,6 +34,14 @@ from config.vocabulary import CLUSTER_KINDS
 
 # A DNS-1123 subdomain: what `kubectl get storageclass` names may be.
 STORAGE_CLASS_NAME = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+# The site's Kubernetes minor version (cluster.<kind>.kubernetesVersion) and why older ones are refused.
+SITE_KUBERNETES = KubernetesVersion(versions.KUBERNETES_MINIMUM_VERSION,
+                                    "every tenant namespace is guarded by ValidatingAdmissionPolicy v1, GA from 1.30")
+KUBERNETES_VERSION_DETAILS = (
+    "The program cannot ask the cluster before it runs, so the site states it: `--render-charts` renders the "
+    "charts for it and the deployability check validates every object against it. Left out, both assume the "
+    "oldest version the program supports, and may report a field a newer cluster accepts. Read it with "
+    "`{command}` and quote it in YAML (`\"1.36\"`).")
 
 MICROK8S = Block(title="a single GPU machine running MicroK8s", intro="""\
 The program runs the setup steps in order: `snap refresh --hold microk8s`, `microk8s enable dns`,
@@ -50,7 +61,8 @@ read the kubeconfig. Each step waits for `microk8s status --wait-ready`.""", key
         details="Then wait up to 5 minutes for the addon's ClusterPolicy `cluster-policy` (the addon ignores Helm "
                 "failures, so the step fails with an explanation if no operator appeared). Leave it `false` if the "
                 "addon is already enabled (the `dev` box). Use it with `gpuOperator.mode: microk8s-addon`."),
-    Key("nvidiaAddonOperatorVersion", Version("v"), versions.MICROK8S_ADDON_GPU_OPERATOR_VERSION,
+    Key("nvidiaAddonOperatorVersion", Version("v", versions.GPU_OPERATOR_MINIMUM_VERSION, GPU_OPERATOR_FLOOR_REASON),
+        versions.MICROK8S_ADDON_GPU_OPERATOR_VERSION,
         "Pinned GPU Operator version for the addon.", example="v26.3.3",
         details="Only used when `enableNvidiaAddon` is true."),
     Key("apiServerUrl", Text(form="`https://` URL", checks=(
@@ -62,6 +74,10 @@ read the kubeconfig. Each step waits for `microk8s status --wait-ready`.""", key
         fix="set it to https://<address>:16443"),
     Key("gpus", Integer(minimum=0), 1, "GPUs in the box.", example="2",
         details="Only used for the capacity warning."),
+    Key("kubernetesVersion", SITE_KUBERNETES,
+        versions.KUBERNETES_MINIMUM_VERSION, "The Kubernetes minor version MicroK8s runs.", example='"1.36"',
+        default_note="the oldest version the program supports",
+        details=KUBERNETES_VERSION_DETAILS.format(command="microk8s version")),
 ))
 
 
@@ -118,9 +134,7 @@ capacity warning.""", keys=(
     Key("name", Text(dns_label=True), "gpu-tenancy", "EKS cluster name, also the prefix of the node group names.",
         example="vcluster-gpu"),
     Key("region", Text(), REQUIRED, "AWS region.", example="us-east-2", fix="set cluster.eks.region, e.g. us-east-2"),
-    Key("kubernetesVersion", Text(form="string `1.NN`", checks=(Check(
-            r"1\.\d+", "must be a pinned Kubernetes minor version", "use the form 1.NN, e.g. 1.33"),)),
-        versions.EKS_KUBERNETES_VERSION,
+    Key("kubernetesVersion", SITE_KUBERNETES, versions.EKS_KUBERNETES_VERSION,
         "Pinned Kubernetes minor version.", example='"1.33"',
         details="Quote it in YAML, because an unquoted `1.33` is a number and is rejected. EKS upgrades a cluster "
                 "one minor version per `pulumi up`."),
@@ -169,6 +183,10 @@ KUBECONFIG = Block(title="an existing cluster", intro="The `kubeconfig` secret i
         details="It must exist: `kubectl get storageclass`. Leave it out only if one class there is marked "
                 "`(default)`; otherwise every tenant release waits 15 minutes and rolls back.",
         fix="set it to the name of a StorageClass of the cluster, e.g. standard"),
+    Key("kubernetesVersion", SITE_KUBERNETES,
+        versions.KUBERNETES_MINIMUM_VERSION, "The Kubernetes minor version of the cluster's API server.",
+        example='"1.33"', default_note="the oldest version the program supports",
+        details=KUBERNETES_VERSION_DETAILS.format(command="kubectl version")),
     Key("apiServerPort", Integer(1, 65535), None, "Port the API server's endpoints listen on.", example="16443",
         default_note="443, 6443 or 8443",
         details="See `kubectl get endpointslices -n default -l kubernetes.io/service-name=kubernetes`. Set it when it "
@@ -229,6 +247,7 @@ def _microk8s(section: Section, secrets: Secrets) -> MicroK8sHost:
         nvidia_addon_operator_version=section.read("nvidiaAddonOperatorVersion"),
         api_server_url=api_server_url,
         gpus=section.read("gpus"),
+        kubernetes_version=section.read("kubernetesVersion"),
     )
 
 
@@ -313,6 +332,7 @@ def _kubeconfig(section: Section) -> KubeconfigHost:
         gpus=section.read("gpus"),
         storage_class=section.read("storageClass"),
         api_server_port=section.read("apiServerPort"),
+        kubernetes_version=section.read("kubernetesVersion"),
     )
 
 

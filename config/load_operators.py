@@ -13,8 +13,7 @@ from config.sharing import EXCLUSIVE, PROFILES
 from config.vocabulary import MICROK8S_ADDON_NAMESPACE
 
 OPERATOR_MODES = ("install", "microk8s-addon", "external")
-# The first KAI release whose pod webhook can neutralise NVIDIA_VISIBLE_DEVICES (global.blockNvidiaVisibleDevices).
-KAI_MINIMUM_VERSION = (0, 16, 0)
+GPU_OPERATOR_FLOOR_REASON = "older charts are not known to hold every value the program sets"
 
 TIME_SLICING = Block(keys=(
     Key("replicas", Integer(2, 64), 4, "Replicas per GPU in the `time-sliced` profile.", example="2",
@@ -39,8 +38,8 @@ The chart values the program always sets in `install` mode are `cdi.enabled: tru
                 "operator's (existing) namespace and exports its name and keys. Only `install` creates the "
                 "namespace. With `cluster.microk8s.enableNvidiaAddon: true`, only `microk8s-addon` is allowed: two "
                 "operators would fight over the cluster-wide ClusterPolicy."),
-    Key("version", Version("v"), versions.GPU_OPERATOR_VERSION, "Pinned chart version, used in `install` mode.",
-        example="v26.3.3"),
+    Key("version", Version("v", versions.GPU_OPERATOR_MINIMUM_VERSION, GPU_OPERATOR_FLOOR_REASON),
+        versions.GPU_OPERATOR_VERSION, "Pinned chart version, used in `install` mode.", example="v26.3.3"),
     Key("namespace", Text(dns_label=True), "gpu-operator", "Where the operator and the sharing ConfigMap live.",
         example="nvidia-system", default_note=f"in `microk8s-addon` mode it is always `{MICROK8S_ADDON_NAMESPACE}`",
         details="In `microk8s-addon` mode, any other value is an error."),
@@ -55,9 +54,9 @@ The chart values the program always sets in `install` mode are `cdi.enabled: tru
 ))
 
 KAI_SCHEDULER = Block(title="KAI Scheduler", keys=(
-    Key("version", Version("v", KAI_MINIMUM_VERSION, "they cannot blank NVIDIA_VISIBLE_DEVICES in containers "
-                           "that hold no GPU, so a tenant could reach every GPU of a node"), versions.KAI_VERSION,
-        "Pinned KAI Scheduler chart version, v0.16.0 or later.",
+    Key("version", Version("v", versions.KAI_MINIMUM_VERSION, "they cannot blank NVIDIA_VISIBLE_DEVICES in "
+                           "containers that hold no GPU, so a tenant could reach every GPU of a node"),
+        versions.KAI_VERSION, f"Pinned KAI Scheduler chart version, {versions.KAI_MINIMUM_VERSION} or later.",
         example="v0.16.4",
         details=f"Installed as Helm release `kai-scheduler` in namespace `kai-scheduler` from `{versions.KAI_CHART}`. "
                 "Older releases cannot blank `NVIDIA_VISIBLE_DEVICES` (see the [security model]"

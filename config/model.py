@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
+from config import versions
 from config.access import Access
 from config.observability import Observability
 from config.vocabulary import KAI_NAMESPACE
@@ -127,6 +128,7 @@ class MicroK8sHost:
     nvidia_addon_operator_version: str
     api_server_url: Optional[str]
     gpus: int
+    kubernetes_version: str
 
     @property
     def remote(self) -> bool:
@@ -186,6 +188,7 @@ class KubeconfigHost:
     api_server_port: Optional[int] = None
     # Endpoint and identity (config/access.py); the endpoint host is resolved against the host kind.
     access: Access = Access()
+    kubernetes_version: str = versions.KUBERNETES_MINIMUM_VERSION
 
 
 @dataclass(frozen=True)
@@ -194,6 +197,12 @@ class Cluster:
     microk8s: Optional[MicroK8sHost] = None
     eks: Optional[EksHost] = None
     kubeconfig: Optional[KubeconfigHost] = None
+
+    @property
+    def kubernetes_version(self) -> str:
+        """The Kubernetes minor version the site runs (``1.NN``), as its settings state it."""
+        host = self.microk8s or self.eks or self.kubeconfig
+        return host.kubernetes_version if host is not None else versions.KUBERNETES_MINIMUM_VERSION
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from config import versions
-from config.key_types import Boolean, Check, Integer, Number, Text
+from config.key_types import Boolean, Check, Integer, Number, Text, Version
 from config.keys import Block, Condition, Key
 from config.reader import Reader, Section
 
@@ -150,9 +150,9 @@ builds.""", keys=(
         example="observability",
         details="With `external`, use the namespace your Grafana's dashboard sidecar watches. Never a team's "
                 "namespace; with `install`, not KAI's or the GPU Operator's either."),
-    Key("chartVersion", Text(form="exact version `X.Y.Z`", checks=(Check(
-            r"\d+\.\d+\.\d+", "is not an exact kube-prometheus-stack chart version",
-            f"set an exact version without a leading 'v', e.g. {versions.KUBE_PROMETHEUS_STACK_VERSION}"),)),
+    Key("chartVersion", Version("", versions.KUBE_PROMETHEUS_STACK_MINIMUM_VERSION,
+                                "the program's values are written for major release 88, and the chart "
+                                "makes breaking changes only in major releases"),
         _OBSERVABILITY.chart_version,
         "kube-prometheus-stack chart version (`install`).", example="88.5.3"),
     Key("grafana", Boolean(), _OBSERVABILITY.grafana,

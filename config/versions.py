@@ -24,9 +24,9 @@ KAI_VERSION = "v0.17.0"
 VCLUSTER_REPO = "https://charts.loft.sh"
 VCLUSTER_CHART = "vcluster"
 VCLUSTER_VERSION = "0.36.1"
-# The Kubernetes each vCluster chart version runs inside by default (its controlPlane.distro.k8s.image.tag);
-# the in-vCluster defaults need 1.36 (components/virtual_defaults.py).
-VCLUSTER_VIRTUAL_KUBERNETES = {"0.36.1": "v1.36.0", "0.27.0": "v1.33.1"}
+# The Kubernetes each mirrored vCluster chart version (the floor and the default, below) runs inside by default
+# (its controlPlane.distro.k8s.image.tag); the in-vCluster defaults need 1.36 (components/virtual_defaults.py).
+VCLUSTER_VIRTUAL_KUBERNETES = {"0.36.1": "v1.36.0", "0.35.0": "v1.36.0"}
 
 # Each tenant's in-vCluster DNS (config/virtual_cluster.py coredns_image), picked as vCluster 0.36.1 picks its own
 # (pkg/constants/coredns.go, pkg/coredns/coredns.go): by the virtual cluster's Kubernetes minor, the
@@ -60,8 +60,15 @@ SMOKE_PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 
 
 def release_numbers(version: str) -> tuple[int, ...]:
-    """``v0.16.4`` or ``0.16.4-rc1`` -> ``(0, 16, 4)``."""
+    """``v0.16.4`` or ``0.16.4-rc1`` -> ``(0, 16, 4)``; a Kubernetes minor ``1.33`` -> ``(1, 33)``."""
     return tuple(int(part) for part in version.lstrip("v").split("-")[0].split("+")[0].split("."))
+
+
+def release_order(version: str) -> tuple[int, ...]:
+    """A key ordering versions as releases are ordered: build metadata (``+...``) ignored, and a pre-release
+    (``0.35.0-rc.1``, ``0.35.0-next.1``) before its release, which it may not match (0.35.0-next.1 runs another
+    Kubernetes than 0.35.0)."""
+    return (*release_numbers(version), 0 if "-" in version.split("+", 1)[0] else 1)
 
 
 # Metrics, rules and dashboards (components/observability.py) when observability.prometheus is install.
@@ -75,3 +82,24 @@ KUBE_PROMETHEUS_STACK_VERSION = "88.5.3"
 # team="<team>" to every selector of every query. v0.9.0 is the newest tag of prometheus-community/prom-label-proxy
 # read for its flags (-label, -label-value, -error-on-replace, -enable-label-apis).
 PROM_LABEL_PROXY_IMAGE = "quay.io/prometheuscommunity/prom-label-proxy:v0.9.0"
+
+# --- the oldest version of each component the config accepts -----------------------------------
+# Each is enforced by its config key (config/key_types.py Version(minimum=...)); the chart floors are the
+# oldest releases whose chart renders with the program's values and passes its own values schema, checked
+# by tests/test_version_floors.py with the real charts at these tags (tests/conftest.py MIRRORED_TAGS).
+
+# 0.35.0 is the first chart whose virtual cluster runs Kubernetes 1.36 by default (VCLUSTER_VIRTUAL_KUBERNETES),
+# where MutatingAdmissionPolicy is GA: the in-vCluster defaults need it (config/virtual_cluster.py).
+# Older charts fail for other reasons too: 0.27-0.30 name the network policy values differently
+# (outgoingConnections/extra*Rules) and their values schema refuses the program's.
+VCLUSTER_MINIMUM_VERSION = "0.35.0"
+# The first KAI release whose pod webhook can blank NVIDIA_VISIBLE_DEVICES (global.blockNvidiaVisibleDevices).
+KAI_MINIMUM_VERSION = "v0.16.0"
+# The chart has no values schema: the oldest release checked whose chart renders with the program's values,
+# holds every value the program sets, and ships the DCGM exporter assets components/observability.py reads.
+GPU_OPERATOR_MINIMUM_VERSION = "v24.9.0"
+# The first release of the pinned major version: the chart keeps breaking changes to major releases
+# (its UPGRADE.md), so every 88.x takes the program's values and serves the CRDs it creates objects of.
+KUBE_PROMETHEUS_STACK_MINIMUM_VERSION = "88.0.0"
+# ValidatingAdmissionPolicy v1, which guards every tenant namespace, is GA (served by default) from 1.30.
+KUBERNETES_MINIMUM_VERSION = "1.30"

@@ -6,7 +6,8 @@ Two promises depend on values a site can change through ``extraValues``:
   components/synced_objects_admission.py for the rest), so ``sync.toHost`` may only enable those kinds;
 - the in-vCluster defaults (components/virtual_defaults.py) use the MutatingAdmissionPolicy API, GA
   (``admissionregistration.k8s.io/v1``, on by default) from Kubernetes 1.36, so the virtual cluster must
-  run 1.36 or later.
+  run 1.36 or later. ``vcluster.version``'s floor (config/versions.py VCLUSTER_MINIMUM_VERSION) is the first
+  chart that does by default; what is checked here is the Kubernetes an ``extraValues`` override names.
 """
 
 from __future__ import annotations
@@ -27,27 +28,20 @@ _VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.\d+)?(?:[-+].*)?$")
 
 def virtual_kubernetes_version(settings: VClusterSettings) -> Optional[str]:
     """The Kubernetes version a vCluster runs inside (the k8s distro's version or image tag as the chart
-    reads them), or None when neither the values nor the pinned chart defaults say."""
+    reads them), or None when the chart version was refused (it has its own error)."""
     k8s = _dig(settings.extra_values, "controlPlane", "distro", "k8s")
     for value in (k8s.get("version"), _dig(k8s, "image").get("tag")):
         if isinstance(value, str) and value:
             return value
-    known = versions.VCLUSTER_VIRTUAL_KUBERNETES
-    if not settings.version:  # the version itself is refused, with its own error
+    if not settings.version:
         return None
-    release = _release(settings.version)
-    same = [k8s for version, k8s in known.items() if _release(version) == release]
-    if same:
-        return same[0]
-    # vCluster only ever moves its default Kubernetes forward: a newer chart runs at least the pinned one's.
-    newest = max(known, key=_release)
-    return known[newest] if release > _release(newest) else None
-
-
-def _release(version: str) -> tuple[int, ...]:
-    """0.36.1 -> (0, 36, 1, 1): build metadata (+...) ignored, a pre-release (0.37.0-rc.1) before its release."""
-    core, _, pre = version.split("+", 1)[0].partition("-")
-    return (*(int(part) if part.isdigit() else -1 for part in core.split(".")), 0 if pre else 1)
+    # vCluster only ever moves its default Kubernetes forward: a chart runs at least what the newest known chart
+    # at or below it runs. The floor (versions.VCLUSTER_MINIMUM_VERSION) is a known chart, so every accepted
+    # version has one.
+    known = versions.VCLUSTER_VIRTUAL_KUBERNETES
+    release = versions.release_order(settings.version)
+    at_or_below = [version for version in known if versions.release_order(version) <= release]
+    return known[max(at_or_below, key=versions.release_order)] if at_or_below else None
 
 
 def coredns_image(settings: VClusterSettings) -> str:
@@ -93,13 +87,6 @@ def _check_virtual_version(reader: Reader, index: int, team: Team) -> None:
         return
     version = virtual_kubernetes_version(team.vcluster)
     key = f"teams[{index}].vcluster.version"
-    if version is None:
-        reader.fail(key, team.vcluster.version,
-                    "the program does not know which Kubernetes version this vCluster chart runs inside (known: "
-                    f"{', '.join(sorted(versions.VCLUSTER_VIRTUAL_KUBERNETES))} and later)",
-                    f"use vcluster.version {versions.VCLUSTER_VERSION}, or name the version in vcluster.extraValues."
-                    "controlPlane.distro.k8s.image.tag (v1.36.0 or later)")
-        return
     minor = minor_version(version)
     if minor is None or minor < MUTATING_ADMISSION_POLICY_GA:
         wanted = ".".join(map(str, MUTATING_ADMISSION_POLICY_GA))

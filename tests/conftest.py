@@ -12,8 +12,7 @@ from hypothesis import HealthCheck, settings
 
 from tests.chart_spec import cache, demo  # noqa: F401 (fixtures of the chart specs)
 from config.stack_file import stack_names
-from config.versions import VCLUSTER_VIRTUAL_KUBERNETES
-from config.virtual_cluster import MUTATING_ADMISSION_POLICY_GA, minor_version
+from config.versions import VCLUSTER_MINIMUM_VERSION, release_order
 from tools.offline.mockrun import PROJECT_DIR, ProgramRun, load_stack_file, run_program
 
 COMMITTED_STACKS = stack_names()
@@ -51,25 +50,31 @@ def dev_config() -> dict:
 # Upstream git repositories the contract tests read, each at these tags. They come as bare mirrors
 # (``<owner>+<name>/repo``) under $GPU_TENANCY_MIRRORS; the PR workflow fetches exactly these.
 MIRRORS_VARIABLE = "GPU_TENANCY_MIRRORS"
+# A chart's oldest accepted version (config/versions.py *_MINIMUM_VERSION) is among them, and so are the
+# releases kube-prometheus-stack depends on (tests/mirror_charts.py).
 MIRRORED_TAGS = {
-    "kai-scheduler/KAI-Scheduler": ("v0.16.4", "v0.17.0"),
+    "kai-scheduler/KAI-Scheduler": ("v0.16.0", "v0.16.4", "v0.17.0"),
     "NVIDIA/dcgm-exporter": ("4.5.3-4.8.2",),
     "kubernetes/kube-state-metrics": ("v2.20.0",),
-    "loft-sh/vcluster": ("v0.36.1", "v0.27.0"),
-    "NVIDIA/gpu-operator": ("v26.3.3", "v26.7.0"),
-    "prometheus-community/helm-charts": ("kube-prometheus-stack-88.5.3",),
-    # The grafana subchart kube-prometheus-stack 88.5.3 depends on, and the query proxy in front of Prometheus.
-    "grafana-community/helm-charts": ("grafana-12.11.1",),
+    "loft-sh/vcluster": ("v0.35.0", "v0.36.1"),
+    "NVIDIA/gpu-operator": ("v24.9.0", "v26.3.3", "v26.7.0"),
+    "prometheus-community/helm-charts": (
+        "kube-prometheus-stack-88.0.0", "kube-prometheus-stack-88.5.3",
+        "kube-state-metrics-8.0.0", "kube-state-metrics-8.4.0", "prometheus-node-exporter-4.56.1",
+        "prometheus-windows-exporter-0.12.8"),
+    # The grafana subcharts kube-prometheus-stack depends on, and the query proxy in front of Prometheus.
+    "grafana-community/helm-charts": ("grafana-12.10.0", "grafana-12.11.1"),
     "prometheus-community/prom-label-proxy": ("v0.9.0",),
     "pulumi/pulumi": ("v3.259.0",),
 }
 
 
-# The vClusters the config accepts: those whose virtual Kubernetes serves MutatingAdmissionPolicy as GA
-# (config/virtual_cluster.py); older mirrored tags are read by other contract tests only.
+# The vClusters the config accepts: those at or above vcluster.version's floor (config/versions.py); an older
+# mirrored tag would be read by other contract tests only.
 ACCEPTED_VCLUSTER_TAGS = tuple(
     tag for tag in MIRRORED_TAGS["loft-sh/vcluster"]
-    if minor_version(VCLUSTER_VIRTUAL_KUBERNETES[tag.lstrip("v")]) >= MUTATING_ADMISSION_POLICY_GA)
+    if release_order(tag) >= release_order(VCLUSTER_MINIMUM_VERSION))
+
 
 def mirror(repository: str) -> Path:
     """The bare git mirror of ``owner/name``, or a skip naming the variable that supplies it."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from config import load_platform, versions
-from config.virtual_cluster import virtual_kubernetes_version
+from config.virtual_cluster import MUTATING_ADMISSION_POLICY_GA, minor_version, virtual_kubernetes_version
 from tests.config_spec import assert_rejected, dev_config, put, rejected
 
 
@@ -53,20 +53,37 @@ def test_covered_and_disabled_syncs_pass():
 
 
 @pytest.mark.parametrize("version, k8s", [
-    ("0.27.0", None), ("0.30.0", None), ("0.36.1", "v1.35.4"), ("0.36.1", "1.33"),
+    ("0.36.1", "v1.35.4"), ("0.36.1", "1.33"), (versions.VCLUSTER_MINIMUM_VERSION, "v1.34.0"),
 ])
-def test_a_virtual_cluster_without_ga_mutating_admission_policy_is_refused(version, k8s):
+def test_a_virtual_cluster_overridden_to_kubernetes_without_ga_mutating_admission_policy_is_refused(version, k8s):
     config = put(dev_config(), "vcluster.version", version)
-    if k8s:
-        put(config, "vcluster.extraValues.controlPlane.distro.k8s.version", k8s)
+    put(config, "vcluster.extraValues.controlPlane.distro.k8s.version", k8s)
     error = rejected(config)
     found = [issue for issue in error.issues if issue.key == "teams[0].vcluster.version"]
     assert found and found[0].value == version
     assert "1.36" in str(found[0]) and versions.VCLUSTER_VERSION in found[0].fix
 
 
+# vCluster releases below the floor with the Kubernetes their chart runs by default (0.35.0-next.1, a
+# pre-release of the floor, still ran 1.35).
+@pytest.mark.parametrize("version", ["0.27.0", "0.31.0", "0.34.7", "0.35.0-next.1"])
+def test_a_chart_below_the_floor_is_refused_whatever_kubernetes_the_values_name(version):
+    config = put(dev_config(), "vcluster.version", version)
+    put(config, "vcluster.extraValues.controlPlane.distro.k8s.image.tag", "v1.36.0")
+    found = assert_rejected(config, "vcluster.version", version, fix=f"pin {versions.VCLUSTER_MINIMUM_VERSION} or later")
+    assert "MutatingAdmissionPolicy" in found.problem
+
+
+def test_the_floor_is_one_statement_a_chart_the_program_knows_running_kubernetes_1_36():
+    floor = versions.VCLUSTER_VIRTUAL_KUBERNETES[versions.VCLUSTER_MINIMUM_VERSION]
+    assert minor_version(floor) >= MUTATING_ADMISSION_POLICY_GA
+    assert min(versions.VCLUSTER_VIRTUAL_KUBERNETES, key=versions.release_order) == versions.VCLUSTER_MINIMUM_VERSION
+
+
 @pytest.mark.parametrize("version, k8s, expected", [
-    ("0.27.0", "v1.36.0", "v1.36.0"),
+    (versions.VCLUSTER_MINIMUM_VERSION, None, "v1.36.0"),
+    ("0.35.2", None, "v1.36.0"),
+    ("0.36.1-rc.1", "v1.36.2", "v1.36.2"),
     ("0.37.0", None, "v1.36.0"),
     ("0.36.1", "v1.37.1", "v1.37.1"),
 ])

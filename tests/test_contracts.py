@@ -79,10 +79,10 @@ def _strict(schema: dict) -> dict:
     return schema
 
 
-def _leaf_paths(values, prefix=()):
+def leaf_paths(values, prefix=()):
     if isinstance(values, dict) and values:
         for key, item in values.items():
-            yield from _leaf_paths(item, prefix + (key,))
+            yield from leaf_paths(item, prefix + (key,))
     else:
         yield prefix
 
@@ -159,7 +159,7 @@ def test_gpu_operator_values_only_use_keys_of_the_chart():
     for host_config in (stack_config("eks"), _dev_with_install()):
         release = next(iter(releases(run(host_config), "gpu-operator")))
         defaults = contract(release_chart_key(release.inputs), lambda c: c.values, "gpu-operator", "values.yaml")
-        for path in _leaf_paths(release.inputs["values"]):
+        for path in leaf_paths(release.inputs["values"]):
             assert has_path(defaults, path) or tuple(path) in GPU_OPERATOR_COMMENTED_KEYS, \
                 f"gpu-operator has no value {'.'.join(path)}"
 
@@ -173,7 +173,7 @@ def _dev_with_install():
 def _assert_kai_values_only_use_keys_of_the_chart(program):
     [release] = releases(program, KAI_CHART)
     defaults = contract(release_chart_key(release.inputs), lambda c: c.values, "kai-scheduler", "values.yaml")
-    for path in _leaf_paths(release.inputs["values"]):
+    for path in leaf_paths(release.inputs["values"]):
         assert has_path(defaults, path), f"kai-scheduler has no value {'.'.join(path)}"
     assert "gpuSharing" not in release.inputs["values"], "a top-level gpuSharing key never existed"
 
@@ -200,11 +200,11 @@ def test_sharing_profiles_only_use_keys_of_the_device_plugin_config(stack_run):
     for path in examples.glob("*.yaml"):
         for document in yaml.safe_load_all(path.read_text()):
             for text in (document or {}).get("data", {}).values():
-                known |= {p for p in _leaf_paths(yaml.safe_load(text))}
+                known |= {p for p in leaf_paths(yaml.safe_load(text))}
     known_prefixes = {path[:i] for path in known for i in range(1, len(path) + 1)}
     config_map = stack_run.of_type("kubernetes:core/v1:ConfigMap")[0]
     for text in config_map.inputs["data"].values():
-        for path in _leaf_paths(yaml.safe_load(text)):
+        for path in leaf_paths(yaml.safe_load(text)):
             if path[:3] == ("sharing", "timeSlicing", "resources"):
                 continue
             # renameByDefault / failRequestsGreaterThanOne are device-plugin options the examples omit.

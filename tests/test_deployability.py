@@ -11,6 +11,7 @@ which chart is missing and how to get it, when the chart cache does not hold the
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,8 @@ from tools.deployability import pod_security
 from tools.charts.cache import CACHE_ENV, cache_chart, chart_cache_dir, chart_contracts, find_cached
 from tools.charts.render import RELEASE_TYPE, release_chart_key, release_records, render_plan_releases
 from tools.deployability.inputs import (
-    K8sObject, Release, Site, program_objects, rendered_objects, site_from_plan, vcluster_dns_pods,
+    K8sObject, Release, Site, helm_kube_version, program_objects, rendered_objects, site_from_plan,
+    vcluster_dns_pods,
 )
 from tools.charts.pins import pinned_chart_key
 from tools.plan.document import build_plan
@@ -83,11 +85,33 @@ def test_sites_know_what_their_host_kind_provides(sites):
     assert sites["microk8s"].facts.api_server_ports == (16443,)
     assert sites["microk8s"].facts.default_storage_class == "microk8s-hostpath"
     assert sites["eks"].facts.api_server_ports == (443,) and sites["eks"].facts.default_storage_class is None
-    assert sites["eks"].kubernetes_versions == (stack_config("eks")["gpu-tenancy:cluster"]["eks"]["kubernetesVersion"],)
+    assert sites["eks"].kubernetes_version == stack_config("eks")["gpu-tenancy:cluster"]["eks"]["kubernetesVersion"]
     gpu = next(pool for pool in sites["eks"].node_pools if pool.labels.get("nvidia.com/gpu.present") == "true")
     assert [(t.key, t.effect) for t in gpu.taints] == [("nvidia.com/gpu", "NoSchedule")]
     assert any(not pool.taints for pool in sites["eks"].node_pools), "the system pool is untainted"
     assert sites["kubeconfig"].kind == "kubeconfig" and sites["kubeconfig"].node_pools is None
+
+
+@pytest.mark.parametrize("kind", ["microk8s", "kubeconfig"])
+def test_a_site_is_checked_for_the_kubernetes_version_it_states(kind):
+    config = dev_config()
+    if kind == "kubeconfig":
+        config["gpu-tenancy:cluster"] = {"kind": "kubeconfig"}
+        config["gpu-tenancy:kubeconfig"] = {"secure": "v1:encrypted"}
+        config["gpu-tenancy:gpuOperator"] = {"mode": "external"}
+    config["gpu-tenancy:cluster"].get(kind, {}).pop("kubernetesVersion", None)
+    # Unstated, it is the oldest version the program supports.
+    assert site_from_plan(build_plan(run(config), "site")).kubernetes_version == versions.KUBERNETES_MINIMUM_VERSION
+    config["gpu-tenancy:cluster"].setdefault(kind, {})["kubernetesVersion"] = "1.34"
+    site = site_from_plan(build_plan(run(config), "site"))
+    assert site.kind == kind and site.kubernetes_version == "1.34"
+    # A field the API knows from 1.32 on (pod-level resources) is refused only where the site is older.
+    pod = K8sObject({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "apps"},
+                     "spec": {"resources": {"limits": {"cpu": "1"}},
+                              "containers": [{"name": "c", "image": "example.invalid/c:1"}]}}, "test")
+    assert not deployability.check_schemas([pod], site, [])
+    older = deployability.check_schemas([pod], dataclasses.replace(site, kubernetes_version="1.31"), [])
+    assert [f.severity for f in older] == [deployability.ERROR] and "Kubernetes 1.31" in older[0].message
 
 
 def test_each_host_kind_has_its_facts_and_sites_read_them_from_config_hosts(sites):
@@ -322,6 +346,17 @@ def test_an_invalid_object_is_a_kubernetes_validate_finding(attack_cache, tmp_pa
     assert not errors(attack(attack_cache, tmp_path, {"configMap": {"enabled": True}}), sites["eks"], "schema")
 
 
+def test_a_field_the_plan_cannot_know_is_left_out_and_the_rest_is_still_checked(sites):
+    def secret(**fields):
+        return K8sObject({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "admin", "namespace": "m"},
+                          **fields}, "program: admin")
+    assert not errors([secret(stringData="[secret]", type="[unknown]")], sites["eks"], "schema")
+    [finding] = errors([secret(stringData="[secret]", strinqData={"a": "b"})], sites["eks"], "schema")
+    assert "strinqData" in finding.message
+    [finding] = errors([secret(stringData=["not", "a", "map"])], sites["eks"], "schema")
+    assert "stringData" in finding.message
+
+
 def test_an_api_version_the_site_does_not_serve_is_found(sites):
     old = K8sObject({"apiVersion": "policy/v1beta1", "kind": "PodSecurityPolicy", "metadata": {"name": "p"},
                      "spec": {}}, "program: p")
@@ -378,7 +413,7 @@ def test_the_program_objects_of_every_committed_stack_validate(sites):
 # --- the real charts (from the chart cache) ---------------------------------------------------------
 
 
-def _real_charts_or_skip(plan) -> Path:
+def real_charts_or_skip(plan) -> Path:
     cache = chart_cache_dir()
     missing = [release_chart_key(inputs) for _, inputs in release_records(plan["resources"])
                if find_cached(release_chart_key(inputs), cache)[0] is None]
@@ -389,11 +424,15 @@ def _real_charts_or_skip(plan) -> Path:
     return cache
 
 
+@pytest.mark.parametrize("observability", ["off", "install"])
 @pytest.mark.parametrize("stack", COMMITTED_STACKS)
-def test_committed_stacks_are_deployable_with_the_real_charts(stack, tmp_path):
-    plan = build_plan(run(stack_config(stack), stack=stack), stack)
-    cache = _real_charts_or_skip(plan)
-    rendered = render_plan_releases(plan["resources"], cache, tmp_path)
+def test_committed_stacks_are_deployable_with_the_real_charts(stack, observability, tmp_path):
+    config = stack_config(stack)
+    config["gpu-tenancy:observability"] = {**config.get("gpu-tenancy:observability", {}), "prometheus": observability}
+    plan = build_plan(run(config, stack=stack), stack)
+    cache = real_charts_or_skip(plan)
+    # Rendered for the Kubernetes version the site states, as tools.plan --render-charts does.
+    rendered = render_plan_releases(plan["resources"], cache, tmp_path, kube_version=helm_kube_version(plan))
     site, _, found = deployability.check_plan(plan, rendered, tmp_path, cache)
     errors_found = [f for f in found if f.severity == deployability.ERROR]
     assert not errors_found, "\n".join(map(str, errors_found))
@@ -407,7 +446,7 @@ def test_tenant_pods_pass_every_pod_security_level_the_config_offers(level, tmp_
     # Only the tenants' releases matter here; the others are checked by the stack test.
     plan["resources"] = [r for r in plan["resources"]
                          if r["type"] != RELEASE_TYPE or r["inputs"].get("chart") == "vcluster"]
-    cache = _real_charts_or_skip(plan)
+    cache = real_charts_or_skip(plan)
     rendered = render_plan_releases(plan["resources"], cache, tmp_path)
     objects = program_objects(plan["resources"]) + rendered_objects(rendered, tmp_path, plan["resources"])
     tenants = deployability.tenant_pods(objects)
@@ -460,7 +499,10 @@ def test_plan_with_rendered_charts_reports_the_findings(tmp_path, capsys):
     assert plan_tool.main(arguments, config=dev_config()) == 0
     report = (out / "deployability.md").read_text()
     assert "api-server-egress" in report and "TCP 16443" in report and "cp-team-nlp" in report
-    assert "deployability: 3 errors" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "deployability: 3 errors" in printed
+    stated = dev_config()["gpu-tenancy:cluster"]["microk8s"]["kubernetesVersion"]
+    assert f"for Kubernetes v{stated}.0" in printed and f"(microk8s, Kubernetes {stated})" in report
     assert plan_tool.main(arguments + ["--fail-on-findings"], config=dev_config()) == 3
 
 

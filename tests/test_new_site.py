@@ -225,7 +225,7 @@ def test_switching_to_kubeconfig_drops_the_old_kind_and_lists_the_kubeconfig_sec
     out = capsys.readouterr().out
     cluster = stack_config(project, "onprem")[PREFIX + "cluster"]
     assert cluster == {"kind": "kubeconfig", "kubeconfig": {"gpus": 4}}
-    assert "gpu-tenancy:cluster.microk8s: {gpus: 1} -> (removed" in out
+    assert 'gpu-tenancy:cluster.microk8s: {gpus: 1, kubernetesVersion: "1.36"} -> (removed' in out
     assert "pulumi config set --secret gpu-tenancy:kubeconfig --stack onprem < path/to/kubeconfig" in out
     assert "pulumi up --stack onprem" in out and "GitHub-hosted runners, which must reach" in out
     assert platform_of(stack_config(project, "onprem"), {"kubeconfig"}).cluster.kubeconfig.gpus == 4

@@ -167,10 +167,15 @@ def test_dcgm_exporter_service_and_pod_mapping_at_both_operator_tags():
     from components.observability import DCGM_EXPORTER
     import yaml
     for tag in GPU_OPERATOR_TAGS:
-        service = yaml.safe_load(git(GPU_OPERATOR, "show", f"{tag}:assets/state-dcgm-exporter/0400_service.yaml"))
+        # The asset files are renumbered between releases: find the Service and the DaemonSet by kind.
+        assets = {path: git(GPU_OPERATOR, "show", f"{tag}:{path}") for path in
+                  git(GPU_OPERATOR, "ls-tree", "--name-only", f"{tag}:assets/state-dcgm-exporter/").split()
+                  for path in [f"assets/state-dcgm-exporter/{path}"]}
+        [service_text] = [text for text in assets.values() if re.search(r"^kind: Service$", text, re.MULTILINE)]
+        [daemonset] = [text for text in assets.values() if re.search(r"^kind: DaemonSet$", text, re.MULTILINE)]
+        service = yaml.safe_load(service_text)
         assert service["metadata"]["labels"]["app"] == DCGM_EXPORTER[0]
         assert DCGM_EXPORTER[1] in [port["name"] for port in service["spec"]["ports"]]
-        daemonset = git(GPU_OPERATOR, "show", f"{tag}:assets/state-dcgm-exporter/0800_daemonset.yaml")
         assert re.search(r'name: DCGM_EXPORTER_KUBERNETES\n\s+value: "true"', daemonset)
         values = yaml.safe_load(git(GPU_OPERATOR, "show", f"{tag}:deployments/gpu-operator/values.yaml"))
         assert "enabled" in values["dcgmExporter"]
@@ -208,25 +213,27 @@ def test_kube_prometheus_stack_pin_and_values_match_the_chart():
     from components.observability import stack_values
     from config import versions
     from config.observability import INSTALL_RELEASE
-    tag = f"kube-prometheus-stack-{versions.KUBE_PROMETHEUS_STACK_VERSION}"
-    assert tag in git(KPS, "tag", "--list", "kube-prometheus-stack-*").split()
-    chart = "charts/kube-prometheus-stack"
-    defaults = yaml.safe_load(git(KPS, "show", f"{tag}:{chart}/values.yaml"))
-    values = stack_values(load_platform(site_config()))
-    spec = defaults["prometheus"]["prometheusSpec"]
-    assert {"retention", "storageSpec"} <= set(spec)
-    assert spec["serviceMonitorSelectorNilUsesHelmValues"] is True and spec["ruleSelectorNilUsesHelmValues"] is True
-    sidecar = defaults["grafana"]["sidecar"]["dashboards"]
-    ours = values["grafana"]["sidecar"]["dashboards"]
-    assert (sidecar["label"], sidecar["labelValue"]) == (ours["label"], ours["labelValue"])
-    assert "enabled" in defaults["grafana"]
-    # Release name contains the chart name: fullname is the release name, so the Service is <release>-prometheus.
-    helpers = git(KPS, "show", f"{tag}:{chart}/templates/_helpers.tpl")
-    assert "if contains $name .Release.Name" in helpers and len(INSTALL_RELEASE) <= 26
-    service = git(KPS, "show", f"{tag}:{chart}/templates/prometheus/service.yaml")
-    assert 'name: {{ template "kube-prometheus-stack.fullname" . }}-prometheus' in service
-    prometheus = git(KPS, "show", f"{tag}:{chart}/templates/prometheus/prometheus.yaml")
-    assert "release: {{ $.Release.Name | quote }}" in prometheus
+    stack_tags = [tag for tag in MIRRORED_TAGS[KPS] if tag.startswith("kube-prometheus-stack-")]
+    assert f"kube-prometheus-stack-{versions.KUBE_PROMETHEUS_STACK_VERSION}" in stack_tags
+    for tag in stack_tags:  # the pinned version and the oldest one the config accepts
+        assert tag in git(KPS, "tag", "--list", "kube-prometheus-stack-*").split()
+        chart = "charts/kube-prometheus-stack"
+        defaults = yaml.safe_load(git(KPS, "show", f"{tag}:{chart}/values.yaml"))
+        values = stack_values(load_platform(site_config()))
+        spec = defaults["prometheus"]["prometheusSpec"]
+        assert {"retention", "storageSpec"} <= set(spec)
+        assert spec["serviceMonitorSelectorNilUsesHelmValues"] is True and spec["ruleSelectorNilUsesHelmValues"] is True
+        sidecar = defaults["grafana"]["sidecar"]["dashboards"]
+        ours = values["grafana"]["sidecar"]["dashboards"]
+        assert (sidecar["label"], sidecar["labelValue"]) == (ours["label"], ours["labelValue"])
+        assert "enabled" in defaults["grafana"]
+        # Release name contains the chart name: fullname is the release name, so the Service is <release>-prometheus.
+        helpers = git(KPS, "show", f"{tag}:{chart}/templates/_helpers.tpl")
+        assert "if contains $name .Release.Name" in helpers and len(INSTALL_RELEASE) <= 26
+        service = git(KPS, "show", f"{tag}:{chart}/templates/prometheus/service.yaml")
+        assert 'name: {{ template "kube-prometheus-stack.fullname" . }}-prometheus' in service
+        prometheus = git(KPS, "show", f"{tag}:{chart}/templates/prometheus/prometheus.yaml")
+        assert "release: {{ $.Release.Name | quote }}" in prometheus
 
 
 def test_the_pr_workflow_fetches_every_mirror_the_contract_tests_read():
@@ -240,5 +247,5 @@ def test_the_pr_workflow_fetches_every_mirror_the_contract_tests_read():
     fetched = {words[1]: set(words[2:]) for words in lines}
     assert len(fetched) == len(lines), "a repository is fetched by two lines"
     assert fetched == {repository: set(tags) for repository, tags in MIRRORED_TAGS.items()}
-    assert MIRRORED_TAGS[KPS] == (f"kube-prometheus-stack-{versions.KUBE_PROMETHEUS_STACK_VERSION}",)
+    assert f"kube-prometheus-stack-{versions.KUBE_PROMETHEUS_STACK_VERSION}" in MIRRORED_TAGS[KPS]
     assert job["env"][MIRRORS_VARIABLE]

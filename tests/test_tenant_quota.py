@@ -167,3 +167,53 @@ def test_limits_tracked_by_the_quota_count_default_limits_or_refuse_the_pod():
 def test_a_queue_that_disagrees_with_the_quota_is_reported():
     [found] = quota.check_tenant_quotas(_namespace(FITTING, DEFAULTS, queue_cpu=16000), ALLOWANCE, finding)
     assert found.severity == "warning" and "cpu quota 16000, namespace leaves 16050" in found.message
+
+
+def test_a_control_plane_and_dns_the_quota_cannot_hold_alone_are_an_error_of_their_own():
+    found = quota.check_tenant_quotas(_namespace({**FITTING, "requests.cpu": "200m"}, DEFAULTS), ALLOWANCE, finding)
+    [found] = [f for f in found if f.severity == "error"]
+    assert "alone need more than it allows" in found.message
+    assert "requests.cpu 0.2 < 0.25" in found.message and "vcluster.resourceQuota" in found.fix
+
+
+def test_a_container_above_the_limit_ranges_max_is_refused():
+    capped = {**DEFAULTS, "max": {"cpu": "150m"}}
+    found = quota.check_tenant_quotas(_namespace(FITTING, capped), ALLOWANCE, finding)
+    refused = {f.object.split(" (")[0]: f for f in found if "max" in f.message}
+    assert set(refused) == {"StatefulSet vcluster-t/t", "Pod vcluster-t/dns"}
+    assert all(f.severity == "error" for f in refused.values())
+    # The API server compares the limit with the max (the syncer's is the LimitRange's default of 1)...
+    assert "container syncer has limits.cpu 1, above the max 0.15" in refused["StatefulSet vcluster-t/t"].message
+    # ... and the request where there is no limit to compare.
+    no_default_cpu = {"default": {"memory": "1Gi"}, "defaultRequest": {"memory": "128Mi"}, "max": {"cpu": "150m"}}
+    found = quota.check_tenant_quotas(_namespace(FITTING, no_default_cpu), ALLOWANCE, finding)
+    assert any("container syncer has requests.cpu 0.2, above the max 0.15" in f.message for f in found)
+    assert not [f for f in quota.check_tenant_quotas(_namespace(FITTING, {**DEFAULTS, "max": {"cpu": "2"}}),
+                                                     ALLOWANCE, finding) if "max" in f.message]
+
+
+def test_a_pod_is_charged_the_larger_of_its_init_containers_and_the_sum_of_its_containers():
+    spec = {"initContainers": [{"name": "i", "resources": {"requests": {"cpu": "3"}}}],
+            "containers": [{"name": "a", "resources": {"limits": {"cpu": "1"}}}, {"name": "b"}]}
+    usage, unset = quota.pod_usage(spec, quota.container_defaults([{"spec": {"limits": [{"type": "Container",
+                                                                                         **DEFAULTS}]}}]))
+    assert usage["requests.cpu"] == 3.0  # the init container's 3 over the containers' 1 (limit as request) + 0.1
+    assert usage["limits.cpu"] == 2.0  # the containers' 1 + 1 (the default) over the init container's default 1
+    assert usage["limits.memory"] == 2 * 2 ** 30 and unset == {"limits.ephemeral-storage"}
+
+
+@pytest.mark.parametrize("vcluster, words", [
+    # The program sizes the quota for the control plane and the DNS; a site overriding it can undercut them.
+    ({"extraValues": {"policies": {"resourceQuota": {"quota": {"requests.cpu": "100m"}}}}},
+     "alone need more than it allows"),
+    ({"extraValues": {"policies": {"limitRange": {"defaultRequest": {"memory": "1Gi"}}}}},
+     "default-sized pods do not fit"),
+])
+def test_the_rule_reads_the_quota_the_real_vcluster_chart_renders_for_a_team_it_cannot_hold(vcluster, words):
+    config = dev_config()
+    config["gpu-tenancy:teams"][0]["vcluster"] = vcluster
+    objects, allowances = _tenant_objects(build_plan(run(config, stack="dev"), "dev"), chart_cache_dir())
+    team = config["gpu-tenancy:teams"][0]["name"]
+    found = [f for f in quota.check_tenant_quotas(objects, allowances, finding)
+             if team in f.object and f.severity == "error"]
+    assert len(found) == 1 and words in found[0].message

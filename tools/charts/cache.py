@@ -19,9 +19,9 @@ import tempfile
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-import yaml
 
 from config.stack_file import PROJECT_DIR
+from tools.charts.manifest_yaml import load_manifests
 from tools.charts.refs import ChartError, ChartKey, ChartPullError, ChartRenderError, chart_key, helm_sdk
 
 CACHE_ENV = "GPU_TENANCY_CHART_CACHE"
@@ -246,7 +246,6 @@ def chart_contracts(key: ChartKey, cache_dir: Optional[os.PathLike[str] | str] =
         return None
     helm = helm_sdk()
     with helm.Chart.load(found) as chart:
-        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # CRDs are large: libyaml when present
-        crds = [document for entry in chart.crds for document in yaml.load_all(entry["data"], Loader=loader)
+        crds = [document for entry in chart.crds for document in load_manifests(entry["data"])
                 if isinstance(document, dict) and document.get("kind") == "CustomResourceDefinition"]
         return ChartContracts(key=key, path=found, values=chart.values, schema=chart.schema, crds=crds)

@@ -18,6 +18,8 @@ def pinned_chart_key(name: str, version: str) -> ChartKey:
         return chart_key(name, versions.GPU_OPERATOR_REPO, version)
     if name == "kai-scheduler":
         return chart_key(versions.KAI_CHART, None, version)
+    if name == versions.KUBE_PROMETHEUS_STACK_CHART:
+        return chart_key(name, versions.KUBE_PROMETHEUS_STACK_REPO, version)
     raise ValueError(f"the program installs no chart named {name!r}; give its source with --chart/--repo")
 
 
@@ -37,10 +39,12 @@ def pinned_chart_keys() -> list[ChartKey]:
     """Every chart the tests render: the pinned defaults and every committed stack's charts.
 
     The GPU Operator is included even when no committed stack installs it (a MicroK8s site
-    patches the addon's operator): its ClusterPolicy CRD is the contract of that patch."""
+    patches the addon's operator): its ClusterPolicy CRD is the contract of that patch; so is
+    kube-prometheus-stack, which a stack installs with ``observability.prometheus: install``."""
     keys = {pinned_chart_key(versions.VCLUSTER_CHART, versions.VCLUSTER_VERSION),
             pinned_chart_key("kai-scheduler", versions.KAI_VERSION),
-            pinned_chart_key(versions.GPU_OPERATOR_CHART, versions.GPU_OPERATOR_VERSION)}
+            pinned_chart_key(versions.GPU_OPERATOR_CHART, versions.GPU_OPERATOR_VERSION),
+            pinned_chart_key(versions.KUBE_PROMETHEUS_STACK_CHART, versions.KUBE_PROMETHEUS_STACK_VERSION)}
     for stack in stack_names():
         keys.update(stack_chart_keys(stack))
     return sorted(keys, key=lambda key: (key.name, key.version, key.source))

@@ -21,6 +21,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 import yaml
 
 from config.vocabulary import RELEASE as RELEASE_TYPE
+from tools.charts.manifest_yaml import load_manifests
 from tools.charts.cache import MissingChart, find_cached, read_source, chart_cache_dir
 from tools.charts.refs import (
     ChartError, ChartKey, ChartRenderError, ChartValuesError, SchemaViolation, chart_key, helm_sdk,
@@ -29,8 +30,6 @@ from tools.offline.mockrun import integral_numbers
 
 MANIFESTS_DIR = "manifests"
 _PLACEHOLDERS = ("[secret]", "[unknown]")
-# Rendered charts hold megabytes of CRDs: libyaml's parser when PyYAML has it.
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _schema_violations(detail: str) -> list[SchemaViolation]:
@@ -109,7 +108,7 @@ def render_release(chart_path: os.PathLike[str] | str, release_name: str, namesp
 def _objects(path: str, text: str) -> list[dict[str, Any]]:
     """The objects of one rendered file: apiVersion, kind, name, namespace, Helm hook."""
     try:
-        documents = list(yaml.load_all(text, Loader=_YAML_LOADER))
+        documents = list(load_manifests(text))
     except yaml.YAMLError as error:  # Helm would refuse to install it too
         raise ChartRenderError(f"{path} rendered to invalid YAML: {error}") from error
     objects = []

@@ -13,15 +13,16 @@ reports what a first ``pulumi up`` on the site would trip over, one rule each:
   at least one node pool of the site;
 * ``pod-security``: every pod template passes the Pod Security level its namespace enforces
   (``tools.pod_security``), the tenant's control plane and CoreDNS included;
-* ``schema``: every built-in object is valid for the site's Kubernetes version(s)
+* ``schema``: every built-in object is valid for the Kubernetes version the site states
   (``kubernetes-validate``, strict: an unknown field is an error);
 * ``grafana-admin``: every Grafana container reads its admin password from the stack's own Secret
   (``grafana``): not Grafana's built-in admin/admin, the chart's generated Secret, a literal value or a
   published password;
 * ``custom-resource``: every custom resource is valid against its CRD from the pinned chart,
   unknown fields included (the API server would prune them silently);
-* ``tenant-quota``: each tenant namespace's quota holds its control plane, its DNS and the team's stated
-  pods, and agrees with the team's KAI queue (``quota``).
+* ``tenant-quota``: each tenant namespace's quota, as the chart renders it, holds its control plane, its DNS
+  and the team's stated pods, its LimitRange admits their containers, and it agrees with the team's KAI
+  queue (``quota``).
 
 Each :class:`Finding` names the object, the rule and the fix.
 """
@@ -43,8 +44,8 @@ from tools.deployability import grafana, network_policy
 from tools.deployability import pod_security
 from tools.deployability import quota
 from tools.deployability.inputs import (
-    ANY, K8sObject, Site, addon_operator_version, crds_of, pod_templates, program_objects, rendered_objects,
-    site_from_plan, vcluster_dns_pods,
+    ANY, K8sObject, Site, addon_operator_version, crds_of, known_fields, pod_templates, program_objects,
+    rendered_objects, site_from_plan, vcluster_dns_pods,
 )
 
 ERROR, WARNING, INFO = "error", "warning", "info"
@@ -268,21 +269,20 @@ def check_schemas(objects: Sequence[K8sObject], site: Site, crds: Sequence[Mappi
             continue
         if obj.patch:
             continue  # a patch of a built-in object is partial by design
-        for kube in site.kubernetes_versions:
-            try:
-                kubernetes_validate.validate(obj.manifest, kube, strict=True)
-            except kubernetes_validate.SchemaNotFoundError:
-                findings.append(Finding(WARNING if "." in group else ERROR, "schema", obj.describe(),
-                                        f"Kubernetes {kube} has no {api_version} {obj.kind} and no CRD for it is "
-                                        "among the charts' CRDs", "use an API version the site serves, or "
-                                        "install the CRD"))
-                break
-            except kubernetes_validate.ValidationError as error:
-                path = "/".join(str(part) for part in error.absolute_path) or "(top level)"
-                findings.append(Finding(ERROR, "schema", obj.describe(),
-                                        f"invalid for Kubernetes {kube} (kubernetes-validate, strict) at {path}: "
-                                        f"{error.message}", "fix the field (an unknown field is a typo or a field "
-                                        "this Kubernetes version lacks)"))
+        kube = site.kubernetes_version
+        try:
+            kubernetes_validate.validate(known_fields(obj.manifest), kube, strict=True)
+        except kubernetes_validate.SchemaNotFoundError:
+            findings.append(Finding(WARNING if "." in group else ERROR, "schema", obj.describe(),
+                                    f"Kubernetes {kube} has no {api_version} {obj.kind} and no CRD for it is "
+                                    "among the charts' CRDs", "use an API version the site serves, or "
+                                    "install the CRD"))
+        except kubernetes_validate.ValidationError as error:
+            path = "/".join(str(part) for part in error.absolute_path) or "(top level)"
+            findings.append(Finding(ERROR, "schema", obj.describe(),
+                                    f"invalid for Kubernetes {kube} (kubernetes-validate, strict) at {path}: "
+                                    f"{error.message}", "fix the field (an unknown field is a typo or a field "
+                                    "this Kubernetes version lacks)"))
     return findings
 
 
@@ -360,7 +360,7 @@ def check(objects: Sequence[K8sObject], site: Site, extra_crds: Sequence[Mapping
 
 def render_report(findings: Sequence[Finding], site: Site, object_count: int) -> str:
     counts = {severity: sum(1 for f in findings if f.severity == severity) for severity in (ERROR, WARNING, INFO)}
-    lines = [f"# Deployability of stack {site.stack} ({site.kind}, Kubernetes {', '.join(site.kubernetes_versions)})",
+    lines = [f"# Deployability of stack {site.stack} ({site.kind}, Kubernetes {site.kubernetes_version})",
              "", f"{object_count} objects checked: {counts[ERROR]} errors, {counts[WARNING]} warnings, "
              f"{counts[INFO]} notes.", ""]
     for finding in findings:

@@ -1,6 +1,6 @@
 """What the deployability check (``tools.deployability``) runs over: the site and the objects.
 
-* the site (:class:`Site`, from a plan): host kind, Kubernetes version(s), node pools, and what
+* the site (:class:`Site`, from a plan): host kind, Kubernetes version, node pools, and what
   the host kind provides (``config.hosts.HOST_KIND_FACTS``: API server ports, storage classes);
 * the objects: the program's own (:func:`program_objects`), the rendered charts'
   (:func:`rendered_objects`, with the namespace Helm installs each in), and each tenant's
@@ -14,17 +14,14 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
-import kubernetes_validate
-import yaml
-
 from config import versions
 from config.hosts import EKS_TAINT_EFFECTS, HOST_KIND_FACTS, HostKindFacts
 from config.model import NodePool, Taint
-from config.vocabulary import EKS_CLUSTER, EKS_NODE_GROUP, HOST_COMPONENT, VCLUSTER_MANAGED_BY_LABEL
+from config.vocabulary import EKS_NODE_GROUP, HOST_COMPONENT, VCLUSTER_MANAGED_BY_LABEL
+from tools.charts.manifest_yaml import load_manifests
+from tools.offline.mockrun import REDACTED, UNKNOWN
 from tools.plan.lookup import dig
 
-# Rendered charts hold megabytes of CRDs: libyaml's parser when PyYAML has it.
-YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 ANY = "*"  # a node label whose value the site sets but the plan cannot know (hostname...)
 WORKLOAD_KINDS = ("Pod", "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob")
 # Objects of these kinds have no namespace (custom kinds: the scope their CRD declares).
@@ -33,9 +30,6 @@ CLUSTER_SCOPED = frozenset({
     "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "APIService", "IngressClass",
     "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "ValidatingAdmissionPolicy",
     "ValidatingAdmissionPolicyBinding"})
-# Kubernetes versions a site without a pinned version is checked against: ValidatingAdmissionPolicy
-# v1 (which the program uses) is GA from 1.30; the newest the validator knows.
-UNPINNED_KUBERNETES = ("1.30", kubernetes_validate.latest_version())
 
 
 # --- the site -------------------------------------------------------------------------------------
@@ -51,7 +45,7 @@ class Site:
     stack: str
     kind: str
     facts: HostKindFacts
-    kubernetes_versions: tuple[str, ...]
+    kubernetes_version: str  # the minor version the site states (cluster.<kind>.kubernetesVersion)
     node_pools: Optional[tuple[NodePool, ...]]  # None: the plan cannot know them
     enables_hostpath_storage: bool = True
 
@@ -65,15 +59,29 @@ def _taint(raw: Mapping[str, Any]) -> Taint:
     return Taint(str(raw.get("key", "")), str(raw.get("value", "") or ""), effect)
 
 
+def _host_output(plan: Mapping[str, Any], name: str) -> Any:
+    hosts = sorted((r for r in plan["resources"] if r["type"] == HOST_COMPONENT), key=lambda r: r["urn"])
+    return next((r.get("outputs", {}).get(name) for r in hosts), None)
+
+
+def plan_kubernetes_version(plan: Mapping[str, Any]) -> str:
+    """The Kubernetes minor version of the plan's site, as the host component registered it."""
+    return str(_host_output(plan, "kubernetesVersion") or versions.KUBERNETES_MINIMUM_VERSION)
+
+
+def helm_kube_version(plan: Mapping[str, Any]) -> str:
+    """The site's Kubernetes version as Helm's capabilities take it (``v1.NN.0``), to render charts for it."""
+    return f"v{plan_kubernetes_version(plan)}.0"
+
+
 def site_from_plan(plan: Mapping[str, Any]) -> Site:
-    """The site a plan (``tools.plan.build_plan``) deploys to: host kind (as the host component
-    registered it), version, node pools."""
+    """The site a plan (``tools.plan.build_plan``) deploys to: host kind and Kubernetes version (as the
+    host component registered them), node pools."""
     resources = plan["resources"]
     by_type = lambda typ: [r for r in resources if r["type"] == typ]  # noqa: E731
-    kind = next((r.get("outputs", {}).get("kind") for r in sorted(by_type(HOST_COMPONENT), key=lambda r: r["urn"])),
-                None)
+    kind = _host_output(plan, "kind")
+    version = plan_kubernetes_version(plan)
     if kind == "eks":
-        clusters = by_type(EKS_CLUSTER)
         groups = by_type(EKS_NODE_GROUP)
         pools = []
         for group in groups:
@@ -84,16 +92,15 @@ def site_from_plan(plan: Mapping[str, Any]) -> Site:
             pools.append(NodePool(group["name"], labels, tuple(_taint(t) for t in inputs.get("taints") or []),
                                   gpu=gpu,
                                   managed_prefixes=_OPERATOR_PREFIXES if gpu else ("feature.node.kubernetes.io/",)))
-        version = str(clusters[0]["inputs"].get("version") or versions.EKS_KUBERNETES_VERSION)
-        return Site(plan["stack"], "eks", HOST_KIND_FACTS["eks"], (version,), tuple(pools))
+        return Site(plan["stack"], "eks", HOST_KIND_FACTS["eks"], version, tuple(pools))
     if kind == "microk8s":
         commands = [str(r["inputs"].get("create", "")) for r in resources if r["type"].startswith("command:")]
         # One node: the GPU box; the nvidia addon's operator labels it.
         node = NodePool("microk8s-node", {**_NODE_BASE_LABELS, **_GPU_NODE_LABELS}, gpu=True,
                         managed_prefixes=_OPERATOR_PREFIXES)
-        return Site(plan["stack"], "microk8s", HOST_KIND_FACTS["microk8s"], UNPINNED_KUBERNETES, (node,),
+        return Site(plan["stack"], "microk8s", HOST_KIND_FACTS["microk8s"], version, (node,),
                     enables_hostpath_storage=any("enable hostpath-storage" in c for c in commands))
-    return Site(plan["stack"], "kubeconfig", HOST_KIND_FACTS["kubeconfig"], UNPINNED_KUBERNETES, None)
+    return Site(plan["stack"], "kubeconfig", HOST_KIND_FACTS["kubeconfig"], version, None)
 
 
 def addon_operator_version(plan: Mapping[str, Any]) -> str:
@@ -142,6 +149,16 @@ class K8sObject:
         return f"{self.kind} {where}{self.name} ({self.origin})"
 
 
+def known_fields(value: Any) -> Any:
+    """``value`` without the fields the plan cannot know (a secret's value, an output not yet computed): the
+    schema is checked for the rest (a Secret's ``stringData`` is one secret as a whole)."""
+    if isinstance(value, dict):
+        return {key: known_fields(item) for key, item in value.items() if item not in (REDACTED, UNKNOWN)}
+    if isinstance(value, list):
+        return [known_fields(item) for item in value if item not in (REDACTED, UNKNOWN)]
+    return value
+
+
 def program_objects(resources: Iterable[Mapping[str, Any]]) -> list[K8sObject]:
     """The Kubernetes objects a plan registers itself (Helm releases and providers excluded)."""
     objects = []
@@ -167,7 +184,7 @@ def rendered_objects(rendered: Mapping[str, Any], out_dir: Path, resources: Iter
                           values.get(entry["resource"], {}))
         for file in entry["files"]:
             text = (Path(out_dir) / entry["dir"] / file).read_text(encoding="utf-8")
-            for document in yaml.load_all(text, Loader=YAML_LOADER):
+            for document in load_manifests(text):
                 if isinstance(document, dict) and document.get("kind"):
                     origin = f"chart {entry['chart']} {entry['version']}, release {entry['release']}: {file}"
                     objects.append(K8sObject(document, origin, release))
@@ -219,7 +236,7 @@ def _default_coredns_template(coredns: Mapping[str, Any]) -> tuple[dict[str, Any
 
 def _overwritten_coredns_templates(manifests: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """The pod templates of ``controlPlane.coredns.overwriteManifests`` (the program's own DNS)."""
-    objects = [K8sObject(document, "") for document in yaml.load_all(manifests, Loader=YAML_LOADER)
+    objects = [K8sObject(document, "") for document in load_manifests(manifests)
                if isinstance(document, dict) and document.get("kind")]
     return [(copy.deepcopy(metadata), copy.deepcopy(spec)) for _, metadata, spec in pod_templates(objects)]
 

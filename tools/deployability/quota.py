@@ -3,8 +3,9 @@
 Each tenant namespace's ResourceQuota (as the chart renders it) must hold, at once, the vCluster control
 plane (its StatefulSet's pods and volume claims), the tenant's DNS pods, the Services both bring, and the
 team's stated allowance: its pod count as default-sized pods (one container with nothing set, which the
-namespace's LimitRange fills in), its Services, claims and storage. A pod missing a resource the quota
-tracks is refused by the API server, so that is reported too. The team's KAI queue, when it was derived
+namespace's LimitRange fills in), its Services, claims and storage. The API server refuses a pod missing a
+resource the quota tracks, and a container above the LimitRange's ``max``, so both are reported too; so is a
+control plane and DNS that alone exceed the quota (the release never becomes ready). The team's KAI queue, when it was derived
 from the quota, must hold exactly what the namespace leaves to KAI-scheduled pods (everything but the
 control plane). Amounts follow the API server's quota admission and LimitRanger defaulting.
 """
@@ -14,11 +15,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-import yaml
-
 from config.key_types import quantity_value
 from config.vocabulary import TENANT_COMPONENT
-from tools.deployability.inputs import YAML_LOADER, K8sObject, pod_templates
+from tools.charts.manifest_yaml import load_manifests
+from tools.deployability.inputs import K8sObject, pod_templates
 
 COMPUTE = ("cpu", "memory", "ephemeral-storage")
 QUEUE_KIND = "Queue"
@@ -43,24 +43,52 @@ def container_defaults(limit_ranges: Iterable[Mapping[str, Any]]) -> tuple[dict[
     return limits, requests
 
 
+def container_maximums(limit_ranges: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """The lowest ``max`` of each resource over the namespace's Container LimitRange items."""
+    maximums: dict[str, float] = {}
+    for limit_range in limit_ranges:
+        for item in (limit_range.get("spec") or {}).get("limits") or []:
+            if item.get("type") == "Container":
+                for resource, amount in (item.get("max") or {}).items():
+                    maximums[resource] = min(_number(amount), maximums.get(resource, float("inf")))
+    return maximums
+
+
+def filled(container: Mapping[str, Any], defaults: tuple[dict[str, Any], dict[str, Any]]
+           ) -> tuple[dict[str, float], dict[str, float]]:
+    """A container's (requests, limits) of cpu, memory and ephemeral storage after the API server's defaulting:
+    a request equal to its limit when only the limit is set, then the LimitRange's defaults."""
+    default_limits, default_requests = defaults
+    resources = container.get("resources") or {}
+    limits = dict(resources.get("limits") or {})
+    requests = {**limits, **(resources.get("requests") or {})}
+    for resource, amount in default_limits.items():
+        limits.setdefault(resource, amount)
+    for resource, amount in default_requests.items():
+        requests.setdefault(resource, amount)
+    return ({r: _number(v) for r, v in requests.items() if r in COMPUTE},
+            {r: _number(v) for r, v in limits.items() if r in COMPUTE})
+
+
+def above_maximum(spec: Mapping[str, Any], defaults: tuple[dict[str, Any], dict[str, Any]],
+                  maximums: Mapping[str, float]) -> list[str]:
+    """The containers of a pod the LimitRange's ``max`` refuses (a limit, or a request where no limit is set)."""
+    found = []
+    for container in list(spec.get("containers") or []) + list(spec.get("initContainers") or []):
+        requests, limits = filled(container, defaults)
+        for resource, ceiling in sorted(maximums.items()):
+            kind, amounts = ("limits", limits) if resource in limits else ("requests", requests)
+            if amounts.get(resource, 0.0) > ceiling * (1 + 1e-9):
+                found.append(f"container {container.get('name')} has {kind}.{resource} {amounts[resource]:g}, "
+                             f"above the max {ceiling:g}")
+    return found
+
+
 def pod_usage(spec: Mapping[str, Any], defaults: tuple[dict[str, Any], dict[str, Any]]) -> tuple[Counter, set[str]]:
     """What one pod counts against a quota (``requests.cpu``, ``limits.memory``, ``count/pods``...), and
     the ``limits.*`` keys it leaves unset (a quota tracking one of them refuses the pod)."""
-    default_limits, default_requests = defaults
-
-    def filled(container: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, float]]:
-        resources = container.get("resources") or {}
-        limits = dict(resources.get("limits") or {})
-        requests = {**limits, **(resources.get("requests") or {})}  # API defaulting: request = limit
-        for resource, amount in default_limits.items():
-            limits.setdefault(resource, amount)
-        for resource, amount in default_requests.items():
-            requests.setdefault(resource, amount)
-        return ({r: _number(v) for r, v in requests.items() if r in COMPUTE},
-                {r: _number(v) for r, v in limits.items() if r in COMPUTE})
-
-    containers = [filled(c) for c in spec.get("containers") or []]
-    inits = [filled(c) for c in spec.get("initContainers") or []]
+    containers = [filled(c, defaults) for c in spec.get("containers") or []]
+    inits = [filled(c, defaults) for c in spec.get("initContainers") or []]
     usage: Counter = Counter({"count/pods": 1, "pods": 1})
     unset: set[str] = set()
     for index, kind in ((0, "requests"), (1, "limits")):
@@ -96,7 +124,7 @@ def _dns_services(obj: K8sObject) -> int:
         .get("overwriteManifests") if obj.release else None
     if not manifests:
         return 1  # vCluster's own CoreDNS brings its kube-dns Service
-    return sum(1 for d in yaml.load_all(manifests, Loader=YAML_LOADER) if isinstance(d, dict) and d.get("kind") == "Service")
+    return sum(1 for d in load_manifests(manifests) if isinstance(d, dict) and d.get("kind") == "Service")
 
 
 def tenant_allowances(plan: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
@@ -115,7 +143,8 @@ def check_tenant_quotas(objects: Sequence[K8sObject], allowances: Mapping[str, M
     for quota in (o for o in objects if o.kind == "ResourceQuota" and o.namespace in allowances):
         namespace = quota.namespace
         hard = {key: _number(value) for key, value in ((quota.manifest.get("spec") or {}).get("hard") or {}).items()}
-        defaults = container_defaults(o.manifest for o in objects if o.kind == "LimitRange" and o.namespace == namespace)
+        limit_ranges = [o.manifest for o in objects if o.kind == "LimitRange" and o.namespace == namespace]
+        defaults, maximums = container_defaults(limit_ranges), container_maximums(limit_ranges)
         allowance = allowances[namespace]
         platform: Counter = Counter()
         kai_scheduled: Counter = Counter()
@@ -127,6 +156,11 @@ def check_tenant_quotas(objects: Sequence[K8sObject], allowances: Mapping[str, M
                 results.append(finding("error", obj.describe(), f"its pods set no {', '.join(refused)}, which the "
                                        f"ResourceQuota {quota.name} tracks: the API server refuses them",
                                        "give the namespace a LimitRange default for it, or drop it from the quota"))
+            too_large = above_maximum(spec, defaults, maximums)
+            if too_large:
+                results.append(finding("error", obj.describe(), f"the LimitRange of {namespace} refuses its pods: "
+                                       f"{'; '.join(too_large)}", "lower the container's resources or raise the "
+                                       "LimitRange's max"))
             scaled = Counter({key: amount * replicas for key, amount in usage.items()})
             platform += scaled + _claims(obj, replicas)
             if spec.get("schedulerName") == "kai-scheduler":
@@ -140,15 +174,25 @@ def check_tenant_quotas(objects: Sequence[K8sObject], allowances: Mapping[str, M
         team["count/services"] += allowance.get("services", 0)
         team["count/persistentvolumeclaims"] += allowance.get("persistentVolumeClaims", 0)
         team["requests.storage"] += _number(allowance.get("storage", 0))
-        short = [f"{key} {hard[key]:g} < {platform[key] + team[key]:g}" for key in sorted(hard)
-                 if key in platform or key in team if platform[key] + team[key] > hard[key] * (1 + 1e-9)]
-        if short:
+        platform_short = _short(hard, platform)
+        short = _short(hard, platform + team)
+        if platform_short:
+            results.append(finding("error", quota.describe(), "the control plane and the DNS alone need more than "
+                                   f"it allows, so some of them never start: {'; '.join(platform_short)}",
+                                   "raise those quota values (vcluster.resourceQuota) or shrink those pods"))
+        elif short:
             results.append(finding("error", quota.describe(), f"the control plane, the DNS and the team's "
                                    f"{allowance.get('pods', 0)} default-sized pods do not fit: {'; '.join(short)}",
                                    "raise the quota by what the control plane and the DNS take, or lower the "
                                    "LimitRange defaults"))
         results += _queue_agreement(objects, queue, hard, platform - kai_scheduled, quota, finding)
     return results
+
+
+def _short(hard: Mapping[str, float], usage: Counter) -> list[str]:
+    """The quota resources ``usage`` exceeds, as ``key hard < needed``."""
+    return [f"{key} {hard[key]:g} < {usage[key]:g}" for key in sorted(hard)
+            if key in usage and usage[key] > hard[key] * (1 + 1e-9)]
 
 
 def _queue_agreement(objects: Sequence[K8sObject], queue: Optional[str], hard: Mapping[str, float],

@@ -5,6 +5,8 @@ described here are the loader's cross-field checks (config/load.py and the reade
 introduction lives with its keys (``Block.intro`` / ``Block.notes``).
 """
 
+from config import versions
+
 INTRO = """\
 Every key lives under the `gpu-tenancy:` namespace in `Pulumi.<stack>.yaml`. The tables below drop
 that prefix. Leaving a key out gives you the default shown. A `—` default means the key is optional
@@ -54,7 +56,9 @@ beyond a single value:
   `gpuOperator.mode: microk8s-addon`.
 - **Pinned versions**: chart versions must be exact (`X.Y.Z`, optionally with a pre-release);
   `latest`, `stable`, `*` and ranges are refused. GPU Operator and KAI versions start with `v`,
-  and vCluster versions don't. `cluster.eks.kubernetesVersion` must be `1.NN`.
+  and vCluster versions don't. Each has a floor, the oldest release the program works with
+  (`config/versions.py` says why for each): GPU Operator `{gpu}`, KAI `{kai}`, vCluster `{vcluster}`
+  (the first whose virtual cluster runs Kubernetes 1.36), kube-prometheus-stack `{kps}`. `cluster.<kind>.kubernetesVersion` must be `1.NN`, at least `{kube}`.
 - **Per-kind required keys**: `cluster.kind` is required, and only its own settings block is
   allowed. On `eks`, `region` and at least one `gpuNodeGroups` entry (with `name` and
   `instanceTypes`) are required. `vpcId` and the subnet lists go together. `vpcCidr` must be an
@@ -87,7 +91,9 @@ beyond a single value:
   when half a GPU or more of the host is guaranteed to no team.
 - **One problem, one message**: a misspelt key is reported once, without follow-on errors from the
   default it leaves behind (a misspelt `quota` does not also report the `limit`); a clashing team
-  name is not reported again for the `vclusterName` and `namespace` derived from it."""
+  name is not reported again for the `vclusterName` and `namespace` derived from it.""".format(
+    gpu=versions.GPU_OPERATOR_MINIMUM_VERSION, kai=versions.KAI_MINIMUM_VERSION, vcluster=versions.VCLUSTER_MINIMUM_VERSION,
+    kps=versions.KUBE_PROMETHEUS_STACK_MINIMUM_VERSION, kube=versions.KUBERNETES_MINIMUM_VERSION)
 
 SHARING_PROFILES = """\
 The program creates a device-plugin ConfigMap (`timeSlicing.configMapName`, in the operator's

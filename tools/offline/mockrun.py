@@ -31,6 +31,7 @@ from config.vocabulary import COMMANDS, EKS_CLUSTER, PROJECT, RELEASE
 from tools.offline import sdk_internals as sdk
 
 REDACTED = "[secret]"
+UNKNOWN = "[unknown]"
 SECRET_PLACEHOLDER = "offline-plan-placeholder"
 # The EBS CSI add-on build the AWS lookup answers in offline runs (a made-up build of the real form).
 MOCK_ADDON_VERSION = "v1.0.0-eksbuild.1"
@@ -170,7 +171,7 @@ def redact(value: Any) -> tuple[Any, bool]:
         items = [redact(item) for item in value]
         return [item for item, _ in items], any(secret for _, secret in items)
     if value is sdk.UNKNOWN:
-        return "[unknown]", False
+        return UNKNOWN, False
     return value, False
 
 

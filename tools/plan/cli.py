@@ -42,7 +42,6 @@ from typing import Any, Optional, Sequence
 
 from config import ConfigError
 from config.stack_file import StackFileError
-from config.vocabulary import EKS_CLUSTER
 from tools.charts.render import MANIFESTS_DIR, render_plan_releases
 from tools.charts.refs import ChartError
 from tools.offline import mockrun
@@ -126,12 +125,13 @@ def main(argv: Optional[Sequence[str]] = None, *, config: Optional[dict[str, Any
             # Rendering and checking need the dev requirements (helm-python-sdk, jsonschema,
             # kubernetes-validate); a plain plan needs only requirements.txt.
             from tools.deployability import check as deployability
+            from tools.deployability.inputs import helm_kube_version
         except ModuleNotFoundError as error:
             print(f"error: --render-charts needs {error.name}: pip install -r requirements-dev.txt", file=sys.stderr)
             return 2
         try:
             rendered = render_plan_releases(plan["resources"], args.chart_cache, out, stack=args.stack,
-                                                   kube_version=_kube_version(plan))
+                                            kube_version=helm_kube_version(plan))
         except ChartError as error:
             print(f"error: stack {args.stack}: {error}", file=sys.stderr)
             return 2
@@ -187,12 +187,4 @@ def chart_objects(rendered: dict[str, Any], out: Path, plan: dict[str, Any]) -> 
 def rendered_for(kube_version: Optional[str]) -> str:
     """The Kubernetes version charts were rendered for, honestly: a site that pins none gets Helm's default."""
     return f"Kubernetes {kube_version}" if kube_version else "Helm's default Kubernetes version (the site pins none)"
-
-
-def _kube_version(plan: dict[str, Any]) -> Optional[str]:
-    """The Kubernetes version charts render for: the EKS cluster's, else Helm's default."""
-    for resource in plan["resources"]:
-        if resource["type"] == EKS_CLUSTER and resource["inputs"].get("version"):
-            return f"v{resource['inputs']['version']}.0"
-    return None
 

@@ -1,0 +1,176 @@
+"""Every version the config accepts works: the floors of config/versions.py, refused below and rendered at.
+
+The config refuses a version older than each component's floor, naming the key, the version and the one to
+pin. The oldest and the default version of every chart are rendered with Helm (helm-python-sdk) from the
+real charts at their release tags (tests/mirror_charts.py), with the values the program gives each release
+on the committed stacks and on the variants that change those values; Helm checks them against the chart's
+values schema (and its sub-charts'), and a chart that ships none must at least know every value the program
+sets (Helm would ignore a value the chart does not read).
+"""
+
+from __future__ import annotations
+
+import tarfile
+
+import pytest
+import yaml
+
+from config import load_platform, versions
+from config.merge import deep_merge
+from tests import config_spec
+from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, run
+from tests.mirror_charts import CHART_SOURCES, add_from_mirror
+from tests.test_contracts import GPU_OPERATOR_COMMENTED_KEYS, leaf_paths, releases
+from tools.charts.cache import chart_contracts
+from tools.charts.manifest_yaml import load_manifests
+from tools.charts.pins import pinned_chart_key
+from tools.charts.render import render_release
+from tools.offline.mockrun import integral_numbers
+
+# Chart -> (its floor, its default, the stack-config key that pins it).
+CHARTS = {
+    versions.VCLUSTER_CHART: (versions.VCLUSTER_MINIMUM_VERSION, versions.VCLUSTER_VERSION, "vcluster"),
+    "kai-scheduler": (versions.KAI_MINIMUM_VERSION, versions.KAI_VERSION, "kaiScheduler"),
+    versions.GPU_OPERATOR_CHART: (versions.GPU_OPERATOR_MINIMUM_VERSION, versions.GPU_OPERATOR_VERSION,
+                                  "gpuOperator"),
+    versions.KUBE_PROMETHEUS_STACK_CHART: (versions.KUBE_PROMETHEUS_STACK_MINIMUM_VERSION,
+                                           versions.KUBE_PROMETHEUS_STACK_VERSION, "observability"),
+}
+
+
+# --- the config refuses what is older than a floor ---------------------------------------------------
+
+
+def _eks() -> dict:
+    return config_spec.eks_config()
+
+
+def _kubeconfig() -> dict:
+    config = config_spec.dev_config()
+    config["cluster"] = {"kind": "kubeconfig"}
+    config["gpuOperator"] = {"mode": "external"}
+    return config
+
+
+BELOW_THE_FLOOR = [
+    (config_spec.dev_config, "vcluster.version", "0.34.7", versions.VCLUSTER_MINIMUM_VERSION),
+    (config_spec.dev_config, "teams[1].vcluster.version", "0.27.0", versions.VCLUSTER_MINIMUM_VERSION),
+    (config_spec.dev_config, "vcluster.version", f"{versions.VCLUSTER_MINIMUM_VERSION}-rc.1",
+     versions.VCLUSTER_MINIMUM_VERSION),
+    (config_spec.dev_config, "kaiScheduler.version", "v0.15.3", versions.KAI_MINIMUM_VERSION),
+    (_eks, "gpuOperator.version", "v24.6.2", versions.GPU_OPERATOR_MINIMUM_VERSION),
+    (config_spec.dev_config, "cluster.microk8s.nvidiaAddonOperatorVersion", "v24.6.2",
+     versions.GPU_OPERATOR_MINIMUM_VERSION),
+    (config_spec.dev_config, "observability.chartVersion", "87.1.0", versions.KUBE_PROMETHEUS_STACK_MINIMUM_VERSION),
+    (_eks, "cluster.eks.kubernetesVersion", "1.29", versions.KUBERNETES_MINIMUM_VERSION),
+    (config_spec.dev_config, "cluster.microk8s.kubernetesVersion", "1.29", versions.KUBERNETES_MINIMUM_VERSION),
+    (_kubeconfig, "cluster.kubeconfig.kubernetesVersion", "1.29", versions.KUBERNETES_MINIMUM_VERSION),
+]
+
+
+@pytest.mark.parametrize("site, path, older, floor", BELOW_THE_FLOOR,
+                         ids=[f"{case[1]}={case[2]}" for case in BELOW_THE_FLOOR])
+def test_a_version_below_the_floor_is_refused_and_the_floor_passes(site, path, older, floor):
+    found = config_spec.assert_rejected(config_spec.put(site(), path, older), path, older, fix=f"pin {floor} or later")
+    assert f"releases before {floor} are not supported: " in found.problem
+    secrets = ("kubeconfig",) if path.startswith("cluster.kubeconfig") else ()
+    load_platform(config_spec.put(site(), path, floor), secrets_set=secrets)
+
+
+def test_every_floor_and_default_is_a_mirrored_release():
+    for chart, (floor, default, _) in CHARTS.items():
+        repository, tag, _ = CHART_SOURCES[chart]
+        assert versions.release_numbers(floor) <= versions.release_numbers(default)
+        for version in (floor, default):
+            assert tag.format(version=version) in MIRRORED_TAGS[repository], f"{chart} {version} is not mirrored"
+
+
+# --- the floor and the default of every chart render with the program's values ----------------------
+
+
+@pytest.fixture(scope="module")
+def mirror_cache(tmp_path_factory):
+    """A chart cache holding the floor and the default of every chart, from the mirrors."""
+    cache = tmp_path_factory.mktemp("mirror-charts")
+    for chart, (floor, default, _) in CHARTS.items():
+        for version in {floor, default}:
+            add_from_mirror(chart, version, cache)
+    return cache
+
+
+def _with_gpu_operator_installed() -> dict:
+    config = dev_config()
+    config["gpu-tenancy:gpuOperator"]["mode"] = "install"
+    return config
+
+
+def _restricted_without_network_policy() -> dict:
+    config = dev_config()
+    config["gpu-tenancy:vcluster"].update(podSecurity="restricted", networkPolicy=False)
+    return config
+
+
+def _with_observability() -> dict:
+    config = dev_config()
+    config["gpu-tenancy:observability"] = {"prometheus": "install"}
+    return config
+
+
+# The configurations whose values differ for each chart.
+SITES = {
+    versions.VCLUSTER_CHART: (dev_config, eks_config, _restricted_without_network_policy),
+    "kai-scheduler": (dev_config, eks_config),
+    versions.GPU_OPERATOR_CHART: (eks_config, _with_gpu_operator_installed),
+    versions.KUBE_PROMETHEUS_STACK_CHART: (_with_observability,),
+}
+
+
+@pytest.mark.parametrize("chart, which", [(chart, which) for chart in CHARTS for which in ("floor", "default")])
+def test_the_floor_and_the_default_of_every_chart_render_with_the_programs_values(chart, which, mirror_cache):
+    floor, default, key = CHARTS[chart]
+    version = floor if which == "floor" else default
+    contracts = chart_contracts(pinned_chart_key(chart, version), mirror_cache)
+    assert contracts is not None
+    if chart == versions.VCLUSTER_CHART:
+        assert contracts.schema, "the vCluster chart ships a values schema, which Helm checks the values against"
+    for site in SITES[chart]:
+        config = site()
+        config.setdefault(f"gpu-tenancy:{key}", {})["chartVersion" if key == "observability" else "version"] = version
+        found = releases(run(config), chart)
+        assert found and all(release.inputs["version"] == version for release in found)
+        for release in found:  # each tenant's vCluster
+            values = integral_numbers(release.inputs["values"])
+            rendered = render_release(contracts.path, release.inputs["name"], release.inputs["namespace"], values,
+                                      kube_version=f"v{versions.KUBERNETES_MINIMUM_VERSION}.0")
+            assert any("/templates/" in path for path in rendered)
+            for path, text in rendered.items():  # as Helm reads it (kube-prometheus-stack's CRDs hold `- =`)
+                assert all(isinstance(document, (dict, type(None))) for document in load_manifests(text)), path
+            if not contracts.schema:
+                defaults = _defaults_with_sub_charts(contracts.path)
+                unknown = [".".join(path) for path in leaf_paths(values) if not _known(defaults, path)
+                           and tuple(path) not in GPU_OPERATOR_COMMENTED_KEYS]
+                assert not unknown, f"{chart} {version} has no value {unknown}"
+
+
+def _defaults_with_sub_charts(archive) -> dict:
+    """A packaged chart's default values with each sub-chart's under its name, as Helm coalesces them."""
+    with tarfile.open(archive) as tar:
+        files = {member.name: member for member in tar.getmembers() if member.name.endswith("/values.yaml")}
+        read = lambda name: yaml.safe_load(tar.extractfile(files[name]).read()) or {}  # noqa: E731
+        [top] = [name for name in files if name.count("/") == 1]
+        chart = top.split("/")[0]
+        subcharts = {name.split("/")[2]: read(name) for name in files if name.count("/") == 3
+                     and name.startswith(f"{chart}/charts/")}
+        return deep_merge(subcharts, read(top))
+
+
+def _known(defaults: dict, path: tuple) -> bool:
+    """The chart has the value, or it sits in a map the chart passes on whole (``storageSpec: {}``)."""
+    node = defaults
+    for key in path:
+        if node == {}:
+            return True
+        if not isinstance(node, dict) or key not in node:
+            return False
+        node = node[key]
+    return True
