@@ -13,6 +13,8 @@ DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 ORGANIZATION = "grafana:oss/organization:Organization"
 DATA_SOURCE = "grafana:oss/dataSource:DataSource"
 DASHBOARD = "grafana:oss/dashboard:Dashboard"
+SIGN_IN = "gpu-tenancy:platform:GrafanaSignIn"
+MAIN_ORGANIZATION = "1"
 
 
 def _arg(args: list[Any], flag: str) -> str:
@@ -45,4 +47,30 @@ def views_section(index: PlanIndex) -> list[str]:
     lines += table(["Team", "Enforced matcher", "Query proxy", "Grafana organization", "Data source"], rows)
     lines += ["", "- Platform admins: Grafana's main organization (platform board, unfiltered Prometheus), signed in "
                   "with the generated admin login (Secret `gpu-tenancy-grafana-admin`, a stack secret)."]
-    return lines
+    return lines + sign_in_lines(index)
+
+
+def _mapping_entry(entry: str) -> list[str]:
+    """``group:organization:role`` split as Grafana does (``\\:`` is a colon inside the group name)."""
+    group, organization, role = entry.replace("\\:", "\0").split(":")
+    return [group.replace("\0", ":"), organization, role]
+
+
+def sign_in_lines(index: PlanIndex) -> list[str]:
+    """How team members sign in to Grafana, and which OIDC group gets which role where."""
+    mapping = index.registered(SIGN_IN, "orgMapping")
+    if mapping is None:
+        return ["- Team members: no single sign-on (`observability.grafanaLogin`). A platform admin creates each "
+                "member's user and adds it to the team's organization as Viewer; a new user has no role in the main "
+                "organization."]
+    issuer, client = index.registered(SIGN_IN, "issuer"), index.registered(SIGN_IN, "clientId")
+    secret = "a stack secret" if index.registered(SIGN_IN, "clientSecret") else "none (PKCE)"
+    rows = []
+    for entry in mapping:
+        group, organization, role = _mapping_entry(entry)
+        where = f"main (id {organization})" if organization == MAIN_ORGANIZATION else code(organization)
+        rows.append([code(group), where, role])
+    lines = [f"- Team members: single sign-on at {index.registered(SIGN_IN, 'rootUrl')} through the teams' issuer "
+             f"{code(issuer)} (client {code(client)}, client secret: {secret}). Each OIDC group gets exactly this; "
+             "anyone whose groups are not listed is refused:", ""]
+    return lines + table(["OIDC group", "Grafana organization", "Role"], rows)
