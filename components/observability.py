@@ -23,6 +23,7 @@ import pulumi_kubernetes as k8s
 
 from components import observability_dashboards, observability_shares, observability_team_series
 from components.observability_access import GrafanaAdmin, admin_values, grafana_ini
+from components.observability_network import MonitoringIngress
 from components.observability_views import TeamViews
 from config import versions
 from config.model import Platform
@@ -125,6 +126,9 @@ class Observability(pulumi.ComponentResource):
             namespace = k8s.core.v1.Namespace(f"{name}-namespace", metadata={"name": settings.namespace},
                                               opts=child)
             before_release: list[pulumi.Resource] = [namespace]
+            # Closed before anything listens: only the proxies, Grafana and the platform reach Prometheus.
+            before_release.append(MonitoringIngress(f"{name}-ingress", platform, args.provider, [namespace],
+                                                    opts=pulumi.ResourceOptions(parent=self)))
             if settings.grafana:
                 self.grafana_admin = GrafanaAdmin(f"{name}-grafana-admin", settings.namespace, args.provider,
                                                   opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]))

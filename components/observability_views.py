@@ -33,6 +33,8 @@ PROXY_PORT = 8080
 # The grafana chart's pod labels (release kube-prometheus-stack): only these pods may query a proxy.
 GRAFANA_POD_LABELS = {"app.kubernetes.io/name": "grafana", "app.kubernetes.io/instance": "kube-prometheus-stack"}
 MANAGED = {"app.kubernetes.io/managed-by": "gpu-tenancy"}
+# Every team's proxy pod wears these (plus its team): what the monitoring namespace's policies let reach Prometheus.
+PROXY_POD_LABELS = {"app.kubernetes.io/name": "prom-label-proxy"}
 
 
 def proxy_name(team: Team) -> str:
@@ -53,7 +55,7 @@ def proxy_args(team: Team, upstream: str) -> list[str]:
 
 
 def proxy_deployment_spec(team: Team, upstream: str) -> dict:
-    labels = {"app.kubernetes.io/name": "prom-label-proxy", "gpu-tenancy/team": team.name}
+    labels = {**PROXY_POD_LABELS, "gpu-tenancy/team": team.name}
     return {
         "replicas": 1,
         "selector": {"matchLabels": labels},
