@@ -25,6 +25,8 @@ from tests.conftest import dev_config, git, run
 from tests.tenant_sim import virtual_pod
 from tests.upstream_sim import vcluster_sync
 from tools.deployability.network_ingress import Pod, ingress_verdict
+from tools.plan.document import build_plan
+from tools.plan.summary import render_summary
 
 NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 MONITORING = "monitoring"
@@ -172,3 +174,10 @@ def test_kube_state_metrics_pods_wear_the_labels_the_policy_selects():
     assert "nameOverride" not in values and "selectorOverride" not in values
     name = yaml.safe_load(_show("charts/kube-state-metrics/Chart.yaml"))["name"]
     assert KUBE_STATE_METRICS_POD_LABELS == {"app.kubernetes.io/name": name, "app.kubernetes.io/instance": INSTALL_RELEASE}
+
+
+def test_the_summary_says_who_reaches_prometheus(installed):
+    summary = render_summary(build_plan(installed, "dev"))
+    assert "| `gpu-tenancy-prometheus` | `app.kubernetes.io/name=prometheus, operator.prometheus.io/name=" \
+           "kube-prometheus-stack-prometheus` | `app.kubernetes.io/name=prom-label-proxy`; " in summary
+    assert "namespace `kai-scheduler`" in summary
