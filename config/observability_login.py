@@ -127,9 +127,10 @@ def grafana_login_warnings(login: Optional[GrafanaLogin], teams) -> list[str]:
                             "check it is the same issuer the teams' vClusters trust.")
     for index, team in enumerate(teams):
         oidc = team.vcluster.access.oidc
-        if not (oidc.enabled and (oidc.admin_groups or oidc.view_groups)):
-            warnings.append(f"teams[{index}] ({team.name}) binds no OIDC group: its members cannot sign in to its "
-                            "Grafana organization. Set teams[].vcluster.access.oidc.adminGroups or viewGroups.")
+        if not oidc.enabled:
+            # (A team with OIDC but no group is already warned about by config/access_rules.py.)
+            warnings.append(f"teams[{index}] ({team.name}) has no OIDC issuer: its members cannot sign in to its "
+                            "Grafana organization (a platform admin adds them by hand).")
         elif oidc.certificate_authority:
             warnings.append(f"teams[{index}] ({team.name}) trusts its issuer through vcluster.access.oidc."
                             "certificateAuthority; Grafana must trust that CA too (its pod's system trust store).")

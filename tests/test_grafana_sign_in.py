@@ -209,3 +209,19 @@ def test_the_real_grafana_chart_renders_the_programs_ini_without_secrets(signed_
              if obj.manifest["kind"] == "ConfigMap" and "grafana.ini" in (obj.manifest.get("data") or {})]
     assert "root_url = https://grafana.example.com" in ini and "auto_assign_org_role = None" in ini
     assert "client_secret" not in ini and "generic_oauth" not in ini
+
+
+def test_a_team_without_oidc_or_endpoints_elsewhere_draw_warnings():
+    config = login_config(tokenUrl="https://tokens.example.net/token")
+    del config["gpu-tenancy:vcluster"]["access"]["oidc"]
+    teams = config["gpu-tenancy:teams"]
+    for team in teams[:2]:
+        team["vcluster"]["access"]["oidc"].update(issuerUrl=ISSUER, clientId="kubernetes")
+    del teams[2]["vcluster"]["access"]["oidc"]
+    platform = load_platform({key.split(":", 1)[1]: value for key, value in config.items()})
+    warnings = "\n".join(platform.warnings)
+    assert f"teams[2] ({teams[2]['name']}) has no OIDC issuer" in warnings
+    assert "observability.grafanaLogin.tokenUrl (https://tokens.example.net/token) is not on the issuer's host" \
+        in warnings and "grafanaLogin.authUrl" not in warnings
+    mapping = org_mapping(platform, {team.name: team.name for team in platform.teams})
+    assert not any(teams[2]["name"] in entry for entry in mapping)
