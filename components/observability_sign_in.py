@@ -6,7 +6,8 @@ Written as Grafana's SSO settings (pulumiverse-grafana ``SsoSettings``, provider
 with ``role_attribute_strict`` a name it cannot resolve empties the whole mapping (Grafana's
 pkg/login/social/connectors/org_role_mapper.go). The team organizations are made through the API after
 Grafana starts, so a mapping in ``grafana.ini`` would refuse everyone until Grafana restarted; SSO settings
-saved after the organizations are reloaded at once, and again whenever a team comes or goes.
+saved after the organizations are reloaded at once. The mapping names organizations by the ids Grafana gave
+them, so a re-created organization changes the settings, and Grafana reloads them, too.
 
 How Grafana decides (same file, generic_oauth.go): the groups claim (``org_attribute_path``) picks the
 organizations and roles from ``org_mapping``; with ``role_attribute_strict`` and no ``role_attribute_path``, a
@@ -50,9 +51,10 @@ def team_groups(platform: Platform) -> dict[str, tuple[str, ...]]:
     return groups
 
 
-def org_mapping(platform: Platform, organizations: dict[str, str]) -> list[str]:
+def org_mapping(platform: Platform, organizations: dict[str, object]) -> list[str]:
     """``group:organization:role`` entries: team groups to Viewer of their team's organization, admin groups to
-    Admin of the main organization. ``organizations`` maps team names to their Grafana organization names."""
+    Admin of the main organization. ``organizations`` maps team names to their Grafana organization ids (or
+    names, for the review summary)."""
     login = platform.observability.grafana_login
     entries = [f"{_escaped(group)}:{organizations[team]}:{VIEWER}"
                for team, groups in team_groups(platform).items() for group in groups]
@@ -60,8 +62,9 @@ def org_mapping(platform: Platform, organizations: dict[str, str]) -> list[str]:
     return entries
 
 
-def oauth_settings(platform: Platform, organizations: dict[str, str]) -> dict:
-    """Grafana's generic OAuth settings (SsoSettings ``oauth2Settings``, snake_case), the client secret aside."""
+def oauth_settings(platform: Platform) -> dict:
+    """Grafana's generic OAuth settings (SsoSettings ``oauth2Settings``, snake_case), but for the client secret
+    and ``org_mapping``, which need the organizations' ids."""
     login = platform.observability.grafana_login
     oidc = next(team.vcluster.access.oidc for team in platform.teams if team.vcluster.access.oidc.enabled)
     scopes = dict.fromkeys(BASE_SCOPES + tuple(scope for team in platform.teams if team.vcluster.access.oidc.enabled
@@ -74,8 +77,6 @@ def oauth_settings(platform: Platform, organizations: dict[str, str]) -> dict:
         "login_attribute_path": _claim_path(oidc.username_claim),
         "groups_attribute_path": _claim_path(oidc.groups_claim),
         "org_attribute_path": _claim_path(oidc.groups_claim),
-        # JSON list form: group names may hold spaces or commas.
-        "org_mapping": json.dumps(org_mapping(platform, organizations)),
         "allowed_groups": json.dumps(list(dict.fromkeys(groups))),
         "role_attribute_strict": True, "skip_org_role_sync": False, "allow_assign_grafana_admin": False,
     }
@@ -87,21 +88,28 @@ def oauth_settings(platform: Platform, organizations: dict[str, str]) -> dict:
 class GrafanaSignIn(pulumi.ComponentResource):
     """The SSO settings of Grafana's generic OAuth, saved once the team organizations exist."""
 
-    def __init__(self, name: str, platform: Platform, api: grafana.Provider, organizations: dict[str, str],
-                 created: list[pulumi.Resource], client_secret: Optional[pulumi.Output[str]],
+    def __init__(self, name: str, platform: Platform, api: grafana.Provider,
+                 organizations: dict[str, grafana.oss.Organization], client_secret: Optional[pulumi.Output[str]],
                  opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("gpu-tenancy:platform:GrafanaSignIn", name, None, opts)
-        settings = oauth_settings(platform, organizations)
+        settings = oauth_settings(platform)
+        # JSON list form: group names may hold spaces or commas.
+        settings["org_mapping"] = pulumi.Output.all(**{team: org.org_id for team, org in organizations.items()}).apply(
+            # Ids cross the engine as JSON numbers: written as whole numbers, the form Grafana parses.
+            lambda ids: json.dumps(org_mapping(platform, {team: int(org_id) for team, org_id in ids.items()})))
         if client_secret is not None:
             settings["client_secret"] = pulumi.Output.secret(client_secret)
         grafana.oss.SsoSettings(
             f"{name}-generic-oauth", provider_name="generic_oauth",
             oauth2_settings=grafana.oss.SsoSettingsOauth2SettingsArgs(**settings),
-            opts=pulumi.ResourceOptions(parent=self, provider=api, depends_on=created))
+            opts=pulumi.ResourceOptions(parent=self, provider=api, depends_on=list(organizations.values())))
         login = platform.observability.grafana_login
         self.register_outputs({
             "issuer": next(team.vcluster.access.oidc.issuer_url for team in platform.teams
                            if team.vcluster.access.oidc.enabled),
             "clientId": login.client_id, "clientSecret": client_secret is not None,
-            "orgMapping": org_mapping(platform, organizations), "rootUrl": login.root_url,
+            # By name, for the review summary.
+            "orgMapping": pulumi.Output.all(**{team: org.name for team, org in organizations.items()}).apply(
+                lambda names: org_mapping(platform, names)),
+            "rootUrl": login.root_url,
         })

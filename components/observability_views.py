@@ -117,14 +117,14 @@ class TeamViews(pulumi.ComponentResource):
         api = grafana.Provider(f"{name}-grafana", url=url,
                                auth=pulumi.Output.concat(ADMIN_USER, ":", admin_password),
                                opts=pulumi.ResourceOptions(parent=self))
-        created: list[pulumi.Resource] = []
+        created: dict[str, grafana.oss.Organization] = {}
         for team in platform.teams:
             in_grafana = pulumi.ResourceOptions(parent=self, provider=api, depends_on=after)
             organization = grafana.oss.Organization(
                 f"{name}-{team.name}-org", name=organization_name(team), admin_user=ADMIN_USER,
                 # Members come from the OIDC groups claim (org_mapping), never from a list kept here.
                 create_users=False, opts=in_grafana)
-            created.append(organization)
+            created[team.name] = organization
             in_org = pulumi.ResourceOptions.merge(in_grafana, pulumi.ResourceOptions(depends_on=[organization]))
             grafana.oss.DataSource(
                 f"{name}-{team.name}-datasource", org_id=organization.org_id, name=f"Prometheus ({team.name})",
@@ -139,8 +139,7 @@ class TeamViews(pulumi.ComponentResource):
                                   opts=in_org)
             self.organizations[team.name] = organization.org_id
         if platform.observability.grafana_login is not None:
-            GrafanaSignIn(f"{name}-sign-in", platform, api,
-                          {team.name: organization_name(team) for team in platform.teams}, created, client_secret,
+            GrafanaSignIn(f"{name}-sign-in", platform, api, created, client_secret,
                           opts=pulumi.ResourceOptions(parent=self))
 
 

@@ -85,26 +85,35 @@ def grafana_roles(settings: dict, claims: dict, org_ids: dict[str, int]) -> dict
     return roles or None  # strict: no mapped organization is a refused login, never the main one
 
 
-ORG_IDS = {"team-nlp": 2, "team-vision": 3, "team-recommender": 4}
+ORG_IDS = {"team-nlp": 2, "team-vision": 3, "team-recommender": 4}  # for settings written by hand below
+
+
+def org_ids(program) -> dict[str, int]:
+    """Team -> the id Grafana gave its organization (the mock numbers them), read from the team's data source."""
+    return {r.inputs["name"].removeprefix("Prometheus (").removesuffix(")"): int(r.inputs["orgId"])
+            for r in program.of_type("grafana:oss/dataSource:DataSource")}
 
 
 @pytest.mark.parametrize("groups, expected", [
-    (["team-nlp-readers"], {2: "Viewer"}),
-    (["team-nlp-admins"], {2: "Viewer"}),  # cluster-admin in the vCluster, still a Viewer of metrics
-    (["team-nlp-readers", "team-vision-admins"], {2: "Viewer", 3: "Viewer"}),
+    (["team-nlp-readers"], {"team-nlp": "Viewer"}),
+    (["team-nlp-admins"], {"team-nlp": "Viewer"}),  # cluster-admin in the vCluster, still a Viewer of metrics
+    (["team-nlp-readers", "team-vision-admins"], {"team-nlp": "Viewer", "team-vision": "Viewer"}),
     (["platform-admins"], {MAIN_ORGANIZATION_ID: "Admin"}),
     ([], None),
     (["everyone", "team-nlp"], None),  # a group named like the team, not bound to it
     (["oidc:team-nlp-readers"], None),  # the Kubernetes-side prefixed name is not the IdP's group
 ])
 def test_each_person_lands_only_in_the_organizations_their_groups_give(signed_in, groups, expected):
-    assert grafana_roles(settings_of(signed_in), {"groups": groups, "email": "x@example.com"}, ORG_IDS) == expected
+    ids = org_ids(signed_in)
+    assert len(set(ids.values()) | {MAIN_ORGANIZATION_ID}) == 4
+    wanted = None if expected is None else {ids.get(org, org): role for org, role in expected.items()}
+    assert grafana_roles(settings_of(signed_in), {"groups": groups, "email": "x@example.com"}, {}) == wanted
 
 
 def test_nobody_reaches_the_main_organization_by_default(signed_in):
     settings = settings_of(signed_in)
-    for team, org_id in ORG_IDS.items():
-        roles = grafana_roles(settings, {"groups": [f"{team}-admins", f"{team}-readers"]}, ORG_IDS)
+    for team, org_id in org_ids(signed_in).items():
+        roles = grafana_roles(settings, {"groups": [f"{team}-admins", f"{team}-readers"]}, {})
         assert roles == {org_id: "Viewer"} and MAIN_ORGANIZATION_ID not in roles
     values = stack_release(signed_in).inputs["values"]["grafana"]["grafana.ini"]
     # A user created outside the mapping (the admin's fallback) gets no role in the main organization either.
@@ -122,10 +131,13 @@ def test_the_settings_follow_the_teams_issuer_and_claims(signed_in):
     assert root == "https://grafana.example.com"
 
 
-def test_sign_in_settings_are_saved_after_every_team_organization(signed_in):
+def test_sign_in_settings_are_saved_after_every_team_organization_and_name_them_by_id(signed_in):
     [sso] = signed_in.of_type(SSO)
     organizations = {r.urn for r in signed_in.of_type("grafana:oss/organization:Organization")}
     assert len(organizations) == 3 and organizations <= set(sso.dependencies)
+    # An organization re-created under the same name gets a new id, so the settings change and Grafana reloads.
+    organizations_named = {entry.split(":")[1] for entry in json.loads(settings_of(signed_in)["org_mapping"])}
+    assert organizations_named == {str(org_id) for org_id in org_ids(signed_in).values()} | {str(MAIN_ORGANIZATION_ID)}
 
 
 def test_the_client_secret_is_secret_in_the_plan_and_never_in_chart_values(signed_in):
