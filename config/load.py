@@ -119,7 +119,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
                 f"before pulumi up: {secret_command(name, stack)}" for name in secrets.missing]
     warnings += _warnings(platform) + access_warnings(cluster, platform.teams) + placement_warnings(platform) \
         + observability_config.observability_warnings(platform.observability) \
-        + grafana_login_warnings(platform.observability.grafana_login, platform.teams)
+        + grafana_login_warnings(platform.observability.grafana_login, platform.teams, secrets.set)
     return Platform(**{**platform.__dict__, "warnings": tuple(warnings),
                        "notes": tuple(_notes(platform) + observability_config.external_notes(
                            platform.observability, platform.kai_scheduler.gpu_sharing))})

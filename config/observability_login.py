@@ -114,10 +114,11 @@ def check_grafana_login(reader: Reader, login: Optional[GrafanaLogin], teams) ->
                             "through one issuer", f"use one issuer for every team, or remove {KEY}")
 
 
-def grafana_login_warnings(login: Optional[GrafanaLogin], teams) -> list[str]:
-    """Combinations that sign in but not as meant."""
+def grafana_login_warnings(login: Optional[GrafanaLogin], teams, secrets_set: set[str]) -> list[str]:
+    """Combinations that sign in but not as meant, and a client secret nothing reads."""
     if login is None:
-        return []
+        return [f"{CLIENT_SECRET} is set but nothing reads it: {KEY}.clientId is not set. Set up single sign-on, "
+                "or remove the secret."] if CLIENT_SECRET in secrets_set else []
     warnings = []
     issuer_hosts = {urlparse(team.vcluster.access.oidc.issuer_url).hostname for team in teams
                     if team.vcluster.access.oidc.enabled}

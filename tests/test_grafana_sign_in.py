@@ -237,3 +237,12 @@ def test_a_team_without_oidc_or_endpoints_elsewhere_draw_warnings():
         in warnings and "grafanaLogin.authUrl" not in warnings
     mapping = org_mapping(platform, {team.name: team.name for team in platform.teams})
     assert not any(teams[2]["name"] in entry for entry in mapping)
+
+
+def test_a_client_secret_without_single_sign_on_draws_a_warning():
+    config = login_config()
+    del config["gpu-tenancy:observability"]["grafanaLogin"]
+    raw = {key.split(":", 1)[1]: value for key, value in config.items()}
+    warned = load_platform(raw, secrets_set={"grafanaClientSecret"}).warnings
+    assert any("grafanaClientSecret is set but nothing reads it" in warning for warning in warned)
+    assert not any("grafanaClientSecret" in warning for warning in load_platform(raw).warnings)
