@@ -22,7 +22,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import observability_dashboards, observability_shares, observability_team_series
-from components.observability_access import GrafanaAdmin, admin_values
+from components.observability_access import GrafanaAdmin, admin_values, grafana_ini
+from components.observability_network import MonitoringIngress
 from components.observability_views import TeamViews
 from config import versions
 from config.model import Platform
@@ -49,6 +50,8 @@ class ObservabilityArgs:
     # KAI's release: its Services and the SchedulingShard patched for time-aware fairness exist after it.
     kai_release: pulumi.Resource
     gpu_operator: Sequence[pulumi.Resource] = ()
+    # The secret of Grafana's OAuth client (observability.grafanaLogin), when the site set one.
+    grafana_client_secret: Optional[pulumi.Output[str]] = None
 
 
 def stack_values(platform: Platform) -> dict:
@@ -71,6 +74,7 @@ def stack_values(platform: Platform) -> dict:
             "enabled": settings.grafana,
             # The stack's generated login (components/observability_access.py), never the chart's own.
             "admin": admin_values(),
+            "grafana.ini": grafana_ini(settings),
             "sidecar": {"dashboards": {
                 "enabled": True, "label": DASHBOARD_LABEL[0], "labelValue": DASHBOARD_LABEL[1],
                 "folderAnnotation": FOLDER_ANNOTATION,
@@ -122,6 +126,9 @@ class Observability(pulumi.ComponentResource):
             namespace = k8s.core.v1.Namespace(f"{name}-namespace", metadata={"name": settings.namespace},
                                               opts=child)
             before_release: list[pulumi.Resource] = [namespace]
+            # Closed before anything listens: only the proxies, Grafana and the platform reach Prometheus.
+            before_release.append(MonitoringIngress(f"{name}-ingress", platform, args.provider, [namespace],
+                                                    opts=pulumi.ResourceOptions(parent=self)))
             if settings.grafana:
                 self.grafana_admin = GrafanaAdmin(f"{name}-grafana-admin", settings.namespace, args.provider,
                                                   opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]))
@@ -187,7 +194,8 @@ class Observability(pulumi.ComponentResource):
             # Teams see Prometheus only through their own proxy (and, with grafanaUrl, their own organization).
             self.team_views = TeamViews(f"{name}-team-views", platform, args.provider, settings.prometheus_url,
                                         self.grafana_admin.password, [self.release],
-                                        opts=pulumi.ResourceOptions(parent=self))
+                                        opts=pulumi.ResourceOptions(parent=self),
+                                        client_secret=args.grafana_client_secret)
 
         if settings.fairness.enabled:
             # The chart creates the default shard with helm.sh/resource-policy keep and no usage settings:

@@ -10,11 +10,14 @@ policy pack refuse both (tools/deployability/grafana.py, policy/rules.py).
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, TYPE_CHECKING
 
 import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
+
+if TYPE_CHECKING:
+    from config.observability import Observability
 
 # The grafana chart's admin.userKey / admin.passwordKey defaults, kept so the Secret reads as the chart expects.
 ADMIN_SECRET = "gpu-tenancy-grafana-admin"
@@ -22,6 +25,20 @@ ADMIN_USER = "admin"
 USER_KEY = "admin-user"
 PASSWORD_KEY = "admin-password"
 PASSWORD_LENGTH = 32
+
+
+def grafana_ini(settings: "Observability") -> dict:
+    """The ``grafana.ini`` sections the stack sets (merged over the chart's own by Helm).
+
+    ``auto_assign_org_role = None``: a user Grafana creates (an admin adding one by hand, the fallback without
+    single sign-on) lands in the main organization with no role, not as a Viewer of the platform board and the
+    unfiltered Prometheus data source; the admin then adds them to their team's organization.
+    """
+    ini: dict = {"users": {"auto_assign_org_role": "None"}}
+    if settings.grafana_login is not None:
+        # The base of the OAuth redirect URI (<root_url>/login/generic_oauth).
+        ini["server"] = {"root_url": settings.grafana_login.root_url}
+    return ini
 
 
 def admin_values() -> dict:

@@ -23,6 +23,7 @@ import pulumi_kubernetes as k8s
 import pulumiverse_grafana as grafana
 
 from components.observability_access import ADMIN_USER
+from components.observability_sign_in import GrafanaSignIn
 from components.observability_dashboards import team_dashboard
 from components.observability_team_series import TEAM_LABEL
 from config import versions
@@ -32,6 +33,8 @@ PROXY_PORT = 8080
 # The grafana chart's pod labels (release kube-prometheus-stack): only these pods may query a proxy.
 GRAFANA_POD_LABELS = {"app.kubernetes.io/name": "grafana", "app.kubernetes.io/instance": "kube-prometheus-stack"}
 MANAGED = {"app.kubernetes.io/managed-by": "gpu-tenancy"}
+# Every team's proxy pod wears these (plus its team): what the monitoring namespace's policies let reach Prometheus.
+PROXY_POD_LABELS = {"app.kubernetes.io/name": "prom-label-proxy"}
 
 
 def proxy_name(team: Team) -> str:
@@ -52,7 +55,7 @@ def proxy_args(team: Team, upstream: str) -> list[str]:
 
 
 def proxy_deployment_spec(team: Team, upstream: str) -> dict:
-    labels = {"app.kubernetes.io/name": "prom-label-proxy", "gpu-tenancy/team": team.name}
+    labels = {**PROXY_POD_LABELS, "gpu-tenancy/team": team.name}
     return {
         "replicas": 1,
         "selector": {"matchLabels": labels},
@@ -82,7 +85,8 @@ class TeamViews(pulumi.ComponentResource):
 
     def __init__(self, name: str, platform: Platform, provider: k8s.Provider, upstream: str,
                  admin_password: Optional[pulumi.Output[str]], after: list[pulumi.Resource],
-                 opts: Optional[pulumi.ResourceOptions] = None):
+                 opts: Optional[pulumi.ResourceOptions] = None,
+                 client_secret: Optional[pulumi.Output[str]] = None):
         super().__init__("gpu-tenancy:platform:TeamViews", name, None, opts)
         namespace = platform.observability.namespace
         child = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=after)
@@ -105,20 +109,22 @@ class TeamViews(pulumi.ComponentResource):
         self.organizations = {}
         grafana_url = platform.observability.grafana_url
         if grafana_url and admin_password is not None:
-            self._organizations(name, platform, grafana_url, admin_password, after)
+            self._organizations(name, platform, grafana_url, admin_password, after, client_secret)
         self.register_outputs({"proxies": self.proxies, "organizations": self.organizations})
 
     def _organizations(self, name: str, platform: Platform, url: str, admin_password: pulumi.Output[str],
-                       after: list[pulumi.Resource]) -> None:
+                       after: list[pulumi.Resource], client_secret: Optional[pulumi.Output[str]]) -> None:
         api = grafana.Provider(f"{name}-grafana", url=url,
                                auth=pulumi.Output.concat(ADMIN_USER, ":", admin_password),
                                opts=pulumi.ResourceOptions(parent=self))
+        created: dict[str, grafana.oss.Organization] = {}
         for team in platform.teams:
             in_grafana = pulumi.ResourceOptions(parent=self, provider=api, depends_on=after)
             organization = grafana.oss.Organization(
                 f"{name}-{team.name}-org", name=organization_name(team), admin_user=ADMIN_USER,
                 # Members come from the OIDC groups claim (org_mapping), never from a list kept here.
                 create_users=False, opts=in_grafana)
+            created[team.name] = organization
             in_org = pulumi.ResourceOptions.merge(in_grafana, pulumi.ResourceOptions(depends_on=[organization]))
             grafana.oss.DataSource(
                 f"{name}-{team.name}-datasource", org_id=organization.org_id, name=f"Prometheus ({team.name})",
@@ -132,6 +138,9 @@ class TeamViews(pulumi.ComponentResource):
                                   config_json=json.dumps(team_dashboard(team), sort_keys=True), overwrite=True,
                                   opts=in_org)
             self.organizations[team.name] = organization.org_id
+        if platform.observability.grafana_login is not None:
+            GrafanaSignIn(f"{name}-sign-in", platform, api, created, client_secret,
+                          opts=pulumi.ResourceOptions(parent=self))
 
 
 def organization_name(team: Team) -> str:

@@ -25,6 +25,7 @@ from config.load_vcluster import DEFAULT_VCLUSTER, VCLUSTER, read_vcluster
 from config.virtual_cluster import check_virtual_clusters
 from config.model import Cluster, GpuOperator, Organization, Platform, Team
 from config import observability as observability_config
+from config.observability_login import check_grafana_login, grafana_login_warnings
 from config.reader import Reader
 from config.secrets import SECRET_KEYS, Secrets, secret_command
 from config.sharing import TIME_SLICED
@@ -104,6 +105,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     check_virtual_clusters(reader, teams)
     check_placement(reader, host, teams, root.raw("teams"))
     teams = resolve_access(reader, cluster, teams)
+    check_grafana_login(reader, observability.grafana_login, teams)
     if reader.issues:
         raise ConfigError(reader.issues)
 
@@ -116,7 +118,8 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     warnings = [f"{PROJECT}:{name} is not set: a placeholder stands in for it in this offline run. Set it "
                 f"before pulumi up: {secret_command(name, stack)}" for name in secrets.missing]
     warnings += _warnings(platform) + access_warnings(cluster, platform.teams) + placement_warnings(platform) \
-        + observability_config.observability_warnings(platform.observability)
+        + observability_config.observability_warnings(platform.observability) \
+        + grafana_login_warnings(platform.observability.grafana_login, platform.teams, secrets.set)
     return Platform(**{**platform.__dict__, "warnings": tuple(warnings),
                        "notes": tuple(_notes(platform) + observability_config.external_notes(
                            platform.observability, platform.kai_scheduler.gpu_sharing))})

@@ -13,6 +13,7 @@ from typing import Optional
 from config import versions
 from config.key_types import Boolean, Check, Integer, Number, Text, Version
 from config.keys import Block, Condition, Key
+from config.observability_login import GRAFANA_LOGIN, GrafanaLogin, read_grafana_login
 from config.reader import Reader, Section
 
 MODES = ("install", "external", "off")
@@ -61,6 +62,7 @@ class Observability:
     chart_version: str = versions.KUBE_PROMETHEUS_STACK_VERSION
     grafana: bool = True
     grafana_url: Optional[str] = None
+    grafana_login: Optional[GrafanaLogin] = None
     release_label: Optional[str] = None
     url: Optional[str] = None
     alerts: AlertThresholds = field(default_factory=AlertThresholds)
@@ -163,6 +165,8 @@ builds.""", keys=(
         details="With it, each team gets a Grafana organization named after the team, holding its board and one data source, "
                 "the team's query proxy (pulumiverse-grafana, signed in with the generated admin password). "
                 "`install` with `grafana: true` only."),
+    Key("grafanaLogin", GRAFANA_LOGIN, {}, "Team members sign in to Grafana through the teams' OIDC issuer, each "
+        "into their team's organization (docs/observability.md)."),
     Key("external", EXTERNAL, {}, "The site's own Prometheus, with `prometheus: external`."),
     Key("alerts", ALERTS, {}, "Thresholds of the platform's alert rules."),
     Key("timeAwareFairness", FAIRNESS, {}, "KAI's time-aware fair sharing, fed by the usage history in Prometheus."),
@@ -193,6 +197,8 @@ def read_observability(section: Section) -> Observability:
         chart_version=version,
         grafana=grafana,
         grafana_url=grafana_url,
+        grafana_login=read_grafana_login(section.child("grafanaLogin"), grafana_url,
+                                         mode == "install" and grafana is not False),
         release_label=INSTALL_RELEASE if mode == "install" else release_label,
         url=url,
         alerts=_alerts(section.child("alerts")),

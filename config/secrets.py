@@ -27,6 +27,8 @@ SECRETS = (
            "SSH private key for `cluster.microk8s.host`. Required when `host` is set."),
     Secret("kubeconfig", "path/to/kubeconfig",
            "Kubeconfig of the existing cluster. Required when `cluster.kind` is `kubeconfig`."),
+    Secret("grafanaClientSecret", "grafana-client-secret.txt",
+           "Secret of Grafana's OAuth client (`observability.grafanaLogin.clientId`), if that client has one."),
 )
 SECRET_KEYS = tuple(secret.name for secret in SECRETS)
 
