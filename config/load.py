@@ -16,6 +16,7 @@ from typing import Any, Iterable, Mapping
 from config.capacity import known_gpu_capacity
 from config.errors import ConfigError, ConfigIssue
 from config.hosts import host_profile
+from config.isolation import check_isolation, isolation_warnings, pin_teams
 from config.keys import REQUIRED, Block, Key
 from config.load_host import CI, CLUSTER, read_ci, read_cluster
 from config.load_operators import GPU_OPERATOR, KAI_SCHEDULER, read_gpu_operator, read_kai
@@ -103,8 +104,10 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
         **{team.namespace: f"team {team.name}" for team in teams}})
     _check_node_group_profiles(reader, cluster)
     _check_layout(reader, cluster, gpu_operator)
+    check_isolation(reader, cluster, gpu_operator, kai, teams)
     if reader.issues:
         raise ConfigError(reader.issues)
+    teams = pin_teams(teams, cluster)
 
     teams = [dataclasses.replace(team, vcluster=dataclasses.replace(
         team.vcluster, storage_class=host.storage_class, api_server_port=host.api_server_port)) for team in teams]
@@ -114,7 +117,8 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
                         missing_secrets=tuple(secrets.missing))
     warnings = [f"{PROJECT}:{name} is not set: a placeholder stands in for it in this offline run. Set it "
                 f"before pulumi up: {secret_command(name, stack)}" for name in secrets.missing]
-    return Platform(**{**platform.__dict__, "warnings": tuple(warnings + _warnings(platform)),
+    return Platform(**{**platform.__dict__, "warnings": tuple(warnings + _warnings(platform)
+                                                              + isolation_warnings(platform)),
                        "notes": tuple(_notes(platform))})
 
 
