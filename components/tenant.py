@@ -19,6 +19,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.admission import TenantAdmission, TenantAdmissionArgs, policy_name
+from components.isolation_admission import isolation_admission
 from components.tenant_dns import coredns_manifests
 from components.kubectl_job import (
     HOME_VOLUME, POD_SECURITY_CONTEXT, job_identity, kubectl_container, wait_for_create_args,
@@ -169,6 +170,7 @@ class TenantCluster(pulumi.ComponentResource):
         # The admission policy is in place before the vCluster can sync its first pod.
         self.admission = TenantAdmission(f"{name}-admission", TenantAdmissionArgs(team=team, provider=args.provider),
                                          opts=pulumi.ResourceOptions(parent=self))
+        tier_admission = isolation_admission(name, team, args.provider, self)
         self.release = k8s.helm.v3.Release(
             f"{name}-vcluster",
             name=team.vcluster_name,
@@ -183,7 +185,8 @@ class TenantCluster(pulumi.ComponentResource):
             # The tenant depends on its queue, so a removed team loses its queue only after its
             # control plane is gone.
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, protect=protect,
-                                        depends_on=[args.queue, self.admission, *args.prerequisites]),
+                                        depends_on=[args.queue, self.admission, *tier_admission,
+                                                    *args.prerequisites]),
         )
         self.kubeconfig_ready = self._wait_for_kubeconfig(name, team, args.provider)
         kubeconfig_secret = k8s.core.v1.Secret.get(

@@ -192,16 +192,28 @@ def _check_memory_capped(reader: Reader, key: str, kai: KaiScheduler) -> None:
                     "memory-capped teams need", f"pin {minimum} or later, e.g. {versions.KAI_VERSION}")
 
 
-def pin_teams(teams: list[Team], cluster: Cluster) -> list[Team]:
-    """A pinned team's vCluster syncs only its pool's nodes, and vCluster pins every pod of the team there."""
+def pin_teams(teams: list[Team], cluster: Cluster, gpu_operator: GpuOperator) -> list[Team]:
+    """A pinned team's vCluster syncs only its pool's nodes, and vCluster pins every pod of the team there.
+    A mig team also learns its pool and the strategy its slices are named by, for its admission policy."""
     pinned = []
     for team in teams:
         pool = team_pool(team, cluster)
         if pool is not None:
             labels = {**team.vcluster.node_labels, POOL_LABEL: pool}
-            team = dataclasses.replace(team, vcluster=dataclasses.replace(team.vcluster, node_labels=labels))
+            team = dataclasses.replace(team, vcluster=dataclasses.replace(team.vcluster, node_labels=labels),
+                                       isolation=dataclasses.replace(team.isolation, node_pool=pool))
+        if team.isolation.tier == MIG:
+            team = dataclasses.replace(team, isolation=dataclasses.replace(
+                team.isolation, mig_strategy=gpu_operator.mig_strategy))
         pinned.append(team)
     return pinned
+
+
+def with_isolation(gpu_operator: GpuOperator, kai: KaiScheduler, cluster: Cluster,
+                   teams: list[Team]) -> tuple[GpuOperator, KaiScheduler]:
+    """The operator sets the MIG strategy where a pool is split; KAI turns hamicore on for memory-capped teams."""
+    return (dataclasses.replace(gpu_operator, mig_split=bool(mig_pools(cluster))),
+            dataclasses.replace(kai, hamicore=any(team.isolation.tier == MEMORY_CAPPED for team in teams)))
 
 
 def mig_slices(platform: Platform) -> list[tuple[str, str, int, float, list[str]]]:

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping
 from config.capacity import known_gpu_capacity
 from config.errors import ConfigError, ConfigIssue
 from config.hosts import host_profile
-from config.isolation import check_isolation, isolation_warnings, pin_teams
+from config.isolation import check_isolation, isolation_warnings, pin_teams, with_isolation
 from config.keys import REQUIRED, Block, Key
 from config.load_host import CI, CLUSTER, read_ci, read_cluster
 from config.load_operators import GPU_OPERATOR, KAI_SCHEDULER, read_gpu_operator, read_kai
@@ -107,7 +107,8 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     check_isolation(reader, cluster, gpu_operator, kai, teams)
     if reader.issues:
         raise ConfigError(reader.issues)
-    teams = pin_teams(teams, cluster)
+    teams = pin_teams(teams, cluster, gpu_operator)
+    gpu_operator, kai = with_isolation(gpu_operator, kai, cluster, teams)
 
     teams = [dataclasses.replace(team, vcluster=dataclasses.replace(
         team.vcluster, storage_class=host.storage_class, api_server_port=host.api_server_port)) for team in teams]

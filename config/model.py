@@ -99,6 +99,8 @@ class Isolation:
     mig_profile: Optional[str] = None
     # The GPU node pool the team's pods are pinned to (None: every GPU pool the vCluster syncs).
     node_pool: Optional[str] = None
+    # A mig team's device-plugin MIG strategy: how its slices are named to pods (config/isolation.py).
+    mig_strategy: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -213,6 +215,8 @@ class GpuOperator:
     time_slicing: TimeSlicing
     # The device plugin's MIG strategy (chart value mig.strategy), rendered when a pool is split.
     mig_strategy: str = "mixed"
+    # Whether a GPU node group is split into MIG slices (config/isolation.py).
+    mig_split: bool = False
 
 
 @dataclass(frozen=True)
@@ -220,6 +224,8 @@ class KaiScheduler:
     version: str
     gpu_sharing: bool
     namespace: str = "kai-scheduler"
+    # KAI's hamicore binder and pod-webhook plugins, on when a team is memory-capped (config/isolation.py).
+    hamicore: bool = False
 
 
 @dataclass(frozen=True)

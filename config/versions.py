@@ -50,3 +50,11 @@ def release_numbers(version: str) -> tuple[int, ...]:
 KUBE_PROMETHEUS_STACK_REPO = "https://prometheus-community.github.io/helm-charts"
 KUBE_PROMETHEUS_STACK_CHART = "kube-prometheus-stack"
 KUBE_PROMETHEUS_STACK_VERSION = "88.5.3"
+
+# HAMi-core (libvgpu.so), the in-container library that enforces a memory-capped team's
+# CUDA_DEVICE_MEMORY_LIMIT. HAMi-core itself publishes no image: the HAMi project's image carries the
+# library, and a memory-capped pod mounts it as an image volume (components/isolation_admission.py).
+# The tag and the path inside the image were not readable offline: check them
+# (`crane export IMAGE - | tar -t | grep libvgpu.so`) before the first memory-capped team goes live.
+HAMI_CORE_IMAGE = "docker.io/projecthami/hami:v2.6.1"
+HAMI_CORE_IMAGE_LIBRARY_DIR = "k8s-vgpu/lib/nvidia"

@@ -27,3 +27,8 @@ def isolation_config() -> dict:
          "isolation": {"tier": "exclusive", "nodePool": "l40s"}},
     ]
     return config
+
+
+def prefixed(config: dict) -> dict:
+    """Raw config as a stack file's ``config:`` block holds it (keys in the project's namespace)."""
+    return {f"gpu-tenancy:{key}": value for key, value in config.items()}
