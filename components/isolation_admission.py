@@ -234,6 +234,13 @@ class IsolationAdmission(pulumi.ComponentResource):
         self.register_outputs({"policy": isolation_policy_name(team), "tier": team.isolation.tier})
 
 
+def isolation_outputs(team: Team) -> dict:
+    """What the tenant registers about its tier, for the plan summary."""
+    isolation = team.isolation
+    return {key: value for key, value in (("tier", isolation.tier), ("migProfile", isolation.mig_profile),
+                                          ("nodePool", isolation.node_pool)) if value is not None}
+
+
 def isolation_admission(name: str, team: Team, provider: k8s.Provider,
                         parent: pulumi.Resource) -> list[IsolationAdmission]:
     """The team's tier policy, or nothing for a shared team (its rules are the tenant admission's alone)."""

@@ -19,7 +19,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.admission import TenantAdmission, TenantAdmissionArgs, policy_name
-from components.isolation_admission import isolation_admission
+from components.isolation_admission import isolation_admission, isolation_outputs
 from components.tenant_dns import coredns_manifests
 from components.kubectl_job import (
     HOME_VOLUME, POD_SECURITY_CONTEXT, job_identity, kubectl_container, wait_for_create_args,
@@ -203,6 +203,7 @@ class TenantCluster(pulumi.ComponentResource):
             "namespace": team.namespace,
             "queue": team.queue_name,
             "admissionPolicy": policy_name(team),
+            "isolation": isolation_outputs(team),
             "connectCommand": self.connect_command,
             "kubeconfig": self.kubeconfig,
         })

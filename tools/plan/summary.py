@@ -19,6 +19,7 @@ from config.vocabulary import (
 )
 from tools.plan.lookup import PlanIndex, dig, topological
 from tools.plan.markdown import code, fmt_amount, fmt_labels, fmt_num, table
+from tools.plan.summary_isolation import isolation_section
 from tools.plan.summary_tenants import cluster_objects_section, tenant_section
 
 SUMMARY_FILE = "summary.md"
@@ -324,6 +325,7 @@ def render_summary(plan: dict[str, Any]) -> str:
     lines += _gpu_operator_section(index, outputs) + [""]
     lines += _queue_section(index) + [""]
     lines += tenant_section(index) + [""]
+    lines += isolation_section(index) + [""]
 
     lines += cluster_objects_section(index) + [""]
 
