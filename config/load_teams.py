@@ -92,7 +92,7 @@ TEAM = Block(title="one entry per team", retired=(
         example="false", details="See [Data safety](operations.md#data-safety-and-decommissioning-a-team)."),
     Key("vcluster", VCLUSTER, Derived("the stack's `vcluster` settings"),
         "Per-team overrides, merged over the stack's `vcluster` block.", example="{resourceQuota: {pods: 10}}"),
-    Key("isolation", ISOLATION, {}, "The team's GPU isolation tier; see [GPU isolation tier](#gpu-isolation-tier).",
+    Key("isolation", ISOLATION, {}, "The team's GPU isolation tier; see [GPU isolation tier](#teamsisolation--gpu-isolation-tier).",
         example="{tier: mig, migProfile: 1g.10gb, nodePool: a100}"),
 ))
 
