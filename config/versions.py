@@ -75,3 +75,14 @@ KUBE_PROMETHEUS_STACK_VERSION = "88.5.3"
 # team="<team>" to every selector of every query. v0.9.0 is the newest tag of prometheus-community/prom-label-proxy
 # read for its flags (-label, -label-value, -error-on-replace, -enable-label-apis).
 PROM_LABEL_PROXY_IMAGE = "quay.io/prometheuscommunity/prom-label-proxy:v0.9.0"
+
+# HAMi-core (libvgpu.so), the in-container library that enforces a memory-capped team's
+# CUDA_DEVICE_MEMORY_LIMIT (written by KAI's hamicore plugins). KAI's own guide at v0.16.4 and v0.17.0
+# (docs/gpu-sharing/hami/README.md) names Project-HAMi/KAI-resource-isolator as the library's carrier: its
+# release workflow publishes docker.io/projecthami/kai-resource-isolator:<git tag>, and its docker/Dockerfile
+# builds HAMi-core and copies it to /artifacts/libvgpu.so. The isolator copies it onto every node through a
+# hostPath, which Pod Security baseline refuses in a tenant pod; here the tenant's pod mounts that image
+# read-only as an image volume instead (components/isolation_admission.py), at /usr/local/vgpu, where
+# HAMi-core looks for itself. v1.0.0 is the release KAI's guide installs (chart 1.0.0).
+HAMI_CORE_IMAGE = "docker.io/projecthami/kai-resource-isolator:v1.0.0"
+HAMI_CORE_IMAGE_LIBRARY_DIR = "artifacts"
