@@ -60,17 +60,35 @@ def team_pool(team: Team, cluster: Cluster) -> Optional[str]:
     return pools[0].name if len(pools) == 1 else None
 
 
-def check_isolation(reader: Reader, cluster: Cluster, gpu_operator: GpuOperator, kai: KaiScheduler,
+def _reported(reader: Reader, key: str) -> bool:
+    """Whether ``key`` or a key under it already has a problem of its own (its value then reads as None)."""
+    return any(issue.key == key or issue.key.startswith((key + ".", key + "[")) for issue in reader.issues)
+
+
+def _readable(reader: Reader, cluster: Optional[Cluster]) -> Optional[Cluster]:
+    """The cluster when its GPU node groups were read without problems: the hardware rules need all of them."""
+    if cluster is None or (cluster.eks is not None and _reported(reader, "cluster.eks.gpuNodeGroups")):
+        return None
+    return cluster
+
+
+def check_isolation(reader: Reader, cluster: Optional[Cluster], gpu_operator: GpuOperator, kai: KaiScheduler,
                     teams: list[Team]) -> None:
-    for name, (index, group) in _groups(cluster).items():
+    """One issue per wrong combination; a value with a problem of its own (None here) is left to that problem."""
+    cluster = _readable(reader, cluster)
+    for name, (index, group) in (_groups(cluster) if cluster is not None else {}).items():
         _check_pool(reader, f"cluster.eks.gpuNodeGroups[{index}]", group, gpu_operator)
     for index, team in enumerate(teams):
         key = f"teams[{index}].isolation"
         tier = team.isolation.tier
+        if tier is None:
+            continue
         if tier != MIG and team.isolation.mig_profile is not None:
             reader.fail(f"{key}.migProfile", team.isolation.mig_profile, f"only a mig team has a MIG profile, "
                         f"this one is {tier}", "remove migProfile, or set isolation.tier to mig")
-        if tier == MIG:
+        if cluster is None:
+            pass  # the pools are unknown: the cluster's own problem is reported
+        elif tier == MIG:
             _check_mig_team(reader, key, index, team, cluster)
         else:
             _check_pinned_pool(reader, key, team, cluster, gpu_operator)
@@ -182,13 +200,13 @@ def _check_mig_team(reader: Reader, key: str, index: int, team: Team, cluster: C
 
 def _check_whole(reader: Reader, key: str, team: Team, unit: int, why: str) -> None:
     for field, value in (("quota", team.resources.gpu.quota), ("limit", team.resources.gpu.limit)):
-        if value != -1 and abs(value / unit - round(value / unit)) > _EPSILON:
+        if value is not None and value != -1 and abs(value / unit - round(value / unit)) > _EPSILON:
             reader.fail(f"{key}.{field}", value, f"{why}, so it must be a multiple of {unit}",
                         f"set it to a multiple of {unit}, e.g. {max(round(value / unit), 1) * unit:g}")
 
 
 def _check_memory_capped(reader: Reader, key: str, kai: KaiScheduler) -> None:
-    if not kai.gpu_sharing:
+    if kai.gpu_sharing is False:
         reader.fail(f"{key}.tier", MEMORY_CAPPED, "memory-capped teams get KAI fractions, but "
                     "kaiScheduler.gpuSharing is off", "turn kaiScheduler.gpuSharing on, or use tier exclusive")
     if kai.version is not None and versions.release_numbers(kai.version) < HAMICORE_MINIMUM_VERSION:

@@ -219,3 +219,43 @@ def test_exclusive_team_cannot_request_fractions(exclusive, attack):
 def test_shared_teams_get_no_tier_policy(dev_run):
     names = {policy.inputs["metadata"]["name"] for policy in dev_run.of_type(POLICY)}
     assert not any(name.endswith("-isolation") for name in names)
+
+
+# --- init containers and later updates, for every tier ----------------------------------------------
+
+
+@pytest.mark.parametrize("entry", [
+    {"name": "CUDA_DEVICE_MEMORY_LIMIT", "value": "80g"},
+    {"name": "LD_PRELOAD", "value": "/opt/noop.so"},
+    {"name": "CUDA_DEVICE_MEMORY_SHARED_CACHE", "value": "/tmp/mine"},
+], ids=["limit", "preload", "shared-cache"])
+def test_memory_capped_init_containers_cannot_set_hami_core_names(capped, entry):
+    pod = fractional(capped, initContainers=[container("warm", env_entries=[entry])])
+    assert "memory-limit" in rules(capped.create(pod))
+
+
+def test_memory_capped_init_container_env_from_needs_a_safe_prefix(capped):
+    pod = fractional(capped, initContainers=[container("warm", env_from=[{"configMapRef": {"name": "limits"}}])])
+    assert "memory-limit" in rules(capped.create(pod))
+
+
+def test_a_fraction_given_to_an_init_container_must_load_hami_core_there(capped):
+    pod = fractional(capped, initContainers=[container("warm")])
+    pod["metadata"]["annotations"]["gpu-fraction-container-name"] = "warm"
+    assert "hami-core" in rules(capped.create(pod))
+
+
+def test_exclusive_init_containers_get_no_mig_slices(exclusive):
+    pod = on_kai(exclusive, initContainers=[container("warm", mig="nvidia.com/mig-1g.10gb")])
+    assert "whole-gpus" in rules(exclusive.create(pod))
+
+
+@pytest.mark.parametrize("tenant_name", ["mig", "exclusive"])
+def test_a_fraction_cannot_be_added_by_a_later_update(request, tenant_name):
+    tenant = request.getfixturevalue(tenant_name)
+    host = tenant.host_pod(on_kai(tenant))
+    assert tenant.create_host(host) == []
+    changed = copy.deepcopy(host)
+    changed["metadata"].setdefault("annotations", {})["gpu-fraction"] = "0.5"
+    refused = rules(tenant.update(host, changed))
+    assert {"guarded-fields", "mig-profile" if tenant_name == "mig" else "whole-gpus"} <= refused

@@ -105,3 +105,16 @@ def test_a_mig_split_pool_counts_in_kais_units():
     # 8 H100 x 7 units + 4 L40S: the organization's gpu quota is compared with this.
     config = put(isolation_config(), "organization.resources.gpu", {"quota": 61, "limit": -1})
     assert any("61 but the host has at most 60" in warning for warning in load_platform(config).warnings)
+
+
+@pytest.mark.parametrize("path, value, key", [
+    ("teams[0].isolation.tier", "hard", "teams[0].isolation.tier"),
+    ("cluster.kind", "gke", "cluster.kind"),
+    ("cluster.eks.gpuNodeGroups[0].instanceTypes", 5, "cluster.eks.gpuNodeGroups[0].instanceTypes"),
+    ("cluster.eks.gpuNodeGroups[0].migConfig", 5, "cluster.eks.gpuNodeGroups[0].migConfig"),
+    ("teams[0].resources.gpu.quota", "x", "teams[0].resources.gpu.quota"),
+    ("kaiScheduler.gpuSharing", "yes", "kaiScheduler.gpuSharing"),
+], ids=["tier", "cluster-kind", "instance-types", "mig-config", "gpu-quota", "gpu-sharing"])
+def test_a_value_with_its_own_problem_is_reported_once_without_follow_on_isolation_errors(path, value, key):
+    """The loader reports every problem in one pass; the isolation rules skip what another rule refused."""
+    assert [issue.key for issue in rejected(put(isolation_config(), path, value)).issues] == [key]
