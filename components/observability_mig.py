@@ -19,8 +19,9 @@ PROFILE_LABEL = "GPU_I_PROFILE"
 SLICE_BUSY_METRIC = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 # Compute slices of a MIG profile: 1 to 7 (config/mig.py's PROFILE_PATTERN).
 COMPUTE_SLICES = range(1, 8)
-# Selects the series of whole GPUs only.
+# Select the series of whole GPUs only, of MIG slices only.
 WHOLE_GPU = f'{INSTANCE_LABEL}=""'
+SLICES_ONLY = f'{INSTANCE_LABEL}!=""'
 
 
 def _per_slice(metric: str, by: str, value: str) -> str:

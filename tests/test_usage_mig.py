@@ -27,6 +27,7 @@ from typing import Optional
 import pytest
 
 from components import observability_rules as rules
+from components import observability_team_series as team_series
 from ops import usage
 from tests.test_usage import START, backfilled_prometheus, run_tool, pytestmark  # noqa: F401 (skip without prometheus)
 
@@ -121,3 +122,13 @@ def test_gpus_present_count_slices_like_the_quotas_they_are_compared_with(mig_da
     assert at_noon(mig_day_url, recorded(rules.PRESENT)) == pytest.approx({"": 8})
     assert at_noon(mig_day_url, recorded(rules.PROMISED).replace(
         rules.QUOTA, recorded(rules.QUOTA))) == pytest.approx({"": 6})
+
+
+def test_a_team_board_shows_each_slice_its_pods_hold(mig_day_url):
+    expr = next(rule["expr"] for rule in team_series.team_series_rules()
+                if rule["record"] == team_series.POD_GPU_UTILISATION)
+    samples = usage.Prometheus(mig_day_url).query(expr, FIRST + DAY * 30)
+    busy = {(s["metric"]["team"], s["metric"]["pod"], s["metric"].get("GPU_I_ID", "")): float(s["value"][1])
+            for s in samples}
+    assert busy == pytest.approx({("alpha", "work-7", "7"): 50, ("alpha", "work-8", "8"): 50,
+                                  ("beta", "work-2", "2"): 20, ("gamma", "serve-0", ""): 75})
