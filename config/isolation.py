@@ -215,13 +215,17 @@ def _check_memory_capped(reader: Reader, key: str, kai: KaiScheduler) -> None:
                     "memory-capped teams need", f"pin {minimum} or later, e.g. {versions.KAI_VERSION}")
 
 
-def pin_teams(teams: list[Team], cluster: Cluster, gpu_operator: GpuOperator) -> list[Team]:
-    """A pinned team's vCluster syncs only its pool's nodes, and vCluster pins every pod of the team there.
-    A mig team also learns its pool and the strategy its slices are named by, for its admission policy."""
+def pin_teams(reader: Reader, teams: list[Team], cluster: Optional[Cluster], gpu_operator: GpuOperator) -> list[Team]:
+    """A pinned team's vCluster syncs only its pool's nodes, and vCluster pins every pod of the team there
+    (so the placement rules judge the pinned selector). A mig team also learns its pool and the strategy its
+    slices are named by, for its admission policy. Teams whose values have problems of their own stay as read."""
+    cluster = _readable(reader, cluster)
+    if cluster is None:
+        return teams
     pinned = []
     for team in teams:
-        pool = team_pool(team, cluster)
-        if pool is not None:
+        pool = team_pool(team, cluster) if team.isolation.tier is not None else None
+        if pool is not None and team.vcluster.node_labels is not None:
             labels = {**team.vcluster.node_labels, POOL_LABEL: pool}
             team = dataclasses.replace(team, vcluster=dataclasses.replace(team.vcluster, node_labels=labels),
                                        isolation=dataclasses.replace(team.isolation, node_pool=pool))

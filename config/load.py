@@ -104,11 +104,11 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     _check_layout(reader, cluster, gpu_operator)
     check_virtual_clusters(reader, teams)
     check_isolation(reader, cluster, gpu_operator, kai, teams)
+    teams = pin_teams(reader, teams, cluster, gpu_operator)
     check_placement(reader, host, teams, root.raw("teams"))
     teams = resolve_access(reader, cluster, teams)
     if reader.issues:
         raise ConfigError(reader.issues)
-    teams = pin_teams(teams, cluster, gpu_operator)
     gpu_operator, kai = with_isolation(gpu_operator, kai, cluster, teams)
 
     teams = [dataclasses.replace(team, vcluster=dataclasses.replace(

@@ -118,3 +118,12 @@ def test_a_mig_split_pool_counts_in_kais_units():
 def test_a_value_with_its_own_problem_is_reported_once_without_follow_on_isolation_errors(path, value, key):
     """The loader reports every problem in one pass; the isolation rules skip what another rule refused."""
     assert [issue.key for issue in rejected(put(isolation_config(), path, value)).issues] == [key]
+
+
+def test_a_team_pinned_to_a_pool_its_own_node_labels_do_not_match_is_refused():
+    """nodePool is added to the team's selector before placement is judged: together they select no pool."""
+    config = put(isolation_config(), "cluster.eks.gpuNodeGroups[0].labels", {"site/rack": "a"})
+    config = put(config, "teams[2].vcluster", {"nodeLabels": {"site/rack": "a"}})
+    issues = rejected(config).issues
+    assert [issue.key for issue in issues] == ["teams[2].vcluster.nodeLabels"]
+    assert issues[0].value["gpu-tenancy/pool"] == "l40s"
