@@ -163,7 +163,7 @@ def _exclusive_rules(team: Team) -> list[dict]:
                   f"request whole {GPU_RESOURCE} and remove the fraction annotations")]
 
 
-def _memory_capped_rules(team: Team) -> list[dict]:
+def _memory_capped_rules(team: Team, mutated_by_kai: bool) -> list[dict]:
     env = _every(CONTAINER_LISTS, f"!has(c.env) || c.env.all(e, {_env_entry_ok()})")
     env_from = _every(CONTAINER_LISTS, f"!has(c.envFrom) || c.envFrom.all(f, {_env_from_ok()})")
     kai_limit = _every(CONTAINER_LISTS[:2], f"c.name != variables.fractionContainer || "
@@ -175,7 +175,9 @@ def _memory_capped_rules(team: Team) -> list[dict]:
                                           f"{image_volume}.exists(name, {_loads_library('name')})")
     return [
         _no_mig("no-mig", team),
-        _rule("memory-limit", f"(!variables.fractional || ({kai_limit})) && {env} && {env_from}",
+        # Before KAI's webhook (inside the vCluster) the fractional container has no limit yet: KAI adds it.
+        _rule("memory-limit", f"(!variables.fractional || ({kai_limit})) && {env} && {env_from}" if mutated_by_kai
+              else f"{env} && {env_from}",
               f"team {team.name} is memory-capped: its fractional container keeps KAI's {MEMORY_LIMIT}, and no "
               f"container may set {PROTECTED_PREFIX}*, {', '.join(PROTECTED_NAMES)} (other than {PRELOAD}={LIBRARY}) "
               "by env or by an envFrom source without a safe prefix",
@@ -188,14 +190,15 @@ def _memory_capped_rules(team: Team) -> list[dict]:
     ]
 
 
-def isolation_validations(team: Team) -> list[dict]:
+def isolation_validations(team: Team, *, mutated_by_kai: bool = True) -> list[dict]:
+    """The tier's rules for the pod KAI's webhook mutated (the host), or for the pod as the tenant wrote it."""
     tier = team.isolation.tier
     if tier == MIG:
         return _mig_rules(team)
     if tier == EXCLUSIVE:
         return _exclusive_rules(team)
     if tier == MEMORY_CAPPED:
-        return _memory_capped_rules(team)
+        return _memory_capped_rules(team, mutated_by_kai)
     return []
 
 

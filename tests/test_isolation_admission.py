@@ -2,7 +2,8 @@
 
 Pods are written as a hostile tenant would, synced as vCluster 0.36.1 syncs them, mutated by KAI's pod
 webhook (tests/tenant_sim.py) and, on a site with memory-capped teams, by KAI's hamicore plugin
-(tests/isolation_sim.py); then both host policies of the team judge them.
+(tests/isolation_sim.py); then both host policies of the team judge them. Inside the vCluster the shipped
+copy of the rules refuses the same pods at create (tests/test_virtual_defaults.py's ``Inside``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from tests.conftest import run
 from tests.isolation_sim import MEMORY_LIMIT, IsolationTenant, isolation_tenant_of, with_hami_core
 from tests.isolation_spec import isolation_config, prefixed
 from tests.tenant_sim import KAI_SCHEDULER, POLICY, container, virtual_pod
+from tests.test_virtual_defaults import Inside
 
 CONFIG = prefixed(isolation_config())
 
@@ -259,3 +261,52 @@ def test_a_fraction_cannot_be_added_by_a_later_update(request, tenant_name):
     changed["metadata"].setdefault("annotations", {})["gpu-fraction"] = "0.5"
     refused = rules(tenant.update(host, changed))
     assert {"guarded-fields", "mig-profile" if tenant_name == "mig" else "whole-gpus"} <= refused
+
+
+# --- inside the vCluster: the same refusals at kubectl apply ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def inside_capped(capped):
+    return Inside(capped)
+
+
+@pytest.fixture(scope="module")
+def inside_mig(mig):
+    return Inside(mig)
+
+
+def honest_capped_pod() -> dict:
+    return with_hami_core(virtual_pod(annotations={"gpu-fraction": "0.5"}))
+
+
+def test_an_honest_memory_capped_pod_passes_inside_and_on_the_host(inside_capped):
+    mutated, refused = inside_capped.create(honest_capped_pod())
+    assert refused == []
+    assert inside_capped.tenant.create(mutated) == []
+
+
+@pytest.mark.parametrize("attack", ["no-hami-core", "per-device-limit", "mig-slice"])
+def test_a_memory_capped_attack_is_refused_inside_with_the_hosts_message(inside_capped, attack):
+    pods = {
+        "no-hami-core": virtual_pod(annotations={"gpu-fraction": "0.5"}),
+        "per-device-limit": honest_capped_pod(),
+        "mig-slice": virtual_pod(containers=[container(mig="nvidia.com/mig-1g.10gb")]),
+    }
+    pod = pods[attack]
+    if attack == "per-device-limit":
+        pod["spec"]["containers"][0]["env"].append({"name": "CUDA_DEVICE_MEMORY_LIMIT_0", "value": "80g"})
+    mutated, refused = inside_capped.create(pod)
+    host = inside_capped.tenant.create(mutated)
+    assert refused and set(refused) <= set(host)
+
+
+@pytest.mark.parametrize("pod, admitted", [
+    (lambda: virtual_pod(containers=[container(mig="nvidia.com/mig-1g.10gb")]), True),
+    (lambda: virtual_pod(containers=[container(mig="nvidia.com/mig-3g.40gb")]), False),
+    (lambda: virtual_pod(annotations={"gpu-fraction": "0.5"}), False),
+], ids=["own-profile", "other-profile", "fraction"])
+def test_a_mig_teams_pods_are_judged_inside_as_on_the_host(inside_mig, pod, admitted):
+    mutated, refused = inside_mig.create(pod())
+    host = inside_mig.tenant.create(mutated)
+    assert (refused == [] and host == []) if admitted else (refused and set(refused) <= set(host))
