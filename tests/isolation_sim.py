@@ -49,7 +49,8 @@ def with_hami_core(pod: dict, container_name: Optional[str] = None) -> dict:
     loaded = copy.deepcopy(pod)
     spec = loaded["spec"]
     spec.setdefault("volumes", []).append({"name": "hami-core", "image": {"reference": versions.HAMI_CORE_IMAGE}})
-    target = next(entry for entry in spec["containers"] if entry["name"] == (container_name or spec["containers"][0]["name"]))
+    wanted = container_name or spec["containers"][0]["name"]
+    target = next(entry for entry in spec["containers"] if entry["name"] == wanted)
     target.setdefault("env", []).append({"name": "LD_PRELOAD", "value": LIBRARY})
     target.setdefault("volumeMounts", []).append({"name": "hami-core", "mountPath": LIBRARY_DIR, "readOnly": True,
                                                   "subPath": versions.HAMI_CORE_IMAGE_LIBRARY_DIR})
