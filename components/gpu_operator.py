@@ -66,6 +66,9 @@ def operator_values(settings: GpuOperatorSettings, host_kind: str) -> dict:
             }
         },
         **DCGM_EXPORTER,
+        # A MIG-split pool: the device plugin names the slices by this strategy; the MIG manager (on by
+        # default) applies each node's nvidia.com/mig.config layout.
+        **({"mig": {"strategy": settings.mig_strategy}, "migManager": {"enabled": True}} if settings.mig_split else {}),
     }
 
 

@@ -57,8 +57,14 @@ class KaiSchedulerArgs:
 def kai_values(settings: KaiSettings) -> dict:
     # blockNvidiaVisibleDevices: KAI's pod webhook writes NVIDIA_VISIBLE_DEVICES=void into every container
     # that holds no GPU, so a tenant image's own ENV cannot open the node's GPUs.
-    return {"global": {"gpuSharing": settings.gpu_sharing, "blockNvidiaVisibleDevices": True},
-            "admission": {"podDisruptionBudget": {"enabled": True, "maxUnavailable": ADMISSION_MAX_UNAVAILABLE}}}
+    budget = {"enabled": True, "maxUnavailable": ADMISSION_MAX_UNAVAILABLE}
+    values: dict = {"global": {"gpuSharing": settings.gpu_sharing, "blockNvidiaVisibleDevices": True},
+                    "admission": {"podDisruptionBudget": budget}}
+    if settings.hamicore:
+        # Memory-capped teams: the binder writes each fraction's CUDA_DEVICE_MEMORY_LIMIT and the operator starts
+        # the pod webhook with --hami-core-enabled, which points the fractional container at it.
+        values["binder"] = {"plugins": {"hamicore": {"enabled": True}}}
+    return values
 
 
 def admission_patch_spec() -> dict:

@@ -18,6 +18,7 @@ tests/test_observability_shares.py check them.
 
 from __future__ import annotations
 
+from components import observability_mig as mig
 from components import observability_shares as shares
 from components.admission import policy_name
 from config.model import Platform, UNLIMITED
@@ -44,7 +45,10 @@ SITE_ALLOCATED = "site:gpu_tenancy_gpus_allocated:sum"
 
 # DCGM maps a GPU to the pod holding it; several series of one GPU (scraped twice, or per container) count once.
 # A shared GPU sits in KAI's reservation namespace, which is no team's: only the share rules charge it.
-_GPU_UTIL_BY_NAMESPACE = "max by (namespace, UUID) (DCGM_FI_DEV_GPU_UTIL) / 100"
+# MIG slices are counted apart, in KAI's units (components/observability_mig.py).
+_GPU_UTIL_BY_NAMESPACE = f"max by (namespace, UUID) (DCGM_FI_DEV_GPU_UTIL{{{mig.WHOLE_GPU}}}) / 100"
+_WHOLE_GPUS_PRESENT = (f"count(count by (UUID) (DCGM_FI_DEV_GPU_UTIL{{{mig.WHOLE_GPU}}}) unless on (UUID) "
+                       f"count by (UUID) ({mig.SLICE_BUSY_METRIC}{{{mig.SLICES_ONLY}}}))")
 
 
 def _per_team(metric: str) -> str:
@@ -73,13 +77,23 @@ def _to_team(expr: str) -> str:
 
 
 def used_gpus() -> str:
-    """Per team: busy ratio of each whole GPU it holds plus the busy time charged to its pods' shares."""
-    return f"sum by (team) (({_to_team(_GPU_UTIL_BY_NAMESPACE)}) or ({_to_team(shares.charged())}))"
+    """Per team: busy ratio of each whole GPU it holds, the busy time charged to its pods' shares, and its MIG
+    slices' busy time in KAI units."""
+    return (f"sum by (team) (({_to_team(_GPU_UTIL_BY_NAMESPACE)}) or ({_to_team(shares.charged())}) or "
+            f"({_to_team(mig.slice_busy_by_namespace())}))")
 
 
 def held_gpus() -> str:
-    """Per team: whole GPUs DCGM maps to its pods plus its pods' shares of the shared GPUs DCGM sees."""
-    return f"sum by (team) (({_to_team(f'{_GPU_UTIL_BY_NAMESPACE} * 0 + 1')}) or ({_to_team(shares.share())}))"
+    """Per team: whole GPUs DCGM maps to its pods, its pods' shares of the shared GPUs DCGM sees, and its MIG
+    slices in KAI units."""
+    return (f"sum by (team) (({_to_team(f'{_GPU_UTIL_BY_NAMESPACE} * 0 + 1')}) or ({_to_team(shares.share())}) or "
+            f"({_to_team(mig.slice_units_by_namespace())}))")
+
+
+def gpus_present() -> str:
+    """Whole GPUs DCGM sees plus its MIG slices in KAI units, comparable with the quotas promised."""
+    slices = mig.slices_present()
+    return f"({_WHOLE_GPUS_PRESENT} + {slices}) or {_WHOLE_GPUS_PRESENT} or {slices}"
 
 
 def recording_rules() -> list[dict]:
@@ -101,7 +115,7 @@ def recording_rules() -> list[dict]:
                                     f" * on (namespace) group_left (team) {TEAM_INFO})"},
         {"record": PROMISED, "expr": f"sum({QUOTA})"},
         {"record": SITE_ALLOCATED, "expr": f"sum({ALLOCATED})"},
-        {"record": PRESENT, "expr": "count(count by (UUID) (DCGM_FI_DEV_GPU_UTIL))"},
+        {"record": PRESENT, "expr": gpus_present()},
     ]
 
 

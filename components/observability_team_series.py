@@ -9,6 +9,7 @@ stack config writes (components/observability_rules.py). Plain data, no resource
 
 from __future__ import annotations
 
+from components import observability_mig as mig
 from components import observability_shares as shares
 from components.observability_rules import TEAM_INFO, rule_groups
 from config.model import Platform
@@ -26,13 +27,21 @@ POD_GPU_CHARGED = "team_pod:gpu_tenancy_used_gpus:share"
 
 
 def _per_pod(metric: str) -> str:
-    # max: a GPU scraped twice, or reported per container, counts once.
-    return f"max by ({TEAM_LABEL}, pod, UUID) ({metric} * on (namespace) group_left ({TEAM_LABEL}) {TEAM_INFO})"
+    # max: a GPU scraped twice, or reported per container, counts once; each MIG slice of a card (GPU_I_ID,
+    # absent on whole GPUs) is a series of its own.
+    return (f"max by ({TEAM_LABEL}, pod, UUID, {mig.INSTANCE_LABEL}) "
+            f"({metric} * on (namespace) group_left ({TEAM_LABEL}) {TEAM_INFO})")
+
+
+def _pod_utilisation() -> str:
+    """Busy percent per GPU or MIG slice a pod holds (DCGM measures a slice's busy ratio, not GPU_UTIL)."""
+    return (f"{_per_pod(f'DCGM_FI_DEV_GPU_UTIL{{{mig.WHOLE_GPU}}}')} or "
+            f"{_per_pod(f'{mig.SLICE_BUSY_METRIC}{{{mig.SLICES_ONLY}}} * 100')}")
 
 
 def team_series_rules() -> list[dict]:
     return [
-        {"record": POD_GPU_UTILISATION, "expr": _per_pod("DCGM_FI_DEV_GPU_UTIL")},
+        {"record": POD_GPU_UTILISATION, "expr": _pod_utilisation()},
         {"record": POD_GPU_MEMORY_USED, "expr": _per_pod("DCGM_FI_DEV_FB_USED")},
         {"record": POD_GPU_SHARE, "expr": _per_pod(shares.SHARE)},
         {"record": POD_GPU_CHARGED, "expr": _per_pod(shares.CHARGED)},

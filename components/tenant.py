@@ -19,6 +19,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.admission import TenantAdmission, TenantAdmissionArgs, policy_name
+from components.isolation_admission import isolation_admission, isolation_outputs
 from components.synced_objects_admission import (
     SyncedObjectsAdmission, SyncedObjectsAdmissionArgs, synced_objects_policy_name,
 )
@@ -178,6 +179,7 @@ class TenantCluster(pulumi.ComponentResource):
         self.synced_objects_admission = SyncedObjectsAdmission(
             f"{name}-synced-objects-admission", SyncedObjectsAdmissionArgs(team=team, provider=args.provider),
             opts=pulumi.ResourceOptions(parent=self))
+        tier_admission = isolation_admission(name, team, args.provider, self)
         self.access = TeamAccess(f"{name}-access", TenantAccessArgs(team, args.provider, self.namespace), self)
         self.release = k8s.helm.v3.Release(
             f"{name}-vcluster",
@@ -195,7 +197,8 @@ class TenantCluster(pulumi.ComponentResource):
             # control plane is gone.
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, protect=protect,
                                         depends_on=[args.queue, self.admission, self.synced_objects_admission,
-                                                    *args.prerequisites, *self.access.prerequisites]),
+                                                    *tier_admission, *args.prerequisites,
+                                                    *self.access.prerequisites]),
         )
         self.kubeconfig_ready = self._wait_for_kubeconfig(name, team, args.provider)
         kubeconfig_secret = k8s.core.v1.Secret.get(
@@ -220,6 +223,7 @@ class TenantCluster(pulumi.ComponentResource):
                               "services": team.vcluster.resource_quota.services,
                               "persistentVolumeClaims": team.vcluster.resource_quota.persistent_volume_claims,
                               "storage": team.vcluster.resource_quota.storage},
+            "isolation": isolation_outputs(team),
             "connectCommand": self.connect_command,
             "kubeconfig": self.kubeconfig,
             **self.access.outputs(),

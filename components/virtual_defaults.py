@@ -8,7 +8,8 @@ where MutatingAdmissionPolicy is GA (``admissionregistration.k8s.io/v1``) and on
 program ships:
 
 - a MutatingAdmissionPolicy that sets both on every pod created in the virtual cluster;
-- a ValidatingAdmissionPolicy with the host's pod rules (``policy_validations``), so a pod the host would
+- a ValidatingAdmissionPolicy with the host's pod rules (``policy_validations``, and the team's isolation tier
+  rules as they read a pod before KAI's webhook), so a pod the host would
   refuse is refused when the tenant creates it, with the same ``[rule]`` message. Only CREATE is checked:
   vCluster's syncer copies KAI's host-side additions back into virtual pods, which the host's UPDATE rules
   would refuse from the tenant but must accept from the syncer.
@@ -23,6 +24,7 @@ from __future__ import annotations
 import yaml
 
 from components.admission import policy_validations, policy_variables
+from components.isolation_admission import isolation_validations
 from components.kai import SCHEDULER_NAME
 from config.model import Team
 from config.vocabulary import QUEUE_LABEL
@@ -64,7 +66,7 @@ def pod_rules_policy(team: Team) -> dict:
             "failurePolicy": "Fail",
             "matchConstraints": {"resourceRules": [POD_CREATE]},
             "variables": policy_variables(team),
-            "validations": policy_validations(team),
+            "validations": [*policy_validations(team), *isolation_validations(team, mutated_by_kai=False)],
         },
     }
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from config.mig import kai_units_per_gpu
 from config.model import Cluster
 
 # GPUs per EC2 instance type, for the instance families GPU node groups use most.
@@ -20,11 +21,27 @@ GPUS_PER_INSTANCE_TYPE = {
 }
 
 
+# The GPU model of each instance type above, from AWS's "Accelerated computing" instance-type pages
+# (docs.aws.amazon.com/ec2/latest/instancetypes/ac.html; also in docs/FACTS: g4dn T4 16GB, g5 A10G 24GB, g6 L4
+# 24GB, g6e L40S 48GB, p4d 8xA100 40GB, p4de 8xA100 80GB, p5 8xH100 80GB, p5e/p5en 8xH200 141GB). Which of
+# them can be split into MIG slices, and how, is config/mig.py's business.
+GPU_MODEL_PER_INSTANCE_FAMILY = {
+    "g4dn": "T4", "g5": "A10G", "g6": "L4", "g6e": "L40S",
+    "p4d": "A100-40GB", "p4de": "A100-80GB", "p5": "H100-80GB", "p5e": "H200-141GB", "p5en": "H200-141GB",
+}
+
+
+def gpu_model(instance_type: str) -> Optional[str]:
+    """The NVIDIA GPU model of an EC2 instance type, or None when the table does not know the family."""
+    return GPU_MODEL_PER_INSTANCE_FAMILY.get(instance_type.split(".", 1)[0])
+
+
 def known_gpu_capacity(cluster: Cluster) -> Optional[float]:
     """The most GPUs the host can have, or None when the config does not say.
 
     For EKS: GPUs per instance type x the node group's max size, taking the largest instance
-    type of a group (a mixed group may scale on any of them).
+    type of a group (a mixed group may scale on any of them). A MIG-split group counts in KAI's
+    units, the compute slices of its layout (a GPU split 7 ways is 7), as KAI counts queue quotas.
     """
     if cluster.microk8s is not None:
         return cluster.microk8s.gpus
@@ -36,6 +53,7 @@ def known_gpu_capacity(cluster: Cluster) -> Optional[float]:
             per_node = [GPUS_PER_INSTANCE_TYPE.get(kind) for kind in group.instance_types]
             if any(count is None for count in per_node):
                 return None
-            total += max(per_node) * group.scaling.max_size
+            units = min(kai_units_per_gpu(gpu_model(kind), group.mig_config) for kind in group.instance_types)
+            total += max(per_node) * units * group.scaling.max_size
         return total
     return None

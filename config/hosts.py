@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from config.mig import MIG_CONFIG_LABEL
 from config.model import Cluster, HostProfile, NodePool, Taint
 from config.vocabulary import POOL_LABEL, ROLE_LABEL
 
@@ -73,7 +74,8 @@ def host_profile(cluster: Cluster) -> HostProfile:
     if cluster.eks is not None:
         eks = cluster.eks
         pools = [NodePool(SYSTEM_POOL, {POOL_LABEL: SYSTEM_POOL, ROLE_LABEL: SYSTEM_ROLE})]
-        pools += [NodePool(group.name, {**(group.labels or {}), POOL_LABEL: group.name, ROLE_LABEL: GPU_ROLE},
+        pools += [NodePool(group.name, {**(group.labels or {}), POOL_LABEL: group.name, ROLE_LABEL: GPU_ROLE,
+                                        **({MIG_CONFIG_LABEL: group.mig_config} if group.mig_config else {})},
                            (GPU_TAINT,), gpu=True)
                   for group in eks.gpu_node_groups]
         return HostProfile(

@@ -16,6 +16,7 @@ from config.access_rules import access_warnings, resolve_access
 from config.capacity import known_gpu_capacity
 from config.errors import ConfigError, ConfigIssue
 from config.hosts import host_profile
+from config.isolation import check_isolation, isolation_warnings, pin_teams, with_isolation
 from config.keys import REQUIRED, Block, Key
 from config.load_host import CI, CLUSTER, read_ci, read_cluster
 from config.load_operators import GPU_OPERATOR, KAI_SCHEDULER, read_gpu_operator, read_kai
@@ -103,11 +104,14 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     _check_node_group_profiles(reader, cluster)
     _check_layout(reader, cluster, gpu_operator)
     check_virtual_clusters(reader, teams)
+    check_isolation(reader, cluster, gpu_operator, kai, teams)
+    teams = pin_teams(reader, teams, cluster, gpu_operator)
     check_placement(reader, host, teams, root.raw("teams"))
     teams = resolve_access(reader, cluster, teams)
     check_grafana_login(reader, observability.grafana_login, teams)
     if reader.issues:
         raise ConfigError(reader.issues)
+    gpu_operator, kai = with_isolation(gpu_operator, kai, cluster, teams)
 
     teams = [dataclasses.replace(team, vcluster=dataclasses.replace(
         team.vcluster, storage_class=host.storage_class, api_server_port=host.api_server_port)) for team in teams]
@@ -117,8 +121,8 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
                         missing_secrets=tuple(secrets.missing))
     warnings = [f"{PROJECT}:{name} is not set: a placeholder stands in for it in this offline run. Set it "
                 f"before pulumi up: {secret_command(name, stack)}" for name in secrets.missing]
-    warnings += _warnings(platform) + access_warnings(cluster, platform.teams) + placement_warnings(platform) \
-        + observability_config.observability_warnings(platform.observability) \
+    warnings += _warnings(platform) + isolation_warnings(platform) + access_warnings(cluster, platform.teams) \
+        + placement_warnings(platform) + observability_config.observability_warnings(platform.observability) \
         + grafana_login_warnings(platform.observability.grafana_login, platform.teams, secrets.set)
     return Platform(**{**platform.__dict__, "warnings": tuple(warnings),
                        "notes": tuple(_notes(platform) + observability_config.external_notes(

@@ -118,8 +118,15 @@ GPU_NODE_GROUP = Block(keys=(
         "Labels the group's nodes `nvidia.com/device-plugin.config=<profile key>`.", example="exclusive",
         default_note="nodes use the ConfigMap's default profile", details="See [Sharing profiles](#sharing-profiles)."),
     Key("labels", StringMap(), {}, "Extra node labels.", example="{team: research}",
-        details="Setting `nvidia.com/device-plugin.config` (use `sharingProfile`), `gpu-tenancy/pool` (the program "
-                "sets it to the group's name) or `gpu-tenancy/role` here is an error."),
+        details="Setting `nvidia.com/device-plugin.config` (use `sharingProfile`), `nvidia.com/mig.config` (use "
+                "`migConfig`), `gpu-tenancy/pool` (the program sets it to the group's name) or `gpu-tenancy/role` "
+                "here is an error."),
+    Key("migConfig", Text(form="MIG layout name"), None,
+        "Splits the group's GPUs into MIG slices: labels its nodes `nvidia.com/mig.config=<migConfig>`.",
+        example="all-1g.10gb", default_note="no MIG",
+        details="A layout of the GPU Operator's default MIG config for the group's GPU model (`all-<profile>` or "
+                "`all-balanced`); only GPUs with MIG (A100, H100, H200: p4d, p4de, p5, p5e, p5en) can be split. "
+                "See [the isolation tiers](isolation.md)."),
 ))
 
 EKS = Block(title="an EKS cluster the program creates", intro="""\
@@ -280,6 +287,7 @@ def _eks(section: Section) -> EksHost:
         disk_size=group.read("diskSize"),
         sharing_profile=group.read("sharingProfile"),
         labels=group.read("labels"),
+        mig_config=group.read("migConfig"),
     ) for group in section.entries("gpuNodeGroups")]
     names = [group.name for group in gpu_groups]
     for index, name in enumerate(names):

@@ -7,6 +7,7 @@ from typing import Optional
 from config import versions
 from config.key_types import Boolean, Integer, Text, Version
 from config.keys import Block, Condition, Derived, Key
+from config.mig import MIG_STRATEGIES
 from config.model import Cluster, GpuOperator, HostProfile, KaiScheduler, TimeSlicing
 from config.reader import Section
 from config.sharing import EXCLUSIVE, PROFILES
@@ -51,6 +52,12 @@ The chart values the program always sets in `install` mode are `cdi.enabled: tru
         details="On MicroK8s, the toolkit is pointed at MicroK8s's containerd config and socket automatically."),
     Key("timeSlicing", TIME_SLICING, {}, "The device plugin's sharing profiles; see [Sharing profiles]"
         "(#sharing-profiles)."),
+    Key("migStrategy", Text(choices=MIG_STRATEGIES), "mixed", "Chart value `mig.strategy`, set when a GPU node group "
+        "has a `migConfig`.", example="single",
+        details="`mixed`: a MIG slice is the resource `nvidia.com/mig-<profile>`, and several profiles can share a "
+                "node. `single`: every slice of a node is a plain `nvidia.com/gpu`; the node's layout must be one "
+                "profile (`all-<profile>`). In `microk8s-addon` and `external` modes the operator's own setting must "
+                "match."),
 ))
 
 KAI_SCHEDULER = Block(title="KAI Scheduler", keys=(
@@ -93,6 +100,7 @@ def read_gpu_operator(section: Section, cluster: Optional[Cluster], host: Option
             default_profile=time_slicing.read("defaultProfile"),
             config_map_name=time_slicing.read("configMapName"),
         ),
+        mig_strategy=section.read("migStrategy"),
     )
 
 

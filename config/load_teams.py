@@ -7,7 +7,10 @@ from typing import Optional
 from config.key_types import Boolean, Check, Integer, Number, Text, refuse_names
 from config.keys import REQUIRED, Block, Derived, Key, ListOf, Retired
 from config.load_vcluster import VCLUSTER, read_vcluster
-from config.model import Organization, QueueResource, QueueResources, Team, TenantResourceQuota, VClusterSettings
+from config.model import (
+    ISOLATION_TIERS, SHARED, Isolation, Organization, QueueResource, QueueResources, Team, TenantResourceQuota,
+    VClusterSettings,
+)
 from config.reader import Section
 from config.tenant_budget import queue_budget
 from config.vocabulary import KAI_RESERVED_QUEUES
@@ -56,6 +59,26 @@ ORGANIZATION = Block(title="the parent queue", keys=(
         example="{gpu: {quota: 1, limit: -1, overQuotaWeight: 1}}"),
 ))
 
+ISOLATION = Block(title="GPU isolation tier", intro="""\
+How hard a team's share of the GPUs is; [the isolation tiers](isolation.md) compare what each tier
+isolates, what hardware it needs and what it costs. The host's admission policy holds each team to its
+tier (`[memory-limit]`, `[hami-core]`, `[mig-profile]`, `[whole-gpus]` rules).""", keys=(
+    Key("tier", Text(choices=ISOLATION_TIERS), SHARED, "The team's isolation tier.", example="mig",
+        details="`shared`: KAI fractions or time-slicing, no memory isolation. `memory-capped`: KAI fractions with "
+                "a GPU memory limit enforced in the container by HAMi-core (KAI's `hamicore` plugins). `mig`: MIG "
+                "slices of `migProfile` on a MIG-split pool. `exclusive`: whole GPUs only."),
+    Key("migProfile", Text(form="MIG profile `<n>g.<m>gb`"), None, "The only MIG profile a `mig` team's pods may "
+        "request.", example="1g.10gb", default_note="required for `mig`, refused otherwise",
+        details="It must be a slice of the `migConfig` layout of the team's `nodePool`. The team's `resources.gpu` "
+                "is counted in KAI's MIG units: a slice of `3g.40gb` costs 3.",
+        fix="set it to a profile of the pool's MIG layout, e.g. 1g.10gb"),
+    Key("nodePool", Text(dns_label=True), None, "GPU node pool (`cluster.eks.gpuNodeGroups[].name`) the team's pods "
+        "are pinned to.", example="a100", default_note="every GPU pool; for `mig` the only MIG-split pool",
+        details="Adds `gpu-tenancy/pool: <nodePool>` to the team's `vcluster.nodeLabels`, so vCluster syncs only that "
+                "pool's nodes and pins every pod of the team there.",
+        fix="set it to the name of one of cluster.eks.gpuNodeGroups"),
+))
+
 TEAM = Block(title="one entry per team", retired=(
     Retired("strict", "was retired: every pod a tenant's vCluster syncs, its DNS included, must now be scheduled by "
             "KAI in the team's queue, so there is nothing left to switch",
@@ -83,6 +106,8 @@ TEAM = Block(title="one entry per team", retired=(
         example="false", details="See [Data safety](operations.md#data-safety-and-decommissioning-a-team)."),
     Key("vcluster", VCLUSTER, Derived("the stack's `vcluster` settings"),
         "Per-team overrides, merged over the stack's `vcluster` block.", example="{resourceQuota: {pods: 10}}"),
+    Key("isolation", ISOLATION, {}, "The team's GPU isolation tier; see [GPU isolation tier](#teamsisolation--gpu-isolation-tier).",
+        example="{tier: mig, migProfile: 1g.10gb, nodePool: a100}"),
 ))
 
 TEAMS = ListOf(TEAM, empty=("no teams are defined", "add at least one team with a name and resources"))
@@ -134,7 +159,14 @@ def read_team(section: Section, stack_vcluster: VClusterSettings) -> Team:
         namespace=section.read("namespace", f"vcluster-{vcluster_name}"[:63].rstrip("-")),
         protect=section.read("protect"),
         vcluster=vcluster,
+        isolation=_isolation(section.child("isolation")),
     )
+
+
+def _isolation(section: Section) -> Isolation:
+    """The tier as written; config/isolation.py checks it against the pools, KAI and the quotas."""
+    return Isolation(tier=section.read("tier"), mig_profile=section.read("migProfile"),
+                     node_pool=section.read("nodePool"))
 
 
 def _cpu_memory_from_quota(quota: TenantResourceQuota) -> dict[str, QueueResource]:

@@ -102,6 +102,25 @@ class VClusterSettings:
     access: Access = Access()
 
 
+# A team's GPU isolation tier (config/isolation.py says what each one needs and promises).
+SHARED = "shared"
+MEMORY_CAPPED = "memory-capped"
+MIG = "mig"
+EXCLUSIVE = "exclusive"
+ISOLATION_TIERS = (SHARED, MEMORY_CAPPED, MIG, EXCLUSIVE)
+
+
+@dataclass(frozen=True)
+class Isolation:
+    tier: str = SHARED
+    # The MIG profile a `mig` team's pods may ask for, e.g. 1g.10gb.
+    mig_profile: Optional[str] = None
+    # The GPU node pool the team's pods are pinned to (None: every GPU pool the vCluster syncs).
+    node_pool: Optional[str] = None
+    # A mig team's device-plugin MIG strategy: how its slices are named to pods (config/isolation.py).
+    mig_strategy: Optional[str] = None
+
+
 @dataclass(frozen=True)
 class Team:
     name: str
@@ -112,6 +131,7 @@ class Team:
     namespace: str
     protect: bool
     vcluster: VClusterSettings
+    isolation: Isolation = Isolation()
 
     @property
     def queue_name(self) -> str:
@@ -157,6 +177,8 @@ class GpuNodeGroup:
     disk_size: int
     sharing_profile: Optional[str]
     labels: dict[str, str]
+    # The MIG manager's layout for the group's GPUs (node label nvidia.com/mig.config); None: no MIG.
+    mig_config: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -220,6 +242,10 @@ class GpuOperator:
     driver_enabled: bool
     toolkit_enabled: bool
     time_slicing: TimeSlicing
+    # The device plugin's MIG strategy (chart value mig.strategy), rendered when a pool is split.
+    mig_strategy: str = "mixed"
+    # Whether a GPU node group is split into MIG slices (config/isolation.py).
+    mig_split: bool = False
 
 
 @dataclass(frozen=True)
@@ -227,6 +253,8 @@ class KaiScheduler:
     version: str
     gpu_sharing: bool
     namespace: str = KAI_NAMESPACE
+    # KAI's hamicore binder and pod-webhook plugins, on when a team is memory-capped (config/isolation.py).
+    hamicore: bool = False
 
 
 @dataclass(frozen=True)

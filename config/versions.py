@@ -103,3 +103,14 @@ GPU_OPERATOR_MINIMUM_VERSION = "v24.9.0"
 KUBE_PROMETHEUS_STACK_MINIMUM_VERSION = "88.0.0"
 # ValidatingAdmissionPolicy v1, which guards every tenant namespace, is GA (served by default) from 1.30.
 KUBERNETES_MINIMUM_VERSION = "1.30"
+
+# HAMi-core (libvgpu.so), the in-container library that enforces a memory-capped team's
+# CUDA_DEVICE_MEMORY_LIMIT (written by KAI's hamicore plugins). KAI's own guide at v0.16.4 and v0.17.0
+# (docs/gpu-sharing/hami/README.md) names Project-HAMi/KAI-resource-isolator as the library's carrier: its
+# release workflow publishes docker.io/projecthami/kai-resource-isolator:<git tag>, and its docker/Dockerfile
+# builds HAMi-core and copies it to /artifacts/libvgpu.so. The isolator copies it onto every node through a
+# hostPath, which Pod Security baseline refuses in a tenant pod; here the tenant's pod mounts that image
+# read-only as an image volume instead (components/isolation_admission.py), at /usr/local/vgpu, where
+# HAMi-core looks for itself. v1.0.0 is the release KAI's guide installs (chart 1.0.0).
+HAMI_CORE_IMAGE = "docker.io/projecthami/kai-resource-isolator:v1.0.0"
+HAMI_CORE_IMAGE_LIBRARY_DIR = "artifacts"

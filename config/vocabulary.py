@@ -81,6 +81,7 @@ TENANT_COMPONENT = "gpu-tenancy:platform:TenantCluster"
 ADMISSION_COMPONENT = "gpu-tenancy:platform:TenantAdmission"
 OBSERVABILITY_COMPONENT = "gpu-tenancy:platform:Observability"
 ACCESS_COMPONENT = "gpu-tenancy:platform:TenantAccess"
+ISOLATION_ADMISSION_COMPONENT = "gpu-tenancy:platform:IsolationAdmission"
 
 # The GPU share the reference walk-throughs give each team; the smoke test's seed pod asks for it.
 SEED_GPU_FRACTION = "0.33"

@@ -1,0 +1,253 @@
+"""Host-side admission for one team's isolation tier (config/isolation.py), next to its TenantAdmission.
+
+A second ValidatingAdmissionPolicy on the team's host namespace, matched exactly like the tenant's own
+(vCluster's syncer account, the managed-by label) and sharing its variables, so the pod it sees is the one
+vCluster synced and KAI's pod webhook mutated. Each rule is named in its message:
+
+- ``[mig-profile]`` (mig): no fractions, and the only GPU resource is the team's slice:
+  ``nvidia.com/mig-<profile>`` under the ``mixed`` strategy; under ``single`` every slice is a plain
+  ``nvidia.com/gpu``, so GPU pods must stay pinned to the team's pool.
+- ``[whole-gpus]`` (exclusive): no ``gpu-fraction``/``gpu-memory`` annotations and no MIG slices.
+- ``[no-mig]`` (memory-capped): no MIG slices (they carry no HAMi-core limit and are counted apart).
+- ``[memory-limit]`` (memory-capped): the fractional container carries KAI's ``CUDA_DEVICE_MEMORY_LIMIT``
+  reference (written by KAI's hamicore pod webhook, so the plugin must be on) and nothing else may set what
+  HAMi-core reads to size or skip the limit: per-device ``CUDA_DEVICE_MEMORY_LIMIT_<n>`` (which beats the
+  plain one), ``CUDA_DEVICE_MEMORY_SHARED_CACHE``, ``CUDA_REDIRECT``, ``ACTIVE_OOM_KILLER``; ``LD_PRELOAD``
+  only as the library. Not through ``env``, nor through ``envFrom`` (an unprefixed source, or a prefix
+  that could spell one of those names), in any container, ephemeral ones included.
+- ``[hami-core]`` (memory-capped): the fractional container loads HAMi-core: ``LD_PRELOAD`` names the
+  library, mounted read-only from the pinned image (an image volume) where HAMi-core itself looks for it,
+  with nothing mounted over or around it.
+
+Rules hold on CREATE and on every UPDATE (ephemeral containers are added by an update of the
+``pods/ephemeralcontainers`` subresource). HAMi-core is a user-space library: a process that unsets
+``LD_PRELOAD`` for its children or talks to the driver directly escapes it (docs/isolation.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.admission import (
+    FRACTION_ANNOTATIONS, GPU_RESOURCE, MIG_RESOURCE_PREFIX, SHARED_GPU_CONFIGMAP_ANNOTATION, match_conditions,
+    policy_name, policy_variables,
+)
+from config import versions
+from config.mig import resource_name
+from config.model import EXCLUSIVE, MEMORY_CAPPED, MIG, Team
+from config.vocabulary import ISOLATION_ADMISSION_COMPONENT, MANAGED_BY, NAMESPACE_NAME_LABEL, POOL_LABEL, TEAM_LABEL
+
+MEMORY_LIMIT = "CUDA_DEVICE_MEMORY_LIMIT"
+PRELOAD = "LD_PRELOAD"
+# HAMi-core loads itself from this directory unless CUDA_REDIRECT says otherwise (src/libvgpu.c).
+LIBRARY_DIR = "/usr/local/vgpu"
+LIBRARY = f"{LIBRARY_DIR}/libvgpu.so"
+# Names HAMi-core reads to size, share or skip the memory limit, and the stems an envFrom prefix must not spell.
+PROTECTED_PREFIX = "CUDA_DEVICE_MEMORY_"
+PROTECTED_NAMES = (PRELOAD, "CUDA_REDIRECT", "ACTIVE_OOM_KILLER")
+CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
+
+
+@dataclass
+class IsolationAdmissionArgs:
+    team: Team
+    provider: k8s.Provider
+
+
+def isolation_policy_name(team: Team) -> str:
+    return f"{policy_name(team)}-isolation"
+
+
+# --- CEL building blocks --------------------------------------------------------------------
+
+
+def _every(lists: tuple[str, ...], condition: str) -> str:
+    """``condition`` (over ``c``) holds for every container of the named lists."""
+    return " && ".join(f"(!has(object.spec.{field}) || object.spec.{field}.all(c, {condition}))" for field in lists)
+
+
+def _resources_all(condition: str) -> str:
+    """``condition`` (over resource name ``r``) holds for every requested or limited resource of ``c``."""
+    kinds = [f"(!has(c.resources.{kind}) || c.resources.{kind}.all(r, {condition}))" for kind in ("requests", "limits")]
+    return f"(!has(c.resources) || ({' && '.join(kinds)}))"
+
+
+def _annotation_prefix() -> str:
+    return f"object.metadata.annotations['{SHARED_GPU_CONFIGMAP_ANNOTATION}']"
+
+
+def _kai_configmap(ref: str, suffix: str) -> str:
+    """``ref`` names KAI's per-container ConfigMap of this pod (the device-list one, or its ``-evar`` twin)."""
+    annotated = (f"(has(object.metadata.annotations) && '{SHARED_GPU_CONFIGMAP_ANNOTATION}' in "
+                 f"object.metadata.annotations && {_annotation_prefix()}.endsWith('-shared-gpu'))")
+    return (f"({annotated} && {ref}.name.startsWith({_annotation_prefix()} + '-') && "
+            f"{ref}.name.matches('-shared-gpu-i?[0-9]+{suffix}$'))")
+
+
+def _kai_memory_limit(entry: str) -> str:
+    ref = f"{entry}.valueFrom.configMapKeyRef"
+    return (f"(has({entry}.valueFrom) && has({entry}.valueFrom.configMapKeyRef) && {ref}.key == '{MEMORY_LIMIT}' && "
+            f"{_kai_configmap(ref, '')})")
+
+
+def _protected(name: str) -> str:
+    return f"({name}.startsWith('{PROTECTED_PREFIX}') || {name} in {list(PROTECTED_NAMES)})"
+
+
+def _env_entry_ok() -> str:
+    """An env entry of container ``c``: KAI's limit in the fractional container, the library as LD_PRELOAD."""
+    return (f"!{_protected('e.name')} || "
+            f"(e.name == '{MEMORY_LIMIT}' && c.name == variables.fractionContainer && {_kai_memory_limit('e')}) || "
+            f"(e.name == '{PRELOAD}' && has(e.value) && e.value == '{LIBRARY}')")
+
+
+def _env_from_ok() -> str:
+    """An envFrom source of ``c``: prefixed so that no key can spell a protected name, or KAI's own -evar map."""
+    stems = [PROTECTED_PREFIX, *PROTECTED_NAMES]
+    safe_prefix = (f"(has(f.prefix) && f.prefix != '' && !{stems}.exists(s, s.startsWith(f.prefix)) && "
+                   f"!f.prefix.startsWith('{PROTECTED_PREFIX}'))")
+    kai_evar = (f"(c.name == variables.fractionContainer && has(f.configMapRef) && "
+                f"{_kai_configmap('f.configMapRef', '-evar')})")
+    return f"{safe_prefix} || {kai_evar}"
+
+
+def _loads_library(volume: str) -> str:
+    """Container ``c`` preloads HAMi-core from the pinned image, mounted where HAMi-core looks for itself."""
+    preload = f"(has(c.env) && c.env.exists(e, e.name == '{PRELOAD}' && has(e.value) && e.value == '{LIBRARY}'))"
+    mounted = (f"(has(c.volumeMounts) && c.volumeMounts.exists(m, m.mountPath == '{LIBRARY_DIR}' && m.name == {volume} "
+               f"&& has(m.subPath) && m.subPath == '{versions.HAMI_CORE_IMAGE_LIBRARY_DIR}') && "
+               f"c.volumeMounts.all(m, m.mountPath == '{LIBRARY_DIR}' ? m.name == {volume} : "
+               f"!(m.mountPath.startsWith('{LIBRARY_DIR}/') || '{LIBRARY_DIR}'.startsWith(m.mountPath + '/') "
+               f"|| m.mountPath == '/')))")
+    return f"({preload} && {mounted})"
+
+
+# --- the rules, per tier --------------------------------------------------------------------------
+
+
+def _rule(name: str, expression: str, problem: str, fix: str) -> dict:
+    return {"expression": expression, "message": f"[{name}] {problem}: {fix}", "reason": "Forbidden"}
+
+
+def _no_mig(name: str, team: Team) -> dict:
+    return _rule(name, _every(CONTAINER_LISTS[:2], _resources_all(f"!r.startsWith('{MIG_RESOURCE_PREFIX}')")),
+                 f"team {team.name} is {team.isolation.tier} and gets no MIG slices",
+                 "request gpu-fraction, gpu-memory or nvidia.com/gpu instead")
+
+
+def _mig_rules(team: Team) -> list[dict]:
+    profile = team.isolation.mig_profile
+    if team.isolation.mig_strategy == "single":
+        gpus = _resources_all(f"!r.startsWith('{MIG_RESOURCE_PREFIX}')")
+        pinned = (f"!variables.usesGpu || (has(object.spec.nodeSelector) && '{POOL_LABEL}' in object.spec.nodeSelector "
+                  f"&& object.spec.nodeSelector['{POOL_LABEL}'] == '{team.isolation.node_pool}')")
+        fix = (f"request whole nvidia.com/gpu (each is one {profile} slice of pool {team.isolation.node_pool}) "
+               "and keep the pod on that pool")
+        expression = f"!variables.fractional && {_every(CONTAINER_LISTS[:2], gpus)} && ({pinned})"
+    else:
+        wanted = resource_name(profile)
+        slices = _resources_all(f"r != '{GPU_RESOURCE}' && (!r.startsWith('{MIG_RESOURCE_PREFIX}') || r == '{wanted}')")
+        fix = f"request {wanted} only (no gpu-fraction, gpu-memory or nvidia.com/gpu)"
+        expression = f"!variables.fractional && {_every(CONTAINER_LISTS[:2], slices)}"
+    return [_rule("mig-profile", expression, f"team {team.name} gets MIG slices of profile {profile} only", fix)]
+
+
+def _exclusive_rules(team: Team) -> list[dict]:
+    whole = _resources_all(f"!r.startsWith('{MIG_RESOURCE_PREFIX}')")
+    return [_rule("whole-gpus", f"!variables.fractional && {_every(CONTAINER_LISTS[:2], whole)}",
+                  f"team {team.name} gets whole GPUs only (no {', '.join(FRACTION_ANNOTATIONS)}, no MIG slices)",
+                  f"request whole {GPU_RESOURCE} and remove the fraction annotations")]
+
+
+def _memory_capped_rules(team: Team, mutated_by_kai: bool) -> list[dict]:
+    env = _every(CONTAINER_LISTS, f"!has(c.env) || c.env.all(e, {_env_entry_ok()})")
+    env_from = _every(CONTAINER_LISTS, f"!has(c.envFrom) || c.envFrom.all(f, {_env_from_ok()})")
+    kai_limit = _every(CONTAINER_LISTS[:2], f"c.name != variables.fractionContainer || "
+                                            f"(has(c.env) && c.env.exists(e, e.name == '{MEMORY_LIMIT}' && "
+                                            f"{_kai_memory_limit('e')}))")
+    image_volume = (f"(has(object.spec.volumes) ? object.spec.volumes.filter(v, has(v.image) && "
+                    f"v.image.reference == '{versions.HAMI_CORE_IMAGE}').map(v, v.name) : [])")
+    library = _every(CONTAINER_LISTS[:2], f"c.name != variables.fractionContainer || "
+                                          f"{image_volume}.exists(name, {_loads_library('name')})")
+    return [
+        _no_mig("no-mig", team),
+        # Before KAI's webhook (inside the vCluster) the fractional container has no limit yet: KAI adds it.
+        _rule("memory-limit", f"(!variables.fractional || ({kai_limit})) && {env} && {env_from}" if mutated_by_kai
+              else f"{env} && {env_from}",
+              f"team {team.name} is memory-capped: its fractional container keeps KAI's {MEMORY_LIMIT}, and no "
+              f"container may set {PROTECTED_PREFIX}*, {', '.join(PROTECTED_NAMES)} (other than {PRELOAD}={LIBRARY}) "
+              "by env or by an envFrom source without a safe prefix",
+              "remove those variables; give each envFrom source a prefix that does not start a HAMi-core name"),
+        _rule("hami-core", f"!variables.fractional || ({library})",
+              f"the fractional container of memory-capped team {team.name} must load HAMi-core, which enforces its "
+              "memory limit",
+              f"add the env {PRELOAD}={LIBRARY}, a volume {{image: {{reference: {versions.HAMI_CORE_IMAGE}}}}} and "
+              f"mount it at {LIBRARY_DIR} with subPath {versions.HAMI_CORE_IMAGE_LIBRARY_DIR}, nothing else there"),
+    ]
+
+
+def isolation_validations(team: Team, *, mutated_by_kai: bool = True) -> list[dict]:
+    """The tier's rules for the pod KAI's webhook mutated (the host), or for the pod as the tenant wrote it."""
+    tier = team.isolation.tier
+    if tier == MIG:
+        return _mig_rules(team)
+    if tier == EXCLUSIVE:
+        return _exclusive_rules(team)
+    if tier == MEMORY_CAPPED:
+        return _memory_capped_rules(team, mutated_by_kai)
+    return []
+
+
+def isolation_policy_spec(team: Team) -> dict:
+    return {
+        "failurePolicy": "Fail",
+        "matchConstraints": {
+            "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+                               "resources": ["pods", "pods/ephemeralcontainers"]}],
+            "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: team.namespace}},
+        },
+        "matchConditions": match_conditions(team),
+        "variables": policy_variables(team),
+        "validations": isolation_validations(team),
+    }
+
+
+class IsolationAdmission(pulumi.ComponentResource):
+    policy: k8s.admissionregistration.v1.ValidatingAdmissionPolicy
+    binding: k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding
+
+    def __init__(self, name: str, args: IsolationAdmissionArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__(ISOLATION_ADMISSION_COMPONENT, name, None, opts)
+        team = args.team
+        labels = {**MANAGED_BY, TEAM_LABEL: team.name}
+        child = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        self.policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+            f"{name}-policy", metadata={"name": isolation_policy_name(team), "labels": labels},
+            spec=isolation_policy_spec(team), opts=child)
+        self.binding = k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+            f"{name}-binding",
+            metadata={"name": isolation_policy_name(team), "labels": labels},
+            spec={"policyName": isolation_policy_name(team), "validationActions": ["Deny"],
+                  "matchResources": {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: team.namespace}}}},
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.policy])))
+        self.register_outputs({"policy": isolation_policy_name(team), "tier": team.isolation.tier})
+
+
+def isolation_outputs(team: Team) -> dict:
+    """What the tenant registers about its tier, for the plan summary."""
+    isolation = team.isolation
+    return {key: value for key, value in (("tier", isolation.tier), ("migProfile", isolation.mig_profile),
+                                          ("nodePool", isolation.node_pool)) if value is not None}
+
+
+def isolation_admission(name: str, team: Team, provider: k8s.Provider,
+                        parent: pulumi.Resource) -> list[IsolationAdmission]:
+    """The team's tier policy, or nothing for a shared team (its rules are the tenant admission's alone)."""
+    if not isolation_validations(team):
+        return []
+    return [IsolationAdmission(f"{name}-isolation", IsolationAdmissionArgs(team=team, provider=provider),
+                               opts=pulumi.ResourceOptions(parent=parent))]

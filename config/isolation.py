@@ -1,0 +1,271 @@
+"""Each team's isolation tier against the hardware, the KAI release and the quotas.
+
+- ``shared``: KAI fractions (or time-slicing); nothing isolates one team's GPU memory from another's.
+- ``memory-capped``: KAI fractions whose memory is capped in the container by HAMi-core. KAI's ``hamicore``
+  plugins (binder and pod webhook, since v0.16.0) write ``CUDA_DEVICE_MEMORY_LIMIT`` into the fractional
+  container; the HAMi-core library (loaded by ``LD_PRELOAD``) enforces it. Needs ``kaiScheduler.gpuSharing``.
+- ``mig``: slices of one MIG profile of a pool the GPU Operator's MIG manager splits (``migConfig``). KAI
+  refuses non-MIG pods on nodes with the ``mixed`` strategy, so only ``mig`` teams may be pinned there.
+- ``exclusive``: whole GPUs, so its gpu quota and limit are whole numbers.
+
+``check_isolation`` adds one issue per wrong combination (naming the key and the fix); ``pin_teams`` puts a
+team's pool into its vCluster node labels; ``isolation_warnings`` compares the MIG slices promised to the
+slices present ("promised vs present", like the GPU count warnings of config/load.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+from config import versions
+from config.capacity import GPUS_PER_INSTANCE_TYPE, gpu_model
+from config.errors import MISSING
+from config.mig import MIG_CONFIG_LABEL, MIG_LAYOUTS, PROFILE_PATTERN, kai_units, layout, supports_mig
+from config.model import EXCLUSIVE, MEMORY_CAPPED, MIG, Cluster, GpuNodeGroup, GpuOperator, KaiScheduler, Platform, \
+    Team
+from config.reader import Reader
+from config.vocabulary import POOL_LABEL
+
+# The first KAI release with the hamicore binder and pod-webhook plugins (pkg/binder/plugins/hamicore).
+HAMICORE_MINIMUM_VERSION = (0, 16, 0)
+MIG_INSTANCE_FAMILIES = "p4d, p4de (A100), p5 (H100), p5e or p5en (H200)"
+_EPSILON = 1e-9
+
+
+def pool_models(group: GpuNodeGroup) -> list[Optional[str]]:
+    return [gpu_model(kind) for kind in group.instance_types]
+
+
+def _groups(cluster: Cluster) -> dict[str, tuple[int, GpuNodeGroup]]:
+    if cluster.eks is None:
+        return {}
+    return {group.name: (index, group) for index, group in enumerate(cluster.eks.gpu_node_groups)}
+
+
+def layout_valid(group: GpuNodeGroup) -> bool:
+    """The group's migConfig is a layout of every GPU model it may run (checked, with its error, by _check_pool)."""
+    return all(group.mig_config in MIG_LAYOUTS.get(model or "", {}) for model in pool_models(group))
+
+
+def mig_pools(cluster: Cluster) -> list[GpuNodeGroup]:
+    return [group for _, group in _groups(cluster).values() if group.mig_config is not None]
+
+
+def team_pool(team: Team, cluster: Cluster) -> Optional[str]:
+    """The pool a team is pinned to: its nodePool, or for a mig team the site's only MIG-split pool."""
+    if team.isolation.node_pool is not None or team.isolation.tier != MIG:
+        return team.isolation.node_pool
+    pools = mig_pools(cluster)
+    return pools[0].name if len(pools) == 1 else None
+
+
+def _reported(reader: Reader, key: str) -> bool:
+    """Whether ``key`` or a key under it already has a problem of its own (its value then reads as None)."""
+    return any(issue.key == key or issue.key.startswith((key + ".", key + "[")) for issue in reader.issues)
+
+
+def _readable(reader: Reader, cluster: Optional[Cluster]) -> Optional[Cluster]:
+    """The cluster when its GPU node groups were read without problems: the hardware rules need all of them."""
+    if cluster is None or (cluster.eks is not None and _reported(reader, "cluster.eks.gpuNodeGroups")):
+        return None
+    return cluster
+
+
+def check_isolation(reader: Reader, cluster: Optional[Cluster], gpu_operator: GpuOperator, kai: KaiScheduler,
+                    teams: list[Team]) -> None:
+    """One issue per wrong combination; a value with a problem of its own (None here) is left to that problem."""
+    cluster = _readable(reader, cluster)
+    for name, (index, group) in (_groups(cluster) if cluster is not None else {}).items():
+        _check_pool(reader, f"cluster.eks.gpuNodeGroups[{index}]", group, gpu_operator)
+    for index, team in enumerate(teams):
+        key = f"teams[{index}].isolation"
+        tier = team.isolation.tier
+        if tier is None:
+            continue
+        if tier != MIG and team.isolation.mig_profile is not None:
+            reader.fail(f"{key}.migProfile", team.isolation.mig_profile, f"only a mig team has a MIG profile, "
+                        f"this one is {tier}", "remove migProfile, or set isolation.tier to mig")
+        if cluster is None:
+            pass  # the pools are unknown: the cluster's own problem is reported
+        elif tier == MIG:
+            _check_mig_team(reader, key, index, team, cluster)
+        else:
+            _check_pinned_pool(reader, key, team, cluster, gpu_operator)
+        if tier == MEMORY_CAPPED:
+            _check_memory_capped(reader, key, kai)
+            if team.vcluster.pod_security == "restricted":
+                # HAMi-core reaches the pod as an image volume, which is not among restricted's volume types.
+                reader.fail(f"teams[{index}].vcluster.podSecurity", "restricted", "a memory-capped team's pods mount "
+                            "HAMi-core as an image volume, which Pod Security restricted refuses",
+                            "use podSecurity baseline for this team, or tier exclusive")
+        if tier == EXCLUSIVE:
+            _check_whole(reader, f"teams[{index}].resources.gpu", team, 1, "an exclusive team gets whole GPUs only")
+
+
+def _check_pool(reader: Reader, key: str, group: GpuNodeGroup, gpu_operator: GpuOperator) -> None:
+    if MIG_CONFIG_LABEL in group.labels:
+        reader.fail(f"{key}.labels", group.labels, f"sets {MIG_CONFIG_LABEL} by hand: nothing checks that the GPUs "
+                    "have MIG or that the layout exists, and the operator's MIG strategy is left unset",
+                    f"remove {MIG_CONFIG_LABEL} from labels and set {key}.migConfig instead")
+    if group.mig_config is None:
+        return
+    for kind, model in zip(group.instance_types, pool_models(group)):
+        if model is None:
+            reader.fail(f"{key}.migConfig", group.mig_config, f"the GPU model of {kind} is not in the instance-type "
+                        "table (config/capacity.py), so its MIG layouts cannot be checked",
+                        f"use MIG-capable instance types ({MIG_INSTANCE_FAMILIES}), or remove migConfig")
+        elif not supports_mig(model):
+            reader.fail(f"{key}.migConfig", group.mig_config, f"{kind} carries NVIDIA {model} GPUs, which have no MIG",
+                        f"remove migConfig (use isolation tier memory-capped or exclusive there), or use "
+                        f"instance types with MIG ({MIG_INSTANCE_FAMILIES})")
+        elif group.mig_config not in MIG_LAYOUTS[model]:
+            reader.fail(f"{key}.migConfig", group.mig_config, f"is not a MIG layout of {model} ({kind})",
+                        f"use one of {', '.join(MIG_LAYOUTS[model])}")
+        elif gpu_operator.mig_strategy == "single" and len(layout(model, group.mig_config)) > 1:
+            reader.fail("gpuOperator.migStrategy", "single", f"{key}.migConfig {group.mig_config} mixes several "
+                        "MIG profiles on a GPU, which the single strategy cannot advertise",
+                        "set gpuOperator.migStrategy to mixed, or use a one-profile layout (all-<profile>)")
+
+
+def _pool_or_fail(reader: Reader, key: str, pool: str, cluster: Cluster) -> Optional[GpuNodeGroup]:
+    if cluster.eks is None:
+        reader.fail(f"{key}.nodePool", pool, f"node pools are only known on eks hosts, this one is {cluster.kind}",
+                    "remove nodePool")
+        return None
+    found = _groups(cluster).get(pool)
+    if found is None:
+        reader.fail(f"{key}.nodePool", pool, "is not a GPU node group of cluster.eks.gpuNodeGroups",
+                    f"use one of {', '.join(_groups(cluster)) or 'the GPU node group names'}")
+        return None
+    return found[1]
+
+
+def _check_pinned_pool(reader: Reader, key: str, team: Team, cluster: Cluster, gpu_operator: GpuOperator) -> None:
+    pool = team.isolation.node_pool
+    group = _pool_or_fail(reader, key, pool, cluster) if pool is not None else None
+    if group is not None and group.mig_config is not None and layout_valid(group):
+        # KAI's node check: on a node with the mixed strategy only MIG requests fit; with single, no fractions.
+        reader.fail(f"{key}.nodePool", pool, f"pool {pool} is split into MIG slices ({group.mig_config}): "
+                    f"KAI places no {team.isolation.tier} pods there under the {gpu_operator.mig_strategy} strategy",
+                    "pin the team to a pool without migConfig, or set isolation.tier to mig")
+
+
+def _check_mig_team(reader: Reader, key: str, index: int, team: Team, cluster: Cluster) -> None:
+    profile = team.isolation.mig_profile
+    if profile is None:
+        reader.fail(f"{key}.migProfile", MISSING, "a mig team needs the MIG profile its pods may request",
+                    "set migProfile to a profile of its pool's layout, e.g. 1g.10gb")
+    elif not PROFILE_PATTERN.fullmatch(profile):
+        reader.fail(f"{key}.migProfile", profile, "is not a MIG profile KAI can count (<n>g.<m>gb; KAI counts other "
+                    "names, such as +me profiles, as zero GPUs in the queue)", "use a profile such as 1g.10gb")
+        profile = None
+    if cluster.eks is None:
+        reader.fail(f"{key}.tier", MIG, f"MIG needs GPU pools whose model the program knows; on a {cluster.kind} "
+                    "host it knows none", "use tier memory-capped or exclusive on this host, or run on eks")
+        return
+    pool = team_pool(team, cluster)
+    if pool is None:
+        candidates = [group.name for group in mig_pools(cluster)]
+        if not candidates:
+            reader.fail(f"{key}.tier", MIG, "no GPU node group is split into MIG slices",
+                        f"set migConfig on a node group with MIG GPUs ({MIG_INSTANCE_FAMILIES})")
+        else:
+            reader.fail(f"{key}.nodePool", MISSING, "several node groups are split into MIG slices",
+                        f"set nodePool to one of {', '.join(candidates)}")
+        return
+    group = _pool_or_fail(reader, key, pool, cluster)
+    if group is None:
+        return
+    if group.mig_config is None:
+        models = sorted({model or kind for kind, model in zip(group.instance_types, pool_models(group))})
+        has_mig = all(supports_mig(model) for model in pool_models(group))
+        reader.fail(f"{key}.nodePool", pool, f"pool {pool} ({', '.join(models)}) is not split into MIG slices"
+                    + ("" if has_mig else f": {', '.join(models)} GPUs have no MIG"),
+                    f"set cluster.eks.gpuNodeGroups[{_groups(cluster)[pool][0]}].migConfig" if has_mig else
+                    f"pin the team to a pool of MIG GPUs ({MIG_INSTANCE_FAMILIES}) with a migConfig, or use tier "
+                    "memory-capped or exclusive")
+        return
+    if profile is None or not layout_valid(group):
+        return  # a layout the GPUs do not have is reported once, on the pool
+    for kind, model in zip(group.instance_types, pool_models(group)):
+        slices = layout(model, group.mig_config)
+        if slices and profile not in slices:
+            reader.fail(f"{key}.migProfile", profile, f"is not a slice of pool {pool}'s layout {group.mig_config} on "
+                        f"{model} ({kind})", f"use one of {', '.join(slices)}, or change the pool's migConfig")
+            return
+    _check_whole(reader, f"teams[{index}].resources.gpu", team, kai_units(profile),
+                 f"KAI counts a {profile} slice as {kai_units(profile)} in a queue's gpu quota")
+
+
+def _check_whole(reader: Reader, key: str, team: Team, unit: int, why: str) -> None:
+    for field, value in (("quota", team.resources.gpu.quota), ("limit", team.resources.gpu.limit)):
+        if value is not None and value != -1 and abs(value / unit - round(value / unit)) > _EPSILON:
+            reader.fail(f"{key}.{field}", value, f"{why}, so it must be a multiple of {unit}",
+                        f"set it to a multiple of {unit}, e.g. {max(round(value / unit), 1) * unit:g}")
+
+
+def _check_memory_capped(reader: Reader, key: str, kai: KaiScheduler) -> None:
+    if kai.gpu_sharing is False:
+        reader.fail(f"{key}.tier", MEMORY_CAPPED, "memory-capped teams get KAI fractions, but "
+                    "kaiScheduler.gpuSharing is off", "turn kaiScheduler.gpuSharing on, or use tier exclusive")
+    if kai.version is not None and versions.release_numbers(kai.version) < HAMICORE_MINIMUM_VERSION:
+        minimum = "v" + ".".join(map(str, HAMICORE_MINIMUM_VERSION))
+        reader.fail("kaiScheduler.version", kai.version, f"has no hamicore plugin (KAI {minimum} added it), which "
+                    "memory-capped teams need", f"pin {minimum} or later, e.g. {versions.KAI_VERSION}")
+
+
+def pin_teams(reader: Reader, teams: list[Team], cluster: Optional[Cluster], gpu_operator: GpuOperator) -> list[Team]:
+    """A pinned team's vCluster syncs only its pool's nodes, and vCluster pins every pod of the team there
+    (so the placement rules judge the pinned selector). A mig team also learns its pool and the strategy its
+    slices are named by, for its admission policy. Teams whose values have problems of their own stay as read."""
+    cluster = _readable(reader, cluster)
+    if cluster is None:
+        return teams
+    pinned = []
+    for team in teams:
+        pool = team_pool(team, cluster) if team.isolation.tier is not None else None
+        if pool is not None and team.vcluster.node_labels is not None:
+            labels = {**team.vcluster.node_labels, POOL_LABEL: pool}
+            team = dataclasses.replace(team, vcluster=dataclasses.replace(team.vcluster, node_labels=labels),
+                                       isolation=dataclasses.replace(team.isolation, node_pool=pool))
+        if team.isolation.tier == MIG:
+            team = dataclasses.replace(team, isolation=dataclasses.replace(
+                team.isolation, mig_strategy=gpu_operator.mig_strategy))
+        pinned.append(team)
+    return pinned
+
+
+def with_isolation(gpu_operator: GpuOperator, kai: KaiScheduler, cluster: Cluster,
+                   teams: list[Team]) -> tuple[GpuOperator, KaiScheduler]:
+    """The operator sets the MIG strategy where a pool is split; KAI turns hamicore on for memory-capped teams."""
+    return (dataclasses.replace(gpu_operator, mig_split=bool(mig_pools(cluster))),
+            dataclasses.replace(kai, hamicore=any(team.isolation.tier == MEMORY_CAPPED for team in teams)))
+
+
+def mig_slices(platform: Platform) -> list[tuple[str, str, int, float, list[str]]]:
+    """Per MIG-split pool and profile: (pool, profile, slices present at maxSize, slices promised, teams)."""
+    rows = []
+    for group in mig_pools(platform.cluster):
+        gpus = max(GPUS_PER_INSTANCE_TYPE.get(kind, 0) for kind in group.instance_types) * group.scaling.max_size
+        per_gpu = min((layout(model, group.mig_config) for model in pool_models(group)), key=len, default={})
+        for profile, count in per_gpu.items():
+            teams = [team for team in platform.teams if team.isolation.tier == MIG
+                     and team.isolation.mig_profile == profile and team_pool(team, platform.cluster) == group.name]
+            promised = sum(max(team.resources.gpu.quota, 0) / kai_units(profile) for team in teams)
+            rows.append((group.name, profile, gpus * count, promised, [team.name for team in teams]))
+    return rows
+
+
+def isolation_warnings(platform: Platform) -> list[str]:
+    warnings = []
+    for pool, profile, present, promised, teams in mig_slices(platform):
+        if promised > present + _EPSILON:
+            warnings.append(f"teams {', '.join(teams)} are promised {promised:g} {profile} MIG slice(s) on pool {pool}, "
+                            f"but it has at most {present} by its config (maxSize × GPUs × slices per GPU): the "
+                            "guarantees cannot all be met at once.")
+    if mig_pools(platform.cluster) and platform.gpu_operator.mode != "install":
+        warnings.append(f"GPU node groups are split into MIG slices but gpuOperator.mode is {platform.gpu_operator.mode}: "
+                        f"the program does not set the operator's mig.strategy; it must be "
+                        f"{platform.gpu_operator.mig_strategy} there.")
+    return warnings

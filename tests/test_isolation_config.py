@@ -1,0 +1,129 @@
+"""Isolation tiers against the hardware, the KAI release and the quotas (config/isolation.py, config/mig.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from config import load_platform
+from config.capacity import GPUS_PER_INSTANCE_TYPE, gpu_model
+from config.isolation import mig_slices
+from config.mig import MIG_CONFIG_LABEL, MIG_LAYOUTS, kai_units, kai_units_per_gpu
+from tests.config_spec import dev_config, put, rejected
+from tests.isolation_spec import isolation_config
+
+
+def test_the_isolation_site_loads_with_each_team_pinned_to_its_pool():
+    platform = load_platform(isolation_config())
+    pools = {team.name: team.vcluster.node_labels["gpu-tenancy/pool"] for team in platform.teams}
+    assert pools == {"team-llm": "h100", "team-vision": "h100", "team-nlp": "l40s", "team-train": "l40s"}
+    assert platform.kai_scheduler.hamicore and platform.gpu_operator.mig_split
+    assert not any("MIG" in warning for warning in platform.warnings)
+
+
+def test_mig_slices_promised_and_present():
+    rows = {(pool, profile): (present, promised) for pool, profile, present, promised, _ in
+            mig_slices(load_platform(isolation_config()))}
+    # 8 H100 x all-balanced (2 x 1g.10gb, 1 x 2g.20gb, 1 x 3g.40gb); team-llm holds 4 units = 4 slices of 1g,
+    # team-vision 6 units = 2 slices of 3g.
+    assert rows == {("h100", "1g.10gb"): (16, 4), ("h100", "2g.20gb"): (8, 0), ("h100", "3g.40gb"): (8, 2)}
+
+
+def test_more_slices_promised_than_present_is_warned():
+    config = put(isolation_config(), "teams[1].resources.gpu", {"quota": 27, "limit": 27})
+    warnings = load_platform(config).warnings
+    assert any("promised 9 3g.40gb MIG slice(s) on pool h100, but it has at most 8" in w for w in warnings)
+
+
+@pytest.mark.parametrize("instance", ["g4dn.xlarge", "g6e.xlarge"])
+def test_a_mig_layout_on_a_gpu_without_mig_is_one_clear_error(instance):
+    config = isolation_config()
+    config["cluster"]["eks"]["gpuNodeGroups"][1].update(instanceTypes=[instance], migConfig="all-1g.10gb")
+    issues = rejected(config).issues
+    assert [issue.key for issue in issues] == ["cluster.eks.gpuNodeGroups[1].migConfig"]
+    assert "which have no MIG" in issues[0].problem and "remove migConfig" in issues[0].fix
+
+
+@pytest.mark.parametrize("instance, model", [("g4dn.xlarge", "T4"), ("g6e.12xlarge", "L40S")])
+def test_a_mig_team_on_a_t4_or_l40s_pool_is_refused(instance, model):
+    config = isolation_config()
+    config["cluster"]["eks"]["gpuNodeGroups"][1]["instanceTypes"] = [instance]
+    config["teams"][2]["isolation"] = {"tier": "mig", "migProfile": "1g.10gb", "nodePool": "l40s"}
+    config["teams"][2]["resources"]["gpu"] = {"quota": 1, "limit": 2}
+    issues = rejected(config).issues
+    assert [issue.key for issue in issues] == ["teams[2].isolation.nodePool"]
+    assert f"{model} GPUs have no MIG" in issues[0].problem
+
+
+def test_a_mig_config_label_set_by_hand_is_refused():
+    config = isolation_config()
+    config["cluster"]["eks"]["gpuNodeGroups"][0]["labels"] = {MIG_CONFIG_LABEL: "all-1g.10gb"}
+    issue = next(i for i in rejected(config).issues if i.key == "cluster.eks.gpuNodeGroups[0].labels")
+    assert "migConfig" in issue.fix
+
+
+@pytest.mark.parametrize("path, value, key", [
+    ("teams[0].isolation.migProfile", "2g.10gb", "teams[0].isolation.migProfile"),  # a 40 GB card's profile
+    ("teams[0].isolation.migProfile", "1g.10gb+me", "teams[0].isolation.migProfile"),  # KAI would count it as 0
+    ("cluster.eks.gpuNodeGroups[0].migConfig", "all-1g.5gb", "cluster.eks.gpuNodeGroups[0].migConfig"),
+    ("teams[1].resources.gpu.quota", 4, "teams[1].resources.gpu.quota"),  # not a multiple of 3 (3g.40gb)
+    ("teams[3].resources.gpu.quota", 1.5, "teams[3].resources.gpu.quota"),  # exclusive: whole GPUs
+    ("teams[3].isolation.nodePool", "h100", "teams[3].isolation.nodePool"),  # KAI places no whole GPUs there
+    ("teams[2].isolation.migProfile", "1g.10gb", "teams[2].isolation.migProfile"),  # only mig teams have one
+    ("kaiScheduler.gpuSharing", False, "teams[2].isolation.tier"),  # memory-capped needs fractions
+    ("gpuOperator.migStrategy", "single", "gpuOperator.migStrategy"),  # all-balanced mixes profiles
+    ("teams[2].isolation.nodePool", "a100", "teams[2].isolation.nodePool"),
+], ids=lambda value: str(value))
+def test_wrong_combinations_name_their_key(path, value, key):
+    issues = rejected(put(isolation_config(), path, value)).issues
+    assert key in [issue.key for issue in issues]
+    assert all(issue.fix for issue in issues)
+
+
+def test_mig_needs_a_pool_of_known_gpus():
+    config = put(dev_config(), "teams[0].isolation", {"tier": "mig", "migProfile": "1g.10gb"})
+    assert [issue.key for issue in rejected(config).issues] == ["teams[0].isolation.tier"]
+
+
+def test_memory_capped_and_exclusive_work_on_a_microk8s_box():
+    config = put(dev_config(), "teams[0].isolation", {"tier": "memory-capped"})
+    config = put(config, "teams[1].isolation", {"tier": "exclusive"})
+    config = put(config, "teams[1].resources.gpu", {"quota": 0, "limit": 1})
+    platform = load_platform(config)
+    assert platform.kai_scheduler.hamicore and not platform.gpu_operator.mig_split
+
+
+def test_every_instance_type_has_a_gpu_model_and_mig_models_have_layouts():
+    assert all(gpu_model(kind) for kind in GPUS_PER_INSTANCE_TYPE)
+    for model, layouts in MIG_LAYOUTS.items():
+        for name, slices in layouts.items():
+            # No layout gives more than the 7 compute slices of a GPU.
+            assert 0 < kai_units_per_gpu(model, name) <= 7, (model, name)
+            assert all(kai_units(profile) for profile in slices)
+
+
+def test_a_mig_split_pool_counts_in_kais_units():
+    # 8 H100 x 7 units + 4 L40S: the organization's gpu quota is compared with this.
+    config = put(isolation_config(), "organization.resources.gpu", {"quota": 61, "limit": -1})
+    assert any("61 but the host has at most 60" in warning for warning in load_platform(config).warnings)
+
+
+@pytest.mark.parametrize("path, value, key", [
+    ("teams[0].isolation.tier", "hard", "teams[0].isolation.tier"),
+    ("cluster.kind", "gke", "cluster.kind"),
+    ("cluster.eks.gpuNodeGroups[0].instanceTypes", 5, "cluster.eks.gpuNodeGroups[0].instanceTypes"),
+    ("cluster.eks.gpuNodeGroups[0].migConfig", 5, "cluster.eks.gpuNodeGroups[0].migConfig"),
+    ("teams[0].resources.gpu.quota", "x", "teams[0].resources.gpu.quota"),
+    ("kaiScheduler.gpuSharing", "yes", "kaiScheduler.gpuSharing"),
+], ids=["tier", "cluster-kind", "instance-types", "mig-config", "gpu-quota", "gpu-sharing"])
+def test_a_value_with_its_own_problem_is_reported_once_without_follow_on_isolation_errors(path, value, key):
+    """The loader reports every problem in one pass; the isolation rules skip what another rule refused."""
+    assert [issue.key for issue in rejected(put(isolation_config(), path, value)).issues] == [key]
+
+
+def test_a_team_pinned_to_a_pool_its_own_node_labels_do_not_match_is_refused():
+    """nodePool is added to the team's selector before placement is judged: together they select no pool."""
+    config = put(isolation_config(), "cluster.eks.gpuNodeGroups[0].labels", {"site/rack": "a"})
+    config = put(config, "teams[2].vcluster", {"nodeLabels": {"site/rack": "a"}})
+    issues = rejected(config).issues
+    assert [issue.key for issue in issues] == ["teams[2].vcluster.nodeLabels"]
+    assert issues[0].value["gpu-tenancy/pool"] == "l40s"

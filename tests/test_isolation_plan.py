@@ -1,0 +1,61 @@
+"""The isolation site as reviewers and a real cluster see it: summary, chart values, deployability."""
+
+from __future__ import annotations
+
+import pytest
+
+from config.mig import MIG_CONFIG_LABEL
+from config.vocabulary import EKS_NODE_GROUP, RELEASE
+from tests.config_spec import put, rejected
+from tests.conftest import run
+from tests.isolation_spec import isolation_config, prefixed
+from tests.test_deployability import _real_charts_or_skip
+from tools.charts.render import render_plan_releases
+from tools.deployability import check as deployability
+from tools.deployability.inputs import program_objects, site_from_plan
+from tools.plan.document import build_plan
+from tools.plan.summary import render_summary
+
+
+@pytest.fixture(scope="module")
+def plan():
+    return build_plan(run(prefixed(isolation_config()), stack="isolation"), "isolation")
+
+
+def _release(plan, chart):
+    return next(r for r in plan["resources"] if r["type"] == RELEASE and r["inputs"]["chart"].endswith(chart))
+
+
+def test_the_summary_shows_each_tier_and_the_slices_promised_vs_present(plan):
+    summary = render_summary(plan)
+    assert "| `team-nlp` | memory-capped | — | `l40s` | `gpu-tenancy-team-nlp-isolation` |" in summary
+    assert "| `team-vision` | mig | `3g.40gb` | `h100` |" in summary
+    assert "| `h100` | `all-balanced` | `3g.40gb` | 8 | 2 | `team-vision` |" in summary
+
+
+def test_the_pools_and_charts_are_set_up_for_each_tier(plan):
+    groups = {r["inputs"]["labels"]["gpu-tenancy/pool"]: r["inputs"]["labels"] for r in plan["resources"]
+              if r["type"] == EKS_NODE_GROUP and r["inputs"]["labels"].get("gpu-tenancy/role") == "gpu"}
+    assert groups["h100"][MIG_CONFIG_LABEL] == "all-balanced" and MIG_CONFIG_LABEL not in groups["l40s"]
+    operator = _release(plan, "gpu-operator")["inputs"]["values"]
+    assert operator["mig"] == {"strategy": "mixed"} and operator["migManager"] == {"enabled": True}
+    kai = _release(plan, "kai-scheduler")["inputs"]["values"]
+    assert kai["binder"] == {"plugins": {"hamicore": {"enabled": True}}}
+
+
+def test_the_isolation_site_passes_the_deployability_check_on_the_program_objects(plan):
+    found = deployability.check(program_objects(plan["resources"]), site_from_plan(plan))
+    assert not [f for f in found if f.severity == deployability.ERROR], "\n".join(map(str, found))
+
+
+def test_the_isolation_site_is_deployable_with_the_real_charts(plan, tmp_path):
+    cache = _real_charts_or_skip(plan)
+    rendered = render_plan_releases(plan["resources"], cache, tmp_path)
+    _, _, found = deployability.check_plan(plan, rendered, tmp_path, cache)
+    errors = [f for f in found if f.severity == deployability.ERROR]
+    assert not errors, "\n".join(map(str, errors))
+
+
+def test_memory_capped_under_restricted_pod_security_is_refused():
+    config = put(isolation_config(), "teams[2].vcluster", {"podSecurity": "restricted"})
+    assert "teams[2].vcluster.podSecurity" in [issue.key for issue in rejected(config).issues]
