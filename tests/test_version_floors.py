@@ -148,8 +148,28 @@ def test_the_floor_and_the_default_of_every_chart_render_with_the_programs_value
             if not contracts.schema:
                 defaults = _defaults_with_sub_charts(contracts.path)
                 unknown = [".".join(path) for path in leaf_paths(values) if not _known(defaults, path)
-                           and tuple(path) not in GPU_OPERATOR_COMMENTED_KEYS]
+                           and tuple(path) not in GPU_OPERATOR_COMMENTED_KEYS
+                           and tuple(path[:2]) not in WRITTEN_WHOLE]
                 assert not unknown, f"{chart} {version} has no value {unknown}"
+                _assert_written_whole(values, rendered)
+
+
+# Maps a chart writes into an application's own config file key by key, whatever the keys (Grafana's chart
+# renders every section and setting of `grafana.ini`): the rendered file must hold each value the program sets.
+WRITTEN_WHOLE = {("grafana", "grafana.ini"): "grafana.ini"}
+
+
+def _assert_written_whole(values: dict, rendered: dict) -> None:
+    for prefix, data_key in WRITTEN_WHOLE.items():
+        settings = [path[len(prefix):] for path in leaf_paths(values) if tuple(path[:len(prefix)]) == prefix]
+        if not settings:
+            continue
+        files = [document["data"][data_key] for text in rendered.values() for document in load_manifests(text)
+                 if isinstance(document, dict) and document.get("kind") == "ConfigMap"
+                 and data_key in (document.get("data") or {})]
+        assert len(files) == 1, f"one ConfigMap holds {data_key}"
+        for section, *rest in settings:
+            assert f"[{section}]" in files[0] and f"{rest[-1]} =" in files[0], f"{data_key} lacks {section}.{rest}"
 
 
 def _defaults_with_sub_charts(archive) -> dict:
