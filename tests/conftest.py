@@ -13,6 +13,8 @@ from hypothesis import HealthCheck, settings
 from tests.chart_spec import cache, demo  # noqa: F401 (fixtures of the chart specs)
 from config.stack_file import stack_names
 from config.versions import VCLUSTER_MINIMUM_VERSION, release_order
+from tools.charts.cache import CACHE_ENV, chart_cache_dir, find_cached
+from tools.charts.render import release_chart_key, release_records
 from tools.offline.mockrun import PROJECT_DIR, ProgramRun, load_stack_file, run_program
 
 COMMITTED_STACKS = stack_names()
@@ -139,3 +141,15 @@ def destroy_order(program) -> list[str]:
     for urn in sorted(edges):
         visit(urn)
     return [program.by_urn(urn).name for urn in reversed(order)]
+
+
+def real_charts_or_skip(plan) -> Path:
+    """The chart cache, when it holds every chart the plan releases; a skip naming what to add otherwise."""
+    cache = chart_cache_dir()
+    missing = [release_chart_key(inputs) for _, inputs in release_records(plan["resources"])
+               if find_cached(release_chart_key(inputs), cache)[0] is None]
+    if missing:
+        names = ", ".join(sorted({key.describe() for key in missing}))
+        pytest.skip(f"the chart cache {cache} (${CACHE_ENV}) lacks {names}: run `python -m tools.charts pull` (network) or "
+                    "`python -m tools.charts add DIR --version V` with the chart directory at its tag")
+    return cache

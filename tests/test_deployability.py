@@ -19,11 +19,11 @@ import pytest
 from config import versions
 from config.hosts import DEFAULT_STORAGE_CLASS_ANNOTATION, HOST_KIND_FACTS
 from config.vocabulary import CLUSTER_KINDS
-from tests.conftest import COMMITTED_STACKS, dev_config, run, stack_config
+from tests.conftest import COMMITTED_STACKS, dev_config, real_charts_or_skip, run, stack_config
 from tools.deployability import check as deployability
 from tools.deployability import pod_security
-from tools.charts.cache import CACHE_ENV, cache_chart, chart_cache_dir, chart_contracts, find_cached
-from tools.charts.render import RELEASE_TYPE, release_chart_key, release_records, render_plan_releases
+from tools.charts.cache import CACHE_ENV, cache_chart, chart_cache_dir, chart_contracts
+from tools.charts.render import RELEASE_TYPE, render_plan_releases
 from tools.deployability.inputs import (
     K8sObject, Release, Site, helm_kube_version, program_objects, rendered_objects, site_from_plan,
     vcluster_dns_pods,
@@ -411,17 +411,6 @@ def test_the_program_objects_of_every_committed_stack_validate(sites):
 
 
 # --- the real charts (from the chart cache) ---------------------------------------------------------
-
-
-def real_charts_or_skip(plan) -> Path:
-    cache = chart_cache_dir()
-    missing = [release_chart_key(inputs) for _, inputs in release_records(plan["resources"])
-               if find_cached(release_chart_key(inputs), cache)[0] is None]
-    if missing:
-        names = ", ".join(sorted({key.describe() for key in missing}))
-        pytest.skip(f"the chart cache {cache} (${CACHE_ENV}) lacks {names}: run `python -m tools.charts pull` (network) or "
-                    "`python -m tools.charts add DIR --version V` with the chart directory at its tag")
-    return cache
 
 
 @pytest.mark.parametrize("observability", ["off", "install"])

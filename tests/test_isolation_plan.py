@@ -7,9 +7,8 @@ import pytest
 from config.mig import MIG_CONFIG_LABEL
 from config.vocabulary import EKS_NODE_GROUP, RELEASE
 from tests.config_spec import put, rejected
-from tests.conftest import run
+from tests.conftest import real_charts_or_skip, run
 from tests.isolation_spec import isolation_config, prefixed
-from tests.test_deployability import _real_charts_or_skip
 from tools.charts.render import render_plan_releases
 from tools.deployability import check as deployability
 from tools.deployability.inputs import program_objects, site_from_plan
@@ -49,7 +48,7 @@ def test_the_isolation_site_passes_the_deployability_check_on_the_program_object
 
 
 def test_the_isolation_site_is_deployable_with_the_real_charts(plan, tmp_path):
-    cache = _real_charts_or_skip(plan)
+    cache = real_charts_or_skip(plan)
     rendered = render_plan_releases(plan["resources"], cache, tmp_path)
     _, _, found = deployability.check_plan(plan, rendered, tmp_path, cache)
     errors = [f for f in found if f.severity == deployability.ERROR]
