@@ -19,6 +19,7 @@ import argparse
 import copy
 import cProfile
 import functools
+import math
 import sys
 import tempfile
 import time
@@ -40,7 +41,7 @@ def site_with_teams(teams: int) -> dict:
     """The committed dev stack with ``teams`` teams sharing its GPU (each a leaf queue and a vCluster)."""
     config = copy.deepcopy(load_stack_file("dev"))
     template = config[f"{PROJECT}:teams"][0]
-    share = round(1 / teams, 4)
+    share = math.floor(10_000 / teams) / 10_000  # rounded down: the shares never exceed the one GPU
     config[f"{PROJECT}:teams"] = [
         {**copy.deepcopy(template), "name": f"team-{index:03d}",
          "resources": {"gpu": {"quota": share, "limit": 1, "overQuotaWeight": 1}}}
