@@ -21,11 +21,10 @@ than Kubernetes 1.36. vCluster re-applies the manifests only when their text cha
 
 from __future__ import annotations
 
-import yaml
-
 from components.admission import policy_validations, policy_variables
 from components.isolation_admission import isolation_validations
 from components.kai import SCHEDULER_NAME
+from components.yaml_text import yaml_documents
 from config.model import Team
 from config.vocabulary import QUEUE_LABEL
 
@@ -88,5 +87,5 @@ def virtual_manifests(team: Team) -> list[dict]:
 
 def virtual_defaults_values(team: Team) -> dict:
     """vCluster values that apply the defaults inside the team's virtual cluster."""
-    text = yaml.safe_dump_all(virtual_manifests(team), sort_keys=False, width=1_000_000)
+    text = yaml_documents(virtual_manifests(team), sort_keys=False, width=1_000_000)
     return {"experimental": {"deploy": {"vcluster": {"manifests": text}}}}

@@ -1,4 +1,5 @@
-"""The tenant's DNS: never preempted, resolving through the host's DNS, on the image vCluster would pick."""
+"""The tenant's DNS: never preempted, resolving through the host's DNS, on the image vCluster would pick;
+its YAML written once for all teams, yet each team's text is what dumping its own objects gives."""
 
 from __future__ import annotations
 
@@ -7,11 +8,15 @@ import re
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
 from components.tenant_dns import (
-    NON_PREEMPTIBLE, PREEMPTIBILITY_LABEL, PRIORITY_CLASS, PRIORITY_LABEL, dns_pod_labels,
+    NON_PREEMPTIBLE, PREEMPTIBILITY_LABEL, PRIORITY_CLASS, PRIORITY_LABEL, coredns_manifests, coredns_objects,
+    dns_pod_labels,
 )
 from config import versions
+from config.key_types import DNS_LABEL
 from config.virtual_cluster import coredns_image
 from config.hosts import CLUSTER_DNS_SERVICE
 from ops.sites import platform_of
@@ -144,3 +149,25 @@ def test_an_older_virtual_kubernetes_picks_its_own_coredns_as_vcluster_does():
     settings = platform_of(dev_config(), stack="dev").teams[0].vcluster
     older = dataclasses.replace(settings, extra_values={"controlPlane": {"distro": {"k8s": {"image": {"tag": "v1.33.4"}}}}})
     assert coredns_image(older) == "docker.io/coredns/coredns:1.12.0"
+
+
+def dumped(team, host_dns: str) -> str:
+    return "---\n".join(yaml.safe_dump(document, sort_keys=False) for document in coredns_objects(team, host_dns))
+
+
+@pytest.mark.parametrize("name", ["team-nlp", "yes", "on", "null", "123", "1e3", "0x1f", "2020-01-01", "t" * 63])
+@pytest.mark.parametrize("registry", [None, "registry.corp.example/mirror/"])
+def test_each_teams_dns_manifests_are_its_objects_dumped(name, registry):
+    team = platform_of(dev_config(), stack="dev").teams[0]
+    extra = {"controlPlane": {"advanced": {"defaultImageRegistry": registry}}} if registry else {}
+    named = dataclasses.replace(team, name=name, vcluster=dataclasses.replace(team.vcluster, extra_values=extra))
+    text = coredns_manifests(named, MOCK_CLUSTER_DNS)
+    assert text == dumped(named, MOCK_CLUSTER_DNS)
+    deployment = next(d for d in yaml.safe_load_all(text) if d["kind"] == "Deployment")
+    assert deployment["spec"]["template"]["metadata"]["labels"]["kai.scheduler/queue"] == name
+
+
+@given(st.from_regex(DNS_LABEL, fullmatch=True).filter(lambda name: len(name) <= 63))
+def test_any_team_name_gives_the_dumped_text(name):
+    team = dataclasses.replace(platform_of(dev_config(), stack="dev").teams[1], name=name)
+    assert coredns_manifests(team, "10.96.0.10") == dumped(team, "10.96.0.10")

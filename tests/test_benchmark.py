@@ -1,0 +1,36 @@
+"""The benchmark's site and its rollout-chain measure (tools/offline/benchmark.py); its timings are not tested.
+
+The rollout chain is structural, not a timing: the longest path of dependencies and parents must not grow
+with the number of teams, or every team would add a step that ``pulumi up`` has to wait for."""
+
+from __future__ import annotations
+
+import pytest
+
+from ops.sites import platform_of
+from tests.conftest import run
+from tools.offline.benchmark import longest_chain, site_with_teams
+from tools.offline.mockrun import ProgramRun, RecordedResource
+
+
+def resource(urn: str, parent: str | None = None, dependencies: tuple[str, ...] = ()) -> RecordedResource:
+    return RecordedResource(urn=urn, type="t", name=urn, custom=True, parent=parent, provider=None,
+                            dependencies=list(dependencies), options={}, inputs={})
+
+
+def test_the_chain_follows_dependencies_and_parents():
+    program = ProgramRun(resources=[
+        resource("a"), resource("b", parent="a"), resource("c", dependencies=("b",)),
+        resource("d", dependencies=("a",)), resource("e", dependencies=("outside-the-run",))])
+    assert longest_chain(program) == 3  # a -> b (child) -> c (dependent)
+
+
+@pytest.mark.parametrize("teams", [1, 7, 300])
+def test_the_benchmark_site_is_a_valid_site_of_that_many_teams(teams):
+    platform = platform_of(site_with_teams(teams), stack="benchmark")
+    assert len(platform.teams) == len({team.name for team in platform.teams}) == teams
+
+
+def test_the_rollout_chain_does_not_grow_with_the_team_count():
+    assert longest_chain(run(site_with_teams(2), stack="benchmark")) == \
+        longest_chain(run(site_with_teams(9), stack="benchmark"))
