@@ -15,13 +15,9 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Iterable, Optional
 
 from config.errors import MISSING
-from config.versions import release_numbers, release_order
-from config.vocabulary import EXACT_VERSION
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_LABEL_FIX = "use at most {limit} lowercase letters, digits and '-', starting and ending with a letter or digit"
-KUBERNETES_MINOR = re.compile(r"^1\.(0|[1-9][0-9]*)$")
-KUBERNETES_MINOR = re.compile(r"^1\.(0|[1-9][0-9]*)$")
 QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
 # Far beyond any real quota (memory is counted in MB); keeps float conversions exact and finite.
 LARGEST_NUMBER = 10**12
@@ -53,7 +49,7 @@ def refuse_names(names: Iterable[str], problem: str, fix: str) -> Check:
     return Check("|".join(re.escape(name) for name in names), problem, fix, refuse=True)
 
 
-def _string_schema(*parts: dict[str, Any]) -> dict[str, Any]:
+def string_schema(*parts: dict[str, Any]) -> dict[str, Any]:
     """A non-blank string meeting every part (patterns go under allOf: one schema holds one pattern)."""
     return {"type": "string", "allOf": [{"pattern": r"\S"}, *parts]}
 
@@ -137,7 +133,7 @@ class Text:
         return value
 
     def schema(self) -> dict[str, Any]:
-        schema = _string_schema(*(check.schema() for check in self.checks))
+        schema = string_schema(*(check.schema() for check in self.checks))
         if self.choices is not None:
             schema["enum"] = list(self.choices)
         if self.dns_label:
@@ -151,83 +147,6 @@ class Text:
         if self.dns_label:
             return "DNS-1123 label" + (f" of at most {self.max_length} characters" if self.max_length != 63 else "")
         return self.form or "string"
-
-
-@dataclass(frozen=True)
-class Version:
-    """An exact chart version (``config.vocabulary.EXACT_VERSION``) with the chart's own prefix (``v`` or none),
-    no older than ``minimum`` (a floor from config/versions.py, prefix included; ``minimum_reason`` says what
-    breaks below it)."""
-
-    prefix: str
-    minimum: Optional[str] = None
-    minimum_reason: str = ""
-    fix: ClassVar[str] = "set it to a string"
-
-    def parse(self, value: object, fix: str) -> str:
-        value = Text().parse(value, fix)
-        example = f"{self.prefix}1.2.3"
-        if value.strip().lower() in ("latest", "stable", "*"):
-            raise Invalid("chart versions must be pinned", f"set an exact version such as {example}")
-        if not EXACT_VERSION.fullmatch(value):
-            raise Invalid("is not an exact version (no ranges or wildcards)", f"set an exact version such as {example}")
-        if self.prefix and not value.startswith(self.prefix):
-            raise Invalid(f"this chart's versions start with '{self.prefix}'", f"write it as {self.prefix}{value}")
-        if not self.prefix and value.startswith("v"):
-            raise Invalid("this chart's versions have no leading 'v'", f"write it as {value[1:]}")
-        refuse_below(value, self.minimum, self.minimum_reason)
-        return value
-
-    def schema(self) -> dict[str, Any]:
-        core = EXACT_VERSION.pattern.removeprefix("^v?").removesuffix("$")
-        parts = [{"pattern": f"^{self.prefix}{core}$"}]
-        if self.minimum is not None:
-            major, minor, patch = release_numbers(self.minimum)
-            parts.append({"pattern": f"^{self.prefix}{_release_at_least(major, minor, patch)}$"})
-        return _string_schema(*parts)
-
-    def shown(self) -> str:
-        shown = f"exact version `{self.prefix}X.Y.Z`" + ("" if self.prefix else " (no `v`)")
-        return shown + (f", {self.minimum} or later" if self.minimum else "")
-
-
-def refuse_below(value: str, minimum: Optional[str], reason: str) -> None:
-    """Refuse a version older than ``minimum`` (a pre-release of it included), saying what breaks (``reason``)
-    and which version to pin."""
-    if minimum is not None and release_order(value) < release_order(minimum):
-        raise Invalid(f"releases before {minimum} are not supported: {reason}", f"pin {minimum} or later")
-
-
-def _release_at_least(major: int, minor: int, patch: int) -> str:
-    """A regular expression for the versions at or above the release ``major.minor.patch``: a later release with
-    any suffix, or that release itself with build metadata only (its pre-releases come before it)."""
-    above = rf"{at_least_pattern(major + 1)}\.\d+\.\d+"
-    minor_above = rf"{major}\.{at_least_pattern(minor + 1)}\.\d+"
-    patch_above = rf"{major}\.{minor}\.{at_least_pattern(patch + 1)}"
-    return rf"(?:(?:{above}|{minor_above}|{patch_above})(?:[-+].*)?|{major}\.{minor}\.{patch}(?:\+.*)?)"
-
-
-@dataclass(frozen=True)
-class KubernetesVersion:
-    """A Kubernetes minor version ``1.NN`` as a string, no older than ``minimum`` (config/versions.py)."""
-
-    minimum: str
-    minimum_reason: str
-    fix: ClassVar[str] = 'set it to a quoted minor version such as "1.33"'
-
-    def parse(self, value: object, fix: str) -> str:
-        value = Text().parse(value, fix)
-        if not KUBERNETES_MINOR.fullmatch(value):
-            raise Invalid("must be a pinned Kubernetes minor version", "use the form 1.NN, e.g. 1.33")
-        refuse_below(value, self.minimum, self.minimum_reason)
-        return value
-
-    def schema(self) -> dict[str, Any]:
-        major, minor = release_numbers(self.minimum)
-        return _string_schema({"pattern": f"^{major}\\.{at_least_pattern(minor)}$"})
-
-    def shown(self) -> str:
-        return f"string `1.NN`, {self.minimum} or later"
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,9 @@ from typing import Any, Optional, Union
 
 from config.errors import MISSING
 from config.key_types import (
-    AnyMap, Boolean, Integer, KubernetesVersion, Number, Quantity, StringList, StringMap, Text, Version,
+    AnyMap, Boolean, Integer, Number, Quantity, StringList, StringMap, Text,
 )
+from config.version_types import KubernetesVersion, Version
 
 # The default of a key the config must set.
 REQUIRED = MISSING

@@ -11,9 +11,7 @@ from typing import Optional
 
 from config import versions
 from config.errors import MISSING
-from config.key_types import (
-    Boolean, Check, Integer, KubernetesVersion, StringList, StringMap, Text, Version, refuse_names,
-)
+from config.key_types import Boolean, Check, Integer, StringList, StringMap, Text, refuse_names
 from config.keys import REQUIRED, Block, Condition, Derived, Key, ListOf
 from config.load_operators import GPU_OPERATOR_FLOOR_REASON
 from config.model import (
@@ -30,6 +28,7 @@ from config.reader import Section
 from config.secrets import Secrets
 from config.sharing import PROFILES
 from config.hosts import SYSTEM_POOL
+from config.version_types import KubernetesVersion, Version
 from config.vocabulary import CLUSTER_KINDS
 
 # A DNS-1123 subdomain: what `kubectl get storageclass` names may be.

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Optional
 
 from config import versions
-from config.key_types import Boolean, Integer, Text, Version
+from config.key_types import Boolean, Integer, Text
 from config.keys import Block, Condition, Derived, Key
 from config.mig import MIG_STRATEGIES
 from config.model import Cluster, GpuOperator, HostProfile, KaiScheduler, TimeSlicing
 from config.reader import Section
 from config.sharing import EXCLUSIVE, PROFILES
+from config.version_types import Version
 from config.vocabulary import MICROK8S_ADDON_NAMESPACE
 
 OPERATOR_MODES = ("install", "microk8s-addon", "external")

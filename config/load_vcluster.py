@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from config import versions
 from config.access import ACCESS, read_access
-from config.key_types import AnyMap, Boolean, Integer, Quantity, StringList, StringMap, Text, Version
+from config.key_types import AnyMap, Boolean, Integer, Quantity, StringList, StringMap, Text
 from config.keys import Block, Derived, Key
 from config.merge import deep_merge
 from config.model import ControlPlaneResources, TenantLimitRange, TenantResourceQuota, TenantServices, VClusterSettings
 from config.reader import Section
+from config.version_types import Version
 
 # What a tenant gets where neither the stack nor its team says otherwise.
 DEFAULT_VCLUSTER = VClusterSettings(

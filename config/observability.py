@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from config import versions
-from config.key_types import Boolean, Check, Integer, Number, Text, Version
+from config.key_types import Boolean, Check, Integer, Number, Text
 from config.keys import Block, Condition, Key
 from config.observability_login import GRAFANA_LOGIN, GrafanaLogin, read_grafana_login
 from config.reader import Reader, Section
+from config.version_types import Version
 
 MODES = ("install", "external", "off")
 WINDOW_TYPES = ("sliding", "tumbling")

@@ -84,7 +84,7 @@ KUBE_PROMETHEUS_STACK_VERSION = "88.5.3"
 PROM_LABEL_PROXY_IMAGE = "quay.io/prometheuscommunity/prom-label-proxy:v0.9.0"
 
 # --- the oldest version of each component the config accepts -----------------------------------
-# Each is enforced by its config key (config/key_types.py Version(minimum=...)); the chart floors are the
+# Each is enforced by its config key (config/version_types.py Version(minimum=...)); the chart floors are the
 # oldest releases whose chart renders with the program's values and passes its own values schema, checked
 # by tests/test_version_floors.py with the real charts at these tags (tests/conftest.py MIRRORED_TAGS).
 

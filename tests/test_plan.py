@@ -265,9 +265,3 @@ def test_summary_flags_an_overcommitted_queue_and_an_orphan_parent():
     assert "children's gpu quotas sum to 1.2 of 1 — **over-committed**" in summary
     assert "parent gone is NOT managed by this stack" in summary
     assert summary == plan.render_summary(json.loads(json.dumps(document)))
-
-
-def test_the_render_message_names_the_kubernetes_version_or_says_it_is_helms_default():
-    from tools.plan.cli import rendered_for
-    assert rendered_for("v1.33.0") == "Kubernetes v1.33.0"
-    assert "None" not in rendered_for(None) and "Helm's default Kubernetes version" in rendered_for(None)

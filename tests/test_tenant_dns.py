@@ -121,12 +121,6 @@ def test_the_coredns_table_is_vclusters_own():
     assert not any(image.endswith(":latest") for image in versions.COREDNS_IMAGES.values())
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[VCLUSTER])
-def test_the_default_virtual_kubernetes_is_the_charts(tag):
-    values = yaml.safe_load(git(VCLUSTER, "show", f"{tag}:chart/values.yaml"))
-    assert versions.VCLUSTER_VIRTUAL_KUBERNETES[tag.lstrip("v")] == values["controlPlane"]["distro"]["k8s"]["image"]["tag"]
-
-
 @pytest.mark.parametrize("extra, image", [
     ({}, "docker.io/coredns/coredns:1.14.2"),
     ({"controlPlane": {"distro": {"k8s": {"version": "v1.37.0"}}}}, "docker.io/coredns/coredns:1.14.2"),

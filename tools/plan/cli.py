@@ -162,7 +162,7 @@ def main(argv: Optional[Sequence[str]] = None, *, config: Optional[dict[str, Any
     for note in plan["notes"]:
         print(f"  note: {note}")
     if rendered is not None:
-        print(f"rendered {len(rendered['releases'])} releases for {rendered_for(rendered['kubeVersion'])} -> "
+        print(f"rendered {len(rendered['releases'])} releases for Kubernetes {rendered['kubeVersion']} -> "
               f"{_shown(out / MANIFESTS_DIR)}")
         errors = [finding for finding in findings if finding.severity == deployability.ERROR]
         print(f"deployability: {len(errors)} errors, {len(findings) - len(errors)} warnings and notes "
@@ -182,9 +182,3 @@ def chart_objects(rendered: dict[str, Any], out: Path, plan: dict[str, Any]) -> 
     from tools.deployability.inputs import rendered_objects
     return [(obj.release.name if obj.release else "?", obj.manifest)
             for obj in rendered_objects(rendered, out, plan["resources"])]
-
-
-def rendered_for(kube_version: Optional[str]) -> str:
-    """The Kubernetes version charts were rendered for, honestly: a site that pins none gets Helm's default."""
-    return f"Kubernetes {kube_version}" if kube_version else "Helm's default Kubernetes version (the site pins none)"
-
