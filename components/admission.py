@@ -129,9 +129,19 @@ def match_conditions(team: Team) -> list[dict]:
              "expression": f"request.userInfo.username == '{syncer_username(team)}' || {labelled} || {old_labelled}"}]
 
 
-def policy_variables(team: Team) -> list[dict]:
-    fractional = " || ".join(has_key("object", "annotations", name) for name in FRACTION_ANNOTATIONS)
+def fraction_annotated() -> str:
+    """The pod asks KAI for a fraction of a GPU (by share or by memory)."""
+    return " || ".join(has_key("object", "annotations", name) for name in FRACTION_ANNOTATIONS)
+
+
+def fraction_container() -> str:
+    """The container KAI gives a pod's fraction to: the one the annotation names, else the first."""
     named = has_key("object", "annotations", FRACTION_CONTAINER_ANNOTATION)
+    return f"({named} ? object.metadata.annotations['{FRACTION_CONTAINER_ANNOTATION}'] : object.spec.containers[0].name)"
+
+
+def policy_variables(team: Team) -> list[dict]:
+    fractional = fraction_annotated()
     holds_any = (f"object.spec.containers.exists(c, {_holds_gpu('c')}) || "
                  f"(has(object.spec.initContainers) && object.spec.initContainers.exists(c, {_holds_gpu('c')}))")
     return [
@@ -139,10 +149,7 @@ def policy_variables(team: Team) -> list[dict]:
         {"name": "scheduler",
          "expression": "has(object.spec.schedulerName) ? object.spec.schedulerName : 'default-scheduler'"},
         {"name": "fractional", "expression": fractional},
-        # KAI gives a fraction to the container named by the annotation, else to the first one.
-        {"name": "fractionContainer",
-         "expression": f"!variables.fractional ? '' : ({named} ? "
-                       f"object.metadata.annotations['{FRACTION_CONTAINER_ANNOTATION}'] : object.spec.containers[0].name)"},
+        {"name": "fractionContainer", "expression": f"!variables.fractional ? '' : {fraction_container()}"},
         {"name": "usesGpu", "expression": f"variables.fractional || {holds_any}"},
         *metadata_variables(),
     ]

@@ -8,6 +8,9 @@ where MutatingAdmissionPolicy is GA (``admissionregistration.k8s.io/v1``) and on
 program ships:
 
 - a MutatingAdmissionPolicy that sets both on every pod created in the virtual cluster;
+- for a memory-capped team, a MutatingAdmissionPolicy that loads HAMi-core into the fractional container of
+  every fractional pod (the env, image volume and mount the host's ``[hami-core]`` rule asks for), as
+  kai-resource-isolator's webhook does where KAI's own guide installs it, so KAI's examples run unmodified;
 - a ValidatingAdmissionPolicy with the host's pod rules (``policy_validations``, and the team's isolation tier
   rules as they read a pod before KAI's webhook), so a pod the host would
   refuse is refused when the tenant creates it, with the same ``[rule]`` message. Only CREATE is checked:
@@ -21,16 +24,18 @@ than Kubernetes 1.36. vCluster re-applies the manifests only when their text cha
 
 from __future__ import annotations
 
-from components.admission import policy_validations, policy_variables
-from components.isolation_admission import isolation_validations
+from components.admission import fraction_annotated, fraction_container, policy_validations, policy_variables
+from components.isolation_admission import LIBRARY, LIBRARY_DIR, PRELOAD, isolation_validations
 from components.kai import SCHEDULER_NAME
 from components.yaml_text import yaml_documents
-from config.model import Team
+from config import versions
+from config.model import MEMORY_CAPPED, Team
 from config.vocabulary import QUEUE_LABEL
 
 ADMISSION_API = "admissionregistration.k8s.io/v1"
 DEFAULTS_NAME = "gpu-tenancy-pod-defaults"
 RULES_NAME = "gpu-tenancy-pod-rules"
+HAMI_CORE_NAME = "gpu-tenancy-hami-core"  # the policy, and the image volume it adds
 POD_CREATE = {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
 
 
@@ -58,6 +63,44 @@ def pod_defaults_policy(team: Team) -> dict:
     }
 
 
+def hami_core_mutation() -> str:
+    """The apply configuration that loads HAMi-core in the fractional container (a container or, as KAI allows, an
+    init container): merged by name (the volume, the container, its env) and by mount path, so the pod keeps
+    everything else it has."""
+    volume = (f"Object.spec.volumes{{name: '{HAMI_CORE_NAME}', "
+              f"image: Object.spec.volumes.image{{reference: '{versions.HAMI_CORE_IMAGE}'}}}}")
+
+    def loaded(containers: str) -> str:
+        kind = f"Object.spec.{containers}"
+        preload = f"{kind}.env{{name: '{PRELOAD}', value: '{LIBRARY}'}}"
+        mount = (f"{kind}.volumeMounts{{name: '{HAMI_CORE_NAME}', mountPath: '{LIBRARY_DIR}', "
+                 f"subPath: '{versions.HAMI_CORE_IMAGE_LIBRARY_DIR}', readOnly: true}}")
+        container = f"{kind}{{name: variables.fractionContainer, env: [{preload}], volumeMounts: [{mount}]}}"
+        return f"Object{{spec: Object.spec{{volumes: [{volume}], {containers}: [{container}]}}}}"
+
+    return (f"object.spec.containers.exists(c, c.name == variables.fractionContainer) ? {loaded('containers')} : "
+            f"{loaded('initContainers')}")
+
+
+def hami_core_policy(team: Team) -> dict:
+    return {
+        "apiVersion": ADMISSION_API, "kind": "MutatingAdmissionPolicy", "metadata": {"name": HAMI_CORE_NAME},
+        "spec": {
+            "failurePolicy": "Fail",
+            "reinvocationPolicy": "IfNeeded",
+            "matchConstraints": {"resourceRules": [POD_CREATE]},
+            # A fraction KAI gives to a container the pod lacks is refused by the pod rules, not patched in here.
+            "matchConditions": [{"name": "fractional-container", "expression":
+                                 f"({fraction_annotated()}) && (object.spec.containers.exists(c, c.name == "
+                                 f"{fraction_container()}) || (has(object.spec.initContainers) && "
+                                 f"object.spec.initContainers.exists(c, c.name == {fraction_container()})))"}],
+            "variables": [variable for variable in policy_variables(team)
+                          if variable["name"] in ("fractional", "fractionContainer")],
+            "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": hami_core_mutation()}}],
+        },
+    }
+
+
 def pod_rules_policy(team: Team) -> dict:
     return {
         "apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicy", "metadata": {"name": RULES_NAME},
@@ -77,9 +120,12 @@ def _binding(kind: str, policy: str, **spec) -> dict:
 
 
 def virtual_manifests(team: Team) -> list[dict]:
+    hami_core = ([hami_core_policy(team), _binding("MutatingAdmissionPolicyBinding", HAMI_CORE_NAME)]
+                 if team.isolation.tier == MEMORY_CAPPED else [])
     return [
         pod_defaults_policy(team),
         _binding("MutatingAdmissionPolicyBinding", DEFAULTS_NAME),
+        *hami_core,
         pod_rules_policy(team),
         _binding("ValidatingAdmissionPolicyBinding", RULES_NAME, validationActions=["Deny"]),
     ]

@@ -135,7 +135,7 @@ class SyncedObjectsAdmission(Admission):
                    for selector in (constraints["namespaceSelector"], self.binding["matchResources"]["namespaceSelector"])):
             return False
         activation = self._activation(obj, old, {"operation": operation, "subResource": subresource, "userInfo": {"username": user}}, {})
-        return all(bool(self._run(condition["expression"], activation)) for condition in self.spec["matchConditions"])
+        return all(bool(self.evaluate(condition["expression"], activation)) for condition in self.spec["matchConditions"])
 
 
 def synced_objects_admission_for(program, team: str) -> SyncedObjectsAdmission:

@@ -92,7 +92,7 @@ class Admission:
         self.env = celpy.Environment()
         self._programs: dict = {}
 
-    def _run(self, expression: str, activation: dict):
+    def evaluate(self, expression: str, activation: dict):
         if expression not in self._programs:
             self._programs[expression] = self.env.program(self.env.compile(expression), functions=CEL_FUNCTIONS)
         return self._programs[expression].evaluate(activation)
@@ -113,28 +113,35 @@ class Admission:
         if not all(selector_matches(selector, namespace_labels) for selector in selectors):
             return False
         request = _request(operation, subresource, user, namespace)
-        return all(bool(self._run(condition["expression"], self._activation(pod, old, request, {})))
+        return all(bool(self.evaluate(condition["expression"], self._activation(pod, old, request, {})))
                    for condition in self.spec.get("matchConditions", []))
+
+    def context(self, namespace: str, pod: dict, *, operation: str = "CREATE", subresource: str = "",
+                old: Optional[dict] = None, user: str = "") -> Optional[dict]:
+        """The CEL activation with the policy's variables evaluated in order, or None when the policy does not match."""
+        if not self.matches(namespace, pod, operation=operation, subresource=subresource, old=old, user=user):
+            return None
+        request = _request(operation, subresource, user, namespace)
+        variables: dict = {}
+        for variable in self.spec.get("variables", []):
+            variables[variable["name"]] = _plain(self.evaluate(variable["expression"],
+                                                           self._activation(pod, old, request, variables)))
+        return self._activation(pod, old, request, variables)
 
     def review(self, namespace: str, pod: dict, *, operation: str = "CREATE", subresource: str = "",
                old: Optional[dict] = None, user: str = "") -> list[str]:
         """Rejection messages; empty when admitted or not matched."""
-        if not self.matches(namespace, pod, operation=operation, subresource=subresource, old=old, user=user):
+        activation = self.context(namespace, pod, operation=operation, subresource=subresource, old=old, user=user)
+        if activation is None:
             return []
-        request = _request(operation, subresource, user, namespace)
-        variables: dict = {}
-        for variable in self.spec["variables"]:
-            variables[variable["name"]] = _plain(self._run(variable["expression"],
-                                                           self._activation(pod, old, request, variables)))
-        activation = self._activation(pod, old, request, variables)
         return [self._message(validation, activation) for validation in self.spec["validations"]
-                if not bool(self._run(validation["expression"], activation))]
+                if not bool(self.evaluate(validation["expression"], activation))]
 
     def _message(self, validation: dict, activation: dict) -> str:
         """The messageExpression's value when it yields a non-empty string, else the static message."""
         if "messageExpression" in validation:
             try:
-                value = self._run(validation["messageExpression"], activation)
+                value = self.evaluate(validation["messageExpression"], activation)
             except celpy.CELEvalError:
                 value = None
             if isinstance(value, str) and value.strip():

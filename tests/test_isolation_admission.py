@@ -12,7 +12,8 @@ import copy
 
 import pytest
 
-from tests.conftest import run
+from tests.conftest import MIRRORED_TAGS, run
+from tests.test_admission_honest import KAI, REFUSED_DOCS, kai_doc_pods
 from tests.isolation_sim import MEMORY_LIMIT, IsolationTenant, isolation_tenant_of, with_hami_core
 from tests.isolation_spec import isolation_config, prefixed
 from tests.tenant_sim import KAI_SCHEDULER, POLICY, container, virtual_pod
@@ -286,10 +287,49 @@ def test_an_honest_memory_capped_pod_passes_inside_and_on_the_host(inside_capped
     assert inside_capped.tenant.create(mutated) == []
 
 
-@pytest.mark.parametrize("attack", ["no-hami-core", "per-device-limit", "mig-slice"])
+def test_a_fractional_pod_without_the_library_gets_it_inside_and_keeps_everything_else(inside_capped):
+    pod = virtual_pod(annotations={"gpu-fraction": "0.5", "gpu-fraction-container-name": "model"}, containers=[
+        container("sidecar"), {**container("model"), "env": [{"name": "MODEL", "value": "llama"}],
+                               "volumeMounts": [{"name": "cache", "mountPath": "/cache"}]}])
+    pod["spec"]["volumes"] = [{"name": "cache", "emptyDir": {}}]
+    # Without the in-vCluster policies the host refuses it: the test can fail.
+    assert "hami-core" in rules(inside_capped.tenant.create(pod))
+    mutated, refused = inside_capped.create(pod)
+    assert refused == [] and inside_capped.tenant.create(mutated) == []
+    sidecar, model = mutated["spec"]["containers"]
+    assert sidecar == pod["spec"]["containers"][0], "only the fractional container is changed"
+    assert model["env"][0] == {"name": "MODEL", "value": "llama"} and model["volumeMounts"][0]["name"] == "cache"
+    assert [v["name"] for v in mutated["spec"]["volumes"]][0] == "cache"
+    # Applied again (reinvocation), nothing changes.
+    assert inside_capped.mutate(mutated) == mutated
+
+
+def test_the_library_is_not_patched_into_pods_without_a_fraction_or_into_a_container_the_pod_lacks(inside_capped):
+    whole = virtual_pod(containers=[container(gpus="1")])
+    assert "volumes" not in inside_capped.mutate(whole)["spec"]
+    missing = virtual_pod(annotations={"gpu-fraction": "0.5", "gpu-fraction-container-name": "absent"})
+    mutated, refused = inside_capped.create(missing)
+    assert [c["name"] for c in mutated["spec"]["containers"]] == [c["name"] for c in missing["spec"]["containers"]]
+    assert refused, "a fraction for a container the pod lacks is refused, not patched"
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI])
+def test_every_pod_of_kais_docs_runs_unmodified_for_a_memory_capped_team(inside_capped, tag):
+    for path, found in kai_doc_pods(tag).items():
+        for pod in found:
+            pod = copy.deepcopy(pod)
+            pod["metadata"].setdefault("namespace", "default")
+            mutated, refused = inside_capped.create(pod)
+            host = refused or inside_capped.tenant.create(mutated, kai_version=tag)
+            if path in REFUSED_DOCS:
+                assert REFUSED_DOCS[path] in " ".join(host), path
+            else:
+                assert host == [], f"{path}: {pod['metadata']['name']}"
+
+
+@pytest.mark.parametrize("attack", ["per-device-limit", "mig-slice"])
 def test_a_memory_capped_attack_is_refused_inside_with_the_hosts_message(inside_capped, attack):
     pods = {
-        "no-hami-core": virtual_pod(annotations={"gpu-fraction": "0.5"}),
         "per-device-limit": honest_capped_pod(),
         "mig-slice": virtual_pod(containers=[container(mig="nvidia.com/mig-1g.10gb")]),
     }

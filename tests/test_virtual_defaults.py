@@ -10,6 +10,8 @@ Kubernetes 1.36's schemas, the version vCluster 0.36.1 runs inside.
 from __future__ import annotations
 
 import copy
+import json
+from pathlib import Path
 
 import celpy
 import kubernetes_validate
@@ -22,6 +24,7 @@ from components.virtual_defaults import DEFAULTS_NAME, RULES_NAME
 from config.vocabulary import QUEUE_LABEL
 from tools.offline.mockrun import MOCK_CLUSTER_DNS
 from tests.conftest import dev_config, eks_config
+from tests.isolation_spec import isolation_config, prefixed
 from tests.tenant_sim import Admission, KAI_SCHEDULER, Tenant, container, platform_of, tenant_of, virtual_pod
 
 VIRTUAL_KUBERNETES = "1.36.0"
@@ -45,11 +48,41 @@ def plain(value):
     return str(value) if isinstance(value, celtypes.StringType) else value
 
 
-def apply_configuration(target: dict, configuration: dict) -> dict:
+def _schemas() -> dict:
+    path = Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema" / f"v{VIRTUAL_KUBERNETES}-local"
+    return json.loads((path / "_definitions.json").read_text())["$defs"]
+
+
+SCHEMAS = _schemas()
+POD_SCHEMA = {"$ref": "#/$defs/io.k8s.api.core.v1.Pod"}
+
+
+def _resolved(schema: dict) -> dict:
+    while "$ref" in schema:
+        schema = SCHEMAS[schema["$ref"].rsplit("/", 1)[1]]
+    return schema
+
+
+def apply_configuration(target: dict, configuration: dict, schema: dict = POD_SCHEMA) -> dict:
+    """``configuration`` merged into ``target`` as the API server merges an apply configuration (structured
+    merge): maps key by key, lists the Kubernetes 1.36 schema marks ``x-kubernetes-list-type: map`` item by
+    item on their keys (containers and env by name, mounts by path), other lists and scalars replaced."""
+    schema = _resolved(schema)
     result = copy.deepcopy(target)
     for key, value in configuration.items():
+        field = _resolved(schema.get("properties", {}).get(key, {}))
         if isinstance(value, dict) and isinstance(result.get(key), dict):
-            result[key] = apply_configuration(result[key], value)
+            result[key] = apply_configuration(result[key], value, field)
+        elif isinstance(value, list) and field.get("x-kubernetes-list-type") == "map":
+            keys = field["x-kubernetes-list-map-keys"]
+            merged = copy.deepcopy(result.get(key) or [])
+            for item in value:
+                same = [index for index, existing in enumerate(merged) if all(existing.get(k) == item.get(k) for k in keys)]
+                if same:
+                    merged[same[0]] = apply_configuration(merged[same[0]], item, field["items"])
+                else:
+                    merged.append(copy.deepcopy(item))
+            result[key] = merged
         else:
             result[key] = copy.deepcopy(value)
     return result
@@ -64,32 +97,48 @@ def named(objects: list[dict], kind: str, name: str) -> dict:
     return next(obj for obj in objects if obj["kind"] == kind and obj["metadata"]["name"] == name)
 
 
+class Mutation(Admission):
+    """One MutatingAdmissionPolicy and its binding: matched and its variables evaluated as tenant_sim's
+    ``Admission`` does, then each apply configuration evaluated and merged into the pod."""
+
+    def mutate(self, namespace: str, pod: dict, user: str) -> dict:
+        activation = self.context(namespace, pod, user=user)
+        if activation is None:
+            return pod
+        for mutation in self.spec["mutations"]:
+            assert mutation["patchType"] == "ApplyConfiguration"
+            result = self.evaluate(mutation["applyConfiguration"]["expression"], {**activation, "Object": TypeName()})
+            pod = apply_configuration(pod, plain(result))
+            activation = {**activation, "object": celpy.json_to_cel(pod)}
+        return pod
+
+
 class Inside:
     """A team's virtual API server, as far as the shipped policies go."""
+
+    USER = "kubernetes-admin"
 
     def __init__(self, tenant: Tenant):
         self.tenant = tenant
         objects = manifests(tenant.team)
-        self.defaults = named(objects, "MutatingAdmissionPolicy", DEFAULTS_NAME)["spec"]
+        self.mutations = [Mutation(policy["spec"], named(objects, "MutatingAdmissionPolicyBinding",
+                                                         policy["metadata"]["name"])["spec"])
+                          for policy in objects if policy["kind"] == "MutatingAdmissionPolicy"]
         rules = named(objects, "ValidatingAdmissionPolicy", RULES_NAME)
         binding = named(objects, "ValidatingAdmissionPolicyBinding", RULES_NAME)
         self.rules = Admission(rules["spec"], binding["spec"])
-        self.env = celpy.Environment()
 
     def mutate(self, pod: dict) -> dict:
-        """The API server defaults schedulerName before admission, then applies every mutation."""
+        """The API server defaults schedulerName before admission, then applies every mutating policy."""
         pod = copy.deepcopy(pod)
         pod["spec"].setdefault("schedulerName", "default-scheduler")
-        for mutation in self.defaults["mutations"]:
-            assert mutation["patchType"] == "ApplyConfiguration"
-            program = self.env.program(self.env.compile(mutation["applyConfiguration"]["expression"]))
-            result = program.evaluate({"Object": TypeName(), "object": celpy.json_to_cel(pod)})
-            pod = apply_configuration(pod, plain(result))
+        for mutation in self.mutations:
+            pod = mutation.mutate(pod["metadata"]["namespace"], pod, self.USER)
         return pod
 
     def create(self, pod: dict) -> tuple[dict, list[str]]:
         mutated = self.mutate(pod)
-        return mutated, self.rules.review(pod["metadata"]["namespace"], mutated, user="kubernetes-admin")
+        return mutated, self.rules.review(pod["metadata"]["namespace"], mutated, user=self.USER)
 
 
 @pytest.fixture(scope="module", params=["dev", "eks"])
@@ -165,9 +214,12 @@ def test_a_pod_the_host_refuses_is_refused_at_create_with_the_hosts_message(insi
 
 
 def test_the_shipped_manifests_are_valid_kubernetes_1_36_objects():
-    for config, team in ((dev_config(), "team-nlp"), (eks_config(), "team-legal")):
+    sites = ((dev_config(), "team-nlp", 4), (eks_config(), "team-legal", 4),
+             (prefixed(isolation_config()), "team-nlp", 6))  # a memory-capped team also gets HAMi-core loaded
+    for config, team, count in sites:
         settings = next(t for t in platform_of(config).teams if t.name == team)
         objects = manifests(settings)
+        assert len(objects) == count
         assert {obj["kind"] for obj in objects} == {"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding",
                                                      "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
         for obj in objects:
