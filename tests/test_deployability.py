@@ -4,8 +4,8 @@ The ``attack`` chart (tests/charts/attack, not an upstream chart) turns on, valu
 claim, a vCluster-like control plane with its egress policy, a workload with a given pod spec,
 a ConfigMap with an extra field, and a custom resource of its own CRD. It is rendered through
 the same path as ``tools.plan --render-charts`` (cache, render, objects). The sites come from
-the committed stacks' plans. The last tests run the check on the real charts and skip, saying
-which chart is missing and how to get it, when the chart cache does not hold them.
+the committed stacks' plans. tests/test_deployability_charts.py runs the check on the program's own
+objects and on the real charts.
 """
 
 from __future__ import annotations
@@ -19,16 +19,12 @@ import pytest
 from config import versions
 from config.hosts import DEFAULT_STORAGE_CLASS_ANNOTATION, HOST_KIND_FACTS
 from config.vocabulary import CLUSTER_KINDS
-from tests.conftest import COMMITTED_STACKS, dev_config, real_charts_or_skip, run, stack_config
+from tests.conftest import dev_config, run, stack_config
 from tools.deployability import check as deployability
 from tools.deployability import pod_security
-from tools.charts.cache import CACHE_ENV, cache_chart, chart_cache_dir, chart_contracts
+from tools.charts.cache import cache_chart
 from tools.charts.render import RELEASE_TYPE, render_plan_releases
-from tools.deployability.inputs import (
-    K8sObject, Release, Site, helm_kube_version, program_objects, rendered_objects, site_from_plan,
-    vcluster_dns_pods,
-)
-from tools.charts.pins import pinned_chart_key
+from tools.deployability.inputs import K8sObject, Release, Site, rendered_objects, site_from_plan, vcluster_dns_pods
 from tools.plan.document import build_plan
 
 ATTACK = Path(__file__).resolve().parent / "charts" / "attack"
@@ -395,125 +391,3 @@ def test_a_patch_is_checked_without_required_fields(attack_cache, tmp_path, site
     assert not deployability.check_schemas([patch], sites["eks"], crds)
     patch.manifest["spec"]["colour"] = "red"
     assert deployability.check_schemas([patch], sites["eks"], crds)
-
-
-# --- the program's own objects ----------------------------------------------------------------------
-
-
-def test_the_program_objects_of_every_committed_stack_validate(sites):
-    for stack in COMMITTED_STACKS:
-        plan = build_plan(run(stack_config(stack), stack=stack), stack)
-        site = site_from_plan(plan)
-        objects = program_objects(plan["resources"])
-        assert objects
-        found = [f for f in deployability.check_schemas(objects, site, []) if f.severity == deployability.ERROR]
-        assert not found, "\n".join(map(str, found))
-
-
-# --- the real charts (from the chart cache) ---------------------------------------------------------
-
-
-@pytest.mark.parametrize("observability", ["off", "install"])
-@pytest.mark.parametrize("stack", COMMITTED_STACKS)
-def test_committed_stacks_are_deployable_with_the_real_charts(stack, observability, tmp_path):
-    config = stack_config(stack)
-    config["gpu-tenancy:observability"] = {**config.get("gpu-tenancy:observability", {}), "prometheus": observability}
-    plan = build_plan(run(config, stack=stack), stack)
-    cache = real_charts_or_skip(plan)
-    # Rendered for the Kubernetes version the site states, as tools.plan --render-charts does.
-    rendered = render_plan_releases(plan["resources"], cache, tmp_path, kube_version=helm_kube_version(plan))
-    site, _, found = deployability.check_plan(plan, rendered, tmp_path, cache)
-    errors_found = [f for f in found if f.severity == deployability.ERROR]
-    assert not errors_found, "\n".join(map(str, errors_found))
-
-
-@pytest.mark.parametrize("level", pod_security.LEVELS)
-def test_tenant_pods_pass_every_pod_security_level_the_config_offers(level, tmp_path):
-    config = dev_config()
-    config["gpu-tenancy:vcluster"]["podSecurity"] = level
-    plan = build_plan(run(config, stack="dev"), "dev")
-    # Only the tenants' releases matter here; the others are checked by the stack test.
-    plan["resources"] = [r for r in plan["resources"]
-                         if r["type"] != RELEASE_TYPE or r["inputs"].get("chart") == "vcluster"]
-    cache = real_charts_or_skip(plan)
-    rendered = render_plan_releases(plan["resources"], cache, tmp_path)
-    objects = program_objects(plan["resources"]) + rendered_objects(rendered, tmp_path, plan["resources"])
-    tenants = deployability.tenant_pods(objects)
-    assert tenants, "every tenant has a CoreDNS pod"
-    found = deployability.check_pod_security(objects + tenants)
-    assert not found, "\n".join(map(str, found))
-
-
-# --- tools.plan --render-charts runs the check ------------------------------------------------------
-
-
-STAND_IN_CONTROL_PLANE = """\
-apiVersion: apps/v1
-kind: StatefulSet
-metadata:
-  name: {{ .Release.Name }}
-spec:
-  serviceName: {{ .Release.Name }}
-  selector: {matchLabels: {app: vcluster, release: {{ .Release.Name }}}}
-  template:
-    metadata: {labels: {app: vcluster, release: {{ .Release.Name }}}}
-    spec:
-      containers: [{name: syncer, image: example.invalid/syncer:1}]
----
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata:
-  name: cp-{{ .Release.Name }}
-spec:
-  podSelector: {matchLabels: {release: {{ .Release.Name }}}}
-  policyTypes: [Egress]
-  egress: [{ports: [{port: 443, protocol: TCP}]}]
-"""
-
-
-def test_plan_with_rendered_charts_reports_the_findings(tmp_path, capsys):
-    from tools.plan import cli as plan_tool
-    cache, sources = tmp_path / "cache", tmp_path / "sources"
-    for name, version, source, template in (
-            ("vcluster", "0.36.1", "https://charts.loft.sh", STAND_IN_CONTROL_PLANE),
-            ("kai-scheduler", "v0.16.4", None, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: kai}\n")):
-        chart = sources / name
-        (chart / "templates").mkdir(parents=True)
-        (chart / "Chart.yaml").write_text(f"apiVersion: v2\nname: {name}\nversion: {version}\n")
-        (chart / "templates" / "main.yaml").write_text(template)
-        cache_chart(chart, "vcluster" if source else "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler",
-                    source, version, cache_dir=cache)
-    out = tmp_path / "plan"
-    arguments = ["dev", "--out", str(out), "--render-charts", "--chart-cache", str(cache)]
-    assert plan_tool.main(arguments, config=dev_config()) == 0
-    report = (out / "deployability.md").read_text()
-    assert "api-server-egress" in report and "TCP 16443" in report and "cp-team-nlp" in report
-    printed = capsys.readouterr().out
-    assert "deployability: 3 errors" in printed
-    stated = dev_config()["gpu-tenancy:cluster"]["microk8s"]["kubernetesVersion"]
-    assert f"for Kubernetes v{stated}.0" in printed and f"(microk8s, Kubernetes {stated})" in report
-    assert plan_tool.main(arguments + ["--fail-on-findings"], config=dev_config()) == 3
-
-
-@pytest.mark.parametrize("chart, version, manifest, words", [
-    ("kai-scheduler", versions.KAI_VERSION,
-     {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": "q"},
-      "spec": {"resources": {"gpu": {"quota": 1, "limit": -1, "overquotaWeight": 1}}}}, "overquotaWeight"),
-    ("gpu-operator", versions.MICROK8S_ADDON_GPU_OPERATOR_VERSION,
-     {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
-      "spec": {"devicePlugin": {"config": {"name": "c", "defualt": "x"}}}}, "defualt"),
-])
-def test_the_real_crds_catch_a_misspelled_field(chart, version, manifest, words, sites):
-    contracts = chart_contracts(pinned_chart_key(chart, version))
-    if contracts is None:
-        pytest.skip(f"the chart cache {chart_cache_dir()} (${CACHE_ENV}) lacks {chart} {version}: run `python -m tools.charts pull` "
-                    f"(network) or `python -m tools.charts add DIR --version {version}`")
-    patch = manifest["kind"] == "ClusterPolicy"  # the program patches the addon's ClusterPolicy
-    found = deployability.check_schemas([K8sObject(manifest, "test", patch=patch)], sites["eks"], contracts.crds)
-    assert [f.rule for f in found] == ["custom-resource"] and words in found[0].message
-    fixed = copy.deepcopy(manifest)
-    if patch:
-        fixed["spec"]["devicePlugin"]["config"] = {"name": "c", "default": "x"}
-    else:
-        fixed["spec"]["resources"]["gpu"]["overQuotaWeight"] = fixed["spec"]["resources"]["gpu"].pop("overquotaWeight")
-    assert not deployability.check_schemas([K8sObject(fixed, "test", patch=patch)], sites["eks"], contracts.crds)
