@@ -204,6 +204,11 @@ def policy_validations(team: Team) -> list[dict]:
 
 
 def policy_spec(team: Team) -> dict:
+    return pod_policy_spec(team, policy_validations(team))
+
+
+def pod_policy_spec(team: Team, validations: list[dict]) -> dict:
+    """A policy on the team's host pods, matched as the syncer writes them, judging them with ``validations``."""
     return {
         "failurePolicy": "Fail",
         "matchConstraints": {
@@ -213,7 +218,7 @@ def policy_spec(team: Team) -> dict:
         },
         "matchConditions": match_conditions(team),
         "variables": policy_variables(team),
-        "validations": policy_validations(team),
+        "validations": validations,
     }
 
 

@@ -33,8 +33,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.admission import (
-    FRACTION_ANNOTATIONS, GPU_RESOURCE, MIG_RESOURCE_PREFIX, SHARED_GPU_CONFIGMAP_ANNOTATION, match_conditions,
-    policy_name, policy_variables,
+    FRACTION_ANNOTATIONS, GPU_RESOURCE, MIG_RESOURCE_PREFIX, SHARED_GPU_CONFIGMAP_ANNOTATION, pod_policy_spec,
+    policy_name,
 )
 from config import versions
 from config.mig import resource_name
@@ -203,17 +203,7 @@ def isolation_validations(team: Team, *, mutated_by_kai: bool = True) -> list[di
 
 
 def isolation_policy_spec(team: Team) -> dict:
-    return {
-        "failurePolicy": "Fail",
-        "matchConstraints": {
-            "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
-                               "resources": ["pods", "pods/ephemeralcontainers"]}],
-            "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: team.namespace}},
-        },
-        "matchConditions": match_conditions(team),
-        "variables": policy_variables(team),
-        "validations": isolation_validations(team),
-    }
+    return pod_policy_spec(team, isolation_validations(team))
 
 
 class IsolationAdmission(pulumi.ComponentResource):

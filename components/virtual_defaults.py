@@ -49,18 +49,22 @@ def pod_defaults_mutation(team: Team) -> str:
             f"spec: Object.spec{{schedulerName: {_cel_string(SCHEDULER_NAME)}}}}}")
 
 
-def pod_defaults_policy(team: Team) -> dict:
+def _mutating_policy(name: str, apply_configuration: str, **spec) -> dict:
     return {
-        "apiVersion": ADMISSION_API, "kind": "MutatingAdmissionPolicy", "metadata": {"name": DEFAULTS_NAME},
+        "apiVersion": ADMISSION_API, "kind": "MutatingAdmissionPolicy", "metadata": {"name": name},
         "spec": {
             "failurePolicy": "Fail",
-            # Runs again after other mutations (a chart's own webhook may reset the scheduler).
+            # Runs again after other mutations (a chart's own webhook may reset what it set).
             "reinvocationPolicy": "IfNeeded",
             "matchConstraints": {"resourceRules": [POD_CREATE]},
-            "mutations": [{"patchType": "ApplyConfiguration",
-                           "applyConfiguration": {"expression": pod_defaults_mutation(team)}}],
+            **spec,
+            "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": apply_configuration}}],
         },
     }
+
+
+def pod_defaults_policy(team: Team) -> dict:
+    return _mutating_policy(DEFAULTS_NAME, pod_defaults_mutation(team))
 
 
 def hami_core_mutation() -> str:
@@ -83,22 +87,12 @@ def hami_core_mutation() -> str:
 
 
 def hami_core_policy(team: Team) -> dict:
-    return {
-        "apiVersion": ADMISSION_API, "kind": "MutatingAdmissionPolicy", "metadata": {"name": HAMI_CORE_NAME},
-        "spec": {
-            "failurePolicy": "Fail",
-            "reinvocationPolicy": "IfNeeded",
-            "matchConstraints": {"resourceRules": [POD_CREATE]},
-            # A fraction KAI gives to a container the pod lacks is refused by the pod rules, not patched in here.
-            "matchConditions": [{"name": "fractional-container", "expression":
-                                 f"({fraction_annotated()}) && (object.spec.containers.exists(c, c.name == "
-                                 f"{fraction_container()}) || (has(object.spec.initContainers) && "
-                                 f"object.spec.initContainers.exists(c, c.name == {fraction_container()})))"}],
-            "variables": [variable for variable in policy_variables(team)
-                          if variable["name"] in ("fractional", "fractionContainer")],
-            "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": hami_core_mutation()}}],
-        },
-    }
+    # A fraction KAI gives to a container the pod lacks is refused by the pod rules, not patched in here.
+    named = (f"({fraction_annotated()}) && (object.spec.containers.exists(c, c.name == {fraction_container()}) || "
+             f"(has(object.spec.initContainers) && object.spec.initContainers.exists(c, c.name == {fraction_container()})))")
+    variables = [variable for variable in policy_variables(team) if variable["name"] in ("fractional", "fractionContainer")]
+    return _mutating_policy(HAMI_CORE_NAME, hami_core_mutation(),
+                            matchConditions=[{"name": "fractional-container", "expression": named}], variables=variables)
 
 
 def pod_rules_policy(team: Team) -> dict:

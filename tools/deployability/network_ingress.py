@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Union
 
 from policy.label_selectors import InvalidSelector, requirements, selector_matches
+from tools.deployability.network_policy import port_matches
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
@@ -66,24 +67,10 @@ def _peer_admits(peer: Mapping[str, Any], policy_namespace: str, source: Pod) ->
     return in_namespace and (pods is None or selector_matches(pods, source.labels))
 
 
-def _port_admits(entry: Mapping[str, Any], port: Union[int, str]) -> bool:
-    if entry.get("protocol", "TCP") != "TCP":
-        return False
-    wanted = entry.get("port")
-    if wanted is None:
-        return True
-    if isinstance(wanted, str) and not wanted.isdigit():
-        return wanted == port
-    if isinstance(port, str):
-        return False
-    low, high = int(wanted), int(entry.get("endPort") or wanted)
-    return low <= port <= high
-
-
 def rule_admits(rule: Mapping[str, Any], policy_namespace: str, source: Pod, port: Union[int, str]) -> bool:
     peers, ports = rule.get("from"), rule.get("ports")
     return (not peers or any(_peer_admits(peer, policy_namespace, source) for peer in peers)) and \
-        (not ports or any(_port_admits(entry, port) for entry in ports))
+        (not ports or any(port_matches(entry, port) for entry in ports))
 
 
 def ingress_verdict(source: Pod, destination: Pod, policies: Iterable[Mapping[str, Any]],

@@ -13,7 +13,7 @@ the AWS VPC CNI policy agent do): the API server's own port, not the ``kubernete
 from __future__ import annotations
 
 import ipaddress
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional, Union
 
 from policy.label_selectors import InvalidSelector, requirements, selector_matches
 
@@ -50,14 +50,18 @@ def _peer_allows_external(peer: Mapping[str, Any]) -> bool:
                for private in PRIVATE_RANGES if private.version == network.version)
 
 
-def _port_allows(entry: Mapping[str, Any], port: int) -> bool:
+def port_matches(entry: Mapping[str, Any], port: Union[int, str]) -> bool:
+    """A NetworkPolicy port entry admits TCP ``port``: a number (within ``endPort``), or a named container
+    port, which matches only the same name (a number's name is unknown without the destination pod)."""
     if entry.get("protocol", "TCP") != "TCP":
         return False
     wanted = entry.get("port")
     if wanted is None:
         return True
     if isinstance(wanted, str) and not wanted.isdigit():
-        return False  # a named port resolves against the destination pod's containers
+        return wanted == port
+    if isinstance(port, str):
+        return False
     low, high = int(wanted), int(entry.get("endPort") or wanted)
     return low <= port <= high
 
@@ -66,7 +70,7 @@ def rule_allows(rule: Mapping[str, Any], port: int) -> bool:
     peers = rule.get("to")
     ports = rule.get("ports")
     return (not peers or any(_peer_allows_external(peer) for peer in peers)) and \
-        (not ports or any(_port_allows(entry, port) for entry in ports))
+        (not ports or any(port_matches(entry, port) for entry in ports))
 
 
 def egress_verdict(namespace: str, labels: Mapping[str, str], policies: Iterable[Mapping[str, Any]],
