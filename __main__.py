@@ -5,6 +5,7 @@ host cluster -> GPU Operator + KAI Scheduler -> KAI queues -> one vCluster per t
 
 import pulumi
 
+from components.api_version_aliases import without_pre_release_aliases
 from components.gpu_operator import GpuOperator, GpuOperatorArgs
 from components.host import HostCluster, HostClusterArgs
 from components.kai import KaiScheduler, KaiSchedulerArgs
@@ -14,6 +15,7 @@ from components.tenant import TenantCluster, TenantClusterArgs
 from config import PROJECT, load_platform, sharing
 from config.source import raw_stack_config
 
+pulumi.runtime.register_stack_transformation(without_pre_release_aliases)
 raw, secrets_set, placeholders = raw_stack_config()
 platform = load_platform(raw, secrets_set=secrets_set, placeholders=placeholders, stack=pulumi.get_stack())
 for warning in platform.warnings:

@@ -1,9 +1,14 @@
 """How fast the program runs offline, against the SDK's own floor for the same number of resources.
 
 ``python -m tools.offline.benchmark --teams 300`` runs the program through the mocks (mockrun) for a
-site of that many teams, then a floor program that registers the same number of plain resources
-through the same mocks and monitor, and prints both CPU times (best of ``--repeat``; CPU rather than
-wall-clock time, as the machines that run it are shared), their ratio, the
+site of that many teams, then two floor programs through the same mocks and monitor: one that registers
+the same number of plain resources (one input each), and one that registers the program's own resources
+plainly (same types, custom or component, and input values; no parents, providers, dependencies,
+aliases or typed classes). It prints the CPU times (best of ``--repeat``; CPU rather than wall-clock
+time, as the machines that run it are shared) and the program's ratio to each floor: the first is what
+the SDK costs per resource at the least, the second what it costs to send these inputs, so the gap
+between the program and the second floor is what the program's shape (components, typed classes,
+dependencies) costs on top. It also prints the
 committed dev stack's time and the longest rollout chain (dependencies and parents: the number of
 steps ``pulumi up`` has to take one after the other) for a few teams and for ``--teams``; a chain that
 grows with the team count would make a large site's rollout slower with every team. ``--profile FILE``
@@ -19,6 +24,7 @@ import argparse
 import copy
 import cProfile
 import functools
+import json
 import math
 import sys
 import tempfile
@@ -34,6 +40,17 @@ import pulumi
 
 for index in range(pulumi.Config().require_int("resources")):
     pulumi.CustomResource("benchmark:index:Plain", f"plain-{index}", {"index": index})
+'''
+
+INPUTS_FLOOR_PROGRAM = '''\
+import json
+import pulumi
+
+with open(pulumi.Config().require("resources"), encoding="utf-8") as listing:
+    resources = json.load(listing)
+for index, resource in enumerate(resources):
+    kind = pulumi.CustomResource if resource["custom"] else pulumi.ComponentResource
+    kind(resource["type"], f"{index}-{resource['name']}", resource["inputs"])
 '''
 
 
@@ -77,6 +94,16 @@ def run_floor(resources: int, directory: Path) -> ProgramRun:
     return run_program({f"{PROJECT}:resources": str(resources)}, stack="benchmark", project_dir=directory)
 
 
+def run_inputs_floor(program: ProgramRun, directory: Path) -> ProgramRun:
+    """The program's resources registered plainly: same types and inputs (secrets redacted), nothing else."""
+    (directory / "__main__.py").write_text(INPUTS_FLOOR_PROGRAM, encoding="utf-8")
+    listing = directory / "resources.json"
+    listing.write_text(json.dumps([{"type": resource.type, "name": resource.name, "custom": resource.custom,
+                                    "inputs": resource.inputs} for resource in program.resources]),
+                       encoding="utf-8")
+    return run_program({f"{PROJECT}:resources": str(listing)}, stack="benchmark", project_dir=directory)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.offline.benchmark", description=__doc__.split("\n\n")[0])
     parser.add_argument("--teams", type=int, default=300, help="teams of the benchmarked site (default 300)")
@@ -95,12 +122,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             floor = run_floor(count, Path(directory))
             assert len(floor.resources) == count, (len(floor.resources), count)
             floor_seconds = best_time(lambda: run_floor(count, Path(directory)), args.repeat)
+        with tempfile.TemporaryDirectory() as directory:
+            inputs_floor = run_inputs_floor(program, Path(directory))
+            assert len(inputs_floor.resources) == count, (len(inputs_floor.resources), count)
+            inputs_floor_seconds = best_time(lambda: run_inputs_floor(program, Path(directory)), args.repeat)
         dev = load_stack_file("dev")
         dev_seconds = best_time(lambda: run_program(dev, stack="dev"), args.repeat)
         few = run_program(site_with_teams(3), stack="benchmark")
     print(f"program, {args.teams} teams: {count} resources in {program_seconds:.2f} s of CPU")
     print(f"floor, {count} plain resources through the same mocks: {floor_seconds:.2f} s of CPU")
     print(f"ratio: {program_seconds / floor_seconds:.2f}x the floor")
+    print(f"floor with the program's inputs ({count} resources registered plainly): "
+          f"{inputs_floor_seconds:.2f} s of CPU, {inputs_floor_seconds / floor_seconds:.2f}x the floor")
+    print(f"ratio: {program_seconds / inputs_floor_seconds:.2f}x the floor with the program's inputs")
     print(f"dev stack: {len(run_program(dev, stack='dev').resources)} resources in {dev_seconds:.2f} s of CPU")
     print(f"longest rollout chain: {longest_chain(few)} resources with 3 teams, "
           f"{longest_chain(program)} with {args.teams}")
