@@ -14,6 +14,7 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models.dashboard import DataSourceRef, DataTransformerConfig
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
+from components import observability_mig as mig
 from components import observability_rules as rules
 from components import observability_team_series as series
 from config.model import Platform, Team
@@ -80,9 +81,9 @@ def platform_dashboard(platform: Platform) -> dict:
                          .with_target(_query(rules.HEADROOM, "{{team}}")))
              .with_row(dashboard.Row("Nodes and pending work"))
              .with_panel(_series("GPUs per node", [_query(
-                 "count by (Hostname) (count by (Hostname, UUID) (DCGM_FI_DEV_GPU_UTIL))", "{{Hostname}}")], "short"))
+                 f"count by (Hostname) ({mig.card_busy('Hostname')})", "{{Hostname}}")], "short"))
              .with_panel(_series("GPU utilisation per node", [_query(
-                 "avg by (Hostname) (max by (Hostname, UUID) (DCGM_FI_DEV_GPU_UTIL))", "{{Hostname}}")], "percent"))
+                 f"100 * avg by (Hostname) ({mig.card_busy('Hostname')})", "{{Hostname}}")], "percent"))
              .with_panel(_series("Pending pods per team", [_query(rules.PENDING, "{{team}}")], "short"))
              .with_panel(_series("GPU-hours allocated per team, per hour", [
                  _query(rules.ALLOCATED_HOURS, "{{team}}")], "short")))

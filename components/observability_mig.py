@@ -46,3 +46,14 @@ def slice_units_by_namespace() -> str:
 def slices_present() -> str:
     """The MIG slices DCGM sees, in KAI units (each instance once, whichever pod holds it, or none)."""
     return f"sum({_per_slice(SLICE_BUSY_METRIC, '', '* 0 + {units}')})"
+
+
+def card_busy(by: str) -> str:
+    """Per (``by``, UUID): how busy each GPU card is, 0 to 1. A whole GPU's is its device utilisation; a MIG-split
+    card's is its slices' busy time over its slices, in KAI units. DCGM reports no device utilisation for a
+    MIG-split card (nothing, or 0), so its card-level series, if any, is left out."""
+    whole = (f"max by ({by}, UUID) (DCGM_FI_DEV_GPU_UTIL{{{WHOLE_GPU}}}) / 100 unless on (UUID) "
+             f"count by (UUID) ({SLICE_BUSY_METRIC}{{{SLICES_ONLY}}})")
+    busy = f"sum by ({by}, UUID) {_per_slice(SLICE_BUSY_METRIC, by, '* {units}')}"
+    units = f"sum by ({by}, UUID) {_per_slice(SLICE_BUSY_METRIC, by, '* 0 + {units}')}"
+    return f"({whole}) or ({busy} / {units})"

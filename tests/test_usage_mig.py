@@ -26,9 +26,12 @@ from typing import Optional
 
 import pytest
 
+from components import observability_dashboards as dashboards
 from components import observability_rules as rules
 from components import observability_team_series as team_series
 from ops import usage
+from ops.sites import platform_of
+from tests.conftest import dev_config
 from tests.test_usage import START, backfilled_prometheus, run_tool, pytestmark  # noqa: F401 (skip without prometheus)
 
 DAY = 24 * 60
@@ -132,3 +135,16 @@ def test_a_team_board_shows_each_slice_its_pods_hold(mig_day_url):
             for s in samples}
     assert busy == pytest.approx({("alpha", "work-7", "7"): 50, ("alpha", "work-8", "8"): 50,
                                   ("beta", "work-2", "2"): 20, ("gamma", "serve-0", ""): 75})
+
+
+def test_the_site_boards_node_panels_count_a_mig_card_once_and_its_slices_busy_time(mig_day_url):
+    # DCGM reports no device utilisation for a MIG-split card: the card-level series must not decide it.
+    board = dashboards.platform_dashboard(platform_of(dev_config(), stack="dev"))
+    queries = {panel["title"]: panel["targets"][0]["expr"] for panel in board["panels"]
+               if panel["title"] in ("GPUs per node", "GPU utilisation per node")}
+    per_node = {title: usage.Prometheus(mig_day_url).query(expr, FIRST + DAY * 30) for title, expr in queries.items()}
+    values = {(title, s["metric"]["Hostname"]): float(s["value"][1]) for title, samples in per_node.items()
+              for s in samples}
+    card_m = (0.5 * 1 + 0.5 * 1 + 0.0 * 2 + 0.2 * 3) / (1 + 1 + 2 + 3)  # its slices' busy time, in KAI units
+    assert values == pytest.approx({("GPUs per node", "node-1"): 2,
+                                    ("GPU utilisation per node", "node-1"): 100 * (0.75 + card_m) / 2})
