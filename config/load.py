@@ -16,6 +16,7 @@ from config.access_rules import access_warnings, resolve_access
 from config.capacity import known_gpu_capacity
 from config.errors import ConfigError, ConfigIssue
 from config.hosts import host_profile
+from config.image_volumes import check_image_volumes
 from config.isolation import check_isolation, isolation_warnings, pin_teams, with_isolation
 from config.keys import REQUIRED, Block, Key
 from config.load_host import CI, CLUSTER, read_ci, read_cluster
@@ -105,6 +106,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     _check_layout(reader, cluster, gpu_operator)
     check_virtual_clusters(reader, teams)
     check_isolation(reader, cluster, gpu_operator, kai, teams)
+    check_image_volumes(reader, cluster, teams)
     teams = pin_teams(reader, teams, cluster, gpu_operator)
     check_placement(reader, host, teams, root.raw("teams"))
     teams = resolve_access(reader, cluster, teams)

@@ -45,6 +45,8 @@ LOADER_ONLY = {
     (r"observability\.namespace", "is the namespace of"): "compares with namespaces other keys choose",
     (r"(teams\[\d+\]\.)?vcluster\.nodeLabels", "selects no node pool"): "compares with the node groups' labels",
     (r"(teams\[\d+\]\.)?vcluster\.enforceTolerations", "tolerates none"): "compares with the node groups' taints",
+    (r"cluster\.(microk8s|eks|kubeconfig)\.kubernetesVersion", "image volume"):
+        "ties it to teams[].isolation.tier, another block",
 }
 
 

@@ -68,6 +68,10 @@ MIRRORED_TAGS = {
     "grafana-community/helm-charts": ("grafana-12.10.0", "grafana-12.11.1"),
     "prometheus-community/prom-label-proxy": ("v0.9.0",),
     "pulumi/pulumi": ("v3.259.0",),
+    # The containerd each MicroK8s track bundles, and whether that containerd mounts an image volume's subPath
+    # (config/image_volumes.py).
+    "canonical/microk8s": ("v1.35", "v1.36"),
+    "containerd/containerd": ("v2.1.3", "v2.2.3"),
 }
 
 

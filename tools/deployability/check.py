@@ -20,6 +20,8 @@ reports what a first ``pulumi up`` on the site would trip over, one rule each:
   published password;
 * ``custom-resource``: every custom resource is valid against its CRD from the pinned chart,
   unknown fields included (the API server would prune them silently);
+* ``image-volume``: pods that mount an image (a memory-capped team's HAMi-core, added inside its vCluster)
+  run on a host whose Kubernetes serves image volumes and whose runtime mounts their subPath (``image_volumes``);
 * ``tenant-quota``: each tenant namespace's quota, as the chart renders it, holds its control plane, its DNS
   and the team's stated pods, its LimitRange admits their containers, and it agrees with the team's KAI
   queue (``quota``).
@@ -40,7 +42,7 @@ from config import versions
 from config.hosts import DEFAULT_STORAGE_CLASS_ANNOTATION
 from config.model import NodePool
 from config.vocabulary import POD_SECURITY_LABEL
-from tools.deployability import grafana, network_policy
+from tools.deployability import grafana, image_volumes, network_policy
 from tools.deployability import pod_security
 from tools.deployability import quota
 from tools.deployability.inputs import (
@@ -396,4 +398,6 @@ def check_plan(plan: Mapping[str, Any], rendered: Mapping[str, Any], out_dir: An
             extra = contracts.crds
     quotas = quota.check_tenant_quotas(objects + tenant_pods(objects), quota.tenant_allowances(plan),
                                        lambda *args: Finding(args[0], "tenant-quota", *args[1:]))
-    return site, len(objects), check(objects, site, extra) + quotas + notes
+    images = [Finding(ERROR, image_volumes.RULE, *found)
+              for found in image_volumes.check_image_volumes(plan["resources"], objects, site)]
+    return site, len(objects), check(objects, site, extra) + quotas + images + notes
