@@ -12,7 +12,7 @@ from config.load import namespace_issues
 from config.secrets import SECRET_KEYS
 from config.vocabulary import PROJECT
 
-# The value tools.mockrun gives a secret key the stack does not set, so that an offline plan of a
+# The value tools.offline.mockrun gives a secret key the stack does not set, so that an offline plan of a
 # site whose secrets are not set yet can run. A real `pulumi up` never sees it: there an unset
 # secret the site needs is a config error.
 OFFLINE_PLACEHOLDER = "offline-plan-placeholder-for-an-unset-secret"
@@ -26,7 +26,7 @@ def raw_stack_config() -> tuple[dict[str, Any], set[str], set[str]]:
     A secret key set in plain text is refused: it would sit unencrypted in the stack file.
     """
     prefix = f"{PROJECT}:"
-    # The language host hands the program its config as PULUMI_CONFIG (tools.mockrun does the same),
+    # The language host hands the program its config as PULUMI_CONFIG (tools.offline.mockrun does the same),
     # so the public reader sees every key, the unknown ones included.
     keys = pulumi.runtime.get_config_env()
     misspelt = namespace_issues(keys)

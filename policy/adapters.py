@@ -5,7 +5,7 @@
   ``UnknownValueError`` on a value the engine does not know yet: each such value becomes
   ``rules.UNKNOWN`` instead, so one unknown field does not stop every rule.
 - ``from_plan`` / ``load_plan``: the offline plan.json of ``python -m tools.plan`` (or the
-  ``to_json()`` of ``tools.mockrun`` resources), where unknowns read ``"[unknown]"``.
+  ``to_json()`` of ``tools.offline.recording`` resources), where unknowns read ``"[unknown]"``.
 
 pulumi_policy is optional here: ``python -m policy.check`` runs without it.
 """
@@ -24,7 +24,7 @@ if __package__:  # imported as the `policy` package (tests, `python -m policy.ch
 else:  # run by the Pulumi CLI, which puts the policy pack's directory on sys.path
     from rules import UNKNOWN, Resource
 
-PLAN_UNKNOWN = "[unknown]"  # tools.mockrun's rendering of an unknown value
+PLAN_UNKNOWN = "[unknown]"  # tools.offline.recording's rendering of an unknown value
 PLAN_FILE = "plan.json"
 
 

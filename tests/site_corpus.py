@@ -10,8 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Callable
 
-from config.stack_file import read_stack_file
-from tools.offline.mockrun import PROJECT_DIR
+from config.stack_file import PROJECT_DIR, read_stack_file
 
 PREFIX = "gpu-tenancy:"
 

@@ -19,7 +19,7 @@ from tools.charts.cache import cache_chart
 from tools.charts.render import RELEASE_TYPE, render_plan_releases
 from tools.deployability import check as deployability
 from tools.deployability.inputs import rendered_objects
-from tools.offline.mockrun import REDACTED
+from tools.offline.recording import REDACTED
 from tools.plan.document import build_plan
 from tools.plan.summary import render_summary
 

@@ -23,7 +23,7 @@ from tests.test_grafana_admin import STACK, grafana_cache, stack_release  # noqa
 from tests.test_tenant_access import ISSUER, oidc_dev_config
 from tools.charts.render import RELEASE_TYPE, render_plan_releases
 from tools.deployability.inputs import rendered_objects
-from tools.offline.mockrun import REDACTED
+from tools.offline.recording import REDACTED
 from tools.plan.document import build_plan
 from tools.plan.summary import render_summary
 

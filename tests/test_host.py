@@ -9,7 +9,8 @@ import pytest
 
 from config import ConfigError
 from tests.conftest import dev_config, run
-from tools.offline.mockrun import REDACTED, run_program
+from tools.offline.mockrun import run_program
+from tools.offline.recording import REDACTED
 
 SECRET = {"secure": "v1:encrypted"}
 
@@ -123,7 +124,7 @@ def test_enabling_the_nvidia_addon_passes_once_its_cluster_policy_exists(tmp_pat
 
 def test_api_server_url_rewrites_the_kubeconfig_server():
     from components.host import kubeconfig_with_server
-    from tools.offline.mockrun import fake_kubeconfig
+    from tools.offline.mocks import fake_kubeconfig
 
     rewritten = kubeconfig_with_server(fake_kubeconfig("microk8s", "https://10.0.0.10:16443"),
                                        "https://gpu-box.lab:16443")

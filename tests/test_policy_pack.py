@@ -14,6 +14,7 @@ from typing import Any, Callable, Optional
 
 import pytest
 
+from config.stack_file import PROJECT_DIR
 from policy import rules
 from policy.adapters import PLAN_UNKNOWN, from_plan, from_policy_resource, from_stack_args
 from policy.check import main as check_main
@@ -22,7 +23,7 @@ from tests.policy_spec import (
     BINDING, DEFAULT_PROVIDER, K8S_PROVIDER, NAMESPACE, POLICY, QUEUE,
     RELEASE, tenant_values,
 )
-from tools.offline.mockrun import PROJECT_DIR, ProgramRun
+from tools.offline.recording import ProgramRun
 
 import grpc
 from google.protobuf import empty_pb2, struct_pb2
