@@ -1,6 +1,6 @@
 """Names the platform shares with Kubernetes, KAI, vCluster and the review tools, each defined once.
 
-config/, components/ and tools/ import them from here. policy/rules.py keeps its own copies on
+config/, components/ and tools/ import them from here. policy/rule_model.py keeps its own copies on
 purpose: the policy pack runs from policy/ in a venv of its own, with nothing of the project on
 sys.path; tests/test_vocabulary.py proves those copies equal to these (values and behaviour).
 Plain data, no Pulumi.
