@@ -189,11 +189,11 @@ def test_existing_cluster_host_settings_are_checked(key, value):
 def test_host_profiles_say_what_each_kind_provides():
     from config import load_platform
     from config.hosts import GPU_TAINT, host_profile
+    from config.vocabulary import project_config
     from tools.offline.mockrun import load_stack_file
 
     def platform(stack):
-        raw = {key.split(":", 1)[1]: value for key, value in load_stack_file(stack).items()}
-        return load_platform(raw, stack=stack)
+        return load_platform(project_config(load_stack_file(stack)), stack=stack)
 
     microk8s = platform("dev").host
     assert (microk8s.kind, microk8s.api_server_port, microk8s.storage_class) == ("microk8s", 16443, "microk8s-hostpath")

@@ -31,6 +31,7 @@ from components.observability_team_series import TEAM_LABEL, all_rule_groups
 from components.observability_views import PROXY_PORT, proxy_args, proxy_name
 from config import ConfigError, load_platform, versions
 from config.model import UNLIMITED
+from config.vocabulary import project_config
 from tests.conftest import dev_config, run
 from tests.test_observability_rules import site_config
 from tests.test_usage import _free_port
@@ -205,8 +206,7 @@ def with_team_views():
 
 
 def test_each_team_gets_a_proxy_enforcing_its_team_label(with_team_views):
-    platform = load_platform({key.split(":", 1)[1]: value for key, value in dev_config().items()
-                              if key.startswith("gpu-tenancy:")} | {"observability": {"prometheus": "install"}})
+    platform = load_platform(project_config(dev_config()) | {"observability": {"prometheus": "install"}})
     upstream = platform.observability.prometheus_url
     for team in platform.teams:
         [deployment] = [r for r in with_team_views.of_type("kubernetes:apps/v1:Deployment")
