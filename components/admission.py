@@ -20,7 +20,9 @@ from typing import Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.admission_metadata import has_key, key_value, metadata_validations, metadata_variables
+from components.admission_metadata import (
+    has_key, key_value, metadata_validations, metadata_variables, refusal,
+)
 from components.kai import SCHEDULER_NAME
 from config.model import Team
 from config.vocabulary import (
@@ -155,10 +157,6 @@ def policy_variables(team: Team) -> list[dict]:
     ]
 
 
-def _rule(name: str, expression: str, problem: str, fix: str, reason: str = "Forbidden") -> dict:
-    return {"expression": expression, "message": f"[{name}] {problem}: {fix}", "reason": reason}
-
-
 def policy_validations(team: Team) -> list[dict]:
     queue = team.queue_name
     device_env = " && ".join([
@@ -178,27 +176,27 @@ def policy_validations(team: Team) -> list[dict]:
                               f"this one has scheduler ' + variables.scheduler + ' and queue \\'' + variables.queue + "
                               f"'\\': set spec.schedulerName: {SCHEDULER_NAME} and the label {QUEUE_LABEL}: {queue}'",
          "reason": "Forbidden"},
-        _rule("node-name",
-              "request.operation != 'CREATE' || !has(object.spec.nodeName) || object.spec.nodeName == ''",
-              "a pod created with spec.nodeName skips the scheduler and every queue quota",
-              "remove spec.nodeName; use a nodeSelector or affinity and let KAI place the pod"),
-        _rule("runtime-class",
-              f"!has(object.spec.runtimeClassName) || !object.spec.runtimeClassName.startsWith("
-              f"'{PROTECTED_RUNTIME_PREFIX}') || variables.usesGpu",
-              "only pods that KAI allocates a GPU to may use an nvidia runtime class",
-              "remove spec.runtimeClassName, or request a GPU (gpu-fraction, gpu-memory or nvidia.com/gpu)"),
-        _rule("device-env", device_env,
-              f"{VISIBLE_DEVICES} may only be set to void or none, only KAI may point a fractional container at "
-              "its device list, and an ephemeral container must carry the blank value itself",
-              f"remove your own {VISIBLE_DEVICES} settings; for an ephemeral debug container add the env "
-              f"{VISIBLE_DEVICES}=void"),
-        _rule("gpu-env-from", env_from,
-              "a container holding whole GPUs may not take unprefixed variables from envFrom: they would override "
-              f"the device plugin's {VISIBLE_DEVICES}",
-              "give each envFrom source a prefix, or list the keys you need under env"),
-        _rule("device-paths", _no_device_paths(),
-              f"pods may not name devices to the container runtime themselves (mounts under {DEVICE_LIST_MOUNT_DIR})",
-              "remove them; request GPUs with gpu-fraction, gpu-memory or nvidia.com/gpu"),
+        refusal("node-name",
+                "request.operation != 'CREATE' || !has(object.spec.nodeName) || object.spec.nodeName == ''",
+                "a pod created with spec.nodeName skips the scheduler and every queue quota",
+                "remove spec.nodeName; use a nodeSelector or affinity and let KAI place the pod"),
+        refusal("runtime-class",
+                f"!has(object.spec.runtimeClassName) || !object.spec.runtimeClassName.startsWith("
+                f"'{PROTECTED_RUNTIME_PREFIX}') || variables.usesGpu",
+                "only pods that KAI allocates a GPU to may use an nvidia runtime class",
+                "remove spec.runtimeClassName, or request a GPU (gpu-fraction, gpu-memory or nvidia.com/gpu)"),
+        refusal("device-env", device_env,
+                f"{VISIBLE_DEVICES} may only be set to void or none, only KAI may point a fractional container at "
+                "its device list, and an ephemeral container must carry the blank value itself",
+                f"remove your own {VISIBLE_DEVICES} settings; for an ephemeral debug container add the env "
+                f"{VISIBLE_DEVICES}=void"),
+        refusal("gpu-env-from", env_from,
+                "a container holding whole GPUs may not take unprefixed variables from envFrom: they would override "
+                f"the device plugin's {VISIBLE_DEVICES}",
+                "give each envFrom source a prefix, or list the keys you need under env"),
+        refusal("device-paths", _no_device_paths(),
+                f"pods may not name devices to the container runtime themselves (mounts under {DEVICE_LIST_MOUNT_DIR})",
+                "remove them; request GPUs with gpu-fraction, gpu-memory or nvidia.com/gpu"),
         *metadata_validations(team),
     ]
 
@@ -214,7 +212,7 @@ def pod_policy_spec(team: Team, validations: list[dict]) -> dict:
         "matchConstraints": {
             "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
                                "resources": ["pods", "pods/ephemeralcontainers"]}],
-            "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: team.namespace}},
+            "namespaceSelector": team_namespace_selector(team),
         },
         "matchConditions": match_conditions(team),
         "variables": policy_variables(team),
@@ -226,6 +224,29 @@ def policy_name(team: Team) -> str:
     return f"gpu-tenancy-{team.name}"
 
 
+def team_namespace_selector(team: Team) -> dict:
+    """The team's host namespace, as its policies' matchConstraints and their bindings' matchResources select it."""
+    return {"matchLabels": {NAMESPACE_NAME_LABEL: team.namespace}}
+
+
+def policy_with_deny_binding(component: pulumi.ComponentResource, name: str, team: Team, provider: k8s.Provider,
+                             name_in_cluster: str, spec: dict) -> tuple[
+                                 k8s.admissionregistration.v1.ValidatingAdmissionPolicy,
+                                 k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding]:
+    """A policy of the team's and the binding that denies what it refuses in the team's host namespace, both
+    children of ``component``; the binding waits for its policy."""
+    metadata = {"name": name_in_cluster, "labels": {**MANAGED_BY, TEAM_LABEL: team.name}}
+    child = pulumi.ResourceOptions(parent=component, provider=provider)
+    policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+        f"{name}-policy", metadata=metadata, spec=spec, opts=child)
+    binding = k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+        f"{name}-binding", metadata=metadata,
+        spec={"policyName": name_in_cluster, "validationActions": ["Deny"],
+              "matchResources": {"namespaceSelector": team_namespace_selector(team)}},
+        opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[policy])))
+    return policy, binding
+
+
 class TenantAdmission(pulumi.ComponentResource):
     policy: k8s.admissionregistration.v1.ValidatingAdmissionPolicy
     binding: k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding
@@ -233,22 +254,6 @@ class TenantAdmission(pulumi.ComponentResource):
     def __init__(self, name: str, args: TenantAdmissionArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__(ADMISSION_COMPONENT, name, None, opts)
         team = args.team
-        labels = {**MANAGED_BY, TEAM_LABEL: team.name}
-        child = pulumi.ResourceOptions(parent=self, provider=args.provider)
-        self.policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
-            f"{name}-policy",
-            metadata={"name": policy_name(team), "labels": labels},
-            spec=policy_spec(team),
-            opts=child,
-        )
-        self.binding = k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
-            f"{name}-binding",
-            metadata={"name": policy_name(team), "labels": labels},
-            spec={
-                "policyName": policy_name(team),
-                "validationActions": ["Deny"],
-                "matchResources": {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: team.namespace}}},
-            },
-            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.policy])),
-        )
+        self.policy, self.binding = policy_with_deny_binding(self, name, team, args.provider, policy_name(team),
+                                                             policy_spec(team))
         self.register_outputs({"policy": policy_name(team), "syncer": syncer_username(team)})

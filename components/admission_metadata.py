@@ -74,18 +74,20 @@ def _offending(kind: str, condition: str) -> str:
     return f"(has(object.metadata.{field}) ? object.metadata.{field}.filter(k, !{condition}).join(', ') : '')"
 
 
-def _rule(name: str, expression: str, problem: str, fix: str) -> dict:
+def refusal(name: str, expression: str, problem: str, fix: str) -> dict:
+    """A validation of the tenant's host policies: an object for which ``expression`` is false is refused with
+    the message ``[name] problem: fix``."""
     return {"expression": expression, "message": f"[{name}] {problem}: {fix}", "reason": "Forbidden"}
 
 
 def _reserved_keys() -> dict:
     labels, annotations = tenant_may_set("k", LABEL), tenant_may_set("k", ANNOTATION)
-    rule = _rule("reserved-keys",
-                 f"request.operation != 'CREATE' || ({_each_key('object', LABEL, labels)} && "
-                 f"{_each_key('object', ANNOTATION, annotations)})",
-                 "labels and annotations under KAI's, run.ai's, NVIDIA's, vCluster's, Kubernetes' and the network "
-                 "plugins' keys are the platform's, except the ones it grants (docs/security-model.md)",
-                 "remove them; request GPUs with gpu-fraction, gpu-memory or nvidia.com/gpu")
+    rule = refusal("reserved-keys",
+                   f"request.operation != 'CREATE' || ({_each_key('object', LABEL, labels)} && "
+                   f"{_each_key('object', ANNOTATION, annotations)})",
+                   "labels and annotations under KAI's, run.ai's, NVIDIA's, vCluster's, Kubernetes' and the network "
+                   "plugins' keys are the platform's, except the ones it grants (docs/security-model.md)",
+                   "remove them; request GPUs with gpu-fraction, gpu-memory or nvidia.com/gpu")
     rule["messageExpression"] = (f"'[reserved-keys] labels [' + {_offending(LABEL, labels)} + '] and annotations [' + "
                                  f"{_offending(ANNOTATION, annotations)} + '] are in key spaces the platform reserves "
                                  "(KAI, run.ai, NVIDIA, vCluster, Kubernetes, network plugins) and not granted to "
@@ -99,11 +101,11 @@ def _guarded_fields() -> dict:
         key_fixed = fixed("k", kind)
         checks.append(_each_key("object", kind, f"!{key_fixed} || {_same_as_old(kind)}"))
         checks.append(_each_key("oldObject", kind, f"!{key_fixed} || {_kept(kind)}"))
-    return _rule("guarded-fields",
-                 f"request.operation != 'UPDATE' || variables.kaiWriter != '' || ({' && '.join(checks)})",
-                 "the queue label, the GPU annotations and every other reserved key of an existing pod are fixed, and "
-                 "the keys KAI adds (PodGroup, GPU group, received resources) stay as KAI wrote them",
-                 "delete the pod and create it again with the values you need")
+    return refusal("guarded-fields",
+                   f"request.operation != 'UPDATE' || variables.kaiWriter != '' || ({' && '.join(checks)})",
+                   "the queue label, the GPU annotations and every other reserved key of an existing pod are fixed, and "
+                   "the keys KAI adds (PodGroup, GPU group, received resources) stay as KAI wrote them",
+                   "delete the pod and create it again with the values you need")
 
 
 def _kai_writes() -> dict:
@@ -115,9 +117,9 @@ def _kai_writes() -> dict:
             checks.append(_each_key("object", kind, f"{own} || {_same_as_old(kind)}"))
             checks.append(_each_key("oldObject", kind, f"{own} || {_kept(kind)}"))
         per_writer.append(f"(variables.kaiWriter != '{account}' || ({' && '.join(checks)}))")
-    return _rule("kai-writes", f"request.operation != 'UPDATE' || ({' && '.join(per_writer)})",
-                 "each KAI service account may only add, change or remove the pod keys it owns",
-                 "leave the other labels and annotations as they are")
+    return refusal("kai-writes", f"request.operation != 'UPDATE' || ({' && '.join(per_writer)})",
+                   "each KAI service account may only add, change or remove the pod keys it owns",
+                   "leave the other labels and annotations as they are")
 
 
 def _granted_values(team: Team) -> dict:
@@ -140,14 +142,14 @@ def _granted_values(team: Team) -> dict:
     labels = {"priorityClassName": KAI_PRIORITY_CLASSES, "kai.scheduler/preemptibility": PREEMPTIBILITY_VALUES}
     expression += "".join(f" && (!{has_key('object', 'labels', key)} || "
                           f"object.metadata.labels['{key}'] in {list(values)})" for key, values in labels.items())
-    return _rule("granted-values", expression,
-                 f"team {team.name}'s granted keys need the values KAI reads the same way everywhere: gpu-fraction "
-                 f"a decimal from {MIN_GPU_FRACTION} below 1 with up to three decimals, gpu-memory whole MiB from "
-                 f"{MIN_GPU_MEMORY_MIB} to 9999999, gpu-fraction-num-devices 1-8 with a fraction, "
-                 "gpu-fraction-container-name an existing container of a fractional pod, priorityClassName one of "
-                 f"{', '.join(KAI_PRIORITY_CLASSES)}, kai.scheduler/preemptibility preemptible or non-preemptible, "
-                 "topology placements label keys, preemption-delay a Go duration",
-                 "correct the value (for example gpu-fraction: \"0.5\" or gpu-memory: \"4096\")")
+    return refusal("granted-values", expression,
+                   f"team {team.name}'s granted keys need the values KAI reads the same way everywhere: gpu-fraction "
+                   f"a decimal from {MIN_GPU_FRACTION} below 1 with up to three decimals, gpu-memory whole MiB from "
+                   f"{MIN_GPU_MEMORY_MIB} to 9999999, gpu-fraction-num-devices 1-8 with a fraction, "
+                   "gpu-fraction-container-name an existing container of a fractional pod, priorityClassName one of "
+                   f"{', '.join(KAI_PRIORITY_CLASSES)}, kai.scheduler/preemptibility preemptible or non-preemptible, "
+                   "topology placements label keys, preemption-delay a Go duration",
+                   "correct the value (for example gpu-fraction: \"0.5\" or gpu-memory: \"4096\")")
 
 
 def _derived_base(prefix: str, length: int) -> str:
@@ -162,12 +164,12 @@ def _derived_base(prefix: str, length: int) -> str:
 def _device_list_name() -> dict:
     prefix = _annotation("runai/shared-gpu-configmap")
     derived = " || ".join(_derived_base(prefix, length) for length in DEVICE_LIST_BASE_LENGTHS)
-    return _rule("device-list-name",
-                 f"!{has_key('object', 'annotations', 'runai/shared-gpu-configmap')} || (variables.fractional && "
-                 f"{prefix}.matches('{DEVICE_LIST_PATTERN}') && ({derived}))",
-                 "runai/shared-gpu-configmap names the ConfigMaps KAI's binder creates, takes over and deletes; only "
-                 "the prefix KAI derives from this pod's own name is allowed, and only on a fractional pod",
-                 "remove the annotation; KAI's webhook writes it")
+    return refusal("device-list-name",
+                   f"!{has_key('object', 'annotations', 'runai/shared-gpu-configmap')} || (variables.fractional && "
+                   f"{prefix}.matches('{DEVICE_LIST_PATTERN}') && ({derived}))",
+                   "runai/shared-gpu-configmap names the ConfigMaps KAI's binder creates, takes over and deletes; only "
+                   "the prefix KAI derives from this pod's own name is allowed, and only on a fractional pod",
+                   "remove the annotation; KAI's webhook writes it")
 
 
 def _reserved_values(team: Team) -> dict:
@@ -181,14 +183,14 @@ def _reserved_values(team: Team) -> dict:
     shipped_dns = (f"{in_virtual_kube_system} && object.spec.containers.all(c, c.image == '{coredns_image(team.vcluster)}')"
                    " && (!has(object.spec.initContainers) || size(object.spec.initContainers) == 0)"
                    " && (!has(object.spec.ephemeralContainers) || size(object.spec.ephemeralContainers) == 0)")
-    return _rule("reserved-values",
-                 f"!({app} in {list(RESERVED_APP_VALUES)}) && {release} != '{team.vcluster_name}' && "
-                 f"{key_value('object', 'labels', host_dns_key)} != '{host_dns_value}' && "
-                 f"({key_value('object', 'labels', dns_key)} != '{dns_value}' || ({shipped_dns}))",
-                 f"the labels app={', app='.join(RESERVED_APP_VALUES)} mark KAI's reservation and scaling pods and "
-                 f"vCluster's own pods, release={team.vcluster_name} and {host_dns_key}={host_dns_value} select control "
-                 f"planes and DNS, and {dns_key}={dns_value} opens the host's DNS to the DNS the platform ships only",
-                 "use other label values on workload pods")
+    return refusal("reserved-values",
+                   f"!({app} in {list(RESERVED_APP_VALUES)}) && {release} != '{team.vcluster_name}' && "
+                   f"{key_value('object', 'labels', host_dns_key)} != '{host_dns_value}' && "
+                   f"({key_value('object', 'labels', dns_key)} != '{dns_value}' || ({shipped_dns}))",
+                   f"the labels app={', app='.join(RESERVED_APP_VALUES)} mark KAI's reservation and scaling pods and "
+                   f"vCluster's own pods, release={team.vcluster_name} and {host_dns_key}={host_dns_value} select control "
+                   f"planes and DNS, and {dns_key}={dns_value} opens the host's DNS to the DNS the platform ships only",
+                   "use other label values on workload pods")
 
 
 def metadata_variables(kai_namespace: str = KAI_NAMESPACE) -> list[dict]:

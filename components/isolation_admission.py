@@ -34,12 +34,13 @@ import pulumi_kubernetes as k8s
 
 from components.admission import (
     FRACTION_ANNOTATIONS, GPU_RESOURCE, MIG_RESOURCE_PREFIX, SHARED_GPU_CONFIGMAP_ANNOTATION, pod_policy_spec,
-    policy_name,
+    policy_name, policy_with_deny_binding,
 )
+from components.admission_metadata import refusal
 from config import versions
 from config.mig import resource_name
 from config.model import EXCLUSIVE, MEMORY_CAPPED, MIG, Team
-from config.vocabulary import ISOLATION_ADMISSION_COMPONENT, MANAGED_BY, NAMESPACE_NAME_LABEL, POOL_LABEL, TEAM_LABEL
+from config.vocabulary import ISOLATION_ADMISSION_COMPONENT, POOL_LABEL
 
 MEMORY_LIMIT = "CUDA_DEVICE_MEMORY_LIMIT"
 PRELOAD = "LD_PRELOAD"
@@ -129,14 +130,10 @@ def _loads_library(volume: str) -> str:
 # --- the rules, per tier --------------------------------------------------------------------------
 
 
-def _rule(name: str, expression: str, problem: str, fix: str) -> dict:
-    return {"expression": expression, "message": f"[{name}] {problem}: {fix}", "reason": "Forbidden"}
-
-
 def _no_mig(name: str, team: Team) -> dict:
-    return _rule(name, _every(CONTAINER_LISTS[:2], _resources_all(f"!r.startsWith('{MIG_RESOURCE_PREFIX}')")),
-                 f"team {team.name} is {team.isolation.tier} and gets no MIG slices",
-                 "request gpu-fraction, gpu-memory or nvidia.com/gpu instead")
+    return refusal(name, _every(CONTAINER_LISTS[:2], _resources_all(f"!r.startsWith('{MIG_RESOURCE_PREFIX}')")),
+                   f"team {team.name} is {team.isolation.tier} and gets no MIG slices",
+                   "request gpu-fraction, gpu-memory or nvidia.com/gpu instead")
 
 
 def _mig_rules(team: Team) -> list[dict]:
@@ -153,14 +150,14 @@ def _mig_rules(team: Team) -> list[dict]:
         slices = _resources_all(f"r != '{GPU_RESOURCE}' && (!r.startsWith('{MIG_RESOURCE_PREFIX}') || r == '{wanted}')")
         fix = f"request {wanted} only (no gpu-fraction, gpu-memory or nvidia.com/gpu)"
         expression = f"!variables.fractional && {_every(CONTAINER_LISTS[:2], slices)}"
-    return [_rule("mig-profile", expression, f"team {team.name} gets MIG slices of profile {profile} only", fix)]
+    return [refusal("mig-profile", expression, f"team {team.name} gets MIG slices of profile {profile} only", fix)]
 
 
 def _exclusive_rules(team: Team) -> list[dict]:
     whole = _resources_all(f"!r.startsWith('{MIG_RESOURCE_PREFIX}')")
-    return [_rule("whole-gpus", f"!variables.fractional && {_every(CONTAINER_LISTS[:2], whole)}",
-                  f"team {team.name} gets whole GPUs only (no {', '.join(FRACTION_ANNOTATIONS)}, no MIG slices)",
-                  f"request whole {GPU_RESOURCE} and remove the fraction annotations")]
+    return [refusal("whole-gpus", f"!variables.fractional && {_every(CONTAINER_LISTS[:2], whole)}",
+                    f"team {team.name} gets whole GPUs only (no {', '.join(FRACTION_ANNOTATIONS)}, no MIG slices)",
+                    f"request whole {GPU_RESOURCE} and remove the fraction annotations")]
 
 
 def _memory_capped_rules(team: Team, mutated_by_kai: bool) -> list[dict]:
@@ -176,17 +173,17 @@ def _memory_capped_rules(team: Team, mutated_by_kai: bool) -> list[dict]:
     return [
         _no_mig("no-mig", team),
         # Before KAI's webhook (inside the vCluster) the fractional container has no limit yet: KAI adds it.
-        _rule("memory-limit", f"(!variables.fractional || ({kai_limit})) && {env} && {env_from}" if mutated_by_kai
-              else f"{env} && {env_from}",
-              f"team {team.name} is memory-capped: its fractional container keeps KAI's {MEMORY_LIMIT}, and no "
-              f"container may set {PROTECTED_PREFIX}*, {', '.join(PROTECTED_NAMES)} (other than {PRELOAD}={LIBRARY}) "
-              "by env or by an envFrom source without a safe prefix",
-              "remove those variables; give each envFrom source a prefix that does not start a HAMi-core name"),
-        _rule("hami-core", f"!variables.fractional || ({library})",
-              f"the fractional container of memory-capped team {team.name} must load HAMi-core, which enforces its "
-              "memory limit",
-              f"add the env {PRELOAD}={LIBRARY}, a volume {{image: {{reference: {versions.HAMI_CORE_IMAGE}}}}} and "
-              f"mount it at {LIBRARY_DIR} with subPath {versions.HAMI_CORE_IMAGE_LIBRARY_DIR}, nothing else there"),
+        refusal("memory-limit", f"(!variables.fractional || ({kai_limit})) && {env} && {env_from}" if mutated_by_kai
+                else f"{env} && {env_from}",
+                f"team {team.name} is memory-capped: its fractional container keeps KAI's {MEMORY_LIMIT}, and no "
+                f"container may set {PROTECTED_PREFIX}*, {', '.join(PROTECTED_NAMES)} (other than {PRELOAD}={LIBRARY}) "
+                "by env or by an envFrom source without a safe prefix",
+                "remove those variables; give each envFrom source a prefix that does not start a HAMi-core name"),
+        refusal("hami-core", f"!variables.fractional || ({library})",
+                f"the fractional container of memory-capped team {team.name} must load HAMi-core, which enforces its "
+                "memory limit",
+                f"add the env {PRELOAD}={LIBRARY}, a volume {{image: {{reference: {versions.HAMI_CORE_IMAGE}}}}} and "
+                f"mount it at {LIBRARY_DIR} with subPath {versions.HAMI_CORE_IMAGE_LIBRARY_DIR}, nothing else there"),
     ]
 
 
@@ -213,17 +210,8 @@ class IsolationAdmission(pulumi.ComponentResource):
     def __init__(self, name: str, args: IsolationAdmissionArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__(ISOLATION_ADMISSION_COMPONENT, name, None, opts)
         team = args.team
-        labels = {**MANAGED_BY, TEAM_LABEL: team.name}
-        child = pulumi.ResourceOptions(parent=self, provider=args.provider)
-        self.policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
-            f"{name}-policy", metadata={"name": isolation_policy_name(team), "labels": labels},
-            spec=isolation_policy_spec(team), opts=child)
-        self.binding = k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
-            f"{name}-binding",
-            metadata={"name": isolation_policy_name(team), "labels": labels},
-            spec={"policyName": isolation_policy_name(team), "validationActions": ["Deny"],
-                  "matchResources": {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: team.namespace}}}},
-            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.policy])))
+        self.policy, self.binding = policy_with_deny_binding(self, name, team, args.provider,
+                                                             isolation_policy_name(team), isolation_policy_spec(team))
         self.register_outputs({"policy": isolation_policy_name(team), "tier": team.isolation.tier})
 
 

@@ -5,7 +5,7 @@ the state and shown as ``[secret]`` in a preview), handed to Grafana through a K
 reads with ``grafana.admin.existingSecret``. Without that value the grafana chart (12.11.1, inside
 kube-prometheus-stack 88.5.3) writes its own Secret with user ``admin``; older kube-prometheus-stack
 releases also shipped the password ``prom-operator`` in their values. The deployability check and the
-policy pack refuse both (tools/deployability/grafana.py, policy/rules.py).
+policy pack refuse both (tools/deployability/grafana.py, policy/rules_grafana.py).
 """
 
 from __future__ import annotations

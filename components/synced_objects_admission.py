@@ -23,12 +23,11 @@ from typing import Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.admission import syncer_username
+from components.admission import policy_with_deny_binding, syncer_username, team_namespace_selector
+from components.admission_metadata import refusal
 from components.observability import DASHBOARD_LABEL
 from config.model import Team
-from config.vocabulary import (
-    ADMISSION_COMPONENT, MANAGED_BY, NAMESPACE_NAME_LABEL, TEAM_LABEL, VCLUSTER_MANAGED_BY_LABEL,
-)
+from config.vocabulary import ADMISSION_COMPONENT, VCLUSTER_MANAGED_BY_LABEL
 
 # The kinds (API resources) the syncer writes besides pods, as the policy's match rules name them.
 CORE_RESOURCES = ("services", "endpoints", "persistentvolumeclaims", "configmaps", "secrets", "pods/status",
@@ -87,9 +86,9 @@ def _absent(field: str) -> str:
 
 
 def _rule(name: str, kinds: tuple[str, ...], expression: str, problem: str, fix: str) -> dict:
+    """A refusal that judges only objects of ``kinds`` (one policy covers every kind the syncer writes)."""
     applies = " || ".join(f"object.kind == '{kind}'" for kind in kinds)
-    return {"expression": f"!({applies}) || ({expression})", "message": f"[{name}] {problem}: {fix}",
-            "reason": "Forbidden"}
+    return refusal(name, f"!({applies}) || ({expression})", problem, fix)
 
 
 def match_conditions(team: Team) -> list[dict]:
@@ -222,7 +221,7 @@ def policy_spec(team: Team) -> dict:
                 {"apiGroups": ["discovery.k8s.io"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
                  "resources": list(DISCOVERY_RESOURCES)},
             ],
-            "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: team.namespace}},
+            "namespaceSelector": team_namespace_selector(team),
         },
         "matchConditions": match_conditions(team),
         "variables": policy_variables(),
@@ -238,13 +237,6 @@ class SyncedObjectsAdmission(pulumi.ComponentResource):
         super().__init__(ADMISSION_COMPONENT, name, None, opts)
         team = args.team
         policy_name = synced_objects_policy_name(team)
-        metadata = {"name": policy_name, "labels": {**MANAGED_BY, TEAM_LABEL: team.name}}
-        child = pulumi.ResourceOptions(parent=self, provider=args.provider)
-        self.policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
-            f"{name}-policy", metadata=metadata, spec=policy_spec(team), opts=child)
-        self.binding = k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
-            f"{name}-binding", metadata=metadata,
-            spec={"policyName": policy_name, "validationActions": ["Deny"],
-                  "matchResources": {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: team.namespace}}}},
-            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.policy])))
+        self.policy, self.binding = policy_with_deny_binding(self, name, team, args.provider, policy_name,
+                                                             policy_spec(team))
         self.register_outputs({"policy": policy_name, "syncer": syncer_username(team)})

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from pulumi import RunError
 
+from config.vocabulary import PROJECT_PREFIX
+
 
 @dataclass(frozen=True)
 class ConfigIssue:
@@ -19,7 +21,7 @@ class ConfigIssue:
     def full_key(self) -> str:
         """The key as a stack file spells it: project keys get the ``gpu-tenancy:`` namespace."""
         head = re.split(r"[.\[]", self.key, maxsplit=1)[0]
-        return self.key if ":" in head else f"gpu-tenancy:{self.key}"
+        return self.key if ":" in head else PROJECT_PREFIX + self.key
 
     def __str__(self) -> str:
         return f"{self.full_key} = {_show(self.value)}: {self.problem}. Fix: {self.fix}"

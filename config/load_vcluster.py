@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
+from typing import TypeVar
+
 from config import versions
 from config.access import ACCESS, read_access
 from config.key_types import AnyMap, Boolean, Integer, Quantity, StringList, StringMap, Text
@@ -176,6 +180,17 @@ host kind it also renders the control plane's volume claim class
 ))
 
 
+Settings = TypeVar("Settings", TenantResourceQuota, TenantLimitRange, TenantServices)
+
+
+def _read_over(section: Section, block: Block, base: Settings) -> Settings:
+    """The settings of a sub-block whose keys each name one field (``persistentVolumeClaims`` is
+    ``persistent_volume_claims``): every key the block leaves out keeps its value from ``base``."""
+    fields = {key.name: re.sub(r"(?<=[a-z])(?=[A-Z])", "_", key.name).lower() for key in block.keys}
+    return dataclasses.replace(base, **{field: section.read(name, getattr(base, field))
+                                        for name, field in fields.items()})
+
+
 def read_vcluster(section: Section, base: VClusterSettings) -> VClusterSettings:
     """Read a ``vcluster`` block; every key left out keeps its value from ``base``."""
     version = section.read("version", base.version)
@@ -183,7 +198,6 @@ def read_vcluster(section: Section, base: VClusterSettings) -> VClusterSettings:
     quota = section.child("resourceQuota")
     limits = section.child("limitRange")
     services = section.child("services")
-    base_quota, base_limits = base.resource_quota, base.limit_range
     extra = section.read("extraValues", {})
     return VClusterSettings(
         version=version,
@@ -194,27 +208,12 @@ def read_vcluster(section: Section, base: VClusterSettings) -> VClusterSettings:
             requests={**base.control_plane_resources.requests, **(resources.read("requests", {}) or {})},
             limits={**base.control_plane_resources.limits, **(resources.read("limits", {}) or {})},
         ),
-        resource_quota=TenantResourceQuota(
-            cpu=quota.read("cpu", base_quota.cpu),
-            memory=quota.read("memory", base_quota.memory),
-            pods=quota.read("pods", base_quota.pods),
-            services=quota.read("services", base_quota.services),
-            persistent_volume_claims=quota.read("persistentVolumeClaims", base_quota.persistent_volume_claims),
-            storage=quota.read("storage", base_quota.storage),
-        ),
-        limit_range=TenantLimitRange(
-            default_cpu=limits.read("defaultCpu", base_limits.default_cpu),
-            default_memory=limits.read("defaultMemory", base_limits.default_memory),
-            default_request_cpu=limits.read("defaultRequestCpu", base_limits.default_request_cpu),
-            default_request_memory=limits.read("defaultRequestMemory", base_limits.default_request_memory),
-        ),
+        resource_quota=_read_over(quota, RESOURCE_QUOTA, base.resource_quota),
+        limit_range=_read_over(limits, LIMIT_RANGE, base.limit_range),
         network_policy=section.read("networkPolicy", base.network_policy),
         pod_security=section.read("podSecurity", base.pod_security),
         extra_values=deep_merge(base.extra_values, extra or {}),
-        services=TenantServices(
-            node_ports=services.read("nodePorts", base.services.node_ports),
-            load_balancers=services.read("loadBalancers", base.services.load_balancers),
-        ),
+        services=_read_over(services, SERVICES, base.services),
         storage_classes=section.read("storageClasses", base.storage_classes),
         access=read_access(section.child("access"), base.access),
     )

@@ -10,9 +10,9 @@ import pulumi
 from config.errors import ConfigError, ConfigIssue
 from config.load import namespace_issues
 from config.secrets import SECRET_KEYS
-from config.vocabulary import PROJECT
+from config.vocabulary import PROJECT, PROJECT_PREFIX, project_config
 
-# The value tools.mockrun gives a secret key the stack does not set, so that an offline plan of a
+# The value tools.offline.mockrun gives a secret key the stack does not set, so that an offline plan of a
 # site whose secrets are not set yet can run. A real `pulumi up` never sees it: there an unset
 # secret the site needs is a config error.
 OFFLINE_PLACEHOLDER = "offline-plan-placeholder-for-an-unset-secret"
@@ -25,14 +25,13 @@ def raw_stack_config() -> tuple[dict[str, Any], set[str], set[str]]:
 
     A secret key set in plain text is refused: it would sit unencrypted in the stack file.
     """
-    prefix = f"{PROJECT}:"
-    # The language host hands the program its config as PULUMI_CONFIG (tools.mockrun does the same),
+    # The language host hands the program its config as PULUMI_CONFIG (tools.offline.mockrun does the same),
     # so the public reader sees every key, the unknown ones included.
     keys = pulumi.runtime.get_config_env()
     misspelt = namespace_issues(keys)
     if misspelt:
         raise ConfigError(misspelt)
-    names = {key[len(prefix):] for key in keys if key.startswith(prefix)}
+    names = set(project_config(keys))
     stack_config = pulumi.Config(PROJECT)
     raw: dict[str, Any] = {}
     for name in sorted(names - set(SECRET_KEYS)):
@@ -44,15 +43,15 @@ def raw_stack_config() -> tuple[dict[str, Any], set[str], set[str]]:
     secrets_set, placeholders = set(), set()
     plaintext = []
     for name in SECRET_KEYS:
-        value = pulumi.runtime.get_config(prefix + name) if name in names else None
+        value = pulumi.runtime.get_config(PROJECT_PREFIX + name) if name in names else None
         # Pulumi.yaml declares secrets with an empty default: empty means "not set".
         if value == OFFLINE_PLACEHOLDER:
             placeholders.add(name)
         elif value:
             secrets_set.add(name)
-            if not pulumi.runtime.is_config_secret(prefix + name):
+            if not pulumi.runtime.is_config_secret(PROJECT_PREFIX + name):
                 plaintext.append(ConfigIssue(name, "<plain text>", "is set without encryption",
-                                             f"run: pulumi config set --secret {prefix}{name} ..."))
+                                             f"run: pulumi config set --secret {PROJECT_PREFIX}{name} ..."))
     if plaintext:
         raise ConfigError(plaintext)
     return raw, secrets_set, placeholders

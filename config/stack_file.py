@@ -24,6 +24,7 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from config.errors import ConfigError, ConfigIssue
+from config.vocabulary import PROJECT_PREFIX
 
 _CORE = "tag:yaml.org,2002:"
 # Tags a resolver gives untagged nodes; any other tag was written explicitly (``!!binary``, ``!Ref``).
@@ -131,8 +132,7 @@ def _build(node: Node, key: str, issues: list[ConfigIssue], config_level: bool) 
                                           "use text keys"))
                 continue
             # Under `config:` keys are full config keys (gpu-tenancy:teams); paths below them go on from there.
-            path = (name.split(":", 1)[1] if str(name).startswith("gpu-tenancy:") else str(name)) \
-                if config_level else _child(key, name)
+            path = str(name).removeprefix(PROJECT_PREFIX) if config_level else _child(key, name)
             if name in result:
                 issues.append(ConfigIssue(path, _plain(value_node), "is set twice in the same map",
                                           "keep one of the two entries"))

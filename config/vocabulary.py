@@ -1,23 +1,36 @@
 """Names the platform shares with Kubernetes, KAI, vCluster and the review tools, each defined once.
 
-config/, components/ and tools/ import them from here. policy/rules.py keeps its own copies on
+config/, components/ and tools/ import them from here. policy/rule_model.py keeps its own copies on
 purpose: the policy pack runs from policy/ in a venv of its own, with nothing of the project on
 sys.path; tests/test_vocabulary.py proves those copies equal to these (values and behaviour).
-Plain data, no Pulumi.
+Plain data (and the one reading of a project key), no Pulumi.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any, Mapping
 
 # --- the project and its config namespaces -----------------------------------------------------
 PROJECT = "gpu-tenancy"
+# A stack file's project keys are namespaced (gpu-tenancy:teams); the config model names them without it.
+PROJECT_PREFIX = f"{PROJECT}:"
 # Config namespaces a stack may use besides the project's own: Pulumi's and the providers' the
 # program runs. Any other namespace is a typo that would leave its keys silently unread.
 OTHER_NAMESPACES = ("pulumi", "aws", "eks", "kubernetes", "command")
 CLUSTER_KINDS = ("microk8s", "eks", "kubeconfig")
 # Where MicroK8s' nvidia addon installs the GPU Operator.
 MICROK8S_ADDON_NAMESPACE = "gpu-operator-resources"
+
+
+def project_config(stack_config: Mapping[str, Any]) -> dict[str, Any]:
+    """The project's entries of a stack's ``config:`` block (``gpu-tenancy:teams``) by their name (``teams``).
+
+    Keys of other namespaces (``aws:region``) are left out: they are not the project's to read.
+    """
+    return {key[len(PROJECT_PREFIX):]: value for key, value in stack_config.items()
+            if key.startswith(PROJECT_PREFIX)}
+
 
 # --- an exact chart version ---------------------------------------------------------------------
 # Helm reads anything but a full SemVer 2 version as a constraint ("1.2" = newest 1.2.x). Leading

@@ -33,8 +33,8 @@ from typing import Optional, Sequence
 from config import ConfigError, Platform, load_platform
 from config.load import namespace_issues
 from config.secrets import SECRET_KEYS
-from config.vocabulary import PROJECT
 from config.stack_file import PROJECT_DIR, StackFileError, stack_config, stack_names
+from config.vocabulary import project_config
 
 GITHUB_HOSTED = ("ubuntu-latest",)
 
@@ -61,11 +61,9 @@ def platform_of(config: dict, stack: str) -> Platform:
     issues = namespace_issues(config)
     if issues:
         raise ConfigError(issues)
-    prefix = f"{PROJECT}:"
-    raw = {key[len(prefix):]: value for key, value in config.items()
-           if key.startswith(prefix) and key[len(prefix):] not in SECRET_KEYS}
-    secrets = {key[len(prefix):] for key, value in config.items()
-               if key.startswith(prefix) and key[len(prefix):] in SECRET_KEYS and value}
+    project = project_config(config)
+    raw = {name: value for name, value in project.items() if name not in SECRET_KEYS}
+    secrets = {name for name, value in project.items() if name in SECRET_KEYS and value}
     return load_platform(raw, secrets_set=secrets, placeholders=set(SECRET_KEYS) - secrets, stack=stack)
 
 

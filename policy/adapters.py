@@ -1,11 +1,11 @@
-"""Turn what each caller has into the neutral ``rules.Resource``.
+"""Turn what each caller has into the neutral ``rule_model.Resource``.
 
 - ``from_policy_resource``: a pulumi_policy ``ResourceValidationArgs`` or ``PolicyResource``
   (inside ``pulumi preview --policy-pack policy``). Their ``props`` are proxies that raise
   ``UnknownValueError`` on a value the engine does not know yet: each such value becomes
-  ``rules.UNKNOWN`` instead, so one unknown field does not stop every rule.
+  ``rule_model.UNKNOWN`` instead, so one unknown field does not stop every rule.
 - ``from_plan`` / ``load_plan``: the offline plan.json of ``python -m tools.plan`` (or the
-  ``to_json()`` of ``tools.mockrun`` resources), where unknowns read ``"[unknown]"``.
+  ``to_json()`` of ``tools.offline.recording`` resources), where unknowns read ``"[unknown]"``.
 
 pulumi_policy is optional here: ``python -m policy.check`` runs without it.
 """
@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any, Iterable, Union
 
 if __package__:  # imported as the `policy` package (tests, `python -m policy.check`)
-    from .rules import UNKNOWN, Resource
+    from .rule_model import UNKNOWN, Resource
 else:  # run by the Pulumi CLI, which puts the policy pack's directory on sys.path
-    from rules import UNKNOWN, Resource
+    from rule_model import UNKNOWN, Resource
 
-PLAN_UNKNOWN = "[unknown]"  # tools.mockrun's rendering of an unknown value
+PLAN_UNKNOWN = "[unknown]"  # tools.offline.recording's rendering of an unknown value
 PLAN_FILE = "plan.json"
 
 

@@ -17,7 +17,8 @@ import sys
 from typing import Optional, Sequence
 
 from .adapters import from_plan, read_plan
-from .rules import RULES, Violation, evaluate
+from .rule_model import Violation
+from .rules import RULES, evaluate
 
 
 def _report(violations: Sequence[Violation], plan: dict, resource_count: int) -> str:

@@ -1,6 +1,6 @@
 """Kubernetes label selectors (``metav1.LabelSelector``), validated and evaluated as the API server does.
 
-The project's one evaluator: the policy pack's admission rule (``rules.py``), the deployability
+The project's one evaluator: the policy pack's admission rule (``rules_admission.py``), the deployability
 check's NetworkPolicy model (``tools/deployability/network_policy.py``) and the tests' admission
 simulator all call it. It lives in policy/ because the Pulumi CLI runs the pack from there with
 nothing else importable, so it imports nothing itself (and is not named ``selectors``, which

@@ -12,10 +12,12 @@ from pulumi_policy import EnforcementLevel, Policy, ResourceValidationPolicy, St
 
 if __package__:  # imported as the `policy` package
     from .adapters import from_policy_resource, from_stack_args
-    from .rules import RULES, Rule
+    from .rule_model import Rule
+    from .rules import RULES
 else:  # run by the Pulumi CLI, which puts the policy pack's directory on sys.path
     from adapters import from_policy_resource, from_stack_args
-    from rules import RULES, Rule
+    from rule_model import Rule
+    from rules import RULES
 
 PACK_NAME = "gpu-tenancy"
 PACK_DESCRIPTION = ("Guardrails of the multi-tenant GPU platform: pinned Helm charts, complete and consistent "

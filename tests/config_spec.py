@@ -12,9 +12,10 @@ import pytest
 from config import ConfigError, load_platform
 from config.errors import MISSING
 from config.stack_file import read_stack_file
+from config.vocabulary import project_config
 
 DEV_STACK = Path(__file__).resolve().parent.parent / "Pulumi.dev.yaml"
-_DEV = {key.split(":", 1)[1]: value for key, value in read_stack_file(DEV_STACK)["config"].items()}
+_DEV = project_config(read_stack_file(DEV_STACK)["config"])
 
 
 def dev_config() -> dict:

@@ -11,11 +11,12 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from tests.chart_spec import cache, demo  # noqa: F401 (fixtures of the chart specs)
-from config.stack_file import stack_names
+from config.stack_file import PROJECT_DIR, stack_names
 from config.versions import VCLUSTER_MINIMUM_VERSION, release_order
 from tools.charts.cache import CACHE_ENV, chart_cache_dir, find_cached
 from tools.charts.render import release_chart_key, release_records
-from tools.offline.mockrun import PROJECT_DIR, ProgramRun, load_stack_file, run_program
+from tools.offline.mockrun import load_stack_file, run_program
+from tools.offline.recording import ProgramRun
 
 COMMITTED_STACKS = stack_names()
 UPSTREAM_DIR = Path(os.environ.get("GPU_TENANCY_UPSTREAM", PROJECT_DIR.parent / "shared" / "upstream"))

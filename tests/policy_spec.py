@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from policy.rules import Resource
+from policy.rule_model import Resource
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 CHART_V4 = "kubernetes:helm.sh/v4:Chart"

@@ -10,15 +10,12 @@ from __future__ import annotations
 import copy
 from typing import Any, Callable
 
-from config.stack_file import read_stack_file
-from tools.offline.mockrun import PROJECT_DIR
-
-PREFIX = "gpu-tenancy:"
+from config.stack_file import PROJECT_DIR, read_stack_file
+from config.vocabulary import PROJECT_PREFIX, project_config
 
 
 def _stack(name: str) -> dict[str, Any]:
-    return {key[len(PREFIX):]: value for key, value in read_stack_file(PROJECT_DIR / f"Pulumi.{name}.yaml")["config"]
-            .items() if key.startswith(PREFIX)}
+    return project_config(read_stack_file(PROJECT_DIR / f"Pulumi.{name}.yaml")["config"])
 
 
 def eks_two_pools() -> dict[str, Any]:
@@ -157,4 +154,4 @@ def broken_site(name: str) -> dict[str, Any]:
 
 def stack_document(config: dict[str, Any]) -> dict[str, Any]:
     """A stack file's document holding ``config`` (without secrets: offline tools stand in for them)."""
-    return {"config": {PREFIX + key: value for key, value in config.items()}}
+    return {"config": {PROJECT_PREFIX + key: value for key, value in config.items()}}

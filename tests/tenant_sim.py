@@ -20,7 +20,7 @@ from celpy import celtypes
 
 from config import load_platform
 from config.model import Platform, Team
-from config.vocabulary import KAI_NAMESPACE
+from config.vocabulary import KAI_NAMESPACE, project_config
 from policy.label_selectors import selector_matches
 from tests.upstream_sim import GPU_RESOURCE, WebhookRefusal, api_validate, kai_mutate, limit_ranger, vcluster_sync
 from tests.upstream_sim import KAI_SCHEDULER  # noqa: F401 (the attack tests take it from here with the pod builders)
@@ -151,8 +151,7 @@ class Admission:
 
 def platform_of(config: dict) -> Platform:
     """The platform of a stack's ``config:`` block (full ``gpu-tenancy:`` keys)."""
-    return load_platform({key.split(":", 1)[1]: value for key, value in config.items()
-                          if key.startswith("gpu-tenancy:")})
+    return load_platform(project_config(config))
 
 
 def admission_for(program, team: str) -> Admission:

@@ -20,9 +20,9 @@ from components.admission_keys import (
     RESERVED_DOMAINS, SYNCER_KEYS, UNREAD_RESERVED,
 )
 from components.admission_metadata import KAI_PRIORITY_CLASSES, MIN_GPU_FRACTION, MIN_GPU_MEMORY_MIB
+from config.stack_file import PROJECT_DIR
 from tests.conftest import ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, dev_config, eks_config, git, mirror
 from tests.kai_keys import keys_of, source_at
-from tools.offline.mockrun import PROJECT_DIR
 from tests.tenant_sim import KAI_SCHEDULER, Tenant, platform_of, tenant_of, virtual_pod
 
 KAI = "kai-scheduler/KAI-Scheduler"

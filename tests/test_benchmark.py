@@ -13,7 +13,7 @@ import pytest
 from ops.sites import platform_of
 from tests.conftest import run
 from tools.offline.benchmark import longest_chain, run_inputs_floor, site_with_teams
-from tools.offline.mockrun import ProgramRun, RecordedResource
+from tools.offline.recording import ProgramRun, RecordedResource
 
 
 def resource(urn: str, parent: str | None = None, dependencies: tuple[str, ...] = ()) -> RecordedResource:

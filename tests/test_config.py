@@ -2,17 +2,17 @@
 
 ``load_platform(raw, secrets_set=..., stack=...)`` takes the ``gpu-tenancy:*`` values with the
 prefix stripped and returns a ``Platform`` (with ``.warnings``) or raises one ``ConfigError``
-whose issues each name the full key path, the bad value and a fix. Host settings are specified in
-test_config_host.py, stack-file reading in test_stack_file.py, sharing profiles in test_sharing.py.
+whose issues each name the full key path, the bad value and a fix. Teams, queues and quotas are
+specified in test_config_teams.py, host settings in test_config_host.py, stack-file reading in
+test_stack_file.py, sharing profiles in test_sharing.py.
 """
 
 from __future__ import annotations
 
-
 import pytest
 
-from config import load_platform, versions
-from tests.config_spec import assert_rejected, dev_config, eks_config, issue, put, rejected
+from config import load_platform
+from tests.config_spec import assert_rejected, dev_config, eks_config, put, rejected
 
 
 # --- valid examples ---------------------------------------------------------------------------
@@ -40,160 +40,6 @@ def test_eks_fixture_is_valid():
     # AL2023 NVIDIA AMIs ship the driver and the toolkit.
     assert not platform.gpu_operator.driver_enabled and not platform.gpu_operator.toolkit_enabled
     assert platform.warnings == ()
-
-
-# --- names ------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("path", ["teams[0].name", "organization.name"])
-@pytest.mark.parametrize("name", ["a", "team-1", "9lives", "x" * 63])
-def test_dns_1123_names_are_accepted(path, name):
-    platform = load_platform(put(dev_config(), path, name))
-    assert name in (platform.organization.name, platform.teams[0].name)
-
-
-@pytest.mark.parametrize("path", ["teams[0].name", "organization.name"])
-@pytest.mark.parametrize("name", ["Team-NLP", "team_nlp", "-team", "team-", "team.nlp", "x" * 64])
-def test_names_that_are_not_dns_1123_labels_are_rejected(path, name):
-    assert_rejected(put(dev_config(), path, name), path, name, fix="lowercase")
-
-
-def test_team_names_must_be_unique():
-    found = assert_rejected(put(dev_config(), "teams[2].name", "team-nlp"), "teams[2].name", "team-nlp")
-    assert "teams[0]" in found.problem
-
-
-def test_vcluster_names_must_be_unique_and_the_namespace_derived_from_one_is_not_a_second_problem():
-    error = rejected(put(dev_config(), "teams[2].vclusterName", "team-nlp"))
-    assert "teams[0]" in issue(error, "teams[2].vclusterName", "team-nlp").problem
-    assert error.keys == ["teams[2].vclusterName"]
-
-
-def test_namespaces_must_be_unique():
-    config = put(dev_config(), "teams[1].namespace", "vcluster-team-nlp")
-    assert_rejected(config, "teams[1].namespace", "vcluster-team-nlp", fix="namespace")
-    assert load_platform(put(dev_config(), "teams[1].namespace", "vision")).teams[1].namespace == "vision"
-
-
-@pytest.mark.parametrize("path", ["teams[1].name", "organization.name"])
-@pytest.mark.parametrize("name", ["default-queue", "default-parent-queue"])
-def test_names_of_the_queues_kai_creates_are_reserved(path, name):
-    found = assert_rejected(put(dev_config(), path, name), path, name)
-    assert "KAI" in found.problem
-
-
-def test_a_team_cannot_be_named_like_the_organization():
-    found = assert_rejected(put(dev_config(), "teams[1].name", "ml-org"), "teams[1].name", "ml-org")
-    assert "organization.name" in found.fix
-
-
-# --- queue resources ----------------------------------------------------------------------------
-
-GPU = "teams[1].resources.gpu"
-
-
-@pytest.mark.parametrize("entry", [
-    {"quota": 0.33, "limit": -1, "overQuotaWeight": 1},
-    {"quota": 0, "limit": 0, "overQuotaWeight": 0},
-    {"quota": 0.33, "limit": 0.33, "overQuotaWeight": 2.5},
-    {"quota": 0.2},
-])
-def test_valid_queue_resource_entries(entry):
-    gpu = load_platform(put(dev_config(), GPU, entry)).teams[1].resources.gpu
-    assert (gpu.quota, gpu.limit, gpu.over_quota_weight) == (
-        entry["quota"], entry.get("limit", -1), entry.get("overQuotaWeight", 1))
-
-
-@pytest.mark.parametrize("field, value, fix", [
-    ("quota", -2, "-1 (unlimited) or >= 0"),
-    ("limit", -0.5, "-1 (unlimited) or >= 0"),
-    ("overQuotaWeight", -1, ">= 0"),
-    ("limit", 0.2, "raise limit to at least the quota"),  # below quota 0.33
-    ("quota", "one", "set it to a number"),
-    ("quota", True, "set it to a number"),
-    ("limit", [1], "set it to a number"),
-])
-def test_invalid_queue_resource_values(field, value, fix):
-    assert_rejected(put(dev_config(), f"{GPU}.{field}", value), f"{GPU}.{field}", value, fix=fix)
-
-
-def test_a_teams_omitted_cpu_and_memory_follow_its_namespace_quota():
-    """KAI schedules CPU pods and the tenant's DNS too: the queue guarantees and caps what the team's workloads
-    may request (16 CPU, 64Gi) plus the DNS pod's requests (50m, 64Mi)."""
-    team = load_platform(dev_config()).teams[0]
-    assert (team.resources.cpu.quota, team.resources.cpu.limit, team.resources.cpu.over_quota_weight) == \
-        (16050, 16050, 1)
-    assert (team.resources.memory.quota, team.resources.memory.limit) == (68786, 68786)
-    assert (team.resources.gpu.quota, team.resources.gpu.limit) == (0.33, 1)
-    smaller = load_platform(put(dev_config(), "teams[0].vcluster.resourceQuota", {"cpu": "1500m", "memory": "512Mi"}))
-    assert (smaller.teams[0].resources.cpu.quota, smaller.teams[0].resources.memory.limit) == (1550, 603)
-    explicit = load_platform(put(dev_config(), "teams[0].resources.cpu", {"quota": 2000, "limit": -1}))
-    assert (explicit.teams[0].resources.cpu.quota, explicit.teams[0].resources.cpu.limit) == (2000, -1)
-
-
-def test_the_organization_queue_keeps_unlimited_cpu_and_memory():
-    org = load_platform(dev_config()).organization
-    for resource in (org.resources.cpu, org.resources.memory):
-        assert (resource.quota, resource.limit, resource.over_quota_weight) == (-1, -1, 1)
-
-
-def test_the_retired_strict_switch_says_what_replaced_it():
-    config = put(dev_config(), "teams[0].strict", True)
-    found = assert_rejected(config, "teams[0].strict", True, fix="remove the key")
-    assert "scheduled by KAI in the team's queue" in found.problem
-    assert len(rejected(config).issues) == 1, "one problem, one message"
-
-
-@pytest.mark.parametrize("namespace", ["kube-system", "default", "kai-scheduler", "gpu-operator-resources"])
-def test_a_tenant_cannot_live_in_a_platform_namespace(namespace):
-    assert_rejected(put(dev_config(), "teams[0].namespace", namespace), "teams[0].namespace", namespace,
-                    fix="namespace of its own")
-
-
-@pytest.mark.parametrize("name", ["shared-gpu-0", "nlp-shared-gpu-i1"])
-def test_a_vcluster_name_cannot_pass_for_a_kai_device_list(name):
-    assert_rejected(put(dev_config(), "teams[0].vclusterName", name), "teams[0].vclusterName", name,
-                    fix="does not end in shared-gpu")
-
-
-@pytest.mark.parametrize("version", ["latest", "v1.50.1", "1.50.1-eksbuild.1"])
-def test_the_ebs_csi_addon_version_is_an_exact_eks_build(version):
-    assert_rejected(put(eks_config(), "cluster.eks.ebsCsiAddonVersion", version), "cluster.eks.ebsCsiAddonVersion", version,
-                    fix="vX.Y.Z-eksbuild.N")
-
-
-def test_a_privileged_tenant_is_warned_about():
-    platform = load_platform(put(dev_config(), "teams[1].vcluster", {"podSecurity": "privileged"}))
-    assert any("teams[1] (team-vision)" in warning and "every GPU" in warning for warning in platform.warnings)
-
-
-def test_team_gpu_quotas_that_fit_the_organization_quota_pass():
-    assert sum(t.resources.gpu.quota for t in load_platform(dev_config()).teams) == pytest.approx(0.99)
-    config = dev_config()
-    for index in range(3):
-        put(config, f"teams[{index}].resources.gpu.quota", 1 / 3)
-    assert load_platform(config).organization.resources.gpu.quota == 1  # 3 x 1/3 fits despite rounding
-
-
-def test_team_gpu_quotas_above_the_organization_quota_fail():
-    config = dev_config()
-    for index in range(3):
-        put(config, f"teams[{index}].resources.gpu.quota", 0.5)
-    found = assert_rejected(config, "organization.resources.gpu.quota", 1, fix="at least 1.5")
-    assert "1.5" in found.problem
-
-
-def test_an_unlimited_organization_quota_allows_any_team_quotas():
-    config = put(dev_config(), "organization.resources.gpu.quota", -1)
-    for index in range(3):
-        put(config, f"teams[{index}].resources.gpu", {"quota": 5, "limit": -1})
-    put(config, "teams[0].resources.gpu.quota", -1)
-    assert [t.resources.gpu.quota for t in load_platform(config).teams] == [-1, 5, 5]
-
-
-def test_an_unlimited_team_quota_does_not_fit_a_finite_organization_quota():
-    config = put(dev_config(), "teams[1].resources.gpu", {"quota": -1, "limit": -1})
-    assert_rejected(config, "teams[1].resources.gpu.quota", -1, fix="-1")
 
 
 # --- warnings -----------------------------------------------------------------------------------
@@ -344,54 +190,12 @@ def test_all_problems_are_reported_together():
     assert f"({len(error.issues)} problem(s))" in str(error) and len(error.issues) >= 4
 
 
-# --- vcluster settings and defaults -------------------------------------------------------------
-
-
-def test_team_vcluster_overrides_merge_over_the_stack_defaults():
-    config = dev_config()
-    config["vcluster"] = {"version": "0.37.0", "nodeLabels": {"pool": "shared"},
-                          "resourceQuota": {"cpu": "8"}, "extraValues": {"a": {"x": 1}}}
-    put(config, "teams[1].vcluster", {"nodeLabels": {"pool": "vision"}, "resourceQuota": {"pods": 10},
-                                      "extraValues": {"a": {"y": 2}}})
-    nlp, vision, _ = load_platform(config).teams
-    assert nlp.vcluster.node_labels == {"pool": "shared"} and nlp.vcluster.version == "0.37.0"
-    assert vision.vcluster.version == "0.37.0"
-    assert vision.vcluster.node_labels == {"pool": "vision"}
-    assert (vision.vcluster.resource_quota.cpu, vision.vcluster.resource_quota.pods) == ("8", 10)
-    assert vision.vcluster.extra_values == {"a": {"x": 1, "y": 2}}
-    assert vision.vcluster.sync_runtime_classes is True  # built-in default survives both layers
-
-
-@pytest.mark.parametrize("key, value", [
-    ("version", "latest"),
-    ("resourceQuota.pods", 0),
-    ("limitRange.defaultMemory", "lots"),
-    ("networkPolicy", "on"),
-])
-def test_a_bad_team_vcluster_override_is_reported_at_the_team_key(key, value):
-    path = f"teams[2].vcluster.{key}"
-    assert_rejected(put(dev_config(), path, value), path, value)
-
-
-def test_team_defaults():
-    team = load_platform(dev_config()).teams[0]
-    assert team.vcluster_name == "team-nlp" and team.namespace == "vcluster-team-nlp"
-    assert team.display_name == "team-nlp" and team.queue_name == "team-nlp"
-    assert team.protect is True
-    renamed = load_platform(put(dev_config(), "teams[0].vclusterName", "nlp")).teams[0]
-    assert (renamed.vcluster_name, renamed.namespace) == ("nlp", "vcluster-nlp")
-
-
 # --- known bugs ---------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("path, value", [("teams[0].name", "team-nlp\n"), ("vcluster.version", "0.36.1\n")])
 def test_a_trailing_newline_is_not_part_of_a_valid_name_or_version(path, value):
     assert_rejected(put(dev_config(), path, value), path, value)
-
-
-def test_a_huge_integer_quota_is_a_config_error_not_a_crash():
-    assert_rejected(put(dev_config(), f"{GPU}.limit", 10 ** 400), f"{GPU}.limit", 10 ** 400)
 
 
 # --- one problem, one message -----------------------------------------------------------------

@@ -67,6 +67,12 @@ def test_an_existing_vpc_needs_its_subnets_and_subnets_need_their_vpc():
     assert not load_platform(config).cluster.eks.creates_network
 
 
+@pytest.mark.parametrize("version", ["latest", "v1.50.1", "1.50.1-eksbuild.1"])
+def test_the_ebs_csi_addon_version_is_an_exact_eks_build(version):
+    assert_rejected(put(eks_config(), "cluster.eks.ebsCsiAddonVersion", version), "cluster.eks.ebsCsiAddonVersion", version,
+                    fix="vX.Y.Z-eksbuild.N")
+
+
 # --- created EKS network -------------------------------------------------------------------------
 
 

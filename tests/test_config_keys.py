@@ -19,6 +19,7 @@ from config.load_operators import KAI_SCHEDULER
 from config.load_teams import QUEUE_ENTRY, QUEUE_RESOURCES, TEAM
 from config.reader import Reader, Section
 from config.schema import stack_file_schema
+from config.vocabulary import project_config
 from tests.config_spec import dev_config, eks_config, put, rejected
 from tests.test_grafana_sign_in import login_config
 from tools.docs import config_reference
@@ -137,9 +138,8 @@ def _sites() -> list[dict]:
     kubeconfig = put(put(dev_config(), "cluster", {"kind": "kubeconfig"}), "gpuOperator.mode", "install")
     observed = put(dev_config(), "observability", {"prometheus": "external",
                                                    "external": {"releaseLabel": "prom", "url": "http://p:9090"}})
-    signed_in = {key.split(":", 1)[1]: value for key, value in login_config(apiUrl="https://login.example.com/ui",
-                                                                             rootUrl="https://g.example.com",
-                                                                             autoLogin=True).items()}
+    signed_in = project_config(login_config(apiUrl="https://login.example.com/ui", rootUrl="https://g.example.com",
+                                            autoLogin=True))
     return [dev_config(), eks_config(), kubeconfig, observed, signed_in]
 
 

@@ -10,15 +10,13 @@ import pytest
 from config import load_platform
 from config.hosts import GPU_TAINT
 from config.placement import parse_toleration
-from config.stack_file import read_stack_file
+from config.stack_file import PROJECT_DIR, read_stack_file
+from config.vocabulary import project_config
 from ops import new_site
 from tests.config_spec import dev_config, eks_config, issue, put, rejected
 from tools.plan import cli as plan_cli
-from tools.offline.mockrun import PROJECT_DIR
 
-EKS_STACK = {key.split(":", 1)[1]: value
-             for key, value in read_stack_file(PROJECT_DIR / "Pulumi.eks.yaml")["config"].items()
-             if key.startswith("gpu-tenancy:")}
+EKS_STACK = project_config(read_stack_file(PROJECT_DIR / "Pulumi.eks.yaml")["config"])
 
 
 def cloned_eks_site_with_renamed_pools() -> dict:

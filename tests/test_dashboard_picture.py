@@ -7,13 +7,13 @@ from itertools import combinations
 
 from components.observability_dashboards import dashboards
 from config import load_platform
+from config.vocabulary import project_config
 from tests.conftest import dev_config
 from tools.docs import dashboard_picture
 
 
 def _boards():
-    raw = {key.split(":", 1)[1]: value for key, value in dev_config().items() if key.startswith("gpu-tenancy:")}
-    return dashboards(load_platform(raw))
+    return dashboards(load_platform(project_config(dev_config())))
 
 
 def test_the_committed_pictures_are_what_the_code_draws(capsys):

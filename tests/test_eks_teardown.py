@@ -9,7 +9,7 @@ from pathlib import Path
 
 from components.eks_teardown import KUBECONFIG_VARIABLE, teardown_script
 from tests.conftest import destroy_order, eks_config, run
-from tools.offline.mockrun import MOCK_ADDON_VERSION
+from tools.offline.mocks import MOCK_ADDON_VERSION
 
 TEARDOWN = "host-tenant-teardown"
 
@@ -49,15 +49,16 @@ def test_the_ebs_csi_build_is_looked_up_for_the_clusters_version_unless_pinned(e
 
 
 def test_the_lookup_asks_for_the_newest_build_of_the_clusters_kubernetes(monkeypatch):
-    from tools.offline import mockrun
+    from tools.offline import mocks
+
     calls = []
-    answer = mockrun.PlatformMocks.call
+    answer = mocks.PlatformMocks.call
 
     def recording(self, args):
         calls.append((args.token, dict(args.args)))
         return answer(self, args)
 
-    monkeypatch.setattr(mockrun.PlatformMocks, "call", recording)
+    monkeypatch.setattr(mocks.PlatformMocks, "call", recording)
     run(eks_config(), stack="eks")
     lookups = [a for token, a in calls if token == "aws:eks/getAddonVersion:getAddonVersion"]
     assert lookups == [{"addonName": "aws-ebs-csi-driver", "kubernetesVersion": "1.33", "mostRecent": True}]

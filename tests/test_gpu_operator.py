@@ -6,6 +6,7 @@ import yaml
 
 from config import load_platform
 from config.sharing import profile_keys
+from config.vocabulary import project_config
 from tests.conftest import dev_config, eks_config, run
 
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
@@ -29,7 +30,7 @@ def test_config_map_holds_an_exclusive_and_a_time_sliced_profile(dev_run):
 
 
 def test_a_content_change_renames_the_key_so_the_device_plugin_reloads():
-    platform = load_platform({k.split(":", 1)[1]: v for k, v in dev_config().items()})
+    platform = load_platform(project_config(dev_config()))
     before = profile_keys(platform.gpu_operator.time_slicing)
     config = dev_config()
     config["gpu-tenancy:gpuOperator"]["timeSlicing"]["replicas"] = 8

@@ -12,14 +12,14 @@ import subprocess
 import pytest
 
 from components.observability_access import ADMIN_SECRET, PASSWORD_KEY, admin_values
-from policy import rules
+from policy import rules, rules_grafana
 from policy.rule_model import Resource
 from tests.conftest import dev_config, mirror, run
 from tools.charts.cache import cache_chart
 from tools.charts.render import RELEASE_TYPE, render_plan_releases
 from tools.deployability import check as deployability
 from tools.deployability.inputs import rendered_objects
-from tools.offline.mockrun import REDACTED
+from tools.offline.recording import REDACTED
 from tools.plan.document import build_plan
 from tools.plan.summary import render_summary
 
@@ -59,21 +59,21 @@ def test_the_admin_password_is_generated_and_secret_in_the_plan_and_summary(inst
 def test_policy_refuses_a_default_or_missing_admin_login(installed):
     release = stack_release(installed)
     as_registered = Resource(RELEASE_TYPE, release.name, release.urn, release.inputs, release.provider)
-    assert rules.grafana_admin_from_secret(as_registered) == []
+    assert rules_grafana.grafana_admin_from_secret(as_registered) == []
     grafana = dict(release.inputs["values"]["grafana"])
     published = {**grafana, "adminPassword": "prom-operator"}
-    [message] = rules.grafana_admin_from_secret(Resource(RELEASE_TYPE, "r", inputs={
+    [message] = rules_grafana.grafana_admin_from_secret(Resource(RELEASE_TYPE, "r", inputs={
         **release.inputs, "values": {"grafana": published}}))
     assert "published default 'prom-operator'" in message
     without_secret = {key: value for key, value in grafana.items() if key != "admin"}
-    [message] = rules.grafana_admin_from_secret(Resource(RELEASE_TYPE, "r", inputs={
+    [message] = rules_grafana.grafana_admin_from_secret(Resource(RELEASE_TYPE, "r", inputs={
         **release.inputs, "values": {"grafana": without_secret}}))
     assert "without admin.existingSecret" in message
     chart_defaults = Resource(RELEASE_TYPE, "g", inputs={"chart": "grafana", "values": {"adminPassword": "s3cret",
                                                                                         "admin": admin_values()}})
-    assert "plain text" in rules.grafana_admin_from_secret(chart_defaults)[0]
+    assert "plain text" in rules_grafana.grafana_admin_from_secret(chart_defaults)[0]
     off = Resource(RELEASE_TYPE, "r", inputs={"chart": STACK, "values": {"grafana": {"enabled": False}}})
-    assert rules.grafana_admin_from_secret(off) == []
+    assert rules_grafana.grafana_admin_from_secret(off) == []
     assert rules.rule_named("grafana-admin-from-secret").mandatory
 
 

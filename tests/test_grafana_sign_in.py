@@ -18,12 +18,13 @@ import pytest
 
 from components.observability_sign_in import MAIN_ORGANIZATION_ID, org_mapping
 from config import ConfigError, load_platform
+from config.vocabulary import project_config
 from tests.conftest import run
 from tests.test_grafana_admin import STACK, grafana_cache, stack_release  # noqa: F401 (fixture)
 from tests.test_tenant_access import ISSUER, oidc_dev_config
 from tools.charts.render import RELEASE_TYPE, render_plan_releases
 from tools.deployability.inputs import rendered_objects
-from tools.offline.mockrun import REDACTED
+from tools.offline.recording import REDACTED
 from tools.plan.document import build_plan
 from tools.plan.summary import render_summary
 
@@ -159,7 +160,7 @@ def test_without_a_client_secret_the_settings_are_plain_and_use_pkce():
 def test_group_names_with_colons_are_escaped_for_grafana():
     config = login_config(adminGroups=["cn=ops:platform"])
     config["gpu-tenancy:teams"][0]["vcluster"]["access"]["oidc"]["viewGroups"] = ["ml:nlp readers"]
-    platform = load_platform({key.split(":", 1)[1]: value for key, value in config.items()})
+    platform = load_platform(project_config(config))
     mapping = org_mapping(platform, {team.name: team.name for team in platform.teams})
     assert "ml\\:nlp readers:team-nlp:Viewer" in mapping and f"cn=ops\\:platform:{MAIN_ORGANIZATION_ID}:Admin" in mapping
     settings = {"role_attribute_strict": True, "org_attribute_path": '"groups"',
@@ -176,8 +177,7 @@ def test_the_summary_lists_which_groups_see_which_organization(signed_in):
 
 def _refusal(config: dict) -> str:
     with pytest.raises(ConfigError) as refused:
-        load_platform({key.split(":", 1)[1]: value for key, value in config.items()
-                       if not key.endswith("grafanaClientSecret")})
+        load_platform({name: value for name, value in project_config(config).items() if name != "grafanaClientSecret"})
     return str(refused.value)
 
 
@@ -230,7 +230,7 @@ def test_a_team_without_oidc_or_endpoints_elsewhere_draw_warnings():
     for team in teams[:2]:
         team["vcluster"]["access"]["oidc"].update(issuerUrl=ISSUER, clientId="kubernetes")
     del teams[2]["vcluster"]["access"]["oidc"]
-    platform = load_platform({key.split(":", 1)[1]: value for key, value in config.items()})
+    platform = load_platform(project_config(config))
     warnings = "\n".join(platform.warnings)
     assert f"teams[2] ({teams[2]['name']}) has no OIDC issuer" in warnings
     assert "observability.grafanaLogin.tokenUrl (https://tokens.example.net/token) is not on the issuer's host" \
@@ -242,7 +242,7 @@ def test_a_team_without_oidc_or_endpoints_elsewhere_draw_warnings():
 def test_a_client_secret_without_single_sign_on_draws_a_warning():
     config = login_config()
     del config["gpu-tenancy:observability"]["grafanaLogin"]
-    raw = {key.split(":", 1)[1]: value for key, value in config.items()}
+    raw = project_config(config)
     warned = load_platform(raw, secrets_set={"grafanaClientSecret"}).warnings
     assert any("grafanaClientSecret is set but nothing reads it" in warning for warning in warned)
     assert not any("grafanaClientSecret" in warning for warning in load_platform(raw).warnings)

@@ -1,16 +1,16 @@
-"""HostCluster: MicroK8s over SSH or locally, EKS with GPU node groups, or an existing cluster."""
+"""HostCluster: MicroK8s over SSH or locally, or an existing cluster (EKS: test_host_eks.py)."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 
 import pytest
 
 from config import ConfigError
-from tests.conftest import dev_config, eks_config, run
-from tools.offline.mockrun import REDACTED, run_program
+from tests.conftest import dev_config, run
+from tools.offline.mockrun import run_program
+from tools.offline.recording import REDACTED
 
 SECRET = {"secure": "v1:encrypted"}
 
@@ -124,223 +124,12 @@ def test_enabling_the_nvidia_addon_passes_once_its_cluster_policy_exists(tmp_pat
 
 def test_api_server_url_rewrites_the_kubeconfig_server():
     from components.host import kubeconfig_with_server
-    from tools.offline.mockrun import fake_kubeconfig
+    from tools.offline.mocks import fake_kubeconfig
 
     rewritten = kubeconfig_with_server(fake_kubeconfig("microk8s", "https://10.0.0.10:16443"),
                                        "https://gpu-box.lab:16443")
     assert "https://gpu-box.lab:16443" in rewritten
     assert "10.0.0.10" not in rewritten
-
-
-# --- EKS -----------------------------------------------------------------------------------------
-
-
-def test_eks_cluster_has_no_default_node_group_and_uses_api_authentication(eks_run):
-    cluster = eks_run.of_type("eks:index:Cluster")[0].inputs
-    assert cluster["skipDefaultNodeGroup"] is True
-    assert cluster["authenticationMode"] == "API"
-    assert cluster["version"] == "1.33"
-    assert cluster["name"] == "vcluster-gpu"
-
-
-def test_eks_vpc_cni_enforces_tenant_network_policies(eks_run):
-    cluster = eks_run.of_type("eks:index:Cluster")[0].inputs
-    assert cluster["vpcCniOptions"]["enableNetworkPolicy"] is True
-
-
-def test_eks_gpu_node_group_is_tainted_labelled_and_picks_its_sharing_profile(eks_run):
-    group = eks_run.named("host-gpu-gpu").inputs
-    assert group["amiType"] == "AL2023_x86_64_NVIDIA"
-    assert group["scalingConfig"] == {"minSize": 1, "desiredSize": 1, "maxSize": 1}
-    assert group["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}]
-    profile_keys = eks_run.outputs["timeSlicing"]["profileKeys"]
-    assert group["labels"]["nvidia.com/device-plugin.config"] == profile_keys["exclusive"]
-    assert group["labels"]["gpu-tenancy/pool"] == "gpu"
-
-
-def test_eks_system_node_group_is_a_small_untainted_cpu_pool(eks_run):
-    system = eks_run.named("host-system").inputs
-    assert system["amiType"] == "AL2023_x86_64_STANDARD"
-    assert system["instanceTypes"] == ["m6i.large"]
-    assert "taints" not in system
-
-
-def test_eks_node_groups_share_one_node_role_with_the_worker_policies(eks_run):
-    role = eks_run.named("host-node-role")
-    attachments = {r.inputs["policyArn"].rsplit("/", 1)[1] for r in eks_run.of_type(
-        "aws:iam/rolePolicyAttachment:RolePolicyAttachment") if r.name.startswith("host-node-role-")}
-    assert attachments == {"AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2ContainerRegistryReadOnly"}
-    for group in eks_run.of_type("eks:index:ManagedNodeGroup"):
-        assert group.inputs["nodeRole"] == "host-node-role-id"
-        assert role.urn in group.dependencies
-
-
-def test_eks_resources_use_an_explicit_provider_for_the_configured_region(eks_run):
-    provider = eks_run.of_type("pulumi:providers:aws")
-    assert len(provider) == 1 and provider[0].inputs["region"] == "us-east-2"
-    for resource in eks_run.resources:
-        if resource.type.startswith("aws:"):
-            assert resource.provider == provider[0].urn
-
-
-def test_eks_creates_a_vpc_with_public_and_private_subnets_when_none_is_given(eks_run):
-    subnets = eks_run.of_type("aws:ec2/subnet:Subnet")
-    assert len(subnets) == 4
-    private = [s.inputs for s in subnets if "private" in s.name]
-    assert all("kubernetes.io/role/internal-elb" in s["tags"] for s in private)
-    assert len({s.inputs["cidrBlock"] for s in subnets}) == 4
-    cluster = eks_run.of_type("eks:index:Cluster")[0].inputs
-    assert len(cluster["privateSubnetIds"]) == 2
-
-
-def test_eks_uses_given_vpc_and_subnets_without_creating_a_network():
-    config = eks_config()
-    config["gpu-tenancy:cluster"]["eks"].update(vpcId="vpc-123", privateSubnetIds=["subnet-a", "subnet-b"])
-    program = run(config)
-    assert program.of_type("aws:ec2/vpc:Vpc") == []
-    cluster = program.of_type("eks:index:Cluster")[0].inputs
-    assert cluster["vpcId"] == "vpc-123"
-    assert cluster["privateSubnetIds"] == ["subnet-a", "subnet-b"]
-
-
-def test_each_gpu_node_group_is_its_own_managed_node_group():
-    config = eks_config()
-    config["gpu-tenancy:cluster"]["eks"]["gpuNodeGroups"].append(
-        {"name": "l40s", "instanceTypes": ["g6e.xlarge"], "minSize": 0, "desiredSize": 0, "maxSize": 2,
-         "sharingProfile": "time-sliced", "labels": {"gpu-model": "l40s"}})
-    config["gpu-tenancy:kaiScheduler"]["gpuSharing"] = False
-    program = run(config)
-    group = program.named("host-gpu-l40s").inputs
-    assert group["instanceTypes"] == ["g6e.xlarge"]
-    assert group["labels"]["gpu-model"] == "l40s"
-    assert group["labels"]["nvidia.com/device-plugin.config"] == \
-        program.outputs["timeSlicing"]["profileKeys"]["time-sliced"]
-
-
-def node_groups(program):
-    return program.of_type("eks:index:ManagedNodeGroup")
-
-
-def test_eks_node_groups_run_in_the_private_subnets_only(eks_run):
-    private = [s.urn.rsplit("::", 1)[1] + "-id" for s in eks_run.of_type("aws:ec2/subnet:Subnet") if "private" in s.name]
-    assert len(private) == 2
-    for group in node_groups(eks_run):
-        assert group.inputs["subnetIds"] == private
-
-
-def test_eks_node_groups_in_a_given_vpc_use_its_private_subnets():
-    config = eks_config()
-    config["gpu-tenancy:cluster"]["eks"].update(vpcId="vpc-123", publicSubnetIds=["subnet-p"],
-                                                privateSubnetIds=["subnet-a", "subnet-b"])
-    for group in node_groups(run(config)):
-        assert group.inputs["subnetIds"] == ["subnet-a", "subnet-b"]
-
-
-def test_a_given_vpc_without_private_subnets_is_a_config_error():
-    config = eks_config()
-    config["gpu-tenancy:cluster"]["eks"].update(vpcId="vpc-123", publicSubnetIds=["subnet-p"])
-    with pytest.raises(ConfigError) as error:
-        run(config)
-    assert "cluster.eks.privateSubnetIds" in error.value.keys
-
-
-def test_eks_nodes_keep_pods_away_from_instance_metadata(eks_run):
-    groups = node_groups(eks_run)
-    assert len(groups) == 2
-    for group in groups:
-        template = eks_run.named(f"{group.name}-template")
-        assert group.inputs["launchTemplate"]["id"] == f"{group.name}-template-id"
-        assert template.inputs["metadataOptions"] == {"httpEndpoint": "enabled", "httpTokens": "required",
-                                                      "httpPutResponseHopLimit": 1}
-        # EKS refuses diskSize next to a launch template: the template sizes the root volume.
-        assert "diskSize" not in group.inputs
-    sizes = {name: eks_run.named(f"host-{name}-template").inputs["blockDeviceMappings"][0]
-             for name in ("system", "gpu-gpu")}
-    assert sizes["system"]["deviceName"] == "/dev/xvda"
-    assert sizes["system"]["ebs"]["volumeSize"] == 50 and sizes["gpu-gpu"]["ebs"]["volumeSize"] == 100
-    assert sizes["gpu-gpu"]["ebs"]["encrypted"] == "true"
-
-
-def test_every_kubernetes_object_waits_for_the_nodes_and_the_storage_driver(eks_run):
-    provider = eks_run.named("host-k8s")
-    addon = eks_run.named("host-ebs-csi-driver")
-    for group in node_groups(eks_run):
-        assert group.urn in provider.dependencies
-        assert group.urn in addon.dependencies
-    assert addon.urn in provider.dependencies
-    kubernetes_objects = [r for r in eks_run.resources if r.type.startswith("kubernetes:") and r.custom]
-    assert kubernetes_objects
-    assert {r.provider for r in kubernetes_objects} == {provider.urn}
-
-
-def test_eks_installs_the_ebs_csi_driver_with_its_own_irsa_role(eks_run):
-    from components.host import ebs_csi_trust_policy
-    from tools.offline.mockrun import MOCK_ADDON_VERSION
-
-    cluster = eks_run.of_type("eks:index:Cluster")[0]
-    assert cluster.inputs["createOidcProvider"] is True
-    addon = eks_run.named("host-ebs-csi-driver").inputs
-    assert addon["addonName"] == "aws-ebs-csi-driver"
-    assert addon["addonVersion"] == MOCK_ADDON_VERSION  # the AWS lookup's (mock) answer
-    config = eks_config()
-    config["gpu-tenancy:cluster"]["eks"]["ebsCsiAddonVersion"] = "v1.50.1-eksbuild.2"
-    assert run(config).named("host-ebs-csi-driver").inputs["addonVersion"] == "v1.50.1-eksbuild.2"
-    assert addon["clusterName"] == "vcluster-gpu"
-    assert addon["serviceAccountRoleArn"] == "arn:aws:offline:::host-ebs-csi-role"
-    policy = eks_run.named("host-ebs-csi-role-policy").inputs
-    assert policy["policyArn"] == "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy"
-    trust = json.loads(ebs_csi_trust_policy("arn:aws:iam::1:oidc-provider/oidc.eks.x/id/AB",
-                                            "https://oidc.eks.x/id/AB"))["Statement"]
-    assert trust == [{"Effect": "Allow", "Principal": {"Federated": "arn:aws:iam::1:oidc-provider/oidc.eks.x/id/AB"},
-                      "Action": "sts:AssumeRoleWithWebIdentity",
-                      "Condition": {"StringEquals": {
-                          "oidc.eks.x/id/AB:sub": "system:serviceaccount:kube-system:ebs-csi-controller-sa",
-                          "oidc.eks.x/id/AB:aud": "sts.amazonaws.com"}}}]
-    # The role the program creates trusts the cluster's own OIDC provider (never a null principal).
-    role_trust = json.loads(eks_run.named("host-ebs-csi-role").inputs["assumeRolePolicy"])["Statement"][0]
-    assert role_trust["Principal"]["Federated"].endswith("/id/host-eks")
-
-
-def test_eks_gets_a_default_gp3_storage_class_before_any_tenant(eks_run):
-    storage = eks_run.named("host-storage-class")
-    assert storage.inputs["metadata"]["name"] == "gp3"
-    assert storage.inputs["metadata"]["annotations"] == {"storageclass.kubernetes.io/is-default-class": "true"}
-    assert storage.inputs["provisioner"] == "ebs.csi.aws.com"
-    assert storage.inputs["parameters"] == {"type": "gp3", "encrypted": "true"}
-    assert storage.inputs["volumeBindingMode"] == "WaitForFirstConsumer"
-    for team, vcluster in (("team-legal", "rag-legal"), ("team-support", "rag-support")):
-        release = eks_run.named(f"tenant-{team}-vcluster")
-        assert storage.urn in release.dependencies
-        claim = release.inputs["values"]["controlPlane"]["statefulSet"]["persistence"]["volumeClaim"]
-        assert claim == {"storageClass": "gp3"}
-
-
-def test_microk8s_creates_no_storage_class_and_tenants_use_hostpath(dev_run):
-    assert dev_run.of_type("kubernetes:storage.k8s.io/v1:StorageClass") == []
-    values = dev_run.named("tenant-team-nlp-vcluster").inputs["values"]
-    assert values["controlPlane"]["statefulSet"]["persistence"]["volumeClaim"]["storageClass"] == "microk8s-hostpath"
-
-
-def test_gpu_node_groups_share_the_role_label_tenants_select_by_default(eks_run):
-    assert eks_run.named("host-gpu-gpu").inputs["labels"]["gpu-tenancy/role"] == "gpu"
-    assert eks_run.named("host-system").inputs["labels"] == {"gpu-tenancy/pool": "system", "gpu-tenancy/role": "system"}
-
-
-def test_the_role_label_is_reserved_on_gpu_node_groups():
-    config = eks_config()
-    config["gpu-tenancy:cluster"]["eks"]["gpuNodeGroups"][0]["labels"] = {"gpu-tenancy/role": "system"}
-    with pytest.raises(ConfigError) as error:
-        run(config)
-    assert "cluster.eks.gpuNodeGroups[0].labels" in error.value.keys
-
-
-def test_a_new_eks_stack_gets_the_newest_kubernetes_version():
-    from config import versions
-
-    config = eks_config()
-    del config["gpu-tenancy:cluster"]["eks"]["kubernetesVersion"]
-    cluster = run(config).of_type("eks:index:Cluster")[0].inputs
-    assert cluster["version"] == versions.EKS_KUBERNETES_VERSION == "1.36"
 
 
 # --- existing cluster ------------------------------------------------------------------------------
@@ -400,11 +189,11 @@ def test_existing_cluster_host_settings_are_checked(key, value):
 def test_host_profiles_say_what_each_kind_provides():
     from config import load_platform
     from config.hosts import GPU_TAINT, host_profile
+    from config.vocabulary import project_config
     from tools.offline.mockrun import load_stack_file
 
     def platform(stack):
-        raw = {key.split(":", 1)[1]: value for key, value in load_stack_file(stack).items()}
-        return load_platform(raw, stack=stack)
+        return load_platform(project_config(load_stack_file(stack)), stack=stack)
 
     microk8s = platform("dev").host
     assert (microk8s.kind, microk8s.api_server_port, microk8s.storage_class) == ("microk8s", 16443, "microk8s-hostpath")

@@ -21,6 +21,7 @@ from components.observability_views import GRAFANA_POD_LABELS, PROXY_PORT
 from config import load_platform
 from config.observability import INSTALL_RELEASE
 from config.model import Team
+from config.vocabulary import project_config
 from tests.conftest import dev_config, git, run
 from tests.tenant_sim import virtual_pod
 from tests.upstream_sim import vcluster_sync
@@ -55,7 +56,7 @@ def policies(installed):
 
 
 def platform_pods(installed) -> dict[str, Pod]:
-    platform = load_platform({key.split(":", 1)[1]: value for key, value in installed_config().items()})
+    platform = load_platform(project_config(installed_config()))
     proxy = next(r for r in installed.of_type("kubernetes:apps/v1:Deployment")
                  if r.inputs["metadata"]["name"] == "gpu-tenancy-query-team-nlp")
     return {
@@ -70,7 +71,7 @@ def platform_pods(installed) -> dict[str, Pod]:
 
 def tenant_pod(installed, team_name: str = "team-nlp", labels: dict = IMPERSONATED) -> Pod:
     """A pod a tenant creates in its vCluster, as the host sees it after vCluster's sync."""
-    platform = load_platform({key.split(":", 1)[1]: value for key, value in installed_config().items()})
+    platform = load_platform(project_config(installed_config()))
     team: Team = next(team for team in platform.teams if team.name == team_name)
     host = vcluster_sync(virtual_pod(namespace=MONITORING, labels=labels), team)
     namespace = next(r for r in installed.of_type("kubernetes:core/v1:Namespace")
@@ -113,7 +114,7 @@ def test_platform_pods_reach_only_what_they_need(installed, policies, source, ta
 def test_without_time_aware_fairness_kais_namespace_is_not_let_in(installed):
     config = installed_config()
     del config["gpu-tenancy:observability"]["timeAwareFairness"]
-    platform = load_platform({key.split(":", 1)[1]: value for key, value in config.items()})
+    platform = load_platform(project_config(config))
     manifests = [{"metadata": {"name": name, "namespace": MONITORING}, "spec": spec}
                  for name, spec in monitoring_policies(platform).items()]
     pods = platform_pods(installed)

@@ -13,10 +13,10 @@ import pytest
 
 from config import ConfigError, load_platform
 from config.stack_file import read_stack_file
+from config.vocabulary import PROJECT_PREFIX, project_config
 from ops import new_site
 
 REPO = Path(__file__).resolve().parent.parent
-PREFIX = "gpu-tenancy:"
 
 
 @pytest.fixture()
@@ -35,8 +35,7 @@ def stack_config(project: Path, stack: str) -> dict:
 
 
 def platform_of(config: dict, secrets_set=(), stack: str = "site"):
-    raw = {key[len(PREFIX):]: value for key, value in config.items() if key.startswith(PREFIX)}
-    return load_platform(raw, secrets_set=set(secrets_set), stack=stack)
+    return load_platform(project_config(config), secrets_set=set(secrets_set), stack=stack)
 
 
 def new(project: Path, site: str, source: str, *sets: str) -> int:
@@ -59,10 +58,10 @@ def test_clone_with_quota_change_differs_only_there(project, capsys):
     assert text.startswith("#") and "dev" in text.splitlines()[0]
     written = stack_config(project, "lab2")
     expected = copy.deepcopy(stack_config(project, "dev"))
-    expected[PREFIX + "teams"][0]["resources"]["gpu"]["quota"] = 0.2
+    expected[PROJECT_PREFIX + "teams"][0]["resources"]["gpu"]["quota"] = 0.2
     assert written == expected
     assert list(written) == list(stack_config(project, "dev"))
-    assert isinstance(written[PREFIX + "teams"][0]["resources"]["gpu"]["quota"], float)
+    assert isinstance(written[PROJECT_PREFIX + "teams"][0]["resources"]["gpu"]["quota"], float)
     platform = platform_of(written, stack="lab2")
     assert platform.teams[0].resources.gpu.quota == 0.2
     out = capsys.readouterr().out
@@ -83,10 +82,10 @@ def test_plain_clone_equals_source(project):
 def test_append_a_team(project):
     team = "teams[3]={name: team-audio, resources: {gpu: {quota: 0.01, limit: 1}}}"
     assert new(project, "lab-audio", "dev", team) == 0
-    teams = stack_config(project, "lab-audio")[PREFIX + "teams"]
+    teams = stack_config(project, "lab-audio")[PROJECT_PREFIX + "teams"]
     assert len(teams) == 4
     assert teams[3] == {"name": "team-audio", "resources": {"gpu": {"quota": 0.01, "limit": 1}}}
-    assert teams[:3] == stack_config(project, "dev")[PREFIX + "teams"]
+    assert teams[:3] == stack_config(project, "dev")[PROJECT_PREFIX + "teams"]
     assert [t.name for t in platform_of(stack_config(project, "lab-audio")).teams][-1] == "team-audio"
 
 
@@ -96,8 +95,8 @@ def test_quoted_keys_with_slashes_and_dots(project):
                'vcluster.nodeLabels["gpu-tenancy/pool"]=gpu-b',
                'teams[1].vcluster.nodeLabels["example.com/tier"]=gold') == 0
     config = stack_config(project, "eks-b")
-    assert config[PREFIX + "vcluster"]["nodeLabels"] == {"gpu-tenancy/pool": "gpu-b"}
-    assert config[PREFIX + "teams"][1]["vcluster"] == {"nodeLabels": {"example.com/tier": "gold"}}
+    assert config[PROJECT_PREFIX + "vcluster"]["nodeLabels"] == {"gpu-tenancy/pool": "gpu-b"}
+    assert config[PROJECT_PREFIX + "teams"][1]["vcluster"] == {"nodeLabels": {"example.com/tier": "gold"}}
     platform = platform_of(config)
     assert platform.teams[1].vcluster.node_labels == {"example.com/tier": "gold"}
 
@@ -109,7 +108,7 @@ def test_namespaced_path_and_region(project):
     assert config["aws:region"] == "eu-west-1"
     assert list(config)[-1] == "aws:region"
     assert "gpu-tenancy:aws:region" not in config
-    assert config[PREFIX + "cluster"]["eks"]["region"] == "eu-west-1"
+    assert config[PROJECT_PREFIX + "cluster"]["eks"]["region"] == "eu-west-1"
     platform = platform_of(config)
     assert platform.cluster.eks.region == "eu-west-1"
     assert platform.organization.name == "ai-org"
@@ -118,7 +117,7 @@ def test_namespaced_path_and_region(project):
 def test_explicit_project_namespace_is_the_same_key(project):
     assert new(project, "lab5", "dev", "gpu-tenancy:kaiScheduler.gpuSharing=false") == 0
     config = stack_config(project, "lab5")
-    assert config[PREFIX + "kaiScheduler"]["gpuSharing"] is False
+    assert config[PROJECT_PREFIX + "kaiScheduler"]["gpuSharing"] is False
     assert len(config) == len(stack_config(project, "dev"))
 
 
@@ -191,9 +190,9 @@ def test_secrets_are_dropped_and_listed(project, capsys):
     document = stack_file(project, "lab-b")
     assert "encryptionsalt" not in document
     config = document["config"]
-    assert list(config) == ["aws:region", PREFIX + "cluster", PREFIX + "organization", PREFIX + "teams",
-                            PREFIX + "vcluster"]
-    assert config[PREFIX + "vcluster"] == {"extraValues": {"sync": {}}}
+    assert list(config) == ["aws:region", PROJECT_PREFIX + "cluster", PROJECT_PREFIX + "organization", PROJECT_PREFIX + "teams",
+                            PROJECT_PREFIX + "vcluster"]
+    assert config[PROJECT_PREFIX + "vcluster"] == {"extraValues": {"sync": {}}}
     out = capsys.readouterr().out
     assert "pulumi config set --secret gpu-tenancy:sshPrivateKey" in out
     assert "pulumi config set --secret --path 'gpu-tenancy:vcluster.extraValues.sync.token'" in out
@@ -223,7 +222,7 @@ def test_switching_to_kubeconfig_drops_the_old_kind_and_lists_the_kubeconfig_sec
     assert new(project, "onprem", "dev", "cluster.kind=kubeconfig", "gpuOperator.mode=install",
                "cluster.kubeconfig.gpus=4") == 0
     out = capsys.readouterr().out
-    cluster = stack_config(project, "onprem")[PREFIX + "cluster"]
+    cluster = stack_config(project, "onprem")[PROJECT_PREFIX + "cluster"]
     assert cluster == {"kind": "kubeconfig", "kubeconfig": {"gpus": 4}}
     assert 'gpu-tenancy:cluster.microk8s: {gpus: 1, kubernetesVersion: "1.36"} -> (removed' in out
     assert "pulumi config set --secret gpu-tenancy:kubeconfig --stack onprem < path/to/kubeconfig" in out
@@ -237,7 +236,7 @@ def test_an_eks_site_from_the_microk8s_stack(project, capsys):
                "gpuOperator.mode=install") == 0
     out = capsys.readouterr().out
     platform = platform_of(stack_config(project, "cloud"))
-    assert platform.cluster.kind == "eks" and "microk8s" not in stack_config(project, "cloud")[PREFIX + "cluster"]
+    assert platform.cluster.kind == "eks" and "microk8s" not in stack_config(project, "cloud")[PROJECT_PREFIX + "cluster"]
     assert "AWS credentials for eu-west-1" in out
     assert "gpu-tenancy:kubeconfig" not in out and "sshPrivateKey" not in out
 
@@ -247,7 +246,7 @@ def test_a_remote_microk8s_site_from_the_eks_stack_on_a_self_hosted_runner(proje
                "vcluster.nodeLabels={}", "ci.runner=[self-hosted, gpu-lab]") == 0
     out = capsys.readouterr().out
     config = stack_config(project, "lab")
-    assert set(config[PREFIX + "cluster"]) == {"kind", "microk8s"}
+    assert set(config[PROJECT_PREFIX + "cluster"]) == {"kind", "microk8s"}
     assert "self-hosted runner labelled self-hosted, gpu-lab" in out
     assert "gpu-tenancy:sshPrivateKey --stack lab < ~/.ssh/id_ed25519" in out
     assert platform_of(config, {"sshPrivateKey"}).ci.runner == ("self-hosted", "gpu-lab")
@@ -256,7 +255,7 @@ def test_a_remote_microk8s_site_from_the_eks_stack_on_a_self_hosted_runner(proje
 def test_a_block_written_by_set_survives_the_kind_switch(project):
     assert new(project, "cloud2", "dev", "cluster.eks={region: us-west-2, gpuNodeGroups: [{name: gpu, "
                "instanceTypes: [g4dn.xlarge]}]}", "cluster.kind=eks", "gpuOperator.mode=install") == 0
-    assert stack_config(project, "cloud2")[PREFIX + "cluster"]["eks"]["region"] == "us-west-2"
+    assert stack_config(project, "cloud2")[PROJECT_PREFIX + "cluster"]["eks"]["region"] == "us-west-2"
 
 
 def test_a_misspelt_namespace_names_the_right_one(project, capsys):
@@ -334,7 +333,7 @@ def test_missing_maps_and_lists_are_created(project):
     assert new(project, "lab-new", "dev", "teams[0].vcluster.enforceTolerations[0]=nvidia.com/gpu:NoSchedule",
                "aws:tags.team=ml") == 0
     config = stack_config(project, "lab-new")
-    assert config[PREFIX + "teams"][0]["vcluster"] == {"enforceTolerations": ["nvidia.com/gpu:NoSchedule"]}
+    assert config[PROJECT_PREFIX + "teams"][0]["vcluster"] == {"enforceTolerations": ["nvidia.com/gpu:NoSchedule"]}
     assert config["aws:tags"] == {"team": "ml"}
     platform_of(config)
 
@@ -360,4 +359,4 @@ def test_command_line(project):
         cwd=REPO, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     assert "pulumi preview --stack cli-site" in result.stdout
-    assert stack_config(project, "cli-site")[PREFIX + "kaiScheduler"]["gpuSharing"] is False
+    assert stack_config(project, "cli-site")[PROJECT_PREFIX + "kaiScheduler"]["gpuSharing"] is False

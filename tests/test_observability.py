@@ -9,6 +9,7 @@ import pytest
 from components import observability_dashboards, observability_dcgm, observability_team_series
 from components.observability import DCGM_EXPORTER, KAI_QUEUE_CONTROLLER, KAI_SCHEDULER
 from config import load_platform, versions
+from config.vocabulary import project_config
 from tests.conftest import dev_config, eks_config, run
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -74,8 +75,7 @@ def test_monitors_select_the_services_kai_and_the_gpu_operator_create(installed)
 
 
 def test_rules_and_dashboards_are_what_the_generators_produce(installed):
-    platform = load_platform({key.split(":", 1)[1]: value for key, value in
-                              with_observability(dev_config(), prometheus="install").items()}, stack="dev")
+    platform = load_platform(project_config(with_observability(dev_config(), prometheus="install")), stack="dev")
     (rule,) = installed.of_type(RULE)
     assert rule.inputs["spec"]["groups"] == json.loads(json.dumps(observability_team_series.all_rule_groups(platform)))
     boards = {r.inputs["metadata"]["name"]: r.inputs for r in installed.of_type(CONFIG_MAP)

@@ -22,6 +22,7 @@ import yaml
 from components import observability_rules as rules
 from components import observability_shares as shares
 from config import load_platform
+from config.vocabulary import project_config
 
 PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool is not on $PATH (Debian package prometheus; "
@@ -30,8 +31,7 @@ DEV_STACK = Path(__file__).resolve().parent.parent / "Pulumi.dev.yaml"
 
 
 def site_config(**observability) -> dict:
-    raw = {key.split(":", 1)[1]: value for key, value in yaml.safe_load(DEV_STACK.read_text())["config"].items()}
-    raw = copy.deepcopy(raw)
+    raw = copy.deepcopy(project_config(yaml.safe_load(DEV_STACK.read_text())["config"]))
     raw["teams"] = [
         {"name": "alpha", "resources": {"gpu": {"quota": 0.25, "limit": 1, "overQuotaWeight": 1}}},
         {"name": "beta", "resources": {"gpu": {"quota": 0.25, "limit": 0.75, "overQuotaWeight": 1}}},

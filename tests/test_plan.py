@@ -17,16 +17,17 @@ from pathlib import Path
 
 import pytest
 
+from config.stack_file import PROJECT_DIR
 from tests.conftest import dev_config
 from tools.offline import mockrun
 from tools.plan import cli as plan
 from tools.deployability.inputs import site_from_plan
-from tools.offline.mockrun import PROJECT_DIR, REDACTED
+from tools.offline.recording import REDACTED
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 QUEUE = "kubernetes:scheduling.run.ai/v2:Queue"
 TEAMS = ("team-nlp", "team-vision", "team-recommender")
-FAKE_TOKEN = "offline-plan-token"  # the token of every fake kubeconfig tools.mockrun hands out
+FAKE_TOKEN = "offline-plan-token"  # the token of every fake kubeconfig tools.offline.mocks hands out
 
 
 def run_main(*argv: str, **options) -> tuple[int, str, str]:

@@ -1,7 +1,7 @@
 """The CrossGuard policy pack (policy/) as a whole: the committed stacks' offline plans (no mandatory
 violation), mutated plans (caught), the pulumi_policy adapter, ``python -m policy.check`` and the pack
 as the Pulumi CLI starts it (a real analyzer server from inside policy/, spoken to over gRPC). The rules
-one by one are in test_policy_rules.py. No PolicyPack is constructed in this process: that would start
+one by one are in test_policy_rules*.py. No PolicyPack is constructed in this process: that would start
 a server and block."""
 
 from __future__ import annotations
@@ -14,15 +14,17 @@ from typing import Any, Callable, Optional
 
 import pytest
 
+from config.stack_file import PROJECT_DIR
 from policy import rules
 from policy.adapters import PLAN_UNKNOWN, from_plan, from_policy_resource, from_stack_args
 from policy.check import main as check_main
-from policy.rules import UNKNOWN, evaluate
+from policy.rule_model import UNKNOWN
+from policy.rules import evaluate
 from tests.policy_spec import (
     BINDING, DEFAULT_PROVIDER, K8S_PROVIDER, NAMESPACE, POLICY, QUEUE,
     RELEASE, tenant_values,
 )
-from tools.offline.mockrun import PROJECT_DIR, ProgramRun
+from tools.offline.recording import ProgramRun
 
 import grpc
 from google.protobuf import empty_pb2, struct_pb2

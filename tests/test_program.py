@@ -12,13 +12,15 @@ from config import ConfigError
 from tests.conftest import COMMITTED_STACKS, dev_config, run, stack_config
 from config.source import OFFLINE_PLACEHOLDER
 from config.versions import KAI_CHART, KAI_VERSION
+from config.stack_file import PROJECT_DIR
 from config.vocabulary import HELM_MAX_HISTORY, RELEASE
 from policy.adapters import from_plan
 from policy.rules import evaluate
 from ops import new_site
 from tools.plan.document import build_plan, render_plan_json
 from tools.plan.summary import render_summary
-from tools.offline.mockrun import PROJECT_DIR, REDACTED, ProgramRun, load_stack_file, run_program
+from tools.offline.mockrun import load_stack_file, run_program
+from tools.offline.recording import REDACTED, ProgramRun
 
 KUBERNETES_PREFIX = "kubernetes:"
 HOST_PROVIDER_TYPE = "pulumi:providers:kubernetes"

@@ -21,7 +21,7 @@ from ruamel.yaml.error import YAMLError
 from config.keys import REQUIRED
 from config.load import STACK_CONFIG
 from config.secrets import SECRET_KEYS
-from config.vocabulary import PROJECT
+from config.vocabulary import PROJECT, PROJECT_PREFIX, project_config
 from config.stack_file import read_stack_file, stack_names
 from tests.conftest import MIRRORED_TAGS, git
 
@@ -110,8 +110,8 @@ def test_the_clis_own_schema_refuses_an_unknown_declaration_field():
 
 
 def test_the_declared_keys_are_the_keys_the_loader_reads():
-    declared = {key.split(":", 1)[1] for key in declarations()}
-    assert all(key.startswith(f"{PROJECT}:") for key in declarations())
+    assert all(key.startswith(PROJECT_PREFIX) for key in declarations())
+    declared = set(project_config(declarations()))
     assert declared == set(STACK_CONFIG.names) | set(SECRET_KEYS)
 
 

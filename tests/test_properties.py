@@ -20,7 +20,8 @@ from config.load import STACK_CONFIG
 from config.secrets import SECRET_KEYS
 from tests.conftest import dev_config, eks_config, whole_program_examples
 from config.stack_file import StackFileError, parse_document
-from tools.offline.mockrun import ProgramRun, run_program
+from tools.offline.mockrun import run_program
+from tools.offline.recording import ProgramRun
 from ops.stack_edit import dump_yaml
 
 QUEUE = "kubernetes:scheduling.run.ai/v2:Queue"

@@ -11,10 +11,10 @@ import pytest
 
 from config import ConfigError, load_platform
 from config.stack_file import read_stack_file, stack_names
+from config.vocabulary import PROJECT_PREFIX, project_config
 from tools.docs import schema as schema_tool
 
 ROOT = Path(__file__).resolve().parent.parent
-PREFIX = "gpu-tenancy:"
 
 
 @pytest.fixture(scope="module")
@@ -48,28 +48,28 @@ def _set(document: dict, path: tuple, value) -> dict:
 
 
 @pytest.mark.parametrize("path, value", [
-    ((PREFIX + "teams", 0, "priority"), "high"),
-    ((PREFIX + "teams", 0, "nmae"), "typo"),
-    ((PREFIX + "teams", 0, "resources", "gpu", "quota"), -2),
-    ((PREFIX + "teams", 0, "name"), "Team_NLP"),
-    ((PREFIX + "cluster", "microk8s", "port"), 70000),
-    ((PREFIX + "gpuOperator", "mode"), "helm"),
-    ((PREFIX + "vcluster", "podSecurity"), "none"),
-    ((PREFIX + "ci",), {"runner": []}),
+    ((PROJECT_PREFIX + "teams", 0, "priority"), "high"),
+    ((PROJECT_PREFIX + "teams", 0, "nmae"), "typo"),
+    ((PROJECT_PREFIX + "teams", 0, "resources", "gpu", "quota"), -2),
+    ((PROJECT_PREFIX + "teams", 0, "name"), "Team_NLP"),
+    ((PROJECT_PREFIX + "cluster", "microk8s", "port"), 70000),
+    ((PROJECT_PREFIX + "gpuOperator", "mode"), "helm"),
+    ((PROJECT_PREFIX + "vcluster", "podSecurity"), "none"),
+    ((PROJECT_PREFIX + "ci",), {"runner": []}),
 ])
 def test_what_the_loader_refuses_for_its_type_the_schema_refuses_too(validator, path, value):
     document = _set(_dev(), path, value)
     assert list(validator.iter_errors(document)), "the schema accepts it"
-    raw = {key[len(PREFIX):]: item for key, item in document["config"].items()}
+    raw = project_config(document["config"])
     with pytest.raises(ConfigError):
         load_platform(raw)
 
 
 def test_a_misspelt_namespace_and_a_plain_text_secret_are_refused(validator):
     document = _dev()
-    document["config"]["gpu-tenency:kaiScheduler"] = document["config"].pop(PREFIX + "kaiScheduler")
+    document["config"]["gpu-tenency:kaiScheduler"] = document["config"].pop(PROJECT_PREFIX + "kaiScheduler")
     assert list(validator.iter_errors(document))
-    document = _set(_dev(), (PREFIX + "kubeconfig",), "apiVersion: v1")
+    document = _set(_dev(), (PROJECT_PREFIX + "kubeconfig",), "apiVersion: v1")
     assert list(validator.iter_errors(document))
     document = _set(_dev(), ("aws:region",), "eu-west-1")
     assert not list(validator.iter_errors(document))

@@ -18,7 +18,8 @@ import pytest
 from config import ConfigError, load_platform
 from config.schema import LOADER_ONLY
 from config.secrets import SECRET_KEYS
-from tests.site_corpus import BROKEN, PREFIX, VALID_SITES, broken_site, stack_document
+from config.vocabulary import PROJECT_PREFIX
+from tests.site_corpus import BROKEN, VALID_SITES, broken_site, stack_document
 from tools.docs import schema as schema_tool
 
 
@@ -35,7 +36,7 @@ def _key(path: Iterable[object]) -> str:
         if isinstance(step, int):
             key += f"[{step}]"
         else:
-            step = step[len(PREFIX):] if not key and step.startswith(PREFIX) else step
+            step = step.removeprefix(PROJECT_PREFIX) if not key else step
             key += f".{step}" if key else step
     return key
 
@@ -57,13 +58,13 @@ def schema_keys(validator, document: dict, missing: Optional[set[str]] = None) -
     for error in validator.iter_errors(document):
         key = _key(error.absolute_path)
         if error.validator == "required":
-            absent = {f"{key}.{name}" if key else name.removeprefix(PREFIX)
+            absent = {f"{key}.{name}" if key else name.removeprefix(PROJECT_PREFIX)
                       for name in error.validator_value if name not in error.instance}
             keys |= absent
             missing |= absent
         elif error.validator == "additionalProperties":
             known = error.schema.get("properties", {})
-            keys |= {f"{key}.{name}" if key else name.removeprefix(PREFIX) for name in error.instance
+            keys |= {f"{key}.{name}" if key else name.removeprefix(PROJECT_PREFIX) for name in error.instance
                      if name not in known and not re.match(next(iter(error.schema.get("patternProperties", {})), "$^"),
                                                            name)}
         elif error.validator is None:  # a `false` schema: keys a block's condition forbids (the error names none)

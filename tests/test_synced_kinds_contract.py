@@ -22,7 +22,7 @@ import yaml
 from components import admission, synced_objects_admission
 from components.tenant import vcluster_values
 from config import versions
-from tools.offline.mockrun import MOCK_CLUSTER_DNS
+from tools.offline.mocks import MOCK_CLUSTER_DNS
 from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, git, mirror
 from tests.tenant_sim import platform_of
 from tools.charts.render import render_release

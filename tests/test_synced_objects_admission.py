@@ -19,7 +19,7 @@ from hypothesis import given, strategies as st
 from components.synced_objects_admission import NON_PUBLIC_IPV4, ipv4_pattern, policy_spec
 from components.tenant import EGRESS_EXCEPTIONS, vcluster_values
 from config.model import TenantServices
-from tools.offline.mockrun import MOCK_CLUSTER_DNS
+from tools.offline.mocks import MOCK_CLUSTER_DNS
 from tests.conftest import dev_config, eks_config
 from tests.synced_objects_sim import (
     SyncedObjectsAdmission, host_metadata, host_name, sync_claim, sync_endpoint_slice, sync_endpoints, sync_service,

@@ -12,10 +12,7 @@ kube-state-metrics and API server series and evaluates the platform's real rule 
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 import threading
-import time
 import urllib.parse
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,13 +28,13 @@ from components.observability_team_series import TEAM_LABEL, all_rule_groups
 from components.observability_views import PROXY_PORT, proxy_args, proxy_name
 from config import ConfigError, load_platform, versions
 from config.model import UNLIMITED
+from config.vocabulary import project_config
 from tests.conftest import dev_config, run
 from tests.test_observability_rules import site_config
-from tests.test_usage import _free_port
+from tests.local_prometheus import PROMETHEUS, running_prometheus
 from tools.plan.document import build_plan
 from tools.plan.summary import render_summary
 
-PROMETHEUS = shutil.which("prometheus")
 needs_prometheus = pytest.mark.skipif(PROMETHEUS is None, reason="prometheus is not on $PATH (Debian package "
                                                                   "prometheus; .ci/run installs it)")
 SITE = load_platform(site_config())
@@ -133,30 +130,23 @@ def prometheus(tmp_path_factory):
     exporter = ThreadingHTTPServer(("127.0.0.1", 0), Exporter)
     threading.Thread(target=exporter.serve_forever, daemon=True).start()
     (root / "rules.yml").write_text(yaml.safe_dump({"groups": all_rule_groups(SITE)}))
-    (root / "prometheus.yml").write_text(yaml.safe_dump({
+    config = yaml.safe_dump({
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
         "rule_files": [str(root / "rules.yml")],
         # honor_labels, as the DCGM monitor: the exporter's namespace/pod labels are kept.
         "scrape_configs": [{"job_name": "synthetic", "honor_labels": True,
-                            "static_configs": [{"targets": [f"127.0.0.1:{exporter.server_address[1]}"]}]}]}))
-    port = _free_port()
-    log = (root / "prometheus.log").open("w")
-    server = subprocess.Popen([PROMETHEUS, f"--config.file={root / 'prometheus.yml'}",
-                               f"--storage.tsdb.path={root / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
-                              stdout=subprocess.DEVNULL, stderr=log)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
+                            "static_configs": [{"targets": [f"127.0.0.1:{exporter.server_address[1]}"]}]}]})
+
+    def every_team_has_series(url: str) -> bool:
         # Ready when the last rule group has results for every team and the denial counter has grown.
-        while len(query_or_empty(url, f"{'team:gpu_tenancy_admission_denials:increase1h'} > 0")) < len(SITE.teams):
-            if server.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"prometheus gave no team series: {(root / 'prometheus.log').read_text()[-2000:]}")
-            time.sleep(0.5)
-        yield url
+        denied = query_or_empty(url, "team:gpu_tenancy_admission_denials:increase1h > 0")
+        return len(denied) >= len(SITE.teams)
+
+    try:
+        with running_prometheus(root, config, ready=every_team_has_series, timeout=90,
+                                not_ready="prometheus gave no team series") as url:
+            yield url
     finally:
-        server.terminate()
-        server.wait(timeout=20)
-        log.close()
         exporter.shutdown()
         exporter.server_close()
 
@@ -205,8 +195,7 @@ def with_team_views():
 
 
 def test_each_team_gets_a_proxy_enforcing_its_team_label(with_team_views):
-    platform = load_platform({key.split(":", 1)[1]: value for key, value in dev_config().items()
-                              if key.startswith("gpu-tenancy:")} | {"observability": {"prometheus": "install"}})
+    platform = load_platform(project_config(dev_config()) | {"observability": {"prometheus": "install"}})
     upstream = platform.observability.prometheus_url
     for team in platform.teams:
         [deployment] = [r for r in with_team_views.of_type("kubernetes:apps/v1:Deployment")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.conftest import destroy_order, dev_config, eks_config, run
-from tools.offline.mockrun import REDACTED
+from tools.offline.recording import REDACTED
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 

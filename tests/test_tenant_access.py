@@ -11,6 +11,7 @@ import yaml
 
 from components.tenant_access import AUTHENTICATION_CONFIG_MAP, AUTHENTICATION_DIR, exposure_values, with_server
 from config import ConfigError, load_platform
+from config.vocabulary import project_config
 from tests.conftest import dev_config, eks_config, git, run, upstream_file
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -40,7 +41,7 @@ def release(program, team: str):
 
 
 def load(config: dict):
-    return load_platform({key.split(":", 1)[1]: value for key, value in config.items()})
+    return load_platform(project_config(config))
 
 
 def test_oidc_site_configures_each_virtual_api_server(oidc_run):
@@ -170,7 +171,7 @@ def test_nodeport_on_a_remote_microk8s_box_defaults_to_its_address():
     for index, team in enumerate(config["gpu-tenancy:teams"]):
         team["vcluster"] = {"access": {"nodePort": 31000 + index}}
     config["gpu-tenancy:sshPrivateKey"] = {"secure": "x"}
-    teams = load_platform({k.split(":", 1)[1]: v for k, v in config.items() if not k.endswith("sshPrivateKey")},
+    teams = load_platform({name: value for name, value in project_config(config).items() if name != "sshPrivateKey"},
                           secrets_set={"sshPrivateKey"}).teams
     assert [t.vcluster.access.server for t in teams] == [f"https://10.1.2.3:{31000 + i}" for i in range(3)]
 

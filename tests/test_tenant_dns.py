@@ -24,7 +24,7 @@ from policy.label_selectors import selector_matches
 from tests.conftest import MIRRORED_TAGS, dev_config, git, mirror_chart, run
 from tools.charts.render import render_release
 from tools.deployability.inputs import Release, vcluster_dns_pods
-from tools.offline.mockrun import MOCK_CLUSTER_DNS
+from tools.offline.mocks import MOCK_CLUSTER_DNS
 
 KAI = "kai-scheduler/KAI-Scheduler"
 VCLUSTER = "loft-sh/vcluster"

@@ -14,29 +14,20 @@ Hand-computed GPU-hours:
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
-import shutil
-import socket
-import subprocess
-import time
-import urllib.request
 from datetime import datetime, timezone
-from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from ops import usage
+from tests.local_prometheus import (
+    OpenMetrics, backfilled_prometheus, free_port, needs_prometheus_and_promtool, queue_labels, team_info_labels,
+)
 
-PROMETHEUS = shutil.which("prometheus")
-PROMTOOL = shutil.which("promtool")
-pytestmark = pytest.mark.skipif(PROMETHEUS is None or PROMTOOL is None,
-                                reason="prometheus/promtool are not on $PATH (Debian package prometheus; .ci/run installs it)")
+pytestmark = needs_prometheus_and_promtool
 
 START = int(datetime(2026, 11, 1, tzinfo=timezone.utc).timestamp())
-MINUTE = 60
 # Samples from 10 minutes before the window to 10 minutes after it.
 TIMELINE = range(-10, 131)
 TEAMS = ("alpha", "beta", "gamma")
@@ -64,73 +55,17 @@ def utilisation(namespace: str, minute: int) -> float:
 
 
 def openmetrics() -> str:
-    lines = []
-
-    def family(name: str, series: list[tuple[str, callable]]):
-        lines.append(f"# TYPE {name} gauge")
-        for labels, value in series:
-            for minute in TIMELINE:
-                lines.append(f"{name}{{{labels}}} {value(minute):g} {START + minute * MINUTE}")
-
-    def queue(name: str) -> str:
-        return f'queue_name="{name}",queue_metadata_name="{name}",queue_display_name="{name}",job="queue-controller"'
-
+    series = OpenMetrics(START, TIMELINE)
     quotas = {"alpha": 0.25, "beta": 0.25, "gamma": 0.5, "ml-org": 1, "default-queue": 0}
-    family("kai_queue_deserved_gpus", [(queue(q), lambda m, v=v: v) for q, v in quotas.items()])
-    family("kai_queue_allocated_gpus",
-           [(queue(team), lambda m, t=team: allocated(t, m)) for team in TEAMS]
-           + [(queue("ml-org"), lambda m: 3), (queue("default-queue"), lambda m: 1)])
-    family("DCGM_FI_DEV_GPU_UTIL", [
+    series.family("kai_queue_deserved_gpus", [(queue_labels(q), lambda m, v=v: v) for q, v in quotas.items()])
+    series.family("kai_queue_allocated_gpus",
+                  [(queue_labels(team), lambda m, t=team: allocated(t, m)) for team in TEAMS]
+                  + [(queue_labels("ml-org"), lambda m: 3), (queue_labels("default-queue"), lambda m: 1)])
+    series.family("DCGM_FI_DEV_GPU_UTIL", [
         (f'UUID="GPU-{ns}",gpu="0",Hostname="node-1",namespace="{ns}",pod="p"', lambda m, n=ns: utilisation(n, m))
         for ns in ("vcluster-alpha", "vcluster-beta", "kai-resource-reservation")])
-    family("gpu_tenancy_team_info", [
-        (f'team="{team}",queue_name="{team}",namespace="vcluster-{team}",policy="gpu-tenancy-{team}"', lambda m: 1)
-        for team in TEAMS])
-    return "\n".join(lines) + "\n# EOF\n"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@contextlib.contextmanager
-def backfilled_prometheus(root: Path, series: str) -> Iterator[str]:
-    """A real Prometheus on 127.0.0.1 serving ``series`` (OpenMetrics text) backfilled with promtool; its URL."""
-    (root / "series.om").write_text(series)
-    data = root / "data"
-    subprocess.run([PROMTOOL, "tsdb", "create-blocks-from", "openmetrics", str(root / "series.om"), str(data)],
-                   check=True, capture_output=True, timeout=120)
-    (root / "prometheus.yml").write_text("global:\n  scrape_interval: 1m\nscrape_configs: []\n")
-    port = _free_port()
-    log = (root / "prometheus.log").open("w")
-    server = subprocess.Popen(
-        [PROMETHEUS, f"--config.file={root / 'prometheus.yml'}", f"--storage.tsdb.path={data}",
-         f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=100y"],
-        stdout=subprocess.DEVNULL, stderr=log)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"prometheus did not start: {(root / 'prometheus.log').read_text()[-2000:]}")
-            time.sleep(0.3)
-        yield url
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(timeout=10)
-        log.close()
+    series.family("gpu_tenancy_team_info", [(team_info_labels(team), lambda m: 1) for team in TEAMS])
+    return series.text()
 
 
 @pytest.fixture(scope="module")
@@ -188,7 +123,7 @@ def test_no_kai_data_in_the_window_is_a_clear_error(prometheus_url, capsys):
 
 
 def test_unreachable_prometheus_is_a_clear_error(capsys):
-    url = f"http://127.0.0.1:{_free_port()}"
+    url = f"http://127.0.0.1:{free_port()}"
     code, _ = run_tool("--prometheus", url, "--from", "2026-11-01T00:00:00Z", "--to", "2026-11-02T00:00:00Z")
     assert code == 2
     assert f"cannot reach Prometheus at {url}" in capsys.readouterr().err

@@ -26,7 +26,12 @@ from typing import Callable, Optional
 import pytest
 
 from components import observability_shares as shares
-from tests.test_usage import START, backfilled_prometheus, run_tool, pytestmark  # noqa: F401 (skip without prometheus)
+from tests.local_prometheus import (
+    OpenMetrics, backfilled_prometheus, needs_prometheus_and_promtool, queue_labels, team_info_labels,
+)
+from tests.test_usage import START, run_tool
+
+pytestmark = needs_prometheus_and_promtool
 
 DAY = 24 * 60
 NOON = DAY // 2
@@ -60,18 +65,8 @@ FRACTIONAL_PODS = (
 
 
 def openmetrics() -> str:
-    lines: list[str] = []
-
-    def family(name: str, series: list[tuple[str, Callable[[int], Optional[float]]]]) -> None:
-        lines.append(f"# TYPE {name} gauge")
-        for labels, value in series:
-            for minute in TIMELINE:
-                sample = value(minute)
-                if sample is not None:
-                    lines.append(f"{name}{{{labels}}} {sample:g} {START + 86400 + minute * 60}")
-
-    def queue(name: str) -> str:
-        return f'queue_name="{name}",queue_metadata_name="{name}",queue_display_name="{name}",job="queue-controller"'
+    series = OpenMetrics(START + 86400, TIMELINE)
+    family = series.family
 
     def allocated(team: str, minute: int) -> float:
         if not inside(minute):
@@ -79,9 +74,9 @@ def openmetrics() -> str:
         return {"alpha": 0.33 if morning(minute) else 0.66, "beta": 0.66 if morning(minute) else 0.33,
                 "gamma": 1}[team]
 
-    family("kai_queue_deserved_gpus", [(queue(q), lambda m, v=v: v) for q, v in
+    family("kai_queue_deserved_gpus", [(queue_labels(q), lambda m, v=v: v) for q, v in
                                        {"alpha": 0.5, "beta": 0.5, "gamma": 1, "ml-org": 2}.items()])
-    family("kai_queue_allocated_gpus", [(queue(team), lambda m, t=team: allocated(t, m))
+    family("kai_queue_allocated_gpus", [(queue_labels(team), lambda m, t=team: allocated(t, m))
                                         for team in ("alpha", "beta", "gamma")])
 
     def gpu(uuid: str, namespace: str, pod: str) -> str:
@@ -122,10 +117,8 @@ def openmetrics() -> str:
         (f'namespace="{ns}",pod="{pod}",phase="{phase}"',
          (lambda m, p=phase: float(p == "Running")) if ns == shares.RESERVATION_NAMESPACE else running(early, phase))
         for ns, pod, _, early in pods for phase in ("Running", "Succeeded")])
-    family("gpu_tenancy_team_info", [
-        (f'team="{team}",queue_name="{team}",namespace="vcluster-{team}",policy="gpu-tenancy-{team}"', lambda m: 1)
-        for team in ("alpha", "beta", "gamma")])
-    return "\n".join(lines) + "\n# EOF\n"
+    family("gpu_tenancy_team_info", [(team_info_labels(team), lambda m: 1) for team in ("alpha", "beta", "gamma")])
+    return series.text()
 
 
 @pytest.fixture(scope="module")

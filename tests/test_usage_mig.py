@@ -32,7 +32,12 @@ from components import observability_team_series as team_series
 from ops import usage
 from ops.sites import platform_of
 from tests.conftest import dev_config
-from tests.test_usage import START, backfilled_prometheus, run_tool, pytestmark  # noqa: F401 (skip without prometheus)
+from tests.local_prometheus import (
+    OpenMetrics, backfilled_prometheus, needs_prometheus_and_promtool, queue_labels, team_info_labels,
+)
+from tests.test_usage import START, run_tool
+
+pytestmark = needs_prometheus_and_promtool
 
 DAY = 24 * 60
 TIMELINE = range(-10, DAY + 11)
@@ -56,20 +61,15 @@ def inside(minute: int) -> bool:
 
 
 def openmetrics() -> str:
-    lines: list[str] = []
+    series = OpenMetrics(FIRST, TIMELINE)
 
-    def family(name: str, series: list[tuple[str, float]]) -> None:
-        lines.append(f"# TYPE {name} gauge")
-        for labels, value in series:
-            for minute in TIMELINE:
-                lines.append(f"{name}{{{labels}}} {value if inside(minute) else 7 * value + 1:g} "
-                             f"{FIRST + minute * 60}")
-
-    def queue(name: str) -> str:
-        return f'queue_name="{name}",queue_metadata_name="{name}",queue_display_name="{name}",job="queue-controller"'
+    def family(name: str, constants: list[tuple[str, float]]) -> None:
+        # Each series holds its value through the day and is loud just outside it.
+        series.family(name, [(labels, lambda minute, v=value: v if inside(minute) else 7 * v + 1)
+                             for labels, value in constants])
 
     for metric in ("kai_queue_deserved_gpus", "kai_queue_allocated_gpus"):
-        family(metric, [(queue(team), units) for team, units in (("alpha", 2), ("beta", 3), ("gamma", 1))])
+        family(metric, [(queue_labels(team), units) for team, units in (("alpha", 2), ("beta", 3), ("gamma", 1))])
 
     def card(uuid: str) -> str:
         return f'gpu="0",UUID="{uuid}",pci_bus_id="00000000:10:1C.0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",' \
@@ -82,10 +82,8 @@ def openmetrics() -> str:
         (f'{card("GPU-m")},GPU_I_PROFILE="{profile}",GPU_I_ID="{instance}"{pod(namespace, f"work-{instance}")}', busy)
         for instance, profile, namespace, busy in SLICES] + [(card("GPU-w") + pod("vcluster-gamma", "serve-0"), 0.75)])
     family("DCGM_FI_DEV_GPU_UTIL", [(card("GPU-m"), 90), (card("GPU-w") + pod("vcluster-gamma", "serve-0"), 75)])
-    family("gpu_tenancy_team_info", [
-        (f'team="{team}",queue_name="{team}",namespace="vcluster-{team}",policy="gpu-tenancy-{team}"', 1)
-        for team in ("alpha", "beta", "gamma")])
-    return "\n".join(lines) + "\n# EOF\n"
+    family("gpu_tenancy_team_info", [(team_info_labels(team), 1) for team in ("alpha", "beta", "gamma")])
+    return series.text()
 
 
 @pytest.fixture(scope="module")

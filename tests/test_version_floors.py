@@ -25,7 +25,7 @@ from tools.charts.cache import chart_contracts
 from tools.charts.manifest_yaml import load_manifests
 from tools.charts.pins import pinned_chart_key
 from tools.charts.render import render_release
-from tools.offline.mockrun import integral_numbers
+from tools.offline.recording import integral_numbers
 
 # Chart -> (its floor, its default, the stack-config key that pins it).
 CHARTS = {

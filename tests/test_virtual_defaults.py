@@ -22,7 +22,7 @@ from celpy import celtypes
 from components.tenant import vcluster_values
 from components.virtual_defaults import DEFAULTS_NAME, RULES_NAME
 from config.vocabulary import QUEUE_LABEL
-from tools.offline.mockrun import MOCK_CLUSTER_DNS
+from tools.offline.mocks import MOCK_CLUSTER_DNS
 from tests.conftest import dev_config, eks_config
 from tests.isolation_spec import isolation_config, prefixed
 from tests.tenant_sim import Admission, KAI_SCHEDULER, Tenant, container, platform_of, tenant_of, virtual_pod

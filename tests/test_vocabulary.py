@@ -11,7 +11,7 @@ import pytest
 
 from config import load_platform, sharing, versions, vocabulary
 from config.errors import ConfigError
-from policy import rules
+from policy import rule_model, rules
 from tests.config_spec import dev_config, put
 
 VERSIONS = {
@@ -25,24 +25,24 @@ VERSIONS = {
 
 
 def test_the_policy_pack_copies_equal_the_config_definitions():
-    assert rules.EXACT_VERSION.pattern == vocabulary.EXACT_VERSION.pattern
-    assert rules.MANAGED_BY_LABEL == vocabulary.VCLUSTER_MANAGED_BY_LABEL
-    assert rules.NAMESPACE_NAME_LABEL == vocabulary.NAMESPACE_NAME_LABEL
-    assert rules.NODE_PROFILE_LABEL == vocabulary.NODE_PROFILE_LABEL
-    assert rules.QUEUE_RESOURCES == vocabulary.QUEUE_RESOURCES
-    assert rules.QUEUE_FIELDS == vocabulary.QUEUE_FIELDS
-    assert vocabulary.RELEASE in rules.HELM_RELEASE_TYPES
-    assert rules.kubernetes_kind(vocabulary.QUEUE) == (rules.QUEUE_GROUP, "v2", "Queue")
-    assert rules.VCLUSTER_CHART == rules.chart_name(versions.VCLUSTER_CHART)
-    assert rules.KAI_CHART == rules.chart_name(versions.KAI_CHART)
-    assert rules.GPU_OPERATOR_CHART == rules.chart_name(versions.GPU_OPERATOR_CHART)
-    assert rules.TIME_SLICED_PREFIX == sharing.TIME_SLICED + "-"
+    assert rule_model.EXACT_VERSION.pattern == vocabulary.EXACT_VERSION.pattern
+    assert rule_model.MANAGED_BY_LABEL == vocabulary.VCLUSTER_MANAGED_BY_LABEL
+    assert rule_model.NAMESPACE_NAME_LABEL == vocabulary.NAMESPACE_NAME_LABEL
+    assert rule_model.NODE_PROFILE_LABEL == vocabulary.NODE_PROFILE_LABEL
+    assert rule_model.QUEUE_RESOURCES == vocabulary.QUEUE_RESOURCES
+    assert rule_model.QUEUE_FIELDS == vocabulary.QUEUE_FIELDS
+    assert vocabulary.RELEASE in rule_model.HELM_RELEASE_TYPES
+    assert rule_model.kubernetes_kind(vocabulary.QUEUE) == (rule_model.QUEUE_GROUP, "v2", "Queue")
+    assert rule_model.VCLUSTER_CHART == rule_model.chart_name(versions.VCLUSTER_CHART)
+    assert rule_model.KAI_CHART == rule_model.chart_name(versions.KAI_CHART)
+    assert rule_model.GPU_OPERATOR_CHART == rule_model.chart_name(versions.GPU_OPERATOR_CHART)
+    assert rule_model.TIME_SLICED_PREFIX == sharing.TIME_SLICED + "-"
 
 
 @pytest.mark.parametrize("version, exact", sorted(VERSIONS.items()))
 def test_config_and_policy_agree_on_which_versions_are_exact(version, exact):
     policy_accepts = rules.helm_version_pinned(
-        rules.Resource(type=vocabulary.RELEASE, name="r", inputs={"chart": "vcluster", "version": version})) == []
+        rule_model.Resource(type=vocabulary.RELEASE, name="r", inputs={"chart": "vcluster", "version": version})) == []
     config_accepts = bool(vocabulary.EXACT_VERSION.fullmatch(version))
     assert (config_accepts, policy_accepts) == (exact, exact)
 

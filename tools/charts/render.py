@@ -26,7 +26,7 @@ from tools.charts.cache import MissingChart, find_cached, read_source, chart_cac
 from tools.charts.refs import (
     ChartError, ChartKey, ChartRenderError, ChartValuesError, SchemaViolation, chart_key, helm_sdk,
 )
-from tools.offline.mockrun import integral_numbers
+from tools.offline.recording import integral_numbers
 
 MANIFESTS_DIR = "manifests"
 _PLACEHOLDERS = ("[secret]", "[unknown]")
@@ -138,7 +138,7 @@ def _placeholder_paths(value: Any, path: str = "") -> list[str]:
 
 
 def _fields(resource: Any) -> tuple[str, str, dict[str, Any]]:
-    """(type, name, inputs) of a plan.json resource dict or a mockrun RecordedResource."""
+    """(type, name, inputs) of a plan.json resource dict or a ``tools.offline.recording.RecordedResource``."""
     if isinstance(resource, Mapping):
         return resource.get("type", ""), resource.get("name", ""), resource.get("inputs") or {}
     return resource.type, resource.name, resource.inputs or {}
@@ -167,7 +167,7 @@ def render_plan_releases(resources: Iterable[Any], cache_dir: Optional[os.PathLi
 
     ``resources`` are plan.json resource dicts (``type``, ``name``, ``inputs`` with ``name``,
     ``chart``, ``version``, ``repositoryOpts.repo``, ``namespace``, ``values``, ``skipCrds``) or
-    mockrun ``RecordedResource`` objects. All charts are looked up first: any missing raise one
+    recorded ``RecordedResource`` objects. All charts are looked up first: any missing raise one
     :class:`MissingChart` listing them (with ``pull --stack STACK`` when ``stack`` is given)
     before anything is written. ``<out_dir>/manifests/`` is then replaced by
     ``manifests/<release>/<template path>`` files, ``<release>`` being the Helm release name

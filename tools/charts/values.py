@@ -15,7 +15,7 @@ from typing import Any, Mapping, Optional
 from tools.charts.cache import chart_cache_dir, find_cached
 from tools.charts.refs import ChartKey, helm_sdk
 from tools.charts.render import release_chart_key
-from tools.offline.mockrun import integral_numbers
+from tools.offline.recording import integral_numbers
 
 
 @dataclass(frozen=True)

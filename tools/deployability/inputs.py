@@ -19,7 +19,7 @@ from config.hosts import EKS_TAINT_EFFECTS, HOST_KIND_FACTS, HostKindFacts
 from config.model import NodePool, Taint
 from config.vocabulary import EKS_NODE_GROUP, HOST_COMPONENT, VCLUSTER_MANAGED_BY_LABEL
 from tools.charts.manifest_yaml import load_manifests
-from tools.offline.mockrun import REDACTED, UNKNOWN
+from tools.offline.recording import REDACTED, UNKNOWN
 from tools.plan.lookup import dig
 
 ANY = "*"  # a node label whose value the site sets but the plan cannot know (hostname...)

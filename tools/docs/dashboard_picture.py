@@ -19,7 +19,7 @@ from typing import Any, Optional, Sequence
 from components.observability_dashboards import dashboards
 from config import load_platform
 from config.stack_file import PROJECT_DIR
-from config.vocabulary import PROJECT
+from config.vocabulary import project_config
 from tools.docs.generated import write_or_check
 from tools.offline.mockrun import load_stack_file
 
@@ -61,9 +61,7 @@ def render(board: dict[str, Any]) -> str:
 
 def pictures(stack: str) -> dict[str, str]:
     """File name -> SVG text of the platform board and of the first team's board."""
-    raw = {key.split(":", 1)[1]: value for key, value in load_stack_file(stack).items()
-           if key.startswith(f"{PROJECT}:")}
-    platform = load_platform(raw, secrets_set={"sshPrivateKey", "kubeconfig"}, stack=stack)
+    platform = load_platform(project_config(load_stack_file(stack)), secrets_set={"sshPrivateKey", "kubeconfig"}, stack=stack)
     boards = dashboards(platform)
     first_team = next(name for name in boards if name != "platform")
     return {"platform.svg": render(boards["platform"][1]), "team.svg": render(boards[first_team][1])}

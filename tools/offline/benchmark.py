@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from config.vocabulary import PROJECT
-from tools.offline.mockrun import ProgramRun, load_stack_file, owned_event_loops, run_program
+from tools.offline.mockrun import load_stack_file, owned_event_loops, run_program
+from tools.offline.recording import ProgramRun
 
 FLOOR_PROGRAM = '''\
 import pulumi

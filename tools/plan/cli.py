@@ -2,7 +2,7 @@
 
     python -m tools.plan STACK [--out DIR] [--diff-against OLD_PLAN_JSON]
 
-Runs ``__main__.py`` for ``Pulumi.STACK.yaml`` under the SDK's mocks (``tools.mockrun``: no
+Runs ``__main__.py`` for ``Pulumi.STACK.yaml`` under the SDK's mocks (``tools.offline.mockrun``: no
 engine, CLI, cloud account or cluster) and writes two files to DIR (default
 ``build/plan/STACK/`` under the project root):
 
@@ -41,11 +41,10 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from config import ConfigError
-from config.stack_file import StackFileError
+from config.stack_file import PROJECT_DIR, StackFileError
 from tools.charts.render import MANIFESTS_DIR, render_plan_releases
 from tools.charts.refs import ChartError
 from tools.offline import mockrun
-from tools.offline.mockrun import PROJECT_DIR
 from tools.plan.diff import diff_plans, manifest_changes, read_manifests, render_diff
 from tools.plan.document import PLAN_FILE, build_plan, render_plan_json
 from tools.charts.values import ChartValues

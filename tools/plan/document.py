@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tools.offline.mockrun import PROJECT, ProgramRun, integral_numbers
+from config.vocabulary import PROJECT
+from tools.offline.recording import ProgramRun, integral_numbers
 
 PLAN_FILE = "plan.json"
 

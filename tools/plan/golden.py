@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from config import ConfigError
-from config.stack_file import StackFileError
+from config.stack_file import PROJECT_DIR, StackFileError, stack_names
 from tools.offline import mockrun
-from config.stack_file import stack_names
-from tools.offline.mockrun import PROJECT_DIR, ProgramRun
+from tools.offline.recording import ProgramRun
 from tools.plan.document import PLAN_FILE, build_plan, render_plan_json
 from tools.plan.summary import SUMMARY_FILE, render_summary
 

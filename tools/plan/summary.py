@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 import yaml
 
-from tools.offline.mockrun import REDACTED
+from tools.offline.recording import REDACTED
 from config.vocabulary import (
     AWS_PROVIDER, CLUSTER_POLICY_PATCH, COMMANDS, CONFIG_MAP, EKS_CLUSTER, EKS_NODE_GROUP, GPU_OPERATOR_COMPONENT,
     HOST_COMPONENT, K8S_PROVIDER, NAT_GATEWAY, NODE_PROFILE_LABEL, QUEUE, QUEUE_FIELDS, QUEUE_RESOURCES, RELEASE,
