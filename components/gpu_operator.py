@@ -108,7 +108,7 @@ class GpuOperator(pulumi.ComponentResource):
         dcgm_metrics = None if settings.mode == "external" else k8s.core.v1.ConfigMap(
             f"{name}-usage-metrics",
             metadata={"name": observability_dcgm.CONFIG_MAP, "namespace": settings.namespace,
-                      "labels": {"app.kubernetes.io/managed-by": "gpu-tenancy"}},
+                      "labels": MANAGED_BY},
             data={observability_dcgm.CONFIG_KEY: observability_dcgm.collectors_csv()},
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=namespace_ready)),
         )

@@ -28,7 +28,7 @@ from components.observability_views import TeamViews
 from config import versions
 from config.model import Platform
 from config.observability import INSTALL_RELEASE
-from config.vocabulary import HELM_MAX_HISTORY, OBSERVABILITY_COMPONENT
+from config.vocabulary import HELM_MAX_HISTORY, MANAGED_BY, OBSERVABILITY_COMPONENT
 
 RELEASE_TIMEOUT_SECONDS = 900
 # Grafana's dashboard sidecar (kube-prometheus-stack's defaults): ConfigMaps with this label are loaded,
@@ -118,7 +118,7 @@ class Observability(pulumi.ComponentResource):
         self.namespace = settings.namespace
         self.release = None
         self.grafana_admin: Optional[GrafanaAdmin] = None
-        labels = {"app.kubernetes.io/managed-by": "gpu-tenancy", "release": settings.release_label}
+        labels = {**MANAGED_BY, "release": settings.release_label}
 
         # Monitors and rules need the Prometheus operator's CRDs: the release brings them, or the site has them.
         crds: list[pulumi.Resource] = []

@@ -16,6 +16,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
+from config.vocabulary import MANAGED_BY
+
 if TYPE_CHECKING:
     from config.observability import Observability
 
@@ -62,7 +64,7 @@ class GrafanaAdmin(pulumi.ComponentResource):
         self.secret = k8s.core.v1.Secret(
             f"{name}-secret",
             metadata={"name": ADMIN_SECRET, "namespace": namespace,
-                      "labels": {"app.kubernetes.io/managed-by": "gpu-tenancy"}},
+                      "labels": MANAGED_BY},
             type="Opaque",
             string_data={USER_KEY: ADMIN_USER, PASSWORD_KEY: self.password},
             opts=pulumi.ResourceOptions(parent=self, provider=provider),

@@ -24,6 +24,7 @@ import pulumi_kubernetes as k8s
 from components.observability_views import GRAFANA_POD_LABELS, PROXY_POD_LABELS
 from config.model import Platform
 from config.observability import INSTALL_RELEASE
+from config.vocabulary import MANAGED_BY
 
 PROMETHEUS_PORT = 9090
 ALERTMANAGER_PORT = 9093
@@ -35,7 +36,6 @@ ALERTMANAGER_POD_LABELS = {"app.kubernetes.io/name": "alertmanager"}
 KUBE_STATE_METRICS_POD_LABELS = {"app.kubernetes.io/name": "kube-state-metrics",
                                  "app.kubernetes.io/instance": INSTALL_RELEASE}
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
-MANAGED = {"app.kubernetes.io/managed-by": "gpu-tenancy"}
 
 
 def _pods(labels: dict) -> dict:
@@ -80,6 +80,6 @@ class MonitoringIngress(pulumi.ComponentResource):
         for policy, spec in policies.items():
             k8s.networking.v1.NetworkPolicy(
                 f"{name}-{policy.removeprefix('gpu-tenancy-')}",
-                metadata={"name": policy, "namespace": namespace, "labels": MANAGED}, spec=spec,
+                metadata={"name": policy, "namespace": namespace, "labels": MANAGED_BY}, spec=spec,
                 opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=after))
         self.register_outputs({"policies": sorted(policies)})

@@ -28,11 +28,11 @@ from components.observability_dashboards import team_dashboard
 from components.observability_team_series import TEAM_LABEL
 from config import versions
 from config.model import Platform, Team
+from config.vocabulary import MANAGED_BY
 
 PROXY_PORT = 8080
 # The grafana chart's pod labels (release kube-prometheus-stack): only these pods may query a proxy.
 GRAFANA_POD_LABELS = {"app.kubernetes.io/name": "grafana", "app.kubernetes.io/instance": "kube-prometheus-stack"}
-MANAGED = {"app.kubernetes.io/managed-by": "gpu-tenancy"}
 # Every team's proxy pod wears these (plus its team): what the monitoring namespace's policies let reach Prometheus.
 PROXY_POD_LABELS = {"app.kubernetes.io/name": "prom-label-proxy"}
 
@@ -59,7 +59,7 @@ def proxy_deployment_spec(team: Team, upstream: str) -> dict:
     return {
         "replicas": 1,
         "selector": {"matchLabels": labels},
-        "template": {"metadata": {"labels": {**labels, **MANAGED}}, "spec": {
+        "template": {"metadata": {"labels": {**labels, **MANAGED_BY}}, "spec": {
             "automountServiceAccountToken": False,
             "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "seccompProfile": {"type": "RuntimeDefault"}},
             "containers": [{
@@ -94,7 +94,7 @@ class TeamViews(pulumi.ComponentResource):
         for team in platform.teams:
             proxy = proxy_name(team)
             spec = proxy_deployment_spec(team, upstream)
-            metadata = {"name": proxy, "namespace": namespace, "labels": MANAGED}
+            metadata = {"name": proxy, "namespace": namespace, "labels": MANAGED_BY}
             k8s.apps.v1.Deployment(f"{name}-{team.name}-proxy", metadata=metadata, spec=spec, opts=child)
             k8s.core.v1.Service(f"{name}-{team.name}-proxy", metadata=metadata, spec={
                 "selector": spec["selector"]["matchLabels"],

@@ -7,7 +7,6 @@ and in its source, where a kind behind a config switch is found too."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pulumi
 import pytest

@@ -180,7 +180,7 @@ def test_a_team_asking_for_another_namespace_or_team_gets_nothing_or_an_error(pr
     everything = query(prometheus, enforce('{__name__=~".+"}', TEAM_LABEL, alpha.name))
     assert everything and {series["metric"][TEAM_LABEL] for series in everything} == {alpha.name}
     for attempt in (f'team:kai_queue_allocated_gpus:max{{team="{beta.name}"}}',
-                    f'team:kai_queue_allocated_gpus:max{{team=~".+"}}', 'team:kai_queue_allocated_gpus:max{team!=""}'):
+                    'team:kai_queue_allocated_gpus:max{team=~".+"}', 'team:kai_queue_allocated_gpus:max{team!=""}'):
         with pytest.raises(Refused):
             enforce(attempt, TEAM_LABEL, alpha.name)
 

@@ -20,7 +20,7 @@ import yaml
 from celpy import celtypes
 
 from components.tenant import vcluster_values
-from components.virtual_defaults import DEFAULTS_NAME, RULES_NAME
+from components.virtual_defaults import RULES_NAME
 from config.vocabulary import QUEUE_LABEL
 from tools.offline.mocks import MOCK_CLUSTER_DNS
 from tests.conftest import dev_config, eks_config
