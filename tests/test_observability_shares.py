@@ -12,6 +12,7 @@ from components import observability_shares as shares
 from components.kai import kai_values
 from components.observability import stack_values
 from config import load_platform, versions
+from config.observability import KSM_FLAGS
 from tests.conftest import MIRRORED_TAGS, git
 from tests.test_observability_rules import needs_promtool, promtool, site_config
 
@@ -144,7 +145,7 @@ def test_kube_state_metrics_names_the_exported_label_and_annotations_as_the_rule
         assert f'createPrometheusLabelKeysValues("{prefix}"' in block
     assert re.search(r'descPodLabelsDefaultLabels\s*=\s*\[\]string\{"namespace", "pod", "uid"\}', pod)
     options = git(KSM, "show", f"{KSM_TAG}:pkg/options/options.go")
-    for flag in shares.KSM_FLAGS:
+    for flag in KSM_FLAGS:
         assert f'"{flag.split("=", 1)[0].lstrip("-")}"' in options
 
 
@@ -163,7 +164,7 @@ def test_kube_prometheus_stack_values_switch_the_export_on():
                 "--metric-annotations-allowlist": "metricAnnotationsAllowList"}
     for flag, key in rendered.items():
         assert f'- {flag}={{{{ .Values.{key} | join "," }}}}' in deployment
-        assert f"{flag}={','.join(ours[key])}" in shares.KSM_FLAGS
+        assert f"{flag}={','.join(ours[key])}" in KSM_FLAGS
     # kube-prometheus-stack scrapes kube-state-metrics keeping its namespace/pod labels (the pod's, not its own).
     parent = yaml.safe_load(git(CHARTS, "show", f"{KPS_TAG}:{chart}/values.yaml"))
     assert parent["kube-state-metrics"]["prometheus"]["monitor"]["http"]["honorLabels"] is True

@@ -40,13 +40,13 @@ import kubernetes_validate
 
 from config import versions
 from config.hosts import DEFAULT_STORAGE_CLASS_ANNOTATION
-from config.model import NodePool
 from config.vocabulary import POD_SECURITY_LABEL
 from tools.deployability import grafana, image_volumes, network_policy
+from tools.deployability.node_fit import fits
 from tools.deployability import pod_security
 from tools.deployability import quota
 from tools.deployability.inputs import (
-    ANY, K8sObject, Site, addon_operator_version, crds_of, known_fields, pod_templates, program_objects,
+    K8sObject, Site, addon_operator_version, crds_of, known_fields, pod_templates, program_objects,
     rendered_objects, site_from_plan, vcluster_dns_pods,
 )
 
@@ -160,51 +160,6 @@ def check_api_server_egress(objects: Sequence[K8sObject], site: Site) -> list[Fi
 
 
 # --- node fit -------------------------------------------------------------------------------------
-
-
-def _label_matches(pool: NodePool, key: str, wanted: Optional[Sequence[str]], operator: str) -> bool:
-    managed = any(key.startswith(prefix) for prefix in pool.managed_prefixes)
-    present = key in pool.labels or managed
-    value = pool.labels.get(key, ANY if managed else None)
-    if operator == "Exists":
-        return present
-    if operator == "DoesNotExist":
-        return not present
-    if operator == "In":
-        return present and (value == ANY or value in (wanted or []))
-    if operator == "NotIn":
-        return not present or value == ANY or value not in (wanted or [])
-    if operator in ("Gt", "Lt"):
-        return present  # numeric node labels: not modelled, assume the site has a fitting node
-    return False
-
-
-def _tolerates(tolerations: Sequence[Mapping[str, Any]], taint: Any) -> bool:
-    for toleration in tolerations:
-        if toleration.get("effect") and toleration["effect"] != taint.effect:
-            continue
-        if toleration.get("operator") == "Exists" and not toleration.get("key"):
-            return True
-        if toleration.get("key") != taint.key:
-            continue
-        if toleration.get("operator") == "Exists" or str(toleration.get("value", "")) == taint.value:
-            return True
-    return False
-
-
-def fits(spec: Mapping[str, Any], pool: NodePool) -> list[str]:
-    """Why a pod spec cannot land on the pool (empty: it can)."""
-    reasons = [f"nodeSelector {key}={value}" for key, value in (spec.get("nodeSelector") or {}).items()
-               if not _label_matches(pool, key, [str(value)], "In")]
-    terms = ((((spec.get("affinity") or {}).get("nodeAffinity") or {})
-              .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or [])
-    if terms and not any(all(_label_matches(pool, e["key"], e.get("values"), e["operator"])
-                             for e in term.get("matchExpressions") or []) for term in terms):
-        reasons.append("required node affinity")
-    for taint in pool.taints:
-        if taint.effect in ("NoSchedule", "NoExecute") and not _tolerates(spec.get("tolerations") or [], taint):
-            reasons.append(f"untolerated taint {taint.key}={taint.value}:{taint.effect}")
-    return reasons
 
 
 def check_node_fit(objects: Sequence[K8sObject], site: Site) -> list[Finding]:
