@@ -40,6 +40,7 @@ from components.admission_metadata import refusal
 from config import versions
 from config.mig import resource_name
 from config.model import EXCLUSIVE, MEMORY_CAPPED, MIG, Team
+from config.virtual_cluster import hami_core_image
 from config.vocabulary import ISOLATION_ADMISSION_COMPONENT, POOL_LABEL
 
 MEMORY_LIMIT = "CUDA_DEVICE_MEMORY_LIMIT"
@@ -166,8 +167,9 @@ def _memory_capped_rules(team: Team, mutated_by_kai: bool) -> list[dict]:
     kai_limit = _every(CONTAINER_LISTS[:2], f"c.name != variables.fractionContainer || "
                                             f"(has(c.env) && c.env.exists(e, e.name == '{MEMORY_LIMIT}' && "
                                             f"{_kai_memory_limit('e')}))")
+    image = hami_core_image(team.vcluster)
     image_volume = (f"(has(object.spec.volumes) ? object.spec.volumes.filter(v, has(v.image) && "
-                    f"v.image.reference == '{versions.HAMI_CORE_IMAGE}').map(v, v.name) : [])")
+                    f"v.image.reference == '{image}').map(v, v.name) : [])")
     library = _every(CONTAINER_LISTS[:2], f"c.name != variables.fractionContainer || "
                                           f"{image_volume}.exists(name, {_loads_library('name')})")
     return [
@@ -182,7 +184,7 @@ def _memory_capped_rules(team: Team, mutated_by_kai: bool) -> list[dict]:
         refusal("hami-core", f"!variables.fractional || ({library})",
                 f"the fractional container of memory-capped team {team.name} must load HAMi-core, which enforces its "
                 "memory limit",
-                f"add the env {PRELOAD}={LIBRARY}, a volume {{image: {{reference: {versions.HAMI_CORE_IMAGE}}}}} and "
+                f"add the env {PRELOAD}={LIBRARY}, a volume {{image: {{reference: {image}}}}} and "
                 f"mount it at {LIBRARY_DIR} with subPath {versions.HAMI_CORE_IMAGE_LIBRARY_DIR}, nothing else there"),
     ]
 

@@ -30,6 +30,7 @@ from components.kai import SCHEDULER_NAME
 from components.yaml_text import yaml_documents
 from config import versions
 from config.model import MEMORY_CAPPED, Team
+from config.virtual_cluster import hami_core_image
 from config.vocabulary import QUEUE_LABEL
 
 ADMISSION_API = "admissionregistration.k8s.io/v1"
@@ -67,12 +68,12 @@ def pod_defaults_policy(team: Team) -> dict:
     return _mutating_policy(DEFAULTS_NAME, pod_defaults_mutation(team))
 
 
-def hami_core_mutation() -> str:
+def hami_core_mutation(image: str) -> str:
     """The apply configuration that loads HAMi-core in the fractional container (a container or, as KAI allows, an
     init container): merged by name (the volume, the container, its env) and by mount path, so the pod keeps
     everything else it has."""
     volume = (f"Object.spec.volumes{{name: '{HAMI_CORE_NAME}', "
-              f"image: Object.spec.volumes.image{{reference: '{versions.HAMI_CORE_IMAGE}'}}}}")
+              f"image: Object.spec.volumes.image{{reference: '{image}'}}}}")
 
     def loaded(containers: str) -> str:
         kind = f"Object.spec.{containers}"
@@ -91,7 +92,7 @@ def hami_core_policy(team: Team) -> dict:
     named = (f"({fraction_annotated()}) && (object.spec.containers.exists(c, c.name == {fraction_container()}) || "
              f"(has(object.spec.initContainers) && object.spec.initContainers.exists(c, c.name == {fraction_container()})))")
     variables = [variable for variable in policy_variables(team) if variable["name"] in ("fractional", "fractionContainer")]
-    return _mutating_policy(HAMI_CORE_NAME, hami_core_mutation(),
+    return _mutating_policy(HAMI_CORE_NAME, hami_core_mutation(hami_core_image(team.vcluster)),
                             matchConditions=[{"name": "fractional-container", "expression": named}], variables=variables)
 
 

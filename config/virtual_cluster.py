@@ -44,13 +44,25 @@ def virtual_kubernetes_version(settings: VClusterSettings) -> Optional[str]:
     return known[max(at_or_below, key=versions.release_order)] if at_or_below else None
 
 
+def _under_default_registry(settings: VClusterSettings, image: str, registry: str) -> str:
+    """``image`` as the virtual cluster pulls the platform's images: under its defaultImageRegistry, if set (an
+    air-gapped site's mirror), else under ``registry``."""
+    mirror = _dig(settings.extra_values, "controlPlane", "advanced").get("defaultImageRegistry")
+    return f"{str(mirror or registry).rstrip('/')}/{image}"
+
+
 def coredns_image(settings: VClusterSettings) -> str:
     """The CoreDNS image vCluster 0.36.1 would run for this virtual cluster, under its default registry."""
     version = virtual_kubernetes_version(settings)
     minor = minor_version(version) if version else None
     image = versions.COREDNS_IMAGES.get("%d.%d" % minor if minor else "", versions.COREDNS_FALLBACK_IMAGE)
-    registry = _dig(settings.extra_values, "controlPlane", "advanced").get("defaultImageRegistry")
-    return f"{str(registry or versions.COREDNS_REGISTRY).rstrip('/')}/{image}"
+    return _under_default_registry(settings, image, versions.COREDNS_REGISTRY)
+
+
+def hami_core_image(settings: VClusterSettings) -> str:
+    """The HAMi-core image a memory-capped team's pods mount, under the virtual cluster's default registry: the
+    in-vCluster policy adds exactly this reference and the host's [hami-core] rule accepts no other."""
+    return _under_default_registry(settings, versions.HAMI_CORE_IMAGE, versions.HAMI_CORE_REGISTRY)
 
 
 def minor_version(version: str) -> Optional[tuple[int, int]]:

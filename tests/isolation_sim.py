@@ -44,11 +44,15 @@ def hamicore_mutate(pod: dict) -> dict:
     return mutated
 
 
-def with_hami_core(pod: dict, container_name: Optional[str] = None) -> dict:
-    """A virtual pod whose (fractional) container loads HAMi-core the way the [hami-core] rule asks."""
+# The HAMi-core image of a virtual cluster without a defaultImageRegistry.
+SHIPPED_HAMI_CORE = f"{versions.HAMI_CORE_REGISTRY}/{versions.HAMI_CORE_IMAGE}"
+
+
+def with_hami_core(pod: dict, container_name: Optional[str] = None, image: str = SHIPPED_HAMI_CORE) -> dict:
+    """A virtual pod whose (fractional) container loads HAMi-core (``image``) the way the [hami-core] rule asks."""
     loaded = copy.deepcopy(pod)
     spec = loaded["spec"]
-    spec.setdefault("volumes", []).append({"name": "hami-core", "image": {"reference": versions.HAMI_CORE_IMAGE}})
+    spec.setdefault("volumes", []).append({"name": "hami-core", "image": {"reference": image}})
     wanted = container_name or spec["containers"][0]["name"]
     target = next(entry for entry in spec["containers"] if entry["name"] == wanted)
     target.setdefault("env", []).append({"name": "LD_PRELOAD", "value": LIBRARY})

@@ -12,6 +12,7 @@ import copy
 
 import pytest
 
+from config import versions
 from tests.conftest import MIRRORED_TAGS, run
 from tests.test_admission_honest import KAI, REFUSED_DOCS, kai_doc_pods
 from tests.isolation_sim import MEMORY_LIMIT, IsolationTenant, isolation_tenant_of, with_hami_core
@@ -350,3 +351,40 @@ def test_a_mig_teams_pods_are_judged_inside_as_on_the_host(inside_mig, pod, admi
     mutated, refused = inside_mig.create(pod())
     host = inside_mig.tenant.create(mutated)
     assert (refused == [] and host == []) if admitted else (refused and set(refused) <= set(host))
+
+
+# --- an air-gapped site: HAMi-core comes from the site's registry mirror ------------------------------------
+
+MIRROR = "registry.lab.internal:5000/dockerhub"
+
+
+@pytest.fixture(scope="module")
+def mirrored() -> IsolationTenant:
+    config = copy.deepcopy(CONFIG)
+    config["gpu-tenancy:vcluster"] = {"extraValues": {"controlPlane": {"advanced": {"defaultImageRegistry": MIRROR}}}}
+    return isolation_tenant_of(run(config, stack="isolation"), config, "team-nlp")
+
+
+def test_a_mirrored_site_loads_hami_core_from_its_mirror_and_the_host_accepts_only_that(mirrored):
+    inside = Inside(mirrored)
+    mirror_image = f"{MIRROR}/{versions.HAMI_CORE_IMAGE}"
+    mutated, refused = inside.create(virtual_pod(annotations={"gpu-fraction": "0.5"}))
+    assert refused == [] and mirrored.create(mutated) == []
+    assert [volume["image"]["reference"] for volume in mutated["spec"]["volumes"]] == [mirror_image]
+    # The image the site cannot pull (docker.io) is not the library the platform vouches for there.
+    assert "hami-core" in rules(mirrored.create(fractional(mirrored)))
+    assert mirrored.create(with_hami_core(on_kai(mirrored, annotations={"gpu-fraction": "0.5"}),
+                                          image=mirror_image)) == []
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI])
+def test_every_pod_of_kais_docs_runs_unmodified_for_a_memory_capped_team_of_a_mirrored_site(mirrored, tag):
+    inside = Inside(mirrored)
+    for path, found in kai_doc_pods(tag).items():
+        if path in REFUSED_DOCS:
+            continue
+        for pod in found:
+            pod = copy.deepcopy(pod)
+            pod["metadata"].setdefault("namespace", "default")
+            mutated, refused = inside.create(pod)
+            assert (refused or mirrored.create(mutated, kai_version=tag)) == [], f"{path}: {pod['metadata']['name']}"
