@@ -12,12 +12,15 @@ vCluster synced and KAI's pod webhook mutated. Each rule is named in its message
 - ``[memory-limit]`` (memory-capped): the fractional container carries KAI's ``CUDA_DEVICE_MEMORY_LIMIT``
   reference (written by KAI's hamicore pod webhook, so the plugin must be on) and nothing else may set what
   HAMi-core reads to size or skip the limit: per-device ``CUDA_DEVICE_MEMORY_LIMIT_<n>`` (which beats the
-  plain one), ``CUDA_DEVICE_MEMORY_SHARED_CACHE``, ``CUDA_REDIRECT``, ``ACTIVE_OOM_KILLER``; ``LD_PRELOAD``
-  only as the library. Not through ``env``, nor through ``envFrom`` (an unprefixed source, or a prefix
+  plain one), ``CUDA_DEVICE_MEMORY_SHARED_CACHE``, ``ACTIVE_OOM_KILLER``; ``LD_PRELOAD`` and
+  ``CUDA_REDIRECT`` only as the library. Not through ``env``, nor through ``envFrom`` (an unprefixed source, or a prefix
   that could spell one of those names), in any container, ephemeral ones included.
-- ``[hami-core]`` (memory-capped): the fractional container loads HAMi-core: ``LD_PRELOAD`` names the
-  library, mounted read-only from the pinned image (an image volume) where HAMi-core itself looks for it,
-  with nothing mounted over or around it.
+- ``[hami-core]`` (memory-capped): the fractional container loads HAMi-core: the pinned image (an image
+  volume) is mounted whole, without ``subPath``, at ``/usr/local/vgpu``, with nothing mounted over or around
+  it, and both ``LD_PRELOAD`` and ``CUDA_REDIRECT`` (where HAMi-core dlopens itself from) name the library in
+  it. A whole-image mount is what every containerd with image volumes does alike: v2.1 ignores a mount's
+  ``subPath`` and mounts the whole image, v2.2 honours it (internal/cri/server/container_image_mount.go), so a
+  ``subPath`` would put the library somewhere else on one of them and HAMi-core would silently not load.
 
 Rules hold on CREATE and on every UPDATE (ephemeral containers are added by an update of the
 ``pods/ephemeralcontainers`` subresource). HAMi-core is a user-space library: a process that unsets
@@ -45,12 +48,16 @@ from config.vocabulary import ISOLATION_ADMISSION_COMPONENT, POOL_LABEL
 
 MEMORY_LIMIT = "CUDA_DEVICE_MEMORY_LIMIT"
 PRELOAD = "LD_PRELOAD"
-# HAMi-core loads itself from this directory unless CUDA_REDIRECT says otherwise (src/libvgpu.c).
-LIBRARY_DIR = "/usr/local/vgpu"
-LIBRARY = f"{LIBRARY_DIR}/libvgpu.so"
+# HAMi-core dlopens itself from the path CUDA_REDIRECT names, else from /usr/local/vgpu/libvgpu.so (src/libvgpu.c,
+# its only hard-coded path). The image is mounted whole there, so the library is one directory down.
+REDIRECT = "CUDA_REDIRECT"
+IMAGE_ROOT = "/usr/local/vgpu"
+LIBRARY = f"{IMAGE_ROOT}/{versions.HAMI_CORE_IMAGE_LIBRARY}"
+# The variables that must name the library (in the fractional container) or be absent (anywhere else).
+LIBRARY_NAMES = (PRELOAD, REDIRECT)
 # Names HAMi-core reads to size, share or skip the memory limit, and the stems an envFrom prefix must not spell.
 PROTECTED_PREFIX = "CUDA_DEVICE_MEMORY_"
-PROTECTED_NAMES = (PRELOAD, "CUDA_REDIRECT", "ACTIVE_OOM_KILLER")
+PROTECTED_NAMES = (*LIBRARY_NAMES, "ACTIVE_OOM_KILLER")
 CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 
 
@@ -101,10 +108,11 @@ def _protected(name: str) -> str:
 
 
 def _env_entry_ok() -> str:
-    """An env entry of container ``c``: KAI's limit in the fractional container, the library as LD_PRELOAD."""
+    """An env entry of container ``c``: KAI's limit in the fractional container, the library as LD_PRELOAD or
+    CUDA_REDIRECT."""
     return (f"!{_protected('e.name')} || "
             f"(e.name == '{MEMORY_LIMIT}' && c.name == variables.fractionContainer && {_kai_memory_limit('e')}) || "
-            f"(e.name == '{PRELOAD}' && has(e.value) && e.value == '{LIBRARY}')")
+            f"(e.name in {list(LIBRARY_NAMES)} && has(e.value) && e.value == '{LIBRARY}')")
 
 
 def _env_from_ok() -> str:
@@ -117,15 +125,21 @@ def _env_from_ok() -> str:
     return f"{safe_prefix} || {kai_evar}"
 
 
+def _whole(mount: str) -> str:
+    """``mount`` mounts its volume whole: no subPath, no subPathExpr (an empty one is the same as none)."""
+    return " && ".join(f"(!has({mount}.{field}) || {mount}.{field} == '')" for field in ("subPath", "subPathExpr"))
+
+
 def _loads_library(volume: str) -> str:
-    """Container ``c`` preloads HAMi-core from the pinned image, mounted where HAMi-core looks for itself."""
-    preload = f"(has(c.env) && c.env.exists(e, e.name == '{PRELOAD}' && has(e.value) && e.value == '{LIBRARY}'))"
-    mounted = (f"(has(c.volumeMounts) && c.volumeMounts.exists(m, m.mountPath == '{LIBRARY_DIR}' && m.name == {volume} "
-               f"&& has(m.subPath) && m.subPath == '{versions.HAMI_CORE_IMAGE_LIBRARY_DIR}') && "
-               f"c.volumeMounts.all(m, m.mountPath == '{LIBRARY_DIR}' ? m.name == {volume} : "
-               f"!(m.mountPath.startsWith('{LIBRARY_DIR}/') || '{LIBRARY_DIR}'.startsWith(m.mountPath + '/') "
+    """Container ``c`` preloads HAMi-core from the pinned image, mounted whole at the image root, and tells
+    HAMi-core where the library is; nothing else is mounted at, under or over that root."""
+    named = " && ".join(f"c.env.exists(e, e.name == '{name}' && has(e.value) && e.value == '{LIBRARY}')"
+                        for name in LIBRARY_NAMES)
+    mounted = (f"(has(c.volumeMounts) && c.volumeMounts.exists(m, m.mountPath == '{IMAGE_ROOT}' && m.name == {volume}) "
+               f"&& c.volumeMounts.all(m, m.mountPath == '{IMAGE_ROOT}' ? (m.name == {volume} && {_whole('m')}) : "
+               f"!(m.mountPath.startsWith('{IMAGE_ROOT}/') || '{IMAGE_ROOT}'.startsWith(m.mountPath + '/') "
                f"|| m.mountPath == '/')))")
-    return f"({preload} && {mounted})"
+    return f"(has(c.env) && {named} && {mounted})"
 
 
 # --- the rules, per tier --------------------------------------------------------------------------
@@ -178,14 +192,14 @@ def _memory_capped_rules(team: Team, mutated_by_kai: bool) -> list[dict]:
         refusal("memory-limit", f"(!variables.fractional || ({kai_limit})) && {env} && {env_from}" if mutated_by_kai
                 else f"{env} && {env_from}",
                 f"team {team.name} is memory-capped: its fractional container keeps KAI's {MEMORY_LIMIT}, and no "
-                f"container may set {PROTECTED_PREFIX}*, {', '.join(PROTECTED_NAMES)} (other than {PRELOAD}={LIBRARY}) "
-                "by env or by an envFrom source without a safe prefix",
+                f"container may set {PROTECTED_PREFIX}*, {', '.join(PROTECTED_NAMES)} (other than {PRELOAD} and "
+                f"{REDIRECT} as {LIBRARY}) by env or by an envFrom source without a safe prefix",
                 "remove those variables; give each envFrom source a prefix that does not start a HAMi-core name"),
         refusal("hami-core", f"!variables.fractional || ({library})",
                 f"the fractional container of memory-capped team {team.name} must load HAMi-core, which enforces its "
                 "memory limit",
-                f"add the env {PRELOAD}={LIBRARY}, a volume {{image: {{reference: {image}}}}} and "
-                f"mount it at {LIBRARY_DIR} with subPath {versions.HAMI_CORE_IMAGE_LIBRARY_DIR}, nothing else there"),
+                f"add the env {PRELOAD}={LIBRARY} and {REDIRECT}={LIBRARY}, a volume {{image: {{reference: {image}}}}} "
+                f"and mount it whole (no subPath) at {IMAGE_ROOT}, nothing else there"),
     ]
 
 

@@ -25,10 +25,9 @@ than Kubernetes 1.36. vCluster re-applies the manifests only when their text cha
 from __future__ import annotations
 
 from components.admission import fraction_annotated, fraction_container, policy_validations, policy_variables
-from components.isolation_admission import LIBRARY, LIBRARY_DIR, PRELOAD, isolation_validations
+from components.isolation_admission import IMAGE_ROOT, LIBRARY, LIBRARY_NAMES, isolation_validations
 from components.kai import SCHEDULER_NAME
 from components.yaml_text import yaml_documents
-from config import versions
 from config.model import MEMORY_CAPPED, Team
 from config.virtual_cluster import hami_core_image
 from config.vocabulary import QUEUE_LABEL
@@ -71,16 +70,16 @@ def pod_defaults_policy(team: Team) -> dict:
 def hami_core_mutation(image: str) -> str:
     """The apply configuration that loads HAMi-core in the fractional container (a container or, as KAI allows, an
     init container): merged by name (the volume, the container, its env) and by mount path, so the pod keeps
-    everything else it has."""
+    everything else it has. The image is mounted whole (no subPath, which containerd 2.1 ignores and 2.2 honours)
+    and LD_PRELOAD and CUDA_REDIRECT name the library in it."""
     volume = (f"Object.spec.volumes{{name: '{HAMI_CORE_NAME}', "
               f"image: Object.spec.volumes.image{{reference: '{image}'}}}}")
 
     def loaded(containers: str) -> str:
         kind = f"Object.spec.{containers}"
-        preload = f"{kind}.env{{name: '{PRELOAD}', value: '{LIBRARY}'}}"
-        mount = (f"{kind}.volumeMounts{{name: '{HAMI_CORE_NAME}', mountPath: '{LIBRARY_DIR}', "
-                 f"subPath: '{versions.HAMI_CORE_IMAGE_LIBRARY_DIR}', readOnly: true}}")
-        container = f"{kind}{{name: variables.fractionContainer, env: [{preload}], volumeMounts: [{mount}]}}"
+        env = ", ".join(f"{kind}.env{{name: '{name}', value: '{LIBRARY}'}}" for name in LIBRARY_NAMES)
+        mount = f"{kind}.volumeMounts{{name: '{HAMI_CORE_NAME}', mountPath: '{IMAGE_ROOT}', readOnly: true}}"
+        container = f"{kind}{{name: variables.fractionContainer, env: [{env}], volumeMounts: [{mount}]}}"
         return f"Object{{spec: Object.spec{{volumes: [{volume}], {containers}: [{container}]}}}}"
 
     return (f"object.spec.containers.exists(c, c.name == variables.fractionContainer) ? {loaded('containers')} : "

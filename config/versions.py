@@ -109,10 +109,11 @@ KUBERNETES_MINIMUM_VERSION = "1.30"
 # (docs/gpu-sharing/hami/README.md) names Project-HAMi/KAI-resource-isolator as the library's carrier: its
 # release workflow publishes docker.io/projecthami/kai-resource-isolator:<git tag>, and its docker/Dockerfile
 # builds HAMi-core and copies it to /artifacts/libvgpu.so. The isolator copies it onto every node through a
-# hostPath, which Pod Security baseline refuses in a tenant pod; here the tenant's pod mounts that image
-# read-only as an image volume instead (components/isolation_admission.py), at /usr/local/vgpu, where
-# HAMi-core looks for itself. v1.0.0 is the release KAI's guide installs (chart 1.0.0). Like the tenant DNS it is
+# hostPath, which Pod Security baseline refuses in a tenant pod; here the tenant's pod mounts the whole image
+# read-only as an image volume instead (components/isolation_admission.py), and CUDA_REDIRECT tells HAMi-core
+# where in it the library is. v1.0.0 is the release KAI's guide installs (chart 1.0.0). Like the tenant DNS it is
 # pulled under the team's controlPlane.advanced.defaultImageRegistry, else docker.io (config/virtual_cluster.py).
 HAMI_CORE_IMAGE = "projecthami/kai-resource-isolator:v1.0.0"
 HAMI_CORE_REGISTRY = "docker.io"
-HAMI_CORE_IMAGE_LIBRARY_DIR = "artifacts"
+# Where the library is inside that image (relative to its root).
+HAMI_CORE_IMAGE_LIBRARY = "artifacts/libvgpu.so"

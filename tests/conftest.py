@@ -69,7 +69,7 @@ MIRRORED_TAGS = {
     "grafana-community/helm-charts": ("grafana-12.10.0", "grafana-12.11.1"),
     "prometheus-community/prom-label-proxy": ("v0.9.0",),
     "pulumi/pulumi": ("v3.259.0",),
-    # The containerd each MicroK8s track bundles, and whether that containerd mounts an image volume's subPath
+    # The containerd each MicroK8s track bundles, and how that containerd mounts an image volume
     # (config/image_volumes.py).
     "canonical/microk8s": ("v1.35", "v1.36"),
     "containerd/containerd": ("v2.1.3", "v2.2.3"),

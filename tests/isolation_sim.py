@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 from typing import Optional
 
-from components.isolation_admission import LIBRARY, LIBRARY_DIR
+from components.isolation_admission import IMAGE_ROOT, LIBRARY, LIBRARY_NAMES
 from config import versions
 from tests.tenant_sim import BINDING, KAI_SCHEDULER, POLICY, Admission, Tenant, admission_for, platform_of
 from tests.upstream_sim import api_validate
@@ -55,9 +55,8 @@ def with_hami_core(pod: dict, container_name: Optional[str] = None, image: str =
     spec.setdefault("volumes", []).append({"name": "hami-core", "image": {"reference": image}})
     wanted = container_name or spec["containers"][0]["name"]
     target = next(entry for entry in spec["containers"] if entry["name"] == wanted)
-    target.setdefault("env", []).append({"name": "LD_PRELOAD", "value": LIBRARY})
-    target.setdefault("volumeMounts", []).append({"name": "hami-core", "mountPath": LIBRARY_DIR, "readOnly": True,
-                                                  "subPath": versions.HAMI_CORE_IMAGE_LIBRARY_DIR})
+    target.setdefault("env", []).extend({"name": name, "value": LIBRARY} for name in LIBRARY_NAMES)
+    target.setdefault("volumeMounts", []).append({"name": "hami-core", "mountPath": IMAGE_ROOT, "readOnly": True})
     return loaded
 
 

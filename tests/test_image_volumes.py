@@ -1,8 +1,8 @@
 """A memory-capped team's pods mount HAMi-core from an image volume: the site's clusters must serve and mount it.
 
-The config refuses a host whose Kubernetes (or, on MicroK8s, whose bundled containerd) cannot, before anything is
-registered; the deployability check finds the same on a plan's objects; the contract tests read what the rule
-rests on at the pinned tags (vCluster's pod translator, MicroK8s' containerd, containerd's image mounts).
+The config refuses a host whose Kubernetes cannot, before anything is registered; the deployability check finds
+the same on a plan's objects; the contract tests read what the rule rests on at the pinned tags (vCluster's pod
+translator, MicroK8s' containerd, containerd's image mounts).
 """
 
 from __future__ import annotations
@@ -13,9 +13,7 @@ import re
 import pytest
 
 from config import ConfigError, load_platform
-from config.image_volumes import (
-    CONTAINERD_IMAGE_SUBPATH, IMAGE_VOLUME_ON_BY_DEFAULT, MICROK8S_CONTAINERD, image_volume_floor,
-)
+from config.image_volumes import IMAGE_VOLUME_ON_BY_DEFAULT, MICROK8S_CONTAINERD
 from config.virtual_cluster import MUTATING_ADMISSION_POLICY_GA, virtual_kubernetes_version
 from config.load_vcluster import DEFAULT_VCLUSTER
 from config.versions import VCLUSTER_VIRTUAL_KUBERNETES, release_numbers
@@ -27,6 +25,9 @@ from tools.plan.document import build_plan
 VCLUSTER = "loft-sh/vcluster"
 MICROK8S = "canonical/microk8s"
 CONTAINERD = "containerd/containerd"
+# The first containerd that applies an image volume's subPath (earlier 2.x mount the whole image).
+CONTAINERD_IMAGE_SUBPATH = "v2.2.0"
+FLOOR = "%d.%d" % IMAGE_VOLUME_ON_BY_DEFAULT
 
 
 def kubeconfig_config() -> dict:
@@ -57,38 +58,34 @@ def load(config: dict):
     return load_platform(config, secrets_set={"kubeconfig"})
 
 
-def below(minor: tuple[int, int]) -> str:
-    return f"{minor[0]}.{minor[1] - 1}"
+BELOW = f"{IMAGE_VOLUME_ON_BY_DEFAULT[0]}.{IMAGE_VOLUME_ON_BY_DEFAULT[1] - 1}"
 
 
 # --- the config rule ------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("kind", SITES)
-def test_a_memory_capped_team_is_accepted_from_its_hosts_floor(kind):
-    floor = "%d.%d" % image_volume_floor(kind)
-    platform = load(raw(memory_capped(kind, floor)))
+def test_a_memory_capped_team_is_accepted_from_the_floor(kind):
+    # MicroK8s 1.35 included: its containerd 2.1 mounts the whole image, where the library is named.
+    platform = load(raw(memory_capped(kind, FLOOR)))
     assert platform.kai_scheduler.hamicore
 
 
 @pytest.mark.parametrize("kind", SITES)
-def test_a_memory_capped_team_below_its_hosts_floor_is_refused_on_the_version(kind):
-    version = below(image_volume_floor(kind))
+def test_a_memory_capped_team_below_the_floor_is_refused_on_the_version(kind):
     with pytest.raises(ConfigError) as refused:
-        load(raw(memory_capped(kind, version)))
+        load(raw(memory_capped(kind, BELOW)))
     [issue] = refused.value.issues
-    assert (issue.key, issue.value) == (f"cluster.{kind}.kubernetesVersion", version)
+    assert (issue.key, issue.value) == (f"cluster.{kind}.kubernetesVersion", BELOW)
     team = raw(SITES[kind]())["teams"][0]["name"]
     assert team in issue.problem and "image volume" in issue.problem
-    assert "%d.%d or later" % image_volume_floor(kind) in issue.fix and "another isolation tier" in issue.fix
+    assert f"{FLOOR} or later" in issue.fix and "another isolation tier" in issue.fix
 
 
 @pytest.mark.parametrize("kind, version, words", [
     ("eks", "1.34", ("ImageVolume feature gate off", "EKS cannot turn a feature gate on", "[hami-core]")),
     ("kubeconfig", "1.33", ("ImageVolume feature gate off", "[hami-core]")),
-    ("microk8s", "1.34", ("ImageVolume feature gate off", "v1.7.28")),
-    # The gate is on at 1.35, but MicroK8s 1.35's containerd mounts the whole image: the cap would be lost silently.
-    ("microk8s", "1.35", ("containerd v2.1.3", "subPath", "without the memory cap")),
+    ("microk8s", "1.34", ("ImageVolume feature gate off", "v1.7.28", "[hami-core]")),
 ])
 def test_the_refusal_says_what_the_host_would_do(kind, version, words):
     with pytest.raises(ConfigError) as refused:
@@ -127,7 +124,7 @@ def test_every_virtual_cluster_the_config_accepts_serves_image_volumes():
 @pytest.fixture(scope="module")
 def capped_plans() -> dict:
     """Each host kind's plan with a memory-capped team at its floor, and the committed stacks' plans."""
-    plans = {kind: build_plan(run(memory_capped(kind, "%d.%d" % image_volume_floor(kind))), kind) for kind in SITES}
+    plans = {kind: build_plan(run(memory_capped(kind, FLOOR)), kind) for kind in SITES}
     plans["committed dev"] = build_plan(run(dev_config(), "dev"), "dev")
     plans["committed eks"] = build_plan(run(eks_config(), "eks"), "eks")
     return plans
@@ -148,7 +145,7 @@ def test_planned_sites_have_no_image_volume_finding(capped_plans, name):
 @pytest.mark.parametrize("kind", SITES)
 def test_the_memory_capped_tenant_on_an_older_host_is_a_finding(capped_plans, kind):
     plan = capped_plans[kind]
-    [(where, problem, fix)] = image_findings(plan, below(image_volume_floor(kind)))
+    [(where, problem, fix)] = image_findings(plan, BELOW)
     team = raw(SITES[kind]())["teams"][0]["name"]
     assert where.startswith("vCluster ") and team in where and "gpu-tenancy-hami-core" in problem
     assert f"cluster.{kind}.kubernetesVersion" in fix
@@ -165,16 +162,13 @@ def pod(volume: dict, mount: dict) -> K8sObject:
                                "volumes": [volume]}}, "test")
 
 
-def test_a_pod_template_mounting_an_image_is_checked_and_microk8s_135_only_fails_its_subpath(capped_plans):
+def test_a_pod_template_mounting_an_image_is_checked_by_the_same_floor(capped_plans):
     site = site_from_plan(capped_plans["microk8s"])
     volume = {"name": "models", "image": {"reference": "example.invalid/models:v1"}}
-    whole, directory = pod(volume, {"name": "models", "mountPath": "/m"}), \
-        pod(volume, {"name": "models", "mountPath": "/m", "subPath": "weights"})
-    at = lambda version, obj: image_volumes.check_image_volumes([], [obj], dataclasses.replace(
+    mounted = pod(volume, {"name": "models", "mountPath": "/m"})
+    at = lambda version: image_volumes.check_image_volumes([], [mounted], dataclasses.replace(
         site, kubernetes_version=version))
-    assert len(at("1.34", whole)) == 1 and len(at("1.34", directory)) == 1
-    assert at("1.35", whole) == [] and len(at("1.35", directory)) == 1
-    assert at("1.36", directory) == []
+    assert len(at(BELOW)) == 1 and at(FLOOR) == []
 
 
 # --- what the rule rests on, read at the pinned tags ------------------------------------------------------
@@ -198,12 +192,21 @@ def test_microk8s_bundles_the_containerd_the_rule_names(tag):
     assert re.search(r'echo "(v[0-9.]+)"', script).group(1) == MICROK8S_CONTAINERD[tag.removeprefix("v")]
 
 
+def test_the_microk8s_tracks_below_the_floor_are_the_ones_without_image_volume_support():
+    # containerd 1.7 mounts no image volumes (its CRI plugin predates them); the floor already leaves those tracks out.
+    for track, containerd in MICROK8S_CONTAINERD.items():
+        assert (release_numbers(track)[:2] >= IMAGE_VOLUME_ON_BY_DEFAULT) == containerd.startswith("v2."), track
+
+
 @pytest.mark.parametrize("tag", MIRRORED_TAGS[CONTAINERD])
-def test_containerd_mounts_an_image_volumes_subpath_from_the_version_the_rule_names(tag):
+def test_containerd_mounts_the_whole_image_on_every_track_the_rule_accepts(tag):
     mounts = git(CONTAINERD, "show", f"{tag}:internal/cri/server/container_image_mount.go")
+    # Every mirrored 2.x mounts an image volume (read-only, the whole image at the container's mount path) ...
+    assert "func (c *criService) mutateImageMount(" in mounts and "mount.All(mounts, target)" in mounts
+    # ... and applies a mount's subPath only from v2.2.0. A fact, no longer a condition of the rule: the
+    # program mounts the whole image and names the library in it (tests/test_isolation_redirect.py), so the
+    # library is at the same path on both; a subPath'd mount is refused by the host's [hami-core] rule.
     assert ("GetImageSubPath()" in mounts) == (release_numbers(tag) >= release_numbers(CONTAINERD_IMAGE_SUBPATH))
-    # The MicroK8s tracks the rule refuses run a containerd that ignores it; the ones it accepts do not.
     for track, containerd in MICROK8S_CONTAINERD.items():
         if containerd == tag:
-            accepted = release_numbers(track) >= image_volume_floor("microk8s")
-            assert accepted == (release_numbers(tag) >= release_numbers(CONTAINERD_IMAGE_SUBPATH))
+            assert release_numbers(track) >= IMAGE_VOLUME_ON_BY_DEFAULT

@@ -12,6 +12,7 @@ import copy
 
 import pytest
 
+from components.isolation_admission import LIBRARY
 from config import versions
 from tests.conftest import MIRRORED_TAGS, run
 from tests.test_admission_honest import KAI, REFUSED_DOCS, kai_doc_pods
@@ -138,7 +139,7 @@ def test_the_fractional_container_must_load_hami_core(capped, change):
         pod["spec"]["volumes"][0]["image"]["reference"] = "docker.io/someone/fake-vgpu:1"
     elif change == "shadowed":
         pod["spec"]["volumes"].append({"name": "scratch", "emptyDir": {}})
-        main["volumeMounts"].append({"name": "scratch", "mountPath": "/usr/local/vgpu/libvgpu.so", "subPath": "x"})
+        main["volumeMounts"].append({"name": "scratch", "mountPath": LIBRARY, "subPath": "x"})
     else:
         pod["spec"]["volumes"].append({"name": "scratch", "emptyDir": {}})
         main["volumeMounts"].append({"name": "scratch", "mountPath": "/usr/local"})

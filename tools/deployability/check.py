@@ -21,7 +21,7 @@ reports what a first ``pulumi up`` on the site would trip over, one rule each:
 * ``custom-resource``: every custom resource is valid against its CRD from the pinned chart,
   unknown fields included (the API server would prune them silently);
 * ``image-volume``: pods that mount an image (a memory-capped team's HAMi-core, added inside its vCluster)
-  run on a host whose Kubernetes serves image volumes and whose runtime mounts their subPath (``image_volumes``);
+  run on a host whose Kubernetes serves image volumes (``image_volumes``);
 * ``tenant-quota``: each tenant namespace's quota, as the chart renders it, holds its control plane, its DNS
   and the team's stated pods, its LimitRange admits their containers, and it agrees with the team's KAI
   queue (``quota``).

@@ -3,7 +3,7 @@
 Two sources of such pods: a pod template among the objects, and a tenant's vCluster whose in-cluster manifests
 (``experimental.deploy.vcluster.manifests``) hold a MutatingAdmissionPolicy adding an image volume to its pods
 (a memory-capped team's ``gpu-tenancy-hami-core``): vCluster syncs those pods to the host unchanged. What the
-host's Kubernetes version (and, on MicroK8s, the containerd it ships) does with them is config/image_volumes.py's.
+host's Kubernetes version does with them is config/image_volumes.py's.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
-from config.image_volumes import image_volume_floor, image_volume_problem, only_subpaths_fail
+from config.image_volumes import IMAGE_VOLUME_ON_BY_DEFAULT, image_volume_problem
 from config.vocabulary import RELEASE as RELEASE_TYPE
 from tools.charts.manifest_yaml import load_manifests
 from tools.deployability.inputs import K8sObject, Site, pod_templates
@@ -20,15 +20,6 @@ from tools.plan.lookup import dig
 RULE = "image-volume"
 # An apply configuration that writes a volume's image source spells it ``<...>.volumes.image{...}``.
 _ADDS_IMAGE_VOLUME = re.compile(r"\.volumes\.image\s*\{")
-_SUBPATH = re.compile(r"\bsubPath(Expr)?\s*:")
-CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
-
-
-def _subpath_mounted(spec: Mapping[str, Any], volume: str) -> bool:
-    """Whether a container of the pod spec mounts a directory of ``volume`` (subPath or subPathExpr)."""
-    return any(mount.get("name") == volume and (mount.get("subPath") or mount.get("subPathExpr"))
-               for field in CONTAINER_LISTS for container in spec.get(field) or []
-               for mount in container.get("volumeMounts") or [])
 
 
 def _mutations(policy: Mapping[str, Any]) -> Iterable[str]:
@@ -36,10 +27,9 @@ def _mutations(policy: Mapping[str, Any]) -> Iterable[str]:
         yield str(dig(mutation, "applyConfiguration", "expression", default="") or "")
 
 
-def tenant_policies_adding_image_volumes(resources: Iterable[Mapping[str, Any]],
-                                         mounted_by_subpath: bool = False) -> list[tuple[str, str, str]]:
+def tenant_policies_adding_image_volumes(resources: Iterable[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
     """(release, namespace, policy) of each vCluster release whose in-cluster MutatingAdmissionPolicy adds an
-    image volume to the pods created inside it (``mounted_by_subpath``: and mounts a directory of it)."""
+    image volume to the pods created inside it."""
     found = []
     for resource in resources:
         inputs = resource.get("inputs") or {}
@@ -48,8 +38,7 @@ def tenant_policies_adding_image_volumes(resources: Iterable[Mapping[str, Any]],
         manifests = dig(inputs, "values", "experimental", "deploy", "vcluster", "manifests", default="")
         for document in load_manifests(manifests) if isinstance(manifests, str) and manifests else []:
             if isinstance(document, dict) and document.get("kind") == "MutatingAdmissionPolicy" and any(
-                    _ADDS_IMAGE_VOLUME.search(expression) and (not mounted_by_subpath or _SUBPATH.search(expression))
-                    for expression in _mutations(document)):
+                    _ADDS_IMAGE_VOLUME.search(expression) for expression in _mutations(document)):
                 found.append((str(inputs.get("name", resource.get("name"))), str(inputs.get("namespace", "")),
                               str(dig(document, "metadata", "name", default=""))))
     return found
@@ -61,17 +50,15 @@ def check_image_volumes(resources: Iterable[Mapping[str, Any]], objects: Sequenc
     problem = image_volume_problem(site.kind, site.kubernetes_version)
     if problem is None:
         return []
-    fix = (f"run the site on Kubernetes {'%d.%d' % image_volume_floor(site.kind)} or later and state it in "
+    fix = (f"run the site on Kubernetes {'%d.%d' % IMAGE_VOLUME_ON_BY_DEFAULT} or later and state it in "
            f"cluster.{site.kind}.kubernetesVersion, or drop the image volume")
-    subpaths = only_subpaths_fail(site.kubernetes_version)
     found = []
     for obj, _, spec in pod_templates(objects):
-        names = [volume.get("name") for volume in spec.get("volumes") or [] if volume.get("image") is not None
-                 and (not subpaths or _subpath_mounted(spec, volume.get("name")))]
+        names = [volume.get("name") for volume in spec.get("volumes") or [] if volume.get("image") is not None]
         if names:
             found.append((obj.describe(), f"its pods mount image volume(s) {', '.join(map(str, names))}, and on "
                           f"this {site.kind} host (Kubernetes {site.kubernetes_version}) {problem}", fix))
-    for release, namespace, policy in tenant_policies_adding_image_volumes(resources, subpaths):
+    for release, namespace, policy in tenant_policies_adding_image_volumes(resources):
         found.append((f"vCluster {namespace}/{release}", f"its MutatingAdmissionPolicy {policy} adds an image volume "
                       f"to the tenant's pods, which vCluster syncs to the host unchanged, and on this {site.kind} host "
                       f"(Kubernetes {site.kubernetes_version}) {problem}",
