@@ -12,9 +12,9 @@ vCluster synced and KAI's pod webhook mutated. Each rule is named in its message
 - ``[memory-limit]`` (memory-capped): the fractional container carries KAI's ``CUDA_DEVICE_MEMORY_LIMIT``
   reference (written by KAI's hamicore pod webhook, so the plugin must be on) and nothing else may set what
   HAMi-core reads to size or skip the limit: per-device ``CUDA_DEVICE_MEMORY_LIMIT_<n>`` (which beats the
-  plain one), ``CUDA_DEVICE_MEMORY_SHARED_CACHE``, ``ACTIVE_OOM_KILLER``; ``LD_PRELOAD`` and
-  ``CUDA_REDIRECT`` only as the library. Not through ``env``, nor through ``envFrom`` (an unprefixed source, or a prefix
-  that could spell one of those names), in any container, ephemeral ones included.
+  plain one), ``CUDA_DEVICE_MEMORY_SHARED_CACHE``, ``ACTIVE_OOM_KILLER``; ``LD_PRELOAD`` and ``CUDA_REDIRECT``
+  only as the library. Not through ``env``, nor through ``envFrom`` (an unprefixed source, or a prefix that
+  could spell one of those names), in any container, ephemeral ones included.
 - ``[hami-core]`` (memory-capped): the fractional container loads HAMi-core: the pinned image (an image
   volume) is mounted whole, without ``subPath``, at ``/usr/local/vgpu``, with nothing mounted over or around
   it, and both ``LD_PRELOAD`` and ``CUDA_REDIRECT`` (where HAMi-core dlopens itself from) name the library in

@@ -16,8 +16,9 @@ A memory-capped team's fractional container mounts the whole HAMi-core image (``
   it applies a mount's ``subPath`` only from v2.2.0 (v2.1.x mounts the whole image, containerd issue #11580),
   which is why the program mounts the whole image and names the library in it (components/isolation_admission.py):
   the library is then at the same path on 2.1 and 2.2. containerd 1.7 mounts no image volumes; it is what
-  MicroK8s runs below 1.35, already below the feature gate's floor. MicroK8s bundles containerd by track (canonical/microk8s build-scripts/components/containerd/version.sh):
-  v1.7.27 in 1.33, v1.7.28 in 1.34, v2.1.3 in 1.35 (v2.1.6 on the 1.35 branch), v2.2.3 in 1.36.
+  MicroK8s runs below 1.35, already below the feature gate's floor. MicroK8s bundles containerd by track
+  (canonical/microk8s build-scripts/components/containerd/version.sh): v1.7.27 in 1.33, v1.7.28 in 1.34,
+  v2.1.3 in 1.35 (v2.1.6 on the 1.35 branch), v2.2.3 in 1.36.
   EKS's AL2023 AMIs install containerd ``2.*`` from the distribution (awslabs/amazon-eks-ami
   templates/al2023/variables-default.json): the minor of a given AMI release is not known here.
 """
