@@ -22,6 +22,9 @@ COMPUTE_SLICES = range(1, 8)
 # Select the series of whole GPUs only, of MIG slices only.
 WHOLE_GPU = f'{INSTANCE_LABEL}=""'
 SLICES_ONLY = f'{INSTANCE_LABEL}!=""'
+# Appended to a per-UUID vector: drops the cards DCGM also reports slices of (a MIG-split card's card-level
+# series, if any, says nothing about its use).
+UNLESS_SPLIT = f"unless on (UUID) count by (UUID) ({SLICE_BUSY_METRIC}{{{SLICES_ONLY}}})"
 
 
 def _per_slice(metric: str, by: str, value: str) -> str:
@@ -52,8 +55,7 @@ def card_busy(by: str) -> str:
     """Per (``by``, UUID): how busy each GPU card is, 0 to 1. A whole GPU's is its device utilisation; a MIG-split
     card's is its slices' busy time over its slices, in KAI units. DCGM reports no device utilisation for a
     MIG-split card (nothing, or 0), so its card-level series, if any, is left out."""
-    whole = (f"max by ({by}, UUID) (DCGM_FI_DEV_GPU_UTIL{{{WHOLE_GPU}}}) / 100 unless on (UUID) "
-             f"count by (UUID) ({SLICE_BUSY_METRIC}{{{SLICES_ONLY}}})")
+    whole = f"max by ({by}, UUID) (DCGM_FI_DEV_GPU_UTIL{{{WHOLE_GPU}}}) / 100 {UNLESS_SPLIT}"
     busy = f"sum by ({by}, UUID) {_per_slice(SLICE_BUSY_METRIC, by, '* {units}')}"
     units = f"sum by ({by}, UUID) {_per_slice(SLICE_BUSY_METRIC, by, '* 0 + {units}')}"
     return f"({whole}) or ({busy} / {units})"

@@ -47,8 +47,7 @@ SITE_ALLOCATED = "site:gpu_tenancy_gpus_allocated:sum"
 # A shared GPU sits in KAI's reservation namespace, which is no team's: only the share rules charge it.
 # MIG slices are counted apart, in KAI's units (components/observability_mig.py).
 _GPU_UTIL_BY_NAMESPACE = f"max by (namespace, UUID) (DCGM_FI_DEV_GPU_UTIL{{{mig.WHOLE_GPU}}}) / 100"
-_WHOLE_GPUS_PRESENT = (f"count(count by (UUID) (DCGM_FI_DEV_GPU_UTIL{{{mig.WHOLE_GPU}}}) unless on (UUID) "
-                       f"count by (UUID) ({mig.SLICE_BUSY_METRIC}{{{mig.SLICES_ONLY}}}))")
+_WHOLE_GPUS_PRESENT = f"count(count by (UUID) (DCGM_FI_DEV_GPU_UTIL{{{mig.WHOLE_GPU}}}) {mig.UNLESS_SPLIT})"
 
 
 def _per_team(metric: str) -> str:
