@@ -5,6 +5,7 @@ with the number of teams, or every team would add a step that ``pulumi up`` has 
 
 from __future__ import annotations
 
+import gc
 import json
 from collections import Counter
 
@@ -12,7 +13,8 @@ import pytest
 
 from ops.sites import platform_of
 from tests.conftest import run
-from tools.offline.benchmark import longest_chain, run_inputs_floor, site_with_teams
+from tools.offline.benchmark import (best_in_fresh_processes, longest_chain, measure, plain_listing, program_listing,
+                                     run_floor, site_with_teams)
 from tools.offline.recording import ProgramRun, RecordedResource
 
 
@@ -41,7 +43,7 @@ def test_the_rollout_chain_does_not_grow_with_the_team_count():
 
 def test_the_inputs_floor_registers_the_programs_resources_plainly(tmp_path):
     program = run(site_with_teams(2), stack="benchmark")
-    floor = run_inputs_floor(program, tmp_path)
+    floor = run_floor(program_listing(program, tmp_path), tmp_path)
 
     def shape(resources):
         return Counter((resource.type, resource.custom, json.dumps(resource.inputs, sort_keys=True)) for resource in resources)
@@ -49,3 +51,54 @@ def test_the_inputs_floor_registers_the_programs_resources_plainly(tmp_path):
     stack = {resource.parent for resource in floor.resources}
     assert len(stack) == 1 and stack.pop().endswith("::pulumi:pulumi:Stack::gpu-tenancy-benchmark")
     assert not any(resource.dependencies or resource.provider for resource in floor.resources)
+
+
+@pytest.fixture
+def full_collections():
+    """The cyclic collector's full (oldest-generation) collections while the test runs."""
+    seen: list[dict] = []
+
+    def count(phase: str, info: dict) -> None:
+        if phase == "stop" and info["generation"] == 2:
+            seen.append(info)
+    gc.callbacks.append(count)
+    yield seen
+    gc.callbacks.remove(count)
+
+
+def test_the_program_spares_its_run_the_full_collections(full_collections):
+    # A 40-team run makes several full collections with the default thresholds; each re-walks every
+    # future the SDK still holds and frees next to nothing.
+    before = gc.get_threshold()
+    run(site_with_teams(40), stack="benchmark")
+    assert full_collections == []
+    assert gc.get_threshold() == before  # the language host's process ends with the run; a test process goes on
+
+
+def test_with_the_default_thresholds_the_same_run_makes_full_collections(full_collections, monkeypatch):
+    # What the test above guards against: without the program's thresholds, the run does collect fully.
+    assert gc.get_threshold()[2] < 100
+    monkeypatch.setattr(gc, "set_threshold", lambda *thresholds: None)
+    run(site_with_teams(40), stack="benchmark")
+    assert full_collections
+
+
+def test_a_measurement_counts_what_the_run_registered_and_the_collectors_part(tmp_path):
+    def floor_then_a_full_collection():
+        floor = run_floor(plain_listing(5, tmp_path), tmp_path)
+        gc.collect()
+        return floor
+    measurement = measure(floor_then_a_full_collection)
+    assert measurement.resources == 5
+    assert 0 < measurement.collector < measurement.seconds
+
+
+def test_the_plain_floor_registers_plain_resources_of_one_input_each(tmp_path):
+    floor = run_floor(plain_listing(3, tmp_path), tmp_path)
+    assert [(resource.type, resource.custom, resource.inputs) for resource in floor.resources] == [
+        ("benchmark:index:Plain", True, {"index": index}) for index in range(3)]
+
+
+def test_each_run_is_measured_in_a_child_process_that_reports_what_it_registered(tmp_path):
+    measurement = best_in_fresh_processes("floor", str(plain_listing(7, tmp_path)), repeat=2)
+    assert measurement.resources == 7 and measurement.seconds > measurement.collector >= 0

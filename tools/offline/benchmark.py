@@ -4,11 +4,12 @@
 site of that many teams, then two floor programs through the same mocks and monitor: one that registers
 the same number of plain resources (one input each), and one that registers the program's own resources
 plainly (same types, custom or component, and input values; no parents, providers, dependencies,
-aliases or typed classes). It prints the CPU times (best of ``--repeat``; CPU rather than wall-clock
-time, as the machines that run it are shared) and the program's ratio to each floor: the first is what
-the SDK costs per resource at the least, the second what it costs to send these inputs, so the gap
-between the program and the second floor is what the program's shape (components, typed classes,
-dependencies) costs on top. It also prints the
+aliases or typed classes). Each run is in a fresh interpreter, as ``pulumi up`` runs a program. It
+prints the CPU times (best of ``--repeat``; CPU rather than wall-clock time, as the machines that run it
+are shared), the part of each that the cyclic garbage collector took, and the program's ratio to each
+floor, with and without the collector: the first floor is what the SDK costs per resource at the least,
+the second what it costs to send these inputs, so the gap between the program and the second floor is
+what the program's shape (components, typed classes, dependencies) costs on top. It also prints the
 committed dev stack's time and the longest rollout chain (dependencies and parents: the number of
 steps ``pulumi up`` has to take one after the other) for a few teams and for ``--teams``; a chain that
 grows with the team count would make a large site's rollout slower with every team. ``--profile FILE``
@@ -24,26 +25,22 @@ import argparse
 import copy
 import cProfile
 import functools
+import gc
 import json
 import math
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Callable, NamedTuple, Optional, Sequence
 
+from config.stack_file import PROJECT_DIR
 from config.vocabulary import PROJECT
 from tools.offline.mockrun import load_stack_file, owned_event_loops, run_program
 from tools.offline.recording import ProgramRun
 
 FLOOR_PROGRAM = '''\
-import pulumi
-
-for index in range(pulumi.Config().require_int("resources")):
-    pulumi.CustomResource("benchmark:index:Plain", f"plain-{index}", {"index": index})
-'''
-
-INPUTS_FLOOR_PROGRAM = '''\
 import json
 import pulumi
 
@@ -80,29 +77,82 @@ def longest_chain(run: ProgramRun) -> int:
     return max(map(depth, before), default=0)
 
 
-def best_time(action: Callable[[], object], repeat: int) -> float:
-    """The least CPU time (all threads: the mocks answer on worker threads) of ``repeat`` runs."""
-    times = []
-    for _ in range(repeat):
-        start = time.process_time()
-        action()
-        times.append(time.process_time() - start)
-    return min(times)
+class Measurement(NamedTuple):
+    seconds: float    # CPU, all threads (the mocks answer on worker threads)
+    collector: float  # of which the cyclic garbage collector
+    resources: int
 
 
-def run_floor(resources: int, directory: Path) -> ProgramRun:
+def measure(run: Callable[[], ProgramRun]) -> Measurement:
+    """One run's CPU time, and the part of it the cyclic collector took (it holds the GIL while it runs)."""
+    started: list[float] = []
+    collecting: list[float] = []
+
+    def clock(phase: str, _info: dict) -> None:
+        if phase == "start":
+            started.append(time.perf_counter())
+        else:
+            collecting.append(time.perf_counter() - started.pop())
+    gc.collect()
+    gc.callbacks.append(clock)
+    start = time.process_time()
+    try:
+        registered = len(run().resources)
+    finally:
+        seconds = time.process_time() - start
+        gc.callbacks.remove(clock)
+    return Measurement(seconds, sum(collecting), registered)
+
+
+def plain_listing(resources: int, directory: Path) -> Path:
+    """``resources`` plain resources of one input each, for the plain floor to register."""
+    return _write_listing(directory / "plain.json", [
+        {"type": "benchmark:index:Plain", "name": "plain", "custom": True, "inputs": {"index": index}}
+        for index in range(resources)])
+
+
+def program_listing(program: ProgramRun, directory: Path) -> Path:
+    """The program's resources (types, names, inputs with secrets redacted), for the inputs floor to register."""
+    return _write_listing(directory / "program.json", [
+        {"type": resource.type, "name": resource.name, "custom": resource.custom, "inputs": resource.inputs}
+        for resource in program.resources])
+
+
+def _write_listing(path: Path, resources: list[dict]) -> Path:
+    path.write_text(json.dumps(resources), encoding="utf-8")
+    return path
+
+
+def run_floor(listing: Path, directory: Path) -> ProgramRun:
+    """The listed resources registered plainly (no parents, providers, dependencies, aliases or typed classes)."""
     (directory / "__main__.py").write_text(FLOOR_PROGRAM, encoding="utf-8")
-    return run_program({f"{PROJECT}:resources": str(resources)}, stack="benchmark", project_dir=directory)
-
-
-def run_inputs_floor(program: ProgramRun, directory: Path) -> ProgramRun:
-    """The program's resources registered plainly: same types and inputs (secrets redacted), nothing else."""
-    (directory / "__main__.py").write_text(INPUTS_FLOOR_PROGRAM, encoding="utf-8")
-    listing = directory / "resources.json"
-    listing.write_text(json.dumps([{"type": resource.type, "name": resource.name, "custom": resource.custom,
-                                    "inputs": resource.inputs} for resource in program.resources]),
-                       encoding="utf-8")
     return run_program({f"{PROJECT}:resources": str(listing)}, stack="benchmark", project_dir=directory)
+
+
+def _run_one(kind: str, argument: str) -> ProgramRun:
+    if kind == "program":
+        return run_program(site_with_teams(int(argument)), stack="benchmark")
+    if kind == "dev":
+        return run_program(load_stack_file("dev"), stack="dev")
+    with tempfile.TemporaryDirectory() as directory:
+        return run_floor(Path(argument), Path(directory))
+
+
+def best_in_fresh_processes(kind: str, argument: str, repeat: int) -> Measurement:
+    """The least CPU time of ``repeat`` runs, each in a new interpreter as ``pulumi up`` runs a program: a
+    run in a process that still holds an earlier run's objects pays for the collector walking them."""
+    measurements = []
+    for _ in range(repeat):
+        child = subprocess.run([sys.executable, "-m", "tools.offline.benchmark", "--measure", kind, argument],
+                               cwd=PROJECT_DIR, capture_output=True, text=True, check=True)
+        measurements.append(Measurement(*json.loads(child.stdout.splitlines()[-1])))
+    return min(measurements)
+
+
+def ratio(program: Measurement, floor: Measurement, *, without_collector: bool = False) -> float:
+    if without_collector:
+        return (program.seconds - program.collector) / (floor.seconds - floor.collector)
+    return program.seconds / floor.seconds
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -110,35 +160,37 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--teams", type=int, default=300, help="teams of the benchmarked site (default 300)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each program; the best counts (default 3)")
     parser.add_argument("--profile", type=Path, help="write a cProfile of one program run to this file")
+    parser.add_argument("--measure", nargs=2, metavar=("KIND", "ARGUMENT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    config = site_with_teams(args.teams)
     with owned_event_loops():
+        if args.measure:
+            print(json.dumps(measure(lambda: _run_one(*args.measure))))
+            return 0
+        config = site_with_teams(args.teams)
         if args.profile:
             cProfile.runctx("run_program(config, stack='benchmark')", globals(), {"config": config},
                             filename=str(args.profile))
-        program = run_program(config, stack="benchmark")
-        count = len(program.resources)
-        program_seconds = best_time(lambda: run_program(config, stack="benchmark"), args.repeat)
+        program_run = run_program(config, stack="benchmark")
+        count = len(program_run.resources)
+        chains = longest_chain(run_program(site_with_teams(3), stack="benchmark")), longest_chain(program_run)
         with tempfile.TemporaryDirectory() as directory:
-            floor = run_floor(count, Path(directory))
-            assert len(floor.resources) == count, (len(floor.resources), count)
-            floor_seconds = best_time(lambda: run_floor(count, Path(directory)), args.repeat)
-        with tempfile.TemporaryDirectory() as directory:
-            inputs_floor = run_inputs_floor(program, Path(directory))
-            assert len(inputs_floor.resources) == count, (len(inputs_floor.resources), count)
-            inputs_floor_seconds = best_time(lambda: run_inputs_floor(program, Path(directory)), args.repeat)
-        dev = load_stack_file("dev")
-        dev_seconds = best_time(lambda: run_program(dev, stack="dev"), args.repeat)
-        few = run_program(site_with_teams(3), stack="benchmark")
-    print(f"program, {args.teams} teams: {count} resources in {program_seconds:.2f} s of CPU")
-    print(f"floor, {count} plain resources through the same mocks: {floor_seconds:.2f} s of CPU")
-    print(f"ratio: {program_seconds / floor_seconds:.2f}x the floor")
-    print(f"floor with the program's inputs ({count} resources registered plainly): "
-          f"{inputs_floor_seconds:.2f} s of CPU, {inputs_floor_seconds / floor_seconds:.2f}x the floor")
-    print(f"ratio: {program_seconds / inputs_floor_seconds:.2f}x the floor with the program's inputs")
-    print(f"dev stack: {len(run_program(dev, stack='dev').resources)} resources in {dev_seconds:.2f} s of CPU")
-    print(f"longest rollout chain: {longest_chain(few)} resources with 3 teams, "
-          f"{longest_chain(program)} with {args.teams}")
+            plain, inputs = plain_listing(count, Path(directory)), program_listing(program_run, Path(directory))
+            del program_run
+            program = best_in_fresh_processes("program", str(args.teams), args.repeat)
+            floor = best_in_fresh_processes("floor", str(plain), args.repeat)
+            inputs_floor = best_in_fresh_processes("floor", str(inputs), args.repeat)
+        dev = best_in_fresh_processes("dev", "-", args.repeat)
+    assert program.resources == floor.resources == inputs_floor.resources == count
+    print(f"CPU seconds, best of {args.repeat} runs each in a fresh process (of which the cyclic collector):")
+    for label, result in ((f"program, {args.teams} teams, {count} resources", program),
+                          (f"plain floor: {count} plain resources, one input each", floor),
+                          ("inputs floor: the program's resources registered plainly", inputs_floor),
+                          (f"dev stack, {dev.resources} resources", dev)):
+        print(f"  {label}: {result.seconds:.2f} s ({result.collector:.2f} s)")
+    for label, result in (("plain floor", floor), ("inputs floor", inputs_floor)):
+        print(f"ratio to the {label}: {ratio(program, result):.2f}x "
+              f"({ratio(program, result, without_collector=True):.2f}x without the collector on either side)")
+    print(f"longest rollout chain: {chains[0]} resources with 3 teams, {chains[1]} with {args.teams}")
     if args.profile:
         print(f"profile of one program run -> {args.profile} (python -m pstats {args.profile})")
     return 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import runpy
@@ -113,8 +114,13 @@ def run_program(stack_config: dict[str, Any], *, stack: str = "dev", project_dir
                 secret_keys.append(full_key)
 
     sdk.reset_runtime()
-    with _language_host_environment(config, secret_keys):
-        _run_main(run, stack, project_dir)
+    # The program tunes the collector of the language host's process, which ends with the run; this one goes on.
+    collector_thresholds = gc.get_threshold()
+    try:
+        with _language_host_environment(config, secret_keys):
+            _run_main(run, stack, project_dir)
+    finally:
+        gc.set_threshold(*collector_thresholds)
     run.resources.sort(key=lambda resource: resource.urn)
     return run
 
