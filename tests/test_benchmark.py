@@ -102,3 +102,8 @@ def test_the_plain_floor_registers_plain_resources_of_one_input_each(tmp_path):
 def test_each_run_is_measured_in_a_child_process_that_reports_what_it_registered(tmp_path):
     measurement = best_in_fresh_processes("floor", str(plain_listing(7, tmp_path)), repeat=2)
     assert measurement.resources == 7 and measurement.seconds > measurement.collector >= 0
+
+
+def test_a_failed_child_run_says_what_failed(tmp_path):
+    with pytest.raises(RuntimeError, match=r"(?s)measured floor run .*No such file or directory"):
+        best_in_fresh_processes("floor", str(tmp_path / "no-listing.json"), repeat=1)

@@ -144,7 +144,9 @@ def best_in_fresh_processes(kind: str, argument: str, repeat: int) -> Measuremen
     measurements = []
     for _ in range(repeat):
         child = subprocess.run([sys.executable, "-m", "tools.offline.benchmark", "--measure", kind, argument],
-                               cwd=PROJECT_DIR, capture_output=True, text=True, check=True)
+                               cwd=PROJECT_DIR, capture_output=True, text=True)
+        if child.returncode != 0:
+            raise RuntimeError(f"the measured {kind} run ({argument}) failed:\n{child.stderr}")
         measurements.append(Measurement(*json.loads(child.stdout.splitlines()[-1])))
     return min(measurements)
 
