@@ -34,6 +34,7 @@ from config.versions import release_numbers
 # The oldest Kubernetes minor on which a memory-capped team's pods load HAMi-core, for every kind of host: the
 # feature gate's (MicroK8s 1.35 ships containerd 2.1, which mounts the whole image the pods ask for).
 IMAGE_VOLUME_ON_BY_DEFAULT = (1, 35)
+IMAGE_VOLUME_FLOOR = "%d.%d" % IMAGE_VOLUME_ON_BY_DEFAULT
 MICROK8S_CONTAINERD = {"1.33": "v1.7.27", "1.34": "v1.7.28", "1.35": "v2.1.3", "1.36": "v2.2.3"}
 
 
@@ -62,10 +63,9 @@ def check_image_volumes(reader: Reader, cluster: Optional[Cluster], teams: Seque
     problem = image_volume_problem(cluster.kind, cluster.kubernetes_version)
     if problem is None:
         return
-    floor = "%d.%d" % IMAGE_VOLUME_ON_BY_DEFAULT
     upgrade = "upgrade the cluster to" if cluster.kind == "eks" else "run (and state)"
     reader.fail(key, cluster.kubernetes_version,
                 f"memory-capped team(s) {', '.join(capped)} load HAMi-core from an image volume, and {problem}, "
                 "so the host's [hami-core] rule refuses every fractional pod of those teams",
-                f"{upgrade} Kubernetes {floor} or later, or give those teams another isolation tier "
+                f"{upgrade} Kubernetes {IMAGE_VOLUME_FLOOR} or later, or give those teams another isolation tier "
                 "(shared, mig or exclusive)")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
-from config.image_volumes import IMAGE_VOLUME_ON_BY_DEFAULT, image_volume_problem
+from config.image_volumes import IMAGE_VOLUME_FLOOR, image_volume_problem
 from config.vocabulary import RELEASE as RELEASE_TYPE
 from tools.charts.manifest_yaml import load_manifests
 from tools.deployability.inputs import K8sObject, Site, pod_templates
@@ -50,7 +50,7 @@ def check_image_volumes(resources: Iterable[Mapping[str, Any]], objects: Sequenc
     problem = image_volume_problem(site.kind, site.kubernetes_version)
     if problem is None:
         return []
-    fix = (f"run the site on Kubernetes {'%d.%d' % IMAGE_VOLUME_ON_BY_DEFAULT} or later and state it in "
+    fix = (f"run the site on Kubernetes {IMAGE_VOLUME_FLOOR} or later and state it in "
            f"cluster.{site.kind}.kubernetesVersion, or drop the image volume")
     found = []
     for obj, _, spec in pod_templates(objects):
