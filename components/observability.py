@@ -57,14 +57,15 @@ class ObservabilityArgs:
 def stack_values(platform: Platform) -> dict:
     """Helm values of the kube-prometheus-stack release."""
     settings = platform.observability
-    storage: dict = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "50Gi"}}}
+    storage: dict = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": settings.storage}}}
     storage_class = platform.host.storage_class if platform.host is not None else None
     if storage_class:
         storage["storageClassName"] = storage_class
     return {
         "prometheus": {"prometheusSpec": {
             # The usage report and KAI's usage window read history: keep it past a restart and a month.
-            "retention": "90d",
+            "retention": settings.retention,
+            "retentionSize": settings.retention_size,
             "storageSpec": {"volumeClaimTemplate": {"spec": storage}},
         }},
         # kube_pod_labels / kube_pod_annotations with KAI's GPU group and the fraction annotations: how the rules
@@ -75,6 +76,11 @@ def stack_values(platform: Platform) -> dict:
             # The stack's generated login (components/observability_access.py), never the chart's own.
             "admin": admin_values(),
             "grafana.ini": grafana_ini(settings),
+            # The teams' organizations and sign-in settings that pulumi up creates through Grafana's API live in
+            # its database: the chart keeps that in an emptyDir unless persistence is on. A StatefulSet, so an
+            # upgrade stops the old pod before the new one opens the database and mounts the volume.
+            "persistence": {"enabled": True, "type": "statefulset", "size": settings.grafana_storage,
+                            **({"storageClassName": storage_class} if storage_class else {})},
             "sidecar": {"dashboards": {
                 "enabled": True, "label": DASHBOARD_LABEL[0], "labelValue": DASHBOARD_LABEL[1],
                 "folderAnnotation": FOLDER_ANNOTATION,

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from config import versions
-from config.key_types import Boolean, Check, Integer, Number, Text
+from config.key_types import Boolean, Check, Integer, Number, Quantity, Text, quantity_value
 from config.keys import Block, Condition, Key
 from config.observability_login import GRAFANA_LOGIN, GrafanaLogin, read_grafana_login
 from config.reader import Reader, Section
@@ -22,6 +22,12 @@ WINDOW_TYPES = ("sliding", "tumbling")
 # The pattern KAI's SchedulingShard CRD puts on usageParams.windowSize (v0.16.4 and v0.17.0).
 KAI_DURATION = Check(r"0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?",
                      "is not a duration KAI accepts", "use units y, w, d, h, m, s, ms without spaces, e.g. 1w or 12h")
+# The pattern the Prometheus CRD puts on spec.retention (kube-prometheus-stack 88.x): KAI's, without "0".
+PROMETHEUS_DURATION = Check(
+    r"(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?",
+    "is not a Prometheus duration", "use units y, w, d, h, m, s, ms without spaces, e.g. 90d or 26w")
+_DURATION_UNITS = (("y", 365 * 86400), ("w", 7 * 86400), ("d", 86400), ("h", 3600), ("ms", 0.001), ("m", 60),
+                   ("s", 1))
 # A Kubernetes label value: at most 63 characters of [A-Za-z0-9_.-], starting and ending alphanumeric.
 LABEL_VALUE = Check(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?", "is not a Kubernetes label value",
                     "use at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit")
@@ -56,12 +62,27 @@ class TimeAwareFairness:
     k_value: float = 1.0
 
 
+def duration_seconds(duration: str) -> float:
+    """A validated KAI or Prometheus duration (``1w``, ``90d``, ``1d12h``) in seconds."""
+    return sum(int(number) * dict(_DURATION_UNITS)[unit]
+               for number, unit in re.findall(r"([0-9]+)(ms|y|w|d|h|m|s)", duration))
+
+
+# Prometheus counts its write-ahead log and head chunks in the size limit but deletes only whole blocks
+# to honour it, and the log peaks between compactions: the rest of the volume is room for that peak.
+RETENTION_SIZE_SHARE = 0.8
+MINIMUM_VOLUME = "1Gi"
+
+
 @dataclass(frozen=True)
 class Observability:
     prometheus: str = "off"
     namespace: str = "monitoring"
     chart_version: str = versions.KUBE_PROMETHEUS_STACK_VERSION
+    retention: str = "90d"
+    storage: str = "50Gi"
     grafana: bool = True
+    grafana_storage: str = "10Gi"
     grafana_url: Optional[str] = None
     grafana_login: Optional[GrafanaLogin] = None
     release_label: Optional[str] = None
@@ -72,6 +93,12 @@ class Observability:
     @property
     def enabled(self) -> bool:
         return self.prometheus != "off"
+
+    @property
+    def retention_size(self) -> str:
+        """The size limit on Prometheus' data (``retentionSize``), in whole MiB: a share of its volume, so a site
+        whose history outgrows the volume drops its oldest blocks instead of stopping on a full disk."""
+        return f"{int(quantity_value(self.storage) * RETENTION_SIZE_SHARE) // 2 ** 20}MiB"
 
     @property
     def prometheus_url(self) -> Optional[str]:
@@ -139,6 +166,11 @@ OBSERVABILITY = Block(title="GPU usage metrics, alerts and dashboards", conditio
     Condition("prometheus", ("external", "off"), "only applies to prometheus: install (it is {value})",
               "remove observability.grafana; with an external Prometheus, dashboards are ConfigMaps for your own "
               "Grafana's sidecar", forbidden=("grafana",)),
+    Condition("prometheus", ("external", "off"), "sizes the Prometheus and Grafana this program installs, and "
+              "prometheus is {value}", "remove observability.{name}; a site's own Prometheus keeps its own settings",
+              forbidden=("retention", "storage", "grafanaStorage")),
+    Condition("grafana", (False,), "is the volume of the installed Grafana's database, and grafana is false",
+              "remove observability.grafanaStorage, or set grafana: true", forbidden=("grafanaStorage",)),
 ), intro="""\
 Stacks without this key behave as before (`prometheus: off`: nothing is created). See [Per-team GPU
 usage](observability.md) for what it
@@ -158,8 +190,25 @@ builds.""", keys=(
                                 "makes breaking changes only in major releases"),
         _OBSERVABILITY.chart_version,
         "kube-prometheus-stack chart version (`install`).", example="88.5.3"),
+    Key("retention", Text(form="Prometheus duration", checks=(PROMETHEUS_DURATION,)), _OBSERVABILITY.retention,
+        "How long the installed Prometheus keeps history (`install`; units y w d h m s ms).", example="26w",
+        details="The usage report and time-aware fairness can look back this far; at least "
+                "`timeAwareFairness.windowSize`. History is also capped at "
+                f"{RETENTION_SIZE_SHARE:.0%} of `storage` (`retentionSize`; the rest is room for the write-ahead "
+                "log): a site that outgrows its volume loses its oldest history first, and Prometheus keeps "
+                "running."),
+    Key("storage", Quantity(), _OBSERVABILITY.storage,
+        f"Size of the installed Prometheus' volume (`install`; at least {MINIMUM_VOLUME}), on the host's storage "
+        "class.", example="200Gi",
+        details="A claim of a StatefulSet: growing it later needs a storage class that allows volume expansion "
+                "and a resize of the existing claim (docs/operations.md)."),
     Key("grafana", Boolean(), _OBSERVABILITY.grafana,
         "Install Grafana with the stack (`install` only; any other mode refuses the key).", example="false"),
+    Key("grafanaStorage", Quantity(), _OBSERVABILITY.grafana_storage,
+        f"Size of the volume holding the installed Grafana's database (`install` with `grafana: true`; at least "
+        f"{MINIMUM_VOLUME}), on the host's storage class.", example="20Gi",
+        details="The teams' organizations, data sources, boards and sign-in settings that `pulumi up` creates "
+                "through Grafana's API live in that database: on a volume they outlive a restart of Grafana's pod."),
     Key("grafanaUrl", Text(form="http(s) URL"), _OBSERVABILITY.grafana_url,
         "Where `pulumi up` reaches the installed Grafana's HTTP API (its Ingress, LoadBalancer or a port-forward).",
         example="https://grafana.gpu.example.com", default_note="no team organizations",
@@ -182,7 +231,10 @@ def read_observability(section: Section) -> Observability:
     url = external.read("url")
     namespace = section.read("namespace")
     version = section.read("chartVersion")
+    retention = section.read("retention")
+    storage = _volume(section, "storage")
     grafana = section.read("grafana")
+    grafana_storage = _volume(section, "grafanaStorage")
     grafana_url = section.read("grafanaUrl")
     if grafana_url is not None and not (mode == "install" and grafana is not False):
         section.fail("grafanaUrl", grafana_url, "team organizations are made in the Grafana this program installs",
@@ -192,19 +244,37 @@ def read_observability(section: Section) -> Observability:
         section.fail("grafanaUrl", grafana_url, "is not an http(s) URL",
                      "set it to where pulumi up reaches Grafana, e.g. https://grafana.gpu.example.com")
         grafana_url = None
+    fairness = _fairness(section.child("timeAwareFairness"), mode, url)
+    if (mode == "install" and fairness.enabled and retention is not None and fairness.window_size is not None
+            and duration_seconds(fairness.window_size) > duration_seconds(retention)):
+        section.fail("retention", retention, f"is shorter than the usage window KAI reads "
+                     f"(timeAwareFairness.windowSize: {fairness.window_size}), so part of that window is never there",
+                     f"set observability.retention to at least {fairness.window_size}, or shorten the window")
     return Observability(
         prometheus=mode or "off",
         namespace=namespace,
         chart_version=version,
+        retention=retention,
+        storage=storage,
         grafana=grafana,
+        grafana_storage=grafana_storage,
         grafana_url=grafana_url,
         grafana_login=read_grafana_login(section.child("grafanaLogin"), grafana_url,
                                          mode == "install" and grafana is not False),
         release_label=INSTALL_RELEASE if mode == "install" else release_label,
         url=url,
         alerts=_alerts(section.child("alerts")),
-        fairness=_fairness(section.child("timeAwareFairness"), mode, url),
+        fairness=fairness,
     )
+
+
+def _volume(section: Section, key: str) -> Optional[str]:
+    size = section.read(key)
+    if size is not None and quantity_value(size) < quantity_value(MINIMUM_VOLUME):
+        section.fail(key, size, f"is smaller than {MINIMUM_VOLUME}, too small for a database that keeps history",
+                     f"set it to {MINIMUM_VOLUME} or more, e.g. {section.block[key].default}")
+        return None
+    return size
 
 
 def _alerts(section: Section) -> AlertThresholds:

@@ -155,6 +155,23 @@ def test_statefulset_claim_templates_are_checked_and_microk8s_needs_its_storage_
     assert errors(objects, without_addon, "storage")
 
 
+@pytest.mark.parametrize("kind", ["Prometheus", "Alertmanager"])
+def test_the_claims_the_prometheus_operator_makes_are_checked(kind, sites):
+    claim = {"spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "50Gi"}}}}
+    server = K8sObject({"apiVersion": "monitoring.coreos.com/v1", "kind": kind,
+                        "metadata": {"name": "k8s", "namespace": "monitoring"},
+                        "spec": {"storage": {"volumeClaimTemplate": claim}}}, "chart kube-prometheus-stack")
+    [finding] = errors([server], sites["eks"], "storage")
+    assert f"{kind} monitoring/k8s" in finding.object and "storage.volumeClaimTemplate" in finding.message
+    assert not errors([server], sites["microk8s"], "storage")
+    claim["spec"]["storageClassName"] = "fast-nvme"
+    [finding] = errors([server], sites["microk8s"], "storage")
+    assert "fast-nvme" in finding.message
+    # Without a claim template the operator keeps data in an emptyDir: nothing to provision.
+    del server.manifest["spec"]["storage"]
+    assert not errors([server], sites["eks"], "storage")
+
+
 # --- API server egress ------------------------------------------------------------------------------
 
 

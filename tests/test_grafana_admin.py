@@ -95,7 +95,8 @@ def grafana_findings(cache, tmp_path, values):
                              "repositoryOpts": {"repo": GRAFANA_REPO}, "values": values}}]
     rendered = render_plan_releases(resources, cache, tmp_path)
     objects = rendered_objects(rendered, tmp_path, resources)
-    assert any(obj.kind == "Deployment" for obj in objects)
+    # Grafana's pod is rendered (a Deployment, or a StatefulSet with persistence), so the check has a pod to read.
+    assert any(obj.kind in ("Deployment", "StatefulSet") and "grafana" in obj.name for obj in objects)
     return [f for f in deployability.check_grafana_admin(objects)]
 
 

@@ -149,9 +149,20 @@ def test_the_floor_and_the_default_of_every_chart_render_with_the_programs_value
                 defaults = _defaults_with_sub_charts(contracts.path)
                 unknown = [".".join(path) for path in leaf_paths(values) if not _known(defaults, path)
                            and tuple(path) not in GPU_OPERATOR_COMMENTED_KEYS
+                           and tuple(path) not in COMMENTED_KEYS
                            and tuple(path[:2]) not in WRITTEN_WHOLE]
                 assert not unknown, f"{chart} {version} has no value {unknown}"
+                for path in leaf_paths(values):
+                    if tuple(path) in COMMENTED_KEYS:
+                        template, reference = COMMENTED_KEYS[tuple(path)]
+                        assert reference in _chart_file(contracts.path, template), \
+                            f"{chart} {version}: {template} no longer reads {'.'.join(path)}"
                 _assert_written_whole(values, rendered)
+
+
+# Keys a chart's templates read but its values.yaml only shows commented out: the template that reads each.
+COMMENTED_KEYS = {("grafana", "persistence", "storageClassName"):
+                  ("charts/grafana/templates/statefulset.yaml", "storageClassName: {{ .Values.persistence.storageClassName }}")}
 
 
 # Maps a chart writes into an application's own config file key by key, whatever the keys (Grafana's chart
@@ -182,6 +193,13 @@ def _defaults_with_sub_charts(archive) -> dict:
         subcharts = {name.split("/")[2]: read(name) for name in files if name.count("/") == 3
                      and name.startswith(f"{chart}/charts/")}
         return deep_merge(subcharts, read(top))
+
+
+def _chart_file(archive, relative: str) -> str:
+    """One file of a packaged chart, by its path inside the chart."""
+    with tarfile.open(archive) as tar:
+        [member] = [m for m in tar.getmembers() if m.name.split("/", 1)[-1] == relative]
+        return tar.extractfile(member).read().decode()
 
 
 def _known(defaults: dict, path: tuple) -> bool:

@@ -4,8 +4,9 @@ Runs over the program's own Kubernetes objects plus the objects the Helm release
 (real charts from the chart cache) and the tenants' CoreDNS pods (``tools.deploy_inputs``), and
 reports what a first ``pulumi up`` on the site would trip over, one rule each:
 
-* ``storage``: every PersistentVolumeClaim and StatefulSet volumeClaimTemplate names a storage
-  class the site will have, or the site has a default class;
+* ``storage``: every PersistentVolumeClaim, StatefulSet volumeClaimTemplate and the claim template of a
+  Prometheus operator's Prometheus or Alertmanager names a storage class the site will have, or the site
+  has a default class;
 * ``api-server-egress``: every vCluster control plane may reach the API server port of the host
   kind through the NetworkPolicies that select it (``network_policy``), and no NetworkPolicy has a
   podSelector the API server refuses;
@@ -74,6 +75,9 @@ class Finding:
 # --- storage --------------------------------------------------------------------------------------
 
 
+OPERATOR_CLAIMING_KINDS = ("Prometheus", "Alertmanager", "ThanosRuler")
+
+
 def _claims(objects: Iterable[K8sObject]) -> Iterable[tuple[K8sObject, str, Optional[str]]]:
     for obj in objects:
         if obj.kind == "PersistentVolumeClaim":
@@ -82,6 +86,12 @@ def _claims(objects: Iterable[K8sObject]) -> Iterable[tuple[K8sObject, str, Opti
             for template in (obj.manifest.get("spec") or {}).get("volumeClaimTemplates") or []:
                 name = (template.get("metadata") or {}).get("name")
                 yield obj, f"volumeClaimTemplate {name}", (template.get("spec") or {}).get("storageClassName")
+        elif obj.kind in OPERATOR_CLAIMING_KINDS and str(obj.manifest.get("apiVersion", "")).startswith(
+                "monitoring.coreos.com/"):
+            # The Prometheus operator turns spec.storage.volumeClaimTemplate into its StatefulSet's claim.
+            template = ((obj.manifest.get("spec") or {}).get("storage") or {}).get("volumeClaimTemplate")
+            if template is not None:
+                yield obj, "storage.volumeClaimTemplate", (template.get("spec") or {}).get("storageClassName")
 
 
 def check_storage(objects: Sequence[K8sObject], site: Site) -> list[Finding]:

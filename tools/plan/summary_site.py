@@ -98,7 +98,9 @@ def observability_section(index: PlanIndex) -> list[str]:
               f"- Namespace {code(namespace)}: " + ("created by this stack" if created else
                                                     "**must already exist** (this stack does not create it)"),
               f"- Monitors and rules carry {code('release=' + str(outputs.get('releaseLabel')))}, the label the "
-              "Prometheus selects them by", ""]
+              "Prometheus selects them by"]
+    release = next((r for r in children if r["type"] == RELEASE), None)
+    lines += [*kept_data(dig(release, "inputs", "values") or {} if release else {}), ""]
     monitors = sorted((r for r in children if r["type"].endswith(":ServiceMonitor")),
                       key=lambda r: str(dig(r, "inputs", "metadata", "name")))
     rows = [[code(dig(m, "inputs", "metadata", "name")),
@@ -111,6 +113,31 @@ def observability_section(index: PlanIndex) -> list[str]:
     if mode == "install":
         lines += ["", "The installed chart adds its own monitors (kube-state-metrics, the kubelets, its Prometheus)."]
     return lines
+
+
+def kept_data(values: dict[str, Any]) -> list[str]:
+    """How long the installed Prometheus keeps history and where Grafana's database lives, as the release sets them."""
+    if not values:
+        return []
+    spec = dig(values, "prometheus", "prometheusSpec") or {}
+    claim = dig(spec, "storageSpec", "volumeClaimTemplate", "spec") or {}
+    volume = dig(claim, "resources", "requests", "storage")
+    lines = [f"- Prometheus keeps {code(spec.get('retention', 'the chart default'))} of history"
+             + (f", at most {code(spec['retentionSize'])} (`retentionSize`)" if spec.get("retentionSize")
+                else ", **with no size limit**")
+             + (f", on a {code(volume)} volume ({_storage_class(claim)})" if volume else ", **on an emptyDir**")]
+    grafana = values.get("grafana") or {}
+    if grafana.get("enabled", True):
+        persistence = grafana.get("persistence") or {}
+        lines.append(f"- Grafana's database (team organizations, boards, sign-in settings): a "
+                     f"{code(persistence.get('size'))} volume ({_storage_class(persistence)})"
+                     if persistence.get("enabled") else
+                     "- Grafana's database: **an emptyDir, erased whenever its pod restarts**")
+    return lines
+
+
+def _storage_class(claim: dict[str, Any]) -> str:
+    return f"class {code(claim['storageClassName'])}" if claim.get("storageClassName") else "the default class"
 
 
 def _manifest_name(manifest: dict[str, Any]) -> str:
