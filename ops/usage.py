@@ -11,7 +11,8 @@ Per team (team = vCluster = host namespace = KAI leaf queue) over [from, to):
   for GPUs shared under KAI fractions, each of its pods' share of that GPU's busy time (docs/observability.md);
 - utilisation: used / allocated.
 
-Each figure is the sum of one sample per ``--step`` (left end of each step, so [from, to) is counted once
+A window that reaches back past the history Prometheus still holds is refused (``--partial`` counts from where
+it begins). Each figure is the sum of one sample per ``--step`` (left end of each step, so [from, to) is counted once
 whatever the range semantics of the Prometheus version) times the step in hours. The team join uses the
 ``gpu_tenancy_team_info`` series the platform's PrometheusRule records; the expressions are the recording
 rules' own (components/observability_rules.py).
@@ -135,6 +136,21 @@ def report(prometheus: Prometheus, start: datetime, end: datetime, step_seconds:
             for team, values in sorted(figures.items())]
 
 
+def history_start(prometheus: Prometheus, start: datetime, end: datetime, step_seconds: int = 60) -> Optional[datetime]:
+    """When the platform's history in Prometheus begins, if that is more than a step after ``start``; None when it
+    reaches back to ``start``. Prometheus drops its oldest blocks at ``observability.retention`` or once its data
+    fills 80% of its volume, and a report over a window that reaches further back would count too few hours."""
+    range_ = f"{int((end - start).total_seconds() * 1000)}ms"
+    # Per subquery step, the time of the team series' latest sample (within the lookback): the least is the
+    # first sample in the window, or one just before it when the history reaches that far.
+    found = prometheus.query(f"min(min_over_time(timestamp({rules.TEAM_INFO})[{range_}:{step_seconds}s]))",
+                             end.timestamp() - step_seconds / 2)
+    if not found:
+        return None
+    earliest = float(found[0]["value"][1])
+    return datetime.fromtimestamp(earliest, timezone.utc) if earliest > start.timestamp() + step_seconds else None
+
+
 def write_csv(usages: list[TeamUsage], out: TextIO) -> None:
     writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
     writer.writeheader()
@@ -142,8 +158,11 @@ def write_csv(usages: list[TeamUsage], out: TextIO) -> None:
         writer.writerow(usage.row())
 
 
-def write_table(usages: list[TeamUsage], start: datetime, end: datetime, out: TextIO) -> None:
+def write_table(usages: list[TeamUsage], start: datetime, end: datetime, out: TextIO,
+                history_from: Optional[datetime] = None) -> None:
     out.write(f"GPU usage per team, {start.isoformat()} to {end.isoformat()} (GPU-hours)\n")
+    if history_from is not None:
+        out.write(f"Partial: Prometheus' history begins at {history_from.isoformat()}; nothing before it is counted\n")
     headers = ("team", "quota", "allocated", "borrowed", "used", "utilisation")
     rows = [[usage.team, *(f"{getattr(usage, name):.3f}" for name in COLUMNS[1:5]),
              "-" if usage.utilisation is None else f"{usage.utilisation:.0%}"] for usage in usages]
@@ -168,6 +187,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--csv", action="store_true", help="one CSV row per team on standard output")
     parser.add_argument("--step", metavar="SECONDS", type=int, default=60,
                         help="sampling step (default 60; use a multiple of the scrape interval)")
+    parser.add_argument("--partial", action="store_true",
+                        help="report even when Prometheus' history begins after --from (counting from there)")
     return parser
 
 
@@ -180,14 +201,25 @@ def main(argv: Optional[Sequence[str]] = None, out: TextIO = sys.stdout) -> int:
         start, end = parse_time(args.start, "--from"), parse_time(args.end, "--to")
         if args.step < 1:
             raise UsageError(f"--step {args.step} must be a positive number of seconds")
-        usages = report(Prometheus(args.prometheus), start, end, args.step)
+        prometheus = Prometheus(args.prometheus)
+        usages = report(prometheus, start, end, args.step)
+        history_from = history_start(prometheus, start, end, args.step)
+        if history_from is not None and not args.partial:
+            raise UsageError(
+                f"Prometheus at {prometheus.url} holds the platform's history from {history_from.isoformat()} only, "
+                f"after --from {start.isoformat()}: the hours before it are gone (Prometheus keeps "
+                "observability.retention, and at most 80% of observability.storage), so the report would count too "
+                f"few. Report from --from {history_from.isoformat()}, or pass --partial to count what is there")
     except UsageError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    if history_from is not None:
+        print(f"warning: Prometheus' history begins at {history_from.isoformat()}, after --from; nothing before it "
+              "is counted", file=sys.stderr)
     if args.csv:
         write_csv(usages, out)
     else:
-        write_table(usages, start, end, out)
+        write_table(usages, start, end, out, history_from)
     return 0
 
 

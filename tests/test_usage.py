@@ -137,3 +137,29 @@ def test_bad_dates_are_refused_before_any_query(start, end, words, capsys):
     code, _ = run_tool("--prometheus", "http://127.0.0.1:9", "--from", start, "--to", end)
     assert code == 2
     assert words in capsys.readouterr().err
+
+
+def test_a_window_reaching_back_past_the_history_is_refused_naming_where_it_begins(prometheus_url, capsys):
+    """Prometheus drops old history (observability.retention, or 80% of its volume): a report reaching further back
+    would count too few hours. The synthetic history begins ten minutes before 2026-11-01."""
+    code, _ = run_tool("--prometheus", prometheus_url, "--from", "2026-10-31T22:00:00Z", "--to", "2026-11-01T02:00:00Z")
+    assert code == 2
+    error = capsys.readouterr().err
+    assert "from 2026-10-31T23:50:00+00:00 only, after --from 2026-10-31T22:00:00+00:00" in error
+    assert "--from 2026-10-31T23:50:00+00:00" in error and "--partial" in error
+
+
+def test_partial_reports_what_is_there_and_says_where_it_begins(prometheus_url, capsys):
+    code, text = run_tool("--prometheus", prometheus_url, "--from", "2026-10-31T22:00:00Z",
+                          "--to", "2026-11-01T02:00:00Z", "--partial")
+    assert code == 0
+    assert text.splitlines()[1] == ("Partial: Prometheus' history begins at 2026-10-31T23:50:00+00:00; nothing before "
+                                    "it is counted")
+    assert "history begins at 2026-10-31T23:50:00+00:00" in capsys.readouterr().err
+
+
+def test_a_window_the_history_covers_is_not_partial(prometheus_url):
+    """From the history's own first minute, or later: nothing is missing."""
+    for start in ("2026-10-31T23:50:00Z", "2026-11-01T00:00:00Z"):
+        code, text = run_tool("--prometheus", prometheus_url, "--from", start, "--to", "2026-11-01T02:00:00Z")
+        assert code == 0 and "Partial" not in text, start
