@@ -24,6 +24,8 @@ from components.admission import policy_name
 from config.model import Platform, UNLIMITED
 
 TEAM_INFO = "gpu_tenancy_team_info"
+# Prometheus' own counter of the blocks it deleted to stay within its size limit.
+SIZE_RETENTIONS = "prometheus_tsdb_size_retentions_total"
 QUEUE_INFO = "gpu_tenancy_queue_info"
 TEAM_GPU_LIMIT = "gpu_tenancy_team_gpu_limit"
 
@@ -124,10 +126,30 @@ def _alert(name: str, expr: str, duration: str, severity: str, summary: str, des
             "annotations": {"summary": summary, "description": description, "runbook": runbook}}
 
 
+def history_alerts(platform: Platform) -> list[dict]:
+    """The installed Prometheus dropping history for size (its ``retentionSize``) before its ``retention``: the
+    chart's Prometheus scrapes its own metrics (``prometheus.serviceMonitor.selfMonitor``)."""
+    settings = platform.observability
+    if settings.prometheus != "install":
+        return []
+    return [_alert(
+        "GpuTenancyHistoryTrimmedForSize",
+        f'increase({SIZE_RETENTIONS}{{namespace="{settings.namespace}"}}[1h]) > 0',
+        "0m", "warning",
+        "Prometheus deletes history to stay within its volume",
+        f"Prometheus deleted its oldest data in the last hour because it reached {settings.retention_size} (80% of "
+        f"observability.storage, {settings.storage}): it keeps less than observability.retention "
+        f"({settings.retention}).",
+        "Usage reports reaching back past the history now left are refused (ops.usage names where it begins). "
+        "Raise observability.storage and resize the claim (docs/operations.md, Monitoring data), or lower "
+        "observability.retention to what the volume holds.")]
+
+
 def alert_rules(platform: Platform) -> list[dict]:
     thresholds = platform.observability.alerts
     idle_ratio = thresholds.idle_utilisation_percent / 100
     return [
+        *history_alerts(platform),
         _alert(
             "GpuTenancyTeamStarved",
             f"({PENDING} > 0) and on (team) ({ALLOCATED} < on (team) {QUOTA})"

@@ -99,6 +99,11 @@ def story_series() -> list[dict]:
         {"series": 'apiserver_validating_admission_policy_check_total{policy="other-policy",'
                    'policy_binding="other-policy",enforcement_action="deny",error_type="no_error"}',
          "values": "0x10 5x140"},
+        # The installed Prometheus deletes a block for size at minute 100; another namespace's does not count.
+        {"series": 'prometheus_tsdb_size_retentions_total{namespace="monitoring",'
+                   'job="kube-prometheus-stack-prometheus"}', "values": "0x100 1x100"},
+        {"series": 'prometheus_tsdb_size_retentions_total{namespace="elsewhere",job="prometheus"}',
+         "values": "0x10 4x140"},
     ]
 
 
@@ -139,6 +144,11 @@ def story_tests() -> list[dict]:
         ("GpuTenancyAdmissionRejections", "5m", []),
         ("GpuTenancyAdmissionRejections", "15m", [{"severity": "info", "team": "beta", "policy": "gpu-tenancy-beta"}]),
         ("GpuTenancyGpusOverPromised", "60m", []),
+        ("GpuTenancyHistoryTrimmedForSize", "90m", []),
+        ("GpuTenancyHistoryTrimmedForSize", "105m",
+         [{"severity": "warning", "namespace": "monitoring", "job": "kube-prometheus-stack-prometheus"}]),
+        # An hour after the deletion the increase is gone: the alert resolves.
+        ("GpuTenancyHistoryTrimmedForSize", "200m", []),
     ]
     return [{"interval": "1m", "input_series": story_series(), "promql_expr_test": recording,
              "alert_rule_test": [{"alertname": name, "eval_time": at, "exp_alerts": [{"exp_labels": labels}

@@ -12,6 +12,7 @@ import urllib.request
 
 import pytest
 
+from components import observability_rules as rules
 from config import load_platform
 from tests.conftest import real_charts_or_skip, run
 from tests.local_prometheus import needs_prometheus_and_promtool, running_prometheus
@@ -137,6 +138,29 @@ def test_prometheus_history_is_capped_by_time_and_below_its_volume(rendered):
     assert 0.75 * volume <= limit <= 0.8 * volume
 
 
+def test_prometheus_scrapes_its_own_metrics_in_its_namespace(rendered):
+    """What the size alert reads: the chart's self-monitor, in the namespace the alert filters on."""
+    [monitor] = [obj for obj in rendered
+                 if obj.kind == "ServiceMonitor" and obj.name == "kube-prometheus-stack-prometheus"]
+    assert monitor.namespace == load_platform(site_config()).observability.namespace
+    assert monitor.manifest["spec"]["endpoints"]
+
+
+# --- the size alert ------------------------------------------------------------------------------
+
+
+def size_alerts(config: dict) -> list[dict]:
+    return [rule for rule in rules.alert_rules(load_platform(config))
+            if rule["alert"] == "GpuTenancyHistoryTrimmedForSize"]
+
+
+def test_only_the_installed_prometheus_gets_the_size_alert():
+    [alert] = size_alerts(site_config(namespace="metrics", storage="200Gi", retention="26w"))
+    assert alert["expr"] == f'increase({rules.SIZE_RETENTIONS}{{namespace="metrics"}}[1h]) > 0'
+    assert "163840MiB" in alert["annotations"]["description"] and "26w" in alert["annotations"]["description"]
+    assert not size_alerts(site_config(prometheus="external", external={"releaseLabel": "prometheus"}))
+
+
 # --- a real Prometheus -----------------------------------------------------------------------------
 
 
@@ -174,3 +198,13 @@ def test_the_summary_warns_of_values_that_keep_nothing():
     assert "**with no size limit**" in lines[0] and "**on an emptyDir**" in lines[0]
     assert "**an emptyDir, erased whenever its pod restarts**" in lines[1]
     assert len(kept_data({"prometheus": {"prometheusSpec": {}}, "grafana": {"enabled": False}})) == 1
+
+
+@needs_prometheus_and_promtool
+def test_a_real_prometheus_counts_what_it_deletes_for_size(tmp_path):
+    """The counter the size alert reads is one Prometheus exports about itself."""
+    with running_prometheus(tmp_path, "global:\n  scrape_interval: 1m\nscrape_configs: []\n",
+                            flags=("--storage.tsdb.retention.size=1GiB",)) as url:
+        with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
+            exported = response.read().decode()
+    assert re.search(rf"^{rules.SIZE_RETENTIONS} 0$", exported, re.MULTILINE)
