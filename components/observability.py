@@ -129,8 +129,10 @@ class Observability(pulumi.ComponentResource):
         # Monitors and rules need the Prometheus operator's CRDs: the release brings them, or the site has them.
         crds: list[pulumi.Resource] = []
         if settings.prometheus == "install":
-            namespace = k8s.core.v1.Namespace(f"{name}-namespace", metadata={"name": settings.namespace},
-                                              opts=child)
+            # Deleting the namespace deletes the claims of Prometheus' history and Grafana's database.
+            namespace = k8s.core.v1.Namespace(
+                f"{name}-namespace", metadata={"name": settings.namespace},
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(protect=settings.protect)))
             before_release: list[pulumi.Resource] = [namespace]
             # Closed before anything listens: only the proxies, Grafana and the platform reach Prometheus.
             before_release.append(MonitoringIngress(f"{name}-ingress", platform, args.provider, [namespace],

@@ -83,6 +83,7 @@ class Observability:
     storage: str = "50Gi"
     grafana: bool = True
     grafana_storage: str = "10Gi"
+    protect: bool = True
     grafana_url: Optional[str] = None
     grafana_login: Optional[GrafanaLogin] = None
     release_label: Optional[str] = None
@@ -168,7 +169,7 @@ OBSERVABILITY = Block(title="GPU usage metrics, alerts and dashboards", conditio
               "Grafana's sidecar", forbidden=("grafana",)),
     Condition("prometheus", ("external", "off"), "sizes the Prometheus and Grafana this program installs, and "
               "prometheus is {value}", "remove observability.{name}; a site's own Prometheus keeps its own settings",
-              forbidden=("retention", "storage", "grafanaStorage")),
+              forbidden=("retention", "storage", "grafanaStorage", "protect")),
     Condition("grafana", (False,), "is the volume of the installed Grafana's database, and grafana is false",
               "remove observability.grafanaStorage, or set grafana: true", forbidden=("grafanaStorage",)),
 ), intro="""\
@@ -209,6 +210,12 @@ builds.""", keys=(
         f"{MINIMUM_VOLUME}), on the host's storage class.", example="20Gi",
         details="The teams' organizations, data sources, boards and sign-in settings that `pulumi up` creates "
                 "through Grafana's API live in that database: on a volume they outlive a restart of Grafana's pod."),
+    Key("protect", Boolean(), _OBSERVABILITY.protect,
+        "Pulumi `protect` on the monitoring namespace (`install`), which holds Prometheus' history and Grafana's "
+        "database.", example="false",
+        details="Setting `prometheus` to `external` or `off`, renaming `namespace`, or `pulumi destroy` then stops "
+                "with Pulumi's protected-resource error instead of deleting them: set it to `false` and run "
+                "`pulumi up` first (docs/operations.md)."),
     Key("grafanaUrl", Text(form="http(s) URL"), _OBSERVABILITY.grafana_url,
         "Where `pulumi up` reaches the installed Grafana's HTTP API (its Ingress, LoadBalancer or a port-forward).",
         example="https://grafana.gpu.example.com", default_note="no team organizations",
@@ -258,6 +265,7 @@ def read_observability(section: Section) -> Observability:
         storage=storage,
         grafana=grafana,
         grafana_storage=grafana_storage,
+        protect=section.read("protect"),
         grafana_url=grafana_url,
         grafana_login=read_grafana_login(section.child("grafanaLogin"), grafana_url,
                                          mode == "install" and grafana is not False),

@@ -86,6 +86,31 @@ def test_grafana_storage_without_grafana_is_refused():
     assert "grafana is false" in message
 
 
+# --- protection ------------------------------------------------------------------------------------
+
+
+def monitoring_namespace(config: dict):
+    program = run({f"gpu-tenancy:{key}": value for key, value in config.items()}, stack="dev")
+    [namespace] = [resource for resource in program.of_type("kubernetes:core/v1:Namespace")
+                   if resource.inputs["metadata"]["name"] == config["observability"].get("namespace", "monitoring")]
+    return namespace
+
+
+def test_the_namespace_holding_the_history_is_protected_unless_the_site_lifts_it():
+    assert monitoring_namespace(site_config()).options.get("protect") is True
+    assert not monitoring_namespace(site_config(protect=False)).options.get("protect")
+    message = issues(site_config(prometheus="off", protect=True))["observability.protect"]
+    assert "remove observability.protect" in message
+
+
+def test_the_summary_says_whether_the_history_is_protected():
+    for protect, words in ((True, "created by this stack, protected"), (False, "**not protected**")):
+        config = site_config(protect=protect)
+        plan = build_plan(run({f"gpu-tenancy:{key}": value for key, value in config.items()}, stack="dev"), "dev")
+        assert any(line.startswith("- Namespace `monitoring`") and words in line
+                   for line in observability_section(PlanIndex(plan)))
+
+
 # --- the real chart --------------------------------------------------------------------------------
 
 

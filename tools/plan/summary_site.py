@@ -88,15 +88,19 @@ def observability_section(index: PlanIndex) -> list[str]:
     outputs = components[0].get("outputs") or {}
     children = index.descendants(components[0])
     namespace = outputs.get("namespace")
-    created = any(r["type"] == NAMESPACE and dig(r, "inputs", "metadata", "name") == namespace for r in children)
+    created = next((r for r in children
+                    if r["type"] == NAMESPACE and dig(r, "inputs", "metadata", "name") == namespace), None)
     mode = outputs.get("mode")
     lines += [f"- Mode: **{mode}**" + (" (kube-prometheus-stack installed by this stack)" if mode == "install"
                                        else " (the site's own Prometheus operator)" if mode == "external" else ""),
               f"- Prometheus URL: {code(outputs['prometheusUrl']) if outputs.get('prometheusUrl') else 'not set'}"
               + (" (read by KAI's time-aware fairness)" if outputs.get("timeAwareFairness")
                  else " (nothing reads it: time-aware fairness is off)" if outputs.get("prometheusUrl") else ""),
-              f"- Namespace {code(namespace)}: " + ("created by this stack" if created else
-                                                    "**must already exist** (this stack does not create it)"),
+              f"- Namespace {code(namespace)}: " + (
+                  ("created by this stack" + (", protected" if created["options"].get("protect") else
+                                              ", **not protected**: removing it deletes the history and Grafana's "
+                                              "database")) if created else
+                  "**must already exist** (this stack does not create it)"),
               f"- Monitors and rules carry {code('release=' + str(outputs.get('releaseLabel')))}, the label the "
               "Prometheus selects them by"]
     release = next((r for r in children if r["type"] == RELEASE), None)
