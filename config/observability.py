@@ -252,7 +252,9 @@ def read_observability(section: Section) -> Observability:
                      "set it to where pulumi up reaches Grafana, e.g. https://grafana.gpu.example.com")
         grafana_url = None
     fairness = _fairness(section.child("timeAwareFairness"), mode, url)
-    if (mode == "install" and fairness.enabled and retention is not None and fairness.window_size is not None
+    if retention is not None and duration_seconds(retention) == 0:
+        section.fail("retention", retention, "keeps no history at all", "set a positive duration, e.g. 90d")
+    elif (mode == "install" and fairness.enabled and retention is not None and fairness.window_size is not None
             and duration_seconds(fairness.window_size) > duration_seconds(retention)):
         section.fail("retention", retention, f"is shorter than the usage window KAI reads "
                      f"(timeAwareFairness.windowSize: {fairness.window_size}), so part of that window is never there",

@@ -67,7 +67,7 @@ def test_a_volume_too_small_for_a_database_is_refused(key):
     assert "'512Mi'" in message and "1Gi or more" in message
 
 
-@pytest.mark.parametrize("value", ["90 days", "0", "1.5d", "-1d"])
+@pytest.mark.parametrize("value", ["90 days", "0", "1.5d", "-1d", "0d", "0h0m"])
 def test_a_retention_prometheus_cannot_read_is_refused(value):
     message = issues(site_config(retention=value))["observability.retention"]
     assert repr(value) in message and "90d" in message
