@@ -139,6 +139,7 @@ class Observability(pulumi.ComponentResource):
                                                     opts=pulumi.ResourceOptions(parent=self)))
             if settings.grafana:
                 self.grafana_admin = GrafanaAdmin(f"{name}-grafana-admin", settings.namespace, args.provider,
+                                                  settings.protect,
                                                   opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]))
                 before_release.append(self.grafana_admin.secret)
             self.release = k8s.helm.v3.Release(

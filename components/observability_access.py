@@ -54,12 +54,14 @@ class GrafanaAdmin(pulumi.ComponentResource):
     password: pulumi.Output[str]
     secret: k8s.core.v1.Secret
 
-    def __init__(self, name: str, namespace: str, provider: k8s.Provider,
+    def __init__(self, name: str, namespace: str, provider: k8s.Provider, protect: bool,
                  opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("gpu-tenancy:platform:GrafanaAdmin", name, None, opts)
         # No special characters: the password also travels in the Grafana provider's `user:password` auth string.
+        # Protected with the monitoring data: Grafana takes the password only when it creates its database, so a
+        # new one would lock the program out of a Grafana whose database is on a volume.
         generated = random.RandomPassword(f"{name}-password", length=PASSWORD_LENGTH, special=False,
-                                          opts=pulumi.ResourceOptions(parent=self))
+                                          opts=pulumi.ResourceOptions(parent=self, protect=protect))
         self.password = pulumi.Output.secret(generated.result)
         self.secret = k8s.core.v1.Secret(
             f"{name}-secret",

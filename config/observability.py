@@ -212,7 +212,7 @@ builds.""", keys=(
                 "through Grafana's API live in that database: on a volume they outlive a restart of Grafana's pod."),
     Key("protect", Boolean(), _OBSERVABILITY.protect,
         "Pulumi `protect` on the monitoring namespace (`install`), which holds Prometheus' history and Grafana's "
-        "database.", example="false",
+        "database, and on Grafana's generated admin password, which that database keeps.", example="false",
         details="Setting `prometheus` to `external` or `off`, renaming `namespace`, or `pulumi destroy` then stops "
                 "with Pulumi's protected-resource error instead of deleting them: set it to `false` and run "
                 "`pulumi up` first (docs/operations.md)."),

@@ -103,6 +103,15 @@ def test_the_namespace_holding_the_history_is_protected_unless_the_site_lifts_it
     assert "remove observability.protect" in message
 
 
+def test_the_grafana_admin_password_is_protected_with_the_database_it_opens():
+    """Grafana takes it only when it creates its database: a new password would lock the program out."""
+    for protect in (True, False):
+        config = site_config(protect=protect)
+        program = run({f"gpu-tenancy:{key}": value for key, value in config.items()}, stack="dev")
+        [password] = program.of_type("random:index/randomPassword:RandomPassword")
+        assert bool(password.options.get("protect")) is protect
+
+
 def test_the_summary_says_whether_the_history_is_protected():
     for protect, words in ((True, "created by this stack, protected"), (False, "**not protected**")):
         config = site_config(protect=protect)
