@@ -57,10 +57,10 @@ class ObservabilityArgs:
 def stack_values(platform: Platform) -> dict:
     """Helm values of the kube-prometheus-stack release."""
     settings = platform.observability
-    storage: dict = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": settings.storage}}}
     storage_class = platform.host.storage_class if platform.host is not None else None
-    if storage_class:
-        storage["storageClassName"] = storage_class
+    on_site_class = {"storageClassName": storage_class} if storage_class else {}
+    storage = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": settings.storage}},
+               **on_site_class}
     return {
         "prometheus": {"prometheusSpec": {
             # The usage report and KAI's usage window read history: keep it past a restart and a month.
@@ -80,7 +80,7 @@ def stack_values(platform: Platform) -> dict:
             # its database: the chart keeps that in an emptyDir unless persistence is on. A StatefulSet, so an
             # upgrade stops the old pod before the new one opens the database and mounts the volume.
             "persistence": {"enabled": True, "type": "statefulset", "size": settings.grafana_storage,
-                            **({"storageClassName": storage_class} if storage_class else {})},
+                            **on_site_class},
             "sidecar": {"dashboards": {
                 "enabled": True, "label": DASHBOARD_LABEL[0], "labelValue": DASHBOARD_LABEL[1],
                 "folderAnnotation": FOLDER_ANNOTATION,

@@ -22,6 +22,7 @@ from components import observability_mig as mig
 from components import observability_shares as shares
 from components.admission import policy_name
 from config.model import Platform, UNLIMITED
+from config.observability import RETENTION_SIZE_SHARE
 
 TEAM_INFO = "gpu_tenancy_team_info"
 # Prometheus' own counter of the blocks it deleted to stay within its size limit.
@@ -137,8 +138,9 @@ def history_alerts(platform: Platform) -> list[dict]:
         f'increase({SIZE_RETENTIONS}{{namespace="{settings.namespace}"}}[1h]) > 0',
         "0m", "warning",
         "Prometheus deletes history to stay within its volume",
-        f"Prometheus deleted its oldest data in the last hour because it reached {settings.retention_size} (80% of "
-        f"observability.storage, {settings.storage}): it keeps less than observability.retention "
+        f"Prometheus deleted its oldest data in the last hour because it reached {settings.retention_size} "
+        f"({RETENTION_SIZE_SHARE:.0%} of observability.storage, {settings.storage}): it keeps less than "
+        "observability.retention "
         f"({settings.retention}).",
         "Usage reports reaching back past the history now left are refused (ops.usage names where it begins). "
         "Raise observability.storage and resize the claim (docs/operations.md, Monitoring data), or lower "

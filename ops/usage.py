@@ -32,6 +32,7 @@ from datetime import datetime, timezone
 from typing import Optional, Sequence, TextIO
 
 from components import observability_rules as rules
+from config.observability import RETENTION_SIZE_SHARE
 
 COLUMNS = ("team", "quota_gpu_hours", "allocated_gpu_hours", "borrowed_gpu_hours", "used_gpu_hours", "utilisation")
 TIMEOUT_SECONDS = 30
@@ -139,7 +140,7 @@ def report(prometheus: Prometheus, start: datetime, end: datetime, step_seconds:
 def history_start(prometheus: Prometheus, start: datetime, end: datetime, step_seconds: int = 60) -> Optional[datetime]:
     """When the platform's history in Prometheus begins, if that is more than a step after ``start``; None when it
     reaches back to ``start``. Prometheus drops its oldest blocks at ``observability.retention`` or once its data
-    fills 80% of its volume, and a report over a window that reaches further back would count too few hours."""
+    fills its share of the volume (``retentionSize``), and a report reaching further back would count too few hours."""
     range_ = f"{int((end - start).total_seconds() * 1000)}ms"
     # Per subquery step, the time of the team series' latest sample (within the lookback): the least is the
     # first sample in the window, or one just before it when the history reaches that far.
@@ -202,14 +203,16 @@ def main(argv: Optional[Sequence[str]] = None, out: TextIO = sys.stdout) -> int:
         if args.step < 1:
             raise UsageError(f"--step {args.step} must be a positive number of seconds")
         prometheus = Prometheus(args.prometheus)
+        # report() refuses a bad window before any query; the history check needs a good one.
         usages = report(prometheus, start, end, args.step)
         history_from = history_start(prometheus, start, end, args.step)
         if history_from is not None and not args.partial:
             raise UsageError(
                 f"Prometheus at {prometheus.url} holds the platform's history from {history_from.isoformat()} only, "
                 f"after --from {start.isoformat()}: the hours before it are gone (Prometheus keeps "
-                "observability.retention, and at most 80% of observability.storage), so the report would count too "
-                f"few. Report from --from {history_from.isoformat()}, or pass --partial to count what is there")
+                f"observability.retention, and at most {RETENTION_SIZE_SHARE:.0%} of observability.storage), so the "
+                f"report would count too few. Report from --from {history_from.isoformat()}, or pass --partial to "
+                "count what is there")
     except UsageError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -15,6 +15,7 @@ import pytest
 from components import observability_rules as rules
 from config import load_platform
 from tests.conftest import real_charts_or_skip, run
+from tests.isolation_spec import prefixed
 from tests.local_prometheus import needs_prometheus_and_promtool, running_prometheus
 from tests.test_observability_config import issues
 from tests.test_observability_rules import site_config
@@ -90,7 +91,7 @@ def test_grafana_storage_without_grafana_is_refused():
 
 
 def monitoring_namespace(config: dict):
-    program = run({f"gpu-tenancy:{key}": value for key, value in config.items()}, stack="dev")
+    program = run(prefixed(config), stack="dev")
     [namespace] = [resource for resource in program.of_type("kubernetes:core/v1:Namespace")
                    if resource.inputs["metadata"]["name"] == config["observability"].get("namespace", "monitoring")]
     return namespace
@@ -107,7 +108,7 @@ def test_the_grafana_admin_password_is_protected_with_the_database_it_opens():
     """Grafana takes it only when it creates its database: a new password would lock the program out."""
     for protect in (True, False):
         config = site_config(protect=protect)
-        program = run({f"gpu-tenancy:{key}": value for key, value in config.items()}, stack="dev")
+        program = run(prefixed(config), stack="dev")
         [password] = program.of_type("random:index/randomPassword:RandomPassword")
         assert bool(password.options.get("protect")) is protect
 
@@ -115,7 +116,7 @@ def test_the_grafana_admin_password_is_protected_with_the_database_it_opens():
 def test_the_summary_says_whether_the_history_is_protected():
     for protect, words in ((True, "created by this stack, protected"), (False, "**not protected**")):
         config = site_config(protect=protect)
-        plan = build_plan(run({f"gpu-tenancy:{key}": value for key, value in config.items()}, stack="dev"), "dev")
+        plan = build_plan(run(prefixed(config), stack="dev"), "dev")
         assert any(line.startswith("- Namespace `monitoring`") and words in line
                    for line in observability_section(PlanIndex(plan)))
 
@@ -127,7 +128,7 @@ def test_the_summary_says_whether_the_history_is_protected():
 def rendered(tmp_path_factory):
     """The objects of every release of the dev site with observability installed, from the real charts."""
     config = site_config(retention="26w", storage="200Gi", grafanaStorage="20Gi")
-    plan = build_plan(run({f"gpu-tenancy:{key}": value for key, value in config.items()}, stack="dev"), "dev")
+    plan = build_plan(run(prefixed(config), stack="dev"), "dev")
     cache = real_charts_or_skip(plan)
     out = tmp_path_factory.mktemp("charts")
     summary = render_plan_releases(plan["resources"], cache, out, kube_version=helm_kube_version(plan))
@@ -219,7 +220,7 @@ def test_a_real_prometheus_reads_the_size_limit_as_the_program_means_it(tmp_path
 
 def test_the_summary_shows_what_the_release_keeps_and_where():
     config = site_config(retention="26w", storage="200Gi", grafanaStorage="20Gi")
-    plan = build_plan(run({f"gpu-tenancy:{key}": value for key, value in config.items()}, stack="dev"), "dev")
+    plan = build_plan(run(prefixed(config), stack="dev"), "dev")
     lines = observability_section(PlanIndex(plan))
     assert ("- Prometheus keeps `26w` of history, at most `163840MiB` (`retentionSize`), on a `200Gi` volume "
             "(class `microk8s-hostpath`)") in lines

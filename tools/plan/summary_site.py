@@ -104,7 +104,7 @@ def observability_section(index: PlanIndex) -> list[str]:
               f"- Monitors and rules carry {code('release=' + str(outputs.get('releaseLabel')))}, the label the "
               "Prometheus selects them by"]
     release = next((r for r in children if r["type"] == RELEASE), None)
-    lines += [*kept_data(dig(release, "inputs", "values") or {} if release else {}), ""]
+    lines += [*kept_data(dig(release, "inputs", "values") or {}), ""]
     monitors = sorted((r for r in children if r["type"].endswith(":ServiceMonitor")),
                       key=lambda r: str(dig(r, "inputs", "metadata", "name")))
     rows = [[code(dig(m, "inputs", "metadata", "name")),
