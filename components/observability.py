@@ -23,6 +23,7 @@ import pulumi_kubernetes as k8s
 
 from components import observability_dashboards, observability_shares, observability_team_series
 from components.observability_access import GrafanaAdmin, admin_values, grafana_ini
+from components.observability_alerting import alertmanager_values, receiver_secret
 from components.observability_network import MonitoringIngress
 from components.observability_views import TeamViews
 from config import versions
@@ -52,6 +53,8 @@ class ObservabilityArgs:
     gpu_operator: Sequence[pulumi.Resource] = ()
     # The secret of Grafana's OAuth client (observability.grafanaLogin), when the site set one.
     grafana_client_secret: Optional[pulumi.Output[str]] = None
+    # The URL or key of the alert receiver (observability.alerting.receiver), when the site set one.
+    alert_receiver: Optional[pulumi.Output[str]] = None
 
 
 def stack_values(platform: Platform) -> dict:
@@ -68,6 +71,7 @@ def stack_values(platform: Platform) -> dict:
             "retentionSize": settings.retention_size,
             "storageSpec": {"volumeClaimTemplate": {"spec": storage}},
         }},
+        "alertmanager": alertmanager_values(settings, storage_class),
         # kube_pod_labels / kube_pod_annotations with KAI's GPU group and the fraction annotations: how the rules
         # charge a shared GPU to the pods sharing it.
         "kube-state-metrics": observability_shares.KSM_VALUES,
@@ -142,6 +146,12 @@ class Observability(pulumi.ComponentResource):
                                                   settings.protect,
                                                   opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]))
                 before_release.append(self.grafana_admin.secret)
+            if settings.alerting.delivers:
+                if args.alert_receiver is None:
+                    raise ValueError("observability.alerting.receiver is set: pass the alertReceiver secret")
+                before_release.append(receiver_secret(
+                    f"{name}-alert-receiver", settings.namespace, args.alert_receiver,
+                    pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[namespace]))))
             self.release = k8s.helm.v3.Release(
                 f"{name}-release",
                 name=INSTALL_RELEASE,
@@ -151,7 +161,7 @@ class Observability(pulumi.ComponentResource):
                 namespace=settings.namespace,
                 values=stack_values(platform),
                 atomic=True,
-            max_history=HELM_MAX_HISTORY,
+                max_history=HELM_MAX_HISTORY,
                 cleanup_on_fail=True,
                 timeout=RELEASE_TIMEOUT_SECONDS,
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=before_release)),
@@ -221,4 +231,5 @@ class Observability(pulumi.ComponentResource):
         self.register_outputs({"mode": settings.prometheus, "namespace": self.namespace,
                                "releaseLabel": settings.release_label, "dashboards": self.dashboards,
                                "prometheusUrl": settings.prometheus_url,
-                               "timeAwareFairness": settings.fairness.enabled})
+                               "timeAwareFairness": settings.fairness.enabled,
+                               "alertReceiver": settings.alerting.receiver})

@@ -27,6 +27,7 @@ from config.load_vcluster import DEFAULT_VCLUSTER, VCLUSTER, read_vcluster
 from config.virtual_cluster import check_virtual_clusters
 from config.model import Cluster, GpuOperator, Organization, Platform, Team
 from config import observability as observability_config
+from config.observability_alerting import alerting_warnings
 from config.observability_login import check_grafana_login, grafana_login_warnings
 from config.reader import Reader
 from config.secrets import SECRET_KEYS, Secrets, secret_command
@@ -89,7 +90,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
         dataclasses.replace(DEFAULT_VCLUSTER, node_labels=dict(host.tenant_node_labels))
     stack_vcluster = read_vcluster(root.child("vcluster"), default_vcluster)
     teams = [read_team(team, stack_vcluster) for team in root.entries("teams")]
-    observability = observability_config.read_observability(root.child("observability"))
+    observability = observability_config.read_observability(root.child("observability"), secrets)
     ci = read_ci(root.child("ci"))
 
     # Cross-field rules run on whatever was read, in the same pass: a value with a problem of its own is
@@ -125,7 +126,9 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
                 f"before pulumi up: {secret_command(name, stack)}" for name in secrets.missing]
     warnings += _warnings(platform) + isolation_warnings(platform) + access_warnings(cluster, platform.teams) \
         + placement_warnings(platform) + observability_config.observability_warnings(platform.observability) \
-        + grafana_login_warnings(platform.observability.grafana_login, platform.teams, secrets.set)
+        + grafana_login_warnings(platform.observability.grafana_login, platform.teams, secrets.set) \
+        + alerting_warnings(platform.observability.alerting, platform.observability.prometheus == "install",
+                            secrets.set)
     return Platform(**{**platform.__dict__, "warnings": tuple(warnings),
                        "notes": tuple(_notes(platform) + observability_config.external_notes(
                            platform.observability, platform.kai_scheduler.gpu_sharing))})

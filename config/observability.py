@@ -13,8 +13,10 @@ from typing import Optional
 from config import versions
 from config.key_types import Boolean, Check, Integer, Number, Quantity, Text, quantity_value
 from config.keys import Block, Condition, Key
+from config.observability_alerting import ALERTING, Alerting, read_alerting
 from config.observability_login import GRAFANA_LOGIN, GrafanaLogin, read_grafana_login
 from config.reader import Reader, Section
+from config.secrets import Secrets
 from config.version_types import Version
 
 MODES = ("install", "external", "off")
@@ -89,6 +91,7 @@ class Observability:
     release_label: Optional[str] = None
     url: Optional[str] = None
     alerts: AlertThresholds = field(default_factory=AlertThresholds)
+    alerting: Alerting = field(default_factory=Alerting)
     fairness: TimeAwareFairness = field(default_factory=TimeAwareFairness)
 
     @property
@@ -170,6 +173,9 @@ OBSERVABILITY = Block(title="GPU usage metrics, alerts and dashboards", conditio
     Condition("prometheus", ("external", "off"), "sizes the Prometheus and Grafana this program installs, and "
               "prometheus is {value}", "remove observability.{name}; a site's own Prometheus keeps its own settings",
               forbidden=("retention", "storage", "grafanaStorage", "protect")),
+    Condition("prometheus", ("external", "off"), "routes the alerts of the Alertmanager this program installs, and "
+              "prometheus is {value}", "remove observability.alerting; a site's own Alertmanager routes its alerts",
+              forbidden=("alerting",)),
     Condition("grafana", (False,), "is the volume of the installed Grafana's database, and grafana is false",
               "remove observability.grafanaStorage, or set grafana: true", forbidden=("grafanaStorage",)),
 ), intro="""\
@@ -226,12 +232,14 @@ builds.""", keys=(
         "into their team's organization (docs/observability.md)."),
     Key("external", EXTERNAL, {}, "The site's own Prometheus, with `prometheus: external`."),
     Key("alerts", ALERTS, {}, "Thresholds of the platform's alert rules."),
+    Key("alerting", ALERTING, {}, "Where the installed Alertmanager sends the alerts (`install`)."),
     Key("timeAwareFairness", FAIRNESS, {}, "KAI's time-aware fair sharing, fed by the usage history in Prometheus."),
 ))
 
 
-def read_observability(section: Section) -> Observability:
-    """Read the ``observability`` block; every problem goes to the section's reader."""
+def read_observability(section: Section, secrets: Secrets) -> Observability:
+    """Read the ``observability`` block; every problem goes to the section's reader, and a secret it needs to
+    ``secrets``."""
     mode = section.read("prometheus")
     external = section.child("external")
     release_label = external.read("releaseLabel")
@@ -274,6 +282,7 @@ def read_observability(section: Section) -> Observability:
         release_label=INSTALL_RELEASE if mode == "install" else release_label,
         url=url,
         alerts=_alerts(section.child("alerts")),
+        alerting=read_alerting(section.child("alerting"), mode == "install", secrets),
         fairness=fairness,
     )
 

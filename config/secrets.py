@@ -29,6 +29,9 @@ SECRETS = (
            "Kubeconfig of the existing cluster. Required when `cluster.kind` is `kubeconfig`."),
     Secret("grafanaClientSecret", "grafana-client-secret.txt",
            "Secret of Grafana's OAuth client (`observability.grafanaLogin.clientId`), if that client has one."),
+    Secret("alertReceiver", "alert-receiver.txt",
+           "Where Alertmanager sends alerts (`observability.alerting.receiver`): the Slack incoming-webhook URL, "
+           "the webhook URL, or the PagerDuty routing key. Required when a receiver is set."),
 )
 SECRET_KEYS = tuple(secret.name for secret in SECRETS)
 

@@ -68,6 +68,10 @@ MIRRORED_TAGS = {
     # The grafana subcharts kube-prometheus-stack depends on, and the query proxy in front of Prometheus.
     "grafana-community/helm-charts": ("grafana-12.10.0", "grafana-12.11.1"),
     "prometheus-community/prom-label-proxy": ("v0.9.0",),
+    # The Alertmanager of the floor and the default kube-prometheus-stack, and the floor's Prometheus operator,
+    # which parses the Alertmanager configuration the program writes (tests/test_observability_alerting.py).
+    "prometheus/alertmanager": ("v0.33.1", "v0.34.0"),
+    "prometheus-operator/prometheus-operator": ("v0.93.0",),
     "pulumi/pulumi": ("v3.259.0",),
     # The containerd each MicroK8s track bundles, and how that containerd mounts an image volume
     # (config/image_volumes.py).

@@ -104,7 +104,8 @@ def observability_section(index: PlanIndex) -> list[str]:
               f"- Monitors and rules carry {code('release=' + str(outputs.get('releaseLabel')))}, the label the "
               "Prometheus selects them by"]
     release = next((r for r in children if r["type"] == RELEASE), None)
-    lines += [*kept_data(dig(release, "inputs", "values") or {}), ""]
+    values = dig(release, "inputs", "values") or {}
+    lines += [*kept_data(values), *alert_delivery(values), ""]
     monitors = sorted((r for r in children if r["type"].endswith(":ServiceMonitor")),
                       key=lambda r: str(dig(r, "inputs", "metadata", "name")))
     rows = [[code(dig(m, "inputs", "metadata", "name")),
@@ -137,6 +138,35 @@ def kept_data(values: dict[str, Any]) -> list[str]:
                      f"{code(persistence.get('size'))} volume ({_storage_class(persistence)})"
                      if persistence.get("enabled") else
                      "- Grafana's database: **an emptyDir, erased whenever its pod restarts**")
+    return lines
+
+
+def alert_delivery(values: dict[str, Any]) -> list[str]:
+    """Where the installed Alertmanager sends alerts and keeps its silences, as the release sets them."""
+    if not values:
+        return []
+    manager = values.get("alertmanager") or {}
+    claim = dig(manager, "alertmanagerSpec", "storage", "volumeClaimTemplate", "spec") or {}
+    volume = dig(claim, "resources", "requests", "storage")
+    lines = [f"- Alertmanager's silences and notification log: a {code(volume)} volume ({_storage_class(claim)})"
+             if volume else "- Alertmanager's silences: **an emptyDir, lost whenever its pod restarts**"]
+    route = dig(manager, "config", "route") or {}
+    delivering = [receiver for receiver in dig(manager, "config", "receivers") or [] if receiver.get("name") != "null"]
+    if not delivering:
+        return lines + ["- Alerts are sent **nowhere** (the chart's `null` receiver): see observability.alerting"]
+    for receiver in delivering:
+        kinds = [key.removesuffix("_configs") for key in receiver if key.endswith("_configs")]
+        channels = [config["channel"] for key in receiver if key.endswith("_configs") for config in receiver[key]
+                    if config.get("channel")]
+        matchers = [matcher for child in route.get("routes") or [] if child.get("receiver") == receiver["name"]
+                    for matcher in child.get("matchers") or []]
+        which = "every alert but those routed to `null`" if route.get("receiver") == receiver["name"] else \
+            "alerts matching " + ", ".join(code(matcher) for matcher in matchers)
+        files = [config[key] for field in receiver if field.endswith("_configs") for config in receiver[field]
+                 for key in config if key.endswith("_file")]
+        lines.append(f"- Alerts go to {', '.join(kinds)}" + (f" ({', '.join(code(c) for c in channels)})"
+                                                              if channels else "")
+                     + f": {which}; address read from {', '.join(code(f) for f in files) or '**the values**'}")
     return lines
 
 

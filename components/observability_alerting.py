@@ -1,0 +1,88 @@
+"""The installed Alertmanager: where it sends alerts (``observability.alerting``) and where it keeps its state.
+
+kube-prometheus-stack's default configuration sends every alert to a receiver named ``null`` that does
+nothing. With a receiver set, the program's alerts (or all of them) go to Slack, a webhook or PagerDuty.
+The URL or routing key never enters the chart's values (Helm keeps those in its release Secrets, readable with
+``helm get values``): it is a Secret of its own, which the Prometheus operator mounts into Alertmanager's
+pod (``alertmanagerSpec.secrets``) and the configuration names by path (``*_file``).
+
+Silences and the notification log live in Alertmanager's data directory: on a volume, a silence set during
+an incident and the record of what was already sent outlive a restart of its pod.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from config.observability import MINIMUM_VOLUME, Observability
+from config.observability_alerting import Alerting
+from config.vocabulary import MANAGED_BY
+
+RECEIVER = "gpu-tenancy"
+NULL_RECEIVER = "null"  # the chart's own do-nothing receiver
+RECEIVER_SECRET = "gpu-tenancy-alert-receiver"
+RECEIVER_SECRET_KEY = "receiver"
+# Where the Prometheus operator mounts a Secret named in alertmanagerSpec.secrets.
+SECRETS_DIR = "/etc/alertmanager/secrets"
+RECEIVER_FILE = f"{SECRETS_DIR}/{RECEIVER_SECRET}/{RECEIVER_SECRET_KEY}"
+# Every alert the program defines is named so (components/observability_rules.py).
+PLATFORM_ALERTS = 'alertname =~ "GpuTenancy.+"'
+# kube-prometheus-stack alerts that fire all the time on purpose: a dead man's switch and the inhibitor of
+# info alerts.
+ALWAYS_FIRING = ("Watchdog", "InfoInhibitor")
+# Silences and the notification log are kilobytes.
+STATE_VOLUME = MINIMUM_VOLUME
+
+SLACK_TITLE = '[{{ .Status | toUpper }}{{ if eq .Status "firing" }}:{{ .Alerts.Firing | len }}{{ end }}] ' \
+              '{{ .CommonLabels.alertname }}{{ with .CommonLabels.team }} ({{ . }}){{ end }}'
+SLACK_TEXT = ('{{ range .Alerts }}*{{ .Annotations.summary }}*\n{{ .Annotations.description }}\n'
+              '{{ with .Annotations.runbook }}Runbook: {{ . }}\n{{ end }}'
+              '{{ with .Annotations.runbook_url }}Runbook: {{ . }}\n{{ end }}{{ end }}')
+
+
+def receiver_config(alerting: Alerting) -> dict:
+    """The receiver that delivers, reading its URL or key from the mounted Secret."""
+    if alerting.receiver == "slack":
+        slack = {"api_url_file": RECEIVER_FILE, "send_resolved": True, "title": SLACK_TITLE, "text": SLACK_TEXT}
+        if alerting.slack_channel:
+            slack["channel"] = alerting.slack_channel
+        return {"name": RECEIVER, "slack_configs": [slack]}
+    if alerting.receiver == "webhook":
+        return {"name": RECEIVER, "webhook_configs": [{"url_file": RECEIVER_FILE, "send_resolved": True}]}
+    return {"name": RECEIVER, "pagerduty_configs": [{"routing_key_file": RECEIVER_FILE, "send_resolved": True}]}
+
+
+def alertmanager_config(alerting: Alerting) -> dict:
+    """The parts of the chart's ``alertmanager.config`` the program sets (Helm keeps the chart's global settings,
+    inhibit rules and templates; lists replace the chart's)."""
+    silent = [{"receiver": NULL_RECEIVER, "matchers": [f'alertname = "{name}"']} for name in ALWAYS_FIRING]
+    # One message per alert and team, so a team's alert does not hide in another's.
+    grouping = {"group_by": ["alertname", "team"]}
+    if alerting.scope == "all":
+        route = {"receiver": RECEIVER, **grouping, "routes": silent}
+    else:
+        route = {"routes": [*silent, {"receiver": RECEIVER, "matchers": [PLATFORM_ALERTS], **grouping}]}
+    return {"route": route, "receivers": [{"name": NULL_RECEIVER}, receiver_config(alerting)]}
+
+
+def alertmanager_values(settings: Observability, storage_class: Optional[str]) -> dict:
+    """The chart's ``alertmanager`` values."""
+    claim = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": STATE_VOLUME}},
+             **({"storageClassName": storage_class} if storage_class else {})}
+    spec: dict = {"storage": {"volumeClaimTemplate": {"spec": claim}}}
+    if not settings.alerting.delivers:
+        return {"alertmanagerSpec": spec}
+    return {"alertmanagerSpec": {**spec, "secrets": [RECEIVER_SECRET]},
+            "config": alertmanager_config(settings.alerting)}
+
+
+def receiver_secret(name: str, namespace: str, address: pulumi.Input[str], opts: pulumi.ResourceOptions
+                    ) -> k8s.core.v1.Secret:
+    """The Secret Alertmanager reads the receiver's URL or key from. It must exist before the release: the
+    operator mounts it into Alertmanager's pod, which does not start without it."""
+    return k8s.core.v1.Secret(
+        name, metadata={"name": RECEIVER_SECRET, "namespace": namespace, "labels": dict(MANAGED_BY)},
+        string_data={RECEIVER_SECRET_KEY: pulumi.Output.secret(address)}, opts=opts)

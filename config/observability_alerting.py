@@ -1,0 +1,83 @@
+"""Stack config: ``observability.alerting``, where the installed Alertmanager sends the platform's alerts.
+
+Without it the alerts the program defines (components/observability_rules.py) are only seen by someone looking
+at Alertmanager or Grafana: kube-prometheus-stack routes every alert to a receiver that does nothing. The
+receiver's address or key is a secret (``alertReceiver``); the loader learns only whether it is set.
+components/observability_alerting.py turns it into Alertmanager's configuration. No Pulumi here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from config.key_types import Check, Text
+from config.keys import Block, Condition, Key
+from config.reader import Section
+from config.secrets import Secrets
+
+KEY = "observability.alerting"
+# The secret key (config/secrets.py) holding the receiver's URL or routing key.
+RECEIVER_SECRET = "alertReceiver"
+RECEIVERS = ("none", "slack", "webhook", "pagerduty")
+# What each receiver reads from the secret, for messages and docs.
+SECRET_MEANING = {"slack": "the Slack incoming-webhook URL", "webhook": "the webhook's URL",
+                  "pagerduty": "the PagerDuty Events API v2 routing (integration) key"}
+SCOPES = ("platform", "all")
+SLACK_CHANNEL = Check(r"[#@]?[a-z0-9][a-z0-9._-]{0,79}", "is not a Slack channel name",
+                      "use the channel's name in lower case, e.g. #gpu-platform")
+
+
+@dataclass(frozen=True)
+class Alerting:
+    receiver: str = "none"
+    scope: str = "platform"
+    slack_channel: Optional[str] = None
+
+    @property
+    def delivers(self) -> bool:
+        return self.receiver != "none"
+
+
+_ALERTING = Alerting()
+ALERTING = Block(conditions=(
+    Condition("receiver", ("none",), "chooses what goes to a receiver, and receiver is none",
+              "set observability.alerting.receiver, or remove observability.alerting.{name}",
+              forbidden=("alerts", "slackChannel")),
+    Condition("receiver", ("webhook", "pagerduty"), "only applies to receiver: slack (it is {value})",
+              "remove observability.alerting.slackChannel", forbidden=("slackChannel",)),
+), keys=(
+    Key("receiver", Text(choices=RECEIVERS), _ALERTING.receiver,
+        "Where the installed Alertmanager sends alerts (`install` only).", example="slack",
+        default_note="`none`: alerts show in Alertmanager and Grafana only",
+        details=f"The address or key is the secret key `{RECEIVER_SECRET}`: "
+                + "; ".join(f"`{name}`: {meaning}" for name, meaning in SECRET_MEANING.items())
+                + ". Alertmanager reads it from a Secret mounted into its pod, never from the chart's values. "
+                  "Resolved alerts are sent too."),
+    Key("alerts", Text(choices=SCOPES), _ALERTING.scope, "Which alerts go to the receiver.", example="all",
+        details="`platform`: the program's own alerts (`GpuTenancy*`: starved teams, idle GPUs, admission "
+                "refusals, history trimmed, ...). `all`: also kube-prometheus-stack's cluster alerts, except "
+                "`Watchdog` and `InfoInhibitor`, which exist to fire all the time."),
+    Key("slackChannel", Text(form="Slack channel", checks=(SLACK_CHANNEL,)), _ALERTING.slack_channel,
+        "Channel to post to (`receiver: slack`).", example="#gpu-platform",
+        default_note="the incoming webhook's own channel"),
+))
+
+
+def read_alerting(section: Section, installed: bool, secrets: Secrets) -> Alerting:
+    """The block; every problem goes to the section's reader. The receiver needs its secret."""
+    receiver = section.read("receiver") or _ALERTING.receiver
+    alerting = Alerting(receiver=receiver, scope=section.read("alerts") or _ALERTING.scope,
+                        slack_channel=section.read("slackChannel"))
+    if installed and alerting.delivers:
+        secrets.require(RECEIVER_SECRET, f"{KEY}.receiver is {receiver}, and Alertmanager needs "
+                                         f"{SECRET_MEANING[receiver]}")
+    return alerting
+
+
+def alerting_warnings(alerting: Alerting, installed: bool, secrets_set: set[str]) -> list[str]:
+    """A receiver secret nothing reads."""
+    if RECEIVER_SECRET in secrets_set and not (installed and alerting.delivers):
+        return [f"{RECEIVER_SECRET} is set but nothing reads it: {KEY}.receiver is not set (or prometheus is not "
+                "install). Set a receiver, or remove the secret."]
+    return []

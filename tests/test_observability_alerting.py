@@ -1,0 +1,409 @@
+"""Spec of where the installed Alertmanager sends alerts (``observability.alerting``) and what it keeps.
+
+Checked on the config, on the program's resources, on the real kube-prometheus-stack chart rendered with the
+program's values (skipping without the chart cache), with Debian's ``amtool`` and a real ``alertmanager``
+delivering to a local Slack stand-in, and against the Alertmanager and Prometheus operator sources at the
+tags the pinned charts run (skipping without the mirrors)."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import http.server
+import json
+import re
+import shutil
+import subprocess
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+import yaml
+
+from components import observability_alerting as alerting
+from components import observability_rules as rules
+from config import load_platform, versions
+from config.observability_alerting import RECEIVER_SECRET
+from config.source import OFFLINE_PLACEHOLDER
+from tests.conftest import MIRRORED_TAGS, git, real_charts_or_skip, run
+from tests.isolation_spec import prefixed
+from tests.local_prometheus import free_port
+from tests.test_observability_config import issues
+from tests.test_observability_rules import site_config
+from tools.charts.cache import chart_cache_dir, find_cached
+from tools.charts.render import release_chart_key, render_release
+from tools.offline.mockrun import SECRET_PLACEHOLDER
+from tools.plan.document import build_plan
+from tools.plan.lookup import PlanIndex
+from tools.plan.summary_site import observability_section
+
+AMTOOL = shutil.which("amtool")
+ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")  # Debian renames it
+needs_amtool = pytest.mark.skipif(AMTOOL is None, reason="amtool is not on $PATH (Debian package "
+                                                         "prometheus-alertmanager; .ci/run installs it)")
+needs_alertmanager = pytest.mark.skipif(ALERTMANAGER is None, reason="prometheus-alertmanager is not on $PATH (Debian "
+                                                                     "package prometheus-alertmanager)")
+RECEIVERS = ("slack", "webhook", "pagerduty")
+OPERATOR = "prometheus-operator/prometheus-operator"
+ALERTMANAGER_REPO = "prometheus/alertmanager"
+HELM_CHARTS = "prometheus-community/helm-charts"
+
+
+def alerting_site(**settings) -> dict:
+    return site_config(alerting=settings)
+
+
+def with_receiver_secret(config: dict) -> dict:
+    """The site as its stack file holds it once the receiver's secret is set (encrypted)."""
+    return {**prefixed(config), "gpu-tenancy:alertReceiver": {"secure": "v1:AAAA"}}
+
+
+# --- config -------------------------------------------------------------------------------------
+
+
+def test_by_default_alerts_stay_in_alertmanager_and_no_secret_is_needed():
+    settings = load_platform(site_config()).observability.alerting
+    assert settings.receiver == "none" and not settings.delivers
+
+
+@pytest.mark.parametrize("receiver", RECEIVERS)
+def test_a_receiver_needs_its_secret_and_the_error_says_how_to_set_it(receiver):
+    message = issues(alerting_site(receiver=receiver))["alertReceiver"]
+    assert f"receiver is {receiver}" in message and "pulumi config set --secret gpu-tenancy:alertReceiver" in message
+    # An offline plan of a new site stands in for it, and says so.
+    warnings = load_platform(alerting_site(receiver=receiver), placeholders=["alertReceiver"]).warnings
+    assert any(warning.startswith("gpu-tenancy:alertReceiver is not set") for warning in warnings)
+
+
+def test_keys_that_only_shape_a_receiver_are_refused_without_one():
+    found = issues(alerting_site(alerts="all"))
+    assert "receiver is none" in found["observability.alerting.alerts"]
+    message = issues(alerting_site(receiver="webhook", slackChannel="#gpu"))["observability.alerting.slackChannel"]
+    assert "webhook" in message and "remove observability.alerting.slackChannel" in message
+
+
+@pytest.mark.parametrize("channel", ["GPU Platform", "#", "gpu/platform"])
+def test_a_channel_slack_cannot_name_is_refused(channel):
+    message = issues(alerting_site(receiver="slack", slackChannel=channel))["observability.alerting.slackChannel"]
+    assert repr(channel) in message and "#gpu-platform" in message
+
+
+@pytest.mark.parametrize("mode", ["external", "off"])
+def test_alerting_is_for_the_alertmanager_the_program_installs(mode):
+    extra = {"external": {"releaseLabel": "prometheus"}} if mode == "external" else {}
+    message = issues(site_config(prometheus=mode, **extra, alerting={"receiver": "slack"}))["observability.alerting"]
+    assert mode in message and "remove observability.alerting" in message
+
+
+def test_a_receiver_secret_nothing_reads_draws_a_warning():
+    warnings = load_platform(site_config(), secrets_set=["alertReceiver"]).warnings
+    assert any("alertReceiver is set but nothing reads it" in warning for warning in warnings)
+    assert not any("alertReceiver" in warning for warning in load_platform(
+        alerting_site(receiver="slack"), secrets_set=["alertReceiver"]).warnings)
+
+
+# --- the program ------------------------------------------------------------------------------------
+
+
+def stack_release(program):
+    [release] = [resource for resource in program.of_type("kubernetes:helm.sh/v3:Release")
+                 if resource.inputs["name"] == "kube-prometheus-stack"]
+    return release
+
+
+def receiver_secrets(program) -> list:
+    return [resource for resource in program.of_type("kubernetes:core/v1:Secret")
+            if resource.inputs.get("metadata", {}).get("name") == alerting.RECEIVER_SECRET]
+
+
+@pytest.mark.parametrize("receiver", RECEIVERS)
+def test_the_receiver_address_is_a_secret_of_its_own_that_exists_before_the_release(receiver):
+    program = run(with_receiver_secret(alerting_site(receiver=receiver)), stack="dev")
+    [secret] = receiver_secrets(program)
+    assert secret.inputs["metadata"]["namespace"] == "monitoring" and secret.inputs["stringData"] == "[secret]"
+    release = stack_release(program)
+    assert secret.urn in release.dependencies
+    values = release.inputs["values"]["alertmanager"]
+    # Helm keeps a release's values readable (helm get values): the address is only a path there.
+    assert not {SECRET_PLACEHOLDER, OFFLINE_PLACEHOLDER} & set(re.findall(r"[\w-]+", json.dumps(release.inputs)))
+    assert values["alertmanagerSpec"]["secrets"] == [alerting.RECEIVER_SECRET]
+    [delivering] = [entry for entry in values["config"]["receivers"] if entry["name"] == alerting.RECEIVER]
+    [(kind, [settings])] = [(key, value) for key, value in delivering.items() if key != "name"]
+    assert kind == f"{receiver}_configs" and settings["send_resolved"] is True
+    [path] = [value for key, value in settings.items() if key.endswith("_file")]
+    assert path == f"{alerting.SECRETS_DIR}/{alerting.RECEIVER_SECRET}/{alerting.RECEIVER_SECRET_KEY}"
+
+
+def test_without_a_receiver_the_chart_keeps_its_routes_and_no_secret_is_made():
+    program = run(prefixed(site_config()), stack="dev")
+    values = stack_release(program).inputs["values"]["alertmanager"]
+    assert "config" not in values and "secrets" not in values["alertmanagerSpec"]
+    assert not receiver_secrets(program)
+
+
+def test_the_platform_route_matches_every_alert_the_program_defines_and_nothing_else():
+    pattern = re.fullmatch(r'alertname =~ "(.+)"', alerting.PLATFORM_ALERTS).group(1)
+    names = [rule["alert"] for rule in rules.alert_rules(load_platform(site_config()))]
+    assert names and all(re.fullmatch(pattern, name) for name in names)
+    assert not any(re.fullmatch(pattern, name) for name in ("KubePodCrashLooping", "Watchdog", "TargetDown"))
+
+
+def test_alertmanager_keeps_silences_on_a_volume_of_the_site_storage_class():
+    values = stack_release(run(prefixed(site_config()), stack="dev")).inputs["values"]["alertmanager"]
+    claim = values["alertmanagerSpec"]["storage"]["volumeClaimTemplate"]["spec"]
+    assert claim["resources"]["requests"]["storage"] == "1Gi" and claim["storageClassName"] == "microk8s-hostpath"
+
+
+def test_the_summary_says_where_alerts_go_from_the_release_values():
+    def alert_lines(config: dict) -> list[str]:
+        plan = build_plan(run(with_receiver_secret(config), stack="dev"), "dev")
+        return [line for line in observability_section(PlanIndex(plan)) if "lert" in line]
+
+    silent = alert_lines(site_config())
+    assert "- Alerts are sent **nowhere** (the chart's `null` receiver): see observability.alerting" in silent
+    assert any("silences" in line and "`1Gi` volume" in line for line in silent)
+    [slack] = [line for line in alert_lines(alerting_site(receiver="slack", slackChannel="#gpu")) if "go to" in line]
+    assert slack.startswith("- Alerts go to slack (`#gpu`): alerts matching `alertname =~")
+    assert alerting.RECEIVER_FILE in slack
+    [pager] = [line for line in alert_lines(alerting_site(receiver="pagerduty", alerts="all")) if "go to" in line]
+    assert "pagerduty: every alert but those routed to `null`" in pager
+
+
+# --- the real chart ---------------------------------------------------------------------------------
+
+
+def rendered_stack(config: dict) -> list[dict]:
+    """The kube-prometheus-stack objects Helm renders from the pinned chart with the program's values."""
+    program = run(with_receiver_secret(config), stack="dev")
+    plan = build_plan(program, "dev")
+    real_charts_or_skip(plan)
+    inputs = stack_release(program).inputs
+    chart, _ = find_cached(release_chart_key(inputs), chart_cache_dir())
+    manifests = render_release(chart, inputs["name"], inputs["namespace"], inputs["values"], include_crds=False)
+    return [document for text in manifests.values() for document in yaml.safe_load_all(text) if document]
+
+
+def alertmanager_file(objects: list[dict], tmp_path: Path) -> Path:
+    """The configuration the chart hands the Prometheus operator (Secret alertmanager-<name>), as a file."""
+    [secret] = [obj for obj in objects if obj["kind"] == "Secret"
+                and obj["metadata"]["name"] == "alertmanager-kube-prometheus-stack-alertmanager"]
+    path = tmp_path / "alertmanager.yaml"
+    path.write_bytes(base64.b64decode(secret["data"]["alertmanager.yaml"]))
+    return path
+
+
+@pytest.fixture(scope="module")
+def slack_render(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("slack")
+    objects = rendered_stack(alerting_site(receiver="slack", slackChannel="#gpu-platform"))
+    return objects, alertmanager_file(objects, tmp)
+
+
+def test_the_chart_mounts_the_receiver_secret_and_keeps_its_own_settings(slack_render):
+    objects, path = slack_render
+    [manager] = [obj for obj in objects if obj["kind"] == "Alertmanager"]
+    assert manager["spec"]["secrets"] == [alerting.RECEIVER_SECRET]
+    claim = manager["spec"]["storage"]["volumeClaimTemplate"]["spec"]
+    assert claim["storageClassName"] == "microk8s-hostpath"
+    config = yaml.safe_load(path.read_text())
+    # Helm merged the program's route into the chart's: its grouping, timers, inhibitions and templates stay.
+    assert config["global"]["resolve_timeout"] and config["inhibit_rules"] and config["templates"]
+    assert config["route"]["receiver"] == "null" and config["route"]["group_wait"]
+    assert {receiver["name"] for receiver in config["receivers"]} == {"null", alerting.RECEIVER}
+
+
+def amtool(*args: str) -> str:
+    done = subprocess.run([AMTOOL, *args], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+@needs_amtool
+def test_alertmanager_accepts_the_rendered_configuration(slack_render, tmp_path):
+    _, path = slack_render
+    assert "SUCCESS" in amtool("check-config", str(path))
+    # PagerDuty's routing_key_file is as old as Debian's amtool; the webhook's url_file (Alertmanager 0.26) is
+    # newer, and checked against the pinned Alertmanager's source below.
+    objects = rendered_stack(alerting_site(receiver="pagerduty", alerts="all"))
+    assert "SUCCESS" in amtool("check-config", str(alertmanager_file(objects, tmp_path)))
+
+
+def route_of(path: Path, *labels: str) -> str:
+    return amtool("config", "routes", "test", f"--config.file={path}", *labels).strip()
+
+
+@needs_amtool
+def test_the_platform_alerts_go_to_the_receiver_and_the_rest_stays_quiet(slack_render):
+    _, path = slack_render
+    assert route_of(path, "alertname=GpuTenancyTeamStarved", "team=alpha") == alerting.RECEIVER
+    assert route_of(path, "alertname=GpuTenancyHistoryTrimmedForSize", "namespace=monitoring") == alerting.RECEIVER
+    for labels in (("alertname=KubePodCrashLooping", "namespace=vcluster-alpha"), ("alertname=Watchdog",)):
+        assert route_of(path, *labels) == "null"
+
+
+@needs_amtool
+def test_all_alerts_reach_the_receiver_but_the_ones_that_always_fire(tmp_path):
+    path = alertmanager_file(rendered_stack(alerting_site(receiver="slack", alerts="all")), tmp_path)
+    assert route_of(path, "alertname=KubePodCrashLooping", "namespace=vcluster-alpha") == alerting.RECEIVER
+    assert route_of(path, "alertname=GpuTenancyTeamStarved", "team=alpha") == alerting.RECEIVER
+    for name in alerting.ALWAYS_FIRING:
+        assert route_of(path, f"alertname={name}") == "null"
+
+
+# --- a real Alertmanager delivering ------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def slack_stand_in() -> Iterator[tuple[str, list[dict]]]:
+    """An HTTP server on 127.0.0.1 taking Slack incoming-webhook posts: its URL and the messages it got."""
+    received: list[dict] = []
+
+    class Hook(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 (http.server's naming)
+            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/services/T000/B000/XXXX", received
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def post_alerts(url: str, alerts: list[dict]) -> None:
+    request = urllib.request.Request(f"{url}/api/v2/alerts", data=json.dumps(alerts).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.status == 200
+
+
+@needs_alertmanager
+def test_a_real_alertmanager_posts_the_platform_alert_to_slack_and_not_the_watchdog(slack_render, tmp_path):
+    """The rendered configuration as the operator mounts it: only the Secret's path is this machine's, and the
+    grouping wait is shortened so the test does not sit through the chart's 30 seconds."""
+    _, path = slack_render
+    config = yaml.safe_load(path.read_text())
+    [slack] = next(receiver for receiver in config["receivers"] if receiver["name"] == alerting.RECEIVER)[
+        "slack_configs"]
+    assert slack["api_url_file"] == alerting.RECEIVER_FILE
+    secret_file = tmp_path / RECEIVER_SECRET
+    slack["api_url_file"] = str(secret_file)
+    config["route"]["group_wait"] = "1s"
+    (tmp_path / "alertmanager.yml").write_text(yaml.safe_dump(config))
+    port = free_port()
+    with slack_stand_in() as (hook, received):
+        secret_file.write_text(hook + "\n")  # as `pulumi config set --secret ... < file` keeps a file's last newline
+        log = (tmp_path / "alertmanager.log").open("w")
+        server = subprocess.Popen(
+            [ALERTMANAGER, f"--config.file={tmp_path / 'alertmanager.yml'}", f"--storage.path={tmp_path / 'data'}",
+             f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="],  # no peers: no gossip to settle
+            stdout=subprocess.DEVNULL, stderr=log)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    with urllib.request.urlopen(f"{url}/-/ready", timeout=2):
+                        break
+                except OSError:
+                    assert server.poll() is None and time.monotonic() < deadline, \
+                        (tmp_path / "alertmanager.log").read_text()[-2000:]
+                    time.sleep(0.3)
+            starved = rules.alert_rules(load_platform(site_config()))[1]
+            assert starved["alert"] == "GpuTenancyTeamStarved"
+            post_alerts(url, [
+                {"labels": {"alertname": "Watchdog", "severity": "none"}},
+                {"labels": {"alertname": "GpuTenancyTeamStarved", "team": "alpha", "severity": "warning"},
+                 "annotations": {"summary": "Team alpha has pending pods below its GPU guarantee",
+                                 "description": "alpha has 2 pending pod(s)", "runbook": "Check the queue"}}])
+            deadline = time.monotonic() + 30
+            while not received and time.monotonic() < deadline:
+                time.sleep(0.2)
+            time.sleep(2)  # what else comes, comes within the group wait
+        finally:
+            server.terminate()
+            server.wait(timeout=20)
+            log.close()
+    assert len(received) == 1, received
+    [message] = received
+    assert message["channel"] == "#gpu-platform"
+    [attachment] = message["attachments"]
+    assert attachment["title"] == "[FIRING:1] GpuTenancyTeamStarved (alpha)"
+    assert "*Team alpha has pending pods below its GPU guarantee*" in attachment["text"]
+    assert "alpha has 2 pending pod(s)" in attachment["text"] and "Runbook: Check the queue" in attachment["text"]
+
+
+# --- upstream: the pinned Alertmanager and Prometheus operator read every key the program writes -------
+
+
+def program_keys(config: dict) -> set[str]:
+    """Every key of the program's Alertmanager configuration, at any depth."""
+    keys: set[str] = set()
+    stack = [config]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            keys |= set(node)
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return keys
+
+
+def every_program_key() -> set[str]:
+    keys: set[str] = set()
+    for receiver in RECEIVERS:
+        for scope in ("platform", "all"):
+            settings = load_platform(alerting_site(receiver=receiver, alerts=scope, **(
+                {"slackChannel": "#gpu"} if receiver == "slack" else {})), placeholders=["alertReceiver"])
+            keys |= program_keys(alerting.alertmanager_config(settings.observability.alerting))
+    return keys
+
+
+def yaml_fields(repository: str, tag: str, *paths: str) -> set[str]:
+    text = git(repository, "grep", "-h", "-o", r'yaml:"[a-z_]*', tag, "--", *paths)
+    return {line.split('"')[1] for line in text.splitlines()}
+
+
+def chart_alertmanager_tag(chart_tag: str) -> str:
+    values = yaml.safe_load(git(HELM_CHARTS, "show", f"{chart_tag}:charts/kube-prometheus-stack/values.yaml"))
+    return values["alertmanager"]["alertmanagerSpec"]["image"]["tag"]
+
+
+def test_the_mirrored_sources_are_the_ones_the_pinned_charts_run():
+    """The default and the floor chart's Alertmanager, and the floor chart's operator, are mirrored."""
+    charts = [f"kube-prometheus-stack-{version}" for version in (
+        versions.KUBE_PROMETHEUS_STACK_MINIMUM_VERSION, versions.KUBE_PROMETHEUS_STACK_VERSION)]
+    assert {chart_alertmanager_tag(chart) for chart in charts} == set(MIRRORED_TAGS[ALERTMANAGER_REPO])
+    floor_operator = yaml.safe_load(git(HELM_CHARTS, "show", f"{charts[0]}:charts/kube-prometheus-stack/Chart.yaml"))
+    assert floor_operator["appVersion"] in MIRRORED_TAGS[OPERATOR]
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[ALERTMANAGER_REPO])
+def test_the_alertmanager_the_charts_run_reads_every_key_the_program_writes(tag):
+    known = yaml_fields(ALERTMANAGER_REPO, tag, "config", "notify", "pkg/labels")
+    assert every_program_key() <= known, every_program_key() - known
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[OPERATOR])
+def test_the_operator_parses_every_key_strictly_and_drops_none_for_the_charts_alertmanager(tag):
+    """The operator reads the configuration into its own structs (unknown keys refuse it) and silently drops a
+    ``*_file`` key the Alertmanager it runs is too old for."""
+    known = yaml_fields(OPERATOR, tag, "pkg/alertmanager/types.go")
+    assert every_program_key() <= known, every_program_key() - known
+    gates = re.findall(r"'([a-z_]+)' supported in Alertmanager >= ([0-9.]+) only",
+                       git(OPERATOR, "show", f"{tag}:pkg/alertmanager/amcfg.go"))
+    used = {key: tuple(map(int, version.split("."))) for key, version in gates if key in every_program_key()}
+    assert {"url_file", "routing_key_file", "api_url_file"} <= set(used)
+    oldest = min(tuple(map(int, tag.lstrip("v").split("."))) for tag in MIRRORED_TAGS[ALERTMANAGER_REPO])
+    assert all(oldest >= needed for needed in used.values()), used
