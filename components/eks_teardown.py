@@ -67,7 +67,7 @@ def teardown_script(timeout_seconds: int = TEARDOWN_TIMEOUT_SECONDS, poll_second
         "done",
         f"deadline=$((SECONDS + {timeout_seconds}))",
         "while :; do",
-        f'  left="$({_LEAVING_TENANTS})$({_LEAVING_VOLUMES})"',
+        f'  left="$({_LEAVING_TENANTS}; {_LEAVING_VOLUMES})"',
         '  [ -z "$left" ] && exit 0',
         '  if [ "$SECONDS" -ge "$deadline" ]; then',
         '    echo "tenant load balancers or EBS volumes are still being deleted; the cluster is kept so that '

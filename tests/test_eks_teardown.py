@@ -162,3 +162,9 @@ def test_a_timeout_names_the_volume_whose_claim_is_gone(tmp_path):
                      claims="team-stays/data\n")
     assert result.returncode == 1
     assert "pvc-grafana" in result.stderr.splitlines() and "pvc-kept" not in result.stderr
+
+
+def test_a_timeout_lists_each_tenant_and_volume_left_on_its_own_line(tmp_path):
+    result, _ = _run(tmp_path, "vcluster-a\n", "", "pvc-1 Released ebs.csi.aws.com vcluster-a/data\n")
+    assert result.returncode == 1
+    assert {"vcluster-a", "pvc-1"} <= set(result.stderr.splitlines())
