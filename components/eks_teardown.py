@@ -11,10 +11,11 @@ The step here sits between the two: a command with nothing to do on ``up`` whose
 everything on the Kubernetes provider is gone and before the node groups, the CSI add-on and the cluster
 (the provider depends on it, it depends on them). It deletes any LoadBalancer Service vCluster synced that
 is still there, then waits until none is left (the cloud controller removes a Service only after its load
-balancer) and until no EBS volume released by a deleted claim is left (the CSI controller deletes them). It
-stops the destroy with what is left when that takes too long, before the cluster goes, so a rerun can
-finish. Protected tenants stop the destroy before it runs, as before. It needs ``kubectl`` and the AWS CLI
-(the kubeconfig's token command) where ``pulumi destroy`` runs.
+balancer) and until no EBS volume of a deleted claim is left (the CSI controller deletes them, and a volume
+may still show bound for a few seconds after its claim goes). It stops the destroy with what is left when
+that takes too long, before the cluster goes, so a rerun can finish. Protected tenants stop the destroy
+before it runs, as before. It needs ``kubectl`` and the AWS CLI (the kubeconfig's token command) where
+``pulumi destroy`` runs.
 """
 
 from __future__ import annotations
@@ -39,15 +40,24 @@ _LOAD_BALANCERS = (f"for namespace in $({_LEAVING_TENANTS}); do kubectl get serv
                    f"-l {VCLUSTER_MANAGED_BY_LABEL} -o jsonpath="
                    "'{range .items[?(@.spec.type==\"LoadBalancer\")]}{.metadata.namespace}{\" \"}{.metadata.name}"
                    "{\"\\n\"}{end}'; done")
-_RELEASED_VOLUMES = ("kubectl get persistentvolumes -o jsonpath="
-                     "'{range .items[?(@.spec.persistentVolumeReclaimPolicy==\"Delete\")]}{.metadata.name}{\" \"}"
-                     "{.status.phase}{\" \"}{.spec.csi.driver}{\"\\n\"}{end}'"
-                     f" | awk '$3 == \"{EBS_CSI_DRIVER}\" && ($2 == \"Released\" || $2 == \"Failed\") {{print $1}}'")
+# EBS volumes the CSI controller has still to delete: released or failed ones, and those still shown bound
+# (or pending) to a claim that is gone, since the PV controller marks a volume released only seconds after
+# its claim goes. Claims (one field a line) come before volumes (three or more), so a claim deleted between
+# the two lists costs a poll, not an orphaned volume.
+_LEAVING_VOLUMES = ("{ kubectl get persistentvolumeclaims --all-namespaces -o jsonpath="
+                    "'{range .items[*]}{.metadata.namespace}{\"/\"}{.metadata.name}{\"\\n\"}{end}'"
+                    " && kubectl get persistentvolumes -o jsonpath="
+                    "'{range .items[?(@.spec.persistentVolumeReclaimPolicy==\"Delete\")]}{.metadata.name}{\" \"}"
+                    "{.status.phase}{\" \"}{.spec.csi.driver}{\" \"}{.spec.claimRef.namespace}{\"/\"}"
+                    "{.spec.claimRef.name}{\"\\n\"}{end}'; }"
+                    " | awk 'NF == 1 {claims[$1]; next} "
+                    f"$3 == \"{EBS_CSI_DRIVER}\" && ($2 == \"Released\" || $2 == \"Failed\" || "
+                    "(($2 == \"Bound\" || $2 == \"Pending\") && $4 != \"/\" && !($4 in claims))) {print $1}'")
 
 
 def teardown_script(timeout_seconds: int = TEARDOWN_TIMEOUT_SECONDS, poll_seconds: int = POLL_SECONDS) -> str:
     """The delete command (bash): load balancers of leaving tenants deleted, then a wait for those tenants'
-    namespaces and for released EBS volumes."""
+    namespaces and for EBS volumes of deleted claims."""
     return "\n".join([
         "set -euo pipefail",
         'kubeconfig=$(mktemp); trap \'rm -f "$kubeconfig"\' EXIT',
@@ -57,7 +67,7 @@ def teardown_script(timeout_seconds: int = TEARDOWN_TIMEOUT_SECONDS, poll_second
         "done",
         f"deadline=$((SECONDS + {timeout_seconds}))",
         "while :; do",
-        f'  left="$({_LEAVING_TENANTS})$({_RELEASED_VOLUMES})"',
+        f'  left="$({_LEAVING_TENANTS}; {_LEAVING_VOLUMES})"',
         '  [ -z "$left" ] && exit 0',
         '  if [ "$SECONDS" -ge "$deadline" ]; then',
         '    echo "tenant load balancers or EBS volumes are still being deleted; the cluster is kept so that '

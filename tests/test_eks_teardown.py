@@ -67,22 +67,31 @@ def test_the_lookup_asks_for_the_newest_build_of_the_clusters_kubernetes(monkeyp
 # --- the script, run against a stand-in kubectl --------------------------------------------------------
 
 FAKE_KUBECTL = """#!/bin/bash
-# Prints what the test put in $STATE for the resource asked about; records deletes.
+# Prints what the test put in $STATE for the resource asked about; records deletes. The n-th volume list
+# is volumes.n, or the last one there is.
 echo "$*" >> "$STATE/calls"
 case "$1 $2" in
   "get namespaces") cat "$STATE/leaving" ;;
   "get services") cat "$STATE/load-balancers" ;;
-  "get persistentvolumes") cat "$STATE/volumes" ;;
+  "get persistentvolumeclaims") cat "$STATE/claims" ;;
+  "get persistentvolumes")
+    n=$(grep -c '^get persistentvolumes ' "$STATE/calls")
+    while [ ! -e "$STATE/volumes.$n" ]; do n=$((n - 1)); done
+    cat "$STATE/volumes.$n" ;;
   "delete service") : > "$STATE/load-balancers"; : > "$STATE/leaving" ;;
 esac
 """
 
 
-def _run(tmp_path: Path, leaving: str, load_balancers: str, volumes: str, timeout: int = 0):
+def _run(tmp_path: Path, leaving: str, load_balancers: str, volumes: str | list[str], claims: str = "",
+         timeout: int = 0):
+    """``volumes``: the volume list (``name phase driver claimNamespace/claimName``), or one per poll."""
     state = tmp_path / "state"
     state.mkdir()
-    for name, text in (("leaving", leaving), ("load-balancers", load_balancers), ("volumes", volumes)):
+    for name, text in (("leaving", leaving), ("load-balancers", load_balancers), ("claims", claims)):
         (state / name).write_text(text)
+    for poll, text in enumerate([volumes] if isinstance(volumes, str) else volumes, start=1):
+        (state / f"volumes.{poll}").write_text(text)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "kubectl").write_text(FAKE_KUBECTL)
@@ -94,6 +103,10 @@ def _run(tmp_path: Path, leaving: str, load_balancers: str, volumes: str, timeou
     return result, (state / "calls").read_text().splitlines()
 
 
+def _volume_polls(calls: list[str]) -> int:
+    return len([c for c in calls if c.startswith("get persistentvolumes ")])
+
+
 def test_load_balancers_of_leaving_tenants_are_deleted_and_waited_for(tmp_path):
     result, calls = _run(tmp_path, "vcluster-a\n", "vcluster-a web-lb\n", "")
     assert result.returncode == 0, result.stderr
@@ -101,13 +114,57 @@ def test_load_balancers_of_leaving_tenants_are_deleted_and_waited_for(tmp_path):
 
 
 def test_ebs_volumes_released_by_deleted_claims_stop_the_destroy_before_the_cluster_goes(tmp_path):
-    result, _ = _run(tmp_path, "", "", "pvc-1 Released ebs.csi.aws.com\npvc-2 Bound ebs.csi.aws.com\n"
-                                       "pvc-3 Released other.csi.example\n")
+    result, _ = _run(tmp_path, "", "", "pvc-1 Released ebs.csi.aws.com vcluster-a/data\n"
+                                       "pvc-2 Bound ebs.csi.aws.com vcluster-b/data\n"
+                                       "pvc-3 Released other.csi.example vcluster-a/scratch\n",
+                     claims="vcluster-b/data\n")
     assert result.returncode == 1
     assert "pvc-1" in result.stderr and "pvc-2" not in result.stderr and "pvc-3" not in result.stderr
 
 
 def test_nothing_left_means_nothing_to_wait_for(tmp_path):
-    result, calls = _run(tmp_path, "", "", "pvc-2 Bound ebs.csi.aws.com\n")
+    result, calls = _run(tmp_path, "", "", "pvc-2 Bound ebs.csi.aws.com vcluster-b/data\n",
+                         claims="vcluster-b/data\n")
     assert result.returncode == 0, result.stderr
     assert not [c for c in calls if c.startswith("delete")]
+
+
+def test_a_volume_still_bound_to_a_deleted_claim_is_waited_for_until_it_is_gone(tmp_path):
+    # The PV controller marks the volume released only some seconds after the claim goes.
+    bound = "pvc-prometheus Bound ebs.csi.aws.com monitoring/prometheus-db-0\n"
+    result, calls = _run(tmp_path, "", "", [bound, bound, "pvc-prometheus Released ebs.csi.aws.com "
+                                            "monitoring/prometheus-db-0\n", ""], timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert _volume_polls(calls) == 4, "waited through bound, bound, released, then gone"
+
+
+def test_volumes_bound_to_claims_that_still_exist_do_not_hold_the_destroy(tmp_path):
+    result, calls = _run(tmp_path, "", "", "pvc-a Bound ebs.csi.aws.com team-stays/data\n"
+                                           "pvc-b Bound ebs.csi.aws.com kube-system/cache\n"
+                                           "pvc-c Pending ebs.csi.aws.com team-stays/new\n"
+                                           "pvc-d Pending ebs.csi.aws.com /\n",
+                         claims="team-stays/data\nteam-stays/new\nkube-system/cache\n")
+    assert result.returncode == 0, result.stderr
+    assert _volume_polls(calls) == 1
+
+
+def test_other_drivers_and_retained_volumes_are_not_waited_for(tmp_path):
+    result, calls = _run(tmp_path, "", "", "pvc-efs Bound efs.csi.aws.com vcluster-a/shared\n"
+                                           "pvc-intree Bound  vcluster-a/old\n")
+    assert result.returncode == 0, result.stderr
+    volumes = next(c for c in calls if c.startswith("get persistentvolumes "))
+    assert '?(@.spec.persistentVolumeReclaimPolicy=="Delete")' in volumes, "Retain volumes are never listed"
+
+
+def test_a_timeout_names_the_volume_whose_claim_is_gone(tmp_path):
+    result, _ = _run(tmp_path, "", "", "pvc-grafana Bound ebs.csi.aws.com monitoring/grafana\n"
+                                       "pvc-kept Bound ebs.csi.aws.com team-stays/data\n",
+                     claims="team-stays/data\n")
+    assert result.returncode == 1
+    assert "pvc-grafana" in result.stderr.splitlines() and "pvc-kept" not in result.stderr
+
+
+def test_a_timeout_lists_each_tenant_and_volume_left_on_its_own_line(tmp_path):
+    result, _ = _run(tmp_path, "vcluster-a\n", "", "pvc-1 Released ebs.csi.aws.com vcluster-a/data\n")
+    assert result.returncode == 1
+    assert {"vcluster-a", "pvc-1"} <= set(result.stderr.splitlines())
