@@ -116,12 +116,19 @@ def _with_observability() -> dict:
     return config
 
 
+def _with_alerts_to_slack() -> dict:
+    config = dev_config()
+    config["gpu-tenancy:observability"] = {"prometheus": "install",
+                                           "alerting": {"receiver": "slack", "slackChannel": "#gpu"}}
+    return config
+
+
 # The configurations whose values differ for each chart.
 SITES = {
     versions.VCLUSTER_CHART: (dev_config, eks_config, _restricted_without_network_policy),
     "kai-scheduler": (dev_config, eks_config),
     versions.GPU_OPERATOR_CHART: (eks_config, _with_gpu_operator_installed),
-    versions.KUBE_PROMETHEUS_STACK_CHART: (_with_observability,),
+    versions.KUBE_PROMETHEUS_STACK_CHART: (_with_observability, _with_alerts_to_slack),
 }
 
 
