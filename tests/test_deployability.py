@@ -172,6 +172,22 @@ def test_the_claims_the_prometheus_operator_makes_are_checked(kind, sites):
     assert not errors([server], sites["eks"], "storage")
 
 
+def test_a_secret_or_config_map_the_operator_mounts_must_be_created(sites):
+    """The operator mounts them as plain volumes: one nobody creates keeps the pod from starting."""
+    manager = K8sObject({"apiVersion": "monitoring.coreos.com/v1", "kind": "Alertmanager",
+                         "metadata": {"name": "main", "namespace": "monitoring"},
+                         "spec": {"secrets": ["receiver"], "configMaps": ["templates"]}}, "chart kube-prometheus-stack")
+    found = {finding.message for finding in errors([manager], sites["microk8s"], "operator-mounts")}
+    assert any("Secret monitoring/receiver" in message for message in found)
+    assert any("ConfigMap monitoring/templates" in message for message in found)
+    made = [K8sObject({"apiVersion": "v1", "kind": kind, "metadata": {"name": name, "namespace": "monitoring"}},
+                      "program") for kind, name in (("Secret", "receiver"), ("ConfigMap", "templates"))]
+    assert not errors([manager, *made], sites["microk8s"], "operator-mounts")
+    elsewhere = [K8sObject({**obj.manifest, "metadata": {**obj.manifest["metadata"], "namespace": "default"}},
+                           "program") for obj in made]
+    assert len(errors([manager, *elsewhere], sites["microk8s"], "operator-mounts")) == 2
+
+
 # --- API server egress ------------------------------------------------------------------------------
 
 

@@ -35,6 +35,8 @@ from tests.test_observability_config import issues
 from tests.test_observability_rules import site_config
 from tools.charts.cache import chart_cache_dir, find_cached
 from tools.charts.render import release_chart_key, render_release
+from tools.deployability import operator_mounts
+from tools.deployability.inputs import K8sObject, program_objects
 from tools.offline.mockrun import SECRET_PLACEHOLDER
 from tools.plan.document import build_plan
 from tools.plan.lookup import PlanIndex
@@ -215,6 +217,19 @@ def test_the_chart_mounts_the_receiver_secret_and_keeps_its_own_settings(slack_r
     assert {receiver["name"] for receiver in config["receivers"]} == {"null", alerting.RECEIVER}
 
 
+def test_the_secret_alertmanager_mounts_is_one_the_program_creates():
+    """As the deployability check reads the site: without the program's Secret, Alertmanager's pod would not start."""
+    config = alerting_site(receiver="webhook")
+    program = run(with_receiver_secret(config), stack="dev")
+    chart_objects = [K8sObject(manifest, "chart kube-prometheus-stack") for manifest in rendered_stack(config)]
+    program_side = program_objects(build_plan(program, "dev")["resources"])
+    assert any(obj.kind == "Secret" and obj.name == alerting.RECEIVER_SECRET for obj in program_side)
+    assert not operator_mounts.missing_mounts(program_side + chart_objects)
+    without = [obj for obj in program_side if obj.name != alerting.RECEIVER_SECRET]
+    [(what, problem, _)] = operator_mounts.missing_mounts(without + chart_objects)
+    assert what.startswith("Alertmanager monitoring/") and f"Secret monitoring/{alerting.RECEIVER_SECRET}" in problem
+
+
 def amtool(*args: str) -> str:
     done = subprocess.run([AMTOOL, *args], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -393,6 +408,14 @@ def test_the_mirrored_sources_are_the_ones_the_pinned_charts_run():
 def test_the_alertmanager_the_charts_run_reads_every_key_the_program_writes(tag):
     known = yaml_fields(ALERTMANAGER_REPO, tag, "config", "notify", "pkg/labels")
     assert every_program_key() <= known, every_program_key() - known
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[OPERATOR])
+def test_the_operator_mounts_each_named_secret_where_the_configuration_reads_it(tag):
+    source = git(OPERATOR, "show", f"{tag}:pkg/alertmanager/statefulset.go")
+    assert re.search(r'secretsDir\s*=\s*"' + re.escape(alerting.SECRETS_DIR) + '"', source)
+    assert "path.Join(secretsDir, s)" in source and "SecretName: s," in source
+    assert alerting.RECEIVER_FILE == f"{alerting.SECRETS_DIR}/{alerting.RECEIVER_SECRET}/{alerting.RECEIVER_SECRET_KEY}"
 
 
 @pytest.mark.parametrize("tag", MIRRORED_TAGS[OPERATOR])

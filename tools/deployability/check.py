@@ -42,7 +42,7 @@ import kubernetes_validate
 from config import versions
 from config.hosts import DEFAULT_STORAGE_CLASS_ANNOTATION
 from config.vocabulary import POD_SECURITY_LABEL
-from tools.deployability import grafana, image_volumes, network_policy
+from tools.deployability import grafana, image_volumes, network_policy, operator_mounts
 from tools.deployability.node_fit import fits
 from tools.deployability import pod_security
 from tools.deployability import quota
@@ -75,10 +75,7 @@ class Finding:
 # --- storage --------------------------------------------------------------------------------------
 
 
-OPERATOR_CLAIMING_KINDS = ("Prometheus", "Alertmanager", "ThanosRuler")
-
-
-def _claims(objects: Iterable[K8sObject]) -> Iterable[tuple[K8sObject, str, Optional[str]]]:
+def _claims(objects: Sequence[K8sObject]) -> Iterable[tuple[K8sObject, str, Optional[str]]]:
     for obj in objects:
         if obj.kind == "PersistentVolumeClaim":
             yield obj, f"claim {obj.name}", (obj.manifest.get("spec") or {}).get("storageClassName")
@@ -86,12 +83,11 @@ def _claims(objects: Iterable[K8sObject]) -> Iterable[tuple[K8sObject, str, Opti
             for template in (obj.manifest.get("spec") or {}).get("volumeClaimTemplates") or []:
                 name = (template.get("metadata") or {}).get("name")
                 yield obj, f"volumeClaimTemplate {name}", (template.get("spec") or {}).get("storageClassName")
-        elif obj.kind in OPERATOR_CLAIMING_KINDS and str(obj.manifest.get("apiVersion", "")).startswith(
-                "monitoring.coreos.com/"):
-            # The Prometheus operator turns spec.storage.volumeClaimTemplate into its StatefulSet's claim.
-            template = ((obj.manifest.get("spec") or {}).get("storage") or {}).get("volumeClaimTemplate")
-            if template is not None:
-                yield obj, "storage.volumeClaimTemplate", (template.get("spec") or {}).get("storageClassName")
+    # The Prometheus operator turns spec.storage.volumeClaimTemplate into its StatefulSet's claim.
+    for obj in operator_mounts.operator_objects(objects):
+        template = ((obj.manifest.get("spec") or {}).get("storage") or {}).get("volumeClaimTemplate")
+        if template is not None:
+            yield obj, "storage.volumeClaimTemplate", (template.get("spec") or {}).get("storageClassName")
 
 
 def check_storage(objects: Sequence[K8sObject], site: Site) -> list[Finding]:
@@ -320,7 +316,9 @@ def check(objects: Sequence[K8sObject], site: Site, extra_crds: Sequence[Mapping
     crds = crds_of(objects) + list(extra_crds)
     findings = (check_storage(everything, site) + check_api_server_egress(everything, site)
                 + check_node_fit(everything, site) + check_pod_security(everything)
-                + check_schemas(everything, site, crds) + check_grafana_admin(everything))
+                + check_schemas(everything, site, crds) + check_grafana_admin(everything)
+                + [Finding(ERROR, operator_mounts.RULE, *missing)
+                   for missing in operator_mounts.missing_mounts(everything)])
     order = {ERROR: 0, WARNING: 1, INFO: 2}
     return sorted(findings, key=lambda f: (order[f.severity], f.rule, f.object, f.message))
 
