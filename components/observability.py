@@ -28,7 +28,7 @@ from components.observability_network import MonitoringIngress
 from components.observability_views import TeamViews
 from config import versions
 from config.model import Platform
-from config.observability import INSTALL_RELEASE
+from config.observability import CONTROL_PLANE_SCRAPES, INSTALL_RELEASE
 from config.vocabulary import HELM_MAX_HISTORY, MANAGED_BY, OBSERVABILITY_COMPONENT
 
 RELEASE_TIMEOUT_SECONDS = 900
@@ -72,6 +72,7 @@ def stack_values(platform: Platform) -> dict:
             "storageSpec": {"volumeClaimTemplate": {"spec": storage}},
         }},
         "alertmanager": alertmanager_values(settings, storage_class),
+        **{component: {"enabled": settings.control_plane_metrics} for component in CONTROL_PLANE_SCRAPES},
         # kube_pod_labels / kube_pod_annotations with KAI's GPU group and the fraction annotations: how the rules
         # charge a shared GPU to the pods sharing it.
         "kube-state-metrics": observability_shares.KSM_VALUES,

@@ -119,14 +119,20 @@ class HostKindFacts:
     storage_classes: tuple[str, ...]
     default_storage_class: Optional[str]
     storage_known: bool  # False: whether the host has storage classes is not known
+    # Whether kube-prometheus-stack's scrapes of kube-scheduler, kube-controller-manager, etcd and kube-proxy can
+    # reach them. They find each by the labels of its pod in kube-system, on its metrics port.
+    control_plane_metrics: bool
 
 
 # From the hosts' docs (/shared/FACTS.md): MicroK8s serves the API on 16443 and its hostpath-storage
 # addon (which the platform enables) makes microk8s-hostpath the default class; EKS serves it on 443
-# and, since 1.30, has no default class; an existing cluster is not known.
+# and, since 1.30, has no default class; an existing cluster is not known. MicroK8s runs the scheduler,
+# the controller manager and kube-proxy inside one kubelite process, with dqlite instead of etcd: no pod
+# to find. EKS runs the first three out of the cluster, and its kube-proxy add-on binds metrics to
+# 127.0.0.1. An existing cluster may have opened them.
 HOST_KIND_FACTS = {
     "microk8s": HostKindFacts((MICROK8S_API_SERVER_PORT,), True, (MICROK8S_STORAGE_CLASS,), MICROK8S_STORAGE_CLASS,
-                              True),
-    "eks": HostKindFacts((EKS_API_SERVER_PORT,), True, (), None, True),
-    "kubeconfig": HostKindFacts(COMMON_API_SERVER_PORTS, False, (), None, False),
+                              True, control_plane_metrics=False),
+    "eks": HostKindFacts((EKS_API_SERVER_PORT,), True, (), None, True, control_plane_metrics=False),
+    "kubeconfig": HostKindFacts(COMMON_API_SERVER_PORTS, False, (), None, False, control_plane_metrics=True),
 }

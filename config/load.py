@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping, Optional
 from config.access_rules import access_warnings, resolve_access
 from config.capacity import known_gpu_capacity
 from config.errors import ConfigError, ConfigIssue
-from config.hosts import host_profile
+from config.hosts import HOST_KIND_FACTS, host_profile
 from config.image_volumes import check_image_volumes
 from config.isolation import check_isolation, isolation_warnings, pin_teams, with_isolation
 from config.keys import REQUIRED, Block, Key
@@ -112,6 +112,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     check_placement(reader, host, teams, root.raw("teams"))
     teams = resolve_access(reader, cluster, teams)
     check_grafana_login(reader, observability.grafana_login, teams)
+    _check_control_plane_metrics(reader, observability, cluster)
     if reader.issues:
         raise ConfigError(reader.issues)
     gpu_operator, kai = with_isolation(gpu_operator, kai, cluster, teams)
@@ -135,6 +136,17 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
 
 
 # --- cross-field rules ------------------------------------------------------------------------
+
+
+def _check_control_plane_metrics(reader: Reader, observability: observability_config.Observability,
+                                 cluster: Optional[Cluster]) -> None:
+    """Control-plane scrapes only where the host kind can serve them (config/hosts.py)."""
+    if observability.control_plane_metrics and cluster is not None \
+            and not HOST_KIND_FACTS[cluster.kind].control_plane_metrics:
+        reader.fail("observability.controlPlaneMetrics", True,
+                    f"a {cluster.kind} host's kube-scheduler, kube-controller-manager, etcd and kube-proxy serve no "
+                    "metrics the installed Prometheus can reach, so their down alerts would fire for ever",
+                    "remove observability.controlPlaneMetrics (it is for kubeconfig hosts that opened them)")
 
 
 def _check_names(reader: Reader, organization: Organization, teams: list[Team]) -> None:

@@ -43,6 +43,9 @@ KAI_FRACTION_ANNOTATION = "gpu-fraction"
 KAI_MEMORY_ANNOTATION = "gpu-memory"
 KSM_LABELS_ALLOWLIST = f"pods=[{KAI_GPU_GROUP_LABEL}]"
 KSM_ANNOTATIONS_ALLOWLIST = f"pods=[{KAI_FRACTION_ANNOTATION},{KAI_MEMORY_ANNOTATION}]"
+# kube-prometheus-stack's values that scrape control-plane components (found by their pods in kube-system) and
+# alert when they are down: on only with observability.controlPlaneMetrics.
+CONTROL_PLANE_SCRAPES = ("kubeScheduler", "kubeControllerManager", "kubeEtcd", "kubeProxy")
 KSM_FLAGS = (f"--metric-labels-allowlist={KSM_LABELS_ALLOWLIST}",
              f"--metric-annotations-allowlist={KSM_ANNOTATIONS_ALLOWLIST}")
 
@@ -92,6 +95,7 @@ class Observability:
     url: Optional[str] = None
     alerts: AlertThresholds = field(default_factory=AlertThresholds)
     alerting: Alerting = field(default_factory=Alerting)
+    control_plane_metrics: bool = False
     fairness: TimeAwareFairness = field(default_factory=TimeAwareFairness)
 
     @property
@@ -176,6 +180,9 @@ OBSERVABILITY = Block(title="GPU usage metrics, alerts and dashboards", conditio
     Condition("prometheus", ("external", "off"), "routes the alerts of the Alertmanager this program installs, and "
               "prometheus is {value}", "remove observability.alerting; a site's own Alertmanager routes its alerts",
               forbidden=("alerting",)),
+    Condition("prometheus", ("external", "off"), "sets what the Prometheus this program installs scrapes, and "
+              "prometheus is {value}", "remove observability.controlPlaneMetrics; a site's own Prometheus scrapes "
+              "what it is set to", forbidden=("controlPlaneMetrics",)),
     Condition("grafana", (False,), "is the volume of the installed Grafana's database, and grafana is false",
               "remove observability.grafanaStorage, or set grafana: true", forbidden=("grafanaStorage",)),
 ), intro="""\
@@ -233,6 +240,15 @@ builds.""", keys=(
     Key("external", EXTERNAL, {}, "The site's own Prometheus, with `prometheus: external`."),
     Key("alerts", ALERTS, {}, "Thresholds of the platform's alert rules."),
     Key("alerting", ALERTING, {}, "Where the installed Alertmanager sends the alerts (`install`)."),
+    Key("controlPlaneMetrics", Boolean(), _OBSERVABILITY.control_plane_metrics,
+        "Let the installed Prometheus scrape kube-scheduler, kube-controller-manager, etcd and kube-proxy, and alert "
+        "when they are down (`install`; `kubeconfig` hosts only).", example="true",
+        details="kube-prometheus-stack finds them by their pods' labels in `kube-system`, on their metrics ports. "
+                "MicroK8s runs them inside one process (and dqlite, not etcd), EKS outside the cluster (its "
+                "kube-proxy binds metrics to 127.0.0.1): there they cannot be reached, and the chart's "
+                "`KubeSchedulerDown`, `KubeControllerManagerDown` and `KubeProxyDown` would fire for ever, so the "
+                "key is refused. On an existing cluster, set it once those components serve metrics beyond "
+                "localhost (kubeadm binds them to 127.0.0.1 unless told otherwise)."),
     Key("timeAwareFairness", FAIRNESS, {}, "KAI's time-aware fair sharing, fed by the usage history in Prometheus."),
 ))
 
@@ -283,6 +299,7 @@ def read_observability(section: Section, secrets: Secrets) -> Observability:
         url=url,
         alerts=_alerts(section.child("alerts")),
         alerting=read_alerting(section.child("alerting"), mode == "install", secrets),
+        control_plane_metrics=bool(section.read("controlPlaneMetrics")),
         fairness=fairness,
     )
 

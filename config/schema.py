@@ -43,6 +43,7 @@ LOADER_ONLY = {
     (r"gpuOperator\.driverEnabled", "AL2023"): "ties it to cluster.kind, another block",
     (r"observability\.timeAwareFairness\.enabled", ""): "ties a nested key to observability's mode and URL",
     (r"observability\.namespace", "is the namespace of"): "compares with namespaces other keys choose",
+    (r"observability\.controlPlaneMetrics", ""): "ties it to cluster.kind, another block",
     (r"(teams\[\d+\]\.)?vcluster\.nodeLabels", "selects no node pool"): "compares with the node groups' labels",
     (r"(teams\[\d+\]\.)?vcluster\.enforceTolerations", "tolerates none"): "compares with the node groups' taints",
     (r"cluster\.(microk8s|eks|kubeconfig)\.kubernetesVersion", "image volume"):

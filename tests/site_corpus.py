@@ -112,7 +112,14 @@ BROKEN: dict[str, tuple[str, dict[str, Any]]] = {
     "misplaced key": ("dev", {"teams[0].gpu": {"quota": 0.1}}),
     "pod security none": ("dev", {"vcluster.podSecurity": "none"}),
     "empty runner list": ("dev", {"ci": {"runner": []}}),
+    "alerting without installing": ("dev", {"observability.alerting": {"receiver": "slack"}}),
+    "alert scope without receiver": ("dev", {"observability": {"prometheus": "install",
+                                                               "alerting": {"alerts": "all"}}}),
+    "slack channel for a webhook": ("dev", {"observability": {"prometheus": "install", "alerting": {
+        "receiver": "webhook", "slackChannel": "#gpu"}}}),
     # cross-field rules (the schema leaves them to the loader)
+    "control-plane metrics on microk8s": ("dev", {"observability": {"prometheus": "install",
+                                                                    "controlPlaneMetrics": True}}),
     "quota above the org's": ("dev", {"teams[0].resources.gpu.quota": 0.9}),
     "limit below its quota": ("dev", {"teams[0].resources.gpu": {"quota": 0.3, "limit": 0.2}}),
     "unlimited team quota under a finite org": ("dev", {"teams[0].resources.gpu": {"quota": -1, "limit": -1}}),

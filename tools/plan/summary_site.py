@@ -11,6 +11,7 @@ from typing import Any, Optional, Sequence
 
 from config.hosts import EKS_TAINT_EFFECTS
 from config.model import NodePool, Taint
+from config.observability import CONTROL_PLANE_SCRAPES
 from config.placement import place
 from config.vocabulary import (
     EKS_NODE_GROUP, HOST_COMPONENT, NAMESPACE, OBSERVABILITY_COMPONENT, POOL_LABEL, RELEASE, TENANT_COMPONENT,
@@ -116,7 +117,9 @@ def observability_section(index: PlanIndex) -> list[str]:
     lines += ["What is scraped:", ""]
     lines += table(["ServiceMonitor", "Service namespace", "Service labels", "Port"], rows) if rows else ["Nothing."]
     if mode == "install":
-        lines += ["", "The installed chart adds its own monitors (kube-state-metrics, the kubelets, its Prometheus)."]
+        off = [component for component in CONTROL_PLANE_SCRAPES if dig(values, component, "enabled") is False]
+        lines += ["", "The installed chart adds its own monitors (kube-state-metrics, the kubelets, its Prometheus)"
+                  + (f"; not {', '.join(code(c) for c in off)} (`observability.controlPlaneMetrics`)." if off else ".")]
     return lines
 
 
