@@ -17,8 +17,8 @@ from config.reader import Section
 from config.secrets import Secrets
 
 KEY = "observability.alerting"
-# The secret key (config/secrets.py) holding the receiver's URL or routing key.
-RECEIVER_SECRET = "alertReceiver"
+# The secret key (config/secrets.py) holding the receiver's address: its URL or routing key.
+ADDRESS_SECRET = "alertReceiver"
 RECEIVERS = ("none", "slack", "webhook", "pagerduty")
 # What each receiver reads from the secret, for messages and docs.
 SECRET_MEANING = {"slack": "the Slack incoming-webhook URL", "webhook": "the webhook's URL",
@@ -50,7 +50,7 @@ ALERTING = Block(conditions=(
     Key("receiver", Text(choices=RECEIVERS), _ALERTING.receiver,
         "Where the installed Alertmanager sends alerts (`install` only).", example="slack",
         default_note="`none`: alerts show in Alertmanager and Grafana only",
-        details=f"The address or key is the secret key `{RECEIVER_SECRET}`: "
+        details=f"The address or key is the secret key `{ADDRESS_SECRET}`: "
                 + "; ".join(f"`{name}`: {meaning}" for name, meaning in SECRET_MEANING.items())
                 + ". Alertmanager reads it from a Secret mounted into its pod, never from the chart's values. "
                   "Resolved alerts are sent too."),
@@ -70,14 +70,14 @@ def read_alerting(section: Section, installed: bool, secrets: Secrets) -> Alerti
     alerting = Alerting(receiver=receiver, scope=section.read("alerts") or _ALERTING.scope,
                         slack_channel=section.read("slackChannel"))
     if installed and alerting.delivers:
-        secrets.require(RECEIVER_SECRET, f"{KEY}.receiver is {receiver}, and Alertmanager needs "
+        secrets.require(ADDRESS_SECRET, f"{KEY}.receiver is {receiver}, and Alertmanager needs "
                                          f"{SECRET_MEANING[receiver]}")
     return alerting
 
 
 def alerting_warnings(alerting: Alerting, installed: bool, secrets_set: set[str]) -> list[str]:
     """A receiver secret nothing reads."""
-    if RECEIVER_SECRET in secrets_set and not (installed and alerting.delivers):
-        return [f"{RECEIVER_SECRET} is set but nothing reads it: {KEY}.receiver is not set (or prometheus is not "
+    if ADDRESS_SECRET in secrets_set and not (installed and alerting.delivers):
+        return [f"{ADDRESS_SECRET} is set but nothing reads it: {KEY}.receiver is not set (or prometheus is not "
                 "install). Set a receiver, or remove the secret."]
     return []

@@ -26,7 +26,6 @@ import yaml
 from components import observability_alerting as alerting
 from components import observability_rules as rules
 from config import load_platform, versions
-from config.observability_alerting import RECEIVER_SECRET
 from config.source import OFFLINE_PLACEHOLDER
 from tests.conftest import MIRRORED_TAGS, git, real_charts_or_skip, run
 from tests.isolation_spec import prefixed
@@ -272,16 +271,16 @@ def test_all_alerts_reach_the_receiver_but_the_ones_that_always_fire(tmp_path):
 
 
 @contextlib.contextmanager
-def slack_stand_in() -> Iterator[tuple[str, list[dict]]]:
-    """An HTTP server on 127.0.0.1 taking Slack incoming-webhook posts: its URL and the messages it got."""
+def receiving_end() -> Iterator[tuple[str, list[dict]]]:
+    """An HTTP server on 127.0.0.1 standing in for Slack's or PagerDuty's endpoint: its URL and what it got."""
     received: list[dict] = []
 
     class Hook(http.server.BaseHTTPRequestHandler):
         def do_POST(self):  # noqa: N802 (http.server's naming)
             received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            self.send_response(200)
+            self.send_response(202)
             self.end_headers()
-            self.wfile.write(b"ok")
+            self.wfile.write(b"{}")
 
         def log_message(self, *args):
             pass
@@ -295,6 +294,34 @@ def slack_stand_in() -> Iterator[tuple[str, list[dict]]]:
         server.server_close()
 
 
+@contextlib.contextmanager
+def running_alertmanager(config: dict, root: Path) -> Iterator[str]:
+    """A real Alertmanager on 127.0.0.1 with ``config``; its URL once ready."""
+    (root / "alertmanager.yml").write_text(yaml.safe_dump(config))
+    port = free_port()
+    log = (root / "alertmanager.log").open("w")
+    server = subprocess.Popen(
+        [ALERTMANAGER, f"--config.file={root / 'alertmanager.yml'}", f"--storage.path={root / 'data'}",
+         f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="],  # no peers: no gossip to settle
+        stdout=subprocess.DEVNULL, stderr=log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/-/ready", timeout=2):
+                    break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, \
+                    (root / "alertmanager.log").read_text()[-2000:]
+                time.sleep(0.3)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+        log.close()
+
+
 def post_alerts(url: str, alerts: list[dict]) -> None:
     request = urllib.request.Request(f"{url}/api/v2/alerts", data=json.dumps(alerts).encode(), method="POST",
                                      headers={"Content-Type": "application/json"})
@@ -302,60 +329,64 @@ def post_alerts(url: str, alerts: list[dict]) -> None:
         assert response.status == 200
 
 
+# Where a test's Alertmanager reads the receiver's address from (the mounted Secret's file in the cluster).
+ADDRESS_FILE = "receiver-address"
+STARVED = {"labels": {"alertname": "GpuTenancyTeamStarved", "team": "alpha", "severity": "warning"},
+           "annotations": {"summary": "Team alpha has pending pods below its GPU guarantee",
+                           "description": "alpha has 2 pending pod(s)", "runbook": "Check the queue"}}
+
+
+def delivered(config: dict, root: Path, secret: str, endpoint_received: list[dict]) -> list[dict]:
+    """What the receiving end got after a platform alert and the Watchdog reach a real Alertmanager running
+    ``config``, its receiver's secret file holding ``secret`` with the trailing newline `pulumi config set
+    --secret ... < file` keeps."""
+    assert STARVED["labels"]["alertname"] in {rule["alert"] for rule in rules.alert_rules(load_platform(site_config()))}
+    (root / ADDRESS_FILE).write_text(secret + "\n")
+    config["route"]["group_wait"] = "1s"
+    with running_alertmanager(config, root) as url:
+        post_alerts(url, [{"labels": {"alertname": "Watchdog", "severity": "none"}}, STARVED])
+        deadline = time.monotonic() + 30
+        while not endpoint_received and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(2)  # what else comes, comes within the group wait
+    return endpoint_received
+
+
+def delivering_receiver(path: Path, kind: str) -> tuple[dict, dict]:
+    """The rendered configuration and its one ``kind`` config, whose secret file must be the mounted Secret's."""
+    config = yaml.safe_load(path.read_text())
+    [settings] = next(receiver for receiver in config["receivers"] if receiver["name"] == alerting.RECEIVER)[kind]
+    [file_key] = [key for key in settings if key.endswith("_file")]
+    assert settings[file_key] == alerting.RECEIVER_FILE
+    return config, settings
+
+
 @needs_alertmanager
 def test_a_real_alertmanager_posts_the_platform_alert_to_slack_and_not_the_watchdog(slack_render, tmp_path):
     """The rendered configuration as the operator mounts it: only the Secret's path is this machine's, and the
     grouping wait is shortened so the test does not sit through the chart's 30 seconds."""
-    _, path = slack_render
-    config = yaml.safe_load(path.read_text())
-    [slack] = next(receiver for receiver in config["receivers"] if receiver["name"] == alerting.RECEIVER)[
-        "slack_configs"]
-    assert slack["api_url_file"] == alerting.RECEIVER_FILE
-    secret_file = tmp_path / RECEIVER_SECRET
-    slack["api_url_file"] = str(secret_file)
-    config["route"]["group_wait"] = "1s"
-    (tmp_path / "alertmanager.yml").write_text(yaml.safe_dump(config))
-    port = free_port()
-    with slack_stand_in() as (hook, received):
-        secret_file.write_text(hook + "\n")  # as `pulumi config set --secret ... < file` keeps a file's last newline
-        log = (tmp_path / "alertmanager.log").open("w")
-        server = subprocess.Popen(
-            [ALERTMANAGER, f"--config.file={tmp_path / 'alertmanager.yml'}", f"--storage.path={tmp_path / 'data'}",
-             f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="],  # no peers: no gossip to settle
-            stdout=subprocess.DEVNULL, stderr=log)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    with urllib.request.urlopen(f"{url}/-/ready", timeout=2):
-                        break
-                except OSError:
-                    assert server.poll() is None and time.monotonic() < deadline, \
-                        (tmp_path / "alertmanager.log").read_text()[-2000:]
-                    time.sleep(0.3)
-            starved = rules.alert_rules(load_platform(site_config()))[1]
-            assert starved["alert"] == "GpuTenancyTeamStarved"
-            post_alerts(url, [
-                {"labels": {"alertname": "Watchdog", "severity": "none"}},
-                {"labels": {"alertname": "GpuTenancyTeamStarved", "team": "alpha", "severity": "warning"},
-                 "annotations": {"summary": "Team alpha has pending pods below its GPU guarantee",
-                                 "description": "alpha has 2 pending pod(s)", "runbook": "Check the queue"}}])
-            deadline = time.monotonic() + 30
-            while not received and time.monotonic() < deadline:
-                time.sleep(0.2)
-            time.sleep(2)  # what else comes, comes within the group wait
-        finally:
-            server.terminate()
-            server.wait(timeout=20)
-            log.close()
-    assert len(received) == 1, received
-    [message] = received
+    config, slack = delivering_receiver(slack_render[1], "slack_configs")
+    slack["api_url_file"] = str(tmp_path / ADDRESS_FILE)
+    with receiving_end() as (hook, received):
+        [message] = delivered(config, tmp_path, hook, received)
     assert message["channel"] == "#gpu-platform"
     [attachment] = message["attachments"]
     assert attachment["title"] == "[FIRING:1] GpuTenancyTeamStarved (alpha)"
     assert "*Team alpha has pending pods below its GPU guarantee*" in attachment["text"]
     assert "alpha has 2 pending pod(s)" in attachment["text"] and "Runbook: Check the queue" in attachment["text"]
+
+
+@needs_alertmanager
+def test_a_real_alertmanager_triggers_pagerduty_with_the_routing_key_from_the_secret(tmp_path):
+    """As above, with PagerDuty's endpoint (Alertmanager's default) replaced by the stand-in."""
+    path = alertmanager_file(rendered_stack(alerting_site(receiver="pagerduty")), tmp_path)
+    config, pagerduty = delivering_receiver(path, "pagerduty_configs")
+    pagerduty["routing_key_file"] = str(tmp_path / ADDRESS_FILE)
+    with receiving_end() as (endpoint, received):
+        pagerduty["url"] = endpoint
+        [event] = delivered(config, tmp_path, "R0UT1NGKEY0123456789ABCDEFGHIJKL", received)
+    assert event["routing_key"] == "R0UT1NGKEY0123456789ABCDEFGHIJKL" and event["event_action"] == "trigger"
+    assert "GpuTenancyTeamStarved" in event["payload"]["summary"]
 
 
 # --- upstream: the pinned Alertmanager and Prometheus operator read every key the program writes -------
