@@ -18,7 +18,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from config.observability import MINIMUM_VOLUME, Observability
-from config.observability_alerting import Alerting
+from config.observability_alerting import SEVERITIES, Alerting
 from config.vocabulary import MANAGED_BY
 
 RECEIVER = "gpu-tenancy"
@@ -55,17 +55,21 @@ def receiver_config(alerting: Alerting) -> dict:
     return {"name": RECEIVER, "pagerduty_configs": [{"routing_key_file": RECEIVER_FILE, "send_resolved": True}]}
 
 
+def severity_matcher(least: str) -> list[str]:
+    """A matcher on the severity label for ``least`` and anything more severe; none for the least of all."""
+    kept = SEVERITIES[SEVERITIES.index(least):]
+    return [] if kept == SEVERITIES else [f'severity =~ "{"|".join(kept)}"']
+
+
 def alertmanager_config(alerting: Alerting) -> dict:
     """The parts of the chart's ``alertmanager.config`` the program sets (Helm keeps the chart's global settings,
-    inhibit rules and templates; lists replace the chart's)."""
+    inhibit rules, templates and its top route to ``null``; lists replace the chart's)."""
     silent = [{"receiver": NULL_RECEIVER, "matchers": [f'alertname = "{name}"']} for name in ALWAYS_FIRING]
+    which = ([PLATFORM_ALERTS] if alerting.scope == "platform" else []) + severity_matcher(alerting.severity)
     # One message per alert and team, so a team's alert does not hide in another's.
-    grouping = {"group_by": ["alertname", "team"]}
-    if alerting.scope == "all":
-        route = {"receiver": RECEIVER, **grouping, "routes": silent}
-    else:
-        route = {"routes": [*silent, {"receiver": RECEIVER, "matchers": [PLATFORM_ALERTS], **grouping}]}
-    return {"route": route, "receivers": [{"name": NULL_RECEIVER}, receiver_config(alerting)]}
+    delivered = {"receiver": RECEIVER, "group_by": ["alertname", "team"], **({"matchers": which} if which else {})}
+    return {"route": {"routes": [*silent, delivered]},
+            "receivers": [{"name": NULL_RECEIVER}, receiver_config(alerting)]}
 
 
 def alertmanager_values(settings: Observability, storage_class: Optional[str]) -> dict:

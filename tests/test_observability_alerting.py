@@ -99,6 +99,21 @@ def test_alerting_is_for_the_alertmanager_the_program_installs(mode):
     assert mode in message and "remove observability.alerting" in message
 
 
+@pytest.mark.parametrize("receiver, least", [("slack", "info"), ("webhook", "info"), ("pagerduty", "critical")])
+def test_a_pager_gets_only_critical_alerts_unless_the_site_says_otherwise(receiver, least):
+    def severity(**settings) -> str:
+        return load_platform(alerting_site(receiver=receiver, **settings),
+                             placeholders=["alertReceiver"]).observability.alerting.severity
+    assert severity() == least and severity(severity="warning") == "warning"
+    assert "receiver is none" in issues(alerting_site(severity="warning"))["observability.alerting.severity"]
+
+
+def test_the_severity_matcher_keeps_the_least_severe_named_and_above():
+    assert alerting.severity_matcher("info") == []
+    assert alerting.severity_matcher("warning") == ['severity =~ "warning|critical"']
+    assert alerting.severity_matcher("critical") == ['severity =~ "critical"']
+
+
 def test_a_receiver_secret_nothing_reads_draws_a_warning():
     warnings = load_platform(site_config(), secrets_set=["alertReceiver"]).warnings
     assert any("alertReceiver is set but nothing reads it" in warning for warning in warnings)
@@ -170,7 +185,9 @@ def test_the_summary_says_where_alerts_go_from_the_release_values():
     assert slack.startswith("- Alerts go to slack (`#gpu`): alerts matching `alertname =~")
     assert alerting.RECEIVER_FILE in slack
     [pager] = [line for line in alert_lines(alerting_site(receiver="pagerduty", alerts="all")) if "go to" in line]
-    assert "pagerduty: every alert but those routed to `null`" in pager
+    assert 'pagerduty: alerts matching `severity =~ "critical"`;' in pager
+    [hook] = [line for line in alert_lines(alerting_site(receiver="webhook", alerts="all")) if "go to" in line]
+    assert "webhook: every alert but those routed to `null`" in hook
 
 
 # --- the real chart ---------------------------------------------------------------------------------
@@ -259,6 +276,16 @@ def test_the_platform_alerts_go_to_the_receiver_and_the_rest_stays_quiet(slack_r
 
 
 @needs_amtool
+def test_a_pager_is_paged_for_critical_alerts_only(tmp_path):
+    path = alertmanager_file(rendered_stack(alerting_site(receiver="pagerduty")), tmp_path)
+    assert route_of(path, "alertname=GpuTenancyGpuXidError", "severity=critical") == alerting.RECEIVER
+    for labels in (("alertname=GpuTenancyTeamStarved", "team=alpha", "severity=warning"),
+                   ("alertname=GpuTenancyAllocatedGpuIdle", "team=alpha", "severity=info"),
+                   ("alertname=KubePodCrashLooping", "severity=critical")):
+        assert route_of(path, *labels) == "null"
+
+
+@needs_amtool
 def test_all_alerts_reach_the_receiver_but_the_ones_that_always_fire(tmp_path):
     path = alertmanager_file(rendered_stack(alerting_site(receiver="slack", alerts="all")), tmp_path)
     assert route_of(path, "alertname=KubePodCrashLooping", "namespace=vcluster-alpha") == alerting.RECEIVER
@@ -336,15 +363,21 @@ STARVED = {"labels": {"alertname": "GpuTenancyTeamStarved", "team": "alpha", "se
                            "description": "alpha has 2 pending pod(s)", "runbook": "Check the queue"}}
 
 
+XID = {"labels": {"alertname": "GpuTenancyGpuXidError", "gpu": "0", "severity": "critical"},
+       "annotations": {"summary": "GPU 0 reported an XID error", "description": "XID 79", "runbook": "Drain"}}
+
+
 def delivered(config: dict, root: Path, secret: str, endpoint_received: list[dict]) -> list[dict]:
-    """What the receiving end got after a platform alert and the Watchdog reach a real Alertmanager running
+    """What the receiving end got after two platform alerts (a warning and a critical one) and the Watchdog reach
+    a real Alertmanager running
     ``config``, its receiver's secret file holding ``secret`` with the trailing newline `pulumi config set
     --secret ... < file` keeps."""
-    assert STARVED["labels"]["alertname"] in {rule["alert"] for rule in rules.alert_rules(load_platform(site_config()))}
+    defined = {rule["alert"]: rule["labels"]["severity"] for rule in rules.alert_rules(load_platform(site_config()))}
+    assert all(defined[alert["labels"]["alertname"]] == alert["labels"]["severity"] for alert in (STARVED, XID))
     (root / ADDRESS_FILE).write_text(secret + "\n")
     config["route"]["group_wait"] = "1s"
     with running_alertmanager(config, root) as url:
-        post_alerts(url, [{"labels": {"alertname": "Watchdog", "severity": "none"}}, STARVED])
+        post_alerts(url, [{"labels": {"alertname": "Watchdog", "severity": "none"}}, STARVED, XID])
         deadline = time.monotonic() + 30
         while not endpoint_received and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -368,7 +401,11 @@ def test_a_real_alertmanager_posts_the_platform_alert_to_slack_and_not_the_watch
     config, slack = delivering_receiver(slack_render[1], "slack_configs")
     slack["api_url_file"] = str(tmp_path / ADDRESS_FILE)
     with receiving_end() as (hook, received):
-        [message] = delivered(config, tmp_path, hook, received)
+        messages = delivered(config, tmp_path, hook, received)
+    # One message per alert (and team); the Watchdog's goes nowhere.
+    assert sorted(message["attachments"][0]["title"] for message in messages) == [
+        "[FIRING:1] GpuTenancyGpuXidError", "[FIRING:1] GpuTenancyTeamStarved (alpha)"]
+    [message] = [message for message in messages if "TeamStarved" in message["attachments"][0]["title"]]
     assert message["channel"] == "#gpu-platform"
     [attachment] = message["attachments"]
     assert attachment["title"] == "[FIRING:1] GpuTenancyTeamStarved (alpha)"
@@ -377,8 +414,9 @@ def test_a_real_alertmanager_posts_the_platform_alert_to_slack_and_not_the_watch
 
 
 @needs_alertmanager
-def test_a_real_alertmanager_triggers_pagerduty_with_the_routing_key_from_the_secret(tmp_path):
-    """As above, with PagerDuty's endpoint (Alertmanager's default) replaced by the stand-in."""
+def test_a_real_alertmanager_pages_pagerduty_for_the_critical_alert_with_the_routing_key_from_the_secret(tmp_path):
+    """As above, with PagerDuty's endpoint (Alertmanager's default) replaced by the stand-in: the warning does not
+    page."""
     path = alertmanager_file(rendered_stack(alerting_site(receiver="pagerduty")), tmp_path)
     config, pagerduty = delivering_receiver(path, "pagerduty_configs")
     pagerduty["routing_key_file"] = str(tmp_path / ADDRESS_FILE)
@@ -386,7 +424,7 @@ def test_a_real_alertmanager_triggers_pagerduty_with_the_routing_key_from_the_se
         pagerduty["url"] = endpoint
         [event] = delivered(config, tmp_path, "R0UT1NGKEY0123456789ABCDEFGHIJKL", received)
     assert event["routing_key"] == "R0UT1NGKEY0123456789ABCDEFGHIJKL" and event["event_action"] == "trigger"
-    assert "GpuTenancyTeamStarved" in event["payload"]["summary"]
+    assert "GpuTenancyGpuXidError" in event["payload"]["summary"]
 
 
 # --- upstream: the pinned Alertmanager and Prometheus operator read every key the program writes -------
