@@ -227,8 +227,9 @@ def test_the_chart_mounts_the_receiver_secret_and_keeps_its_own_settings(slack_r
     claim = manager["spec"]["storage"]["volumeClaimTemplate"]["spec"]
     assert claim["storageClassName"] == "microk8s-hostpath"
     config = yaml.safe_load(path.read_text())
-    # Helm merged the program's route into the chart's: its grouping, timers, inhibitions and templates stay.
-    assert config["global"]["resolve_timeout"] and config["inhibit_rules"] and config["templates"]
+    # Helm merged the program's route into the chart's: its grouping, timers and templates stay.
+    assert config["global"]["resolve_timeout"] and config["templates"]
+    assert config["inhibit_rules"] == alerting.inhibit_rules()
     assert config["route"]["receiver"] == "null" and config["route"]["group_wait"]
     assert {receiver["name"] for receiver in config["receivers"]} == {"null", alerting.RECEIVER}
 
@@ -395,6 +396,31 @@ def delivering_receiver(path: Path, kind: str) -> tuple[dict, dict]:
 
 
 @needs_alertmanager
+def test_the_charts_info_inhibitor_quiets_the_charts_info_alerts_but_not_the_programs(slack_render, tmp_path):
+    """kube-prometheus-stack's InfoInhibitor fires wherever an info alert fires alone, the program's too (they
+    carry no namespace): with the chart's rules as they are, an idle-GPU alert would never be sent."""
+    config, slack = delivering_receiver(slack_render[1], "slack_configs")
+    slack["api_url_file"] = str(tmp_path / ADDRESS_FILE)
+    idle = {"labels": {"alertname": "GpuTenancyAllocatedGpuIdle", "team": "alpha", "severity": "info"},
+            "annotations": {"summary": "Team alpha holds GPUs it barely uses"}}
+    throttled = {"labels": {"alertname": "CPUThrottlingHigh", "namespace": "vcluster-alpha", "severity": "info"}}
+    inhibitors = [{"labels": {"alertname": alerting.INFO_INHIBITOR, "severity": "none", **namespace}}
+                  for namespace in ({}, {"namespace": "vcluster-alpha"})]
+    for rules_in_force, expected in ((alerting.inhibit_rules(), ["[FIRING:1] GpuTenancyAllocatedGpuIdle (alpha)"]),
+                                     (chart_inhibit_rules(versions.KUBE_PROMETHEUS_STACK_VERSION), [])):
+        root = tmp_path / str(len(expected))
+        root.mkdir()
+        config["inhibit_rules"] = rules_in_force
+        config["route"]["group_wait"] = "1s"
+        with receiving_end() as (hook, received):
+            (tmp_path / ADDRESS_FILE).write_text(hook)
+            with running_alertmanager(config, root) as url:
+                post_alerts(url, [*inhibitors, idle, throttled])
+                time.sleep(5)
+        assert [message["attachments"][0]["title"] for message in received] == expected
+
+
+@needs_alertmanager
 def test_a_real_alertmanager_posts_the_platform_alert_to_slack_and_not_the_watchdog(slack_render, tmp_path):
     """The rendered configuration as the operator mounts it: only the Secret's path is this machine's, and the
     grouping wait is shortened so the test does not sit through the chart's 30 seconds."""
@@ -457,6 +483,28 @@ def every_program_key() -> set[str]:
 def yaml_fields(repository: str, tag: str, *paths: str) -> set[str]:
     text = git(repository, "grep", "-h", "-o", r'yaml:"[a-z_]*', tag, "--", *paths)
     return {line.split('"')[1] for line in text.splitlines()}
+
+
+def chart_values(version: str) -> dict:
+    return yaml.safe_load(git(HELM_CHARTS, "show", f"kube-prometheus-stack-{version}:charts/kube-prometheus-stack/"
+                                                   "values.yaml"))
+
+
+def chart_inhibit_rules(version: str) -> list[dict]:
+    return chart_values(version)["alertmanager"]["config"]["inhibit_rules"]
+
+
+@pytest.mark.parametrize("version", [versions.KUBE_PROMETHEUS_STACK_MINIMUM_VERSION,
+                                     versions.KUBE_PROMETHEUS_STACK_VERSION])
+def test_the_inhibit_rules_are_the_charts_but_for_the_programs_exemption(version):
+    """Helm replaces the chart's list with the program's: a chart that changes its rules turns this red."""
+    ours = alerting.inhibit_rules()
+    exemption = f'alertname !~ "{alerting.PLATFORM_ALERT_NAMES}"'
+    [exempted] = [index for index, rule in enumerate(ours) if exemption in rule.get("target_matchers", [])]
+    assert ours[exempted]["source_matchers"] == [f"alertname = {alerting.INFO_INHIBITOR}"]
+    as_in_chart = [{**rule, "target_matchers": [m for m in rule["target_matchers"] if m != exemption]}
+                   for rule in ours]
+    assert as_in_chart == chart_inhibit_rules(version)
 
 
 def chart_alertmanager_tag(chart_tag: str) -> str:
