@@ -18,7 +18,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from config.observability import MINIMUM_VOLUME, Observability
-from config.observability_alerting import Alerting
+from config.observability_alerting import SEVERITIES, Alerting
 from config.vocabulary import MANAGED_BY
 
 RECEIVER = "gpu-tenancy"
@@ -29,10 +29,12 @@ RECEIVER_SECRET_KEY = "receiver"
 SECRETS_DIR = "/etc/alertmanager/secrets"
 RECEIVER_FILE = f"{SECRETS_DIR}/{RECEIVER_SECRET}/{RECEIVER_SECRET_KEY}"
 # Every alert the program defines is named so (components/observability_rules.py).
-PLATFORM_ALERTS = 'alertname =~ "GpuTenancy.+"'
+PLATFORM_ALERT_NAMES = "GpuTenancy.+"
+PLATFORM_ALERTS = f'alertname =~ "{PLATFORM_ALERT_NAMES}"'
+INFO_INHIBITOR = "InfoInhibitor"
 # kube-prometheus-stack alerts that fire all the time on purpose: a dead man's switch and the inhibitor of
 # info alerts.
-ALWAYS_FIRING = ("Watchdog", "InfoInhibitor")
+ALWAYS_FIRING = ("Watchdog", INFO_INHIBITOR)
 # Silences and the notification log are kilobytes.
 STATE_VOLUME = MINIMUM_VOLUME
 
@@ -55,17 +57,37 @@ def receiver_config(alerting: Alerting) -> dict:
     return {"name": RECEIVER, "pagerduty_configs": [{"routing_key_file": RECEIVER_FILE, "send_resolved": True}]}
 
 
+def severity_matcher(least: str) -> list[str]:
+    """A matcher on the severity label for ``least`` and anything more severe; none for the least of all."""
+    kept = SEVERITIES[SEVERITIES.index(least):]
+    return [] if kept == SEVERITIES else [f'severity =~ "{"|".join(kept)}"']
+
+
+def inhibit_rules() -> list[dict]:
+    """kube-prometheus-stack 88's inhibit rules (restated: Helm replaces a list the values set), the program's
+    alerts exempt from the InfoInhibitor one. That rule silences every info alert of a namespace in which nothing
+    warning or critical fires; the program's alerts carry no namespace, so its info alerts (idle GPUs, admission
+    refusals) would never reach a receiver."""
+    return [
+        {"source_matchers": ["severity = critical"], "target_matchers": ["severity =~ warning|info"],
+         "equal": ["namespace", "alertname"]},
+        {"source_matchers": ["severity = warning"], "target_matchers": ["severity = info"],
+         "equal": ["namespace", "alertname"]},
+        {"source_matchers": [f"alertname = {INFO_INHIBITOR}"],
+         "target_matchers": ["severity = info", f'alertname !~ "{PLATFORM_ALERT_NAMES}"'], "equal": ["namespace"]},
+        {"target_matchers": [f"alertname = {INFO_INHIBITOR}"]},
+    ]
+
+
 def alertmanager_config(alerting: Alerting) -> dict:
     """The parts of the chart's ``alertmanager.config`` the program sets (Helm keeps the chart's global settings,
-    inhibit rules and templates; lists replace the chart's)."""
+    templates and its top route to ``null``; lists replace the chart's)."""
     silent = [{"receiver": NULL_RECEIVER, "matchers": [f'alertname = "{name}"']} for name in ALWAYS_FIRING]
+    which = ([PLATFORM_ALERTS] if alerting.scope == "platform" else []) + severity_matcher(alerting.severity)
     # One message per alert and team, so a team's alert does not hide in another's.
-    grouping = {"group_by": ["alertname", "team"]}
-    if alerting.scope == "all":
-        route = {"receiver": RECEIVER, **grouping, "routes": silent}
-    else:
-        route = {"routes": [*silent, {"receiver": RECEIVER, "matchers": [PLATFORM_ALERTS], **grouping}]}
-    return {"route": route, "receivers": [{"name": NULL_RECEIVER}, receiver_config(alerting)]}
+    delivered = {"receiver": RECEIVER, "group_by": ["alertname", "team"], **({"matchers": which} if which else {})}
+    return {"route": {"routes": [*silent, delivered]}, "inhibit_rules": inhibit_rules(),
+            "receivers": [{"name": NULL_RECEIVER}, receiver_config(alerting)]}
 
 
 def alertmanager_values(settings: Observability, storage_class: Optional[str]) -> dict:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from config.key_types import Check, Text
-from config.keys import Block, Condition, Key
+from config.keys import Block, Condition, Derived, Key
 from config.reader import Section
 from config.secrets import Secrets
 
@@ -24,6 +24,8 @@ RECEIVERS = ("none", "slack", "webhook", "pagerduty")
 SECRET_MEANING = {"slack": "the Slack incoming-webhook URL", "webhook": "the webhook's URL",
                   "pagerduty": "the PagerDuty Events API v2 routing (integration) key"}
 SCOPES = ("platform", "all")
+# The alerts' severity label, least severe first (the program's alerts and kube-prometheus-stack's use these).
+SEVERITIES = ("info", "warning", "critical")
 SLACK_CHANNEL = Check(r"[#@]?[a-z0-9][a-z0-9._-]{0,79}", "is not a Slack channel name",
                       "use the channel's name in lower case, e.g. #gpu-platform")
 
@@ -33,6 +35,7 @@ class Alerting:
     receiver: str = "none"
     scope: str = "platform"
     slack_channel: Optional[str] = None
+    severity: str = "info"
 
     @property
     def delivers(self) -> bool:
@@ -43,7 +46,7 @@ _ALERTING = Alerting()
 ALERTING = Block(conditions=(
     Condition("receiver", ("none",), "chooses what goes to a receiver, and receiver is none",
               "set observability.alerting.receiver, or remove observability.alerting.{name}",
-              forbidden=("alerts", "slackChannel")),
+              forbidden=("alerts", "slackChannel", "severity")),
     Condition("receiver", ("webhook", "pagerduty"), "only applies to receiver: slack (it is {value})",
               "remove observability.alerting.slackChannel", forbidden=("slackChannel",)),
 ), keys=(
@@ -58,6 +61,10 @@ ALERTING = Block(conditions=(
         details="`platform`: the program's own alerts (`GpuTenancy*`: starved teams, idle GPUs, admission "
                 "refusals, history trimmed, ...). `all`: also kube-prometheus-stack's cluster alerts, except "
                 "`Watchdog` and `InfoInhibitor`, which exist to fire all the time."),
+    Key("severity", Text(choices=SEVERITIES), Derived("`critical` for `pagerduty`, `info` otherwise"),
+        "The least severe alert that goes to the receiver (the alerts' `severity` label).", example="warning",
+        details="A PagerDuty receiver pages someone: by default only critical alerts (an XID or ECC error, a queue "
+                "KAI dropped) go there, not a team's idle GPUs."),
     Key("slackChannel", Text(form="Slack channel", checks=(SLACK_CHANNEL,)), _ALERTING.slack_channel,
         "Channel to post to (`receiver: slack`).", example="#gpu-platform",
         default_note="the incoming webhook's own channel"),
@@ -68,7 +75,9 @@ def read_alerting(section: Section, installed: bool, secrets: Secrets) -> Alerti
     """The block; every problem goes to the section's reader. The receiver needs its secret."""
     receiver = section.read("receiver") or _ALERTING.receiver
     alerting = Alerting(receiver=receiver, scope=section.read("alerts") or _ALERTING.scope,
-                        slack_channel=section.read("slackChannel"))
+                        slack_channel=section.read("slackChannel"),
+                        severity=section.read("severity", "critical" if receiver == "pagerduty" else "info")
+                        or _ALERTING.severity)
     if installed and alerting.delivers:
         secrets.require(ADDRESS_SECRET, f"{KEY}.receiver is {receiver}, and Alertmanager needs "
                                          f"{SECRET_MEANING[receiver]}")

@@ -115,6 +115,8 @@ BROKEN: dict[str, tuple[str, dict[str, Any]]] = {
     "alerting without installing": ("dev", {"observability.alerting": {"receiver": "slack"}}),
     "alert scope without receiver": ("dev", {"observability": {"prometheus": "install",
                                                                "alerting": {"alerts": "all"}}}),
+    "alert severity without receiver": ("dev", {"observability": {"prometheus": "install",
+                                                                  "alerting": {"severity": "critical"}}}),
     "slack channel for a webhook": ("dev", {"observability": {"prometheus": "install", "alerting": {
         "receiver": "webhook", "slackChannel": "#gpu"}}}),
     # cross-field rules (the schema leaves them to the loader)

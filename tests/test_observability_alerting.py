@@ -99,6 +99,21 @@ def test_alerting_is_for_the_alertmanager_the_program_installs(mode):
     assert mode in message and "remove observability.alerting" in message
 
 
+@pytest.mark.parametrize("receiver, least", [("slack", "info"), ("webhook", "info"), ("pagerduty", "critical")])
+def test_a_pager_gets_only_critical_alerts_unless_the_site_says_otherwise(receiver, least):
+    def severity(**settings) -> str:
+        return load_platform(alerting_site(receiver=receiver, **settings),
+                             placeholders=["alertReceiver"]).observability.alerting.severity
+    assert severity() == least and severity(severity="warning") == "warning"
+    assert "receiver is none" in issues(alerting_site(severity="warning"))["observability.alerting.severity"]
+
+
+def test_the_severity_matcher_keeps_the_least_severe_named_and_above():
+    assert alerting.severity_matcher("info") == []
+    assert alerting.severity_matcher("warning") == ['severity =~ "warning|critical"']
+    assert alerting.severity_matcher("critical") == ['severity =~ "critical"']
+
+
 def test_a_receiver_secret_nothing_reads_draws_a_warning():
     warnings = load_platform(site_config(), secrets_set=["alertReceiver"]).warnings
     assert any("alertReceiver is set but nothing reads it" in warning for warning in warnings)
@@ -170,7 +185,9 @@ def test_the_summary_says_where_alerts_go_from_the_release_values():
     assert slack.startswith("- Alerts go to slack (`#gpu`): alerts matching `alertname =~")
     assert alerting.RECEIVER_FILE in slack
     [pager] = [line for line in alert_lines(alerting_site(receiver="pagerduty", alerts="all")) if "go to" in line]
-    assert "pagerduty: every alert but those routed to `null`" in pager
+    assert 'pagerduty: alerts matching `severity =~ "critical"`;' in pager
+    [hook] = [line for line in alert_lines(alerting_site(receiver="webhook", alerts="all")) if "go to" in line]
+    assert "webhook: every alert but those routed to `null`" in hook
 
 
 # --- the real chart ---------------------------------------------------------------------------------
@@ -210,8 +227,9 @@ def test_the_chart_mounts_the_receiver_secret_and_keeps_its_own_settings(slack_r
     claim = manager["spec"]["storage"]["volumeClaimTemplate"]["spec"]
     assert claim["storageClassName"] == "microk8s-hostpath"
     config = yaml.safe_load(path.read_text())
-    # Helm merged the program's route into the chart's: its grouping, timers, inhibitions and templates stay.
-    assert config["global"]["resolve_timeout"] and config["inhibit_rules"] and config["templates"]
+    # Helm merged the program's route into the chart's: its grouping, timers and templates stay.
+    assert config["global"]["resolve_timeout"] and config["templates"]
+    assert config["inhibit_rules"] == alerting.inhibit_rules()
     assert config["route"]["receiver"] == "null" and config["route"]["group_wait"]
     assert {receiver["name"] for receiver in config["receivers"]} == {"null", alerting.RECEIVER}
 
@@ -255,6 +273,16 @@ def test_the_platform_alerts_go_to_the_receiver_and_the_rest_stays_quiet(slack_r
     assert route_of(path, "alertname=GpuTenancyTeamStarved", "team=alpha") == alerting.RECEIVER
     assert route_of(path, "alertname=GpuTenancyHistoryTrimmedForSize", "namespace=monitoring") == alerting.RECEIVER
     for labels in (("alertname=KubePodCrashLooping", "namespace=vcluster-alpha"), ("alertname=Watchdog",)):
+        assert route_of(path, *labels) == "null"
+
+
+@needs_amtool
+def test_a_pager_is_paged_for_critical_alerts_only(tmp_path):
+    path = alertmanager_file(rendered_stack(alerting_site(receiver="pagerduty")), tmp_path)
+    assert route_of(path, "alertname=GpuTenancyGpuXidError", "severity=critical") == alerting.RECEIVER
+    for labels in (("alertname=GpuTenancyTeamStarved", "team=alpha", "severity=warning"),
+                   ("alertname=GpuTenancyAllocatedGpuIdle", "team=alpha", "severity=info"),
+                   ("alertname=KubePodCrashLooping", "severity=critical")):
         assert route_of(path, *labels) == "null"
 
 
@@ -336,15 +364,21 @@ STARVED = {"labels": {"alertname": "GpuTenancyTeamStarved", "team": "alpha", "se
                            "description": "alpha has 2 pending pod(s)", "runbook": "Check the queue"}}
 
 
+XID = {"labels": {"alertname": "GpuTenancyGpuXidError", "gpu": "0", "severity": "critical"},
+       "annotations": {"summary": "GPU 0 reported an XID error", "description": "XID 79", "runbook": "Drain"}}
+
+
 def delivered(config: dict, root: Path, secret: str, endpoint_received: list[dict]) -> list[dict]:
-    """What the receiving end got after a platform alert and the Watchdog reach a real Alertmanager running
+    """What the receiving end got after two platform alerts (a warning and a critical one) and the Watchdog reach
+    a real Alertmanager running
     ``config``, its receiver's secret file holding ``secret`` with the trailing newline `pulumi config set
     --secret ... < file` keeps."""
-    assert STARVED["labels"]["alertname"] in {rule["alert"] for rule in rules.alert_rules(load_platform(site_config()))}
+    defined = {rule["alert"]: rule["labels"]["severity"] for rule in rules.alert_rules(load_platform(site_config()))}
+    assert all(defined[alert["labels"]["alertname"]] == alert["labels"]["severity"] for alert in (STARVED, XID))
     (root / ADDRESS_FILE).write_text(secret + "\n")
     config["route"]["group_wait"] = "1s"
     with running_alertmanager(config, root) as url:
-        post_alerts(url, [{"labels": {"alertname": "Watchdog", "severity": "none"}}, STARVED])
+        post_alerts(url, [{"labels": {"alertname": "Watchdog", "severity": "none"}}, STARVED, XID])
         deadline = time.monotonic() + 30
         while not endpoint_received and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -362,13 +396,42 @@ def delivering_receiver(path: Path, kind: str) -> tuple[dict, dict]:
 
 
 @needs_alertmanager
+def test_the_charts_info_inhibitor_quiets_the_charts_info_alerts_but_not_the_programs(slack_render, tmp_path):
+    """kube-prometheus-stack's InfoInhibitor fires wherever an info alert fires alone, the program's too (they
+    carry no namespace): with the chart's rules as they are, an idle-GPU alert would never be sent."""
+    config, slack = delivering_receiver(slack_render[1], "slack_configs")
+    slack["api_url_file"] = str(tmp_path / ADDRESS_FILE)
+    idle = {"labels": {"alertname": "GpuTenancyAllocatedGpuIdle", "team": "alpha", "severity": "info"},
+            "annotations": {"summary": "Team alpha holds GPUs it barely uses"}}
+    throttled = {"labels": {"alertname": "CPUThrottlingHigh", "namespace": "vcluster-alpha", "severity": "info"}}
+    inhibitors = [{"labels": {"alertname": alerting.INFO_INHIBITOR, "severity": "none", **namespace}}
+                  for namespace in ({}, {"namespace": "vcluster-alpha"})]
+    for rules_in_force, expected in ((alerting.inhibit_rules(), ["[FIRING:1] GpuTenancyAllocatedGpuIdle (alpha)"]),
+                                     (chart_inhibit_rules(versions.KUBE_PROMETHEUS_STACK_VERSION), [])):
+        root = tmp_path / str(len(expected))
+        root.mkdir()
+        config["inhibit_rules"] = rules_in_force
+        config["route"]["group_wait"] = "1s"
+        with receiving_end() as (hook, received):
+            (tmp_path / ADDRESS_FILE).write_text(hook)
+            with running_alertmanager(config, root) as url:
+                post_alerts(url, [*inhibitors, idle, throttled])
+                time.sleep(5)
+        assert [message["attachments"][0]["title"] for message in received] == expected
+
+
+@needs_alertmanager
 def test_a_real_alertmanager_posts_the_platform_alert_to_slack_and_not_the_watchdog(slack_render, tmp_path):
     """The rendered configuration as the operator mounts it: only the Secret's path is this machine's, and the
     grouping wait is shortened so the test does not sit through the chart's 30 seconds."""
     config, slack = delivering_receiver(slack_render[1], "slack_configs")
     slack["api_url_file"] = str(tmp_path / ADDRESS_FILE)
     with receiving_end() as (hook, received):
-        [message] = delivered(config, tmp_path, hook, received)
+        messages = delivered(config, tmp_path, hook, received)
+    # One message per alert (and team); the Watchdog's goes nowhere.
+    assert sorted(message["attachments"][0]["title"] for message in messages) == [
+        "[FIRING:1] GpuTenancyGpuXidError", "[FIRING:1] GpuTenancyTeamStarved (alpha)"]
+    [message] = [message for message in messages if "TeamStarved" in message["attachments"][0]["title"]]
     assert message["channel"] == "#gpu-platform"
     [attachment] = message["attachments"]
     assert attachment["title"] == "[FIRING:1] GpuTenancyTeamStarved (alpha)"
@@ -377,8 +440,9 @@ def test_a_real_alertmanager_posts_the_platform_alert_to_slack_and_not_the_watch
 
 
 @needs_alertmanager
-def test_a_real_alertmanager_triggers_pagerduty_with_the_routing_key_from_the_secret(tmp_path):
-    """As above, with PagerDuty's endpoint (Alertmanager's default) replaced by the stand-in."""
+def test_a_real_alertmanager_pages_pagerduty_for_the_critical_alert_with_the_routing_key_from_the_secret(tmp_path):
+    """As above, with PagerDuty's endpoint (Alertmanager's default) replaced by the stand-in: the warning does not
+    page."""
     path = alertmanager_file(rendered_stack(alerting_site(receiver="pagerduty")), tmp_path)
     config, pagerduty = delivering_receiver(path, "pagerduty_configs")
     pagerduty["routing_key_file"] = str(tmp_path / ADDRESS_FILE)
@@ -386,7 +450,7 @@ def test_a_real_alertmanager_triggers_pagerduty_with_the_routing_key_from_the_se
         pagerduty["url"] = endpoint
         [event] = delivered(config, tmp_path, "R0UT1NGKEY0123456789ABCDEFGHIJKL", received)
     assert event["routing_key"] == "R0UT1NGKEY0123456789ABCDEFGHIJKL" and event["event_action"] == "trigger"
-    assert "GpuTenancyTeamStarved" in event["payload"]["summary"]
+    assert "GpuTenancyGpuXidError" in event["payload"]["summary"]
 
 
 # --- upstream: the pinned Alertmanager and Prometheus operator read every key the program writes -------
@@ -419,6 +483,28 @@ def every_program_key() -> set[str]:
 def yaml_fields(repository: str, tag: str, *paths: str) -> set[str]:
     text = git(repository, "grep", "-h", "-o", r'yaml:"[a-z_]*', tag, "--", *paths)
     return {line.split('"')[1] for line in text.splitlines()}
+
+
+def chart_values(version: str) -> dict:
+    return yaml.safe_load(git(HELM_CHARTS, "show", f"kube-prometheus-stack-{version}:charts/kube-prometheus-stack/"
+                                                   "values.yaml"))
+
+
+def chart_inhibit_rules(version: str) -> list[dict]:
+    return chart_values(version)["alertmanager"]["config"]["inhibit_rules"]
+
+
+@pytest.mark.parametrize("version", [versions.KUBE_PROMETHEUS_STACK_MINIMUM_VERSION,
+                                     versions.KUBE_PROMETHEUS_STACK_VERSION])
+def test_the_inhibit_rules_are_the_charts_but_for_the_programs_exemption(version):
+    """Helm replaces the chart's list with the program's: a chart that changes its rules turns this red."""
+    ours = alerting.inhibit_rules()
+    exemption = f'alertname !~ "{alerting.PLATFORM_ALERT_NAMES}"'
+    [exempted] = [index for index, rule in enumerate(ours) if exemption in rule.get("target_matchers", [])]
+    assert ours[exempted]["source_matchers"] == [f"alertname = {alerting.INFO_INHIBITOR}"]
+    as_in_chart = [{**rule, "target_matchers": [m for m in rule["target_matchers"] if m != exemption]}
+                   for rule in ours]
+    assert as_in_chart == chart_inhibit_rules(version)
 
 
 def chart_alertmanager_tag(chart_tag: str) -> str:

@@ -163,8 +163,8 @@ def alert_delivery(values: dict[str, Any]) -> list[str]:
                     if config.get("channel")]
         matchers = [matcher for child in route.get("routes") or [] if child.get("receiver") == receiver["name"]
                     for matcher in child.get("matchers") or []]
-        which = "every alert but those routed to `null`" if route.get("receiver") == receiver["name"] else \
-            "alerts matching " + ", ".join(code(matcher) for matcher in matchers)
+        which = "alerts matching " + ", ".join(code(matcher) for matcher in matchers) if matchers else \
+            "every alert but those routed to `null`"
         files = [config[key] for field in receiver if field.endswith("_configs") for config in receiver[field]
                  for key in config if key.endswith("_file")]
         lines.append(f"- Alerts go to {', '.join(kinds)}" + (f" ({', '.join(code(c) for c in channels)})"
