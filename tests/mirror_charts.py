@@ -74,6 +74,20 @@ def _vendor_dependencies(chart: Path, scratch: Path) -> None:
         unpacked.rename(chart / "charts" / name)
 
 
+def chart_file(chart: str, version: str, relative: str) -> str:
+    """One file of ``chart`` at ``version`` (``values.yaml``, ``Chart.yaml``), from its mirror."""
+    repository, tag, directory = CHART_SOURCES[chart]
+    tag = tag.format(version=version)
+    assert tag in MIRRORED_TAGS[repository], f"add {tag} to MIRRORED_TAGS[{repository!r}] and the PR workflow"
+    return subprocess.run(["git", "--git-dir", str(mirror(repository)), "show", f"{tag}:{directory}/{relative}"],
+                          capture_output=True, text=True, check=True).stdout
+
+
+def chart_values(chart: str, version: str) -> dict:
+    """The default values of ``chart`` at ``version``, from its mirror."""
+    return yaml.safe_load(chart_file(chart, version, "values.yaml"))
+
+
 def add_from_mirror(chart: str, version: str, cache: Path) -> Path:
     """Put ``chart`` at ``version`` from its mirror into ``cache``, as ``python -m tools.charts add`` does."""
     repository, tag, directory = CHART_SOURCES[chart]

@@ -1,24 +1,18 @@
 """Spec of where the installed Alertmanager sends alerts (``observability.alerting``) and what it keeps.
 
 Checked on the config, on the program's resources, on the real kube-prometheus-stack chart rendered with the
-program's values (skipping without the chart cache), with Debian's ``amtool`` and a real ``alertmanager``
-delivering to a local Slack stand-in, and against the Alertmanager and Prometheus operator sources at the
-tags the pinned charts run (skipping without the mirrors)."""
+program's values (skipping without the chart cache), and with Debian's ``amtool`` and a real Alertmanager
+delivering to local Slack and PagerDuty stand-ins (tests/local_alertmanager.py). The upstream sources at the
+tags the pinned charts run are read by tests/test_observability_alerting_contract.py."""
 
 from __future__ import annotations
 
 import base64
-import contextlib
-import http.server
 import json
 import re
-import shutil
 import subprocess
-import threading
 import time
-import urllib.request
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 import yaml
@@ -27,9 +21,11 @@ from components import observability_alerting as alerting
 from components import observability_rules as rules
 from config import load_platform, versions
 from config.source import OFFLINE_PLACEHOLDER
-from tests.conftest import MIRRORED_TAGS, git, real_charts_or_skip, run
+from tests.conftest import real_charts_or_skip, run
 from tests.isolation_spec import prefixed
-from tests.local_prometheus import free_port
+from tests.local_alertmanager import (AMTOOL, needs_alertmanager, needs_amtool, post_alerts, receiving_end,
+                                      running_alertmanager)
+from tests.mirror_charts import chart_values
 from tests.test_observability_config import issues
 from tests.test_observability_rules import site_config
 from tools.charts.cache import chart_cache_dir, find_cached
@@ -41,16 +37,11 @@ from tools.plan.document import build_plan
 from tools.plan.lookup import PlanIndex
 from tools.plan.summary_site import observability_section
 
-AMTOOL = shutil.which("amtool")
-ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")  # Debian renames it
-needs_amtool = pytest.mark.skipif(AMTOOL is None, reason="amtool is not on $PATH (Debian package "
-                                                         "prometheus-alertmanager; .ci/run installs it)")
-needs_alertmanager = pytest.mark.skipif(ALERTMANAGER is None, reason="prometheus-alertmanager is not on $PATH (Debian "
-                                                                     "package prometheus-alertmanager)")
 RECEIVERS = ("slack", "webhook", "pagerduty")
-OPERATOR = "prometheus-operator/prometheus-operator"
-ALERTMANAGER_REPO = "prometheus/alertmanager"
-HELM_CHARTS = "prometheus-community/helm-charts"
+
+
+def chart_inhibit_rules(version: str) -> list[dict]:
+    return chart_values(versions.KUBE_PROMETHEUS_STACK_CHART, version)["alertmanager"]["config"]["inhibit_rules"]
 
 
 def alerting_site(**settings) -> dict:
@@ -298,65 +289,6 @@ def test_all_alerts_reach_the_receiver_but_the_ones_that_always_fire(tmp_path):
 # --- a real Alertmanager delivering ------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def receiving_end() -> Iterator[tuple[str, list[dict]]]:
-    """An HTTP server on 127.0.0.1 standing in for Slack's or PagerDuty's endpoint: its URL and what it got."""
-    received: list[dict] = []
-
-    class Hook(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802 (http.server's naming)
-            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            self.send_response(202)
-            self.end_headers()
-            self.wfile.write(b"{}")
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hook)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/services/T000/B000/XXXX", received
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-@contextlib.contextmanager
-def running_alertmanager(config: dict, root: Path) -> Iterator[str]:
-    """A real Alertmanager on 127.0.0.1 with ``config``; its URL once ready."""
-    (root / "alertmanager.yml").write_text(yaml.safe_dump(config))
-    port = free_port()
-    log = (root / "alertmanager.log").open("w")
-    server = subprocess.Popen(
-        [ALERTMANAGER, f"--config.file={root / 'alertmanager.yml'}", f"--storage.path={root / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="],  # no peers: no gossip to settle
-        stdout=subprocess.DEVNULL, stderr=log)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/-/ready", timeout=2):
-                    break
-            except OSError:
-                assert server.poll() is None and time.monotonic() < deadline, \
-                    (root / "alertmanager.log").read_text()[-2000:]
-                time.sleep(0.3)
-        yield url
-    finally:
-        server.terminate()
-        server.wait(timeout=20)
-        log.close()
-
-
-def post_alerts(url: str, alerts: list[dict]) -> None:
-    request = urllib.request.Request(f"{url}/api/v2/alerts", data=json.dumps(alerts).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=10) as response:
-        assert response.status == 200
-
-
 # Where a test's Alertmanager reads the receiver's address from (the mounted Secret's file in the cluster).
 ADDRESS_FILE = "receiver-address"
 STARVED = {"labels": {"alertname": "GpuTenancyTeamStarved", "team": "alpha", "severity": "warning"},
@@ -451,99 +383,3 @@ def test_a_real_alertmanager_pages_pagerduty_for_the_critical_alert_with_the_rou
         [event] = delivered(config, tmp_path, "R0UT1NGKEY0123456789ABCDEFGHIJKL", received)
     assert event["routing_key"] == "R0UT1NGKEY0123456789ABCDEFGHIJKL" and event["event_action"] == "trigger"
     assert "GpuTenancyGpuXidError" in event["payload"]["summary"]
-
-
-# --- upstream: the pinned Alertmanager and Prometheus operator read every key the program writes -------
-
-
-def program_keys(config: dict) -> set[str]:
-    """Every key of the program's Alertmanager configuration, at any depth."""
-    keys: set[str] = set()
-    stack = [config]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            keys |= set(node)
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    return keys
-
-
-def every_program_key() -> set[str]:
-    keys: set[str] = set()
-    for receiver in RECEIVERS:
-        for scope in ("platform", "all"):
-            settings = load_platform(alerting_site(receiver=receiver, alerts=scope, **(
-                {"slackChannel": "#gpu"} if receiver == "slack" else {})), placeholders=["alertReceiver"])
-            keys |= program_keys(alerting.alertmanager_config(settings.observability.alerting))
-    return keys
-
-
-def yaml_fields(repository: str, tag: str, *paths: str) -> set[str]:
-    text = git(repository, "grep", "-h", "-o", r'yaml:"[a-z_]*', tag, "--", *paths)
-    return {line.split('"')[1] for line in text.splitlines()}
-
-
-def chart_values(version: str) -> dict:
-    return yaml.safe_load(git(HELM_CHARTS, "show", f"kube-prometheus-stack-{version}:charts/kube-prometheus-stack/"
-                                                   "values.yaml"))
-
-
-def chart_inhibit_rules(version: str) -> list[dict]:
-    return chart_values(version)["alertmanager"]["config"]["inhibit_rules"]
-
-
-@pytest.mark.parametrize("version", [versions.KUBE_PROMETHEUS_STACK_MINIMUM_VERSION,
-                                     versions.KUBE_PROMETHEUS_STACK_VERSION])
-def test_the_inhibit_rules_are_the_charts_but_for_the_programs_exemption(version):
-    """Helm replaces the chart's list with the program's: a chart that changes its rules turns this red."""
-    ours = alerting.inhibit_rules()
-    exemption = f'alertname !~ "{alerting.PLATFORM_ALERT_NAMES}"'
-    [exempted] = [index for index, rule in enumerate(ours) if exemption in rule.get("target_matchers", [])]
-    assert ours[exempted]["source_matchers"] == [f"alertname = {alerting.INFO_INHIBITOR}"]
-    as_in_chart = [{**rule, "target_matchers": [m for m in rule["target_matchers"] if m != exemption]}
-                   for rule in ours]
-    assert as_in_chart == chart_inhibit_rules(version)
-
-
-def chart_alertmanager_tag(chart_tag: str) -> str:
-    values = yaml.safe_load(git(HELM_CHARTS, "show", f"{chart_tag}:charts/kube-prometheus-stack/values.yaml"))
-    return values["alertmanager"]["alertmanagerSpec"]["image"]["tag"]
-
-
-def test_the_mirrored_sources_are_the_ones_the_pinned_charts_run():
-    """The default and the floor chart's Alertmanager, and the floor chart's operator, are mirrored."""
-    charts = [f"kube-prometheus-stack-{version}" for version in (
-        versions.KUBE_PROMETHEUS_STACK_MINIMUM_VERSION, versions.KUBE_PROMETHEUS_STACK_VERSION)]
-    assert {chart_alertmanager_tag(chart) for chart in charts} == set(MIRRORED_TAGS[ALERTMANAGER_REPO])
-    floor_operator = yaml.safe_load(git(HELM_CHARTS, "show", f"{charts[0]}:charts/kube-prometheus-stack/Chart.yaml"))
-    assert floor_operator["appVersion"] in MIRRORED_TAGS[OPERATOR]
-
-
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[ALERTMANAGER_REPO])
-def test_the_alertmanager_the_charts_run_reads_every_key_the_program_writes(tag):
-    known = yaml_fields(ALERTMANAGER_REPO, tag, "config", "notify", "pkg/labels")
-    assert every_program_key() <= known, every_program_key() - known
-
-
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[OPERATOR])
-def test_the_operator_mounts_each_named_secret_where_the_configuration_reads_it(tag):
-    source = git(OPERATOR, "show", f"{tag}:pkg/alertmanager/statefulset.go")
-    assert re.search(r'secretsDir\s*=\s*"' + re.escape(alerting.SECRETS_DIR) + '"', source)
-    assert "path.Join(secretsDir, s)" in source and "SecretName: s," in source
-    assert alerting.RECEIVER_FILE == f"{alerting.SECRETS_DIR}/{alerting.RECEIVER_SECRET}/{alerting.RECEIVER_SECRET_KEY}"
-
-
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[OPERATOR])
-def test_the_operator_parses_every_key_strictly_and_drops_none_for_the_charts_alertmanager(tag):
-    """The operator reads the configuration into its own structs (unknown keys refuse it) and silently drops a
-    ``*_file`` key the Alertmanager it runs is too old for."""
-    known = yaml_fields(OPERATOR, tag, "pkg/alertmanager/types.go")
-    assert every_program_key() <= known, every_program_key() - known
-    gates = re.findall(r"'([a-z_]+)' supported in Alertmanager >= ([0-9.]+) only",
-                       git(OPERATOR, "show", f"{tag}:pkg/alertmanager/amcfg.go"))
-    used = {key: tuple(map(int, version.split("."))) for key, version in gates if key in every_program_key()}
-    assert {"url_file", "routing_key_file", "api_url_file"} <= set(used)
-    oldest = min(tuple(map(int, tag.lstrip("v").split("."))) for tag in MIRRORED_TAGS[ALERTMANAGER_REPO])
-    assert all(oldest >= needed for needed in used.values()), used

@@ -1,0 +1,100 @@
+"""Spec of the Alertmanager configuration the program writes, against the upstream sources at the tags the pinned
+kube-prometheus-stack charts (floor and default) run: Alertmanager reads every key, the Prometheus operator parses
+them strictly and drops none, mounts the receiver's Secret where the configuration reads it, and the chart's inhibit
+rules are the program's but for its one exemption. Each part skips without the mirrors, naming them."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from components import observability_alerting as alerting
+from config import load_platform, versions
+from tests.conftest import MIRRORED_TAGS, git
+from tests.mirror_charts import chart_file, chart_values
+from tests.test_observability_alerting import RECEIVERS, alerting_site, chart_inhibit_rules
+
+OPERATOR = "prometheus-operator/prometheus-operator"
+ALERTMANAGER_REPO = "prometheus/alertmanager"
+CHART_VERSIONS = (versions.KUBE_PROMETHEUS_STACK_MINIMUM_VERSION, versions.KUBE_PROMETHEUS_STACK_VERSION)
+
+
+def program_keys(config: dict) -> set[str]:
+    """Every key of the program's Alertmanager configuration, at any depth."""
+    keys: set[str] = set()
+    stack = [config]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            keys |= set(node)
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return keys
+
+
+def every_program_key() -> set[str]:
+    keys: set[str] = set()
+    for receiver in RECEIVERS:
+        for scope in ("platform", "all"):
+            settings = load_platform(alerting_site(receiver=receiver, alerts=scope, **(
+                {"slackChannel": "#gpu"} if receiver == "slack" else {})), placeholders=["alertReceiver"])
+            keys |= program_keys(alerting.alertmanager_config(settings.observability.alerting))
+    return keys
+
+
+def yaml_fields(repository: str, tag: str, *paths: str) -> set[str]:
+    text = git(repository, "grep", "-h", "-o", r'yaml:"[a-z_]*', tag, "--", *paths)
+    return {line.split('"')[1] for line in text.splitlines()}
+
+
+@pytest.mark.parametrize("version", CHART_VERSIONS)
+def test_the_inhibit_rules_are_the_charts_but_for_the_programs_exemption(version):
+    """Helm replaces the chart's list with the program's: a chart that changes its rules turns this red."""
+    ours = alerting.inhibit_rules()
+    exemption = f'alertname !~ "{alerting.PLATFORM_ALERT_NAMES}"'
+    [exempted] = [index for index, rule in enumerate(ours) if exemption in rule.get("target_matchers", [])]
+    assert ours[exempted]["source_matchers"] == [f"alertname = {alerting.INFO_INHIBITOR}"]
+    as_in_chart = [{**rule, "target_matchers": [m for m in rule["target_matchers"] if m != exemption]}
+                   for rule in ours]
+    assert as_in_chart == chart_inhibit_rules(version)
+
+
+def test_the_mirrored_sources_are_the_ones_the_pinned_charts_run():
+    """The default and the floor chart's Alertmanager, and the floor chart's operator, are mirrored."""
+    chart = versions.KUBE_PROMETHEUS_STACK_CHART
+    assert {chart_values(chart, version)["alertmanager"]["alertmanagerSpec"]["image"]["tag"]
+            for version in CHART_VERSIONS} == set(MIRRORED_TAGS[ALERTMANAGER_REPO])
+    floor = yaml.safe_load(chart_file(chart, versions.KUBE_PROMETHEUS_STACK_MINIMUM_VERSION, "Chart.yaml"))
+    assert floor["appVersion"] in MIRRORED_TAGS[OPERATOR]
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[ALERTMANAGER_REPO])
+def test_the_alertmanager_the_charts_run_reads_every_key_the_program_writes(tag):
+    written, known = every_program_key(), yaml_fields(ALERTMANAGER_REPO, tag, "config", "notify", "pkg/labels")
+    assert written <= known, written - known
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[OPERATOR])
+def test_the_operator_mounts_each_named_secret_where_the_configuration_reads_it(tag):
+    source = git(OPERATOR, "show", f"{tag}:pkg/alertmanager/statefulset.go")
+    assert re.search(r'secretsDir\s*=\s*"' + re.escape(alerting.SECRETS_DIR) + '"', source)
+    assert "path.Join(secretsDir, s)" in source and "SecretName: s," in source
+    assert alerting.RECEIVER_FILE == f"{alerting.SECRETS_DIR}/{alerting.RECEIVER_SECRET}/{alerting.RECEIVER_SECRET_KEY}"
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[OPERATOR])
+def test_the_operator_parses_every_key_strictly_and_drops_none_for_the_charts_alertmanager(tag):
+    """The operator reads the configuration into its own structs (unknown keys refuse it) and silently drops a
+    ``*_file`` key the Alertmanager it runs is too old for."""
+    written = every_program_key()
+    known = yaml_fields(OPERATOR, tag, "pkg/alertmanager/types.go")
+    assert written <= known, written - known
+    gates = re.findall(r"'([a-z_]+)' supported in Alertmanager >= ([0-9.]+) only",
+                       git(OPERATOR, "show", f"{tag}:pkg/alertmanager/amcfg.go"))
+    used = {key: tuple(map(int, version.split("."))) for key, version in gates if key in written}
+    assert {"url_file", "routing_key_file", "api_url_file"} <= set(used)
+    oldest = min(tuple(map(int, tag.lstrip("v").split("."))) for tag in MIRRORED_TAGS[ALERTMANAGER_REPO])
+    assert all(oldest >= needed for needed in used.values()), used
