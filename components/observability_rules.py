@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from components import observability_mig as mig
 from components import observability_shares as shares
+from components import observability_xid as xid
 from components.admission import policy_name
 from config.model import Platform, UNLIMITED
 from config.observability import RETENTION_SIZE_SHARE
@@ -45,6 +46,8 @@ PENDING = "team:gpu_tenancy_pending_pods:sum"
 PROMISED = "site:gpu_tenancy_gpus_promised:sum"
 PRESENT = "site:gpu_tenancy_gpus_present:count"
 SITE_ALLOCATED = "site:gpu_tenancy_gpus_allocated:sum"
+# Per XID series of the DCGM exporter: the code of a new non-fatal XID (components/observability_xid.py).
+XID_NON_FATAL = "gpu:gpu_tenancy_xid_non_fatal:code"
 
 # DCGM maps a GPU to the pod holding it; several series of one GPU (scraped twice, or per container) count once.
 # A shared GPU sits in KAI's reservation namespace, which is no team's: only the share rules charge it.
@@ -92,6 +95,17 @@ def held_gpus() -> str:
             f"({_to_team(mig.slice_units_by_namespace())}))")
 
 
+def xid_non_fatal_by_team() -> str:
+    """Per (GPU, team with pods on it): the code of a new non-fatal XID. A GPU DCGM maps to a team's pods is
+    that team's; a shared GPU sits in KAI's reservation namespace, so its teams are those holding shares of it;
+    a GPU with neither fires once, with no team."""
+    gpu = "UUID, gpu, Hostname"
+    held = f"max by ({gpu}, team) ({_to_team(XID_NON_FATAL)})"
+    sharing = (f"group by (UUID, team) ({_to_team(shares.SHARE)})"
+               f" * on (UUID) group_left (gpu, Hostname) max by ({gpu}) ({XID_NON_FATAL})")
+    return f"({held}) or ({sharing}) or (max by ({gpu}) ({XID_NON_FATAL}) unless on (UUID) (({held}) or ({sharing})))"
+
+
 def gpus_present() -> str:
     """Whole GPUs DCGM sees plus its MIG slices in KAI units, comparable with the quotas promised."""
     slices = mig.slices_present()
@@ -118,6 +132,7 @@ def recording_rules() -> list[dict]:
         {"record": PROMISED, "expr": f"sum({QUOTA})"},
         {"record": SITE_ALLOCATED, "expr": f"sum({ALLOCATED})"},
         {"record": PRESENT, "expr": gpus_present()},
+        {"record": XID_NON_FATAL, "expr": xid.non_fatal()},
     ]
 
 
@@ -177,14 +192,31 @@ def alert_rules(platform: Platform) -> list[dict]:
             "GPUs become surplus other teams can borrow."),
         _alert(
             "GpuTenancyGpuXidError",
-            "changes(DCGM_FI_DEV_XID_ERRORS[15m]) > 0 and DCGM_FI_DEV_XID_ERRORS > 0",
+            xid.fatal(),
             "0m", "critical",
-            "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} reported an XID error",
-            "The DCGM exporter reported a new XID error on GPU {{ $labels.UUID }} (pod {{ $labels.pod }} in "
-            "{{ $labels.namespace }}).",
-            "Read the XID code (DCGM_FI_DEV_XID_ERRORS) against NVIDIA's XID table. Codes such as 48, 63, 64, 74, 79, "
-            "94 and 95 mean the GPU needs a reset or the node a drain: cordon the node, let KAI move the work, "
-            "then reset the GPU or reboot."),
+            "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} reported fatal XID {{ $value }}",
+            "The DCGM exporter reported XID {{ $value }} on GPU {{ $labels.UUID }} (pod {{ $labels.pod }} in "
+            "{{ $labels.namespace }}). NVIDIA's XID catalog lists the code as fatal, or does not know it: the "
+            "GPU or the node needs the operator.",
+            "Look the code up in NVIDIA's XID catalog (docs.nvidia.com/deploy/xid-errors) for its action: most "
+            "need the GPU reset or the node rebooted (48 double-bit ECC, 79 fallen off the bus, 95 uncontained "
+            "error, 119 and 120 GSP). Cordon the node, let KAI move the work, then reset the GPU "
+            "(nvidia-smi -r) or reboot. Application faults (13, 31, 43, 45, ...) never fire this alert: see "
+            "GpuTenancyGpuXidNonFatal."),
+        _alert(
+            "GpuTenancyGpuXidNonFatal",
+            xid_non_fatal_by_team(),
+            "0m", "info",
+            "A GPU on {{ $labels.Hostname }} stopped an application with XID {{ $value }}"
+            "{{ if $labels.team }} (team {{ $labels.team }}){{ end }}",
+            "GPU {{ $labels.UUID }} reported XID {{ $value }}, which NVIDIA's XID catalog lists as non-fatal: "
+            "the driver stopped the application that hit it (usually a fault in the application's own kernel, "
+            "such as an out-of-bounds access) and the GPU stays usable."
+            "{{ if $labels.team }} Team {{ $labels.team }} has pods on that GPU.{{ end }}",
+            "Nothing on the node needs the operator. The team restarts the workload and looks at its "
+            "application (CUDA_LAUNCH_BLOCKING=1 and compute-sanitizer locate the faulting kernel). The same "
+            "code again and again on one GPU for different applications points at the card: run DCGM "
+            "diagnostics (dcgmi diag -r 3) on it."),
         _alert(
             "GpuTenancyGpuEccErrors",
             "increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[15m]) > 0",

@@ -63,8 +63,8 @@ ALERTING = Block(conditions=(
                 "`Watchdog` and `InfoInhibitor`, which exist to fire all the time."),
     Key("severity", Text(choices=SEVERITIES), Derived("`critical` for `pagerduty`, `info` otherwise"),
         "The least severe alert that goes to the receiver (the alerts' `severity` label).", example="warning",
-        details="A PagerDuty receiver pages someone: by default only critical alerts (an XID or ECC error, a queue "
-                "KAI dropped) go there, not a team's idle GPUs."),
+        details="A PagerDuty receiver pages someone: by default only critical alerts (a fatal XID or an ECC "
+                "error, a queue KAI dropped) go there, not a team's idle GPUs or its own application's faults."),
     Key("slackChannel", Text(form="Slack channel", checks=(SLACK_CHANNEL,)), _ALERTING.slack_channel,
         "Channel to post to (`receiver: slack`).", example="#gpu-platform",
         default_note="the incoming webhook's own channel"),

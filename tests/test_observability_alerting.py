@@ -263,6 +263,7 @@ def test_the_platform_alerts_go_to_the_receiver_and_the_rest_stays_quiet(slack_r
     _, path = slack_render
     assert route_of(path, "alertname=GpuTenancyTeamStarved", "team=alpha") == alerting.RECEIVER
     assert route_of(path, "alertname=GpuTenancyHistoryTrimmedForSize", "namespace=monitoring") == alerting.RECEIVER
+    assert route_of(path, "alertname=GpuTenancyGpuXidNonFatal", "team=alpha", "severity=info") == alerting.RECEIVER
     for labels in (("alertname=KubePodCrashLooping", "namespace=vcluster-alpha"), ("alertname=Watchdog",)):
         assert route_of(path, *labels) == "null"
 
@@ -273,6 +274,8 @@ def test_a_pager_is_paged_for_critical_alerts_only(tmp_path):
     assert route_of(path, "alertname=GpuTenancyGpuXidError", "severity=critical") == alerting.RECEIVER
     for labels in (("alertname=GpuTenancyTeamStarved", "team=alpha", "severity=warning"),
                    ("alertname=GpuTenancyAllocatedGpuIdle", "team=alpha", "severity=info"),
+                   # A tenant's own kernel faulting its GPU (tests/test_observability_xid.py).
+                   ("alertname=GpuTenancyGpuXidNonFatal", "team=alpha", "severity=info"),
                    ("alertname=KubePodCrashLooping", "severity=critical")):
         assert route_of(path, *labels) == "null"
 

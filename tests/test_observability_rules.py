@@ -2,8 +2,9 @@
 
 A three-team site (alpha 0.25 of a GPU with limit 1, beta 0.25 with limit 0.75, gamma 0.5 unlimited)
 under org ml-org, and a minute-by-minute story: beta borrows, gamma waits with a pending pod, alpha sits
-on an idle GPU, one GPU reports an XID, another ECC errors, the scheduler never sees gamma's queue, and
-beta's admission policy refuses pods. Every recording rule and every alert is asserted at least once.
+on an idle GPU and its application faults there (a non-fatal XID), beta's GPU reports a fatal XID, another
+GPU ECC errors, the scheduler never sees gamma's queue, and beta's admission policy refuses pods. Every
+recording rule and every alert is asserted at least once.
 
 `promtool check rules` runs on the full rule file (templates included); the unit tests run on the same
 rules with annotations removed, since promtool would compare rendered runbook text verbatim.
@@ -84,6 +85,8 @@ def story_series() -> list[dict]:
         _gpu("DCGM_FI_DEV_GPU_UTIL", "GPU-b", "vcluster-beta", f"80{flat}"),
         _gpu("DCGM_FI_DEV_GPU_UTIL", "GPU-c", "kai-resource-reservation", f"90{flat}"),
         _gpu("DCGM_FI_DEV_XID_ERRORS", "GPU-b", "vcluster-beta", "0x10 79x140"),
+        # Alpha's application faults on its GPU (13, out of bounds): the driver contains it.
+        _gpu("DCGM_FI_DEV_XID_ERRORS", "GPU-a", "vcluster-alpha", "0x10 13x140"),
         _gpu("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "GPU-c", "kai-resource-reservation", "0x10 2x140"),
         # Gamma has a pending pod; alpha's pod runs.
         {"series": 'kube_pod_status_phase{namespace="vcluster-gamma",pod="train-x-vcluster-gamma",phase="Pending"}',
@@ -125,6 +128,9 @@ def story_tests() -> list[dict]:
         {"expr": rules.PROMISED, "eval_time": "10m", "exp_samples": [{"labels": rules.PROMISED, "value": 1}]},
         {"expr": rules.SITE_ALLOCATED, "eval_time": "10m", "exp_samples": [{"labels": rules.SITE_ALLOCATED, "value": 1}]},
         {"expr": rules.PRESENT, "eval_time": "10m", "exp_samples": [{"labels": rules.PRESENT, "value": 3}]},
+        {"expr": rules.XID_NON_FATAL, "eval_time": "15m", "exp_samples": [
+            {"labels": f'{rules.XID_NON_FATAL}{{UUID="GPU-a",gpu="0",Hostname="node-GPU-a",'
+                       'namespace="vcluster-alpha",pod="work-0",container="main"}', "value": 13}]},
     ]
     xid = {"UUID": "GPU-b", "gpu": "0", "Hostname": "node-GPU-b", "namespace": "vcluster-beta", "pod": "work-0",
            "container": "main"}
@@ -136,6 +142,9 @@ def story_tests() -> list[dict]:
         ("GpuTenancyAllocatedGpuIdle", "70m", [{"severity": "info", "team": "alpha"}]),
         ("GpuTenancyGpuXidError", "5m", []),
         ("GpuTenancyGpuXidError", "15m", [{"severity": "critical", **xid}]),
+        ("GpuTenancyGpuXidNonFatal", "5m", []),
+        ("GpuTenancyGpuXidNonFatal", "15m",
+         [{"severity": "info", "UUID": "GPU-a", "gpu": "0", "Hostname": "node-GPU-a", "team": "alpha"}]),
         ("GpuTenancyGpuEccErrors", "5m", []),
         ("GpuTenancyGpuEccErrors", "15m", [{"severity": "critical", **ecc}]),
         ("GpuTenancyQueueMissing", "5m", []),

@@ -1,0 +1,118 @@
+"""XID errors: what needs the platform's operator pages, what a tenant's own application raises does not.
+
+Any tenant can make its GPU report an XID at will: a kernel that reads past an array (13), touches an unmapped
+address (31) or is killed with work in flight (45). The driver contains those; paging the on-call for them let
+any tenant page it whenever it liked. Run by the real promtool on synthetic DCGM series, and routed by amtool
+through the Alertmanager configuration the program renders for a PagerDuty site.
+"""
+
+from __future__ import annotations
+
+import yaml
+import pytest
+
+from components import observability_rules as rules
+from components import observability_xid as xid
+from config import load_platform
+from tests.test_observability_rules import (_gpu, _pod, _shared_gpu, needs_promtool, promtool, rule_file,
+                                            site_config)
+
+# Every code the catalog lists (1 to 162), and codes past it, from a newer driver.
+CODES = range(1, 171)
+# Faults a tenant's own kernel raises (NVIDIA's XID catalog: restart the application).
+TENANT_FAULTS = (13, 31, 43, 45)
+
+
+def run_promtool(tmp_path, tests: list[dict]) -> None:
+    platform = load_platform(site_config())
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump(rule_file(platform, annotations=False), sort_keys=False))
+    (tmp_path / "tests.yml").write_text(yaml.safe_dump(
+        {"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": tests}, sort_keys=False))
+    result = promtool("test", "rules", "tests.yml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _gpu_labels(uuid: str) -> dict:
+    return {"UUID": uuid, "gpu": "0", "Hostname": f"node-{uuid}"}
+
+
+def test_the_catalog_split_keeps_hardware_failures_fatal_and_application_faults_not():
+    assert set(TENANT_FAULTS) <= xid.NON_FATAL
+    # A double-bit ECC error, a GPU off the bus, an uncontained error, GSP failures, a GPU that stopped.
+    assert not {46, 48, 62, 64, 74, 79, 95, 109, 119, 120, 140} & xid.NON_FATAL
+    assert all(code in xid.NON_FATAL for code in range(96, 108)), "NVJPG and NVDEC engine faults are the app's"
+
+
+def test_code_runs_cover_exactly_the_codes():
+    runs = xid.code_runs(xid.NON_FATAL)
+    assert {code for first, last in runs for code in range(first, last + 1)} == xid.NON_FATAL
+    assert all(later[0] > earlier[1] + 1 for earlier, later in zip(runs, runs[1:])), "runs are maximal and sorted"
+    assert xid.code_runs(frozenset({3, 1, 2, 7})) == [(1, 3), (7, 7)]
+
+
+@needs_promtool
+def test_every_code_fires_exactly_one_alert_of_its_class(tmp_path):
+    """One GPU per code, in no team's namespace: a fatal code (or one the catalog does not know) pages, a
+    non-fatal one is an info alert with no team; never both, never neither."""
+    series = [_gpu(xid.METRIC, f"GPU-{code}", "elsewhere", f"0x5 {code}x20") for code in CODES]
+    fatal = [{"exp_labels": {"severity": "critical", **_gpu_labels(f"GPU-{code}"), "namespace": "elsewhere",
+                             "pod": "work-0", "container": "main"}} for code in CODES if code not in xid.NON_FATAL]
+    contained = [{"exp_labels": {"severity": "info", **_gpu_labels(f"GPU-{code}")}}
+                 for code in CODES if code in xid.NON_FATAL]
+    assert fatal and contained
+    run_promtool(tmp_path, [{"interval": "1m", "input_series": series, "alert_rule_test": [
+        {"alertname": "GpuTenancyGpuXidError", "eval_time": "3m", "exp_alerts": []},
+        {"alertname": "GpuTenancyGpuXidError", "eval_time": "10m", "exp_alerts": fatal},
+        {"alertname": "GpuTenancyGpuXidNonFatal", "eval_time": "10m", "exp_alerts": contained},
+        # Fifteen minutes after the code appeared it is no longer new: both resolve.
+        {"alertname": "GpuTenancyGpuXidError", "eval_time": "22m", "exp_alerts": []},
+        {"alertname": "GpuTenancyGpuXidNonFatal", "eval_time": "22m", "exp_alerts": []},
+    ]}])
+
+
+@needs_promtool
+def test_a_fault_on_a_shared_gpu_is_told_to_every_team_on_it_and_pages_nobody(tmp_path):
+    """GPU-s is shared under KAI fractions by alpha and beta: DCGM maps it to KAI's reservation pod, so the teams
+    are those holding shares of it. A fault of either team's kernel tells both; gamma, elsewhere, is not told.
+    Then the card itself fails (79, off the bus): that pages."""
+    series = [
+        *_shared_gpu("GPU-s", "grp-s", 50), *_shared_gpu("GPU-i", "grp-i", 2),
+        *_pod("vcluster-alpha", "nb-alpha", group="grp-s", gpu_fraction="0.5"),
+        *_pod("vcluster-beta", "tr-beta", group="grp-s", gpu_memory="4096"),
+        *_pod("vcluster-gamma", "srv-gamma", group="grp-i", gpu_fraction="0.5"),
+        _gpu(xid.METRIC, "GPU-s", "kai-resource-reservation", "0x10 31x20 79x20", pod="gpu-reservation-node-GPU-s"),
+    ]
+    shared = _gpu_labels("GPU-s")
+    run_promtool(tmp_path, [{"interval": "1m", "input_series": series, "alert_rule_test": [
+        {"alertname": "GpuTenancyGpuXidNonFatal", "eval_time": "15m", "exp_alerts": [
+            {"exp_labels": {"severity": "info", **shared, "team": team}} for team in ("alpha", "beta")]},
+        {"alertname": "GpuTenancyGpuXidError", "eval_time": "15m", "exp_alerts": []},
+        {"alertname": "GpuTenancyGpuXidNonFatal", "eval_time": "35m", "exp_alerts": []},
+        {"alertname": "GpuTenancyGpuXidError", "eval_time": "35m", "exp_alerts": [
+            {"exp_labels": {"severity": "critical", **shared, "namespace": "kai-resource-reservation",
+                            "pod": "gpu-reservation-node-GPU-s", "container": "main"}}]},
+    ]}])
+
+
+@needs_promtool
+@pytest.mark.parametrize("code", TENANT_FAULTS)
+def test_a_tenant_faulting_its_own_gpu_over_and_over_never_pages(tmp_path, code):
+    """A hostile tenant alternates two faulting kernels on its whole GPU for an hour, so the code changes every
+    minute: the team hears of it, the on-call never."""
+    other = 43 if code != 43 else 13
+    values = " ".join(str(code if minute % 2 else other) for minute in range(60))
+    series = [_gpu(xid.METRIC, "GPU-a", "vcluster-alpha", values)]
+    run_promtool(tmp_path, [{"interval": "1m", "input_series": series, "alert_rule_test": [
+        *[{"alertname": "GpuTenancyGpuXidError", "eval_time": f"{minute}m", "exp_alerts": []}
+          for minute in (1, 10, 30, 59)],
+        {"alertname": "GpuTenancyGpuXidNonFatal", "eval_time": "30m", "exp_alerts": [
+            {"exp_labels": {"severity": "info", **_gpu_labels("GPU-a"), "team": "alpha"}}]},
+    ]}])
+
+
+def test_the_severities_the_receivers_filter_on():
+    platform = load_platform(site_config())
+    severity = {rule["alert"]: rule["labels"]["severity"] for group in rules.rule_groups(platform)
+                for rule in group["rules"] if "alert" in rule}
+    assert severity["GpuTenancyGpuXidError"] == "critical"
+    assert severity["GpuTenancyGpuXidNonFatal"] == "info"
