@@ -12,7 +12,7 @@ an incident and the record of what was already sent outlive a restart of its pod
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -79,10 +79,19 @@ def inhibit_rules() -> list[dict]:
     ]
 
 
-def alertmanager_config(alerting: Alerting) -> dict:
+def tenants_own_alerts(tenant_namespaces: Sequence[str]) -> list[str]:
+    """Matchers of the chart's alerts about the tenants' host namespaces: their pods, jobs and volumes. Those are
+    the team's own, and a tenant drives them at will (a volume filled up is critical), so they do not go to the
+    platform's receiver; the program's alerts carry a namespace too (an XID names the pod's) and stay."""
+    return [f'namespace =~ "{"|".join(tenant_namespaces)}"', f'alertname !~ "{PLATFORM_ALERT_NAMES}"']
+
+
+def alertmanager_config(alerting: Alerting, tenant_namespaces: Sequence[str]) -> dict:
     """The parts of the chart's ``alertmanager.config`` the program sets (Helm keeps the chart's global settings,
     templates and its top route to ``null``; lists replace the chart's)."""
     silent = [{"receiver": NULL_RECEIVER, "matchers": [f'alertname = "{name}"']} for name in ALWAYS_FIRING]
+    if alerting.scope == "all" and tenant_namespaces:
+        silent.append({"receiver": NULL_RECEIVER, "matchers": tenants_own_alerts(tenant_namespaces)})
     which = ([PLATFORM_ALERTS] if alerting.scope == "platform" else []) + severity_matcher(alerting.severity)
     # One message per alert and team, so a team's alert does not hide in another's.
     delivered = {"receiver": RECEIVER, "group_by": ["alertname", "team"], **({"matchers": which} if which else {})}
@@ -90,7 +99,8 @@ def alertmanager_config(alerting: Alerting) -> dict:
             "receivers": [{"name": NULL_RECEIVER}, receiver_config(alerting)]}
 
 
-def alertmanager_values(settings: Observability, storage_class: Optional[str]) -> dict:
+def alertmanager_values(settings: Observability, storage_class: Optional[str], tenant_namespaces: Sequence[str]
+                        ) -> dict:
     """The chart's ``alertmanager`` values."""
     claim = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": STATE_VOLUME}},
              **({"storageClassName": storage_class} if storage_class else {})}
@@ -98,7 +108,7 @@ def alertmanager_values(settings: Observability, storage_class: Optional[str]) -
     if not settings.alerting.delivers:
         return {"alertmanagerSpec": spec}
     return {"alertmanagerSpec": {**spec, "secrets": [RECEIVER_SECRET]},
-            "config": alertmanager_config(settings.alerting)}
+            "config": alertmanager_config(settings.alerting, tenant_namespaces)}
 
 
 def receiver_secret(name: str, namespace: str, address: pulumi.Input[str], opts: pulumi.ResourceOptions

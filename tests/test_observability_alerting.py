@@ -179,6 +179,8 @@ def test_the_summary_says_where_alerts_go_from_the_release_values():
     assert 'pagerduty: alerts matching `severity =~ "critical"`;' in pager
     [hook] = [line for line in alert_lines(alerting_site(receiver="webhook", alerts="all")) if "go to" in line]
     assert "webhook: every alert but those routed to `null`" in hook
+    [kept] = [line for line in alert_lines(alerting_site(receiver="webhook", alerts="all")) if "sent nowhere" in line]
+    assert '`alertname = "Watchdog"`' in kept and '`namespace =~ "vcluster-alpha|' in kept, kept
 
 
 # --- the real chart ---------------------------------------------------------------------------------
@@ -281,12 +283,32 @@ def test_a_pager_is_paged_for_critical_alerts_only(tmp_path):
 
 
 @needs_amtool
-def test_all_alerts_reach_the_receiver_but_the_ones_that_always_fire(tmp_path):
+def test_all_alerts_reach_the_receiver_but_the_ones_that_always_fire_and_the_tenants_own(tmp_path):
     path = alertmanager_file(rendered_stack(alerting_site(receiver="slack", alerts="all")), tmp_path)
-    assert route_of(path, "alertname=KubePodCrashLooping", "namespace=vcluster-alpha") == alerting.RECEIVER
+    assert route_of(path, "alertname=KubePodCrashLooping", "namespace=kai-scheduler") == alerting.RECEIVER
+    assert route_of(path, "alertname=NodeFilesystemAlmostOutOfSpace", "instance=node-1") == alerting.RECEIVER
     assert route_of(path, "alertname=GpuTenancyTeamStarved", "team=alpha") == alerting.RECEIVER
     for name in alerting.ALWAYS_FIRING:
         assert route_of(path, f"alertname={name}") == "null"
+    # A tenant's crash-looping pods are its own business, not the platform channel's.
+    for team in load_platform(alerting_site(receiver="slack"), placeholders=["alertReceiver"]).teams:
+        assert route_of(path, "alertname=KubePodCrashLooping", f"namespace={team.namespace}") == "null"
+
+
+@needs_amtool
+def test_a_tenant_filling_its_own_volume_does_not_page_the_platform(tmp_path):
+    """With every alert paged, the chart's KubePersistentVolumeFillingUp (critical) about a claim in a tenant's
+    host namespace is the tenant's to drive at will; the same alert about the platform's own Prometheus volume
+    pages, and so does a fatal XID on a GPU a tenant's pod holds (it names the pod's namespace)."""
+    site = alerting_site(receiver="pagerduty", alerts="all")
+    path = alertmanager_file(rendered_stack(site), tmp_path)
+    tenant = load_platform(site, placeholders=["alertReceiver"]).teams[0].namespace
+    assert route_of(path, "alertname=KubePersistentVolumeFillingUp", f"namespace={tenant}",
+                    "severity=critical") == "null"
+    assert route_of(path, "alertname=KubePersistentVolumeFillingUp", "namespace=monitoring",
+                    "severity=critical") == alerting.RECEIVER
+    assert route_of(path, "alertname=GpuTenancyGpuXidError", f"namespace={tenant}",
+                    "severity=critical") == alerting.RECEIVER
 
 
 # --- a real Alertmanager delivering ------------------------------------------------------------------

@@ -41,7 +41,8 @@ def every_program_key() -> set[str]:
         for scope in ("platform", "all"):
             settings = load_platform(alerting_site(receiver=receiver, alerts=scope, **(
                 {"slackChannel": "#gpu"} if receiver == "slack" else {})), placeholders=["alertReceiver"])
-            keys |= program_keys(alerting.alertmanager_config(settings.observability.alerting))
+            keys |= program_keys(alerting.alertmanager_config(settings.observability.alerting,
+                                                               [team.namespace for team in settings.teams]))
     return keys
 
 

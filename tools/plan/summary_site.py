@@ -170,6 +170,10 @@ def alert_delivery(values: dict[str, Any]) -> list[str]:
         lines.append(f"- Alerts go to {', '.join(kinds)}" + (f" ({', '.join(code(c) for c in channels)})"
                                                               if channels else "")
                      + f": {which}; address read from {', '.join(code(f) for f in files) or '**the values**'}")
+    kept = ["; ".join(code(matcher) for matcher in child.get("matchers") or [])
+            for child in route.get("routes") or [] if child.get("receiver") == "null"]
+    if kept:
+        lines.append("- Kept in Alertmanager, sent nowhere: " + " / ".join(kept))
     return lines
 
 
