@@ -55,7 +55,8 @@ if platform.observability.enabled:
         platform=platform, provider=host.provider, kai_release=kai.release,
         gpu_operator=[gpu_operator.release] if gpu_operator.release else [],
         grafana_client_secret=secrets.get_secret("grafanaClientSecret") if "grafanaClientSecret" in secrets_set else None,
-        alert_receiver=secrets.get_secret("alertReceiver") if platform.observability.alerting.delivers else None))
+        alert_receiver=secrets.get_secret("alertReceiver") if platform.observability.alerting.delivers else None,
+        alert_heartbeat=secrets.get_secret("alertHeartbeat") if platform.observability.alerting.heartbeat else None))
     pulumi.export("observability", {"mode": platform.observability.prometheus,
                                     "namespace": observability.namespace, "dashboards": observability.dashboards})
 

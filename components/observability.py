@@ -23,7 +23,7 @@ import pulumi_kubernetes as k8s
 
 from components import observability_dashboards, observability_shares, observability_team_series
 from components.observability_access import GrafanaAdmin, admin_values, grafana_ini
-from components.observability_alerting import alertmanager_values, receiver_secret
+from components.observability_alerting import alerting_secret, alertmanager_values
 from components.observability_network import MonitoringIngress
 from components.observability_views import TeamViews
 from config import versions
@@ -55,6 +55,8 @@ class ObservabilityArgs:
     grafana_client_secret: Optional[pulumi.Output[str]] = None
     # The URL or key of the alert receiver (observability.alerting.receiver), when the site set one.
     alert_receiver: Optional[pulumi.Output[str]] = None
+    # The URL of the dead man's switch (observability.alerting.heartbeat), when the site turned it on.
+    alert_heartbeat: Optional[pulumi.Output[str]] = None
 
 
 def stack_values(platform: Platform) -> dict:
@@ -147,11 +149,13 @@ class Observability(pulumi.ComponentResource):
                                                   settings.protect,
                                                   opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]))
                 before_release.append(self.grafana_admin.secret)
-            if settings.alerting.delivers:
-                if args.alert_receiver is None:
-                    raise ValueError("observability.alerting.receiver is set: pass the alertReceiver secret")
-                before_release.append(receiver_secret(
-                    f"{name}-alert-receiver", settings.namespace, args.alert_receiver,
+            if settings.alerting.delivers and args.alert_receiver is None:
+                raise ValueError("observability.alerting.receiver is set: pass the alertReceiver secret")
+            if settings.alerting.heartbeat and args.alert_heartbeat is None:
+                raise ValueError("observability.alerting.heartbeat is true: pass the alertHeartbeat secret")
+            if settings.alerting.configured:
+                before_release.append(alerting_secret(
+                    f"{name}-alert-receiver", settings.namespace, args.alert_receiver, args.alert_heartbeat,
                     pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[namespace]))))
             self.release = k8s.helm.v3.Release(
                 f"{name}-release",
@@ -233,4 +237,5 @@ class Observability(pulumi.ComponentResource):
                                "releaseLabel": settings.release_label, "dashboards": self.dashboards,
                                "prometheusUrl": settings.prometheus_url,
                                "timeAwareFairness": settings.fairness.enabled,
-                               "alertReceiver": settings.alerting.receiver})
+                               "alertReceiver": settings.alerting.receiver,
+                               "alertHeartbeat": settings.alerting.heartbeat})

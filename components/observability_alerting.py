@@ -2,9 +2,11 @@
 
 kube-prometheus-stack's default configuration sends every alert to a receiver named ``null`` that does
 nothing. With a receiver set, the program's alerts (or all of them) go to Slack, a webhook or PagerDuty.
-The URL or routing key never enters the chart's values (Helm keeps those in its release Secrets, readable with
-``helm get values``): it is a Secret of its own, which the Prometheus operator mounts into Alertmanager's
-pod (``alertmanagerSpec.secrets``) and the configuration names by path (``*_file``).
+With the heartbeat on, the chart's always-firing ``Watchdog`` is posted to a dead man's switch, which alerts
+when the posts stop: the one way to learn that alerting itself is down.
+The URLs and the routing key never enter the chart's values (Helm keeps those in its release Secrets, readable
+with ``helm get values``): they are a Secret of their own, which the Prometheus operator mounts into
+Alertmanager's pod (``alertmanagerSpec.secrets``) and the configuration names by path (``*_file``).
 
 Silences and the notification log live in Alertmanager's data directory: on a volume, a silence set during
 an incident and the record of what was already sent outlive a restart of its pod.
@@ -18,23 +20,27 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from config.observability import MINIMUM_VOLUME, Observability
-from config.observability_alerting import SEVERITIES, Alerting
+from config.observability_alerting import HEARTBEAT_INTERVAL, SEVERITIES, Alerting
 from config.vocabulary import MANAGED_BY
 
 RECEIVER = "gpu-tenancy"
+HEARTBEAT_RECEIVER = "gpu-tenancy-heartbeat"
 NULL_RECEIVER = "null"  # the chart's own do-nothing receiver
 RECEIVER_SECRET = "gpu-tenancy-alert-receiver"
 RECEIVER_SECRET_KEY = "receiver"
+HEARTBEAT_SECRET_KEY = "heartbeat"
 # Where the Prometheus operator mounts a Secret named in alertmanagerSpec.secrets.
 SECRETS_DIR = "/etc/alertmanager/secrets"
 RECEIVER_FILE = f"{SECRETS_DIR}/{RECEIVER_SECRET}/{RECEIVER_SECRET_KEY}"
+HEARTBEAT_FILE = f"{SECRETS_DIR}/{RECEIVER_SECRET}/{HEARTBEAT_SECRET_KEY}"
+WATCHDOG = "Watchdog"
 # Every alert the program defines is named so (components/observability_rules.py).
 PLATFORM_ALERT_NAMES = "GpuTenancy.+"
 PLATFORM_ALERTS = f'alertname =~ "{PLATFORM_ALERT_NAMES}"'
 INFO_INHIBITOR = "InfoInhibitor"
 # kube-prometheus-stack alerts that fire all the time on purpose: a dead man's switch and the inhibitor of
 # info alerts.
-ALWAYS_FIRING = ("Watchdog", INFO_INHIBITOR)
+ALWAYS_FIRING = (WATCHDOG, INFO_INHIBITOR)
 # Silences and the notification log are kilobytes.
 STATE_VOLUME = MINIMUM_VOLUME
 
@@ -89,14 +95,27 @@ def tenants_own_alerts(tenant_namespaces: Sequence[str]) -> list[str]:
 def alertmanager_config(alerting: Alerting, tenant_namespaces: Sequence[str]) -> dict:
     """The parts of the chart's ``alertmanager.config`` the program sets (Helm keeps the chart's global settings,
     templates and its top route to ``null``; lists replace the chart's)."""
-    silent = [{"receiver": NULL_RECEIVER, "matchers": [f'alertname = "{name}"']} for name in ALWAYS_FIRING]
-    if alerting.scope == "all" and tenant_namespaces:
-        silent.append({"receiver": NULL_RECEIVER, "matchers": tenants_own_alerts(tenant_namespaces)})
-    which = ([PLATFORM_ALERTS] if alerting.scope == "platform" else []) + severity_matcher(alerting.severity)
-    # One message per alert and team, so a team's alert does not hide in another's.
-    delivered = {"receiver": RECEIVER, "group_by": ["alertname", "team"], **({"matchers": which} if which else {})}
-    return {"route": {"routes": [*silent, delivered]}, "inhibit_rules": inhibit_rules(),
-            "receivers": [{"name": NULL_RECEIVER}, receiver_config(alerting)]}
+    routes = [heartbeat_route() if name == WATCHDOG and alerting.heartbeat else
+              {"receiver": NULL_RECEIVER, "matchers": [f'alertname = "{name}"']} for name in ALWAYS_FIRING]
+    receivers = [{"name": NULL_RECEIVER}]
+    if alerting.heartbeat:
+        receivers.append({"name": HEARTBEAT_RECEIVER,
+                          "webhook_configs": [{"url_file": HEARTBEAT_FILE, "send_resolved": False}]})
+    if alerting.delivers:
+        if alerting.scope == "all" and tenant_namespaces:
+            routes.append({"receiver": NULL_RECEIVER, "matchers": tenants_own_alerts(tenant_namespaces)})
+        which = ([PLATFORM_ALERTS] if alerting.scope == "platform" else []) + severity_matcher(alerting.severity)
+        # One message per alert and team, so a team's alert does not hide in another's.
+        routes.append({"receiver": RECEIVER, "group_by": ["alertname", "team"],
+                       **({"matchers": which} if which else {})})
+        receivers.append(receiver_config(alerting))
+    return {"route": {"routes": routes}, "inhibit_rules": inhibit_rules(), "receivers": receivers}
+
+
+def heartbeat_route() -> dict:
+    """Watchdog, posted at once and again every interval for as long as it fires (that is, always)."""
+    return {"receiver": HEARTBEAT_RECEIVER, "matchers": [f'alertname = "{WATCHDOG}"'], "group_wait": "0s",
+            "group_interval": "1m", "repeat_interval": HEARTBEAT_INTERVAL}
 
 
 def alertmanager_values(settings: Observability, storage_class: Optional[str], tenant_namespaces: Sequence[str]
@@ -105,16 +124,18 @@ def alertmanager_values(settings: Observability, storage_class: Optional[str], t
     claim = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": STATE_VOLUME}},
              **({"storageClassName": storage_class} if storage_class else {})}
     spec: dict = {"storage": {"volumeClaimTemplate": {"spec": claim}}}
-    if not settings.alerting.delivers:
+    if not settings.alerting.configured:
         return {"alertmanagerSpec": spec}
     return {"alertmanagerSpec": {**spec, "secrets": [RECEIVER_SECRET]},
             "config": alertmanager_config(settings.alerting, tenant_namespaces)}
 
 
-def receiver_secret(name: str, namespace: str, address: pulumi.Input[str], opts: pulumi.ResourceOptions
-                    ) -> k8s.core.v1.Secret:
-    """The Secret Alertmanager reads the receiver's URL or key from. It must exist before the release: the
-    operator mounts it into Alertmanager's pod, which does not start without it."""
+def alerting_secret(name: str, namespace: str, receiver: Optional[pulumi.Input[str]],
+                    heartbeat: Optional[pulumi.Input[str]], opts: pulumi.ResourceOptions) -> k8s.core.v1.Secret:
+    """The Secret Alertmanager reads the receiver's URL or key and the heartbeat's URL from. It must exist before
+    the release: the operator mounts it into Alertmanager's pod, which does not start without it."""
+    values = {RECEIVER_SECRET_KEY: receiver, HEARTBEAT_SECRET_KEY: heartbeat}
     return k8s.core.v1.Secret(
         name, metadata={"name": RECEIVER_SECRET, "namespace": namespace, "labels": dict(MANAGED_BY)},
-        string_data={RECEIVER_SECRET_KEY: pulumi.Output.secret(address)}, opts=opts)
+        string_data={key: pulumi.Output.secret(value) for key, value in values.items() if value is not None},
+        opts=opts)

@@ -2,7 +2,8 @@
 
 Without it the alerts the program defines (components/observability_rules.py) are only seen by someone looking
 at Alertmanager or Grafana: kube-prometheus-stack routes every alert to a receiver that does nothing. The
-receiver's address or key is a secret (``alertReceiver``); the loader learns only whether it is set.
+receiver's address or key is a secret (``alertReceiver``), and so is the heartbeat's URL (``alertHeartbeat``): the
+loader learns only whether they are set.
 components/observability_alerting.py turns it into Alertmanager's configuration. No Pulumi here.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from config.key_types import Check, Text
+from config.key_types import Boolean, Check, Text
 from config.keys import Block, Condition, Derived, Key
 from config.reader import Section
 from config.secrets import Secrets
@@ -19,6 +20,10 @@ from config.secrets import Secrets
 KEY = "observability.alerting"
 # The secret key (config/secrets.py) holding the receiver's address: its URL or routing key.
 ADDRESS_SECRET = "alertReceiver"
+# The secret key holding the URL of the dead man's switch that expects the heartbeat.
+HEARTBEAT_SECRET = "alertHeartbeat"
+# How often the heartbeat is posted: the dead man's switch's period (its grace period on top).
+HEARTBEAT_INTERVAL = "5m"
 RECEIVERS = ("none", "slack", "webhook", "pagerduty")
 # What each receiver reads from the secret, for messages and docs.
 SECRET_MEANING = {"slack": "the Slack incoming-webhook URL", "webhook": "the webhook's URL",
@@ -36,10 +41,16 @@ class Alerting:
     scope: str = "platform"
     slack_channel: Optional[str] = None
     severity: str = "info"
+    heartbeat: bool = False
 
     @property
     def delivers(self) -> bool:
         return self.receiver != "none"
+
+    @property
+    def configured(self) -> bool:
+        """Whether the program sets Alertmanager's configuration (a receiver, a heartbeat or both)."""
+        return self.delivers or self.heartbeat
 
 
 _ALERTING = Alerting()
@@ -69,6 +80,13 @@ ALERTING = Block(conditions=(
     Key("slackChannel", Text(form="Slack channel", checks=(SLACK_CHANNEL,)), _ALERTING.slack_channel,
         "Channel to post to (`receiver: slack`).", example="#gpu-platform",
         default_note="the incoming webhook's own channel"),
+    Key("heartbeat", Boolean(), _ALERTING.heartbeat,
+        f"Post kube-prometheus-stack's always-firing `Watchdog` alert every {HEARTBEAT_INTERVAL} to a dead man's "
+        f"switch (`install` only), whose URL is the secret key `{HEARTBEAT_SECRET}`.", example="true",
+        details="Without it nobody is told when alerting itself stops (Prometheus or Alertmanager down, their node "
+                "gone, rules failing): no alert is also what a healthy site sends. The URL is a service that "
+                "alerts when the posts stop (healthchecks.io, Dead Man's Snitch, an Opsgenie heartbeat, ...): set "
+                f"its period to {HEARTBEAT_INTERVAL} with a few minutes' grace. Independent of `receiver`."),
 ))
 
 
@@ -78,16 +96,21 @@ def read_alerting(section: Section, installed: bool, secrets: Secrets) -> Alerti
     alerting = Alerting(receiver=receiver, scope=section.read("alerts") or _ALERTING.scope,
                         slack_channel=section.read("slackChannel"),
                         severity=section.read("severity", "critical" if receiver == "pagerduty" else "info")
-                        or _ALERTING.severity)
+                        or _ALERTING.severity,
+                        heartbeat=bool(section.read("heartbeat")))
     if installed and alerting.delivers:
         secrets.require(ADDRESS_SECRET, f"{KEY}.receiver is {receiver}, and Alertmanager needs "
                                          f"{SECRET_MEANING[receiver]}")
+    if installed and alerting.heartbeat:
+        secrets.require(HEARTBEAT_SECRET, f"{KEY}.heartbeat is true, and Alertmanager needs the URL of the dead "
+                                           "man's switch to post to")
     return alerting
 
 
 def alerting_warnings(alerting: Alerting, installed: bool, secrets_set: set[str]) -> list[str]:
-    """A receiver secret nothing reads."""
-    if ADDRESS_SECRET in secrets_set and not (installed and alerting.delivers):
-        return [f"{ADDRESS_SECRET} is set but nothing reads it: {KEY}.receiver is not set (or prometheus is not "
-                "install). Set a receiver, or remove the secret."]
-    return []
+    """Receiver or heartbeat secrets nothing reads."""
+    unread = [(ADDRESS_SECRET, "receiver is not set", "Set a receiver"),
+              (HEARTBEAT_SECRET, "heartbeat is not true", "Turn the heartbeat on")]
+    used = {ADDRESS_SECRET: installed and alerting.delivers, HEARTBEAT_SECRET: installed and alerting.heartbeat}
+    return [f"{name} is set but nothing reads it: {KEY}.{why} (or prometheus is not install). {fix}, or remove "
+            "the secret." for name, why, fix in unread if name in secrets_set and not used[name]]

@@ -32,6 +32,9 @@ SECRETS = (
     Secret("alertReceiver", "alert-receiver.txt",
            "Where Alertmanager sends alerts (`observability.alerting.receiver`): the Slack incoming-webhook URL, "
            "the webhook URL, or the PagerDuty routing key. Required when a receiver is set."),
+    Secret("alertHeartbeat", "alert-heartbeat.txt",
+           "URL of the dead man's switch Alertmanager posts its heartbeat to (`observability.alerting.heartbeat`). "
+           "Required when the heartbeat is on."),
 )
 SECRET_KEYS = tuple(secret.name for secret in SECRETS)
 

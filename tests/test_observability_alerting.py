@@ -49,8 +49,11 @@ def alerting_site(**settings) -> dict:
 
 
 def with_receiver_secret(config: dict) -> dict:
-    """The site as its stack file holds it once the receiver's secret is set (encrypted)."""
-    return {**prefixed(config), "gpu-tenancy:alertReceiver": {"secure": "v1:AAAA"}}
+    """The site as its stack file holds it once the receiver's secret is set (encrypted), and the heartbeat's
+    when it is on."""
+    heartbeat = ((config.get("observability") or {}).get("alerting") or {}).get("heartbeat")
+    return {**prefixed(config), "gpu-tenancy:alertReceiver": {"secure": "v1:AAAA"},
+            **({"gpu-tenancy:alertHeartbeat": {"secure": "v1:BBBB"}} if heartbeat else {})}
 
 
 # --- config -------------------------------------------------------------------------------------

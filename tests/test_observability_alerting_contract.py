@@ -38,9 +38,10 @@ def program_keys(config: dict) -> set[str]:
 def every_program_key() -> set[str]:
     keys: set[str] = set()
     for receiver in RECEIVERS:
-        for scope in ("platform", "all"):
-            settings = load_platform(alerting_site(receiver=receiver, alerts=scope, **(
-                {"slackChannel": "#gpu"} if receiver == "slack" else {})), placeholders=["alertReceiver"])
+        for scope, heartbeat in (("platform", False), ("all", True)):
+            settings = load_platform(alerting_site(receiver=receiver, alerts=scope, heartbeat=heartbeat, **(
+                {"slackChannel": "#gpu"} if receiver == "slack" else {})),
+                placeholders=["alertReceiver", "alertHeartbeat"])
             keys |= program_keys(alerting.alertmanager_config(settings.observability.alerting,
                                                                [team.namespace for team in settings.teams]))
     return keys
@@ -83,7 +84,9 @@ def test_the_operator_mounts_each_named_secret_where_the_configuration_reads_it(
     source = git(OPERATOR, "show", f"{tag}:pkg/alertmanager/statefulset.go")
     assert re.search(r'secretsDir\s*=\s*"' + re.escape(alerting.SECRETS_DIR) + '"', source)
     assert "path.Join(secretsDir, s)" in source and "SecretName: s," in source
-    assert alerting.RECEIVER_FILE == f"{alerting.SECRETS_DIR}/{alerting.RECEIVER_SECRET}/{alerting.RECEIVER_SECRET_KEY}"
+    for path, key in ((alerting.RECEIVER_FILE, alerting.RECEIVER_SECRET_KEY),
+                      (alerting.HEARTBEAT_FILE, alerting.HEARTBEAT_SECRET_KEY)):
+        assert path == f"{alerting.SECRETS_DIR}/{alerting.RECEIVER_SECRET}/{key}"
 
 
 @pytest.mark.parametrize("tag", MIRRORED_TAGS[OPERATOR])

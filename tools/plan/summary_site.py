@@ -154,7 +154,20 @@ def alert_delivery(values: dict[str, Any]) -> list[str]:
     lines = [f"- Alertmanager's silences and notification log: a {code(volume)} volume ({_storage_class(claim)})"
              if volume else "- Alertmanager's silences: **an emptyDir, lost whenever its pod restarts**"]
     route = dig(manager, "config", "route") or {}
-    delivering = [receiver for receiver in dig(manager, "config", "receivers") or [] if receiver.get("name") != "null"]
+    receivers = {receiver.get("name"): receiver for receiver in dig(manager, "config", "receivers") or []}
+    # The route of the chart's always-firing Watchdog, when it goes somewhere: a heartbeat.
+    heartbeats = [child for child in route.get("routes") or [] if child.get("receiver") != "null"
+                  and 'alertname = "Watchdog"' in (child.get("matchers") or [])]
+    for child in heartbeats:
+        files = [config[key] for field, configs in receivers.get(child["receiver"], {}).items()
+                 if field.endswith("_configs") for config in configs for key in config if key.endswith("_file")]
+        lines.append(f"- Heartbeat: `Watchdog` posted every {code(child.get('repeat_interval'))} to the dead man's "
+                     f"switch at the URL read from {', '.join(code(f) for f in files) or '**the values**'}")
+    if not heartbeats:
+        lines.append("- No heartbeat: nothing tells anyone when alerting itself stops "
+                     "(see observability.alerting.heartbeat)")
+    delivering = [receiver for name, receiver in receivers.items()
+                  if name != "null" and name not in {child["receiver"] for child in heartbeats}]
     if not delivering:
         return lines + ["- Alerts are sent **nowhere** (the chart's `null` receiver): see observability.alerting"]
     for receiver in delivering:
