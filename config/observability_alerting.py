@@ -85,8 +85,9 @@ ALERTING = Block(conditions=(
         f"switch (`install` only), whose URL is the secret key `{HEARTBEAT_SECRET}`.", example="true",
         details="Without it nobody is told when alerting itself stops (Prometheus or Alertmanager down, their node "
                 "gone, rules failing): no alert is also what a healthy site sends. The URL is a service that "
-                "alerts when the posts stop (healthchecks.io, Dead Man's Snitch, an Opsgenie heartbeat, ...): set "
-                f"its period to {HEARTBEAT_INTERVAL} with a few minutes' grace. Independent of `receiver`."),
+                "alerts when the posts stop (healthchecks.io, Dead Man's Snitch: any URL that takes a POST with no "
+                f"credentials): set its period to {HEARTBEAT_INTERVAL} with a few minutes' grace. Independent of "
+                "`receiver`."),
 ))
 
 
