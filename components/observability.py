@@ -73,7 +73,7 @@ def stack_values(platform: Platform) -> dict:
             "retentionSize": settings.retention_size,
             "storageSpec": {"volumeClaimTemplate": {"spec": storage}},
         }},
-        "alertmanager": alertmanager_values(settings, storage_class, [team.namespace for team in platform.teams]),
+        "alertmanager": alertmanager_values(settings, storage_class, platform.teams),
         **{component: {"enabled": settings.control_plane_metrics} for component in CONTROL_PLANE_SCRAPES},
         # kube_pod_labels / kube_pod_annotations with KAI's GPU group and the fraction annotations: how the rules
         # charge a shared GPU to the pods sharing it.

@@ -19,6 +19,7 @@ from typing import Optional, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
+from config.model import Team
 from config.observability import MINIMUM_VOLUME, Observability
 from config.observability_alerting import HEARTBEAT_INTERVAL, SEVERITIES, Alerting
 from config.vocabulary import MANAGED_BY
@@ -85,14 +86,21 @@ def inhibit_rules() -> list[dict]:
     ]
 
 
-def tenants_own_alerts(tenant_namespaces: Sequence[str]) -> list[str]:
-    """Matchers of the chart's alerts about the tenants' host namespaces: their pods, jobs and volumes. Those are
-    the team's own, and a tenant drives them at will (a volume filled up is critical), so they do not go to the
-    platform's receiver; the program's alerts carry a namespace too (an XID names the pod's) and stay."""
-    return [f'namespace =~ "{"|".join(tenant_namespaces)}"', f'alertname !~ "{PLATFORM_ALERT_NAMES}"']
+def tenants_own_alerts(teams: Sequence[Team]) -> list[str]:
+    """Matchers of the chart's alerts about what the tenants run in their host namespaces: their pods and volumes.
+    Those are the team's own, and a tenant drives them at will (a volume filled up is critical), so they do not go
+    to the platform's receiver. Its virtual cluster's control plane (the vCluster StatefulSet, its pods, their data
+    volumes; an external etcd's too) lives there as well and is the platform's; the program's alerts carry a
+    namespace too (an XID names the pod's) and stay. A tenant's pod or claim reaches the host named
+    ``<name>-x-<namespace>-x-<vcluster>``, or cut to 63 characters with a hash: never a control-plane name, which is
+    at most 61 characters long (vclusterName at most 53) and has no ``-x-``."""
+    names = f"({'|'.join(team.vcluster_name for team in teams)})(-etcd)?"
+    return [f'namespace =~ "{"|".join(team.namespace for team in teams)}"', f'alertname !~ "{PLATFORM_ALERT_NAMES}"',
+            f'statefulset !~ "{names}"', f'pod !~ "{names}-[0-9]{{1,2}}"',
+            f'persistentvolumeclaim !~ "data-{names}-[0-9]{{1,2}}"']
 
 
-def alertmanager_config(alerting: Alerting, tenant_namespaces: Sequence[str]) -> dict:
+def alertmanager_config(alerting: Alerting, teams: Sequence[Team]) -> dict:
     """The parts of the chart's ``alertmanager.config`` the program sets (Helm keeps the chart's global settings,
     templates and its top route to ``null``; lists replace the chart's)."""
     routes = [heartbeat_route() if name == WATCHDOG and alerting.heartbeat else
@@ -102,8 +110,8 @@ def alertmanager_config(alerting: Alerting, tenant_namespaces: Sequence[str]) ->
         receivers.append({"name": HEARTBEAT_RECEIVER,
                           "webhook_configs": [{"url_file": HEARTBEAT_FILE, "send_resolved": False}]})
     if alerting.delivers:
-        if alerting.scope == "all" and tenant_namespaces:
-            routes.append({"receiver": NULL_RECEIVER, "matchers": tenants_own_alerts(tenant_namespaces)})
+        if alerting.scope == "all" and teams:
+            routes.append({"receiver": NULL_RECEIVER, "matchers": tenants_own_alerts(teams)})
         which = ([PLATFORM_ALERTS] if alerting.scope == "platform" else []) + severity_matcher(alerting.severity)
         # One message per alert and team, so a team's alert does not hide in another's.
         routes.append({"receiver": RECEIVER, "group_by": ["alertname", "team"],
@@ -118,8 +126,7 @@ def heartbeat_route() -> dict:
             "group_interval": "1m", "repeat_interval": HEARTBEAT_INTERVAL}
 
 
-def alertmanager_values(settings: Observability, storage_class: Optional[str], tenant_namespaces: Sequence[str]
-                        ) -> dict:
+def alertmanager_values(settings: Observability, storage_class: Optional[str], teams: Sequence[Team]) -> dict:
     """The chart's ``alertmanager`` values."""
     claim = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": STATE_VOLUME}},
              **({"storageClassName": storage_class} if storage_class else {})}
@@ -127,7 +134,7 @@ def alertmanager_values(settings: Observability, storage_class: Optional[str], t
     if not settings.alerting.configured:
         return {"alertmanagerSpec": spec}
     return {"alertmanagerSpec": {**spec, "secrets": [RECEIVER_SECRET]},
-            "config": alertmanager_config(settings.alerting, tenant_namespaces)}
+            "config": alertmanager_config(settings.alerting, teams)}
 
 
 def alerting_secret(name: str, namespace: str, receiver: Optional[pulumi.Input[str]],

@@ -314,6 +314,29 @@ def test_a_tenant_filling_its_own_volume_does_not_page_the_platform(tmp_path):
                     "severity=critical") == alerting.RECEIVER
 
 
+@needs_amtool
+def test_a_tenants_control_plane_is_the_platforms_and_a_tenant_cannot_pass_for_it(tmp_path):
+    """The vCluster StatefulSet, its pods and data volumes sit in the tenant's namespace but are the platform's:
+    its API server down or its data volume full pages. A tenant's own pod or claim reaches the host as
+    <name>-x-<namespace>-x-<vcluster>, or cut to 63 characters with a hash; neither passes for the control plane,
+    however the tenant names it (a hashed name crafted to begin like one is 63 characters long)."""
+    site = alerting_site(receiver="pagerduty", alerts="all")
+    path = alertmanager_file(rendered_stack(site), tmp_path)
+    team = load_platform(site, placeholders=["alertReceiver"]).teams[0]
+    vcluster, namespace = team.vcluster_name, f"namespace={team.namespace}"
+    for labels in ((f"pod={vcluster}-0",), (f"persistentvolumeclaim=data-{vcluster}-0",),
+                   (f"statefulset={vcluster}",), (f"pod={vcluster}-etcd-2",)):
+        assert route_of(path, "alertname=KubePersistentVolumeFillingUp", namespace, "severity=critical",
+                        *labels) == alerting.RECEIVER, labels
+    crafted = f"{vcluster}-{'0' * (51 - len(vcluster))}-0123456789"
+    assert len(crafted) == 63
+    for labels in ((f"pod=train-x-default-x-{vcluster}",), (f"pod={vcluster}-0-x-default-x-{vcluster}",),
+                   (f"persistentvolumeclaim=data-{vcluster}-0-x-default-x-{vcluster}",), (f"pod={crafted}",),
+                   (f"persistentvolumeclaim=data-{crafted[:58]}",)):
+        assert route_of(path, "alertname=KubePersistentVolumeFillingUp", namespace, "severity=critical",
+                        *labels) == "null", labels
+
+
 # --- a real Alertmanager delivering ------------------------------------------------------------------
 
 

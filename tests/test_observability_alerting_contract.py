@@ -42,8 +42,7 @@ def every_program_key() -> set[str]:
             settings = load_platform(alerting_site(receiver=receiver, alerts=scope, heartbeat=heartbeat, **(
                 {"slackChannel": "#gpu"} if receiver == "slack" else {})),
                 placeholders=["alertReceiver", "alertHeartbeat"])
-            keys |= program_keys(alerting.alertmanager_config(settings.observability.alerting,
-                                                               [team.namespace for team in settings.teams]))
+            keys |= program_keys(alerting.alertmanager_config(settings.observability.alerting, settings.teams))
     return keys
 
 
