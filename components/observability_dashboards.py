@@ -118,8 +118,16 @@ def team_dashboard(team: Team) -> dict:
                               "Busy time of a shared GPU is not split by who ran: every pod on it is charged its "
                               "share of it."))
              .with_panel(_series("Pending pods", [_query(rules.PENDING + only, "pending")], "short"))
-             .with_panel(_series("Pods refused by the admission policy, per hour", [_query(series.ADMISSION_DENIALS + only, "refused")],
-                                 "short")))
+             .with_panel(_series("Pods refused by the admission policy, per hour",
+                                 [_query(series.ADMISSION_DENIALS + only, "refused")], "short"))
+             .with_panel(_series("GPU errors (XID code) on the team's GPUs", [_query(
+                 series.GPU_XID + only, "{{UUID}} on {{Hostname}}")], "none", width=24)
+                 .description("The code of each new XID error a GPU the team's pods hold or share reported, for 15 "
+                              "minutes after it appeared. A code NVIDIA's XID catalog lists as non-fatal (13, 31, "
+                              "43, 45, ...) means the driver stopped an application on that GPU, usually for a "
+                              "fault in its own kernel: restart it and look at the application (compute-sanitizer "
+                              "finds the faulting kernel). A fatal code means the GPU needs a reset: the platform "
+                              "team is alerted.")))
     return _json(board)
 
 

@@ -95,15 +95,21 @@ def held_gpus() -> str:
             f"({_to_team(mig.slice_units_by_namespace())}))")
 
 
-def xid_non_fatal_by_team() -> str:
-    """Per (GPU, team with pods on it): the code of a new non-fatal XID. A GPU DCGM maps to a team's pods is
-    that team's; a shared GPU sits in KAI's reservation namespace, so its teams are those holding shares of it;
-    a GPU with neither fires once, with no team."""
+def on_teams_gpus(per_series: str) -> str:
+    """Per (GPU, team with pods on it): the max of an expression over DCGM's per-pod series of that GPU. A GPU
+    DCGM maps to a team's pods is that team's; a shared GPU sits in KAI's reservation namespace, so its teams are
+    those holding shares of it."""
     gpu = "UUID, gpu, Hostname"
-    held = f"max by ({gpu}, team) ({_to_team(XID_NON_FATAL)})"
+    held = f"max by ({gpu}, team) ({_to_team(per_series)})"
     sharing = (f"group by (UUID, team) ({_to_team(shares.SHARE)})"
-               f" * on (UUID) group_left (gpu, Hostname) max by ({gpu}) ({XID_NON_FATAL})")
-    return f"({held}) or ({sharing}) or (max by ({gpu}) ({XID_NON_FATAL}) unless on (UUID) (({held}) or ({sharing})))"
+               f" * on (UUID) group_left (gpu, Hostname) max by ({gpu}) ({per_series})")
+    return f"({held}) or ({sharing})"
+
+
+def xid_non_fatal_by_team() -> str:
+    """Per (GPU, team with pods on it): the code of a new non-fatal XID; a GPU with no team fires once, with none."""
+    attributed = on_teams_gpus(XID_NON_FATAL)
+    return f"{attributed} or (max by (UUID, gpu, Hostname) ({XID_NON_FATAL}) unless on (UUID) ({attributed}))"
 
 
 def gpus_present() -> str:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from components import observability_mig as mig
 from components import observability_shares as shares
-from components.observability_rules import TEAM_INFO, rule_groups
+from components import observability_xid as xid
+from components.observability_rules import TEAM_INFO, on_teams_gpus, rule_groups
 from config.model import Platform
 
 # The label the proxy enforces: every per-team recording rule carries it, and no tenant can set it (the
@@ -24,6 +25,8 @@ ADMISSION_DENIALS = "team:gpu_tenancy_admission_denials:increase1h"
 # A shared GPU's per-pod share and the busy time charged for it (components/observability_shares.py).
 POD_GPU_SHARE = "team_pod:gpu_tenancy_gpu_share:ratio"
 POD_GPU_CHARGED = "team_pod:gpu_tenancy_used_gpus:share"
+# The code of a new XID error on a GPU the team's pods hold or share, fatal or not (components/observability_xid.py).
+GPU_XID = "team_gpu:gpu_tenancy_xid:code"
 
 
 def _per_pod(metric: str) -> str:
@@ -45,6 +48,7 @@ def team_series_rules() -> list[dict]:
         {"record": POD_GPU_MEMORY_USED, "expr": _per_pod("DCGM_FI_DEV_FB_USED")},
         {"record": POD_GPU_SHARE, "expr": _per_pod(shares.SHARE)},
         {"record": POD_GPU_CHARGED, "expr": _per_pod(shares.CHARGED)},
+        {"record": GPU_XID, "expr": on_teams_gpus(xid.new_code())},
         {"record": ADMISSION_DENIALS,
          "expr": f"sum by ({TEAM_LABEL}) (increase(apiserver_validating_admission_policy_check_total"
                  f"{{enforcement_action=\"deny\"}}[1h]) * on (policy) group_left ({TEAM_LABEL}) {TEAM_INFO})"},

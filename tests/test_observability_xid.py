@@ -8,14 +8,16 @@ through the Alertmanager configuration the program renders for a PagerDuty site.
 
 from __future__ import annotations
 
-import yaml
+import copy
+
 import pytest
+import yaml
 
 from components import observability_rules as rules
+from components import observability_team_series as team_series
 from components import observability_xid as xid
 from config import load_platform
-from tests.test_observability_rules import (_gpu, _pod, _shared_gpu, needs_promtool, promtool, rule_file,
-                                            site_config)
+from tests.test_observability_rules import _gpu, _pod, _shared_gpu, needs_promtool, promtool, site_config
 
 # Every code the catalog lists (1 to 162), and codes past it, from a newer driver.
 CODES = range(1, 171)
@@ -24,8 +26,11 @@ TENANT_FAULTS = (13, 31, 43, 45)
 
 
 def run_promtool(tmp_path, tests: list[dict]) -> None:
-    platform = load_platform(site_config())
-    (tmp_path / "rules.yml").write_text(yaml.safe_dump(rule_file(platform, annotations=False), sort_keys=False))
+    """The platform's rules and the teams' own series (what a team's Grafana board reads), annotations left out."""
+    groups = copy.deepcopy(team_series.all_rule_groups(load_platform(site_config())))
+    for rule in (rule for group in groups for rule in group["rules"]):
+        rule.pop("annotations", None)
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump({"groups": groups}, sort_keys=False))
     (tmp_path / "tests.yml").write_text(yaml.safe_dump(
         {"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": tests}, sort_keys=False))
     result = promtool("test", "rules", "tests.yml", cwd=tmp_path)
@@ -83,7 +88,14 @@ def test_a_fault_on_a_shared_gpu_is_told_to_every_team_on_it_and_pages_nobody(tm
         _gpu(xid.METRIC, "GPU-s", "kai-resource-reservation", "0x10 31x20 79x20", pod="gpu-reservation-node-GPU-s"),
     ]
     shared = _gpu_labels("GPU-s")
-    run_promtool(tmp_path, [{"interval": "1m", "input_series": series, "alert_rule_test": [
+
+    def teams_see(at: str, code: int) -> dict:
+        """What each team's board reads: the code on the GPU it shares, labelled with that team only."""
+        return {"expr": team_series.GPU_XID, "eval_time": at, "exp_samples": [
+            {"labels": f'{team_series.GPU_XID}{{team="{team}",UUID="GPU-s",gpu="0",Hostname="node-GPU-s"}}',
+             "value": code} for team in ("alpha", "beta")]}
+    run_promtool(tmp_path, [{"interval": "1m", "input_series": series,
+                             "promql_expr_test": [teams_see("15m", 31), teams_see("35m", 79)], "alert_rule_test": [
         {"alertname": "GpuTenancyGpuXidNonFatal", "eval_time": "15m", "exp_alerts": [
             {"exp_labels": {"severity": "info", **shared, "team": team}} for team in ("alpha", "beta")]},
         {"alertname": "GpuTenancyGpuXidError", "eval_time": "15m", "exp_alerts": []},
