@@ -123,7 +123,7 @@ class GpuOperator(pulumi.ComponentResource):
                 namespace=settings.namespace,
                 values=operator_values(settings, args.host_kind),
                 atomic=True,
-            max_history=HELM_MAX_HISTORY,
+                max_history=HELM_MAX_HISTORY,
                 cleanup_on_fail=True,
                 timeout=RELEASE_TIMEOUT_SECONDS,
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(

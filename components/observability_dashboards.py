@@ -17,6 +17,7 @@ from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 from components import observability_mig as mig
 from components import observability_rules as rules
 from components import observability_team_series as series
+from components import observability_xid as xid
 from config.model import Platform, Team
 
 DATASOURCE = DataSourceRef(type_val="prometheus", uid="${datasource}")
@@ -122,8 +123,8 @@ def team_dashboard(team: Team) -> dict:
                                  [_query(series.ADMISSION_DENIALS + only, "refused")], "short"))
              .with_panel(_series("GPU errors (XID code) on the team's GPUs", [_query(
                  series.GPU_XID + only, "{{UUID}} on {{Hostname}}")], "none", width=24)
-                 .description("The code of each new XID error a GPU the team's pods hold or share reported, for 15 "
-                              "minutes after it appeared. A code NVIDIA's XID catalog lists as non-fatal (13, 31, "
+                 .description("The code of each new XID error a GPU the team's pods hold or share reported, for "
+                              f"{xid.NEW_WINDOW} after it appeared. A code NVIDIA's XID catalog lists as non-fatal (13, 31, "
                               "43, 45, ...) means the driver stopped an application on that GPU, usually for a "
                               "fault in its own kernel: restart it and look at the application (compute-sanitizer "
                               "finds the faulting kernel). A fatal code means the GPU needs a reset: the platform "
