@@ -70,10 +70,12 @@ ALERTING = Block(conditions=(
                   "Resolved alerts are sent too."),
     Key("alerts", Text(choices=SCOPES), _ALERTING.scope, "Which alerts go to the receiver.", example="all",
         details="`platform`: the program's own alerts (`GpuTenancy*`: starved teams, idle GPUs, admission "
-                "refusals, history trimmed, ...). `all`: also kube-prometheus-stack's cluster alerts, except "
-                "`Watchdog` and `InfoInhibitor`, which exist to fire all the time, and those about what a tenant "
-                "runs in its host namespace (its pods and volumes: the team's own, which a tenant drives at will; its "
-                "virtual cluster's control plane there is the platform's, and its alerts go)."),
+                "refusals, history trimmed, ...) and kube-prometheus-stack's that say they cannot fire (rules "
+                "failing, a PrometheusRule rejected, a configuration not loaded). `all`: also "
+                "kube-prometheus-stack's cluster alerts, except `Watchdog` and `InfoInhibitor`, which exist to fire "
+                "all the time, and those about what a tenant runs in its host namespace (its pods and volumes: the "
+                "team's own, which a tenant drives at will; its virtual cluster's control plane there is the "
+                "platform's, and its alerts go)."),
     Key("severity", Text(choices=SEVERITIES), Derived("`critical` for `pagerduty`, `info` otherwise"),
         "The least severe alert that goes to the receiver (the alerts' `severity` label).", example="warning",
         details="A PagerDuty receiver pages someone: by default only critical alerts (a fatal XID or an ECC "

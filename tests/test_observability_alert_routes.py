@@ -19,18 +19,30 @@ from tests.test_observability_alerting import alerting_site, alertmanager_file, 
 
 
 @pytest.fixture(scope="module")
-def slack_routes(tmp_path_factory):
-    return alertmanager_file(rendered_stack(alerting_site(receiver="slack")), tmp_path_factory.mktemp("routes"))
+def slack_site(tmp_path_factory):
+    """The objects the chart renders for a Slack site, and its Alertmanager configuration as a file."""
+    objects = rendered_stack(alerting_site(receiver="slack"))
+    return objects, alertmanager_file(objects, tmp_path_factory.mktemp("routes"))
+
+
+def test_the_charts_alerts_that_go_with_the_programs_are_rendered_with_the_programs_values(slack_site):
+    objects, _ = slack_site
+    rendered = {rule.get("alert") for obj in objects if obj["kind"] == "PrometheusRule"
+                for group in obj["spec"]["groups"] for rule in group["rules"]}
+    assert set(alerting.MONITORING_BLIND) <= rendered, set(alerting.MONITORING_BLIND) - rendered
 
 
 @needs_amtool
-def test_the_platform_alerts_go_to_the_receiver_and_the_rest_stays_quiet(slack_routes):
-    path = slack_routes
+def test_the_platform_alerts_go_to_the_receiver_and_the_rest_stays_quiet(slack_site):
+    _, path = slack_site
     assert route_of(path, "alertname=GpuTenancyTeamStarved", "team=alpha") == alerting.RECEIVER
     assert route_of(path, "alertname=GpuTenancyHistoryTrimmedForSize", "namespace=monitoring") == alerting.RECEIVER
     assert route_of(path, "alertname=GpuTenancyGpuXidNonFatal", "team=alpha", "severity=info") == alerting.RECEIVER
     for labels in (("alertname=KubePodCrashLooping", "namespace=vcluster-alpha"), ("alertname=Watchdog",)):
         assert route_of(path, *labels) == "null"
+    # The chart's alerts saying the program's cannot fire (its rules failing, a configuration not loaded) go too.
+    for name in alerting.MONITORING_BLIND:
+        assert route_of(path, f"alertname={name}", "namespace=monitoring") == alerting.RECEIVER, name
 
 
 @needs_amtool

@@ -1,7 +1,8 @@
 """Spec of the Alertmanager configuration the program writes, against the upstream sources at the tags the pinned
 kube-prometheus-stack charts (floor and default) run: Alertmanager reads every key, the Prometheus operator parses
 them strictly and drops none, mounts the receiver's Secret where the configuration reads it, and the chart's inhibit
-rules are the program's but for its one exemption. Each part skips without the mirrors, naming them."""
+rules are the program's but for its one exemption, and the chart defines, on by default, each of its alerts the
+program sends with its own. Each part skips without the mirrors, naming them."""
 
 from __future__ import annotations
 
@@ -101,3 +102,18 @@ def test_the_operator_parses_every_key_strictly_and_drops_none_for_the_charts_al
     assert {"url_file", "routing_key_file", "api_url_file"} <= set(used)
     oldest = min(tuple(map(int, tag.lstrip("v").split("."))) for tag in MIRRORED_TAGS[ALERTMANAGER_REPO])
     assert all(oldest >= needed for needed in used.values()), used
+
+
+@pytest.mark.parametrize("version", CHART_VERSIONS)
+def test_the_charts_alerts_that_go_with_the_programs_exist_and_are_on(version):
+    """A name the chart no longer defines would match nothing, and the platform would stop hearing that its
+    alerts cannot fire, with nothing failing."""
+    rules = "".join(chart_file(versions.KUBE_PROMETHEUS_STACK_CHART, version, f"templates/prometheus/rules-1.14/{name}")
+                    for name in ("prometheus.yaml", "prometheus-operator.yaml", "alertmanager.rules.yaml",
+                                 "config-reloaders.yaml"))
+    defined = set(re.findall(r"^\s*- alert: (\w+)$", rules, re.MULTILINE))
+    assert set(alerting.MONITORING_BLIND) <= defined, set(alerting.MONITORING_BLIND) - defined
+    defaults = chart_values(versions.KUBE_PROMETHEUS_STACK_CHART, version)["defaultRules"]
+    assert defaults["create"] and all(defaults["rules"][group] for group in (
+        "prometheus", "prometheusOperator", "alertmanager", "configReloaders"))
+    assert not set(alerting.MONITORING_BLIND) & set(defaults.get("disabled") or {})
