@@ -11,7 +11,8 @@ commands to run next.
 
 Paths are relative to the ``gpu-tenancy`` namespace unless their first key holds a ':'. VALUE is
 read as YAML: ``0.5`` is a number, ``true`` a boolean, ``[a, b]`` a list, ``{a: 1}`` a map and
-anything else text (quote it, ``'"1.33"'``, to keep a number-like value a string). Exit status:
+anything else text (quote it, ``'"1.33"'``, to keep a number-like value a string; a value YAML reads as
+nothing, such as a Slack channel ``#gpu`` where ``#`` starts a comment, is refused with the quoted form). Exit status:
 0 written, 2 nothing written (bad arguments, unknown stack, existing file or invalid config).
 """
 

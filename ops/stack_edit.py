@@ -169,6 +169,10 @@ class Assignment:
     value: Any
 
 
+# How YAML writes "no value" on purpose: a --set that writes one of these means it.
+YAML_NULLS = ("null", "Null", "NULL", "~")
+
+
 def parse_assignment(text: str) -> Assignment:
     segments, end = parse_path(text)
     if end >= len(text):
@@ -184,6 +188,10 @@ def parse_assignment(text: str) -> Assignment:
     except ConfigError as error:
         raise UsageError(f"--set {text!r}: " + "; ".join(f"{issue.problem}. Fix: {issue.fix}"
                                                         for issue in error.issues)) from None
+    if value is None and raw_value.strip() not in YAML_NULLS:
+        # A Slack channel (#gpu-platform) would silently become nothing: YAML starts a comment at '#'.
+        raise UsageError(f"--set {text!r}: YAML reads {raw_value!r} as nothing ('#' starts a comment); quote "
+                         f"the text: --set '{text[:end]}=\"{raw_value}\"'")
     if contains_secure(value):
         raise UsageError(f"--set {text!r}: encrypted values cannot be copied between stacks; set secrets with "
                          "pulumi config set --secret after pulumi stack init")

@@ -141,6 +141,20 @@ def test_values_yaml_1_1_reads_differently_are_refused_with_the_fix(text, fix):
     assert fix in str(raised.value) and "YAML 1.2" in str(raised.value)
 
 
+@pytest.mark.parametrize("text", ["observability.alerting.slackChannel=#gpu-platform", "x= # note"])
+def test_a_value_yaml_reads_as_nothing_is_refused_with_the_quoted_form(text):
+    """YAML starts a comment at '#': a Slack channel given bare would silently be written as nothing."""
+    with pytest.raises(new_site.UsageError) as raised:
+        new_site.parse_assignment(text)
+    path, value = text.split("=", 1)
+    assert "as nothing" in str(raised.value) and f"--set '{path}=\"{value}\"'" in str(raised.value)
+    assert new_site.parse_assignment(f'{path}="{value}"').value == value
+
+
+def test_null_written_on_purpose_is_kept():
+    assert new_site.parse_assignment("x=null").value is None and new_site.parse_assignment("x=~").value is None
+
+
 @pytest.mark.parametrize("text, path", [
     ("teams[0].resources.gpu.quota=1", ["gpu-tenancy:teams", 0, "resources", "gpu", "quota"]),
     ('vcluster.nodeLabels["gpu-tenancy/pool"]=gpu', ["gpu-tenancy:vcluster", "nodeLabels", "gpu-tenancy/pool"]),
