@@ -22,6 +22,7 @@ import pulumi_kubernetes as k8s
 from config.model import Team
 from config.observability import MINIMUM_VOLUME, Observability
 from config.observability_alerting import HEARTBEAT_INTERVAL, SEVERITIES, Alerting
+from config.virtual_cluster import control_plane_claim_prefix, control_plane_workloads
 from config.vocabulary import MANAGED_BY
 
 RECEIVER = "gpu-tenancy"
@@ -101,10 +102,11 @@ def tenants_own_alerts(teams: Sequence[Team]) -> list[str]:
     namespace too (an XID names the pod's) and stay. A tenant's pod or claim reaches the host named
     ``<name>-x-<namespace>-x-<vcluster>``, or cut to 63 characters with a hash: never a control-plane name, which is
     at most 61 characters long (vclusterName at most 53) and has no ``-x-``."""
-    names = f"({'|'.join(team.vcluster_name for team in teams)})(-etcd)?"
+    workloads = [workload for team in teams for workload in control_plane_workloads(team.vcluster_name)]
+    claims = "|".join(control_plane_claim_prefix(workload) for workload in workloads)
     return [f'namespace =~ "{"|".join(team.namespace for team in teams)}"', f'alertname !~ "{PLATFORM_ALERT_NAMES}"',
-            f'statefulset !~ "{names}"', f'pod !~ "{names}-[0-9]{{1,2}}"',
-            f'persistentvolumeclaim !~ "data-{names}-[0-9]{{1,2}}"']
+            f'statefulset !~ "{"|".join(workloads)}"', f'pod !~ "({"|".join(workloads)})-[0-9]{{1,2}}"',
+            f'persistentvolumeclaim !~ "({claims})[0-9]{{1,2}}"']
 
 
 def alertmanager_config(alerting: Alerting, teams: Sequence[Team]) -> dict:

@@ -27,6 +27,7 @@ from components.admission import policy_with_deny_binding, syncer_username, team
 from components.admission_metadata import refusal
 from components.observability import DASHBOARD_LABEL
 from config.model import Team
+from config.virtual_cluster import control_plane_claim_prefix
 from config.vocabulary import ADMISSION_COMPONENT, VCLUSTER_MANAGED_BY_LABEL
 
 # The kinds (API resources) the syncer writes besides pods, as the policy's match rules name them.
@@ -150,7 +151,7 @@ def _claim_rules(team: Team) -> list[dict]:
     data_source_ok = ("(!has({ref}) || ({ref}.kind == 'PersistentVolumeClaim' && "
                       "(!has({ref}.apiGroup) || {ref}.apiGroup == '') && "
                       "(!has({ref}.namespace) || {ref}.namespace == '') && "
-                      f"!{{ref}}.name.startsWith('data-{team.vcluster_name}-')))")
+                      f"!{{ref}}.name.startsWith('{control_plane_claim_prefix(team.vcluster_name)}')))")
     class_ok = "variables.storageClass != ''" + (f" && variables.storageClass in {list(classes)}" if classes else "")
     volume_name = "(has({obj}.spec.volumeName) ? {obj}.spec.volumeName : '')"
     return [

@@ -26,6 +26,18 @@ MUTATING_ADMISSION_POLICY_GA = (1, 36)
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.\d+)?(?:[-+].*)?$")
 
 
+def control_plane_workloads(vcluster_name: str) -> tuple[str, str]:
+    """The StatefulSets the vCluster chart runs a virtual cluster's control plane in, in its host namespace: one
+    named after the release (vclusterName) and, with an external etcd, ``<name>-etcd`` (chart/templates/
+    statefulset.yaml and etcd-statefulset.yaml at v0.36.1). Their pods are ``<statefulset>-<ordinal>``."""
+    return vcluster_name, f"{vcluster_name}-etcd"
+
+
+def control_plane_claim_prefix(workload: str) -> str:
+    """The claims of a control-plane StatefulSet, from its volumeClaimTemplate ``data``: ``data-<name>-<ordinal>``."""
+    return f"data-{workload}-"
+
+
 def virtual_kubernetes_version(settings: VClusterSettings) -> Optional[str]:
     """The Kubernetes version a vCluster runs inside (the k8s distro's version or image tag as the chart
     reads them), or None when the chart version was refused (it has its own error)."""
