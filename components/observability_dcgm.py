@@ -1,13 +1,16 @@
-"""The DCGM exporter's collector list: the GPU Operator's default fields plus the ECC error counters.
+"""The DCGM exporter's collector list: the GPU Operator's default fields, the ECC error counters and XID counts.
 
 The operator's default list (dcgm-exporter's etc/dcp-metrics-included.csv) leaves ECC counters commented
-out, so an uncorrectable-memory alert would never see data. The platform ships its own list in the CSV
-format the exporter reads (field, Prometheus type, help), keeping every default field so nothing a site
-already graphs disappears. tests/test_observability_contract.py checks both claims against the exporter's
+out, so an uncorrectable-memory alert would never see data, and has no per-code XID counts, so a fatal XID
+followed at once by another code would never page. The platform ships its own list in the CSV format the
+exporter reads (field, Prometheus type, help), keeping every default field so nothing a site already graphs
+disappears. tests/test_observability_contract.py checks both claims against the exporter's
 source.
 """
 
 from __future__ import annotations
+
+from components import observability_xid as xid
 
 CONFIG_MAP = "gpu-tenancy-dcgm-metrics"
 # The exporter reads this key of the ConfigMap the ClusterPolicy's dcgmExporter.config.name names.
@@ -43,6 +46,9 @@ FIELDS = (
     # Not in the default list: what GpuTenancyGpuEccErrors needs.
     ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "single-bit ECC errors since the last driver load"),
     ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "double-bit ECC errors since the last driver load"),
+    # Not in the default list: every XID code in the exporter's window, so a fatal code followed by another
+    # still pages (components/observability_xid.py).
+    (xid.COUNT_METRIC, "counter", "XID errors per code within the exporter's window"),
 )
 
 

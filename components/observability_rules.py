@@ -48,6 +48,8 @@ PRESENT = "site:gpu_tenancy_gpus_present:count"
 SITE_ALLOCATED = "site:gpu_tenancy_gpus_allocated:sum"
 # Per XID series of the DCGM exporter: the code of a new non-fatal XID (components/observability_xid.py).
 XID_NON_FATAL = "gpu:gpu_tenancy_xid_non_fatal:code"
+# A fatal XID alert's code: its label where the exporter counts codes, else the alert's value.
+XID_CODE = f"{{{{ with $labels.{xid.COUNT_LABEL} }}}}{{{{ . }}}}{{{{ else }}}}{{{{ $value }}}}{{{{ end }}}}"
 
 # DCGM maps a GPU to the pod holding it; several series of one GPU (scraped twice, or per container) count once.
 # A shared GPU sits in KAI's reservation namespace, which is no team's: only the share rules charge it.
@@ -200,8 +202,8 @@ def alert_rules(platform: Platform) -> list[dict]:
             "GpuTenancyGpuXidError",
             xid.fatal(),
             "0m", "critical",
-            "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} reported fatal XID {{ $value }}",
-            "The DCGM exporter reported XID {{ $value }} on GPU {{ $labels.UUID }} (pod {{ $labels.pod }} in "
+            f"GPU {{{{ $labels.gpu }}}} on {{{{ $labels.Hostname }}}} reported fatal XID {XID_CODE}",
+            f"The DCGM exporter reported XID {XID_CODE} on GPU {{{{ $labels.UUID }}}} (pod {{{{ $labels.pod }}}} in "
             "{{ $labels.namespace }}). NVIDIA's XID catalog lists the code as fatal, or does not know it: the "
             "GPU or the node needs the operator.",
             "Look the code up in NVIDIA's XID catalog (docs.nvidia.com/deploy/xid-errors) for its action: most "

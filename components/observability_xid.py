@@ -12,11 +12,22 @@ Errors with the Xid Catalog") marks non-fatal, as NVIDIA's NVSentinel health mon
 immediate action is to restart the application or to ignore the event (its NONFATAL column, in its
 xiderrorsmapping.csv). Every other code, listed as fatal or unknown to the catalog (a newer driver's), needs
 the operator: an unknown code pages rather than stays silent.
+
+The last code alone can hide a fatal one: the driver often logs a second code right after a fatal error (63
+records the row remapping a double-bit error caused, 154 announces the recovery action a GSP timeout needs),
+both non-fatal, and the exporter's next scrape sees only that one. The exporter therefore also counts every
+code a GPU reported within its window (``DCGM_EXP_XID_ERRORS_COUNT``, one series per code in label ``xid``;
+the platform's collector list turns it on, components/observability_dcgm.py): on a GPU that has those counts a
+fatal code pages whatever came after it. A GPU without them (an operator the platform does not configure) is
+judged by its last code.
 """
 
 from __future__ import annotations
 
 METRIC = "DCGM_FI_DEV_XID_ERRORS"
+# Per GPU and code: how often the GPU reported that code within the exporter's window (5 minutes by default).
+COUNT_METRIC = "DCGM_EXP_XID_ERRORS_COUNT"
+COUNT_LABEL = "xid"
 # The window a new code counts as new in: an alert fires once per code change and resolves after it.
 NEW_WINDOW = "15m"
 
@@ -50,11 +61,21 @@ def new_code() -> str:
     return f"({METRIC} > 0 and changes({METRIC}[{NEW_WINDOW}]) > 0)"
 
 
+def counted_fatal() -> str:
+    """Per GPU and code: the codes that need the operator among those the exporter counted in its window, each
+    one whatever code followed it (value: how often; the code is label ``xid``)."""
+    contained = "|".join(str(code) for code in sorted(NON_FATAL))
+    return f'({COUNT_METRIC}{{{COUNT_LABEL}!="", {COUNT_LABEL}!~"0|{contained}"}} > 0)'
+
+
 def fatal() -> str:
-    """New codes that need the operator: fatal in the catalog, or not in it."""
-    return f"({new_code()} unless {_is_non_fatal()})"
+    """Codes that need the operator, fatal in the catalog or not in it: counted ones where the exporter counts,
+    else a new last code (value: the code, or for a counted one how often; see ``COUNT_LABEL``)."""
+    last_code = f"({new_code()} unless {_is_non_fatal()})"
+    return f"({counted_fatal()} or ({last_code} unless on (UUID) {COUNT_METRIC}))"
 
 
 def non_fatal() -> str:
-    """New codes the driver contained: the application that hit them is stopped, the GPU stays usable."""
-    return f"({new_code()} and {_is_non_fatal()})"
+    """New codes the driver contained (the application that hit them is stopped, the GPU stays usable), on a GPU
+    that did not also report a code needing the operator within the exporter's window."""
+    return f"(({new_code()} and {_is_non_fatal()}) unless on (UUID) {counted_fatal()})"

@@ -57,7 +57,8 @@ MIRRORS_VARIABLE = "GPU_TENANCY_MIRRORS"
 # releases kube-prometheus-stack depends on (tests/mirror_charts.py).
 MIRRORED_TAGS = {
     "kai-scheduler/KAI-Scheduler": ("v0.16.0", "v0.16.4", "v0.17.0"),
-    "NVIDIA/dcgm-exporter": ("4.5.3-4.8.2",),
+    # The exporter the GPU Operator floor (v24.9.0) ships, and the one v26.3.3 ships.
+    "NVIDIA/dcgm-exporter": ("3.3.8-3.6.0", "4.5.3-4.8.2"),
     "kubernetes/kube-state-metrics": ("v2.20.0",),
     "loft-sh/vcluster": ("v0.35.0", "v0.36.1"),
     "NVIDIA/gpu-operator": ("v24.9.0", "v26.3.3", "v26.7.0"),

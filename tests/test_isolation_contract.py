@@ -71,7 +71,7 @@ def test_every_offered_mig_layout_is_in_the_mig_managers_default_config(tag):
             assert dict(slices) in offered, (model, name, offered)
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[DCGM])
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[DCGM][-1:])
 def test_dcgm_names_a_slice_by_profile_and_instance_and_exports_its_busy_ratio(tag):
     template = show(DCGM, tag, "internal/pkg/rendermetrics/render_metrics.go")
     assert (f'{mig_series.PROFILE_LABEL}="{{{{ $metric.MigProfile }}}}",'

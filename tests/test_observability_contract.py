@@ -15,9 +15,11 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
+import pytest
 
 from components import observability_dashboards as boards
 from components import observability_rules as rules
+from components import observability_xid as xid
 from components.observability_team_series import all_rule_groups
 from config import load_platform
 from tests.conftest import MIRRORED_TAGS, MIRRORS_VARIABLE, git
@@ -26,7 +28,7 @@ from tests.test_observability_rules import site_config
 KAI = "kai-scheduler/KAI-Scheduler"
 KAI_TAGS = MIRRORED_TAGS[KAI]
 DCGM = "NVIDIA/dcgm-exporter"
-[DCGM_TAG] = MIRRORED_TAGS[DCGM]
+DCGM_FLOOR_TAG, DCGM_TAG = MIRRORED_TAGS[DCGM]
 KSM = "kubernetes/kube-state-metrics"
 [KSM_TAG] = MIRRORED_TAGS[KSM]
 APISERVER = {"apiserver_validating_admission_policy_check_total"}
@@ -65,8 +67,20 @@ def kai_metrics() -> frozenset[str]:
 
 @lru_cache(maxsize=None)
 def dcgm_metrics() -> frozenset[str]:
-    return frozenset(re.findall(r"^#?\s*(DCGM_FI_\w+)\s*,", git(DCGM, "show", f"{DCGM_TAG}:etc/dcp-metrics-included.csv"),
-                                re.MULTILINE))
+    """DCGM's fields the exporter lists, and the exporter's own counters (``DCGM_EXP_*``, named in its source)."""
+    fields = re.findall(r"^#?\s*(DCGM_FI_\w+)\s*,", git(DCGM, "show", f"{DCGM_TAG}:etc/dcp-metrics-included.csv"),
+                        re.MULTILINE)
+    return frozenset(fields) | dcgm_exporter_counters(DCGM_TAG)
+
+
+@lru_cache(maxsize=None)
+def dcgm_exporter_counters(tag: str) -> frozenset[str]:
+    return frozenset(re.findall(r'=\s*"(DCGM_EXP_\w+)"', dcgm_go_source(tag, r'"DCGM_EXP_\w+"')))
+
+
+def dcgm_go_source(tag: str, pattern: str) -> str:
+    """The lines of the exporter's Go source (tests left out) at ``tag`` that match ``pattern``."""
+    return git(DCGM, "grep", "-h", "-E", pattern, tag, "--", "*.go", ":!*_test.go")
 
 
 @lru_cache(maxsize=None)
@@ -199,10 +213,39 @@ def test_platform_dcgm_collector_list_keeps_every_default_field_and_adds_ecc():
     ours = {name for name, _, _ in observability_dcgm.FIELDS}
     assert defaults <= ours, f"default fields the platform's list would drop: {defaults - ours}"
     assert ours <= dcgm_metrics(), f"fields the exporter does not know: {ours - dcgm_metrics()}"
-    assert "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL" in ours - defaults
-    kinds = dict(re.findall(r"^#?\s*(DCGM_FI_\w+)\s*,\s*(\w+)", csv_text, re.MULTILINE))
+    assert {"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", xid.COUNT_METRIC} <= ours - defaults
+    # The exporter's own counters are listed (commented out) in its full default list.
+    every_counter = git(DCGM, "show", f"{DCGM_TAG}:etc/default-counters.csv")
+    kinds = dict(re.findall(r"^#?\s*(DCGM_(?:FI|EXP)_\w+)\s*,\s*(\w+)", csv_text + every_counter, re.MULTILINE))
     assert all(kinds[name] == kind for name, kind, _ in observability_dcgm.FIELDS)
     assert all("," not in help_text for _, _, help_text in observability_dcgm.FIELDS)
+
+
+def test_the_gpu_operators_floor_and_newer_tag_ship_the_mirrored_exporters():
+    import yaml
+    from config.versions import GPU_OPERATOR_MINIMUM_VERSION
+    shipped = {tag: yaml.safe_load(git(GPU_OPERATOR, "show", f"{tag}:deployments/gpu-operator/values.yaml"))
+               ["dcgmExporter"]["version"] for tag in GPU_OPERATOR_TAGS}
+    assert shipped[GPU_OPERATOR_MINIMUM_VERSION].startswith(f"{DCGM_FLOOR_TAG}-")
+    assert any(version.startswith(f"{DCGM_TAG}-") for version in shipped.values())
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[DCGM])
+def test_the_exporter_counts_each_xid_code_in_a_window_once_the_collector_list_names_the_counter(tag):
+    """What components/observability_xid.py reads: at the floor's exporter and a current one, listing the counter
+    turns the XID collector on; it counts every XID value DCGM recorded since the window's start, per code in
+    label ``xid`` (a window label beside it), and gives a GPU with none one series of 0 without the label; the
+    window is 5 minutes unless the exporter is told otherwise."""
+    assert xid.COUNT_METRIC in dcgm_exporter_counters(tag)
+    assert dcgm_go_source(tag, r"func IsDCGMExpXIDErrorsCountEnabled")
+    assert dcgm_go_source(tag, r"IdentifyMetricType\(record\[0\]\)"), "the collector list's parser"
+    assert dcgm_go_source(tag, rf'metricValueLabels\["{xid.COUNT_LABEL}"\] = fmt\.Sprint\(entityValue\)')
+    assert dcgm_go_source(tag, r'windowSizeInMSLabel\s*=\s*"window_size_in_ms"')
+    assert dcgm_go_source(tag, r"GetValuesSince\(")
+    assert dcgm_go_source(tag, r"createMetric\(labels, mi, uuid, 0\)")
+    five_minutes = r"Value:\s*int\(\(5 \* time\.Minute\)\.Milliseconds\(\)\)"
+    assert re.search(rf"CLIXIDCountWindowSize,\s*Aliases:[^\n]*\n\s*{five_minutes}",
+                     git(DCGM, "show", f"{tag}:pkg/cmd/app.go"))
 
 
 KPS = "prometheus-community/helm-charts"

@@ -20,7 +20,7 @@ KAI = "kai-scheduler/KAI-Scheduler"
 KSM = "kubernetes/kube-state-metrics"
 [KSM_TAG] = MIRRORED_TAGS[KSM]
 DCGM = "NVIDIA/dcgm-exporter"
-[DCGM_TAG] = MIRRORED_TAGS[DCGM]
+DCGM_TAG = MIRRORED_TAGS[DCGM][-1]
 CHARTS = "prometheus-community/helm-charts"
 KPS_TAG = f"kube-prometheus-stack-{versions.KUBE_PROMETHEUS_STACK_VERSION}"
 

@@ -41,6 +41,23 @@ def _gpu_labels(uuid: str) -> dict:
     return {"UUID": uuid, "gpu": "0", "Hostname": f"node-{uuid}"}
 
 
+WINDOW = "300000"  # the exporter's default XID count window, 5 minutes, in its window_size_in_ms label
+
+
+def _counted(uuid: str, namespace: str, codes: dict[int, str], none: str) -> list[dict]:
+    """The exporter's per-code XID counts of one GPU: a series per code while it is in the window (``codes``:
+    code -> values) and, while no code is, one series of value 0 without the code label (``none``)."""
+    labels = f'UUID="{uuid}",gpu="0",Hostname="node-{uuid}",namespace="{namespace}",pod="work-0",container="main"'
+    return [{"series": f'{xid.COUNT_METRIC}{{{labels},window_size_in_ms="{WINDOW}"}}', "values": none},
+            *[{"series": f'{xid.COUNT_METRIC}{{{labels},{xid.COUNT_LABEL}="{code}",window_size_in_ms="{WINDOW}"}}',
+               "values": values} for code, values in codes.items()]]
+
+
+def _counted_alert(uuid: str, namespace: str, code: int) -> dict:
+    return {"exp_labels": {"severity": "critical", **_gpu_labels(uuid), "namespace": namespace, "pod": "work-0",
+                           "container": "main", xid.COUNT_LABEL: str(code), "window_size_in_ms": WINDOW}}
+
+
 def test_the_catalog_split_keeps_hardware_failures_fatal_and_application_faults_not():
     assert set(TENANT_FAULTS) <= xid.NON_FATAL
     # A double-bit ECC error, a GPU off the bus, an uncontained error, GSP failures, a GPU that stopped.
@@ -73,6 +90,51 @@ def test_every_code_fires_exactly_one_alert_of_its_class(tmp_path):
         {"alertname": "GpuTenancyGpuXidError", "eval_time": "22m", "exp_alerts": []},
         {"alertname": "GpuTenancyGpuXidNonFatal", "eval_time": "22m", "exp_alerts": []},
     ]}])
+
+
+@needs_promtool
+def test_where_the_exporter_counts_codes_every_code_fires_exactly_one_alert_of_its_class(tmp_path):
+    """The same, on GPUs whose exporter also counts codes: the count decides what pages (one alert, naming the
+    code), the last code what the teams are told; a code never fires both, and the last-code alert never adds
+    a second page."""
+    series = [series for code in CODES for series in (
+        _gpu(xid.METRIC, f"GPU-{code}", "elsewhere", f"0x5 {code}x20"),
+        *_counted(f"GPU-{code}", "elsewhere", {code: "_x5 1x4 stale"}, "0x4 stale _x4 0x10"))]
+    fatal = [_counted_alert(f"GPU-{code}", "elsewhere", code) for code in CODES if code not in xid.NON_FATAL]
+    contained = [{"exp_labels": {"severity": "info", **_gpu_labels(f"GPU-{code}")}}
+                 for code in CODES if code in xid.NON_FATAL]
+    run_promtool(tmp_path, [{"interval": "1m", "input_series": series, "alert_rule_test": [
+        {"alertname": "GpuTenancyGpuXidError", "eval_time": "3m", "exp_alerts": []},
+        {"alertname": "GpuTenancyGpuXidError", "eval_time": "7m", "exp_alerts": fatal},
+        {"alertname": "GpuTenancyGpuXidNonFatal", "eval_time": "7m", "exp_alerts": contained},
+        # The code left the exporter's window: the page resolves, and the last code does not page again.
+        {"alertname": "GpuTenancyGpuXidError", "eval_time": "12m", "exp_alerts": []},
+    ]}])
+
+
+@needs_promtool
+@pytest.mark.parametrize(("fatal", "follower"), [(95, 63), (119, 154), (48, 63), (79, 13)])
+def test_a_fatal_code_followed_at_once_by_another_still_pages(tmp_path, fatal, follower):
+    """The driver logs a second code right after a fatal one (63 records the row remapping a double-bit error
+    caused, 154 the recovery action a GSP timeout needs); within one scrape the last code shows only that one,
+    non-fatal. The per-code counts still hold the fatal code: it pages, and no team is told the GPU is fine."""
+    assert fatal not in xid.NON_FATAL and follower in xid.NON_FATAL
+    series = [_gpu(xid.METRIC, "GPU-a", "vcluster-alpha", f"0x5 {follower}x20"),
+              *_counted("GPU-a", "vcluster-alpha", {fatal: "_x5 1x4 stale", follower: "_x5 1x4 stale"},
+                        "0x4 stale _x4 0x10")]
+    run_promtool(tmp_path, [{"interval": "1m", "input_series": series, "alert_rule_test": [
+        {"alertname": "GpuTenancyGpuXidError", "eval_time": "7m",
+         "exp_alerts": [_counted_alert("GPU-a", "vcluster-alpha", fatal)]},
+        {"alertname": "GpuTenancyGpuXidNonFatal", "eval_time": "7m", "exp_alerts": []},
+    ]}])
+
+
+@needs_promtool
+def test_a_counting_gpu_with_no_error_fires_nothing(tmp_path):
+    series = [_gpu(xid.METRIC, "GPU-a", "vcluster-alpha", "0x20"), *_counted("GPU-a", "vcluster-alpha", {}, "0x20")]
+    run_promtool(tmp_path, [{"interval": "1m", "input_series": series, "alert_rule_test": [
+        {"alertname": alert, "eval_time": f"{minute}m", "exp_alerts": []}
+        for alert in ("GpuTenancyGpuXidError", "GpuTenancyGpuXidNonFatal") for minute in (1, 10, 19)]}])
 
 
 @needs_promtool
@@ -110,10 +172,12 @@ def test_a_fault_on_a_shared_gpu_is_told_to_every_team_on_it_and_pages_nobody(tm
 @pytest.mark.parametrize("code", TENANT_FAULTS)
 def test_a_tenant_faulting_its_own_gpu_over_and_over_never_pages(tmp_path, code):
     """A hostile tenant alternates two faulting kernels on its whole GPU for an hour, so the code changes every
-    minute: the team hears of it, the on-call never."""
+    minute and both are always in the exporter's counts: the team hears of it, the on-call never."""
     other = 43 if code != 43 else 13
     values = " ".join(str(code if minute % 2 else other) for minute in range(60))
-    series = [_gpu(xid.METRIC, "GPU-a", "vcluster-alpha", values)]
+    # The exporter's counts hold both codes all hour.
+    series = [_gpu(xid.METRIC, "GPU-a", "vcluster-alpha", values),
+              *_counted("GPU-a", "vcluster-alpha", {code: "2x60", other: "3x60"}, "_x60")]
     run_promtool(tmp_path, [{"interval": "1m", "input_series": series, "alert_rule_test": [
         *[{"alertname": "GpuTenancyGpuXidError", "eval_time": f"{minute}m", "exp_alerts": []}
           for minute in (1, 10, 30, 59)],
