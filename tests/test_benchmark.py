@@ -16,8 +16,8 @@ import pytest
 from config.stack_file import PROJECT_DIR
 from ops.sites import platform_of
 from tests.conftest import run
-from tools.offline.benchmark import (best_in_fresh_processes, longest_chain, measure, plain_listing, program_listing,
-                                     run_floor, site_with_teams)
+from tools.offline.benchmark import (TYPED_FLOOR_PROGRAM, best_in_fresh_processes, longest_chain, measure,
+                                     plain_listing, program_listing, run_floor, site_with_teams, typed_listing)
 from tools.offline.recording import ProgramRun, RecordedResource
 
 
@@ -105,6 +105,17 @@ def test_the_plain_floor_registers_plain_resources_of_one_input_each(tmp_path):
     floor = run_floor(plain_listing(3, tmp_path), tmp_path)
     assert [(resource.type, resource.custom, resource.inputs) for resource in floor.resources] == [
         ("benchmark:index:Plain", True, {"index": index}) for index in range(3)]
+
+
+def test_the_typed_floor_registers_as_many_typed_resources_of_one_input_through_one_provider(tmp_path):
+    floor = run_floor(typed_listing(4, tmp_path), tmp_path, TYPED_FLOOR_PROGRAM)
+    [provider] = [resource for resource in floor.resources if resource.type == "pulumi:providers:kubernetes"]
+    config_maps = [resource for resource in floor.resources if resource is not provider]
+    assert len(floor.resources) == 4
+    assert sorted(resource.inputs["data"]["index"] for resource in config_maps) == ["0", "1", "2"]
+    assert all(resource.type == "kubernetes:core/v1:ConfigMap" and resource.provider == provider.urn
+               and set(resource.inputs) <= {"data", "apiVersion", "kind"} for resource in config_maps)
+    assert best_in_fresh_processes("typed", str(typed_listing(5, tmp_path)), repeat=1).resources == 5
 
 
 def test_each_run_is_measured_in_a_child_process_that_reports_what_it_registered(tmp_path):

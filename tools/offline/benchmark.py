@@ -1,15 +1,18 @@
 """How fast the program runs offline, against the SDK's own floor for the same number of resources.
 
 ``python -m tools.offline.benchmark --teams 300`` runs the program through the mocks (mockrun) for a
-site of that many teams, then two floor programs through the same mocks and monitor: one that registers
-the same number of plain resources (one input each), and one that registers the program's own resources
-plainly (same types, custom or component, and input values; no parents, providers, dependencies,
-aliases or typed classes). Each run is in a fresh interpreter, as ``pulumi up`` runs a program. It
-prints the CPU times (best of ``--repeat``; CPU rather than wall-clock time, as the machines that run it
-are shared), the part of each that the cyclic garbage collector took, and the program's ratio to each
-floor, with and without the collector: the first floor is what the SDK costs per resource at the least,
-the second what it costs to send these inputs, so the gap between the program and the second floor is
-what the program's shape (components, typed classes, dependencies) costs on top. It also prints the
+site of that many teams, then three floor programs through the same mocks and monitor: one that
+registers the same number of plain resources (one input each), one that registers as many typed ones
+(pulumi-kubernetes ConfigMaps of one input, through one provider), and one that registers the program's
+own resources plainly (same types, custom or component, and input values; no parents, providers,
+dependencies, aliases or typed classes). Each run is in a fresh interpreter, as ``pulumi up`` runs a
+program. It prints the CPU times (best of ``--repeat``; CPU rather than wall-clock time, as the machines
+that run it are shared), the part of each that the cyclic garbage collector took, and the program's ratio
+to each floor, with and without the collector: the plain floor is what the SDK costs per resource at the
+least, the typed floor what it costs per resource of a typed provider SDK such as pulumi-kubernetes (the
+SDK records a stack trace and converts inputs and outputs by their Python types for those), the inputs
+floor what it costs to send these inputs, so the gap between the program and the inputs floor is what the
+program's shape (components, typed classes, dependencies) costs on top. It also prints the
 committed dev stack's time and the longest rollout chain (dependencies and parents: the number of
 steps ``pulumi up`` has to take one after the other) for a few teams and for ``--teams``; a chain that
 grows with the team count would make a large site's rollout slower with every team. ``--profile FILE``
@@ -49,6 +52,21 @@ with open(pulumi.Config().require("resources"), encoding="utf-8") as listing:
 for index, resource in enumerate(resources):
     kind = pulumi.CustomResource if resource["custom"] else pulumi.ComponentResource
     kind(resource["type"], f"{index}-{resource['name']}", resource["inputs"])
+'''
+
+
+# The same number of the cheapest resources the typed SDK registers: kubernetes ConfigMaps of one input, through
+# one explicit provider (the provider is one of the resources), as the program registers its objects.
+TYPED_FLOOR_PROGRAM = '''\
+import json
+import pulumi
+import pulumi_kubernetes as k8s
+
+with open(pulumi.Config().require("resources"), encoding="utf-8") as listing:
+    resources = json.load(listing)
+provider = pulumi.ResourceOptions(provider=k8s.Provider("typed-floor"))
+for index, resource in enumerate(resources):
+    k8s.core.v1.ConfigMap(f"{index}-{resource['name']}", data=resource["data"], opts=provider)
 '''
 
 
@@ -112,6 +130,12 @@ def plain_listing(resources: int, directory: Path) -> Path:
         for index in range(resources)])
 
 
+def typed_listing(resources: int, directory: Path) -> Path:
+    """``resources`` typed resources for the typed floor: a provider and ConfigMaps of one input each."""
+    return _write_listing(directory / "typed.json", [
+        {"name": "typed", "data": {"index": str(index)}} for index in range(resources - 1)])
+
+
 def program_listing(program: ProgramRun, directory: Path) -> Path:
     """The program's resources (types, names, inputs with secrets redacted), for the inputs floor to register."""
     return _write_listing(directory / "program.json", [
@@ -124,9 +148,10 @@ def _write_listing(path: Path, resources: list[dict]) -> Path:
     return path
 
 
-def run_floor(listing: Path, directory: Path) -> ProgramRun:
-    """The listed resources registered plainly (no parents, providers, dependencies, aliases or typed classes)."""
-    (directory / "__main__.py").write_text(FLOOR_PROGRAM, encoding="utf-8")
+def run_floor(listing: Path, directory: Path, program: str = FLOOR_PROGRAM) -> ProgramRun:
+    """The listed resources registered plainly (no parents, providers, dependencies, aliases or typed classes),
+    or with ``TYPED_FLOOR_PROGRAM`` as typed ConfigMaps."""
+    (directory / "__main__.py").write_text(program, encoding="utf-8")
     return run_program({f"{PROJECT}:resources": str(listing)}, stack="benchmark", project_dir=directory)
 
 
@@ -136,7 +161,7 @@ def _run_one(kind: str, argument: str) -> ProgramRun:
     if kind == "dev":
         return run_program(load_stack_file("dev"), stack="dev")
     with tempfile.TemporaryDirectory() as directory:
-        return run_floor(Path(argument), Path(directory))
+        return run_floor(Path(argument), Path(directory), TYPED_FLOOR_PROGRAM if kind == "typed" else FLOOR_PROGRAM)
 
 
 def best_in_fresh_processes(kind: str, argument: str, repeat: int) -> Measurement:
@@ -178,21 +203,27 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         chains = longest_chain(run_program(site_with_teams(3), stack="benchmark")), longest_chain(program_run)
         with tempfile.TemporaryDirectory() as directory:
             plain, inputs = plain_listing(count, Path(directory)), program_listing(program_run, Path(directory))
+            typed = typed_listing(count, Path(directory))
             del program_run
             program = best_in_fresh_processes("program", str(args.teams), args.repeat)
             floor = best_in_fresh_processes("floor", str(plain), args.repeat)
+            typed_floor = best_in_fresh_processes("typed", str(typed), args.repeat)
             inputs_floor = best_in_fresh_processes("floor", str(inputs), args.repeat)
         dev = best_in_fresh_processes("dev", "-", args.repeat)
-    assert program.resources == floor.resources == inputs_floor.resources == count
+    assert program.resources == floor.resources == typed_floor.resources == inputs_floor.resources == count
     print(f"CPU seconds, best of {args.repeat} runs each in a fresh process (of which the cyclic collector):")
     for label, result in ((f"program, {args.teams} teams, {count} resources", program),
                           (f"plain floor: {count} plain resources, one input each", floor),
+                          (f"typed floor: {count} typed resources (kubernetes ConfigMaps, one input each)", typed_floor),
                           ("inputs floor: the program's resources registered plainly", inputs_floor),
                           (f"dev stack, {dev.resources} resources", dev)):
         print(f"  {label}: {result.seconds:.2f} s ({result.collector:.2f} s)")
-    for label, result in (("plain floor", floor), ("inputs floor", inputs_floor)):
+    for label, result in (("plain floor", floor), ("typed floor", typed_floor), ("inputs floor", inputs_floor)):
         print(f"ratio to the {label}: {ratio(program, result):.2f}x "
               f"({ratio(program, result, without_collector=True):.2f}x without the collector on either side)")
+    print(f"the typed floor's ratio to the plain floor (what the SDK's typed classes cost by themselves): "
+          f"{ratio(typed_floor, floor):.2f}x ({ratio(typed_floor, floor, without_collector=True):.2f}x without the "
+          "collector)")
     print(f"longest rollout chain: {chains[0]} resources with 3 teams, {chains[1]} with {args.teams}")
     if args.profile:
         print(f"profile of one program run -> {args.profile} (python -m pstats {args.profile})")
