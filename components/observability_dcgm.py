@@ -10,7 +10,7 @@ source.
 
 from __future__ import annotations
 
-from components import observability_xid as xid
+from config.observability import DCGM_ECC_DBE_FIELD, DCGM_XID_COUNT_FIELD
 
 CONFIG_MAP = "gpu-tenancy-dcgm-metrics"
 # The exporter reads this key of the ConfigMap the ClusterPolicy's dcgmExporter.config.name names.
@@ -45,10 +45,10 @@ FIELDS = (
     ("DCGM_FI_PROF_PCIE_RX_BYTES", "gauge", "PCIe bytes received"),
     # Not in the default list: what GpuTenancyGpuEccErrors needs.
     ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "single-bit ECC errors since the last driver load"),
-    ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "double-bit ECC errors since the last driver load"),
+    (DCGM_ECC_DBE_FIELD, "counter", "double-bit ECC errors since the last driver load"),
     # Not in the default list: every XID code in the exporter's window, so a fatal code followed by another
     # still pages (components/observability_xid.py).
-    (xid.COUNT_METRIC, "counter", "XID errors per code within the exporter's window"),
+    (DCGM_XID_COUNT_FIELD, "counter", "XID errors per code within the exporter's window"),
 )
 
 

@@ -23,7 +23,7 @@ from components import observability_shares as shares
 from components import observability_xid as xid
 from components.admission import policy_name
 from config.model import Platform, UNLIMITED
-from config.observability import RETENTION_SIZE_SHARE
+from config.observability import DCGM_ECC_DBE_FIELD, RETENTION_SIZE_SHARE
 
 TEAM_INFO = "gpu_tenancy_team_info"
 # Prometheus' own counter of the blocks it deleted to stay within its size limit.
@@ -227,7 +227,7 @@ def alert_rules(platform: Platform) -> list[dict]:
             "diagnostics (dcgmi diag -r 3) on it."),
         _alert(
             "GpuTenancyGpuEccErrors",
-            "increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[15m]) > 0",
+            f"increase({DCGM_ECC_DBE_FIELD}[15m]) > 0",
             "0m", "critical",
             "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} had uncorrectable ECC errors",
             "Double-bit ECC errors on GPU {{ $labels.UUID }}: work on it may have computed wrong results.",

@@ -24,9 +24,11 @@ judged by its last code.
 
 from __future__ import annotations
 
+from config.observability import DCGM_XID_COUNT_FIELD
+
 METRIC = "DCGM_FI_DEV_XID_ERRORS"
 # Per GPU and code: how often the GPU reported that code within the exporter's window (5 minutes by default).
-COUNT_METRIC = "DCGM_EXP_XID_ERRORS_COUNT"
+COUNT_METRIC = DCGM_XID_COUNT_FIELD
 COUNT_LABEL = "xid"
 # The window a new code counts as new in: an alert fires once per code change and resolves after it.
 NEW_WINDOW = "15m"

@@ -132,7 +132,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
                             secrets.set)
     return Platform(**{**platform.__dict__, "warnings": tuple(warnings),
                        "notes": tuple(_notes(platform) + observability_config.external_notes(
-                           platform.observability, platform.kai_scheduler.gpu_sharing))})
+                           platform.observability, platform.kai_scheduler.gpu_sharing, platform.gpu_operator.mode))})
 
 
 # --- cross-field rules ------------------------------------------------------------------------

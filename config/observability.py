@@ -48,6 +48,12 @@ KSM_ANNOTATIONS_ALLOWLIST = f"pods=[{KAI_FRACTION_ANNOTATION},{KAI_MEMORY_ANNOTA
 CONTROL_PLANE_SCRAPES = ("kubeScheduler", "kubeControllerManager", "kubeEtcd", "kubeProxy")
 KSM_FLAGS = (f"--metric-labels-allowlist={KSM_LABELS_ALLOWLIST}",
              f"--metric-annotations-allowlist={KSM_ANNOTATIONS_ALLOWLIST}")
+# What the alerts read from the DCGM exporter beyond the GPU Operator's default collector list (the platform's
+# list adds them, components/observability_dcgm.py): double-bit ECC errors, and every XID code in the
+# exporter's window.
+DCGM_ECC_DBE_FIELD = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"
+DCGM_XID_COUNT_FIELD = "DCGM_EXP_XID_ERRORS_COUNT"
+DCGM_FIELDS_BEYOND_DEFAULTS = (DCGM_ECC_DBE_FIELD, DCGM_XID_COUNT_FIELD)
 
 
 @dataclass(frozen=True)
@@ -359,8 +365,22 @@ def check_namespace(reader: Reader, settings: Observability, taken: dict[str, st
                     "give the monitoring stack a namespace of its own, e.g. monitoring")
 
 
-def external_notes(settings: Observability, gpu_sharing: bool) -> list[str]:
-    """What a site's own Prometheus must collect for the program's rules to charge shared GPUs."""
+def external_notes(settings: Observability, gpu_sharing: bool, gpu_operator_mode: str) -> list[str]:
+    """What a site's own Prometheus must collect for the program's rules to charge shared GPUs, and what a
+    site's own GPU Operator must export for its alerts."""
+    return _external_operator_notes(settings, gpu_operator_mode) + _external_prometheus_notes(settings, gpu_sharing)
+
+
+def _external_operator_notes(settings: Observability, gpu_operator_mode: str) -> list[str]:
+    if settings.prometheus == "off" or gpu_operator_mode != "external":
+        return []
+    return ["gpuOperator.mode is external: the site's own GPU Operator must run the DCGM exporter with "
+            f"{' and '.join(DCGM_FIELDS_BEYOND_DEFAULTS)} added to its collector list (its dcgmExporter.config "
+            "ConfigMap; keep the default fields). Without the first GpuTenancyGpuEccErrors never fires; without the "
+            "second a fatal XID followed at once by another code does not page (docs/observability.md)."]
+
+
+def _external_prometheus_notes(settings: Observability, gpu_sharing: bool) -> list[str]:
     if settings.prometheus != "external" or not gpu_sharing:
         return []
     return [f"observability.prometheus is external: for the used GPU-hours of teams on KAI fractions, the site's "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from config import ConfigError, load_platform, versions
+from config.observability import DCGM_FIELDS_BEYOND_DEFAULTS
 from tests.test_observability_rules import site_config
 
 
@@ -139,6 +140,20 @@ def test_external_prometheus_is_told_the_kube_state_metrics_flags_shared_gpus_ne
     raw = site_config(**external)
     raw["kaiScheduler"] = {**raw.get("kaiScheduler", {}), "gpuSharing": False}
     assert not [note for note in load_platform(raw).notes if "kube-state-metrics" in note], "no fractions, no note"
+
+
+@pytest.mark.parametrize("prometheus", ["install", "external"])
+def test_an_external_gpu_operator_is_told_the_exporter_fields_the_alerts_need(prometheus):
+    settings = {"prometheus": prometheus, **({"external": {"releaseLabel": "prom"}} if prometheus == "external" else {})}
+
+    def operator_notes(mode: str, **observability) -> list[str]:
+        raw = site_config(**observability)
+        raw["gpuOperator"] = {**raw["gpuOperator"], "mode": mode}
+        return [note for note in load_platform(raw).notes if note.startswith("gpuOperator.mode")]
+    (note,) = operator_notes("external", **settings)
+    assert all(field in note for field in DCGM_FIELDS_BEYOND_DEFAULTS) and "dcgmExporter.config" in note
+    assert not operator_notes("microk8s-addon", **settings), "the program patches the addon's collector list itself"
+    assert not operator_notes("external", prometheus="off"), "no metrics, no alerts, no note"
 
 
 def test_an_external_url_nothing_reads_is_warned_about():

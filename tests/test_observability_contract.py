@@ -22,6 +22,7 @@ from components import observability_rules as rules
 from components import observability_xid as xid
 from components.observability_team_series import all_rule_groups
 from config import load_platform
+from config.observability import DCGM_FIELDS_BEYOND_DEFAULTS
 from tests.conftest import MIRRORED_TAGS, MIRRORS_VARIABLE, git
 from tests.test_observability_rules import site_config
 
@@ -213,7 +214,11 @@ def test_platform_dcgm_collector_list_keeps_every_default_field_and_adds_ecc():
     ours = {name for name, _, _ in observability_dcgm.FIELDS}
     assert defaults <= ours, f"default fields the platform's list would drop: {defaults - ours}"
     assert ours <= dcgm_metrics(), f"fields the exporter does not know: {ours - dcgm_metrics()}"
-    assert {"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", xid.COUNT_METRIC} <= ours - defaults
+    # What the rules and boards read beyond the operator's defaults is exactly what the platform's list adds
+    # for them, and what an external operator is told to add (config/observability.py).
+    read = set().union(*(metric_names(expr) for expr in all_expressions(load_platform(site_config()))))
+    assert {name for name in read if name.startswith("DCGM_")} - defaults == set(DCGM_FIELDS_BEYOND_DEFAULTS)
+    assert set(DCGM_FIELDS_BEYOND_DEFAULTS) <= ours
     # The exporter's own counters are listed (commented out) in its full default list.
     every_counter = git(DCGM, "show", f"{DCGM_TAG}:etc/default-counters.csv")
     kinds = dict(re.findall(r"^#?\s*(DCGM_(?:FI|EXP)_\w+)\s*,\s*(\w+)", csv_text + every_counter, re.MULTILINE))
