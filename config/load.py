@@ -233,13 +233,33 @@ def _check_layout(reader: Reader, cluster: Optional[Cluster], gpu_operator: GpuO
 
 def _notes(platform: Platform) -> list[str]:
     """Information for the reviewer: not wrong, but maybe not what was meant."""
+    notes = _time_sliced_accounting_notes(platform)
     capacity = known_gpu_capacity(platform.cluster)
     guaranteed = sum(max(team.resources.gpu.quota, 0) for team in platform.teams)
     if capacity and all(team.resources.gpu.quota != -1 for team in platform.teams) \
             and capacity - guaranteed >= 0.5:
-        return [f"{capacity - guaranteed:g} of {capacity:g} GPU(s) are guaranteed to no team (the teams' gpu quotas "
-                f"add up to {guaranteed:g}): teams only get them over quota, by priority and overQuotaWeight."]
-    return []
+        notes.append(f"{capacity - guaranteed:g} of {capacity:g} GPU(s) are guaranteed to no team (the teams' gpu "
+                     f"quotas add up to {guaranteed:g}): teams only get them over quota, by priority and "
+                     "overQuotaWeight.")
+    return notes
+
+
+def _time_sliced_accounting_notes(platform: Platform) -> list[str]:
+    """GPUs on the time-sliced profile are not charged per team (docs/observability.md)."""
+    if platform.observability.prometheus == "off":
+        return []
+    keys = ["gpuOperator.timeSlicing.defaultProfile"] \
+        if platform.gpu_operator.time_slicing.default_profile == TIME_SLICED else []
+    if platform.cluster.eks is not None:
+        keys += [f"cluster.eks.gpuNodeGroups[{index}].sharingProfile ({group.name})"
+                 for index, group in enumerate(platform.cluster.eks.gpu_node_groups)
+                 if group.sharing_profile == TIME_SLICED]
+    if not keys:
+        return []
+    return [f"{', '.join(keys)} put GPUs on the {TIME_SLICED} profile: there the usage metrics charge each GPU's "
+            "busy time to one of the pods time-slicing it (the DCGM exporter maps a GPU to one pod) and KAI counts "
+            "each replica as a GPU, so the teams' used GPU-hours and utilisation on those nodes are not theirs. "
+            "Where chargeback matters, share GPUs with KAI fractions on the exclusive profile (docs/observability.md)."]
 
 
 def _warnings(platform: Platform) -> list[str]:

@@ -6,6 +6,8 @@ import pytest
 
 from config import ConfigError, load_platform, versions
 from config.observability import DCGM_FIELDS_BEYOND_DEFAULTS
+from config.vocabulary import project_config
+from tests.conftest import stack_config
 from tests.test_observability_rules import site_config
 
 
@@ -154,6 +156,26 @@ def test_an_external_gpu_operator_is_told_the_exporter_fields_the_alerts_need(pr
     assert all(field in note for field in DCGM_FIELDS_BEYOND_DEFAULTS) and "dcgmExporter.config" in note
     assert not operator_notes("microk8s-addon", **settings), "the program patches the addon's collector list itself"
     assert not operator_notes("external", prometheus="off"), "no metrics, no alerts, no note"
+
+
+def test_gpus_on_the_time_sliced_profile_are_noted_as_not_charged_per_team():
+    def accounting_notes(raw: dict) -> list[str]:
+        return [note for note in load_platform(raw).notes if "not theirs" in note]
+    raw = site_config()
+    raw["kaiScheduler"] = {**raw["kaiScheduler"], "gpuSharing": False}
+    assert not accounting_notes(raw), "the exclusive profile: DCGM maps each GPU to the pod holding it"
+    raw["gpuOperator"] = {**raw["gpuOperator"], "timeSlicing": {**raw["gpuOperator"]["timeSlicing"],
+                                                                "defaultProfile": "time-sliced"}}
+    (note,) = accounting_notes(raw)
+    assert note.startswith("gpuOperator.timeSlicing.defaultProfile put GPUs on the time-sliced profile")
+    raw["observability"] = {"prometheus": "off"}
+    assert not accounting_notes(raw), "nothing is charged"
+    eks = project_config(stack_config("eks"))
+    eks["observability"] = {"prometheus": "install"}
+    assert not accounting_notes(eks)
+    eks["cluster"]["eks"]["gpuNodeGroups"][0]["sharingProfile"] = "time-sliced"
+    (note,) = accounting_notes(eks)
+    assert note.startswith("cluster.eks.gpuNodeGroups[0].sharingProfile (")
 
 
 def test_an_external_url_nothing_reads_is_warned_about():
