@@ -25,11 +25,14 @@ CODES = range(1, 171)
 TENANT_FAULTS = (13, 31, 43, 45)
 
 
-def run_promtool(tmp_path, tests: list[dict]) -> None:
-    """The platform's rules and the teams' own series (what a team's Grafana board reads), annotations left out."""
+def run_promtool(tmp_path, tests: list[dict], annotations: tuple[str, ...] = ()) -> None:
+    """The platform's rules and the teams' own series (what a team's Grafana board reads), with only the
+    ``annotations`` named (promtool compares the ones it keeps verbatim)."""
     groups = copy.deepcopy(team_series.all_rule_groups(load_platform(site_config())))
     for rule in (rule for group in groups for rule in group["rules"]):
-        rule.pop("annotations", None)
+        kept = {name: text for name, text in rule.pop("annotations", {}).items() if name in annotations}
+        if kept:
+            rule["annotations"] = kept
     (tmp_path / "rules.yml").write_text(yaml.safe_dump({"groups": groups}, sort_keys=False))
     (tmp_path / "tests.yml").write_text(yaml.safe_dump(
         {"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": tests}, sort_keys=False))
@@ -127,6 +130,22 @@ def test_a_fatal_code_followed_at_once_by_another_still_pages(tmp_path, fatal, f
          "exp_alerts": [_counted_alert("GPU-a", "vcluster-alpha", fatal)]},
         {"alertname": "GpuTenancyGpuXidNonFatal", "eval_time": "7m", "exp_alerts": []},
     ]}])
+
+
+@needs_promtool
+def test_the_page_names_the_fatal_code_whichever_way_it_was_seen(tmp_path):
+    """Counted, the code is the alert's label (its value is how often); from the last code, it is the value."""
+    series = [_gpu(xid.METRIC, "GPU-c", "vcluster-alpha", "0x5 154x20"),
+              *_counted("GPU-c", "vcluster-alpha", {119: "_x5 3x4 stale", 154: "_x5 1x4 stale"}, "0x4 stale _x4 0x10"),
+              _gpu(xid.METRIC, "GPU-l", "vcluster-beta", "0x5 79x20")]
+    paged = {"alertname": "GpuTenancyGpuXidError", "eval_time": "7m", "exp_alerts": [
+        {**_counted_alert("GPU-c", "vcluster-alpha", 119),
+         "exp_annotations": {"summary": "GPU 0 on node-GPU-c reported fatal XID 119"}},
+        {"exp_labels": {"severity": "critical", **_gpu_labels("GPU-l"), "namespace": "vcluster-beta", "pod": "work-0",
+                        "container": "main"},
+         "exp_annotations": {"summary": "GPU 0 on node-GPU-l reported fatal XID 79"}}]}
+    run_promtool(tmp_path, [{"interval": "1m", "input_series": series, "alert_rule_test": [paged]}],
+                 annotations=("summary",))
 
 
 @needs_promtool
