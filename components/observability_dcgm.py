@@ -4,8 +4,7 @@ The operator's default list (dcgm-exporter's etc/dcp-metrics-included.csv) leave
 out, so an uncorrectable-memory alert would never see data, and has no per-code XID counts, so a fatal XID
 followed at once by another code would never page. The platform ships its own list in the CSV format the
 exporter reads (field, Prometheus type, help), keeping every default field so nothing a site already graphs
-disappears. tests/test_observability_contract.py checks both claims against the exporter's
-source.
+disappears. tests/test_observability_contract.py checks these claims against the exporter's source.
 """
 
 from __future__ import annotations
