@@ -128,7 +128,14 @@ def team_dashboard(team: Team) -> dict:
                               "43, 45, ...) means the driver stopped an application on that GPU, usually for a "
                               "fault in its own kernel: restart it and look at the application (compute-sanitizer "
                               "finds the faulting kernel). A fatal code means the GPU needs a reset: the platform "
-                              "team is alerted.")))
+                              "team is alerted. A non-fatal code on a GPU the panel below shows as failed is the "
+                              "driver's follow-up to that failure (63, 154), not the application's fault."))
+             .with_panel(_series("GPUs that failed (the platform team is paged)", [_query(
+                 series.GPU_FAILED + only, "{{UUID}} on {{Hostname}}")], "none", width=24)
+                 .description("1 while a GPU the team's pods hold or share reports an XID error that needs the "
+                              "platform's operator (a reset, a reboot or a drain): the platform team is paged with "
+                              "the code. Work on that GPU may fail until the operator has reset it or drained "
+                              "its node.")))
     return _json(board)
 
 

@@ -27,6 +27,9 @@ POD_GPU_SHARE = "team_pod:gpu_tenancy_gpu_share:ratio"
 POD_GPU_CHARGED = "team_pod:gpu_tenancy_used_gpus:share"
 # The code of a new XID error on a GPU the team's pods hold or share, fatal or not (components/observability_xid.py).
 GPU_XID = "team_gpu:gpu_tenancy_xid:code"
+# 1 while a GPU the team's pods hold or share reported an XID that pages the platform (its page names the code):
+# a non-fatal code the driver logs right after such a failure (63, 154) is not the team's application's fault.
+GPU_FAILED = "team_gpu:gpu_tenancy_gpu_failed:flag"
 
 
 def _per_pod(metric: str) -> str:
@@ -49,6 +52,7 @@ def team_series_rules() -> list[dict]:
         {"record": POD_GPU_SHARE, "expr": _per_pod(shares.SHARE)},
         {"record": POD_GPU_CHARGED, "expr": _per_pod(shares.CHARGED)},
         {"record": GPU_XID, "expr": on_teams_gpus(xid.new_code())},
+        {"record": GPU_FAILED, "expr": on_teams_gpus(f"({xid.fatal()} > bool 0)")},
         {"record": ADMISSION_DENIALS,
          "expr": f"sum by ({TEAM_LABEL}) (increase(apiserver_validating_admission_policy_check_total"
                  f"{{enforcement_action=\"deny\"}}[1h]) * on (policy) group_left ({TEAM_LABEL}) {TEAM_INFO})"},

@@ -149,6 +149,32 @@ def test_the_page_names_the_fatal_code_whichever_way_it_was_seen(tmp_path):
 
 
 @needs_promtool
+def test_every_team_on_a_failed_gpu_sees_it_failed_and_no_other_team_does(tmp_path):
+    """GPU-s, shared by alpha and beta, fails with 119 and the driver logs 154 after it; gamma's whole GPU-g only
+    faults in gamma's own kernel (13). The boards of alpha and beta show GPU-s failed (their 154 is not their
+    application's); gamma's shows nothing failed. A last-code GPU failing (79, no counts) shows on its team's."""
+    series = [
+        *_shared_gpu("GPU-s", "grp-s", 50),
+        *_pod("vcluster-alpha", "nb-alpha", group="grp-s", gpu_fraction="0.5"),
+        *_pod("vcluster-beta", "tr-beta", group="grp-s", gpu_memory="4096"),
+        _gpu(xid.METRIC, "GPU-s", "kai-resource-reservation", "0x5 154x20", pod="gpu-reservation-node-GPU-s"),
+        *[{**item, "series": item["series"].replace('pod="work-0"', 'pod="gpu-reservation-node-GPU-s"')}
+          for item in _counted("GPU-s", "kai-resource-reservation", {119: "_x5 1x4 stale", 154: "_x5 1x4 stale"},
+                               "0x4 stale _x4 0x10")],
+        _gpu(xid.METRIC, "GPU-g", "vcluster-gamma", "0x5 13x20"),
+        *_counted("GPU-g", "vcluster-gamma", {13: "_x5 1x4 stale"}, "0x4 stale _x4 0x10"),
+        _gpu(xid.METRIC, "GPU-l", "vcluster-gamma", "0x10 79x20"),
+    ]
+
+    def failed(at: str, gpus: dict[str, tuple[str, ...]]) -> dict:
+        return {"expr": team_series.GPU_FAILED, "eval_time": at, "exp_samples": [
+            {"labels": f'{team_series.GPU_FAILED}{{team="{team}",UUID="{uuid}",gpu="0",Hostname="node-{uuid}"}}',
+             "value": 1} for uuid, teams in gpus.items() for team in teams]}
+    run_promtool(tmp_path, [{"interval": "1m", "input_series": series, "promql_expr_test": [
+        failed("3m", {}), failed("7m", {"GPU-s": ("alpha", "beta")}), failed("12m", {"GPU-l": ("gamma",)})]}])
+
+
+@needs_promtool
 def test_a_counting_gpu_with_no_error_fires_nothing(tmp_path):
     series = [_gpu(xid.METRIC, "GPU-a", "vcluster-alpha", "0x20"), *_counted("GPU-a", "vcluster-alpha", {}, "0x20")]
     run_promtool(tmp_path, [{"interval": "1m", "input_series": series, "alert_rule_test": [

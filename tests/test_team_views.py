@@ -24,7 +24,7 @@ import yaml
 from components import observability_dashboards as boards
 from components.observability_shares import KSM_FRACTION, KSM_GROUP, RESERVATION_NAMESPACE
 from components import observability_rules as rules
-from components.observability_team_series import GPU_XID, TEAM_LABEL, all_rule_groups
+from components.observability_team_series import GPU_FAILED, GPU_XID, TEAM_LABEL, all_rule_groups
 from components.observability_views import PROXY_PORT, proxy_args, proxy_name
 from config import ConfigError, load_platform, versions
 from config.model import UNLIMITED
@@ -88,6 +88,10 @@ def exposition(scrape: int) -> str:
                   # The team's application faults its GPU from the second scrape on (a new XID, 13).
                   f'DCGM_FI_DEV_XID_ERRORS{{UUID="GPU-{number}",gpu="0",Hostname="node",namespace="{team.namespace}",'
                   f'pod="train-{team.name}"}} {13 if scrape > 1 else 0}',
+                  # ... and the GPU itself fails (119), the driver logging 154 right after: the counts hold both.
+                  *(f'DCGM_EXP_XID_ERRORS_COUNT{{UUID="GPU-{number}",gpu="0",Hostname="node",'
+                    f'namespace="{team.namespace}",pod="train-{team.name}",xid="{code}",window_size_in_ms="300000"}} 1'
+                    for code in ((119, 154) if scrape > 1 else ())),
                   f'apiserver_validating_admission_policy_check_total{{policy="gpu-tenancy-{team.name}",'
                   f'enforcement_action="deny"}} {scrape * number}']
         # A shared GPU: KAI's reservation pod holds it (DCGM names that pod), the team's pod holds half of it.
@@ -143,8 +147,8 @@ def prometheus(tmp_path_factory):
     def every_team_has_series(url: str) -> bool:
         # Ready when the last rule group has results for every team and the denial counter has grown.
         denied = query_or_empty(url, "team:gpu_tenancy_admission_denials:increase1h > 0")
-        faulted = query_or_empty(url, GPU_XID)
-        return len(denied) >= len(SITE.teams) and len(faulted) >= len(SITE.teams)
+        faulted, failed = query_or_empty(url, GPU_XID), query_or_empty(url, GPU_FAILED)
+        return len(denied) >= len(SITE.teams) and len(faulted) >= len(SITE.teams) and len(failed) >= len(SITE.teams)
 
     try:
         with running_prometheus(root, config, ready=every_team_has_series, timeout=90,
