@@ -124,10 +124,10 @@ def team_dashboard(team: Team) -> dict:
              .with_panel(_series("GPU errors (XID code) on the team's GPUs", [_query(
                  series.GPU_XID + only, "{{UUID}} on {{Hostname}}")], "none", width=24)
                  .description("The code of each new XID error a GPU the team's pods hold or share reported, for "
-                              f"{xid.NEW_WINDOW} after it appeared. A code NVIDIA's XID catalog lists as non-fatal (13, 31, "
-                              "43, 45, ...) means the driver stopped an application on that GPU, usually for a "
-                              "fault in its own kernel: restart it and look at the application (compute-sanitizer "
-                              "finds the faulting kernel). A fatal code means the GPU needs a reset: the platform "
+                              f"{xid.NEW_WINDOW} after it appeared. A code NVIDIA's XID catalog lists as non-fatal "
+                              "(13, 31, 43, 45, ...) means the driver stopped an application on that GPU, usually "
+                              "for a fault in its own kernel: restart it and look at the application "
+                              "(compute-sanitizer finds the faulting kernel). A fatal code means the GPU needs a reset: the platform "
                               "team is alerted. A non-fatal code on a GPU the panel below shows as failed is the "
                               "driver's follow-up to that failure (63, 154), not the application's fault."))
              .with_panel(_series("GPUs that failed (the platform team is paged)", [_query(

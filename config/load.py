@@ -244,16 +244,23 @@ def _notes(platform: Platform) -> list[str]:
     return notes
 
 
+def _time_sliced(platform: Platform) -> list[tuple[str, Optional[str]]]:
+    """Where the config puts GPUs on the time-sliced profile: each config key, with its EKS node group's name."""
+    places: list[tuple[str, Optional[str]]] = []
+    if platform.gpu_operator.time_slicing.default_profile == TIME_SLICED:
+        places.append(("gpuOperator.timeSlicing.defaultProfile", None))
+    if platform.cluster.eks is not None:
+        places += [(f"cluster.eks.gpuNodeGroups[{index}].sharingProfile", group.name)
+                   for index, group in enumerate(platform.cluster.eks.gpu_node_groups)
+                   if group.sharing_profile == TIME_SLICED]
+    return places
+
+
 def _time_sliced_accounting_notes(platform: Platform) -> list[str]:
     """GPUs on the time-sliced profile are not charged per team (docs/observability.md)."""
     if platform.observability.prometheus == "off":
         return []
-    keys = ["gpuOperator.timeSlicing.defaultProfile"] \
-        if platform.gpu_operator.time_slicing.default_profile == TIME_SLICED else []
-    if platform.cluster.eks is not None:
-        keys += [f"cluster.eks.gpuNodeGroups[{index}].sharingProfile ({group.name})"
-                 for index, group in enumerate(platform.cluster.eks.gpu_node_groups)
-                 if group.sharing_profile == TIME_SLICED]
+    keys = [key if group is None else f"{key} ({group})" for key, group in _time_sliced(platform)]
     if not keys:
         return []
     return [f"{', '.join(keys)} put GPUs on the {TIME_SLICED} profile: there the usage metrics charge each GPU's "
@@ -264,19 +271,18 @@ def _time_sliced_accounting_notes(platform: Platform) -> list[str]:
 
 def _warnings(platform: Platform) -> list[str]:
     warnings = []
-    time_slicing = platform.gpu_operator.time_slicing
-    if platform.kai_scheduler.gpu_sharing and time_slicing.default_profile == TIME_SLICED:
-        warnings.append(
-            "gpuOperator.timeSlicing.defaultProfile is time-sliced while kaiScheduler.gpuSharing is on: KAI "
-            f"counts each of the {time_slicing.replicas} time-slice replicas as a whole GPU and then splits "
-            "them again with fractions, so one card can be promised several times over. Use the exclusive "
-            "profile on nodes where KAI shares GPUs.")
-    if platform.cluster.eks is not None and platform.kai_scheduler.gpu_sharing:
-        for group in platform.cluster.eks.gpu_node_groups:
-            if group.sharing_profile == TIME_SLICED:
-                warnings.append(
-                    f"GPU node group {group.name} uses the time-sliced profile while kaiScheduler.gpuSharing is "
-                    "on: KAI fractions on top of time-slicing oversubscribe the same card.")
+    time_sliced = _time_sliced(platform) if platform.kai_scheduler.gpu_sharing else []
+    for _, group in time_sliced:
+        if group is None:
+            warnings.append(
+                "gpuOperator.timeSlicing.defaultProfile is time-sliced while kaiScheduler.gpuSharing is on: KAI "
+                f"counts each of the {platform.gpu_operator.time_slicing.replicas} time-slice replicas as a whole "
+                "GPU and then splits them again with fractions, so one card can be promised several times over. "
+                "Use the exclusive profile on nodes where KAI shares GPUs.")
+        else:
+            warnings.append(
+                f"GPU node group {group} uses the time-sliced profile while kaiScheduler.gpuSharing is "
+                "on: KAI fractions on top of time-slicing oversubscribe the same card.")
     for index, team in enumerate(platform.teams):
         if team.vcluster.pod_security == "privileged":
             warnings.append(

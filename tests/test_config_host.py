@@ -172,3 +172,17 @@ def test_gpus_guaranteed_to_no_team_are_a_note_not_a_warning():
                               "overQuotaWeight.",)
     assert not platform.warnings
     assert load_platform(dev_config()).notes == ()  # 0.99 of 1: rounding, not a forgotten GPU
+
+
+def test_kai_fractions_on_time_sliced_gpus_are_warned_about_where_the_config_puts_them():
+    """KAI would split each time-slice replica again: the default profile and each EKS GPU node group on it."""
+    dev = load_platform(put(dev_config(), "gpuOperator.timeSlicing.defaultProfile", "time-sliced"))
+    assert [w for w in dev.warnings if w.startswith("gpuOperator.timeSlicing.defaultProfile is time-sliced while "
+                                                    "kaiScheduler.gpuSharing is on: KAI counts each of the 4 ")]
+    eks = load_platform(put(eks_config(), "cluster.eks.gpuNodeGroups[0].sharingProfile", "time-sliced"))
+    group = eks.cluster.eks.gpu_node_groups[0].name
+    assert [w for w in eks.warnings if w.startswith(f"GPU node group {group} uses the time-sliced profile")]
+    unshared = put(put(dev_config(), "gpuOperator.timeSlicing.defaultProfile", "time-sliced"),
+                   "kaiScheduler.gpuSharing", False)
+    assert not [w for w in load_platform(unshared).warnings if "time-sliced" in w]
+    assert not [w for w in load_platform(dev_config()).warnings if "time-sliced" in w]

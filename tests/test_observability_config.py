@@ -146,7 +146,8 @@ def test_external_prometheus_is_told_the_kube_state_metrics_flags_shared_gpus_ne
 
 @pytest.mark.parametrize("prometheus", ["install", "external"])
 def test_an_external_gpu_operator_is_told_the_exporter_fields_the_alerts_need(prometheus):
-    settings = {"prometheus": prometheus, **({"external": {"releaseLabel": "prom"}} if prometheus == "external" else {})}
+    external = {"external": {"releaseLabel": "prom"}} if prometheus == "external" else {}
+    settings = {"prometheus": prometheus, **external}
 
     def operator_notes(mode: str, **observability) -> list[str]:
         raw = site_config(**observability)

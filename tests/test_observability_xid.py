@@ -47,10 +47,10 @@ def _gpu_labels(uuid: str) -> dict:
 WINDOW = "300000"  # the exporter's default XID count window, 5 minutes, in its window_size_in_ms label
 
 
-def _counted(uuid: str, namespace: str, codes: dict[int, str], none: str) -> list[dict]:
+def _counted(uuid: str, namespace: str, codes: dict[int, str], none: str, pod: str = "work-0") -> list[dict]:
     """The exporter's per-code XID counts of one GPU: a series per code while it is in the window (``codes``:
     code -> values) and, while no code is, one series of value 0 without the code label (``none``)."""
-    labels = f'UUID="{uuid}",gpu="0",Hostname="node-{uuid}",namespace="{namespace}",pod="work-0",container="main"'
+    labels = f'UUID="{uuid}",gpu="0",Hostname="node-{uuid}",namespace="{namespace}",pod="{pod}",container="main"'
     return [{"series": f'{xid.COUNT_METRIC}{{{labels},window_size_in_ms="{WINDOW}"}}', "values": none},
             *[{"series": f'{xid.COUNT_METRIC}{{{labels},{xid.COUNT_LABEL}="{code}",window_size_in_ms="{WINDOW}"}}',
                "values": values} for code, values in codes.items()]]
@@ -158,9 +158,8 @@ def test_every_team_on_a_failed_gpu_sees_it_failed_and_no_other_team_does(tmp_pa
         *_pod("vcluster-alpha", "nb-alpha", group="grp-s", gpu_fraction="0.5"),
         *_pod("vcluster-beta", "tr-beta", group="grp-s", gpu_memory="4096"),
         _gpu(xid.METRIC, "GPU-s", "kai-resource-reservation", "0x5 154x20", pod="gpu-reservation-node-GPU-s"),
-        *[{**item, "series": item["series"].replace('pod="work-0"', 'pod="gpu-reservation-node-GPU-s"')}
-          for item in _counted("GPU-s", "kai-resource-reservation", {119: "_x5 1x4 stale", 154: "_x5 1x4 stale"},
-                               "0x4 stale _x4 0x10")],
+        *_counted("GPU-s", "kai-resource-reservation", {119: "_x5 1x4 stale", 154: "_x5 1x4 stale"},
+                  "0x4 stale _x4 0x10", pod="gpu-reservation-node-GPU-s"),
         _gpu(xid.METRIC, "GPU-g", "vcluster-gamma", "0x5 13x20"),
         *_counted("GPU-g", "vcluster-gamma", {13: "_x5 1x4 stale"}, "0x4 stale _x4 0x10"),
         _gpu(xid.METRIC, "GPU-l", "vcluster-gamma", "0x10 79x20"),

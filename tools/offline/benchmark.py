@@ -214,7 +214,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(f"CPU seconds, best of {args.repeat} runs each in a fresh process (of which the cyclic collector):")
     for label, result in ((f"program, {args.teams} teams, {count} resources", program),
                           (f"plain floor: {count} plain resources, one input each", floor),
-                          (f"typed floor: {count} typed resources (kubernetes ConfigMaps, one input each)", typed_floor),
+                          (f"typed floor: {count} typed resources (kubernetes ConfigMaps, one input each)",
+                           typed_floor),
                           ("inputs floor: the program's resources registered plainly", inputs_floor),
                           (f"dev stack, {dev.resources} resources", dev)):
         print(f"  {label}: {result.seconds:.2f} s ({result.collector:.2f} s)")
