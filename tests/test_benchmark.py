@@ -16,8 +16,9 @@ import pytest
 from config.stack_file import PROJECT_DIR
 from ops.sites import platform_of
 from tests.conftest import run
-from tools.offline.benchmark import (TYPED_FLOOR_PROGRAM, best_in_fresh_processes, longest_chain, measure,
-                                     plain_listing, program_listing, run_floor, site_with_teams, typed_listing)
+from tools.offline.benchmark import (TYPED_FLOOR_PROGRAM, TYPED_OBJECTS_FLOOR_PROGRAM, best_in_fresh_processes,
+                                     longest_chain, measure, plain_listing, program_listing, run_floor,
+                                     site_with_teams, typed_listing)
 from tools.offline.recording import ProgramRun, RecordedResource
 
 
@@ -54,6 +55,33 @@ def test_the_inputs_floor_registers_the_programs_resources_plainly(tmp_path):
     stack = {resource.parent for resource in floor.resources}
     assert len(stack) == 1 and stack.pop().endswith("::pulumi:pulumi:Stack::gpu-tenancy-benchmark")
     assert not any(resource.dependencies or resource.provider for resource in floor.resources)
+
+
+def test_the_typed_objects_floor_registers_each_of_the_programs_objects_through_its_typed_class(tmp_path):
+    program = run(site_with_teams(2), stack="benchmark")
+    floor = run_floor(program_listing(program, tmp_path), tmp_path, TYPED_OBJECTS_FLOOR_PROGRAM)
+
+    def shape(resources):
+        return Counter((resource.type, resource.custom, json.dumps(resource.inputs, sort_keys=True))
+                       for resource in resources)
+    assert shape(floor.resources) == shape(program.resources)
+    [provider] = [resource for resource in floor.resources if resource.type == "pulumi:providers:kubernetes"]
+    objects = [resource for resource in program.resources
+               if resource.type.startswith("kubernetes:") and not resource.read]
+    typed = floor.program_globals["typed"]
+    # Each object through the pulumi-kubernetes class of its type (custom resources through apiextensions'),
+    # and nothing but the provider as an option.
+    assert len(typed) == len(objects) > 20
+    assert all(type(resource).__module__.startswith("pulumi_kubernetes.") for resource in typed)
+    assert {type(resource).__name__ for resource in typed} >= {
+        "Namespace", "Release", "ValidatingAdmissionPolicy", "Job", "CustomResource"}
+    registered = [resource for resource in floor.resources if resource.type.startswith("kubernetes:")]
+    assert sum(resource.provider == provider.urn for resource in registered) == len(objects)
+    assert not any(resource.dependencies or resource.options for resource in floor.resources)
+    stack = {resource.parent for resource in floor.resources}
+    assert len(stack) == 1 and stack.pop().endswith("::pulumi:pulumi:Stack::gpu-tenancy-benchmark")
+    assert best_in_fresh_processes("typed-objects", str(program_listing(program, tmp_path)), repeat=1).resources \
+        == len(program.resources)
 
 
 FULL_COLLECTIONS_OF_A_RUN = """

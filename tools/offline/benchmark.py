@@ -1,22 +1,24 @@
 """How fast the program runs offline, against the SDK's own floor for the same number of resources.
 
-``python -m tools.offline.benchmark --teams 300`` runs the program through the mocks (mockrun) for a
-site of that many teams, then three floor programs through the same mocks and monitor: one that
-registers the same number of plain resources (one input each), one that registers as many typed ones
-(pulumi-kubernetes ConfigMaps of one input, through one provider), and one that registers the program's
-own resources plainly (same types, custom or component, and input values; no parents, providers,
-dependencies, aliases or typed classes). Each run is in a fresh interpreter, as ``pulumi up`` runs a
-program. It prints the CPU times (best of ``--repeat``; CPU rather than wall-clock time, as the machines
-that run it are shared), the part of each that the cyclic garbage collector took, and the program's ratio
-to each floor, with and without the collector: the plain floor is what the SDK costs per resource at the
-least, the typed floor what it costs per resource of a typed provider SDK such as pulumi-kubernetes (the
-SDK records a stack trace and converts inputs and outputs by their Python types for those), the inputs
-floor what it costs to send these inputs, so the gap between the program and the inputs floor is what the
-program's shape (components, typed classes, dependencies) costs on top. It also prints the
-committed dev stack's time and the longest rollout chain (dependencies and parents: the number of
-steps ``pulumi up`` has to take one after the other) for a few teams and for ``--teams``; a chain that
-grows with the team count would make a large site's rollout slower with every team. ``--profile FILE``
-writes a cProfile of one program run (read it with ``python -m pstats FILE``).
+``python -m tools.offline.benchmark --teams 300`` runs the program through the mocks (mockrun) for a site of
+that many teams, then four floor programs through the same mocks and monitor: one that registers the same
+number of plain resources (one input each), one that registers as many typed ones (pulumi-kubernetes
+ConfigMaps of one input, through one provider), one that registers the program's own resources plainly (same
+types, custom or component, and input values; no parents, providers, dependencies, aliases or typed
+classes), and one that registers them again with each Kubernetes object through its own typed class and one
+provider (the typed objects floor). Each run is in a fresh interpreter, as ``pulumi up`` runs a program. It
+prints the CPU times (best of ``--repeat``; CPU rather than wall-clock time, as the machines that run it are
+shared), the part of each that the cyclic garbage collector took, and the program's ratio to each floor,
+with and without the collector: the plain floor is what the SDK costs per resource at the least, the typed
+floor what it costs per resource of a typed provider SDK such as pulumi-kubernetes (the SDK records a stack
+trace and converts inputs and outputs by their Python types for those), the inputs floor what it costs to
+send these inputs, and the typed objects floor what the typed SDK costs at the least for exactly these
+objects, so the gap between the program and that floor is what the program's shape (components, parents,
+dependencies) and its own work cost on top. It also prints the committed dev stack's time and the longest
+rollout chain (dependencies and parents: the number of steps ``pulumi up`` has to take one after the other)
+for a few teams and for ``--teams``; a chain that grows with the team count would make a large site's
+rollout slower with every team. ``--profile FILE`` writes a cProfile of one program run (read it with
+``python -m pstats FILE``).
 
 A measurement, not a test: timings depend on the machine, so no test asserts them (docs/testing.md
 keeps the numbers of the last change that needed them).
@@ -67,6 +69,55 @@ with open(pulumi.Config().require("resources"), encoding="utf-8") as listing:
 provider = pulumi.ResourceOptions(provider=k8s.Provider("typed-floor"))
 for index, resource in enumerate(resources):
     k8s.core.v1.ConfigMap(f"{index}-{resource['name']}", data=resource["data"], opts=provider)
+'''
+
+
+# The program's own resources again, each Kubernetes object through its own pulumi-kubernetes class (looked up by
+# its type in the SDK's registry) and one provider, with the pre-release aliases dropped as the program drops
+# them; components, providers and reads plainly. No parents, dependencies or other options: the least the typed
+# SDK pays for exactly these objects.
+TYPED_OBJECTS_FLOOR_PROGRAM = '''\
+import importlib
+import json
+import re
+import pulumi
+import pulumi_kubernetes as k8s
+from pulumi.runtime.rpc import get_resource_module
+from components.api_version_aliases import without_pre_release_aliases
+
+pulumi.runtime.register_stack_transformation(without_pre_release_aliases)
+
+
+def typed_class(token):
+    package, module, _ = token.split(":")
+    registered = get_resource_module(package, module, "")
+    name = registered and registered.mod_info["classes"].get(token)
+    if name:
+        return getattr(importlib.import_module(registered.mod_info["fqn"]), name)
+    kind = token.rsplit(":", 1)[1]
+    return k8s.apiextensions.CustomResourcePatch if kind.endswith("Patch") else k8s.apiextensions.CustomResource
+
+
+def arguments(inputs):
+    return {re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower(): value for key, value in inputs.items()}
+
+
+with open(pulumi.Config().require("resources"), encoding="utf-8") as listing:
+    resources = json.load(listing)
+first = next(index for index, resource in enumerate(resources) if resource["type"] == "pulumi:providers:kubernetes")
+provider = pulumi.ProviderResource("kubernetes", f"{first}-{resources[first]['name']}", resources[first]["inputs"])
+typed = []
+for index, resource in enumerate(resources):
+    name = f"{index}-{resource['name']}"
+    if index == first:
+        continue
+    if not resource["custom"]:
+        pulumi.ComponentResource(resource["type"], name, resource["inputs"])
+    elif resource["type"].startswith("kubernetes:") and not resource["read"]:
+        typed.append(typed_class(resource["type"])(
+            name, **arguments(resource["inputs"]), opts=pulumi.ResourceOptions(provider=provider)))
+    else:
+        pulumi.CustomResource(resource["type"], name, resource["inputs"])
 '''
 
 
@@ -139,7 +190,8 @@ def typed_listing(resources: int, directory: Path) -> Path:
 def program_listing(program: ProgramRun, directory: Path) -> Path:
     """The program's resources (types, names, inputs with secrets redacted), for the inputs floor to register."""
     return _write_listing(directory / "program.json", [
-        {"type": resource.type, "name": resource.name, "custom": resource.custom, "inputs": resource.inputs}
+        {"type": resource.type, "name": resource.name, "custom": resource.custom, "read": resource.read,
+         "inputs": resource.inputs}
         for resource in program.resources])
 
 
@@ -155,13 +207,16 @@ def run_floor(listing: Path, directory: Path, program: str = FLOOR_PROGRAM) -> P
     return run_program({f"{PROJECT}:resources": str(listing)}, stack="benchmark", project_dir=directory)
 
 
+FLOOR_PROGRAMS = {"floor": FLOOR_PROGRAM, "typed": TYPED_FLOOR_PROGRAM, "typed-objects": TYPED_OBJECTS_FLOOR_PROGRAM}
+
+
 def _run_one(kind: str, argument: str) -> ProgramRun:
     if kind == "program":
         return run_program(site_with_teams(int(argument)), stack="benchmark")
     if kind == "dev":
         return run_program(load_stack_file("dev"), stack="dev")
     with tempfile.TemporaryDirectory() as directory:
-        return run_floor(Path(argument), Path(directory), TYPED_FLOOR_PROGRAM if kind == "typed" else FLOOR_PROGRAM)
+        return run_floor(Path(argument), Path(directory), FLOOR_PROGRAMS[kind])
 
 
 def best_in_fresh_processes(kind: str, argument: str, repeat: int) -> Measurement:
@@ -209,17 +264,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             floor = best_in_fresh_processes("floor", str(plain), args.repeat)
             typed_floor = best_in_fresh_processes("typed", str(typed), args.repeat)
             inputs_floor = best_in_fresh_processes("floor", str(inputs), args.repeat)
+            objects_floor = best_in_fresh_processes("typed-objects", str(inputs), args.repeat)
         dev = best_in_fresh_processes("dev", "-", args.repeat)
-    assert program.resources == floor.resources == typed_floor.resources == inputs_floor.resources == count
+    assert {program.resources, floor.resources, typed_floor.resources, inputs_floor.resources,
+            objects_floor.resources} == {count}
     print(f"CPU seconds, best of {args.repeat} runs each in a fresh process (of which the cyclic collector):")
     for label, result in ((f"program, {args.teams} teams, {count} resources", program),
                           (f"plain floor: {count} plain resources, one input each", floor),
                           (f"typed floor: {count} typed resources (kubernetes ConfigMaps, one input each)",
                            typed_floor),
                           ("inputs floor: the program's resources registered plainly", inputs_floor),
+                          ("typed objects floor: the program's resources, each object through its typed class",
+                           objects_floor),
                           (f"dev stack, {dev.resources} resources", dev)):
         print(f"  {label}: {result.seconds:.2f} s ({result.collector:.2f} s)")
-    for label, result in (("plain floor", floor), ("typed floor", typed_floor), ("inputs floor", inputs_floor)):
+    for label, result in (("plain floor", floor), ("typed floor", typed_floor), ("inputs floor", inputs_floor),
+                          ("typed objects floor", objects_floor)):
         print(f"ratio to the {label}: {ratio(program, result):.2f}x "
               f"({ratio(program, result, without_collector=True):.2f}x without the collector on either side)")
     print(f"the typed floor's ratio to the plain floor (what the SDK's typed classes cost by themselves): "
