@@ -135,7 +135,7 @@ host kind it also renders the control plane's volume claim class
     Key("version", Version("", versions.VCLUSTER_MINIMUM_VERSION,
                            "older charts run a virtual Kubernetes without GA MutatingAdmissionPolicy, which the "
                            "in-vCluster defaults need (1.36), and before 0.31 their values schema refuses the "
-                           "program's values"),
+                           "program's values", newest=versions.VCLUSTER_VERSION),
         DEFAULT_VCLUSTER.version, "Pinned vCluster chart version "
         "(`https://charts.loft.sh`).", example="0.36.1"),
     Key("nodeLabels", StringMap(), Derived("EKS: `{gpu-tenancy/role: gpu}`; MicroK8s and existing clusters: `{}` "

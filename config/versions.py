@@ -104,6 +104,13 @@ KUBE_PROMETHEUS_STACK_MINIMUM_VERSION = "88.0.0"
 # ValidatingAdmissionPolicy v1, which guards every tenant namespace, is GA (served by default) from 1.30.
 KUBERNETES_MINIMUM_VERSION = "1.30"
 
+# --- the newest version of each component the config accepts --------------------------------------
+# The pinned default of each chart above (config/version_types.py Version(newest=...)): the release the tests
+# render with the program's values and whose source the tenant boundary is listed from (tests/conftest.py
+# MIRRORED_TAGS). A higher number is not a later release of the same code: KAI's v0.20.1 tag (November 2025)
+# predates v0.16.0 and has no blockNvidiaVisibleDevices. A newer release is taken up by raising the pin here,
+# which runs every contract test against it.
+
 # HAMi-core (libvgpu.so), the in-container library that enforces a memory-capped team's
 # CUDA_DEVICE_MEMORY_LIMIT (written by KAI's hamicore plugins). KAI's own guide at v0.16.4 and v0.17.0
 # (docs/gpu-sharing/hami/README.md) names Project-HAMi/KAI-resource-isolator as the library's carrier: its

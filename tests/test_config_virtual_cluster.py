@@ -84,7 +84,7 @@ def test_the_floor_is_one_statement_a_chart_the_program_knows_running_kubernetes
     (versions.VCLUSTER_MINIMUM_VERSION, None, "v1.36.0"),
     ("0.35.2", None, "v1.36.0"),
     ("0.36.1-rc.1", "v1.36.2", "v1.36.2"),
-    ("0.37.0", None, "v1.36.0"),
+    ("0.36.0", None, "v1.36.0"),
     ("0.36.1", "v1.37.1", "v1.37.1"),
 ])
 def test_a_virtual_cluster_on_kubernetes_1_36_or_later_passes(version, k8s, expected):

@@ -9,7 +9,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from config import ConfigError, load_platform
+from config import ConfigError, load_platform, versions
 from config.stack_file import read_stack_file, stack_names
 from config.vocabulary import PROJECT_PREFIX, project_config
 from tools.docs import schema as schema_tool
@@ -73,3 +73,43 @@ def test_a_misspelt_namespace_and_a_plain_text_secret_are_refused(validator):
     assert list(validator.iter_errors(document))
     document = _set(_dev(), ("aws:region",), "eu-west-1")
     assert not list(validator.iter_errors(document))
+
+
+def _above(version: str) -> str:
+    """The next patch release after ``version``."""
+    prefix = "v" if version.startswith("v") else ""
+    major, minor, patch = versions.release_numbers(version)
+    return f"{prefix}{major}.{minor}.{patch + 1}"
+
+
+# (key, version, accepted): around each chart's floor and pin, where the loader's order and the schema's patterns
+# must agree (a pre-release comes before its release, build metadata does not count).
+VERSIONS = [
+    *[(key, version, True) for key, version in (
+        ("kaiScheduler", versions.KAI_MINIMUM_VERSION), ("kaiScheduler", "v0.16.8"),
+        ("kaiScheduler", versions.KAI_VERSION), ("kaiScheduler", f"{versions.KAI_VERSION}-rc.1"),
+        ("vcluster", versions.VCLUSTER_MINIMUM_VERSION), ("vcluster", f"{versions.VCLUSTER_VERSION}+build.7"),
+        ("vcluster", versions.VCLUSTER_VERSION), ("observability", versions.KUBE_PROMETHEUS_STACK_VERSION))],
+    *[(key, version, False) for key, version in (
+        ("kaiScheduler", "v0.15.9"), ("kaiScheduler", _above(versions.KAI_VERSION)), ("kaiScheduler", "v0.20.1"),
+        ("kaiScheduler", "v1.0.0"), ("vcluster", _above(versions.VCLUSTER_VERSION)), ("vcluster", "0.37.0-rc.1"),
+        ("vcluster", "0.100.0"), ("observability", _above(versions.KUBE_PROMETHEUS_STACK_VERSION)),
+        ("observability", "88.10.0"), ("observability", "87.99.99"))],
+]
+
+
+@pytest.mark.parametrize("key, version, accepted", VERSIONS, ids=[f"{key}={version}" for key, version, _ in VERSIONS])
+def test_the_schema_and_the_loader_accept_the_same_chart_versions(validator, key, version, accepted):
+    field = "chartVersion" if key == "observability" else "version"
+    document = copy.deepcopy(_dev())
+    section = document["config"].setdefault(PROJECT_PREFIX + key, {})
+    section[field] = version
+    if key == "observability":
+        section["prometheus"] = "install"
+    assert (not list(validator.iter_errors(document))) is accepted
+    raw = project_config(document["config"])
+    if accepted:
+        load_platform(raw)
+    else:
+        with pytest.raises(ConfigError, match=f"{key}.{field} = '{version}'"):
+            load_platform(raw)

@@ -77,6 +77,28 @@ def test_a_version_below_the_floor_is_refused_and_the_floor_passes(site, path, o
     load_platform(config_spec.put(site(), path, floor), secrets_set=secrets)
 
 
+# Newer than the pin: KAI's v0.20.1 tag (November 2025) is numbered above the pin but predates the floor, and
+# vCluster's 0.37.0-rc.1 is a pre-release of the next minor; both are real tags. The others are the next releases.
+ABOVE_THE_PIN = [
+    (config_spec.dev_config, "kaiScheduler.version", "v0.20.1", versions.KAI_VERSION),
+    (config_spec.dev_config, "vcluster.version", "0.37.0-rc.1", versions.VCLUSTER_VERSION),
+    (config_spec.dev_config, "teams[1].vcluster.version", "0.36.2", versions.VCLUSTER_VERSION),
+    (_eks, "gpuOperator.version", "v26.7.1", versions.GPU_OPERATOR_VERSION),
+    (config_spec.dev_config, "cluster.microk8s.nvidiaAddonOperatorVersion", "v27.0.0",
+     versions.GPU_OPERATOR_VERSION),
+    (config_spec.dev_config, "observability.chartVersion", "89.0.0", versions.KUBE_PROMETHEUS_STACK_VERSION),
+]
+
+
+@pytest.mark.parametrize("site, path, newer, pin", ABOVE_THE_PIN,
+                         ids=[f"{case[1]}={case[2]}" for case in ABOVE_THE_PIN])
+def test_a_version_newer_than_the_pin_is_refused_and_the_pin_passes(site, path, newer, pin):
+    # The boundary and the values were checked up to the pin; a later release is unchecked.
+    found = config_spec.assert_rejected(config_spec.put(site(), path, newer), path, newer, fix=f"pin {pin} or older")
+    assert f"releases after {pin} are not supported: " in found.problem
+    load_platform(config_spec.put(site(), path, pin))
+
+
 def test_every_floor_and_default_is_a_mirrored_release():
     for chart, (floor, default, _) in CHARTS.items():
         repository, tag, _ = CHART_SOURCES[chart]
