@@ -14,6 +14,7 @@ import copy
 import dataclasses
 from pathlib import Path
 
+import kubernetes_validate
 import pytest
 
 from config import versions
@@ -365,6 +366,26 @@ def test_the_programs_own_tenant_dns_is_what_the_check_sees(dev_run):
 
 
 # --- schemas ----------------------------------------------------------------------------------------
+
+
+def test_a_site_newer_than_every_known_schema_is_checked_against_the_newest_with_a_warning(sites):
+    # A Kubernetes minor released after the pinned kubernetes-validate: the config accepts it, so the check
+    # must run, not crash (kubernetes-validate raises VersionNotSupportedError for it).
+    newest = ".".join(kubernetes_validate.utils.latest_version().split(".")[:2])
+    major, minor = versions.release_numbers(newest)
+    site = dataclasses.replace(sites["kubeconfig"], kubernetes_version=f"{major}.{minor + 1}")
+    valid = K8sObject({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "apps"},
+                       "data": {"k": "v"}}, "test")
+    [warning] = deployability.check_schemas([valid], site, [])
+    assert warning.severity == deployability.WARNING and warning.object == f"site {site.stack}"
+    assert f"Kubernetes {major}.{minor + 1} is newer" in warning.message and f"against Kubernetes {newest}" in \
+        warning.message
+    typo = K8sObject({**valid.manifest, "dataa": {"k": "v"}}, "test")
+    found = deployability.check_schemas([typo], site, [])
+    assert [f.severity for f in found] == [deployability.WARNING, deployability.ERROR]
+    assert "dataa" in found[1].message
+    # A site the schemas know gets no warning.
+    assert not deployability.check_schemas([valid], dataclasses.replace(site, kubernetes_version=newest), [])
 
 
 def test_an_invalid_object_is_a_kubernetes_validate_finding(attack_cache, tmp_path, sites):

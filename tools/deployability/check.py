@@ -216,11 +216,24 @@ def check_grafana_admin(objects: Sequence[K8sObject]) -> list[Finding]:
 # --- schemas --------------------------------------------------------------------------------------
 
 
+def schema_version(site: Site) -> tuple[str, list[Finding]]:
+    """The Kubernetes version whose schemas the site's built-in objects are checked against: the site's own, or,
+    for a site newer than every schema kubernetes-validate holds, its newest (said in a warning)."""
+    newest = ".".join(kubernetes_validate.utils.latest_version().split(".")[:2])
+    if versions.release_order(site.kubernetes_version) <= versions.release_order(newest):
+        return site.kubernetes_version, []
+    return newest, [Finding(WARNING, "schema", f"site {site.stack}",
+                            f"Kubernetes {site.kubernetes_version} is newer than the newest schemas kubernetes-validate "
+                            f"holds ({newest}): built-in objects were checked against Kubernetes {newest}",
+                            "upgrade kubernetes-validate in requirements-dev.txt once a release has "
+                            f"Kubernetes {site.kubernetes_version}'s schemas")]
+
+
 def check_schemas(objects: Sequence[K8sObject], site: Site, crds: Sequence[Mapping[str, Any]]) -> list[Finding]:
     """Built-in objects against the Kubernetes schemas of each site version, custom resources
     against their CRD; an object neither knows is reported too."""
     known_crds = {(crd["spec"]["group"], crd["spec"]["names"]["kind"]): crd for crd in crds}
-    findings = []
+    kube, findings = schema_version(site)
     for obj in objects:
         if obj.kind == "Pod" and obj.origin.startswith("vCluster"):
             continue  # a model of a synced pod, not an object anyone applies
@@ -232,7 +245,6 @@ def check_schemas(objects: Sequence[K8sObject], site: Site, crds: Sequence[Mappi
             continue
         if obj.patch:
             continue  # a patch of a built-in object is partial by design
-        kube = site.kubernetes_version
         try:
             kubernetes_validate.validate(known_fields(obj.manifest), kube, strict=True)
         except kubernetes_validate.SchemaNotFoundError:
