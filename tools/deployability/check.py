@@ -223,8 +223,9 @@ def schema_version(site: Site) -> tuple[str, list[Finding]]:
     if versions.release_order(site.kubernetes_version) <= versions.release_order(newest):
         return site.kubernetes_version, []
     return newest, [Finding(WARNING, "schema", f"site {site.stack}",
-                            f"Kubernetes {site.kubernetes_version} is newer than the newest schemas kubernetes-validate "
-                            f"holds ({newest}): built-in objects were checked against Kubernetes {newest}",
+                            f"Kubernetes {site.kubernetes_version} is newer than the newest schemas "
+                            f"kubernetes-validate holds ({newest}): built-in objects were checked against "
+                            f"Kubernetes {newest}",
                             "upgrade kubernetes-validate in requirements-dev.txt once a release has "
                             f"Kubernetes {site.kubernetes_version}'s schemas")]
 
