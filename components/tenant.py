@@ -114,6 +114,11 @@ def vcluster_values(team: Team, host_dns: str) -> dict:
                 "enabled": True, "cidr": "0.0.0.0/0", "except": list(EGRESS_EXCEPTIONS)}}},
         },
     }
+    if versions.release_order(settings.version) < versions.release_order(versions.VCLUSTER_WITHOUT_SNAPSHOT_RULES):
+        # Such a chart grants the syncer, by default, writes on VolumeSnapshots and the cluster-wide
+        # VolumeSnapshotContents (for volume snapshots the program never takes), which no host policy checks: a
+        # VolumeSnapshotContent can name any snapshot in the storage backend. Later charts refuse the value.
+        values["rbac"] = {"enableVolumeSnapshotRules": {"enabled": False}}
     values = deep_merge(values, host_values(settings))
     # Every pod inside gets KAI's scheduler and the team's queue; bad pods fail at kubectl apply.
     values = deep_merge(values, virtual_defaults_values(team))

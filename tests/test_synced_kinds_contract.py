@@ -1,20 +1,22 @@
 """What vCluster's syncer may write on the host, and what its virtual cluster runs, read from vCluster itself.
 
-- The syncer's Role and ClusterRole, rendered from the vCluster chart at the pinned tag with the values the
-  program renders: every resource it may create, update or patch is checked by a host admission policy
-  (components/admission.py for pods, components/synced_objects_admission.py for the rest) or listed below
-  with the reason it carries nothing a tenant writes. A vCluster upgrade or a values change that lets the
-  syncer write a new kind fails here until a policy covers it.
+- The syncer's Role and ClusterRole, rendered from the vCluster chart at every accepted tag (the floor and the
+  pin) with the values the program renders: every resource it may create, update or patch is checked by a
+  host admission policy (components/admission.py for pods, components/synced_objects_admission.py for the
+  rest) or listed below with the reason it carries nothing a tenant writes. A vCluster upgrade or a values
+  change that lets the syncer write a new kind fails here until a policy covers it.
 - The Kubernetes version each chart version runs inside (config/versions.py VCLUSTER_VIRTUAL_KUBERNETES),
   and that MutatingAdmissionPolicy is GA and on by default there.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import subprocess
 import tarfile
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 import yaml
@@ -23,7 +25,7 @@ from components import admission, synced_objects_admission
 from components.tenant import vcluster_values
 from config import versions
 from tools.offline.mocks import MOCK_CLUSTER_DNS
-from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, git, mirror
+from tests.conftest import ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, dev_config, eks_config, git, mirror
 from tests.tenant_sim import platform_of
 from tools.charts.render import render_release
 
@@ -49,14 +51,23 @@ def covered(spec: dict) -> set[tuple[str, str]]:
             if {"CREATE", "UPDATE"} <= set(rule["operations"])}
 
 
-@pytest.fixture(scope="module")
-def chart(tmp_path_factory) -> Path:
+class Chart(NamedTuple):
+    path: Path
+    version: str  # the chart's version, which the program's values depend on
+
+
+def extract_chart(tag: str, target: Path) -> Path:
     archive = subprocess.run(["git", "--git-dir", str(mirror(VCLUSTER)), "archive", "--prefix=vcluster/",
-                              f"{PINNED_TAG}:chart"], capture_output=True, check=True).stdout
-    target = tmp_path_factory.mktemp("vcluster-chart")
+                              f"{tag}:chart"], capture_output=True, check=True).stdout
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(target, filter="data")
     return target / "vcluster"
+
+
+@pytest.fixture(scope="module", params=ACCEPTED_VCLUSTER_TAGS)
+def chart(request, tmp_path_factory) -> Chart:
+    return Chart(extract_chart(request.param, tmp_path_factory.mktemp("vcluster-chart")),
+                 request.param.removeprefix("v"))
 
 
 def syncer_writes(chart: Path, team, values: dict) -> set[tuple[str, str]]:
@@ -68,14 +79,16 @@ def syncer_writes(chart: Path, team, values: dict) -> set[tuple[str, str]]:
             for group in rule.get("apiGroups", []) for resource in rule.get("resources", [])}
 
 
-def teams():
+def teams(version: str = versions.VCLUSTER_VERSION):
+    """The committed stacks' teams, each on vCluster ``version``."""
     for config in (dev_config(), eks_config()):
-        yield from platform_of(config).teams
+        for team in platform_of(config).teams:
+            yield dataclasses.replace(team, vcluster=dataclasses.replace(team.vcluster, version=version))
 
 
 def test_every_kind_the_syncer_may_write_is_checked_by_a_host_policy(chart):
-    for team in teams():
-        writes = syncer_writes(chart, team, vcluster_values(team, MOCK_CLUSTER_DNS))
+    for team in teams(chart.version):
+        writes = syncer_writes(chart.path, team, vcluster_values(team, MOCK_CLUSTER_DNS))
         checked = covered(admission.policy_spec(team)) | covered(synced_objects_admission.policy_spec(team))
         assert writes - checked - set(NOT_TENANT_OBJECTS) == set(), team.name
         # Each exemption is still granted: a reason nobody needs any more is removed, not kept.
@@ -84,12 +97,26 @@ def test_every_kind_the_syncer_may_write_is_checked_by_a_host_policy(chart):
 
 def test_a_sync_the_policies_do_not_cover_shows_up_as_an_unchecked_write(chart):
     """Rendering with ingress sync on (config/virtual_cluster.py refuses it) gives the syncer a kind no policy checks."""
-    team = next(teams())
+    team = next(teams(chart.version))
     values = vcluster_values(team, MOCK_CLUSTER_DNS)
     values["sync"]["toHost"]["ingresses"] = {"enabled": True}
-    writes = syncer_writes(chart, team, values)
+    writes = syncer_writes(chart.path, team, values)
     checked = covered(admission.policy_spec(team)) | covered(synced_objects_admission.policy_spec(team))
     assert writes - checked - set(NOT_TENANT_OBJECTS) == {("networking.k8s.io", "ingresses")}
+
+
+def test_the_floor_grants_snapshot_writes_unless_the_program_turns_them_off(tmp_path):
+    """vCluster 0.35.x's chart grants the syncer VolumeSnapshot and cluster-wide VolumeSnapshotContent writes by
+    default (rbac.enableVolumeSnapshotRules: auto); the program's values turn them off."""
+    floor = extract_chart(f"v{versions.VCLUSTER_MINIMUM_VERSION}", tmp_path)
+    team = next(teams(versions.VCLUSTER_MINIMUM_VERSION))
+    values = vcluster_values(team, MOCK_CLUSTER_DNS)
+    snapshots = {("snapshot.storage.k8s.io", "volumesnapshots"), ("snapshot.storage.k8s.io", "volumesnapshotcontents")}
+    assert not snapshots & syncer_writes(floor, team, values)
+    del values["rbac"]
+    assert snapshots <= syncer_writes(floor, team, values)
+    # The pinned chart has no such setting, and the program gives it none.
+    assert "rbac" not in vcluster_values(next(teams()), MOCK_CLUSTER_DNS)
 
 
 @pytest.mark.parametrize("tag", MIRRORED_TAGS[VCLUSTER])
