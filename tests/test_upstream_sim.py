@@ -6,13 +6,15 @@ import re
 
 import pytest
 
-from tests.conftest import ACCEPTED_VCLUSTER_TAGS, dev_config, git
+from tests.conftest import ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, dev_config, git
 from tests.tenant_sim import KAI_SCHEDULER, container, platform_of, virtual_pod
 from tests.upstream_sim import (
-    api_validate, device_list_prefix, host_label_key, kai_mutate, translated_label, vcluster_sync,
+    api_validate, device_list_prefix, host_label_key, kai_mutate, sanitises_sharing_names, translated_label,
+    vcluster_sync,
 )
 
 VCLUSTER = "loft-sh/vcluster"
+KAI = "kai-scheduler/KAI-Scheduler"
 
 
 @pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
@@ -66,8 +68,17 @@ def test_kais_webhook_gives_the_fraction_container_three_variables_a_volume_and_
     assert mutated["spec"]["runtimeClassName"] == "nvidia"
 
 
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI])
+def test_the_simulator_sanitises_sharing_names_where_kai_does(tag):
+    prefix = git(KAI, "show", f"{tag}:pkg/binder/common/gpusharingconfigmap/config_map.go")
+    volumes = git(KAI, "show", f"{tag}:pkg/binder/common/volumes.go")
+    trims = 'strings.TrimRight(baseName, ".-")' in prefix
+    assert trims == ("invalidDNSLabelChars.ReplaceAllString(volumeName" in volumes) == sanitises_sharing_names(tag)
+
+
 def test_the_device_list_prefix_is_cut_as_each_kai_tag_cuts_it():
     name = "a" * 32 + "-" + "b" * 10
     assert device_list_prefix(name, 0, "v0.16.4", "bq2kd7x") == "a" * 32 + "--bq2kd7x-shared-gpu"
     assert device_list_prefix(name, 0, "v0.17.0", "bq2kd7x") == "a" * 32 + "-bq2kd7x-shared-gpu"
     assert device_list_prefix(name, 10, "v0.16.4", "bq2kd7x") == "a" * 32 + "-bq2kd7x-shared-gpu"
+    assert device_list_prefix(name, 0, "v0.16.0", "bq2kd7x") == device_list_prefix(name, 0, "v0.16.4", "bq2kd7x")

@@ -30,6 +30,7 @@ import re
 from typing import Optional
 
 from config.model import Team, TenantLimitRange
+from config.versions import release_order
 
 GPU_RESOURCE = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"
@@ -164,17 +165,26 @@ def _requests_gpu(entry: dict) -> bool:
                for name, value in requests.items())
 
 
+# The first KAI release that trims '.' and '-' off a cut pod name (config_map.go generateConfigMapNamePrefix) and
+# makes the ConfigMap's volume name a DNS label (volumes.go GetConfigVolumeName); v0.16.0 to v0.16.4 do neither.
+KAI_SANITISED_SHARING_NAMES = "v0.16.5"
+
+
+def sanitises_sharing_names(kai_version: str) -> bool:
+    return release_order(kai_version) >= release_order(KAI_SANITISED_SHARING_NAMES)
+
+
 def device_list_prefix(pod_name: str, index: int, kai_version: str, random_chars: str) -> str:
     """generateConfigMapNamePrefix (config_map.go): the name cut for a 63-character volume name."""
     base = pod_name[:(63 - 13) - len("shared-gpu") - len(str(index)) - 1 - 5]
-    if kai_version != "v0.16.4":
+    if sanitises_sharing_names(kai_version):
         base = base.rstrip(".-")
     return f"{base}-{random_chars}-shared-gpu"
 
 
 def _volume_name(configmap: str, kai_version: str) -> str:
     name = f"{configmap}-vol"
-    return name if kai_version == "v0.16.4" else re.sub("[^a-z0-9-]+", "-", name.lower()).strip("-")
+    return re.sub("[^a-z0-9-]+", "-", name.lower()).strip("-") if sanitises_sharing_names(kai_version) else name
 
 
 def _set_env(entry: dict, name: str, value: dict) -> None:
