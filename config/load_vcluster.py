@@ -172,9 +172,12 @@ host kind it also renders the control plane's volume claim class
     Key("extraValues", AnyMap(), DEFAULT_VCLUSTER.extra_values,
         "Raw vCluster Helm values, deep-merged last over what the program renders.",
         example="{controlPlane: {proxy: {extraSANs: [vc.example]}}}",
-        details="They can override anything, including settings KAI relies on such as "
-                "`experimental.syncSettings.setOwner: false`. The loader only checks that this is a map. Helm "
-                "validates the values against the chart schema when it installs."),
+        details="They can override almost anything, including settings KAI relies on such as "
+                "`experimental.syncSettings.setOwner: false`. The loader refuses only what would let the syncer "
+                "write on the host what no host policy checks: a `sync.toHost` kind the policies do not cover, and "
+                "any change to the syncer's host permissions (`rbac.role` or `rbac.clusterRole` `extraRules` / "
+                "`overwriteRules`, `rbac.enableVolumeSnapshotRules`). Helm validates the values against the chart "
+                "schema when it installs."),
     Key("access", ACCESS, {}, "How the team reaches its vCluster (endpoint) and who it is there (OIDC).",
         details="See [Team access](team-guide.md)."),
 ))

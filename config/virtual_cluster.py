@@ -82,10 +82,29 @@ def minor_version(version: str) -> Optional[tuple[int, int]]:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
+# vCluster values that change the syncer's host Role or ClusterRole, which the host policies were checked against
+# (tests/test_synced_kinds_contract.py): extra or replacement rules, and the snapshot rules the program sets.
+SYNCER_RULE_VALUES = (("rbac", "role", "extraRules"), ("rbac", "role", "overwriteRules"),
+                      ("rbac", "clusterRole", "extraRules"), ("rbac", "clusterRole", "overwriteRules"),
+                      ("rbac", "enableVolumeSnapshotRules"))
+
+
 def check_virtual_clusters(reader: Reader, teams: Sequence[Team]) -> None:
     for index, team in enumerate(teams):
         _check_to_host_syncs(reader, index, team)
+        _check_syncer_rules(reader, index, team)
         _check_virtual_version(reader, index, team)
+
+
+def _check_syncer_rules(reader: Reader, index: int, team: Team) -> None:
+    for path in SYNCER_RULE_VALUES:
+        value = _dig(team.vcluster.extra_values, *path[:-1]).get(path[-1])
+        if value not in (None, []):
+            reader.fail(f"teams[{index}].vcluster.extraValues.{'.'.join(path)}", value,
+                        f"it changes the host permissions of team {team.name}'s syncer, which runs in the tenant's "
+                        "control plane: every kind it may write on the host is checked by a host policy, and "
+                        "only the chart's own rules were checked",
+                        "remove it from the stack's or the team's vcluster.extraValues")
 
 
 def _check_to_host_syncs(reader: Reader, index: int, team: Team) -> None:

@@ -45,6 +45,33 @@ def test_a_sync_to_the_host_no_policy_covers_is_refused(sync, kind):
                     fix="remove it")
 
 
+PV_WRITE = [{"apiGroups": [""], "resources": ["persistentvolumes"], "verbs": ["create", "patch"]}]
+
+
+@pytest.mark.parametrize("path, value", [
+    ("rbac.clusterRole.extraRules", PV_WRITE),
+    ("rbac.role.extraRules", [{"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]}]),
+    ("rbac.role.overwriteRules", PV_WRITE),
+    ("rbac.clusterRole.overwriteRules", PV_WRITE),
+    ("rbac.enableVolumeSnapshotRules", {"enabled": True}),
+])
+def test_values_that_change_the_syncers_host_permissions_are_refused(path, value):
+    extra: dict = {}
+    node = extra
+    for key in path.split(".")[:-1]:
+        node = node.setdefault(key, {})
+    node[path.split(".")[-1]] = value
+    config = put(dev_config(), "teams[1].vcluster.extraValues", extra)
+    found = assert_rejected(config, f"teams[1].vcluster.extraValues.{path}", value, fix="remove it")
+    assert "host permissions of team team-vision's syncer" in found.problem
+
+
+def test_empty_rule_lists_change_nothing_and_pass():
+    config = put(dev_config(), "vcluster.extraValues", {"rbac": {"role": {"extraRules": []},
+                                                                 "clusterRole": {"overwriteRules": []}}})
+    assert load_platform(config).teams
+
+
 def test_covered_and_disabled_syncs_pass():
     config = put(dev_config(), "vcluster.extraValues", {"sync": {"toHost": {
         "configMaps": {"all": True}, "secrets": {"all": True}, "ingresses": {"enabled": False},

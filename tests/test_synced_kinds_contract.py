@@ -24,8 +24,9 @@ import yaml
 from components import admission, synced_objects_admission
 from components.tenant import vcluster_values
 from config import versions
+from config.merge import deep_merge
 from tools.offline.mocks import MOCK_CLUSTER_DNS
-from tests.conftest import ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, dev_config, eks_config, git, mirror
+from tests.conftest import ACCEPTED_VCLUSTER_TAGS, COMMITTED_STACKS, MIRRORED_TAGS, git, mirror, stack_config
 from tests.tenant_sim import platform_of
 from tools.charts.render import render_release
 
@@ -79,15 +80,17 @@ def syncer_writes(chart: Path, team, values: dict) -> set[tuple[str, str]]:
             for group in rule.get("apiGroups", []) for resource in rule.get("resources", [])}
 
 
-def teams(version: str = versions.VCLUSTER_VERSION):
-    """The committed stacks' teams, each on vCluster ``version``."""
-    for config in (dev_config(), eks_config()):
-        for team in platform_of(config).teams:
+def teams(version: str = versions.VCLUSTER_VERSION, stacks=COMMITTED_STACKS):
+    """The teams of the stacks (every committed one by default), each on vCluster ``version``."""
+    for stack in stacks:
+        for team in platform_of(stack_config(stack)).teams:
             yield dataclasses.replace(team, vcluster=dataclasses.replace(team.vcluster, version=version))
 
 
-def test_every_kind_the_syncer_may_write_is_checked_by_a_host_policy(chart):
-    for team in teams(chart.version):
+@pytest.mark.parametrize("stack", COMMITTED_STACKS)
+def test_every_kind_the_syncer_may_write_is_checked_by_a_host_policy(chart, stack):
+    # With each site's own values (its extraValues included), at every accepted chart.
+    for team in teams(chart.version, [stack]):
         writes = syncer_writes(chart.path, team, vcluster_values(team, MOCK_CLUSTER_DNS))
         checked = covered(admission.policy_spec(team)) | covered(synced_objects_admission.policy_spec(team))
         assert writes - checked - set(NOT_TENANT_OBJECTS) == set(), team.name
@@ -103,6 +106,17 @@ def test_a_sync_the_policies_do_not_cover_shows_up_as_an_unchecked_write(chart):
     writes = syncer_writes(chart.path, team, values)
     checked = covered(admission.policy_spec(team)) | covered(synced_objects_admission.policy_spec(team))
     assert writes - checked - set(NOT_TENANT_OBJECTS) == {("networking.k8s.io", "ingresses")}
+
+
+def test_extra_rules_in_the_values_would_give_the_syncer_an_unchecked_write(chart):
+    """What the config refuses in vcluster.extraValues (config/virtual_cluster.py SYNCER_RULE_VALUES) reaches the
+    syncer's roles: an extra cluster rule is a write no host policy checks."""
+    team = next(teams(chart.version))
+    values = deep_merge(vcluster_values(team, MOCK_CLUSTER_DNS), {"rbac": {"clusterRole": {"extraRules": [
+        {"apiGroups": [""], "resources": ["persistentvolumes"], "verbs": ["create"]}]}}})
+    writes = syncer_writes(chart.path, team, values)
+    checked = covered(admission.policy_spec(team)) | covered(synced_objects_admission.policy_spec(team))
+    assert writes - checked - set(NOT_TENANT_OBJECTS) == {("", "persistentvolumes")}
 
 
 def test_the_floor_grants_snapshot_writes_unless_the_program_turns_them_off(tmp_path):
