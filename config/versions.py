@@ -24,9 +24,10 @@ KAI_VERSION = "v0.17.0"
 VCLUSTER_REPO = "https://charts.loft.sh"
 VCLUSTER_CHART = "vcluster"
 VCLUSTER_VERSION = "0.36.1"
-# The Kubernetes each mirrored vCluster chart version (the floor and the default, below) runs inside by default
-# (its controlPlane.distro.k8s.image.tag); the in-vCluster defaults need 1.36 (components/virtual_defaults.py).
-VCLUSTER_VIRTUAL_KUBERNETES = {"0.36.1": "v1.36.0", "0.35.0": "v1.36.0"}
+# The Kubernetes each vCluster release from the floor to the default (below) runs inside by default (its
+# controlPlane.distro.k8s.image.tag); the in-vCluster defaults need 1.36 (components/virtual_defaults.py).
+VCLUSTER_VIRTUAL_KUBERNETES = {"0.36.1": "v1.36.0", "0.36.0": "v1.36.0", "0.35.3": "v1.36.0", "0.35.2": "v1.36.0",
+                               "0.35.1": "v1.36.0", "0.35.0": "v1.36.0"}
 # The first vCluster chart without rbac.enableVolumeSnapshotRules: earlier ones grant the syncer VolumeSnapshot
 # and VolumeSnapshotContent writes unless it is false (components/tenant.py), this one refuses the value.
 VCLUSTER_WITHOUT_SNAPSHOT_RULES = "0.36.0"
