@@ -53,9 +53,9 @@ def dev_config() -> dict:
 # Upstream git repositories the contract tests read, each at these tags. They come as bare mirrors
 # (``<owner>+<name>/repo``) under $GPU_TENANCY_MIRRORS; the PR workflow fetches exactly these.
 MIRRORS_VARIABLE = "GPU_TENANCY_MIRRORS"
-# A chart's oldest accepted version (config/versions.py *_MINIMUM_VERSION) and its pin are among them (for KAI and
-# vCluster, whose source the tenant boundary is listed from, every release between), and so are the releases
-# kube-prometheus-stack depends on (tests/mirror_charts.py).
+# A chart's oldest accepted version (config/versions.py *_MINIMUM_VERSION) and its pin are among them (for KAI,
+# vCluster and the GPU Operator, whose source the tenant boundary is listed from, every release between), and so
+# are the releases kube-prometheus-stack depends on (tests/mirror_charts.py).
 MIRRORED_TAGS = {
     "kai-scheduler/KAI-Scheduler": ("v0.16.0", "v0.16.1", "v0.16.2", "v0.16.3", "v0.16.4", "v0.16.5", "v0.16.6",
                                     "v0.16.7", "v0.16.8", "v0.17.0"),
@@ -63,7 +63,8 @@ MIRRORED_TAGS = {
     "NVIDIA/dcgm-exporter": ("3.3.8-3.6.0", "4.5.3-4.8.2"),
     "kubernetes/kube-state-metrics": ("v2.20.0",),
     "loft-sh/vcluster": ("v0.35.0", "v0.35.1", "v0.35.2", "v0.35.3", "v0.36.0", "v0.36.1"),
-    "NVIDIA/gpu-operator": ("v24.9.0", "v26.3.3", "v26.7.0"),
+    "NVIDIA/gpu-operator": ("v24.9.0", "v24.9.1", "v24.9.2", "v25.3.0", "v25.3.1", "v25.3.2", "v25.3.3", "v25.3.4",
+                            "v25.10.0", "v25.10.1", "v26.3.0", "v26.3.1", "v26.3.2", "v26.3.3", "v26.7.0"),
     "prometheus-community/helm-charts": (
         "kube-prometheus-stack-88.0.0", "kube-prometheus-stack-88.5.3",
         "kube-state-metrics-8.0.0", "kube-state-metrics-8.4.0", "prometheus-node-exporter-4.56.1",
