@@ -188,7 +188,8 @@ def typed_listing(resources: int, directory: Path) -> Path:
 
 
 def program_listing(program: ProgramRun, directory: Path) -> Path:
-    """The program's resources (types, names, inputs with secrets redacted), for the inputs floor to register."""
+    """The program's resources (types, names, reads, inputs with secrets redacted), for the inputs floor and the
+    typed objects floor to register."""
     return _write_listing(directory / "program.json", [
         {"type": resource.type, "name": resource.name, "custom": resource.custom, "read": resource.read,
          "inputs": resource.inputs}
