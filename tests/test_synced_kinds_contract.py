@@ -27,8 +27,8 @@ from components.tenant import vcluster_values
 from config import versions
 from config.merge import deep_merge
 from tools.offline.mocks import MOCK_CLUSTER_DNS
+from ops.sites import platform_of
 from tests.conftest import ACCEPTED_VCLUSTER_TAGS, COMMITTED_STACKS, MIRRORED_TAGS, git, mirror, stack_config
-from tests.tenant_sim import platform_of
 from tools.charts.render import render_release
 
 VCLUSTER = "loft-sh/vcluster"
@@ -90,7 +90,8 @@ def unchecked_writes(chart: Path, team, values: dict) -> set[tuple[str, str]]:
 def teams(version: str = versions.VCLUSTER_VERSION, stacks=COMMITTED_STACKS):
     """The teams of the stacks (every committed one by default), each on vCluster ``version``."""
     for stack in stacks:
-        for team in platform_of(stack_config(stack)).teams:
+        # As the program validates a site: its secrets are not in the stack file.
+        for team in platform_of(stack_config(stack), stack).teams:
             yield dataclasses.replace(team, vcluster=dataclasses.replace(team.vcluster, version=version))
 
 
