@@ -66,21 +66,6 @@ def at_least_pattern(number: int) -> str:
     return "(?:" + "|".join(options) + ")"
 
 
-def at_most_pattern(number: int) -> str:
-    """A regular expression for the whole numbers <= ``number`` written without leading zeros."""
-    digits = str(number)
-    # Shorter numbers, the number itself, or the same length with a lower digit after a shared prefix.
-    shorter = {1: [], 2: ["0", "[1-9]"]}.get(len(digits), ["0", rf"[1-9]\d{{0,{len(digits) - 2}}}"])
-    options = [digits, *shorter]
-    for index, digit in enumerate(digits):
-        lowest, highest = (1 if index == 0 and len(digits) > 1 else 0), int(digit) - 1
-        if highest >= lowest:
-            rest = len(digits) - index - 1
-            lower = str(lowest) if lowest == highest else f"[{lowest}-{highest}]"
-            options.append(digits[:index] + lower + (rf"\d{{{rest}}}" if rest else ""))
-    return "(?:" + "|".join(options) + ")"
-
-
 class Invalid(Exception):
     """A value its type refuses. ``entry`` names the map entry at fault (holding ``value``), if it is one."""
 

@@ -60,8 +60,7 @@ read the kubeconfig. Each step waits for `microk8s status --wait-ready`.""", key
         details="Then wait up to 5 minutes for the addon's ClusterPolicy `cluster-policy` (the addon ignores Helm "
                 "failures, so the step fails with an explanation if no operator appeared). Leave it `false` if the "
                 "addon is already enabled (the `dev` box). Use it with `gpuOperator.mode: microk8s-addon`."),
-    Key("nvidiaAddonOperatorVersion", Version("v", versions.GPU_OPERATOR_MINIMUM_VERSION, GPU_OPERATOR_FLOOR_REASON,
-                                              newest=versions.GPU_OPERATOR_VERSION),
+    Key("nvidiaAddonOperatorVersion", Version("v", versions.GPU_OPERATOR_RELEASES, GPU_OPERATOR_FLOOR_REASON),
         versions.MICROK8S_ADDON_GPU_OPERATOR_VERSION,
         "Pinned GPU Operator version for the addon.", example="v26.3.3",
         details="Only used when `enableNvidiaAddon` is true."),

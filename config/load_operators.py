@@ -40,8 +40,7 @@ The chart values the program always sets in `install` mode are `cdi.enabled: tru
                 "operator's (existing) namespace and exports its name and keys. Only `install` creates the "
                 "namespace. With `cluster.microk8s.enableNvidiaAddon: true`, only `microk8s-addon` is allowed: two "
                 "operators would fight over the cluster-wide ClusterPolicy."),
-    Key("version", Version("v", versions.GPU_OPERATOR_MINIMUM_VERSION, GPU_OPERATOR_FLOOR_REASON,
-                           newest=versions.GPU_OPERATOR_VERSION),
+    Key("version", Version("v", versions.GPU_OPERATOR_RELEASES, GPU_OPERATOR_FLOOR_REASON),
         versions.GPU_OPERATOR_VERSION, "Pinned chart version, used in `install` mode.", example="v26.3.3"),
     Key("namespace", Text(dns_label=True), "gpu-operator", "Where the operator and the sharing ConfigMap live.",
         example="nvidia-system", default_note=f"in `microk8s-addon` mode it is always `{MICROK8S_ADDON_NAMESPACE}`",
@@ -63,9 +62,8 @@ The chart values the program always sets in `install` mode are `cdi.enabled: tru
 ))
 
 KAI_SCHEDULER = Block(title="KAI Scheduler", keys=(
-    Key("version", Version("v", versions.KAI_MINIMUM_VERSION, "they cannot blank NVIDIA_VISIBLE_DEVICES in "
-                           "containers that hold no GPU, so a tenant could reach every GPU of a node",
-                           newest=versions.KAI_VERSION),
+    Key("version", Version("v", versions.KAI_RELEASES, "they cannot blank NVIDIA_VISIBLE_DEVICES in containers that "
+                           "hold no GPU, so a tenant could reach every GPU of a node"),
         versions.KAI_VERSION,
         f"Pinned KAI Scheduler chart version, {versions.KAI_MINIMUM_VERSION} to {versions.KAI_VERSION}.",
         example="v0.16.4",

@@ -132,10 +132,10 @@ host kind it also renders the control plane's volume claim class
 - **Existing cluster:** all nodes (`{}`); the program does not know the cluster's pools. Set
   labels your GPU nodes carry (e.g. `{nvidia.com/gpu.present: "true"}`) to keep tenants off
   other nodes.""", keys=(
-    Key("version", Version("", versions.VCLUSTER_MINIMUM_VERSION,
+    Key("version", Version("", versions.VCLUSTER_RELEASES,
                            "older charts run a virtual Kubernetes without GA MutatingAdmissionPolicy, which the "
                            "in-vCluster defaults need (1.36), and before 0.31 their values schema refuses the "
-                           "program's values", newest=versions.VCLUSTER_VERSION),
+                           "program's values"),
         DEFAULT_VCLUSTER.version, "Pinned vCluster chart version "
         "(`https://charts.loft.sh`).", example="0.36.1"),
     Key("nodeLabels", StringMap(), Derived("EKS: `{gpu-tenancy/role: gpu}`; MicroK8s and existing clusters: `{}` "

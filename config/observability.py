@@ -205,10 +205,9 @@ builds.""", keys=(
         example="observability",
         details="With `external`, use the namespace your Grafana's dashboard sidecar watches. Never a team's "
                 "namespace; with `install`, not KAI's or the GPU Operator's either."),
-    Key("chartVersion", Version("", versions.KUBE_PROMETHEUS_STACK_MINIMUM_VERSION,
+    Key("chartVersion", Version("", versions.KUBE_PROMETHEUS_STACK_RELEASES,
                                 "the program's values are written for major release 88, and the chart "
-                                "makes breaking changes only in major releases",
-                                newest=versions.KUBE_PROMETHEUS_STACK_VERSION),
+                                "makes breaking changes only in major releases"),
         _OBSERVABILITY.chart_version,
         "kube-prometheus-stack chart version (`install`).", example="88.5.3"),
     Key("retention", Text(form="Prometheus duration", checks=(PROMETHEUS_DURATION,)), _OBSERVABILITY.retention,

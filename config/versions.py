@@ -24,7 +24,7 @@ KAI_VERSION = "v0.17.0"
 VCLUSTER_REPO = "https://charts.loft.sh"
 VCLUSTER_CHART = "vcluster"
 VCLUSTER_VERSION = "0.36.1"
-# The Kubernetes each vCluster release from the floor to the default (below) runs inside by default (its
+# The Kubernetes each accepted vCluster release (VCLUSTER_RELEASES, below) runs inside by default (its
 # controlPlane.distro.k8s.image.tag); the in-vCluster defaults need 1.36 (components/virtual_defaults.py).
 VCLUSTER_VIRTUAL_KUBERNETES = {"0.36.1": "v1.36.0", "0.36.0": "v1.36.0", "0.35.3": "v1.36.0", "0.35.2": "v1.36.0",
                                "0.35.1": "v1.36.0", "0.35.0": "v1.36.0"}
@@ -88,7 +88,7 @@ KUBE_PROMETHEUS_STACK_VERSION = "88.5.3"
 PROM_LABEL_PROXY_IMAGE = "quay.io/prometheuscommunity/prom-label-proxy:v0.9.0"
 
 # --- the oldest version of each component the config accepts -----------------------------------
-# Each is enforced by its config key (config/version_types.py Version(minimum=...)); the chart floors are the
+# Each is enforced by its config key (config/version_types.py Version); the chart floors are the
 # oldest releases whose chart renders with the program's values and passes its own values schema, checked
 # by tests/test_version_floors.py with the real charts at these tags (tests/conftest.py MIRRORED_TAGS).
 
@@ -108,12 +108,25 @@ KUBE_PROMETHEUS_STACK_MINIMUM_VERSION = "88.0.0"
 # ValidatingAdmissionPolicy v1, which guards every tenant namespace, is GA (served by default) from 1.30.
 KUBERNETES_MINIMUM_VERSION = "1.30"
 
-# --- the newest version of each component the config accepts --------------------------------------
-# The pinned default of each chart above (config/version_types.py Version(newest=...)): the release the tests
-# render with the program's values and whose source the tenant boundary is listed from (tests/conftest.py
-# MIRRORED_TAGS). A higher number is not a later release of the same code: KAI's v0.20.1 tag (November 2025)
-# predates v0.16.0 and has no blockNvidiaVisibleDevices. A newer release is taken up by raising the pin here,
-# which runs every contract test against it.
+# --- every version of each chart the config accepts ------------------------------------------------
+# Each chart version key accepts exactly these (config/version_types.py Version): every release of the chart from
+# its floor to its pin, and nothing else. Each is a release the tests render with the program's values and whose
+# source the tenant boundary is listed from (tests/conftest.py MIRRORED_TAGS holds them), and
+# tests/test_version_floors.py checks that each list is every release tag of the chart's repository in that
+# range. Left out: pre-releases (vCluster tags dozens of -alpha, -rc and -next builds between its releases, none
+# read by the suite), numbers no release carries, and anything above the pin. A higher number is not a later
+# release of the same code: KAI's v0.20.1 tag (November 2025) predates v0.16.0 and has no
+# blockNvidiaVisibleDevices. A newer release is taken up by raising the pin here and adding it to its list, which
+# runs every contract test against it.
+KAI_RELEASES = (KAI_MINIMUM_VERSION, "v0.16.1", "v0.16.2", "v0.16.3", "v0.16.4", "v0.16.5", "v0.16.6", "v0.16.7",
+                "v0.16.8", KAI_VERSION)
+VCLUSTER_RELEASES = (VCLUSTER_MINIMUM_VERSION, "0.35.1", "0.35.2", "0.35.3", "0.36.0", VCLUSTER_VERSION)
+GPU_OPERATOR_RELEASES = (GPU_OPERATOR_MINIMUM_VERSION, "v24.9.1", "v24.9.2", "v25.3.0", "v25.3.1", "v25.3.2",
+                         "v25.3.3", "v25.3.4", "v25.10.0", "v25.10.1", "v26.3.0", "v26.3.1", "v26.3.2", "v26.3.3",
+                         GPU_OPERATOR_VERSION)
+KUBE_PROMETHEUS_STACK_RELEASES = (
+    KUBE_PROMETHEUS_STACK_MINIMUM_VERSION, "88.0.1", "88.1.0", "88.1.1", "88.1.2", "88.1.3", "88.1.4", "88.1.5",
+    "88.1.6", "88.2.0", "88.3.0", "88.4.0", "88.5.0", "88.5.1", "88.5.2", KUBE_PROMETHEUS_STACK_VERSION)
 
 # HAMi-core (libvgpu.so), the in-container library that enforces a memory-capped team's
 # CUDA_DEVICE_MEMORY_LIMIT (written by KAI's hamicore plugins). KAI's own guide at v0.16.4 and v0.17.0

@@ -47,13 +47,8 @@ def virtual_kubernetes_version(settings: VClusterSettings) -> Optional[str]:
             return value
     if not settings.version:
         return None
-    # vCluster only ever moves its default Kubernetes forward: a chart runs at least what the newest known chart
-    # at or below it runs. The floor (versions.VCLUSTER_MINIMUM_VERSION) is a known chart, so every accepted
-    # version has one.
-    known = versions.VCLUSTER_VIRTUAL_KUBERNETES
-    release = versions.release_order(settings.version)
-    at_or_below = [version for version in known if versions.release_order(version) <= release]
-    return known[max(at_or_below, key=versions.release_order)] if at_or_below else None
+    # Every accepted release (versions.VCLUSTER_RELEASES) has its default listed; a refused one has its own error.
+    return versions.VCLUSTER_VIRTUAL_KUBERNETES.get(settings.version)
 
 
 def _under_default_registry(settings: VClusterSettings, image: str, registry: str) -> str:

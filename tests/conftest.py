@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, settings
 
 from tests.chart_spec import cache, demo  # noqa: F401 (fixtures of the chart specs)
 from config.stack_file import PROJECT_DIR, stack_names
-from config.versions import VCLUSTER_MINIMUM_VERSION, release_order
+from config import versions
 from tools.charts.cache import CACHE_ENV, chart_cache_dir, find_cached
 from tools.charts.render import release_chart_key, release_records
 from tools.offline.mockrun import load_stack_file, run_program
@@ -53,42 +53,35 @@ def dev_config() -> dict:
 # Upstream git repositories the contract tests read, each at these tags. They come as bare mirrors
 # (``<owner>+<name>/repo``) under $GPU_TENANCY_MIRRORS; the PR workflow fetches exactly these.
 MIRRORS_VARIABLE = "GPU_TENANCY_MIRRORS"
-# A chart's oldest accepted version (config/versions.py *_MINIMUM_VERSION) and its pin are among them (for KAI,
-# vCluster and the GPU Operator, whose source the tenant boundary is listed from, every release between), and so
-# are the releases kube-prometheus-stack depends on (tests/mirror_charts.py).
+# Every release the config accepts of each chart (config/versions.py *_RELEASES) is among them, and so are the
+# releases of the sub-charts kube-prometheus-stack depends on at each (tests/mirror_charts.py).
+ACCEPTED_VCLUSTER_TAGS = tuple(f"v{release}" for release in versions.VCLUSTER_RELEASES)
 MIRRORED_TAGS = {
-    "kai-scheduler/KAI-Scheduler": ("v0.16.0", "v0.16.1", "v0.16.2", "v0.16.3", "v0.16.4", "v0.16.5", "v0.16.6",
-                                    "v0.16.7", "v0.16.8", "v0.17.0"),
+    "kai-scheduler/KAI-Scheduler": versions.KAI_RELEASES,
     # The exporter the GPU Operator floor (v24.9.0) ships, and the one v26.3.3 ships.
     "NVIDIA/dcgm-exporter": ("3.3.8-3.6.0", "4.5.3-4.8.2"),
     "kubernetes/kube-state-metrics": ("v2.20.0",),
-    "loft-sh/vcluster": ("v0.35.0", "v0.35.1", "v0.35.2", "v0.35.3", "v0.36.0", "v0.36.1"),
-    "NVIDIA/gpu-operator": ("v24.9.0", "v24.9.1", "v24.9.2", "v25.3.0", "v25.3.1", "v25.3.2", "v25.3.3", "v25.3.4",
-                            "v25.10.0", "v25.10.1", "v26.3.0", "v26.3.1", "v26.3.2", "v26.3.3", "v26.7.0"),
+    "loft-sh/vcluster": ACCEPTED_VCLUSTER_TAGS,
+    "NVIDIA/gpu-operator": versions.GPU_OPERATOR_RELEASES,
     "prometheus-community/helm-charts": (
-        "kube-prometheus-stack-88.0.0", "kube-prometheus-stack-88.5.3",
-        "kube-state-metrics-8.0.0", "kube-state-metrics-8.4.0", "prometheus-node-exporter-4.56.1",
-        "prometheus-windows-exporter-0.12.8"),
+        *(f"kube-prometheus-stack-{release}" for release in versions.KUBE_PROMETHEUS_STACK_RELEASES),
+        "kube-state-metrics-8.0.0", "kube-state-metrics-8.1.0", "kube-state-metrics-8.1.1", "kube-state-metrics-8.1.2",
+        "kube-state-metrics-8.1.3", "kube-state-metrics-8.2.0", "kube-state-metrics-8.3.1", "kube-state-metrics-8.4.0",
+        "prometheus-node-exporter-4.56.1", "prometheus-windows-exporter-0.12.8"),
     # The grafana subcharts kube-prometheus-stack depends on, and the query proxy in front of Prometheus.
-    "grafana-community/helm-charts": ("grafana-12.10.0", "grafana-12.11.1"),
+    "grafana-community/helm-charts": ("grafana-12.10.0", "grafana-12.10.1", "grafana-12.10.2", "grafana-12.10.3",
+                                      "grafana-12.10.4", "grafana-12.11.0", "grafana-12.11.1"),
     "prometheus-community/prom-label-proxy": ("v0.9.0",),
-    # The Alertmanager of the floor and the default kube-prometheus-stack, and the floor's Prometheus operator,
-    # which parses the Alertmanager configuration the program writes (tests/test_observability_alerting.py).
+    # The Alertmanagers and the Prometheus operators (which parse the Alertmanager configuration the program
+    # writes) of the kube-prometheus-stack releases the config accepts (tests/test_observability_alerting_contract.py).
     "prometheus/alertmanager": ("v0.33.1", "v0.34.0"),
-    "prometheus-operator/prometheus-operator": ("v0.93.0",),
+    "prometheus-operator/prometheus-operator": ("v0.93.0", "v0.93.1"),
     "pulumi/pulumi": ("v3.259.0",),
     # The containerd each MicroK8s track bundles, and how that containerd mounts an image volume
     # (config/image_volumes.py).
     "canonical/microk8s": ("v1.35", "v1.36"),
     "containerd/containerd": ("v2.1.3", "v2.2.3"),
 }
-
-
-# The vClusters the config accepts: those at or above vcluster.version's floor (config/versions.py); an older
-# mirrored tag would be read by other contract tests only.
-ACCEPTED_VCLUSTER_TAGS = tuple(
-    tag for tag in MIRRORED_TAGS["loft-sh/vcluster"]
-    if release_order(tag) >= release_order(VCLUSTER_MINIMUM_VERSION))
 
 
 def mirror(repository: str) -> Path:
@@ -102,6 +95,27 @@ def mirror(repository: str) -> Path:
     if not path.exists():
         pytest.skip(f"upstream mirror {path} is absent: fetch {repository} into ${MIRRORS_VARIABLE}")
     return path
+
+
+def upstream_tags(repository: str) -> list[str]:
+    """Every tag ``repository`` has upstream: the list the PR workflow saves next to its mirror (``tags``, as
+    ``git ls-remote --tags --refs`` prints it, since it fetches only the MIRRORED_TAGS), else the mirror's own
+    tags (a full mirror holds them all)."""
+    listing = mirror(repository).parent / "tags"
+    if listing.is_file():
+        return [line.split("refs/tags/", 1)[1] for line in listing.read_text().splitlines() if "refs/tags/" in line]
+    return git(repository, "tag", "--list").split()
+
+
+def mirrored_tag(repository: str, tag: str) -> str:
+    """``tag`` of ``repository``'s mirror, or a skip naming it when that mirror is a snapshot older than the tag
+    (the PR workflow fetches every MIRRORED_TAGS tag from upstream)."""
+    assert tag in MIRRORED_TAGS[repository], f"add {tag} to MIRRORED_TAGS[{repository!r}] and the PR workflow"
+    found = subprocess.run(["git", "--git-dir", str(mirror(repository)), "rev-parse", "-q", "--verify",
+                            f"refs/tags/{tag}"], capture_output=True)
+    if found.returncode:
+        pytest.skip(f"the mirror of {repository} lacks {tag}: fetch it into ${MIRRORS_VARIABLE}")
+    return tag
 
 
 def git(repository: str, *args: str) -> str:

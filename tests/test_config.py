@@ -102,7 +102,7 @@ def test_time_slicing_replicas_are_a_whole_number_of_at_least_two(replicas, ok):
     ("kaiScheduler.version", "v0.16.0"),
     ("gpuOperator.version", "v26.3.3"),
     ("vcluster.version", "0.36.1"),
-    ("vcluster.version", "0.36.1-rc.1"),
+    ("vcluster.version", "0.35.1"),
 ])
 def test_pinned_chart_versions_pass(path, version):
     platform = load_platform(put(dev_config(), path, version))

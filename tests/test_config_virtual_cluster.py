@@ -104,13 +104,13 @@ def test_a_chart_below_the_floor_is_refused_whatever_kubernetes_the_values_name(
 def test_the_floor_is_one_statement_a_chart_the_program_knows_running_kubernetes_1_36():
     floor = versions.VCLUSTER_VIRTUAL_KUBERNETES[versions.VCLUSTER_MINIMUM_VERSION]
     assert minor_version(floor) >= MUTATING_ADMISSION_POLICY_GA
-    assert min(versions.VCLUSTER_VIRTUAL_KUBERNETES, key=versions.release_order) == versions.VCLUSTER_MINIMUM_VERSION
+    assert sorted(versions.VCLUSTER_VIRTUAL_KUBERNETES, key=versions.release_order) == list(versions.VCLUSTER_RELEASES)
 
 
 @pytest.mark.parametrize("version, k8s, expected", [
     (versions.VCLUSTER_MINIMUM_VERSION, None, "v1.36.0"),
     ("0.35.2", None, "v1.36.0"),
-    ("0.36.1-rc.1", "v1.36.2", "v1.36.2"),
+    ("0.35.3", "v1.36.2", "v1.36.2"),
     ("0.36.0", None, "v1.36.0"),
     ("0.36.1", "v1.37.1", "v1.37.1"),
 ])

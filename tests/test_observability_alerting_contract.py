@@ -1,8 +1,9 @@
-"""Spec of the Alertmanager configuration the program writes, against the upstream sources at the tags the pinned
-kube-prometheus-stack charts (floor and default) run: Alertmanager reads every key, the Prometheus operator parses
-them strictly and drops none, mounts the receiver's Secret where the configuration reads it, and the chart's inhibit
-rules are the program's but for its one exemption, and the chart defines, on by default, each of its alerts the
-program sends with its own. Each part skips without the mirrors, naming them."""
+"""Spec of the Alertmanager configuration the program writes, against the upstream sources at the tags the
+kube-prometheus-stack charts the config accepts (every release from the floor to the default) run: Alertmanager
+reads every key, the Prometheus operator parses them strictly and drops none, mounts the receiver's Secret where
+the configuration reads it, and the chart's inhibit rules are the program's but for its one exemption, and the
+chart defines, on by default, each of its alerts the program sends with its own. Each part skips without the
+mirrors, naming them."""
 
 from __future__ import annotations
 
@@ -13,13 +14,13 @@ import yaml
 
 from components import observability_alerting as alerting
 from config import load_platform, versions
-from tests.conftest import MIRRORED_TAGS, git
+from tests.conftest import MIRRORED_TAGS, git, mirrored_tag
 from tests.mirror_charts import chart_file, chart_values
 from tests.test_observability_alerting import RECEIVERS, alerting_site, chart_inhibit_rules
 
 OPERATOR = "prometheus-operator/prometheus-operator"
 ALERTMANAGER_REPO = "prometheus/alertmanager"
-CHART_VERSIONS = (versions.KUBE_PROMETHEUS_STACK_MINIMUM_VERSION, versions.KUBE_PROMETHEUS_STACK_VERSION)
+CHART_VERSIONS = versions.KUBE_PROMETHEUS_STACK_RELEASES
 
 
 def program_keys(config: dict) -> set[str]:
@@ -64,13 +65,13 @@ def test_the_inhibit_rules_are_the_charts_but_for_the_programs_exemption(version
     assert as_in_chart == chart_inhibit_rules(version)
 
 
-def test_the_mirrored_sources_are_the_ones_the_pinned_charts_run():
-    """The default and the floor chart's Alertmanager, and the floor chart's operator, are mirrored."""
+def test_the_mirrored_sources_are_the_ones_the_accepted_charts_run():
+    """Each accepted chart's Alertmanager and Prometheus operator are mirrored, and nothing else is."""
     chart = versions.KUBE_PROMETHEUS_STACK_CHART
     assert {chart_values(chart, version)["alertmanager"]["alertmanagerSpec"]["image"]["tag"]
             for version in CHART_VERSIONS} == set(MIRRORED_TAGS[ALERTMANAGER_REPO])
-    floor = yaml.safe_load(chart_file(chart, versions.KUBE_PROMETHEUS_STACK_MINIMUM_VERSION, "Chart.yaml"))
-    assert floor["appVersion"] in MIRRORED_TAGS[OPERATOR]
+    assert {yaml.safe_load(chart_file(chart, version, "Chart.yaml"))["appVersion"]
+            for version in CHART_VERSIONS} == set(MIRRORED_TAGS[OPERATOR])
 
 
 @pytest.mark.parametrize("tag", MIRRORED_TAGS[ALERTMANAGER_REPO])
@@ -81,6 +82,7 @@ def test_the_alertmanager_the_charts_run_reads_every_key_the_program_writes(tag)
 
 @pytest.mark.parametrize("tag", MIRRORED_TAGS[OPERATOR])
 def test_the_operator_mounts_each_named_secret_where_the_configuration_reads_it(tag):
+    tag = mirrored_tag(OPERATOR, tag)
     source = git(OPERATOR, "show", f"{tag}:pkg/alertmanager/statefulset.go")
     assert re.search(r'secretsDir\s*=\s*"' + re.escape(alerting.SECRETS_DIR) + '"', source)
     assert "path.Join(secretsDir, s)" in source and "SecretName: s," in source
@@ -93,6 +95,7 @@ def test_the_operator_mounts_each_named_secret_where_the_configuration_reads_it(
 def test_the_operator_parses_every_key_strictly_and_drops_none_for_the_charts_alertmanager(tag):
     """The operator reads the configuration into its own structs (unknown keys refuse it) and silently drops a
     ``*_file`` key the Alertmanager it runs is too old for."""
+    tag = mirrored_tag(OPERATOR, tag)
     written = every_program_key()
     known = yaml_fields(OPERATOR, tag, "pkg/alertmanager/types.go")
     assert written <= known, written - known

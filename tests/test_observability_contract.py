@@ -265,7 +265,7 @@ def test_kube_prometheus_stack_pin_and_values_match_the_chart():
     from config.observability import INSTALL_RELEASE
     stack_tags = [tag for tag in MIRRORED_TAGS[KPS] if tag.startswith("kube-prometheus-stack-")]
     assert f"kube-prometheus-stack-{versions.KUBE_PROMETHEUS_STACK_VERSION}" in stack_tags
-    for tag in stack_tags:  # the pinned version and the oldest one the config accepts
+    for tag in stack_tags:  # every release the config accepts
         assert tag in git(KPS, "tag", "--list", "kube-prometheus-stack-*").split()
         chart = "charts/kube-prometheus-stack"
         defaults = yaml.safe_load(git(KPS, "show", f"{tag}:{chart}/values.yaml"))
@@ -297,5 +297,7 @@ def test_the_pr_workflow_fetches_every_mirror_the_contract_tests_read():
     fetched = {words[1]: set(words[2:]) for words in lines}
     assert len(fetched) == len(lines), "a repository is fetched by two lines"
     assert fetched == {repository: set(tags) for repository, tags in MIRRORED_TAGS.items()}
+    # and saves every upstream tag next to each mirror, where tests/conftest.py upstream_tags reads them
+    assert 'git ls-remote --tags --refs "https://github.com/$repository" > "${mirror%/repo}/tags"' in script
     assert f"kube-prometheus-stack-{versions.KUBE_PROMETHEUS_STACK_VERSION}" in MIRRORED_TAGS[KPS]
     assert job["env"][MIRRORS_VARIABLE]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import jsonschema
@@ -82,19 +83,22 @@ def _above(version: str) -> str:
     return f"{prefix}{major}.{minor}.{patch + 1}"
 
 
-# (key, version, accepted): around each chart's floor and pin, where the loader's order and the schema's patterns
-# must agree (a pre-release comes before its release, build metadata does not count).
+# (key, version, accepted): around each chart's floor and pin and between them, where the loader and the schema's
+# list of releases must agree (pre-releases, build metadata and numbers no release carries are refused).
 VERSIONS = [
     *[(key, version, True) for key, version in (
         ("kaiScheduler", versions.KAI_MINIMUM_VERSION), ("kaiScheduler", "v0.16.8"),
-        ("kaiScheduler", versions.KAI_VERSION), ("kaiScheduler", f"{versions.KAI_VERSION}-rc.1"),
-        ("vcluster", versions.VCLUSTER_MINIMUM_VERSION), ("vcluster", f"{versions.VCLUSTER_VERSION}+build.7"),
-        ("vcluster", versions.VCLUSTER_VERSION), ("observability", versions.KUBE_PROMETHEUS_STACK_VERSION))],
+        ("kaiScheduler", versions.KAI_VERSION), ("vcluster", versions.VCLUSTER_MINIMUM_VERSION),
+        ("vcluster", "0.35.3"), ("vcluster", versions.VCLUSTER_VERSION),
+        ("observability", versions.KUBE_PROMETHEUS_STACK_MINIMUM_VERSION), ("observability", "88.1.6"),
+        ("observability", versions.KUBE_PROMETHEUS_STACK_VERSION))],
     *[(key, version, False) for key, version in (
         ("kaiScheduler", "v0.15.9"), ("kaiScheduler", _above(versions.KAI_VERSION)), ("kaiScheduler", "v0.20.1"),
-        ("kaiScheduler", "v1.0.0"), ("vcluster", _above(versions.VCLUSTER_VERSION)), ("vcluster", "0.37.0-rc.1"),
-        ("vcluster", "0.100.0"), ("observability", _above(versions.KUBE_PROMETHEUS_STACK_VERSION)),
-        ("observability", "88.10.0"), ("observability", "87.99.99"))],
+        ("kaiScheduler", "v1.0.0"), ("kaiScheduler", f"{versions.KAI_VERSION}-rc.1"), ("kaiScheduler", "v0.16.9"),
+        ("vcluster", _above(versions.VCLUSTER_VERSION)), ("vcluster", "0.37.0-rc.1"), ("vcluster", "0.100.0"),
+        ("vcluster", "0.36.1-rc.2"), ("vcluster", f"{versions.VCLUSTER_VERSION}+build.7"), ("vcluster", "0.35.4"),
+        ("observability", _above(versions.KUBE_PROMETHEUS_STACK_VERSION)), ("observability", "88.10.0"),
+        ("observability", "87.99.99"), ("observability", "88.1.7"))],
 ]
 
 
@@ -111,5 +115,5 @@ def test_the_schema_and_the_loader_accept_the_same_chart_versions(validator, key
     if accepted:
         load_platform(raw)
     else:
-        with pytest.raises(ConfigError, match=f"{key}.{field} = '{version}'"):
+        with pytest.raises(ConfigError, match=re.escape(f"{key}.{field} = '{version}'")):
             load_platform(raw)

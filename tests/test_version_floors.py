@@ -1,11 +1,12 @@
-"""Every version the config accepts works: the floors of config/versions.py, refused below and rendered at.
+"""Every version the config accepts works: the releases of config/versions.py, from each floor to each pin.
 
-The config refuses a version older than each component's floor, naming the key, the version and the one to
-pin. The oldest and the default version of every chart are rendered with Helm (helm-python-sdk) from the
-real charts at their release tags (tests/mirror_charts.py), with the values the program gives each release
-on the committed stacks and on the variants that change those values; Helm checks them against the chart's
-values schema (and its sub-charts'), and a chart that ships none must at least know every value the program
-sets (Helm would ignore a value the chart does not read).
+The config refuses a version older than each component's floor or newer than its pin, naming the key, the
+version and the one to pin, and between them anything but a release of the chart. Each chart's list of
+releases is every release tag of its upstream repository from the floor to the pin. Every one of them is
+rendered with Helm (helm-python-sdk) from the real chart at its release tag (tests/mirror_charts.py), with the
+values the program gives that release on the committed stacks and on the variants that change those values;
+Helm checks them against the chart's values schema (and its sub-charts'), and a chart that ships none must at
+least know every value the program sets (Helm would ignore a value the chart does not read).
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ import yaml
 
 from config import load_platform, versions
 from config.merge import deep_merge
+from config.vocabulary import EXACT_VERSION
 from tests import config_spec
-from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, run
+from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, run, upstream_tags
 from tests.mirror_charts import CHART_SOURCES, add_from_mirror
 from tests.test_contracts import GPU_OPERATOR_COMMENTED_KEYS, leaf_paths, releases
 from tools.charts.cache import chart_contracts
@@ -27,15 +29,18 @@ from tools.charts.pins import pinned_chart_key
 from tools.charts.render import render_release
 from tools.offline.recording import integral_numbers
 
-# Chart -> (its floor, its default, the stack-config key that pins it).
+# Chart -> (its floor, its default, every release the config accepts, the stack-config key that pins it).
 CHARTS = {
-    versions.VCLUSTER_CHART: (versions.VCLUSTER_MINIMUM_VERSION, versions.VCLUSTER_VERSION, "vcluster"),
-    "kai-scheduler": (versions.KAI_MINIMUM_VERSION, versions.KAI_VERSION, "kaiScheduler"),
+    versions.VCLUSTER_CHART: (versions.VCLUSTER_MINIMUM_VERSION, versions.VCLUSTER_VERSION,
+                              versions.VCLUSTER_RELEASES, "vcluster"),
+    "kai-scheduler": (versions.KAI_MINIMUM_VERSION, versions.KAI_VERSION, versions.KAI_RELEASES, "kaiScheduler"),
     versions.GPU_OPERATOR_CHART: (versions.GPU_OPERATOR_MINIMUM_VERSION, versions.GPU_OPERATOR_VERSION,
-                                  "gpuOperator"),
+                                  versions.GPU_OPERATOR_RELEASES, "gpuOperator"),
     versions.KUBE_PROMETHEUS_STACK_CHART: (versions.KUBE_PROMETHEUS_STACK_MINIMUM_VERSION,
-                                           versions.KUBE_PROMETHEUS_STACK_VERSION, "observability"),
+                                           versions.KUBE_PROMETHEUS_STACK_VERSION,
+                                           versions.KUBE_PROMETHEUS_STACK_RELEASES, "observability"),
 }
+ACCEPTED = [(chart, release) for chart, (_, _, releases, _) in CHARTS.items() for release in releases]
 
 
 # --- the config refuses what is older than a floor ---------------------------------------------------
@@ -99,24 +104,65 @@ def test_a_version_newer_than_the_pin_is_refused_and_the_pin_passes(site, path, 
     load_platform(config_spec.put(site(), path, pin))
 
 
-def test_every_floor_and_default_is_a_mirrored_release():
-    for chart, (floor, default, _) in CHARTS.items():
-        repository, tag, _ = CHART_SOURCES[chart]
-        assert versions.release_numbers(floor) <= versions.release_numbers(default)
-        for version in (floor, default):
-            assert tag.format(version=version) in MIRRORED_TAGS[repository], f"{chart} {version} is not mirrored"
+# --- between them, the config accepts the chart's releases and nothing else ---------------------------
 
 
-# --- the floor and the default of every chart render with the program's values ----------------------
+@pytest.mark.parametrize("chart", CHARTS)
+def test_each_chart_accepts_its_releases_from_the_floor_to_the_pin_each_mirrored(chart):
+    floor, default, releases, _ = CHARTS[chart]
+    assert (releases[0], releases[-1]) == (floor, default)
+    assert list(releases) == sorted(set(releases), key=versions.release_order), "oldest first, each once"
+    repository, tag, _ = CHART_SOURCES[chart]
+    for release in releases:
+        assert tag.format(version=release) in MIRRORED_TAGS[repository], f"{chart} {release} is not mirrored"
+
+
+@pytest.mark.parametrize("chart", CHARTS)
+def test_each_charts_releases_are_every_release_its_repository_tagged_from_the_floor_to_the_pin(chart):
+    floor, default, releases, _ = CHARTS[chart]
+    repository, tag, _ = CHART_SOURCES[chart]
+    before, after = tag.split("{version}")
+    tagged = [name[len(before):len(name) - len(after)] for name in upstream_tags(repository)
+              if name.startswith(before) and name.endswith(after)]
+    in_range = [version for version in tagged if EXACT_VERSION.fullmatch(version) and not any(
+        mark in version for mark in "-+") and versions.release_order(floor) <= versions.release_order(version)
+        <= versions.release_order(default)]
+    assert sorted(in_range, key=versions.release_order) == list(releases), \
+        f"{chart}: list exactly the releases {repository} tagged from {floor} to {default}"
+
+
+# In range but not a release: real pre-release tags, numbers no release carries, build metadata.
+NOT_RELEASES = [
+    (config_spec.dev_config, "vcluster.version", "0.36.1-rc.2", versions.VCLUSTER_RELEASES),
+    (config_spec.dev_config, "teams[0].vcluster.version", "0.36.0-next.internal.0", versions.VCLUSTER_RELEASES),
+    (config_spec.dev_config, "vcluster.version", "0.35.4", versions.VCLUSTER_RELEASES),
+    (config_spec.dev_config, "vcluster.version", f"{versions.VCLUSTER_VERSION}+build.7", versions.VCLUSTER_RELEASES),
+    (config_spec.dev_config, "kaiScheduler.version", f"{versions.KAI_VERSION}-rc.1", versions.KAI_RELEASES),
+    (config_spec.dev_config, "kaiScheduler.version", "v0.16.9", versions.KAI_RELEASES),
+    (_eks, "gpuOperator.version", "v25.3.5", versions.GPU_OPERATOR_RELEASES),
+    (config_spec.dev_config, "cluster.microk8s.nvidiaAddonOperatorVersion", "v26.1.0", versions.GPU_OPERATOR_RELEASES),
+    (config_spec.dev_config, "observability.chartVersion", "88.1.7", versions.KUBE_PROMETHEUS_STACK_RELEASES),
+]
+
+
+@pytest.mark.parametrize("site, path, version, accepted", NOT_RELEASES,
+                         ids=[f"{case[1]}={case[2]}" for case in NOT_RELEASES])
+def test_a_version_between_the_floor_and_the_pin_that_is_not_a_release_is_refused(site, path, version, accepted):
+    found = config_spec.assert_rejected(config_spec.put(site(), path, version), path, version,
+                                        fix="pin one of " + ", ".join(accepted))
+    assert found.problem.startswith(f"is not a release from {accepted[0]} to {accepted[-1]}: ")
+    assert "pre-release" in found.problem
+
+
+# --- every accepted release of every chart renders with the program's values -------------------------
 
 
 @pytest.fixture(scope="module")
 def mirror_cache(tmp_path_factory):
-    """A chart cache holding the floor and the default of every chart, from the mirrors."""
+    """A chart cache holding every accepted release of every chart, from the mirrors."""
     cache = tmp_path_factory.mktemp("mirror-charts")
-    for chart, (floor, default, _) in CHARTS.items():
-        for version in {floor, default}:
-            add_from_mirror(chart, version, cache)
+    for chart, release in ACCEPTED:
+        add_from_mirror(chart, release, cache)
     return cache
 
 
@@ -154,10 +200,9 @@ SITES = {
 }
 
 
-@pytest.mark.parametrize("chart, which", [(chart, which) for chart in CHARTS for which in ("floor", "default")])
-def test_the_floor_and_the_default_of_every_chart_render_with_the_programs_values(chart, which, mirror_cache):
-    floor, default, key = CHARTS[chart]
-    version = floor if which == "floor" else default
+@pytest.mark.parametrize("chart, version", ACCEPTED)
+def test_every_accepted_release_of_every_chart_renders_with_the_programs_values(chart, version, mirror_cache):
+    key = CHARTS[chart][-1]
     contracts = chart_contracts(pinned_chart_key(chart, version), mirror_cache)
     assert contracts is not None
     if chart == versions.VCLUSTER_CHART:

@@ -54,11 +54,13 @@ beyond a single value:
   a whole GPU and then split it again, so one card could be promised several times over.
 - **One GPU Operator**: `cluster.microk8s.enableNvidiaAddon: true` requires
   `gpuOperator.mode: microk8s-addon`.
-- **Pinned versions**: chart versions must be exact (`X.Y.Z`, optionally with a pre-release);
-  `latest`, `stable`, `*` and ranges are refused. GPU Operator and KAI versions start with `v`,
-  and vCluster versions don't. Each has a floor, the oldest release the program works with
-  (`config/versions.py` says why for each): GPU Operator `{gpu}`, KAI `{kai}`, vCluster `{vcluster}`
-  (the first whose virtual cluster runs Kubernetes 1.36), kube-prometheus-stack `{kps}`. `cluster.<kind>.kubernetesVersion` must be `1.NN`, at least `{kube}`.
+- **Pinned versions**: a chart version must be one of the chart's releases the program was checked
+  against (`config/versions.py` `*_RELEASES`): every release from its floor to the pinned default,
+  no pre-release, no build and no later release; `latest`, `stable`, `*` and ranges are refused.
+  GPU Operator and KAI versions start with `v`, and vCluster versions don't. The floors, the oldest
+  releases the program works with (`config/versions.py` says why for each): GPU Operator `{gpu}`,
+  KAI `{kai}`, vCluster `{vcluster}` (the first whose virtual cluster runs Kubernetes 1.36),
+  kube-prometheus-stack `{kps}`. `cluster.<kind>.kubernetesVersion` must be `1.NN`, at least `{kube}`.
 - **Per-kind required keys**: `cluster.kind` is required, and only its own settings block is
   allowed. On `eks`, `region` and at least one `gpuNodeGroups` entry (with `name` and
   `instanceTypes`) are required. `vpcId` and the subnet lists go together. `vpcCidr` must be an
