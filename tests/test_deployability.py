@@ -22,6 +22,7 @@ from config.hosts import DEFAULT_STORAGE_CLASS_ANNOTATION, HOST_KIND_FACTS
 from config.vocabulary import CLUSTER_KINDS
 from tests.conftest import dev_config, run, stack_config
 from tools.deployability import check as deployability
+from tools.deployability.custom_resources import as_stored
 from tools.deployability import pod_security
 from tools.charts.cache import cache_chart
 from tools.charts.render import RELEASE_TYPE, render_plan_releases
@@ -423,6 +424,17 @@ def test_an_api_version_the_site_does_not_serve_is_found(sites):
     # OpenAPI v3.0: a boolean exclusiveMinimum qualifies minimum; nullable admits null.
     ({"size": 2, "ratio": 0.9}, None),
     ({"size": 2, "ratio": None}, None),
+    # As the API server stores it: a null the schema neither admits nor defaults is dropped, and an absent or
+    # null field with a default is filled in before validation; a dropped null still leaves a required field out.
+    ({"size": 2, "owner": None}, None),
+    ({"size": None}, "'size' is a required property"),
+    ({"size": 2, "mode": None}, None),
+    ({"size": 2, "mode": "warp"}, "'warp' is not one of"),
+    ({"size": 2, "nested": {}}, None),
+    ({"size": 2, "nested": {"depth": "deep"}}, "'deep' is not of type 'integer'"),
+    ({"size": 2, "steps": [{}, {"weight": None}]}, None),
+    ({"size": 2, "limits": {"gpus": None}}, None),
+    ({"size": 2, "limits": {"gpus": "many"}}, "'many' is not of type 'integer'"),
     ({"size": 2, "ratio": 0}, "less than or equal to the minimum of 0"),
 ])
 def test_custom_resources_are_checked_against_the_chart_crd(attack_cache, tmp_path, sites, spec, words):
@@ -445,3 +457,15 @@ def test_a_patch_is_checked_without_required_fields(attack_cache, tmp_path, site
     assert not deployability.check_schemas([patch], sites["eks"], crds)
     patch.manifest["spec"]["colour"] = "red"
     assert deployability.check_schemas([patch], sites["eks"], crds)
+
+
+def test_a_custom_resource_is_stored_with_unadmitted_nulls_dropped_and_defaults_filled_in(attack_cache, tmp_path):
+    objects = attack(attack_cache, tmp_path, {"gizmo": {"enabled": True, "spec": {"size": 2}}})
+    [crd] = deployability.crds_of(objects)
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    manifest = {"spec": {"size": 2, "owner": None, "ratio": None, "nested": {}, "steps": [{"weight": None}],
+                         "limits": {"gpus": None, "cpus": 3}}}
+    stored = as_stored(manifest, schema)
+    assert stored == {"spec": {"size": 2, "mode": "fast", "ratio": None, "nested": {"depth": 1},
+                               "steps": [{"weight": 1}], "limits": {"gpus": 5, "cpus": 3}}}
+    assert manifest["spec"]["owner"] is None and "mode" not in manifest["spec"], "the manifest is left as it is"

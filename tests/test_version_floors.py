@@ -27,7 +27,10 @@ from tools.charts.cache import chart_contracts
 from tools.charts.manifest_yaml import load_manifests
 from tools.charts.pins import pinned_chart_key
 from tools.charts.render import render_release
+from tools.deployability import check as deployability
+from tools.deployability.inputs import K8sObject, crds_of, helm_kube_version, site_from_plan
 from tools.offline.recording import integral_numbers
+from tools.plan.document import build_plan
 
 # Chart -> (its floor, its default, every release the config accepts, the stack-config key that pins it).
 CHARTS = {
@@ -207,18 +210,29 @@ def test_every_accepted_release_of_every_chart_renders_with_the_programs_values(
     assert contracts is not None
     if chart == versions.VCLUSTER_CHART:
         assert contracts.schema, "the vCluster chart ships a values schema, which Helm checks the values against"
-    for site in SITES[chart]:
-        config = site()
+    for make_site in SITES[chart]:
+        config = make_site()
         config.setdefault(f"gpu-tenancy:{key}", {})["chartVersion" if key == "observability" else "version"] = version
-        found = releases(run(config), chart)
+        program = run(config)
+        plan = build_plan(program, "site")
+        site = site_from_plan(plan)
+        found = releases(program, chart)
         assert found and all(release.inputs["version"] == version for release in found)
         for release in found:  # each tenant's vCluster
             values = integral_numbers(release.inputs["values"])
             rendered = render_release(contracts.path, release.inputs["name"], release.inputs["namespace"], values,
-                                      kube_version=f"v{versions.KUBERNETES_MINIMUM_VERSION}.0")
+                                      kube_version=helm_kube_version(plan))
             assert any("/templates/" in path for path in rendered)
+            documents = []
             for path, text in rendered.items():  # as Helm reads it (kube-prometheus-stack's CRDs hold `- =`)
+                documents.extend(load_manifests(text))
                 assert all(isinstance(document, (dict, type(None))) for document in load_manifests(text)), path
+            # What the release puts in the cluster, as the site's API server takes it: each custom resource
+            # against the release's own CRD, each built-in object against the site's Kubernetes.
+            objects = [K8sObject(document, f"{chart} {version}") for document in documents if document]
+            refused = [finding for finding in deployability.check_schemas(objects, site, crds_of(objects))
+                       if finding.severity == deployability.ERROR]
+            assert not refused, "\n".join(map(str, refused))
             if not contracts.schema:
                 defaults = _defaults_with_sub_charts(contracts.path)
                 unknown = [".".join(path) for path in leaf_paths(values) if not _known(defaults, path)

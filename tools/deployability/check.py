@@ -19,7 +19,8 @@ reports what a first ``pulumi up`` on the site would trip over, one rule each:
 * ``grafana-admin``: every Grafana container reads its admin password from the stack's own Secret
   (``grafana``): not Grafana's built-in admin/admin, the chart's generated Secret, a literal value or a
   published password;
-* ``custom-resource``: every custom resource is valid against its CRD from the pinned chart,
+* ``custom-resource``: every custom resource is valid against its CRD from the pinned chart as the API server
+  stores it (``custom_resources``: a null the schema neither admits nor defaults dropped, defaults filled in),
   unknown fields included (the API server would prune them silently);
 * ``image-volume``: pods that mount an image (a memory-capped team's HAMi-core, added inside its vCluster)
   run on a host whose Kubernetes serves image volumes (``image_volumes``);
@@ -36,13 +37,13 @@ import dataclasses
 import functools
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-import jsonschema
 import kubernetes_validate
 
 from config import versions
 from config.hosts import DEFAULT_STORAGE_CLASS_ANNOTATION
 from config.vocabulary import POD_SECURITY_LABEL
 from tools.deployability import grafana, image_volumes, network_policy, operator_mounts
+from tools.deployability.custom_resources import custom_resource_problems
 from tools.deployability.node_fit import fits
 from tools.deployability import pod_security
 from tools.deployability import quota
@@ -242,7 +243,8 @@ def check_schemas(objects: Sequence[K8sObject], site: Site, crds: Sequence[Mappi
         group, _, version = api_version.rpartition("/")
         crd = known_crds.get((group, obj.kind))
         if crd is not None:
-            findings.extend(_check_custom_resource(obj, crd, version))
+            findings.extend(Finding(ERROR, "custom-resource", obj.describe(), problem, fix)
+                            for problem, fix in custom_resource_problems(obj.manifest, crd, version, obj.patch))
             continue
         if obj.patch:
             continue  # a patch of a built-in object is partial by design
@@ -260,52 +262,6 @@ def check_schemas(objects: Sequence[K8sObject], site: Site, crds: Sequence[Mappi
                                     f"{error.message}", "fix the field (an unknown field is a typo or a field "
                                     "this Kubernetes version lacks)"))
     return findings
-
-
-def strict_crd_schema(schema: Mapping[str, Any], partial: bool = False) -> dict[str, Any]:
-    """A CRD's structural schema with unknown fields refused where the API server would prune
-    them (objects with properties and no ``x-kubernetes-preserve-unknown-fields``); ``partial``
-    drops ``required`` (for patches). OpenAPI v3.0 spellings become JSON Schema's: a boolean
-    ``exclusiveMinimum``/``exclusiveMaximum`` qualifies ``minimum``/``maximum``; ``nullable``
-    admits null."""
-    result = dict(schema)
-    if partial:
-        result.pop("required", None)
-    for exclusive, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
-        if isinstance(result.get(exclusive), bool):
-            if result.pop(exclusive) and bound in result:
-                result[exclusive] = result.pop(bound)
-    if result.pop("nullable", False) and isinstance(result.get("type"), str):
-        result["type"] = [result["type"], "null"]
-    if result.get("properties") is not None:
-        result["properties"] = {key: strict_crd_schema(item, partial) for key, item in result["properties"].items()}
-        if "additionalProperties" not in result and not result.get("x-kubernetes-preserve-unknown-fields"):
-            result["additionalProperties"] = False
-    if isinstance(result.get("items"), Mapping):
-        result["items"] = strict_crd_schema(result["items"], partial)
-    if isinstance(result.get("additionalProperties"), Mapping):
-        result["additionalProperties"] = strict_crd_schema(result["additionalProperties"], partial)
-    return result
-
-
-def _check_custom_resource(obj: K8sObject, crd: Mapping[str, Any], version: str) -> list[Finding]:
-    served = {v["name"]: v for v in crd["spec"].get("versions") or [] if v.get("served", True)}
-    name = crd["metadata"]["name"]
-    if version not in served:
-        return [Finding(ERROR, "custom-resource", obj.describe(), f"CRD {name} serves no version {version} "
-                        f"(serves {', '.join(sorted(served)) or 'none'})", "use a served version")]
-    schema = (served[version].get("schema") or {}).get("openAPIV3Schema")
-    if not schema:
-        return []
-    schema = strict_crd_schema(schema, partial=obj.patch)
-    # apiVersion, kind and metadata are the API server's (TypeMeta, ObjectMeta), whatever the CRD lists.
-    schema.setdefault("properties", {}).update(apiVersion={"type": "string"}, kind={"type": "string"},
-                                               metadata={"type": "object"})
-    document = {key: value for key, value in obj.manifest.items() if key != "status"}
-    return [Finding(ERROR, "custom-resource", obj.describe(),
-                    f"invalid against CRD {name} at {'/'.join(str(p) for p in error.absolute_path) or '(top level)'}: "
-                    f"{error.message}", "fix the field (an unknown field would be pruned silently)")
-            for error in jsonschema.Draft7Validator(schema).iter_errors(document)]
 
 
 # --- the whole check ------------------------------------------------------------------------------
