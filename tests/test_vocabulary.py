@@ -48,9 +48,12 @@ def test_config_and_policy_agree_on_which_versions_are_exact(version, exact):
 
 
 @pytest.mark.parametrize("version", ["0.36.1+b", "0.36.1-rc.1+build.7"])
-def test_a_version_with_build_metadata_is_pinned_for_config_as_for_the_policy_pack(version):
-    platform = load_platform(put(dev_config(), "vcluster.version", version))
-    assert platform.teams[0].vcluster.version == version
+def test_a_version_with_build_metadata_is_pinned_for_config_as_for_the_policy_pack_but_is_no_release(version):
+    # Exact, as the policy pack says; refused for not being one of the chart's releases, not for being unpinned.
+    with pytest.raises(ConfigError) as error:
+        load_platform(put(dev_config(), "vcluster.version", version))
+    [issue] = [issue for issue in error.value.issues if issue.key == "vcluster.version"]
+    assert issue.value == version and issue.problem.startswith("is not a release from ")
 
 
 @pytest.mark.parametrize("path, version", [("vcluster.version", "00.36.1"), ("vcluster.version", "0.036.1"),
