@@ -435,6 +435,11 @@ def test_an_api_version_the_site_does_not_serve_is_found(sites):
     ({"size": 2, "steps": [{}, {"weight": None}]}, None),
     ({"size": 2, "limits": {"gpus": None}}, None),
     ({"size": 2, "limits": {"gpus": "many"}}, "'many' is not of type 'integer'"),
+    # The CRD's CEL rules, on the object as stored (a transition rule, reading oldSelf, only runs on update).
+    ({"size": 2, "owner": "ml"}, None),
+    ({"size": 1, "owner": "ml"}, "at spec: an owned gizmo is bigger than one"),
+    ({"size": 2, "steps": [{"weight": 3}, {"weight": 11}]}, "at spec/steps/1: a step weighs at most 10"),
+    ({"size": 2, "steps": [{"label": "first"}]}, "at spec/steps/0: failed rule: self.label.startsWith('step-')"),
     ({"size": 2, "ratio": 0}, "less than or equal to the minimum of 0"),
 ])
 def test_custom_resources_are_checked_against_the_chart_crd(attack_cache, tmp_path, sites, spec, words):
@@ -467,5 +472,5 @@ def test_a_custom_resource_is_stored_with_unadmitted_nulls_dropped_and_defaults_
                          "limits": {"gpus": None, "cpus": 3}}}
     stored = as_stored(manifest, schema)
     assert stored == {"spec": {"size": 2, "mode": "fast", "ratio": None, "nested": {"depth": 1},
-                               "steps": [{"weight": 1}], "limits": {"gpus": 5, "cpus": 3}}}
+                               "steps": [{"weight": 1, "label": "step-0"}], "limits": {"gpus": 5, "cpus": 3}}}
     assert manifest["spec"]["owner"] is None and "mode" not in manifest["spec"], "the manifest is left as it is"

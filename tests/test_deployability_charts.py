@@ -144,3 +144,24 @@ def test_the_real_crds_catch_a_misspelled_field(chart, version, manifest, words,
     else:
         fixed["spec"]["resources"]["gpu"]["overQuotaWeight"] = fixed["spec"]["resources"]["gpu"].pop("overquotaWeight")
     assert not deployability.check_schemas([K8sObject(fixed, "test", patch=patch)], sites["eks"], contracts.crds)
+
+
+def test_the_real_crds_rules_are_evaluated_on_what_the_chart_renders(tmp_path):
+    """kube-prometheus-stack's Prometheus, as the chart renders it with the program's values, keeps its CRD's CEL
+    rules; sharded by a topology with more values than shards, the API server would refuse it, and so does the
+    check."""
+    config = dev_config()
+    config["gpu-tenancy:observability"] = {"prometheus": "install"}
+    plan = build_plan(run(config), "dev")
+    cache = real_charts_or_skip(plan)
+    rendered = render_plan_releases(plan["resources"], cache, tmp_path, kube_version=helm_kube_version(plan))
+    objects = rendered_objects(rendered, tmp_path, plan["resources"])
+    crds = deployability.crds_of(objects)
+    [prometheus] = [obj for obj in objects if obj.kind == "Prometheus"]
+    site = site_from_plan(plan)
+    assert not deployability.check_schemas([prometheus], site, crds)
+    sharded = copy.deepcopy(prometheus.manifest)
+    sharded["spec"].update(shards=1, shardingStrategy={"mode": "Topology", "topology": {"values": ["a", "b"]}})
+    [finding] = deployability.check_schemas([K8sObject(sharded, "test")], site, crds)
+    assert finding.rule == "custom-resource" and "breaks a validation rule of CRD prometheuses" in finding.message
+    assert "shards must be greater than or equal to the number of topology values" in finding.message

@@ -21,7 +21,7 @@ reports what a first ``pulumi up`` on the site would trip over, one rule each:
   published password;
 * ``custom-resource``: every custom resource is valid against its CRD from the pinned chart as the API server
   stores it (``custom_resources``: a null the schema neither admits nor defaults dropped, defaults filled in),
-  unknown fields included (the API server would prune them silently);
+  unknown fields included (the API server would prune them silently), and its CEL rules;
 * ``image-volume``: pods that mount an image (a memory-capped team's HAMi-core, added inside its vCluster)
   run on a host whose Kubernetes serves image volumes (``image_volumes``);
 * ``tenant-quota``: each tenant namespace's quota, as the chart renders it, holds its control plane, its DNS

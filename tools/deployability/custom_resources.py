@@ -1,16 +1,20 @@
 """A custom resource as the API server takes it: stored the way its CRD's structural schema says, then validated.
 
 On create, the API server drops a null the schema neither admits (``nullable``) nor defaults, fills each absent
-field that has a ``default`` (a null one too, unless it is nullable), then validates against the schema: so a
-chart that renders ``name: null`` or leaves out a required field the CRD defaults is accepted. Unknown fields are
-reported instead of pruned, as the program would lose them silently.
+field that has a ``default`` (a null one too, unless it is nullable), then validates against the schema and its
+CEL rules (``x-kubernetes-validations``, evaluated with cel-python; a transition rule, which reads ``oldSelf``,
+only runs on update): so a chart that renders ``name: null`` or leaves out a required field the CRD defaults is
+accepted, and one that breaks a rule is not. Unknown fields are reported instead of pruned, as the program would
+lose them silently.
 """
 
 from __future__ import annotations
 
 import copy
-from typing import Any, Mapping, Optional
+import functools
+from typing import Any, Iterator, Mapping, Optional
 
+import celpy
 import jsonschema
 
 
@@ -101,6 +105,36 @@ def as_stored(document: Mapping[str, Any], schema: Mapping[str, Any]) -> dict[st
     return stored
 
 
+@functools.lru_cache(maxsize=None)
+def _rule_program(rule: str) -> Any:
+    environment = celpy.Environment()
+    return environment.program(environment.compile(rule))
+
+
+def _broken_rules(value: Any, schema: Optional[Mapping[str, Any]], path: str) -> Iterator[tuple[str, str]]:
+    """(where, what) for each CEL rule of ``schema`` that ``value`` (stored as the API server keeps it) breaks,
+    or that cannot be evaluated on it (the API server refuses those too)."""
+    if not schema or value is None:
+        return
+    for validation in schema.get("x-kubernetes-validations") or []:
+        rule = validation["rule"]
+        if "oldSelf" in rule:
+            continue  # a transition rule: there is no old object on create
+        try:
+            holds = bool(_rule_program(rule).evaluate({"self": celpy.json_to_cel(value)}))
+            broken = None if holds else validation.get("message") or f"failed rule: {rule}"
+        except (celpy.CELEvalError, celpy.CELParseError) as error:
+            broken = f"rule `{rule}` cannot be evaluated: {error.args[0] if error.args else error}"
+        if broken:
+            yield path or "(top level)", broken
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _broken_rules(item, _field_schema(schema, key), f"{path}/{key}".lstrip("/"))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _broken_rules(item, schema.get("items"), f"{path}/{index}".lstrip("/"))
+
+
 def custom_resource_problems(manifest: Mapping[str, Any], crd: Mapping[str, Any], version: str,
                              patch: bool) -> list[tuple[str, str]]:
     """What the API server would refuse in ``manifest`` (a patch is partial: no field is required), each as
@@ -120,6 +154,10 @@ def custom_resource_problems(manifest: Mapping[str, Any], crd: Mapping[str, Any]
     # apiVersion, kind and metadata are the API server's (TypeMeta, ObjectMeta), whatever the CRD lists.
     strict.setdefault("properties", {}).update(apiVersion={"type": "string"}, kind={"type": "string"},
                                                metadata={"type": "object"})
-    return [(f"invalid against CRD {name} at {'/'.join(str(p) for p in error.absolute_path) or '(top level)'}: "
-             f"{error.message}", "fix the field (an unknown field would be pruned silently)")
-            for error in jsonschema.Draft7Validator(strict).iter_errors(document)]
+    problems = [(f"invalid against CRD {name} at {'/'.join(str(p) for p in error.absolute_path) or '(top level)'}: "
+                 f"{error.message}", "fix the field (an unknown field would be pruned silently)")
+                for error in jsonschema.Draft7Validator(strict).iter_errors(document)]
+    if not patch:  # a patch's rules run on the merged object, which the plan does not hold
+        problems += [(f"breaks a validation rule of CRD {name} at {where}: {what}", "fix the field as the rule says")
+                     for where, what in _broken_rules(document, schema, "")]
+    return problems
