@@ -45,6 +45,7 @@ NOT_A_KAI_QUEUE = refuse_names(KAI_RESERVED_QUEUES, "collides with a queue KAI c
                                "choose another name, e.g. ml-org or team-nlp")
 # vCluster names a tenant's ConfigMaps on the host "<name>-x-<namespace>-x-<vclusterName>": with this ending
 # one could pass for the ConfigMap KAI keeps a fractional pod's device list in.
+VCLUSTER_NAME_LENGTH = 52
 KAI_DEVICE_LIST_ENDING = Check(".*shared-gpu-i?[0-9]+", "ends like the name of a KAI device-list ConfigMap "
                                "(shared-gpu-<n>)", "choose a vCluster name that does not end in shared-gpu-<number>",
                                refuse=True)
@@ -95,10 +96,14 @@ TEAM = Block(title="one entry per team", retired=(
                                               "`vcluster.resourceQuota`"),
         "The team's share.", example="{gpu: {quota: 0.33, limit: 1, overQuotaWeight: 1}}",
         details="In practice `gpu` is required whenever the org gpu quota is finite (see the rules)."),
-    # The vCluster name is a Helm release name: at most 53 characters.
-    Key("vclusterName", Text(dns_label=True, max_length=53, checks=(KAI_DEVICE_LIST_ENDING,)),
-        Derived("same as `name` (cut to 53 characters)"),
-        "vCluster (Helm release) name, unique.", example="rag-legal"),
+    # The vCluster name is a Helm release name (at most 53 characters) and the name of the chart's StatefulSet,
+    # whose controller labels each pod with "<name>-<revision hash of up to 10 characters>", at most 63 characters:
+    # so at most 52 (tools/deployability/names.py).
+    Key("vclusterName", Text(dns_label=True, max_length=VCLUSTER_NAME_LENGTH, checks=(KAI_DEVICE_LIST_ENDING,)),
+        Derived(f"same as `name` (cut to {VCLUSTER_NAME_LENGTH} characters)"),
+        "vCluster (Helm release) name, unique.", example="rag-legal",
+        details=f"At most {VCLUSTER_NAME_LENGTH} characters: the vCluster's StatefulSet is named after it, and its "
+                "controller labels each pod with the name and a revision hash, a label of at most 63 characters."),
     Key("namespace", Text(dns_label=True), Derived("`vcluster-<vclusterName>` (cut to 63 characters)"),
         "Host namespace of the tenant, unique.", example="team-legal",
         details="This default matches what `vcluster create` would use."),
@@ -148,7 +153,7 @@ def read_organization(section: Section) -> Organization:
 
 def read_team(section: Section, stack_vcluster: VClusterSettings) -> Team:
     name = section.read("name")
-    vcluster_name = section.read("vclusterName", name[:53].rstrip("-") if name else name)
+    vcluster_name = section.read("vclusterName", name[:VCLUSTER_NAME_LENGTH].rstrip("-") if name else name)
     vcluster = read_vcluster(section.child("vcluster"), stack_vcluster)
     return Team(
         name=name,

@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 
 from config import load_platform
+from config.load_teams import VCLUSTER_NAME_LENGTH
 from tests.config_spec import assert_rejected, dev_config, issue, put, rejected
+from tools.deployability import names
 
 
 # --- names ------------------------------------------------------------------------------------
@@ -23,6 +25,16 @@ def test_dns_1123_names_are_accepted(path, name):
 @pytest.mark.parametrize("name", ["Team-NLP", "team_nlp", "-team", "team-", "team.nlp", "x" * 64])
 def test_names_that_are_not_dns_1123_labels_are_rejected(path, name):
     assert_rejected(put(dev_config(), path, name), path, name, fix="lowercase")
+
+
+def test_the_vcluster_name_holds_52_characters_as_its_statefulsets_pods_need():
+    # The chart's StatefulSet is named after it; its controller labels each pod "<name>-<hash of up to 10>".
+    assert VCLUSTER_NAME_LENGTH == names.LONGEST_NAME["StatefulSet"] == 52
+    team = load_platform(put(dev_config(), "teams[0].name", "x" * 63)).teams[0]
+    assert team.vcluster_name == "x" * 52 and team.namespace == "vcluster-" + "x" * 52
+    load_platform(put(dev_config(), "teams[0].vclusterName", "v" * 52))
+    found = assert_rejected(put(dev_config(), "teams[0].vclusterName", "v" * 53), "teams[0].vclusterName", "v" * 53)
+    assert "at most 52 characters" in found.problem
 
 
 def test_team_names_must_be_unique():

@@ -474,3 +474,38 @@ def test_a_custom_resource_is_stored_with_unadmitted_nulls_dropped_and_defaults_
     assert stored == {"spec": {"size": 2, "mode": "fast", "ratio": None, "nested": {"depth": 1},
                                "steps": [{"weight": 1, "label": "step-0"}], "limits": {"gpus": 5, "cpus": 3}}}
     assert manifest["spec"]["owner"] is None and "mode" not in manifest["spec"], "the manifest is left as it is"
+
+
+def _named(kind: str, name: str, *, labels: dict | None = None, template_labels: dict | None = None,
+           api_version: str = "v1", patch: bool = False) -> K8sObject:
+    manifest = {"apiVersion": api_version, "kind": kind, "metadata": {"name": name, "labels": labels or {}}}
+    if template_labels is not None:
+        manifest["spec"] = {"template": {"metadata": {"labels": template_labels}}}
+    return K8sObject(manifest, "test", patch=patch)
+
+
+@pytest.mark.parametrize("obj, words", [
+    (_named("StatefulSet", "s" * 52, api_version="apps/v1"), None),
+    (_named("StatefulSet", "s" * 53, api_version="apps/v1"), "a StatefulSet name may have at most 52"),
+    (_named("Job", "j" * 63, api_version="batch/v1"), None),
+    (_named("Job", "j" * 64, api_version="batch/v1"), "a Job name may have at most 63"),
+    (_named("Service", "api"), None),
+    (_named("Service", "9api"), "is not a DNS-1035 label"),
+    (_named("Namespace", "n" * 64), "is not a DNS-1123 label"),
+    (_named("ConfigMap", "settings.v2"), None),
+    (_named("ConfigMap", "Settings"), "is not a DNS-1123 subdomain"),
+    (_named("ClusterRole", "system:gpu-tenancy:reader", api_version="rbac.authorization.k8s.io/v1"), None),
+    (_named("ClusterRole", "a/b", api_version="rbac.authorization.k8s.io/v1"), "is not a path segment"),
+    (_named("ConfigMap", "c", labels={"team": "t" * 63, "gpu-tenancy/role": "gpu"}), None),
+    (_named("ConfigMap", "c", labels={"team": "t" * 64}), "metadata.labels: label team="),
+    (_named("ConfigMap", "c", labels={"bad key!": "x"}), "label key 'bad key!'"),
+    (_named("Deployment", "d", template_labels={"app": "-x"}, api_version="apps/v1"),
+     "spec.template.metadata.labels: label app='-x'"),
+    (_named("StatefulSet", "s" * 60, api_version="apps/v1", patch=True), None),  # someone else's object
+])
+def test_names_and_labels_are_ones_the_api_server_and_its_controllers_take(obj, words, sites):
+    found = errors([obj], sites["eks"], "names")
+    if words is None:
+        assert not found
+    else:
+        assert found and words in found[0].message, found

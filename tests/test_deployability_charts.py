@@ -165,3 +165,18 @@ def test_the_real_crds_rules_are_evaluated_on_what_the_chart_renders(tmp_path):
     [finding] = deployability.check_schemas([K8sObject(sharded, "test")], site, crds)
     assert finding.rule == "custom-resource" and "breaks a validation rule of CRD prometheuses" in finding.message
     assert "shards must be greater than or equal to the number of topology values" in finding.message
+
+
+def test_a_team_with_the_longest_name_the_config_takes_is_deployable(tmp_path):
+    """Every name derived from a 63-character team name, the vCluster's StatefulSet (52) and what the charts name
+    after it included, is one the API server and its controllers take."""
+    config = dev_config()
+    config["gpu-tenancy:teams"][0]["name"] = "x" * 63
+    plan = build_plan(run(config), "dev")
+    cache = real_charts_or_skip(plan)
+    rendered = render_plan_releases(plan["resources"], cache, tmp_path, kube_version=helm_kube_version(plan))
+    objects = rendered_objects(rendered, tmp_path, plan["resources"])
+    assert any(obj.kind == "StatefulSet" and obj.name == "x" * 52 for obj in objects)
+    _, _, found = deployability.check_plan(plan, rendered, tmp_path, cache)
+    errors_found = [f for f in found if f.severity == deployability.ERROR]
+    assert not errors_found, "\n".join(map(str, errors_found))

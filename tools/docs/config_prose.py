@@ -31,7 +31,8 @@ beyond a single value:
 
 - **Names** (`organization.name`, `teams[].name`, `vclusterName`, `namespace`, node group names,
   `cluster.eks.name`, `gpuOperator.namespace`, `configMapName`) must be DNS-1123 labels: at most
-  63 characters, lowercase letters, digits and `-`, starting and ending with a letter or digit.
+  63 characters (a `vclusterName` at most 52: the vCluster's StatefulSet is named after it), lowercase
+  letters, digits and `-`, starting and ending with a letter or digit.
   Team `name`, `vclusterName` and `namespace` must each be unique across teams. A team's
   `namespace` can't be `kube-system`, `kube-public`, `kube-node-lease`, `default`, KAI's or the GPU
   Operator's namespace. A `vclusterName` can't end in `shared-gpu-<number>` (the host names of a
