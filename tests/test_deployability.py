@@ -477,10 +477,14 @@ def test_a_custom_resource_is_stored_with_unadmitted_nulls_dropped_and_defaults_
 
 
 def _named(kind: str, name: str, *, labels: dict | None = None, template_labels: dict | None = None,
-           api_version: str = "v1", patch: bool = False) -> K8sObject:
+           containers: list | None = None, ports: list | None = None, api_version: str = "v1",
+           patch: bool = False) -> K8sObject:
     manifest = {"apiVersion": api_version, "kind": kind, "metadata": {"name": name, "labels": labels or {}}}
     if template_labels is not None:
-        manifest["spec"] = {"template": {"metadata": {"labels": template_labels}}}
+        manifest["spec"] = {"template": {"metadata": {"labels": template_labels},
+                                         "spec": {"containers": containers or [{"name": "app"}]}}}
+    if ports is not None:
+        manifest["spec"] = {"ports": ports}
     return K8sObject(manifest, "test", patch=patch)
 
 
@@ -500,7 +504,16 @@ def _named(kind: str, name: str, *, labels: dict | None = None, template_labels:
     (_named("ConfigMap", "c", labels={"team": "t" * 64}), "metadata.labels: label team="),
     (_named("ConfigMap", "c", labels={"bad key!": "x"}), "label key 'bad key!'"),
     (_named("Deployment", "d", template_labels={"app": "-x"}, api_version="apps/v1"),
-     "spec.template.metadata.labels: label app='-x'"),
+     "pod template: label app='-x'"),
+    (_named("Deployment", "d", template_labels={}, containers=[{"name": "web", "ports": [{"name": "http-metrics"}]}],
+            api_version="apps/v1"), None),
+    (_named("Deployment", "d", template_labels={}, containers=[{"name": "Web"}], api_version="apps/v1"),
+     "containers: container name 'Web'"),
+    (_named("Deployment", "d", template_labels={},
+            containers=[{"name": "web", "ports": [{"name": "http-metrics-tls"}]}], api_version="apps/v1"),
+     "port name 'http-metrics-tls' of container 'web' is not an IANA service name"),
+    (_named("Service", "api", ports=[{"name": "https", "port": 443}]), None),
+    (_named("Service", "api", ports=[{"name": "HTTPS", "port": 443}]), "port name 'HTTPS'"),
     (_named("StatefulSet", "s" * 60, api_version="apps/v1", patch=True), None),  # someone else's object
 ])
 def test_names_and_labels_are_ones_the_api_server_and_its_controllers_take(obj, words, sites):

@@ -1,7 +1,9 @@
 """Names and labels the API server and its controllers accept, which no OpenAPI schema states.
 
 The API server checks each object's name by its kind (a Namespace's is a DNS-1123 label, a Service's a DNS-1035
-label, an RBAC object's a path segment, the others' a DNS-1123 subdomain) and every label key and value. Some
+label, an RBAC object's a path segment, the others' a DNS-1123 subdomain), every label key and value, each
+container's name (a DNS-1123 label), each container port's (an IANA service name: at most 15 characters) and each
+Service port's (a DNS-1123 label). Some
 controllers then put the name into a label of what they create, so a valid name can still leave a workload with
 no pods: a StatefulSet labels each pod with its revision, ``<name>-<hash>`` with a hash of up to 10 characters,
 and a Job labels its pods with its name; label values hold at most 63 characters. ``check_names`` reports each
@@ -13,13 +15,16 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from tools.deployability.inputs import K8sObject
+from tools.deployability.inputs import K8sObject, pod_templates
 
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 DNS_1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 LABEL_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+# An IANA service name: lower-case letters, digits and single '-' between them, at least one letter.
+PORT_NAME = re.compile(r"(?=.*[a-z])[a-z0-9]+(-[a-z0-9]+)*")
+CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
 # The longest hash the StatefulSet controller appends to its name in the revision label of each pod (a 32-bit
 # number in decimal), and the Job controller's label of its pods holds the Job's name whole.
 REVISION_HASH_LENGTH = 10
@@ -61,27 +66,40 @@ def _label_problem(key: str, value: Any) -> Optional[str]:
     return None
 
 
-def _label_maps(manifest: Mapping[str, Any]) -> Iterable[tuple[str, Mapping[str, Any]]]:
-    yield "metadata.labels", (manifest.get("metadata") or {}).get("labels") or {}
-    spec = manifest.get("spec") or {}
-    if isinstance(spec, Mapping):
-        template = spec.get("template") or {}
-        if isinstance(template, Mapping):
-            yield "spec.template.metadata.labels", (template.get("metadata") or {}).get("labels") or {}
+def _pod_problems(labels: Mapping[str, Any], spec: Mapping[str, Any]) -> Iterable[str]:
+    for key, value in labels.items():
+        problem = _label_problem(str(key), value)
+        if problem:
+            yield f"pod template: {problem}"
+    for field in CONTAINER_LISTS:
+        for container in spec.get(field) or []:
+            name = str(container.get("name", ""))
+            if len(name) > 63 or not DNS_LABEL.fullmatch(name):
+                yield f"{field}: container name {name!r} is not a DNS-1123 label"
+            for port in container.get("ports") or []:
+                if "name" in port and (len(str(port["name"])) > 15 or not PORT_NAME.fullmatch(str(port["name"]))):
+                    yield (f"{field}: port name {port['name']!r} of container {name!r} is not an IANA service name "
+                           "(at most 15 lower-case letters, digits or single '-', one letter at least)")
+
+
+def _object_problems(obj: K8sObject) -> Iterable[str]:
+    problem = _name_problem(obj.kind, obj.name) if obj.name else None
+    if problem:
+        yield f"name {obj.name!r} {problem}"
+    for key, value in ((obj.manifest.get("metadata") or {}).get("labels") or {}).items():
+        problem = _label_problem(str(key), value)
+        if problem:
+            yield f"metadata.labels: {problem}"
+    if obj.kind == "Service":
+        for port in (obj.manifest.get("spec") or {}).get("ports") or []:
+            if "name" in port and (len(str(port["name"])) > 63 or not DNS_LABEL.fullmatch(str(port["name"]))):
+                yield f"port name {port['name']!r} is not a DNS-1123 label"
 
 
 def check_names(objects: Sequence[K8sObject]) -> list[tuple[K8sObject, str, str]]:
-    found = []
-    for obj in objects:
-        if obj.patch:
-            continue  # names and labels of what someone else created
-        problem = _name_problem(obj.kind, obj.name) if obj.name else None
-        if problem:
-            found.append((obj, f"name {obj.name!r} {problem}", "choose a shorter or valid name (the config key that "
-                          "names it, e.g. teams[].vclusterName, or the chart value)"))
-        for where, labels in _label_maps(obj.manifest):
-            for key, value in labels.items() if isinstance(labels, Mapping) else ():
-                problem = _label_problem(str(key), value)
-                if problem:
-                    found.append((obj, f"{where}: {problem}", "fix the label"))
-    return found
+    mine = [obj for obj in objects if not obj.patch]  # a patch keeps the names and labels someone else chose
+    found = [(obj, problem) for obj in mine for problem in _object_problems(obj)]
+    found += [(obj, problem) for obj, metadata, spec in pod_templates(mine)
+              for problem in _pod_problems(metadata.get("labels") or {}, spec)]
+    return [(obj, problem, "choose a valid or shorter name or label (the config key that sets it, e.g. "
+                           "teams[].vclusterName, or the chart value)") for obj, problem in found]
