@@ -17,17 +17,23 @@ from hypothesis import strategies as st
 
 from config import ConfigError, load_platform
 from config.load import STACK_CONFIG
+from config.load_teams import VCLUSTER_NAME_LENGTH
 from config.secrets import SECRET_KEYS
 from tests.conftest import dev_config, eks_config, whole_program_examples
 from config.stack_file import StackFileError, parse_document
+from tools.deployability import names
+from tools.deployability.inputs import program_objects
 from tools.offline.mockrun import run_program
 from tools.offline.recording import ProgramRun
+from tools.plan.document import build_plan
 from ops.stack_edit import dump_yaml
 
 QUEUE = "kubernetes:scheduling.run.ai/v2:Queue"
 POLICY = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
 
 dns_label = st.from_regex(r"[a-z]([a-z0-9-]{0,20}[a-z0-9])?", fullmatch=True)
+# Team names up to the longest the config takes (63), whose derived vCluster names (cut to 52) must differ.
+team_name = st.one_of(dns_label, st.from_regex(r"[a-z][a-z0-9-]{45,61}[a-z0-9]", fullmatch=True))
 
 json_scalars = st.one_of(
     st.none(), st.booleans(),
@@ -46,7 +52,8 @@ def valid_configs(draw):
     org_quota = draw(st.sampled_from([1, 2, 4, 8, -1]))
     config["gpu-tenancy:organization"] = {"name": draw(dns_label.filter(lambda n: not n.startswith("default"))),
                                           "resources": {"gpu": {"quota": org_quota, "limit": -1}}}
-    names = draw(st.lists(dns_label, min_size=1, max_size=6, unique=True).filter(
+    names = draw(st.lists(team_name, min_size=1, max_size=6,
+                          unique_by=lambda name: name[:VCLUSTER_NAME_LENGTH].rstrip("-")).filter(
         lambda names: config["gpu-tenancy:organization"]["name"] not in names
         and not any(n.startswith("default") for n in names)))
     budget = org_quota if org_quota != -1 else 8
@@ -118,6 +125,9 @@ def assert_consistent(program: ProgramRun, config: dict) -> None:
     policies = {p.inputs["metadata"]["name"] for p in program.of_type(POLICY)}
     assert policies == {name for team in teams for name in (f"gpu-tenancy-{team}",
                                                              f"gpu-tenancy-{team}-synced-objects")}
+    # Every object the program sends is named and labelled as the API server and its controllers take it.
+    objects = program_objects(build_plan(program, "fuzz")["resources"])
+    assert not names.check_names(objects), names.check_names(objects)
     org_quota = queues[org]["resources"]["gpu"]["quota"]
     if org_quota != -1:
         assert sum(queues[team]["resources"]["gpu"]["quota"] for team in teams) <= org_quota + 1e-9
