@@ -300,6 +300,35 @@ class StringMap:
 
 
 @dataclass(frozen=True)
+class QuantityMap:
+    """A container's ``requests`` or ``limits``: each of the resource ``names`` it may set to a quantity."""
+
+    names: tuple[str, ...]
+    fix: ClassVar[str] = "write it as a map such as {cpu: 500m, memory: 1Gi}"
+
+    def parse(self, value: object, fix: str) -> dict[str, str]:
+        if not isinstance(value, dict):
+            raise Invalid(f"expected a map, got {type_name(value)}", fix)
+        result: dict[str, str] = {}
+        for key, item in value.items():
+            if key not in self.names:
+                raise Invalid(f"is not a resource it can set ({', '.join(self.names)})",
+                              f"use {', '.join(self.names)}", entry=str(key), value=item)
+            try:
+                result[key] = Quantity().parse(item, Quantity.fix)
+            except Invalid as invalid:
+                raise Invalid(invalid.problem, invalid.fix, entry=key, value=item) from None
+        return result
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "object", "propertyNames": {"enum": list(self.names)},
+                "additionalProperties": Quantity().schema()}
+
+    def shown(self) -> str:
+        return f"map of {', '.join(f'`{name}`' for name in self.names)} → quantity"
+
+
+@dataclass(frozen=True)
 class StringList:
     non_empty: bool = False
     form: str = "strings"

@@ -8,7 +8,7 @@ from typing import TypeVar
 
 from config import versions
 from config.access import ACCESS, read_access
-from config.key_types import AnyMap, Boolean, Integer, Quantity, StringList, StringMap, Text
+from config.key_types import AnyMap, Boolean, Integer, Quantity, QuantityMap, StringList, StringMap, Text
 from config.keys import Block, Derived, Key
 from config.merge import deep_merge
 from config.model import ControlPlaneResources, TenantLimitRange, TenantResourceQuota, TenantServices, VClusterSettings
@@ -37,11 +37,14 @@ POD_SECURITY_LEVELS = ("privileged", "baseline", "restricted")
 
 _QUOTA, _LIMITS = DEFAULT_VCLUSTER.resource_quota, DEFAULT_VCLUSTER.limit_range
 
+# What a container can request that the control plane would (extended resources and huge pages it has no use for).
+CONTROL_PLANE_RESOURCE_NAMES = ("cpu", "memory", "ephemeral-storage")
 CONTROL_PLANE_RESOURCES = Block(keys=(
-    Key("requests", StringMap(), DEFAULT_VCLUSTER.control_plane_resources.requests,
+    Key("requests", QuantityMap(CONTROL_PLANE_RESOURCE_NAMES), DEFAULT_VCLUSTER.control_plane_resources.requests,
         "Requests of the vCluster control-plane StatefulSet.", example="{cpu: 500m}",
-        details="The keys you give override the inherited ones."),
-    Key("limits", StringMap(), DEFAULT_VCLUSTER.control_plane_resources.limits,
+        details="The keys you give override the inherited ones. Each must be at most the limit of the same "
+                "resource (the API server refuses the StatefulSet otherwise)."),
+    Key("limits", QuantityMap(CONTROL_PLANE_RESOURCE_NAMES), DEFAULT_VCLUSTER.control_plane_resources.limits,
         "Limits of the control plane, merged the same way.", example="{memory: 4Gi}"),
 ))
 

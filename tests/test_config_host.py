@@ -104,15 +104,6 @@ def test_the_microk8s_addon_and_an_installed_operator_cannot_both_run():
     assert load_platform(put(config, "gpuOperator.mode", "microk8s-addon")).cluster.microk8s.enable_nvidia_addon
 
 
-def test_vcluster_names_fit_helm_release_names():
-    assert_rejected(put(dev_config(), "teams[0].vclusterName", "v" * 54), "teams[0].vclusterName", "v" * 54,
-                    fix="at most 53")
-    long_team = "t" * 60
-    platform = load_platform(put(dev_config(), "teams[0].name", long_team))
-    assert platform.teams[0].vcluster_name == "t" * 53
-    assert len(platform.teams[0].namespace) <= 63
-
-
 def test_gpu_node_group_labels_cannot_take_the_pool_label():
     config = put(eks_config(), "cluster.eks.gpuNodeGroups[0].labels", {"gpu-tenancy/pool": "other"})
     assert_rejected(config, "cluster.eks.gpuNodeGroups[0].labels", {"gpu-tenancy/pool": "other"},

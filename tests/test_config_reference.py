@@ -57,6 +57,7 @@ def test_defaults_are_shown_as_a_stack_file_spells_them():
     text = render()
     assert "| `useSudo` | boolean | `true` |" in text
     assert "| `systemNodeGroup.instanceTypes` | non-empty list of strings | `[m6i.large]` |" in text
-    assert "| `controlPlaneResources.requests` | map string → string | `{cpu: 200m, memory: 256Mi}` |" in text
+    assert ("| `controlPlaneResources.requests` | map of `cpu`, `memory`, `ephemeral-storage` → quantity "
+            "| `{cpu: 200m, memory: 256Mi}` |") in text
     assert "| `region` | string | required |" in text
     assert "| `mode` | `install` \\| `microk8s-addon` \\| `external` | `install` |" in text

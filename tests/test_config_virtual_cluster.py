@@ -119,3 +119,39 @@ def test_a_virtual_cluster_on_kubernetes_1_36_or_later_passes(version, k8s, expe
     if k8s:
         put(config, "vcluster.extraValues.controlPlane.distro.k8s.image.tag", k8s)
     assert {virtual_kubernetes_version(team.vcluster) for team in load_platform(config).teams} == {expected}
+
+
+# A request above its limit: the API server refuses the control plane's StatefulSet (pod template validation) or
+# the tenant's LimitRange, and the team's vCluster release fails on `pulumi up`.
+@pytest.mark.parametrize("path, value, key, words", [
+    ("vcluster.controlPlaneResources.requests.memory", "4Gi", "teams[0].vcluster.controlPlaneResources.requests.memory",
+     "request more memory than its limit (2Gi)"),
+    ("teams[1].vcluster.controlPlaneResources.limits", {"cpu": "100m"},
+     "teams[1].vcluster.controlPlaneResources.requests.cpu", "request more cpu than its limit (100m)"),
+    ("vcluster.limitRange.defaultRequestCpu", "1500m", "teams[0].vcluster.limitRange.defaultRequestCpu",
+     "default CPU request is above its default CPU limit (1)"),
+    ("teams[2].vcluster.limitRange", {"defaultMemory": "100Mi"}, "teams[2].vcluster.limitRange.defaultRequestMemory",
+     "default memory request is above its default memory limit (100Mi)"),
+])
+def test_a_request_above_its_limit_is_refused_before_the_api_server_refuses_it(path, value, key, words):
+    error = rejected(put(dev_config(), path, value))
+    [found] = [issue for issue in error.issues if issue.key == key]
+    assert words in found.problem and "at most" in found.fix
+
+
+def test_requests_at_their_limits_pass():
+    config = put(dev_config(), "vcluster.controlPlaneResources", {"requests": {"memory": "2Gi", "cpu": 1},
+                                                                  "limits": {"cpu": "1000m"}})
+    put(config, "vcluster.limitRange", {"defaultRequestCpu": "1", "defaultRequestMemory": "1024Mi"})
+    team = load_platform(config).teams[0]
+    assert team.vcluster.control_plane_resources.requests == {"cpu": "1", "memory": "2Gi"}
+
+
+@pytest.mark.parametrize("path, value, words", [
+    ("vcluster.controlPlaneResources.requests.hugepages-2Mi", "1Gi", "is not a resource it can set"),
+    ("vcluster.controlPlaneResources.limits.memory", "2GB", "is not a Kubernetes quantity"),
+    ("teams[0].vcluster.controlPlaneResources.requests.cpu", "lots", "is not a Kubernetes quantity"),
+])
+def test_control_plane_resources_are_quantities_of_what_a_container_can_request(path, value, words):
+    found = assert_rejected(put(dev_config(), path, value), path, value)
+    assert words in found.problem

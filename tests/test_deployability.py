@@ -522,3 +522,41 @@ def test_names_and_labels_are_ones_the_api_server_and_its_controllers_take(obj, 
         assert not found
     else:
         assert found and words in found[0].message, found
+
+
+def _workload(*containers: dict) -> K8sObject:
+    return K8sObject({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "apps"},
+                      "spec": {"template": {"metadata": {}, "spec": {"containers": list(containers)}}}}, "test")
+
+
+def _container(requests: dict | None = None, limits: dict | None = None, name: str = "app") -> dict:
+    return {"name": name, "resources": {"requests": requests or {}, "limits": limits or {}}}
+
+
+@pytest.mark.parametrize("obj, words", [
+    (_workload(_container({"cpu": "500m", "memory": "1Gi"}, {"cpu": 1, "memory": "1Gi"})), None),
+    (_workload(_container({"memory": "4Gi"}, {"memory": "2Gi"})), "requests 4Gi memory, above its limit of 2Gi"),
+    (_workload(_container({"cpu": "1500m"}, {"cpu": "1"})), "requests 1500m cpu, above its limit of 1"),
+    (_workload(_container({"memory": "lots"})), "request of memory 'lots' is not a quantity"),
+    (_workload(_container({"nvidia.com/gpu": 1}, {"nvidia.com/gpu": 1})), None),
+    (_workload(_container({"nvidia.com/gpu": 1})), "nvidia.com/gpu cannot be overcommitted"),
+    (_workload(_container({"hugepages-2Mi": "1Gi"}, {"hugepages-2Mi": "2Gi"})),
+     "hugepages-2Mi cannot be overcommitted"),
+    (_workload(_container(limits={"nvidia.com/gpu": 1})), None),  # the request defaults to the limit
+    (K8sObject({"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "l", "namespace": "apps"},
+                "spec": {"limits": [{"type": "Container", "default": {"cpu": "1", "memory": "1Gi"},
+                                     "defaultRequest": {"cpu": "100m", "memory": "128Mi"},
+                                     "max": {"ephemeral-storage": "8Gi"}}]}}, "test"), None),
+    (K8sObject({"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "l", "namespace": "apps"},
+                "spec": {"limits": [{"type": "Container", "default": {"cpu": "1"}, "defaultRequest": {"cpu": "4"}}]}},
+               "test"), "Container cpu: defaultRequest 4 is above default 1"),
+    (K8sObject({"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "l", "namespace": "apps"},
+                "spec": {"limits": [{"type": "Container", "min": {"memory": "1Gi"}, "max": {"memory": "512Mi"}}]}},
+               "test"), "Container memory: min 1Gi is above max 512Mi"),
+])
+def test_requests_limits_and_limit_ranges_are_ones_the_api_server_takes(obj, words, sites):
+    found = errors([obj], sites["eks"], "resources")
+    if words is None:
+        assert not found
+    else:
+        assert found and words in found[0].message, found
