@@ -93,33 +93,29 @@ def check_virtual_clusters(reader: Reader, teams: Sequence[Team]) -> None:
         _check_requests_within_limits(reader, index, team)
 
 
-def _both_read(*quantities: object) -> bool:
-    """Each quantity was read (a refused one is None and has its own error)."""
-    return all(isinstance(quantity, str) for quantity in quantities)
+def _above(request: Optional[str], limit: Optional[str]) -> bool:
+    """Both quantities were read (a refused one is None and has its own error) and the request is the larger."""
+    return isinstance(request, str) and isinstance(limit, str) and quantity_value(request) > quantity_value(limit)
 
 
 def _check_requests_within_limits(reader: Reader, index: int, team: Team) -> None:
     """A request above its limit: the API server refuses the control plane's StatefulSet, or the LimitRange."""
-    resources = team.vcluster.control_plane_resources
-    for name, request in sorted(resources.requests.items()):
-        limit = resources.limits.get(name)
-        if _both_read(request, limit) and quantity_value(request) > quantity_value(limit):
-            reader.fail(f"teams[{index}].vcluster.controlPlaneResources.requests.{name}", request,
-                        f"team {team.name}'s control plane would request more {name} than its limit ({limit}): the "
-                        "API server refuses such a StatefulSet, so the vCluster release would fail",
-                        f"lower requests.{name} to at most {limit}, or raise limits.{name} (the stack's or the "
-                        "team's vcluster.controlPlaneResources)")
-    defaults = team.vcluster.limit_range
-    for what, request_key, request, limit_key, limit in (
-            ("CPU", "defaultRequestCpu", defaults.default_request_cpu, "defaultCpu", defaults.default_cpu),
-            ("memory", "defaultRequestMemory", defaults.default_request_memory, "defaultMemory",
-             defaults.default_memory)):
-        if _both_read(request, limit) and quantity_value(request) > quantity_value(limit):
-            reader.fail(f"teams[{index}].vcluster.limitRange.{request_key}", request,
-                        f"team {team.name}'s default {what} request is above its default {what} limit ({limit}): "
-                        "the API server refuses such a LimitRange, so the vCluster release would fail",
-                        f"lower limitRange.{request_key} to at most {limit}, or raise limitRange.{limit_key} (the "
-                        "stack's or the team's vcluster)")
+    resources, defaults = team.vcluster.control_plane_resources, team.vcluster.limit_range
+    # (where the request is, the request, where the limit is, the limit, what the API server would refuse)
+    pairs = [(f"controlPlaneResources.requests.{name}", request, f"controlPlaneResources.limits.{name}",
+              resources.limits.get(name), f"the control plane's StatefulSet ({name})")
+             for name, request in sorted(resources.requests.items())]
+    pairs += [("limitRange.defaultRequestCpu", defaults.default_request_cpu, "limitRange.defaultCpu",
+               defaults.default_cpu, "the LimitRange (default CPU)"),
+              ("limitRange.defaultRequestMemory", defaults.default_request_memory, "limitRange.defaultMemory",
+               defaults.default_memory, "the LimitRange (default memory)")]
+    for request_key, request, limit_key, limit, refused in pairs:
+        if _above(request, limit):
+            reader.fail(f"teams[{index}].vcluster.{request_key}", request,
+                        f"team {team.name}'s request is above its limit {limit_key} = {limit}: the API server refuses "
+                        f"{refused}, so the vCluster release would fail",
+                        f"lower {request_key} to at most {limit}, or raise {limit_key} (the stack's or the team's "
+                        "vcluster)")
 
 
 def _check_syncer_rules(reader: Reader, index: int, team: Team) -> None:

@@ -125,13 +125,13 @@ def test_a_virtual_cluster_on_kubernetes_1_36_or_later_passes(version, k8s, expe
 # the tenant's LimitRange, and the team's vCluster release fails on `pulumi up`.
 @pytest.mark.parametrize("path, value, key, words", [
     ("vcluster.controlPlaneResources.requests.memory", "4Gi", "teams[0].vcluster.controlPlaneResources.requests.memory",
-     "request more memory than its limit (2Gi)"),
+     "controlPlaneResources.limits.memory = 2Gi: the API server refuses the control plane"),
     ("teams[1].vcluster.controlPlaneResources.limits", {"cpu": "100m"},
-     "teams[1].vcluster.controlPlaneResources.requests.cpu", "request more cpu than its limit (100m)"),
+     "teams[1].vcluster.controlPlaneResources.requests.cpu", "controlPlaneResources.limits.cpu = 100m"),
     ("vcluster.limitRange.defaultRequestCpu", "1500m", "teams[0].vcluster.limitRange.defaultRequestCpu",
-     "default CPU request is above its default CPU limit (1)"),
+     "limitRange.defaultCpu = 1: the API server refuses the LimitRange"),
     ("teams[2].vcluster.limitRange", {"defaultMemory": "100Mi"}, "teams[2].vcluster.limitRange.defaultRequestMemory",
-     "default memory request is above its default memory limit (100Mi)"),
+     "limitRange.defaultMemory = 100Mi"),
 ])
 def test_a_request_above_its_limit_is_refused_before_the_api_server_refuses_it(path, value, key, words):
     error = rejected(put(dev_config(), path, value))
