@@ -560,3 +560,39 @@ def test_requests_limits_and_limit_ranges_are_ones_the_api_server_takes(obj, wor
         assert not found
     else:
         assert found and words in found[0].message, found
+
+
+def _selecting(kind: str, selector: dict | None, labels: dict, *, mounts: tuple = (), volumes: tuple = (),
+               claims: tuple = ()) -> K8sObject:
+    spec: dict = {"template": {"metadata": {"labels": labels}, "spec": {
+        "containers": [{"name": "app", "volumeMounts": [{"name": m, "mountPath": f"/{m}"} for m in mounts]}],
+        "volumes": [{"name": v, "emptyDir": {}} for v in volumes]}}}
+    if selector is not None:
+        spec["selector"] = selector
+    if claims:
+        spec["volumeClaimTemplates"] = [{"metadata": {"name": c}} for c in claims]
+    return K8sObject({"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": "w", "namespace": "apps"},
+                      "spec": spec}, "test")
+
+
+@pytest.mark.parametrize("obj, words", [
+    (_selecting("Deployment", {"matchLabels": {"app": "proxy"}}, {"app": "proxy", "team": "nlp"}), None),
+    (_selecting("Deployment", {"matchLabels": {"app": "proxy"}}, {"app": "web"}), "does not select its own pod"),
+    (_selecting("DaemonSet", {"matchExpressions": [{"key": "app", "operator": "In", "values": ["a", "b"]}]},
+                {"app": "b"}), None),
+    (_selecting("ReplicaSet", {"matchExpressions": [{"key": "app", "operator": "Exists", "values": ["x"]}]},
+                {"app": "b"}), "spec.selector is invalid"),
+    (_selecting("Deployment", None, {"app": "web"}), "has no spec.selector"),
+    (_selecting("Deployment", {"matchLabels": {"app": "w"}}, {"app": "w"}, mounts=("cache",), volumes=("cache",)),
+     None),
+    (_selecting("Deployment", {"matchLabels": {"app": "w"}}, {"app": "w"}, mounts=("data",)),
+     "container app mounts volume 'data', which the pod does not have"),
+    (_selecting("StatefulSet", {"matchLabels": {"app": "w"}}, {"app": "w"}, mounts=("data",), claims=("data",)),
+     None),
+])
+def test_workloads_select_their_pods_and_mount_their_volumes(obj, words, sites):
+    found = errors([obj], sites["eks"], "workloads")
+    if words is None:
+        assert not found
+    else:
+        assert found and words in found[0].message, found

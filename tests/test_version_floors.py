@@ -28,7 +28,7 @@ from tools.charts.manifest_yaml import load_manifests
 from tools.charts.pins import pinned_chart_key
 from tools.charts.render import render_release
 from tools.deployability import check as deployability
-from tools.deployability import names, resources
+from tools.deployability import names, resources, workloads
 from tools.deployability.inputs import K8sObject, crds_of, helm_kube_version, site_from_plan
 from tools.offline.recording import integral_numbers
 from tools.plan.document import build_plan
@@ -230,11 +230,13 @@ def test_every_accepted_release_of_every_chart_renders_with_the_programs_values(
                 assert all(isinstance(document, (dict, type(None))) for document in load_manifests(text)), path
             # What the release puts in the cluster, as the site's API server takes it: each custom resource
             # against the release's own CRD, each built-in object against the site's Kubernetes, every name and
-            # label, every container's requests and limits and every LimitRange.
+            # label, every container's requests and limits and every LimitRange, every workload's selector and
+            # mounts.
             objects = [K8sObject(document, f"{chart} {version}") for document in documents if document]
             refused = [finding for finding in deployability.check_schemas(objects, site, crds_of(objects))
                        if finding.severity == deployability.ERROR]
-            refused += names.check_names(objects) + resources.check_resources(objects)
+            refused += (names.check_names(objects) + resources.check_resources(objects)
+                        + workloads.check_workloads(objects))
             assert not refused, "\n".join(map(str, refused))
             if not contracts.schema:
                 defaults = _defaults_with_sub_charts(contracts.path)

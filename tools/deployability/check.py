@@ -26,6 +26,8 @@ reports what a first ``pulumi up`` on the site would trip over, one rule each:
   controller gives each pod (a StatefulSet's at most 52 characters), and every label is valid (``names``);
 * ``resources``: every container requests at most its limit (exactly it, of what cannot be overcommitted), and
   every LimitRange keeps min <= defaultRequest <= default <= max (``resources``);
+* ``workloads``: every Deployment, StatefulSet, DaemonSet and ReplicaSet selects its own pod template, and every
+  volume a container mounts is the pod's (``workloads``);
 * ``image-volume``: pods that mount an image (a memory-capped team's HAMi-core, added inside its vCluster)
   run on a host whose Kubernetes serves image volumes (``image_volumes``);
 * ``tenant-quota``: each tenant namespace's quota, as the chart renders it, holds its control plane, its DNS
@@ -46,7 +48,9 @@ import kubernetes_validate
 from config import versions
 from config.hosts import DEFAULT_STORAGE_CLASS_ANNOTATION
 from config.vocabulary import POD_SECURITY_LABEL
-from tools.deployability import grafana, image_volumes, names, network_policy, operator_mounts, resources
+from tools.deployability import (
+    grafana, image_volumes, names, network_policy, operator_mounts, resources, workloads,
+)
 from tools.deployability.custom_resources import custom_resource_problems
 from tools.deployability.node_fit import fits
 from tools.deployability import pod_security
@@ -295,7 +299,9 @@ def check(objects: Sequence[K8sObject], site: Site, extra_crds: Sequence[Mapping
                 + [Finding(ERROR, "names", obj.describe(), problem, fix)
                    for obj, problem, fix in names.check_names(objects)]
                 + [Finding(ERROR, resources.RULE, obj.describe(), problem, fix)
-                   for obj, problem, fix in resources.check_resources(everything)])
+                   for obj, problem, fix in resources.check_resources(everything)]
+                + [Finding(ERROR, workloads.RULE, obj.describe(), problem, fix)
+                   for obj, problem, fix in workloads.check_workloads(everything)])
     order = {ERROR: 0, WARNING: 1, INFO: 2}
     return sorted(findings, key=lambda f: (order[f.severity], f.rule, f.object, f.message))
 
