@@ -15,6 +15,7 @@ from tests.test_deployability import assert_found, attack, attack_cache, errors,
 from tools.deployability import check as deployability
 from tools.deployability.custom_resources import as_stored
 from tools.deployability.inputs import K8sObject
+from tools.offline.recording import REDACTED, UNKNOWN
 
 
 # --- schemas ----------------------------------------------------------------------------------------
@@ -166,6 +167,8 @@ def _named(kind: str, name: str, *, labels: dict | None = None, template_labels:
     (_named("Service", "api", ports=[{"name": "https", "port": 443}]), None),
     (_named("Service", "api", ports=[{"name": "HTTPS", "port": 443}]), "port name 'HTTPS'"),
     (_named("StatefulSet", "s" * 60, api_version="apps/v1", patch=True), None),  # someone else's object
+    # What the plan cannot know (another resource's output, a secret) is left out.
+    (_named("ConfigMap", UNKNOWN, labels={"team": UNKNOWN, "owner": REDACTED}), None),
 ])
 def test_names_and_labels_are_ones_the_api_server_and_its_controllers_take(obj, words, sites):
     assert_found(errors([obj], sites["eks"], "names"), words)
@@ -190,6 +193,7 @@ def _container(requests: dict | None = None, limits: dict | None = None, name: s
     (_workload(_container({"hugepages-2Mi": "1Gi"}, {"hugepages-2Mi": "2Gi"})),
      "hugepages-2Mi cannot be overcommitted"),
     (_workload(_container(limits={"nvidia.com/gpu": 1})), None),  # the request defaults to the limit
+    (_workload(_container({"memory": UNKNOWN, "nvidia.com/gpu": UNKNOWN}, {"memory": "1Gi"})), None),
     (K8sObject({"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "l", "namespace": "apps"},
                 "spec": {"limits": [{"type": "Container", "default": {"cpu": "1", "memory": "1Gi"},
                                      "defaultRequest": {"cpu": "100m", "memory": "128Mi"},

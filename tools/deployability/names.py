@@ -16,6 +16,7 @@ import re
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from tools.deployability.inputs import K8sObject, pod_templates
+from tools.offline.recording import REDACTED, UNKNOWN
 
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 DNS_1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
@@ -39,6 +40,8 @@ DNS_1035_KINDS = {"Service"}
 
 
 def _name_problem(kind: str, name: str) -> Optional[str]:
+    if name in (UNKNOWN, REDACTED):
+        return None  # a value the plan cannot know (another resource's output, a secret)
     if kind in RBAC_KINDS:
         return None if name not in (".", "..") and not any(c in name for c in "/%") else "is not a path segment"
     if kind in DNS_1035_KINDS:
@@ -57,6 +60,8 @@ def _name_problem(kind: str, name: str) -> Optional[str]:
 
 
 def _label_problem(key: str, value: Any) -> Optional[str]:
+    if value in (UNKNOWN, REDACTED):
+        return None
     prefix, _, name = key.rpartition("/")
     if (prefix and (len(prefix) > 253 or not DNS_SUBDOMAIN.fullmatch(prefix))) or len(name) > 63 \
             or not LABEL_NAME.fullmatch(name):

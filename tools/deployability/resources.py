@@ -14,6 +14,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from config.key_types import QUANTITY, quantity_value
 from tools.deployability.inputs import K8sObject, pod_templates
+from tools.offline.recording import REDACTED, UNKNOWN
 
 RULE = "resources"
 CONTAINER_LISTS = ("initContainers", "containers")
@@ -39,9 +40,11 @@ def _container_problems(container: Mapping[str, Any]) -> Iterable[str]:
     name = container.get("name", "?")
     for kind, values in (("request", requests), ("limit", limits)):
         for resource, value in values.items():
-            if _amount(value) is None:
+            if _amount(value) is None and value not in (UNKNOWN, REDACTED):  # the plan may not know a value
                 yield f"container {name}: {kind} of {resource} {value!r} is not a quantity"
     for resource, value in requests.items():
+        if {value, limits.get(resource)} & {UNKNOWN, REDACTED}:
+            continue
         request, limit = _amount(value), _amount(limits.get(resource))
         if _not_overcommitted(resource) and (limit is None or request != limit):
             yield (f"container {name} requests {value} {resource} with "
