@@ -245,8 +245,8 @@ def check_schemas(objects: Sequence[K8sObject], site: Site, crds: Sequence[Mappi
     known_crds = {(crd["spec"]["group"], crd["spec"]["names"]["kind"]): crd for crd in crds}
     kube, findings = schema_version(site)
     for obj in objects:
-        if obj.kind == "Pod" and obj.origin.startswith("vCluster"):
-            continue  # a model of a synced pod, not an object anyone applies
+        if obj.synced_model:
+            continue
         api_version = str(obj.manifest.get("apiVersion", ""))
         group, _, version = api_version.rpartition("/")
         crd = known_crds.get((group, obj.kind))

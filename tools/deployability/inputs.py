@@ -125,6 +125,10 @@ class Release:
     values: Mapping[str, Any]
 
 
+# Every list of containers a pod spec holds.
+CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
+
+
 @dataclasses.dataclass
 class K8sObject:
     manifest: dict[str, Any]
@@ -143,6 +147,11 @@ class K8sObject:
     @property
     def namespace(self) -> Optional[str]:
         return (self.manifest.get("metadata") or {}).get("namespace")
+
+    @property
+    def synced_model(self) -> bool:
+        """A model of a pod vCluster syncs to the host (``vcluster_dns_pods``), not an object anyone applies."""
+        return self.kind == "Pod" and self.origin.startswith("vCluster")
 
     def describe(self) -> str:
         where = f"{self.namespace}/" if self.namespace else ""

@@ -15,17 +15,16 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from tools.deployability.inputs import K8sObject, pod_templates
+from config.key_types import DNS_LABEL
+from tools.deployability.inputs import CONTAINER_LISTS, K8sObject, pod_templates
 from tools.offline.recording import REDACTED, UNKNOWN
 
-DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 DNS_1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 LABEL_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 # An IANA service name: lower-case letters, digits and single '-' between them, at least one letter.
 PORT_NAME = re.compile(r"(?=.*[a-z])[a-z0-9]+(-[a-z0-9]+)*")
-CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
 # The longest hash the StatefulSet controller appends to its name in the revision label of each pod (a 32-bit
 # number in decimal), and the Job controller's label of its pods holds the Job's name whole.
 REVISION_HASH_LENGTH = 10

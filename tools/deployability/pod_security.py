@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Iterator, Mapping
 
+from tools.deployability.inputs import CONTAINER_LISTS
+
 LEVELS = ("privileged", "baseline", "restricted")
 
 _BASELINE_CAPABILITIES = frozenset({
@@ -39,7 +41,7 @@ class Violation:
 
 
 def _containers(spec: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    for group in ("initContainers", "containers", "ephemeralContainers"):
+    for group in CONTAINER_LISTS:
         for index, container in enumerate(spec.get(group) or []):
             yield f"{group}[{index}]({container.get('name', '?')})", container
 

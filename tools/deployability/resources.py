@@ -13,11 +13,10 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from config.key_types import QUANTITY, quantity_value
-from tools.deployability.inputs import K8sObject, pod_templates
+from tools.deployability.inputs import CONTAINER_LISTS, K8sObject, pod_templates
 from tools.offline.recording import REDACTED, UNKNOWN
 
 RULE = "resources"
-CONTAINER_LISTS = ("initContainers", "containers")
 # A LimitRange item's bounds, in the order the API server requires of them.
 LIMIT_RANGE_ORDER = ("min", "defaultRequest", "default", "max")
 

@@ -9,11 +9,10 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Sequence
 
 from policy.label_selectors import InvalidSelector, selector_matches
-from tools.deployability.inputs import K8sObject, pod_templates
+from tools.deployability.inputs import CONTAINER_LISTS, K8sObject, pod_templates
 
 RULE = "workloads"
 SELECTING_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet")
-CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
 
 
 def _selector_problem(obj: K8sObject, labels: Mapping[str, str]) -> Iterable[str]:
@@ -46,8 +45,8 @@ def _mount_problems(obj: K8sObject, spec: Mapping[str, Any]) -> Iterable[str]:
 def check_workloads(objects: Sequence[K8sObject]) -> list[tuple[K8sObject, str, str]]:
     found = []
     for obj, metadata, spec in pod_templates(objects):
-        if obj.origin.startswith("vCluster"):
-            continue  # a model of a synced pod (its volumes come from the tenant), not an object anyone applies
+        if obj.synced_model:
+            continue  # its volumes come from the tenant
         for problem in [*_selector_problem(obj, metadata.get("labels") or {}), *_mount_problems(obj, spec)]:
             found.append((obj, problem, "fix the workload (the chart value or the program's object that sets it)"))
     return found
