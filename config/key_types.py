@@ -11,6 +11,8 @@ from __future__ import annotations
 import difflib
 import math
 import re
+import sys
+from decimal import Decimal
 from dataclasses import dataclass
 from typing import Any, ClassVar, Iterable, Optional
 
@@ -18,7 +20,12 @@ from config.errors import MISSING
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_LABEL_FIX = "use at most {limit} lowercase letters, digits and '-', starting and ending with a letter or digit"
-QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+# Kubernetes' quantity grammar (apimachinery's resource.Quantity), non-negative: 1.5, .5, 5., 500m, 16Gi, 1e9, 2E+3.
+# Plain groups (number, its fraction, suffix): the JSON Schema carries the pattern, and editors read ECMA regexes.
+QUANTITY = re.compile(r"^\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+|[KMGTPE]i|[numkMGTPE])?$")
+# The largest number a quantity holds (apimachinery caps larger ones).
+LARGEST_QUANTITY = 2**63 - 1
+FLOAT_DIGITS = sys.float_info.max_10_exp
 # Far beyond any real quota (memory is counted in MB); keeps float conversions exact and finite.
 LARGEST_NUMBER = 10**12
 
@@ -253,6 +260,8 @@ class Quantity:
             value = f"{value:g}"
         if not isinstance(value, str) or not QUANTITY.fullmatch(value):
             raise Invalid("is not a Kubernetes quantity", fix)
+        if quantity_value(value) > LARGEST_QUANTITY:
+            raise Invalid(f"is larger than a Kubernetes quantity holds ({LARGEST_QUANTITY})", fix)
         return value
 
     def schema(self) -> dict[str, Any]:
@@ -263,16 +272,24 @@ class Quantity:
         return "quantity"
 
 
-_QUANTITY_FACTORS = {"": 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+QUANTITY_SUFFIXES = {"n": 1e-9, "u": 1e-6, "m": 1e-3, "": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
+                     "P": 1e15, "E": 1e18,
                      "Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50, "Ei": 2 ** 60}
 
 
 def quantity_value(quantity: str) -> float:
-    """A validated Kubernetes quantity (``500m``, ``16``, ``64Gi``) as a plain number of base units."""
+    """A validated Kubernetes quantity (``500m``, ``16``, ``64Gi``, ``1e9``) as a plain number of base units."""
     match = QUANTITY.fullmatch(quantity)
     assert match is not None, quantity
-    suffix = match.group(2) or ""
-    return float(quantity[:len(quantity) - len(suffix)]) * _QUANTITY_FACTORS[suffix]
+    number, suffix = Decimal(match.group(1)), match.group(3) or ""
+    if suffix in QUANTITY_SUFFIXES:
+        return float(number) * QUANTITY_SUFFIXES[suffix]
+    exponent = int(suffix[1:])
+    # An exponent can have any number of digits: decide the ones beyond any float before scaling.
+    magnitude = number.adjusted() + exponent
+    if number and magnitude > FLOAT_DIGITS:
+        return math.inf
+    return 0.0 if not number or magnitude < -FLOAT_DIGITS else float(number.scaleb(exponent))
 
 
 @dataclass(frozen=True)

@@ -81,6 +81,9 @@ MIRRORED_TAGS = {
     # (config/image_volumes.py).
     "canonical/microk8s": ("v1.35", "v1.36"),
     "containerd/containerd": ("v2.1.3", "v2.2.3"),
+    # How the API server reads a quantity (config/key_types.py QUANTITY), at the oldest and newest Kubernetes a
+    # site may run.
+    "kubernetes/apimachinery": ("v0.30.0", "v0.36.3"),
 }
 
 

@@ -74,6 +74,8 @@ beyond a single value:
   namespace of its own; an external one's objects may share the operator's or KAI's, never a team's.
 - **Unknown keys** are errors at any depth, and they come with a suggestion, for example
   `teams[0].nmae … did you mean 'name'?`. Wrong types are errors too.
+- **Quantities** are read as the API server reads them: `500m`, `4`, `1.5`, `16Gi`, `64G`, `250n`,
+  `1e9`; a plain number is one too. Negative ones, and ones above 2^63-1, are refused.
 - **Secrets** must be set with `--secret` when they are needed: `sshPrivateKey` for a remote
   MicroK8s host, `kubeconfig` for `cluster.kind: kubeconfig`.
 - **Config namespaces**: besides `gpu-tenancy`, a stack may set keys of `pulumi`, `aws`, `eks`,
