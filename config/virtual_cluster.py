@@ -85,12 +85,30 @@ SYNCER_RULE_VALUES = (("rbac", "role", "extraRules"), ("rbac", "role", "overwrit
                       ("rbac", "enableVolumeSnapshotRules"))
 
 
-def check_virtual_clusters(reader: Reader, teams: Sequence[Team]) -> None:
+# A problem of a tenant's vCluster settings: (key under the settings, value, problem, fix).
+Finding = tuple[str, object, str, str]
+
+
+def check_virtual_clusters(reader: Reader, stack: VClusterSettings, teams: Sequence[Team]) -> None:
+    """``stack`` is the stack's ``vcluster`` block over the defaults, which each team's settings merge over. A
+    problem of the stack's block is named once, at its own key; a team's only where the team's differs."""
+    stacks = ("the stack's", "each team's queue")
+    stack_findings = _findings(stack, *stacks)
+    inherited = {repr(finding) for finding in stack_findings}
+    for key, value, problem, fix in stack_findings:
+        reader.fail(f"vcluster.{key}", value, problem, fix)
     for index, team in enumerate(teams):
-        _check_to_host_syncs(reader, index, team)
-        _check_syncer_rules(reader, index, team)
-        _check_virtual_version(reader, index, team)
-        _check_requests_within_limits(reader, index, team)
+        # The same finding worded as the stack's: what the team inherits unchanged is named once, above.
+        as_stacks = _findings(team.vcluster, *stacks)
+        for finding, (key, value, problem, fix) in zip(as_stacks, _findings(team.vcluster, f"team {team.name}'s",
+                                                                             f"queue {team.queue_name}")):
+            if repr(finding) not in inherited:
+                reader.fail(f"teams[{index}].vcluster.{key}", value, problem, fix)
+
+
+def _findings(settings: VClusterSettings, whose: str, queue: str) -> list[Finding]:
+    return [*_to_host_syncs(settings, whose), *_syncer_rules(settings, whose), *_virtual_version(settings, queue),
+            *_requests_above_limits(settings, whose)]
 
 
 def _above(request: Optional[str], limit: Optional[str]) -> bool:
@@ -98,9 +116,9 @@ def _above(request: Optional[str], limit: Optional[str]) -> bool:
     return isinstance(request, str) and isinstance(limit, str) and quantity_value(request) > quantity_value(limit)
 
 
-def _check_requests_within_limits(reader: Reader, index: int, team: Team) -> None:
+def _requests_above_limits(settings: VClusterSettings, whose: str) -> list[Finding]:
     """A request above its limit: the API server refuses the control plane's StatefulSet, or the LimitRange."""
-    resources, defaults = team.vcluster.control_plane_resources, team.vcluster.limit_range
+    resources, defaults = settings.control_plane_resources, settings.limit_range
     # (where the request is, the request, where the limit is, the limit, what the API server would refuse)
     pairs = [(f"controlPlaneResources.requests.{name}", request, f"controlPlaneResources.limits.{name}",
               resources.limits.get(name), f"the control plane's StatefulSet ({name})")
@@ -109,28 +127,25 @@ def _check_requests_within_limits(reader: Reader, index: int, team: Team) -> Non
                defaults.default_cpu, "the LimitRange (default CPU)"),
               ("limitRange.defaultRequestMemory", defaults.default_request_memory, "limitRange.defaultMemory",
                defaults.default_memory, "the LimitRange (default memory)")]
-    for request_key, request, limit_key, limit, refused in pairs:
-        if _above(request, limit):
-            reader.fail(f"teams[{index}].vcluster.{request_key}", request,
-                        f"team {team.name}'s request is above its limit {limit_key} = {limit}: the API server refuses "
-                        f"{refused}, so the vCluster release would fail",
-                        f"lower {request_key} to at most {limit}, or raise {limit_key} (the stack's or the team's "
-                        "vcluster)")
+    return [(request_key, request,
+             f"{whose} request is above its limit {limit_key} = {limit}: the API server refuses {what}, so the "
+             "vCluster release would fail",
+             f"lower {request_key} to at most {limit}, or raise {limit_key} (the stack's or the team's vcluster)")
+            for request_key, request, limit_key, limit, what in pairs if _above(request, limit)]
 
 
-def _check_syncer_rules(reader: Reader, index: int, team: Team) -> None:
-    for path in SYNCER_RULE_VALUES:
-        value = _dig(team.vcluster.extra_values, *path[:-1]).get(path[-1])
-        if value not in (None, []):
-            reader.fail(f"teams[{index}].vcluster.extraValues.{'.'.join(path)}", value,
-                        f"it changes the host permissions of team {team.name}'s syncer, which runs in the tenant's "
-                        "control plane: every kind it may write on the host is checked by a host policy, and "
-                        "only the chart's own rules were checked",
-                        "remove it from the stack's or the team's vcluster.extraValues")
+def _syncer_rules(settings: VClusterSettings, whose: str) -> list[Finding]:
+    return [(f"extraValues.{'.'.join(path)}", value,
+             f"it changes the host permissions of {whose} syncer, which runs in the tenant's control plane: every "
+             "kind it may write on the host is checked by a host policy, and only the chart's own rules were checked",
+             "remove it from the stack's or the team's vcluster.extraValues")
+            for path in SYNCER_RULE_VALUES
+            for value in [_dig(settings.extra_values, *path[:-1]).get(path[-1])] if value not in (None, [])]
 
 
-def _check_to_host_syncs(reader: Reader, index: int, team: Team) -> None:
-    to_host = _dig(team.vcluster.extra_values, "sync", "toHost")
+def _to_host_syncs(settings: VClusterSettings, whose: str) -> list[Finding]:
+    found: list[Finding] = []
+    to_host = _dig(settings.extra_values, "sync", "toHost")
     for kind, setting in sorted((to_host or {}).items()):
         if kind in COVERED_TO_HOST_SYNCS:
             continue
@@ -141,26 +156,27 @@ def _check_to_host_syncs(reader: Reader, index: int, team: Team) -> None:
             enabled = [kind] if isinstance(setting, dict) and setting.get("enabled") not in (None, False) else []
         for name in enabled:
             key = f"sync.toHost.{kind}" + (f".{name}" if kind == "customResources" else "") + ".enabled"
-            reader.fail(f"teams[{index}].vcluster.extraValues.{key}", True,
-                        f"team {team.name}'s syncer would write {name} into the host namespace, and the host has "
-                        f"no admission rules for them (covered: {', '.join(COVERED_TO_HOST_SYNCS)})",
-                        "remove it from the stack's or the team's vcluster.extraValues")
+            found.append((f"extraValues.{key}", True,
+                          f"{whose} syncer would write {name} into the host namespace, and the host has no admission "
+                          f"rules for them (covered: {', '.join(COVERED_TO_HOST_SYNCS)})",
+                          "remove it from the stack's or the team's vcluster.extraValues"))
+    return found
 
 
-def _check_virtual_version(reader: Reader, index: int, team: Team) -> None:
-    if not team.vcluster.version:  # refused already, with its own error
-        return
-    version = virtual_kubernetes_version(team.vcluster)
-    key = f"teams[{index}].vcluster.version"
+def _virtual_version(settings: VClusterSettings, queue: str) -> list[Finding]:
+    if not settings.version:  # refused already, with its own error
+        return []
+    version = virtual_kubernetes_version(settings)
     minor = minor_version(version)
-    if minor is None or minor < MUTATING_ADMISSION_POLICY_GA:
-        wanted = ".".join(map(str, MUTATING_ADMISSION_POLICY_GA))
-        reader.fail(key, team.vcluster.version,
-                    f"its virtual cluster runs Kubernetes {version}, which has no GA MutatingAdmissionPolicy: the "
-                    f"defaults that put every pod in KAI and queue {team.queue_name} need Kubernetes {wanted} or later",
-                    f"use vcluster.version {versions.VCLUSTER_VERSION} (Kubernetes "
-                    f"{versions.VCLUSTER_VIRTUAL_KUBERNETES[versions.VCLUSTER_VERSION]}), or set vcluster.extraValues."
-                    f"controlPlane.distro.k8s.image.tag to v{wanted}.0 or later")
+    if minor is not None and minor >= MUTATING_ADMISSION_POLICY_GA:
+        return []
+    wanted = ".".join(map(str, MUTATING_ADMISSION_POLICY_GA))
+    return [("version", settings.version,
+             f"its virtual cluster runs Kubernetes {version}, which has no GA MutatingAdmissionPolicy: the defaults "
+             f"that put every pod in KAI and {queue} need Kubernetes {wanted} or later",
+             f"use vcluster.version {versions.VCLUSTER_VERSION} (Kubernetes "
+             f"{versions.VCLUSTER_VIRTUAL_KUBERNETES[versions.VCLUSTER_VERSION]}), or set vcluster.extraValues."
+             f"controlPlane.distro.k8s.image.tag to v{wanted}.0 or later")]
 
 
 def _dig(values: object, *path: str) -> dict:

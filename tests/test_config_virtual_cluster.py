@@ -86,8 +86,8 @@ def test_a_virtual_cluster_overridden_to_kubernetes_without_ga_mutating_admissio
     config = put(dev_config(), "vcluster.version", version)
     put(config, "vcluster.extraValues.controlPlane.distro.k8s.version", k8s)
     error = rejected(config)
-    found = [issue for issue in error.issues if issue.key == "teams[0].vcluster.version"]
-    assert found and found[0].value == version
+    found = [issue for issue in error.issues if issue.key.endswith("vcluster.version")]
+    assert [(issue.key, issue.value) for issue in found] == [("vcluster.version", version)]  # the stack's, once
     assert "1.36" in str(found[0]) and versions.VCLUSTER_VERSION in found[0].fix
 
 
@@ -124,11 +124,11 @@ def test_a_virtual_cluster_on_kubernetes_1_36_or_later_passes(version, k8s, expe
 # A request above its limit: the API server refuses the control plane's StatefulSet (pod template validation) or
 # the tenant's LimitRange, and the team's vCluster release fails on `pulumi up`.
 @pytest.mark.parametrize("path, value, key, words", [
-    ("vcluster.controlPlaneResources.requests.memory", "4Gi", "teams[0].vcluster.controlPlaneResources.requests.memory",
+    ("vcluster.controlPlaneResources.requests.memory", "4Gi", "vcluster.controlPlaneResources.requests.memory",
      "controlPlaneResources.limits.memory = 2Gi: the API server refuses the control plane"),
     ("teams[1].vcluster.controlPlaneResources.limits", {"cpu": "100m"},
      "teams[1].vcluster.controlPlaneResources.requests.cpu", "controlPlaneResources.limits.cpu = 100m"),
-    ("vcluster.limitRange.defaultRequestCpu", "1500m", "teams[0].vcluster.limitRange.defaultRequestCpu",
+    ("vcluster.limitRange.defaultRequestCpu", "1500m", "vcluster.limitRange.defaultRequestCpu",
      "limitRange.defaultCpu = 1: the API server refuses the LimitRange"),
     ("teams[2].vcluster.limitRange", {"defaultMemory": "100Mi"}, "teams[2].vcluster.limitRange.defaultRequestMemory",
      "limitRange.defaultMemory = 100Mi"),
@@ -137,6 +137,17 @@ def test_a_request_above_its_limit_is_refused_before_the_api_server_refuses_it(p
     error = rejected(put(dev_config(), path, value))
     [found] = [issue for issue in error.issues if issue.key == key]
     assert words in found.problem and "at most" in found.fix
+
+
+def test_the_stacks_request_above_its_limit_is_named_once_where_it_is_written_and_a_teams_own_where_it_is():
+    config = put(dev_config(), "vcluster.controlPlaneResources", {"requests": {"cpu": "4"}, "limits": {"cpu": "2"}})
+    put(config, "teams[1].vcluster.controlPlaneResources.limits.cpu", "3")
+    put(config, "teams[2].vcluster.controlPlaneResources.limits.cpu", "4")
+    error = rejected(config)
+    assert [(issue.key, issue.value) for issue in error.issues] == [
+        ("vcluster.controlPlaneResources.requests.cpu", "4"),
+        ("teams[1].vcluster.controlPlaneResources.requests.cpu", "4")]
+    assert "the stack's request" in error.issues[0].problem and "team team-vision's" in error.issues[1].problem
 
 
 def test_requests_at_their_limits_pass():
