@@ -39,11 +39,19 @@ _QUOTA, _LIMITS = DEFAULT_VCLUSTER.resource_quota, DEFAULT_VCLUSTER.limit_range
 
 # What a container can request that the control plane would (extended resources and huge pages it has no use for).
 CONTROL_PLANE_RESOURCE_NAMES = ("cpu", "memory", "ephemeral-storage")
+
+
+def _shown(resources: dict[str, str]) -> str:
+    return ", ".join(f"{name} {quantity}" for name, quantity in resources.items())
+
+
 CONTROL_PLANE_RESOURCES = Block(keys=(
     Key("requests", QuantityMap(CONTROL_PLANE_RESOURCE_NAMES), DEFAULT_VCLUSTER.control_plane_resources.requests,
         "Requests of the vCluster control-plane StatefulSet.", example="{cpu: 500m}",
-        details="The keys you give override the inherited ones. Each must be at most the limit of the same "
-                "resource (the API server refuses the StatefulSet otherwise)."),
+        details="The keys you give override the inherited ones; a resource set nowhere is the vCluster chart's "
+                f"own ({_shown(versions.VCLUSTER_CONTROL_PLANE_REQUESTS)}; limits "
+                f"{_shown(versions.VCLUSTER_CONTROL_PLANE_LIMITS)}). Each request must be at most the limit of the "
+                "same resource (the API server refuses the StatefulSet otherwise)."),
     Key("limits", QuantityMap(CONTROL_PLANE_RESOURCE_NAMES), DEFAULT_VCLUSTER.control_plane_resources.limits,
         "Limits of the control plane, merged the same way.", example="{memory: 4Gi}"),
 ))

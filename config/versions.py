@@ -28,6 +28,10 @@ VCLUSTER_VERSION = "0.36.1"
 # controlPlane.distro.k8s.image.tag); the in-vCluster defaults need 1.36 (components/virtual_defaults.py).
 VCLUSTER_VIRTUAL_KUBERNETES = {"0.36.1": "v1.36.0", "0.36.0": "v1.36.0", "0.35.3": "v1.36.0", "0.35.2": "v1.36.0",
                                "0.35.1": "v1.36.0", "0.35.0": "v1.36.0"}
+# The control plane's resources every accepted vCluster chart sets itself (controlPlane.statefulSet.resources):
+# Helm merges the program's under them, so a request or limit a site leaves out is the chart's.
+VCLUSTER_CONTROL_PLANE_REQUESTS = {"cpu": "200m", "memory": "256Mi", "ephemeral-storage": "1Gi"}
+VCLUSTER_CONTROL_PLANE_LIMITS = {"memory": "4Gi", "ephemeral-storage": "10Gi"}
 # The first vCluster chart without rbac.enableVolumeSnapshotRules: earlier ones grant the syncer VolumeSnapshot
 # and VolumeSnapshotContent writes unless it is false (components/tenant.py), this one refuses the value.
 VCLUSTER_WITHOUT_SNAPSHOT_RULES = "0.36.0"

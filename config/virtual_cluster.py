@@ -117,21 +117,36 @@ def _above(request: Optional[str], limit: Optional[str]) -> bool:
 
 
 def _requests_above_limits(settings: VClusterSettings, whose: str) -> list[Finding]:
-    """A request above its limit: the API server refuses the control plane's StatefulSet, or the LimitRange."""
+    """A request above its limit: the API server refuses the control plane's StatefulSet, or the LimitRange. The
+    control plane's are the chart's own merged under the settings' (config/versions.py), as Helm merges them."""
     resources, defaults = settings.control_plane_resources, settings.limit_range
-    # (where the request is, the request, where the limit is, the limit, what the API server would refuse)
-    pairs = [(f"controlPlaneResources.requests.{name}", request, f"controlPlaneResources.limits.{name}",
-              resources.limits.get(name), f"the control plane's StatefulSet ({name})")
-             for name, request in sorted(resources.requests.items())]
-    pairs += [("limitRange.defaultRequestCpu", defaults.default_request_cpu, "limitRange.defaultCpu",
-               defaults.default_cpu, "the LimitRange (default CPU)"),
-              ("limitRange.defaultRequestMemory", defaults.default_request_memory, "limitRange.defaultMemory",
-               defaults.default_memory, "the LimitRange (default memory)")]
-    return [(request_key, request,
-             f"{whose} request is above its limit {limit_key} = {limit}: the API server refuses {what}, so the "
-             "vCluster release would fail",
-             f"lower {request_key} to at most {limit}, or raise {limit_key} (the stack's or the team's vcluster)")
-            for request_key, request, limit_key, limit, what in pairs if _above(request, limit)]
+    found = []
+    for name in sorted({*resources.requests, *versions.VCLUSTER_CONTROL_PLANE_REQUESTS}):
+        request_key, limit_key = f"controlPlaneResources.requests.{name}", f"controlPlaneResources.limits.{name}"
+        request = resources.requests.get(name, versions.VCLUSTER_CONTROL_PLANE_REQUESTS.get(name))
+        limit = resources.limits.get(name, versions.VCLUSTER_CONTROL_PLANE_LIMITS.get(name))
+        if not _above(request, limit):
+            continue
+        refused = f"the API server refuses the control plane's StatefulSet ({name}), so the vCluster release would fail"
+        if name not in resources.requests:
+            found.append((limit_key, limit, f"{whose} limit is below the vCluster chart's own request {request_key} = "
+                          f"{request}: {refused}", f"raise {limit_key} to at least {request}, or set {request_key}"))
+        else:
+            chart = "its " if name in resources.limits else "the vCluster chart's own "
+            found.append((request_key, request, f"{whose} request is above {chart}limit {limit_key} = {limit}: "
+                          f"{refused}", f"lower {request_key} to at most {limit}, or raise {limit_key} (the stack's "
+                          "or the team's vcluster)"))
+    for request_key, request, limit_key, limit, what in (
+            ("limitRange.defaultRequestCpu", defaults.default_request_cpu, "limitRange.defaultCpu",
+             defaults.default_cpu, "CPU"),
+            ("limitRange.defaultRequestMemory", defaults.default_request_memory, "limitRange.defaultMemory",
+             defaults.default_memory, "memory")):
+        if _above(request, limit):
+            found.append((request_key, request, f"{whose} request is above its limit {limit_key} = {limit}: the API "
+                          f"server refuses the LimitRange (default {what}), so the vCluster release would fail",
+                          f"lower {request_key} to at most {limit}, or raise {limit_key} (the stack's or the team's "
+                          "vcluster)"))
+    return found
 
 
 def _syncer_rules(settings: VClusterSettings, whose: str) -> list[Finding]:

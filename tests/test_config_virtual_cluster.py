@@ -7,6 +7,7 @@ import pytest
 from config import load_platform, versions
 from config.virtual_cluster import MUTATING_ADMISSION_POLICY_GA, minor_version, virtual_kubernetes_version
 from tests.config_spec import assert_rejected, dev_config, put, rejected
+from tests.mirror_charts import chart_values
 
 
 def test_the_defaults_open_nothing_and_use_the_hosts_storage_class():
@@ -137,6 +138,33 @@ def test_a_request_above_its_limit_is_refused_before_the_api_server_refuses_it(p
     error = rejected(put(dev_config(), path, value))
     [found] = [issue for issue in error.issues if issue.key == key]
     assert words in found.problem and "at most" in found.fix
+
+
+@pytest.mark.parametrize("path, value, key, words, fix", [
+    ("vcluster.controlPlaneResources.requests.ephemeral-storage", "20Gi",
+     "vcluster.controlPlaneResources.requests.ephemeral-storage",
+     "above the vCluster chart's own limit controlPlaneResources.limits.ephemeral-storage = 10Gi", "at most 10Gi"),
+    ("teams[1].vcluster.controlPlaneResources.limits.ephemeral-storage", "500Mi",
+     "teams[1].vcluster.controlPlaneResources.limits.ephemeral-storage",
+     "below the vCluster chart's own request controlPlaneResources.requests.ephemeral-storage = 1Gi",
+     "raise controlPlaneResources.limits.ephemeral-storage to at least 1Gi"),
+])
+def test_what_the_chart_requests_and_limits_itself_counts(path, value, key, words, fix):
+    found = assert_rejected(put(dev_config(), path, value), key, value, fix=fix)
+    assert words in found.problem
+
+
+def test_a_site_that_sets_both_sides_may_go_past_the_charts_own():
+    config = put(dev_config(), "vcluster.controlPlaneResources", {"requests": {"ephemeral-storage": "20Gi"},
+                                                                  "limits": {"ephemeral-storage": "30Gi"}})
+    assert load_platform(config).teams[0].vcluster.control_plane_resources.limits["ephemeral-storage"] == "30Gi"
+
+
+@pytest.mark.parametrize("version", versions.VCLUSTER_RELEASES)
+def test_the_charts_own_control_plane_resources_are_the_ones_the_config_counts(version):
+    resources = chart_values(versions.VCLUSTER_CHART, version)["controlPlane"]["statefulSet"]["resources"]
+    assert resources == {"requests": versions.VCLUSTER_CONTROL_PLANE_REQUESTS,
+                         "limits": versions.VCLUSTER_CONTROL_PLANE_LIMITS}
 
 
 def test_the_stacks_request_above_its_limit_is_named_once_where_it_is_written_and_a_teams_own_where_it_is():
