@@ -12,8 +12,8 @@ import difflib
 import math
 import re
 import sys
-from decimal import Decimal
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, ClassVar, Iterable, Optional
 
 from config.errors import MISSING
@@ -257,7 +257,7 @@ class Quantity:
 
     def parse(self, value: object, fix: str) -> str:
         if is_number(value) and value >= 0:
-            value = f"{value:g}"
+            value = str(value)  # every digit: "{:g}" keeps six
         if not isinstance(value, str) or not QUANTITY.fullmatch(value):
             raise Invalid("is not a Kubernetes quantity", fix)
         if quantity_value(value) > LARGEST_QUANTITY:
