@@ -11,7 +11,6 @@ from __future__ import annotations
 import difflib
 import math
 import re
-import sys
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, ClassVar, Iterable, Optional
@@ -25,7 +24,8 @@ DNS_LABEL_FIX = "use at most {limit} lowercase letters, digits and '-', starting
 QUANTITY = re.compile(r"^\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+|[KMGTPE]i|[numkMGTPE])?$")
 # The largest number a quantity holds (apimachinery caps larger ones).
 LARGEST_QUANTITY = 2**63 - 1
-FLOAT_DIGITS = sys.float_info.max_10_exp
+# Decimal exponents past every float (1e308 the largest, 5e-324 the smallest above zero).
+BEYOND_FLOATS = 400
 # Far beyond any real quota (memory is counted in MB); keeps float conversions exact and finite.
 LARGEST_NUMBER = 10**12
 
@@ -287,9 +287,9 @@ def quantity_value(quantity: str) -> float:
     exponent = int(suffix[1:])
     # An exponent can have any number of digits: decide the ones beyond any float before scaling.
     magnitude = number.adjusted() + exponent
-    if number and magnitude > FLOAT_DIGITS:
+    if number and magnitude > BEYOND_FLOATS:
         return math.inf
-    return 0.0 if not number or magnitude < -FLOAT_DIGITS else float(number.scaleb(exponent))
+    return 0.0 if not number or magnitude < -BEYOND_FLOATS else float(number.scaleb(exponent))
 
 
 @dataclass(frozen=True)
