@@ -116,6 +116,13 @@ def _above(request: Optional[str], limit: Optional[str]) -> bool:
     return isinstance(request, str) and isinstance(limit, str) and quantity_value(request) > quantity_value(limit)
 
 
+def _request_above(whose: str, request_key: str, request: str, limit_key: str, limit: str, limit_is: str,
+                   refused: str) -> Finding:
+    return (request_key, request, f"{whose} request is above {limit_is}limit {limit_key} = {limit}: the API server "
+            f"refuses {refused}, so the vCluster release would fail",
+            f"lower {request_key} to at most {limit}, or raise {limit_key} (the stack's or the team's vcluster)")
+
+
 def _requests_above_limits(settings: VClusterSettings, whose: str) -> list[Finding]:
     """A request above its limit: the API server refuses the control plane's StatefulSet, or the LimitRange. The
     control plane's are the chart's own merged under the settings' (config/versions.py), as Helm merges them."""
@@ -127,25 +134,22 @@ def _requests_above_limits(settings: VClusterSettings, whose: str) -> list[Findi
         limit = resources.limits.get(name, versions.VCLUSTER_CONTROL_PLANE_LIMITS.get(name))
         if not _above(request, limit):
             continue
-        refused = f"the API server refuses the control plane's StatefulSet ({name}), so the vCluster release would fail"
+        refused = f"the control plane's StatefulSet ({name})"
         if name not in resources.requests:
             found.append((limit_key, limit, f"{whose} limit is below the vCluster chart's own request {request_key} = "
-                          f"{request}: {refused}", f"raise {limit_key} to at least {request}, or set {request_key}"))
+                          f"{request}: the API server refuses {refused}, so the vCluster release would fail",
+                          f"raise {limit_key} to at least {request}, or set {request_key}"))
         else:
-            chart = "its " if name in resources.limits else "the vCluster chart's own "
-            found.append((request_key, request, f"{whose} request is above {chart}limit {limit_key} = {limit}: "
-                          f"{refused}", f"lower {request_key} to at most {limit}, or raise {limit_key} (the stack's "
-                          "or the team's vcluster)"))
+            limit_is = "its " if name in resources.limits else "the vCluster chart's own "
+            found.append(_request_above(whose, request_key, request, limit_key, limit, limit_is, refused))
     for request_key, request, limit_key, limit, what in (
             ("limitRange.defaultRequestCpu", defaults.default_request_cpu, "limitRange.defaultCpu",
              defaults.default_cpu, "CPU"),
             ("limitRange.defaultRequestMemory", defaults.default_request_memory, "limitRange.defaultMemory",
              defaults.default_memory, "memory")):
         if _above(request, limit):
-            found.append((request_key, request, f"{whose} request is above its limit {limit_key} = {limit}: the API "
-                          f"server refuses the LimitRange (default {what}), so the vCluster release would fail",
-                          f"lower {request_key} to at most {limit}, or raise {limit_key} (the stack's or the team's "
-                          "vcluster)"))
+            found.append(_request_above(whose, request_key, request, limit_key, limit, "its ",
+                                        f"the LimitRange (default {what})"))
     return found
 
 
