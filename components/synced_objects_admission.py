@@ -43,6 +43,11 @@ SERVICE_ACCOUNT_TOKEN = "kubernetes.io/service-account-token"
 # the tenant's own NetworkPolicy (components/tenant.py EGRESS_EXCEPTIONS) keeps its pods out of most of them.
 NON_PUBLIC_IPV4 = ("0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
                    "192.0.0.0/24", "192.168.0.0/16", "198.18.0.0/15", "224.0.0.0/3")
+# A dotted IPv4 address in its one canonical form (RE2, as CEL's ``matches``; backslashes doubled for the CEL
+# string): each octet 0-255 without a leading zero. API servers without strict IP validation read "010.0.0.1"
+# as 10.0.0.1, which the non-public prefixes (ipv4_pattern) would not match.
+_OCTET = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+CANONICAL_IPV4 = f"^{_OCTET}(\\\\.{_OCTET}){{3}}$"
 
 
 @dataclass
@@ -75,7 +80,7 @@ def ipv4_pattern(cidr: str) -> str:
 
 def _public_ipv4(address: str) -> str:
     non_public = " || ".join(f"{address}.matches('{ipv4_pattern(cidr)}')" for cidr in NON_PUBLIC_IPV4)
-    return f"({address}.matches('^[0-9]{{1,3}}(\\\\.[0-9]{{1,3}}){{3}}$') && !({non_public}))"
+    return f"({address}.matches('{CANONICAL_IPV4}') && !({non_public}))"
 
 
 def _meta(obj: str, field: str) -> str:

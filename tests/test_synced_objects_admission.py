@@ -16,7 +16,7 @@ import re
 import pytest
 from hypothesis import given, strategies as st
 
-from components.synced_objects_admission import NON_PUBLIC_IPV4, ipv4_pattern, policy_spec
+from components.synced_objects_admission import CANONICAL_IPV4, NON_PUBLIC_IPV4, ipv4_pattern, policy_spec
 from components.tenant import EGRESS_EXCEPTIONS, vcluster_values
 from config.model import TenantServices
 from tools.offline.mocks import MOCK_CLUSTER_DNS
@@ -271,6 +271,19 @@ def test_selector_less_services_may_not_point_into_the_cluster(nlp, ip):
     assert rules(nlp.create(sync_endpoint_slice(endpoint_slice(ip), nlp.team))) == {"endpoint-addresses"}
 
 
+@pytest.mark.parametrize("ip", ["010.0.0.1", "0169.0254.0169.0254", "8.8.8.08", "203.0.113.010", "256.1.1.1",
+                                "8.8.8.8.", "0x8.8.8.8"])
+def test_endpoint_addresses_must_be_canonical(nlp, legal, ip):
+    """An API server without strict IP validation reads 010.0.0.1 as 10.0.0.1, inside the cluster's ranges."""
+    for tenant in (nlp, legal):
+        assert rules(tenant.create(sync_endpoints(endpoints("203.0.113.10", ip), tenant.team))) == \
+            {"endpoint-addresses"}
+        assert rules(tenant.create(sync_endpoint_slice(endpoint_slice(ip), tenant.team))) == {"endpoint-addresses"}
+        honest = sync_endpoints(endpoints("203.0.113.10", "8.8.8.8", "100.63.255.255", "1.0.0.0"), tenant.team)
+        assert tenant.create(honest) == []
+        assert tenant.create(sync_endpoint_slice(endpoint_slice("8.8.4.4", "199.0.0.250"), tenant.team)) == []
+
+
 def test_fqdn_and_ipv6_endpoint_slices_are_refused(nlp):
     for address_type, address in (("FQDN", "db.example.com"), ("IPv6", "2001:db8::1")):
         host = sync_endpoint_slice(endpoint_slice(address, address_type=address_type), nlp.team)
@@ -319,3 +332,10 @@ def test_the_cidr_patterns_agree_with_ipaddress(address):
     for cidr in NON_PUBLIC_IPV4:
         pattern = ipv4_pattern(cidr).replace("\\\\", "\\")
         assert bool(re.match(pattern, str(address))) == (address in ipaddress.ip_network(cidr)), (cidr, address)
+
+
+@given(st.lists(st.integers(0, 999), min_size=4, max_size=4), st.lists(st.integers(0, 2), min_size=4, max_size=4))
+def test_the_address_pattern_accepts_exactly_canonical_addresses(octets, zeros):
+    text = ".".join("0" * pad + str(octet) for octet, pad in zip(octets, zeros))
+    canonical = all(octet <= 255 for octet in octets) and not any(zeros)
+    assert bool(re.match(CANONICAL_IPV4.replace("\\\\", "\\"), text)) == canonical, text
