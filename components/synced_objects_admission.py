@@ -159,6 +159,7 @@ def _claim_rules(team: Team) -> list[dict]:
                       f"!{{ref}}.name.startsWith('{control_plane_claim_prefix(team.vcluster_name)}')))")
     class_ok = "variables.storageClass != ''" + (f" && variables.storageClass in {list(classes)}" if classes else "")
     volume_name = "(has({obj}.spec.volumeName) ? {obj}.spec.volumeName : '')"
+    attributes_class = "(has({obj}.spec.volumeAttributesClassName) ? {obj}.spec.volumeAttributesClassName : '')"
     return [
         _rule("claim-skip-translate", ("PersistentVolumeClaim",),
               f"!('{SKIP_TRANSLATE_ANNOTATION}' in {_meta('object', 'annotations')})",
@@ -183,6 +184,15 @@ def _claim_rules(team: Team) -> list[dict]:
               "set spec.storageClassName" + (f" to one of {', '.join(classes)}" if classes else "") +
               f" (or leave it out to get the cluster's default class), and drop the {STORAGE_CLASS_ANNOTATION} "
               "annotation"),
+        # vCluster's claim updates copy only the requested size, but a class added later would modify the bound
+        # volume as much as one named at creation; a class kept unchanged (a claim older than this rule) passes.
+        _rule("claim-volume-attributes-class", ("PersistentVolumeClaim",),
+              f"{attributes_class.format(obj='object')} == '' || (request.operation == 'UPDATE' && "
+              f"{attributes_class.format(obj='object')} == {attributes_class.format(obj='oldObject')})",
+              "a claim may not name a VolumeAttributesClass (spec.volumeAttributesClassName): it sets the volume's "
+              f"performance (provisioned IOPS, throughput) and its cost, which team {team.name}'s storage classes "
+              "and quota do not cover",
+              "remove spec.volumeAttributesClassName; the storage class's own parameters apply"),
     ]
 
 

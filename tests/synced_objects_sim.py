@@ -12,8 +12,10 @@ Secrets, built the way upstream builds them, and the host policy that checks the
   ``ipFamilyPolicy`` cleared; node ports zeroed. Later updates copy ``type``, ``externalIPs``, ports
   (node ports included) and the load-balancer fields as the tenant wrote them (services/syncer.go).
 - ``sync_claim`` (persistentvolumeclaims/translate.go, persistent volumes not synced, the program's
-  values): ``volumeName``, ``selector`` and the storage class copied untranslated; a data source naming
-  a claim gets that claim's host name unless the claim is annotated ``vcluster.loft.sh/skip-translate``.
+  values): the whole spec copied (``volumeName``, ``selector``, the storage class and
+  ``volumeAttributesClassName`` untranslated); a data source naming a claim gets that claim's host name
+  unless the claim is annotated ``vcluster.loft.sh/skip-translate``. Later updates copy only the requested
+  size, labels and annotations (persistentvolumeclaims/syncer.go).
 - ``sync_endpoints`` / ``sync_endpoint_slice`` (endpoints/translate.go, endpointslices/translate.go): the
   addresses copied, only pod target references renamed; a slice's service-name label set to the host
   Service's name.

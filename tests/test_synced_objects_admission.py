@@ -261,6 +261,27 @@ def test_claims_use_the_platforms_storage_class(nlp, legal, spec, annotations):
         assert rules(tenant.create(host)) == {"claim-storage-class"}
 
 
+def test_a_claim_may_not_name_a_volume_attributes_class(nlp, legal):
+    for tenant in (nlp, legal):
+        attack = defaulted(tenant, sync_claim(claim(volumeAttributesClassName="io2-64k-iops"), tenant.team))
+        assert attack["spec"]["volumeAttributesClassName"] == "io2-64k-iops"
+        assert rules(tenant.create(attack)) == {"claim-volume-attributes-class"}
+        honest = defaulted(tenant, sync_claim(claim(), tenant.team))
+        assert tenant.create(honest) == []
+        # Set or changed on a live claim (Kubernetes modifies the bound volume to the new class).
+        for old_class in (None, "gp3-baseline"):
+            before = copy.deepcopy(honest)
+            if old_class:
+                before["spec"]["volumeAttributesClassName"] = old_class
+            after = copy.deepcopy(before)
+            after["spec"]["volumeAttributesClassName"] = "io2-64k-iops"
+            assert rules(tenant.update(before, after)) == {"claim-volume-attributes-class"}
+            # The syncer's own updates (a larger size) leave the class as it was.
+            grown = copy.deepcopy(before)
+            grown["spec"]["resources"]["requests"]["storage"] = "2Gi"
+            assert tenant.update(before, grown) == []
+
+
 # --- endpoints, ConfigMaps, Secrets, pod subresources ------------------------------------------------
 
 
