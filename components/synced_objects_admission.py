@@ -3,8 +3,9 @@
 vCluster 0.36.1's syncer Role (chart/templates/role.yaml) may create and update, in the tenant's host
 namespace, pods (components/admission.py), Services, Endpoints, EndpointSlices, PersistentVolumeClaims,
 ConfigMaps and Secrets, and patch pods through ``pods/status`` and ``pods/resize``. The syncer copies a
-tenant's objects nearly as written (services/translate.go keeps ``type``, ``externalIPs`` and the load
-balancer fields; persistentvolumeclaims/translate.go passes ``volumeName`` and ``selector`` through
+tenant's objects nearly as written (vCluster's API proxy creates a tenant's Service on the host with its
+spec as written, cluster IPs and node ports included, pkg/server/filters/service.go; services/syncer.go
+later copies ``type``, ``externalIPs``, ports and the load balancer fields; persistentvolumeclaims/translate.go passes ``volumeName`` and ``selector`` through
 unchanged while persistent volumes are not synced, and skips every translation for a claim annotated
 ``vcluster.loft.sh/skip-translate``; endpoints keep their addresses). This ValidatingAdmissionPolicy
 admits from the syncer only what the platform means a tenant to have. Each rule is named in its
@@ -54,6 +55,8 @@ CANONICAL_IPV4 = f"^{_OCTET}(\\\\.{_OCTET}){{3}}$"
 class SyncedObjectsAdmissionArgs:
     team: Team
     provider: k8s.Provider
+    # The host cluster DNS Service's IP, which no tenant Service may hold.
+    cluster_dns: pulumi.Input[str]
 
 
 def synced_objects_policy_name(team: Team) -> str:
@@ -120,8 +123,9 @@ def policy_variables() -> list[dict]:
     ]
 
 
-def _service_rules(team: Team) -> list[dict]:
+def _service_rules(team: Team, cluster_dns: str) -> list[dict]:
     allowed = team.vcluster.services
+    dns = str(ipaddress.ip_address(cluster_dns))
     types = ["ClusterIP"] + (["NodePort"] if allowed.node_ports else []) + \
         (["LoadBalancer"] if allowed.load_balancers else [])
     rules = [
@@ -137,6 +141,16 @@ def _service_rules(team: Team) -> list[dict]:
         _rule("service-load-balancer-ip", ("Service",), _absent("loadBalancerIP"),
               "spec.loadBalancerIP claims an address the platform did not give this team",
               "remove spec.loadBalancerIP and use the address the load balancer assigns"),
+        # vCluster's API proxy creates the host Service with the tenant's clusterIP and clusterIPs. The host
+        # allocates an address before validating admission runs, so a chosen address cannot be told from an
+        # allocated one; the address every pod's resolver uses is refused whoever picked it.
+        _rule("service-cluster-ip", ("Service",),
+              f"(!has(object.spec.clusterIP) || object.spec.clusterIP != '{dns}') && "
+              f"(!has(object.spec.clusterIPs) || !('{dns}' in object.spec.clusterIPs))",
+              f"a Service may not hold the host cluster's DNS address {dns} (spec.clusterIP, spec.clusterIPs): "
+              "every pod of the cluster would send its name lookups to it",
+              "remove spec.clusterIP and spec.clusterIPs and let the host allocate an address (or use clusterIP: "
+              "None for a headless Service)"),
     ]
     if not allowed.node_ports:
         rules.append(_rule(
@@ -196,14 +210,14 @@ def _claim_rules(team: Team) -> list[dict]:
     ]
 
 
-def policy_validations(team: Team) -> list[dict]:
+def policy_validations(team: Team, cluster_dns: str) -> list[dict]:
     endpoints = ("!has(object.subsets) || object.subsets.all(s, "
                  f"(!has(s.addresses) || s.addresses.all(a, {_public_ipv4('a.ip')})) && "
                  f"(!has(s.notReadyAddresses) || s.notReadyAddresses.all(a, {_public_ipv4('a.ip')})))")
     slices = ("object.addressType == 'IPv4' && (!has(object.endpoints) || "
               f"object.endpoints.all(e, e.addresses.all(ip, {_public_ipv4('ip')})))")
     return [
-        *_service_rules(team),
+        *_service_rules(team, cluster_dns),
         *_claim_rules(team),
         _rule("endpoint-addresses", ("Endpoints",), endpoints,
               "a Service without a selector may only point at public IPv4 addresses, never into the cluster's "
@@ -227,7 +241,7 @@ def policy_validations(team: Team) -> list[dict]:
     ]
 
 
-def policy_spec(team: Team) -> dict:
+def policy_spec(team: Team, cluster_dns: str) -> dict:
     return {
         "failurePolicy": "Fail",
         "matchConstraints": {
@@ -241,7 +255,7 @@ def policy_spec(team: Team) -> dict:
         },
         "matchConditions": match_conditions(team),
         "variables": policy_variables(),
-        "validations": policy_validations(team),
+        "validations": policy_validations(team, cluster_dns),
     }
 
 
@@ -253,6 +267,6 @@ class SyncedObjectsAdmission(pulumi.ComponentResource):
         super().__init__(ADMISSION_COMPONENT, name, None, opts)
         team = args.team
         policy_name = synced_objects_policy_name(team)
-        self.policy, self.binding = policy_with_deny_binding(self, name, team, args.provider, policy_name,
-                                                             policy_spec(team))
+        spec = pulumi.Output.from_input(args.cluster_dns).apply(lambda cluster_dns: policy_spec(team, cluster_dns))
+        self.policy, self.binding = policy_with_deny_binding(self, name, team, args.provider, policy_name, spec)
         self.register_outputs({"policy": policy_name, "syncer": syncer_username(team)})
