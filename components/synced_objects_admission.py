@@ -220,11 +220,13 @@ def policy_validations(team: Team, cluster_dns: str) -> list[dict]:
         *_service_rules(team, cluster_dns),
         *_claim_rules(team),
         _rule("endpoint-addresses", ("Endpoints",), endpoints,
-              "a Service without a selector may only point at public IPv4 addresses, never into the cluster's "
-              f"private ranges ({', '.join(NON_PUBLIC_IPV4)})", "use a Service with a selector for your own pods"),
+              "a Service without a selector may only point at public IPv4 addresses written canonically (no leading "
+              f"zeros), never into the cluster's private ranges ({', '.join(NON_PUBLIC_IPV4)})",
+              "use a Service with a selector for your own pods"),
         _rule("endpoint-addresses", ("EndpointSlice",), slices,
-              "an EndpointSlice may only list public IPv4 addresses (addressType IPv4), never the cluster's "
-              f"private ranges ({', '.join(NON_PUBLIC_IPV4)})", "use a Service with a selector for your own pods"),
+              "an EndpointSlice may only list public IPv4 addresses written canonically (addressType IPv4, no "
+              f"leading zeros), never the cluster's private ranges ({', '.join(NON_PUBLIC_IPV4)})",
+              "use a Service with a selector for your own pods"),
         _rule("service-account-token", ("Secret",),
               f"!has(object.type) || object.type != '{SERVICE_ACCOUNT_TOKEN}'",
               "a Secret of type service-account-token would get a host token for a host service account",
