@@ -5,9 +5,10 @@ namespace, pods (components/admission.py), Services, Endpoints, EndpointSlices, 
 ConfigMaps and Secrets, and patch pods through ``pods/status`` and ``pods/resize``. The syncer copies a
 tenant's objects nearly as written (vCluster's API proxy creates a tenant's Service on the host with its
 spec as written, cluster IPs and node ports included, pkg/server/filters/service.go; services/syncer.go
-later copies ``type``, ``externalIPs``, ports and the load balancer fields; persistentvolumeclaims/translate.go passes ``volumeName`` and ``selector`` through
-unchanged while persistent volumes are not synced, and skips every translation for a claim annotated
-``vcluster.loft.sh/skip-translate``; endpoints keep their addresses). This ValidatingAdmissionPolicy
+later copies ``type``, ``externalIPs``, ports and the load balancer fields; persistentvolumeclaims/translate.go
+passes ``volumeName``, ``selector`` and ``volumeAttributesClassName`` through unchanged while persistent
+volumes are not synced, and skips every translation for a claim annotated ``vcluster.loft.sh/skip-translate``;
+endpoints keep their addresses). This ValidatingAdmissionPolicy
 admits from the syncer only what the platform means a tenant to have. Each rule is named in its
 rejection message; docs/security-model.md explains each one.
 

@@ -83,20 +83,23 @@ def host_metadata(obj: dict, team: Team) -> dict:
     return host
 
 
-def create_service(service: dict, team: Team) -> dict:
+def _service_to_host(service: dict, team: Team) -> dict:
     host = host_metadata(service, team)
-    host["metadata"]["annotations"][BLOCK_DELETION] = "true"
     spec = host["spec"]
     if "selector" in spec:
         spec["selector"] = host_labels(spec["selector"], service["metadata"]["namespace"], team)
     return host
 
 
+def create_service(service: dict, team: Team) -> dict:
+    host = _service_to_host(service, team)
+    host["metadata"]["annotations"][BLOCK_DELETION] = "true"
+    return host
+
+
 def sync_service(service: dict, team: Team) -> dict:
-    host = host_metadata(service, team)
+    host = _service_to_host(service, team)
     spec = host["spec"]
-    if "selector" in spec:
-        spec["selector"] = host_labels(spec["selector"], service["metadata"]["namespace"], team)
     if spec.get("clusterIP") != "None":
         spec.pop("clusterIP", None)
     for field in ("clusterIPs", "ipFamilies", "ipFamilyPolicy"):

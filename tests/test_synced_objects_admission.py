@@ -19,6 +19,7 @@ from hypothesis import given, strategies as st
 from components.synced_objects_admission import CANONICAL_IPV4, NON_PUBLIC_IPV4, ipv4_pattern, policy_spec
 from components.tenant import EGRESS_EXCEPTIONS, vcluster_values
 from config.model import TenantServices
+from config.stack_file import PROJECT_DIR
 from tools.offline.mocks import MOCK_CLUSTER_DNS
 from tests.conftest import dev_config, eks_config
 from tests.synced_objects_sim import (
@@ -375,6 +376,14 @@ def test_pod_metadata_may_not_change_through_status_or_resize(nlp):
         reannotated = copy.deepcopy(running)
         del reannotated["metadata"]["annotations"]["gpu-fraction"]
         assert rules(nlp.update(pod, reannotated, subresource=subresource)) == {"pod-status-metadata"}
+
+
+def test_the_security_model_names_every_rule(nlp, legal):
+    text = (PROJECT_DIR / "docs" / "security-model.md").read_text()
+    for tenant in (nlp, legal):
+        names = {validation["message"][1:validation["message"].index("]")]
+                 for validation in tenant.admission.spec["validations"]}
+        assert [name for name in sorted(names) if f"`{name}`" not in text] == []
 
 
 # --- the address check means what it says ---------------------------------------------------------
