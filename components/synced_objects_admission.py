@@ -3,10 +3,12 @@
 vCluster 0.36.1's syncer Role (chart/templates/role.yaml) may create and update, in the tenant's host
 namespace, pods (components/admission.py), Services, Endpoints, EndpointSlices, PersistentVolumeClaims,
 ConfigMaps and Secrets, and patch pods through ``pods/status`` and ``pods/resize``. The syncer copies a
-tenant's objects nearly as written (services/translate.go keeps ``type``, ``externalIPs`` and the load
-balancer fields; persistentvolumeclaims/translate.go passes ``volumeName`` and ``selector`` through
-unchanged while persistent volumes are not synced, and skips every translation for a claim annotated
-``vcluster.loft.sh/skip-translate``; endpoints keep their addresses). This ValidatingAdmissionPolicy
+tenant's objects nearly as written (vCluster's API proxy creates a tenant's Service on the host with its
+spec as written, cluster IPs and node ports included, pkg/server/filters/service.go; services/syncer.go
+later copies ``type``, ``externalIPs``, ports and the load balancer fields; persistentvolumeclaims/translate.go
+passes ``volumeName``, ``selector`` and ``volumeAttributesClassName`` through unchanged while persistent
+volumes are not synced, and skips every translation for a claim annotated ``vcluster.loft.sh/skip-translate``;
+endpoints keep their addresses). This ValidatingAdmissionPolicy
 admits from the syncer only what the platform means a tenant to have. Each rule is named in its
 rejection message; docs/security-model.md explains each one.
 
@@ -43,12 +45,19 @@ SERVICE_ACCOUNT_TOKEN = "kubernetes.io/service-account-token"
 # the tenant's own NetworkPolicy (components/tenant.py EGRESS_EXCEPTIONS) keeps its pods out of most of them.
 NON_PUBLIC_IPV4 = ("0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
                    "192.0.0.0/24", "192.168.0.0/16", "198.18.0.0/15", "224.0.0.0/3")
+# A dotted IPv4 address in its one canonical form (RE2, as CEL's ``matches``; backslashes doubled for the CEL
+# string): each octet 0-255 without a leading zero. API servers without strict IP validation read "010.0.0.1"
+# as 10.0.0.1, which the non-public prefixes (ipv4_pattern) would not match.
+_OCTET = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+CANONICAL_IPV4 = f"^{_OCTET}(\\\\.{_OCTET}){{3}}$"
 
 
 @dataclass
 class SyncedObjectsAdmissionArgs:
     team: Team
     provider: k8s.Provider
+    # The host cluster DNS Service's IP, which no tenant Service may hold.
+    cluster_dns: pulumi.Input[str]
 
 
 def synced_objects_policy_name(team: Team) -> str:
@@ -75,7 +84,7 @@ def ipv4_pattern(cidr: str) -> str:
 
 def _public_ipv4(address: str) -> str:
     non_public = " || ".join(f"{address}.matches('{ipv4_pattern(cidr)}')" for cidr in NON_PUBLIC_IPV4)
-    return f"({address}.matches('^[0-9]{{1,3}}(\\\\.[0-9]{{1,3}}){{3}}$') && !({non_public}))"
+    return f"({address}.matches('{CANONICAL_IPV4}') && !({non_public}))"
 
 
 def _meta(obj: str, field: str) -> str:
@@ -115,8 +124,9 @@ def policy_variables() -> list[dict]:
     ]
 
 
-def _service_rules(team: Team) -> list[dict]:
+def _service_rules(team: Team, cluster_dns: str) -> list[dict]:
     allowed = team.vcluster.services
+    dns = str(ipaddress.ip_address(cluster_dns))
     types = ["ClusterIP"] + (["NodePort"] if allowed.node_ports else []) + \
         (["LoadBalancer"] if allowed.load_balancers else [])
     rules = [
@@ -132,6 +142,16 @@ def _service_rules(team: Team) -> list[dict]:
         _rule("service-load-balancer-ip", ("Service",), _absent("loadBalancerIP"),
               "spec.loadBalancerIP claims an address the platform did not give this team",
               "remove spec.loadBalancerIP and use the address the load balancer assigns"),
+        # vCluster's API proxy creates the host Service with the tenant's clusterIP and clusterIPs. The host
+        # allocates an address before validating admission runs, so a chosen address cannot be told from an
+        # allocated one; the address every pod's resolver uses is refused whoever picked it.
+        _rule("service-cluster-ip", ("Service",),
+              f"(!has(object.spec.clusterIP) || object.spec.clusterIP != '{dns}') && "
+              f"(!has(object.spec.clusterIPs) || !('{dns}' in object.spec.clusterIPs))",
+              f"a Service may not hold the host cluster's DNS address {dns} (spec.clusterIP, spec.clusterIPs): "
+              "every pod of the cluster would send its name lookups to it",
+              "remove spec.clusterIP and spec.clusterIPs and let the host allocate an address (or use clusterIP: "
+              "None for a headless Service)"),
     ]
     if not allowed.node_ports:
         rules.append(_rule(
@@ -154,6 +174,7 @@ def _claim_rules(team: Team) -> list[dict]:
                       f"!{{ref}}.name.startsWith('{control_plane_claim_prefix(team.vcluster_name)}')))")
     class_ok = "variables.storageClass != ''" + (f" && variables.storageClass in {list(classes)}" if classes else "")
     volume_name = "(has({obj}.spec.volumeName) ? {obj}.spec.volumeName : '')"
+    attributes_class = "(has({obj}.spec.volumeAttributesClassName) ? {obj}.spec.volumeAttributesClassName : '')"
     return [
         _rule("claim-skip-translate", ("PersistentVolumeClaim",),
               f"!('{SKIP_TRANSLATE_ANNOTATION}' in {_meta('object', 'annotations')})",
@@ -178,24 +199,35 @@ def _claim_rules(team: Team) -> list[dict]:
               "set spec.storageClassName" + (f" to one of {', '.join(classes)}" if classes else "") +
               f" (or leave it out to get the cluster's default class), and drop the {STORAGE_CLASS_ANNOTATION} "
               "annotation"),
+        # vCluster's claim updates copy only the requested size, but a class added later would modify the bound
+        # volume as much as one named at creation; a class kept unchanged (a claim older than this rule) passes.
+        _rule("claim-volume-attributes-class", ("PersistentVolumeClaim",),
+              f"{attributes_class.format(obj='object')} == '' || (request.operation == 'UPDATE' && "
+              f"{attributes_class.format(obj='object')} == {attributes_class.format(obj='oldObject')})",
+              "a claim may not name a VolumeAttributesClass (spec.volumeAttributesClassName): it sets the volume's "
+              f"performance (provisioned IOPS, throughput) and its cost, which team {team.name}'s storage classes "
+              "and quota do not cover",
+              "remove spec.volumeAttributesClassName; the storage class's own parameters apply"),
     ]
 
 
-def policy_validations(team: Team) -> list[dict]:
+def policy_validations(team: Team, cluster_dns: str) -> list[dict]:
     endpoints = ("!has(object.subsets) || object.subsets.all(s, "
                  f"(!has(s.addresses) || s.addresses.all(a, {_public_ipv4('a.ip')})) && "
                  f"(!has(s.notReadyAddresses) || s.notReadyAddresses.all(a, {_public_ipv4('a.ip')})))")
     slices = ("object.addressType == 'IPv4' && (!has(object.endpoints) || "
               f"object.endpoints.all(e, e.addresses.all(ip, {_public_ipv4('ip')})))")
     return [
-        *_service_rules(team),
+        *_service_rules(team, cluster_dns),
         *_claim_rules(team),
         _rule("endpoint-addresses", ("Endpoints",), endpoints,
-              "a Service without a selector may only point at public IPv4 addresses, never into the cluster's "
-              f"private ranges ({', '.join(NON_PUBLIC_IPV4)})", "use a Service with a selector for your own pods"),
+              "a Service without a selector may only point at public IPv4 addresses written canonically (no leading "
+              f"zeros), never into the cluster's private ranges ({', '.join(NON_PUBLIC_IPV4)})",
+              "use a Service with a selector for your own pods"),
         _rule("endpoint-addresses", ("EndpointSlice",), slices,
-              "an EndpointSlice may only list public IPv4 addresses (addressType IPv4), never the cluster's "
-              f"private ranges ({', '.join(NON_PUBLIC_IPV4)})", "use a Service with a selector for your own pods"),
+              "an EndpointSlice may only list public IPv4 addresses written canonically (addressType IPv4, no "
+              f"leading zeros), never the cluster's private ranges ({', '.join(NON_PUBLIC_IPV4)})",
+              "use a Service with a selector for your own pods"),
         _rule("service-account-token", ("Secret",),
               f"!has(object.type) || object.type != '{SERVICE_ACCOUNT_TOKEN}'",
               "a Secret of type service-account-token would get a host token for a host service account",
@@ -212,7 +244,7 @@ def policy_validations(team: Team) -> list[dict]:
     ]
 
 
-def policy_spec(team: Team) -> dict:
+def policy_spec(team: Team, cluster_dns: str) -> dict:
     return {
         "failurePolicy": "Fail",
         "matchConstraints": {
@@ -226,7 +258,7 @@ def policy_spec(team: Team) -> dict:
         },
         "matchConditions": match_conditions(team),
         "variables": policy_variables(),
-        "validations": policy_validations(team),
+        "validations": policy_validations(team, cluster_dns),
     }
 
 
@@ -238,6 +270,6 @@ class SyncedObjectsAdmission(pulumi.ComponentResource):
         super().__init__(ADMISSION_COMPONENT, name, None, opts)
         team = args.team
         policy_name = synced_objects_policy_name(team)
-        self.policy, self.binding = policy_with_deny_binding(self, name, team, args.provider, policy_name,
-                                                             policy_spec(team))
+        spec = pulumi.Output.from_input(args.cluster_dns).apply(lambda cluster_dns: policy_spec(team, cluster_dns))
+        self.policy, self.binding = policy_with_deny_binding(self, name, team, args.provider, policy_name, spec)
         self.register_outputs({"policy": policy_name, "syncer": syncer_username(team)})

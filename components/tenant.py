@@ -182,7 +182,8 @@ class TenantCluster(pulumi.ComponentResource):
         self.admission = TenantAdmission(f"{name}-admission", TenantAdmissionArgs(team=team, provider=args.provider),
                                          opts=pulumi.ResourceOptions(parent=self))
         self.synced_objects_admission = SyncedObjectsAdmission(
-            f"{name}-synced-objects-admission", SyncedObjectsAdmissionArgs(team=team, provider=args.provider),
+            f"{name}-synced-objects-admission",
+            SyncedObjectsAdmissionArgs(team=team, provider=args.provider, cluster_dns=args.cluster_dns),
             opts=pulumi.ResourceOptions(parent=self))
         tier_admission = isolation_admission(name, team, args.provider, self)
         self.access = TeamAccess(f"{name}-access", TenantAccessArgs(team, args.provider, self.namespace), self)

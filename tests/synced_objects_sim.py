@@ -7,13 +7,25 @@ Secrets, built the way upstream builds them, and the host policy that checks the
   ``vcluster.loft.sh/label-<release>-x-<sha256(key)[:10]>``, and keys already in that renamed form
   dropped; the managed-by and namespace labels always set; the tenant's annotations copied and
   vCluster's ``vcluster.loft.sh/object-*`` ones set.
-- ``sync_service`` (services/translate.go): the whole spec copied; the selector translated like labels and
-  scoped to the virtual namespace; ``clusterIP`` cleared unless ``None``; ``clusterIPs``, ``ipFamilies``,
-  ``ipFamilyPolicy`` cleared; node ports zeroed. Later updates copy ``type``, ``externalIPs``, ports
-  (node ports included) and the load-balancer fields as the tenant wrote them (services/syncer.go).
+- ``create_service`` (pkg/server/filters/service.go ``createService``, installed by pkg/server/server.go
+  ``WithServiceCreateRedirect``): a tenant's Service CREATE never reaches the syncer's translate. vCluster's
+  API proxy creates the host Service itself, with the syncer's client: the metadata translated, the selector
+  translated like labels and scoped to the virtual namespace, the ``vcluster.loft.sh/block-deletion``
+  annotation added, and the rest of the spec as the tenant wrote it (``clusterIP``, ``clusterIPs``,
+  ``ipFamilies``, node ports...).
+- ``sync_service`` (services/translate.go): how the syncer re-creates a host Service that is missing (the
+  virtual one exists, e.g. the host one was deleted): the same, but ``clusterIP`` cleared unless ``None``,
+  ``clusterIPs``, ``ipFamilies`` and ``ipFamilyPolicy`` cleared and node ports zeroed. Later updates copy
+  ``type``, ``externalIPs``, ports (node ports included) and the load-balancer fields as the tenant wrote
+  them (services/syncer.go).
+- ``allocated``: the host API server allocates a Service's cluster IPs and node ports before validating
+  admission runs (the Service storage's BeginCreate precedes the create validation), so the policy sees an
+  address on every CREATE, whether the tenant chose it or the host allocated it.
 - ``sync_claim`` (persistentvolumeclaims/translate.go, persistent volumes not synced, the program's
-  values): ``volumeName``, ``selector`` and the storage class copied untranslated; a data source naming
-  a claim gets that claim's host name unless the claim is annotated ``vcluster.loft.sh/skip-translate``.
+  values): the whole spec copied (``volumeName``, ``selector``, the storage class and
+  ``volumeAttributesClassName`` untranslated); a data source naming a claim gets that claim's host name
+  unless the claim is annotated ``vcluster.loft.sh/skip-translate``. Later updates copy only the requested
+  size, labels and annotations (persistentvolumeclaims/syncer.go).
 - ``sync_endpoints`` / ``sync_endpoint_slice`` (endpoints/translate.go, endpointslices/translate.go): the
   addresses copied, only pod target references renamed; a slice's service-name label set to the host
   Service's name.
@@ -36,6 +48,7 @@ MANAGED_BY = "vcluster.loft.sh/managed-by"
 NAMESPACE_LABEL = "vcluster.loft.sh/namespace"
 TRANSLATED_LABELS = ("release", MANAGED_BY, NAMESPACE_LABEL, "vcluster.loft.sh/controlled-by")
 SKIP_TRANSLATE = "vcluster.loft.sh/skip-translate"
+BLOCK_DELETION = "vcluster.loft.sh/block-deletion"
 RESOURCES = {"Service": ("", "services"), "Endpoints": ("", "endpoints"),
              "PersistentVolumeClaim": ("", "persistentvolumeclaims"), "ConfigMap": ("", "configmaps"),
              "Secret": ("", "secrets"), "EndpointSlice": ("discovery.k8s.io", "endpointslices"), "Pod": ("", "pods")}
@@ -70,11 +83,23 @@ def host_metadata(obj: dict, team: Team) -> dict:
     return host
 
 
-def sync_service(service: dict, team: Team) -> dict:
+def _service_to_host(service: dict, team: Team) -> dict:
     host = host_metadata(service, team)
     spec = host["spec"]
     if "selector" in spec:
         spec["selector"] = host_labels(spec["selector"], service["metadata"]["namespace"], team)
+    return host
+
+
+def create_service(service: dict, team: Team) -> dict:
+    host = _service_to_host(service, team)
+    host["metadata"]["annotations"][BLOCK_DELETION] = "true"
+    return host
+
+
+def sync_service(service: dict, team: Team) -> dict:
+    host = _service_to_host(service, team)
+    spec = host["spec"]
     if spec.get("clusterIP") != "None":
         spec.pop("clusterIP", None)
     for field in ("clusterIPs", "ipFamilies", "ipFamilyPolicy"):
@@ -82,6 +107,24 @@ def sync_service(service: dict, team: Team) -> dict:
     for port in spec.get("ports", []):
         port.pop("nodePort", None)
     return host
+
+
+def allocated(host_service: dict, cluster_ip: str, node_port: int = 30080) -> dict:
+    """``host_service`` as the host API server completes it before validation: an address unless one was given
+    or the Service is headless, and a node port for each port of a NodePort or LoadBalancer Service (unless
+    allocateLoadBalancerNodePorts is false)."""
+    result = copy.deepcopy(host_service)
+    spec = result["spec"]
+    if spec.get("type") != "ExternalName":
+        spec["clusterIP"] = spec.get("clusterIP") or cluster_ip
+        spec["clusterIPs"] = spec.get("clusterIPs") or [spec["clusterIP"]]
+        spec.setdefault("ipFamilies", ["IPv4"])
+        spec.setdefault("ipFamilyPolicy", "SingleStack")
+    if spec.get("type") == "NodePort" or (spec.get("type") == "LoadBalancer" and
+                                          spec.get("allocateLoadBalancerNodePorts", True)):
+        for offset, port in enumerate(spec.get("ports", [])):
+            port["nodePort"] = port.get("nodePort") or node_port + offset
+    return result
 
 
 def sync_claim(claim: dict, team: Team) -> dict:

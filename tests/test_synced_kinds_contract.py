@@ -6,6 +6,8 @@
   pods, components/synced_objects_admission.py for the rest) or listed below with the reason it carries
   nothing a tenant writes. A vCluster upgrade or a values change that lets the syncer write a new kind fails
   here until a policy covers it.
+- How a tenant's Service CREATE reaches the host at every accepted tag: vCluster's API proxy writes it with the
+  tenant's spec (tests/synced_objects_sim.py ``create_service``), not through the syncer's translate.
 - The Kubernetes version each chart version runs inside (config/versions.py VCLUSTER_VIRTUAL_KUBERNETES),
   and that MutatingAdmissionPolicy is GA and on by default there.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import re
 import subprocess
 import tarfile
 from pathlib import Path
@@ -28,7 +31,9 @@ from config import versions
 from config.merge import deep_merge
 from tools.offline.mocks import MOCK_CLUSTER_DNS
 from ops.sites import platform_of
-from tests.conftest import ACCEPTED_VCLUSTER_TAGS, COMMITTED_STACKS, MIRRORED_TAGS, git, mirror, stack_config
+from tests.conftest import (
+    ACCEPTED_VCLUSTER_TAGS, COMMITTED_STACKS, MIRRORED_TAGS, git, mirror, mirrored_tag, stack_config,
+)
 from tools.charts.render import render_release
 
 VCLUSTER = "loft-sh/vcluster"
@@ -83,7 +88,8 @@ def syncer_writes(chart: Path, team, values: dict) -> set[tuple[str, str]]:
 
 def unchecked_writes(chart: Path, team, values: dict) -> set[tuple[str, str]]:
     """What the syncer may write that no host policy checks and no exemption below explains."""
-    checked = covered(admission.policy_spec(team)) | covered(synced_objects_admission.policy_spec(team))
+    checked = covered(admission.policy_spec(team)) | \
+        covered(synced_objects_admission.policy_spec(team, MOCK_CLUSTER_DNS))
     return syncer_writes(chart, team, values) - checked - set(NOT_TENANT_OBJECTS)
 
 
@@ -135,6 +141,32 @@ def test_the_floor_grants_snapshot_writes_unless_the_program_turns_them_off(tmp_
     assert snapshots <= syncer_writes(floor, team, values)
     # The pinned chart has no such setting, and the program gives it none.
     assert "rbac" not in vcluster_values(next(teams()), MOCK_CLUSTER_DNS)
+
+
+def go_function(source: str, name: str) -> str:
+    start = source.index(f"\nfunc {name}(")
+    return source[start:source.index("\n}\n", start)]
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[VCLUSTER])
+def test_a_service_create_reaches_the_host_with_the_tenants_spec(tag):
+    """The API proxy answers a Service CREATE itself and creates the host Service from a copy of the tenant's
+    (HostMetadata copies the whole object), rewriting only the selector in its spec: cluster IPs and node ports
+    reach the host as chosen. Only the syncer's translate, which re-creates a missing host Service, clears them."""
+    tag = mirrored_tag(VCLUSTER, tag)
+    assert "filters.WithServiceCreateRedirect(" in go_function(
+        git(VCLUSTER, "show", f"{tag}:pkg/server/server.go"), "NewServer")
+    create = go_function(git(VCLUSTER, "show", f"{tag}:pkg/server/filters/service.go"), "createService")
+    to_host = create[create.index("translate.HostMetadata(vService"):create.index("HostClient.Create(")]
+    assert set(re.findall(r"newService\.Spec\.(\w+)\s*=", to_host)) == {"Selector"}
+    assert "services.ServiceBlockDeletion" in to_host
+    assert "StripNodePorts" not in create and ".translate(" not in create
+    metadata = git(VCLUSTER, "show", f"{tag}:pkg/util/translate/translate.go")
+    assert "CopyObjectWithName(vObj" in go_function(metadata, "HostMetadata[T client.Object]")
+    assert "DeepCopyObject()" in go_function(metadata, "CopyObjectWithName[T client.Object]")
+    translate = go_function(git(VCLUSTER, "show", f"{tag}:pkg/controllers/resources/services/translate.go"),
+                            "(s *serviceSyncer) translate")
+    assert "ClusterIPs = nil" in translate and "StripNodePorts(newService)" in translate
 
 
 @pytest.mark.parametrize("tag", MIRRORED_TAGS[VCLUSTER])

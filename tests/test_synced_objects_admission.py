@@ -16,14 +16,15 @@ import re
 import pytest
 from hypothesis import given, strategies as st
 
-from components.synced_objects_admission import NON_PUBLIC_IPV4, ipv4_pattern, policy_spec
+from components.synced_objects_admission import CANONICAL_IPV4, NON_PUBLIC_IPV4, ipv4_pattern, policy_spec
 from components.tenant import EGRESS_EXCEPTIONS, vcluster_values
 from config.model import TenantServices
+from config.stack_file import PROJECT_DIR
 from tools.offline.mocks import MOCK_CLUSTER_DNS
 from tests.conftest import dev_config, eks_config
 from tests.synced_objects_sim import (
-    SyncedObjectsAdmission, host_metadata, host_name, sync_claim, sync_endpoint_slice, sync_endpoints, sync_service,
-    synced_objects_admission_for,
+    SyncedObjectsAdmission, allocated, create_service, host_metadata, host_name, sync_claim, sync_endpoint_slice,
+    sync_endpoints, sync_service, synced_objects_admission_for,
 )
 from tests.tenant_sim import platform_of
 
@@ -60,7 +61,7 @@ def allowing(tenant: Synced, **services) -> Synced:
     """The same team with node ports or load balancers allowed in its config."""
     team = dataclasses.replace(tenant.team, vcluster=dataclasses.replace(
         tenant.team.vcluster, services=TenantServices(**services)))
-    spec = policy_spec(team)
+    spec = policy_spec(team, MOCK_CLUSTER_DNS)
     return Synced(SyncedObjectsAdmission(spec, tenant.admission.binding), team)
 
 
@@ -72,6 +73,16 @@ def service(name: str = "web", *, selector=None, **spec) -> dict:
     return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": "default"},
             "spec": {"ports": [{"port": 80, "targetPort": 8080, "protocol": "TCP"}],
                      **({"selector": selector} if selector is not None else {}), **spec}}
+
+
+# An address the host's allocator could give (the offline runs' host DNS is 10.96.0.10).
+ALLOCATED_IP = "10.96.143.7"
+
+
+def created(tenant: Synced, virtual: dict) -> dict:
+    """The host Service a tenant's CREATE gives, as the host's validating admission sees it: built by vCluster's
+    API proxy, then completed by the host's allocator."""
+    return allocated(create_service(virtual, tenant.team), ALLOCATED_IP)
 
 
 def claim(name: str = "data", *, annotations=None, **spec) -> dict:
@@ -105,11 +116,18 @@ def endpoint_slice(*ips: str, address_type: str = "IPv4") -> dict:
                          ids=["cluster-ip", "headless", "explicit-cluster-ip"])
 def test_cluster_ip_and_headless_services_are_admitted(nlp, legal, spec):
     for tenant in (nlp, legal):
-        host = sync_service(service(selector={"app": "web"}, **spec), tenant.team)
+        host = created(tenant, service(selector={"app": "web"}, **spec))
+        assert host["spec"]["clusterIP"] == spec.get("clusterIP", ALLOCATED_IP)
+        assert host["metadata"]["annotations"]["vcluster.loft.sh/block-deletion"] == "true"
         assert tenant.create(host) == []
-        allocated = copy.deepcopy(host)
-        allocated["spec"].setdefault("clusterIP", "10.152.183.20")
-        assert tenant.update(allocated, allocated) == []
+        # The syncer's later updates carry the address the host gave; it drops block-deletion (services/syncer.go).
+        synced = copy.deepcopy(host)
+        del synced["metadata"]["annotations"]["vcluster.loft.sh/block-deletion"]
+        synced["spec"]["sessionAffinity"] = "None"
+        assert tenant.update(host, synced) == []
+        # The syncer re-creates a host Service that went missing through its own translate.
+        assert tenant.create(allocated(sync_service(service(selector={"app": "web"}, **spec), tenant.team),
+                                       ALLOCATED_IP)) == []
 
 
 def test_a_claim_of_the_default_class_and_a_clone_of_its_own_claim_are_admitted(nlp, legal):
@@ -147,7 +165,7 @@ def test_the_control_planes_own_objects_are_not_matched(nlp):
     for obj in (kubeconfig, probe):
         assert not nlp.admission.matches(nlp.team.namespace, obj, user=nlp.syncer)
     # Another identity writing a synced object (the host's controllers) is not the tenant.
-    assert not nlp.admission.matches(nlp.team.namespace, sync_service(service(externalIPs=["1.2.3.4"]), nlp.team),
+    assert not nlp.admission.matches(nlp.team.namespace, created(nlp, service(externalIPs=["1.2.3.4"])),
                                      user="system:serviceaccount:kube-system:endpoint-controller")
 
 
@@ -156,10 +174,26 @@ def test_the_control_planes_own_objects_are_not_matched(nlp):
 
 def test_external_ips_are_refused_on_create_and_update(nlp, legal):
     for tenant in (nlp, legal):
-        attack = sync_service(service(selector={"app": "web"}, externalIPs=["10.0.0.10", "1.1.1.1"]), tenant.team)
+        attack = created(tenant, service(selector={"app": "web"}, externalIPs=["10.0.0.10", "1.1.1.1"]))
         assert rules(tenant.create(attack)) == {"service-external-ips"}
-        honest = sync_service(service(selector={"app": "web"}), tenant.team)
+        honest = created(tenant, service(selector={"app": "web"}))
         assert rules(tenant.update(honest, attack)) == {"service-external-ips"}
+
+
+@pytest.mark.parametrize("spec", [
+    {"clusterIP": MOCK_CLUSTER_DNS}, {"clusterIP": MOCK_CLUSTER_DNS, "clusterIPs": [MOCK_CLUSTER_DNS]},
+    {"clusterIP": MOCK_CLUSTER_DNS, "clusterIPs": [MOCK_CLUSTER_DNS], "ipFamilies": ["IPv4"],
+     "ipFamilyPolicy": "SingleStack", "sessionAffinity": "None"},
+], ids=["cluster-ip", "cluster-ips", "as-kubectl-get-prints-it"])
+def test_a_service_may_not_take_the_host_dns_address(nlp, legal, spec):
+    """vCluster's API proxy keeps the tenant's clusterIP: a selector-less Service on the host DNS's address, with
+    Endpoints to the tenant's resolver, would answer every pod's lookups once that address is free."""
+    for tenant in (nlp, legal):
+        dns = service("dns", ports=[{"name": "dns", "port": 53, "protocol": "UDP"}], **spec)
+        host = created(tenant, dns)
+        assert host["spec"]["clusterIP"] == MOCK_CLUSTER_DNS
+        assert rules(tenant.create(host)) == {"service-cluster-ip"}
+        assert rules(tenant.update(host, host)) == {"service-cluster-ip"}
 
 
 @pytest.mark.parametrize("kind, extra", [
@@ -168,37 +202,42 @@ def test_external_ips_are_refused_on_create_and_update(nlp, legal):
 ])
 def test_node_port_load_balancer_and_external_name_services_are_refused_by_default(nlp, legal, kind, extra):
     for tenant in (nlp, legal):
-        assert "service-type" in rules(tenant.create(sync_service(service(type=kind, **extra), tenant.team)))
+        assert "service-type" in rules(tenant.create(created(tenant, service(type=kind, **extra))))
 
 
-def test_a_tenant_chosen_node_port_is_refused_after_create(nlp):
-    """vCluster zeroes node ports on create but copies them on update (services/syncer.go)."""
-    lb = allowing(nlp, load_balancers=1)
-    created = sync_service(service(type="LoadBalancer", allocateLoadBalancerNodePorts=False), lb.team)
-    assert lb.create(created) == []
-    chosen = copy.deepcopy(created)
-    chosen["spec"]["ports"][0]["nodePort"] = 30080
-    assert rules(lb.update(created, chosen)) == {"service-node-ports"}
-    node_ports = copy.deepcopy(created)
-    node_ports["spec"]["allocateLoadBalancerNodePorts"] = True
-    assert rules(lb.update(created, node_ports)) == {"service-node-ports"}
-    health = copy.deepcopy(created)
-    health["spec"].update(externalTrafficPolicy="Local", healthCheckNodePort=31999)
-    assert rules(lb.update(created, health)) == {"service-node-ports"}
+def test_a_tenant_chosen_node_port_is_refused_on_create_and_update(nlp, legal):
+    """vCluster's API proxy creates the host Service with the tenant's node ports, and the syncer copies them on
+    update (services/syncer.go)."""
+    for tenant in (nlp, legal):
+        lb = allowing(tenant, load_balancers=1)
+        honest = created(lb, service(type="LoadBalancer", allocateLoadBalancerNodePorts=False))
+        assert lb.create(honest) == []
+        chosen = copy.deepcopy(honest)
+        chosen["spec"]["ports"][0]["nodePort"] = 30080
+        assert rules(lb.update(honest, chosen)) == {"service-node-ports"}
+        ports = [{"port": 80, "targetPort": 8080, "protocol": "TCP", "nodePort": 30080}]
+        assert rules(lb.create(created(lb, service(type="LoadBalancer", allocateLoadBalancerNodePorts=False,
+                                                   ports=ports)))) == {"service-node-ports"}
+        node_ports = copy.deepcopy(honest)
+        node_ports["spec"]["allocateLoadBalancerNodePorts"] = True
+        assert rules(lb.update(honest, node_ports)) == {"service-node-ports"}
+        health = copy.deepcopy(honest)
+        health["spec"].update(externalTrafficPolicy="Local", healthCheckNodePort=31999)
+        assert rules(lb.update(honest, health)) == {"service-node-ports"}
 
 
 def test_node_ports_and_load_balancers_pass_where_the_config_allows_them(nlp):
     both = allowing(nlp, node_ports=3, load_balancers=1)
-    assert both.create(sync_service(service(type="NodePort"), both.team)) == []
-    assert both.create(sync_service(service(type="LoadBalancer", loadBalancerSourceRanges=["203.0.113.0/24"]),
-                                    both.team)) == []
+    assert both.create(created(both, service(type="NodePort"))) == []
+    assert both.create(created(both, service(type="LoadBalancer", loadBalancerSourceRanges=["203.0.113.0/24"]))) \
+        == []
     # A load balancer never claims an address the platform did not give, and externalIPs stay refused.
-    assert rules(both.create(sync_service(service(type="LoadBalancer", loadBalancerIP="52.1.2.3"), both.team))) \
+    assert rules(both.create(created(both, service(type="LoadBalancer", loadBalancerIP="52.1.2.3")))) \
         == {"service-load-balancer-ip"}
-    assert rules(both.create(sync_service(service(type="NodePort", externalIPs=["1.2.3.4"]), both.team))) \
+    assert rules(both.create(created(both, service(type="NodePort", externalIPs=["1.2.3.4"])))) \
         == {"service-external-ips"}
     only_ports = allowing(nlp, node_ports=3)
-    assert rules(only_ports.create(sync_service(service(type="LoadBalancer"), only_ports.team))) == {"service-type"}
+    assert rules(only_ports.create(created(only_ports, service(type="LoadBalancer")))) == {"service-type"}
 
 
 @pytest.mark.parametrize("stack, team, config", [("dev", "team-nlp", dev_config), ("eks", "team-legal", eks_config)])
@@ -261,6 +300,27 @@ def test_claims_use_the_platforms_storage_class(nlp, legal, spec, annotations):
         assert rules(tenant.create(host)) == {"claim-storage-class"}
 
 
+def test_a_claim_may_not_name_a_volume_attributes_class(nlp, legal):
+    for tenant in (nlp, legal):
+        attack = defaulted(tenant, sync_claim(claim(volumeAttributesClassName="io2-64k-iops"), tenant.team))
+        assert attack["spec"]["volumeAttributesClassName"] == "io2-64k-iops"
+        assert rules(tenant.create(attack)) == {"claim-volume-attributes-class"}
+        honest = defaulted(tenant, sync_claim(claim(), tenant.team))
+        assert tenant.create(honest) == []
+        # Set or changed on a live claim (Kubernetes modifies the bound volume to the new class).
+        for old_class in (None, "gp3-baseline"):
+            before = copy.deepcopy(honest)
+            if old_class:
+                before["spec"]["volumeAttributesClassName"] = old_class
+            after = copy.deepcopy(before)
+            after["spec"]["volumeAttributesClassName"] = "io2-64k-iops"
+            assert rules(tenant.update(before, after)) == {"claim-volume-attributes-class"}
+            # The syncer's own updates (a larger size) leave the class as it was.
+            grown = copy.deepcopy(before)
+            grown["spec"]["resources"]["requests"]["storage"] = "2Gi"
+            assert tenant.update(before, grown) == []
+
+
 # --- endpoints, ConfigMaps, Secrets, pod subresources ------------------------------------------------
 
 
@@ -269,6 +329,19 @@ def test_claims_use_the_platforms_storage_class(nlp, legal, spec, annotations):
 def test_selector_less_services_may_not_point_into_the_cluster(nlp, ip):
     assert rules(nlp.create(sync_endpoints(endpoints("203.0.113.10", ip), nlp.team))) == {"endpoint-addresses"}
     assert rules(nlp.create(sync_endpoint_slice(endpoint_slice(ip), nlp.team))) == {"endpoint-addresses"}
+
+
+@pytest.mark.parametrize("ip", ["010.0.0.1", "0169.0254.0169.0254", "8.8.8.08", "203.0.113.010", "256.1.1.1",
+                                "8.8.8.8.", "0x8.8.8.8"])
+def test_endpoint_addresses_must_be_canonical(nlp, legal, ip):
+    """An API server without strict IP validation reads 010.0.0.1 as 10.0.0.1, inside the cluster's ranges."""
+    for tenant in (nlp, legal):
+        assert rules(tenant.create(sync_endpoints(endpoints("203.0.113.10", ip), tenant.team))) == \
+            {"endpoint-addresses"}
+        assert rules(tenant.create(sync_endpoint_slice(endpoint_slice(ip), tenant.team))) == {"endpoint-addresses"}
+        honest = sync_endpoints(endpoints("203.0.113.10", "8.8.8.8", "100.63.255.255", "1.0.0.0"), tenant.team)
+        assert tenant.create(honest) == []
+        assert tenant.create(sync_endpoint_slice(endpoint_slice("8.8.4.4", "199.0.0.250"), tenant.team)) == []
 
 
 def test_fqdn_and_ipv6_endpoint_slices_are_refused(nlp):
@@ -305,6 +378,14 @@ def test_pod_metadata_may_not_change_through_status_or_resize(nlp):
         assert rules(nlp.update(pod, reannotated, subresource=subresource)) == {"pod-status-metadata"}
 
 
+def test_the_security_model_names_every_rule(nlp, legal):
+    text = (PROJECT_DIR / "docs" / "security-model.md").read_text()
+    for tenant in (nlp, legal):
+        names = {validation["message"][1:validation["message"].index("]")]
+                 for validation in tenant.admission.spec["validations"]}
+        assert [name for name in sorted(names) if f"`{name}`" not in text] == []
+
+
 # --- the address check means what it says ---------------------------------------------------------
 
 
@@ -319,3 +400,10 @@ def test_the_cidr_patterns_agree_with_ipaddress(address):
     for cidr in NON_PUBLIC_IPV4:
         pattern = ipv4_pattern(cidr).replace("\\\\", "\\")
         assert bool(re.match(pattern, str(address))) == (address in ipaddress.ip_network(cidr)), (cidr, address)
+
+
+@given(st.lists(st.integers(0, 999), min_size=4, max_size=4), st.lists(st.integers(0, 2), min_size=4, max_size=4))
+def test_the_address_pattern_accepts_exactly_canonical_addresses(octets, zeros):
+    text = ".".join("0" * pad + str(octet) for octet, pad in zip(octets, zeros))
+    canonical = all(octet <= 255 for octet in octets) and not any(zeros)
+    assert bool(re.match(CANONICAL_IPV4.replace("\\\\", "\\"), text)) == canonical, text
