@@ -219,3 +219,36 @@ def test_a_device_list_reference_to_a_configmap_kai_does_not_make_is_refused(ten
         entry = next(e for e in tampered["spec"]["containers"][0]["env"] if e["name"] == "NVIDIA_VISIBLE_DEVICES")
         entry["valueFrom"]["configMapKeyRef"]["name"] = name
         assert "device-env" in rules(tenant.create_host(tampered)), name
+
+
+# --- what the node gives a pod beyond what KAI allocates and charges ------------------------------------------
+
+
+# envFrom keys that complete the prefix to the device plugin's variable: a ConfigMap or Secret of the tenant's
+# with VISIBLE_DEVICES (or VIDIA_VISIBLE_DEVICES) set to "all" shows the container every GPU of the node under
+# the device plugin's envvar strategy, whose list the pod's own env overrides.
+DEVICE_LIST_SOURCES = [
+    {"prefix": "NVIDIA_", "configMapRef": {"name": "gpus"}},
+    {"prefix": "N", "secretRef": {"name": "gpus"}},
+    {"prefix": "NVIDIA_VISIBLE_", "configMapRef": {"name": "gpus", "optional": True}},
+]
+
+
+def gpu_container(name: str, source: dict, *, mig: bool = False) -> dict:
+    return container(name, mig="nvidia.com/mig-1g.10gb", env_from=[source]) if mig else \
+        container(name, gpus="1", env_from=[source])
+
+
+@pytest.mark.parametrize("source", DEVICE_LIST_SOURCES, ids=lambda source: source["prefix"])
+@pytest.mark.parametrize("where", ["containers", "initContainers"])
+def test_an_env_from_prefix_that_spells_the_device_list_is_refused(tenant, source, where):
+    held = gpu_container("model", source)
+    pod = on_kai(tenant, containers=[held]) if where == "containers" else \
+        on_kai(tenant, containers=[container()], initContainers=[held])
+    assert rules(tenant.create(pod)) == {"gpu-env-from"}
+
+
+@pytest.mark.parametrize("source", DEVICE_LIST_SOURCES, ids=lambda source: source["prefix"])
+def test_an_env_from_prefix_that_spells_the_device_list_of_a_mig_slice_is_refused(tenant, source):
+    assert rules(tenant.create(on_kai(tenant, containers=[gpu_container("model", source, mig=True)]))) == {
+        "gpu-env-from"}
