@@ -201,6 +201,10 @@ def policy_validations(team: Team) -> list[dict]:
                 f"spell {VISIBLE_DEVICES} (none, or a start of that name such as NVIDIA_, would let a key override "
                 "the device plugin's list)",
                 "give each envFrom source a prefix such as APP_, or list the keys you need under env"),
+        refusal("pod-resources", "!has(object.spec.resources)",
+                "KAI charges the team's queue only for its containers' requests, while the kubelet reserves "
+                "spec.resources (pod-level resources) on the node",
+                "remove spec.resources and set resources on each container"),
         refusal("device-paths", _no_device_paths(),
                 f"pods may not name devices to the container runtime themselves (mounts under {DEVICE_LIST_MOUNT_DIR})",
                 "remove them; request GPUs with gpu-fraction, gpu-memory or nvidia.com/gpu"),

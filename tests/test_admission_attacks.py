@@ -252,3 +252,23 @@ def test_an_env_from_prefix_that_spells_the_device_list_is_refused(tenant, sourc
 def test_an_env_from_prefix_that_spells_the_device_list_of_a_mig_slice_is_refused(tenant, source):
     assert rules(tenant.create(on_kai(tenant, containers=[gpu_container("model", source, mig=True)]))) == {
         "gpu-env-from"}
+
+
+def test_pod_level_resources_are_refused(tenant):
+    # KAI's pod_info sums the containers' requests (and overhead); the kubelet reserves spec.resources. The pod
+    # would be charged 100m and 128Mi while 32 cores and 128Gi of the node are held.
+    small = container("model")
+    small["resources"] = {"requests": {"cpu": "100m", "memory": "128Mi"}}
+    big = {"requests": {"cpu": "32", "memory": "128Gi"}, "limits": {"cpu": "32", "memory": "128Gi"}}
+    pod = on_kai(tenant, containers=[small], resources=big)
+    assert tenant.host_pod(pod)["spec"]["resources"] == big, "vCluster keeps spec.resources on a 1.34+ host"
+    assert rules(tenant.create(pod)) == {"pod-resources"}
+    # On any later write of such a pod too (a pod created before the rule, a debug container added).
+    host = tenant.host_pod(on_kai(tenant, containers=[small]))
+    widened = copy.deepcopy(host)
+    widened["spec"]["resources"] = big
+    assert "pod-resources" in rules(tenant.update(host, widened))
+    debugged = copy.deepcopy(widened)
+    debugged["spec"]["ephemeralContainers"] = [{"name": "shell", "image": "busybox:1.36",
+                                                "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]}]
+    assert rules(tenant.update(widened, debugged, subresource="ephemeralcontainers")) == {"pod-resources"}

@@ -230,3 +230,10 @@ def test_a_gpu_container_takes_env_from_under_a_prefix_that_cannot_spell_its_dev
         virtual_pod(queue=tenant.team.queue_name, scheduler=KAI_SCHEDULER, containers=[container()],
                     initContainers=[container("fetch", mig="nvidia.com/mig-1g.10gb", env_from=[source])])]
     assert [tenant.create(pod) for pod in pods] == [[], []]
+
+
+def test_per_container_resources_are_admitted(tenant):
+    # What the [pod-resources] message asks for: the same reservation, set on the container KAI charges for.
+    model = container("model")
+    model["resources"] = {"requests": {"cpu": "32", "memory": "128Gi"}, "limits": {"cpu": "32", "memory": "128Gi"}}
+    assert tenant.create(virtual_pod(queue=tenant.team.queue_name, scheduler=KAI_SCHEDULER, containers=[model])) == []

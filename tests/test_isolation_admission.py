@@ -291,6 +291,15 @@ def test_env_from_cannot_spell_the_device_list_on_any_tier(request, tenant_name,
     assert [rules(tenant.create(pod)) for pod in pods] == [expected, expected]
 
 
+@pytest.mark.parametrize("tenant_name", TIERS)
+def test_pod_level_resources_are_refused_on_any_tier(request, tenant_name):
+    tenant = request.getfixturevalue(tenant_name)
+    pod = on_kai(tenant, containers=[holding_gpus(tenant)], resources={"requests": {"cpu": "32", "memory": "128Gi"}})
+    assert rules(tenant.create(pod)) == {"pod-resources"}
+    del pod["spec"]["resources"]
+    assert tenant.create(pod) == []
+
+
 # --- inside the vCluster: the same refusals at kubectl apply ------------------------------------------
 
 
@@ -371,7 +380,8 @@ def test_a_memory_capped_attack_is_refused_inside_with_the_hosts_message(inside_
 @pytest.mark.parametrize("rule, pod", [
     ("gpu-env-from", lambda: virtual_pod(containers=[container(gpus="1", env_from=[
         {"prefix": "NVIDIA_", "configMapRef": {"name": "gpus"}}])])),
-], ids=["env-from-device-list"])
+    ("pod-resources", lambda: virtual_pod(resources={"requests": {"cpu": "32", "memory": "128Gi"}})),
+], ids=["env-from-device-list", "pod-level-resources"])
 def test_a_memory_capped_team_meets_the_tenant_rules_inside_with_the_hosts_message(inside_capped, rule, pod):
     mutated, refused = inside_capped.create(pod())
     assert rules(refused) == {rule}
@@ -381,7 +391,9 @@ def test_a_memory_capped_team_meets_the_tenant_rules_inside_with_the_hosts_messa
 @pytest.mark.parametrize("rule, pod", [
     ("gpu-env-from", lambda: virtual_pod(containers=[container(mig="nvidia.com/mig-1g.10gb", env_from=[
         {"prefix": "N", "secretRef": {"name": "gpus"}}])])),
-], ids=["env-from-device-list"])
+    ("pod-resources", lambda: virtual_pod(containers=[container(mig="nvidia.com/mig-1g.10gb")],
+                                          resources={"limits": {"cpu": "32", "memory": "128Gi"}})),
+], ids=["env-from-device-list", "pod-level-resources"])
 def test_a_mig_team_meets_the_tenant_rules_inside_with_the_hosts_message(inside_mig, rule, pod):
     mutated, refused = inside_mig.create(pod())
     assert rules(refused) == {rule}

@@ -217,6 +217,7 @@ def test_a_pod_the_host_refuses_is_refused_at_create_with_the_hosts_message(insi
 REFUSED_BY = {
     "gpu-env-from": dict(containers=[container(gpus="1", env_from=[{"prefix": "NVIDIA_",
                                                                     "configMapRef": {"name": "gpus"}}])]),
+    "pod-resources": dict(resources={"requests": {"cpu": "32", "memory": "128Gi"}}),
 }
 
 
