@@ -111,6 +111,7 @@ def test_kais_service_accounts_may_only_write_the_keys_they_own(tenant):
     {"gpu-memory": "+4096"}, {"gpu-memory": "1Ki"}, {"gpu-memory": "4e3"}, {"gpu-memory": "1"},
     {"gpu-fraction": "0.0001"}, {"gpu-fraction": "1e-9"}, {"gpu-fraction": "1"}, {"gpu-fraction": "1.0"},
     {"gpu-fraction": "0.99999999999999999"}, {"gpu-fraction": "NaN"}, {"gpu-fraction": ".5"}, {"gpu-fraction": "500m"},
+    {"gpu-fraction": "0.999"}, {"gpu-fraction": "0.049"},
     {"gpu-fraction": "0.5", "gpu-fraction-num-devices": "9"},
     {"gpu-fraction": "0.5", "gpu-fraction-num-devices": "18446744073709551615"},
     {"gpu-fraction-num-devices": "2"},
@@ -272,3 +273,11 @@ def test_pod_level_resources_are_refused(tenant):
     debugged["spec"]["ephemeralContainers"] = [{"name": "shell", "image": "busybox:1.36",
                                                 "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]}]
     assert rules(tenant.update(widened, debugged, subresource="ephemeralcontainers")) == {"pod-resources"}
+
+
+@pytest.mark.parametrize("fraction", ["0.054", "0.055", "0.125", "0.333", "0.995"])
+def test_a_fraction_finer_than_kai_charges_is_refused(tenant, fraction):
+    # getExtendedResourceGpus rounds a portion to hundredths for the queue: 0.054 is charged as 0.05.
+    pod = on_kai(tenant, annotations={"gpu-fraction": fraction})
+    assert "granted-values" in rules(tenant.create(pod, mutated=False))
+    assert "granted-values" in rules(tenant.create(pod))

@@ -19,7 +19,7 @@ from components.admission_keys import (
     ANNOTATION, GRANTED, HARMLESS, KAI_WRITERS, LABEL, NETWORK_SELECTOR_LABELS, NOT_ON_PODS, REFUSED, RESERVATION_APP,
     RESERVED_DOMAINS, SYNCER_KEYS, UNREAD_RESERVED,
 )
-from components.admission_metadata import KAI_PRIORITY_CLASSES, MIN_GPU_FRACTION, MIN_GPU_MEMORY_MIB
+from components.admission_metadata import FRACTION_DECIMALS, KAI_PRIORITY_CLASSES, MIN_GPU_FRACTION, MIN_GPU_MEMORY_MIB
 from config.stack_file import PROJECT_DIR
 from tests.conftest import ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, dev_config, eks_config, git, mirror, mirrored_tag
 from tests.kai_keys import keys_of, source_at
@@ -165,6 +165,7 @@ def test_every_pod_key_of_vclusters_syncer_is_allowed_or_renamed(tag):
 
 POD_INFO = "pkg/scheduler/api/pod_info"
 POD_TRANSLATOR = "pkg/controllers/resources/pods/translate/translator.go"
+GPU_REQUIREMENT = "pkg/scheduler/api/resource_info/gpu_resource_requirment.go"
 
 
 @pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI])
@@ -195,3 +196,13 @@ def test_vcluster_copies_pod_level_resources_to_the_host(tag):
     version = threshold.group(1) or re.search(
         rf"{threshold.group(2)}\s*=\s*utilversion\.MustParseSemantic\(\"([\d.]+)\"\)", source).group(1)
     assert version == "1.34.0", tag
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI])
+def test_kai_charges_a_fraction_in_the_hundredths_the_policy_admits(tag):
+    # [granted-values] admits a gpu-fraction with no more decimals than the scheduler keeps when it charges the
+    # queue; a finer one would be rounded, and the pod charged other than it asked for (0.054 as 0.05).
+    source = git(KAI, "show", f"{mirrored_tag(KAI, tag)}:{GPU_REQUIREMENT}")
+    factor = re.search(r"gpuPortionsAsDecimalsRoundingFactor\s*=\s*(\d+)", source)
+    assert factor and int(factor.group(1)) == 10 ** FRACTION_DECIMALS, tag
+    assert re.search(r"math\.Round\(portion \* gpuPortionsAsDecimalsRoundingFactor\)", source), tag

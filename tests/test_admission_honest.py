@@ -237,3 +237,9 @@ def test_per_container_resources_are_admitted(tenant):
     model = container("model")
     model["resources"] = {"requests": {"cpu": "32", "memory": "128Gi"}, "limits": {"cpu": "32", "memory": "128Gi"}}
     assert tenant.create(virtual_pod(queue=tenant.team.queue_name, scheduler=KAI_SCHEDULER, containers=[model])) == []
+
+
+@pytest.mark.parametrize("fraction", ["0.05", "0.1", "0.25", "0.33", "0.5", "0.75", "0.99"])
+def test_fractions_in_hundredths_are_admitted(tenant, fraction):
+    assert tenant.create(virtual_pod(queue=tenant.team.queue_name, scheduler=KAI_SCHEDULER,
+                                     annotations={"gpu-fraction": fraction})) == []

@@ -300,6 +300,12 @@ def test_pod_level_resources_are_refused_on_any_tier(request, tenant_name):
     assert tenant.create(pod) == []
 
 
+def test_memory_capped_fractions_are_charged_in_hundredths(capped):
+    assert capped.create(with_hami_core(on_kai(capped, annotations={"gpu-fraction": "0.25"}))) == []
+    assert rules(capped.create(with_hami_core(on_kai(capped, annotations={"gpu-fraction": "0.054"})))) == {
+        "granted-values"}
+
+
 # --- inside the vCluster: the same refusals at kubectl apply ------------------------------------------
 
 
@@ -381,7 +387,8 @@ def test_a_memory_capped_attack_is_refused_inside_with_the_hosts_message(inside_
     ("gpu-env-from", lambda: virtual_pod(containers=[container(gpus="1", env_from=[
         {"prefix": "NVIDIA_", "configMapRef": {"name": "gpus"}}])])),
     ("pod-resources", lambda: virtual_pod(resources={"requests": {"cpu": "32", "memory": "128Gi"}})),
-], ids=["env-from-device-list", "pod-level-resources"])
+    ("granted-values", lambda: with_hami_core(virtual_pod(annotations={"gpu-fraction": "0.054"}))),
+], ids=["env-from-device-list", "pod-level-resources", "fraction-in-thousandths"])
 def test_a_memory_capped_team_meets_the_tenant_rules_inside_with_the_hosts_message(inside_capped, rule, pod):
     mutated, refused = inside_capped.create(pod())
     assert rules(refused) == {rule}

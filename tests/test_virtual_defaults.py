@@ -218,6 +218,7 @@ REFUSED_BY = {
     "gpu-env-from": dict(containers=[container(gpus="1", env_from=[{"prefix": "NVIDIA_",
                                                                     "configMapRef": {"name": "gpus"}}])]),
     "pod-resources": dict(resources={"requests": {"cpu": "32", "memory": "128Gi"}}),
+    "granted-values": dict(annotations={"gpu-fraction": "0.054"}),
 }
 
 
