@@ -105,10 +105,16 @@ def _device_env_ok(container: str, mutated_by_kai: bool) -> str:
     return f"({_env_entries(container, entry_ok, 'all')} && {blank})"
 
 
+def env_from_prefix_safe(stems: list[str]) -> str:
+    """envFrom source ``f`` has a prefix with which none of ``stems`` starts: no key of the source, whatever the
+    tenant puts in its ConfigMap or Secret, can complete the prefix to a name beginning with a stem."""
+    return f"has(f.prefix) && f.prefix != '' && !{stems}.exists(s, s.startsWith(f.prefix))"
+
+
 def _env_from_prefixed(container: str) -> str:
-    """A whole-GPU container's env overrides the device plugin's list: envFrom may not bring in unprefixed keys."""
+    """A whole-GPU container's env overrides the device plugin's list: no envFrom source may spell its name."""
     return (f"(!{_holds_gpu(container)} || !has({container}.envFrom) || "
-            f"{container}.envFrom.all(f, has(f.prefix) && f.prefix != ''))")
+            f"{container}.envFrom.all(f, {env_from_prefix_safe([VISIBLE_DEVICES])}))")
 
 
 # --- the policy -----------------------------------------------------------------------------
@@ -191,9 +197,14 @@ def policy_validations(team: Team) -> list[dict]:
                 f"remove your own {VISIBLE_DEVICES} settings; for an ephemeral debug container add the env "
                 f"{VISIBLE_DEVICES}=void"),
         refusal("gpu-env-from", env_from,
-                "a container holding whole GPUs may not take unprefixed variables from envFrom: they would override "
-                f"the device plugin's {VISIBLE_DEVICES}",
-                "give each envFrom source a prefix, or list the keys you need under env"),
+                "a container holding whole GPUs or a MIG slice takes envFrom variables only under a prefix that cannot "
+                f"spell {VISIBLE_DEVICES} (none, or a start of that name such as NVIDIA_, would let a key override "
+                "the device plugin's list)",
+                "give each envFrom source a prefix such as APP_, or list the keys you need under env"),
+        refusal("pod-resources", "!has(object.spec.resources)",
+                "KAI charges the team's queue only for its containers' requests, while the kubelet reserves "
+                "spec.resources (pod-level resources) on the node",
+                "remove spec.resources and set resources on each container"),
         refusal("device-paths", _no_device_paths(),
                 f"pods may not name devices to the container runtime themselves (mounts under {DEVICE_LIST_MOUNT_DIR})",
                 "remove them; request GPUs with gpu-fraction, gpu-memory or nvidia.com/gpu"),

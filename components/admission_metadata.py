@@ -19,10 +19,13 @@ from config.vocabulary import KAI_NAMESPACE
 
 FIELDS = {LABEL: "labels", ANNOTATION: "annotations"}
 # Values every KAI component parses alike (webhook: unsigned/float, scheduler: signed/float,
-# podgroup-controller: Quantity). A fraction has at most three decimals and a floor, so one GPU is
-# never split among more than twenty pods; gpu-memory is at least 1 GiB and below ten million MiB.
+# podgroup-controller: Quantity). A fraction has a floor, so one GPU is never split among more than
+# twenty pods, and no more decimals than the scheduler keeps when it charges a queue (it rounds a
+# portion to hundredths, gpu_resource_requirment.go): a pod asking for 0.054 would be charged 0.05.
+# gpu-memory is at least 1 GiB and below ten million MiB.
 MIN_GPU_FRACTION = 0.05
-FRACTION_PATTERN = "^0[.][0-9]{1,3}$"
+FRACTION_DECIMALS = 2
+FRACTION_PATTERN = f"^0[.][0-9]{{1,{FRACTION_DECIMALS}}}$"
 MIN_GPU_MEMORY_MIB = 1024
 MEMORY_PATTERN = "^[1-9][0-9]{3,6}$"
 NUM_DEVICES_PATTERN = "^[1-8]$"
@@ -144,8 +147,8 @@ def _granted_values(team: Team) -> dict:
                           f"object.metadata.labels['{key}'] in {list(values)})" for key, values in labels.items())
     return refusal("granted-values", expression,
                    f"team {team.name}'s granted keys need the values KAI reads the same way everywhere: gpu-fraction "
-                   f"a decimal from {MIN_GPU_FRACTION} below 1 with up to three decimals, gpu-memory whole MiB from "
-                   f"{MIN_GPU_MEMORY_MIB} to 9999999, gpu-fraction-num-devices 1-8 with a fraction, "
+                   f"a decimal from {MIN_GPU_FRACTION} below 1 in hundredths (KAI charges no finer), gpu-memory whole "
+                   f"MiB from {MIN_GPU_MEMORY_MIB} to 9999999, gpu-fraction-num-devices 1-8 with a fraction, "
                    "gpu-fraction-container-name an existing container of a fractional pod, priorityClassName one of "
                    f"{', '.join(KAI_PRIORITY_CLASSES)}, kai.scheduler/preemptibility preemptible or non-preemptible, "
                    "topology placements label keys, preemption-delay a Go duration",

@@ -36,8 +36,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.admission import (
-    FRACTION_ANNOTATIONS, GPU_RESOURCE, MIG_RESOURCE_PREFIX, SHARED_GPU_CONFIGMAP_ANNOTATION, pod_policy_spec,
-    policy_name, policy_with_deny_binding,
+    FRACTION_ANNOTATIONS, GPU_RESOURCE, MIG_RESOURCE_PREFIX, SHARED_GPU_CONFIGMAP_ANNOTATION, env_from_prefix_safe,
+    pod_policy_spec, policy_name, policy_with_deny_binding,
 )
 from components.admission_metadata import refusal
 from config import versions
@@ -117,8 +117,7 @@ def _env_entry_ok() -> str:
 
 def _env_from_ok() -> str:
     """An envFrom source of ``c``: prefixed so that no key can spell a protected name, or KAI's own -evar map."""
-    stems = [PROTECTED_PREFIX, *PROTECTED_NAMES]
-    safe_prefix = (f"(has(f.prefix) && f.prefix != '' && !{stems}.exists(s, s.startsWith(f.prefix)) && "
+    safe_prefix = (f"({env_from_prefix_safe([PROTECTED_PREFIX, *PROTECTED_NAMES])} && "
                    f"!f.prefix.startsWith('{PROTECTED_PREFIX}'))")
     kai_evar = (f"(c.name == variables.fractionContainer && has(f.configMapRef) && "
                 f"{_kai_configmap('f.configMapRef', '-evar')})")

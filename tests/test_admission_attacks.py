@@ -111,6 +111,7 @@ def test_kais_service_accounts_may_only_write_the_keys_they_own(tenant):
     {"gpu-memory": "+4096"}, {"gpu-memory": "1Ki"}, {"gpu-memory": "4e3"}, {"gpu-memory": "1"},
     {"gpu-fraction": "0.0001"}, {"gpu-fraction": "1e-9"}, {"gpu-fraction": "1"}, {"gpu-fraction": "1.0"},
     {"gpu-fraction": "0.99999999999999999"}, {"gpu-fraction": "NaN"}, {"gpu-fraction": ".5"}, {"gpu-fraction": "500m"},
+    {"gpu-fraction": "0.999"}, {"gpu-fraction": "0.049"},
     {"gpu-fraction": "0.5", "gpu-fraction-num-devices": "9"},
     {"gpu-fraction": "0.5", "gpu-fraction-num-devices": "18446744073709551615"},
     {"gpu-fraction-num-devices": "2"},
@@ -219,3 +220,64 @@ def test_a_device_list_reference_to_a_configmap_kai_does_not_make_is_refused(ten
         entry = next(e for e in tampered["spec"]["containers"][0]["env"] if e["name"] == "NVIDIA_VISIBLE_DEVICES")
         entry["valueFrom"]["configMapKeyRef"]["name"] = name
         assert "device-env" in rules(tenant.create_host(tampered)), name
+
+
+# --- what the node gives a pod beyond what KAI allocates and charges ------------------------------------------
+
+
+# envFrom keys that complete the prefix to the device plugin's variable: a ConfigMap or Secret of the tenant's
+# with VISIBLE_DEVICES (or VIDIA_VISIBLE_DEVICES) set to "all" shows the container every GPU of the node under
+# the device plugin's envvar strategy, whose list the pod's own env overrides.
+DEVICE_LIST_SOURCES = [
+    {"prefix": "NVIDIA_", "configMapRef": {"name": "gpus"}},
+    {"prefix": "N", "secretRef": {"name": "gpus"}},
+    {"prefix": "NVIDIA_VISIBLE_", "configMapRef": {"name": "gpus", "optional": True}},
+]
+
+
+def gpu_container(name: str, source: dict, *, mig: bool = False) -> dict:
+    return container(name, mig="nvidia.com/mig-1g.10gb", env_from=[source]) if mig else \
+        container(name, gpus="1", env_from=[source])
+
+
+@pytest.mark.parametrize("source", DEVICE_LIST_SOURCES, ids=lambda source: source["prefix"])
+@pytest.mark.parametrize("where", ["containers", "initContainers"])
+def test_an_env_from_prefix_that_spells_the_device_list_is_refused(tenant, source, where):
+    held = gpu_container("model", source)
+    pod = on_kai(tenant, containers=[held]) if where == "containers" else \
+        on_kai(tenant, containers=[container()], initContainers=[held])
+    assert rules(tenant.create(pod)) == {"gpu-env-from"}
+
+
+@pytest.mark.parametrize("source", DEVICE_LIST_SOURCES, ids=lambda source: source["prefix"])
+def test_an_env_from_prefix_that_spells_the_device_list_of_a_mig_slice_is_refused(tenant, source):
+    assert rules(tenant.create(on_kai(tenant, containers=[gpu_container("model", source, mig=True)]))) == {
+        "gpu-env-from"}
+
+
+def test_pod_level_resources_are_refused(tenant):
+    # KAI's pod_info sums the containers' requests (and overhead); the kubelet reserves spec.resources. The pod
+    # would be charged 100m and 128Mi while 32 cores and 128Gi of the node are held.
+    small = container("model")
+    small["resources"] = {"requests": {"cpu": "100m", "memory": "128Mi"}}
+    big = {"requests": {"cpu": "32", "memory": "128Gi"}, "limits": {"cpu": "32", "memory": "128Gi"}}
+    pod = on_kai(tenant, containers=[small], resources=big)
+    assert tenant.host_pod(pod)["spec"]["resources"] == big, "vCluster keeps spec.resources on a 1.34+ host"
+    assert rules(tenant.create(pod)) == {"pod-resources"}
+    # On any later write of such a pod too (a pod created before the rule, a debug container added).
+    host = tenant.host_pod(on_kai(tenant, containers=[small]))
+    widened = copy.deepcopy(host)
+    widened["spec"]["resources"] = big
+    assert "pod-resources" in rules(tenant.update(host, widened))
+    debugged = copy.deepcopy(widened)
+    debugged["spec"]["ephemeralContainers"] = [{"name": "shell", "image": "busybox:1.36",
+                                                "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]}]
+    assert rules(tenant.update(widened, debugged, subresource="ephemeralcontainers")) == {"pod-resources"}
+
+
+@pytest.mark.parametrize("fraction", ["0.054", "0.055", "0.125", "0.333", "0.995"])
+def test_a_fraction_finer_than_kai_charges_is_refused(tenant, fraction):
+    # getExtendedResourceGpus rounds a portion to hundredths for the queue: 0.054 is charged as 0.05.
+    pod = on_kai(tenant, annotations={"gpu-fraction": fraction})
+    assert "granted-values" in rules(tenant.create(pod, mutated=False))
+    assert "granted-values" in rules(tenant.create(pod))

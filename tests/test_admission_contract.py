@@ -19,9 +19,9 @@ from components.admission_keys import (
     ANNOTATION, GRANTED, HARMLESS, KAI_WRITERS, LABEL, NETWORK_SELECTOR_LABELS, NOT_ON_PODS, REFUSED, RESERVATION_APP,
     RESERVED_DOMAINS, SYNCER_KEYS, UNREAD_RESERVED,
 )
-from components.admission_metadata import KAI_PRIORITY_CLASSES, MIN_GPU_FRACTION, MIN_GPU_MEMORY_MIB
+from components.admission_metadata import FRACTION_DECIMALS, KAI_PRIORITY_CLASSES, MIN_GPU_FRACTION, MIN_GPU_MEMORY_MIB
 from config.stack_file import PROJECT_DIR
-from tests.conftest import ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, dev_config, eks_config, git, mirror
+from tests.conftest import ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, dev_config, eks_config, git, mirror, mirrored_tag
 from tests.kai_keys import keys_of, source_at
 from tests.tenant_sim import KAI_SCHEDULER, Tenant, platform_of, tenant_of, virtual_pod
 
@@ -159,3 +159,50 @@ def test_every_pod_key_of_vclusters_syncer_is_allowed_or_renamed(tag):
     assert sorted(key for key in keys - renamed if not any(
         key == pattern or (pattern.endswith("*") and key.startswith(pattern[:-1])) or key + "*" == pattern
         for pattern in allowed)) == []
+
+
+# --- what KAI charges a queue for a pod, and what vCluster hands the kubelet -----------------------------------
+
+POD_INFO = "pkg/scheduler/api/pod_info"
+POD_TRANSLATOR = "pkg/controllers/resources/pods/translate/translator.go"
+GPU_REQUIREMENT = "pkg/scheduler/api/resource_info/gpu_resource_requirment.go"
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI])
+def test_kai_charges_a_pod_for_its_containers_and_not_its_pod_level_resources(tag):
+    # [pod-resources] exists because a queue is charged for the containers' requests (and overhead) only; the
+    # day KAI counts spec.resources here, the rule may be revisited.
+    tag = mirrored_tag(KAI, tag)
+    paths = [path for path in git(KAI, "ls-tree", "--name-only", f"{tag}:{POD_INFO}").split()
+             if path.endswith(".go") and not path.endswith("_test.go")]
+    source = "\n".join(git(KAI, "show", f"{tag}:{POD_INFO}/{path}") for path in paths)
+    assert "container.Resources.Requests" in source and "pod.Spec.Overhead" in source, tag
+    assert not re.search(r"Spec\.Resources\b|PodLevelResources|PodRequests\(", source), (
+        f"KAI {tag} reads pod-level resources in {POD_INFO}: see whether [pod-resources] is still needed")
+
+
+@pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
+def test_vcluster_copies_pod_level_resources_to_the_host(tag):
+    # The host pod starts as a copy of the virtual pod; spec.resources is dropped only for a host older than 1.34
+    # (where pod-level resources turned beta and on by default), so on a newer host the kubelet reserves it.
+    source = git(VCLUSTER, "show", f"{mirrored_tag(VCLUSTER, tag)}:{POD_TRANSLATOR}")
+    assert re.search(r"pPod := translate\.HostMetadata\(vPod,", source), tag
+    lines = source.splitlines()
+    writes = [index for index, line in enumerate(lines) if re.search(r"Spec\.Resources\s*=", line)]
+    assert [lines[index].strip() for index in writes] == ["pPod.Spec.Resources = nil"], tag
+    guard = lines[writes[0] - 1]
+    threshold = re.search(r"LessThan\((?:utilversion\.MustParseSemantic\(\"([\d.]+)\"\)|(\w+))\)", guard)
+    assert threshold, f"{tag}: {guard.strip()}"
+    version = threshold.group(1) or re.search(
+        rf"{threshold.group(2)}\s*=\s*utilversion\.MustParseSemantic\(\"([\d.]+)\"\)", source).group(1)
+    assert version == "1.34.0", tag
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI])
+def test_kai_charges_a_fraction_in_the_hundredths_the_policy_admits(tag):
+    # [granted-values] admits a gpu-fraction with no more decimals than the scheduler keeps when it charges the
+    # queue; a finer one would be rounded, and the pod charged other than it asked for (0.054 as 0.05).
+    source = git(KAI, "show", f"{mirrored_tag(KAI, tag)}:{GPU_REQUIREMENT}")
+    factor = re.search(r"gpuPortionsAsDecimalsRoundingFactor\s*=\s*(\d+)", source)
+    assert factor and int(factor.group(1)) == 10 ** FRACTION_DECIMALS, tag
+    assert re.search(r"math\.Round\(portion \* gpuPortionsAsDecimalsRoundingFactor\)", source), tag

@@ -218,3 +218,28 @@ def test_the_tenants_dns_as_the_program_ships_it_is_admitted_on_every_stack(stac
            "metadata": {"name": "coredns-5d8f9-x2k4p", "namespace": "kube-system", **template["metadata"]},
            "spec": template["spec"]}
     assert tenant.create(pod) == []
+
+
+@pytest.mark.parametrize("source", [{"prefix": "APP_", "configMapRef": {"name": "settings"}},
+                                    {"prefix": "HF_", "secretRef": {"name": "hub-token"}},
+                                    {"prefix": "NVIDIA_VISIBLE_DEVICES_", "configMapRef": {"name": "settings"}}],
+                         ids=lambda source: source["prefix"])
+def test_a_gpu_container_takes_env_from_under_a_prefix_that_cannot_spell_its_device_list(tenant, source):
+    pods = [virtual_pod(queue=tenant.team.queue_name, scheduler=KAI_SCHEDULER, containers=[
+        container("model", gpus="1", env_from=[source])]),
+        virtual_pod(queue=tenant.team.queue_name, scheduler=KAI_SCHEDULER, containers=[container()],
+                    initContainers=[container("fetch", mig="nvidia.com/mig-1g.10gb", env_from=[source])])]
+    assert [tenant.create(pod) for pod in pods] == [[], []]
+
+
+def test_per_container_resources_are_admitted(tenant):
+    # What the [pod-resources] message asks for: the same reservation, set on the container KAI charges for.
+    model = container("model")
+    model["resources"] = {"requests": {"cpu": "32", "memory": "128Gi"}, "limits": {"cpu": "32", "memory": "128Gi"}}
+    assert tenant.create(virtual_pod(queue=tenant.team.queue_name, scheduler=KAI_SCHEDULER, containers=[model])) == []
+
+
+@pytest.mark.parametrize("fraction", ["0.05", "0.1", "0.25", "0.33", "0.5", "0.75", "0.99"])
+def test_fractions_in_hundredths_are_admitted(tenant, fraction):
+    assert tenant.create(virtual_pod(queue=tenant.team.queue_name, scheduler=KAI_SCHEDULER,
+                                     annotations={"gpu-fraction": fraction})) == []

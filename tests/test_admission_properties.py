@@ -34,7 +34,8 @@ ENV_ENTRIES = [
     {"name": VISIBLE, "valueFrom": {"configMapKeyRef": {"name": "all-gpus", "key": VISIBLE}}},
     {"name": "HF_HOME", "value": "/cache"},
 ]
-ENV_FROM = [{"configMapRef": {"name": "gpus"}}, {"prefix": "APP_", "configMapRef": {"name": "gpus"}}]
+ENV_FROM = [{"configMapRef": {"name": "gpus"}}, {"prefix": "APP_", "configMapRef": {"name": "gpus"}},
+            {"prefix": "NVIDIA_", "configMapRef": {"name": "gpus"}}, {"prefix": "N", "secretRef": {"name": "gpus"}}]
 
 
 @st.composite
@@ -107,7 +108,8 @@ def gpu_escapes(host: dict) -> list[str]:
         elif _holds_gpu(entry):
             if effective is not None and effective.get("value") not in BLANK:
                 problems.append(f"{entry['name']}: widens its device list")
-            if any(not source.get("prefix") for source in entry.get("envFrom", [])):
+            # A key of the source completes its prefix to the device plugin's variable.
+            if any(VISIBLE.startswith(source.get("prefix", "")) for source in entry.get("envFrom", [])):
                 problems.append(f"{entry['name']}: envFrom may override its device list")
         elif effective is None or effective.get("value") not in BLANK:
             problems.append(f"{entry['name']}: sees the node's GPUs through its image or env")

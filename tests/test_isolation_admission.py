@@ -266,6 +266,46 @@ def test_a_fraction_cannot_be_added_by_a_later_update(request, tenant_name):
     assert {"guarded-fields", "mig-profile" if tenant_name == "mig" else "whole-gpus"} <= refused
 
 
+# --- the tenant's own pod rules hold on every tier --------------------------------------------------------
+
+TIERS = ["capped", "mig", "exclusive"]
+
+
+def holding_gpus(tenant: IsolationTenant, name: str = "model", **kwargs) -> dict:
+    """A container holding what the tier hands out whole: the team's MIG slice, else one GPU."""
+    profile = tenant.team.isolation.mig_profile
+    if profile:
+        return container(name, mig=f"nvidia.com/mig-{profile}", **kwargs)
+    return container(name, gpus="1", **kwargs)
+
+
+@pytest.mark.parametrize("prefix", ["NVIDIA_", "N", "APP_"])
+@pytest.mark.parametrize("tenant_name", TIERS)
+def test_env_from_cannot_spell_the_device_list_on_any_tier(request, tenant_name, prefix):
+    tenant = request.getfixturevalue(tenant_name)
+    source = {"prefix": prefix, "configMapRef": {"name": "gpus"}}
+    warm = holding_gpus(tenant, "warm", env_from=[source])
+    pods = [on_kai(tenant, containers=[holding_gpus(tenant, env_from=[source])]),
+            on_kai(tenant, containers=[container()], initContainers=[warm])]
+    expected = set() if prefix == "APP_" else {"gpu-env-from"}
+    assert [rules(tenant.create(pod)) for pod in pods] == [expected, expected]
+
+
+@pytest.mark.parametrize("tenant_name", TIERS)
+def test_pod_level_resources_are_refused_on_any_tier(request, tenant_name):
+    tenant = request.getfixturevalue(tenant_name)
+    pod = on_kai(tenant, containers=[holding_gpus(tenant)], resources={"requests": {"cpu": "32", "memory": "128Gi"}})
+    assert rules(tenant.create(pod)) == {"pod-resources"}
+    del pod["spec"]["resources"]
+    assert tenant.create(pod) == []
+
+
+def test_memory_capped_fractions_are_charged_in_hundredths(capped):
+    assert capped.create(with_hami_core(on_kai(capped, annotations={"gpu-fraction": "0.25"}))) == []
+    assert rules(capped.create(with_hami_core(on_kai(capped, annotations={"gpu-fraction": "0.054"})))) == {
+        "granted-values"}
+
+
 # --- inside the vCluster: the same refusals at kubectl apply ------------------------------------------
 
 
@@ -341,6 +381,30 @@ def test_a_memory_capped_attack_is_refused_inside_with_the_hosts_message(inside_
     mutated, refused = inside_capped.create(pod)
     host = inside_capped.tenant.create(mutated)
     assert refused and set(refused) <= set(host)
+
+
+@pytest.mark.parametrize("rule, pod", [
+    ("gpu-env-from", lambda: virtual_pod(containers=[container(gpus="1", env_from=[
+        {"prefix": "NVIDIA_", "configMapRef": {"name": "gpus"}}])])),
+    ("pod-resources", lambda: virtual_pod(resources={"requests": {"cpu": "32", "memory": "128Gi"}})),
+    ("granted-values", lambda: with_hami_core(virtual_pod(annotations={"gpu-fraction": "0.054"}))),
+], ids=["env-from-device-list", "pod-level-resources", "fraction-in-thousandths"])
+def test_a_memory_capped_team_meets_the_tenant_rules_inside_with_the_hosts_message(inside_capped, rule, pod):
+    mutated, refused = inside_capped.create(pod())
+    assert rules(refused) == {rule}
+    assert set(refused) <= set(inside_capped.tenant.create(mutated))
+
+
+@pytest.mark.parametrize("rule, pod", [
+    ("gpu-env-from", lambda: virtual_pod(containers=[container(mig="nvidia.com/mig-1g.10gb", env_from=[
+        {"prefix": "N", "secretRef": {"name": "gpus"}}])])),
+    ("pod-resources", lambda: virtual_pod(containers=[container(mig="nvidia.com/mig-1g.10gb")],
+                                          resources={"limits": {"cpu": "32", "memory": "128Gi"}})),
+], ids=["env-from-device-list", "pod-level-resources"])
+def test_a_mig_team_meets_the_tenant_rules_inside_with_the_hosts_message(inside_mig, rule, pod):
+    mutated, refused = inside_mig.create(pod())
+    assert rules(refused) == {rule}
+    assert set(refused) <= set(inside_mig.tenant.create(mutated))
 
 
 @pytest.mark.parametrize("pod, admitted", [

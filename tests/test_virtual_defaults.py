@@ -213,6 +213,22 @@ def test_a_pod_the_host_refuses_is_refused_at_create_with_the_hosts_message(insi
     assert set(refused) <= set(host)
 
 
+# Pods the host refuses, each with the rule that refuses it there.
+REFUSED_BY = {
+    "gpu-env-from": dict(containers=[container(gpus="1", env_from=[{"prefix": "NVIDIA_",
+                                                                    "configMapRef": {"name": "gpus"}}])]),
+    "pod-resources": dict(resources={"requests": {"cpu": "32", "memory": "128Gi"}}),
+    "granted-values": dict(annotations={"gpu-fraction": "0.054"}),
+}
+
+
+@pytest.mark.parametrize("rule", REFUSED_BY)
+def test_the_host_rule_refuses_the_same_pod_inside(inside, rule):
+    mutated, refused = inside.create(virtual_pod("bad", **REFUSED_BY[rule]))
+    assert {message[1:message.index("]")] for message in refused} == {rule}
+    assert set(refused) <= set(inside.tenant.create(mutated))
+
+
 def test_the_shipped_manifests_are_valid_kubernetes_1_36_objects():
     sites = ((dev_config(), "team-nlp", 4), (eks_config(), "team-legal", 4),
              (prefixed(isolation_config()), "team-nlp", 6))  # a memory-capped team also gets HAMi-core loaded
