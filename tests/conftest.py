@@ -127,6 +127,12 @@ def git(repository: str, *args: str) -> str:
                           capture_output=True, text=True, check=True).stdout
 
 
+def go_function(source: str, signature: str) -> str:
+    """The Go function ``func <signature>(...)`` of ``source``, up to its closing brace."""
+    start = source.index(f"\nfunc {signature}(")
+    return source[start:source.index("\n}\n", start)]
+
+
 def upstream_file(*parts: str) -> Path:
     """A file of ../shared/upstream, or a skip naming what is missing."""
     path = UPSTREAM_DIR.joinpath(*parts)

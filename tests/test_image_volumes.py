@@ -17,7 +17,7 @@ from config.image_volumes import IMAGE_VOLUME_ON_BY_DEFAULT, MICROK8S_CONTAINERD
 from config.virtual_cluster import MUTATING_ADMISSION_POLICY_GA, virtual_kubernetes_version
 from config.load_vcluster import DEFAULT_VCLUSTER
 from config.versions import VCLUSTER_VIRTUAL_KUBERNETES, release_numbers
-from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, git, run
+from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, git, go_function, run
 from tools.deployability import image_volumes
 from tools.deployability.inputs import K8sObject, program_objects, site_from_plan
 from tools.plan.document import build_plan
@@ -177,8 +177,7 @@ def test_a_pod_template_mounting_an_image_is_checked_by_the_same_floor(capped_pl
 @pytest.mark.parametrize("tag", MIRRORED_TAGS[VCLUSTER])
 def test_vclusters_pod_translator_carries_an_image_volume_unchanged(tag):
     translator = git(VCLUSTER, "show", f"{tag}:pkg/controllers/resources/pods/translate/translator.go")
-    body = translator[translator.index("func (t *translator) translateVolumes("):]
-    body = body[:body.index("\nfunc ")]
+    body = go_function(translator, "(t *translator) translateVolumes")
     # Volumes are rewritten kind by kind; an image volume is not among them (nor is its reference translated).
     assert "Volumes[i].ConfigMap" in body and ".Image" not in body
     assert "translate.HostMetadata(vPod" in translator

@@ -11,7 +11,7 @@ import yaml
 from components.kai import ADMISSION_MAX_UNAVAILABLE, ADMISSION_REPLICAS, KAI_CONFIG, kai_values
 from config.merge import deep_merge
 from ops.sites import platform_of
-from tests.conftest import MIRRORED_TAGS, dev_config, git, mirror_chart
+from tests.conftest import MIRRORED_TAGS, dev_config, git, go_function, mirror_chart
 from tools.charts.render import render_release
 
 KAI_REPOSITORY = "kai-scheduler/KAI-Scheduler"
@@ -67,7 +67,7 @@ def test_the_operator_reads_admission_replicas_and_budgets_only_several_replicas
     assert 'Replicas *int32 `json:"replicas,omitempty"`' in api
     assert re.search(r"b\.Replicas = common\.SetDefault\(b\.Replicas, ptr\.To\(ptr\.Deref\(replicaCount, 1\)\)\)", api)
     common = git(KAI_REPOSITORY, "show", f"{tag}:pkg/operator/operands/common/common.go")
-    body = common.split("func ShouldCreatePodDisruptionBudget", 1)[1].split("\n}\n", 1)[0]
+    body = go_function(common, "ShouldCreatePodDisruptionBudget")
     assert "*replicas <= 1" in body and "return *service.PodDisruptionBudget.Enabled" in body
     resources = git(KAI_REPOSITORY, "show", f"{tag}:pkg/operator/operands/admission/resources.go")
     assert "config.Replicas" in resources and "PodDisruptionBudgetForKAIConfig" in resources

@@ -13,7 +13,7 @@ from components.kai import kai_values
 from components.observability import stack_values
 from config import load_platform, versions
 from config.observability import KSM_FLAGS
-from tests.conftest import MIRRORED_TAGS, git
+from tests.conftest import MIRRORED_TAGS, git, go_function
 from tests.test_observability_rules import needs_promtool, promtool, site_config
 
 KAI = "kai-scheduler/KAI-Scheduler"
@@ -105,7 +105,7 @@ def test_kai_reservation_pods_and_gpu_groups_at_both_tags():
         # The reservation pod holds one whole nvidia.com/gpu (so DCGM maps the GPU to it) and carries the group.
         assert re.search(r"numberOfGPUsToReserve\s*=\s*1\b", binder)
         assert "constants.NvidiaGpuResource: *resource.NewQuantity(numberOfGPUsToReserve" in binder
-        pod = binder[binder.index("func (rsc *service) createResourceReservationPod("):]
+        pod = go_function(binder, "(rsc *service) createResourceReservationPod")
         assert re.search(r"Namespace:\s*rsc\.namespace,\s*Labels: map\[string\]string\{\s*"
                          r"constants\.AppLabelName:\s*rsc\.appLabelValue,\s*constants\.GPUGroup:\s*gpuGroup,", pod)
         # A pod with one fraction gets the same group as a label value; a multi-device one only a label key.

@@ -32,7 +32,7 @@ from config.merge import deep_merge
 from tools.offline.mocks import MOCK_CLUSTER_DNS
 from ops.sites import platform_of
 from tests.conftest import (
-    ACCEPTED_VCLUSTER_TAGS, COMMITTED_STACKS, MIRRORED_TAGS, git, mirror, mirrored_tag, stack_config,
+    ACCEPTED_VCLUSTER_TAGS, COMMITTED_STACKS, MIRRORED_TAGS, git, go_function, mirror, mirrored_tag, stack_config,
 )
 from tools.charts.render import render_release
 
@@ -141,11 +141,6 @@ def test_the_floor_grants_snapshot_writes_unless_the_program_turns_them_off(tmp_
     assert snapshots <= syncer_writes(floor, team, values)
     # The pinned chart has no such setting, and the program gives it none.
     assert "rbac" not in vcluster_values(next(teams()), MOCK_CLUSTER_DNS)
-
-
-def go_function(source: str, name: str) -> str:
-    start = source.index(f"\nfunc {name}(")
-    return source[start:source.index("\n}\n", start)]
 
 
 @pytest.mark.parametrize("tag", MIRRORED_TAGS[VCLUSTER])
