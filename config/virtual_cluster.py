@@ -175,7 +175,8 @@ def _syncer_rules(settings: VClusterSettings, whose: str) -> list[Finding]:
 
 def _from_host_writes(settings: VClusterSettings, whose: str) -> list[Finding]:
     from_host = _dig(settings.extra_values, "sync", "fromHost")
-    return [(f"extraValues.sync.fromHost.{kind}.{switch}", value, f"it lets a tenant write on the host through {whose} vCluster: {problem}",
+    return [(f"extraValues.sync.fromHost.{kind}.{switch}", value,
+             f"it lets a tenant write on the host through {whose} vCluster: {problem}",
              "remove it from the stack's or the team's vcluster.extraValues")
             for (kind, switch), problem in TENANT_WRITABLE_FROM_HOST.items()
             for value in [_dig(from_host, kind).get(switch)] if value not in (None, False)]
