@@ -41,6 +41,10 @@ SKIP_TRANSLATE_ANNOTATION = "vcluster.loft.sh/skip-translate"
 # Older form of storageClassName; the PV controller reads it before the field.
 STORAGE_CLASS_ANNOTATION = "volume.beta.kubernetes.io/storage-class"
 SERVICE_ACCOUNT_TOKEN = "kubernetes.io/service-account-token"
+# Labels that make a ConfigMap (and its options Secret) in the vCluster's host namespace a snapshot or restore request
+# for the control plane's own controllers (vCluster 0.35.0 to 0.36.1, pkg/snapshot controller.go and
+# restorecontroller.go), which the host admin's `vcluster snapshot` and `vcluster restore` write there.
+REQUEST_LABELS = ("vcluster.loft.sh/snapshot-request", "vcluster.loft.sh/restore-request")
 # IPv4 ranges that are not the public internet: the cluster's pods, nodes and services live in them, and
 # the tenant's own NetworkPolicy (components/tenant.py EGRESS_EXCEPTIONS) keeps its pods out of most of them.
 NON_PUBLIC_IPV4 = ("0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
@@ -232,6 +236,11 @@ def policy_validations(team: Team, cluster_dns: str) -> list[dict]:
               f"!has(object.type) || object.type != '{SERVICE_ACCOUNT_TOKEN}'",
               "a Secret of type service-account-token would get a host token for a host service account",
               "use type Opaque"),
+        _rule("snapshot-requests", ("ConfigMap", "Secret"),
+              " && ".join(f"!('{label}' in {_meta('object', 'labels')})" for label in REQUEST_LABELS),
+              f"the labels {', '.join(REQUEST_LABELS)} make the vCluster's control plane take the object for the "
+              "platform's snapshot or restore request (back up or replace its data at a URL the request names, cancel "
+              "the platform's own requests)", "remove the label; ask the platform team for a snapshot"),
         _rule("dashboard-label", ("ConfigMap", "Secret"),
               f"!('{DASHBOARD_LABEL[0]}' in {_meta('object', 'labels')})",
               f"the platform's Grafana loads every ConfigMap labelled {DASHBOARD_LABEL[0]} in the cluster",

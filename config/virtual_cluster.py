@@ -83,6 +83,17 @@ def minor_version(version: str) -> Optional[tuple[int, int]]:
 SYNCER_RULE_VALUES = (("rbac", "role", "extraRules"), ("rbac", "role", "overwriteRules"),
                       ("rbac", "clusterRole", "extraRules"), ("rbac", "clusterRole", "overwriteRules"),
                       ("rbac", "enableVolumeSnapshotRules"))
+# sync.fromHost switches that let a tenant write on the host, with what it could write (vCluster 0.36.1). Every
+# other switch only copies host objects into the virtual cluster (tests/test_synced_metadata_contract.py holds the
+# list to the chart's values at every accepted tag).
+TENANT_WRITABLE_FROM_HOST = {
+    ("nodes", "syncBackChanges"): "the API proxy copies a tenant's edits of a virtual node (labels, taints, "
+                                  "unschedulable, capacity) onto the host node (pkg/server/filters/nodechanges.go), "
+                                  "for every node the teams' GPU pods run on",
+    ("priorityClasses", "enabled"): "the syncer keeps a pod's spec.priorityClassName, so any host priority "
+                                    "class reaches the host pod unchecked, system-node-critical included, which lets "
+                                    "the kubelet evict other teams' pods to admit it",
+}
 
 
 # A problem of a tenant's vCluster settings: (key under the settings, value, problem, fix).
@@ -107,8 +118,8 @@ def check_virtual_clusters(reader: Reader, stack: VClusterSettings, teams: Seque
 
 
 def _findings(settings: VClusterSettings, whose: str, queue: str) -> list[Finding]:
-    return [*_to_host_syncs(settings, whose), *_syncer_rules(settings, whose), *_virtual_version(settings, queue),
-            *_requests_above_limits(settings, whose)]
+    return [*_to_host_syncs(settings, whose), *_from_host_writes(settings, whose), *_syncer_rules(settings, whose),
+            *_virtual_version(settings, queue), *_requests_above_limits(settings, whose)]
 
 
 def _above(request: Optional[str], limit: Optional[str]) -> bool:
@@ -160,6 +171,15 @@ def _syncer_rules(settings: VClusterSettings, whose: str) -> list[Finding]:
              "remove it from the stack's or the team's vcluster.extraValues")
             for path in SYNCER_RULE_VALUES
             for value in [_dig(settings.extra_values, *path[:-1]).get(path[-1])] if value not in (None, [])]
+
+
+def _from_host_writes(settings: VClusterSettings, whose: str) -> list[Finding]:
+    from_host = _dig(settings.extra_values, "sync", "fromHost")
+    return [(f"extraValues.sync.fromHost.{kind}.{switch}", value,
+             f"it lets a tenant write on the host through {whose} vCluster: {problem}",
+             "remove it from the stack's or the team's vcluster.extraValues")
+            for (kind, switch), problem in TENANT_WRITABLE_FROM_HOST.items()
+            for value in [_dig(from_host, kind).get(switch)] if value not in (None, False)]
 
 
 def _to_host_syncs(settings: VClusterSettings, whose: str) -> list[Finding]:

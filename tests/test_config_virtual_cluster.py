@@ -194,3 +194,20 @@ def test_requests_at_their_limits_pass():
 def test_control_plane_resources_are_quantities_of_what_a_container_can_request(path, value, words):
     found = assert_rejected(put(dev_config(), path, value), path, value)
     assert words in found.problem
+
+
+@pytest.mark.parametrize("path, value", [("nodes.syncBackChanges", True), ("priorityClasses.enabled", True)])
+def test_a_sync_from_the_host_that_lets_a_tenant_write_on_the_host_is_refused(path, value):
+    extra: dict = {"sync": {"fromHost": {}}}
+    kind, switch = path.split(".")
+    extra["sync"]["fromHost"][kind] = {switch: value}
+    config = put(dev_config(), "teams[0].vcluster.extraValues", extra)
+    found = assert_rejected(config, f"teams[0].vcluster.extraValues.sync.fromHost.{path}", value, fix="remove it")
+    assert "write on the host" in found.problem
+
+
+def test_syncs_from_the_host_that_only_copy_into_the_virtual_cluster_pass():
+    config = put(dev_config(), "vcluster.extraValues", {"sync": {"fromHost": {
+        "nodes": {"syncBackChanges": False, "clearImageStatus": True}, "priorityClasses": {"enabled": False},
+        "storageClasses": {"enabled": True}, "ingressClasses": {"enabled": True}}}})
+    assert load_platform(config).teams
