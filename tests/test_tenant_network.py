@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, NamedTuple, Optional
 
 import pytest
 import yaml
@@ -166,11 +166,23 @@ def out_of_reach(stack: str, team, other) -> list[Target]:
     ]
 
 
-@pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
-@pytest.mark.parametrize("stack", STACKS)
-def test_a_tenant_pod_reaches_its_own_vcluster_and_the_internet_only(stack, tag, tmp_path):
+class Site(NamedTuple):
+    stack: str
+    team: Any
+    other: Any  # another team of the same site
+    policies: list[dict]  # the team's host namespace's
+
+
+@pytest.fixture(scope="module", params=[(stack, tag) for stack in STACKS for tag in ACCEPTED_VCLUSTER_TAGS],
+                ids=lambda param: "-".join(param))
+def site(request, tmp_path_factory) -> Site:
+    stack, tag = request.param
     team, other = teams(stack, tag)[:2]
-    policies = rendered_policies(tag, team, tmp_path)
+    return Site(stack, team, other, rendered_policies(tag, team, tmp_path_factory.mktemp("vcluster-chart")))
+
+
+def test_a_tenant_pod_reaches_its_own_vcluster_and_the_internet_only(site):
+    stack, team, other, policies = site
     host = host_addresses(stack)
     own = [Target("its own vCluster API server", host["pod"], 8443,
                   pod=Pod(team.namespace, {"app": "vcluster", "release": team.vcluster_name})),
@@ -183,11 +195,8 @@ def test_a_tenant_pod_reaches_its_own_vcluster_and_the_internet_only(stack, tag,
             what
 
 
-@pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
-@pytest.mark.parametrize("stack", STACKS)
-def test_the_tenant_dns_reaches_the_host_dns_and_nothing_else_of_the_host(stack, tag, tmp_path):
-    team, other = teams(stack, tag)[:2]
-    policies = rendered_policies(tag, team, tmp_path)
+def test_the_tenant_dns_reaches_the_host_dns_and_nothing_else_of_the_host(site):
+    stack, team, other, policies = site
     dns = dns_pod(team)
     host_dns = Target("the host's DNS pods", host_addresses(stack)["pod"], 53, "UDP",
                       pod=Pod("kube-system", {"k8s-app": "kube-dns"}))
