@@ -46,7 +46,7 @@ SERVICE_ACCOUNT_TOKEN = "kubernetes.io/service-account-token"
 # restorecontroller.go), which the host admin's `vcluster snapshot` and `vcluster restore` write there.
 REQUEST_LABELS = ("vcluster.loft.sh/snapshot-request", "vcluster.loft.sh/restore-request")
 # IPv4 ranges that are not the public internet: the cluster's pods, nodes and services live in them, and
-# the tenant's own NetworkPolicy (components/tenant.py EGRESS_EXCEPTIONS) keeps its pods out of most of them.
+# the tenant's own NetworkPolicy (config/hosts.py TENANT_EGRESS_EXCEPTIONS) keeps its pods out of most of them.
 NON_PUBLIC_IPV4 = ("0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
                    "192.0.0.0/24", "192.168.0.0/16", "198.18.0.0/15", "224.0.0.0/3")
 # A dotted IPv4 address in its one canonical form (RE2, as CEL's ``matches``; backslashes doubled for the CEL

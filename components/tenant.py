@@ -31,6 +31,7 @@ from components.kubectl_job import (
     HOME_VOLUME, POD_SECURITY_CONTEXT, job_identity, kubectl_container, wait_for_create_args,
 )
 from config import versions
+from config.hosts import TENANT_EGRESS_EXCEPTIONS
 from config.merge import deep_merge
 from config.model import Team, VClusterSettings
 from config.vocabulary import HELM_MAX_HISTORY, MANAGED_BY, POD_SECURITY_LABEL, TEAM_LABEL, TENANT_COMPONENT
@@ -38,10 +39,6 @@ from config.vocabulary import HELM_MAX_HISTORY, MANAGED_BY, POD_SECURITY_LABEL, 
 RELEASE_TIMEOUT_SECONDS = 900
 # Non-root identity of a restricted tenant's control plane (and owner of its data volume).
 CONTROL_PLANE_USER = 12345
-# vCluster's default public-egress exceptions (private and loopback ranges) plus link-local, where
-# cloud instance metadata services answer with the node's credentials.
-EGRESS_EXCEPTIONS = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "127.0.0.0/8",
-                     "169.254.0.0/16")
 # vCluster 0.36.1's control-plane NetworkPolicy opens egress to these API server ports only.
 VCLUSTER_API_SERVER_PORTS = (443, 8443, 6443)
 # Each pod attempt waits this long for vc-<name>; two attempts before the Job fails.
@@ -111,7 +108,7 @@ def vcluster_values(team: Team, host_dns: str) -> dict:
             # CPU, memory and object counts, with nothing left to the chart's defaults.
             **policy_values(settings),
             "networkPolicy": {"enabled": settings.network_policy, "workload": {"publicEgress": {
-                "enabled": True, "cidr": "0.0.0.0/0", "except": list(EGRESS_EXCEPTIONS)}}},
+                "enabled": True, "cidr": "0.0.0.0/0", "except": list(TENANT_EGRESS_EXCEPTIONS)}}},
         },
     }
     if versions.release_order(settings.version) < versions.release_order(versions.VCLUSTER_WITHOUT_SNAPSHOT_RULES):

@@ -32,6 +32,13 @@ from config.mig import MIG_CONFIG_LABEL
 from config.model import Cluster, HostProfile, NodePool, Taint
 from config.vocabulary import POOL_LABEL, ROLE_LABEL
 
+# Private ranges (vCluster's default public-egress exceptions besides loopback). Nodes and pods must take their
+# addresses from them: a tenant pod's public egress leaves them out, so it reaches no node's kubelet and no pod.
+PRIVATE_NETWORKS = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")
+# What a tenant pod's public egress leaves out (components/tenant.py): those, loopback, and link-local, where
+# cloud instance metadata services answer with the node's credentials.
+TENANT_EGRESS_EXCEPTIONS = (*PRIVATE_NETWORKS, "127.0.0.0/8", "169.254.0.0/16")
+
 GPU_ROLE = "gpu"
 SYSTEM_ROLE = "system"
 SYSTEM_POOL = "system"

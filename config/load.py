@@ -288,7 +288,8 @@ def _warnings(platform: Platform) -> list[str]:
             warnings.append(
                 f"teams[{index}] ({team.name}) enforces Pod Security level privileged: its tenant can run "
                 "privileged or hostPath pods on the shared GPU nodes and reach every GPU there, whatever KAI "
-                "allocated. Use baseline or restricted unless the team is trusted with the whole node.")
+                "allocated, and host-network pods that no NetworkPolicy applies to. Use baseline or restricted "
+                "unless the team is trusted with the whole node.")
     capacity = known_gpu_capacity(platform.cluster)
     org_quota = platform.organization.resources.gpu.quota
     if capacity is not None and org_quota > capacity + _EPSILON:

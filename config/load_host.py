@@ -27,7 +27,7 @@ from config.model import (
 from config.reader import Section
 from config.secrets import Secrets
 from config.sharing import PROFILES
-from config.hosts import SYSTEM_POOL
+from config.hosts import PRIVATE_NETWORKS, SYSTEM_POOL
 from config.version_types import KubernetesVersion, Version
 from config.vocabulary import CLUSTER_KINDS
 
@@ -145,7 +145,9 @@ capacity warning.""", keys=(
         details="Quote it in YAML, because an unquoted `1.33` is a number and is rejected. EKS upgrades a cluster "
                 "one minor version per `pulumi up`."),
     Key("vpcId", Text(), None, "Use an existing VPC.", example="vpc-0abc…", default_note="the program creates a VPC",
-        details="If set, `privateSubnetIds` must be set too: the nodes run there.",
+        details="If set, `privateSubnetIds` must be set too: the nodes run there. Its CIDR blocks must lie inside "
+                f"{', '.join(PRIVATE_NETWORKS)} (the program cannot read them): tenant pods' public egress leaves out "
+                "only those, and nodes and pods take their addresses from the VPC.",
         fix="set it to an existing VPC id (vpc-...), or remove it"),
     Key("publicSubnetIds", StringList(), (), "Public subnets of `vpcId`.", example="[subnet-a, subnet-b]",
         details="Not allowed without `vpcId`."),
@@ -156,7 +158,9 @@ capacity warning.""", keys=(
             r"\d{1,3}(\.\d{1,3}){3}/\d{1,2}", "is not an IPv4 network", "use a block such as 10.0.0.0/16"),)),
         "10.0.0.0/16", "CIDR of the created VPC.", example="10.20.0.0/16",
         details="The program carves out one public and one private `/20` per zone, so the block must hold "
-                "2 × `availabilityZones` `/20`s. A `/16` is enough for up to 6 zones."),
+                "2 × `availabilityZones` `/20`s. A `/16` is enough for up to 6 zones. It must lie inside "
+                f"{', '.join(PRIVATE_NETWORKS)}, the ranges tenant pods' public egress leaves out: nodes and pods "
+                "take their addresses from it."),
     Key("availabilityZones", Integer(2, 6), 2, "How many zones the created VPC spans.", example="3",
         details="It gets one NAT gateway."),
     Key("systemNodeGroup", SYSTEM_NODE_GROUP, {}, "The CPU node group of the platform's own pods."),
@@ -325,6 +329,13 @@ def _vpc_cidr(section: Section, zones: Optional[int]) -> Optional[str]:
     except ValueError as error:
         section.fail("vpcCidr", value, f"is not a valid IPv4 network block ({error})",
                      "use a block such as 10.0.0.0/16")
+        return None
+    if not any(network.subnet_of(ipaddress.IPv4Network(cidr)) for cidr in PRIVATE_NETWORKS):
+        # Nodes and, with the VPC CNI, pods take their addresses from the VPC: outside the ranges tenant egress
+        # leaves out, every tenant pod could open connections to every node (kubelet) and every platform pod.
+        section.fail("vpcCidr", value, f"is not inside {', '.join(PRIVATE_NETWORKS)}, the ranges tenant pods' "
+                     "public egress leaves out: every tenant pod could reach every node and pod of the VPC",
+                     "use a private block such as 10.0.0.0/16")
         return None
     if zones and (network.prefixlen > 20 or 2 ** (20 - network.prefixlen) < 2 * zones):
         section.fail("vpcCidr", value, f"has no room for {2 * zones} /20 subnets",

@@ -36,6 +36,7 @@ LOADER_ONLY = {
     (r"cluster\.eks\.(vpcId|privateSubnetIds)", ""): "ties the VPC to its subnets",
     (r"cluster\.eks\.vpcCidr", "has no room"): "compares with availabilityZones",
     (r"cluster\.eks\.vpcCidr", "valid IPv4 network block"): "host bits set (the schema checks the shape only)",
+    (r"cluster\.eks\.vpcCidr", "is not inside"): "inside the private ranges (the schema checks the shape only)",
     (r"cluster\.eks\.gpuNodeGroups\[\d+\]\.labels", "sets "): "a label key inside a map the program fills",
     # These four a hand-written if/then could state; the schema's conditions come from one block's definitions.
     (r"gpuOperator\.mode", "MicroK8s addon only exists"): "ties it to cluster.kind, another block",

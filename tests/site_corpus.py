@@ -138,6 +138,7 @@ BROKEN: dict[str, tuple[str, dict[str, Any]]] = {
     "subnets without vpc": ("eks", {"cluster.eks.privateSubnetIds": ["subnet-1"]}),
     "cidr too small": ("eks", {"cluster.eks.vpcCidr": "10.0.0.0/24"}),
     "cidr with host bits": ("eks", {"cluster.eks.vpcCidr": "10.0.0.1/16"}),
+    "cidr outside the private ranges": ("eks", {"cluster.eks.vpcCidr": "198.18.0.0/16"}),
     "pool label by hand": ("eks", {"cluster.eks.gpuNodeGroups[0].labels": {"gpu-tenancy/pool": "x"}}),
     "addon mode on eks": ("eks", {"gpuOperator.mode": "microk8s-addon"}),
     "addon enabled with install": ("dev", {"cluster.microk8s.enableNvidiaAddon": True, "gpuOperator.mode": "install"}),

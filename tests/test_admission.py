@@ -272,6 +272,16 @@ def test_workloads_cannot_wear_the_control_planes_network_labels(nlp, labels):
     assert "reserved-values" in rules(nlp.create(on_kai(nlp, labels=labels)))
 
 
+@pytest.mark.parametrize("labels", [{"app": "loft"}, {"k8s-app": "vcluster-kube-dns"}])
+def test_a_running_workload_cannot_put_them_on_later(nlp, labels):
+    # vCluster copies label changes to the host pod; vc-kube-dns would then open the host DNS pods to it, and
+    # vc-cp-<release> of every team would admit an app=loft pod from any namespace.
+    running = nlp.host_pod(on_kai(nlp))
+    relabelled = copy.deepcopy(running)
+    relabelled["metadata"]["labels"].update(labels)
+    assert "reserved-values" in rules(nlp.update(running, relabelled))
+
+
 def test_the_release_label_never_reaches_the_host_and_is_refused_there(nlp):
     host = nlp.host_pod(on_kai(nlp, labels={"release": "team-nlp"}))
     # vCluster renames it (pkg/util/translate LabelsToTranslate), so its policies never select a synced pod by it.

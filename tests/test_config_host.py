@@ -93,6 +93,19 @@ def test_a_vpc_cidr_without_room_or_not_a_network_is_rejected(cidr, zones, fix):
     assert_rejected(config, "cluster.eks.vpcCidr", cidr, fix=fix)
 
 
+@pytest.mark.parametrize("cidr", ["198.18.0.0/16", "11.0.0.0/16", "172.32.0.0/16", "100.128.0.0/16"])
+def test_a_created_vpc_outside_the_private_ranges_is_rejected(cidr):
+    # Nodes and pods take their addresses from the VPC, and a tenant pod's public egress leaves out only the
+    # private ranges: 198.18.0.0/16 would put every kubelet and platform pod within every tenant pod's reach.
+    assert_rejected(put(eks_config(), "cluster.eks.vpcCidr", cidr), "cluster.eks.vpcCidr", cidr,
+                    fix="private block")
+
+
+@pytest.mark.parametrize("cidr", ["100.64.0.0/16", "192.168.0.0/16", "172.31.0.0/16"])
+def test_a_created_vpc_in_any_private_range_is_accepted(cidr):
+    assert load_platform(put(eks_config(), "cluster.eks.vpcCidr", cidr)).cluster.eks.vpc_cidr == cidr
+
+
 def test_a_gpu_node_group_cannot_take_the_system_pool_name():
     assert_rejected(put(eks_config(), "cluster.eks.gpuNodeGroups[0].name", "system"),
                     "cluster.eks.gpuNodeGroups[0].name", "system")

@@ -17,7 +17,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from components.synced_objects_admission import CANONICAL_IPV4, NON_PUBLIC_IPV4, ipv4_pattern, policy_spec
-from components.tenant import EGRESS_EXCEPTIONS, vcluster_values
+from components.tenant import vcluster_values
+from config.hosts import TENANT_EGRESS_EXCEPTIONS
 from config.model import TenantServices
 from config.stack_file import PROJECT_DIR
 from tools.offline.mocks import MOCK_CLUSTER_DNS
@@ -391,7 +392,7 @@ def test_the_security_model_names_every_rule(nlp, legal):
 
 def test_the_non_public_ranges_cover_the_workload_egress_exceptions():
     non_public = [ipaddress.ip_network(cidr) for cidr in NON_PUBLIC_IPV4]
-    for cidr in EGRESS_EXCEPTIONS:
+    for cidr in TENANT_EGRESS_EXCEPTIONS:
         assert any(ipaddress.ip_network(cidr).subnet_of(network) for network in non_public), cidr
 
 
