@@ -7,7 +7,7 @@ stack's teams, at every accepted vCluster release. The tenant's pods are built a
 control plane's policy selects, which the syncer renames. Each may reach its own vCluster (control plane, DNS,
 other pods) and the public internet, and nothing else: not another team, not the host's API server, kubelets,
 node ports, DNS, KAI, the GPU Operator, the monitoring stack or the instance metadata service.
-Addresses are those of the stack's host: MicroK8s' pod network (10.1.0.0/16) and a LAN node, or the created
+Addresses are those of the site's host: MicroK8s' pod network (10.1.0.0/16) and a LAN node, or the created
 EKS VPC (``cluster.eks.vpcCidr``), where the VPC CNI gives nodes and pods their addresses.
 """
 
@@ -25,7 +25,7 @@ from components.observability_network import PROMETHEUS_POD_LABELS
 from components.tenant import vcluster_values
 from ops.sites import platform_of
 from policy.label_selectors import selector_matches
-from tests.conftest import ACCEPTED_VCLUSTER_TAGS, mirror_chart, stack_config
+from tests.conftest import ACCEPTED_VCLUSTER_TAGS, COMMITTED_STACKS, mirror_chart, stack_config
 from tests.upstream_sim import vcluster_sync
 from tools.charts.render import render_release
 from tools.deployability.inputs import Release, vcluster_dns_pods
@@ -34,7 +34,6 @@ from tools.deployability.network_policy import isolates_egress, pod_selector
 from tools.offline.mocks import MOCK_CLUSTER_DNS
 
 VCLUSTER = "loft-sh/vcluster"
-STACKS = ("dev", "eks")
 
 
 @dataclass(frozen=True)
@@ -93,6 +92,19 @@ def teams(stack: str, tag: str) -> list:
     version = tag.removeprefix("v")
     return [dataclasses.replace(team, vcluster=dataclasses.replace(team.vcluster, version=version))
             for team in platform_of(stack_config(stack), stack).teams]
+
+
+def isolated_team_and_another(stack: str, tag: str) -> tuple[Any, Any]:
+    """The site's first team with its network policy on, and another team of the site (on a one-team site, the
+    same team under another name, as a second team would be added)."""
+    site_teams = teams(stack, tag)
+    isolated = [team for team in site_teams if team.vcluster.network_policy]
+    if not isolated:
+        pytest.skip(f"no team of {stack} has vcluster.networkPolicy on: its pods are not isolated (documented)")
+    team = isolated[0]
+    others = [other for other in site_teams if other is not team]
+    return team, (others[0] if others else dataclasses.replace(
+        team, name=f"{team.name}-b", vcluster_name=f"{team.vcluster_name}-b", namespace=f"{team.namespace}-b"))
 
 
 def host_addresses(stack: str) -> dict[str, str]:
@@ -173,11 +185,12 @@ class Site(NamedTuple):
     policies: list[dict]  # the team's host namespace's
 
 
-@pytest.fixture(scope="module", params=[(stack, tag) for stack in STACKS for tag in ACCEPTED_VCLUSTER_TAGS],
+@pytest.fixture(scope="module",
+                params=[(stack, tag) for stack in COMMITTED_STACKS for tag in ACCEPTED_VCLUSTER_TAGS],
                 ids=lambda param: "-".join(param))
 def site(request, tmp_path_factory) -> Site:
     stack, tag = request.param
-    team, other = teams(stack, tag)[:2]
+    team, other = isolated_team_and_another(stack, tag)
     return Site(stack, team, other, rendered_policies(tag, team, tmp_path_factory.mktemp("vcluster-chart")))
 
 
