@@ -41,8 +41,11 @@ INSTALL_RELEASE = "kube-prometheus-stack"
 KAI_GPU_GROUP_LABEL = "runai-gpu-group"
 KAI_FRACTION_ANNOTATION = "gpu-fraction"
 KAI_MEMORY_ANNOTATION = "gpu-memory"
+# The container KAI gives a pod's share to; it may be an init container, which runs while the pod is Pending.
+KAI_FRACTION_CONTAINER_ANNOTATION = "gpu-fraction-container-name"
 KSM_LABELS_ALLOWLIST = f"pods=[{KAI_GPU_GROUP_LABEL}]"
-KSM_ANNOTATIONS_ALLOWLIST = f"pods=[{KAI_FRACTION_ANNOTATION},{KAI_MEMORY_ANNOTATION}]"
+KSM_ANNOTATIONS_ALLOWLIST = (f"pods=[{KAI_FRACTION_ANNOTATION},{KAI_MEMORY_ANNOTATION},"
+                             f"{KAI_FRACTION_CONTAINER_ANNOTATION}]")
 # kube-prometheus-stack's values that scrape control-plane components (found by their pods in kube-system) and
 # alert when they are down: on only with observability.controlPlaneMetrics.
 CONTROL_PLANE_SCRAPES = ("kubeScheduler", "kubeControllerManager", "kubeEtcd", "kubeProxy")
