@@ -34,10 +34,11 @@ from config.observability import (
     KAI_GPU_GROUP_LABEL as GPU_GROUP_LABEL, KAI_MEMORY_ANNOTATION as MEMORY_ANNOTATION, KSM_ANNOTATIONS_ALLOWLIST,
     KSM_LABELS_ALLOWLIST,
 )
+from config.vocabulary import KAI_RESERVATION_NAMESPACE
 
 # KAI v0.16.4 / v0.17.0: pkg/common/constants (DefaultResourceReservationName, GPUGroup, GpuFraction, GpuMemory),
 # pkg/binder/binding/resourcereservation (the reservation pod's namespace and labels).
-RESERVATION_NAMESPACE = "kai-resource-reservation"
+RESERVATION_NAMESPACE = KAI_RESERVATION_NAMESPACE
 RESERVATION_APP_LABEL = ("app", "kai-resource-reservation")
 
 FRACTION_DIGITS = 4
