@@ -30,13 +30,15 @@ from __future__ import annotations
 import re
 
 from config.observability import (
-    KAI_FRACTION_ANNOTATION as FRACTION_ANNOTATION, KAI_GPU_GROUP_LABEL as GPU_GROUP_LABEL,
-    KAI_MEMORY_ANNOTATION as MEMORY_ANNOTATION, KSM_ANNOTATIONS_ALLOWLIST, KSM_LABELS_ALLOWLIST,
+    KAI_FRACTION_ANNOTATION as FRACTION_ANNOTATION, KAI_FRACTION_CONTAINER_ANNOTATION as FRACTION_CONTAINER_ANNOTATION,
+    KAI_GPU_GROUP_LABEL as GPU_GROUP_LABEL, KAI_MEMORY_ANNOTATION as MEMORY_ANNOTATION, KSM_ANNOTATIONS_ALLOWLIST,
+    KSM_LABELS_ALLOWLIST,
 )
+from config.vocabulary import KAI_RESERVATION_NAMESPACE
 
 # KAI v0.16.4 / v0.17.0: pkg/common/constants (DefaultResourceReservationName, GPUGroup, GpuFraction, GpuMemory),
 # pkg/binder/binding/resourcereservation (the reservation pod's namespace and labels).
-RESERVATION_NAMESPACE = "kai-resource-reservation"
+RESERVATION_NAMESPACE = KAI_RESERVATION_NAMESPACE
 RESERVATION_APP_LABEL = ("app", "kai-resource-reservation")
 
 FRACTION_DIGITS = 4
@@ -59,6 +61,7 @@ def ksm_label_name(prefix: str, key: str) -> str:
 KSM_GROUP = ksm_label_name("label", GPU_GROUP_LABEL)
 KSM_FRACTION = ksm_label_name("annotation", FRACTION_ANNOTATION)
 KSM_MEMORY = ksm_label_name("annotation", MEMORY_ANNOTATION)
+KSM_FRACTION_CONTAINER = ksm_label_name("annotation", FRACTION_CONTAINER_ANNOTATION)
 
 # kube-state-metrics' allowlist flags (KSM_FLAGS) as the kube-state-metrics chart's values (list items joined by ",").
 KSM_VALUES = {"metricLabelsAllowlist": [KSM_LABELS_ALLOWLIST], "metricAnnotationsAllowList": [KSM_ANNOTATIONS_ALLOWLIST]}
@@ -91,8 +94,15 @@ def declared_memory() -> str:
     return _digit_sum(KSM_MEMORY, [("[0-9]*", "[0-9]" * position, 10 ** position) for position in range(MEMORY_DIGITS)])
 
 
-def _running() -> str:
-    return 'max by (namespace, pod) (kube_pod_status_phase{phase="Running"} == 1)'
+def _share_in_use() -> str:
+    """Pods whose share may be in use: running ones, and pending ones while the init container KAI gave the share
+    to (``gpu-fraction-container-name``) runs. KAI binds the share before init containers start, and an init
+    container may run as long as its pod likes: without the second term its GPU work would be charged to no one."""
+    in_init = (f'kube_pod_init_container_status_running == 1 and on (namespace, pod, container) '
+               f'label_replace(kube_pod_annotations{{{KSM_FRACTION_CONTAINER}!=""}}, "container", "$1", '
+               f'"{KSM_FRACTION_CONTAINER}", "(.+)")')
+    return (f'(max by (namespace, pod) (kube_pod_status_phase{{phase="Running"}} == 1)'
+            f' or max by (namespace, pod) ({in_init}))')
 
 
 def pod_groups(reservation: bool) -> str:
@@ -100,7 +110,7 @@ def pod_groups(reservation: bool) -> str:
     where = "=" if reservation else "!="
     return (f"max by (namespace, pod, {GROUP}) (label_replace(kube_pod_labels{{{KSM_GROUP}!=\"\", "
             f"namespace{where}\"{RESERVATION_NAMESPACE}\"}}, \"{GROUP}\", \"$1\", \"{KSM_GROUP}\", \"(.+)\")"
-            f" * on (namespace, pod) group_left () {_running()})")
+            f" * on (namespace, pod) group_left () {_share_in_use()})")
 
 
 def _reservation_gpu(expr: str) -> str:

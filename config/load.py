@@ -33,7 +33,7 @@ from config.reader import Reader
 from config.secrets import SECRET_KEYS, Secrets, secret_command
 from config.sharing import TIME_SLICED
 from config.vocabulary import (
-    NODE_PROFILE_LABEL, OTHER_NAMESPACES, POOL_LABEL, PROJECT, ROLE_LABEL, SYSTEM_NAMESPACES,
+    KAI_RESERVATION_NAMESPACE, NODE_PROFILE_LABEL, OTHER_NAMESPACES, POOL_LABEL, PROJECT, ROLE_LABEL, SYSTEM_NAMESPACES,
 )
 
 # The ``gpu-tenancy:*`` keys of a stack file, secrets aside (config/secrets.py).
@@ -97,7 +97,8 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     # None and the rules that need it skip it, so every problem is reported at once.
     _check_names(reader, organization, teams)
     platform_namespaces = {namespace: owner for namespace, owner in (
-        (kai.namespace, "KAI Scheduler"), (gpu_operator.namespace, "the GPU Operator")) if namespace is not None}
+        (kai.namespace, "KAI Scheduler"), (KAI_RESERVATION_NAMESPACE, "KAI's GPU reservation pods"),
+        (gpu_operator.namespace, "the GPU Operator")) if namespace is not None}
     _check_tenant_namespaces(reader, {
         **{name: "the cluster's system components" for name in SYSTEM_NAMESPACES}, **platform_namespaces}, teams)
     _check_org_quota(reader, organization, teams)

@@ -41,8 +41,11 @@ INSTALL_RELEASE = "kube-prometheus-stack"
 KAI_GPU_GROUP_LABEL = "runai-gpu-group"
 KAI_FRACTION_ANNOTATION = "gpu-fraction"
 KAI_MEMORY_ANNOTATION = "gpu-memory"
+# The container KAI gives a pod's share to; it may be an init container, which runs while the pod is Pending.
+KAI_FRACTION_CONTAINER_ANNOTATION = "gpu-fraction-container-name"
 KSM_LABELS_ALLOWLIST = f"pods=[{KAI_GPU_GROUP_LABEL}]"
-KSM_ANNOTATIONS_ALLOWLIST = f"pods=[{KAI_FRACTION_ANNOTATION},{KAI_MEMORY_ANNOTATION}]"
+KSM_ANNOTATIONS_ALLOWLIST = (f"pods=[{KAI_FRACTION_ANNOTATION},{KAI_MEMORY_ANNOTATION},"
+                             f"{KAI_FRACTION_CONTAINER_ANNOTATION}]")
 # kube-prometheus-stack's values that scrape control-plane components (found by their pods in kube-system) and
 # alert when they are down: on only with observability.controlPlaneMetrics.
 CONTROL_PLANE_SCRAPES = ("kubeScheduler", "kubeControllerManager", "kubeEtcd", "kubeProxy")
@@ -377,13 +380,25 @@ def _external_operator_notes(settings: Observability, gpu_operator_mode: str) ->
     return ["gpuOperator.mode is external: the site's own GPU Operator must run the DCGM exporter with "
             f"{' and '.join(DCGM_FIELDS_BEYOND_DEFAULTS)} added to its collector list (its dcgmExporter.config "
             "ConfigMap; keep the default fields). Without the first GpuTenancyGpuEccErrors never fires; without the "
-            "second a fatal XID followed at once by another code does not page (docs/observability.md)."]
+            "second a fatal XID followed at once by another code does not page (docs/observability.md). Keep the "
+            "exporter's pod-label export off (dcgmExporter.enablePodLabels, GPU Operator v26.3.3 and later): the "
+            "program scrapes it with honorLabels, so a tenant's pod label named UUID or GPU_I_ID would break or "
+            "redirect the GPU's series."]
 
 
 def _external_prometheus_notes(settings: Observability, gpu_sharing: bool) -> list[str]:
-    if settings.prometheus != "external" or not gpu_sharing:
+    if settings.prometheus != "external":
         return []
-    return [f"observability.prometheus is external: for the used GPU-hours of teams on KAI fractions, the site's "
-            f"kube-state-metrics must run with {' '.join(KSM_FLAGS)} (merge with any allowlist it has; kube-state-"
-            "metrics chart values metricLabelsAllowlist / metricAnnotationsAllowList) and be scraped with "
-            "honorLabels: true. Without them shared GPUs are charged to no team (docs/observability.md)."]
+    # The installed stack scrapes no tenant namespace (tests/test_observability_scrapes.py); a site's may.
+    notes = ["observability.prometheus is external: the site's Prometheus must not scrape the teams' host "
+             "namespaces (annotation-based pod scraping, PodMonitors or ServiceMonitors reaching them). A tenant "
+             "controls what its pods expose: series named like those the rules read (kai_queue_*, DCGM_*, kube_pod_*, "
+             "gpu_tenancy_team_info) would change other teams' GPU-hours, break the per-team "
+             "rules for every team, or page the on-call (docs/observability.md)."]
+    if not gpu_sharing:
+        return notes
+    return notes + [
+        f"observability.prometheus is external: for the used GPU-hours of teams on KAI fractions, the site's "
+        f"kube-state-metrics must run with {' '.join(KSM_FLAGS)} (merge with any allowlist it has; kube-state-"
+        "metrics chart values metricLabelsAllowlist / metricAnnotationsAllowList) and be scraped with "
+        "honorLabels: true. Without them shared GPUs are charged to no team (docs/observability.md)."]

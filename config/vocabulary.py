@@ -57,6 +57,9 @@ NODE_PROFILE_LABEL = "nvidia.com/device-plugin.config"
 KAI_RESERVED_QUEUES = ("default-queue", "default-parent-queue")
 # Where the KAI chart runs (its service accounts write tenants' pods after creation).
 KAI_NAMESPACE = "kai-scheduler"
+# Where KAI's binder runs the pods that hold a shared GPU (its default, which the program keeps): DCGM names this
+# namespace for every GPU shared under fractions, and the rules take its pods for KAI's.
+KAI_RESERVATION_NAMESPACE = "kai-resource-reservation"
 SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease", "default")
 
 # --- KAI queues ---------------------------------------------------------------------------------

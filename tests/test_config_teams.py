@@ -125,10 +125,19 @@ def test_the_retired_strict_switch_says_what_replaced_it():
     assert len(rejected(config).issues) == 1, "one problem, one message"
 
 
-@pytest.mark.parametrize("namespace", ["kube-system", "default", "kai-scheduler", "gpu-operator-resources"])
+@pytest.mark.parametrize("namespace", ["kube-system", "default", "kai-scheduler", "gpu-operator-resources",
+                                       "kai-resource-reservation"])
 def test_a_tenant_cannot_live_in_a_platform_namespace(namespace):
     assert_rejected(put(dev_config(), "teams[0].namespace", namespace), "teams[0].namespace", namespace,
                     fix="namespace of its own")
+
+
+def test_a_tenant_cannot_live_beside_kais_reservation_pods():
+    """DCGM names KAI's reservation namespace for every GPU shared under fractions, and the usage rules take its
+    pods for KAI's: a team living there would be charged every shared GPU and its own shares not at all."""
+    found = assert_rejected(put(dev_config(), "teams[0].namespace", "kai-resource-reservation"),
+                            "teams[0].namespace", "kai-resource-reservation", fix="namespace of its own")
+    assert "KAI's GPU reservation pods" in found.problem
 
 
 @pytest.mark.parametrize("name", ["shared-gpu-0", "nlp-shared-gpu-i1"])

@@ -136,7 +136,8 @@ def test_external_prometheus_is_told_the_kube_state_metrics_flags_shared_gpus_ne
     external = {"prometheus": "external", "external": {"releaseLabel": "prom"}}
     (note,) = [note for note in load_platform(site_config(**external)).notes if "kube-state-metrics" in note]
     assert "--metric-labels-allowlist=pods=[runai-gpu-group]" in note
-    assert "--metric-annotations-allowlist=pods=[gpu-fraction,gpu-memory]" in note and "honorLabels" in note
+    assert "--metric-annotations-allowlist=pods=[gpu-fraction,gpu-memory,gpu-fraction-container-name]" in note
+    assert "honorLabels" in note
     assert not [note for note in load_platform(site_config()).notes if "kube-state-metrics" in note], \
         "an installed stack sets the flags itself"
     raw = site_config(**external)
@@ -155,8 +156,22 @@ def test_an_external_gpu_operator_is_told_the_exporter_fields_the_alerts_need(pr
         return [note for note in load_platform(raw).notes if note.startswith("gpuOperator.mode")]
     (note,) = operator_notes("external", **settings)
     assert all(field in note for field in DCGM_FIELDS_BEYOND_DEFAULTS) and "dcgmExporter.config" in note
+    assert "dcgmExporter.enablePodLabels" in note, "scraped with honorLabels: tenant labels must not reach it"
     assert not operator_notes("microk8s-addon", **settings), "the program patches the addon's collector list itself"
     assert not operator_notes("external", prometheus="off"), "no metrics, no alerts, no note"
+
+
+def test_an_external_prometheus_is_told_to_keep_out_of_the_teams_namespaces():
+    """A tenant controls what its pods expose; the installed Prometheus never scrapes them
+    (tests/test_observability_scrapes.py), a site's own is told not to, whether or not GPUs are shared."""
+    def scrape_notes(raw: dict) -> list[str]:
+        return [note for note in load_platform(raw).notes if "must not scrape the teams' host namespaces" in note]
+    raw = site_config(prometheus="external", external={"releaseLabel": "prom"})
+    (note,) = scrape_notes(raw)
+    assert "gpu_tenancy_team_info" in note and "kai_queue_*" in note
+    raw["kaiScheduler"] = {**raw["kaiScheduler"], "gpuSharing": False}
+    assert len(scrape_notes(raw)) == 1
+    assert not scrape_notes(site_config()), "the installed stack scrapes no tenant namespace"
 
 
 def test_gpus_on_the_time_sliced_profile_are_noted_as_not_charged_per_team():

@@ -117,6 +117,22 @@ def test_kai_reservation_pods_and_gpu_groups_at_both_tags():
         assert "if pod.Namespace == rsc.namespace {\n\t\t\treservationPods[gpuGroupToSync] = pod" in binder
 
 
+def test_kai_may_give_a_share_to_an_init_container_at_every_tag():
+    """Why a pending pod can be using its share: KAI's binder looks the container named by the annotation up among
+    the init containers first, and kube-state-metrics says which init container runs."""
+    for tag in MIRRORED_TAGS[KAI]:
+        constants = git(KAI, "show", f"{tag}:pkg/common/constants/constants.go")
+        assert _go_constant(constants, "GpuFractionContainerName") == shares.FRACTION_CONTAINER_ANNOTATION
+        access = git(KAI, "show", f"{tag}:pkg/binder/common/gpu_access.go")
+        lookup = access[access.index("func GetFractionContainerRef("):]
+        assert "name, found := pod.Annotations[constants.GpuFractionContainerName]" in lookup
+        assert "for index, container := range pod.Spec.InitContainers {" in lookup
+        assert "Type:      gpusharingconfigmap.InitContainer," in lookup
+    pod = git(KSM, "show", f"{KSM_TAG}:internal/store/pod.go")
+    family = pod[pod.index('"kube_pod_init_container_status_running"'):][:900]
+    assert 'LabelKeys:   []string{"container"},' in family and "boolFloat64(cs.State.Running != nil)" in family
+
+
 def test_the_program_leaves_kai_reservation_namespace_at_its_default():
     platform = load_platform(site_config())
     assert "resourceReservation" not in kai_values(platform.kai_scheduler).get("global", {})
@@ -135,7 +151,8 @@ def test_kube_state_metrics_names_the_exported_label_and_annotations_as_the_rule
 
     for prefix, key, ours in (("label", shares.GPU_GROUP_LABEL, shares.KSM_GROUP),
                               ("annotation", shares.FRACTION_ANNOTATION, shares.KSM_FRACTION),
-                              ("annotation", shares.MEMORY_ANNOTATION, shares.KSM_MEMORY)):
+                              ("annotation", shares.MEMORY_ANNOTATION, shares.KSM_MEMORY),
+                              ("annotation", shares.FRACTION_CONTAINER_ANNOTATION, shares.KSM_FRACTION_CONTAINER)):
         assert ours == upstream(prefix, key) == shares.ksm_label_name(prefix, key)
     assert (shares.KSM_GROUP, shares.KSM_FRACTION) == ("label_runai_gpu_group", "annotation_gpu_fraction")
 
