@@ -41,7 +41,9 @@ EXEC_API = "client.authentication.k8s.io/v1"
 # vCluster 0.36.1's control-plane NetworkPolicy opens egress to these ports only.
 OPEN_EGRESS_PORTS = (443, 8443, 6443)
 ROLE_FOR_GROUPS = {"admin_groups": "cluster-admin", "view_groups": "view"}
-EXTERNAL_DNS_HOSTNAME = "external-dns.alpha.kubernetes.io/hostname"
+# external-dns reads its instructions (hostname, target, ttl, ...) from annotations under this prefix.
+EXTERNAL_DNS_PREFIX = "external-dns.alpha.kubernetes.io/"
+EXTERNAL_DNS_HOSTNAME = f"{EXTERNAL_DNS_PREFIX}hostname"
 
 
 def identity_mode(access: Access) -> str:

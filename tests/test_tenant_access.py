@@ -3,13 +3,17 @@ offline and checked against vCluster 0.36.1's chart schema and source."""
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 
 import pytest
 import yaml
 
-from components.tenant_access import AUTHENTICATION_CONFIG_MAP, AUTHENTICATION_DIR, exposure_values, with_server
+from components.tenant_access import (
+    AUTHENTICATION_CONFIG_MAP, AUTHENTICATION_DIR, EXTERNAL_DNS_HOSTNAME, EXTERNAL_DNS_PREFIX, exposure_values,
+    with_server,
+)
 from config import ConfigError, load_platform
 from config.vocabulary import project_config
 from tests.conftest import dev_config, eks_config, git, run, upstream_file
@@ -213,3 +217,41 @@ def test_the_review_summary_shows_each_teams_endpoint_identity_and_smoke_test(oi
     assert "`https://gpu-box.lab.example:30443`" in row
     assert "OIDC groups: `team-nlp-admins` → cluster-admin; `team-nlp-readers` → view" in row
     assert "queue `team-nlp`" in row and "must be refused" in row
+
+
+def lb_site_config() -> dict:
+    """The lab site with every team's endpoint on a load balancer named through external-dns."""
+    config = dev_config()
+    config["gpu-tenancy:vcluster"]["access"] = {"exposure": "loadBalancer", "domain": "vc.example.com"}
+    return config
+
+
+@pytest.mark.parametrize("annotations", [
+    "the other team's endpoint", {EXTERNAL_DNS_PREFIX + "target": "203.0.113.7"},
+    {EXTERNAL_DNS_PREFIX + "internal-hostname": "grafana.vc.example.com"}])
+def test_a_tenant_service_cannot_claim_a_dns_name_through_external_dns(dev_run, annotations):
+    """vCluster copies a Service's annotations to the host, where the site's external-dns would publish the name
+    (vision's endpoint, resolved to nlp's pods or load balancer) for whichever Service it orders first."""
+    from tests.synced_objects_sim import allocated, create_service, synced_objects_admission_for
+    from tests.tenant_sim import platform_of
+    teams = {team.name: team for team in platform_of(lb_site_config()).teams}
+    if annotations == "the other team's endpoint":
+        annotations = exposure_values(teams["team-vision"].vcluster.access)["controlPlane"]["service"]["annotations"]
+        assert annotations == {EXTERNAL_DNS_HOSTNAME: "team-vision.vc.example.com"}
+    nlp, admission = teams["team-nlp"], synced_objects_admission_for(dev_run, "team-nlp")
+    syncer = f"system:serviceaccount:{nlp.namespace}:vc-{nlp.vcluster_name}"
+    virtual = {"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": "web", "namespace": "default", "annotations": {"prometheus.io/scrape": "true"}},
+               "spec": {"clusterIP": "None", "selector": {"app": "web"}, "ports": [{"port": 443}]}}
+    honest = allocated(create_service(virtual, nlp), "None")
+    assert admission.review(nlp.namespace, honest, user=syncer) == []
+    claiming = copy.deepcopy(virtual)
+    claiming["metadata"]["annotations"].update(annotations)
+    attack = allocated(create_service(claiming, nlp), "None")
+    for refusals in (admission.review(nlp.namespace, attack, user=syncer),
+                     admission.review(nlp.namespace, attack, operation="UPDATE", old=honest, user=syncer)):
+        assert [message.split("]")[0] for message in refusals] == ["[external-dns"]
+    # The platform's own control-plane Service, which carries the name, is vCluster's and not judged.
+    own = {"apiVersion": "v1", "kind": "Service", "metadata": {
+        "name": nlp.vcluster_name, "namespace": nlp.namespace, "annotations": {EXTERNAL_DNS_HOSTNAME: "x"}}}
+    assert not admission.matches(nlp.namespace, own, user=syncer)
