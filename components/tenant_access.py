@@ -27,7 +27,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components.vcluster_manifests import with_vcluster_manifests
-from config.access import Access
+from config.access import RESERVED_NAME_PREFIX, Access
 from config.merge import deep_merge
 from config.model import Team
 from config.vocabulary import ACCESS_COMPONENT, MANAGED_BY, TEAM_LABEL
@@ -89,6 +89,14 @@ def authentication_config(access: Access) -> dict:
             "username": {"claim": oidc.username_claim, "prefix": oidc.username_prefix},
             "groups": {"claim": oidc.groups_claim, "prefix": oidc.groups_prefix},
         },
+        # The API server lets a JWT name Kubernetes' own users and groups unless told: whatever the prefixes and
+        # whoever names groups at the IdP, no token becomes one.
+        "userValidationRules": [
+            {"expression": f"!user.username.startsWith('{RESERVED_NAME_PREFIX}')",
+             "message": f"OIDC user names may not start with {RESERVED_NAME_PREFIX}"},
+            {"expression": f"user.groups.all(group, !group.startsWith('{RESERVED_NAME_PREFIX}'))",
+             "message": f"OIDC groups may not start with {RESERVED_NAME_PREFIX}"},
+        ],
     }]}
 
 

@@ -4,6 +4,7 @@ offline and checked against vCluster 0.36.1's chart schema and source."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 
@@ -190,7 +191,7 @@ def test_the_authentication_config_fields_exist_in_kubernetes_v1_types_vendored_
     """vCluster 0.36.1 vendors k8s.io/apiserver 0.36: the field names rendered are the v1 API's JSON names."""
     types = git("loft-sh/vcluster", "show", "v0.36.1:vendor/k8s.io/apiserver/pkg/apis/apiserver/v1/types.go")
     for field in ("jwt", "issuer", "url", "audiences", "certificateAuthority", "claimMappings", "username", "groups",
-                  "claim", "prefix"):
+                  "claim", "prefix", "userValidationRules", "expression", "message"):
         assert re.search(rf'json:"{field}(,omitempty)?"', types), field
     k8s = git("loft-sh/vcluster", "show", "v0.36.1:pkg/k8s/k8s.go")
     # The distro appends apiServer.extraArgs to kube-apiserver's command line.
@@ -255,3 +256,61 @@ def test_a_tenant_service_cannot_claim_a_dns_name_through_external_dns(dev_run, 
     own = {"apiVersion": "v1", "kind": "Service", "metadata": {
         "name": nlp.vcluster_name, "namespace": nlp.namespace, "annotations": {EXTERNAL_DNS_HOSTNAME: "x"}}}
     assert not admission.matches(nlp.namespace, own, user=syncer)
+
+
+def oidc_identity(authentication: dict, claims: dict) -> tuple[str, list[str]]:
+    """The user a JWT's claims become under ``authentication`` (claim mappings), or a refusal naming the first
+    userValidationRule that fails, as the API server applies them (rules run with cel-python)."""
+    import celpy
+    jwt = authentication["jwt"][0]
+    mappings = jwt["claimMappings"]
+    user = {"username": mappings["username"]["prefix"] + claims[mappings["username"]["claim"]],
+            "groups": [mappings["groups"]["prefix"] + group for group in claims.get(mappings["groups"]["claim"], [])]}
+    env = celpy.Environment()
+    for rule in jwt.get("userValidationRules", []):
+        if not env.program(env.compile(rule["expression"])).evaluate({"user": celpy.json_to_cel(user)}):
+            raise PermissionError(rule["message"])
+    return user["username"], user["groups"]
+
+
+def authentication_of(config: dict, team: str = "team-nlp") -> dict:
+    from components.tenant_access import authentication_config
+    access = next(t for t in load(config).teams if t.name == team).vcluster.access
+    return authentication_config(access)
+
+
+def test_an_honest_member_logs_in_with_the_prefixed_names_the_bindings_use():
+    authentication = authentication_of(oidc_dev_config())
+    assert oidc_identity(authentication, {"email": "ana@example.com", "groups": ["team-nlp-admins"]}) == \
+        ("oidc:ana@example.com", ["oidc:team-nlp-admins"])
+
+
+@pytest.mark.parametrize("prefix, claims", [
+    # Prefixes the loader refuses: the API server's own rules hold without it.
+    ("system:", {"email": "mallory@example.com", "groups": ["masters"]}),
+    ("system", {"email": "mallory@example.com", "groups": [":masters"]}),
+    ("system:", {"email": "serviceaccount:kube-system:generic-garbage-collector", "groups": []}),
+])
+def test_no_token_becomes_a_kubernetes_identity_whatever_the_prefix(prefix, claims):
+    """A member of team A who names an IdP group 'masters' must not become system:masters (cluster-admin, past
+    RBAC) in every team's vCluster: the API server's userValidationRules refuse the login."""
+    from components.tenant_access import authentication_config
+    access = load(oidc_dev_config()).teams[0].vcluster.access
+    oidc = dataclasses.replace(access.oidc, username_prefix=prefix, groups_prefix=prefix)
+    authentication = authentication_config(dataclasses.replace(access, oidc=oidc))
+    with pytest.raises(PermissionError, match="may not start with system:"):
+        oidc_identity(authentication, claims)
+
+
+@pytest.mark.parametrize("key", ["groupsPrefix", "usernamePrefix"])
+@pytest.mark.parametrize("prefix", ["system:", "system:oidc:", "system", "sys"])
+def test_a_prefix_that_can_spell_system_is_refused_with_the_key(key, prefix):
+    config = oidc_dev_config()
+    config["gpu-tenancy:vcluster"]["access"]["oidc"][key] = prefix
+    with pytest.raises(ConfigError) as error:
+        load(config)
+    issue = next(i for i in error.value.issues if i.key == f"teams[0].vcluster.access.oidc.{key}")
+    assert issue.value == prefix and "system:masters" in issue.problem and "oidc:" in issue.fix
+    config["gpu-tenancy:vcluster"]["access"]["oidc"][key] = "sso:"
+    oidc = load(config).teams[0].vcluster.access.oidc
+    assert {"groupsPrefix": oidc.groups_prefix, "usernamePrefix": oidc.username_prefix}[key] == "sso:"
