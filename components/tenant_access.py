@@ -89,8 +89,8 @@ def authentication_config(access: Access) -> dict:
             "username": {"claim": oidc.username_claim, "prefix": oidc.username_prefix},
             "groups": {"claim": oidc.groups_claim, "prefix": oidc.groups_prefix},
         },
-        # The API server lets a JWT name Kubernetes' own users and groups unless told: whatever the prefixes and
-        # whoever names groups at the IdP, no token becomes one.
+        # The API's documented way to keep JWT names out of Kubernetes' own (system:masters bypasses RBAC): whatever
+        # the prefixes and whoever names groups at the IdP, no token becomes one.
         "userValidationRules": [
             {"expression": f"!user.username.startsWith('{RESERVED_NAME_PREFIX}')",
              "message": f"OIDC user names may not start with {RESERVED_NAME_PREFIX}"},
