@@ -144,15 +144,20 @@ def syncer_username(target: TeamTarget) -> str:
 
 def synced_pod(pod: dict, target: TeamTarget) -> dict:
     """``pod`` as the team's syncer writes it in the host namespace: renamed, with vCluster's bookkeeping
-    labels and annotations, no service account token."""
+    labels and annotations, no service account token. It also passes the restricted Pod Security level, which
+    the API server checks before the admission policy, so that only the policy can refuse it."""
     metadata, virtual_namespace = pod["metadata"], pod["metadata"]["namespace"]
+    restricted = {"allowPrivilegeEscalation": False, "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]},
+                  "seccompProfile": {"type": "RuntimeDefault"}}
+    containers = [{**container, "securityContext": restricted} for container in pod["spec"]["containers"]]
     return {**pod, "metadata": {
         "name": f"{metadata['name']}-x-{virtual_namespace}-x-{target.vcluster}"[:63].rstrip("-"),
         "namespace": target.namespace,
         "labels": {**metadata["labels"], MANAGED_BY: target.vcluster, VIRTUAL_NAMESPACE: virtual_namespace},
         "annotations": {**metadata["annotations"], VIRTUAL_NAME: metadata["name"],
                         "vcluster.loft.sh/object-namespace": virtual_namespace}},
-        "spec": {**pod["spec"], "automountServiceAccountToken": False, "enableServiceLinks": False}}
+        "spec": {**pod["spec"], "containers": containers, "automountServiceAccountToken": False,
+                 "enableServiceLinks": False}}
 
 
 class TeamSmoke:

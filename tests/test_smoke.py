@@ -192,3 +192,14 @@ def test_the_command_line_rejects_a_kubeconfig_for_an_unknown_team(site_factory,
     kubeconfig.write_text(site.outputs["hostKubeconfig"])
     with pytest.raises(SystemExit, match="unknown team.*team-typo"):
         smoke.main(["dev", "--outputs", str(outputs), "--vcluster-kubeconfig", f"team-typo={kubeconfig}"])
+
+
+def test_the_host_refusal_pod_meets_restricted_pod_security_so_only_the_policy_can_refuse_it(site_factory):
+    """The API server runs Pod Security before the admission policy: a restricted team's namespace would otherwise
+    refuse the dry run for the wrong reason."""
+    from tools.deployability.pod_security import violations
+    site = site_factory()
+    run(site)
+    assert site.host.dry_runs
+    for _, pod in site.host.dry_runs:
+        assert violations(pod["spec"], "restricted", pod["metadata"].get("annotations")) == []
