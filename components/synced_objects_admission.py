@@ -28,6 +28,7 @@ import pulumi_kubernetes as k8s
 from components.admission import policy_with_deny_binding, syncer_username, team_namespace_selector
 from components.admission_metadata import refusal
 from components.observability import DASHBOARD_LABEL
+from components.tenant_access import EXTERNAL_DNS_PREFIX
 from config.model import Team
 from config.virtual_cluster import control_plane_claim_prefix
 from config.vocabulary import ADMISSION_COMPONENT, VCLUSTER_MANAGED_BY_LABEL
@@ -143,6 +144,13 @@ def _service_rules(team: Team, cluster_dns: str) -> list[dict]:
               "and loadBalancers); ExternalName Services are not copied to the host",
               "use type ClusterIP, or ask the platform team for node ports or load balancers; an ExternalName "
               "Service still resolves inside your vCluster"),
+        # The program names each vCluster's endpoint this way; external-dns resolves two Services claiming one name
+        # by its own ordering, not by who the name belongs to.
+        _rule("external-dns", ("Service",),
+              f"!{_meta('object', 'annotations')}.exists(key, key.startsWith('{EXTERNAL_DNS_PREFIX}'))",
+              f"annotations {EXTERNAL_DNS_PREFIX}* have the site's external-dns publish DNS names (any name of its "
+              "zones, another team's vCluster endpoint included) for this Service",
+              f"remove the {EXTERNAL_DNS_PREFIX}* annotations; ask the platform team for a DNS name"),
         _rule("service-load-balancer-ip", ("Service",), _absent("loadBalancerIP"),
               "spec.loadBalancerIP claims an address the platform did not give this team",
               "remove spec.loadBalancerIP and use the address the load balancer assigns"),

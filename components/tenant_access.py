@@ -27,7 +27,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components.vcluster_manifests import with_vcluster_manifests
-from config.access import Access
+from config.access import RESERVED_NAME_PREFIX, Access
 from config.merge import deep_merge
 from config.model import Team
 from config.vocabulary import ACCESS_COMPONENT, MANAGED_BY, TEAM_LABEL
@@ -41,7 +41,9 @@ EXEC_API = "client.authentication.k8s.io/v1"
 # vCluster 0.36.1's control-plane NetworkPolicy opens egress to these ports only.
 OPEN_EGRESS_PORTS = (443, 8443, 6443)
 ROLE_FOR_GROUPS = {"admin_groups": "cluster-admin", "view_groups": "view"}
-EXTERNAL_DNS_HOSTNAME = "external-dns.alpha.kubernetes.io/hostname"
+# external-dns reads its instructions (hostname, target, ttl, ...) from annotations under this prefix.
+EXTERNAL_DNS_PREFIX = "external-dns.alpha.kubernetes.io/"
+EXTERNAL_DNS_HOSTNAME = f"{EXTERNAL_DNS_PREFIX}hostname"
 
 
 def identity_mode(access: Access) -> str:
@@ -87,6 +89,14 @@ def authentication_config(access: Access) -> dict:
             "username": {"claim": oidc.username_claim, "prefix": oidc.username_prefix},
             "groups": {"claim": oidc.groups_claim, "prefix": oidc.groups_prefix},
         },
+        # The API's documented way to keep JWT names out of Kubernetes' own (system:masters bypasses RBAC): whatever
+        # the prefixes and whoever names groups at the IdP, no token becomes one.
+        "userValidationRules": [
+            {"expression": f"!user.username.startsWith('{RESERVED_NAME_PREFIX}')",
+             "message": f"OIDC user names may not start with {RESERVED_NAME_PREFIX}"},
+            {"expression": f"user.groups.all(group, !group.startsWith('{RESERVED_NAME_PREFIX}'))",
+             "message": f"OIDC groups may not start with {RESERVED_NAME_PREFIX}"},
+        ],
     }]}
 
 

@@ -26,6 +26,8 @@ EXPOSURES = ("none", "loadBalancer", "nodePort", "gateway")
 # The port the chart's Service (and a gateway's TLS listener) serves the vCluster on.
 HTTPS_PORT = 443
 NODE_PORT_RANGE = (30000, 32767)
+# Kubernetes' own user and group names start so (system:masters bypasses RBAC); no OIDC name may.
+RESERVED_NAME_PREFIX = "system:"
 
 
 @dataclass(frozen=True)
@@ -99,10 +101,12 @@ OIDC = Block(keys=(
     Key("clientId", Text(), None, "OAuth client ID; tokens must carry it in `aud`.", example="kubernetes"),
     Key("usernameClaim", Text(), _OIDC.username_claim, "Claim that names the person.", example="sub"),
     Key("usernamePrefix", Text(), _OIDC.username_prefix, "Prefix of every OIDC user name.", example="sso:",
-        details="Required: it keeps IdP names apart from `system:` users and service accounts."),
+        details="Required: it keeps IdP names apart from `system:` users and service accounts, so it may not start "
+                "with `system:` nor be its start (`system`, `sys`)."),
     Key("groupsClaim", Text(), _OIDC.groups_claim, "Claim holding the person's groups.", example="roles"),
     Key("groupsPrefix", Text(), _OIDC.groups_prefix, "Prefix of every OIDC group name.", example="sso:",
-        details="Required: an IdP group can then never be `system:masters`. Bindings use the prefixed name."),
+        details="Required: an IdP group can then never be `system:masters`, so it may not start with `system:` nor "
+                "be its start. Bindings use the prefixed name."),
     Key("certificateAuthority", Text(form="PEM"), None, "CA bundle of the issuer, if its TLS certificate is not "
         "publicly trusted.", example="-----BEGIN CERTIFICATE-----..."),
     Key("extraScopes", StringList(), _OIDC.extra_scopes, "Scopes `kubectl oidc-login` asks for besides `openid`.",

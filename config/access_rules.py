@@ -7,7 +7,7 @@ import dataclasses
 from typing import Optional
 from urllib.parse import urlparse
 
-from config.access import Access
+from config.access import RESERVED_NAME_PREFIX, Access
 from config.model import Cluster, Team
 from config.reader import Reader
 
@@ -70,6 +70,13 @@ def _check_oidc(reader: Reader, index: int, access: Access) -> None:
     if not oidc.client_id:
         reader.fail(_key(index, "oidc.clientId"), None, "OIDC needs the client ID tokens are issued for",
                     "set vcluster.access.oidc.clientId (the audience the API server checks)")
+    for name, prefix in (("usernamePrefix", oidc.username_prefix), ("groupsPrefix", oidc.groups_prefix)):
+        if prefix and (prefix.startswith(RESERVED_NAME_PREFIX) or RESERVED_NAME_PREFIX.startswith(prefix)):
+            reader.fail(_key(index, f"oidc.{name}"), prefix,
+                        f"can turn an IdP name into one of Kubernetes' own ({RESERVED_NAME_PREFIX}masters, which "
+                        "bypasses RBAC, from an IdP group named 'masters' or ':masters'), and the virtual API server "
+                        f"refuses every login with a user or group name starting {RESERVED_NAME_PREFIX}",
+                        f"use a prefix that cannot start {RESERVED_NAME_PREFIX}, such as oidc: or sso:")
     if oidc.certificate_authority and "BEGIN CERTIFICATE" not in oidc.certificate_authority:
         reader.fail(_key(index, "oidc.certificateAuthority"), "...", "is not a PEM certificate bundle",
                     "paste the issuer's CA certificate(s), -----BEGIN CERTIFICATE----- included")

@@ -12,9 +12,15 @@ file per team) and, in a namespace of its own:
 3. ``host``: through the host kubeconfig, each lands in the team's host namespace, in the team's
    queue, scheduled by KAI, with the expected fraction; the GPU pod ends ``Succeeded`` (nvidia-smi
    found a GPU) and the Deployment's pod runs;
-4. ``refusal``: a pod naming another team's queue is refused (at ``kubectl apply`` or when vCluster
-   syncs it to the host), with the admission policy's ``[rule]`` message;
-5. ``cleanup``: the namespace is deleted, also after a failure.
+4. ``refusal``: a pod naming another team's queue never runs there: refused inside the vCluster, put in the
+   team's own queue by the vCluster's defaults, or refused when vCluster syncs it (the vCluster is the
+   tenant's to change, so this step only shows what a member sees);
+5. ``host-refusal``: the boundary itself, with the host kubeconfig: that pod as the team's syncer writes it,
+   sent as the syncer (impersonated, server-side dry run: nothing is created), is refused by the team's host
+   admission policy with ``[own-queue]``. It runs for teams without an endpoint too;
+6. ``cleanup``: the namespace is deleted, also after a failure.
+
+Whether a pod runs is read from its host copy, which the tenant cannot write.
 
 It prints a table per team (``--table`` also writes it as Markdown) and exits 1 if any step failed,
 naming the team, the step and the object; 2 when it cannot start (no outputs, bad arguments).
@@ -43,6 +49,7 @@ SMOKE_LABEL = "gpu-tenancy/smoke"
 # vCluster's exported server when the control plane has no endpoint (vcluster.access.exposure none).
 UNEXPOSED_SERVER = re.compile(r"https://(localhost|127\.0\.0\.1):8443")
 RULE_MESSAGE = re.compile(r"\[[a-z-]+\]")
+OWN_QUEUE_RULE = "[own-queue]"
 MANAGED_BY = "vcluster.loft.sh/managed-by"
 VIRTUAL_NAMESPACE = "vcluster.loft.sh/namespace"
 VIRTUAL_NAME = "vcluster.loft.sh/object-name"
@@ -130,11 +137,34 @@ def plain_deployment(name: str, namespace: str) -> dict:
                                          "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}}}}
 
 
+def syncer_username(target: TeamTarget) -> str:
+    """The account vCluster's syncer writes host pods as (the chart's ``vc-<release>``)."""
+    return f"system:serviceaccount:{target.namespace}:vc-{target.vcluster}"
+
+
+def synced_pod(pod: dict, target: TeamTarget) -> dict:
+    """``pod`` as the team's syncer writes it in the host namespace: renamed, with vCluster's bookkeeping
+    labels and annotations, no service account token. It also passes the restricted Pod Security level, which
+    the API server checks before the admission policy, so that only the policy can refuse it."""
+    metadata, virtual_namespace = pod["metadata"], pod["metadata"]["namespace"]
+    restricted = {"allowPrivilegeEscalation": False, "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]},
+                  "seccompProfile": {"type": "RuntimeDefault"}}
+    containers = [{**container, "securityContext": restricted} for container in pod["spec"]["containers"]]
+    return {**pod, "metadata": {
+        "name": f"{metadata['name']}-x-{virtual_namespace}-x-{target.vcluster}"[:63].rstrip("-"),
+        "namespace": target.namespace,
+        "labels": {**metadata["labels"], MANAGED_BY: target.vcluster, VIRTUAL_NAMESPACE: virtual_namespace},
+        "annotations": {**metadata["annotations"], VIRTUAL_NAME: metadata["name"],
+                        "vcluster.loft.sh/object-namespace": virtual_namespace}},
+        "spec": {**pod["spec"], "containers": containers, "automountServiceAccountToken": False,
+                 "enableServiceLinks": False}}
+
+
 class TeamSmoke:
     def __init__(self, target: TeamTarget, other_queue: str, host: Kube, settings: Settings,
-                 connect: Callable[[str], Kube] = Kube):
+                 connect: Callable[..., Kube] = Kube, host_kubeconfig: str = ""):
         self.target, self.other_queue, self.host, self.settings = target, other_queue, host, settings
-        self.connect = connect
+        self.connect, self.host_kubeconfig = connect, host_kubeconfig
         self.report = Report(target.team)
         self.namespace = f"gpu-tenancy-smoke-{secrets.token_hex(3)}"
 
@@ -153,12 +183,21 @@ class TeamSmoke:
             self._gpu_pod(vcluster)
             self._deployment(vcluster)
             self._refusal(vcluster)
+            self._host_refusal()
+        except Skipped:
+            self._host_refusal_alone()
         except StepFailed:
             pass
         finally:
             if vcluster is not None:
                 self._cleanup(vcluster)
         return self.report
+
+    def _host_refusal_alone(self) -> None:
+        try:
+            self._host_refusal()
+        except StepFailed:
+            pass
 
     def _connect(self) -> Kube:
         obj = f"vcluster/{self.target.vcluster}"
@@ -190,7 +229,7 @@ class TeamSmoke:
         self._record("gpu-pod", obj, True, f"created with {FRACTION_ANNOTATION}={self.settings.fraction}")
         host_pod = self._host_pod(vcluster, name, "host", obj)
         self._check_placement(host_pod, obj, fraction=self.settings.fraction)
-        self._wait_phase(vcluster, name, obj, ("Succeeded",), "nvidia-smi exited 0")
+        self._wait_phase(name, obj, ("Succeeded",), "nvidia-smi exited 0")
 
     def _deployment(self, vcluster: Kube) -> None:
         name = "smoke-plain"
@@ -204,7 +243,7 @@ class TeamSmoke:
         pod_obj = f"pod/{self.namespace}/{pod_name}"
         host_pod = self._host_pod(vcluster, pod_name, "host", pod_obj)
         self._check_placement(host_pod, pod_obj, fraction=None)
-        self._wait_phase(vcluster, pod_name, pod_obj, ("Running",), "running")
+        self._wait_phase(pod_name, pod_obj, ("Running",), "running")
 
     def _refusal(self, vcluster: Kube) -> None:
         name = "smoke-other-queue"
@@ -217,11 +256,16 @@ class TeamSmoke:
             self._record("refusal", obj, ok, f"refused in the vCluster: {error.message}" if ok else
                          f"refused without a [rule] message: {error}")
             return
-        # Accepted inside the vCluster: the host must refuse it when vCluster syncs it.
+        # Accepted inside: the vCluster's defaults put it in the team's queue, or the host refuses its sync.
         deadline = self.settings.clock() + self.settings.refusal_timeout
         while True:
-            if self._find_host_pod(name) is not None:
-                self._record("refusal", obj, False, f"a pod in queue {self.other_queue} reached the host")
+            host_pod = self._find_host_pod(name)
+            if host_pod is not None:
+                queue = (host_pod["metadata"].get("labels") or {}).get(QUEUE_LABEL)
+                self._record("refusal", obj, queue == self.target.queue,
+                             f"the vCluster put it in the team's queue {queue}" if queue == self.target.queue else
+                             f"it reached the host in queue {queue}")
+                return
             message = next((e.get("message", "") for e in vcluster.pod_events(self.namespace, name)
                             if RULE_MESSAGE.search(e.get("message", ""))), None)
             if message:
@@ -231,6 +275,23 @@ class TeamSmoke:
                 self._record("refusal", obj, False, f"neither refused with a [rule] message nor synced after "
                              f"{self.settings.refusal_timeout:g}s")
             self.settings.sleep(self.settings.poll)
+
+    def _host_refusal(self) -> None:
+        """The host policy judged without the vCluster, whose admission and events the tenant controls."""
+        syncer = syncer_username(self.target)
+        pod = synced_pod(gpu_pod("smoke-host-refusal", self.namespace, self.other_queue, self.settings.fraction),
+                         self.target)
+        obj = f"pod/{self.target.namespace}/{pod['metadata']['name']}"
+        try:
+            self.connect(self.host_kubeconfig, impersonate=syncer).create_pod(
+                self.target.namespace, pod, dry_run=True)
+        except ApiError as error:
+            ok = OWN_QUEUE_RULE in error.message
+            self._record("host-refusal", obj, ok, f"refused as {syncer}: {error.message}" if ok else
+                         f"refused as {syncer} without {OWN_QUEUE_RULE}: {error}")
+            return
+        self._record("host-refusal", obj, False,
+                     f"the host admitted a pod in queue {self.other_queue} from {syncer} (dry run)")
 
     def _find_host_pod(self, virtual_name: str) -> Optional[dict]:
         selector = f"{MANAGED_BY}={self.target.vcluster},{VIRTUAL_NAMESPACE}={self.namespace}"
@@ -257,9 +318,10 @@ class TeamSmoke:
         self._record("host", obj, not problems, "; ".join(problems) + f" ({detail})" if problems else
                      f"{detail}, queue {queue}, {KAI_SCHEDULER}" + (f", fraction {found}" if fraction else ""))
 
-    def _wait_phase(self, vcluster: Kube, name: str, obj: str, phases: Sequence[str], meaning: str) -> None:
-        pod = self._wait(lambda: _in_phase(vcluster.get_pod(self.namespace, name), phases, obj), "runs", obj,
-                         f"not {' or '.join(phases)}", detail=lambda: _pod_state(vcluster.get_pod(self.namespace, name)))
+    def _wait_phase(self, name: str, obj: str, phases: Sequence[str], meaning: str) -> None:
+        # The host pod's status: the tenant can write the virtual pod's, not this one.
+        pod = self._wait(lambda: _in_phase(self._find_host_pod(name), phases, obj), "runs", obj,
+                         f"not {' or '.join(phases)}", detail=lambda: _pod_state(self._find_host_pod(name)))
         self._record("runs", obj, True, f"{pod['status']['phase']}: {meaning}")
 
     def _wait(self, probe: Callable[[], object], step: str, obj: str, problem: str,
@@ -331,7 +393,7 @@ def targets(outputs: dict, given: dict[str, str]) -> list[TeamTarget]:
 
 
 def run_site(outputs: dict, host_kubeconfig: str, settings: Settings, given: Optional[dict[str, str]] = None,
-             connect: Callable[[str], Kube] = Kube) -> list[Report]:
+             connect: Callable[..., Kube] = Kube) -> list[Report]:
     teams = targets(outputs, given or {})
     if not teams:
         raise SystemExit("error: the stack outputs list no tenants (output `tenants`)")
@@ -341,7 +403,7 @@ def run_site(outputs: dict, host_kubeconfig: str, settings: Settings, given: Opt
         # Another team's queue; a one-team site uses a queue name no team has.
         others = [t.queue for t in teams if t.queue != target.queue]
         other = others[0] if others else f"{target.queue}-smoke-other"
-        reports.append(TeamSmoke(target, other, host, settings, connect).run())
+        reports.append(TeamSmoke(target, other, host, settings, connect, host_kubeconfig).run())
     return reports
 
 

@@ -42,7 +42,7 @@ def _error(error: Exception) -> ApiError:
 class Kube:
     """One cluster (the host, or a team's vCluster) reached with one kubeconfig."""
 
-    def __init__(self, kubeconfig: str):
+    def __init__(self, kubeconfig: str, impersonate: Optional[str] = None):
         config = yaml.safe_load(kubeconfig) if kubeconfig else None
         if not isinstance(config, dict):
             raise ApiError(0, "the kubeconfig is empty or not YAML")
@@ -51,6 +51,10 @@ class Kube:
             api = kube_config.new_client_from_config_dict(config)
         except (kube_config.ConfigException, ValueError, KeyError, TypeError, AttributeError) as error:
             raise ApiError(0, f"the kubeconfig cannot be used: {error}") from error
+        if impersonate:
+            # The API server authorizes and admits the request as this user (the kubeconfig's user needs
+            # the `impersonate` verb).
+            api.set_default_header("Impersonate-User", impersonate)
         self.core = client.CoreV1Api(api)
         self.apps = client.AppsV1Api(api)
 
@@ -72,8 +76,9 @@ class Kube:
             if error.status != 404:
                 raise
 
-    def create_pod(self, namespace: str, pod: dict) -> dict:
-        return self._call(self.core.create_namespaced_pod, namespace, pod)
+    def create_pod(self, namespace: str, pod: dict, dry_run: bool = False) -> dict:
+        """With ``dry_run`` the API server runs authorization and every admission step, and stores nothing."""
+        return self._call(self.core.create_namespaced_pod, namespace, pod, **({"dry_run": "All"} if dry_run else {}))
 
     def get_pod(self, namespace: str, name: str) -> Optional[dict]:
         try:

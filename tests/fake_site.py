@@ -5,7 +5,9 @@ selectors, a ``Status`` body on a refusal). Behind them the site behaves as the 
 a pod created in a team's vCluster is synced as vCluster 0.36.1 syncs it and mutated by KAI's webhook
 (tests/tenant_sim.py), then the host asks the admission policy this run rendered for the team. A refusal
 becomes a Warning event on the virtual pod, as vCluster records a failed sync; an admitted pod gets
-the phase ``schedule`` gives it (on host and virtual pod, as vCluster copies status back).
+the phase ``schedule`` gives it (on host and virtual pod, as vCluster copies status back). The host
+answers a dry-run pod CREATE in a tenant namespace as that team's admission chain would, as the user the
+request impersonates, and stores nothing.
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ import json
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 from urllib.parse import parse_qs, urlparse
 
 import yaml
 
 from tests.tenant_sim import KAI_SCHEDULER, Tenant
+from tests.upstream_sim import kai_mutate, limit_ranger
 
 QUEUE = "kai.scheduler/queue"
 
@@ -46,6 +49,8 @@ class Store:
         self.pods: dict[tuple[str, str], dict] = {}
         self.deployments: dict[tuple[str, str], dict] = {}
         self.events: list[dict] = []
+        # (impersonated user, pod) of every dry-run CREATE the host judged.
+        self.dry_runs: list[tuple[str, dict]] = []
         self.lock = threading.Lock()
 
 
@@ -62,13 +67,16 @@ class FakeVCluster:
     tenant: Tenant
     host: Store
     schedule: Callable[[dict], dict] = default_schedule
-    # Inside-the-vCluster defaults (the queue label and KAI's scheduler on every pod), when the site has them.
-    defaults: bool = True
+    # Inside-the-vCluster defaults (the queue label and KAI's scheduler on every pod), when the site has them;
+    # a predicate: on the pods it accepts (a tenant can narrow or delete the policy).
+    defaults: Union[bool, Callable[[dict], bool]] = True
     # The host admission policy; False models a site where it is missing.
     host_admission: bool = True
     # A copy of the host's rules refusing at create time inside the vCluster (message -> HTTP 403).
     refuse_in_vcluster: Optional[Callable[[dict], Optional[str]]] = None
     fail_delete: bool = False
+    # What a tenant's own controller writes into its virtual pods' status (the host pod keeps the real one).
+    virtual_status: Optional[dict] = None
     store: Store = field(default_factory=Store)
     suffix: itertools.count = field(default_factory=lambda: itertools.count(1))
 
@@ -77,9 +85,10 @@ class FakeVCluster:
         pod["metadata"]["namespace"] = namespace
         if namespace not in self.store.namespaces:
             return 404, _status(404, f'namespaces "{namespace}" not found')
-        if self.defaults:
-            pod["metadata"].setdefault("labels", {}).setdefault(QUEUE, self.tenant.team.queue_name)
-            pod["spec"].setdefault("schedulerName", KAI_SCHEDULER)
+        if self.defaults(pod) if callable(self.defaults) else self.defaults:
+            # The MutatingAdmissionPolicy's apply configuration sets both, replacing another queue or scheduler.
+            pod["metadata"].setdefault("labels", {})[QUEUE] = self.tenant.team.queue_name
+            pod["spec"]["schedulerName"] = KAI_SCHEDULER
         if self.refuse_in_vcluster and (message := self.refuse_in_vcluster(pod)):
             return 403, _status(403, message)
         pod["status"] = {"phase": "Pending"}
@@ -99,8 +108,20 @@ class FakeVCluster:
             return
         status = self.schedule(host_pod)
         host_pod["status"] = status
-        pod["status"] = copy.deepcopy(status)
+        pod["status"] = copy.deepcopy(self.virtual_status or status)
         self.host.pods[(host_pod["metadata"]["namespace"], host_pod["metadata"]["name"])] = host_pod
+
+    def dry_run_host_pod(self, pod: dict, user: str) -> tuple[int, dict]:
+        """A host pod CREATE with ``dryRun=All``: LimitRanger, KAI's webhook and the team's policy run, nothing
+        is stored."""
+        host = kai_mutate(limit_ranger(copy.deepcopy(pod), self.tenant.team.vcluster.limit_range))
+        refusals = self.tenant.create_host(host, user=user) if self.host_admission else []
+        self.host.dry_runs.append((user, host))
+        if refusals:
+            policy = f"gpu-tenancy-{self.tenant.team.name}"
+            return 422, _status(422, f'pods "{pod["metadata"]["name"]}" is forbidden: ValidatingAdmissionPolicy '
+                                     f"'{policy}' with binding '{policy}' denied request: {refusals[0]}")
+        return 201, host
 
     def create_deployment(self, namespace: str, deployment: dict) -> tuple[int, dict]:
         self.store.deployments[(namespace, deployment["metadata"]["name"])] = deployment
@@ -127,7 +148,7 @@ def _status(code: int, message: str) -> dict:
             "message": message, "code": code}
 
 
-def _handler(store: Store, vcluster: Optional[FakeVCluster]):
+def _handler(store: Store, vcluster: Optional[FakeVCluster], tenants: dict[str, FakeVCluster]):
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args):  # keep test output clean
             pass
@@ -164,8 +185,14 @@ def _handler(store: Store, vcluster: Optional[FakeVCluster]):
             self._reply(404, _status(404, f"no fake route for GET {url.path}"))
 
         def do_POST(self):
-            parts, body = urlparse(self.path).path.strip("/").split("/"), self._body()
+            url = urlparse(self.path)
+            parts, body = url.path.strip("/").split("/"), self._body()
             with store.lock:
+                # The host stores nothing the smoke test sends: it may only ask, as the syncer, what would pass.
+                if not vcluster and parts[:3] == ["api", "v1", "namespaces"] and parts[4:] == ["pods"] \
+                        and parse_qs(url.query).get("dryRun") == ["All"] and parts[3] in tenants:
+                    user = self.headers.get("Impersonate-User") or "kubernetes-admin"
+                    return self._reply(*tenants[parts[3]].dry_run_host_pod(body, user))
                 if vcluster and parts == ["api", "v1", "namespaces"]:
                     store.namespaces.add(body["metadata"]["name"])
                     return self._reply(201, body)
@@ -187,8 +214,9 @@ def _handler(store: Store, vcluster: Optional[FakeVCluster]):
 
 
 class Server:
-    def __init__(self, store: Store, vcluster: Optional[FakeVCluster] = None):
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(store, vcluster))
+    def __init__(self, store: Store, vcluster: Optional[FakeVCluster] = None,
+                 tenants: Optional[dict[str, FakeVCluster]] = None):
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(store, vcluster, tenants or {}))
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
 
@@ -211,7 +239,8 @@ class FakeSite:
     def __init__(self, tenants: list[Tenant], **behaviour):
         self.host = Store()
         self.vclusters = {t.team.name: FakeVCluster(t, self.host, **behaviour) for t in tenants}
-        self.servers = {"host": Server(self.host)}
+        by_namespace = {v.tenant.team.namespace: v for v in self.vclusters.values()}
+        self.servers = {"host": Server(self.host, tenants=by_namespace)}
         self.servers.update({name: Server(v.store, v) for name, v in self.vclusters.items()})
 
     @property

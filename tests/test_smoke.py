@@ -58,12 +58,27 @@ def test_a_working_site_passes_for_every_team_and_cleans_up(site_factory):
     for team, report in reports.items():
         assert report.ok, report.table()
         assert [s.name for s in report.steps] == ["connect", "namespace", "gpu-pod", "host", "runs", "deployment",
-                                                  "host", "runs", "refusal", "cleanup"]
+                                                  "host", "runs", "refusal", "host-refusal", "cleanup"]
         gpu_host = step(report, "host", "smoke-gpu")
         assert f"queue {team}" in gpu_host.detail and "fraction 0.33" in gpu_host.detail
-        # The other team's queue is refused by the host policy, with its rule name.
-        assert "[" in step(report, "refusal").detail and "refused on the host" in step(report, "refusal").detail
+        # Inside, the vCluster's defaults move a pod naming another queue into the team's own.
+        assert step(report, "refusal").detail == f"the vCluster put it in the team's queue {team}"
+        # The host policy itself refuses that pod as the team's syncer writes it.
+        host_refusal = step(report, "host-refusal")
+        assert f"refused as system:serviceaccount:vcluster-{team}:vc-{team}: " in host_refusal.detail
+        assert "denied request: [own-queue]" in host_refusal.detail
+    assert {user for user, _ in site.host.dry_runs} == {f"system:serviceaccount:vcluster-{t}:vc-{t}" for t in TEAMS}
     assert_cleaned(site)
+
+
+def test_a_pod_in_another_queue_refused_when_synced_counts_inside_and_the_host_refusal_is_still_asked(site_factory):
+    """A tenant that removed its vCluster's queue default: the syncer's CREATE is refused by the host."""
+    site = site_factory(defaults=lambda pod: pod["metadata"]["name"] != "smoke-other-queue")
+    report = run(site)["team-vision"]
+    assert report.ok, report.table()
+    assert step(report, "refusal").detail.startswith("refused on the host: Error syncing to physical cluster: "
+                                                     "admission denied: [own-queue]")
+    assert "[own-queue]" in step(report, "host-refusal").detail
 
 
 def test_a_pod_refused_inside_the_vcluster_counts_when_the_message_names_the_rule(site_factory):
@@ -74,14 +89,45 @@ def test_a_pod_refused_inside_the_vcluster_counts_when_the_message_names_the_rul
     assert step(report, "refusal").detail.startswith("refused in the vCluster: [queue]")
 
 
-def test_a_site_without_host_admission_fails_the_refusal_step(site_factory):
+def test_a_site_without_host_admission_fails_the_host_refusal_step_though_the_vcluster_looks_right(site_factory):
     site = site_factory(host_admission=False)
     report = run(site)["team-vision"]
-    refusal = step(report, "refusal")
-    assert not refusal.ok and "reached the host" in refusal.detail
-    assert refusal.object.endswith("/smoke-other-queue")
+    assert step(report, "refusal").ok
+    refusal = step(report, "host-refusal")
+    assert not refusal.ok
+    assert refusal.detail == ("the host admitted a pod in queue team-nlp from "
+                              "system:serviceaccount:vcluster-team-vision:vc-team-vision (dry run)")
+    assert refusal.object.startswith("pod/vcluster-team-vision/smoke-host-refusal-x-gpu-tenancy-smoke-")
     assert step(report, "cleanup").ok
     assert_cleaned(site)
+    assert not site.host.pods
+
+
+def test_a_pod_reaching_the_host_in_another_queue_fails_the_refusal_step(site_factory):
+    site = site_factory(defaults=lambda pod: pod["metadata"]["name"] != "smoke-other-queue", host_admission=False)
+    refusal = step(run(site)["team-vision"], "refusal")
+    assert not refusal.ok and refusal.detail == "it reached the host in queue team-nlp"
+    assert refusal.object.endswith("/smoke-other-queue")
+
+
+def test_a_tenant_faking_refusals_and_success_inside_its_vcluster_does_not_pass_the_smoke_test(site_factory):
+    """The tenant is cluster-admin inside: it can refuse pods with any message and write its pods' status."""
+    site = site_factory(host_admission=False, schedule=pending("0/1 nodes are available"),
+                        virtual_status={"phase": "Succeeded"},
+                        refuse_in_vcluster=lambda pod: "[own-queue] refused by the tenant's own webhook"
+                        if pod["metadata"]["name"] == "smoke-other-queue" else None)
+    settings = smoke.Settings(timeout=0.5, refusal_timeout=0.5, poll=0.05)
+    runs = {r.team: r for r in smoke.run_site(site.outputs, site.outputs["hostKubeconfig"], settings)}
+    failed = [s for s in runs["team-nlp"].steps if not s.ok]
+    # The GPU pod's virtual status says Succeeded; its host pod is Pending.
+    assert [(s.name, s.object.rsplit("/", 1)[-1]) for s in failed] == [("runs", "smoke-gpu")]
+    assert "phase Pending" in failed[0].detail
+    # With the pods running, the refusal inside passes, and the host's missing policy still fails the run.
+    site.vclusters["team-nlp"].schedule = lambda pod: {"phase": "Succeeded" if pod["spec"].get("restartPolicy")
+                                                       == "Never" else "Running"}
+    report = {r.team: r for r in smoke.run_site(site.outputs, site.outputs["hostKubeconfig"], settings)}["team-nlp"]
+    assert step(report, "refusal").ok
+    assert [s.name for s in report.steps if not s.ok] == ["host-refusal"]
 
 
 def test_a_pending_gpu_pod_times_out_with_the_schedulers_reason(site_factory):
@@ -119,8 +165,10 @@ def test_a_team_without_endpoint_is_skipped_visibly_before_anything_is_created(s
     kubeconfig["clusters"][0]["cluster"]["server"] = "https://localhost:8443"  # what vCluster exports unexposed
     outputs["tenantKubeconfigs"]["team-nlp"] = yaml.safe_dump(kubeconfig)
     report = {r.team: r for r in smoke.run_site(outputs, outputs["hostKubeconfig"], FAST)}["team-nlp"]
-    assert [(s.name, s.skipped) for s in report.steps] == [("connect", True)]
+    # The host boundary needs no endpoint: it is checked all the same.
+    assert [(s.name, s.skipped, s.ok) for s in report.steps] == [("connect", True, True), ("host-refusal", False, True)]
     assert report.outcome == "SKIPPED" and "vcluster.access.exposure" in report.steps[0].detail
+    assert not site.vclusters["team-nlp"].store.pods and not site.host.pods
     assert "### team-nlp: SKIPPED" in smoke.render([report])
 
 
@@ -144,3 +192,14 @@ def test_the_command_line_rejects_a_kubeconfig_for_an_unknown_team(site_factory,
     kubeconfig.write_text(site.outputs["hostKubeconfig"])
     with pytest.raises(SystemExit, match="unknown team.*team-typo"):
         smoke.main(["dev", "--outputs", str(outputs), "--vcluster-kubeconfig", f"team-typo={kubeconfig}"])
+
+
+def test_the_host_refusal_pod_meets_restricted_pod_security_so_only_the_policy_can_refuse_it(site_factory):
+    """The API server runs Pod Security before the admission policy: a restricted team's namespace would otherwise
+    refuse the dry run for the wrong reason."""
+    from tools.deployability.pod_security import violations
+    site = site_factory()
+    run(site)
+    assert site.host.dry_runs
+    for _, pod in site.host.dry_runs:
+        assert violations(pod["spec"], "restricted", pod["metadata"].get("annotations")) == []

@@ -3,13 +3,18 @@ offline and checked against vCluster 0.36.1's chart schema and source."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import re
 
 import pytest
 import yaml
 
-from components.tenant_access import AUTHENTICATION_CONFIG_MAP, AUTHENTICATION_DIR, exposure_values, with_server
+from components.tenant_access import (
+    AUTHENTICATION_CONFIG_MAP, AUTHENTICATION_DIR, EXTERNAL_DNS_HOSTNAME, EXTERNAL_DNS_PREFIX, exposure_values,
+    with_server,
+)
 from config import ConfigError, load_platform
 from config.vocabulary import project_config
 from tests.conftest import dev_config, eks_config, git, run, upstream_file
@@ -186,7 +191,7 @@ def test_the_authentication_config_fields_exist_in_kubernetes_v1_types_vendored_
     """vCluster 0.36.1 vendors k8s.io/apiserver 0.36: the field names rendered are the v1 API's JSON names."""
     types = git("loft-sh/vcluster", "show", "v0.36.1:vendor/k8s.io/apiserver/pkg/apis/apiserver/v1/types.go")
     for field in ("jwt", "issuer", "url", "audiences", "certificateAuthority", "claimMappings", "username", "groups",
-                  "claim", "prefix"):
+                  "claim", "prefix", "userValidationRules", "expression", "message"):
         assert re.search(rf'json:"{field}(,omitempty)?"', types), field
     k8s = git("loft-sh/vcluster", "show", "v0.36.1:pkg/k8s/k8s.go")
     # The distro appends apiServer.extraArgs to kube-apiserver's command line.
@@ -213,3 +218,99 @@ def test_the_review_summary_shows_each_teams_endpoint_identity_and_smoke_test(oi
     assert "`https://gpu-box.lab.example:30443`" in row
     assert "OIDC groups: `team-nlp-admins` → cluster-admin; `team-nlp-readers` → view" in row
     assert "queue `team-nlp`" in row and "must be refused" in row
+
+
+def lb_site_config() -> dict:
+    """The lab site with every team's endpoint on a load balancer named through external-dns."""
+    config = dev_config()
+    config["gpu-tenancy:vcluster"]["access"] = {"exposure": "loadBalancer", "domain": "vc.example.com"}
+    return config
+
+
+@pytest.mark.parametrize("annotations", [
+    "the other team's endpoint", {EXTERNAL_DNS_PREFIX + "target": "203.0.113.7"},
+    {EXTERNAL_DNS_PREFIX + "internal-hostname": "grafana.vc.example.com"}])
+def test_a_tenant_service_cannot_claim_a_dns_name_through_external_dns(dev_run, annotations):
+    """vCluster copies a Service's annotations to the host, where the site's external-dns would publish the name
+    (vision's endpoint, resolved to nlp's pods or load balancer) for whichever Service it orders first."""
+    from tests.synced_objects_sim import allocated, create_service, synced_objects_admission_for
+    from tests.tenant_sim import platform_of
+    teams = {team.name: team for team in platform_of(lb_site_config()).teams}
+    if annotations == "the other team's endpoint":
+        annotations = exposure_values(teams["team-vision"].vcluster.access)["controlPlane"]["service"]["annotations"]
+        assert annotations == {EXTERNAL_DNS_HOSTNAME: "team-vision.vc.example.com"}
+    nlp, admission = teams["team-nlp"], synced_objects_admission_for(dev_run, "team-nlp")
+    syncer = f"system:serviceaccount:{nlp.namespace}:vc-{nlp.vcluster_name}"
+    virtual = {"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": "web", "namespace": "default", "annotations": {"prometheus.io/scrape": "true"}},
+               "spec": {"clusterIP": "None", "selector": {"app": "web"}, "ports": [{"port": 443}]}}
+    honest = allocated(create_service(virtual, nlp), "None")
+    assert admission.review(nlp.namespace, honest, user=syncer) == []
+    claiming = copy.deepcopy(virtual)
+    claiming["metadata"]["annotations"].update(annotations)
+    attack = allocated(create_service(claiming, nlp), "None")
+    for refusals in (admission.review(nlp.namespace, attack, user=syncer),
+                     admission.review(nlp.namespace, attack, operation="UPDATE", old=honest, user=syncer)):
+        assert [message.split("]")[0] for message in refusals] == ["[external-dns"]
+    # The platform's own control-plane Service, which carries the name, is vCluster's and not judged.
+    own = {"apiVersion": "v1", "kind": "Service", "metadata": {
+        "name": nlp.vcluster_name, "namespace": nlp.namespace, "annotations": {EXTERNAL_DNS_HOSTNAME: "x"}}}
+    assert not admission.matches(nlp.namespace, own, user=syncer)
+
+
+def oidc_identity(authentication: dict, claims: dict) -> tuple[str, list[str]]:
+    """The user a JWT's claims become under ``authentication`` (claim mappings), or a refusal naming the first
+    userValidationRule that fails, as the API server applies them (rules run with cel-python)."""
+    import celpy
+    jwt = authentication["jwt"][0]
+    mappings = jwt["claimMappings"]
+    user = {"username": mappings["username"]["prefix"] + claims[mappings["username"]["claim"]],
+            "groups": [mappings["groups"]["prefix"] + group for group in claims.get(mappings["groups"]["claim"], [])]}
+    env = celpy.Environment()
+    for rule in jwt.get("userValidationRules", []):
+        if not env.program(env.compile(rule["expression"])).evaluate({"user": celpy.json_to_cel(user)}):
+            raise PermissionError(rule["message"])
+    return user["username"], user["groups"]
+
+
+def authentication_of(config: dict, team: str = "team-nlp") -> dict:
+    from components.tenant_access import authentication_config
+    access = next(t for t in load(config).teams if t.name == team).vcluster.access
+    return authentication_config(access)
+
+
+def test_an_honest_member_logs_in_with_the_prefixed_names_the_bindings_use():
+    authentication = authentication_of(oidc_dev_config())
+    assert oidc_identity(authentication, {"email": "ana@example.com", "groups": ["team-nlp-admins"]}) == \
+        ("oidc:ana@example.com", ["oidc:team-nlp-admins"])
+
+
+@pytest.mark.parametrize("prefix, claims", [
+    # Prefixes the loader refuses: the API server's own rules hold without it.
+    ("system:", {"email": "mallory@example.com", "groups": ["masters"]}),
+    ("system", {"email": "mallory@example.com", "groups": [":masters"]}),
+    ("system:", {"email": "serviceaccount:kube-system:generic-garbage-collector", "groups": []}),
+])
+def test_no_token_becomes_a_kubernetes_identity_whatever_the_prefix(prefix, claims):
+    """A member of team A who names an IdP group 'masters' must not become system:masters (cluster-admin, past
+    RBAC) in every team's vCluster: the API server's userValidationRules refuse the login."""
+    from components.tenant_access import authentication_config
+    access = load(oidc_dev_config()).teams[0].vcluster.access
+    oidc = dataclasses.replace(access.oidc, username_prefix=prefix, groups_prefix=prefix)
+    authentication = authentication_config(dataclasses.replace(access, oidc=oidc))
+    with pytest.raises(PermissionError, match="may not start with system:"):
+        oidc_identity(authentication, claims)
+
+
+@pytest.mark.parametrize("key", ["groupsPrefix", "usernamePrefix"])
+@pytest.mark.parametrize("prefix", ["system:", "system:oidc:", "system", "sys"])
+def test_a_prefix_that_can_spell_system_is_refused_with_the_key(key, prefix):
+    config = oidc_dev_config()
+    config["gpu-tenancy:vcluster"]["access"]["oidc"][key] = prefix
+    with pytest.raises(ConfigError) as error:
+        load(config)
+    issue = next(i for i in error.value.issues if i.key == f"teams[0].vcluster.access.oidc.{key}")
+    assert issue.value == prefix and "system:masters" in issue.problem and "oidc:" in issue.fix
+    config["gpu-tenancy:vcluster"]["access"]["oidc"][key] = "sso:"
+    oidc = load(config).teams[0].vcluster.access.oidc
+    assert {"groupsPrefix": oidc.groups_prefix, "usernamePrefix": oidc.username_prefix}[key] == "sso:"
