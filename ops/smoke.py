@@ -40,19 +40,16 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from config.vocabulary import QUEUE_LABEL, SEED_GPU_FRACTION
-from config import versions
 from ops.smoke_kube import ApiError, Kube
+from ops.smoke_objects import (
+    FRACTION_ANNOTATION, KAI_SCHEDULER, MANAGED_BY, SMOKE_LABEL, VIRTUAL_NAME, VIRTUAL_NAMESPACE, gpu_pod,
+    in_phase, plain_deployment, pod_state, synced_pod, syncer_username,
+)
 
-KAI_SCHEDULER = "kai-scheduler"
-FRACTION_ANNOTATION = "gpu-fraction"
-SMOKE_LABEL = "gpu-tenancy/smoke"
 # vCluster's exported server when the control plane has no endpoint (vcluster.access.exposure none).
 UNEXPOSED_SERVER = re.compile(r"https://(localhost|127\.0\.0\.1):8443")
 RULE_MESSAGE = re.compile(r"\[[a-z-]+\]")
 OWN_QUEUE_RULE = "[own-queue]"
-MANAGED_BY = "vcluster.loft.sh/managed-by"
-VIRTUAL_NAMESPACE = "vcluster.loft.sh/namespace"
-VIRTUAL_NAME = "vcluster.loft.sh/object-name"
 
 
 class StepFailed(Exception):
@@ -114,50 +111,6 @@ class Settings:
     poll: float = 2
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
-
-
-def gpu_pod(name: str, namespace: str, queue: str, fraction: str) -> dict:
-    """The seeds' workload: a fractional GPU pod in the team's queue running nvidia-smi once."""
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": namespace, "labels": {QUEUE_LABEL: queue, SMOKE_LABEL: "gpu"},
-                         "annotations": {FRACTION_ANNOTATION: fraction}},
-            "spec": {"schedulerName": KAI_SCHEDULER, "restartPolicy": "Never",
-                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-                     "containers": [{"name": "nvidia-smi", "image": versions.SMOKE_CUDA_IMAGE,
-                                     "command": ["nvidia-smi"]}]}}
-
-
-def plain_deployment(name: str, namespace: str) -> dict:
-    """What an ordinary chart ships: no queue label, no scheduler name."""
-    labels = {"app": name}
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": namespace},
-            "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {
-                "metadata": {"labels": {**labels, SMOKE_LABEL: "deployment"}},
-                "spec": {"containers": [{"name": "pause", "image": versions.SMOKE_PAUSE_IMAGE,
-                                         "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}}}}
-
-
-def syncer_username(target: TeamTarget) -> str:
-    """The account vCluster's syncer writes host pods as (the chart's ``vc-<release>``)."""
-    return f"system:serviceaccount:{target.namespace}:vc-{target.vcluster}"
-
-
-def synced_pod(pod: dict, target: TeamTarget) -> dict:
-    """``pod`` as the team's syncer writes it in the host namespace: renamed, with vCluster's bookkeeping
-    labels and annotations, no service account token. It also passes the restricted Pod Security level, which
-    the API server checks before the admission policy, so that only the policy can refuse it."""
-    metadata, virtual_namespace = pod["metadata"], pod["metadata"]["namespace"]
-    restricted = {"allowPrivilegeEscalation": False, "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]},
-                  "seccompProfile": {"type": "RuntimeDefault"}}
-    containers = [{**container, "securityContext": restricted} for container in pod["spec"]["containers"]]
-    return {**pod, "metadata": {
-        "name": f"{metadata['name']}-x-{virtual_namespace}-x-{target.vcluster}"[:63].rstrip("-"),
-        "namespace": target.namespace,
-        "labels": {**metadata["labels"], MANAGED_BY: target.vcluster, VIRTUAL_NAMESPACE: virtual_namespace},
-        "annotations": {**metadata["annotations"], VIRTUAL_NAME: metadata["name"],
-                        "vcluster.loft.sh/object-namespace": virtual_namespace}},
-        "spec": {**pod["spec"], "containers": containers, "automountServiceAccountToken": False,
-                 "enableServiceLinks": False}}
 
 
 class TeamSmoke:
@@ -278,9 +231,9 @@ class TeamSmoke:
 
     def _host_refusal(self) -> None:
         """The host policy judged without the vCluster, whose admission and events the tenant controls."""
-        syncer = syncer_username(self.target)
+        syncer = syncer_username(self.target.namespace, self.target.vcluster)
         pod = synced_pod(gpu_pod("smoke-host-refusal", self.namespace, self.other_queue, self.settings.fraction),
-                         self.target)
+                         self.target.namespace, self.target.vcluster)
         obj = f"pod/{self.target.namespace}/{pod['metadata']['name']}"
         try:
             self.connect(self.host_kubeconfig, impersonate=syncer).create_pod(
@@ -320,8 +273,8 @@ class TeamSmoke:
 
     def _wait_phase(self, name: str, obj: str, phases: Sequence[str], meaning: str) -> None:
         # The host pod's status: the tenant can write the virtual pod's, not this one.
-        pod = self._wait(lambda: _in_phase(self._find_host_pod(name), phases, obj), "runs", obj,
-                         f"not {' or '.join(phases)}", detail=lambda: _pod_state(self._find_host_pod(name)))
+        pod = self._wait(lambda: in_phase(self._find_host_pod(name), phases, obj), "runs", obj,
+                         f"not {' or '.join(phases)}", detail=lambda: pod_state(self._find_host_pod(name)))
         self._record("runs", obj, True, f"{pod['status']['phase']}: {meaning}")
 
     def _wait(self, probe: Callable[[], object], step: str, obj: str, problem: str,
@@ -345,27 +298,6 @@ class TeamSmoke:
             self.report.steps.append(Step("cleanup", obj, True, "deleted with its pods and Deployment"))
         except ApiError as error:
             self.report.steps.append(Step("cleanup", obj, False, f"{error}: delete it by hand in the vCluster"))
-
-
-def _in_phase(pod: Optional[dict], phases: Sequence[str], obj: str) -> Optional[dict]:
-    phase = ((pod or {}).get("status") or {}).get("phase")
-    if phase == "Failed" and "Failed" not in phases:
-        raise ApiError(0, f"the pod failed{_pod_state(pod)}")
-    return pod if phase in phases else None
-
-
-def _pod_state(pod: Optional[dict]) -> str:
-    status = (pod or {}).get("status") or {}
-    parts = [f"phase {status.get('phase', 'unknown')}"]
-    for condition in status.get("conditions") or []:
-        if condition.get("status") == "False" and condition.get("message"):
-            parts.append(f"{condition.get('type')}: {condition.get('reason', '')} {condition['message']}".strip())
-    for container in status.get("containerStatuses") or []:
-        for state in (container.get("state") or {}).values():
-            if state.get("reason"):
-                parts.append(f"{container.get('name')}: {state['reason']}"
-                             + (f" (exit {state['exitCode']})" if "exitCode" in state else ""))
-    return "; " + "; ".join(parts)
 
 
 # --- command line ---------------------------------------------------------------------------
