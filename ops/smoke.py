@@ -98,8 +98,8 @@ class Report:
     def table(self) -> list[str]:
         lines = [f"### {self.team}: {self.outcome}", "", "| Step | Object | Result | Detail |",
                  "| --- | --- | --- | --- |"]
-        lines += [f"| {s.name} | `{s.object}` | {'skipped' if s.skipped else 'ok' if s.ok else '**FAILED**'} | {s.detail.replace('|', '/')} |"
-                  for s in self.steps]
+        lines += [f"| {s.name} | `{s.object}` | {'skipped' if s.skipped else 'ok' if s.ok else '**FAILED**'} | "
+                  f"{s.detail.replace('|', '/')} |" for s in self.steps]
         return lines + [""]
 
 
