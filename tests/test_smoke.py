@@ -5,12 +5,13 @@ the host accepts (tests/tenant_sim.py)."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import yaml
 
 from ops import smoke
-from tests.conftest import dev_config
+from tests.conftest import MIRRORED_TAGS, dev_config, git
 from tests.fake_site import FakeSite, pending
 from tests.tenant_sim import tenant_of
 
@@ -203,3 +204,15 @@ def test_the_host_refusal_pod_meets_restricted_pod_security_so_only_the_policy_c
     assert site.host.dry_runs
     for _, pod in site.host.dry_runs:
         assert violations(pod["spec"], "restricted", pod["metadata"].get("annotations")) == []
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS["kai-scheduler/KAI-Scheduler"])
+def test_the_host_refusal_dry_run_passes_kais_webhooks(tag):
+    """The API server refuses a dry run outright when a webhook it would call declares side effects: the
+    host-refusal pod (a kai-scheduler pod) meets KAI's pod webhooks, so each of KAI's webhooks must declare none,
+    at every accepted tag, or the step would fail on every healthy site."""
+    repository = "kai-scheduler/KAI-Scheduler"
+    found = [line for line in git(repository, "grep", "-h", "SideEffects:", tag, "--", "pkg/operator/operands")
+             .splitlines() if line.strip()]
+    assert len(found) >= 3, "KAI's operator declares its webhooks"
+    assert all(re.search(r"SideEffects:\s+\S*(SideEffectClassNone|sideEffectsNone\(\))", line) for line in found), found
