@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import base64
+import json
 from dataclasses import dataclass
 from typing import Optional
 from urllib.parse import urlparse
@@ -78,8 +79,10 @@ def exposure_values(access: Access) -> dict:
 
 
 def authentication_config(access: Access) -> dict:
-    """The virtual API server's AuthenticationConfiguration: one JWT issuer, prefixed user and group names."""
+    """The virtual API server's AuthenticationConfiguration: one JWT issuer, prefixed user and group names, and
+    sign-in for the team's own groups only."""
     oidc = access.oidc
+    team_groups = [oidc.groups_prefix + group for group in (*oidc.admin_groups, *oidc.view_groups)]
     issuer: dict = {"url": oidc.issuer_url, "audiences": [oidc.client_id]}
     if oidc.certificate_authority:
         issuer["certificateAuthority"] = oidc.certificate_authority
@@ -96,6 +99,10 @@ def authentication_config(access: Access) -> dict:
              "message": f"OIDC user names may not start with {RESERVED_NAME_PREFIX}"},
             {"expression": f"user.groups.all(group, !group.startsWith('{RESERVED_NAME_PREFIX}'))",
              "message": f"OIDC groups may not start with {RESERVED_NAME_PREFIX}"},
+            # Every team trusts the same issuer and audience: without this, another team's member would sign in here
+            # as system:authenticated and get whatever the tenant binds to that group.
+            {"expression": f"user.groups.exists(group, group in {json.dumps(team_groups)})",
+             "message": f"only members of {', '.join(team_groups)} may sign in to this vCluster"},
         ],
     }]}
 

@@ -285,6 +285,18 @@ def test_an_honest_member_logs_in_with_the_prefixed_names_the_bindings_use():
         ("oidc:ana@example.com", ["oidc:team-nlp-admins"])
 
 
+def test_a_member_of_no_group_of_the_team_cannot_sign_in_to_its_vcluster():
+    """Every team's vCluster trusts one issuer and one audience: a member of team-vision (or of no team) presenting
+    a valid token at team-nlp's endpoint is refused at sign-in, so nothing team-nlp binds to system:authenticated
+    reaches them; team-nlp's readers sign in."""
+    authentication = authentication_of(oidc_dev_config())
+    for groups in (["team-vision-admins"], [], ["team-nlp"]):
+        with pytest.raises(PermissionError, match="only members of oidc:team-nlp-admins, oidc:team-nlp-readers"):
+            oidc_identity(authentication, {"email": "eve@example.com", "groups": groups})
+    assert oidc_identity(authentication, {"email": "rob@example.com", "groups": ["other", "team-nlp-readers"]}) == \
+        ("oidc:rob@example.com", ["oidc:other", "oidc:team-nlp-readers"])
+
+
 @pytest.mark.parametrize("prefix, claims", [
     # Prefixes the loader refuses: the API server's own rules hold without it.
     ("system:", {"email": "mallory@example.com", "groups": ["masters"]}),
