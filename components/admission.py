@@ -58,15 +58,25 @@ def syncer_username(team: Team) -> str:
 # --- CEL building blocks --------------------------------------------------------------------
 
 
-def _holds_gpu(container: str) -> str:
-    """A container the device plugin gives GPUs to: a non-zero whole-GPU or MIG request or limit."""
+WHOLE_GPU = f"r == '{GPU_RESOURCE}'"
+MIG_SLICE = f"r.startsWith('{MIG_RESOURCE_PREFIX}')"
+
+
+def _holds_gpu(container: str, resource: str = f"({WHOLE_GPU} || {MIG_SLICE})") -> str:
+    """A container the device plugin gives GPUs to: a non-zero request or limit of a resource ``r`` for which
+    ``resource`` holds (by default whole GPUs and MIG slices)."""
     kinds = []
     for kind in ("requests", "limits"):
         resources = f"{container}.resources.{kind}"
         kinds.append(f"(has({container}.resources.{kind}) && {resources}.exists(r, "
-                     f"(r == '{GPU_RESOURCE}' || r.startsWith('{MIG_RESOURCE_PREFIX}')) && "
-                     f"!string({resources}[r]).matches('^[0.]+[a-zA-Z]*$')))")
+                     f"{resource} && !string({resources}[r]).matches('^[0.]+[a-zA-Z]*$')))")
     return f"(has({container}.resources) && ({' || '.join(kinds)}))"
+
+
+def _pod_holds(resource: str) -> str:
+    """A container or init container of the pod holds a non-zero amount of a resource ``r`` matching ``resource``."""
+    return (f"(object.spec.containers.exists(c, {_holds_gpu('c', resource)}) || (has(object.spec.initContainers) && "
+            f"object.spec.initContainers.exists(c, {_holds_gpu('c', resource)})))")
 
 
 def _env_entries(container: str, condition: str, quantifier: str) -> str:
@@ -150,15 +160,15 @@ def fraction_container() -> str:
 
 def policy_variables(team: Team) -> list[dict]:
     fractional = fraction_annotated()
-    holds_any = (f"object.spec.containers.exists(c, {_holds_gpu('c')}) || "
-                 f"(has(object.spec.initContainers) && object.spec.initContainers.exists(c, {_holds_gpu('c')}))")
     return [
         {"name": "queue", "expression": key_value("object", "labels", QUEUE_LABEL)},
         {"name": "scheduler",
          "expression": "has(object.spec.schedulerName) ? object.spec.schedulerName : 'default-scheduler'"},
         {"name": "fractional", "expression": fractional},
         {"name": "fractionContainer", "expression": f"!variables.fractional ? '' : {fraction_container()}"},
-        {"name": "usesGpu", "expression": f"variables.fractional || {holds_any}"},
+        {"name": "wholeGpus", "expression": _pod_holds(WHOLE_GPU)},
+        {"name": "migSlices", "expression": _pod_holds(MIG_SLICE)},
+        {"name": "usesGpu", "expression": "variables.fractional || variables.wholeGpus || variables.migSlices"},
         *metadata_variables(),
     ]
 
@@ -201,6 +211,11 @@ def policy_validations(team: Team) -> list[dict]:
                 f"spell {VISIBLE_DEVICES} (none, or a start of that name such as NVIDIA_, would let a key override "
                 "the device plugin's list)",
                 "give each envFrom source a prefix such as APP_, or list the keys you need under env"),
+        refusal("gpu-kinds",
+                "!(variables.migSlices && (variables.fractional || variables.wholeGpus))",
+                "a pod asks for GPUs one way: MIG slices go alone, without nvidia.com/gpu, gpu-fraction or "
+                "gpu-memory (KAI then charges the queue and the node for one of the two kinds only)",
+                "split the pod, or request one kind of GPU"),
         refusal("pod-resources", "!has(object.spec.resources)",
                 "KAI charges the team's queue only for its containers' requests, while the kubelet reserves "
                 "spec.resources (pod-level resources) on the node",

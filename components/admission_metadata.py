@@ -22,7 +22,8 @@ FIELDS = {LABEL: "labels", ANNOTATION: "annotations"}
 # podgroup-controller: Quantity). A fraction has a floor, so one GPU is never split among more than
 # twenty pods, and no more decimals than the scheduler keeps when it charges a queue (it rounds a
 # portion to hundredths, gpu_resource_requirment.go): a pod asking for 0.054 would be charged 0.05.
-# gpu-memory is at least 1 GiB and below ten million MiB.
+# gpu-memory is at least 1 GiB and below ten million MiB; KAI charges it as the share of the card it lands on,
+# rounded up to hundredths (gpu_sharing_node_info.go), so a twentieth only on cards up to 20 GiB.
 MIN_GPU_FRACTION = 0.05
 FRACTION_DECIMALS = 2
 FRACTION_PATTERN = f"^0[.][0-9]{{1,{FRACTION_DECIMALS}}}$"

@@ -281,3 +281,24 @@ def test_a_fraction_finer_than_kai_charges_is_refused(tenant, fraction):
     pod = on_kai(tenant, annotations={"gpu-fraction": fraction})
     assert "granted-values" in rules(tenant.create(pod, mutated=False))
     assert "granted-values" in rules(tenant.create(pod))
+
+
+# --- two kinds of GPU in one pod ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("pod", [
+    {"containers": [container("model", gpus="1"), container("slice", mig="nvidia.com/mig-1g.10gb")]},
+    {"containers": [container("model", gpus="2", mig="nvidia.com/mig-3g.40gb")]},
+    {"containers": [container("slice", mig="nvidia.com/mig-1g.10gb")], "initContainers": [container("warm", gpus="4")]},
+    {"annotations": {"gpu-fraction": "0.05"},
+     "containers": [container(), container("slice", mig="nvidia.com/mig-7g.80gb")]},
+    {"annotations": {"gpu-memory": "1024"},
+     "containers": [container(), container("slice", mig="nvidia.com/mig-1g.10gb")]},
+], ids=["whole-and-slice", "one-container", "whole-init", "fraction-and-slice", "memory-and-slice"])
+def test_a_mig_slice_with_whole_gpus_or_a_fraction_is_refused(tenant, pod):
+    # KAI's scheduler (node_info.go setAcceptedResources) charges a running MIG pod for its slices only, so whole GPUs
+    # beside them leave the queue's and the node's books and KAI places other teams' pods on them; a fraction
+    # replaces the slices in its accounting (pod_info.go updatePodAdditionalFields). KAI's webhook refuses a fraction
+    # with nvidia.com/gpu only.
+    spec = dict(pod)
+    assert rules(tenant.create(on_kai(tenant, annotations=spec.pop("annotations", None), **spec))) == {"gpu-kinds"}

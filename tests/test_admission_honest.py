@@ -243,3 +243,12 @@ def test_per_container_resources_are_admitted(tenant):
 def test_fractions_in_hundredths_are_admitted(tenant, fraction):
     assert tenant.create(virtual_pod(queue=tenant.team.queue_name, scheduler=KAI_SCHEDULER,
                                      annotations={"gpu-fraction": fraction})) == []
+
+
+def test_mig_slices_of_several_profiles_and_gpus_of_one_kind_are_admitted(tenant):
+    # [gpu-kinds] refuses only a MIG slice beside another kind: KAI charges several profiles, or whole GPUs across
+    # containers, in full.
+    pods = [[container("model", mig="nvidia.com/mig-3g.40gb"), container("tokenizer", mig="nvidia.com/mig-1g.10gb")],
+            [container("model", gpus="2"), container("sidecar", gpus="1")]]
+    assert [tenant.create(virtual_pod(queue=tenant.team.queue_name, scheduler=KAI_SCHEDULER, containers=containers))
+            for containers in pods] == [[], []]
