@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from config.stack_file import read_stack_file, stack_names
-from tests.conftest import dev_config
+from ops.sites import platform_of
+from tests.conftest import dev_config, stack_config
 from tests.test_plan_render import VCLUSTER_TEMPLATE, write_chart
 from tools.charts.cache import cache_chart
 from tools.plan import cli as plan
@@ -40,7 +41,15 @@ def test_every_committed_stack_says_where_each_team_runs_and_what_it_exposes(sta
             assert "`gpu-tenancy/pool=" in row and any(f"`{pool}`" in pools for pool in gpu_pools), row
     assert section(summary, "Observability")
     assert "were not rendered" in section(summary, "Cluster-scoped objects of the charts")
-    assert "No Service of type LoadBalancer or NodePort" in section(summary, "What the site exposes")
+    exposes = section(summary, "What the site exposes")
+    service_types = {"nodePort": "NodePort", "loadBalancer": "LoadBalancer"}
+    exposed = {team.vcluster_name: service_types[team.vcluster.access.exposure]
+               for team in platform_of(stack_config(stack), stack).teams
+               if team.vcluster.access.exposure in service_types}
+    for release, kind in exposed.items():  # each team endpoint the site opens is listed with its release
+        assert re.search(rf"\| `{kind}` \| release `{re.escape(release)}` \|", exposes), (release, exposes)
+    if not exposed:
+        assert "No Service of type LoadBalancer or NodePort" in exposes
 
 
 def run_plan(tmp_path: Path, config: dict, *extra: str) -> str:
