@@ -125,3 +125,32 @@ def test_rendered_charts_list_their_cluster_scoped_objects_by_release_and_expose
     assert "team-nlp" not in charts  # the vCluster stand-in renders only a namespaced StatefulSet
     assert "`kai-scheduler`/`kai-api` | `NodePort` | release `kai-scheduler`" in section(summary,
                                                                                          "What the site exposes")
+
+
+VCLUSTER_WITH_SERVICE = VCLUSTER_TEMPLATE + """\
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: {{ .Release.Name }}
+  namespace: {{ .Release.Namespace }}
+spec:
+  type: {{ with .Values.controlPlane.service }}{{ .spec.type }}{{ else }}ClusterIP{{ end }}
+"""
+
+
+def test_a_rendered_release_shows_its_exposed_service_once(tmp_path):
+    """What a rendered release's values expose is its rendered Service: listed once, not again as values."""
+    cache, sources = tmp_path / "cache", tmp_path / "sources"
+    cache_chart(write_chart(sources, "vcluster", "0.36.1", VCLUSTER_WITH_SERVICE, {"type": "object"}),
+                "vcluster", "https://charts.loft.sh", "0.36.1", cache_dir=cache)
+    cache_chart(write_chart(sources, "kai-scheduler", "v0.16.4", CLUSTER_WIDE_TEMPLATE, {"type": "object"}),
+                "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler", None, "v0.16.4", cache_dir=cache)
+    config = dev_config()
+    config["gpu-tenancy:teams"][0]["vcluster"] = {"extraValues": {"controlPlane": {"service": {"spec": {
+        "type": "LoadBalancer"}}}}}
+    exposed = section(run_plan(tmp_path, config, "--render-charts", "--chart-cache", str(cache)),
+                      "What the site exposes")
+    rows = [line for line in exposed.splitlines() if "release `team-nlp`" in line]
+    assert rows == ["| `vcluster-team-nlp`/`team-nlp` | `LoadBalancer` | release `team-nlp` |"], exposed
+    assert "team-vision" not in exposed

@@ -244,10 +244,13 @@ def exposure_section(index: PlanIndex, chart_objects: ChartObjects) -> list[str]
             namespace = (manifest.get("metadata") or {}).get("namespace") or "—"
             rows.append([code(namespace) + "/" + code(_manifest_name(manifest)), code(spec["type"]),
                          f"release {code(release)}"])
+    # A rendered release's Services already show what its values ask for.
+    rendered = {release for release, _ in chart_objects or ()}
     for release in sorted(index.of_type(RELEASE), key=lambda r: r["name"]):
-        for path in _exposed_values(dig(release, "inputs", "values") or {}):
+        name = dig(release, "inputs", "name") or release["name"]
+        for path in [] if name in rendered else _exposed_values(dig(release, "inputs", "values") or {}):
             rows.append([f"values {code(path)}", code(dig(release, "inputs", "values", *path.split("."))),
-                         f"release {code(dig(release, 'inputs', 'name') or release['name'])}"])
+                         f"release {code(name)}"])
     lines += table(["Service", "Type", "Created by"], sorted(rows)) if rows else \
         ["No Service of type LoadBalancer or NodePort" + (" (program and rendered charts)." if chart_objects is not None
                                                           else " in the program or the release values.")]
