@@ -112,12 +112,18 @@ spec:
 """
 
 
-def test_rendered_charts_list_their_cluster_scoped_objects_by_release_and_exposed_services(tmp_path):
+def stand_in_charts(tmp_path: Path, vcluster_template: str) -> Path:
+    """A chart cache holding stand-ins for the dev stack's vCluster and KAI charts."""
     cache, sources = tmp_path / "cache", tmp_path / "sources"
-    cache_chart(write_chart(sources, "vcluster", "0.36.1", VCLUSTER_TEMPLATE, {"type": "object"}),
+    cache_chart(write_chart(sources, "vcluster", "0.36.1", vcluster_template, {"type": "object"}),
                 "vcluster", "https://charts.loft.sh", "0.36.1", cache_dir=cache)
     cache_chart(write_chart(sources, "kai-scheduler", "v0.16.4", CLUSTER_WIDE_TEMPLATE, {"type": "object"}),
                 "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler", None, "v0.16.4", cache_dir=cache)
+    return cache
+
+
+def test_rendered_charts_list_their_cluster_scoped_objects_by_release_and_exposed_services(tmp_path):
+    cache = stand_in_charts(tmp_path, VCLUSTER_TEMPLATE)
     summary = run_plan(tmp_path, dev_config(), "--render-charts", "--chart-cache", str(cache))
     charts = section(summary, "Cluster-scoped objects of the charts")
     assert "### Release `kai-scheduler`" in charts
@@ -141,11 +147,7 @@ spec:
 
 def test_a_rendered_release_shows_its_exposed_service_once(tmp_path):
     """What a rendered release's values expose is its rendered Service: listed once, not again as values."""
-    cache, sources = tmp_path / "cache", tmp_path / "sources"
-    cache_chart(write_chart(sources, "vcluster", "0.36.1", VCLUSTER_WITH_SERVICE, {"type": "object"}),
-                "vcluster", "https://charts.loft.sh", "0.36.1", cache_dir=cache)
-    cache_chart(write_chart(sources, "kai-scheduler", "v0.16.4", CLUSTER_WIDE_TEMPLATE, {"type": "object"}),
-                "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler", None, "v0.16.4", cache_dir=cache)
+    cache = stand_in_charts(tmp_path, VCLUSTER_WITH_SERVICE)
     config = dev_config()
     config["gpu-tenancy:teams"][0]["vcluster"] = {"extraValues": {"controlPlane": {"service": {"spec": {
         "type": "LoadBalancer"}}}}}
