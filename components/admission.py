@@ -27,6 +27,7 @@ from components.kai import SCHEDULER_NAME
 from config.model import Team
 from config.vocabulary import (
     ADMISSION_COMPONENT, MANAGED_BY, NAMESPACE_NAME_LABEL, QUEUE_LABEL, TEAM_LABEL, VCLUSTER_MANAGED_BY_LABEL,
+    syncer_account,
 )
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -51,8 +52,8 @@ class TenantAdmissionArgs:
 
 
 def syncer_username(team: Team) -> str:
-    """The identity vCluster's syncer writes host pods as (the chart's ``vc-<release>`` account)."""
-    return f"system:serviceaccount:{team.namespace}:vc-{team.vcluster_name}"
+    """The identity the team's vCluster syncer writes host pods as."""
+    return syncer_account(team.namespace, team.vcluster_name)
 
 
 # --- CEL building blocks --------------------------------------------------------------------

@@ -48,6 +48,13 @@ ROLE_LABEL = "gpu-tenancy/role"
 QUEUE_LABEL = "kai.scheduler/queue"
 # vCluster's syncer marks every host object it creates with its release name.
 VCLUSTER_MANAGED_BY_LABEL = "vcluster.loft.sh/managed-by"
+
+
+def syncer_account(host_namespace: str, vcluster_name: str) -> str:
+    """The identity vCluster's syncer writes host objects as (the chart's ``vc-<release>`` service account)."""
+    return f"system:serviceaccount:{host_namespace}:vc-{vcluster_name}"
+
+
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 POD_SECURITY_LABEL = "pod-security.kubernetes.io/enforce"
 # Node label the GPU Operator reads to pick a time-slicing ConfigMap key per node.

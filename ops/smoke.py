@@ -39,11 +39,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from config.vocabulary import QUEUE_LABEL, SEED_GPU_FRACTION
+from config.vocabulary import QUEUE_LABEL, SEED_GPU_FRACTION, syncer_account
 from ops.smoke_kube import ApiError, Kube
 from ops.smoke_objects import (
     FRACTION_ANNOTATION, KAI_SCHEDULER, MANAGED_BY, SMOKE_LABEL, VIRTUAL_NAME, VIRTUAL_NAMESPACE, gpu_pod,
-    in_phase, plain_deployment, pod_state, synced_pod, syncer_username,
+    in_phase, plain_deployment, pod_state, synced_pod,
 )
 
 # vCluster's exported server when the control plane has no endpoint (vcluster.access.exposure none).
@@ -231,7 +231,7 @@ class TeamSmoke:
 
     def _host_refusal(self) -> None:
         """The host policy judged without the vCluster, whose admission and events the tenant controls."""
-        syncer = syncer_username(self.target.namespace, self.target.vcluster)
+        syncer = syncer_account(self.target.namespace, self.target.vcluster)
         pod = synced_pod(gpu_pod("smoke-host-refusal", self.namespace, self.other_queue, self.settings.fraction),
                          self.target.namespace, self.target.vcluster)
         obj = f"pod/{self.target.namespace}/{pod['metadata']['name']}"

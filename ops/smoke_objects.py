@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from config import versions
-from config.vocabulary import QUEUE_LABEL
+from config.vocabulary import QUEUE_LABEL, VCLUSTER_MANAGED_BY_LABEL
 from ops.smoke_kube import ApiError
 
 KAI_SCHEDULER = "kai-scheduler"
 FRACTION_ANNOTATION = "gpu-fraction"
 SMOKE_LABEL = "gpu-tenancy/smoke"
-MANAGED_BY = "vcluster.loft.sh/managed-by"
+MANAGED_BY = VCLUSTER_MANAGED_BY_LABEL
 VIRTUAL_NAMESPACE = "vcluster.loft.sh/namespace"
 VIRTUAL_NAME = "vcluster.loft.sh/object-name"
 
@@ -36,11 +36,6 @@ def plain_deployment(name: str, namespace: str) -> dict:
                 "metadata": {"labels": {**labels, SMOKE_LABEL: "deployment"}},
                 "spec": {"containers": [{"name": "pause", "image": versions.SMOKE_PAUSE_IMAGE,
                                          "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}}}}
-
-
-def syncer_username(host_namespace: str, vcluster: str) -> str:
-    """The account vCluster's syncer writes host pods as (the chart's ``vc-<release>``)."""
-    return f"system:serviceaccount:{host_namespace}:vc-{vcluster}"
 
 
 def synced_pod(pod: dict, host_namespace: str, vcluster: str) -> dict:

@@ -29,8 +29,8 @@ from tests.conftest import ACCEPTED_VCLUSTER_TAGS, COMMITTED_STACKS, mirror_char
 from tests.upstream_sim import vcluster_sync
 from tools.charts.render import render_release
 from tools.deployability.inputs import Release, vcluster_dns_pods
-from tools.deployability.network_ingress import Pod
-from tools.deployability.network_policy import isolates_egress, pod_selector
+from tools.deployability.network_ingress import Pod, peer_selects
+from tools.deployability.network_policy import isolates_egress, pod_selector, port_matches
 from tools.offline.mocks import MOCK_CLUSTER_DNS
 
 VCLUSTER = "loft-sh/vcluster"
@@ -58,19 +58,7 @@ def _peer_matches(peer: Mapping[str, Any], policy_namespace: str, target: Target
     selectors match pods only, of the policy's namespace unless a namespaceSelector says otherwise."""
     if peer.get("ipBlock"):
         return _in_block(peer["ipBlock"], target.address)
-    if target.pod is None:
-        return False
-    namespaces = peer.get("namespaceSelector")
-    in_namespace = target.pod.namespace == policy_namespace if namespaces is None \
-        else selector_matches(namespaces, target.pod.all_namespace_labels)
-    pods = peer.get("podSelector")
-    return in_namespace and (pods is None or selector_matches(pods, target.pod.labels))
-
-
-def _port_matches(entry: Mapping[str, Any], target: Target) -> bool:
-    low = entry.get("port")
-    return entry.get("protocol", "TCP") == target.protocol and \
-        (low is None or int(low) <= target.port <= int(entry.get("endPort") or low))
+    return target.pod is not None and peer_selects(peer, policy_namespace, target.pod)
 
 
 def reaches(policies: list[dict], source: Pod, target: Target) -> bool:
@@ -81,7 +69,8 @@ def reaches(policies: list[dict], source: Pod, target: Target) -> bool:
     assert isolating, f"{source} is isolated for egress"
     return any((not rule.get("to") or any(_peer_matches(peer, policy["metadata"]["namespace"], target)
                                           for peer in rule["to"]))
-               and (not rule.get("ports") or any(_port_matches(entry, target) for entry in rule["ports"]))
+               and (not rule.get("ports")
+                    or any(port_matches(entry, target.port, target.protocol) for entry in rule["ports"]))
                for policy in isolating for rule in policy["spec"].get("egress") or [])
 
 

@@ -55,16 +55,19 @@ def _valid(policy: Mapping[str, Any]) -> bool:
     return True
 
 
-def _peer_admits(peer: Mapping[str, Any], policy_namespace: str, source: Pod) -> bool:
-    if peer.get("ipBlock"):
-        return True
+def peer_selects(peer: Mapping[str, Any], policy_namespace: str, pod: Pod) -> bool:
+    """A peer's selectors select ``pod``: pods of the policy's namespace unless a namespaceSelector says otherwise."""
     namespaces = peer.get("namespaceSelector")
     if namespaces is None:
-        in_namespace = source.namespace == policy_namespace
+        in_namespace = pod.namespace == policy_namespace
     else:
-        in_namespace = selector_matches(namespaces, source.all_namespace_labels)
+        in_namespace = selector_matches(namespaces, pod.all_namespace_labels)
     pods = peer.get("podSelector")
-    return in_namespace and (pods is None or selector_matches(pods, source.labels))
+    return in_namespace and (pods is None or selector_matches(pods, pod.labels))
+
+
+def _peer_admits(peer: Mapping[str, Any], policy_namespace: str, source: Pod) -> bool:
+    return bool(peer.get("ipBlock")) or peer_selects(peer, policy_namespace, source)
 
 
 def rule_admits(rule: Mapping[str, Any], policy_namespace: str, source: Pod, port: Union[int, str]) -> bool:

@@ -50,10 +50,10 @@ def _peer_allows_external(peer: Mapping[str, Any]) -> bool:
                for private in PRIVATE_RANGES if private.version == network.version)
 
 
-def port_matches(entry: Mapping[str, Any], port: Union[int, str]) -> bool:
-    """A NetworkPolicy port entry admits TCP ``port``: a number (within ``endPort``), or a named container
-    port, which matches only the same name (a number's name is unknown without the destination pod)."""
-    if entry.get("protocol", "TCP") != "TCP":
+def port_matches(entry: Mapping[str, Any], port: Union[int, str], protocol: str = "TCP") -> bool:
+    """A NetworkPolicy port entry admits ``port`` of ``protocol``: a number (within ``endPort``), or a named
+    container port, which matches only the same name (a number's name is unknown without the destination pod)."""
+    if entry.get("protocol", "TCP") != protocol:
         return False
     wanted = entry.get("port")
     if wanted is None:
