@@ -6,12 +6,13 @@ only learns which of them are set.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
-from typing import Optional
+from typing import Iterable, Optional
 
-from config.errors import MISSING
+from config.errors import MISSING, ConfigIssue
 from config.reader import Reader
-from config.vocabulary import PROJECT
+from config.vocabulary import PROJECT, PROJECT_PREFIX
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,8 @@ SECRETS = (
            "Required when the heartbeat is on."),
 )
 SECRET_KEYS = tuple(secret.name for secret in SECRETS)
+# What a config error shows in place of a value set with --secret.
+ENCRYPTED = "<encrypted>"
 
 
 def secret_command(name: str, stack: Optional[str] = None) -> str:
@@ -44,6 +47,27 @@ def secret_command(name: str, stack: Optional[str] = None) -> str:
     [source] = [secret.source for secret in SECRETS if secret.name == name]
     target = f" --stack {stack}" if stack else ""
     return f"pulumi config set --secret {PROJECT}:{name}{target} < {source}"
+
+
+def encrypted_key_issues(names: Iterable[str]) -> list[ConfigIssue]:
+    """One issue per project key outside ``SECRET_KEYS`` whose value is encrypted (``--secret``, whole or under
+    ``--path``), the value left out: the program reads such a key as plain config, so the decrypted value would
+    reach resource inputs, plans, previews and error messages."""
+    by_lower_name = {name.lower(): name for name in SECRET_KEYS}
+    issues = []
+    for name in sorted(names):
+        close = difflib.get_close_matches(name.lower(), list(by_lower_name), n=1, cutoff=0.6)
+        if close:
+            secret = by_lower_name[close[0]]
+            fix = (f"if it is the secret {PROJECT_PREFIX}{secret}: pulumi config rm {PROJECT_PREFIX}{name}, then "
+                   f"run: {secret_command(secret)}")
+        else:
+            fix = (f"set it without --secret (pulumi config set {PROJECT_PREFIX}{name} ...); the secrets the program "
+                   f"keeps secret are {', '.join(SECRET_KEYS)}")
+        issues.append(ConfigIssue(name, ENCRYPTED, "is encrypted, but only the secret keys are read as secrets: "
+                                                   "this value would reach resource inputs, plans and error messages "
+                                                   "in plain text", fix))
+    return issues
 
 
 class Secrets:

@@ -9,7 +9,7 @@ import pulumi
 
 from config.errors import ConfigError, ConfigIssue
 from config.load import namespace_issues
-from config.secrets import SECRET_KEYS
+from config.secrets import SECRET_KEYS, encrypted_key_issues
 from config.vocabulary import PROJECT, PROJECT_PREFIX, project_config
 
 # The value tools.offline.mockrun gives a secret key the stack does not set, so that an offline plan of a
@@ -23,7 +23,8 @@ def raw_stack_config() -> tuple[dict[str, Any], set[str], set[str]]:
     names of the secret keys that are set, and those that only hold the offline placeholder.
     Every key is read, so unknown ones (and unknown namespaces) can be reported.
 
-    A secret key set in plain text is refused: it would sit unencrypted in the stack file.
+    A secret key set in plain text is refused: it would sit unencrypted in the stack file. So is a value
+    set with ``--secret`` under any other key, which the program would read as plain config.
     """
     # The language host hands the program its config as PULUMI_CONFIG (tools.offline.mockrun does the same),
     # so the public reader sees every key, the unknown ones included.
@@ -34,7 +35,11 @@ def raw_stack_config() -> tuple[dict[str, Any], set[str], set[str]]:
     names = set(project_config(keys))
     stack_config = pulumi.Config(PROJECT)
     raw: dict[str, Any] = {}
+    encrypted = []
     for name in sorted(names - set(SECRET_KEYS)):
+        if pulumi.runtime.is_config_secret(PROJECT_PREFIX + name):
+            encrypted.append(name)
+            continue
         text = stack_config.get(name)
         try:
             raw[name] = json.loads(text) if text is not None else None
@@ -52,6 +57,7 @@ def raw_stack_config() -> tuple[dict[str, Any], set[str], set[str]]:
             if not pulumi.runtime.is_config_secret(PROJECT_PREFIX + name):
                 plaintext.append(ConfigIssue(name, "<plain text>", "is set without encryption",
                                              f"run: pulumi config set --secret {PROJECT_PREFIX}{name} ..."))
-    if plaintext:
-        raise ConfigError(plaintext)
+    refused = encrypted_key_issues(encrypted) + plaintext
+    if refused:
+        raise ConfigError(refused)
     return raw, secrets_set, placeholders

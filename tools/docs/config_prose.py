@@ -18,9 +18,12 @@ page all come from those definitions. `config/versions.py` holds the pinned vers
 `Pulumi.yaml` declares the top-level keys for the Pulumi CLI."""
 
 SECRETS = """\
-Set these only with `pulumi config set --secret`. If either one is present in plain text, the
-program stops. An offline plan (`tools.plan`) of a site that needs an unset secret uses a
-placeholder and warns with the command to run; `pulumi up` stops with a config error instead."""
+Set these only with `pulumi config set --secret`. If one is present in plain text, the
+program stops. They are the only keys it keeps secret: a value set with `--secret` under any other
+key (a misspelt secret key, a chart value under `--path`) would be read as plain config, into
+resource inputs, plans and error messages, so the program stops on it too, without showing it.
+An offline plan (`tools.plan`) of a site that needs an unset secret uses a placeholder and warns
+with the command to run; `pulumi up` stops with a config error instead."""
 
 VALIDATION_RULES = """\
 The program checks the whole config before it registers any resource. It reports every problem at

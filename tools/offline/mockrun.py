@@ -88,13 +88,16 @@ def load_stack_file(stack: str, project_dir: Path = PROJECT_DIR) -> dict[str, An
 
 
 def run_program(stack_config: dict[str, Any], *, stack: str = "dev", project_dir: Path = PROJECT_DIR,
-                record: Optional[ProgramRun] = None, secret_placeholders: bool = True) -> ProgramRun:
+                record: Optional[ProgramRun] = None, secret_placeholders: bool = True,
+                decrypted: Optional[dict[str, str]] = None) -> ProgramRun:
     """Run ``__main__.py`` with the given ``config:`` block (keys ``gpu-tenancy:<name>``).
 
-    Values marked ``{secure: ...}`` (encrypted in a stack file) become secret placeholders. With
-    ``secret_placeholders`` (an offline plan), a secret key the stack does not set gets
-    ``OFFLINE_PLACEHOLDER``, which the program accepts with a warning naming the command that sets
-    it; without, the run sees the config exactly as ``pulumi up`` would. Raises what the program
+    Values marked ``{secure: ...}`` (encrypted in a stack file) become secret placeholders; a key holding
+    one anywhere in its value is a secret as a whole, as Pulumi marks it. ``decrypted`` gives such keys (by
+    full key) the plain text the language host would pass instead, so that a test can follow a value it
+    recognises through the run. With ``secret_placeholders`` (an offline plan), a secret key the stack does
+    not set gets ``OFFLINE_PLACEHOLDER``, which the program accepts with a warning naming the command that
+    sets it; without, the run sees the config exactly as ``pulumi up`` would. Raises what the program
     raises, e.g. ``config.ConfigError``; pass ``record`` to see what was registered before it did.
     """
     run = record if record is not None else ProgramRun()
@@ -102,9 +105,10 @@ def run_program(stack_config: dict[str, Any], *, stack: str = "dev", project_dir
     secret_keys = []
     for key, value in stack_config.items():
         full_key = key if ":" in key else f"{PROJECT}:{key}"
-        if isinstance(value, dict) and set(value) == {"secure"}:
+        value, encrypted = _with_placeholders(value)
+        if encrypted:
             secret_keys.append(full_key)
-            value = SECRET_PLACEHOLDER
+            value = (decrypted or {}).get(full_key, value)
         config[full_key] = value if isinstance(value, str) else json.dumps(value)
     if secret_placeholders:
         for name in SECRET_KEYS:
@@ -123,6 +127,19 @@ def run_program(stack_config: dict[str, Any], *, stack: str = "dev", project_dir
         gc.set_threshold(*collector_thresholds)
     run.resources.sort(key=lambda resource: resource.urn)
     return run
+
+
+def _with_placeholders(value: Any) -> tuple[Any, bool]:
+    """``value`` with each ``{secure: ...}`` in it replaced by ``SECRET_PLACEHOLDER``; whether it held one."""
+    if isinstance(value, dict) and set(value) == {"secure"}:
+        return SECRET_PLACEHOLDER, True
+    if isinstance(value, dict):
+        items = {name: _with_placeholders(item) for name, item in value.items()}
+        return {name: item for name, (item, _) in items.items()}, any(found for _, found in items.values())
+    if isinstance(value, list):
+        entries = [_with_placeholders(item) for item in value]
+        return [item for item, _ in entries], any(found for _, found in entries)
+    return value, False
 
 
 @contextlib.contextmanager
