@@ -32,7 +32,7 @@ if str(REPO_DIR) not in sys.path:  # `python -m ops.new_site` from another direc
     sys.path.insert(0, str(REPO_DIR))
 
 from config import ConfigError  # noqa: E402
-from config.secrets import SECRET_KEYS, secret_command as project_secret_command  # noqa: E402
+from config.secrets import SECRET_KEYS, encrypted_key_issues, secret_command as project_secret_command  # noqa: E402
 from config.vocabulary import PROJECT  # noqa: E402
 from config.vocabulary import CLUSTER_KINDS  # noqa: E402
 from config.stack_file import StackFileError, read_stack_file, stack_names  # noqa: E402
@@ -49,7 +49,6 @@ _REMOVED = object()
 STACK_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 # Stack-file settings that belong to the source stack's own secrets; `pulumi stack init` writes new ones.
 STACK_SECRET_SETTINGS = ("secretsprovider", "encryptedkey", "encryptionsalt")
-NOT_COPIED = "<encrypted in the source stack, not copied>"
 
 
 
@@ -191,14 +190,13 @@ def run(site: str, source: str, sets: Sequence[str], project_dir: Path) -> int:
     dropped = [secret for secret in dropped
                if not any(secret.path[:len(path)] == path for path in set_paths)]
 
-    # Dropped secret keys (sshPrivateKey, kubeconfig) are simply unset until `pulumi config set`;
-    # other encrypted project keys keep a stand-in so validation does not call them missing.
+    # Dropped secret keys (sshPrivateKey, kubeconfig) are simply unset until `pulumi config set`. An encrypted
+    # value under any other project key is refused, as the program refuses it, unless a --set replaced it.
+    encrypted = sorted({project_name(secret.path[0]) for secret in dropped} - {None, *SECRET_KEYS})
     check = {qualify(key): value for key, value in config.items()}
-    for secret in dropped:
-        name = project_name(secret.path[0])
-        if secret.whole_key and name is not None and name not in SECRET_KEYS:
-            check.setdefault(qualify(secret.path[0]), NOT_COPIED)
     try:
+        if encrypted:
+            raise ConfigError(encrypted_key_issues(encrypted))
         platform = platform_of(check, site)
     except ConfigError as error:
         print(f"error: the config for {site} (from {source} with {len(changes)} change(s)) is invalid; "

@@ -32,9 +32,10 @@ from typing import Optional, Sequence
 
 from config import ConfigError, Platform, load_platform
 from config.load import namespace_issues
-from config.secrets import SECRET_KEYS
+from config.secrets import SECRET_KEYS, encrypted_key_issues
 from config.stack_file import PROJECT_DIR, StackFileError, stack_config, stack_names
 from config.vocabulary import project_config
+from ops.stack_edit import contains_secure
 
 GITHUB_HOSTED = ("ubuntu-latest",)
 
@@ -62,6 +63,9 @@ def platform_of(config: dict, stack: str) -> Platform:
     if issues:
         raise ConfigError(issues)
     project = project_config(config)
+    encrypted = [name for name, value in project.items() if name not in SECRET_KEYS and contains_secure(value)]
+    if encrypted:
+        raise ConfigError(encrypted_key_issues(encrypted))
     raw = {name: value for name, value in project.items() if name not in SECRET_KEYS}
     secrets = {name for name, value in project.items() if name in SECRET_KEYS and value}
     return load_platform(raw, secrets_set=secrets, placeholders=set(SECRET_KEYS) - secrets, stack=stack)

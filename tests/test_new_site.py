@@ -189,10 +189,9 @@ config:
     - name: team-nlp
       resources:
         gpu: {quota: 0.5, limit: 1}
-  gpu-tenancy:vcluster:
-    extraValues:
-      sync:
-        token: {secure: v1:def}
+  aws:assumeRoles:
+    - roleArn: arn:aws:iam::000000000000:role/lab
+      externalId: {secure: v1:def}
 """
 
 
@@ -204,12 +203,12 @@ def test_secrets_are_dropped_and_listed(project, capsys):
     document = stack_file(project, "lab-b")
     assert "encryptionsalt" not in document
     config = document["config"]
-    assert list(config) == ["aws:region", PROJECT_PREFIX + "cluster", PROJECT_PREFIX + "organization", PROJECT_PREFIX + "teams",
-                            PROJECT_PREFIX + "vcluster"]
-    assert config[PROJECT_PREFIX + "vcluster"] == {"extraValues": {"sync": {}}}
+    assert list(config) == ["aws:region", *(PROJECT_PREFIX + key for key in ("cluster", "organization", "teams")),
+                            "aws:assumeRoles"]
+    assert config["aws:assumeRoles"] == [{"roleArn": "arn:aws:iam::000000000000:role/lab"}]
     out = capsys.readouterr().out
     assert "pulumi config set --secret gpu-tenancy:sshPrivateKey" in out
-    assert "pulumi config set --secret --path 'gpu-tenancy:vcluster.extraValues.sync.token'" in out
+    assert "pulumi config set --secret --path 'aws:assumeRoles[0].externalId'" in out
     assert out.index("pulumi stack init lab-b") < out.index("pulumi config set --secret")
     # The site validates once the SSH key is set again, and needs it.
     platform_of(config, secrets_set={"sshPrivateKey"})
@@ -270,6 +269,19 @@ def test_a_block_written_by_set_survives_the_kind_switch(project):
     assert new(project, "cloud2", "dev", "cluster.eks={region: us-west-2, gpuNodeGroups: [{name: gpu, "
                "instanceTypes: [g4dn.xlarge]}]}", "cluster.kind=eks", "gpuOperator.mode=install") == 0
     assert stack_config(project, "cloud2")[PROJECT_PREFIX + "cluster"]["eks"]["region"] == "us-west-2"
+
+
+def test_a_value_encrypted_under_a_plain_project_key_is_refused_as_pulumi_up_refuses_it(project, capsys):
+    # The program would read it as plain config: the token would reach the vCluster release's values in plain text.
+    source = SECRET_STACK.replace("  aws:assumeRoles:", "  gpu-tenancy:vcluster:\n    extraValues:\n      sync:\n"
+                                                        "        token: {secure: v1:def}\n  aws:assumeRoles:")
+    (project / "Pulumi.lab.yaml").write_text(source)
+    assert new(project, "lab-c", "lab") == 2
+    err = capsys.readouterr().err
+    assert "gpu-tenancy:vcluster = '<encrypted>'" in err and "without --secret" in err and "v1:def" not in err
+    assert not (project / "Pulumi.lab-c.yaml").exists()
+    # Unless the new site writes that value itself.
+    assert new(project, "lab-c", "lab", "vcluster.extraValues={}") == 0
 
 
 def test_a_misspelt_namespace_names_the_right_one(project, capsys):

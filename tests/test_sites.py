@@ -87,6 +87,16 @@ def test_an_invalid_stack_fails_the_matrix_naming_stack_and_key(project, capsys)
     assert "did you mean 'runner'?" in captured.err
 
 
+def test_a_value_encrypted_under_a_key_the_program_reads_in_plain_text_fails_the_matrix_as_it_fails_pulumi_up(
+        project, capsys):
+    # The vCluster release's values would carry the decrypted token, into the state and every preview's diff.
+    write_site(project, "token", "dev", vcluster={"extraValues": {"sync": {"token": {"secure": "v1:c2VjcmV0"}}}})
+    assert sites.main(["matrix", "--project-dir", str(project)]) == 2
+    captured = capsys.readouterr()
+    assert "stack token:" in captured.err and "gpu-tenancy:vcluster = '<encrypted>'" in captured.err
+    assert "v1:c2VjcmV0" not in captured.err
+
+
 def _git(project: Path, *args: str) -> None:
     subprocess.run(["git", "-C", str(project), *args], check=True, capture_output=True)
 
