@@ -32,6 +32,7 @@ import argparse
 import json
 import re
 import secrets
+import signal
 import subprocess
 import sys
 import time
@@ -358,6 +359,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--timeout", type=float, default=300, help="seconds each pod may take to run")
     parser.add_argument("--table", type=Path, help="also write the tables as Markdown to this file")
     args = parser.parse_args(argv)
+    # Stopped from outside (a cancelled CI job, `timeout`), the run still ends through its cleanups and the
+    # interpreter's exit, where the kubernetes client deletes the certificate and key files it wrote.
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        return _main(args, parser)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     try:
         outputs = json.loads(args.outputs.read_text()) if args.outputs else stack_outputs(args.stack)
         given = {}

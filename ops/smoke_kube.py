@@ -43,7 +43,13 @@ class Kube:
     """One cluster (the host, or a team's vCluster) reached with one kubeconfig."""
 
     def __init__(self, kubeconfig: str, impersonate: Optional[str] = None):
-        config = yaml.safe_load(kubeconfig) if kubeconfig else None
+        try:
+            config = yaml.safe_load(kubeconfig) if kubeconfig else None
+        except yaml.YAMLError as error:
+            # PyYAML's message quotes the line it stopped at, which may hold a token or a key: say where only.
+            mark = getattr(error, "problem_mark", None)
+            where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+            raise ApiError(0, f"the kubeconfig is not YAML{where}") from None
         if not isinstance(config, dict):
             raise ApiError(0, "the kubeconfig is empty or not YAML")
         self.server = next((c.get("cluster", {}).get("server") for c in config.get("clusters") or []), None)

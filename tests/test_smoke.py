@@ -4,12 +4,21 @@ the host accepts (tests/tenant_sim.py)."""
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 import yaml
 
+from config.stack_file import PROJECT_DIR
 from ops import smoke
 from tests.conftest import MIRRORED_TAGS, dev_config, git
 from tests.fake_site import FakeSite, pending
@@ -216,3 +225,61 @@ def test_the_host_refusal_dry_run_passes_kais_webhooks(tag):
              .splitlines() if line.strip()]
     assert len(found) >= 3, "KAI's operator declares its webhooks"
     assert all(re.search(r"SideEffects:\s+\S*(SideEffectClassNone|sideEffectsNone\(\))", line) for line in found), found
+
+
+# --- the kubeconfigs it handles: never printed, not left on disk ----------------------------------
+
+
+def test_a_kubeconfig_that_is_not_yaml_is_refused_without_quoting_it(tmp_path, capsys):
+    # PyYAML's own message quotes the line it stopped at: here the one holding the token.
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nusers:\n- name: admin\n  user:\n    token: token-7c41e2: x\n")
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text(json.dumps({"tenants": {"team-nlp": {"namespace": "team-nlp", "queue": "team-nlp",
+                                                           "vcluster": "nlp"}}}))
+    assert smoke.main(["dev", "--outputs", str(outputs), "--kubeconfig", str(kubeconfig)]) == 2
+    err = capsys.readouterr().err
+    assert "the kubeconfig is not YAML (line 5" in err and "token-7c41e2" not in err
+
+
+def test_a_smoke_test_stopped_by_sigterm_leaves_no_key_on_disk(tmp_path):
+    """The kubernetes client writes a kubeconfig's certificate and key to temporary files, removed when the
+    interpreter exits; SIGTERM (a cancelled CI job, `timeout`) must end the run that way too."""
+    key = "client-key-4be09d"
+    encoded = base64.b64encode(key.encode()).decode()
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts requests and never answers them
+        host = yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": "host",
+            "clusters": [{"name": "host", "cluster": {"server": f"http://127.0.0.1:{silent.getsockname()[1]}"}}],
+            "contexts": [{"name": "host", "context": {"cluster": "host", "user": "admin"}}],
+            "users": [{"name": "admin", "user": {"token": "host-token"}}]})
+        # An admin kubeconfig as vCluster writes it, without an endpoint: read, then skipped for the host's check.
+        tenant = yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": "team-nlp",
+            "clusters": [{"name": "team-nlp", "cluster": {"server": "https://localhost:8443"}}],
+            "contexts": [{"name": "team-nlp", "context": {"cluster": "team-nlp", "user": "admin"}}],
+            "users": [{"name": "admin", "user": {"client-certificate-data": encoded, "client-key-data": encoded}}]})
+        outputs = tmp_path / "outputs.json"
+        outputs.write_text(json.dumps({
+            "hostKubeconfig": host, "tenantKubeconfigs": {"team-nlp": tenant},
+            "tenants": {"team-nlp": {"namespace": "team-nlp", "queue": "team-nlp", "vcluster": "nlp"}}}))
+        temporary = tmp_path / "tmp"
+        temporary.mkdir()
+
+        def holding_key() -> list[Path]:
+            return [path for path in temporary.iterdir() if key.encode() in path.read_bytes()]
+
+        process = subprocess.Popen([sys.executable, "-m", "ops.smoke", "dev", "--outputs", str(outputs)],
+                                   cwd=PROJECT_DIR, env={**os.environ, "TMPDIR": str(temporary)},
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 30
+            while not holding_key() and process.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert holding_key(), "the kubernetes client wrote no key file: nothing is being tested"
+            process.send_signal(signal.SIGTERM)
+            _, err = process.communicate(timeout=20)
+        finally:
+            process.kill()
+    assert process.returncode != 0
+    assert holding_key() == [] and key not in err
