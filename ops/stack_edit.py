@@ -175,6 +175,11 @@ YAML_NULLS = ("null", "Null", "NULL", "~")
 
 def parse_assignment(text: str) -> Assignment:
     segments, end = parse_path(text)
+    if project_name(str(segments[0])) in SECRET_KEYS:
+        # Refused before the value is read, so that no message repeats it.
+        key = qualify(str(segments[0]))
+        raise UsageError(f"--set {key}=...: {key} is a secret and must not be written in plain text; set it after "
+                         f"pulumi stack init with: pulumi config set --secret {key} < ...")
     if end >= len(text):
         raise UsageError(f"--set {text!r} has no '=': write PATH=VALUE, e.g. teams[0].resources.gpu.quota=0.5")
     raw_value = text[end + 1:]
@@ -199,9 +204,6 @@ def parse_assignment(text: str) -> Assignment:
         segments[0] = qualify(str(segments[0]))
     except UsageError as error:
         raise UsageError(f"--set {text!r}: {error}") from None
-    if project_name(segments[0]) in SECRET_KEYS:
-        raise UsageError(f"--set {text!r}: {segments[0]} is a secret and must not be written in plain text; "
-                         f"set it after pulumi stack init with: pulumi config set --secret {segments[0]} < ...")
     return Assignment(text, segments, value)
 
 

@@ -293,6 +293,15 @@ def test_a_misspelt_namespace_names_the_right_one(project, capsys):
 def test_secrets_cannot_be_set_in_plain_text(project, capsys):
     assert new(project, "lab-x", "dev", "sshPrivateKey=-----BEGIN") == 2
     assert "--secret" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("assignment", ["sshPrivateKey=ssh-key-95e0aa", "gpu-tenancy:alertReceiver=ssh-key-95e0aa",
+                                        # Not YAML either: refused as a secret before its text is parsed.
+                                        "kubeconfig={users: [{token: ssh-key-95e0aa: x}]}"])
+def test_a_secret_given_in_plain_text_is_not_repeated(project, capsys, assignment):
+    assert new(project, "lab-x", "dev", assignment) == 2
+    err = capsys.readouterr().err
+    assert "--secret" in err and "ssh-key-95e0aa" not in err
     assert new(project, "lab-x", "dev", "vcluster.extraValues={token: {secure: v1:abc}}") == 2
     assert not (project / "Pulumi.lab-x.yaml").exists()
 
