@@ -25,10 +25,8 @@ from tools.offline.sdk_internals import wait_for
 from tools.plan.document import build_plan, render_plan_json
 from tools.plan.summary import render_summary
 
-SECRET = "kubernetes:core/v1:Secret"
 PROVIDER = "pulumi:providers:kubernetes"
 LOCAL_COMMAND, REMOTE_COMMAND = "command:local:Command", "command:remote:Command"
-RECEIVER_SECRET = "gpu-tenancy-alert-receiver"
 # Secrets the mocks make: every kubeconfig a provider answers with, Grafana's generated password and its hash.
 MOCK_SECRETS = ("offline-plan-token", "offline-password-", "offline-bcrypt-")
 KUBECONFIG = yaml.safe_dump({
@@ -79,12 +77,14 @@ def eks_site() -> tuple[dict, dict[str, str]]:
 SITES = {"remote-observed": remote_observed_site, "existing-cluster": existing_cluster_site, "eks": eks_site}
 
 
-@pytest.fixture(scope="module", params=sorted(SITES))
-def site_run(request):
-    config, decrypted = SITES[request.param]()
-    # As `pulumi up` runs it: no offline placeholder stands in for an unset secret.
-    return request.param, decrypted, run_program(config, stack=request.param, secret_placeholders=False,
-                                                 decrypted=decrypted)
+@pytest.fixture(scope="module")
+def site_runs() -> dict[str, tuple[dict[str, str], ProgramRun]]:
+    """Each site run as `pulumi up` runs it (no offline placeholder for an unset secret), with its decrypted secrets."""
+    runs = {}
+    for site, make in SITES.items():
+        config, decrypted = make()
+        runs[site] = decrypted, run_program(config, stack=site, secret_placeholders=False, decrypted=decrypted)
+    return runs
 
 
 def raw_input(program: ProgramRun, resource_type: str, *path: str, name_contains: str = ""):
@@ -100,26 +100,30 @@ def raw_input(program: ProgramRun, resource_type: str, *path: str, name_contains
     return found
 
 
-def test_each_secret_reaches_the_input_that_needs_it_and_only_as_a_secret(site_run):
-    site, decrypted, program = site_run
-    if not decrypted:
-        pytest.skip(f"no secret key is set on a {site} site")
-    delivered = {
+def received(program: ProgramRun, secret: str) -> list:
+    """What each input meant for this secret key received, and whether the plan shows it redacted."""
+    receiver = ("kubernetes:core/v1:Secret", "stringData")
+    return {
         # Every command on the box goes over SSH with the key.
         "sshPrivateKey": raw_input(program, REMOTE_COMMAND, "connection", "privateKey"),
         "kubeconfig": raw_input(program, PROVIDER, "kubeconfig"),
         "grafanaClientSecret": raw_input(program, SSO, "oauth2Settings", "clientSecret"),
-        "alertReceiver": raw_input(program, SECRET, "stringData", "receiver", name_contains="alert-receiver"),
-        "alertHeartbeat": raw_input(program, SECRET, "stringData", "heartbeat", name_contains="alert-receiver"),
-    }
-    for key, value in decrypted.items():
-        name = key.split(":", 1)[1]
-        assert delivered[name], f"{site}: nothing received {name}"
-        assert delivered[name] == [(value, True)] * len(delivered[name]), f"{site}: {name}"
+        "alertReceiver": raw_input(program, *receiver, "receiver", name_contains="alert-receiver"),
+        "alertHeartbeat": raw_input(program, *receiver, "heartbeat", name_contains="alert-receiver"),
+    }[secret]
 
 
-def test_what_the_providers_answer_with_is_secret_wherever_the_program_passes_it(site_run):
-    site, _, program = site_run
+@pytest.mark.parametrize("secret", sorted(DECRYPTED))
+def test_each_secret_reaches_the_input_that_needs_it_and_only_as_a_secret(site_runs, secret):
+    [(decrypted, program)] = [run for run in site_runs.values() if f"gpu-tenancy:{secret}" in run[0]]
+    inputs = received(program, secret)
+    assert inputs, f"nothing received {secret}"
+    assert inputs == [(decrypted[f"gpu-tenancy:{secret}"], True)] * len(inputs)
+
+
+@pytest.mark.parametrize("site", sorted(SITES))
+def test_what_the_providers_answer_with_is_secret_wherever_the_program_passes_it(site_runs, site):
+    _, program = site_runs[site]
     [provider] = raw_input(program, PROVIDER, "kubeconfig")
     if site != "existing-cluster":
         assert "offline-plan-token" in provider[0] and provider[1]
@@ -139,8 +143,9 @@ def test_what_the_providers_answer_with_is_secret_wherever_the_program_passes_it
         assert wait_for(tenant.kubeconfig.is_secret())
 
 
-def test_no_secret_is_in_the_plan_the_review_summary_the_outputs_or_the_log(site_run):
-    site, decrypted, program = site_run
+@pytest.mark.parametrize("site", sorted(SITES))
+def test_no_secret_is_in_the_plan_the_review_summary_the_outputs_or_the_log(site_runs, site):
+    decrypted, program = site_runs[site]
     plan = build_plan(program, site)
     seen = {"plan": render_plan_json(plan), "review summary": render_summary(plan),
             "warnings and notes": "\n".join(program.warnings + program.notes)}
