@@ -36,10 +36,8 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from typing import Optional
 
 from config.model import Team
-from policy.label_selectors import selector_matches
 from tests.tenant_sim import Admission
 
 POLICY = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
@@ -165,20 +163,13 @@ def sync_endpoint_slice(endpoint_slice: dict, team: Team) -> dict:
 class SyncedObjectsAdmission(Admission):
     """The synced-objects policy, evaluated by tenant_sim's ``Admission``; only the match by kind differs."""
 
-    def matches(self, namespace: str, obj: dict, *, operation: str = "CREATE", subresource: str = "",
-                old: Optional[dict] = None, user: str = "") -> bool:
+    def requested(self, namespace: str, obj: dict, *, operation: str = "CREATE", subresource: str = "") -> bool:
         group, resource = RESOURCES[obj["kind"]]
         resource += f"/{subresource}" if subresource else ""
-        constraints = self.spec["matchConstraints"]
         if not any(operation in rule["operations"] and group in rule["apiGroups"] and resource in rule["resources"]
-                   for rule in constraints["resourceRules"]):
+                   for rule in self.spec["matchConstraints"]["resourceRules"]):
             return False
-        namespace_labels = {"kubernetes.io/metadata.name": namespace}
-        if not all(selector_matches(selector, namespace_labels)
-                   for selector in (constraints["namespaceSelector"], self.binding["matchResources"]["namespaceSelector"])):
-            return False
-        activation = self._activation(obj, old, {"operation": operation, "subResource": subresource, "userInfo": {"username": user}}, {})
-        return all(bool(self.evaluate(condition["expression"], activation)) for condition in self.spec["matchConditions"])
+        return self.selects_namespace(namespace)
 
 
 def synced_objects_admission_for(program, team: str) -> SyncedObjectsAdmission:

@@ -22,6 +22,7 @@ from config import load_platform
 from config.model import Platform, Team
 from config.vocabulary import KAI_NAMESPACE, project_config
 from policy.label_selectors import selector_matches
+from tests.reference_cel import REFERENCE, Verdict, unordered_lists
 from tests.upstream_sim import GPU_RESOURCE, WebhookRefusal, api_validate, kai_mutate, limit_ranger, vcluster_sync
 from tests.upstream_sim import KAI_SCHEDULER  # noqa: F401 (the attack tests take it from here with the pod builders)
 
@@ -101,16 +102,24 @@ class Admission:
         return {"object": celpy.json_to_cel(pod), "oldObject": celpy.json_to_cel(old),
                 "request": celpy.json_to_cel(request), "variables": celpy.json_to_cel(variables)}
 
-    def matches(self, namespace: str, pod: dict, *, operation: str = "CREATE", subresource: str = "",
-                old: Optional[dict] = None, user: str = "") -> bool:
+    def requested(self, namespace: str, obj: dict, *, operation: str = "CREATE", subresource: str = "") -> bool:
+        """The policy's match constraints and the binding's namespace selector (the part without CEL)."""
         constraints = self.spec["matchConstraints"]
         resource = "pods" + (f"/{subresource}" if subresource else "")
-        namespace_labels = {"kubernetes.io/metadata.name": namespace}
-        selectors = [constraints.get("namespaceSelector", {}), self.binding["matchResources"]["namespaceSelector"]]
         if not any(operation in rule["operations"] and resource in rule["resources"]
                    for rule in constraints["resourceRules"]):
             return False
-        if not all(selector_matches(selector, namespace_labels) for selector in selectors):
+        return self.selects_namespace(namespace)
+
+    def selects_namespace(self, namespace: str) -> bool:
+        namespace_labels = {"kubernetes.io/metadata.name": namespace}
+        selectors = [self.spec["matchConstraints"].get("namespaceSelector", {}),
+                     self.binding["matchResources"]["namespaceSelector"]]
+        return all(selector_matches(selector, namespace_labels) for selector in selectors)
+
+    def matches(self, namespace: str, pod: dict, *, operation: str = "CREATE", subresource: str = "",
+                old: Optional[dict] = None, user: str = "") -> bool:
+        if not self.requested(namespace, pod, operation=operation, subresource=subresource):
             return False
         request = _request(operation, subresource, user, namespace)
         return all(bool(self.evaluate(condition["expression"], self._activation(pod, old, request, {})))
@@ -130,12 +139,16 @@ class Admission:
 
     def review(self, namespace: str, pod: dict, *, operation: str = "CREATE", subresource: str = "",
                old: Optional[dict] = None, user: str = "") -> list[str]:
-        """Rejection messages; empty when admitted or not matched."""
+        """Rejection messages; empty when admitted or not matched. CEL C++ must reach the same."""
         activation = self.context(namespace, pod, operation=operation, subresource=subresource, old=old, user=user)
-        if activation is None:
-            return []
-        return [self._message(validation, activation) for validation in self.spec["validations"]
-                if not bool(self.evaluate(validation["expression"], activation))]
+        messages = [] if activation is None else [
+            self._message(validation, activation) for validation in self.spec["validations"]
+            if not bool(self.evaluate(validation["expression"], activation))]
+        if self.requested(namespace, pod, operation=operation, subresource=subresource):
+            request = _request(operation, subresource, user, namespace)
+            agree(REFERENCE.review(self.spec, {"object": pod, "oldObject": old, "request": request}),
+                  activation, messages)
+        return messages
 
     def _message(self, validation: dict, activation: dict) -> str:
         """The messageExpression's value when it yields a non-empty string, else the static message."""
@@ -147,6 +160,39 @@ class Admission:
             if isinstance(value, str) and value.strip():
                 return str(value)
         return validation.get("message", "")
+
+
+def agree(verdict: Verdict, activation: Optional[dict], messages: list[str]) -> None:
+    """CEL C++ (tests/reference_cel.py) reached what cel-python did: the match, each variable, each refusal."""
+    assert verdict.match_error is None, f"CEL C++: a match condition failed: {verdict.match_error}"
+    assert verdict.matched == (activation is not None), f"CEL C++ matched: {verdict.matched}"
+    if activation is None:
+        return
+    python_variables = _json(activation["variables"])
+    for name, (kind, value) in verdict.variables.items():
+        assert kind == "value", f"CEL C++: variable {name} failed: {value}"
+        python = python_variables[name]
+        assert value == python, f"variable {name}: CEL C++ {value!r}, cel-python {python!r}"
+    refusals = [unordered_lists(value) if kind == "message" else f"error: {value}" for kind, value in verdict.refusals]
+    python_refusals = [unordered_lists(message) for message in messages]
+    assert refusals == python_refusals, f"refusals: CEL C++ {refusals}, cel-python {python_refusals}"
+
+
+def _json(value):
+    """A cel-python value as plain Python data (what CEL C++ answers with)."""
+    if isinstance(value, (celtypes.BoolType, bool)):
+        return bool(value)
+    if isinstance(value, celtypes.StringType):
+        return str(value)
+    if isinstance(value, (celtypes.IntType, celtypes.UintType)):
+        return int(value)
+    if isinstance(value, celtypes.DoubleType):
+        return float(value)
+    if isinstance(value, (celtypes.ListType, list, tuple)):
+        return [_json(item) for item in value]
+    if isinstance(value, (celtypes.MapType, dict)):
+        return {str(key): _json(item) for key, item in value.items()}
+    return value
 
 
 def platform_of(config: dict) -> Platform:

@@ -18,6 +18,7 @@ from components.tenant_access import (
 from config import ConfigError, load_platform
 from config.vocabulary import project_config
 from tests.conftest import dev_config, eks_config, git, run, upstream_file
+from tests.reference_cel import REFERENCE
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 ISSUER = "https://login.example.com:5556/dex"
@@ -260,16 +261,21 @@ def test_a_tenant_service_cannot_claim_a_dns_name_through_external_dns(dev_run, 
 
 def oidc_identity(authentication: dict, claims: dict) -> tuple[str, list[str]]:
     """The user a JWT's claims become under ``authentication`` (claim mappings), or a refusal naming the first
-    userValidationRule that fails, as the API server applies them (rules run with cel-python)."""
+    userValidationRule that fails, as the API server applies them (rules run with cel-python and, agreeing, with
+    CEL C++: tests/reference_cel.py)."""
     import celpy
     jwt = authentication["jwt"][0]
     mappings = jwt["claimMappings"]
     user = {"username": mappings["username"]["prefix"] + claims[mappings["username"]["claim"]],
             "groups": [mappings["groups"]["prefix"] + group for group in claims.get(mappings["groups"]["claim"], [])]}
     env = celpy.Environment()
-    for rule in jwt.get("userValidationRules", []):
-        if not env.program(env.compile(rule["expression"])).evaluate({"user": celpy.json_to_cel(user)}):
-            raise PermissionError(rule["message"])
+    rules = jwt.get("userValidationRules", [])
+    failed = [rule["message"] for rule in rules
+              if not env.program(env.compile(rule["expression"])).evaluate({"user": celpy.json_to_cel(user)})]
+    reference = REFERENCE.review({"validations": rules}, {"user": user})
+    assert reference.refusals == [("message", message) for message in failed], f"CEL C++: {reference.refusals}"
+    if failed:
+        raise PermissionError(failed[0])
     return user["username"], user["groups"]
 
 

@@ -1,0 +1,79 @@
+"""The admission policies' CEL judged by a second implementation, Google's CEL C++ (tests/reference_cel.py).
+
+Every review the admission tests make is judged by cel-python and by CEL C++ (tests/tenant_sim.py
+``Admission.review``), which must agree. This file checks the second judge itself, and that every expression of
+every site's validating policies compiles in it.
+"""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from tests.conftest import COMMITTED_STACKS, run, stack_config
+from tests.reference_cel import REFERENCE, unordered_lists
+from tests.tenant_sim import POLICY, Admission, virtual_pod
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+EVERYWHERE = {"matchConstraints": {"resourceRules": [{"operations": ["CREATE"], "resources": ["pods"]}]}}
+ANY_NAMESPACE = {"matchResources": {"namespaceSelector": {}}}
+
+
+def expressions(spec: dict) -> list[str]:
+    found = [item["expression"] for key in ("matchConditions", "variables", "validations")
+             for item in spec.get(key, [])]
+    return found + [item["messageExpression"] for item in spec.get("validations", []) if "messageExpression" in item]
+
+
+def validating_policies(program) -> dict[str, dict]:
+    """Every ValidatingAdmissionPolicy a run renders: on the host, and inside each vCluster (its manifests)."""
+    policies = {policy.inputs["metadata"]["name"]: policy.inputs["spec"] for policy in program.of_type(POLICY)}
+    for release in program.of_type(RELEASE):
+        manifests = (release.inputs.get("values") or {}).get("experimental", {}).get("deploy", {}).get("vcluster", {})
+        for document in yaml.safe_load_all(manifests.get("manifests", "")):
+            if document and document["kind"] == "ValidatingAdmissionPolicy":
+                policies[f"{release.inputs['name']}: {document['metadata']['name']}"] = document["spec"]
+    return policies
+
+
+@pytest.mark.parametrize("stack", COMMITTED_STACKS)
+def test_every_validating_policy_expression_compiles_in_cel_cpp(stack):
+    """An expression that does not compile fails every request it judges: with failurePolicy Fail, every pod."""
+    policies = validating_policies(run(stack_config(stack), stack))
+    assert any(":" in name for name in policies) and len(policies) > 2
+    for name, spec in policies.items():
+        failed = {expression: value for expression in expressions(spec)
+                  for kind, value in [REFERENCE.evaluate(expression, {})] if "compilation failed" in str(value)}
+        assert failed == {}, name
+
+
+def test_a_review_where_the_two_implementations_differ_fails():
+    """cel-python writes string(1.0) as "1.0", CEL C++ (like cel-go, the API server's) as "1"."""
+    spec = {**EVERYWHERE, "validations": [{"expression": "false", "message": "static",
+                                           "messageExpression": "'share ' + string(1.0)"}]}
+    with pytest.raises(AssertionError, match=r"refusals: CEL C\+\+ \['share 1'\], cel-python \['share 1.0'\]"):
+        Admission(spec, ANY_NAMESPACE).review("team", virtual_pod())
+
+
+def test_an_expression_that_fails_at_run_time_refuses_and_so_does_one_using_a_failed_variable():
+    spec = {"variables": [{"name": "broken", "expression": "object.spec.missing"}],
+            "validations": [{"expression": "object.spec.containers.all(c, c.missing == 'x')", "message": "m"},
+                            {"expression": "variables.broken == 1", "message": "v"},
+                            {"expression": "true", "message": "never"}]}
+    verdict = REFERENCE.review(spec, {"object": virtual_pod(), "oldObject": None, "request": {}})
+    assert [kind for kind, _ in verdict.refusals] == ["error", "error"]
+    assert verdict.variables["broken"][0] == "error"
+
+
+def test_a_message_listing_map_keys_is_compared_without_their_order():
+    assert unordered_lists("[reserved-keys] labels [b, a] and annotations []") == \
+        "[reserved-keys] labels [a, b] and annotations []"
+
+
+def test_substring_and_join_read_as_the_strings_extension_defines_them():
+    """An end equal to the string's size is allowed (cel-expr-python 0.1.3's own extension refuses it); beyond the
+    string or before the start is an error."""
+    assert REFERENCE.evaluate("'abc'.substring(0, 3) + 'héllo'.substring(1) + ['a', 'b'].join(', ')", {}) == \
+        ("value", "abcéllo" + "a, b")
+    beyond, backwards = "'abc'.substring(2, 4)", "'abc'.substring(2, 1)"
+    assert [REFERENCE.evaluate(expression, {})[0] for expression in (beyond, backwards)] == ["error", "error"]
