@@ -84,6 +84,9 @@ MIRRORED_TAGS = {
     # How the API server reads a quantity (config/key_types.py QUANTITY), at the oldest and newest Kubernetes a
     # site may run.
     "kubernetes/apimachinery": ("v0.30.0", "v0.36.3"),
+    # The OIDC authenticator of each virtual cluster's API server (tests/test_tenant_access.py).
+    "kubernetes/apiserver": tuple(sorted({f"v0.{version[len('v1.'):]}"
+                                          for version in versions.VCLUSTER_VIRTUAL_KUBERNETES.values()})),
 }
 
 

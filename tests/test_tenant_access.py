@@ -17,7 +17,7 @@ from components.tenant_access import (
 )
 from config import ConfigError, load_platform
 from config.vocabulary import project_config
-from tests.conftest import dev_config, eks_config, git, run, upstream_file
+from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, git, go_function, mirrored_tag, run, upstream_file
 from tests.reference_cel import REFERENCE
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -332,3 +332,19 @@ def test_a_prefix_that_can_spell_system_is_refused_with_the_key(key, prefix):
     config["gpu-tenancy:vcluster"]["access"]["oidc"][key] = "sso:"
     oidc = load(config).teams[0].vcluster.access.oidc
     assert {"groupsPrefix": oidc.groups_prefix, "usernamePrefix": oidc.username_prefix}[key] == "sso:"
+
+
+APISERVER = "kubernetes/apiserver"
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[APISERVER])
+def test_the_virtual_api_server_refuses_an_email_its_token_calls_unverified(tag):
+    """The default username claim is the e-mail (config/access.py). The API server of every virtual cluster's
+    Kubernetes refuses a token whose email_verified claim is false when the username comes from the email claim
+    (a token without that claim passes: whether an IdP sends it is the IdP's)."""
+    assert load(oidc_dev_config()).teams[0].vcluster.access.oidc.username_claim == "email"
+    source = git(APISERVER, "show", f"{mirrored_tag(APISERVER, tag)}:plugin/pkg/authenticator/token/oidc/oidc.go")
+    username = go_function(source, "(a *jwtAuthenticator) getUsername")
+    email = username[username.index('if usernameClaim == "email" {'):]
+    assert 'c.hasClaim("email_verified")' in email and "if !emailVerified {" in email
+    assert 'fmt.Errorf("oidc: email not verified")' in email
