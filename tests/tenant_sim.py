@@ -133,7 +133,7 @@ class Admission:
         request = _request(operation, subresource, user, namespace)
         variables: dict = {}
         for variable in self.spec.get("variables", []):
-            variables[variable["name"]] = _plain(self.evaluate(variable["expression"],
+            variables[variable["name"]] = plain_value(self.evaluate(variable["expression"],
                                                            self._activation(pod, old, request, variables)))
         return self._activation(pod, old, request, variables)
 
@@ -168,7 +168,7 @@ def agree(verdict: Verdict, activation: Optional[dict], messages: list[str]) -> 
     assert verdict.matched == (activation is not None), f"CEL C++ matched: {verdict.matched}"
     if activation is None:
         return
-    python_variables = _json(activation["variables"])
+    python_variables = plain_value(activation["variables"])
     for name, (kind, value) in verdict.variables.items():
         assert kind == "value", f"CEL C++: variable {name} failed: {value}"
         python = python_variables[name]
@@ -178,8 +178,8 @@ def agree(verdict: Verdict, activation: Optional[dict], messages: list[str]) -> 
     assert refusals == python_refusals, f"refusals: CEL C++ {refusals}, cel-python {python_refusals}"
 
 
-def _json(value):
-    """A cel-python value as plain Python data (what CEL C++ answers with)."""
+def plain_value(value):
+    """A cel-python value as plain Python data (JSON's kinds; what CEL C++ answers with)."""
     if isinstance(value, (celtypes.BoolType, bool)):
         return bool(value)
     if isinstance(value, celtypes.StringType):
@@ -189,9 +189,9 @@ def _json(value):
     if isinstance(value, celtypes.DoubleType):
         return float(value)
     if isinstance(value, (celtypes.ListType, list, tuple)):
-        return [_json(item) for item in value]
+        return [plain_value(item) for item in value]
     if isinstance(value, (celtypes.MapType, dict)):
-        return {str(key): _json(item) for key, item in value.items()}
+        return {str(key): plain_value(item) for key, item in value.items()}
     return value
 
 
@@ -243,11 +243,3 @@ def tenant_of(program, config: dict, team: str) -> Tenant:
 
 def _request(operation: str, subresource: str, user: str, namespace: str = "") -> dict:
     return {"operation": operation, "subResource": subresource, "namespace": namespace, "userInfo": {"username": user}}
-
-
-def _plain(value):
-    if isinstance(value, celpy.celtypes.BoolType):
-        return bool(value)
-    if isinstance(value, celpy.celtypes.StringType):
-        return str(value)
-    return value

@@ -25,7 +25,9 @@ from config.vocabulary import QUEUE_LABEL
 from tools.offline.mocks import MOCK_CLUSTER_DNS
 from tests.conftest import dev_config, eks_config
 from tests.isolation_spec import isolation_config, prefixed
-from tests.tenant_sim import Admission, KAI_SCHEDULER, Tenant, container, platform_of, tenant_of, virtual_pod
+from tests.tenant_sim import (
+    Admission, KAI_SCHEDULER, Tenant, container, plain_value, platform_of, tenant_of, virtual_pod,
+)
 
 VIRTUAL_KUBERNETES = "1.36.0"
 
@@ -38,14 +40,6 @@ class TypeName(celtypes.MapType):
 
     def __call__(self, fields=None):
         return celtypes.MapType(fields or {})
-
-
-def plain(value):
-    if isinstance(value, celtypes.MapType):
-        return {str(key): plain(item) for key, item in value.items()}
-    if isinstance(value, celtypes.ListType):
-        return [plain(item) for item in value]
-    return str(value) if isinstance(value, celtypes.StringType) else value
 
 
 def _schemas() -> dict:
@@ -108,7 +102,7 @@ class Mutation(Admission):
         for mutation in self.spec["mutations"]:
             assert mutation["patchType"] == "ApplyConfiguration"
             result = self.evaluate(mutation["applyConfiguration"]["expression"], {**activation, "Object": TypeName()})
-            pod = apply_configuration(pod, plain(result))
+            pod = apply_configuration(pod, plain_value(result))
             activation = {**activation, "object": celpy.json_to_cel(pod)}
         return pod
 
