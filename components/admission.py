@@ -43,6 +43,13 @@ SHARED_GPU_CONFIGMAP_ANNOTATION = "runai/shared-gpu-configmap"
 # anyway); CDI device annotations are a reserved key space (components/admission_keys.py).
 DEVICE_LIST_MOUNT_DIR = "/var/run/nvidia-container-devices"
 PROTECTED_RUNTIME_PREFIX = "nvidia"
+# The kubelet sends probes and lifecycle hooks from the node's own network: a handler naming a host reaches what
+# the node reaches, past the team's network policy. Pod Security's baseline level refuses that only from
+# Kubernetes 1.34; the host floor is 1.30.
+PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
+LIFECYCLE_HOOKS = ("postStart", "preStop")
+HOST_ACTIONS = ("httpGet", "tcpSocket")
+CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 
 
 @dataclass
@@ -140,6 +147,20 @@ def _no_device_paths() -> str:
     return " && ".join(lists)
 
 
+def _no_host_in(handler: str) -> str:
+    """``handler`` (a probe or lifecycle hook) is absent or sends nothing to a host of its own."""
+    actions = " && ".join(f"(!has({handler}.{action}) || !has({handler}.{action}.host) || "
+                          f"{handler}.{action}.host == '')" for action in HOST_ACTIONS)
+    return f"(!has({handler}) || ({actions}))"
+
+
+def _no_probe_host() -> str:
+    hooks = " && ".join(_no_host_in(f"c.lifecycle.{hook}") for hook in LIFECYCLE_HOOKS)
+    handlers = " && ".join([*(_no_host_in(f"c.{probe}") for probe in PROBES), f"(!has(c.lifecycle) || ({hooks}))"])
+    return " && ".join(f"(!has(object.spec.{field}) || object.spec.{field}.all(c, {handlers}))"
+                       for field in CONTAINER_LISTS)
+
+
 def match_conditions(team: Team) -> list[dict]:
     labelled = f"{key_value('object', 'labels', VCLUSTER_MANAGED_BY_LABEL)} == '{team.vcluster_name}'"
     old_labelled = f"(request.operation == 'UPDATE' && {key_value('oldObject', 'labels', VCLUSTER_MANAGED_BY_LABEL)} == " \
@@ -221,6 +242,10 @@ def policy_validations(team: Team) -> list[dict]:
                 "KAI charges the team's queue only for its containers' requests, while the kubelet reserves "
                 "spec.resources (pod-level resources) on the node",
                 "remove spec.resources and set resources on each container"),
+        refusal("probe-host", _no_probe_host(),
+                "the kubelet sends probes and lifecycle hooks from the node, past the team's network policy, so "
+                "they may not name a host",
+                "remove host from httpGet and tcpSocket probes and hooks: they then reach the pod itself"),
         refusal("device-paths", _no_device_paths(),
                 f"pods may not name devices to the container runtime themselves (mounts under {DEVICE_LIST_MOUNT_DIR})",
                 "remove them; request GPUs with gpu-fraction, gpu-memory or nvidia.com/gpu"),

@@ -87,6 +87,11 @@ MIRRORED_TAGS = {
     # The OIDC authenticator of each virtual cluster's API server (tests/test_tenant_access.py).
     "kubernetes/apiserver": tuple(sorted({f"v0.{version[len('v1.'):]}"
                                           for version in versions.VCLUSTER_VIRTUAL_KUBERNETES.values()})),
+    # Pod Security's checks at every Kubernetes minor from the host floor to the newest EKS one
+    # (tests/test_admission_probe_host.py).
+    "kubernetes/pod-security-admission": tuple(
+        f"v0.{minor}.0" for minor in range(versions.release_numbers(versions.KUBERNETES_MINIMUM_VERSION)[1],
+                                           versions.release_numbers(versions.EKS_KUBERNETES_VERSION)[1] + 1)),
 }
 
 

@@ -213,6 +213,7 @@ REFUSED_BY = {
                                                                     "configMapRef": {"name": "gpus"}}])]),
     "pod-resources": dict(resources={"requests": {"cpu": "32", "memory": "128Gi"}}),
     "granted-values": dict(annotations={"gpu-fraction": "0.054"}),
+    "probe-host": dict(containers=[{**container(), "readinessProbe": {"tcpSocket": {"host": "10.0.12.7", "port": 22}}}]),
 }
 
 
