@@ -102,7 +102,8 @@ def pod_rules_policy(team: Team) -> dict:
             "failurePolicy": "Fail",
             "matchConstraints": {"resourceRules": [POD_CREATE]},
             "variables": policy_variables(team),
-            "validations": [*policy_validations(team, before_sync=True), *isolation_validations(team, mutated_by_kai=False)],
+            "validations": [*policy_validations(team, before_sync=True),
+                            *isolation_validations(team, mutated_by_kai=False)],
         },
     }
 

@@ -69,7 +69,8 @@ def honest_volumes() -> list[dict]:
         {"name": "weights", "persistentVolumeClaim": {"claimName": "weights", "readOnly": True}},
         {"name": "cache", "ephemeral": {"volumeClaimTemplate": {"spec": {
             "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}}}}}},
-        {"name": "podinfo", "downwardAPI": {"items": [{"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]}},
+        {"name": "podinfo", "downwardAPI": {"items": [{"path": "labels",
+                                                       "fieldRef": {"fieldPath": "metadata.labels"}}]}},
         {"name": "bundle", "projected": {"sources": [{"configMap": {"name": "settings"}},
                                                      {"secret": {"name": "hub-token"}}]}},
         kube_api_access(),
@@ -146,7 +147,8 @@ def test_a_projection_of_the_hosts_certificates_is_refused_even_beside_allowed_s
     {"name": "cache", "ephemeral": {"volumeClaimTemplate": {"spec": {
         "accessModes": ["ReadWriteOnce"], "storageClassName": "any-class-of-the-host",
         "resources": {"requests": {"storage": "1Ti"}}}}}},
-    {"name": "token", "projected": {"sources": [{"serviceAccountToken": {"path": "token", "audience": "sts.amazonaws.com"}}]}},
+    {"name": "token", "projected": {"sources": [{"serviceAccountToken": {"path": "token",
+                                                                         "audience": "sts.amazonaws.com"}}]}},
 ], ids=["ephemeral", "service-account-token"])
 def test_kinds_only_a_virtual_pod_carries_are_refused_on_the_host(tenant, volume):
     # The syncer rewrites both (a claim of the virtual cluster's, the virtual token in an annotation); on the host an

@@ -345,7 +345,8 @@ def api_validate(pod: dict) -> list[str]:
     # per projection.
     for index, volume in enumerate(pod["spec"].get("volumes", [])):
         if len(set(volume) - {"name"}) != 1:
-            problems.append(f"[api-validation] spec.volumes[{index}]: Invalid value: must specify exactly 1 volume type")
+            problems.append(f"[api-validation] spec.volumes[{index}]: Invalid value: must specify exactly 1 volume "
+                            "type")
         for position, source in enumerate(volume.get("projected", {}).get("sources", [])):
             if len(source) > 1:
                 problems.append(f"[api-validation] spec.volumes[{index}].projected.sources[{position}]: Forbidden: "
