@@ -171,7 +171,7 @@ def _translate_volumes(host: dict, virtual_name: str, namespace: str, release: s
                 token = source.pop("serviceAccountToken")
                 annotation = f"{TOKEN_ANNOTATION}{index:04d}{position:04d}"  # eight random characters upstream
                 host["metadata"]["annotations"][annotation] = "eyJhbGciOiJSUzI1NiJ9.virtual-token"
-                source["downwardAPI"] = {"items": [{"path": token["path"], "mode": 0o644, "fieldRef": {
+                source["downwardAPI"] = {"items": [{"path": token.get("path", ""), "mode": 0o644, "fieldRef": {
                     "apiVersion": "v1", "fieldPath": f"metadata.annotations['{annotation}']"}}]}
 
 
