@@ -14,9 +14,9 @@ import copy
 
 import pytest
 
-from tests.conftest import dev_config, eks_config, run
+from tests.conftest import dev_config, eks_config
 from tests.tenant_sim import KAI_SCHEDULER, Tenant, container, tenant_of, virtual_pod
-from tests.test_admission_honest import mixed_config
+from tests.test_admission_honest import mixed_config, mixed_run  # noqa: F401 (mixed_run is a fixture)
 from tests.test_virtual_defaults import Inside
 
 # What a tenant writes to mount storage the platform never gave it, each reached from the node.
@@ -77,18 +77,14 @@ def honest_volumes() -> list[dict]:
     ]
 
 
-@pytest.fixture(scope="module")
-def mixed_run():
-    return run(mixed_config(), stack="mixed")
+CONFIGS = {"dev": dev_config, "eks": eks_config, "mixed": mixed_config}
 
 
 @pytest.fixture(scope="module", params=["dev:team-nlp", "eks:team-legal", "mixed:team-nlp"])
-def tenant(request, dev_run, eks_run, mixed_run) -> Tenant:
+def tenant(request) -> Tenant:
     """A team at Pod Security baseline (dev, eks) or restricted (mixed team-nlp)."""
     stack, team = request.param.split(":")
-    program, config = {"dev": (dev_run, dev_config()), "eks": (eks_run, eks_config()),
-                       "mixed": (mixed_run, mixed_config())}[stack]
-    return tenant_of(program, config, team)
+    return tenant_of(request.getfixturevalue(f"{stack}_run"), CONFIGS[stack](), team)
 
 
 @pytest.fixture(scope="module")
