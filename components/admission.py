@@ -23,6 +23,7 @@ import pulumi_kubernetes as k8s
 from components.admission_metadata import (
     has_key, key_value, metadata_validations, metadata_variables, refusal,
 )
+from components.admission_volumes import volume_validations
 from components.kai import SCHEDULER_NAME
 from config.model import Team
 from config.vocabulary import (
@@ -195,7 +196,9 @@ def policy_variables(team: Team) -> list[dict]:
     ]
 
 
-def policy_validations(team: Team) -> list[dict]:
+def policy_validations(team: Team, before_sync: bool = False) -> list[dict]:
+    """The pod rules, judging the host pod; ``before_sync``, the virtual pod as the tenant writes it (inside its
+    vCluster, before the syncer rewrites its volumes)."""
     queue = team.queue_name
     device_env = " && ".join([
             f"object.spec.containers.all(c, {_device_env_ok('c', mutated_by_kai=True)})",
@@ -249,6 +252,7 @@ def policy_validations(team: Team) -> list[dict]:
         refusal("device-paths", _no_device_paths(),
                 f"pods may not name devices to the container runtime themselves (mounts under {DEVICE_LIST_MOUNT_DIR})",
                 "remove them; request GPUs with gpu-fraction, gpu-memory or nvidia.com/gpu"),
+        *volume_validations(team, before_sync),
         *metadata_validations(team),
     ]
 

@@ -11,11 +11,11 @@ program ships:
 - for a memory-capped team, a MutatingAdmissionPolicy that loads HAMi-core into the fractional container of
   every fractional pod (the env, image volume and mount the host's ``[hami-core]`` rule asks for), as
   kai-resource-isolator's webhook does where KAI's own guide installs it, so KAI's examples run unmodified;
-- a ValidatingAdmissionPolicy with the host's pod rules (``policy_validations``, and the team's isolation tier
-  rules as they read a pod before KAI's webhook), so a pod the host would
-  refuse is refused when the tenant creates it, with the same ``[rule]`` message. Only CREATE is checked:
-  vCluster's syncer copies KAI's host-side additions back into virtual pods, which the host's UPDATE rules
-  would refuse from the tenant but must accept from the syncer.
+- a ValidatingAdmissionPolicy with the host's pod rules (``policy_validations`` as they read a pod before the
+  syncer rewrites its volumes, and the team's isolation tier rules as they read it before KAI's webhook), so a
+  pod the host would refuse is refused when the tenant creates it, with the same ``[rule]`` message. Only CREATE
+  is checked: vCluster's syncer copies KAI's host-side additions back into virtual pods, which the host's UPDATE
+  rules would refuse from the tenant but must accept from the syncer.
 
 These are conveniences, not the boundary: the tenant is cluster-admin inside and may delete them, and
 the host policies still enforce everything. config/virtual_cluster.py refuses virtual clusters older
@@ -102,7 +102,8 @@ def pod_rules_policy(team: Team) -> dict:
             "failurePolicy": "Fail",
             "matchConstraints": {"resourceRules": [POD_CREATE]},
             "variables": policy_variables(team),
-            "validations": [*policy_validations(team), *isolation_validations(team, mutated_by_kai=False)],
+            "validations": [*policy_validations(team, before_sync=True),
+                            *isolation_validations(team, mutated_by_kai=False)],
         },
     }
 

@@ -289,7 +289,8 @@ def _warnings(platform: Platform) -> list[str]:
             warnings.append(
                 f"teams[{index}] ({team.name}) enforces Pod Security level privileged: its tenant can run "
                 "privileged or hostPath pods on the shared GPU nodes and reach every GPU there, whatever KAI "
-                "allocated, and host-network pods that no NetworkPolicy applies to. Use baseline or restricted "
+                "allocated, host-network pods that no NetworkPolicy applies to, and volumes of any kind (NFS, "
+                "iSCSI, CSI, ...) that the node mounts for them. Use baseline or restricted "
                 "unless the team is trusted with the whole node.")
     capacity = known_gpu_capacity(platform.cluster)
     org_quota = platform.organization.resources.gpu.quota

@@ -15,7 +15,7 @@ import pytest
 from components.isolation_admission import LIBRARY
 from config import versions
 from tests.conftest import MIRRORED_TAGS, run
-from tests.test_admission_honest import KAI, REFUSED_DOCS, kai_doc_pods
+from tests.test_admission_honest import KAI, kai_doc_pods, refused_docs
 from tests.isolation_sim import MEMORY_LIMIT, IsolationTenant, isolation_tenant_of, with_hami_core
 from tests.isolation_spec import isolation_config, prefixed
 from tests.tenant_sim import KAI_SCHEDULER, POLICY, container, virtual_pod
@@ -357,14 +357,15 @@ def test_the_library_is_not_patched_into_pods_without_a_fraction_or_into_a_conta
 
 @pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI])
 def test_every_pod_of_kais_docs_runs_unmodified_for_a_memory_capped_team(inside_capped, tag):
+    refused_paths = refused_docs(inside_capped.tenant)
     for path, found in kai_doc_pods(tag).items():
         for pod in found:
             pod = copy.deepcopy(pod)
             pod["metadata"].setdefault("namespace", "default")
             mutated, refused = inside_capped.create(pod)
             host = refused or inside_capped.tenant.create(mutated, kai_version=tag)
-            if path in REFUSED_DOCS:
-                assert REFUSED_DOCS[path] in " ".join(host), path
+            if path in refused_paths:
+                assert refused_paths[path] in " ".join(host), path
             else:
                 assert host == [], f"{path}: {pod['metadata']['name']}"
 
@@ -446,7 +447,7 @@ def test_a_mirrored_site_loads_hami_core_from_its_mirror_and_the_host_accepts_on
 def test_every_pod_of_kais_docs_runs_unmodified_for_a_memory_capped_team_of_a_mirrored_site(mirrored, tag):
     inside = Inside(mirrored)
     for path, found in kai_doc_pods(tag).items():
-        if path in REFUSED_DOCS:
+        if path in refused_docs(mirrored):
             continue
         for pod in found:
             pod = copy.deepcopy(pod)

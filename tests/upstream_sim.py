@@ -6,6 +6,11 @@
   other label and annotation copied, managed-by/namespace labels and the virtual namespace's labels
   added, vCluster's annotations added (the pod-specific ones taken from the tenant's pod when it has
   them), ``priorityClassName`` reset, enforced tolerations and node-sync labels added.
+  Volumes: every object a volume or projection names in the tenant's namespace renamed (``VOLUME_NAMES``,
+  ``PROJECTED_NAMES``; ``kube-root-ca.crt`` to vCluster's own copy), an ephemeral volume replaced by the claim the
+  virtual cluster made for it, a service account token by a downward-API projection of the token the syncer
+  writes in an annotation (``sync.toHost.pods.useSecretsForSATokens`` off, the chart's default), and downward-API
+  field paths pointed at the host pod's copies; every other kind passes as written (translateVolumes).
 - ``syncer_update``: a later tenant edit, merged three-way onto the host pod (pods/translate/diff.go);
   ``copy_back``: the host's (KAI's) label and annotation additions copied into the virtual pod.
 - ``kai_mutate``: KAI's pod webhook on CREATE (pkg/admission/webhook/v1alpha2/{gpusharing,deviceaccess,
@@ -44,6 +49,21 @@ POD_ANNOTATIONS = ("vcluster.loft.sh/namespace", "vcluster.loft.sh/name", "vclus
                    "vcluster.loft.sh/service-account-name", "vcluster.loft.sh/labels")
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 RANDOM_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+# Volume kind -> the path (JSON names) of the object name the syncer renames into the tenant's namespace; the
+# projection sources likewise (tests/test_volume_sources_contract.py reads both from translator.go).
+VOLUME_NAMES = {"configMap": ("name",), "secret": ("secretName",), "persistentVolumeClaim": ("claimName",),
+                "iscsi": ("secretRef", "name"), "rbd": ("secretRef", "name"), "flexVolume": ("secretRef", "name"),
+                "cinder": ("secretRef", "name"), "cephfs": ("secretRef", "name"), "azureFile": ("secretName",),
+                "scaleIO": ("secretRef", "name"), "storageos": ("secretRef", "name"),
+                "csi": ("nodePublishSecretRef", "name"), "glusterfs": ("endpoints",)}
+PROJECTED_NAMES = {"configMap": ("name",), "secret": ("name",)}
+# Downward-API field paths the syncer points at the host pod's annotations (translateFieldRef).
+FIELD_PATHS = {"metadata.labels": "vcluster.loft.sh/labels", "metadata.name": "vcluster.loft.sh/name",
+               "metadata.namespace": "vcluster.loft.sh/namespace", "metadata.uid": "vcluster.loft.sh/uid",
+               "spec.serviceAccountName": "vcluster.loft.sh/service-account-name"}
+TOKEN_ANNOTATION = "vcluster.loft.sh/token-"
 
 
 class WebhookRefusal(Exception):
@@ -104,7 +124,55 @@ def vcluster_sync(pod: dict, team: Team, namespace_labels: Optional[dict] = None
             annotations["vcluster.loft.sh/owner-set-kind"] = kind
     metadata["annotations"] = annotations
     _translate_spec(host["spec"], team)
+    _translate_volumes(host, virtual_name, virtual_namespace, release)
     return host
+
+
+def host_object_name(name: str, namespace: str, release: str, kind: str = "") -> str:
+    """The host name of an object of the tenant's namespace (mappings.VirtualToHostName)."""
+    if kind == "configMap" and name == "kube-root-ca.crt":
+        return safe_concat_name("vcluster", "kube-root-ca.crt", "x", release)
+    return safe_concat_name(name, "x", namespace, "x", release)
+
+
+def _rename(source: dict, path: tuple, namespace: str, release: str, kind: str) -> None:
+    *parents, field = path
+    for parent in parents:
+        source = source.get(parent)
+        if source is None:
+            return
+    if source.get(field):
+        source[field] = host_object_name(source[field], namespace, release, kind)
+
+
+def _translate_field_refs(items: list) -> None:
+    for item in items:
+        reference = item.get("fieldRef")
+        if reference and reference["fieldPath"] in FIELD_PATHS:
+            reference["fieldPath"] = f"metadata.annotations['{FIELD_PATHS[reference['fieldPath']]}']"
+
+
+def _translate_volumes(host: dict, virtual_name: str, namespace: str, release: str) -> None:
+    for index, volume in enumerate(host["spec"].get("volumes", [])):
+        for kind, path in VOLUME_NAMES.items():
+            if kind in volume:
+                _rename(volume[kind], path, namespace, release, kind)
+        if "ephemeral" in volume:
+            claim = f"{virtual_name}-{volume['name']}"  # component-helpers ephemeral.VolumeClaimName
+            del volume["ephemeral"]
+            volume["persistentVolumeClaim"] = {"claimName": host_object_name(claim, namespace, release)}
+        _translate_field_refs(volume.get("downwardAPI", {}).get("items", []))
+        for position, source in enumerate(volume.get("projected", {}).get("sources", [])):
+            for kind, path in PROJECTED_NAMES.items():
+                if kind in source:
+                    _rename(source[kind], path, namespace, release, kind)
+            _translate_field_refs(source.get("downwardAPI", {}).get("items", []))
+            if "serviceAccountToken" in source:
+                token = source.pop("serviceAccountToken")
+                annotation = f"{TOKEN_ANNOTATION}{index:04d}{position:04d}"  # eight random characters upstream
+                host["metadata"]["annotations"][annotation] = "eyJhbGciOiJSUzI1NiJ9.virtual-token"
+                source["downwardAPI"] = {"items": [{"path": token.get("path", ""), "mode": 0o644, "fieldRef": {
+                    "apiVersion": "v1", "fieldPath": f"metadata.annotations['{annotation}']"}}]}
 
 
 def _translate_spec(spec: dict, team: Team) -> None:
@@ -273,6 +341,16 @@ def limit_ranger(pod: dict, limits: TenantLimitRange) -> dict:
 def api_validate(pod: dict) -> list[str]:
     """The API server's own validation after mutating admission: what KAI's webhook leaves it refuses (422)."""
     problems = []
+    # validateVolumeSource and validateProjectionSources (pkg/apis/core/validation): one source per volume and
+    # per projection.
+    for index, volume in enumerate(pod["spec"].get("volumes", [])):
+        if len(set(volume) - {"name"}) != 1:
+            problems.append(f"[api-validation] spec.volumes[{index}]: Invalid value: must specify exactly 1 volume "
+                            "type")
+        for position, source in enumerate(volume.get("projected", {}).get("sources", [])):
+            if len(source) > 1:
+                problems.append(f"[api-validation] spec.volumes[{index}].projected.sources[{position}]: Forbidden: "
+                                "may not specify more than 1 volume type per source")
     for field in ("containers", "initContainers", "ephemeralContainers"):
         for index, entry in enumerate(pod["spec"].get(field, [])):
             for position, item in enumerate(entry.get("env", [])):
