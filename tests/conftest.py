@@ -56,6 +56,9 @@ MIRRORS_VARIABLE = "GPU_TENANCY_MIRRORS"
 # Every release the config accepts of each chart (config/versions.py *_RELEASES) is among them, and so are the
 # releases of the sub-charts kube-prometheus-stack depends on at each (tests/mirror_charts.py).
 ACCEPTED_VCLUSTER_TAGS = tuple(f"v{release}" for release in versions.VCLUSTER_RELEASES)
+# k8s.io/apiserver at the Kubernetes each accepted vCluster runs inside.
+VIRTUAL_APISERVER_TAGS = tuple(sorted({f"v0.{version[len('v1.'):]}"
+                                       for version in versions.VCLUSTER_VIRTUAL_KUBERNETES.values()}))
 MIRRORED_TAGS = {
     "kai-scheduler/KAI-Scheduler": versions.KAI_RELEASES,
     # The exporter the GPU Operator floor (v24.9.0) ships, and the one v26.3.3 ships.
@@ -84,9 +87,15 @@ MIRRORED_TAGS = {
     # How the API server reads a quantity (config/key_types.py QUANTITY), at the oldest and newest Kubernetes a
     # site may run.
     "kubernetes/apimachinery": ("v0.30.0", "v0.36.3"),
-    # The OIDC authenticator of each virtual cluster's API server (tests/test_tenant_access.py).
-    "kubernetes/apiserver": tuple(sorted({f"v0.{version[len('v1.'):]}"
-                                          for version in versions.VCLUSTER_VIRTUAL_KUBERNETES.values()})),
+    # The OIDC authenticator of each virtual cluster's API server (tests/test_tenant_access.py), and how the API
+    # server validates fields of a request that names no validation (tests/test_deployability_api_server.py), at
+    # the host floor too.
+    "kubernetes/apiserver": tuple(sorted({
+        *VIRTUAL_APISERVER_TAGS, f"v0.{versions.release_numbers(versions.KUBERNETES_MINIMUM_VERSION)[1]}.0"})),
+    # How Helm 3 creates a chart's objects, and the kubectl validator it uses at each (its go.mod), from an older
+    # release to the newest Helm 3 (tests/test_deployability_api_server.py).
+    "helm/helm": ("v3.17.0", "v3.21.4"),
+    "kubernetes/kubectl": ("v0.32.0", "v0.36.2"),
     # Pod Security's checks at every Kubernetes minor from the host floor to the newest EKS one
     # (tests/test_admission_probe_host.py).
     "kubernetes/pod-security-admission": tuple(

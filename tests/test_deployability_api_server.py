@@ -6,15 +6,19 @@ mounts."""
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import kubernetes_validate
 import pytest
 
 from config import versions
-from tests.test_deployability import assert_found, attack, attack_cache, errors, sites  # noqa: F401 (fixtures)
+from tests.conftest import MIRRORED_TAGS, git, go_function, mirrored_tag
+from tests.test_deployability import (  # noqa: F401 (fixtures)
+    assert_found, attack, attack_cache, errors, findings, sites,
+)
 from tools.deployability import check as deployability
 from tools.deployability.custom_resources import as_stored
-from tools.deployability.inputs import K8sObject
+from tools.deployability.inputs import K8sObject, Release
 from tools.offline.recording import REDACTED, UNKNOWN
 
 
@@ -42,11 +46,39 @@ def test_a_site_newer_than_every_known_schema_is_checked_against_the_newest_with
 
 
 def test_an_invalid_object_is_a_kubernetes_validate_finding(attack_cache, tmp_path, sites):
-    objects = attack(attack_cache, tmp_path, {"configMap": {"enabled": True, "extraField": {"dataa": {"k": "v"}}}})
+    objects = attack(attack_cache, tmp_path, {"configMap": {"enabled": True, "extraField": {"data": ["not", "a map"]}}})
     [finding] = errors(objects, sites["eks"], "schema")
     assert "ConfigMap apps/probe-settings" in finding.object and "kubernetes-validate" in finding.message
-    assert "dataa" in finding.message
+    assert "data" in finding.message
     assert not errors(attack(attack_cache, tmp_path, {"configMap": {"enabled": True}}), sites["eks"], "schema")
+
+
+def test_a_field_a_chart_sets_that_the_site_lacks_is_dropped_with_a_warning_not_an_error(attack_cache, tmp_path,
+                                                                                          sites):
+    # Helm creates chart objects without field validation, and the API server's default is then Warn: it drops an
+    # unknown field and creates the object. A chart written for a newer Kubernetes (pod-level resources, say)
+    # deploys on an older one; what it set has no effect there.
+    objects = attack(attack_cache, tmp_path, {"configMap": {"enabled": True, "extraField": {"dataa": {"k": "v"}}}})
+    schema = findings(objects, sites["eks"], "schema")
+    assert [f.severity for f in schema] == [deployability.WARNING]
+    assert "dataa" in schema[0].message and "drops the field" in schema[0].message
+    # The program's own objects must be right for the site: there an unknown field stays an error.
+    [chart_object] = [obj for obj in objects if "dataa" in obj.manifest]
+    program = K8sObject(chart_object.manifest, "program: settings")
+    [error] = errors([program], sites["eks"], "schema")
+    assert "dataa" in error.message and "strict" in error.message
+
+
+def test_pod_level_resources_in_a_chart_job_deploy_on_a_kubernetes_without_them(sites):
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "prune", "namespace": "gpu-operator"},
+           "spec": {"template": {"spec": {"restartPolicy": "Never", "resources": {"requests": {"cpu": "10m"}},
+                                          "containers": [{"name": "prune", "image": "busybox:1.36"}]}}}}
+    release = Release("gpu-operator", "gpu-operator", "gpu-operator", "v26.3.3", {})
+    old = dataclasses.replace(sites["eks"], kubernetes_version="1.30")
+    [warning] = deployability.check_schemas([K8sObject(job, "chart", release=release)], old, [])
+    assert warning.severity == deployability.WARNING and "resources" in warning.message
+    assert not deployability.check_schemas([K8sObject(job, "chart", release=release)],
+                                           dataclasses.replace(old, kubernetes_version="1.34"), [])
 
 
 def test_a_field_the_plan_cannot_know_is_left_out_and_the_rest_is_still_checked(sites):
@@ -239,3 +271,34 @@ def _selecting(kind: str, selector: dict | None, labels: dict, *, mounts: tuple 
 ])
 def test_workloads_select_their_pods_and_mount_their_volumes(obj, words, sites):
     assert_found(errors([obj], sites["eks"], "workloads"), words)
+
+
+HELM = "helm/helm"
+KUBECTL = "kubernetes/kubectl"
+APISERVER = "kubernetes/apiserver"
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[HELM])
+def test_helm_creates_chart_objects_without_field_validation(tag):
+    """Why a chart's unknown field is a warning: Helm 3 validates manifests through kubectl's validator, which
+    leaves validation to a server that takes the fieldValidation parameter (every Kubernetes from 1.27), and then
+    creates and patches without that parameter; the API server's default for a request without it is Warn."""
+    tag = mirrored_tag(HELM, tag)
+    client = git(HELM, "show", f"{tag}:pkg/kube/client.go")
+    assert "c.Factory.Validator(validationDirective)" in go_function(client, "(c *Client) Build")
+    kube = "\n".join(git(HELM, "show", f"{tag}:{path}") for path in
+                     git(HELM, "ls-tree", "--name-only", tag, "pkg/kube/").split()
+                     if path.endswith(".go") and not path.endswith("_test.go"))
+    assert "WithFieldValidation" not in kube and "fieldValidation" not in kube
+    [kubectl] = re.findall(r"\n\tk8s\.io/kubectl (v\S+)", git(HELM, "show", f"{tag}:go.mod"))
+    schema = go_function(git(KUBECTL, "show", f"{mirrored_tag(KUBECTL, kubectl)}:pkg/validation/schema.go"),
+                         "(c *paramVerifyingSchema) ValidateBytes")
+    # Client-side validation only where the server lacks the parameter; otherwise the verifier's answer (nil).
+    assert "if resource.IsParamUnsupportedError(err) {" in schema and schema.rstrip().endswith("return err")
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[APISERVER])
+def test_the_api_server_defaults_a_request_without_field_validation_to_warn(tag):
+    rest = git(APISERVER, "show", f"{mirrored_tag(APISERVER, tag)}:pkg/endpoints/handlers/rest.go")
+    body = go_function(rest, "fieldValidation")
+    assert 'if directive == "" {\n\t\treturn metav1.FieldValidationWarn' in body

@@ -17,7 +17,7 @@ from components.tenant_access import (
 )
 from config import ConfigError, load_platform
 from config.vocabulary import project_config
-from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, git, go_function, mirrored_tag, run, upstream_file
+from tests.conftest import VIRTUAL_APISERVER_TAGS, dev_config, eks_config, git, go_function, mirrored_tag, run, upstream_file
 from tests.reference_cel import REFERENCE
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -337,7 +337,7 @@ def test_a_prefix_that_can_spell_system_is_refused_with_the_key(key, prefix):
 APISERVER = "kubernetes/apiserver"
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[APISERVER])
+@pytest.mark.parametrize("tag", VIRTUAL_APISERVER_TAGS)
 def test_the_virtual_api_server_refuses_an_email_its_token_calls_unverified(tag):
     """The default username claim is the e-mail (config/access.py). The API server of every virtual cluster's
     Kubernetes refuses a token whose email_verified claim is false when the username comes from the email claim

@@ -15,7 +15,8 @@ reports what a first ``pulumi up`` on the site would trip over, one rule each:
 * ``pod-security``: every pod template passes the Pod Security level its namespace enforces
   (``tools.pod_security``), the tenant's control plane and CoreDNS included;
 * ``schema``: every built-in object is valid for the Kubernetes version the site states
-  (``kubernetes-validate``, strict: an unknown field is an error);
+  (``kubernetes-validate``, strict: an unknown field is an error; in a chart's object a warning, since Helm
+  creates it without field validation and the API server drops the field);
 * ``grafana-admin``: every Grafana container reads its admin password from the stack's own Secret
   (``grafana``): not Grafana's built-in admin/admin, the chart's generated Secret, a literal value or a
   published password;
@@ -265,11 +266,30 @@ def check_schemas(objects: Sequence[K8sObject], site: Site, crds: Sequence[Mappi
                                     "install the CRD"))
         except kubernetes_validate.ValidationError as error:
             path = "/".join(str(part) for part in error.absolute_path) or "(top level)"
+            if obj.release is not None and _valid_but_for_unknown_fields(obj.manifest, kube):
+                findings.append(Finding(WARNING, "schema", obj.describe(),
+                                        f"Kubernetes {kube} lacks a field the chart sets, at {path}: {error.message}; "
+                                        "Helm creates the object without field validation, so the API server drops "
+                                        "the field with a warning and the chart's setting has no effect here",
+                                        "nothing blocks the deploy; run a Kubernetes version that has the field, or "
+                                        "a chart version that does not set it, if the setting matters"))
+                continue
             findings.append(Finding(ERROR, "schema", obj.describe(),
                                     f"invalid for Kubernetes {kube} (kubernetes-validate, strict) at {path}: "
                                     f"{error.message}", "fix the field (an unknown field is a typo or a field "
                                     "this Kubernetes version lacks)"))
     return findings
+
+
+def _valid_but_for_unknown_fields(manifest: Mapping[str, Any], kube: str) -> bool:
+    """Whether the API server creates the object when the client asks for no field validation: Helm 3 sends none
+    (its kube client creates and patches without the fieldValidation parameter), and the API server's default is
+    then Warn (k8s.io/apiserver endpoints/handlers ``fieldValidation``), which drops unknown fields."""
+    try:
+        kubernetes_validate.validate(known_fields(manifest), kube, strict=False)
+    except kubernetes_validate.ValidationError:
+        return False
+    return True
 
 
 # --- the whole check ------------------------------------------------------------------------------
