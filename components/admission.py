@@ -173,22 +173,27 @@ def _pulls_always(container: str) -> str:
     return f"(has({container}.imagePullPolicy) && {container}.imagePullPolicy == '{PULL_ALWAYS}')"
 
 
+def _unpulled_ephemeral(obj: str) -> str:
+    field = f"{obj}.spec.ephemeralContainers"
+    return f"(has({field}) ? size({field}.filter(c, !{_pulls_always('c')})) : 0)"
+
+
 def _image_pull_policy(team: Team) -> str:
-    """On CREATE every container and image volume pulls on start, vCluster's hosts-rewriting init container aside;
-    on UPDATE every ephemeral container added. A pod's pull policies and volumes cannot be updated otherwise, so a
-    pod running from before the setting keeps its updates."""
-    syncers = f"(c.name == '{REWRITE_HOSTS_CONTAINER}' && c.image == {json.dumps(rewrite_hosts_image(team.vcluster))})"
-    added = ("(request.operation == 'UPDATE' && has(oldObject.spec.ephemeralContainers) && "
-             "oldObject.spec.ephemeralContainers.exists(o, o.name == c.name))")
-    ephemeral = f"(!has(object.spec.ephemeralContainers) || object.spec.ephemeralContainers.all(c, " \
-                f"{_pulls_always('c')} || {added}))"
-    volumes = (f"(!has(object.spec.volumes) || object.spec.volumes.all(v, !has(v.image) || "
-               f"(has(v.image.pullPolicy) && v.image.pullPolicy == '{PULL_ALWAYS}')))")
+    """On CREATE every container and image volume pulls on start, vCluster's hosts-rewriting init container aside.
+    Pull policies and volumes cannot be updated and ephemeral containers only added (the API server validates that
+    before this policy runs), so on UPDATE no ephemeral container that does not pull is added: a pod running from
+    before the setting keeps its updates. Counted, not matched by name, to keep the cost linear."""
+    image = json.dumps(rewrite_hosts_image(team.vcluster))
+    vclusters_own = f"(c.name == '{REWRITE_HOSTS_CONTAINER}' && c.image == {image})"
     created = " && ".join([
         f"object.spec.containers.all(c, {_pulls_always('c')})",
-        f"(!has(object.spec.initContainers) || object.spec.initContainers.all(c, {_pulls_always('c')} || {syncers}))",
-        volumes, ephemeral])
-    return f"request.operation == 'CREATE' ? ({created}) : {ephemeral}"
+        f"(!has(object.spec.initContainers) || object.spec.initContainers.all(c, {_pulls_always('c')} || "
+        f"{vclusters_own}))",
+        f"(!has(object.spec.volumes) || object.spec.volumes.all(v, !has(v.image) || "
+        f"(has(v.image.pullPolicy) && v.image.pullPolicy == '{PULL_ALWAYS}')))",
+        f"{_unpulled_ephemeral('object')} == 0"])
+    return f"request.operation == 'CREATE' ? ({created}) : " \
+           f"{_unpulled_ephemeral('object')} <= {_unpulled_ephemeral('oldObject')}"
 
 
 def _image_pull_validations(team: Team) -> list[dict]:

@@ -20,16 +20,22 @@ import re
 import pytest
 import yaml
 
-from components.admission import PULL_ALWAYS, REWRITE_HOSTS_CONTAINER, policy_name
+from components.admission import PULL_ALWAYS, REWRITE_HOSTS_CONTAINER, policy_name, policy_spec, team_namespace_selector
+from components.isolation_admission import isolation_policy_spec
 from components.virtual_defaults import IMAGE_PULL_NAME
 from config import versions
+from config.model import MEMORY_CAPPED
 from config.virtual_cluster import rewrite_hosts_image
 from ops.smoke_objects import gpu_pod, plain_deployment
 from tests.config_spec import put
-from tests.conftest import ACCEPTED_VCLUSTER_TAGS, dev_config, eks_config, git, mirrored_tag, run
+from tests.conftest import ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, dev_config, eks_config, git, mirrored_tag, run
 from tests.mirror_charts import chart_values
-from tests.tenant_sim import KAI_BINDER, KAI_SCHEDULER, POLICY, Tenant, container, tenant_of, virtual_pod
-from tests.test_admission_honest import REFUSED_DOCS, kai_doc_pods
+from tests.isolation_sim import IsolationTenant
+from tests.isolation_spec import isolation_config, prefixed
+from tests.tenant_sim import (
+    KAI_BINDER, KAI_SCHEDULER, POLICY, Admission, Tenant, container, platform_of, tenant_of, virtual_pod,
+)
+from tests.test_admission_honest import KAI, REFUSED_DOCS, kai_doc_pods
 from tests.test_virtual_defaults import HONEST, Inside, deployment_pod, job_pod, manifests
 from tests.upstream_sim import pull_policy_defaults
 
@@ -142,7 +148,7 @@ def test_a_cached_image_mounted_as_an_image_volume_is_refused(tenant, policy):
     assert tenant.create(pod) == []
 
 
-def test_vclusters_own_hosts_rewriting_container_passes_and_a_tenants_look_alike_does_not(tenant):
+def test_vclusters_own_hosts_rewriting_container_passes_with_its_own_image_only(tenant):
     """vCluster adds its init container to a pod with a subdomain (a StatefulSet's) without a pull policy: the host
     defaults it to IfNotPresent. Only that container, with the image the site's values give it, is let through."""
     stateful = pulled(on_victims_node(tenant, hostname="db-0", subdomain="db"))
@@ -177,8 +183,8 @@ def test_a_pod_running_from_before_the_setting_keeps_its_updates(tenant):
     assert rules(tenant.update(bound, debugged, subresource="ephemeralcontainers")) == {"image-pull-policy"}
 
 
-def test_the_rule_is_refused_inside_the_vcluster_too_where_a_tenant_writes_it_after_the_defaults(inside):
-    """A tenant can only get past the vCluster's defaults by deleting them; the host then refuses the sync."""
+def test_inside_the_vcluster_the_defaults_pull_and_without_them_the_rules_refuse_as_the_host_does(inside):
+    """A tenant gets past the vCluster's defaults only by deleting them; the host refuses the sync all the same."""
     mutated = inside.mutate(on_victims_node(inside.tenant, containers=[stolen(policy="Never")]))
     assert mutated["spec"]["containers"][0]["imagePullPolicy"] == PULL_ALWAYS
     without_defaults = on_victims_node(inside.tenant, containers=[stolen(policy="Never")])
@@ -263,6 +269,22 @@ def test_the_tenants_dns_pulls_on_start_and_is_admitted(tenant, pulling_dev_run,
     assert Inside(tenant).create(pod)[1] == []
 
 
+def test_a_memory_capped_teams_hami_core_volume_pulls_on_start_and_is_admitted():
+    """The HAMi-core image volume the vCluster adds to a fractional pod pulls too (the pull policy runs after it)."""
+    platform = platform_of(pulling(prefixed(isolation_config())))
+    team = next(t for t in platform.teams if t.isolation.tier == MEMORY_CAPPED)
+    binding = {"matchResources": {"namespaceSelector": team_namespace_selector(team)}}
+    tenant = IsolationTenant(Admission(policy_spec(team), binding), Admission(isolation_policy_spec(team), binding),
+                             team, platform.kai_scheduler.hamicore)
+    pod = virtual_pod("llm", annotations={"gpu-fraction": "0.5"}, containers=[container("model")])
+    mutated, refused = Inside(tenant).create(pod)
+    [volume] = [v for v in mutated["spec"]["volumes"] if "image" in v]
+    assert volume["image"]["pullPolicy"] == PULL_ALWAYS and refused == []
+    assert tenant.create(mutated) == []
+    del volume["image"]["pullPolicy"]
+    assert rules(tenant.create(mutated)) == {"image-pull-policy"}  # defaulted to IfNotPresent on the host
+
+
 # --- upstream ------------------------------------------------------------------------------------------------
 
 
@@ -284,7 +306,16 @@ def test_vcluster_copies_pull_policies_as_written_and_adds_only_its_hosts_contai
     assert f'HostsRewriteContainerName         = "{REWRITE_HOSTS_CONTAINER}"' in sources[f"{TRANSLATE}hosts.go"]
     assert re.search(r"cmp\.Or\(\s*ctx\.Config\.ControlPlane\.Advanced\.DefaultImageRegistry,\s*"
                      r"overrideHostsImage\.Registry,\s*\"docker\.io\",\s*\)", sources[f"{TRANSLATE}translator.go"])
-    image = chart_values(versions.VCLUSTER_CHART, tag.removeprefix("v"))["sync"]["toHost"]["pods"]["rewriteHosts"]["initContainer"]["image"]
-    assert image == versions.REWRITE_HOSTS_IMAGE
+    pods = chart_values(versions.VCLUSTER_CHART, tag.removeprefix("v"))["sync"]["toHost"]["pods"]
+    assert pods["rewriteHosts"]["initContainer"]["image"] == versions.REWRITE_HOSTS_IMAGE
     config = git(VCLUSTER, "show", f"{tag}:config/config.go")
     assert 'ref += "library/"' in config and "!strings.ContainsRune(i.Repository, '/')" in config
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI])
+def test_kais_pod_webhook_leaves_pull_policies_alone(tag):
+    """The policy judges pods after KAI's webhook: none of its plugins writes a pull policy or an image volume."""
+    # Every Go file has a package line, so the grep always answers (git grep fails when nothing matches).
+    lines = git(KAI, "grep", "-E", "PullPolicy|ImageVolumeSource|^package ", tag, "--", "pkg/admission").splitlines()
+    assert len(lines) > 10
+    assert [line for line in lines if "_test.go:" not in line and not re.search(r"\.go:package ", line)] == []
