@@ -104,7 +104,9 @@ class Mutation(Admission):
         for mutation in self.spec["mutations"]:
             assert mutation["patchType"] == "ApplyConfiguration"
             result = self.evaluate(mutation["applyConfiguration"]["expression"], {**activation, "Object": TypeName()})
-            pod = apply_configuration(pod, plain_value(result))
+            # The API server defaults the object again after each mutation (k8s.io/apiserver
+            # pkg/admission/plugin/policy/mutating/dispatcher.go): an image volume added gets its pull policy.
+            pod = pull_policy_defaults(apply_configuration(pod, plain_value(result)))
             activation = {**activation, "object": celpy.json_to_cel(pod)}
         return pod
 
