@@ -14,6 +14,7 @@ own service accounts add later, is components/admission_metadata.py (over admiss
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Optional
 
@@ -26,6 +27,7 @@ from components.admission_metadata import (
 from components.admission_volumes import volume_validations
 from components.kai import SCHEDULER_NAME
 from config.model import Team
+from config.virtual_cluster import rewrite_hosts_image
 from config.vocabulary import (
     ADMISSION_COMPONENT, MANAGED_BY, NAMESPACE_NAME_LABEL, QUEUE_LABEL, TEAM_LABEL, VCLUSTER_MANAGED_BY_LABEL,
     syncer_account,
@@ -51,6 +53,12 @@ PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
 LIFECYCLE_HOOKS = ("postStart", "preStop")
 HOST_ACTIONS = ("httpGet", "tcpSocket")
 CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
+# With vcluster.alwaysPullImages, the kubelet starts no container from a node's cache without asking the registry
+# with the pod's own credentials, so no team runs another team's private image cached on a shared node.
+PULL_ALWAYS = "Always"
+# vCluster's syncer puts this init container, without a pull policy, first in a pod with a subdomain (a
+# StatefulSet's): it rewrites /etc/hosts from a public image the site's values name.
+REWRITE_HOSTS_CONTAINER = "vcluster-rewrite-hosts"
 
 
 @dataclass
@@ -162,6 +170,44 @@ def _no_probe_host() -> str:
                        for field in CONTAINER_LISTS)
 
 
+def _pulls_always(container: str) -> str:
+    return f"(has({container}.imagePullPolicy) && {container}.imagePullPolicy == '{PULL_ALWAYS}')"
+
+
+def _unpulled_ephemeral(obj: str) -> str:
+    field = f"{obj}.spec.ephemeralContainers"
+    return f"(has({field}) ? size({field}.filter(c, !{_pulls_always('c')})) : 0)"
+
+
+def _image_pull_policy(team: Team) -> str:
+    """On CREATE every container and image volume pulls on start, vCluster's hosts-rewriting init container aside.
+    Pull policies and volumes cannot be updated and ephemeral containers only added (the API server validates that
+    before this policy runs), so on UPDATE no ephemeral container that does not pull is added: a pod running from
+    before the setting keeps its updates. Counted, not matched by name, to keep the cost linear."""
+    image = json.dumps(rewrite_hosts_image(team.vcluster))
+    vclusters_own = f"(c.name == '{REWRITE_HOSTS_CONTAINER}' && c.image == {image})"
+    created = " && ".join([
+        f"object.spec.containers.all(c, {_pulls_always('c')})",
+        f"(!has(object.spec.initContainers) || object.spec.initContainers.all(c, {_pulls_always('c')} || "
+        f"{vclusters_own}))",
+        f"(!has(object.spec.volumes) || object.spec.volumes.all(v, !has(v.image) || "
+        f"(has(v.image.pullPolicy) && v.image.pullPolicy == '{PULL_ALWAYS}')))",
+        f"{_unpulled_ephemeral('object')} == 0"])
+    return f"request.operation == 'CREATE' ? ({created}) : " \
+           f"{_unpulled_ephemeral('object')} <= {_unpulled_ephemeral('oldObject')}"
+
+
+def _image_pull_validations(team: Team) -> list[dict]:
+    if not team.vcluster.always_pull_images:
+        return []
+    return [refusal(
+        "image-pull-policy", _image_pull_policy(team),
+        "this site has every container pull its image on start (vcluster.alwaysPullImages), so that no team starts "
+        "another team's private image from a node's cache without that team's pull secret",
+        "set imagePullPolicy: Always on every container and init container, and pullPolicy: Always on image volumes "
+        "(the vCluster sets it on new pods; for kubectl debug add --image-pull-policy=Always)")]
+
+
 def match_conditions(team: Team) -> list[dict]:
     labelled = f"{key_value('object', 'labels', VCLUSTER_MANAGED_BY_LABEL)} == '{team.vcluster_name}'"
     old_labelled = f"(request.operation == 'UPDATE' && {key_value('oldObject', 'labels', VCLUSTER_MANAGED_BY_LABEL)} == " \
@@ -253,6 +299,7 @@ def policy_validations(team: Team, before_sync: bool = False) -> list[dict]:
                 f"pods may not name devices to the container runtime themselves (mounts under {DEVICE_LIST_MOUNT_DIR})",
                 "remove them; request GPUs with gpu-fraction, gpu-memory or nvidia.com/gpu"),
         *volume_validations(team, before_sync),
+        *_image_pull_validations(team),
         *metadata_validations(team),
     ]
 

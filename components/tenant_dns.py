@@ -34,7 +34,7 @@ from typing import Optional
 
 import yaml
 
-from components.admission import QUEUE_LABEL, VISIBLE_DEVICES
+from components.admission import PULL_ALWAYS, QUEUE_LABEL, VISIBLE_DEVICES
 from components.kai import SCHEDULER_NAME
 from config.model import Team
 from config.virtual_cluster import coredns_image
@@ -102,7 +102,8 @@ def coredns_objects(team: Team, host_dns: str) -> list[dict]:
     container = {
         "name": "coredns",
         "image": coredns_image(team.vcluster),
-        "imagePullPolicy": "IfNotPresent",
+        # The host refuses the team's pods without Always on such a site ([image-pull-policy]).
+        "imagePullPolicy": PULL_ALWAYS if team.vcluster.always_pull_images else "IfNotPresent",
         "args": ["-conf", "/etc/coredns/Corefile"],
         # KAI's webhook writes this too; stating it keeps the pod GPU-less even if the webhook is skipped.
         "env": [{"name": VISIBLE_DEVICES, "value": "void"}],

@@ -11,6 +11,10 @@ program ships:
 - for a memory-capped team, a MutatingAdmissionPolicy that loads HAMi-core into the fractional container of
   every fractional pod (the env, image volume and mount the host's ``[hami-core]`` rule asks for), as
   kai-resource-isolator's webhook does where KAI's own guide installs it, so KAI's examples run unmodified;
+- with ``vcluster.alwaysPullImages``, a MutatingAdmissionPolicy that sets ``imagePullPolicy: Always`` on every
+  container and init container (and ``pullPolicy: Always`` on image volumes) of every pod, replacing the
+  virtual API server's default (``IfNotPresent`` for a tagged image), which the host's ``[image-pull-policy]``
+  rule refuses;
 - a ValidatingAdmissionPolicy with the host's pod rules (``policy_validations`` as they read a pod before the
   syncer rewrites its volumes, and the team's isolation tier rules as they read it before KAI's webhook), so a
   pod the host would refuse is refused when the tenant creates it, with the same ``[rule]`` message. Only CREATE
@@ -24,7 +28,9 @@ than Kubernetes 1.36. vCluster re-applies the manifests only when their text cha
 
 from __future__ import annotations
 
-from components.admission import fraction_annotated, fraction_container, policy_validations, policy_variables
+from components.admission import (
+    PULL_ALWAYS, fraction_annotated, fraction_container, policy_validations, policy_variables,
+)
 from components.isolation_admission import IMAGE_ROOT, LIBRARY, LIBRARY_NAMES, isolation_validations
 from components.kai import SCHEDULER_NAME
 from components.yaml_text import yaml_documents
@@ -36,6 +42,7 @@ ADMISSION_API = "admissionregistration.k8s.io/v1"
 DEFAULTS_NAME = "gpu-tenancy-pod-defaults"
 RULES_NAME = "gpu-tenancy-pod-rules"
 HAMI_CORE_NAME = "gpu-tenancy-hami-core"  # the policy, and the image volume it adds
+IMAGE_PULL_NAME = "gpu-tenancy-image-pull"
 POD_CREATE = {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
 
 
@@ -49,7 +56,7 @@ def pod_defaults_mutation(team: Team) -> str:
             f"spec: Object.spec{{schedulerName: {_cel_string(SCHEDULER_NAME)}}}}}")
 
 
-def _mutating_policy(name: str, apply_configuration: str, **spec) -> dict:
+def _mutating_policy(name: str, *apply_configurations: str, **spec) -> dict:
     return {
         "apiVersion": ADMISSION_API, "kind": "MutatingAdmissionPolicy", "metadata": {"name": name},
         "spec": {
@@ -58,7 +65,8 @@ def _mutating_policy(name: str, apply_configuration: str, **spec) -> dict:
             "reinvocationPolicy": "IfNeeded",
             "matchConstraints": {"resourceRules": [POD_CREATE]},
             **spec,
-            "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": apply_configuration}}],
+            "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": expression}}
+                          for expression in apply_configurations],
         },
     }
 
@@ -95,6 +103,22 @@ def hami_core_policy(team: Team) -> dict:
                             matchConditions=[{"name": "fractional-container", "expression": named}], variables=variables)
 
 
+def image_pull_mutations() -> tuple[str, str, str]:
+    """Apply configurations merged by name into the pod's containers, init containers and image volumes, each
+    setting its pull policy only (an empty configuration where the pod has none of them)."""
+    always = f"'{PULL_ALWAYS}'"
+
+    def pulled(field: str, items: str, setting: str) -> str:
+        return f"Object{{spec: Object.spec{{{field}: {items}.map(c, Object.spec.{field}{{name: c.name, {setting}}})}}}}"
+
+    init = pulled("initContainers", "object.spec.initContainers", f"imagePullPolicy: {always}")
+    volumes = pulled("volumes", "object.spec.volumes.filter(v, has(v.image))",
+                     f"image: Object.spec.volumes.image{{pullPolicy: {always}}}")
+    return (pulled("containers", "object.spec.containers", f"imagePullPolicy: {always}"),
+            f"has(object.spec.initContainers) ? {init} : Object{{}}",
+            f"has(object.spec.volumes) && object.spec.volumes.exists(v, has(v.image)) ? {volumes} : Object{{}}")
+
+
 def pod_rules_policy(team: Team) -> dict:
     return {
         "apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicy", "metadata": {"name": RULES_NAME},
@@ -117,10 +141,15 @@ def _binding(kind: str, policy: str, **spec) -> dict:
 def virtual_manifests(team: Team) -> list[dict]:
     hami_core = ([hami_core_policy(team), _binding("MutatingAdmissionPolicyBinding", HAMI_CORE_NAME)]
                  if team.isolation.tier == MEMORY_CAPPED else [])
+    # After HAMi-core's, so that its image volume pulls too (each policy runs again when a later one changes the pod).
+    image_pull = ([_mutating_policy(IMAGE_PULL_NAME, *image_pull_mutations()),
+                   _binding("MutatingAdmissionPolicyBinding", IMAGE_PULL_NAME)]
+                  if team.vcluster.always_pull_images else [])
     return [
         pod_defaults_policy(team),
         _binding("MutatingAdmissionPolicyBinding", DEFAULTS_NAME),
         *hami_core,
+        *image_pull,
         pod_rules_policy(team),
         _binding("ValidatingAdmissionPolicyBinding", RULES_NAME, validationActions=["Deny"]),
     ]

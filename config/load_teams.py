@@ -154,7 +154,7 @@ def read_organization(section: Section) -> Organization:
 def read_team(section: Section, stack_vcluster: VClusterSettings) -> Team:
     name = section.read("name")
     vcluster_name = section.read("vclusterName", name[:VCLUSTER_NAME_LENGTH].rstrip("-") if name else name)
-    vcluster = read_vcluster(section.child("vcluster"), stack_vcluster)
+    vcluster = read_vcluster(section.child("vcluster"), stack_vcluster, team=True)
     return Team(
         name=name,
         display_name=section.read("displayName", name or ""),

@@ -111,7 +111,8 @@ the same keys and is merged over the stack block key by key:
   `controlPlaneResources`, `requests` and `limits` merge key by key: setting `requests.cpu` keeps
   the inherited `requests.memory`.
 - `nodeLabels` and `enforceTolerations` replace the stack value as a whole.
-- `extraValues` is deep-merged: maps merge, and other values replace.""", notes="""\
+- `extraValues` is deep-merged: maps merge, and other values replace.
+- `alwaysPullImages` is the stack's alone: a team's block may not set it.""", notes="""\
 A quantity is a Kubernetes quantity string such as `500m`, `4`, `512Mi` or `16Gi`, or a
 non-negative number.
 
@@ -180,6 +181,18 @@ host kind it also renders the control plane's volume claim class
                 "pods there. `restricted` also runs the tenant's vCluster control plane unprivileged (user and group "
                 "12345, data volume group-owned, no capabilities, RuntimeDefault seccomp), because vCluster runs it "
                 "as root by default; `privileged` draws a warning (a privileged pod sees every GPU of its node)."),
+    Key("alwaysPullImages", Boolean(), DEFAULT_VCLUSTER.always_pull_images,
+        "Every container of every tenant pod asks the registry for its image on start (`imagePullPolicy: "
+        "Always`), so no team starts another team's private image from a node's cache.", example="true",
+        details="Stack-wide only: a team's `teams[].vcluster` may not set it, since it protects a team only if "
+                "every other team on its nodes complies. Each vCluster then sets `imagePullPolicy: Always` on "
+                "every pod created in it, and the host refuses a synced pod without it (rule "
+                "`image-pull-policy`; `kubectl debug` needs `--image-pull-policy=Always`); pods already running keep "
+                "their policy until they are re-created. Images the nodes' own "
+                "credentials can pull stay open to every team (on EKS the node role reads every ECR repository of "
+                "the account). The cost: every container start asks the registry, so a registry outage blocks "
+                "restarts, and a site whose images are imported into containerd with no registry cannot use "
+                "it. See [Tenant security model](security-model.md)."),
     Key("extraValues", AnyMap(), DEFAULT_VCLUSTER.extra_values,
         "Raw vCluster Helm values, deep-merged last over what the program renders.",
         example="{controlPlane: {proxy: {extraSANs: [vc.example]}}}",
@@ -205,9 +218,17 @@ def _read_over(section: Section, block: Block, base: Settings) -> Settings:
                                         for name, field in fields.items()})
 
 
-def read_vcluster(section: Section, base: VClusterSettings) -> VClusterSettings:
-    """Read a ``vcluster`` block; every key left out keeps its value from ``base``."""
+def read_vcluster(section: Section, base: VClusterSettings, *, team: bool = False) -> VClusterSettings:
+    """Read a ``vcluster`` block; every key left out keeps its value from ``base``. A ``team``'s block may not set
+    ``alwaysPullImages``: it protects a team's cached images only if every other team on its nodes pulls too."""
     version = section.read("version", base.version)
+    if team and section.has("alwaysPullImages"):
+        section.fail("alwaysPullImages", section.raw("alwaysPullImages"),
+                     "is a setting of the whole stack: it protects a team's cached private images only if every "
+                     "other team on the same nodes pulls its images too, so no team can be let off or opt in alone",
+                     "remove it from the team and set it once under the stack's vcluster (vcluster.alwaysPullImages)")
+    always_pull_images = base.always_pull_images if team else \
+        section.read("alwaysPullImages", base.always_pull_images)
     resources = section.child("controlPlaneResources")
     quota = section.child("resourceQuota")
     limits = section.child("limitRange")
@@ -230,4 +251,5 @@ def read_vcluster(section: Section, base: VClusterSettings) -> VClusterSettings:
         services=_read_over(services, SERVICES, base.services),
         storage_classes=section.read("storageClasses", base.storage_classes),
         access=read_access(section.child("access"), base.access),
+        always_pull_images=always_pull_images,
     )

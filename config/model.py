@@ -100,6 +100,8 @@ class VClusterSettings:
     api_server_port: Optional[int] = None
     # Endpoint and identity (config/access.py); the endpoint host is resolved against the host kind.
     access: Access = Access()
+    # Every tenant container pulls its image on start (a stack setting: it protects a team only if all comply).
+    always_pull_images: bool = False
 
 
 # A team's GPU isolation tier (config/isolation.py says what each one needs and promises).

@@ -50,6 +50,10 @@ COREDNS_IMAGES = {
 }
 COREDNS_FALLBACK_IMAGE = "coredns/coredns:1.14.2"
 COREDNS_REGISTRY = "docker.io"
+# The init container vCluster's syncer puts, with no pull policy, into a pod with a subdomain (a StatefulSet's) to
+# rewrite its /etc/hosts: the chart's sync.toHost.pods.rewriteHosts.initContainer.image at every accepted release
+# (config/virtual_cluster.py rewrite_hosts_image).
+REWRITE_HOSTS_IMAGE = {"registry": "mirror.gcr.io", "repository": "library/alpine", "tag": "3.20"}
 
 # New EKS clusters only: EKS upgrades an existing cluster one minor version at a time.
 EKS_KUBERNETES_VERSION = "1.36"

@@ -73,6 +73,20 @@ def hami_core_image(settings: VClusterSettings) -> str:
     return _under_default_registry(settings, versions.HAMI_CORE_IMAGE, versions.HAMI_CORE_REGISTRY)
 
 
+def rewrite_hosts_image(settings: VClusterSettings) -> str:
+    """The image of the init container vCluster's syncer adds to a pod with a subdomain, as its pod translator
+    names it (pkg/controllers/resources/pods/translate/translator.go, config/config.go ``Image.String``): the
+    chart's image, under controlPlane.advanced.defaultImageRegistry if set, else its own registry, else
+    docker.io; ``library/`` before a repository without a slash."""
+    image = {**versions.REWRITE_HOSTS_IMAGE,
+             **_dig(settings.extra_values, "sync", "toHost", "pods", "rewriteHosts", "initContainer", "image")}
+    registry = _dig(settings.extra_values, "controlPlane", "advanced").get("defaultImageRegistry") \
+        or image.get("registry") or "docker.io"
+    repository, tag = str(image.get("repository") or ""), str(image.get("tag") or "")
+    library = "library/" if repository and "/" not in repository else ""
+    return f"{registry}/{library}{repository}" + (f":{tag}" if tag else "")
+
+
 def minor_version(version: str) -> Optional[tuple[int, int]]:
     match = _VERSION.match(version)
     return (int(match.group(1)), int(match.group(2))) if match else None

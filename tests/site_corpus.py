@@ -149,6 +149,7 @@ BROKEN: dict[str, tuple[str, dict[str, Any]]] = {
     "selector matching no pool": ("eks-two-pools", {"vcluster.nodeLabels": {"gpu-tenancy/pool": "gpu"}}),
     "tolerations leaving no pool": ("eks", {"vcluster.enforceTolerations": []}),
     "memory-capped on eks 1.33": ("eks", {"teams[0].isolation": {"tier": "memory-capped"}}),
+    "one team pulling alone": ("dev", {"teams[1].vcluster": {"alwaysPullImages": True}}),
     "field and cross-field together": ("dev", {"teams[0].resources.gpu": {"quota": 0.9, "limit": 0.5},
                                                "teams[1].priority": "high", "kaiScheduler.version": "latest"}),
 }

@@ -23,7 +23,9 @@ from config.model import Platform, Team
 from config.vocabulary import KAI_NAMESPACE, project_config
 from policy.label_selectors import selector_matches
 from tests.reference_cel import REFERENCE, Verdict, unordered_lists
-from tests.upstream_sim import GPU_RESOURCE, WebhookRefusal, api_validate, kai_mutate, limit_ranger, vcluster_sync
+from tests.upstream_sim import (
+    GPU_RESOURCE, WebhookRefusal, api_validate, kai_mutate, limit_ranger, pull_policy_defaults, vcluster_sync,
+)
 from tests.upstream_sim import KAI_SCHEDULER  # noqa: F401 (the attack tests take it from here with the pod builders)
 
 KAI_POD_GROUPER = f"system:serviceaccount:{KAI_NAMESPACE}:pod-grouper"
@@ -215,8 +217,9 @@ class Tenant:
         self.syncer = f"system:serviceaccount:{team.namespace}:vc-{team.vcluster_name}"
 
     def host_pod(self, pod: dict, *, mutated: bool = True, kai_version: str = "v0.16.4") -> dict:
-        """The synced pod after the host's admission chain: LimitRanger, then KAI's webhook."""
-        synced = limit_ranger(vcluster_sync(pod, self.team), self.team.vcluster.limit_range)
+        """The synced pod after the host API server's defaulting and admission chain: LimitRanger, then KAI's
+        webhook."""
+        synced = limit_ranger(pull_policy_defaults(vcluster_sync(pod, self.team)), self.team.vcluster.limit_range)
         return kai_mutate(synced, kai_version=kai_version) if mutated else synced
 
     def create(self, pod: dict, *, mutated: bool = True, kai_version: str = "v0.16.4") -> list[str]:

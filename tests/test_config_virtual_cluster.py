@@ -6,7 +6,7 @@ import pytest
 
 from config import load_platform, versions
 from config.virtual_cluster import MUTATING_ADMISSION_POLICY_GA, minor_version, virtual_kubernetes_version
-from tests.config_spec import assert_rejected, dev_config, put, rejected
+from tests.config_spec import assert_rejected, dev_config, issue, put, rejected
 from tests.mirror_charts import chart_values
 
 
@@ -211,3 +211,24 @@ def test_syncs_from_the_host_that_only_copy_into_the_virtual_cluster_pass():
         "nodes": {"syncBackChanges": False, "clearImageStatus": True}, "priorityClasses": {"enabled": False},
         "storageClasses": {"enabled": True}, "ingressClasses": {"enabled": True}}}})
     assert load_platform(config).teams
+
+
+def test_always_pull_images_is_off_by_default_and_set_once_for_every_team():
+    assert not any(team.vcluster.always_pull_images for team in load_platform(dev_config()).teams)
+    teams = load_platform(put(dev_config(), "vcluster.alwaysPullImages", True)).teams
+    assert len(teams) > 1 and all(team.vcluster.always_pull_images for team in teams)
+
+
+@pytest.mark.parametrize("stack, team", [(None, True), (True, False), (True, True), (False, True)])
+def test_a_team_may_not_set_always_pull_images_itself(stack, team):
+    """It protects a team only if every other team pulls too: neither an exemption nor a lone opt-in."""
+    config = dev_config() if stack is None else put(dev_config(), "vcluster.alwaysPullImages", stack)
+    put(config, "teams[1].vcluster.alwaysPullImages", team)
+    error = rejected(config)
+    found = issue(error, "teams[1].vcluster.alwaysPullImages", team)
+    assert error.keys == ["teams[1].vcluster.alwaysPullImages"]
+    assert "every other team" in found.problem and "vcluster.alwaysPullImages" in found.fix
+
+
+def test_always_pull_images_is_a_boolean():
+    assert_rejected(put(dev_config(), "vcluster.alwaysPullImages", "yes"), "vcluster.alwaysPullImages", "yes")

@@ -20,6 +20,7 @@ from tests.isolation_sim import MEMORY_LIMIT, IsolationTenant, isolation_tenant_
 from tests.isolation_spec import isolation_config, prefixed
 from tests.tenant_sim import KAI_SCHEDULER, POLICY, container, virtual_pod
 from tests.test_virtual_defaults import Inside
+from tests.upstream_sim import pull_policy_defaults
 
 CONFIG = prefixed(isolation_config())
 
@@ -339,7 +340,7 @@ def test_a_fractional_pod_without_the_library_gets_it_inside_and_keeps_everythin
     mutated, refused = inside_capped.create(pod)
     assert refused == [] and inside_capped.tenant.create(mutated) == []
     sidecar, model = mutated["spec"]["containers"]
-    assert sidecar == pod["spec"]["containers"][0], "only the fractional container is changed"
+    assert sidecar == pull_policy_defaults(pod)["spec"]["containers"][0], "only the fractional container is changed"
     assert model["env"][0] == {"name": "MODEL", "value": "llama"} and model["volumeMounts"][0]["name"] == "cache"
     assert [v["name"] for v in mutated["spec"]["volumes"]][0] == "cache"
     # Applied again (reinvocation), nothing changes.

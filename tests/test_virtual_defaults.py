@@ -23,11 +23,13 @@ from components.tenant import vcluster_values
 from components.virtual_defaults import RULES_NAME
 from config.vocabulary import QUEUE_LABEL
 from tools.offline.mocks import MOCK_CLUSTER_DNS
+from tests.config_spec import put
 from tests.conftest import dev_config, eks_config
 from tests.isolation_spec import isolation_config, prefixed
 from tests.tenant_sim import (
     Admission, KAI_SCHEDULER, Tenant, container, plain_value, platform_of, tenant_of, virtual_pod,
 )
+from tests.upstream_sim import pull_policy_defaults
 
 VIRTUAL_KUBERNETES = "1.36.0"
 
@@ -102,7 +104,9 @@ class Mutation(Admission):
         for mutation in self.spec["mutations"]:
             assert mutation["patchType"] == "ApplyConfiguration"
             result = self.evaluate(mutation["applyConfiguration"]["expression"], {**activation, "Object": TypeName()})
-            pod = apply_configuration(pod, plain_value(result))
+            # The API server defaults the object again after each mutation (k8s.io/apiserver
+            # pkg/admission/plugin/policy/mutating/dispatcher.go): an image volume added gets its pull policy.
+            pod = pull_policy_defaults(apply_configuration(pod, plain_value(result)))
             activation = {**activation, "object": celpy.json_to_cel(pod)}
         return pod
 
@@ -123,8 +127,9 @@ class Inside:
         self.rules = Admission(rules["spec"], binding["spec"])
 
     def mutate(self, pod: dict) -> dict:
-        """The API server defaults schedulerName before admission, then applies every mutating policy."""
-        pod = copy.deepcopy(pod)
+        """The API server defaults schedulerName and pull policies before admission, then applies every mutating
+        policy."""
+        pod = pull_policy_defaults(pod)
         pod["spec"].setdefault("schedulerName", "default-scheduler")
         for mutation in self.mutations:
             pod = mutation.mutate(pod["metadata"]["namespace"], pod, self.USER)
@@ -167,7 +172,7 @@ HONEST = {
 
 @pytest.mark.parametrize("kind", HONEST)
 def test_every_pod_gets_kai_and_the_teams_queue_and_keeps_its_own_labels(inside, kind):
-    pod = HONEST[kind]()
+    pod = pull_policy_defaults(HONEST[kind]())
     mutated = inside.mutate(pod)
     assert mutated["spec"]["schedulerName"] == KAI_SCHEDULER
     assert mutated["metadata"]["labels"] == {**pod["metadata"]["labels"], QUEUE_LABEL: inside.tenant.team.queue_name}
@@ -226,7 +231,9 @@ def test_the_host_rule_refuses_the_same_pod_inside(inside, rule):
 
 def test_the_shipped_manifests_are_valid_kubernetes_1_36_objects():
     sites = ((dev_config(), "team-nlp", 4), (eks_config(), "team-legal", 4),
-             (prefixed(isolation_config()), "team-nlp", 6))  # a memory-capped team also gets HAMi-core loaded
+             (prefixed(isolation_config()), "team-nlp", 6),  # a memory-capped team also gets HAMi-core loaded
+             # and every team its pulls, on a site that has them pull on every start
+             (put(prefixed(isolation_config()), "gpu-tenancy:vcluster.alwaysPullImages", True), "team-nlp", 8))
     for config, team, count in sites:
         settings = next(t for t in platform_of(config).teams if t.name == team)
         objects = manifests(settings)

@@ -5,12 +5,16 @@
   ``vcluster.loft.sh/label-<release>-x-<sha256(key)[:10]>`` (labels already in that form dropped), every
   other label and annotation copied, managed-by/namespace labels and the virtual namespace's labels
   added, vCluster's annotations added (the pod-specific ones taken from the tenant's pod when it has
-  them), ``priorityClassName`` reset, enforced tolerations and node-sync labels added.
+  them), ``priorityClassName`` reset, enforced tolerations and node-sync labels added; a pod with a
+  ``subdomain`` (a StatefulSet's) gets the hosts-rewriting init container first, without a pull policy
+  (pods/translate/hosts.go).
   Volumes: every object a volume or projection names in the tenant's namespace renamed (``VOLUME_NAMES``,
   ``PROJECTED_NAMES``; ``kube-root-ca.crt`` to vCluster's own copy), an ephemeral volume replaced by the claim the
   virtual cluster made for it, a service account token by a downward-API projection of the token the syncer
   writes in an annotation (``sync.toHost.pods.useSecretsForSATokens`` off, the chart's default), and downward-API
   field paths pointed at the host pod's copies; every other kind passes as written (translateVolumes).
+- ``pull_policy_defaults``: the API server's defaulting of every pull policy a pod leaves out (k8s.io/api
+  core/v1 types.go: ``Always`` for an image tagged ``latest`` or not tagged, ``IfNotPresent`` otherwise).
 - ``syncer_update``: a later tenant edit, merged three-way onto the host pod (pods/translate/diff.go);
   ``copy_back``: the host's (KAI's) label and annotation additions copied into the virtual pod.
 - ``kai_mutate``: KAI's pod webhook on CREATE (pkg/admission/webhook/v1alpha2/{gpusharing,deviceaccess,
@@ -36,6 +40,7 @@ from typing import Optional
 
 from config.model import Team, TenantLimitRange
 from config.versions import release_order
+from config.virtual_cluster import rewrite_hosts_image
 
 GPU_RESOURCE = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"
@@ -48,6 +53,7 @@ TRANSLATED_LABELS = ("release", "vcluster.loft.sh/namespace", "vcluster.loft.sh/
 POD_ANNOTATIONS = ("vcluster.loft.sh/namespace", "vcluster.loft.sh/name", "vcluster.loft.sh/uid",
                    "vcluster.loft.sh/service-account-name", "vcluster.loft.sh/labels")
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+REWRITE_HOSTS = "vcluster-rewrite-hosts"  # the init container and its volume
 RANDOM_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
@@ -193,6 +199,45 @@ def _translate_spec(spec: dict, team: Team) -> None:
     spec["tolerations"] = tolerations
     if team.vcluster.node_labels:
         spec["nodeSelector"] = {**spec.get("nodeSelector", {}), **team.vcluster.node_labels}
+    if spec.pop("subdomain", ""):
+        _rewrite_hosts(spec, team)
+
+
+def _rewrite_hosts(spec: dict, team: Team) -> None:
+    """rewritePodHostnameFQDN with the chart's default resources: an init container that writes the pod's hosts
+    file, mounted over /etc/hosts in every other container."""
+    mount = {"mountPath": "/etc/hosts", "name": REWRITE_HOSTS, "subPath": "hosts"}
+    # Its sed script, which nothing on the host reads, left out.
+    rewrite = {"name": REWRITE_HOSTS, "image": rewrite_hosts_image(team.vcluster), "command": ["sh"],
+               "securityContext": {"runAsUser": 1001, "runAsGroup": 1001, "runAsNonRoot": True,
+                                   "capabilities": {"drop": ["ALL"]}, "allowPrivilegeEscalation": False,
+                                   "seccompProfile": {"type": "RuntimeDefault"}},
+               "resources": {"limits": {"cpu": "30m", "memory": "64Mi"}, "requests": {"cpu": "30m", "memory": "64Mi"}},
+               "volumeMounts": [{"mountPath": "/hosts", "name": REWRITE_HOSTS}]}
+    spec["volumes"] = [*spec.get("volumes", []), {"name": REWRITE_HOSTS, "emptyDir": {}}]
+    for field in ("containers", "initContainers", "ephemeralContainers"):
+        for entry in spec.get(field, []):
+            entry["volumeMounts"] = [*entry.get("volumeMounts", []), mount]
+    spec["initContainers"] = [rewrite, *spec.get("initContainers", [])]
+
+
+def pull_policy_defaults(pod: dict) -> dict:
+    """``pod`` with the pull policy of every container and image volume that leaves it out set by the API server."""
+    defaulted = copy.deepcopy(pod)
+    spec = defaulted["spec"]
+    for field in ("containers", "initContainers", "ephemeralContainers"):
+        for entry in spec.get(field, []):
+            entry.setdefault("imagePullPolicy", _default_pull_policy(entry.get("image", "")))
+    for volume in spec.get("volumes", []):
+        if "image" in volume:
+            volume["image"].setdefault("pullPolicy", _default_pull_policy(volume["image"].get("reference", "")))
+    return defaulted
+
+
+def _default_pull_policy(image: str) -> str:
+    name, _, digest = image.partition("@")
+    tag = name.rsplit(":", 1)[1] if ":" in name.rsplit("/", 1)[-1] else ("" if digest else "latest")
+    return "Always" if tag == "latest" else "IfNotPresent"
 
 
 def syncer_update(host: dict, virtual_old: dict, virtual_new: dict, team: Team) -> dict:
