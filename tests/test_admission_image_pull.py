@@ -35,7 +35,7 @@ from tests.isolation_spec import isolation_config, prefixed
 from tests.tenant_sim import (
     KAI_BINDER, KAI_SCHEDULER, POLICY, Admission, Tenant, container, platform_of, tenant_of, virtual_pod,
 )
-from tests.test_admission_honest import KAI, REFUSED_DOCS, kai_doc_pods
+from tests.test_admission_honest import KAI, kai_doc_pods, refused_docs
 from tests.test_virtual_defaults import HONEST, Inside, deployment_pod, job_pod, manifests
 from tests.upstream_sim import pull_policy_defaults
 
@@ -247,7 +247,7 @@ def test_the_mutation_changes_the_pull_policies_and_nothing_else(inside, kind):
 
 def test_every_pod_of_kais_docs_at_the_pinned_tag_pulls_and_is_admitted_inside_and_on_the_host(inside):
     for path, found in kai_doc_pods(versions.KAI_VERSION).items():
-        if path in REFUSED_DOCS:
+        if path in refused_docs(inside.tenant):
             continue
         for pod in found:
             pod = {**copy.deepcopy(pod), "metadata": {"namespace": "default", **pod["metadata"]}}
