@@ -15,6 +15,7 @@ import pytest
 from config import ConfigError, load_platform
 from config.image_volumes import IMAGE_VOLUME_ON_BY_DEFAULT, MICROK8S_CONTAINERD
 from config.virtual_cluster import MUTATING_ADMISSION_POLICY_GA, virtual_kubernetes_version
+from config.vocabulary import RELEASE
 from config.load_vcluster import DEFAULT_VCLUSTER
 from config.versions import VCLUSTER_VIRTUAL_KUBERNETES, release_numbers
 from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, git, go_function, run
@@ -154,6 +155,23 @@ def test_the_memory_capped_tenant_on_an_older_host_is_a_finding(capped_plans, ki
 def test_the_committed_stacks_tenants_add_no_image_volume(capped_plans):
     # A committed stack on an old host stays clean: none of its teams is memory-capped.
     assert image_findings(capped_plans["committed eks"], "1.30") == []
+
+
+def test_pulling_the_image_volumes_a_pod_has_adds_none():
+    # vcluster.alwaysPullImages sets the pull policy of the image volumes a tenant's pod already has: a site on a
+    # host without image volumes is not refused for it (the memory-capped team's HAMi-core still is).
+    config = eks_config()
+    config["gpu-tenancy:vcluster"] = {**config.get("gpu-tenancy:vcluster", {}), "alwaysPullImages": True}
+    plan = build_plan(run(config, "eks"), "eks")
+    manifests = [resource["inputs"]["values"]["experimental"]["deploy"]["vcluster"]["manifests"]
+                 for resource in plan["resources"] if resource["type"] == RELEASE and
+                 resource["inputs"].get("chart") == "vcluster"]
+    assert manifests and all("gpu-tenancy-image-pull" in text and ".volumes.image{" in text for text in manifests)
+    assert image_findings(plan, "1.30") == []
+    capped = memory_capped("eks", FLOOR)
+    capped["gpu-tenancy:vcluster"] = {**capped.get("gpu-tenancy:vcluster", {}), "alwaysPullImages": True}
+    [(_, problem, _)] = image_findings(build_plan(run(capped, "eks"), "eks"), BELOW)
+    assert "gpu-tenancy-hami-core" in problem
 
 
 def pod(volume: dict, mount: dict) -> K8sObject:

@@ -18,8 +18,9 @@ from tools.deployability.inputs import K8sObject, Site, pod_templates
 from tools.plan.lookup import dig
 
 RULE = "image-volume"
-# An apply configuration that writes a volume's image source spells it ``<...>.volumes.image{...}``.
-_ADDS_IMAGE_VOLUME = re.compile(r"\.volumes\.image\s*\{")
+# An apply configuration that adds an image volume writes the image's source: ``<...>.volumes.image{reference: ...}``.
+# One that only sets the pull policy of the image volumes a pod already has (``gpu-tenancy-image-pull``) adds none.
+_ADDS_IMAGE_VOLUME = re.compile(r"\.volumes\.image\s*\{[^{}]*\breference\s*:")
 
 
 def _mutations(policy: Mapping[str, Any]) -> Iterable[str]:
