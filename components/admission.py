@@ -53,6 +53,8 @@ PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
 LIFECYCLE_HOOKS = ("postStart", "preStop")
 HOST_ACTIONS = ("httpGet", "tcpSocket")
 CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
+# The containers a pod is sized and scheduled with: ephemeral containers have no resources and KAI never mutates them.
+SCHEDULED_LISTS = CONTAINER_LISTS[:2]
 # With vcluster.alwaysPullImages, the kubelet starts no container from a node's cache without asking the registry
 # with the pod's own credentials, so no team runs another team's private image cached on a shared node.
 PULL_ALWAYS = "Always"
@@ -90,10 +92,16 @@ def _holds_gpu(container: str, resource: str = f"({WHOLE_GPU} || {MIG_SLICE})") 
     return f"(has({container}.resources) && ({' || '.join(kinds)}))"
 
 
+def every_container(lists: tuple[str, ...], condition: str) -> str:
+    """``condition`` (over ``c``) holds for every container of the named lists."""
+    return " && ".join(f"(!has(object.spec.{field}) || object.spec.{field}.all(c, {condition}))" for field in lists)
+
+
 def _pod_holds(resource: str) -> str:
     """A container or init container of the pod holds a non-zero amount of a resource ``r`` matching ``resource``."""
-    return (f"(object.spec.containers.exists(c, {_holds_gpu('c', resource)}) || (has(object.spec.initContainers) && "
-            f"object.spec.initContainers.exists(c, {_holds_gpu('c', resource)})))")
+    holds = " || ".join(f"(has(object.spec.{field}) && object.spec.{field}.exists(c, {_holds_gpu('c', resource)}))"
+                        for field in SCHEDULED_LISTS)
+    return f"({holds})"
 
 
 def _env_entries(container: str, condition: str, quantifier: str) -> str:
@@ -150,10 +158,7 @@ def _env_from_prefixed(container: str) -> str:
 def _no_device_paths() -> str:
     mounts = (f"(!has(c.volumeMounts) || c.volumeMounts.all(m, !m.mountPath.startsWith('{DEVICE_LIST_MOUNT_DIR}')"
               f" && !m.mountPath.startsWith('{DEVICE_LIST_MOUNT_DIR.replace('/var/run', '/run')}')))")
-    lists = [f"object.spec.containers.all(c, {mounts})"] + [
-        f"(!has(object.spec.{field}) || object.spec.{field}.all(c, {mounts}))"
-        for field in ("initContainers", "ephemeralContainers")]
-    return " && ".join(lists)
+    return every_container(CONTAINER_LISTS, mounts)
 
 
 def _no_host_in(handler: str) -> str:
@@ -166,8 +171,7 @@ def _no_host_in(handler: str) -> str:
 def _no_probe_host() -> str:
     hooks = " && ".join(_no_host_in(f"c.lifecycle.{hook}") for hook in LIFECYCLE_HOOKS)
     handlers = " && ".join([*(_no_host_in(f"c.{probe}") for probe in PROBES), f"(!has(c.lifecycle) || ({hooks}))"])
-    return " && ".join(f"(!has(object.spec.{field}) || object.spec.{field}.all(c, {handlers}))"
-                       for field in CONTAINER_LISTS)
+    return every_container(CONTAINER_LISTS, handlers)
 
 
 def _pulls_always(container: str) -> str:
@@ -187,9 +191,8 @@ def _image_pull_policy(team: Team) -> str:
     image = json.dumps(rewrite_hosts_image(team.vcluster))
     vclusters_own = f"(c.name == '{REWRITE_HOSTS_CONTAINER}' && c.image == {image})"
     created = " && ".join([
-        f"object.spec.containers.all(c, {_pulls_always('c')})",
-        f"(!has(object.spec.initContainers) || object.spec.initContainers.all(c, {_pulls_always('c')} || "
-        f"{vclusters_own}))",
+        every_container(("containers",), _pulls_always('c')),
+        every_container(("initContainers",), f"{_pulls_always('c')} || {vclusters_own}"),
         f"(!has(object.spec.volumes) || object.spec.volumes.all(v, !has(v.image) || "
         f"(has(v.image.pullPolicy) && v.image.pullPolicy == '{PULL_ALWAYS}')))",
         f"{_unpulled_ephemeral('object')} == 0"])
@@ -246,17 +249,9 @@ def policy_validations(team: Team, before_sync: bool = False) -> list[dict]:
     """The pod rules, judging the host pod; ``before_sync``, the virtual pod as the tenant writes it (inside its
     vCluster, before the syncer rewrites its volumes)."""
     queue = team.queue_name
-    device_env = " && ".join([
-            f"object.spec.containers.all(c, {_device_env_ok('c', mutated_by_kai=True)})",
-            f"(!has(object.spec.initContainers) || "
-            f"object.spec.initContainers.all(c, {_device_env_ok('c', mutated_by_kai=True)}))",
-            f"(!has(object.spec.ephemeralContainers) || "
-            f"object.spec.ephemeralContainers.all(c, {_device_env_ok('c', mutated_by_kai=False)}))",
-        ])
-    env_from = " && ".join([
-        f"object.spec.containers.all(c, {_env_from_prefixed('c')})",
-        f"(!has(object.spec.initContainers) || object.spec.initContainers.all(c, {_env_from_prefixed('c')}))",
-    ])
+    device_env = (f"{every_container(SCHEDULED_LISTS, _device_env_ok('c', mutated_by_kai=True))} && "
+                  f"{every_container(('ephemeralContainers',), _device_env_ok('c', mutated_by_kai=False))}")
+    env_from = every_container(SCHEDULED_LISTS, _env_from_prefixed('c'))
     return [
         {"expression": f"variables.scheduler == '{SCHEDULER_NAME}' && variables.queue == '{queue}'",
          "messageExpression": f"'[own-queue] every pod of team {team.name} is scheduled by KAI in queue {queue}, "

@@ -36,8 +36,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.admission import (
-    FRACTION_ANNOTATIONS, GPU_RESOURCE, MIG_RESOURCE_PREFIX, SHARED_GPU_CONFIGMAP_ANNOTATION, env_from_prefix_safe,
-    pod_policy_spec, policy_name, policy_with_deny_binding,
+    CONTAINER_LISTS, FRACTION_ANNOTATIONS, GPU_RESOURCE, MIG_RESOURCE_PREFIX, SCHEDULED_LISTS,
+    SHARED_GPU_CONFIGMAP_ANNOTATION, env_from_prefix_safe, every_container, pod_policy_spec, policy_name,
+    policy_with_deny_binding,
 )
 from components.admission_metadata import refusal
 from config import versions
@@ -58,7 +59,6 @@ LIBRARY_NAMES = (PRELOAD, REDIRECT)
 # Names HAMi-core reads to size, share or skip the memory limit, and the stems an envFrom prefix must not spell.
 PROTECTED_PREFIX = "CUDA_DEVICE_MEMORY_"
 PROTECTED_NAMES = (*LIBRARY_NAMES, "ACTIVE_OOM_KILLER")
-CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 
 
 @dataclass
@@ -72,11 +72,6 @@ def isolation_policy_name(team: Team) -> str:
 
 
 # --- CEL building blocks --------------------------------------------------------------------
-
-
-def _every(lists: tuple[str, ...], condition: str) -> str:
-    """``condition`` (over ``c``) holds for every container of the named lists."""
-    return " && ".join(f"(!has(object.spec.{field}) || object.spec.{field}.all(c, {condition}))" for field in lists)
 
 
 def _resources_all(condition: str) -> str:
@@ -145,7 +140,7 @@ def _loads_library(volume: str) -> str:
 
 
 def _no_mig(name: str, team: Team) -> dict:
-    return refusal(name, _every(CONTAINER_LISTS[:2], _resources_all(f"!r.startsWith('{MIG_RESOURCE_PREFIX}')")),
+    return refusal(name, every_container(SCHEDULED_LISTS, _resources_all(f"!r.startsWith('{MIG_RESOURCE_PREFIX}')")),
                    f"team {team.name} is {team.isolation.tier} and gets no MIG slices",
                    "request gpu-fraction, gpu-memory or nvidia.com/gpu instead")
 
@@ -158,33 +153,33 @@ def _mig_rules(team: Team) -> list[dict]:
                   f"&& object.spec.nodeSelector['{POOL_LABEL}'] == '{team.isolation.node_pool}')")
         fix = (f"request whole nvidia.com/gpu (each is one {profile} slice of pool {team.isolation.node_pool}) "
                "and keep the pod on that pool")
-        expression = f"!variables.fractional && {_every(CONTAINER_LISTS[:2], gpus)} && ({pinned})"
+        expression = f"!variables.fractional && {every_container(SCHEDULED_LISTS, gpus)} && ({pinned})"
     else:
         wanted = resource_name(profile)
         slices = _resources_all(f"r != '{GPU_RESOURCE}' && (!r.startsWith('{MIG_RESOURCE_PREFIX}') || r == '{wanted}')")
         fix = f"request {wanted} only (no gpu-fraction, gpu-memory or nvidia.com/gpu)"
-        expression = f"!variables.fractional && {_every(CONTAINER_LISTS[:2], slices)}"
+        expression = f"!variables.fractional && {every_container(SCHEDULED_LISTS, slices)}"
     return [refusal("mig-profile", expression, f"team {team.name} gets MIG slices of profile {profile} only", fix)]
 
 
 def _exclusive_rules(team: Team) -> list[dict]:
     whole = _resources_all(f"!r.startsWith('{MIG_RESOURCE_PREFIX}')")
-    return [refusal("whole-gpus", f"!variables.fractional && {_every(CONTAINER_LISTS[:2], whole)}",
+    return [refusal("whole-gpus", f"!variables.fractional && {every_container(SCHEDULED_LISTS, whole)}",
                     f"team {team.name} gets whole GPUs only (no {', '.join(FRACTION_ANNOTATIONS)}, no MIG slices)",
                     f"request whole {GPU_RESOURCE} and remove the fraction annotations")]
 
 
 def _memory_capped_rules(team: Team, mutated_by_kai: bool) -> list[dict]:
-    env = _every(CONTAINER_LISTS, f"!has(c.env) || c.env.all(e, {_env_entry_ok()})")
-    env_from = _every(CONTAINER_LISTS, f"!has(c.envFrom) || c.envFrom.all(f, {_env_from_ok()})")
-    kai_limit = _every(CONTAINER_LISTS[:2], f"c.name != variables.fractionContainer || "
-                                            f"(has(c.env) && c.env.exists(e, e.name == '{MEMORY_LIMIT}' && "
-                                            f"{_kai_memory_limit('e')}))")
+    env = every_container(CONTAINER_LISTS, f"!has(c.env) || c.env.all(e, {_env_entry_ok()})")
+    env_from = every_container(CONTAINER_LISTS, f"!has(c.envFrom) || c.envFrom.all(f, {_env_from_ok()})")
+    kai_limit = every_container(SCHEDULED_LISTS, f"c.name != variables.fractionContainer || "
+                                                 f"(has(c.env) && c.env.exists(e, e.name == '{MEMORY_LIMIT}' && "
+                                                 f"{_kai_memory_limit('e')}))")
     image = hami_core_image(team.vcluster)
     image_volume = (f"(has(object.spec.volumes) ? object.spec.volumes.filter(v, has(v.image) && "
                     f"v.image.reference == '{image}').map(v, v.name) : [])")
-    library = _every(CONTAINER_LISTS[:2], f"c.name != variables.fractionContainer || "
-                                          f"{image_volume}.exists(name, {_loads_library('name')})")
+    library = every_container(SCHEDULED_LISTS, f"c.name != variables.fractionContainer || "
+                                               f"{image_volume}.exists(name, {_loads_library('name')})")
     return [
         _no_mig("no-mig", team),
         # Before KAI's webhook (inside the vCluster) the fractional container has no limit yet: KAI adds it.
