@@ -23,10 +23,11 @@ FIELDS = {LABEL: "labels", ANNOTATION: "annotations"}
 # twenty pods, and no more decimals than the scheduler keeps when it charges a queue (it rounds a
 # portion to hundredths, gpu_resource_requirment.go): a pod asking for 0.054 would be charged 0.05.
 # gpu-memory is at least 1 GiB and below ten million MiB; KAI charges it as the share of the card it lands on,
-# rounded up to hundredths (gpu_sharing_node_info.go), so a twentieth only on cards up to 20 GiB.
+# rounded up to hundredths (gpu_sharing_node_info.go), so a twentieth only on cards up to 20 GiB. Zeros after the
+# hundredths change no value KAI reads ("0.050" is 0.05 to every parser), so they are admitted.
 MIN_GPU_FRACTION = 0.05
 FRACTION_DECIMALS = 2
-FRACTION_PATTERN = f"^0[.][0-9]{{1,{FRACTION_DECIMALS}}}$"
+FRACTION_PATTERN = f"^0[.][0-9]{{1,{FRACTION_DECIMALS}}}0*$"
 MIN_GPU_MEMORY_MIB = 1024
 MEMORY_PATTERN = "^[1-9][0-9]{3,6}$"
 NUM_DEVICES_PATTERN = "^[1-8]$"

@@ -275,7 +275,7 @@ def test_pod_level_resources_are_refused(tenant):
     assert rules(tenant.update(widened, debugged, subresource="ephemeralcontainers")) == {"pod-resources"}
 
 
-@pytest.mark.parametrize("fraction", ["0.054", "0.055", "0.125", "0.333", "0.995"])
+@pytest.mark.parametrize("fraction", ["0.054", "0.055", "0.125", "0.333", "0.995", "0.0501", "0.0500001", "0.040"])
 def test_a_fraction_finer_than_kai_charges_is_refused(tenant, fraction):
     # getExtendedResourceGpus rounds a portion to hundredths for the queue: 0.054 is charged as 0.05.
     pod = on_kai(tenant, annotations={"gpu-fraction": fraction})

@@ -248,8 +248,9 @@ def test_per_container_resources_are_admitted(tenant):
     assert tenant.create(virtual_pod(queue=tenant.team.queue_name, scheduler=KAI_SCHEDULER, containers=[model])) == []
 
 
-@pytest.mark.parametrize("fraction", ["0.05", "0.1", "0.25", "0.33", "0.5", "0.75", "0.99"])
+@pytest.mark.parametrize("fraction", ["0.05", "0.1", "0.25", "0.33", "0.5", "0.75", "0.99", "0.050", "0.10", "0.2500"])
 def test_fractions_in_hundredths_are_admitted(tenant, fraction):
+    # Zeros after the hundredths change nothing KAI reads: "0.050" is 0.05 to its webhook, scheduler and controller.
     assert tenant.create(virtual_pod(queue=tenant.team.queue_name, scheduler=KAI_SCHEDULER,
                                      annotations={"gpu-fraction": fraction})) == []
 

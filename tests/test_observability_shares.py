@@ -25,8 +25,8 @@ CHARTS = "prometheus-community/helm-charts"
 KPS_TAG = f"kube-prometheus-stack-{versions.KUBE_PROMETHEUS_STACK_VERSION}"
 
 # Annotation value -> the number the rules must read (None: a form they do not read, so the pod is not charged).
-FRACTIONS = {"0.33": 0.33, ".5": 0.5, "0.05": 0.05, "0.999": 0.999, "0.1234": 0.1234, "0.98765": 0.9876,
-             "00.25": 0.25, "5e-1": None, "half": None}
+FRACTIONS = {"0.33": 0.33, ".5": 0.5, "0.05": 0.05, "0.050": 0.05, "0.2500": 0.25, "0.999": 0.999, "0.1234": 0.1234,
+             "0.98765": 0.9876, "00.25": 0.25, "5e-1": None, "half": None}
 MEMORIES = {"10560": 10560, "7": 7, "81920": 81920, "1000000": 1000000, "4096": 4096, "+512": None, "1.5": None}
 
 
