@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from config.key_types import quantity_value
+from config.key_types import HTTP_URL_PATTERN, quantity_value
 from config.observability import (
     DCGM_FIELDS_BEYOND_DEFAULTS, INSTALL_RELEASE, KSM_FLAGS, MINIMUM_VOLUME, AlertThresholds, Observability,
     TimeAwareFairness, duration_seconds,
@@ -38,7 +38,7 @@ def read_observability(section: Section, secrets: Secrets) -> Observability:
         section.fail("grafanaUrl", grafana_url, "team organizations are made in the Grafana this program installs",
                      "remove observability.grafanaUrl, or set prometheus: install with grafana: true")
         grafana_url = None
-    elif grafana_url is not None and not re.fullmatch(r"https?://[^\s/]+(/\S*)?", grafana_url):
+    elif grafana_url is not None and not re.fullmatch(HTTP_URL_PATTERN, grafana_url):
         section.fail("grafanaUrl", grafana_url, "is not an http(s) URL",
                      "set it to where pulumi up reaches Grafana, e.g. https://grafana.gpu.example.com")
         grafana_url = None

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from config import versions
-from config.key_types import Boolean, Check, Integer, Number, Quantity, Text, quantity_value
+from config.key_types import HTTP_URL_PATTERN, Boolean, Check, Integer, Number, Quantity, Text, quantity_value
 from config.keys import Block, Condition, Key
 from config.observability_alerting import ALERTING, Alerting
 from config.observability_login import GRAFANA_LOGIN, GrafanaLogin
@@ -130,7 +130,7 @@ EXTERNAL = Block(keys=(
         details="It is how kube-prometheus-stack-style Prometheus instances select them. Refused unless "
                 "`prometheus` is `external`."),
     Key("url", Text(form="http(s) URL", checks=(Check(
-            r"https?://[^\s/]+(/\S*)?", "is not an http(s) URL",
+            HTTP_URL_PATTERN, "is not an http(s) URL",
             "set it to the in-cluster URL of your Prometheus, e.g. http://prometheus.monitoring:9090"),)), None,
         "In-cluster URL of the site's Prometheus.",
         example="http://prometheus-operated.monitoring:9090",
