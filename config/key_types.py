@@ -19,6 +19,8 @@ from config.errors import MISSING
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_LABEL_FIX = "use at most {limit} lowercase letters, digits and '-', starting and ending with a letter or digit"
+# An http(s) URL as the config's URL keys take it: a host, then any path; no white space.
+HTTP_URL_PATTERN = r"https?://[^\s/]+(/\S*)?"
 # Kubernetes' quantity grammar (apimachinery's resource.Quantity), non-negative: 1.5, .5, 5., 500m, 16Gi, 1e9, 2E+3.
 # Plain groups (number, its fraction, suffix): the JSON Schema carries the pattern, and editors read ECMA regexes.
 QUANTITY = re.compile(r"^\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+|[KMGTPE]i|[numkMGTPE])?$")

@@ -26,7 +26,10 @@ from config.load_teams import KAI_DEVICE_LIST_ENDING, ORGANIZATION, TEAMS, read_
 from config.load_vcluster import DEFAULT_VCLUSTER, VCLUSTER, read_vcluster
 from config.virtual_cluster import check_virtual_clusters
 from config.model import Cluster, GpuOperator, Organization, Platform, Team
-from config import observability as observability_config
+from config.load_observability import (
+    check_observability_namespace, external_notes, observability_warnings, read_observability,
+)
+from config.observability import OBSERVABILITY, Observability
 from config.observability_alerting import alerting_warnings
 from config.observability_login import check_grafana_login, grafana_login_warnings
 from config.reader import Reader
@@ -45,7 +48,7 @@ STACK_CONFIG = Block(keys=(
     Key("teams", TEAMS, REQUIRED, "One entry per team: its leaf queue, host namespace and vCluster."),
     Key("vcluster", VCLUSTER, {}, "vCluster settings of every tenant; a team's own vcluster block overrides them."),
     Key("ci", CI, {}, "Where CI reaches this site."),
-    Key("observability", observability_config.OBSERVABILITY, {},
+    Key("observability", OBSERVABILITY, {},
         "GPU usage metrics, alerts, dashboards and KAI's time-aware fairness."),
 ))
 
@@ -90,7 +93,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
         dataclasses.replace(DEFAULT_VCLUSTER, node_labels=dict(host.tenant_node_labels))
     stack_vcluster = read_vcluster(root.child("vcluster"), default_vcluster)
     teams = [read_team(team, stack_vcluster) for team in root.entries("teams")]
-    observability = observability_config.read_observability(root.child("observability"), secrets)
+    observability = read_observability(root.child("observability"), secrets)
     ci = read_ci(root.child("ci"))
 
     # Cross-field rules run on whatever was read, in the same pass: a value with a problem of its own is
@@ -102,7 +105,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     _check_tenant_namespaces(reader, {
         **{name: "the cluster's system components" for name in SYSTEM_NAMESPACES}, **platform_namespaces}, teams)
     _check_org_quota(reader, organization, teams)
-    observability_config.check_namespace(reader, observability, {
+    check_observability_namespace(reader, observability, {
         **platform_namespaces, **{team.namespace: f"team {team.name}" for team in teams if team.namespace}})
     _check_node_group_profiles(reader, cluster)
     _check_layout(reader, cluster, gpu_operator)
@@ -127,20 +130,19 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     warnings = [f"{PROJECT}:{name} is not set: a placeholder stands in for it in this offline run. Set it "
                 f"before pulumi up: {secret_command(name, stack)}" for name in secrets.missing]
     warnings += _warnings(platform) + isolation_warnings(platform) + access_warnings(cluster, platform.teams) \
-        + placement_warnings(platform) + observability_config.observability_warnings(platform.observability) \
+        + placement_warnings(platform) + observability_warnings(platform.observability) \
         + grafana_login_warnings(platform.observability.grafana_login, platform.teams, secrets.set) \
         + alerting_warnings(platform.observability.alerting, platform.observability.prometheus == "install",
                             secrets.set)
     return Platform(**{**platform.__dict__, "warnings": tuple(warnings),
-                       "notes": tuple(_notes(platform) + observability_config.external_notes(
+                       "notes": tuple(_notes(platform) + external_notes(
                            platform.observability, platform.kai_scheduler.gpu_sharing, platform.gpu_operator.mode))})
 
 
 # --- cross-field rules ------------------------------------------------------------------------
 
 
-def _check_control_plane_metrics(reader: Reader, observability: observability_config.Observability,
-                                 cluster: Optional[Cluster]) -> None:
+def _check_control_plane_metrics(reader: Reader, observability: Observability, cluster: Optional[Cluster]) -> None:
     """Control-plane scrapes only where the host kind can serve them (config/hosts.py)."""
     if observability.control_plane_metrics and cluster is not None \
             and not HOST_KIND_FACTS[cluster.kind].control_plane_metrics:

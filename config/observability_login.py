@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from typing import Optional
 from urllib.parse import urlparse
 
-from config.key_types import Boolean, Check, StringList, Text
+from config.key_types import HTTP_URL_PATTERN, Boolean, Check, StringList, Text
 from config.keys import Block, Key
 from config.reader import Reader, Section
 
 HTTPS_URL = Check(r"https://[^\s/?#]+(/[^\s?#]*)?", "is not an https URL without query or fragment",
                   "copy it from the issuer's discovery document (<issuerUrl>/.well-known/openid-configuration)")
-HTTP_URL = Check(r"https?://[^\s/]+(/\S*)?", "is not an http(s) URL",
+HTTP_URL = Check(HTTP_URL_PATTERN, "is not an http(s) URL",
                  "set it to the address team members open Grafana at, e.g. https://grafana.gpu.example.com")
 KEY = "observability.grafanaLogin"
 # The secret key (config/secrets.py) holding the OAuth client's secret, if the client has one.

@@ -49,13 +49,14 @@ def secret_command(name: str, stack: Optional[str] = None) -> str:
     return f"pulumi config set --secret {PROJECT}:{name}{target} < {source}"
 
 
-def encrypted_key_issues(names: Iterable[str]) -> list[ConfigIssue]:
-    """One issue per project key outside ``SECRET_KEYS`` whose value is encrypted (``--secret``, whole or under
-    ``--path``), the value left out: the program reads such a key as plain config, so the decrypted value would
-    reach resource inputs, plans, previews and error messages."""
+def encrypted_key_issues(encrypted: Iterable[str]) -> list[ConfigIssue]:
+    """``encrypted`` names the project keys whose value is encrypted (``--secret``, whole or under ``--path``),
+    wherever that was read (Pulumi's runtime, a stack file); one issue per key among them outside ``SECRET_KEYS``,
+    the value left out: the program reads such a key as plain config, so the decrypted value would reach resource
+    inputs, plans, previews and error messages."""
     by_lower_name = {name.lower(): name for name in SECRET_KEYS}
     issues = []
-    for name in sorted(names):
+    for name in sorted(set(encrypted) - set(SECRET_KEYS)):
         close = difflib.get_close_matches(name.lower(), list(by_lower_name), n=1, cutoff=0.6)
         if close:
             secret = by_lower_name[close[0]]

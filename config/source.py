@@ -34,12 +34,9 @@ def raw_stack_config() -> tuple[dict[str, Any], set[str], set[str]]:
         raise ConfigError(misspelt)
     names = set(project_config(keys))
     stack_config = pulumi.Config(PROJECT)
+    encrypted = {name for name in names if pulumi.runtime.is_config_secret(PROJECT_PREFIX + name)}
     raw: dict[str, Any] = {}
-    encrypted = []
-    for name in sorted(names - set(SECRET_KEYS)):
-        if pulumi.runtime.is_config_secret(PROJECT_PREFIX + name):
-            encrypted.append(name)
-            continue
+    for name in sorted(names - set(SECRET_KEYS) - encrypted):
         text = stack_config.get(name)
         try:
             raw[name] = json.loads(text) if text is not None else None
@@ -54,7 +51,7 @@ def raw_stack_config() -> tuple[dict[str, Any], set[str], set[str]]:
             placeholders.add(name)
         elif value:
             secrets_set.add(name)
-            if not pulumi.runtime.is_config_secret(PROJECT_PREFIX + name):
+            if name not in encrypted:
                 plaintext.append(ConfigIssue(name, "<plain text>", "is set without encryption",
                                              f"run: pulumi config set --secret {PROJECT_PREFIX}{name} ..."))
     refused = encrypted_key_issues(encrypted) + plaintext

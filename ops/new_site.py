@@ -192,11 +192,11 @@ def run(site: str, source: str, sets: Sequence[str], project_dir: Path) -> int:
 
     # Dropped secret keys (sshPrivateKey, kubeconfig) are simply unset until `pulumi config set`. An encrypted
     # value under any other project key is refused, as the program refuses it, unless a --set replaced it.
-    encrypted = sorted({project_name(secret.path[0]) for secret in dropped} - {None, *SECRET_KEYS})
+    refused = encrypted_key_issues({project_name(secret.path[0]) for secret in dropped} - {None})
     check = {qualify(key): value for key, value in config.items()}
     try:
-        if encrypted:
-            raise ConfigError(encrypted_key_issues(encrypted))
+        if refused:
+            raise ConfigError(refused)
         platform = platform_of(check, site)
     except ConfigError as error:
         print(f"error: the config for {site} (from {source} with {len(changes)} change(s)) is invalid; "

@@ -63,9 +63,9 @@ def platform_of(config: dict, stack: str) -> Platform:
     if issues:
         raise ConfigError(issues)
     project = project_config(config)
-    encrypted = [name for name, value in project.items() if name not in SECRET_KEYS and contains_secure(value)]
-    if encrypted:
-        raise ConfigError(encrypted_key_issues(encrypted))
+    refused = encrypted_key_issues(name for name, value in project.items() if contains_secure(value))
+    if refused:
+        raise ConfigError(refused)
     raw = {name: value for name, value in project.items() if name not in SECRET_KEYS}
     secrets = {name for name, value in project.items() if name in SECRET_KEYS and value}
     return load_platform(raw, secrets_set=secrets, placeholders=set(SECRET_KEYS) - secrets, stack=stack)

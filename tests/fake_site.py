@@ -24,7 +24,8 @@ from urllib.parse import parse_qs, urlparse
 import yaml
 
 from tests.tenant_sim import KAI_SCHEDULER, Tenant
-from tests.upstream_sim import kai_mutate, limit_ranger
+from tests.apiserver_pods import limit_ranger
+from tests.kai_pods import kai_mutate
 
 QUEUE = "kai.scheduler/queue"
 

@@ -19,7 +19,7 @@ from typing import Optional
 from components.isolation_admission import IMAGE_ROOT, LIBRARY, LIBRARY_NAMES
 from config import versions
 from tests.tenant_sim import BINDING, KAI_SCHEDULER, POLICY, Admission, Tenant, admission_for, platform_of
-from tests.upstream_sim import api_validate
+from tests.apiserver_pods import api_validate
 
 MEMORY_LIMIT = "CUDA_DEVICE_MEMORY_LIMIT"
 

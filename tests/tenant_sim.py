@@ -1,7 +1,8 @@
 """What the host API server sees when a tenant writes a pod, built the way upstream builds it.
 
-tests/upstream_sim.py models vCluster's syncer and KAI's webhook and controllers; this module adds the
-API server around them:
+tests/vcluster_pods.py models vCluster's syncer, tests/kai_pods.py KAI's webhook and controllers and
+tests/apiserver_pods.py the API server's own defaulting and validation; this module adds the API server's
+admission around them:
 
 - ``Admission``: the API server's part of a ValidatingAdmissionPolicy as far as these policies use it
   (match rules, namespace selector, match conditions, variables, validations, message expressions),
@@ -23,10 +24,10 @@ from config.model import Platform, Team
 from config.vocabulary import KAI_NAMESPACE, project_config
 from policy.label_selectors import selector_matches
 from tests.reference_cel import REFERENCE, Verdict, unordered_lists
-from tests.upstream_sim import (
-    GPU_RESOURCE, WebhookRefusal, api_validate, kai_mutate, limit_ranger, pull_policy_defaults, vcluster_sync,
-)
-from tests.upstream_sim import KAI_SCHEDULER  # noqa: F401 (the attack tests take it from here with the pod builders)
+from tests.apiserver_pods import api_validate, limit_ranger, pull_policy_defaults
+from tests.kai_pods import GPU_RESOURCE, WebhookRefusal, kai_mutate
+from tests.kai_pods import KAI_SCHEDULER  # noqa: F401 (the attack tests take it from here with the pod builders)
+from tests.vcluster_pods import vcluster_sync
 
 KAI_POD_GROUPER = f"system:serviceaccount:{KAI_NAMESPACE}:pod-grouper"
 KAI_BINDER = f"system:serviceaccount:{KAI_NAMESPACE}:binder"

@@ -2,8 +2,8 @@
 
 Each test writes what a hostile tenant (cluster-admin in its vCluster) sends, syncs it as vCluster
 0.36.1 does, mutates it as KAI's webhook does and walks it through API validation, the host policy,
-KAI's post-bind writes and the tenant's later edits (tests/upstream_sim.py). Every attack is refused,
-on dev, eks and a stack mixing ``restricted`` and ``privileged`` teams, with the rule it breaks named.
+KAI's post-bind writes and the tenant's later edits (tests/vcluster_pods.py, tests/kai_pods.py). Every attack
+is refused, on dev, eks and a stack mixing ``restricted`` and ``privileged`` teams, with the rule it breaks named.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from config.vocabulary import KAI_NAMESPACE
 from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, run
 from tests.tenant_sim import KAI_BINDER, KAI_POD_GROUPER, KAI_SCHEDULER, Tenant, container, tenant_of, virtual_pod
 from tests.test_admission_honest import mixed_config
-from tests.upstream_sim import copy_back, kai_bind, kai_group, syncer_update
+from tests.kai_pods import kai_bind, kai_group
+from tests.vcluster_pods import copy_back, syncer_update
 
 
 @pytest.fixture(scope="module")

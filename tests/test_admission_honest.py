@@ -18,7 +18,8 @@ import yaml
 from tests.config_spec import put
 from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, git, run
 from tests.tenant_sim import KAI_BINDER, KAI_POD_GROUPER, KAI_SCHEDULER, Tenant, container, tenant_of, virtual_pod
-from tests.upstream_sim import copy_back, kai_bind, kai_group, syncer_update
+from tests.kai_pods import kai_bind, kai_group
+from tests.vcluster_pods import copy_back, syncer_update
 
 KAI = "kai-scheduler/KAI-Scheduler"
 # Docs pods the platform refuses on purpose, with the key that is refused and why: it runs KAI with one

@@ -37,7 +37,7 @@ from tests.tenant_sim import (
 )
 from tests.test_admission_honest import KAI, kai_doc_pods, refused_docs
 from tests.test_virtual_defaults import HONEST, Inside, deployment_pod, job_pod, manifests
-from tests.upstream_sim import pull_policy_defaults
+from tests.apiserver_pods import pull_policy_defaults
 
 VCLUSTER = "loft-sh/vcluster"
 TRANSLATE = "pkg/controllers/resources/pods/translate/"

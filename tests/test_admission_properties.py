@@ -22,7 +22,8 @@ from tests.kai_keys import keys_of, source_at
 from tests.tenant_sim import (
     KAI_SCHEDULER, Tenant, container, tenant_of, virtual_pod,
 )
-from tests.upstream_sim import WebhookRefusal, kai_mutate, vcluster_sync
+from tests.kai_pods import WebhookRefusal, kai_mutate
+from tests.vcluster_pods import vcluster_sync
 
 VISIBLE = "NVIDIA_VISIBLE_DEVICES"
 BLANK = ("void", "none")

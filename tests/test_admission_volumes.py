@@ -3,7 +3,7 @@
 vCluster 0.36.1 copies a virtual pod's volumes to the host as written, renaming only the objects they name in the
 tenant's namespace (pods/translate/translator.go ``translateVolumes``). A hostile tenant's pod asks the kubelet of a
 shared GPU node to mount storage from the node's own network address and credentials, or the host cluster's
-certificates. Each pod is synced as vCluster does it (tests/upstream_sim.py), mutated by KAI's webhook and judged
+certificates. Each pod is synced as vCluster does it (tests/vcluster_volumes.py), mutated by KAI's webhook and judged
 by the team's host policy; inside the vCluster the shipped copy of the rule refuses it at create with the same
 message. Honest pods, their service account token, ephemeral volumes and KAI's own volumes included, pass.
 """

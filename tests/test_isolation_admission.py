@@ -20,7 +20,7 @@ from tests.isolation_sim import MEMORY_LIMIT, IsolationTenant, isolation_tenant_
 from tests.isolation_spec import isolation_config, prefixed
 from tests.tenant_sim import KAI_SCHEDULER, POLICY, container, virtual_pod
 from tests.test_virtual_defaults import Inside
-from tests.upstream_sim import pull_policy_defaults
+from tests.apiserver_pods import pull_policy_defaults
 
 CONFIG = prefixed(isolation_config())
 

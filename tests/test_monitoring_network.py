@@ -1,7 +1,7 @@
 """A tenant's pod cannot reach Prometheus, Alertmanager or kube-state-metrics around its team's proxy.
 
 Attack: the pods a cluster-admin of a vCluster would create, wearing the labels of Grafana, of a query proxy
-and of Prometheus itself, synced to the host as vCluster 0.36.1 syncs them (tests/upstream_sim.py), are run
+and of Prometheus itself, synced to the host as vCluster 0.36.1 syncs them (tests/vcluster_pods.py), are run
 through the plan's NetworkPolicies with the ingress model of tools/deployability/network_ingress.py. The
 pods the platform runs (proxies, Grafana, Prometheus, KAI's usage reader) must still get through. The pod
 labels the policies name are read from kube-prometheus-stack 88.5.3 and its subcharts at the pinned tags.
@@ -24,7 +24,7 @@ from config.model import Team
 from config.vocabulary import project_config
 from tests.conftest import dev_config, git, run
 from tests.tenant_sim import virtual_pod
-from tests.upstream_sim import vcluster_sync
+from tests.vcluster_pods import vcluster_sync
 from tools.deployability.network_ingress import Pod, ingress_verdict
 from tools.plan.document import build_plan
 from tools.plan.summary import render_summary

@@ -215,7 +215,7 @@ def test_platform_dcgm_collector_list_keeps_every_default_field_and_adds_ecc():
     assert defaults <= ours, f"default fields the platform's list would drop: {defaults - ours}"
     assert ours <= dcgm_metrics(), f"fields the exporter does not know: {ours - dcgm_metrics()}"
     # What the rules and boards read beyond the operator's defaults is exactly what the platform's list adds
-    # for them, and what an external operator is told to add (config/observability.py).
+    # for them, and what an external operator is told to add (config/load_observability.py).
     read = set().union(*(metric_names(expr) for expr in all_expressions(load_platform(site_config()))))
     assert {name for name in read if name.startswith("DCGM_")} - defaults == set(DCGM_FIELDS_BEYOND_DEFAULTS)
     assert set(DCGM_FIELDS_BEYOND_DEFAULTS) <= ours

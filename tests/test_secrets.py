@@ -179,3 +179,17 @@ def test_a_value_set_with_secret_under_any_other_key_is_refused_without_being_sh
     assert UNSEEN not in message and "offline-plan-placeholder" not in message
     assert "--secret" in message and advice in message
     assert record.resources == []
+
+
+def test_a_secret_key_set_in_plain_text_is_refused_without_being_shown():
+    # It would sit unencrypted in the stack file, in every clone of the repository.
+    config = dev_config()
+    config["gpu-tenancy:sshPrivateKey"] = DECRYPTED["sshPrivateKey"]
+    record = ProgramRun()
+    with pytest.raises(ConfigError) as raised:
+        run_program(config, stack="site", record=record)
+    message = str(raised.value)
+    assert raised.value.keys == ["sshPrivateKey"]
+    assert "is set without encryption" in message and "pulumi config set --secret gpu-tenancy:sshPrivateKey" in message
+    assert RECOGNISABLE["sshPrivateKey"] not in message
+    assert record.resources == []

@@ -20,12 +20,13 @@ import yaml
 
 from config.stack_file import PROJECT_DIR
 from ops import smoke
+from ops.smoke_team import Report, Settings, Step
 from tests.conftest import MIRRORED_TAGS, dev_config, git
 from tests.fake_site import FakeSite, pending
 from tests.tenant_sim import tenant_of
 
 TEAMS = ("team-nlp", "team-vision", "team-recommender")
-FAST = smoke.Settings(timeout=1.5, refusal_timeout=1.5, poll=0.05)
+FAST = Settings(timeout=1.5, refusal_timeout=1.5, poll=0.05)
 
 
 @pytest.fixture(scope="module")
@@ -45,12 +46,12 @@ def site_factory(tenants):
         site.close()
 
 
-def run(site: FakeSite, **kwargs) -> dict[str, smoke.Report]:
+def run(site: FakeSite, **kwargs) -> dict[str, Report]:
     reports = smoke.run_site(site.outputs, site.outputs["hostKubeconfig"], FAST, **kwargs)
     return {report.team: report for report in reports}
 
 
-def step(report: smoke.Report, name: str, obj_suffix: str = "") -> smoke.Step:
+def step(report: Report, name: str, obj_suffix: str = "") -> Step:
     return next(s for s in report.steps if s.name == name and s.object.endswith(obj_suffix))
 
 
@@ -126,7 +127,7 @@ def test_a_tenant_faking_refusals_and_success_inside_its_vcluster_does_not_pass_
                         virtual_status={"phase": "Succeeded"},
                         refuse_in_vcluster=lambda pod: "[own-queue] refused by the tenant's own webhook"
                         if pod["metadata"]["name"] == "smoke-other-queue" else None)
-    settings = smoke.Settings(timeout=0.5, refusal_timeout=0.5, poll=0.05)
+    settings = Settings(timeout=0.5, refusal_timeout=0.5, poll=0.05)
     runs = {r.team: r for r in smoke.run_site(site.outputs, site.outputs["hostKubeconfig"], settings)}
     failed = [s for s in runs["team-nlp"].steps if not s.ok]
     # The GPU pod's virtual status says Succeeded; its host pod is Pending.

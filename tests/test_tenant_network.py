@@ -3,7 +3,7 @@
 The only NetworkPolicies in a tenant's host namespace are the ones vCluster's chart renders
 (``chart/templates/networkpolicy.yaml``): rendered here with the values the program gives each committed
 stack's teams, at every accepted vCluster release. The tenant's pods are built as vCluster 0.36.1 syncs them
-(tests/upstream_sim.py), wearing labels the host admission lets through, among them the ``release`` label the
+(tests/vcluster_pods.py), wearing labels the host admission lets through, among them the ``release`` label the
 control plane's policy selects, which the syncer renames. Each may reach its own vCluster (control plane, DNS,
 other pods) and the public internet, and nothing else: not another team, not the host's API server, kubelets,
 node ports, DNS, KAI, the GPU Operator, the monitoring stack or the instance metadata service.
@@ -26,7 +26,7 @@ from components.tenant import vcluster_values
 from ops.sites import platform_of
 from policy.label_selectors import selector_matches
 from tests.conftest import ACCEPTED_VCLUSTER_TAGS, COMMITTED_STACKS, mirror_chart, stack_config
-from tests.upstream_sim import vcluster_sync
+from tests.vcluster_pods import vcluster_sync
 from tools.charts.render import render_release
 from tools.deployability.inputs import Release, vcluster_dns_pods
 from tools.deployability.network_ingress import Pod, peer_selects

@@ -1,4 +1,5 @@
-"""The simulator tells the truth: tests/upstream_sim.py against vCluster's and KAI's source at the pinned tags."""
+"""The simulators tell the truth: tests/vcluster_*.py, tests/kai_pods.py and tests/apiserver_pods.py against
+vCluster's, KAI's and Kubernetes' source at the pinned tags."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ import pytest
 
 from tests.conftest import ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, dev_config, git
 from tests.tenant_sim import KAI_SCHEDULER, container, platform_of, virtual_pod
-from tests.upstream_sim import (
-    api_validate, device_list_prefix, host_label_key, kai_mutate, sanitises_sharing_names, translated_label,
-    vcluster_sync,
-)
+from tests.apiserver_pods import api_validate
+from tests.kai_pods import device_list_prefix, kai_mutate, sanitises_sharing_names
+from tests.vcluster_names import host_label_key, translated_label
+from tests.vcluster_pods import vcluster_sync
 
 VCLUSTER = "loft-sh/vcluster"
 KAI = "kai-scheduler/KAI-Scheduler"

@@ -29,7 +29,7 @@ from tests.isolation_spec import isolation_config, prefixed
 from tests.tenant_sim import (
     Admission, KAI_SCHEDULER, Tenant, container, plain_value, platform_of, tenant_of, virtual_pod,
 )
-from tests.upstream_sim import pull_policy_defaults
+from tests.apiserver_pods import pull_policy_defaults
 
 VIRTUAL_KUBERNETES = "1.36.0"
 

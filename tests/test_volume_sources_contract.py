@@ -24,7 +24,7 @@ from config.versions import KUBERNETES_MINIMUM_VERSION, VCLUSTER_VIRTUAL_KUBERNE
 from tests.conftest import ACCEPTED_VCLUSTER_TAGS, dev_config, git, go_function, mirrored_tag
 from tests.tenant_sim import KAI_SCHEDULER, Tenant, tenant_of, virtual_pod
 from tests.test_virtual_defaults import Inside
-from tests.upstream_sim import PROJECTED_NAMES, VOLUME_NAMES
+from tests.vcluster_volumes import PROJECTED_NAMES, VOLUME_NAMES
 
 VCLUSTER = "loft-sh/vcluster"
 TRANSLATE = "pkg/controllers/resources/pods/translate"

@@ -1,0 +1,76 @@
+"""What the host API server itself does to a pod, around the webhooks and policies.
+
+- ``pull_policy_defaults``: the defaulting of every pull policy a pod leaves out (k8s.io/api core/v1 types.go:
+  ``Always`` for an image tagged ``latest`` or not tagged, ``IfNotPresent`` otherwise).
+- ``limit_ranger``: the LimitRanger admission plugin, which runs before the webhooks: containers without requests
+  or limits get the namespace's defaults and the pod the ``kubernetes.io/limit-ranger`` annotation
+  (plugin/pkg/admission/limitranger).
+- ``api_validate``: the validation after mutating admission, which refuses (422) what KAI's webhook leaves invalid.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from config.model import TenantLimitRange
+
+
+def pull_policy_defaults(pod: dict) -> dict:
+    """``pod`` with the pull policy of every container and image volume that leaves it out set by the API server."""
+    defaulted = copy.deepcopy(pod)
+    spec = defaulted["spec"]
+    for field in ("containers", "initContainers", "ephemeralContainers"):
+        for entry in spec.get(field, []):
+            entry.setdefault("imagePullPolicy", _default_pull_policy(entry.get("image", "")))
+    for volume in spec.get("volumes", []):
+        if "image" in volume:
+            volume["image"].setdefault("pullPolicy", _default_pull_policy(volume["image"].get("reference", "")))
+    return defaulted
+
+
+def _default_pull_policy(image: str) -> str:
+    name, _, digest = image.partition("@")
+    tag = name.rsplit(":", 1)[1] if ":" in name.rsplit("/", 1)[-1] else ("" if digest else "latest")
+    return "Always" if tag == "latest" else "IfNotPresent"
+
+
+def limit_ranger(pod: dict, limits: TenantLimitRange) -> dict:
+    """Defaults for containers that set no cpu or memory, and the annotation that says so."""
+    defaulted = copy.deepcopy(pod)
+    notes = []
+    defaults = {"request": {"cpu": limits.default_request_cpu, "memory": limits.default_request_memory},
+                "limit": {"cpu": limits.default_cpu, "memory": limits.default_memory}}
+    for entry in defaulted["spec"]["containers"] + defaulted["spec"].get("initContainers", []):
+        resources = entry.setdefault("resources", {})
+        for kind, values in defaults.items():
+            current = resources.setdefault(f"{kind}s", {})
+            missing = [name for name in ("cpu", "memory") if name not in current]
+            current.update({name: values[name] for name in missing})
+            if missing:
+                notes.append(f"{', '.join(missing)} {kind} for container {entry['name']}")
+    if notes:
+        defaulted["metadata"].setdefault("annotations", {})["kubernetes.io/limit-ranger"] = \
+            "LimitRanger plugin set: " + "; ".join(notes)
+    return defaulted
+
+
+def api_validate(pod: dict) -> list[str]:
+    """The API server's own validation after mutating admission: what KAI's webhook leaves it refuses (422)."""
+    problems = []
+    # validateVolumeSource and validateProjectionSources (pkg/apis/core/validation): one source per volume and
+    # per projection.
+    for index, volume in enumerate(pod["spec"].get("volumes", [])):
+        if len(set(volume) - {"name"}) != 1:
+            problems.append(f"[api-validation] spec.volumes[{index}]: Invalid value: must specify exactly 1 volume "
+                            "type")
+        for position, source in enumerate(volume.get("projected", {}).get("sources", [])):
+            if len(source) > 1:
+                problems.append(f"[api-validation] spec.volumes[{index}].projected.sources[{position}]: Forbidden: "
+                                "may not specify more than 1 volume type per source")
+    for field in ("containers", "initContainers", "ephemeralContainers"):
+        for index, entry in enumerate(pod["spec"].get(field, [])):
+            for position, item in enumerate(entry.get("env", [])):
+                if item.get("value") and "valueFrom" in item:
+                    problems.append(f"[api-validation] spec.{field}[{index}].env[{position}].valueFrom: Invalid value: "
+                                    "may not be specified when `value` is not empty")
+    return problems

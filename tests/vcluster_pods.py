@@ -1,0 +1,143 @@
+"""What vCluster 0.36.1's syncer does to a tenant's pod, built the way its source at the pinned tag does it.
+
+- ``vcluster_sync``: the host pod the syncer creates (pkg/controllers/resources/pods/translate/translator.go):
+  renamed ``P-x-N-x-<release>`` and its label keys translated (tests/vcluster_names.py; labels already in the
+  translated form dropped), every other label and annotation copied, managed-by/namespace labels and the virtual
+  namespace's labels added, vCluster's annotations added (the pod-specific ones taken from the tenant's pod when it
+  has them), ``priorityClassName`` reset, enforced tolerations and node-sync labels added, the volumes translated
+  (tests/vcluster_volumes.py); a pod with a ``subdomain`` (a StatefulSet's) gets the hosts-rewriting init container
+  first, without a pull policy (pods/translate/hosts.go).
+- ``syncer_update``: a later tenant edit, merged three-way onto the host pod (pods/translate/diff.go);
+  ``copy_back``: the host's (KAI's) label and annotation additions copied into the virtual pod.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Optional
+
+from config.model import Team
+from config.virtual_cluster import rewrite_hosts_image
+from tests.vcluster_names import TRANSLATED_LABELS, host_label_key, safe_concat_name, translated_label
+from tests.vcluster_volumes import translate_volumes
+
+# Taken from the tenant's own virtual pod when it carries them (translator.go), else computed.
+POD_ANNOTATIONS = ("vcluster.loft.sh/namespace", "vcluster.loft.sh/name", "vcluster.loft.sh/uid",
+                   "vcluster.loft.sh/service-account-name", "vcluster.loft.sh/labels")
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+REWRITE_HOSTS = "vcluster-rewrite-hosts"  # the init container and its volume
+
+
+def vcluster_sync(pod: dict, team: Team, namespace_labels: Optional[dict] = None) -> dict:
+    """The host pod the team's vCluster syncer creates for ``pod``."""
+    host = copy.deepcopy(pod)
+    metadata, release = host["metadata"], team.vcluster_name
+    virtual_name, virtual_namespace = pod["metadata"]["name"], pod["metadata"]["namespace"]
+    metadata["name"] = safe_concat_name(virtual_name, "x", virtual_namespace, "x", release)
+    metadata["namespace"] = team.namespace
+    owners = metadata.pop("ownerReferences", [])
+    translated = {translated_label("vcluster.loft.sh/label", release, key) for key in TRANSLATED_LABELS}
+    labels = {host_label_key(key, release): value for key, value in pod["metadata"].get("labels", {}).items()
+              if key not in translated}
+    labels.update({"vcluster.loft.sh/managed-by": release, "vcluster.loft.sh/namespace": virtual_namespace})
+    for key, value in {"kubernetes.io/metadata.name": virtual_namespace, **(namespace_labels or {})}.items():
+        labels[translated_label("vcluster.loft.sh/ns-label", release, key)] = value
+    metadata["labels"] = labels
+    virtual = pod["metadata"].get("annotations", {})
+    annotations = {key: value for key, value in virtual.items()
+                   if key not in ("vcluster.loft.sh/managed-annotations", "vcluster.loft.sh/managed-labels")}
+    if annotations:
+        annotations["vcluster.loft.sh/managed-annotations"] = "\n".join(sorted(annotations))
+    annotations.update({
+        "vcluster.loft.sh/object-name": virtual_name, "vcluster.loft.sh/object-namespace": virtual_namespace,
+        "vcluster.loft.sh/object-uid": "6f1c2a4e-0000-4000-8000-000000000001",
+        "vcluster.loft.sh/object-kind": "/v1, Kind=Pod",
+        "vcluster.loft.sh/object-host-name": metadata["name"],
+        "vcluster.loft.sh/object-host-namespace": team.namespace})
+    virtual_labels = pod["metadata"].get("labels", {})
+    computed = {"vcluster.loft.sh/namespace": virtual_namespace, "vcluster.loft.sh/name": virtual_name,
+                "vcluster.loft.sh/uid": annotations["vcluster.loft.sh/object-uid"],
+                "vcluster.loft.sh/service-account-name": pod["spec"].get("serviceAccountName", "default"),
+                "vcluster.loft.sh/labels": "\n".join(f'{k}="{v}"' for k, v in sorted(virtual_labels.items()))}
+    for key in POD_ANNOTATIONS:
+        annotations[key] = virtual.get(key) or computed[key]
+    annotations.setdefault(SAFE_TO_EVICT, "true" if any(o.get("controller") for o in owners) else "false")
+    if owners and "vcluster.loft.sh/owner-references" not in annotations:
+        annotations["vcluster.loft.sh/owner-references"] = json.dumps(owners)
+        kind = next((o["kind"] for o in owners if o.get("apiVersion") == "apps/v1"), None)
+        if kind in ("ReplicaSet", "StatefulSet", "DaemonSet", "Deployment"):
+            annotations["vcluster.loft.sh/owner-set-kind"] = kind
+    metadata["annotations"] = annotations
+    _translate_spec(host["spec"], team)
+    translate_volumes(host, virtual_name, virtual_namespace, release)
+    return host
+
+
+def _translate_spec(spec: dict, team: Team) -> None:
+    release = team.vcluster_name
+    spec["serviceAccountName"] = f"vc-workload-{release}"
+    spec["automountServiceAccountToken"] = False
+    spec["enableServiceLinks"] = False
+    spec.pop("priorityClassName", None)
+    spec.pop("priority", None)
+    tolerations = list(spec.get("tolerations", []))
+    for entry in team.vcluster.enforce_tolerations:
+        key_value, effect = entry.rsplit(":", 1)
+        key, _, value = key_value.partition("=")
+        toleration = {"key": key, "operator": "Equal" if value else "Exists", "effect": effect}
+        if value:
+            toleration["value"] = value
+        tolerations.append(toleration)
+    spec["tolerations"] = tolerations
+    if team.vcluster.node_labels:
+        spec["nodeSelector"] = {**spec.get("nodeSelector", {}), **team.vcluster.node_labels}
+    if spec.pop("subdomain", ""):
+        _rewrite_hosts(spec, team)
+
+
+def _rewrite_hosts(spec: dict, team: Team) -> None:
+    """rewritePodHostnameFQDN with the chart's default resources: an init container that writes the pod's hosts
+    file, mounted over /etc/hosts in every other container."""
+    mount = {"mountPath": "/etc/hosts", "name": REWRITE_HOSTS, "subPath": "hosts"}
+    # Its sed script, which nothing on the host reads, left out.
+    rewrite = {"name": REWRITE_HOSTS, "image": rewrite_hosts_image(team.vcluster), "command": ["sh"],
+               "securityContext": {"runAsUser": 1001, "runAsGroup": 1001, "runAsNonRoot": True,
+                                   "capabilities": {"drop": ["ALL"]}, "allowPrivilegeEscalation": False,
+                                   "seccompProfile": {"type": "RuntimeDefault"}},
+               "resources": {"limits": {"cpu": "30m", "memory": "64Mi"}, "requests": {"cpu": "30m", "memory": "64Mi"}},
+               "volumeMounts": [{"mountPath": "/hosts", "name": REWRITE_HOSTS}]}
+    spec["volumes"] = [*spec.get("volumes", []), {"name": REWRITE_HOSTS, "emptyDir": {}}]
+    for field in ("containers", "initContainers", "ephemeralContainers"):
+        for entry in spec.get(field, []):
+            entry["volumeMounts"] = [*entry.get("volumeMounts", []), mount]
+    spec["initContainers"] = [rewrite, *spec.get("initContainers", [])]
+
+
+def syncer_update(host: dict, virtual_old: dict, virtual_new: dict, team: Team) -> dict:
+    """The host pod after the syncer applies a tenant's edit (virtual_old -> virtual_new) three-way."""
+    updated = copy.deepcopy(host)
+    for field in ("labels", "annotations"):
+        before, after = virtual_old["metadata"].get(field, {}), virtual_new["metadata"].get(field, {})
+        target = updated["metadata"].setdefault(field, {})
+        for key in set(before) | set(after):
+            if field == "annotations" and key in POD_ANNOTATIONS:
+                continue
+            host_key = host_label_key(key, team.vcluster_name) if field == "labels" else key
+            if key not in after:
+                target.pop(host_key, None)
+            elif before.get(key) != after[key]:
+                target[host_key] = after[key]
+    return updated
+
+
+def copy_back(host: dict, virtual: dict, team: Team) -> dict:
+    """The virtual pod after the syncer copies the host's own label and annotation changes into it."""
+    updated = copy.deepcopy(virtual)
+    synced = vcluster_sync(virtual, team)
+    for field in ("labels", "annotations"):
+        target = updated["metadata"].setdefault(field, {})
+        for key, value in host["metadata"].get(field, {}).items():
+            if key not in synced["metadata"].get(field, {}) and not key.startswith("vcluster.loft.sh/"):
+                target[key] = value
+    return updated
