@@ -70,11 +70,12 @@ def platform_dashboard(platform: Platform) -> dict:
              .with_row(dashboard.Row("Queues"))
              .with_panel(tree)
              .with_row(dashboard.Row("Teams"))
-             .with_panel(_series("GPU quota vs allocated vs used per team", [
+             .with_panel(_series("GPU quota vs allocated vs held vs used per team", [
                  _query(rules.QUOTA, "{{team}} quota", ref="A"),
                  _query(rules.ALLOCATED, "{{team}} allocated", ref="B"),
-                 _query(rules.USED, "{{team}} used", ref="C")], "short", width=24))
-             .with_panel(bargauge.Panel().title("Utilisation of the GPUs each team holds").unit("percentunit")
+                 _query(rules.HELD, "{{team}} held", ref="C"),
+                 _query(rules.USED, "{{team}} used", ref="D")], "short", width=24))
+             .with_panel(bargauge.Panel().title("Utilisation of the GPUs DCGM measures per team").unit("percentunit")
                          .min(0).max(1).span(12).height(8).datasource(DATASOURCE)
                          .with_target(_query(rules.UTILISATION, "{{team}}")))
              .with_panel(bargauge.Panel().title("Headroom to each team's GPU limit").unit("short").min(0)
@@ -98,15 +99,16 @@ def team_dashboard(team: Team) -> dict:
              .with_row(dashboard.Row("Now"))
              .with_panel(_stat("GPU quota (guaranteed)", rules.QUOTA + only, "short"))
              .with_panel(_stat("GPUs allocated", rules.ALLOCATED + only, "short"))
-             .with_panel(_stat("Utilisation of held GPUs", rules.UTILISATION + only, "percentunit"))
+             .with_panel(_stat("Utilisation of measured GPUs", rules.UTILISATION + only, "percentunit"))
              .with_panel(_stat("Headroom to limit", rules.HEADROOM + only, "short"))
              .with_panel(_stat("GPU-hours allocated, 24h", f"avg_over_time({rules.ALLOCATED}{only}[24h]) * 24", "short"))
              .with_panel(_stat("Pending pods", rules.PENDING + only, "short"))
              .with_row(dashboard.Row("Over time"))
-             .with_panel(_series("Quota vs allocated vs used", [
+             .with_panel(_series("Quota vs allocated vs held vs used", [
                  _query(rules.QUOTA + only, "quota", ref="A"),
                  _query(rules.ALLOCATED + only, "allocated", ref="B"),
-                 _query(rules.USED + only, "used", ref="C")], "short", width=24))
+                 _query(rules.HELD + only, "held", ref="C"),
+                 _query(rules.USED + only, "used", ref="D")], "short", width=24))
              .with_panel(_series("GPU utilisation per pod", [_query(
                  series.POD_GPU_UTILISATION + only, "{{pod}} {{UUID}}")], "percent"))
              .with_panel(_series("GPU memory used per pod", [_query(
@@ -118,6 +120,11 @@ def team_dashboard(team: Team) -> dict:
                               "the GPU's memory) and the GPUs charged to them, the share times the GPU's busy ratio. "
                               "Busy time of a shared GPU is not split by who ran: every pod on it is charged its "
                               "share of it."))
+             .with_panel(_series("GPUs held by init containers, per pod", [_query(
+                 series.POD_INIT_GPUS + only, "{{pod}}")], "short", width=24)
+                 .description("GPUs (MIG slices in compute slices) a pod's ordinary init containers hold while one "
+                              "runs. They are charged as held GPUs; DCGM maps them to no pod, so their busy time is "
+                              "not measured and they count in neither used nor utilisation."))
              .with_panel(_series("Pending pods", [_query(rules.PENDING + only, "pending")], "short"))
              .with_panel(_series("Pods refused by the admission policy, per hour",
                                  [_query(series.ADMISSION_DENIALS + only, "refused")], "short"))

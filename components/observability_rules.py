@@ -6,8 +6,10 @@ policy (label ``policy``). A constant series per team, ``gpu_tenancy_team_info``
 joins the three, so no relabelling or namespace-label export is needed on the Prometheus side.
 
 Measured use ("used", "utilisation") covers whole GPUs, attributed to the namespace DCGM names, and GPUs
-shared under KAI fractions, attributed through KAI's GPU groups (components/observability_shares.py). The
-usage report (ops/usage.py) runs these same expressions.
+shared under KAI fractions, attributed through KAI's GPU groups (components/observability_shares.py). GPUs
+held by ordinary init containers, which DCGM names no pod for, count as held from kube-state-metrics
+(components/observability_init_gpus.py), never as used. The usage report (ops/usage.py) runs these same
+expressions.
 
 Metric names and labels were read from KAI v0.16.4/v0.17.0 (pkg/queuecontroller/metrics,
 pkg/scheduler/metrics, namespace ``kai``), dcgm-exporter (etc/dcp-metrics-included.csv, Kubernetes pod
@@ -18,6 +20,7 @@ tests/test_observability_shares.py check them.
 
 from __future__ import annotations
 
+from components import observability_init_gpus as init_gpus
 from components import observability_mig as mig
 from components import observability_shares as shares
 from components import observability_xid as xid
@@ -37,8 +40,11 @@ ALLOCATED = "team:kai_queue_allocated_gpus:max"
 UTILISATION = "team:gpu_tenancy_gpu_utilisation:ratio"
 USED = "team:gpu_tenancy_used_gpus:sum"
 # GPUs held as DCGM sees them: whole GPUs mapped to the team's pods plus its pods' shares of shared GPUs.
+MEASURED = "team:gpu_tenancy_measured_gpus:sum"
+# Those plus the GPUs its pods' ordinary init containers hold, which DCGM cannot see as the team's.
 HELD = "team:gpu_tenancy_held_gpus:sum"
 ALLOCATED_HOURS = "team:gpu_tenancy_allocated_gpu_hours:1h"
+HELD_HOURS = "team:gpu_tenancy_held_gpu_hours:1h"
 USED_HOURS = "team:gpu_tenancy_used_gpu_hours:1h"
 HEADROOM = "team:gpu_tenancy_gpu_headroom:sum"
 PENDING = "team:gpu_tenancy_pending_pods:sum"
@@ -90,11 +96,21 @@ def used_gpus() -> str:
             f"({_to_team(mig.slice_busy_by_namespace())}))")
 
 
-def held_gpus() -> str:
+def _measured_terms() -> str:
+    return (f"({_to_team(f'{_GPU_UTIL_BY_NAMESPACE} * 0 + 1')}) or ({_to_team(shares.share())}) or "
+            f"({_to_team(mig.slice_units_by_namespace())})")
+
+
+def measured_gpus() -> str:
     """Per team: whole GPUs DCGM maps to its pods, its pods' shares of the shared GPUs DCGM sees, and its MIG
-    slices in KAI units."""
-    return (f"sum by (team) (({_to_team(f'{_GPU_UTIL_BY_NAMESPACE} * 0 + 1')}) or ({_to_team(shares.share())}) or "
-            f"({_to_team(mig.slice_units_by_namespace())}))")
+    slices in KAI units: what DCGM measures the busy time of."""
+    return f"sum by (team) ({_measured_terms()})"
+
+
+def held_gpus() -> str:
+    """Per team: the measured GPUs, plus the GPUs and slices (KAI units) its pods' ordinary init containers hold
+    while one runs, which DCGM maps to no pod (components/observability_init_gpus.py)."""
+    return f"sum by (team) ({_measured_terms()} or ({_to_team(init_gpus.held_by_init())}))"
 
 
 def on_teams_gpus(per_series: str) -> str:
@@ -127,12 +143,16 @@ def recording_rules() -> list[dict]:
         {"record": ALLOCATED, "expr": _per_team("kai_queue_allocated_gpus")},
         {"record": shares.SHARE, "expr": shares.share()},
         {"record": shares.CHARGED, "expr": shares.charged()},
+        {"record": init_gpus.INIT_GPUS, "expr": init_gpus.held_by_init()},
         {"record": USED, "expr": used_gpus()},
+        {"record": MEASURED, "expr": measured_gpus()},
         {"record": HELD, "expr": held_gpus()},
-        # Busy ratio of what the team holds; with whole GPUs only, the mean busy ratio of its GPUs.
-        {"record": UTILISATION, "expr": f"{USED} / {HELD}"},
+        # Busy ratio of what DCGM measures; with whole GPUs only, the mean busy ratio of its GPUs. GPUs held by
+        # init containers are left out: their busy time is unknown, not zero, so they make no team look idle.
+        {"record": UTILISATION, "expr": f"{USED} / {MEASURED}"},
         # The mean over the last hour of a GPU count is the GPU-hours of that hour.
         {"record": ALLOCATED_HOURS, "expr": f"avg_over_time({ALLOCATED}[1h])"},
+        {"record": HELD_HOURS, "expr": f"avg_over_time({HELD}[1h])"},
         {"record": USED_HOURS, "expr": f"avg_over_time({USED}[1h])"},
         {"record": HEADROOM, "expr": f"{TEAM_GPU_LIMIT} - on (team) {ALLOCATED}"},
         {"record": PENDING, "expr": "sum by (team) (max by (namespace, pod) (kube_pod_status_phase{phase=\"Pending\"})"

@@ -9,6 +9,7 @@ stack config writes (components/observability_rules.py). Plain data, no resource
 
 from __future__ import annotations
 
+from components import observability_init_gpus as init_gpus
 from components import observability_mig as mig
 from components import observability_shares as shares
 from components import observability_xid as xid
@@ -25,6 +26,9 @@ ADMISSION_DENIALS = "team:gpu_tenancy_admission_denials:increase1h"
 # A shared GPU's per-pod share and the busy time charged for it (components/observability_shares.py).
 POD_GPU_SHARE = "team_pod:gpu_tenancy_gpu_share:ratio"
 POD_GPU_CHARGED = "team_pod:gpu_tenancy_used_gpus:share"
+# GPUs (KAI units) a pod's ordinary init containers hold while one runs, which DCGM names no pod for
+# (components/observability_init_gpus.py).
+POD_INIT_GPUS = "team_pod:gpu_tenancy_init_container_gpus:sum"
 # The code of a new XID error on a GPU the team's pods hold or share, fatal or not (components/observability_xid.py).
 GPU_XID = "team_gpu:gpu_tenancy_xid:code"
 # 1 while a GPU the team's pods hold or share reported an XID that pages the platform (its page names the code):
@@ -51,6 +55,7 @@ def team_series_rules() -> list[dict]:
         {"record": POD_GPU_MEMORY_USED, "expr": _per_pod("DCGM_FI_DEV_FB_USED")},
         {"record": POD_GPU_SHARE, "expr": _per_pod(shares.SHARE)},
         {"record": POD_GPU_CHARGED, "expr": _per_pod(shares.CHARGED)},
+        {"record": POD_INIT_GPUS, "expr": _per_pod(init_gpus.INIT_GPUS)},
         {"record": GPU_XID, "expr": on_teams_gpus(xid.new_code())},
         {"record": GPU_FAILED, "expr": on_teams_gpus(f"({xid.fatal()} > bool 0)")},
         {"record": ADMISSION_DENIALS,

@@ -7,6 +7,8 @@ Per team (team = vCluster = host namespace = KAI leaf queue) over [from, to):
 - quota_gpu_hours: the GPU guarantee kept for the team (KAI's deserved GPUs), integrated over time;
 - allocated_gpu_hours: GPUs KAI allocated to the team's pods, fractions as fractions;
 - borrowed_gpu_hours: the part of the allocation above the quota (surplus lent by other teams);
+- held_gpu_hours: GPUs the team's pods held as the node sees them: those DCGM maps to its pods (shares of shared
+  GPUs as shares), plus those its ordinary init containers hold while they run, which DCGM maps to no pod;
 - used_gpu_hours: measured busy time (DCGM utilisation) of the whole GPUs mapped to the team's pods, plus,
   for GPUs shared under KAI fractions, each of its pods' share of that GPU's busy time (docs/observability.md);
 - utilisation: used / allocated.
@@ -34,7 +36,8 @@ from typing import Optional, Sequence, TextIO
 from components import observability_rules as rules
 from config.observability import RETENTION_SIZE_SHARE
 
-COLUMNS = ("team", "quota_gpu_hours", "allocated_gpu_hours", "borrowed_gpu_hours", "used_gpu_hours", "utilisation")
+COLUMNS = ("team", "quota_gpu_hours", "allocated_gpu_hours", "borrowed_gpu_hours", "held_gpu_hours", "used_gpu_hours",
+           "utilisation")
 TIMEOUT_SECONDS = 30
 
 
@@ -48,6 +51,7 @@ class TeamUsage:
     quota_gpu_hours: float
     allocated_gpu_hours: float
     borrowed_gpu_hours: float
+    held_gpu_hours: float
     used_gpu_hours: float
 
     @property
@@ -75,6 +79,7 @@ def _expressions() -> dict[str, str]:
         "quota_gpu_hours": quota,
         "allocated_gpu_hours": allocated,
         "borrowed_gpu_hours": f"clamp_min({allocated} - {quota}, 0)",
+        "held_gpu_hours": recorded[rules.HELD],
         "used_gpu_hours": recorded[rules.USED],
     }
 
@@ -164,10 +169,10 @@ def write_table(usages: list[TeamUsage], start: datetime, end: datetime, out: Te
     out.write(f"GPU usage per team, {start.isoformat()} to {end.isoformat()} (GPU-hours)\n")
     if history_from is not None:
         out.write(f"Partial: Prometheus' history begins at {history_from.isoformat()}; nothing before it is counted\n")
-    headers = ("team", "quota", "allocated", "borrowed", "used", "utilisation")
-    rows = [[usage.team, *(f"{getattr(usage, name):.3f}" for name in COLUMNS[1:5]),
+    headers = ("team", "quota", "allocated", "borrowed", "held", "used", "utilisation")
+    rows = [[usage.team, *(f"{getattr(usage, name):.3f}" for name in COLUMNS[1:-1]),
              "-" if usage.utilisation is None else f"{usage.utilisation:.0%}"] for usage in usages]
-    totals = ["total", *(f"{sum(getattr(u, name) for u in usages):.3f}" for name in COLUMNS[1:5]), ""]
+    totals = ["total", *(f"{sum(getattr(u, name) for u in usages):.3f}" for name in COLUMNS[1:-1]), ""]
     widths = [max(len(str(row[i])) for row in [headers, *rows, totals]) for i in range(len(headers))]
     for row in [headers, *rows, totals]:
         out.write("  ".join(str(cell).ljust(width) if i == 0 else str(cell).rjust(width)
@@ -177,7 +182,7 @@ def write_table(usages: list[TeamUsage], start: datetime, end: datetime, out: Te
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m ops.usage",
-        description="GPU-hours quota, allocated, borrowed and used per team, from the platform's Prometheus.",
+        description="GPU-hours quota, allocated, borrowed, held and used per team, from the platform's Prometheus.",
         epilog="example:\n  python -m ops.usage --prometheus http://localhost:9090 "
                "--from 2026-11-01T00:00:00Z --to 2026-12-01T00:00:00Z --csv",
         formatter_class=argparse.RawDescriptionHelpFormatter)

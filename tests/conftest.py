@@ -63,7 +63,8 @@ MIRRORED_TAGS = {
     "kai-scheduler/KAI-Scheduler": versions.KAI_RELEASES,
     # The exporter the GPU Operator floor (v24.9.0) ships, and the one v26.3.3 ships.
     "NVIDIA/dcgm-exporter": ("3.3.8-3.6.0", "4.5.3-4.8.2"),
-    "kubernetes/kube-state-metrics": ("v2.20.0",),
+    # The kube-state-metrics of each accepted kube-prometheus-stack (its subchart's appVersion), newest last.
+    "kubernetes/kube-state-metrics": ("v2.19.1", "v2.20.0"),
     "loft-sh/vcluster": ACCEPTED_VCLUSTER_TAGS,
     "NVIDIA/gpu-operator": versions.GPU_OPERATOR_RELEASES,
     "prometheus-community/helm-charts": (

@@ -31,7 +31,8 @@ KAI_TAGS = MIRRORED_TAGS[KAI]
 DCGM = "NVIDIA/dcgm-exporter"
 DCGM_FLOOR_TAG, DCGM_TAG = MIRRORED_TAGS[DCGM]
 KSM = "kubernetes/kube-state-metrics"
-[KSM_TAG] = MIRRORED_TAGS[KSM]
+# The kube-state-metrics the pinned kube-prometheus-stack ships.
+KSM_TAG = MIRRORED_TAGS[KSM][-1]
 APISERVER = {"apiserver_validating_admission_policy_check_total"}
 
 _PROMQL_WORDS = {"by", "on", "and", "or", "unless", "without", "ignoring", "group_left", "group_right", "offset",

@@ -63,7 +63,7 @@ def test_team_board_queries_name_that_team_and_no_other():
 def test_platform_board_covers_queue_tree_quota_allocation_use_nodes_and_pending():
     _, board = boards.dashboards(platform())["platform"]
     titles = [panel["title"] for panel in board["panels"]]
-    for wanted in ("Queue tree (KAI's view)", "GPU quota vs allocated vs used per team", "GPUs per node",
+    for wanted in ("Queue tree (KAI's view)", "GPU quota vs allocated vs held vs used per team", "GPUs per node",
                    "Pending pods per team", "GPUs promised (team quotas)", "GPUs present (DCGM)"):
         assert wanted in titles
     ids = [panel["id"] for panel in board["panels"]]

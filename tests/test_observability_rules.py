@@ -121,6 +121,7 @@ def story_tests() -> list[dict]:
         _teams(rules.ALLOCATED, {"alpha": 0.25, "beta": 0.75, "gamma": 0}),
         _teams(rules.UTILISATION, {"alpha": 0.05, "beta": 0.8}),
         _teams(rules.USED, {"alpha": 0.05, "beta": 0.8}),
+        _teams(rules.MEASURED, {"alpha": 1, "beta": 1}),
         _teams(rules.HEADROOM, {"alpha": 0.75, "beta": 0}),
         _teams(rules.PENDING, {"alpha": 0, "gamma": 1}),
         {**_teams(rules.ALLOCATED_HOURS, {"alpha": 0.25, "beta": 0.75, "gamma": 0}), "eval_time": "90m"},
@@ -217,6 +218,7 @@ def fraction_story_tests() -> list[dict]:
     recording = [
         per_pod(shares.SHARE, 0), per_pod(shares.CHARGED, 1),
         _teams(rules.HELD, {"alpha": 2.5, "beta": 1.25, "gamma": 0.5}),
+        _teams(rules.MEASURED, {"alpha": 2.5, "beta": 1.25, "gamma": 0.5}),
         _teams(rules.USED, {"alpha": 1.75, "beta": 0.625, "gamma": 0.01}),
         _teams(rules.UTILISATION, {"alpha": 0.7, "beta": 0.5, "gamma": 0.02}),
     ]
@@ -257,7 +259,10 @@ def test_rule_file_passes_promtool_check(tmp_path):
 def test_every_recording_rule_and_alert_driven_by_promtool_unit_tests(tmp_path):
     platform = load_platform(site_config())
     (tmp_path / "rules.yml").write_text(yaml.safe_dump(rule_file(platform, annotations=False), sort_keys=False))
-    tests = {"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": story_tests() + fraction_story_tests() + blind_site_tests()}
+    # Imported here: that module builds its story from this one's helpers.
+    from tests.test_observability_init_gpus import init_container_story_tests
+    stories = story_tests() + fraction_story_tests() + blind_site_tests() + init_container_story_tests()
+    tests = {"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": stories}
     (tmp_path / "tests.yml").write_text(yaml.safe_dump(tests, sort_keys=False))
     result = promtool("test", "rules", "tests.yml", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -18,7 +18,8 @@ from tests.test_observability_rules import needs_promtool, promtool, site_config
 
 KAI = "kai-scheduler/KAI-Scheduler"
 KSM = "kubernetes/kube-state-metrics"
-[KSM_TAG] = MIRRORED_TAGS[KSM]
+# The kube-state-metrics the pinned kube-prometheus-stack ships.
+KSM_TAG = MIRRORED_TAGS[KSM][-1]
 DCGM = "NVIDIA/dcgm-exporter"
 DCGM_TAG = MIRRORED_TAGS[DCGM][-1]
 CHARTS = "prometheus-community/helm-charts"

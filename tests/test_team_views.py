@@ -106,6 +106,12 @@ def exposition(scrape: int) -> str:
                   f'kube_pod_annotations{{{shared},{KSM_FRACTION}="0.5"}} 1',
                   f'kube_pod_status_phase{{{reservation},phase="Running"}} 1',
                   f'kube_pod_status_phase{{{shared},phase="Running"}} 1']
+        # An ordinary init container holding whole GPUs, which DCGM names no pod for, runs.
+        warming = f'namespace="{team.namespace}",pod="prep-{team.name}",container="warm"'
+        lines += [f'kube_pod_init_container_info{{{warming},restart_policy=""}} 1',
+                  f'kube_pod_init_container_resource_requests{{{warming},node="node",resource="nvidia_com_gpu",'
+                  f'unit="integer"}} {number}',
+                  f'kube_pod_init_container_status_running{{{warming}}} 1']
     return "\n".join(lines) + "\n"
 
 

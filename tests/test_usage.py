@@ -2,14 +2,15 @@
 
 The story, 2026-11-01 00:00 to 02:00 UTC, one sample a minute (plus loud samples just outside the window,
 which must not count):
-- alpha holds a whole GPU (allocated 1) for the first hour, 50% busy, then nothing; quota 0.25.
+- alpha holds a whole GPU (allocated 1) for the first hour, 50% busy, then nothing; quota 0.25. DCGM still maps
+  the GPU, idle, to alpha's pod in the second hour: held counts what DCGM sees, allocated what KAI counts.
 - beta holds 1 GPU for both hours, 25% busy; quota 0.25.
 - gamma gets a quarter GPU for the last half hour only; quota 0.5; it has no GPU of its own in DCGM.
 Hand-computed GPU-hours:
-  team   quota  allocated  borrowed  used
-  alpha  0.5    1.0        0.75      0.5
-  beta   0.5    2.0        1.5       0.5
-  gamma  1.0    0.125      0         0
+  team   quota  allocated  borrowed  held  used
+  alpha  0.5    1.0        0.75      2.0   0.5
+  beta   0.5    2.0        1.5       2.0   0.5
+  gamma  1.0    0.125      0         0     0
 """
 
 from __future__ import annotations
@@ -32,9 +33,12 @@ START = int(datetime(2026, 11, 1, tzinfo=timezone.utc).timestamp())
 TIMELINE = range(-10, 131)
 TEAMS = ("alpha", "beta", "gamma")
 EXPECTED = {
-    "alpha": {"quota_gpu_hours": 0.5, "allocated_gpu_hours": 1.0, "borrowed_gpu_hours": 0.75, "used_gpu_hours": 0.5},
-    "beta": {"quota_gpu_hours": 0.5, "allocated_gpu_hours": 2.0, "borrowed_gpu_hours": 1.5, "used_gpu_hours": 0.5},
-    "gamma": {"quota_gpu_hours": 1.0, "allocated_gpu_hours": 0.125, "borrowed_gpu_hours": 0.0, "used_gpu_hours": 0.0},
+    "alpha": {"quota_gpu_hours": 0.5, "allocated_gpu_hours": 1.0, "borrowed_gpu_hours": 0.75, "held_gpu_hours": 2.0,
+              "used_gpu_hours": 0.5},
+    "beta": {"quota_gpu_hours": 0.5, "allocated_gpu_hours": 2.0, "borrowed_gpu_hours": 1.5, "held_gpu_hours": 2.0,
+             "used_gpu_hours": 0.5},
+    "gamma": {"quota_gpu_hours": 1.0, "allocated_gpu_hours": 0.125, "borrowed_gpu_hours": 0.0, "held_gpu_hours": 0.0,
+              "used_gpu_hours": 0.0},
 }
 
 
@@ -113,7 +117,7 @@ def test_table_output_lists_teams_and_totals(prometheus_url):
     lines = text.splitlines()
     assert lines[0].startswith("GPU usage per team, 2026-11-01T00:00:00+00:00 to 2026-11-01T02:00:00+00:00")
     total = lines[-1].split()
-    assert total[0] == "total" and [float(x) for x in total[1:5]] == [2.0, 3.125, 2.25, 1.0]
+    assert total[0] == "total" and [float(x) for x in total[1:6]] == [2.0, 3.125, 2.25, 4.0, 1.0]
 
 
 def test_no_kai_data_in_the_window_is_a_clear_error(prometheus_url, capsys):
