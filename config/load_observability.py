@@ -152,7 +152,11 @@ def _external_prometheus_notes(settings: Observability, gpu_sharing: bool) -> li
              "namespaces (annotation-based pod scraping, PodMonitors or ServiceMonitors reaching them). A tenant "
              "controls what its pods expose: series named like those the rules read (kai_queue_*, DCGM_*, kube_pod_*, "
              "gpu_tenancy_team_info) would change other teams' GPU-hours, break the per-team "
-             "rules for every team, or page the on-call (docs/observability.md)."]
+             "rules for every team, or page the on-call (docs/observability.md).",
+             "observability.prometheus is external: for the GPUs a team's ordinary init containers hold to be "
+             "charged, the site's kube-state-metrics must be v2.11.0 or later and export kube_pod_init_container_info, "
+             "kube_pod_init_container_resource_requests, kube_pod_init_container_status_running and "
+             "kube_pod_container_resource_requests (on by default; keep them out of any denylist)."]
     if not gpu_sharing:
         return notes
     return notes + [

@@ -38,6 +38,10 @@ from config.observability import RETENTION_SIZE_SHARE
 
 COLUMNS = ("team", "quota_gpu_hours", "allocated_gpu_hours", "borrowed_gpu_hours", "held_gpu_hours", "used_gpu_hours",
            "utilisation")
+# The CSV keeps the columns of earlier reports where they were and adds new ones at the end, so a sheet that reads
+# them by position keeps reading the same figures.
+CSV_COLUMNS = ("team", "quota_gpu_hours", "allocated_gpu_hours", "borrowed_gpu_hours", "used_gpu_hours", "utilisation",
+               "held_gpu_hours")
 TIMEOUT_SECONDS = 30
 
 
@@ -59,7 +63,7 @@ class TeamUsage:
         return self.used_gpu_hours / self.allocated_gpu_hours if self.allocated_gpu_hours > 0 else None
 
     def row(self) -> dict[str, str]:
-        values = {name: getattr(self, name) for name in COLUMNS}
+        values = {name: getattr(self, name) for name in CSV_COLUMNS}
         return {name: value if isinstance(value, str) else "" if value is None else f"{value:.4f}"
                 for name, value in values.items()}
 
@@ -158,7 +162,7 @@ def history_start(prometheus: Prometheus, start: datetime, end: datetime, step_s
 
 
 def write_csv(usages: list[TeamUsage], out: TextIO) -> None:
-    writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
+    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
     writer.writeheader()
     for usage in usages:
         writer.writerow(usage.row())

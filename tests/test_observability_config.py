@@ -134,7 +134,7 @@ def test_external_objects_may_share_the_operator_namespace_but_not_a_tenant_one(
 
 def test_external_prometheus_is_told_the_kube_state_metrics_flags_shared_gpus_need():
     external = {"prometheus": "external", "external": {"releaseLabel": "prom"}}
-    (note,) = [note for note in load_platform(site_config(**external)).notes if "kube-state-metrics" in note]
+    (note,) = [note for note in load_platform(site_config(**external)).notes if "kube-state-metrics must run" in note]
     assert "--metric-labels-allowlist=pods=[runai-gpu-group]" in note
     assert "--metric-annotations-allowlist=pods=[gpu-fraction,gpu-memory,gpu-fraction-container-name]" in note
     assert "honorLabels" in note
@@ -142,7 +142,8 @@ def test_external_prometheus_is_told_the_kube_state_metrics_flags_shared_gpus_ne
         "an installed stack sets the flags itself"
     raw = site_config(**external)
     raw["kaiScheduler"] = {**raw.get("kaiScheduler", {}), "gpuSharing": False}
-    assert not [note for note in load_platform(raw).notes if "kube-state-metrics" in note], "no fractions, no note"
+    assert not [note for note in load_platform(raw).notes if "kube-state-metrics must run" in note], \
+        "no fractions, no note"
 
 
 @pytest.mark.parametrize("prometheus", ["install", "external"])
@@ -172,6 +173,20 @@ def test_an_external_prometheus_is_told_to_keep_out_of_the_teams_namespaces():
     raw["kaiScheduler"] = {**raw["kaiScheduler"], "gpuSharing": False}
     assert len(scrape_notes(raw)) == 1
     assert not scrape_notes(site_config()), "the installed stack scrapes no tenant namespace"
+
+
+def test_an_external_prometheus_is_told_which_kube_state_metrics_charges_init_container_gpus():
+    """Whole GPUs an ordinary init container holds are charged from kube-state-metrics' init-container series
+    (DCGM names no pod for them), whether or not GPUs are shared; the installed stack ships a release that has them."""
+    def init_notes(raw: dict) -> list[str]:
+        return [note for note in load_platform(raw).notes if "ordinary init containers" in note]
+    raw = site_config(prometheus="external", external={"releaseLabel": "prom"})
+    (note,) = init_notes(raw)
+    assert "v2.11.0" in note and "kube_pod_init_container_info" in note
+    assert "kube_pod_init_container_status_running" in note
+    raw["kaiScheduler"] = {**raw["kaiScheduler"], "gpuSharing": False}
+    assert len(init_notes(raw)) == 1
+    assert not init_notes(site_config()), "the installed stack's kube-state-metrics has them"
 
 
 def test_gpus_on_the_time_sliced_profile_are_noted_as_not_charged_per_team():
