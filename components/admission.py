@@ -21,6 +21,7 @@ from typing import Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.admission_images import allowed_image
 from components.admission_metadata import (
     has_key, key_value, metadata_validations, metadata_variables, refusal,
 )
@@ -211,6 +212,40 @@ def _image_pull_validations(team: Team) -> list[dict]:
         "(the vCluster sets it on new pods; for kubectl debug add --image-pull-policy=Always)")]
 
 
+def _images(obj: str, field: str) -> str:
+    return f"(has({obj}.spec.{field}) ? {obj}.spec.{field}.map(c, c.image) : [])"
+
+
+def _image_registry(team: Team) -> str:
+    """On CREATE every image and image volume is allowed. Images of containers and init containers can be updated
+    (vCluster syncs the change), so on UPDATE a list whose images changed must hold allowed ones only; ephemeral
+    containers are only added, so none that is not allowed may be. Image volumes cannot be updated. A pod running
+    from before the setting keeps its updates while its images stay."""
+    allowed = allowed_image(team, "c.image")
+    volumes = (f"(!has(object.spec.volumes) || object.spec.volumes.all(v, !has(v.image) || "
+               f"(has(v.image.reference) && {allowed_image(team, 'v.image.reference')})))")
+
+    def refused_ephemeral(obj: str) -> str:
+        field = f"{obj}.spec.ephemeralContainers"
+        return f"(has({field}) ? size({field}.filter(c, !{allowed})) : 0)"
+
+    changed = " && ".join(f"({_images('object', field)} == {_images('oldObject', field)} || "
+                          f"{every_container((field,), allowed)})" for field in SCHEDULED_LISTS)
+    return (f"request.operation == 'CREATE' ? ({every_container(CONTAINER_LISTS, allowed)} && {volumes}) : "
+            f"({changed} && {refused_ephemeral('object')} <= {refused_ephemeral('oldObject')})")
+
+
+def image_registry_validations(team: Team) -> list[dict]:
+    if team.vcluster.allowed_registries is None:
+        return []
+    return [refusal(
+        "image-registry", _image_registry(team),
+        "this site's nodes pull tenant images only from the registries it lists (vcluster.allowedRegistries: "
+        f"{', '.join(team.vcluster.allowed_registries)}); a name without a host is Docker Hub's (docker.io/library/ "
+        "for one component)",
+        "use an image from one of those registries, or ask the platform team to list yours")]
+
+
 def match_conditions(team: Team) -> list[dict]:
     labelled = f"{key_value('object', 'labels', VCLUSTER_MANAGED_BY_LABEL)} == '{team.vcluster_name}'"
     old_labelled = f"(request.operation == 'UPDATE' && {key_value('oldObject', 'labels', VCLUSTER_MANAGED_BY_LABEL)} == " \
@@ -295,6 +330,8 @@ def policy_validations(team: Team, before_sync: bool = False) -> list[dict]:
                 "remove them; request GPUs with gpu-fraction, gpu-memory or nvidia.com/gpu"),
         *volume_validations(team, before_sync),
         *_image_pull_validations(team),
+        # Judged inside each vCluster by a policy of its own, on update too (components/virtual_defaults.py).
+        *([] if before_sync else image_registry_validations(team)),
         *metadata_validations(team),
     ]
 

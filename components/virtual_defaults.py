@@ -15,6 +15,9 @@ program ships:
   container and init container (and ``pullPolicy: Always`` on image volumes) of every pod, replacing the
   virtual API server's default (``IfNotPresent`` for a tagged image), which the host's ``[image-pull-policy]``
   rule refuses;
+- with ``vcluster.allowedRegistries``, a ValidatingAdmissionPolicy with the host's ``[image-registry]`` rule, on
+  create and update (an image set later, a debug container added), since vCluster syncs image changes to the host
+  and the syncer itself never changes an image in the virtual cluster;
 - a ValidatingAdmissionPolicy with the host's pod rules (``policy_validations`` as they read a pod before the
   syncer rewrites its volumes, and the team's isolation tier rules as they read it before KAI's webhook), so a
   pod the host would refuse is refused when the tenant creates it, with the same ``[rule]`` message. Only CREATE
@@ -29,7 +32,8 @@ than Kubernetes 1.36. vCluster re-applies the manifests only when their text cha
 from __future__ import annotations
 
 from components.admission import (
-    PULL_ALWAYS, fraction_annotated, fraction_container, policy_validations, policy_variables,
+    PULL_ALWAYS, fraction_annotated, fraction_container, image_registry_validations, policy_validations,
+    policy_variables,
 )
 from components.isolation_admission import IMAGE_ROOT, LIBRARY, LIBRARY_NAMES, isolation_validations
 from components.kai import SCHEDULER_NAME
@@ -43,7 +47,9 @@ DEFAULTS_NAME = "gpu-tenancy-pod-defaults"
 RULES_NAME = "gpu-tenancy-pod-rules"
 HAMI_CORE_NAME = "gpu-tenancy-hami-core"  # the policy, and the image volume it adds
 IMAGE_PULL_NAME = "gpu-tenancy-image-pull"
+IMAGE_REGISTRY_NAME = "gpu-tenancy-image-registry"
 POD_CREATE = {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
+POD_CHANGES = {**POD_CREATE, "operations": ["CREATE", "UPDATE"], "resources": ["pods", "pods/ephemeralcontainers"]}
 
 
 def _cel_string(value: str) -> str:
@@ -132,6 +138,14 @@ def pod_rules_policy(team: Team) -> dict:
     }
 
 
+def image_registry_policy(team: Team) -> dict:
+    return {
+        "apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicy", "metadata": {"name": IMAGE_REGISTRY_NAME},
+        "spec": {"failurePolicy": "Fail", "matchConstraints": {"resourceRules": [POD_CHANGES]},
+                 "validations": image_registry_validations(team)},
+    }
+
+
 def _binding(kind: str, policy: str, **spec) -> dict:
     # An empty namespace selector matches every namespace of the virtual cluster.
     return {"apiVersion": ADMISSION_API, "kind": kind, "metadata": {"name": policy},
@@ -145,6 +159,9 @@ def virtual_manifests(team: Team) -> list[dict]:
     image_pull = ([_mutating_policy(IMAGE_PULL_NAME, *image_pull_mutations()),
                    _binding("MutatingAdmissionPolicyBinding", IMAGE_PULL_NAME)]
                   if team.vcluster.always_pull_images else [])
+    image_registry = ([image_registry_policy(team),
+                       _binding("ValidatingAdmissionPolicyBinding", IMAGE_REGISTRY_NAME, validationActions=["Deny"])]
+                      if team.vcluster.allowed_registries is not None else [])
     return [
         pod_defaults_policy(team),
         _binding("MutatingAdmissionPolicyBinding", DEFAULTS_NAME),
@@ -152,6 +169,7 @@ def virtual_manifests(team: Team) -> list[dict]:
         *image_pull,
         pod_rules_policy(team),
         _binding("ValidatingAdmissionPolicyBinding", RULES_NAME, validationActions=["Deny"]),
+        *image_registry,
     ]
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, Union
 
 from config.errors import MISSING
+from config.image_registries import RegistryList
 from config.key_types import (
     AnyMap, Boolean, Integer, Number, Quantity, StringList, StringMap, Text,
 )
@@ -122,7 +123,7 @@ class ListOf:
 
 
 KeyType = Union[Text, Version, KubernetesVersion, Boolean, Number, Integer, Quantity, StringMap, StringList, AnyMap,
-                Block, ListOf]
+                RegistryList, Block, ListOf]
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from typing import TypeVar
 
 from config import versions
 from config.access import ACCESS, read_access
+from config.image_registries import EXAMPLES, RegistryList
 from config.key_types import AnyMap, Boolean, Integer, Quantity, QuantityMap, StringList, StringMap, Text
 from config.keys import Block, Derived, Key
 from config.merge import deep_merge
@@ -112,7 +113,7 @@ the same keys and is merged over the stack block key by key:
   the inherited `requests.memory`.
 - `nodeLabels` and `enforceTolerations` replace the stack value as a whole.
 - `extraValues` is deep-merged: maps merge, and other values replace.
-- `alwaysPullImages` is the stack's alone: a team's block may not set it.""", notes="""\
+- `alwaysPullImages` and `allowedRegistries` are the stack's alone: a team's block may not set them.""", notes="""\
 A quantity is a Kubernetes quantity string such as `500m`, `4`, `512Mi` or `16Gi`, or a
 non-negative number.
 
@@ -193,6 +194,20 @@ host kind it also renders the control plane's volume claim class
                 "the account). The cost: every container start asks the registry, so a registry outage blocks "
                 "restarts, and a site whose images are imported into containerd with no registry cannot use "
                 "it. See [Tenant security model](security-model.md)."),
+    Key("allowedRegistries", RegistryList(), DEFAULT_VCLUSTER.allowed_registries,
+        "The registries tenant images may come from: a registry host (with its port, if any), optionally with a "
+        "repository path prefix. Unset: any registry.", example=f"[{EXAMPLES}]",
+        default_note="any registry",
+        details="Stack-wide only: the list guards the nodes' network, which every team shares, and a team's own "
+                "registry goes in it like any other. Every image of every container, init container, ephemeral "
+                "container and image volume of a tenant pod must be under an entry, read as the node reads it: a "
+                "name without a host is Docker Hub's (`nginx` is `docker.io/library/nginx`, `nvidia/cuda` is "
+                "`docker.io/nvidia/cuda`), and a prefix ends at a `/` (`ghcr.io/acme` admits `ghcr.io/acme/x:1` but "
+                "not `ghcr.io/acme-evil/x`; `registry.local` does not admit `registry.local:5000`). Each vCluster "
+                "refuses the pod when it is applied, and the host refuses it when synced, on create and on every "
+                "image change (rule `image-registry`). The images the platform itself puts into tenant pods (the "
+                "tenant DNS, vCluster's hosts-rewriting init container, HAMi-core, the smoke test's) pass by their "
+                "exact reference. See [Tenant security model](security-model.md#image-registries)."),
     Key("extraValues", AnyMap(), DEFAULT_VCLUSTER.extra_values,
         "Raw vCluster Helm values, deep-merged last over what the program renders.",
         example="{controlPlane: {proxy: {extraSANs: [vc.example]}}}",
@@ -218,17 +233,30 @@ def _read_over(section: Section, block: Block, base: Settings) -> Settings:
                                         for name, field in fields.items()})
 
 
+# The keys only the stack's vcluster block may set, with why a team may not.
+STACK_ONLY = {
+    "alwaysPullImages": "it protects a team's cached private images only if every other team on the same nodes "
+                        "pulls its images too, so no team can be let off or opt in alone",
+    "allowedRegistries": "it guards the network of the nodes every team shares; list a team's own registry there",
+}
+
+
+def _stack_only(section: Section, base: VClusterSettings, team: bool, name: str, field: str):
+    """A stack-only key: read in the stack's block, refused in a team's (which keeps the stack's value)."""
+    if not team:
+        return section.read(name, getattr(base, field))
+    if section.has(name):
+        section.fail(name, section.raw(name), f"is a setting of the whole stack: {STACK_ONLY[name]}",
+                     f"remove it from the team and set it once under the stack's vcluster (vcluster.{name})")
+    return getattr(base, field)
+
+
 def read_vcluster(section: Section, base: VClusterSettings, *, team: bool = False) -> VClusterSettings:
     """Read a ``vcluster`` block; every key left out keeps its value from ``base``. A ``team``'s block may not set
-    ``alwaysPullImages``: it protects a team's cached images only if every other team on its nodes pulls too."""
+    the STACK_ONLY keys."""
     version = section.read("version", base.version)
-    if team and section.has("alwaysPullImages"):
-        section.fail("alwaysPullImages", section.raw("alwaysPullImages"),
-                     "is a setting of the whole stack: it protects a team's cached private images only if every "
-                     "other team on the same nodes pulls its images too, so no team can be let off or opt in alone",
-                     "remove it from the team and set it once under the stack's vcluster (vcluster.alwaysPullImages)")
-    always_pull_images = base.always_pull_images if team else \
-        section.read("alwaysPullImages", base.always_pull_images)
+    always_pull_images = _stack_only(section, base, team, "alwaysPullImages", "always_pull_images")
+    allowed_registries = _stack_only(section, base, team, "allowedRegistries", "allowed_registries")
     resources = section.child("controlPlaneResources")
     quota = section.child("resourceQuota")
     limits = section.child("limitRange")
@@ -252,4 +280,5 @@ def read_vcluster(section: Section, base: VClusterSettings, *, team: bool = Fals
         storage_classes=section.read("storageClasses", base.storage_classes),
         access=read_access(section.child("access"), base.access),
         always_pull_images=always_pull_images,
+        allowed_registries=allowed_registries,
     )

@@ -102,6 +102,8 @@ class VClusterSettings:
     access: Access = Access()
     # Every tenant container pulls its image on start (a stack setting: it protects a team only if all comply).
     always_pull_images: bool = False
+    # The registries (host[:port][/path prefix]) tenant images may come from; None: any (a stack setting).
+    allowed_registries: Optional[tuple[str, ...]] = None
 
 
 # A team's GPU isolation tier (config/isolation.py says what each one needs and promises).

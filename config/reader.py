@@ -51,7 +51,8 @@ def _spelled(steps: tuple[str, ...]) -> str:
 
 
 def join(path: str, name: str) -> str:
-    return f"{path}.{name}" if path else name
+    """``path.name``, or ``path[i]`` for a list index."""
+    return f"{path}{name}" if name.startswith("[") else f"{path}.{name}" if path else name
 
 
 # ``Section.read``'s default: the one the key's definition declares.

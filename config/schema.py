@@ -47,7 +47,7 @@ LOADER_ONLY = {
     (r"observability\.controlPlaneMetrics", ""): "ties it to cluster.kind, another block",
     (r"(teams\[\d+\]\.)?vcluster\.nodeLabels", "selects no node pool"): "compares with the node groups' labels",
     (r"(teams\[\d+\]\.)?vcluster\.enforceTolerations", "tolerates none"): "compares with the node groups' taints",
-    (r"teams\[\d+\]\.vcluster\.alwaysPullImages", "setting of the whole stack"):
+    (r"teams\[\d+\]\.vcluster\.(alwaysPullImages|allowedRegistries)", "setting of the whole stack"):
         "the stack's and the teams' vcluster blocks are one definition; a team's may not hold this key",
     (r"cluster\.(microk8s|eks|kubeconfig)\.kubernetesVersion", "image volume"):
         "ties it to teams[].isolation.tier, another block",

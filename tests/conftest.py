@@ -99,6 +99,9 @@ MIRRORED_TAGS = {
     "kubernetes/kubectl": ("v0.32.0", "v0.36.2"),
     # Pod Security's checks at every Kubernetes minor from the host floor to the newest EKS one
     # (tests/test_admission_probe_host.py).
+    # How the kubelet and containerd read an image reference (config/image_registries.py): v0.6.0 in containerd's
+    # go.mod at both MicroK8s releases above and in kubectl's from 1.32, v0.5.0 in older components.
+    "distribution/reference": ("v0.5.0", "v0.6.0"),
     "kubernetes/pod-security-admission": tuple(
         f"v0.{minor}.0" for minor in range(versions.release_numbers(versions.KUBERNETES_MINIMUM_VERSION)[1],
                                            versions.release_numbers(versions.EKS_KUBERNETES_VERSION)[1] + 1)),

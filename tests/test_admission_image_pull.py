@@ -313,9 +313,11 @@ def test_vcluster_copies_pull_policies_as_written_and_adds_only_its_hosts_contai
 
 
 @pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI])
-def test_kais_pod_webhook_leaves_pull_policies_alone(tag):
-    """The policy judges pods after KAI's webhook: none of its plugins writes a pull policy or an image volume."""
+def test_kais_pod_webhook_leaves_pull_policies_and_images_alone(tag):
+    """The policies judge pods after KAI's webhook: none of its plugins writes a pull policy, an image or an image
+    volume, or adds a container (rules image-pull-policy and image-registry)."""
     # Every Go file has a package line, so the grep always answers (git grep fails when nothing matches).
-    lines = git(KAI, "grep", "-E", "PullPolicy|ImageVolumeSource|^package ", tag, "--", "pkg/admission").splitlines()
+    lines = git(KAI, "grep", "-E", r"PullPolicy|ImageVolumeSource|\.Image\b|Image:|Containers = append|^package ", tag,
+                "--", "pkg/admission").splitlines()
     assert len(lines) > 10
     assert [line for line in lines if "_test.go:" not in line and not re.search(r"\.go:package ", line)] == []

@@ -232,3 +232,54 @@ def test_a_team_may_not_set_always_pull_images_itself(stack, team):
 
 def test_always_pull_images_is_a_boolean():
     assert_rejected(put(dev_config(), "vcluster.alwaysPullImages", "yes"), "vcluster.alwaysPullImages", "yes")
+
+
+REGISTRIES = ["ghcr.io/acme", "nvcr.io/nvidia", "docker.io/library", "docker.io", "localhost:32000",
+              "123456789012.dkr.ecr.eu-west-1.amazonaws.com", "10.0.0.5:5000/mirror/team-a", "[fd00::5]:5000/team",
+              "registry.local"]
+
+
+def test_allowed_registries_is_unset_by_default_and_set_once_for_every_team():
+    assert all(team.vcluster.allowed_registries is None for team in load_platform(dev_config()).teams)
+    teams = load_platform(put(dev_config(), "vcluster.allowedRegistries", REGISTRIES)).teams
+    assert len(teams) > 1 and all(team.vcluster.allowed_registries == tuple(REGISTRIES) for team in teams)
+
+
+@pytest.mark.parametrize("stack", [None, ["ghcr.io/acme"]])
+def test_a_team_may_not_list_registries_itself(stack):
+    """The list guards the nodes every team shares: a team's own registry goes in the stack's list."""
+    config = dev_config() if stack is None else put(dev_config(), "vcluster.allowedRegistries", stack)
+    put(config, "teams[1].vcluster.allowedRegistries", ["registry.team-vision.example"])
+    error = rejected(config)
+    found = issue(error, "teams[1].vcluster.allowedRegistries", ["registry.team-vision.example"])
+    assert error.keys == ["teams[1].vcluster.allowedRegistries"] and "vcluster.allowedRegistries" in found.fix
+
+
+@pytest.mark.parametrize("entry, problem, fix", [
+    ("https://ghcr.io/acme", "scheme", "ghcr.io/acme"),
+    ("ghcr.io/acme:v1", "tag", "ghcr.io/acme"),
+    ("ghcr.io/acme@sha256:" + "a" * 64, "digest", "ghcr.io/acme"),
+    ("", "blank", "ghcr.io/acme"),
+    (" ghcr.io", "spaces", ""),
+    ("ghcr.io/Acme", "upper-case", "ghcr.io/acme"),
+    ("GHCR.IO/acme", "upper-case", "ghcr.io/acme"),
+    ("index.docker.io/library", "legacy", "docker.io/library"),
+    ("index.docker.io", "legacy", "docker.io"),
+    ("acme/models", "Docker Hub repository", "docker.io/acme/models"),
+    ("nginx", "Docker Hub repository", "docker.io/nginx"),
+    ("ghcr.io/acme/", "empty path component", "ghcr.io/acme"),
+    ("ghcr.io//acme", "empty path component", "ghcr.io/acme"),
+    ("ghcr.io/a..b", "not a repository name", ""),
+    ("-ghcr.io/x", "registry host", ""),
+    ("[fd00::zz]:5000", "registry host", ""),
+])
+def test_a_registry_entry_the_node_would_read_otherwise_is_refused_with_the_fix(entry, problem, fix):
+    found = assert_rejected(put(dev_config(), "vcluster.allowedRegistries", ["nvcr.io/nvidia", entry]),
+                            "vcluster.allowedRegistries[1]", entry, fix=fix)
+    assert problem in found.problem
+
+
+@pytest.mark.parametrize("value", [[], "ghcr.io/acme", [3], {"ghcr.io": True}])
+def test_allowed_registries_is_a_non_empty_list_of_strings(value):
+    key = "vcluster.allowedRegistries" + ("[0]" if value == [3] else "")
+    assert_rejected(put(dev_config(), "vcluster.allowedRegistries", value), key, 3 if value == [3] else value)

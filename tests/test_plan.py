@@ -206,6 +206,19 @@ def test_every_tenant_shows_its_admission_rules(tmp_path):
         assert {"own-queue", "device-env", "reserved-keys", "node-name", "guarded-fields", "kai-writes"} <= set(rules), row
 
 
+def test_a_registry_list_shows_as_a_rule_of_every_tenant_and_a_policy_inside_each_vcluster(tmp_path, dev_summary):
+    config = dev_config()
+    config["gpu-tenancy:vcluster"] = {**config.get("gpu-tenancy:vcluster", {}),
+                                      "allowedRegistries": ["ghcr.io/acme", "docker.io/library"]}
+    code, _, stderr = run_main("dev", "--out", str(tmp_path), config=config)
+    assert code == 0, stderr
+    guardrails = (tmp_path / plan.SUMMARY_FILE).read_text().split("### Guardrails per tenant")[1].split("\n## ")[0]
+    rows = [line for line in guardrails.splitlines() if line.startswith("| `")]
+    assert len(rows) == 3 and all("image-registry" in row.split(" | ")[2].split(", ") for row in rows)
+    assert (tmp_path / plan.PLAN_FILE).read_text().count("gpu-tenancy-image-registry") >= 3
+    assert "image-registry" not in dev_summary  # the committed stacks leave it unset
+
+
 def test_warnings_and_notes_are_in_the_summary_and_printed_in_full(tmp_path):
     config = dev_config()
     config["gpu-tenancy:cluster"] = {"kind": "kubeconfig", "kubeconfig": {"gpus": 4}}
