@@ -23,6 +23,7 @@ import yaml
 
 from config import versions
 from tests.conftest import COMMITTED_STACKS, UPSTREAM_DIR, dev_config, run, stack_config
+from tests.isolation_spec import isolation_config, prefixed
 from tools.charts.cache import CACHE_ENV, chart_cache_dir, chart_contracts
 from tools.charts.refs import ChartKey
 from tools.charts.render import release_chart_key
@@ -170,12 +171,35 @@ def _dev_with_install():
     return config
 
 
+# Maps KAI's values.yaml leaves empty ({}) for a site to fill, and where in KAI's Config the chart copies each
+# (templates/_helpers.tpl, tests/test_isolation_contract.py): what the program puts there must fit that schema.
+KAI_OPEN_MAPS = {("binder", "plugins"): ("spec", "binder", "plugins")}
+
+
+def _kai_config_schema(key: ChartKey, path: tuple[str, ...]) -> dict:
+    crd = contract(key, lambda c: c.crd("kai.scheduler", "Config"), "kai-scheduler", "configs.crd.yaml")
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    for name in path:
+        schema = schema["properties"][name]
+    schema = copy.deepcopy(schema)
+    if isinstance(schema.get("additionalProperties"), dict):
+        _strict(schema["additionalProperties"])
+    return _strict(schema)
+
+
 def _assert_kai_values_only_use_keys_of_the_chart(program):
     [release] = releases(program, KAI_CHART)
-    defaults = contract(release_chart_key(release.inputs), lambda c: c.values, "kai-scheduler", "values.yaml")
-    for path in leaf_paths(release.inputs["values"]):
-        assert has_path(defaults, path), f"kai-scheduler has no value {'.'.join(path)}"
-    assert "gpuSharing" not in release.inputs["values"], "a top-level gpuSharing key never existed"
+    key = release_chart_key(release.inputs)
+    defaults = contract(key, lambda c: c.values, "kai-scheduler", "values.yaml")
+    values = release.inputs["values"]
+    for path in leaf_paths(values):
+        open_map = next((prefix for prefix in KAI_OPEN_MAPS if tuple(path[:len(prefix)]) == prefix), None)
+        if open_map is None:
+            assert has_path(defaults, path), f"kai-scheduler has no value {'.'.join(path)}"
+            continue
+        assert dig(defaults, *open_map) == {}, f"kai-scheduler's {'.'.join(open_map)} is no longer an open map"
+        jsonschema.validate(dig(values, *open_map), _kai_config_schema(key, KAI_OPEN_MAPS[open_map]))
+    assert "gpuSharing" not in values, "a top-level gpuSharing key never existed"
 
 
 def test_kai_values_only_use_keys_of_the_chart(stack_run):
@@ -190,6 +214,21 @@ def test_kai_contract_holds_for_a_site_pinning_another_release(version):
     program = run(config)
     assert release_chart_key(releases(program, KAI_CHART)[0].inputs).version == version
     _assert_kai_values_only_use_keys_of_the_chart(program)
+
+
+def test_kai_values_of_a_memory_capped_site_are_the_chart_s():
+    # binder.plugins is an empty map in the chart's values, filled for memory-capped teams (found opening a trial
+    # site: every site with such a team failed the stack-file test above).
+    program = run(prefixed(isolation_config()), stack="isolation")
+    assert dig(releases(program, KAI_CHART)[0].inputs["values"], "binder", "plugins") == {"hamicore": {"enabled": True}}
+    _assert_kai_values_only_use_keys_of_the_chart(program)
+
+
+def test_a_plugin_setting_kai_s_config_lacks_is_caught():
+    schema = _kai_config_schema(pinned_chart_key(KAI_CHART, versions.KAI_VERSION), KAI_OPEN_MAPS[("binder", "plugins")])
+    jsonschema.validate({"hamicore": {"enabled": True}}, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"hamicore": {"enable": True}}, schema)
 
 
 def test_sharing_profiles_only_use_keys_of_the_device_plugin_config(stack_run):
