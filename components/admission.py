@@ -184,11 +184,20 @@ def _unpulled_ephemeral(obj: str) -> str:
     return f"(has({field}) ? size({field}.filter(c, !{_pulls_always('c')})) : 0)"
 
 
+def _unpulled_images(obj: str, field: str) -> str:
+    """The images, in order, of the containers of ``field`` that do not pull on start."""
+    return f"(has({obj}.spec.{field}) ? {obj}.spec.{field}.filter(c, !{_pulls_always('c')}).map(c, c.image) : [])"
+
+
 def _image_pull_policy(team: Team) -> str:
     """On CREATE every container and image volume pulls on start, vCluster's hosts-rewriting init container aside.
-    Pull policies and volumes cannot be updated and ephemeral containers only added (the API server validates that
-    before this policy runs), so on UPDATE no ephemeral container that does not pull is added: a pod running from
-    before the setting keeps its updates. Counted, not matched by name, to keep the cost linear."""
+    Pull policies and volumes cannot be updated, nor containers added, removed or reordered, and ephemeral
+    containers are only added (the API server validates that before this policy runs). Images of containers and
+    init containers can be updated, and vCluster syncs the change (diff.go calcContainerImageDiff), which the kubelet
+    would start from the cache in a container that does not pull (a pod from before the setting, or a tenant's own
+    init container wearing the hosts-rewriting one's name and image). So on UPDATE the containers that do not pull
+    keep their images, and no ephemeral container that does not pull is added: a pod running from before the setting
+    keeps its other updates. Counted and compared as lists, not matched by name, to keep the cost linear."""
     image = json.dumps(rewrite_hosts_image(team.vcluster))
     vclusters_own = f"(c.name == '{REWRITE_HOSTS_CONTAINER}' && c.image == {image})"
     created = " && ".join([
@@ -197,8 +206,10 @@ def _image_pull_policy(team: Team) -> str:
         f"(!has(object.spec.volumes) || object.spec.volumes.all(v, !has(v.image) || "
         f"(has(v.image.pullPolicy) && v.image.pullPolicy == '{PULL_ALWAYS}')))",
         f"{_unpulled_ephemeral('object')} == 0"])
+    kept = " && ".join(f"{_unpulled_images('object', field)} == {_unpulled_images('oldObject', field)}"
+                       for field in SCHEDULED_LISTS)
     return f"request.operation == 'CREATE' ? ({created}) : " \
-           f"{_unpulled_ephemeral('object')} <= {_unpulled_ephemeral('oldObject')}"
+           f"({kept} && {_unpulled_ephemeral('object')} <= {_unpulled_ephemeral('oldObject')})"
 
 
 def _image_pull_validations(team: Team) -> list[dict]:
@@ -209,7 +220,8 @@ def _image_pull_validations(team: Team) -> list[dict]:
         "this site has every container pull its image on start (vcluster.alwaysPullImages), so that no team starts "
         "another team's private image from a node's cache without that team's pull secret",
         "set imagePullPolicy: Always on every container and init container, and pullPolicy: Always on image volumes "
-        "(the vCluster sets it on new pods; for kubectl debug add --image-pull-policy=Always)")]
+        "(the vCluster sets it on new pods; for kubectl debug add --image-pull-policy=Always); to change the image of "
+        "a container that does not pull, re-create the pod")]
 
 
 def _images(obj: str, field: str) -> str:
@@ -248,7 +260,8 @@ def image_registry_validations(team: Team) -> list[dict]:
 
 def match_conditions(team: Team) -> list[dict]:
     labelled = f"{key_value('object', 'labels', VCLUSTER_MANAGED_BY_LABEL)} == '{team.vcluster_name}'"
-    old_labelled = f"(request.operation == 'UPDATE' && {key_value('oldObject', 'labels', VCLUSTER_MANAGED_BY_LABEL)} == " \
+    old_value = key_value('oldObject', 'labels', VCLUSTER_MANAGED_BY_LABEL)
+    old_labelled = f"(request.operation == 'UPDATE' && {old_value} == " \
                    f"'{team.vcluster_name}')"
     return [{"name": "synced-by-this-vcluster",
              "expression": f"request.userInfo.username == '{syncer_username(team)}' || {labelled} || {old_labelled}"}]
@@ -262,7 +275,8 @@ def fraction_annotated() -> str:
 def fraction_container() -> str:
     """The container KAI gives a pod's fraction to: the one the annotation names, else the first."""
     named = has_key("object", "annotations", FRACTION_CONTAINER_ANNOTATION)
-    return f"({named} ? object.metadata.annotations['{FRACTION_CONTAINER_ANNOTATION}'] : object.spec.containers[0].name)"
+    named_container = f"object.metadata.annotations['{FRACTION_CONTAINER_ANNOTATION}']"
+    return f"({named} ? {named_container} : object.spec.containers[0].name)"
 
 
 def policy_variables(team: Team) -> list[dict]:

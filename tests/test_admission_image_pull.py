@@ -38,6 +38,7 @@ from tests.tenant_sim import (
 from tests.test_admission_honest import KAI, kai_doc_pods, refused_docs
 from tests.test_virtual_defaults import HONEST, Inside, deployment_pod, job_pod, manifests
 from tests.apiserver_pods import pull_policy_defaults
+from tests.image_reference_sim import syncer_image_update
 
 VCLUSTER = "loft-sh/vcluster"
 TRANSLATE = "pkg/controllers/resources/pods/translate/"
@@ -183,6 +184,45 @@ def test_a_pod_running_from_before_the_setting_keeps_its_updates(tenant):
     assert rules(tenant.update(bound, debugged, subresource="ephemeralcontainers")) == {"image-pull-policy"}
 
 
+def test_a_hosts_rewriting_look_alike_cannot_later_take_a_cached_image(tenant):
+    """A tenant's own init container named vcluster-rewrite-hosts, with vCluster's public image and IfNotPresent,
+    passes on create; a sidecar (or an init container kept failing) is restarted by the kubelet from the spec.
+    vCluster syncs a later image change of it to the host (diff.go calcContainerImageDiff skips that name only in a
+    pod it rewrote itself, vcluster.loft.sh/hosts-rewritten), and the kubelet would start the new image from the
+    cache: a container that does not pull may not change its image."""
+    look_alike = {**container(REWRITE_HOSTS_CONTAINER), "image": rewrite_hosts_image(tenant.team.vcluster),
+                  "imagePullPolicy": "IfNotPresent", "restartPolicy": "Always"}
+    virtual = pulled(on_victims_node(tenant))
+    virtual["spec"]["initContainers"] = [look_alike]
+    host = tenant.host_pod(virtual)
+    assert "vcluster.loft.sh/hosts-rewritten" not in host["metadata"]["annotations"]
+    assert tenant.create(virtual) == []
+    patched = copy.deepcopy(virtual)
+    patched["spec"]["initContainers"][0]["image"] = VICTIMS_IMAGE
+    updated = syncer_image_update(host, patched)
+    assert updated["spec"]["initContainers"][0]["image"] == VICTIMS_IMAGE
+    assert rules(tenant.update(host, updated)) == {"image-pull-policy"}
+    # The containers that pull on start may change their images as before.
+    patched = copy.deepcopy(virtual)
+    patched["spec"]["containers"][0]["image"] = VICTIMS_IMAGE
+    assert tenant.update(host, syncer_image_update(host, patched)) == []
+
+
+@pytest.mark.parametrize("field", ["containers", "initContainers"])
+def test_a_pod_from_before_the_setting_cannot_change_an_image_it_would_start_from_cache(tenant, field):
+    """Pull policies cannot be updated, but images can: a pod created before the site turned the setting on keeps
+    IfNotPresent, and an image change the syncer copies would start another team's image from the node's cache."""
+    virtual = on_victims_node(tenant, initContainers=[{**container("proxy"), "restartPolicy": "Always"}])
+    host = tenant.host_pod(virtual)
+    assert host["spec"][field][0]["imagePullPolicy"] == "IfNotPresent"
+    patched = copy.deepcopy(virtual)
+    patched["spec"][field][0]["image"] = VICTIMS_IMAGE
+    updated = syncer_image_update(host, patched)
+    assert rules(tenant.update(host, updated)) == {"image-pull-policy"}
+    # Its images kept, it passes every other write (test_a_pod_running_from_before_the_setting_keeps_its_updates).
+    assert tenant.update(host, copy.deepcopy(host)) == []
+
+
 def test_inside_the_vcluster_the_defaults_pull_and_without_them_the_rules_refuse_as_the_host_does(inside):
     """A tenant gets past the vCluster's defaults only by deleting them; the host refuses the sync all the same."""
     mutated = inside.mutate(on_victims_node(inside.tenant, containers=[stolen(policy="Never")]))
@@ -310,6 +350,20 @@ def test_vcluster_copies_pull_policies_as_written_and_adds_only_its_hosts_contai
     assert pods["rewriteHosts"]["initContainer"]["image"] == versions.REWRITE_HOSTS_IMAGE
     config = git(VCLUSTER, "show", f"{tag}:config/config.go")
     assert 'ref += "library/"' in config and "!strings.ContainsRune(i.Repository, '/')" in config
+
+
+@pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
+def test_vcluster_syncs_image_changes_of_an_init_container_wearing_the_hosts_rewriting_name(tag):
+    """calcSpecDiff leaves the hosts-rewriting init container's image alone only in a pod its translator rewrote
+    (hosts.go sets the hosts-rewritten annotation there, and the annotation is not synced from the virtual pod): a
+    tenant's own init container of that name has a later image change copied to the host like any other."""
+    tag = mirrored_tag(VCLUSTER, tag)
+    diff = git(VCLUSTER, "show", f"{tag}:{TRANSLATE}diff.go")
+    assert re.search(r'if pObj\.Annotations != nil && pObj\.Annotations\[HostsRewrittenAnnotation\] == "true" \{\s*'
+                     r'skipContainers = map\[string\]bool\{\s*HostsRewriteContainerName: true,', diff)
+    assert "HostsRewrittenAnnotation, VClusterLabelsAnnotation}" in diff  # GetExcludedAnnotations
+    hosts = git(VCLUSTER, "show", f"{tag}:{TRANSLATE}hosts.go")
+    assert 'pPod.Annotations[HostsRewrittenAnnotation] = "true"' in hosts
 
 
 @pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI])
