@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Optional
 
 from config.key_types import Invalid, type_name
 
@@ -108,3 +108,13 @@ class RegistryList:
 
     def shown(self) -> str:
         return "list of registries (`host[:port][/path]`)"
+
+
+def unlisted_registries_notes(allowed: Optional[tuple[str, ...]]) -> list[str]:
+    """The reviewer is told when tenants may have the nodes pull from any address (the default)."""
+    if allowed is not None:
+        return []
+    return ["vcluster.allowedRegistries is not set: a tenant pod may name an image on any host and port, and the "
+            "nodes connect there to pull it, from their own network and outside every NetworkPolicy (the pull "
+            "error tells the tenant what answers: a port scan of whatever the nodes reach). List the registries "
+            f"the teams pull from, e.g. [{EXAMPLES}] (docs/security-model.md, Image registries)."]

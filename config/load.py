@@ -16,6 +16,7 @@ from config.access_rules import access_warnings, resolve_access
 from config.capacity import known_gpu_capacity
 from config.errors import ConfigError, ConfigIssue
 from config.hosts import HOST_KIND_FACTS, host_profile
+from config.image_registries import unlisted_registries_notes
 from config.image_volumes import check_image_volumes
 from config.isolation import check_isolation, isolation_warnings, pin_teams, with_isolation
 from config.keys import REQUIRED, Block, Key
@@ -236,7 +237,8 @@ def _check_layout(reader: Reader, cluster: Optional[Cluster], gpu_operator: GpuO
 
 def _notes(platform: Platform) -> list[str]:
     """Information for the reviewer: not wrong, but maybe not what was meant."""
-    notes = _time_sliced_accounting_notes(platform)
+    notes = _time_sliced_accounting_notes(platform) + unlisted_registries_notes(
+        platform.teams[0].vcluster.allowed_registries)  # a stack-only key: every team has the stack's list
     capacity = known_gpu_capacity(platform.cluster)
     guaranteed = sum(max(team.resources.gpu.quota, 0) for team in platform.teams)
     if capacity and all(team.resources.gpu.quota != -1 for team in platform.teams) \

@@ -283,3 +283,11 @@ def test_a_registry_entry_the_node_would_read_otherwise_is_refused_with_the_fix(
 def test_allowed_registries_is_a_non_empty_list_of_strings(value):
     key = "vcluster.allowedRegistries" + ("[0]" if value == [3] else "")
     assert_rejected(put(dev_config(), "vcluster.allowedRegistries", value), key, 3 if value == [3] else value)
+
+
+def test_a_site_without_a_registry_list_is_told_what_that_leaves_open():
+    """Unset is the default (committed plans stay as they were), so the reviewer is told what it leaves open."""
+    (note,) = [note for note in load_platform(dev_config()).notes if "vcluster.allowedRegistries" in note]
+    assert "any host and port" in note and "outside every NetworkPolicy" in note
+    assert not [note for note in load_platform(put(dev_config(), "vcluster.allowedRegistries", REGISTRIES)).notes
+                if "vcluster.allowedRegistries" in note]

@@ -223,6 +223,7 @@ def test_warnings_and_notes_are_in_the_summary_and_printed_in_full(tmp_path):
     config = dev_config()
     config["gpu-tenancy:cluster"] = {"kind": "kubeconfig", "kubeconfig": {"gpus": 4}}
     config["gpu-tenancy:gpuOperator"] = {"mode": "install"}
+    config["gpu-tenancy:vcluster"]["allowedRegistries"] = ["nvcr.io"]
     code, stdout, stderr = run_main("onprem", "--out", str(tmp_path), config=config)
     assert code == 0, stderr
     document = json.loads((tmp_path / plan.PLAN_FILE).read_text())
