@@ -122,8 +122,8 @@ def team_dashboard(team: Team) -> dict:
                               "share of it."))
              .with_panel(_series("GPUs held by init containers, per pod", [_query(
                  series.POD_INIT_GPUS + only, "{{pod}}")], "short", width=24)
-                 .description("GPUs (MIG slices in compute slices) a pod's ordinary init containers hold while one "
-                              "runs. They are charged as held GPUs; DCGM maps them to no pod, so their busy time is "
+                 .description("GPUs (MIG slices in compute slices) a pod's ordinary init containers hold, from "
+                              "their run until the pod ends, beyond those its containers reuse. They are charged as held GPUs; DCGM maps them to no pod, so their busy time is "
                               "not measured and they count in neither used nor utilisation."))
              .with_panel(_series("Pending pods", [_query(rules.PENDING + only, "pending")], "short"))
              .with_panel(_series("Pods refused by the admission policy, per hour",

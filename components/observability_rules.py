@@ -109,7 +109,7 @@ def measured_gpus() -> str:
 
 def held_gpus() -> str:
     """Per team: the measured GPUs, plus the GPUs and slices (KAI units) its pods' ordinary init containers hold
-    while one runs, which DCGM maps to no pod (components/observability_init_gpus.py)."""
+    until the pod ends, which DCGM maps to no pod (components/observability_init_gpus.py)."""
     return f"sum by (team) ({_measured_terms()} or ({_to_team(init_gpus.held_by_init())}))"
 
 

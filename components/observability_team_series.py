@@ -26,7 +26,7 @@ ADMISSION_DENIALS = "team:gpu_tenancy_admission_denials:increase1h"
 # A shared GPU's per-pod share and the busy time charged for it (components/observability_shares.py).
 POD_GPU_SHARE = "team_pod:gpu_tenancy_gpu_share:ratio"
 POD_GPU_CHARGED = "team_pod:gpu_tenancy_used_gpus:share"
-# GPUs (KAI units) a pod's ordinary init containers hold while one runs, which DCGM names no pod for
+# GPUs (KAI units) a pod's ordinary init containers hold until the pod ends, which DCGM names no pod for
 # (components/observability_init_gpus.py).
 POD_INIT_GPUS = "team_pod:gpu_tenancy_init_container_gpus:sum"
 # The code of a new XID error on a GPU the team's pods hold or share, fatal or not (components/observability_xid.py).

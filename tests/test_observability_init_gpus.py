@@ -4,8 +4,9 @@ kube-prometheus-stack, dcgm-exporter's pod mapping, KAI's pod accounting).
 
 The story, one sample a minute, on the three-team site of tests/test_observability_rules.py:
 - alpha's pod ``evade`` runs its job in an ordinary init container ``train`` holding 2 whole GPUs, from minute
-  1 to 180, then its main container (no GPU) runs. DCGM names no pod for those GPUs. Its pod ``done`` had an
-  init container with a GPU that finished before the story began.
+  1 to 180, then its main container (no GPU) runs to the end: the kubelet keeps the 2 GPUs the pod's until it
+  ends. DCGM names no pod for those GPUs. Its pod ``done`` had an init container with a GPU and has ended
+  (``Succeeded``): its devices are free.
 - beta's pod ``mesh`` has a sidecar (restartable init container) ``proxy`` with 1 GPU, which DCGM names; its pod
   ``warm`` warms a 3g MIG slice in an ordinary init container and its main container reuses the slice (DCGM names
   it from the start); its pod ``bake`` holds 2 x 1g slices in an ordinary init container only, exported twice
@@ -14,7 +15,7 @@ The story, one sample a minute, on the three-team site of tests/test_observabili
   holding 2 GPUs while its main container will reuse 1 of them (DCGM names that one from the start).
 - a pod in a namespace no team owns holds 4 GPUs in an init container.
 Hand-computed held GPUs (KAI units): alpha 2 (beta's and gamma's pods are not alpha's), beta 1 + 3 + 2 = 6,
-gamma 1 + 1 + (2 - 1) = 3. alpha's 3 hours of 2 GPUs are 6 GPU-hours.
+gamma 1 + 1 + (2 - 1) = 3. alpha's 4 hours of 2 GPUs (3 in the init container, 1 idle after it) are 8 GPU-hours.
 """
 
 from __future__ import annotations
@@ -34,8 +35,9 @@ KSM = "kubernetes/kube-state-metrics"
 CHARTS = "prometheus-community/helm-charts"
 DCGM = "NVIDIA/dcgm-exporter"
 KAI = "kai-scheduler/KAI-Scheduler"
-# Minutes 1 to 180 (180 samples): alpha's init container runs; 0 before and after.
+# Minutes 1 to 180 (180 samples): alpha's init container runs; 0 before and after. From minute 181 the pod runs.
 RUNS_3H = "0 1x179 0x60"
+RUNNING_AFTER_3H = "0x180 1x60"
 FLAT = "1+0x240"
 
 
@@ -57,6 +59,10 @@ def _init(namespace: str, pod: str, container: str, resource: str, count: int, r
     ]
 
 
+def _phase(namespace: str, pod: str, phase: str, values: str) -> dict:
+    return _ksm(init_gpus.POD_PHASE, namespace, pod, values, phase=phase)
+
+
 def _main(namespace: str, pod: str, resource: str, count: int) -> dict:
     return _ksm(init_gpus.CONTAINER_REQUESTS, namespace, pod, f"{count}+0x240", container="main", node="node-1",
                 resource=resource, unit="integer")
@@ -70,7 +76,10 @@ def story_series() -> list[dict]:
         *[_queue("kai_queue_allocated_gpus", queue, f"{value}+0x240") for queue, value in
           (("alpha", 2), ("beta", 6), ("gamma", 3))],
         *_init("vcluster-alpha", "evade", "train", "nvidia_com_gpu", 2, RUNS_3H),
+        _phase("vcluster-alpha", "evade", "Running", RUNNING_AFTER_3H),
         *_init("vcluster-alpha", "done", "prep", "nvidia_com_gpu", 1, "0+0x240"),
+        _phase("vcluster-alpha", "done", "Running", "0+0x240"),
+        _phase("vcluster-alpha", "done", "Succeeded", FLAT),
         *_init("vcluster-beta", "mesh", "proxy", "nvidia_com_gpu", 1, FLAT, restart_policy="Always"),
         _gpu("DCGM_FI_DEV_GPU_UTIL", "GPU-p", "vcluster-beta", "50+0x240", pod="mesh"),
         *_init("vcluster-beta", "warm", "load", "nvidia_com_mig_3g_40gb", 1, FLAT),
@@ -102,13 +111,14 @@ def init_container_story_tests() -> list[dict]:
         _samples(rules.MEASURED, "10m", {'team="beta"': 4, 'team="gamma"': 2}),
         _samples(rules.USED, "10m", {'team="beta"': 2, 'team="gamma"': 1}),
         _samples(rules.UTILISATION, "10m", {'team="beta"': 0.5, 'team="gamma"': 0.5}),
-        # Once alpha's init container has finished, nothing of alpha's is held.
-        _samples(rules.HELD, "200m", {'team="beta"': 6, 'team="gamma"': 3}),
+        # After alpha's init container, its pod still holds the 2 GPUs, idle, until it ends.
+        _samples(init_gpus.INIT_GPUS, "200m", pods),
+        _samples(rules.HELD, "200m", {'team="alpha"': 2, 'team="beta"': 6, 'team="gamma"': 3}),
         _samples(rules.HELD_HOURS, "60m", {'team="alpha"': 2, 'team="beta"': 6, 'team="gamma"': 3}),
-        # The report's sum (ops.usage: one sample a minute): 180 minutes of 2 GPUs.
+        # The report's sum (ops.usage: one sample a minute): 240 minutes of 2 GPUs.
         {"expr": f'sum_over_time(({rules.held_gpus()})[4h:1m]) / 60', "eval_time": "240m", "exp_samples": [
             {"labels": f'{{team="{team}"}}', "value": value} for team, value in
-            (("alpha", 6), ("beta", 6 * 4 + 0.1), ("gamma", 3 * 4 + 0.05))]},
+            (("alpha", 8), ("beta", 6 * 4 + 0.1), ("gamma", 3 * 4 + 0.05))]},
     ]
     return [{"interval": "1m", "input_series": story_series(), "promql_expr_test": recording,
              "alert_rule_test": [{"alertname": "GpuTenancyAllocatedGpuIdle", "eval_time": "70m", "exp_alerts": []}]}]
@@ -186,6 +196,9 @@ def test_kube_state_metrics_exports_what_the_rule_reads_at_every_accepted_releas
             # nvidia.com/gpu and nvidia.com/mig-* are extended resources, exported under their sanitised names.
             assert "if isExtendedResourceName(resourceName) {" in requests, (tag, name)
             assert "SanitizeLabelName(string(resourceName)), string(constant.UnitInteger)" in requests, (tag, name)
+        phase = _family(pod, init_gpus.POD_PHASE)
+        assert "NewFamilyGeneratorWithStability(" in phase and 'LabelKeys:   []string{"phase"},' in phase, tag
+        assert "{string(v1.PodRunning), phase == v1.PodRunning}," in phase, tag
         running = _family(pod, init_gpus.INIT_RUNNING)
         assert 'LabelKeys:   []string{"container"},' in running and "boolFloat64(cs.State.Running != nil)" in running
         utils = git(KSM, "show", f"{tag}:internal/store/utils.go")
