@@ -109,6 +109,25 @@ TENANT_WRITABLE_FROM_HOST = {
                                     "the kubelet evict other teams' pods to admit it",
 }
 
+# What a tenant reads through a kubelet proxy of its vCluster: with either one on, the chart grants the syncer
+# nodes/proxy on the host, and vCluster's API proxy forwards a tenant's node-proxy requests there with the syncer's
+# credentials after only a suffix match on the path (pkg/server/filters/metrics.go).
+_KUBELET_PROXY = ("the chart grants the syncer nodes/proxy on the host, where vCluster's API proxy forwards a tenant's "
+                  "node-proxy requests with the syncer's credentials after only a suffix match on the path "
+                  "(pkg/server/filters/metrics.go): a percent-encoded ../ after one of the tenant's own log paths "
+                  "reaches every kubelet path of every node, other teams' pods, logs and containers included")
+# vCluster values the program sets so that a tenant reads nothing of the host's or other teams' through its
+# vCluster, each with the program's value and what a tenant would read otherwise (vCluster 0.35.0 to 0.36.1;
+# tests/test_host_reads_contract.py reads both from vCluster's source at every accepted tag).
+TENANT_READABLE_VALUES = {
+    ("sync", "fromHost", "nodes", "clearImageStatus"): (
+        True, "the node syncer copies a host node's whole status into the virtual node "
+              "(pkg/controllers/resources/nodes/translate.go), status.images included: the name and digest of every "
+              "image on the node, other teams' private images among them"),
+    ("networking", "advanced", "proxyKubelets", "byHostname"): (False, _KUBELET_PROXY),
+    ("networking", "advanced", "proxyKubelets", "byIP"): (False, _KUBELET_PROXY),
+}
+
 
 # A problem of a tenant's vCluster settings: (key under the settings, value, problem, fix).
 Finding = tuple[str, object, str, str]
@@ -132,7 +151,8 @@ def check_virtual_clusters(reader: Reader, stack: VClusterSettings, teams: Seque
 
 
 def _findings(settings: VClusterSettings, whose: str, queue: str) -> list[Finding]:
-    return [*_to_host_syncs(settings, whose), *_from_host_writes(settings, whose), *_syncer_rules(settings, whose),
+    return [*_to_host_syncs(settings, whose), *_from_host_writes(settings, whose), *_host_reads(settings, whose),
+            *_syncer_rules(settings, whose),
             *_virtual_version(settings, queue), *_requests_above_limits(settings, whose)]
 
 
@@ -194,6 +214,15 @@ def _from_host_writes(settings: VClusterSettings, whose: str) -> list[Finding]:
              "remove it from the stack's or the team's vcluster.extraValues")
             for (kind, switch), problem in TENANT_WRITABLE_FROM_HOST.items()
             for value in [_dig(from_host, kind).get(switch)] if value not in (None, False)]
+
+
+def _host_reads(settings: VClusterSettings, whose: str) -> list[Finding]:
+    return [(f"extraValues.{'.'.join(path)}", value,
+             f"it lets a tenant read what is not its own through {whose} vCluster: {problem}",
+             f"remove it from the stack's or the team's vcluster.extraValues (the program sets it "
+             f"{str(safe).lower()})")
+            for path, (safe, problem) in TENANT_READABLE_VALUES.items()
+            for value in [_dig(settings.extra_values, *path[:-1]).get(path[-1])] if value != safe and value is not None]
 
 
 def _to_host_syncs(settings: VClusterSettings, whose: str) -> list[Finding]:

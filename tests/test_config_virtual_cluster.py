@@ -206,6 +206,29 @@ def test_a_sync_from_the_host_that_lets_a_tenant_write_on_the_host_is_refused(pa
     assert "write on the host" in found.problem
 
 
+@pytest.mark.parametrize("path, value", [("sync.fromHost.nodes.clearImageStatus", False),
+                                         ("networking.advanced.proxyKubelets.byHostname", True),
+                                         ("networking.advanced.proxyKubelets.byIP", True)])
+def test_values_that_let_a_tenant_read_other_teams_are_refused(path, value):
+    """Node images (other teams' private image names) and the kubelet proxies (tests/test_host_reads_contract.py)."""
+    extra: dict = {}
+    *parents, last = path.split(".")
+    node = extra
+    for key in parents:
+        node = node.setdefault(key, {})
+    node[last] = value
+    config = put(dev_config(), "teams[0].vcluster.extraValues", extra)
+    found = assert_rejected(config, f"teams[0].vcluster.extraValues.{path}", value, fix="remove it")
+    assert "read what is not its own" in found.problem
+
+
+def test_the_values_the_program_sets_for_reads_pass_when_a_site_repeats_them():
+    config = put(dev_config(), "vcluster.extraValues", {
+        "sync": {"fromHost": {"nodes": {"clearImageStatus": True}}},
+        "networking": {"advanced": {"proxyKubelets": {"byHostname": False, "byIP": False}}}})
+    assert load_platform(config).teams
+
+
 def test_syncs_from_the_host_that_only_copy_into_the_virtual_cluster_pass():
     config = put(dev_config(), "vcluster.extraValues", {"sync": {"fromHost": {
         "nodes": {"syncBackChanges": False, "clearImageStatus": True}, "priorityClasses": {"enabled": False},
