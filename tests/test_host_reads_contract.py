@@ -151,9 +151,10 @@ def test_the_node_proxy_forwards_what_the_simulation_forwards(tag):
     assert _literals(source, "IsKubeletContainerLogs", "Contains") == (CONTAINER_LOGS_MARKER,)
     allowlist = go_function(source, "enforceKubeletSubpathAllowlist")
     # The branches in their order, and nothing that cleans or re-checks the path after the rewrite.
-    assert re.findall(r"\n\tcase ([^:]+):|\n\t(default):", allowlist) == [
-        ("IsKubeletHealthz(reqPath)", ""), ("IsKubeletMetrics(reqPath), IsKubeletStats(reqPath), IsKubeletPods(reqPath)",
-                                            ""), ("IsKubeletContainerLogs(reqPath)", ""), ("", "default")]
+    assert re.findall(r"\n\t(?:case ([^:]+)|(default)):", allowlist) == [
+        ("IsKubeletHealthz(reqPath)", ""),
+        ("IsKubeletMetrics(reqPath), IsKubeletStats(reqPath), IsKubeletPods(reqPath)", ""),
+        ("IsKubeletContainerLogs(reqPath)", ""), ("", "default")]
     assert "parts[i+1] = nsm.Namespace" in allowlist and "parts[i+2] = nsm.Name" in allowlist
     assert 'req.URL.Path = strings.Join(parts, "/")' in allowlist
     assert "Clean(" not in allowlist and '".."' not in allowlist
@@ -251,7 +252,8 @@ def test_the_node_sync_copies_the_whole_status_and_clears_images_only_when_told(
                             "(s *nodeSyncer) translateUpdateStatus")
     assert "translatedStatus := pNode.Status.DeepCopy()" in translate
     assert "vNode.Status = *translatedStatus" in translate
-    assert re.search(r"if s\.clearImages \{\s*translatedStatus\.Images = make\(\[\]corev1\.ContainerImage, 0\)", translate)
+    assert re.search(r"if s\.clearImages \{\s*translatedStatus\.Images = make\(\[\]corev1\.ContainerImage, 0\)",
+                     translate)
     assert set(re.findall(r"translatedStatus\.(\w+)(?:\[[^\]]+\])? = ", translate)) <= {
         "DaemonEndpoints", "Addresses", "Allocatable", "Capacity", "Images"}
     syncer = git(VCLUSTER, "show", f"{tag}:pkg/controllers/resources/nodes/syncer.go")
