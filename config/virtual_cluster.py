@@ -128,6 +128,10 @@ TENANT_READABLE_VALUES = {
     ("networking", "advanced", "proxyKubelets", "byIP"): (False, _KUBELET_PROXY),
 }
 
+# sync.fromHost kinds that copy the host objects `mappings.byName` names ("<host namespace>/<name or *>") into the
+# virtual cluster, with the syncer granted reads there (chart/templates/_rbac.tpl). An empty host namespace is the
+# vCluster's own (pkg/syncer/from_host_syncer.go); any other is another team's or the platform's.
+FROM_HOST_MAPPED_KINDS = ("configMaps", "secrets")
 
 # A problem of a tenant's vCluster settings: (key under the settings, value, problem, fix).
 Finding = tuple[str, object, str, str]
@@ -152,6 +156,7 @@ def check_virtual_clusters(reader: Reader, stack: VClusterSettings, teams: Seque
 
 def _findings(settings: VClusterSettings, whose: str, queue: str) -> list[Finding]:
     return [*_to_host_syncs(settings, whose), *_from_host_writes(settings, whose), *_host_reads(settings, whose),
+            *_from_host_mappings(settings, whose),
             *_syncer_rules(settings, whose),
             *_virtual_version(settings, queue), *_requests_above_limits(settings, whose)]
 
@@ -223,6 +228,18 @@ def _host_reads(settings: VClusterSettings, whose: str) -> list[Finding]:
              f"{str(safe).lower()})")
             for path, (safe, problem) in TENANT_READABLE_VALUES.items()
             for value in [_dig(settings.extra_values, *path[:-1]).get(path[-1])] if value != safe and value is not None]
+
+
+def _from_host_mappings(settings: VClusterSettings, whose: str) -> list[Finding]:
+    from_host = _dig(settings.extra_values, "sync", "fromHost")
+    return [(f"extraValues.sync.fromHost.{kind}.mappings.byName", source,
+             f"{whose} syncer would copy {kind} of host namespace {str(source).split('/', 1)[0]} into the tenant's "
+             "vCluster: another team's or the platform's, which the tenant would read",
+             "map only objects of the vCluster's own host namespace, written without a namespace (\"/name\" or "
+             "\"/*\"), or remove the mapping")
+            for kind in FROM_HOST_MAPPED_KINDS
+            for setting in [_dig(from_host, kind)] if setting.get("enabled") not in (None, False)
+            for source in sorted(_dig(setting, "mappings", "byName"), key=str) if str(source).split("/", 1)[0]]
 
 
 def _to_host_syncs(settings: VClusterSettings, whose: str) -> list[Finding]:

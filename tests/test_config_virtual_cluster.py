@@ -222,6 +222,23 @@ def test_values_that_let_a_tenant_read_other_teams_are_refused(path, value):
     assert "read what is not its own" in found.problem
 
 
+@pytest.mark.parametrize("kind", ["secrets", "configMaps"])
+def test_a_sync_from_the_host_of_another_namespaces_objects_is_refused(kind):
+    """A mapping from another host namespace copies another team's (or the platform's) Secrets into the tenant's."""
+    extra = {"sync": {"fromHost": {kind: {"enabled": True, "mappings": {"byName": {
+        "team-vision/*": "stolen/*", "/registry-credentials": "default/registry-credentials"}}}}}}
+    config = put(dev_config(), "teams[0].vcluster.extraValues", extra)
+    found = assert_rejected(config, f"teams[0].vcluster.extraValues.sync.fromHost.{kind}.mappings.byName",
+                            "team-vision/*", fix="own host namespace")
+    assert "host namespace team-vision" in found.problem
+
+
+def test_a_sync_from_the_host_of_the_vclusters_own_namespace_passes():
+    config = put(dev_config(), "vcluster.extraValues", {"sync": {"fromHost": {"secrets": {
+        "enabled": True, "mappings": {"byName": {"/registry-credentials": "default/registry-credentials"}}}}}})
+    assert load_platform(config).teams
+
+
 def test_the_values_the_program_sets_for_reads_pass_when_a_site_repeats_them():
     config = put(dev_config(), "vcluster.extraValues", {
         "sync": {"fromHost": {"nodes": {"clearImageStatus": True}}},

@@ -279,3 +279,22 @@ def test_a_tenant_sees_no_image_of_another_team_on_its_virtual_node():
         key: host[key] for key in ("conditions", "capacity", "addresses", "nodeInfo")}
     # With the chart's default the images are there.
     assert virtual_node_status(host, False, True)["images"] == host["images"]
+
+
+def test_a_mapping_names_the_host_namespaces_the_syncer_copies_secrets_from(chart):  # noqa: F811
+    """What config/virtual_cluster.py FROM_HOST_MAPPED_KINDS refuses. Any enabled mapping grants the syncer list and
+    watch of Secrets cluster-wide (chart/templates/_rbac.tpl); which namespaces it copies from is what the mappings
+    name, and the chart grants exactly those: another team's for a mapping that names it, the vCluster's own for a
+    mapping without a namespace."""
+    team = next(teams(chart.version))
+
+    def source_namespaces(source: str) -> set[str]:
+        values = deep_merge(vcluster_values(team, MOCK_CLUSTER_DNS), {"sync": {"fromHost": {"secrets": {
+            "enabled": True, "mappings": {"byName": {source: "default/copied"}}}}}})
+        rendered = render_release(chart.path, team.vcluster_name, team.namespace, values, kube_version="1.36.0")
+        return {name for text in rendered.values() for doc in yaml.safe_load_all(text)
+                if doc and doc["kind"] == "ClusterRole" for rule in doc["rules"]
+                if rule.get("resources") == ["namespaces"] for name in rule.get("resourceNames", [])}
+
+    assert source_namespaces("team-vision/db-password") == {"team-vision"}
+    assert source_namespaces("/db-password") == {team.namespace}
