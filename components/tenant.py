@@ -81,13 +81,18 @@ def vcluster_values(team: Team, host_dns: str) -> dict:
         # KAI's pod-grouper follows owner references to the top owner; vCluster's default owner (a
         # host Service) would hide the real Job/Deployment and its queue label.
         "experimental": {"syncSettings": {"setOwner": False}},
-        # With proxyKubelets.byIP (the chart's default) the syncer creates a host Service per node the team's
-        # pods reach, in the tenant namespace: each one a Service the team's quota pays for, and the node's
-        # sync fails once the quota is spent. byHostname, which needs no host object, stays.
-        "networking": {"advanced": {"proxyKubelets": {"byIP": False}}},
+        # Both kubelet proxies off, so the chart grants the syncer no nodes/proxy, nodes/stats or nodes/metrics on
+        # the host. vCluster's API proxy forwards a tenant's node-proxy requests to the host with the syncer's own
+        # credentials and only a suffix match on the path in between (pkg/server/filters/metrics.go): dot segments
+        # sent percent-encoded after one of the tenant's own containerLogs paths reach any kubelet path of any
+        # node (every pod's spec, every team's logs), and a path ending in /healthz is forwarded unfiltered. With
+        # no grant the host API server refuses them all. byIP would also create a host Service per node.
+        "networking": {"advanced": {"proxyKubelets": {"byIP": False, "byHostname": False}}},
         "sync": {
             "fromHost": {
-                "nodes": {"enabled": True, "selector": selector},
+                # The node's status.images lists every image on the node with its digest: other teams' private
+                # images, which a pod could then start from the node's cache (without vcluster.alwaysPullImages).
+                "nodes": {"enabled": True, "selector": selector, "clearImageStatus": True},
                 "runtimeClasses": {"enabled": settings.sync_runtime_classes},
             },
             "toHost": {"pods": {"enforceTolerations": list(settings.enforce_tolerations)}},

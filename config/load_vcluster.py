@@ -216,8 +216,10 @@ host kind it also renders the control plane's volume claim class
                 "`experimental.syncSettings.setOwner: false`. The loader refuses only what would let the syncer "
                 "write on the host what no host policy checks: a `sync.toHost` kind the policies do not cover, and "
                 "any change to the syncer's host permissions (`rbac.role` or `rbac.clusterRole` `extraRules` / "
-                "`overwriteRules`, `rbac.enableVolumeSnapshotRules`). Helm validates the values against the chart "
-                "schema when it installs."),
+                "`overwriteRules`, `rbac.enableVolumeSnapshotRules`), and what would let a tenant read other teams: "
+                "`sync.fromHost.nodes.clearImageStatus: false`, `networking.advanced.proxyKubelets` `byHostname` "
+                "or `byIP` on, and a `sync.fromHost.configMaps` or `secrets` mapping from another host namespace (see [Tenant security model](security-model.md#what-a-tenant-can-read-of-the-host-and-"
+                "of-other-teams)). Helm validates the values against the chart schema when it installs."),
     Key("access", ACCESS, {}, "How the team reaches its vCluster (endpoint) and who it is there (OIDC).",
         details="See [Team access](team-guide.md)."),
 ))

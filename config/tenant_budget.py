@@ -24,9 +24,9 @@ DNS_REPLICAS = 1
 # Service, its headless twin and the synced kube-dns Service.
 CONTROL_PLANE_VOLUME = "5Gi"
 CONTROL_PLANE_SERVICES = 3
-# The API Service's ports that take a node port: `https` always, and `kubelet` on a NodePort Service,
-# because the chart adds it there while proxyKubelets.byHostname is on (its default, which the program keeps).
-CONTROL_PLANE_NODE_PORTS = {"nodePort": 2, "loadBalancer": 1}
+# The API Service's ports that take a node port: `https` only. The chart adds a `kubelet` port to a NodePort
+# Service while proxyKubelets.byHostname is on, which the program turns off (components/tenant.py).
+CONTROL_PLANE_NODE_PORTS = {"nodePort": 1, "loadBalancer": 1}
 
 MEBIBYTE = 2 ** 20
 

@@ -109,6 +109,29 @@ TENANT_WRITABLE_FROM_HOST = {
                                     "the kubelet evict other teams' pods to admit it",
 }
 
+# What a tenant reads through a kubelet proxy of its vCluster: with either one on, the chart grants the syncer
+# nodes/proxy on the host, and vCluster's API proxy forwards a tenant's node-proxy requests there with the syncer's
+# credentials after only a suffix match on the path (pkg/server/filters/metrics.go).
+_KUBELET_PROXY = ("the chart grants the syncer nodes/proxy on the host, where vCluster's API proxy forwards a tenant's "
+                  "node-proxy requests with the syncer's credentials after only a suffix match on the path "
+                  "(pkg/server/filters/metrics.go): a percent-encoded ../ after one of the tenant's own log paths "
+                  "reaches every kubelet path of every node, other teams' pods, logs and containers included")
+# vCluster values the program sets so that a tenant reads nothing of the host's or other teams' through its
+# vCluster, each with the program's value and what a tenant would read otherwise (vCluster 0.35.0 to 0.36.1;
+# tests/test_host_reads_contract.py reads both from vCluster's source at every accepted tag).
+TENANT_READABLE_VALUES = {
+    ("sync", "fromHost", "nodes", "clearImageStatus"): (
+        True, "the node syncer copies a host node's whole status into the virtual node "
+              "(pkg/controllers/resources/nodes/translate.go), status.images included: the name and digest of every "
+              "image on the node, other teams' private images among them"),
+    ("networking", "advanced", "proxyKubelets", "byHostname"): (False, _KUBELET_PROXY),
+    ("networking", "advanced", "proxyKubelets", "byIP"): (False, _KUBELET_PROXY),
+}
+
+# sync.fromHost kinds that copy the host objects `mappings.byName` names ("<host namespace>/<name or *>") into the
+# virtual cluster, with the syncer granted reads there (chart/templates/_rbac.tpl). An empty host namespace is the
+# vCluster's own (pkg/syncer/from_host_syncer.go); any other is another team's or the platform's.
+FROM_HOST_MAPPED_KINDS = ("configMaps", "secrets")
 
 # A problem of a tenant's vCluster settings: (key under the settings, value, problem, fix).
 Finding = tuple[str, object, str, str]
@@ -132,7 +155,9 @@ def check_virtual_clusters(reader: Reader, stack: VClusterSettings, teams: Seque
 
 
 def _findings(settings: VClusterSettings, whose: str, queue: str) -> list[Finding]:
-    return [*_to_host_syncs(settings, whose), *_from_host_writes(settings, whose), *_syncer_rules(settings, whose),
+    return [*_to_host_syncs(settings, whose), *_from_host_writes(settings, whose), *_host_reads(settings, whose),
+            *_from_host_mappings(settings, whose),
+            *_syncer_rules(settings, whose),
             *_virtual_version(settings, queue), *_requests_above_limits(settings, whose)]
 
 
@@ -194,6 +219,27 @@ def _from_host_writes(settings: VClusterSettings, whose: str) -> list[Finding]:
              "remove it from the stack's or the team's vcluster.extraValues")
             for (kind, switch), problem in TENANT_WRITABLE_FROM_HOST.items()
             for value in [_dig(from_host, kind).get(switch)] if value not in (None, False)]
+
+
+def _host_reads(settings: VClusterSettings, whose: str) -> list[Finding]:
+    return [(f"extraValues.{'.'.join(path)}", value,
+             f"it lets a tenant read what is not its own through {whose} vCluster: {problem}",
+             f"remove it from the stack's or the team's vcluster.extraValues (the program sets it "
+             f"{str(safe).lower()})")
+            for path, (safe, problem) in TENANT_READABLE_VALUES.items()
+            for value in [_dig(settings.extra_values, *path[:-1]).get(path[-1])] if value != safe and value is not None]
+
+
+def _from_host_mappings(settings: VClusterSettings, whose: str) -> list[Finding]:
+    from_host = _dig(settings.extra_values, "sync", "fromHost")
+    return [(f"extraValues.sync.fromHost.{kind}.mappings.byName", source,
+             f"{whose} syncer would copy {kind} of host namespace {str(source).split('/', 1)[0]} into the tenant's "
+             "vCluster: another team's or the platform's, which the tenant would read",
+             "map only objects of the vCluster's own host namespace, written without a namespace (\"/name\" or "
+             "\"/*\"), or remove the mapping")
+            for kind in FROM_HOST_MAPPED_KINDS
+            for setting in [_dig(from_host, kind)] if setting.get("enabled") not in (None, False)
+            for source in sorted(_dig(setting, "mappings", "byName"), key=str) if str(source).split("/", 1)[0]]
 
 
 def _to_host_syncs(settings: VClusterSettings, whose: str) -> list[Finding]:

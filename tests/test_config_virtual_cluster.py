@@ -206,6 +206,46 @@ def test_a_sync_from_the_host_that_lets_a_tenant_write_on_the_host_is_refused(pa
     assert "write on the host" in found.problem
 
 
+@pytest.mark.parametrize("path, value", [("sync.fromHost.nodes.clearImageStatus", False),
+                                         ("networking.advanced.proxyKubelets.byHostname", True),
+                                         ("networking.advanced.proxyKubelets.byIP", True)])
+def test_values_that_let_a_tenant_read_other_teams_are_refused(path, value):
+    """Node images (other teams' private image names) and the kubelet proxies (tests/test_host_reads_contract.py)."""
+    extra: dict = {}
+    *parents, last = path.split(".")
+    node = extra
+    for key in parents:
+        node = node.setdefault(key, {})
+    node[last] = value
+    config = put(dev_config(), "teams[0].vcluster.extraValues", extra)
+    found = assert_rejected(config, f"teams[0].vcluster.extraValues.{path}", value, fix="remove it")
+    assert "read what is not its own" in found.problem
+
+
+@pytest.mark.parametrize("kind", ["secrets", "configMaps"])
+def test_a_sync_from_the_host_of_another_namespaces_objects_is_refused(kind):
+    """A mapping from another host namespace copies another team's (or the platform's) Secrets into the tenant's."""
+    extra = {"sync": {"fromHost": {kind: {"enabled": True, "mappings": {"byName": {
+        "team-vision/*": "stolen/*", "/registry-credentials": "default/registry-credentials"}}}}}}
+    config = put(dev_config(), "teams[0].vcluster.extraValues", extra)
+    found = assert_rejected(config, f"teams[0].vcluster.extraValues.sync.fromHost.{kind}.mappings.byName",
+                            "team-vision/*", fix="own host namespace")
+    assert "host namespace team-vision" in found.problem
+
+
+def test_a_sync_from_the_host_of_the_vclusters_own_namespace_passes():
+    config = put(dev_config(), "vcluster.extraValues", {"sync": {"fromHost": {"secrets": {
+        "enabled": True, "mappings": {"byName": {"/registry-credentials": "default/registry-credentials"}}}}}})
+    assert load_platform(config).teams
+
+
+def test_the_values_the_program_sets_for_reads_pass_when_a_site_repeats_them():
+    config = put(dev_config(), "vcluster.extraValues", {
+        "sync": {"fromHost": {"nodes": {"clearImageStatus": True}}},
+        "networking": {"advanced": {"proxyKubelets": {"byHostname": False, "byIP": False}}}})
+    assert load_platform(config).teams
+
+
 def test_syncs_from_the_host_that_only_copy_into_the_virtual_cluster_pass():
     config = put(dev_config(), "vcluster.extraValues", {"sync": {"fromHost": {
         "nodes": {"syncBackChanges": False, "clearImageStatus": True}, "priorityClasses": {"enabled": False},

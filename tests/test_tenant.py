@@ -44,7 +44,7 @@ def test_tenant_release_is_the_pinned_loft_chart(dev_run):
 def test_vcluster_values_keep_kai_working(dev_run):
     values = tenant_release(dev_run, "team-nlp").inputs["values"]
     assert values["experimental"]["syncSettings"]["setOwner"] is False
-    assert values["sync"]["fromHost"]["nodes"] == {"enabled": True, "selector": {"all": True}}
+    assert values["sync"]["fromHost"]["nodes"] == {"enabled": True, "selector": {"all": True}, "clearImageStatus": True}
     assert values["sync"]["fromHost"]["runtimeClasses"] == {"enabled": True}
     assert values["sync"]["toHost"]["pods"]["enforceTolerations"] == ["nvidia.com/gpu:NoSchedule"]
     assert values["controlPlane"]["backingStore"] == {"database": {"embedded": {"enabled": True}}}

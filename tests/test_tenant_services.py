@@ -91,4 +91,6 @@ def test_per_node_services_follow_proxy_kubelets_by_ip_which_the_program_turns_o
     assert re.search(r"if s\.fakeKubeletIPs \{\s*// create new service for this node\s*nodeIP, err := "
                      r"s\.nodeServiceProvider\.GetNodeIP", node_sync)
     for release in (r for r in dev_run.of_type(RELEASE) if r.inputs.get("chart") == "vcluster"):
-        assert release.inputs["values"]["networking"]["advanced"]["proxyKubelets"] == {"byIP": False}
+        # byHostname is off too, for what a tenant reads through the kubelet proxy (tests/test_host_reads_contract.py).
+        assert release.inputs["values"]["networking"]["advanced"]["proxyKubelets"] == {"byIP": False,
+                                                                                     "byHostname": False}
