@@ -88,7 +88,7 @@ def check_team_alerting(reader: Reader, prometheus: Optional[str], teams: Sequen
                         "set observability.prometheus: install, or remove the team's alerting block (a site's own "
                         "Alertmanager routes its alerts, by the team label)")
     if receiving and prometheus == "install":
-        names = ", ".join(team.name for _, team in receiving)
+        names = ", ".join(team.name or f"teams[{index}]" for index, team in receiving)
         secrets.require(SECRET, f"teams {names} have an alerting.receiver, and Alertmanager needs each one's "
                                 "address (a YAML map of team name to address)")
 
