@@ -20,7 +20,9 @@ import yaml
 from config.errors import MISSING, ConfigError, ConfigIssue
 from config.key_types import HTTP_URL_PATTERN, Text
 from config.keys import Block, Condition, Derived, Key
-from config.observability_alerting import RECEIVERS, SECRET_MEANING, SEVERITIES, SLACK_CHANNEL
+from config.observability_alerting import (
+    ADDRESS_KINDS, MOUNTED, RECEIVERS, SECRET_MEANING, SEVERITIES, SLACK_CHANNEL, slack_only,
+)
 from config.reader import Reader, Section
 from config.secrets import ENCRYPTED, Secrets, secret_command
 
@@ -50,17 +52,15 @@ Where the team's own alerts go, besides the site receiver (`observability.alerti
 its GPU guarantee with pending pods, idle GPUs, its pods refused by its admission policy, a non-fatal XID on a
 GPU it uses. Every address is in the secret key `teamAlertReceivers`, a YAML map of team name to address.""",
                       conditions=(
+    slack_only("remove the team's alerting.slackChannel"),
     Condition("receiver", ("none",), "only shapes a receiver, and receiver is none",
               "set the team's alerting.receiver, or remove its alerting.{name}", forbidden=("severity", "slackChannel")),
-    Condition("receiver", ("webhook", "pagerduty"), "only applies to receiver: slack (it is {value})",
-              "remove the team's alerting.slackChannel", forbidden=("slackChannel",)),
 ), keys=(
     Key("receiver", Text(choices=RECEIVERS), _TEAM_ALERTING.receiver,
         "Where the team's own alerts go (`install` only), as well as to the site receiver.", example="slack",
         default_note="`none`: the team's alerts go to the site receiver only",
         details=f"The address or key is the team's entry in the secret key `{SECRET}` (a YAML map of team name to "
-                "address): " + "; ".join(f"`{name}`: {meaning}" for name, meaning in SECRET_MEANING.items())
-                + ". Alertmanager reads it from a Secret mounted into its pod, never from the chart's values."),
+                f"address): {ADDRESS_KINDS}. {MOUNTED}"),
     Key("severity", Text(choices=SEVERITIES), Derived("`critical` for `pagerduty`, `info` otherwise"),
         "The least severe of the team's alerts that goes to its receiver.", example="warning"),
     Key("slackChannel", Text(form="Slack channel", checks=(SLACK_CHANNEL,)), _TEAM_ALERTING.slack_channel,
