@@ -15,7 +15,7 @@ from components.observability import Observability, ObservabilityArgs
 from components.queues import QueueHierarchy, QueueHierarchyArgs
 from components.tenant import TenantCluster, TenantClusterArgs
 from config import PROJECT, load_platform, sharing
-from config.source import raw_stack_config
+from config.source import raw_stack_config, team_alert_addresses
 
 FULL_COLLECTION_THRESHOLD = 1000
 # The SDK holds every resource's futures and tasks until the run ends, so each full collection re-walks all
@@ -30,6 +30,8 @@ for warning in platform.warnings:
 for note in platform.notes:
     pulumi.log.info(note)
 
+# Judged before any resource is registered: its content is only known here, decrypted.
+team_addresses = team_alert_addresses(platform)
 secrets = pulumi.Config(PROJECT)
 host = HostCluster("host", HostClusterArgs(
     cluster=platform.cluster,
@@ -56,7 +58,8 @@ if platform.observability.enabled:
         gpu_operator=[gpu_operator.release] if gpu_operator.release else [],
         grafana_client_secret=secrets.get_secret("grafanaClientSecret") if "grafanaClientSecret" in secrets_set else None,
         alert_receiver=secrets.get_secret("alertReceiver") if platform.observability.alerting.delivers else None,
-        alert_heartbeat=secrets.get_secret("alertHeartbeat") if platform.observability.alerting.heartbeat else None))
+        alert_heartbeat=secrets.get_secret("alertHeartbeat") if platform.observability.alerting.heartbeat else None,
+        team_alert_addresses=team_addresses))
     pulumi.export("observability", {"mode": platform.observability.prometheus,
                                     "namespace": observability.namespace, "dashboards": observability.dashboards})
 

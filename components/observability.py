@@ -15,15 +15,15 @@ default SchedulingShard at that Prometheus, so the scheduler weighs each queue's
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Optional, Sequence
+from dataclasses import dataclass, field
+from typing import Mapping, Optional, Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components import observability_dashboards, observability_shares, observability_team_series
 from components.observability_access import GrafanaAdmin, admin_values, grafana_ini
-from components.observability_alerting import alerting_secret, alertmanager_values
+from components.observability_alerting import alerting_secret, alertmanager_values, configured
 from components.observability_network import MonitoringIngress
 from components.observability_views import TeamViews
 from config import versions
@@ -57,6 +57,8 @@ class ObservabilityArgs:
     alert_receiver: Optional[pulumi.Output[str]] = None
     # The URL of the dead man's switch (observability.alerting.heartbeat), when the site turned it on.
     alert_heartbeat: Optional[pulumi.Output[str]] = None
+    # Each team receiver's URL or key (teams[].alerting.receiver), by team name.
+    team_alert_addresses: Mapping[str, pulumi.Output[str]] = field(default_factory=dict)
 
 
 def stack_values(platform: Platform) -> dict:
@@ -153,9 +155,15 @@ class Observability(pulumi.ComponentResource):
                 raise ValueError("observability.alerting.receiver is set: pass the alertReceiver secret")
             if settings.alerting.heartbeat and args.alert_heartbeat is None:
                 raise ValueError("observability.alerting.heartbeat is true: pass the alertHeartbeat secret")
-            if settings.alerting.configured:
+            unaddressed = [team.name for team in platform.teams
+                           if team.alerting.delivers and team.name not in args.team_alert_addresses]
+            if unaddressed:
+                raise ValueError(f"teams {', '.join(unaddressed)} have a receiver: pass their teamAlertReceivers "
+                                 "addresses")
+            if configured(settings.alerting, platform.teams):
                 before_release.append(alerting_secret(
                     f"{name}-alert-receiver", settings.namespace, args.alert_receiver, args.alert_heartbeat,
+                    args.team_alert_addresses,
                     pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[namespace]))))
             self.release = k8s.helm.v3.Release(
                 f"{name}-release",

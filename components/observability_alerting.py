@@ -14,25 +14,24 @@ an incident and the record of what was already sent outlive a restart of its pod
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.observability_receivers import RECEIVER_SECRET, SECRETS_DIR, receiver_config, severity_matcher
+from components.observability_team_alerting import team_receivers, team_routes, team_secret_key
 from config.model import Team
 from config.observability import MINIMUM_VOLUME, Observability
-from config.observability_alerting import HEARTBEAT_INTERVAL, SEVERITIES, Alerting
+from config.observability_alerting import HEARTBEAT_INTERVAL, Alerting
 from config.virtual_cluster import control_plane_claim_prefix, control_plane_workloads
 from config.vocabulary import MANAGED_BY
 
 RECEIVER = "gpu-tenancy"
 HEARTBEAT_RECEIVER = "gpu-tenancy-heartbeat"
 NULL_RECEIVER = "null"  # the chart's own do-nothing receiver
-RECEIVER_SECRET = "gpu-tenancy-alert-receiver"
 RECEIVER_SECRET_KEY = "receiver"
 HEARTBEAT_SECRET_KEY = "heartbeat"
-# Where the Prometheus operator mounts a Secret named in alertmanagerSpec.secrets.
-SECRETS_DIR = "/etc/alertmanager/secrets"
 RECEIVER_FILE = f"{SECRETS_DIR}/{RECEIVER_SECRET}/{RECEIVER_SECRET_KEY}"
 HEARTBEAT_FILE = f"{SECRETS_DIR}/{RECEIVER_SECRET}/{HEARTBEAT_SECRET_KEY}"
 WATCHDOG = "Watchdog"
@@ -52,31 +51,6 @@ INFO_INHIBITOR = "InfoInhibitor"
 ALWAYS_FIRING = (WATCHDOG, INFO_INHIBITOR)
 # Silences and the notification log are kilobytes.
 STATE_VOLUME = MINIMUM_VOLUME
-
-SLACK_TITLE = '[{{ .Status | toUpper }}{{ if eq .Status "firing" }}:{{ .Alerts.Firing | len }}{{ end }}] ' \
-              '{{ .CommonLabels.alertname }}{{ with .CommonLabels.team }} ({{ . }}){{ end }}'
-SLACK_TEXT = ('{{ range .Alerts }}*{{ .Annotations.summary }}*\n{{ .Annotations.description }}\n'
-              '{{ with .Annotations.runbook }}Runbook: {{ . }}\n{{ end }}'
-              '{{ with .Annotations.runbook_url }}Runbook: {{ . }}\n{{ end }}{{ end }}')
-
-
-def receiver_config(alerting: Alerting) -> dict:
-    """The receiver that delivers, reading its URL or key from the mounted Secret."""
-    if alerting.receiver == "slack":
-        slack = {"api_url_file": RECEIVER_FILE, "send_resolved": True, "title": SLACK_TITLE, "text": SLACK_TEXT}
-        if alerting.slack_channel:
-            slack["channel"] = alerting.slack_channel
-        return {"name": RECEIVER, "slack_configs": [slack]}
-    if alerting.receiver == "webhook":
-        return {"name": RECEIVER, "webhook_configs": [{"url_file": RECEIVER_FILE, "send_resolved": True}]}
-    return {"name": RECEIVER, "pagerduty_configs": [{"routing_key_file": RECEIVER_FILE, "send_resolved": True}]}
-
-
-def severity_matcher(least: str) -> list[str]:
-    """A matcher on the severity label for ``least`` and anything more severe; none for the least of all."""
-    kept = SEVERITIES[SEVERITIES.index(least):]
-    return [] if kept == SEVERITIES else [f'severity =~ "{"|".join(kept)}"']
-
 
 def inhibit_rules() -> list[dict]:
     """kube-prometheus-stack 88's inhibit rules (restated: Helm replaces a list the values set), the program's
@@ -114,7 +88,9 @@ def alertmanager_config(alerting: Alerting, teams: Sequence[Team]) -> dict:
     templates and its top route to ``null``; lists replace the chart's)."""
     routes = [heartbeat_route() if name == WATCHDOG and alerting.heartbeat else
               {"receiver": NULL_RECEIVER, "matchers": [f'alertname = "{name}"']} for name in ALWAYS_FIRING]
-    receivers = [{"name": NULL_RECEIVER}]
+    # Each team's own alerts to its receiver, then on (continue) to the site receiver's route.
+    routes += team_routes(teams)
+    receivers = [{"name": NULL_RECEIVER}, *team_receivers(teams)]
     if alerting.heartbeat:
         receivers.append({"name": HEARTBEAT_RECEIVER,
                           "webhook_configs": [{"url_file": HEARTBEAT_FILE, "send_resolved": False}]})
@@ -125,7 +101,7 @@ def alertmanager_config(alerting: Alerting, teams: Sequence[Team]) -> dict:
         # One message per alert and team, so a team's alert does not hide in another's.
         routes.append({"receiver": RECEIVER, "group_by": ["alertname", "team"],
                        **({"matchers": which} if which else {})})
-        receivers.append(receiver_config(alerting))
+        receivers.append(receiver_config(RECEIVER, alerting.receiver, RECEIVER_FILE, alerting.slack_channel))
     return {"route": {"routes": routes}, "inhibit_rules": inhibit_rules(), "receivers": receivers}
 
 
@@ -140,17 +116,25 @@ def alertmanager_values(settings: Observability, storage_class: Optional[str], t
     claim = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": STATE_VOLUME}},
              **({"storageClassName": storage_class} if storage_class else {})}
     spec: dict = {"storage": {"volumeClaimTemplate": {"spec": claim}}}
-    if not settings.alerting.configured:
+    if not configured(settings.alerting, teams):
         return {"alertmanagerSpec": spec}
     return {"alertmanagerSpec": {**spec, "secrets": [RECEIVER_SECRET]},
             "config": alertmanager_config(settings.alerting, teams)}
 
 
+def configured(alerting: Alerting, teams: Sequence[Team]) -> bool:
+    """Whether the program sets Alertmanager's configuration: a site receiver, a heartbeat or a team receiver."""
+    return alerting.configured or any(team.alerting.delivers for team in teams)
+
+
 def alerting_secret(name: str, namespace: str, receiver: Optional[pulumi.Input[str]],
-                    heartbeat: Optional[pulumi.Input[str]], opts: pulumi.ResourceOptions) -> k8s.core.v1.Secret:
-    """The Secret Alertmanager reads the receiver's URL or key and the heartbeat's URL from. It must exist before
-    the release: the operator mounts it into Alertmanager's pod, which does not start without it."""
-    values = {RECEIVER_SECRET_KEY: receiver, HEARTBEAT_SECRET_KEY: heartbeat}
+                    heartbeat: Optional[pulumi.Input[str]], teams: Mapping[str, pulumi.Input[str]],
+                    opts: pulumi.ResourceOptions) -> k8s.core.v1.Secret:
+    """The Secret Alertmanager reads the receivers' URLs or keys (the site's and each team's) and the heartbeat's
+    URL from. It must exist before the release: the operator mounts it into Alertmanager's pod, which does not
+    start without it."""
+    values = {RECEIVER_SECRET_KEY: receiver, HEARTBEAT_SECRET_KEY: heartbeat,
+              **{team_secret_key(team): address for team, address in teams.items()}}
     return k8s.core.v1.Secret(
         name, metadata={"name": RECEIVER_SECRET, "namespace": namespace, "labels": dict(MANAGED_BY)},
         string_data={key: pulumi.Output.secret(value) for key, value in values.items() if value is not None},

@@ -36,6 +36,7 @@ from config.observability_login import check_grafana_login, grafana_login_warnin
 from config.reader import Reader
 from config.secrets import SECRET_KEYS, Secrets, secret_command
 from config.sharing import TIME_SLICED
+from config.team_alerting import check_team_alerting, team_alerting_warnings
 from config.vocabulary import (
     KAI_RESERVATION_NAMESPACE, NODE_PROFILE_LABEL, OTHER_NAMESPACES, POOL_LABEL, PROJECT, ROLE_LABEL, SYSTEM_NAMESPACES,
 )
@@ -118,6 +119,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     teams = resolve_access(reader, cluster, teams)
     check_grafana_login(reader, observability.grafana_login, teams)
     _check_control_plane_metrics(reader, observability, cluster)
+    check_team_alerting(reader, observability.prometheus, teams, secrets)
     if reader.issues:
         raise ConfigError(reader.issues)
     gpu_operator, kai = with_isolation(gpu_operator, kai, cluster, teams)
@@ -134,7 +136,8 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
         + placement_warnings(platform) + observability_warnings(platform.observability) \
         + grafana_login_warnings(platform.observability.grafana_login, platform.teams, secrets.set) \
         + alerting_warnings(platform.observability.alerting, platform.observability.prometheus == "install",
-                            secrets.set)
+                            secrets.set) \
+        + team_alerting_warnings(platform.observability.prometheus, platform.teams, secrets.set)
     return Platform(**{**platform.__dict__, "warnings": tuple(warnings),
                        "notes": tuple(_notes(platform) + external_notes(
                            platform.observability, platform.kai_scheduler.gpu_sharing, platform.gpu_operator.mode))})

@@ -12,6 +12,7 @@ from config.model import (
     VClusterSettings,
 )
 from config.reader import Section
+from config.team_alerting import TEAM_ALERTING, read_team_alerting
 from config.tenant_budget import queue_budget
 from config.vocabulary import KAI_RESERVED_QUEUES
 
@@ -113,6 +114,8 @@ TEAM = Block(title="one entry per team", retired=(
         "Per-team overrides, merged over the stack's `vcluster` block.", example="{resourceQuota: {pods: 10}}"),
     Key("isolation", ISOLATION, {}, "The team's GPU isolation tier; see [GPU isolation tier](#teamsisolation--gpu-isolation-tier).",
         example="{tier: mig, migProfile: 1g.10gb, nodePool: a100}"),
+    Key("alerting", TEAM_ALERTING, {}, "The team's own alert receiver; see [the team's own alert receiver]"
+        "(#teamsalerting--the-teams-own-alert-receiver).", example="{receiver: slack, slackChannel: '#team-nlp'}"),
 ))
 
 TEAMS = ListOf(TEAM, empty=("no teams are defined", "add at least one team with a name and resources"))
@@ -165,6 +168,7 @@ def read_team(section: Section, stack_vcluster: VClusterSettings) -> Team:
         protect=section.read("protect"),
         vcluster=vcluster,
         isolation=_isolation(section.child("isolation")),
+        alerting=read_team_alerting(section.child("alerting")),
     )
 
 

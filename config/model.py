@@ -12,6 +12,7 @@ from typing import Mapping, Optional
 from config import versions
 from config.access import Access
 from config.observability import Observability
+from config.team_alerting import TeamAlerting
 from config.vocabulary import KAI_NAMESPACE
 
 # Resource units follow KAI's Queue spec: gpu = devices, cpu = millicores, memory = MB.
@@ -136,6 +137,7 @@ class Team:
     protect: bool
     vcluster: VClusterSettings
     isolation: Isolation = Isolation()
+    alerting: TeamAlerting = TeamAlerting()
 
     @property
     def queue_name(self) -> str:

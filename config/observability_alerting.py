@@ -31,6 +31,9 @@ SECRET_MEANING = {"slack": "the Slack incoming-webhook URL", "webhook": "the web
 SCOPES = ("platform", "all")
 # The alerts' severity label, least severe first (the program's alerts and kube-prometheus-stack's use these).
 SEVERITIES = ("info", "warning", "critical")
+# How a receiver key's docs say where its address comes from (the site's and each team's).
+ADDRESS_KINDS = "; ".join(f"`{name}`: {meaning}" for name, meaning in SECRET_MEANING.items())
+MOUNTED = "Alertmanager reads it from a Secret mounted into its pod, never from the chart's values."
 SLACK_CHANNEL = Check(r"[#@]?[a-z0-9][a-z0-9._-]{0,79}", "is not a Slack channel name",
                       "use the channel's name in lower case, e.g. #gpu-platform")
 
@@ -53,21 +56,24 @@ class Alerting:
         return self.delivers or self.heartbeat
 
 
+def slack_only(fix: str) -> Condition:
+    """slackChannel is refused unless the receiver is Slack."""
+    return Condition("receiver", ("webhook", "pagerduty"), "only applies to receiver: slack (it is {value})", fix,
+                     forbidden=("slackChannel",))
+
+
 _ALERTING = Alerting()
 ALERTING = Block(conditions=(
     Condition("receiver", ("none",), "chooses what goes to a receiver, and receiver is none",
               "set observability.alerting.receiver, or remove observability.alerting.{name}",
               forbidden=("alerts", "slackChannel", "severity")),
-    Condition("receiver", ("webhook", "pagerduty"), "only applies to receiver: slack (it is {value})",
-              "remove observability.alerting.slackChannel", forbidden=("slackChannel",)),
+    slack_only("remove observability.alerting.slackChannel"),
 ), keys=(
     Key("receiver", Text(choices=RECEIVERS), _ALERTING.receiver,
         "Where the installed Alertmanager sends alerts (`install` only).", example="slack",
         default_note="`none`: alerts show in Alertmanager and Grafana only",
-        details=f"The address or key is the secret key `{ADDRESS_SECRET}`: "
-                + "; ".join(f"`{name}`: {meaning}" for name, meaning in SECRET_MEANING.items())
-                + ". Alertmanager reads it from a Secret mounted into its pod, never from the chart's values. "
-                  "Resolved alerts are sent too."),
+        details=f"The address or key is the secret key `{ADDRESS_SECRET}`: {ADDRESS_KINDS}. {MOUNTED} Resolved "
+                "alerts are sent too."),
     Key("alerts", Text(choices=SCOPES), _ALERTING.scope, "Which alerts go to the receiver.", example="all",
         details="`platform`: the program's own alerts (`GpuTenancy*`: starved teams, idle GPUs, admission "
                 "refusals, history trimmed, ...) and kube-prometheus-stack's that say they cannot fire (rules "

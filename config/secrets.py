@@ -36,6 +36,9 @@ SECRETS = (
     Secret("alertHeartbeat", "alert-heartbeat.txt",
            "URL of the dead man's switch Alertmanager posts its heartbeat to (`observability.alerting.heartbeat`). "
            "Required when the heartbeat is on."),
+    Secret("teamAlertReceivers", "team-alert-receivers.yaml",
+           "Where Alertmanager sends each team's own alerts (`teams[].alerting.receiver`): a YAML map of team name "
+           "to its Slack or webhook URL or PagerDuty routing key. Required when a team has a receiver."),
 )
 SECRET_KEYS = tuple(secret.name for secret in SECRETS)
 # What a config error shows in place of a value set with --secret.

@@ -9,13 +9,18 @@ import pulumi
 
 from config.errors import ConfigError, ConfigIssue
 from config.load import namespace_issues
+from config.model import Platform
 from config.secrets import SECRET_KEYS, encrypted_key_issues
+from config.team_alerting import SECRET as TEAM_ADDRESSES, team_addresses
 from config.vocabulary import PROJECT, PROJECT_PREFIX, project_config
 
 # The value tools.offline.mockrun gives a secret key the stack does not set, so that an offline plan of a
 # site whose secrets are not set yet can run. A real `pulumi up` never sees it: there an unset
 # secret the site needs is a config error.
 OFFLINE_PLACEHOLDER = "offline-plan-placeholder-for-an-unset-secret"
+# The value tools.offline.mockrun gives a secret the stack file holds encrypted (an offline run cannot decrypt
+# it): a secret whose content the program judges (teamAlertReceivers) is taken on trust there.
+ENCRYPTED_PLACEHOLDER = "offline-plan-placeholder"
 
 
 def raw_stack_config() -> tuple[dict[str, Any], set[str], set[str]]:
@@ -58,3 +63,18 @@ def raw_stack_config() -> tuple[dict[str, Any], set[str], set[str]]:
     if refused:
         raise ConfigError(refused)
     return raw, secrets_set, placeholders
+
+
+def team_alert_addresses(platform: Platform) -> dict[str, pulumi.Output[str]]:
+    """Each team receiver's address from the secret ``teamAlertReceivers``, as a Pulumi secret; its content judged
+    first (config/team_alerting.py: a ConfigError naming the team, never the value). In an offline run that cannot
+    decrypt it, or of a site that has not set it yet, a placeholder stands in for every team's."""
+    receiving = [team.name for team in platform.teams if team.alerting.delivers]
+    if platform.observability.prometheus != "install" or not receiving:
+        return {}
+    text = pulumi.runtime.get_config(PROJECT_PREFIX + TEAM_ADDRESSES) or ""
+    if text in (OFFLINE_PLACEHOLDER, ENCRYPTED_PLACEHOLDER):
+        found = {name: text for name in receiving}
+    else:
+        found = team_addresses(text, platform.teams)
+    return {name: pulumi.Output.secret(address) for name, address in found.items()}

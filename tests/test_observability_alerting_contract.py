@@ -13,10 +13,12 @@ import pytest
 import yaml
 
 from components import observability_alerting as alerting
+from components.observability_team_alerting import team_address_file, team_secret_key
 from config import load_platform, versions
 from tests.conftest import MIRRORED_TAGS, git, mirrored_tag
 from tests.mirror_charts import chart_file, chart_values
 from tests.test_observability_alerting import RECEIVERS, alerting_site, chart_inhibit_rules
+from tests.test_observability_team_alerting import team_site
 
 OPERATOR = "prometheus-operator/prometheus-operator"
 ALERTMANAGER_REPO = "prometheus/alertmanager"
@@ -45,7 +47,9 @@ def every_program_key() -> set[str]:
                 {"slackChannel": "#gpu"} if receiver == "slack" else {})),
                 placeholders=["alertReceiver", "alertHeartbeat"])
             keys |= program_keys(alerting.alertmanager_config(settings.observability.alerting, settings.teams))
-    return keys
+    # Each kind of team receiver (teams[].alerting), with its route's continue.
+    settings = load_platform(team_site(), secrets_set=["alertReceiver", "teamAlertReceivers"])
+    return keys | program_keys(alerting.alertmanager_config(settings.observability.alerting, settings.teams))
 
 
 def yaml_fields(repository: str, tag: str, *paths: str) -> set[str]:
@@ -87,7 +91,8 @@ def test_the_operator_mounts_each_named_secret_where_the_configuration_reads_it(
     assert re.search(r'secretsDir\s*=\s*"' + re.escape(alerting.SECRETS_DIR) + '"', source)
     assert "path.Join(secretsDir, s)" in source and "SecretName: s," in source
     for path, key in ((alerting.RECEIVER_FILE, alerting.RECEIVER_SECRET_KEY),
-                      (alerting.HEARTBEAT_FILE, alerting.HEARTBEAT_SECRET_KEY)):
+                      (alerting.HEARTBEAT_FILE, alerting.HEARTBEAT_SECRET_KEY),
+                      (team_address_file("alpha"), team_secret_key("alpha"))):
         assert path == f"{alerting.SECRETS_DIR}/{alerting.RECEIVER_SECRET}/{key}"
 
 

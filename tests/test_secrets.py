@@ -1,7 +1,7 @@
 """Secrets are Pulumi secrets end to end, never printed or logged.
 
 Each secret the program handles is followed through whole-program runs with a value recognisable wherever it
-lands: the five secret keys of the stack config (decrypted as the language host passes them to ``pulumi up``),
+lands: the six secret keys of the stack config (decrypted as the language host passes them to ``pulumi up``),
 the kubeconfigs the providers answer with (the MicroK8s box's, the EKS cluster's, each vCluster's ``vc-*``
 Secret: the mocks' token ``offline-plan-token``) and Grafana's generated admin password. Each reaches the one
 input that needs it, as a secret, and appears nowhere else: no recorded input or output, plan, review summary,
@@ -41,11 +41,12 @@ DECRYPTED = {
     "grafanaClientSecret": "grafana-client-secret-8b27d4",
     "alertReceiver": "https://hooks.slack.com/services/T000/B000/slack-token-5a0c93",
     "alertHeartbeat": "https://hc-ping.com/heartbeat-id-e41f7a",
+    "teamAlertReceivers": "team-nlp: https://hooks.slack.com/services/T000/B000/team-token-c0d2b8\n",
 }
 # The part of each value that must never be seen.
 RECOGNISABLE = {"sshPrivateKey": "ssh-key-3f9c1e", "kubeconfig": "kubeconfig-token-6d1e0b",
                 "grafanaClientSecret": "grafana-client-secret-8b27d4", "alertReceiver": "slack-token-5a0c93",
-                "alertHeartbeat": "heartbeat-id-e41f7a"}
+                "alertHeartbeat": "heartbeat-id-e41f7a", "teamAlertReceivers": "team-token-c0d2b8"}
 
 
 def with_secrets(config: dict, *names: str) -> tuple[dict, dict[str, str]]:
@@ -60,7 +61,10 @@ def remote_observed_site() -> tuple[dict, dict[str, str]]:
     config = login_config()
     config["gpu-tenancy:cluster"]["microk8s"]["host"] = "gpu-box.lab.example"
     config["gpu-tenancy:observability"]["alerting"] = {"receiver": "slack", "heartbeat": True}
-    return with_secrets(config, "sshPrivateKey", "grafanaClientSecret", "alertReceiver", "alertHeartbeat")
+    [nlp] = [team for team in config["gpu-tenancy:teams"] if team["name"] == "team-nlp"]
+    nlp["alerting"] = {"receiver": "slack"}
+    return with_secrets(config, "sshPrivateKey", "grafanaClientSecret", "alertReceiver", "alertHeartbeat",
+                        "teamAlertReceivers")
 
 
 def existing_cluster_site() -> tuple[dict, dict[str, str]]:
@@ -110,6 +114,9 @@ def received(program: ProgramRun, secret: str) -> list:
         "grafanaClientSecret": raw_input(program, SSO, "oauth2Settings", "clientSecret"),
         "alertReceiver": raw_input(program, *receiver, "receiver", name_contains="alert-receiver"),
         "alertHeartbeat": raw_input(program, *receiver, "heartbeat", name_contains="alert-receiver"),
+        # The map's one address, under its team's key.
+        "teamAlertReceivers": [(f"team-nlp: {address}\n", redacted) for address, redacted in raw_input(
+            program, *receiver, "team-team-nlp", name_contains="alert-receiver")],
     }[secret]
 
 

@@ -20,7 +20,7 @@ from typing import Any, Iterator, Optional
 
 import pulumi
 
-from config.source import OFFLINE_PLACEHOLDER
+from config.source import ENCRYPTED_PLACEHOLDER, OFFLINE_PLACEHOLDER
 from config.stack_file import PROJECT_DIR, stack_config as read_stack_config
 from config.secrets import SECRET_KEYS
 from config.vocabulary import PROJECT
@@ -28,7 +28,7 @@ from tools.offline import sdk_internals as sdk
 from tools.offline.mocks import PlatformMocks
 from tools.offline.recording import ProgramRun, RecordingMonitor, WarningCollector
 
-SECRET_PLACEHOLDER = "offline-plan-placeholder"
+SECRET_PLACEHOLDER = ENCRYPTED_PLACEHOLDER
 
 
 class _TrackingLoopPolicy(asyncio.DefaultEventLoopPolicy):

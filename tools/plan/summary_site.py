@@ -166,14 +166,15 @@ def alert_delivery(values: dict[str, Any]) -> list[str]:
     if not heartbeats:
         lines.append("- No heartbeat: nothing tells anyone when alerting itself stops "
                      "(see observability.alerting.heartbeat)")
-    delivering = [receiver for name, receiver in receivers.items()
-                  if name != "null" and name not in {child["receiver"] for child in heartbeats}]
+    teams = [child for child in route.get("routes") or [] if _team_of(child)]
+    delivering = [receiver for name, receiver in receivers.items() if name != "null"
+                  and name not in {child["receiver"] for child in heartbeats + teams}]
+    lines += [_team_delivery(child, receivers.get(child["receiver"]) or {}, bool(delivering)) for child in teams]
     if not delivering:
-        return lines + ["- Alerts are sent **nowhere** (the chart's `null` receiver): see observability.alerting"]
+        return lines + ["- " + ("Other alerts are" if teams else "Alerts are")
+                        + " sent **nowhere** (the chart's `null` receiver): see observability.alerting"]
     for receiver in delivering:
-        kinds = [key.removesuffix("_configs") for key in receiver if key.endswith("_configs")]
-        channels = [config["channel"] for key in receiver if key.endswith("_configs") for config in receiver[key]
-                    if config.get("channel")]
+        kinds, channels = _kinds_and_channels(receiver)
         matchers = [matcher for child in route.get("routes") or [] if child.get("receiver") == receiver["name"]
                     for matcher in child.get("matchers") or []]
         which = "alerts matching " + ", ".join(code(matcher) for matcher in matchers) if matchers else \
@@ -188,6 +189,34 @@ def alert_delivery(values: dict[str, Any]) -> list[str]:
     if kept:
         lines.append("- Kept in Alertmanager, sent nowhere: " + " / ".join(kept))
     return lines
+
+
+def _kinds_and_channels(receiver: dict[str, Any]) -> tuple[list[str], list[str]]:
+    kinds = [key.removesuffix("_configs") for key in receiver if key.endswith("_configs")]
+    channels = [config["channel"] for key in receiver if key.endswith("_configs") for config in receiver[key]
+                if config.get("channel")]
+    return kinds, channels
+
+
+def _team_of(route: dict[str, Any]) -> Optional[str]:
+    """The team a route is for (teams[].alerting): it matches one value of the team label."""
+    names = [matcher.split('"')[1] for matcher in route.get("matchers") or [] if matcher.startswith('team = "')]
+    return names[0] if names else None
+
+
+def _team_delivery(route: dict[str, Any], receiver: dict[str, Any], site: bool) -> str:
+    """Where one team's own alerts go: kind, channel, severities and the file the address is read from."""
+    kinds, channels = _kinds_and_channels(receiver)
+    matchers = route.get("matchers") or []
+    severity = [matcher.split('"')[1].split("|")[0] for matcher in matchers if matcher.startswith("severity")]
+    names = [code(matcher) for matcher in matchers if matcher.startswith("alertname")]
+    files = [config[key] for field in receiver if field.endswith("_configs") for config in receiver[field]
+             for key in config if key.endswith("_file")]
+    onward = "also to the site receiver" if route.get("continue") and site else "to the team only"
+    return (f"- Team {code(_team_of(route))}'s alerts ({', '.join(names)}) go to {', '.join(kinds)}"
+            + (f" ({', '.join(code(c) for c in channels)})" if channels else "")
+            + f", {severity[0] if severity else 'info'} and up, {onward}; address read from "
+            + (", ".join(code(f) for f in files) or "**the values**"))
 
 
 def _storage_class(claim: dict[str, Any]) -> str:
