@@ -20,11 +20,11 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.observability_receivers import RECEIVER_SECRET, SECRETS_DIR, receiver_config, severity_matcher
-from components.observability_team_alerting import team_receivers, team_routes, team_secret_key
+from components.observability_team_alerting import (PLATFORM_ALERT_NAMES, team_receivers, team_routes, team_secret_key,
+                                                     tenants_own_alerts)
 from config.model import Team
 from config.observability import MINIMUM_VOLUME, Observability
 from config.observability_alerting import HEARTBEAT_INTERVAL, Alerting
-from config.virtual_cluster import control_plane_claim_prefix, control_plane_workloads
 from config.vocabulary import MANAGED_BY
 
 RECEIVER = "gpu-tenancy"
@@ -35,8 +35,6 @@ HEARTBEAT_SECRET_KEY = "heartbeat"
 RECEIVER_FILE = f"{SECRETS_DIR}/{RECEIVER_SECRET}/{RECEIVER_SECRET_KEY}"
 HEARTBEAT_FILE = f"{SECRETS_DIR}/{RECEIVER_SECRET}/{HEARTBEAT_SECRET_KEY}"
 WATCHDOG = "Watchdog"
-# Every alert the program defines is named so (components/observability_rules.py).
-PLATFORM_ALERT_NAMES = "GpuTenancy.+"
 # kube-prometheus-stack's alerts saying the program's alerts cannot fire or change: rules failing or skipped, a
 # PrometheusRule the operator rejected, a configuration Prometheus or Alertmanager refused to load (they keep
 # the old one), no samples stored. They go with the program's own (``alerts: platform``); a test finds each in
@@ -66,21 +64,6 @@ def inhibit_rules() -> list[dict]:
          "target_matchers": ["severity = info", f'alertname !~ "{PLATFORM_ALERT_NAMES}"'], "equal": ["namespace"]},
         {"target_matchers": [f"alertname = {INFO_INHIBITOR}"]},
     ]
-
-
-def tenants_own_alerts(teams: Sequence[Team]) -> list[str]:
-    """Matchers of the chart's alerts about what the tenants run in their host namespaces: their pods and volumes.
-    Those are the team's own, and a tenant drives them at will (a volume filled up is critical), so they do not go
-    to the platform's receiver. Its virtual cluster's control plane (the vCluster StatefulSet, its pods, their data
-    volumes; an external etcd's too) lives there as well and is the platform's; the program's alerts carry a
-    namespace too (an XID names the pod's) and stay. A tenant's pod or claim reaches the host named
-    ``<name>-x-<namespace>-x-<vcluster>``, or cut to 63 characters with a hash: never a control-plane name, which is
-    at most 61 characters long (vclusterName at most 53) and has no ``-x-``."""
-    workloads = [workload for team in teams for workload in control_plane_workloads(team.vcluster_name)]
-    claims = "|".join(control_plane_claim_prefix(workload) for workload in workloads)
-    return [f'namespace =~ "{"|".join(team.namespace for team in teams)}"', f'alertname !~ "{PLATFORM_ALERT_NAMES}"',
-            f'statefulset !~ "{"|".join(workloads)}"', f'pod !~ "({"|".join(workloads)})-[0-9]{{1,2}}"',
-            f'persistentvolumeclaim !~ "({claims})[0-9]{{1,2}}"']
 
 
 def alertmanager_config(alerting: Alerting, teams: Sequence[Team]) -> dict:

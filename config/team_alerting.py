@@ -21,7 +21,7 @@ from config.errors import MISSING, ConfigError, ConfigIssue
 from config.key_types import HTTP_URL_PATTERN, Text
 from config.keys import Block, Condition, Derived, Key
 from config.observability_alerting import (
-    ADDRESS_KINDS, MOUNTED, RECEIVERS, SECRET_MEANING, SEVERITIES, SLACK_CHANNEL, slack_only,
+    ADDRESS_KINDS, MOUNTED, RECEIVERS, SCOPES, SECRET_MEANING, SEVERITIES, SLACK_CHANNEL, slack_only,
 )
 from config.reader import Reader, Section
 from config.secrets import ENCRYPTED, Secrets, secret_command
@@ -37,6 +37,7 @@ SECRET_EXAMPLE = "team-nlp: https://hooks.slack.com/services/...\nteam-vision: <
 @dataclass(frozen=True)
 class TeamAlerting:
     receiver: str = "none"
+    scope: str = "platform"
     severity: str = "info"
     slack_channel: Optional[str] = None
 
@@ -48,19 +49,29 @@ class TeamAlerting:
 _TEAM_ALERTING = TeamAlerting()
 TEAM_ALERTING = Block(title="the team's own alert receiver", intro="""\
 Where the team's own alerts go, besides the site receiver (`observability.alerting`), with
-`observability.prometheus: install`. Only the program's alerts labelled with the team go there: a team under
-its GPU guarantee with pending pods, idle GPUs, its pods refused by its admission policy, a non-fatal XID on a
-GPU it uses. Every address is in the secret key `teamAlertReceivers`, a YAML map of team name to address.""",
+`observability.prometheus: install`. The program's alerts labelled with the team go there (a team under its GPU
+guarantee with pending pods, idle GPUs, its pods refused by its admission policy, a non-fatal XID on a GPU it
+uses) and, with `alerts: all`, the chart's alerts about the team's own host namespace. Every address is in the
+secret key `teamAlertReceivers`, a YAML map of team name to address.""",
                       conditions=(
     slack_only("remove the team's alerting.slackChannel"),
     Condition("receiver", ("none",), "only shapes a receiver, and receiver is none",
-              "set the team's alerting.receiver, or remove its alerting.{name}", forbidden=("severity", "slackChannel")),
+              "set the team's alerting.receiver, or remove its alerting.{name}",
+              forbidden=("alerts", "severity", "slackChannel")),
 ), keys=(
     Key("receiver", Text(choices=RECEIVERS), _TEAM_ALERTING.receiver,
         "Where the team's own alerts go (`install` only), as well as to the site receiver.", example="slack",
         default_note="`none`: the team's alerts go to the site receiver only",
         details=f"The address or key is the team's entry in the secret key `{SECRET}` (a YAML map of team name to "
                 f"address): {ADDRESS_KINDS}. {MOUNTED}"),
+    Key("alerts", Text(choices=SCOPES), _TEAM_ALERTING.scope, "Which alerts go to the team's receiver.",
+        example="all",
+        details="`platform`: the program's alerts labelled with the team (`GpuTenancyTeamStarved`, "
+                "`GpuTenancyAllocatedGpuIdle`, `GpuTenancyAdmissionRejections`, `GpuTenancyGpuXidNonFatal`). `all`: "
+                "also kube-prometheus-stack's alerts about what the tenant runs in its host namespace (its pods "
+                "crash-looping or not ready, jobs failing, volumes filling up: vCluster runs the tenant's workloads "
+                "there), which the site receiver never gets; not those about its virtual cluster's control plane, "
+                "which are the platform's."),
     Key("severity", Text(choices=SEVERITIES), Derived("`critical` for `pagerduty`, `info` otherwise"),
         "The least severe of the team's alerts that goes to its receiver.", example="warning"),
     Key("slackChannel", Text(form="Slack channel", checks=(SLACK_CHANNEL,)), _TEAM_ALERTING.slack_channel,
@@ -71,7 +82,7 @@ GPU it uses. Every address is in the secret key `teamAlertReceivers`, a YAML map
 
 def read_team_alerting(section: Section) -> TeamAlerting:
     receiver = section.read("receiver") or _TEAM_ALERTING.receiver
-    return TeamAlerting(receiver=receiver,
+    return TeamAlerting(receiver=receiver, scope=section.read("alerts") or _TEAM_ALERTING.scope,
                         severity=section.read("severity", "critical" if receiver == "pagerduty" else "info")
                         or _TEAM_ALERTING.severity,
                         slack_channel=section.read("slackChannel"))

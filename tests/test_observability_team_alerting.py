@@ -47,6 +47,8 @@ TEAM_RECEIVERS = {"alpha": {"receiver": "slack", "slackChannel": "#alpha-alerts"
 # For Debian's amtool and Alertmanager (0.25), which predate the webhook's url_file (0.26; the contract tests check
 # it against the Alertmanager the accepted charts run): beta on Slack too.
 RENDERED_RECEIVERS = {**TEAM_RECEIVERS, "beta": {"receiver": "slack", "severity": "warning"}}
+# Alpha also hears the chart's alerts about its own host namespace.
+WITH_NAMESPACE_ALERTS = {**RENDERED_RECEIVERS, "alpha": {**TEAM_RECEIVERS["alpha"], "alerts": "all"}}
 
 
 def team_site(site_receiver: str = "slack", receivers: dict = TEAM_RECEIVERS, **observability) -> dict:
@@ -91,6 +93,9 @@ def test_a_team_receiver_is_read_with_the_site_receivers_defaults():
     # A pager pages someone: critical only, unless the team says otherwise.
     assert (teams["gamma"].receiver, teams["gamma"].severity) == ("pagerduty", "critical")
     assert not load_platform(site_config()).teams[0].alerting.delivers
+    assert {alerting.scope for alerting in teams.values()} == {"platform"}
+    assert {team.name: team.alerting.scope for team in platform(team_site(receivers=WITH_NAMESPACE_ALERTS)).teams}[
+        "alpha"] == "all"
 
 
 @pytest.mark.parametrize("mode", ["external", "off"])
@@ -105,8 +110,11 @@ def test_a_team_receiver_needs_the_alertmanager_the_program_installs(mode):
 
 
 def test_team_receiver_keys_are_judged_like_the_site_receivers():
-    found = issues(team_site("none", {"alpha": {"receiver": "webhook", "slackChannel": "#a"},
-                                      "beta": {"severity": "warning"}, "gamma": {"receiver": "email"}}))
+    found = issues(team_site("none", {"alpha": {"receiver": "webhook", "slackChannel": "#a", "alerts": "some"},
+                                      "beta": {"severity": "warning", "alerts": "all"},
+                                      "gamma": {"receiver": "email"}}))
+    assert "'some'" in found["teams[0].alerting.alerts"]
+    assert "receiver is none" in found["teams[1].alerting.alerts"]
     assert "remove the team's alerting.slackChannel" in found["teams[0].alerting.slackChannel"]
     assert "receiver is none" in found["teams[1].alerting.severity"]
     assert "'email'" in found["teams[2].alerting.receiver"]
@@ -226,6 +234,14 @@ def test_the_summary_says_where_each_teams_alerts_go_without_the_address():
     assert not [hidden for hidden in RECOGNISABLE if hidden in "\n".join(lines)]
 
 
+def test_the_summary_says_which_teams_also_hear_of_their_namespace():
+    lines = observability_section(PlanIndex(build_plan(run_decrypted(team_site(receivers=WITH_NAMESPACE_ALERTS)),
+                                                       "dev")))
+    [alpha] = [line for line in lines if "Team `alpha`'s receiver also gets" in line]
+    assert "`vcluster-alpha`" in alpha and "not its control plane" in alpha
+    assert not [line for line in lines if "Team `beta`'s receiver also gets" in line]
+
+
 def test_a_new_site_with_a_team_receiver_is_told_to_set_the_secret(project, capsys):  # noqa: F811
     assert new(project, "lab-teams", "dev", "observability.prometheus=install",
                "teams[0].alerting.receiver=slack") == 0
@@ -326,6 +342,46 @@ def test_platform_alerts_and_other_alerts_naming_a_team_reach_no_team(team_rende
         assert not {receiver for receiver in receivers_of(team_render, *labels)
                     if receiver.startswith("gpu-tenancy-team-")}, labels
     assert receivers_of(team_render, "alertname=Watchdog") == {"null"}
+
+
+def namespace_render(tmp_path, site_alerts: str) -> object:
+    config = team_site(receivers=WITH_NAMESPACE_ALERTS)
+    config["observability"]["alerting"]["alerts"] = site_alerts
+    run_decrypted(config)
+    return alertmanager_file(rendered_stack(config), tmp_path)
+
+
+@needs_amtool
+@pytest.mark.parametrize("site_alerts", ["platform", "all"])
+def test_with_alerts_all_a_team_hears_of_its_own_namespace_and_nothing_of_its_control_plane(tmp_path, site_alerts):
+    """The chart's alerts about a tenant's pods, jobs and volumes reach that team (and never the site, which keeps
+    them in Alertmanager under `alerts: all`); its vCluster's control plane, another team's namespace and a team
+    without `alerts: all` do not."""
+    path = namespace_render(tmp_path, site_alerts)
+    assert "SUCCESS" in amtool("check-config", str(path))
+    # all: the site keeps the tenants' own alerts in Alertmanager, sent nowhere (`null`); platform: no site route
+    # matches them, and having reached the team's route they go nowhere else.
+    site_keeps = {"null"} if site_alerts == "all" else set()
+    pod = "pod=train-x-default-x-alpha"
+    for labels in (("alertname=KubePodCrashLooping", "namespace=vcluster-alpha", pod, "severity=warning"),
+                   ("alertname=KubeJobFailed", "namespace=vcluster-alpha", "job_name=etl-x-default-x-alpha",
+                    "severity=warning"),
+                   ("alertname=KubePersistentVolumeFillingUp", "namespace=vcluster-alpha",
+                    "persistentvolumeclaim=data-x-default-x-alpha", "severity=critical")):
+        assert receivers_of(path, *labels) == {"gpu-tenancy-team-alpha"} | site_keeps, labels
+    platforms = alerting.RECEIVER if site_alerts == "all" else "null"
+    for labels in (("alertname=KubeStatefulSetReplicasMismatch", "namespace=vcluster-alpha", "statefulset=alpha",
+                    "severity=warning"),
+                   ("alertname=KubePodNotReady", "namespace=vcluster-alpha", "pod=alpha-0", "severity=warning"),
+                   ("alertname=KubePersistentVolumeFillingUp", "namespace=vcluster-alpha",
+                    "persistentvolumeclaim=data-alpha-0", "severity=critical")):
+        assert receivers_of(path, *labels) == {platforms}, labels
+    # Beta did not ask for them; alpha hears nothing of beta's namespace.
+    assert receivers_of(path, "alertname=KubePodCrashLooping", "namespace=vcluster-beta",
+                        "pod=web-x-default-x-beta", "severity=warning") == {"null"}
+    # The program's alerts still go to alpha once, by the team label, and to the site.
+    assert receivers_of(path, "alertname=GpuTenancyAllocatedGpuIdle", "team=alpha", "namespace=vcluster-alpha",
+                        "severity=info") == {"gpu-tenancy-team-alpha", alerting.RECEIVER}
 
 
 @needs_amtool

@@ -170,6 +170,10 @@ def alert_delivery(values: dict[str, Any]) -> list[str]:
     delivering = [receiver for name, receiver in receivers.items() if name != "null"
                   and name not in {child["receiver"] for child in heartbeats + teams}]
     lines += [_team_delivery(child, receivers.get(child["receiver"]) or {}, bool(delivering)) for child in teams]
+    team_of_receiver = {child["receiver"]: _team_of(child) for child in teams}
+    lines += [_team_namespace_delivery(team_of_receiver[child["receiver"]], child)
+              for child in route.get("routes") or [] if child.get("receiver") in team_of_receiver
+              and not _team_of(child)]
     if not delivering:
         return lines + ["- " + ("Other alerts are" if teams else "Alerts are")
                         + " sent **nowhere** (the chart's `null` receiver): see observability.alerting"]
@@ -217,6 +221,16 @@ def _team_delivery(route: dict[str, Any], receiver: dict[str, Any], site: bool) 
             + (f" ({', '.join(code(c) for c in channels)})" if channels else "")
             + f", {severity[0] if severity else 'info'} and up, {onward}; address read from "
             + (", ".join(code(f) for f in files) or "**the values**"))
+
+
+def _team_namespace_delivery(team: Optional[str], route: dict[str, Any]) -> str:
+    """The chart's alerts about a team's own host namespace, which its receiver also gets (``alerts: all``)."""
+    matchers = route.get("matchers") or []
+    namespaces = [matcher.split('"')[1] for matcher in matchers if matcher.startswith("namespace")]
+    severity = [matcher.split('"')[1].split("|")[0] for matcher in matchers if matcher.startswith("severity")]
+    return (f"- Team {code(team)}'s receiver also gets the chart's alerts about its host namespace "
+            f"{', '.join(code(namespace) for namespace in namespaces)} (its pods, jobs and volumes, not its control "
+            f"plane), {severity[0] if severity else 'info'} and up, to the team only")
 
 
 def _storage_class(claim: dict[str, Any]) -> str:
