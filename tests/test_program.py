@@ -47,10 +47,12 @@ GENERATED_SITES = {
     "gen-microk8s-from-eks": ("eks", ["cluster.kind=microk8s", "gpuOperator.mode=install",
                                       "kaiScheduler.version=v0.17.0", "vcluster.nodeLabels={}"]),
     "gen-eks-observed": ("eks", ["observability.prometheus=install"]),
-    # Names at their limits: a 63-character team name whose vCluster name (cut to 52) would end in '-', and a
-    # 63-character namespace.
-    "gen-long-names": ("dev", [f"teams[0].name={'team-' + 'a' * 46 + '-' + 'b' * 11}",
-                               f"teams[1].namespace={'ns-' + 'c' * 60}"]),
+    # Teams at the edges: a 63-character team name whose vCluster name (cut to 52) would end in '-', a 63-character
+    # namespace, and a team that states its queue's cpu and memory instead of having them derived.
+    "gen-edge-teams": ("dev", [f"teams[0].name={'team-' + 'a' * 46 + '-' + 'b' * 11}",
+                               f"teams[1].namespace={'ns-' + 'c' * 60}",
+                               "teams[2].resources.cpu={quota: 4000, limit: 8000}",
+                               "teams[2].resources.memory={quota: 16000, limit: 32000}"]),
 }
 SITES = {}
 
