@@ -67,7 +67,7 @@ def test_tenant_pods_pass_every_pod_security_level_the_config_offers(level, tmp_
     objects = program_objects(plan["resources"]) + rendered_objects(rendered, tmp_path, plan["resources"])
     tenants = deployability.tenant_pods(objects)
     assert tenants, "every tenant has a CoreDNS pod"
-    found = deployability.check_pod_security(objects + tenants)
+    found = deployability.check_pod_security(objects + tenants, site_from_plan(plan))
     assert not found, "\n".join(map(str, found))
 
 

@@ -205,12 +205,13 @@ def namespace_levels(objects: Iterable[K8sObject]) -> dict[str, str]:
             for obj in objects if obj.kind == "Namespace"}
 
 
-def check_pod_security(objects: Sequence[K8sObject]) -> list[Finding]:
+def check_pod_security(objects: Sequence[K8sObject], site: Site) -> list[Finding]:
     levels = namespace_levels(objects)
     findings = []
     for obj, metadata, spec in pod_templates(objects):
         level = levels.get(obj.namespace or "", "privileged")
-        for violation in pod_security.violations(spec, level, metadata.get("annotations") or {}):
+        for violation in pod_security.violations(spec, level, metadata.get("annotations") or {},
+                                                 site.kubernetes_version):
             findings.append(Finding(ERROR, "pod-security", obj.describe(),
                                     f"namespace {obj.namespace} enforces {level}; breaks the {violation.level} "
                                     f"control \"{violation.control}\" at {violation.field}",
@@ -312,7 +313,7 @@ def check(objects: Sequence[K8sObject], site: Site, extra_crds: Sequence[Mapping
     everything = list(objects) + tenant_pods(objects)
     crds = crds_of(objects) + list(extra_crds)
     findings = (check_storage(everything, site) + check_api_server_egress(everything, site)
-                + check_node_fit(everything, site) + check_pod_security(everything)
+                + check_node_fit(everything, site) + check_pod_security(everything, site)
                 + check_schemas(everything, site, crds) + check_grafana_admin(everything)
                 + [Finding(ERROR, operator_mounts.RULE, *missing)
                    for missing in operator_mounts.missing_mounts(everything)]
