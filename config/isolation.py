@@ -94,11 +94,6 @@ def check_isolation(reader: Reader, cluster: Optional[Cluster], gpu_operator: Gp
             _check_pinned_pool(reader, key, team, cluster, gpu_operator)
         if tier == MEMORY_CAPPED:
             _check_memory_capped(reader, key, kai)
-            if team.vcluster.pod_security == "restricted":
-                # HAMi-core reaches the pod as an image volume, which is not among restricted's volume types.
-                reader.fail(f"teams[{index}].vcluster.podSecurity", "restricted", "a memory-capped team's pods mount "
-                            "HAMi-core as an image volume, which Pod Security restricted refuses",
-                            "use podSecurity baseline for this team, or tier exclusive")
         if tier == EXCLUSIVE:
             _check_whole(reader, f"teams[{index}].resources.gpu", team, 1, "an exclusive team gets whole GPUs only")
 

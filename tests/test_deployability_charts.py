@@ -67,7 +67,7 @@ def test_tenant_pods_pass_every_pod_security_level_the_config_offers(level, tmp_
     objects = program_objects(plan["resources"]) + rendered_objects(rendered, tmp_path, plan["resources"])
     tenants = deployability.tenant_pods(objects)
     assert tenants, "every tenant has a CoreDNS pod"
-    found = deployability.check_pod_security(objects + tenants)
+    found = deployability.check_pod_security(objects + tenants, site_from_plan(plan))
     assert not found, "\n".join(map(str, found))
 
 
@@ -180,3 +180,27 @@ def test_a_team_with_the_longest_name_the_config_takes_is_deployable(tmp_path):
     _, _, found = deployability.check_plan(plan, rendered, tmp_path, cache)
     errors_found = [f for f in found if f.severity == deployability.ERROR]
     assert not errors_found, "\n".join(map(str, errors_found))
+
+
+def test_an_external_prometheus_sites_monitors_are_checked_against_the_prometheus_operator_crds(tmp_path):
+    """With ``prometheus: external`` no release of the plan brings the monitoring.coreos.com CRDs: the site's own
+    operator serves them. The check reads them from the pinned kube-prometheus-stack instead of warning, for every
+    such valid site, that the API has no ServiceMonitor; and a broken monitor is still caught."""
+    config = stack_config("eks")
+    config["gpu-tenancy:observability"] = {"prometheus": "external", "external": {"releaseLabel": "prom"}}
+    plan = build_plan(run(config, stack="eks"), "eks")
+    cache = real_charts_or_skip(plan)
+    key = pinned_chart_key(versions.KUBE_PROMETHEUS_STACK_CHART, versions.KUBE_PROMETHEUS_STACK_VERSION)
+    if chart_contracts(key, cache) is None:
+        pytest.skip(f"the chart cache {cache} lacks {key.describe()}: {key.pull_command()}")
+    rendered = render_plan_releases(plan["resources"], cache, tmp_path, kube_version=helm_kube_version(plan))
+    monitors = [r for r in plan["resources"] if r["type"].startswith("kubernetes:monitoring.coreos.com/")]
+    assert {r["inputs"]["kind"] for r in monitors} == {"ServiceMonitor", "PrometheusRule"}
+    _, _, found = deployability.check_plan(plan, rendered, tmp_path, cache)
+    assert [f for f in found if f.severity != deployability.INFO] == []
+
+    broken = next(r for r in monitors if r["inputs"]["kind"] == "ServiceMonitor")
+    broken["inputs"]["spec"]["endpoints"][0]["intervall"] = "30s"
+    _, _, found = deployability.check_plan(plan, rendered, tmp_path, cache)
+    assert [(f.severity, f.rule) for f in found if "intervall" in f.message] == [(deployability.ERROR,
+                                                                                  "custom-resource")]

@@ -13,6 +13,7 @@ import copy
 import pytest
 
 from components.isolation_admission import LIBRARY
+from config.image_volumes import IMAGE_VOLUME_FLOOR
 from config import versions
 from tests.conftest import MIRRORED_TAGS, run
 from tests.test_admission_honest import KAI, kai_doc_pods, refused_docs
@@ -21,6 +22,7 @@ from tests.isolation_spec import isolation_config, prefixed
 from tests.tenant_sim import KAI_SCHEDULER, POLICY, container, virtual_pod
 from tests.test_virtual_defaults import Inside
 from tests.apiserver_pods import pull_policy_defaults
+from tools.deployability.pod_security import violations
 
 CONFIG = prefixed(isolation_config())
 
@@ -69,6 +71,22 @@ def test_memory_capped_legitimate_pods_are_admitted(capped, pod):
         "cpu": on_kai(capped),
     }
     assert capped.create(pods[pod]) == []
+
+
+def test_a_restricted_fractional_pod_stays_restricted_once_it_loads_hami_core(capped):
+    """A memory-capped team may enforce Pod Security restricted: what loading HAMi-core and KAI's limit add to a pod
+    that meets restricted is an image volume, a read-only mount and environment, which restricted takes on every
+    Kubernetes that runs image volumes (1.35 on); on 1.32, before restricted took image volumes, the volume is refused."""
+    secure = {"allowPrivilegeEscalation": False, "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]},
+              "seccompProfile": {"type": "RuntimeDefault"}}
+    pod = fractional(capped)
+    for entry in pod["spec"]["containers"]:
+        entry["securityContext"] = secure
+    assert capped.create(pod) == []
+    host = capped.host_pod(pod)
+    assert any("image" in volume for volume in host["spec"]["volumes"])
+    assert violations(host["spec"], "restricted", kubernetes_version=IMAGE_VOLUME_FLOOR) == []
+    assert {v.control for v in violations(host["spec"], "restricted", kubernetes_version="1.32")} == {"Volume Types"}
 
 
 def test_the_fractional_container_carries_kais_limit(capped):

@@ -6,7 +6,7 @@ import pytest
 
 from config.mig import MIG_CONFIG_LABEL
 from config.vocabulary import EKS_NODE_GROUP, RELEASE
-from tests.config_spec import put, rejected
+from tests.config_spec import put
 from tests.conftest import real_charts_or_skip, run
 from tests.isolation_spec import isolation_config, prefixed
 from tools.charts.render import render_plan_releases
@@ -55,6 +55,13 @@ def test_the_isolation_site_is_deployable_with_the_real_charts(plan, tmp_path):
     assert not errors, "\n".join(map(str, errors))
 
 
-def test_memory_capped_under_restricted_pod_security_is_refused():
+def test_memory_capped_under_restricted_pod_security_is_a_valid_site(tmp_path):
+    """HAMi-core reaches a memory-capped team's pods as an image volume, a type restricted takes from Kubernetes
+    1.33 on, and memory-capped teams need 1.35 or later: a memory-capped team may enforce restricted."""
     config = put(isolation_config(), "teams[2].vcluster", {"podSecurity": "restricted"})
-    assert "teams[2].vcluster.podSecurity" in [issue.key for issue in rejected(config).issues]
+    plan = build_plan(run(prefixed(config), stack="isolation"), "isolation")
+    cache = real_charts_or_skip(plan)
+    rendered = render_plan_releases(plan["resources"], cache, tmp_path)
+    _, _, found = deployability.check_plan(plan, rendered, tmp_path, cache)
+    errors = [f for f in found if f.severity == deployability.ERROR]
+    assert not errors, "\n".join(map(str, errors))

@@ -24,27 +24,47 @@ def section(summary: str, title: str) -> str:
     return match.group(1)
 
 
-@pytest.mark.parametrize("stack", stack_names(ROOT))
+def _eks_selecting_gpu_nodes_by(node_labels: dict | None) -> dict:
+    """The eks stack with tenant pods selected by ``node_labels`` (None: the default, every GPU group)."""
+    config = stack_config("eks")
+    if node_labels is None:
+        del config["gpu-tenancy:vcluster"]["nodeLabels"]
+    else:
+        config["gpu-tenancy:cluster"]["eks"]["gpuNodeGroups"][0]["labels"] = dict(node_labels)
+        config["gpu-tenancy:vcluster"]["nodeLabels"] = dict(node_labels)
+    return config
+
+
+# Valid EKS sites whose teams select their GPU nodes by another label than the committed eks stack's pool label.
+SITE_VARIANTS = {"eks-default-node-labels": lambda: _eks_selecting_gpu_nodes_by(None),
+                 "eks-own-node-label": lambda: _eks_selecting_gpu_nodes_by({"team": "research"})}
+
+
+@pytest.mark.parametrize("stack", stack_names(ROOT) + sorted(SITE_VARIANTS))
 def test_every_committed_stack_says_where_each_team_runs_and_what_it_exposes(stack, tmp_path):
     # A fresh plan, not the golden one: a newly committed site has none (tests/test_golden.py).
-    assert plan.main([stack, "--out", str(tmp_path / "plan")]) == 0
+    if stack in SITE_VARIANTS:
+        config = SITE_VARIANTS[stack]()
+        assert plan.main([stack, "--out", str(tmp_path / "plan")], config=config) == 0
+    else:
+        assert plan.main([stack, "--out", str(tmp_path / "plan")]) == 0
+        config = read_stack_file(ROOT / f"Pulumi.{stack}.yaml")["config"]
     summary = (tmp_path / "plan" / "summary.md").read_text()
-    config = read_stack_file(ROOT / f"Pulumi.{stack}.yaml")["config"]
     placement = section(summary, "Where tenant pods run")
     cluster = config["gpu-tenancy:cluster"]
     gpu_pools = {group["name"] for group in cluster.get("eks", {}).get("gpuNodeGroups", [])}
     for team in config["gpu-tenancy:teams"]:
         row = next(line for line in placement.splitlines() if line.startswith(f"| `{team['name']}` |"))
         assert "none: every pod stays Pending" not in row
-        if cluster["kind"] == "eks":  # the pools a team's pods can run on are the site's GPU node groups
+        if cluster["kind"] == "eks":  # a team's pods run on the site's GPU node groups, whichever label selects them
             pools = row.rstrip(" |").rsplit("|", 1)[-1]
-            assert "`gpu-tenancy/pool=" in row and any(f"`{pool}`" in pools for pool in gpu_pools), row
+            assert any(f"`{pool}`" in pools for pool in gpu_pools), row
     assert section(summary, "Observability")
     assert "were not rendered" in section(summary, "Cluster-scoped objects of the charts")
     exposes = section(summary, "What the site exposes")
     service_types = {"nodePort": "NodePort", "loadBalancer": "LoadBalancer"}
     exposed = {team.vcluster_name: service_types[team.vcluster.access.exposure]
-               for team in platform_of(stack_config(stack), stack).teams
+               for team in platform_of(config, stack).teams
                if team.vcluster.access.exposure in service_types}
     for release, kind in exposed.items():  # each team endpoint the site opens is listed with its release
         assert re.search(rf"\| `{kind}` \| release `{re.escape(release)}` \|", exposes), (release, exposes)

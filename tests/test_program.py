@@ -8,7 +8,8 @@ import shutil
 
 import pytest
 
-from config import ConfigError
+from config import SECRET_KEYS, ConfigError, load_platform
+from config.vocabulary import project_config
 from tests.conftest import COMMITTED_STACKS, dev_config, run, stack_config
 from config.source import OFFLINE_PLACEHOLDER
 from config.versions import KAI_CHART, KAI_VERSION
@@ -46,6 +47,12 @@ GENERATED_SITES = {
     "gen-microk8s-from-eks": ("eks", ["cluster.kind=microk8s", "gpuOperator.mode=install",
                                       "kaiScheduler.version=v0.17.0", "vcluster.nodeLabels={}"]),
     "gen-eks-observed": ("eks", ["observability.prometheus=install"]),
+    # Teams at the edges: a 63-character team name whose vCluster name (cut to 52) would end in '-', a 63-character
+    # namespace, and a team that states its queue's cpu and memory instead of having them derived.
+    "gen-edge-teams": ("dev", [f"teams[0].name={'team-' + 'a' * 46 + '-' + 'b' * 11}",
+                               f"teams[1].namespace={'ns-' + 'c' * 60}",
+                               "teams[2].resources.cpu={quota: 4000, limit: 8000}",
+                               "teams[2].resources.memory={quota: 16000, limit: 32000}"]),
 }
 SITES = {}
 
@@ -135,16 +142,16 @@ def test_kubeconfigs_are_secret_stack_outputs(stack_run):
 
 def test_each_team_is_exported_with_namespace_queue_and_connect_command(stack_run):
     stack, program = stack_run
-    teams = site_config(stack)["gpu-tenancy:teams"]
+    # The names as the loader derives them (a long team name's vCluster name is cut to 52 characters),
+    # not re-derived here: a site with such a name is as valid as one that spells its names out.
+    teams = load_platform(project_config(site_config(stack)), placeholders=SECRET_KEYS).teams
     exported = program.outputs["tenants"]
-    assert sorted(exported) == sorted(team["name"] for team in teams)
+    assert sorted(exported) == sorted(team.name for team in teams)
     for team in teams:
-        entry = exported[team["name"]]
-        namespace = team.get("namespace", f"vcluster-{team.get('vclusterName', team['name'])}")
-        assert entry["namespace"] == namespace
-        assert entry["queue"] == team["name"]
-        assert entry["connectCommand"] == f"vcluster connect {team.get('vclusterName', team['name'])} " \
-                                          f"--namespace {namespace}"
+        entry = exported[team.name]
+        assert entry["namespace"] == team.namespace
+        assert entry["queue"] == team.name
+        assert entry["connectCommand"] == f"vcluster connect {team.vcluster_name} --namespace {team.namespace}"
 
 
 def test_every_team_has_a_leaf_queue_under_the_org_queue_and_a_tenant(stack_run):

@@ -105,7 +105,12 @@ def test_the_control_plane_the_dns_and_the_teams_pods_fit_in_every_sites_quota(s
     objects, allowances = _tenant_objects(plan, chart_cache_dir())
     quotas = [o for o in objects if o.kind == "ResourceQuota"]
     assert {q.namespace for q in quotas} == set(allowances), "every tenant namespace gets its quota"
-    assert not quota.check_tenant_quotas(objects, allowances, finding)
+    # A team may state its queue's cpu or memory (teams[].resources) instead of having them derived from its
+    # namespace's quota: the check then warns that the two disagree, naming that team's queue, and that is all.
+    stated = {team["name"] for team in site_config(stack)["gpu-tenancy:teams"]
+              if {"cpu", "memory"} & set(team.get("resources") or {})}
+    assert [f for f in quota.check_tenant_quotas(objects, allowances, finding)
+            if not (f.severity == "warning" and f.object.split(" ")[:2] in (["Queue", team] for team in stated))] == []
     for resource_quota in quotas:
         hard = resource_quota.manifest["spec"]["hard"]
         assert int(hard["count/pods"]) == allowances[resource_quota.namespace]["pods"] + 2

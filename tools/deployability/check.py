@@ -205,12 +205,13 @@ def namespace_levels(objects: Iterable[K8sObject]) -> dict[str, str]:
             for obj in objects if obj.kind == "Namespace"}
 
 
-def check_pod_security(objects: Sequence[K8sObject]) -> list[Finding]:
+def check_pod_security(objects: Sequence[K8sObject], site: Site) -> list[Finding]:
     levels = namespace_levels(objects)
     findings = []
     for obj, metadata, spec in pod_templates(objects):
         level = levels.get(obj.namespace or "", "privileged")
-        for violation in pod_security.violations(spec, level, metadata.get("annotations") or {}):
+        for violation in pod_security.violations(spec, level, metadata.get("annotations") or {},
+                                                 site.kubernetes_version):
             findings.append(Finding(ERROR, "pod-security", obj.describe(),
                                     f"namespace {obj.namespace} enforces {level}; breaks the {violation.level} "
                                     f"control \"{violation.control}\" at {violation.field}",
@@ -312,7 +313,7 @@ def check(objects: Sequence[K8sObject], site: Site, extra_crds: Sequence[Mapping
     everything = list(objects) + tenant_pods(objects)
     crds = crds_of(objects) + list(extra_crds)
     findings = (check_storage(everything, site) + check_api_server_egress(everything, site)
-                + check_node_fit(everything, site) + check_pod_security(everything)
+                + check_node_fit(everything, site) + check_pod_security(everything, site)
                 + check_schemas(everything, site, crds) + check_grafana_admin(everything)
                 + [Finding(ERROR, operator_mounts.RULE, *missing)
                    for missing in operator_mounts.missing_mounts(everything)]
@@ -341,29 +342,41 @@ def check_plan(plan: Mapping[str, Any], rendered: Mapping[str, Any], out_dir: An
                cache_dir: Any = None) -> tuple[Site, int, list[Finding]]:
     """The check over a plan and its ``render_plan_releases`` output in ``out_dir``.
 
-    On a MicroK8s site the GPU Operator is the nvidia addon's, not a release of the plan: the
-    ClusterPolicy CRD the program's patch must satisfy comes from that operator version's chart
-    in the cache (a note says so when the cache lacks it)."""
-    from tools.charts.cache import chart_contracts
-    from tools.charts.pins import pinned_chart_key
-
+    Some custom resources of the program belong to an operator the site runs, not to a release of the plan, so
+    their CRDs come from that operator's chart in the cache (a note says so when the cache lacks it): on a MicroK8s
+    site the nvidia addon's GPU Operator (the ClusterPolicy the program patches); with an external Prometheus the
+    site's Prometheus operator (the ServiceMonitors and PrometheusRule), checked against the pinned
+    kube-prometheus-stack's CRDs, the newest the program was checked against."""
     site = site_from_plan(plan)
     objects = program_objects(plan["resources"]) + rendered_objects(rendered, out_dir, plan["resources"])
     extra: list[Mapping[str, Any]] = []
     notes: list[Finding] = []
     if site.kind == "microk8s":
         version = addon_operator_version(plan)
-        contracts = chart_contracts(pinned_chart_key(versions.GPU_OPERATOR_CHART, version), cache_dir)
-        if contracts is None:
-            notes.append(Finding(INFO, "custom-resource", f"site {site.stack}",
-                                 f"the chart cache has no gpu-operator {version} (the MicroK8s addon's), so the "
-                                 "ClusterPolicy patch was not checked against its CRD",
-                                 f"python -m tools.charts pull gpu-operator --repo https://helm.ngc.nvidia.com/nvidia "
-                                 f"--version {version}"))
-        else:
-            extra = contracts.crds
+        extra += _site_operator_crds(versions.GPU_OPERATOR_CHART, version, "the MicroK8s addon's",
+                                     "the ClusterPolicy patch was", site, cache_dir, notes)
+    if ((plan.get("outputs") or {}).get("observability") or {}).get("mode") == "external":
+        extra += _site_operator_crds(versions.KUBE_PROMETHEUS_STACK_CHART, versions.KUBE_PROMETHEUS_STACK_VERSION,
+                                     "whose CRDs stand in for the site's own Prometheus operator's",
+                                     "the ServiceMonitors and the PrometheusRule were", site, cache_dir, notes)
     quotas = quota.check_tenant_quotas(objects + tenant_pods(objects), quota.tenant_allowances(plan),
                                        lambda *args: Finding(args[0], "tenant-quota", *args[1:]))
     images = [Finding(ERROR, image_volumes.RULE, *found)
               for found in image_volumes.check_image_volumes(plan["resources"], objects, site)]
     return site, len(objects), check(objects, site, extra) + quotas + images + notes
+
+
+def _site_operator_crds(chart: str, version: str, whose: str, what: str, site: Site, cache_dir: Any,
+                        notes: list[Finding]) -> list[Mapping[str, Any]]:
+    """The CRDs of an operator the site runs, from ``chart`` at ``version`` in the cache; a note when it is absent."""
+    from tools.charts.cache import chart_contracts
+    from tools.charts.pins import pinned_chart_key
+
+    key = pinned_chart_key(chart, version)
+    contracts = chart_contracts(key, cache_dir)
+    if contracts is None:
+        notes.append(Finding(INFO, "custom-resource", f"site {site.stack}",
+                             f"the chart cache has no {chart} {version} ({whose}), so {what} "
+                             "not checked against its CRDs", key.pull_command()))
+        return []
+    return contracts.crds

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Iterator, Mapping
 
+from config.versions import KUBERNETES_MINIMUM_VERSION, release_numbers
 from tools.deployability.inputs import CONTAINER_LISTS
 
 LEVELS = ("privileged", "baseline", "restricted")
@@ -26,6 +27,10 @@ _SAFE_SYSCTLS = frozenset({
 _SELINUX_TYPES = frozenset({"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"})
 _RESTRICTED_VOLUMES = frozenset({"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral",
                                  "persistentVolumeClaim", "projected", "secret"})
+# restricted takes image volumes from Kubernetes 1.33 on (k8s.io/pod-security-admission v0.33.0, the restrictedVolumes
+# check; tests/test_deployability_pod_security_contract.py). The API server's own copy of the check decides, whatever
+# enforce-version a namespace pins, so the site's Kubernetes version is what counts.
+_IMAGE_VOLUMES_RESTRICTED_FROM = (1, 33)
 _APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
 
 
@@ -100,14 +105,14 @@ def _baseline_context(context: Mapping[str, Any], where: str, v) -> Iterator[Vio
         yield v("Seccomp", f"{where}.seccompProfile.type", "use RuntimeDefault (Unconfined is not allowed)")
 
 
-def _restricted(spec: Mapping[str, Any]) -> Iterator[Violation]:
+def _restricted(spec: Mapping[str, Any], volume_types: frozenset[str]) -> Iterator[Violation]:
     def v(control: str, field: str, fix: str) -> Violation:
         return Violation("restricted", control, field, fix)
 
     pod_context = spec.get("securityContext") or {}
     for volume in spec.get("volumes") or []:
         kinds = set(volume) - {"name"}
-        if kinds and not kinds <= _RESTRICTED_VOLUMES:
+        if kinds and not kinds <= volume_types:
             yield v("Volume Types", f"volumes[{volume.get('name')}]",
                     f"{', '.join(sorted(kinds))} is not an allowed volume type")
     pod_non_root = pod_context.get("runAsNonRoot")
@@ -138,13 +143,22 @@ def _restricted(spec: Mapping[str, Any]) -> Iterator[Violation]:
                     f"do not add {', '.join(sorted(added))} (only NET_BIND_SERVICE may be added)")
 
 
-def violations(spec: Mapping[str, Any], level: str, annotations: Mapping[str, Any] | None = None) -> list[Violation]:
-    """The controls of ``level`` (and the levels below it) that the pod spec breaks."""
+def restricted_volume_types(kubernetes_version: str) -> frozenset[str]:
+    """The volume types restricted allows on an API server of ``kubernetes_version`` (``1.NN``)."""
+    if release_numbers(kubernetes_version)[:2] >= _IMAGE_VOLUMES_RESTRICTED_FROM:
+        return _RESTRICTED_VOLUMES | {"image"}
+    return _RESTRICTED_VOLUMES
+
+
+def violations(spec: Mapping[str, Any], level: str, annotations: Mapping[str, Any] | None = None,
+               kubernetes_version: str = KUBERNETES_MINIMUM_VERSION) -> list[Violation]:
+    """The controls of ``level`` (and the levels below it) that the pod spec breaks on an API server of
+    ``kubernetes_version`` (the oldest the program supports unless told)."""
     if level not in LEVELS:
         raise ValueError(f"unknown Pod Security level {level!r}; one of {', '.join(LEVELS)}")
     found: list[Violation] = []
     if level in ("baseline", "restricted"):
         found.extend(_baseline(spec, annotations or {}))
     if level == "restricted":
-        found.extend(_restricted(spec))
+        found.extend(_restricted(spec, restricted_volume_types(kubernetes_version)))
     return found
