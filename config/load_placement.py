@@ -63,6 +63,28 @@ def check_placement(reader: Reader, host: Optional[HostProfile], teams: list[Tea
 
 
 def placement_warnings(platform: Platform) -> list[str]:
+    return _gpu_less_warnings(platform) + _scale_to_zero_warnings(platform)
+
+
+def _gpu_less_warnings(platform: Platform) -> list[str]:
+    """A team guaranteed GPUs whose pods can reach no GPU node: its queue's quota can never be used."""
+    host = platform.host
+    if host is None or host.node_pools is None:
+        return []
+    stranded = [team.name for team in platform.teams
+                if team.resources.gpu.quota > 0 and (where := placement(host, team.vcluster.node_labels,
+                                                                        team.vcluster.enforce_tolerations)) is not None
+                and where.runnable and not any(pool.gpu for pool in where.runnable)]
+    if not stranded:
+        return []
+    return [f"team(s) {', '.join(stranded)} are guaranteed GPUs (resources.gpu.quota) but their pods can reach no "
+            "GPU node: vcluster.nodeLabels selects only pools without GPUs, or enforceTolerations does not tolerate "
+            "the GPU pools' taints, so every GPU pod they create stays Pending. Fix: select the GPU pools "
+            f"(the node pools and their labels: {pool_labels(host)}) and keep nvidia.com/gpu:NoSchedule in "
+            "enforceTolerations, or set the team's gpu quota to 0."]
+
+
+def _scale_to_zero_warnings(platform: Platform) -> list[str]:
     """EKS GPU groups that may all scale to zero strand the teams that can only run on GPU nodes."""
     eks, host = platform.cluster.eks, platform.host
     if eks is None or host is None or any(group.scaling.min_size > 0 for group in eks.gpu_node_groups):

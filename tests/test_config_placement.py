@@ -105,6 +105,19 @@ def test_gpu_groups_that_may_all_scale_to_zero_warn_with_the_fix():
     assert not [w for w in load_platform(config).warnings if "minSize 0" in w]
 
 
+def test_a_team_guaranteed_gpus_that_can_reach_no_gpu_node_is_warned():
+    """Valid (its CPU pods run on the system nodes), but the GPUs its queue guarantees can never be used."""
+    config = put(put(eks_config(), "vcluster.nodeLabels", {}), "vcluster.enforceTolerations", [])
+    [warning] = [w for w in load_platform(config).warnings if "can reach no GPU node" in w]
+    guaranteed = [team.name for team in load_platform(config).teams if team.resources.gpu.quota > 0]
+    assert guaranteed and all(name in warning for name in guaranteed)
+    assert "nvidia.com/gpu:NoSchedule" in warning and "gpu-tenancy/role" in warning
+    # Tolerating the GPU taint again reaches the GPU groups: no warning; nor on the committed stacks.
+    fixed = put(copy.deepcopy(config), "vcluster.enforceTolerations", ["nvidia.com/gpu:NoSchedule"])
+    for site in (fixed, eks_config(), dev_config()):
+        assert not [w for w in load_platform(site).warnings if "can reach no GPU node" in w]
+
+
 def test_tools_plan_refuses_the_cloned_site_without_any_chart(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("GPU_TENANCY_CHART_CACHE", str(tmp_path / "no-charts"))
     config = {f"gpu-tenancy:{key}": value for key, value in cloned_eks_site_with_renamed_pools().items()}
