@@ -192,7 +192,7 @@ def test_an_external_prometheus_sites_monitors_are_checked_against_the_prometheu
     cache = real_charts_or_skip(plan)
     key = pinned_chart_key(versions.KUBE_PROMETHEUS_STACK_CHART, versions.KUBE_PROMETHEUS_STACK_VERSION)
     if chart_contracts(key, cache) is None:
-        pytest.skip(f"the chart cache {cache} lacks {key.describe()}: {key.pull_command()}")
+        pytest.skip(f"the chart cache {cache} (${CACHE_ENV}) lacks {key.describe()}: {key.pull_command()}")
     rendered = render_plan_releases(plan["resources"], cache, tmp_path, kube_version=helm_kube_version(plan))
     monitors = [r for r in plan["resources"] if r["type"].startswith("kubernetes:monitoring.coreos.com/")]
     assert {r["inputs"]["kind"] for r in monitors} == {"ServiceMonitor", "PrometheusRule"}
