@@ -18,11 +18,16 @@ from config.tenant_budget import (bytes_quantity, control_plane_load_balancers, 
 # Quota keys of the chart's defaults that the program leaves unbounded:
 # - limits: the quota bounds requests, which is what KAI's queue and the scheduler reserve; with
 #   limits.cpu in the quota every container's default 1-CPU limit would count ten times its request;
-# - ephemeral storage and object counts other than pods, Services and claims: not promised, and the
-#   object counts would also count the program's own Secrets (Helm history) against the team.
+# - ephemeral storage: bounded per container by the LimitRange below, which the kubelet enforces on each pod; a
+#   pooled limits.ephemeral-storage would have to hold every default-sized pod's default limit, and requests only
+#   reserve node disk;
+# - object counts other than pods, Services and claims: not promised, and they would also count the program's own
+#   Secrets (Helm history) against the team.
 REMOVED_QUOTA_KEYS = ("limits.cpu", "limits.memory", "limits.ephemeral-storage", "requests.ephemeral-storage",
                       "count/secrets", "count/configmaps", "count/endpoints")
-REMOVED_LIMIT_KEYS = ("ephemeral-storage",)
+# Every resource of the chart's LimitRange defaults is set; none is left to the chart.
+REMOVED_LIMIT_KEYS: tuple[str, ...] = ()
+EPHEMERAL_STORAGE = "ephemeral-storage"
 
 
 def resource_quota_hard(settings: VClusterSettings) -> dict:
@@ -45,12 +50,18 @@ def resource_quota_hard(settings: VClusterSettings) -> dict:
 
 
 def limit_range_values(settings: VClusterSettings) -> dict:
-    """``policies.limitRange``: the configured container defaults, nothing inherited."""
+    """``policies.limitRange``: the configured container defaults, nothing inherited. Every container gets an
+    ephemeral-storage limit, which the kubelet enforces per pod before the shared node's disk runs short, and no
+    container may raise its own past the maximum. The default request is explicit: left out, the API server would
+    default it to the limit and reserve that much node disk for every container."""
     limits = settings.limit_range
     removed = {key: None for key in REMOVED_LIMIT_KEYS}
     return {"enabled": True,
-            "default": {"cpu": limits.default_cpu, "memory": limits.default_memory, **removed},
-            "defaultRequest": {"cpu": limits.default_request_cpu, "memory": limits.default_request_memory, **removed}}
+            "default": {"cpu": limits.default_cpu, "memory": limits.default_memory,
+                        EPHEMERAL_STORAGE: limits.default_ephemeral_storage, **removed},
+            "defaultRequest": {"cpu": limits.default_request_cpu, "memory": limits.default_request_memory,
+                               EPHEMERAL_STORAGE: limits.default_request_ephemeral_storage, **removed},
+            "max": {EPHEMERAL_STORAGE: limits.max_ephemeral_storage}}
 
 
 def policy_values(settings: VClusterSettings) -> dict:

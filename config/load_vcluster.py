@@ -62,8 +62,9 @@ What the team's own workloads get. The namespace's ResourceQuota adds what the t
 control plane and its DNS take from the same namespace (one pod each, the control plane's requests
 and data volume, its Services), so the team keeps every pod and every core it is promised. The quota
 bounds requests, not limits: `limits.cpu` and `limits.memory` are not in it, and the `limitRange`
-defaults give containers that set none their limits. Ephemeral storage, Secrets, ConfigMaps and
-Endpoints are not counted."""
+defaults give containers that set none their limits. Ephemeral storage is bounded per container by
+the `limitRange` (a default limit and a maximum the kubelet enforces), not pooled here; Secrets,
+ConfigMaps and Endpoints are not counted."""
 
 RESOURCE_QUOTA = Block(keys=(
     Key("cpu", Quantity(), _QUOTA.cpu, "CPU the team's pods may request (`requests.cpu`, plus the control "
@@ -100,6 +101,22 @@ LIMIT_RANGE = Block(keys=(
     Key("defaultRequestCpu", Quantity(), _LIMITS.default_request_cpu, "Default CPU request.", example="250m"),
     Key("defaultRequestMemory", Quantity(), _LIMITS.default_request_memory, "Default memory request.",
         example="512Mi"),
+    Key("defaultEphemeralStorage", Quantity(), _LIMITS.default_ephemeral_storage,
+        "Default ephemeral-storage limit (writable layer, logs, disk-backed `emptyDir`) for containers that set "
+        "none.", example="16Gi",
+        details="The kubelet evicts a pod whose ephemeral storage passes its own limit, whatever the node's free "
+                "space, so no tenant pod fills a shared node's disk. 8Gi is the vCluster chart's own default. A "
+                "workload that keeps more on its node (a model cache in the writable layer) sets its own limit, up "
+                "to `maxEphemeralStorage`. See [Node pressure](security-model.md#node-pressure)."),
+    Key("defaultRequestEphemeralStorage", Quantity(), _LIMITS.default_request_ephemeral_storage,
+        "Default ephemeral-storage request.", example="1Gi",
+        details="0 leaves scheduling as it was without the limit: a request reserves node disk, and without "
+                "this key the API server would make the request equal to the default limit."),
+    Key("maxEphemeralStorage", Quantity(), _LIMITS.max_ephemeral_storage,
+        "The largest ephemeral-storage limit one container may set (LimitRange `max`); the host refuses a pod "
+        "above it.", example="50Gi",
+        details="Without a maximum a tenant would set a limit no node holds. It also bounds the vCluster control "
+                "plane's own limit (`controlPlaneResources.limits.ephemeral-storage`, the chart's 10Gi)."),
 ))
 
 VCLUSTER = Block(title="tenant defaults", intro="""\
