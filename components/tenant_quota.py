@@ -18,12 +18,11 @@ from config.tenant_budget import (bytes_quantity, control_plane_load_balancers, 
 # Quota keys of the chart's defaults that the program leaves unbounded:
 # - limits: the quota bounds requests, which is what KAI's queue and the scheduler reserve; with
 #   limits.cpu in the quota every container's default 1-CPU limit would count ten times its request;
-# - ephemeral storage: bounded per container by the LimitRange below, which the kubelet enforces on each pod; a
-#   pooled limits.ephemeral-storage would have to hold every default-sized pod's default limit, and requests only
-#   reserve node disk;
+# - requests.ephemeral-storage: a request only reserves node disk; what a pod may write is its limit, which
+#   limits.ephemeral-storage pools;
 # - object counts other than pods, Services and claims: not promised, and they would also count the program's own
 #   Secrets (Helm history) against the team.
-REMOVED_QUOTA_KEYS = ("limits.cpu", "limits.memory", "limits.ephemeral-storage", "requests.ephemeral-storage",
+REMOVED_QUOTA_KEYS = ("limits.cpu", "limits.memory", "requests.ephemeral-storage",
                       "count/secrets", "count/configmaps", "count/endpoints")
 # Every resource of the chart's LimitRange defaults is set; none is left to the chart.
 REMOVED_LIMIT_KEYS: tuple[str, ...] = ()
@@ -40,6 +39,9 @@ def resource_quota_hard(settings: VClusterSettings) -> dict:
         "count/pods": budget.pods,
         "count/services": budget.services,
         "count/persistentvolumeclaims": budget.claims,
+        # What the team's pods may write to their nodes' disks in all: every container has a limit (the LimitRange
+        # below), the kubelet evicts a pod past its own, and no number of containers adds up past this.
+        "limits.ephemeral-storage": bytes_quantity(budget.ephemeral_storage),
         # Service types: the team's config decides, never the chart's default (one LoadBalancer in vCluster 0.36.1),
         # plus what the control plane's own Service holds where the team's endpoint is a load balancer or a node port.
         "services.loadbalancers": settings.services.load_balancers + control_plane_load_balancers(settings.access),

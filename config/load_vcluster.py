@@ -62,9 +62,9 @@ What the team's own workloads get. The namespace's ResourceQuota adds what the t
 control plane and its DNS take from the same namespace (one pod each, the control plane's requests
 and data volume, its Services), so the team keeps every pod and every core it is promised. The quota
 bounds requests, not limits: `limits.cpu` and `limits.memory` are not in it, and the `limitRange`
-defaults give containers that set none their limits. Ephemeral storage is bounded per container by
-the `limitRange` (a default limit and a maximum the kubelet enforces), not pooled here; Secrets,
-ConfigMaps and Endpoints are not counted."""
+defaults give containers that set none their limits. Ephemeral storage is the exception: the quota
+pools its limits (`ephemeralStorage`), since a limit is what the kubelet enforces on a shared node's
+disk. Secrets, ConfigMaps and Endpoints are not counted."""
 
 RESOURCE_QUOTA = Block(keys=(
     Key("cpu", Quantity(), _QUOTA.cpu, "CPU the team's pods may request (`requests.cpu`, plus the control "
@@ -79,6 +79,14 @@ RESOURCE_QUOTA = Block(keys=(
         "Volume claims of the team (`count/persistentvolumeclaims`, plus the control plane's).", example="5"),
     Key("storage", Quantity(), _QUOTA.storage, "Storage the team's claims may request (`requests.storage`, plus "
         "the control plane's volume).", example="500Gi"),
+    Key("ephemeralStorage", Quantity(), _QUOTA.ephemeral_storage, "The total of the team's containers' "
+        "ephemeral-storage limits (`limits.ephemeral-storage`, plus the control plane's and the DNS's): what its "
+        "pods may write to their nodes' disks at most.", example="200Gi",
+        default_note="`pods` times `limitRange.defaultEphemeralStorage`",
+        details="Every container has a limit (`limitRange`), so no count of containers adds up past this. It must "
+                "hold the team's `pods` at the default limit, or default-sized pods are refused. Size it, with "
+                "`pods` and the default limit, to what the GPU nodes' disks can spare for the team. See [Node "
+                "pressure](security-model.md#node-pressure)."),
 ))
 
 SERVICES = Block(keys=(

@@ -57,6 +57,8 @@ class TenantResourceQuota:
     services: int
     persistent_volume_claims: int
     storage: str = "100Gi"
+    # The total of the team's ephemeral-storage limits; None: its pods times the LimitRange's default limit.
+    ephemeral_storage: Optional[str] = None
 
 
 @dataclass(frozen=True)

@@ -202,7 +202,24 @@ def _requests_above_limits(settings: VClusterSettings, whose: str) -> list[Findi
         if _above(request, limit):
             found.append(_request_above(whose, request_key, request, limit_key, limit, "its ",
                                         f"the LimitRange (default {what})"))
-    return found + _above_maximum(settings, whose)
+    return found + _above_maximum(settings, whose) + _ephemeral_total(settings, whose)
+
+
+def _ephemeral_total(settings: VClusterSettings, whose: str) -> list[Finding]:
+    """A total of ephemeral-storage limits that the team's pods at the default limit do not fit in: the ResourceQuota
+    would refuse some of the pods the team is promised."""
+    quota, limits = settings.resource_quota, settings.limit_range
+    total, default = quota.ephemeral_storage, limits.default_ephemeral_storage
+    if not (isinstance(total, str) and isinstance(default, str)):
+        return []
+    needed = quota.pods * quantity_value(default)
+    if quantity_value(total) >= needed:
+        return []
+    return [("resourceQuota.ephemeralStorage", total,
+             f"{whose} {quota.pods} pods (resourceQuota.pods) at the default limit limitRange.defaultEphemeralStorage "
+             f"= {default} need {needed / 2 ** 30:g}Gi: the ResourceQuota would refuse some of them",
+             f"raise resourceQuota.ephemeralStorage to at least {needed / 2 ** 30:g}Gi, or lower "
+             "resourceQuota.pods or limitRange.defaultEphemeralStorage (the stack's or the team's vcluster)")]
 
 
 def _above_maximum(settings: VClusterSettings, whose: str) -> list[Finding]:
