@@ -5,8 +5,8 @@ Helm coalesces the chart's defaults under the values it is given: every key of v
 would still reach the namespace (ephemeral storage, Secret and ConfigMap counts, a LoadBalancer, CPU
 limits). So the program sets each key it means and nulls each one it does not: Helm deletes a key
 whose value is null, and pulumi-kubernetes passes nulls through to Helm from 4.30 on
-(pulumi/pulumi-kubernetes#2997). tests/test_tenant_quota.py keeps :data:`REMOVED_QUOTA_KEYS` and
-:data:`REMOVED_LIMIT_KEYS` equal to what the chart adds at the accepted versions.
+(pulumi/pulumi-kubernetes#2997). tests/test_tenant_quota.py keeps :data:`REMOVED_QUOTA_KEYS` within what the chart
+adds at the accepted versions, and checks that the LimitRange sets every resource the chart's defaults name.
 """
 
 from __future__ import annotations
@@ -24,8 +24,6 @@ from config.tenant_budget import (bytes_quantity, control_plane_load_balancers, 
 #   Secrets (Helm history) against the team.
 REMOVED_QUOTA_KEYS = ("limits.cpu", "limits.memory", "requests.ephemeral-storage",
                       "count/secrets", "count/configmaps", "count/endpoints")
-# Every resource of the chart's LimitRange defaults is set; none is left to the chart.
-REMOVED_LIMIT_KEYS: tuple[str, ...] = ()
 EPHEMERAL_STORAGE = "ephemeral-storage"
 
 
@@ -57,12 +55,11 @@ def limit_range_values(settings: VClusterSettings) -> dict:
     container may raise its own past the maximum. The default request is explicit: left out, the API server would
     default it to the limit and reserve that much node disk for every container."""
     limits = settings.limit_range
-    removed = {key: None for key in REMOVED_LIMIT_KEYS}
     return {"enabled": True,
             "default": {"cpu": limits.default_cpu, "memory": limits.default_memory,
-                        EPHEMERAL_STORAGE: limits.default_ephemeral_storage, **removed},
+                        EPHEMERAL_STORAGE: limits.default_ephemeral_storage},
             "defaultRequest": {"cpu": limits.default_request_cpu, "memory": limits.default_request_memory,
-                               EPHEMERAL_STORAGE: limits.default_request_ephemeral_storage, **removed},
+                               EPHEMERAL_STORAGE: limits.default_request_ephemeral_storage},
             "max": {EPHEMERAL_STORAGE: limits.max_ephemeral_storage}}
 
 

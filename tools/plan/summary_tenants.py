@@ -91,7 +91,7 @@ def tenant_section(index: PlanIndex, charts: Optional[ChartValues] = None) -> li
     lines += table(["Team", "vCluster", "Host namespace", "Queue", "vCluster chart", "Protected", "Connect"], rows)
     lines += access_section(index)
     lines += ["", "### Guardrails per tenant", ""]
-    lines += table(["Team", "Admission policy", "Rules", "Pod security", "ResourceQuota", "LimitRange defaults",
+    lines += table(["Team", "Admission policy", "Rules", "Pod security", "ResourceQuota", "LimitRange",
                     "NetworkPolicy"], guardrails)
     lines += [""]
     if sources:
