@@ -5,8 +5,8 @@ Helm coalesces the chart's defaults under the values it is given: every key of v
 would still reach the namespace (ephemeral storage, Secret and ConfigMap counts, a LoadBalancer, CPU
 limits). So the program sets each key it means and nulls each one it does not: Helm deletes a key
 whose value is null, and pulumi-kubernetes passes nulls through to Helm from 4.30 on
-(pulumi/pulumi-kubernetes#2997). tests/test_tenant_quota.py keeps :data:`REMOVED_QUOTA_KEYS` and
-:data:`REMOVED_LIMIT_KEYS` equal to what the chart adds at the accepted versions.
+(pulumi/pulumi-kubernetes#2997). tests/test_tenant_quota.py keeps :data:`REMOVED_QUOTA_KEYS` within what the chart
+adds at the accepted versions, and checks that the LimitRange sets every resource the chart's defaults name.
 """
 
 from __future__ import annotations
@@ -18,11 +18,13 @@ from config.tenant_budget import (bytes_quantity, control_plane_load_balancers, 
 # Quota keys of the chart's defaults that the program leaves unbounded:
 # - limits: the quota bounds requests, which is what KAI's queue and the scheduler reserve; with
 #   limits.cpu in the quota every container's default 1-CPU limit would count ten times its request;
-# - ephemeral storage and object counts other than pods, Services and claims: not promised, and the
-#   object counts would also count the program's own Secrets (Helm history) against the team.
-REMOVED_QUOTA_KEYS = ("limits.cpu", "limits.memory", "limits.ephemeral-storage", "requests.ephemeral-storage",
+# - requests.ephemeral-storage: a request only reserves node disk; what a pod may write is its limit, which
+#   limits.ephemeral-storage pools;
+# - object counts other than pods, Services and claims: not promised, and they would also count the program's own
+#   Secrets (Helm history) against the team.
+REMOVED_QUOTA_KEYS = ("limits.cpu", "limits.memory", "requests.ephemeral-storage",
                       "count/secrets", "count/configmaps", "count/endpoints")
-REMOVED_LIMIT_KEYS = ("ephemeral-storage",)
+EPHEMERAL_STORAGE = "ephemeral-storage"
 
 
 def resource_quota_hard(settings: VClusterSettings) -> dict:
@@ -35,6 +37,9 @@ def resource_quota_hard(settings: VClusterSettings) -> dict:
         "count/pods": budget.pods,
         "count/services": budget.services,
         "count/persistentvolumeclaims": budget.claims,
+        # What the team's pods may write to their nodes' disks in all: every container has a limit (the LimitRange
+        # below), the kubelet evicts a pod past its own, and no number of containers adds up past this.
+        "limits.ephemeral-storage": bytes_quantity(budget.ephemeral_storage),
         # Service types: the team's config decides, never the chart's default (one LoadBalancer in vCluster 0.36.1),
         # plus what the control plane's own Service holds where the team's endpoint is a load balancer or a node port.
         "services.loadbalancers": settings.services.load_balancers + control_plane_load_balancers(settings.access),
@@ -45,12 +50,17 @@ def resource_quota_hard(settings: VClusterSettings) -> dict:
 
 
 def limit_range_values(settings: VClusterSettings) -> dict:
-    """``policies.limitRange``: the configured container defaults, nothing inherited."""
+    """``policies.limitRange``: the configured container defaults, nothing inherited. Every container gets an
+    ephemeral-storage limit, which the kubelet enforces per pod before the shared node's disk runs short, and no
+    container may raise its own past the maximum. The default request is explicit: left out, the API server would
+    default it to the limit and reserve that much node disk for every container."""
     limits = settings.limit_range
-    removed = {key: None for key in REMOVED_LIMIT_KEYS}
     return {"enabled": True,
-            "default": {"cpu": limits.default_cpu, "memory": limits.default_memory, **removed},
-            "defaultRequest": {"cpu": limits.default_request_cpu, "memory": limits.default_request_memory, **removed}}
+            "default": {"cpu": limits.default_cpu, "memory": limits.default_memory,
+                        EPHEMERAL_STORAGE: limits.default_ephemeral_storage},
+            "defaultRequest": {"cpu": limits.default_request_cpu, "memory": limits.default_request_memory,
+                               EPHEMERAL_STORAGE: limits.default_request_ephemeral_storage},
+            "max": {EPHEMERAL_STORAGE: limits.max_ephemeral_storage}}
 
 
 def policy_values(settings: VClusterSettings) -> dict:

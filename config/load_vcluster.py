@@ -62,8 +62,9 @@ What the team's own workloads get. The namespace's ResourceQuota adds what the t
 control plane and its DNS take from the same namespace (one pod each, the control plane's requests
 and data volume, its Services), so the team keeps every pod and every core it is promised. The quota
 bounds requests, not limits: `limits.cpu` and `limits.memory` are not in it, and the `limitRange`
-defaults give containers that set none their limits. Ephemeral storage, Secrets, ConfigMaps and
-Endpoints are not counted."""
+defaults give containers that set none their limits. Ephemeral storage is the exception: the quota
+pools its limits (`ephemeralStorage`), since a limit is what the kubelet enforces on a shared node's
+disk. Secrets, ConfigMaps and Endpoints are not counted."""
 
 RESOURCE_QUOTA = Block(keys=(
     Key("cpu", Quantity(), _QUOTA.cpu, "CPU the team's pods may request (`requests.cpu`, plus the control "
@@ -78,6 +79,14 @@ RESOURCE_QUOTA = Block(keys=(
         "Volume claims of the team (`count/persistentvolumeclaims`, plus the control plane's).", example="5"),
     Key("storage", Quantity(), _QUOTA.storage, "Storage the team's claims may request (`requests.storage`, plus "
         "the control plane's volume).", example="500Gi"),
+    Key("ephemeralStorage", Quantity(), _QUOTA.ephemeral_storage, "The total of the team's containers' "
+        "ephemeral-storage limits (`limits.ephemeral-storage`, plus the control plane's and the DNS's): what its "
+        "pods may write to their nodes' disks at most.", example="200Gi",
+        default_note="`pods` times `limitRange.defaultEphemeralStorage`",
+        details="Every container has a limit (`limitRange`), so no count of containers adds up past this. It must "
+                "hold the team's `pods` at the default limit, or default-sized pods are refused. Size it, with "
+                "`pods` and the default limit, to what the GPU nodes' disks can spare for the team. See [Node "
+                "pressure](security-model.md#node-pressure)."),
 ))
 
 SERVICES = Block(keys=(
@@ -100,6 +109,22 @@ LIMIT_RANGE = Block(keys=(
     Key("defaultRequestCpu", Quantity(), _LIMITS.default_request_cpu, "Default CPU request.", example="250m"),
     Key("defaultRequestMemory", Quantity(), _LIMITS.default_request_memory, "Default memory request.",
         example="512Mi"),
+    Key("defaultEphemeralStorage", Quantity(), _LIMITS.default_ephemeral_storage,
+        "Default ephemeral-storage limit (writable layer, logs, disk-backed `emptyDir`) for containers that set "
+        "none.", example="16Gi",
+        details="The kubelet evicts a pod whose ephemeral storage passes its own limit, whatever the node's free "
+                "space, so no tenant pod fills a shared node's disk. 8Gi is the vCluster chart's own default. A "
+                "workload that keeps more on its node (a model cache in the writable layer) sets its own limit, up "
+                "to `maxEphemeralStorage`. See [Node pressure](security-model.md#node-pressure)."),
+    Key("defaultRequestEphemeralStorage", Quantity(), _LIMITS.default_request_ephemeral_storage,
+        "Default ephemeral-storage request.", example="1Gi",
+        details="0 leaves scheduling as it was without the limit: a request reserves node disk, and without "
+                "this key the API server would make the request equal to the default limit."),
+    Key("maxEphemeralStorage", Quantity(), _LIMITS.max_ephemeral_storage,
+        "The largest ephemeral-storage limit one container may set (LimitRange `max`); the host refuses a pod "
+        "above it.", example="50Gi",
+        details="Without a maximum a tenant would set a limit no node holds. It also bounds the vCluster control "
+                "plane's own limit (`controlPlaneResources.limits.ephemeral-storage`, the chart's 10Gi)."),
 ))
 
 VCLUSTER = Block(title="tenant defaults", intro="""\

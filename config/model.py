@@ -58,6 +58,8 @@ class TenantResourceQuota:
     services: int
     persistent_volume_claims: int
     storage: str = "100Gi"
+    # The total of the team's ephemeral-storage limits; None: its pods times the LimitRange's default limit.
+    ephemeral_storage: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,11 @@ class TenantLimitRange:
     default_memory: str
     default_request_cpu: str
     default_request_memory: str
+    # Ephemeral storage (writable layer, logs, disk-backed emptyDir): the kubelet evicts a pod past its own limit
+    # before the node's disk fills (docs/security-model.md#node-pressure).
+    default_ephemeral_storage: str = "8Gi"
+    default_request_ephemeral_storage: str = "0"
+    max_ephemeral_storage: str = "20Gi"
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,9 @@ Pure arithmetic on config; the vCluster values are written in components/tenant_
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
+from config import versions
 from config.key_types import quantity_value
 from config.access import Access
 from config.model import TenantResourceQuota, VClusterSettings
@@ -41,6 +43,8 @@ class Budget:
     services: int
     claims: int
     storage: int
+    # The sum of the containers' ephemeral-storage limits (``limits.ephemeral-storage``).
+    ephemeral_storage: int = 0
 
     def __add__(self, other: "Budget") -> "Budget":
         return Budget(*(getattr(self, name) + getattr(other, name) for name in self.__dataclass_fields__))
@@ -54,18 +58,25 @@ def _bytes(quantity: str) -> int:
     return round(quantity_value(str(quantity)))
 
 
-def dns_budget() -> Budget:
+def dns_budget(settings: Optional[VClusterSettings] = None) -> Budget:
+    """The DNS pod; with ``settings``, also its one container's ephemeral-storage limit (the LimitRange's default)."""
     return Budget(millicores=_millicores(DNS_REQUESTS["cpu"]) * DNS_REPLICAS,
                   memory=_bytes(DNS_REQUESTS["memory"]) * DNS_REPLICAS, pods=DNS_REPLICAS, services=0, claims=0,
-                  storage=0)
+                  storage=0, ephemeral_storage=_bytes(settings.limit_range.default_ephemeral_storage) * DNS_REPLICAS
+                  if settings else 0)
 
 
 def control_plane_budget(settings: VClusterSettings) -> Budget:
     requests = settings.control_plane_resources.requests
     defaults = settings.limit_range
+    # The chart sets the control plane's ephemeral-storage limit itself (config/versions.py); a site may override it.
+    ephemeral = settings.control_plane_resources.limits.get(
+        "ephemeral-storage", versions.VCLUSTER_CONTROL_PLANE_LIMITS.get("ephemeral-storage",
+                                                                     defaults.default_ephemeral_storage))
     return Budget(millicores=_millicores(requests.get("cpu", defaults.default_request_cpu)),
                   memory=_bytes(requests.get("memory", defaults.default_request_memory)), pods=1,
-                  services=CONTROL_PLANE_SERVICES, claims=1, storage=_bytes(CONTROL_PLANE_VOLUME))
+                  services=CONTROL_PLANE_SERVICES, claims=1, storage=_bytes(CONTROL_PLANE_VOLUME),
+                  ephemeral_storage=_bytes(ephemeral))
 
 
 def control_plane_node_ports(access: Access) -> int:
@@ -79,14 +90,24 @@ def control_plane_load_balancers(access: Access) -> int:
     return int(access.exposure == "loadBalancer")
 
 
-def team_allowance(quota: TenantResourceQuota) -> Budget:
+def team_ephemeral_storage(settings: VClusterSettings) -> int:
+    """The total of the team's ephemeral-storage limits: as configured, else what its pods hold at the default."""
+    quota, limits = settings.resource_quota, settings.limit_range
+    if quota.ephemeral_storage is not None:
+        return _bytes(quota.ephemeral_storage)
+    return quota.pods * _bytes(limits.default_ephemeral_storage)
+
+
+def team_allowance(settings: VClusterSettings) -> Budget:
+    quota = settings.resource_quota
     return Budget(millicores=_millicores(quota.cpu), memory=_bytes(quota.memory), pods=quota.pods,
-                  services=quota.services, claims=quota.persistent_volume_claims, storage=_bytes(quota.storage))
+                  services=quota.services, claims=quota.persistent_volume_claims, storage=_bytes(quota.storage),
+                  ephemeral_storage=team_ephemeral_storage(settings))
 
 
 def namespace_budget(settings: VClusterSettings) -> Budget:
     """The tenant namespace's ResourceQuota: the team's allowance, its control plane and its DNS."""
-    return team_allowance(settings.resource_quota) + control_plane_budget(settings) + dns_budget()
+    return team_allowance(settings) + control_plane_budget(settings) + dns_budget(settings)
 
 
 def queue_budget(quota: TenantResourceQuota) -> tuple[int, int]:

@@ -196,10 +196,48 @@ def _requests_above_limits(settings: VClusterSettings, whose: str) -> list[Findi
             ("limitRange.defaultRequestCpu", defaults.default_request_cpu, "limitRange.defaultCpu",
              defaults.default_cpu, "CPU"),
             ("limitRange.defaultRequestMemory", defaults.default_request_memory, "limitRange.defaultMemory",
-             defaults.default_memory, "memory")):
+             defaults.default_memory, "memory"),
+            ("limitRange.defaultRequestEphemeralStorage", defaults.default_request_ephemeral_storage,
+             "limitRange.defaultEphemeralStorage", defaults.default_ephemeral_storage, "ephemeral storage")):
         if _above(request, limit):
             found.append(_request_above(whose, request_key, request, limit_key, limit, "its ",
                                         f"the LimitRange (default {what})"))
+    return found + _above_maximum(settings, whose) + _ephemeral_total(settings, whose)
+
+
+def _ephemeral_total(settings: VClusterSettings, whose: str) -> list[Finding]:
+    """A total of ephemeral-storage limits that the team's pods at the default limit do not fit in: the ResourceQuota
+    would refuse some of the pods the team is promised."""
+    quota, limits = settings.resource_quota, settings.limit_range
+    total, default = quota.ephemeral_storage, limits.default_ephemeral_storage
+    if not (isinstance(total, str) and isinstance(default, str)):
+        return []
+    needed = quota.pods * quantity_value(default)
+    if quantity_value(total) >= needed:
+        return []
+    return [("resourceQuota.ephemeralStorage", total,
+             f"{whose} {quota.pods} pods (resourceQuota.pods) at the default limit limitRange.defaultEphemeralStorage "
+             f"= {default} need {needed / 2 ** 30:g}Gi: the ResourceQuota would refuse some of them",
+             f"raise resourceQuota.ephemeralStorage to at least {needed / 2 ** 30:g}Gi, or lower "
+             "resourceQuota.pods or limitRange.defaultEphemeralStorage (the stack's or the team's vcluster)")]
+
+
+def _above_maximum(settings: VClusterSettings, whose: str) -> list[Finding]:
+    """What the LimitRange's ephemeral-storage max refuses: its own default (the API server refuses the LimitRange)
+    or the control plane's limit, which the chart sets and the LimitRanger checks like any pod's of the namespace."""
+    maximum, key = settings.limit_range.max_ephemeral_storage, "limitRange.maxEphemeralStorage"
+    plane = settings.control_plane_resources.limits.get(
+        "ephemeral-storage", versions.VCLUSTER_CONTROL_PLANE_LIMITS.get("ephemeral-storage"))
+    found = []
+    for other_key, value, refused in (
+            ("limitRange.defaultEphemeralStorage", settings.limit_range.default_ephemeral_storage,
+             "the LimitRange (its default above its max)"),
+            ("controlPlaneResources.limits.ephemeral-storage", plane,
+             "the control plane's pod (the namespace's LimitRange caps it too)")):
+        if _above(value, maximum):
+            found.append((key, maximum, f"{whose} maximum is below {other_key} = {value}: the API server refuses "
+                          f"{refused}, so the vCluster release would fail",
+                          f"raise {key} to at least {value}, or lower {other_key} (the stack's or the team's vcluster)"))
     return found
 
 

@@ -4,7 +4,8 @@
   ``Always`` for an image tagged ``latest`` or not tagged, ``IfNotPresent`` otherwise).
 - ``limit_ranger``: the LimitRanger admission plugin, which runs before the webhooks: containers without requests
   or limits get the namespace's defaults and the pod the ``kubernetes.io/limit-ranger`` annotation
-  (plugin/pkg/admission/limitranger).
+  (plugin/pkg/admission/limitranger); ``limit_range_max`` is the same plugin's check against the LimitRange's
+  ``max``.
 - ``api_validate``: the validation after mutating admission, which refuses (422) what KAI's webhook leaves invalid.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import copy
 
+from config.key_types import quantity_value
 from config.model import TenantLimitRange
 
 
@@ -35,16 +37,18 @@ def _default_pull_policy(image: str) -> str:
 
 
 def limit_ranger(pod: dict, limits: TenantLimitRange) -> dict:
-    """Defaults for containers that set no cpu or memory, and the annotation that says so."""
+    """Defaults for containers that set no cpu, memory or ephemeral storage, and the annotation that says so."""
     defaulted = copy.deepcopy(pod)
     notes = []
-    defaults = {"request": {"cpu": limits.default_request_cpu, "memory": limits.default_request_memory},
-                "limit": {"cpu": limits.default_cpu, "memory": limits.default_memory}}
+    defaults = {"request": {"cpu": limits.default_request_cpu, "memory": limits.default_request_memory,
+                            "ephemeral-storage": limits.default_request_ephemeral_storage},
+                "limit": {"cpu": limits.default_cpu, "memory": limits.default_memory,
+                          "ephemeral-storage": limits.default_ephemeral_storage}}
     for entry in defaulted["spec"]["containers"] + defaulted["spec"].get("initContainers", []):
         resources = entry.setdefault("resources", {})
         for kind, values in defaults.items():
             current = resources.setdefault(f"{kind}s", {})
-            missing = [name for name in ("cpu", "memory") if name not in current]
+            missing = [name for name in values if name not in current]
             current.update({name: values[name] for name in missing})
             if missing:
                 notes.append(f"{', '.join(missing)} {kind} for container {entry['name']}")
@@ -52,6 +56,18 @@ def limit_ranger(pod: dict, limits: TenantLimitRange) -> dict:
         defaulted["metadata"].setdefault("annotations", {})["kubernetes.io/limit-ranger"] = \
             "LimitRanger plugin set: " + "; ".join(notes)
     return defaulted
+
+
+def limit_range_max(pod: dict, limits: TenantLimitRange) -> list[str]:
+    """The LimitRanger's validation of a defaulted pod against the namespace's ``max`` (ephemeral storage only):
+    a container or init container whose limit, or request, is above it is refused (403)."""
+    maximum = quantity_value(limits.max_ephemeral_storage)
+    return [f"[limit-range] maximum ephemeral-storage usage per Container is {limits.max_ephemeral_storage}, but "
+            f"{kind} is {value} in container {entry['name']}"
+            for entry in pod["spec"]["containers"] + pod["spec"].get("initContainers", [])
+            for kind in ("limits", "requests")
+            for value in [(entry.get("resources") or {}).get(kind, {}).get("ephemeral-storage")]
+            if value is not None and quantity_value(str(value)) > maximum]
 
 
 def api_validate(pod: dict) -> list[str]:

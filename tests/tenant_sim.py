@@ -24,7 +24,7 @@ from config.model import Platform, Team
 from config.vocabulary import KAI_NAMESPACE, project_config
 from policy.label_selectors import selector_matches
 from tests.reference_cel import REFERENCE, Verdict, unordered_lists
-from tests.apiserver_pods import api_validate, limit_ranger, pull_policy_defaults
+from tests.apiserver_pods import api_validate, limit_range_max, limit_ranger, pull_policy_defaults
 from tests.kai_pods import GPU_RESOURCE, WebhookRefusal, kai_mutate
 from tests.kai_pods import KAI_SCHEDULER  # noqa: F401 (the attack tests take it from here with the pod builders)
 from tests.vcluster_pods import vcluster_sync
@@ -232,7 +232,8 @@ class Tenant:
         return self.create_host(host)
 
     def create_host(self, host: dict, *, user: Optional[str] = None) -> list[str]:
-        return api_validate(host) or self.admission.review(self.team.namespace, host, user=user or self.syncer)
+        return api_validate(host) or limit_range_max(host, self.team.vcluster.limit_range) \
+            or self.admission.review(self.team.namespace, host, user=user or self.syncer)
 
     def update(self, old_host: dict, new_host: dict, *, user=None, subresource: str = "") -> list[str]:
         return self.admission.review(self.team.namespace, new_host, operation="UPDATE", old=old_host,

@@ -133,6 +133,8 @@ def test_a_virtual_cluster_on_kubernetes_1_36_or_later_passes(version, k8s, expe
      "limitRange.defaultCpu = 1: the API server refuses the LimitRange"),
     ("teams[2].vcluster.limitRange", {"defaultMemory": "100Mi"}, "teams[2].vcluster.limitRange.defaultRequestMemory",
      "limitRange.defaultMemory = 100Mi"),
+    ("vcluster.limitRange.defaultRequestEphemeralStorage", "16Gi", "vcluster.limitRange.defaultRequestEphemeralStorage",
+     "limitRange.defaultEphemeralStorage = 8Gi: the API server refuses the LimitRange"),
 ])
 def test_a_request_above_its_limit_is_refused_before_the_api_server_refuses_it(path, value, key, words):
     error = rejected(put(dev_config(), path, value))
@@ -157,7 +159,33 @@ def test_what_the_chart_requests_and_limits_itself_counts(path, value, key, word
 def test_a_site_that_sets_both_sides_may_go_past_the_charts_own():
     config = put(dev_config(), "vcluster.controlPlaneResources", {"requests": {"ephemeral-storage": "20Gi"},
                                                                   "limits": {"ephemeral-storage": "30Gi"}})
+    # The namespace's LimitRange caps the control plane's container like any other.
+    put(config, "vcluster.limitRange.maxEphemeralStorage", "30Gi")
     assert load_platform(config).teams[0].vcluster.control_plane_resources.limits["ephemeral-storage"] == "30Gi"
+
+
+# The ephemeral-storage maximum and total: the API server would refuse the LimitRange or the control plane's pod, or
+# the quota would refuse pods the team is promised, so each is an error at its key before anything is registered.
+@pytest.mark.parametrize("path, value, key, words, fix", [
+    ("vcluster.limitRange.maxEphemeralStorage", "4Gi", "vcluster.limitRange.maxEphemeralStorage",
+     "below limitRange.defaultEphemeralStorage = 8Gi: the API server refuses the LimitRange",
+     "raise limitRange.maxEphemeralStorage to at least 8Gi"),
+    ("teams[1].vcluster.limitRange.maxEphemeralStorage", "9Gi", "teams[1].vcluster.limitRange.maxEphemeralStorage",
+     "below controlPlaneResources.limits.ephemeral-storage = 10Gi: the API server refuses the control plane's pod",
+     "raise limitRange.maxEphemeralStorage to at least 10Gi"),
+    ("teams[0].vcluster.resourceQuota.ephemeralStorage", "100Gi", "teams[0].vcluster.resourceQuota.ephemeralStorage",
+     "100 pods (resourceQuota.pods) at the default limit limitRange.defaultEphemeralStorage = 8Gi need 800Gi",
+     "raise resourceQuota.ephemeralStorage to at least 800Gi"),
+    ("vcluster.limitRange.maxEphemeralStorage", "lots", "vcluster.limitRange.maxEphemeralStorage", "", ""),
+])
+def test_an_ephemeral_storage_bound_the_cluster_would_refuse_is_a_config_error(path, value, key, words, fix):
+    found = assert_rejected(put(dev_config(), path, value), key, value, fix=fix)
+    assert words in found.problem
+
+
+def test_a_team_total_that_holds_its_pods_at_the_default_passes():
+    config = put(dev_config(), "teams[0].vcluster.resourceQuota", {"pods": 10, "ephemeralStorage": "80Gi"})
+    assert load_platform(config).teams[0].vcluster.resource_quota.ephemeral_storage == "80Gi"
 
 
 @pytest.mark.parametrize("version", versions.VCLUSTER_RELEASES)

@@ -9,7 +9,7 @@ import shutil
 import pytest
 import yaml
 
-from components.tenant_quota import REMOVED_LIMIT_KEYS, REMOVED_QUOTA_KEYS, resource_quota_hard
+from components.tenant_quota import REMOVED_QUOTA_KEYS, limit_range_values, resource_quota_hard
 from config import versions
 from ops.sites import platform_of
 from tests.conftest import COMMITTED_STACKS, MIRRORED_TAGS, dev_config, git, mirror_chart, run
@@ -39,8 +39,9 @@ def test_every_quota_and_limit_default_of_the_chart_is_set_or_removed(tag):
     policies = yaml.safe_load(git(VCLUSTER, "show", f"{tag}:chart/values.yaml"))["policies"]
     settings = dev_config_platform().teams[0].vcluster
     assert set(policies["resourceQuota"]["quota"]) <= set(resource_quota_hard(settings))
-    for block in ("default", "defaultRequest"):
-        assert set(policies["limitRange"][block]) <= {"cpu", "memory", *REMOVED_LIMIT_KEYS}
+    limit_range = limit_range_values(settings)
+    for block in ("default", "defaultRequest", "min", "max"):
+        assert set(policies["limitRange"][block]) <= set(limit_range.get(block, {}))
     assert set(REMOVED_QUOTA_KEYS) <= set(policies["resourceQuota"]["quota"]), "nothing removed needlessly"
 
 
@@ -70,7 +71,10 @@ def test_the_summary_shows_the_quota_merged_with_the_charts_defaults(mirrored_ca
     with ChartValues(mirrored_cache / "grown-cache") as charts:
         grown = _guardrails(render_summary(plan, charts))
     unread = _guardrails(render_summary(plan))
-    assert "requests.cpu=16250m" in exact and "count/pods=102" in exact and "ephemeral" not in exact
+    assert "requests.cpu=16250m" in exact and "count/pods=102" in exact and "requests.ephemeral-storage" not in exact
+    # Every container's ephemeral-storage limit, its maximum and the team's pooled total, as the namespace gets them.
+    assert "limits.ephemeral-storage=818Gi" in exact and "ephemeral-storage=8Gi" in exact
+    assert "max ephemeral-storage=20Gi" in exact
     assert "from the chart cache" in exact and "were not read" not in exact
     # A default the program does not name reaches the namespace, and the summary says so.
     assert "count/jobs.batch=7" in grown and "count/jobs.batch" not in exact
@@ -115,6 +119,38 @@ def test_the_control_plane_the_dns_and_the_teams_pods_fit_in_every_sites_quota(s
         hard = resource_quota.manifest["spec"]["hard"]
         assert int(hard["count/pods"]) == allowances[resource_quota.namespace]["pods"] + 2
         assert not {"limits.cpu", "requests.ephemeral-storage", "count/secrets"} & set(hard)
+
+
+def test_the_rendered_limit_range_and_quota_bound_every_containers_ephemeral_storage(dev_run):
+    """The effective objects, read from the LimitRange and ResourceQuota the real vCluster chart renders: every
+    container gets a limit the kubelet enforces, none may set one above the max, and the team's limits are pooled."""
+    objects, _ = _tenant_objects(build_plan(dev_run, "dev"), chart_cache_dir())
+    [limit_range] = [o.manifest for o in objects if o.kind == "LimitRange" and o.namespace == "vcluster-team-nlp"]
+    [quota_object] = [o.manifest for o in objects if o.kind == "ResourceQuota" and o.namespace == "vcluster-team-nlp"]
+    [item] = limit_range["spec"]["limits"]
+    assert item["type"] == "Container"
+    assert item["default"] == {"cpu": "1", "memory": "1Gi", "ephemeral-storage": "8Gi"}
+    assert item["defaultRequest"] == {"cpu": "100m", "memory": "128Mi", "ephemeral-storage": "0"}
+    assert item["max"] == {"ephemeral-storage": "20Gi"} and "min" not in item
+    hard = quota_object["spec"]["hard"]
+    # 100 pods at 8Gi, the control plane's own 10Gi (the chart's) and the DNS's default 8Gi.
+    assert hard["limits.ephemeral-storage"] == "818Gi" and "requests.ephemeral-storage" not in hard
+
+
+def test_a_teams_ephemeral_storage_settings_reach_its_namespace():
+    config = dev_config()
+    config["gpu-tenancy:teams"][0]["vcluster"] = {
+        "resourceQuota": {"pods": 10, "ephemeralStorage": "100Gi"},
+        "limitRange": {"defaultEphemeralStorage": "4Gi", "defaultRequestEphemeralStorage": "1Gi",
+                       "maxEphemeralStorage": "50Gi"}}
+    objects, allowances = _tenant_objects(build_plan(run(config, stack="dev"), "dev"), chart_cache_dir())
+    team = config["gpu-tenancy:teams"][0]["name"]
+    [item] = [o.manifest["spec"]["limits"][0] for o in objects if o.kind == "LimitRange" and team in o.namespace]
+    [hard] = [o.manifest["spec"]["hard"] for o in objects if o.kind == "ResourceQuota" and team in o.namespace]
+    assert (item["default"]["ephemeral-storage"], item["defaultRequest"]["ephemeral-storage"],
+            item["max"]["ephemeral-storage"]) == ("4Gi", "1Gi", "50Gi")
+    assert hard["limits.ephemeral-storage"] == "114Gi"  # 100Gi, the control plane's 10Gi, the DNS's default 4Gi
+    assert not [f for f in quota.check_tenant_quotas(objects, allowances, finding) if team in f.object]
 
 
 # --- the rule finds what it should -----------------------------------------------------------------

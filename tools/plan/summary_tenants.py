@@ -91,7 +91,7 @@ def tenant_section(index: PlanIndex, charts: Optional[ChartValues] = None) -> li
     lines += table(["Team", "vCluster", "Host namespace", "Queue", "vCluster chart", "Protected", "Connect"], rows)
     lines += access_section(index)
     lines += ["", "### Guardrails per tenant", ""]
-    lines += table(["Team", "Admission policy", "Rules", "Pod security", "ResourceQuota", "LimitRange defaults",
+    lines += table(["Team", "Admission policy", "Rules", "Pod security", "ResourceQuota", "LimitRange",
                     "NetworkPolicy"], guardrails)
     lines += [""]
     if sources:
@@ -144,7 +144,8 @@ def _guardrail_row(team: str, parts: dict[str, Any], policies: dict[str, Any]) -
         ", ".join(rule.group(1) for rule in rules if rule) or "**none**",
         code(dig(parts["namespace"], "inputs", "metadata", "labels", POD_SECURITY_LABEL) or "—"),
         enabled(quota, pairs(quota.get("quota"))),
-        enabled(limits, f"limit {pairs(limits.get('default'))}; request {pairs(limits.get('defaultRequest'))}"),
+        enabled(limits, f"limit {pairs(limits.get('default'))}; request {pairs(limits.get('defaultRequest'))}"
+                        + "".join(f"; {bound} {pairs(limits[bound])}" for bound in ("min", "max") if limits.get(bound))),
         "on" if dig(policies, "networkPolicy", "enabled") else "off",
     ]
 
