@@ -181,7 +181,9 @@ def test_summary_lists_every_tenant_guardrail_job_and_cluster_wide_object(dev_pl
     for team in TEAMS:
         row = next(line for line in guardrails.splitlines() if line.startswith(f"| `{team}` |"))
         assert f"`gpu-tenancy-{team}` (Deny)" in row and "| own-queue, " in row and "`baseline`" in row
-        assert "requests.cpu=16" in row and "limit cpu=1, memory=1Gi; request cpu=100m, memory=128Mi" in row
+        assert "requests.cpu=16" in row
+        assert ("limit cpu=1, ephemeral-storage=8Gi, memory=1Gi; request cpu=100m, ephemeral-storage=0, "
+                "memory=128Mi; max ephemeral-storage=20Gi") in row
         assert row.endswith("| on |")
     objects = dev_summary.split("## Jobs and cluster-wide objects")[1].split("\n## ")[0]
     for resource in dev_plan["resources"]:
