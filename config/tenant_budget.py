@@ -69,14 +69,17 @@ def dns_budget(settings: Optional[VClusterSettings] = None) -> Budget:
 def control_plane_budget(settings: VClusterSettings) -> Budget:
     requests = settings.control_plane_resources.requests
     defaults = settings.limit_range
-    # The chart sets the control plane's ephemeral-storage limit itself (config/versions.py); a site may override it.
-    ephemeral = settings.control_plane_resources.limits.get(
+    # The chart sets the syncer's ephemeral-storage limit itself (config/versions.py); a site may override it. Its
+    # init container (which copies the Kubernetes binaries) sets none and takes the LimitRange's default, and the
+    # quota charges a pod the larger of its containers' sum and its largest init container.
+    syncer = settings.control_plane_resources.limits.get(
         "ephemeral-storage", versions.VCLUSTER_CONTROL_PLANE_LIMITS.get("ephemeral-storage",
                                                                      defaults.default_ephemeral_storage))
+    ephemeral = max(_bytes(syncer), _bytes(defaults.default_ephemeral_storage))
     return Budget(millicores=_millicores(requests.get("cpu", defaults.default_request_cpu)),
                   memory=_bytes(requests.get("memory", defaults.default_request_memory)), pods=1,
                   services=CONTROL_PLANE_SERVICES, claims=1, storage=_bytes(CONTROL_PLANE_VOLUME),
-                  ephemeral_storage=_bytes(ephemeral))
+                  ephemeral_storage=ephemeral)
 
 
 def control_plane_node_ports(access: Access) -> int:

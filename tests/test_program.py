@@ -39,7 +39,11 @@ GENERATED_SITES = {
     "gen-kubeconfig": ("dev", ["cluster.kind=kubeconfig", "cluster.kubeconfig={context: gpu-prod, gpus: 4}",
                                "gpuOperator.mode=external", "ci.runner=[self-hosted, gpu-lab]",
                                "teams[3]={name: team-audio, resources: {gpu: {quota: 1, limit: 2}}}",
-                               "organization.resources.gpu.quota=4"]),
+                               "organization.resources.gpu.quota=4",
+                               # A default ephemeral-storage limit above the control plane's own 10Gi: the control
+                               # plane's init container takes it, and the quota must hold it.
+                               "vcluster.limitRange.defaultEphemeralStorage=16Gi",
+                               "vcluster.limitRange.maxEphemeralStorage=32Gi"]),
     "gen-eks-own-vpc": ("eks", ["cluster.eks.region=eu-west-1", "cluster.eks.vpcId=vpc-0abc",
                                 "cluster.eks.privateSubnetIds=[subnet-a, subnet-b]",
                                 "cluster.eks.gpuNodeGroups[1]={name: big, instanceTypes: [g5.12xlarge], maxSize: 2, "
