@@ -212,25 +212,29 @@ def _team_delivery(route: dict[str, Any], receiver: dict[str, Any], site: bool) 
     """Where one team's own alerts go: kind, channel, severities and the file the address is read from."""
     kinds, channels = _kinds_and_channels(receiver)
     matchers = route.get("matchers") or []
-    severity = [matcher.split('"')[1].split("|")[0] for matcher in matchers if matcher.startswith("severity")]
     names = [code(matcher) for matcher in matchers if matcher.startswith("alertname")]
     files = [config[key] for field in receiver if field.endswith("_configs") for config in receiver[field]
              for key in config if key.endswith("_file")]
     onward = "also to the site receiver" if route.get("continue") and site else "to the team only"
     return (f"- Team {code(_team_of(route))}'s alerts ({', '.join(names)}) go to {', '.join(kinds)}"
             + (f" ({', '.join(code(c) for c in channels)})" if channels else "")
-            + f", {severity[0] if severity else 'info'} and up, {onward}; address read from "
+            + f", {_least_severity(matchers)} and up, {onward}; address read from "
             + (", ".join(code(f) for f in files) or "**the values**"))
+
+
+def _least_severity(matchers: list[str]) -> str:
+    """The least severe level a route's severity matcher lets through (every level when it has none)."""
+    levels = [matcher.split('"')[1].split("|")[0] for matcher in matchers if matcher.startswith("severity")]
+    return levels[0] if levels else "info"
 
 
 def _team_namespace_delivery(team: Optional[str], route: dict[str, Any]) -> str:
     """The chart's alerts about a team's own host namespace, which its receiver also gets (``alerts: all``)."""
     matchers = route.get("matchers") or []
     namespaces = [matcher.split('"')[1] for matcher in matchers if matcher.startswith("namespace")]
-    severity = [matcher.split('"')[1].split("|")[0] for matcher in matchers if matcher.startswith("severity")]
     return (f"- Team {code(team)}'s receiver also gets the chart's alerts about its host namespace "
             f"{', '.join(code(namespace) for namespace in namespaces)} (its pods, jobs and volumes, not its control "
-            f"plane), {severity[0] if severity else 'info'} and up, to the team only")
+            f"plane), {_least_severity(matchers)} and up, to the team only")
 
 
 def _storage_class(claim: dict[str, Any]) -> str:
