@@ -130,6 +130,12 @@ def xid_non_fatal_by_team() -> str:
     return f"{attributed} or (max by (UUID, gpu, Hostname) ({XID_NON_FATAL}) unless on (UUID) ({attributed}))"
 
 
+def failed_gpus_by_team() -> str:
+    """Per (GPU, team with pods on it): 1 while the GPU reported an XID that pages the platform. A non-fatal code
+    the driver logs right after such a failure (63, 154) is not the team's application's fault either."""
+    return on_teams_gpus(f"({xid.fatal()} > bool 0)")
+
+
 def gpus_present() -> str:
     """Whole GPUs DCGM sees plus its MIG slices in KAI units, comparable with the quotas promised."""
     slices = mig.slices_present()
@@ -245,6 +251,18 @@ def alert_rules(platform: Platform) -> list[dict]:
             "application (CUDA_LAUNCH_BLOCKING=1 and compute-sanitizer locate the faulting kernel). The same "
             "code again and again on one GPU for different applications points at the card: run DCGM "
             "diagnostics (dcgmi diag -r 3) on it."),
+        _alert(
+            "GpuTenancyTeamGpuFailed",
+            failed_gpus_by_team(),
+            "0m", "warning",
+            "A GPU team {{ $labels.team }}'s pods use on {{ $labels.Hostname }} failed",
+            "GPU {{ $labels.UUID }} ({{ $labels.gpu }} on {{ $labels.Hostname }}) reported an XID error that needs "
+            "the platform's operator while team {{ $labels.team }} had pods on it: the work it ran there has "
+            "probably stopped, and what it computed there since may be wrong. The platform is paged separately "
+            "(GpuTenancyGpuXidError).",
+            "Nothing in the team's code caused it. Once the platform has cordoned the node and KAI has placed the "
+            "work elsewhere, the team restarts it from its last checkpoint and checks what it wrote since the "
+            "alert began."),
         _alert(
             "GpuTenancyGpuEccErrors",
             f"increase({DCGM_ECC_DBE_FIELD}[15m]) > 0",

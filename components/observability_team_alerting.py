@@ -21,10 +21,10 @@ from config.virtual_cluster import control_plane_claim_prefix, control_plane_wor
 PLATFORM_ALERT_NAMES = "GpuTenancy.+"
 
 # The program's alerts labelled with one team (components/observability_rules.py): a team under its guarantee
-# with pending pods, idle GPUs, its pods refused by its admission policy, a non-fatal XID on a GPU its pods use.
-# A test holds this list to the alerts promtool sees firing with a team label.
+# with pending pods, idle GPUs, its pods refused by its admission policy, a non-fatal XID on a GPU its pods use,
+# a GPU its pods use failing. A test holds this list to the alerts promtool sees firing with a team label.
 TEAM_ALERTS = ("GpuTenancyTeamStarved", "GpuTenancyAllocatedGpuIdle", "GpuTenancyAdmissionRejections",
-               "GpuTenancyGpuXidNonFatal")
+               "GpuTenancyGpuXidNonFatal", "GpuTenancyTeamGpuFailed")
 TEAM_ALERTS_MATCHER = f'alertname =~ "{"|".join(TEAM_ALERTS)}"'
 
 

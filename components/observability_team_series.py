@@ -13,7 +13,7 @@ from components import observability_init_gpus as init_gpus
 from components import observability_mig as mig
 from components import observability_shares as shares
 from components import observability_xid as xid
-from components.observability_rules import TEAM_INFO, on_teams_gpus, rule_groups
+from components.observability_rules import TEAM_INFO, failed_gpus_by_team, on_teams_gpus, rule_groups
 from config.model import Platform
 
 # The label the proxy enforces: every per-team recording rule carries it, and no tenant can set it (the
@@ -57,7 +57,7 @@ def team_series_rules() -> list[dict]:
         {"record": POD_GPU_CHARGED, "expr": _per_pod(shares.CHARGED)},
         {"record": POD_INIT_GPUS, "expr": _per_pod(init_gpus.INIT_GPUS)},
         {"record": GPU_XID, "expr": on_teams_gpus(xid.new_code())},
-        {"record": GPU_FAILED, "expr": on_teams_gpus(f"({xid.fatal()} > bool 0)")},
+        {"record": GPU_FAILED, "expr": failed_gpus_by_team()},
         {"record": ADMISSION_DENIALS,
          "expr": f"sum by ({TEAM_LABEL}) (increase(apiserver_validating_admission_policy_check_total"
                  f"{{enforcement_action=\"deny\"}}[1h]) * on (policy) group_left ({TEAM_LABEL}) {TEAM_INFO})"},

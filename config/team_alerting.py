@@ -67,7 +67,8 @@ secret key `teamAlertReceivers`, a YAML map of team name to address.""",
     Key("alerts", Text(choices=SCOPES), _TEAM_ALERTING.scope, "Which alerts go to the team's receiver.",
         example="all",
         details="`platform`: the program's alerts labelled with the team (`GpuTenancyTeamStarved`, "
-                "`GpuTenancyAllocatedGpuIdle`, `GpuTenancyAdmissionRejections`, `GpuTenancyGpuXidNonFatal`). `all`: "
+                "`GpuTenancyAllocatedGpuIdle`, `GpuTenancyAdmissionRejections`, `GpuTenancyGpuXidNonFatal`, "
+                "`GpuTenancyTeamGpuFailed`). `all`: "
                 "also kube-prometheus-stack's alerts about what the tenant runs in its host namespace (its pods "
                 "crash-looping or not ready, jobs failing, volumes filling up: vCluster runs the tenant's workloads "
                 "there), which the site receiver never gets; not those about its virtual cluster's control plane, "

@@ -146,6 +146,10 @@ def story_tests() -> list[dict]:
         ("GpuTenancyGpuXidNonFatal", "5m", []),
         ("GpuTenancyGpuXidNonFatal", "15m",
          [{"severity": "info", "UUID": "GPU-a", "gpu": "0", "Hostname": "node-GPU-a", "team": "alpha"}]),
+        # Beta's GPU failing (79) is told to beta, the only team with pods on it.
+        ("GpuTenancyTeamGpuFailed", "5m", []),
+        ("GpuTenancyTeamGpuFailed", "15m",
+         [{"severity": "warning", "UUID": "GPU-b", "gpu": "0", "Hostname": "node-GPU-b", "team": "beta"}]),
         ("GpuTenancyGpuEccErrors", "5m", []),
         ("GpuTenancyGpuEccErrors", "15m", [{"severity": "critical", **ecc}]),
         ("GpuTenancyQueueMissing", "5m", []),

@@ -178,7 +178,24 @@ def test_a_counting_gpu_with_no_error_fires_nothing(tmp_path):
     series = [_gpu(xid.METRIC, "GPU-a", "vcluster-alpha", "0x20"), *_counted("GPU-a", "vcluster-alpha", {}, "0x20")]
     run_promtool(tmp_path, [{"interval": "1m", "input_series": series, "alert_rule_test": [
         {"alertname": alert, "eval_time": f"{minute}m", "exp_alerts": []}
-        for alert in ("GpuTenancyGpuXidError", "GpuTenancyGpuXidNonFatal") for minute in (1, 10, 19)]}])
+        for alert in ("GpuTenancyGpuXidError", "GpuTenancyGpuXidNonFatal", "GpuTenancyTeamGpuFailed")
+        for minute in (1, 10, 19)]}])
+
+
+@needs_promtool
+@pytest.mark.parametrize("code", TENANT_FAULTS)
+def test_a_tenant_faulting_its_own_gpu_is_never_told_its_gpu_failed(tmp_path, code):
+    """A tenant's own fault (counted or last code) does not make its team, or a team sharing the GPU, think the
+    card failed; the card failing with 79 right after on the same GPU does, for the team on it only."""
+    series = [_gpu(xid.METRIC, "GPU-a", "vcluster-alpha", f"0x5 {code}x20 79x20"),
+              *_counted("GPU-a", "vcluster-alpha", {code: "_x5 1x4 stale", 79: "_x25 1x4 stale"},
+                        "0x4 stale _x20 0x10"),
+              _gpu(xid.METRIC, "GPU-g", "vcluster-gamma", "0x50")]
+    run_promtool(tmp_path, [{"interval": "1m", "input_series": series, "alert_rule_test": [
+        {"alertname": "GpuTenancyTeamGpuFailed", "eval_time": "8m", "exp_alerts": []},
+        {"alertname": "GpuTenancyTeamGpuFailed", "eval_time": "27m", "exp_alerts": [
+            {"exp_labels": {"severity": "warning", **_gpu_labels("GPU-a"), "team": "alpha"}}]},
+    ]}])
 
 
 @needs_promtool
@@ -209,6 +226,11 @@ def test_a_fault_on_a_shared_gpu_is_told_to_every_team_on_it_and_pages_nobody(tm
         {"alertname": "GpuTenancyGpuXidError", "eval_time": "35m", "exp_alerts": [
             {"exp_labels": {"severity": "critical", **shared, "namespace": "kai-resource-reservation",
                             "pod": "gpu-reservation-node-GPU-s", "container": "main"}}]},
+        # The card failing is told to both teams sharing it, as a warning of their own; a tenant's own fault
+        # before it was not a failure of the GPU.
+        {"alertname": "GpuTenancyTeamGpuFailed", "eval_time": "15m", "exp_alerts": []},
+        {"alertname": "GpuTenancyTeamGpuFailed", "eval_time": "35m", "exp_alerts": [
+            {"exp_labels": {"severity": "warning", **shared, "team": team}} for team in ("alpha", "beta")]},
     ]}])
 
 
@@ -236,3 +258,5 @@ def test_the_severities_the_receivers_filter_on():
                 for rule in group["rules"] if "alert" in rule}
     assert severity["GpuTenancyGpuXidError"] == "critical"
     assert severity["GpuTenancyGpuXidNonFatal"] == "info"
+    # A team's pager (least severity critical by default) is not woken for the platform's hardware failure.
+    assert severity["GpuTenancyTeamGpuFailed"] == "warning"
