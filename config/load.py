@@ -256,10 +256,10 @@ def _notes(platform: Platform) -> list[str]:
 
 def _site_pids_note(limit: int) -> str:
     """A kubeconfig host's nodes are the site's: the program cannot limit their pods' processes."""
-    return (f"cluster.kind is kubeconfig, so this stack does not set the nodes' per-pod process limit: set the kubelet's "
-            f"podPidsLimit: {limit} (KubeletConfiguration; the flag --pod-max-pids={limit}) on every node tenant pods "
-            "run on (cluster.podPidsLimit). Without it one team's pod can use up a node's process IDs and stop the "
-            "other teams' pods there from starting processes; a kubelet's running value shows in "
+    return (f"cluster.kind is kubeconfig, so this stack does not set the nodes' per-pod process limit: set the "
+            f"kubelet's podPidsLimit: {limit} (KubeletConfiguration; the flag --pod-max-pids={limit}) on every node "
+            "tenant pods run on (cluster.podPidsLimit). Without it one team's pod can use up a node's process IDs and "
+            "stop the other teams' pods there from starting processes; a kubelet's running value shows in "
             "`kubectl get --raw /api/v1/nodes/NODE/proxy/configz`.")
 
 

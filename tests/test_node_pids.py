@@ -384,7 +384,8 @@ EKS_AMI_TAG = "v20260724"
 def test_nodeadm_reads_the_user_datas_nodeconfig_parts_and_merges_them_in_order():
     tag = mirrored_tag(EKS_AMI, EKS_AMI_TAG)
     core = git(EKS_AMI, "show", f"{tag}:nodeadm/api/core.go")
-    assert re.search(r'GroupName\s*=\s*"node\.eks\.aws"', core) and re.search(r'KindNodeConfig\s*=\s*"NodeConfig"', core)
+    assert re.search(r'GroupName\s*=\s*"node\.eks\.aws"', core)
+    assert re.search(r'KindNodeConfig\s*=\s*"NodeConfig"', core)
     version = git(EKS_AMI, "show", f"{tag}:nodeadm/api/v1alpha1/groupversion_info.go")
     assert 'Version: "v1alpha1"' in version and NODECONFIG_API_VERSION == "node.eks.aws/v1alpha1"
     userdata = git(EKS_AMI, "show", f"{tag}:nodeadm/internal/configprovider/userdata.go")
