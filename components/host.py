@@ -23,6 +23,7 @@ from pulumi_command import local, remote
 from components.eks_network import EksNetwork, EksNetworkArgs
 from components.eks_teardown import tenant_teardown
 from components.gpu_operator import ADDON_CLUSTER_POLICY
+from components.node_pids import eks_node_user_data, remove_kubelet_pids_command, set_kubelet_pids_command
 from config.hosts import (
     CLUSTER_DNS_SERVICE, DEFAULT_STORAGE_CLASS_ANNOTATION, EKS_TAINT_EFFECTS, SYSTEM_POOL, host_profile,
 )
@@ -78,9 +79,10 @@ class HostCluster(pulumi.ComponentResource):
         # What the cluster must have before any Kubernetes object is created through the provider.
         host_ready: list[pulumi.Resource] = []
         if cluster.microk8s is not None:
-            kubeconfig = self._microk8s(name, cluster.microk8s, args.ssh_private_key)
+            kubeconfig = self._microk8s(name, cluster.microk8s, cluster.pod_pids_limit, args.ssh_private_key)
         elif cluster.eks is not None:
-            kubeconfig, host_ready = self._eks(name, cluster.eks, self.profile, args.profile_keys)
+            kubeconfig, host_ready = self._eks(name, cluster.eks, self.profile, args.profile_keys,
+                                               cluster.pod_pids_limit)
         else:
             assert cluster.kubeconfig is not None and args.kubeconfig is not None
             kubeconfig = pulumi.Output.secret(args.kubeconfig)
@@ -101,11 +103,13 @@ class HostCluster(pulumi.ComponentResource):
         self.cluster_dns = dns.spec.apply(lambda spec: spec.cluster_ip)
         self.register_outputs({"kind": cluster.kind, "kubeconfig": self.kubeconfig, "nodeGroups": self.node_groups,
                                "storageClass": self.profile.storage_class,
-                               "kubernetesVersion": cluster.kubernetes_version})
+                               "kubernetesVersion": cluster.kubernetes_version,
+                               "podPidsLimit": cluster.pod_pids_limit})
 
     # --- MicroK8s -----------------------------------------------------------------------------
 
-    def _microk8s(self, name: str, host: MicroK8sHost, ssh_private_key: Optional[pulumi.Input[str]]):
+    def _microk8s(self, name: str, host: MicroK8sHost, pod_pids_limit: int,
+                  ssh_private_key: Optional[pulumi.Input[str]]):
         sudo = "sudo " if host.use_sudo else ""
         connection = None
         if host.remote:
@@ -125,8 +129,12 @@ class HostCluster(pulumi.ComponentResource):
         hold = run("hold-refresh", f"{sudo}snap refresh --hold microk8s",
                    delete=f"{sudo}snap refresh --unhold microk8s")
         ready = f"{sudo}microk8s status --wait-ready --timeout 600 >/dev/null"
+        # Before any addon, so the pods they start get the limit too. A changed limit changes `create`, which
+        # pulumi-command runs again as an update (no delete in between); destroy takes the flag out again.
+        pids = run("pod-pids-limit", set_kubelet_pids_command(sudo, pod_pids_limit, ready),
+                   delete=remove_kubelet_pids_command(sudo, ready), after=[hold])
         # Addons are left enabled on destroy: storage and DNS may serve more than this platform.
-        dns = run("enable-dns", f"{ready} && {sudo}microk8s enable dns", after=[hold])
+        dns = run("enable-dns", f"{ready} && {sudo}microk8s enable dns", after=[pids])
         storage = run("enable-hostpath-storage", f"{ready} && {sudo}microk8s enable hostpath-storage", after=[dns])
         steps = [storage]
         if host.enable_nvidia_addon:
@@ -141,7 +149,8 @@ class HostCluster(pulumi.ComponentResource):
 
     # --- EKS ----------------------------------------------------------------------------------
 
-    def _eks(self, name: str, host: EksHost, profile: HostProfile, profile_keys: dict[str, str]):
+    def _eks(self, name: str, host: EksHost, profile: HostProfile, profile_keys: dict[str, str],
+             pod_pids_limit: int):
         # An explicit AWS provider: cluster.eks.region decides, not the operator's ambient profile.
         aws_provider = aws.Provider(f"{name}-aws", region=host.region, opts=pulumi.ResourceOptions(parent=self))
         child = pulumi.ResourceOptions(parent=self, providers=[aws_provider])
@@ -188,7 +197,7 @@ class HostCluster(pulumi.ComponentResource):
             labels = dict(pool.labels)
             if sharing_profiles.get(pool.name) is not None:
                 labels[NODE_PROFILE_LABEL] = profile_keys[sharing_profiles[pool.name]]
-            template = _node_launch_template(f"{resource}-template", disk_size, child)
+            template = _node_launch_template(f"{resource}-template", disk_size, pod_pids_limit, child)
             node_groups.append(eks.ManagedNodeGroup(
                 resource,
                 cluster=cluster,
@@ -275,16 +284,20 @@ def _service_role(name: str, service: str, opts: pulumi.ResourceOptions) -> aws.
     }), opts=opts)
 
 
-def _node_launch_template(name: str, disk_size: int, opts: pulumi.ResourceOptions) -> aws.ec2.LaunchTemplate:
+def _node_launch_template(name: str, disk_size: int, pod_pids_limit: int,
+                          opts: pulumi.ResourceOptions) -> aws.ec2.LaunchTemplate:
     """Node settings EKS' default launch template does not offer.
 
     Instance metadata needs IMDSv2 tokens and answers one network hop only: host-network
     agents (VPC CNI, EBS CSI node) still reach it, tenant pods (one hop further, behind the
     pod network) do not, so they cannot borrow the node role's credentials. A launch template
-    excludes EKS' diskSize, so the root volume is sized here.
+    excludes EKS' diskSize, so the root volume is sized here. The user data limits each pod's
+    processes (components/node_pids.py); a change makes a new template version, and EKS
+    replaces the group's nodes with ones started from it.
     """
     return aws.ec2.LaunchTemplate(
         name,
+        user_data=eks_node_user_data(pod_pids_limit),
         metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
             http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1),
         block_device_mappings=[aws.ec2.LaunchTemplateBlockDeviceMappingArgs(

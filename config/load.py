@@ -242,6 +242,8 @@ def _notes(platform: Platform) -> list[str]:
     """Information for the reviewer: not wrong, but maybe not what was meant."""
     notes = _time_sliced_accounting_notes(platform) + unlisted_registries_notes(
         platform.teams[0].vcluster.allowed_registries)  # a stack-only key: every team has the stack's list
+    if platform.cluster.kubeconfig is not None:
+        notes.append(_site_pids_note(platform.cluster.pod_pids_limit))
     capacity = known_gpu_capacity(platform.cluster)
     guaranteed = sum(max(team.resources.gpu.quota, 0) for team in platform.teams)
     if capacity and all(team.resources.gpu.quota != -1 for team in platform.teams) \
@@ -250,6 +252,15 @@ def _notes(platform: Platform) -> list[str]:
                      f"quotas add up to {guaranteed:g}): teams only get them over quota, by priority and "
                      "overQuotaWeight.")
     return notes
+
+
+def _site_pids_note(limit: int) -> str:
+    """A kubeconfig host's nodes are the site's: the program cannot limit their pods' processes."""
+    return (f"cluster.kind is kubeconfig, so this stack does not set the nodes' per-pod process limit: set the "
+            f"kubelet's podPidsLimit: {limit} (KubeletConfiguration; the flag --pod-max-pids={limit}) on every node "
+            "tenant pods run on (cluster.podPidsLimit). Without it one team's pod can use up a node's process IDs and "
+            "stop the other teams' pods there from starting processes; a kubelet's running value shows in "
+            "`kubectl get --raw /api/v1/nodes/NODE/proxy/configz`.")
 
 
 def _time_sliced(platform: Platform) -> list[tuple[str, Optional[str]]]:

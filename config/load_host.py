@@ -15,6 +15,7 @@ from config.key_types import Boolean, Check, Integer, StringList, StringMap, Tex
 from config.keys import REQUIRED, Block, Condition, Derived, Key, ListOf
 from config.load_operators import GPU_OPERATOR_FLOOR_REASON
 from config.model import (
+    DEFAULT_POD_PIDS_LIMIT,
     CiSettings,
     Cluster,
     EksHost,
@@ -204,6 +205,12 @@ KUBECONFIG = Block(title="an existing cluster", intro="The `kubeconfig` secret i
                 "`vcluster.networkPolicy` on, tenant control planes get an egress rule for it."),
 ))
 
+# Fewer processes and threads than this and honest pods fail: one PyTorch rank with NCCL already starts hundreds of
+# threads, and the platform's own pods (DNS, vCluster control planes, the GPU Operator's agents) share the limit.
+POD_PIDS_FLOOR = 1024
+# The kernel's largest pid_max on 64-bit machines (PID_MAX_LIMIT, 2^22): a per-pod limit above it limits nothing.
+KERNEL_PID_MAX_LIMIT = 4194304
+
 CLUSTER = Block(title="the host", conditions=(
     *(Condition("kind", (kind,), "is settings for kind {name}, but cluster.kind is {value}",
                 "remove cluster.{name} or set cluster.kind to {name}",
@@ -219,6 +226,24 @@ CLUSTER = Block(title="the host", conditions=(
     Key("microk8s", MICROK8S, {}, "Settings of a `microk8s` host."),
     Key("eks", EKS, {}, "Settings of an `eks` host: `region` and `gpuNodeGroups` are required."),
     Key("kubeconfig", KUBECONFIG, {}, "Settings of a `kubeconfig` host."),
+    Key("podPidsLimit", Integer(POD_PIDS_FLOOR, KERNEL_PID_MAX_LIMIT), DEFAULT_POD_PIDS_LIMIT,
+        "Most processes and threads one pod may run at once on a node (the kubelet's `podPidsLimit`).",
+        example="32768",
+        details="Every pod of a node takes its processes and threads from one kernel table (`pid_max`, "
+                "`threads-max`), and the kubelet limits a pod only when this is set (its default is no limit, with "
+                "no PID eviction threshold either): without it, a fork bomb or a thread leak in one team's pod "
+                "leaves every other team's pods on that node, and the kubelet, containerd and the NVIDIA stack, "
+                f"unable to start a process or thread. {DEFAULT_POD_PIDS_LIMIT} leaves room for an 8-GPU training "
+                "pod whose ranks each run a PyTorch DataLoader with a dozen workers plus NCCL and OpenMP thread pools "
+                "sized to the node's cores; a pod that reaches the limit gets `fork`/`pthread_create` errors (EAGAIN) "
+                "and no other pod notices. On `microk8s` the program writes `--pod-max-pids` into the snap's kubelet "
+                "arguments and restarts kubelite; on `eks` every node group's launch template carries it as a nodeadm "
+                "`NodeConfig`, so changing it rolls every node group's nodes. Either way, pods keep the limit their "
+                "node had when they started. On `kubeconfig` the program does not own the nodes: the plan's notes "
+                "ask you to set it on their kubelets. See [Node pressure](security-model.md#node-pressure).",
+        fix=f"set it to a whole number between {POD_PIDS_FLOOR} (fewer and honest training pods, and the "
+            f"platform's own, fail to start threads) and {KERNEL_PID_MAX_LIMIT} (the kernel's largest pid_max: a "
+            "higher limit limits nothing)"),
 ))
 
 CI = Block(title="where CI reaches the site", keys=(
@@ -233,13 +258,14 @@ CI = Block(title="where CI reaches the site", keys=(
 
 def read_cluster(section: Section, secrets: Secrets) -> Optional[Cluster]:
     kind = section.read("kind")
+    pids = section.read("podPidsLimit")
     if kind == "microk8s":
-        return Cluster(kind, microk8s=_microk8s(section.child("microk8s"), secrets))
+        return Cluster(kind, microk8s=_microk8s(section.child("microk8s"), secrets), pod_pids_limit=pids)
     if kind == "eks":
-        return Cluster(kind, eks=_eks(section.child("eks")))
+        return Cluster(kind, eks=_eks(section.child("eks")), pod_pids_limit=pids)
     if kind == "kubeconfig":
         secrets.require("kubeconfig", "cluster.kind is kubeconfig but no kubeconfig is set")
-        return Cluster(kind, kubeconfig=_kubeconfig(section.child("kubeconfig")))
+        return Cluster(kind, kubeconfig=_kubeconfig(section.child("kubeconfig")), pod_pids_limit=pids)
     return None
 
 

@@ -17,6 +17,9 @@ from config.vocabulary import KAI_NAMESPACE
 
 # Resource units follow KAI's Queue spec: gpu = devices, cpu = millicores, memory = MB.
 UNLIMITED = -1
+# Processes and threads one pod may hold on a node the program builds (cluster.podPidsLimit, whose declaration in
+# config/load_host.py says why this much).
+DEFAULT_POD_PIDS_LIMIT = 16384
 
 
 @dataclass(frozen=True)
@@ -232,6 +235,8 @@ class Cluster:
     microk8s: Optional[MicroK8sHost] = None
     eks: Optional[EksHost] = None
     kubeconfig: Optional[KubeconfigHost] = None
+    # The kubelet's podPidsLimit: set on the nodes of a microk8s or eks host, the site's to set on a kubeconfig one.
+    pod_pids_limit: int = DEFAULT_POD_PIDS_LIMIT
 
     @property
     def kubernetes_version(self) -> str:

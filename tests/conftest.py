@@ -84,6 +84,8 @@ MIRRORED_TAGS = {
     # The containerd each MicroK8s track bundles, and how that containerd mounts an image volume
     # (config/image_volumes.py).
     "canonical/microk8s": ("v1.35", "v1.36"),
+    # How AL2023 EKS nodes read the kubelet settings of a launch template's user data (tests/test_node_pids.py).
+    "awslabs/amazon-eks-ami": ("v20260724",),
     "containerd/containerd": ("v2.1.3", "v2.2.3"),
     # How the API server reads a quantity (config/key_types.py QUANTITY), at the oldest and newest Kubernetes a
     # site may run.

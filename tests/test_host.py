@@ -30,8 +30,9 @@ def test_local_microk8s_runs_the_seed_steps_in_order_on_this_machine(dev_run):
     assert steps["enable-dns"].inputs["create"].endswith("sudo microk8s enable dns")
     assert steps["enable-hostpath-storage"].inputs["create"].endswith("sudo microk8s enable hostpath-storage")
     assert steps["read-kubeconfig"].inputs["create"] == "sudo microk8s config"
-    order = [("enable-dns", "hold-refresh"), ("enable-hostpath-storage", "enable-dns"),
-             ("read-kubeconfig", "enable-hostpath-storage")]
+    # The kubelet's per-pod process limit is set (and kubelite restarted) before any addon starts a pod.
+    order = [("pod-pids-limit", "hold-refresh"), ("enable-dns", "pod-pids-limit"),
+             ("enable-hostpath-storage", "enable-dns"), ("read-kubeconfig", "enable-hostpath-storage")]
     for step, before in order:
         assert steps[before].urn in steps[step].dependencies
     assert "enable-nvidia" not in steps, "the dev site's addon is already enabled"

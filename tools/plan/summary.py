@@ -35,6 +35,7 @@ def _host_section(index: PlanIndex) -> list[str]:
                 if resource["parent"] is None or index.under(resource, HOST_COMPONENT)]
     kind = index.registered(HOST_COMPONENT, "kind")
     lines.append(f"- Kind: **{kind or 'unknown: the plan has no host component'}**")
+    lines += _pids_lines(kind, index.registered(HOST_COMPONENT, "podPidsLimit"))
 
     if kind == "eks":
         for provider in index.of_type(AWS_PROVIDER):
@@ -105,6 +106,21 @@ def _host_section(index: PlanIndex) -> list[str]:
                          f"{code(provider['inputs'].get('kubeconfig', '—'))}"
                          + (f", context {code(context)}" if context else ""))
     return lines
+
+
+def _pids_lines(kind: Optional[str], limit: Any) -> list[str]:
+    """Where the kubelets' per-pod process limit comes from, and what changing it does."""
+    if limit is None:
+        return []
+    if kind == "eks":
+        return [f"- Per-pod process limit (kubelet `podPidsLimit`): **{fmt_num(limit)}**, in every node group's launch "
+                "template user data; a new value makes a new template version, which replaces the groups' nodes"]
+    if kind == "microk8s":
+        return [f"- Per-pod process limit (kubelet `--pod-max-pids`): **{fmt_num(limit)}**, in the snap's kubelet "
+                "arguments (step `host-pod-pids-limit`); a new value restarts kubelite, and running pods keep the "
+                "limit they started with"]
+    return [f"- Per-pod process limit: **not set by this stack**: the site sets its kubelets' `podPidsLimit` "
+            f"(cluster.podPidsLimit: {fmt_num(limit)}; see Notes)"]
 
 
 def _network_lines(index: PlanIndex) -> list[str]:

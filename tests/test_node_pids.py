@@ -1,0 +1,437 @@
+"""One team's pods cannot use up a shared node's process IDs: every kubelet the program builds limits each pod's
+processes and threads (cluster.podPidsLimit; docs/security-model.md#node-pressure).
+
+The kubelet limits a pod only when ``podPidsLimit`` (flag ``--pod-max-pids``, kubernetes/kubernetes
+``cmd/kubelet/app/options/options.go`` ``AddKubeletConfigFlags``, read untagged) is set, and writes it as the pod
+cgroup's ``pids.max`` when it creates that cgroup (``pkg/kubelet/cm/pod_container_manager_linux.go``
+``EnsureExists``): pods started before a change keep what they had. What sets it on each host is tested here the
+way that host reads it: MicroK8s' args file with a real shell and GNU sed (only ``snap``, ``microk8s`` and ``sudo``
+are stand-ins) and kubelite's reading of the file; the EKS launch template's user data as nodeadm parses and merges
+it. The contract tests below read both from upstream at the mirrored tags.
+"""
+
+from __future__ import annotations
+
+import base64
+import email
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from components.node_pids import (
+    KUBELITE_SERVICE, MICROK8S_KUBELET_ARGS, NODECONFIG_API_VERSION, NODECONFIG_MEDIA_TYPE, eks_node_user_data,
+    remove_kubelet_pids_command, set_kubelet_pids_command,
+)
+from config import load_platform
+from config.model import DEFAULT_POD_PIDS_LIMIT
+from tests.config_spec import assert_rejected, dev_config as project_dev_config, eks_config as project_eks_config, put
+from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, git, mirrored_tag, run
+
+MICROK8S, EKS_AMI = "canonical/microk8s", "awslabs/amazon-eks-ami"
+READY = "sudo microk8s status --wait-ready --timeout 600 >/dev/null"
+# Shaped like the snap's default-args/kubelet (one flag per line, a quoted value, no process limit).
+SNAP_KUBELET_ARGS = """\
+--kubeconfig=${SNAP_DATA}/credentials/kubelet.config
+--root-dir=${SNAP_COMMON}/var/lib/kubelet
+--eviction-hard="memory.available<100Mi,nodefs.available<1Gi,imagefs.available<1Gi"
+--serialize-image-pulls=false
+"""
+
+
+# --- config ----------------------------------------------------------------------------------------------------
+
+
+def test_every_built_host_limits_pod_processes_by_default():
+    assert load_platform(project_dev_config()).cluster.pod_pids_limit == DEFAULT_POD_PIDS_LIMIT == 16384
+    assert load_platform(project_eks_config()).cluster.pod_pids_limit == 16384
+
+
+@pytest.mark.parametrize("value", [0, -1, 1023, 4194305, "16k", True])
+def test_a_limit_too_small_for_honest_pods_or_past_the_kernels_is_refused(value):
+    issue = assert_rejected(put(project_dev_config(), "cluster.podPidsLimit", value), "cluster.podPidsLimit", value,
+                            fix="between 1024")
+    assert "4194304" in issue.fix
+
+
+@pytest.mark.parametrize("value", [1024, 65536, 4194304])
+def test_a_limit_within_the_bounds_is_taken(value):
+    assert load_platform(put(project_eks_config(), "cluster.podPidsLimit", value)).cluster.pod_pids_limit == value
+
+
+# --- MicroK8s: the args file kubelite reads ----------------------------------------------------------------------
+
+
+def kubelite_args(text: str) -> list[str]:
+    """The arguments kubelite starts the kubelet with, read from an args file as its ReadArgsFromFile reads it."""
+    args = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        args += [os.path.expandvars(part) for part in line.replace('"', "").replace("'", "").split(" ")]
+    return args
+
+
+def pids_flags(text: str) -> list[str]:
+    args = kubelite_args(text)
+    found = []
+    for index, arg in enumerate(args):
+        if arg == "--pod-max-pids":
+            found.append(args[index + 1])
+        elif arg.startswith("--pod-max-pids="):
+            found.append(arg.split("=", 1)[1])
+    return found
+
+
+class Box:
+    """A scratch MicroK8s args file and PATH stand-ins for the snap's commands, which log their calls."""
+
+    def __init__(self, root: Path, text: str):
+        self.args = root / "args-kubelet"
+        self.args.write_text(text)
+        self.log = root / "calls"
+        self.log.write_text("")
+        bin_dir = root / "bin"
+        bin_dir.mkdir()
+        for name, body in (("snap", f'echo "snap $*" >> {self.log}'), ("microk8s", f'echo "microk8s $*" >> {self.log}'),
+                           ("sudo", 'exec "$@"')):
+            (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+            (bin_dir / name).chmod(0o755)
+        self.env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+    def run(self, command: str) -> subprocess.CompletedProcess:
+        self.log.write_text("")
+        return subprocess.run(["sh", "-c", command], env=self.env, capture_output=True, text=True, timeout=30)
+
+    def set(self, limit: int) -> subprocess.CompletedProcess:
+        return self.run(set_kubelet_pids_command("sudo ", limit, READY, str(self.args)))
+
+    def remove(self) -> subprocess.CompletedProcess:
+        return self.run(remove_kubelet_pids_command("sudo ", READY, str(self.args)))
+
+    @property
+    def restarts(self) -> int:
+        return self.log.read_text().splitlines().count(f"snap restart {KUBELITE_SERVICE}")
+
+    @property
+    def waited(self) -> bool:
+        return "microk8s status --wait-ready --timeout 600" in self.log.read_text()
+
+
+def test_setting_the_limit_adds_one_flag_restarts_kubelite_and_waits_for_the_cluster(tmp_path):
+    box = Box(tmp_path, SNAP_KUBELET_ARGS)
+    result = box.set(16384)
+    assert result.returncode == 0, result.stderr
+    assert pids_flags(box.args.read_text()) == ["16384"]
+    # The snap's own arguments are untouched and still read the same way.
+    assert kubelite_args(box.args.read_text())[:-1] == kubelite_args(SNAP_KUBELET_ARGS)
+    assert box.restarts == 1 and box.waited
+
+
+def test_running_the_step_again_changes_nothing_and_restarts_nothing(tmp_path):
+    box = Box(tmp_path, SNAP_KUBELET_ARGS)
+    box.set(16384)
+    after_first = box.args.read_text()
+    result = box.set(16384)
+    assert result.returncode == 0, result.stderr
+    assert box.args.read_text() == after_first
+    assert box.restarts == 0 and box.waited
+
+
+def test_a_changed_limit_replaces_the_old_one(tmp_path):
+    box = Box(tmp_path, SNAP_KUBELET_ARGS)
+    box.set(16384)
+    result = box.set(32768)
+    assert result.returncode == 0, result.stderr
+    assert pids_flags(box.args.read_text()) == ["32768"]
+    assert box.restarts == 1
+
+
+@pytest.mark.parametrize("existing", [
+    "--pod-max-pids 100\n",            # the value after a space: kubelite splits the line into flag and value
+    '  --pod-max-pids="100"\n',        # leading blanks and quotes: kubelite trims and drops them
+    "--pod-max-pids=100\n--pod-max-pids=200",  # twice, the last line without its newline
+    "--pod-max-pids=16384\n--pod-max-pids=-1\n",  # ours, then a later one that would win
+])
+def test_any_spelling_kubelite_would_read_is_replaced_by_exactly_one_line(tmp_path, existing):
+    box = Box(tmp_path, SNAP_KUBELET_ARGS + existing)
+    assert pids_flags(box.args.read_text()), "the case must hold a flag kubelite reads"
+    result = box.set(16384)
+    assert result.returncode == 0, result.stderr
+    assert pids_flags(box.args.read_text()) == ["16384"]
+    assert box.args.read_text() == SNAP_KUBELET_ARGS + "--pod-max-pids=16384\n"
+    assert box.restarts == 1
+
+
+def test_a_commented_flag_is_left_alone(tmp_path):
+    box = Box(tmp_path, SNAP_KUBELET_ARGS + "# --pod-max-pids=100\n")
+    box.set(16384)
+    assert "# --pod-max-pids=100\n" in box.args.read_text()
+    assert pids_flags(box.args.read_text()) == ["16384"]
+
+
+def test_removing_the_step_restores_the_snaps_file_and_a_second_removal_does_nothing(tmp_path):
+    box = Box(tmp_path, SNAP_KUBELET_ARGS)
+    box.set(16384)
+    result = box.remove()
+    assert result.returncode == 0, result.stderr
+    assert box.args.read_text() == SNAP_KUBELET_ARGS
+    assert box.restarts == 1 and box.waited
+    result = box.remove()
+    assert result.returncode == 0 and box.restarts == 0 and not box.waited
+
+
+def test_removing_the_step_after_microk8s_is_gone_succeeds(tmp_path):
+    box = Box(tmp_path, SNAP_KUBELET_ARGS)
+    box.args.unlink()
+    result = box.remove()
+    assert result.returncode == 0, result.stderr
+    assert box.restarts == 0
+
+
+def test_a_missing_args_file_fails_clearly_without_restarting_anything(tmp_path):
+    box = Box(tmp_path, "")
+    result = box.set(16384)
+    assert result.returncode == 1
+    assert "is missing or empty" in result.stderr and "snap list microk8s" in result.stderr
+    assert box.restarts == 0 and not box.waited
+
+
+def host_steps(program) -> dict:
+    return {r.name.removeprefix("host-"): r for r in program.resources if r.type.startswith("command:")}
+
+
+def test_the_microk8s_step_sets_the_configured_limit_before_any_addon(dev_run):
+    steps = host_steps(dev_run)
+    step = steps["pod-pids-limit"]
+    assert step.inputs["create"] == set_kubelet_pids_command("sudo ", 16384, READY)
+    assert step.inputs["delete"] == remove_kubelet_pids_command("sudo ", READY)
+    assert f"test -s {MICROK8S_KUBELET_ARGS}" in step.inputs["create"]
+    assert steps["hold-refresh"].urn in step.dependencies
+    assert step.urn in steps["enable-dns"].dependencies
+
+
+def test_a_changed_limit_changes_only_the_create_command_so_pulumi_updates_the_step_in_place():
+    """pulumi-command 1.2.1 replaces a Command only when ``triggers`` change (``common/inputs.go``); a new ``create``
+    is an update that runs the new ``create`` and no ``delete``, so the flag is never removed in between."""
+    config = dev_config()
+    config["gpu-tenancy:cluster"]["podPidsLimit"] = 65536
+    changed = host_steps(run(config))["pod-pids-limit"]
+    default = set_kubelet_pids_command("sudo ", 16384, READY)
+    assert changed.inputs["create"] == default.replace("16384", "65536")
+    assert changed.inputs["delete"] == remove_kubelet_pids_command("sudo ", READY)
+    assert "triggers" not in changed.inputs and "update" not in changed.inputs
+
+
+# --- EKS: the launch template's user data, as nodeadm reads it ----------------------------------------------------
+
+
+def node_configs(user_data: str) -> list[dict]:
+    """The NodeConfig documents nodeadm finds in a launch template's user data (the instance sees it decoded): the
+    parts of a multipart MIME message whose media type is nodeadm's, in order."""
+    message = email.message_from_bytes(base64.b64decode(user_data, validate=True))
+    assert message.is_multipart() and message.get_content_type() == "multipart/mixed", \
+        "EKS merges a launch template's user data with its own only in MIME multipart form"
+    configs = []
+    for part in message.get_payload():
+        if part.get_content_type() == NODECONFIG_MEDIA_TYPE:
+            documents = [document for document in yaml.safe_load_all(part.get_payload()) if document is not None]
+            assert len(documents) == 1
+            configs.append(documents[0])
+    return configs
+
+
+def merged(configs: list[dict]) -> dict:
+    """nodeadm's merge: later parts win field by field, ``kubelet.config`` merges key by key, kubelet flags add up."""
+    def merge(into: dict, other: dict, path: tuple[str, ...] = ()) -> dict:
+        for key, value in other.items():
+            if path + (key,) == ("spec", "kubelet", "flags"):
+                into[key] = list(into.get(key) or []) + list(value)
+            elif isinstance(value, dict) and isinstance(into.get(key), dict):
+                merge(into[key], value, path + (key,))
+            elif value not in (None, "", [], {}):
+                into[key] = value
+        return into
+    result: dict = {}
+    for config in configs:
+        merge(result, config)
+    return result
+
+
+# What a managed node group of an EKS AMI type appends after the launch template's parts.
+EKS_OWN_PART = """\
+--{boundary}
+Content-Type: application/node.eks.aws
+
+---
+apiVersion: node.eks.aws/v1alpha1
+kind: NodeConfig
+spec:
+  cluster: {{name: vcluster-gpu, apiServerEndpoint: "https://example.eks.amazonaws.com",
+            certificateAuthority: Y2E=, cidr: 172.20.0.0/16}}
+  kubelet:
+    config: {{maxPods: 29, clusterDNS: [172.20.0.10]}}
+    flags: ["--node-labels=eks.amazonaws.com/nodegroup=gpu"]
+
+--{boundary}--
+"""
+
+
+def with_eks_part(user_data: str) -> str:
+    text = base64.b64decode(user_data).decode()
+    boundary = re.search(r'boundary="([^"]+)"', text).group(1)
+    closing = f"--{boundary}--\n"
+    assert text.endswith(closing)
+    return base64.b64encode((text[:-len(closing)] + EKS_OWN_PART.format(boundary=boundary)).encode()).decode()
+
+
+def test_every_eks_node_group_template_limits_pod_processes_in_a_nodeconfig(eks_run):
+    templates = [r for r in eks_run.resources if r.type == "aws:ec2/launchTemplate:LaunchTemplate"]
+    assert len(templates) == 2  # the system pool and the GPU pool: tenants' DNS runs on GPU nodes, KAI on system
+    for template in templates:
+        configs = node_configs(template.inputs["userData"])
+        assert [(c["apiVersion"], c["kind"]) for c in configs] == [(NODECONFIG_API_VERSION, "NodeConfig")]
+        assert configs[0]["spec"] == {"kubelet": {"config": {"podPidsLimit": 16384}}}
+
+
+def test_the_limit_survives_the_merge_with_the_node_groups_own_nodeconfig():
+    final = merged(node_configs(with_eks_part(eks_node_user_data(32768))))
+    assert final["spec"]["kubelet"]["config"] == {"podPidsLimit": 32768, "maxPods": 29, "clusterDNS": ["172.20.0.10"]}
+    assert final["spec"]["cluster"]["name"] == "vcluster-gpu"
+
+
+def test_a_changed_limit_changes_every_template_so_eks_rolls_the_nodes():
+    config = eks_config()
+    config["gpu-tenancy:cluster"]["podPidsLimit"] = 8192
+    templates = [r for r in run(config).resources if r.type == "aws:ec2/launchTemplate:LaunchTemplate"]
+    assert templates
+    for template in templates:
+        assert node_configs(template.inputs["userData"])[0]["spec"]["kubelet"]["config"]["podPidsLimit"] == 8192
+
+
+# --- an existing cluster: the nodes are the site's ---------------------------------------------------------------
+
+
+def test_an_existing_cluster_is_told_to_set_the_limit_on_its_kubelets():
+    config = put(put(project_dev_config(), "cluster", {"kind": "kubeconfig", "podPidsLimit": 20000}),
+                 "gpuOperator.mode", "install")
+    notes = load_platform(config, secrets_set={"kubeconfig"}).notes
+    note = next(note for note in notes if "podPidsLimit" in note)
+    assert "podPidsLimit: 20000" in note and "--pod-max-pids=20000" in note
+    assert "does not set" in note
+    # The built hosts get no such note: the program sets the limit there.
+    assert not any("podPidsLimit" in note for note in load_platform(project_dev_config()).notes)
+
+
+# --- contracts: the upstream readers at the mirrored tags ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[MICROK8S])
+def test_microk8s_reads_the_kubelets_flags_from_the_file_the_step_edits(tag):
+    tag = mirrored_tag(MICROK8S, tag)
+    kubelite = git(MICROK8S, "show", f"{tag}:microk8s-resources/default-args/kubelite")
+    # The step edits $SNAP_DATA/args/kubelet, SNAP_DATA being /var/snap/microk8s/current for the microk8s snap.
+    assert "--kubelet-args-file=$SNAP_DATA/args/kubelet" in kubelite.splitlines()
+    assert MICROK8S_KUBELET_ARGS.endswith("/current/args/kubelet")
+    patches = git(MICROK8S, "ls-tree", "-r", "--name-only", tag, "build-scripts/components/kubernetes/patches")
+    patch_path = sorted(p for p in patches.split() if p.endswith("Kubelite-integration.patch"))[-1]
+    patch = git(MICROK8S, "show", f"{tag}:{patch_path}")
+    reader = patch[patch.index("func ReadArgsFromFile("):]
+    reader = reader[:reader.index("\n+}\n")]
+    # The reading kubelite_args() above does: trimmed lines, '#' lines skipped, quotes dropped, split at spaces.
+    for shape in ("strings.TrimSpace(line)", 'strings.HasPrefix(line, "#")', "\"\\\"'\"",
+                  'strings.Split(line, " ")', "os.ExpandEnv(part)"):
+        assert shape in reader, shape
+    assert "kubeletArgs := options.ReadArgsFromFile(opts.KubeletArgsFile)" in patch  # once, when kubelite starts
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[MICROK8S])
+def test_the_snaps_own_kubelet_args_set_no_limit_and_the_step_round_trips_them(tag, tmp_path):
+    tag = mirrored_tag(MICROK8S, tag)
+    default = git(MICROK8S, "show", f"{tag}:microk8s-resources/default-args/kubelet")
+    assert pids_flags(default) == [], "the snap now sets a limit of its own: say so in cluster.podPidsLimit"
+    box = Box(tmp_path, default)
+    assert box.set(16384).returncode == 0
+    assert pids_flags(box.args.read_text()) == ["16384"]
+    assert kubelite_args(box.args.read_text())[:-1] == kubelite_args(default)
+    assert box.remove().returncode == 0
+    assert box.args.read_text() == default
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[MICROK8S])
+def test_microk8s_keeps_the_flag_across_its_own_argument_clean_up_and_restarts_the_kubelet_as_kubelite(tag):
+    tag = mirrored_tag(MICROK8S, tag)
+    utils = git(MICROK8S, "show", f"{tag}:microk8s-resources/actions/common/utils.sh")
+    sanitise = utils[utils.index("sanitise_args_kubelet() {"):]
+    sanitise = sanitise[:sanitise.index("\n}\n")]
+    removed = re.findall(r'^\s*"([a-z0-9-]+)"', sanitise, re.MULTILINE)
+    assert "docker-endpoint" in removed and "pod-max-pids" not in removed
+    restart = utils[utils.index("restart_service() {"):]
+    restart = restart[:restart.index("\n}\n")]
+    assert '"$1" == "kubelet"' in restart and f'restart "{KUBELITE_SERVICE}"' in restart
+    # Starting kubelite and configuring the snap edit the kubelet's file in place, never copy the default over it.
+    configure = git(MICROK8S, "show", f"{tag}:snap/hooks/configure")
+    assert not re.search(r"cp \S*default-args/kubelet\s", configure)
+
+
+EKS_AMI_TAG = "v20260724"
+
+
+def test_nodeadm_reads_the_user_datas_nodeconfig_parts_and_merges_them_in_order():
+    tag = mirrored_tag(EKS_AMI, EKS_AMI_TAG)
+    core = git(EKS_AMI, "show", f"{tag}:nodeadm/api/core.go")
+    assert re.search(r'GroupName\s*=\s*"node\.eks\.aws"', core)
+    assert re.search(r'KindNodeConfig\s*=\s*"NodeConfig"', core)
+    version = git(EKS_AMI, "show", f"{tag}:nodeadm/api/v1alpha1/groupversion_info.go")
+    assert 'Version: "v1alpha1"' in version and NODECONFIG_API_VERSION == "node.eks.aws/v1alpha1"
+    userdata = git(EKS_AMI, "show", f"{tag}:nodeadm/internal/configprovider/userdata.go")
+    assert 'nodeConfigMediaType        = "application/" + api.GroupName' in userdata
+    assert 'multipartContentTypePrefix = "multipart/"' in userdata
+    mime = git(EKS_AMI, "show", f"{tag}:nodeadm/internal/configprovider/mime.go")
+    assert "if mediaType == nodeConfigMediaType {" in mime
+    assert "return internalapi.MergeNodeConfigs(nodeConfigs)" in mime
+    merge = git(EKS_AMI, "show", f"{tag}:nodeadm/internal/api/merge.go")
+    assert "mergo.WithOverride" in merge and "case reflect.TypeOf(InlineDocument{}):" in merge
+    assert "dst.Set(reflect.AppendSlice(dst, src))" in merge  # kubelet flags add up, as merged() does
+
+
+def crd_schema() -> dict:
+    tag = mirrored_tag(EKS_AMI, EKS_AMI_TAG)
+    crd = yaml.safe_load(git(EKS_AMI, "show", f"{tag}:nodeadm/crds/node.eks.aws_nodeconfigs.yaml"))
+    return next(v["schema"]["openAPIV3Schema"] for v in crd["spec"]["versions"] if v["name"] == "v1alpha1")
+
+
+def unknown_fields(document, schema: dict, path: str = "") -> list[str]:
+    """Fields of ``document`` the schema does not declare: nodeadm's decoder drops them without a word."""
+    if not isinstance(document, dict) or schema.get("x-kubernetes-preserve-unknown-fields"):
+        return []
+    properties = schema.get("properties") or {}
+    found = []
+    for key, value in document.items():
+        if key in properties:
+            found += unknown_fields(value, properties[key], f"{path}.{key}")
+        elif isinstance(schema.get("additionalProperties"), dict):
+            found += unknown_fields(value, schema["additionalProperties"], f"{path}.{key}")
+        else:
+            found.append(f"{path}.{key}")
+    return found
+
+
+def test_the_nodeconfig_uses_only_fields_nodeadm_declares_and_its_kubelet_drop_in_carries_the_limit():
+    schema = crd_schema()
+    document = node_configs(eks_node_user_data(16384))[0]
+    assert unknown_fields(document, schema) == []
+    assert unknown_fields({"spec": {"kubelet": {"confg": {}}}}, schema) == [".spec.kubelet.confg"]  # a typo is seen
+    tag = mirrored_tag(EKS_AMI, EKS_AMI_TAG)
+    kubelet = git(EKS_AMI, "show", f"{tag}:nodeadm/internal/kubelet/config.go")
+    write = kubelet[kubelet.index("func (k *kubelet) writeKubeletConfig("):]
+    write = write[:write.index("\n}\n")]
+    assert "len(cfg.Spec.Kubelet.Config) > 0" in write and "kubeletConfigDir" in write
+    # nodeadm's own kubelet configuration sets no process limit: without ours there is none.
+    assert "PidsLimit" not in kubelet
+    types = git(EKS_AMI, "show", f"{tag}:nodeadm/vendor/k8s.io/kubelet/config/v1beta1/types.go")
+    assert re.search(r'PodPidsLimit \*int64 `json:"podPidsLimit,omitempty"`', types)
