@@ -190,9 +190,12 @@ CLASSIFIED: tuple[Values, ...] = (
             "role.extraRules role.overwriteRules clusterRole.extraRules clusterRole.overwriteRules "
             "enableVolumeSnapshotRules.enabled"),
     _values(REFUSED, "the host policies were checked against the syncer's roles as the chart renders them "
-                     "(tests/test_synced_kinds_contract.py): without the Role the syncer runs on rules nobody checked, "
-                     "and a forced ClusterRole grants cluster-wide reads the chart would not", "rbac",
-            "role.enabled clusterRole.enabled", keeps=(True, "auto")),
+                     "(tests/test_synced_kinds_contract.py): without the Role the syncer runs on rules nobody checked",
+            "rbac", "role.enabled", keeps=(True,)),
+    _values(REFUSED, "the chart decides from the syncs that are on whether the syncer needs a ClusterRole "
+                     "(chart/templates/_rbac.tpl vcluster.createClusterRole), and the host policies were checked "
+                     "against what it decides", "rbac", "clusterRole.enabled",
+            keeps=("auto",)),
     # --- exportKubeConfig -------------------------------------------------------------------------------------------
     _values(SITE, "how the tenant's own kubeconfig names its server and context (the program's access settings "
                   "render the server when they have one)", "exportKubeConfig", "context server insecure "
@@ -322,8 +325,9 @@ CLASSIFIED: tuple[Values, ...] = (
             "experimental.deploy.vcluster", "manifests", keeps=()),
     _values(SITE, "objects and Helm charts applied inside the virtual cluster, as the tenant's cluster-admin could "
                   "apply them", "experimental.deploy.vcluster", "manifestsTemplate helm"),
-    _values(REFUSED, "the syncer applies these objects in the host namespace with its own credentials "
-                     "(chart/templates/manifests.yaml), where the host policies judge them as a tenant's writes",
+    _values(REFUSED, "Helm creates these objects with the release, of any kind and in any host namespace they name, "
+                     "with the deployer's credentials (chart/templates/manifests.yaml): host objects past every check "
+                     "the program makes on what it deploys",
             "experimental.deploy.host", "manifests manifestsTemplate"),
     _values(REFUSED, "the chart grants the syncer writes on ServiceMonitors in the host namespace "
                      "(chart/templates/role.yaml), which the host's Prometheus would scrape on the tenant's word",
