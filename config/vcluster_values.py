@@ -200,10 +200,10 @@ CLASSIFIED: tuple[Values, ...] = (
     _values(SITE, "how the tenant's own kubeconfig names its server and context (the program's access settings "
                   "render the server when they have one)", "exportKubeConfig", "context server insecure "
                   "serviceAccount.name serviceAccount.namespace serviceAccount.clusterRole"),
-    _values(REFUSED, "the syncer would write the tenant's admin kubeconfig into the Secrets named here, in any host "
-                     "namespace (chart/templates/_exportKubeConfig.tpl, config/config.go GetAdditionalSecrets), and "
-                     "the program waits for and reads vc-<name> (components/tenant.py)",
-            "exportKubeConfig", "secret.name secret.namespace additionalSecrets"),
+    _values(OWN, "the program waits for the tenant's admin kubeconfig in vc-<name> and hands it out only as a secret "
+                 "output (components/tenant.py); the control plane would write a copy to each Secret named here, in "
+                 "any host namespace (pkg/setup/controllers.go, config/config.go GetAdditionalSecrets)",
+            "exportKubeConfig", "secret.name secret.namespace additionalSecrets", keeps=OFF),
     # --- controlPlane -----------------------------------------------------------------------------------------------
     _values(OWN, "the program renders the control plane's resources and volume claim class (`controlPlaneResources`, "
                  "the host kind); an override sizes the team's own control plane, which the namespace's quota and "
@@ -269,8 +269,9 @@ CLASSIFIED: tuple[Values, ...] = (
             "securityContext.* apiServer.command apiServer.enabled apiServer.extraArgs controllerManager.command "
             "controllerManager.enabled controllerManager.extraArgs"),
     _values(REFUSED, "a virtual scheduler binds tenant pods to nodes itself, so they reach the host with a nodeName "
-                     "and skip KAI and the team's queue, and the chart grants the syncer cluster-wide pod reads to "
-                     "account for other teams' pods (chart/templates/clusterrole.yaml)", "controlPlane",
+                     "and skip KAI and the team's queue, and the chart grants the syncer cluster-wide reads of the "
+                     "host's storage classes and CSI objects to schedule with (chart/templates/clusterrole.yaml)",
+            "controlPlane",
             "distro.k8s.scheduler.command distro.k8s.scheduler.enabled distro.k8s.scheduler.extraArgs "
             "advanced.virtualScheduler.enabled"),
     _values(SITE, "exposure of the control plane's API, which the program's access settings render and audit "
@@ -342,9 +343,11 @@ CLASSIFIED: tuple[Values, ...] = (
     _values(REFUSED, "plugins run as sidecars of the control plane with the syncer's credentials, and the chart adds "
                      "each plugin's own rules to the syncer's Role and ClusterRole (chart/templates/_rbac.tpl "
                      "vcluster.plugin.roleExtraRules), which no host policy was checked against", "", "plugin.* plugins.*"),
-    _values(REFUSED, "the chart grants the syncer reads on vCluster Platform objects (chart/templates/clusterrole.yaml) "
-                     "and a Role on the platform's API key Secret in any namespace (platform-rbac.yaml); " + PRO, "",
-            "pro platform.apiKey.createRBAC platform.apiKey.namespace platform.apiKey.secretName platform.project"),
+    _values(REFUSED, "the chart grants the syncer cluster-wide reads on vCluster Platform objects "
+                     "(chart/templates/clusterrole.yaml); " + PRO, "", "pro"),
+    _values(REFUSED, "connects the virtual cluster to a vCluster Platform, its API key Secret read from any host "
+                     "namespace (chart/templates/platform-rbac.yaml): " + PRO, "platform",
+            "apiKey.createRBAC apiKey.namespace apiKey.secretName project"),
     _values(REFUSED, "sleep mode, snapshots and automatic deletion: " + PRO, "",
             "sleep.* snapshots.* deletion.*"),
     _values(SITE, "telemetry, log format, the service CIDR vCluster assumes, and Helm's globals, which the chart "

@@ -38,7 +38,7 @@ ATTACKS = [
     ("sync.toHost.pods.hybridScheduling.enabled", True, "Pro"),
     ("sync.toHost.pods.patches", [{"path": "metadata.labels", "expression": "{}"}], "Pro"),
     ("sync.fromHost.customResources.secretstores\\.example\\.com.enabled", True, "Pro"),
-    ("experimental.nodeMonitors", True, "ServiceMonitors"),
+    ("experimental.nodeMonitors", [{"name": "gpu"}], "ServiceMonitors"),
     ("experimental.deploy.host.manifests", "kind: ClusterRoleBinding", "any host namespace"),
     ("experimental.proxy.customResources.widgets\\.example\\.com.enabled", True, "credentials"),
     ("experimental.syncSettings.setOwner", True, "leave its queue"),
@@ -49,7 +49,7 @@ ATTACKS = [
     ("privateNodes.enabled", True, "private nodes"),
     ("deploy.metallb.enabled", True, "host-network"),
     ("pro", True, "Platform"),
-    ("platform.apiKey.namespace", "kube-system", "any namespace"),
+    ("platform.apiKey.namespace", "kube-system", "any host namespace"),
     ("sleep.auto.afterInactivity", "1h", "Pro"),
     ("controlPlane.backingStore.database.external.enabled", True, "Pro"),
 ]
