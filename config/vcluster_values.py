@@ -266,8 +266,12 @@ CLASSIFIED: tuple[Values, ...] = (
     _values(SITE, "the virtual Kubernetes: its version (config/virtual_cluster.py _virtual_version judges it), image, "
                   "flags and resources; the host judges whatever its syncer writes", "controlPlane.distro.k8s",
             "enabled version image.registry image.repository image.tag imagePullPolicy env resources.* "
-            "securityContext.* apiServer.command apiServer.enabled apiServer.extraArgs controllerManager.command "
-            "controllerManager.enabled controllerManager.extraArgs"),
+            "securityContext.* apiServer.enabled controllerManager.command controllerManager.enabled "
+            "controllerManager.extraArgs"),
+    _values(OWN, "the program renders the virtual API server's authentication there (components/tenant_access.py "
+                 "oidc_values, which admits only the team's own groups): a site's list or command would replace it, "
+                 "and with it who signs in to the team's vCluster", "controlPlane.distro.k8s.apiServer",
+            "extraArgs command", keeps=OFF),
     _values(REFUSED, "a virtual scheduler binds tenant pods to nodes itself, so they reach the host with a nodeName "
                      "and skip KAI and the team's queue, and the chart grants the syncer cluster-wide reads of the "
                      "host's storage classes and CSI objects to schedule with (chart/templates/clusterrole.yaml)",

@@ -42,6 +42,7 @@ ATTACKS = [
     ("experimental.deploy.host.manifests", "kind: ClusterRoleBinding", "any host namespace"),
     ("experimental.proxy.customResources.widgets\\.example\\.com.enabled", True, "credentials"),
     ("experimental.syncSettings.setOwner", True, "leave its queue"),
+    ("controlPlane.distro.k8s.apiServer.extraArgs", ["--anonymous-auth=true"], "who signs in"),
     ("experimental.deploy.vcluster.manifests", "kind: ConfigMap", "in-vCluster defaults"),
     ("sync.fromHost.nodes.enabled", False, "fakes"),
     ("rbac.role.enabled", False, "nobody checked"),
