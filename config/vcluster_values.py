@@ -1,18 +1,12 @@
 """Every value of the vCluster chart, classified: what a site may set through ``vcluster.extraValues``.
 
-A site's extraValues are deep-merged last over what the program renders, so each value a site can reach is one of:
-
-- **site may set** (SITE): sizing, images, metadata, exposure and what the control plane runs, which the tenant
-  cannot reach, and syncs that only copy host objects into the virtual cluster;
-- **the program's own** (OWN): the program renders it for the boundary or the platform; a site may override it only
-  with the values ``keeps`` lists (none listed: any, with why that is safe);
-- **refused** (REFUSED): what the host would grant the tenant's syncer and what a tenant does with it, or a vCluster
-  Pro feature; a site may only write a value that leaves it off (``keeps``);
-- **judged** (JUDGED): a rule of config/virtual_cluster.py judges the value with its own message.
-
-The paths are the chart's values at every accepted release (config/versions.py VCLUSTER_RELEASES), as its
-values.schema.json spells them; ``name.*`` is a map (labels, annotations, a free-form spec) whose keys are the site's.
-tests/test_vcluster_values_contract.py walks the chart at every accepted tag and fails on a path not classified here.
+Each value a site's extraValues (merged last over the program's) can reach is one the **site may set** (sizing,
+images, metadata, exposure, what the control plane runs, syncs that only copy host objects in), **the program's own**
+(a site may write only the values ``keeps`` lists; None: any, with why that is safe), **refused** (what the host would
+grant the tenant's syncer and what a tenant does with it, or a Pro feature; only a value that leaves it off), or
+**judged** by a rule of config/virtual_cluster.py with its own message. The paths are the chart's values at every
+accepted release, as its values.schema.json spells them; ``name.*`` is a map (labels, a free-form spec) whose keys are
+the site's. tests/test_vcluster_values_contract.py walks the chart at every accepted tag for paths not classified here.
 """
 
 from __future__ import annotations
@@ -49,7 +43,7 @@ PRO = ("a vCluster Pro feature: the open-source control plane stops with a featu
        "(config/config.go IsProFeatureEnabled, the pkg/pro stubs), and the program supports no license")
 PRIVATE_NODES = ("for private nodes or standalone control planes, a vCluster Pro mode in which the tenant brings its "
                  "own nodes; the platform's tenants share the host's GPU nodes (pkg/config/validation.go "
-                 "validatePrivateNodesMode)")
+                 "validatePrivatedNodesMode)")
 _META = "labels and annotations of the site's own objects in the tenant's host namespace"
 _RULE = "config/virtual_cluster.py {} judges the value"
 
@@ -390,10 +384,9 @@ def _at(path: str, version: str) -> bool:
     return since is None or versions.release_order(version) >= versions.release_order(since)
 
 
-def blocks() -> set[str]:
-    """Every path that holds other classified values (a site sets their keys, never the block itself)."""
-    return {".".join(path.split(".")[:length]) for path in TABLE for length in range(1, len(path.split(".")))} \
-        - {path.removesuffix(".*") for path in TABLE}
+# Every path that holds other classified values (a site sets their keys, never the block itself).
+BLOCKS = {".".join(path.split(".")[:length]) for path in TABLE for length in range(1, len(path.split(".")))} \
+    - {path.removesuffix(".*") for path in TABLE}
 
 
 def leaves(values: object, path: tuple[str, ...] = ()) -> Iterator[tuple[str, object]]:

@@ -8,6 +8,9 @@ Two promises depend on values a site can change through ``extraValues``:
   (``admissionregistration.k8s.io/v1``, on by default) from Kubernetes 1.36, so the virtual cluster must
   run 1.36 or later. ``vcluster.version``'s floor (config/versions.py VCLUSTER_MINIMUM_VERSION) is the first
   chart that does by default; what is checked here is the Kubernetes an ``extraValues`` override names.
+
+Beyond those, an ``extraValues`` value must be one the chart has at the tenant's vCluster version and one
+config/vcluster_values.py lets a site set.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from config import versions
 from config.key_types import quantity_value
 from config.model import Team, VClusterSettings
 from config.reader import Reader
-from config.vcluster_values import OWN, REFUSED, blocks, classified, leaves
+from config.vcluster_values import BLOCKS, OWN, REFUSED, classified, leaves
 
 # vCluster's sync.toHost kinds the host policies have rules for (their default is on in vCluster 0.36.1).
 COVERED_TO_HOST_SYNCS = ("pods", "services", "endpoints", "endpointSlices", "persistentVolumeClaims", "configMaps",
@@ -247,7 +250,7 @@ def _chart_values(settings: VClusterSettings, whose: str) -> list[Finding]:
     one the chart does not have, a block replaced whole, or one refused or the program's own."""
     if not settings.version:  # refused already, with its own error
         return []
-    found, chart_blocks, remove = [], blocks(), "remove it from the stack's or the team's vcluster.extraValues"
+    found, remove = [], "remove it from the stack's or the team's vcluster.extraValues"
     for path, value in leaves(settings.extra_values):
         key = f"extraValues.{path}"
         if value is None:
@@ -256,7 +259,7 @@ def _chart_values(settings: VClusterSettings, whose: str) -> list[Finding]:
             continue
         match = classified(path, settings.version)
         if match is None:
-            block = path in chart_blocks
+            block = path in BLOCKS
             found.append((key, value, f"vCluster {settings.version}'s chart has " + (
                 "a block of values here, which a single value would replace whole" if block else "no such value"),
                 "set the keys under it" if block else f"check the name against the values of vCluster chart "
