@@ -142,9 +142,9 @@ the same keys and is merged over the stack block key by key:
 A quantity is a Kubernetes quantity string such as `500m`, `4`, `512Mi` or `16Gi`, or a
 non-negative number.
 
-The program always renders these vCluster values, and only `extraValues` can change them:
-`experimental.syncSettings.setOwner: false` (KAI reads the queue from a pod's top owner), node
-sync on, the embedded SQLite backing store, and `resourceQuota` and `limitRange` enabled. From the
+The program always renders these vCluster values: `experimental.syncSettings.setOwner: false` (KAI
+reads the queue from a pod's top owner) and node sync on, which `extraValues` may not change, and
+the embedded SQLite backing store and `resourceQuota` and `limitRange` enabled, which it may. From the
 host kind it also renders the control plane's volume claim class
 (`controlPlane.statefulSet.persistence.volumeClaim.storageClass`: `gp3` on EKS,
 `microk8s-hostpath` on MicroK8s, `cluster.kubeconfig.storageClass` if set) and, with
@@ -237,14 +237,24 @@ host kind it also renders the control plane's volume claim class
     Key("extraValues", AnyMap(), DEFAULT_VCLUSTER.extra_values,
         "Raw vCluster Helm values, deep-merged last over what the program renders.",
         example="{controlPlane: {proxy: {extraSANs: [vc.example]}}}",
-        details="They can override almost anything, including settings KAI relies on such as "
-                "`experimental.syncSettings.setOwner: false`. The loader refuses only what would let the syncer "
-                "write on the host what no host policy checks: a `sync.toHost` kind the policies do not cover, and "
-                "any change to the syncer's host permissions (`rbac.role` or `rbac.clusterRole` `extraRules` / "
-                "`overwriteRules`, `rbac.enableVolumeSnapshotRules`), and what would let a tenant read other teams: "
-                "`sync.fromHost.nodes.clearImageStatus: false`, `networking.advanced.proxyKubelets` `byHostname` "
-                "or `byIP` on, and a `sync.fromHost.configMaps` or `secrets` mapping from another host namespace (see [Tenant security model](security-model.md#what-a-tenant-can-read-of-the-host-and-"
-                "of-other-teams)). Helm validates the values against the chart schema when it installs."),
+        details="Only the values `config/vcluster_values.py` classifies as a site's may be set, checked against the "
+                "chart's values at the tenant's vCluster version: sizing, image, probes, scheduling and metadata of the "
+                "control plane and the tenant DNS, its exposure (`controlPlane.service`, `ingress`, `tlsRoute`, "
+                "`proxy`), `defaultImageRegistry`, the virtual Kubernetes version, syncs that only copy host objects "
+                "in, and overrides of what the program renders from the keys above (quota, limit range, network "
+                "policy, control-plane resources). The loader refuses, naming the key: a value the chart does not "
+                "have, a `null`, the program's own values (`experimental.syncSettings.setOwner` other than `false`, "
+                "`sync.fromHost.nodes.enabled` other than `true`, `experimental.deploy.vcluster.manifests`, "
+                "`exportKubeConfig.secret` and `additionalSecrets`), and whatever would let the syncer write on the "
+                "host what no host policy checks or let a tenant read other teams: every `integrations.*` "
+                "(External Secrets, cert-manager, Istio, KubeVirt, metrics-server, ...), `plugin`/`plugins`, "
+                "`networking.replicateServices`, `controlPlane.hostPathMapper`, a virtual scheduler, a `sync.toHost` "
+                "kind the policies do not cover, any change to the syncer's host permissions (`rbac.*`), "
+                "`sync.fromHost.nodes.clearImageStatus: false`, `networking.advanced.proxyKubelets` on, a "
+                "`sync.fromHost.configMaps` or `secrets` mapping from another host namespace, and every vCluster Pro "
+                "feature. A refused switch may still be written off (`false`). See [Tenant security model]"
+                "(security-model.md#the-vcluster-values-a-site-may-set). Helm validates the values against the chart "
+                "schema when it installs."),
     Key("access", ACCESS, {}, "How the team reaches its vCluster (endpoint) and who it is there (OIDC).",
         details="See [Team access](team-guide.md)."),
 ))

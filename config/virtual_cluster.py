@@ -8,6 +8,9 @@ Two promises depend on values a site can change through ``extraValues``:
   (``admissionregistration.k8s.io/v1``, on by default) from Kubernetes 1.36, so the virtual cluster must
   run 1.36 or later. ``vcluster.version``'s floor (config/versions.py VCLUSTER_MINIMUM_VERSION) is the first
   chart that does by default; what is checked here is the Kubernetes an ``extraValues`` override names.
+
+Beyond those, an ``extraValues`` value must be one the chart has at the tenant's vCluster version and one
+config/vcluster_values.py lets a site set.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from config import versions
 from config.key_types import quantity_value
 from config.model import Team, VClusterSettings
 from config.reader import Reader
+from config.vcluster_values import BLOCKS, OWN, REFUSED, classified, leaves
 
 # vCluster's sync.toHost kinds the host policies have rules for (their default is on in vCluster 0.36.1).
 COVERED_TO_HOST_SYNCS = ("pods", "services", "endpoints", "endpointSlices", "persistentVolumeClaims", "configMaps",
@@ -155,7 +159,7 @@ def check_virtual_clusters(reader: Reader, stack: VClusterSettings, teams: Seque
 
 
 def _findings(settings: VClusterSettings, whose: str, queue: str) -> list[Finding]:
-    return [*_to_host_syncs(settings, whose), *_from_host_writes(settings, whose), *_host_reads(settings, whose),
+    return [*_chart_values(settings, whose), *_to_host_syncs(settings, whose), *_from_host_writes(settings, whose), *_host_reads(settings, whose),
             *_from_host_mappings(settings, whose),
             *_syncer_rules(settings, whose),
             *_virtual_version(settings, queue), *_requests_above_limits(settings, whose)]
@@ -238,6 +242,36 @@ def _above_maximum(settings: VClusterSettings, whose: str) -> list[Finding]:
             found.append((key, maximum, f"{whose} maximum is below {other_key} = {value}: the API server refuses "
                           f"{refused}, so the vCluster release would fail",
                           f"raise {key} to at least {value}, or lower {other_key} (the stack's or the team's vcluster)"))
+    return found
+
+
+def _chart_values(settings: VClusterSettings, whose: str) -> list[Finding]:
+    """Each value the extraValues write, against the chart's values at the vCluster version (config/vcluster_values.py):
+    one the chart does not have, a block replaced whole, or one refused or the program's own."""
+    if not settings.version:  # refused already, with its own error
+        return []
+    found, remove = [], "remove it from the stack's or the team's vcluster.extraValues"
+    for path, value in leaves(settings.extra_values):
+        key = f"extraValues.{path}"
+        if value is None:
+            found.append((key, value, "a null deletes the value from what Helm merges, so the chart's default replaces "
+                          "what the program set", f"set the value itself, or {remove}"))
+            continue
+        match = classified(path, settings.version)
+        if match is None:
+            block = path in BLOCKS
+            found.append((key, value, f"vCluster {settings.version}'s chart has " + (
+                "a block of values here, which a single value would replace whole" if block else "no such value"),
+                "set the keys under it" if block else f"check the name against the values of vCluster chart "
+                f"{settings.version} (chart/values.yaml), or {remove}"))
+            continue
+        _, values = match
+        if values.kind in (OWN, REFUSED) and not values.allows(value):
+            kept = " or ".join(str(kept).lower() if isinstance(kept, bool) else f'"{kept}"'
+                               for kept in values.keeps if kept not in ("", [], {}))
+            found.append((key, value, (f"it is the program's own value in {whose} vCluster: " if values.kind == OWN
+                                       else f"it is refused in {whose} vCluster: ") + values.why,
+                          remove + (f" (or set it to {kept})" if kept else "")))
     return found
 
 

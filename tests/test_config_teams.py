@@ -190,15 +190,15 @@ def test_a_huge_integer_quota_is_a_config_error_not_a_crash():
 def test_team_vcluster_overrides_merge_over_the_stack_defaults():
     config = dev_config()
     config["vcluster"] = {"version": "0.35.2", "nodeLabels": {"pool": "shared"},
-                          "resourceQuota": {"cpu": "8"}, "extraValues": {"a": {"x": 1}}}
+                          "resourceQuota": {"cpu": "8"}, "extraValues": {"controlPlane": {"statefulSet": {"labels": {"x": "1"}}}}}
     put(config, "teams[1].vcluster", {"nodeLabels": {"pool": "vision"}, "resourceQuota": {"pods": 10},
-                                      "extraValues": {"a": {"y": 2}}})
+                                      "extraValues": {"controlPlane": {"statefulSet": {"labels": {"y": "2"}}}}})
     nlp, vision, _ = load_platform(config).teams
     assert nlp.vcluster.node_labels == {"pool": "shared"} and nlp.vcluster.version == "0.35.2"
     assert vision.vcluster.version == "0.35.2"
     assert vision.vcluster.node_labels == {"pool": "vision"}
     assert (vision.vcluster.resource_quota.cpu, vision.vcluster.resource_quota.pods) == ("8", 10)
-    assert vision.vcluster.extra_values == {"a": {"x": 1, "y": 2}}
+    assert vision.vcluster.extra_values == {"controlPlane": {"statefulSet": {"labels": {"x": "1", "y": "2"}}}}
     assert vision.vcluster.sync_runtime_classes is True  # built-in default survives both layers
 
 

@@ -54,8 +54,10 @@ def write_chart(root: Path, name: str, version: str, template: str, schema: dict
 @pytest.fixture()
 def chart_cache(tmp_path):
     cache, sources = tmp_path / "cache", tmp_path / "sources"
-    vcluster_schema = {"type": "object", "properties": {"experimental": {"type": "object", "properties": {
-        "syncSettings": {"type": "object", "properties": {"setOwner": {"type": "boolean"}}}}}}}
+    probe = {"type": "object", "properties": {"enabled": {"type": "boolean"}}}
+    vcluster_schema = {"type": "object", "properties": {"controlPlane": {"type": "object", "properties": {
+        "statefulSet": {"type": "object", "properties": {"probes": {"type": "object", "properties": {
+            "livenessProbe": probe}}}}}}}}
     cache_chart(write_chart(sources, "vcluster", "0.36.1", VCLUSTER_TEMPLATE, vcluster_schema),
                 "vcluster", "https://charts.loft.sh", "0.36.1", cache_dir=cache)
     cache_chart(write_chart(sources, "kai-scheduler", "v0.16.4", KAI_TEMPLATE, {"type": "object"}),
@@ -104,9 +106,11 @@ def test_diffing_into_the_same_folder_still_compares_old_and_new_manifests(tmp_p
 
 def test_values_that_break_the_chart_schema_stop_the_plan(tmp_path, chart_cache, capsys):
     config = dev_config()
-    config["gpu-tenancy:vcluster"]["extraValues"] = {"experimental": {"syncSettings": {"setOwner": "no"}}}
+    # A value the site may set, of a type the chart's schema refuses.
+    config["gpu-tenancy:vcluster"]["extraValues"] = {"controlPlane": {"statefulSet": {"probes": {
+        "livenessProbe": {"enabled": "no"}}}}}
     assert plan_with(config, tmp_path / "plan", chart_cache) == 2
-    assert "setOwner" in capsys.readouterr().err
+    assert "livenessProbe" in capsys.readouterr().err
 
 
 def test_a_missing_chart_names_the_command_that_fetches_it(tmp_path, capsys):
