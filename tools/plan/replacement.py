@@ -65,6 +65,8 @@ STATE_OF_TYPE = {
               "behind, so a release under a new name or namespace starts on new, empty volumes (a vCluster: an "
               "empty virtual cluster; Prometheus: no history)"),
 }
+# The program's own components register nothing in the cluster or cloud themselves.
+COMPONENT_PREFIX = "gpu-tenancy:"
 _OPTION_PARTS = ("options", "dependencies", "provider", "parent")
 
 
@@ -117,7 +119,7 @@ def pulumi_findings(diff: PlanDiff, old: Mapping[str, Any], new: Mapping[str, An
     for changed in diff.changed:
         resource = after[changed.urn]
         inputs = [change for change in changed.changes if change.path.split(".")[0] not in _OPTION_PARTS]
-        if not inputs or not resource.get("custom", True):
+        if not inputs or resource["type"].startswith(COMPONENT_PREFIX):
             continue
         paths = replacing_paths(resource, [change.path for change in inputs], new)
         subject = f"`{resource['type']}` {resource['name']}"
@@ -146,7 +148,13 @@ def pulumi_findings(diff: PlanDiff, old: Mapping[str, Any], new: Mapping[str, An
                                     "it holds is lost", "none needed"))
     for resource in diff.removed:
         lost = STATE_OF_TYPE.get(resource["type"])
-        if lost and not _protected(resource):
+        if _protected(resource):
+            findings.append(Finding(STOPS, f"`{resource['type']}` {resource['name']}", "(the resource)", "present",
+                                    MISSING, "removed from the program (a team or namespace renamed or removed), "
+                                    "but protected: `pulumi up` stops before anything changes",
+                                    "set it back; to remove or rename it on purpose, follow the decommission "
+                                    "procedure in docs/operations.md"))
+        elif lost:
             findings.append(Finding(LOST, f"`{resource['type']}` {resource['name']}", "(the resource)", "present",
                                     MISSING, f"removed from the program: Pulumi deletes it, and with it {lost}",
                                     "back up first, or keep the setting that makes it"))
