@@ -244,7 +244,10 @@ host kind it also renders the control plane's volume claim class
                 "`overwriteRules`, `rbac.enableVolumeSnapshotRules`), and what would let a tenant read other teams: "
                 "`sync.fromHost.nodes.clearImageStatus: false`, `networking.advanced.proxyKubelets` `byHostname` "
                 "or `byIP` on, and a `sync.fromHost.configMaps` or `secrets` mapping from another host namespace (see [Tenant security model](security-model.md#what-a-tenant-can-read-of-the-host-and-"
-                "of-other-teams)). Helm validates the values against the chart schema when it installs."),
+                "of-other-teams)). Helm validates the values against the chart schema when it installs. On a "
+                "running site, a value the control plane's StatefulSet keeps fixed (its volume claim's size or "
+                "class, `controlPlane.statefulSet.persistence.volumeClaim`) makes the release upgrade fail: the "
+                "plan diff with `--render-charts` reports it."),
     Key("access", ACCESS, {}, "How the team reaches its vCluster (endpoint) and who it is there (OIDC).",
         details="See [Team access](team-guide.md)."),
 ))
