@@ -8,19 +8,20 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 
 from config import versions
-from tests.conftest import dev_config, eks_config, real_charts_or_skip, run
+from tests.conftest import dev_config, eks_config, git, mirrored_tag, real_charts_or_skip, run
 from tools.charts.render import render_plan_releases
 from tools.deployability.inputs import helm_kube_version
 from tools.plan import cli as plan
 from tools.plan.diff import diff_plans, read_manifests, render_diff
 from tools.plan.document import build_plan, render_plan_json
-from tools.plan.replacement import pulumi_findings
+from tools.plan.replacement import DATA_REPLACES, FORCE_NEW, pulumi_findings
 from tools.plan.running_site import chart_findings
 
 SERIOUS = ("refused", "stops", "lost", "unknown")
@@ -277,3 +278,29 @@ def test_hooks_are_made_anew_and_crds_are_not_upgraded_unless_a_hook_does_it():
     upgrader["metadata"]["name"] = "crd-upgrader"
     new = {**_manifests(crd("v2"), path="crds/w.yaml"), **_manifests(upgrader, path="templates/hook.yaml")}
     assert chart_findings(_manifests(crd("v1"), path="crds/w.yaml"), new) == []
+
+
+# --- the replacement rules are the Kubernetes provider's own ---------------------------------------------
+
+PULUMI_KUBERNETES_TAG = "v4.32.0"
+
+
+def test_the_replacement_rules_are_the_kubernetes_providers_own():
+    """Every path pulumi-kubernetes' diff.go names for a replacement is in tools/plan/replacement.py and nothing
+    else: a provider release that adds one turns this red."""
+    tag = mirrored_tag("pulumi/pulumi-kubernetes", PULUMI_KUBERNETES_TAG)
+    source = git("pulumi/pulumi-kubernetes", "show", f"{tag}:provider/pkg/provider/diff.go")
+    upstream = set(re.findall(r'"\.([A-Za-z][\w.\[\]*]*)"', source))
+    ours = {"metadata", "name", "namespace"}  # every object's metadata.name and metadata.namespace
+    for paths in FORCE_NEW.values():
+        for path in paths:
+            containers, _, field = path.partition("[*].")
+            ours |= {f"{containers}[*]", field} if field else {path}
+    ours |= {name for names, _ in DATA_REPLACES.values() for name in names}
+    # Sub-paths of fields matched as a whole here (a selector, a container's env).
+    ours |= {"matchExpressions", "matchExpressions.key", "matchExpressions.operator", "matchExpressions.values",
+             "matchLabels", "env.value"}
+    ours.add("spec")  # policy/v1beta1 PodDisruptionBudget, a version the program never registers
+    assert upstream == ours
+    release = git("pulumi/pulumi-kubernetes", "show", f"{tag}:provider/pkg/provider/helm_release.go")
+    assert 'forceNewFields := []string{".name", ".namespace"}' in release

@@ -54,7 +54,7 @@ FORCE_NEW: dict[tuple[str, str], tuple[str, ...]] = {
     ("core", "Secret"): ("type",),
     ("core", "Service"): ("spec.clusterIP",),
 }
-_DATA = {"ConfigMap": (("data", "binaryData"), "enableConfigMapMutable"),
+DATA_REPLACES = {"ConfigMap": (("data", "binaryData"), "enableConfigMapMutable"),
          "Secret": (("data", "stringData"), "enableSecretMutable")}
 
 # What a replacement (or a removal) of these resource types destroys.
@@ -100,8 +100,8 @@ def replacing_paths(resource: Mapping[str, Any], paths: list[str], plan: Mapping
     elif typ.startswith("kubernetes:") and typ.count(":") == 2:
         group, kind = _kubernetes_kind(typ)
         patterns += ["metadata.name", "metadata.namespace", *FORCE_NEW.get((group, kind), ())]
-        if group == "core" and kind in _DATA and not _mutable_data(plan, _DATA[kind][1]):
-            patterns += list(_DATA[kind][0])
+        if group == "core" and kind in DATA_REPLACES and not _mutable_data(plan, DATA_REPLACES[kind][1]):
+            patterns += list(DATA_REPLACES[kind][0])
     elif not patterns:
         return None
     return [path for path in paths if any(_under(path, pattern) for pattern in patterns)]
