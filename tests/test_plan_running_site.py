@@ -69,6 +69,22 @@ def test_a_control_plane_volume_edit_through_extra_values_is_refused_for_every_t
         assert "ValidateStatefulSetUpdate" in finding.why and "--cascade=orphan" in finding.fix
 
 
+def test_growing_grafanas_volume_is_refused_but_prometheus_volume_and_retention_are_taken(tmp_path):
+    """Grafana is a StatefulSet of the kube-prometheus-stack chart, so Helm patches its claim template; Prometheus'
+    StatefulSet belongs to the Prometheus operator, which the chart only hands the new size."""
+    def site(**observability):
+        config = dev_config()
+        config["gpu-tenancy:observability"] = {"prometheus": "install", **observability}
+        return config
+    before = rendered(site(), tmp_path / "before")
+    [finding] = chart_findings(before, rendered(site(grafanaStorage="20Gi"), tmp_path / "grafana"))
+    assert (finding.category, finding.subject) == (
+        "refused", "kube-prometheus-stack: StatefulSet monitoring/kube-prometheus-stack-grafana (apps)")
+    assert (finding.field, finding.old, finding.new) == (
+        "spec.volumeClaimTemplates[0].spec.resources.requests.storage", "10Gi", "20Gi")
+    assert chart_findings(before, rendered(site(storage="100Gi", retention="30d"), tmp_path / "prometheus")) == []
+
+
 HONEST_EDITS = {
     "a team's quota": lambda config: config["gpu-tenancy:teams"][0]["resources"]["gpu"].update(quota=0.2),
     "a team's limit": lambda config: config["gpu-tenancy:teams"][1]["resources"]["gpu"].update(limit=-1),
