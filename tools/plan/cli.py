@@ -24,8 +24,10 @@ Security, Kubernetes and CRD schemas) runs over the program's and the charts' ob
 its findings to ``DIR/deployability.md`` (``--fail-on-findings``: exit 3 when it finds errors).
 
 With ``--diff-against``, the change since an earlier plan.json (resources added, removed and
-changed, with the changed input paths and old -> new values; ``tools.plan_diff``) is printed and
-written to ``diff.md``.
+changed, with the changed input paths and old -> new values; ``tools.plan.diff``) is printed and
+written to ``diff.md``. It opens with what a running site refuses or loses by the change: Pulumi
+replacements (``tools.plan.replacement``) and, when both plans rendered the charts, updates the API
+server refuses, objects deleted with data and CRDs Helm leaves as they were (``tools.plan.running_site``).
 
 Exit codes: 0 written; 3 deployability errors with ``--fail-on-findings``; 2 invalid stack config (``config.ConfigError``, printed to stderr) or no
 such stack file. Any other exception is a bug in the program and propagates.
