@@ -139,7 +139,8 @@ through IRSA) and a default `gp3` StorageClass, which tenants' control planes ne
 `maxSize` × GPUs per instance type (from `config/capacity.py`) gives the capacity used for the
 capacity warning.""", keys=(
     Key("name", Text(dns_label=True), "gpu-tenancy", "EKS cluster name, also the prefix of the node group names.",
-        example="vcluster-gpu"),
+        example="vcluster-gpu", details="Creation-only: EKS cannot rename a cluster, so a new name is a new cluster "
+                                        "(`pulumi preview` shows the replacement)."),
     Key("region", Text(), REQUIRED, "AWS region.", example="us-east-2", fix="set cluster.eks.region, e.g. us-east-2"),
     Key("kubernetesVersion", SITE_KUBERNETES, versions.EKS_KUBERNETES_VERSION,
         "Pinned Kubernetes minor version.", example='"1.33"',

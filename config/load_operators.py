@@ -44,7 +44,9 @@ The chart values the program always sets in `install` mode are `cdi.enabled: tru
         versions.GPU_OPERATOR_VERSION, "Pinned chart version, used in `install` mode.", example="v26.3.3"),
     Key("namespace", Text(dns_label=True), "gpu-operator", "Where the operator and the sharing ConfigMap live.",
         example="nvidia-system", default_note=f"in `microk8s-addon` mode it is always `{MICROK8S_ADDON_NAMESPACE}`",
-        details="In `microk8s-addon` mode, any other value is an error."),
+        details="In `microk8s-addon` mode, any other value is an error. Creation-only in `install` mode: a new "
+                "namespace makes Pulumi delete the old one, with the operator's release and all in it, and install "
+                "the operator again (the plan diff lists it under \"Loses state\")."),
     Key("driverEnabled", Boolean(), Derived("`false` on `eks` and `microk8s` hosts, `true` on `kubeconfig`"),
         "Chart value `driver.enabled` (`install` mode).", example="true",
         details="AL2023 NVIDIA AMIs and MicroK8s GPU boxes already have the driver."),

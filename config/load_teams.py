@@ -88,7 +88,9 @@ TEAM = Block(title="one entry per team", retired=(
 ), keys=(
     Key("name", Text(dns_label=True, checks=(NOT_A_KAI_QUEUE,)), REQUIRED,
         "Team name, unique; also the name of the team's leaf queue.",
-        example="team-nlp", details="So it can't be a KAI reserved queue or equal to `organization.name`.",
+        example="team-nlp", details="So it can't be a KAI reserved queue or equal to `organization.name`. Creation-only "
+                                    "on a running site: the team's resources are named after it, so a new name "
+                                    "removes the protected tenant and `pulumi up` stops (the plan diff says so).",
         fix="give the team a DNS-1123 name, e.g. team-nlp"),
     Key("displayName", Text(), Derived("same as `name`"), "Queue `displayName`.", example="NLP research"),
     Key("priority", Integer(minimum=0), 100, "Queue `priority`.", example="100",
@@ -104,10 +106,13 @@ TEAM = Block(title="one entry per team", retired=(
         Derived(f"same as `name` (cut to {VCLUSTER_NAME_LENGTH} characters)"),
         "vCluster (Helm release) name, unique.", example="rag-legal",
         details=f"At most {VCLUSTER_NAME_LENGTH} characters: the vCluster's StatefulSet is named after it, and its "
-                "controller labels each pod with the name and a revision hash, a label of at most 63 characters."),
+                "controller labels each pod with the name and a revision hash, a label of at most 63 characters. "
+                "Creation-only on a running site: a new name replaces the team's protected release (and, with the "
+                "default `namespace`, its namespace), so `pulumi up` stops."),
     Key("namespace", Text(dns_label=True), Derived("`vcluster-<vclusterName>` (cut to 63 characters)"),
         "Host namespace of the tenant, unique.", example="team-legal",
-        details="This default matches what `vcluster create` would use."),
+        details="This default matches what `vcluster create` would use. Creation-only on a running site: a new "
+                "namespace replaces the team's protected namespace and release, so `pulumi up` stops."),
     Key("protect", Boolean(), True, "Pulumi `protect` on the team's namespace and vCluster release.",
         example="false", details="See [Data safety](operations.md#data-safety-and-decommissioning-a-team)."),
     Key("vcluster", VCLUSTER, Derived("the stack's `vcluster` settings"),

@@ -254,7 +254,9 @@ host kind it also renders the control plane's volume claim class
                 "`sync.fromHost.configMaps` or `secrets` mapping from another host namespace, and every vCluster Pro "
                 "feature. A refused switch may still be written off (`false`). See [Tenant security model]"
                 "(security-model.md#the-vcluster-values-a-site-may-set). Helm validates the values against the chart "
-                "schema when it installs."),
+                "schema when it installs. On a running site, a value the control plane's StatefulSet keeps fixed (its "
+                "volume claim's size or class, `controlPlane.statefulSet.persistence.volumeClaim`) makes the release "
+                "upgrade fail: the plan diff with `--render-charts` reports it."),
     Key("access", ACCESS, {}, "How the team reaches its vCluster (endpoint) and who it is there (OIDC).",
         details="See [Team access](team-guide.md)."),
 ))

@@ -205,7 +205,8 @@ builds.""", keys=(
         "Where the release (`install`), the monitors, the rule and the dashboard ConfigMaps live.",
         example="observability",
         details="With `external`, use the namespace your Grafana's dashboard sidecar watches. Never a team's "
-                "namespace; with `install`, not KAI's or the GPU Operator's either."),
+                "namespace; with `install`, not KAI's or the GPU Operator's either. Creation-only once installed: "
+                "the monitoring namespace is protected, so a new one stops `pulumi up`."),
     Key("chartVersion", Version("", versions.KUBE_PROMETHEUS_STACK_RELEASES,
                                 "the program's values are written for major release 88, and the chart "
                                 "makes breaking changes only in major releases"),
@@ -229,7 +230,10 @@ builds.""", keys=(
         f"Size of the volume holding the installed Grafana's database (`install` with `grafana: true`; at least "
         f"{MINIMUM_VOLUME}), on the host's storage class.", example="20Gi",
         details="The teams' organizations, data sources, boards and sign-in settings that `pulumi up` creates "
-                "through Grafana's API live in that database: on a volume they outlive a restart of Grafana's pod."),
+                "through Grafana's API live in that database: on a volume they outlive a restart of Grafana's pod. "
+                "Creation-only as far as Helm goes: the chart runs Grafana as a StatefulSet, whose claim template "
+                "the API server keeps, so a new size on a running site makes the release upgrade fail (the plan "
+                "diff with `--render-charts` reports it; docs/operations.md says how to grow the volume)."),
     Key("protect", Boolean(), _OBSERVABILITY.protect,
         "Pulumi `protect` on the monitoring namespace (`install`), which holds Prometheus' history and Grafana's "
         "database, and on Grafana's generated admin password, which that database keeps.", example="false",

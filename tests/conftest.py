@@ -81,6 +81,9 @@ MIRRORED_TAGS = {
     "prometheus/alertmanager": ("v0.33.1", "v0.34.0"),
     "prometheus-operator/prometheus-operator": ("v0.93.0", "v0.93.1"),
     "pulumi/pulumi": ("v3.259.0",),
+    # When the Kubernetes provider replaces an object or a Helm release (tools/plan/replacement.py); the newest tag
+    # of the snapshot read (its diff.go is unchanged up to July 2026).
+    "pulumi/pulumi-kubernetes": ("v4.32.0",),
     # The containerd each MicroK8s track bundles, and how that containerd mounts an image volume
     # (config/image_volumes.py).
     "canonical/microk8s": ("v1.35", "v1.36"),

@@ -24,8 +24,10 @@ Security, Kubernetes and CRD schemas) runs over the program's and the charts' ob
 its findings to ``DIR/deployability.md`` (``--fail-on-findings``: exit 3 when it finds errors).
 
 With ``--diff-against``, the change since an earlier plan.json (resources added, removed and
-changed, with the changed input paths and old -> new values; ``tools.plan_diff``) is printed and
-written to ``diff.md``.
+changed, with the changed input paths and old -> new values; ``tools.plan.diff``) is printed and
+written to ``diff.md``. It opens with what a running site refuses or loses by the change: Pulumi
+replacements (``tools.plan.replacement``) and, when both plans rendered the charts, updates the API
+server refuses, objects deleted with data and CRDs Helm leaves as they were (``tools.plan.running_site``).
 
 Exit codes: 0 written; 3 deployability errors with ``--fail-on-findings``; 2 invalid stack config (``config.ConfigError``, printed to stderr) or no
 such stack file. Any other exception is a bug in the program and propagates.
@@ -46,6 +48,8 @@ from tools.charts.render import MANIFESTS_DIR, render_plan_releases
 from tools.charts.refs import ChartError
 from tools.offline import mockrun
 from tools.plan.diff import diff_plans, manifest_changes, read_manifests, render_diff
+from tools.plan.replacement import pulumi_findings
+from tools.plan.running_site import chart_findings
 from tools.plan.document import PLAN_FILE, build_plan, render_plan_json
 from tools.charts.values import ChartValues
 from tools.plan.summary import SUMMARY_FILE, render_summary
@@ -140,8 +144,12 @@ def main(argv: Optional[Sequence[str]] = None, *, config: Optional[dict[str, Any
         files.append((DEPLOYABILITY_FILE, deployability.render_report(findings, site, checked)))
     if old_plan is not None:
         diff = diff_plans(old_plan, plan)
+        diff.running_site = pulumi_findings(diff, old_plan, plan)
         if rendered is not None and old_manifests:
-            diff.manifests = manifest_changes(old_manifests, read_manifests(out / MANIFESTS_DIR))
+            new_manifests = read_manifests(out / MANIFESTS_DIR)
+            diff.manifests = manifest_changes(old_manifests, new_manifests)
+            diff.running_site += chart_findings(old_manifests, new_manifests)
+            diff.charts_checked = True
         diff_text = render_diff(diff, str(args.diff_against), f"{args.stack} (this run)")
         files.append((DIFF_FILE, diff_text))
     for name, text in files:

@@ -41,6 +41,10 @@ class PlanDiff:
     outputs: list[Change] = field(default_factory=list)
     # Rendered manifest files (path under manifests/ -> unified diff), when both plans have them.
     manifests: dict[str, str] = field(default_factory=dict)
+    # What a running site refuses or loses (tools.plan.running_site.Finding), and whether the charts' objects were
+    # compared (only when both plans were made with --render-charts).
+    running_site: list = field(default_factory=list)
+    charts_checked: bool = False
 
     @property
     def empty(self) -> bool:
@@ -120,6 +124,38 @@ def _protected(resource: dict) -> str:
     return " (protected)" if resource.get("options", {}).get("protect") else ""
 
 
+RUNNING_SITE_TITLE = "Changes a running site refuses or that lose state"
+# Finding category -> how the section heads its findings, most serious first.
+RUNNING_SITE_HEADINGS = {
+    "refused": "Refused by the API server: the Helm upgrade fails and rolls back, and `pulumi up` stops on the release",
+    "stops": "Stops `pulumi up`: a protected resource would be replaced",
+    "lost": "Loses state",
+    "not applied": "Not applied: the running site keeps the old object",
+    "replaced": "Replaced: deleted, then created again",
+    "unknown": "Not judged: no rule known to the plan diff, check before applying",
+}
+
+
+def render_running_site(diff: PlanDiff) -> list[str]:
+    lines = ["", f"## {RUNNING_SITE_TITLE}", ""]
+    if not diff.running_site:
+        lines.append("None found." + ("" if diff.charts_checked else " The charts' objects were not compared: diff "
+                                      "two plans made with `--render-charts` for that."))
+        return lines
+    if not diff.charts_checked:
+        lines += ["The charts' objects were not compared: diff two plans made with `--render-charts` for that.", ""]
+    for category, heading in RUNNING_SITE_HEADINGS.items():
+        found = [finding for finding in diff.running_site if finding.category == category]
+        if found:
+            lines += [f"**{heading}**", ""]
+            lines += [f"- {finding.subject}: `{finding.field}`"
+                      + (f" {_show(finding.old)} -> {_show(finding.new)}" if finding.old != MISSING
+                         or finding.new != MISSING else "")
+                      + f". Why: {finding.why}. Fix: {finding.fix}." for finding in found]
+            lines.append("")
+    return lines[:-1]
+
+
 def render_diff(diff: PlanDiff, old_label: str, new_label: str) -> str:
     lines = [f"# Plan diff: {old_label} -> {new_label}", ""]
     if diff.empty:
@@ -131,6 +167,11 @@ def render_diff(diff: PlanDiff, old_label: str, new_label: str) -> str:
             lines += ["", f"**Protected resources would be removed: {', '.join(protected)}.** `pulumi up` stops "
                           "with a protected-resource error until protection is lifted (see the decommission "
                           "procedure in docs/operations.md)."]
+    serious = sorted({finding.category for finding in diff.running_site} & {"refused", "stops", "lost"})
+    if serious:
+        lines += ["", f"**This change cannot be applied to a running site as it is, or loses state "
+                      f"({', '.join(serious)}): see [{RUNNING_SITE_TITLE}](#{RUNNING_SITE_TITLE.lower().replace(' ', '-')}).**"]
+    lines += render_running_site(diff)
     for title, resources, sign in (("Added", diff.added, "+"), ("Removed", diff.removed, "-")):
         if resources:
             lines += ["", f"## {title}", ""]

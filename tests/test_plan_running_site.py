@@ -1,0 +1,322 @@
+"""The plan diff's "Changes a running site refuses or that lose state", on real charts and real config edits.
+
+The real-chart tests render the charts of the chart cache ($GPU_TENANCY_CHART_CACHE) with the program's values
+before and after an edit; the rules' own semantics are checked on small objects built for them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from config import versions
+from tests.conftest import dev_config, eks_config, git, mirrored_tag, real_charts_or_skip, run
+from tools.charts.render import render_plan_releases
+from tools.deployability.inputs import helm_kube_version
+from tools.plan import cli as plan
+from tools.plan.diff import diff_plans, read_manifests, render_diff
+from tools.plan.document import build_plan, render_plan_json
+from tools.plan.replacement import DATA_REPLACES, FORCE_NEW, pulumi_findings
+from tools.plan.running_site import chart_findings
+
+SERIOUS = ("refused", "stops", "lost", "unknown")
+
+
+def plan_of(config: dict, stack: str = "dev") -> dict:
+    return json.loads(render_plan_json(build_plan(run(config, stack=stack), stack)))
+
+
+def rendered(config: dict, out: Path, stack: str = "dev") -> dict[str, str]:
+    """The manifests of every release of ``config``, rendered from the real charts of the chart cache."""
+    planned = plan_of(config, stack)
+    cache = real_charts_or_skip(planned)
+    render_plan_releases(planned["resources"], cache, out, stack=stack, kube_version=helm_kube_version(planned))
+    return read_manifests(out / "manifests")
+
+
+@pytest.fixture(scope="module")
+def dev_render(tmp_path_factory):
+    return rendered(dev_config(), tmp_path_factory.mktemp("dev-render"))
+
+
+def _extra_values(volume_claim: dict) -> dict:
+    config = dev_config()
+    config["gpu-tenancy:vcluster"]["extraValues"] = {"controlPlane": {"statefulSet": {"persistence": {
+        "volumeClaim": volume_claim}}}}
+    return config
+
+
+# --- real charts, real edits ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("volume_claim, old, new", [({"size": "10Gi"}, "5Gi", "10Gi"),
+                                                    ({"storageClass": "fast"}, "microk8s-hostpath", "fast")])
+def test_a_control_plane_volume_edit_through_extra_values_is_refused_for_every_tenant(
+        volume_claim, old, new, dev_render, tmp_path):
+    findings = chart_findings(dev_render, rendered(_extra_values(volume_claim), tmp_path))
+    assert {finding.category for finding in findings} == {"refused"}
+    assert sorted(finding.subject for finding in findings) == [
+        f"{team}: StatefulSet vcluster-{team}/{team} (apps)" for team in ("team-nlp", "team-recommender",
+                                                                           "team-vision")]
+    for finding in findings:
+        assert finding.field.startswith("spec.volumeClaimTemplates[0].spec.")
+        assert (finding.old, finding.new) == (old, new)
+        assert "ValidateStatefulSetUpdate" in finding.why and "--cascade=orphan" in finding.fix
+
+
+def test_growing_grafanas_volume_is_refused_but_prometheus_volume_and_retention_are_taken(tmp_path):
+    """Grafana is a StatefulSet of the kube-prometheus-stack chart, so Helm patches its claim template; Prometheus'
+    StatefulSet belongs to the Prometheus operator, which the chart only hands the new size."""
+    def site(**observability):
+        config = dev_config()
+        config["gpu-tenancy:observability"] = {"prometheus": "install", **observability}
+        return config
+    before = rendered(site(), tmp_path / "before")
+    [finding] = chart_findings(before, rendered(site(grafanaStorage="20Gi"), tmp_path / "grafana"))
+    assert (finding.category, finding.subject) == (
+        "refused", "kube-prometheus-stack: StatefulSet monitoring/kube-prometheus-stack-grafana (apps)")
+    assert (finding.field, finding.old, finding.new) == (
+        "spec.volumeClaimTemplates[0].spec.resources.requests.storage", "10Gi", "20Gi")
+    assert chart_findings(before, rendered(site(storage="100Gi", retention="30d"), tmp_path / "prometheus")) == []
+
+
+HONEST_EDITS = {
+    "a team's quota": lambda config: config["gpu-tenancy:teams"][0]["resources"]["gpu"].update(quota=0.2),
+    "a team's limit": lambda config: config["gpu-tenancy:teams"][1]["resources"]["gpu"].update(limit=-1),
+    "a team added": lambda config: config["gpu-tenancy:teams"].append(
+        {"name": "team-audio", "resources": {"gpu": {"quota": 0.01, "limit": 1}}}),
+    "control-plane resources": lambda config: config["gpu-tenancy:teams"][0].update(
+        vcluster={"controlPlaneResources": {"requests": {"cpu": "1", "memory": "1Gi"}}}),
+    "the tenant quota": lambda config: config["gpu-tenancy:vcluster"].update(resourceQuota={"pods": 50}),
+}
+
+
+@pytest.mark.parametrize("edit", HONEST_EDITS, ids=list(HONEST_EDITS))
+def test_an_honest_change_is_not_reported(edit, dev_render, tmp_path):
+    config = dev_config()
+    HONEST_EDITS[edit](config)
+    findings = chart_findings(dev_render, rendered(config, tmp_path))
+    findings += pulumi_findings(diff_plans(plan_of(dev_config()), plan_of(config)), plan_of(dev_config()),
+                                plan_of(config))
+    assert [finding for finding in findings if finding.category in SERIOUS] == []
+
+
+def test_the_cli_puts_a_refused_edit_first_in_the_diff(tmp_path):
+    cache = real_charts_or_skip(plan_of(dev_config()))
+    common = ["--render-charts", "--chart-cache", str(cache)]
+    assert plan.main(["dev", "--out", str(tmp_path / "old"), *common], config=dev_config()) == 0
+    assert plan.main(["dev", "--out", str(tmp_path / "new"), *common, "--diff-against",
+                      str(tmp_path / "old" / "plan.json")], config=_extra_values({"size": "10Gi"})) == 0
+    text = (tmp_path / "new" / "diff.md").read_text()
+    section = text.split("## Changes a running site refuses or that lose state")[1].split("\n## ")[0]
+    assert "cannot be applied to a running site as it is, or loses state (refused)" in text.split("\n## ")[0]
+    assert "**Refused by the API server" in section
+    assert ("team-nlp: StatefulSet vcluster-team-nlp/team-nlp (apps): "
+            "`spec.volumeClaimTemplates[0].spec.resources.requests.storage` \"5Gi\" -> \"10Gi\"") in section
+
+
+# --- every upgrade between accepted releases, with the program's values --------------------------------
+
+RELEASES = {"vcluster": versions.VCLUSTER_RELEASES, "kai-scheduler": versions.KAI_RELEASES,
+            "gpu-operator": versions.GPU_OPERATOR_RELEASES,
+            "kube-prometheus-stack": versions.KUBE_PROMETHEUS_STACK_RELEASES}
+
+
+def _site_with_every_chart(index: int) -> dict:
+    """The EKS stack with the GPU Operator, KAI, one tenant and kube-prometheus-stack, each at its release
+    ``index`` (its newest past the end of its list)."""
+    pick = {chart: releases[min(index, len(releases) - 1)] for chart, releases in RELEASES.items()}
+    config = eks_config()
+    config["gpu-tenancy:teams"] = config["gpu-tenancy:teams"][:1]
+    config["gpu-tenancy:vcluster"]["version"] = pick["vcluster"]
+    config["gpu-tenancy:kaiScheduler"]["version"] = pick["kai-scheduler"]
+    config["gpu-tenancy:gpuOperator"]["version"] = pick["gpu-operator"]
+    config["gpu-tenancy:observability"] = {"prometheus": "install", "chartVersion": pick["kube-prometheus-stack"]}
+    return config
+
+
+@pytest.fixture(scope="module")
+def every_release(tmp_path_factory):
+    """chart -> release -> that release's manifests, rendered with the program's values."""
+    by_chart: dict[str, dict[str, dict[str, str]]] = {chart: {} for chart in RELEASES}
+    directory = {"rag-legal": "vcluster"}
+    for index in range(max(map(len, RELEASES.values()))):
+        manifests = rendered(_site_with_every_chart(index), tmp_path_factory.mktemp(f"release-{index}"), "eks")
+        for chart, releases in RELEASES.items():
+            release = releases[min(index, len(releases) - 1)]
+            by_chart[chart][release] = {path: text for path, text in manifests.items()
+                                        if directory.get(path.split("/")[0], path.split("/")[0]) == chart}
+    return by_chart
+
+
+@pytest.mark.parametrize("chart", RELEASES)
+def test_every_upgrade_between_accepted_releases_is_taken_by_a_running_site(chart, every_release):
+    renders = every_release[chart]
+    assert sorted(renders, key=versions.release_order) == list(RELEASES[chart]) and all(renders.values())
+    trap: dict[tuple[str, str], list[str]] = {}
+    for older, newer in itertools.combinations(RELEASES[chart], 2):
+        findings = chart_findings(renders[older], renders[newer])
+        assert [f for f in findings if f.category in SERIOUS] == [], f"{chart} {older} -> {newer}"
+        trap[(older, newer)] = [f.subject for f in findings if f.category == "not applied"]
+    if chart == "kube-prometheus-stack":
+        # The chart installs its CRDs from crds/ and upgrades them only with crds.upgradeJob, off by default: an
+        # upgrade leaves the CRDs of the first release installed (docs/operations.md, "Pinned versions").
+        newest = trap[(RELEASES[chart][0], RELEASES[chart][-1])]
+        assert "kube-prometheus-stack: CustomResourceDefinition prometheuses.monitoring.coreos.com " \
+               "(apiextensions.k8s.io)" in newest
+    else:
+        # The GPU Operator's and KAI's charts apply their CRDs in a pre-upgrade hook Job; vCluster ships none.
+        assert not any(trap.values()), trap
+
+
+# --- Pulumi replacements from config edits -----------------------------------------------------------
+
+
+def _replacements(config: dict, stack: str = "dev", base: dict | None = None):
+    old, new = plan_of(base or (dev_config() if stack == "dev" else eks_config()), stack), plan_of(config, stack)
+    diff = diff_plans(old, new)
+    diff.running_site = pulumi_findings(diff, old, new)
+    return {(f.category, f.subject.split(" ", 1)[1], f.field) for f in diff.running_site}, render_diff(diff, "a", "b")
+
+
+@pytest.mark.parametrize("key, value, field", [("namespace", "nlp", "namespace"),
+                                               ("vclusterName", "nlp", "name")])
+def test_a_namespace_forming_key_of_a_protected_team_stops_pulumi_up(key, value, field):
+    config = dev_config()
+    config["gpu-tenancy:teams"][0][key] = value
+    found, text = _replacements(config)
+    assert ("stops", "tenant-team-nlp-vcluster", field) in found
+    assert ("stops", "tenant-team-nlp-namespace", "metadata.name") in found or key == "namespace"
+    assert "**Stops `pulumi up`" in text
+
+
+def test_an_unprotected_team_removed_loses_its_namespace_and_virtual_cluster():
+    base = dev_config()
+    base["gpu-tenancy:teams"][2]["protect"] = False
+    config = dev_config()
+    del config["gpu-tenancy:teams"][2]
+    found, text = _replacements(config, base=base)
+    assert {("lost", "tenant-team-recommender-namespace", "(the resource)"),
+            ("lost", "tenant-team-recommender-vcluster", "(the resource)")} <= found
+    assert "an empty virtual cluster" in text
+
+
+def test_a_time_slicing_change_replaces_the_configmap_which_holds_nothing_else():
+    config = dev_config()
+    config["gpu-tenancy:gpuOperator"]["timeSlicing"]["replicas"] = 3
+    found, _ = _replacements(config)
+    assert {category for category, *_ in found} == {"replaced"}
+
+
+def test_a_cloud_resource_whose_rules_are_not_read_is_unknown_not_passed():
+    config = eks_config()
+    config["gpu-tenancy:cluster"]["eks"]["gpuNodeGroups"][0]["instanceTypes"] = ["g5.xlarge"]
+    found, text = _replacements(config, "eks")
+    assert any(category == "unknown" and "gpu" in subject for category, subject, _ in found), found
+    assert "pulumi preview --diff" in text
+
+
+# --- the rules' semantics, on objects built for them -------------------------------------------------
+
+
+def _manifests(*objects: dict, path: str = "templates/all.yaml") -> dict[str, str]:
+    return {f"demo/{path}": yaml.safe_dump_all(objects)}
+
+
+def _object(kind: str, spec: dict, api_version: str = "v1", **metadata) -> dict:
+    return {"apiVersion": api_version, "kind": kind, "metadata": {"name": "x", "namespace": "ns", **metadata},
+            "spec": spec}
+
+
+def test_a_kind_without_a_rule_is_unknown():
+    lease = lambda holder: _object("Lease", {"holderIdentity": holder}, "coordination.k8s.io/v1")  # noqa: E731
+    [finding] = chart_findings(_manifests(lease("a")), _manifests(lease("b")))
+    assert finding.category == "unknown" and "no update rule" in finding.why
+
+
+@pytest.mark.parametrize("old, new, refused", [("5Gi", "6Gi", False), ("5Gi", "4Gi", True), ("1Gi", "1024Mi", False)])
+def test_a_claim_may_grow_but_not_shrink(old, new, refused):
+    claim = lambda size: _object("PersistentVolumeClaim", {"resources": {"requests": {"storage": size}}})  # noqa
+    assert bool(chart_findings(_manifests(claim(old)), _manifests(claim(new)))) is refused
+
+
+def test_a_default_stated_or_left_out_is_no_change_but_another_value_is_refused():
+    statefulset = lambda **spec: _object("StatefulSet", {"serviceName": "s", **spec}, "apps/v1")  # noqa: E731
+    assert chart_findings(_manifests(statefulset()), _manifests(statefulset(podManagementPolicy="OrderedReady"))) == []
+    [finding] = chart_findings(_manifests(statefulset()), _manifests(statefulset(podManagementPolicy="Parallel")))
+    assert finding.field == "spec.podManagementPolicy"
+
+
+def test_a_service_may_leave_its_address_to_the_cluster_but_not_turn_headless():
+    service = lambda **spec: _object("Service", {"ports": [{"port": 80}], **spec})  # noqa: E731
+    assert chart_findings(_manifests(service()), _manifests(service(clusterIP="10.0.0.9"))) == []
+    assert [f.field for f in chart_findings(_manifests(service()), _manifests(service(clusterIP="None")))] == [
+        "spec.clusterIP"]
+
+
+def test_a_custom_resource_is_judged_by_its_crd():
+    crd = lambda rule: {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",  # noqa: E731
+                        "metadata": {"name": "widgets.example.com"},
+                        "spec": {"group": "example.com", "names": {"kind": "Widget", "plural": "widgets"},
+                                 "versions": [{"name": "v1", "schema": {"openAPIV3Schema": {
+                                     "x-kubernetes-validations": [{"rule": rule}]}}}]}}
+    widget = lambda size: _object("Widget", {"size": size}, "example.com/v1")  # noqa: E731
+    assert chart_findings(_manifests(crd("self.size > 0"), widget(1)), _manifests(crd("self.size > 0"), widget(2))) == []
+    [finding] = chart_findings(_manifests(crd("self.size == oldSelf.size"), widget(1)),
+                               _manifests(crd("self.size == oldSelf.size"), widget(2)))
+    assert finding.category == "unknown" and "oldSelf" in finding.why
+    [finding] = chart_findings(_manifests(widget(1)), _manifests(widget(2)))
+    assert finding.category == "unknown" and "no CRD" in finding.why
+
+
+def test_a_claim_the_upgrade_drops_is_lost_unless_helm_keeps_it():
+    claim = _object("PersistentVolumeClaim", {"resources": {"requests": {"storage": "1Gi"}}})
+    [finding] = chart_findings(_manifests(claim), {})
+    assert finding.category == "lost" and "every file on it" in finding.why
+    claim["metadata"]["annotations"] = {"helm.sh/resource-policy": "keep"}
+    assert chart_findings(_manifests(claim), {}) == []
+
+
+def test_hooks_are_made_anew_and_crds_are_not_upgraded_unless_a_hook_does_it():
+    hook = lambda image: _object("Job", {"template": {"spec": {"containers": [{"image": image}]}}},  # noqa
+                                 "batch/v1", annotations={"helm.sh/hook": "post-install"})
+    assert chart_findings(_manifests(hook("a")), _manifests(hook("b"))) == []
+    crd = lambda version: {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",  # noqa
+                           "metadata": {"name": "widgets.example.com"}, "spec": {"versions": [{"name": version}]}}
+    [finding] = chart_findings(_manifests(crd("v1"), path="crds/w.yaml"), _manifests(crd("v2"), path="crds/w.yaml"))
+    assert finding.category == "not applied"
+    upgrader = _object("Job", {}, "batch/v1", annotations={"helm.sh/hook": "pre-install,pre-upgrade"})
+    upgrader["metadata"]["name"] = "crd-upgrader"
+    new = {**_manifests(crd("v2"), path="crds/w.yaml"), **_manifests(upgrader, path="templates/hook.yaml")}
+    assert chart_findings(_manifests(crd("v1"), path="crds/w.yaml"), new) == []
+
+
+# --- the replacement rules are the Kubernetes provider's own ---------------------------------------------
+
+PULUMI_KUBERNETES_TAG = "v4.32.0"
+
+
+def test_the_replacement_rules_are_the_kubernetes_providers_own():
+    """Every path pulumi-kubernetes' diff.go names for a replacement is in tools/plan/replacement.py and nothing
+    else: a provider release that adds one turns this red."""
+    tag = mirrored_tag("pulumi/pulumi-kubernetes", PULUMI_KUBERNETES_TAG)
+    source = git("pulumi/pulumi-kubernetes", "show", f"{tag}:provider/pkg/provider/diff.go")
+    upstream = set(re.findall(r'"\.([A-Za-z][\w.\[\]*]*)"', source))
+    ours = {"metadata", "name", "namespace"}  # every object's metadata.name and metadata.namespace
+    for paths in FORCE_NEW.values():
+        for path in paths:
+            containers, _, field = path.partition("[*].")
+            ours |= {f"{containers}[*]", field} if field else {path}
+    ours |= {name for names, _ in DATA_REPLACES.values() for name in names}
+    # Sub-paths of fields matched as a whole here (a selector, a container's env).
+    ours |= {"matchExpressions", "matchExpressions.key", "matchExpressions.operator", "matchExpressions.values",
+             "matchLabels", "env.value"}
+    ours.add("spec")  # policy/v1beta1 PodDisruptionBudget, a version the program never registers
+    assert upstream == ours
+    release = git("pulumi/pulumi-kubernetes", "show", f"{tag}:provider/pkg/provider/helm_release.go")
+    assert 'forceNewFields := []string{".name", ".namespace"}' in release

@@ -1,0 +1,161 @@
+"""Which Pulumi resources a change replaces, and what a replacement stops or loses.
+
+The Kubernetes provider decides replacement itself (pulumi/pulumi-kubernetes, read in its newest snapshot,
+tags up to v4.32.0, ``provider/pkg/provider/diff.go`` ``forceNewProperties`` and ``helm_release.go`` ``Diff``):
+any object is replaced when its ``metadata.name`` or ``metadata.namespace`` changes, a few kinds also on the
+fields of the ``FORCE_NEW`` table below, a ConfigMap or Secret on its data unless the provider is told they are
+mutable (``enableConfigMapMutable``, ``enableSecretMutable``), and a Helm release on its ``name`` or
+``namespace``. A named object is deleted before its replacement is created (``provider.go`` ``Diff``:
+``deleteBeforeReplace``). The engine also replaces on a resource's own ``replaceOnChanges`` paths, and refuses
+to replace or delete a protected resource: ``pulumi up`` stops there. Resources of other providers (AWS, EKS,
+commands) are not read here: a change to one is reported as unknown, for ``pulumi preview`` to settle.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping
+
+from config.vocabulary import RELEASE
+from tools.plan.diff import MISSING, PlanDiff
+from tools.plan.running_site import LOST, STATE_OF_KIND, STOPS, UNKNOWN, Finding
+
+REPLACED = "replaced"
+
+_SELECTOR = ("spec.selector",)
+_CONTAINER_FIELDS = ("args", "command", "env", "image", "imagePullPolicy", "lifecycle", "livenessProbe", "ports",
+                     "readinessProbe", "resources", "securityContext", "stdin", "stdinOnce", "terminationMessagePath",
+                     "terminationMessagePolicy", "tty", "volumeDevices", "volumeMounts", "workingDir")
+# (API group, kind) -> paths whose change replaces the object, as pulumi-kubernetes lists them for the versions
+# the program registers (apps/v1, core/v1, batch/v1, rbac/v1, storage/v1; policy/v1 has none).
+FORCE_NEW: dict[tuple[str, str], tuple[str, ...]] = {
+    ("apps", "DaemonSet"): _SELECTOR,
+    ("apps", "Deployment"): _SELECTOR,
+    ("apps", "StatefulSet"): ("spec.podManagementPolicy", "spec.revisionHistoryLimit", "spec.selector",
+                              "spec.serviceName", "spec.volumeClaimTemplates"),
+    ("batch", "Job"): ("spec.completions", "spec.parallelism", "spec.selector", "spec.template"),
+    ("rbac.authorization.k8s.io", "RoleBinding"): ("roleRef",),
+    ("rbac.authorization.k8s.io", "ClusterRoleBinding"): ("roleRef",),
+    ("storage.k8s.io", "StorageClass"): ("parameters", "provisioner"),
+    ("core", "PersistentVolumeClaim"): ("spec.accessModes", "spec.selector", "spec.storageClassName",
+                                        "spec.volumeName"),
+    ("core", "PersistentVolume"): tuple(f"spec.{source}" for source in (
+        "awsElasticBlockStore", "azureDisk", "azureFile", "cephfs", "cinder", "csi", "fc", "flexVolume", "flocker",
+        "gcePersistentDisk", "glusterfs", "hostPath", "iscsi", "local", "nfs", "photonPersistentDisk",
+        "portworxVolume", "quobyte", "rbd", "scaleIO", "storageos", "vsphereVolume")),
+    ("core", "Pod"): tuple(f"spec.{name}" for name in (
+        "affinity", "automountServiceAccountToken", "dnsConfig", "dnsPolicy", "enableServiceLinks", "hostAliases",
+        "hostIPC", "hostNetwork", "hostPID", "hostname", "imagePullSecrets", "nodeName", "nodeSelector", "overhead",
+        "preemptionPolicy", "priority", "priorityClassName", "readinessGates", "restartPolicy", "runtimeClassName",
+        "schedulerName", "securityContext", "serviceAccount", "serviceAccountName", "shareProcessNamespace",
+        "subdomain", "terminationGracePeriodSeconds", "volumes")) + tuple(
+        f"spec.{containers}[*].{name}" for containers in ("containers", "initContainers") for name in _CONTAINER_FIELDS),
+    ("core", "ResourceQuota"): ("spec.scopes",),
+    ("core", "Secret"): ("type",),
+    ("core", "Service"): ("spec.clusterIP",),
+}
+DATA_REPLACES = {"ConfigMap": (("data", "binaryData"), "enableConfigMapMutable"),
+         "Secret": (("data", "stringData"), "enableSecretMutable")}
+
+# What a replacement (or a removal) of these resource types destroys.
+STATE_OF_TYPE = {
+    "kubernetes:core/v1:Namespace": STATE_OF_KIND["Namespace"],
+    "kubernetes:core/v1:PersistentVolumeClaim": STATE_OF_KIND["PersistentVolumeClaim"],
+    RELEASE: ("every object of the release (helm uninstall, then install); its StatefulSets' volume claims stay "
+              "behind, so a release under a new name or namespace starts on new, empty volumes (a vCluster: an "
+              "empty virtual cluster; Prometheus: no history)"),
+}
+# The program's own components register nothing in the cluster or cloud themselves.
+COMPONENT_PREFIX = "gpu-tenancy:"
+_OPTION_PARTS = ("options", "dependencies", "provider", "parent")
+
+
+def _pattern(path: str) -> str:
+    return re.sub(r"\[\d+\]", "[*]", path)
+
+
+def _under(path: str, prefix: str) -> bool:
+    path = _pattern(path)
+    return path == prefix or path.startswith(prefix + ".") or path.startswith(prefix + "[")
+
+
+def _kubernetes_kind(type_token: str) -> tuple[str, str]:
+    """``kubernetes:apps/v1:StatefulSet`` -> ("apps", "StatefulSet")."""
+    _, group_version, kind = type_token.split(":", 2)
+    return group_version.rsplit("/", 1)[0], kind
+
+
+def _mutable_data(plan: Mapping[str, Any], flag: str) -> bool:
+    return any(resource["type"] == "pulumi:providers:kubernetes"
+               and str((resource.get("inputs") or {}).get(flag, "")).lower() == "true"
+               for resource in plan.get("resources", []))
+
+
+def replacing_paths(resource: Mapping[str, Any], paths: list[str], plan: Mapping[str, Any]) -> list[str] | None:
+    """The changed input ``paths`` that make Pulumi replace ``resource``; None when its type's rules are unknown."""
+    patterns = [_pattern(path) for path in (resource.get("options") or {}).get("replaceOnChanges") or []]
+    typ = resource["type"]
+    if typ == RELEASE:
+        patterns += ["name", "namespace"]
+    elif typ.startswith("kubernetes:") and typ.count(":") == 2:
+        group, kind = _kubernetes_kind(typ)
+        patterns += ["metadata.name", "metadata.namespace", *FORCE_NEW.get((group, kind), ())]
+        if group == "core" and kind in DATA_REPLACES and not _mutable_data(plan, DATA_REPLACES[kind][1]):
+            patterns += list(DATA_REPLACES[kind][0])
+    elif not patterns:
+        return None
+    return [path for path in paths if any(_under(path, pattern) for pattern in patterns)]
+
+
+def _protected(resource: Mapping[str, Any]) -> bool:
+    return bool((resource.get("options") or {}).get("protect"))
+
+
+def pulumi_findings(diff: PlanDiff, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Finding]:
+    """Replacements of the changed resources, and state lost with removed ones."""
+    before = {resource["urn"]: resource for resource in old.get("resources", [])}
+    after = {resource["urn"]: resource for resource in new.get("resources", [])}
+    findings: list[Finding] = []
+    for changed in diff.changed:
+        resource = after[changed.urn]
+        inputs = [change for change in changed.changes if change.path.split(".")[0] not in _OPTION_PARTS]
+        if not inputs or resource["type"].startswith(COMPONENT_PREFIX):
+            continue
+        paths = replacing_paths(resource, [change.path for change in inputs], new)
+        subject = f"`{resource['type']}` {resource['name']}"
+        if paths is None:
+            findings.append(Finding(UNKNOWN, subject, ", ".join(change.path for change in inputs[:5]), MISSING,
+                                    MISSING, "the plan diff does not know this provider's replacement rules",
+                                    "read `pulumi preview --diff`: a replacement shows as `+-`"))
+            continue
+        if not paths:
+            continue
+        change = next(change for change in inputs if change.path == paths[0])
+        lost = STATE_OF_TYPE.get(resource["type"])
+        if _protected(resource) or _protected(before[changed.urn]):
+            findings.append(Finding(
+                STOPS, subject, change.path, change.old, change.new,
+                "this change replaces the resource, which is protected: `pulumi up` stops before anything "
+                "changes", "set it back: it is a new-site-only setting (to move a team anyway, follow "
+                "docs/operations.md: back up, lift protection, replace, restore)"))
+        elif lost:
+            findings.append(Finding(LOST, subject, change.path, change.old, change.new,
+                                    f"this change replaces the resource, deleting {lost}",
+                                    "set it back, or back up first and restore after `pulumi up`"))
+        else:
+            findings.append(Finding(REPLACED, subject, change.path, change.old, change.new,
+                                    "this change replaces the resource (deleted, then created again); nothing "
+                                    "it holds is lost", "none needed"))
+    for resource in diff.removed:
+        lost = STATE_OF_TYPE.get(resource["type"])
+        if _protected(resource):
+            findings.append(Finding(STOPS, f"`{resource['type']}` {resource['name']}", "(the resource)", "present",
+                                    MISSING, "removed from the program (a team or namespace renamed or removed), "
+                                    "but protected: `pulumi up` stops before anything changes",
+                                    "set it back; to remove or rename it on purpose, follow the decommission "
+                                    "procedure in docs/operations.md"))
+        elif lost:
+            findings.append(Finding(LOST, f"`{resource['type']}` {resource['name']}", "(the resource)", "present",
+                                    MISSING, f"removed from the program: Pulumi deletes it, and with it {lost}",
+                                    "back up first, or keep the setting that makes it"))
+    return findings

@@ -1,0 +1,216 @@
+"""Changes a running site refuses or that lose state, from two renders of the charts.
+
+Helm upgrades a release by patching each object it rendered before into the one it renders now. The API
+server refuses a patch that touches a field its update validation keeps (``tools.plan.update_rules``): the
+upgrade fails, the program's releases are ``atomic`` so Helm rolls back, and ``pulumi up`` stops on that
+release. An object the new render no longer has is deleted (unless annotated ``helm.sh/resource-policy:
+keep``), and with a volume claim or a CRD goes its data. Files of a chart's ``crds/`` folder are installed once
+and never upgraded nor deleted by Helm, and hooks are created anew each time: neither is patched.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Optional
+
+import yaml
+
+from tools.charts.manifest_yaml import load_manifests
+from tools.plan.diff import MISSING, value_changes
+from tools.plan.update_rules import group_of, is_mutable, refused_field, rule_of
+
+REFUSED = "refused"
+STOPS = "stops"
+LOST = "lost"
+NOT_APPLIED = "not applied"
+UNKNOWN = "unknown"
+
+# API groups served by Kubernetes itself: an object of one whose kind has no rule is unknown, not a custom resource.
+BUILT_IN_GROUPS = frozenset({
+    "", "apps", "batch", "policy", "autoscaling", "rbac.authorization.k8s.io", "storage.k8s.io",
+    "networking.k8s.io", "scheduling.k8s.io", "node.k8s.io", "admissionregistration.k8s.io",
+    "apiextensions.k8s.io", "apiregistration.k8s.io", "coordination.k8s.io", "discovery.k8s.io",
+    "certificates.k8s.io", "flowcontrol.apiserver.k8s.io", "resource.k8s.io", "events.k8s.io"})
+
+# What goes with an object of these kinds when it is deleted (by an upgrade that no longer renders it, or by a
+# replacement).
+STATE_OF_KIND = {
+    "PersistentVolumeClaim": "its volume and every file on it (a claim's volume is deleted with it under the usual "
+                             "Delete reclaim policy)",
+    "PersistentVolume": "the volume, under a Delete reclaim policy",
+    "StatefulSet": "its pods; its volume claims stay behind, unused by a StatefulSet of another name, which starts "
+                   "on new, empty ones",
+    "CustomResourceDefinition": "every object of that custom resource, in every namespace",
+    "Namespace": "everything in it: workloads, Secrets, volume claims and their volumes",
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One change a running site refuses (``refused``, ``stops``), that loses state (``lost``), that it does not
+    take (``not applied``) or that the plan cannot judge (``unknown``)."""
+
+    category: str
+    subject: str
+    field: str
+    old: Any
+    new: Any
+    why: str
+    fix: str
+
+
+@dataclass(frozen=True)
+class _Object:
+    release: str
+    manifest: dict[str, Any]
+    crd_file: bool
+    hook: bool
+
+    @property
+    def key(self) -> tuple[str, str, str, str, str]:
+        metadata = self.manifest.get("metadata") or {}
+        return (self.release, group_of(str(self.manifest.get("apiVersion", ""))), str(self.manifest.get("kind")),
+                str(metadata.get("namespace") or ""), str(metadata.get("name")))
+
+    @property
+    def subject(self) -> str:
+        _, group, kind, namespace, name = self.key
+        where = f"{namespace}/" if namespace else ""
+        return f"{self.release}: {kind} {where}{name}" + (f" ({group})" if group else "")
+
+
+def chart_objects(manifests: Mapping[str, str]) -> dict[tuple, _Object]:
+    """The objects of a render (``tools.plan.diff.read_manifests``: ``<release>/<template path>`` -> YAML), by
+    release, API group, kind, namespace and name."""
+    found: dict[tuple, _Object] = {}
+    for path, text in manifests.items():
+        release, _, template = path.partition("/")
+        try:
+            documents = list(load_manifests(text))
+        except yaml.YAMLError:
+            continue  # the render itself reports it
+        for document in documents:
+            if not isinstance(document, dict) or not document.get("kind"):
+                continue
+            annotations = (document.get("metadata") or {}).get("annotations") or {}
+            item = _Object(release, document, "crds" in template.split("/")[:-1], "helm.sh/hook" in annotations)
+            found[item.key] = item
+    return found
+
+
+def _with_defaults(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The object as the API server keeps it, for the fields an update rule compares: status dropped, the
+    defaults of ``update_rules`` filled in (a StatefulSet's claim templates included)."""
+    manifest = json.loads(json.dumps(manifest))
+    manifest.pop("status", None)
+    rule = rule_of(str(manifest.get("apiVersion", "")), str(manifest.get("kind")))
+    for path, value in (rule.defaults if rule else {}).items():
+        *parents, leaf = path.split(".")
+        node = manifest
+        for part in parents:
+            node = node.setdefault(part, {}) if isinstance(node, dict) else {}
+        if isinstance(node, dict):
+            node.setdefault(leaf, value)
+    if manifest.get("kind") == "StatefulSet":
+        for template in (manifest.get("spec") or {}).get("volumeClaimTemplates") or []:
+            template.setdefault("apiVersion", "v1")
+            template.setdefault("kind", "PersistentVolumeClaim")
+            template.setdefault("spec", {}).setdefault("volumeMode", "Filesystem")
+            template.pop("status", None)
+    return manifest
+
+
+def _transition_rules(crds: Iterable[dict[str, Any]], group: str, kind: str) -> Optional[bool]:
+    """Whether the CRD of ``group``/``kind`` has rules comparing old and new (``oldSelf``); None without a CRD."""
+    for crd in crds:
+        spec = crd.get("spec") or {}
+        if spec.get("group") == group and (spec.get("names") or {}).get("kind") == kind:
+            return "oldSelf" in json.dumps(spec.get("versions"))
+    return None
+
+
+def _object_findings(before: _Object, after: _Object, crds: list[dict[str, Any]]) -> list[Finding]:
+    api_version, kind = str(after.manifest.get("apiVersion", "")), str(after.manifest.get("kind"))
+    old, new = _with_defaults(before.manifest), _with_defaults(after.manifest)
+    changes = [change for change in value_changes(old, new)
+               if not change.path.startswith(("metadata.labels", "metadata.annotations"))]
+    if not changes:
+        return []
+    rule = rule_of(api_version, kind)
+    if rule is not None:
+        refused: dict[str, Finding] = {}
+        for change in changes:
+            where = refused_field(rule, change.path, change.old, change.new)
+            if where is not None and where not in refused:
+                refused[where] = Finding(REFUSED, after.subject, change.path, change.old, change.new,
+                                         f"{rule.why} ({rule.source})", rule.fix)
+        return list(refused.values())
+    if kind in ("Secret", "ConfigMap") and old.get("immutable") is True:
+        return [Finding(REFUSED, after.subject, change.path, change.old, change.new,
+                        f"the {kind} is marked immutable (core/validation Validate{kind}Update)",
+                        f"delete the {kind} right before `pulumi up`")
+                for change in changes if change.path.split(".")[0].split("[")[0] in ("data", "stringData",
+                                                                                     "binaryData", "immutable")][:1]
+    if is_mutable(api_version, kind):
+        return []
+    group = group_of(api_version)
+    if group not in BUILT_IN_GROUPS:
+        transition = _transition_rules(crds, group, kind)
+        if transition is False:
+            return []  # the CRD validates each object on its own: any field may change
+        why = ("its CRD compares old and new objects (x-kubernetes-validations with oldSelf), which the plan diff "
+               "does not evaluate") if transition else "no CRD for it in the rendered charts"
+    else:
+        why = "no update rule for this kind is known to the plan diff (tools/plan/update_rules.py)"
+    paths = ", ".join(change.path for change in changes[:5]) + (" ..." if len(changes) > 5 else "")
+    return [Finding(UNKNOWN, after.subject, paths, MISSING, MISSING, why,
+                    "check the update against a cluster (`pulumi preview` does not show it) or add the kind's rule")]
+
+
+def _removal_findings(before: _Object) -> list[Finding]:
+    metadata = before.manifest.get("metadata") or {}
+    kept = (metadata.get("annotations") or {}).get("helm.sh/resource-policy") == "keep"
+    lost = STATE_OF_KIND.get(str(before.manifest.get("kind")))
+    if lost is None or kept:
+        return []
+    return [Finding(LOST, before.subject, "(the object)", "present", MISSING,
+                    f"the upgrade no longer renders it, so Helm deletes it, and with it {lost}",
+                    "back it up first, or keep the setting that renders it")]
+
+
+def _upgrades_its_crds(objects: Iterable[_Object], release: str) -> bool:
+    """Whether ``release`` runs a Job of its own on upgrade that applies its CRDs (a ``pre-upgrade`` hook named
+    for them: the GPU Operator's ``upgrade-crd`` hook, KAI's ``crd-upgrader``)."""
+    for item in objects:
+        metadata = item.manifest.get("metadata") or {}
+        hook = str((metadata.get("annotations") or {}).get("helm.sh/hook", ""))
+        if (item.release == release and item.hook and item.manifest.get("kind") == "Job"
+                and "pre-upgrade" in hook and "crd" in str(metadata.get("name", "")).lower()):
+            return True
+    return False
+
+
+def chart_findings(old_manifests: Mapping[str, str], new_manifests: Mapping[str, str]) -> list[Finding]:
+    """What the upgrade from one render to the other would have the API server refuse, would delete with data,
+    or would leave unapplied, object by object."""
+    before, after = chart_objects(old_manifests), chart_objects(new_manifests)
+    crds = [item.manifest for item in after.values() if item.manifest.get("kind") == "CustomResourceDefinition"]
+    findings: list[Finding] = []
+    for key in sorted(set(before) | set(after)):
+        old, new = before.get(key), after.get(key)
+        if (old and old.hook) or (new and new.hook):
+            continue  # created anew by Helm on every install or upgrade
+        if old is not None and new is None:
+            findings += [] if old.crd_file else _removal_findings(old)
+        elif old is not None and new is not None:
+            if old.crd_file or new.crd_file:
+                if old.manifest != new.manifest and not _upgrades_its_crds(after.values(), new.release):
+                    findings.append(Finding(
+                        NOT_APPLIED, new.subject, "(the CRD)", "as installed", "changed",
+                        "Helm installs a chart's crds/ files once and never upgrades them",
+                        "apply the new CRD before the upgrade (`kubectl apply --server-side -f` the chart's file), "
+                        "unless the chart upgrades its CRDs itself (a hook Job)"))
+            else:
+                findings += _object_findings(old, new, crds)
+    return findings
