@@ -23,7 +23,7 @@ from config.keys import REQUIRED, Block, Key
 from config.load_host import CI, CLUSTER, read_ci, read_cluster
 from config.load_operators import GPU_OPERATOR, KAI_SCHEDULER, read_gpu_operator, read_kai
 from config.load_placement import check_placement, placement_warnings
-from config.load_teams import KAI_DEVICE_LIST_ENDING, ORGANIZATION, TEAMS, read_organization, read_team
+from config.load_teams import ORGANIZATION, TEAMS, VCLUSTER_NAME_CHECKS, read_organization, read_team
 from config.load_vcluster import DEFAULT_VCLUSTER, VCLUSTER, read_vcluster
 from config.virtual_cluster import check_virtual_clusters
 from config.model import Cluster, GpuOperator, Organization, Platform, Team
@@ -160,11 +160,12 @@ def _check_names(reader: Reader, organization: Organization, teams: list[Team]) 
     seen: dict[str, dict[str, int]] = {"name": {}, "vclusterName": {}, "namespace": {}}
     for index, team in enumerate(teams):
         reported = len(reader.issues)
-        if team.vcluster_name is not None and not KAI_DEVICE_LIST_ENDING.passes(team.vcluster_name):
-            # The name came from the team's name (a vclusterName written out is checked by its type).
-            reader.fail(f"teams[{index}].vclusterName", team.vcluster_name,
-                        f"(taken from teams[{index}].name) {KAI_DEVICE_LIST_ENDING.problem}",
-                        f"set teams[{index}].vclusterName to a name that does not end in shared-gpu-<number>")
+        # A name that fails came from the team's name (a vclusterName written out is checked by its type).
+        for check in VCLUSTER_NAME_CHECKS if team.vcluster_name is not None else ():
+            if not check.passes(team.vcluster_name):
+                reader.fail(f"teams[{index}].vclusterName", team.vcluster_name,
+                            f"(taken from teams[{index}].name) {check.problem}",
+                            f"set teams[{index}].vclusterName: {check.fix}")
         key = f"teams[{index}].name"
         if team.name is not None and team.name == organization.name:
             reader.fail(key, team.name, "is also the organization's queue name",

@@ -8,6 +8,7 @@ import pytest
 from config import load_platform
 from config.load_teams import VCLUSTER_NAME_LENGTH
 from tests.config_spec import assert_rejected, dev_config, issue, put, rejected
+from tests.conftest import ACCEPTED_VCLUSTER_TAGS, git, mirrored_tag
 from tools.deployability import names
 
 
@@ -17,7 +18,8 @@ from tools.deployability import names
 @pytest.mark.parametrize("path", ["teams[0].name", "organization.name"])
 @pytest.mark.parametrize("name", ["a", "team-1", "9lives", "x" * 63])
 def test_dns_1123_names_are_accepted(path, name):
-    platform = load_platform(put(dev_config(), path, name))
+    # A team's vCluster name, derived from its name, must start with a letter (below): it is set apart.
+    platform = load_platform(put(put(dev_config(), "teams[0].vclusterName", "nlp"), path, name))
     assert name in (platform.organization.name, platform.teams[0].name)
 
 
@@ -25,6 +27,28 @@ def test_dns_1123_names_are_accepted(path, name):
 @pytest.mark.parametrize("name", ["Team-NLP", "team_nlp", "-team", "team-", "team.nlp", "x" * 64])
 def test_names_that_are_not_dns_1123_labels_are_rejected(path, name):
     assert_rejected(put(dev_config(), path, name), path, name, fix="lowercase")
+
+
+@pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
+def test_the_vcluster_chart_names_its_services_after_the_release(tag):
+    # What the rule below stands on: the API server refuses a Service whose name is not a DNS-1035 label.
+    for template in ("service.yaml", "headless-service.yaml"):
+        text = git("loft-sh/vcluster", "show", f"{mirrored_tag('loft-sh/vcluster', tag)}:chart/templates/{template}")
+        service = text[text.index("kind: Service"):]
+        name = service[service.index("name:") + len("name:"):].splitlines()[0].strip()
+        assert name.startswith("{{ .Release.Name }}"), (template, name)
+    assert "Service" in names.DNS_1035_KINDS and not names.DNS_1035_LABEL.fullmatch("0team")
+
+
+def test_a_vcluster_name_starting_with_a_digit_is_refused_and_a_team_so_named_sets_one():
+    # Helm and the namespace take "0team"; the chart's Services would not (found opening a trial site).
+    found = assert_rejected(put(dev_config(), "teams[0].name", "0team"), "teams[0].vclusterName", "0team",
+                            fix="set teams[0].vclusterName")
+    assert "taken from teams[0].name" in found.problem and "start with a letter" in found.problem
+    assert_rejected(put(dev_config(), "teams[1].vclusterName", "9vision"), "teams[1].vclusterName", "9vision",
+                    fix="starts with a letter")
+    team = load_platform(put(put(dev_config(), "teams[0].name", "0team"), "teams[0].vclusterName", "vc-0team")).teams[0]
+    assert (team.name, team.vcluster_name, team.namespace) == ("0team", "vc-0team", "vcluster-vc-0team")
 
 
 def test_the_vcluster_name_holds_52_characters_as_its_statefulsets_pods_need():
