@@ -25,6 +25,9 @@ from config.mig import MIG_CONFIG_LABEL, MIG_LAYOUTS, PROFILE_PATTERN, kai_units
 from config.model import EXCLUSIVE, MEMORY_CAPPED, MIG, Cluster, GpuNodeGroup, GpuOperator, KaiScheduler, Platform, \
     Team
 from config.reader import Reader
+from config.hosts import host_profile
+from config.placement import place
+from config.sharing import TIME_SLICED
 from config.vocabulary import POOL_LABEL
 
 # The first KAI release with the hamicore binder and pod-webhook plugins (pkg/binder/plugins/hamicore).
@@ -96,6 +99,8 @@ def check_isolation(reader: Reader, cluster: Optional[Cluster], gpu_operator: Gp
             _check_memory_capped(reader, key, kai)
         if tier == EXCLUSIVE:
             _check_whole(reader, f"teams[{index}].resources.gpu", team, 1, "an exclusive team gets whole GPUs only")
+            if cluster is not None:
+                _check_whole_gpu_pools(reader, key, team, cluster, gpu_operator)
 
 
 def _check_pool(reader: Reader, key: str, group: GpuNodeGroup, gpu_operator: GpuOperator) -> None:
@@ -144,6 +149,36 @@ def _check_pinned_pool(reader: Reader, key: str, team: Team, cluster: Cluster, g
         reader.fail(f"{key}.nodePool", pool, f"pool {pool} is split into MIG slices ({group.mig_config}): "
                     f"KAI places no {team.isolation.tier} pods there under the {gpu_operator.mig_strategy} strategy",
                     "pin the team to a pool without migConfig, or set isolation.tier to mig")
+
+
+def _check_whole_gpu_pools(reader: Reader, key: str, team: Team, cluster: Cluster, gpu_operator: GpuOperator) -> None:
+    """An exclusive team's nvidia.com/gpu is a whole card only where the device plugin advertises each card once: on
+    a pool on the time-sliced profile it is one of the card's replicas, time-shared (memory and faults too) with
+    the pods holding the others, whatever team they are."""
+    settings = team.vcluster
+    if cluster.eks is None or settings.node_labels is None or settings.enforce_tolerations is None:
+        return
+    pool = team.isolation.node_pool
+    if pool is not None and pool not in _groups(cluster):
+        return  # reported by _check_pinned_pool
+    labels = dict(settings.node_labels) if pool is None else {**settings.node_labels, POOL_LABEL: pool}
+    reached = place(cluster.kind, host_profile(cluster).node_pools, labels, settings.enforce_tolerations).runnable
+    groups = _groups(cluster)
+    sliced = [found.name for found in reached if found.name in groups
+              and (groups[found.name][1].sharing_profile or gpu_operator.time_slicing.default_profile) == TIME_SLICED]
+    if not sliced:
+        return
+    pools = f"pool {sliced[0]} is" if len(sliced) == 1 else f"pools {', '.join(sliced)} are"
+    problem = (f"{pools} on the {TIME_SLICED} profile, where each GPU is advertised "
+               f"{gpu_operator.time_slicing.replicas} times: an exclusive team's GPU there is a time slice of a card "
+               "whose memory and faults it shares with other pods")
+    whole = [name for name, (_, group) in groups.items() if name not in sliced and group.mig_config is None]
+    if pool is not None:
+        reader.fail(f"{key}.nodePool", pool, problem, f"set cluster.eks.gpuNodeGroups[{groups[pool][0]}]."
+                    f"sharingProfile to exclusive, or pin the team to a pool on the exclusive profile")
+    else:
+        reader.fail(f"{key}.nodePool", MISSING, problem, "pin the team to a pool on the exclusive profile"
+                    + (f" ({', '.join(whole)})" if whole else "") + ", or set those pools' sharingProfile to exclusive")
 
 
 def _check_mig_team(reader: Reader, key: str, index: int, team: Team, cluster: Cluster) -> None:

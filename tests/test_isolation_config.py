@@ -54,6 +54,34 @@ def test_a_mig_team_on_a_t4_or_l40s_pool_is_refused(instance, model):
     assert f"{model} GPUs have no MIG" in issues[0].problem
 
 
+@pytest.mark.parametrize("profile_key, profile", [("sharingProfile", "time-sliced"), (None, "time-sliced")])
+def test_an_exclusive_team_on_a_time_sliced_pool_is_refused(profile_key, profile):
+    # On the time-sliced profile nvidia.com/gpu: 1 is one of a card's replicas, shared in time with other teams'
+    # pods: no whole GPU (found opening a trial site, which the loader accepted).
+    config = isolation_config()
+    if profile_key:
+        config["cluster"]["eks"]["gpuNodeGroups"][1][profile_key] = profile
+    else:
+        config.setdefault("gpuOperator", {}).setdefault("timeSlicing", {})["defaultProfile"] = profile
+    issues = rejected(config).issues
+    assert [issue.key for issue in issues] == ["teams[3].isolation.nodePool"]
+    assert "pool l40s is on the time-sliced profile" in issues[0].problem
+    assert "gpuNodeGroups[1].sharingProfile to exclusive" in issues[0].fix
+
+
+def test_an_unpinned_exclusive_team_reaching_a_time_sliced_pool_is_told_which_pool_to_pin():
+    config = isolation_config()
+    config["cluster"]["eks"]["gpuNodeGroups"].append(
+        {"name": "t4", "instanceTypes": ["g4dn.xlarge"], "maxSize": 2, "sharingProfile": "time-sliced"})
+    del config["teams"][3]["isolation"]["nodePool"]
+    issues = rejected(config).issues
+    assert [(issue.key, issue.fix) for issue in issues] == [("teams[3].isolation.nodePool", "pin the team to a pool "
+                                                             "on the exclusive profile (l40s), or set those pools' "
+                                                             "sharingProfile to exclusive")]
+    config["cluster"]["eks"]["gpuNodeGroups"][2]["sharingProfile"] = "exclusive"
+    load_platform(config)  # every pool it reaches gives whole cards (the MIG-split one takes no whole-GPU pods)
+
+
 def test_a_mig_config_label_set_by_hand_is_refused():
     config = isolation_config()
     config["cluster"]["eks"]["gpuNodeGroups"][0]["labels"] = {MIG_CONFIG_LABEL: "all-1g.10gb"}
