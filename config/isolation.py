@@ -294,6 +294,15 @@ def isolation_warnings(platform: Platform) -> list[str]:
             warnings.append(f"teams {', '.join(teams)} are promised {promised:g} {profile} MIG slice(s) on pool {pool}, "
                             f"but it has at most {present} by its config (maxSize × GPUs × slices per GPU): the "
                             "guarantees cannot all be met at once.")
+    exclusive = [team.name for team in platform.teams if team.isolation.tier == EXCLUSIVE]
+    time_slicing = platform.gpu_operator.time_slicing
+    if exclusive and platform.cluster.eks is None and time_slicing.default_profile == TIME_SLICED:
+        # The EKS pools' profiles are known and judged by check_isolation; these nodes may be labelled by hand.
+        warnings.append(f"exclusive team(s) {', '.join(exclusive)} get whole GPUs only on nodes on the exclusive "
+                        f"profile, but gpuOperator.timeSlicing.defaultProfile is {TIME_SLICED}: on a node without the "
+                        f"nvidia.com/device-plugin.config label each GPU is advertised {time_slicing.replicas} times "
+                        "and their GPU is a time slice shared with other pods. Label their nodes with the exclusive "
+                        "profile's key (output timeSlicing.profileKeys), or make exclusive the default.")
     if mig_pools(platform.cluster) and platform.gpu_operator.mode != "install":
         warnings.append(f"GPU node groups are split into MIG slices but gpuOperator.mode is {platform.gpu_operator.mode}: "
                         f"the program does not set the operator's mig.strategy; it must be "

@@ -82,6 +82,16 @@ def test_an_unpinned_exclusive_team_reaching_a_time_sliced_pool_is_told_which_po
     load_platform(config)  # every pool it reaches gives whole cards (the MIG-split one takes no whole-GPU pods)
 
 
+def test_an_exclusive_team_on_a_host_whose_default_profile_is_time_sliced_is_warned():
+    # MicroK8s and existing clusters: the nodes' profile labels are set by hand, so a warning, not an error.
+    config = put(put(dev_config(), "teams[0].isolation", {"tier": "exclusive"}), "teams[0].resources.gpu",
+                 {"quota": 0, "limit": 1})
+    assert not any("exclusive team(s)" in warning for warning in load_platform(config).warnings)
+    config = put(config, "gpuOperator.timeSlicing.defaultProfile", "time-sliced")
+    assert any(warning.startswith("exclusive team(s) team-nlp get whole GPUs only on nodes on the exclusive profile")
+               and "advertised 4 times" in warning for warning in load_platform(config).warnings)
+
+
 def test_a_mig_config_label_set_by_hand_is_refused():
     config = isolation_config()
     config["cluster"]["eks"]["gpuNodeGroups"][0]["labels"] = {MIG_CONFIG_LABEL: "all-1g.10gb"}
