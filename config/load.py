@@ -23,7 +23,8 @@ from config.keys import REQUIRED, Block, Key
 from config.load_host import CI, CLUSTER, read_ci, read_cluster
 from config.load_operators import GPU_OPERATOR, KAI_SCHEDULER, read_gpu_operator, read_kai
 from config.load_placement import check_placement, placement_warnings
-from config.load_teams import ORGANIZATION, TEAMS, VCLUSTER_NAME_CHECKS, read_organization, read_team
+from config.load_teams import ORGANIZATION, TEAMS, VCLUSTER_NAME_CHECKS, VCLUSTER_NAME_LENGTH, read_organization, \
+    read_team
 from config.load_vcluster import DEFAULT_VCLUSTER, VCLUSTER, read_vcluster
 from config.virtual_cluster import check_virtual_clusters
 from config.model import Cluster, GpuOperator, Organization, Platform, Team
@@ -177,8 +178,14 @@ def _check_names(reader: Reader, organization: Organization, teams: list[Team]) 
             first = seen[field].setdefault(value, index)
             # vclusterName and namespace default from the name: one clash is reported once.
             if first != index and len(reader.issues) == reported:
-                reader.fail(f"teams[{index}].{field}", value, f"is already used by teams[{first}]",
-                            f"give every team its own {field}")
+                cut = field == "vclusterName" and team.name is not None and len(team.name) > VCLUSTER_NAME_LENGTH \
+                    and value == team.name[:VCLUSTER_NAME_LENGTH].rstrip("-")
+                # Two long team names alike in their first 52 characters: the user set no vclusterName to see.
+                reader.fail(f"teams[{index}].{field}", value,
+                            (f"(teams[{index}].name cut to {VCLUSTER_NAME_LENGTH} characters) " if cut else "")
+                            + f"is already used by teams[{first}]",
+                            f"give every team its own {field}"
+                            + (f" (at most {VCLUSTER_NAME_LENGTH} characters)" if cut else ""))
 
 
 def _check_tenant_namespaces(reader: Reader, platform_namespaces: dict[str, str], teams: list[Team]) -> None:

@@ -51,6 +51,17 @@ def test_a_vcluster_name_starting_with_a_digit_is_refused_and_a_team_so_named_se
     assert (team.name, team.vcluster_name, team.namespace) == ("0team", "vc-0team", "vcluster-vc-0team")
 
 
+def test_long_team_names_alike_in_their_first_52_characters_are_told_their_vcluster_names_were_cut():
+    # Neither team wrote a vclusterName: the message says where the clashing one came from (found opening a trial site).
+    config = put(put(dev_config(), "teams[0].name", "a" * 55 + "-one"), "teams[1].name", "a" * 55 + "-two")
+    found = assert_rejected(config, "teams[1].vclusterName", "a" * 52, fix="at most 52 characters")
+    assert found.problem == "(teams[1].name cut to 52 characters) is already used by teams[0]"
+    load_platform(put(config, "teams[1].vclusterName", "a-two"))
+    # A vclusterName written out twice reads as before.
+    config = put(put(dev_config(), "teams[0].vclusterName", "same"), "teams[1].vclusterName", "same")
+    assert assert_rejected(config, "teams[1].vclusterName", "same").problem == "is already used by teams[0]"
+
+
 def test_the_vcluster_name_holds_52_characters_as_its_statefulsets_pods_need():
     # The chart's StatefulSet is named after it; its controller labels each pod "<name>-<hash of up to 10>".
     assert VCLUSTER_NAME_LENGTH == names.LONGEST_NAME["StatefulSet"] == 52
