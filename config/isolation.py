@@ -287,6 +287,25 @@ def mig_slices(platform: Platform) -> list[tuple[str, str, int, float, list[str]
     return rows
 
 
+def _only_on_mixed_mig_pools(platform: Platform) -> list[str]:
+    """Teams guaranteed GPUs whose pods reach GPU pools, all of them MIG-split under the mixed strategy (a pinned
+    team there is refused by _check_pinned_pool; an unpinned one is only selected there)."""
+    cluster = platform.cluster
+    if cluster.eks is None or platform.gpu_operator.mig_strategy != "mixed" or not mig_pools(cluster):
+        return []
+    groups, stranded = _groups(cluster), []
+    for team in platform.teams:
+        settings = team.vcluster
+        if team.isolation.tier == MIG or team.resources.gpu.quota <= 0:
+            continue
+        reached = place(cluster.kind, host_profile(cluster).node_pools, settings.node_labels,
+                        settings.enforce_tolerations).runnable
+        pools = [groups[pool.name][1] for pool in reached if pool.name in groups]
+        if pools and all(group.mig_config is not None for group in pools):
+            stranded.append(team.name)
+    return stranded
+
+
 def isolation_warnings(platform: Platform) -> list[str]:
     warnings = []
     for pool, profile, present, promised, teams in mig_slices(platform):
@@ -294,6 +313,13 @@ def isolation_warnings(platform: Platform) -> list[str]:
             warnings.append(f"teams {', '.join(teams)} are promised {promised:g} {profile} MIG slice(s) on pool {pool}, "
                             f"but it has at most {present} by its config (maxSize × GPUs × slices per GPU): the "
                             "guarantees cannot all be met at once.")
+    stranded = _only_on_mixed_mig_pools(platform)
+    if stranded:
+        warnings.append(f"team(s) {', '.join(stranded)} are guaranteed GPUs but every GPU pool their pods can reach is "
+                        "split into MIG slices under the mixed strategy, where KAI places no gpu-fraction or "
+                        "nvidia.com/gpu pod: only nvidia.com/mig-<profile> requests run there (never for a "
+                        "memory-capped or exclusive team, whose tier refuses them). Fix: select a pool without "
+                        "migConfig (isolation.nodePool or vcluster.nodeLabels), or make the team's tier mig.")
     exclusive = [team.name for team in platform.teams if team.isolation.tier == EXCLUSIVE]
     time_slicing = platform.gpu_operator.time_slicing
     if exclusive and platform.cluster.eks is None and time_slicing.default_profile == TIME_SLICED:

@@ -92,6 +92,21 @@ def test_an_exclusive_team_on_a_host_whose_default_profile_is_time_sliced_is_war
                and "advertised 4 times" in warning for warning in load_platform(config).warnings)
 
 
+def test_a_team_guaranteed_gpus_that_reaches_only_mixed_mig_pools_is_warned():
+    # Pinned there it is refused; selected there without a pin the loader was silent (found opening a trial site).
+    config = isolation_config()
+    del config["cluster"]["eks"]["gpuNodeGroups"][1]
+    config["teams"] = config["teams"][:2] + [{"name": "team-chat", "resources": {"gpu": {"quota": 0.5, "limit": 1}}},
+                                             {"name": "team-idle", "resources": {"gpu": {"quota": 0, "limit": 1}}}]
+    warnings = [w for w in load_platform(config).warnings if "split into MIG slices under the mixed" in w]
+    assert len(warnings) == 1 and warnings[0].startswith("team(s) team-chat are guaranteed GPUs")
+    config["gpuOperator"] = {**config.get("gpuOperator", {}), "migStrategy": "single"}
+    config["cluster"]["eks"]["gpuNodeGroups"][0]["migConfig"] = "all-1g.10gb"
+    config["teams"][1]["isolation"]["migProfile"] = "1g.10gb"
+    config["teams"][1]["resources"]["gpu"] = {"quota": 2, "limit": 4}
+    assert not [w for w in load_platform(config).warnings if "under the mixed" in w]  # single: whole GPUs fit
+
+
 def test_a_mig_config_label_set_by_hand_is_refused():
     config = isolation_config()
     config["cluster"]["eks"]["gpuNodeGroups"][0]["labels"] = {MIG_CONFIG_LABEL: "all-1g.10gb"}
