@@ -285,6 +285,24 @@ def _time_sliced_accounting_notes(platform: Platform) -> list[str]:
             "Where chargeback matters, share GPUs with KAI fractions on the exclusive profile (docs/observability.md)."]
 
 
+def _cpu_memory_overcommit_warnings(platform: Platform) -> list[str]:
+    """KAI over-commits a parent's cpu or memory quota silently (its teams' quotas, derived from their ResourceQuota
+    unless written, added up past it): a warning, as the gpu quota's sum is an error (_check_org_quota)."""
+    warnings = []
+    for resource, unit in (("cpu", "millicores"), ("memory", "MB")):
+        org_quota = getattr(platform.organization.resources, resource).quota
+        quotas = [getattr(team.resources, resource).quota for team in platform.teams]
+        if org_quota == -1 or -1 in quotas or sum(quotas) <= org_quota + _EPSILON:
+            continue
+        warnings.append(
+            f"the teams' {resource} quotas add up to {sum(quotas):g} {unit}, more than "
+            f"organization.resources.{resource}.quota ({org_quota:g}): KAI over-commits the organization's guarantee "
+            f"without a word, so the teams' guarantees cannot all be met at once. A team's {resource} quota is its "
+            f"vcluster.resourceQuota.{resource} plus its DNS unless teams[].resources.{resource} sets it: raise the "
+            f"organization's quota to at least {sum(quotas):g} (or -1), or lower the teams'.")
+    return warnings
+
+
 def _warnings(platform: Platform) -> list[str]:
     warnings = []
     time_sliced = _time_sliced(platform) if platform.kai_scheduler.gpu_sharing else []
@@ -319,6 +337,7 @@ def _warnings(platform: Platform) -> list[str]:
         warnings.append(
             f"the teams' gpu quotas add up to {promised:g} but the host has at most {capacity:g} GPU(s) by its "
             "config: the guarantees cannot all be met at once.")
+    warnings += _cpu_memory_overcommit_warnings(platform)
     eks = platform.cluster.eks
     if eks is not None and eks.system_node_group.scaling.min_size == 0:
         warnings.append(

@@ -3,6 +3,8 @@ vCluster settings over the stack defaults (the whole-document rules are in test_
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from config import load_platform
@@ -213,6 +215,20 @@ def test_an_unlimited_organization_quota_allows_any_team_quotas():
 def test_an_unlimited_team_quota_does_not_fit_a_finite_organization_quota():
     config = put(dev_config(), "teams[1].resources.gpu", {"quota": -1, "limit": -1})
     assert_rejected(config, "teams[1].resources.gpu.quota", -1, fix="-1")
+
+
+def test_team_cpu_or_memory_quotas_above_a_finite_organization_quota_are_warned():
+    # KAI accepts the over-commit; the teams' quotas are derived from their ResourceQuota, so nothing the user wrote
+    # said so (found opening a trial site with an organization cpu quota).
+    config = put(dev_config(), "organization.resources.cpu", {"quota": 20000, "limit": 40000})
+    warnings = [w for w in load_platform(config).warnings if w.startswith("the teams' cpu quotas add up to")]
+    assert warnings == [warnings[0]] and "48150 millicores" in warnings[0] and "at least 48150" in warnings[0]
+    for fits in (put(copy.deepcopy(config), "organization.resources.cpu", {"quota": 48150, "limit": -1}),
+                 put(copy.deepcopy(config), "teams[0].resources.cpu", {"quota": -1, "limit": -1}),
+                 dev_config()):
+        assert not [w for w in load_platform(fits).warnings if "quotas add up to" in w]
+    config = put(dev_config(), "organization.resources.memory", {"quota": 100000})
+    assert any(w.startswith("the teams' memory quotas add up to 206358 MB") for w in load_platform(config).warnings)
 
 
 def test_a_huge_integer_quota_is_a_config_error_not_a_crash():
