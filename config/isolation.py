@@ -278,8 +278,13 @@ def mig_slices(platform: Platform) -> list[tuple[str, str, int, float, list[str]
     rows = []
     for group in mig_pools(platform.cluster):
         gpus = max(GPUS_PER_INSTANCE_TYPE.get(kind, 0) for kind in group.instance_types) * group.scaling.max_size
-        per_gpu = min((layout(model, group.mig_config) for model in pool_models(group)), key=len, default={})
+        # A pool of several GPU models may scale on any of them: a profile counts at the fewest slices any model's
+        # layout gives it (none where one lacks it), as the pool's capacity counts the fewest units.
+        layouts = [layout(model, group.mig_config) for model in pool_models(group)]
+        per_gpu = {profile: min(slices.get(profile, 0) for slices in layouts) for profile in layouts[0]}
         for profile, count in per_gpu.items():
+            if not count:
+                continue
             teams = [team for team in platform.teams if team.isolation.tier == MIG
                      and team.isolation.mig_profile == profile and team_pool(team, platform.cluster) == group.name]
             promised = sum(max(team.resources.gpu.quota, 0) / kai_units(profile) for team in teams)

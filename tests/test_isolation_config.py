@@ -28,6 +28,19 @@ def test_mig_slices_promised_and_present():
     assert rows == {("h100", "1g.10gb"): (16, 4), ("h100", "2g.20gb"): (8, 0), ("h100", "3g.40gb"): (8, 2)}
 
 
+@pytest.mark.parametrize("instance_types", [["p4de.24xlarge", "p4d.24xlarge"], ["p4d.24xlarge", "p4de.24xlarge"]])
+def test_a_pool_of_two_gpu_models_counts_the_fewer_slices_whatever_the_order(instance_types):
+    # all-1g.10gb is 7 slices on an A100 80GB (p4de) and 4 on a 40GB one (p4d): the pool may scale on either. The
+    # 80GB type listed first counted 7 and hid the warning (found opening a trial site).
+    config = isolation_config()
+    config["cluster"]["eks"]["gpuNodeGroups"][0].update(instanceTypes=instance_types, migConfig="all-1g.10gb")
+    config["teams"] = [team for team in config["teams"] if team["name"] != "team-vision"]
+    config["teams"][0]["resources"]["gpu"] = {"quota": 40, "limit": 40}
+    platform = load_platform(config)
+    assert mig_slices(platform) == [("h100", "1g.10gb", 8 * 4, 40, ["team-llm"])]
+    assert any("promised 40 1g.10gb MIG slice(s) on pool h100, but it has at most 32" in w for w in platform.warnings)
+
+
 def test_more_slices_promised_than_present_is_warned():
     config = put(isolation_config(), "teams[1].resources.gpu", {"quota": 27, "limit": 27})
     warnings = load_platform(config).warnings
