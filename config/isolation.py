@@ -21,7 +21,8 @@ from typing import Optional
 from config import versions
 from config.capacity import GPUS_PER_INSTANCE_TYPE, gpu_model
 from config.errors import MISSING
-from config.mig import MIG_CONFIG_LABEL, MIG_LAYOUTS, PROFILE_PATTERN, kai_units, layout, supports_mig
+from config.mig import MIG_CONFIG_LABEL, MIG_LAYOUTS, PROFILE_PATTERN, kai_units, layout, pool_slices, \
+    supports_mig
 from config.model import EXCLUSIVE, MEMORY_CAPPED, MIG, Cluster, GpuNodeGroup, GpuOperator, KaiScheduler, Platform, \
     Team
 from config.reader import Reader
@@ -278,13 +279,7 @@ def mig_slices(platform: Platform) -> list[tuple[str, str, int, float, list[str]
     rows = []
     for group in mig_pools(platform.cluster):
         gpus = max(GPUS_PER_INSTANCE_TYPE.get(kind, 0) for kind in group.instance_types) * group.scaling.max_size
-        # A pool of several GPU models may scale on any of them: a profile counts at the fewest slices any model's
-        # layout gives it (none where one lacks it), as the pool's capacity counts the fewest units.
-        layouts = [layout(model, group.mig_config) for model in pool_models(group)]
-        per_gpu = {profile: min(slices.get(profile, 0) for slices in layouts) for profile in layouts[0]}
-        for profile, count in per_gpu.items():
-            if not count:
-                continue
+        for profile, count in pool_slices(pool_models(group), group.mig_config).items():
             teams = [team for team in platform.teams if team.isolation.tier == MIG
                      and team.isolation.mig_profile == profile and team_pool(team, platform.cluster) == group.name]
             promised = sum(max(team.resources.gpu.quota, 0) / kai_units(profile) for team in teams)
