@@ -8,6 +8,7 @@ from typing import Optional
 from urllib.parse import urlparse
 
 from config.access import RESERVED_NAME_PREFIX, Access
+from config.errors import MISSING
 from config.model import Cluster, Team
 from config.reader import Reader
 
@@ -47,12 +48,12 @@ def _check_endpoint(reader: Reader, index: int, access: Access) -> None:
     if not access.host:
         fix = ("set vcluster.access.host to the address clients reach the nodes at" if access.exposure == "nodePort"
                else "set vcluster.access.domain (the host becomes <vclusterName>.<domain>) or the team's host")
-        reader.fail(_key(index, "host"), None, f"{access.exposure} exposure needs an endpoint name", fix)
+        reader.fail(_key(index, "host"), MISSING, f"{access.exposure} exposure needs an endpoint name", fix)
     if access.exposure == "nodePort" and access.node_port is None:
-        reader.fail(_key(index, "nodePort"), None, "nodePort exposure needs the team's node port",
-                    "set teams[].vcluster.access.nodePort to a free port between 30000 and 32767, one per team")
+        reader.fail(_key(index, "nodePort"), MISSING, "nodePort exposure needs the team's node port",
+                    f"set teams[{index}].vcluster.access.nodePort to a free port between 30000 and 32767, one per team")
     if access.exposure == "gateway" and not access.gateway.name:
-        reader.fail(_key(index, "gateway.name"), None, "gateway exposure needs the Gateway to attach to",
+        reader.fail(_key(index, "gateway.name"), MISSING, "gateway exposure needs the Gateway to attach to",
                     "set vcluster.access.gateway.name (and namespace) to a Gateway with a TLS Passthrough listener")
 
 

@@ -21,10 +21,14 @@ from typing import Optional
 from config import versions
 from config.capacity import GPUS_PER_INSTANCE_TYPE, gpu_model
 from config.errors import MISSING
-from config.mig import MIG_CONFIG_LABEL, MIG_LAYOUTS, PROFILE_PATTERN, kai_units, layout, supports_mig
+from config.mig import MIG_CONFIG_LABEL, MIG_LAYOUTS, PROFILE_PATTERN, kai_units, layout, pool_slices, \
+    supports_mig
 from config.model import EXCLUSIVE, MEMORY_CAPPED, MIG, Cluster, GpuNodeGroup, GpuOperator, KaiScheduler, Platform, \
     Team
 from config.reader import Reader
+from config.hosts import host_profile
+from config.placement import place
+from config.sharing import TIME_SLICED
 from config.vocabulary import POOL_LABEL
 
 # The first KAI release with the hamicore binder and pod-webhook plugins (pkg/binder/plugins/hamicore).
@@ -96,6 +100,8 @@ def check_isolation(reader: Reader, cluster: Optional[Cluster], gpu_operator: Gp
             _check_memory_capped(reader, key, kai)
         if tier == EXCLUSIVE:
             _check_whole(reader, f"teams[{index}].resources.gpu", team, 1, "an exclusive team gets whole GPUs only")
+            if cluster is not None:
+                _check_whole_gpu_pools(reader, key, team, cluster, gpu_operator)
 
 
 def _check_pool(reader: Reader, key: str, group: GpuNodeGroup, gpu_operator: GpuOperator) -> None:
@@ -144,6 +150,36 @@ def _check_pinned_pool(reader: Reader, key: str, team: Team, cluster: Cluster, g
         reader.fail(f"{key}.nodePool", pool, f"pool {pool} is split into MIG slices ({group.mig_config}): "
                     f"KAI places no {team.isolation.tier} pods there under the {gpu_operator.mig_strategy} strategy",
                     "pin the team to a pool without migConfig, or set isolation.tier to mig")
+
+
+def _check_whole_gpu_pools(reader: Reader, key: str, team: Team, cluster: Cluster, gpu_operator: GpuOperator) -> None:
+    """An exclusive team's nvidia.com/gpu is a whole card only where the device plugin advertises each card once: on
+    a pool on the time-sliced profile it is one of the card's replicas, time-shared (memory and faults too) with
+    the pods holding the others, whatever team they are."""
+    settings = team.vcluster
+    if cluster.eks is None or settings.node_labels is None or settings.enforce_tolerations is None:
+        return
+    pool = team.isolation.node_pool
+    if pool is not None and pool not in _groups(cluster):
+        return  # reported by _check_pinned_pool
+    labels = dict(settings.node_labels) if pool is None else {**settings.node_labels, POOL_LABEL: pool}
+    reached = place(cluster.kind, host_profile(cluster).node_pools, labels, settings.enforce_tolerations).runnable
+    groups = _groups(cluster)
+    sliced = [found.name for found in reached if found.name in groups
+              and (groups[found.name][1].sharing_profile or gpu_operator.time_slicing.default_profile) == TIME_SLICED]
+    if not sliced:
+        return
+    pools = f"pool {sliced[0]} is" if len(sliced) == 1 else f"pools {', '.join(sliced)} are"
+    problem = (f"{pools} on the {TIME_SLICED} profile, where each GPU is advertised "
+               f"{gpu_operator.time_slicing.replicas} times: an exclusive team's GPU there is a time slice of a card "
+               "whose memory and faults it shares with other pods")
+    whole = [name for name, (_, group) in groups.items() if name not in sliced and group.mig_config is None]
+    if pool is not None:
+        reader.fail(f"{key}.nodePool", pool, problem, f"set cluster.eks.gpuNodeGroups[{groups[pool][0]}]."
+                    f"sharingProfile to exclusive, or pin the team to a pool on the exclusive profile")
+    else:
+        reader.fail(f"{key}.nodePool", MISSING, problem, "pin the team to a pool on the exclusive profile"
+                    + (f" ({', '.join(whole)})" if whole else "") + ", or set those pools' sharingProfile to exclusive")
 
 
 def _check_mig_team(reader: Reader, key: str, index: int, team: Team, cluster: Cluster) -> None:
@@ -243,13 +279,31 @@ def mig_slices(platform: Platform) -> list[tuple[str, str, int, float, list[str]
     rows = []
     for group in mig_pools(platform.cluster):
         gpus = max(GPUS_PER_INSTANCE_TYPE.get(kind, 0) for kind in group.instance_types) * group.scaling.max_size
-        per_gpu = min((layout(model, group.mig_config) for model in pool_models(group)), key=len, default={})
-        for profile, count in per_gpu.items():
+        for profile, count in pool_slices(pool_models(group), group.mig_config).items():
             teams = [team for team in platform.teams if team.isolation.tier == MIG
                      and team.isolation.mig_profile == profile and team_pool(team, platform.cluster) == group.name]
             promised = sum(max(team.resources.gpu.quota, 0) / kai_units(profile) for team in teams)
             rows.append((group.name, profile, gpus * count, promised, [team.name for team in teams]))
     return rows
+
+
+def _only_on_mixed_mig_pools(platform: Platform) -> list[str]:
+    """Teams guaranteed GPUs whose pods reach GPU pools, all of them MIG-split under the mixed strategy (a pinned
+    team there is refused by _check_pinned_pool; an unpinned one is only selected there)."""
+    cluster = platform.cluster
+    if cluster.eks is None or platform.gpu_operator.mig_strategy != "mixed" or not mig_pools(cluster):
+        return []
+    groups, stranded = _groups(cluster), []
+    for team in platform.teams:
+        settings = team.vcluster
+        if team.isolation.tier == MIG or team.resources.gpu.quota <= 0:
+            continue
+        reached = place(cluster.kind, host_profile(cluster).node_pools, settings.node_labels,
+                        settings.enforce_tolerations).runnable
+        pools = [groups[pool.name][1] for pool in reached if pool.name in groups]
+        if pools and all(group.mig_config is not None for group in pools):
+            stranded.append(team.name)
+    return stranded
 
 
 def isolation_warnings(platform: Platform) -> list[str]:
@@ -259,6 +313,22 @@ def isolation_warnings(platform: Platform) -> list[str]:
             warnings.append(f"teams {', '.join(teams)} are promised {promised:g} {profile} MIG slice(s) on pool {pool}, "
                             f"but it has at most {present} by its config (maxSize × GPUs × slices per GPU): the "
                             "guarantees cannot all be met at once.")
+    stranded = _only_on_mixed_mig_pools(platform)
+    if stranded:
+        warnings.append(f"team(s) {', '.join(stranded)} are guaranteed GPUs but every GPU pool their pods can reach is "
+                        "split into MIG slices under the mixed strategy, where KAI places no gpu-fraction or "
+                        "nvidia.com/gpu pod: only nvidia.com/mig-<profile> requests run there (never for a "
+                        "memory-capped or exclusive team, whose tier refuses them). Fix: select a pool without "
+                        "migConfig (isolation.nodePool or vcluster.nodeLabels), or make the team's tier mig.")
+    exclusive = [team.name for team in platform.teams if team.isolation.tier == EXCLUSIVE]
+    time_slicing = platform.gpu_operator.time_slicing
+    if exclusive and platform.cluster.eks is None and time_slicing.default_profile == TIME_SLICED:
+        # The EKS pools' profiles are known and judged by check_isolation; these nodes may be labelled by hand.
+        warnings.append(f"exclusive team(s) {', '.join(exclusive)} get whole GPUs only on nodes on the exclusive "
+                        f"profile, but gpuOperator.timeSlicing.defaultProfile is {TIME_SLICED}: on a node without the "
+                        f"nvidia.com/device-plugin.config label each GPU is advertised {time_slicing.replicas} times "
+                        "and their GPU is a time slice shared with other pods. Label their nodes with the exclusive "
+                        "profile's key (output timeSlicing.profileKeys), or make exclusive the default.")
     if mig_pools(platform.cluster) and platform.gpu_operator.mode != "install":
         warnings.append(f"GPU node groups are split into MIG slices but gpuOperator.mode is {platform.gpu_operator.mode}: "
                         f"the program does not set the operator's mig.strategy; it must be "

@@ -23,7 +23,8 @@ from config.keys import REQUIRED, Block, Key
 from config.load_host import CI, CLUSTER, read_ci, read_cluster
 from config.load_operators import GPU_OPERATOR, KAI_SCHEDULER, read_gpu_operator, read_kai
 from config.load_placement import check_placement, placement_warnings
-from config.load_teams import KAI_DEVICE_LIST_ENDING, ORGANIZATION, TEAMS, read_organization, read_team
+from config.load_teams import ORGANIZATION, TEAMS, VCLUSTER_NAME_CHECKS, VCLUSTER_NAME_LENGTH, read_organization, \
+    read_team
 from config.load_vcluster import DEFAULT_VCLUSTER, VCLUSTER, read_vcluster
 from config.virtual_cluster import check_virtual_clusters
 from config.model import Cluster, GpuOperator, Organization, Platform, Team
@@ -160,11 +161,12 @@ def _check_names(reader: Reader, organization: Organization, teams: list[Team]) 
     seen: dict[str, dict[str, int]] = {"name": {}, "vclusterName": {}, "namespace": {}}
     for index, team in enumerate(teams):
         reported = len(reader.issues)
-        if team.vcluster_name is not None and not KAI_DEVICE_LIST_ENDING.passes(team.vcluster_name):
-            # The name came from the team's name (a vclusterName written out is checked by its type).
-            reader.fail(f"teams[{index}].vclusterName", team.vcluster_name,
-                        f"(taken from teams[{index}].name) {KAI_DEVICE_LIST_ENDING.problem}",
-                        f"set teams[{index}].vclusterName to a name that does not end in shared-gpu-<number>")
+        # A name that fails came from the team's name (a vclusterName written out is checked by its type).
+        for check in VCLUSTER_NAME_CHECKS if team.vcluster_name is not None else ():
+            if not check.passes(team.vcluster_name):
+                reader.fail(f"teams[{index}].vclusterName", team.vcluster_name,
+                            f"(taken from teams[{index}].name) {check.problem}",
+                            f"set teams[{index}].vclusterName: {check.fix}")
         key = f"teams[{index}].name"
         if team.name is not None and team.name == organization.name:
             reader.fail(key, team.name, "is also the organization's queue name",
@@ -176,8 +178,14 @@ def _check_names(reader: Reader, organization: Organization, teams: list[Team]) 
             first = seen[field].setdefault(value, index)
             # vclusterName and namespace default from the name: one clash is reported once.
             if first != index and len(reader.issues) == reported:
-                reader.fail(f"teams[{index}].{field}", value, f"is already used by teams[{first}]",
-                            f"give every team its own {field}")
+                cut = field == "vclusterName" and team.name is not None and len(team.name) > VCLUSTER_NAME_LENGTH \
+                    and value == team.name[:VCLUSTER_NAME_LENGTH].rstrip("-")
+                # Two long team names alike in their first 52 characters: the user set no vclusterName to see.
+                reader.fail(f"teams[{index}].{field}", value,
+                            (f"(teams[{index}].name cut to {VCLUSTER_NAME_LENGTH} characters) " if cut else "")
+                            + f"is already used by teams[{first}]",
+                            f"give every team its own {field}"
+                            + (f" (at most {VCLUSTER_NAME_LENGTH} characters)" if cut else ""))
 
 
 def _check_tenant_namespaces(reader: Reader, platform_namespaces: dict[str, str], teams: list[Team]) -> None:
@@ -288,6 +296,24 @@ def _time_sliced_accounting_notes(platform: Platform) -> list[str]:
             "Where chargeback matters, share GPUs with KAI fractions on the exclusive profile (docs/observability.md)."]
 
 
+def _cpu_memory_overcommit_warnings(platform: Platform) -> list[str]:
+    """KAI over-commits a parent's cpu or memory quota silently (its teams' quotas, derived from their ResourceQuota
+    unless written, added up past it): a warning, as the gpu quota's sum is an error (_check_org_quota)."""
+    warnings = []
+    for resource, unit in (("cpu", "millicores"), ("memory", "MB")):
+        org_quota = getattr(platform.organization.resources, resource).quota
+        quotas = [getattr(team.resources, resource).quota for team in platform.teams]
+        if org_quota == -1 or -1 in quotas or sum(quotas) <= org_quota + _EPSILON:
+            continue
+        warnings.append(
+            f"the teams' {resource} quotas add up to {sum(quotas):g} {unit}, more than "
+            f"organization.resources.{resource}.quota ({org_quota:g}): KAI over-commits the organization's guarantee "
+            f"without a word, so the teams' guarantees cannot all be met at once. A team's {resource} quota is its "
+            f"vcluster.resourceQuota.{resource} plus its DNS unless teams[].resources.{resource} sets it: raise the "
+            f"organization's quota to at least {sum(quotas):g} (or -1), or lower the teams'.")
+    return warnings
+
+
 def _warnings(platform: Platform) -> list[str]:
     warnings = []
     time_sliced = _time_sliced(platform) if platform.kai_scheduler.gpu_sharing else []
@@ -322,6 +348,7 @@ def _warnings(platform: Platform) -> list[str]:
         warnings.append(
             f"the teams' gpu quotas add up to {promised:g} but the host has at most {capacity:g} GPU(s) by its "
             "config: the guarantees cannot all be met at once.")
+    warnings += _cpu_memory_overcommit_warnings(platform)
     eks = platform.cluster.eks
     if eks is not None and eks.system_node_group.scaling.min_size == 0:
         warnings.append(

@@ -50,6 +50,12 @@ VCLUSTER_NAME_LENGTH = 52
 KAI_DEVICE_LIST_ENDING = Check(".*shared-gpu-i?[0-9]+", "ends like the name of a KAI device-list ConfigMap "
                                "(shared-gpu-<n>)", "choose a vCluster name that does not end in shared-gpu-<number>",
                                refuse=True)
+# The vCluster chart names the control plane's Services after the release, and a Service name is a DNS-1035 label:
+# with a name starting with a digit the API server refuses them and the tenant never starts.
+SERVICE_NAME_START = Check("[a-z].*", "starts with a digit, but the vCluster chart names its Services after it and "
+                           "a Service name must start with a letter (DNS-1035)",
+                           "choose a vCluster name that starts with a letter")
+VCLUSTER_NAME_CHECKS = (SERVICE_NAME_START, KAI_DEVICE_LIST_ENDING)
 
 ORGANIZATION = Block(title="the parent queue", keys=(
     Key("name", Text(dns_label=True, checks=(NOT_A_KAI_QUEUE,)), REQUIRED, "Name of the org KAI queue.",
@@ -102,13 +108,15 @@ TEAM = Block(title="one entry per team", retired=(
     # The vCluster name is a Helm release name (at most 53 characters) and the name of the chart's StatefulSet,
     # whose controller labels each pod with "<name>-<revision hash of up to 10 characters>", at most 63 characters:
     # so at most 52 (tools/deployability/names.py).
-    Key("vclusterName", Text(dns_label=True, max_length=VCLUSTER_NAME_LENGTH, checks=(KAI_DEVICE_LIST_ENDING,)),
+    Key("vclusterName", Text(dns_label=True, max_length=VCLUSTER_NAME_LENGTH, checks=VCLUSTER_NAME_CHECKS),
         Derived(f"same as `name` (cut to {VCLUSTER_NAME_LENGTH} characters)"),
         "vCluster (Helm release) name, unique.", example="rag-legal",
         details=f"At most {VCLUSTER_NAME_LENGTH} characters: the vCluster's StatefulSet is named after it, and its "
-                "controller labels each pod with the name and a revision hash, a label of at most 63 characters. "
-                "Creation-only on a running site: a new name replaces the team's protected release (and, with the "
-                "default `namespace`, its namespace), so `pulumi up` stops."),
+                "controller labels each pod with the name and a revision hash, a label of at most 63 characters. It "
+                "starts with a letter: the chart names its Services after it, and a Service name is a DNS-1035 label "
+                "(a team whose name starts with a digit sets one). Creation-only on a running site: a new name "
+                "replaces the team's protected release (and, with the default `namespace`, its namespace), so "
+                "`pulumi up` stops."),
     Key("namespace", Text(dns_label=True), Derived("`vcluster-<vclusterName>` (cut to 63 characters)"),
         "Host namespace of the tenant, unique.", example="team-legal",
         details="This default matches what `vcluster create` would use. Creation-only on a running site: a new "

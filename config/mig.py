@@ -19,7 +19,7 @@ program only accepts profiles of that form. A whole GPU split 7 ways is worth 7 
 from __future__ import annotations
 
 import re
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence
 
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 MIG_STRATEGIES = ("mixed", "single")
@@ -62,6 +62,16 @@ def layout(model: Optional[str], config_name: Optional[str]) -> dict[str, int]:
     if model is None or config_name is None:
         return {}
     return dict(MIG_LAYOUTS.get(model, {}).get(config_name, {}))
+
+
+def pool_slices(models: Sequence[Optional[str]], config_name: Optional[str]) -> dict[str, int]:
+    """Slices per GPU of a layout on a pool that may scale on any of these models: each profile every model's
+    layout has, at the fewest slices any of them gives it."""
+    layouts = [layout(model, config_name) for model in models]
+    if not layouts:
+        return {}
+    return {profile: min(slices.get(profile, 0) for slices in layouts) for profile in layouts[0]
+            if all(profile in slices for slices in layouts)}
 
 
 def kai_units(profile: str) -> int:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Optional
 from urllib.parse import urlparse
 
+from config.errors import MISSING
 from config.key_types import HTTP_URL_PATTERN, Boolean, Check, StringList, Text
 from config.keys import Block, Key
 from config.reader import Reader, Section
@@ -84,7 +85,7 @@ def read_grafana_login(section: Section, grafana_url: Optional[str], grafana_ins
     auth_url, token_url = section.read("authUrl"), section.read("tokenUrl")
     for name, value in (("authUrl", auth_url), ("tokenUrl", token_url)):
         if value is None and not section.has(name):
-            section.fail(name, None, "Grafana's generic OAuth needs the issuer's endpoints (it does not read the "
+            section.fail(name, MISSING, "Grafana's generic OAuth needs the issuer's endpoints (it does not read the "
                          "discovery document)", f"set {KEY}.{name} from <issuerUrl>/.well-known/openid-configuration")
     if auth_url is None or token_url is None:
         return None

@@ -3,11 +3,14 @@ vCluster settings over the stack defaults (the whole-document rules are in test_
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from config import load_platform
 from config.load_teams import VCLUSTER_NAME_LENGTH
 from tests.config_spec import assert_rejected, dev_config, issue, put, rejected
+from tests.conftest import ACCEPTED_VCLUSTER_TAGS, git, mirrored_tag
 from tools.deployability import names
 
 
@@ -17,7 +20,8 @@ from tools.deployability import names
 @pytest.mark.parametrize("path", ["teams[0].name", "organization.name"])
 @pytest.mark.parametrize("name", ["a", "team-1", "9lives", "x" * 63])
 def test_dns_1123_names_are_accepted(path, name):
-    platform = load_platform(put(dev_config(), path, name))
+    # A team's vCluster name, derived from its name, must start with a letter (below): it is set apart.
+    platform = load_platform(put(put(dev_config(), "teams[0].vclusterName", "nlp"), path, name))
     assert name in (platform.organization.name, platform.teams[0].name)
 
 
@@ -25,6 +29,39 @@ def test_dns_1123_names_are_accepted(path, name):
 @pytest.mark.parametrize("name", ["Team-NLP", "team_nlp", "-team", "team-", "team.nlp", "x" * 64])
 def test_names_that_are_not_dns_1123_labels_are_rejected(path, name):
     assert_rejected(put(dev_config(), path, name), path, name, fix="lowercase")
+
+
+@pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
+def test_the_vcluster_chart_names_its_services_after_the_release(tag):
+    # What the rule below stands on: the API server refuses a Service whose name is not a DNS-1035 label.
+    for template in ("service.yaml", "headless-service.yaml"):
+        text = git("loft-sh/vcluster", "show", f"{mirrored_tag('loft-sh/vcluster', tag)}:chart/templates/{template}")
+        service = text[text.index("kind: Service"):]
+        name = service[service.index("name:") + len("name:"):].splitlines()[0].strip()
+        assert name.startswith("{{ .Release.Name }}"), (template, name)
+    assert "Service" in names.DNS_1035_KINDS and not names.DNS_1035_LABEL.fullmatch("0team")
+
+
+def test_a_vcluster_name_starting_with_a_digit_is_refused_and_a_team_so_named_sets_one():
+    # Helm and the namespace take "0team"; the chart's Services would not (found opening a trial site).
+    found = assert_rejected(put(dev_config(), "teams[0].name", "0team"), "teams[0].vclusterName", "0team",
+                            fix="set teams[0].vclusterName")
+    assert "taken from teams[0].name" in found.problem and "start with a letter" in found.problem
+    assert_rejected(put(dev_config(), "teams[1].vclusterName", "9vision"), "teams[1].vclusterName", "9vision",
+                    fix="starts with a letter")
+    team = load_platform(put(put(dev_config(), "teams[0].name", "0team"), "teams[0].vclusterName", "vc-0team")).teams[0]
+    assert (team.name, team.vcluster_name, team.namespace) == ("0team", "vc-0team", "vcluster-vc-0team")
+
+
+def test_long_team_names_alike_in_their_first_52_characters_are_told_their_vcluster_names_were_cut():
+    # Neither team wrote a vclusterName: the message says where the clashing one came from (found opening a trial site).
+    config = put(put(dev_config(), "teams[0].name", "a" * 55 + "-one"), "teams[1].name", "a" * 55 + "-two")
+    found = assert_rejected(config, "teams[1].vclusterName", "a" * 52, fix="at most 52 characters")
+    assert found.problem == "(teams[1].name cut to 52 characters) is already used by teams[0]"
+    load_platform(put(config, "teams[1].vclusterName", "a-two"))
+    # A vclusterName written out twice reads as before.
+    config = put(put(dev_config(), "teams[0].vclusterName", "same"), "teams[1].vclusterName", "same")
+    assert assert_rejected(config, "teams[1].vclusterName", "same").problem == "is already used by teams[0]"
 
 
 def test_the_vcluster_name_holds_52_characters_as_its_statefulsets_pods_need():
@@ -178,6 +215,20 @@ def test_an_unlimited_organization_quota_allows_any_team_quotas():
 def test_an_unlimited_team_quota_does_not_fit_a_finite_organization_quota():
     config = put(dev_config(), "teams[1].resources.gpu", {"quota": -1, "limit": -1})
     assert_rejected(config, "teams[1].resources.gpu.quota", -1, fix="-1")
+
+
+def test_team_cpu_or_memory_quotas_above_a_finite_organization_quota_are_warned():
+    # KAI accepts the over-commit; the teams' quotas are derived from their ResourceQuota, so nothing the user wrote
+    # said so (found opening a trial site with an organization cpu quota).
+    config = put(dev_config(), "organization.resources.cpu", {"quota": 20000, "limit": 40000})
+    warnings = [w for w in load_platform(config).warnings if w.startswith("the teams' cpu quotas add up to")]
+    assert warnings == [warnings[0]] and "48150 millicores" in warnings[0] and "at least 48150" in warnings[0]
+    for fits in (put(copy.deepcopy(config), "organization.resources.cpu", {"quota": 48150, "limit": -1}),
+                 put(copy.deepcopy(config), "teams[0].resources.cpu", {"quota": -1, "limit": -1}),
+                 dev_config()):
+        assert not [w for w in load_platform(fits).warnings if "quotas add up to" in w]
+    config = put(dev_config(), "organization.resources.memory", {"quota": 100000})
+    assert any(w.startswith("the teams' memory quotas add up to 206358 MB") for w in load_platform(config).warnings)
 
 
 def test_a_huge_integer_quota_is_a_config_error_not_a_crash():

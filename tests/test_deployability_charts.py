@@ -8,7 +8,8 @@ import copy
 
 import pytest
 
-from config import versions
+from config import load_platform, versions
+from config.vocabulary import project_config
 from tests.conftest import COMMITTED_STACKS, dev_config, real_charts_or_skip, run, stack_config
 from tests.test_deployability import sites  # noqa: F401 (fixture)
 from tools.charts.cache import CACHE_ENV, cache_chart, chart_cache_dir, chart_contracts
@@ -36,15 +37,39 @@ def test_the_program_objects_of_every_committed_stack_validate(sites):
 # --- the real charts (from the chart cache) ---------------------------------------------------------
 
 
+def with_observability(config: dict, mode: str) -> dict:
+    """The site in observability ``mode``: its own settings when it runs that mode already; otherwise only the mode,
+    since install-only or external-only keys would make another mode's config invalid. The teams' own receivers
+    (teams[].alerting) are install-only too, though outside the observability block."""
+    config = copy.deepcopy(config)
+    own = config.get("gpu-tenancy:observability", {})
+    if own.get("prometheus") == mode:
+        return config
+    config["gpu-tenancy:observability"] = {"prometheus": mode}
+    if mode != "install":
+        for team in config.get("gpu-tenancy:teams", []):
+            team.pop("alerting", None)
+    return config
+
+
+def test_a_site_with_team_receivers_is_checked_with_observability_off_too():
+    # A valid site whose teams have their own receivers failed this file's off run (found opening a trial site).
+    config = dev_config()
+    config["gpu-tenancy:observability"] = {"prometheus": "install"}
+    config["gpu-tenancy:teams"][0]["alerting"] = {"receiver": "webhook"}
+    load_platform(project_config(config), secrets_set={"teamAlertReceivers"})
+    for mode in ("off", "external"):
+        changed = with_observability(config, mode)
+        if mode == "external":
+            changed["gpu-tenancy:observability"]["external"] = {"releaseLabel": "kube-prometheus-stack"}
+        assert load_platform(project_config(changed)).observability.prometheus == mode
+    assert with_observability(config, "install") == config
+
+
 @pytest.mark.parametrize("observability", ["off", "install"])
 @pytest.mark.parametrize("stack", COMMITTED_STACKS)
 def test_committed_stacks_are_deployable_with_the_real_charts(stack, observability, tmp_path):
-    config = stack_config(stack)
-    # The site's own observability settings when it installs the stack already; otherwise only the mode, since
-    # install-only or external-only keys would make another mode's config invalid.
-    own = config.get("gpu-tenancy:observability", {})
-    config["gpu-tenancy:observability"] = (own if own.get("prometheus") == observability
-                                           else {"prometheus": observability})
+    config = with_observability(stack_config(stack), observability)
     plan = build_plan(run(config, stack=stack), stack)
     cache = real_charts_or_skip(plan)
     # Rendered for the Kubernetes version the site states, as tools.plan --render-charts does.

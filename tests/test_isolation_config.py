@@ -28,6 +28,19 @@ def test_mig_slices_promised_and_present():
     assert rows == {("h100", "1g.10gb"): (16, 4), ("h100", "2g.20gb"): (8, 0), ("h100", "3g.40gb"): (8, 2)}
 
 
+@pytest.mark.parametrize("instance_types", [["p4de.24xlarge", "p4d.24xlarge"], ["p4d.24xlarge", "p4de.24xlarge"]])
+def test_a_pool_of_two_gpu_models_counts_the_fewer_slices_whatever_the_order(instance_types):
+    # all-1g.10gb is 7 slices on an A100 80GB (p4de) and 4 on a 40GB one (p4d): the pool may scale on either. The
+    # 80GB type listed first counted 7 and hid the warning (found opening a trial site).
+    config = isolation_config()
+    config["cluster"]["eks"]["gpuNodeGroups"][0].update(instanceTypes=instance_types, migConfig="all-1g.10gb")
+    config["teams"] = [team for team in config["teams"] if team["name"] != "team-vision"]
+    config["teams"][0]["resources"]["gpu"] = {"quota": 40, "limit": 40}
+    platform = load_platform(config)
+    assert mig_slices(platform) == [("h100", "1g.10gb", 8 * 4, 40, ["team-llm"])]
+    assert any("promised 40 1g.10gb MIG slice(s) on pool h100, but it has at most 32" in w for w in platform.warnings)
+
+
 def test_more_slices_promised_than_present_is_warned():
     config = put(isolation_config(), "teams[1].resources.gpu", {"quota": 27, "limit": 27})
     warnings = load_platform(config).warnings
@@ -52,6 +65,59 @@ def test_a_mig_team_on_a_t4_or_l40s_pool_is_refused(instance, model):
     issues = rejected(config).issues
     assert [issue.key for issue in issues] == ["teams[2].isolation.nodePool"]
     assert f"{model} GPUs have no MIG" in issues[0].problem
+
+
+@pytest.mark.parametrize("profile_key, profile", [("sharingProfile", "time-sliced"), (None, "time-sliced")])
+def test_an_exclusive_team_on_a_time_sliced_pool_is_refused(profile_key, profile):
+    # On the time-sliced profile nvidia.com/gpu: 1 is one of a card's replicas, shared in time with other teams'
+    # pods: no whole GPU (found opening a trial site, which the loader accepted).
+    config = isolation_config()
+    if profile_key:
+        config["cluster"]["eks"]["gpuNodeGroups"][1][profile_key] = profile
+    else:
+        config.setdefault("gpuOperator", {}).setdefault("timeSlicing", {})["defaultProfile"] = profile
+    issues = rejected(config).issues
+    assert [issue.key for issue in issues] == ["teams[3].isolation.nodePool"]
+    assert "pool l40s is on the time-sliced profile" in issues[0].problem
+    assert "gpuNodeGroups[1].sharingProfile to exclusive" in issues[0].fix
+
+
+def test_an_unpinned_exclusive_team_reaching_a_time_sliced_pool_is_told_which_pool_to_pin():
+    config = isolation_config()
+    config["cluster"]["eks"]["gpuNodeGroups"].append(
+        {"name": "t4", "instanceTypes": ["g4dn.xlarge"], "maxSize": 2, "sharingProfile": "time-sliced"})
+    del config["teams"][3]["isolation"]["nodePool"]
+    issues = rejected(config).issues
+    assert [(issue.key, issue.fix) for issue in issues] == [("teams[3].isolation.nodePool", "pin the team to a pool "
+                                                             "on the exclusive profile (l40s), or set those pools' "
+                                                             "sharingProfile to exclusive")]
+    config["cluster"]["eks"]["gpuNodeGroups"][2]["sharingProfile"] = "exclusive"
+    load_platform(config)  # every pool it reaches gives whole cards (the MIG-split one takes no whole-GPU pods)
+
+
+def test_an_exclusive_team_on_a_host_whose_default_profile_is_time_sliced_is_warned():
+    # MicroK8s and existing clusters: the nodes' profile labels are set by hand, so a warning, not an error.
+    config = put(put(dev_config(), "teams[0].isolation", {"tier": "exclusive"}), "teams[0].resources.gpu",
+                 {"quota": 0, "limit": 1})
+    assert not any("exclusive team(s)" in warning for warning in load_platform(config).warnings)
+    config = put(config, "gpuOperator.timeSlicing.defaultProfile", "time-sliced")
+    assert any(warning.startswith("exclusive team(s) team-nlp get whole GPUs only on nodes on the exclusive profile")
+               and "advertised 4 times" in warning for warning in load_platform(config).warnings)
+
+
+def test_a_team_guaranteed_gpus_that_reaches_only_mixed_mig_pools_is_warned():
+    # Pinned there it is refused; selected there without a pin the loader was silent (found opening a trial site).
+    config = isolation_config()
+    del config["cluster"]["eks"]["gpuNodeGroups"][1]
+    config["teams"] = config["teams"][:2] + [{"name": "team-chat", "resources": {"gpu": {"quota": 0.5, "limit": 1}}},
+                                             {"name": "team-idle", "resources": {"gpu": {"quota": 0, "limit": 1}}}]
+    warnings = [w for w in load_platform(config).warnings if "split into MIG slices under the mixed" in w]
+    assert len(warnings) == 1 and warnings[0].startswith("team(s) team-chat are guaranteed GPUs")
+    config["gpuOperator"] = {**config.get("gpuOperator", {}), "migStrategy": "single"}
+    config["cluster"]["eks"]["gpuNodeGroups"][0]["migConfig"] = "all-1g.10gb"
+    config["teams"][1]["isolation"]["migProfile"] = "1g.10gb"
+    config["teams"][1]["resources"]["gpu"] = {"quota": 2, "limit": 4}
+    assert not [w for w in load_platform(config).warnings if "under the mixed" in w]  # single: whole GPUs fit
 
 
 def test_a_mig_config_label_set_by_hand_is_refused():

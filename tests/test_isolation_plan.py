@@ -32,6 +32,16 @@ def test_the_summary_shows_each_tier_and_the_slices_promised_vs_present(plan):
     assert "| `h100` | `all-balanced` | `3g.40gb` | 8 | 2 | `team-vision` |" in summary
 
 
+@pytest.mark.parametrize("instance_types", [["p4de.24xlarge", "p4d.24xlarge"], ["p4d.24xlarge", "p4de.24xlarge"]])
+def test_the_summary_counts_a_two_model_pool_at_its_fewer_slices(instance_types):
+    # all-1g.10gb: 7 slices on a p4de GPU, 4 on a p4d one; the summary took the shorter layout, whichever came first.
+    config = isolation_config()
+    config["cluster"]["eks"]["gpuNodeGroups"][0].update(instanceTypes=instance_types, migConfig="all-1g.10gb")
+    config["teams"] = [team for team in config["teams"] if team["name"] != "team-vision"]
+    summary = render_summary(build_plan(run(prefixed(config), stack="isolation"), "isolation"))
+    assert "| `h100` | `all-1g.10gb` | `1g.10gb` | 32 | 4 | `team-llm` |" in summary
+
+
 def test_the_pools_and_charts_are_set_up_for_each_tier(plan):
     groups = {r["inputs"]["labels"]["gpu-tenancy/pool"]: r["inputs"]["labels"] for r in plan["resources"]
               if r["type"] == EKS_NODE_GROUP and r["inputs"]["labels"].get("gpu-tenancy/role") == "gpu"}

@@ -57,6 +57,31 @@ GENERATED_SITES = {
                                f"teams[1].namespace={'ns-' + 'c' * 60}",
                                "teams[2].resources.cpu={quota: 4000, limit: 8000}",
                                "teams[2].resources.memory={quota: 16000, limit: 32000}"]),
+    # Every isolation tier on one EKS site of five GPU pools: two MIG models split differently, a time-sliced pool, an
+    # exclusive team on a pool of its own profile, a team whose name starts with a digit (its vCluster name may not),
+    # OIDC for one team only, and registries with a port, a path prefix and an IPv6 host, pulled on every start.
+    "gen-eks-every-tier": ("eks", [
+        'cluster.eks.kubernetesVersion="1.35"',
+        "cluster.eks.gpuNodeGroups[1]={name: a100, instanceTypes: [p4d.24xlarge], maxSize: 1, desiredSize: 0, "
+        "migConfig: all-balanced}",
+        "cluster.eks.gpuNodeGroups[2]={name: h100, instanceTypes: [p5.48xlarge], maxSize: 1, desiredSize: 0, "
+        "migConfig: all-1g.10gb}",
+        "cluster.eks.gpuNodeGroups[3]={name: l40s, instanceTypes: [g6e.12xlarge], maxSize: 2}",
+        "cluster.eks.gpuNodeGroups[4]={name: t4-sliced, instanceTypes: [g4dn.12xlarge], maxSize: 2, "
+        "sharingProfile: time-sliced}",
+        "organization.resources.gpu.quota=10",
+        "teams[2]={name: 0-capped, vclusterName: capped, resources: {gpu: {quota: 0.5, limit: 1}}, "
+        "isolation: {tier: memory-capped, nodePool: l40s}, vcluster: {podSecurity: restricted}}",
+        "teams[3]={name: mig-a100, resources: {gpu: {quota: 3, limit: 6}}, "
+        "isolation: {tier: mig, migProfile: 3g.20gb, nodePool: a100}}",
+        "teams[4]={name: mig-h100, resources: {gpu: {quota: 2, limit: 7}}, "
+        "isolation: {tier: mig, migProfile: 1g.10gb, nodePool: h100}}",
+        "teams[5]={name: whole, resources: {gpu: {quota: 2, limit: 4}}, isolation: {tier: exclusive, nodePool: l40s}, "
+        "vcluster: {access: {exposure: loadBalancer, domain: vc.example.com, "
+        'oidc: {issuerUrl: "https://login.example.com", clientId: kubernetes, adminGroups: [whole-admins]}}}}',
+        "teams[6]={name: sliced, resources: {gpu: {quota: 1, limit: 2}}, isolation: {nodePool: t4-sliced}}",
+        'vcluster.allowedRegistries=[registry.local:5000/ml, "[fd00::1]:5000", docker.io/library, nvcr.io/nvidia]',
+        "vcluster.alwaysPullImages=true"]),
 }
 SITES = {}
 

@@ -168,6 +168,7 @@ def test_bad_access_settings_are_refused_with_the_key_and_the_fix(access, key, p
     issue = next((i for i in error.value.issues if i.key == key), None)
     assert issue is not None, [str(i) for i in error.value.issues]
     assert problem in issue.problem and issue.fix
+    assert " = None:" not in str(issue), "a key left out reads <not set>, as everywhere else"
 
 
 def test_nodeport_on_a_remote_microk8s_box_defaults_to_its_address():

@@ -95,7 +95,9 @@ beyond a single value:
   there); `gpuOperator.driverEnabled: true` on EKS (the AL2023 NVIDIA AMI ships the driver).
 - **Warnings** also cover: a system node group with `minSize: 0`; `gpuOperator.toolkitEnabled: true`
   on EKS (the AMI ships the toolkit); team GPU quotas adding up to more GPUs than the host has under
-  an unlimited org quota; a team with `podSecurity: privileged`. A **note** (information only) says
+  an unlimited org quota; team `cpu` or `memory` quotas (derived from their `vcluster.resourceQuota` unless
+  written) adding up to more than a finite org quota of the same resource, which KAI over-commits silently; a
+  team with `podSecurity: privileged`. A **note** (information only) says
   when half a GPU or more of the host is guaranteed to no team.
 - **One problem, one message**: a misspelt key is reported once, without follow-on errors from the
   default it leaves behind (a misspelt `quota` does not also report the `limit`); a clashing team

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from config.capacity import GPUS_PER_INSTANCE_TYPE, gpu_model
-from config.mig import MIG_CONFIG_LABEL, kai_units, layout
+from config.mig import MIG_CONFIG_LABEL, kai_units, pool_slices
 from config.vocabulary import EKS_NODE_GROUP, ISOLATION_ADMISSION_COMPONENT, POOL_LABEL, QUEUE, TENANT_COMPONENT
 from tools.plan.lookup import PlanIndex, dig
 from tools.plan.markdown import code, fmt_num, table
@@ -51,8 +51,7 @@ def isolation_section(index: PlanIndex) -> list[str]:
         kinds = inputs.get("instanceTypes") or []
         gpus = max((GPUS_PER_INSTANCE_TYPE.get(kind, 0) for kind in kinds), default=0) * \
             int(dig(inputs, "scalingConfig", "maxSize", default=0) or 0)
-        per_gpu = min((layout(gpu_model(kind), config_name) for kind in kinds), key=len, default={})
-        for profile, count in per_gpu.items():
+        for profile, count in pool_slices([gpu_model(kind) for kind in kinds], config_name).items():
             holders = [row for row in tiers if row["tier"] == "mig" and row["profile"] == profile
                        and row["pool"] == pool]
             promised = sum(max(_quota(index, row["team"]), 0) / kai_units(profile) for row in holders)
