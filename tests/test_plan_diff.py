@@ -8,7 +8,7 @@ import pytest
 
 from tests.conftest import dev_config, run
 from tools.plan import cli as plan
-from tools.plan.diff import diff_plans, render_diff
+from tools.plan.diff import MISSING, Change, diff_plans, render_change, render_diff, value_changes
 
 
 def plan_of(config: dict) -> dict:
@@ -93,3 +93,70 @@ def test_cli_prints_and_writes_the_diff(tmp_path, capsys, base_plan):
 def test_cli_refuses_an_unreadable_old_plan(tmp_path, capsys):
     assert plan.main(["dev", "--out", str(tmp_path), "--diff-against", str(tmp_path / "missing.json")]) == 2
     assert "cannot read the plan" in capsys.readouterr().err
+
+
+# --- lists and long texts: what a reviewer reads when a team leaves or a policy's text changes ---------------------
+
+def with_prometheus(config: dict) -> dict:
+    config["gpu-tenancy:observability"] = {"prometheus": "install", "grafana": True}
+    return config
+
+
+def test_a_team_leaving_an_observed_site_removes_only_its_own_rules_and_board():
+    config = with_prometheus(dev_config())
+    gone = config["gpu-tenancy:teams"][1]["name"]
+    before = plan_of(config)
+    del config["gpu-tenancy:teams"][1]
+    diff = diff_plans(before, plan_of(config))
+    rules = next(resource for resource in diff.changed if resource.type.endswith(":PrometheusRule"))
+    assert rules.changes, "the team's recording rules leave the shared rule group"
+    # Compared by position, every later rule would read as renamed to the next team's.
+    assert all(change.new == MISSING and gone in json.dumps(change.old) for change in rules.changes)
+    boards = [change for change in diff.outputs if change.path.startswith("observability.dashboards")]
+    assert boards and all(change.new == MISSING and gone in change.old for change in boards)
+
+
+def test_named_elements_are_compared_by_name():
+    old = [{"name": "syncer", "image": "a:1"}, {"name": "dns", "image": "b:1"}]
+    assert value_changes(old, old[1:], "spec.containers") == [
+        Change("spec.containers[name=syncer]", old[0], MISSING)]
+    assert value_changes(old, [old[0], {"name": "dns", "image": "b:2"}], "spec.containers") == [
+        Change("spec.containers[name=dns].image", "b:1", "b:2")]
+
+
+def test_the_same_named_elements_in_another_order_are_one_change_of_order():
+    first, second = {"name": "wait", "image": "a:1"}, {"name": "copy", "image": "b:1"}
+    assert value_changes([first, second], [second, first], "spec.initContainers") == [
+        Change("spec.initContainers[*].name", ["wait", "copy"], ["copy", "wait"])]
+
+
+def test_an_element_inserted_into_an_unnamed_list_is_one_addition():
+    old = [{"expr": "a"}, {"expr": "b"}, {"expr": "c"}]
+    assert value_changes(old, [old[0], {"expr": "new"}, *old[1:]], "rules") == [
+        Change("rules[1]", MISSING, {"expr": "new"})]
+    assert value_changes(old, old[:1] + old[2:], "rules") == [Change("rules[1]", {"expr": "b"}, MISSING)]
+
+
+def test_a_changed_registry_list_shows_the_changed_lines_of_each_tenants_policy_text(base_plan):
+    config = dev_config()
+    config["gpu-tenancy:vcluster"] = {**config.get("gpu-tenancy:vcluster", {}),
+                                      "allowedRegistries": ["ghcr.io/acme", "nvcr.io/nvidia"]}
+    first = plan_of(config)
+    config["gpu-tenancy:vcluster"]["allowedRegistries"] = ["ghcr.io/acme", "registry.example.com/ml"]
+    text = render_diff(diff_plans(first, plan_of(config)), "old", "new")
+    assert "`values.experimental.deploy.vcluster.manifests`: text changed" in text
+    changed_lines = [line.strip() for line in text.splitlines() if line.strip().startswith(("+", "-"))]
+    assert any("registry.example.com/ml" in line for line in changed_lines if line.startswith("+"))
+    assert any("nvcr.io/nvidia" in line for line in changed_lines if line.startswith("-"))
+    # Cut at 120 characters, both sides of a 30 kB text would show the same opening.
+    assert not any(line.endswith('..." -> "apiVersion') for line in text.splitlines())
+
+
+def test_a_long_one_line_change_shows_where_it_differs():
+    expression = "object.spec.containers.all(c, " + " && ".join(f"c.name != 'n{i}'" for i in range(20)) + ")"
+    lines = render_change(Change("spec.validations[0].expression", expression,
+                                 expression.replace("'n13'", "'n99'")), "    - ")
+    assert lines[0] == "    - `spec.validations[0].expression`: text changed"
+    removed, added = (line.strip() for line in lines[3:5])
+    assert "'n13'" in removed and "'n99'" in added and "'n13'" not in added
+    assert removed.startswith("- ...") and len(added) < len(expression)

@@ -16,12 +16,13 @@ import yaml
 
 from config import versions
 from tests.conftest import dev_config, eks_config, git, mirrored_tag, real_charts_or_skip, run
+from tests.isolation_spec import isolation_config, prefixed
 from tools.charts.render import render_plan_releases
 from tools.deployability.inputs import helm_kube_version
 from tools.plan import cli as plan
 from tools.plan.diff import diff_plans, read_manifests, render_diff
 from tools.plan.document import build_plan, render_plan_json
-from tools.plan.replacement import DATA_REPLACES, FORCE_NEW, pulumi_findings
+from tools.plan.replacement import DATA_REPLACES, FORCE_NEW, pulumi_findings, replacing_paths
 from tools.plan.running_site import chart_findings
 
 SERIOUS = ("refused", "stops", "lost", "unknown")
@@ -221,6 +222,21 @@ def test_a_cloud_resource_whose_rules_are_not_read_is_unknown_not_passed():
     assert "pulumi preview --diff" in text
 
 
+def test_a_pools_new_mig_layout_is_called_out_as_disrupting_its_running_work():
+    base = prefixed(isolation_config())
+    config = prefixed(isolation_config())
+    config["gpu-tenancy:cluster"]["eks"]["gpuNodeGroups"][0]["migConfig"] = "all-1g.10gb"
+    config["gpu-tenancy:teams"][1]["isolation"]["migProfile"] = "1g.10gb"
+    found, text = _replacements(config, "eks", base=base)
+    assert ("disrupts", "host-gpu-h100", 'labels["nvidia.com/mig.config"]') in found
+    assert '"all-balanced" -> "all-1g.10gb"' in text and "drain the pool's nodes" in text
+    # Another change of the same pool is not a new layout.
+    config = prefixed(isolation_config())
+    config["gpu-tenancy:cluster"]["eks"]["gpuNodeGroups"][0]["maxSize"] = 2
+    found, _ = _replacements(config, "eks", base=base)
+    assert not any(category == "disrupts" for category, *_ in found)
+
+
 # --- the rules' semantics, on objects built for them -------------------------------------------------
 
 
@@ -320,3 +336,11 @@ def test_the_replacement_rules_are_the_kubernetes_providers_own():
     assert upstream == ours
     release = git("pulumi/pulumi-kubernetes", "show", f"{tag}:provider/pkg/provider/helm_release.go")
     assert 'forceNewFields := []string{".name", ".namespace"}' in release
+
+
+@pytest.mark.parametrize("path", ["spec.containers[0].image", "spec.containers[name=app].image",
+                                  'spec.initContainers[name="wait.x"].image'])
+def test_a_container_named_in_the_diff_is_judged_like_one_at_a_position(path):
+    """The plan diff names list elements by their name where it can; the replacement rules still apply to them."""
+    pod = {"type": "kubernetes:core/v1:Pod", "options": {}}
+    assert replacing_paths(pod, [path, "metadata.labels[\"app.kubernetes.io/name\"]"], {}) == [path]

@@ -1,7 +1,9 @@
 """What a change does, from two offline plans: resources added, removed and changed.
 
 For a reviewer without cloud access: each changed resource lists the input paths that differ
-with old -> new values. Secrets are already ``[secret]`` in both plans, so a changed secret is
+with old -> new values. List elements are matched by the field that names them where every element
+has a distinct one (``spec.containers[name=syncer]``), else aligned by equal elements, so a removal or
+an insertion reads as one; a changed long text shows what changed in it. Secrets are already ``[secret]`` in both plans, so a changed secret is
 invisible here by design. Resources are matched by URN, as Pulumi matches them; a resource whose
 name or parent changes shows as one removal and one addition, which is also what ``pulumi up``
 would do without aliases.
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,6 +65,69 @@ def _join(path: str, key: Any) -> str:
     return f"{path}.{step}" if path else step
 
 
+# Fields that name a list element (a container, a rule group, an alerting or recording rule, a dashboard, a
+# receiver), in the order tried: a list whose elements all carry one, each value once, is compared element by element
+# by it, so that removing one element shows as one removal rather than as every later one renamed.
+IDENTITY_FIELDS = ("name", "alert", "record", "uid", "receiver")
+
+
+def _identity(element: Any) -> tuple[str, Any] | None:
+    if isinstance(element, dict):
+        for key in IDENTITY_FIELDS:
+            if isinstance(element.get(key), (str, int)) and not isinstance(element.get(key), bool):
+                return key, element[key]
+    return None
+
+
+def _by_identity(items: list) -> dict[tuple[str, Any], Any] | None:
+    identities = [_identity(item) for item in items]
+    if None in identities or len(set(identities)) != len(identities):
+        return None
+    return dict(zip(identities, items))
+
+
+def _element(path: str, identity: tuple[str, Any]) -> str:
+    key, value = identity
+    text = str(value)
+    plain = text.replace("-", "").replace("_", "").replace(".", "").isalnum()
+    return f"{path}[{key}={text if plain else json.dumps(text)}]"
+
+
+def _list_changes(old: list, new: list, path: str) -> list[Change]:
+    """Elements matched by their identity field where every element has one, else by an alignment of equal
+    elements (so an insertion is one addition): paired elements are compared field by field."""
+    before, after = _by_identity(old), _by_identity(new)
+    if before is not None and after is not None and (old or new):
+        changes = []
+        for identity in [*after, *(identity for identity in before if identity not in after)]:
+            changes += value_changes(before.get(identity, MISSING), after.get(identity, MISSING),
+                                     _element(path, identity))
+        kept_before = [identity for identity in before if identity in after]
+        kept_after = [identity for identity in after if identity in before]
+        if kept_before != kept_after:  # the same elements in another order (init containers run in order)
+            key = kept_after[0][0] if len({key for key, _ in kept_after}) == 1 else "identity"
+            changes.append(Change(f"{path}[*].{key}", [value for _, value in kept_before],
+                                  [value for _, value in kept_after]))
+        return changes
+    changes = []
+    matcher = difflib.SequenceMatcher(None, [_canonical(item) for item in old], [_canonical(item) for item in new],
+                                      autojunk=False)
+    for tag, old_start, old_end, new_start, new_end in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        paired = min(old_end - old_start, new_end - new_start)
+        for offset in range(paired):
+            changes += value_changes(old[old_start + offset], new[new_start + offset],
+                                     _join(path, new_start + offset))
+        changes += [Change(_join(path, index), old[index], MISSING) for index in range(old_start + paired, old_end)]
+        changes += [Change(_join(path, index), MISSING, new[index]) for index in range(new_start + paired, new_end)]
+    return changes
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
 def value_changes(old: Any, new: Any, path: str = "") -> list[Change]:
     """Leaf-level differences between two JSON values, in a stable order."""
     if isinstance(old, dict) and isinstance(new, dict):
@@ -69,11 +135,8 @@ def value_changes(old: Any, new: Any, path: str = "") -> list[Change]:
         for key in sorted(set(old) | set(new), key=str):
             changes += value_changes(old.get(key, MISSING), new.get(key, MISSING), _join(path, key))
         return changes
-    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
-        changes = []
-        for index, (before, after) in enumerate(zip(old, new)):
-            changes += value_changes(before, after, _join(path, index))
-        return changes
+    if isinstance(old, list) and isinstance(new, list):
+        return _list_changes(old, new, path)
     return [] if old == new else [Change(path, old, new)]
 
 
@@ -113,11 +176,48 @@ def manifest_changes(before: dict[str, str], after: dict[str, str]) -> dict[str,
     return changes
 
 
+SHOWN_LENGTH = 120
+CONTEXT_WORDS = 6  # words (and the characters between them) kept either side of a change within one long line
+_WORDS = re.compile(r"\w+\W*|\W+")
+
+
 def _show(value: Any) -> str:
     if value == MISSING:
         return MISSING
     text = json.dumps(value, sort_keys=True, ensure_ascii=False)
-    return text if len(text) <= 120 else text[:117] + "..."
+    return text if len(text) <= SHOWN_LENGTH else text[:SHOWN_LENGTH - 3] + "..."
+
+
+def _long_text(value: Any) -> bool:
+    return isinstance(value, str) and ("\n" in value or len(value) > SHOWN_LENGTH)
+
+
+def _text_change(old: str, new: str) -> list[str]:
+    """A changed long string as what changed in it: a unified diff of its lines, or for one line each changed
+    stretch of words with a few words of context either side."""
+    if "\n" in old or "\n" in new:
+        return ["```diff", *list(difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=2))[2:],
+                "```"]
+    before, after = _WORDS.findall(old), _WORDS.findall(new)
+    lines = ["```diff"]
+    for group in difflib.SequenceMatcher(None, before, after, autojunk=False).get_grouped_opcodes(CONTEXT_WORDS):
+        (_, old_start, _, new_start, _), (_, _, old_end, _, new_end) = group[0], group[-1]
+        lines += [f"- {_excerpt(before, old_start, old_end)}", f"+ {_excerpt(after, new_start, new_end)}"]
+    return lines + ["```"]
+
+
+def _excerpt(words: list[str], start: int, end: int) -> str:
+    return ("..." if start else "") + "".join(words[start:end]) + ("..." if end < len(words) else "")
+
+
+def render_change(change: Change, bullet: str) -> list[str]:
+    """A changed value as review lines: old -> new, or for two long strings what changed in them (a block indented
+    under the bullet)."""
+    if _long_text(change.old) and _long_text(change.new):
+        nested = " " * len(bullet)
+        return [f"{bullet}`{change.path}`: text changed", "",
+                *(f"{nested}{line}" for line in _text_change(change.old, change.new)), ""]
+    return [f"{bullet}`{change.path}`: {_show(change.old)} -> {_show(change.new)}"]
 
 
 def _protected(resource: dict) -> str:
@@ -132,6 +232,7 @@ RUNNING_SITE_HEADINGS = {
     "lost": "Loses state",
     "not applied": "Not applied: the running site keeps the old object",
     "replaced": "Replaced: deleted, then created again",
+    "disrupts": "Disrupts running work",
     "unknown": "Not judged: no rule known to the plan diff, check before applying",
 }
 
@@ -180,11 +281,12 @@ def render_diff(diff: PlanDiff, old_label: str, new_label: str) -> str:
         lines += ["", "## Changed", ""]
         for resource in diff.changed:
             lines.append(f"~ `{resource.type}` **{resource.name}**")
-            lines += [f"    - `{change.path}`: {_show(change.old)} -> {_show(change.new)}"
-                      for change in resource.changes]
+            for change in resource.changes:
+                lines += render_change(change, "    - ")
     if diff.outputs:
         lines += ["", "## Stack outputs", ""]
-        lines += [f"~ `{change.path}`: {_show(change.old)} -> {_show(change.new)}" for change in diff.outputs]
+        for change in diff.outputs:
+            lines += render_change(change, "~ ")
     if diff.manifests:
         lines += ["", "## Rendered manifests", ""]
         for name, text in diff.manifests.items():

@@ -16,11 +16,13 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
+from config.mig import MIG_CONFIG_LABEL
 from config.vocabulary import RELEASE
-from tools.plan.diff import MISSING, PlanDiff
+from tools.plan.diff import MISSING, Change, PlanDiff
 from tools.plan.running_site import LOST, STATE_OF_KIND, STOPS, UNKNOWN, Finding
 
 REPLACED = "replaced"
+DISRUPTS = "disrupts"
 
 _SELECTOR = ("spec.selector",)
 _CONTAINER_FIELDS = ("args", "command", "env", "image", "imagePullPolicy", "lifecycle", "livenessProbe", "ports",
@@ -71,7 +73,8 @@ _OPTION_PARTS = ("options", "dependencies", "provider", "parent")
 
 
 def _pattern(path: str) -> str:
-    return re.sub(r"\[\d+\]", "[*]", path)
+    """A changed path with its list elements (``[3]``, ``[name=app]``) as any element (``[*]``)."""
+    return re.sub(r'\[(?:\d+|[A-Za-z]+=(?:"[^"]*"|[^\]]*))\]', "[*]", path)
 
 
 def _under(path: str, prefix: str) -> bool:
@@ -111,6 +114,16 @@ def _protected(resource: Mapping[str, Any]) -> bool:
     return bool((resource.get("options") or {}).get("protect"))
 
 
+def _mig_layout_finding(subject: str, change: Change) -> Finding:
+    """A GPU pool's MIG layout changed: the node label the GPU Operator's MIG manager applies."""
+    return Finding(DISRUPTS, subject, change.path, change.old, change.new,
+                   "the GPU Operator's MIG manager splits every GPU of the pool's nodes anew: the slices of the old "
+                   "layout go, so pods holding them must end first (a GPU some process uses cannot be split again) "
+                   "and pods asking for them stay pending",
+                   "drain the pool's nodes before `pulumi up` (`kubectl drain`, or scale the group to 0 and back) "
+                   "at a quiet time, and tell the pool's teams")
+
+
 def pulumi_findings(diff: PlanDiff, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Finding]:
     """Replacements of the changed resources, and state lost with removed ones."""
     before = {resource["urn"]: resource for resource in old.get("resources", [])}
@@ -121,8 +134,10 @@ def pulumi_findings(diff: PlanDiff, old: Mapping[str, Any], new: Mapping[str, An
         inputs = [change for change in changed.changes if change.path.split(".")[0] not in _OPTION_PARTS]
         if not inputs or resource["type"].startswith(COMPONENT_PREFIX):
             continue
-        paths = replacing_paths(resource, [change.path for change in inputs], new)
         subject = f"`{resource['type']}` {resource['name']}"
+        findings += [_mig_layout_finding(subject, change) for change in inputs
+                     if change.path == f'labels["{MIG_CONFIG_LABEL}"]']
+        paths = replacing_paths(resource, [change.path for change in inputs], new)
         if paths is None:
             findings.append(Finding(UNKNOWN, subject, ", ".join(change.path for change in inputs[:5]), MISSING,
                                     MISSING, "the plan diff does not know this provider's replacement rules",
