@@ -31,19 +31,28 @@ class Reader:
         return Section(self, path, value, block)
 
 
-def _paths(block: Block, depth: int = 4) -> Iterator[tuple[str, ...]]:
-    """Every key path under ``block`` (a list's entries as ``[<n>]``), nearest first."""
+def _paths(block: Block, depth: int = 4) -> Iterator[tuple[tuple[str, ...], object]]:
+    """Every key path under ``block`` (a list's entries as ``[<n>]``) with the key's type, nearest first."""
     nested = []
     for key in block.keys:
-        yield (key.name,)
+        yield (key.name,), key.type
         if isinstance(key.type, Block):
             nested.append(((key.name,), key.type))
         elif isinstance(key.type, ListOf):
             nested.append(((key.name, "[<n>]"), key.type.block))
     if depth > 1:
         for prefix, child in nested:
-            for path in _paths(child, depth - 1):
-                yield prefix + path
+            for path, key_type in _paths(child, depth - 1):
+                yield prefix + path, key_type
+
+
+def _fits(key_type: object, value: object) -> bool:
+    """Whether ``value`` has the shape of a key of ``key_type``: a map for a section, a list for a list of them."""
+    if isinstance(key_type, Block):
+        return isinstance(value, dict)
+    if isinstance(key_type, ListOf):
+        return isinstance(value, list)
+    return True  # a value's own type check, once moved, says whether it fits
 
 
 def _spelled(steps: tuple[str, ...]) -> str:
@@ -85,7 +94,7 @@ class Section:
             if name in retired_names:
                 continue
             if not isinstance(name, str) or name not in block.names:
-                reader.fail(join(path, str(name)), item, "unknown key", self._advice(str(name)))
+                reader.fail(join(path, str(name)), item, "unknown key", self._advice(str(name), item))
                 self.unknown.append(str(name))
             else:
                 self.values[name] = item
@@ -119,14 +128,16 @@ class Section:
                                          condition.fix.format(name=path, value=decided))
                         break
 
-    def _advice(self, name: str) -> str:
-        """A close spelling of a key of this map, else the place the key belongs, if it exists elsewhere."""
+    def _advice(self, name: str, value: object) -> str:
+        """A close spelling of a key of this map, else the place the key belongs, if it exists elsewhere and takes a
+        value of this shape (``teams: true`` under another section is not the list of teams misplaced)."""
         advice = did_you_mean(name, self.block.names)
         if advice != "remove it":
             return advice
         scope: Optional[Section] = self
         while scope is not None:
-            found = sorted((path for path in _paths(scope.block) if path[-1] == name), key=len)
+            found = sorted((path for path, key_type in _paths(scope.block)
+                            if path[-1] == name and _fits(key_type, value)), key=len)
             nearest = [path for path in found if len(path) == len(found[0])] if found else []
             if len(nearest) == 1:
                 where = join(scope.path, _spelled(nearest[0]))

@@ -75,6 +75,14 @@ def test_a_misplaced_key_is_pointed_to_where_it_belongs(path, value, where):
     assert found.fix == f"did you mean {where}? Move it there"
 
 
+@pytest.mark.parametrize("path, value", [("observability.alerting.teams", True),
+                                         ("gpuOperator.organization", "ml-org")])
+def test_a_key_named_like_a_section_elsewhere_is_not_sent_there_unless_it_has_its_shape(path, value):
+    """``teams: true`` is not the list of teams misplaced: pointing there would send the user to a wrong fix."""
+    found = issue(rejected(put(dev_config(), path, value)), path, value)
+    assert found.problem == "unknown key" and found.fix == "remove it"
+
+
 def test_a_key_that_exists_in_several_places_lists_them_and_a_typo_keeps_its_spelling_fix():
     found = issue(rejected(put(dev_config(), "teams[0].resources.quota", 1)), "teams[0].resources.quota", 1)
     assert found.fix == ("it belongs in one of teams[0].resources.gpu.quota, teams[0].resources.cpu.quota, "
