@@ -1,4 +1,4 @@
-"""Where a tenant can make its own virtual API server connect: the reach of the control plane's egress, pinned.
+"""Where a tenant can make its own virtual API server connect: the reach of the control plane's egress.
 
 A tenant is cluster-admin of its virtual cluster, and the virtual API server (kube-apiserver inside the vCluster
 control-plane pod in the team's host namespace) opens connections wherever the tenant's objects tell it to:
@@ -11,13 +11,12 @@ control-plane pod in the team's host namespace) opens connections wherever the t
 - an APIService, or an admission webhook's ``service``, resolves an ``ExternalName`` Service to any name or
   address, and a webhook's ``url`` names one directly.
 
-Kubernetes refuses only loopback and link-local addresses on the proxy paths (``IsProxyableIP``), so the one
-boundary left is the NetworkPolicy that selects the control-plane pod. vCluster's chart renders it
-(``vc-cp-<release>``, ``chart/templates/networkpolicy.yaml``); values can add rules to it, never remove the one
-that opens the API server ports to every address, and the chart has one switch for all its policies at once.
-These tests pin what that policy lets the control plane reach on a site the program builds, so a release or a
-value that widens it turns them red. What the reach means is in docs/security-model.md (the control plane's
-egress).
+Kubernetes refuses only loopback and link-local addresses on the proxy paths (``IsProxyableIP``), so the boundary
+is the NetworkPolicy that selects the control-plane pod. vCluster's chart opens it to every address on 443, 8443 and
+6443 (``vc-cp-<release>``, ``chart/templates/networkpolicy.yaml``), its values can only add rules, and it has one
+switch for all its policies; so the program renders them all (components/tenant_network.py), vCluster's own but
+for that rule, which opens only the host API server's port. These tests attack that: the control plane reaches
+the API server's port (and the OIDC issuer's) and nothing else outside its namespace, on a site the program builds.
 """
 
 from __future__ import annotations
@@ -28,14 +27,17 @@ from typing import Any
 
 import pytest
 
+from components.tenant import vcluster_values
 from components.tenant_access import issuer_port
+from components.tenant_network import network_policy_values, tenant_network_policies
+from ops.sites import platform_of
 from tests.conftest import (
     ACCEPTED_VCLUSTER_TAGS, COMMITTED_STACKS, git, mirrored_tag, real_charts_or_skip, run, stack_config,
 )
 from tests.test_deployability_charts import with_observability
 from tests.test_tenant_network import (
     Pod, Site, Target, host_addresses, isolated_team_and_another, isolating_sites, reaches, rendered_policies,
-    teams, tenant_pods,
+    chart_policies, dns_pod, teams, tenant_pods,
 )
 from tools.charts.render import render_plan_releases
 from tools.deployability.inputs import helm_kube_version, pod_templates, program_objects, rendered_objects
@@ -63,12 +65,12 @@ def reached_ports(policies: list[dict], source: Pod, address: str) -> set[int]:
     return {port for port in candidates if reaches(policies, source, Target("an address", address, port))}
 
 
-def api_server_ports(team) -> set[int]:
-    """The ports vCluster's control-plane policy opens to every address, with those the program adds for the host's
-    API server and the OIDC issuer."""
-    ports = {443, 8443, 6443}
-    if team.vcluster.api_server_port:
-        ports.add(team.vcluster.api_server_port)
+def api_server_ports(stack: str, team) -> set[int]:
+    """The host API server's port (EKS 443, MicroK8s 16443, a kubeconfig host's stated one or vCluster's three
+    common ones), and the OIDC issuer's."""
+    kind = platform_of(stack_config(stack), stack).cluster.kind
+    ports = {"eks": {443}, "microk8s": {16443}}.get(kind) or (
+        {team.vcluster.api_server_port} if team.vcluster.api_server_port else {443, 8443, 6443})
     if team.vcluster.access.oidc.enabled:
         ports.add(issuer_port(team.vcluster.access))
     return ports
@@ -83,18 +85,22 @@ def site(request, tmp_path_factory) -> Site:
     return Site(stack, team, other, rendered_policies(tag, team, tmp_path_factory.mktemp("vcluster-chart")))
 
 
-def test_the_control_plane_reaches_every_address_on_the_api_server_ports_and_no_other_port(site):
+def test_the_control_plane_reaches_the_api_server_port_and_nothing_else_outside_its_namespace(site):
     stack, team, other, policies = site
     source = control_plane_pod(team)
-    ports = api_server_ports(team)
+    ports = api_server_ports(stack, team)
     assert reached_ports(policies, source, PRIVATE_SERVICE) == ports
     assert reached_ports(policies, source, "198.51.100.7") == ports
     host = host_addresses(stack)
     assert reaches(policies, source, Target("the host's API server", host["api"], int(host["api_port"])))
-    # Another team's control plane listens on 8443, which its own policy admits from anywhere.
-    assert reaches(policies, source, Target("another team's vCluster API server", host["pod"], 8443,
-                                            pod=control_plane_pod(other)))
+    honest = [Target("the host's DNS", host["pod"], 53, "UDP", pod=Pod("kube-system", {"k8s-app": "kube-dns"})),
+              Target("a webhook or aggregated API of its own", host["pod"], 9443,
+                     pod=tenant_pods(team)["a plain workload"]),
+              Target("its own DNS", host["pod"], 1053, "UDP", pod=dns_pod(team))]
+    assert [target.what for target in honest if not reaches(policies, source, target)] == []
     out_of_reach = [
+        # Another team's control plane admits 8443 from anywhere: vCluster's rule, for its Service's exposure.
+        Target("another team's vCluster API server", host["pod"], 8443, pod=control_plane_pod(other)),
         Target("the instance metadata service", "169.254.169.254", 80),
         Target("a kubelet", host["node"], 10250),
         Target("a node port", host["node"], 30080),
@@ -105,9 +111,9 @@ def test_the_control_plane_reaches_every_address_on_the_api_server_ports_and_no_
     assert [target.what for target in out_of_reach if reaches(policies, source, target)] == []
 
 
-def test_what_the_control_plane_reaches_is_more_than_the_tenants_pods_do(site):
-    """The reach is a tenant's gain: none of its own pods, whatever labels the host admits, opens a connection to a
-    private address or to another team's control plane on any port."""
+def test_a_tenants_pods_reach_no_private_address_nor_another_control_plane(site):
+    """None of the team's own pods, whatever labels the host admits, opens a connection to a private address or to
+    another team's control plane on any port: the control plane's reach is what a tenant gains."""
     stack, team, other, policies = site
     other_control_plane = Target("another team's vCluster API server", host_addresses(stack)["pod"], 8443,
                                  pod=control_plane_pod(other))
@@ -169,10 +175,10 @@ def network_policies(objects) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("stack", COMMITTED_STACKS)
-def test_what_a_site_listens_on_within_the_control_planes_reach_is_only_the_vcluster_api_servers(stack, tmp_path):
-    """Every pod the site's charts and the program start (with the monitoring stack installed), on a port the
-    control plane's policy opens, and whether that pod's own ingress policies refuse the control plane of another
-    team. The only ones that answer are the vCluster control planes (8443), which admit any address."""
+def test_nothing_the_site_runs_outside_the_teams_namespace_answers_its_control_plane(stack, tmp_path):
+    """Every port the site's charts and the program's pods listen on (the monitoring stack installed), including
+    every other team's control plane: none is open to the team's control plane, by its egress or their ingress,
+    but the host's DNS pods, which vCluster's rule opens on every port (CoreDNS' metrics besides DNS)."""
     plan = build_plan(run(with_observability(stack_config(stack), "install"), stack=stack), stack)
     cache = real_charts_or_skip(plan)
     rendered = render_plan_releases(plan["resources"], cache, tmp_path, kube_version=helm_kube_version(plan))
@@ -180,12 +186,39 @@ def test_what_a_site_listens_on_within_the_control_planes_reach_is_only_the_vclu
     policies = network_policies(objects)
     team, _ = isolated_team_and_another(stack, ACCEPTED_VCLUSTER_TAGS[-1])
     source = control_plane_pod(team)
-    open_ports = reached_ports(policies, source, PRIVATE_SERVICE)
-    assert open_ports == api_server_ports(team)
-    within = [(what, pod, port) for what, pod, port in listeners(objects) if port in open_ports]
-    answering = sorted({(what, port) for what, pod, port in within
-                        if pod.namespace != team.namespace and ingress_verdict(source, pod, policies, port)[0]})
-    assert within, "no listener found: the enumeration reads nothing"
-    assert answering == sorted({(what, port) for what, pod, port in within
-                                if pod.namespace != team.namespace and pod.labels.get("app") == "vcluster"})
-    assert {port for _, port in answering} == ({8443} if len(teams(stack, ACCEPTED_VCLUSTER_TAGS[-1])) > 1 else set())
+    found = [(what, pod, port) for what, pod, port in listeners(objects) if pod.namespace != team.namespace]
+    other_planes = {pod.namespace for what, pod, port in found if pod.labels.get("app") == "vcluster" and port == 8443}
+    assert len(other_planes) == len(teams(stack, ACCEPTED_VCLUSTER_TAGS[-1])) - 1, "the enumeration misses pods"
+    answering = sorted({(what, port) for what, pod, port in found
+                        if reaches(policies, source, Target(what, PRIVATE_SERVICE, port, pod=pod))
+                        and ingress_verdict(source, pod, policies, port)[0]})
+    assert answering == sorted({(what, port) for what, pod, port in found if pod.namespace == "kube-system"
+                                and pod.labels.get("k8s-app") == "kube-dns"})
+
+
+@pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
+@pytest.mark.parametrize("stack", COMMITTED_STACKS)
+def test_the_programs_policies_are_vclusters_own_but_for_the_api_server_rule(stack, tag, tmp_path):
+    """vCluster's chart, given the values the program would have given it, renders the program's policies (names
+    and metadata aside) with one difference: its rule opening 443, 8443 and 6443 to every address."""
+    for team in teams(stack, tag):
+        if not team.vcluster.network_policy:
+            assert tenant_network_policies(team) == {}
+            continue
+        values = vcluster_values(team, "10.152.183.10")
+        values["policies"]["networkPolicy"] = network_policy_values(team)
+        chart = {policy["metadata"]["name"]: policy["spec"] for policy in chart_policies(tag, team, values, tmp_path)}
+        ours = tenant_network_policies(team)
+        chart_rule = {"ports": [{"port": port, "protocol": "TCP"} for port in (443, 8443, 6443)]}
+        api_rule = {"ports": [{"port": port, "protocol": "TCP"} for port in sorted(api_server_ports(stack, team)
+                                                                                 - oidc_ports(team))]}
+        for role, prefix in {"workloads": "vc-work", "control-plane": "vc-cp", "dns": "vc-kube-dns",
+                             "snapshot": "vc-snapshot"}.items():
+            expected = chart.pop(f"{prefix}-{team.vcluster_name}")
+            expected["egress"] = [api_rule if rule == chart_rule else rule for rule in expected["egress"]]
+            assert ours[role]["spec"] == expected, (team.name, role)
+        assert chart == {}, "the chart renders a policy the program does not"
+
+
+def oidc_ports(team) -> set[int]:
+    return {issuer_port(team.vcluster.access)} if team.vcluster.access.oidc.enabled else set()
