@@ -25,13 +25,13 @@ from components.synced_objects_admission import (
 )
 from components.tenant_access import TeamAccess, TenantAccessArgs, with_access
 from components.tenant_dns import coredns_manifests
+from components.tenant_network import tenant_network_policies
 from components.virtual_defaults import virtual_defaults_values
 from components.tenant_quota import policy_values
 from components.kubectl_job import (
     HOME_VOLUME, POD_SECURITY_CONTEXT, job_identity, kubectl_container, wait_for_create_args,
 )
 from config import versions
-from config.hosts import TENANT_EGRESS_EXCEPTIONS
 from config.merge import deep_merge
 from config.model import Team, VClusterSettings
 from config.vocabulary import HELM_MAX_HISTORY, MANAGED_BY, POD_SECURITY_LABEL, TEAM_LABEL, TENANT_COMPONENT
@@ -39,8 +39,6 @@ from config.vocabulary import HELM_MAX_HISTORY, MANAGED_BY, POD_SECURITY_LABEL, 
 RELEASE_TIMEOUT_SECONDS = 900
 # Non-root identity of a restricted tenant's control plane (and owner of its data volume).
 CONTROL_PLANE_USER = 12345
-# vCluster 0.36.1's control-plane NetworkPolicy opens egress to these API server ports only.
-VCLUSTER_API_SERVER_PORTS = (443, 8443, 6443)
 # Each pod attempt waits this long for vc-<name>; two attempts before the Job fails.
 KUBECONFIG_WAIT_SECONDS = 300
 KUBECONFIG_WAIT_ATTEMPTS = 2
@@ -58,18 +56,11 @@ class TenantClusterArgs:
 
 
 def host_values(settings: VClusterSettings) -> dict:
-    """vCluster values the host kind needs (config/hosts.py): a volume claim class that exists,
-    and control-plane egress to an API server port vCluster's own policy does not open."""
-    values: dict = {}
-    if settings.storage_class:
-        values["controlPlane"] = {"statefulSet": {"persistence": {"volumeClaim": {
-            "storageClass": settings.storage_class}}}}
-    port = settings.api_server_port
-    if settings.network_policy and port is not None and port not in VCLUSTER_API_SERVER_PORTS:
-        # Calico and the VPC CNI match the endpoint's port, after the kubernetes Service is translated.
-        values["policies"] = {"networkPolicy": {"controlPlane": {"egress": [
-            {"ports": [{"port": port, "protocol": "TCP"}]}]}}}
-    return values
+    """vCluster values the host kind needs (config/hosts.py): a volume claim class that exists. (The control plane's
+    egress to the host API server's port is components/tenant_network.py's.)"""
+    if not settings.storage_class:
+        return {}
+    return {"controlPlane": {"statefulSet": {"persistence": {"volumeClaim": {"storageClass": settings.storage_class}}}}}
 
 
 def vcluster_values(team: Team, host_dns: str) -> dict:
@@ -112,8 +103,9 @@ def vcluster_values(team: Team, host_dns: str) -> dict:
             # GPU shares are KAI's job (fractional pods request no nvidia.com/gpu); quotas bound
             # CPU, memory and object counts, with nothing left to the chart's defaults.
             **policy_values(settings),
-            "networkPolicy": {"enabled": settings.network_policy, "workload": {"publicEgress": {
-                "enabled": True, "cidr": "0.0.0.0/0", "except": list(TENANT_EGRESS_EXCEPTIONS)}}},
+            # The program renders the namespace's NetworkPolicies (components/tenant_network.py): vCluster's own
+            # open the control plane's egress to every address on 443, 8443 and 6443, and values cannot narrow it.
+            "networkPolicy": {"enabled": False},
         },
     }
     if versions.release_order(settings.version) < versions.release_order(versions.VCLUSTER_WITHOUT_SNAPSHOT_RULES):
@@ -127,7 +119,15 @@ def vcluster_values(team: Team, host_dns: str) -> dict:
     if settings.pod_security == "restricted":
         values = deep_merge(values, restricted_control_plane_values())
     values = with_access(values, team)
-    return deep_merge(values, settings.extra_values)
+    return deep_merge(values, without_network_policy(settings.extra_values))
+
+
+def without_network_policy(extra_values: dict) -> dict:
+    """The site's extraValues without ``policies.networkPolicy``, which components/tenant_network.py applies to the
+    program's policies (the chart's own stay off)."""
+    policies = {key: value for key, value in (extra_values.get("policies") or {}).items() if key != "networkPolicy"}
+    rest = {key: value for key, value in extra_values.items() if key != "policies"}
+    return {**rest, "policies": policies} if policies else rest
 
 
 def restricted_control_plane_values() -> dict:
@@ -156,6 +156,7 @@ class TenantCluster(pulumi.ComponentResource):
     namespace: k8s.core.v1.Namespace
     admission: TenantAdmission
     synced_objects_admission: SyncedObjectsAdmission
+    network_policies: list[k8s.networking.v1.NetworkPolicy]
     release: k8s.helm.v3.Release
     kubeconfig_ready: k8s.batch.v1.Job
     kubeconfig: pulumi.Output[str]
@@ -189,6 +190,13 @@ class TenantCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self))
         tier_admission = isolation_admission(name, team, args.provider, self)
         self.access = TeamAccess(f"{name}-access", TenantAccessArgs(team, args.provider, self.namespace), self)
+        # In place before the release: on a site upgraded from vCluster's own policies, Helm removes those only
+        # after these isolate the namespace.
+        self.network_policies = [
+            k8s.networking.v1.NetworkPolicy(
+                f"{name}-{role}-network-policy", metadata=policy["metadata"], spec=policy["spec"],
+                opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.namespace]))
+            for role, policy in tenant_network_policies(team).items()]
         self.release = k8s.helm.v3.Release(
             f"{name}-vcluster",
             name=team.vcluster_name,
@@ -206,7 +214,7 @@ class TenantCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, protect=protect,
                                         depends_on=[args.queue, self.admission, self.synced_objects_admission,
                                                     *tier_admission, *args.prerequisites,
-                                                    *self.access.prerequisites]),
+                                                    *self.access.prerequisites, *self.network_policies]),
         )
         self.kubeconfig_ready = self._wait_for_kubeconfig(name, team, args.provider)
         kubeconfig_secret = k8s.core.v1.Secret.get(

@@ -3,8 +3,8 @@
 - Endpoint: the control plane's Service becomes a LoadBalancer or a NodePort, or the chart's TLSRoute
   attaches it to the host's Gateway (TLS passthrough: the vCluster's own certificate reaches the
   client). The endpoint name goes into the serving certificate (``controlPlane.proxy.extraSANs``) and
-  into every kubeconfig the program exports. vCluster's own ``vc-cp-<release>`` NetworkPolicy already
-  admits TCP 8443 from anywhere, the port a NodePort, load balancer or gateway reaches after the
+  into every kubeconfig the program exports. The control plane's NetworkPolicy (vCluster's rule, rendered by
+  components/tenant_network.py) already admits TCP 8443 from anywhere, the port a NodePort, load balancer or gateway reaches after the
   Service is translated; nothing is added for ingress.
 - Identity: vCluster's proxy checks bearer tokens with a TokenReview against the virtual API server,
   so OIDC is configured there: an AuthenticationConfiguration (``apiserver.config.k8s.io/v1``, GA in
@@ -39,8 +39,6 @@ AUTHENTICATION_DIR = "/etc/gpu-tenancy/authentication"
 AUTHENTICATION_FILE = "config.yaml"
 AUTHENTICATION_API = "apiserver.config.k8s.io/v1"
 EXEC_API = "client.authentication.k8s.io/v1"
-# vCluster 0.36.1's control-plane NetworkPolicy opens egress to these ports only.
-OPEN_EGRESS_PORTS = (443, 8443, 6443)
 ROLE_FOR_GROUPS = {"admin_groups": "cluster-admin", "view_groups": "view"}
 # external-dns reads its instructions (hostname, target, ttl, ...) from annotations under this prefix.
 EXTERNAL_DNS_PREFIX = "external-dns.alpha.kubernetes.io/"
@@ -107,7 +105,7 @@ def authentication_config(access: Access) -> dict:
     }]}
 
 
-def oidc_values(access: Access, network_policy: bool) -> dict:
+def oidc_values(access: Access) -> dict:
     """Mount the AuthenticationConfiguration into the control-plane container and point the API server at it."""
     if not access.oidc.enabled:
         return {}
@@ -121,11 +119,6 @@ def oidc_values(access: Access, network_policy: bool) -> dict:
                                  "readOnly": True}],
         }},
     }}
-    port = issuer_port(access)
-    if network_policy and port not in OPEN_EGRESS_PORTS:
-        # The API server fetches the issuer's discovery document and keys from the control-plane pod.
-        values["policies"] = {"networkPolicy": {"controlPlane": {"egress": [
-            {"ports": [{"port": port, "protocol": "TCP"}]}]}}}
     return values
 
 
@@ -156,16 +149,9 @@ def group_bindings(access: Access) -> list[dict]:
 
 
 def with_access(values: dict, team: Team) -> dict:
-    """``values`` plus the team's endpoint and identity; lists the program already renders are extended."""
-    access, settings = team.vcluster.access, team.vcluster
-    added = deep_merge(exposure_values(access), oidc_values(access, settings.network_policy))
-    existing_egress = (((values.get("policies") or {}).get("networkPolicy") or {}).get("controlPlane") or {}) \
-        .get("egress") or []
-    added_egress = (((added.get("policies") or {}).get("networkPolicy") or {}).get("controlPlane") or {}) \
-        .get("egress") or []
-    merged = deep_merge(values, added)
-    if existing_egress and added_egress:
-        merged["policies"]["networkPolicy"]["controlPlane"]["egress"] = [*existing_egress, *added_egress]
+    """``values`` plus the team's endpoint and identity."""
+    access = team.vcluster.access
+    merged = deep_merge(values, deep_merge(exposure_values(access), oidc_values(access)))
     return with_vcluster_manifests(merged, group_bindings(access))
 
 

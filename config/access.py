@@ -96,8 +96,8 @@ OIDC = Block(keys=(
         "left out: no OIDC, the admin certificate only.", example="https://login.example.com/realms/ml",
         details="Written to an AuthenticationConfiguration (`apiserver.config.k8s.io/v1`) the virtual API server "
                 "reads through `--authentication-config`. The control plane fetches the issuer's discovery document, "
-                "so it must reach the issuer (vCluster's NetworkPolicy opens egress on 443, 8443 and 6443; another "
-                "port gets an egress rule)."),
+                "so the control plane's NetworkPolicy opens egress to the issuer's port, to any address (with "
+                "`vcluster.networkPolicy` on it otherwise reaches only the host API server's port)."),
     Key("clientId", Text(), None, "OAuth client ID; tokens must carry it in `aud`.", example="kubernetes"),
     Key("usernameClaim", Text(), _OIDC.username_claim, "Claim that names the person.", example="sub"),
     Key("usernamePrefix", Text(), _OIDC.username_prefix, "Prefix of every OIDC user name.", example="sso:",

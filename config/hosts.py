@@ -3,8 +3,8 @@
 Components and checks ask ``host_profile(cluster)`` instead of testing ``cluster.kind``:
 
 - ``api_server_port``: the port the API server's endpoints listen on. NetworkPolicy port rules
-  match it after the ``kubernetes`` Service is translated, so a tenant control plane needs an
-  egress rule for it (vCluster's own policy only opens 443, 8443 and 6443).
+  match it after the ``kubernetes`` Service is translated: a tenant control plane's egress to the
+  API server opens this port only (components/tenant_network.py; unknown: vCluster's 443, 8443, 6443).
 - ``storage_class``: the class a tenant's control-plane volume claim names (``None``: the
   cluster's default class); ``creates_storage_class``: the platform has to create it.
 - ``gpu_driver_preinstalled`` / ``gpu_toolkit_preinstalled``: the nodes come with the NVIDIA

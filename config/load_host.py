@@ -203,7 +203,8 @@ KUBECONFIG = Block(title="an existing cluster", intro="The `kubeconfig` secret i
         default_note="443, 6443 or 8443",
         details="See `kubectl get endpointslices -n default -l kubernetes.io/service-name=kubernetes`. Set it when it "
                 "is not 443, 6443 or 8443, e.g. a MicroK8s cluster reached by kubeconfig: with "
-                "`vcluster.networkPolicy` on, tenant control planes get an egress rule for it."),
+                "`vcluster.networkPolicy` on, tenant control planes may reach this port only (unset: 443, 6443 and "
+                "8443)."),
 ))
 
 # Fewer processes and threads than this and honest pods fail: one PyTorch rank with NCCL already starts hundreds of

@@ -147,9 +147,10 @@ reads the queue from a pod's top owner) and node sync on, which `extraValues` ma
 the embedded SQLite backing store and `resourceQuota` and `limitRange` enabled, which it may. From the
 host kind it also renders the control plane's volume claim class
 (`controlPlane.statefulSet.persistence.volumeClaim.storageClass`: `gp3` on EKS,
-`microk8s-hostpath` on MicroK8s, `cluster.kubeconfig.storageClass` if set) and, with
-`networkPolicy` on, an egress rule to the API server port when vCluster's own policy lacks it
-(`policies.networkPolicy.controlPlane.egress`: port 16443 on MicroK8s).
+`microk8s-hostpath` on MicroK8s, `cluster.kubeconfig.storageClass` if set). With `networkPolicy` on, the
+program renders the namespace's NetworkPolicies itself (vCluster's `policies.networkPolicy` stays off): vCluster's
+own, but with the control plane's egress to the API server opened on the host's API server port only (443 on EKS,
+16443 on MicroK8s, `cluster.kubeconfig.apiServerPort`) instead of 443, 8443 and 6443 to every address.
 
 ### Where tenant pods run
 
@@ -198,8 +199,11 @@ host kind it also renders the control plane's volume claim class
                 "MicroK8s, `cluster.kubeconfig.storageClass` if set; on an existing cluster without that key, any "
                 "class the cluster has. A claim must name a class (or get the cluster's default one). See "
                 "[Volume claims](security-model.md#volume-claims)."),
-    Key("networkPolicy", Boolean(), DEFAULT_VCLUSTER.network_policy, "vCluster's `policies.networkPolicy`.",
-        example="false", details="See [Tenant security model](security-model.md)."),
+    Key("networkPolicy", Boolean(), DEFAULT_VCLUSTER.network_policy,
+        "NetworkPolicies isolating the team's host namespace: vCluster's own (`policies.networkPolicy`), rendered "
+        "by the program with the control plane's egress narrowed to the host API server's port.",
+        example="false", details="`extraValues.policies.networkPolicy` settings apply to them as vCluster's chart "
+                                 "would apply them. See [Tenant security model](security-model.md)."),
     Key("podSecurity", Text(choices=POD_SECURITY_LEVELS), DEFAULT_VCLUSTER.pod_security,
         "Pod Security Admission level enforced on the tenant's host namespace.", example="restricted",
         details="The level is the namespace label `pod-security.kubernetes.io/enforce`. Synced pods run on the shared "

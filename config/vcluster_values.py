@@ -166,8 +166,9 @@ CLASSIFIED: tuple[Values, ...] = (
     _values(REFUSED, PRO, "networking", "resolveDNS"),
     # --- policies ---------------------------------------------------------------------------------------------------
     _values(OWN, "rendered from `resourceQuota`, `limitRange`, `services` and `networkPolicy`: an override only sizes "
-                 "the team's own namespace (tools/deployability flags a quota the control plane does not fit in), and "
-                 "the stack's `networkPolicy: false` turns the whole policy off anyway", "policies",
+                 "the team's own namespace (tools/deployability flags a quota the control plane does not fit in); the "
+                 "`networkPolicy` ones go to the program's own policies (components/tenant_network.py), never to "
+                 "vCluster's, which stay off", "policies",
             "resourceQuota.enabled resourceQuota.quota.* resourceQuota.scopeSelector.* resourceQuota.scopes "
             "limitRange.enabled limitRange.default.* limitRange.defaultRequest.* limitRange.max.* limitRange.min.* "
             "networkPolicy.enabled networkPolicy.fallbackDns networkPolicy.controlPlane.egress "

@@ -9,6 +9,7 @@ import pytest
 
 from config import ConfigError
 from tests.conftest import dev_config, run
+from tests.test_tenant import api_server_rules
 from tools.offline.mockrun import run_program
 from tools.offline.recording import REDACTED
 
@@ -157,8 +158,7 @@ def test_existing_cluster_storage_class_and_api_port_reach_the_tenants():
     program = run(config)
     values = program.named("tenant-team-nlp-vcluster").inputs["values"]
     assert values["controlPlane"]["statefulSet"]["persistence"]["volumeClaim"]["storageClass"] == "fast.ssd-1"
-    assert values["policies"]["networkPolicy"]["controlPlane"]["egress"] == [
-        {"ports": [{"port": 16443, "protocol": "TCP"}]}]
+    assert api_server_rules(program, "vcluster-team-nlp", "team-nlp") == [{"ports": [{"port": 16443, "protocol": "TCP"}]}]
     assert program.of_type("kubernetes:storage.k8s.io/v1:StorageClass") == []
 
 
@@ -167,9 +167,12 @@ def test_existing_cluster_without_a_storage_class_uses_the_clusters_default():
     config["gpu-tenancy:cluster"] = {"kind": "kubeconfig", "kubeconfig": {}}
     config["gpu-tenancy:gpuOperator"]["mode"] = "external"
     config["gpu-tenancy:kubeconfig"] = SECRET
-    values = run(config).named("tenant-team-nlp-vcluster").inputs["values"]
+    program = run(config)
+    values = program.named("tenant-team-nlp-vcluster").inputs["values"]
     assert "persistence" not in values["controlPlane"]["statefulSet"]
-    assert "controlPlane" not in values["policies"]["networkPolicy"]
+    # An API server port nobody stated: vCluster's three common ones, as its own rule.
+    assert api_server_rules(program, "vcluster-team-nlp", "team-nlp") == [
+        {"ports": [{"port": port, "protocol": "TCP"} for port in (443, 8443, 6443)]}]
 
 
 @pytest.mark.parametrize("key, value", [("storageClass", "Fast_SSD"), ("storageClass", "-x"),

@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+from config.vocabulary import NETWORK_POLICY
 from tests.conftest import destroy_order, dev_config, eks_config, run
 from tools.offline.recording import REDACTED
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
+
+
+def namespace_policies(program, namespace: str) -> dict[str, dict]:
+    """The program's NetworkPolicies in a host namespace, by name (spec only)."""
+    return {p.inputs["metadata"]["name"]: p.inputs["spec"] for p in program.of_type(NETWORK_POLICY)
+            if p.inputs["metadata"]["namespace"] == namespace}
+
+
+def api_server_rules(program, namespace: str, release: str) -> list[dict]:
+    """The egress rules of a team's control-plane policy that name ports and no peer."""
+    spec = namespace_policies(program, namespace)[f"{release}-control-plane"]
+    return [rule for rule in spec["egress"] if "to" not in rule]
 
 
 def tenant_release(program, vcluster):
@@ -129,7 +142,10 @@ def test_every_tenant_gets_quota_limit_range_and_network_policy_by_default(dev_r
                                       "default": {"cpu": "1", "memory": "1Gi", "ephemeral-storage": "8Gi"},
                                       "defaultRequest": {"cpu": "100m", "memory": "128Mi", "ephemeral-storage": "0"},
                                       "max": {"ephemeral-storage": "20Gi"}}
-    assert policies["networkPolicy"]["enabled"] is True
+    # vCluster's own policies are off: the program renders them (components/tenant_network.py).
+    assert policies["networkPolicy"] == {"enabled": False}
+    assert set(namespace_policies(dev_run, "vcluster-team-nlp")) == {
+        "team-nlp-workloads", "team-nlp-control-plane", "team-nlp-dns", "team-nlp-snapshot"}
 
 
 def test_stack_quota_defaults_and_team_overrides_combine_key_by_key():
@@ -141,10 +157,10 @@ def test_stack_quota_defaults_and_team_overrides_combine_key_by_key():
     vision = tenant_release(program, "team-vision").inputs["values"]["policies"]
     assert nlp["resourceQuota"]["quota"]["count/pods"] == 10 + 2
     assert nlp["resourceQuota"]["quota"]["requests.cpu"] == "32250m"
-    assert nlp["networkPolicy"]["enabled"] is False
+    assert namespace_policies(program, "vcluster-team-nlp") == {}
     assert vision["resourceQuota"]["quota"]["count/pods"] == 100 + 2
     assert vision["resourceQuota"]["quota"]["requests.memory"] == "131392Mi"
-    assert vision["networkPolicy"]["enabled"] is True
+    assert len(namespace_policies(program, "vcluster-team-vision")) == 4
 
 
 # --- nothing is lost by accident ------------------------------------------------------------------
@@ -180,19 +196,13 @@ def test_control_plane_resource_overrides_merge_per_key():
 # --- what the host kind needs (config/hosts.py) -----------------------------------------------------
 
 
-def test_microk8s_control_planes_may_reach_the_api_server_on_16443(dev_run):
-    policy = tenant_release(dev_run, "team-nlp").inputs["values"]["policies"]["networkPolicy"]
-    assert policy["enabled"] is True
-    assert policy["controlPlane"]["egress"] == [{"ports": [{"port": 16443, "protocol": "TCP"}]}]
+def test_microk8s_control_planes_reach_the_api_server_on_16443_only(dev_run):
+    assert api_server_rules(dev_run, "vcluster-team-nlp", "team-nlp") == [{"ports": [{"port": 16443, "protocol": "TCP"}]}]
 
 
-def test_api_server_egress_is_only_added_where_vclusters_policy_lacks_the_port(eks_run):
-    # EKS' API server answers on 443, which vCluster's own control-plane policy already opens.
-    assert "controlPlane" not in tenant_release(eks_run, "rag-legal").inputs["values"]["policies"]["networkPolicy"]
-    config = dev_config()
-    config["gpu-tenancy:teams"][0]["vcluster"] = {"networkPolicy": False}
-    policy = tenant_release(run(config), "team-nlp").inputs["values"]["policies"]["networkPolicy"]
-    assert policy["enabled"] is False and "controlPlane" not in policy
+def test_eks_control_planes_reach_the_api_server_on_443_only(eks_run):
+    # vCluster's own rule opened 443, 8443 and 6443 to every address.
+    assert api_server_rules(eks_run, "team-legal", "rag-legal") == [{"ports": [{"port": 443, "protocol": "TCP"}]}]
 
 
 def test_api_server_egress_rule_fits_the_vcluster_schema(dev_run):
@@ -251,3 +261,13 @@ def test_the_kubeconfig_wait_pod_runs_under_restricted_pod_security_and_the_tena
                                             "capabilities": {"drop": ["ALL"]}}
     # The namespace's ResourceQuota covers requests and limits of cpu and memory.
     assert set(container["resources"]["requests"]) == set(container["resources"]["limits"]) == {"cpu", "memory"}
+
+
+def test_a_sites_network_policy_values_go_to_the_programs_policies_and_never_turn_vclusters_on():
+    config = dev_config()
+    rule = {"to": [{"ipBlock": {"cidr": "10.9.0.0/16"}}], "ports": [{"port": 5432, "protocol": "TCP"}]}
+    config["gpu-tenancy:vcluster"]["extraValues"] = {"policies": {"networkPolicy": {
+        "enabled": True, "workload": {"egress": [rule]}}}}
+    program = run(config)
+    assert tenant_release(program, "team-nlp").inputs["values"]["policies"]["networkPolicy"] == {"enabled": False}
+    assert namespace_policies(program, "vcluster-team-nlp")["team-nlp-workloads"]["egress"][-1] == rule

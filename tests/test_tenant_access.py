@@ -19,6 +19,7 @@ from config import ConfigError, load_platform
 from config.vocabulary import project_config
 from tests.conftest import VIRTUAL_APISERVER_TAGS, dev_config, eks_config, git, go_function, mirrored_tag, run, upstream_file
 from tests.reference_cel import REFERENCE
+from tests.test_tenant import api_server_rules
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 ISSUER = "https://login.example.com:5556/dex"
@@ -101,8 +102,7 @@ def test_the_admin_kubeconfig_points_at_the_endpoint_too():
 
 
 def test_the_issuer_port_gets_a_control_plane_egress_rule_next_to_the_api_servers(oidc_run):
-    egress = release(oidc_run, "team-nlp").inputs["values"]["policies"]["networkPolicy"]["controlPlane"]["egress"]
-    assert [rule["ports"][0]["port"] for rule in egress] == [16443, 5556]
+    assert [rule["ports"][0]["port"] for rule in api_server_rules(oidc_run, "vcluster-team-nlp", "team-nlp")] == [16443, 5556]
 
 
 def test_endpoint_names_are_in_the_certificate_and_the_exported_kubeconfig(oidc_run):

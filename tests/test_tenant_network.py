@@ -23,6 +23,7 @@ import yaml
 
 from components.observability_network import PROMETHEUS_POD_LABELS
 from components.tenant import vcluster_values
+from components.tenant_network import tenant_network_policies
 from ops.sites import platform_of
 from policy.label_selectors import selector_matches
 from tests.conftest import ACCEPTED_VCLUSTER_TAGS, COMMITTED_STACKS, mirror_chart, stack_config
@@ -109,15 +110,20 @@ def host_addresses(stack: str) -> dict[str, str]:
     return {"node": "192.168.1.20", "pod": "10.1.37.9", "api": "192.168.1.20", "api_port": "16443"}
 
 
-def rendered_policies(tag: str, team, target_dir) -> list[dict]:
+def chart_policies(tag: str, team, values: dict, target_dir) -> list[dict]:
     chart = mirror_chart(VCLUSTER, tag, "chart", target_dir)
-    rendered = render_release(chart, team.vcluster_name, team.namespace, vcluster_values(team, MOCK_CLUSTER_DNS),
-                              kube_version="1.36.0")
+    rendered = render_release(chart, team.vcluster_name, team.namespace, values, kube_version="1.36.0")
     policies = [doc for text in rendered.values() for doc in yaml.safe_load_all(text)
                 if doc and doc.get("kind") == "NetworkPolicy"]
     for policy in policies:
         policy["metadata"].setdefault("namespace", team.namespace)
     return policies
+
+
+def rendered_policies(tag: str, team, target_dir) -> list[dict]:
+    """The policies of the team's host namespace: the chart's (its own are off) and the program's."""
+    return [*chart_policies(tag, team, vcluster_values(team, MOCK_CLUSTER_DNS), target_dir),
+            *tenant_network_policies(team).values()]
 
 
 def tenant_pods(team) -> dict[str, Pod]:

@@ -6,8 +6,8 @@ import re
 from typing import Any, Optional
 
 from config.vocabulary import (
-    ADMISSION_BINDING, ADMISSION_COMPONENT, ADMISSION_POLICY, JOB, NAMESPACE, POD_SECURITY_LABEL, RELEASE,
-    TENANT_COMPONENT,
+    ADMISSION_BINDING, ADMISSION_COMPONENT, ADMISSION_POLICY, JOB, NAMESPACE, NETWORK_POLICY, POD_SECURITY_LABEL,
+    RELEASE, TENANT_COMPONENT,
 )
 from tools.charts.values import ChartValues
 from tools.plan.lookup import KUBERNETES, PlanIndex, dig
@@ -36,7 +36,7 @@ def _tenant_parts(index: PlanIndex, component: dict[str, Any]) -> dict[str, Any]
             "policy": named(ADMISSION_POLICY, ("metadata", "name"), "admissionPolicy"),
             "binding": named(ADMISSION_BINDING, ("spec", "policyName"), "admissionPolicy"),
             "synced_policy": named(ADMISSION_POLICY, ("metadata", "name"), "syncedObjectsPolicy"),
-            "outputs": outputs}
+            "network_policies": [r for r in children if r["type"] == NETWORK_POLICY], "outputs": outputs}
 
 
 
@@ -146,7 +146,8 @@ def _guardrail_row(team: str, parts: dict[str, Any], policies: dict[str, Any]) -
         enabled(quota, pairs(quota.get("quota"))),
         enabled(limits, f"limit {pairs(limits.get('default'))}; request {pairs(limits.get('defaultRequest'))}"
                         + "".join(f"; {bound} {pairs(limits[bound])}" for bound in ("min", "max") if limits.get(bound))),
-        "on" if dig(policies, "networkPolicy", "enabled") else "off",
+        # The program's own (components/tenant_network.py), or vCluster's when a site's values turn them on.
+        "on" if parts["network_policies"] or dig(policies, "networkPolicy", "enabled") else "off",
     ]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from config.vocabulary import NETWORK_POLICY
 from tools.plan.lookup import PlanIndex, dig
 from tools.plan.markdown import code, table
 
@@ -15,7 +16,6 @@ DATA_SOURCE = "grafana:oss/dataSource:DataSource"
 DASHBOARD = "grafana:oss/dashboard:Dashboard"
 SIGN_IN = "gpu-tenancy:platform:GrafanaSignIn"
 MONITORING_INGRESS = "gpu-tenancy:platform:MonitoringIngress"
-NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 MAIN_ORGANIZATION = "1"
 
 

@@ -1,0 +1,110 @@
+"""The NetworkPolicies of a team's host namespace, rendered by the program in place of vCluster's chart.
+
+They are vCluster's own (``chart/templates/networkpolicy.yaml``, the same at every accepted release and held to it
+by tests/test_control_plane_egress.py) but for one rule. vCluster opens its control plane's egress to every address on
+443, 8443 and 6443, so a tenant, cluster-admin inside, can make its virtual API server open connections there:
+``pods/NAME/proxy`` to a pod status it writes, ``services/NAME/proxy`` to Endpoints it writes, an APIService or a
+webhook to an ``ExternalName`` Service or a URL. Here the control plane reaches only the host API server's port (and
+the OIDC issuer's), besides what vCluster's other rules give it: the host's DNS, its own namespace's control plane
+and workloads (where a tenant's webhooks and aggregated APIs run). The chart's values can only add rules to its
+policy and have one switch for all of them, so the chart's are off and these take their place.
+
+The site's ``vcluster.extraValues.policies.networkPolicy`` settings are applied here as the chart would apply them.
+"""
+
+from __future__ import annotations
+
+from components.tenant_access import issuer_port
+from config.hosts import TENANT_EGRESS_EXCEPTIONS
+from config.merge import deep_merge
+from config.model import Team
+from config.vocabulary import MANAGED_BY, TEAM_LABEL
+
+# The API server ports vCluster's rule opens: still the rule on a host whose API server port the program is not told.
+VCLUSTER_API_SERVER_PORTS = (443, 8443, 6443)
+VIRTUAL_DNS_PORT = 1053
+CONTROL_PLANE_PORT = 8443
+SYNCED_BY = "vcluster.loft.sh/managed-by"
+NAMESPACE_NAME = "kubernetes.io/metadata.name"
+
+
+def network_policy_values(team: Team) -> dict:
+    """``policies.networkPolicy`` as vCluster's chart would take it for the team: the program's settings, the OIDC
+    issuer's port, then the site's extraValues."""
+    settings = team.vcluster
+    block: dict = {"enabled": settings.network_policy, "workload": {"publicEgress": {
+        "enabled": True, "cidr": "0.0.0.0/0", "except": list(TENANT_EGRESS_EXCEPTIONS)}}}
+    if settings.access.oidc.enabled:
+        # The virtual API server fetches the issuer's discovery document and keys from the control-plane pod.
+        block["controlPlane"] = {"egress": [{"ports": [_tcp(issuer_port(settings.access))]}]}
+    extra = (settings.extra_values.get("policies") or {}).get("networkPolicy") or {}
+    return deep_merge(block, extra)
+
+
+def api_server_ports(team: Team) -> tuple[int, ...]:
+    port = team.vcluster.api_server_port
+    return (port,) if port is not None else VCLUSTER_API_SERVER_PORTS
+
+
+def tenant_network_policies(team: Team) -> dict[str, dict]:
+    """The team's NetworkPolicy manifests by role (none with the network policy off)."""
+    values = network_policy_values(team)
+    if not values.get("enabled"):
+        return {}
+    release = team.vcluster_name
+    control_plane = {"podSelector": {"matchLabels": {"release": release}}}
+    workloads = {"podSelector": {"matchLabels": {SYNCED_BY: release}}}
+    host_dns = {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME: "kube-system"}},
+                "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}
+    # vCluster Platform's agent, as vCluster's own policies admit it (a tenant's pod cannot wear app=loft).
+    platform = {"podSelector": {"matchLabels": {"app": "loft"}}, "namespaceSelector": {}}
+    api_server = {"ports": [_tcp(port) for port in api_server_ports(team)]}
+    dns_and_api = [{"port": VIRTUAL_DNS_PORT, "protocol": "UDP"}, _tcp(VIRTUAL_DNS_PORT), _tcp(CONTROL_PLANE_PORT)]
+    workload, plane = values.get("workload") or {}, values.get("controlPlane") or {}
+    public = workload.get("publicEgress") or {}
+
+    return {
+        "workloads": _policy(team, values, "workloads", {SYNCED_BY: release}, egress=[
+            {"ports": dns_and_api, "to": [control_plane]},
+            {"to": [workloads]},
+            *([{"to": [{"ipBlock": {"cidr": public["cidr"], "except": public.get("except")}}]}]
+              if public.get("enabled") else []),
+            *(workload.get("egress") or []),
+        ], ingress=[{"from": [control_plane]}, {"from": [workloads]}, *(workload.get("ingress") or [])]),
+        "control-plane": _policy(team, values, "control-plane", {"release": release}, egress=[
+            {"to": [host_dns]}, api_server, {"to": [control_plane]}, {"to": [workloads]}, {"to": [platform]},
+            *(plane.get("egress") or []),
+        ], ingress=[
+            {"ports": [_tcp(CONTROL_PLANE_PORT)]},
+            {"from": [control_plane]},
+            {"ports": dns_and_api, "from": [workloads]},
+            {"from": [{"podSelector": {"matchLabels": {"app": "vcluster-snapshot"}}}]},
+            {"from": [platform]},
+            *(plane.get("ingress") or []),
+        ]),
+        "dns": _policy(team, values, "dns", {"k8s-app": "vcluster-kube-dns", SYNCED_BY: release}, egress=[
+            {"to": [host_dns]}, {"ports": [_tcp(CONTROL_PLANE_PORT)], "to": [control_plane]},
+        ], ingress=[{"ports": [_tcp(VIRTUAL_DNS_PORT), {"port": VIRTUAL_DNS_PORT, "protocol": "UDP"}],
+                     "from": [workloads]}]),
+        "snapshot": _policy(team, values, "snapshot", {"app": "vcluster-snapshot"},
+                            egress=[{"to": [control_plane]}, {"to": [host_dns]}, api_server], ingress=None),
+    }
+
+
+def policy_name(team: Team, role: str) -> str:
+    return f"{team.vcluster_name}-{role}"
+
+
+def _tcp(port: int) -> dict:
+    return {"port": port, "protocol": "TCP"}
+
+
+def _policy(team: Team, values: dict, role: str, selected: dict, *, egress: list, ingress) -> dict:
+    spec: dict = {"podSelector": {"matchLabels": selected}, "policyTypes": ["Egress", "Ingress"], "egress": egress}
+    if ingress is not None:
+        spec["ingress"] = ingress
+    metadata: dict = {"name": policy_name(team, role), "namespace": team.namespace,
+                      "labels": {**(values.get("labels") or {}), **MANAGED_BY, TEAM_LABEL: team.name}}
+    if values.get("annotations"):
+        metadata["annotations"] = dict(values["annotations"])
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": metadata, "spec": spec}

@@ -1,0 +1,224 @@
+"""Where a tenant can make its own virtual API server connect: the reach of the control plane's egress.
+
+A tenant is cluster-admin of its virtual cluster, and the virtual API server (kube-apiserver inside the vCluster
+control-plane pod in the team's host namespace) opens connections wherever the tenant's objects tell it to:
+
+- ``pods/NAME/proxy`` dials the virtual pod's ``status.podIP``, which the tenant may write (``pods/status``);
+  vCluster's API proxy hands only ``exec``, ``attach``, ``portforward``, ``log`` and node ``proxy`` to the host
+  (``redirectResources`` in ``pkg/server/server.go``, ``WithRedirect`` in ``pkg/server/filters/redirect.go``), so
+  a pod's ``proxy`` is served by the virtual API server itself;
+- ``services/NAME/proxy`` dials an address of the Endpoints the tenant writes for a selector-less Service;
+- an APIService, or an admission webhook's ``service``, resolves an ``ExternalName`` Service to any name or
+  address, and a webhook's ``url`` names one directly.
+
+Kubernetes refuses only loopback and link-local addresses on the proxy paths (``IsProxyableIP``), so the boundary
+is the NetworkPolicy that selects the control-plane pod. vCluster's chart opens it to every address on 443, 8443 and
+6443 (``vc-cp-<release>``, ``chart/templates/networkpolicy.yaml``), its values can only add rules, and it has one
+switch for all its policies; so the program renders them all (components/tenant_network.py), vCluster's own but
+for that rule, which opens only the host API server's port. These tests attack that: the control plane reaches
+the API server's port (and the OIDC issuer's) and nothing else outside its namespace, on a site the program builds.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+
+from components.tenant import vcluster_values
+from components.tenant_access import issuer_port
+from components.tenant_network import network_policy_values, tenant_network_policies
+from ops.sites import platform_of
+from tests.conftest import (
+    ACCEPTED_VCLUSTER_TAGS, COMMITTED_STACKS, git, mirrored_tag, real_charts_or_skip, run, stack_config,
+)
+from tests.test_deployability_charts import with_observability
+from tests.test_tenant_network import (
+    Pod, Site, Target, host_addresses, isolated_team_and_another, isolating_sites, reaches, rendered_policies,
+    chart_policies, dns_pod, teams, tenant_pods,
+)
+from tools.charts.render import render_plan_releases
+from tools.deployability.inputs import helm_kube_version, pod_templates, program_objects, rendered_objects
+from tools.deployability.network_ingress import ingress_verdict
+from tools.plan.document import build_plan
+
+VCLUSTER = "loft-sh/vcluster"
+# An address of the site's private network that is neither a node, a pod nor the API server: a database, an
+# internal web service or a VPC endpoint of the organisation.
+PRIVATE_SERVICE = "10.200.30.40"
+
+
+def control_plane_pod(team) -> Pod:
+    # The pod labels of vCluster's control-plane StatefulSet, the ones its own policy selects.
+    return Pod(team.namespace, {"app": "vcluster", "release": team.vcluster_name})
+
+
+def reached_ports(policies: list[dict], source: Pod, address: str) -> set[int]:
+    """The TCP ports ``source`` opens to ``address``, among the first and last port and every port a policy names
+    (with its neighbours): a rule without ports would show at port 1, a range at its ends."""
+    named = {int(value) for policy in policies for rule in policy["spec"].get("egress") or []
+             for entry in rule.get("ports") or [] for value in (entry.get("port"), entry.get("endPort"))
+             if isinstance(value, int) or (isinstance(value, str) and value.isdigit())}
+    candidates = {1, 65535} | {port + step for port in named for step in (-1, 0, 1)}
+    return {port for port in candidates if reaches(policies, source, Target("an address", address, port))}
+
+
+def api_server_ports(stack: str, team) -> set[int]:
+    """The host API server's port (EKS 443, MicroK8s 16443, a kubeconfig host's stated one or vCluster's three
+    common ones), and the OIDC issuer's."""
+    kind = platform_of(stack_config(stack), stack).cluster.kind
+    ports = {"eks": {443}, "microk8s": {16443}}.get(kind) or (
+        {team.vcluster.api_server_port} if team.vcluster.api_server_port else {443, 8443, 6443})
+    if team.vcluster.access.oidc.enabled:
+        ports.add(issuer_port(team.vcluster.access))
+    return ports
+
+
+@pytest.fixture(scope="module",
+                params=[(stack, tag) for stack in isolating_sites() for tag in ACCEPTED_VCLUSTER_TAGS],
+                ids=lambda param: "-".join(param))
+def site(request, tmp_path_factory) -> Site:
+    stack, tag = request.param
+    team, other = isolated_team_and_another(stack, tag)
+    return Site(stack, team, other, rendered_policies(tag, team, tmp_path_factory.mktemp("vcluster-chart")))
+
+
+def test_the_control_plane_reaches_the_api_server_port_and_nothing_else_outside_its_namespace(site):
+    stack, team, other, policies = site
+    source = control_plane_pod(team)
+    ports = api_server_ports(stack, team)
+    assert reached_ports(policies, source, PRIVATE_SERVICE) == ports
+    assert reached_ports(policies, source, "198.51.100.7") == ports
+    host = host_addresses(stack)
+    assert reaches(policies, source, Target("the host's API server", host["api"], int(host["api_port"])))
+    honest = [Target("the host's DNS", host["pod"], 53, "UDP", pod=Pod("kube-system", {"k8s-app": "kube-dns"})),
+              Target("a webhook or aggregated API of its own", host["pod"], 9443,
+                     pod=tenant_pods(team)["a plain workload"]),
+              Target("its own DNS", host["pod"], 1053, "UDP", pod=dns_pod(team))]
+    assert [target.what for target in honest if not reaches(policies, source, target)] == []
+    out_of_reach = [
+        # Another team's control plane admits 8443 from anywhere: vCluster's rule, for its Service's exposure.
+        Target("another team's vCluster API server", host["pod"], 8443, pod=control_plane_pod(other)),
+        Target("the instance metadata service", "169.254.169.254", 80),
+        Target("a kubelet", host["node"], 10250),
+        Target("a node port", host["node"], 30080),
+        Target("another team's pod", host["pod"], 8080, pod=Pod(other.namespace, {"app": "web"})),
+        Target("KAI's webhooks", host["pod"], 9443, pod=Pod("kai-scheduler", {"app": "binder"})),
+        Target("the DCGM exporter", host["pod"], 9400, pod=Pod("gpu-operator", {"app": "nvidia-dcgm-exporter"})),
+    ]
+    assert [target.what for target in out_of_reach if reaches(policies, source, target)] == []
+
+
+def test_a_tenants_pods_reach_no_private_address_nor_another_control_plane(site):
+    """None of the team's own pods, whatever labels the host admits, opens a connection to a private address or to
+    another team's control plane on any port: the control plane's reach is what a tenant gains."""
+    stack, team, other, policies = site
+    other_control_plane = Target("another team's vCluster API server", host_addresses(stack)["pod"], 8443,
+                                 pod=control_plane_pod(other))
+    for what, pod in tenant_pods(team).items():
+        assert reached_ports(policies, pod, PRIVATE_SERVICE) == set(), what
+        assert not reaches(policies, pod, other_control_plane), what
+
+
+@pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
+def test_the_chart_has_no_switch_for_the_control_planes_policy_alone(tag):
+    """The program could only narrow the control plane's egress by turning every vCluster policy off and rendering
+    its own: a release that lets the control plane's policy be replaced alone turns this red."""
+    schema = json.loads(git(VCLUSTER, "show", f"{mirrored_tag(VCLUSTER, tag)}:chart/values.schema.json"))
+    definitions = schema["$defs"]
+    assert set(definitions["NetworkPolicy"]["properties"]) == {
+        "enabled", "annotations", "labels", "fallbackDns", "controlPlane", "workload"}
+    assert set(definitions["NetworkPolicyControlPlane"]["properties"]) == {"ingress", "egress"}
+
+
+@pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
+def test_a_pods_proxy_is_served_by_the_virtual_api_server(tag):
+    """vCluster's API proxy sends these subresources to the host API server with the syncer's credentials; every
+    other request, a pod's or a Service's ``proxy`` among them, goes to the virtual API server, which dials the
+    address the tenant's virtual objects name from the control-plane pod."""
+    source = git(VCLUSTER, "show", f"{mirrored_tag(VCLUSTER, tag)}:pkg/server/server.go")
+    start = source.index("redirectResources: []delegatingauthorizer.GroupVersionResourceVerb{")
+    block = source[start:source.index("\n\t\t},\n\t}", start)]
+    redirected = set(re.findall(r'WithResource\("(\w+)"\),\s*Verb:\s*"\*",\s*SubResource:\s*"(\w+)"', block))
+    assert redirected == {("nodes", "proxy"), ("pods", "portforward"), ("pods", "exec"), ("pods", "attach"),
+                          ("pods", "log")}
+
+
+# --- what a site the program builds listens on within that reach ----------------------------------------------
+
+
+def listeners(objects) -> list[tuple[str, Pod, int]]:
+    """(what, pod, port) for every numbered container port and every Service's numbered target port."""
+    pods = [(f"{obj.kind} {obj.namespace}/{obj.name}", Pod(obj.namespace, metadata.get("labels") or {}), spec)
+            for obj, metadata, spec in pod_templates(objects) if obj.namespace]
+    found = [(what, pod, port["containerPort"]) for what, pod, spec in pods
+             for container in spec.get("containers") or [] for port in container.get("ports") or []
+             if not spec.get("hostNetwork")]
+    for obj in objects:
+        spec = obj.manifest.get("spec") or {}
+        if obj.kind != "Service" or not spec.get("selector"):
+            continue
+        selected = [(what, pod) for what, pod, _ in pods if pod.namespace == obj.namespace
+                    and all(pod.labels.get(key) == value for key, value in spec["selector"].items())]
+        for port in spec.get("ports") or []:
+            target = port.get("targetPort", port.get("port"))
+            if isinstance(target, int):
+                found += [(f"{what} behind Service {obj.name}", pod, target) for what, pod in selected] or [
+                    (f"Service {obj.namespace}/{obj.name}", Pod(obj.namespace, spec["selector"]), target)]
+    return found
+
+
+def network_policies(objects) -> list[dict[str, Any]]:
+    return [obj.manifest for obj in objects if obj.kind == "NetworkPolicy"]
+
+
+@pytest.mark.parametrize("stack", COMMITTED_STACKS)
+def test_nothing_the_site_runs_outside_the_teams_namespace_answers_its_control_plane(stack, tmp_path):
+    """Every port the site's charts and the program's pods listen on (the monitoring stack installed), including
+    every other team's control plane: none is open to the team's control plane, by its egress or their ingress,
+    but the host's DNS pods, which vCluster's rule opens on every port (CoreDNS' metrics besides DNS)."""
+    plan = build_plan(run(with_observability(stack_config(stack), "install"), stack=stack), stack)
+    cache = real_charts_or_skip(plan)
+    rendered = render_plan_releases(plan["resources"], cache, tmp_path, kube_version=helm_kube_version(plan))
+    objects = rendered_objects(rendered, tmp_path, plan["resources"]) + program_objects(plan["resources"])
+    policies = network_policies(objects)
+    team, _ = isolated_team_and_another(stack, ACCEPTED_VCLUSTER_TAGS[-1])
+    source = control_plane_pod(team)
+    found = [(what, pod, port) for what, pod, port in listeners(objects) if pod.namespace != team.namespace]
+    other_planes = {pod.namespace for what, pod, port in found if pod.labels.get("app") == "vcluster" and port == 8443}
+    assert len(other_planes) == len(teams(stack, ACCEPTED_VCLUSTER_TAGS[-1])) - 1, "the enumeration misses pods"
+    answering = sorted({(what, port) for what, pod, port in found
+                        if reaches(policies, source, Target(what, PRIVATE_SERVICE, port, pod=pod))
+                        and ingress_verdict(source, pod, policies, port)[0]})
+    assert answering == sorted({(what, port) for what, pod, port in found if pod.namespace == "kube-system"
+                                and pod.labels.get("k8s-app") == "kube-dns"})
+
+
+@pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
+@pytest.mark.parametrize("stack", COMMITTED_STACKS)
+def test_the_programs_policies_are_vclusters_own_but_for_the_api_server_rule(stack, tag, tmp_path):
+    """vCluster's chart, given the values the program would have given it, renders the program's policies (names
+    and metadata aside) with one difference: its rule opening 443, 8443 and 6443 to every address."""
+    for team in teams(stack, tag):
+        if not team.vcluster.network_policy:
+            assert tenant_network_policies(team) == {}
+            continue
+        values = vcluster_values(team, "10.152.183.10")
+        values["policies"]["networkPolicy"] = network_policy_values(team)
+        chart = {policy["metadata"]["name"]: policy["spec"] for policy in chart_policies(tag, team, values, tmp_path)}
+        ours = tenant_network_policies(team)
+        chart_rule = {"ports": [{"port": port, "protocol": "TCP"} for port in (443, 8443, 6443)]}
+        api_rule = {"ports": [{"port": port, "protocol": "TCP"} for port in sorted(api_server_ports(stack, team)
+                                                                                 - oidc_ports(team))]}
+        for role, prefix in {"workloads": "vc-work", "control-plane": "vc-cp", "dns": "vc-kube-dns",
+                             "snapshot": "vc-snapshot"}.items():
+            expected = chart.pop(f"{prefix}-{team.vcluster_name}")
+            expected["egress"] = [api_rule if rule == chart_rule else rule for rule in expected["egress"]]
+            assert ours[role]["spec"] == expected, (team.name, role)
+        assert chart == {}, "the chart renders a policy the program does not"
+
+
+def oidc_ports(team) -> set[int]:
+    return {issuer_port(team.vcluster.access)} if team.vcluster.access.oidc.enabled else set()
