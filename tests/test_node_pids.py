@@ -1,5 +1,7 @@
 """One team's pods cannot use up a shared node's process IDs: every kubelet the program builds limits each pod's
-processes and threads (cluster.podPidsLimit; docs/security-model.md#node-pressure).
+processes and threads (cluster.podPidsLimit), keeps a share of the node's table from all pods together
+(``systemReserved`` ``pid``) and evicts pods when the table runs low (``evictionHard`` ``pid.available``;
+docs/security-model.md#node-pressure).
 
 The kubelet limits a pod only when ``podPidsLimit`` (flag ``--pod-max-pids``, kubernetes/kubernetes
 ``cmd/kubelet/app/options/options.go`` ``AddKubeletConfigFlags``, read untagged) is set, and writes it as the pod
@@ -23,11 +25,11 @@ import pytest
 import yaml
 
 from components.node_pids import (
-    KUBELITE_SERVICE, MICROK8S_KUBELET_ARGS, NODECONFIG_API_VERSION, NODECONFIG_MEDIA_TYPE, eks_node_user_data,
-    remove_kubelet_pids_command, set_kubelet_pids_command,
+    KUBELET_DEFAULT_EVICTION_HARD, KUBELITE_SERVICE, MICROK8S_KUBELET_ARGS, NODECONFIG_API_VERSION,
+    NODECONFIG_MEDIA_TYPE, eks_node_user_data, remove_kubelet_pids_command, set_kubelet_pids_command,
 )
 from config import load_platform
-from config.model import DEFAULT_POD_PIDS_LIMIT
+from config.model import DEFAULT_POD_PIDS_LIMIT, PID_EVICTION_THRESHOLD, SYSTEM_PID_RESERVE
 from tests.config_spec import assert_rejected, dev_config as project_dev_config, eks_config as project_eks_config, put
 from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, git, mirrored_tag, run
 
@@ -87,6 +89,40 @@ def pids_flags(text: str) -> list[str]:
     return found
 
 
+def kubelet_map(text: str, flag: str, separator: str, default: dict[str, str]) -> dict[str, str]:
+    """A kubelet map flag as the kubelet ends up with it from these arguments: its default until the flag's first
+    occurrence, which replaces it; later occurrences add to it, later entries winning (component-base's
+    ``MapStringString`` / ``LangleSeparatedMapStringString`` ``Set``)."""
+    args = kubelite_args(text)
+    values = [value for index, arg in enumerate(args) for value in
+              ([args[index + 1]] if arg == flag else [arg.split("=", 1)[1]] if arg.startswith(f"{flag}=") else [])]
+    if not values:
+        return dict(default)
+    result: dict[str, str] = {}
+    for value in values:
+        for entry in filter(None, value.split(",")):
+            key, found = entry.split(separator, 1)
+            result[key.strip()] = found.strip()
+    return result
+
+
+def system_reserved(text: str) -> dict[str, str]:
+    return kubelet_map(text, "--system-reserved", "=", {})
+
+
+def eviction_hard(text: str) -> dict[str, str]:
+    return kubelet_map(text, "--eviction-hard", "<", dict(entry.split("<") for entry in KUBELET_DEFAULT_EVICTION_HARD))
+
+
+def other_args(text: str) -> list[str]:
+    """The arguments besides the three the program sets."""
+    args = kubelite_args(text)
+    ours = ("--pod-max-pids", "--system-reserved", "--eviction-hard")
+    skip = {index + 1 for index, arg in enumerate(args) if arg in ours}
+    return [arg for index, arg in enumerate(args)
+            if index not in skip and arg not in ours and not arg.startswith(tuple(f"{flag}=" for flag in ours))]
+
+
 class Box:
     """A scratch MicroK8s args file and PATH stand-ins for the snap's commands, which log their calls."""
 
@@ -122,14 +158,45 @@ class Box:
         return "microk8s status --wait-ready --timeout 600" in self.log.read_text()
 
 
-def test_setting_the_limit_adds_one_flag_restarts_kubelite_and_waits_for_the_cluster(tmp_path):
+# SNAP_KUBELET_ARGS after the step: the reserve a line of its own, the threshold added to the snap's signals.
+SNAP_KUBELET_ARGS_SET = """\
+--kubeconfig=${SNAP_DATA}/credentials/kubelet.config
+--root-dir=${SNAP_COMMON}/var/lib/kubelet
+--eviction-hard="memory.available<100Mi,nodefs.available<1Gi,imagefs.available<1Gi,pid.available<10%"
+--serialize-image-pulls=false
+--system-reserved=pid=4096
+--pod-max-pids=16384
+"""
+
+
+def test_setting_the_limits_writes_them_restarts_kubelite_and_waits_for_the_cluster(tmp_path):
     box = Box(tmp_path, SNAP_KUBELET_ARGS)
     result = box.set(16384)
     assert result.returncode == 0, result.stderr
-    assert pids_flags(box.args.read_text()) == ["16384"]
-    # The snap's own arguments are untouched and still read the same way.
-    assert kubelite_args(box.args.read_text())[:-1] == kubelite_args(SNAP_KUBELET_ARGS)
+    text = box.args.read_text()
+    assert text == SNAP_KUBELET_ARGS_SET
+    assert pids_flags(text) == ["16384"]
+    assert system_reserved(text) == {"pid": "4096"}
+    # The snap's own signals stay, and the kubelet adds the threshold to them.
+    assert eviction_hard(text) == {**eviction_hard(SNAP_KUBELET_ARGS), "pid.available": "10%"}
+    # The snap's other arguments are untouched and still read the same way.
+    assert other_args(text) == other_args(SNAP_KUBELET_ARGS)
     assert box.restarts == 1 and box.waited
+
+
+@pytest.mark.parametrize("memory_gib", [5, 8, 16, 1024])
+def test_the_threshold_is_at_least_the_reserve_on_every_node_of_5_gib_or_more(memory_gib):
+    """Pods that cross the threshold are evicted before they reach their kubepods ceiling only when it is at least
+    the reserve; threads-max, the smaller part of the kubelet's capacity on such nodes, is memory over 128 KiB."""
+    capacity = min((memory_gib << 30) // (128 << 10), 4194304)
+    assert threshold_count(PID_EVICTION_THRESHOLD, capacity) >= SYSTEM_PID_RESERVE
+
+
+def threshold_count(threshold: str, capacity: int) -> int:
+    """An eviction threshold in processes (a share of the capacity, as evictionapi.GetThresholdQuantity takes it)."""
+    if threshold.endswith("%"):
+        return int(capacity * float(threshold[:-1]) / 100)
+    return int(threshold)
 
 
 def test_running_the_step_again_changes_nothing_and_restarts_nothing(tmp_path):
@@ -163,7 +230,7 @@ def test_any_spelling_kubelite_would_read_is_replaced_by_exactly_one_line(tmp_pa
     result = box.set(16384)
     assert result.returncode == 0, result.stderr
     assert pids_flags(box.args.read_text()) == ["16384"]
-    assert box.args.read_text() == SNAP_KUBELET_ARGS + "--pod-max-pids=16384\n"
+    assert box.args.read_text() == SNAP_KUBELET_ARGS_SET
     assert box.restarts == 1
 
 
@@ -172,6 +239,59 @@ def test_a_commented_flag_is_left_alone(tmp_path):
     box.set(16384)
     assert "# --pod-max-pids=100\n" in box.args.read_text()
     assert pids_flags(box.args.read_text()) == ["16384"]
+
+
+@pytest.mark.parametrize("line", [
+    '--eviction-hard="pid.available<5%,memory.available<100Mi"',    # first
+    '--eviction-hard="memory.available<100Mi,pid.available<5%,nodefs.available<1Gi"',  # between two
+    "--eviction-hard=memory.available<100Mi,pid.available<2000",     # last, unquoted
+    '--eviction-hard "pid.available<5%"',                            # the only one, after a space
+    '--eviction-hard=""',                                             # none: the site turned hard eviction off
+])
+def test_a_threshold_already_there_is_replaced_and_every_other_signal_kept(tmp_path, line):
+    text = f"--root-dir=/var/lib/kubelet\n{line}\n--serialize-image-pulls=false\n"
+    before = {key: value for key, value in eviction_hard(text).items() if key != "pid.available"}
+    box = Box(tmp_path, text)
+    assert box.set(16384).returncode == 0
+    after = box.args.read_text()
+    assert eviction_hard(after) == {**before, "pid.available": "10%"}
+    assert after.count("pid.available") == 1 and after.count("--eviction-hard") == 1
+    assert other_args(after) == other_args(text)
+
+
+def test_a_second_eviction_hard_line_gets_the_threshold_too_so_no_later_line_undoes_it(tmp_path):
+    text = SNAP_KUBELET_ARGS + "--eviction-hard=pid.available<100\n"
+    box = Box(tmp_path, text)
+    assert box.set(16384).returncode == 0
+    assert eviction_hard(box.args.read_text())["pid.available"] == "10%"
+    assert eviction_hard(box.args.read_text())["memory.available"] == "100Mi"
+
+
+def test_a_file_without_eviction_hard_gets_the_kubelets_own_signals_restated_beside_the_threshold(tmp_path):
+    """A flag of ours alone would replace the kubelet's default signals (memory, disk) with the PID one."""
+    text = "--root-dir=/var/lib/kubelet\n--serialize-image-pulls=false\n"
+    box = Box(tmp_path, text)
+    assert box.set(16384).returncode == 0
+    assert eviction_hard(box.args.read_text()) == {**eviction_hard(text), "pid.available": "10%"}
+    assert box.remove().returncode == 0
+    assert eviction_hard(box.args.read_text()) == eviction_hard(text)
+    assert "--system-reserved" not in box.args.read_text() and "pid" not in box.args.read_text()
+
+
+@pytest.mark.parametrize("line", ["--system-reserved=cpu=500m,memory=1Gi", '--system-reserved="pid=100,memory=1Gi"',
+                                  "--system-reserved cpu=500m,pid=100"])
+def test_a_sites_own_system_reserved_entries_are_kept_and_ours_replaces_a_pid_entry(tmp_path, line):
+    text = SNAP_KUBELET_ARGS + line + "\n"
+    before = {key: value for key, value in system_reserved(text).items() if key != "pid"}
+    box = Box(tmp_path, text)
+    assert box.set(16384).returncode == 0
+    after = box.args.read_text()
+    assert system_reserved(after) == {**before, "pid": "4096"}
+    assert after.count("--system-reserved") == 1 and other_args(after) == other_args(text)
+    # Running again changes nothing.
+    assert box.set(16384).returncode == 0 and box.restarts == 0 and box.args.read_text() == after
+    assert box.remove().returncode == 0
+    assert system_reserved(box.args.read_text()) == before
 
 
 def test_removing_the_step_restores_the_snaps_file_and_a_second_removal_does_nothing(tmp_path):
@@ -354,22 +474,31 @@ def test_the_snaps_own_kubelet_args_set_no_limit_and_the_step_round_trips_them(t
     tag = mirrored_tag(MICROK8S, tag)
     default = git(MICROK8S, "show", f"{tag}:microk8s-resources/default-args/kubelet")
     assert pids_flags(default) == [], "the snap now sets a limit of its own: say so in cluster.podPidsLimit"
+    assert system_reserved(default) == {}, "the snap now reserves for its system: weigh it against ours"
+    # The snap replaces the kubelet's default signals with its own, and none of them is the PID one.
+    snap_signals = eviction_hard(default)
+    assert "--eviction-hard" in default and "memory.available" in snap_signals and "pid.available" not in snap_signals
     box = Box(tmp_path, default)
-    assert box.set(16384).returncode == 0
-    assert pids_flags(box.args.read_text()) == ["16384"]
-    assert kubelite_args(box.args.read_text())[:-1] == kubelite_args(default)
-    assert box.remove().returncode == 0
+    assert box.set(16384).returncode == 0 and box.restarts == 1
+    after = box.args.read_text()
+    assert pids_flags(after) == ["16384"]
+    assert system_reserved(after) == {"pid": str(SYSTEM_PID_RESERVE)}
+    assert eviction_hard(after) == {**snap_signals, "pid.available": PID_EVICTION_THRESHOLD}
+    assert other_args(after) == other_args(default)
+    assert box.set(16384).returncode == 0 and box.restarts == 0 and box.args.read_text() == after
+    assert box.remove().returncode == 0 and box.restarts == 1
     assert box.args.read_text() == default
 
 
 @pytest.mark.parametrize("tag", MIRRORED_TAGS[MICROK8S])
-def test_microk8s_keeps_the_flag_across_its_own_argument_clean_up_and_restarts_the_kubelet_as_kubelite(tag):
+def test_microk8s_keeps_the_flags_across_its_own_argument_clean_up_and_restarts_the_kubelet_as_kubelite(tag):
     tag = mirrored_tag(MICROK8S, tag)
     utils = git(MICROK8S, "show", f"{tag}:microk8s-resources/actions/common/utils.sh")
     sanitise = utils[utils.index("sanitise_args_kubelet() {"):]
     sanitise = sanitise[:sanitise.index("\n}\n")]
     removed = re.findall(r'^\s*"([a-z0-9-]+)"', sanitise, re.MULTILINE)
-    assert "docker-endpoint" in removed and "pod-max-pids" not in removed
+    assert "docker-endpoint" in removed
+    assert not {"pod-max-pids", "system-reserved", "eviction-hard"} & set(removed)
     restart = utils[utils.index("restart_service() {"):]
     restart = restart[:restart.index("\n}\n")]
     assert '"$1" == "kubelet"' in restart and f'restart "{KUBELITE_SERVICE}"' in restart
