@@ -19,7 +19,9 @@ import email
 import os
 import re
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import pytest
 import yaml
@@ -415,13 +417,65 @@ def test_every_eks_node_group_template_limits_pod_processes_in_a_nodeconfig(eks_
     for template in templates:
         configs = node_configs(template.inputs["userData"])
         assert [(c["apiVersion"], c["kind"]) for c in configs] == [(NODECONFIG_API_VERSION, "NodeConfig")]
-        assert configs[0]["spec"] == {"kubelet": {"config": {"podPidsLimit": 16384}}}
+        assert configs[0]["spec"] == {"kubelet": {"config": {
+            "podPidsLimit": 16384, "systemReserved": {"pid": "4096"}, "evictionHard": {"pid.available": "10%"}}}}
 
 
-def test_the_limit_survives_the_merge_with_the_node_groups_own_nodeconfig():
+def test_the_settings_survive_the_merge_with_the_node_groups_own_nodeconfig():
     final = merged(node_configs(with_eks_part(eks_node_user_data(32768))))
-    assert final["spec"]["kubelet"]["config"] == {"podPidsLimit": 32768, "maxPods": 29, "clusterDNS": ["172.20.0.10"]}
+    assert final["spec"]["kubelet"]["config"] == {
+        "podPidsLimit": 32768, "systemReserved": {"pid": "4096"}, "evictionHard": {"pid.available": "10%"},
+        "maxPods": 29, "clusterDNS": ["172.20.0.10"]}
     assert final["spec"]["cluster"]["name"] == "vcluster-gpu"
+
+
+def json_merge_patch(target, patch):
+    """RFC 7386, as the kubelet applies each drop-in over its configuration (``mergeKubeletConfigurations``)."""
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = json_merge_patch(result.get(key), value)
+    return result
+
+
+def nodeadm_kubelet_base() -> dict:
+    """The eviction and reservation maps of the KubeletConfiguration nodeadm writes itself (config.json), read from
+    its source: ``defaultKubeletSubConfig`` and ``withDefaultReservedResources``."""
+    source = git(EKS_AMI, "show", f"{mirrored_tag(EKS_AMI, EKS_AMI_TAG)}:nodeadm/internal/kubelet/config.go")
+    defaults = source[source.index("func defaultKubeletSubConfig()"):]
+    eviction = defaults[defaults.index("EvictionHard: map[string]string{"):]
+    eviction = eviction[:eviction.index("},")]
+    reserved = source[source.index("ksc.KubeReserved = map[string]string{"):]
+    reserved = reserved[:reserved.index("}\n")]
+    return {"evictionHard": dict(re.findall(r'"([^"]+)":\s*"([^"]+)"', eviction)),
+            "kubeReserved": {key: "(computed)" for key in re.findall(r'"([^"]+)":', reserved)}}
+
+
+def test_the_kubelet_ends_with_nodeadms_signals_and_reservations_plus_ours():
+    """nodeadm's own file sets memory and disk signals and a kubeReserved without pid; our drop-in adds the PID
+    signal and the system reserve to them, key by key, and takes none away."""
+    base = nodeadm_kubelet_base()
+    assert {"memory.available", "nodefs.available"} <= set(base["evictionHard"])
+    assert "pid.available" not in base["evictionHard"] and "pid" not in base["kubeReserved"]
+    assert {"cpu", "memory"} <= set(base["kubeReserved"])
+    drop_in = merged(node_configs(with_eks_part(eks_node_user_data(16384))))["spec"]["kubelet"]["config"]
+    kubelet = json_merge_patch(base, drop_in)
+    assert kubelet["evictionHard"] == {**base["evictionHard"], "pid.available": PID_EVICTION_THRESHOLD}
+    assert kubelet["kubeReserved"] == base["kubeReserved"]
+    assert kubelet["systemReserved"] == {"pid": str(SYSTEM_PID_RESERVE)}
+
+
+def test_a_site_part_with_its_own_signals_and_reservations_keeps_them_beside_ours():
+    """nodeadm merges the maps of ``kubelet.config`` across parts key by key (``mergeInlineDocument``)."""
+    site = {"apiVersion": NODECONFIG_API_VERSION, "kind": "NodeConfig", "spec": {"kubelet": {"config": {
+        "evictionHard": {"memory.available": "500Mi"}, "systemReserved": {"memory": "1Gi"}}}}}
+    final = merged([site, *node_configs(eks_node_user_data(16384))])["spec"]["kubelet"]["config"]
+    assert final["evictionHard"] == {"memory.available": "500Mi", "pid.available": "10%"}
+    assert final["systemReserved"] == {"memory": "1Gi", "pid": "4096"}
 
 
 def test_a_changed_limit_changes_every_template_so_eks_rolls_the_nodes():
@@ -433,15 +487,127 @@ def test_a_changed_limit_changes_every_template_so_eks_rolls_the_nodes():
         assert node_configs(template.inputs["userData"])[0]["spec"]["kubelet"]["config"]["podPidsLimit"] == 8192
 
 
+# --- a node under attack: the kernel's table and the kubelet's settings as each host ends up with them ------------
+
+
+@dataclass
+class Pod:
+    team: str
+    tasks: int
+    critical: bool = False
+    # Every team's pod runs at priority 0 on the host (docs/security-model.md, "Eviction order cannot be bought").
+    priority: int = 0
+
+
+class Node:
+    """A node's process table as the kernel and the kubelet keep it (kubernetes/kubernetes, read untagged).
+
+    The kubelet's capacity is the smaller of ``pid_max`` and ``threads-max`` (``pkg/kubelet/stats/pidlimit``
+    ``Stats``); the ``kubepods`` cgroup, parent of every pod, may hold that minus ``systemReserved`` and
+    ``kubeReserved`` ``pid`` (``pkg/kubelet/cm/node_container_manager_linux.go``), each pod its ``podPidsLimit``.
+    ``pid.available`` is the capacity minus the node's tasks (``eviction/helpers.go`` ``makeSignalObservations``);
+    below the hard threshold the kubelet marks the node (the condition stays 5 minutes), admits no pod but a
+    critical one (``Admit``) and evicts one pod per pass, lowest priority and then most processes first, never a
+    critical one (``rankPIDPressure``, ``evictPod``)."""
+
+    def __init__(self, kubelet: dict, threads_max: int, pid_max: int = 4194304, system_tasks: int = 1500):
+        self.capacity = min(threads_max, pid_max)
+        reserved = sum(int(kubelet.get(field, {}).get("pid", 0)) for field in ("systemReserved", "kubeReserved"))
+        self.pods_ceiling = self.capacity - reserved
+        self.pod_limit = int(kubelet.get("podPidsLimit", -1))
+        threshold = kubelet.get("evictionHard", {}).get("pid.available")
+        self.threshold = threshold_count(threshold, self.capacity) if threshold else None
+        self.system = system_tasks
+        self.pods: list[Pod] = []
+        self.pressure = False
+
+    def tasks(self) -> int:
+        return self.system + sum(pod.tasks for pod in self.pods)
+
+    def start(self, pod: Pod) -> bool:
+        if self.pressure and not pod.critical:
+            return False
+        self.pods.append(pod)
+        return True
+
+    def fork(self, wanted: int, pod: Optional[Pod] = None) -> int:
+        """How many of ``wanted`` new tasks the kernel grants the system (``pod`` None) or a pod."""
+        room = self.capacity - self.tasks()
+        if pod is not None:
+            room = min(room, self.pods_ceiling - sum(other.tasks for other in self.pods))
+            if self.pod_limit > 0:
+                room = min(room, self.pod_limit - pod.tasks)
+        granted = max(0, min(wanted, room))
+        if pod is None:
+            self.system += granted
+        else:
+            pod.tasks += granted
+        return granted
+
+    def eviction_pass(self) -> Optional[Pod]:
+        if self.threshold is None or self.capacity - self.tasks() >= self.threshold:
+            return None
+        self.pressure = True
+        for pod in sorted(self.pods, key=lambda pod: (pod.priority, -pod.tasks)):
+            if not pod.critical:
+                self.pods.remove(pod)
+                return pod
+        return None
+
+
+def microk8s_kubelet(tmp_path) -> dict:
+    """The kubelet settings kubelite starts with after the step, from the snap's own args file."""
+    tag = mirrored_tag(MICROK8S, MIRRORED_TAGS[MICROK8S][-1])
+    box = Box(tmp_path, git(MICROK8S, "show", f"{tag}:microk8s-resources/default-args/kubelet"))
+    assert box.set(DEFAULT_POD_PIDS_LIMIT).returncode == 0
+    text = box.args.read_text()
+    return {"podPidsLimit": int(pids_flags(text)[-1]), "systemReserved": system_reserved(text),
+            "evictionHard": eviction_hard(text)}
+
+
+def eks_kubelet(tmp_path) -> dict:
+    """The kubelet settings of an EKS node: nodeadm's own file with the merged user data's drop-in over it."""
+    drop_in = merged(node_configs(with_eks_part(eks_node_user_data(DEFAULT_POD_PIDS_LIMIT))))
+    return json_merge_patch(nodeadm_kubelet_base(), drop_in["spec"]["kubelet"]["config"])
+
+
+@pytest.mark.parametrize("kubelet_of", [microk8s_kubelet, eks_kubelet], ids=["microk8s", "eks"])
+def test_one_teams_pods_at_their_limit_cannot_take_what_the_system_and_another_team_need(kubelet_of, tmp_path):
+    # 16 GiB (g4dn.xlarge's memory): threads-max, memory over 128 KiB, is the capacity.
+    node = Node(kubelet_of(tmp_path), threads_max=131072)
+    platform, victim = Pod("gpu-operator", 300, critical=True), Pod("team-b", 300)
+    hog = [Pod("team-a", 1) for _ in range(10)]  # 10 × 16384 is more than the whole table
+    assert all(node.start(pod) for pod in (platform, victim, *hog))
+    for pod in hog:  # a fork bomb in every pod, faster than any kubelet pass
+        node.fork(10**9, pod)
+    assert max(pod.tasks for pod in hog) == DEFAULT_POD_PIDS_LIMIT
+    # The kernel refuses the pods before the system's share: containerd starts shims, an operator logs in.
+    assert node.fork(500) == 500
+    # Until the kubelet's next pass (10 s) the other team's pod cannot start processes either.
+    assert node.fork(1000, victim) == 0
+    evicted = []
+    while (pod := node.eviction_pass()) is not None:
+        evicted.append(pod)
+    assert evicted and all(pod.team == "team-a" for pod in evicted)
+    assert victim in node.pods and platform in node.pods
+    assert node.capacity - node.tasks() >= node.threshold
+    # The hog's controller brings its pod back: refused while the node has PIDPressure.
+    assert not node.start(Pod("team-a", 1))
+    assert node.fork(1000, victim) == 1000 and node.fork(500) == 500
+
+
 # --- an existing cluster: the nodes are the site's ---------------------------------------------------------------
 
 
-def test_an_existing_cluster_is_told_to_set_the_limit_on_its_kubelets():
+def test_an_existing_cluster_is_told_to_set_the_limit_reserve_and_threshold_on_its_kubelets():
     config = put(put(project_dev_config(), "cluster", {"kind": "kubeconfig", "podPidsLimit": 20000}),
                  "gpuOperator.mode", "install")
     notes = load_platform(config, secrets_set={"kubeconfig"}).notes
     note = next(note for note in notes if "podPidsLimit" in note)
     assert "podPidsLimit: 20000" in note and "--pod-max-pids=20000" in note
+    assert f"systemReserved pid: {SYSTEM_PID_RESERVE}" in note and f"pid={SYSTEM_PID_RESERVE}" in note
+    assert f"evictionHard pid.available: {PID_EVICTION_THRESHOLD}" in note
+    assert f"pid.available<{PID_EVICTION_THRESHOLD}" in note and "restated" in note
     assert "does not set" in note
     # The built hosts get no such note: the program sets the limit there.
     assert not any("podPidsLimit" in note for note in load_platform(project_dev_config()).notes)
@@ -550,7 +716,7 @@ def unknown_fields(document, schema: dict, path: str = "") -> list[str]:
     return found
 
 
-def test_the_nodeconfig_uses_only_fields_nodeadm_declares_and_its_kubelet_drop_in_carries_the_limit():
+def test_the_nodeconfig_uses_only_fields_nodeadm_declares_and_its_kubelet_drop_in_carries_the_settings():
     schema = crd_schema()
     document = node_configs(eks_node_user_data(16384))[0]
     assert unknown_fields(document, schema) == []
@@ -560,7 +726,10 @@ def test_the_nodeconfig_uses_only_fields_nodeadm_declares_and_its_kubelet_drop_i
     write = kubelet[kubelet.index("func (k *kubelet) writeKubeletConfig("):]
     write = write[:write.index("\n}\n")]
     assert "len(cfg.Spec.Kubelet.Config) > 0" in write and "kubeletConfigDir" in write
-    # nodeadm's own kubelet configuration sets no process limit: without ours there is none.
+    # nodeadm's own kubelet configuration sets no process limit and no system reserve: without ours there is none.
     assert "PidsLimit" not in kubelet
+    assert not re.search(r"\bSystemReserved\s+map", kubelet)
     types = git(EKS_AMI, "show", f"{tag}:nodeadm/vendor/k8s.io/kubelet/config/v1beta1/types.go")
     assert re.search(r'PodPidsLimit \*int64 `json:"podPidsLimit,omitempty"`', types)
+    assert re.search(r'SystemReserved map\[string\]string `json:"systemReserved,omitempty"`', types)
+    assert re.search(r'EvictionHard map\[string\]string `json:"evictionHard,omitempty"`', types)
