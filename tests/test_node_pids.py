@@ -7,36 +7,32 @@ The kubelet limits a pod only when ``podPidsLimit`` (flag ``--pod-max-pids``, ku
 ``cmd/kubelet/app/options/options.go`` ``AddKubeletConfigFlags``, read untagged) is set, and writes it as the pod
 cgroup's ``pids.max`` when it creates that cgroup (``pkg/kubelet/cm/pod_container_manager_linux.go``
 ``EnsureExists``): pods started before a change keep what they had. What sets it on each host is tested here the
-way that host reads it: MicroK8s' args file with a real shell and GNU sed (only ``snap``, ``microk8s`` and ``sudo``
-are stand-ins) and kubelite's reading of the file; the EKS launch template's user data as nodeadm parses and merges
-it. The contract tests below read both from upstream at the mirrored tags.
+way that host reads it (tests/node_pid_readers.py): MicroK8s' args file with a real shell and GNU sed (only ``snap``,
+``microk8s`` and ``sudo`` are stand-ins) and kubelite's and the kubelet's reading of the file; the EKS launch
+template's user data as nodeadm parses and merges it. The contract tests below read both from upstream at the
+mirrored tags; tests/test_node_pid_pressure.py puts the settings on a simulated node under attack.
 """
 
 from __future__ import annotations
 
-import base64
-import email
-import os
 import re
-import subprocess
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Optional
 
 import pytest
 import yaml
 
 from components.node_pids import (
-    KUBELET_DEFAULT_EVICTION_HARD, KUBELITE_SERVICE, MICROK8S_KUBELET_ARGS, NODECONFIG_API_VERSION,
-    NODECONFIG_MEDIA_TYPE, eks_node_user_data, remove_kubelet_pids_command, set_kubelet_pids_command,
+    KUBELITE_SERVICE, MICROK8S_KUBELET_ARGS, NODECONFIG_API_VERSION, eks_node_user_data,
+    remove_kubelet_pids_command, set_kubelet_pids_command,
 )
 from config import load_platform
 from config.model import DEFAULT_POD_PIDS_LIMIT, PID_EVICTION_THRESHOLD, SYSTEM_PID_RESERVE
 from tests.config_spec import assert_rejected, dev_config as project_dev_config, eks_config as project_eks_config, put
 from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, git, mirrored_tag, run
+from tests.node_pid_readers import (
+    EKS_AMI, EKS_AMI_TAG, MICROK8S, READY, Box, eviction_hard, json_merge_patch, merged, node_configs,
+    nodeadm_kubelet_base, other_args, pids_flags, system_reserved, with_eks_part,
+)
 
-MICROK8S, EKS_AMI = "canonical/microk8s", "awslabs/amazon-eks-ami"
-READY = "sudo microk8s status --wait-ready --timeout 600 >/dev/null"
 # Shaped like the snap's default-args/kubelet (one flag per line, a quoted value, no process limit).
 SNAP_KUBELET_ARGS = """\
 --kubeconfig=${SNAP_DATA}/credentials/kubelet.config
@@ -69,98 +65,6 @@ def test_a_limit_within_the_bounds_is_taken(value):
 # --- MicroK8s: the args file kubelite reads ----------------------------------------------------------------------
 
 
-def kubelite_args(text: str) -> list[str]:
-    """The arguments kubelite starts the kubelet with, read from an args file as its ReadArgsFromFile reads it."""
-    args = []
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        args += [os.path.expandvars(part) for part in line.replace('"', "").replace("'", "").split(" ")]
-    return args
-
-
-def pids_flags(text: str) -> list[str]:
-    args = kubelite_args(text)
-    found = []
-    for index, arg in enumerate(args):
-        if arg == "--pod-max-pids":
-            found.append(args[index + 1])
-        elif arg.startswith("--pod-max-pids="):
-            found.append(arg.split("=", 1)[1])
-    return found
-
-
-def kubelet_map(text: str, flag: str, separator: str, default: dict[str, str]) -> dict[str, str]:
-    """A kubelet map flag as the kubelet ends up with it from these arguments: its default until the flag's first
-    occurrence, which replaces it; later occurrences add to it, later entries winning (component-base's
-    ``MapStringString`` / ``LangleSeparatedMapStringString`` ``Set``)."""
-    args = kubelite_args(text)
-    values = [value for index, arg in enumerate(args) for value in
-              ([args[index + 1]] if arg == flag else [arg.split("=", 1)[1]] if arg.startswith(f"{flag}=") else [])]
-    if not values:
-        return dict(default)
-    result: dict[str, str] = {}
-    for value in values:
-        for entry in filter(None, value.split(",")):
-            key, found = entry.split(separator, 1)
-            result[key.strip()] = found.strip()
-    return result
-
-
-def system_reserved(text: str) -> dict[str, str]:
-    return kubelet_map(text, "--system-reserved", "=", {})
-
-
-def eviction_hard(text: str) -> dict[str, str]:
-    return kubelet_map(text, "--eviction-hard", "<", dict(entry.split("<") for entry in KUBELET_DEFAULT_EVICTION_HARD))
-
-
-def other_args(text: str) -> list[str]:
-    """The arguments besides the three the program sets."""
-    args = kubelite_args(text)
-    ours = ("--pod-max-pids", "--system-reserved", "--eviction-hard")
-    skip = {index + 1 for index, arg in enumerate(args) if arg in ours}
-    return [arg for index, arg in enumerate(args)
-            if index not in skip and arg not in ours and not arg.startswith(tuple(f"{flag}=" for flag in ours))]
-
-
-class Box:
-    """A scratch MicroK8s args file and PATH stand-ins for the snap's commands, which log their calls."""
-
-    def __init__(self, root: Path, text: str):
-        self.args = root / "args-kubelet"
-        self.args.write_text(text)
-        self.log = root / "calls"
-        self.log.write_text("")
-        bin_dir = root / "bin"
-        bin_dir.mkdir()
-        for name, body in (("snap", f'echo "snap $*" >> {self.log}'), ("microk8s", f'echo "microk8s $*" >> {self.log}'),
-                           ("sudo", 'exec "$@"')):
-            (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
-            (bin_dir / name).chmod(0o755)
-        self.env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-
-    def run(self, command: str) -> subprocess.CompletedProcess:
-        self.log.write_text("")
-        return subprocess.run(["sh", "-c", command], env=self.env, capture_output=True, text=True, timeout=30)
-
-    def set(self, limit: int) -> subprocess.CompletedProcess:
-        return self.run(set_kubelet_pids_command("sudo ", limit, READY, str(self.args)))
-
-    def remove(self) -> subprocess.CompletedProcess:
-        return self.run(remove_kubelet_pids_command("sudo ", READY, str(self.args)))
-
-    @property
-    def restarts(self) -> int:
-        return self.log.read_text().splitlines().count(f"snap restart {KUBELITE_SERVICE}")
-
-    @property
-    def waited(self) -> bool:
-        return "microk8s status --wait-ready --timeout 600" in self.log.read_text()
-
-
-# SNAP_KUBELET_ARGS after the step: the reserve a line of its own, the threshold added to the snap's signals.
 SNAP_KUBELET_ARGS_SET = """\
 --kubeconfig=${SNAP_DATA}/credentials/kubelet.config
 --root-dir=${SNAP_COMMON}/var/lib/kubelet
@@ -184,21 +88,6 @@ def test_setting_the_limits_writes_them_restarts_kubelite_and_waits_for_the_clus
     # The snap's other arguments are untouched and still read the same way.
     assert other_args(text) == other_args(SNAP_KUBELET_ARGS)
     assert box.restarts == 1 and box.waited
-
-
-@pytest.mark.parametrize("memory_gib", [5, 8, 16, 1024])
-def test_the_threshold_is_at_least_the_reserve_on_every_node_of_5_gib_or_more(memory_gib):
-    """Pods that cross the threshold are evicted before they reach their kubepods ceiling only when it is at least
-    the reserve; threads-max, the smaller part of the kubelet's capacity on such nodes, is memory over 128 KiB."""
-    capacity = min((memory_gib << 30) // (128 << 10), 4194304)
-    assert threshold_count(PID_EVICTION_THRESHOLD, capacity) >= SYSTEM_PID_RESERVE
-
-
-def threshold_count(threshold: str, capacity: int) -> int:
-    """An eviction threshold in processes (a share of the capacity, as evictionapi.GetThresholdQuantity takes it)."""
-    if threshold.endswith("%"):
-        return int(capacity * float(threshold[:-1]) / 100)
-    return int(threshold)
 
 
 def test_running_the_step_again_changes_nothing_and_restarts_nothing(tmp_path):
@@ -352,65 +241,6 @@ def test_a_changed_limit_changes_only_the_create_command_so_pulumi_updates_the_s
 # --- EKS: the launch template's user data, as nodeadm reads it ----------------------------------------------------
 
 
-def node_configs(user_data: str) -> list[dict]:
-    """The NodeConfig documents nodeadm finds in a launch template's user data (the instance sees it decoded): the
-    parts of a multipart MIME message whose media type is nodeadm's, in order."""
-    message = email.message_from_bytes(base64.b64decode(user_data, validate=True))
-    assert message.is_multipart() and message.get_content_type() == "multipart/mixed", \
-        "EKS merges a launch template's user data with its own only in MIME multipart form"
-    configs = []
-    for part in message.get_payload():
-        if part.get_content_type() == NODECONFIG_MEDIA_TYPE:
-            documents = [document for document in yaml.safe_load_all(part.get_payload()) if document is not None]
-            assert len(documents) == 1
-            configs.append(documents[0])
-    return configs
-
-
-def merged(configs: list[dict]) -> dict:
-    """nodeadm's merge: later parts win field by field, ``kubelet.config`` merges key by key, kubelet flags add up."""
-    def merge(into: dict, other: dict, path: tuple[str, ...] = ()) -> dict:
-        for key, value in other.items():
-            if path + (key,) == ("spec", "kubelet", "flags"):
-                into[key] = list(into.get(key) or []) + list(value)
-            elif isinstance(value, dict) and isinstance(into.get(key), dict):
-                merge(into[key], value, path + (key,))
-            elif value not in (None, "", [], {}):
-                into[key] = value
-        return into
-    result: dict = {}
-    for config in configs:
-        merge(result, config)
-    return result
-
-
-# What a managed node group of an EKS AMI type appends after the launch template's parts.
-EKS_OWN_PART = """\
---{boundary}
-Content-Type: application/node.eks.aws
-
----
-apiVersion: node.eks.aws/v1alpha1
-kind: NodeConfig
-spec:
-  cluster: {{name: vcluster-gpu, apiServerEndpoint: "https://example.eks.amazonaws.com",
-            certificateAuthority: Y2E=, cidr: 172.20.0.0/16}}
-  kubelet:
-    config: {{maxPods: 29, clusterDNS: [172.20.0.10]}}
-    flags: ["--node-labels=eks.amazonaws.com/nodegroup=gpu"]
-
---{boundary}--
-"""
-
-
-def with_eks_part(user_data: str) -> str:
-    text = base64.b64decode(user_data).decode()
-    boundary = re.search(r'boundary="([^"]+)"', text).group(1)
-    closing = f"--{boundary}--\n"
-    assert text.endswith(closing)
-    return base64.b64encode((text[:-len(closing)] + EKS_OWN_PART.format(boundary=boundary)).encode()).decode()
-
-
 def test_every_eks_node_group_template_limits_pod_processes_in_a_nodeconfig(eks_run):
     templates = [r for r in eks_run.resources if r.type == "aws:ec2/launchTemplate:LaunchTemplate"]
     assert len(templates) == 2  # the system pool and the GPU pool: tenants' DNS runs on GPU nodes, KAI on system
@@ -427,32 +257,6 @@ def test_the_settings_survive_the_merge_with_the_node_groups_own_nodeconfig():
         "podPidsLimit": 32768, "systemReserved": {"pid": "4096"}, "evictionHard": {"pid.available": "10%"},
         "maxPods": 29, "clusterDNS": ["172.20.0.10"]}
     assert final["spec"]["cluster"]["name"] == "vcluster-gpu"
-
-
-def json_merge_patch(target, patch):
-    """RFC 7386, as the kubelet applies each drop-in over its configuration (``mergeKubeletConfigurations``)."""
-    if not isinstance(patch, dict):
-        return patch
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = json_merge_patch(result.get(key), value)
-    return result
-
-
-def nodeadm_kubelet_base() -> dict:
-    """The eviction and reservation maps of the KubeletConfiguration nodeadm writes itself (config.json), read from
-    its source: ``defaultKubeletSubConfig`` and ``withDefaultReservedResources``."""
-    source = git(EKS_AMI, "show", f"{mirrored_tag(EKS_AMI, EKS_AMI_TAG)}:nodeadm/internal/kubelet/config.go")
-    defaults = source[source.index("func defaultKubeletSubConfig()"):]
-    eviction = defaults[defaults.index("EvictionHard: map[string]string{"):]
-    eviction = eviction[:eviction.index("},")]
-    reserved = source[source.index("ksc.KubeReserved = map[string]string{"):]
-    reserved = reserved[:reserved.index("}\n")]
-    return {"evictionHard": dict(re.findall(r'"([^"]+)":\s*"([^"]+)"', eviction)),
-            "kubeReserved": {key: "(computed)" for key in re.findall(r'"([^"]+)":', reserved)}}
 
 
 def test_the_kubelet_ends_with_nodeadms_signals_and_reservations_plus_ours():
@@ -487,115 +291,6 @@ def test_a_changed_limit_changes_every_template_so_eks_rolls_the_nodes():
         assert node_configs(template.inputs["userData"])[0]["spec"]["kubelet"]["config"]["podPidsLimit"] == 8192
 
 
-# --- a node under attack: the kernel's table and the kubelet's settings as each host ends up with them ------------
-
-
-@dataclass
-class Pod:
-    team: str
-    tasks: int
-    critical: bool = False
-    # Every team's pod runs at priority 0 on the host (docs/security-model.md, "Eviction order cannot be bought").
-    priority: int = 0
-
-
-class Node:
-    """A node's process table as the kernel and the kubelet keep it (kubernetes/kubernetes, read untagged).
-
-    The kubelet's capacity is the smaller of ``pid_max`` and ``threads-max`` (``pkg/kubelet/stats/pidlimit``
-    ``Stats``); the ``kubepods`` cgroup, parent of every pod, may hold that minus ``systemReserved`` and
-    ``kubeReserved`` ``pid`` (``pkg/kubelet/cm/node_container_manager_linux.go``), each pod its ``podPidsLimit``.
-    ``pid.available`` is the capacity minus the node's tasks (``eviction/helpers.go`` ``makeSignalObservations``);
-    below the hard threshold the kubelet marks the node (the condition stays 5 minutes), admits no pod but a
-    critical one (``Admit``) and evicts one pod per pass, lowest priority and then most processes first, never a
-    critical one (``rankPIDPressure``, ``evictPod``)."""
-
-    def __init__(self, kubelet: dict, threads_max: int, pid_max: int = 4194304, system_tasks: int = 1500):
-        self.capacity = min(threads_max, pid_max)
-        reserved = sum(int(kubelet.get(field, {}).get("pid", 0)) for field in ("systemReserved", "kubeReserved"))
-        self.pods_ceiling = self.capacity - reserved
-        self.pod_limit = int(kubelet.get("podPidsLimit", -1))
-        threshold = kubelet.get("evictionHard", {}).get("pid.available")
-        self.threshold = threshold_count(threshold, self.capacity) if threshold else None
-        self.system = system_tasks
-        self.pods: list[Pod] = []
-        self.pressure = False
-
-    def tasks(self) -> int:
-        return self.system + sum(pod.tasks for pod in self.pods)
-
-    def start(self, pod: Pod) -> bool:
-        if self.pressure and not pod.critical:
-            return False
-        self.pods.append(pod)
-        return True
-
-    def fork(self, wanted: int, pod: Optional[Pod] = None) -> int:
-        """How many of ``wanted`` new tasks the kernel grants the system (``pod`` None) or a pod."""
-        room = self.capacity - self.tasks()
-        if pod is not None:
-            room = min(room, self.pods_ceiling - sum(other.tasks for other in self.pods))
-            if self.pod_limit > 0:
-                room = min(room, self.pod_limit - pod.tasks)
-        granted = max(0, min(wanted, room))
-        if pod is None:
-            self.system += granted
-        else:
-            pod.tasks += granted
-        return granted
-
-    def eviction_pass(self) -> Optional[Pod]:
-        if self.threshold is None or self.capacity - self.tasks() >= self.threshold:
-            return None
-        self.pressure = True
-        for pod in sorted(self.pods, key=lambda pod: (pod.priority, -pod.tasks)):
-            if not pod.critical:
-                self.pods.remove(pod)
-                return pod
-        return None
-
-
-def microk8s_kubelet(tmp_path) -> dict:
-    """The kubelet settings kubelite starts with after the step, from the snap's own args file."""
-    tag = mirrored_tag(MICROK8S, MIRRORED_TAGS[MICROK8S][-1])
-    box = Box(tmp_path, git(MICROK8S, "show", f"{tag}:microk8s-resources/default-args/kubelet"))
-    assert box.set(DEFAULT_POD_PIDS_LIMIT).returncode == 0
-    text = box.args.read_text()
-    return {"podPidsLimit": int(pids_flags(text)[-1]), "systemReserved": system_reserved(text),
-            "evictionHard": eviction_hard(text)}
-
-
-def eks_kubelet(tmp_path) -> dict:
-    """The kubelet settings of an EKS node: nodeadm's own file with the merged user data's drop-in over it."""
-    drop_in = merged(node_configs(with_eks_part(eks_node_user_data(DEFAULT_POD_PIDS_LIMIT))))
-    return json_merge_patch(nodeadm_kubelet_base(), drop_in["spec"]["kubelet"]["config"])
-
-
-@pytest.mark.parametrize("kubelet_of", [microk8s_kubelet, eks_kubelet], ids=["microk8s", "eks"])
-def test_one_teams_pods_at_their_limit_cannot_take_what_the_system_and_another_team_need(kubelet_of, tmp_path):
-    # 16 GiB (g4dn.xlarge's memory): threads-max, memory over 128 KiB, is the capacity.
-    node = Node(kubelet_of(tmp_path), threads_max=131072)
-    platform, victim = Pod("gpu-operator", 300, critical=True), Pod("team-b", 300)
-    hog = [Pod("team-a", 1) for _ in range(10)]  # 10 × 16384 is more than the whole table
-    assert all(node.start(pod) for pod in (platform, victim, *hog))
-    for pod in hog:  # a fork bomb in every pod, faster than any kubelet pass
-        node.fork(10**9, pod)
-    assert max(pod.tasks for pod in hog) == DEFAULT_POD_PIDS_LIMIT
-    # The kernel refuses the pods before the system's share: containerd starts shims, an operator logs in.
-    assert node.fork(500) == 500
-    # Until the kubelet's next pass (10 s) the other team's pod cannot start processes either.
-    assert node.fork(1000, victim) == 0
-    evicted = []
-    while (pod := node.eviction_pass()) is not None:
-        evicted.append(pod)
-    assert evicted and all(pod.team == "team-a" for pod in evicted)
-    assert victim in node.pods and platform in node.pods
-    assert node.capacity - node.tasks() >= node.threshold
-    # The hog's controller brings its pod back: refused while the node has PIDPressure.
-    assert not node.start(Pod("team-a", 1))
-    assert node.fork(1000, victim) == 1000 and node.fork(500) == 500
-
-
 # --- an existing cluster: the nodes are the site's ---------------------------------------------------------------
 
 
@@ -628,7 +323,7 @@ def test_microk8s_reads_the_kubelets_flags_from_the_file_the_step_edits(tag):
     patch = git(MICROK8S, "show", f"{tag}:{patch_path}")
     reader = patch[patch.index("func ReadArgsFromFile("):]
     reader = reader[:reader.index("\n+}\n")]
-    # The reading kubelite_args() above does: trimmed lines, '#' lines skipped, quotes dropped, split at spaces.
+    # The reading node_pid_readers.kubelite_args does: trimmed lines, '#' lines skipped, quotes dropped, split at spaces.
     for shape in ("strings.TrimSpace(line)", 'strings.HasPrefix(line, "#")', "\"\\\"'\"",
                   'strings.Split(line, " ")', "os.ExpandEnv(part)"):
         assert shape in reader, shape
@@ -671,9 +366,6 @@ def test_microk8s_keeps_the_flags_across_its_own_argument_clean_up_and_restarts_
     # Starting kubelite and configuring the snap edit the kubelet's file in place, never copy the default over it.
     configure = git(MICROK8S, "show", f"{tag}:snap/hooks/configure")
     assert not re.search(r"cp \S*default-args/kubelet\s", configure)
-
-
-EKS_AMI_TAG = "v20260724"
 
 
 def test_nodeadm_reads_the_user_datas_nodeconfig_parts_and_merges_them_in_order():
