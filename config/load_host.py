@@ -235,7 +235,7 @@ CLUSTER = Block(title="the host", conditions=(
         details="Every pod of a node takes its processes and threads from one kernel table (`pid_max`, "
                 "`threads-max`), and the kubelet limits a pod only when this is set (its default is no limit): "
                 "without it, a fork bomb or a thread leak in one team's pod leaves every other team's pods on that "
-                "node, and the kubelet, containerd and the NVIDIA stack, unable to start a process or thread. With "
+                "node, and the kubelet, containerd and the NVIDIA stack, unable to start a process or thread. Beside "
                 f"it, on `microk8s` and `eks`, the program keeps {SYSTEM_PID_RESERVE} of each node's table from all "
                 f"pods together (`systemReserved` `pid`) and has the kubelet evict pods, most processes first, when "
                 f"less than {PID_EVICTION_THRESHOLD} of it is free (`evictionHard` `pid.available`), so several pods "
