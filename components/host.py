@@ -28,7 +28,9 @@ from config.hosts import (
     CLUSTER_DNS_SERVICE, DEFAULT_STORAGE_CLASS_ANNOTATION, EKS_TAINT_EFFECTS, SYSTEM_POOL, host_profile,
 )
 from config.vocabulary import MICROK8S_ADDON_NAMESPACE
-from config.model import Cluster, EksHost, HostProfile, MicroK8sHost
+from config.model import (
+    PID_EVICTION_THRESHOLD, SYSTEM_PID_RESERVE, Cluster, EksHost, HostProfile, MicroK8sHost,
+)
 from config.vocabulary import HOST_COMPONENT, MANAGED_BY, NODE_PROFILE_LABEL
 
 EKS_GPU_AMI = "AL2023_x86_64_NVIDIA"
@@ -104,7 +106,8 @@ class HostCluster(pulumi.ComponentResource):
         self.register_outputs({"kind": cluster.kind, "kubeconfig": self.kubeconfig, "nodeGroups": self.node_groups,
                                "storageClass": self.profile.storage_class,
                                "kubernetesVersion": cluster.kubernetes_version,
-                               "podPidsLimit": cluster.pod_pids_limit})
+                               "podPidsLimit": cluster.pod_pids_limit, "systemPidReserve": SYSTEM_PID_RESERVE,
+                               "pidEvictionThreshold": PID_EVICTION_THRESHOLD})
 
     # --- MicroK8s -----------------------------------------------------------------------------
 
@@ -129,8 +132,9 @@ class HostCluster(pulumi.ComponentResource):
         hold = run("hold-refresh", f"{sudo}snap refresh --hold microk8s",
                    delete=f"{sudo}snap refresh --unhold microk8s")
         ready = f"{sudo}microk8s status --wait-ready --timeout 600 >/dev/null"
-        # Before any addon, so the pods they start get the limit too. A changed limit changes `create`, which
-        # pulumi-command runs again as an update (no delete in between); destroy takes the flag out again.
+        # Before any addon, so the pods they start get the limit too; with it the PID reserve and eviction threshold
+        # (components/node_pids.py). A changed limit changes `create`, which pulumi-command runs again as an update
+        # (no delete in between); destroy takes the flags out again.
         pids = run("pod-pids-limit", set_kubelet_pids_command(sudo, pod_pids_limit, ready),
                    delete=remove_kubelet_pids_command(sudo, ready), after=[hold])
         # Addons are left enabled on destroy: storage and DNS may serve more than this platform.
@@ -291,9 +295,10 @@ def _node_launch_template(name: str, disk_size: int, pod_pids_limit: int,
     Instance metadata needs IMDSv2 tokens and answers one network hop only: host-network
     agents (VPC CNI, EBS CSI node) still reach it, tenant pods (one hop further, behind the
     pod network) do not, so they cannot borrow the node role's credentials. A launch template
-    excludes EKS' diskSize, so the root volume is sized here. The user data limits each pod's
-    processes (components/node_pids.py); a change makes a new template version, and EKS
-    replaces the group's nodes with ones started from it.
+    excludes EKS' diskSize, so the root volume is sized here. The user data sets the kubelet's
+    process limits: per pod, a reserve for the system and an eviction threshold
+    (components/node_pids.py); a change makes a new template version, and EKS replaces the
+    group's nodes with ones started from it.
     """
     return aws.ec2.LaunchTemplate(
         name,

@@ -27,7 +27,9 @@ from config.load_teams import ORGANIZATION, TEAMS, VCLUSTER_NAME_CHECKS, VCLUSTE
     read_team
 from config.load_vcluster import DEFAULT_VCLUSTER, VCLUSTER, read_vcluster
 from config.virtual_cluster import check_virtual_clusters
-from config.model import Cluster, GpuOperator, Organization, Platform, Team
+from config.model import (
+    PID_EVICTION_THRESHOLD, SYSTEM_PID_RESERVE, Cluster, GpuOperator, Organization, Platform, Team,
+)
 from config.load_observability import (
     check_observability_namespace, external_notes, observability_warnings, read_observability,
 )
@@ -263,12 +265,16 @@ def _notes(platform: Platform) -> list[str]:
 
 
 def _site_pids_note(limit: int) -> str:
-    """A kubeconfig host's nodes are the site's: the program cannot limit their pods' processes."""
-    return (f"cluster.kind is kubeconfig, so this stack does not set the nodes' per-pod process limit: set the "
-            f"kubelet's podPidsLimit: {limit} (KubeletConfiguration; the flag --pod-max-pids={limit}) on every node "
-            "tenant pods run on (cluster.podPidsLimit). Without it one team's pod can use up a node's process IDs and "
-            "stop the other teams' pods there from starting processes; a kubelet's running value shows in "
-            "`kubectl get --raw /api/v1/nodes/NODE/proxy/configz`.")
+    """A kubeconfig host's nodes are the site's: the program cannot set their kubelets' process limits."""
+    return (f"cluster.kind is kubeconfig, so this stack does not set the nodes' process limits: set, on every node "
+            f"tenant pods run on, the kubelet's podPidsLimit: {limit} (KubeletConfiguration; the flag "
+            f"--pod-max-pids={limit}; cluster.podPidsLimit), systemReserved pid: {SYSTEM_PID_RESERVE} (--system-reserved "
+            f"pid={SYSTEM_PID_RESERVE}, kept with any other entries) and evictionHard pid.available: "
+            f"{PID_EVICTION_THRESHOLD} (--eviction-hard pid.available<{PID_EVICTION_THRESHOLD}; the kubelet's other "
+            "signals must be restated, since a map given replaces its defaults). Without the limit one team's pod can "
+            "use up a node's process IDs and stop the other teams' pods there from starting processes; without the "
+            "reserve and the threshold several of its pods still can, and the kubelet and containerd with them. A "
+            "kubelet's running values show in `kubectl get --raw /api/v1/nodes/NODE/proxy/configz`.")
 
 
 def _time_sliced(platform: Platform) -> list[tuple[str, Optional[str]]]:

@@ -16,6 +16,8 @@ from config.keys import REQUIRED, Block, Condition, Derived, Key, ListOf
 from config.load_operators import GPU_OPERATOR_FLOOR_REASON
 from config.model import (
     DEFAULT_POD_PIDS_LIMIT,
+    PID_EVICTION_THRESHOLD,
+    SYSTEM_PID_RESERVE,
     CiSettings,
     Cluster,
     EksHost,
@@ -232,10 +234,13 @@ CLUSTER = Block(title="the host", conditions=(
         "Most processes and threads one pod may run at once on a node (the kubelet's `podPidsLimit`).",
         example="32768",
         details="Every pod of a node takes its processes and threads from one kernel table (`pid_max`, "
-                "`threads-max`), and the kubelet limits a pod only when this is set (its default is no limit, with "
-                "no PID eviction threshold either): without it, a fork bomb or a thread leak in one team's pod "
-                "leaves every other team's pods on that node, and the kubelet, containerd and the NVIDIA stack, "
-                f"unable to start a process or thread. {DEFAULT_POD_PIDS_LIMIT} leaves room for an 8-GPU training "
+                "`threads-max`), and the kubelet limits a pod only when this is set (its default is no limit): "
+                "without it, a fork bomb or a thread leak in one team's pod leaves every other team's pods on that "
+                "node, and the kubelet, containerd and the NVIDIA stack, unable to start a process or thread. Beside "
+                f"it, on `microk8s` and `eks`, the program keeps {SYSTEM_PID_RESERVE} of each node's table from all "
+                f"pods together (`systemReserved` `pid`) and has the kubelet evict pods, most processes first, when "
+                f"less than {PID_EVICTION_THRESHOLD} of it is free (`evictionHard` `pid.available`), so several pods "
+                f"of one team cannot take it either. {DEFAULT_POD_PIDS_LIMIT} leaves room for an 8-GPU training "
                 "pod whose ranks each run a PyTorch DataLoader with a dozen workers plus NCCL and OpenMP thread pools "
                 "sized to the node's cores; a pod that reaches the limit gets `fork`/`pthread_create` errors (EAGAIN) "
                 "and no other pod notices. On `microk8s` the program writes `--pod-max-pids` into the snap's kubelet "

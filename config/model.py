@@ -20,6 +20,14 @@ UNLIMITED = -1
 # Processes and threads one pod may hold on a node the program builds (cluster.podPidsLimit, whose declaration in
 # config/load_host.py says why this much).
 DEFAULT_POD_PIDS_LIMIT = 16384
+# What the kubelets of the built nodes keep of the process table beside the per-pod limit (components/node_pids.py
+# says how each is derived): processes and threads held back from all pods together for the kernel and the
+# host's daemons (kubelet `systemReserved` `pid`), and the share of the table left free below which the kubelet
+# evicts pods (hard threshold `pid.available`). The threshold is at least the reserve on every node of 5 GiB
+# of memory or more (threads-max is the memory over 128 KiB), so the kubelet evicts before pods reach the
+# reserve.
+SYSTEM_PID_RESERVE = 4096
+PID_EVICTION_THRESHOLD = "10%"
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,8 @@ def _host_section(index: PlanIndex) -> list[str]:
                 if resource["parent"] is None or index.under(resource, HOST_COMPONENT)]
     kind = index.registered(HOST_COMPONENT, "kind")
     lines.append(f"- Kind: **{kind or 'unknown: the plan has no host component'}**")
-    lines += _pids_lines(kind, index.registered(HOST_COMPONENT, "podPidsLimit"))
+    lines += _pids_lines(kind, *(index.registered(HOST_COMPONENT, output)
+                                 for output in ("podPidsLimit", "systemPidReserve", "pidEvictionThreshold")))
 
     if kind == "eks":
         for provider in index.of_type(AWS_PROVIDER):
@@ -108,19 +109,24 @@ def _host_section(index: PlanIndex) -> list[str]:
     return lines
 
 
-def _pids_lines(kind: Optional[str], limit: Any) -> list[str]:
-    """Where the kubelets' per-pod process limit comes from, and what changing it does."""
+def _pids_lines(kind: Optional[str], limit: Any, reserve: Any, threshold: Any) -> list[str]:
+    """Where the kubelets' process limits come from, and what changing them does."""
     if limit is None:
         return []
+    table_share = (f"; for the system, **{fmt_num(reserve)}** of each node's process table no pod may take "
+                   f"(`systemReserved` `pid`), and pods are evicted, most processes first, below "
+                   f"**{threshold}** of it free (`evictionHard` `pid.available`)")
     if kind == "eks":
-        return [f"- Per-pod process limit (kubelet `podPidsLimit`): **{fmt_num(limit)}**, in every node group's launch "
-                "template user data; a new value makes a new template version, which replaces the groups' nodes"]
+        return [f"- Per-pod process limit (kubelet `podPidsLimit`): **{fmt_num(limit)}**{table_share}; all in every "
+                "node group's launch template user data, so a new value makes a new template version, which replaces "
+                "the groups' nodes"]
     if kind == "microk8s":
-        return [f"- Per-pod process limit (kubelet `--pod-max-pids`): **{fmt_num(limit)}**, in the snap's kubelet "
-                "arguments (step `host-pod-pids-limit`); a new value restarts kubelite, and running pods keep the "
-                "limit they started with"]
-    return [f"- Per-pod process limit: **not set by this stack**: the site sets its kubelets' `podPidsLimit` "
-            f"(cluster.podPidsLimit: {fmt_num(limit)}; see Notes)"]
+        return [f"- Per-pod process limit (kubelet `--pod-max-pids`): **{fmt_num(limit)}**{table_share}; all in the "
+                "snap's kubelet arguments (step `host-pod-pids-limit`); a new value restarts kubelite, and running "
+                "pods keep the per-pod limit they started with"]
+    return [f"- Per-pod process limit, system reserve and eviction threshold: **not set by this stack**: the site "
+            f"sets its kubelets' `podPidsLimit` (cluster.podPidsLimit: {fmt_num(limit)}), `systemReserved` `pid` and "
+            "`evictionHard` `pid.available` (see Notes)"]
 
 
 def _network_lines(index: PlanIndex) -> list[str]:
