@@ -11,17 +11,23 @@ release's tag.
 
 from __future__ import annotations
 
-import bz2
 import base64
+import bz2
+import gzip
+import json
 import re
+import tarfile
 from typing import Any, Iterator
 
 import pytest
 import yaml
 
 from config import versions
-from tests.release_renders import RELEASES, every_release_renders
+from config.observability import INSTALL_RELEASE
+from tests.release_renders import RELEASES, every_release_renders, plan_of, site_with_every_chart
+from tools.charts.cache import chart_cache_dir, chart_contracts
 from tools.charts.manifest_yaml import load_manifests
+from tools.charts.pins import pinned_chart_key
 from tools.deployability import pod_security
 from tools.plan.running_site import EVERY_CRD, chart_objects, crd_upgraders
 
@@ -47,15 +53,15 @@ def _documents(manifests: dict[str, str]) -> Iterator[tuple[str, dict]]:
 
 def _images(node: Any, where: str) -> Iterator[tuple[str, str]]:
     """(where, reference) of every image a rendered object names: a container's ``image``, a Prometheus or
-    Alertmanager's ``spec.image``, and a GPU Operator component's ``repository``/``image``/``version``."""
+    Alertmanager's ``spec.image``, and a GPU Operator component's ``repository``/``image``/``version`` (its
+    vGPU manager, off, names no image of its own: a site that turns it on names its driver image)."""
     if isinstance(node, dict):
         if isinstance(node.get("image"), str):
-            if "repository" in node or "version" in node:
+            if "repository" in node:  # a GPU Operator component
                 version = str(node.get("version") or "")
                 separator = "@" if version.startswith("sha256:") else ":"
-                if node.get("repository") or node.get("enabled") is not False:
-                    yield where, f"{node.get('repository')}/{node['image']}" + (separator + version if version else "")
-            else:
+                yield where, f"{node['repository']}/{node['image']}" + (separator + version if version else "")
+            elif node.get("enabled") is not False:  # not a GPU Operator component off whose image the site names
                 yield where, node["image"]
         for key, value in node.items():
             yield from _images(value, f"{where}.{key}")
@@ -138,7 +144,7 @@ def test_kube_prometheus_stacks_crd_hook_applies_the_charts_own_crds_with_pinned
     assert kubectl["command"] == ["kubectl"]
     assert kubectl["args"] == ["apply", "--server-side", "--force-conflicts", "--filename", "/tmp/crds.yaml"]
     # What it applies: the ConfigMap's compressed CRDs, which are exactly the chart's crds/ files.
-    packed = yaml.safe_load_all(bz2.decompress(base64.b64decode(hook["ConfigMap"]["binaryData"]["crds.bz2"])))
+    packed = load_manifests(bz2.decompress(base64.b64decode(hook["ConfigMap"]["binaryData"]["crds.bz2"])).decode())
     applied = {crd["metadata"]["name"]: crd for crd in packed if crd}
     crd_files = {document["metadata"]["name"]: document for path, document in _documents(manifests)
                  if "/crds/crds/" in path}
@@ -154,3 +160,38 @@ def test_kube_prometheus_stacks_crd_hook_applies_the_charts_own_crds_with_pinned
     assert pod_security.violations(pod, "restricted", {}, versions.KUBERNETES_MINIMUM_VERSION) == []
     for container in pod["initContainers"] + pod["containers"]:
         assert container["resources"]["requests"] and container["resources"]["limits"], container["name"]
+
+
+# The API server's limit on a Secret's data, where Helm keeps each release: json, gzip (best), base64
+# (helm pkg/storage/driver/util.go encodeRelease). The stored chart is the top chart alone (pkg/chart/chart.go does
+# not serialize its dependencies), its rendered manifest and every hook's manifest.
+SECRET_LIMIT = 1024 * 1024
+
+
+def _release_record_size(archive, values: dict, manifests: dict[str, str]) -> int:
+    with tarfile.open(archive) as tar:
+        own = [(member.name.split("/", 1)[1], tar.extractfile(member).read()) for member in tar.getmembers()
+               if member.isfile() and member.name.split("/")[1] != "charts"]
+    chart = {"templates": [{"name": name, "data": base64.b64encode(data).decode()} for name, data in own
+                           if name.startswith("templates/")],
+             "files": [{"name": name, "data": base64.b64encode(data).decode()} for name, data in own
+                       if not name.startswith("templates/")],
+             "values": yaml.safe_load(dict(own)["values.yaml"])}
+    manifest, hooks = [], []
+    for path, document in _documents(manifests):
+        text = f"---\n# Source: {path}\n{yaml.safe_dump(document)}"
+        (hooks if "helm.sh/hook" in (document["metadata"].get("annotations") or {}) else manifest).append(text)
+    record = {"chart": chart, "config": values, "manifest": "".join(manifest),
+              "hooks": [{"manifest": text} for text in hooks]}
+    return len(base64.b64encode(gzip.compress(json.dumps(record).encode(), compresslevel=9)))
+
+
+def test_the_release_record_with_the_crd_hook_stays_under_the_secret_limit(every_release):
+    """The hook's ConfigMap carries the compressed CRDs (about 270 KB in the record) on every release."""
+    for release, manifests in every_release[KPS].items():
+        plan = plan_of(site_with_every_chart(RELEASES[KPS].index(release)), "eks")
+        [values] = [resource["inputs"]["values"] for resource in plan["resources"]
+                    if resource["type"] == "kubernetes:helm.sh/v3:Release"
+                    and resource["inputs"].get("name") == INSTALL_RELEASE]
+        archive = chart_contracts(pinned_chart_key(KPS, release), chart_cache_dir()).path
+        assert _release_record_size(archive, values, manifests) < 0.8 * SECRET_LIMIT, release
