@@ -164,7 +164,8 @@ def test_kube_prometheus_stacks_crd_hook_applies_the_charts_own_crds_with_pinned
 
 # The API server's limit on a Secret's data, where Helm keeps each release: json, gzip (best), base64
 # (helm pkg/storage/driver/util.go encodeRelease). The stored chart is the top chart alone (pkg/chart/chart.go does
-# not serialize its dependencies), its rendered manifest and every hook's manifest.
+# not serialize its dependencies, where kube-prometheus-stack keeps its CRDs), beside the rendered manifest and every
+# hook's manifest.
 SECRET_LIMIT = 1024 * 1024
 
 
@@ -178,9 +179,9 @@ def _release_record_size(archive, values: dict, manifests: dict[str, str]) -> in
                        if not name.startswith("templates/")],
              "values": yaml.safe_load(dict(own)["values.yaml"])}
     manifest, hooks = [], []
-    for path, document in _documents(manifests):
-        text = f"---\n# Source: {path}\n{yaml.safe_dump(document)}"
-        (hooks if "helm.sh/hook" in (document["metadata"].get("annotations") or {}) else manifest).append(text)
+    for item in chart_objects(manifests).values():  # the crds/ files are the chart's, not the manifest's
+        if item.hook or not item.crd_file:
+            (hooks if item.hook else manifest).append(f"---\n{yaml.safe_dump(item.manifest)}")
     record = {"chart": chart, "config": values, "manifest": "".join(manifest),
               "hooks": [{"manifest": text} for text in hooks]}
     return len(base64.b64encode(gzip.compress(json.dumps(record).encode(), compresslevel=9)))
