@@ -40,6 +40,9 @@ MICROK8S_TOOLKIT_ENV = [
 # with the platform's collector list. The exporter maps each GPU to the pod holding it (namespace, pod labels)
 # by default; an addon or site install that turned it off gets it back.
 DCGM_EXPORTER = {"dcgmExporter": {"enabled": True, "config": {"name": observability_dcgm.CONFIG_MAP}}}
+# The chart's values whose image is tagged as the release (config/versions.py): the operator (and its pre-upgrade
+# CRD hook, which runs the operator's image), the validator and the node status exporter.
+RELEASE_TAGGED = ("operator", "validator", "nodeStatusExporter")
 
 
 @dataclass
@@ -55,6 +58,7 @@ def operator_values(settings: GpuOperatorSettings, host_kind: str) -> dict:
     if host_kind == "microk8s" and settings.toolkit_enabled:
         toolkit["env"] = MICROK8S_TOOLKIT_ENV
     return {
+        **{component: {"version": settings.version} for component in RELEASE_TAGGED},
         "cdi": {"enabled": True},
         "driver": {"enabled": settings.driver_enabled},
         "toolkit": toolkit,

@@ -58,7 +58,10 @@ def kai_values(settings: KaiSettings) -> dict:
     # blockNvidiaVisibleDevices: KAI's pod webhook writes NVIDIA_VISIBLE_DEVICES=void into every container
     # that holds no GPU, so a tenant image's own ENV cannot open the node's GPUs.
     budget = {"enabled": True, "maxUnavailable": ADMISSION_MAX_UNAVAILABLE}
-    values: dict = {"global": {"gpuSharing": settings.gpu_sharing, "blockNvidiaVisibleDevices": True},
+    # Every KAI image (the operator, the services it deploys, the CRD upgrade and config hooks) is the release's,
+    # from where KAI publishes it (config/versions.py).
+    values: dict = {"global": {"registry": versions.KAI_IMAGE_REGISTRY, "tag": settings.version,
+                               "gpuSharing": settings.gpu_sharing, "blockNvidiaVisibleDevices": True},
                     "admission": {"podDisruptionBudget": budget}}
     if settings.hamicore:
         # Memory-capped teams: the binder writes each fraction's CUDA_DEVICE_MEMORY_LIMIT and the operator starts

@@ -22,6 +22,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import observability_dashboards, observability_shares, observability_team_series
+from components.observability_crds import crd_upgrade_values
 from components.observability_access import GrafanaAdmin, admin_values, grafana_ini
 from components.observability_alerting import alerting_secret, alertmanager_values, configured
 from components.observability_network import MonitoringIngress
@@ -69,6 +70,8 @@ def stack_values(platform: Platform) -> dict:
     storage = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": settings.storage}},
                **on_site_class}
     return {
+        # The Prometheus operator's CRDs are upgraded with the chart, before its new operator starts.
+        "crds": crd_upgrade_values(),
         "prometheus": {"prometheusSpec": {
             # The usage report and KAI's usage window read history: keep it past a restart and a month.
             "retention": settings.retention,

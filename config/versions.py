@@ -8,6 +8,11 @@ Stack config may override a version (``gpuOperator.version``, ``kaiScheduler.ver
 GPU_OPERATOR_REPO = "https://helm.ngc.nvidia.com/nvidia"
 GPU_OPERATOR_CHART = "gpu-operator"
 GPU_OPERATOR_VERSION = "v26.7.0"
+# The operator's own images (the operator, its pre-upgrade CRD hook, the validator and node status exporter) are
+# tagged as the release: the chart takes their tag from its appVersion, which its repository leaves at a
+# placeholder (main-latest, devel-ubi8) and its release job stamps with the release tag. The program passes the
+# chart version itself as their tag (components/gpu_operator.py RELEASE_TAGGED), so the image is the release's
+# whatever the packaging.
 
 # Version passed to `microk8s enable nvidia --gpu-operator-version` when the program enables the
 # MicroK8s addon itself.
@@ -20,6 +25,11 @@ KAI_CHART = "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler"
 # global.blockNvidiaVisibleDevices, the kai-queue-validation-v2 webhook); the committed stacks stay on
 # the seed's v0.16.4.
 KAI_VERSION = "v0.17.0"
+# Where KAI's release job publishes every image of a release (its operator, the services it deploys, the CRD
+# upgrade and config hooks), tagged as the release: .github/workflows/on-release.yaml at every accepted tag writes
+# this registry over the chart's placeholder (registry/local/kai-scheduler) and stamps the release as the chart's
+# appVersion (its image tag). The program sets both (global.registry, global.tag) so the images are the release's.
+KAI_IMAGE_REGISTRY = "ghcr.io/kai-scheduler/kai-scheduler"
 
 VCLUSTER_REPO = "https://charts.loft.sh"
 VCLUSTER_CHART = "vcluster"
@@ -62,7 +72,9 @@ EKS_KUBERNETES_VERSION = "1.36"
 # pins one instead).
 
 # Runs the Jobs that wait for KAI's queue webhook (components/kai.py) and for a tenant's
-# kubeconfig Secret (components/tenant.py); `kubectl wait --for=create` needs kubectl 1.31+.
+# kubeconfig Secret (components/tenant.py); `kubectl wait --for=create` needs kubectl 1.31+. Also the
+# `kubectl apply --server-side` of kube-prometheus-stack's CRD upgrade hook (components/observability_crds.py),
+# whose own default is a kubectl image tagged as the cluster's Kubernetes version (its upgradeJob.image.kubectl).
 KUBECTL_IMAGE = "registry.k8s.io/kubectl:v1.33.0"
 
 # The smoke test's workloads (ops/smoke.py): the seeds' fractional GPU pod runs nvidia-smi in this image; the
@@ -89,6 +101,11 @@ def release_order(version: str) -> tuple[int, ...]:
 KUBE_PROMETHEUS_STACK_REPO = "https://prometheus-community.github.io/helm-charts"
 KUBE_PROMETHEUS_STACK_CHART = "kube-prometheus-stack"
 KUBE_PROMETHEUS_STACK_VERSION = "88.5.3"
+# Unpacks the chart's compressed CRDs for its CRD upgrade hook (crds.upgradeJob, components/observability_crds.py),
+# whose own default is busybox:latest. This is the busybox the chart's Grafana pins for its initChownData
+# container at every accepted release (Grafana chart 12.10.0-12.11.1), so a site that installs the stack pulls it
+# already; tests/test_chart_images.py checks it against every accepted release.
+CRD_UPGRADE_UNPACK_IMAGE = "docker.io/library/busybox:1.38.0"
 
 # One query proxy per team in front of the installed Prometheus (components/observability_views.py): it adds
 # team="<team>" to every selector of every query. v0.9.0 is the newest tag of prometheus-community/prom-label-proxy

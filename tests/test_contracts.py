@@ -21,6 +21,7 @@ import jsonschema
 import pytest
 import yaml
 
+from components.gpu_operator import RELEASE_TAGGED
 from config import versions
 from tests.conftest import COMMITTED_STACKS, UPSTREAM_DIR, dev_config, run, stack_config
 from tests.isolation_spec import isolation_config, prefixed
@@ -153,9 +154,11 @@ def test_the_strict_crd_catches_a_misspelled_queue_field(queue_schema):
         jsonschema.validate({"resources": {"gpu": {"quota": 1, "overquotaWeight": 1}}}, queue_schema)
 
 
-# Keys the chart's templates read but its values.yaml only shows commented out; each is checked against the
-# templates at the operator tags in tests/test_observability_contract.py.
-GPU_OPERATOR_COMMENTED_KEYS = {("dcgmExporter", "config", "name")}
+# Keys the chart's templates read but its values.yaml only shows commented out; dcgmExporter.config.name is checked
+# against the templates at the operator tags in tests/test_observability_contract.py, the images' versions by the
+# tags of the rendered images in tests/test_chart_images.py.
+GPU_OPERATOR_COMMENTED_KEYS = {("dcgmExporter", "config", "name"),
+                               *((component, "version") for component in RELEASE_TAGGED)}
 
 
 def test_gpu_operator_values_only_use_keys_of_the_chart():

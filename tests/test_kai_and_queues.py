@@ -30,7 +30,8 @@ def test_kai_chart_is_pulled_from_its_oci_registry_at_the_pinned_tag(version):
 
 def test_kai_release_turns_gpu_sharing_on_under_global(dev_run):
     release = kai_release(dev_run).inputs
-    assert release["values"]["global"] == {"gpuSharing": True, "blockNvidiaVisibleDevices": True}
+    assert release["values"]["global"] == {"gpuSharing": True, "blockNvidiaVisibleDevices": True,
+                                           "registry": "ghcr.io/kai-scheduler/kai-scheduler", "tag": release["version"]}
     assert release["namespace"] == "kai-scheduler"
     assert release["createNamespace"] is True
     assert release["atomic"] is True

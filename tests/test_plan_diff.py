@@ -55,7 +55,9 @@ def test_a_version_bump_changes_the_release_in_place(base_plan):
     config["gpu-tenancy:kaiScheduler"]["version"] = "v0.17.0"
     diff = diff_plans(base_plan, plan_of(config))
     assert not diff.added and not diff.removed
-    assert changed_paths(diff)["kai-release"] == {"version": ("v0.16.4", "v0.17.0")}
+    # The release's images are tagged as the release (components/kai.py).
+    assert changed_paths(diff)["kai-release"] == {"version": ("v0.16.4", "v0.17.0"),
+                                                  "values.global.tag": ("v0.16.4", "v0.17.0")}
 
 
 def test_removing_a_team_warns_that_protected_resources_block_the_update(base_plan):

@@ -7,37 +7,21 @@ before and after an edit; the rules' own semantics are checked on small objects 
 from __future__ import annotations
 
 import itertools
-import json
 import re
-from pathlib import Path
 
 import pytest
 import yaml
 
 from config import versions
-from tests.conftest import dev_config, eks_config, git, mirrored_tag, real_charts_or_skip, run
+from tests.conftest import dev_config, eks_config, git, mirrored_tag, real_charts_or_skip
 from tests.isolation_spec import isolation_config, prefixed
-from tools.charts.render import render_plan_releases
-from tools.deployability.inputs import helm_kube_version
+from tests.release_renders import RELEASES, every_release_renders, plan_of, rendered
 from tools.plan import cli as plan
-from tools.plan.diff import diff_plans, read_manifests, render_diff
-from tools.plan.document import build_plan, render_plan_json
+from tools.plan.diff import diff_plans, render_diff
 from tools.plan.replacement import DATA_REPLACES, FORCE_NEW, pulumi_findings, replacing_paths
-from tools.plan.running_site import chart_findings
+from tools.plan.running_site import EVERY_CRD, chart_findings, chart_objects, crd_upgraders
 
 SERIOUS = ("refused", "stops", "lost", "unknown")
-
-
-def plan_of(config: dict, stack: str = "dev") -> dict:
-    return json.loads(render_plan_json(build_plan(run(config, stack=stack), stack)))
-
-
-def rendered(config: dict, out: Path, stack: str = "dev") -> dict[str, str]:
-    """The manifests of every release of ``config``, rendered from the real charts of the chart cache."""
-    planned = plan_of(config, stack)
-    cache = real_charts_or_skip(planned)
-    render_plan_releases(planned["resources"], cache, out, stack=stack, kube_version=helm_kube_version(planned))
-    return read_manifests(out / "manifests")
 
 
 @pytest.fixture(scope="module")
@@ -123,36 +107,10 @@ def test_the_cli_puts_a_refused_edit_first_in_the_diff(tmp_path):
 
 # --- every upgrade between accepted releases, with the program's values --------------------------------
 
-RELEASES = {"vcluster": versions.VCLUSTER_RELEASES, "kai-scheduler": versions.KAI_RELEASES,
-            "gpu-operator": versions.GPU_OPERATOR_RELEASES,
-            "kube-prometheus-stack": versions.KUBE_PROMETHEUS_STACK_RELEASES}
-
-
-def _site_with_every_chart(index: int) -> dict:
-    """The EKS stack with the GPU Operator, KAI, one tenant and kube-prometheus-stack, each at its release
-    ``index`` (its newest past the end of its list)."""
-    pick = {chart: releases[min(index, len(releases) - 1)] for chart, releases in RELEASES.items()}
-    config = eks_config()
-    config["gpu-tenancy:teams"] = config["gpu-tenancy:teams"][:1]
-    config["gpu-tenancy:vcluster"]["version"] = pick["vcluster"]
-    config["gpu-tenancy:kaiScheduler"]["version"] = pick["kai-scheduler"]
-    config["gpu-tenancy:gpuOperator"]["version"] = pick["gpu-operator"]
-    config["gpu-tenancy:observability"] = {"prometheus": "install", "chartVersion": pick["kube-prometheus-stack"]}
-    return config
-
 
 @pytest.fixture(scope="module")
-def every_release(tmp_path_factory):
-    """chart -> release -> that release's manifests, rendered with the program's values."""
-    by_chart: dict[str, dict[str, dict[str, str]]] = {chart: {} for chart in RELEASES}
-    directory = {"rag-legal": "vcluster"}
-    for index in range(max(map(len, RELEASES.values()))):
-        manifests = rendered(_site_with_every_chart(index), tmp_path_factory.mktemp(f"release-{index}"), "eks")
-        for chart, releases in RELEASES.items():
-            release = releases[min(index, len(releases) - 1)]
-            by_chart[chart][release] = {path: text for path, text in manifests.items()
-                                        if directory.get(path.split("/")[0], path.split("/")[0]) == chart}
-    return by_chart
+def every_release():
+    return every_release_renders()
 
 
 @pytest.mark.parametrize("chart", RELEASES)
@@ -164,15 +122,22 @@ def test_every_upgrade_between_accepted_releases_is_taken_by_a_running_site(char
         findings = chart_findings(renders[older], renders[newer])
         assert [f for f in findings if f.category in SERIOUS] == [], f"{chart} {older} -> {newer}"
         trap[(older, newer)] = [f.subject for f in findings if f.category == "not applied"]
+    # Every chart with CRDs applies them in a pre-upgrade hook Job allowed to write each (kube-prometheus-stack
+    # with the program's crds.upgradeJob: by default an upgrade would leave the first release's Prometheus-operator
+    # CRDs installed); vCluster ships none.
+    assert not any(trap.values()), trap
+    for release, manifests in renders.items():
+        objects = chart_objects(manifests).values()
+        for name in {item.release for item in objects if item.crd_file}:
+            crds = {item.manifest["metadata"]["name"] for item in objects if item.crd_file and item.release == name
+                    and item.manifest.get("kind") == "CustomResourceDefinition"}
+            written = crd_upgraders(objects, name)
+            assert EVERY_CRD in written or crds <= written, f"{chart} {release}: {sorted(crds - written)}"
     if chart == "kube-prometheus-stack":
-        # The chart installs its CRDs from crds/ and upgrades them only with crds.upgradeJob, off by default: an
-        # upgrade leaves the CRDs of the first release installed (docs/operations.md, "Pinned versions").
-        newest = trap[(RELEASES[chart][0], RELEASES[chart][-1])]
-        assert "kube-prometheus-stack: CustomResourceDefinition prometheuses.monitoring.coreos.com " \
-               "(apiextensions.k8s.io)" in newest
-    else:
-        # The GPU Operator's and KAI's charts apply their CRDs in a pre-upgrade hook Job; vCluster ships none.
-        assert not any(trap.values()), trap
+        first, last = (chart_objects(renders[release]) for release in (RELEASES[chart][0], RELEASES[chart][-1]))
+        changed = [key for key in first if first[key].crd_file and key in last
+                   and first[key].manifest != last[key].manifest]
+        assert any(key[-1] == "prometheuses.monitoring.coreos.com" for key in changed), changed
 
 
 # --- Pulumi replacements from config edits -----------------------------------------------------------
@@ -298,18 +263,56 @@ def test_a_claim_the_upgrade_drops_is_lost_unless_helm_keeps_it():
     assert chart_findings(_manifests(claim), {}) == []
 
 
-def test_hooks_are_made_anew_and_crds_are_not_upgraded_unless_a_hook_does_it():
+def _crd(version: str, name: str = "widgets.example.com") -> dict:
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": name}, "spec": {"versions": [{"name": version}]}}
+
+
+def _upgrader(hook: str, verbs: list, resource_names: list | None, account: str = "upgrader") -> dict[str, str]:
+    """A hook Job running as ``account``, and a ClusterRole on CRDs bound to the ``upgrader`` account."""
+    job = _object("Job", {"template": {"spec": {"serviceAccountName": account, "containers": [{"image": "u:1"}]}}},
+                  "batch/v1", annotations={"helm.sh/hook": hook})
+    rule = {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": verbs,
+            **({"resourceNames": resource_names} if resource_names is not None else {})}
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "crd-writer"},
+            "rules": [rule]}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": "crd-writer"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "crd-writer"},
+               "subjects": [{"kind": "ServiceAccount", "name": "upgrader", "namespace": "ns"}]}
+    return _manifests(job, role, binding, path="templates/hook.yaml")
+
+
+def test_hooks_are_made_anew():
     hook = lambda image: _object("Job", {"template": {"spec": {"containers": [{"image": image}]}}},  # noqa
                                  "batch/v1", annotations={"helm.sh/hook": "post-install"})
     assert chart_findings(_manifests(hook("a")), _manifests(hook("b"))) == []
-    crd = lambda version: {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",  # noqa
-                           "metadata": {"name": "widgets.example.com"}, "spec": {"versions": [{"name": version}]}}
-    [finding] = chart_findings(_manifests(crd("v1"), path="crds/w.yaml"), _manifests(crd("v2"), path="crds/w.yaml"))
-    assert finding.category == "not applied"
-    upgrader = _object("Job", {}, "batch/v1", annotations={"helm.sh/hook": "pre-install,pre-upgrade"})
-    upgrader["metadata"]["name"] = "crd-upgrader"
-    new = {**_manifests(crd("v2"), path="crds/w.yaml"), **_manifests(upgrader, path="templates/hook.yaml")}
-    assert chart_findings(_manifests(crd("v1"), path="crds/w.yaml"), new) == []
+
+
+@pytest.mark.parametrize("hook, verbs, names, account, applied", [
+    ("pre-install,pre-upgrade,pre-rollback", ["create", "patch"], ["widgets.example.com"], "upgrader", True),
+    ("pre-upgrade", ["*"], None, "upgrader", True),  # a rule naming no CRD writes every one
+    ("pre-upgrade", ["patch"], ["gadgets.example.com"], "upgrader", False),  # allowed other CRDs only
+    ("pre-upgrade", ["get", "list"], None, "upgrader", False),  # may only read them
+    ("pre-upgrade", ["patch"], None, "someone-else", False),  # the Job runs as another account
+    ("post-upgrade", ["patch"], None, "upgrader", False),  # after the new objects, not before
+    ("pre-install", ["patch"], None, "upgrader", False),  # never on an upgrade
+])
+def test_a_crd_is_upgraded_only_by_a_pre_upgrade_hook_allowed_to_write_it(hook, verbs, names, account, applied):
+    old = _manifests(_crd("v1"), path="crds/w.yaml")
+    new = {**_manifests(_crd("v2"), path="crds/w.yaml"), **_upgrader(hook, verbs, names, account)}
+    findings = chart_findings(old, new)
+    assert findings == [] if applied else [(f.category, f.subject) for f in findings] == [
+        ("not applied", "demo: CustomResourceDefinition widgets.example.com (apiextensions.k8s.io)")]
+
+
+def test_a_crd_new_in_the_upgrade_is_not_installed_by_helm_but_is_by_the_hook():
+    old = _manifests(_crd("v1"), path="crds/w.yaml")
+    both = _manifests(_crd("v1"), _crd("v1", "gadgets.example.com"), path="crds/w.yaml")
+    [finding] = chart_findings(old, both)
+    assert (finding.category, finding.old, finding.subject) == (
+        "not applied", "absent", "demo: CustomResourceDefinition gadgets.example.com (apiextensions.k8s.io)")
+    assert chart_findings(old, {**both, **_upgrader("pre-upgrade", ["patch"], None)}) == []
 
 
 # --- the replacement rules are the Kubernetes provider's own ---------------------------------------------

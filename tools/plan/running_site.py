@@ -4,8 +4,9 @@ Helm upgrades a release by patching each object it rendered before into the one 
 server refuses a patch that touches a field its update validation keeps (``tools.plan.update_rules``): the
 upgrade fails, the program's releases are ``atomic`` so Helm rolls back, and ``pulumi up`` stops on that
 release. An object the new render no longer has is deleted (unless annotated ``helm.sh/resource-policy:
-keep``), and with a volume claim or a CRD goes its data. Files of a chart's ``crds/`` folder are installed once
-and never upgraded nor deleted by Helm, and hooks are created anew each time: neither is patched.
+keep``), and with a volume claim or a CRD goes its data. Files of a chart's ``crds/`` folder are installed at the
+first install only and never deleted by Helm: a newer CRD reaches the cluster only through a ``pre-upgrade`` hook of
+the chart allowed to write it (``crd_upgraders``). Hooks are created anew each time: neither is patched.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ STOPS = "stops"
 LOST = "lost"
 NOT_APPLIED = "not applied"
 UNKNOWN = "unknown"
+# A ClusterRole rule naming no CRD: it may write every one.
+EVERY_CRD = "*"
 
 # API groups served by Kubernetes itself: an object of one whose kind has no rule is unknown, not a custom resource.
 BUILT_IN_GROUPS = frozenset({
@@ -179,16 +182,41 @@ def _removal_findings(before: _Object) -> list[Finding]:
                     "back it up first, or keep the setting that renders it")]
 
 
-def _upgrades_its_crds(objects: Iterable[_Object], release: str) -> bool:
-    """Whether ``release`` runs a Job of its own on upgrade that applies its CRDs (a ``pre-upgrade`` hook named
-    for them: the GPU Operator's ``upgrade-crd`` hook, KAI's ``crd-upgrader``)."""
-    for item in objects:
-        metadata = item.manifest.get("metadata") or {}
-        hook = str((metadata.get("annotations") or {}).get("helm.sh/hook", ""))
-        if (item.release == release and item.hook and item.manifest.get("kind") == "Job"
-                and "pre-upgrade" in hook and "crd" in str(metadata.get("name", "")).lower()):
-            return True
-    return False
+def _crd_writes(role: Mapping[str, Any]) -> set[str]:
+    """The CRDs a ClusterRole may patch or update, by name (``EVERY_CRD`` for a rule naming none)."""
+    names: set[str] = set()
+    for rule in role.get("rules") or []:
+        if (set(rule.get("apiGroups") or ()) & {"apiextensions.k8s.io", "*"}
+                and set(rule.get("resources") or ()) & {"customresourcedefinitions", "*"}
+                and set(rule.get("verbs") or ()) & {"patch", "update", "*"}):
+            names.update(rule.get("resourceNames") or [EVERY_CRD])
+    return names
+
+
+def crd_upgraders(objects: Iterable[_Object], release: str) -> frozenset[str]:
+    """The CRDs ``release`` applies itself on upgrade, by name (``EVERY_CRD``: any): those a ``pre-upgrade`` hook
+    Job runs under a service account bound to write (the GPU Operator's ``upgrade-crd`` hook, KAI's
+    ``crd-upgrader``, kube-prometheus-stack's ``crds.upgradeJob``)."""
+    mine = [item.manifest for item in objects if item.release == release]
+    accounts = set()
+    for job in mine:
+        hooks = str(((job.get("metadata") or {}).get("annotations") or {}).get("helm.sh/hook", ""))
+        if job.get("kind") == "Job" and "pre-upgrade" in (hook.strip() for hook in hooks.split(",")):
+            pod = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
+            accounts.add(pod.get("serviceAccountName") or "default")
+    roles = {(role.get("metadata") or {}).get("name"): role for role in mine if role.get("kind") == "ClusterRole"}
+    names: set[str] = set()
+    for binding in mine:
+        role = roles.get((binding.get("roleRef") or {}).get("name"))
+        if (binding.get("kind") == "ClusterRoleBinding" and role is not None
+                and any(subject.get("kind") == "ServiceAccount" and subject.get("name") in accounts
+                        for subject in binding.get("subjects") or [])):
+            names |= _crd_writes(role)
+    return frozenset(names)
+
+
+def _applied_by_hook(upgraders: frozenset[str], crd: _Object) -> bool:
+    return EVERY_CRD in upgraders or (crd.manifest.get("metadata") or {}).get("name") in upgraders
 
 
 def chart_findings(old_manifests: Mapping[str, str], new_manifests: Mapping[str, str]) -> list[Finding]:
@@ -203,14 +231,15 @@ def chart_findings(old_manifests: Mapping[str, str], new_manifests: Mapping[str,
             continue  # created anew by Helm on every install or upgrade
         if old is not None and new is None:
             findings += [] if old.crd_file else _removal_findings(old)
+        elif new is not None and new.crd_file:
+            if (old is None or old.manifest != new.manifest) and not _applied_by_hook(
+                    crd_upgraders(after.values(), new.release), new):
+                findings.append(Finding(
+                    NOT_APPLIED, new.subject, "(the CRD)", "absent" if old is None else "as installed",
+                    "new" if old is None else "changed",
+                    "Helm installs a chart's crds/ files at the first install only, and no pre-upgrade hook of the "
+                    "chart may write this CRD",
+                    "apply the new CRD before the upgrade (`kubectl apply --server-side -f` the chart's file)"))
         elif old is not None and new is not None:
-            if old.crd_file or new.crd_file:
-                if old.manifest != new.manifest and not _upgrades_its_crds(after.values(), new.release):
-                    findings.append(Finding(
-                        NOT_APPLIED, new.subject, "(the CRD)", "as installed", "changed",
-                        "Helm installs a chart's crds/ files once and never upgrades them",
-                        "apply the new CRD before the upgrade (`kubectl apply --server-side -f` the chart's file), "
-                        "unless the chart upgrades its CRDs itself (a hook Job)"))
-            else:
-                findings += _object_findings(old, new, crds)
+            findings += _object_findings(old, new, crds)
     return findings

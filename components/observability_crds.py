@@ -1,0 +1,43 @@
+"""kube-prometheus-stack's CRDs follow the chart: its CRD upgrade hook (``crds.upgradeJob``), with pinned images.
+
+Helm installs the files of a chart's ``crds/`` folder on the first install only. The chart's upgrade hook (the
+``crds`` subchart's ``templates/upgrade``, the same at every accepted release) runs before each install, upgrade
+and rollback: a ConfigMap carries the chart's CRDs (``files/crds.bz2``, the same CRDs as its ``crds/`` folder), an
+init container unpacks them with busybox's ``bzcat``, and a kubectl container applies them with
+``kubectl apply --server-side --force-conflicts``: server-side so a CRD of megabytes fits (a client-side apply
+keeps the whole object in an annotation, which is limited to 256 KiB), forced so the hook takes over the fields
+Helm wrote at the first install. Its service account's ClusterRole may write only those CRDs (by name).
+
+The chart's defaults pull ``busybox:latest`` and a kubectl tagged as the cluster's Kubernetes: here both are
+pinned in config/versions.py. Its pod passes the ``restricted`` Pod Security level as the chart sets it (non-root
+65534, no privilege escalation, every capability dropped, read-only root, RuntimeDefault seccomp); the program
+adds requests and limits, and a writable ``HOME`` for kubectl's discovery cache (the chart's ``/tmp`` emptyDir).
+"""
+
+from __future__ import annotations
+
+from config import versions
+
+# kubectl parses the ~4.5 MB of CRD YAML into memory before sending it.
+RESOURCES = {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "512Mi"}}
+# The chart mounts an emptyDir at /tmp in both containers.
+WRITABLE_HOME = "/tmp"
+
+
+def chart_image(reference: str) -> dict:
+    """``registry/repository:tag`` as the chart's ``registry``, ``repository`` and ``tag`` values."""
+    registry, _, rest = reference.partition("/")
+    repository, _, tag = rest.rpartition(":")
+    return {"registry": registry, "repository": repository, "tag": tag}
+
+
+def crd_upgrade_values() -> dict:
+    """The ``crds`` values of the kube-prometheus-stack release."""
+    return {"upgradeJob": {
+        "enabled": True,
+        "forceConflicts": True,
+        "image": {"busybox": chart_image(versions.CRD_UPGRADE_UNPACK_IMAGE),
+                  "kubectl": chart_image(versions.KUBECTL_IMAGE)},
+        "resources": RESOURCES,
+        "env": {"HOME": WRITABLE_HOME},
+    }}
