@@ -28,7 +28,7 @@ from config.model import (
 from config.reader import Section
 from config.secrets import Secrets
 from config.sharing import PROFILES
-from config.hosts import PRIVATE_NETWORKS, SYSTEM_POOL
+from config.hosts import NODE_GROUP_NAME_PREFIX_MAX, PRIVATE_NETWORKS, SYSTEM_POOL, node_group_name_prefix
 from config.version_types import KubernetesVersion, Version
 from config.vocabulary import CLUSTER_KINDS
 
@@ -107,7 +107,8 @@ GPU_NODE_GROUP = Block(keys=(
             [SYSTEM_POOL], "is the name of the CPU system node group", "give the GPU node group another name"),)),
         REQUIRED, "Group name, unique and not `system`.", example="gpu",
         details="Nodes are labelled `gpu-tenancy/pool=<name>` and `gpu-tenancy/role=gpu`. `system` belongs to the "
-                "CPU node group.",
+                "CPU node group. With `cluster.eks.name` it names the EKS node group: the two together take at most "
+                f"{NODE_GROUP_NAME_PREFIX_MAX - 2} characters.",
         fix="give the node group a short DNS-1123 name, e.g. gpu"),
     Key("instanceTypes", StringList(non_empty=True), REQUIRED, "GPU instance types.", example="[g4dn.xlarge]",
         details="These nodes use the `AL2023_x86_64_NVIDIA` AMI, which ships the driver and container toolkit, and "
@@ -139,8 +140,11 @@ through IRSA) and a default `gp3` StorageClass, which tenants' control planes ne
 `maxSize` × GPUs per instance type (from `config/capacity.py`) gives the capacity used for the
 capacity warning.""", keys=(
     Key("name", Text(dns_label=True), "gpu-tenancy", "EKS cluster name, also the prefix of the node group names.",
-        example="vcluster-gpu", details="Creation-only: EKS cannot rename a cluster, so a new name is a new cluster "
-                                        "(`pulumi preview` shows the replacement)."),
+        example="vcluster-gpu",
+        details="Creation-only: EKS cannot rename a cluster, so a new name is a new cluster (`pulumi preview` shows the "
+                "replacement). Each node group is named `<name>-<group>-` plus a 26-character suffix, at most 63 in "
+                f"all, so the name and a group's name together take at most {NODE_GROUP_NAME_PREFIX_MAX - 2} characters "
+                f"(the name alone at most {NODE_GROUP_NAME_PREFIX_MAX - 2 - len(SYSTEM_POOL)}, for the `system` group)."),
     Key("region", Text(), REQUIRED, "AWS region.", example="us-east-2", fix="set cluster.eks.region, e.g. us-east-2"),
     Key("kubernetesVersion", SITE_KUBERNETES, versions.EKS_KUBERNETES_VERSION,
         "Pinned Kubernetes minor version.", example='"1.33"',
@@ -324,11 +328,13 @@ def _eks(section: Section) -> EksHost:
         if name is not None and names.index(name) != index:
             section.reader.fail(f"{section.key('gpuNodeGroups')}[{index}].name", name, "duplicate node group name",
                                 "give every GPU node group its own name")
+    cluster_name = section.read("name")
+    _check_node_group_names(section, cluster_name, names)
     version = section.read("kubernetesVersion")
     zones = section.read("availabilityZones")
     addon = section.read("ebsCsiAddonVersion", None)
     return EksHost(
-        name=section.read("name"),
+        name=cluster_name,
         region=region,
         kubernetes_version=version,
         vpc_id=vpc_id,
@@ -344,6 +350,27 @@ def _eks(section: Section) -> EksHost:
         gpu_node_groups=tuple(gpu_groups),
         ebs_csi_addon_version=addon,
     )
+
+
+def _check_node_group_names(section: Section, cluster_name: Optional[str], gpu_groups: list) -> None:
+    """Every managed node group is named after the cluster and its pool: AWS refuses the group when the two are long."""
+    if cluster_name is None:
+        return
+    room = NODE_GROUP_NAME_PREFIX_MAX - len(node_group_name_prefix(cluster_name, ""))
+    if len(SYSTEM_POOL) > room:
+        section.fail("name", cluster_name, f"is {len(cluster_name)} characters: the system node group's name prefix "
+                     f"'{node_group_name_prefix(cluster_name, SYSTEM_POOL)}' is longer than the "
+                     f"{NODE_GROUP_NAME_PREFIX_MAX} characters AWS takes (it adds a 26-character suffix to make a "
+                     "node group name of at most 63), so creating the node group fails",
+                     f"use a cluster name of at most {room + len(cluster_name) - len(SYSTEM_POOL)} characters")
+        return
+    for index, pool in enumerate(gpu_groups):
+        if pool is not None and len(pool) > room:
+            section.fail(f"gpuNodeGroups[{index}].name", pool, f"makes the node group name prefix "
+                         f"'{node_group_name_prefix(cluster_name, pool)}' longer than the {NODE_GROUP_NAME_PREFIX_MAX} "
+                         "characters AWS takes (it adds a 26-character suffix to make a node group name of at most "
+                         "63), so creating the node group fails",
+                         f"use a group name of at most {room} characters, or a shorter cluster.eks.name")
 
 
 def _vpc_cidr(section: Section, zones: Optional[int]) -> Optional[str]:

@@ -8,6 +8,7 @@ import pytest
 
 from config import load_platform
 from config.errors import MISSING
+from config.hosts import NODE_GROUP_NAME_PREFIX_MAX
 from tests.config_spec import assert_rejected, dev_config, drop, eks_config, put
 
 
@@ -109,6 +110,23 @@ def test_a_created_vpc_in_any_private_range_is_accepted(cidr):
 def test_a_gpu_node_group_cannot_take_the_system_pool_name():
     assert_rejected(put(eks_config(), "cluster.eks.gpuNodeGroups[0].name", "system"),
                     "cluster.eks.gpuNodeGroups[0].name", "system")
+
+
+def test_a_node_group_name_aws_would_refuse_is_refused_with_the_key_that_makes_it():
+    # EKS names each managed node group `<cluster>-<pool>-` plus a 26-character suffix, and refuses a name past 63.
+    longest = "c" * (NODE_GROUP_NAME_PREFIX_MAX - len("--system"))
+    pool_room = NODE_GROUP_NAME_PREFIX_MAX - len(longest) - 2
+
+    def site(cluster: str, pool: str) -> dict:
+        return put(put(eks_config(), "cluster.eks.name", cluster), "cluster.eks.gpuNodeGroups[0].name", pool)
+    assert load_platform(site(longest, "g" * pool_room)).cluster.eks.name == longest
+    found = assert_rejected(site(longest + "c", "gpu"), "cluster.eks.name", longest + "c",
+                            fix=f"at most {len(longest)} characters")
+    assert "system" in found.problem and "63" in found.problem
+    found = assert_rejected(site(longest, "g" * (pool_room + 1)),
+                            "cluster.eks.gpuNodeGroups[0].name", "g" * (pool_room + 1),
+                            fix=f"at most {pool_room} characters, or a shorter cluster.eks.name")
+    assert f"'{longest}-{'g' * (pool_room + 1)}-'" in found.problem
 
 
 def test_the_microk8s_addon_and_an_installed_operator_cannot_both_run():
