@@ -252,12 +252,12 @@ def _notes(platform: Platform) -> list[str]:
         platform.teams[0].vcluster.allowed_registries)  # a stack-only key: every team has the stack's list
     if platform.cluster.kubeconfig is not None:
         notes.append(_site_pids_note(platform.cluster.pod_pids_limit))
-    capacity = known_gpu_capacity(platform.cluster)
+    capacity = known_gpu_capacity(platform.cluster, platform.gpu_operator.time_slicing)
     guaranteed = sum(max(team.resources.gpu.quota, 0) for team in platform.teams)
     if capacity and all(team.resources.gpu.quota != -1 for team in platform.teams) \
-            and capacity - guaranteed >= 0.5:
-        notes.append(f"{capacity - guaranteed:g} of {capacity:g} GPU(s) are guaranteed to no team (the teams' gpu "
-                     f"quotas add up to {guaranteed:g}): teams only get them over quota, by priority and "
+            and capacity.kai_units - guaranteed >= 0.5:
+        notes.append(f"{capacity.kai_units - guaranteed:g} of {capacity.describe()} are guaranteed to no team (the "
+                     f"teams' gpu quotas add up to {guaranteed:g}): teams only get them over quota, by priority and "
                      "overQuotaWeight.")
     return notes
 
@@ -336,17 +336,17 @@ def _warnings(platform: Platform) -> list[str]:
                 "allocated, host-network pods that no NetworkPolicy applies to, and volumes of any kind (NFS, "
                 "iSCSI, CSI, ...) that the node mounts for them. Use baseline or restricted "
                 "unless the team is trusted with the whole node.")
-    capacity = known_gpu_capacity(platform.cluster)
+    capacity = known_gpu_capacity(platform.cluster, platform.gpu_operator.time_slicing)
     org_quota = platform.organization.resources.gpu.quota
-    if capacity is not None and org_quota > capacity + _EPSILON:
+    if capacity is not None and org_quota > capacity.kai_units + _EPSILON:
         warnings.append(
-            f"organization.resources.gpu.quota is {org_quota:g} but the host has at most {capacity:g} GPU(s) by "
+            f"organization.resources.gpu.quota is {org_quota:g} but the host has at most {capacity.describe()} by "
             "its config: the guarantees cannot all be met at once.")
     promised = sum(team.resources.gpu.quota for team in platform.teams)
     if capacity is not None and org_quota == -1 and all(team.resources.gpu.quota != -1 for team in platform.teams) \
-            and promised > capacity + _EPSILON:
+            and promised > capacity.kai_units + _EPSILON:
         warnings.append(
-            f"the teams' gpu quotas add up to {promised:g} but the host has at most {capacity:g} GPU(s) by its "
+            f"the teams' gpu quotas add up to {promised:g} but the host has at most {capacity.describe()} by its "
             "config: the guarantees cannot all be met at once.")
     warnings += _cpu_memory_overcommit_warnings(platform)
     eks = platform.cluster.eks

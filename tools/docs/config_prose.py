@@ -94,8 +94,9 @@ beyond a single value:
   the only untainted nodes: KAI, the queue-webhook probe and the vCluster control planes run
   there); `gpuOperator.driverEnabled: true` on EKS (the AL2023 NVIDIA AMI ships the driver).
 - **Warnings** also cover: a system node group with `minSize: 0`; `gpuOperator.toolkitEnabled: true`
-  on EKS (the AMI ships the toolkit); team GPU quotas adding up to more GPUs than the host has under
-  an unlimited org quota; team `cpu` or `memory` quotas (derived from their `vcluster.resourceQuota` unless
+  on EKS (the AMI ships the toolkit); an org GPU quota, or team GPU quotas under an unlimited org quota,
+  adding up to more GPUs than the host has, counted as KAI counts them (each MIG slice, and each
+  time-slice replica of a card on the time-sliced profile, is one); team `cpu` or `memory` quotas (derived from their `vcluster.resourceQuota` unless
   written) adding up to more than a finite org quota of the same resource, which KAI over-commits silently; a
   team with `podSecurity: privileged`. A **note** (information only) says
   when half a GPU or more of the host is guaranteed to no team.
