@@ -48,7 +48,7 @@ class GpuCapacity:
         """The count in KAI's units (the quotas' unit), saying so when they are not whole cards."""
         if self.kai_units == self.gpus:
             return f"{self.gpus:g} GPU(s)"
-        return (f"{self.kai_units:g} GPU(s) as KAI counts them ({self.gpus:g} cards: each MIG slice, and each "
+        return (f"{self.kai_units:g} GPU(s) as KAI counts them ({self.gpus:g} card(s): each MIG slice, and each "
                 "time-slice replica of a card on the time-sliced profile, counts as one)")
 
 

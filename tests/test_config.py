@@ -83,7 +83,7 @@ def test_the_host_capacity_counts_time_slice_replicas_as_kai_does():
                  "cluster.eks.gpuNodeGroups[0].sharingProfile", "time-sliced")
     assert _org_capacity_warnings(sliced, 16) == []
     [warning] = _org_capacity_warnings(sliced, 17)
-    assert "at most 16 GPU(s) as KAI counts them (8 cards:" in warning
+    assert "at most 16 GPU(s) as KAI counts them (8 card(s):" in warning
     # The same pool on the exclusive profile offers its cards only; so does a group left to an exclusive default.
     exclusive = put(sliced, "cluster.eks.gpuNodeGroups[0].sharingProfile", "exclusive")
     assert "at most 8 GPU(s) by its config" in _org_capacity_warnings(exclusive, 9)[0]
@@ -91,7 +91,7 @@ def test_the_host_capacity_counts_time_slice_replicas_as_kai_does():
     box = put(put(put(dev_config(), "gpuOperator.timeSlicing.defaultProfile", "time-sliced"),
                   "gpuOperator.timeSlicing.replicas", 4), "cluster.microk8s.gpus", 1)
     assert _org_capacity_warnings(box, 4) == []
-    assert "at most 4 GPU(s) as KAI counts them (1 cards:" in _org_capacity_warnings(box, 5)[0]
+    assert "at most 4 GPU(s) as KAI counts them (1 card(s):" in _org_capacity_warnings(box, 5)[0]
 
 
 def test_gpus_guaranteed_to_no_team_on_mig_slices_are_counted_and_named_as_kai_counts_them():
@@ -101,7 +101,7 @@ def test_gpus_guaranteed_to_no_team_on_mig_slices_are_counted_and_named_as_kai_c
     config = put(config, "organization.resources.gpu.quota", 3)
     [note] = [n for n in load_platform(config).notes if "guaranteed to no team" in n]
     guaranteed = sum(team["resources"]["gpu"]["quota"] for team in config["teams"])
-    assert note.startswith(f"{56 - guaranteed:g} of 56 GPU(s) as KAI counts them (8 cards: each MIG slice")
+    assert note.startswith(f"{56 - guaranteed:g} of 56 GPU(s) as KAI counts them (8 card(s): each MIG slice")
 
 
 @pytest.mark.parametrize("profile, gpu_sharing, warns", [
