@@ -153,8 +153,9 @@ def _check_control_plane_metrics(reader: Reader, observability: Observability, c
     if observability.control_plane_metrics and cluster is not None \
             and not HOST_KIND_FACTS[cluster.kind].control_plane_metrics:
         reader.fail("observability.controlPlaneMetrics", True,
-                    f"a {cluster.kind} host's kube-scheduler, kube-controller-manager, etcd and kube-proxy serve no "
-                    "metrics the installed Prometheus can reach, so their down alerts would fire for ever",
+                    f"cluster.kind is {cluster.kind}: the host's kube-scheduler, kube-controller-manager, etcd and "
+                    "kube-proxy serve no metrics the installed Prometheus can reach, so their down alerts would fire "
+                    "for ever",
                     "remove observability.controlPlaneMetrics (it is for kubeconfig hosts that opened them)")
 
 
