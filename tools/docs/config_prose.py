@@ -97,8 +97,10 @@ beyond a single value:
   on EKS (the AMI ships the toolkit); an org GPU quota, or team GPU quotas under an unlimited org quota,
   adding up to more GPUs than the host has, counted as KAI counts them (each MIG slice, and each
   time-slice replica of a card on the time-sliced profile, is one); team `cpu` or `memory` quotas (derived from their `vcluster.resourceQuota` unless
-  written) adding up to more than a finite org quota of the same resource, which KAI over-commits silently; a
-  team with `podSecurity: privileged`. A **note** (information only) says
+  written) adding up to more than a finite org quota of the same resource, which KAI over-commits silently, or
+  to more than a MicroK8s box's stated `cpu` or `memory`; a shared team's fraction of a GPU (in its quota, or a
+  limit below 1) while `kaiScheduler.gpuSharing` is off, where pods ask whole GPUs; a team with
+  `podSecurity: privileged`. A **note** (information only) says
   when half a GPU or more of the host is guaranteed to no team.
 - **One problem, one message**: a misspelt key is reported once, without follow-on errors from the
   default it leaves behind (a misspelt `quota` does not also report the `limit`); a clashing team
