@@ -235,10 +235,11 @@ def test_unknown_top_level_key_stops_the_program_with_a_hint():
 
 def test_capacity_and_sharing_warnings_reach_the_pulumi_log():
     config = dev_config()
-    config["gpu-tenancy:organization"]["resources"]["gpu"]["quota"] = 2
+    # The box's one card, time-sliced 4 ways, is 4 GPUs to KAI: a quota of 5 cannot be met.
+    config["gpu-tenancy:organization"]["resources"]["gpu"]["quota"] = 5
     config["gpu-tenancy:gpuOperator"]["timeSlicing"]["defaultProfile"] = "time-sliced"
     program = run(config)
-    assert any("at most 1 GPU" in warning for warning in program.warnings)
+    assert any("at most 4 GPU(s) as KAI counts them (1 card(s)" in warning for warning in program.warnings)
     assert any("time-sliced" in warning and "gpuSharing" in warning for warning in program.warnings)
 
 
