@@ -195,20 +195,6 @@ def test_the_charts_old_sizing_is_caught(key, value):
     assert key in error.message
 
 
-def test_a_team_whose_cpu_holds_fewer_default_pods_than_its_pod_count_fits_with_its_overhead():
-    # A team capped at 4 cores and 8Gi with the default 100 pods (100m and 128Mi each at the LimitRange's defaults):
-    # only 40 such pods fit in its cpu, as its own caps say; the namespace must still add the control plane's and the
-    # DNS's share (found opening a trial site with resourceQuota {cpu: 4, memory: 8Gi}: the check refused it).
-    allowance = {"vcluster-t": {**ALLOWANCE["vcluster-t"], "cpu": "4", "memory": "8Gi"}}
-    team_sized = {**FITTING, "requests.cpu": "4250m", "requests.memory": "8512Mi"}
-    assert quota.check_tenant_quotas(_namespace(team_sized, DEFAULTS, queue_cpu=4050), allowance, finding) == []
-    # Without the control plane's and the DNS's share, the quota is still short of them.
-    found = quota.check_tenant_quotas(_namespace({**team_sized, "requests.cpu": "4"}, DEFAULTS, queue_cpu=3800),
-                                      allowance, finding)
-    [error] = [f for f in found if f.severity == "error"]
-    assert "requests.cpu 4 < 4.25" in error.message
-
-
 def test_limits_tracked_by_the_quota_count_default_limits_or_refuse_the_pod():
     # The chart's old shape: limits.cpu equal to requests.cpu, every container limited to 1 CPU by default.
     found = quota.check_tenant_quotas(_namespace({**FITTING, "limits.cpu": "16"}, DEFAULTS), ALLOWANCE, finding)

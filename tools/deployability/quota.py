@@ -3,8 +3,7 @@
 Each tenant namespace's ResourceQuota (as the chart renders it) must hold, at once, the vCluster control
 plane (its StatefulSet's pods and volume claims), the tenant's DNS pods, the Services both bring, and the
 team's stated allowance: its pod count as default-sized pods (one container with nothing set, which the
-namespace's LimitRange fills in; their cpu and memory requests no more than the team's own cpu and memory), its
-Services, claims and storage. The API server refuses a pod missing a
+namespace's LimitRange fills in), its Services, claims and storage. The API server refuses a pod missing a
 resource the quota tracks, and a container above the LimitRange's ``max``, so both are reported too; so is a
 control plane and DNS that alone exceed the quota (the release never becomes ready). The team's KAI queue, when it was derived
 from the quota, must hold exactly what the namespace leaves to KAI-scheduled pods (everything but the
@@ -172,13 +171,6 @@ def check_tenant_quotas(objects: Sequence[K8sObject], allowances: Mapping[str, M
         platform["count/services"] += sum(1 for o in objects if o.kind == "Service" and o.namespace == namespace)
         default_pod, _ = pod_usage({"containers": [{"name": "app"}]}, defaults)
         team: Counter = Counter({key: amount * allowance.get("pods", 0) for key, amount in default_pod.items()})
-        # The team's own cpu and memory caps its pods' requests: fewer default-sized pods than its pod count may fit
-        # in them (pods: 100 and cpu: 4 at 100m a pod), a choice of the team's limits, not a quota missing a share.
-        for resource in ("cpu", "memory"):
-            if allowance.get(resource) is not None:
-                stated = _number(allowance[resource])
-                for key in (resource, f"requests.{resource}"):
-                    team[key] = min(team[key], stated)
         team["count/services"] += allowance.get("services", 0)
         team["count/persistentvolumeclaims"] += allowance.get("persistentVolumeClaims", 0)
         team["requests.storage"] += _number(allowance.get("storage", 0))
