@@ -83,12 +83,12 @@ GENERATED_SITES = {
         'vcluster.allowedRegistries=[registry.local:5000/ml, "[fd00::1]:5000", docker.io/library, nvcr.io/nvidia]',
         "vcluster.alwaysPullImages=true"]),
     # A box that states its size, with teams whose vCluster settings differ: one at the oldest accepted chart with
-    # restricted Pod Security, no NetworkPolicy and its own 4 cores and 8Gi under the default 100 pods (only 40
-    # default-sized pods fit in them, the team's choice), one at another chart release with extra storage classes.
+    # restricted Pod Security, no NetworkPolicy and its own 4 cores and 8Gi for 40 pods (as many as fit at the default
+    # request), one at another chart release with extra storage classes.
     "gen-box-team-caps": ("dev", [
         "cluster.microk8s.cpu=64", "cluster.microk8s.memory=256Gi",
         "teams[0].vcluster={version: 0.35.0, podSecurity: restricted, networkPolicy: false, "
-        "resourceQuota: {cpu: 4, memory: 8Gi}}",
+        "resourceQuota: {cpu: 4, memory: 8Gi, pods: 40}}",
         "teams[1].vcluster={version: 0.36.0, storageClasses: [microk8s-hostpath, fast]}"]),
 }
 SITES = {}
