@@ -235,8 +235,9 @@ def _requests_total(settings: VClusterSettings, whose: str) -> list[Finding]:
             ("resourceQuota.cpu", quota.cpu, "limitRange.defaultRequestCpu", limits.default_request_cpu, "", 1),
             ("resourceQuota.memory", quota.memory, "limitRange.defaultRequestMemory", limits.default_request_memory,
              "Gi", 2 ** 30)):
-        if not (isinstance(total, str) and isinstance(default, str)) or quantity_value(default) == 0:
-            continue
+        if not (isinstance(total, str) and isinstance(default, str) and isinstance(quota.pods, int)) \
+                or quantity_value(default) == 0:
+            continue  # a value refused has its own error
         needed = quota.pods * quantity_value(default)
         if quantity_value(total) >= needed * (1 - 1e-9):
             continue

@@ -234,6 +234,7 @@ def test_requests_at_their_limits_pass():
     config = put(dev_config(), "vcluster.controlPlaneResources", {"requests": {"memory": "2Gi", "cpu": 1},
                                                                   "limits": {"cpu": "1000m"}})
     put(config, "vcluster.limitRange", {"defaultRequestCpu": "1", "defaultRequestMemory": "1024Mi"})
+    put(config, "vcluster.resourceQuota.pods", 16)  # as many as 16 cores hold at the default request of 1
     team = load_platform(config).teams[0]
     assert team.vcluster.control_plane_resources.requests == {"cpu": "1", "memory": "2Gi"}
 
