@@ -26,6 +26,7 @@ from components.gpu_operator import ADDON_CLUSTER_POLICY
 from components.node_pids import eks_node_user_data, remove_kubelet_pids_command, set_kubelet_pids_command
 from config.hosts import (
     CLUSTER_DNS_SERVICE, DEFAULT_STORAGE_CLASS_ANNOTATION, EKS_TAINT_EFFECTS, SYSTEM_POOL, host_profile,
+    node_group_name_prefix,
 )
 from config.vocabulary import MICROK8S_ADDON_NAMESPACE
 from config.model import (
@@ -205,7 +206,7 @@ class HostCluster(pulumi.ComponentResource):
             node_groups.append(eks.ManagedNodeGroup(
                 resource,
                 cluster=cluster,
-                node_group_name_prefix=f"{host.name}-{pool.name}-",
+                node_group_name_prefix=node_group_name_prefix(host.name, pool.name),
                 node_role=node_role,
                 ami_type=EKS_GPU_AMI if pool.gpu else EKS_SYSTEM_AMI,
                 instance_types=list(instance_types),

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
 from config.mig import kai_units_per_gpu
-from config.model import Cluster
+from config.model import Cluster, TimeSlicing
+from config.sharing import TIME_SLICED
 
 # GPUs per EC2 instance type, for the instance families GPU node groups use most.
 GPUS_PER_INSTANCE_TYPE = {
@@ -36,24 +38,44 @@ def gpu_model(instance_type: str) -> Optional[str]:
     return GPU_MODEL_PER_INSTANCE_FAMILY.get(instance_type.split(".", 1)[0])
 
 
-def known_gpu_capacity(cluster: Cluster) -> Optional[float]:
+@dataclass(frozen=True)
+class GpuCapacity:
+    """The most GPUs the host can have by its config: the cards, and what KAI counts of them (queue quotas' unit)."""
+    gpus: float
+    kai_units: float
+
+    def describe(self) -> str:
+        """The count in KAI's units (the quotas' unit), saying so when they are not whole cards."""
+        if self.kai_units == self.gpus:
+            return f"{self.gpus:g} GPU(s)"
+        return (f"{self.kai_units:g} GPU(s) as KAI counts them ({self.gpus:g} card(s): each MIG slice, and each "
+                "time-slice replica of a card on the time-sliced profile, counts as one)")
+
+
+def known_gpu_capacity(cluster: Cluster, time_slicing: TimeSlicing) -> Optional[GpuCapacity]:
     """The most GPUs the host can have, or None when the config does not say.
 
-    For EKS: GPUs per instance type x the node group's max size, taking the largest instance
-    type of a group (a mixed group may scale on any of them). A MIG-split group counts in KAI's
-    units, the compute slices of its layout (a GPU split 7 ways is 7), as KAI counts queue quotas.
+    For EKS: GPUs per instance type x the node group's max size, taking the largest instance type of a group (a
+    mixed group may scale on any of them). KAI counts what the device plugin advertises, as its queue quotas do: a
+    MIG-split group's compute slices (a GPU split 7 ways is 7), and on the time-sliced profile each card's replicas
+    (``nvidia.com/gpu`` is advertised once per replica). MicroK8s and existing clusters: their nodes take the
+    default profile (nodes labelled by hand cannot be known).
     """
-    if cluster.microk8s is not None:
-        return cluster.microk8s.gpus
-    if cluster.kubeconfig is not None:
-        return cluster.kubeconfig.gpus
+    def replicas(profile: Optional[str]) -> int:
+        return time_slicing.replicas if (profile or time_slicing.default_profile) == TIME_SLICED else 1
+
+    box = cluster.microk8s or cluster.kubeconfig
+    if box is not None:
+        return None if box.gpus is None else GpuCapacity(box.gpus, box.gpus * replicas(None))
     if cluster.eks is not None:
-        total = 0
+        gpus = units = 0
         for group in cluster.eks.gpu_node_groups:
             per_node = [GPUS_PER_INSTANCE_TYPE.get(kind) for kind in group.instance_types]
             if any(count is None for count in per_node):
                 return None
-            units = min(kai_units_per_gpu(gpu_model(kind), group.mig_config) for kind in group.instance_types)
-            total += max(per_node) * units * group.scaling.max_size
-        return total
+            cards = max(per_node) * group.scaling.max_size
+            split = min(kai_units_per_gpu(gpu_model(kind), group.mig_config) for kind in group.instance_types)
+            gpus += cards
+            units += cards * (split if group.mig_config else replicas(group.sharing_profile))
+        return GpuCapacity(gpus, units)
     return None

@@ -42,6 +42,16 @@ TENANT_EGRESS_EXCEPTIONS = (*PRIVATE_NETWORKS, "127.0.0.0/8", "169.254.0.0/16")
 GPU_ROLE = "gpu"
 SYSTEM_ROLE = "system"
 SYSTEM_POOL = "system"
+# pulumi-eks passes a managed node group's nodeGroupNamePrefix to the AWS provider's aws_eks_node_group, which appends
+# a 26-character unique suffix and refuses a prefix longer than 63 - 26 characters (terraform-provider-aws,
+# internal/service/eks/node_group.go: node_group_name at most 63, node_group_name_prefix at most 63 minus
+# id.UniqueIDSuffixLength).
+NODE_GROUP_NAME_PREFIX_MAX = 37
+
+
+def node_group_name_prefix(cluster_name: str, pool: str) -> str:
+    """What EKS names the managed node group of ``pool`` after (plus AWS's unique suffix)."""
+    return f"{cluster_name}-{pool}-"
 GPU_TAINT_KEY = "nvidia.com/gpu"
 GPU_TAINT = Taint(GPU_TAINT_KEY, "true", "NoSchedule")
 

@@ -23,8 +23,8 @@ from config.capacity import GPUS_PER_INSTANCE_TYPE, gpu_model
 from config.errors import MISSING
 from config.mig import MIG_CONFIG_LABEL, MIG_LAYOUTS, PROFILE_PATTERN, kai_units, layout, pool_slices, \
     supports_mig
-from config.model import EXCLUSIVE, MEMORY_CAPPED, MIG, Cluster, GpuNodeGroup, GpuOperator, KaiScheduler, Platform, \
-    Team
+from config.model import EXCLUSIVE, MEMORY_CAPPED, MIG, SHARED, Cluster, GpuNodeGroup, GpuOperator, KaiScheduler, \
+    Platform, Team
 from config.reader import Reader
 from config.hosts import host_profile
 from config.placement import place
@@ -306,8 +306,32 @@ def _only_on_mixed_mig_pools(platform: Platform) -> list[str]:
     return stranded
 
 
-def isolation_warnings(platform: Platform) -> list[str]:
+def _whole_gpus_only(platform: Platform) -> list[str]:
+    """Without KAI's GPU sharing a pod asks whole GPUs (``nvidia.com/gpu``): a shared team's fraction of a GPU in its
+    quota guarantees no pod, and a limit below one GPU lets none start."""
+    if platform.kai_scheduler.gpu_sharing:
+        return []
     warnings = []
+    for index, team in enumerate(platform.teams):
+        gpu = team.resources.gpu
+        if team.isolation.tier != SHARED:
+            continue  # the whole-GPU tiers' quotas are whole already (check_isolation)
+        if 0 < gpu.limit < 1:
+            warnings.append(f"teams[{index}] ({team.name}) has gpu limit {gpu.limit:g} but kaiScheduler.gpuSharing is "
+                            "off: its pods can only ask whole GPUs (nvidia.com/gpu), and one is above the limit, so "
+                            "none of its GPU pods ever starts. Turn kaiScheduler.gpuSharing on, or give the team a "
+                            "limit of at least 1.")
+        elif gpu.quota != -1 and gpu.quota % 1 > _EPSILON:
+            warnings.append(f"teams[{index}] ({team.name}) has gpu quota {gpu.quota:g} but kaiScheduler.gpuSharing is "
+                            f"off: its pods can only ask whole GPUs (nvidia.com/gpu), so the fraction guarantees none "
+                            f"of them ({int(gpu.quota)} whole GPU(s) run within the quota; the rest run over it, by "
+                            "priority and overQuotaWeight, and may be preempted). Turn kaiScheduler.gpuSharing on, or "
+                            "give the team a whole-number quota.")
+    return warnings
+
+
+def isolation_warnings(platform: Platform) -> list[str]:
+    warnings = _whole_gpus_only(platform)
     for pool, profile, present, promised, teams in mig_slices(platform):
         if promised > present + _EPSILON:
             warnings.append(f"teams {', '.join(teams)} are promised {promised:g} {profile} MIG slice(s) on pool {pool}, "

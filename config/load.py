@@ -18,6 +18,7 @@ from config.errors import ConfigError, ConfigIssue
 from config.hosts import HOST_KIND_FACTS, host_profile
 from config.image_registries import unlisted_registries_notes
 from config.image_volumes import check_image_volumes
+from config.key_types import quantity_value
 from config.isolation import check_isolation, isolation_warnings, pin_teams, with_isolation
 from config.keys import REQUIRED, Block, Key
 from config.load_host import CI, CLUSTER, read_ci, read_cluster
@@ -154,8 +155,9 @@ def _check_control_plane_metrics(reader: Reader, observability: Observability, c
     if observability.control_plane_metrics and cluster is not None \
             and not HOST_KIND_FACTS[cluster.kind].control_plane_metrics:
         reader.fail("observability.controlPlaneMetrics", True,
-                    f"a {cluster.kind} host's kube-scheduler, kube-controller-manager, etcd and kube-proxy serve no "
-                    "metrics the installed Prometheus can reach, so their down alerts would fire for ever",
+                    f"cluster.kind is {cluster.kind}: the host's kube-scheduler, kube-controller-manager, etcd and "
+                    "kube-proxy serve no metrics the installed Prometheus can reach, so their down alerts would fire "
+                    "for ever",
                     "remove observability.controlPlaneMetrics (it is for kubeconfig hosts that opened them)")
 
 
@@ -254,12 +256,12 @@ def _notes(platform: Platform) -> list[str]:
         platform.teams[0].vcluster.allowed_registries)  # a stack-only key: every team has the stack's list
     if platform.cluster.kubeconfig is not None:
         notes.append(_site_pids_note(platform.cluster.pod_pids_limit))
-    capacity = known_gpu_capacity(platform.cluster)
+    capacity = known_gpu_capacity(platform.cluster, platform.gpu_operator.time_slicing)
     guaranteed = sum(max(team.resources.gpu.quota, 0) for team in platform.teams)
     if capacity and all(team.resources.gpu.quota != -1 for team in platform.teams) \
-            and capacity - guaranteed >= 0.5:
-        notes.append(f"{capacity - guaranteed:g} of {capacity:g} GPU(s) are guaranteed to no team (the teams' gpu "
-                     f"quotas add up to {guaranteed:g}): teams only get them over quota, by priority and "
+            and capacity.kai_units - guaranteed >= 0.5:
+        notes.append(f"{capacity.kai_units - guaranteed:g} of {capacity.describe()} are guaranteed to no team (the "
+                     f"teams' gpu quotas add up to {guaranteed:g}): teams only get them over quota, by priority and "
                      "overQuotaWeight.")
     return notes
 
@@ -320,6 +322,28 @@ def _cpu_memory_overcommit_warnings(platform: Platform) -> list[str]:
     return warnings
 
 
+def _box_overcommit_warnings(platform: Platform) -> list[str]:
+    """A MicroK8s box whose size the site states: the teams' cpu or memory guarantees (KAI queue quotas) past it
+    cannot all be met, whatever the organization's quota says (warned, as over-commit is a choice)."""
+    box = platform.cluster.microk8s
+    warnings = []
+    for resource, stated, per_unit, unit in (("cpu", box and box.cpu, 1000, "millicores"),
+                                            ("memory", box and box.memory, 1 / 1_000_000, "MB")):
+        if stated is None:
+            continue
+        size = quantity_value(stated) * per_unit
+        guaranteed = sum(q for q in (getattr(team.resources, resource).quota for team in platform.teams) if q != -1)
+        if guaranteed <= size + _EPSILON:
+            continue
+        warnings.append(
+            f"the teams' {resource} quotas add up to {guaranteed:g} {unit}, more than cluster.microk8s.{resource} "
+            f"({stated}, {size:g} {unit}): KAI guarantees each team its quota, and one box cannot give them all at "
+            f"once (its own pods, KAI, the GPU Operator and the vCluster control planes need some too). A team's "
+            f"{resource} quota is its vcluster.resourceQuota.{resource} plus its DNS unless teams[].resources."
+            f"{resource} sets it: lower them to add up to at most the box's {resource}.")
+    return warnings
+
+
 def _warnings(platform: Platform) -> list[str]:
     warnings = []
     time_sliced = _time_sliced(platform) if platform.kai_scheduler.gpu_sharing else []
@@ -342,19 +366,19 @@ def _warnings(platform: Platform) -> list[str]:
                 "allocated, host-network pods that no NetworkPolicy applies to, and volumes of any kind (NFS, "
                 "iSCSI, CSI, ...) that the node mounts for them. Use baseline or restricted "
                 "unless the team is trusted with the whole node.")
-    capacity = known_gpu_capacity(platform.cluster)
+    capacity = known_gpu_capacity(platform.cluster, platform.gpu_operator.time_slicing)
     org_quota = platform.organization.resources.gpu.quota
-    if capacity is not None and org_quota > capacity + _EPSILON:
+    if capacity is not None and org_quota > capacity.kai_units + _EPSILON:
         warnings.append(
-            f"organization.resources.gpu.quota is {org_quota:g} but the host has at most {capacity:g} GPU(s) by "
+            f"organization.resources.gpu.quota is {org_quota:g} but the host has at most {capacity.describe()} by "
             "its config: the guarantees cannot all be met at once.")
     promised = sum(team.resources.gpu.quota for team in platform.teams)
     if capacity is not None and org_quota == -1 and all(team.resources.gpu.quota != -1 for team in platform.teams) \
-            and promised > capacity + _EPSILON:
+            and promised > capacity.kai_units + _EPSILON:
         warnings.append(
-            f"the teams' gpu quotas add up to {promised:g} but the host has at most {capacity:g} GPU(s) by its "
+            f"the teams' gpu quotas add up to {promised:g} but the host has at most {capacity.describe()} by its "
             "config: the guarantees cannot all be met at once.")
-    warnings += _cpu_memory_overcommit_warnings(platform)
+    warnings += _cpu_memory_overcommit_warnings(platform) + _box_overcommit_warnings(platform)
     eks = platform.cluster.eks
     if eks is not None and eks.system_node_group.scaling.min_size == 0:
         warnings.append(

@@ -1,44 +1,34 @@
 """Stack config: the host keys (``cluster``, one block per host kind, and ``ci``), declared and read.
 
-The definitions say what each key is (config/keys.py); the readers below turn them into the model
-and add the rules a single type cannot say (the VPC and its subnets go together, sizes are ordered).
+The definitions say what each key is (config/keys.py); the readers below turn them into the model. An EKS host's
+keys and their rules are config/load_eks.py's.
 """
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Optional
 
 from config import versions
-from config.errors import MISSING
-from config.key_types import Boolean, Check, Integer, StringList, StringMap, Text, refuse_names
-from config.keys import REQUIRED, Block, Condition, Derived, Key, ListOf
+from config.key_types import Boolean, Check, Integer, Quantity, StringList, Text
+from config.keys import REQUIRED, Block, Condition, Key
 from config.load_operators import GPU_OPERATOR_FLOOR_REASON
+from config.load_eks import EKS, read_eks
 from config.model import (
     DEFAULT_POD_PIDS_LIMIT,
     PID_EVICTION_THRESHOLD,
     SYSTEM_PID_RESERVE,
     CiSettings,
     Cluster,
-    EksHost,
-    GpuNodeGroup,
     KubeconfigHost,
     MicroK8sHost,
-    NodeGroupScaling,
-    SystemNodeGroup,
 )
 from config.reader import Section
 from config.secrets import Secrets
-from config.sharing import PROFILES
-from config.hosts import PRIVATE_NETWORKS, SYSTEM_POOL
-from config.version_types import KubernetesVersion, Version
+from config.version_types import SITE_KUBERNETES, Version
 from config.vocabulary import CLUSTER_KINDS
 
 # A DNS-1123 subdomain: what `kubectl get storageclass` names may be.
 STORAGE_CLASS_NAME = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-# The site's Kubernetes minor version (cluster.<kind>.kubernetesVersion) and why older ones are refused.
-SITE_KUBERNETES = KubernetesVersion(versions.KUBERNETES_MINIMUM_VERSION,
-                                    "every tenant namespace is guarded by ValidatingAdmissionPolicy v1, GA from 1.30")
 KUBERNETES_VERSION_DETAILS = (
     "The program cannot ask the cluster before it runs, so the site states it: `--render-charts` renders the "
     "charts for it and the deployability check validates every object against it. Left out, both assume the "
@@ -76,112 +66,22 @@ read the kubeconfig. Each step waits for `microk8s status --wait-ready`.""", key
         fix="set it to https://<address>:16443"),
     Key("gpus", Integer(minimum=0), 1, "GPUs in the box.", example="2",
         details="Only used for the capacity warning."),
+    Key("cpu", Quantity(), None, "CPU cores of the box (`nproc`).", example="32",
+        default_note="not stated: no over-commit warning",
+        details="Only used to warn when the teams' cpu quotas add up past it. KAI guarantees each team its queue's "
+                "cpu quota (`vcluster.resourceQuota.cpu` plus its DNS, unless `teams[].resources.cpu` sets it; 16 "
+                "cores by default), and one box cannot give every team its guarantee at once when they add up to "
+                "more than it has (its own pods need some too)."),
+    Key("memory", Quantity(), None, "Memory of the box (`free -g`).", example="256Gi",
+        default_note="not stated: no over-commit warning",
+        details="Only used to warn when the teams' memory quotas add up past it, as for `cpu` "
+                "(`vcluster.resourceQuota.memory`, 64Gi by default)."),
     Key("kubernetesVersion", SITE_KUBERNETES,
         versions.KUBERNETES_MINIMUM_VERSION, "The Kubernetes minor version MicroK8s runs.", example='"1.36"',
         default_note="the oldest version the program supports",
         details=KUBERNETES_VERSION_DETAILS.format(command="microk8s version")),
 ))
 
-
-def _scaling_keys(low: int, desired: int, high: int, *, fewest_desired: int = 0,
-                  desired_fix: Optional[str] = None) -> tuple[Key, ...]:
-    return (
-        Key("minSize", Integer(minimum=0), low, "Fewest nodes of the group.", example="1"),
-        Key("desiredSize", Integer(minimum=fewest_desired), desired,
-            "Nodes the group starts with; minSize ≤ desiredSize ≤ maxSize.", example="1", fix=desired_fix),
-        Key("maxSize", Integer(minimum=1), high, "Most nodes of the group.", example="2"),
-    )
-
-
-SYSTEM_NODE_GROUP = Block(keys=(
-    Key("instanceTypes", StringList(non_empty=True), ("m6i.large",),
-        "CPU nodes for system pods and vCluster control planes.", example="[m6i.xlarge]",
-        details="They use the AL2023 standard AMI, carry no taint, and are labelled `gpu-tenancy/pool=system` and "
-                "`gpu-tenancy/role=system`. Tenant pods do not run here by default."),
-    *_scaling_keys(1, 2, 3, fewest_desired=1, desired_fix=(
-        "set desiredSize (and minSize) to at least 1: the system node group holds the only untainted nodes, so "
-        "without one KAI, the queue-webhook probe Job and every vCluster control plane have nowhere to run")),
-    Key("diskSize", Integer(minimum=20), 50, "Node disk size in GiB.", example="80"),
-))
-
-GPU_NODE_GROUP = Block(keys=(
-    Key("name", Text(dns_label=True, checks=(refuse_names(
-            [SYSTEM_POOL], "is the name of the CPU system node group", "give the GPU node group another name"),)),
-        REQUIRED, "Group name, unique and not `system`.", example="gpu",
-        details="Nodes are labelled `gpu-tenancy/pool=<name>` and `gpu-tenancy/role=gpu`. `system` belongs to the "
-                "CPU node group.",
-        fix="give the node group a short DNS-1123 name, e.g. gpu"),
-    Key("instanceTypes", StringList(non_empty=True), REQUIRED, "GPU instance types.", example="[g4dn.xlarge]",
-        details="These nodes use the `AL2023_x86_64_NVIDIA` AMI, which ships the driver and container toolkit, and "
-                "carry the taint `nvidia.com/gpu=true:NoSchedule`."),
-    *_scaling_keys(0, 1, 1),
-    Key("diskSize", Integer(minimum=20), 100, "Node disk size in GiB.", example="200"),
-    Key("sharingProfile", Text(choices=PROFILES), None,
-        "Labels the group's nodes `nvidia.com/device-plugin.config=<profile key>`.", example="exclusive",
-        default_note="nodes use the ConfigMap's default profile", details="See [Sharing profiles](#sharing-profiles)."),
-    Key("labels", StringMap(), {}, "Extra node labels.", example="{team: research}",
-        details="Setting `nvidia.com/device-plugin.config` (use `sharingProfile`), `nvidia.com/mig.config` (use "
-                "`migConfig`), `gpu-tenancy/pool` (the program sets it to the group's name) or `gpu-tenancy/role` "
-                "here is an error."),
-    Key("migConfig", Text(form="MIG layout name"), None,
-        "Splits the group's GPUs into MIG slices: labels its nodes `nvidia.com/mig.config=<migConfig>`.",
-        example="all-1g.10gb", default_note="no MIG",
-        details="A layout of the GPU Operator's default MIG config for the group's GPU model (`all-<profile>` or "
-                "`all-balanced`); only GPUs with MIG (A100, H100, H200: p4d, p4de, p5, p5e, p5en) can be split. "
-                "See [the isolation tiers](isolation.md)."),
-))
-
-EKS = Block(title="an EKS cluster the program creates", intro="""\
-The program creates an explicit AWS provider for `region`, so your AWS profile's default region is
-ignored. It uses API authentication mode and no default node group, and it turns on the VPC CNI's
-network policy agent. All node groups share one IAM node role and run in the private subnets only.
-Every node requires IMDSv2 with a hop limit of 1, so tenant pods cannot reach the instance metadata
-service (and the node role's credentials). The program also installs the EBS CSI driver addon (IAM
-through IRSA) and a default `gp3` StorageClass, which tenants' control planes need for their volume.
-`maxSize` × GPUs per instance type (from `config/capacity.py`) gives the capacity used for the
-capacity warning.""", keys=(
-    Key("name", Text(dns_label=True), "gpu-tenancy", "EKS cluster name, also the prefix of the node group names.",
-        example="vcluster-gpu", details="Creation-only: EKS cannot rename a cluster, so a new name is a new cluster "
-                                        "(`pulumi preview` shows the replacement)."),
-    Key("region", Text(), REQUIRED, "AWS region.", example="us-east-2", fix="set cluster.eks.region, e.g. us-east-2"),
-    Key("kubernetesVersion", SITE_KUBERNETES, versions.EKS_KUBERNETES_VERSION,
-        "Pinned Kubernetes minor version.", example='"1.33"',
-        details="Quote it in YAML, because an unquoted `1.33` is a number and is rejected. EKS upgrades a cluster "
-                "one minor version per `pulumi up`."),
-    Key("vpcId", Text(), None, "Use an existing VPC.", example="vpc-0abc…", default_note="the program creates a VPC",
-        details="If set, `privateSubnetIds` must be set too: the nodes run there. Its CIDR blocks must lie inside "
-                f"{', '.join(PRIVATE_NETWORKS)} (the program cannot read them): tenant pods' public egress leaves out "
-                "only those, and nodes and pods take their addresses from the VPC.",
-        fix="set it to an existing VPC id (vpc-...), or remove it"),
-    Key("publicSubnetIds", StringList(), (), "Public subnets of `vpcId`.", example="[subnet-a, subnet-b]",
-        details="Not allowed without `vpcId`."),
-    Key("privateSubnetIds", StringList(), (), "Private subnets of `vpcId`, where every node group runs.",
-        example="[subnet-c, subnet-d]",
-        details="They need a route to a NAT gateway (nodes pull images). Not allowed without `vpcId`."),
-    Key("vpcCidr", Text(form="IPv4 CIDR", checks=(Check(
-            r"\d{1,3}(\.\d{1,3}){3}/\d{1,2}", "is not an IPv4 network", "use a block such as 10.0.0.0/16"),)),
-        "10.0.0.0/16", "CIDR of the created VPC.", example="10.20.0.0/16",
-        details="The program carves out one public and one private `/20` per zone, so the block must hold "
-                "2 × `availabilityZones` `/20`s. A `/16` is enough for up to 6 zones. It must lie inside "
-                f"{', '.join(PRIVATE_NETWORKS)}, the ranges tenant pods' public egress leaves out: nodes and pods "
-                "take their addresses from it."),
-    Key("availabilityZones", Integer(2, 6), 2, "How many zones the created VPC spans.", example="3",
-        details="It gets one NAT gateway."),
-    Key("systemNodeGroup", SYSTEM_NODE_GROUP, {}, "The CPU node group of the platform's own pods."),
-    Key("gpuNodeGroups", ListOf(GPU_NODE_GROUP, empty=(
-            "an EKS host needs at least one GPU node group",
-            "add an entry with name, instanceTypes (e.g. [g4dn.xlarge]) and sizes")), REQUIRED,
-        "GPU node groups, at least one; each becomes its own EKS managed node group."),
-    Key("ebsCsiAddonVersion", Text(form="string `vX.Y.Z-eksbuild.N`", checks=(Check(
-            r"v\d+\.\d+\.\d+-eksbuild\.\d+", "is not an exact EKS add-on version",
-            "use the form vX.Y.Z-eksbuild.N that `aws eks describe-addon-versions --addon-name aws-ebs-csi-driver "
-            "--kubernetes-version 1.NN` lists"),)),
-        Derived("the newest build EKS offers for `kubernetesVersion`, looked up when the add-on is created"),
-        "The EBS CSI driver add-on build.", example="v1.50.1-eksbuild.2",
-        details="Without a pin, the build found when the add-on is created stays until you pin another one "
-                "(later lookups do not update it). EKS publishes builds per Kubernetes version: list them with "
-                "`aws eks describe-addon-versions --addon-name aws-ebs-csi-driver --kubernetes-version 1.NN`."),
-))
 
 KUBECONFIG = Block(title="an existing cluster", intro="The `kubeconfig` secret is required.", keys=(
     Key("context", Text(), None, "Context to use.", example="gpu-prod",
@@ -269,7 +169,7 @@ def read_cluster(section: Section, secrets: Secrets) -> Optional[Cluster]:
     if kind == "microk8s":
         return Cluster(kind, microk8s=_microk8s(section.child("microk8s"), secrets), pod_pids_limit=pids)
     if kind == "eks":
-        return Cluster(kind, eks=_eks(section.child("eks")), pod_pids_limit=pids)
+        return Cluster(kind, eks=read_eks(section.child("eks")), pod_pids_limit=pids)
     if kind == "kubeconfig":
         secrets.require("kubeconfig", "cluster.kind is kubeconfig but no kubeconfig is set")
         return Cluster(kind, kubeconfig=_kubeconfig(section.child("kubeconfig")), pod_pids_limit=pids)
@@ -291,90 +191,9 @@ def _microk8s(section: Section, secrets: Secrets) -> MicroK8sHost:
         api_server_url=api_server_url,
         gpus=section.read("gpus"),
         kubernetes_version=section.read("kubernetesVersion"),
+        cpu=section.read("cpu"),
+        memory=section.read("memory"),
     )
-
-
-def _scaling(section: Section) -> NodeGroupScaling:
-    low, desired, high = section.read("minSize"), section.read("desiredSize"), section.read("maxSize")
-    if None not in (low, desired, high) and not low <= desired <= high:
-        section.fail("desiredSize", desired, f"must lie between minSize ({low}) and maxSize ({high})",
-                     "choose sizes with minSize <= desiredSize <= maxSize")
-    return NodeGroupScaling(low, desired, high)
-
-
-def _eks(section: Section) -> EksHost:
-    region = section.read("region")
-    vpc_id = section.read("vpcId")
-    public = section.read("publicSubnetIds")
-    private = section.read("privateSubnetIds")
-    if vpc_id is not None and not (public or private):
-        section.fail("vpcId", vpc_id, "an existing VPC needs its subnets",
-                     "set cluster.eks.privateSubnetIds (and publicSubnetIds for public load balancers)")
-    elif vpc_id is not None and not private:
-        section.fail("privateSubnetIds", MISSING, "node groups run in private subnets only",
-                     "set cluster.eks.privateSubnetIds to the VPC's private subnets (with a NAT route)")
-    if vpc_id is None and (public or private):
-        section.fail("vpcId", MISSING, "subnet ids are set without their VPC", "set cluster.eks.vpcId")
-    system = section.child("systemNodeGroup")
-    gpu_groups = [GpuNodeGroup(
-        name=group.read("name"),
-        instance_types=group.read("instanceTypes"),
-        scaling=_scaling(group),
-        disk_size=group.read("diskSize"),
-        sharing_profile=group.read("sharingProfile"),
-        labels=group.read("labels"),
-        mig_config=group.read("migConfig"),
-    ) for group in section.entries("gpuNodeGroups")]
-    names = [group.name for group in gpu_groups]
-    for index, name in enumerate(names):
-        if name is not None and names.index(name) != index:
-            section.reader.fail(f"{section.key('gpuNodeGroups')}[{index}].name", name, "duplicate node group name",
-                                "give every GPU node group its own name")
-    version = section.read("kubernetesVersion")
-    zones = section.read("availabilityZones")
-    addon = section.read("ebsCsiAddonVersion", None)
-    return EksHost(
-        name=section.read("name"),
-        region=region,
-        kubernetes_version=version,
-        vpc_id=vpc_id,
-        public_subnet_ids=public or (),
-        private_subnet_ids=private or (),
-        vpc_cidr=_vpc_cidr(section, zones),
-        availability_zones=zones,
-        system_node_group=SystemNodeGroup(
-            instance_types=system.read("instanceTypes"),
-            scaling=_scaling(system),
-            disk_size=system.read("diskSize"),
-        ),
-        gpu_node_groups=tuple(gpu_groups),
-        ebs_csi_addon_version=addon,
-    )
-
-
-def _vpc_cidr(section: Section, zones: Optional[int]) -> Optional[str]:
-    """The created VPC is cut into /20 subnets: one public and one private per zone."""
-    value = section.read("vpcCidr")
-    if value is None:
-        return None
-    try:
-        network = ipaddress.IPv4Network(value)
-    except ValueError as error:
-        section.fail("vpcCidr", value, f"is not a valid IPv4 network block ({error})",
-                     "use a block such as 10.0.0.0/16")
-        return None
-    if not any(network.subnet_of(ipaddress.IPv4Network(cidr)) for cidr in PRIVATE_NETWORKS):
-        # Nodes and, with the VPC CNI, pods take their addresses from the VPC: outside the ranges tenant egress
-        # leaves out, every tenant pod could open connections to every node (kubelet) and every platform pod.
-        section.fail("vpcCidr", value, f"is not inside {', '.join(PRIVATE_NETWORKS)}, the ranges tenant pods' "
-                     "public egress leaves out: every tenant pod could reach every node and pod of the VPC",
-                     "use a private block such as 10.0.0.0/16")
-        return None
-    if zones and (network.prefixlen > 20 or 2 ** (20 - network.prefixlen) < 2 * zones):
-        section.fail("vpcCidr", value, f"has no room for {2 * zones} /20 subnets",
-                     "use a larger block such as a /16, or fewer availabilityZones")
-        return None
-    return value
 
 
 def _kubeconfig(section: Section) -> KubeconfigHost:

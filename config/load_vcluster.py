@@ -68,9 +68,12 @@ disk. Secrets, ConfigMaps and Endpoints are not counted."""
 
 RESOURCE_QUOTA = Block(keys=(
     Key("cpu", Quantity(), _QUOTA.cpu, "CPU the team's pods may request (`requests.cpu`, plus the control "
-        "plane's and the DNS's requests).", example="32"),
+        "plane's and the DNS's requests).", example="32",
+        details="It must hold `pods` pods at `limitRange.defaultRequestCpu` (100 at 100m: 10), the pods the team is "
+                "promised: lower `pods` with it."),
     Key("memory", Quantity(), _QUOTA.memory, "Memory the team's pods may request (`requests.memory`, plus the "
-        "control plane's and the DNS's).", example="128Gi"),
+        "control plane's and the DNS's).", example="128Gi",
+        details="It must hold `pods` pods at `limitRange.defaultRequestMemory` (100 at 128Mi: 12.5Gi)."),
     Key("pods", Integer(minimum=1), _QUOTA.pods, "Pods of the team (`count/pods`, plus the control plane and "
         "the DNS).", example="50"),
     Key("services", Integer(minimum=0), _QUOTA.services, "Services of the team (`count/services`, plus the "

@@ -173,6 +173,8 @@ class MicroK8sHost:
     api_server_url: Optional[str]
     gpus: int
     kubernetes_version: str
+    cpu: Optional[str] = None  # the box's size (quantities), for the teams' cpu/memory over-commit warning
+    memory: Optional[str] = None
 
     @property
     def remote(self) -> bool:

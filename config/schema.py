@@ -35,6 +35,11 @@ LOADER_ONLY = {
     (r"cluster\.eks\.gpuNodeGroups\[\d+\]\.name", "duplicate node group name"): "uniqueness across entries",
     (r"cluster\.eks\.(vpcId|privateSubnetIds)", ""): "ties the VPC to its subnets",
     (r"cluster\.eks\.vpcCidr", "has no room"): "compares with availabilityZones",
+    (r"cluster\.eks\.name", "node group's name prefix"): "the node group name AWS makes of it (the schema checks "
+                                                            "the label only)",
+    (r"cluster\.eks\.gpuNodeGroups\[\d+\]\.name", "node group name prefix"): "compares with cluster.eks.name",
+    (r"(teams\[\d+\]\.)?vcluster\.resourceQuota\.(cpu|memory)", "at the default request"):
+        "compares with resourceQuota.pods and the LimitRange's default request",
     (r"cluster\.eks\.vpcCidr", "valid IPv4 network block"): "host bits set (the schema checks the shape only)",
     (r"cluster\.eks\.vpcCidr", "is not inside"): "inside the private ranges (the schema checks the shape only)",
     (r"cluster\.eks\.gpuNodeGroups\[\d+\]\.labels", "sets "): "a label key inside a map the program fills",

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from config.key_types import Invalid, Text, at_least_pattern, string_schema
-from config.versions import release_numbers, release_order
+from config.versions import KUBERNETES_MINIMUM_VERSION, release_numbers, release_order
 from config.vocabulary import EXACT_VERSION
 
 KUBERNETES_MINOR = re.compile(r"^1\.(0|[1-9][0-9]*)$")
@@ -90,3 +90,8 @@ class KubernetesVersion:
 
     def shown(self) -> str:
         return f"string `1.NN`, {self.minimum} or later"
+
+
+# The site's Kubernetes minor version (cluster.<kind>.kubernetesVersion) and why older ones are refused.
+SITE_KUBERNETES = KubernetesVersion(KUBERNETES_MINIMUM_VERSION,
+                                    "every tenant namespace is guarded by ValidatingAdmissionPolicy v1, GA from 1.30")

@@ -206,7 +206,7 @@ def _requests_above_limits(settings: VClusterSettings, whose: str) -> list[Findi
         if _above(request, limit):
             found.append(_request_above(whose, request_key, request, limit_key, limit, "its ",
                                         f"the LimitRange (default {what})"))
-    return found + _above_maximum(settings, whose) + _ephemeral_total(settings, whose)
+    return found + _above_maximum(settings, whose) + _ephemeral_total(settings, whose) + _requests_total(settings, whose)
 
 
 def _ephemeral_total(settings: VClusterSettings, whose: str) -> list[Finding]:
@@ -224,6 +224,29 @@ def _ephemeral_total(settings: VClusterSettings, whose: str) -> list[Finding]:
              f"= {default} need {needed / 2 ** 30:g}Gi: the ResourceQuota would refuse some of them",
              f"raise resourceQuota.ephemeralStorage to at least {needed / 2 ** 30:g}Gi, or lower "
              "resourceQuota.pods or limitRange.defaultEphemeralStorage (the stack's or the team's vcluster)")]
+
+
+def _requests_total(settings: VClusterSettings, whose: str) -> list[Finding]:
+    """The team's cpu or memory that its pods at the default request do not fit in, as for ephemeral storage: the
+    ResourceQuota would refuse some of the pods the team is promised (the deployability check's tenant-quota rule)."""
+    quota, limits = settings.resource_quota, settings.limit_range
+    found = []
+    for key, total, default_key, default, unit, scale in (
+            ("resourceQuota.cpu", quota.cpu, "limitRange.defaultRequestCpu", limits.default_request_cpu, "", 1),
+            ("resourceQuota.memory", quota.memory, "limitRange.defaultRequestMemory", limits.default_request_memory,
+             "Gi", 2 ** 30)):
+        if not (isinstance(total, str) and isinstance(default, str) and isinstance(quota.pods, int)) \
+                or quantity_value(default) == 0:
+            continue  # a value refused has its own error
+        needed = quota.pods * quantity_value(default)
+        if quantity_value(total) >= needed * (1 - 1e-9):
+            continue
+        fitting = int(quantity_value(total) / quantity_value(default) + 1e-9)
+        found.append((key, total, f"{whose} {quota.pods} pods (resourceQuota.pods) at the default request {default_key} "
+                      f"= {default} need {needed / scale:g}{unit}: the ResourceQuota would refuse some of them",
+                      f"raise {key} to at least {needed / scale:g}{unit}, or lower resourceQuota.pods to at most "
+                      f"{fitting} or {default_key} (the stack's or the team's vcluster)"))
+    return found
 
 
 def _above_maximum(settings: VClusterSettings, whose: str) -> list[Finding]:

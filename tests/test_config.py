@@ -71,6 +71,39 @@ def test_organization_gpu_quota_above_known_host_capacity_warns(make, org_quota,
         assert f"is {org_quota:g} but the host has at most {capacity:g} GPU(s)" in warnings[0]
 
 
+def _org_capacity_warnings(config: dict, org_quota: float) -> list[str]:
+    platform = load_platform(put(config, "organization.resources.gpu.quota", org_quota))
+    return [w for w in platform.warnings if w.startswith("organization.resources.gpu.quota")]
+
+
+def test_the_host_capacity_counts_time_slice_replicas_as_kai_does():
+    # The device plugin advertises nvidia.com/gpu once per replica on the time-sliced profile and KAI fills queue
+    # quotas from that count: two g4dn.12xlarge (8 cards) at 2 replicas meet guarantees of up to 16.
+    sliced = put(put(eks_config(), "cluster.eks.gpuNodeGroups[0]", _eks_group("g4dn.12xlarge", 2)),
+                 "cluster.eks.gpuNodeGroups[0].sharingProfile", "time-sliced")
+    assert _org_capacity_warnings(sliced, 16) == []
+    [warning] = _org_capacity_warnings(sliced, 17)
+    assert "at most 16 GPU(s) as KAI counts them (8 card(s):" in warning
+    # The same pool on the exclusive profile offers its cards only; so does a group left to an exclusive default.
+    exclusive = put(sliced, "cluster.eks.gpuNodeGroups[0].sharingProfile", "exclusive")
+    assert "at most 8 GPU(s) by its config" in _org_capacity_warnings(exclusive, 9)[0]
+    # A box whose nodes take a time-sliced default: every card counts its replicas.
+    box = put(put(put(dev_config(), "gpuOperator.timeSlicing.defaultProfile", "time-sliced"),
+                  "gpuOperator.timeSlicing.replicas", 4), "cluster.microk8s.gpus", 1)
+    assert _org_capacity_warnings(box, 4) == []
+    assert "at most 4 GPU(s) as KAI counts them (1 card(s):" in _org_capacity_warnings(box, 5)[0]
+
+
+def test_gpus_guaranteed_to_no_team_on_mig_slices_are_counted_and_named_as_kai_counts_them():
+    # One p4d.24xlarge (8 A100s) split all-1g.5gb is 56 KAI units: the note must not call them 56 GPUs.
+    config = put(eks_config(), "cluster.eks.gpuNodeGroups[0]", {**_eks_group("p4d.24xlarge", 1),
+                                                                "migConfig": "all-1g.5gb"})
+    config = put(config, "organization.resources.gpu.quota", 3)
+    [note] = [n for n in load_platform(config).notes if "guaranteed to no team" in n]
+    guaranteed = sum(team["resources"]["gpu"]["quota"] for team in config["teams"])
+    assert note.startswith(f"{56 - guaranteed:g} of 56 GPU(s) as KAI counts them (8 card(s): each MIG slice")
+
+
 @pytest.mark.parametrize("profile, gpu_sharing, warns", [
     ("time-sliced", True, True),
     ("time-sliced", False, False),

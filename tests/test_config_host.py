@@ -8,6 +8,7 @@ import pytest
 
 from config import load_platform
 from config.errors import MISSING
+from config.hosts import NODE_GROUP_NAME_PREFIX_MAX
 from tests.config_spec import assert_rejected, dev_config, drop, eks_config, put
 
 
@@ -111,6 +112,23 @@ def test_a_gpu_node_group_cannot_take_the_system_pool_name():
                     "cluster.eks.gpuNodeGroups[0].name", "system")
 
 
+def test_a_node_group_name_aws_would_refuse_is_refused_with_the_key_that_makes_it():
+    # EKS names each managed node group `<cluster>-<pool>-` plus a 26-character suffix, and refuses a name past 63.
+    longest = "c" * (NODE_GROUP_NAME_PREFIX_MAX - len("--system"))
+    pool_room = NODE_GROUP_NAME_PREFIX_MAX - len(longest) - 2
+
+    def site(cluster: str, pool: str) -> dict:
+        return put(put(eks_config(), "cluster.eks.name", cluster), "cluster.eks.gpuNodeGroups[0].name", pool)
+    assert load_platform(site(longest, "g" * pool_room)).cluster.eks.name == longest
+    found = assert_rejected(site(longest + "c", "gpu"), "cluster.eks.name", longest + "c",
+                            fix=f"at most {len(longest)} characters")
+    assert "system" in found.problem and "63" in found.problem
+    found = assert_rejected(site(longest, "g" * (pool_room + 1)),
+                            "cluster.eks.gpuNodeGroups[0].name", "g" * (pool_room + 1),
+                            fix=f"at most {pool_room} characters, or a shorter cluster.eks.name")
+    assert f"'{longest}-{'g' * (pool_room + 1)}-'" in found.problem
+
+
 def test_the_microk8s_addon_and_an_installed_operator_cannot_both_run():
     config = put(put(dev_config(), "cluster.microk8s.enableNvidiaAddon", True), "gpuOperator.mode", "install")
     assert_rejected(config, "gpuOperator.mode", "install", fix="microk8s-addon")
@@ -191,3 +209,27 @@ def test_kai_fractions_on_time_sliced_gpus_are_warned_about_where_the_config_put
                    "kaiScheduler.gpuSharing", False)
     assert not [w for w in load_platform(unshared).warnings if "time-sliced" in w]
     assert not [w for w in load_platform(dev_config()).warnings if "time-sliced" in w]
+
+
+def test_team_guarantees_past_a_microk8s_box_of_stated_size_warn():
+    # Three teams at the default vcluster.resourceQuota (16 cores, 64Gi each, plus each DNS): KAI guarantees each
+    # its queue's cpu and memory quota, which one box of 32 cores and 128Gi cannot give them all at once.
+    platform = load_platform(put(put(dev_config(), "cluster.microk8s.cpu", "32"), "cluster.microk8s.memory", "128Gi"))
+    cpu = sum(team.resources.cpu.quota for team in platform.teams)
+    memory = sum(team.resources.memory.quota for team in platform.teams)
+    [cpu_warning] = [w for w in platform.warnings if "cluster.microk8s.cpu" in w]
+    assert f"add up to {cpu:g} millicores, more than cluster.microk8s.cpu (32, 32000 millicores)" in cpu_warning
+    assert "vcluster.resourceQuota.cpu" in cpu_warning
+    [memory_warning] = [w for w in platform.warnings if "cluster.microk8s.memory" in w]
+    assert f"add up to {memory:g} MB, more than cluster.microk8s.memory (128Gi, {128 * 2 ** 30 / 1e6:g} MB)" in \
+        memory_warning
+    # A box that holds the guarantees, or one whose size the site does not state, draws no such warning.
+    big = put(put(dev_config(), "cluster.microk8s.cpu", "64"), "cluster.microk8s.memory", "256Gi")
+    assert not [w for w in load_platform(big).warnings if "cluster.microk8s" in w]
+    assert not [w for w in load_platform(dev_config()).warnings if "cluster.microk8s" in w]
+    # Written team quotas count as written; an unlimited one guarantees nothing.
+    small = put(put(dev_config(), "cluster.microk8s.cpu", "500m"), "cluster.microk8s.memory", "1Gi")
+    for index in range(3):
+        put(small, f"teams[{index}].resources.cpu", {"quota": -1, "limit": -1})
+        put(small, f"teams[{index}].resources.memory", {"quota": 100, "limit": -1})
+    assert not [w for w in load_platform(small).warnings if "cluster.microk8s" in w]

@@ -143,7 +143,8 @@ def test_a_teams_omitted_cpu_and_memory_follow_its_namespace_quota():
         (16050, 16050, 1)
     assert (team.resources.memory.quota, team.resources.memory.limit) == (68786, 68786)
     assert (team.resources.gpu.quota, team.resources.gpu.limit) == (0.33, 1)
-    smaller = load_platform(put(dev_config(), "teams[0].vcluster.resourceQuota", {"cpu": "1500m", "memory": "512Mi"}))
+    smaller = load_platform(put(dev_config(), "teams[0].vcluster.resourceQuota", {"cpu": "1500m", "memory": "512Mi",
+                                                                                 "pods": 4}))
     assert (smaller.teams[0].resources.cpu.quota, smaller.teams[0].resources.memory.limit) == (1550, 603)
     explicit = load_platform(put(dev_config(), "teams[0].resources.cpu", {"quota": 2000, "limit": -1}))
     assert (explicit.teams[0].resources.cpu.quota, explicit.teams[0].resources.cpu.limit) == (2000, -1)
@@ -241,7 +242,7 @@ def test_a_huge_integer_quota_is_a_config_error_not_a_crash():
 def test_team_vcluster_overrides_merge_over_the_stack_defaults():
     config = dev_config()
     config["vcluster"] = {"version": "0.35.2", "nodeLabels": {"pool": "shared"},
-                          "resourceQuota": {"cpu": "8"}, "extraValues": {"controlPlane": {"statefulSet": {"labels": {"x": "1"}}}}}
+                          "resourceQuota": {"cpu": "8", "pods": 80}, "extraValues": {"controlPlane": {"statefulSet": {"labels": {"x": "1"}}}}}
     put(config, "teams[1].vcluster", {"nodeLabels": {"pool": "vision"}, "resourceQuota": {"pods": 10},
                                       "extraValues": {"controlPlane": {"statefulSet": {"labels": {"y": "2"}}}}})
     nlp, vision, _ = load_platform(config).teams

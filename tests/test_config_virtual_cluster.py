@@ -188,6 +188,30 @@ def test_a_team_total_that_holds_its_pods_at_the_default_passes():
     assert load_platform(config).teams[0].vcluster.resource_quota.ephemeral_storage == "80Gi"
 
 
+# The cpu and memory totals the same way: the deployability check's tenant-quota rule refuses a namespace whose
+# quota cannot hold the team's pods at the LimitRange's default request (a team's 4 cores under the default 100 pods
+# at 100m passed the loader and failed that check: found opening a trial site).
+@pytest.mark.parametrize("path, value, key, total, words, fix", [
+    ("teams[0].vcluster.resourceQuota.cpu", "4", "teams[0].vcluster.resourceQuota.cpu", "4",
+     "100 pods (resourceQuota.pods) at the default request limitRange.defaultRequestCpu = 100m need 10",
+     "raise resourceQuota.cpu to at least 10, or lower resourceQuota.pods to at most 40"),
+    ("vcluster.resourceQuota.memory", "8Gi", "vcluster.resourceQuota.memory", "8Gi",
+     "100 pods (resourceQuota.pods) at the default request limitRange.defaultRequestMemory = 128Mi need 12.5Gi",
+     "raise resourceQuota.memory to at least 12.5Gi, or lower resourceQuota.pods to at most 64"),
+    ("teams[2].vcluster.limitRange.defaultRequestCpu", "200m", "teams[2].vcluster.resourceQuota.cpu", "16",
+     "defaultRequestCpu = 200m need 20", "raise resourceQuota.cpu to at least 20"),
+])
+def test_a_cpu_or_memory_total_that_cannot_hold_the_teams_pods_at_the_default_request_is_a_config_error(
+        path, value, key, total, words, fix):
+    found = assert_rejected(put(dev_config(), path, value), key, total, fix=fix)
+    assert words in found.problem
+
+
+def test_a_team_whose_cpu_and_memory_hold_its_pods_at_the_default_request_passes():
+    config = put(dev_config(), "teams[0].vcluster.resourceQuota", {"cpu": "4", "memory": "8Gi", "pods": 40})
+    assert load_platform(config).teams[0].vcluster.resource_quota.cpu == "4"
+
+
 @pytest.mark.parametrize("version", versions.VCLUSTER_RELEASES)
 def test_the_charts_own_control_plane_resources_are_the_ones_the_config_counts(version):
     resources = chart_values(versions.VCLUSTER_CHART, version)["controlPlane"]["statefulSet"]["resources"]
@@ -210,6 +234,7 @@ def test_requests_at_their_limits_pass():
     config = put(dev_config(), "vcluster.controlPlaneResources", {"requests": {"memory": "2Gi", "cpu": 1},
                                                                   "limits": {"cpu": "1000m"}})
     put(config, "vcluster.limitRange", {"defaultRequestCpu": "1", "defaultRequestMemory": "1024Mi"})
+    put(config, "vcluster.resourceQuota.pods", 16)  # as many as 16 cores hold at the default request of 1
     team = load_platform(config).teams[0]
     assert team.vcluster.control_plane_resources.requests == {"cpu": "1", "memory": "2Gi"}
 

@@ -122,7 +122,7 @@ def test_vcluster_values_with_every_option_set_still_validate(vcluster_schema):
         syncRuntimeClasses=False,
         enforceTolerations=["nvidia.com/gpu:NoSchedule", "dedicated=ml:NoExecute"],
         controlPlaneResources={"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}},
-        resourceQuota={"cpu": "64", "memory": "256Gi", "pods": 500, "services": 50, "persistentVolumeClaims": 40},
+        resourceQuota={"cpu": "64", "memory": "256Gi", "pods": 250, "services": 50, "persistentVolumeClaims": 40},
         limitRange={"defaultCpu": "2", "defaultMemory": "4Gi", "defaultRequestCpu": "250m",
                     "defaultRequestMemory": "512Mi"},
         networkPolicy=False,

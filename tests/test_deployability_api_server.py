@@ -96,7 +96,25 @@ def test_an_api_version_the_site_does_not_serve_is_found(sites):
     old = K8sObject({"apiVersion": "policy/v1beta1", "kind": "PodSecurityPolicy", "metadata": {"name": "p"},
                      "spec": {}}, "program: p")
     [finding] = errors([old], sites["eks"], "schema")
-    assert "has no policy/v1beta1 PodSecurityPolicy" in finding.message
+    assert "does not serve policy/v1beta1 PodSecurityPolicy" in finding.message
+    # A removed version of a Kubernetes group whose name holds dots is as refused as one of policy.
+    ingress = K8sObject({"apiVersion": "networking.k8s.io/v1beta1", "kind": "Ingress",
+                         "metadata": {"name": "i", "namespace": "n"}, "spec": {}}, "chart")
+    [finding] = errors([ingress], sites["eks"], "schema")
+    assert "does not serve networking.k8s.io/v1beta1 Ingress" in finding.message
+
+
+def test_a_custom_resource_without_its_crd_is_not_blamed_on_the_kubernetes_version(sites):
+    # Gateway API (gateway.networking.k8s.io) is a set of CRDs no Kubernetes release ships: a vCluster's TLSRoute
+    # deploys where they are installed, whatever the site's version, so the finding names the CRD, not the version.
+    route = K8sObject({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "TLSRoute",
+                       "metadata": {"name": "r", "namespace": "vcluster-a"}, "spec": {}}, "chart")
+    [finding] = findings([route], sites["eks"], "schema")
+    assert finding.severity == deployability.WARNING
+    assert f"Kubernetes {sites['eks'].kubernetes_version}" not in finding.message
+    assert "custom resource" in finding.message and "CRD defining TLSRoute in gateway.networking.k8s.io" in finding.fix
+    assert "gateway.networking.k8s.io" not in deployability.kubernetes_api_groups()
+    assert {"", "apps", "networking.k8s.io", "admissionregistration.k8s.io"} <= deployability.kubernetes_api_groups()
 
 
 @pytest.mark.parametrize("spec, words", [

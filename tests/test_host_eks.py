@@ -7,6 +7,7 @@ import json
 import pytest
 
 from config import ConfigError
+from config.hosts import NODE_GROUP_NAME_PREFIX_MAX
 from tests.conftest import eks_config, run
 
 
@@ -216,3 +217,15 @@ def test_a_new_eks_stack_gets_the_newest_kubernetes_version():
     del config["gpu-tenancy:cluster"]["eks"]["kubernetesVersion"]
     cluster = run(config).of_type("eks:index:Cluster")[0].inputs
     assert cluster["version"] == versions.EKS_KUBERNETES_VERSION == "1.36"
+
+
+def test_eks_names_each_node_group_as_the_config_checked_it():
+    # config/load_host.py refuses a cluster and pool name AWS would refuse as a node group name prefix; the program
+    # must build the prefix the same way, so the longest accepted names reach the limit and no further.
+    config = eks_config()
+    config["gpu-tenancy:cluster"]["eks"]["name"] = "c" * 29
+    config["gpu-tenancy:cluster"]["eks"]["gpuNodeGroups"][0]["name"] = "g" * 6
+    config["gpu-tenancy:vcluster"]["nodeLabels"] = {"gpu-tenancy/pool": "g" * 6}
+    prefixes = sorted(group.inputs["nodeGroupNamePrefix"] for group in node_groups(run(config)))
+    assert prefixes == sorted([f"{'c' * 29}-system-", f"{'c' * 29}-{'g' * 6}-"])
+    assert max(map(len, prefixes)) == NODE_GROUP_NAME_PREFIX_MAX

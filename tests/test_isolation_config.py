@@ -193,3 +193,18 @@ def test_a_team_pinned_to_a_pool_its_own_node_labels_do_not_match_is_refused():
     issues = rejected(config).issues
     assert [issue.key for issue in issues] == ["teams[2].vcluster.nodeLabels"]
     assert issues[0].value["gpu-tenancy/pool"] == "l40s"
+
+
+def test_fractions_of_a_gpu_without_kai_gpu_sharing_are_warned_per_team():
+    # gpuSharing off: pods ask whole nvidia.com/gpu only. dev's teams hold 0.33 each (limit 1): a whole-GPU pod runs
+    # over quota, preemptible; a team limited to half a GPU can start none.
+    config = put(dev_config(), "kaiScheduler.gpuSharing", False)
+    config = put(config, "teams[1].resources.gpu", {"quota": 0.33, "limit": 0.5})
+    config = put(config, "teams[2].resources.gpu", {"quota": 0, "limit": 1})
+    warnings = [w for w in load_platform(config).warnings if "kaiScheduler.gpuSharing is off" in w]
+    assert len(warnings) == 2
+    assert warnings[0].startswith("teams[0] (team-nlp) has gpu quota 0.33") and "0 whole GPU(s)" in warnings[0]
+    assert warnings[1].startswith("teams[1] (team-vision) has gpu limit 0.5") and "none of its GPU pods" in warnings[1]
+    # With sharing on, fractions are what KAI shares.
+    sharing = put(config, "kaiScheduler.gpuSharing", True)
+    assert not [w for w in load_platform(sharing).warnings if "kaiScheduler.gpuSharing is off" in w]

@@ -55,7 +55,7 @@ def test_off_unless_the_site_turns_it_on():
 @pytest.mark.parametrize("site, kind", [(dev_config, "microk8s"), (eks_config, "eks")])
 def test_refused_where_the_host_kind_cannot_serve_them(site, kind):
     message = control_plane_issue(installed(site(), controlPlaneMetrics=True))
-    assert f"a {kind} host's kube-scheduler" in message and "fire for ever" in message
+    assert f"cluster.kind is {kind}: the host's kube-scheduler" in message and "fire for ever" in message
     assert "remove observability.controlPlaneMetrics" in message
     assert load_platform(installed(site(), controlPlaneMetrics=False))
 

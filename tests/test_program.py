@@ -82,6 +82,14 @@ GENERATED_SITES = {
         "teams[6]={name: sliced, resources: {gpu: {quota: 1, limit: 2}}, isolation: {nodePool: t4-sliced}}",
         'vcluster.allowedRegistries=[registry.local:5000/ml, "[fd00::1]:5000", docker.io/library, nvcr.io/nvidia]',
         "vcluster.alwaysPullImages=true"]),
+    # A box that states its size, with teams whose vCluster settings differ: one at the oldest accepted chart with
+    # restricted Pod Security, no NetworkPolicy and its own 4 cores and 8Gi for 40 pods (as many as fit at the default
+    # request), one at another chart release with extra storage classes.
+    "gen-box-team-caps": ("dev", [
+        "cluster.microk8s.cpu=64", "cluster.microk8s.memory=256Gi",
+        "teams[0].vcluster={version: 0.35.0, podSecurity: restricted, networkPolicy: false, "
+        "resourceQuota: {cpu: 4, memory: 8Gi, pods: 40}}",
+        "teams[1].vcluster={version: 0.36.0, storageClasses: [microk8s-hostpath, fast]}"]),
 }
 SITES = {}
 
@@ -227,10 +235,11 @@ def test_unknown_top_level_key_stops_the_program_with_a_hint():
 
 def test_capacity_and_sharing_warnings_reach_the_pulumi_log():
     config = dev_config()
-    config["gpu-tenancy:organization"]["resources"]["gpu"]["quota"] = 2
+    # The box's one card, time-sliced 4 ways, is 4 GPUs to KAI: a quota of 5 cannot be met.
+    config["gpu-tenancy:organization"]["resources"]["gpu"]["quota"] = 5
     config["gpu-tenancy:gpuOperator"]["timeSlicing"]["defaultProfile"] = "time-sliced"
     program = run(config)
-    assert any("at most 1 GPU" in warning for warning in program.warnings)
+    assert any("at most 4 GPU(s) as KAI counts them (1 card(s)" in warning for warning in program.warnings)
     assert any("time-sliced" in warning and "gpuSharing" in warning for warning in program.warnings)
 
 

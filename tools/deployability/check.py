@@ -261,10 +261,7 @@ def check_schemas(objects: Sequence[K8sObject], site: Site, crds: Sequence[Mappi
         try:
             kubernetes_validate.validate(known_fields(obj.manifest), kube, strict=True)
         except kubernetes_validate.SchemaNotFoundError:
-            findings.append(Finding(WARNING if "." in group else ERROR, "schema", obj.describe(),
-                                    f"Kubernetes {kube} has no {api_version} {obj.kind} and no CRD for it is "
-                                    "among the charts' CRDs", "use an API version the site serves, or "
-                                    "install the CRD"))
+            findings.append(_unserved(obj, api_version, group, kube))
         except kubernetes_validate.ValidationError as error:
             path = "/".join(str(part) for part in error.absolute_path) or "(top level)"
             if obj.release is not None and _valid_but_for_unknown_fields(obj.manifest, kube):
@@ -280,6 +277,33 @@ def check_schemas(objects: Sequence[K8sObject], site: Site, crds: Sequence[Mappi
                                     f"{error.message}", "fix the field (an unknown field is a typo or a field "
                                     "this Kubernetes version lacks)"))
     return findings
+
+
+@functools.cache
+def kubernetes_api_groups() -> frozenset[str]:
+    """The API groups Kubernetes itself serves (in any version kubernetes-validate holds schemas of); every other
+    group is a custom resource's, served only once its CRD is installed."""
+    groups = set()
+    for version in set(kubernetes_validate.utils.all_versions()):
+        definitions = kubernetes_validate.utils.schema_contents(
+            f"kubernetes-json-schema/v{version}-local/_definitions.json", version)["$defs"]
+        groups.update(kind["group"] for definition in definitions.values()
+                      for kind in definition.get("x-kubernetes-group-version-kind", ()))
+    return frozenset(groups)
+
+
+def _unserved(obj: K8sObject, api_version: str, group: str, kube: str) -> Finding:
+    if group in kubernetes_api_groups():
+        # A Kubernetes API version this site does not serve (removed, or not yet added): the API server refuses it.
+        return Finding(ERROR, "schema", obj.describe(), f"Kubernetes {kube} does not serve {api_version} {obj.kind}",
+                       f"use an API version of {group or 'the core group'} that Kubernetes {kube} serves")
+    # No Kubernetes version serves a custom resource (Gateway API's included): its CRD is installed separately,
+    # and the cluster may well have it, so the plan cannot tell.
+    return Finding(WARNING, "schema", obj.describe(),
+                   f"{api_version} {obj.kind} is a custom resource, served only where its CRD is installed: no "
+                   "Kubernetes version ships it and none of the site's charts installs it",
+                   f"install the CRD defining {obj.kind} in {group} on the cluster before deploying "
+                   "(`kubectl get crd` shows it), or turn off the setting that creates the object")
 
 
 def _valid_but_for_unknown_fields(manifest: Mapping[str, Any], kube: str) -> bool:

@@ -12,9 +12,9 @@ Every key lives under the `gpu-tenancy:` namespace in `Pulumi.<stack>.yaml`. The
 that prefix. Leaving a key out gives you the default shown. A `—` default means the key is optional
 and has no value. "required" means the program stops without it.
 
-Each key is declared once, in `config/` (`load_host.py`, `load_operators.py`, `load_teams.py`,
-`load_vcluster.py`, `observability.py`, `secrets.py`): the loader's checks, the JSON Schema and this
-page all come from those definitions. `config/versions.py` holds the pinned versions, and
+Each key is declared once, in `config/` (`load_host.py`, `load_eks.py`, `load_operators.py`,
+`load_teams.py`, `load_vcluster.py`, `observability.py`, `secrets.py`): the loader's checks, the JSON
+Schema and this page all come from those definitions. `config/versions.py` holds the pinned versions, and
 `Pulumi.yaml` declares the top-level keys for the Pulumi CLI."""
 
 SECRETS = """\
@@ -94,10 +94,13 @@ beyond a single value:
   the only untainted nodes: KAI, the queue-webhook probe and the vCluster control planes run
   there); `gpuOperator.driverEnabled: true` on EKS (the AL2023 NVIDIA AMI ships the driver).
 - **Warnings** also cover: a system node group with `minSize: 0`; `gpuOperator.toolkitEnabled: true`
-  on EKS (the AMI ships the toolkit); team GPU quotas adding up to more GPUs than the host has under
-  an unlimited org quota; team `cpu` or `memory` quotas (derived from their `vcluster.resourceQuota` unless
-  written) adding up to more than a finite org quota of the same resource, which KAI over-commits silently; a
-  team with `podSecurity: privileged`. A **note** (information only) says
+  on EKS (the AMI ships the toolkit); an org GPU quota, or team GPU quotas under an unlimited org quota,
+  adding up to more GPUs than the host has, counted as KAI counts them (each MIG slice, and each
+  time-slice replica of a card on the time-sliced profile, is one); team `cpu` or `memory` quotas (derived from their `vcluster.resourceQuota` unless
+  written) adding up to more than a finite org quota of the same resource, which KAI over-commits silently, or
+  to more than a MicroK8s box's stated `cpu` or `memory`; a shared team's fraction of a GPU (in its quota, or a
+  limit below 1) while `kaiScheduler.gpuSharing` is off, where pods ask whole GPUs; a team with
+  `podSecurity: privileged`. A **note** (information only) says
   when half a GPU or more of the host is guaranteed to no team.
 - **One problem, one message**: a misspelt key is reported once, without follow-on errors from the
   default it leaves behind (a misspelt `quota` does not also report the `limit`); a clashing team

@@ -1,0 +1,232 @@
+"""Stack config: the keys of an EKS host (``cluster.eks``: the cluster, its network and node groups), declared and read.
+
+The readers add the rules a single type cannot say: the VPC and its subnets go together, node group sizes are
+ordered, the created VPC has room for its subnets, and AWS takes the node group names made of the cluster's and the
+groups' names.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Optional
+
+from config import versions
+from config.errors import MISSING
+from config.hosts import NODE_GROUP_NAME_PREFIX_MAX, PRIVATE_NETWORKS, SYSTEM_POOL, node_group_name_prefix
+from config.key_types import Check, Integer, StringList, StringMap, Text, refuse_names
+from config.keys import REQUIRED, Block, Derived, Key, ListOf
+from config.model import EksHost, GpuNodeGroup, NodeGroupScaling, SystemNodeGroup
+from config.reader import Section
+from config.sharing import PROFILES
+from config.version_types import SITE_KUBERNETES
+
+
+def _scaling_keys(low: int, desired: int, high: int, *, fewest_desired: int = 0,
+                  desired_fix: Optional[str] = None) -> tuple[Key, ...]:
+    return (
+        Key("minSize", Integer(minimum=0), low, "Fewest nodes of the group.", example="1"),
+        Key("desiredSize", Integer(minimum=fewest_desired), desired,
+            "Nodes the group starts with; minSize ≤ desiredSize ≤ maxSize.", example="1", fix=desired_fix),
+        Key("maxSize", Integer(minimum=1), high, "Most nodes of the group.", example="2"),
+    )
+
+
+SYSTEM_NODE_GROUP = Block(keys=(
+    Key("instanceTypes", StringList(non_empty=True), ("m6i.large",),
+        "CPU nodes for system pods and vCluster control planes.", example="[m6i.xlarge]",
+        details="They use the AL2023 standard AMI, carry no taint, and are labelled `gpu-tenancy/pool=system` and "
+                "`gpu-tenancy/role=system`. Tenant pods do not run here by default."),
+    *_scaling_keys(1, 2, 3, fewest_desired=1, desired_fix=(
+        "set desiredSize (and minSize) to at least 1: the system node group holds the only untainted nodes, so "
+        "without one KAI, the queue-webhook probe Job and every vCluster control plane have nowhere to run")),
+    Key("diskSize", Integer(minimum=20), 50, "Node disk size in GiB.", example="80"),
+))
+
+GPU_NODE_GROUP = Block(keys=(
+    Key("name", Text(dns_label=True, checks=(refuse_names(
+            [SYSTEM_POOL], "is the name of the CPU system node group", "give the GPU node group another name"),)),
+        REQUIRED, "Group name, unique and not `system`.", example="gpu",
+        details="Nodes are labelled `gpu-tenancy/pool=<name>` and `gpu-tenancy/role=gpu`. `system` belongs to the "
+                "CPU node group. With `cluster.eks.name` it names the EKS node group: the two together take at most "
+                f"{NODE_GROUP_NAME_PREFIX_MAX - 2} characters.",
+        fix="give the node group a short DNS-1123 name, e.g. gpu"),
+    Key("instanceTypes", StringList(non_empty=True), REQUIRED, "GPU instance types.", example="[g4dn.xlarge]",
+        details="These nodes use the `AL2023_x86_64_NVIDIA` AMI, which ships the driver and container toolkit, and "
+                "carry the taint `nvidia.com/gpu=true:NoSchedule`."),
+    *_scaling_keys(0, 1, 1),
+    Key("diskSize", Integer(minimum=20), 100, "Node disk size in GiB.", example="200"),
+    Key("sharingProfile", Text(choices=PROFILES), None,
+        "Labels the group's nodes `nvidia.com/device-plugin.config=<profile key>`.", example="exclusive",
+        default_note="nodes use the ConfigMap's default profile", details="See [Sharing profiles](#sharing-profiles)."),
+    Key("labels", StringMap(), {}, "Extra node labels.", example="{team: research}",
+        details="Setting `nvidia.com/device-plugin.config` (use `sharingProfile`), `nvidia.com/mig.config` (use "
+                "`migConfig`), `gpu-tenancy/pool` (the program sets it to the group's name) or `gpu-tenancy/role` "
+                "here is an error."),
+    Key("migConfig", Text(form="MIG layout name"), None,
+        "Splits the group's GPUs into MIG slices: labels its nodes `nvidia.com/mig.config=<migConfig>`.",
+        example="all-1g.10gb", default_note="no MIG",
+        details="A layout of the GPU Operator's default MIG config for the group's GPU model (`all-<profile>` or "
+                "`all-balanced`); only GPUs with MIG (A100, H100, H200: p4d, p4de, p5, p5e, p5en) can be split. "
+                "See [the isolation tiers](isolation.md)."),
+))
+
+EKS = Block(title="an EKS cluster the program creates", intro="""\
+The program creates an explicit AWS provider for `region`, so your AWS profile's default region is
+ignored. It uses API authentication mode and no default node group, and it turns on the VPC CNI's
+network policy agent. All node groups share one IAM node role and run in the private subnets only.
+Every node requires IMDSv2 with a hop limit of 1, so tenant pods cannot reach the instance metadata
+service (and the node role's credentials). The program also installs the EBS CSI driver addon (IAM
+through IRSA) and a default `gp3` StorageClass, which tenants' control planes need for their volume.
+`maxSize` × GPUs per instance type (from `config/capacity.py`) gives the capacity used for the
+capacity warning.""", keys=(
+    Key("name", Text(dns_label=True), "gpu-tenancy", "EKS cluster name, also the prefix of the node group names.",
+        example="vcluster-gpu",
+        details="Creation-only: EKS cannot rename a cluster, so a new name is a new cluster (`pulumi preview` shows the "
+                "replacement). Each node group is named `<name>-<group>-` plus a 26-character suffix, at most 63 in "
+                f"all, so the name and a group's name together take at most {NODE_GROUP_NAME_PREFIX_MAX - 2} characters "
+                f"(the name alone at most {NODE_GROUP_NAME_PREFIX_MAX - 2 - len(SYSTEM_POOL)}, for the `system` group)."),
+    Key("region", Text(), REQUIRED, "AWS region.", example="us-east-2", fix="set cluster.eks.region, e.g. us-east-2"),
+    Key("kubernetesVersion", SITE_KUBERNETES, versions.EKS_KUBERNETES_VERSION,
+        "Pinned Kubernetes minor version.", example='"1.33"',
+        details="Quote it in YAML, because an unquoted `1.33` is a number and is rejected. EKS upgrades a cluster "
+                "one minor version per `pulumi up`."),
+    Key("vpcId", Text(), None, "Use an existing VPC.", example="vpc-0abc…", default_note="the program creates a VPC",
+        details="If set, `privateSubnetIds` must be set too: the nodes run there. Its CIDR blocks must lie inside "
+                f"{', '.join(PRIVATE_NETWORKS)} (the program cannot read them): tenant pods' public egress leaves out "
+                "only those, and nodes and pods take their addresses from the VPC.",
+        fix="set it to an existing VPC id (vpc-...), or remove it"),
+    Key("publicSubnetIds", StringList(), (), "Public subnets of `vpcId`.", example="[subnet-a, subnet-b]",
+        details="Not allowed without `vpcId`."),
+    Key("privateSubnetIds", StringList(), (), "Private subnets of `vpcId`, where every node group runs.",
+        example="[subnet-c, subnet-d]",
+        details="They need a route to a NAT gateway (nodes pull images). Not allowed without `vpcId`."),
+    Key("vpcCidr", Text(form="IPv4 CIDR", checks=(Check(
+            r"\d{1,3}(\.\d{1,3}){3}/\d{1,2}", "is not an IPv4 network", "use a block such as 10.0.0.0/16"),)),
+        "10.0.0.0/16", "CIDR of the created VPC.", example="10.20.0.0/16",
+        details="The program carves out one public and one private `/20` per zone, so the block must hold "
+                "2 × `availabilityZones` `/20`s. A `/16` is enough for up to 6 zones. It must lie inside "
+                f"{', '.join(PRIVATE_NETWORKS)}, the ranges tenant pods' public egress leaves out: nodes and pods "
+                "take their addresses from it."),
+    Key("availabilityZones", Integer(2, 6), 2, "How many zones the created VPC spans.", example="3",
+        details="It gets one NAT gateway."),
+    Key("systemNodeGroup", SYSTEM_NODE_GROUP, {}, "The CPU node group of the platform's own pods."),
+    Key("gpuNodeGroups", ListOf(GPU_NODE_GROUP, empty=(
+            "an EKS host needs at least one GPU node group",
+            "add an entry with name, instanceTypes (e.g. [g4dn.xlarge]) and sizes")), REQUIRED,
+        "GPU node groups, at least one; each becomes its own EKS managed node group."),
+    Key("ebsCsiAddonVersion", Text(form="string `vX.Y.Z-eksbuild.N`", checks=(Check(
+            r"v\d+\.\d+\.\d+-eksbuild\.\d+", "is not an exact EKS add-on version",
+            "use the form vX.Y.Z-eksbuild.N that `aws eks describe-addon-versions --addon-name aws-ebs-csi-driver "
+            "--kubernetes-version 1.NN` lists"),)),
+        Derived("the newest build EKS offers for `kubernetesVersion`, looked up when the add-on is created"),
+        "The EBS CSI driver add-on build.", example="v1.50.1-eksbuild.2",
+        details="Without a pin, the build found when the add-on is created stays until you pin another one "
+                "(later lookups do not update it). EKS publishes builds per Kubernetes version: list them with "
+                "`aws eks describe-addon-versions --addon-name aws-ebs-csi-driver --kubernetes-version 1.NN`."),
+))
+
+
+def _scaling(section: Section) -> NodeGroupScaling:
+    low, desired, high = section.read("minSize"), section.read("desiredSize"), section.read("maxSize")
+    if None not in (low, desired, high) and not low <= desired <= high:
+        section.fail("desiredSize", desired, f"must lie between minSize ({low}) and maxSize ({high})",
+                     "choose sizes with minSize <= desiredSize <= maxSize")
+    return NodeGroupScaling(low, desired, high)
+
+
+def read_eks(section: Section) -> EksHost:
+    region = section.read("region")
+    vpc_id = section.read("vpcId")
+    public = section.read("publicSubnetIds")
+    private = section.read("privateSubnetIds")
+    if vpc_id is not None and not (public or private):
+        section.fail("vpcId", vpc_id, "an existing VPC needs its subnets",
+                     "set cluster.eks.privateSubnetIds (and publicSubnetIds for public load balancers)")
+    elif vpc_id is not None and not private:
+        section.fail("privateSubnetIds", MISSING, "node groups run in private subnets only",
+                     "set cluster.eks.privateSubnetIds to the VPC's private subnets (with a NAT route)")
+    if vpc_id is None and (public or private):
+        section.fail("vpcId", MISSING, "subnet ids are set without their VPC", "set cluster.eks.vpcId")
+    system = section.child("systemNodeGroup")
+    gpu_groups = [GpuNodeGroup(
+        name=group.read("name"),
+        instance_types=group.read("instanceTypes"),
+        scaling=_scaling(group),
+        disk_size=group.read("diskSize"),
+        sharing_profile=group.read("sharingProfile"),
+        labels=group.read("labels"),
+        mig_config=group.read("migConfig"),
+    ) for group in section.entries("gpuNodeGroups")]
+    names = [group.name for group in gpu_groups]
+    for index, name in enumerate(names):
+        if name is not None and names.index(name) != index:
+            section.reader.fail(f"{section.key('gpuNodeGroups')}[{index}].name", name, "duplicate node group name",
+                                "give every GPU node group its own name")
+    cluster_name = section.read("name")
+    _check_node_group_names(section, cluster_name, names)
+    version = section.read("kubernetesVersion")
+    zones = section.read("availabilityZones")
+    addon = section.read("ebsCsiAddonVersion", None)
+    return EksHost(
+        name=cluster_name,
+        region=region,
+        kubernetes_version=version,
+        vpc_id=vpc_id,
+        public_subnet_ids=public or (),
+        private_subnet_ids=private or (),
+        vpc_cidr=_vpc_cidr(section, zones),
+        availability_zones=zones,
+        system_node_group=SystemNodeGroup(
+            instance_types=system.read("instanceTypes"),
+            scaling=_scaling(system),
+            disk_size=system.read("diskSize"),
+        ),
+        gpu_node_groups=tuple(gpu_groups),
+        ebs_csi_addon_version=addon,
+    )
+
+
+def _check_node_group_names(section: Section, cluster_name: Optional[str], gpu_groups: list) -> None:
+    """Every managed node group is named after the cluster and its pool: AWS refuses the group when the two are long."""
+    if cluster_name is None:
+        return
+    room = NODE_GROUP_NAME_PREFIX_MAX - len(node_group_name_prefix(cluster_name, ""))
+    if len(SYSTEM_POOL) > room:
+        section.fail("name", cluster_name, f"is {len(cluster_name)} characters: the system node group's name prefix "
+                     f"'{node_group_name_prefix(cluster_name, SYSTEM_POOL)}' is longer than the "
+                     f"{NODE_GROUP_NAME_PREFIX_MAX} characters AWS takes (it adds a 26-character suffix to make a "
+                     "node group name of at most 63), so creating the node group fails",
+                     f"use a cluster name of at most {room + len(cluster_name) - len(SYSTEM_POOL)} characters")
+        return
+    for index, pool in enumerate(gpu_groups):
+        if pool is not None and len(pool) > room:
+            section.fail(f"gpuNodeGroups[{index}].name", pool, f"makes the node group name prefix "
+                         f"'{node_group_name_prefix(cluster_name, pool)}' longer than the {NODE_GROUP_NAME_PREFIX_MAX} "
+                         "characters AWS takes (it adds a 26-character suffix to make a node group name of at most "
+                         "63), so creating the node group fails",
+                         f"use a group name of at most {room} characters, or a shorter cluster.eks.name")
+
+
+def _vpc_cidr(section: Section, zones: Optional[int]) -> Optional[str]:
+    """The created VPC is cut into /20 subnets: one public and one private per zone."""
+    value = section.read("vpcCidr")
+    if value is None:
+        return None
+    try:
+        network = ipaddress.IPv4Network(value)
+    except ValueError as error:
+        section.fail("vpcCidr", value, f"is not a valid IPv4 network block ({error})",
+                     "use a block such as 10.0.0.0/16")
+        return None
+    if not any(network.subnet_of(ipaddress.IPv4Network(cidr)) for cidr in PRIVATE_NETWORKS):
+        # Nodes and, with the VPC CNI, pods take their addresses from the VPC: outside the ranges tenant egress
+        # leaves out, every tenant pod could open connections to every node (kubelet) and every platform pod.
+        section.fail("vpcCidr", value, f"is not inside {', '.join(PRIVATE_NETWORKS)}, the ranges tenant pods' "
+                     "public egress leaves out: every tenant pod could reach every node and pod of the VPC",
+                     "use a private block such as 10.0.0.0/16")
+        return None
+    if zones and (network.prefixlen > 20 or 2 ** (20 - network.prefixlen) < 2 * zones):
+        section.fail("vpcCidr", value, f"has no room for {2 * zones} /20 subnets",
+                     "use a larger block such as a /16, or fewer availabilityZones")
+        return None
+    return value
