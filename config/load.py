@@ -16,7 +16,6 @@ from config.access_rules import access_warnings, resolve_access
 from config.capacity import known_gpu_capacity
 from config.errors import ConfigError, ConfigIssue
 from config.hosts import HOST_KIND_FACTS, host_profile
-from config.image_registries import unlisted_registries_notes
 from config.image_volumes import check_image_volumes
 from config.key_types import quantity_value
 from config.isolation import check_isolation, isolation_warnings, pin_teams, with_isolation
@@ -28,9 +27,7 @@ from config.load_teams import ORGANIZATION, TEAMS, VCLUSTER_NAME_CHECKS, VCLUSTE
     read_team
 from config.load_vcluster import DEFAULT_VCLUSTER, VCLUSTER, read_vcluster
 from config.virtual_cluster import check_virtual_clusters
-from config.model import (
-    PID_EVICTION_THRESHOLD, SYSTEM_PID_RESERVE, Cluster, GpuOperator, Organization, Platform, Team,
-)
+from config.model import Cluster, GpuOperator, Organization, Platform, Team
 from config.load_observability import (
     check_observability_namespace, external_notes, observability_warnings, read_observability,
 )
@@ -38,8 +35,8 @@ from config.observability import OBSERVABILITY, Observability
 from config.observability_alerting import alerting_warnings
 from config.observability_login import check_grafana_login, grafana_login_warnings
 from config.reader import Reader
+from config.review_notes import review_notes, time_sliced_keys
 from config.secrets import SECRET_KEYS, Secrets, secret_command
-from config.sharing import TIME_SLICED
 from config.team_alerting import check_team_alerting, team_alerting_warnings
 from config.vocabulary import (
     KAI_RESERVATION_NAMESPACE, NODE_PROFILE_LABEL, OTHER_NAMESPACES, POOL_LABEL, PROJECT, ROLE_LABEL, SYSTEM_NAMESPACES,
@@ -143,7 +140,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
                             secrets.set) \
         + team_alerting_warnings(platform.observability.prometheus, platform.teams, secrets.set)
     return Platform(**{**platform.__dict__, "warnings": tuple(warnings),
-                       "notes": tuple(_notes(platform) + external_notes(
+                       "notes": tuple(review_notes(platform) + external_notes(
                            platform.observability, platform.kai_scheduler.gpu_sharing, platform.gpu_operator.mode))})
 
 
@@ -250,60 +247,6 @@ def _check_layout(reader: Reader, cluster: Optional[Cluster], gpu_operator: GpuO
                     "container would fight the installed one", "remove gpuOperator.driverEnabled (false on eks)")
 
 
-def _notes(platform: Platform) -> list[str]:
-    """Information for the reviewer: not wrong, but maybe not what was meant."""
-    notes = _time_sliced_accounting_notes(platform) + unlisted_registries_notes(
-        platform.teams[0].vcluster.allowed_registries)  # a stack-only key: every team has the stack's list
-    if platform.cluster.kubeconfig is not None:
-        notes.append(_site_pids_note(platform.cluster.pod_pids_limit))
-    capacity = known_gpu_capacity(platform.cluster, platform.gpu_operator.time_slicing)
-    guaranteed = sum(max(team.resources.gpu.quota, 0) for team in platform.teams)
-    if capacity and all(team.resources.gpu.quota != -1 for team in platform.teams) \
-            and capacity.kai_units - guaranteed >= 0.5:
-        notes.append(f"{capacity.kai_units - guaranteed:g} of {capacity.describe()} are guaranteed to no team (the "
-                     f"teams' gpu quotas add up to {guaranteed:g}): teams only get them over quota, by priority and "
-                     "overQuotaWeight.")
-    return notes
-
-
-def _site_pids_note(limit: int) -> str:
-    """A kubeconfig host's nodes are the site's: the program cannot set their kubelets' process limits."""
-    return (f"cluster.kind is kubeconfig, so this stack does not set the nodes' process limits: set, on every node "
-            f"tenant pods run on, the kubelet's podPidsLimit: {limit} (KubeletConfiguration; the flag "
-            f"--pod-max-pids={limit}; cluster.podPidsLimit), systemReserved pid: {SYSTEM_PID_RESERVE} (--system-reserved "
-            f"pid={SYSTEM_PID_RESERVE}, kept with any other entries) and evictionHard pid.available: "
-            f"{PID_EVICTION_THRESHOLD} (--eviction-hard pid.available<{PID_EVICTION_THRESHOLD}; the kubelet's other "
-            "signals must be restated, since a map given replaces its defaults). Without the limit one team's pod can "
-            "use up a node's process IDs and stop the other teams' pods there from starting processes; without the "
-            "reserve and the threshold several of its pods still can, and the kubelet and containerd with them. A "
-            "kubelet's running values show in `kubectl get --raw /api/v1/nodes/NODE/proxy/configz`.")
-
-
-def _time_sliced(platform: Platform) -> list[tuple[str, Optional[str]]]:
-    """Where the config puts GPUs on the time-sliced profile: each config key, with its EKS node group's name."""
-    places: list[tuple[str, Optional[str]]] = []
-    if platform.gpu_operator.time_slicing.default_profile == TIME_SLICED:
-        places.append(("gpuOperator.timeSlicing.defaultProfile", None))
-    if platform.cluster.eks is not None:
-        places += [(f"cluster.eks.gpuNodeGroups[{index}].sharingProfile", group.name)
-                   for index, group in enumerate(platform.cluster.eks.gpu_node_groups)
-                   if group.sharing_profile == TIME_SLICED]
-    return places
-
-
-def _time_sliced_accounting_notes(platform: Platform) -> list[str]:
-    """GPUs on the time-sliced profile are not charged per team (docs/observability.md)."""
-    if platform.observability.prometheus == "off":
-        return []
-    keys = [key if group is None else f"{key} ({group})" for key, group in _time_sliced(platform)]
-    if not keys:
-        return []
-    return [f"{', '.join(keys)} put GPUs on the {TIME_SLICED} profile: there the usage metrics charge each GPU's "
-            "busy time to one of the pods time-slicing it (the DCGM exporter maps a GPU to one pod) and KAI counts "
-            "each replica as a GPU, so the teams' used GPU-hours and utilisation on those nodes are not theirs. "
-            "Where chargeback matters, share GPUs with KAI fractions on the exclusive profile (docs/observability.md)."]
-
-
 def _cpu_memory_overcommit_warnings(platform: Platform) -> list[str]:
     """KAI over-commits a parent's cpu or memory quota silently (its teams' quotas, derived from their ResourceQuota
     unless written, added up past it): a warning, as the gpu quota's sum is an error (_check_org_quota)."""
@@ -346,7 +289,7 @@ def _box_overcommit_warnings(platform: Platform) -> list[str]:
 
 def _warnings(platform: Platform) -> list[str]:
     warnings = []
-    time_sliced = _time_sliced(platform) if platform.kai_scheduler.gpu_sharing else []
+    time_sliced = time_sliced_keys(platform) if platform.kai_scheduler.gpu_sharing else []
     for _, group in time_sliced:
         if group is None:
             warnings.append(

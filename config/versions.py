@@ -132,6 +132,10 @@ GPU_OPERATOR_MINIMUM_VERSION = "v24.9.0"
 KUBE_PROMETHEUS_STACK_MINIMUM_VERSION = "88.0.0"
 # ValidatingAdmissionPolicy v1, which guards every tenant namespace, is GA (served by default) from 1.30.
 KUBERNETES_MINIMUM_VERSION = "1.30"
+# The newest Kubernetes whose API server code the host policies and the tenant boundary are checked against (the
+# newest k8s.io/apiserver and apimachinery tags in tests/conftest.py MIRRORED_TAGS): a site may state a newer one,
+# and its plan says it is unchecked.
+KUBERNETES_NEWEST_CHECKED_VERSION = "1.36"
 
 # --- every version of each chart the config accepts ------------------------------------------------
 # Each chart version key accepts exactly these (config/version_types.py Version): every release of the chart from

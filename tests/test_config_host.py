@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from config import load_platform
+from config import load_platform, versions
 from config.errors import MISSING
 from config.hosts import NODE_GROUP_NAME_PREFIX_MAX
 from tests.config_spec import assert_rejected, dev_config, drop, eks_config, put
+from tests.conftest import MIRRORED_TAGS
 
 
 # --- per-kind host settings ---------------------------------------------------------------------
@@ -233,3 +234,19 @@ def test_team_guarantees_past_a_microk8s_box_of_stated_size_warn():
         put(small, f"teams[{index}].resources.cpu", {"quota": -1, "limit": -1})
         put(small, f"teams[{index}].resources.memory", {"quota": 100, "limit": -1})
     assert not [w for w in load_platform(small).warnings if "cluster.microk8s" in w]
+
+
+@pytest.mark.parametrize("kind, key", [("eks", "cluster.eks.kubernetesVersion"),
+                                       ("microk8s", "cluster.microk8s.kubernetesVersion")])
+def test_a_kubernetes_newer_than_the_newest_checked_is_accepted_with_a_note(kind, key):
+    base = put(eks_config() if kind == "eks" else dev_config(), "vcluster.allowedRegistries", ["nvcr.io"])
+    newest = versions.KUBERNETES_NEWEST_CHECKED_VERSION
+    newer = f"1.{versions.release_numbers(newest)[1] + 1}"
+    assert not [note for note in load_platform(put(base, key, newest)).notes if "kubernetesVersion" in note]
+    [note] = [note for note in load_platform(put(base, key, newer)).notes if "kubernetesVersion" in note]
+    assert note.startswith(f"{key} is {newer}, newer than Kubernetes {newest}")
+
+
+def test_the_newest_checked_kubernetes_is_the_newest_api_server_the_contract_tests_read():
+    newest = max((tag for tag in MIRRORED_TAGS["kubernetes/apiserver"]), key=versions.release_order)
+    assert f"1.{versions.release_numbers(newest)[1]}" == versions.KUBERNETES_NEWEST_CHECKED_VERSION

@@ -1,0 +1,79 @@
+"""Notes for whoever reviews a site's plan: nothing wrong, but maybe not what was meant, or what the site must do
+itself. Plain data in, text out."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from config import versions
+from config.capacity import known_gpu_capacity
+from config.image_registries import unlisted_registries_notes
+from config.model import PID_EVICTION_THRESHOLD, SYSTEM_PID_RESERVE, Cluster, Platform
+from config.sharing import TIME_SLICED
+
+
+def review_notes(platform: Platform) -> list[str]:
+    """Information for the reviewer: not wrong, but maybe not what was meant."""
+    notes = _time_sliced_accounting_notes(platform) + unlisted_registries_notes(
+        platform.teams[0].vcluster.allowed_registries)  # a stack-only key: every team has the stack's list
+    if platform.cluster.kubeconfig is not None:
+        notes.append(_site_pids_note(platform.cluster.pod_pids_limit))
+    notes += _unchecked_kubernetes_notes(platform.cluster)
+    capacity = known_gpu_capacity(platform.cluster, platform.gpu_operator.time_slicing)
+    guaranteed = sum(max(team.resources.gpu.quota, 0) for team in platform.teams)
+    if capacity and all(team.resources.gpu.quota != -1 for team in platform.teams) \
+            and capacity.kai_units - guaranteed >= 0.5:
+        notes.append(f"{capacity.kai_units - guaranteed:g} of {capacity.describe()} are guaranteed to no team (the "
+                     f"teams' gpu quotas add up to {guaranteed:g}): teams only get them over quota, by priority and "
+                     "overQuotaWeight.")
+    return notes
+
+
+def _unchecked_kubernetes_notes(cluster: Cluster) -> list[str]:
+    """A site on a Kubernetes newer than the program was checked against: not refused (EKS and MicroK8s move on), but
+    the reviewer should know that nothing here has read that release."""
+    newest = versions.KUBERNETES_NEWEST_CHECKED_VERSION
+    if versions.release_order(cluster.kubernetes_version) <= versions.release_order(newest):
+        return []
+    return [f"cluster.{cluster.kind}.kubernetesVersion is {cluster.kubernetes_version}, newer than Kubernetes {newest}, "
+            f"the newest whose API server the host's admission policies and the tenant boundary were checked against: "
+            f"read the release's notes on ValidatingAdmissionPolicy, Pod and NetworkPolicy fields before `pulumi up`, "
+            f"or wait for a release of this program that checks {cluster.kubernetes_version}."]
+
+
+def _site_pids_note(limit: int) -> str:
+    """A kubeconfig host's nodes are the site's: the program cannot set their kubelets' process limits."""
+    return (f"cluster.kind is kubeconfig, so this stack does not set the nodes' process limits: set, on every node "
+            f"tenant pods run on, the kubelet's podPidsLimit: {limit} (KubeletConfiguration; the flag "
+            f"--pod-max-pids={limit}; cluster.podPidsLimit), systemReserved pid: {SYSTEM_PID_RESERVE} (--system-reserved "
+            f"pid={SYSTEM_PID_RESERVE}, kept with any other entries) and evictionHard pid.available: "
+            f"{PID_EVICTION_THRESHOLD} (--eviction-hard pid.available<{PID_EVICTION_THRESHOLD}; the kubelet's other "
+            "signals must be restated, since a map given replaces its defaults). Without the limit one team's pod can "
+            "use up a node's process IDs and stop the other teams' pods there from starting processes; without the "
+            "reserve and the threshold several of its pods still can, and the kubelet and containerd with them. A "
+            "kubelet's running values show in `kubectl get --raw /api/v1/nodes/NODE/proxy/configz`.")
+
+
+def time_sliced_keys(platform: Platform) -> list[tuple[str, Optional[str]]]:
+    """Where the config puts GPUs on the time-sliced profile: each config key, with its EKS node group's name."""
+    places: list[tuple[str, Optional[str]]] = []
+    if platform.gpu_operator.time_slicing.default_profile == TIME_SLICED:
+        places.append(("gpuOperator.timeSlicing.defaultProfile", None))
+    if platform.cluster.eks is not None:
+        places += [(f"cluster.eks.gpuNodeGroups[{index}].sharingProfile", group.name)
+                   for index, group in enumerate(platform.cluster.eks.gpu_node_groups)
+                   if group.sharing_profile == TIME_SLICED]
+    return places
+
+
+def _time_sliced_accounting_notes(platform: Platform) -> list[str]:
+    """GPUs on the time-sliced profile are not charged per team (docs/observability.md)."""
+    if platform.observability.prometheus == "off":
+        return []
+    keys = [key if group is None else f"{key} ({group})" for key, group in time_sliced_keys(platform)]
+    if not keys:
+        return []
+    return [f"{', '.join(keys)} put GPUs on the {TIME_SLICED} profile: there the usage metrics charge each GPU's "
+            "busy time to one of the pods time-slicing it (the DCGM exporter maps a GPU to one pod) and KAI counts "
+            "each replica as a GPU, so the teams' used GPU-hours and utilisation on those nodes are not theirs. "
+            "Where chargeback matters, share GPUs with KAI fractions on the exclusive profile (docs/observability.md)."]
