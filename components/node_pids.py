@@ -1,6 +1,7 @@
-"""The process table of the nodes the program builds: per pod, for all pods together, and when the kubelet evicts.
+"""Kubelet settings the program adds on the nodes it builds: the process table (per pod, for all pods together, and
+when the kubelet evicts) and, on MicroK8s, the inode eviction signal the snap leaves out.
 
-Three kubelet settings, the same on every built node:
+Three process settings, the same on every built node:
 
 - ``podPidsLimit`` (``cluster.podPidsLimit``): the most processes and threads one pod may hold; the kubelet makes it
   the pod cgroup's ``pids.max`` when it creates the pod.
@@ -27,6 +28,16 @@ The snap's own file sets no ``--pod-max-pids`` and no ``--system-reserved``, and
 defaults (``LangleSeparatedMapStringString.Set`` in component-base), so the program adds its entry to each line of
 the flag the file has, keeping every signal in it, and writes a line of its own only when there is none.
 
+The snap's ``--eviction-hard`` (``default-args/kubelet``: memory, node and image space) thereby drops the kubelet's
+default ``nodefs.inodesFree<5%``, so a pod filling the root with empty files under its byte limit would leave the
+node out of inodes with nothing evicted. The step puts that entry back (``INODE_EVICTION_THRESHOLD``): the kubelet
+then marks the node ``DiskPressure`` and evicts lowest priority first, then the most inodes (``helpers.go``
+``rankDiskPressureFunc``). The snap keeps the kubelet's and containerd's roots under ``$SNAP_COMMON/var/lib``, one
+filesystem, so the kubelet sees no separate image filesystem and the nodefs signal covers every file a pod makes;
+no ``imagefs.inodesFree`` is added. Unlike the PID entries, a site's own ``nodefs.inodesFree`` on a line stands
+(ours is added only to lines without one), and removal takes out only ``nodefs.inodesFree<5%`` exactly: a site
+that had written that very entry itself loses it on destroy. A line the program wrote whole goes whole on removal.
+
 AL2023 EKS nodes are set up by nodeadm, which reads ``NodeConfig`` documents from the MIME parts of type
 ``application/node.eks.aws`` of the instance's user data and merges them in order, later values winning and maps
 merging key by key; a managed node group of an EKS AMI type appends its own part (cluster coordinates) to the
@@ -43,6 +54,7 @@ No Pulumi here.
 from __future__ import annotations
 
 import base64
+import re
 import shlex
 
 import yaml
@@ -58,6 +70,8 @@ EVICTION_HARD_FLAG = "--eviction-hard"
 # has no --eviction-hard line: a flag of ours alone would replace them.
 KUBELET_DEFAULT_EVICTION_HARD = ("memory.available<100Mi", "nodefs.available<10%", "nodefs.inodesFree<5%",
                                  "imagefs.available<15%")
+# The kubelet's own inode signal, which the snap's --eviction-hard leaves out.
+INODE_EVICTION_THRESHOLD = "5%"
 
 NODECONFIG_MEDIA_TYPE = "application/node.eks.aws"
 NODECONFIG_API_VERSION = "node.eks.aws/v1alpha1"
@@ -69,6 +83,11 @@ def _flag_lines(flag: str) -> str:
     return rf"^[[:space:]]*{flag}([=[:space:]]|$)"
 
 
+def _literal(text: str) -> str:
+    """``text`` as a sed ERE matching itself."""
+    return re.sub(r"([][.*^$+?(){}|\\/])", r"\\\1", text)
+
+
 # Kubelite drops both quote characters wherever they stand.
 _QUOTES = "\"'"
 # A comma right after the flag's "=" or blank (and an opening quote), left by a dropped first entry.
@@ -76,32 +95,35 @@ _LEADING_COMMA = f"s/([=[:space:]][{_QUOTES}]?),/\\1/"
 
 
 class _MapEntry:
-    """One entry (``pid=4096``, ``pid.available<10%``) of a kubelet map flag, as sed edits on the flag's lines."""
+    """One entry (``pid=4096``, ``pid.available<10%``) of a kubelet map flag, as sed edits on the flag's lines.
 
-    def __init__(self, flag: str, key: str, separator: str, value: str):
-        self.flag, self.key, self.separator, self.value = flag, key, separator, value
+    An entry that ``yields`` is added only to a line without its key, so a site's own value stands, and removal
+    takes out only the program's exact entry."""
+
+    def __init__(self, flag: str, key: str, separator: str, value: str, yields: bool = False):
+        self.flag, self.key, self.separator, self.value, self.yields = flag, key, separator, value, yields
         self.lines = _flag_lines(flag)
 
     @property
     def entry(self) -> str:
         return f"{self.key}{self.separator}{self.value}"
 
-    @property
-    def new_line(self) -> str:
-        """The flag's line when the file has none."""
-        defaults = KUBELET_DEFAULT_EVICTION_HARD if self.flag == EVICTION_HARD_FLAG else ()
-        return f"{self.flag}={','.join((*defaults, self.entry))}"
-
     def _drop(self) -> str:
         # The entry wherever it stands in the value (after "=", a quote, a blank or a comma), then the commas
         # that leaves doubled, leading or trailing.
-        key = self.key.replace(".", "\\.")
-        return (f"s/([[:space:]{_QUOTES}=,]){key}{self.separator}[^,{_QUOTES}[:space:]]*/\\1/g;"
+        key = _literal(self.key)
+        value = (_literal(self.value) + f"([,{_QUOTES}[:space:]]|$)" if self.yields
+                 else f"[^,{_QUOTES}[:space:]]*")
+        ending = "\\1\\2" if self.yields else "\\1"
+        return (f"s/([[:space:]{_QUOTES}=,]){key}{self.separator}{value}/{ending}/g;"
                 f"s/,,+/,/g;{_LEADING_COMMA};s/,([{_QUOTES}]?)[[:space:]]*$/\\1/")
 
     def set_script(self) -> str:
-        return (f"/{self.lines}/{{{self._drop()};s/([{_QUOTES}]?)[[:space:]]*$/,{self.entry}\\1/;"
-                f"{_LEADING_COMMA}}}")
+        append = f"s/([{_QUOTES}]?)[[:space:]]*$/,{self.entry}\\1/;{_LEADING_COMMA}"
+        if self.yields:
+            key = _literal(self.key)
+            return f"/{self.lines}/{{/[[:space:]{_QUOTES}=,]{key}{self.separator}/!{{{append}}}}}"
+        return f"/{self.lines}/{{{self._drop()};{append}}}"
 
     def remove_script(self) -> str:
         # A line left without entries was the program's own: it goes.
@@ -110,14 +132,31 @@ class _MapEntry:
 
 
 def _entries() -> tuple[_MapEntry, ...]:
+    # The inode signal before the PID one: appended last, the PID entry is where a second run puts it again.
     return (_MapEntry(SYSTEM_RESERVED_FLAG, "pid", "=", str(SYSTEM_PID_RESERVE)),
+            _MapEntry(EVICTION_HARD_FLAG, "nodefs.inodesFree", "<", INODE_EVICTION_THRESHOLD, yields=True),
             _MapEntry(EVICTION_HARD_FLAG, "pid.available", "<", PID_EVICTION_THRESHOLD))
+
+
+def _new_lines() -> dict[str, str]:
+    """Per map flag, the line the program writes when the file has none: the kubelet's defaults (which a flag of
+    ours alone would replace) with the program's entries, a yielding entry giving way to a default of its key."""
+    lines = {}
+    for flag in dict.fromkeys(entry.flag for entry in _entries()):
+        defaults = KUBELET_DEFAULT_EVICTION_HARD if flag == EVICTION_HARD_FLAG else ()
+        values = dict(default.split("<", 1) for default in defaults)
+        for entry in _entries():
+            if entry.flag == flag and not (entry.yields and entry.key in values):
+                values[entry.key] = entry.value
+        separator = next(entry.separator for entry in _entries() if entry.flag == flag)
+        lines[flag] = f"{flag}={','.join(f'{key}{separator}{value}' for key, value in values.items())}"
+    return lines
 
 
 def set_kubelet_pids_command(sudo: str, limit: int, ready: str, args_file: str = MICROK8S_KUBELET_ARGS) -> str:
     """Shell that leaves MicroK8s' kubelet args with exactly one ``--pod-max-pids=<limit>`` line, the PID reserve in
-    ``--system-reserved`` and the PID threshold in ``--eviction-hard`` (every other entry kept), restarts kubelite
-    when that changed anything, then waits for the cluster.
+    ``--system-reserved`` and the PID and inode thresholds in ``--eviction-hard`` (every other entry kept),
+    restarts kubelite when that changed anything, then waits for the cluster.
 
     The new file is written to a scratch file and copied over the old one only when they differ: run again with
     the same limit, it changes nothing and restarts nothing; with another limit it replaces the old flag (every
@@ -128,8 +167,8 @@ def set_kubelet_pids_command(sudo: str, limit: int, ready: str, args_file: str =
     script = ["-e " + shlex.quote(f"/{pids}/d")]
     script += ["-e " + shlex.quote(entry.set_script()) for entry in _entries()]
     script.append("-e " + shlex.quote("$a\\"))
-    added = "; ".join(f"{sudo}grep -qE {shlex.quote(entry.lines)} {args_file} || printf '%s\\n' {shlex.quote(entry.new_line)}"
-                      for entry in _entries())
+    added = "; ".join(f"{sudo}grep -qE {shlex.quote(_flag_lines(flag))} {args_file} || "
+                      f"printf '%s\\n' {shlex.quote(line)}" for flag, line in _new_lines().items())
     missing = (f"{args_file} is missing or empty: the kubelet's arguments of the MicroK8s snap are not where "
                "this program expects them. Check 'snap list microk8s'.")
     return (f"if ! {sudo}test -s {args_file}; then echo \"{missing}\" >&2; exit 1; fi; "
@@ -145,7 +184,9 @@ def remove_kubelet_pids_command(sudo: str, ready: str, args_file: str = MICROK8S
     arguments: no limit, no reserve, its own eviction signals) and restarts kubelite; nothing when there is
     nothing of the program's left, or no snap."""
     pids = _flag_lines(KUBELET_PIDS_FLAG)
-    script = ["-e " + shlex.quote(f"/{pids}/d")]
+    # A line the program wrote whole goes whole, defaults and all.
+    own = [f"/^{_literal(line)}$/d" for line in _new_lines().values()]
+    script = ["-e " + shlex.quote(command) for command in (f"/{pids}/d", *own)]
     script += ["-e " + shlex.quote(entry.remove_script()) for entry in _entries()]
     return (f"if {sudo}test -e {args_file}; then new=$(mktemp) && trap 'rm -f \"$new\"' EXIT && "
             f"{sudo}sed -E {' '.join(script)} {args_file} > \"$new\" && "

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from components.node_pids import (
-    KUBELITE_SERVICE, MICROK8S_KUBELET_ARGS, NODECONFIG_API_VERSION, eks_node_user_data,
+    INODE_EVICTION_THRESHOLD, KUBELITE_SERVICE, MICROK8S_KUBELET_ARGS, NODECONFIG_API_VERSION, eks_node_user_data,
     remove_kubelet_pids_command, set_kubelet_pids_command,
 )
 from config import load_platform
@@ -40,7 +40,8 @@ SNAP_KUBELET_ARGS = """\
 --eviction-hard="memory.available<100Mi,nodefs.available<1Gi,imagefs.available<1Gi"
 --serialize-image-pulls=false
 """
-
+# The signals the step adds to MicroK8s' --eviction-hard.
+OURS = {"nodefs.inodesFree": INODE_EVICTION_THRESHOLD, "pid.available": PID_EVICTION_THRESHOLD}
 
 # --- config ----------------------------------------------------------------------------------------------------
 
@@ -68,7 +69,7 @@ def test_a_limit_within_the_bounds_is_taken(value):
 SNAP_KUBELET_ARGS_SET = """\
 --kubeconfig=${SNAP_DATA}/credentials/kubelet.config
 --root-dir=${SNAP_COMMON}/var/lib/kubelet
---eviction-hard="memory.available<100Mi,nodefs.available<1Gi,imagefs.available<1Gi,pid.available<10%"
+--eviction-hard="memory.available<100Mi,nodefs.available<1Gi,imagefs.available<1Gi,nodefs.inodesFree<5%,pid.available<10%"
 --serialize-image-pulls=false
 --system-reserved=pid=4096
 --pod-max-pids=16384
@@ -83,8 +84,8 @@ def test_setting_the_limits_writes_them_restarts_kubelite_and_waits_for_the_clus
     assert text == SNAP_KUBELET_ARGS_SET
     assert pids_flags(text) == ["16384"]
     assert system_reserved(text) == {"pid": "4096"}
-    # The snap's own signals stay, and the kubelet adds the threshold to them.
-    assert eviction_hard(text) == {**eviction_hard(SNAP_KUBELET_ARGS), "pid.available": "10%"}
+    # The snap's own signals stay, and the kubelet adds the thresholds to them (tests/test_node_inodes.py).
+    assert eviction_hard(text) == {**eviction_hard(SNAP_KUBELET_ARGS), **OURS}
     # The snap's other arguments are untouched and still read the same way.
     assert other_args(text) == other_args(SNAP_KUBELET_ARGS)
     assert box.restarts == 1 and box.waited
@@ -145,7 +146,7 @@ def test_a_threshold_already_there_is_replaced_and_every_other_signal_kept(tmp_p
     box = Box(tmp_path, text)
     assert box.set(16384).returncode == 0
     after = box.args.read_text()
-    assert eviction_hard(after) == {**before, "pid.available": "10%"}
+    assert eviction_hard(after) == {**before, **OURS}
     assert after.count("pid.available") == 1 and after.count("--eviction-hard") == 1
     assert other_args(after) == other_args(text)
 
@@ -344,7 +345,7 @@ def test_the_snaps_own_kubelet_args_set_no_limit_and_the_step_round_trips_them(t
     after = box.args.read_text()
     assert pids_flags(after) == ["16384"]
     assert system_reserved(after) == {"pid": str(SYSTEM_PID_RESERVE)}
-    assert eviction_hard(after) == {**snap_signals, "pid.available": PID_EVICTION_THRESHOLD}
+    assert eviction_hard(after) == {**snap_signals, **OURS}
     assert other_args(after) == other_args(default)
     assert box.set(16384).returncode == 0 and box.restarts == 0 and box.args.read_text() == after
     assert box.remove().returncode == 0 and box.restarts == 1
