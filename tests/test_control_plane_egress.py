@@ -35,9 +35,8 @@ from tests.conftest import (
     ACCEPTED_VCLUSTER_TAGS, COMMITTED_STACKS, git, mirrored_tag, real_charts_or_skip, run, stack_config,
 )
 from tests.test_deployability_charts import with_observability
-from tests.test_tenant_network import (
-    Pod, Site, Target, host_addresses, isolated_team_and_another, isolating_sites, reaches, rendered_policies,
-    chart_policies, dns_pod, teams, tenant_pods,
+from tests.test_tenant_network import (  # noqa: F401 (site: the fixture, each committed site at each accepted tag)
+    Pod, Target, host_addresses, isolated_team_and_another, reaches, chart_policies, dns_pod, site, teams, tenant_pods,
 )
 from tools.charts.render import render_plan_releases
 from tools.deployability.inputs import helm_kube_version, pod_templates, program_objects, rendered_objects
@@ -74,15 +73,6 @@ def api_server_ports(stack: str, team) -> set[int]:
     if team.vcluster.access.oidc.enabled:
         ports.add(issuer_port(team.vcluster.access))
     return ports
-
-
-@pytest.fixture(scope="module",
-                params=[(stack, tag) for stack in isolating_sites() for tag in ACCEPTED_VCLUSTER_TAGS],
-                ids=lambda param: "-".join(param))
-def site(request, tmp_path_factory) -> Site:
-    stack, tag = request.param
-    team, other = isolated_team_and_another(stack, tag)
-    return Site(stack, team, other, rendered_policies(tag, team, tmp_path_factory.mktemp("vcluster-chart")))
 
 
 def test_the_control_plane_reaches_the_api_server_port_and_nothing_else_outside_its_namespace(site):
