@@ -78,7 +78,7 @@ EKS_KUBERNETES_VERSION = "1.36"
 # kube-prometheus-stack's CRD upgrade hook (components/observability_crds.py), whose own default is a kubectl
 # tagged as the cluster's Kubernetes (its upgradeJob.image.kubectl). Each is the newest patch of its minor in the
 # kubernetes/kubectl repository snapshot read for it (its tag v0.NN.P is Kubernetes v1.NN.P's kubectl), except:
-# 1.30 runs 1.31's, because `kubectl wait --for=create` came in 1.31 (pkg/cmd/wait/wait.go conditionFuncFor), and
+# 1.30 runs 1.31's, because `kubectl wait --for=create` came in 1.31 (pkg/cmd/wait/wait.go, tag v0.31.0), and
 # 1.37, which has no release in that snapshot, runs 1.36's. Every key is accepted and nothing else
 # (KUBERNETES_MINIMUM_VERSION to KUBERNETES_NEWEST_ACCEPTED_VERSION, config/version_types.py);
 # tests/test_kubectl_skew.py checks the table against that range and the skew.
@@ -149,7 +149,8 @@ KUBE_PROMETHEUS_STACK_MINIMUM_VERSION = "88.0.0"
 # ValidatingAdmissionPolicy v1, which guards every tenant namespace, is GA (served by default) from 1.30.
 KUBERNETES_MINIMUM_VERSION = "1.30"
 # The newest Kubernetes whose API server code the host policies and the tenant boundary are checked against (the
-# newest k8s.io/apiserver and apimachinery tags in tests/conftest.py MIRRORED_TAGS): a site may state a newer one,
+# newest k8s.io/apiserver and apimachinery tags in tests/conftest.py MIRRORED_TAGS): a site may state a newer one
+# (up to KUBERNETES_NEWEST_ACCEPTED_VERSION),
 # and its plan says it is unchecked.
 KUBERNETES_NEWEST_CHECKED_VERSION = "1.36"
 # The newest Kubernetes a site may state: the newest a kubectl of KUBECTL_IMAGES is supported against (one minor
