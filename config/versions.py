@@ -150,8 +150,7 @@ KUBE_PROMETHEUS_STACK_MINIMUM_VERSION = "88.0.0"
 KUBERNETES_MINIMUM_VERSION = "1.30"
 # The newest Kubernetes whose API server code the host policies and the tenant boundary are checked against (the
 # newest k8s.io/apiserver and apimachinery tags in tests/conftest.py MIRRORED_TAGS): a site may state a newer one
-# (up to KUBERNETES_NEWEST_ACCEPTED_VERSION),
-# and its plan says it is unchecked.
+# (up to KUBERNETES_NEWEST_ACCEPTED_VERSION), and its plan says it is unchecked.
 KUBERNETES_NEWEST_CHECKED_VERSION = "1.36"
 # The newest Kubernetes a site may state: the newest a kubectl of KUBECTL_IMAGES is supported against (one minor
 # past the newest kubectl released). A later one is refused until a kubectl for it is pinned there.
