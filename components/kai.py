@@ -52,6 +52,8 @@ KAI_CONFIG = {"apiVersion": "kai.scheduler/v1", "kind": "Config", "name": "kai-c
 class KaiSchedulerArgs:
     settings: KaiSettings
     provider: k8s.Provider
+    # The site's kubectl (config/model.py Cluster.kubectl_image), which runs the queue webhook probe.
+    kubectl_image: str
 
 
 def kai_values(settings: KaiSettings) -> dict:
@@ -111,11 +113,12 @@ class KaiScheduler(pulumi.ComponentResource):
             spec=admission_patch_spec(),
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.release]),
         )
-        self.queue_webhook_ready = self._queue_webhook_probe(name, settings, args.provider)
+        self.queue_webhook_ready = self._queue_webhook_probe(name, settings, args.provider, args.kubectl_image)
         self.register_outputs({"namespace": self.namespace, "chart": versions.KAI_CHART,
                                "version": settings.version})
 
-    def _queue_webhook_probe(self, name: str, settings: KaiSettings, provider: k8s.Provider) -> k8s.batch.v1.Job:
+    def _queue_webhook_probe(self, name: str, settings: KaiSettings, provider: k8s.Provider,
+                             kubectl_image: str) -> k8s.batch.v1.Job:
         labels = {**MANAGED_BY, "app.kubernetes.io/name": PROBE_NAME}
         metadata = {"name": PROBE_NAME, "namespace": settings.namespace, "labels": labels}
         after_release = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[self.release])
@@ -146,11 +149,11 @@ class KaiScheduler(pulumi.ComponentResource):
                         "serviceAccountName": PROBE_NAME,
                         "securityContext": POD_SECURITY_CONTEXT,
                         "initContainers": [kubectl_container(
-                            "wait-for-webhook",
+                            "wait-for-webhook", kubectl_image,
                             wait_for_create_args("validatingwebhookconfigurations", QUEUE_WEBHOOK,
                                                  WEBHOOK_WAIT_SECONDS))],
                         "containers": [kubectl_container(
-                            "probe", ["create", "--dry-run=server", "-f", "/probe/queue.yaml"],
+                            "probe", kubectl_image, ["create", "--dry-run=server", "-f", "/probe/queue.yaml"],
                             [{"name": "probe", "mountPath": "/probe", "readOnly": True}])],
                         "volumes": [{"name": "probe", "configMap": {"name": PROBE_NAME}}, HOME_VOLUME],
                     },

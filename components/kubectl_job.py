@@ -13,17 +13,17 @@ from typing import Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from config import versions
 
 HOME_MOUNT = "/tmp"
 POD_SECURITY_CONTEXT = {"runAsNonRoot": True, "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"}}
 HOME_VOLUME = {"name": "home", "emptyDir": {}}
 
 
-def kubectl_container(name: str, args: Sequence[str], volume_mounts: Sequence[dict] = ()) -> dict:
+def kubectl_container(name: str, image: str, args: Sequence[str], volume_mounts: Sequence[dict] = ()) -> dict:
+    """``image`` is the site's kubectl (config/model.py Cluster.kubectl_image)."""
     return {
         "name": name,
-        "image": versions.KUBECTL_IMAGE,
+        "image": image,
         "args": list(args),
         "resources": {"requests": {"cpu": "10m", "memory": "32Mi"},
                       "limits": {"cpu": "100m", "memory": "128Mi"}},

@@ -71,7 +71,7 @@ def stack_values(platform: Platform) -> dict:
                **on_site_class}
     return {
         # The Prometheus operator's CRDs are upgraded with the chart, before its new operator starts.
-        "crds": crd_upgrade_values(),
+        "crds": crd_upgrade_values(platform.cluster.kubectl_image),
         "prometheus": {"prometheusSpec": {
             # The usage report and KAI's usage window read history: keep it past a restart and a month.
             "retention": settings.retention,

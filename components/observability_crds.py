@@ -9,9 +9,10 @@ keeps the whole object in an annotation, which is limited to 256 KiB), forced so
 Helm wrote at the first install. Its service account's ClusterRole may write only those CRDs (by name).
 
 The chart's defaults pull ``busybox:latest`` and a kubectl tagged as the cluster's Kubernetes: here both are
-pinned in config/versions.py. Its pod passes the ``restricted`` Pod Security level as the chart sets it (non-root
-65534, no privilege escalation, every capability dropped, read-only root, RuntimeDefault seccomp); the program
-adds requests and limits, and a writable ``HOME`` for kubectl's discovery cache (the chart's ``/tmp`` emptyDir).
+pinned in config/versions.py, kubectl per the Kubernetes the site states (within one minor of its API server).
+Its pod passes the ``restricted`` Pod Security level as the chart sets it (non-root 65534, no privilege
+escalation, every capability dropped, read-only root, RuntimeDefault seccomp); the program adds requests and
+limits, and a writable ``HOME`` for kubectl's discovery cache (the chart's ``/tmp`` emptyDir).
 """
 
 from __future__ import annotations
@@ -31,13 +32,14 @@ def chart_image(reference: str) -> dict:
     return {"registry": registry, "repository": repository, "tag": tag}
 
 
-def crd_upgrade_values() -> dict:
-    """The ``crds`` values of the kube-prometheus-stack release."""
+def crd_upgrade_values(kubectl_image: str) -> dict:
+    """The ``crds`` values of the kube-prometheus-stack release; ``kubectl_image`` is the site's kubectl
+    (config/model.py Cluster.kubectl_image)."""
     return {"upgradeJob": {
         "enabled": True,
         "forceConflicts": True,
         "image": {"busybox": chart_image(versions.CRD_UPGRADE_UNPACK_IMAGE),
-                  "kubectl": chart_image(versions.KUBECTL_IMAGE)},
+                  "kubectl": chart_image(kubectl_image)},
         "resources": RESOURCES,
         "env": {"HOME": WRITABLE_HOME},
     }}

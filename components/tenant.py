@@ -51,6 +51,8 @@ class TenantClusterArgs:
     queue: pulumi.Resource
     # The host cluster DNS Service's IP, where the tenant's DNS forwards (components/tenant_dns.py).
     cluster_dns: pulumi.Input[str]
+    # The site's kubectl (config/model.py Cluster.kubectl_image), which runs the kubeconfig wait.
+    kubectl_image: str
     # What the host must have before a control plane can start (e.g. its default StorageClass).
     prerequisites: Sequence[pulumi.Resource] = ()
 
@@ -216,7 +218,7 @@ class TenantCluster(pulumi.ComponentResource):
                                                     *tier_admission, *args.prerequisites,
                                                     *self.access.prerequisites, *self.network_policies]),
         )
-        self.kubeconfig_ready = self._wait_for_kubeconfig(name, team, args.provider)
+        self.kubeconfig_ready = self._wait_for_kubeconfig(name, team, args.provider, args.kubectl_image)
         kubeconfig_secret = k8s.core.v1.Secret.get(
             f"{name}-kubeconfig",
             # The id is known only once the wait Job completed: the read cannot run before it.
@@ -245,7 +247,8 @@ class TenantCluster(pulumi.ComponentResource):
             **self.access.outputs(),
         })
 
-    def _wait_for_kubeconfig(self, name: str, team: Team, provider: k8s.Provider) -> k8s.batch.v1.Job:
+    def _wait_for_kubeconfig(self, name: str, team: Team, provider: k8s.Provider,
+                             kubectl_image: str) -> k8s.batch.v1.Job:
         """A Job that ends once ``vc-<name>`` exists; it may read that one Secret and nothing else."""
         secret = kubeconfig_secret_name(team)
         job_name = f"{secret}-wait"[:63].rstrip("-")
@@ -267,7 +270,7 @@ class TenantCluster(pulumi.ComponentResource):
                         "restartPolicy": "Never",
                         "serviceAccountName": job_name,
                         "securityContext": POD_SECURITY_CONTEXT,
-                        "containers": [kubectl_container("wait", wait_for_create_args(
+                        "containers": [kubectl_container("wait", kubectl_image, wait_for_create_args(
                             "secrets", secret, KUBECONFIG_WAIT_SECONDS, namespace=team.namespace))],
                         "volumes": [HOME_VOLUME],
                     },

@@ -63,18 +63,6 @@ def string_schema(*parts: dict[str, Any]) -> dict[str, Any]:
     return {"type": "string", "allOf": [{"pattern": r"\S"}, *parts]}
 
 
-def at_least_pattern(number: int) -> str:
-    """A regular expression for the whole numbers >= ``number`` written without leading zeros."""
-    digits = str(number)
-    # Longer numbers, the number itself, or the same length with a higher digit after a shared prefix.
-    options = [rf"[1-9]\d{{{len(digits)},}}", digits]
-    for index, digit in enumerate(digits):
-        if digit != "9":
-            rest = len(digits) - index - 1
-            options.append(digits[:index] + f"[{int(digit) + 1}-9]" + (rf"\d{{{rest}}}" if rest else ""))
-    return "(?:" + "|".join(options) + ")"
-
-
 class Invalid(Exception):
     """A value its type refuses. ``entry`` names the map entry at fault (holding ``value``), if it is one."""
 

@@ -89,7 +89,9 @@ capacity warning.""", keys=(
     Key("kubernetesVersion", SITE_KUBERNETES, versions.EKS_KUBERNETES_VERSION,
         "Pinned Kubernetes minor version.", example='"1.33"',
         details="Quote it in YAML, because an unquoted `1.33` is a number and is rejected. EKS upgrades a cluster "
-                "one minor version per `pulumi up`."),
+                "one minor version per `pulumi up`. The platform's kubectl Jobs and kube-prometheus-stack's CRD "
+                "upgrade hook run the kubectl pinned for it (`config/versions.py` `KUBECTL_IMAGES`), within one "
+                "minor version of the cluster before and after such an upgrade."),
     Key("vpcId", Text(), None, "Use an existing VPC.", example="vpc-0abc…", default_note="the program creates a VPC",
         details="If set, `privateSubnetIds` must be set too: the nodes run there. Its CIDR blocks must lie inside "
                 f"{', '.join(PRIVATE_NETWORKS)} (the program cannot read them): tenant pods' public egress leaves out "

@@ -30,10 +30,12 @@ from config.vocabulary import CLUSTER_KINDS
 # A DNS-1123 subdomain: what `kubectl get storageclass` names may be.
 STORAGE_CLASS_NAME = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
 KUBERNETES_VERSION_DETAILS = (
-    "The program cannot ask the cluster before it runs, so the site states it: `--render-charts` renders the "
-    "charts for it and the deployability check validates every object against it. Left out, both assume the "
-    "oldest version the program supports, and may report a field a newer cluster accepts. Read it with "
-    "`{command}` and quote it in YAML (`\"1.36\"`).")
+    "The program cannot ask the cluster before it runs, so the site states it: the platform's kubectl Jobs and "
+    "kube-prometheus-stack's CRD upgrade hook run the kubectl pinned for it (`config/versions.py` "
+    "`KUBECTL_IMAGES`, supported within one minor version of the API server), `--render-charts` renders the "
+    "charts for it and the deployability check validates every object against it. Left out, all three assume the "
+    "oldest version the program supports: the kubectl may then be out of skew with a newer cluster, and the check "
+    "may report a field it accepts. Read it with `{command}` and quote it in YAML (`\"1.36\"`).")
 
 MICROK8S = Block(title="a single GPU machine running MicroK8s", intro="""\
 The program runs the setup steps in order: `snap refresh --hold microk8s`, `microk8s enable dns`,

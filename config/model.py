@@ -254,6 +254,12 @@ class Cluster:
         host = self.microk8s or self.eks or self.kubeconfig
         return host.kubernetes_version if host is not None else versions.KUBERNETES_MINIMUM_VERSION
 
+    @property
+    def kubectl_image(self) -> str:
+        """The kubectl the platform's Jobs and hooks run: the one pinned for the site's Kubernetes, within kubectl's
+        one-minor skew of its API server (every version the config accepts has one)."""
+        return versions.KUBECTL_IMAGES[self.kubernetes_version]
+
 
 @dataclass(frozen=True)
 class TimeSlicing:

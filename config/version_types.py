@@ -1,6 +1,6 @@
 """Key types for versions: a chart's release, one of those config/versions.py lists for it (its floor, its pin
-and every release between), and a site's Kubernetes minor version, no older than its floor (``parse`` refuses
-the others, ``schema`` says the same in the JSON Schema)."""
+and every release between), and a site's Kubernetes minor version, from its floor to the newest one a pinned
+kubectl serves (``parse`` refuses the others, ``schema`` says the same in the JSON Schema)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from config.key_types import Invalid, Text, at_least_pattern, string_schema
-from config.versions import KUBERNETES_MINIMUM_VERSION, release_numbers, release_order
+from config.key_types import Invalid, Text
+from config.versions import (
+    KUBERNETES_MINIMUM_VERSION, KUBERNETES_NEWEST_ACCEPTED_VERSION, release_numbers, release_order,
+)
 from config.vocabulary import EXACT_VERSION
 
 KUBERNETES_MINOR = re.compile(r"^1\.(0|[1-9][0-9]*)$")
@@ -71,10 +73,12 @@ def refuse_below(value: str, minimum: str, reason: str) -> None:
 
 @dataclass(frozen=True)
 class KubernetesVersion:
-    """A Kubernetes minor version ``1.NN`` as a string, no older than ``minimum`` (config/versions.py)."""
+    """A Kubernetes minor version ``1.NN`` as a string, from ``minimum`` to ``newest`` (config/versions.py)."""
 
     minimum: str
     minimum_reason: str
+    newest: str
+    newest_reason: str
     fix: ClassVar[str] = 'set it to a quoted minor version such as "1.33"'
 
     def parse(self, value: object, fix: str) -> str:
@@ -82,16 +86,27 @@ class KubernetesVersion:
         if not KUBERNETES_MINOR.fullmatch(value):
             raise Invalid("must be a pinned Kubernetes minor version", "use the form 1.NN, e.g. 1.33")
         refuse_below(value, self.minimum, self.minimum_reason)
+        if release_order(value) > release_order(self.newest):
+            raise Invalid(f"versions after {self.newest} are not supported: {self.newest_reason}",
+                          f"state {self.newest} or older (a later one comes with an upgrade of gpu-tenancy)")
         return value
 
+    def minors(self) -> list[str]:
+        """Every version accepted, oldest first."""
+        major, oldest = release_numbers(self.minimum)
+        return [f"{major}.{minor}" for minor in range(oldest, release_numbers(self.newest)[1] + 1)]
+
     def schema(self) -> dict[str, Any]:
-        major, minor = release_numbers(self.minimum)
-        return string_schema({"pattern": f"^{major}\\.{at_least_pattern(minor)}$"})
+        return {"type": "string", "enum": self.minors()}
 
     def shown(self) -> str:
-        return f"string `1.NN`, {self.minimum} or later"
+        return f"string `1.NN`, {self.minimum} to {self.newest}"
 
 
-# The site's Kubernetes minor version (cluster.<kind>.kubernetesVersion) and why older ones are refused.
-SITE_KUBERNETES = KubernetesVersion(KUBERNETES_MINIMUM_VERSION,
-                                    "every tenant namespace is guarded by ValidatingAdmissionPolicy v1, GA from 1.30")
+# The site's Kubernetes minor version (cluster.<kind>.kubernetesVersion) and why others are refused.
+SITE_KUBERNETES = KubernetesVersion(
+    KUBERNETES_MINIMUM_VERSION, "every tenant namespace is guarded by ValidatingAdmissionPolicy v1, GA from 1.30",
+    KUBERNETES_NEWEST_ACCEPTED_VERSION,
+    "the platform's kubectl Jobs and kube-prometheus-stack's CRD upgrade hook run a kubectl pinned for the site's "
+    "Kubernetes (config/versions.py KUBECTL_IMAGES), and kubectl is supported only within one minor version of "
+    "the API server")

@@ -71,11 +71,27 @@ EKS_KUBERNETES_VERSION = "1.36"
 # looks up the newest for the cluster's version when it creates the add-on (cluster.eks.ebsCsiAddonVersion
 # pins one instead).
 
-# Runs the Jobs that wait for KAI's queue webhook (components/kai.py) and for a tenant's
-# kubeconfig Secret (components/tenant.py); `kubectl wait --for=create` needs kubectl 1.31+. Also the
-# `kubectl apply --server-side` of kube-prometheus-stack's CRD upgrade hook (components/observability_crds.py),
-# whose own default is a kubectl image tagged as the cluster's Kubernetes version (its upgradeJob.image.kubectl).
-KUBECTL_IMAGE = "registry.k8s.io/kubectl:v1.33.0"
+# kubectl for each Kubernetes minor a site may state (cluster.<kind>.kubernetesVersion), chosen by it
+# (config/model.py Cluster.kubectl_image): kubectl is supported within one minor of the API server, so one pin
+# cannot serve 1.30 to 1.37. It runs the Jobs that wait for KAI's queue webhook (components/kai.py) and for a
+# tenant's kubeconfig Secret (components/tenant.py), and the `kubectl apply --server-side --force-conflicts` of
+# kube-prometheus-stack's CRD upgrade hook (components/observability_crds.py), whose own default is a kubectl
+# tagged as the cluster's Kubernetes (its upgradeJob.image.kubectl). Each is the newest patch of its minor in the
+# kubernetes/kubectl repository snapshot read for it (its tag v0.NN.P is Kubernetes v1.NN.P's kubectl), except:
+# 1.30 runs 1.31's, because `kubectl wait --for=create` came in 1.31 (pkg/cmd/wait/wait.go, tag v0.31.0), and
+# 1.37, which has no release in that snapshot, runs 1.36's. Every key is accepted and nothing else
+# (KUBERNETES_MINIMUM_VERSION to KUBERNETES_NEWEST_ACCEPTED_VERSION, config/version_types.py);
+# tests/test_kubectl_skew.py checks the table against that range and the skew.
+KUBECTL_IMAGES = {
+    "1.30": "registry.k8s.io/kubectl:v1.31.14",
+    "1.31": "registry.k8s.io/kubectl:v1.31.14",
+    "1.32": "registry.k8s.io/kubectl:v1.32.13",
+    "1.33": "registry.k8s.io/kubectl:v1.33.13",
+    "1.34": "registry.k8s.io/kubectl:v1.34.10",
+    "1.35": "registry.k8s.io/kubectl:v1.35.7",
+    "1.36": "registry.k8s.io/kubectl:v1.36.3",
+    "1.37": "registry.k8s.io/kubectl:v1.36.3",
+}
 
 # The smoke test's workloads (ops/smoke.py): the seeds' fractional GPU pod runs nvidia-smi in this image; the
 # unmodified Deployment runs the pause container.
@@ -133,9 +149,12 @@ KUBE_PROMETHEUS_STACK_MINIMUM_VERSION = "88.0.0"
 # ValidatingAdmissionPolicy v1, which guards every tenant namespace, is GA (served by default) from 1.30.
 KUBERNETES_MINIMUM_VERSION = "1.30"
 # The newest Kubernetes whose API server code the host policies and the tenant boundary are checked against (the
-# newest k8s.io/apiserver and apimachinery tags in tests/conftest.py MIRRORED_TAGS): a site may state a newer one,
-# and its plan says it is unchecked.
+# newest k8s.io/apiserver and apimachinery tags in tests/conftest.py MIRRORED_TAGS): a site may state a newer one
+# (up to KUBERNETES_NEWEST_ACCEPTED_VERSION), and its plan says it is unchecked.
 KUBERNETES_NEWEST_CHECKED_VERSION = "1.36"
+# The newest Kubernetes a site may state: the newest a kubectl of KUBECTL_IMAGES is supported against (one minor
+# past the newest kubectl released). A later one is refused until a kubectl for it is pinned there.
+KUBERNETES_NEWEST_ACCEPTED_VERSION = "1.37"
 
 # --- every version of each chart the config accepts ------------------------------------------------
 # Each chart version key accepts exactly these (config/version_types.py Version): every release of the chart from

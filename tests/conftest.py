@@ -101,7 +101,10 @@ MIRRORED_TAGS = {
     # How Helm 3 creates a chart's objects, and the kubectl validator it uses at each (its go.mod), from an older
     # release to the newest Helm 3 (tests/test_deployability_api_server.py).
     "helm/helm": ("v3.17.0", "v3.21.4"),
-    "kubernetes/kubectl": ("v0.32.0", "v0.36.2"),
+    # ... and the kubectl the platform runs on each Kubernetes minor (config/versions.py KUBECTL_IMAGES), with the
+    # newest 1.30 kubectl, which has no `wait --for=create` (tests/test_kubectl_skew.py).
+    "kubernetes/kubectl": tuple(sorted({"v0.32.0", "v0.36.2", "v0.30.14", *(
+        "v0." + image.rsplit(":v1.", 1)[1] for image in versions.KUBECTL_IMAGES.values())}, key=versions.release_order)),
     # Pod Security's checks at every Kubernetes minor from the host floor to the newest EKS one
     # (tests/test_admission_probe_host.py).
     # How the kubelet and containerd read an image reference (config/image_registries.py): v0.6.0 in containerd's

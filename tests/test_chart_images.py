@@ -24,6 +24,7 @@ import yaml
 
 from config import versions
 from config.observability import INSTALL_RELEASE
+from tests.conftest import eks_config
 from tests.release_renders import RELEASES, every_release_renders, plan_of, site_with_every_chart
 from tools.charts.cache import chart_cache_dir, chart_contracts
 from tools.charts.manifest_yaml import load_manifests
@@ -136,7 +137,9 @@ def test_kube_prometheus_stacks_crd_hook_applies_the_charts_own_crds_with_pinned
             "pre-install", "pre-upgrade", "pre-rollback"}
     job = hook["Job"]
     pod = job["spec"]["template"]["spec"]
-    assert _pod_images(job) == [versions.CRD_UPGRADE_UNPACK_IMAGE, versions.KUBECTL_IMAGE]
+    # The kubectl pinned for the Kubernetes the rendered site (the EKS stack) states.
+    stated = eks_config()["gpu-tenancy:cluster"]["eks"]["kubernetesVersion"]
+    assert _pod_images(job) == [versions.CRD_UPGRADE_UNPACK_IMAGE, versions.KUBECTL_IMAGES[stated]]
     # The unpacking image is the one the chart's Grafana already runs (config/versions.py says so).
     grafana = {image for where, image in _release_images(manifests) if "StatefulSet" in where and "grafana" in where}
     assert versions.CRD_UPGRADE_UNPACK_IMAGE in grafana

@@ -26,8 +26,9 @@ from tools.offline.recording import REDACTED, UNKNOWN
 
 
 def test_a_site_newer_than_every_known_schema_is_checked_against_the_newest_with_a_warning(sites):
-    # A Kubernetes minor released after the pinned kubernetes-validate: the config accepts it, so the check
-    # must run, not crash (kubernetes-validate raises VersionNotSupportedError for it).
+    # A Kubernetes minor released after the pinned kubernetes-validate: the config accepts one once
+    # KUBERNETES_NEWEST_ACCEPTED_VERSION passes it (a kubectl pinned for it), so the check must run, not crash
+    # (kubernetes-validate raises VersionNotSupportedError for it).
     newest = ".".join(kubernetes_validate.utils.latest_version().split(".")[:2])
     major, minor = versions.release_numbers(newest)
     site = dataclasses.replace(sites["kubeconfig"], kubernetes_version=f"{major}.{minor + 1}")

@@ -7,7 +7,7 @@ import re
 import pytest
 import yaml
 
-from config import load_platform
+from config import load_platform, versions
 from tests import config_spec
 from tests.conftest import MIRRORED_TAGS, dev_config, git, run
 
@@ -115,13 +115,12 @@ def test_team_queue_carries_its_priority_weights_and_display_name():
 
 
 def test_the_webhook_probe_dry_runs_a_queue_until_kai_admits_it(dev_run):
-    from config.versions import KUBECTL_IMAGE
-
     probe = dev_run.named("kai-queue-webhook-probe").inputs
     assert probe["metadata"]["namespace"] == "kai-scheduler"
     pod = probe["spec"]["template"]["spec"]
     container = pod["containers"][0]
-    assert container["image"] == KUBECTL_IMAGE and not KUBECTL_IMAGE.endswith(":latest")
+    stated = dev_config()["gpu-tenancy:cluster"]["microk8s"]["kubernetesVersion"]
+    assert container["image"] == versions.KUBECTL_IMAGES[stated]
     assert container["args"] == ["create", "--dry-run=server", "-f", "/probe/queue.yaml"]
     assert pod["restartPolicy"] == "Never" and probe["spec"]["backoffLimit"] >= 5
     manifest = yaml.safe_load(dev_run.named("kai-probe-queue").inputs["data"]["queue.yaml"])

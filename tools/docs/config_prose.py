@@ -64,7 +64,9 @@ beyond a single value:
   GPU Operator and KAI versions start with `v`, and vCluster versions don't. The floors, the oldest
   releases the program works with (`config/versions.py` says why for each): GPU Operator `{gpu}`,
   KAI `{kai}`, vCluster `{vcluster}` (the first whose virtual cluster runs Kubernetes 1.36),
-  kube-prometheus-stack `{kps}`. `cluster.<kind>.kubernetesVersion` must be `1.NN`, at least `{kube}`.
+  kube-prometheus-stack `{kps}`. `cluster.<kind>.kubernetesVersion` must be `1.NN`, from `{kube}`
+  to `{kube_newest}` (one minor version past the newest kubectl pinned, `config/versions.py`
+  `KUBECTL_IMAGES`).
 - **Per-kind required keys**: `cluster.kind` is required, and only its own settings block is
   allowed. On `eks`, `region` and at least one `gpuNodeGroups` entry (with `name` and
   `instanceTypes`) are required. `vpcId` and the subnet lists go together. `vpcCidr` must be an
@@ -106,7 +108,8 @@ beyond a single value:
   default it leaves behind (a misspelt `quota` does not also report the `limit`); a clashing team
   name is not reported again for the `vclusterName` and `namespace` derived from it.""".format(
     gpu=versions.GPU_OPERATOR_MINIMUM_VERSION, kai=versions.KAI_MINIMUM_VERSION, vcluster=versions.VCLUSTER_MINIMUM_VERSION,
-    kps=versions.KUBE_PROMETHEUS_STACK_MINIMUM_VERSION, kube=versions.KUBERNETES_MINIMUM_VERSION)
+    kps=versions.KUBE_PROMETHEUS_STACK_MINIMUM_VERSION, kube=versions.KUBERNETES_MINIMUM_VERSION,
+    kube_newest=versions.KUBERNETES_NEWEST_ACCEPTED_VERSION)
 
 SHARING_PROFILES = """\
 The program creates a device-plugin ConfigMap (`timeSlicing.configMapName`, in the operator's
