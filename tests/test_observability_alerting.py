@@ -10,6 +10,7 @@ tests/test_observability_alerting_contract.py."""
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import re
 import subprocess
@@ -241,9 +242,15 @@ def slack_render(tmp_path_factory):
     return objects, alertmanager_file(objects, tmp)
 
 
+CHART_CONFIG_SECRET = "alertmanager-kube-prometheus-stack-alertmanager"
+
+
 def test_the_chart_mounts_the_receiver_secret_and_keeps_its_own_settings(slack_render):
     objects, path = slack_render
     [manager] = [obj for obj in objects if obj["kind"] == "Alertmanager"]
+    # The operator reads the program's Secret; the chart renders no configuration of its own.
+    assert manager["spec"]["configSecret"] == alerting.CONFIG_SECRET
+    assert not [obj for obj in objects if obj["kind"] == "Secret" and obj["metadata"]["name"] == CHART_CONFIG_SECRET]
     assert manager["spec"]["secrets"] == [alerting.RECEIVER_SECRET]
     claim = manager["spec"]["storage"]["volumeClaimTemplate"]["spec"]
     assert claim["storageClassName"] == "microk8s-hostpath"
@@ -253,6 +260,30 @@ def test_the_chart_mounts_the_receiver_secret_and_keeps_its_own_settings(slack_r
     assert config["inhibit_rules"] == alerting.inhibit_rules()
     assert config["route"]["receiver"] == "null" and config["route"]["group_wait"]
     assert {receiver["name"] for receiver in config["receivers"]} == {"null", alerting.RECEIVER}
+
+
+def test_the_configuration_is_what_helm_made_of_the_programs_parts_in_the_charts_values():
+    """Before it was a Secret of the program's, the program set its routes, receivers and inhibit rules in the chart's
+    ``alertmanager.config`` and Helm merged them into the chart's own: the program's Secret holds that same
+    configuration, so Alertmanager runs as it did."""
+    config = copy.deepcopy(alerting_site(receiver="slack", alerts="all", heartbeat=True, slackChannel="#gpu"))
+    config["teams"][0]["alerting"] = {"receiver": "webhook", "alerts": "all"}
+    site = {**with_receiver_secret(config), "gpu-tenancy:teamAlertReceivers": {"secure": "v1:CCCC"}}
+    program = run(site, stack="dev")
+    real_charts_or_skip(build_plan(program, "dev"))
+    ours = alertmanager_configuration(program)
+    inputs = stack_release(program).inputs
+    values = copy.deepcopy(inputs["values"])
+    for key in ("useExistingSecret", "configSecret"):
+        values["alertmanager"]["alertmanagerSpec"].pop(key)
+    values["alertmanager"]["config"] = {"route": {"routes": ours["route"]["routes"]},
+                                        "inhibit_rules": ours["inhibit_rules"], "receivers": ours["receivers"]}
+    chart, _ = find_cached(release_chart_key(inputs), chart_cache_dir())
+    manifests = render_release(chart, inputs["name"], inputs["namespace"], values, include_crds=False)
+    [secret] = [document for text in manifests.values() for document in yaml.safe_load_all(text)
+                if document and document["kind"] == "Secret" and document["metadata"]["name"] == CHART_CONFIG_SECRET]
+    assert yaml.safe_load(base64.b64decode(secret["data"]["alertmanager.yaml"])) == ours
+    assert len(ours["route"]["routes"]) > 4 and "gpu-tenancy-team-alpha" in {r["name"] for r in ours["receivers"]}
 
 
 def test_the_secret_alertmanager_mounts_is_one_the_program_creates():
