@@ -24,7 +24,8 @@ import pulumi_kubernetes as k8s
 from components import observability_dashboards, observability_shares, observability_team_series
 from components.observability_crds import crd_upgrade_values
 from components.observability_access import GrafanaAdmin, admin_values, grafana_ini
-from components.observability_alerting import alerting_secret, alertmanager_values, configured
+from components.observability_alerting import (alerting_secret, alertmanager_config, alertmanager_values, config_secret,
+                                               configured)
 from components.observability_network import MonitoringIngress
 from components.observability_views import TeamViews
 from config import versions
@@ -164,10 +165,12 @@ class Observability(pulumi.ComponentResource):
                 raise ValueError(f"teams {', '.join(unaddressed)} have a receiver: pass their teamAlertReceivers "
                                  "addresses")
             if configured(settings.alerting, platform.teams):
+                in_namespace = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[namespace]))
                 before_release.append(alerting_secret(
                     f"{name}-alert-receiver", settings.namespace, args.alert_receiver, args.alert_heartbeat,
-                    args.team_alert_addresses,
-                    pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[namespace]))))
+                    args.team_alert_addresses, in_namespace))
+                before_release.append(config_secret(f"{name}-alertmanager-config", settings.namespace,
+                                                    settings.alerting, platform.teams, in_namespace))
             self.release = k8s.helm.v3.Release(
                 f"{name}-release",
                 name=INSTALL_RELEASE,
@@ -249,4 +252,7 @@ class Observability(pulumi.ComponentResource):
                                "prometheusUrl": settings.prometheus_url,
                                "timeAwareFairness": settings.fairness.enabled,
                                "alertReceiver": settings.alerting.receiver,
+                               # What the configuration Secret holds, which the plan shows as [secret]: no address.
+                               "alertmanagerConfiguration": alertmanager_config(settings.alerting, platform.teams)
+                               if self.release is not None and configured(settings.alerting, platform.teams) else None,
                                "alertHeartbeat": settings.alerting.heartbeat})

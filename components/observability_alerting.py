@@ -8,6 +8,11 @@ The URLs and the routing key never enter the chart's values (Helm keeps those in
 with ``helm get values``): they are a Secret of their own, which the Prometheus operator mounts into
 Alertmanager's pod (``alertmanagerSpec.secrets``) and the configuration names by path (``*_file``).
 
+The configuration itself is a Secret of the program's too (``alertmanagerSpec.configSecret``), not the chart's
+``alertmanager.config``: it holds a route and a receiver per team with a receiver, and Helm keeps its values and
+the Secret it renders from them in the release's record, a Secret the API server refuses past 1 MiB
+(tools/charts/release_record.py). Outside the release, the record no longer grows with the teams.
+
 Silences and the notification log live in Alertmanager's data directory: on a volume, a silence set during
 an incident and the record of what was already sent outlive a restart of its pod.
 """
@@ -22,12 +27,16 @@ import pulumi_kubernetes as k8s
 from components.observability_receivers import RECEIVER_SECRET, SECRETS_DIR, receiver_config, severity_matcher
 from components.observability_team_alerting import (PLATFORM_ALERT_NAMES, team_receivers, team_routes, team_secret_key,
                                                      tenants_own_alerts)
+from components.yaml_text import yaml_documents
 from config.model import Team
 from config.observability import MINIMUM_VOLUME, Observability
 from config.observability_alerting import HEARTBEAT_INTERVAL, Alerting
 from config.vocabulary import MANAGED_BY
 
 RECEIVER = "gpu-tenancy"
+# The Secret holding Alertmanager's configuration (the operator reads this key), in the monitoring namespace.
+CONFIG_SECRET = "gpu-tenancy-alertmanager-config"
+CONFIG_KEY = "alertmanager.yaml"
 HEARTBEAT_RECEIVER = "gpu-tenancy-heartbeat"
 NULL_RECEIVER = "null"  # the chart's own do-nothing receiver
 RECEIVER_SECRET_KEY = "receiver"
@@ -49,6 +58,13 @@ INFO_INHIBITOR = "InfoInhibitor"
 ALWAYS_FIRING = (WATCHDOG, INFO_INHIBITOR)
 # Silences and the notification log are kilobytes.
 STATE_VOLUME = MINIMUM_VOLUME
+# kube-prometheus-stack 88's own ``alertmanager.config`` settings the program keeps (a test holds them to the chart's
+# values.yaml at every accepted release): the grouping and timers of the top route, which goes to ``null``, and where
+# notification templates are read.
+CHART_GLOBAL = {"resolve_timeout": "5m"}
+CHART_ROUTE = {"group_by": ["namespace"], "group_wait": "30s", "group_interval": "5m", "repeat_interval": "12h",
+               "receiver": NULL_RECEIVER}
+CHART_TEMPLATES = ["/etc/alertmanager/config/*.tmpl"]
 
 def inhibit_rules() -> list[dict]:
     """kube-prometheus-stack 88's inhibit rules (restated: Helm replaces a list the values set), the program's
@@ -67,8 +83,9 @@ def inhibit_rules() -> list[dict]:
 
 
 def alertmanager_config(alerting: Alerting, teams: Sequence[Team]) -> dict:
-    """The parts of the chart's ``alertmanager.config`` the program sets (Helm keeps the chart's global settings,
-    templates and its top route to ``null``; lists replace the chart's)."""
+    """Alertmanager's configuration: the chart's global settings, templates and top route to ``null``, with the
+    program's routes under it, its receivers and inhibit rules (what Helm made of the chart's ``alertmanager.config``
+    with the program's parts set in the values)."""
     routes = [heartbeat_route() if name == WATCHDOG and alerting.heartbeat else
               {"receiver": NULL_RECEIVER, "matchers": [f'alertname = "{name}"']} for name in ALWAYS_FIRING]
     # Each team's own alerts to its receiver, then on (continue) to the site receiver's route.
@@ -85,7 +102,8 @@ def alertmanager_config(alerting: Alerting, teams: Sequence[Team]) -> dict:
         routes.append({"receiver": RECEIVER, "group_by": ["alertname", "team"],
                        **({"matchers": which} if which else {})})
         receivers.append(receiver_config(RECEIVER, alerting.receiver, RECEIVER_FILE, alerting.slack_channel))
-    return {"route": {"routes": routes}, "inhibit_rules": inhibit_rules(), "receivers": receivers}
+    return {"global": dict(CHART_GLOBAL), "route": {**CHART_ROUTE, "routes": routes}, "inhibit_rules": inhibit_rules(),
+            "receivers": receivers, "templates": list(CHART_TEMPLATES)}
 
 
 def heartbeat_route() -> dict:
@@ -101,8 +119,9 @@ def alertmanager_values(settings: Observability, storage_class: Optional[str], t
     spec: dict = {"storage": {"volumeClaimTemplate": {"spec": claim}}}
     if not configured(settings.alerting, teams):
         return {"alertmanagerSpec": spec}
-    return {"alertmanagerSpec": {**spec, "secrets": [RECEIVER_SECRET]},
-            "config": alertmanager_config(settings.alerting, teams)}
+    # The chart renders no configuration of its own: the operator reads the program's Secret.
+    return {"alertmanagerSpec": {**spec, "secrets": [RECEIVER_SECRET], "useExistingSecret": True,
+                                 "configSecret": CONFIG_SECRET}}
 
 
 def configured(alerting: Alerting, teams: Sequence[Team]) -> bool:
@@ -121,4 +140,14 @@ def alerting_secret(name: str, namespace: str, receiver: Optional[pulumi.Input[s
     return k8s.core.v1.Secret(
         name, metadata={"name": RECEIVER_SECRET, "namespace": namespace, "labels": dict(MANAGED_BY)},
         string_data={key: pulumi.Output.secret(value) for key, value in values.items() if value is not None},
+        opts=opts)
+
+
+def config_secret(name: str, namespace: str, alerting: Alerting, teams: Sequence[Team],
+                  opts: pulumi.ResourceOptions) -> k8s.core.v1.Secret:
+    """The Secret Alertmanager's configuration is read from. It names the receivers' addresses by file only. It must
+    exist before the release: without it the operator runs Alertmanager with a configuration that sends nothing."""
+    return k8s.core.v1.Secret(
+        name, metadata={"name": CONFIG_SECRET, "namespace": namespace, "labels": dict(MANAGED_BY)},
+        string_data={CONFIG_KEY: yaml_documents([alertmanager_config(alerting, teams)])},
         opts=opts)

@@ -10,6 +10,7 @@ tests/test_observability_alerting_contract.py."""
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import re
 import subprocess
@@ -142,7 +143,8 @@ def test_the_receiver_address_is_a_secret_of_its_own_that_exists_before_the_rele
     # Helm keeps a release's values readable (helm get values): the address is only a path there.
     assert not {SECRET_PLACEHOLDER, OFFLINE_PLACEHOLDER} & set(re.findall(r"[\w-]+", json.dumps(release.inputs)))
     assert values["alertmanagerSpec"]["secrets"] == [alerting.RECEIVER_SECRET]
-    [delivering] = [entry for entry in values["config"]["receivers"] if entry["name"] == alerting.RECEIVER]
+    [delivering] = [entry for entry in alertmanager_configuration(program)["receivers"]
+                    if entry["name"] == alerting.RECEIVER]
     [(kind, [settings])] = [(key, value) for key, value in delivering.items() if key != "name"]
     assert kind == f"{receiver}_configs" and settings["send_resolved"] is True
     [path] = [value for key, value in settings.items() if key.endswith("_file")]
@@ -153,7 +155,8 @@ def test_without_a_receiver_the_chart_keeps_its_routes_and_no_secret_is_made():
     program = run(prefixed(site_config()), stack="dev")
     values = stack_release(program).inputs["values"]["alertmanager"]
     assert "config" not in values and "secrets" not in values["alertmanagerSpec"]
-    assert not receiver_secrets(program)
+    assert "configSecret" not in values["alertmanagerSpec"]
+    assert not receiver_secrets(program) and not config_secrets(program)
 
 
 def test_the_platform_route_matches_every_alert_the_program_defines_and_nothing_else():
@@ -191,21 +194,42 @@ def test_the_summary_says_where_alerts_go_from_the_release_values():
 # --- the real chart ---------------------------------------------------------------------------------
 
 
+def config_secrets(program) -> list:
+    return [resource for resource in program.of_type("kubernetes:core/v1:Secret")
+            if resource.inputs.get("metadata", {}).get("name") == alerting.CONFIG_SECRET]
+
+
+def alertmanager_configuration(program) -> dict:
+    """The configuration the release's Alertmanager reads: the program's Secret, created before the release."""
+    [secret] = config_secrets(program)
+    release = stack_release(program)
+    assert secret.urn in release.dependencies
+    assert release.inputs["values"]["alertmanager"]["alertmanagerSpec"]["configSecret"] == alerting.CONFIG_SECRET
+    return yaml.safe_load(secret.raw_inputs["stringData"][alerting.CONFIG_KEY])
+
+
 def rendered_stack(config: dict) -> list[dict]:
-    """The kube-prometheus-stack objects Helm renders from the pinned chart with the program's values."""
+    """The kube-prometheus-stack objects Helm renders from the pinned chart with the program's values, and the
+    program's Secret of Alertmanager's configuration as the API server stores it."""
     program = run(with_receiver_secret(config), stack="dev")
     plan = build_plan(program, "dev")
     real_charts_or_skip(plan)
     inputs = stack_release(program).inputs
     chart, _ = find_cached(release_chart_key(inputs), chart_cache_dir())
     manifests = render_release(chart, inputs["name"], inputs["namespace"], inputs["values"], include_crds=False)
-    return [document for text in manifests.values() for document in yaml.safe_load_all(text) if document]
+    stored = [{"apiVersion": "v1", "kind": "Secret", "metadata": secret.inputs["metadata"],
+               "data": {key: base64.b64encode(text.encode()).decode()
+                        for key, text in secret.raw_inputs["stringData"].items()}}
+              for secret in config_secrets(program)]
+    return [document for text in manifests.values() for document in yaml.safe_load_all(text) if document] + stored
 
 
 def alertmanager_file(objects: list[dict], tmp_path: Path) -> Path:
-    """The configuration the chart hands the Prometheus operator (Secret alertmanager-<name>), as a file."""
-    [secret] = [obj for obj in objects if obj["kind"] == "Secret"
-                and obj["metadata"]["name"] == "alertmanager-kube-prometheus-stack-alertmanager"]
+    """The configuration the Prometheus operator hands Alertmanager, as a file: that of the Secret the Alertmanager
+    names (``spec.configSecret``, else the chart's ``alertmanager-<name>``)."""
+    [manager] = [obj for obj in objects if obj["kind"] == "Alertmanager"]
+    name = manager["spec"].get("configSecret") or f"alertmanager-{manager['metadata']['name']}"
+    [secret] = [obj for obj in objects if obj["kind"] == "Secret" and obj["metadata"]["name"] == name]
     path = tmp_path / "alertmanager.yaml"
     path.write_bytes(base64.b64decode(secret["data"]["alertmanager.yaml"]))
     return path
@@ -218,9 +242,15 @@ def slack_render(tmp_path_factory):
     return objects, alertmanager_file(objects, tmp)
 
 
+CHART_CONFIG_SECRET = "alertmanager-kube-prometheus-stack-alertmanager"
+
+
 def test_the_chart_mounts_the_receiver_secret_and_keeps_its_own_settings(slack_render):
     objects, path = slack_render
     [manager] = [obj for obj in objects if obj["kind"] == "Alertmanager"]
+    # The operator reads the program's Secret; the chart renders no configuration of its own.
+    assert manager["spec"]["configSecret"] == alerting.CONFIG_SECRET
+    assert not [obj for obj in objects if obj["kind"] == "Secret" and obj["metadata"]["name"] == CHART_CONFIG_SECRET]
     assert manager["spec"]["secrets"] == [alerting.RECEIVER_SECRET]
     claim = manager["spec"]["storage"]["volumeClaimTemplate"]["spec"]
     assert claim["storageClassName"] == "microk8s-hostpath"
@@ -230,6 +260,30 @@ def test_the_chart_mounts_the_receiver_secret_and_keeps_its_own_settings(slack_r
     assert config["inhibit_rules"] == alerting.inhibit_rules()
     assert config["route"]["receiver"] == "null" and config["route"]["group_wait"]
     assert {receiver["name"] for receiver in config["receivers"]} == {"null", alerting.RECEIVER}
+
+
+def test_the_configuration_is_what_helm_made_of_the_programs_parts_in_the_charts_values():
+    """Before it was a Secret of the program's, the program set its routes, receivers and inhibit rules in the chart's
+    ``alertmanager.config`` and Helm merged them into the chart's own: the program's Secret holds that same
+    configuration, so Alertmanager runs as it did."""
+    config = copy.deepcopy(alerting_site(receiver="slack", alerts="all", heartbeat=True, slackChannel="#gpu"))
+    config["teams"][0]["alerting"] = {"receiver": "webhook", "alerts": "all"}
+    site = {**with_receiver_secret(config), "gpu-tenancy:teamAlertReceivers": {"secure": "v1:CCCC"}}
+    program = run(site, stack="dev")
+    real_charts_or_skip(build_plan(program, "dev"))
+    ours = alertmanager_configuration(program)
+    inputs = stack_release(program).inputs
+    values = copy.deepcopy(inputs["values"])
+    for key in ("useExistingSecret", "configSecret"):
+        values["alertmanager"]["alertmanagerSpec"].pop(key)
+    values["alertmanager"]["config"] = {"route": {"routes": ours["route"]["routes"]},
+                                        "inhibit_rules": ours["inhibit_rules"], "receivers": ours["receivers"]}
+    chart, _ = find_cached(release_chart_key(inputs), chart_cache_dir())
+    manifests = render_release(chart, inputs["name"], inputs["namespace"], values, include_crds=False)
+    [secret] = [document for text in manifests.values() for document in yaml.safe_load_all(text)
+                if document and document["kind"] == "Secret" and document["metadata"]["name"] == CHART_CONFIG_SECRET]
+    assert yaml.safe_load(base64.b64decode(secret["data"]["alertmanager.yaml"])) == ours
+    assert len(ours["route"]["routes"]) > 4 and "gpu-tenancy-team-alpha" in {r["name"] for r in ours["receivers"]}
 
 
 def test_the_secret_alertmanager_mounts_is_one_the_program_creates():

@@ -69,6 +69,20 @@ def test_the_inhibit_rules_are_the_charts_but_for_the_programs_exemption(version
     assert as_in_chart == chart_inhibit_rules(version)
 
 
+@pytest.mark.parametrize("version", CHART_VERSIONS)
+def test_the_configuration_keeps_the_charts_own_settings(version):
+    """The program writes Alertmanager's whole configuration (a Secret of its own, the chart's left unrendered): the
+    chart's global settings, top route and templates are restated, and the chart has no template files, which its
+    own Secret would have carried."""
+    chart = chart_values(versions.KUBE_PROMETHEUS_STACK_CHART, version)["alertmanager"]
+    assert chart["config"]["global"] == alerting.CHART_GLOBAL
+    assert {key: value for key, value in chart["config"]["route"].items() if key != "routes"} == alerting.CHART_ROUTE
+    assert chart["config"]["templates"] == alerting.CHART_TEMPLATES
+    assert set(chart["config"]) == {"global", "inhibit_rules", "route", "receivers", "templates"}
+    assert chart["templateFiles"] == {} and chart["tplConfig"] is False
+    assert chart["alertmanagerSpec"]["useExistingSecret"] is False
+
+
 def test_the_mirrored_sources_are_the_ones_the_accepted_charts_run():
     """Each accepted chart's Alertmanager and Prometheus operator are mirrored, and nothing else is."""
     chart = versions.KUBE_PROMETHEUS_STACK_CHART

@@ -19,8 +19,9 @@ from config import load_platform
 from config.observability_alerting import HEARTBEAT_INTERVAL, HEARTBEAT_SECRET
 from tests.conftest import run
 from tests.local_alertmanager import needs_alertmanager, needs_amtool, post_alerts, receiving_end, running_alertmanager
-from tests.test_observability_alerting import (XID, alerting_site, alertmanager_file, receiver_secrets,
-                                               rendered_stack, route_of, stack_release, with_receiver_secret)
+from tests.test_observability_alerting import (XID, alerting_site, alertmanager_configuration, alertmanager_file,
+                                               receiver_secrets, rendered_stack, route_of, stack_release,
+                                               with_receiver_secret)
 from tests.test_observability_config import issues
 from tests.test_observability_rules import site_config
 from tools.plan.document import build_plan
@@ -73,12 +74,13 @@ def test_the_heartbeat_url_is_in_the_secret_and_only_its_path_in_the_values(rece
     assert secret.urn in release.dependencies and secret.inputs["stringData"] == "[secret]"
     values = release.inputs["values"]["alertmanager"]
     assert values["alertmanagerSpec"]["secrets"] == [alerting.RECEIVER_SECRET]
-    receivers = {entry["name"]: entry for entry in values["config"]["receivers"]}
+    configuration = alertmanager_configuration(program)
+    receivers = {entry["name"]: entry for entry in configuration["receivers"]}
     assert receivers[alerting.HEARTBEAT_RECEIVER]["webhook_configs"] == [
         {"url_file": f"{alerting.SECRETS_DIR}/{alerting.RECEIVER_SECRET}/{alerting.HEARTBEAT_SECRET_KEY}",
          "send_resolved": False}]
     assert (alerting.RECEIVER in receivers) == (receiver != "none")
-    [watchdog] = [route for route in values["config"]["route"]["routes"]
+    [watchdog] = [route for route in configuration["route"]["routes"]
                   if route["matchers"] == ['alertname = "Watchdog"']]
     assert watchdog["receiver"] == alerting.HEARTBEAT_RECEIVER and watchdog["repeat_interval"] == HEARTBEAT_INTERVAL
 
@@ -93,7 +95,7 @@ def test_the_secret_holds_each_file_the_configuration_names_and_nothing_else(set
     program = run(with_receiver_secret(alerting_site(**settings)), stack="dev")
     [secret] = receiver_secrets(program)
     assert set(secret.raw_inputs["stringData"]) == keys
-    named = {config[key] for receiver in stack_release(program).inputs["values"]["alertmanager"]["config"]["receivers"]
+    named = {config[key] for receiver in alertmanager_configuration(program)["receivers"]
              for field, configs in receiver.items() if field.endswith("_configs") for config in configs
              for key in config if key.endswith("_file")}
     assert named == {f"{alerting.SECRETS_DIR}/{alerting.RECEIVER_SECRET}/{key}" for key in keys}

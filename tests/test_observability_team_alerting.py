@@ -24,7 +24,7 @@ from tests.isolation_spec import prefixed
 from tests.local_alertmanager import (needs_alertmanager, needs_amtool, post_alerts, receiving_end,
                                       running_alertmanager)
 from tests.test_new_site import new, project  # noqa: F401 (the fixture)
-from tests.test_observability_alerting import (alertmanager_file, amtool, rendered_stack, route_of,
+from tests.test_observability_alerting import (alertmanager_configuration, alertmanager_file, amtool, rendered_stack, route_of,
                                                stack_release)
 from tests.test_observability_config import issues
 from tests.test_observability_rules import needs_promtool, promtool, rule_file, site_config, story_series
@@ -202,7 +202,7 @@ def test_each_address_is_a_secret_file_of_the_mounted_secret_and_nowhere_else():
     plan = build_plan(program, "dev")
     seen = render_plan_json(plan) + render_summary(plan) + "\n".join(program.warnings + program.notes)
     assert [hidden for hidden in RECOGNISABLE if hidden in seen] == []
-    receivers = {receiver["name"]: receiver for receiver in release.inputs["values"]["alertmanager"]["config"]["receivers"]}
+    receivers = {receiver["name"]: receiver for receiver in alertmanager_configuration(program)["receivers"]}
     [(kind, [settings])] = [(key, value) for key, value in receivers["gpu-tenancy-team-alpha"].items() if key != "name"]
     assert kind == "slack_configs" and settings["channel"] == "#alpha-alerts"
     assert settings["api_url_file"] == f"{alerting.SECRETS_DIR}/{alerting.RECEIVER_SECRET}/team-alpha"
@@ -218,9 +218,10 @@ def test_an_offline_plan_that_cannot_decrypt_the_secret_plans_with_a_placeholder
 
 
 def test_team_receivers_alone_set_alertmanagers_configuration():
-    values = stack_release(run_decrypted(team_site("none"))).inputs["values"]["alertmanager"]
+    program = run_decrypted(team_site("none"))
+    values = stack_release(program).inputs["values"]["alertmanager"]
     assert values["alertmanagerSpec"]["secrets"] == [alerting.RECEIVER_SECRET]
-    names = [route["receiver"] for route in values["config"]["route"]["routes"]]
+    names = [route["receiver"] for route in alertmanager_configuration(program)["route"]["routes"]]
     assert names == ["null", "null", "gpu-tenancy-team-alpha", "gpu-tenancy-team-beta", "gpu-tenancy-team-gamma"]
 
 

@@ -106,7 +106,7 @@ def observability_section(index: PlanIndex) -> list[str]:
               "Prometheus selects them by"]
     release = next((r for r in children if r["type"] == RELEASE), None)
     values = dig(release, "inputs", "values") or {}
-    lines += [*kept_data(values), *alert_delivery(values), ""]
+    lines += [*kept_data(values), *alert_delivery(values, alertmanager_configuration(values, outputs)), ""]
     monitors = sorted((r for r in children if r["type"].endswith(":ServiceMonitor")),
                       key=lambda r: str(dig(r, "inputs", "metadata", "name")))
     rows = [[code(dig(m, "inputs", "metadata", "name")),
@@ -144,8 +144,15 @@ def kept_data(values: dict[str, Any]) -> list[str]:
     return lines
 
 
-def alert_delivery(values: dict[str, Any]) -> list[str]:
-    """Where the installed Alertmanager sends alerts and keeps its silences, as the release sets them."""
+def alertmanager_configuration(values: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
+    """The configuration the installed Alertmanager runs: the one the component reports (a Secret of its own, whose
+    content the plan hides), else the one in the release's values."""
+    return outputs.get("alertmanagerConfiguration") or dig(values, "alertmanager", "config") or {}
+
+
+def alert_delivery(values: dict[str, Any], config: dict[str, Any]) -> list[str]:
+    """Where the installed Alertmanager sends alerts (by ``config``, its configuration) and keeps its silences, as
+    the release sets them."""
     if not values:
         return []
     manager = values.get("alertmanager") or {}
@@ -153,8 +160,8 @@ def alert_delivery(values: dict[str, Any]) -> list[str]:
     volume = dig(claim, "resources", "requests", "storage")
     lines = [f"- Alertmanager's silences and notification log: a {code(volume)} volume ({_storage_class(claim)})"
              if volume else "- Alertmanager's silences: **an emptyDir, lost whenever its pod restarts**"]
-    route = dig(manager, "config", "route") or {}
-    receivers = {receiver.get("name"): receiver for receiver in dig(manager, "config", "receivers") or []}
+    route = config.get("route") or {}
+    receivers = {receiver.get("name"): receiver for receiver in config.get("receivers") or []}
     # The route of the chart's always-firing Watchdog, when it goes somewhere: a heartbeat.
     heartbeats = [child for child in route.get("routes") or [] if child.get("receiver") != "null"
                   and 'alertname = "Watchdog"' in (child.get("matchers") or [])]
