@@ -1,7 +1,7 @@
 """The NetworkPolicies of a team's host namespace, rendered by the program in place of vCluster's chart.
 
 They are vCluster's own (``chart/templates/networkpolicy.yaml``, the same at every accepted release and held to it
-by tests/test_control_plane_egress.py) but for one rule. vCluster opens its control plane's egress to every address on
+by tests/test_control_plane_egress.py) but for two rules. vCluster opens its control plane's egress to every address on
 443, 8443 and 6443, so a tenant, cluster-admin inside, can make its virtual API server open connections there:
 ``pods/NAME/proxy`` to a pod status it writes, ``services/NAME/proxy`` to Endpoints it writes, an APIService or a
 webhook to an ``ExternalName`` Service or a URL. Here the control plane reaches only the host API server's port (and
