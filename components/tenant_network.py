@@ -1,13 +1,16 @@
 """The NetworkPolicies of a team's host namespace, rendered by the program in place of vCluster's chart.
 
 They are vCluster's own (``chart/templates/networkpolicy.yaml``, the same at every accepted release and held to it
-by tests/test_control_plane_egress.py) but for one rule. vCluster opens its control plane's egress to every address on
+by tests/test_control_plane_egress.py) but for two rules. vCluster opens its control plane's egress to every address on
 443, 8443 and 6443, so a tenant, cluster-admin inside, can make its virtual API server open connections there:
 ``pods/NAME/proxy`` to a pod status it writes, ``services/NAME/proxy`` to Endpoints it writes, an APIService or a
 webhook to an ``ExternalName`` Service or a URL. Here the control plane reaches only the host API server's port (and
 the OIDC issuer's), besides what vCluster's other rules give it: the host's DNS, its own namespace's control plane
-and workloads (where a tenant's webhooks and aggregated APIs run). The chart's values can only add rules to its
-policy and have one switch for all of them, so the chart's are off and these take their place.
+and workloads (where a tenant's webhooks and aggregated APIs run). vCluster also opens the host's DNS pods to its
+control plane, DNS and snapshot pods on every port, CoreDNS' metrics (9153), health (8080) and readiness (8181)
+among them; here they reach DNS only, on UDP and TCP (truncated answers are retried over TCP). The chart's values
+can only add rules to its policy and have one switch for all of them, so the chart's are off and these take their
+place.
 
 The site's ``vcluster.extraValues.policies.networkPolicy`` settings are applied here as the chart would apply them.
 """
@@ -23,6 +26,9 @@ from config.vocabulary import MANAGED_BY, TEAM_LABEL
 # The API server ports vCluster's rule opens: still the rule on a host whose API server port the program is not told.
 VCLUSTER_API_SERVER_PORTS = (443, 8443, 6443)
 VIRTUAL_DNS_PORT = 1053
+# The host DNS pods' DNS port, as a policy matches it (after the Service's translation): CoreDNS serves ``.:53`` in
+# EKS' CoreDNS add-on, MicroK8s' dns addon and kubeadm's; the tenant DNS forwards to the Service without a port.
+HOST_DNS_PORT = 53
 CONTROL_PLANE_PORT = 8443
 SYNCED_BY = "vcluster.loft.sh/managed-by"
 NAMESPACE_NAME = "kubernetes.io/metadata.name"
@@ -54,8 +60,9 @@ def tenant_network_policies(team: Team) -> dict[str, dict]:
     release = team.vcluster_name
     control_plane = {"podSelector": {"matchLabels": {"release": release}}}
     workloads = {"podSelector": {"matchLabels": {SYNCED_BY: release}}}
-    host_dns = {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME: "kube-system"}},
-                "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}
+    host_dns = {"ports": [{"port": HOST_DNS_PORT, "protocol": "UDP"}, _tcp(HOST_DNS_PORT)],
+                "to": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME: "kube-system"}},
+                        "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}]}
     # vCluster Platform's agent, as vCluster's own policies admit it (a tenant's pod cannot wear app=loft).
     platform = {"podSelector": {"matchLabels": {"app": "loft"}}, "namespaceSelector": {}}
     api_server = {"ports": [_tcp(port) for port in api_server_ports(team)]}
@@ -72,7 +79,7 @@ def tenant_network_policies(team: Team) -> dict[str, dict]:
             *(workload.get("egress") or []),
         ], ingress=[{"from": [control_plane]}, {"from": [workloads]}, *(workload.get("ingress") or [])]),
         "control-plane": _policy(team, values, "control-plane", {"release": release}, egress=[
-            {"to": [host_dns]}, api_server, {"to": [control_plane]}, {"to": [workloads]}, {"to": [platform]},
+            host_dns, api_server, {"to": [control_plane]}, {"to": [workloads]}, {"to": [platform]},
             *(plane.get("egress") or []),
         ], ingress=[
             {"ports": [_tcp(CONTROL_PLANE_PORT)]},
@@ -83,11 +90,11 @@ def tenant_network_policies(team: Team) -> dict[str, dict]:
             *(plane.get("ingress") or []),
         ]),
         "dns": _policy(team, values, "dns", {"k8s-app": "vcluster-kube-dns", SYNCED_BY: release}, egress=[
-            {"to": [host_dns]}, {"ports": [_tcp(CONTROL_PLANE_PORT)], "to": [control_plane]},
+            host_dns, {"ports": [_tcp(CONTROL_PLANE_PORT)], "to": [control_plane]},
         ], ingress=[{"ports": [_tcp(VIRTUAL_DNS_PORT), {"port": VIRTUAL_DNS_PORT, "protocol": "UDP"}],
                      "from": [workloads]}]),
         "snapshot": _policy(team, values, "snapshot", {"app": "vcluster-snapshot"},
-                            egress=[{"to": [control_plane]}, {"to": [host_dns]}, api_server], ingress=None),
+                            egress=[{"to": [control_plane]}, host_dns, api_server], ingress=None),
     }
 
 

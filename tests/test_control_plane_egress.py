@@ -47,6 +47,10 @@ VCLUSTER = "loft-sh/vcluster"
 # An address of the site's private network that is neither a node, a pod nor the API server: a database, an
 # internal web service or a VPC endpoint of the organisation.
 PRIVATE_SERVICE = "10.200.30.40"
+# vCluster's peer for the host's DNS pods, and the ports the program opens on them.
+HOST_DNS_PEER = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                 "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}
+HOST_DNS_PORTS = [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]
 
 
 def control_plane_pod(team) -> Pod:
@@ -168,7 +172,7 @@ def network_policies(objects) -> list[dict[str, Any]]:
 def test_nothing_the_site_runs_outside_the_teams_namespace_answers_its_control_plane(stack, tmp_path):
     """Every port the site's charts and the program's pods listen on (the monitoring stack installed), including
     every other team's control plane: none is open to the team's control plane, by its egress or their ingress,
-    but the host's DNS pods, which vCluster's rule opens on every port (CoreDNS' metrics besides DNS)."""
+    but the host's DNS pods' DNS port."""
     plan = build_plan(run(with_observability(stack_config(stack), "install"), stack=stack), stack)
     cache = real_charts_or_skip(plan)
     rendered = render_plan_releases(plan["resources"], cache, tmp_path, kube_version=helm_kube_version(plan))
@@ -183,14 +187,15 @@ def test_nothing_the_site_runs_outside_the_teams_namespace_answers_its_control_p
                         if reaches(policies, source, Target(what, PRIVATE_SERVICE, port, pod=pod))
                         and ingress_verdict(source, pod, policies, port)[0]})
     assert answering == sorted({(what, port) for what, pod, port in found if pod.namespace == "kube-system"
-                                and pod.labels.get("k8s-app") == "kube-dns"})
+                                and pod.labels.get("k8s-app") == "kube-dns" and port == 53})
 
 
 @pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
 @pytest.mark.parametrize("stack", COMMITTED_STACKS)
 def test_the_programs_policies_are_vclusters_own_but_for_the_api_server_rule(stack, tag, tmp_path):
     """vCluster's chart, given the values the program would have given it, renders the program's policies (names
-    and metadata aside) with one difference: its rule opening 443, 8443 and 6443 to every address."""
+    and metadata aside) with two differences: its rule opening 443, 8443 and 6443 to every address, and its rules
+    opening the host's DNS pods on every port."""
     for team in teams(stack, tag):
         if not team.vcluster.network_policy:
             assert tenant_network_policies(team) == {}
@@ -205,7 +210,9 @@ def test_the_programs_policies_are_vclusters_own_but_for_the_api_server_rule(sta
         for role, prefix in {"workloads": "vc-work", "control-plane": "vc-cp", "dns": "vc-kube-dns",
                              "snapshot": "vc-snapshot"}.items():
             expected = chart.pop(f"{prefix}-{team.vcluster_name}")
-            expected["egress"] = [api_rule if rule == chart_rule else rule for rule in expected["egress"]]
+            expected["egress"] = [api_rule if rule == chart_rule else
+                                  {**rule, "ports": HOST_DNS_PORTS} if rule == {"to": [HOST_DNS_PEER]} else rule
+                                  for rule in expected["egress"]]
             assert ours[role]["spec"] == expected, (team.name, role)
         assert chart == {}, "the chart renders a policy the program does not"
 
