@@ -8,7 +8,8 @@ webhook to an ``ExternalName`` Service or a URL. Here the control plane reaches 
 the OIDC issuer's), besides what vCluster's other rules give it: the host's DNS, its own namespace's control plane
 and workloads (where a tenant's webhooks and aggregated APIs run). vCluster also opens the host's DNS pods to its
 control plane, DNS and snapshot pods on every port, CoreDNS' metrics (9153), health (8080) and readiness (8181)
-among them; here they reach DNS only, on UDP and TCP (truncated answers are retried over TCP). The chart's values
+among them; here they reach DNS only, on UDP and TCP (truncated answers are retried over TCP), and where the site
+says its DNS answers (``cluster.kubeconfig.dns``: other DNS pods, a node-local cache's addresses). The chart's values
 can only add rules to its policy and have one switch for all of them, so the chart's are off and these take their
 place.
 
