@@ -25,7 +25,7 @@ from components.eks_teardown import tenant_teardown
 from components.gpu_operator import ADDON_CLUSTER_POLICY
 from components.node_pids import eks_node_user_data, remove_kubelet_pids_command, set_kubelet_pids_command
 from config.hosts import (
-    CLUSTER_DNS_SERVICE, DEFAULT_STORAGE_CLASS_ANNOTATION, EKS_TAINT_EFFECTS, SYSTEM_POOL, host_profile,
+    DEFAULT_STORAGE_CLASS_ANNOTATION, EKS_TAINT_EFFECTS, SYSTEM_POOL, host_profile,
     node_group_name_prefix,
 )
 from config.vocabulary import MICROK8S_ADDON_NAMESPACE
@@ -101,7 +101,7 @@ class HostCluster(pulumi.ComponentResource):
         )
         if self.profile.creates_storage_class:
             self.tenant_prerequisites.append(self._default_storage_class(name, self.profile))
-        dns = k8s.core.v1.Service.get(f"{name}-cluster-dns", CLUSTER_DNS_SERVICE,
+        dns = k8s.core.v1.Service.get(f"{name}-cluster-dns", self.profile.host_dns.service,
                                       opts=pulumi.ResourceOptions(parent=self, provider=self.provider))
         self.cluster_dns = dns.spec.apply(lambda spec: spec.cluster_ip)
         self.register_outputs({"kind": cluster.kind, "kubeconfig": self.kubeconfig, "nodeGroups": self.node_groups,

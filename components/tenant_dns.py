@@ -18,8 +18,8 @@ Two things differ from vCluster's default on purpose:
   and above as non-preemptible, running it only within the queue's quota, where the DNS is counted:
   config/tenant_budget.py) and, for KAI releases that separate the two, the explicit preemptibility label.
 - **The host's DNS path.** It forwards to the host cluster's DNS Service (as vCluster does with
-  ``networking.advanced.fallbackHostCluster``) rather than to the node's resolvers: vCluster's own
-  NetworkPolicy lets the tenant DNS reach the host's ``kube-dns`` pods, while the tenant egress policy
+  ``networking.advanced.fallbackHostCluster``) rather than to the node's resolvers: the tenant's
+  NetworkPolicy lets the tenant DNS reach the host's DNS pods (and a node-local cache a site states), while the tenant egress policy
   blocks the private ranges where node, VPC and corporate resolvers answer. The host DNS then resolves
   cluster, VPC and corporate names as it does for the host's own pods.
 """

@@ -8,7 +8,8 @@ webhook to an ``ExternalName`` Service or a URL. Here the control plane reaches 
 the OIDC issuer's), besides what vCluster's other rules give it: the host's DNS, its own namespace's control plane
 and workloads (where a tenant's webhooks and aggregated APIs run). vCluster also opens the host's DNS pods to its
 control plane, DNS and snapshot pods on every port, CoreDNS' metrics (9153), health (8080) and readiness (8181)
-among them; here they reach DNS only, on UDP and TCP (truncated answers are retried over TCP). The chart's values
+among them; here they reach DNS only, on UDP and TCP (truncated answers are retried over TCP), and where the site
+says its DNS answers (``cluster.kubeconfig.dns``: other DNS pods, a node-local cache's addresses). The chart's values
 can only add rules to its policy and have one switch for all of them, so the chart's are off and these take their
 place.
 
@@ -16,6 +17,8 @@ The site's ``vcluster.extraValues.policies.networkPolicy`` settings are applied 
 """
 
 from __future__ import annotations
+
+import ipaddress
 
 from components.tenant_access import issuer_port
 from config.hosts import TENANT_EGRESS_EXCEPTIONS
@@ -26,9 +29,10 @@ from config.vocabulary import MANAGED_BY, TEAM_LABEL
 # The API server ports vCluster's rule opens: still the rule on a host whose API server port the program is not told.
 VCLUSTER_API_SERVER_PORTS = (443, 8443, 6443)
 VIRTUAL_DNS_PORT = 1053
-# The host DNS pods' DNS port, as a policy matches it (after the Service's translation): CoreDNS serves ``.:53`` in
-# EKS' CoreDNS add-on, MicroK8s' dns addon and kubeadm's; the tenant DNS forwards to the Service without a port.
-HOST_DNS_PORT = 53
+# The port DNS clients send to: the tenant DNS forwards to the host DNS Service without a port, the control plane
+# uses the kubelet's nameserver. A node-local cache answers there untranslated; the host's DNS pods answer on their
+# own port (cluster.kubeconfig.dns.port, 53 on EKS' CoreDNS add-on, MicroK8s' dns addon, kubeadm and k3s).
+DNS_PORT = 53
 CONTROL_PLANE_PORT = 8443
 SYNCED_BY = "vcluster.loft.sh/managed-by"
 NAMESPACE_NAME = "kubernetes.io/metadata.name"
@@ -60,9 +64,7 @@ def tenant_network_policies(team: Team) -> dict[str, dict]:
     release = team.vcluster_name
     control_plane = {"podSelector": {"matchLabels": {"release": release}}}
     workloads = {"podSelector": {"matchLabels": {SYNCED_BY: release}}}
-    host_dns = {"ports": [{"port": HOST_DNS_PORT, "protocol": "UDP"}, _tcp(HOST_DNS_PORT)],
-                "to": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME: "kube-system"}},
-                        "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}]}
+    host_dns = host_dns_rules(team)
     # vCluster Platform's agent, as vCluster's own policies admit it (a tenant's pod cannot wear app=loft).
     platform = {"podSelector": {"matchLabels": {"app": "loft"}}, "namespaceSelector": {}}
     api_server = {"ports": [_tcp(port) for port in api_server_ports(team)]}
@@ -79,7 +81,7 @@ def tenant_network_policies(team: Team) -> dict[str, dict]:
             *(workload.get("egress") or []),
         ], ingress=[{"from": [control_plane]}, {"from": [workloads]}, *(workload.get("ingress") or [])]),
         "control-plane": _policy(team, values, "control-plane", {"release": release}, egress=[
-            host_dns, api_server, {"to": [control_plane]}, {"to": [workloads]}, {"to": [platform]},
+            *host_dns, api_server, {"to": [control_plane]}, {"to": [workloads]}, {"to": [platform]},
             *(plane.get("egress") or []),
         ], ingress=[
             {"ports": [_tcp(CONTROL_PLANE_PORT)]},
@@ -90,16 +92,33 @@ def tenant_network_policies(team: Team) -> dict[str, dict]:
             *(plane.get("ingress") or []),
         ]),
         "dns": _policy(team, values, "dns", {"k8s-app": "vcluster-kube-dns", SYNCED_BY: release}, egress=[
-            host_dns, {"ports": [_tcp(CONTROL_PLANE_PORT)], "to": [control_plane]},
+            *host_dns, {"ports": [_tcp(CONTROL_PLANE_PORT)], "to": [control_plane]},
         ], ingress=[{"ports": [_tcp(VIRTUAL_DNS_PORT), {"port": VIRTUAL_DNS_PORT, "protocol": "UDP"}],
                      "from": [workloads]}]),
         "snapshot": _policy(team, values, "snapshot", {"app": "vcluster-snapshot"},
-                            egress=[{"to": [control_plane]}, host_dns, api_server], ingress=None),
+                            egress=[{"to": [control_plane]}, *host_dns, api_server], ingress=None),
     }
+
+
+def host_dns_rules(team: Team) -> list[dict]:
+    """The egress rules to the host's DNS: its pods on their DNS port and any node-local cache's addresses on 53."""
+    dns = team.vcluster.host_dns
+    rules = [{"ports": _dns(dns.port), "to": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME: dns.namespace}},
+                                                "podSelector": {"matchLabels": dict(dns.pod_labels)}}]}]
+    if dns.node_local_addresses:
+        # A hostNetwork process answers here: no pod selector matches it, only its address does.
+        rules.append({"ports": _dns(DNS_PORT), "to": [
+            {"ipBlock": {"cidr": f"{address}/{ipaddress.ip_address(address).max_prefixlen}"}}
+            for address in dns.node_local_addresses]})
+    return rules
 
 
 def policy_name(team: Team, role: str) -> str:
     return f"{team.vcluster_name}-{role}"
+
+
+def _dns(port: int) -> list[dict]:
+    return [{"port": port, "protocol": "UDP"}, _tcp(port)]
 
 
 def _tcp(port: int) -> dict:

@@ -16,6 +16,10 @@ Components and checks ask ``host_profile(cluster)`` instead of testing ``cluster
   not known from the config, an existing cluster).
 - ``tenant_node_labels``: the default ``vcluster.nodeLabels``. vCluster syncs only the nodes
   carrying these labels AND pins every tenant pod (DNS included) to them with a nodeSelector.
+- ``host_dns``: the cluster DNS Service the tenant DNS forwards to and where its answers come from (pods,
+  node-local addresses), which a tenant's control plane, DNS and snapshot pods may reach on DNS only. EKS' CoreDNS
+  add-on and MicroK8s' dns addon are the default kube-dns layout (the program installs neither NodeLocal
+  DNSCache); an existing cluster states its own (``cluster.kubeconfig.dns``).
 
 ``HOST_KIND_FACTS`` holds what every host of a kind provides before the platform adds anything
 (API server ports, storage classes), for checks that see a plan and not the config.
@@ -63,10 +67,6 @@ EKS_STORAGE_CLASS = "gp3"
 # The ports an existing cluster's API server most often listens on, when the config names none.
 COMMON_API_SERVER_PORTS = (443, 6443)
 DEFAULT_STORAGE_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
-# The cluster DNS Service ("namespace/name") of every host kind: EKS' CoreDNS add-on, MicroK8s' dns addon
-# and kubeadm-style clusters all keep the kube-dns name; its pods carry k8s-app=kube-dns, which
-# vCluster's DNS NetworkPolicy admits.
-CLUSTER_DNS_SERVICE = "kube-system/kube-dns"
 # Taint effects in Kubernetes spelling -> the EKS API's spelling (node groups).
 EKS_TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
 
@@ -123,6 +123,7 @@ def host_profile(cluster: Cluster) -> HostProfile:
         nvidia_default_runtime=None,
         node_pools=None,
         tenant_node_labels={},
+        host_dns=existing.dns,
     )
 
 

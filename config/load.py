@@ -107,6 +107,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
         (gpu_operator.namespace, "the GPU Operator")) if namespace is not None}
     _check_tenant_namespaces(reader, {
         **{name: "the cluster's system components" for name in SYSTEM_NAMESPACES}, **platform_namespaces}, teams)
+    _check_host_dns_namespace(reader, cluster, teams)
     _check_org_quota(reader, organization, teams)
     check_observability_namespace(reader, observability, {
         **platform_namespaces, **{team.namespace: f"team {team.name}" for team in teams if team.namespace}})
@@ -126,7 +127,8 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     gpu_operator, kai = with_isolation(gpu_operator, kai, cluster, teams)
 
     teams = [dataclasses.replace(team, vcluster=dataclasses.replace(
-        team.vcluster, storage_class=host.storage_class, api_server_port=host.api_server_port)) for team in teams]
+        team.vcluster, storage_class=host.storage_class, api_server_port=host.api_server_port,
+        host_dns=host.host_dns)) for team in teams]
     platform = Platform(project=PROJECT, stack=stack, cluster=cluster, gpu_operator=gpu_operator,
                         kai_scheduler=kai, organization=organization, teams=tuple(teams), host=host, ci=ci,
                         observability=observability,
@@ -197,6 +199,19 @@ def _check_tenant_namespaces(reader: Reader, platform_namespaces: dict[str, str]
         if owner is not None:
             reader.fail(f"teams[{index}].namespace", team.namespace, f"is the namespace of {owner}",
                         "give the team a namespace of its own, e.g. vcluster-<team>")
+
+
+def _check_host_dns_namespace(reader: Reader, cluster: Optional[Cluster], teams: list[Team]) -> None:
+    """Every team's control plane may reach the host DNS pods' namespace on DNS: it must not be a team's."""
+    existing = cluster.kubeconfig if cluster is not None else None
+    if existing is None or not existing.dns_stated:
+        return
+    owners = {team.namespace: team.name for team in teams if team.namespace is not None}
+    if existing.dns.namespace in owners:
+        reader.fail("cluster.kubeconfig.dns.namespace", existing.dns.namespace,
+                    f"is team {owners[existing.dns.namespace]}'s namespace: every tenant's control plane and DNS "
+                    "could reach its pods",
+                    "name the namespace the host's DNS pods run in, e.g. kube-system")
 
 
 def _check_org_quota(reader: Reader, organization: Organization, teams: list[Team]) -> None:
@@ -301,6 +316,15 @@ def _warnings(platform: Platform) -> list[str]:
             warnings.append(
                 f"GPU node group {group} uses the time-sliced profile while kaiScheduler.gpuSharing is "
                 "on: KAI fractions on top of time-slicing oversubscribe the same card.")
+    existing = platform.cluster.kubeconfig
+    if existing is not None and not existing.dns_stated and any(team.vcluster.network_policy
+                                                                for team in platform.teams):
+        warnings.append(
+            "cluster.kubeconfig.dns is not set: the program assumes the host's DNS is the Service "
+            "kube-system/kube-dns answered by pods k8s-app: kube-dns in kube-system on 53, and tenant control "
+            "planes, DNS and snapshot pods may reach only those. On a host running NodeLocal DNSCache (DaemonSet "
+            "node-local-dns) the node answers instead and tenants lose external name resolution: set "
+            "cluster.kubeconfig.dns.nodeLocalAddresses (and the Service and pods where they differ).")
     for index, team in enumerate(platform.teams):
         if team.vcluster.pod_security == "privileged":
             warnings.append(

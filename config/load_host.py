@@ -6,10 +6,11 @@ keys and their rules are config/load_eks.py's.
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Optional
 
 from config import versions
-from config.key_types import Boolean, Check, Integer, Quantity, StringList, Text
+from config.key_types import Boolean, Check, Integer, Quantity, StringList, StringMap, Text
 from config.keys import REQUIRED, Block, Condition, Key
 from config.load_operators import GPU_OPERATOR_FLOOR_REASON
 from config.load_eks import EKS, read_eks
@@ -19,6 +20,7 @@ from config.model import (
     SYSTEM_PID_RESERVE,
     CiSettings,
     Cluster,
+    HostDns,
     KubeconfigHost,
     MicroK8sHost,
 )
@@ -85,6 +87,41 @@ read the kubeconfig. Each step waits for `microk8s status --wait-ready`.""", key
 ))
 
 
+HOST_DNS = Block(title="the host's DNS path (an existing cluster)", intro="""\
+With `vcluster.networkPolicy` on, a tenant's control plane, DNS and snapshot pods may reach the host's DNS and
+nothing else of it: the control plane resolves through the kubelet's `clusterDNS` (webhook, issuer and
+ExternalName hosts) and the tenant DNS forwards every name it does not serve itself to the Service named here.
+Left out, the program assumes the kube-dns layout of EKS, MicroK8s, kubeadm and k3s: the Service
+`kube-system/kube-dns`, answered by pods `k8s-app: kube-dns` in `kube-system` listening on 53. State the layout
+when the host differs, and above all when it runs NodeLocal DNSCache (`kubectl -n kube-system get ds
+node-local-dns`): the node-local cache answers on the node itself (169.254.20.10, and in kube-proxy's iptables
+mode the kube-dns Service's own address), where no pod selector matches, so without `nodeLocalAddresses` the
+tenant's external names stop resolving. Nothing beyond the stated path is opened, and only on DNS.""", keys=(
+    Key("service", Text(form="namespace/name", checks=(Check(
+            r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?/[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?",
+            "is not a Service as namespace/name",
+            "name the cluster DNS Service as namespace/name, e.g. kube-system/kube-dns"),)),
+        "kube-system/kube-dns", "The cluster DNS Service whose address the tenant DNS forwards to.",
+        example="kube-system/rke2-coredns-rke2-coredns",
+        details="`kubectl get svc -A | grep dns`; RKE2 names it `kube-system/rke2-coredns-rke2-coredns`."),
+    Key("namespace", Text(dns_label=True), "kube-system", "The namespace of the DNS Service's pods.",
+        example="kube-system"),
+    Key("podLabels", StringMap(), {"k8s-app": "kube-dns"}, "Labels every DNS pod carries (a pod selector).",
+        example="{k8s-app: kube-dns}",
+        details="`kubectl -n <namespace> get pods --show-labels`; they must select the DNS pods and nothing else of "
+                "the namespace."),
+    Key("port", Integer(1, 65535), 53, "The port the DNS pods' containers listen on (the Service's target port).",
+        example="5353", details="A policy matches a pod's port after the Service's translation."),
+    Key("nodeLocalAddresses", StringList(form="IP addresses"), [],
+        "Addresses a DNS process on the node answers at (NodeLocal DNSCache), reached on 53.",
+        example="[169.254.20.10, 10.43.0.10]", default_note="none",
+        details="Each is opened as a single-address `ipBlock` on 53/UDP and 53/TCP (the node-local cache skips "
+                "the Service's translation, so queries arrive on the port they were sent to). List the cache's "
+                "link-local address (the `-localip` argument of the `node-local-dns` DaemonSet, 169.254.20.10 by "
+                "default) and, when kube-proxy runs in iptables mode, the DNS Service's address, which the cache "
+                "binds too."),
+))
+
 KUBECONFIG = Block(title="an existing cluster", intro="The `kubeconfig` secret is required.", keys=(
     Key("context", Text(), None, "Context to use.", example="gpu-prod",
         default_note="the kubeconfig's current context"),
@@ -109,6 +146,8 @@ KUBECONFIG = Block(title="an existing cluster", intro="The `kubeconfig` secret i
                 "is not 443, 6443 or 8443, e.g. a MicroK8s cluster reached by kubeconfig: with "
                 "`vcluster.networkPolicy` on, tenant control planes may reach this port only (unset: 443, 6443 and "
                 "8443)."),
+    Key("dns", HOST_DNS, {}, "Where the host's DNS answers: Service, pods, port, node-local addresses.",
+        default_note="kube-system/kube-dns, pods k8s-app: kube-dns on 53"),
 ))
 
 # Fewer processes and threads than this and honest pods fail: one PyTorch rank with NCCL already starts hundreds of
@@ -205,7 +244,35 @@ def _kubeconfig(section: Section) -> KubeconfigHost:
         storage_class=section.read("storageClass"),
         api_server_port=section.read("apiServerPort"),
         kubernetes_version=section.read("kubernetesVersion"),
+        dns=_host_dns(section.child("dns")),
+        dns_stated=section.has("dns"),
     )
+
+
+def _host_dns(section: Section) -> HostDns:
+    default = HostDns()
+    labels = section.read("podLabels")
+    if labels == {}:
+        section.fail("podLabels", labels, "selects every pod of the namespace",
+                     "name the labels of the DNS pods, e.g. {k8s-app: kube-dns}")
+    addresses = section.read("nodeLocalAddresses") or ()
+    for address in addresses:
+        if not _is_address(address):
+            section.fail("nodeLocalAddresses", address, "is not an IP address",
+                         "list single addresses such as 169.254.20.10 (no prefix length)")
+    return HostDns(service=section.read("service") or default.service,
+                   namespace=section.read("namespace") or default.namespace,
+                   pod_labels=labels or default.pod_labels, port=section.read("port") or default.port,
+                   node_local_addresses=tuple(str(ipaddress.ip_address(address)) for address in addresses
+                                              if _is_address(address)))
+
+
+def _is_address(value: str) -> bool:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True
 
 
 def read_ci(section: Section) -> CiSettings:

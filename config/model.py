@@ -97,6 +97,19 @@ class TenantServices:
 
 
 @dataclass(frozen=True)
+class HostDns:
+    """The path a tenant's control plane, DNS and snapshot pods take to the host's DNS (config/load_host.py
+    ``cluster.kubeconfig.dns`` says what each field means). The default is the kube-dns layout of EKS, MicroK8s,
+    kubeadm and k3s."""
+
+    service: str = "kube-system/kube-dns"
+    namespace: str = "kube-system"
+    pod_labels: Mapping[str, str] = field(default_factory=lambda: {"k8s-app": "kube-dns"})
+    port: int = 53
+    node_local_addresses: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class VClusterSettings:
     """A tenant's vCluster settings: the stack's ``vcluster`` defaults merged with team overrides."""
 
@@ -117,6 +130,7 @@ class VClusterSettings:
     # claim (None: the cluster's default) and the API server port its egress must reach.
     storage_class: Optional[str] = None
     api_server_port: Optional[int] = None
+    host_dns: HostDns = HostDns()
     # Endpoint and identity (config/access.py); the endpoint host is resolved against the host kind.
     access: Access = Access()
     # Every tenant container pulls its image on start (a stack setting: it protects a team only if all comply).
@@ -237,6 +251,9 @@ class KubeconfigHost:
     # Endpoint and identity (config/access.py); the endpoint host is resolved against the host kind.
     access: Access = Access()
     kubernetes_version: str = versions.KUBERNETES_MINIMUM_VERSION
+    dns: HostDns = HostDns()
+    # Whether the site stated ``dns`` (a warning says what the program assumes when it did not).
+    dns_stated: bool = False
 
 
 @dataclass(frozen=True)
@@ -335,6 +352,7 @@ class HostProfile:
     nvidia_default_runtime: Optional[bool]
     node_pools: Optional[tuple[NodePool, ...]]
     tenant_node_labels: Mapping[str, str] = field(default_factory=dict)
+    host_dns: HostDns = HostDns()
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from components.tenant_dns import (
 from config import versions
 from config.key_types import DNS_LABEL
 from config.virtual_cluster import coredns_image
-from config.hosts import CLUSTER_DNS_SERVICE
+from config.model import HostDns
 from config.vocabulary import NETWORK_POLICY
 from ops.sites import platform_of
 from policy.label_selectors import selector_matches
@@ -66,7 +66,7 @@ def test_the_dns_forwards_to_the_host_cluster_dns_service(dev_run):
     forwards = [line.split() for line in config["data"]["Corefile"].splitlines() if line.strip().startswith("forward")]
     assert forwards == [["forward", ".", MOCK_CLUSTER_DNS]], "no node resolver, no public fallback"
     read = dev_run.named("host-cluster-dns")
-    assert read.read and read.inputs["id"] == CLUSTER_DNS_SERVICE
+    assert read.read and read.inputs["id"] == HostDns().service
 
 
 def _egress_reaches(policies: list[dict], namespace: str, labels: dict, peer_namespace: dict, peer: dict,
