@@ -316,7 +316,7 @@ def _ssh_site() -> dict:
 ], ids=["kubeconfig", "ssh"])
 def test_an_offline_plan_stands_in_for_an_unset_secret_with_one_warning(config, secret, command):
     program = run(config(), stack="site")
-    about = [warning for warning in program.warnings if secret in warning]
+    about = [warning for warning in program.warnings if f"gpu-tenancy:{secret}" in warning]
     assert len(about) == 1 and command in about[0]
     assert OFFLINE_PLACEHOLDER not in json.dumps([r.to_json() for r in program.resources])
     assert OFFLINE_PLACEHOLDER not in json.dumps(program.outputs) + " ".join(program.warnings)
