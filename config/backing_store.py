@@ -1,0 +1,98 @@
+"""Where a tenant's vCluster keeps its state, and what that puts in the tenant's host namespace. No Pulumi here.
+
+The program renders the embedded SQLite store (``controlPlane.backingStore.database.embedded.enabled: true``); a
+site may choose a deployed etcd (``backingStore.etcd.deploy``, a StatefulSet ``<name>-etcd`` in the namespace) or an
+external one (``backingStore.etcd.external``) through ``extraValues``, with more control-plane replicas
+(``controlPlane.statefulSet.highAvailability.replicas``). What the vCluster chart then renders, read at v0.35.0 and
+v0.36.1 (chart/templates/_backingstore.tpl, _persistence.tpl, statefulset.yaml, headless-service.yaml,
+etcd-statefulset.yaml, etcd-service.yaml, etcd-headless-service.yaml, chart/values.yaml):
+
+- more than one store enabled fails the chart (``vcluster.database.embedded.enabled``: "you can only enable one
+  backingStore at the same time"), and vCluster refuses several replicas on the embedded database
+  (pkg/config/validation.go ValidateConfigAndSetDefaults);
+- the control plane has its data volume (``persistence.volumeClaim.enabled: auto``) only on the embedded database,
+  and is then a StatefulSet with a headless Service; otherwise a Deployment without either;
+- a deployed etcd adds its replicas (each a claim of ``persistence.volumeClaim.size``), a Service (unless
+  ``service.enabled`` is false) and a headless Service.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from config.model import VClusterSettings
+
+# vCluster 0.35.0 and 0.36.1's defaults (chart/values.yaml).
+VOLUME_SIZE = "5Gi"
+ETCD_REQUESTS = {"cpu": "20m", "memory": "150Mi"}
+_STORES = ("controlPlane.backingStore.etcd.deploy.enabled", "controlPlane.backingStore.etcd.external.enabled")
+_EMBEDDED = "controlPlane.backingStore.database.embedded.enabled"
+_REPLICAS = "controlPlane.statefulSet.highAvailability.replicas"
+
+
+def _value(values: dict, path: str, default: Any = None) -> Any:
+    for key in path.split("."):
+        values = values.get(key) if isinstance(values, dict) else None
+    return default if values is None else values
+
+
+@dataclass(frozen=True)
+class ControlPlaneShape:
+    """What the chart runs for one tenant's control plane, in its host namespace."""
+    replicas: int
+    volume: str | None  # each replica's data volume, None: none
+    deployed_etcd: bool
+    etcd_replicas: int
+    etcd_volume: str | None
+    etcd_services: int
+    etcd_requests: dict
+
+    @property
+    def services(self) -> int:
+        """The API Service, the synced kube-dns Service, the headless twin of a StatefulSet, and etcd's."""
+        return 2 + (self.volume is not None) + self.etcd_services
+
+
+def control_plane_shape(settings: VClusterSettings) -> ControlPlaneShape:
+    extra = settings.extra_values
+    embedded = _value(extra, _EMBEDDED, True) is True and not any(_value(extra, path) is True for path in _STORES)
+    claim = _value(extra, "controlPlane.statefulSet.persistence.volumeClaim", {})
+    enabled = str(claim.get("enabled", "auto")).lower() if isinstance(claim, dict) else "auto"
+    volume = claim.get("size", VOLUME_SIZE) if isinstance(claim, dict) else VOLUME_SIZE
+    replicas = _value(extra, _REPLICAS, 1)
+    etcd = _value(extra, "controlPlane.backingStore.etcd.deploy", {})
+    deployed = _value(etcd, "enabled") is True and _value(etcd, "statefulSet.enabled", True) is not False
+    etcd_claim = _value(etcd, "statefulSet.persistence.volumeClaim", {})
+    return ControlPlaneShape(
+        replicas=replicas if isinstance(replicas, int) and replicas > 0 else 1,
+        volume=str(volume) if enabled == "true" or (enabled == "auto" and embedded) else None,
+        deployed_etcd=deployed,
+        etcd_replicas=int(_value(etcd, "statefulSet.highAvailability.replicas", 1)) if deployed else 0,
+        etcd_volume=str(etcd_claim.get("size", VOLUME_SIZE))
+        if deployed and isinstance(etcd_claim, dict) and etcd_claim.get("enabled", True) is not False else None,
+        etcd_services=(1 + (_value(etcd, "service.enabled", True) is not False)) if _value(etcd, "enabled") is True
+        else 0,
+        etcd_requests={**ETCD_REQUESTS, **_value(etcd, "statefulSet.resources.requests", {})})
+
+
+def backing_store_findings(settings: VClusterSettings, whose: str) -> list[tuple[str, Any, str, str]]:
+    """A choice of store the chart or vCluster refuses: (key under the vcluster block, value, problem, fix)."""
+    extra = settings.extra_values
+    chosen = [path for path in _STORES if _value(extra, path) is True]
+    found = []
+    if chosen and _value(extra, _EMBEDDED, True) is True:
+        found.append((f"extraValues.{chosen[0]}", True,
+                      f"the embedded SQLite store the program renders for {whose} vCluster ({_EMBEDDED}: true) stays "
+                      "on too, and the vCluster chart renders one backing store only (\"you can only enable one "
+                      "backingStore at the same time\"): the release would fail",
+                      f"also set extraValues.{_EMBEDDED} to false in the same vcluster block"))
+    replicas = _value(extra, _REPLICAS, 1)
+    if isinstance(replicas, int) and replicas > 1 and not chosen:
+        found.append((f"extraValues.{_REPLICAS}", replicas,
+                      f"{whose} vCluster keeps its state in the embedded SQLite store, which vCluster refuses to run "
+                      "with several replicas (\"embedded database is not supported with multiple replicas\"): the "
+                      "control plane would not start",
+                      "set it to 1, or move the state to a deployed etcd (extraValues.controlPlane.backingStore.etcd."
+                      f"deploy.enabled: true with {_EMBEDDED}: false)"))
+    return found
