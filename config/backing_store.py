@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from config.key_types import Invalid, Quantity
 from config.model import VClusterSettings
 
 # vCluster 0.35.0 and 0.36.1's defaults (chart/values.yaml).
@@ -76,11 +77,48 @@ def control_plane_shape(settings: VClusterSettings) -> ControlPlaneShape:
         etcd_requests={**ETCD_REQUESTS, **_value(etcd, "statefulSet.resources.requests", {})})
 
 
+# The values the namespace's quota is computed from (control_plane_shape), each with what it must be.
+_COUNTS = ("controlPlane.statefulSet.highAvailability.replicas",
+           "controlPlane.backingStore.etcd.deploy.statefulSet.highAvailability.replicas")
+_QUANTITIES = ("controlPlane.statefulSet.persistence.volumeClaim.size",
+               "controlPlane.backingStore.etcd.deploy.statefulSet.persistence.volumeClaim.size",
+               "controlPlane.backingStore.etcd.deploy.statefulSet.resources.requests.cpu",
+               "controlPlane.backingStore.etcd.deploy.statefulSet.resources.requests.memory")
+_SWITCHES = (*_STORES, _EMBEDDED, "controlPlane.backingStore.etcd.deploy.statefulSet.enabled",
+             "controlPlane.backingStore.etcd.deploy.service.enabled",
+             "controlPlane.backingStore.etcd.deploy.statefulSet.persistence.volumeClaim.enabled")
+
+
+def _shape_values(extra: dict, whose: str) -> list[tuple[str, Any, str, str]]:
+    """Values of the wrong type for what the chart makes of them: the quota would be computed from a guess."""
+    found = []
+    for path in _COUNTS:
+        value = _value(extra, path)
+        if value is not None and (type(value) is not int or value < 1):
+            found.append((f"extraValues.{path}", value, f"is not a whole number of replicas for {whose} vCluster, "
+                          "which the chart's schema asks for", "write a number such as 1 or 3, unquoted"))
+    for path in _QUANTITIES:
+        value = _value(extra, path)
+        try:
+            Quantity().parse(value, Quantity.fix) if value is not None else None
+        except Invalid as invalid:
+            found.append((f"extraValues.{path}", value, f"{invalid.problem}: the API server refuses {whose} "
+                          "vCluster's objects that carry it", Quantity.fix))
+    for path in _SWITCHES:
+        value = _value(extra, path)
+        if value is not None and not isinstance(value, bool):
+            found.append((f"extraValues.{path}", value, "is not true or false: the chart's schema refuses it, and a "
+                          "quoted \"false\" would read as on in its templates", "write true or false, unquoted"))
+    return found
+
+
 def backing_store_findings(settings: VClusterSettings, whose: str) -> list[tuple[str, Any, str, str]]:
     """A choice of store the chart or vCluster refuses: (key under the vcluster block, value, problem, fix)."""
     extra = settings.extra_values
+    found = _shape_values(extra, whose)
+    if found:
+        return found
     chosen = [path for path in _STORES if _value(extra, path) is True]
-    found = []
     if chosen and _value(extra, _EMBEDDED, True) is True:
         found.append((f"extraValues.{chosen[0]}", True,
                       f"the embedded SQLite store the program renders for {whose} vCluster ({_EMBEDDED}: true) stays "

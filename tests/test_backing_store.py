@@ -91,3 +91,25 @@ def test_the_quota_pays_for_a_deployed_etcd_and_its_replicas_as_the_chart_render
     assert (budget.pods, budget.claims, budget.storage) == (pods, 3, 3 * 8 * 2 ** 30) and claims == [(3, "8Gi")]
     assert budget.services == len(services) + 1
     assert namespace_budget(team.vcluster).pods == team.vcluster.resource_quota.pods + pods + 1
+
+
+@pytest.mark.parametrize("extra, path", [
+    ({"backingStore": {"etcd": {"deploy": {"enabled": "true"}}}}, "backingStore.etcd.deploy.enabled"),
+    ({"statefulSet": {"highAvailability": {"replicas": "3"}}}, "statefulSet.highAvailability.replicas"),
+    ({"statefulSet": {"highAvailability": {"replicas": 0}}}, "statefulSet.highAvailability.replicas"),
+    ({"statefulSet": {"persistence": {"volumeClaim": {"size": "lots"}}}}, "statefulSet.persistence.volumeClaim.size"),
+    ({"backingStore": {**EMBEDDED_OFF, "etcd": {"deploy": {"enabled": True, "statefulSet": {
+        "resources": {"requests": {"memory": "a lot"}}}}}}},
+     "backingStore.etcd.deploy.statefulSet.resources.requests.memory"),
+])
+def test_a_value_the_quota_is_computed_from_must_be_what_the_chart_takes(extra, path):
+    """Otherwise the program would size the namespace's quota from a guess (or stop with a traceback)."""
+    found = issue(rejected(with_values(extra)), f"teams[0].vcluster.extraValues.controlPlane.{path}",
+                  extra_value(extra, path))
+    assert found.fix
+
+
+def extra_value(extra: dict, path: str):
+    for key in path.split("."):
+        extra = extra[key]
+    return extra
