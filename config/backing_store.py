@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from config.key_types import Invalid, Quantity
-from config.model import VClusterSettings
+from config.model import Team, VClusterSettings
 
 # vCluster 0.35.0 and 0.36.1's defaults (chart/values.yaml).
 VOLUME_SIZE = "5Gi"
@@ -30,6 +30,10 @@ ETCD_REQUESTS = {"cpu": "20m", "memory": "150Mi"}
 _STORES = ("controlPlane.backingStore.etcd.deploy.enabled", "controlPlane.backingStore.etcd.external.enabled")
 _EMBEDDED = "controlPlane.backingStore.database.embedded.enabled"
 _REPLICAS = "controlPlane.statefulSet.highAvailability.replicas"
+# A deployed etcd's objects are named after the release (vclusterName): StatefulSet `<name>-etcd`, whose name the
+# StatefulSet controller puts in a 63-character pod label with an 11-character hash (at most 52), and the Service
+# `<name>-etcd-headless` (a DNS label, at most 63).
+ETCD_NAME_LENGTH = min(52 - len("-etcd"), 63 - len("-etcd-headless"))
 
 
 def _value(values: dict, path: str, default: Any = None) -> Any:
@@ -134,3 +138,14 @@ def backing_store_findings(settings: VClusterSettings, whose: str) -> list[tuple
                       "set it to 1, or move the state to a deployed etcd (extraValues.controlPlane.backingStore.etcd."
                       f"deploy.enabled: true with {_EMBEDDED}: false)"))
     return found
+
+
+def etcd_name_findings(index: int, team: Team) -> list[tuple[str, Any, str, str]]:
+    """A vclusterName too long for the objects of the team's deployed etcd: (full key, value, problem, fix)."""
+    if not control_plane_shape(team.vcluster).deployed_etcd or len(team.vcluster_name) <= ETCD_NAME_LENGTH:
+        return []
+    return [(f"teams[{index}].vclusterName", team.vcluster_name,
+             f"is {len(team.vcluster_name)} characters long, and the team's deployed etcd is named after it: its "
+             f"StatefulSet {team.vcluster_name}-etcd would make no pods (the controller's pod label takes at most a "
+             f"52-character name) and the API server refuses its Service {team.vcluster_name}-etcd-headless",
+             f"set teams[{index}].vclusterName to at most {ETCD_NAME_LENGTH} characters")]

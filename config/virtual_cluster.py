@@ -19,7 +19,7 @@ import re
 from typing import Optional, Sequence
 
 from config import versions
-from config.backing_store import backing_store_findings
+from config.backing_store import backing_store_findings, etcd_name_findings
 from config.key_types import quantity_value
 from config.model import Team, VClusterSettings
 from config.reader import Reader
@@ -157,6 +157,8 @@ def check_virtual_clusters(reader: Reader, stack: VClusterSettings, teams: Seque
                                                                              f"queue {team.queue_name}")):
             if repr(finding) not in inherited:
                 reader.fail(f"teams[{index}].vcluster.{key}", value, problem, fix)
+        for key, value, problem, fix in etcd_name_findings(index, team):
+            reader.fail(key, value, problem, fix)
 
 
 def _findings(settings: VClusterSettings, whose: str, queue: str) -> list[Finding]:

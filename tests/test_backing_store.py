@@ -113,3 +113,12 @@ def extra_value(extra: dict, path: str):
     for key in path.split("."):
         extra = extra[key]
     return extra
+
+
+def test_a_vcluster_name_too_long_for_its_deployed_etcd_is_refused():
+    """The chart names etcd's StatefulSet <name>-etcd and its Service <name>-etcd-headless: at 52 characters, the
+    longest name a team may have otherwise, the first makes no pods and the API server refuses the second."""
+    config = put(with_values({"backingStore": {**DEPLOYED_ETCD, **EMBEDDED_OFF}}), "teams[0].vclusterName", "v" * 52)
+    found = issue(rejected(config), "teams[0].vclusterName", "v" * 52)
+    assert "at most 47 characters" in found.fix
+    load_platform(put(config, "teams[0].vclusterName", "v" * 47))
