@@ -355,6 +355,12 @@ CLASSIFIED: tuple[Values, ...] = (
 
 # Values only the later accepted charts have, with the first release that has each.
 SINCE = {"controlPlane.standalone.advertiseAddress": "0.36.0"}
+# Values the later accepted charts removed, with the first release without each: their schema keeps them (old configs
+# still parse), but the chart fails on any value under them (chart/templates/_validate.tpl
+# vcluster.legacy.volumeSnapshots.validate, "... was removed in 0.36.0").
+UNTIL = {f"{path}.{leaf}": "0.36.0" for path in ("sync.toHost.volumeSnapshots", "sync.toHost.volumeSnapshotContents",
+                                                  "sync.fromHost.volumeSnapshotClasses")
+         for leaf in ("enabled", "patches")} | {"rbac.enableVolumeSnapshotRules.enabled": "0.36.0"}
 
 
 def _table() -> dict[str, Values]:
@@ -381,8 +387,9 @@ def classified(path: str, version: str) -> Optional[tuple[str, Values]]:
 
 
 def _at(path: str, version: str) -> bool:
-    since = SINCE.get(path)
-    return since is None or versions.release_order(version) >= versions.release_order(since)
+    since, until = SINCE.get(path), UNTIL.get(path)
+    return (since is None or versions.release_order(version) >= versions.release_order(since)) and \
+        (until is None or versions.release_order(version) < versions.release_order(until))
 
 
 # Every path that holds other classified values (a site sets their keys, never the block itself).
