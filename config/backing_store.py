@@ -2,14 +2,15 @@
 
 The program renders the embedded SQLite store (``controlPlane.backingStore.database.embedded.enabled: true``); a
 site may choose a deployed etcd (``backingStore.etcd.deploy``, a StatefulSet ``<name>-etcd`` in the namespace) or an
-external one (``backingStore.etcd.external``) through ``extraValues``, with more control-plane replicas
-(``controlPlane.statefulSet.highAvailability.replicas``). What the vCluster chart then renders, read at v0.35.0 and
+external one (``backingStore.etcd.external``) through ``extraValues``. What the vCluster chart then renders, read at v0.35.0 and
 v0.36.1 (chart/templates/_backingstore.tpl, _persistence.tpl, statefulset.yaml, headless-service.yaml,
-etcd-statefulset.yaml, etcd-service.yaml, etcd-headless-service.yaml, chart/values.yaml):
+etcd-statefulset.yaml, etcd-service.yaml, etcd-headless-service.yaml, role.yaml, chart/values.yaml):
 
 - more than one store enabled fails the chart (``vcluster.database.embedded.enabled``: "you can only enable one
-  backingStore at the same time"), and vCluster refuses several replicas on the embedded database
-  (pkg/config/validation.go ValidateConfigAndSetDefaults);
+  backingStore at the same time");
+- more than one control-plane replica (``controlPlane.statefulSet.highAvailability.replicas``) grants the syncer
+  writes on Leases in the host namespace (role.yaml), which no host policy checks, so it is refused; vCluster also
+  refuses it on the embedded database (pkg/config/validation.go ValidateConfigAndSetDefaults);
 - the control plane has its data volume (``persistence.volumeClaim.enabled: auto``) only on the embedded database,
   and is then a StatefulSet with a headless Service; otherwise a Deployment without either;
 - a deployed etcd adds its replicas (each a claim of ``persistence.volumeClaim.size``), a Service (unless
@@ -44,9 +45,8 @@ def _value(values: dict, path: str, default: Any = None) -> Any:
 
 @dataclass(frozen=True)
 class ControlPlaneShape:
-    """What the chart runs for one tenant's control plane, in its host namespace."""
-    replicas: int
-    volume: str | None  # each replica's data volume, None: none
+    """What the chart runs for one tenant's control plane (one replica: backing_store_findings), in its namespace."""
+    volume: str | None  # the control plane's data volume, None: none
     deployed_etcd: bool
     etcd_replicas: int
     etcd_volume: str | None
@@ -65,12 +65,10 @@ def control_plane_shape(settings: VClusterSettings) -> ControlPlaneShape:
     claim = _value(extra, "controlPlane.statefulSet.persistence.volumeClaim", {})
     enabled = str(claim.get("enabled", "auto")).lower() if isinstance(claim, dict) else "auto"
     volume = claim.get("size", VOLUME_SIZE) if isinstance(claim, dict) else VOLUME_SIZE
-    replicas = _value(extra, _REPLICAS, 1)
     etcd = _value(extra, "controlPlane.backingStore.etcd.deploy", {})
     deployed = _value(etcd, "enabled") is True and _value(etcd, "statefulSet.enabled", True) is not False
     etcd_claim = _value(etcd, "statefulSet.persistence.volumeClaim", {})
     return ControlPlaneShape(
-        replicas=replicas if isinstance(replicas, int) and replicas > 0 else 1,
         volume=str(volume) if enabled == "true" or (enabled == "auto" and embedded) else None,
         deployed_etcd=deployed,
         etcd_replicas=int(_value(etcd, "statefulSet.highAvailability.replicas", 1)) if deployed else 0,
@@ -130,13 +128,12 @@ def backing_store_findings(settings: VClusterSettings, whose: str) -> list[tuple
                       "backingStore at the same time\"): the release would fail",
                       f"also set extraValues.{_EMBEDDED} to false in the same vcluster block"))
     replicas = _value(extra, _REPLICAS, 1)
-    if isinstance(replicas, int) and replicas > 1 and not chosen:
+    if replicas > 1:
         found.append((f"extraValues.{_REPLICAS}", replicas,
-                      f"{whose} vCluster keeps its state in the embedded SQLite store, which vCluster refuses to run "
-                      "with several replicas (\"embedded database is not supported with multiple replicas\"): the "
-                      "control plane would not start",
-                      "set it to 1, or move the state to a deployed etcd (extraValues.controlPlane.backingStore.etcd."
-                      f"deploy.enabled: true with {_EMBEDDED}: false)"))
+                      f"with several replicas the chart grants {whose} syncer writes on Leases in the host namespace "
+                      "for leader election (chart/templates/role.yaml), a kind no host policy checks; on the "
+                      "program's SQLite store vCluster also refuses to start (\"embedded database is not supported "
+                      "with multiple replicas\")", "remove it (one replica)"))
     return found
 
 

@@ -63,7 +63,7 @@ def dns_budget(settings: Optional[VClusterSettings] = None) -> Budget:
 
 
 def control_plane_budget(settings: VClusterSettings) -> Budget:
-    """The control plane's replicas and, with a deployed etcd, etcd's (config/backing_store.py): their requests,
+    """The control plane and, with a deployed etcd, etcd's replicas (config/backing_store.py): their requests,
     ephemeral-storage limits, claims and Services."""
     shape = control_plane_shape(settings)
     requests = settings.control_plane_resources.requests
@@ -75,12 +75,10 @@ def control_plane_budget(settings: VClusterSettings) -> Budget:
         "ephemeral-storage", versions.VCLUSTER_CONTROL_PLANE_LIMITS.get("ephemeral-storage",
                                                                      defaults.default_ephemeral_storage))
     ephemeral = max(_bytes(syncer), _bytes(defaults.default_ephemeral_storage))
-    plane = Budget(millicores=_millicores(requests.get("cpu", defaults.default_request_cpu)) * shape.replicas,
-                   memory=_bytes(requests.get("memory", defaults.default_request_memory)) * shape.replicas,
-                   pods=shape.replicas, services=shape.services,
-                   claims=shape.replicas if shape.volume else 0,
-                   storage=_bytes(shape.volume) * shape.replicas if shape.volume else 0,
-                   ephemeral_storage=ephemeral * shape.replicas)
+    plane = Budget(millicores=_millicores(requests.get("cpu", defaults.default_request_cpu)),
+                   memory=_bytes(requests.get("memory", defaults.default_request_memory)), pods=1,
+                   services=shape.services, claims=int(shape.volume is not None),
+                   storage=_bytes(shape.volume) if shape.volume else 0, ephemeral_storage=ephemeral)
     if not shape.deployed_etcd:
         return plane
     # etcd's one container sets no ephemeral-storage limit: it takes the LimitRange's default.

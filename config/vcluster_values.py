@@ -215,7 +215,7 @@ CLASSIFIED: tuple[Values, ...] = (
                   "the tenant reaches only its API", "controlPlane.statefulSet",
             "annotations.* args command dnsConfig.nameservers dnsConfig.options dnsConfig.searches dnsPolicy "
             "enableServiceLinks env highAvailability.leaseDuration highAvailability.renewDeadline "
-            "highAvailability.replicas highAvailability.retryPeriod hostAliases image.registry image.repository "
+            "highAvailability.retryPeriod hostAliases image.registry image.repository "
             "image.tag imagePullPolicy initContainers labels.* persistence.addVolumeMounts persistence.addVolumes "
             "persistence.binariesVolume persistence.dataVolume persistence.volumeClaim.accessModes "
             "persistence.volumeClaim.enabled persistence.volumeClaim.retentionPolicy persistence.volumeClaim.size "
@@ -228,6 +228,8 @@ CLASSIFIED: tuple[Values, ...] = (
             "probes.startupProbe.timeoutSeconds runtimeClassName scheduling.affinity.* scheduling.nodeSelector.* "
             "scheduling.podManagementPolicy scheduling.priorityClassName scheduling.tolerations "
             "scheduling.topologySpreadConstraints sidecarContainers workingDir"),
+    _values(JUDGED, "config/backing_store.py backing_store_findings judges the value",
+            "controlPlane.statefulSet", "highAvailability.replicas"),
     _values(SITE, "the deployed etcd (the site's own StatefulSet in the tenant's host namespace) or an external one "
                   "the site runs", "controlPlane.backingStore.etcd",
             "deploy.enabled deploy.headlessService.annotations.* deploy.service.annotations.* deploy.service.enabled "

@@ -37,23 +37,29 @@ def test_a_second_backing_store_next_to_the_programs_sqlite_is_refused_with_the_
     load_platform(with_values({"backingStore": {**DEPLOYED_ETCD, **EMBEDDED_OFF}}))
 
 
-def test_several_replicas_on_the_embedded_database_are_refused():
-    ha = {"statefulSet": {"highAvailability": {"replicas": 3}}}
-    found = issue(rejected(with_values(ha)),
+@pytest.mark.parametrize("store", [{}, {"backingStore": {**DEPLOYED_ETCD, **EMBEDDED_OFF}}])
+def test_several_control_plane_replicas_are_refused(store):
+    """On SQLite vCluster refuses them; on any store the chart grants the syncer Lease writes in the host namespace,
+    which no host policy checks (tests/test_synced_kinds_contract.py failed for such a site)."""
+    found = issue(rejected(with_values({**store, "statefulSet": {"highAvailability": {"replicas": 3}}})),
                   "teams[0].vcluster.extraValues.controlPlane.statefulSet.highAvailability.replicas", 3)
+    assert "Leases in the host namespace" in found.problem
     assert "embedded database is not supported with multiple replicas" in found.problem
-    load_platform(with_values({**ha, "backingStore": {**DEPLOYED_ETCD, **EMBEDDED_OFF}}))
 
 
 @pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
 def test_vcluster_refuses_what_the_rules_refuse(tag):
-    """The chart fails on two stores, and vCluster refuses replicas on the embedded database, at every accepted tag."""
+    """The chart fails on two stores, grants the syncer Leases with several replicas, and vCluster refuses replicas on
+    the embedded database, at every accepted tag."""
     tag = mirrored_tag(VCLUSTER, tag)
     assert '"you can only enable one backingStore at the same time"' in git(
         VCLUSTER, "show", f"{tag}:chart/templates/_backingstore.tpl")
     validation = git(VCLUSTER, "show", f"{tag}:pkg/config/validation.go")
     assert "StoreTypeEmbeddedDatabase && vConfig.ControlPlane.StatefulSet.HighAvailability.Replicas > 1" in validation
     assert "embedded database is not supported with multiple replicas" in validation
+    role = git(VCLUSTER, "show", f"{tag}:chart/templates/role.yaml")
+    leases = role.index('resources: ["leases"]')
+    assert "(gt (int .Values.controlPlane.statefulSet.highAvailability.replicas) 1)" in role[leases - 300:leases]
     values = yaml.safe_load(git(VCLUSTER, "show", f"{tag}:chart/values.yaml"))["controlPlane"]
     deploy = values["backingStore"]["etcd"]["deploy"]
     assert values["statefulSet"]["persistence"]["volumeClaim"]["size"] == "5Gi"
@@ -69,8 +75,7 @@ def test_the_quota_pays_for_a_bigger_control_plane_volume():
 
 
 def test_the_quota_pays_for_a_deployed_etcd_and_its_replicas_as_the_chart_renders_them(tmp_path):
-    extra = {"statefulSet": {"highAvailability": {"replicas": 2}},
-             "backingStore": {**EMBEDDED_OFF, "etcd": {"deploy": {"enabled": True, "statefulSet": {
+    extra = {"backingStore": {**EMBEDDED_OFF, "etcd": {"deploy": {"enabled": True, "statefulSet": {
                  "highAvailability": {"replicas": 3}, "persistence": {"volumeClaim": {"size": "8Gi"}}}}}}}
     config = with_values(extra)
     platform = load_platform(config)
@@ -96,6 +101,8 @@ def test_the_quota_pays_for_a_deployed_etcd_and_its_replicas_as_the_chart_render
 @pytest.mark.parametrize("extra, path", [
     ({"backingStore": {"etcd": {"deploy": {"enabled": "true"}}}}, "backingStore.etcd.deploy.enabled"),
     ({"statefulSet": {"highAvailability": {"replicas": "3"}}}, "statefulSet.highAvailability.replicas"),
+    ({"backingStore": {**EMBEDDED_OFF, "etcd": {"deploy": {"enabled": True, "statefulSet": {
+        "highAvailability": {"replicas": 0}}}}}}, "backingStore.etcd.deploy.statefulSet.highAvailability.replicas"),
     ({"statefulSet": {"highAvailability": {"replicas": 0}}}, "statefulSet.highAvailability.replicas"),
     ({"statefulSet": {"persistence": {"volumeClaim": {"size": "lots"}}}}, "statefulSet.persistence.volumeClaim.size"),
     ({"backingStore": {**EMBEDDED_OFF, "etcd": {"deploy": {"enabled": True, "statefulSet": {

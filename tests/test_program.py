@@ -90,10 +90,10 @@ GENERATED_SITES = {
         "teams[0].vcluster={version: 0.35.0, podSecurity: restricted, networkPolicy: false, "
         "resourceQuota: {cpu: 4, memory: 8Gi, pods: 40}}",
         "teams[1].vcluster={version: 0.36.0, storageClasses: [microk8s-hostpath, fast]}"]),
-    # State kept elsewhere than the program's SQLite: a team on a deployed etcd of three replicas (8Gi each) behind
-    # three control-plane replicas (a Deployment then), and one whose control-plane volume is 10Gi, not 5Gi.
+    # State kept elsewhere than the program's SQLite: a team on a deployed etcd of three replicas (8Gi each; its
+    # control plane is a Deployment then), and one whose control-plane volume is 10Gi, not 5Gi.
     "gen-box-own-store": ("dev", [
-        "teams[0].vcluster={extraValues: {controlPlane: {statefulSet: {highAvailability: {replicas: 3}}, "
+        "teams[0].vcluster={extraValues: {controlPlane: {"
         "backingStore: {database: {embedded: {enabled: false}}, etcd: {deploy: {enabled: true, statefulSet: "
         "{highAvailability: {replicas: 3}, persistence: {volumeClaim: {size: 8Gi}}}}}}}}}",
         "teams[1].vcluster={extraValues: {controlPlane: {statefulSet: {persistence: {volumeClaim: {size: 10Gi}}}}}}"]),
