@@ -106,6 +106,7 @@ class HostCluster(pulumi.ComponentResource):
         self.cluster_dns = dns.spec.apply(lambda spec: spec.cluster_ip)
         self.register_outputs({"kind": cluster.kind, "kubeconfig": self.kubeconfig, "nodeGroups": self.node_groups,
                                "storageClass": self.profile.storage_class,
+                               "apiServerPort": self.profile.api_server_port,
                                "kubernetesVersion": cluster.kubernetes_version,
                                "podPidsLimit": cluster.pod_pids_limit, "systemPidReserve": SYSTEM_PID_RESERVE,
                                "pidEvictionThreshold": PID_EVICTION_THRESHOLD})

@@ -35,26 +35,37 @@ def resolve_access(reader: Reader, cluster: Cluster, teams: list[Team]) -> list[
         access = team.vcluster.access
         if access.exposed and not access.host:
             access = dataclasses.replace(access, host=_default_host(access, team, cluster))
-        _check_endpoint(reader, index, access)
+        _check_endpoint(reader, index, access, cluster)
         _check_oidc(reader, index, access)
         resolved.append(dataclasses.replace(team, vcluster=dataclasses.replace(team.vcluster, access=access)))
     _check_unique(reader, resolved)
     return resolved
 
 
-def _check_endpoint(reader: Reader, index: int, access: Access) -> None:
+def _check_endpoint(reader: Reader, index: int, access: Access, cluster: Cluster) -> None:
+    # Each error is filed under the team's key, where the merged settings are checked; the fix names that key
+    # and the stack-wide one, since either may hold the value.
+    def keys(name: str) -> str:
+        return f"{_key(index, name)} (or vcluster.access.{name}, for every team)"
+
     if not access.exposed:
         return
     if not access.host:
-        fix = ("set vcluster.access.host to the address clients reach the nodes at" if access.exposure == "nodePort"
-               else "set vcluster.access.domain (the host becomes <vclusterName>.<domain>) or the team's host")
+        if access.exposure == "nodePort":
+            fix = f"set {keys('host')} to the address clients reach the nodes at"
+            if cluster.microk8s is not None:
+                fix += ", or cluster.microk8s.host or apiServerUrl, whose host it then defaults to"
+        else:
+            fix = (f"set {keys('domain')}: the host becomes <vclusterName>.<domain>; or set "
+                   f"{_key(index, 'host')}")
         reader.fail(_key(index, "host"), MISSING, f"{access.exposure} exposure needs an endpoint name", fix)
     if access.exposure == "nodePort" and access.node_port is None:
         reader.fail(_key(index, "nodePort"), MISSING, "nodePort exposure needs the team's node port",
-                    f"set teams[{index}].vcluster.access.nodePort to a free port between 30000 and 32767, one per team")
+                    f"set {_key(index, 'nodePort')} to a free port between 30000 and 32767, one per team")
     if access.exposure == "gateway" and not access.gateway.name:
         reader.fail(_key(index, "gateway.name"), MISSING, "gateway exposure needs the Gateway to attach to",
-                    "set vcluster.access.gateway.name (and namespace) to a Gateway with a TLS Passthrough listener")
+                    f"set {keys('gateway.name')} (and gateway.namespace) to a Gateway with a TLS Passthrough "
+                    "listener")
 
 
 def _check_oidc(reader: Reader, index: int, access: Access) -> None:
@@ -62,7 +73,7 @@ def _check_oidc(reader: Reader, index: int, access: Access) -> None:
     if not oidc.enabled:
         if oidc.admin_groups or oidc.view_groups:
             reader.fail(_key(index, "oidc.adminGroups"), list(oidc.admin_groups + oidc.view_groups),
-                        "groups are bound but no OIDC issuer is configured", "set vcluster.access.oidc.issuerUrl")
+                        "groups are bound but no OIDC issuer is configured", f"set {_key(index, 'oidc.issuerUrl')}")
         return
     url = urlparse(oidc.issuer_url)
     if url.scheme != "https" or not url.hostname or url.query or url.fragment:
@@ -70,7 +81,7 @@ def _check_oidc(reader: Reader, index: int, access: Access) -> None:
                     "the Kubernetes API server accepts only https issuers, e.g. https://login.example.com/realms/ml")
     if not oidc.client_id:
         reader.fail(_key(index, "oidc.clientId"), None, "OIDC needs the client ID tokens are issued for",
-                    "set vcluster.access.oidc.clientId (the audience the API server checks)")
+                    f"set {_key(index, 'oidc.clientId')} (the audience the API server checks)")
     for name, prefix in (("usernamePrefix", oidc.username_prefix), ("groupsPrefix", oidc.groups_prefix)):
         if prefix and (prefix.startswith(RESERVED_NAME_PREFIX) or RESERVED_NAME_PREFIX.startswith(prefix)):
             reader.fail(_key(index, f"oidc.{name}"), prefix,
@@ -84,7 +95,7 @@ def _check_oidc(reader: Reader, index: int, access: Access) -> None:
     if not access.exposed:
         reader.fail(_key(index, "exposure"), access.exposure,
                     "OIDC is configured but the vCluster has no endpoint: team members could not reach it",
-                    "set vcluster.access.exposure to loadBalancer, nodePort or gateway")
+                    f"set {_key(index, 'exposure')} to loadBalancer, nodePort or gateway")
 
 
 def _check_unique(reader: Reader, teams: list[Team]) -> None:

@@ -20,16 +20,19 @@ GPUS_PER_INSTANCE_TYPE = {
     "g6e.xlarge": 1, "g6e.2xlarge": 1, "g6e.4xlarge": 1, "g6e.8xlarge": 1, "g6e.16xlarge": 1,
     "g6e.12xlarge": 4, "g6e.24xlarge": 4, "g6e.48xlarge": 8,
     "p4d.24xlarge": 8, "p4de.24xlarge": 8, "p5.48xlarge": 8, "p5e.48xlarge": 8, "p5en.48xlarge": 8,
+    "p6-b200.48xlarge": 8,
 }
 
 
 # The GPU model of each instance type above, from AWS's "Accelerated computing" instance-type pages
 # (docs.aws.amazon.com/ec2/latest/instancetypes/ac.html; also in docs/FACTS: g4dn T4 16GB, g5 A10G 24GB, g6 L4
-# 24GB, g6e L40S 48GB, p4d 8xA100 40GB, p4de 8xA100 80GB, p5 8xH100 80GB, p5e/p5en 8xH200 141GB). Which of
-# them can be split into MIG slices, and how, is config/mig.py's business.
+# 24GB, g6e L40S 48GB, p4d 8xA100 40GB, p4de 8xA100 80GB, p5 8xH100 80GB, p5e/p5en 8xH200 141GB, p6-b200 8xB200). Which
+# of them can be split into MIG slices, and how, is config/mig.py's business. An instance type missing here leaves
+# its site without capacity warnings: config/review_notes.py says so.
 GPU_MODEL_PER_INSTANCE_FAMILY = {
     "g4dn": "T4", "g5": "A10G", "g6": "L4", "g6e": "L40S",
     "p4d": "A100-40GB", "p4de": "A100-80GB", "p5": "H100-80GB", "p5e": "H200-141GB", "p5en": "H200-141GB",
+    "p6-b200": "B200",
 }
 
 

@@ -21,8 +21,8 @@ from typing import Optional
 from config import versions
 from config.capacity import GPUS_PER_INSTANCE_TYPE, gpu_model
 from config.errors import MISSING
-from config.mig import MIG_CONFIG_LABEL, MIG_LAYOUTS, PROFILE_PATTERN, kai_units, layout, pool_slices, \
-    supports_mig
+from config.mig import MIG_CONFIG_LABEL, MIG_LAYOUTS, MIG_WITHOUT_LAYOUTS, PROFILE_PATTERN, kai_units, layout, \
+    pool_slices, supports_mig
 from config.model import EXCLUSIVE, MEMORY_CAPPED, MIG, SHARED, Cluster, GpuNodeGroup, GpuOperator, KaiScheduler, \
     Platform, Team
 from config.reader import Reader
@@ -116,6 +116,11 @@ def _check_pool(reader: Reader, key: str, group: GpuNodeGroup, gpu_operator: Gpu
             reader.fail(f"{key}.migConfig", group.mig_config, f"the GPU model of {kind} is not in the instance-type "
                         "table (config/capacity.py), so its MIG layouts cannot be checked",
                         f"use MIG-capable instance types ({MIG_INSTANCE_FAMILIES}), or remove migConfig")
+        elif model in MIG_WITHOUT_LAYOUTS:
+            reader.fail(f"{key}.migConfig", group.mig_config, f"{kind} carries NVIDIA {model} GPUs, whose MIG layouts "
+                        "the program does not know, so it cannot check the layout or count its slices",
+                        f"remove migConfig (use isolation tier memory-capped or exclusive there), or use "
+                        f"instance types whose MIG layouts it knows ({MIG_INSTANCE_FAMILIES})")
         elif not supports_mig(model):
             reader.fail(f"{key}.migConfig", group.mig_config, f"{kind} carries NVIDIA {model} GPUs, which have no MIG",
                         f"remove migConfig (use isolation tier memory-capped or exclusive there), or use "
@@ -212,7 +217,8 @@ def _check_mig_team(reader: Reader, key: str, index: int, team: Team, cluster: C
         models = sorted({model or kind for kind, model in zip(group.instance_types, pool_models(group))})
         has_mig = all(supports_mig(model) for model in pool_models(group))
         reader.fail(f"{key}.nodePool", pool, f"pool {pool} ({', '.join(models)}) is not split into MIG slices"
-                    + ("" if has_mig else f": {', '.join(models)} GPUs have no MIG"),
+                    + ("" if has_mig else f": {', '.join(models)} GPUs have no MIG"
+                       + (" layouts the program knows" if set(models) & set(MIG_WITHOUT_LAYOUTS) else "")),
                     f"set cluster.eks.gpuNodeGroups[{_groups(cluster)[pool][0]}].migConfig" if has_mig else
                     f"pin the team to a pool of MIG GPUs ({MIG_INSTANCE_FAMILIES}) with a migConfig, or use tier "
                     "memory-capped or exclusive")

@@ -52,7 +52,9 @@ GPU_NODE_GROUP = Block(keys=(
         fix="give the node group a short DNS-1123 name, e.g. gpu"),
     Key("instanceTypes", StringList(non_empty=True), REQUIRED, "GPU instance types.", example="[g4dn.xlarge]",
         details="These nodes use the `AL2023_x86_64_NVIDIA` AMI, which ships the driver and container toolkit, and "
-                "carry the taint `nvidia.com/gpu=true:NoSchedule`."),
+                "carry the taint `nvidia.com/gpu=true:NoSchedule`. The capacity warnings know the GPU count of the "
+                "g4dn, g5, g6, g6e, p4d, p4de, p5, p5e, p5en and p6-b200 sizes (`config/capacity.py`); with another "
+                "type the plan notes that the quotas are not checked against the site's GPUs."),
     *_scaling_keys(0, 1, 1),
     Key("diskSize", Integer(minimum=20), 100, "Node disk size in GiB.", example="200"),
     Key("sharingProfile", Text(choices=PROFILES), None,
@@ -66,7 +68,8 @@ GPU_NODE_GROUP = Block(keys=(
         "Splits the group's GPUs into MIG slices: labels its nodes `nvidia.com/mig.config=<migConfig>`.",
         example="all-1g.10gb", default_note="no MIG",
         details="A layout of the GPU Operator's default MIG config for the group's GPU model (`all-<profile>` or "
-                "`all-balanced`); only GPUs with MIG (A100, H100, H200: p4d, p4de, p5, p5e, p5en) can be split. "
+                "`all-balanced`); only GPUs with MIG (A100, H100, H200: p4d, p4de, p5, p5e, p5en) can be split. B200 "
+                "(p6-b200) has MIG, but its layouts are not in the program yet, so a migConfig there is refused. "
                 "See [the isolation tiers](isolation.md)."),
 ))
 

@@ -147,7 +147,13 @@ non-negative number.
 
 The program always renders these vCluster values: `experimental.syncSettings.setOwner: false` (KAI
 reads the queue from a pod's top owner) and node sync on, which `extraValues` may not change, and
-the embedded SQLite backing store and `resourceQuota` and `limitRange` enabled, which it may. From the
+the embedded SQLite backing store and `resourceQuota` and `limitRange` enabled, which it may. A site that
+keeps a tenant's state in a deployed or external etcd (`controlPlane.backingStore.etcd.deploy` or `.external`) also
+sets `controlPlane.backingStore.database.embedded.enabled: false` (the chart renders one store only, and is refused
+otherwise). More than one control-plane replica (`controlPlane.statefulSet.highAvailability.replicas`) is refused: the
+chart then grants the syncer Lease writes in the host namespace, which no host policy checks. The namespace's quota
+pays for what the chart runs on top of the team's own allowance: the control plane's volume at its
+`persistence.volumeClaim.size`, and a deployed etcd's replicas, volumes and Services (`config/backing_store.py`). From the
 host kind it also renders the control plane's volume claim class
 (`controlPlane.statefulSet.persistence.volumeClaim.storageClass`: `gp3` on EKS,
 `microk8s-hostpath` on MicroK8s, `cluster.kubeconfig.storageClass` if set). With `networkPolicy` on, the

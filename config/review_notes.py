@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Optional
 
 from config import versions
-from config.capacity import known_gpu_capacity
+from config.capacity import GPUS_PER_INSTANCE_TYPE, known_gpu_capacity
 from config.image_registries import unlisted_registries_notes
 from config.model import PID_EVICTION_THRESHOLD, SYSTEM_PID_RESERVE, Cluster, Platform
 from config.sharing import TIME_SLICED
@@ -18,7 +18,7 @@ def review_notes(platform: Platform) -> list[str]:
         platform.teams[0].vcluster.allowed_registries)  # a stack-only key: every team has the stack's list
     if platform.cluster.kubeconfig is not None:
         notes.append(_site_pids_note(platform.cluster.pod_pids_limit))
-    notes += _unchecked_kubernetes_notes(platform.cluster)
+    notes += _unchecked_kubernetes_notes(platform.cluster) + _unknown_instance_type_notes(platform.cluster)
     capacity = known_gpu_capacity(platform.cluster, platform.gpu_operator.time_slicing)
     guaranteed = sum(max(team.resources.gpu.quota, 0) for team in platform.teams)
     if capacity and all(team.resources.gpu.quota != -1 for team in platform.teams) \
@@ -27,6 +27,18 @@ def review_notes(platform: Platform) -> list[str]:
                      f"teams' gpu quotas add up to {guaranteed:g}): teams only get them over quota, by priority and "
                      "overQuotaWeight.")
     return notes
+
+
+def _unknown_instance_type_notes(cluster: Cluster) -> list[str]:
+    """An instance type the capacity table lacks makes the site's GPU count unknown: the quota checks stay silent."""
+    if cluster.eks is None:
+        return []
+    return [f"cluster.eks.gpuNodeGroups[{index}].instanceTypes: {kind} is not in the program's instance-type table "
+            "(config/capacity.py), so the site's GPU count is not known and no warning tells when the quotas "
+            "promise more GPUs than the node groups have. Check the sum of the quotas against the instance type's GPU "
+            "count times maxSize yourself."
+            for index, group in enumerate(cluster.eks.gpu_node_groups)
+            for kind in group.instance_types if kind not in GPUS_PER_INSTANCE_TYPE]
 
 
 def _unchecked_kubernetes_notes(cluster: Cluster) -> list[str]:

@@ -15,17 +15,13 @@ from typing import Optional
 from config import versions
 from config.key_types import quantity_value
 from config.access import Access
+from config.backing_store import control_plane_shape
 from config.model import TenantResourceQuota, VClusterSettings
 
 # The tenant CoreDNS container (components/tenant_dns.py): one replica.
 DNS_REQUESTS = {"cpu": "50m", "memory": "64Mi"}
 DNS_LIMITS = {"cpu": "500m", "memory": "170Mi"}
 DNS_REPLICAS = 1
-# vCluster 0.36.1's control plane: one pod with one data volume of this size
-# (controlPlane.statefulSet.persistence.volumeClaim.size), and host Services of its own: the API
-# Service, its headless twin and the synced kube-dns Service.
-CONTROL_PLANE_VOLUME = "5Gi"
-CONTROL_PLANE_SERVICES = 3
 # The API Service's ports that take a node port: `https` only. The chart adds a `kubelet` port to a NodePort
 # Service while proxyKubelets.byHostname is on, which the program turns off (components/tenant.py).
 CONTROL_PLANE_NODE_PORTS = {"nodePort": 1, "loadBalancer": 1}
@@ -67,6 +63,9 @@ def dns_budget(settings: Optional[VClusterSettings] = None) -> Budget:
 
 
 def control_plane_budget(settings: VClusterSettings) -> Budget:
+    """The control plane and, with a deployed etcd, etcd's replicas (config/backing_store.py): their requests,
+    ephemeral-storage limits, claims and Services."""
+    shape = control_plane_shape(settings)
     requests = settings.control_plane_resources.requests
     defaults = settings.limit_range
     # The chart sets the syncer's ephemeral-storage limit itself (config/versions.py); a site may override it. Its
@@ -76,10 +75,20 @@ def control_plane_budget(settings: VClusterSettings) -> Budget:
         "ephemeral-storage", versions.VCLUSTER_CONTROL_PLANE_LIMITS.get("ephemeral-storage",
                                                                      defaults.default_ephemeral_storage))
     ephemeral = max(_bytes(syncer), _bytes(defaults.default_ephemeral_storage))
-    return Budget(millicores=_millicores(requests.get("cpu", defaults.default_request_cpu)),
-                  memory=_bytes(requests.get("memory", defaults.default_request_memory)), pods=1,
-                  services=CONTROL_PLANE_SERVICES, claims=1, storage=_bytes(CONTROL_PLANE_VOLUME),
-                  ephemeral_storage=ephemeral)
+    plane = Budget(millicores=_millicores(requests.get("cpu", defaults.default_request_cpu)),
+                   memory=_bytes(requests.get("memory", defaults.default_request_memory)), pods=1,
+                   services=shape.services, claims=int(shape.volume is not None),
+                   storage=_bytes(shape.volume) if shape.volume else 0, ephemeral_storage=ephemeral)
+    if not shape.deployed_etcd:
+        return plane
+    # etcd's one container sets no ephemeral-storage limit: it takes the LimitRange's default.
+    etcd = shape.etcd_replicas
+    return plane + Budget(
+        millicores=_millicores(shape.etcd_requests.get("cpu", defaults.default_request_cpu)) * etcd,
+        memory=_bytes(shape.etcd_requests.get("memory", defaults.default_request_memory)) * etcd, pods=etcd,
+        services=0, claims=etcd if shape.etcd_volume else 0,
+        storage=_bytes(shape.etcd_volume) * etcd if shape.etcd_volume else 0,
+        ephemeral_storage=_bytes(defaults.default_ephemeral_storage) * etcd)
 
 
 def control_plane_node_ports(access: Access) -> int:

@@ -215,7 +215,7 @@ CLASSIFIED: tuple[Values, ...] = (
                   "the tenant reaches only its API", "controlPlane.statefulSet",
             "annotations.* args command dnsConfig.nameservers dnsConfig.options dnsConfig.searches dnsPolicy "
             "enableServiceLinks env highAvailability.leaseDuration highAvailability.renewDeadline "
-            "highAvailability.replicas highAvailability.retryPeriod hostAliases image.registry image.repository "
+            "highAvailability.retryPeriod hostAliases image.registry image.repository "
             "image.tag imagePullPolicy initContainers labels.* persistence.addVolumeMounts persistence.addVolumes "
             "persistence.binariesVolume persistence.dataVolume persistence.volumeClaim.accessModes "
             "persistence.volumeClaim.enabled persistence.volumeClaim.retentionPolicy persistence.volumeClaim.size "
@@ -228,6 +228,8 @@ CLASSIFIED: tuple[Values, ...] = (
             "probes.startupProbe.timeoutSeconds runtimeClassName scheduling.affinity.* scheduling.nodeSelector.* "
             "scheduling.podManagementPolicy scheduling.priorityClassName scheduling.tolerations "
             "scheduling.topologySpreadConstraints sidecarContainers workingDir"),
+    _values(JUDGED, "config/backing_store.py backing_store_findings judges the value",
+            "controlPlane.statefulSet", "highAvailability.replicas"),
     _values(SITE, "the deployed etcd (the site's own StatefulSet in the tenant's host namespace) or an external one "
                   "the site runs", "controlPlane.backingStore.etcd",
             "deploy.enabled deploy.headlessService.annotations.* deploy.service.annotations.* deploy.service.enabled "
@@ -355,6 +357,12 @@ CLASSIFIED: tuple[Values, ...] = (
 
 # Values only the later accepted charts have, with the first release that has each.
 SINCE = {"controlPlane.standalone.advertiseAddress": "0.36.0"}
+# Values the later accepted charts removed, with the first release without each: their schema keeps them (old configs
+# still parse), but the chart fails on any value under them (chart/templates/_validate.tpl
+# vcluster.legacy.volumeSnapshots.validate, "... was removed in 0.36.0").
+UNTIL = {f"{path}.{leaf}": "0.36.0" for path in ("sync.toHost.volumeSnapshots", "sync.toHost.volumeSnapshotContents",
+                                                  "sync.fromHost.volumeSnapshotClasses")
+         for leaf in ("enabled", "patches")} | {"rbac.enableVolumeSnapshotRules.enabled": "0.36.0"}
 
 
 def _table() -> dict[str, Values]:
@@ -381,8 +389,9 @@ def classified(path: str, version: str) -> Optional[tuple[str, Values]]:
 
 
 def _at(path: str, version: str) -> bool:
-    since = SINCE.get(path)
-    return since is None or versions.release_order(version) >= versions.release_order(since)
+    since, until = SINCE.get(path), UNTIL.get(path)
+    return (since is None or versions.release_order(version) >= versions.release_order(since)) and \
+        (until is None or versions.release_order(version) < versions.release_order(until))
 
 
 # Every path that holds other classified values (a site sets their keys, never the block itself).

@@ -19,6 +19,7 @@ import re
 from typing import Optional, Sequence
 
 from config import versions
+from config.backing_store import backing_store_findings, etcd_name_findings
 from config.key_types import quantity_value
 from config.model import Team, VClusterSettings
 from config.reader import Reader
@@ -156,13 +157,16 @@ def check_virtual_clusters(reader: Reader, stack: VClusterSettings, teams: Seque
                                                                              f"queue {team.queue_name}")):
             if repr(finding) not in inherited:
                 reader.fail(f"teams[{index}].vcluster.{key}", value, problem, fix)
+        for key, value, problem, fix in etcd_name_findings(index, team):
+            reader.fail(key, value, problem, fix)
 
 
 def _findings(settings: VClusterSettings, whose: str, queue: str) -> list[Finding]:
     return [*_chart_values(settings, whose), *_to_host_syncs(settings, whose), *_from_host_writes(settings, whose), *_host_reads(settings, whose),
             *_from_host_mappings(settings, whose),
             *_syncer_rules(settings, whose),
-            *_virtual_version(settings, queue), *_requests_above_limits(settings, whose)]
+            *_virtual_version(settings, queue), *_requests_above_limits(settings, whose),
+            *backing_store_findings(settings, whose)]
 
 
 def _above(request: Optional[str], limit: Optional[str]) -> bool:

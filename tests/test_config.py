@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from config import load_platform
-from tests.config_spec import assert_rejected, dev_config, eks_config, put, rejected
+from tests.config_spec import assert_rejected, dev_config, eks_config, issue, put, rejected
 
 
 # --- valid examples ---------------------------------------------------------------------------
@@ -69,6 +69,33 @@ def test_organization_gpu_quota_above_known_host_capacity_warns(make, org_quota,
     else:
         assert len(warnings) == 1
         assert f"is {org_quota:g} but the host has at most {capacity:g} GPU(s)" in warnings[0]
+
+
+def test_a_b200_pool_is_counted_and_its_quotas_are_checked():
+    # p6-b200.48xlarge: 8 NVIDIA B200 (AWS EC2 P6 instance-type page). Before it was in the table a B200 site got no
+    # capacity warning at all, however much its quotas promised.
+    config = put(eks_config(), "cluster.eks.gpuNodeGroups[0]", _eks_group("p6-b200.48xlarge", 2))
+    assert _org_capacity_warnings(config, 16) == []
+    assert "at most 16 GPU(s) by its config" in _org_capacity_warnings(config, 17)[0]
+    assert not [n for n in load_platform(config).notes if "instance-type table" in n]
+
+
+def test_an_instance_type_the_capacity_table_lacks_is_named_in_a_note():
+    config = eks_config()
+    config["cluster"]["eks"]["gpuNodeGroups"].append(_eks_group("gx9.4xlarge", 3) | {"name": "new"})
+    platform = load_platform(put(config, "organization.resources.gpu.quota", 50))
+    assert not [w for w in platform.warnings if w.startswith("organization.resources.gpu.quota")]
+    [note] = [n for n in platform.notes if "instance-type table" in n]
+    assert note.startswith("cluster.eks.gpuNodeGroups[1].instanceTypes: gx9.4xlarge is not in")
+    assert "no warning tells when the quotas promise more GPUs" in note
+
+
+def test_a_migconfig_on_b200_is_refused_without_saying_b200_has_no_mig():
+    config = put(eks_config(), "cluster.eks.gpuNodeGroups[0]", {**_eks_group("p6-b200.48xlarge", 1),
+                                                                "migConfig": "all-balanced"})
+    found = issue(rejected(config), "cluster.eks.gpuNodeGroups[0].migConfig", "all-balanced")
+    assert "whose MIG layouts the program does not know" in found.problem
+    assert "which have no MIG" not in found.problem
 
 
 def _org_capacity_warnings(config: dict, org_quota: float) -> list[str]:

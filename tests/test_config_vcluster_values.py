@@ -166,3 +166,15 @@ def test_every_value_the_program_renders_is_one_the_chart_has_and_none_is_refuse
             match = classified(path, version)
             assert match is not None, path
             assert match[1].kind != REFUSED or match[1].allows(value), (path, value)
+
+
+@pytest.mark.parametrize("version, refused", [("0.35.3", False), ("0.36.0", True), ("0.36.1", True)])
+def test_a_volume_snapshot_class_sync_is_refused_where_the_chart_removed_it(version, refused):
+    """vCluster 0.36.0 removed sync.fromHost.volumeSnapshotClasses: its chart fails on any value there ("was removed
+    in 0.36.0"), though its schema still has it. Before, the loader took it and the release failed to render."""
+    config = put(dev_config(), "teams[0].vcluster", {
+        "version": version, "extraValues": {"sync": {"fromHost": {"volumeSnapshotClasses": {"enabled": True}}}}})
+    if refused:
+        assert "teams[0].vcluster.extraValues.sync.fromHost.volumeSnapshotClasses.enabled" in rejected(config).keys
+    else:
+        load_platform(config)

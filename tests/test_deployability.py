@@ -219,6 +219,22 @@ def test_egress_rules_are_read_with_networkpolicy_semantics(attack_cache, tmp_pa
     assert not errors(objects, sites["microk8s"], "api-server-egress") == reachable
 
 
+def test_a_kubeconfig_site_that_states_its_port_is_checked_for_that_port_only(attack_cache, tmp_path):
+    """With cluster.kubeconfig.apiServerPort the program opens that port alone (components/tenant_network.py): the
+    check holds the control planes to it, as an error, and does not warn about the common ports left closed."""
+    config = {"gpu-tenancy:cluster": {"kind": "kubeconfig", "kubeconfig": {"apiServerPort": 6443}},
+              **{k: v for k, v in dev_config().items() if k != "gpu-tenancy:cluster"},
+              "gpu-tenancy:kubeconfig": {"secure": "v1:encrypted"}, "gpu-tenancy:gpuOperator": {"mode": "external"}}
+    plan = build_plan(run(config), "site")
+    site = site_from_plan(plan)
+    assert site.facts.api_server_ports == (6443,) and site.facts.api_server_ports_known
+    opened = attack(attack_cache, tmp_path / "opened", {"controlPlane": {"enabled": True, "egressPorts": [6443]}})
+    assert not findings(opened, site, "api-server-egress")
+    blocked = attack(attack_cache, tmp_path / "blocked", {"controlPlane": {"enabled": True, "egressPorts": [443]}})
+    [finding] = findings(blocked, site, "api-server-egress")
+    assert finding.severity == deployability.ERROR and "TCP 6443, the kubeconfig API server port" in finding.message
+
+
 def test_a_port_range_and_a_policy_in_another_namespace(attack_cache, tmp_path, sites):
     objects = attack(attack_cache, tmp_path, {"controlPlane": {"enabled": True}})
     policy = next(o for o in objects if o.kind == "NetworkPolicy")

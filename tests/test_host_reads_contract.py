@@ -27,6 +27,7 @@ import yaml
 
 from components.tenant import vcluster_values
 from config.merge import deep_merge
+from config.vcluster_values import SITE, TABLE, classified
 from config.virtual_cluster import TENANT_READABLE_VALUES
 from tests.conftest import ACCEPTED_VCLUSTER_TAGS, COMMITTED_STACKS, MIRRORED_TAGS, git, go_function, mirrored_tag
 from tests.kubelet_proxy_sim import (
@@ -53,6 +54,23 @@ CLUSTER_READS = {
                   "advanced.virtualScheduler stay off), to subtract other pods' requests from a virtual node's "
                   "allocatable: sums, never another pod's object",
     ("node.k8s.io", "runtimeclasses"): "the host's RuntimeClasses (nvidia, ...), the same for every team",
+    # Reads a site's sync.fromHost switch adds (config/vcluster_values.py: the site's): cluster-wide classes and
+    # driver records, the same for every team, copied into the virtual cluster.
+    ("storage.k8s.io", "storageclasses"): "the host's StorageClasses (provisioner, parameters), the same for every "
+                                          "team",
+    ("storage.k8s.io", "csidrivers"): "the installed CSI drivers' specs (attach and mount capabilities)",
+    ("storage.k8s.io", "csinodes"): "each synced node's CSI driver registrations (driver node IDs, topology keys, "
+                                    "volume limits): the node's, not another team's",
+    ("storage.k8s.io", "csistoragecapacities"): "free capacity per storage class and topology segment, as the CSI "
+                                                "drivers publish it: the storage's, not another team's objects",
+    ("snapshot.storage.k8s.io", "volumesnapshotclasses"): "the host's VolumeSnapshotClasses (0.35.x), the same for "
+                                                         "every team",
+    ("networking.k8s.io", "ingressclasses"): "the host's IngressClasses, the same for every team",
+    ("gateway.networking.k8s.io", "gatewayclasses"): "the host's GatewayClasses, the same for every team",
+    ("gateway.networking.k8s.io", "gateways"): "only the host Gateways the site maps into the team's vCluster "
+                                              "(gateways.mappings.byName, the site's choice, not the tenant's)",
+    ("apiextensions.k8s.io", "customresourcedefinitions"): "definitions (schemas) of cluster-wide kinds, read by the "
+                                                          "syncer to find the Gateway API's: no object of any team",
 }
 # NodeStatus fields (vendored k8s.io/api core/v1), each with what its copy in a virtual node shows a tenant.
 NODE_STATUS = {
@@ -298,3 +316,18 @@ def test_a_mapping_names_the_host_namespaces_the_syncer_copies_secrets_from(char
 
     assert source_namespaces("team-vision/db-password") == {"team-vision"}
     assert source_namespaces("/db-password") == {team.namespace}
+
+
+def test_every_read_a_site_may_turn_on_is_classified(chart):  # noqa: F811
+    """Each sync.fromHost switch config/vcluster_values.py lets a site set, turned on: the syncer's new cluster-wide
+    reads are listed above, so the contract holds for any valid site, not only the committed ones."""
+    team = next(teams(chart.version))
+    base = vcluster_values(team, MOCK_CLUSTER_DNS)
+    switches = [key for key, values in TABLE.items() if values.kind == SITE and key.startswith("sync.fromHost.")
+                and key.endswith(".enabled") and classified(key, chart.version) is not None]
+    assert switches
+    for key in switches:
+        kind = key.split(".")[2]
+        values = deep_merge(base, {"sync": {"fromHost": {kind: {"enabled": True}}}})
+        reads = syncer_reads(chart.path, team, values)
+        assert sorted(reads["ClusterRole"] - set(CLUSTER_READS)) == [], (chart.version, key)

@@ -90,6 +90,21 @@ GENERATED_SITES = {
         "teams[0].vcluster={version: 0.35.0, podSecurity: restricted, networkPolicy: false, "
         "resourceQuota: {cpu: 4, memory: 8Gi, pods: 40}}",
         "teams[1].vcluster={version: 0.36.0, storageClasses: [microk8s-hostpath, fast]}"]),
+    # An existing cluster on its oldest supported Kubernetes that states its API server's port (the control planes'
+    # egress opens that one alone), with the monitoring stack, the site's alert receiver and the teams' own.
+    "gen-kubeconfig-alerting": ("dev", [
+        "cluster.kind=kubeconfig", "gpuOperator.mode=install",
+        'cluster.kubeconfig={gpus: 2, kubernetesVersion: "1.30", apiServerPort: 6443}',
+        "teams[0].alerting={receiver: slack, slackChannel: '#nlp', alerts: all}",
+        "teams[1].alerting={receiver: pagerduty, severity: warning}", "teams[2].alerting={receiver: webhook}",
+        "observability={prometheus: install, alerting: {receiver: slack, heartbeat: true}, controlPlaneMetrics: true}"]),
+    # State kept elsewhere than the program's SQLite: a team on a deployed etcd of three replicas (8Gi each; its
+    # control plane is a Deployment then), and one whose control-plane volume is 10Gi, not 5Gi.
+    "gen-box-own-store": ("dev", [
+        "teams[0].vcluster={extraValues: {controlPlane: {"
+        "backingStore: {database: {embedded: {enabled: false}}, etcd: {deploy: {enabled: true, statefulSet: "
+        "{highAvailability: {replicas: 3}, persistence: {volumeClaim: {size: 8Gi}}}}}}}}}",
+        "teams[1].vcluster={extraValues: {controlPlane: {statefulSet: {persistence: {volumeClaim: {size: 10Gi}}}}}}"]),
 }
 SITES = {}
 
@@ -297,7 +312,7 @@ def test_every_kubeconfig_and_key_output_is_a_pulumi_secret():
 
 def _kubeconfig_site() -> dict:
     config = dev_config()
-    config["gpu-tenancy:cluster"] = {"kind": "kubeconfig", "kubeconfig": {"gpus": 1}}
+    config["gpu-tenancy:cluster"] = {"kind": "kubeconfig", "kubeconfig": {"gpus": 1, "apiServerPort": 6443}}
     config["gpu-tenancy:gpuOperator"] = {"mode": "install"}
     return config
 

@@ -171,6 +171,34 @@ def test_bad_access_settings_are_refused_with_the_key_and_the_fix(access, key, p
     assert " = None:" not in str(issue), "a key left out reads <not set>, as everywhere else"
 
 
+@pytest.mark.parametrize("kind, access, key", [
+    ("microk8s", {"exposure": "nodePort", "nodePort": 30443}, "teams[0].vcluster.access.host"),
+    ("kubeconfig", {"exposure": "nodePort", "nodePort": 30443}, "teams[0].vcluster.access.host"),
+    ("microk8s", {"exposure": "loadBalancer"}, "teams[0].vcluster.access.host"),
+    ("microk8s", {"exposure": "gateway", "domain": "vc.example"}, "teams[0].vcluster.access.gateway.name"),
+    ("microk8s", {"oidc": {"issuerUrl": "https://id.example"}}, "teams[0].vcluster.access.oidc.clientId"),
+    ("microk8s", {"oidc": {"adminGroups": ["ops"]}}, "teams[0].vcluster.access.oidc.adminGroups"),
+])
+def test_an_access_error_tells_which_key_to_set_by_its_full_name(kind, access, key):
+    """The error is filed under the team's key (the merged settings are checked per team): its fix names a key the
+    site can find, the team's, not a bare ``vcluster.access...`` that reads as the stack-wide block only."""
+    config = dev_config()
+    if kind == "kubeconfig":
+        config["gpu-tenancy:cluster"] = {"kind": "kubeconfig", "kubeconfig": {"gpus": 1}}
+        config["gpu-tenancy:gpuOperator"]["mode"] = "external"
+    config["gpu-tenancy:vcluster"]["access"] = access
+    for index, team in enumerate(config["gpu-tenancy:teams"]):
+        team["vcluster"] = {"access": {"nodePort": 30443 + index}} if "nodePort" in access else {}
+    with pytest.raises(ConfigError) as error:
+        load(config)
+    issue = next((i for i in error.value.issues if i.key == key), None)
+    assert issue is not None, [str(i) for i in error.value.issues]
+    assert "teams[0].vcluster.access." in issue.fix, issue.fix
+    if key.endswith(".host") and access["exposure"] == "nodePort":
+        assert "vcluster.access.host, for every team" in issue.fix
+        assert ("cluster.microk8s.host" in issue.fix) == (kind == "microk8s")
+
+
 def test_nodeport_on_a_remote_microk8s_box_defaults_to_its_address():
     config = dev_config()
     config["gpu-tenancy:cluster"]["microk8s"]["host"] = "10.1.2.3"

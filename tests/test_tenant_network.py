@@ -107,7 +107,9 @@ def host_addresses(stack: str) -> dict[str, str]:
         vpc = ipaddress.ip_network(platform.cluster.eks.vpc_cidr)
         return {"node": str(vpc[130 * 256 + 12]), "pod": str(vpc[140 * 256 + 7]),
                 "api": str(vpc[150 * 256 + 9]), "api_port": "443"}
-    return {"node": "192.168.1.20", "pod": "10.1.37.9", "api": "192.168.1.20", "api_port": "16443"}
+    # MicroK8s serves on 16443; an existing cluster on its stated port, or one of vCluster's three common ones.
+    port = 16443 if platform.cluster.microk8s else platform.cluster.kubeconfig.api_server_port or 6443
+    return {"node": "192.168.1.20", "pod": "10.1.37.9", "api": "192.168.1.20", "api_port": str(port)}
 
 
 def chart_policies(tag: str, team, values: dict, target_dir) -> list[dict]:

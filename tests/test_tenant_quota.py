@@ -11,6 +11,7 @@ import yaml
 
 from components.tenant_quota import REMOVED_QUOTA_KEYS, limit_range_values, resource_quota_hard
 from config import versions
+from config.tenant_budget import DNS_REPLICAS
 from ops.sites import platform_of
 from tests.conftest import COMMITTED_STACKS, MIRRORED_TAGS, dev_config, git, mirror_chart, run
 from tests.test_program import GENERATED_SITES, generated_sites, site_config  # noqa: F401 (fixture)
@@ -117,7 +118,12 @@ def test_the_control_plane_the_dns_and_the_teams_pods_fit_in_every_sites_quota(s
             if not (f.severity == "warning" and f.object.split(" ")[:2] in (["Queue", team] for team in stated))] == []
     for resource_quota in quotas:
         hard = resource_quota.manifest["spec"]["hard"]
-        assert int(hard["count/pods"]) == allowances[resource_quota.namespace]["pods"] + 2
+        # Exactly the team's pods, the DNS and the control plane's pods as the chart runs them (one, or a site's
+        # replicas and a deployed etcd's: config/backing_store.py), no more.
+        control_plane = sum(o.manifest["spec"].get("replicas", 1) for o in objects
+                            if o.origin == "chart" and o.namespace == resource_quota.namespace
+                            and o.kind in ("StatefulSet", "Deployment"))
+        assert int(hard["count/pods"]) == allowances[resource_quota.namespace]["pods"] + DNS_REPLICAS + control_plane
         assert not {"limits.cpu", "requests.ephemeral-storage", "count/secrets"} & set(hard)
 
 

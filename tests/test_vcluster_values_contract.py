@@ -14,8 +14,9 @@ import pytest
 import yaml
 
 from components.tenant import vcluster_values
+from config import versions
 from config.merge import deep_merge
-from config.vcluster_values import JUDGED, REFUSED, SINCE, TABLE, classified
+from config.vcluster_values import JUDGED, REFUSED, SINCE, TABLE, UNTIL, classified
 from tests.conftest import ACCEPTED_VCLUSTER_TAGS, git, go_function, mirrored_tag
 from tests.test_host_reads_contract import syncer_reads
 from tests.test_synced_kinds_contract import chart, syncer_writes, teams  # noqa: F401 (fixture)
@@ -57,12 +58,17 @@ def test_every_value_of_the_chart_is_classified(tag):
     version = tag.removeprefix("v")
     schema = chart_schema(tag)
     values = set(value_paths(yaml.safe_load(git(VCLUSTER, "show", f"{mirrored_tag(VCLUSTER, tag)}:chart/values.yaml"))))
-    unclassified = sorted(path for path in set(schema) | values if classified(path, version) is None)
+    # A value the chart removed (UNTIL) stays in its schema but is refused as one it does not have.
+    unclassified = sorted(path for path in set(schema) | values if classified(path, version) is None
+                          and not (path in UNTIL and versions.release_order(version)
+                                   >= versions.release_order(UNTIL[path])))
     assert unclassified == [], (
         f"vCluster {tag} has values config/vcluster_values.py does not classify: read what the host grants and what a "
         "tenant does with each (chart templates, pkg/config, the code that reads it), then classify it")
     # A map of the site's own keys is classified as one (``path.*``), so that its keys pass.
     for path, is_map in schema.items():
+        if path in UNTIL and classified(path, version) is None:
+            continue
         key, _ = classified(path + ".key" if is_map else path, version)
         assert key.endswith(".*") if is_map else True, (tag, path)
 
@@ -79,8 +85,27 @@ def test_each_classified_value_is_one_an_accepted_chart_has():
                                    if p == path), key
         expected = {version for version in schemas if classified(path if not key.endswith(".*") else path + ".x",
                                                                  version)}
-        assert holding == expected or key.endswith(".*"), (key, sorted(holding), sorted(expected))
-    assert set(SINCE) <= set(TABLE)
+        # A value the chart removed stays in its schema (old configs still parse) but fails the chart from UNTIL on.
+        gone = {version for version in holding if key in UNTIL
+                and versions.release_order(version) >= versions.release_order(UNTIL[key])}
+        assert holding - gone == expected or key.endswith(".*"), (key, sorted(holding), sorted(expected))
+    assert set(SINCE) | set(UNTIL) <= set(TABLE)
+
+
+@pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
+def test_a_value_the_chart_fails_on_as_removed_is_refused_from_that_release_on(tag):
+    """At 0.36.0 and later the chart fails on any value under the volume-snapshot blocks it removed, though its schema
+    still has them: the loader refuses them there, as values the chart does not have."""
+    version = tag.removeprefix("v")
+    template = git(VCLUSTER, "show", f"{mirrored_tag(VCLUSTER, tag)}:chart/templates/_validate.tpl") \
+        if versions.release_order(version) >= versions.release_order("0.36.0") else ""
+    failing = set(re.findall(r'fail "([A-Za-z.]+) was removed in', template))
+    removed = {key.rsplit(".", 1)[0] for key, until in UNTIL.items()
+               if versions.release_order(version) >= versions.release_order(until)}
+    # deploy.volumeSnapshotController is in no accepted chart's values or schema, so nothing classifies it.
+    assert removed == failing - {"deploy.volumeSnapshotController"}, tag
+    for key in UNTIL:
+        assert (classified(key, version) is None) == (key.rsplit(".", 1)[0] in removed), (tag, key)
 
 
 # --- each refusal's reason, read from the chart and the code at every accepted tag ----------------------------------

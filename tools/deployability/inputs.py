@@ -100,7 +100,13 @@ def site_from_plan(plan: Mapping[str, Any]) -> Site:
                         managed_prefixes=_OPERATOR_PREFIXES)
         return Site(plan["stack"], "microk8s", HOST_KIND_FACTS["microk8s"], version, (node,),
                     enables_hostpath_storage=any("enable hostpath-storage" in c for c in commands))
-    return Site(plan["stack"], "kubeconfig", HOST_KIND_FACTS["kubeconfig"], version, None)
+    facts = HOST_KIND_FACTS["kubeconfig"]
+    port = _host_output(plan, "apiServerPort")
+    if port:
+        # The site stated its port (cluster.kubeconfig.apiServerPort): the control planes must reach that one, and
+        # the common ports the program then leaves closed are none of the check's business.
+        facts = dataclasses.replace(facts, api_server_ports=(int(port),), api_server_ports_known=True)
+    return Site(plan["stack"], "kubeconfig", facts, version, None)
 
 
 def addon_operator_version(plan: Mapping[str, Any]) -> str:

@@ -1,0 +1,148 @@
+"""Where a tenant's vCluster keeps its state, and what that puts in the tenant's host namespace. No Pulumi here.
+
+The program renders the embedded SQLite store (``controlPlane.backingStore.database.embedded.enabled: true``); a
+site may choose a deployed etcd (``backingStore.etcd.deploy``, a StatefulSet ``<name>-etcd`` in the namespace) or an
+external one (``backingStore.etcd.external``) through ``extraValues``. What the vCluster chart then renders, read at v0.35.0 and
+v0.36.1 (chart/templates/_backingstore.tpl, _persistence.tpl, statefulset.yaml, headless-service.yaml,
+etcd-statefulset.yaml, etcd-service.yaml, etcd-headless-service.yaml, role.yaml, chart/values.yaml):
+
+- more than one store enabled fails the chart (``vcluster.database.embedded.enabled``: "you can only enable one
+  backingStore at the same time");
+- more than one control-plane replica (``controlPlane.statefulSet.highAvailability.replicas``) grants the syncer
+  writes on Leases in the host namespace (role.yaml), which no host policy checks, so it is refused; vCluster also
+  refuses it on the embedded database (pkg/config/validation.go ValidateConfigAndSetDefaults);
+- the control plane has its data volume (``persistence.volumeClaim.enabled: auto``) only on the embedded database,
+  and is then a StatefulSet with a headless Service; otherwise a Deployment without either;
+- a deployed etcd adds its replicas (each a claim of ``persistence.volumeClaim.size``), a Service (unless
+  ``service.enabled`` is false) and a headless Service.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from config.key_types import Invalid, Quantity
+from config.model import Team, VClusterSettings
+
+# vCluster 0.35.0 and 0.36.1's defaults (chart/values.yaml).
+VOLUME_SIZE = "5Gi"
+ETCD_REQUESTS = {"cpu": "20m", "memory": "150Mi"}
+_STORES = ("controlPlane.backingStore.etcd.deploy.enabled", "controlPlane.backingStore.etcd.external.enabled")
+_EMBEDDED = "controlPlane.backingStore.database.embedded.enabled"
+_REPLICAS = "controlPlane.statefulSet.highAvailability.replicas"
+# A deployed etcd's objects are named after the release (vclusterName): StatefulSet `<name>-etcd`, whose name the
+# StatefulSet controller puts in a 63-character pod label with an 11-character hash (at most 52), and the Service
+# `<name>-etcd-headless` (a DNS label, at most 63).
+ETCD_NAME_LENGTH = min(52 - len("-etcd"), 63 - len("-etcd-headless"))
+
+
+def _value(values: dict, path: str, default: Any = None) -> Any:
+    for key in path.split("."):
+        values = values.get(key) if isinstance(values, dict) else None
+    return default if values is None else values
+
+
+@dataclass(frozen=True)
+class ControlPlaneShape:
+    """What the chart runs for one tenant's control plane (one replica: backing_store_findings), in its namespace."""
+    volume: str | None  # the control plane's data volume, None: none
+    deployed_etcd: bool
+    etcd_replicas: int
+    etcd_volume: str | None
+    etcd_services: int
+    etcd_requests: dict
+
+    @property
+    def services(self) -> int:
+        """The API Service, the synced kube-dns Service, the headless twin of a StatefulSet, and etcd's."""
+        return 2 + (self.volume is not None) + self.etcd_services
+
+
+def control_plane_shape(settings: VClusterSettings) -> ControlPlaneShape:
+    extra = settings.extra_values
+    embedded = _value(extra, _EMBEDDED, True) is True and not any(_value(extra, path) is True for path in _STORES)
+    claim = _value(extra, "controlPlane.statefulSet.persistence.volumeClaim", {})
+    enabled = str(claim.get("enabled", "auto")).lower() if isinstance(claim, dict) else "auto"
+    volume = claim.get("size", VOLUME_SIZE) if isinstance(claim, dict) else VOLUME_SIZE
+    etcd = _value(extra, "controlPlane.backingStore.etcd.deploy", {})
+    deployed = _value(etcd, "enabled") is True and _value(etcd, "statefulSet.enabled", True) is not False
+    etcd_claim = _value(etcd, "statefulSet.persistence.volumeClaim", {})
+    return ControlPlaneShape(
+        volume=str(volume) if enabled == "true" or (enabled == "auto" and embedded) else None,
+        deployed_etcd=deployed,
+        etcd_replicas=int(_value(etcd, "statefulSet.highAvailability.replicas", 1)) if deployed else 0,
+        etcd_volume=str(etcd_claim.get("size", VOLUME_SIZE))
+        if deployed and isinstance(etcd_claim, dict) and etcd_claim.get("enabled", True) is not False else None,
+        etcd_services=(1 + (_value(etcd, "service.enabled", True) is not False)) if _value(etcd, "enabled") is True
+        else 0,
+        etcd_requests={**ETCD_REQUESTS, **_value(etcd, "statefulSet.resources.requests", {})})
+
+
+# The values the namespace's quota is computed from (control_plane_shape), each with what it must be.
+_COUNTS = ("controlPlane.statefulSet.highAvailability.replicas",
+           "controlPlane.backingStore.etcd.deploy.statefulSet.highAvailability.replicas")
+_QUANTITIES = ("controlPlane.statefulSet.persistence.volumeClaim.size",
+               "controlPlane.backingStore.etcd.deploy.statefulSet.persistence.volumeClaim.size",
+               "controlPlane.backingStore.etcd.deploy.statefulSet.resources.requests.cpu",
+               "controlPlane.backingStore.etcd.deploy.statefulSet.resources.requests.memory")
+_SWITCHES = (*_STORES, _EMBEDDED, "controlPlane.backingStore.etcd.deploy.statefulSet.enabled",
+             "controlPlane.backingStore.etcd.deploy.service.enabled",
+             "controlPlane.backingStore.etcd.deploy.statefulSet.persistence.volumeClaim.enabled")
+
+
+def _shape_values(extra: dict, whose: str) -> list[tuple[str, Any, str, str]]:
+    """Values of the wrong type for what the chart makes of them: the quota would be computed from a guess."""
+    found = []
+    for path in _COUNTS:
+        value = _value(extra, path)
+        if value is not None and (type(value) is not int or value < 1):
+            found.append((f"extraValues.{path}", value, f"is not a whole number of replicas for {whose} vCluster, "
+                          "which the chart's schema asks for", "write a number such as 1 or 3, unquoted"))
+    for path in _QUANTITIES:
+        value = _value(extra, path)
+        try:
+            Quantity().parse(value, Quantity.fix) if value is not None else None
+        except Invalid as invalid:
+            found.append((f"extraValues.{path}", value, f"{invalid.problem}: the API server refuses {whose} "
+                          "vCluster's objects that carry it", Quantity.fix))
+    for path in _SWITCHES:
+        value = _value(extra, path)
+        if value is not None and not isinstance(value, bool):
+            found.append((f"extraValues.{path}", value, "is not true or false: the chart's schema refuses it, and a "
+                          "quoted \"false\" would read as on in its templates", "write true or false, unquoted"))
+    return found
+
+
+def backing_store_findings(settings: VClusterSettings, whose: str) -> list[tuple[str, Any, str, str]]:
+    """A choice of store the chart or vCluster refuses: (key under the vcluster block, value, problem, fix)."""
+    extra = settings.extra_values
+    found = _shape_values(extra, whose)
+    if found:
+        return found
+    chosen = [path for path in _STORES if _value(extra, path) is True]
+    if chosen and _value(extra, _EMBEDDED, True) is True:
+        found.append((f"extraValues.{chosen[0]}", True,
+                      f"the embedded SQLite store the program renders for {whose} vCluster ({_EMBEDDED}: true) stays "
+                      "on too, and the vCluster chart renders one backing store only (\"you can only enable one "
+                      "backingStore at the same time\"): the release would fail",
+                      f"also set extraValues.{_EMBEDDED} to false in the same vcluster block"))
+    replicas = _value(extra, _REPLICAS, 1)
+    if replicas > 1:
+        found.append((f"extraValues.{_REPLICAS}", replicas,
+                      f"with several replicas the chart grants {whose} syncer writes on Leases in the host namespace "
+                      "for leader election (chart/templates/role.yaml), a kind no host policy checks; on the "
+                      "program's SQLite store vCluster also refuses to start (\"embedded database is not supported "
+                      "with multiple replicas\")", "remove it (one replica)"))
+    return found
+
+
+def etcd_name_findings(index: int, team: Team) -> list[tuple[str, Any, str, str]]:
+    """A vclusterName too long for the objects of the team's deployed etcd: (full key, value, problem, fix)."""
+    if not control_plane_shape(team.vcluster).deployed_etcd or len(team.vcluster_name) <= ETCD_NAME_LENGTH:
+        return []
+    return [(f"teams[{index}].vclusterName", team.vcluster_name,
+             f"is {len(team.vcluster_name)} characters long, and the team's deployed etcd is named after it: its "
+             f"StatefulSet {team.vcluster_name}-etcd would make no pods (the controller's pod label takes at most a "
+             f"52-character name) and the API server refuses its Service {team.vcluster_name}-etcd-headless",
+             f"set teams[{index}].vclusterName to at most {ETCD_NAME_LENGTH} characters")]
