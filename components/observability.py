@@ -72,7 +72,7 @@ def stack_values(platform: Platform) -> dict:
                **on_site_class}
     return {
         # The Prometheus operator's CRDs are upgraded with the chart, before its new operator starts.
-        "crds": crd_upgrade_values(platform.cluster.kubectl_image),
+        "crds": crd_upgrade_values(platform.kubectl_image, platform.mirrors),
         "prometheus": {"prometheusSpec": {
             # The usage report and KAI's usage window read history: keep it past a restart and a month.
             "retention": settings.retention,
@@ -171,12 +171,14 @@ class Observability(pulumi.ComponentResource):
                     args.team_alert_addresses, in_namespace))
                 before_release.append(config_secret(f"{name}-alertmanager-config", settings.namespace,
                                                     settings.alerting, platform.teams, in_namespace))
+            chart, repo = platform.mirrors.chart(versions.KUBE_PROMETHEUS_STACK_CHART, versions.KUBE_PROMETHEUS_STACK_CHART,
+                                                 versions.KUBE_PROMETHEUS_STACK_REPO)
             self.release = k8s.helm.v3.Release(
                 f"{name}-release",
                 name=INSTALL_RELEASE,
-                chart=versions.KUBE_PROMETHEUS_STACK_CHART,
+                chart=chart,
                 version=settings.chart_version,
-                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.KUBE_PROMETHEUS_STACK_REPO),
+                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=repo) if repo else None,
                 namespace=settings.namespace,
                 values=stack_values(platform),
                 atomic=True,
