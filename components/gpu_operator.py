@@ -22,7 +22,7 @@ import pulumi_kubernetes as k8s
 from components import observability_dcgm
 from config import sharing, versions
 from config.merge import deep_merge
-from config.mirrors import Mirrors, gpu_operator_repositories
+from config.mirrors import Mirrors, gpu_operator_repositories, mirrored_values
 from config.model import GpuOperator as GpuOperatorSettings
 from config.vocabulary import GPU_OPERATOR_COMPONENT, HELM_MAX_HISTORY, MANAGED_BY
 
@@ -55,26 +55,14 @@ class GpuOperatorArgs:
     mirrors: Mirrors = Mirrors()
 
 
-def mirrored_repositories(settings: GpuOperatorSettings, mirrors: Mirrors) -> dict:
-    """Every image repository of the chart (the operator, its ClusterPolicy's operands, node-feature-discovery)
-    under the site's mirror of its registry; nothing without mirrors."""
-    values: dict = {}
-    if not mirrors.images:
-        return values
-    for path, repository in gpu_operator_repositories(settings.version).items():
-        node = values
-        for step in path.split("."):
-            node = node.setdefault(step, {})
-        node["repository"] = mirrors.registry(repository)
-    return values
-
-
 def operator_values(settings: GpuOperatorSettings, host_kind: str, mirrors: Mirrors = Mirrors()) -> dict:
     """Helm values of the operator release for this host."""
     toolkit: dict = {"enabled": settings.toolkit_enabled}
     if host_kind == "microk8s" and settings.toolkit_enabled:
         toolkit["env"] = MICROK8S_TOOLKIT_ENV
-    return deep_merge(mirrored_repositories(settings, mirrors), {
+    # Every image repository of the chart (the operator, its ClusterPolicy's operands, node-feature-discovery) under
+    # the site's mirror of its registry.
+    return deep_merge(mirrored_values(gpu_operator_repositories(settings.version), "repository", mirrors), {
         **{component: {"version": settings.version} for component in RELEASE_TAGGED},
         "cdi": {"enabled": True},
         "driver": {"enabled": settings.driver_enabled},

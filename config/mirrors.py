@@ -141,6 +141,20 @@ def gpu_operator_repositories(version: str) -> dict[str, str]:
     return {path: repository for path, repository in repositories.items() if repository}
 
 
+def mirrored_values(sources: dict[str, str], leaf: str, mirrors: Mirrors) -> dict:
+    """Chart values setting ``<path>.<leaf>`` to the site's mirror of each source (a registry, or a repository
+    under one), for every ``path -> source``; nothing without mirrors."""
+    values: dict = {}
+    if not mirrors.images:
+        return values
+    for path, source in sources.items():
+        node = values
+        for step in path.split("."):
+            node = node.setdefault(step, {})
+        node[leaf] = mirrors.registry(source)
+    return values
+
+
 def read_mirrors(section) -> Mirrors:
     return Mirrors(images=section.read("images") or {}, charts=section.read("charts") or {})
 

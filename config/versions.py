@@ -140,6 +140,24 @@ def release_order(version: str) -> tuple[int, ...]:
 KUBE_PROMETHEUS_STACK_REPO = "https://prometheus-community.github.io/helm-charts"
 KUBE_PROMETHEUS_STACK_CHART = "kube-prometheus-stack"
 KUBE_PROMETHEUS_STACK_VERSION = "88.5.3"
+# The registry of each kube-prometheus-stack chart value that names an image (`<value>.registry`, its subcharts'
+# under their names), the same at every accepted release: a site's mirror replaces it (components/observability.py).
+# The CRD upgrade hook's images are the program's own (components/observability_crds.py). tests/test_mirrors.py
+# checks the table against the chart's values at every accepted release.
+KUBE_PROMETHEUS_STACK_IMAGE_REGISTRIES = {
+    **dict.fromkeys((
+        "alertmanager.alertmanagerSpec.image", "prometheus.prometheusSpec.image", "prometheusOperator.image",
+        "prometheusOperator.prometheusConfigReloader.image", "prometheusOperator.thanosImage",
+        "prometheusOperator.admissionWebhooks.deployment.image", "thanosRuler.thanosRulerSpec.image",
+        "grafana.sidecar.image", "kube-state-metrics.kubeRBACProxy.image", "prometheus-node-exporter.image",
+        "prometheus-node-exporter.kubeRBACProxy.image", "prometheus-node-exporter.permissionInitContainer.image"),
+        "quay.io"),
+    **dict.fromkeys(("grafana.image", "grafana.downloadDashboardsImage", "grafana.imageRenderer.image",
+                     "grafana.initChownData.image", "grafana.testFramework.image"), "docker.io"),
+    **dict.fromkeys(("prometheusOperator.admissionWebhooks.patch.image", "prometheus-windows-exporter.image"),
+                    "ghcr.io"),
+    "kube-state-metrics.image": "registry.k8s.io",
+}
 # Unpacks the chart's compressed CRDs for its CRD upgrade hook (crds.upgradeJob, components/observability_crds.py),
 # whose own default is busybox:latest. This is the busybox the chart's Grafana pins for its initChownData
 # container at every accepted release (Grafana chart 12.10.0-12.11.1), so a site that installs the stack pulls it
