@@ -15,12 +15,12 @@ from typing import Any, ClassVar, Optional
 
 from config import versions
 from config.image_registries import DEFAULT_DOMAIN, EXAMPLES, HOST, OFFICIAL_PREFIX, PATH_COMPONENT, _entry_problem
-from config.key_types import HTTP_URL_PATTERN, Invalid, type_name
+from config.key_types import Invalid, type_name
 from config.keys import Block, Key
 
 # The charts the program installs, by the name their override is keyed by.
 CHARTS = ("gpu-operator", "kai-scheduler", "vcluster", "kube-prometheus-stack")
-CHART_REPO_PATTERN = rf"(?:{HTTP_URL_PATTERN}|oci://{HOST}(?:/{PATH_COMPONENT})*)"
+CHART_REPO_PATTERN = rf"(?:https://[^\s/]+(?:/\S*)?|oci://{HOST}(?:/{PATH_COMPONENT})*)"
 MIRROR_EXAMPLE = "{nvcr.io: harbor.corp.example/nvcr, ghcr.io: harbor.corp.example/ghcr}"
 
 
