@@ -74,6 +74,9 @@ pulumi.export("timeSlicing", {
     "defaultKey": gpu_operator.default_profile_key,
 })
 pulumi.export("orgQueue", platform.organization.name)
+if platform.mirrors.images:
+    # The smoke test (ops/smoke.py) pulls its pods' images from the same mirrors.
+    pulumi.export("imageMirrors", platform.mirrors.images)
 pulumi.export("tenants", {
     team.name: {"namespace": team.namespace, "queue": team.queue_name, "vcluster": team.vcluster_name,
                 "connectCommand": tenants[team.name].connect_command}

@@ -174,6 +174,9 @@ def deployed_registries(platform) -> dict[str, list[str]]:
         add(versions.COREDNS_REGISTRY + "/" + versions.COREDNS_FALLBACK_IMAGE, f"team {team.name}'s DNS")
         add(versions.REWRITE_HOSTS_IMAGE["registry"] + "/" + versions.REWRITE_HOSTS_IMAGE["repository"],
             "vCluster's rewrite-hosts init container")
+    if platform.teams:
+        add(versions.SMOKE_CUDA_IMAGE, "the smoke test's GPU pod (ops/smoke.py)")
+        add(versions.SMOKE_PAUSE_IMAGE, "the smoke test's Deployment (ops/smoke.py)")
     if platform.kai_scheduler.hamicore:
         add(f"{versions.HAMI_CORE_REGISTRY}/{versions.HAMI_CORE_IMAGE}", "HAMi-core")
     if platform.gpu_operator.mode == "install":

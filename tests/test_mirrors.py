@@ -15,10 +15,12 @@ import tarfile
 import pytest
 import yaml
 
+from components.admission_images import platform_images
 from config import versions
 from config.mirrors import Mirrors, deployed_registries, gpu_operator_repositories, split_image
 from tests.config_spec import dev_config, put, rejected
 from tests.conftest import run, stack_config
+from ops.smoke_objects import gpu_pod, plain_deployment
 from tools.charts.cache import chart_cache_dir
 from tests.release_renders import RELEASE_CHARTS, RELEASES, rendered, site_with_every_chart
 from tests.test_chart_images import _documents, _release_images
@@ -130,6 +132,18 @@ def test_with_a_mirror_for_every_registry_the_site_uses_every_image_it_deploys_i
            if resource.type != "kubernetes:helm.sh/v3:Release"
            for where, reference in _upstream_references(resource.inputs)]
     assert not own, "\n".join(f"{where}: {reference}" for where, reference in own)
+
+
+def test_the_smoke_pods_take_their_images_from_the_sites_mirrors_and_the_admission_rules_admit_them():
+    config = _with_mirrors(stack_config("dev"), "dev")
+    program = run(config, stack="dev")
+    mirrors = Mirrors(images=program.outputs["imageMirrors"])
+    images = {gpu_pod("smoke-gpu", "default", "q", "0.5", mirrors)["spec"]["containers"][0]["image"],
+              plain_deployment("smoke-web", "default", mirrors)["spec"]["template"]["spec"]["containers"][0]["image"]}
+    assert all(image.startswith(PREFIX + "/") for image in images)
+    for team in program.program_globals["platform"].teams:
+        assert images <= set(platform_images(team))
+    assert "imageMirrors" not in run(stack_config("dev"), stack="dev").outputs
 
 
 def test_without_mirrors_the_releases_render_as_with_an_empty_mirror_map(tmp_path):
