@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import tarfile
+from pathlib import Path
 
 import pytest
 import yaml
@@ -23,13 +24,15 @@ from tests.conftest import run, stack_config
 from ops.smoke_objects import gpu_pod, plain_deployment
 from tools.charts.cache import chart_cache_dir
 from tests.release_renders import RELEASE_CHARTS, RELEASES, rendered, site_with_every_chart
-from tests.test_chart_images import _documents, _release_images
+from tests.test_chart_images import _documents, _images, _release_images
 
 PREFIX = "mirror.test"
 # A public registry host followed by a path: an image reference (or a prefix of one) anywhere in a string.
 PUBLIC_REGISTRIES = ("nvcr.io", "ghcr.io", "quay.io", "docker.io", "index.docker.io", "registry.k8s.io", "k8s.gcr.io",
                      "gcr.io", "mirror.gcr.io", "public.ecr.aws", "registry-1.docker.io")
 UPSTREAM = re.compile(r"(?<![\w.-])(?:" + "|".join(map(re.escape, PUBLIC_REGISTRIES)) + r")/[\w.-]+")
+# A whole image reference with its tag, as an argument names one.
+NAMED_IMAGE = re.compile(UPSTREAM.pattern + r"(?:/[\w.-]+)*:[\w.-]+")
 CHARTS = ("gpu-operator", "kai-scheduler", "vcluster", "kube-prometheus-stack")
 
 
@@ -91,15 +94,20 @@ def _without_disabled_operands(document: dict) -> dict:
     return {**document, "spec": spec}
 
 
-def _upstream_references(node, where: str = ""):
+def _strings(node, where: str = ""):
     if isinstance(node, dict):
         for key, value in node.items():
-            yield from _upstream_references(value, f"{where}.{key}")
+            yield from _strings(value, f"{where}.{key}")
     elif isinstance(node, list):
         for index, value in enumerate(node):
-            yield from _upstream_references(value, f"{where}[{index}]")
+            yield from _strings(value, f"{where}[{index}]")
     elif isinstance(node, str):
-        for match in UPSTREAM.finditer(node):
+        yield where, node
+
+
+def _upstream_references(node):
+    for where, text in _strings(node):
+        for match in UPSTREAM.finditer(text):
             yield where, match.group(0)
 
 
@@ -215,3 +223,47 @@ def test_the_kube_prometheus_stack_registry_table_is_every_image_registry_of_the
                                                                 "registry")
              if not path.startswith("crds.upgradeJob.")}  # the program's own images
     assert versions.KUBE_PROMETHEUS_STACK_IMAGE_REGISTRIES == found
+
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "operations.md"
+LIST = re.compile(r"<!-- mirror-images -->\n(.*?)<!-- /mirror-images -->", re.S)
+
+
+def _service_images(node):
+    """The images of the services KAI's operator starts, as its kai-config names them (repository, name, tag)."""
+    if isinstance(node, dict):
+        if all(isinstance(node.get(key), str) for key in ("repository", "name", "tag")):
+            yield f"{node['repository']}/{node['name']}:{node['tag']}"
+        for value in node.values():
+            yield from _service_images(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _service_images(value)
+
+
+def pinned_images(tmp_path: Path) -> str:
+    """The docs' list: every image the pinned charts' releases name (objects, ClusterPolicy operands, KAI's
+    services, arguments),
+    chart by chart, rendered for a site with every chart installed."""
+    manifests = rendered(site_with_every_chart(max(map(len, RELEASES.values()))), tmp_path, "eks")
+    by_chart: dict[str, set[str]] = {}
+    for path, document in _documents(manifests):
+        chart = RELEASE_CHARTS.get(path.split("/")[0], path.split("/")[0])
+        if document["kind"] == "CustomResourceDefinition":
+            continue
+        found = {image for _, image in _images(document, "")}
+        found |= {match.group(0) for _, text in _strings(_without_disabled_operands(document))
+                  for match in NAMED_IMAGE.finditer(text)}
+        # KAI's kai-config travels as YAML text to the hook that applies it.
+        found |= {image for _, text in _strings(document) if "repository:" in text
+                  for embedded in yaml.safe_load_all(text) for image in _service_images(embedded)}
+        by_chart.setdefault(chart, set()).update(found)
+    return "".join(f"| {chart} | " + "<br>".join(f"`{image}`" for image in sorted(images)) + " |\n"
+                   for chart, images in sorted(by_chart.items()))
+
+
+def test_the_operations_guide_lists_every_image_of_the_pinned_charts(tmp_path):
+    listed = LIST.search(DOCS.read_text())
+    assert listed, "docs/operations.md has no <!-- mirror-images --> list"
+    expected = "| Chart | Images at the pinned release |\n| --- | --- |\n" + pinned_images(tmp_path)
+    assert listed.group(1) == expected, f"replace the list in docs/operations.md with:\n{expected}"
