@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 from config import versions
 from config.image_registries import DEFAULT_DOMAIN, EXAMPLES, HOST, OFFICIAL_PREFIX, PATH_COMPONENT, _entry_problem
 from config.key_types import Invalid, type_name
 from config.keys import Block, Key
+
+if TYPE_CHECKING:  # config/model.py holds a Mirrors, and the reader reads this module's block
+    from config.model import Platform
+    from config.reader import Reader, Section
 
 # The charts the program installs, by the name their override is keyed by.
 CHARTS = ("gpu-operator", "kai-scheduler", "vcluster", "kube-prometheus-stack")
@@ -155,11 +159,11 @@ def mirrored_values(sources: dict[str, str], leaf: str, mirrors: Mirrors) -> dic
     return values
 
 
-def read_mirrors(section) -> Mirrors:
+def read_mirrors(section: Section) -> Mirrors:
     return Mirrors(images=section.read("images") or {}, charts=section.read("charts") or {})
 
 
-def deployed_registries(platform) -> dict[str, list[str]]:
+def deployed_registries(platform: Platform) -> dict[str, list[str]]:
     """Registry host -> what the site pulls from it, from what the program knows it deploys (the charts' images
     at the pinned versions are checked against their renders by tests/test_mirrors.py)."""
     found: dict[str, list[str]] = {}
@@ -195,7 +199,8 @@ GPU_OPERATOR_REGISTRIES = ("nvcr.io", "registry.k8s.io")
 KUBE_PROMETHEUS_STACK_REGISTRIES = ("quay.io", "registry.k8s.io", "docker.io", "ghcr.io")
 
 
-def check_mirrors(reader, mirrors: Mirrors, platform) -> None:
+def check_mirrors(reader: Reader, mirrors: Mirrors, platform: Platform) -> None:
+    """With a mirror map, every registry the site deploys from has a mirror: one error lists the missing ones."""
     if not mirrors.images:
         return
     missing = {host: whats for host, whats in deployed_registries(platform).items() if host not in mirrors.images}
