@@ -41,16 +41,17 @@ host = HostCluster("host", HostClusterArgs(
     host=platform.host,
 ))
 gpu_operator = GpuOperator("gpu-operator", GpuOperatorArgs(
-    settings=platform.gpu_operator, host_kind=platform.cluster.kind, provider=host.provider))
+    settings=platform.gpu_operator, host_kind=platform.cluster.kind, provider=host.provider,
+    mirrors=platform.mirrors))
 kai = KaiScheduler("kai", KaiSchedulerArgs(settings=platform.kai_scheduler, provider=host.provider,
-                                           kubectl_image=platform.cluster.kubectl_image))
+                                           kubectl_image=platform.kubectl_image))
 queues = QueueHierarchy("queues", QueueHierarchyArgs(
     organization=platform.organization, teams=platform.teams, provider=host.provider,
     scheduler_ready=kai.queue_webhook_ready))
 tenants = {
     team.name: TenantCluster(f"tenant-{team.name}", TenantClusterArgs(
         team=team, provider=host.provider, queue=queues.team_queues[team.name], cluster_dns=host.cluster_dns,
-        kubectl_image=platform.cluster.kubectl_image, prerequisites=host.tenant_prerequisites))
+        kubectl_image=platform.kubectl_image, prerequisites=host.tenant_prerequisites))
     for team in platform.teams
 }
 if platform.observability.enabled:
@@ -73,6 +74,9 @@ pulumi.export("timeSlicing", {
     "defaultKey": gpu_operator.default_profile_key,
 })
 pulumi.export("orgQueue", platform.organization.name)
+if platform.mirrors.images:
+    # The smoke test (ops/smoke.py) pulls its pods' images from the same mirrors.
+    pulumi.export("imageMirrors", platform.mirrors.images)
 pulumi.export("tenants", {
     team.name: {"namespace": team.namespace, "queue": team.queue_name, "vcluster": team.vcluster_name,
                 "connectCommand": tenants[team.name].connect_command}

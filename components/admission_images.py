@@ -90,7 +90,7 @@ def platform_images(team: Team) -> tuple[str, ...]:
     DNS, vCluster's hosts-rewriting init container, the smoke test's pods and, for a memory-capped team,
     HAMi-core."""
     images = [coredns_image(team.vcluster), rewrite_hosts_image(team.vcluster),
-              versions.SMOKE_CUDA_IMAGE, versions.SMOKE_PAUSE_IMAGE]
+              *map(team.vcluster.mirrors.image, (versions.SMOKE_CUDA_IMAGE, versions.SMOKE_PAUSE_IMAGE))]
     if team.isolation.tier == MEMORY_CAPPED:
         images.append(hami_core_image(team.vcluster))
     return tuple(sorted(set(images)))

@@ -21,6 +21,8 @@ import pulumi_kubernetes as k8s
 
 from components import observability_dcgm
 from config import sharing, versions
+from config.merge import deep_merge
+from config.mirrors import Mirrors, gpu_operator_repositories, mirrored_values
 from config.model import GpuOperator as GpuOperatorSettings
 from config.vocabulary import GPU_OPERATOR_COMPONENT, HELM_MAX_HISTORY, MANAGED_BY
 
@@ -50,14 +52,17 @@ class GpuOperatorArgs:
     settings: GpuOperatorSettings
     host_kind: str
     provider: k8s.Provider
+    mirrors: Mirrors = Mirrors()
 
 
-def operator_values(settings: GpuOperatorSettings, host_kind: str) -> dict:
+def operator_values(settings: GpuOperatorSettings, host_kind: str, mirrors: Mirrors = Mirrors()) -> dict:
     """Helm values of the operator release for this host."""
     toolkit: dict = {"enabled": settings.toolkit_enabled}
     if host_kind == "microk8s" and settings.toolkit_enabled:
         toolkit["env"] = MICROK8S_TOOLKIT_ENV
-    return {
+    # Every image repository of the chart (the operator, its ClusterPolicy's operands, node-feature-discovery) under
+    # the site's mirror of its registry.
+    return deep_merge(mirrored_values(gpu_operator_repositories(settings.version), "repository", mirrors), {
         **{component: {"version": settings.version} for component in RELEASE_TAGGED},
         "cdi": {"enabled": True},
         "driver": {"enabled": settings.driver_enabled},
@@ -73,7 +78,7 @@ def operator_values(settings: GpuOperatorSettings, host_kind: str) -> dict:
         # A MIG-split pool: the device plugin names the slices by this strategy; the MIG manager (on by
         # default) applies each node's nvidia.com/mig.config layout.
         **({"mig": {"strategy": settings.mig_strategy}, "migManager": {"enabled": True}} if settings.mig_split else {}),
-    }
+    })
 
 
 class GpuOperator(pulumi.ComponentResource):
@@ -118,14 +123,16 @@ class GpuOperator(pulumi.ComponentResource):
         )
 
         if settings.mode == "install":
+            chart, repo = args.mirrors.chart(versions.GPU_OPERATOR_CHART, versions.GPU_OPERATOR_CHART,
+                                             versions.GPU_OPERATOR_REPO)
             self.release = k8s.helm.v3.Release(
                 f"{name}-release",
                 name="gpu-operator",
-                chart=versions.GPU_OPERATOR_CHART,
+                chart=chart,
                 version=settings.version,
-                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.GPU_OPERATOR_REPO),
+                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=repo) if repo else None,
                 namespace=settings.namespace,
-                values=operator_values(settings, args.host_kind),
+                values=operator_values(settings, args.host_kind, args.mirrors),
                 atomic=True,
                 max_history=HELM_MAX_HISTORY,
                 cleanup_on_fail=True,

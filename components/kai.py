@@ -24,7 +24,6 @@ import yaml
 from components.kubectl_job import (
     HOME_VOLUME, POD_SECURITY_CONTEXT, job_identity, kubectl_container, wait_for_create_args,
 )
-from config import versions
 from config.model import KaiScheduler as KaiSettings
 from config.vocabulary import HELM_MAX_HISTORY, KAI_COMPONENT, MANAGED_BY, QUEUE_RESOURCES
 
@@ -62,7 +61,7 @@ def kai_values(settings: KaiSettings) -> dict:
     budget = {"enabled": True, "maxUnavailable": ADMISSION_MAX_UNAVAILABLE}
     # Every KAI image (the operator, the services it deploys, the CRD upgrade and config hooks) is the release's,
     # from where KAI publishes it (config/versions.py).
-    values: dict = {"global": {"registry": versions.KAI_IMAGE_REGISTRY, "tag": settings.version,
+    values: dict = {"global": {"registry": settings.image_registry, "tag": settings.version,
                                "gpuSharing": settings.gpu_sharing, "blockNvidiaVisibleDevices": True},
                     "admission": {"podDisruptionBudget": budget}}
     if settings.hamicore:
@@ -92,8 +91,9 @@ class KaiScheduler(pulumi.ComponentResource):
         self.release = k8s.helm.v3.Release(
             f"{name}-release",
             name="kai-scheduler",
-            chart=versions.KAI_CHART,
+            chart=settings.chart,
             version=settings.version,
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=settings.repo) if settings.repo else None,
             namespace=settings.namespace,
             create_namespace=True,
             values=kai_values(settings),
@@ -114,7 +114,7 @@ class KaiScheduler(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.release]),
         )
         self.queue_webhook_ready = self._queue_webhook_probe(name, settings, args.provider, args.kubectl_image)
-        self.register_outputs({"namespace": self.namespace, "chart": versions.KAI_CHART,
+        self.register_outputs({"namespace": self.namespace, "chart": settings.chart,
                                "version": settings.version})
 
     def _queue_webhook_probe(self, name: str, settings: KaiSettings, provider: k8s.Provider,

@@ -29,6 +29,8 @@ from components.observability_alerting import (alerting_secret, alertmanager_con
 from components.observability_network import MonitoringIngress
 from components.observability_views import TeamViews
 from config import versions
+from config.merge import deep_merge
+from config.mirrors import mirrored_values
 from config.model import Platform
 from config.observability import CONTROL_PLANE_SCRAPES, INSTALL_RELEASE
 from config.vocabulary import HELM_MAX_HISTORY, MANAGED_BY, OBSERVABILITY_COMPONENT
@@ -70,9 +72,9 @@ def stack_values(platform: Platform) -> dict:
     on_site_class = {"storageClassName": storage_class} if storage_class else {}
     storage = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": settings.storage}},
                **on_site_class}
-    return {
+    return deep_merge(mirrored_values(versions.KUBE_PROMETHEUS_STACK_IMAGE_REGISTRIES, "registry", platform.mirrors), {
         # The Prometheus operator's CRDs are upgraded with the chart, before its new operator starts.
-        "crds": crd_upgrade_values(platform.cluster.kubectl_image),
+        "crds": crd_upgrade_values(platform.kubectl_image, platform.mirrors),
         "prometheus": {"prometheusSpec": {
             # The usage report and KAI's usage window read history: keep it past a restart and a month.
             "retention": settings.retention,
@@ -100,7 +102,7 @@ def stack_values(platform: Platform) -> dict:
                 "provider": {"foldersFromFilesStructure": True},
             }},
         },
-    }
+    })
 
 
 def service_monitor_spec(namespace: str, service: tuple[str, str], *, honor_labels: bool = False) -> dict:
@@ -171,12 +173,14 @@ class Observability(pulumi.ComponentResource):
                     args.team_alert_addresses, in_namespace))
                 before_release.append(config_secret(f"{name}-alertmanager-config", settings.namespace,
                                                     settings.alerting, platform.teams, in_namespace))
+            chart, repo = platform.mirrors.chart(versions.KUBE_PROMETHEUS_STACK_CHART, versions.KUBE_PROMETHEUS_STACK_CHART,
+                                                 versions.KUBE_PROMETHEUS_STACK_REPO)
             self.release = k8s.helm.v3.Release(
                 f"{name}-release",
                 name=INSTALL_RELEASE,
-                chart=versions.KUBE_PROMETHEUS_STACK_CHART,
+                chart=chart,
                 version=settings.chart_version,
-                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.KUBE_PROMETHEUS_STACK_REPO),
+                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=repo) if repo else None,
                 namespace=settings.namespace,
                 values=stack_values(platform),
                 atomic=True,

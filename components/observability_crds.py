@@ -18,6 +18,7 @@ limits, and a writable ``HOME`` for kubectl's discovery cache (the chart's ``/tm
 from __future__ import annotations
 
 from config import versions
+from config.mirrors import Mirrors
 
 # kubectl parses the ~4.5 MB of CRD YAML into memory before sending it.
 RESOURCES = {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "512Mi"}}
@@ -32,13 +33,13 @@ def chart_image(reference: str) -> dict:
     return {"registry": registry, "repository": repository, "tag": tag}
 
 
-def crd_upgrade_values(kubectl_image: str) -> dict:
+def crd_upgrade_values(kubectl_image: str, mirrors: Mirrors) -> dict:
     """The ``crds`` values of the kube-prometheus-stack release; ``kubectl_image`` is the site's kubectl
-    (config/model.py Cluster.kubectl_image)."""
+    (config/model.py Platform.kubectl_image, under the site's mirror)."""
     return {"upgradeJob": {
         "enabled": True,
         "forceConflicts": True,
-        "image": {"busybox": chart_image(versions.CRD_UPGRADE_UNPACK_IMAGE),
+        "image": {"busybox": chart_image(mirrors.image(versions.CRD_UPGRADE_UNPACK_IMAGE)),
                   "kubectl": chart_image(kubectl_image)},
         "resources": RESOURCES,
         "env": {"HOME": WRITABLE_HOME},

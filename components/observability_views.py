@@ -27,6 +27,7 @@ from components.observability_sign_in import GrafanaSignIn
 from components.observability_dashboards import team_dashboard
 from components.observability_team_series import TEAM_LABEL
 from config import versions
+from config.mirrors import Mirrors
 from config.model import Platform, Team
 from config.vocabulary import MANAGED_BY
 
@@ -54,7 +55,7 @@ def proxy_args(team: Team, upstream: str) -> list[str]:
             "-enable-label-apis"]
 
 
-def proxy_deployment_spec(team: Team, upstream: str) -> dict:
+def proxy_deployment_spec(team: Team, upstream: str, mirrors: Mirrors) -> dict:
     labels = {**PROXY_POD_LABELS, "gpu-tenancy/team": team.name}
     return {
         "replicas": 1,
@@ -64,7 +65,7 @@ def proxy_deployment_spec(team: Team, upstream: str) -> dict:
             "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "seccompProfile": {"type": "RuntimeDefault"}},
             "containers": [{
                 "name": "prom-label-proxy",
-                "image": versions.PROM_LABEL_PROXY_IMAGE,
+                "image": mirrors.image(versions.PROM_LABEL_PROXY_IMAGE),
                 "args": proxy_args(team, upstream),
                 "ports": [{"name": "http", "containerPort": PROXY_PORT}],
                 "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
@@ -93,7 +94,7 @@ class TeamViews(pulumi.ComponentResource):
         self.proxies = {}
         for team in platform.teams:
             proxy = proxy_name(team)
-            spec = proxy_deployment_spec(team, upstream)
+            spec = proxy_deployment_spec(team, upstream, platform.mirrors)
             metadata = {"name": proxy, "namespace": namespace, "labels": MANAGED_BY}
             k8s.apps.v1.Deployment(f"{name}-{team.name}-proxy", metadata=metadata, spec=spec, opts=child)
             k8s.core.v1.Service(f"{name}-{team.name}-proxy", metadata=metadata, spec={

@@ -33,6 +33,7 @@ from components.kubectl_job import (
 )
 from config import versions
 from config.merge import deep_merge
+from config.virtual_cluster import image_values
 from config.model import Team, VClusterSettings
 from config.vocabulary import HELM_MAX_HISTORY, MANAGED_BY, POD_SECURITY_LABEL, TEAM_LABEL, TENANT_COMPONENT
 
@@ -116,6 +117,7 @@ def vcluster_values(team: Team, host_dns: str) -> dict:
         # VolumeSnapshotContent can name any snapshot in the storage backend. Later charts refuse the value.
         values["rbac"] = {"enableVolumeSnapshotRules": {"enabled": False}}
     values = deep_merge(values, host_values(settings))
+    values = deep_merge(values, image_values(settings))
     # Every pod inside gets KAI's scheduler and the team's queue; bad pods fail at kubectl apply.
     values = deep_merge(values, virtual_defaults_values(team))
     if settings.pod_security == "restricted":
@@ -199,12 +201,13 @@ class TenantCluster(pulumi.ComponentResource):
                 f"{name}-{role}-network-policy", metadata=policy["metadata"], spec=policy["spec"],
                 opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.namespace]))
             for role, policy in tenant_network_policies(team).items()]
+        chart, repo = team.vcluster.mirrors.chart("vcluster", versions.VCLUSTER_CHART, versions.VCLUSTER_REPO)
         self.release = k8s.helm.v3.Release(
             f"{name}-vcluster",
             name=team.vcluster_name,
-            chart=versions.VCLUSTER_CHART,
+            chart=chart,
             version=team.vcluster.version,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.VCLUSTER_REPO),
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=repo) if repo else None,
             namespace=self.namespace.metadata["name"],
             values=pulumi.Output.from_input(args.cluster_dns).apply(lambda host_dns: vcluster_values(team, host_dns)),
             atomic=True,

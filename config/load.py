@@ -25,6 +25,7 @@ from config.load_operators import GPU_OPERATOR, KAI_SCHEDULER, read_gpu_operator
 from config.load_placement import check_placement, placement_warnings
 from config.load_teams import ORGANIZATION, TEAMS, VCLUSTER_NAME_CHECKS, VCLUSTER_NAME_LENGTH, read_organization, \
     read_team
+from config.mirrors import MIRRORS, check_mirrors, read_mirrors
 from config.load_vcluster import DEFAULT_VCLUSTER, VCLUSTER, read_vcluster
 from config.virtual_cluster import check_virtual_clusters
 from config.model import Cluster, GpuOperator, Organization, Platform, Team
@@ -53,6 +54,7 @@ STACK_CONFIG = Block(keys=(
     Key("ci", CI, {}, "Where CI reaches this site."),
     Key("observability", OBSERVABILITY, {},
         "GPU usage metrics, alerts, dashboards and KAI's time-aware fairness."),
+    Key("mirrors", MIRRORS, {}, "Where the site pulls every image and chart the platform deploys from."),
 ))
 
 _EPSILON = 1e-9
@@ -98,6 +100,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     teams = [read_team(team, stack_vcluster) for team in root.entries("teams")]
     observability = read_observability(root.child("observability"), secrets)
     ci = read_ci(root.child("ci"))
+    mirrors = read_mirrors(root.child("mirrors"))
 
     # Cross-field rules run on whatever was read, in the same pass: a value with a problem of its own is
     # None and the rules that need it skip it, so every problem is reported at once.
@@ -125,14 +128,20 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     if reader.issues:
         raise ConfigError(reader.issues)
     gpu_operator, kai = with_isolation(gpu_operator, kai, cluster, teams)
+    kai_chart, kai_repo = mirrors.chart("kai-scheduler", kai.chart, kai.repo)
+    kai = dataclasses.replace(kai, image_registry=mirrors.registry(kai.image_registry), chart=kai_chart,
+                              repo=kai_repo)
 
     teams = [dataclasses.replace(team, vcluster=dataclasses.replace(
         team.vcluster, storage_class=host.storage_class, api_server_port=host.api_server_port,
-        host_dns=host.host_dns)) for team in teams]
+        host_dns=host.host_dns, mirrors=mirrors)) for team in teams]
     platform = Platform(project=PROJECT, stack=stack, cluster=cluster, gpu_operator=gpu_operator,
                         kai_scheduler=kai, organization=organization, teams=tuple(teams), host=host, ci=ci,
                         observability=observability,
-                        missing_secrets=tuple(secrets.missing))
+                        missing_secrets=tuple(secrets.missing), mirrors=mirrors)
+    check_mirrors(reader, mirrors, platform)
+    if reader.issues:
+        raise ConfigError(reader.issues)
     warnings = [f"{PROJECT}:{name} is not set: a placeholder stands in for it in this offline run. Set it "
                 f"before pulumi up: {secret_command(name, stack)}" for name in secrets.missing]
     warnings += _warnings(platform) + isolation_warnings(platform) + access_warnings(cluster, platform.teams) \

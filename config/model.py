@@ -11,6 +11,7 @@ from typing import Mapping, Optional
 
 from config import versions
 from config.access import Access
+from config.mirrors import Mirrors
 from config.observability import Observability
 from config.team_alerting import TeamAlerting
 from config.vocabulary import KAI_NAMESPACE
@@ -137,6 +138,8 @@ class VClusterSettings:
     always_pull_images: bool = False
     # The registries (host[:port][/path prefix]) tenant images may come from; None: any (a stack setting).
     allowed_registries: Optional[tuple[str, ...]] = None
+    # The site's mirrors (config/mirrors.py): the platform's images in the virtual cluster are pulled from them.
+    mirrors: Mirrors = Mirrors()
 
 
 # A team's GPU isolation tier (config/isolation.py says what each one needs and promises).
@@ -306,6 +309,10 @@ class KaiScheduler:
     namespace: str = KAI_NAMESPACE
     # KAI's hamicore binder and pod-webhook plugins, on when a team is memory-capped (config/isolation.py).
     hamicore: bool = False
+    # Where its images and chart come from (config/versions.py, under the site's mirrors).
+    image_registry: str = versions.KAI_IMAGE_REGISTRY
+    chart: str = versions.KAI_CHART
+    repo: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -372,3 +379,9 @@ class Platform:
     # Secret keys this site needs that are not set yet (only where placeholders were allowed).
     missing_secrets: tuple[str, ...] = field(default=())
     observability: Observability = field(default_factory=Observability)
+    mirrors: Mirrors = field(default_factory=Mirrors)
+
+    @property
+    def kubectl_image(self) -> str:
+        """The site's kubectl (Cluster.kubectl_image) under its mirror."""
+        return self.mirrors.image(self.cluster.kubectl_image)

@@ -14,6 +14,26 @@ GPU_OPERATOR_VERSION = "v26.7.0"
 # chart version itself as their tag (components/gpu_operator.py RELEASE_TAGGED), so the image is the release's
 # whatever the packaging.
 
+# The image repository of each GPU Operator chart value that names one (`<value>.repository`: the operator, every
+# operand of its ClusterPolicy, and the node-feature-discovery subchart's image), by the first accepted release that
+# set it that way (None: the value is gone). A site's mirror replaces its registry host (components/gpu_operator.py);
+# tests/test_mirrors.py checks the table against the chart's values at every accepted release.
+GPU_OPERATOR_IMAGE_REPOSITORIES = {
+    "v24.9.0": {
+        **dict.fromkeys(("operator", "operator.initContainer", "driver", "devicePlugin", "gfd", "sandboxDevicePlugin",
+                         "vfioManager"), "nvcr.io/nvidia"),
+        **dict.fromkeys(("toolkit", "dcgmExporter"), "nvcr.io/nvidia/k8s"),
+        **dict.fromkeys(("validator", "nodeStatusExporter", "driver.manager", "vgpuManager.driverManager",
+                         "vfioManager.driverManager", "vgpuDeviceManager", "gdrcopy", "gds", "kataManager", "dcgm",
+                         "migManager", "ccManager"), "nvcr.io/nvidia/cloud-native"),
+        "node-feature-discovery.image": "registry.k8s.io/nfd/node-feature-discovery",
+    },
+    "v25.10.0": {"validator": "nvcr.io/nvidia", "nodeStatusExporter": "nvcr.io/nvidia"},
+    "v26.3.0": {"operator.initContainer": None, "kataManager": None,
+                "kataSandboxDevicePlugin": "nvcr.io/nvidia/cloud-native", "vfioManager": "nvcr.io/nvidia/cloud-native"},
+    "v26.7.0": {"draDriver": "nvcr.io/nvidia"},
+}
+
 # Version passed to `microk8s enable nvidia --gpu-operator-version` when the program enables the
 # MicroK8s addon itself.
 MICROK8S_ADDON_GPU_OPERATOR_VERSION = "v26.7.0"
@@ -34,6 +54,9 @@ KAI_IMAGE_REGISTRY = "ghcr.io/kai-scheduler/kai-scheduler"
 VCLUSTER_REPO = "https://charts.loft.sh"
 VCLUSTER_CHART = "vcluster"
 VCLUSTER_VERSION = "0.36.1"
+# The registry of the chart's control plane and Kubernetes images (controlPlane.statefulSet.image.registry,
+# controlPlane.distro.k8s.image.registry) at every accepted release; a site's mirror of it replaces it there.
+VCLUSTER_IMAGE_REGISTRY = "ghcr.io"
 # The Kubernetes each accepted vCluster release (VCLUSTER_RELEASES, below) runs inside by default (its
 # controlPlane.distro.k8s.image.tag); the in-vCluster defaults need 1.36 (components/virtual_defaults.py).
 VCLUSTER_VIRTUAL_KUBERNETES = {"0.36.1": "v1.36.0", "0.36.0": "v1.36.0", "0.35.3": "v1.36.0", "0.35.2": "v1.36.0",
@@ -117,6 +140,24 @@ def release_order(version: str) -> tuple[int, ...]:
 KUBE_PROMETHEUS_STACK_REPO = "https://prometheus-community.github.io/helm-charts"
 KUBE_PROMETHEUS_STACK_CHART = "kube-prometheus-stack"
 KUBE_PROMETHEUS_STACK_VERSION = "88.5.3"
+# The registry of each kube-prometheus-stack chart value that names an image (`<value>.registry`, its subcharts'
+# under their names), the same at every accepted release: a site's mirror replaces it (components/observability.py).
+# The CRD upgrade hook's images are the program's own (components/observability_crds.py). tests/test_mirrors.py
+# checks the table against the chart's values at every accepted release.
+KUBE_PROMETHEUS_STACK_IMAGE_REGISTRIES = {
+    **dict.fromkeys((
+        "alertmanager.alertmanagerSpec.image", "prometheus.prometheusSpec.image", "prometheusOperator.image",
+        "prometheusOperator.prometheusConfigReloader.image", "prometheusOperator.thanosImage",
+        "prometheusOperator.admissionWebhooks.deployment.image", "thanosRuler.thanosRulerSpec.image",
+        "grafana.sidecar.image", "kube-state-metrics.kubeRBACProxy.image", "prometheus-node-exporter.image",
+        "prometheus-node-exporter.kubeRBACProxy.image", "prometheus-node-exporter.permissionInitContainer.image"),
+        "quay.io"),
+    **dict.fromkeys(("grafana.image", "grafana.downloadDashboardsImage", "grafana.imageRenderer.image",
+                     "grafana.initChownData.image", "grafana.testFramework.image"), "docker.io"),
+    **dict.fromkeys(("prometheusOperator.admissionWebhooks.patch.image", "prometheus-windows-exporter.image"),
+                    "ghcr.io"),
+    "kube-state-metrics.image": "registry.k8s.io",
+}
 # Unpacks the chart's compressed CRDs for its CRD upgrade hook (crds.upgradeJob, components/observability_crds.py),
 # whose own default is busybox:latest. This is the busybox the chart's Grafana pins for its initChownData
 # container at every accepted release (Grafana chart 12.10.0-12.11.1), so a site that installs the stack pulls it

@@ -59,9 +59,11 @@ def virtual_kubernetes_version(settings: VClusterSettings) -> Optional[str]:
 
 def _under_default_registry(settings: VClusterSettings, image: str, registry: str) -> str:
     """``image`` as the virtual cluster pulls the platform's images: under its defaultImageRegistry, if set (an
-    air-gapped site's mirror), else under ``registry``."""
-    mirror = _dig(settings.extra_values, "controlPlane", "advanced").get("defaultImageRegistry")
-    return f"{str(mirror or registry).rstrip('/')}/{image}"
+    air-gapped site's mirror), else under ``registry`` or the site's mirror of it (config/mirrors.py)."""
+    default = _dig(settings.extra_values, "controlPlane", "advanced").get("defaultImageRegistry")
+    if default:
+        return f"{str(default).rstrip('/')}/{image}"
+    return settings.mirrors.image(f"{registry}/{image}")
 
 
 def coredns_image(settings: VClusterSettings) -> str:
@@ -83,13 +85,32 @@ def rewrite_hosts_image(settings: VClusterSettings) -> str:
     names it (pkg/controllers/resources/pods/translate/translator.go, config/config.go ``Image.String``): the
     chart's image, under controlPlane.advanced.defaultImageRegistry if set, else its own registry, else
     docker.io; ``library/`` before a repository without a slash."""
-    image = {**versions.REWRITE_HOSTS_IMAGE,
+    image = {**rewrite_hosts_values(settings),
              **_dig(settings.extra_values, "sync", "toHost", "pods", "rewriteHosts", "initContainer", "image")}
     registry = _dig(settings.extra_values, "controlPlane", "advanced").get("defaultImageRegistry") \
         or image.get("registry") or "docker.io"
     repository, tag = str(image.get("repository") or ""), str(image.get("tag") or "")
     library = "library/" if repository and "/" not in repository else ""
     return f"{registry}/{library}{repository}" + (f":{tag}" if tag else "")
+
+
+def rewrite_hosts_values(settings: VClusterSettings) -> dict:
+    """The chart's rewrite-hosts image as the program sets it: the pinned one, from the site's mirror of its
+    registry."""
+    return {**versions.REWRITE_HOSTS_IMAGE,
+            "registry": settings.mirrors.registry(versions.REWRITE_HOSTS_IMAGE["registry"])}
+
+
+def image_values(settings: VClusterSettings) -> dict:
+    """The chart's image registries under the site's mirrors (nothing without a mirror for them): its control
+    plane and Kubernetes images, both on VCLUSTER_IMAGE_REGISTRY, and the rewrite-hosts init container's."""
+    if not settings.mirrors.images:
+        return {}
+    registry = settings.mirrors.registry(versions.VCLUSTER_IMAGE_REGISTRY)
+    return {"controlPlane": {"statefulSet": {"image": {"registry": registry}},
+                             "distro": {"k8s": {"image": {"registry": registry}}}},
+            "sync": {"toHost": {"pods": {"rewriteHosts": {"initContainer": {
+                "image": {"registry": rewrite_hosts_values(settings)["registry"]}}}}}}}
 
 
 def minor_version(version: str) -> Optional[tuple[int, int]]:

@@ -29,6 +29,7 @@ naming the team, the step and the object; 2 when it cannot start (no outputs, ba
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import signal
 import subprocess
@@ -36,6 +37,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
+from config.mirrors import Mirrors
 from config.vocabulary import SEED_GPU_FRACTION
 from ops.smoke_kube import ApiError, Kube
 from ops.smoke_team import Report, Settings, TeamSmoke, TeamTarget
@@ -68,6 +70,7 @@ def run_site(outputs: dict, host_kubeconfig: str, settings: Settings, given: Opt
     if not teams:
         raise SystemExit("error: the stack outputs list no tenants (output `tenants`)")
     host = connect(host_kubeconfig)
+    settings = dataclasses.replace(settings, mirrors=Mirrors(images=outputs.get("imageMirrors") or {}))
     reports = []
     for index, target in enumerate(teams):
         # Another team's queue; a one-team site uses a queue name no team has.

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from config import versions
+from config.mirrors import Mirrors
 from config.vocabulary import QUEUE_LABEL, VCLUSTER_MANAGED_BY_LABEL
 from ops.smoke_kube import ApiError
 
@@ -17,24 +18,24 @@ VIRTUAL_NAMESPACE = "vcluster.loft.sh/namespace"
 VIRTUAL_NAME = "vcluster.loft.sh/object-name"
 
 
-def gpu_pod(name: str, namespace: str, queue: str, fraction: str) -> dict:
+def gpu_pod(name: str, namespace: str, queue: str, fraction: str, mirrors: Mirrors = Mirrors()) -> dict:
     """The seeds' workload: a fractional GPU pod in the team's queue running nvidia-smi once."""
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": namespace, "labels": {QUEUE_LABEL: queue, SMOKE_LABEL: "gpu"},
                          "annotations": {FRACTION_ANNOTATION: fraction}},
             "spec": {"schedulerName": KAI_SCHEDULER, "restartPolicy": "Never",
                      "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-                     "containers": [{"name": "nvidia-smi", "image": versions.SMOKE_CUDA_IMAGE,
+                     "containers": [{"name": "nvidia-smi", "image": mirrors.image(versions.SMOKE_CUDA_IMAGE),
                                      "command": ["nvidia-smi"]}]}}
 
 
-def plain_deployment(name: str, namespace: str) -> dict:
+def plain_deployment(name: str, namespace: str, mirrors: Mirrors = Mirrors()) -> dict:
     """What an ordinary chart ships: no queue label, no scheduler name."""
     labels = {"app": name}
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": namespace},
             "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {
                 "metadata": {"labels": {**labels, SMOKE_LABEL: "deployment"}},
-                "spec": {"containers": [{"name": "pause", "image": versions.SMOKE_PAUSE_IMAGE,
+                "spec": {"containers": [{"name": "pause", "image": mirrors.image(versions.SMOKE_PAUSE_IMAGE),
                                          "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}}}}
 
 

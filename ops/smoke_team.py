@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
+from config.mirrors import Mirrors
 from config.vocabulary import QUEUE_LABEL, SEED_GPU_FRACTION, syncer_account
 from ops.smoke_kube import ApiError, Kube
 from ops.smoke_objects import (
@@ -81,6 +82,8 @@ class Settings:
     poll: float = 2
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
+    # The site's image mirrors (its imageMirrors output): the smoke pods' images come from them as the site's do.
+    mirrors: Mirrors = Mirrors()
 
 
 class TeamSmoke:
@@ -148,7 +151,8 @@ class TeamSmoke:
         name = "smoke-gpu"
         obj = f"pod/{self.namespace}/{name}"
         self._create(vcluster, "gpu-pod", obj, lambda: vcluster.create_pod(
-            self.namespace, gpu_pod(name, self.namespace, self.target.queue, self.settings.fraction)))
+            self.namespace, gpu_pod(name, self.namespace, self.target.queue, self.settings.fraction,
+                                            self.settings.mirrors)))
         self._record("gpu-pod", obj, True, f"created with {FRACTION_ANNOTATION}={self.settings.fraction}")
         host_pod = self._host_pod(vcluster, name, "host", obj)
         self._check_placement(host_pod, obj, fraction=self.settings.fraction)
@@ -158,7 +162,7 @@ class TeamSmoke:
         name = "smoke-plain"
         obj = f"deployment/{self.namespace}/{name}"
         self._create(vcluster, "deployment", obj,
-                     lambda: vcluster.create_deployment(self.namespace, plain_deployment(name, self.namespace)))
+                     lambda: vcluster.create_deployment(self.namespace, plain_deployment(name, self.namespace, self.settings.mirrors)))
         pod_name = self._wait(lambda: next((p["metadata"]["name"] for p in vcluster.list_pods(
             self.namespace, f"{SMOKE_LABEL}=deployment")), None), "deployment", obj,
             "the Deployment created no pod")
@@ -173,7 +177,7 @@ class TeamSmoke:
         obj = f"pod/{self.namespace}/{name}"
         try:
             vcluster.create_pod(self.namespace, gpu_pod(name, self.namespace, self.other_queue,
-                                                        self.settings.fraction))
+                                                        self.settings.fraction, self.settings.mirrors))
         except ApiError as error:
             ok = bool(RULE_MESSAGE.search(error.message))
             self._record("refusal", obj, ok, f"refused in the vCluster: {error.message}" if ok else
@@ -202,7 +206,8 @@ class TeamSmoke:
     def _host_refusal(self) -> None:
         """The host policy judged without the vCluster, whose admission and events the tenant controls."""
         syncer = syncer_account(self.target.namespace, self.target.vcluster)
-        pod = synced_pod(gpu_pod("smoke-host-refusal", self.namespace, self.other_queue, self.settings.fraction),
+        pod = synced_pod(gpu_pod("smoke-host-refusal", self.namespace, self.other_queue, self.settings.fraction,
+                                 self.settings.mirrors),
                          self.target.namespace, self.target.vcluster)
         obj = f"pod/{self.target.namespace}/{pod['metadata']['name']}"
         try:

@@ -1,0 +1,211 @@
+"""Where an air-gapped (or rate-limit-averse) site pulls the platform's images and charts from (``mirrors``).
+
+``mirrors.images`` maps each upstream registry host to the site's mirror prefix; an image keeps its path and tag
+under that prefix (the layout of a Harbor proxy-cache project): ``nvcr.io/nvidia/gpu-operator:v26.7.0`` with
+``nvcr.io: harbor.corp.example/nvcr`` is ``harbor.corp.example/nvcr/nvidia/gpu-operator:v26.7.0``. ``mirrors.charts``
+points a chart at another Helm repository (https) or OCI repository (oci://). The pins stay in config/versions.py;
+``Mirrors.image`` is the one place a reference is mapped.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Optional
+
+from config import versions
+from config.image_registries import DEFAULT_DOMAIN, EXAMPLES, HOST, OFFICIAL_PREFIX, PATH_COMPONENT, _entry_problem
+from config.key_types import Invalid, type_name
+from config.keys import Block, Key
+
+if TYPE_CHECKING:  # config/model.py holds a Mirrors, and the reader reads this module's block
+    from config.model import Platform
+    from config.reader import Reader, Section
+
+# The charts the program installs, by the name their override is keyed by.
+CHARTS = ("gpu-operator", "kai-scheduler", "vcluster", "kube-prometheus-stack")
+CHART_REPO_PATTERN = rf"(?:https://[^\s/]+(?:/\S*)?|oci://{HOST}(?:/{PATH_COMPONENT})*)"
+MIRROR_EXAMPLE = "{nvcr.io: harbor.corp.example/nvcr, ghcr.io: harbor.corp.example/ghcr}"
+
+
+def split_image(reference: str) -> tuple[str, str]:
+    """``(registry host, path[:tag])`` of a reference as the node's runtime reads it (distribution/reference's
+    familiar names: no host is Docker Hub, whose single-component names are under ``library/``)."""
+    first, slash, rest = reference.partition("/")
+    if slash and ("." in first or ":" in first or first == "localhost"):
+        return first, rest
+    return DEFAULT_DOMAIN, reference if slash else f"{OFFICIAL_PREFIX}/{reference}"
+
+
+@dataclass(frozen=True)
+class ImageMirrorMap:
+    """Registry host -> mirror prefix (``host[:port][/path]``), neither with a scheme, a tag or a digest."""
+
+    fix: ClassVar[str] = f"write it as a map of registry host to mirror prefix, e.g. {MIRROR_EXAMPLE}"
+
+    def parse(self, value: object, fix: str) -> dict[str, str]:
+        if not isinstance(value, dict) or not value:
+            raise Invalid(f"expected a non-empty map, got {type_name(value)}", fix)
+        for upstream, prefix in value.items():
+            if not isinstance(upstream, str) or not re.fullmatch(HOST, upstream) or upstream == "index.docker.io":
+                raise Invalid("is not a registry host as an image reference names it (no scheme, no path)",
+                              f"write the upstream host alone, e.g. nvcr.io, ghcr.io, {DEFAULT_DOMAIN}",
+                              entry=str(upstream), value=prefix)
+            problem, entry_fix = _entry_problem(prefix) if isinstance(prefix, str) else \
+                (f"expected a mirror prefix, got {type_name(prefix)}", "write it as host[/path], e.g. harbor.corp/nvcr")
+            if problem:
+                raise Invalid(problem, entry_fix, entry=upstream, value=prefix)
+        return dict(value)
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "object", "minProperties": 1, "propertyNames": {"pattern": f"^{HOST}$"},
+                "additionalProperties": {"type": "string", "pattern": rf"^{HOST}(?:/{PATH_COMPONENT})*$"}}
+
+    def shown(self) -> str:
+        return "map registry host → mirror prefix (`host[:port][/path]`)"
+
+
+@dataclass(frozen=True)
+class ChartRepoMap:
+    """Chart name -> the repository it is pulled from instead: an https Helm repository or an oci:// one."""
+
+    fix: ClassVar[str] = "write it as a map of chart name to repository, e.g. {vcluster: https://harbor.corp/chartrepo/loft}"
+
+    def parse(self, value: object, fix: str) -> dict[str, str]:
+        if not isinstance(value, dict) or not value:
+            raise Invalid(f"expected a non-empty map, got {type_name(value)}", fix)
+        for chart, repo in value.items():
+            if chart not in CHARTS:
+                raise Invalid("is not a chart the program installs", f"use one of {', '.join(CHARTS)}",
+                              entry=str(chart), value=repo)
+            if not isinstance(repo, str) or not re.fullmatch(CHART_REPO_PATTERN, repo.rstrip("/")):
+                raise Invalid("is not an https:// Helm repository or an oci:// repository (without the chart name)",
+                              "write e.g. https://harbor.corp.example/chartrepo/nvidia or "
+                              "oci://harbor.corp.example/ghcr/kai-scheduler/kai-scheduler", entry=chart, value=repo)
+        return {chart: repo.rstrip("/") for chart, repo in value.items()}
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "object", "minProperties": 1, "propertyNames": {"enum": list(CHARTS)},
+                "additionalProperties": {"type": "string", "pattern": f"^{CHART_REPO_PATTERN}/?$"}}
+
+    def shown(self) -> str:
+        return "map chart → `https://` or `oci://` repository"
+
+
+MIRRORS = Block(title="image and chart mirrors", intro="""\
+For an air-gapped site, or one that avoids the public registries' rate limits: what to mirror is listed in
+docs/operations.md (An air-gapped site).""", keys=(
+    Key("images", ImageMirrorMap(), {}, "Registry host → mirror prefix; every image keeps its path and tag under it.",
+        example=MIRROR_EXAMPLE, default_note="none: images come from their upstream registries",
+        details="Once set, every registry the site's deployment pulls from must be in it: a missing one is an "
+                "error that lists them. Docker Hub is `docker.io` (official images keep their `library/` path). "
+                f"A prefix is written as a registry entry is ({EXAMPLES})."),
+    Key("charts", ChartRepoMap(), {}, "Chart → the repository it is pulled from instead.",
+        example="{gpu-operator: https://harbor.corp.example/chartrepo/nvidia}",
+        default_note="none: each chart's upstream repository",
+        details=f"Charts: {', '.join(f'`{chart}`' for chart in CHARTS)}. An `oci://` repository is named without the "
+                "chart, which the program appends."),
+))
+
+
+@dataclass(frozen=True)
+class Mirrors:
+    images: dict[str, str] = field(default_factory=dict)
+    charts: dict[str, str] = field(default_factory=dict)
+
+    def image(self, reference: str) -> str:
+        """``reference`` under its registry's mirror, unchanged without one (or without a mirror map)."""
+        host, rest = split_image(reference)
+        prefix = self.images.get(host)
+        return f"{prefix}/{rest}" if prefix else reference
+
+    def registry(self, host: str) -> str:
+        """A chart's ``registry`` value (a host, or a host and path): under its mirror, else as it was."""
+        first, _, path = host.partition("/")
+        prefix = self.images.get(first)
+        return (f"{prefix}/{path}" if path else prefix) if prefix else host
+
+    def chart(self, name: str, chart: str, repo: Optional[str]) -> tuple[str, Optional[str]]:
+        """``(chart, repository)`` of a Helm release: an oci:// override names the chart by its path, an https one
+        is the release's repository."""
+        override = self.charts.get(name)
+        if override is None:
+            return chart, repo
+        if override.startswith("oci://"):
+            return f"{override}/{name}", None
+        return name, override
+
+
+def gpu_operator_repositories(version: str) -> dict[str, str]:
+    """Chart value path (``driver.manager``) -> the image repository the GPU Operator chart ``version`` sets there."""
+    repositories: dict[str, Optional[str]] = {}
+    for first, changes in versions.GPU_OPERATOR_IMAGE_REPOSITORIES.items():
+        if versions.release_order(first) <= versions.release_order(version):
+            repositories.update(changes)
+    return {path: repository for path, repository in repositories.items() if repository}
+
+
+def mirrored_values(sources: dict[str, str], leaf: str, mirrors: Mirrors) -> dict:
+    """Chart values setting ``<path>.<leaf>`` to the site's mirror of each source (a registry, or a repository
+    under one), for every ``path -> source``; nothing without mirrors."""
+    values: dict = {}
+    if not mirrors.images:
+        return values
+    for path, source in sources.items():
+        node = values
+        for step in path.split("."):
+            node = node.setdefault(step, {})
+        node[leaf] = mirrors.registry(source)
+    return values
+
+
+def read_mirrors(section: Section) -> Mirrors:
+    return Mirrors(images=section.read("images") or {}, charts=section.read("charts") or {})
+
+
+def deployed_registries(platform: Platform) -> dict[str, list[str]]:
+    """Registry host -> what the site pulls from it, from what the program knows it deploys (the charts' images
+    at the pinned versions are checked against their renders by tests/test_mirrors.py)."""
+    found: dict[str, list[str]] = {}
+
+    def add(reference: str, what: str) -> None:
+        found.setdefault(split_image(reference)[0], []).append(what)
+
+    add(platform.cluster.kubectl_image, "kubectl (the program's Jobs and CRD hook)")
+    add(versions.KAI_IMAGE_REGISTRY + "/operator", "KAI Scheduler")
+    for team in platform.teams:
+        add(versions.VCLUSTER_IMAGE_REGISTRY + "/", f"the vCluster of team {team.name}")
+        add(versions.COREDNS_REGISTRY + "/" + versions.COREDNS_FALLBACK_IMAGE, f"team {team.name}'s DNS")
+        add(versions.REWRITE_HOSTS_IMAGE["registry"] + "/" + versions.REWRITE_HOSTS_IMAGE["repository"],
+            "vCluster's rewrite-hosts init container")
+    if platform.teams:
+        add(versions.SMOKE_CUDA_IMAGE, "the smoke test's GPU pod (ops/smoke.py)")
+        add(versions.SMOKE_PAUSE_IMAGE, "the smoke test's Deployment (ops/smoke.py)")
+    if platform.kai_scheduler.hamicore:
+        add(f"{versions.HAMI_CORE_REGISTRY}/{versions.HAMI_CORE_IMAGE}", "HAMi-core")
+    if platform.gpu_operator.mode == "install":
+        for host in GPU_OPERATOR_REGISTRIES:
+            add(host + "/", "the GPU Operator and its operands")
+    if platform.observability.prometheus == "install":
+        for host in KUBE_PROMETHEUS_STACK_REGISTRIES:
+            add(host + "/", "kube-prometheus-stack")
+        add(versions.CRD_UPGRADE_UNPACK_IMAGE, "kube-prometheus-stack's CRD hook")
+        add(versions.PROM_LABEL_PROXY_IMAGE, "the teams' query proxies")
+    return found
+
+
+# The registries of every image of the pinned charts' renders (tests/test_mirrors.py checks them).
+GPU_OPERATOR_REGISTRIES = ("nvcr.io", "registry.k8s.io")
+KUBE_PROMETHEUS_STACK_REGISTRIES = ("quay.io", "registry.k8s.io", "docker.io", "ghcr.io")
+
+
+def check_mirrors(reader: Reader, mirrors: Mirrors, platform: Platform) -> None:
+    """With a mirror map, every registry the site deploys from has a mirror: one error lists the missing ones."""
+    if not mirrors.images:
+        return
+    missing = {host: whats for host, whats in deployed_registries(platform).items() if host not in mirrors.images}
+    if missing:
+        reader.fail("mirrors.images", mirrors.images,
+                    "has no mirror for " + "; ".join(f"{host} ({', '.join(sorted(set(whats)))})"
+                                                     for host, whats in sorted(missing.items())),
+                    "add a mirror for " + ", ".join(sorted(missing)))
