@@ -22,7 +22,7 @@ from config.mirrors import Mirrors, deployed_registries, gpu_operator_repositori
 from tests.config_spec import dev_config, put, rejected
 from tests.conftest import run, stack_config
 from ops.smoke_objects import gpu_pod, plain_deployment
-from tools.charts.cache import chart_cache_dir
+from tools.charts.cache import CACHE_ENV, chart_cache_dir
 from tests.release_renders import RELEASE_CHARTS, RELEASES, rendered, site_with_every_chart
 from tests.test_chart_images import _documents, _images, _release_images
 
@@ -188,7 +188,7 @@ def _chart_values(chart: str, release: str) -> dict:
     """values.yaml of the chart with each subchart's under its name, from the chart cache (a skip without it)."""
     archive = chart_cache_dir() / f"{chart}-{release}.tgz"
     if not archive.exists():
-        pytest.skip(f"the chart cache lacks {archive.name}")
+        pytest.skip(f"the chart cache {chart_cache_dir()} (${CACHE_ENV}) lacks {archive.name}: run `python -m tools.charts pull`")
     values: dict = {}
     with tarfile.open(archive) as charts:
         for name in sorted(charts.getnames(), key=len):
