@@ -255,7 +255,10 @@ def test_every_accepted_release_of_every_chart_renders_with_the_programs_values(
 
 # Keys a chart's templates read but its values.yaml only shows commented out: the template that reads each.
 COMMENTED_KEYS = {("grafana", "persistence", "storageClassName"):
-                  ("charts/grafana/templates/statefulset.yaml", "storageClassName: {{ .Values.persistence.storageClassName }}")}
+                  ("charts/grafana/templates/statefulset.yaml", "storageClassName: {{ .Values.persistence.storageClassName }}"),
+                  ("alertmanager", "alertmanagerSpec", "configSecret"):
+                  ("templates/alertmanager/alertmanager.yaml",
+                   "configSecret: {{ .Values.alertmanager.alertmanagerSpec.configSecret }}")}
 
 
 # Maps a chart writes into an application's own config file key by key, whatever the keys (Grafana's chart
