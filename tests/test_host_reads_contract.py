@@ -21,15 +21,18 @@ what the node sync copies.
 from __future__ import annotations
 
 import re
+import subprocess
 
 import pytest
 import yaml
 
 from components.tenant import vcluster_values
 from config.merge import deep_merge
-from config.vcluster_values import SITE, TABLE, classified
-from config.virtual_cluster import TENANT_READABLE_VALUES
-from tests.conftest import ACCEPTED_VCLUSTER_TAGS, COMMITTED_STACKS, MIRRORED_TAGS, git, go_function, mirrored_tag
+from config.vcluster_values import JUDGED, REFUSED, SITE, TABLE, classified
+from config.virtual_cluster import COVERED_TO_HOST_SYNCS, TENANT_READABLE_VALUES
+from tests.conftest import (
+    ACCEPTED_VCLUSTER_TAGS, COMMITTED_STACKS, MIRRORED_TAGS, git, go_function, mirror, mirrored_tag,
+)
 from tests.kubelet_proxy_sim import (
     CONTAINER_LOGS_MARKER, HEALTHZ_SUFFIXES, METRICS_SUFFIXES, PODS_SUFFIXES, STATS_SUFFIXES, Tenant, node_proxy,
     virtual_node_status,
@@ -68,9 +71,11 @@ CLUSTER_READS = {
     ("networking.k8s.io", "ingressclasses"): "the host's IngressClasses, the same for every team",
     ("gateway.networking.k8s.io", "gatewayclasses"): "the host's GatewayClasses, the same for every team",
     ("gateway.networking.k8s.io", "gateways"): "only the host Gateways the site maps into the team's vCluster "
-                                              "(gateways.mappings.byName, the site's choice, not the tenant's)",
-    ("apiextensions.k8s.io", "customresourcedefinitions"): "definitions (schemas) of cluster-wide kinds, read by the "
-                                                          "syncer to find the Gateway API's: no object of any team",
+                                              "(gateways.mappings.byName, the site's choice, not the tenant's; "
+                                              "test_a_tenant_sees_only_the_host_gateways_the_site_maps)",
+    ("apiextensions.k8s.io", "customresourcedefinitions"): "nothing: the open-source syncer copies no host "
+                                                          "definition into a virtual cluster (test_the_syncer_"
+                                                          "copies_no_host_definition_into_a_tenant)",
 }
 # NodeStatus fields (vendored k8s.io/api core/v1), each with what its copy in a virtual node shows a tenant.
 NODE_STATUS = {
@@ -331,3 +336,63 @@ def test_every_read_a_site_may_turn_on_is_classified(chart):  # noqa: F811
         values = deep_merge(base, {"sync": {"fromHost": {kind: {"enabled": True}}}})
         reads = syncer_reads(chart.path, team, values)
         assert sorted(reads["ClusterRole"] - set(CLUSTER_READS)) == [], (chart.version, key)
+
+
+def _grep(repository: str, tag: str, pattern: str) -> list[str]:
+    """``file:line:text`` of each line of the program code (not tests, not vendored modules) matching ``pattern``."""
+    found = subprocess.run(["git", "--git-dir", str(mirror(repository)), "grep", "-n", "-E", pattern, tag, "--",
+                            "pkg", "cmd", ":!*_test.go", ":!vendor"], capture_output=True, text=True)
+    assert found.returncode in (0, 1), found.stderr
+    return [line.split(":", 1)[1] for line in found.stdout.splitlines()]
+
+
+@pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
+def test_a_tenant_sees_only_the_host_gateways_the_site_maps(tag):
+    """The syncer may list every host namespace's Gateways once a site turns sync.fromHost.gateways on; it imports
+    into the virtual cluster only a Gateway the site's mappings name (by name, or a namespace's with the site's
+    selector), or one of the vCluster's own when a tenant Gateway sync to the host is on, which the program refuses."""
+    ref = mirrored_tag(VCLUSTER, tag)
+    mapper = git(VCLUSTER, "show", f"{ref}:pkg/mappings/resources/gateways.go")
+    managed = go_function(mapper, "(m *importedGatewayMapper) IsManaged")
+    assert re.findall(r"\n\tif (.+) \{", managed) == [
+        "ctx == nil || ctx.Config == nil || obj == nil", "GatewayHostExactMapped(ctx, host)",
+        "GatewayHostWildcardMapped(ctx, host.Namespace)", "gatewayapiutil.GatewaysEnabled(ctx.Config)"], tag
+    assert managed.rstrip().endswith("return false, nil"), tag
+    for function in ("GatewayHostExactMapped", "GatewayHostWildcardMapped"):
+        reads = set(re.findall(r"ctx\.Config\.([\w.]+)", go_function(mapper, function)))
+        assert reads == {"Sync.FromHost.Gateways.Mappings.ByName"}, (tag, function, reads)
+    enabled = go_function(git(VCLUSTER, "show", f"{ref}:pkg/util/gatewayapi/enabled.go"), "GatewaysEnabled")
+    switches = set(re.findall(r"config\.Sync\.ToHost\.GatewayAPI\.([\w.]+)", enabled))
+    assert switches == {"Gateways.Enabled", "Enabled"} and enabled.count("config.Sync.") == 2, (tag, enabled)
+    version = tag.removeprefix("v")
+    found = classified("sync.toHost.gatewayApi.gateways.enabled", version)
+    assert found is not None and found[1].kind == REFUSED, tag
+    # The umbrella switch is judged with every sync to the host: refused unless its kind is one the host policies cover.
+    assert classified("sync.toHost.gatewayApi.enabled", version)[1].kind == JUDGED, tag
+    assert "gatewayApi" not in COVERED_TO_HOST_SYNCS
+
+
+@pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
+def test_the_syncer_copies_no_host_definition_into_a_tenant(tag):
+    """The syncer's host CRD read shows a tenant nothing: the one function that reads a host definition to create it
+    in a virtual cluster (EnsureCRDFromPhysicalCluster, for vCluster Pro's custom-resource syncs, which the program
+    refuses) has no caller in the open-source syncer, and the Gateway API's definitions a tenant gets are vCluster's
+    own files, installed in the virtual cluster."""
+    ref = mirrored_tag(VCLUSTER, tag)
+    assert [line.split(":", 1)[0] for line in _grep(VCLUSTER, ref, r"EnsureCRDFromPhysicalCluster")] == [
+        "pkg/util/translate/translate.go"], tag
+    definition = go_function(git(VCLUSTER, "show", f"{ref}:pkg/util/translate/translate.go"),
+                             "EnsureCRDFromPhysicalCluster")
+    host_reads = [line for line in _grep(VCLUSTER, ref, r"CustomResourceDefinitions\(\)\.(Get|List|Watch)\(")
+                  if "vClient." not in line]
+    # The CLI's destroy command lists a virtual cluster's definitions from the user's machine, not the syncer's.
+    assert [line.split(":", 1)[0] for line in host_reads] == ["pkg/cli/destroy/destroy.go",
+                                                              "pkg/util/translate/translate.go"], tag
+    assert host_reads[1].split(":", 2)[2].strip() in definition, tag
+    mapper = git(VCLUSTER, "show", f"{ref}:pkg/mappings/resources/gateways.go")
+    assert "ctx.VirtualManager.GetConfig(), []byte(gatewaysCRD)" in go_function(mapper, "EnsureGatewayCRD"), tag
+    classes = git(VCLUSTER, "show", f"{ref}:pkg/mappings/resources/gatewayclasses.go")
+    assert "ctx.VirtualManager.GetConfig(), []byte(gatewayClassesCRD)" in go_function(classes,
+                                                                                       "EnsureGatewayClassCRD"), tag
+    found = classified("sync.fromHost.customResources.example.enabled", tag.removeprefix("v"))
+    assert found is not None and found[1].kind == REFUSED, tag
