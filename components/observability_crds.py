@@ -9,7 +9,8 @@ keeps the whole object in an annotation, which is limited to 256 KiB), forced so
 Helm wrote at the first install. Its service account's ClusterRole may write only those CRDs (by name).
 
 The chart's defaults pull ``busybox:latest`` and a kubectl tagged as the cluster's Kubernetes: here both are
-pinned in config/versions.py, kubectl per the Kubernetes the site states (within one minor of its API server).
+pinned in config/versions.py, kubectl per the Kubernetes the site states (within one minor of its API server) and
+by digest, which the hook's ``sha`` value carries.
 Its pod passes the ``restricted`` Pod Security level as the chart sets it (non-root 65534, no privilege
 escalation, every capability dropped, read-only root, RuntimeDefault seccomp); the program adds requests and
 limits, and a writable ``HOME`` for kubectl's discovery cache (the chart's ``/tmp`` emptyDir).
@@ -27,10 +28,15 @@ WRITABLE_HOME = "/tmp"
 
 
 def chart_image(reference: str) -> dict:
-    """``registry/repository:tag`` as the chart's ``registry``, ``repository`` and ``tag`` values."""
-    registry, _, rest = reference.partition("/")
+    """``registry/repository:tag[@sha256:hex]`` as the chart's ``registry``, ``repository``, ``tag`` and ``sha``
+    values: the hook names ``<registry>/<repository>:<tag>@sha256:<sha>`` when ``sha`` is set."""
+    name, _, digest = reference.partition("@")
+    registry, _, rest = name.partition("/")
     repository, _, tag = rest.rpartition(":")
-    return {"registry": registry, "repository": repository, "tag": tag}
+    values = {"registry": registry, "repository": repository, "tag": tag}
+    if digest:  # sha256, as tests/test_kubectl_skew.py checks every pin is
+        values["sha"] = digest.removeprefix("sha256:")
+    return values
 
 
 def crd_upgrade_values(kubectl_image: str, mirrors: Mirrors) -> dict:

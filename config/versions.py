@@ -105,15 +105,22 @@ EKS_KUBERNETES_VERSION = "1.36"
 # 1.37, which has no release in that snapshot, runs 1.36's. Every key is accepted and nothing else
 # (KUBERNETES_MINIMUM_VERSION to KUBERNETES_NEWEST_ACCEPTED_VERSION, config/version_types.py);
 # tests/test_kubectl_skew.py checks the table against that range and the skew.
+# Each is pinned by its tag and the digest of its multi-platform index, so a tag pushed again cannot change what
+# the Jobs run (the node pulls by the digest; the tag says which release it is). The digests are those of the
+# `kubectl` image in the registry's promoter manifest (kubernetes/k8s.io
+# registry.k8s.io/images/k8s-staging-kubernetes/images.yaml). No stored snapshot of kubernetes/k8s.io itself is
+# recent enough; two of its forks' are, and agree on every digest they share: Skarlso/k8s.io
+# 45457b5ddb27e17ba962cad2c779b155c97c798a (has v1.36.3, not v1.35.7) and jackfrancis/k8s.io
+# 695971edb01347cfdbff6e9e9d1a06d83cce0ccc (has v1.35.7, not v1.36.3).
 KUBECTL_IMAGES = {
-    "1.30": "registry.k8s.io/kubectl:v1.31.14",
-    "1.31": "registry.k8s.io/kubectl:v1.31.14",
-    "1.32": "registry.k8s.io/kubectl:v1.32.13",
-    "1.33": "registry.k8s.io/kubectl:v1.33.13",
-    "1.34": "registry.k8s.io/kubectl:v1.34.10",
-    "1.35": "registry.k8s.io/kubectl:v1.35.7",
-    "1.36": "registry.k8s.io/kubectl:v1.36.3",
-    "1.37": "registry.k8s.io/kubectl:v1.36.3",
+    "1.30": "registry.k8s.io/kubectl:v1.31.14@sha256:74a458e9b800947f4bd1875be5213e8f31f4f2d1e6639548bf05145387ad07bb",
+    "1.31": "registry.k8s.io/kubectl:v1.31.14@sha256:74a458e9b800947f4bd1875be5213e8f31f4f2d1e6639548bf05145387ad07bb",
+    "1.32": "registry.k8s.io/kubectl:v1.32.13@sha256:fbfd671cd51f0be98174170f2000cbb97d2788e2270bc1697323d401558307e1",
+    "1.33": "registry.k8s.io/kubectl:v1.33.13@sha256:a179e6c6f0b87263426fe2a793412c422999d55ffb06d7bc069635468aba3324",
+    "1.34": "registry.k8s.io/kubectl:v1.34.10@sha256:0c26218cafeff698ededa49656bf158e96a4d4f3b3744ebd552251a23b6a3924",
+    "1.35": "registry.k8s.io/kubectl:v1.35.7@sha256:d86e235fc321c52fbaea98772cb6e8525b7f157972d6a52bc29bcdd47fe74fc8",
+    "1.36": "registry.k8s.io/kubectl:v1.36.3@sha256:6e4fce3c83651edb91b74bc67701c5cd263dd8aa3cd4254b1798d6425a5ab789",
+    "1.37": "registry.k8s.io/kubectl:v1.36.3@sha256:6e4fce3c83651edb91b74bc67701c5cd263dd8aa3cd4254b1798d6425a5ab789",
 }
 
 # The smoke test's workloads (ops/smoke.py): the seeds' fractional GPU pod runs nvidia-smi in this image; the

@@ -50,6 +50,12 @@ def dev_config() -> dict:
     return stack_config("dev")
 
 
+def kubectl_source_tag(image: str) -> str:
+    """kubernetes/kubectl's tag of the release a ``registry.k8s.io/kubectl:v1.NN.P@sha256:...`` image is built
+    from: Kubernetes v1.NN.P's kubectl is tagged v0.NN.P."""
+    return "v0." + image.partition("@")[0].rsplit(":v1.", 1)[1]
+
+
 # Upstream git repositories the contract tests read, each at these tags. They come as bare mirrors
 # (``<owner>+<name>/repo``) under $GPU_TENANCY_MIRRORS; the PR workflow fetches exactly these.
 MIRRORS_VARIABLE = "GPU_TENANCY_MIRRORS"
@@ -103,8 +109,8 @@ MIRRORED_TAGS = {
     "helm/helm": ("v3.17.0", "v3.21.4"),
     # ... and the kubectl the platform runs on each Kubernetes minor (config/versions.py KUBECTL_IMAGES), with the
     # newest 1.30 kubectl, which has no `wait --for=create` (tests/test_kubectl_skew.py).
-    "kubernetes/kubectl": tuple(sorted({"v0.32.0", "v0.36.2", "v0.30.14", *(
-        "v0." + image.rsplit(":v1.", 1)[1] for image in versions.KUBECTL_IMAGES.values())}, key=versions.release_order)),
+    "kubernetes/kubectl": tuple(sorted({"v0.32.0", "v0.36.2", "v0.30.14", *map(
+        kubectl_source_tag, versions.KUBECTL_IMAGES.values())}, key=versions.release_order)),
     # Pod Security's checks at every Kubernetes minor from the host floor to the newest EKS one
     # (tests/test_admission_probe_host.py).
     # How the kubelet and containerd read an image reference (config/image_registries.py): v0.6.0 in containerd's

@@ -3,9 +3,10 @@
 kubectl is supported within one minor version of kube-apiserver. The platform's wait Jobs (KAI's queue webhook
 probe, each tenant's kubeconfig wait) and kube-prometheus-stack's CRD upgrade hook run the kubectl config/versions.py
 pins (KUBECTL_IMAGES) for the Kubernetes the site states, and the config accepts exactly the minors that table
-holds. Checked on the table, on the program's Jobs and values for every accepted minor and host kind, on the real
-chart's hook rendered for every accepted minor (skipping without the chart cache), and against kubectl's source at
-every pinned tag: each has the flags the Jobs pass (skipping without the mirror).
+holds. Each is pinned by digest as well as tag, so a tag pushed again cannot change what runs. Checked on the
+table, on the program's Jobs and values for every accepted minor and host kind, on the real chart's hook rendered
+for every accepted minor (skipping without the chart cache), and against kubectl's source at every pinned tag: each
+has the flags the Jobs pass (skipping without the mirror).
 """
 
 from __future__ import annotations
@@ -18,18 +19,18 @@ import yaml
 from config import load_platform, versions
 from config.version_types import SITE_KUBERNETES
 from tests import config_spec
-from tests.conftest import git, mirrored_tag, real_charts_or_skip, run, stack_config, upstream_tags
+from tests.conftest import git, kubectl_source_tag, mirrored_tag, real_charts_or_skip, run, stack_config, upstream_tags
 from tests.isolation_spec import prefixed
 from tools.charts.cache import chart_cache_dir, find_cached
 from tools.charts.render import release_chart_key, render_release
 from tools.plan.document import build_plan
 
 KUBECTL = "kubernetes/kubectl"
-IMAGE = re.compile(r"^registry\.k8s\.io/kubectl:v1\.(?P<minor>\d+)\.(?P<patch>\d+)$")
+IMAGE = re.compile(r"^registry\.k8s\.io/kubectl:(?P<tag>v1\.(?P<minor>\d+)\.(?P<patch>\d+))"
+                   r"@sha256:(?P<sha>[0-9a-f]{64})$")
 ACCEPTED = SITE_KUBERNETES.minors()
 KINDS = ("microk8s", "eks", "kubeconfig")
-PINNED_TAGS = sorted({"v0." + image.rsplit(":v1.", 1)[1] for image in versions.KUBECTL_IMAGES.values()},
-                     key=versions.release_order)
+PINNED_TAGS = sorted(set(map(kubectl_source_tag, versions.KUBECTL_IMAGES.values())), key=versions.release_order)
 
 
 def skew(image: str, server: str) -> int:
@@ -59,7 +60,8 @@ def kubectl_images(program) -> dict[str, list[str]]:
     for release in program.of_type("kubernetes:helm.sh/v3:Release"):
         image = release.inputs["values"].get("crds", {}).get("upgradeJob", {}).get("image", {}).get("kubectl")
         if image:
-            found[release.name] = [f"{image['registry']}/{image['repository']}:{image['tag']}"]
+            digest = f"@sha256:{image['sha']}" if "sha" in image else ""
+            found[release.name] = [f"{image['registry']}/{image['repository']}:{image['tag']}{digest}"]
     return found
 
 
@@ -77,8 +79,38 @@ def test_the_table_holds_every_accepted_kubernetes_minor_and_nothing_else():
 @pytest.mark.parametrize("server", ACCEPTED)
 def test_each_pinned_kubectl_is_an_exact_release_within_one_minor_of_its_api_server(server):
     image = versions.KUBECTL_IMAGES[server]
-    assert IMAGE.fullmatch(image), f"{image}: not an exact registry.k8s.io/kubectl:v1.NN.P"
+    assert IMAGE.fullmatch(image), f"{image}: not an exact registry.k8s.io/kubectl:v1.NN.P@sha256:<digest>"
     assert skew(image, server) <= 1, f"Kubernetes {server} would run {image}"
+
+
+@pytest.mark.parametrize("server", ACCEPTED)
+def test_each_pinned_kubectl_carries_a_digest_and_its_tag_names_the_minor_the_table_runs(server):
+    """The table runs each minor's own kubectl, except 1.30 (1.31's: 1.30's cannot `wait --for=create`) and the
+    newest accepted (the newest kubectl released); the tag a digest is pinned with says which release it is."""
+    pinned = IMAGE.fullmatch(versions.KUBECTL_IMAGES[server])
+    assert pinned, f"{versions.KUBECTL_IMAGES[server]}: not pinned by tag and sha256 digest"
+    minor = versions.release_numbers(server)[1]
+    expected = {"1.30": 31, versions.KUBERNETES_NEWEST_ACCEPTED_VERSION: minor - 1}.get(server, minor)
+    assert int(pinned["minor"]) == expected, f"Kubernetes {server} runs {pinned['tag']}"
+
+
+def test_a_kubectl_release_is_pinned_with_one_digest():
+    digests: dict[str, set[str]] = {}
+    for image in versions.KUBECTL_IMAGES.values():
+        pinned = IMAGE.fullmatch(image)
+        digests.setdefault(pinned["tag"], set()).add(pinned["sha"])
+    assert all(len(found) == 1 for found in digests.values()), digests
+
+
+@pytest.mark.parametrize("server", (ACCEPTED[0], versions.KUBERNETES_NEWEST_CHECKED_VERSION))
+def test_the_crd_hook_takes_the_pins_repository_tag_and_digest_as_the_chart_reads_them(server):
+    """The chart's hook names ``<registry>/<repository>:<tag>@sha256:<sha>``: each value is its own part."""
+    [values] = [release.inputs["values"]["crds"]["upgradeJob"]["image"]["kubectl"]
+                for release in run(prefixed(site("eks", server)), stack="test").of_type("kubernetes:helm.sh/v3:Release")
+                if release.name == "observability-release"]
+    pinned = IMAGE.fullmatch(versions.KUBECTL_IMAGES[server])
+    assert values == {"registry": "registry.k8s.io", "repository": "kubectl", "tag": pinned["tag"],
+                      "sha": pinned["sha"]}
 
 
 def test_kubectl_images_are_released_tags_of_kubectl():

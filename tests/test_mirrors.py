@@ -31,8 +31,8 @@ PREFIX = "mirror.test"
 PUBLIC_REGISTRIES = ("nvcr.io", "ghcr.io", "quay.io", "docker.io", "index.docker.io", "registry.k8s.io", "k8s.gcr.io",
                      "gcr.io", "mirror.gcr.io", "public.ecr.aws", "registry-1.docker.io")
 UPSTREAM = re.compile(r"(?<![\w.-])(?:" + "|".join(map(re.escape, PUBLIC_REGISTRIES)) + r")/[\w.-]+")
-# A whole image reference with its tag, as an argument names one.
-NAMED_IMAGE = re.compile(UPSTREAM.pattern + r"(?:/[\w.-]+)*:[\w.-]+")
+# A whole image reference with its tag (and digest, if pinned by one), as an argument names one.
+NAMED_IMAGE = re.compile(UPSTREAM.pattern + r"(?:/[\w.-]+)*:[\w.-]+(?:@sha256:[0-9a-f]{64})?")
 CHARTS = ("gpu-operator", "kai-scheduler", "vcluster", "kube-prometheus-stack")
 
 
