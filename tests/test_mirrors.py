@@ -17,10 +17,13 @@ import pytest
 import yaml
 
 from components.admission_images import platform_images
-from config import versions
-from config.mirrors import Mirrors, deployed_registries, gpu_operator_repositories, split_image
+from config import ConfigError, versions
+from config.mirror_registries import deployed_registries
+from config.mirrors import Mirrors, gpu_operator_repositories, split_image
 from tests.config_spec import dev_config, put, rejected
 from tests.conftest import run, stack_config
+from tools.offline.mockrun import run_program
+from tools.offline.recording import ProgramRun
 from ops.smoke_objects import gpu_pod, plain_deployment
 from tools.charts.cache import CACHE_ENV, chart_cache_dir
 from tests.release_renders import RELEASE_CHARTS, RELEASES, rendered, site_with_every_chart
@@ -69,18 +72,33 @@ def test_a_bad_mirror_is_refused_naming_the_key_the_value_and_a_fix(path, value,
     assert problem in issue.problem and issue.fix
 
 
+def registries_of(platform) -> dict[str, list[str]]:
+    return deployed_registries(platform.cluster, platform.gpu_operator.mode, platform.observability.prometheus,
+                               platform.teams)
+
+
 def test_a_registry_the_site_uses_without_a_mirror_is_an_error_listing_every_missing_one():
     config = put(dev_config(), "mirrors.images", {"nvcr.io": "harbor.corp.example/nvcr"})
     issue = next(issue for issue in rejected(config).issues if issue.key == "mirrors.images")
     platform = run(stack_config("dev"), stack="dev").program_globals["platform"]
-    missing = sorted(set(deployed_registries(platform)) - {"nvcr.io"})
+    missing = sorted(set(registries_of(platform)) - {"nvcr.io"})
     assert missing and all(host in issue.problem and host in issue.fix for host in missing)
+
+
+def test_a_missing_mirror_is_reported_with_the_sites_other_problems_before_anything_is_registered():
+    config = put(dev_config(), "mirrors.images", {"nvcr.io": "harbor.corp.example/nvcr"})
+    config = put(config, "organization.resources.gpu.quota", 0.5)
+    record = ProgramRun()
+    with pytest.raises(ConfigError) as raised:
+        run_program(config, stack="dev", record=record)
+    assert {"mirrors.images", "organization.resources.gpu.quota"} <= set(raised.value.keys)
+    assert record.resources == []
 
 
 def _with_mirrors(config: dict, stack: str) -> dict:
     platform = run(config, stack=stack).program_globals["platform"]
     mirrored = dict(config)
-    mirrored["gpu-tenancy:mirrors"] = {"images": {host: mirror_of(host) for host in deployed_registries(platform)}}
+    mirrored["gpu-tenancy:mirrors"] = {"images": {host: mirror_of(host) for host in registries_of(platform)}}
     return mirrored
 
 
