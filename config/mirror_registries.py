@@ -6,10 +6,12 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from config import versions
+from config.backing_store import control_plane_shape
 from config.mirrors import Mirrors, split_image
 from config.model import MEMORY_CAPPED, Cluster, GpuOperator, Team
 from config.observability import Observability
 from config.reader import Reader
+from config.vcluster_images import default_image_registry
 
 
 def deployed_registries(cluster: Optional[Cluster], gpu_operator_mode: Optional[str], prometheus: Optional[str],
@@ -26,16 +28,21 @@ def deployed_registries(cluster: Optional[Cluster], gpu_operator_mode: Optional[
     if kubectl:
         add(kubectl, "kubectl (the program's Jobs and CRD hook)")
     add(versions.KAI_IMAGE_REGISTRY + "/operator", "KAI Scheduler")
-    for team in teams:
+    # A team's defaultImageRegistry replaces the registry of every image its vCluster runs, the program's DNS and
+    # HAMi-core included (config/vcluster_images.py): it is where the site keeps them, so it needs no mirror.
+    for team in (team for team in teams if default_image_registry(team.vcluster) is None):
         add(versions.VCLUSTER_IMAGE_REGISTRY + "/", f"the vCluster of team {team.name}")
         add(versions.COREDNS_REGISTRY + "/" + versions.COREDNS_FALLBACK_IMAGE, f"team {team.name}'s DNS")
         add(versions.REWRITE_HOSTS_IMAGE["registry"] + "/" + versions.REWRITE_HOSTS_IMAGE["repository"],
             "vCluster's rewrite-hosts init container")
+        if control_plane_shape(team.vcluster).deployed_etcd:
+            add(versions.VCLUSTER_ETCD_IMAGE_REGISTRY + "/", f"team {team.name}'s deployed etcd")
+        if team.isolation.tier == MEMORY_CAPPED:
+            add(f"{versions.HAMI_CORE_REGISTRY}/{versions.HAMI_CORE_IMAGE}", "HAMi-core")
     if teams:
+        # Workloads in the virtual clusters: a defaultImageRegistry does not move them.
         add(versions.SMOKE_CUDA_IMAGE, "the smoke test's GPU pod (ops/smoke.py)")
         add(versions.SMOKE_PAUSE_IMAGE, "the smoke test's Deployment (ops/smoke.py)")
-    if any(team.isolation.tier == MEMORY_CAPPED for team in teams):
-        add(f"{versions.HAMI_CORE_REGISTRY}/{versions.HAMI_CORE_IMAGE}", "HAMi-core")
     if gpu_operator_mode == "install":
         for host in GPU_OPERATOR_REGISTRIES:
             add(host + "/", "the GPU Operator and its operands")

@@ -97,7 +97,9 @@ docs/operations.md (An air-gapped site).""", keys=(
     Key("images", ImageMirrorMap(), {}, "Registry host → mirror prefix; every image keeps its path and tag under it.",
         example=MIRROR_EXAMPLE, default_note="none: images come from their upstream registries",
         details="Once set, every registry the site's deployment pulls from must be in it: a missing one is an "
-                "error that lists them. Docker Hub is `docker.io` (official images keep their `library/` path). "
+                "error that lists them; a team's vCluster with its own `controlPlane.advanced.defaultImageRegistry` "
+                "pulls its images from there instead (docs/operations.md). Docker Hub is `docker.io` (official "
+                "images keep their `library/` path). "
                 f"A prefix is written as a registry entry is ({EXAMPLES})."),
     Key("charts", ChartRepoMap(), {}, "Chart → the repository it is pulled from instead.",
         example="{gpu-operator: https://harbor.corp.example/chartrepo/nvidia}",

@@ -57,6 +57,9 @@ VCLUSTER_VERSION = "0.36.1"
 # The registry of the chart's control plane and Kubernetes images (controlPlane.statefulSet.image.registry,
 # controlPlane.distro.k8s.image.registry) at every accepted release; a site's mirror of it replaces it there.
 VCLUSTER_IMAGE_REGISTRY = "ghcr.io"
+# The registry of the etcd a site may deploy beside a control plane (controlPlane.backingStore.etcd.deploy.statefulSet.
+# image.registry) at every accepted release; a site's mirror of it replaces it there.
+VCLUSTER_ETCD_IMAGE_REGISTRY = "registry.k8s.io"
 # The Kubernetes each accepted vCluster release (VCLUSTER_RELEASES, below) runs inside by default (its
 # controlPlane.distro.k8s.image.tag); the in-vCluster defaults need 1.36 (components/virtual_defaults.py).
 VCLUSTER_VIRTUAL_KUBERNETES = {"0.36.1": "v1.36.0", "0.36.0": "v1.36.0", "0.35.3": "v1.36.0", "0.35.2": "v1.36.0",

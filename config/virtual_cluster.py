@@ -22,7 +22,8 @@ from config.backing_store import backing_store_findings, etcd_name_findings
 from config.key_types import quantity_value
 from config.model import Team, VClusterSettings
 from config.reader import Reader
-from config.vcluster_images import dig, minor_version, virtual_kubernetes_version
+from config.mirrors import Mirrors
+from config.vcluster_images import default_registry_findings, dig, minor_version, virtual_kubernetes_version
 from config.vcluster_values import BLOCKS, OWN, REFUSED, classified, leaves
 
 # vCluster's sync.toHost kinds the host policies have rules for (their default is on in vCluster 0.36.1).
@@ -88,31 +89,31 @@ FROM_HOST_MAPPED_KINDS = ("configMaps", "secrets")
 Finding = tuple[str, object, str, str]
 
 
-def check_virtual_clusters(reader: Reader, stack: VClusterSettings, teams: Sequence[Team]) -> None:
+def check_virtual_clusters(reader: Reader, stack: VClusterSettings, teams: Sequence[Team], mirrors: Mirrors) -> None:
     """``stack`` is the stack's ``vcluster`` block over the defaults, which each team's settings merge over. A
     problem of the stack's block is named once, at its own key; a team's only where the team's differs."""
     stacks = ("the stack's", "each team's queue")
-    stack_findings = _findings(stack, *stacks)
+    stack_findings = _findings(stack, *stacks, mirrors)
     inherited = {repr(finding) for finding in stack_findings}
     for key, value, problem, fix in stack_findings:
         reader.fail(f"vcluster.{key}", value, problem, fix)
     for index, team in enumerate(teams):
         # The same finding worded as the stack's: what the team inherits unchanged is named once, above.
-        as_stacks = _findings(team.vcluster, *stacks)
+        as_stacks = _findings(team.vcluster, *stacks, mirrors)
         for finding, (key, value, problem, fix) in zip(as_stacks, _findings(team.vcluster, f"team {team.name}'s",
-                                                                             f"queue {team.queue_name}")):
+                                                                             f"queue {team.queue_name}", mirrors)):
             if repr(finding) not in inherited:
                 reader.fail(f"teams[{index}].vcluster.{key}", value, problem, fix)
         for key, value, problem, fix in etcd_name_findings(index, team):
             reader.fail(key, value, problem, fix)
 
 
-def _findings(settings: VClusterSettings, whose: str, queue: str) -> list[Finding]:
+def _findings(settings: VClusterSettings, whose: str, queue: str, mirrors: Mirrors) -> list[Finding]:
     return [*_chart_values(settings, whose), *_to_host_syncs(settings, whose), *_from_host_writes(settings, whose), *_host_reads(settings, whose),
             *_from_host_mappings(settings, whose),
             *_syncer_rules(settings, whose),
             *_virtual_version(settings, queue), *_requests_above_limits(settings, whose),
-            *backing_store_findings(settings, whose)]
+            *backing_store_findings(settings, whose), *default_registry_findings(settings, mirrors, whose)]
 
 
 def _above(request: Optional[str], limit: Optional[str]) -> bool:
