@@ -28,7 +28,7 @@ from components.admission_metadata import (
 from components.admission_volumes import volume_validations
 from components.kai import SCHEDULER_NAME
 from config.model import Team
-from config.virtual_cluster import rewrite_hosts_image
+from config.vcluster_images import rewrite_hosts_image
 from config.vocabulary import (
     ADMISSION_COMPONENT, MANAGED_BY, NAMESPACE_NAME_LABEL, QUEUE_LABEL, TEAM_LABEL, VCLUSTER_MANAGED_BY_LABEL,
     syncer_account,

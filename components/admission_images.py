@@ -19,7 +19,7 @@ from config.image_registries import (
     DEFAULT_DOMAIN, DIGEST, LEGACY_DOMAIN, LOCALHOST, OFFICIAL_PREFIX, PATH_COMPONENT, TAG, Registry,
 )
 from config.model import MEMORY_CAPPED, Team
-from config.virtual_cluster import coredns_image, hami_core_image, rewrite_hosts_image
+from config.vcluster_images import coredns_image, hami_core_image, rewrite_hosts_image
 
 # A first path component that the runtime reads as a Docker Hub namespace: no dot (and not localhost, which the
 # expression excludes besides, RE2 having no look-ahead).

@@ -14,7 +14,7 @@ from components.admission_keys import (
     matches_any, tenant_may_set,
 )
 from config.model import Team
-from config.virtual_cluster import coredns_image
+from config.vcluster_images import coredns_image
 from config.vocabulary import KAI_NAMESPACE
 
 FIELDS = {LABEL: "labels", ANNOTATION: "annotations"}

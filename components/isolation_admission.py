@@ -44,7 +44,7 @@ from components.admission_metadata import refusal
 from config import versions
 from config.mig import resource_name
 from config.model import EXCLUSIVE, MEMORY_CAPPED, MIG, Team
-from config.virtual_cluster import hami_core_image
+from config.vcluster_images import hami_core_image
 from config.vocabulary import ISOLATION_ADMISSION_COMPONENT, POOL_LABEL
 
 MEMORY_LIMIT = "CUDA_DEVICE_MEMORY_LIMIT"

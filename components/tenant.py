@@ -33,7 +33,7 @@ from components.kubectl_job import (
 )
 from config import versions
 from config.merge import deep_merge
-from config.virtual_cluster import image_values
+from config.vcluster_images import image_values
 from config.model import Team, VClusterSettings
 from config.vocabulary import HELM_MAX_HISTORY, MANAGED_BY, POD_SECURITY_LABEL, TEAM_LABEL, TENANT_COMPONENT
 

@@ -37,7 +37,7 @@ import yaml
 from components.admission import PULL_ALWAYS, QUEUE_LABEL, VISIBLE_DEVICES
 from components.kai import SCHEDULER_NAME
 from config.model import Team
-from config.virtual_cluster import coredns_image
+from config.vcluster_images import coredns_image
 from config.tenant_budget import DNS_LIMITS, DNS_REPLICAS, DNS_REQUESTS
 
 DNS_APP_LABEL = {"k8s-app": "vcluster-kube-dns"}

@@ -39,7 +39,7 @@ from components.isolation_admission import IMAGE_ROOT, LIBRARY, LIBRARY_NAMES, i
 from components.kai import SCHEDULER_NAME
 from components.yaml_text import yaml_documents
 from config.model import MEMORY_CAPPED, Team
-from config.virtual_cluster import hami_core_image
+from config.vcluster_images import hami_core_image
 from config.vocabulary import QUEUE_LABEL
 
 ADMISSION_API = "admissionregistration.k8s.io/v1"

@@ -25,7 +25,8 @@ from config.load_operators import GPU_OPERATOR, KAI_SCHEDULER, read_gpu_operator
 from config.load_placement import check_placement, placement_warnings
 from config.load_teams import ORGANIZATION, TEAMS, VCLUSTER_NAME_CHECKS, VCLUSTER_NAME_LENGTH, read_organization, \
     read_team
-from config.mirrors import MIRRORS, check_mirrors, read_mirrors
+from config.mirror_registries import check_mirrors
+from config.mirrors import MIRRORS, read_mirrors
 from config.load_vcluster import DEFAULT_VCLUSTER, VCLUSTER, read_vcluster
 from config.virtual_cluster import check_virtual_clusters
 from config.model import Cluster, GpuOperator, Organization, Platform, Team
@@ -116,7 +117,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
         **platform_namespaces, **{team.namespace: f"team {team.name}" for team in teams if team.namespace}})
     _check_node_group_profiles(reader, cluster)
     _check_layout(reader, cluster, gpu_operator)
-    check_virtual_clusters(reader, stack_vcluster, teams)
+    check_virtual_clusters(reader, stack_vcluster, teams, mirrors)
     check_isolation(reader, cluster, gpu_operator, kai, teams)
     check_image_volumes(reader, cluster, teams)
     teams = pin_teams(reader, teams, cluster, gpu_operator)
@@ -125,6 +126,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     check_grafana_login(reader, observability.grafana_login, teams)
     _check_control_plane_metrics(reader, observability, cluster)
     check_team_alerting(reader, observability.prometheus, teams, secrets)
+    check_mirrors(reader, mirrors, cluster, gpu_operator, observability, teams)
     if reader.issues:
         raise ConfigError(reader.issues)
     gpu_operator, kai = with_isolation(gpu_operator, kai, cluster, teams)
@@ -139,9 +141,6 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
                         kai_scheduler=kai, organization=organization, teams=tuple(teams), host=host, ci=ci,
                         observability=observability,
                         missing_secrets=tuple(secrets.missing), mirrors=mirrors)
-    check_mirrors(reader, mirrors, platform)
-    if reader.issues:
-        raise ConfigError(reader.issues)
     warnings = [f"{PROJECT}:{name} is not set: a placeholder stands in for it in this offline run. Set it "
                 f"before pulumi up: {secret_command(name, stack)}" for name in secrets.missing]
     warnings += _warnings(platform) + isolation_warnings(platform) + access_warnings(cluster, platform.teams) \

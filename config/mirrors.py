@@ -18,9 +18,8 @@ from config.image_registries import DEFAULT_DOMAIN, EXAMPLES, HOST, OFFICIAL_PRE
 from config.key_types import Invalid, type_name
 from config.keys import Block, Key
 
-if TYPE_CHECKING:  # config/model.py holds a Mirrors, and the reader reads this module's block
-    from config.model import Platform
-    from config.reader import Reader, Section
+if TYPE_CHECKING:  # the reader reads this module's block
+    from config.reader import Section
 
 # The charts the program installs, by the name their override is keyed by.
 CHARTS = ("gpu-operator", "kai-scheduler", "vcluster", "kube-prometheus-stack")
@@ -98,7 +97,9 @@ docs/operations.md (An air-gapped site).""", keys=(
     Key("images", ImageMirrorMap(), {}, "Registry host → mirror prefix; every image keeps its path and tag under it.",
         example=MIRROR_EXAMPLE, default_note="none: images come from their upstream registries",
         details="Once set, every registry the site's deployment pulls from must be in it: a missing one is an "
-                "error that lists them. Docker Hub is `docker.io` (official images keep their `library/` path). "
+                "error that lists them; a team's vCluster with its own `controlPlane.advanced.defaultImageRegistry` "
+                "pulls its images from there instead (docs/operations.md). Docker Hub is `docker.io` (official "
+                "images keep their `library/` path). "
                 f"A prefix is written as a registry entry is ({EXAMPLES})."),
     Key("charts", ChartRepoMap(), {}, "Chart → the repository it is pulled from instead.",
         example="{gpu-operator: https://harbor.corp.example/chartrepo/nvidia}",
@@ -161,51 +162,3 @@ def mirrored_values(sources: dict[str, str], leaf: str, mirrors: Mirrors) -> dic
 
 def read_mirrors(section: Section) -> Mirrors:
     return Mirrors(images=section.read("images") or {}, charts=section.read("charts") or {})
-
-
-def deployed_registries(platform: Platform) -> dict[str, list[str]]:
-    """Registry host -> what the site pulls from it, from what the program knows it deploys (the charts' images
-    at the pinned versions are checked against their renders by tests/test_mirrors.py)."""
-    found: dict[str, list[str]] = {}
-
-    def add(reference: str, what: str) -> None:
-        found.setdefault(split_image(reference)[0], []).append(what)
-
-    add(platform.cluster.kubectl_image, "kubectl (the program's Jobs and CRD hook)")
-    add(versions.KAI_IMAGE_REGISTRY + "/operator", "KAI Scheduler")
-    for team in platform.teams:
-        add(versions.VCLUSTER_IMAGE_REGISTRY + "/", f"the vCluster of team {team.name}")
-        add(versions.COREDNS_REGISTRY + "/" + versions.COREDNS_FALLBACK_IMAGE, f"team {team.name}'s DNS")
-        add(versions.REWRITE_HOSTS_IMAGE["registry"] + "/" + versions.REWRITE_HOSTS_IMAGE["repository"],
-            "vCluster's rewrite-hosts init container")
-    if platform.teams:
-        add(versions.SMOKE_CUDA_IMAGE, "the smoke test's GPU pod (ops/smoke.py)")
-        add(versions.SMOKE_PAUSE_IMAGE, "the smoke test's Deployment (ops/smoke.py)")
-    if platform.kai_scheduler.hamicore:
-        add(f"{versions.HAMI_CORE_REGISTRY}/{versions.HAMI_CORE_IMAGE}", "HAMi-core")
-    if platform.gpu_operator.mode == "install":
-        for host in GPU_OPERATOR_REGISTRIES:
-            add(host + "/", "the GPU Operator and its operands")
-    if platform.observability.prometheus == "install":
-        for host in KUBE_PROMETHEUS_STACK_REGISTRIES:
-            add(host + "/", "kube-prometheus-stack")
-        add(versions.CRD_UPGRADE_UNPACK_IMAGE, "kube-prometheus-stack's CRD hook")
-        add(versions.PROM_LABEL_PROXY_IMAGE, "the teams' query proxies")
-    return found
-
-
-# The registries of every image of the pinned charts' renders (tests/test_mirrors.py checks them).
-GPU_OPERATOR_REGISTRIES = ("nvcr.io", "registry.k8s.io")
-KUBE_PROMETHEUS_STACK_REGISTRIES = ("quay.io", "registry.k8s.io", "docker.io", "ghcr.io")
-
-
-def check_mirrors(reader: Reader, mirrors: Mirrors, platform: Platform) -> None:
-    """With a mirror map, every registry the site deploys from has a mirror: one error lists the missing ones."""
-    if not mirrors.images:
-        return
-    missing = {host: whats for host, whats in deployed_registries(platform).items() if host not in mirrors.images}
-    if missing:
-        reader.fail("mirrors.images", mirrors.images,
-                    "has no mirror for " + "; ".join(f"{host} ({', '.join(sorted(set(whats)))})"
-                                                     for host, whats in sorted(missing.items())),
-                    "add a mirror for " + ", ".join(sorted(missing)))

@@ -82,7 +82,7 @@ CLASSIFIED: tuple[Values, ...] = (
             "sync.toHost", "pods.priorityClassName pods.runtimeClassName pods.useSecretsForSATokens "
                            "pods.translateImage.*"),
     _values(SITE, "the hosts-rewriting init container the syncer adds; the host admits exactly the image these name "
-                  "(config/virtual_cluster.py rewrite_hosts_image)", "sync.toHost.pods.rewriteHosts",
+                  "(config/vcluster_images.py rewrite_hosts_image)", "sync.toHost.pods.rewriteHosts",
             "enabled initContainer.image.registry initContainer.image.repository initContainer.image.tag "
             "initContainer.resources.limits.* initContainer.resources.requests.*"),
     # --- sync.fromHost: what the syncer copies into the virtual cluster --------------------------------------------

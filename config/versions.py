@@ -57,6 +57,9 @@ VCLUSTER_VERSION = "0.36.1"
 # The registry of the chart's control plane and Kubernetes images (controlPlane.statefulSet.image.registry,
 # controlPlane.distro.k8s.image.registry) at every accepted release; a site's mirror of it replaces it there.
 VCLUSTER_IMAGE_REGISTRY = "ghcr.io"
+# The registry of the etcd a site may deploy beside a control plane (controlPlane.backingStore.etcd.deploy.statefulSet.
+# image.registry) at every accepted release; a site's mirror of it replaces it there.
+VCLUSTER_ETCD_IMAGE_REGISTRY = "registry.k8s.io"
 # The Kubernetes each accepted vCluster release (VCLUSTER_RELEASES, below) runs inside by default (its
 # controlPlane.distro.k8s.image.tag); the in-vCluster defaults need 1.36 (components/virtual_defaults.py).
 VCLUSTER_VIRTUAL_KUBERNETES = {"0.36.1": "v1.36.0", "0.36.0": "v1.36.0", "0.35.3": "v1.36.0", "0.35.2": "v1.36.0",
@@ -69,7 +72,7 @@ VCLUSTER_CONTROL_PLANE_LIMITS = {"memory": "4Gi", "ephemeral-storage": "10Gi"}
 # and VolumeSnapshotContent writes unless it is false (components/tenant.py), this one refuses the value.
 VCLUSTER_WITHOUT_SNAPSHOT_RULES = "0.36.0"
 
-# Each tenant's in-vCluster DNS (config/virtual_cluster.py coredns_image), picked as vCluster 0.36.1 picks its own
+# Each tenant's in-vCluster DNS (config/vcluster_images.py coredns_image), picked as vCluster 0.36.1 picks its own
 # (pkg/constants/coredns.go, pkg/coredns/coredns.go): by the virtual cluster's Kubernetes minor, the
 # fallback for any other, under controlPlane.advanced.defaultImageRegistry or else docker.io.
 COREDNS_IMAGES = {
@@ -85,7 +88,7 @@ COREDNS_FALLBACK_IMAGE = "coredns/coredns:1.14.2"
 COREDNS_REGISTRY = "docker.io"
 # The init container vCluster's syncer puts, with no pull policy, into a pod with a subdomain (a StatefulSet's) to
 # rewrite its /etc/hosts: the chart's sync.toHost.pods.rewriteHosts.initContainer.image at every accepted release
-# (config/virtual_cluster.py rewrite_hosts_image).
+# (config/vcluster_images.py rewrite_hosts_image).
 REWRITE_HOSTS_IMAGE = {"registry": "mirror.gcr.io", "repository": "library/alpine", "tag": "3.20"}
 
 # New EKS clusters only: EKS upgrades an existing cluster one minor version at a time.
@@ -232,7 +235,7 @@ KUBE_PROMETHEUS_STACK_RELEASES = (
 # hostPath, which Pod Security baseline refuses in a tenant pod; here the tenant's pod mounts the whole image
 # read-only as an image volume instead (components/isolation_admission.py), and CUDA_REDIRECT tells HAMi-core
 # where in it the library is. v1.0.0 is the release KAI's guide installs (chart 1.0.0). Like the tenant DNS it is
-# pulled under the team's controlPlane.advanced.defaultImageRegistry, else docker.io (config/virtual_cluster.py).
+# pulled under the team's controlPlane.advanced.defaultImageRegistry, else docker.io (config/vcluster_images.py).
 HAMI_CORE_IMAGE = "projecthami/kai-resource-isolator:v1.0.0"
 HAMI_CORE_REGISTRY = "docker.io"
 # Where the library is inside that image (relative to its root).

@@ -15,7 +15,6 @@ config/vcluster_values.py lets a site set.
 
 from __future__ import annotations
 
-import re
 from typing import Optional, Sequence
 
 from config import versions
@@ -23,13 +22,14 @@ from config.backing_store import backing_store_findings, etcd_name_findings
 from config.key_types import quantity_value
 from config.model import Team, VClusterSettings
 from config.reader import Reader
+from config.mirrors import Mirrors
+from config.vcluster_images import default_registry_findings, dig, minor_version, virtual_kubernetes_version
 from config.vcluster_values import BLOCKS, OWN, REFUSED, classified, leaves
 
 # vCluster's sync.toHost kinds the host policies have rules for (their default is on in vCluster 0.36.1).
 COVERED_TO_HOST_SYNCS = ("pods", "services", "endpoints", "endpointSlices", "persistentVolumeClaims", "configMaps",
                          "secrets")
 MUTATING_ADMISSION_POLICY_GA = (1, 36)
-_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.\d+)?(?:[-+].*)?$")
 
 
 def control_plane_workloads(vcluster_name: str) -> tuple[str, str]:
@@ -42,80 +42,6 @@ def control_plane_workloads(vcluster_name: str) -> tuple[str, str]:
 def control_plane_claim_prefix(workload: str) -> str:
     """The claims of a control-plane StatefulSet, from its volumeClaimTemplate ``data``: ``data-<name>-<ordinal>``."""
     return f"data-{workload}-"
-
-
-def virtual_kubernetes_version(settings: VClusterSettings) -> Optional[str]:
-    """The Kubernetes version a vCluster runs inside (the k8s distro's version or image tag as the chart
-    reads them), or None when the chart version was refused (it has its own error)."""
-    k8s = _dig(settings.extra_values, "controlPlane", "distro", "k8s")
-    for value in (k8s.get("version"), _dig(k8s, "image").get("tag")):
-        if isinstance(value, str) and value:
-            return value
-    if not settings.version:
-        return None
-    # Every accepted release (versions.VCLUSTER_RELEASES) has its default listed; a refused one has its own error.
-    return versions.VCLUSTER_VIRTUAL_KUBERNETES.get(settings.version)
-
-
-def _under_default_registry(settings: VClusterSettings, image: str, registry: str) -> str:
-    """``image`` as the virtual cluster pulls the platform's images: under its defaultImageRegistry, if set (an
-    air-gapped site's mirror), else under ``registry`` or the site's mirror of it (config/mirrors.py)."""
-    default = _dig(settings.extra_values, "controlPlane", "advanced").get("defaultImageRegistry")
-    if default:
-        return f"{str(default).rstrip('/')}/{image}"
-    return settings.mirrors.image(f"{registry}/{image}")
-
-
-def coredns_image(settings: VClusterSettings) -> str:
-    """The CoreDNS image vCluster 0.36.1 would run for this virtual cluster, under its default registry."""
-    version = virtual_kubernetes_version(settings)
-    minor = minor_version(version) if version else None
-    image = versions.COREDNS_IMAGES.get("%d.%d" % minor if minor else "", versions.COREDNS_FALLBACK_IMAGE)
-    return _under_default_registry(settings, image, versions.COREDNS_REGISTRY)
-
-
-def hami_core_image(settings: VClusterSettings) -> str:
-    """The HAMi-core image a memory-capped team's pods mount, under the virtual cluster's default registry: the
-    in-vCluster policy adds exactly this reference and the host's [hami-core] rule accepts no other."""
-    return _under_default_registry(settings, versions.HAMI_CORE_IMAGE, versions.HAMI_CORE_REGISTRY)
-
-
-def rewrite_hosts_image(settings: VClusterSettings) -> str:
-    """The image of the init container vCluster's syncer adds to a pod with a subdomain, as its pod translator
-    names it (pkg/controllers/resources/pods/translate/translator.go, config/config.go ``Image.String``): the
-    chart's image, under controlPlane.advanced.defaultImageRegistry if set, else its own registry, else
-    docker.io; ``library/`` before a repository without a slash."""
-    image = {**rewrite_hosts_values(settings),
-             **_dig(settings.extra_values, "sync", "toHost", "pods", "rewriteHosts", "initContainer", "image")}
-    registry = _dig(settings.extra_values, "controlPlane", "advanced").get("defaultImageRegistry") \
-        or image.get("registry") or "docker.io"
-    repository, tag = str(image.get("repository") or ""), str(image.get("tag") or "")
-    library = "library/" if repository and "/" not in repository else ""
-    return f"{registry}/{library}{repository}" + (f":{tag}" if tag else "")
-
-
-def rewrite_hosts_values(settings: VClusterSettings) -> dict:
-    """The chart's rewrite-hosts image as the program sets it: the pinned one, from the site's mirror of its
-    registry."""
-    return {**versions.REWRITE_HOSTS_IMAGE,
-            "registry": settings.mirrors.registry(versions.REWRITE_HOSTS_IMAGE["registry"])}
-
-
-def image_values(settings: VClusterSettings) -> dict:
-    """The chart's image registries under the site's mirrors (nothing without a mirror for them): its control
-    plane and Kubernetes images, both on VCLUSTER_IMAGE_REGISTRY, and the rewrite-hosts init container's."""
-    if not settings.mirrors.images:
-        return {}
-    registry = settings.mirrors.registry(versions.VCLUSTER_IMAGE_REGISTRY)
-    return {"controlPlane": {"statefulSet": {"image": {"registry": registry}},
-                             "distro": {"k8s": {"image": {"registry": registry}}}},
-            "sync": {"toHost": {"pods": {"rewriteHosts": {"initContainer": {
-                "image": {"registry": rewrite_hosts_values(settings)["registry"]}}}}}}}
-
-
-def minor_version(version: str) -> Optional[tuple[int, int]]:
-    match = _VERSION.match(version)
-    return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 # vCluster values that change the syncer's host Role or ClusterRole, which the host policies were checked against
@@ -163,31 +89,31 @@ FROM_HOST_MAPPED_KINDS = ("configMaps", "secrets")
 Finding = tuple[str, object, str, str]
 
 
-def check_virtual_clusters(reader: Reader, stack: VClusterSettings, teams: Sequence[Team]) -> None:
+def check_virtual_clusters(reader: Reader, stack: VClusterSettings, teams: Sequence[Team], mirrors: Mirrors) -> None:
     """``stack`` is the stack's ``vcluster`` block over the defaults, which each team's settings merge over. A
     problem of the stack's block is named once, at its own key; a team's only where the team's differs."""
     stacks = ("the stack's", "each team's queue")
-    stack_findings = _findings(stack, *stacks)
+    stack_findings = _findings(stack, *stacks, mirrors)
     inherited = {repr(finding) for finding in stack_findings}
     for key, value, problem, fix in stack_findings:
         reader.fail(f"vcluster.{key}", value, problem, fix)
     for index, team in enumerate(teams):
         # The same finding worded as the stack's: what the team inherits unchanged is named once, above.
-        as_stacks = _findings(team.vcluster, *stacks)
+        as_stacks = _findings(team.vcluster, *stacks, mirrors)
         for finding, (key, value, problem, fix) in zip(as_stacks, _findings(team.vcluster, f"team {team.name}'s",
-                                                                             f"queue {team.queue_name}")):
+                                                                             f"queue {team.queue_name}", mirrors)):
             if repr(finding) not in inherited:
                 reader.fail(f"teams[{index}].vcluster.{key}", value, problem, fix)
         for key, value, problem, fix in etcd_name_findings(index, team):
             reader.fail(key, value, problem, fix)
 
 
-def _findings(settings: VClusterSettings, whose: str, queue: str) -> list[Finding]:
+def _findings(settings: VClusterSettings, whose: str, queue: str, mirrors: Mirrors) -> list[Finding]:
     return [*_chart_values(settings, whose), *_to_host_syncs(settings, whose), *_from_host_writes(settings, whose), *_host_reads(settings, whose),
             *_from_host_mappings(settings, whose),
             *_syncer_rules(settings, whose),
             *_virtual_version(settings, queue), *_requests_above_limits(settings, whose),
-            *backing_store_findings(settings, whose)]
+            *backing_store_findings(settings, whose), *default_registry_findings(settings, mirrors, whose)]
 
 
 def _above(request: Optional[str], limit: Optional[str]) -> bool:
@@ -329,16 +255,16 @@ def _syncer_rules(settings: VClusterSettings, whose: str) -> list[Finding]:
              "kind it may write on the host is checked by a host policy, and only the chart's own rules were checked",
              "remove it from the stack's or the team's vcluster.extraValues")
             for path in SYNCER_RULE_VALUES
-            for value in [_dig(settings.extra_values, *path[:-1]).get(path[-1])] if value not in (None, [])]
+            for value in [dig(settings.extra_values, *path[:-1]).get(path[-1])] if value not in (None, [])]
 
 
 def _from_host_writes(settings: VClusterSettings, whose: str) -> list[Finding]:
-    from_host = _dig(settings.extra_values, "sync", "fromHost")
+    from_host = dig(settings.extra_values, "sync", "fromHost")
     return [(f"extraValues.sync.fromHost.{kind}.{switch}", value,
              f"it lets a tenant write on the host through {whose} vCluster: {problem}",
              "remove it from the stack's or the team's vcluster.extraValues")
             for (kind, switch), problem in TENANT_WRITABLE_FROM_HOST.items()
-            for value in [_dig(from_host, kind).get(switch)] if value not in (None, False)]
+            for value in [dig(from_host, kind).get(switch)] if value not in (None, False)]
 
 
 def _host_reads(settings: VClusterSettings, whose: str) -> list[Finding]:
@@ -347,24 +273,24 @@ def _host_reads(settings: VClusterSettings, whose: str) -> list[Finding]:
              f"remove it from the stack's or the team's vcluster.extraValues (the program sets it "
              f"{str(safe).lower()})")
             for path, (safe, problem) in TENANT_READABLE_VALUES.items()
-            for value in [_dig(settings.extra_values, *path[:-1]).get(path[-1])] if value != safe and value is not None]
+            for value in [dig(settings.extra_values, *path[:-1]).get(path[-1])] if value != safe and value is not None]
 
 
 def _from_host_mappings(settings: VClusterSettings, whose: str) -> list[Finding]:
-    from_host = _dig(settings.extra_values, "sync", "fromHost")
+    from_host = dig(settings.extra_values, "sync", "fromHost")
     return [(f"extraValues.sync.fromHost.{kind}.mappings.byName", source,
              f"{whose} syncer would copy {kind} of host namespace {str(source).split('/', 1)[0]} into the tenant's "
              "vCluster: another team's or the platform's, which the tenant would read",
              "map only objects of the vCluster's own host namespace, written without a namespace (\"/name\" or "
              "\"/*\"), or remove the mapping")
             for kind in FROM_HOST_MAPPED_KINDS
-            for setting in [_dig(from_host, kind)] if setting.get("enabled") not in (None, False)
-            for source in sorted(_dig(setting, "mappings", "byName"), key=str) if str(source).split("/", 1)[0]]
+            for setting in [dig(from_host, kind)] if setting.get("enabled") not in (None, False)
+            for source in sorted(dig(setting, "mappings", "byName"), key=str) if str(source).split("/", 1)[0]]
 
 
 def _to_host_syncs(settings: VClusterSettings, whose: str) -> list[Finding]:
     found: list[Finding] = []
-    to_host = _dig(settings.extra_values, "sync", "toHost")
+    to_host = dig(settings.extra_values, "sync", "toHost")
     for kind, setting in sorted((to_host or {}).items()):
         if kind in COVERED_TO_HOST_SYNCS:
             continue
@@ -396,9 +322,3 @@ def _virtual_version(settings: VClusterSettings, queue: str) -> list[Finding]:
              f"use vcluster.version {versions.VCLUSTER_VERSION} (Kubernetes "
              f"{versions.VCLUSTER_VIRTUAL_KUBERNETES[versions.VCLUSTER_VERSION]}), or set vcluster.extraValues."
              f"controlPlane.distro.k8s.image.tag to v{wanted}.0 or later")]
-
-
-def _dig(values: object, *path: str) -> dict:
-    for key in path:
-        values = values.get(key) if isinstance(values, dict) else None
-    return values if isinstance(values, dict) else {}

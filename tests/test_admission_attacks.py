@@ -12,7 +12,7 @@ import copy
 
 import pytest
 
-from config.virtual_cluster import coredns_image
+from config.vcluster_images import coredns_image
 from config.vocabulary import KAI_NAMESPACE
 from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, run
 from tests.tenant_sim import KAI_BINDER, KAI_POD_GROUPER, KAI_SCHEDULER, Tenant, container, tenant_of, virtual_pod

@@ -26,7 +26,7 @@ from components.isolation_admission import isolation_policy_spec
 from components.virtual_defaults import IMAGE_REGISTRY_NAME
 from config import versions
 from config.model import MEMORY_CAPPED
-from config.virtual_cluster import coredns_image, rewrite_hosts_image
+from config.vcluster_images import coredns_image, rewrite_hosts_image
 from ops.smoke_objects import gpu_pod, plain_deployment
 from tests.config_spec import put
 from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, mirrored_tag, run

@@ -46,6 +46,11 @@ BROKEN_SITES = {
     "kind eks without its block: no placement error follows from the node groups it lacks": (
         _broken(dev_config, ("cluster.kind", "eks"), ("gpuOperator.mode", "install")),
         {"cluster.eks", "cluster.microk8s"}),
+    "mirrors missing registries, a bad Kubernetes version, a bad tier and a team name of the wrong type": (
+        _broken(dev_config, ("mirrors.images", {"nvcr.io": "harbor.corp.example/nvcr"}),
+                ("cluster.microk8s.kubernetesVersion", "1.2"), ("teams[0].isolation", {"tier": "gold"}),
+                ("teams[1].name", 5)),
+        {"mirrors.images", "cluster.microk8s.kubernetesVersion", "teams[0].isolation.tier", "teams[1].name"}),
 }
 
 

@@ -17,10 +17,13 @@ import pytest
 import yaml
 
 from components.admission_images import platform_images
-from config import versions
-from config.mirrors import Mirrors, deployed_registries, gpu_operator_repositories, split_image
+from config import ConfigError, versions
+from config.mirror_registries import deployed_registries
+from config.mirrors import Mirrors, gpu_operator_repositories, split_image
 from tests.config_spec import dev_config, put, rejected
-from tests.conftest import run, stack_config
+from tests.conftest import eks_config, git, run, stack_config
+from tools.offline.mockrun import run_program
+from tools.offline.recording import ProgramRun
 from ops.smoke_objects import gpu_pod, plain_deployment
 from tools.charts.cache import CACHE_ENV, chart_cache_dir
 from tests.release_renders import RELEASE_CHARTS, RELEASES, rendered, site_with_every_chart
@@ -69,29 +72,49 @@ def test_a_bad_mirror_is_refused_naming_the_key_the_value_and_a_fix(path, value,
     assert problem in issue.problem and issue.fix
 
 
+def registries_of(platform) -> dict[str, list[str]]:
+    return deployed_registries(platform.cluster, platform.gpu_operator.mode, platform.observability.prometheus,
+                               platform.teams)
+
+
 def test_a_registry_the_site_uses_without_a_mirror_is_an_error_listing_every_missing_one():
     config = put(dev_config(), "mirrors.images", {"nvcr.io": "harbor.corp.example/nvcr"})
     issue = next(issue for issue in rejected(config).issues if issue.key == "mirrors.images")
     platform = run(stack_config("dev"), stack="dev").program_globals["platform"]
-    missing = sorted(set(deployed_registries(platform)) - {"nvcr.io"})
+    missing = sorted(set(registries_of(platform)) - {"nvcr.io"})
     assert missing and all(host in issue.problem and host in issue.fix for host in missing)
+
+
+def test_a_missing_mirror_is_reported_with_the_sites_other_problems_before_anything_is_registered():
+    config = put(dev_config(), "mirrors.images", {"nvcr.io": "harbor.corp.example/nvcr"})
+    config = put(config, "organization.resources.gpu.quota", 0.5)
+    record = ProgramRun()
+    with pytest.raises(ConfigError) as raised:
+        run_program(config, stack="dev", record=record)
+    assert {"mirrors.images", "organization.resources.gpu.quota"} <= set(raised.value.keys)
+    assert record.resources == []
 
 
 def _with_mirrors(config: dict, stack: str) -> dict:
     platform = run(config, stack=stack).program_globals["platform"]
     mirrored = dict(config)
-    mirrored["gpu-tenancy:mirrors"] = {"images": {host: mirror_of(host) for host in deployed_registries(platform)}}
+    mirrored["gpu-tenancy:mirrors"] = {"images": {host: mirror_of(host) for host in registries_of(platform)}}
     return mirrored
 
 
-def _without_disabled_operands(document: dict) -> dict:
-    """A ClusterPolicy without its components that are off: an artifact URL of the kata manager (off) is no image
-    the site pulls."""
-    if document.get("kind") != "ClusterPolicy":
-        return document
-    spec = {name: part for name, part in document.get("spec", {}).items()
-            if not (isinstance(part, dict) and part.get("enabled") is False)}
-    return {**document, "spec": spec}
+# Where GPU Operator releases up to v25.10.1 name the kata manager's artifacts (nvcr.io images its DaemonSet pulls
+# when it runs) in the ClusterPolicy: the chart's kataManager.config, not a value the program mirrors.
+KATA_ARTIFACTS = re.compile(r"^\.spec\.kataManager\.config\.runtimeClasses\[\d+\]\.artifacts\.url$")
+
+
+def _upstream_references_pulled(document: dict):
+    """The upstream references of a rendered object that something pulls: all of them, but the kata manager's
+    artifacts while it is off (the operator deploys it only when on, test_the_kata_managers_artifacts_...)."""
+    kata_off = document.get("kind") == "ClusterPolicy" and \
+        (document.get("spec", {}).get("kataManager") or {}).get("enabled") is False
+    for where, reference in _upstream_references(document):
+        if not (kata_off and KATA_ARTIFACTS.match(where)):
+            yield where, reference
 
 
 def _strings(node, where: str = ""):
@@ -132,7 +155,7 @@ def test_with_a_mirror_for_every_registry_the_site_uses_every_image_it_deploys_i
     # other string; the CRDs' schemas (defaults of objects the program never creates) aside.
     named = [(f"{path}: {document['kind']}{where}", reference) for path, document in _documents(manifests)
              if document["kind"] != "CustomResourceDefinition"
-             for where, reference in _upstream_references(_without_disabled_operands(document))]
+             for where, reference in _upstream_references_pulled(document)]
     assert not named, "\n".join(f"{where}: {reference}" for where, reference in named)
     # The program's own objects: its Jobs, query proxies, DNS and the admission rules that name images.
     program = run(config, stack=stack)
@@ -140,6 +163,28 @@ def test_with_a_mirror_for_every_registry_the_site_uses_every_image_it_deploys_i
            if resource.type != "kubernetes:helm.sh/v3:Release"
            for where, reference in _upstream_references(resource.inputs)]
     assert not own, "\n".join(f"{where}: {reference}" for where, reference in own)
+
+
+@pytest.mark.parametrize("release", versions.GPU_OPERATOR_RELEASES)
+def test_the_kata_managers_artifacts_are_the_only_upstream_names_of_a_mirrored_gpu_operator(release, tmp_path):
+    """Every accepted GPU Operator release, mirrored: its images are all under the mirror and its ClusterPolicy
+    names nvcr.io only for the kata manager's artifacts, which the operator pulls only with the kata manager on
+    (controllers/state_manager.go at the release's tag: its state is deployed only then) and the program leaves
+    off."""
+    config = eks_config()
+    config["gpu-tenancy:teams"] = config["gpu-tenancy:teams"][:1]
+    config["gpu-tenancy:gpuOperator"]["version"] = release
+    manifests = rendered(_with_mirrors(config, "eks"), tmp_path, "eks")
+    operator = {path: text for path, text in manifests.items() if path.startswith("gpu-operator/")}
+    unmirrored = [image for _, image in _release_images(operator) if not image.startswith(PREFIX + "/")]
+    assert operator and not unmirrored
+    [policy] = [document for _, document in _documents(operator) if document["kind"] == "ClusterPolicy"]
+    named = list(_upstream_references(policy))
+    assert all(KATA_ARTIFACTS.match(where) and reference.startswith("nvcr.io/") for where, reference in named)
+    if named:
+        assert policy["spec"]["kataManager"]["enabled"] is False
+        assert "return n.sandboxEnabled && clusterPolicySpec.KataManager.IsEnabled()" in git(
+            "NVIDIA/gpu-operator", "show", f"{release}:controllers/state_manager.go")
 
 
 def test_the_smoke_pods_take_their_images_from_the_sites_mirrors_and_the_admission_rules_admit_them():
@@ -252,7 +297,7 @@ def pinned_images(tmp_path: Path) -> str:
         if document["kind"] == "CustomResourceDefinition":
             continue
         found = {image for _, image in _images(document, "")}
-        found |= {match.group(0) for _, text in _strings(_without_disabled_operands(document))
+        found |= {match.group(0) for where, text in _strings(document) if not KATA_ARTIFACTS.match(where)
                   for match in NAMED_IMAGE.finditer(text)}
         # KAI's kai-config travels as YAML text to the hook that applies it.
         found |= {image for _, text in _strings(document) if "repository:" in text

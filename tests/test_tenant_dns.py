@@ -17,7 +17,7 @@ from components.tenant_dns import (
 )
 from config import versions
 from config.key_types import DNS_LABEL
-from config.virtual_cluster import coredns_image
+from config.vcluster_images import coredns_image
 from config.model import HostDns
 from config.vocabulary import NETWORK_POLICY
 from ops.sites import platform_of
@@ -127,7 +127,7 @@ def test_the_coredns_table_is_vclusters_own():
 @pytest.mark.parametrize("extra, image", [
     ({}, "docker.io/coredns/coredns:1.14.2"),
     ({"controlPlane": {"distro": {"k8s": {"version": "v1.37.0"}}}}, "docker.io/coredns/coredns:1.14.2"),
-    ({"controlPlane": {"advanced": {"defaultImageRegistry": "registry.corp.example/mirror/"}}},
+    ({"controlPlane": {"advanced": {"defaultImageRegistry": "registry.corp.example/mirror"}}},
      "registry.corp.example/mirror/coredns/coredns:1.14.2"),
 ])
 def test_the_dns_image_follows_the_virtual_kubernetes_and_the_registry(extra, image):
@@ -153,7 +153,7 @@ def dumped(team, host_dns: str) -> str:
 
 
 @pytest.mark.parametrize("name", ["team-nlp", "yes", "on", "null", "123", "1e3", "0x1f", "2020-01-01", "t" * 63])
-@pytest.mark.parametrize("registry", [None, "registry.corp.example/mirror/"])
+@pytest.mark.parametrize("registry", [None, "registry.corp.example/mirror"])
 def test_each_teams_dns_manifests_are_its_objects_dumped(name, registry):
     team = platform_of(dev_config(), stack="dev").teams[0]
     extra = {"controlPlane": {"advanced": {"defaultImageRegistry": registry}}} if registry else {}

@@ -18,7 +18,7 @@ import json
 from typing import Optional
 
 from config.model import Team
-from config.virtual_cluster import rewrite_hosts_image
+from config.vcluster_images import rewrite_hosts_image
 from tests.vcluster_names import TRANSLATED_LABELS, host_label_key, safe_concat_name, translated_label
 from tests.vcluster_volumes import translate_volumes
 

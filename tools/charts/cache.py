@@ -22,7 +22,9 @@ from typing import Any, Mapping, Optional, Sequence
 
 from config.stack_file import PROJECT_DIR
 from tools.charts.manifest_yaml import load_manifests
-from tools.charts.refs import ChartError, ChartKey, ChartPullError, ChartRenderError, chart_key, helm_sdk
+from tools.charts.refs import (
+    ChartError, ChartKey, ChartPullError, ChartRenderError, chart_key, helm_sdk, pinned_chart_key,
+)
 
 CACHE_ENV = "GPU_TENANCY_CHART_CACHE"
 DEFAULT_CACHE_DIR = PROJECT_DIR / ".charts"
@@ -82,16 +84,27 @@ def read_source(cache: Path, key: ChartKey) -> Optional[dict[str, Any]]:
 
 
 def find_cached(key: ChartKey, cache: Path) -> tuple[Optional[Path], Optional[str]]:
-    """The cached chart of ``key`` and, when there is none usable, why."""
+    """The cached chart of ``key`` and, when there is none usable, why. A chart the program installs that a site
+    pulls from its own repository (``mirrors.charts``) is rendered from the upstream's cached copy of the same
+    name and version: the mirror is taken to serve that chart, as a proxy or a copy does."""
     archive = cache / key.filename
     directory = cache / key.dirname
     found = archive if archive.is_file() else directory if (directory / "Chart.yaml").is_file() else None
     if found is None:
         return None, None
     source = read_source(cache, key)
-    if source is not None and source.get("source") != key.source:
+    if source is not None and source.get("source") not in (key.source, upstream_source(key)):
         return None, f"the cached {found.name} came from {source.get('source')}"
     return found, None
+
+
+def upstream_source(key: ChartKey) -> Optional[str]:
+    """Where the program pulls ``key``'s chart from without a site's mirror (config/versions.py), or None for a
+    chart it does not install."""
+    try:
+        return pinned_chart_key(key.name, key.version).source
+    except ValueError:
+        return None
 
 
 def cached_chart_path(chart: str, repo: Optional[str] = None, version: Optional[str] = None, *,

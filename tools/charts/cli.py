@@ -35,8 +35,8 @@ from typing import Optional, Sequence
 import yaml
 
 from tools.charts.cache import CACHE_ENV, cache_chart, cached_charts, chart_cache_dir, pull_chart
-from tools.charts.pins import pinned_chart_key, pinned_chart_keys, stack_chart_keys
-from tools.charts.refs import ChartError, chart_key
+from tools.charts.pins import pinned_chart_keys, stack_chart_keys
+from tools.charts.refs import ChartError, chart_key, pinned_chart_key
 
 
 # --- CLI ----------------------------------------------------------------------------------------

@@ -5,22 +5,9 @@ from __future__ import annotations
 
 from config import versions
 from config.stack_file import stack_names
-from tools.charts.refs import ChartKey, chart_key
+from tools.charts.refs import ChartKey, pinned_chart_key
 from tools.charts.render import release_chart_key, release_records
 from tools.offline.mockrun import load_stack_file, owned_event_loops, run_program
-
-
-def pinned_chart_key(name: str, version: str) -> ChartKey:
-    """The source the program installs chart ``name`` at ``version`` from (config/versions.py)."""
-    if name == versions.VCLUSTER_CHART:
-        return chart_key(name, versions.VCLUSTER_REPO, version)
-    if name == versions.GPU_OPERATOR_CHART:
-        return chart_key(name, versions.GPU_OPERATOR_REPO, version)
-    if name == "kai-scheduler":
-        return chart_key(versions.KAI_CHART, None, version)
-    if name == versions.KUBE_PROMETHEUS_STACK_CHART:
-        return chart_key(name, versions.KUBE_PROMETHEUS_STACK_REPO, version)
-    raise ValueError(f"the program installs no chart named {name!r}; give its source with --chart/--repo")
 
 
 def stack_chart_keys(stack: str) -> list[ChartKey]:

@@ -12,6 +12,8 @@ import re
 from typing import Optional, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
+from config import versions
+
 _CHART_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -166,6 +168,19 @@ def chart_key(chart: str, repo: Optional[str] = None, version: Optional[str] = N
         raise ValueError(f"chart {name!r}: version {version!r} is not a chart version")
     return ChartKey(name=name, version=version, repo=repo, ref=ref)
 
+
+
+def pinned_chart_key(name: str, version: str) -> ChartKey:
+    """The source the program installs chart ``name`` at ``version`` from (config/versions.py)."""
+    if name == versions.VCLUSTER_CHART:
+        return chart_key(name, versions.VCLUSTER_REPO, version)
+    if name == versions.GPU_OPERATOR_CHART:
+        return chart_key(name, versions.GPU_OPERATOR_REPO, version)
+    if name == "kai-scheduler":
+        return chart_key(versions.KAI_CHART, None, version)
+    if name == versions.KUBE_PROMETHEUS_STACK_CHART:
+        return chart_key(name, versions.KUBE_PROMETHEUS_STACK_REPO, version)
+    raise ValueError(f"the program installs no chart named {name!r}; give its source with --chart/--repo")
 
 
 def helm_sdk():

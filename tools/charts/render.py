@@ -175,8 +175,10 @@ def render_plan_releases(resources: Iterable[Any], cache_dir: Optional[os.PathLi
     has them: secrets are the ``[secret]`` placeholder (listed in the summary).
 
     Returns a JSON-able summary (no absolute paths): ``{"kubeVersion", "releases": [{"dir", "resource",
-    "release", "namespace", "chart", "version", "source", "archive", "digest", "files",
-    "objects", "placeholders", "nondeterministicFiles"}]}``, sorted by ``dir``;
+    "release", "namespace", "chart", "version", "source", "cachedFrom", "archive", "digest", "files",
+    "objects", "placeholders", "nondeterministicFiles"}]}``, sorted by ``dir``; ``cachedFrom`` is where the
+    cached archive came from: the release's source, or the upstream's for a chart a site pulls from its mirror
+    (``tools.charts.cache.find_cached``);
     ``nondeterministicFiles`` are files that came out different when rendered twice (templates
     using ``randAlphaNum``, ``genCA``, ``uuidv4``...): the written ones are from the first render.
     """
@@ -234,6 +236,7 @@ def render_plan_releases(resources: Iterable[Any], cache_dir: Optional[os.PathLi
             "chart": key.name,
             "version": key.version,
             "source": key.source,
+            "cachedFrom": source.get("source") or key.source,
             "archive": found.name,
             "digest": source.get("digest") or (helm.digest(found) if found.is_file() else None),
             "manifests": manifests,

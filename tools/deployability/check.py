@@ -394,7 +394,7 @@ def _site_operator_crds(chart: str, version: str, whose: str, what: str, site: S
                         notes: list[Finding]) -> list[Mapping[str, Any]]:
     """The CRDs of an operator the site runs, from ``chart`` at ``version`` in the cache; a note when it is absent."""
     from tools.charts.cache import chart_contracts
-    from tools.charts.pins import pinned_chart_key
+    from tools.charts.refs import pinned_chart_key
 
     key = pinned_chart_key(chart, version)
     contracts = chart_contracts(key, cache_dir)
