@@ -166,6 +166,8 @@ def read_mirrors(section: Section) -> Mirrors:
 def deployed_registries(platform: Platform) -> dict[str, list[str]]:
     """Registry host -> what the site pulls from it, from what the program knows it deploys (the charts' images
     at the pinned versions are checked against their renders by tests/test_mirrors.py)."""
+    from config.model import MEMORY_CAPPED  # config/model.py imports this module
+
     found: dict[str, list[str]] = {}
 
     def add(reference: str, what: str) -> None:
@@ -174,15 +176,19 @@ def deployed_registries(platform: Platform) -> dict[str, list[str]]:
     add(platform.cluster.kubectl_image, "kubectl (the program's Jobs and CRD hook)")
     add(versions.KAI_IMAGE_REGISTRY + "/operator", "KAI Scheduler")
     for team in platform.teams:
+        # A team's defaultImageRegistry is the site's own registry for every image vCluster runs for it: its control
+        # plane, its DNS, the rewrite-hosts init container and HAMi-core come from there, not from a mirror.
+        if team.vcluster.default_image_registry:
+            continue
         add(versions.VCLUSTER_IMAGE_REGISTRY + "/", f"the vCluster of team {team.name}")
         add(versions.COREDNS_REGISTRY + "/" + versions.COREDNS_FALLBACK_IMAGE, f"team {team.name}'s DNS")
         add(versions.REWRITE_HOSTS_IMAGE["registry"] + "/" + versions.REWRITE_HOSTS_IMAGE["repository"],
             "vCluster's rewrite-hosts init container")
+        if team.isolation.tier == MEMORY_CAPPED:
+            add(f"{versions.HAMI_CORE_REGISTRY}/{versions.HAMI_CORE_IMAGE}", f"HAMi-core (team {team.name})")
     if platform.teams:
         add(versions.SMOKE_CUDA_IMAGE, "the smoke test's GPU pod (ops/smoke.py)")
         add(versions.SMOKE_PAUSE_IMAGE, "the smoke test's Deployment (ops/smoke.py)")
-    if platform.kai_scheduler.hamicore:
-        add(f"{versions.HAMI_CORE_REGISTRY}/{versions.HAMI_CORE_IMAGE}", "HAMi-core")
     if platform.gpu_operator.mode == "install":
         for host in GPU_OPERATOR_REGISTRIES:
             add(host + "/", "the GPU Operator and its operands")

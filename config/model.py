@@ -141,6 +141,14 @@ class VClusterSettings:
     # The site's mirrors (config/mirrors.py): the platform's images in the virtual cluster are pulled from them.
     mirrors: Mirrors = Mirrors()
 
+    @property
+    def default_image_registry(self) -> Optional[str]:
+        """``controlPlane.advanced.defaultImageRegistry`` of extraValues: the registry every image vCluster runs for
+        this tenant is pulled from instead of its own (config/virtual_cluster.py), None when unset."""
+        advanced = (self.extra_values.get("controlPlane") or {}).get("advanced") or {}
+        registry = advanced.get("defaultImageRegistry") if isinstance(advanced, dict) else None
+        return str(registry) if registry else None
+
 
 # A team's GPU isolation tier (config/isolation.py says what each one needs and promises).
 SHARED = "shared"

@@ -60,9 +60,9 @@ def virtual_kubernetes_version(settings: VClusterSettings) -> Optional[str]:
 def _under_default_registry(settings: VClusterSettings, image: str, registry: str) -> str:
     """``image`` as the virtual cluster pulls the platform's images: under its defaultImageRegistry, if set (an
     air-gapped site's mirror), else under ``registry`` or the site's mirror of it (config/mirrors.py)."""
-    default = _dig(settings.extra_values, "controlPlane", "advanced").get("defaultImageRegistry")
+    default = settings.default_image_registry
     if default:
-        return f"{str(default).rstrip('/')}/{image}"
+        return f"{default.rstrip('/')}/{image}"
     return settings.mirrors.image(f"{registry}/{image}")
 
 
@@ -87,8 +87,7 @@ def rewrite_hosts_image(settings: VClusterSettings) -> str:
     docker.io; ``library/`` before a repository without a slash."""
     image = {**rewrite_hosts_values(settings),
              **_dig(settings.extra_values, "sync", "toHost", "pods", "rewriteHosts", "initContainer", "image")}
-    registry = _dig(settings.extra_values, "controlPlane", "advanced").get("defaultImageRegistry") \
-        or image.get("registry") or "docker.io"
+    registry = settings.default_image_registry or image.get("registry") or "docker.io"
     repository, tag = str(image.get("repository") or ""), str(image.get("tag") or "")
     library = "library/" if repository and "/" not in repository else ""
     return f"{registry}/{library}{repository}" + (f":{tag}" if tag else "")

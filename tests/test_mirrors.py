@@ -111,9 +111,24 @@ def _upstream_references(node):
             yield where, match.group(0)
 
 
+TEAM_REGISTRY = "registry.team.example:5000/vcluster"
+
+
+def eks_with_team_registries() -> dict:
+    """The EKS site with a memory-capped team, every team's vCluster pulling from the site's own registry
+    (controlPlane.advanced.defaultImageRegistry)."""
+    config = stack_config("eks")
+    config["gpu-tenancy:cluster"]["eks"]["kubernetesVersion"] = "1.35"
+    config["gpu-tenancy:vcluster"]["extraValues"] = {"controlPlane": {"advanced": {
+        "defaultImageRegistry": TEAM_REGISTRY}}}
+    config["gpu-tenancy:teams"][0]["isolation"] = {"tier": "memory-capped"}
+    return config
+
+
 SITES = {
     "dev": lambda: stack_config("dev"),
     "eks": lambda: stack_config("eks"),
+    "eks-team-registries": eks_with_team_registries,
     "every-chart-floor": lambda: site_with_every_chart(0),
     "every-chart-pinned": lambda: site_with_every_chart(max(map(len, RELEASES.values()))),
 }
@@ -126,7 +141,8 @@ def test_with_a_mirror_for_every_registry_the_site_uses_every_image_it_deploys_i
     manifests = rendered(config, tmp_path, stack)
     images = [(where, image) for where, image in _release_images(manifests)]
     assert images
-    unmirrored = [(where, image) for where, image in images if not image.startswith(PREFIX + "/")]
+    # A mirror's, or the site's own registry a team's vCluster pulls from (defaultImageRegistry).
+    unmirrored = [(where, image) for where, image in images if not image.startswith((PREFIX + "/", TEAM_REGISTRY + "/"))]
     assert not unmirrored, "\n".join(f"{where}: {image}" for where, image in unmirrored)
     # Arguments and environment that name images (the Prometheus operator's config reloader and Thanos), and every
     # other string; the CRDs' schemas (defaults of objects the program never creates) aside.
@@ -140,6 +156,21 @@ def test_with_a_mirror_for_every_registry_the_site_uses_every_image_it_deploys_i
            if resource.type != "kubernetes:helm.sh/v3:Release"
            for where, reference in _upstream_references(resource.inputs)]
     assert not own, "\n".join(f"{where}: {reference}" for where, reference in own)
+
+
+def test_a_team_pulling_from_its_own_registry_needs_no_mirror_for_what_vcluster_runs_for_it():
+    """vCluster pulls a tenant's control plane, DNS, rewrite-hosts init container (its pod translator puts
+    defaultImageRegistry first) and HAMi-core from the team's defaultImageRegistry: a site whose teams all set one was
+    refused for want of a mirror of mirror.gcr.io, which nothing of it pulls from."""
+    config = eks_with_team_registries()
+    registries = deployed_registries(run(config, stack="eks").program_globals["platform"])
+    assert "mirror.gcr.io" not in registries
+    assert not any("HAMi-core" in what or "DNS" in what or "vCluster" in what
+                   for uses in registries.values() for what in uses)
+    config["gpu-tenancy:mirrors"] = {"images": {host: mirror_of(host) for host in registries}}
+    run(config, stack="eks")
+    plain = deployed_registries(run(stack_config("eks"), stack="eks").program_globals["platform"])
+    assert "mirror.gcr.io" in plain and any("DNS" in what for what in plain["docker.io"])
 
 
 def test_the_smoke_pods_take_their_images_from_the_sites_mirrors_and_the_admission_rules_admit_them():
