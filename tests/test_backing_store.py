@@ -1,6 +1,6 @@
 """A site's choice of where a tenant's vCluster keeps its state (config/backing_store.py): refused where the chart or
 vCluster would refuse it, and paid for in the tenant's quota where it is taken. The generated site
-gen-box-own-store (tests/test_program.py) runs the same through the real chart's quota check."""
+gen-box-own-store (tests/generated_sites.py) runs the same through the real chart's quota check."""
 
 from __future__ import annotations
 

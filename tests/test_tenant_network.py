@@ -97,7 +97,7 @@ def kubeconfig_with_stated_dns() -> dict:
 
 
 # Sites besides the committed ones whose host network differs from theirs (the generated sites of
-# tests/test_program.py are not read here).
+# tests/generated_sites.py are not read here).
 NETWORK_SITES = {"kubeconfig-stated-dns": kubeconfig_with_stated_dns}
 
 
