@@ -56,6 +56,10 @@ class ControlPlaneShape:
     etcd_volumes: tuple[str, ...]  # the size of each claim of one etcd pod
     etcd_services: int
     etcd_requests: dict
+    # The claim templates' names (each claim is ``<name>-<statefulset>-<ordinal>``): the chart's ``data``, or the
+    # site's own templates.
+    claim_names: tuple[str, ...] = ("data",)
+    etcd_claim_names: tuple[str, ...] = ("data",)
 
     @property
     def services(self) -> int:
@@ -68,6 +72,10 @@ def _templates(persistence: Any) -> list:
     claim template when it is not empty."""
     templates = persistence.get("volumeClaimTemplates") if isinstance(persistence, dict) else None
     return templates if isinstance(templates, list) else []
+
+
+def _claim_names(persistence: Any) -> tuple[str, ...]:
+    return tuple(str(_value(template, "metadata.name")) for template in _templates(persistence)) or ("data",)
 
 
 def _template_size(template: Any) -> Any:
@@ -101,7 +109,8 @@ def control_plane_shape(settings: VClusterSettings) -> ControlPlaneShape:
         if deployed else (),
         etcd_services=(1 + (_value(etcd, "service.enabled", True) is not False)) if _value(etcd, "enabled") is True
         else 0,
-        etcd_requests={**ETCD_REQUESTS, **_value(etcd, "statefulSet.resources.requests", {})})
+        etcd_requests={**ETCD_REQUESTS, **_value(etcd, "statefulSet.resources.requests", {})},
+        claim_names=_claim_names(persistence), etcd_claim_names=_claim_names(etcd_persistence))
 
 
 # The values the namespace's quota is computed from (control_plane_shape), each with what it must be.
