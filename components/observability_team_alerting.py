@@ -15,7 +15,7 @@ from typing import Sequence
 
 from components.observability_receivers import RECEIVER_SECRET, SECRETS_DIR, receiver_config, severity_matcher
 from config.model import Team
-from config.virtual_cluster import control_plane_claim_prefix, control_plane_workloads
+from config.virtual_cluster import control_plane_claim_prefixes, control_plane_workloads
 
 # Every alert the program defines is named so (components/observability_rules.py).
 PLATFORM_ALERT_NAMES = "GpuTenancy.+"
@@ -50,7 +50,8 @@ def tenants_own_alerts(teams: Sequence[Team]) -> list[str]:
     claim reaches the host named ``<name>-x-<namespace>-x-<vcluster>``, or cut to 63 characters with a hash: never
     a control-plane name, which is at most 61 characters long (vclusterName at most 53) and has no ``-x-``."""
     workloads = [workload for team in teams for workload in control_plane_workloads(team.vcluster_name)]
-    claims = "|".join(control_plane_claim_prefix(workload) for workload in workloads)
+    claims = "|".join(prefix for team in teams for prefix in control_plane_claim_prefixes(team.vcluster_name,
+                                                                                          team.vcluster))
     return [f'namespace =~ "{"|".join(team.namespace for team in teams)}"', f'alertname !~ "{PLATFORM_ALERT_NAMES}"',
             f'statefulset !~ "{"|".join(workloads)}"', f'pod !~ "({"|".join(workloads)})-[0-9]{{1,2}}"',
             f'persistentvolumeclaim !~ "({claims})[0-9]{{1,2}}"']

@@ -30,7 +30,7 @@ from components.admission_metadata import refusal
 from components.observability import DASHBOARD_LABEL
 from components.tenant_access import EXTERNAL_DNS_PREFIX
 from config.model import Team
-from config.virtual_cluster import control_plane_claim_prefix
+from config.virtual_cluster import control_plane_claim_prefixes
 from config.vocabulary import ADMISSION_COMPONENT, VCLUSTER_MANAGED_BY_LABEL
 
 # The kinds (API resources) the syncer writes besides pods, as the policy's match rules name them.
@@ -180,10 +180,14 @@ def _service_rules(team: Team, cluster_dns: str) -> list[dict]:
 
 def _claim_rules(team: Team) -> list[dict]:
     classes = allowed_storage_classes(team)
+    prefixes = control_plane_claim_prefixes(team.vcluster_name, team.vcluster)
+    # A prefix another one starts (data-<name>- starts etcd's data-<name>-etcd-) needs no test of its own.
+    own_claims = " && ".join(f"!{{ref}}.name.startsWith('{prefix}')" for prefix in prefixes
+                             if not any(prefix != other and prefix.startswith(other) for other in prefixes))
     data_source_ok = ("(!has({ref}) || ({ref}.kind == 'PersistentVolumeClaim' && "
                       "(!has({ref}.apiGroup) || {ref}.apiGroup == '') && "
                       "(!has({ref}.namespace) || {ref}.namespace == '') && "
-                      f"!{{ref}}.name.startsWith('{control_plane_claim_prefix(team.vcluster_name)}')))")
+                      f"{own_claims}))")
     class_ok = "variables.storageClass != ''" + (f" && variables.storageClass in {list(classes)}" if classes else "")
     volume_name = "(has({obj}.spec.volumeName) ? {obj}.spec.volumeName : '')"
     attributes_class = "(has({obj}.spec.volumeAttributesClassName) ? {obj}.spec.volumeAttributesClassName : '')"

@@ -14,7 +14,11 @@ etcd-statefulset.yaml, etcd-service.yaml, etcd-headless-service.yaml, role.yaml,
 - the control plane has its data volume (``persistence.volumeClaim.enabled: auto``) only on the embedded database,
   and is then a StatefulSet with a headless Service; otherwise a Deployment without either;
 - a deployed etcd adds its replicas (each a claim of ``persistence.volumeClaim.size``), a Service (unless
-  ``service.enabled`` is false) and a headless Service.
+  ``service.enabled`` is false) and a headless Service;
+- ``persistence.volumeClaimTemplates`` (of the control plane, or of a deployed etcd) replaces the one claim template
+  the chart renders (``data``) with the site's list, as it is; the control plane is then a StatefulSet on any store.
+  Each pod still mounts a volume ``data`` (the syncer at /data, etcd at /var/lib/etcd), which only the list (or,
+  for the control plane, ``persistence.dataVolume``) can then give.
 """
 
 from __future__ import annotations
@@ -46,37 +50,67 @@ def _value(values: dict, path: str, default: Any = None) -> Any:
 @dataclass(frozen=True)
 class ControlPlaneShape:
     """What the chart runs for one tenant's control plane (one replica: backing_store_findings), in its namespace."""
-    volume: str | None  # the control plane's data volume, None: none
+    volumes: tuple[str, ...]  # the size of each claim of the control plane's pod; none: a Deployment
     deployed_etcd: bool
     etcd_replicas: int
-    etcd_volume: str | None
+    etcd_volumes: tuple[str, ...]  # the size of each claim of one etcd pod
     etcd_services: int
     etcd_requests: dict
+    # The claim templates' names (each claim is ``<name>-<statefulset>-<ordinal>``): the chart's ``data``, or the
+    # site's own templates.
+    claim_names: tuple[str, ...] = ("data",)
+    etcd_claim_names: tuple[str, ...] = ("data",)
 
     @property
     def services(self) -> int:
         """The API Service, the synced kube-dns Service, the headless twin of a StatefulSet, and etcd's."""
-        return 2 + (self.volume is not None) + self.etcd_services
+        return 2 + bool(self.volumes) + self.etcd_services
+
+
+def _templates(persistence: Any) -> list:
+    """A ``persistence`` block's ``volumeClaimTemplates``: the site's list, which the chart renders instead of its own
+    claim template when it is not empty."""
+    templates = persistence.get("volumeClaimTemplates") if isinstance(persistence, dict) else None
+    return templates if isinstance(templates, list) else []
+
+
+def _claim_names(persistence: Any) -> tuple[str, ...]:
+    return tuple(str(_value(template, "metadata.name")) for template in _templates(persistence)) or ("data",)
+
+
+def _template_size(template: Any) -> Any:
+    return _value(template, "spec.resources.requests.storage")
+
+
+def _claim_sizes(persistence: Any, claimed: bool) -> tuple[str, ...]:
+    """The size of each claim of a pod with this ``persistence`` block: its templates, else the chart's ``data``
+    claim (of ``volumeClaim.size``) when ``claimed``."""
+    templates = _templates(persistence)
+    if templates:
+        return tuple(str(_template_size(template)) for template in templates)
+    claim = _value(persistence, "volumeClaim", {})
+    return (str(claim.get("size", VOLUME_SIZE) if isinstance(claim, dict) else VOLUME_SIZE),) if claimed else ()
 
 
 def control_plane_shape(settings: VClusterSettings) -> ControlPlaneShape:
     extra = settings.extra_values
     embedded = _value(extra, _EMBEDDED, True) is True and not any(_value(extra, path) is True for path in _STORES)
-    claim = _value(extra, "controlPlane.statefulSet.persistence.volumeClaim", {})
+    persistence = _value(extra, "controlPlane.statefulSet.persistence", {})
+    claim = _value(persistence, "volumeClaim", {})
     enabled = str(claim.get("enabled", "auto")).lower() if isinstance(claim, dict) else "auto"
-    volume = claim.get("size", VOLUME_SIZE) if isinstance(claim, dict) else VOLUME_SIZE
     etcd = _value(extra, "controlPlane.backingStore.etcd.deploy", {})
     deployed = _value(etcd, "enabled") is True and _value(etcd, "statefulSet.enabled", True) is not False
-    etcd_claim = _value(etcd, "statefulSet.persistence.volumeClaim", {})
+    etcd_persistence = _value(etcd, "statefulSet.persistence", {})
     return ControlPlaneShape(
-        volume=str(volume) if enabled == "true" or (enabled == "auto" and embedded) else None,
+        volumes=_claim_sizes(persistence, enabled == "true" or (enabled == "auto" and embedded)),
         deployed_etcd=deployed,
         etcd_replicas=int(_value(etcd, "statefulSet.highAvailability.replicas", 1)) if deployed else 0,
-        etcd_volume=str(etcd_claim.get("size", VOLUME_SIZE))
-        if deployed and isinstance(etcd_claim, dict) and etcd_claim.get("enabled", True) is not False else None,
+        etcd_volumes=_claim_sizes(etcd_persistence, _value(etcd_persistence, "volumeClaim.enabled", True) is not False)
+        if deployed else (),
         etcd_services=(1 + (_value(etcd, "service.enabled", True) is not False)) if _value(etcd, "enabled") is True
         else 0,
-        etcd_requests={**ETCD_REQUESTS, **_value(etcd, "statefulSet.resources.requests", {})})
+        etcd_requests={**ETCD_REQUESTS, **_value(etcd, "statefulSet.resources.requests", {})},
+        claim_names=_claim_names(persistence), etcd_claim_names=_claim_names(etcd_persistence))
 
 
 # The values the namespace's quota is computed from (control_plane_shape), each with what it must be.
@@ -86,6 +120,8 @@ _QUANTITIES = ("controlPlane.statefulSet.persistence.volumeClaim.size",
                "controlPlane.backingStore.etcd.deploy.statefulSet.persistence.volumeClaim.size",
                "controlPlane.backingStore.etcd.deploy.statefulSet.resources.requests.cpu",
                "controlPlane.backingStore.etcd.deploy.statefulSet.resources.requests.memory")
+_TEMPLATES = ("controlPlane.statefulSet.persistence.volumeClaimTemplates",
+              "controlPlane.backingStore.etcd.deploy.statefulSet.persistence.volumeClaimTemplates")
 _SWITCHES = (*_STORES, _EMBEDDED, "controlPlane.backingStore.etcd.deploy.statefulSet.enabled",
              "controlPlane.backingStore.etcd.deploy.service.enabled",
              "controlPlane.backingStore.etcd.deploy.statefulSet.persistence.volumeClaim.enabled")
@@ -111,6 +147,40 @@ def _shape_values(extra: dict, whose: str) -> list[tuple[str, Any, str, str]]:
         if value is not None and not isinstance(value, bool):
             found.append((f"extraValues.{path}", value, "is not true or false: the chart's schema refuses it, and a "
                           "quoted \"false\" would read as on in its templates", "write true or false, unquoted"))
+    for path in _TEMPLATES:
+        for index, template in enumerate(_templates(_value(extra, path.rsplit(".", 1)[0]))):
+            name, size = _value(template, "metadata.name"), _template_size(template)
+            try:
+                Quantity().parse(size, Quantity.fix)
+                sized = True
+            except Invalid:
+                sized = False
+            if not isinstance(name, str) or not name or not sized:
+                found.append((f"extraValues.{path}[{index}]", template, "is not a claim template with a name "
+                              "(metadata.name) and a size (spec.resources.requests.storage): the API server refuses "
+                              f"{whose} vCluster's StatefulSet, and the namespace's quota is computed from the sizes",
+                              "write e.g. {metadata: {name: data}, spec: {accessModes: [ReadWriteOnce], resources: "
+                              "{requests: {storage: 5Gi}}}}"))
+    return found
+
+
+def _data_volume_findings(extra: dict, whose: str) -> list[tuple[str, Any, str, str]]:
+    """Claim templates that leave a pod without the ``data`` volume its container mounts."""
+    found = []
+    etcd_claimed = _value(extra, "controlPlane.backingStore.etcd.deploy.statefulSet.persistence.volumeClaim.enabled",
+                          True) is not False
+    data_volume = _value(extra, "controlPlane.statefulSet.persistence.dataVolume", [])
+    has_data_volume = isinstance(data_volume, list) and any(_value(v, "name") == "data" for v in data_volume)
+    mounts = ((_TEMPLATES[0], "control plane's container (the syncer) mounts the volume data at /data",
+               not has_data_volume),
+              (_TEMPLATES[1], "deployed etcd's container mounts the volume data at /var/lib/etcd", etcd_claimed))
+    for path, pod, needs_template in mounts:
+        templates = _templates(_value(extra, path.rsplit(".", 1)[0]))
+        if templates and needs_template and not any(_value(t, "metadata.name") == "data" for t in templates):
+            found.append((f"extraValues.{path}", templates, f"replaces the chart's own claim template data, and "
+                          f"{whose} {pod}: without a template of that name the pod has no such volume and the API "
+                          "server refuses the StatefulSet", "add a template named data (the chart's own is 5Gi, "
+                          "ReadWriteOnce), or remove volumeClaimTemplates"))
     return found
 
 
@@ -120,6 +190,7 @@ def backing_store_findings(settings: VClusterSettings, whose: str) -> list[tuple
     found = _shape_values(extra, whose)
     if found:
         return found
+    found = _data_volume_findings(extra, whose)
     chosen = [path for path in _STORES if _value(extra, path) is True]
     if chosen and _value(extra, _EMBEDDED, True) is True:
         found.append((f"extraValues.{chosen[0]}", True,

@@ -26,13 +26,15 @@ GPUS_PER_INSTANCE_TYPE = {
 
 # The GPU model of each instance type above, from AWS's "Accelerated computing" instance-type pages
 # (docs.aws.amazon.com/ec2/latest/instancetypes/ac.html; also in docs/FACTS: g4dn T4 16GB, g5 A10G 24GB, g6 L4
-# 24GB, g6e L40S 48GB, p4d 8xA100 40GB, p4de 8xA100 80GB, p5 8xH100 80GB, p5e/p5en 8xH200 141GB, p6-b200 8xB200). Which
+# 24GB, g6e L40S 48GB, p4d 8xA100 40GB, p4de 8xA100 80GB, p5 8xH100 80GB, p5e/p5en 8xH200 141GB). p6-b200: 8 x B200 of
+# 180GB, 1440GB of HBM3e in all (AWS's P6 announcement; SageMaker HyperPod names its largest MIG slice 7g.180gb, and
+# the GPU Operator's default MIG config gives B200, device 0x2901, a balanced layout ending in 3g.90gb). Which
 # of them can be split into MIG slices, and how, is config/mig.py's business. An instance type missing here leaves
 # its site without capacity warnings: config/review_notes.py says so.
 GPU_MODEL_PER_INSTANCE_FAMILY = {
     "g4dn": "T4", "g5": "A10G", "g6": "L4", "g6e": "L40S",
     "p4d": "A100-40GB", "p4de": "A100-80GB", "p5": "H100-80GB", "p5e": "H200-141GB", "p5en": "H200-141GB",
-    "p6-b200": "B200",
+    "p6-b200": "B200-180GB",
 }
 
 

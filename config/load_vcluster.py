@@ -153,8 +153,9 @@ sets `controlPlane.backingStore.database.embedded.enabled: false` (the chart ren
 otherwise). More than one control-plane replica (`controlPlane.statefulSet.highAvailability.replicas`) is refused: the
 chart then grants the syncer Lease writes in the host namespace, which no host policy checks. The namespace's quota
 pays for what the chart runs on top of the team's own allowance: the control plane's volume at its
-`persistence.volumeClaim.size`, and a deployed etcd's replicas, volumes and Services (`config/backing_store.py`). From the
-host kind it also renders the control plane's volume claim class
+`persistence.volumeClaim.size` (or each claim of a site's `persistence.volumeClaimTemplates`, which replace the chart's
+own and so must include one named `data`, the volume the pod mounts), and a deployed etcd's replicas, volumes and
+Services (`config/backing_store.py`). From the host kind it also renders the control plane's volume claim class
 (`controlPlane.statefulSet.persistence.volumeClaim.storageClass`: `gp3` on EKS,
 `microk8s-hostpath` on MicroK8s, `cluster.kubeconfig.storageClass` if set). With `networkPolicy` on, the
 program renders the namespace's NetworkPolicies itself (vCluster's `policies.networkPolicy` stays off): vCluster's

@@ -49,10 +49,10 @@ MIG_LAYOUTS: Mapping[str, Mapping[str, Mapping[str, int]]] = {
         "all-balanced": {"1g.18gb": 2, "2g.35gb": 1, "3g.71gb": 1},
     },
 }
-# Models with MIG whose layouts are not listed above: the operator's config names B200 (device 0x2901) among the
-# models of its `all-balanced` layout, but the program has not read which slices B200 gives, so it refuses a
-# migConfig there rather than count slices it does not know.
-MIG_WITHOUT_LAYOUTS = ("B200",)
+# Models with MIG whose layouts are not listed above. The operator's default config gives B200 (device 0x2901) its
+# layouts (all-1g.23gb to all-7g.180gb, and an all-balanced entry) only from v25.3.0 on, and the program accepts
+# v24.9.x, whose MIG manager would not find them; a migConfig there is refused rather than offered for some releases.
+MIG_WITHOUT_LAYOUTS = ("B200-180GB",)
 # What the MIG manager applies to a node without the label, and a valid value for "no MIG" on any model.
 MIG_DISABLED = "all-disabled"
 

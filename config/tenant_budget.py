@@ -77,8 +77,8 @@ def control_plane_budget(settings: VClusterSettings) -> Budget:
     ephemeral = max(_bytes(syncer), _bytes(defaults.default_ephemeral_storage))
     plane = Budget(millicores=_millicores(requests.get("cpu", defaults.default_request_cpu)),
                    memory=_bytes(requests.get("memory", defaults.default_request_memory)), pods=1,
-                   services=shape.services, claims=int(shape.volume is not None),
-                   storage=_bytes(shape.volume) if shape.volume else 0, ephemeral_storage=ephemeral)
+                   services=shape.services, claims=len(shape.volumes),
+                   storage=sum(map(_bytes, shape.volumes)), ephemeral_storage=ephemeral)
     if not shape.deployed_etcd:
         return plane
     # etcd's one container sets no ephemeral-storage limit: it takes the LimitRange's default.
@@ -86,8 +86,8 @@ def control_plane_budget(settings: VClusterSettings) -> Budget:
     return plane + Budget(
         millicores=_millicores(shape.etcd_requests.get("cpu", defaults.default_request_cpu)) * etcd,
         memory=_bytes(shape.etcd_requests.get("memory", defaults.default_request_memory)) * etcd, pods=etcd,
-        services=0, claims=etcd if shape.etcd_volume else 0,
-        storage=_bytes(shape.etcd_volume) * etcd if shape.etcd_volume else 0,
+        services=0, claims=len(shape.etcd_volumes) * etcd,
+        storage=sum(map(_bytes, shape.etcd_volumes)) * etcd,
         ephemeral_storage=_bytes(defaults.default_ephemeral_storage) * etcd)
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from config import versions
-from config.backing_store import backing_store_findings, etcd_name_findings
+from config.backing_store import backing_store_findings, control_plane_shape, etcd_name_findings
 from config.key_types import quantity_value
 from config.model import Team, VClusterSettings
 from config.reader import Reader
@@ -39,9 +39,14 @@ def control_plane_workloads(vcluster_name: str) -> tuple[str, str]:
     return vcluster_name, f"{vcluster_name}-etcd"
 
 
-def control_plane_claim_prefix(workload: str) -> str:
-    """The claims of a control-plane StatefulSet, from its volumeClaimTemplate ``data``: ``data-<name>-<ordinal>``."""
-    return f"data-{workload}-"
+def control_plane_claim_prefixes(vcluster_name: str, settings: VClusterSettings) -> tuple[str, ...]:
+    """The claims of the control plane's StatefulSets (control_plane_workloads), ``<template>-<statefulset>-`` and
+    an ordinal: of the chart's claim template ``data``, or of each of the site's own (persistence.volumeClaimTemplates,
+    config/backing_store.py)."""
+    shape = control_plane_shape(settings)
+    plane, etcd = control_plane_workloads(vcluster_name)
+    return (*(f"{name}-{plane}-" for name in shape.claim_names),
+            *(f"{name}-{etcd}-" for name in shape.etcd_claim_names))
 
 
 # vCluster values that change the syncer's host Role or ClusterRole, which the host policies were checked against

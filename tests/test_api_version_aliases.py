@@ -14,6 +14,7 @@ import pytest
 from components.api_version_aliases import PRE_RELEASE_KIND, without_pre_release_aliases
 from config.stack_file import PROJECT_DIR
 from tests.conftest import COMMITTED_STACKS, run, stack_config
+from tests.test_deployability_charts import with_observability
 from tools.offline.sdk_internals import wait_for
 
 GA_KUBERNETES_TYPE = re.compile(r"^kubernetes:[^:]+/v\d+:[^:]+$")
@@ -45,8 +46,7 @@ def test_aliases_to_pre_release_versions_are_dropped_and_every_other_alias_is_ke
 
 @pytest.mark.parametrize("stack", COMMITTED_STACKS)
 def test_every_kubernetes_kind_the_program_registers_is_a_ga_version(stack):
-    config = stack_config(stack)
-    config["gpu-tenancy:observability"] = {"prometheus": "install"}
+    config = with_observability(stack_config(stack), "install")
     kinds = {resource.type for resource in run(config, stack=stack).resources
              if resource.type.startswith("kubernetes:") and not resource.type.startswith("pulumi:providers:")}
     assert kinds and not {kind for kind in kinds if not GA_KUBERNETES_TYPE.match(kind)}

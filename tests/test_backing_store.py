@@ -1,6 +1,6 @@
 """A site's choice of where a tenant's vCluster keeps its state (config/backing_store.py): refused where the chart or
 vCluster would refuse it, and paid for in the tenant's quota where it is taken. The generated site
-gen-box-own-store (tests/test_program.py) runs the same through the real chart's quota check."""
+gen-box-own-store (tests/generated_sites.py) runs the same through the real chart's quota check."""
 
 from __future__ import annotations
 
@@ -129,3 +129,68 @@ def test_a_vcluster_name_too_long_for_its_deployed_etcd_is_refused():
     found = issue(rejected(config), "teams[0].vclusterName", "v" * 52)
     assert "at most 47 characters" in found.fix
     load_platform(put(config, "teams[0].vclusterName", "v" * 47))
+
+
+def claim_template(name: str, size: str) -> dict:
+    return {"metadata": {"name": name}, "spec": {"accessModes": ["ReadWriteOnce"],
+                                                 "resources": {"requests": {"storage": size}}}}
+
+
+def rendered_workloads(team, tmp_path) -> dict:
+    chart = mirror_chart(VCLUSTER, mirrored_tag(VCLUSTER, "v0.36.1"), "chart", tmp_path)
+    rendered = render_release(chart, team.vcluster_name, team.namespace, vcluster_values(team, "10.152.183.10"))
+    objects = [doc for text in rendered.values() for doc in yaml.safe_load_all(text) if isinstance(doc, dict)]
+    return {o["kind"] + "/" + o["metadata"]["name"]: o for o in objects if o["kind"] in ("StatefulSet", "Deployment")}
+
+
+@pytest.mark.parametrize("extra", [
+    {"statefulSet": {"persistence": {"volumeClaimTemplates": [claim_template("data", "5Gi"),
+                                                              claim_template("scratch", "20Gi")]}}},
+    {"backingStore": {**EMBEDDED_OFF, "etcd": {"deploy": {"enabled": True, "statefulSet": {
+        "highAvailability": {"replicas": 3},
+        "persistence": {"volumeClaimTemplates": [claim_template("data", "12Gi"), claim_template("wal", "2Gi")]}}}}}},
+])
+def test_the_quota_pays_for_a_sites_own_claim_templates_as_the_chart_renders_them(extra, tmp_path):
+    """The chart renders a site's volumeClaimTemplates instead of its own data claim: every claim of them is paid for
+    (the control plane's quota left out all but one 5Gi claim, and the deployability check found 120Gi in 105Gi)."""
+    team = load_platform(with_values(extra)).teams[0]
+    budget = control_plane_budget(team.vcluster)
+    sizes = [(w["spec"].get("replicas", 1), t["spec"]["resources"]["requests"]["storage"])
+             for w in rendered_workloads(team, tmp_path).values() for t in w["spec"].get("volumeClaimTemplates", [])]
+    gib = {"5Gi": 5, "20Gi": 20, "12Gi": 12, "2Gi": 2}
+    assert budget.claims == sum(replicas for replicas, _ in sizes)
+    assert budget.storage == sum(replicas * gib[size] * 2 ** 30 for replicas, size in sizes)
+    assert len(sizes) >= 2
+
+
+@pytest.mark.parametrize("extra, path", [
+    ({"statefulSet": {"persistence": {"volumeClaimTemplates": [claim_template("scratch", "20Gi")]}}},
+     "statefulSet.persistence.volumeClaimTemplates"),
+    ({"backingStore": {**EMBEDDED_OFF, "etcd": {"deploy": {"enabled": True, "statefulSet": {
+        "persistence": {"volumeClaimTemplates": [claim_template("wal", "2Gi")]}}}}}},
+     "backingStore.etcd.deploy.statefulSet.persistence.volumeClaimTemplates"),
+])
+def test_claim_templates_without_the_data_volume_the_pod_mounts_are_refused(extra, path, tmp_path):
+    """The chart's list replaces its own data claim, and the syncer (etcd) mounts a volume data: the pod would have
+    none, and the API server refuses the StatefulSet."""
+    found = issue(rejected(with_values(extra)), f"teams[0].vcluster.extraValues.controlPlane.{path}",
+                  extra_value(extra, path))
+    assert "template named data" in found.fix
+    mount = next(m for w in rendered_workloads(load_platform(dev_config()).teams[0], tmp_path).values()
+                 for c in w["spec"]["template"]["spec"]["containers"] for m in c.get("volumeMounts", []))
+    assert mount["name"] == "data"
+
+
+def test_a_data_volume_the_site_gives_stands_in_for_the_data_template():
+    extra = {"statefulSet": {"persistence": {"volumeClaimTemplates": [claim_template("scratch", "20Gi")],
+                                             "dataVolume": [{"name": "data", "emptyDir": {}}]}}}
+    assert control_plane_budget(settings(extra)).storage == 20 * 2 ** 30
+
+
+@pytest.mark.parametrize("template", [{"metadata": {"name": "data"}}, {"spec": {"resources": {"requests": {
+    "storage": "5Gi"}}}}, claim_template("data", "plenty")])
+def test_a_claim_template_without_a_name_or_a_size_is_refused(template):
+    extra = {"statefulSet": {"persistence": {"volumeClaimTemplates": [template]}}}
+    found = issue(rejected(with_values(extra)),
+                  "teams[0].vcluster.extraValues.controlPlane.statefulSet.persistence.volumeClaimTemplates[0]", template)
+    assert "spec.resources.requests.storage" in found.problem

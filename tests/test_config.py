@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from config import load_platform
+from config.capacity import gpu_model
 from tests.config_spec import assert_rejected, dev_config, eks_config, issue, put, rejected
 
 
@@ -72,8 +73,9 @@ def test_organization_gpu_quota_above_known_host_capacity_warns(make, org_quota,
 
 
 def test_a_b200_pool_is_counted_and_its_quotas_are_checked():
-    # p6-b200.48xlarge: 8 NVIDIA B200 (AWS EC2 P6 instance-type page). Before it was in the table a B200 site got no
-    # capacity warning at all, however much its quotas promised.
+    # p6-b200.48xlarge: 8 NVIDIA B200 of 180GB (AWS EC2 P6 instance-type page). Before it was in the table a B200 site
+    # got no capacity warning at all, however much its quotas promised.
+    assert gpu_model("p6-b200.48xlarge") == "B200-180GB"
     config = put(eks_config(), "cluster.eks.gpuNodeGroups[0]", _eks_group("p6-b200.48xlarge", 2))
     assert _org_capacity_warnings(config, 16) == []
     assert "at most 16 GPU(s) by its config" in _org_capacity_warnings(config, 17)[0]

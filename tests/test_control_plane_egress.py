@@ -21,6 +21,7 @@ the API server's port (and the OIDC issuer's) and nothing else outside its names
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from typing import Any
@@ -36,7 +37,8 @@ from tests.conftest import (
 )
 from tests.test_deployability_charts import with_observability
 from tests.test_tenant_network import (  # noqa: F401 (site: the fixture, each committed site at each accepted tag)
-    Pod, Target, host_addresses, isolated_team_and_another, reaches, chart_policies, dns_pod, site, teams, tenant_pods,
+    Pod, Target, host_addresses, host_dns, isolated_team_and_another, network_sites, reaches, chart_policies, dns_pod,
+    site, site_config, teams, tenant_pods,
 )
 from tools.charts.render import render_plan_releases
 from tools.deployability.inputs import helm_kube_version, pod_templates, program_objects, rendered_objects
@@ -47,10 +49,24 @@ VCLUSTER = "loft-sh/vcluster"
 # An address of the site's private network that is neither a node, a pod nor the API server: a database, an
 # internal web service or a VPC endpoint of the organisation.
 PRIVATE_SERVICE = "10.200.30.40"
-# vCluster's peer for the host's DNS pods, and the ports the program opens on them.
+# vCluster's peer for the host's DNS pods (kube-dns in kube-system, every port).
 HOST_DNS_PEER = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
                  "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}
-HOST_DNS_PORTS = [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]
+
+
+def dns_ports(port: int) -> list[dict]:
+    return [{"port": port, "protocol": "UDP"}, {"port": port, "protocol": "TCP"}]
+
+
+def site_dns_rules(team) -> list[dict]:
+    """What the program opens in place of vCluster's host DNS rule: the DNS pods the site states
+    (cluster.kubeconfig.dns; kube-dns otherwise) on their port, and each node-local address on 53."""
+    dns = team.vcluster.host_dns
+    peer = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": dns.namespace}},
+            "podSelector": {"matchLabels": dict(dns.pod_labels)}}
+    node_local = [{"ports": dns_ports(53), "to": [{"ipBlock": {"cidr": str(ipaddress.ip_network(address))}}
+                                                  for address in dns.node_local_addresses]}]
+    return [{"ports": dns_ports(dns.port), "to": [peer]}, *(node_local if dns.node_local_addresses else [])]
 
 
 def control_plane_pod(team) -> Pod:
@@ -68,13 +84,13 @@ def reached_ports(policies: list[dict], source: Pod, address: str) -> set[int]:
     return {port for port in candidates if reaches(policies, source, Target("an address", address, port))}
 
 
-def api_server_ports(stack: str, team) -> set[int]:
+def api_server_ports(stack: str, team, *, oidc: bool = True) -> set[int]:
     """The host API server's port (EKS 443, MicroK8s 16443, a kubeconfig host's stated one or vCluster's three
-    common ones), and the OIDC issuer's."""
-    kind = platform_of(stack_config(stack), stack).cluster.kind
+    common ones), and (``oidc``) the OIDC issuer's."""
+    kind = platform_of(site_config(stack), stack).cluster.kind
     ports = {"eks": {443}, "microk8s": {16443}}.get(kind) or (
         {team.vcluster.api_server_port} if team.vcluster.api_server_port else {443, 8443, 6443})
-    if team.vcluster.access.oidc.enabled:
+    if oidc and team.vcluster.access.oidc.enabled:
         ports.add(issuer_port(team.vcluster.access))
     return ports
 
@@ -83,7 +99,7 @@ def warned_of_unknown_port(stack: str) -> bool:
     """A kubeconfig site without cluster.kubeconfig.apiServerPort keeps vCluster's 8443 to every address, other
     control planes included: the loader says so, and that reach is the one these tests then leave out."""
     return any(warning.startswith("cluster.kubeconfig.apiServerPort is not set")
-               for warning in platform_of(stack_config(stack), stack).warnings)
+               for warning in platform_of(site_config(stack), stack).warnings)
 
 
 def test_the_control_plane_reaches_the_api_server_port_and_nothing_else_outside_its_namespace(site):
@@ -94,7 +110,7 @@ def test_the_control_plane_reaches_the_api_server_port_and_nothing_else_outside_
     assert reached_ports(policies, source, "198.51.100.7") == ports
     host = host_addresses(stack)
     assert reaches(policies, source, Target("the host's API server", host["api"], int(host["api_port"])))
-    honest = [Target("the host's DNS", host["pod"], 53, "UDP", pod=Pod("kube-system", {"k8s-app": "kube-dns"})),
+    honest = [host_dns(stack, team),
               Target("a webhook or aggregated API of its own", host["pod"], 9443,
                      pod=tenant_pods(team)["a plain workload"]),
               Target("its own DNS", host["pod"], 1053, "UDP", pod=dns_pod(team))]
@@ -203,7 +219,7 @@ def test_nothing_the_site_runs_outside_the_teams_namespace_answers_its_control_p
 
 
 @pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
-@pytest.mark.parametrize("stack", COMMITTED_STACKS)
+@pytest.mark.parametrize("stack", network_sites())
 def test_the_programs_policies_are_vclusters_own_but_for_the_api_server_rule(stack, tag, tmp_path):
     """vCluster's chart, given the values the program would have given it, renders the program's policies (names
     and metadata aside) with two differences: its rule opening 443, 8443 and 6443 to every address, and its rules
@@ -217,22 +233,18 @@ def test_the_programs_policies_are_vclusters_own_but_for_the_api_server_rule(sta
         chart = {policy["metadata"]["name"]: policy["spec"] for policy in chart_policies(tag, team, values, tmp_path)}
         ours = tenant_network_policies(team)
         chart_rule = {"ports": [{"port": port, "protocol": "TCP"} for port in (443, 8443, 6443)]}
-        # The port the site states, or (a kubeconfig site that states none) vCluster's three in the chart's order.
-        ports = api_server_ports(stack, team) - oidc_ports(team)
+        # The port the site states, or (a kubeconfig site that states none) vCluster's three in the chart's order; an
+        # OIDC issuer's port has a rule of its own, even where it is the same port.
+        ports = api_server_ports(stack, team, oidc=False)
         api_rule = {"ports": [{"port": port, "protocol": "TCP"}
                               for port in sorted(ports, key=lambda port: (443, 8443, 6443, port).index(port))]}
         for role, prefix in {"workloads": "vc-work", "control-plane": "vc-cp", "dns": "vc-kube-dns",
                              "snapshot": "vc-snapshot"}.items():
             expected = chart.pop(f"{prefix}-{team.vcluster_name}")
-            expected["egress"] = [api_rule if rule == chart_rule else
-                                  {**rule, "ports": HOST_DNS_PORTS} if rule == {"to": [HOST_DNS_PEER]} else rule
-                                  for rule in expected["egress"]]
+            expected["egress"] = [replaced for rule in expected["egress"] for replaced in (
+                [api_rule] if rule == chart_rule else site_dns_rules(team) if rule == {"to": [HOST_DNS_PEER]} else [rule])]
             assert ours[role]["spec"] == expected, (team.name, role)
         assert chart == {}, "the chart renders a policy the program does not"
-
-
-def oidc_ports(team) -> set[int]:
-    return {issuer_port(team.vcluster.access)} if team.vcluster.access.oidc.enabled else set()
 
 
 @pytest.mark.parametrize("port, warned", [(None, True), (6443, False)])

@@ -155,6 +155,21 @@ def test_a_claim_naming_a_class_nobody_provides_is_found(attack_cache, tmp_path,
     assert errors(hostpath, sites["eks"], "storage")
 
 
+def test_the_class_a_kubeconfig_site_names_is_one_its_host_provides(attack_cache, tmp_path):
+    # cluster.kubeconfig.storageClass must name a class the cluster has: a claim on it is not reported as on a class
+    # nobody provides, and a claim on any other class still is (the plan cannot know the cluster's classes).
+    config = dev_config()
+    config["gpu-tenancy:cluster"] = {"kind": "kubeconfig", "kubeconfig": {"storageClass": "fast-ssd"}}
+    config["gpu-tenancy:kubeconfig"] = {"secure": "v1:encrypted"}
+    config["gpu-tenancy:gpuOperator"] = {"mode": "external"}
+    site = site_from_plan(build_plan(run(config), "site"))
+    stated = attack(attack_cache, tmp_path, {"claim": {"enabled": True, "storageClass": "fast-ssd"}})
+    assert findings(stated, site, "storage") == []
+    other = attack(attack_cache, tmp_path, {"claim": {"enabled": True, "storageClass": "bulk"}})
+    [finding] = findings(other, site, "storage")
+    assert finding.severity == deployability.INFO and "bulk" in finding.message
+
+
 def test_statefulset_claim_templates_are_checked_and_microk8s_needs_its_storage_addon(attack_cache, tmp_path, sites):
     objects = attack(attack_cache, tmp_path, {"controlPlane": {"enabled": True}})
     [finding] = errors(objects, sites["eks"], "storage")

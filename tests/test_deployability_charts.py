@@ -8,7 +8,8 @@ import copy
 
 import pytest
 
-from config import load_platform, versions
+from config import SECRET_KEYS, load_platform, versions
+from config.mirrors import deployed_registries
 from config.vocabulary import project_config
 from tests.conftest import COMMITTED_STACKS, dev_config, real_charts_or_skip, run, stack_config
 from tests.test_deployability import sites  # noqa: F401 (fixture)
@@ -49,7 +50,33 @@ def with_observability(config: dict, mode: str) -> dict:
     if mode != "install":
         for team in config.get("gpu-tenancy:teams", []):
             team.pop("alerting", None)
+    return _mirroring_what_it_pulls(config)
+
+
+def _mirroring_what_it_pulls(config: dict) -> dict:
+    """A site with image mirrors mirrors every registry it pulls from: the monitoring stack's, once installed, too
+    (under the host of the site's first mirror), as its operator would add them."""
+    images = (config.get("gpu-tenancy:mirrors") or {}).get("images")
+    if not images:
+        return config
+    unmirrored = {key: value for key, value in config.items() if key != "gpu-tenancy:mirrors"}
+    platform = load_platform(project_config(unmirrored), placeholders=SECRET_KEYS)
+    mirror_host = next(iter(images.values())).split("/", 1)[0]
+    images.update({host: f"{mirror_host}/{host}" for host in deployed_registries(platform) if host not in images})
     return config
+
+
+def test_a_mirrored_site_is_checked_with_the_monitoring_stack_installed_too():
+    # A valid site that mirrors every registry it pulls from was refused once this file installed the monitoring
+    # stack on it (quay.io unmirrored; found opening a trial site).
+    config = dev_config()
+    platform = load_platform(project_config(config), placeholders=SECRET_KEYS)
+    config["gpu-tenancy:mirrors"] = {"images": {host: f"harbor.corp.example/{host}"
+                                                for host in deployed_registries(platform)}}
+    assert "quay.io" not in config["gpu-tenancy:mirrors"]["images"]
+    installed = with_observability(config, "install")
+    load_platform(project_config(installed), placeholders=SECRET_KEYS)
+    assert installed["gpu-tenancy:mirrors"]["images"]["quay.io"] == "harbor.corp.example/quay.io"
 
 
 def test_a_site_with_team_receivers_is_checked_with_observability_off_too():

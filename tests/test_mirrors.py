@@ -134,9 +134,24 @@ def _upstream_references(node):
             yield where, match.group(0)
 
 
+TEAM_REGISTRY = "registry.team.example:5000/vcluster"
+
+
+def eks_with_team_registries() -> dict:
+    """The EKS site with a memory-capped team, every team's vCluster pulling from the site's own registry
+    (controlPlane.advanced.defaultImageRegistry)."""
+    config = stack_config("eks")
+    config["gpu-tenancy:cluster"]["eks"]["kubernetesVersion"] = "1.35"
+    config["gpu-tenancy:vcluster"]["extraValues"] = {"controlPlane": {"advanced": {
+        "defaultImageRegistry": TEAM_REGISTRY}}}
+    config["gpu-tenancy:teams"][0]["isolation"] = {"tier": "memory-capped"}
+    return config
+
+
 SITES = {
     "dev": lambda: stack_config("dev"),
     "eks": lambda: stack_config("eks"),
+    "eks-team-registries": eks_with_team_registries,
     "every-chart-floor": lambda: site_with_every_chart(0),
     "every-chart-pinned": lambda: site_with_every_chart(max(map(len, RELEASES.values()))),
 }
@@ -149,7 +164,8 @@ def test_with_a_mirror_for_every_registry_the_site_uses_every_image_it_deploys_i
     manifests = rendered(config, tmp_path, stack)
     images = [(where, image) for where, image in _release_images(manifests)]
     assert images
-    unmirrored = [(where, image) for where, image in images if not image.startswith(PREFIX + "/")]
+    # A mirror's, or the site's own registry a team's vCluster pulls from (defaultImageRegistry).
+    unmirrored = [(where, image) for where, image in images if not image.startswith((PREFIX + "/", TEAM_REGISTRY + "/"))]
     assert not unmirrored, "\n".join(f"{where}: {image}" for where, image in unmirrored)
     # Arguments and environment that name images (the Prometheus operator's config reloader and Thanos), and every
     # other string; the CRDs' schemas (defaults of objects the program never creates) aside.

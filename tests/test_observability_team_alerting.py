@@ -20,13 +20,16 @@ from components import observability_alerting as alerting
 from components import observability_team_alerting as team_alerting
 from config import ConfigError, load_platform
 from config.team_alerting import SECRET, team_addresses
+from tests.conftest import dev_config
 from tests.isolation_spec import prefixed
 from tests.local_alertmanager import (needs_alertmanager, needs_amtool, post_alerts, receiving_end,
                                       running_alertmanager)
+from tests.tenant_sim import platform_of
 from tests.test_new_site import new, project  # noqa: F401 (the fixture)
 from tests.test_observability_alerting import (alertmanager_configuration, alertmanager_file, amtool, rendered_stack, route_of,
                                                stack_release)
 from tests.test_observability_config import issues
+from tests.test_synced_objects_admission import with_scratch_template
 from tests.test_observability_rules import needs_promtool, promtool, rule_file, site_config, story_series
 from tools.offline.mockrun import SECRET_PLACEHOLDER, run_program
 from tools.offline.recording import ProgramRun
@@ -421,3 +424,14 @@ def test_a_real_alertmanager_posts_a_teams_alert_to_the_team_and_the_site(team_r
     assert sorted(message["attachments"][0]["title"] for message in site_got) == [
         "[FIRING:1] GpuTenancyAllocatedGpuIdle (alpha)", "[FIRING:1] GpuTenancyAllocatedGpuIdle (beta)"]
     assert not re.search("beta", json.dumps(team_got))
+
+
+def test_a_control_plane_volume_of_the_sites_own_template_is_the_platforms():
+    """A site's own claim template (persistence.volumeClaimTemplates) names a control-plane claim scratch-<name>-0:
+    its alerts are the platform's, like data-<name>-0's, never the team's own."""
+    platform = platform_of(with_scratch_template(dev_config()))
+    [claims] = [m for m in team_alerting.tenants_own_alerts(platform.teams) if m.startswith("persistentvolumeclaim")]
+    pattern = re.compile(claims.split('"')[1])
+    for name in ("data-team-nlp-0", "scratch-team-nlp-0", "data-team-nlp-etcd-0"):
+        assert pattern.fullmatch(name), name
+    assert not pattern.fullmatch("scratch-x-default-x-team-nlp")

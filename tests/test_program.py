@@ -2,25 +2,22 @@
 
 from __future__ import annotations
 
-import copy
 import json
-import shutil
 
 import pytest
 
 from config import SECRET_KEYS, ConfigError, load_platform
 from config.vocabulary import project_config
-from tests.conftest import COMMITTED_STACKS, dev_config, run, stack_config
+from tests.conftest import COMMITTED_STACKS, dev_config, run
+from tests.generated_sites import GENERATED_SITES, generated_sites, site_config  # noqa: F401 (fixture)
 from config.source import OFFLINE_PLACEHOLDER
 from config.versions import KAI_CHART, KAI_VERSION
-from config.stack_file import PROJECT_DIR
 from config.vocabulary import HELM_MAX_HISTORY, RELEASE
 from policy.adapters import from_plan
 from policy.rules import evaluate
-from ops import new_site
 from tools.plan.document import build_plan, render_plan_json
 from tools.plan.summary import render_summary
-from tools.offline.mockrun import load_stack_file, run_program
+from tools.offline.mockrun import run_program
 from tools.offline.recording import REDACTED, ProgramRun
 
 KUBERNETES_PREFIX = "kubernetes:"
@@ -29,102 +26,6 @@ HOST_PROVIDER_TYPE = "pulumi:providers:kubernetes"
 
 def test_both_reference_sites_are_committed():
     assert {"dev", "eks"} <= set(COMMITTED_STACKS)
-
-
-# Valid sites of every host kind, made by `python -m ops.new_site` from the committed stacks: the
-# stack-wide tests below must hold for them as for the committed ones (any valid site may be committed).
-GENERATED_SITES = {
-    "gen-ssh-oldest-kai": ("dev", ["cluster.microk8s.host=192.0.2.10", "cluster.microk8s.enableNvidiaAddon=true",
-                                   "kaiScheduler.version=v0.16.0"]),
-    "gen-kubeconfig": ("dev", ["cluster.kind=kubeconfig", "cluster.kubeconfig={context: gpu-prod, gpus: 4}",
-                               "gpuOperator.mode=external", "ci.runner=[self-hosted, gpu-lab]",
-                               "teams[3]={name: team-audio, resources: {gpu: {quota: 1, limit: 2}}}",
-                               "organization.resources.gpu.quota=4",
-                               # A default ephemeral-storage limit above the control plane's own 10Gi: the control
-                               # plane's init container takes it, and the quota must hold it.
-                               "vcluster.limitRange.defaultEphemeralStorage=16Gi",
-                               "vcluster.limitRange.maxEphemeralStorage=32Gi"]),
-    "gen-eks-own-vpc": ("eks", ["cluster.eks.region=eu-west-1", "cluster.eks.vpcId=vpc-0abc",
-                                "cluster.eks.privateSubnetIds=[subnet-a, subnet-b]",
-                                "cluster.eks.gpuNodeGroups[1]={name: big, instanceTypes: [g5.12xlarge], maxSize: 2, "
-                                "sharingProfile: exclusive}", "gpuOperator.version=v26.7.0"]),
-    "gen-microk8s-from-eks": ("eks", ["cluster.kind=microk8s", "gpuOperator.mode=install",
-                                      "kaiScheduler.version=v0.17.0", "vcluster.nodeLabels={}"]),
-    "gen-eks-observed": ("eks", ["observability.prometheus=install"]),
-    # Teams at the edges: a 63-character team name whose vCluster name (cut to 52) would end in '-', a 63-character
-    # namespace, and a team that states its queue's cpu and memory instead of having them derived.
-    "gen-edge-teams": ("dev", [f"teams[0].name={'team-' + 'a' * 46 + '-' + 'b' * 11}",
-                               f"teams[1].namespace={'ns-' + 'c' * 60}",
-                               "teams[2].resources.cpu={quota: 4000, limit: 8000}",
-                               "teams[2].resources.memory={quota: 16000, limit: 32000}"]),
-    # Every isolation tier on one EKS site of five GPU pools: two MIG models split differently, a time-sliced pool, an
-    # exclusive team on a pool of its own profile, a team whose name starts with a digit (its vCluster name may not),
-    # OIDC for one team only, and registries with a port, a path prefix and an IPv6 host, pulled on every start.
-    "gen-eks-every-tier": ("eks", [
-        'cluster.eks.kubernetesVersion="1.35"',
-        "cluster.eks.gpuNodeGroups[1]={name: a100, instanceTypes: [p4d.24xlarge], maxSize: 1, desiredSize: 0, "
-        "migConfig: all-balanced}",
-        "cluster.eks.gpuNodeGroups[2]={name: h100, instanceTypes: [p5.48xlarge], maxSize: 1, desiredSize: 0, "
-        "migConfig: all-1g.10gb}",
-        "cluster.eks.gpuNodeGroups[3]={name: l40s, instanceTypes: [g6e.12xlarge], maxSize: 2}",
-        "cluster.eks.gpuNodeGroups[4]={name: t4-sliced, instanceTypes: [g4dn.12xlarge], maxSize: 2, "
-        "sharingProfile: time-sliced}",
-        "organization.resources.gpu.quota=10",
-        "teams[2]={name: 0-capped, vclusterName: capped, resources: {gpu: {quota: 0.5, limit: 1}}, "
-        "isolation: {tier: memory-capped, nodePool: l40s}, vcluster: {podSecurity: restricted}}",
-        "teams[3]={name: mig-a100, resources: {gpu: {quota: 3, limit: 6}}, "
-        "isolation: {tier: mig, migProfile: 3g.20gb, nodePool: a100}}",
-        "teams[4]={name: mig-h100, resources: {gpu: {quota: 2, limit: 7}}, "
-        "isolation: {tier: mig, migProfile: 1g.10gb, nodePool: h100}}",
-        "teams[5]={name: whole, resources: {gpu: {quota: 2, limit: 4}}, isolation: {tier: exclusive, nodePool: l40s}, "
-        "vcluster: {access: {exposure: loadBalancer, domain: vc.example.com, "
-        'oidc: {issuerUrl: "https://login.example.com", clientId: kubernetes, adminGroups: [whole-admins]}}}}',
-        "teams[6]={name: sliced, resources: {gpu: {quota: 1, limit: 2}}, isolation: {nodePool: t4-sliced}}",
-        'vcluster.allowedRegistries=[registry.local:5000/ml, "[fd00::1]:5000", docker.io/library, nvcr.io/nvidia]',
-        "vcluster.alwaysPullImages=true"]),
-    # A box that states its size, with teams whose vCluster settings differ: one at the oldest accepted chart with
-    # restricted Pod Security, no NetworkPolicy and its own 4 cores and 8Gi for 40 pods (as many as fit at the default
-    # request), one at another chart release with extra storage classes.
-    "gen-box-team-caps": ("dev", [
-        "cluster.microk8s.cpu=64", "cluster.microk8s.memory=256Gi",
-        "teams[0].vcluster={version: 0.35.0, podSecurity: restricted, networkPolicy: false, "
-        "resourceQuota: {cpu: 4, memory: 8Gi, pods: 40}}",
-        "teams[1].vcluster={version: 0.36.0, storageClasses: [microk8s-hostpath, fast]}"]),
-    # An existing cluster on its oldest supported Kubernetes that states its API server's port (the control planes'
-    # egress opens that one alone), with the monitoring stack, the site's alert receiver and the teams' own.
-    "gen-kubeconfig-alerting": ("dev", [
-        "cluster.kind=kubeconfig", "gpuOperator.mode=install",
-        'cluster.kubeconfig={gpus: 2, kubernetesVersion: "1.30", apiServerPort: 6443}',
-        "teams[0].alerting={receiver: slack, slackChannel: '#nlp', alerts: all}",
-        "teams[1].alerting={receiver: pagerduty, severity: warning}", "teams[2].alerting={receiver: webhook}",
-        "observability={prometheus: install, alerting: {receiver: slack, heartbeat: true}, controlPlaneMetrics: true}"]),
-    # State kept elsewhere than the program's SQLite: a team on a deployed etcd of three replicas (8Gi each; its
-    # control plane is a Deployment then), and one whose control-plane volume is 10Gi, not 5Gi.
-    "gen-box-own-store": ("dev", [
-        "teams[0].vcluster={extraValues: {controlPlane: {"
-        "backingStore: {database: {embedded: {enabled: false}}, etcd: {deploy: {enabled: true, statefulSet: "
-        "{highAvailability: {replicas: 3}, persistence: {volumeClaim: {size: 8Gi}}}}}}}}}",
-        "teams[1].vcluster={extraValues: {controlPlane: {statefulSet: {persistence: {volumeClaim: {size: 10Gi}}}}}}"]),
-}
-SITES = {}
-
-
-@pytest.fixture(scope="session")
-def generated_sites(tmp_path_factory) -> dict:
-    project = tmp_path_factory.mktemp("sites")
-    for path in PROJECT_DIR.glob("Pulumi.*.yaml"):
-        shutil.copy(path, project)
-    for site, (source, sets) in GENERATED_SITES.items():
-        argv = [site, "--from", source, "--project-dir", str(project)]
-        for assignment in sets:
-            argv += ["--set", assignment]
-        assert new_site.main(argv) == 0, f"ops.new_site could not write {site}"
-        SITES[site] = load_stack_file(site, project)
-    return SITES
-
-
-def site_config(stack: str) -> dict:
-    return copy.deepcopy(SITES[stack]) if stack in SITES else stack_config(stack)
 
 
 @pytest.fixture(scope="module", params=COMMITTED_STACKS + sorted(GENERATED_SITES))
@@ -143,10 +44,19 @@ def test_the_policy_pack_passes_and_the_review_renders(stack_run):
 
 def test_a_kai_release_is_pulled_from_its_registry_at_the_pinned_version(stack_run):
     stack, program = stack_run
-    version = (site_config(stack).get("gpu-tenancy:kaiScheduler") or {}).get("version", KAI_VERSION)
+    config = site_config(stack)
+    version = (config.get("gpu-tenancy:kaiScheduler") or {}).get("version", KAI_VERSION)
     release = next(r for r in program.of_type("kubernetes:helm.sh/v3:Release") if r.name.startswith("kai"))
     assert release.inputs["version"] == version
-    assert release.inputs["chart"] == KAI_CHART
+    # KAI's registry, or the site's mirror of the chart (mirrors.charts): an oci:// one names the chart by its path,
+    # an https one is the release's repository.
+    mirror = ((config.get("gpu-tenancy:mirrors") or {}).get("charts") or {}).get("kai-scheduler", "").rstrip("/")
+    if mirror.startswith("oci://"):
+        assert release.inputs["chart"] == f"{mirror}/kai-scheduler"
+    elif mirror:
+        assert (release.inputs["chart"], release.inputs["repositoryOpts"]["repo"]) == ("kai-scheduler", mirror)
+    else:
+        assert release.inputs["chart"] == KAI_CHART
 
 
 def test_every_helm_release_keeps_a_bounded_history(stack_run):

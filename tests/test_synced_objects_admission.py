@@ -22,7 +22,7 @@ from config.hosts import TENANT_EGRESS_EXCEPTIONS
 from config.model import TenantServices
 from config.stack_file import PROJECT_DIR
 from tools.offline.mocks import MOCK_CLUSTER_DNS
-from tests.conftest import dev_config, eks_config
+from tests.conftest import dev_config, eks_config, run
 from tests.synced_objects_sim import (
     SyncedObjectsAdmission, allocated, create_service, host_metadata, host_name, sync_claim, sync_endpoint_slice,
     sync_endpoints, sync_service, synced_objects_admission_for,
@@ -288,6 +288,31 @@ def test_a_claim_may_only_clone_a_claim_of_its_own_vcluster(nlp, field, source):
     annotations = {"vcluster.loft.sh/skip-translate": "true"} if source["name"] == "data-team-nlp-0" else None
     host = defaulted(nlp, sync_claim(claim(annotations=annotations, **{field: source}), nlp.team))
     assert "claim-data-source" in rules(nlp.create(host))
+
+
+def with_scratch_template(config: dict) -> dict:
+    """team-nlp's control plane with a claim template of the site's own beside data."""
+    templates = [{"metadata": {"name": name}, "spec": {"accessModes": ["ReadWriteOnce"],
+                                                        "resources": {"requests": {"storage": "5Gi"}}}}
+                 for name in ("data", "scratch")]
+    config["gpu-tenancy:teams"][0]["vcluster"] = {"extraValues": {"controlPlane": {"statefulSet": {
+        "persistence": {"volumeClaimTemplates": templates}}}}}
+    return config
+
+
+def test_a_claim_may_clone_no_volume_of_its_control_plane():
+    """A site's own claim template (persistence.volumeClaimTemplates) gives the control plane a claim
+    scratch-<name>-0 beside data-<name>-0: neither may be cloned (the rule named data-<name>- only)."""
+    config = with_scratch_template(dev_config())
+    tenant = Synced(synced_objects_admission_for(run(config, stack="dev"), "team-nlp"), team_of(config, "team-nlp"))
+    for name in ("data-team-nlp-0", "scratch-team-nlp-0"):
+        source = {"kind": "PersistentVolumeClaim", "name": name}
+        host = defaulted(tenant, sync_claim(claim(annotations={"vcluster.loft.sh/skip-translate": "true"},
+                                                  dataSource=source), tenant.team))
+        assert "claim-data-source" in rules(tenant.create(host)), name
+    honest = defaulted(tenant, sync_claim(claim(dataSource={"kind": "PersistentVolumeClaim", "name": "scratch"}),
+                                          tenant.team))
+    assert rules(tenant.create(honest)) == set()
 
 
 @pytest.mark.parametrize("spec, annotations", [

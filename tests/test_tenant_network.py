@@ -78,10 +78,41 @@ def reaches(policies: list[dict], source: Pod, target: Target) -> bool:
 # --- the stack's teams and host ------------------------------------------------------------------------
 
 
+def kubeconfig_with_stated_dns() -> dict:
+    """An RKE2 cluster by kubeconfig that states its DNS (RKE2's Service and pod labels, NodeLocal DNSCache on the
+    link-local address and the Service's) and its API server's port, with a team signing in through an OIDC issuer
+    on that same port."""
+    config = stack_config("dev")
+    config["gpu-tenancy:cluster"] = {"kind": "kubeconfig", "kubeconfig": {
+        "gpus": 1, "kubernetesVersion": "1.33", "apiServerPort": 443, "dns": {
+            "service": "kube-system/rke2-coredns-rke2-coredns",
+            "podLabels": {"app.kubernetes.io/instance": "rke2-coredns", "k8s-app": "kube-dns"},
+            "nodeLocalAddresses": ["169.254.20.10", "10.43.0.10"]}}}
+    config["gpu-tenancy:kubeconfig"] = {"secure": "v1:encrypted"}
+    config["gpu-tenancy:gpuOperator"] = {"mode": "external"}
+    config["gpu-tenancy:teams"][0]["vcluster"] = {"access": {
+        "exposure": "gateway", "domain": "vc.example.com", "gateway": {"name": "platform", "namespace": "gateway-system"},
+        "oidc": {"issuerUrl": "https://login.example.com/realms/ml", "clientId": "kubernetes"}}}
+    return config
+
+
+# Sites besides the committed ones whose host network differs from theirs (the generated sites of
+# tests/generated_sites.py are not read here).
+NETWORK_SITES = {"kubeconfig-stated-dns": kubeconfig_with_stated_dns}
+
+
+def site_config(stack: str) -> dict:
+    return NETWORK_SITES[stack]() if stack in NETWORK_SITES else stack_config(stack)
+
+
+def network_sites() -> list[str]:
+    return [*COMMITTED_STACKS, *NETWORK_SITES]
+
+
 def teams(stack: str, tag: str) -> list:
     version = tag.removeprefix("v")
     return [dataclasses.replace(team, vcluster=dataclasses.replace(team.vcluster, version=version))
-            for team in platform_of(stack_config(stack), stack).teams]
+            for team in platform_of(site_config(stack), stack).teams]
 
 
 def isolated_team_and_another(stack: str, tag: str) -> tuple[Any, Any]:
@@ -95,14 +126,14 @@ def isolated_team_and_another(stack: str, tag: str) -> tuple[Any, Any]:
 
 
 def isolating_sites() -> list[str]:
-    """The committed sites with a team whose network policy is on (a team with it off is not isolated: documented)."""
-    return [stack for stack in COMMITTED_STACKS
-            if any(team.vcluster.network_policy for team in platform_of(stack_config(stack), stack).teams)]
+    """The sites with a team whose network policy is on (a team with it off is not isolated: documented)."""
+    return [stack for stack in network_sites()
+            if any(team.vcluster.network_policy for team in platform_of(site_config(stack), stack).teams)]
 
 
 def host_addresses(stack: str) -> dict[str, str]:
     """A node, a pod of the platform and the API server's endpoint, in the stack's host networks."""
-    platform = platform_of(stack_config(stack), stack)
+    platform = platform_of(site_config(stack), stack)
     if platform.cluster.kind == "eks":
         vpc = ipaddress.ip_network(platform.cluster.eks.vpc_cidr)
         return {"node": str(vpc[130 * 256 + 12]), "pod": str(vpc[140 * 256 + 7]),
@@ -155,6 +186,13 @@ def dns_pod(team) -> Pod:
     return Pod(team.namespace, pod.manifest["metadata"]["labels"])
 
 
+def host_dns(stack: str, team) -> Target:
+    """The host's DNS pods as the site states them (cluster.kubeconfig.dns; the kube-dns layout otherwise)."""
+    dns = team.vcluster.host_dns
+    return Target("the host's DNS pods", host_addresses(stack)["pod"], dns.port, "UDP",
+                  pod=Pod(dns.namespace, dict(dns.pod_labels)))
+
+
 def out_of_reach(stack: str, team, other) -> list[Target]:
     """Everything on the host a tenant's pod must not open a connection to."""
     host = host_addresses(stack)
@@ -164,7 +202,7 @@ def out_of_reach(stack: str, team, other) -> list[Target]:
         Target("another team's vCluster API server", host["pod"], 8443,
                pod=Pod(other.namespace, {"app": "vcluster", "release": other.vcluster_name})),
         Target("another team's DNS", host["pod"], 1053, "UDP", pod=dns_pod(other)),
-        Target("the host's DNS pods", host["pod"], 53, "UDP", pod=Pod("kube-system", {"k8s-app": "kube-dns"})),
+        host_dns(stack, team),
         Target("the host's API server", host["api"], int(host["api_port"])),
         Target("a kubelet", host["node"], 10250),
         Target("a node port", host["node"], 30080),
@@ -211,11 +249,12 @@ def test_a_tenant_pod_reaches_its_own_vcluster_and_the_internet_only(site):
 def test_the_tenant_dns_reaches_the_host_dns_and_nothing_else_of_the_host(site):
     stack, team, other, policies = site
     dns = dns_pod(team)
-    host_dns = Target("the host's DNS pods", host_addresses(stack)["pod"], 53, "UDP",
-                      pod=Pod("kube-system", {"k8s-app": "kube-dns"}))
-    assert reaches(policies, dns, host_dns)
+    host = host_dns(stack, team)
+    node_local = [Target(f"the node-local DNS cache at {address}", address, 53, protocol)
+                  for address in team.vcluster.host_dns.node_local_addresses for protocol in ("UDP", "TCP")]
+    assert [target.what for target in [host, *node_local] if not reaches(policies, dns, target)] == []
     assert [target.what for target in out_of_reach(stack, team, other)
-            if target.what != host_dns.what and reaches(policies, dns, target)] == []
+            if target.what != host.what and reaches(policies, dns, target)] == []
 
 
 def test_the_syncer_renames_the_release_label_the_control_planes_policy_selects():

@@ -14,7 +14,7 @@ from config import versions
 from config.tenant_budget import DNS_REPLICAS
 from ops.sites import platform_of
 from tests.conftest import COMMITTED_STACKS, MIRRORED_TAGS, dev_config, git, mirror_chart, run
-from tests.test_program import GENERATED_SITES, generated_sites, site_config  # noqa: F401 (fixture)
+from tests.generated_sites import GENERATED_SITES, generated_sites, site_config  # noqa: F401 (fixture)
 from tools.charts.cache import CACHE_ENV, cache_chart, chart_cache_dir, find_cached
 from tools.charts.render import release_chart_key, render_release
 from tools.charts.values import ChartValues

@@ -106,6 +106,11 @@ def site_from_plan(plan: Mapping[str, Any]) -> Site:
         # The site stated its port (cluster.kubeconfig.apiServerPort): the control planes must reach that one, and
         # the common ports the program then leaves closed are none of the check's business.
         facts = dataclasses.replace(facts, api_server_ports=(int(port),), api_server_ports_known=True)
+    storage_class = _host_output(plan, "storageClass")
+    if storage_class:
+        # The site named its class (cluster.kubeconfig.storageClass), whose key requires that the cluster has it: a
+        # claim naming it is on a class the host provides, one naming another class is still not known here.
+        facts = dataclasses.replace(facts, storage_classes=(str(storage_class),))
     return Site(plan["stack"], "kubeconfig", facts, version, None)
 
 
