@@ -15,32 +15,11 @@ from __future__ import annotations
 import pytest
 
 from components.admission_devices import TOOLKIT_FEATURES
-from tests.conftest import dev_config, eks_config, run
-from tests.tenant_sim import KAI_SCHEDULER, Tenant, container, tenant_of, virtual_pod
-from tests.test_admission_honest import mixed_config
+from tests.tenant_sim import Tenant, container
+# The attack tests' tenants (dev, eks and a privileged team of a mixed stack) and their pod builders.
+from tests.test_admission_attacks import mixed_run, on_kai, rules, tenant  # noqa: F401 (fixtures)
 
 SWITCHED_OFF = [{"name": name, "value": value} for name, value in TOOLKIT_FEATURES.items()]
-
-
-@pytest.fixture(scope="module")
-def mixed_run():
-    return run(mixed_config(), stack="mixed")
-
-
-@pytest.fixture(scope="module", params=["dev:team-nlp", "eks:team-legal", "mixed:team-nlp"])
-def tenant(request, dev_run, eks_run, mixed_run) -> Tenant:
-    stack, team = request.param.split(":")
-    program, config = {"dev": (dev_run, dev_config()), "eks": (eks_run, eks_config()),
-                       "mixed": (mixed_run, mixed_config())}[stack]
-    return tenant_of(program, config, team)
-
-
-def rules(messages: list[str]) -> set[str]:
-    return {message[1:message.index("]")] for message in messages}
-
-
-def on_kai(tenant: Tenant, **kwargs) -> dict:
-    return virtual_pod(queue=tenant.team.queue_name, scheduler=KAI_SCHEDULER, **kwargs)
 
 
 def gpu_pods(tenant: Tenant, entries: list) -> dict[str, dict]:
