@@ -21,6 +21,10 @@ from typing import Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.admission_devices import (
+    CONTAINER_LISTS, MIG_SLICE, SCHEDULED_LISTS, WHOLE_GPU, device_env, device_features, device_paths, every_container,
+    gpu_env_from, pod_holds,
+)
 from components.admission_images import allowed_image
 from components.admission_metadata import (
     has_key, key_value, metadata_validations, metadata_variables, refusal,
@@ -34,18 +38,8 @@ from config.vocabulary import (
     syncer_account,
 )
 
-GPU_RESOURCE = "nvidia.com/gpu"
-MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
-VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
-BLANK_VISIBLE_DEVICES = ("void", "none")
 FRACTION_ANNOTATIONS = ("gpu-fraction", "gpu-memory")
 FRACTION_CONTAINER_ANNOTATION = "gpu-fraction-container-name"
-# KAI names the ConfigMap that carries a fractional container's device list in this annotation,
-# with a "-shared-gpu" suffix, and references it as "<name>-<container index>".
-SHARED_GPU_CONFIGMAP_ANNOTATION = "runai/shared-gpu-configmap"
-# The toolkit's volume-mount device list (off in the GPU Operator's default toolkit settings, refused
-# anyway); CDI device annotations are a reserved key space (components/admission_keys.py).
-DEVICE_LIST_MOUNT_DIR = "/var/run/nvidia-container-devices"
 PROTECTED_RUNTIME_PREFIX = "nvidia"
 # The kubelet sends probes and lifecycle hooks from the node's own network: a handler naming a host reaches what
 # the node reaches, past the team's network policy. Pod Security's baseline level refuses that only from
@@ -53,9 +47,6 @@ PROTECTED_RUNTIME_PREFIX = "nvidia"
 PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
 LIFECYCLE_HOOKS = ("postStart", "preStop")
 HOST_ACTIONS = ("httpGet", "tcpSocket")
-CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
-# The containers a pod is sized and scheduled with: ephemeral containers have no resources and KAI never mutates them.
-SCHEDULED_LISTS = CONTAINER_LISTS[:2]
 # With vcluster.alwaysPullImages, the kubelet starts no container from a node's cache without asking the registry
 # with the pod's own credentials, so no team runs another team's private image cached on a shared node.
 PULL_ALWAYS = "Always"
@@ -75,91 +66,7 @@ def syncer_username(team: Team) -> str:
     return syncer_account(team.namespace, team.vcluster_name)
 
 
-# --- CEL building blocks --------------------------------------------------------------------
-
-
-WHOLE_GPU = f"r == '{GPU_RESOURCE}'"
-MIG_SLICE = f"r.startsWith('{MIG_RESOURCE_PREFIX}')"
-
-
-def _holds_gpu(container: str, resource: str = f"({WHOLE_GPU} || {MIG_SLICE})") -> str:
-    """A container the device plugin gives GPUs to: a non-zero request or limit of a resource ``r`` for which
-    ``resource`` holds (by default whole GPUs and MIG slices)."""
-    kinds = []
-    for kind in ("requests", "limits"):
-        resources = f"{container}.resources.{kind}"
-        kinds.append(f"(has({container}.resources.{kind}) && {resources}.exists(r, "
-                     f"{resource} && !string({resources}[r]).matches('^[0.]+[a-zA-Z]*$')))")
-    return f"(has({container}.resources) && ({' || '.join(kinds)}))"
-
-
-def every_container(lists: tuple[str, ...], condition: str) -> str:
-    """``condition`` (over ``c``) holds for every container of the named lists."""
-    return " && ".join(f"(!has(object.spec.{field}) || object.spec.{field}.all(c, {condition}))" for field in lists)
-
-
-def _pod_holds(resource: str) -> str:
-    """A container or init container of the pod holds a non-zero amount of a resource ``r`` matching ``resource``."""
-    holds = " || ".join(f"(has(object.spec.{field}) && object.spec.{field}.exists(c, {_holds_gpu('c', resource)}))"
-                        for field in SCHEDULED_LISTS)
-    return f"({holds})"
-
-
-def _env_entries(container: str, condition: str, quantifier: str) -> str:
-    default = "true" if quantifier == "all" else "false"
-    return f"(has({container}.env) ? {container}.env.{quantifier}(e, {condition}) : {default})"
-
-
-def _blank_literal(entry: str) -> str:
-    return f"(has({entry}.value) && {entry}.value in {list(BLANK_VISIBLE_DEVICES)})"
-
-
-def _kai_device_list(entry: str) -> str:
-    """The fractional container's device list: KAI's ConfigMap for one container of this pod, nothing else
-    (the prefix itself is checked by rule device-list-name)."""
-    ref = f"{entry}.valueFrom.configMapKeyRef"
-    return (f"(has({entry}.valueFrom) && has({entry}.valueFrom.configMapKeyRef) && {ref}.key == '{VISIBLE_DEVICES}'"
-            f" && {has_key('object', 'annotations', SHARED_GPU_CONFIGMAP_ANNOTATION)}"
-            f" && object.metadata.annotations['{SHARED_GPU_CONFIGMAP_ANNOTATION}'].endsWith('-shared-gpu')"
-            f" && {ref}.name.startsWith(object.metadata.annotations['{SHARED_GPU_CONFIGMAP_ANNOTATION}'] + '-')"
-            f" && {ref}.name.substring(size(object.metadata.annotations['{SHARED_GPU_CONFIGMAP_ANNOTATION}']))"
-            f".matches('^-i?[0-9]+$'))")
-
-
-def _device_env_ok(container: str, mutated_by_kai: bool) -> str:
-    """No literal device list but void/none, and a reference only as KAI's, only in the fractional container.
-
-    KAI's pod webhook (failurePolicy Fail, every kai-scheduler pod CREATE) writes void into each container
-    that holds no GPU, image ENV or not. Ephemeral containers are added later through a subresource the
-    webhook never sees, so they must carry the blank value themselves.
-    """
-    entry_ok = f"e.name != '{VISIBLE_DEVICES}' || {_blank_literal('e')}"
-    if mutated_by_kai:
-        entry_ok += f" || ({container}.name == variables.fractionContainer && {_kai_device_list('e')})"
-        return _env_entries(container, entry_ok, "all")
-    blank = _env_entries(container, f"e.name == '{VISIBLE_DEVICES}' && {_blank_literal('e')}", "exists")
-    return f"({_env_entries(container, entry_ok, 'all')} && {blank})"
-
-
-def env_from_prefix_safe(stems: list[str]) -> str:
-    """envFrom source ``f`` has a prefix with which none of ``stems`` starts: no key of the source, whatever the
-    tenant puts in its ConfigMap or Secret, can complete the prefix to a name beginning with a stem."""
-    return f"has(f.prefix) && f.prefix != '' && !{stems}.exists(s, s.startsWith(f.prefix))"
-
-
-def _env_from_prefixed(container: str) -> str:
-    """A whole-GPU container's env overrides the device plugin's list: no envFrom source may spell its name."""
-    return (f"(!{_holds_gpu(container)} || !has({container}.envFrom) || "
-            f"{container}.envFrom.all(f, {env_from_prefix_safe([VISIBLE_DEVICES])}))")
-
-
 # --- the policy -----------------------------------------------------------------------------
-
-
-def _no_device_paths() -> str:
-    mounts = (f"(!has(c.volumeMounts) || c.volumeMounts.all(m, !m.mountPath.startsWith('{DEVICE_LIST_MOUNT_DIR}')"
-              f" && !m.mountPath.startsWith('{DEVICE_LIST_MOUNT_DIR.replace('/var/run', '/run')}')))")
-    return every_container(CONTAINER_LISTS, mounts)
 
 
 def _no_host_in(handler: str) -> str:
@@ -287,8 +194,8 @@ def policy_variables(team: Team) -> list[dict]:
          "expression": "has(object.spec.schedulerName) ? object.spec.schedulerName : 'default-scheduler'"},
         {"name": "fractional", "expression": fractional},
         {"name": "fractionContainer", "expression": f"!variables.fractional ? '' : {fraction_container()}"},
-        {"name": "wholeGpus", "expression": _pod_holds(WHOLE_GPU)},
-        {"name": "migSlices", "expression": _pod_holds(MIG_SLICE)},
+        {"name": "wholeGpus", "expression": pod_holds(WHOLE_GPU)},
+        {"name": "migSlices", "expression": pod_holds(MIG_SLICE)},
         {"name": "usesGpu", "expression": "variables.fractional || variables.wholeGpus || variables.migSlices"},
         *metadata_variables(),
     ]
@@ -298,9 +205,6 @@ def policy_validations(team: Team, before_sync: bool = False) -> list[dict]:
     """The pod rules, judging the host pod; ``before_sync``, the virtual pod as the tenant writes it (inside its
     vCluster, before the syncer rewrites its volumes)."""
     queue = team.queue_name
-    device_env = (f"{every_container(SCHEDULED_LISTS, _device_env_ok('c', mutated_by_kai=True))} && "
-                  f"{every_container(('ephemeralContainers',), _device_env_ok('c', mutated_by_kai=False))}")
-    env_from = every_container(SCHEDULED_LISTS, _env_from_prefixed('c'))
     return [
         {"expression": f"variables.scheduler == '{SCHEDULER_NAME}' && variables.queue == '{queue}'",
          "messageExpression": f"'[own-queue] every pod of team {team.name} is scheduled by KAI in queue {queue}, "
@@ -316,16 +220,9 @@ def policy_validations(team: Team, before_sync: bool = False) -> list[dict]:
                 f"'{PROTECTED_RUNTIME_PREFIX}') || variables.usesGpu",
                 "only pods that KAI allocates a GPU to may use an nvidia runtime class",
                 "remove spec.runtimeClassName, or request a GPU (gpu-fraction, gpu-memory or nvidia.com/gpu)"),
-        refusal("device-env", device_env,
-                f"{VISIBLE_DEVICES} may only be set to void or none, only KAI may point a fractional container at "
-                "its device list, and an ephemeral container must carry the blank value itself",
-                f"remove your own {VISIBLE_DEVICES} settings; for an ephemeral debug container add the env "
-                f"{VISIBLE_DEVICES}=void"),
-        refusal("gpu-env-from", env_from,
-                "a container holding whole GPUs or a MIG slice takes envFrom variables only under a prefix that cannot "
-                f"spell {VISIBLE_DEVICES} (none, or a start of that name such as NVIDIA_, would let a key override "
-                "the device plugin's list)",
-                "give each envFrom source a prefix such as APP_, or list the keys you need under env"),
+        device_env(),
+        gpu_env_from(),
+        device_features(),
         refusal("gpu-kinds",
                 "!(variables.migSlices && (variables.fractional || variables.wholeGpus))",
                 "a pod asks for GPUs one way: MIG slices go alone, without nvidia.com/gpu, gpu-fraction or "
@@ -339,9 +236,7 @@ def policy_validations(team: Team, before_sync: bool = False) -> list[dict]:
                 "the kubelet sends probes and lifecycle hooks from the node, past the team's network policy, so "
                 "they may not name a host",
                 "remove host from httpGet and tcpSocket probes and hooks: they then reach the pod itself"),
-        refusal("device-paths", _no_device_paths(),
-                f"pods may not name devices to the container runtime themselves (mounts under {DEVICE_LIST_MOUNT_DIR})",
-                "remove them; request GPUs with gpu-fraction, gpu-memory or nvidia.com/gpu"),
+        device_paths(),
         *volume_validations(team, before_sync),
         *_image_pull_validations(team),
         # Judged inside each vCluster by a policy of its own, on update too (components/virtual_defaults.py).

@@ -35,10 +35,10 @@ from typing import Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.admission import (
-    CONTAINER_LISTS, FRACTION_ANNOTATIONS, GPU_RESOURCE, MIG_RESOURCE_PREFIX, SCHEDULED_LISTS,
-    SHARED_GPU_CONFIGMAP_ANNOTATION, env_from_prefix_safe, every_container, pod_policy_spec, policy_name,
-    policy_with_deny_binding,
+from components.admission import FRACTION_ANNOTATIONS, pod_policy_spec, policy_name, policy_with_deny_binding
+from components.admission_devices import (
+    CONTAINER_LISTS, GPU_RESOURCE, MIG_RESOURCE_PREFIX, SCHEDULED_LISTS, SHARED_GPU_CONFIGMAP_ANNOTATION,
+    env_from_prefix_safe, every_container,
 )
 from components.admission_metadata import refusal
 from config import versions

@@ -34,7 +34,8 @@ from typing import Optional
 
 import yaml
 
-from components.admission import PULL_ALWAYS, QUEUE_LABEL, VISIBLE_DEVICES
+from components.admission import PULL_ALWAYS, QUEUE_LABEL
+from components.admission_devices import VISIBLE_DEVICES
 from components.kai import SCHEDULER_NAME
 from config.model import Team
 from config.vcluster_images import coredns_image

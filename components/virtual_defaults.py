@@ -8,6 +8,9 @@ where MutatingAdmissionPolicy is GA (``admissionregistration.k8s.io/v1``) and on
 program ships:
 
 - a MutatingAdmissionPolicy that sets both on every pod created in the virtual cluster;
+- a MutatingAdmissionPolicy that switches the NVIDIA container toolkit's device features off in the env of every
+  container that holds a GPU (the host's ``[device-features]`` rule asks for them, since it cannot read the image's
+  ``ENV``), replacing a value the tenant set;
 - for a memory-capped team, a MutatingAdmissionPolicy that loads HAMi-core into the fractional container of
   every fractional pod (the env, image volume and mount the host's ``[hami-core]`` rule asks for), as
   kai-resource-isolator's webhook does where KAI's own guide installs it, so KAI's examples run unmodified;
@@ -35,6 +38,7 @@ from components.admission import (
     PULL_ALWAYS, fraction_annotated, fraction_container, image_registry_validations, policy_validations,
     policy_variables,
 )
+from components.admission_devices import TOOLKIT_FEATURES, with_gpu
 from components.isolation_admission import IMAGE_ROOT, LIBRARY, LIBRARY_NAMES, isolation_validations
 from components.kai import SCHEDULER_NAME
 from components.yaml_text import yaml_documents
@@ -46,6 +50,7 @@ ADMISSION_API = "admissionregistration.k8s.io/v1"
 DEFAULTS_NAME = "gpu-tenancy-pod-defaults"
 RULES_NAME = "gpu-tenancy-pod-rules"
 HAMI_CORE_NAME = "gpu-tenancy-hami-core"  # the policy, and the image volume it adds
+DEVICE_FEATURES_NAME = "gpu-tenancy-device-features"
 IMAGE_PULL_NAME = "gpu-tenancy-image-pull"
 IMAGE_REGISTRY_NAME = "gpu-tenancy-image-registry"
 POD_CREATE = {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
@@ -79,6 +84,25 @@ def _mutating_policy(name: str, *apply_configurations: str, **spec) -> dict:
 
 def pod_defaults_policy(team: Team) -> dict:
     return _mutating_policy(DEFAULTS_NAME, pod_defaults_mutation(team))
+
+
+def device_features_mutations() -> tuple[str, str]:
+    """Apply configurations merged by name into the containers and init containers that hold a GPU (whole GPUs, MIG
+    slices, the fraction), each adding the toolkit's feature variables with the values that keep them off (an empty
+    configuration where the pod has no such container)."""
+    def switched_off(field: str) -> str:
+        kind = f"Object.spec.{field}"
+        env = ", ".join(f"{kind}.env{{name: '{name}', value: '{value}'}}" for name, value in TOOLKIT_FEATURES.items())
+        holding = f"object.spec.{field}.filter(c, {with_gpu('c')})"
+        configuration = f"Object{{spec: Object.spec{{{field}: {holding}.map(c, {kind}{{name: c.name, env: [{env}]}})}}}}"
+        return f"has(object.spec.{field}) && object.spec.{field}.exists(c, {with_gpu('c')}) ? {configuration} : Object{{}}"
+
+    return switched_off("containers"), switched_off("initContainers")
+
+
+def device_features_policy(team: Team) -> dict:
+    variables = [variable for variable in policy_variables(team) if variable["name"] in ("fractional", "fractionContainer")]
+    return _mutating_policy(DEVICE_FEATURES_NAME, *device_features_mutations(), variables=variables)
 
 
 def hami_core_mutation(image: str) -> str:
@@ -165,6 +189,8 @@ def virtual_manifests(team: Team) -> list[dict]:
     return [
         pod_defaults_policy(team),
         _binding("MutatingAdmissionPolicyBinding", DEFAULTS_NAME),
+        device_features_policy(team),
+        _binding("MutatingAdmissionPolicyBinding", DEVICE_FEATURES_NAME),
         *hami_core,
         *image_pull,
         pod_rules_policy(team),

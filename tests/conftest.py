@@ -73,6 +73,10 @@ MIRRORED_TAGS = {
     "kubernetes/kube-state-metrics": ("v2.19.1", "v2.20.0"),
     "loft-sh/vcluster": ACCEPTED_VCLUSTER_TAGS,
     "NVIDIA/gpu-operator": versions.GPU_OPERATOR_RELEASES,
+    # The container toolkit each accepted GPU Operator release ships (its values' toolkit.version), which reads a
+    # container's env (tests/test_toolkit_env_contract.py).
+    "NVIDIA/nvidia-container-toolkit": ("v1.17.0", "v1.17.3", "v1.17.4", "v1.17.5", "v1.17.8", "v1.18.0", "v1.18.1",
+                                        "v1.19.0", "v1.19.1", "v1.20.0"),
     "prometheus-community/helm-charts": (
         *(f"kube-prometheus-stack-{release}" for release in versions.KUBE_PROMETHEUS_STACK_RELEASES),
         "kube-state-metrics-8.0.0", "kube-state-metrics-8.1.0", "kube-state-metrics-8.1.1", "kube-state-metrics-8.1.2",

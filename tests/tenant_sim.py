@@ -216,17 +216,30 @@ class Tenant:
         self.admission = admission
         self.team = team
         self.syncer = f"system:serviceaccount:{team.namespace}:vc-{team.vcluster_name}"
+        self._device_features = None
 
-    def host_pod(self, pod: dict, *, mutated: bool = True, kai_version: str = "v0.16.4") -> dict:
+    def device_defaults(self, pod: dict) -> dict:
+        """The pod after the vCluster's device-features default (components/virtual_defaults.py), which every GPU pod
+        needs on the host; the other in-vCluster defaults are left to each test (a tenant may delete any of them)."""
+        from components.virtual_defaults import device_features_policy
+        from tests.virtual_sim import Mutation
+        if self._device_features is None:
+            self._device_features = Mutation(device_features_policy(self.team)["spec"],
+                                             {"matchResources": {"namespaceSelector": {}}})
+        return self._device_features.mutate(pod["metadata"].get("namespace", "default"), pod, "kubernetes-admin")
+
+    def host_pod(self, pod: dict, *, mutated: bool = True, kai_version: str = "v0.16.4", defaults: bool = True) -> dict:
         """The synced pod after the host API server's defaulting and admission chain: LimitRanger, then KAI's
-        webhook."""
-        synced = limit_ranger(pull_policy_defaults(vcluster_sync(pod, self.team)), self.team.vcluster.limit_range)
+        webhook. ``defaults``: the vCluster's device-features default ran first; a tenant that deleted it sends the
+        pod as written."""
+        virtual = self.device_defaults(pod) if defaults else pod
+        synced = limit_ranger(pull_policy_defaults(vcluster_sync(virtual, self.team)), self.team.vcluster.limit_range)
         return kai_mutate(synced, kai_version=kai_version) if mutated else synced
 
-    def create(self, pod: dict, *, mutated: bool = True, kai_version: str = "v0.16.4") -> list[str]:
+    def create(self, pod: dict, *, mutated: bool = True, kai_version: str = "v0.16.4", defaults: bool = True) -> list[str]:
         """Refusals of the whole CREATE path: KAI's webhook, API validation, then the admission policy."""
         try:
-            host = self.host_pod(pod, mutated=mutated, kai_version=kai_version)
+            host = self.host_pod(pod, mutated=mutated, kai_version=kai_version, defaults=defaults)
         except WebhookRefusal as refusal:
             return [str(refusal)]
         return self.create_host(host)

@@ -36,7 +36,7 @@ from tests.tenant_sim import (
     KAI_BINDER, KAI_SCHEDULER, POLICY, Admission, Tenant, container, platform_of, tenant_of, virtual_pod,
 )
 from tests.test_admission_honest import KAI, kai_doc_pods, refused_docs
-from tests.test_virtual_defaults import HONEST, Inside, deployment_pod, job_pod, manifests
+from tests.test_virtual_defaults import HONEST, Inside, deployment_pod, job_pod, manifests, without_device_features
 from tests.apiserver_pods import pull_policy_defaults
 from tests.image_reference_sim import syncer_image_update
 
@@ -277,7 +277,8 @@ def test_an_unmodified_pod_pulls_on_start_and_is_admitted_inside_and_on_the_host
 def test_the_mutation_changes_the_pull_policies_and_nothing_else(inside, kind):
     pod = pull_policy_defaults({"deployment": deployment_pod, "job-with-a-fraction": job_pod}[kind]())
     mutated = inside.mutate(pod)
-    restored = copy.deepcopy(mutated)
+    # Besides the pull policies, the fraction's container gets the toolkit's device features switched off.
+    restored = without_device_features(mutated)
     for entry, before in zip(restored["spec"]["containers"], pod["spec"]["containers"]):
         entry["imagePullPolicy"] = before["imagePullPolicy"]
     restored["spec"]["schedulerName"] = pod["spec"].get("schedulerName", "default-scheduler")

@@ -10,105 +10,21 @@ Kubernetes 1.36's schemas, the version vCluster 0.36.1 runs inside.
 from __future__ import annotations
 
 import copy
-import json
-from pathlib import Path
 
-import celpy
 import kubernetes_validate
 import pytest
-import yaml
-from celpy import celtypes
 
-from components.tenant import vcluster_values
+from components.admission_devices import TOOLKIT_FEATURES
 from components.virtual_defaults import RULES_NAME
 from config.vocabulary import QUEUE_LABEL
-from tools.offline.mocks import MOCK_CLUSTER_DNS
 from tests.config_spec import put
 from tests.conftest import dev_config, eks_config
 from tests.isolation_spec import isolation_config, prefixed
 from tests.tenant_sim import (
-    Admission, KAI_SCHEDULER, Tenant, container, plain_value, platform_of, tenant_of, virtual_pod,
+    Admission, KAI_SCHEDULER, Tenant, container, platform_of, tenant_of, virtual_pod,
 )
 from tests.apiserver_pods import pull_policy_defaults
-
-VIRTUAL_KUBERNETES = "1.36.0"
-
-
-class TypeName(celtypes.MapType):
-    """``Object``, ``Object.spec``, ...: a type name in an apply configuration; calling it builds that object."""
-
-    def __getitem__(self, key):
-        return TypeName()
-
-    def __call__(self, fields=None):
-        return celtypes.MapType(fields or {})
-
-
-def _schemas() -> dict:
-    path = Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema" / f"v{VIRTUAL_KUBERNETES}-local"
-    return json.loads((path / "_definitions.json").read_text())["$defs"]
-
-
-SCHEMAS = _schemas()
-POD_SCHEMA = {"$ref": "#/$defs/io.k8s.api.core.v1.Pod"}
-
-
-def _resolved(schema: dict) -> dict:
-    while "$ref" in schema:
-        schema = SCHEMAS[schema["$ref"].rsplit("/", 1)[1]]
-    return schema
-
-
-def apply_configuration(target: dict, configuration: dict, schema: dict = POD_SCHEMA) -> dict:
-    """``configuration`` merged into ``target`` as the API server merges an apply configuration (structured
-    merge): maps key by key, lists the Kubernetes 1.36 schema marks ``x-kubernetes-list-type: map`` item by
-    item on their keys (containers and env by name, mounts by path), other lists and scalars replaced."""
-    schema = _resolved(schema)
-    result = copy.deepcopy(target)
-    for key, value in configuration.items():
-        field = _resolved(schema.get("properties", {}).get(key, {}))
-        if isinstance(value, dict) and isinstance(result.get(key), dict):
-            result[key] = apply_configuration(result[key], value, field)
-        elif isinstance(value, list) and field.get("x-kubernetes-list-type") == "map":
-            keys = field["x-kubernetes-list-map-keys"]
-            merged = copy.deepcopy(result.get(key) or [])
-            for item in value:
-                same = [index for index, existing in enumerate(merged) if all(existing.get(k) == item.get(k) for k in keys)]
-                if same:
-                    merged[same[0]] = apply_configuration(merged[same[0]], item, field["items"])
-                else:
-                    merged.append(copy.deepcopy(item))
-            result[key] = merged
-        else:
-            result[key] = copy.deepcopy(value)
-    return result
-
-
-def manifests(team_settings) -> list[dict]:
-    text = vcluster_values(team_settings, MOCK_CLUSTER_DNS)["experimental"]["deploy"]["vcluster"]["manifests"]
-    return list(yaml.safe_load_all(text))
-
-
-def named(objects: list[dict], kind: str, name: str) -> dict:
-    return next(obj for obj in objects if obj["kind"] == kind and obj["metadata"]["name"] == name)
-
-
-class Mutation(Admission):
-    """One MutatingAdmissionPolicy and its binding: matched and its variables evaluated as tenant_sim's
-    ``Admission`` does, then each apply configuration evaluated and merged into the pod."""
-
-    def mutate(self, namespace: str, pod: dict, user: str) -> dict:
-        activation = self.context(namespace, pod, user=user)
-        if activation is None:
-            return pod
-        for mutation in self.spec["mutations"]:
-            assert mutation["patchType"] == "ApplyConfiguration"
-            result = self.evaluate(mutation["applyConfiguration"]["expression"], {**activation, "Object": TypeName()})
-            # The API server defaults the object again after each mutation (k8s.io/apiserver
-            # pkg/admission/plugin/policy/mutating/dispatcher.go): an image volume added gets its pull policy.
-            pod = pull_policy_defaults(apply_configuration(pod, plain_value(result)))
-            activation = {**activation, "object": celpy.json_to_cel(pod)}
-        return pod
+from tests.virtual_sim import VIRTUAL_KUBERNETES, Mutation, manifests, named
 
 
 class Inside:
@@ -170,14 +86,28 @@ HONEST = {
 }
 
 
+def without_device_features(pod: dict) -> dict:
+    stripped = copy.deepcopy(pod)
+    for entry in stripped["spec"]["containers"]:
+        entry["env"] = [e for e in entry.get("env", []) if e["name"] not in TOOLKIT_FEATURES]
+        if not entry["env"]:
+            del entry["env"]
+    return stripped
+
+
 @pytest.mark.parametrize("kind", HONEST)
 def test_every_pod_gets_kai_and_the_teams_queue_and_keeps_its_own_labels(inside, kind):
     pod = pull_policy_defaults(HONEST[kind]())
     mutated = inside.mutate(pod)
     assert mutated["spec"]["schedulerName"] == KAI_SCHEDULER
     assert mutated["metadata"]["labels"] == {**pod["metadata"]["labels"], QUEUE_LABEL: inside.tenant.team.queue_name}
-    assert {k: v for k, v in mutated["spec"].items() if k != "schedulerName"} == \
+    # GPU containers also get the toolkit's device features switched off; nothing else changes.
+    assert {k: v for k, v in without_device_features(mutated)["spec"].items() if k != "schedulerName"} == \
         {k: v for k, v in pod["spec"].items() if k != "schedulerName"}
+    gpu_containers = {"job-with-a-fraction": "trainer", "whole-gpu": "main"}
+    for entry in mutated["spec"]["containers"]:
+        features = {e["name"]: e["value"] for e in entry.get("env", []) if e["name"] in TOOLKIT_FEATURES}
+        assert features == (TOOLKIT_FEATURES if gpu_containers.get(kind) == entry["name"] else {})
     # The policy runs again when another mutation follows (reinvocation): nothing changes the second time.
     assert inside.mutate(mutated) == mutated
 
@@ -230,10 +160,11 @@ def test_the_host_rule_refuses_the_same_pod_inside(inside, rule):
 
 
 def test_the_shipped_manifests_are_valid_kubernetes_1_36_objects():
-    sites = ((dev_config(), "team-nlp", 4), (eks_config(), "team-legal", 4),
-             (prefixed(isolation_config()), "team-nlp", 6),  # a memory-capped team also gets HAMi-core loaded
+    # Every team gets its queue, the device features switched off and the host's pod rules.
+    sites = ((dev_config(), "team-nlp", 6), (eks_config(), "team-legal", 6),
+             (prefixed(isolation_config()), "team-nlp", 8),  # a memory-capped team also gets HAMi-core loaded
              # and every team its pulls, on a site that has them pull on every start
-             (put(prefixed(isolation_config()), "gpu-tenancy:vcluster.alwaysPullImages", True), "team-nlp", 8))
+             (put(prefixed(isolation_config()), "gpu-tenancy:vcluster.alwaysPullImages", True), "team-nlp", 10))
     for config, team, count in sites:
         settings = next(t for t in platform_of(config).teams if t.name == team)
         objects = manifests(settings)
