@@ -9,10 +9,10 @@ import copy
 import pytest
 
 from config import SECRET_KEYS, load_platform, versions
-from config.mirrors import deployed_registries
 from config.vocabulary import project_config
 from tests.conftest import COMMITTED_STACKS, dev_config, real_charts_or_skip, run, stack_config
 from tests.test_deployability import sites  # noqa: F401 (fixture)
+from tests.test_mirrors import registries_of
 from tools.charts.cache import CACHE_ENV, cache_chart, chart_cache_dir, chart_contracts
 from tools.charts.pins import pinned_chart_key
 from tools.charts.render import RELEASE_TYPE, render_plan_releases
@@ -62,7 +62,7 @@ def _mirroring_what_it_pulls(config: dict) -> dict:
     unmirrored = {key: value for key, value in config.items() if key != "gpu-tenancy:mirrors"}
     platform = load_platform(project_config(unmirrored), placeholders=SECRET_KEYS)
     mirror_host = next(iter(images.values())).split("/", 1)[0]
-    images.update({host: f"{mirror_host}/{host}" for host in deployed_registries(platform) if host not in images})
+    images.update({host: f"{mirror_host}/{host}" for host in registries_of(platform) if host not in images})
     return config
 
 
@@ -72,7 +72,7 @@ def test_a_mirrored_site_is_checked_with_the_monitoring_stack_installed_too():
     config = dev_config()
     platform = load_platform(project_config(config), placeholders=SECRET_KEYS)
     config["gpu-tenancy:mirrors"] = {"images": {host: f"harbor.corp.example/{host}"
-                                                for host in deployed_registries(platform)}}
+                                                for host in registries_of(platform)}}
     assert "quay.io" not in config["gpu-tenancy:mirrors"]["images"]
     installed = with_observability(config, "install")
     load_platform(project_config(installed), placeholders=SECRET_KEYS)
