@@ -27,8 +27,13 @@ from tests.test_tenant_network import (  # noqa: F401 (site: the fixture, each c
 from tools.offline.mocks import MOCK_CLUSTER_DNS
 
 VCLUSTER = "loft-sh/vcluster"
-HOST_DNS_POD = Pod("kube-system", {"k8s-app": "kube-dns"})
 COREDNS_OTHER_PORTS = (9153, 8080, 8181)
+
+
+def host_dns_pod(team) -> Pod:
+    """A pod of the host DNS the site states (cluster.kubeconfig.dns; kube-system's kube-dns by default)."""
+    dns = team.vcluster.host_dns
+    return Pod(dns.namespace, dict(dns.pod_labels))
 
 
 def snapshot_pod(team) -> Pod:
@@ -47,11 +52,11 @@ def reached_ports(policies: list[dict], source: Pod, address: str, protocol: str
             if reaches(policies, source, Target("an address", address, port, protocol, pod=pod))}
 
 
-def host_dns_reach(policies: list[dict], stack: str, source: Pod) -> dict[str, set[int]]:
+def host_dns_reach(policies: list[dict], stack: str, team, source: Pod) -> dict[str, set[int]]:
     """By protocol, the ports ``source`` reaches on a host DNS pod beyond those it reaches at any private address
     (the control plane's and the snapshot's API server ports)."""
     address = host_addresses(stack)["pod"]
-    return {protocol: reached_ports(policies, source, address, protocol, pod=HOST_DNS_POD)
+    return {protocol: reached_ports(policies, source, address, protocol, pod=host_dns_pod(team))
             - reached_ports(policies, source, PRIVATE_SERVICE, protocol) for protocol in ("UDP", "TCP")}
 
 
@@ -59,10 +64,11 @@ def test_the_control_plane_dns_and_snapshot_reach_the_host_dns_on_its_dns_port_o
     stack, team, _, policies = site
     for what, source in {"the control plane": control_plane_pod(team), "the tenant DNS": dns_pod(team),
                          "the snapshot pod": snapshot_pod(team)}.items():
-        assert host_dns_reach(policies, stack, source) == {"UDP": {53}, "TCP": {53}}, what
+        port = team.vcluster.host_dns.port
+        assert host_dns_reach(policies, stack, team, source) == {"UDP": {port}, "TCP": {port}}, what
         address = host_addresses(stack)["pod"]
         assert [port for port in COREDNS_OTHER_PORTS
-                if reaches(policies, source, Target("CoreDNS", address, port, pod=HOST_DNS_POD))] == [], what
+                if reaches(policies, source, Target("CoreDNS", address, port, pod=host_dns_pod(team)))] == [], what
 
 
 def test_a_tenants_workloads_reach_the_host_dns_on_no_port(site):
@@ -71,7 +77,7 @@ def test_a_tenants_workloads_reach_the_host_dns_on_no_port(site):
     stack, team, _, policies = site
     address = host_addresses(stack)["pod"]
     for what, pod in tenant_pods(team).items():
-        assert {protocol: reached_ports(policies, pod, address, protocol, pod=HOST_DNS_POD)
+        assert {protocol: reached_ports(policies, pod, address, protocol, pod=host_dns_pod(team))
                 for protocol in ("UDP", "TCP")} == {"UDP": set(), "TCP": set()}, what
 
 
@@ -83,7 +89,8 @@ def test_name_resolution_still_works_end_to_end(site):
     address = host_addresses(stack)["pod"]
     hops = [(what, pod, Target("its own DNS", address, 1053, protocol, pod=dns_pod(team)))
             for what, pod in tenant_pods(team).items() for protocol in ("UDP", "TCP")]
-    hops += [(what, source, Target("the host DNS", address, 53, protocol, pod=HOST_DNS_POD))
+    hops += [(what, source, Target("the host DNS", address, team.vcluster.host_dns.port, protocol,
+                                   pod=host_dns_pod(team)))
              for what, source in {"the tenant DNS": dns_pod(team), "the control plane": control_plane_pod(team)}.items()
              for protocol in ("UDP", "TCP")]
     assert [(what, target.what, target.protocol) for what, source, target in hops
@@ -95,9 +102,9 @@ def test_the_old_all_port_rule_is_caught(site):
     stack, team, _, policies = site
     opened = [{**policy, "spec": {**policy["spec"], "egress": [
         {key: value for key, value in rule.items() if key != "ports"}
-        if any(peer.get("podSelector") == {"matchLabels": HOST_DNS_POD.labels} for peer in rule.get("to") or [])
+        if any(peer.get("podSelector") == {"matchLabels": host_dns_pod(team).labels} for peer in rule.get("to") or [])
         else rule for rule in policy["spec"].get("egress") or []]}} for policy in policies]
-    reach = host_dns_reach(opened, stack, dns_pod(team))
+    reach = host_dns_reach(opened, stack, team, dns_pod(team))
     assert set(COREDNS_OTHER_PORTS) <= reach["TCP"] and 1 in reach["UDP"]
 
 

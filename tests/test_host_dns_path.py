@@ -18,9 +18,12 @@ from config import ConfigError
 from ops.sites import platform_of
 from tests.conftest import dev_config, run
 from tests.test_control_plane_egress import PRIVATE_SERVICE, control_plane_pod
-from tests.test_host_dns_egress import COREDNS_OTHER_PORTS, HOST_DNS_POD, reached_ports, snapshot_pod
+from tests.test_host_dns_egress import COREDNS_OTHER_PORTS, reached_ports, snapshot_pod
 from tests.test_tenant_network import Pod, Target, dns_pod, reaches, tenant_pods
 from tools.offline.recording import integral_numbers
+
+# The default layout's DNS pods (kube-system, k8s-app: kube-dns), which a stated DNS path replaces.
+HOST_DNS_POD = Pod("kube-system", {"k8s-app": "kube-dns"})
 
 NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 NODE_LOCAL = "169.254.20.10"
