@@ -36,10 +36,11 @@ PUBLIC_REGISTRIES = ("docker.io", "registry-1.docker.io", "ghcr.io", "quay.io", 
 
 def split_image(reference: str) -> tuple[str, str]:
     """``(registry host, path[:tag])`` of a reference as the node's runtime reads it (distribution/reference's
-    familiar names, normalize.go splitDockerDomain: no host is Docker Hub, whose legacy name is renamed to it and
-    whose single-component names are under ``library/``)."""
+    familiar names, normalize.go: a first component is a host if it has a dot, a port or upper case, or is
+    localhost; no host is Docker Hub, whose legacy name is renamed to it and whose single-component names are under
+    ``library/``)."""
     first, slash, rest = reference.partition("/")
-    if not (slash and ("." in first or ":" in first or first == LOCALHOST)):
+    if not (slash and ("." in first or ":" in first or first == LOCALHOST or first.lower() != first)):
         first, rest = DEFAULT_DOMAIN, reference
     if first == LEGACY_DOMAIN:
         first = DEFAULT_DOMAIN
