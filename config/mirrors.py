@@ -111,7 +111,10 @@ docs/operations.md (An air-gapped site).""", keys=(
         example=MIRROR_EXAMPLE, default_note="none: images come from their upstream registries",
         details="Once set, every registry the site's deployment pulls from must be in it: a missing one is an "
                 "error that lists them; a team's vCluster with its own `controlPlane.advanced.defaultImageRegistry` "
-                "pulls its images from there instead (docs/operations.md). Docker Hub is `docker.io` (official "
+                "pulls its images from there instead (docs/operations.md). An image a site names in "
+                "`vcluster.extraValues` (a chart image's registry, the control plane's init and sidecar containers, "
+                "`translateImage`) or its `defaultImageRegistry` may be on neither a registry listed here nor a "
+                "public one that is not: write the mirror's address. Docker Hub is `docker.io` (official "
                 "images keep their `library/` path). "
                 f"A prefix is written as a registry entry is ({EXAMPLES})."),
     Key("charts", ChartRepoMap(), {}, "Chart → the repository it is pulled from instead.",

@@ -18,7 +18,8 @@ import pytest
 import yaml
 
 from components.tenant import vcluster_values
-from config import load_platform, versions
+from config import SECRET_KEYS, load_platform, versions
+from config.mirror_registries import deployed_registries
 from config.keys import Block, ListOf
 from config.key_types import AnyMap
 from config.load import STACK_CONFIG
@@ -26,9 +27,12 @@ from config.vcluster_images import (
     CHART_IMAGES, CONTAINER_LISTS, TRANSLATED_IMAGES, UNPULLED_IMAGES, site_images,
 )
 from config.vcluster_values import REFUSED, classified
+from config.vocabulary import project_config
 from tests.config_spec import assert_rejected, dev_config, eks_config, put, rejected
-from tests.conftest import ACCEPTED_VCLUSTER_TAGS, git, mirrored_tag, run
+from tests.conftest import ACCEPTED_VCLUSTER_TAGS, COMMITTED_STACKS, git, mirrored_tag, run
+from tests.generated_sites import GENERATED_SITES, generated_sites, site_config  # noqa: F401 (fixture)
 from tests.release_renders import rendered
+from tests.site_corpus import VALID_SITES
 from tests.test_chart_images import _release_images
 from tests.test_mirrors import PREFIX, mirror_of
 from tests.test_mirrors_default_registry import DEPLOYED_ETCD, _mirrored_site, one_team
@@ -237,3 +241,23 @@ def test_each_image_the_values_name_is_what_the_chart_renders(release, tmp_path)
         assert any(image.startswith(f"{value}/") if is_registry else image == value or image.startswith(f"{value}:")
                    for image in images), (key, value, images)
     assert all(image.startswith(PREFIX + "/") for image in images), images
+
+
+def _every_site() -> dict[str, dict]:
+    """Every committed, corpus and generated site, as raw config without the project prefix."""
+    sites = {name: make() for name, make in VALID_SITES.items()}
+    sites.update({name: project_config(site_config(name)) for name in (*COMMITTED_STACKS, *sorted(GENERATED_SITES))})
+    return sites
+
+
+def test_every_site_stays_valid_and_so_does_its_mirrored_twin(generated_sites):  # noqa: F811 (fixture)
+    """The new rules on every site we have: each is accepted as it is, and with a mirror for each registry it
+    deploys from (beside its own mirrors, if any), as a site that goes air-gapped would write it."""
+    for name, config in _every_site().items():
+        platform = load_platform(config, placeholders=SECRET_KEYS)
+        mirrored = copy.deepcopy(config)
+        own = (mirrored.get("mirrors") or {}).get("images") or {}
+        images = {host: mirror_of(host) for host in deployed_registries(
+            platform.cluster, platform.gpu_operator.mode, platform.observability.prometheus, platform.teams)}
+        mirrored["mirrors"] = {**(mirrored.get("mirrors") or {}), "images": {**images, **own}}
+        assert load_platform(mirrored, placeholders=SECRET_KEYS).teams, name
