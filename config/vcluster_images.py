@@ -69,7 +69,7 @@ def default_registry_findings(settings: VClusterSettings, mirrors: Mirrors, whos
 
 
 # The vCluster chart's images a site may name through extraValues (config/vcluster_values.py), by the block that
-# holds each one's registry, repository and tag, with whose image it is. vCluster writes defaultImageRegistry in
+# holds each one's registry, repository and tag, with what it is. vCluster writes defaultImageRegistry in
 # place of each one's registry (chart/templates/_helper.tpl ``vcluster.image``; the syncer's pod translator for the
 # rewrite-hosts init container), and with an empty registry the repository is the whole reference.
 CHART_IMAGES = {
@@ -94,22 +94,22 @@ UNPULLED_IMAGES = {
 
 
 def site_images(settings: VClusterSettings) -> list[tuple[str, str, str, bool]]:
-    """Every image the host pulls as the settings' extraValues name it: (key under the settings, the value, whose
+    """Every image the host pulls as the settings' extraValues name it: (key under the settings, the value, what
     image it is, whether the value is a registry rather than a whole image). A chart image's registry counts only
     where vCluster uses it (no defaultImageRegistry, which is judged on its own; a deployed etcd; rewrite-hosts on);
     an empty one makes the repository the reference."""
     extra, found = settings.extra_values, []
-    for path, whose in CHART_IMAGES.items():
+    for path, what in CHART_IMAGES.items():
         if default_image_registry(settings) or not _pulled(settings, path):
             continue
         image = dig(extra, *path.split("."))
         registry, repository = image.get("registry"), image.get("repository")
         if isinstance(registry, str) and registry:
-            found.append((f"extraValues.{path}.registry", registry, whose, True))
+            found.append((f"extraValues.{path}.registry", registry, what, True))
         elif registry == "" and isinstance(repository, str) and repository:
-            found.append((f"extraValues.{path}.repository", repository, whose, False))
+            found.append((f"extraValues.{path}.repository", repository, what, False))
         elif registry == "":
-            found.append((f"extraValues.{path}.registry", "", f"{whose} (an empty registry is Docker Hub's)", True))
+            found.append((f"extraValues.{path}.registry", "", f"{what} (an empty registry is Docker Hub's)", True))
     for path, kind in CONTAINER_LISTS.items():
         containers = dig(extra, *path.split(".")[:-1]).get(path.split(".")[-1])
         for index, container in enumerate(containers if isinstance(containers, list) else []):
@@ -137,11 +137,11 @@ def site_image_findings(settings: VClusterSettings, mirrors: Mirrors, whose: str
     """An image the extraValues name on a registry the site's mirrors stand in for (config/mirrors.py
     past_the_mirrors): (key under the settings, value, problem, fix)."""
     found = []
-    for key, value, image, is_registry in site_images(settings):
+    for key, value, what, is_registry in site_images(settings):
         registry = value or DEFAULT_DOMAIN
         host, mirrored = (split_image(f"{registry}/")[0], mirrors.registry(registry)) if is_registry else \
             (split_image(value)[0], mirrors.image(value))
-        found_problem = past_the_mirrors(host, mirrors, f"{whose} vCluster would pull {image}", mirrored)
+        found_problem = past_the_mirrors(host, mirrors, f"{whose} vCluster would pull {what}", mirrored)
         if found_problem:
             problem, fix = found_problem
             if key.endswith(".registry"):
