@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 from config import versions
-from config.image_registries import DEFAULT_DOMAIN, EXAMPLES, HOST, OFFICIAL_PREFIX, PATH_COMPONENT, _entry_problem
+from config.image_registries import (
+    DEFAULT_DOMAIN, EXAMPLES, HOST, LEGACY_DOMAIN, LOCALHOST, OFFICIAL_PREFIX, PATH_COMPONENT, _entry_problem,
+)
 from config.key_types import Invalid, type_name
 from config.keys import Block, Key
 
@@ -25,15 +27,26 @@ if TYPE_CHECKING:  # the reader reads this module's block
 CHARTS = ("gpu-operator", "kai-scheduler", "vcluster", "kube-prometheus-stack")
 CHART_REPO_PATTERN = rf"(?:https://[^\s/]+(?:/\S*)?|oci://{HOST}(?:/{PATH_COMPONENT})*)"
 MIRROR_EXAMPLE = "{nvcr.io: harbor.corp.example/nvcr, ghcr.io: harbor.corp.example/ghcr}"
+# Registries on the internet, which a mirrored site's nodes are not meant to reach: an image a site's own values
+# name on one of them needs a mirror even where the program pulls nothing from there.
+PUBLIC_REGISTRIES = ("docker.io", "registry-1.docker.io", "ghcr.io", "quay.io", "nvcr.io", "registry.k8s.io",
+                     "k8s.gcr.io", "gcr.io", "mirror.gcr.io", "public.ecr.aws", "mcr.microsoft.com",
+                     "registry.gitlab.com")
 
 
 def split_image(reference: str) -> tuple[str, str]:
     """``(registry host, path[:tag])`` of a reference as the node's runtime reads it (distribution/reference's
-    familiar names: no host is Docker Hub, whose single-component names are under ``library/``)."""
+    familiar names, normalize.go: a first component is a host if it has a dot, a port or upper case, or is
+    localhost; no host is Docker Hub, whose legacy name is renamed to it and whose single-component names are under
+    ``library/``)."""
     first, slash, rest = reference.partition("/")
-    if slash and ("." in first or ":" in first or first == "localhost"):
-        return first, rest
-    return DEFAULT_DOMAIN, reference if slash else f"{OFFICIAL_PREFIX}/{reference}"
+    if not (slash and ("." in first or ":" in first or first == LOCALHOST or first.lower() != first)):
+        first, rest = DEFAULT_DOMAIN, reference
+    if first == LEGACY_DOMAIN:
+        first = DEFAULT_DOMAIN
+    if first == DEFAULT_DOMAIN and "/" not in rest:
+        rest = f"{OFFICIAL_PREFIX}/{rest}"
+    return first, rest
 
 
 @dataclass(frozen=True)
@@ -98,7 +111,10 @@ docs/operations.md (An air-gapped site).""", keys=(
         example=MIRROR_EXAMPLE, default_note="none: images come from their upstream registries",
         details="Once set, every registry the site's deployment pulls from must be in it: a missing one is an "
                 "error that lists them; a team's vCluster with its own `controlPlane.advanced.defaultImageRegistry` "
-                "pulls its images from there instead (docs/operations.md). Docker Hub is `docker.io` (official "
+                "pulls its images from there instead (docs/operations.md). An image a site names in "
+                "`vcluster.extraValues` (a chart image's registry, the control plane's init and sidecar containers, "
+                "`translateImage`) or its `defaultImageRegistry` may be on neither a registry listed here nor a "
+                "public one that is not: write the mirror's address. Docker Hub is `docker.io` (official "
                 "images keep their `library/` path). "
                 f"A prefix is written as a registry entry is ({EXAMPLES})."),
     Key("charts", ChartRepoMap(), {}, "Chart → the repository it is pulled from instead.",
@@ -135,6 +151,23 @@ class Mirrors:
         if override.startswith("oci://"):
             return f"{override}/{name}", None
         return name, override
+
+
+def past_the_mirrors(host: str, mirrors: Mirrors, pulls: str, mirrored: str) -> Optional[tuple[str, str]]:
+    """(problem, fix) of a value a site writes that has its nodes pull (``pulls``: who pulls what) from ``host``
+    on a site with a mirror map: a registry a mirror stands in for (``mirrored`` is the value under it), or a
+    public one none does. None for any other host (the site's own registry, a mirror)."""
+    if not mirrors.images:
+        return None
+    if host in mirrors.images:
+        return (f"is on {host}, which mirrors.images mirrors to {mirrors.images[host]}: {pulls} from {host} itself, "
+                "past the mirror", f"write the mirror's address, {mirrored}")
+    if host in PUBLIC_REGISTRIES:
+        return (f"is on {host}, a public registry that mirrors.images has no mirror of: {pulls} from the internet, "
+                "past the site's mirrors",
+                f"add a mirror of {host} to mirrors.images and write the address under it here (or one on a registry "
+                "of the site's own)")
+    return None
 
 
 def gpu_operator_repositories(version: str) -> dict[str, str]:

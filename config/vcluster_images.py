@@ -18,9 +18,10 @@ import re
 from typing import Optional
 
 from config import versions
-from config.image_registries import _entry_problem
+from config.backing_store import control_plane_shape
+from config.image_registries import DEFAULT_DOMAIN, _entry_problem
 from config.key_types import type_name
-from config.mirrors import Mirrors, split_image
+from config.mirrors import Mirrors, past_the_mirrors, split_image
 from config.model import VClusterSettings
 
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.\d+)?(?:[-+].*)?$")
@@ -47,8 +48,9 @@ def default_image_registry(settings: VClusterSettings) -> Optional[str]:
 
 def default_registry_findings(settings: VClusterSettings, mirrors: Mirrors, whose: str
                               ) -> list[tuple[str, object, str, str]]:
-    """A defaultImageRegistry vCluster cannot put before a repository, or one on a registry the site mirrors (the
-    team's vCluster would pull from that registry itself): (key under the settings, value, problem, fix)."""
+    """A defaultImageRegistry vCluster cannot put before a repository, or one on a registry the site's mirrors
+    stand in for (the team's vCluster would pull from that registry itself): (key under the settings, value,
+    problem, fix)."""
     registry = default_image_registry(settings)
     if registry is None:
         return []
@@ -58,14 +60,94 @@ def default_registry_findings(settings: VClusterSettings, mirrors: Mirrors, whos
     if problem:
         return [(key, registry, f"vCluster writes it before every image's repository (<value>/loft-sh/vcluster-pro:"
                  f"<tag>), so it must be a registry host with an optional path, and this {problem}", fix)]
-    host = split_image(f"{registry}/")[0]
-    if host in mirrors.images:
-        return [(key, registry, f"is on {host}, which mirrors.images mirrors to {mirrors.images[host]}: {whose} "
-                 f"vCluster would pull its control plane, Kubernetes, DNS and init-container images from {host} "
-                 "itself, past the mirror",
-                 f"write the mirror's address, {mirrors.registry(registry)}, or remove it so that each image comes "
-                 "from the mirror of its own registry")]
+    pulls = f"{whose} vCluster would pull its control plane, Kubernetes, DNS and init-container images"
+    found = past_the_mirrors(split_image(f"{registry}/")[0], mirrors, pulls, mirrors.registry(registry))
+    if found:
+        return [(key, registry, found[0],
+                 f"{found[1]}, or remove it so that each image comes from the mirror of its own registry")]
     return []
+
+
+# The vCluster chart's images a site may name through extraValues (config/vcluster_values.py), by the block that
+# holds each one's registry, repository and tag, with what it is. vCluster writes defaultImageRegistry in
+# place of each one's registry (chart/templates/_helper.tpl ``vcluster.image``; the syncer's pod translator for the
+# rewrite-hosts init container), and with an empty registry the repository is the whole reference.
+CHART_IMAGES = {
+    "controlPlane.statefulSet.image": "the control plane's image",
+    "controlPlane.distro.k8s.image": "the virtual Kubernetes image",
+    "controlPlane.backingStore.etcd.deploy.statefulSet.image": "the deployed etcd's image",
+    "sync.toHost.pods.rewriteHosts.initContainer.image": "the rewrite-hosts init container's image",
+}
+# Containers the chart writes into the control plane's pod as the site lists them (chart/templates/
+# _init-containers.tpl, statefulset.yaml: toYaml), their images untouched by defaultImageRegistry.
+CONTAINER_LISTS = {"controlPlane.statefulSet.initContainers": "init container",
+                   "controlPlane.statefulSet.sidecarContainers": "sidecar"}
+# Tenant image -> the image the syncer puts in its place on the host pod (pods/translate/image_translator.go).
+TRANSLATED_IMAGES = "sync.toHost.pods.translateImage"
+# Image values of the chart that nothing pulls with the program's settings, and why.
+UNPULLED_IMAGES = {
+    "controlPlane.coredns.deployment.image": "the program writes the tenant DNS's manifests itself "
+                                             "(controlPlane.coredns.overwriteManifests, components/tenant_dns.py), and "
+                                             "vCluster reads this value only in the manifests it writes otherwise "
+                                             "(pkg/coredns/template.go)",
+}
+
+
+def site_images(settings: VClusterSettings) -> list[tuple[str, str, str, bool]]:
+    """Every image the host pulls as the settings' extraValues name it: (key under the settings, the value, what
+    image it is, whether the value is a registry rather than a whole image). A chart image's registry counts only
+    where vCluster uses it (no defaultImageRegistry, which is judged on its own; a deployed etcd; rewrite-hosts on);
+    an empty one makes the repository the reference."""
+    extra, found = settings.extra_values, []
+    for path, what in CHART_IMAGES.items():
+        if default_image_registry(settings) or not _pulled(settings, path):
+            continue
+        image = dig(extra, *path.split("."))
+        registry, repository = image.get("registry"), image.get("repository")
+        if isinstance(registry, str) and registry:
+            found.append((f"extraValues.{path}.registry", registry, what, True))
+        elif registry == "" and isinstance(repository, str) and repository:
+            found.append((f"extraValues.{path}.repository", repository, what, False))
+        elif registry == "":
+            found.append((f"extraValues.{path}.registry", "", f"{what} (an empty registry is Docker Hub's)", True))
+    for path, kind in CONTAINER_LISTS.items():
+        containers = dig(extra, *path.split(".")[:-1]).get(path.split(".")[-1])
+        for index, container in enumerate(containers if isinstance(containers, list) else []):
+            image = container.get("image") if isinstance(container, dict) else None
+            if isinstance(image, str) and image:
+                found.append((f"extraValues.{path}[{index}].image", image,
+                              f"the control plane's {kind} {container.get('name')}'s image", False))
+    for tenants, image in dig(extra, *TRANSLATED_IMAGES.split(".")).items():
+        if isinstance(image, str) and image:
+            found.append((f"extraValues.{TRANSLATED_IMAGES}.{tenants}", image,
+                          f"the image of every tenant pod that names {tenants}", False))
+    return found
+
+
+def _pulled(settings: VClusterSettings, path: str) -> bool:
+    if path.startswith("controlPlane.backingStore.etcd."):
+        return control_plane_shape(settings).deployed_etcd
+    if path.startswith("sync.toHost.pods.rewriteHosts."):
+        return dig(settings.extra_values, "sync", "toHost", "pods", "rewriteHosts").get("enabled") is not False
+    return True
+
+
+def site_image_findings(settings: VClusterSettings, mirrors: Mirrors, whose: str
+                        ) -> list[tuple[str, object, str, str]]:
+    """An image the extraValues name on a registry the site's mirrors stand in for (config/mirrors.py
+    past_the_mirrors): (key under the settings, value, problem, fix)."""
+    found = []
+    for key, value, what, is_registry in site_images(settings):
+        registry = value or DEFAULT_DOMAIN
+        host, mirrored = (split_image(f"{registry}/")[0], mirrors.registry(registry)) if is_registry else \
+            (split_image(value)[0], mirrors.image(value))
+        found_problem = past_the_mirrors(host, mirrors, f"{whose} vCluster would pull {what}", mirrored)
+        if found_problem:
+            problem, fix = found_problem
+            if key.endswith(".registry"):
+                fix += ", or remove it: the program sets the mirror's address there itself"
+            found.append((key, value, problem, fix))
+    return found
 
 
 def _under_default_registry(settings: VClusterSettings, image: str, registry: str) -> str:

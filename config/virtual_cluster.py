@@ -23,7 +23,9 @@ from config.key_types import quantity_value
 from config.model import Team, VClusterSettings
 from config.reader import Reader
 from config.mirrors import Mirrors
-from config.vcluster_images import default_registry_findings, dig, minor_version, virtual_kubernetes_version
+from config.vcluster_images import (
+    default_registry_findings, dig, minor_version, site_image_findings, virtual_kubernetes_version,
+)
 from config.vcluster_values import BLOCKS, OWN, REFUSED, classified, leaves
 
 # vCluster's sync.toHost kinds the host policies have rules for (their default is on in vCluster 0.36.1).
@@ -118,7 +120,8 @@ def _findings(settings: VClusterSettings, whose: str, queue: str, mirrors: Mirro
             *_from_host_mappings(settings, whose),
             *_syncer_rules(settings, whose),
             *_virtual_version(settings, queue), *_requests_above_limits(settings, whose),
-            *backing_store_findings(settings, whose), *default_registry_findings(settings, mirrors, whose)]
+            *backing_store_findings(settings, whose), *default_registry_findings(settings, mirrors, whose),
+            *site_image_findings(settings, mirrors, whose)]
 
 
 def _above(request: Optional[str], limit: Optional[str]) -> bool:

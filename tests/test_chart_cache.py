@@ -25,7 +25,8 @@ from config.stack_file import PROJECT_DIR
 from tools.charts import cli as charts
 from tools.charts.pins import pinned_chart_key, stack_chart_keys
 from tools.charts.cache import (
-    CACHE_ENV, DEFAULT_CACHE_DIR, MissingChart, cache_chart, cached_chart_path, chart_cache_dir, chart_contracts,
+    CACHE_ENV, DEFAULT_CACHE_DIR, PULLED, MissingChart, cache_chart, cached_chart_path, chart_cache_dir,
+    chart_contracts,
 )
 from tools.charts.refs import ChartError, ChartKey, chart_key
 from tools.charts.render import render_release
@@ -237,6 +238,37 @@ def test_pull_from_an_oci_registry(serve, tmp_path: Path, capsys):
     assert "could not pull tiny v0.9.0" in capsys.readouterr().err
 
 
+def test_pulling_a_sites_mirrored_chart_does_not_count_the_upstreams_copy_as_pulled(serve, monkeypatch, tmp_path: Path,
+                                                                                       capsys):
+    """``pull --stack SITE`` for a site with ``mirrors.charts``: renders take the upstream's cached copy in the
+    mirror's place (find_cached), but the pull says that nothing came from the mirror; --force pulls the mirror's."""
+    cache = tmp_path / "cache"
+    chart = _git_tag_like_chart(tmp_path, "vcluster", "0.0.1")
+    upstream = pinned_chart_key("vcluster", "0.36.1")
+    cache_chart(chart, upstream.ref, upstream.repo, upstream.version, cache_dir=cache, stamp_version=True)
+    mirror = tmp_path / "mirror"
+    helm.package(chart, destination=mirror, version="0.36.1")
+    url = serve(functools.partial(_Quiet, directory=str(mirror)))
+    helm.repo_index_generate(mirror, base_url=url)
+    mirrored = chart_key("vcluster", url, "0.36.1")
+    monkeypatch.setattr(charts, "stack_chart_keys", lambda stack: [mirrored] if stack == "site" else [])
+
+    assert charts.main(["pull", "--stack", "site", "--cache", str(cache)]) == 0
+    out = capsys.readouterr().out
+    assert f"not pulled from the mirror: vcluster 0.36.1 from {url}: the cache holds the upstream's copy " \
+           f"({upstream.source})" in out
+    assert "cached vcluster" not in out
+    assert "0 pulled, 0 already cached, 1 not pulled from the site's mirror (vcluster 0.36.1: " in out
+    assert json.loads((cache / "vcluster-0.36.1.source.json").read_text())["source"] == upstream.source
+
+    assert charts.main(["pull", "--stack", "site", "--force", "--cache", str(cache)]) == 0
+    out = capsys.readouterr().out
+    assert f"pulled vcluster 0.36.1 from {url}" in out and "1 pulled, 0 already cached\n" in out
+    assert json.loads((cache / "vcluster-0.36.1.source.json").read_text())["source"] == mirrored.source
+    assert charts.main(["pull", "--stack", "site", "--cache", str(cache)]) == 0
+    assert "0 pulled, 1 already cached\n" in capsys.readouterr().out
+
+
 def test_pull_command_line_checks_its_arguments(capsys):
     with pytest.raises(SystemExit):
         charts.main(["pull", "demo", "--stack", "dev"])
@@ -306,7 +338,7 @@ def test_bare_pull_asks_for_every_pinned_chart(monkeypatch, tmp_path: Path, caps
 
     def fake_pull(chart, repo, version, **options):
         asked.append(chart_key(chart, repo, version))
-        return tmp_path / "x.tgz", True
+        return tmp_path / "x.tgz", PULLED
 
     monkeypatch.setattr(charts, "pull_chart", fake_pull)
     assert charts.main(["pull", "--cache", str(tmp_path)]) == 0

@@ -18,10 +18,12 @@ import yaml
 
 from components.admission_images import platform_images
 from config import ConfigError, versions
+from config.image_registries import LEGACY_DOMAIN
 from config.mirror_registries import deployed_registries
-from config.mirrors import Mirrors, gpu_operator_repositories, split_image
+from config.mirrors import PUBLIC_REGISTRIES as PUBLIC_HOSTS, Mirrors, gpu_operator_repositories, split_image
 from tests.config_spec import dev_config, put, rejected
-from tests.conftest import eks_config, git, run, stack_config
+from tests.conftest import MIRRORED_TAGS, eks_config, git, mirrored_tag, run, stack_config
+from tests.image_reference_sim import REFERENCE, registry_of
 from tools.offline.mockrun import run_program
 from tools.offline.recording import ProgramRun
 from ops.smoke_objects import gpu_pod, plain_deployment
@@ -30,9 +32,9 @@ from tests.release_renders import RELEASE_CHARTS, RELEASES, rendered, site_with_
 from tests.test_chart_images import _documents, _images, _release_images
 
 PREFIX = "mirror.test"
-# A public registry host followed by a path: an image reference (or a prefix of one) anywhere in a string.
-PUBLIC_REGISTRIES = ("nvcr.io", "ghcr.io", "quay.io", "docker.io", "index.docker.io", "registry.k8s.io", "k8s.gcr.io",
-                     "gcr.io", "mirror.gcr.io", "public.ecr.aws", "registry-1.docker.io")
+# A public registry host (Docker Hub's legacy name too) followed by a path: an image reference (or a prefix of one)
+# anywhere in a string.
+PUBLIC_REGISTRIES = (*PUBLIC_HOSTS, LEGACY_DOMAIN)
 UPSTREAM = re.compile(r"(?<![\w.-])(?:" + "|".join(map(re.escape, PUBLIC_REGISTRIES)) + r")/[\w.-]+")
 # A whole image reference with its tag (and digest, if pinned by one), as an argument names one.
 NAMED_IMAGE = re.compile(UPSTREAM.pattern + r"(?:/[\w.-]+)*:[\w.-]+(?:@sha256:[0-9a-f]{64})?")
@@ -53,6 +55,23 @@ def test_an_image_keeps_its_path_and_tag_under_its_registrys_mirror():
     assert mirrors.registry("ghcr.io/kai-scheduler/kai-scheduler") == "ghcr.io/kai-scheduler/kai-scheduler"
     assert mirrors.registry("nvcr.io/nvidia/k8s") == "harbor.corp.example/nvcr/nvidia/k8s"
     assert split_image("localhost:5000/x:1") == ("localhost:5000", "x:1")
+    # Docker Hub's legacy name is Docker Hub's.
+    assert mirrors.image("index.docker.io/busybox:1.38.0") == "harbor.corp.example/hub/library/busybox:1.38.0"
+    assert mirrors.image("docker.io/coredns/coredns:1.14.2") == "harbor.corp.example/hub/coredns/coredns:1.14.2"
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[REFERENCE])
+def test_an_image_is_on_the_registry_the_node_pulls_it_from(tag):
+    """split_image's host is distribution/reference's (the oracle of tests/image_reference_sim.py, read from its
+    source at each mirrored tag) for every reference the node accepts."""
+    hosts = ["", "docker.io/", "index.docker.io/", "ghcr.io/", "ghcr.io:443/", "Acme/", "localhost/", "localhost:5000/",
+             "[fd00::5]:5000/", "10.0.3.4:8080/", "acme/", "registry.local/a/"]
+    references = [host + path for host in hosts for path in ("busybox:1.38.0", "library/nginx", "nvidia/cuda:12.9",
+                                                             "a/b/c@sha256:" + "d" * 64)]
+    read = {reference: registry_of(reference, mirrored_tag(REFERENCE, tag)) for reference in references}
+    assert sum(found is not None for found in read.values()) > len(references) // 2
+    assert {reference: split_image(reference)[0] for reference, found in read.items() if found} == \
+        {reference: found[0] for reference, found in read.items() if found}
 
 
 @pytest.mark.parametrize("path, value, problem", [

@@ -6,7 +6,7 @@ plane, Kubernetes and deployed etcd images (chart/templates/_helper.tpl ``vclust
 container (pkg/controllers/resources/pods/translate/translator.go) and CoreDNS (pkg/coredns/coredns.go); the
 program's DNS and HAMi-core follow it. So the team needs no mirror of the registries it replaces, what its release
 renders is all under it, the host admits exactly those references, and a value vCluster cannot put before a
-repository, or one on a registry the site mirrors, is refused.
+repository, one on a registry the site mirrors, or one on a public registry it does not, is refused.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import copy
 import pytest
 
 from components.admission_images import platform_images
-from config import versions
+from config import load_platform, versions
 from config.vocabulary import RELEASE as RELEASE_TYPE
 from tests.config_spec import assert_rejected, dev_config, eks_config, put, rejected
 from tests.conftest import ACCEPTED_VCLUSTER_TAGS, git, run
@@ -121,6 +121,19 @@ def test_a_value_vcluster_cannot_put_before_a_repository_is_refused(registry, pr
     found = assert_rejected(with_default_registry(dev_config(), registry), f"teams[0].vcluster.{DEFAULT_REGISTRY}",
                             registry, fix=fix)
     assert problem in found.problem and "before every image's repository" in found.problem
+
+
+@pytest.mark.parametrize("registry", ["quay.io/acme", "nvcr.io/acme", "public.ecr.aws/acme",
+                                      "registry-1.docker.io/acme"])
+def test_a_value_on_a_public_registry_the_site_does_not_mirror_is_refused(registry):
+    host = registry.split("/")[0]
+    mirrored = _mirrored_site(dev_config(), "dev")
+    assert host not in mirrored["mirrors"]["images"]
+    found = assert_rejected(with_default_registry(mirrored, registry), f"teams[0].vcluster.{DEFAULT_REGISTRY}",
+                            registry, fix=f"add a mirror of {host} to mirrors.images")
+    assert "a public registry" in found.problem and "remove it" in found.fix
+    # A site without mirrors pulls from where it says.
+    assert load_platform(with_default_registry(dev_config(), registry))
 
 
 def test_a_value_on_a_registry_the_site_mirrors_is_refused_with_the_mirrors_address():

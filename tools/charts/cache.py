@@ -174,21 +174,28 @@ def cache_chart(source: os.PathLike[str] | str, chart: str, repo: Optional[str] 
     return target
 
 
+# What pull_chart did: downloaded the chart, found it cached from its own source, or found only the upstream's
+# copy of a chart a site pulls from its mirror (renders use it in the mirror's place; nothing came from the mirror).
+PULLED, CACHED, UPSTREAM_COPY = "pulled", "cached", "upstream copy"
+
+
 def pull_chart(chart: str, repo: Optional[str] = None, version: Optional[str] = None, *,
                cache_dir: Optional[os.PathLike[str] | str] = None, force: bool = False,
-               plain_http: bool = False) -> tuple[Path, bool]:
+               plain_http: bool = False) -> tuple[Path, str]:
     """Download a chart version into the cache with the SDK (HTTP repository or OCI registry).
 
-    Needs internet access. Returns ``(archive path, pulled)``; ``pulled`` is false when the
-    chart was already cached (and ``force`` is false). ``plain_http`` talks HTTP to an OCI
-    registry (a local one). Raises :class:`ChartPullError`.
+    Needs internet access (or the mirror's). Returns ``(archive path, PULLED | CACHED | UPSTREAM_COPY)``: without
+    ``force`` a cached chart is not downloaded again, and for a mirror's chart the upstream's cached copy is
+    reported as such. With ``force`` the chart is downloaded from its source, a mirror's in place of the
+    upstream's copy. ``plain_http`` talks HTTP to an OCI registry (a local one). Raises :class:`ChartPullError`.
     """
     helm = helm_sdk()
     key = chart_key(chart, repo, version)
     cache = chart_cache_dir(cache_dir)
     found, _ = find_cached(key, cache)
     if found is not None and found.suffix == ".tgz" and not force:
-        return found, False
+        source = read_source(cache, key)
+        return found, UPSTREAM_COPY if source is not None and source.get("source") != key.source else CACHED
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache, prefix=".pull-") as scratch:
         try:
@@ -202,7 +209,7 @@ def pull_chart(chart: str, repo: Optional[str] = None, version: Optional[str] = 
         archives = sorted(Path(scratch).glob("*.tgz"))
         if len(archives) != 1:
             raise ChartPullError(f"pulling {key.describe()} left {len(archives)} archives, expected one")
-        return cache_chart(archives[0], chart, repo, version, cache_dir=cache, pulled=True), True
+        return cache_chart(archives[0], chart, repo, version, cache_dir=cache, pulled=True), PULLED
 
 
 def cached_charts(cache_dir: Optional[os.PathLike[str] | str] = None) -> list[dict[str, Any]]:

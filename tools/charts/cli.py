@@ -17,7 +17,10 @@ Command line (``python -m tools.charts ...``):
 * ``pull`` (needs internet access): with no argument, every pinned chart: the defaults of
   ``config/versions.py`` and every chart a committed stack's releases use (what CI runs before
   the tests); ``pull --stack STACK`` one stack's charts; ``pull CHART --version V [--repo URL]``
-  one chart (a name with ``--repo``, or an ``oci://`` reference).
+  one chart (a name with ``--repo``, or an ``oci://`` reference). A chart a site pulls from its
+  mirror (``mirrors.charts``) whose upstream's copy is cached is reported as not pulled from the
+  mirror; ``--force`` pulls the mirror's. A closing summary counts what was pulled, what was
+  cached and which charts are upstream copies.
 * ``add DIR [--version V] [--app-version V] [--chart CHART [--repo URL]]`` (offline): packages
   a chart directory into the cache. The source defaults to where ``config/versions.py`` pulls a
   chart of that name from; ``--version`` stamps the version the way the projects' release
@@ -34,9 +37,11 @@ from typing import Optional, Sequence
 
 import yaml
 
-from tools.charts.cache import CACHE_ENV, cache_chart, cached_charts, chart_cache_dir, pull_chart
+from tools.charts.cache import (
+    CACHE_ENV, CACHED, PULLED, UPSTREAM_COPY, cache_chart, cached_charts, chart_cache_dir, pull_chart, upstream_source,
+)
 from tools.charts.pins import pinned_chart_keys, stack_chart_keys
-from tools.charts.refs import ChartError, chart_key, pinned_chart_key
+from tools.charts.refs import ChartError, ChartKey, chart_key, pinned_chart_key
 
 
 # --- CLI ----------------------------------------------------------------------------------------
@@ -80,17 +85,33 @@ def _pull(args: argparse.Namespace, parser: argparse.ArgumentParser, cache: Path
     except (ValueError, FileNotFoundError, yaml.YAMLError) as error:  # config.ConfigError is a ValueError
         print(f"error: {error}", file=sys.stderr)
         return 2
+    done: dict[str, list[ChartKey]] = {PULLED: [], CACHED: [], UPSTREAM_COPY: []}
     failed = 0
     for key in keys:
         try:
-            path, pulled = pull_chart(key.ref, key.repo, key.version, cache_dir=cache, force=args.force,
-                                      plain_http=args.plain_http)
+            path, how = pull_chart(key.ref, key.repo, key.version, cache_dir=cache, force=args.force,
+                                   plain_http=args.plain_http)
         except ChartError as error:
             failed += 1
             print(f"error: {error}", file=sys.stderr)
             continue
-        print(f"{'pulled' if pulled else 'cached'} {key.describe()} -> {path}")
+        done[how].append(key)
+        if how == UPSTREAM_COPY:
+            print(f"not pulled from the mirror: {key.describe()}: the cache holds the upstream's copy "
+                  f"({upstream_source(key)}), which renders use in its place -> {path}")
+        else:
+            print(f"{how} {key.describe()} -> {path}")
+    print(_summary(done, failed))
     return 1 if failed else 0
+
+
+def _summary(done: dict[str, list[ChartKey]], failed: int) -> str:
+    summary = f"{len(done[PULLED])} pulled, {len(done[CACHED])} already cached"
+    if done[UPSTREAM_COPY]:
+        summary += (f", {len(done[UPSTREAM_COPY])} not pulled from the site's mirror ("
+                    + ", ".join(f"{key.name} {key.version}" for key in done[UPSTREAM_COPY])
+                    + ": the upstream's copy in the cache stands in; --force pulls the mirror's in its place)")
+    return summary + (f", {failed} failed" if failed else "")
 
 
 def _list(cache: Path) -> int:
