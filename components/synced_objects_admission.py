@@ -41,6 +41,9 @@ DISCOVERY_RESOURCES = ("endpointslices",)
 SKIP_TRANSLATE_ANNOTATION = "vcluster.loft.sh/skip-translate"
 # Older form of storageClassName; the PV controller reads it before the field.
 STORAGE_CLASS_ANNOTATION = "volume.beta.kubernetes.io/storage-class"
+# The scheduler's word to the PV controller and the volume provisioners that a claim's volume goes to that node
+# (Kubernetes' IsDelayBindingProvisioning; sig-storage-lib-external-provisioner reads both keys).
+SELECTED_NODE_ANNOTATIONS = ("volume.kubernetes.io/selected-node", "volume.alpha.kubernetes.io/selected-node")
 SERVICE_ACCOUNT_TOKEN = "kubernetes.io/service-account-token"
 # Labels that make a ConfigMap (and its options Secret) in the vCluster's host namespace a snapshot or restore request
 # for the control plane's own controllers (vCluster 0.35.0 to 0.36.1, pkg/snapshot controller.go and
@@ -215,6 +218,18 @@ def _claim_rules(team: Team) -> list[dict]:
               "set spec.storageClassName" + (f" to one of {', '.join(classes)}" if classes else "") +
               f" (or leave it out to get the cluster's default class), and drop the {STORAGE_CLASS_ANNOTATION} "
               "annotation"),
+        # The host scheduler writes the annotation on the host claim later (not through the syncer), and the syncer's
+        # updates carry its value back unchanged.
+        _rule("claim-selected-node", ("PersistentVolumeClaim",),
+              " && ".join(f"(!('{key}' in {_meta('object', 'annotations')}) || (request.operation == 'UPDATE' && "
+                          f"'{key}' in {_meta('oldObject', 'annotations')} && "
+                          f"{_meta('oldObject', 'annotations')}['{key}'] == {_meta('object', 'annotations')}['{key}']))"
+                          for key in SELECTED_NODE_ANNOTATIONS),
+              f"the annotations {', '.join(SELECTED_NODE_ANNOTATIONS)} are the host scheduler's: they have the "
+              "provisioner create the claim's volume on the node they name at once, any node of the cluster (its "
+              "local disks included), not one the team's pods are scheduled to",
+              f"remove the annotations {', '.join(SELECTED_NODE_ANNOTATIONS)}; the scheduler sets them for the node "
+              "of the first pod that uses the claim"),
         # vCluster's claim updates copy only the requested size, but a class added later would modify the bound
         # volume as much as one named at creation; a class kept unchanged (a claim older than this rule) passes.
         _rule("claim-volume-attributes-class", ("PersistentVolumeClaim",),
