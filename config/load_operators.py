@@ -114,23 +114,23 @@ def read_gpu_operator(section: Section, cluster: Optional[Cluster], host: Option
 def _check_eks_delivers_cdi_devices(section: Section, kubernetes: Optional[str], version: Optional[str]) -> None:
     """An operator whose device plugin names GPUs to CDI only needs containerd's CDI, which nodeadm turns on from
     versions.EKS_CONTAINERD_CDI_VERSION: below it a whole-GPU container gets the devices its image's
-    NVIDIA_VISIBLE_DEVICES names instead (all of the node's in NVIDIA's CUDA images; tests/test_cdi_device_list_contract.py)."""
+    NVIDIA_VISIBLE_DEVICES names instead (all of the node's in NVIDIA's CUDA images):
+    tests/test_cdi_device_list_contract.py reads each link."""
     if kubernetes is None or version is None:
         return
-    cdi_only = versions.release_numbers(version) >= versions.release_numbers(versions.GPU_OPERATOR_CDI_DEVICE_LIST)
-    if not cdi_only or versions.release_numbers(kubernetes) >= versions.release_numbers(versions.EKS_CONTAINERD_CDI_VERSION):
+    numbers = versions.release_numbers
+    if numbers(version) < numbers(versions.GPU_OPERATOR_CDI_DEVICE_LIST) or \
+            numbers(kubernetes) >= numbers(versions.EKS_CONTAINERD_CDI_VERSION):
         return
-    last_envvar = max((release for release in versions.GPU_OPERATOR_RELEASES
-                       if versions.release_numbers(release) < versions.release_numbers(versions.GPU_OPERATOR_CDI_DEVICE_LIST)),
-                      key=versions.release_order)
     section.reader.fail(
         "cluster.eks.kubernetesVersion", kubernetes,
         f"EKS nodes below {versions.EKS_CONTAINERD_CDI_VERSION} run containerd with CDI off, and the device plugin of "
         f"gpuOperator.version {version} (from {versions.GPU_OPERATOR_CDI_DEVICE_LIST} on) names a container's GPUs to CDI "
         "only: a container requesting nvidia.com/gpu would get the GPUs its image's NVIDIA_VISIBLE_DEVICES names "
         "instead, every GPU of the node with NVIDIA's CUDA images, none with others",
-        f"pin gpuOperator.version {last_envvar} (its device plugin also sets NVIDIA_VISIBLE_DEVICES) until the cluster "
-        f"runs Kubernetes {versions.EKS_CONTAINERD_CDI_VERSION} or later (EKS upgrades one minor per pulumi up)")
+        f"pin gpuOperator.version {versions.GPU_OPERATOR_NEWEST_ENVVAR_DEVICE_LIST} (its device plugin also sets "
+        f"NVIDIA_VISIBLE_DEVICES) until the cluster runs Kubernetes {versions.EKS_CONTAINERD_CDI_VERSION} or later "
+        "(EKS upgrades one minor per pulumi up)")
 
 
 def read_kai(section: Section) -> KaiScheduler:
