@@ -29,6 +29,7 @@ import re
 import pytest
 import yaml
 
+from components.admission_devices import VISIBLE_DEVICES as VISIBLE
 from config import load_platform, versions
 from tests import config_spec
 from tests.conftest import MIRRORED_TAGS, git, go_function, mirrored_tag
@@ -38,7 +39,6 @@ DEVICE_PLUGIN = "NVIDIA/k8s-device-plugin"
 CONTAINERD = "containerd/containerd"
 EKS_AMI = "awslabs/amazon-eks-ami"
 TOOLKIT = "NVIDIA/nvidia-container-toolkit"
-VISIBLE = "NVIDIA_VISIBLE_DEVICES"
 CDI_ONLY = "cdi-annotations,cdi-cri"
 
 
