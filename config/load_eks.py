@@ -94,7 +94,12 @@ capacity warning.""", keys=(
         details="Quote it in YAML, because an unquoted `1.33` is a number and is rejected. EKS upgrades a cluster "
                 "one minor version per `pulumi up`. The platform's kubectl Jobs and kube-prometheus-stack's CRD "
                 "upgrade hook run the kubectl pinned for it (`config/versions.py` `KUBECTL_IMAGES`), within one "
-                "minor version of the cluster before and after such an upgrade."),
+                "minor version of the cluster before and after such an upgrade. Below "
+                f"{versions.EKS_CONTAINERD_CDI_VERSION} the nodes run containerd with CDI off, where the device plugin of "
+                f"a GPU Operator from {versions.GPU_OPERATOR_CDI_DEVICE_LIST} on (the default) cannot give a container "
+                "its GPU (it would see the GPUs its image's `NVIDIA_VISIBLE_DEVICES` names, every GPU of the node in "
+                "NVIDIA's CUDA images): such a site is refused; pin `gpuOperator.version` "
+                f"{versions.GPU_OPERATOR_NEWEST_ENVVAR_DEVICE_LIST} until the cluster is upgraded."),
     Key("vpcId", Text(), None, "Use an existing VPC.", example="vpc-0abc…", default_note="the program creates a VPC",
         details="If set, `privateSubnetIds` must be set too: the nodes run there. Its CIDR blocks must lie inside "
                 f"{', '.join(PRIVATE_NETWORKS)} (the program cannot read them): tenant pods' public egress leaves out "

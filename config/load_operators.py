@@ -92,9 +92,12 @@ def read_gpu_operator(section: Section, cluster: Optional[Cluster], host: Option
     # The addon picks its namespace itself (the block's condition refuses any other).
     namespace = MICROK8S_ADDON_NAMESPACE if mode == "microk8s-addon" else section.read("namespace")
     time_slicing = section.child("timeSlicing")
+    version = section.read("version")
+    if mode == "install" and cluster is not None and cluster.eks is not None:
+        _check_eks_delivers_cdi_devices(section, cluster.eks.kubernetes_version, version)
     return GpuOperator(
         mode=mode,
-        version=section.read("version"),
+        version=version,
         namespace=namespace,
         # The operator installs what the host's nodes do not already have (config/hosts.py).
         driver_enabled=section.read("driverEnabled", not (host and host.gpu_driver_preinstalled)),
@@ -106,6 +109,28 @@ def read_gpu_operator(section: Section, cluster: Optional[Cluster], host: Option
         ),
         mig_strategy=section.read("migStrategy"),
     )
+
+
+def _check_eks_delivers_cdi_devices(section: Section, kubernetes: Optional[str], version: Optional[str]) -> None:
+    """An operator whose device plugin names GPUs to CDI only needs containerd's CDI, which nodeadm turns on from
+    versions.EKS_CONTAINERD_CDI_VERSION: below it a whole-GPU container gets the devices its image's
+    NVIDIA_VISIBLE_DEVICES names instead (all of the node's in NVIDIA's CUDA images):
+    tests/test_cdi_device_list_contract.py reads each link."""
+    if kubernetes is None or version is None:
+        return
+    numbers = versions.release_numbers
+    if numbers(version) < numbers(versions.GPU_OPERATOR_CDI_DEVICE_LIST) or \
+            numbers(kubernetes) >= numbers(versions.EKS_CONTAINERD_CDI_VERSION):
+        return
+    section.reader.fail(
+        "cluster.eks.kubernetesVersion", kubernetes,
+        f"EKS nodes below {versions.EKS_CONTAINERD_CDI_VERSION} run containerd with CDI off, and the device plugin of "
+        f"gpuOperator.version {version} (from {versions.GPU_OPERATOR_CDI_DEVICE_LIST} on) names a container's GPUs to CDI "
+        "only: a container requesting nvidia.com/gpu would get the GPUs its image's NVIDIA_VISIBLE_DEVICES names "
+        "instead, every GPU of the node with NVIDIA's CUDA images, none with others",
+        f"pin gpuOperator.version {versions.GPU_OPERATOR_NEWEST_ENVVAR_DEVICE_LIST} (its device plugin also sets "
+        f"NVIDIA_VISIBLE_DEVICES) until the cluster runs Kubernetes {versions.EKS_CONTAINERD_CDI_VERSION} or later "
+        "(EKS upgrades one minor per pulumi up)")
 
 
 def read_kai(section: Section) -> KaiScheduler:

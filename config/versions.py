@@ -191,6 +191,15 @@ PROM_LABEL_PROXY_IMAGE = "quay.io/prometheuscommunity/prom-label-proxy:v0.9.0"
 VCLUSTER_MINIMUM_VERSION = "0.35.0"
 # The first KAI release whose pod webhook can blank NVIDIA_VISIBLE_DEVICES (global.blockNvidiaVisibleDevices).
 KAI_MINIMUM_VERSION = "v0.16.0"
+# The first GPU Operator release whose device plugin, with the cdi.enabled the program sets, names a container's GPUs
+# to CDI only (DEVICE_LIST_STRATEGY cdi-annotations,cdi-cri): it sets no NVIDIA_VISIBLE_DEVICES, so the container
+# runtime must inject the CDI devices itself. Earlier releases also write the list into that variable (envvar).
+GPU_OPERATOR_CDI_DEVICE_LIST = "v25.10.0"
+# The first EKS Kubernetes minor whose AL2023 nodes run containerd with CDI on: nodeadm writes enable_cdi = false
+# below it. There, with a CDI-only device plugin, a whole-GPU container gets no device from containerd, and the
+# NVIDIA runtime takes the image's NVIDIA_VISIBLE_DEVICES (all, in NVIDIA's CUDA images) instead: every GPU of the
+# node, or none (config/load_operators.py refuses such a site; tests/test_cdi_device_list_contract.py).
+EKS_CONTAINERD_CDI_VERSION = "1.32"
 # The chart has no values schema: the oldest release checked whose chart renders with the program's values,
 # holds every value the program sets, and ships the DCGM exporter assets components/observability.py reads.
 GPU_OPERATOR_MINIMUM_VERSION = "v24.9.0"
@@ -223,6 +232,11 @@ VCLUSTER_RELEASES = (VCLUSTER_MINIMUM_VERSION, "0.35.1", "0.35.2", "0.35.3", "0.
 GPU_OPERATOR_RELEASES = (GPU_OPERATOR_MINIMUM_VERSION, "v24.9.1", "v24.9.2", "v25.3.0", "v25.3.1", "v25.3.2",
                          "v25.3.3", "v25.3.4", "v25.10.0", "v25.10.1", "v26.3.0", "v26.3.1", "v26.3.2", "v26.3.3",
                          GPU_OPERATOR_VERSION)
+# The newest of them whose device plugin also writes a container's GPUs into NVIDIA_VISIBLE_DEVICES: the one an EKS
+# site whose nodes run containerd without CDI may run (config/load_operators.py).
+GPU_OPERATOR_NEWEST_ENVVAR_DEVICE_LIST = max(
+    (release for release in GPU_OPERATOR_RELEASES
+     if release_numbers(release) < release_numbers(GPU_OPERATOR_CDI_DEVICE_LIST)), key=release_order)
 KUBE_PROMETHEUS_STACK_RELEASES = (
     KUBE_PROMETHEUS_STACK_MINIMUM_VERSION, "88.0.1", "88.1.0", "88.1.1", "88.1.2", "88.1.3", "88.1.4", "88.1.5",
     "88.1.6", "88.2.0", "88.3.0", "88.4.0", "88.5.0", "88.5.1", "88.5.2", KUBE_PROMETHEUS_STACK_VERSION)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from config import ConfigError, load_platform
+from config import ConfigError, load_platform, versions
 from config.errors import MISSING
 from config.stack_file import read_stack_file
 from config.vocabulary import project_config
@@ -29,6 +29,14 @@ def eks_config() -> dict:
     config["cluster"] = {"kind": "eks", "eks": {"region": "us-east-2", "gpuNodeGroups": [
         {"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "minSize": 1, "desiredSize": 1, "maxSize": 1}]}}
     config["gpuOperator"] = {"mode": "install", "timeSlicing": {"replicas": 2, "defaultProfile": "exclusive"}}
+    return config
+
+
+def eks_without_containerd_cdi(config: dict, version: str) -> dict:
+    """``config``, an EKS site, stating Kubernetes ``version``, with a GPU Operator its nodes deliver GPUs with."""
+    put(config, "cluster.eks.kubernetesVersion", version)
+    if versions.release_numbers(version) < versions.release_numbers(versions.EKS_CONTAINERD_CDI_VERSION):
+        put(config, "gpuOperator.version", versions.GPU_OPERATOR_NEWEST_ENVVAR_DEVICE_LIST)
     return config
 
 

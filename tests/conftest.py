@@ -99,7 +99,12 @@ MIRRORED_TAGS = {
     "canonical/microk8s": ("v1.35", "v1.36"),
     # How AL2023 EKS nodes read the kubelet settings of a launch template's user data (tests/test_node_pids.py).
     "awslabs/amazon-eks-ami": ("v20260724",),
-    "containerd/containerd": ("v2.1.3", "v2.2.3"),
+    # ... and the containerd its newest release ships (tests/test_cdi_device_list_contract.py).
+    "containerd/containerd": ("v2.1.3", "v2.2.3", "v2.2.4"),
+    # The device plugin each accepted GPU Operator release ships (its values' devicePlugin.version): how it names a
+    # container's GPUs to the runtime (tests/test_cdi_device_list_contract.py).
+    "NVIDIA/k8s-device-plugin": ("v0.17.0", "v0.17.1", "v0.17.2", "v0.17.3", "v0.17.4", "v0.18.0", "v0.18.1", "v0.19.0",
+                                 "v0.19.2", "v0.19.3", "v0.20.0"),
     # How the API server reads a quantity (config/key_types.py QUANTITY), at the oldest and newest Kubernetes a
     # site may run.
     "kubernetes/apimachinery": ("v0.30.0", "v0.36.3"),

@@ -186,9 +186,10 @@ GENERATED_SITES = {
         "diskSize: 80}",
         "cluster.eks.ebsCsiAddonVersion=v1.50.1-eksbuild.2"]),
     # The oldest Kubernetes, with teams choosing their nodes: one by a label of its own pool, one by pool, one
-    # everywhere.
+    # everywhere. Its nodes run containerd without CDI, so the newest GPU Operator whose device plugin also sets
+    # NVIDIA_VISIBLE_DEVICES (config/load_operators.py).
     "gen-eks-oldest-node-labels": ("eks", [
-        'cluster.eks.kubernetesVersion="1.30"', "vcluster.nodeLabels={gpu-tenancy/role: gpu}",
+        'cluster.eks.kubernetesVersion="1.30"', "gpuOperator.version=v25.3.4", "vcluster.nodeLabels={gpu-tenancy/role: gpu}",
         "cluster.eks.gpuNodeGroups[0]={name: l4, instanceTypes: [g6.xlarge], maxSize: 4, minSize: 1, "
         "labels: {team: research}}",
         "cluster.eks.gpuNodeGroups[1]={name: a10g, instanceTypes: [g5.xlarge], maxSize: 2}",

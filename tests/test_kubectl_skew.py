@@ -45,7 +45,9 @@ def site(kind: str, version: str | None, *, observability: bool = True) -> dict:
         config = config_spec.put(config, "cluster", {"kind": "kubeconfig"})
         config["gpuOperator"] = {"mode": "install"}
     config["cluster"].setdefault(kind, {}).pop("kubernetesVersion", None)
-    if version is not None:
+    if version is not None and kind == "eks":
+        config_spec.eks_without_containerd_cdi(config, version)
+    elif version is not None:
         config_spec.put(config, f"cluster.{kind}.kubernetesVersion", version)
     if observability:
         config["observability"] = {"prometheus": "install"}

@@ -54,6 +54,10 @@ def _eks() -> dict:
     return config_spec.eks_config()
 
 
+def _eks_without_containerd_cdi() -> dict:
+    return config_spec.put(_eks(), "gpuOperator.version", versions.GPU_OPERATOR_NEWEST_ENVVAR_DEVICE_LIST)
+
+
 def _kubeconfig() -> dict:
     config = config_spec.dev_config()
     config["cluster"] = {"kind": "kubeconfig"}
@@ -71,7 +75,7 @@ BELOW_THE_FLOOR = [
     (config_spec.dev_config, "cluster.microk8s.nvidiaAddonOperatorVersion", "v24.6.2",
      versions.GPU_OPERATOR_MINIMUM_VERSION),
     (config_spec.dev_config, "observability.chartVersion", "87.1.0", versions.KUBE_PROMETHEUS_STACK_MINIMUM_VERSION),
-    (_eks, "cluster.eks.kubernetesVersion", "1.29", versions.KUBERNETES_MINIMUM_VERSION),
+    (_eks_without_containerd_cdi, "cluster.eks.kubernetesVersion", "1.29", versions.KUBERNETES_MINIMUM_VERSION),
     (config_spec.dev_config, "cluster.microk8s.kubernetesVersion", "1.29", versions.KUBERNETES_MINIMUM_VERSION),
     (_kubeconfig, "cluster.kubeconfig.kubernetesVersion", "1.29", versions.KUBERNETES_MINIMUM_VERSION),
 ]
