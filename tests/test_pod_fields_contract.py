@@ -24,13 +24,14 @@ from components.admission_pod_fields import (
 )
 from config.virtual_cluster import COVERED_TO_HOST_SYNCS
 from tests.config_spec import put
-from tests.conftest import ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, dev_config, git, mirrored_tag, run
+from tests.conftest import ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, dev_config, git, go_function, mirrored_tag, run
 from tests.pod_field_examples import EPHEMERAL_REFUSED_BY_API, HARMLESS_EXAMPLES, HOSTILE_EXAMPLES, place
 from tests.tenant_sim import KAI_SCHEDULER, Tenant, container, tenant_of, virtual_pod
 from tests.test_volume_sources_contract import TRANSLATE, TYPES, VCLUSTER, accepted_kubernetes, go_structs
 from tools.deployability.pod_security import violations
 
 POD_SECURITY_REPO = "kubernetes/pod-security-admission"
+KAI = "kai-scheduler/KAI-Scheduler"
 # The control names of tools/deployability/pod_security.py and the baseline check of k8s.io/pod-security-admission
 # (policy/check_<id>.go) that holds each.
 POD_SECURITY_CHECKS = {"Host Namespaces": "hostNamespaces", "Privileged Containers": "privileged",
@@ -222,3 +223,26 @@ def test_each_refused_or_constrained_field_is_refused_as_vcluster_syncs_it(tenan
 @pytest.mark.parametrize("key", _classified((HARMLESS,)))
 def test_each_harmless_field_is_admitted_on_an_honest_pod(tenant, key):
     assert _refusals(tenant, key, HARMLESS_EXAMPLES) == (set(), set()), key
+
+
+def test_an_old_pod_keeps_its_host_controller_fields_but_none_is_added_or_changed(tenant):
+    host = tenant.host_pod(honest_pod(tenant))
+    added = copy.deepcopy(host)
+    added["spec"]["evictionResponders"] = HOSTILE_EXAMPLES["PodSpec.evictionResponders"]
+    assert "host-controllers" in rules(tenant.update(host, added))
+    # A pod created before the rule keeps its updates while the fields stay as they were.
+    old = copy.deepcopy(host)
+    old["spec"]["workloadRef"] = HOSTILE_EXAMPLES["PodSpec.workloadRef"]
+    assert tenant.update(old, copy.deepcopy(old)) == []
+    changed = copy.deepcopy(old)
+    changed["spec"]["workloadRef"]["podGroup"] = "other-teams-workers"
+    assert "host-controllers" in rules(tenant.update(old, changed))
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI])
+def test_kai_evicts_with_the_pods_own_grace_period(tag):
+    """[grace-period] exists because KAI's evictor deletes a pod without a grace period of its own."""
+    evictor = git(KAI, "show", f"{mirrored_tag(KAI, tag)}:pkg/scheduler/cache/evictor/default_evictor.go")
+    evict = go_function(evictor, "(de *defaultEvictor) Evict")
+    deletes = re.findall(r"\.Delete\(.*?DeleteOptions\{([^}]*)\}\)", evict, re.DOTALL)
+    assert deletes == [""], f"KAI {tag} evicts with {deletes}: see whether [grace-period] is still needed"
