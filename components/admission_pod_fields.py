@@ -105,8 +105,9 @@ POD_SPEC = {
     "overhead": harmless("the API server's RuntimeClass admission sets it from the RuntimeClass or refuses the pod; "
                          "KAI charges the queue for it"),
     "preemptionPolicy": harmless("read by the kube-scheduler's preemption, which never runs for KAI's pods"),
-    "priority": rewritten("Translate", "cleared: the program syncs no priority classes"),
-    "priorityClassName": rewritten("Translate", "cleared: the program syncs no priority classes"),
+    "priority": rewritten("Translate", "cleared: the config refuses priority-class syncs both ways "
+                                       "(config/virtual_cluster.py)"),
+    "priorityClassName": rewritten("Translate", "as priority"),
     "readinessGates": harmless("conditions the pod's own readiness waits for"),
     "resourceClaims": refused("resource-claims", "copied with the tenant's claim and template names (translateResourceClaims "
                                                  "renames them only with claim sync, which the program keeps off) and "
@@ -264,10 +265,10 @@ ENV_VAR_SOURCE = {
     "secretKeyRef": rewritten("TranslateContainerEnv", "renamed to a Secret of the tenant's host namespace"),
 }
 ENV_FROM_SOURCE = {
-    "configMapRef": rewritten("TranslateContainerEnv", "renamed to a ConfigMap of the tenant's host namespace"),
+    "configMapRef": ENV_VAR_SOURCE["configMapKeyRef"],
     "prefix": constrained("gpu-env-from", "no source without a prefix may spell a device list in a GPU container "
                                           "(memory-limit besides)"),
-    "secretRef": rewritten("TranslateContainerEnv", "renamed to a Secret of the tenant's host namespace"),
+    "secretRef": ENV_VAR_SOURCE["secretKeyRef"],
 }
 AFFINITY = {
     "nodeAffinity": harmless(PLACEMENT),
