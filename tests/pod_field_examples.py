@@ -15,9 +15,10 @@ from tests.tenant_sim import container
 MIG = "nvidia.com/mig-1g.10gb"
 SCRATCH = {"name": "scratch", "emptyDir": {}}
 NODE_ADDRESS = "169.254.169.254"
-# validateEphemeralContainers (pkg/apis/core/validation) refuses these in an ephemeral container.
+# Fields k8s.io/api documents as not allowed in an ephemeral container (core/v1 EphemeralContainerCommon, v0.30 to
+# v0.36), which the API server's validation refuses.
 EPHEMERAL_REFUSED_BY_API = {"ports", "livenessProbe", "readinessProbe", "startupProbe", "lifecycle", "resources",
-                            "resizePolicy", "restartPolicy", "restartPolicyRules"}
+                            "restartPolicy", "restartPolicyRules"}
 
 
 def _container_fields(prefix: str, fields: dict) -> dict:
@@ -68,6 +69,7 @@ HOSTILE_EXAMPLES = {
 
 _HARMLESS_CONTAINER = {
     "args": ["--epochs", "3"],
+    "resizePolicy": [{"resourceName": "cpu", "restartPolicy": "NotRequired"}],
     "command": ["python", "train.py"],
     "name": "trainer",
     "stdin": True,
@@ -100,7 +102,6 @@ HARMLESS_EXAMPLES = {
     "PodSpec.tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
     **_container_fields("Container", {
         **_HARMLESS_CONTAINER,
-        "resizePolicy": [{"resourceName": "cpu", "restartPolicy": "NotRequired"}],
         "restartPolicy": "Always",
         "restartPolicyRules": [{"action": "Restart", "exitCodes": {"operator": "In", "values": [42]}}]}),
     **_container_fields("EphemeralContainer", {**_HARMLESS_CONTAINER, "targetContainerName": "main"}),
