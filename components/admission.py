@@ -29,6 +29,7 @@ from components.admission_images import allowed_image
 from components.admission_metadata import (
     has_key, key_value, metadata_validations, metadata_variables, refusal,
 )
+from components.admission_pod_fields import pod_field_validations
 from components.admission_volumes import volume_validations
 from components.kai import SCHEDULER_NAME
 from config.model import Team
@@ -232,6 +233,7 @@ def policy_validations(team: Team, before_sync: bool = False) -> list[dict]:
                 "KAI charges the team's queue only for its containers' requests, while the kubelet reserves "
                 "spec.resources (pod-level resources) on the node",
                 "remove spec.resources and set resources on each container"),
+        *pod_field_validations(),
         refusal("probe-host", _no_probe_host(),
                 "the kubelet sends probes and lifecycle hooks from the node, past the team's network policy, so "
                 "they may not name a host",

@@ -24,9 +24,11 @@ from tests.vcluster_pods import copy_back, syncer_update
 KAI = "kai-scheduler/KAI-Scheduler"
 # Docs pods the platform refuses on purpose, with the key that is refused and why: it runs KAI with one
 # scheduling shard, so a pod naming a node pool would never be scheduled; and vCluster syncs no PodGroups
-# to the host, so a pod naming one (the external-podgroups design) could only join a group it did not make.
+# to the host, so a pod naming one (the external-podgroups design) could only join a group it did not make; and it
+# offers no dynamic resource allocation, so the DRA example's claims are refused.
 REFUSED_DOCS = {"docs/operator/scheduling-shards.md": "kai.scheduler/node-pool",
-                "docs/developer/designs/external-podgroups/README.md": "pod-group-name"}
+                "docs/developer/designs/external-podgroups/README.md": "pod-group-name",
+                "docs/dra/gpu-imex-pod.yaml": "[resource-claims]"}
 # Docs pods that mount a node's directory (the MPS pipe): Pod Security refuses hostPath below the privileged level
 # already, and so does the volume rule; a privileged team runs them.
 HOST_PATH_DOCS = {"docs/gpu-sharing/mps/gpu-sharing-with-mps.yaml": "[volume-sources] volumes [mps]"}

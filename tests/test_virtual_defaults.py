@@ -149,6 +149,9 @@ REFUSED_BY = {
     "pod-resources": dict(resources={"requests": {"cpu": "32", "memory": "128Gi"}}),
     "granted-values": dict(annotations={"gpu-fraction": "0.054"}),
     "probe-host": dict(containers=[{**container(), "readinessProbe": {"tcpSocket": {"host": "10.0.12.7", "port": 22}}}]),
+    "resource-claims": dict(resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "gpus"}]),
+    "host-controllers": dict(workloadRef={"name": "training", "podGroup": "workers"}),
+    "grace-period": dict(terminationGracePeriodSeconds=86400),
 }
 
 
