@@ -72,6 +72,10 @@ class TenantResourceQuota:
     storage: str = "100Gi"
     # The total of the team's ephemeral-storage limits; None: its pods times the LimitRange's default limit.
     ephemeral_storage: Optional[str] = None
+    # What vCluster copies into the host namespace for the team (config/tenant_budget.py derives None).
+    config_maps: Optional[int] = None
+    secrets: Optional[int] = None
+    endpoint_slices: Optional[int] = None
 
 
 @dataclass(frozen=True)
