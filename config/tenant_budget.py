@@ -46,6 +46,10 @@ CHART_SECRETS = 1
 SYNCER_SECRETS = 2
 ROOT_CA_CONFIG_MAPS = 2
 DNS_CONFIG_MAPS = 1
+# With GPU sharing on, KAI's binder writes two ConfigMaps in the pod's namespace for each fractional pod it binds,
+# its device list and its -evar environment (KAI pkg/binder/plugins/gpusharing/gpu_sharing.go, UpsertJobConfigMap),
+# owned by the pod: every pod the team is promised may be one.
+KAI_SHARING_CONFIG_MAPS = 2
 # The host makes each Service's EndpointSlices, one per IP family on a dual-stack cluster (its EndpointSlice
 # controller for a Service with a selector, its mirroring controller from the Endpoints vCluster copies for one
 # without); the team's allowance pays for what vCluster copies beyond that and for slices past 100 endpoints.
@@ -165,9 +169,12 @@ def _token_secrets(settings: VClusterSettings) -> int:
 
 def platform_objects(settings: VClusterSettings) -> Budget:
     """The Secrets and ConfigMaps the platform keeps in the namespace: the chart's, the syncer's, Helm's history,
-    the root CA ConfigMaps, the DNS's config and, with OIDC, the program's authentication ConfigMap."""
+    the root CA ConfigMaps, the DNS's config, KAI's for fractional pods and, with OIDC, the program's
+    authentication ConfigMap."""
+    oidc = settings.access.exposed and settings.access.oidc.enabled
+    kai = KAI_SHARING_CONFIG_MAPS * settings.resource_quota.pods if settings.gpu_sharing else 0
     return Budget(millicores=0, memory=0, pods=0, services=0, claims=0, storage=0,
-                  config_maps=ROOT_CA_CONFIG_MAPS + DNS_CONFIG_MAPS + int(settings.access.exposed and settings.access.oidc.enabled),
+                  config_maps=ROOT_CA_CONFIG_MAPS + DNS_CONFIG_MAPS + kai + int(oidc),
                   secrets=CHART_SECRETS + SYNCER_SECRETS + HELM_MAX_HISTORY + _token_secrets(settings))
 
 
