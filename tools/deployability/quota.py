@@ -155,13 +155,12 @@ def tenant_allowances(plan: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
 
 def _platform_objects(objects: Sequence[K8sObject], namespace: str, allowance: Mapping[str, Any],
                       dns_config_maps: set[str], services: float) -> Counter:
-    """The object counts the platform keeps in the namespace; a release with unbounded history counts as
-    infinitely many Secrets."""
+    """The object counts the platform keeps in the namespace (a release with unbounded history: see
+    :func:`check_tenant_quotas`)."""
     here = [o for o in objects if o.namespace == namespace and not o.patch]
     releases = sum(1 for o in objects if o.release is not None and o.release.chart == "vcluster"
                    and o.release.namespace == namespace and o.kind == "StatefulSet")
-    histories = allowance.get("helmHistory") or []
-    history = float("inf") if any(limit == 0 for limit in histories) else sum(histories)
+    history = sum(allowance.get("helmHistory") or [])
     return Counter({"count/configmaps": sum(1 for o in here if o.kind == "ConfigMap") + ROOT_CA_CONFIG_MAPS
                     + len(dns_config_maps),
                     "count/secrets": sum(1 for o in here if o.kind == "Secret") + SYNCER_SECRETS * releases + history,
@@ -225,13 +224,17 @@ def check_tenant_quotas(objects: Sequence[K8sObject], allowances: Mapping[str, M
         if platform_short:
             results.append(finding("error", quota.describe(), "the control plane, the DNS and the platform's objects "
                                    f"alone need more than it allows, so some of them never start: {'; '.join(platform_short)}",
-                                   "raise those quota values (vcluster.resourceQuota) or shrink those pods"))
+                                   "raise those quota values (vcluster.resourceQuota) or shrink those pods and objects"))
         elif short:
-            results.append(finding("error", quota.describe(), f"the control plane, the DNS, the platform's objects "
-                                   f"and the team's {allowance.get('pods', 0)} default-sized pods and stated "
-                                   f"objects do not fit: {'; '.join(short)}",
-                                   "raise the quota by what the control plane and the DNS take, or lower the "
-                                   "LimitRange defaults"))
+            results.append(finding("error", quota.describe(), f"the control plane, the DNS, the platform's objects, "
+                                   f"the team's stated objects and its {allowance.get('pods', 0)} default-sized pods "
+                                   f"do not fit: {'; '.join(short)}", "raise the quota by what the control plane, "
+                                   "the DNS and the platform's objects take, or lower the LimitRange defaults"))
+        if 0 in (allowance.get("helmHistory") or []):
+            results.append(finding("error", quota.describe(), "a Helm release in the namespace keeps every revision "
+                                   "(no maxHistory), each a Secret its count/secrets holds: after enough upgrades "
+                                   "the quota refuses the release's next one", "set the release's max_history "
+                                   "(config/vocabulary.py HELM_MAX_HISTORY)"))
         results += _queue_agreement(objects, queue, hard, platform - kai_scheduled, quota, finding)
     return results
 
