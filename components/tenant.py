@@ -34,7 +34,7 @@ from components.kubectl_job import (
 from config import versions
 from config.merge import deep_merge
 from config.vcluster_images import image_values
-from config.model import Team, TenantResourceQuota, VClusterSettings
+from config.model import Team, VClusterSettings
 from config.tenant_budget import team_objects
 from config.vocabulary import HELM_MAX_HISTORY, MANAGED_BY, POD_SECURITY_LABEL, TEAM_LABEL, TENANT_COMPONENT
 
@@ -240,7 +240,7 @@ class TenantCluster(pulumi.ComponentResource):
             "admissionPolicy": policy_name(team),
             "syncedObjectsPolicy": synced_objects_policy_name(team),
             # What the team's own workloads were promised (the namespace's quota adds its control plane and DNS).
-            "workloadQuota": workload_quota(team.vcluster.resource_quota),
+            "workloadQuota": workload_quota(team.vcluster),
             "isolation": isolation_outputs(team),
             "connectCommand": self.connect_command,
             "kubeconfig": self.kubeconfig,
@@ -281,10 +281,11 @@ class TenantCluster(pulumi.ComponentResource):
         )
 
 
-def workload_quota(quota: TenantResourceQuota) -> dict:
+def workload_quota(settings: VClusterSettings) -> dict:
     """What the team's own workloads were promised (the namespace's quota adds its control plane, its DNS and the
     platform's objects), with the object allowances resolved."""
-    config_maps, secrets, endpoint_slices = team_objects(quota)
+    quota = settings.resource_quota
+    config_maps, secrets, endpoint_slices = team_objects(settings)
     return {"cpu": quota.cpu, "memory": quota.memory, "pods": quota.pods, "services": quota.services,
             "persistentVolumeClaims": quota.persistent_volume_claims, "storage": quota.storage,
             "configMaps": config_maps, "secrets": secrets, "endpointSlices": endpoint_slices}

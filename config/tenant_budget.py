@@ -48,7 +48,7 @@ ROOT_CA_CONFIG_MAPS = 2
 DNS_CONFIG_MAPS = 1
 # With GPU sharing on, KAI's binder writes two ConfigMaps in the pod's namespace for each fractional pod it binds,
 # its device list and its -evar environment (KAI pkg/binder/plugins/gpusharing/gpu_sharing.go, UpsertJobConfigMap),
-# owned by the pod: every pod the team is promised may be one.
+# owned by the pod. They are the team's pods' own, so they count against its configMaps allowance.
 KAI_SHARING_CONFIG_MAPS = 2
 # The host makes each Service's EndpointSlices, one per IP family on a dual-stack cluster (its EndpointSlice
 # controller for a Service with a selector, its mirroring controller from the Endpoints vCluster copies for one
@@ -144,16 +144,24 @@ def team_ephemeral_storage(settings: VClusterSettings) -> int:
     return quota.pods * _bytes(limits.default_ephemeral_storage)
 
 
-def team_objects(quota: TenantResourceQuota) -> tuple[int, int, int]:
-    """(ConfigMaps, Secrets, EndpointSlices) vCluster may copy for the team: as configured, else derived."""
-    derived = (OBJECTS_PER_POD * quota.pods, OBJECTS_PER_POD * quota.pods, SLICES_PER_SERVICE * quota.services)
+def kai_config_maps(pods: int, gpu_sharing: bool) -> int:
+    """The ConfigMaps KAI writes for the team's pods were every promised pod fractional."""
+    return KAI_SHARING_CONFIG_MAPS * pods if gpu_sharing else 0
+
+
+def team_objects(settings: VClusterSettings) -> tuple[int, int, int]:
+    """(ConfigMaps, Secrets, EndpointSlices) the team's pods and Services may bring to the host namespace: as
+    configured, else derived (ConfigMaps with KAI's for fractional pods)."""
+    quota = settings.resource_quota
+    derived = (OBJECTS_PER_POD * quota.pods + kai_config_maps(quota.pods, settings.gpu_sharing),
+               OBJECTS_PER_POD * quota.pods, SLICES_PER_SERVICE * quota.services)
     stated = (quota.config_maps, quota.secrets, quota.endpoint_slices)
     return tuple(derived[i] if stated[i] is None else stated[i] for i in range(3))
 
 
 def team_allowance(settings: VClusterSettings) -> Budget:
     quota = settings.resource_quota
-    config_maps, secrets, endpoint_slices = team_objects(quota)
+    config_maps, secrets, endpoint_slices = team_objects(settings)
     return Budget(millicores=_millicores(quota.cpu), memory=_bytes(quota.memory), pods=quota.pods,
                   services=quota.services, claims=quota.persistent_volume_claims, storage=_bytes(quota.storage),
                   ephemeral_storage=team_ephemeral_storage(settings), config_maps=config_maps, secrets=secrets,
@@ -169,12 +177,10 @@ def _token_secrets(settings: VClusterSettings) -> int:
 
 def platform_objects(settings: VClusterSettings) -> Budget:
     """The Secrets and ConfigMaps the platform keeps in the namespace: the chart's, the syncer's, Helm's history,
-    the root CA ConfigMaps, the DNS's config, KAI's for fractional pods and, with OIDC, the program's
-    authentication ConfigMap."""
+    the root CA ConfigMaps, the DNS's config and, with OIDC, the program's authentication ConfigMap."""
     oidc = settings.access.exposed and settings.access.oidc.enabled
-    kai = KAI_SHARING_CONFIG_MAPS * settings.resource_quota.pods if settings.gpu_sharing else 0
     return Budget(millicores=0, memory=0, pods=0, services=0, claims=0, storage=0,
-                  config_maps=ROOT_CA_CONFIG_MAPS + DNS_CONFIG_MAPS + kai + int(oidc),
+                  config_maps=ROOT_CA_CONFIG_MAPS + DNS_CONFIG_MAPS + int(oidc),
                   secrets=CHART_SECRETS + SYNCER_SECRETS + HELM_MAX_HISTORY + _token_secrets(settings))
 
 

@@ -8,9 +8,9 @@ resource the quota tracks, and a container above the LimitRange's ``max``, so bo
 control plane and DNS that alone exceed the quota (the release never becomes ready). The object counts hold
 the platform's own objects in the namespace (the program's and the chart's ConfigMaps and Secrets, the ones
 vCluster writes at start and copies for the DNS pod, Helm's release history, the root CA ConfigMaps, one
-Endpoints and the host's EndpointSlices per Service) with the team's stated ConfigMaps, Secrets and slices. The team's KAI queue, when it was derived
-from the quota, must hold exactly what the namespace leaves to KAI-scheduled pods (everything but the
-control plane). Amounts follow the API server's quota admission and LimitRanger defaulting.
+Endpoints and the host's EndpointSlices per Service) with the team's stated ConfigMaps, Secrets and slices,
+and a Helm release that keeps every revision is reported. The team's KAI queue, when it was derived from the
+quota, must hold exactly what the namespace leaves to KAI-scheduled pods (everything but the control plane). Amounts follow the API server's quota admission and LimitRanger defaulting.
 """
 
 from __future__ import annotations
@@ -18,15 +18,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from config import versions
 from config.key_types import quantity_value
-from config.tenant_budget import IP_FAMILIES, KAI_SHARING_CONFIG_MAPS, ROOT_CA_CONFIG_MAPS, SYNCER_SECRETS
+from config.tenant_budget import IP_FAMILIES, ROOT_CA_CONFIG_MAPS, SYNCER_SECRETS
 from config.vocabulary import RELEASE, TENANT_COMPONENT
 from tools.charts.manifest_yaml import load_manifests
 from tools.deployability.inputs import K8sObject, pod_templates
 
 COMPUTE = ("cpu", "memory", "ephemeral-storage")
-KAI_CHART_NAME = versions.KAI_CHART.rsplit("/", 1)[-1]
 QUEUE_KIND = "Queue"
 QUEUE_LABEL = "kai.scheduler/queue"
 
@@ -141,12 +139,9 @@ def _synced_config_maps(spec: Mapping[str, Any]) -> set[str]:
 
 def tenant_allowances(plan: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     """Host namespace -> the team's stated allowance (each TenantCluster's registered outputs), with the revisions
-    Helm keeps of the releases in that namespace (``helmHistory``: each is a Secret there; 0: every revision) and
-    whether KAI shares GPUs (``gpuSharing``: its binder writes ConfigMaps there for each fractional pod)."""
+    Helm keeps of the releases in that namespace (``helmHistory``: each is a Secret there; 0: every revision)."""
     releases = [r.get("inputs") or {} for r in plan["resources"] if r["type"] == RELEASE]
-    sharing = any(((inputs.get("values") or {}).get("global") or {}).get("gpuSharing") is True
-                  for inputs in releases if str(inputs.get("chart", "")).rsplit("/", 1)[-1] == KAI_CHART_NAME)
-    return {outputs["namespace"]: {**outputs["workloadQuota"], "gpuSharing": sharing, "helmHistory": [
+    return {outputs["namespace"]: {**outputs["workloadQuota"], "helmHistory": [
                 int(inputs.get("maxHistory") or 0) for inputs in releases
                 if inputs.get("namespace") == outputs["namespace"]]}
             for outputs in ((r.get("outputs") or {}) for r in plan["resources"] if r["type"] == TENANT_COMPONENT)
@@ -214,8 +209,7 @@ def check_tenant_quotas(objects: Sequence[K8sObject], allowances: Mapping[str, M
         team["count/endpoints"] += team_services
         team["count/endpointslices.discovery.k8s.io"] += (IP_FAMILIES * team_services
                                                            + allowance.get("endpointSlices", 0))
-        team["count/configmaps"] += allowance.get("configMaps", 0) + KAI_SHARING_CONFIG_MAPS * allowance.get(
-            "pods", 0) * bool(allowance.get("gpuSharing"))
+        team["count/configmaps"] += allowance.get("configMaps", 0)
         team["count/secrets"] += allowance.get("secrets", 0)
         team["count/persistentvolumeclaims"] += allowance.get("persistentVolumeClaims", 0)
         team["requests.storage"] += _number(allowance.get("storage", 0))
