@@ -14,7 +14,7 @@ from config.keys import Block, Derived, Key
 from config.merge import deep_merge
 from config.model import ControlPlaneResources, TenantLimitRange, TenantResourceQuota, TenantServices, VClusterSettings
 from config.reader import Section
-from config.tenant_budget import OBJECTS_PER_POD, SLICES_PER_SERVICE
+from config.tenant_budget import KAI_SHARING_CONFIG_MAPS, OBJECTS_PER_POD, SLICES_PER_SERVICE
 from config.version_types import Version
 
 # What a tenant gets where neither the stack nor its team says otherwise.
@@ -96,13 +96,16 @@ RESOURCE_QUOTA = Block(keys=(
                 "pressure](security-model.md#node-pressure)."),
     Key("configMaps", Integer(minimum=0), _QUOTA.config_maps, "ConfigMaps vCluster may copy to the host for the "
         "team (`count/configmaps`, plus the platform's own in the namespace).", example="500",
-        default_note=f"{OBJECTS_PER_POD} per pod of `pods`",
+        default_note=f"{OBJECTS_PER_POD} per pod of `pods`, {OBJECTS_PER_POD + KAI_SHARING_CONFIG_MAPS} where "
+                     "`kaiScheduler.gpuSharing` is on",
         details="vCluster copies a ConfigMap to the host when a pod names it (a volume, `envFrom`, an env value) or "
                 "it is marked `vcluster.loft.sh/force-sync`, once however many pods share it, so a Deployment's "
-                "replicas cost one. The default lets every pod the team is promised name a ConfigMap of its own "
-                "and one more; the virtual namespaces' `kube-root-ca.crt` and the tenant DNS's config are the "
-                "platform's. A ConfigMap past it stays in the vCluster and its pod does not start on the host. See "
-                "[Host objects](security-model.md#host-objects)."),
+                "replicas cost one. With GPU sharing on, KAI also writes two ConfigMaps for each fractional pod "
+                "(its device list and environment), which count here: a stated value below 2 per pod of `pods` is "
+                "refused. The default lets every pod the team is promised name a ConfigMap of its own and one "
+                "more, and be fractional; the virtual namespaces' `kube-root-ca.crt` and the tenant DNS's config are "
+                "the platform's. A ConfigMap past it stays in the vCluster and its pod does not start on the host. "
+                "See [Host objects](security-model.md#host-objects)."),
     Key("secrets", Integer(minimum=0), _QUOTA.secrets, "Secrets vCluster may copy to the host for the team "
         "(`count/secrets`, plus the platform's own in the namespace).", example="500",
         default_note=f"{OBJECTS_PER_POD} per pod of `pods`",
