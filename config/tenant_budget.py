@@ -33,7 +33,7 @@ CONTROL_PLANE_NODE_PORTS = {"nodePort": 1, "loadBalancer": 1}
 MEBIBYTE = 2 ** 20
 
 # The objects the platform keeps in a tenant namespace at every accepted vCluster release (VCLUSTER_RELEASES;
-# tests/test_tenant_quota.py renders the chart at each and reads the syncer's source at each tag):
+# tests/test_tenant_object_counts.py renders the chart at each and reads the syncer's source at each tag):
 # - the chart renders one Secret, the control plane's config (vc-config-<release>), and no ConfigMap;
 # - the syncer writes two Secrets at start: its certificates (<release>-certs, pkg/certs/ensure.go) and the
 #   tenant's kubeconfig (vc-<release>, pkg/util/kubeconfig/kubeconfig.go);

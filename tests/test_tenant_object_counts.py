@@ -284,3 +284,12 @@ def test_stated_allowances_reach_the_namespace_quota():
     hard = resource_quota_hard(team.vcluster)
     assert (hard[CONFIG_MAPS], hard[SECRETS]) == (250 + 3, 30 + 8)
     assert hard[SLICES] == 5 + 2 * hard[SERVICES] and hard["count/endpoints"] == hard[SERVICES]
+
+
+def test_a_site_keeping_service_account_tokens_in_secrets_pays_one_per_pod():
+    config = put(dev_config(), "gpu-tenancy:teams[0].vcluster",
+                 {"extraValues": {"sync": {"toHost": {"pods": {"useSecretsForSATokens": True}}}}})
+    teams = platform_of(config, stack="dev").teams
+    with_tokens, without = (resource_quota_hard(team.vcluster)[SECRETS] for team in teams[:2])
+    # One per pod the team is promised and one for its DNS (pkg/controllers/resources/pods/token).
+    assert with_tokens - without == teams[0].vcluster.resource_quota.pods + 1
