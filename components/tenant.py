@@ -35,6 +35,7 @@ from config import versions
 from config.merge import deep_merge
 from config.vcluster_images import image_values
 from config.model import Team, VClusterSettings
+from config.tenant_budget import team_objects
 from config.vocabulary import HELM_MAX_HISTORY, MANAGED_BY, POD_SECURITY_LABEL, TEAM_LABEL, TENANT_COMPONENT
 
 RELEASE_TIMEOUT_SECONDS = 900
@@ -239,11 +240,7 @@ class TenantCluster(pulumi.ComponentResource):
             "admissionPolicy": policy_name(team),
             "syncedObjectsPolicy": synced_objects_policy_name(team),
             # What the team's own workloads were promised (the namespace's quota adds its control plane and DNS).
-            "workloadQuota": {"cpu": team.vcluster.resource_quota.cpu, "memory": team.vcluster.resource_quota.memory,
-                              "pods": team.vcluster.resource_quota.pods,
-                              "services": team.vcluster.resource_quota.services,
-                              "persistentVolumeClaims": team.vcluster.resource_quota.persistent_volume_claims,
-                              "storage": team.vcluster.resource_quota.storage},
+            "workloadQuota": workload_quota(team.vcluster),
             "isolation": isolation_outputs(team),
             "connectCommand": self.connect_command,
             "kubeconfig": self.kubeconfig,
@@ -282,6 +279,16 @@ class TenantCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[self.release, *identity],
                                         custom_timeouts=pulumi.CustomTimeouts(create="15m")),
         )
+
+
+def workload_quota(settings: VClusterSettings) -> dict:
+    """What the team's own workloads were promised (the namespace's quota adds its control plane, its DNS and the
+    platform's objects), with the object allowances resolved."""
+    quota = settings.resource_quota
+    config_maps, secrets, endpoint_slices = team_objects(settings)
+    return {"cpu": quota.cpu, "memory": quota.memory, "pods": quota.pods, "services": quota.services,
+            "persistentVolumeClaims": quota.persistent_volume_claims, "storage": quota.storage,
+            "configMaps": config_maps, "secrets": secrets, "endpointSlices": endpoint_slices}
 
 
 def kubeconfig_secret_name(team: Team) -> str:

@@ -2,8 +2,8 @@
 
 Helm coalesces the chart's defaults under the values it is given: every key of vCluster's
 ``policies.resourceQuota.quota`` and ``policies.limitRange`` defaults that the program does not set
-would still reach the namespace (ephemeral storage, Secret and ConfigMap counts, a LoadBalancer, CPU
-limits). So the program sets each key it means and nulls each one it does not: Helm deletes a key
+would still reach the namespace (ephemeral storage, a LoadBalancer, CPU limits, and Secret, ConfigMap and
+Endpoints counts too tight for the platform's own objects). So the program sets each key it means and nulls each one it does not: Helm deletes a key
 whose value is null, and pulumi-kubernetes passes nulls through to Helm from 4.30 on
 (pulumi/pulumi-kubernetes#2997). tests/test_tenant_quota.py keeps :data:`REMOVED_QUOTA_KEYS` within what the chart
 adds at the accepted versions, and checks that the LimitRange sets every resource the chart's defaults name.
@@ -18,12 +18,9 @@ from config.tenant_budget import (bytes_quantity, control_plane_load_balancers, 
 # Quota keys of the chart's defaults that the program leaves unbounded:
 # - limits: the quota bounds requests, which is what KAI's queue and the scheduler reserve; with
 #   limits.cpu in the quota every container's default 1-CPU limit would count ten times its request;
-# - requests.ephemeral-storage: a request only reserves node disk; what a pod may write is its limit, which
-#   limits.ephemeral-storage pools;
-# - object counts other than pods, Services and claims: not promised, and they would also count the program's own
-#   Secrets (Helm history) against the team.
-REMOVED_QUOTA_KEYS = ("limits.cpu", "limits.memory", "requests.ephemeral-storage",
-                      "count/secrets", "count/configmaps", "count/endpoints")
+# - requests.ephemeral-storage: a request only reserves node disk, what a pod may write is its limit, which
+#   limits.ephemeral-storage pools.
+REMOVED_QUOTA_KEYS = ("limits.cpu", "limits.memory", "requests.ephemeral-storage")
 EPHEMERAL_STORAGE = "ephemeral-storage"
 
 
@@ -44,6 +41,17 @@ def resource_quota_hard(settings: VClusterSettings) -> dict:
         # plus what the control plane's own Service holds where the team's endpoint is a load balancer or a node port.
         "services.loadbalancers": settings.services.load_balancers + control_plane_load_balancers(settings.access),
         "services.nodeports": settings.services.node_ports + control_plane_node_ports(settings.access),
+        # What vCluster copies to the host for the team (every ConfigMap and Secret a pod names or that is marked
+        # vcluster.loft.sh/force-sync, every EndpointSlice of a Service without a selector) lands in the host's etcd
+        # and every node's kube-proxy: the team's allowance plus the platform's own (config/tenant_budget.py).
+        "count/configmaps": budget.config_maps,
+        "count/secrets": budget.secrets,
+        "count/endpointslices.discovery.k8s.io": budget.endpoint_slices,
+        # One Endpoints per Service: the host's controller writes it for a Service with a selector, and vCluster
+        # copies a tenant's only while a selector-less virtual Service of its name exists (pkg/controllers/
+        # resources/endpoints/syncer.go ReconcileStart), so the Services' count bounds it; stated, not left to
+        # the chart's 40.
+        "count/endpoints": budget.services,
     }
     hard.update({key: None for key in REMOVED_QUOTA_KEYS})
     return hard

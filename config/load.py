@@ -117,7 +117,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
         **platform_namespaces, **{team.namespace: f"team {team.name}" for team in teams if team.namespace}})
     _check_node_group_profiles(reader, cluster)
     _check_layout(reader, cluster, gpu_operator)
-    check_virtual_clusters(reader, stack_vcluster, teams, mirrors)
+    check_virtual_clusters(reader, stack_vcluster, teams, mirrors, kai.gpu_sharing)
     check_isolation(reader, cluster, gpu_operator, kai, teams)
     check_image_volumes(reader, cluster, teams)
     teams = pin_teams(reader, teams, cluster, gpu_operator)
@@ -136,7 +136,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
 
     teams = [dataclasses.replace(team, vcluster=dataclasses.replace(
         team.vcluster, storage_class=host.storage_class, api_server_port=host.api_server_port,
-        host_dns=host.host_dns, mirrors=mirrors)) for team in teams]
+        host_dns=host.host_dns, mirrors=mirrors, gpu_sharing=kai.gpu_sharing)) for team in teams]
     platform = Platform(project=PROJECT, stack=stack, cluster=cluster, gpu_operator=gpu_operator,
                         kai_scheduler=kai, organization=organization, teams=tuple(teams), host=host, ci=ci,
                         observability=observability,

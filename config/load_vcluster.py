@@ -14,6 +14,7 @@ from config.keys import Block, Derived, Key
 from config.merge import deep_merge
 from config.model import ControlPlaneResources, TenantLimitRange, TenantResourceQuota, TenantServices, VClusterSettings
 from config.reader import Section
+from config.tenant_budget import KAI_SHARING_CONFIG_MAPS, OBJECTS_PER_POD, SLICES_PER_SERVICE
 from config.version_types import Version
 
 # What a tenant gets where neither the stack nor its team says otherwise.
@@ -64,7 +65,10 @@ and data volume, its Services), so the team keeps every pod and every core it is
 bounds requests, not limits: `limits.cpu` and `limits.memory` are not in it, and the `limitRange`
 defaults give containers that set none their limits. Ephemeral storage is the exception: the quota
 pools its limits (`ephemeralStorage`), since a limit is what the kubelet enforces on a shared node's
-disk. Secrets, ConfigMaps and Endpoints are not counted."""
+disk. The Secrets, ConfigMaps and EndpointSlices vCluster copies to the host for the team are counted
+(`configMaps`, `secrets`, `endpointSlices`) on top of the platform's own in the namespace (Helm's release
+history, vCluster's certificates and kubeconfig, the root CA and DNS ConfigMaps, the host's slices of every
+Service), and `count/endpoints` is the namespace's Service count: one Endpoints per Service."""
 
 RESOURCE_QUOTA = Block(keys=(
     Key("cpu", Quantity(), _QUOTA.cpu, "CPU the team's pods may request (`requests.cpu`, plus the control "
@@ -90,6 +94,36 @@ RESOURCE_QUOTA = Block(keys=(
                 "hold the team's `pods` at the default limit, or default-sized pods are refused. Size it, with "
                 "`pods` and the default limit, to what the GPU nodes' disks can spare for the team. See [Node "
                 "pressure](security-model.md#node-pressure)."),
+    Key("configMaps", Integer(minimum=0), _QUOTA.config_maps, "ConfigMaps vCluster may copy to the host for the "
+        "team (`count/configmaps`, plus the platform's own in the namespace).", example="500",
+        default_note=f"{OBJECTS_PER_POD} per pod of `pods`, {OBJECTS_PER_POD + KAI_SHARING_CONFIG_MAPS} where "
+                     "`kaiScheduler.gpuSharing` is on",
+        details="vCluster copies a ConfigMap to the host when a pod names it (a volume, `envFrom`, an env value) or "
+                "it is marked `vcluster.loft.sh/force-sync`, once however many pods share it, so a Deployment's "
+                "replicas cost one. With GPU sharing on, KAI also writes two ConfigMaps for each fractional pod "
+                "(its device list and environment), which count here: a stated value below 2 per pod of `pods` is "
+                "refused. The default lets every pod the team is promised name a ConfigMap of its own and one "
+                "more, and be fractional; the virtual namespaces' `kube-root-ca.crt` and the tenant DNS's config are "
+                "the platform's. A ConfigMap past it stays in the vCluster and its pod does not start on the host. "
+                "See [Host objects](security-model.md#host-objects)."),
+    Key("secrets", Integer(minimum=0), _QUOTA.secrets, "Secrets vCluster may copy to the host for the team "
+        "(`count/secrets`, plus the platform's own in the namespace).", example="500",
+        default_note=f"{OBJECTS_PER_POD} per pod of `pods`",
+        details="Copied like ConfigMaps: a Secret a pod names (a volume, an env value, `imagePullSecrets`) or one "
+                "marked `vcluster.loft.sh/force-sync`; Secrets no pod names (a tenant's own Helm history, "
+                "service-account tokens) stay in the vCluster. The default lets every promised pod name a "
+                "credential and a pull secret of its own. The platform's own Secrets (Helm's history of the "
+                "vCluster release, vCluster's certificates and kubeconfig) are added to the namespace's quota."),
+    Key("endpointSlices", Integer(minimum=0), _QUOTA.endpoint_slices, "EndpointSlices of the team beyond the "
+        "host's own for each Service (`count/endpointslices.discovery.k8s.io`, plus one per Service and IP "
+        "family).", example="100",
+        default_note=f"{SLICES_PER_SERVICE} per Service of `services`",
+        details="The host makes a slice per IP family for each Service of the namespace, the team's and the "
+                "platform's, and the quota holds those on top. This allowance pays for what vCluster copies: "
+                "every EndpointSlice of a Service without a selector (up to 1,000 addresses each, every one a "
+                "rule in every node's kube-proxy), and the host's extra slices of a Service past 100 endpoints. "
+                "A selector-less Service whose Endpoints the team writes costs one copied slice per IP family (the "
+                "vCluster mirrors them), so the default covers every Service of `services` being one."),
 ))
 
 SERVICES = Block(keys=(

@@ -72,6 +72,10 @@ class TenantResourceQuota:
     storage: str = "100Gi"
     # The total of the team's ephemeral-storage limits; None: its pods times the LimitRange's default limit.
     ephemeral_storage: Optional[str] = None
+    # What vCluster copies into the host namespace for the team (config/tenant_budget.py derives None).
+    config_maps: Optional[int] = None
+    secrets: Optional[int] = None
+    endpoint_slices: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -131,6 +135,8 @@ class VClusterSettings:
     # claim (None: the cluster's default) and the API server port its egress must reach.
     storage_class: Optional[str] = None
     api_server_port: Optional[int] = None
+    # From KAI's settings: with GPU sharing on, KAI's binder writes ConfigMaps for each fractional pod here.
+    gpu_sharing: bool = False
     host_dns: HostDns = HostDns()
     # Endpoint and identity (config/access.py); the endpoint host is resolved against the host kind.
     access: Access = Access()
@@ -251,6 +257,8 @@ class KubeconfigHost:
     gpus: Optional[int]
     storage_class: Optional[str] = None
     api_server_port: Optional[int] = None
+    # From KAI's settings: with GPU sharing on, KAI's binder writes ConfigMaps for each fractional pod here.
+    gpu_sharing: bool = False
     # Endpoint and identity (config/access.py); the endpoint host is resolved against the host kind.
     access: Access = Access()
     kubernetes_version: str = versions.KUBERNETES_MINIMUM_VERSION

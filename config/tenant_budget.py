@@ -4,11 +4,14 @@ A team's ``vcluster.resourceQuota`` is what its workloads get. The control plane
 volume) and the tenant's CoreDNS (one pod, scheduled by KAI in the team's queue) run in the same host
 namespace and pay out of the same ResourceQuota, so the namespace's quota is the team's allowance plus this
 overhead, and the team's KAI queue is the allowance plus the DNS (the control plane is not scheduled by KAI).
+The same holds for the objects the quota counts: the Secrets, ConfigMaps and EndpointSlices the platform keeps
+in the namespace (:func:`platform_objects`) are paid on top of what vCluster may copy there for the team.
 Pure arithmetic on config; the vCluster values are written in components/tenant_quota.py.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
@@ -17,6 +20,7 @@ from config.key_types import quantity_value
 from config.access import Access
 from config.backing_store import control_plane_shape
 from config.model import TenantResourceQuota, VClusterSettings
+from config.vocabulary import HELM_MAX_HISTORY
 
 # The tenant CoreDNS container (components/tenant_dns.py): one replica.
 DNS_REQUESTS = {"cpu": "50m", "memory": "64Mi"}
@@ -27,6 +31,33 @@ DNS_REPLICAS = 1
 CONTROL_PLANE_NODE_PORTS = {"nodePort": 1, "loadBalancer": 1}
 
 MEBIBYTE = 2 ** 20
+
+# The objects the platform keeps in a tenant namespace at every accepted vCluster release (VCLUSTER_RELEASES;
+# tests/test_tenant_object_counts.py renders the chart at each and reads the syncer's source at each tag):
+# - the chart renders one Secret, the control plane's config (vc-config-<release>), and no ConfigMap;
+# - the syncer writes two Secrets at start: its certificates (<release>-certs, pkg/certs/ensure.go) and the
+#   tenant's kubeconfig (vc-<release>, pkg/util/kubeconfig/kubeconfig.go);
+# - Helm keeps at most HELM_MAX_HISTORY release Secrets (helm pkg/storage/storage.go Create prunes to one fewer
+#   before it writes a revision; the Secret driver is the default one);
+# - the host's controller-manager publishes kube-root-ca.crt into every namespace; vCluster maps the
+#   kube-root-ca.crt of every virtual namespace to one host ConfigMap, vcluster-kube-root-ca.crt-x-<release>
+#   (pkg/mappings/resources/configmaps.go), and copies the tenant CoreDNS's config, which its pod names.
+CHART_SECRETS = 1
+SYNCER_SECRETS = 2
+ROOT_CA_CONFIG_MAPS = 2
+DNS_CONFIG_MAPS = 1
+# With GPU sharing on, KAI's binder writes two ConfigMaps in the pod's namespace for each fractional pod it binds,
+# its device list and its -evar environment (KAI pkg/binder/plugins/gpusharing/gpu_sharing.go, UpsertJobConfigMap),
+# owned by the pod. They are the team's pods' own, so they count against its configMaps allowance.
+KAI_SHARING_CONFIG_MAPS = 2
+# The host makes each Service's EndpointSlices, one per IP family on a dual-stack cluster (its EndpointSlice
+# controller for a Service with a selector, its mirroring controller from the Endpoints vCluster copies for one
+# without); the team's allowance pays for what vCluster copies beyond that and for slices past 100 endpoints.
+IP_FAMILIES = 2
+# ConfigMaps and Secrets vCluster may copy for each pod the team is promised, and EndpointSlices for each of its
+# Services, where the team states no allowance (vcluster.resourceQuota configMaps, secrets, endpointSlices).
+OBJECTS_PER_POD = 2
+SLICES_PER_SERVICE = 2
 
 
 @dataclass(frozen=True)
@@ -41,6 +72,9 @@ class Budget:
     storage: int
     # The sum of the containers' ephemeral-storage limits (``limits.ephemeral-storage``).
     ephemeral_storage: int = 0
+    config_maps: int = 0
+    secrets: int = 0
+    endpoint_slices: int = 0
 
     def __add__(self, other: "Budget") -> "Budget":
         return Budget(*(getattr(self, name) + getattr(other, name) for name in self.__dataclass_fields__))
@@ -110,16 +144,52 @@ def team_ephemeral_storage(settings: VClusterSettings) -> int:
     return quota.pods * _bytes(limits.default_ephemeral_storage)
 
 
+def kai_config_maps(pods: int, gpu_sharing: bool) -> int:
+    """The ConfigMaps KAI writes for the team's pods were every promised pod fractional."""
+    return KAI_SHARING_CONFIG_MAPS * pods if gpu_sharing else 0
+
+
+def team_objects(settings: VClusterSettings) -> tuple[int, int, int]:
+    """(ConfigMaps, Secrets, EndpointSlices) the team's pods and Services may bring to the host namespace: as
+    configured, else derived (ConfigMaps with KAI's for fractional pods)."""
+    quota = settings.resource_quota
+    derived = (OBJECTS_PER_POD * quota.pods + kai_config_maps(quota.pods, settings.gpu_sharing),
+               OBJECTS_PER_POD * quota.pods, SLICES_PER_SERVICE * quota.services)
+    stated = (quota.config_maps, quota.secrets, quota.endpoint_slices)
+    return tuple(derived[i] if stated[i] is None else stated[i] for i in range(3))
+
+
 def team_allowance(settings: VClusterSettings) -> Budget:
     quota = settings.resource_quota
+    config_maps, secrets, endpoint_slices = team_objects(settings)
     return Budget(millicores=_millicores(quota.cpu), memory=_bytes(quota.memory), pods=quota.pods,
                   services=quota.services, claims=quota.persistent_volume_claims, storage=_bytes(quota.storage),
-                  ephemeral_storage=team_ephemeral_storage(settings))
+                  ephemeral_storage=team_ephemeral_storage(settings), config_maps=config_maps, secrets=secrets,
+                  endpoint_slices=endpoint_slices)
+
+
+def _token_secrets(settings: VClusterSettings) -> int:
+    """A site's ``sync.toHost.pods.useSecretsForSATokens`` makes the syncer keep one Secret per synced pod for its
+    service-account token (pkg/controllers/resources/pods/token/sa_token_secret.go): the team's and the DNS's."""
+    pods = ((settings.extra_values.get("sync") or {}).get("toHost") or {}).get("pods") or {}
+    return settings.resource_quota.pods + DNS_REPLICAS if pods.get("useSecretsForSATokens") is True else 0
+
+
+def platform_objects(settings: VClusterSettings) -> Budget:
+    """The Secrets and ConfigMaps the platform keeps in the namespace: the chart's, the syncer's, Helm's history,
+    the root CA ConfigMaps, the DNS's config and, with OIDC, the program's authentication ConfigMap."""
+    oidc = settings.access.exposed and settings.access.oidc.enabled
+    return Budget(millicores=0, memory=0, pods=0, services=0, claims=0, storage=0,
+                  config_maps=ROOT_CA_CONFIG_MAPS + DNS_CONFIG_MAPS + int(oidc),
+                  secrets=CHART_SECRETS + SYNCER_SECRETS + HELM_MAX_HISTORY + _token_secrets(settings))
 
 
 def namespace_budget(settings: VClusterSettings) -> Budget:
-    """The tenant namespace's ResourceQuota: the team's allowance, its control plane and its DNS."""
-    return team_allowance(settings) + control_plane_budget(settings) + dns_budget(settings)
+    """The tenant namespace's ResourceQuota: the team's allowance, its control plane, its DNS and the platform's
+    objects, with the host's EndpointSlices for every Service the namespace may hold."""
+    budget = team_allowance(settings) + control_plane_budget(settings) + dns_budget(settings) \
+        + platform_objects(settings)
+    return dataclasses.replace(budget, endpoint_slices=budget.endpoint_slices + IP_FAMILIES * budget.services)
 
 
 def queue_budget(quota: TenantResourceQuota) -> tuple[int, int]:

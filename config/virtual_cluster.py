@@ -15,6 +15,7 @@ config/vcluster_values.py lets a site set.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional, Sequence
 
 from config import versions
@@ -22,6 +23,7 @@ from config.backing_store import backing_store_findings, control_plane_shape, et
 from config.key_types import quantity_value
 from config.model import Team, VClusterSettings
 from config.reader import Reader
+from config.tenant_budget import KAI_SHARING_CONFIG_MAPS, kai_config_maps
 from config.mirrors import Mirrors
 from config.vcluster_images import (
     default_registry_findings, dig, minor_version, site_image_findings, virtual_kubernetes_version,
@@ -96,10 +98,15 @@ FROM_HOST_MAPPED_KINDS = ("configMaps", "secrets")
 Finding = tuple[str, object, str, str]
 
 
-def check_virtual_clusters(reader: Reader, stack: VClusterSettings, teams: Sequence[Team], mirrors: Mirrors) -> None:
+def check_virtual_clusters(reader: Reader, stack: VClusterSettings, teams: Sequence[Team], mirrors: Mirrors,
+                           gpu_sharing: bool = False) -> None:
     """``stack`` is the stack's ``vcluster`` block over the defaults, which each team's settings merge over. A
-    problem of the stack's block is named once, at its own key; a team's only where the team's differs."""
+    problem of the stack's block is named once, at its own key; a team's only where the team's differs.
+    ``gpu_sharing``: KAI's (its binder writes ConfigMaps for fractional pods in the tenant's namespace)."""
     stacks = ("the stack's", "each team's queue")
+    stack = dataclasses.replace(stack, gpu_sharing=gpu_sharing)
+    teams = [dataclasses.replace(team, vcluster=dataclasses.replace(team.vcluster, gpu_sharing=gpu_sharing))
+             for team in teams]
     stack_findings = _findings(stack, *stacks, mirrors)
     inherited = {repr(finding) for finding in stack_findings}
     for key, value, problem, fix in stack_findings:
@@ -165,7 +172,25 @@ def _requests_above_limits(settings: VClusterSettings, whose: str) -> list[Findi
         if _above(request, limit):
             found.append(_request_above(whose, request_key, request, limit_key, limit, "its ",
                                         f"the LimitRange (default {what})"))
-    return found + _above_maximum(settings, whose) + _ephemeral_total(settings, whose) + _requests_total(settings, whose)
+    return found + _above_maximum(settings, whose) + _ephemeral_total(settings, whose) \
+        + _requests_total(settings, whose) + _sharing_config_maps(settings, whose)
+
+
+def _sharing_config_maps(settings: VClusterSettings, whose: str) -> list[Finding]:
+    """A stated ConfigMap allowance below what KAI writes for the team's pods were they all fractional: the quota
+    would leave KAI's binder unable to bind some of the pods the team is promised."""
+    quota = settings.resource_quota
+    if not isinstance(quota.pods, int) or not isinstance(quota.config_maps, int):
+        return []
+    needed = kai_config_maps(quota.pods, settings.gpu_sharing)
+    if quota.config_maps >= needed:
+        return []
+    return [("resourceQuota.configMaps", quota.config_maps,
+             f"KAI shares GPUs (kaiScheduler.gpuSharing) and writes {KAI_SHARING_CONFIG_MAPS} ConfigMaps in the "
+             f"namespace for each fractional pod it binds, which count against this allowance: {whose} "
+             f"{quota.pods} pods (resourceQuota.pods) need {needed}, and the quota would leave some unbound",
+             f"raise resourceQuota.configMaps to at least {needed} (or leave it out: the default holds them), or "
+             "lower resourceQuota.pods (the stack's or the team's vcluster)")]
 
 
 def _ephemeral_total(settings: VClusterSettings, whose: str) -> list[Finding]:

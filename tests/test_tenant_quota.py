@@ -14,13 +14,13 @@ from config import versions
 from config.tenant_budget import DNS_REPLICAS
 from ops.sites import platform_of
 from tests.conftest import COMMITTED_STACKS, MIRRORED_TAGS, dev_config, git, mirror_chart, run
+from tests.tenant_namespace import tenant_objects
 from tests.generated_sites import GENERATED_SITES, generated_sites, site_config  # noqa: F401 (fixture)
-from tools.charts.cache import CACHE_ENV, cache_chart, chart_cache_dir, find_cached
-from tools.charts.render import release_chart_key, render_release
+from tools.charts.cache import cache_chart, chart_cache_dir
 from tools.charts.values import ChartValues
 from tools.deployability import quota
-from tools.deployability.check import Finding, tenant_pods
-from tools.deployability.inputs import K8sObject, Release, program_objects
+from tools.deployability.check import Finding
+from tools.deployability.inputs import K8sObject
 from tools.plan.document import build_plan
 from tools.plan.summary import render_summary
 
@@ -76,6 +76,11 @@ def test_the_summary_shows_the_quota_merged_with_the_charts_defaults(mirrored_ca
     # Every container's ephemeral-storage limit, its maximum and the team's pooled total, as the namespace gets them.
     assert "limits.ephemeral-storage=818Gi" in exact and "ephemeral-storage=8Gi" in exact
     assert "max ephemeral-storage=20Gi" in exact
+    # The objects vCluster copies for the team, with the platform's own: 200 ConfigMaps, 2 root CAs, the DNS's
+    # config and KAI's 2 per fractional pod (sharing is on); 200 Secrets, the chart's, the syncer's 2 and Helm's 5;
+    # 40 slices and 2 per Service and IP family; one Endpoints per Service.
+    assert "count/configmaps=403" in exact and "count/secrets=208" in exact
+    assert "count/endpointslices.discovery.k8s.io=86" in exact and "count/endpoints=23" in exact
     assert "from the chart cache" in exact and "were not read" not in exact
     # A default the program does not name reaches the namespace, and the summary says so.
     assert "count/jobs.batch=7" in grown and "count/jobs.batch" not in exact
@@ -84,30 +89,10 @@ def test_the_summary_shows_the_quota_merged_with_the_charts_defaults(mirrored_ca
         assert "is not in the chart cache" in _guardrails(render_summary(plan, charts))
 
 
-def _tenant_objects(plan, cache) -> tuple[list[K8sObject], dict]:
-    objects = program_objects(plan["resources"])
-    for resource in plan["resources"]:
-        inputs = resource.get("inputs") or {}
-        if resource["type"] != "kubernetes:helm.sh/v3:Release" or inputs.get("chart") != "vcluster":
-            continue
-        found, _ = find_cached(release_chart_key(inputs), cache)
-        if found is None:
-            pytest.skip(f"the chart cache {cache} (${CACHE_ENV}) lacks vcluster {inputs['version']}: "
-                        f"`python -m tools.charts add DIR --version {inputs['version']}` with the chart directory of "
-                        "loft-sh/vcluster at its tag")
-        release = Release(inputs["name"], inputs["namespace"], "vcluster", inputs["version"], inputs["values"])
-        for text in render_release(found, release.name, release.namespace, inputs["values"]).values():
-            for document in yaml.safe_load_all(text):
-                if isinstance(document, dict) and document.get("kind"):
-                    document.setdefault("metadata", {}).setdefault("namespace", release.namespace)
-                    objects.append(K8sObject(document, "chart", release))
-    return objects + tenant_pods(objects), quota.tenant_allowances(plan)
-
-
 @pytest.mark.parametrize("stack", COMMITTED_STACKS + sorted(GENERATED_SITES))
 def test_the_control_plane_the_dns_and_the_teams_pods_fit_in_every_sites_quota(stack, generated_sites):
     plan = build_plan(run(site_config(stack), stack=stack), stack)
-    objects, allowances = _tenant_objects(plan, chart_cache_dir())
+    objects, allowances = tenant_objects(plan, chart_cache_dir())
     quotas = [o for o in objects if o.kind == "ResourceQuota"]
     assert {q.namespace for q in quotas} == set(allowances), "every tenant namespace gets its quota"
     # A team may state its queue's cpu or memory (teams[].resources) instead of having them derived from its
@@ -124,13 +109,20 @@ def test_the_control_plane_the_dns_and_the_teams_pods_fit_in_every_sites_quota(s
                             if o.origin == "chart" and o.namespace == resource_quota.namespace
                             and o.kind in ("StatefulSet", "Deployment"))
         assert int(hard["count/pods"]) == allowances[resource_quota.namespace]["pods"] + DNS_REPLICAS + control_plane
-        assert not {"limits.cpu", "requests.ephemeral-storage", "count/secrets"} & set(hard)
+        assert not {"limits.cpu", "requests.ephemeral-storage"} & set(hard)
+        # The object counts are the program's (the rule above proved the platform's objects fit with the team's
+        # allowance), and one Endpoints per Service.
+        allowance = allowances[resource_quota.namespace]
+        assert int(hard["count/configmaps"]) > allowance["configMaps"]
+        assert int(hard["count/secrets"]) > allowance["secrets"]
+        assert int(hard["count/endpointslices.discovery.k8s.io"]) > allowance["endpointSlices"]
+        assert int(hard["count/endpoints"]) == int(hard["count/services"])
 
 
 def test_the_rendered_limit_range_and_quota_bound_every_containers_ephemeral_storage(dev_run):
     """The effective objects, read from the LimitRange and ResourceQuota the real vCluster chart renders: every
     container gets a limit the kubelet enforces, none may set one above the max, and the team's limits are pooled."""
-    objects, _ = _tenant_objects(build_plan(dev_run, "dev"), chart_cache_dir())
+    objects, _ = tenant_objects(build_plan(dev_run, "dev"), chart_cache_dir())
     [limit_range] = [o.manifest for o in objects if o.kind == "LimitRange" and o.namespace == "vcluster-team-nlp"]
     [quota_object] = [o.manifest for o in objects if o.kind == "ResourceQuota" and o.namespace == "vcluster-team-nlp"]
     [item] = limit_range["spec"]["limits"]
@@ -149,7 +141,7 @@ def test_a_teams_ephemeral_storage_settings_reach_its_namespace():
         "resourceQuota": {"pods": 10, "ephemeralStorage": "100Gi"},
         "limitRange": {"defaultEphemeralStorage": "4Gi", "defaultRequestEphemeralStorage": "1Gi",
                        "maxEphemeralStorage": "50Gi"}}
-    objects, allowances = _tenant_objects(build_plan(run(config, stack="dev"), "dev"), chart_cache_dir())
+    objects, allowances = tenant_objects(build_plan(run(config, stack="dev"), "dev"), chart_cache_dir())
     team = config["gpu-tenancy:teams"][0]["name"]
     [item] = [o.manifest["spec"]["limits"][0] for o in objects if o.kind == "LimitRange" and team in o.namespace]
     [hard] = [o.manifest["spec"]["hard"] for o in objects if o.kind == "ResourceQuota" and team in o.namespace]
@@ -189,8 +181,34 @@ FITTING = {"requests.cpu": "16250m", "requests.memory": "65856Mi", "count/pods":
            "count/persistentvolumeclaims": "21", "requests.storage": "105Gi"}
 
 
+OBJECTS = {"vcluster-t": {**ALLOWANCE["vcluster-t"], "configMaps": 10, "secrets": 10, "endpointSlices": 4,
+                           "helmHistory": [5]}}
+# 10 ConfigMaps and the 2 root CAs; 10 Secrets and Helm's 5 revisions; an Endpoints per Service (2 + 20); a slice per
+# Service and IP family (2 x 22) and the team's 4.
+FITTING_COUNTS = {**FITTING, "count/configmaps": "12", "count/secrets": "15", "count/endpoints": "22",
+                  "count/endpointslices.discovery.k8s.io": "48"}
+
+
 def test_a_quota_that_fits_passes():
     assert quota.check_tenant_quotas(_namespace(FITTING, DEFAULTS), ALLOWANCE, finding) == []
+
+
+def test_object_counts_that_hold_the_platforms_objects_and_the_teams_stated_ones_pass():
+    assert quota.check_tenant_quotas(_namespace(FITTING_COUNTS, DEFAULTS), OBJECTS, finding) == []
+
+
+@pytest.mark.parametrize("key", ["count/configmaps", "count/secrets", "count/endpoints",
+                                 "count/endpointslices.discovery.k8s.io"])
+def test_an_object_count_short_of_the_platforms_and_the_teams_is_caught(key):
+    short = {**FITTING_COUNTS, key: str(int(FITTING_COUNTS[key]) - 1)}
+    [error] = quota.check_tenant_quotas(_namespace(short, DEFAULTS), OBJECTS, finding)
+    assert error.severity == "error" and f"{key} {int(short[key])} < {int(short[key]) + 1}" in error.message
+
+
+def test_a_release_that_keeps_every_revision_is_caught():
+    unbounded = {"vcluster-t": {**OBJECTS["vcluster-t"], "helmHistory": [0]}}
+    [error] = quota.check_tenant_quotas(_namespace(FITTING_COUNTS, DEFAULTS), unbounded, finding)
+    assert "keeps every revision" in error.message and "max_history" in error.fix
 
 
 @pytest.mark.parametrize("key, value", [("count/pods", "100"), ("requests.cpu", "10"), ("count/services", "20"),
@@ -259,7 +277,7 @@ def test_a_pod_is_charged_the_larger_of_its_init_containers_and_the_sum_of_its_c
 def test_the_rule_reads_the_quota_the_real_vcluster_chart_renders_for_a_team_it_cannot_hold(vcluster, words):
     config = dev_config()
     config["gpu-tenancy:teams"][0]["vcluster"] = vcluster
-    objects, allowances = _tenant_objects(build_plan(run(config, stack="dev"), "dev"), chart_cache_dir())
+    objects, allowances = tenant_objects(build_plan(run(config, stack="dev"), "dev"), chart_cache_dir())
     team = config["gpu-tenancy:teams"][0]["name"]
     found = [f for f in quota.check_tenant_quotas(objects, allowances, finding)
              if team in f.object and f.severity == "error"]

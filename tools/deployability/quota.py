@@ -5,9 +5,12 @@ plane (its StatefulSet's pods and volume claims), the tenant's DNS pods, the Ser
 team's stated allowance: its pod count as default-sized pods (one container with nothing set, which the
 namespace's LimitRange fills in), its Services, claims and storage. The API server refuses a pod missing a
 resource the quota tracks, and a container above the LimitRange's ``max``, so both are reported too; so is a
-control plane and DNS that alone exceed the quota (the release never becomes ready). The team's KAI queue, when it was derived
-from the quota, must hold exactly what the namespace leaves to KAI-scheduled pods (everything but the
-control plane). Amounts follow the API server's quota admission and LimitRanger defaulting.
+control plane and DNS that alone exceed the quota (the release never becomes ready). The object counts hold
+the platform's own objects in the namespace (the program's and the chart's ConfigMaps and Secrets, the ones
+vCluster writes at start and copies for the DNS pod, Helm's release history, the root CA ConfigMaps, one
+Endpoints and the host's EndpointSlices per Service) with the team's stated ConfigMaps, Secrets and slices,
+and a Helm release that keeps every revision is reported. The team's KAI queue, when it was derived from the
+quota, must hold exactly what the namespace leaves to KAI-scheduled pods (everything but the control plane). Amounts follow the API server's quota admission and LimitRanger defaulting.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from collections import Counter
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from config.key_types import quantity_value
-from config.vocabulary import TENANT_COMPONENT
+from config.tenant_budget import IP_FAMILIES, ROOT_CA_CONFIG_MAPS, SYNCER_SECRETS
+from config.vocabulary import RELEASE, TENANT_COMPONENT
 from tools.charts.manifest_yaml import load_manifests
 from tools.deployability.inputs import K8sObject, pod_templates
 
@@ -127,17 +131,43 @@ def _dns_services(obj: K8sObject) -> int:
     return sum(1 for d in load_manifests(manifests) if isinstance(d, dict) and d.get("kind") == "Service")
 
 
+def _synced_config_maps(spec: Mapping[str, Any]) -> set[str]:
+    """The ConfigMaps a platform pod's volumes name that must exist (vCluster copies them to the host)."""
+    return {volume["configMap"]["name"] for volume in spec.get("volumes") or []
+            if (volume.get("configMap") or {}).get("name") and not volume["configMap"].get("optional")}
+
+
 def tenant_allowances(plan: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-    """Host namespace -> the team's stated allowance, from each TenantCluster's registered outputs."""
-    return {outputs["namespace"]: outputs["workloadQuota"] for outputs in
-            ((r.get("outputs") or {}) for r in plan["resources"] if r["type"] == TENANT_COMPONENT)
+    """Host namespace -> the team's stated allowance (each TenantCluster's registered outputs), with the revisions
+    Helm keeps of the releases in that namespace (``helmHistory``: each is a Secret there; 0: every revision)."""
+    releases = [r.get("inputs") or {} for r in plan["resources"] if r["type"] == RELEASE]
+    return {outputs["namespace"]: {**outputs["workloadQuota"], "helmHistory": [
+                int(inputs.get("maxHistory") or 0) for inputs in releases
+                if inputs.get("namespace") == outputs["namespace"]]}
+            for outputs in ((r.get("outputs") or {}) for r in plan["resources"] if r["type"] == TENANT_COMPONENT)
             if outputs.get("namespace") and isinstance(outputs.get("workloadQuota"), dict)}
+
+
+def _platform_objects(objects: Sequence[K8sObject], namespace: str, allowance: Mapping[str, Any],
+                      dns_config_maps: set[str], services: float) -> Counter:
+    """The object counts the platform keeps in the namespace (a release with unbounded history: see
+    :func:`check_tenant_quotas`)."""
+    here = [o for o in objects if o.namespace == namespace and not o.patch]
+    releases = sum(1 for o in objects if o.release is not None and o.release.chart == "vcluster"
+                   and o.release.namespace == namespace and o.kind == "StatefulSet")
+    history = sum(allowance.get("helmHistory") or [])
+    return Counter({"count/configmaps": sum(1 for o in here if o.kind == "ConfigMap") + ROOT_CA_CONFIG_MAPS
+                    + len(dns_config_maps),
+                    "count/secrets": sum(1 for o in here if o.kind == "Secret") + SYNCER_SECRETS * releases + history,
+                    "count/endpoints": services,
+                    "count/endpointslices.discovery.k8s.io": IP_FAMILIES * services})
 
 
 def check_tenant_quotas(objects: Sequence[K8sObject], allowances: Mapping[str, Mapping[str, Any]],
                         finding: Any) -> list:
     """``allowances``: host namespace -> the team's stated ``pods``, ``services``, ``persistentVolumeClaims``,
-    ``storage`` (the TenantCluster component's ``workloadQuota`` output). ``finding(severity, object, message,
+    ``storage``, ``configMaps``, ``secrets``, ``endpointSlices`` (the TenantCluster component's ``workloadQuota``
+    output) and ``helmHistory`` (:func:`tenant_allowances`). ``finding(severity, object, message,
     fix)`` builds the report's findings."""
     results = []
     for quota in (o for o in objects if o.kind == "ResourceQuota" and o.namespace in allowances):
@@ -149,6 +179,7 @@ def check_tenant_quotas(objects: Sequence[K8sObject], allowances: Mapping[str, M
         platform: Counter = Counter()
         kai_scheduled: Counter = Counter()
         queue: Optional[str] = None
+        dns_config_maps: set[str] = set()
         for obj, spec, replicas in _workloads(objects, namespace):
             usage, unset = pod_usage(spec, defaults)
             refused = sorted(key for key in unset if key in hard)
@@ -168,23 +199,36 @@ def check_tenant_quotas(objects: Sequence[K8sObject], allowances: Mapping[str, M
                 queue = queue or (obj.manifest.get("metadata") or {}).get("labels", {}).get(QUEUE_LABEL)
             if obj.kind == "Pod" and obj.release is not None:
                 platform["count/services"] += _dns_services(obj)
+                dns_config_maps |= _synced_config_maps(spec)
         platform["count/services"] += sum(1 for o in objects if o.kind == "Service" and o.namespace == namespace)
+        team_services = allowance.get("services", 0)
+        platform += _platform_objects(objects, namespace, allowance, dns_config_maps, platform["count/services"])
         default_pod, _ = pod_usage({"containers": [{"name": "app"}]}, defaults)
         team: Counter = Counter({key: amount * allowance.get("pods", 0) for key, amount in default_pod.items()})
-        team["count/services"] += allowance.get("services", 0)
+        team["count/services"] += team_services
+        team["count/endpoints"] += team_services
+        team["count/endpointslices.discovery.k8s.io"] += (IP_FAMILIES * team_services
+                                                           + allowance.get("endpointSlices", 0))
+        team["count/configmaps"] += allowance.get("configMaps", 0)
+        team["count/secrets"] += allowance.get("secrets", 0)
         team["count/persistentvolumeclaims"] += allowance.get("persistentVolumeClaims", 0)
         team["requests.storage"] += _number(allowance.get("storage", 0))
         platform_short = _short(hard, platform)
         short = _short(hard, platform + team)
         if platform_short:
-            results.append(finding("error", quota.describe(), "the control plane and the DNS alone need more than "
-                                   f"it allows, so some of them never start: {'; '.join(platform_short)}",
-                                   "raise those quota values (vcluster.resourceQuota) or shrink those pods"))
+            results.append(finding("error", quota.describe(), "the control plane, the DNS and the platform's objects "
+                                   f"alone need more than it allows, so some of them never start: {'; '.join(platform_short)}",
+                                   "raise those quota values (vcluster.resourceQuota) or shrink those pods and objects"))
         elif short:
-            results.append(finding("error", quota.describe(), f"the control plane, the DNS and the team's "
-                                   f"{allowance.get('pods', 0)} default-sized pods do not fit: {'; '.join(short)}",
-                                   "raise the quota by what the control plane and the DNS take, or lower the "
-                                   "LimitRange defaults"))
+            results.append(finding("error", quota.describe(), f"the control plane, the DNS, the platform's objects, "
+                                   f"the team's stated objects and its {allowance.get('pods', 0)} default-sized pods "
+                                   f"do not fit: {'; '.join(short)}", "raise the quota by what the control plane, "
+                                   "the DNS and the platform's objects take, or lower the LimitRange defaults"))
+        if 0 in (allowance.get("helmHistory") or []):
+            results.append(finding("error", quota.describe(), "a Helm release in the namespace keeps every revision "
+                                   "(no maxHistory), each a Secret its count/secrets holds: after enough upgrades "
+                                   "the quota refuses the release's next one", "set the release's max_history "
+                                   "(config/vocabulary.py HELM_MAX_HISTORY)"))
         results += _queue_agreement(objects, queue, hard, platform - kai_scheduled, quota, finding)
     return results
 
