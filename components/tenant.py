@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -53,6 +53,8 @@ class TenantClusterArgs:
     queue: pulumi.Resource
     # The host cluster DNS Service's IP, where the tenant's DNS forwards (components/tenant_dns.py).
     cluster_dns: pulumi.Input[str]
+    # Node port -> the team whose vCluster endpoint holds it, which no team's Service may take.
+    endpoint_node_ports: Mapping[int, str]
     # The site's kubectl (config/model.py Cluster.kubectl_image), which runs the kubeconfig wait.
     kubectl_image: str
     # What the host must have before a control plane can start (e.g. its default StorageClass).
@@ -191,7 +193,8 @@ class TenantCluster(pulumi.ComponentResource):
                                          opts=pulumi.ResourceOptions(parent=self))
         self.synced_objects_admission = SyncedObjectsAdmission(
             f"{name}-synced-objects-admission",
-            SyncedObjectsAdmissionArgs(team=team, provider=args.provider, cluster_dns=args.cluster_dns),
+            SyncedObjectsAdmissionArgs(team=team, provider=args.provider, cluster_dns=args.cluster_dns,
+                                       endpoint_node_ports=args.endpoint_node_ports),
             opts=pulumi.ResourceOptions(parent=self))
         tier_admission = isolation_admission(name, team, args.provider, self)
         self.access = TeamAccess(f"{name}-access", TenantAccessArgs(team, args.provider, self.namespace), self)
