@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import Optional, Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -66,8 +66,8 @@ class SyncedObjectsAdmissionArgs:
     provider: k8s.Provider
     # The host cluster DNS Service's IP, which no tenant Service may hold.
     cluster_dns: pulumi.Input[str]
-    # Node port -> the team whose vCluster endpoint holds it (config/access_rules.py endpoint_node_ports).
-    endpoint_node_ports: Mapping[int, str]
+    # The node ports of the site's vCluster endpoints (config/access_rules.py endpoint_node_ports).
+    endpoint_node_ports: Sequence[int]
 
 
 def synced_objects_policy_name(team: Team) -> str:
@@ -134,7 +134,7 @@ def policy_variables() -> list[dict]:
     ]
 
 
-def _service_rules(team: Team, cluster_dns: str, endpoint_node_ports: Mapping[int, str]) -> list[dict]:
+def _service_rules(team: Team, cluster_dns: str, endpoint_node_ports: Sequence[int]) -> list[dict]:
     allowed = team.vcluster.services
     dns = str(ipaddress.ip_address(cluster_dns))
     types = ["ClusterIP"] + (["NodePort"] if allowed.node_ports else []) + \
@@ -175,12 +175,11 @@ def _service_rules(team: Team, cluster_dns: str, endpoint_node_ports: Mapping[in
         # CREATE the host has allocated the node ports before admission runs: a reserved port is refused whether the
         # tenant named it or the allocator picked it while it was free.
         reserved = sorted(endpoint_node_ports)
-        owners = ", ".join(f"{port} ({endpoint_node_ports[port]})" for port in reserved)
         rules.append(_rule(
             "service-endpoint-node-ports", ("Service",),
             f"(!has(object.spec.ports) || object.spec.ports.all(p, !has(p.nodePort) || !(p.nodePort in {reserved}))) "
             f"&& (!has(object.spec.healthCheckNodePort) || !(object.spec.healthCheckNodePort in {reserved}))",
-            f"the node ports {owners} are the site's vCluster endpoints (config teams[].vcluster.access.nodePort): a "
+            f"the node ports {', '.join(map(str, reserved))} are the site's vCluster endpoints (config teams[].vcluster.access.nodePort): a "
             "Service holding one keeps that team's control plane off its port or takes its members' connections",
             "remove nodePort and healthCheckNodePort and let the host allocate free ones; if you did not choose the "
             "port, the host's allocator did: create the Service again"))
@@ -258,7 +257,7 @@ def _claim_rules(team: Team) -> list[dict]:
     ]
 
 
-def policy_validations(team: Team, cluster_dns: str, endpoint_node_ports: Mapping[int, str]) -> list[dict]:
+def policy_validations(team: Team, cluster_dns: str, endpoint_node_ports: Sequence[int]) -> list[dict]:
     endpoints = ("!has(object.subsets) || object.subsets.all(s, "
                  f"(!has(s.addresses) || s.addresses.all(a, {_public_ipv4('a.ip')})) && "
                  f"(!has(s.notReadyAddresses) || s.notReadyAddresses.all(a, {_public_ipv4('a.ip')})))")
@@ -296,7 +295,7 @@ def policy_validations(team: Team, cluster_dns: str, endpoint_node_ports: Mappin
     ]
 
 
-def policy_spec(team: Team, cluster_dns: str, endpoint_node_ports: Mapping[int, str]) -> dict:
+def policy_spec(team: Team, cluster_dns: str, endpoint_node_ports: Sequence[int]) -> dict:
     return {
         "failurePolicy": "Fail",
         "matchConstraints": {

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence
+from typing import Optional, Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -53,8 +53,8 @@ class TenantClusterArgs:
     queue: pulumi.Resource
     # The host cluster DNS Service's IP, where the tenant's DNS forwards (components/tenant_dns.py).
     cluster_dns: pulumi.Input[str]
-    # Node port -> the team whose vCluster endpoint holds it, which no team's Service may take.
-    endpoint_node_ports: Mapping[int, str]
+    # The node ports of the site's vCluster endpoints, which no team's Service may take.
+    endpoint_node_ports: Sequence[int]
     # The site's kubectl (config/model.py Cluster.kubectl_image), which runs the kubeconfig wait.
     kubectl_image: str
     # What the host must have before a control plane can start (e.g. its default StorageClass).

@@ -116,12 +116,12 @@ def _check_unique(reader: Reader, teams: list[Team]) -> None:
                             "give every team its own host name, or use vcluster.access.domain")
 
 
-def endpoint_node_ports(teams: Sequence[Team]) -> dict[int, str]:
-    """Node port -> the team whose vCluster endpoint the site holds it for: its ``access.nodePort``, and the node
+def endpoint_node_ports(teams: Sequence[Team]) -> tuple[int, ...]:
+    """The node ports the site holds for its teams' vCluster endpoints: each team's ``access.nodePort``, and the node
     ports its ``extraValues`` pin on the chart's control-plane Service (``httpsNodePort``, ``spec.ports``, which
     replace the program's). The host's allocator hands out the same range, and the Service only takes its port when
     the team's release is installed or its Service re-created."""
-    reserved: dict[int, str] = {}
+    reserved: set[int] = set()
     for team in teams:
         access = team.vcluster.access
         service = dig(team.vcluster.extra_values, "controlPlane", "service")
@@ -131,8 +131,8 @@ def endpoint_node_ports(teams: Sequence[Team]) -> dict[int, str]:
                     if isinstance(port, dict))]
         for port in pinned:
             if isinstance(port, int) and not isinstance(port, bool) and port > 0:
-                reserved.setdefault(port, team.name)
-    return reserved
+                reserved.add(port)
+    return tuple(sorted(reserved))
 
 
 def access_warnings(cluster: Cluster, teams: tuple[Team, ...]) -> list[str]:
