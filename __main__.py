@@ -15,6 +15,7 @@ from components.observability import Observability, ObservabilityArgs
 from components.queues import QueueHierarchy, QueueHierarchyArgs
 from components.tenant import TenantCluster, TenantClusterArgs
 from config import PROJECT, load_platform, sharing
+from config.access_rules import endpoint_node_ports
 from config.source import raw_stack_config, team_alert_addresses
 
 FULL_COLLECTION_THRESHOLD = 1000
@@ -48,10 +49,12 @@ kai = KaiScheduler("kai", KaiSchedulerArgs(settings=platform.kai_scheduler, prov
 queues = QueueHierarchy("queues", QueueHierarchyArgs(
     organization=platform.organization, teams=platform.teams, provider=host.provider,
     scheduler_ready=kai.queue_webhook_ready))
+endpoint_ports = endpoint_node_ports(platform.teams)
 tenants = {
     team.name: TenantCluster(f"tenant-{team.name}", TenantClusterArgs(
         team=team, provider=host.provider, queue=queues.team_queues[team.name], cluster_dns=host.cluster_dns,
-        kubectl_image=platform.kubectl_image, prerequisites=host.tenant_prerequisites))
+        endpoint_node_ports=endpoint_ports, kubectl_image=platform.kubectl_image,
+        prerequisites=host.tenant_prerequisites))
     for team in platform.teams
 }
 if platform.observability.enabled:

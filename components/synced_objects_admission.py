@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -66,6 +66,8 @@ class SyncedObjectsAdmissionArgs:
     provider: k8s.Provider
     # The host cluster DNS Service's IP, which no tenant Service may hold.
     cluster_dns: pulumi.Input[str]
+    # The node ports of the site's vCluster endpoints (config/access_rules.py endpoint_node_ports).
+    endpoint_node_ports: Sequence[int]
 
 
 def synced_objects_policy_name(team: Team) -> str:
@@ -132,7 +134,7 @@ def policy_variables() -> list[dict]:
     ]
 
 
-def _service_rules(team: Team, cluster_dns: str) -> list[dict]:
+def _service_rules(team: Team, cluster_dns: str, endpoint_node_ports: Sequence[int]) -> list[dict]:
     allowed = team.vcluster.services
     dns = str(ipaddress.ip_address(cluster_dns))
     types = ["ClusterIP"] + (["NodePort"] if allowed.node_ports else []) + \
@@ -168,6 +170,19 @@ def _service_rules(team: Team, cluster_dns: str) -> list[dict]:
               "remove spec.clusterIP and spec.clusterIPs and let the host allocate an address (or use clusterIP: "
               "None for a headless Service)"),
     ]
+    if allowed.node_ports and endpoint_node_ports:
+        # The chart, not the syncer, writes each control plane's Service, so no endpoint is ever judged here. On
+        # CREATE the host has allocated the node ports before admission runs: a reserved port is refused whether the
+        # tenant named it or the allocator picked it while it was free.
+        reserved = sorted(endpoint_node_ports)
+        rules.append(_rule(
+            "service-endpoint-node-ports", ("Service",),
+            f"(!has(object.spec.ports) || object.spec.ports.all(p, !has(p.nodePort) || !(p.nodePort in {reserved}))) "
+            f"&& (!has(object.spec.healthCheckNodePort) || !(object.spec.healthCheckNodePort in {reserved}))",
+            f"the node ports {', '.join(map(str, reserved))} are the site's vCluster endpoints (config teams[].vcluster.access.nodePort): a "
+            "Service holding one keeps that team's control plane off its port or takes its members' connections",
+            "remove nodePort and healthCheckNodePort and let the host allocate free ones; if you did not choose the "
+            "port, the host's allocator did: create the Service again"))
     if not allowed.node_ports:
         rules.append(_rule(
             "service-node-ports", ("Service",),
@@ -242,14 +257,14 @@ def _claim_rules(team: Team) -> list[dict]:
     ]
 
 
-def policy_validations(team: Team, cluster_dns: str) -> list[dict]:
+def policy_validations(team: Team, cluster_dns: str, endpoint_node_ports: Sequence[int]) -> list[dict]:
     endpoints = ("!has(object.subsets) || object.subsets.all(s, "
                  f"(!has(s.addresses) || s.addresses.all(a, {_public_ipv4('a.ip')})) && "
                  f"(!has(s.notReadyAddresses) || s.notReadyAddresses.all(a, {_public_ipv4('a.ip')})))")
     slices = ("object.addressType == 'IPv4' && (!has(object.endpoints) || "
               f"object.endpoints.all(e, e.addresses.all(ip, {_public_ipv4('ip')})))")
     return [
-        *_service_rules(team, cluster_dns),
+        *_service_rules(team, cluster_dns, endpoint_node_ports),
         *_claim_rules(team),
         _rule("endpoint-addresses", ("Endpoints",), endpoints,
               "a Service without a selector may only point at public IPv4 addresses written canonically (no leading "
@@ -280,7 +295,7 @@ def policy_validations(team: Team, cluster_dns: str) -> list[dict]:
     ]
 
 
-def policy_spec(team: Team, cluster_dns: str) -> dict:
+def policy_spec(team: Team, cluster_dns: str, endpoint_node_ports: Sequence[int]) -> dict:
     return {
         "failurePolicy": "Fail",
         "matchConstraints": {
@@ -294,7 +309,7 @@ def policy_spec(team: Team, cluster_dns: str) -> dict:
         },
         "matchConditions": match_conditions(team),
         "variables": policy_variables(),
-        "validations": policy_validations(team, cluster_dns),
+        "validations": policy_validations(team, cluster_dns, endpoint_node_ports),
     }
 
 
@@ -306,6 +321,7 @@ class SyncedObjectsAdmission(pulumi.ComponentResource):
         super().__init__(ADMISSION_COMPONENT, name, None, opts)
         team = args.team
         policy_name = synced_objects_policy_name(team)
-        spec = pulumi.Output.from_input(args.cluster_dns).apply(lambda cluster_dns: policy_spec(team, cluster_dns))
+        spec = pulumi.Output.from_input(args.cluster_dns).apply(
+            lambda cluster_dns: policy_spec(team, cluster_dns, args.endpoint_node_ports))
         self.policy, self.binding = policy_with_deny_binding(self, name, team, args.provider, policy_name, spec)
         self.register_outputs({"policy": policy_name, "syncer": syncer_username(team)})

@@ -53,6 +53,8 @@ class TenantClusterArgs:
     queue: pulumi.Resource
     # The host cluster DNS Service's IP, where the tenant's DNS forwards (components/tenant_dns.py).
     cluster_dns: pulumi.Input[str]
+    # The node ports of the site's vCluster endpoints, which no team's Service may take.
+    endpoint_node_ports: Sequence[int]
     # The site's kubectl (config/model.py Cluster.kubectl_image), which runs the kubeconfig wait.
     kubectl_image: str
     # What the host must have before a control plane can start (e.g. its default StorageClass).
@@ -191,7 +193,8 @@ class TenantCluster(pulumi.ComponentResource):
                                          opts=pulumi.ResourceOptions(parent=self))
         self.synced_objects_admission = SyncedObjectsAdmission(
             f"{name}-synced-objects-admission",
-            SyncedObjectsAdmissionArgs(team=team, provider=args.provider, cluster_dns=args.cluster_dns),
+            SyncedObjectsAdmissionArgs(team=team, provider=args.provider, cluster_dns=args.cluster_dns,
+                                       endpoint_node_ports=args.endpoint_node_ports),
             opts=pulumi.ResourceOptions(parent=self))
         tier_admission = isolation_admission(name, team, args.provider, self)
         self.access = TeamAccess(f"{name}-access", TenantAccessArgs(team, args.provider, self.namespace), self)

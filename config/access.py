@@ -131,7 +131,9 @@ ACCESS = Block(keys=(
                 "the exported kubeconfigs. For loadBalancer, point this name at the load balancer."),
     Key("domain", Text(), None, "DNS suffix: a team's host is `<vclusterName>.<domain>`.", example="vc.example.com"),
     Key("nodePort", Integer(minimum=NODE_PORT_RANGE[0], maximum=NODE_PORT_RANGE[1]), None,
-        "The team's node port (nodePort exposure); unique per team.", example="30443"),
+        "The team's node port (nodePort exposure); unique per team.", example="30443",
+        details="No team's Service may hold it, whether the tenant names it or the host's allocator picks it while "
+                "it is free (rule `service-endpoint-node-ports`, docs/security-model.md)."),
     Key("loadBalancerSourceRanges", StringList(form="CIDR"), _DEFAULT.load_balancer_source_ranges,
         "Client CIDRs a load balancer accepts; empty: any.", example="[203.0.113.0/24]"),
     Key("serviceAnnotations", StringMap(), {}, "Annotations of the control plane's Service (loadBalancer, nodePort).",

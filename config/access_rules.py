@@ -4,13 +4,14 @@ team gets. No Pulumi here."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Optional, Sequence
 from urllib.parse import urlparse
 
 from config.access import RESERVED_NAME_PREFIX, Access
 from config.errors import MISSING
 from config.model import Cluster, Team
 from config.reader import Reader
+from config.vcluster_images import dig
 
 
 def _key(index: int, name: str) -> str:
@@ -113,6 +114,25 @@ def _check_unique(reader: Reader, teams: list[Team]) -> None:
             if first != index:
                 reader.fail(_key(index, "host"), access.host, f"is already the endpoint of teams[{first}]",
                             "give every team its own host name, or use vcluster.access.domain")
+
+
+def endpoint_node_ports(teams: Sequence[Team]) -> tuple[int, ...]:
+    """The node ports the site holds for its teams' vCluster endpoints: each team's ``access.nodePort``, and the node
+    ports its ``extraValues`` pin on the chart's control-plane Service (``httpsNodePort``, ``spec.ports``, which
+    replace the program's). The host's allocator hands out the same range, and the Service only takes its port when
+    the team's release is installed or its Service re-created."""
+    reserved: set[int] = set()
+    for team in teams:
+        access = team.vcluster.access
+        service = dig(team.vcluster.extra_values, "controlPlane", "service")
+        ports = dig(service, "spec").get("ports")
+        pinned = [access.node_port if access.exposure == "nodePort" else None, service.get("httpsNodePort"),
+                  *(port.get("nodePort") for port in (ports if isinstance(ports, list) else [])
+                    if isinstance(port, dict))]
+        for port in pinned:
+            if isinstance(port, int) and not isinstance(port, bool) and port > 0:
+                reserved.add(port)
+    return tuple(sorted(reserved))
 
 
 def access_warnings(cluster: Cluster, teams: tuple[Team, ...]) -> list[str]:

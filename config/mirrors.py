@@ -29,6 +29,8 @@ CHART_REPO_PATTERN = rf"(?:https://[^\s/]+(?:/\S*)?|oci://{HOST}(?:/{PATH_COMPON
 MIRROR_EXAMPLE = "{nvcr.io: harbor.corp.example/nvcr, ghcr.io: harbor.corp.example/ghcr}"
 # Registries on the internet, which a mirrored site's nodes are not meant to reach: an image a site's own values
 # name on one of them needs a mirror even where the program pulls nothing from there.
+# The port containerd dials a registry on when its host names none (an https endpoint).
+DEFAULT_PORT = 443
 PUBLIC_REGISTRIES = ("docker.io", "registry-1.docker.io", "ghcr.io", "quay.io", "nvcr.io", "registry.k8s.io",
                      "k8s.gcr.io", "gcr.io", "mirror.gcr.io", "public.ecr.aws", "mcr.microsoft.com",
                      "registry.gitlab.com")
@@ -49,6 +51,21 @@ def split_image(reference: str) -> tuple[str, str]:
     return first, rest
 
 
+def same_registry(host: str) -> str:
+    """The one spelling of the registry a reference's ``host`` reaches. distribution/reference keeps a domain as
+    written (normalize.go renames only the exact legacy Docker Hub name), and containerd looks a host's hosts.toml
+    directory up by that text (core/remotes/docker/config/hosts.go): ``ghcr.io:443`` and ``GHCR.IO`` find none of
+    ``ghcr.io``'s, yet the node dials the same server, https on port 443, its name resolved and its certificate
+    checked in any case. So a host is compared in lower case, without a port that is 443."""
+    # A bracketed IPv6 address without a port ends in "]", so digits after the last colon are always a port.
+    name, colon, port = host.lower().rpartition(":")
+    if not (colon and port.isdigit()):
+        name, port = host.lower(), ""
+    if port and int(port) != DEFAULT_PORT:
+        return f"{name}:{port}"
+    return DEFAULT_DOMAIN if name == LEGACY_DOMAIN else name
+
+
 @dataclass(frozen=True)
 class ImageMirrorMap:
     """Registry host -> mirror prefix (``host[:port][/path]``), neither with a scheme, a tag or a digest."""
@@ -63,6 +80,10 @@ class ImageMirrorMap:
                 raise Invalid("is not a registry host as an image reference names it (no scheme, no path)",
                               f"write the upstream host alone, e.g. nvcr.io, ghcr.io, {DEFAULT_DOMAIN}",
                               entry=str(upstream), value=prefix)
+            if same_registry(upstream) != upstream:
+                raise Invalid(f"is {same_registry(upstream)} written another way (port {DEFAULT_PORT} is the one "
+                              "the node dials without a port)", f"write {same_registry(upstream)}",
+                              entry=upstream, value=prefix)
             problem, entry_fix = _entry_problem(prefix) if isinstance(prefix, str) else \
                 (f"expected a mirror prefix, got {type_name(prefix)}", "write it as host[/path], e.g. harbor.corp/nvcr")
             if problem:
@@ -114,7 +135,9 @@ docs/operations.md (An air-gapped site).""", keys=(
                 "pulls its images from there instead (docs/operations.md). An image a site names in "
                 "`vcluster.extraValues` (a chart image's registry, the control plane's init and sidecar containers, "
                 "`translateImage`) or its `defaultImageRegistry` may be on neither a registry listed here nor a "
-                "public one that is not: write the mirror's address. Docker Hub is `docker.io` (official "
+                "public one that is not: write the mirror's address. A registry is one whatever its spelling: "
+                "`ghcr.io:443` and `GHCR.IO` are `ghcr.io` (the node dials the same server), a key is written the "
+                "plain way, and another port is another server. Docker Hub is `docker.io` (official "
                 "images keep their `library/` path). "
                 f"A prefix is written as a registry entry is ({EXAMPLES})."),
     Key("charts", ChartRepoMap(), {}, "Chart → the repository it is pulled from instead.",
@@ -133,13 +156,15 @@ class Mirrors:
     def image(self, reference: str) -> str:
         """``reference`` under its registry's mirror, unchanged without one (or without a mirror map)."""
         host, rest = split_image(reference)
+        if same_registry(host) != host:
+            host, rest = split_image(f"{same_registry(host)}/{rest}")
         prefix = self.images.get(host)
         return f"{prefix}/{rest}" if prefix else reference
 
     def registry(self, host: str) -> str:
         """A chart's ``registry`` value (a host, or a host and path): under its mirror, else as it was."""
         first, _, path = host.partition("/")
-        prefix = self.images.get(first)
+        prefix = self.images.get(same_registry(first))
         return (f"{prefix}/{path}" if path else prefix) if prefix else host
 
     def chart(self, name: str, chart: str, repo: Optional[str]) -> tuple[str, Optional[str]]:
@@ -159,14 +184,16 @@ def past_the_mirrors(host: str, mirrors: Mirrors, pulls: str, mirrored: str) -> 
     public one none does. None for any other host (the site's own registry, a mirror)."""
     if not mirrors.images:
         return None
-    if host in mirrors.images:
-        return (f"is on {host}, which mirrors.images mirrors to {mirrors.images[host]}: {pulls} from {host} itself, "
+    registry = same_registry(host)
+    on = f"is on {host}" + (f" (the registry {registry}, written another way)" if registry != host else "")
+    if registry in mirrors.images:
+        return (f"{on}, which mirrors.images mirrors to {mirrors.images[registry]}: {pulls} from {registry} itself, "
                 "past the mirror", f"write the mirror's address, {mirrored}")
-    if host in PUBLIC_REGISTRIES:
-        return (f"is on {host}, a public registry that mirrors.images has no mirror of: {pulls} from the internet, "
+    if registry in PUBLIC_REGISTRIES:
+        return (f"{on}, a public registry that mirrors.images has no mirror of: {pulls} from the internet, "
                 "past the site's mirrors",
-                f"add a mirror of {host} to mirrors.images and write the address under it here (or one on a registry "
-                "of the site's own)")
+                f"add a mirror of {registry} to mirrors.images and write the address under it here (or one on a "
+                "registry of the site's own)")
     return None
 
 

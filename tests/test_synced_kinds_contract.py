@@ -89,7 +89,7 @@ def syncer_writes(chart: Path, team, values: dict) -> set[tuple[str, str]]:
 def unchecked_writes(chart: Path, team, values: dict) -> set[tuple[str, str]]:
     """What the syncer may write that no host policy checks and no exemption below explains."""
     checked = covered(admission.policy_spec(team)) | \
-        covered(synced_objects_admission.policy_spec(team, MOCK_CLUSTER_DNS))
+        covered(synced_objects_admission.policy_spec(team, MOCK_CLUSTER_DNS, ()))
     return syncer_writes(chart, team, values) - checked - set(NOT_TENANT_OBJECTS)
 
 

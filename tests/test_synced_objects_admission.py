@@ -62,7 +62,7 @@ def allowing(tenant: Synced, **services) -> Synced:
     """The same team with node ports or load balancers allowed in its config."""
     team = dataclasses.replace(tenant.team, vcluster=dataclasses.replace(
         tenant.team.vcluster, services=TenantServices(**services)))
-    spec = policy_spec(team, MOCK_CLUSTER_DNS)
+    spec = policy_spec(team, MOCK_CLUSTER_DNS, ())
     return Synced(SyncedObjectsAdmission(spec, tenant.admission.binding), team)
 
 
