@@ -104,35 +104,43 @@ def _check_unique(reader: Reader, teams: list[Team]) -> None:
     seen_hosts: dict[str, int] = {}
     for index, team in enumerate(teams):
         access = team.vcluster.access
-        if access.exposure == "nodePort" and access.node_port is not None:
-            first = seen_ports.setdefault(access.node_port, index)
+        for port, key in _pinned_node_ports(index, team).items():
+            first = seen_ports.setdefault(port, index)
             if first != index:
-                reader.fail(_key(index, "nodePort"), access.node_port, f"is already used by teams[{first}]",
-                            "give every team its own node port")
-        elif access.exposure in ("loadBalancer", "gateway") and access.host:
+                reader.fail(key, port, f"is already used by teams[{first}]",
+                            "give every team its own node port (a port pinned in the stack-wide vcluster.extraValues "
+                            "is every team's: pin it in teams[].vcluster.extraValues, one per team)")
+        if access.exposure in ("loadBalancer", "gateway") and access.host:
             first = seen_hosts.setdefault(access.host, index)
             if first != index:
                 reader.fail(_key(index, "host"), access.host, f"is already the endpoint of teams[{first}]",
                             "give every team its own host name, or use vcluster.access.domain")
 
 
+def _pinned_node_ports(index: int, team: Team) -> dict[int, str]:
+    """Each node port the team's control-plane Service takes, with the key that sets it: its ``access.nodePort``
+    and the ports its ``extraValues`` pin on the chart's Service (``httpsNodePort``, ``spec.ports``), which replace
+    the program's."""
+    access = team.vcluster.access
+    service = dig(team.vcluster.extra_values, "controlPlane", "service")
+    ports = dig(service, "spec").get("ports")
+    extra = f"teams[{index}].vcluster.extraValues.controlPlane.service"
+    pinned = [(access.node_port if access.exposure == "nodePort" else None, _key(index, "nodePort")),
+              (service.get("httpsNodePort"), f"{extra}.httpsNodePort"),
+              *((port.get("nodePort"), f"{extra}.spec.ports[{position}].nodePort")
+                for position, port in enumerate(ports if isinstance(ports, list) else []) if isinstance(port, dict))]
+    found: dict[int, str] = {}
+    for port, key in pinned:
+        if isinstance(port, int) and not isinstance(port, bool) and port > 0:
+            found.setdefault(port, key)
+    return found
+
+
 def endpoint_node_ports(teams: Sequence[Team]) -> tuple[int, ...]:
-    """The node ports the site holds for its teams' vCluster endpoints: each team's ``access.nodePort``, and the node
-    ports its ``extraValues`` pin on the chart's control-plane Service (``httpsNodePort``, ``spec.ports``, which
-    replace the program's). The host's allocator hands out the same range, and the Service only takes its port when
-    the team's release is installed or its Service re-created."""
-    reserved: set[int] = set()
-    for team in teams:
-        access = team.vcluster.access
-        service = dig(team.vcluster.extra_values, "controlPlane", "service")
-        ports = dig(service, "spec").get("ports")
-        pinned = [access.node_port if access.exposure == "nodePort" else None, service.get("httpsNodePort"),
-                  *(port.get("nodePort") for port in (ports if isinstance(ports, list) else [])
-                    if isinstance(port, dict))]
-        for port in pinned:
-            if isinstance(port, int) and not isinstance(port, bool) and port > 0:
-                reserved.add(port)
-    return tuple(sorted(reserved))
+    """The node ports the site holds for its teams' vCluster endpoints (each team's, ``_pinned_node_ports``). The
+    host's allocator hands out the same range, and the Service only takes its port when the team's release is
+    installed or its Service re-created."""
+    return tuple(sorted({port for index, team in enumerate(teams) for port in _pinned_node_ports(index, team)}))
 
 
 def access_warnings(cluster: Cluster, teams: tuple[Team, ...]) -> list[str]:

@@ -141,3 +141,36 @@ def test_without_node_ports_the_general_rule_refuses_them_alone():
     names = {validation["message"][1:validation["message"].index("]")]
              for validation in tenant.admission.spec["validations"]}
     assert "service-endpoint-node-ports" not in names and "service-node-ports" in names
+
+
+@pytest.mark.parametrize("where, key", [
+    ("team", "teams[1].vcluster.extraValues.controlPlane.service.httpsNodePort"),
+    ("stack", "teams[1].vcluster.extraValues.controlPlane.service.httpsNodePort"),
+    ("spec", "teams[1].vcluster.extraValues.controlPlane.service.spec.ports[0].nodePort"),
+])
+def test_a_port_pinned_in_extra_values_may_not_be_another_teams(where, key):
+    """Two control-plane Services cannot hold one node port: the second team's release would fail on the host,
+    so the config refuses it first, at the key that pins it."""
+    from config.errors import ConfigError
+    config = node_port_site()
+    taken = FIRST_ENDPOINT  # teams[0]'s access.nodePort
+    service_values = ({"spec": {"ports": [{"name": "https", "port": 443, "nodePort": taken}]}} if where == "spec"
+                      else {"httpsNodePort": taken})
+    pin = {"controlPlane": {"service": service_values}}
+    if where == "stack":
+        config["gpu-tenancy:vcluster"]["extraValues"] = pin
+    else:
+        config["gpu-tenancy:teams"][1]["vcluster"]["extraValues"] = pin
+    with pytest.raises(ConfigError) as error:
+        platform_of(config)
+    issue = next((i for i in error.value.issues if i.key == key), None)
+    assert issue is not None, [str(i) for i in error.value.issues]
+    assert issue.problem == "is already used by teams[0]" and str(taken) in str(issue)
+    assert "teams[].vcluster.extraValues" in issue.fix
+
+
+def test_a_team_may_pin_its_own_endpoint_port_again():
+    config = node_port_site()
+    config["gpu-tenancy:teams"][1]["vcluster"]["extraValues"] = {"controlPlane": {"service": {
+        "httpsNodePort": FIRST_ENDPOINT + 1}}}
+    assert FIRST_ENDPOINT + 1 in endpoint_node_ports(platform_of(config).teams)
