@@ -18,11 +18,11 @@ from config import PROJECT, load_platform, sharing
 from config.access_rules import endpoint_node_ports
 from config.source import raw_stack_config, team_alert_addresses
 
-FULL_COLLECTION_THRESHOLD = 1000
-# The SDK holds every resource's futures and tasks until the run ends, so each full collection re-walks all
-# of them and finds next to nothing: with the default thresholds that was about a third of a 300-team run.
-# Young collections still run; a full one waits for FULL_COLLECTION_THRESHOLD middle-generation ones, not 10.
-gc.set_threshold(*gc.get_threshold()[:2], FULL_COLLECTION_THRESHOLD)
+# The SDK holds every resource's futures, tasks and outputs until the run ends, so each collection re-walks the
+# ones made since the last and frees little: with full collections deferred, the young and middle ones still took
+# a sixth of a 300-team run. The cycles left (a few percent of the run's memory) go when the language host's
+# process ends with the run.
+gc.disable()
 pulumi.runtime.register_stack_transformation(without_pre_release_aliases)
 raw, secrets_set, placeholders = raw_stack_config()
 platform = load_platform(raw, secrets_set=secrets_set, placeholders=placeholders, stack=pulumi.get_stack())

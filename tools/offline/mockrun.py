@@ -118,13 +118,14 @@ def run_program(stack_config: dict[str, Any], *, stack: str = "dev", project_dir
                 secret_keys.append(full_key)
 
     sdk.reset_runtime()
-    # The program tunes the collector of the language host's process, which ends with the run; this one goes on.
-    collector_thresholds = gc.get_threshold()
+    # The program turns off the collector of the language host's process, which ends with the run; this one goes on.
+    collecting = gc.isenabled()
     try:
         with _language_host_environment(config, secret_keys):
             _run_main(run, stack, project_dir)
     finally:
-        gc.set_threshold(*collector_thresholds)
+        if collecting:
+            gc.enable()
     run.resources.sort(key=lambda resource: resource.urn)
     return run
 
