@@ -76,7 +76,7 @@ class ImageMirrorMap:
         if not isinstance(value, dict) or not value:
             raise Invalid(f"expected a non-empty map, got {type_name(value)}", fix)
         for upstream, prefix in value.items():
-            if not isinstance(upstream, str) or not re.fullmatch(HOST, upstream) or upstream == "index.docker.io":
+            if not isinstance(upstream, str) or not re.fullmatch(HOST, upstream) or upstream == LEGACY_DOMAIN:
                 raise Invalid("is not a registry host as an image reference names it (no scheme, no path)",
                               f"write the upstream host alone, e.g. nvcr.io, ghcr.io, {DEFAULT_DOMAIN}",
                               entry=str(upstream), value=prefix)
