@@ -121,24 +121,27 @@ def test_day_275_says_pulumi_up_and_hand_out_the_renewed_kubeconfig():
     assert "vCluster CA" in text and "SOON    team-a: vCluster CA" not in text
 
 
-def test_a_lapsed_certificate_is_expired_and_a_ca_near_its_end_needs_rotate_ca():
-    site = outputs(tenantKubeconfigs={"team-a": kubeconfig(ca_ends=ISSUED + timedelta(days=400))})
-    text, due = expiry.report(site, ISSUED + timedelta(days=366), VCLUSTER_RENEWAL_WINDOW)
-    assert due
-    assert "EXPIRED team-a: admin client certificate" in text
-    assert "SOON    team-a: vCluster CA ends 2027-04-05T12:00:00Z (34 days)" in text
-    assert "vcluster certs rotate-ca" in text
+DUE = {
+    "a lapsed admin certificate, and a CA near its end needing rotate-ca": (
+        {"tenantKubeconfigs": {"team-a": kubeconfig(ca_ends=ISSUED + timedelta(days=400))}}, 366,
+        ["EXPIRED team-a: admin client certificate",
+         "SOON    team-a: vCluster CA ends 2027-04-05T12:00:00Z (34 days)", "vcluster certs rotate-ca"]),
+    "the CA an OIDC kubeconfig pins, and the host kubeconfig's certificate": (
+        {"teamKubeconfigs": {"team-a": kubeconfig(client_ends=None, ca_ends=ISSUED + timedelta(days=100),
+                                                  exec_user=True)},
+         "hostKubeconfig": kubeconfig(client_ends=ISSUED + timedelta(days=50), ca_ends=None)}, 20,
+        ["SOON    team-a: vCluster CA ends 2026-06-09T12:00:00Z (80 days)",
+         "SOON    host: host kubeconfig client certificate ends 2026-04-20T12:00:00Z (30 days)",
+         "microk8s refresh-certs"]),
+}
 
 
-def test_team_kubeconfigs_pin_the_ca_and_the_host_kubeconfig_is_read_too():
-    member = kubeconfig(client_ends=None, ca_ends=ISSUED + timedelta(days=100), exec_user=True)
-    host = kubeconfig(client_ends=ISSUED + timedelta(days=50), ca_ends=None)
-    site = outputs(teamKubeconfigs={"team-a": member}, hostKubeconfig=host)
-    text, due = expiry.report(site, ISSUED + timedelta(days=20), VCLUSTER_RENEWAL_WINDOW)
+@pytest.mark.parametrize("overrides, day, expected", DUE.values(), ids=DUE.keys())
+def test_what_ends_soon_or_has_ended_is_listed_with_its_fix(overrides, day, expected):
+    text, due = expiry.report(outputs(**overrides), ISSUED + timedelta(days=day), VCLUSTER_RENEWAL_WINDOW)
     assert due
-    assert "SOON    team-a: vCluster CA ends 2026-06-09T12:00:00Z (80 days)" in text
-    assert "SOON    host: host kubeconfig client certificate ends 2026-04-20T12:00:00Z (30 days)" in text
-    assert "microk8s refresh-certs" in text
+    for line in expected:
+        assert line in text
 
 
 def test_hidden_or_missing_outputs_are_refused_with_the_fix():
