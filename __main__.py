@@ -86,6 +86,9 @@ pulumi.export("tenants", {
     for team in platform.teams
 })
 pulumi.export("tenantKubeconfigs", {name: tenant.kubeconfig for name, tenant in tenants.items()})
+# When each of them stops working: vCluster renews the certificate in its Secret 90 days before, and the next
+# `pulumi up` exports the renewed one (docs/operations.md, What expires; python -m ops.expiry checks a site).
+pulumi.export("tenantKubeconfigExpiry", {name: tenant.kubeconfig_expiry for name, tenant in tenants.items()})
 # Per-person access (vcluster.access.oidc): kubeconfigs without secrets, for the teams that have one.
 member_kubeconfigs = {name: tenant.member_kubeconfig for name, tenant in tenants.items()
                       if tenant.member_kubeconfig is not None}

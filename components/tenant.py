@@ -32,6 +32,7 @@ from components.kubectl_job import (
     HOME_VOLUME, POD_SECURITY_CONTEXT, job_identity, kubectl_container, wait_for_create_args,
 )
 from config import versions
+from config.certificates import client_certificate_expiry
 from config.merge import deep_merge
 from config.vcluster_images import image_values
 from config.model import Team, VClusterSettings
@@ -167,6 +168,8 @@ class TenantCluster(pulumi.ComponentResource):
     release: k8s.helm.v3.Release
     kubeconfig_ready: k8s.batch.v1.Job
     kubeconfig: pulumi.Output[str]
+    # When the admin kubeconfig's client certificate ends (None if it signs in otherwise): public, unlike the key.
+    kubeconfig_expiry: pulumi.Output[Optional[str]]
     # Per-team OIDC kubeconfig without secrets (None without OIDC).
     member_kubeconfig: Optional[pulumi.Output[str]]
     connect_command: str
@@ -236,6 +239,7 @@ class TenantCluster(pulumi.ComponentResource):
         self.kubeconfig = self.access.admin_kubeconfig(
             kubeconfig_secret.data.apply(lambda data: base64.b64decode((data or {}).get("config", "")).decode()))
         self.member_kubeconfig = self.access.member_kubeconfig(self.kubeconfig)
+        self.kubeconfig_expiry = pulumi.Output.unsecret(self.kubeconfig.apply(client_certificate_expiry))
         self.register_outputs({
             "team": team.name,
             "namespace": team.namespace,
@@ -247,6 +251,7 @@ class TenantCluster(pulumi.ComponentResource):
             "isolation": isolation_outputs(team),
             "connectCommand": self.connect_command,
             "kubeconfig": self.kubeconfig,
+            "kubeconfigExpiry": self.kubeconfig_expiry,
             **self.access.outputs(),
         })
 

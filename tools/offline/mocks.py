@@ -11,16 +11,23 @@ import base64
 import json
 import zlib
 
+from datetime import datetime, timezone
+
 import pulumi
 import yaml
 
+from config.credential_lifetimes import VCLUSTER_LEAF_VALIDITY
 from config.vocabulary import COMMANDS, EKS_CLUSTER, RELEASE
 from tools.offline import sdk_internals as sdk
+from tools.offline.fake_certificates import fake_certificate_pem
 
 # The EBS CSI add-on build the AWS lookup answers in offline runs (a made-up build of the real form).
 MOCK_ADDON_VERSION = "v1.0.0-eksbuild.1"
 # The host DNS Service's IP in offline runs (a kubeadm cluster's usual address).
 MOCK_CLUSTER_DNS = "10.96.0.10"
+# When the admin client certificate of every offline tenant kubeconfig was issued; it is valid as long as
+# vCluster's are (config/credential_lifetimes.py).
+MOCK_CERTIFICATE_ISSUED = datetime(2026, 1, 1, tzinfo=timezone.utc)
 RANDOM_PASSWORD = "random:index/randomPassword:RandomPassword"
 GRAFANA_ORGANIZATION = "grafana:oss/organization:Organization"
 
@@ -32,6 +39,16 @@ def fake_kubeconfig(cluster: str, server: str) -> str:
         "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": "admin"}}],
         "users": [{"name": "admin", "user": {"token": "offline-plan-token"}}],
     }, sort_keys=False)
+
+
+def fake_tenant_kubeconfig(name: str, server: str) -> str:
+    """A kubeconfig as vCluster writes it into vc-<name>: signed in by an admin client certificate (here with the
+    mocks' token too, the marker the secrecy tests follow)."""
+    config = yaml.safe_load(fake_kubeconfig(name, server))
+    certificate = fake_certificate_pem(MOCK_CERTIFICATE_ISSUED, MOCK_CERTIFICATE_ISSUED + VCLUSTER_LEAF_VALIDITY,
+                                       "kubernetes-super-admin")
+    config["users"][0]["user"]["client-certificate-data"] = base64.b64encode(certificate.encode()).decode()
+    return yaml.safe_dump(config, sort_keys=False)
 
 
 class PlatformMocks(pulumi.runtime.Mocks):
@@ -50,7 +67,7 @@ class PlatformMocks(pulumi.runtime.Mocks):
             state["stderr"] = ""
         elif args.typ == "kubernetes:core/v1:Secret" and args.resource_id:
             namespace, name = str(args.resource_id).split("/", 1)
-            config = fake_kubeconfig(name, "https://localhost:8443")
+            config = fake_tenant_kubeconfig(name, "https://localhost:8443")
             state = {"metadata": {"name": name, "namespace": namespace},
                      "data": {"config": base64.b64encode(config.encode()).decode()}}
         elif args.typ == "kubernetes:core/v1:Service" and args.resource_id:

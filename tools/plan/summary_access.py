@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from config.credential_lifetimes import VCLUSTER_LEAF_VALIDITY, VCLUSTER_RENEWAL_WINDOW
 from config.vocabulary import SEED_GPU_FRACTION, TENANT_COMPONENT
 from tools.plan.lookup import PlanIndex
 from tools.plan.markdown import code, table
@@ -34,4 +35,13 @@ def access_section(index: PlanIndex) -> list[str]:
                      _identity(registered), smoke])
     if not rows:
         return []
-    return ["", "### Access per tenant", ""] + table(["Team", "Endpoint", "Identity", "Smoke test (ops.smoke)"], rows)
+    return ["", "### Access per tenant", ""] + table(["Team", "Endpoint", "Identity", "Smoke test (ops.smoke)"], rows) \
+        + ["", renewal_note()]
+
+
+def renewal_note() -> str:
+    return (f"Each admin kubeconfig (`tenantKubeconfigs`) signs in with vCluster's admin client certificate, valid "
+            f"{VCLUSTER_LEAF_VALIDITY.days} days. vCluster renews it in `vc-<vcluster>` {VCLUSTER_RENEWAL_WINDOW.days} "
+            "days before it ends; the stack output follows on the next `pulumi up`, a copy already handed out does "
+            "not. `tenantKubeconfigExpiry` says when each ends; `python -m ops.expiry SITE` checks a running site "
+            "(docs/operations.md, What expires).")
