@@ -72,7 +72,7 @@ def _site_total(teams: Sequence[Team]) -> int:
 
 
 def gibibytes(amount: int) -> str:
-    return f"{amount / 2 ** 30:.2f} GiB"
+    return f"{amount / 2 ** 30:.4g} GiB"
 
 
 def datastore_findings(cluster: Optional[Cluster], teams: Sequence[Team]) -> list[tuple[str, object, str, str]]:
