@@ -62,7 +62,8 @@ def cap_findings(settings: VClusterSettings, whose: str) -> list[tuple[str, obje
                  "it would bound nothing", f"use at most 1Mi (the default is {DEFAULT_OBJECT_BYTES})")]
     if value < MINIMUM_OBJECT_BYTES:
         return [(key, stated, f"is below {MINIMUM_OBJECT_BYTES // 2 ** 10}Ki: TLS, pull and token Secrets and the "
-                 f"root CA ConfigMaps vCluster copies for {whose} pods could be refused, and the pods naming them not start",
+                 f"root CA ConfigMaps vCluster copies for {whose} pods could be refused, and the pods naming them "
+                 "not start",
                  f"use at least {MINIMUM_OBJECT_BYTES // 2 ** 10}Ki (the default is {DEFAULT_OBJECT_BYTES})")]
     return []
 

@@ -127,7 +127,8 @@ def _findings(settings: VClusterSettings, whose: str, queue: str, mirrors: Mirro
     return [*_chart_values(settings, whose), *_to_host_syncs(settings, whose), *_from_host_writes(settings, whose), *_host_reads(settings, whose),
             *_from_host_mappings(settings, whose),
             *_syncer_rules(settings, whose),
-            *_virtual_version(settings, queue), *_requests_above_limits(settings, whose), *cap_findings(settings, whose),
+            *_virtual_version(settings, queue), *_requests_above_limits(settings, whose),
+            *cap_findings(settings, whose),
             *backing_store_findings(settings, whose), *default_registry_findings(settings, mirrors, whose),
             *site_image_findings(settings, mirrors, whose)]
 
