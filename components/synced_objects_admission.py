@@ -8,7 +8,8 @@ spec as written, cluster IPs and node ports included, pkg/server/filters/service
 later copies ``type``, ``externalIPs``, ports and the load balancer fields; persistentvolumeclaims/translate.go
 passes ``volumeName``, ``selector`` and ``volumeAttributesClassName`` through unchanged while persistent
 volumes are not synced, and skips every translation for a claim annotated ``vcluster.loft.sh/skip-translate``;
-endpoints keep their addresses). This ValidatingAdmissionPolicy
+endpoints keep their addresses; a ConfigMap or Secret a pod names is copied whole, its data and later changes
+to it included, configmaps/ and secrets/to_host_syncer.go). This ValidatingAdmissionPolicy
 admits from the syncer only what the platform means a tenant to have. Each rule is named in its
 rejection message; docs/security-model.md explains each one.
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -120,14 +121,14 @@ def _text_bytes(value: str) -> str:
     return f"size(bytes({value}))"
 
 
-def _data_bytes(field: str, value_bytes) -> str:
+def _data_bytes(field: str, value_bytes: Callable[[str], str]) -> str:
     """The keys and values of the object's map ``field``, in bytes (keys are ASCII: the API server allows
     letters, digits, '-', '_' and '.')."""
     value = f"object.{field}[k]"
     return f"(has(object.{field}) ? object.{field}.map(k, size(k) + {value_bytes(value)}).sum() : 0)"
 
 
-def _size_rule(team: Team, kind: str, fields: tuple[tuple[str, object], ...]) -> dict:
+def _size_rule(team: Team, kind: str, fields: tuple[tuple[str, Callable[[str], str]], ...]) -> dict:
     """A copy of at most the team's cap in keys and values, and at most SYNCED_OBJECT_KEYS keys.
 
     Cost: the API server stops one expression at 1,000,000 (k8s.io/apiserver pkg/apis/cel/config.go PerCallLimit),
