@@ -226,7 +226,7 @@ def test_a_host_whose_datastore_size_is_unknown_gets_a_note_past_etcds_default()
 
 def test_the_summary_shows_each_teams_worst_case_and_the_sites_total(dev_run):
     summary = render_summary(build_plan(dev_run, "dev"))
-    section = summary[summary.index("### Host datastore"):]
+    section = summary[summary.index("## Host datastore"):]
     # 403 ConfigMaps and 208 Secrets (the namespace's quota), each at 512Ki: 305.5 MiB; three teams: 916.5 MiB.
     assert "| `team-nlp` | 403 | 208 | `512Ki` | 305.5 MiB |" in section
     assert "Site total: **916.5 MiB**" in section

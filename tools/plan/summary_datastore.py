@@ -45,9 +45,10 @@ def datastore_section(index: PlanIndex) -> list[str]:
     else:
         verdict = (f"the program cannot read this {kind or 'unknown'} host's datastore limit; an etcd at its default "
                    f"quota holds {gibibytes(ETCD_DEFAULT_QUOTA)}")
-    lines = ["", "### Host datastore", "",
+    lines = ["## Host datastore", "",
              "What each team's vCluster may write into the host's datastore at most: every ConfigMap and Secret its "
              "namespace's quota allows, each at the cap the synced-objects policy holds copies to (rule "
-             "`object-size`, vcluster.resourceQuota.syncedObjectBytes).", ""]
+             "`object-size`, vcluster.resourceQuota.syncedObjectBytes) in keys and values. Annotations, up to 256 "
+             "KiB on any object, are not counted (docs/security-model.md, Sizes).", ""]
     lines += table(["Team", "ConfigMaps", "Secrets", "Per-object cap", "Worst case"], rows)
-    return lines + ["", f"Site total: **{mebibytes(total)}**; {verdict}."]
+    return lines + ["", f"Site total: **{mebibytes(total)}**; {verdict}.", ""]

@@ -13,7 +13,6 @@ from tools.charts.values import ChartValues
 from tools.plan.lookup import KUBERNETES, PlanIndex, dig
 from tools.plan.markdown import code, fmt_num, table
 from tools.plan.summary_access import access_section
-from tools.plan.summary_datastore import datastore_section
 
 # Each admission rule's message starts with its name in brackets (components/admission.py).
 RULE_NAME = re.compile(r"^'?\[([a-z-]+)\]")
@@ -108,7 +107,7 @@ def tenant_section(index: PlanIndex, charts: Optional[ChartValues] = None) -> li
                   "team's queue; the rules are those of the tenant security model (docs/security-model.md). GPU "
                   "shares are enforced by the KAI queues, not by the ResourceQuota."]
     lines += ["", "Synced objects other than pods (Services, claims, endpoints, ConfigMaps, Secrets, pod status):", ""]
-    return lines + synced + datastore_section(index)
+    return lines + synced
 
 
 def _synced_objects_line(team: str, policy: Optional[dict[str, Any]]) -> str:
