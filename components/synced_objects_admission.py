@@ -8,7 +8,8 @@ spec as written, cluster IPs and node ports included, pkg/server/filters/service
 later copies ``type``, ``externalIPs``, ports and the load balancer fields; persistentvolumeclaims/translate.go
 passes ``volumeName``, ``selector`` and ``volumeAttributesClassName`` through unchanged while persistent
 volumes are not synced, and skips every translation for a claim annotated ``vcluster.loft.sh/skip-translate``;
-endpoints keep their addresses). This ValidatingAdmissionPolicy
+endpoints keep their addresses; a ConfigMap or Secret a pod names is copied whole, its data and later changes
+to it included, configmaps/ and secrets/to_host_syncer.go). This ValidatingAdmissionPolicy
 admits from the syncer only what the platform means a tenant to have. Each rule is named in its
 rejection message; docs/security-model.md explains each one.
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -30,6 +31,7 @@ from components.admission_metadata import refusal
 from components.observability import DASHBOARD_LABEL
 from components.tenant_access import EXTERNAL_DNS_PREFIX
 from config.model import Team
+from config.synced_data import SYNCED_OBJECT_KEYS, object_bytes
 from config.virtual_cluster import control_plane_claim_prefixes
 from config.vocabulary import ADMISSION_COMPONENT, VCLUSTER_MANAGED_BY_LABEL
 
@@ -103,6 +105,48 @@ def _meta(obj: str, field: str) -> str:
 
 def _absent(field: str) -> str:
     return f"(!has(object.spec.{field}) || object.spec.{field} == '')"
+
+
+def _base64_bytes(value: str) -> str:
+    """The bytes a []byte field's value holds. The policy sees the object in the API server's unstructured form
+    (k8s.io/apiserver pkg/admission/plugin/cel/condition.go objectToResolveVal; apimachinery pkg/runtime/converter.go
+    sliceToUnstructured): a []byte value is its padded base64 text, whose n characters hold n/4*3 bytes less the
+    padding. Should the API server one day pass such fields as CEL bytes (the TODO there), they are counted as such."""
+    return (f"(type({value}) == bytes ? size({value}) : size({value}) / 4 * 3 - "
+            f"({value}.endsWith('==') ? 2 : ({value}.endsWith('=') ? 1 : 0)))")
+
+
+def _text_bytes(value: str) -> str:
+    """A string's bytes as stored: CEL's size() counts a string's code points, its UTF-8 bytes are counted instead."""
+    return f"size(bytes({value}))"
+
+
+def _data_bytes(field: str, value_bytes: Callable[[str], str]) -> str:
+    """The keys and values of the object's map ``field``, in bytes (keys are ASCII: the API server allows
+    letters, digits, '-', '_' and '.')."""
+    value = f"object.{field}[k]"
+    return f"(has(object.{field}) ? object.{field}.map(k, size(k) + {value_bytes(value)}).sum() : 0)"
+
+
+def _size_rule(team: Team, kind: str, fields: tuple[tuple[str, Callable[[str], str]], ...]) -> dict:
+    """A copy of at most the team's cap in keys and values, and at most SYNCED_OBJECT_KEYS keys.
+
+    Cost: the API server stops one expression at 1,000,000 (k8s.io/apiserver pkg/apis/cel/config.go PerCallLimit),
+    and validation has held the values to 1 MiB before admission runs, but not the keys. The key count is checked
+    first, at a constant cost, and ``&&`` stops there. Past it, cel-go (interpreter/runtimecost.go) charges each key
+    about 45 (an identifier, field, index or call 1, the list the map macro appends 10, the value read five times)
+    and a tenth of a character for bytes() and each endsWith(): at most 4,096 x 45 + 2 x 0.1 x 1.4 Mi characters of
+    base64 text (1 MiB of values), with the sum() over the keys about 480,000, half the limit."""
+    keys = " + ".join(f"(has(object.{field}) ? size(object.{field}) : 0)" for field, _ in fields)
+    payload = " + ".join(_data_bytes(field, value_bytes) for field, value_bytes in fields)
+    cap = object_bytes(team.vcluster)
+    stated = team.vcluster.resource_quota.synced_object_bytes
+    return _rule("object-size", (kind,), f"{keys} <= {SYNCED_OBJECT_KEYS} && {payload} <= {cap}",
+                 f"a {kind} vCluster copies to the host may hold at most {cap} bytes ({stated}) of keys and values "
+                 f"(config vcluster.resourceQuota.syncedObjectBytes) in at most {SYNCED_OBJECT_KEYS} keys: every copy "
+                 f"lands in the host's etcd, which turns the whole cluster read-only when full",
+                 f"keep large data out of the {kind} (in the image, a volume or object storage), or ask the platform "
+                 "team for a larger syncedObjectBytes")
 
 
 def _rule(name: str, kinds: tuple[str, ...], expression: str, problem: str, fix: str) -> dict:
@@ -287,6 +331,10 @@ def policy_validations(team: Team, cluster_dns: str, endpoint_node_ports: Sequen
               f"!('{DASHBOARD_LABEL[0]}' in {_meta('object', 'labels')})",
               f"the platform's Grafana loads every ConfigMap labelled {DASHBOARD_LABEL[0]} in the cluster",
               f"remove the label {DASHBOARD_LABEL[0]}; team dashboards come with the platform"),
+        # The host's Secret strategy merges stringData into data before admission runs; a ConfigMap's data is text,
+        # its binaryData bytes.
+        _size_rule(team, "ConfigMap", (("data", _text_bytes), ("binaryData", _base64_bytes))),
+        _size_rule(team, "Secret", (("data", _base64_bytes),)),
         _rule("pod-status-metadata", ("Pod",),
               f"{_meta('object', 'labels')} == {_meta('oldObject', 'labels')} && "
               f"{_meta('object', 'annotations')} == {_meta('oldObject', 'annotations')}",
@@ -324,4 +372,5 @@ class SyncedObjectsAdmission(pulumi.ComponentResource):
         spec = pulumi.Output.from_input(args.cluster_dns).apply(
             lambda cluster_dns: policy_spec(team, cluster_dns, args.endpoint_node_ports))
         self.policy, self.binding = policy_with_deny_binding(self, name, team, args.provider, policy_name, spec)
-        self.register_outputs({"policy": policy_name, "syncer": syncer_username(team)})
+        self.register_outputs({"policy": policy_name, "syncer": syncer_username(team),
+                               "objectBytes": object_bytes(team.vcluster)})

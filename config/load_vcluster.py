@@ -14,6 +14,7 @@ from config.keys import Block, Derived, Key
 from config.merge import deep_merge
 from config.model import ControlPlaneResources, TenantLimitRange, TenantResourceQuota, TenantServices, VClusterSettings
 from config.reader import Section
+from config.synced_data import SYNCED_OBJECT_KEYS
 from config.tenant_budget import KAI_SHARING_CONFIG_MAPS, OBJECTS_PER_POD, SLICES_PER_SERVICE
 from config.version_types import Version
 
@@ -124,6 +125,14 @@ RESOURCE_QUOTA = Block(keys=(
                 "rule in every node's kube-proxy), and the host's extra slices of a Service past 100 endpoints. "
                 "A selector-less Service whose Endpoints the team writes costs one copied slice per IP family (the "
                 "vCluster mirrors them), so the default covers every Service of `services` being one."),
+    Key("syncedObjectBytes", Quantity(), _QUOTA.synced_object_bytes, "The most data one ConfigMap or Secret vCluster "
+        "copies to the host may hold: its keys and values, in bytes as stored.", example="256Ki",
+        details="The host's synced-objects policy refuses a larger copy (rule `object-size`, on create and update), "
+                f"and one with more than {SYNCED_OBJECT_KEYS} keys; the pod that names it does not start on the host. "
+                "The API server alone takes 1Mi of values and keys beyond them, so without it the team could write "
+                "`configMaps` plus `secrets` times that into the host's etcd, which makes the whole host read-only "
+                "when full. The plan's summary shows each team's worst case and the site's total. Between 64Ki and "
+                "1Mi. See [Host objects](security-model.md#host-objects)."),
 ))
 
 SERVICES = Block(keys=(

@@ -76,6 +76,8 @@ class TenantResourceQuota:
     config_maps: Optional[int] = None
     secrets: Optional[int] = None
     endpoint_slices: Optional[int] = None
+    # The most data one ConfigMap or Secret vCluster copies to the host may hold (config/synced_data.py).
+    synced_object_bytes: str = "512Ki"
 
 
 @dataclass(frozen=True)

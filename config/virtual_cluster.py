@@ -23,6 +23,7 @@ from config.backing_store import backing_store_findings, control_plane_shape, et
 from config.key_types import quantity_value
 from config.model import Team, VClusterSettings
 from config.reader import Reader
+from config.synced_data import cap_findings
 from config.tenant_budget import KAI_SHARING_CONFIG_MAPS, kai_config_maps
 from config.mirrors import Mirrors
 from config.vcluster_images import (
@@ -127,6 +128,7 @@ def _findings(settings: VClusterSettings, whose: str, queue: str, mirrors: Mirro
             *_from_host_mappings(settings, whose),
             *_syncer_rules(settings, whose),
             *_virtual_version(settings, queue), *_requests_above_limits(settings, whose),
+            *cap_findings(settings, whose),
             *backing_store_findings(settings, whose), *default_registry_findings(settings, mirrors, whose),
             *site_image_findings(settings, mirrors, whose)]
 

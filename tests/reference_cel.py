@@ -49,6 +49,13 @@ STRING_FUNCTIONS = [
 ]
 
 
+# Kubernetes' lists library (k8s.io/apiserver pkg/cel/library/lists.go): sum() over the integers the policies add.
+LIST_FUNCTIONS = [
+    cel.FunctionDecl("sum", [cel.Overload("list_sum_int", return_type=INT, parameters=[cel.Type.List(INT)],
+                                          is_member=True, impl=sum)]),
+]
+
+
 class Verdict(NamedTuple):
     matched: bool
     match_error: Optional[str]
@@ -60,7 +67,7 @@ class Verdict(NamedTuple):
 
 class ReferenceCel:
     def __init__(self):
-        self._env = cel.NewEnv(variables=VARIABLES, functions=STRING_FUNCTIONS)
+        self._env = cel.NewEnv(variables=VARIABLES, functions=STRING_FUNCTIONS + LIST_FUNCTIONS)
         self._compiled: dict = {}
 
     def evaluate(self, expression: str, data: dict[str, Any]) -> tuple[str, Any]:

@@ -84,7 +84,12 @@ def _join(items, separator=""):
     return celtypes.StringType(str(separator).join(str(item) for item in items))
 
 
-CEL_FUNCTIONS = {"substring": _substring, "join": _join}
+def _sum(items):
+    return celtypes.IntType(sum(int(item) for item in items))
+
+
+# Kubernetes' lists library's sum() (k8s.io/apiserver pkg/cel/library/lists.go), over the integers the policies add.
+CEL_FUNCTIONS = {"substring": _substring, "join": _join, "sum": _sum}
 
 
 class Admission:

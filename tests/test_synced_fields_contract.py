@@ -13,12 +13,14 @@ and ``Secret.type`` are read from the same types and classified too.
 
 from __future__ import annotations
 
+import base64
 import copy
 import re
 from typing import Callable, NamedTuple
 
 import pytest
 
+from config.tenant_budget import MEBIBYTE
 from tests.conftest import ACCEPTED_VCLUSTER_TAGS, git, mirrored_tag
 from tests.synced_objects_sim import host_metadata, sync_claim, sync_endpoint_slice, sync_endpoints
 from tests.test_synced_objects_admission import (  # noqa: F401 (fixtures)
@@ -53,6 +55,15 @@ def _not_ready(ip: str) -> dict:
     attack = endpoints("203.0.113.10")
     attack["subsets"][0]["notReadyAddresses"] = [{"ip": ip}]
     return attack
+
+
+_MEBIBYTE_BASE64 = base64.b64encode(b"\0" * MEBIBYTE).decode()
+
+
+def _oversized(tenant: Synced, kind: str, field: str, value: str) -> dict:
+    """A ConfigMap or Secret holding 1 MiB, what the API server takes: past every cap the config allows."""
+    return host_metadata({"apiVersion": "v1", "kind": kind, "metadata": {"name": "blob", "namespace": "default"},
+                          field: {"blob": value}}, tenant.team)
 
 
 STATUS = ("the API server drops it on create and keeps the stored one on update; the syncer is not granted the "
@@ -144,13 +155,15 @@ FIELDS: dict[str, dict[str, object]] = {
     },
     "ConfigMap": {
         "immutable": "only whether the tenant's own object may change",
-        "data": "read by the tenant's own pods only",
-        "binaryData": "read by the tenant's own pods only",
+        # Read by the tenant's own pods only, but stored in the host's etcd: its size is bounded.
+        "data": Refused("object-size", lambda t: (t, _oversized(t, "ConfigMap", "data", "x" * MEBIBYTE))),
+        "binaryData": Refused("object-size",
+                              lambda t: (t, _oversized(t, "ConfigMap", "binaryData", _MEBIBYTE_BASE64))),
     },
     "Secret": {
         "immutable": "only whether the tenant's own object may change",
-        "data": "read by the tenant's own pods only",
-        "stringData": "read by the tenant's own pods only",
+        "data": Refused("object-size", lambda t: (t, _oversized(t, "Secret", "data", _MEBIBYTE_BASE64))),
+        "stringData": "the API server merges it into data before admission runs, where object-size measures it",
         "type": Refused("service-account-token", lambda t: (t, host_metadata({
             "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
             "metadata": {"name": "t", "namespace": "default",

@@ -1,0 +1,107 @@
+"""How many bytes a team's vCluster may write into the host's datastore through the ConfigMaps and Secrets it copies.
+
+The namespace's ResourceQuota bounds how many ConfigMaps and Secrets exist there (config/tenant_budget.py), not how
+big they are: the API server takes each up to 1 MiB of values (k8s.io/api core/v1 types.go MaxSecretSize, which its
+validation holds ConfigMap ``data`` plus ``binaryData`` and Secret ``data`` to) and, beside them, keys limited only
+by the request's size. vCluster copies every ConfigMap and Secret a pod names with its data, updates included, so a
+team's cluster-admin could write its counts times that into the host's etcd, and a full etcd makes the whole host
+read-only. The host's synced-objects policy (components/synced_objects_admission.py, rule ``object-size``) refuses a
+copy above the team's ``vcluster.resourceQuota.syncedObjectBytes``; this module holds the arithmetic and the
+datastore limits the program knows. Pure arithmetic on config.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from config.key_types import quantity_value
+from config.model import Cluster, Team, TenantResourceQuota, VClusterSettings
+from config.tenant_budget import MEBIBYTE, namespace_budget
+
+# k8s.io/api core/v1 MaxSecretSize: what the API server's validation lets a ConfigMap's or a Secret's values hold.
+API_DATA_LIMIT = MEBIBYTE
+DEFAULT_OBJECT_BYTES = TenantResourceQuota.synced_object_bytes
+# The most keys a copied ConfigMap or Secret may hold. Keys, unlike values, are bounded only by the request's size
+# (3 MiB, k8s.io/apiserver pkg/server/config.go MaxRequestBodyBytes): hundreds of thousands of short ones would
+# take the policy's sum over them past the API server's CEL cost limit for one expression (components/
+# synced_objects_admission.py works it out). Thousands of files in one ConfigMap is not what a pod mounts.
+SYNCED_OBJECT_KEYS = 4096
+# Far above what the objects an honest tenant's pods name hold (a TLS chain and key, a registry's pull secret, a
+# service-account token with its CA, a config file: a few KiB each) and what the platform has the syncer copy (each
+# virtual namespace's kube-root-ca.crt, the tenant DNS's Corefile).
+MINIMUM_OBJECT_BYTES = 64 * 2 ** 10
+# Datastore sizes documented for a host kind. EKS: "etcd storage is limited to 8 GiB" (Amazon EKS User Guide,
+# clusters.html). MicroK8s keeps its state in dqlite, whose size limit the program cannot read; a kubeconfig host's
+# datastore is the site's own (kubeadm's etcd, k3s' SQLite or etcd...). Those get a review note instead.
+DATASTORE_LIMITS = {"eks": 8 * 2 ** 30}
+# etcd's default backend quota (--quota-backend-bytes; etcd.io docs, dev-guide/limit): what an etcd nobody tuned
+# holds before it raises its NOSPACE alarm.
+ETCD_DEFAULT_QUOTA = 2 * 2 ** 30
+
+
+def object_bytes(settings: VClusterSettings) -> int:
+    return round(quantity_value(settings.resource_quota.synced_object_bytes))
+
+
+def worst_case(settings: VClusterSettings) -> int:
+    """Every ConfigMap and Secret the namespace's quota lets exist, each at the cap."""
+    budget = namespace_budget(settings)
+    return (budget.config_maps + budget.secrets) * object_bytes(settings)
+
+
+def cap_findings(settings: VClusterSettings, whose: str) -> list[tuple[str, object, str, str]]:
+    """A cap that is not a whole number of bytes, above what the API server stores or below what honest objects need."""
+    stated = settings.resource_quota.synced_object_bytes
+    if not isinstance(stated, str):
+        return []  # a value refused by its type has its own error
+    key, value = "resourceQuota.syncedObjectBytes", quantity_value(stated)
+    if value != int(value):
+        return [(key, stated, "is not a whole number of bytes", "use a value such as 256Ki or 512Ki")]
+    if value > API_DATA_LIMIT:
+        return [(key, stated, "is above what the API server lets a ConfigMap or Secret hold (1Mi of values), so "
+                 "it would bound nothing", f"use at most 1Mi (the default is {DEFAULT_OBJECT_BYTES})")]
+    if value < MINIMUM_OBJECT_BYTES:
+        return [(key, stated, f"is below {MINIMUM_OBJECT_BYTES // 2 ** 10}Ki: TLS, pull and token Secrets and the "
+                 f"root CA ConfigMaps vCluster copies for {whose} pods could be refused, and the pods naming them "
+                 "not start",
+                 f"use at least {MINIMUM_OBJECT_BYTES // 2 ** 10}Ki (the default is {DEFAULT_OBJECT_BYTES})")]
+    return []
+
+
+def _site_total(teams: Sequence[Team]) -> int:
+    return sum(worst_case(team.vcluster) for team in teams)
+
+
+def gibibytes(amount: int) -> str:
+    return f"{amount / 2 ** 30:.4g} GiB"
+
+
+def datastore_findings(cluster: Optional[Cluster], teams: Sequence[Team]) -> list[tuple[str, object, str, str]]:
+    """The teams together may write more than the host's documented datastore size: they could make it read-only."""
+    limit = DATASTORE_LIMITS.get(cluster.kind) if cluster is not None else None
+    if limit is None or not teams:
+        return []
+    total = _site_total(teams)
+    if total <= limit:
+        return []
+    return [("vcluster.resourceQuota.syncedObjectBytes", teams[0].vcluster.resource_quota.synced_object_bytes,
+             f"the teams' ConfigMaps and Secrets at their caps (resourceQuota configMaps plus secrets, and the "
+             f"platform's, times syncedObjectBytes, summed over the teams) come to {gibibytes(total)}, more than the "
+             f"{gibibytes(limit)} the {cluster.kind} host's etcd holds: the teams together could fill it and make the "
+             "host read-only for every team and the platform",
+             "lower vcluster.resourceQuota.syncedObjectBytes, configMaps or secrets (the stack's or a team's) until "
+             "the plan's summary shows the total under the limit")]
+
+
+def datastore_notes(cluster: Optional[Cluster], teams: Sequence[Team]) -> list[str]:
+    """A host whose datastore size the program cannot know: the reviewer compares the total with it."""
+    if cluster is None or cluster.kind in DATASTORE_LIMITS or not teams:
+        return []
+    total = _site_total(teams)
+    if total <= ETCD_DEFAULT_QUOTA:
+        return []
+    return [f"The teams' ConfigMaps and Secrets at their caps (vcluster.resourceQuota.syncedObjectBytes times their "
+            f"configMaps and secrets quotas) come to {gibibytes(total)}, more than the {gibibytes(ETCD_DEFAULT_QUOTA)} "
+            f"an etcd holds at its default quota. The program cannot read the {cluster.kind} host's datastore limit: "
+            "check it (a full datastore makes the host read-only for every team), or lower syncedObjectBytes, "
+            "configMaps or secrets."]
