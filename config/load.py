@@ -38,7 +38,7 @@ from config.observability_alerting import alerting_warnings
 from config.observability_login import check_grafana_login, grafana_login_warnings
 from config.reader import Reader
 from config.review_notes import review_notes, time_sliced_keys
-from config.synced_data import datastore_findings
+from config.synced_data import datastore_warnings
 from config.secrets import SECRET_KEYS, Secrets, secret_command
 from config.team_alerting import check_team_alerting, team_alerting_warnings
 from config.vocabulary import (
@@ -128,11 +128,6 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     _check_control_plane_metrics(reader, observability, cluster)
     check_team_alerting(reader, observability.prometheus, teams, secrets)
     check_mirrors(reader, mirrors, cluster, gpu_operator, observability, teams)
-    if not reader.issues:  # the totals need every team's quota read, with KAI's ConfigMaps where it shares GPUs
-        sharing = [dataclasses.replace(team, vcluster=dataclasses.replace(team.vcluster, gpu_sharing=kai.gpu_sharing))
-                   for team in teams]
-        for key, value, problem, fix in datastore_findings(cluster, sharing):
-            reader.fail(key, value, problem, fix)
     if reader.issues:
         raise ConfigError(reader.issues)
     gpu_operator, kai = with_isolation(gpu_operator, kai, cluster, teams)
@@ -154,7 +149,8 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
         + grafana_login_warnings(platform.observability.grafana_login, platform.teams, secrets.set) \
         + alerting_warnings(platform.observability.alerting, platform.observability.prometheus == "install",
                             secrets.set) \
-        + team_alerting_warnings(platform.observability.prometheus, platform.teams, secrets.set)
+        + team_alerting_warnings(platform.observability.prometheus, platform.teams, secrets.set) \
+        + datastore_warnings(platform.cluster, platform.teams)
     return Platform(**{**platform.__dict__, "warnings": tuple(warnings),
                        "notes": tuple(review_notes(platform) + external_notes(
                            platform.observability, platform.kai_scheduler.gpu_sharing, platform.gpu_operator.mode))})

@@ -76,21 +76,22 @@ def gibibytes(amount: int) -> str:
     return f"{amount / 2 ** 30:.4g} GiB"
 
 
-def datastore_findings(cluster: Optional[Cluster], teams: Sequence[Team]) -> list[tuple[str, object, str, str]]:
-    """The teams together may write more than the host's documented datastore size: they could make it read-only."""
+def datastore_warnings(cluster: Optional[Cluster], teams: Sequence[Team]) -> list[str]:
+    """The teams together may write more than the host's documented datastore size: they could make it read-only.
+    A warning, not an error: it takes every team writing its whole allowance at the cap, and a site that ran before
+    the cap existed keeps running."""
     limit = DATASTORE_LIMITS.get(cluster.kind) if cluster is not None else None
     if limit is None or not teams:
         return []
     total = _site_total(teams)
     if total <= limit:
         return []
-    return [("vcluster.resourceQuota.syncedObjectBytes", teams[0].vcluster.resource_quota.synced_object_bytes,
-             f"the teams' ConfigMaps and Secrets at their caps (resourceQuota configMaps plus secrets, and the "
-             f"platform's, times syncedObjectBytes, summed over the teams) come to {gibibytes(total)}, more than the "
-             f"{gibibytes(limit)} the {cluster.kind} host's etcd holds: the teams together could fill it and make the "
-             "host read-only for every team and the platform",
-             "lower vcluster.resourceQuota.syncedObjectBytes, configMaps or secrets (the stack's or a team's) until "
-             "the plan's summary shows the total under the limit")]
+    return [f"vcluster.resourceQuota.syncedObjectBytes: the teams' ConfigMaps and Secrets at their caps "
+            f"(resourceQuota configMaps plus secrets, and the platform's, times syncedObjectBytes, summed over the "
+            f"teams) come to {gibibytes(total)}, more than the {gibibytes(limit)} the {cluster.kind} host's etcd "
+            "holds: the teams together could fill it and make the host read-only for every team and the platform. "
+            "Lower vcluster.resourceQuota.syncedObjectBytes, configMaps or secrets (the stack's or a team's) until "
+            "the plan's summary shows the total under the limit."]
 
 
 def datastore_notes(cluster: Optional[Cluster], teams: Sequence[Team]) -> list[str]:

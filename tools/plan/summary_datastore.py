@@ -41,7 +41,7 @@ def datastore_section(index: PlanIndex) -> list[str]:
     kind = index.registered(HOST_COMPONENT, "kind")
     limit = DATASTORE_LIMITS.get(kind)
     if limit is not None:
-        verdict = f"the {kind} host's etcd holds {gibibytes(limit)} (the program refuses a site past it)"
+        verdict = f"the {kind} host's etcd holds {gibibytes(limit)} (the program warns of a site past it)"
     else:
         verdict = (f"the program cannot read this {kind or 'unknown'} host's datastore limit; an etcd at its default "
                    f"quota holds {gibibytes(ETCD_DEFAULT_QUOTA)}")
