@@ -158,8 +158,8 @@ def _size_rule(team: Team, kind: str, fields: tuple[tuple[str, Callable[[str], s
                  f"{payload} + {metadata_bytes()} <= {cap}",
                  f"a {kind} vCluster copies to the host may hold at most {cap} bytes ({stated}) of keys and values, "
                  f"its labels and annotations included (config vcluster.resourceQuota.syncedObjectBytes), in at most "
-                 f"{SYNCED_OBJECT_KEYS} keys and {SYNCED_METADATA_KEYS} labels and annotations: every copy lands in the "
-                 "host's etcd, which turns the whole cluster read-only when full",
+                 f"{SYNCED_OBJECT_KEYS} keys and {SYNCED_METADATA_KEYS} labels and annotations: every copy lands in "
+                 "the host's etcd, which turns the whole cluster read-only when full",
                  f"keep large data out of the {kind} (in the image, a volume or object storage); kubectl apply stores "
                  "the object again in its kubectl.kubernetes.io/last-applied-configuration annotation, so create a "
                  "large one with kubectl create or kubectl apply --server-side; or ask the platform team for a larger "

@@ -114,8 +114,8 @@ def datastore_warnings(cluster: Optional[Cluster], teams: Sequence[Team]) -> lis
     return [f"vcluster.resourceQuota.syncedObjectBytes: the teams' ConfigMaps and Secrets at their caps "
             f"(resourceQuota configMaps plus secrets, and the platform's, times syncedObjectBytes, summed over the "
             f"teams, with {SYNCED_METADATA_BYTES // 2 ** 10} KiB of labels and annotations on each of their other "
-            f"synced objects) come to {gibibytes(total)}, more than the {gibibytes(limit)} the {cluster.kind} host's etcd "
-            "holds: the teams together could fill it and make the host read-only for every team and the platform. "
+            f"synced objects) come to {gibibytes(total)}, more than the {gibibytes(limit)} the {cluster.kind} host's "
+            "etcd holds: the teams together could fill it and make the host read-only for every team and the platform. "
             "Lower vcluster.resourceQuota.syncedObjectBytes, configMaps or secrets (the stack's or a team's) until "
             "the plan's summary shows the total under the limit."]
 
@@ -129,7 +129,7 @@ def datastore_notes(cluster: Optional[Cluster], teams: Sequence[Team]) -> list[s
         return []
     return [f"The teams' ConfigMaps and Secrets at their caps (vcluster.resourceQuota.syncedObjectBytes times their "
             f"configMaps and secrets quotas, with {SYNCED_METADATA_BYTES // 2 ** 10} KiB of labels and annotations on "
-            f"each of their other synced objects) come to {gibibytes(total)}, more than the {gibibytes(ETCD_DEFAULT_QUOTA)} "
-            f"an etcd holds at its default quota. The program cannot read the {cluster.kind} host's datastore limit: "
+            f"each of their other synced objects) come to {gibibytes(total)}, more than the "
+            f"{gibibytes(ETCD_DEFAULT_QUOTA)} an etcd holds at its default quota. The program cannot read the {cluster.kind} host's datastore limit: "
             "check it (a full datastore makes the host read-only for every team), or lower syncedObjectBytes, "
             "configMaps or secrets."]

@@ -23,11 +23,11 @@ from components.admission import policy_validations
 from components.admission_metadata import kai_owned_keys
 from config.synced_data import SYNCED_METADATA_BYTES, SYNCED_METADATA_KEYS
 from tests.conftest import dev_config
-from tests.kai_pods import KAI_SCHEDULER, kai_bind, kai_group
+from tests.kai_pods import KAI_SCHEDULER
 from tests.synced_objects_sim import (
     create_service, sync_claim, sync_endpoint_slice, sync_endpoints, synced_objects_admission_for,
 )
-from tests.tenant_sim import KAI_BINDER, KAI_POD_GROUPER, tenant_of, virtual_pod
+from tests.tenant_sim import tenant_of, virtual_pod
 from tests.test_synced_object_sizes import CAP, Syncer, config_map, metadata_bytes, secret
 from tests.test_synced_objects_admission import (
     Synced, claim, defaulted, endpoint_slice, endpoints, service, team_of,
@@ -236,10 +236,8 @@ def test_kais_keys_do_not_count_so_kai_and_the_syncer_keep_updating_a_pod_at_the
     virtual = padded(_pod(tenant), tenant.host_pod, SYNCED_METADATA_BYTES)
     created = tenant.host_pod(virtual)
     assert tenant.create_host(created) == []
-    grouped = kai_group(created)
-    assert tenant.update(created, grouped, user=KAI_POD_GROUPER) == []
-    bound = kai_bind(grouped)
-    assert tenant.update(grouped, bound, user=KAI_BINDER) == []
+    refusals, bound = tenant.scheduled_by_kai(created)
+    assert refusals == []
     # KAI's keys are on the pod now, past the cap when all are counted; the syncer carries them back.
     assert metadata_bytes(bound) > SYNCED_METADATA_BYTES
     seen = copy_back(bound, virtual, tenant.team)
