@@ -27,7 +27,7 @@ from components.admission_devices import (
 )
 from components.admission_images import allowed_image
 from components.admission_metadata import (
-    has_key, key_value, metadata_validations, metadata_variables, refusal,
+    has_key, key_value, metadata_validations, metadata_variables, pod_metadata_size, refusal,
 )
 from components.admission_pod_fields import pod_field_validations
 from components.admission_volumes import volume_validations
@@ -244,6 +244,8 @@ def policy_validations(team: Team, before_sync: bool = False) -> list[dict]:
         # Judged inside each vCluster by a policy of its own, on update too (components/virtual_defaults.py).
         *([] if before_sync else image_registry_validations(team)),
         *metadata_validations(team),
+        # The size of what the host stores: the virtual pod lacks what vCluster adds and carries keys the syncer drops.
+        *([] if before_sync else [pod_metadata_size()]),
     ]
 
 

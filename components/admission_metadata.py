@@ -14,6 +14,7 @@ from components.admission_keys import (
     matches_any, tenant_may_set,
 )
 from config.model import Team
+from config.synced_data import SYNCED_METADATA_BYTES, SYNCED_METADATA_KEYS
 from config.vcluster_images import coredns_image
 from config.vocabulary import KAI_NAMESPACE
 
@@ -196,6 +197,58 @@ def _reserved_values(team: Team) -> dict:
                    f"vCluster's own pods, release={team.vcluster_name} and {host_dns_key}={host_dns_value} select control "
                    f"planes and DNS, and {dns_key}={dns_value} opens the host's DNS to the DNS the platform ships only",
                    "use other label values on workload pods")
+
+
+def metadata_keys(obj: str = "object") -> str:
+    """How many labels and annotations ``obj`` carries."""
+    return " + ".join(f"(has({obj}.metadata.{field}) ? size({obj}.metadata.{field}) : 0)" for field in FIELDS.values())
+
+
+def metadata_bytes(obj: str = "object", uncounted: dict = None) -> str:
+    """The bytes of ``obj``'s label and annotation keys and values, less the keys of ``uncounted`` (kind -> keys, as
+    ``matches_any`` reads them). Keys and label values are ASCII (the API server's validation); an annotation's value is
+    any text, whose CEL size() counts characters, so its UTF-8 bytes are counted."""
+    sums = []
+    for kind, field in FIELDS.items():
+        source = f"{obj}.metadata.{field}"
+        skipped = (uncounted or {}).get(kind, ())
+        kept = f"{source}.filter(k, !{matches_any('k', skipped)})" if skipped else source
+        value = f"size({source}[k])" if kind == LABEL else f"size(bytes({source}[k]))"
+        sums.append(f"(has({source}) ? {kept}.map(k, size(k) + {value}).sum() : 0)")
+    return " + ".join(sums)
+
+
+def metadata_size(uncounted: dict = None) -> str:
+    """At most SYNCED_METADATA_KEYS labels and annotations, checked first (``&&`` stops there) so that the sum runs over
+    few enough keys to stay far within the API server's CEL cost limit, and at most SYNCED_METADATA_BYTES of them."""
+    return f"{metadata_keys()} <= {SYNCED_METADATA_KEYS} && {metadata_bytes(uncounted=uncounted)} <= " \
+           f"{SYNCED_METADATA_BYTES}"
+
+
+def metadata_size_problem(kinds: str) -> str:
+    return (f"the labels and annotations of a {kinds} vCluster copies to the host may hold at most "
+            f"{SYNCED_METADATA_BYTES} bytes ({SYNCED_METADATA_BYTES // 2 ** 10}Ki, keys and values, what vCluster adds "
+            f"included) in at most {SYNCED_METADATA_KEYS} keys: every copy lands in the host's etcd, which turns the "
+            "whole cluster read-only when full")
+
+
+METADATA_SIZE_FIX = ("keep large data out of labels and annotations (put it in a ConfigMap or the image); an object "
+                     "written with kubectl apply carries itself again in the annotation "
+                     "kubectl.kubernetes.io/last-applied-configuration: use kubectl create or kubectl apply "
+                     "--server-side for large ones")
+
+
+def kai_owned_keys() -> dict:
+    """The keys KAI's own service accounts write on a pod after creation, by kind."""
+    return {kind: tuple(key for owned in KAI_WRITERS.values() for key in owned[kind]) for kind in FIELDS}
+
+
+def pod_metadata_size() -> dict:
+    """KAI's updates change only the keys KAI owns (``kai-writes``), which the tenant cannot set (``reserved-keys``,
+    ``guarded-fields``); they are not counted, so neither KAI's updates nor the syncer's carrying them back are refused
+    for them, and a pod admitted once stays updatable by KAI."""
+    return refusal("metadata-size", f"variables.kaiWriter != '' || ({metadata_size(kai_owned_keys())})",
+                   metadata_size_problem("pod"), METADATA_SIZE_FIX)
 
 
 def metadata_variables(kai_namespace: str = KAI_NAMESPACE) -> list[dict]:

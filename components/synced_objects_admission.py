@@ -27,14 +27,19 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.admission import policy_with_deny_binding, syncer_username, team_namespace_selector
-from components.admission_metadata import refusal
+from components.admission_metadata import (
+    METADATA_SIZE_FIX, metadata_bytes, metadata_keys, metadata_size, metadata_size_problem, refusal,
+)
 from components.observability import DASHBOARD_LABEL
 from components.tenant_access import EXTERNAL_DNS_PREFIX
 from config.model import Team
-from config.synced_data import SYNCED_OBJECT_KEYS, object_bytes
+from config.synced_data import SYNCED_METADATA_BYTES, SYNCED_METADATA_KEYS, SYNCED_OBJECT_KEYS, object_bytes
 from config.virtual_cluster import control_plane_claim_prefixes
 from config.vocabulary import ADMISSION_COMPONENT, VCLUSTER_MANAGED_BY_LABEL
 
+# The kinds whose labels and annotations alone are bounded (``metadata-size``); a ConfigMap's and a Secret's count
+# within their cap (``object-size``), a pod's in the pod policy.
+METADATA_KINDS = ("Service", "Endpoints", "EndpointSlice", "PersistentVolumeClaim")
 # The kinds (API resources) the syncer writes besides pods, as the policy's match rules name them.
 CORE_RESOURCES = ("services", "endpoints", "persistentvolumeclaims", "configmaps", "secrets", "pods/status",
                   "pods/resize")
@@ -129,24 +134,36 @@ def _data_bytes(field: str, value_bytes: Callable[[str], str]) -> str:
 
 
 def _size_rule(team: Team, kind: str, fields: tuple[tuple[str, Callable[[str], str]], ...]) -> dict:
-    """A copy of at most the team's cap in keys and values, and at most SYNCED_OBJECT_KEYS keys.
+    """A copy of at most the team's cap in data keys and values plus labels and annotations, in at most
+    SYNCED_OBJECT_KEYS data keys and SYNCED_METADATA_KEYS labels and annotations.
+
+    Metadata counts within the cap: vCluster copies every annotation (translate.go HostMetadata, none excluded for
+    these kinds), and ``kubectl apply`` writes the object again, data included, into last-applied-configuration. The
+    API server refuses annotations past 256 KiB, so ``kubectl apply`` creates no ConfigMap above about 256 KiB of data
+    anyway: at the default 512Ki every ConfigMap kubectl apply can create passes.
 
     Cost: the API server stops one expression at 1,000,000 (k8s.io/apiserver pkg/apis/cel/config.go PerCallLimit),
-    and validation has held the values to 1 MiB before admission runs, but not the keys. The key count is checked
-    first, at a constant cost, and ``&&`` stops there. Past it, cel-go (interpreter/runtimecost.go) charges each key
-    about 45 (an identifier, field, index or call 1, the list the map macro appends 10, the value read five times)
-    and a tenth of a character for bytes() and each endsWith(): at most 4,096 x 45 + 2 x 0.1 x 1.4 Mi characters of
-    base64 text (1 MiB of values), with the sum() over the keys about 480,000, half the limit."""
+    and validation has held the values to 1 MiB and the annotations to 256 KiB before admission runs, but not the
+    keys nor the labels. Both counts are checked first, at a constant cost, and ``&&`` stops there. Past them, cel-go
+    (interpreter/runtimecost.go) charges each key about 45 (an identifier, field, index or call 1, the list the map
+    macro appends 10, the value read five times) and a tenth of a character for bytes() and each endsWith(): at most
+    4,096 x 45 + 2 x 0.1 x 1.4 Mi characters of base64 text (1 MiB of values), with the sum() over the keys about
+    480,000, and 1,024 x 45 + 0.1 x 256 Ki for the metadata about 73,000 more: within 560,000, below the limit."""
     keys = " + ".join(f"(has(object.{field}) ? size(object.{field}) : 0)" for field, _ in fields)
     payload = " + ".join(_data_bytes(field, value_bytes) for field, value_bytes in fields)
     cap = object_bytes(team.vcluster)
     stated = team.vcluster.resource_quota.synced_object_bytes
-    return _rule("object-size", (kind,), f"{keys} <= {SYNCED_OBJECT_KEYS} && {payload} <= {cap}",
-                 f"a {kind} vCluster copies to the host may hold at most {cap} bytes ({stated}) of keys and values "
-                 f"(config vcluster.resourceQuota.syncedObjectBytes) in at most {SYNCED_OBJECT_KEYS} keys: every copy "
-                 f"lands in the host's etcd, which turns the whole cluster read-only when full",
-                 f"keep large data out of the {kind} (in the image, a volume or object storage), or ask the platform "
-                 "team for a larger syncedObjectBytes")
+    return _rule("object-size", (kind,),
+                 f"{keys} <= {SYNCED_OBJECT_KEYS} && {metadata_keys()} <= {SYNCED_METADATA_KEYS} && "
+                 f"{payload} + {metadata_bytes()} <= {cap}",
+                 f"a {kind} vCluster copies to the host may hold at most {cap} bytes ({stated}) of keys and values, "
+                 f"its labels and annotations included (config vcluster.resourceQuota.syncedObjectBytes), in at most "
+                 f"{SYNCED_OBJECT_KEYS} keys and {SYNCED_METADATA_KEYS} labels and annotations: every copy lands in "
+                 "the host's etcd, which turns the whole cluster read-only when full",
+                 f"keep large data out of the {kind} (in the image, a volume or object storage); kubectl apply stores "
+                 "the object again in its kubectl.kubernetes.io/last-applied-configuration annotation, so create a "
+                 "large one with kubectl create or kubectl apply --server-side; or ask the platform team for a larger "
+                 "syncedObjectBytes")
 
 
 def _rule(name: str, kinds: tuple[str, ...], expression: str, problem: str, fix: str) -> dict:
@@ -335,6 +352,8 @@ def policy_validations(team: Team, cluster_dns: str, endpoint_node_ports: Sequen
         # its binaryData bytes.
         _size_rule(team, "ConfigMap", (("data", _text_bytes), ("binaryData", _base64_bytes))),
         _size_rule(team, "Secret", (("data", _base64_bytes),)),
+        _rule("metadata-size", METADATA_KINDS, metadata_size(), metadata_size_problem(
+            ", ".join(METADATA_KINDS[:-1]) + " or " + METADATA_KINDS[-1]), METADATA_SIZE_FIX),
         _rule("pod-status-metadata", ("Pod",),
               f"{_meta('object', 'labels')} == {_meta('oldObject', 'labels')} && "
               f"{_meta('object', 'annotations')} == {_meta('oldObject', 'annotations')}",
@@ -373,4 +392,4 @@ class SyncedObjectsAdmission(pulumi.ComponentResource):
             lambda cluster_dns: policy_spec(team, cluster_dns, args.endpoint_node_ports))
         self.policy, self.binding = policy_with_deny_binding(self, name, team, args.provider, policy_name, spec)
         self.register_outputs({"policy": policy_name, "syncer": syncer_username(team),
-                               "objectBytes": object_bytes(team.vcluster)})
+                               "objectBytes": object_bytes(team.vcluster), "metadataBytes": SYNCED_METADATA_BYTES})

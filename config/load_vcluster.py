@@ -126,9 +126,12 @@ RESOURCE_QUOTA = Block(keys=(
                 "A selector-less Service whose Endpoints the team writes costs one copied slice per IP family (the "
                 "vCluster mirrors them), so the default covers every Service of `services` being one."),
     Key("syncedObjectBytes", Quantity(), _QUOTA.synced_object_bytes, "The most data one ConfigMap or Secret vCluster "
-        "copies to the host may hold: its keys and values, in bytes as stored.", example="256Ki",
+        "copies to the host may hold: its keys and values with its labels and annotations, in bytes as stored.",
+        example="256Ki",
         details="The host's synced-objects policy refuses a larger copy (rule `object-size`, on create and update), "
                 f"and one with more than {SYNCED_OBJECT_KEYS} keys; the pod that names it does not start on the host. "
+                "`kubectl apply` stores the object again in an annotation, so it counts twice; kubectl create and "
+                "server-side apply do not. "
                 "The API server alone takes 1Mi of values and keys beyond them, so without it the team could write "
                 "`configMaps` plus `secrets` times that into the host's etcd, which makes the whole host read-only "
                 "when full. The plan's summary shows each team's worst case and the site's total. Between 64Ki and "

@@ -1,4 +1,4 @@
-"""How many bytes a team's vCluster may write into the host's datastore through the ConfigMaps and Secrets it copies.
+"""How many bytes a team's vCluster may write into the host's datastore through the objects it copies.
 
 The namespace's ResourceQuota bounds how many ConfigMaps and Secrets exist there (config/tenant_budget.py), not how
 big they are: the API server takes each up to 1 MiB of values (k8s.io/api core/v1 types.go MaxSecretSize, which its
@@ -6,8 +6,13 @@ validation holds ConfigMap ``data`` plus ``binaryData`` and Secret ``data`` to) 
 by the request's size. vCluster copies every ConfigMap and Secret a pod names with its data, updates included, so a
 team's cluster-admin could write its counts times that into the host's etcd, and a full etcd makes the whole host
 read-only. The host's synced-objects policy (components/synced_objects_admission.py, rule ``object-size``) refuses a
-copy above the team's ``vcluster.resourceQuota.syncedObjectBytes``; this module holds the arithmetic and the
-datastore limits the program knows. Pure arithmetic on config.
+copy above the team's ``vcluster.resourceQuota.syncedObjectBytes``, its labels and annotations counted in.
+
+Labels and annotations are copied on every kind (pkg/util/translate translate.go ``HostMetadata``: every annotation
+but vCluster's own, plus its bookkeeping) and the API server bounds only annotations, at 256 KiB an object
+(apimachinery ``TotalAnnotationSizeLimitB``). The host policies hold those of every other synced kind (pods,
+Services, Endpoints, EndpointSlices, claims) to ``SYNCED_METADATA_BYTES`` (rule ``metadata-size``). This module
+holds the arithmetic and the datastore limits the program knows. Pure arithmetic on config.
 """
 
 from __future__ import annotations
@@ -26,6 +31,17 @@ DEFAULT_OBJECT_BYTES = TenantResourceQuota.synced_object_bytes
 # take the policy's sum over them past the API server's CEL cost limit for one expression (components/
 # synced_objects_admission.py works it out). Thousands of files in one ConfigMap is not what a pod mounts.
 SYNCED_OBJECT_KEYS = 4096
+# The labels and annotations of a synced pod, Service, Endpoints, EndpointSlice or claim, keys and values in bytes.
+# What vCluster adds is small beside it: the object's virtual name, namespace, uid and kind, the list of the keys it
+# copied (managed-annotations), and on a pod its virtual labels again (vcluster.loft.sh/labels), its owner references
+# and a service-account token (about 1 KiB) for each projected token it rewrites. Beside them an honest object
+# carries a tool's few keys (Helm's meta.helm.sh, app.kubernetes.io labels) or, created by `kubectl apply`, the whole
+# object again in kubectl.kubernetes.io/last-applied-configuration: a few KiB for a Service or a claim, tens of KiB
+# for a bare pod with a long spec. KAI's keys on a pod do not count (components/admission_metadata.py).
+SYNCED_METADATA_BYTES = 64 * 2 ** 10
+# The most labels plus annotations a synced object may carry, checked before the policy sums their bytes: annotations
+# of one byte each could number 262,144 and labels are bounded only by the request's size, past the CEL cost limit.
+SYNCED_METADATA_KEYS = 1024
 # Far above what the objects an honest tenant's pods name hold (a TLS chain and key, a registry's pull secret, a
 # service-account token with its CA, a config file: a few KiB each) and what the platform has the syncer copy (each
 # virtual namespace's kube-root-ca.crt, the tenant DNS's Corefile).
@@ -43,10 +59,19 @@ def object_bytes(settings: VClusterSettings) -> int:
     return round(quantity_value(settings.resource_quota.synced_object_bytes))
 
 
-def worst_case(settings: VClusterSettings) -> int:
-    """Every ConfigMap and Secret the namespace's quota lets exist, each at the cap."""
+def metadata_objects(settings: VClusterSettings) -> int:
+    """The objects of the other synced kinds the namespace's quota lets exist: pods, Services, an Endpoints for each
+    Service, claims and EndpointSlices."""
     budget = namespace_budget(settings)
-    return (budget.config_maps + budget.secrets) * object_bytes(settings)
+    return budget.pods + 2 * budget.services + budget.claims + budget.endpoint_slices
+
+
+def worst_case(settings: VClusterSettings) -> int:
+    """Every ConfigMap and Secret the namespace's quota lets exist, each at the cap, and every object of the other
+    synced kinds with its labels and annotations at theirs."""
+    budget = namespace_budget(settings)
+    return (budget.config_maps + budget.secrets) * object_bytes(settings) + \
+        metadata_objects(settings) * SYNCED_METADATA_BYTES
 
 
 def cap_findings(settings: VClusterSettings, whose: str) -> list[tuple[str, object, str, str]]:
@@ -88,8 +113,9 @@ def datastore_warnings(cluster: Optional[Cluster], teams: Sequence[Team]) -> lis
         return []
     return [f"vcluster.resourceQuota.syncedObjectBytes: the teams' ConfigMaps and Secrets at their caps "
             f"(resourceQuota configMaps plus secrets, and the platform's, times syncedObjectBytes, summed over the "
-            f"teams) come to {gibibytes(total)}, more than the {gibibytes(limit)} the {cluster.kind} host's etcd "
-            "holds: the teams together could fill it and make the host read-only for every team and the platform. "
+            f"teams, with {SYNCED_METADATA_BYTES // 2 ** 10} KiB of labels and annotations on each of their other "
+            f"synced objects) come to {gibibytes(total)}, more than the {gibibytes(limit)} the {cluster.kind} host's "
+            "etcd holds: the teams together could fill it and make the host read-only for every team and the platform. "
             "Lower vcluster.resourceQuota.syncedObjectBytes, configMaps or secrets (the stack's or a team's) until "
             "the plan's summary shows the total under the limit."]
 
@@ -102,7 +128,8 @@ def datastore_notes(cluster: Optional[Cluster], teams: Sequence[Team]) -> list[s
     if total <= ETCD_DEFAULT_QUOTA:
         return []
     return [f"The teams' ConfigMaps and Secrets at their caps (vcluster.resourceQuota.syncedObjectBytes times their "
-            f"configMaps and secrets quotas) come to {gibibytes(total)}, more than the {gibibytes(ETCD_DEFAULT_QUOTA)} "
-            f"an etcd holds at its default quota. The program cannot read the {cluster.kind} host's datastore limit: "
+            f"configMaps and secrets quotas, with {SYNCED_METADATA_BYTES // 2 ** 10} KiB of labels and annotations on "
+            f"each of their other synced objects) come to {gibibytes(total)}, more than the "
+            f"{gibibytes(ETCD_DEFAULT_QUOTA)} an etcd holds at its default quota. The program cannot read the {cluster.kind} host's datastore limit: "
             "check it (a full datastore makes the host read-only for every team), or lower syncedObjectBytes, "
             "configMaps or secrets."]

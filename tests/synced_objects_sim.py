@@ -5,8 +5,9 @@ Secrets, built the way upstream builds them, and the host policy that checks the
   object renamed ``N-x-NS-x-<release>`` into the tenant's namespace; the tenant's labels copied except
   four keys (``release`` and vCluster's managed-by, namespace and controlled-by labels) that are renamed
   ``vcluster.loft.sh/label-<release>-x-<sha256(key)[:10]>``, and keys already in that renamed form
-  dropped; the managed-by and namespace labels always set; the tenant's annotations copied and
-  vCluster's ``vcluster.loft.sh/object-*`` ones set.
+  dropped; the managed-by and namespace labels always set; the tenant's annotations copied, listed one a
+  line in ``vcluster.loft.sh/managed-annotations`` (``applyAnnotations``), and vCluster's
+  ``vcluster.loft.sh/object-*`` ones set (``addHostAnnotations``).
 - ``create_service`` (pkg/server/filters/service.go ``createService``, installed by pkg/server/server.go
   ``WithServiceCreateRedirect``): a tenant's Service CREATE never reaches the syncer's translate. vCluster's
   API proxy creates the host Service itself, with the syncer's client: the metadata translated, the selector
@@ -47,6 +48,9 @@ NAMESPACE_LABEL = "vcluster.loft.sh/namespace"
 TRANSLATED_LABELS = ("release", MANAGED_BY, NAMESPACE_LABEL, "vcluster.loft.sh/controlled-by")
 SKIP_TRANSLATE = "vcluster.loft.sh/skip-translate"
 BLOCK_DELETION = "vcluster.loft.sh/block-deletion"
+MANAGED_ANNOTATIONS = "vcluster.loft.sh/managed-annotations"
+# The uid of a virtual object that names none.
+VIRTUAL_UID = "0b5e4f1c-7a64-4d5e-9c1b-2f3a4b5c6d7e"
 RESOURCES = {"Service": ("", "services"), "Endpoints": ("", "endpoints"),
              "PersistentVolumeClaim": ("", "persistentvolumeclaims"), "ConfigMap": ("", "configmaps"),
              "Secret": ("", "secrets"), "EndpointSlice": ("discovery.k8s.io", "endpointslices"), "Pod": ("", "pods")}
@@ -73,8 +77,11 @@ def host_metadata(obj: dict, team: Team) -> dict:
     name, namespace = metadata["name"], metadata["namespace"]
     metadata.update(name=host_name(name, namespace, team), namespace=team.namespace,
                     labels=host_labels(metadata.get("labels", {}), namespace, team))
-    metadata["annotations"] = {**metadata.get("annotations", {}), "vcluster.loft.sh/object-name": name,
+    copied = metadata.get("annotations", {})
+    managed = {MANAGED_ANNOTATIONS: "\n".join(sorted(copied))} if copied else {}
+    metadata["annotations"] = {**copied, **managed, "vcluster.loft.sh/object-name": name,
                                "vcluster.loft.sh/object-namespace": namespace,
+                               "vcluster.loft.sh/object-uid": metadata.get("uid", VIRTUAL_UID),
                                "vcluster.loft.sh/object-kind": f"/v1, Kind={obj['kind']}",
                                "vcluster.loft.sh/object-host-name": metadata["name"],
                                "vcluster.loft.sh/object-host-namespace": team.namespace}

@@ -25,7 +25,7 @@ from config.vocabulary import KAI_NAMESPACE, project_config
 from policy.label_selectors import selector_matches
 from tests.reference_cel import REFERENCE, Verdict, unordered_lists
 from tests.apiserver_pods import api_validate, limit_range_max, limit_ranger, pull_policy_defaults
-from tests.kai_pods import GPU_RESOURCE, WebhookRefusal, kai_mutate
+from tests.kai_pods import GPU_RESOURCE, WebhookRefusal, kai_bind, kai_group, kai_mutate
 from tests.kai_pods import KAI_SCHEDULER  # noqa: F401 (the attack tests take it from here with the pod builders)
 from tests.vcluster_pods import vcluster_sync
 
@@ -256,6 +256,12 @@ class Tenant:
     def update(self, old_host: dict, new_host: dict, *, user=None, subresource: str = "") -> list[str]:
         return self.admission.review(self.team.namespace, new_host, operation="UPDATE", old=old_host,
                                      user=user or self.syncer, subresource=subresource)
+
+    def scheduled_by_kai(self, created: dict) -> tuple[list[str], dict]:
+        """KAI's pod-grouper, then its binder, updating a created host pod: their refusals, and the bound pod."""
+        grouped = kai_group(created)
+        bound = kai_bind(grouped)
+        return self.update(created, grouped, user=KAI_POD_GROUPER) + self.update(grouped, bound, user=KAI_BINDER), bound
 
 
 def tenant_of(program, config: dict, team: str) -> Tenant:

@@ -17,8 +17,7 @@ import yaml
 
 from tests.config_spec import put
 from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, git, run
-from tests.tenant_sim import KAI_BINDER, KAI_POD_GROUPER, KAI_SCHEDULER, Tenant, container, tenant_of, virtual_pod
-from tests.kai_pods import kai_bind, kai_group
+from tests.tenant_sim import KAI_SCHEDULER, Tenant, container, tenant_of, virtual_pod
 from tests.vcluster_pods import copy_back, syncer_update
 
 KAI = "kai-scheduler/KAI-Scheduler"
@@ -203,10 +202,8 @@ def test_kais_updates_and_the_syncers_resync_of_them_pass(tenant):
     virtual = virtual_pod(queue=tenant.team.queue_name, scheduler=KAI_SCHEDULER, annotations={"gpu-fraction": "0.5"})
     created = tenant.host_pod(virtual)
     assert tenant.create_host(created) == []
-    grouped = kai_group(created)
-    assert tenant.update(created, grouped, user=KAI_POD_GROUPER) == []
-    bound = kai_bind(grouped)
-    assert tenant.update(grouped, bound, user=KAI_BINDER) == []
+    refusals, bound = tenant.scheduled_by_kai(created)
+    assert refusals == []
     # vCluster copies KAI's keys into the virtual pod; a later honest edit carries them back unchanged.
     seen = copy_back(bound, virtual, tenant.team)
     edited = copy.deepcopy(seen)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from config.synced_data import DATASTORE_LIMITS, ETCD_DEFAULT_QUOTA, gibibytes
@@ -11,23 +12,42 @@ from tools.plan.lookup import PlanIndex, dig
 from tools.plan.markdown import code, table
 
 COUNTS = ("count/configmaps", "count/secrets")
+# The other kinds the syncer writes, whose labels and annotations alone are capped (rule metadata-size).
+METADATA_COUNTS = ("count/pods", "count/services", "count/endpoints", "count/persistentvolumeclaims",
+                   "count/endpointslices.discovery.k8s.io")
 
 
 def mebibytes(amount: int) -> str:
     return f"{amount / 2 ** 20:,.1f} MiB"
 
 
-def _team_row(index: PlanIndex, component: dict[str, Any]) -> Optional[tuple[str, int, int, int]]:
-    """(team, ConfigMaps, Secrets, cap) from the release's quota and the synced-objects policy's cap."""
+@dataclass(frozen=True)
+class TeamDatastore:
+    team: str
+    config_maps: int
+    secrets: int
+    object_cap: int
+    other_objects: int
+    metadata_cap: int
+
+    @property
+    def worst_case(self) -> int:
+        return (self.config_maps + self.secrets) * self.object_cap + self.other_objects * self.metadata_cap
+
+
+def _team_row(index: PlanIndex, component: dict[str, Any]) -> Optional[TeamDatastore]:
+    """The team's quota counts from its release and the synced-objects policy's caps."""
     children = index.descendants(component)
     release = next((r for r in children if r["type"] == RELEASE), None)
-    cap = next((dig(r, "outputs", "objectBytes") for r in children
-                if r["type"] == ADMISSION_COMPONENT and dig(r, "outputs", "objectBytes") is not None), None)
+    policy = next((r for r in children
+                   if r["type"] == ADMISSION_COMPONENT and dig(r, "outputs", "objectBytes") is not None), None)
     quota = dig(release, "inputs", "values", "policies", "resourceQuota", "quota") or {}
-    counts = [quota.get(key) for key in COUNTS]
-    if cap is None or not all(isinstance(count, int) for count in counts):
+    counts = [quota.get(key) for key in COUNTS + METADATA_COUNTS]
+    if policy is None or not all(isinstance(count, int) for count in counts):
         return None
-    return str(dig(component, "outputs", "team") or component["name"]), counts[0], counts[1], cap
+    return TeamDatastore(str(dig(component, "outputs", "team") or component["name"]), counts[0], counts[1],
+                         dig(policy, "outputs", "objectBytes"), sum(counts[len(COUNTS):]),
+                         dig(policy, "outputs", "metadataBytes") or 0)
 
 
 def datastore_section(index: PlanIndex) -> list[str]:
@@ -35,9 +55,10 @@ def datastore_section(index: PlanIndex) -> list[str]:
              if (row := _team_row(index, component)) is not None]
     if not teams:
         return []
-    rows = [[code(team), str(maps), str(secrets), code(bytes_quantity(cap)), mebibytes((maps + secrets) * cap)]
-            for team, maps, secrets, cap in teams]
-    total = sum((maps + secrets) * cap for _, maps, secrets, cap in teams)
+    rows = [[code(row.team), str(row.config_maps), str(row.secrets), code(bytes_quantity(row.object_cap)),
+             str(row.other_objects), code(bytes_quantity(row.metadata_cap)), mebibytes(row.worst_case)]
+            for row in teams]
+    total = sum(row.worst_case for row in teams)
     kind = index.registered(HOST_COMPONENT, "kind")
     limit = DATASTORE_LIMITS.get(kind)
     if limit is not None:
@@ -47,8 +68,11 @@ def datastore_section(index: PlanIndex) -> list[str]:
                    f"quota holds {gibibytes(ETCD_DEFAULT_QUOTA)}")
     lines = ["## Host datastore", "",
              "What each team's vCluster may write into the host's datastore at most: every ConfigMap and Secret its "
-             "namespace's quota allows, each at the cap the synced-objects policy holds copies to (rule "
-             "`object-size`, vcluster.resourceQuota.syncedObjectBytes) in keys and values. Annotations, up to 256 "
-             "KiB on any object, are not counted (docs/security-model.md, Sizes).", ""]
-    lines += table(["Team", "ConfigMaps", "Secrets", "Per-object cap", "Worst case"], rows)
+             "namespace's quota allows, each at the cap the synced-objects policy holds copies to in keys and values, "
+             "labels and annotations included (rule `object-size`, vcluster.resourceQuota.syncedObjectBytes), and "
+             "every pod, Service, Endpoints, claim and EndpointSlice it allows with its labels and annotations at "
+             "their cap (rule `metadata-size`); the rest of those objects' specs is not counted "
+             "(docs/security-model.md, Sizes).", ""]
+    lines += table(["Team", "ConfigMaps", "Secrets", "Per-object cap", "Other synced objects", "Metadata cap",
+                    "Worst case"], rows)
     return lines + ["", f"Site total: **{mebibytes(total)}**; {verdict}.", ""]

@@ -1,0 +1,253 @@
+"""A team cannot fill the host's datastore through the labels and annotations its vCluster copies (rules
+``metadata-size`` of the synced-objects and pod policies, ``object-size`` counting them in for ConfigMaps and Secrets;
+config/synced_data.py SYNCED_METADATA_BYTES).
+
+- Attack: a Service, Endpoints, EndpointSlice, claim or pod whose host copy carries one byte of labels and
+  annotations past the cap, as vCluster's syncer creates it and copies an update (tests/synced_objects_sim.py,
+  tests/tenant_sim.py: what vCluster adds counted), is refused; so are more keys than the policy sums affordably,
+  and a ConfigMap or Secret whose data fits the cap only without its annotations.
+- Honest: what tools write (kubectl apply's last-applied-configuration on a typical object, Helm's meta.helm.sh
+  annotations, a chart's labels) passes; KAI's keys on a pod are not counted, so KAI's updates and the syncer's
+  copies of them back pass on a pod at the cap. The pods of the honest tests pass through the same pod policy
+  (tests/test_admission_honest.py).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from components.admission import policy_validations
+from components.admission_metadata import kai_owned_keys
+from config.synced_data import SYNCED_METADATA_BYTES, SYNCED_METADATA_KEYS
+from tests.conftest import dev_config
+from tests.kai_pods import KAI_SCHEDULER
+from tests.synced_objects_sim import (
+    create_service, sync_claim, sync_endpoint_slice, sync_endpoints, synced_objects_admission_for,
+)
+from tests.tenant_sim import tenant_of, virtual_pod
+from tests.test_synced_object_sizes import CAP, Syncer, config_map, metadata_bytes, secret
+from tests.test_synced_objects_admission import (
+    Synced, claim, defaulted, endpoint_slice, endpoints, service, team_of,
+)
+from tests.vcluster_pods import copy_back, syncer_update
+
+TEAM = "team-nlp"
+PAD = "example.com/notes"
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def refused_for_size(messages: list[str], rule: str = "metadata-size") -> bool:
+    return any(message.startswith(f"[{rule}]") for message in messages)
+
+
+def counted(host: dict) -> int:
+    """The bytes the rule counts: every label and annotation but KAI's own keys."""
+    owned = kai_owned_keys()
+
+    def kai(kind: str, key: str) -> bool:
+        return any(key.startswith(k[:-1]) if k.endswith("*") else key == k for k in owned[kind])
+    metadata = host["metadata"]
+    return sum(len(key.encode()) + len(value.encode()) for kind, field in (("label", "labels"),
+                                                                            ("annotation", "annotations"))
+               for key, value in metadata.get(field, {}).items() if not kai(kind, key))
+
+
+def padded(obj: dict, host_of, total: int) -> dict:
+    """``obj`` with an annotation long enough that its host copy carries ``total`` bytes of labels and annotations.
+    The copy's other metadata does not depend on the value's length, so one measure with an empty value suffices."""
+    empty = copy.deepcopy(obj)
+    empty["metadata"].setdefault("annotations", {})[PAD] = ""
+    result = copy.deepcopy(empty)
+    result["metadata"]["annotations"][PAD] = "n" * (total - counted(host_of(empty)))
+    assert counted(host_of(result)) == total
+    return result
+
+
+@pytest.fixture(scope="module")
+def nlp(dev_run) -> Synced:
+    return Synced(synced_objects_admission_for(dev_run, TEAM), team_of(dev_config(), TEAM))
+
+
+def _kinds(tenant: Synced) -> dict:
+    """Each kind: the virtual object and how its host copy is built, as vCluster builds it."""
+    team = tenant.team
+    return {
+        "Service": (service(selector={"app": "web"}), lambda obj: create_service(obj, team)),
+        "Endpoints": (endpoints("203.0.113.10"), lambda obj: sync_endpoints(obj, team)),
+        "EndpointSlice": (endpoint_slice("203.0.113.10"), lambda obj: sync_endpoint_slice(obj, team)),
+        "PersistentVolumeClaim": (claim(), lambda obj: defaulted(tenant, sync_claim(obj, team))),
+    }
+
+
+# --- attacks ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["Service", "Endpoints", "EndpointSlice", "PersistentVolumeClaim"])
+def test_an_object_one_byte_past_the_metadata_cap_is_refused_created_and_updated(nlp, kind):
+    virtual, host_of = _kinds(nlp)[kind]
+    at_cap = host_of(padded(virtual, host_of, SYNCED_METADATA_BYTES))
+    past = host_of(padded(virtual, host_of, SYNCED_METADATA_BYTES + 1))
+    assert nlp.create(at_cap) == []
+    assert refused_for_size(nlp.create(past))
+    assert refused_for_size(nlp.update(at_cap, past))
+    assert refused_for_size(nlp.update(host_of(virtual), past))
+
+
+@pytest.mark.parametrize("kind", ["Service", "PersistentVolumeClaim"])
+def test_labels_count_like_annotations_and_too_many_keys_are_refused(nlp, kind):
+    virtual, host_of = _kinds(nlp)[kind]
+    # Label values are at most 63 characters: many labels, each within the API server's limits, past the cap.
+    labelled = copy.deepcopy(virtual)
+    labelled["metadata"]["labels"] = {f"example.com/l{index:04d}": "v" * 63 for index in range(900)}
+    assert refused_for_size(nlp.create(host_of(labelled)))
+    many = copy.deepcopy(virtual)
+    many["metadata"]["annotations"] = {f"a{index}": "" for index in range(SYNCED_METADATA_KEYS + 1)}
+    assert refused_for_size(nlp.create(host_of(many)))
+
+
+def test_annotation_text_counts_its_utf8_bytes(nlp):
+    virtual, host_of = _kinds(nlp)["Service"]
+    at_cap = padded(virtual, host_of, SYNCED_METADATA_BYTES)
+    # Two bytes for one character: the same count of characters is one byte past the cap.
+    wide = copy.deepcopy(at_cap)
+    value = wide["metadata"]["annotations"][PAD]
+    wide["metadata"]["annotations"][PAD] = "é" + value[2:]
+    assert counted(host_of(wide)) == SYNCED_METADATA_BYTES and nlp.create(host_of(wide)) == []
+    wide["metadata"]["annotations"][PAD] = "é" + value[1:]
+    assert refused_for_size(nlp.create(host_of(wide)))
+
+
+@pytest.fixture(scope="module")
+def sizes(dev_run) -> Syncer:
+    return Syncer(dev_run, dev_config())
+
+
+@pytest.mark.parametrize("build", [lambda data: config_map({"blob": data.decode()}),
+                                   lambda data: secret({"blob": data})], ids=["ConfigMap", "Secret"])
+def test_a_config_maps_or_secrets_annotations_count_within_its_cap(sizes, build):
+    """Data at the whole cap was admitted before; with what vCluster adds, and a tenant's annotation, it is refused."""
+    data = b"d" * (CAP - len("blob"))
+    bare = sizes.copy(build(data))
+    assert metadata_bytes(bare) > 0 and refused_for_size(sizes.create(build(data)), "object-size")
+    small = build(b"d")
+    annotated = copy.deepcopy(small)
+    annotated["metadata"]["annotations"] = {PAD: "n" * (sizes.room(small) + 1)}
+    assert refused_for_size(sizes.create(annotated), "object-size")
+    assert refused_for_size(sizes.update(small, annotated), "object-size")
+
+
+def test_a_config_map_with_too_many_labels_and_annotations_is_refused(sizes):
+    many = config_map({"a": "b"})
+    many["metadata"]["labels"] = {f"l{index}": "" for index in range(SYNCED_METADATA_KEYS + 1)}
+    assert refused_for_size(sizes.create(many), "object-size")
+
+
+@pytest.fixture(scope="module")
+def tenant(dev_run):
+    return tenant_of(dev_run, dev_config(), TEAM)
+
+
+def _pod(tenant, **annotations) -> dict:
+    return virtual_pod(queue=tenant.team.queue_name, scheduler=KAI_SCHEDULER, labels={"app": "trainer"},
+                       annotations={"gpu-fraction": "0.5", **annotations})
+
+
+def test_a_pod_one_byte_past_the_metadata_cap_is_refused_created_and_updated(tenant):
+    at_cap = padded(_pod(tenant), tenant.host_pod, SYNCED_METADATA_BYTES)
+    past = padded(_pod(tenant), tenant.host_pod, SYNCED_METADATA_BYTES + 1)
+    assert tenant.create(at_cap) == []
+    assert refused_for_size(tenant.create(past))
+    # The syncer copies a grown annotation onto the running pod; the key was there from the start, so only its value
+    # changes size.
+    small = _pod(tenant, **{PAD: ""})
+    host = tenant.host_pod(small)
+    assert tenant.create_host(host) == []
+    seen = copy_back(host, small, tenant.team)
+    grown = copy.deepcopy(seen)
+    grown["metadata"]["annotations"][PAD] = past["metadata"]["annotations"][PAD]
+    updated = syncer_update(host, seen, grown, tenant.team)
+    assert counted(updated) == SYNCED_METADATA_BYTES + 1
+    assert refused_for_size(tenant.update(host, updated))
+    updated["metadata"]["annotations"][PAD] = updated["metadata"]["annotations"][PAD][1:]
+    assert tenant.update(host, updated) == []
+
+
+def test_a_pods_labels_count_with_vclusters_copy_of_them(tenant):
+    """vCluster writes a pod's labels twice: as labels and again in its vcluster.loft.sh/labels annotation."""
+    labels = {f"example.com/l{index:03d}": "v" * 63 for index in range(450)}
+    pod = virtual_pod(queue=tenant.team.queue_name, scheduler=KAI_SCHEDULER, labels=labels)
+    once = sum(len(key) + len(value) for key, value in labels.items())
+    assert once < SYNCED_METADATA_BYTES < counted(tenant.host_pod(pod))
+    assert refused_for_size(tenant.create(pod))
+
+
+# --- honest ----------------------------------------------------------------------------------------------
+
+
+def _last_applied(obj: dict) -> dict:
+    """``obj`` as `kubectl apply` creates it: the manifest again, as JSON, in last-applied-configuration."""
+    applied = copy.deepcopy(obj)
+    applied["metadata"].setdefault("annotations", {})[LAST_APPLIED] = json.dumps(obj, separators=(",", ":")) + "\n"
+    return applied
+
+
+HELM = {"meta.helm.sh/release-name": "inference", "meta.helm.sh/release-namespace": "serving"}
+CHART_LABELS = {"app.kubernetes.io/name": "inference", "app.kubernetes.io/instance": "inference",
+                "app.kubernetes.io/managed-by": "Helm", "helm.sh/chart": "inference-1.4.2",
+                "app.kubernetes.io/version": "1.4.2"}
+
+
+@pytest.mark.parametrize("kind", ["Service", "Endpoints", "EndpointSlice", "PersistentVolumeClaim"])
+def test_objects_as_kubectl_apply_and_helm_write_them_are_admitted(nlp, kind):
+    virtual, host_of = _kinds(nlp)[kind]
+    charted = copy.deepcopy(virtual)
+    charted["metadata"].setdefault("labels", {}).update(CHART_LABELS)
+    charted["metadata"]["annotations"] = dict(HELM)
+    for obj in (_last_applied(virtual), charted):
+        assert nlp.create(host_of(obj)) == []
+        assert nlp.update(host_of(obj), host_of(copy.deepcopy(obj))) == []
+
+
+def test_config_maps_kubectl_apply_can_create_are_admitted(sizes):
+    """kubectl apply's annotation holds the data again; the API server takes at most 256 KiB of annotations, so no
+    kubectl-applied ConfigMap holds much more than that in data, and at the default cap they all fit."""
+    largest = config_map({"config.yaml": "c" * (255 * 2 ** 10)})
+    applied = _last_applied(largest)
+    assert sum(len(k) + len(v) for k, v in applied["metadata"]["annotations"].items()) < 256 * 2 ** 10
+    assert sizes.create(applied) == []
+    helm = config_map({"config.yaml": "model: llama\n" * 200})
+    helm["metadata"].update(labels=dict(CHART_LABELS), annotations=dict(HELM))
+    assert sizes.create(helm) == []
+    tls = _last_applied(secret({"tls.crt": b"C" * 6000, "tls.key": b"K" * 3272}, "kubernetes.io/tls", "serving"))
+    assert sizes.create(tls) == []
+
+
+def test_a_bare_pod_applied_with_kubectl_and_charted_pods_are_admitted(tenant):
+    pod = _pod(tenant)
+    pod["metadata"]["labels"].update(CHART_LABELS)
+    assert tenant.create(pod) == []
+    assert tenant.create(_last_applied(_pod(tenant))) == []
+
+
+def test_kais_keys_do_not_count_so_kai_and_the_syncer_keep_updating_a_pod_at_the_cap(tenant):
+    virtual = padded(_pod(tenant), tenant.host_pod, SYNCED_METADATA_BYTES)
+    created = tenant.host_pod(virtual)
+    assert tenant.create_host(created) == []
+    refusals, bound = tenant.scheduled_by_kai(created)
+    assert refusals == []
+    # KAI's keys are on the pod now, past the cap when all are counted; the syncer carries them back.
+    assert metadata_bytes(bound) > SYNCED_METADATA_BYTES
+    seen = copy_back(bound, virtual, tenant.team)
+    edited = copy.deepcopy(seen)
+    edited["metadata"]["labels"]["app"] = "tuner"
+    assert tenant.update(bound, syncer_update(bound, seen, edited, tenant.team)) == []
+
+
+def test_the_in_vcluster_defaults_do_not_judge_metadata_sizes(tenant):
+    """The virtual pod lacks what vCluster adds and may carry keys the syncer drops: only the host judges sizes."""
+    inside = policy_validations(tenant.team, before_sync=True)
+    assert not [v for v in inside if v.get("message", "").startswith("[metadata-size]")]
+    assert [v for v in policy_validations(tenant.team) if v.get("message", "").startswith("[metadata-size]")]
