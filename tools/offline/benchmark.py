@@ -201,7 +201,8 @@ def _write_listing(path: Path, resources: list[dict]) -> Path:
     return path
 
 
-def run_floor(listing: Path, directory: Path, program: str = FLOOR_PROGRAM, *, ends_process: bool = False) -> ProgramRun:
+def run_floor(listing: Path, directory: Path, program: str = FLOOR_PROGRAM, *,
+              ends_process: bool = False) -> ProgramRun:
     """The listed resources registered plainly (no parents, providers, dependencies, aliases or typed classes),
     or with ``TYPED_FLOOR_PROGRAM`` as typed ConfigMaps."""
     (directory / "__main__.py").write_text(program, encoding="utf-8")
