@@ -5,7 +5,13 @@ host cluster -> GPU Operator + KAI Scheduler -> KAI queues -> one vCluster per t
 
 import gc
 
-import pulumi
+# The SDK holds every resource's futures, tasks and outputs until the run ends, and importing the typed SDK makes
+# hundreds of thousands of objects that live as long: each collection re-walks what was made since the last and
+# frees little (with full collections deferred, the rest still took a sixth of a 300-team run, imports included).
+# The cycles left (a few percent of the run's memory) go when the language host's process ends with the run.
+gc.disable()
+
+import pulumi  # noqa: E402 (the collector is off before the SDK's and the components' imports)
 
 from components.api_version_aliases import without_pre_release_aliases
 from components.gpu_operator import GpuOperator, GpuOperatorArgs
@@ -18,11 +24,6 @@ from config import PROJECT, load_platform, sharing
 from config.access_rules import endpoint_node_ports
 from config.source import raw_stack_config, team_alert_addresses
 
-# The SDK holds every resource's futures, tasks and outputs until the run ends, so each collection re-walks the
-# ones made since the last and frees little: with full collections deferred, the young and middle ones still took
-# a sixth of a 300-team run. The cycles left (a few percent of the run's memory) go when the language host's
-# process ends with the run.
-gc.disable()
 pulumi.runtime.register_stack_transformation(without_pre_release_aliases)
 raw, secrets_set, placeholders = raw_stack_config()
 platform = load_platform(raw, secrets_set=secrets_set, placeholders=placeholders, stack=pulumi.get_stack())

@@ -161,3 +161,20 @@ def test_each_run_is_measured_in_a_child_process_that_reports_what_it_registered
 def test_a_failed_child_run_says_what_failed(tmp_path):
     with pytest.raises(RuntimeError, match=r"(?s)measured floor run .*No such file or directory"):
         best_in_fresh_processes("floor", str(tmp_path / "no-listing.json"), repeat=1)
+
+
+def test_a_measured_run_leaves_the_collector_off_as_the_language_hosts_process_ends():
+    # Turning it on again would make the next collection walk everything the run made: not the program's cost.
+    script = """
+import gc, json
+from tools.offline.mockrun import owned_event_loops, run_program
+from tools.offline.benchmark import site_with_teams
+with owned_event_loops():
+    run_program(site_with_teams(2), stack="benchmark", ends_process=True)
+    after_measured = gc.isenabled()
+    gc.enable()
+    run_program(site_with_teams(2), stack="benchmark")
+print(json.dumps([after_measured, gc.isenabled()]))
+"""
+    child = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_DIR, capture_output=True, text=True, check=True)
+    assert json.loads(child.stdout.splitlines()[-1]) == [False, True]

@@ -201,23 +201,26 @@ def _write_listing(path: Path, resources: list[dict]) -> Path:
     return path
 
 
-def run_floor(listing: Path, directory: Path, program: str = FLOOR_PROGRAM) -> ProgramRun:
+def run_floor(listing: Path, directory: Path, program: str = FLOOR_PROGRAM, *,
+              ends_process: bool = False) -> ProgramRun:
     """The listed resources registered plainly (no parents, providers, dependencies, aliases or typed classes),
     or with ``TYPED_FLOOR_PROGRAM`` as typed ConfigMaps."""
     (directory / "__main__.py").write_text(program, encoding="utf-8")
-    return run_program({f"{PROJECT}:resources": str(listing)}, stack="benchmark", project_dir=directory)
+    return run_program({f"{PROJECT}:resources": str(listing)}, stack="benchmark", project_dir=directory,
+                       ends_process=ends_process)
 
 
 FLOOR_PROGRAMS = {"floor": FLOOR_PROGRAM, "typed": TYPED_FLOOR_PROGRAM, "typed-objects": TYPED_OBJECTS_FLOOR_PROGRAM}
 
 
 def _run_one(kind: str, argument: str) -> ProgramRun:
+    """One run in a measuring child, whose process ends with the run as the language host's does."""
     if kind == "program":
-        return run_program(site_with_teams(int(argument)), stack="benchmark")
+        return run_program(site_with_teams(int(argument)), stack="benchmark", ends_process=True)
     if kind == "dev":
-        return run_program(load_stack_file("dev"), stack="dev")
+        return run_program(load_stack_file("dev"), stack="dev", ends_process=True)
     with tempfile.TemporaryDirectory() as directory:
-        return run_floor(Path(argument), Path(directory), FLOOR_PROGRAMS[kind])
+        return run_floor(Path(argument), Path(directory), FLOOR_PROGRAMS[kind], ends_process=True)
 
 
 def best_in_fresh_processes(kind: str, argument: str, repeat: int) -> Measurement:

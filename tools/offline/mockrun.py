@@ -89,7 +89,7 @@ def load_stack_file(stack: str, project_dir: Path = PROJECT_DIR) -> dict[str, An
 
 def run_program(stack_config: dict[str, Any], *, stack: str = "dev", project_dir: Path = PROJECT_DIR,
                 record: Optional[ProgramRun] = None, secret_placeholders: bool = True,
-                decrypted: Optional[dict[str, str]] = None) -> ProgramRun:
+                decrypted: Optional[dict[str, str]] = None, ends_process: bool = False) -> ProgramRun:
     """Run ``__main__.py`` with the given ``config:`` block (keys ``gpu-tenancy:<name>``).
 
     Values marked ``{secure: ...}`` (encrypted in a stack file) become secret placeholders; a key holding
@@ -99,6 +99,9 @@ def run_program(stack_config: dict[str, Any], *, stack: str = "dev", project_dir
     not set gets ``OFFLINE_PLACEHOLDER``, which the program accepts with a warning naming the command that
     sets it; without, the run sees the config exactly as ``pulumi up`` would. Raises what the program
     raises, e.g. ``config.ConfigError``; pass ``record`` to see what was registered before it did.
+    The program turns the cyclic collector off; it is turned on again afterwards unless ``ends_process`` (a
+    process that ends with the run, as the language host's does, need not pay the collection that walks
+    everything the run made).
     """
     run = record if record is not None else ProgramRun()
     config: dict[str, str] = {}
@@ -118,13 +121,12 @@ def run_program(stack_config: dict[str, Any], *, stack: str = "dev", project_dir
                 secret_keys.append(full_key)
 
     sdk.reset_runtime()
-    # The program turns off the collector of the language host's process, which ends with the run; this one goes on.
     collecting = gc.isenabled()
     try:
         with _language_host_environment(config, secret_keys):
             _run_main(run, stack, project_dir)
     finally:
-        if collecting:
+        if collecting and not ends_process:
             gc.enable()
     run.resources.sort(key=lambda resource: resource.urn)
     return run
