@@ -111,13 +111,10 @@ def datastore_warnings(cluster: Optional[Cluster], teams: Sequence[Team]) -> lis
     total = _site_total(teams)
     if total <= limit:
         return []
-    return [f"vcluster.resourceQuota.syncedObjectBytes: the teams' ConfigMaps and Secrets at their caps "
-            f"(resourceQuota configMaps plus secrets, and the platform's, times syncedObjectBytes, summed over the "
-            f"teams, with {SYNCED_METADATA_BYTES // 2 ** 10} KiB of labels and annotations on each of their other "
-            f"synced objects) come to {gibibytes(total)}, more than the {gibibytes(limit)} the {cluster.kind} host's "
-            "etcd holds: the teams together could fill it and make the host read-only for every team and the platform. "
-            "Lower vcluster.resourceQuota.syncedObjectBytes, configMaps or secrets (the stack's or a team's) until "
-            "the plan's summary shows the total under the limit."]
+    return [f"vcluster.resourceQuota.syncedObjectBytes: {_caps_summed(total)}, more than the {gibibytes(limit)} "
+            f"the {cluster.kind} host's etcd holds: the teams together could fill it and make the host read-only for "
+            "every team and the platform. Lower vcluster.resourceQuota.syncedObjectBytes, configMaps or secrets (the "
+            "stack's or a team's) until the plan's summary shows the total under the limit."]
 
 
 def datastore_notes(cluster: Optional[Cluster], teams: Sequence[Team]) -> list[str]:
@@ -127,9 +124,15 @@ def datastore_notes(cluster: Optional[Cluster], teams: Sequence[Team]) -> list[s
     total = _site_total(teams)
     if total <= ETCD_DEFAULT_QUOTA:
         return []
-    return [f"The teams' ConfigMaps and Secrets at their caps (vcluster.resourceQuota.syncedObjectBytes times their "
-            f"configMaps and secrets quotas, with {SYNCED_METADATA_BYTES // 2 ** 10} KiB of labels and annotations on "
-            f"each of their other synced objects) come to {gibibytes(total)}, more than the "
-            f"{gibibytes(ETCD_DEFAULT_QUOTA)} an etcd holds at its default quota. The program cannot read the {cluster.kind} host's datastore limit: "
-            "check it (a full datastore makes the host read-only for every team), or lower syncedObjectBytes, "
-            "configMaps or secrets."]
+    return [f"{_caps_summed(total, sentence_start=True)}, more than the {gibibytes(ETCD_DEFAULT_QUOTA)} an etcd "
+            f"holds at its default quota. The program cannot read the {cluster.kind} host's datastore limit: check it "
+            "(a full datastore makes the host read-only for every team), or lower syncedObjectBytes, configMaps or "
+            "secrets."]
+
+
+def _caps_summed(total: int, *, sentence_start: bool = False) -> str:
+    """What the site's total is made of, and the total."""
+    return (f"{'T' if sentence_start else 't'}he teams' ConfigMaps and Secrets at their caps "
+            f"(vcluster.resourceQuota.syncedObjectBytes times their configMaps and secrets quotas and the platform's, "
+            f"summed over the teams, with {SYNCED_METADATA_BYTES // 2 ** 10} KiB of labels and annotations on each of "
+            f"their other synced objects) come to {gibibytes(total)}")
