@@ -12,7 +12,8 @@ commands to run next.
 Paths are relative to the ``gpu-tenancy`` namespace unless their first key holds a ':'. VALUE is
 read as YAML: ``0.5`` is a number, ``true`` a boolean, ``[a, b]`` a list, ``{a: 1}`` a map and
 anything else text (quote it, ``'"1.33"'``, to keep a number-like value a string; a value YAML reads as
-nothing, such as a Slack channel ``#gpu`` where ``#`` starts a comment, is refused with the quoted form). Exit status:
+nothing, such as a Slack channel ``#gpu`` where ``#`` starts a comment, is refused with the quoted form). ``null``
+(or ``~``) removes the key or list item, as ``pulumi config rm --path`` does: a stack file holds no nulls. Exit status:
 0 written, 2 nothing written (bad arguments, unknown stack, existing file or invalid config).
 """
 
@@ -45,6 +46,7 @@ from ops.stack_edit import (
 __all__ = ["UsageError", "format_path", "parse_assignment", "parse_path", "main", "run"]
 
 _REMOVED = object()
+_UNSET = object()
 
 STACK_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 # Stack-file settings that belong to the source stack's own secrets; `pulumi stack init` writes new ones.
@@ -131,7 +133,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="existing stack whose Pulumi.STACK.yaml is copied")
     parser.add_argument("--set", dest="sets", metavar="PATH=VALUE", action="append", default=[],
                         help="change one value (Pulumi config path, gpu-tenancy namespace unless PATH starts "
-                             "with namespace:); VALUE is YAML. Repeatable, applied in order.")
+                             "with namespace:); VALUE is YAML, null removes the key. Repeatable, applied in order.")
     parser.add_argument("--project-dir", metavar="DIR", type=Path, default=REPO_DIR,
                         help="directory holding the stack files (default: %(default)s)")
     return parser
@@ -160,6 +162,8 @@ def _show(value: Any) -> str:
         return "(not set)"
     if value is _REMOVED:
         return "(removed: settings of another cluster.kind)"
+    if value is _UNSET:
+        return "(removed)"
     return dump_yaml(value, default_flow_style=True, width=10**6).strip().removesuffix("\n...").strip()
 
 
@@ -181,7 +185,8 @@ def run(site: str, source: str, sets: Sequence[str], project_dir: Path) -> int:
     changes = []
     for assignment in assignments:
         old = apply(config, assignment)
-        changes.append((format_path(assignment.path), old, assignment.value))
+        new = _UNSET if assignment.value is None else assignment.value
+        changes.append((format_path(assignment.path), old, new))
 
     changes += switch_kind(config, old_kind, assignments)
 

@@ -239,8 +239,9 @@ def _put(container: Union[dict, list], key: Segment, value: Any) -> None:
 
 
 def apply(config: dict, assignment: Assignment) -> Any:
-    """Set one value in ``config`` (creating missing maps and lists, appending at index == length).
-    Returns the value it replaced (``ABSENT`` if none); rewrites ``assignment.path`` to the stored key."""
+    """Set one value in ``config`` (creating missing maps and lists, appending at index == length), or remove it
+    when the value is null. Returns the value it replaced (``ABSENT`` if none); rewrites ``assignment.path`` to the
+    stored key."""
     path = assignment.path
     path[0] = resolve_top(config, path[0])
     container: Union[dict, list] = config
@@ -266,5 +267,11 @@ def apply(config: dict, assignment: Assignment) -> Any:
                              f"does not exist, {where} has {len(node)} item(s); {advice}")
         container, key = node, segment
     old = _get(container, key)
-    _put(container, key, assignment.value)
+    if assignment.value is None:
+        # No value is no key, as `pulumi config rm --path` leaves it: the program reads a null as not set, and the
+        # stack-file schema (and the editors that use it) refuses a null.
+        if old is not ABSENT:
+            del container[key]
+    else:
+        _put(container, key, assignment.value)
     return old

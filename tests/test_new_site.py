@@ -4,17 +4,20 @@ dropped and listed, validated by the config model before anything is written."""
 from __future__ import annotations
 
 import copy
+import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from config import ConfigError, load_platform
 from config.stack_file import read_stack_file
 from config.vocabulary import PROJECT_PREFIX, project_config
 from ops import new_site
+from tools.docs import schema as schema_tool
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -269,6 +272,22 @@ def test_a_block_written_by_set_survives_the_kind_switch(project):
     assert new(project, "cloud2", "dev", "cluster.eks={region: us-west-2, gpuNodeGroups: [{name: gpu, "
                "instanceTypes: [g4dn.xlarge]}]}", "cluster.kind=eks", "gpuOperator.mode=install") == 0
     assert stack_config(project, "cloud2")[PROJECT_PREFIX + "cluster"]["eks"]["region"] == "us-west-2"
+
+
+def test_null_removes_the_key_or_item_as_pulumi_config_rm_does(project, capsys):
+    """The program reads a null as not set, but the stack-file schema refuses one: a site written with
+    ``cluster.microk8s=null`` once failed its own schema test while every plan of it passed."""
+    assert new(project, "onprem2", "dev", "cluster.kind=kubeconfig", "cluster.microk8s=null",
+               "gpuOperator.mode=install", "teams[1]=null", "vcluster.nodeLabels=~") == 0
+    out = capsys.readouterr().out
+    written = stack_file(project, "onprem2")
+    config = written["config"]
+    assert config[PROJECT_PREFIX + "cluster"] == {"kind": "kubeconfig"}
+    assert [team["name"] for team in config[PROJECT_PREFIX + "teams"]] == ["team-nlp", "team-recommender"]
+    assert 'gpu-tenancy:cluster.microk8s: {gpus: 1, kubernetesVersion: "1.36"} -> (removed)' in out
+    assert "gpu-tenancy:vcluster.nodeLabels: (not set) -> (removed)" in out
+    schema = jsonschema.Draft202012Validator(json.loads(schema_tool.SCHEMA_FILE.read_text()))
+    assert [error.message for error in schema.iter_errors(written)] == []
 
 
 def test_a_value_encrypted_under_a_plain_project_key_is_refused_as_pulumi_up_refuses_it(project, capsys):
