@@ -71,6 +71,9 @@ if platform.observability.enabled:
 
 pulumi.export("hostKind", platform.cluster.kind)
 pulumi.export("hostKubeconfig", host.kubeconfig)
+if host.certificate_expiry is not None:
+    # MicroK8s' API server certificate lapses after a year unless renewed by hand (docs/operations.md, What expires).
+    pulumi.export("hostCertificateExpiry", host.certificate_expiry)
 pulumi.export("timeSlicing", {
     "namespace": gpu_operator.namespace,
     "configMap": gpu_operator.config_map_name,

@@ -24,6 +24,8 @@ from components.eks_network import EksNetwork, EksNetworkArgs
 from components.eks_teardown import tenant_teardown
 from components.gpu_operator import ADDON_CLUSTER_POLICY
 from components.node_pids import eks_node_user_data, remove_kubelet_pids_command, set_kubelet_pids_command
+from config.certificates import bundle_expiry
+from config.credential_lifetimes import MICROK8S_CERTIFICATES_DIR, MICROK8S_SERVING_CERTIFICATES
 from config.hosts import (
     DEFAULT_STORAGE_CLASS_ANNOTATION, EKS_TAINT_EFFECTS, SYSTEM_POOL, host_profile,
     node_group_name_prefix,
@@ -71,11 +73,14 @@ class HostCluster(pulumi.ComponentResource):
     tenant_prerequisites: list[pulumi.Resource]
     # The IP of the host cluster's DNS Service, which tenants' DNS forwards to.
     cluster_dns: pulumi.Output[str]
+    # MicroK8s only: when its one-year certificates end (file name -> ISO 8601), which no kubeconfig shows.
+    certificate_expiry: Optional[pulumi.Output[dict]]
 
     def __init__(self, name: str, args: HostClusterArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__(HOST_COMPONENT, name, None, opts)
         self.node_groups = []
         self.tenant_prerequisites = []
+        self.certificate_expiry = None
         cluster = args.cluster
         self.profile = args.host or host_profile(cluster)
         context: Optional[str] = None
@@ -149,6 +154,13 @@ class HostCluster(pulumi.ComponentResource):
                              f"--gpu-operator-version {host.nvidia_addon_operator_version} && "
                              f"{addon_operator_check(sudo)}", after=[storage]))
         read = run("read-kubeconfig", f"{sudo}microk8s config", after=steps, secret_stdout=True)
+        # The API server's serving certificate lapses after a year and nothing on the host renews it
+        # (config/credential_lifetimes.py); the kubeconfig holds only the CA, so its end is read here, in the clear
+        # (every TLS client is shown it), for ops/expiry.py.
+        certificates = " ".join(f"{MICROK8S_CERTIFICATES_DIR}/{file}" for file in MICROK8S_SERVING_CERTIFICATES)
+        serving = run("read-serving-certificates", f"{sudo}cat {certificates}", after=steps)
+        self.certificate_expiry = serving.stdout.apply(
+            lambda text: bundle_expiry(text, MICROK8S_SERVING_CERTIFICATES))
         if host.api_server_url is None:
             return read.stdout
         return read.stdout.apply(lambda text: kubeconfig_with_server(text, host.api_server_url))

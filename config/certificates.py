@@ -11,7 +11,7 @@ import binascii
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Optional
+from typing import Optional, Sequence
 
 import yaml
 
@@ -34,6 +34,10 @@ class CertificateError(ValueError):
 class Validity:
     not_before: datetime
     not_after: datetime
+
+
+def _iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _element(data: bytes, offset: int) -> tuple[int, int, int]:
@@ -153,4 +157,17 @@ def client_certificate_expiry(kubeconfig: str) -> Optional[str]:
         client = _client(_current_entries(kubeconfig)[0])
     except CertificateError:
         return None
-    return client.not_after.strftime("%Y-%m-%dT%H:%M:%SZ") if client else None
+    return _iso(client.not_after) if client else None
+
+
+def bundle_expiry(pem: str, names: Sequence[str]) -> dict[str, Optional[str]]:
+    """When each certificate of a PEM bundle ends (ISO 8601, UTC), keyed by ``names`` in the bundle's order; None for
+    every name when the bundle does not hold exactly one parsable certificate per name (what the program exports: a
+    host it cannot read is not its to refuse, and ops/expiry.py says the end is unknown)."""
+    try:
+        found = pem_validities((pem or "").encode())
+    except CertificateError:
+        found = []
+    if len(found) != len(names):
+        return dict.fromkeys(names)
+    return {name: _iso(validity.not_after) for name, validity in zip(names, found)}

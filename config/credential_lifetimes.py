@@ -29,3 +29,24 @@ VCLUSTER_RENEWAL_CHECK = timedelta(hours=24)
 # kept as it is (pkg/operator/operands/{admission,queue_controller,pod_group_controller}/resources.go). Nothing
 # renews it; its webhooks fail closed (failurePolicy Fail), the pod webhooks included.
 KAI_WEBHOOK_CERTIFICATE_VALIDITY_YEARS = 10
+
+# MicroK8s (every mirrored track the config accepts, v1.30 to v1.36; the program does not install it and a site
+# states the track's minor, cluster.microk8s.kubernetesVersion) issues its PKI once, at install, into
+# $SNAP_DATA/certs (microk8s-resources/actions/common/utils.sh, produce_certs and create_user_certificates, called by
+# snap/hooks/install):
+# - the API server's serving certificate (server.crt, also the cluster agent's) and the front proxy's client
+#   certificate (front-proxy-client.crt): a year (gen_server_cert, gen_proxy_client_cert);
+# - the two CAs (ca.crt, front-proxy-ca.crt): ten years;
+# - every other client certificate, signed by sign_certificate: ten years. Among them the admin client certificate
+#   `microk8s config` prints (credentials/client.config), and the kubelet's (kubelet.crt, its serving certificate
+#   too, the kubelet's --cert-dir), the proxy's, scheduler's, controller manager's and the API server's kubelet client.
+MICROK8S_SERVING_VALIDITY = timedelta(days=365)
+MICROK8S_CA_VALIDITY = timedelta(days=3650)
+MICROK8S_CLIENT_VALIDITY = timedelta(days=3650)
+# Nothing renews the one-year certificates before they end: produce_certs issues them again only when the rendered
+# CSR config (the host's addresses) changes, whether the apiserver-kicker (every five seconds) or the configure hook
+# (`snap set`, and a snap refresh, which the program holds) runs it; the post-refresh hook touches no certificate and
+# the snap has no timer. Renewing is `microk8s refresh-certs --cert server.crt` (and `--cert
+# front-proxy-client.crt`), by hand (scripts/wrappers/refresh_certs.py): same key, same CA, kubelite restarted.
+MICROK8S_CERTIFICATES_DIR = "/var/snap/microk8s/current/certs"
+MICROK8S_SERVING_CERTIFICATES = ("server.crt", "front-proxy-client.crt")

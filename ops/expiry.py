@@ -10,10 +10,13 @@ or ``--outputs``), without a cluster:
   (401 Unauthorized from then on);
 - the vCluster CA each kubeconfig trusts (``tenantKubeconfigs``, ``teamKubeconfigs``): ten years, renewed by nobody
   (``vcluster certs rotate-ca``); a rotation changes the CA pinned in every kubeconfig handed out;
-- the host kubeconfig's client certificate and CA, if it holds any (EKS signs in by token instead).
+- the host kubeconfig's client certificate and CA, if it holds any (EKS signs in by token instead);
+- on a MicroK8s host, its API server's serving certificate and its front proxy's client certificate
+  (``hostCertificateExpiry``): valid a year and renewed by nobody; the first stops the whole host on the day it
+  ends (every client of the host API refuses it: the program, the kubelet, the tenants' syncers, KAI).
 
-A certificate that ends within ``--days`` (default: vCluster's renewal window, 90) or has ended is listed with what
-to do; the exit status is then 1. 2: it cannot start (no outputs, secrets not shown, a certificate that does not
+A certificate that ends within ``--days`` (default: vCluster's renewal window, 90) or has ended, or a MicroK8s
+certificate whose end the outputs do not hold, is listed with what to do; the exit status is then 1. 2: it cannot start (no outputs, secrets not shown, a certificate that does not
 parse).
 """
 
@@ -28,10 +31,11 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from config.certificates import CertificateError, KubeconfigCertificates, kubeconfig_certificates
-from config.credential_lifetimes import VCLUSTER_RENEWAL_WINDOW
+from config.credential_lifetimes import MICROK8S_SERVING_CERTIFICATES, VCLUSTER_RENEWAL_WINDOW
 from ops.smoke import stack_outputs
 
 SECRET_PLACEHOLDER = "[secret]"
+UNKNOWN_FIRST = datetime.min.replace(tzinfo=timezone.utc)
 
 
 class ExpiryError(Exception):
@@ -42,15 +46,19 @@ class ExpiryError(Exception):
 class Finding:
     subject: str
     certificate: str
-    not_after: datetime
+    # None: the outputs do not say, which is as urgent as an end within the window.
+    not_after: Optional[datetime]
     action: str
 
-    def days_left(self, now: datetime) -> float:
-        return (self.not_after - now) / timedelta(days=1)
+    def due(self, now: datetime, soon: timedelta) -> bool:
+        return self.not_after is None or self.not_after - now <= soon
 
     def line(self, now: datetime, soon: timedelta) -> str:
-        left = self.days_left(now)
-        state = "EXPIRED" if left <= 0 else "SOON" if self.not_after - now <= soon else "ok"
+        if self.not_after is None:
+            return f"UNKNOWN {self.subject}: {self.certificate} ends on a day the outputs do not hold\n" \
+                   f"        -> {self.action}"
+        left = (self.not_after - now) / timedelta(days=1)
+        state = "EXPIRED" if left <= 0 else "SOON" if self.due(now, soon) else "ok"
         text = (f"{state:<8}{self.subject}: {self.certificate} ends {self.not_after:%Y-%m-%dT%H:%M:%SZ} "
                 f"({left:.0f} days)")
         return text + (f"\n        -> {self.action}" if state != "ok" else "")
@@ -69,8 +77,34 @@ def authority_action(team: str) -> str:
             "out the new tenantKubeconfigs and teamKubeconfigs entries (every copy pins the old CA)")
 
 
-HOST_ACTION = ("the host cluster's own certificate: renew it the host's way (MicroK8s: `microk8s refresh-certs`), "
-               "then `pulumi up` re-reads the host kubeconfig where the program reads it")
+HOST_KUBECONFIG_ACTIONS = {
+    "microk8s": ("MicroK8s issued it for ten years and nothing renews it: `sudo microk8s refresh-certs --cert ca.crt` "
+                 "issues a new CA and every certificate again (MicroK8s warns that the workloads' pods restart), then "
+                 "`pulumi up --replace <URN of host-read-kubeconfig>` (`pulumi stack --show-urns`) reads the new "
+                 "kubeconfig: see docs/operations.md, What expires"),
+    "kubeconfig": ("the host cluster's own certificate: renew it the host's way, set the new kubeconfig with "
+                   "`pulumi config set --secret kubeconfig`, then `pulumi up`"),
+}
+HOST_KUBECONFIG_ACTION = "the host cluster's own certificate: renew it the host's way, then `pulumi up`"
+READ_SERVING_STEP = "host-read-serving-certificates"
+MICROK8S_CERTIFICATES = {
+    "server.crt": (
+        "MicroK8s API server serving certificate (server.crt)",
+        "nothing on the host renews it. On the host: `sudo microk8s refresh-certs --cert server.crt` (same CA and "
+        "key, so no kubeconfig changes; kubelite and the cluster agent restart: the host API is away for a minute or "
+        "two, running pods keep running, the tenants' syncers and KAI reconnect), then `pulumi up --replace <URN of "
+        f"{READ_SERVING_STEP}>` (`pulumi stack --show-urns`) to export the new end. Lapsed, every client of the host "
+        "API refuses it: see docs/operations.md, What expires"),
+    "front-proxy-client.crt": (
+        "MicroK8s front proxy client certificate (front-proxy-client.crt)",
+        "nothing on the host renews it. On the host: `sudo microk8s refresh-certs --cert front-proxy-client.crt` "
+        f"(kubelite restarts), then `pulumi up --replace <URN of {READ_SERVING_STEP}>`. Lapsed, aggregated APIs "
+        "(APIService objects, such as metrics-server's) refuse the host API server's requests"),
+}
+UNREAD_ACTION = (f"the stack exports no end for it (hostCertificateExpiry): run `pulumi up` with this version of the "
+                 f"program (its {READ_SERVING_STEP} step reads it; if it did and the end is still missing, the step "
+                 "could not parse the host's certificates). Meanwhile, on the host: `sudo microk8s refresh-certs "
+                 "--check`")
 
 
 def _read(kubeconfig: str, where: str) -> KubeconfigCertificates:
@@ -104,23 +138,46 @@ def findings(outputs: dict) -> list[Finding]:
             authorities.append(_read(members[team], f"teamKubeconfigs.{team}").authority)
         for authority in {a.not_after: a for a in authorities if a}.values():
             found.append(Finding(team, "vCluster CA", authority.not_after, authority_action(team)))
+    kind = outputs.get("hostKind")
     host = outputs.get("hostKubeconfig")
     if host:
         certificates = _read(host, "hostKubeconfig")
+        action = HOST_KUBECONFIG_ACTIONS.get(kind, HOST_KUBECONFIG_ACTION)
         for name, validity in (("client certificate", certificates.client), ("CA", certificates.authority)):
             if validity:
-                found.append(Finding("host", f"host kubeconfig {name}", validity.not_after, HOST_ACTION))
+                found.append(Finding("host", f"host kubeconfig {name}", validity.not_after, action))
+    if kind == "microk8s":
+        found += microk8s_findings(outputs.get("hostCertificateExpiry") or {})
     return found
+
+
+def microk8s_findings(ends: dict) -> list[Finding]:
+    """MicroK8s' one-year certificates, which no kubeconfig holds (the host exports their ends)."""
+    found = []
+    for file in MICROK8S_SERVING_CERTIFICATES:
+        certificate, action = MICROK8S_CERTIFICATES[file]
+        end = ends.get(file)
+        found.append(Finding("host", certificate, _moment(end, f"hostCertificateExpiry.{file}") if end else None,
+                             action if end else UNREAD_ACTION))
+    return found
+
+
+def _moment(text: str, where: str) -> datetime:
+    try:
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    except (TypeError, ValueError):
+        raise ExpiryError(f"{where} is {text!r}, not the program's ISO 8601 time: is this a stack of this "
+                          "program?") from None
 
 
 def report(outputs: dict, now: datetime, soon: timedelta) -> tuple[str, bool]:
     """The report's text, and whether anything ends within ``soon`` of ``now``."""
-    listed = sorted(findings(outputs), key=lambda finding: (finding.not_after, finding.subject))
+    listed = sorted(findings(outputs), key=lambda finding: (finding.not_after or UNKNOWN_FIRST, finding.subject))
     lines = [f"Certificates of the stack outputs at {now:%Y-%m-%dT%H:%M:%SZ} (SOON: within {soon.days} days)"]
     lines += [finding.line(now, soon) for finding in listed]
     if not listed:
         lines.append("no certificate in the exported kubeconfigs (tokens only)")
-    return "\n".join(lines), any(finding.not_after - now <= soon for finding in listed)
+    return "\n".join(lines), any(finding.due(now, soon) for finding in listed)
 
 
 def parse_now(text: Optional[str]) -> datetime:

@@ -65,6 +65,10 @@ ACCEPTED_VCLUSTER_TAGS = tuple(f"v{release}" for release in versions.VCLUSTER_RE
 # k8s.io/apiserver at the Kubernetes each accepted vCluster runs inside.
 VIRTUAL_APISERVER_TAGS = tuple(sorted({f"v0.{version[len('v1.'):]}"
                                        for version in versions.VCLUSTER_VIRTUAL_KUBERNETES.values()}))
+# MicroK8s tags its track branches v1.NN; 1.37 (accepted: config/versions.py) has no tag yet.
+MICROK8S_TRACK_TAGS = tuple(f"v1.{minor}" for minor in range(
+    versions.release_numbers(versions.KUBERNETES_MINIMUM_VERSION)[1],
+    versions.release_numbers(versions.KUBERNETES_NEWEST_CHECKED_VERSION)[1] + 1))
 MIRRORED_TAGS = {
     "kai-scheduler/KAI-Scheduler": versions.KAI_RELEASES,
     # The exporter the GPU Operator floor (v24.9.0) ships, and the one v26.3.3 ships.
@@ -94,9 +98,10 @@ MIRRORED_TAGS = {
     # When the Kubernetes provider replaces an object or a Helm release (tools/plan/replacement.py); the newest tag
     # of the snapshot read (its diff.go is unchanged up to July 2026).
     "pulumi/pulumi-kubernetes": ("v4.32.0",),
-    # The containerd each MicroK8s track bundles, and how that containerd mounts an image volume
-    # (config/image_volumes.py).
-    "canonical/microk8s": ("v1.35", "v1.36"),
+    # Every MicroK8s track a site may state (cluster.microk8s.kubernetesVersion) that has a release: the containerd
+    # each bundles and how it mounts an image volume (config/image_volumes.py), and the certificates it issues and
+    # does not renew (config/credential_lifetimes.py).
+    "canonical/microk8s": MICROK8S_TRACK_TAGS,
     # How AL2023 EKS nodes read the kubelet settings of a launch template's user data (tests/test_node_pids.py).
     "awslabs/amazon-eks-ami": ("v20260724",),
     # ... and the containerd its newest release ships (tests/test_cdi_device_list_contract.py).

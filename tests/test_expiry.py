@@ -15,16 +15,22 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import yaml
 
-from config.certificates import CertificateError, client_certificate_expiry, kubeconfig_certificates, validity
-from config.credential_lifetimes import VCLUSTER_LEAF_VALIDITY, VCLUSTER_RENEWAL_WINDOW
+from config.certificates import (
+    CertificateError, bundle_expiry, client_certificate_expiry, kubeconfig_certificates, validity,
+)
+from config.credential_lifetimes import (
+    MICROK8S_CLIENT_VALIDITY, MICROK8S_SERVING_CERTIFICATES, MICROK8S_SERVING_VALIDITY, VCLUSTER_LEAF_VALIDITY,
+    VCLUSTER_RENEWAL_WINDOW,
+)
 from ops import expiry
 from tests.conftest import dev_config
 from tools.offline.fake_certificates import fake_certificate_der, fake_certificate_pem
-from tools.offline.mocks import MOCK_CERTIFICATE_ISSUED
+from tools.offline.mocks import MOCK_CERTIFICATE_ISSUED, fake_microk8s_serving_certificates
 
 ISSUED = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 ADMIN_ENDS = ISSUED + VCLUSTER_LEAF_VALIDITY
 CA_ENDS = ISSUED + timedelta(days=3650)
+MICROK8S_ENDS = ISSUED + MICROK8S_SERVING_VALIDITY
 
 
 def encoded(not_before: datetime, not_after: datetime) -> str:
@@ -53,6 +59,14 @@ def outputs(**overrides) -> dict:
         "hostKubeconfig": kubeconfig(client_ends=None, ca_ends=None),
     }
     return {**base, **overrides}
+
+
+def microk8s_outputs(**ends: datetime | None) -> dict:
+    """A MicroK8s site's outputs, its one-year certificates issued with the CA (``ends`` by file, None: not read)."""
+    found = {"server.crt": MICROK8S_ENDS, "front-proxy-client.crt": MICROK8S_ENDS}
+    found.update({file.replace("_", "-") + ".crt": end for file, end in ends.items()})
+    return outputs(hostKind="microk8s", hostKubeconfig=kubeconfig(client_ends=ISSUED + MICROK8S_CLIENT_VALIDITY),
+                   hostCertificateExpiry={file: end and f"{end:%Y-%m-%dT%H:%M:%SZ}" for file, end in found.items()})
 
 
 # --- reading a certificate's dates ------------------------------------------------------------------
@@ -126,13 +140,18 @@ DUE = {
         {"tenantKubeconfigs": {"team-a": kubeconfig(ca_ends=ISSUED + timedelta(days=400))}}, 366,
         ["EXPIRED team-a: admin client certificate",
          "SOON    team-a: vCluster CA ends 2027-04-05T12:00:00Z (34 days)", "vcluster certs rotate-ca"]),
-    "the CA an OIDC kubeconfig pins, and the host kubeconfig's certificate": (
+    "the CA an OIDC kubeconfig pins, and an existing cluster's kubeconfig certificate": (
         {"teamKubeconfigs": {"team-a": kubeconfig(client_ends=None, ca_ends=ISSUED + timedelta(days=100),
                                                   exec_user=True)},
+         "hostKind": "kubeconfig",
          "hostKubeconfig": kubeconfig(client_ends=ISSUED + timedelta(days=50), ca_ends=None)}, 20,
         ["SOON    team-a: vCluster CA ends 2026-06-09T12:00:00Z (80 days)",
          "SOON    host: host kubeconfig client certificate ends 2026-04-20T12:00:00Z (30 days)",
-         "microk8s refresh-certs"]),
+         "pulumi config set --secret kubeconfig"]),
+    "the MicroK8s CA the host kubeconfig pins": (
+        {**microk8s_outputs(), "hostKubeconfig": kubeconfig(client_ends=None, ca_ends=ISSUED + timedelta(days=50))}, 20,
+        ["SOON    host: host kubeconfig CA ends 2026-04-20T12:00:00Z (30 days)", "refresh-certs --cert ca.crt",
+         "host-read-kubeconfig"]),
 }
 
 
@@ -166,3 +185,88 @@ def test_command_exit_status_follows_the_findings(tmp_path, capsys):
     assert expiry.main(["dev", "--outputs", str(path), "--now", "next tuesday"]) == 2
     assert "write it as 2027-09-01T00:00:00Z" in capsys.readouterr().err
 
+
+
+# --- a MicroK8s host's own certificates ---------------------------------------------------------------
+
+
+def test_a_pem_bundle_gives_each_certificates_end_in_order_or_none_at_all():
+    names = ("server.crt", "front-proxy-client.crt")
+    bundle = fake_certificate_pem(ISSUED, MICROK8S_ENDS) + fake_certificate_pem(ISSUED, ISSUED + timedelta(days=10))
+    assert bundle_expiry(bundle, names) == {"server.crt": "2027-03-01T12:00:00Z",
+                                            "front-proxy-client.crt": "2026-03-11T12:00:00Z"}
+    # A missing file (cat printed one certificate), an empty or garbled answer: nothing is guessed.
+    for answer in (fake_certificate_pem(ISSUED, MICROK8S_ENDS), "", "-----BEGIN CERTIFICATE-----\n!!\n"
+                                                                      "-----END CERTIFICATE-----\n"):
+        assert bundle_expiry(answer, names) == dict.fromkeys(names)
+
+
+def test_program_exports_when_the_microk8s_serving_certificates_end_in_the_clear(dev_run):
+    ends = (MOCK_CERTIFICATE_ISSUED + MICROK8S_SERVING_VALIDITY).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert dev_run.outputs["hostCertificateExpiry"] == dict.fromkeys(MICROK8S_SERVING_CERTIFICATES, ends)
+    assert "hostCertificateExpiry" not in dev_run.secret_outputs
+    assert "hostKubeconfig" in dev_run.secret_outputs
+    assert bundle_expiry(fake_microk8s_serving_certificates(), MICROK8S_SERVING_CERTIFICATES) == \
+        dev_run.outputs["hostCertificateExpiry"]
+
+
+def test_a_fresh_microk8s_host_needs_nothing():
+    text, due = expiry.report(microk8s_outputs(), ISSUED + timedelta(days=30), VCLUSTER_RENEWAL_WINDOW)
+    assert not due
+    assert "ok      host: MicroK8s API server serving certificate (server.crt) ends 2027-03-01T12:00:00Z " \
+           "(335 days)" in text
+    assert "ok      host: MicroK8s front proxy client certificate (front-proxy-client.crt) ends" in text
+    assert "ok      host: host kubeconfig client certificate ends 2036-02-27T12:00:00Z" in text
+
+
+MICROK8S_DUE = {
+    "day 300: the server certificate within the window": (
+        microk8s_outputs(), 300, ["SOON    host: MicroK8s API server serving certificate (server.crt) ends "
+                                  "2027-03-01T12:00:00Z (65 days)", "sudo microk8s refresh-certs --cert server.crt",
+                                  "pulumi up --replace <URN of host-read-serving-certificates>",
+                                  "sudo microk8s refresh-certs --cert front-proxy-client.crt"]),
+    "day 366: lapsed": (
+        microk8s_outputs(), 366, ["EXPIRED host: MicroK8s API server serving certificate (server.crt) ends "
+                                  "2027-03-01T12:00:00Z (-1 days)", "every client of the host API refuses it"]),
+    "renewed once, the front proxy's not": (
+        microk8s_outputs(server=MICROK8S_ENDS + MICROK8S_SERVING_VALIDITY), 300,
+        ["ok      host: MicroK8s API server serving certificate (server.crt) ends 2028-02-29T12:00:00Z",
+         "SOON    host: MicroK8s front proxy client certificate (front-proxy-client.crt)", "aggregated APIs"]),
+    "a stack from before the program exported the ends": (
+        {key: value for key, value in microk8s_outputs().items() if key != "hostCertificateExpiry"}, 30,
+        ["UNKNOWN host: MicroK8s API server serving certificate (server.crt) ends on a day the outputs do not hold",
+         "UNKNOWN host: MicroK8s front proxy client certificate", "run `pulumi up` with this version",
+         "sudo microk8s refresh-certs --check"]),
+    "the host's certificates could not be parsed": (
+        microk8s_outputs(server=None), 30, ["UNKNOWN host: MicroK8s API server serving certificate (server.crt)",
+                                            "could not parse"]),
+}
+
+
+@pytest.mark.parametrize("site, day, expected", MICROK8S_DUE.values(), ids=MICROK8S_DUE.keys())
+def test_a_microk8s_certificate_near_its_end_or_unknown_is_listed_with_its_renewal(site, day, expected):
+    text, due = expiry.report(site, ISSUED + timedelta(days=day), VCLUSTER_RENEWAL_WINDOW)
+    assert due
+    for line in expected:
+        assert line in text
+
+
+def test_the_microk8s_certificates_are_only_judged_on_a_microk8s_host():
+    text, due = expiry.report(outputs(hostKind="eks"), ISSUED + timedelta(days=30), VCLUSTER_RENEWAL_WINDOW)
+    assert not due and "MicroK8s" not in text and "UNKNOWN" not in text
+
+
+def test_microk8s_exit_status_follows_its_certificates(tmp_path, capsys):
+    path = tmp_path / "outputs.json"
+    path.write_text(json.dumps(microk8s_outputs()))
+    assert expiry.main(["lab", "--outputs", str(path), "--now", "2026-04-01T00:00:00Z"]) == 0
+    assert expiry.main(["lab", "--outputs", str(path), "--now", "2027-01-01T00:00:00Z"]) == 1
+    assert expiry.main(["lab", "--outputs", str(path), "--now", "2027-03-02T00:00:00Z"]) == 1
+    unread = microk8s_outputs()
+    del unread["hostCertificateExpiry"]
+    path.write_text(json.dumps(unread))
+    assert expiry.main(["lab", "--outputs", str(path), "--now", "2026-04-01T00:00:00Z"]) == 1
+    path.write_text(json.dumps(microk8s_outputs() | {"hostCertificateExpiry": {"server.crt": "next spring"}}))
+    capsys.readouterr()
+    assert expiry.main(["lab", "--outputs", str(path), "--now", "2026-04-01T00:00:00Z"]) == 2
+    assert "hostCertificateExpiry.server.crt is 'next spring'" in capsys.readouterr().err

@@ -45,6 +45,18 @@ def test_reading_the_kubeconfig_keeps_it_out_of_logs_and_state(dev_run):
     assert read.inputs["logging"] == "none"
 
 
+def test_the_microk8s_serving_certificates_are_read_in_the_clear_once_the_addons_are_on(dev_run):
+    read = commands(dev_run)["read-serving-certificates"]
+    assert read.inputs["create"] == ("sudo cat /var/snap/microk8s/current/certs/server.crt "
+                                     "/var/snap/microk8s/current/certs/front-proxy-client.crt")
+    # Reading changes nothing on the host, so destroy has nothing to undo.
+    assert "delete" not in read.inputs
+    # Certificates are what every TLS client is shown: public, unlike the kubeconfig beside them.
+    assert not read.options.get("additionalSecretOutputs")
+    assert read.inputs.get("logging") != "none"
+    assert commands(dev_run)["enable-hostpath-storage"].urn in read.dependencies
+
+
 def test_setup_commands_only_run_on_create_so_a_rerun_runs_nothing(dev_run):
     for step in commands(dev_run).values():
         assert "update" not in step.inputs
@@ -65,6 +77,8 @@ def test_remote_microk8s_connects_over_ssh_with_the_secret_key():
     assert connection["port"] == 2222
     assert connection["privateKey"] == "offline-plan-placeholder"
     assert steps["read-kubeconfig"].inputs["create"] == "microk8s config"
+    assert steps["read-serving-certificates"].inputs["create"].startswith("cat /var/snap/microk8s/current/certs/")
+    assert steps["read-serving-certificates"].raw_inputs["connection"]["host"] == "gpu-box.lab"
 
 
 def test_remote_microk8s_without_a_key_is_a_config_error():
@@ -92,6 +106,7 @@ def test_the_nvidia_addon_is_enabled_with_a_pinned_operator_version_when_asked()
     steps = commands(run(config))
     assert "sudo microk8s enable nvidia --gpu-operator-version v26.7.0 && " in steps["enable-nvidia"].inputs["create"]
     assert steps["enable-nvidia"].urn in steps["read-kubeconfig"].dependencies
+    assert steps["enable-nvidia"].urn in steps["read-serving-certificates"].dependencies
 
 
 def fake_microk8s(tmp_path, exit_code: int) -> dict:

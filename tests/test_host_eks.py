@@ -191,6 +191,11 @@ def test_eks_gets_a_default_gp3_storage_class_before_any_tenant(eks_run):
         assert claim == {"storageClass": "gp3"}
 
 
+def test_eks_exports_no_microk8s_certificate_ends(eks_run):
+    assert "hostCertificateExpiry" not in eks_run.outputs
+    assert not [r for r in eks_run.resources if r.name.endswith("read-serving-certificates")]
+
+
 def test_microk8s_creates_no_storage_class_and_tenants_use_hostpath(dev_run):
     assert dev_run.of_type("kubernetes:storage.k8s.io/v1:StorageClass") == []
     values = dev_run.named("tenant-team-nlp-vcluster").inputs["values"]

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 import pulumi
 import yaml
 
-from config.credential_lifetimes import VCLUSTER_LEAF_VALIDITY
+from config.credential_lifetimes import MICROK8S_SERVING_CERTIFICATES, MICROK8S_SERVING_VALIDITY, VCLUSTER_LEAF_VALIDITY
 from config.vocabulary import COMMANDS, EKS_CLUSTER, RELEASE
 from tools.offline import sdk_internals as sdk
 from tools.offline.fake_certificates import fake_certificate_pem
@@ -51,6 +51,12 @@ def fake_tenant_kubeconfig(name: str, server: str) -> str:
     return yaml.safe_dump(config, sort_keys=False)
 
 
+def fake_microk8s_serving_certificates() -> str:
+    """What `cat server.crt front-proxy-client.crt` prints on a MicroK8s host set up on the mocks' issue day."""
+    return "".join(fake_certificate_pem(MOCK_CERTIFICATE_ISSUED, MOCK_CERTIFICATE_ISSUED + MICROK8S_SERVING_VALIDITY,
+                                        file) for file in MICROK8S_SERVING_CERTIFICATES)
+
+
 class PlatformMocks(pulumi.runtime.Mocks):
     """Deterministic provider answers: ids derive from names, never from time or randomness."""
 
@@ -62,8 +68,11 @@ class PlatformMocks(pulumi.runtime.Mocks):
             state.update(kubeconfigJson=json.dumps(kubeconfig), kubeconfig=kubeconfig, oidcIssuer=issuer,
                          oidcProviderArn=f"arn:aws:iam::000000000000:oidc-provider/{issuer.removeprefix('https://')}")
         elif args.typ in COMMANDS:
-            state["stdout"] = fake_kubeconfig("microk8s", "https://10.0.0.10:16443") \
-                if args.name.endswith("read-kubeconfig") else ""
+            state["stdout"] = ""
+            if args.name.endswith("read-kubeconfig"):
+                state["stdout"] = fake_kubeconfig("microk8s", "https://10.0.0.10:16443")
+            elif args.name.endswith("read-serving-certificates"):
+                state["stdout"] = fake_microk8s_serving_certificates()
             state["stderr"] = ""
         elif args.typ == "kubernetes:core/v1:Secret" and args.resource_id:
             namespace, name = str(args.resource_id).split("/", 1)
