@@ -103,7 +103,7 @@ MICROK8S_CERTIFICATES = {
 }
 UNREAD_ACTION = (f"the stack exports no end for it (hostCertificateExpiry): run `pulumi up` with this version of the "
                  f"program (its {READ_SERVING_STEP} step reads it; if it did and the end is still missing, the step "
-                 "could not parse the host's certificates). Meanwhile, on the host: `sudo microk8s refresh-certs "
+                 "could not read or parse the host's certificates). Meanwhile, on the host: `sudo microk8s refresh-certs "
                  "--check`")
 
 

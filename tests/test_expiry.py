@@ -237,9 +237,9 @@ MICROK8S_DUE = {
         ["UNKNOWN host: MicroK8s API server serving certificate (server.crt) ends on a day the outputs do not hold",
          "UNKNOWN host: MicroK8s front proxy client certificate", "run `pulumi up` with this version",
          "sudo microk8s refresh-certs --check"]),
-    "the host's certificates could not be parsed": (
+    "the host's certificates could not be read or parsed": (
         microk8s_outputs(server=None), 30, ["UNKNOWN host: MicroK8s API server serving certificate (server.crt)",
-                                            "could not parse"]),
+                                            "could not read or parse"]),
 }
 
 

@@ -47,8 +47,9 @@ def test_reading_the_kubeconfig_keeps_it_out_of_logs_and_state(dev_run):
 
 def test_the_microk8s_serving_certificates_are_read_in_the_clear_once_the_addons_are_on(dev_run):
     read = commands(dev_run)["read-serving-certificates"]
+    # A host where they cannot be read still deploys: their end is exported as unknown (ops.expiry reports it due).
     assert read.inputs["create"] == ("sudo cat /var/snap/microk8s/current/certs/server.crt "
-                                     "/var/snap/microk8s/current/certs/front-proxy-client.crt")
+                                     "/var/snap/microk8s/current/certs/front-proxy-client.crt || true")
     # Reading changes nothing on the host, so destroy has nothing to undo.
     assert "delete" not in read.inputs
     # Certificates are what every TLS client is shown: public, unlike the kubeconfig beside them.
