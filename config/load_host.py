@@ -43,7 +43,7 @@ KUBERNETES_VERSION_DETAILS = (
 SMALLEST_STATED_MEMORY = 2 ** 30
 
 
-def stated_size_keys(whose: str, command: str) -> tuple[Key, Key]:
+def stated_size_keys(whose: str, command: str, examples: tuple[str, str]) -> tuple[Key, Key]:
     """The stated allocatable cpu and memory of a host whose nodes the program cannot size itself."""
     details = ("Only used to check the teams' guarantees: KAI guarantees each team its queue's {resource} quota "
                "(`vcluster.resourceQuota.{resource}` plus its DNS pod unless `teams[].resources.{resource}` sets it; "
@@ -53,9 +53,9 @@ def stated_size_keys(whose: str, command: str) -> tuple[Key, Key]:
             "planes and the GPU Operator's feature-discovery worker request there" if whose == "the box" else
             ", less what the platform's own pods on those nodes request")
     unstated = "not stated: a review note gives the teams' totals"
-    return (Key("cpu", Quantity(), None, f"Allocatable CPU of {whose}.", example="31850m", default_note=unstated,
+    return (Key("cpu", Quantity(), None, f"Allocatable CPU of {whose}.", example=examples[0], default_note=unstated,
                 details=details.format(resource="cpu", default="16 cores", command=command, less=less)),
-            Key("memory", Quantity(), None, f"Allocatable memory of {whose}.", example="250Gi",
+            Key("memory", Quantity(), None, f"Allocatable memory of {whose}.", example=examples[1],
                 default_note=unstated,
                 details=details.format(resource="memory", default="64Gi", command=command, less=less)))
 
@@ -91,7 +91,7 @@ read the kubeconfig. Each step waits for `microk8s status --wait-ready`.""", key
         fix="set it to https://<address>:16443"),
     Key("gpus", Integer(minimum=0), 1, "GPUs in the box.", example="2",
         details="Only used for the capacity warning."),
-    *stated_size_keys("the box", "kubectl describe node"),
+    *stated_size_keys("the box", "kubectl describe node", ("31850m", "250Gi")),
     Key("kubernetesVersion", SITE_KUBERNETES,
         versions.KUBERNETES_MINIMUM_VERSION, "The Kubernetes minor version MicroK8s runs.", example='"1.36"',
         default_note="the oldest version the program supports",
@@ -139,7 +139,8 @@ KUBECONFIG = Block(title="an existing cluster", intro="The `kubeconfig` secret i
         default_note="the kubeconfig's current context"),
     Key("gpus", Integer(minimum=0), None, "GPUs in the cluster, only used for the capacity warning.", example="8",
         default_note="no capacity warning"),
-    *stated_size_keys("the nodes tenant pods run on, added up", "kubectl describe nodes -l <vcluster.nodeLabels>"),
+    *stated_size_keys("the nodes tenant pods run on, added up", "kubectl describe nodes -l <vcluster.nodeLabels>",
+                      ("190", "1400Gi")),
     Key("storageClass", Text(form="StorageClass name", checks=tuple(Check(
             pattern, "is not a valid StorageClass name",
             "use the name `kubectl get storageclass` shows (lowercase letters, digits, '-' and '.')")
