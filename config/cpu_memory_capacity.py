@@ -191,6 +191,28 @@ def gibibytes(amount: int) -> str:
 SHOWN = {"cpu": cpus, "memory": gibibytes}
 
 
+def quota_origin(resource: str) -> str:
+    return (f"A team's {resource} quota is its vcluster.resourceQuota.{resource} plus its DNS pod unless "
+            f"teams[].resources.{resource}.quota sets it")
+
+
+def organization_overcommit_warnings(platform: Platform) -> list[str]:
+    """KAI over-commits a parent's cpu or memory quota silently (its teams' quotas added up past it): a warning, as
+    the gpu quota's sum is an error (config/load.py)."""
+    warnings = []
+    for resource, unit in (("cpu", "millicores"), ("memory", "MB")):
+        org_quota = getattr(platform.organization.resources, resource).quota
+        quotas = [getattr(team.resources, resource).quota for team in platform.teams]
+        if org_quota == -1 or -1 in quotas or sum(quotas) <= org_quota + 1e-9:
+            continue
+        warnings.append(
+            f"the teams' {resource} quotas add up to {sum(quotas):g} {unit}, more than "
+            f"organization.resources.{resource}.quota ({org_quota:g}): KAI over-commits the organization's guarantee "
+            f"without a word, so the teams' guarantees cannot all be met at once. {quota_origin(resource)}: raise "
+            f"the organization's quota to at least {sum(quotas):g} (or -1), or lower the teams'.")
+    return warnings
+
+
 def cpu_memory_warnings(platform: Platform) -> list[str]:
     """The teams guarantee more CPU or memory on some pools than those pools can give: warned, not refused (a site
     that ran before keeps running, and a team that never uses its whole guarantee does not notice)."""
@@ -205,9 +227,8 @@ def cpu_memory_warnings(platform: Platform) -> list[str]:
             warnings.append(
                 f"teams[].resources.{resource}.quota: the teams whose pods run on {_where(found)} "
                 f"({', '.join(found.teams)}) are guaranteed {show(found.guaranteed[resource])} in all, more than the "
-                f"{show(found.allocatable[resource])} those nodes can give them ({found.basis}). {KAI_OUTCOME}. A "
-                f"team's {resource} quota is its vcluster.resourceQuota.{resource} plus its DNS pod unless "
-                f"teams[].resources.{resource}.quota sets it: lower vcluster.resourceQuota.{resource} (the stack's "
+                f"{show(found.allocatable[resource])} those nodes can give them ({found.basis}). {KAI_OUTCOME}. "
+                f"{quota_origin(resource)}: lower vcluster.resourceQuota.{resource} (the stack's "
                 f"or a team's) or the teams' quotas until they add up to at most {show(found.allocatable[resource])}, "
                 f"{found.fix}.")
     return warnings

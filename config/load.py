@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 from config.access_rules import access_warnings, resolve_access
 from config.capacity import known_gpu_capacity
-from config.cpu_memory_capacity import cpu_memory_warnings
+from config.cpu_memory_capacity import cpu_memory_warnings, organization_overcommit_warnings
 from config.errors import ConfigError, ConfigIssue
 from config.hosts import HOST_KIND_FACTS, host_profile
 from config.image_volumes import check_image_volumes
@@ -272,24 +272,6 @@ def _check_layout(reader: Reader, cluster: Optional[Cluster], gpu_operator: GpuO
                     "container would fight the installed one", "remove gpuOperator.driverEnabled (false on eks)")
 
 
-def _cpu_memory_overcommit_warnings(platform: Platform) -> list[str]:
-    """KAI over-commits a parent's cpu or memory quota silently (its teams' quotas, derived from their ResourceQuota
-    unless written, added up past it): a warning, as the gpu quota's sum is an error (_check_org_quota)."""
-    warnings = []
-    for resource, unit in (("cpu", "millicores"), ("memory", "MB")):
-        org_quota = getattr(platform.organization.resources, resource).quota
-        quotas = [getattr(team.resources, resource).quota for team in platform.teams]
-        if org_quota == -1 or -1 in quotas or sum(quotas) <= org_quota + _EPSILON:
-            continue
-        warnings.append(
-            f"the teams' {resource} quotas add up to {sum(quotas):g} {unit}, more than "
-            f"organization.resources.{resource}.quota ({org_quota:g}): KAI over-commits the organization's guarantee "
-            f"without a word, so the teams' guarantees cannot all be met at once. A team's {resource} quota is its "
-            f"vcluster.resourceQuota.{resource} plus its DNS unless teams[].resources.{resource} sets it: raise the "
-            f"organization's quota to at least {sum(quotas):g} (or -1), or lower the teams'.")
-    return warnings
-
-
 def _warnings(platform: Platform) -> list[str]:
     warnings = []
     time_sliced = time_sliced_keys(platform) if platform.kai_scheduler.gpu_sharing else []
@@ -333,7 +315,7 @@ def _warnings(platform: Platform) -> list[str]:
         warnings.append(
             f"the teams' gpu quotas add up to {promised:g} but the host has at most {capacity.describe()} by its "
             "config: the guarantees cannot all be met at once.")
-    warnings += _cpu_memory_overcommit_warnings(platform) + cpu_memory_warnings(platform)
+    warnings += organization_overcommit_warnings(platform) + cpu_memory_warnings(platform)
     eks = platform.cluster.eks
     if eks is not None and eks.system_node_group.scaling.min_size == 0:
         warnings.append(

@@ -188,7 +188,8 @@ def test_team_quotas_beyond_the_host_under_an_unlimited_org_warn():
 
 def test_gpus_guaranteed_to_no_team_are_a_note_not_a_warning():
     config = put(put(eks_config(), "cluster.eks.gpuNodeGroups[0].maxSize", 4), "vcluster.allowedRegistries", ["nvcr.io"])
-    put(config, "vcluster.resourceQuota", {"cpu": "2", "memory": "8Gi"})  # CPU and memory the four nodes hold
+    # CPU and memory the four nodes hold: the GPUs are the point here.
+    put(config, "vcluster.resourceQuota", {"cpu": "2", "memory": "8Gi", "pods": 10})
     platform = load_platform(config)
     guaranteed = sum(team.resources.gpu.quota for team in platform.teams)
     assert platform.notes == (f"{4 - guaranteed:g} of 4 GPU(s) are guaranteed to no team (the teams' gpu quotas "
