@@ -22,6 +22,7 @@ from components.queues import QueueHierarchy, QueueHierarchyArgs
 from components.tenant import TenantCluster, TenantClusterArgs
 from config import PROJECT, load_platform, sharing
 from config.access_rules import endpoint_node_ports
+from config.cpu_memory_capacity import pool_guarantees
 from config.source import raw_stack_config, team_alert_addresses
 
 pulumi.runtime.register_stack_transformation(without_pre_release_aliases)
@@ -49,7 +50,8 @@ kai = KaiScheduler("kai", KaiSchedulerArgs(settings=platform.kai_scheduler, prov
                                            kubectl_image=platform.kubectl_image))
 queues = QueueHierarchy("queues", QueueHierarchyArgs(
     organization=platform.organization, teams=platform.teams, provider=host.provider,
-    scheduler_ready=kai.queue_webhook_ready))
+    scheduler_ready=kai.queue_webhook_ready,
+    cpu_memory_guarantees=[found.record() for found in pool_guarantees(platform)]))
 endpoint_ports = endpoint_node_ports(platform.teams)
 tenants = {
     team.name: TenantCluster(f"tenant-{team.name}", TenantClusterArgs(

@@ -30,6 +30,9 @@ class QueueHierarchyArgs:
     provider: k8s.Provider
     # Queues are created only once this is ready: KAI's queue webhook answers.
     scheduler_ready: pulumi.Resource
+    # What the teams' cpu and memory quotas guarantee on their pools against what those pools give
+    # (config/cpu_memory_capacity.py), recorded for the plan's reviewer.
+    cpu_memory_guarantees: Sequence[dict] = ()
 
 
 def _resource(entry: QueueResource) -> dict:
@@ -74,4 +77,5 @@ class QueueHierarchy(pulumi.ComponentResource):
                              self.org_queue)
             for team in args.teams
         }
-        self.register_outputs({"orgQueue": org.name, "teamQueues": sorted(self.team_queues)})
+        self.register_outputs({"orgQueue": org.name, "teamQueues": sorted(self.team_queues),
+                               "cpuMemoryGuarantees": list(args.cpu_memory_guarantees)})

@@ -24,6 +24,22 @@ GPUS_PER_INSTANCE_TYPE = {
 }
 
 
+# vCPUs and memory (GiB) of each instance type above, from AWS's "Accelerated computing" instance-type pages
+# (docs.aws.amazon.com/ec2/latest/instancetypes/ac.html, the Instance type / vCPUs / Memory (GiB) columns), for what
+# their nodes can give the teams' CPU and memory guarantees (config/node_allocatable.py).
+CPU_MEMORY_PER_INSTANCE_TYPE = {
+    "g4dn.xlarge": (4, 16), "g4dn.2xlarge": (8, 32), "g4dn.4xlarge": (16, 64), "g4dn.8xlarge": (32, 128),
+    "g4dn.16xlarge": (64, 256), "g4dn.12xlarge": (48, 192), "g4dn.metal": (96, 384),
+    "g5.xlarge": (4, 16), "g5.2xlarge": (8, 32), "g5.4xlarge": (16, 64), "g5.8xlarge": (32, 128),
+    "g5.16xlarge": (64, 256), "g5.12xlarge": (48, 192), "g5.24xlarge": (96, 384), "g5.48xlarge": (192, 768),
+    "g6.xlarge": (4, 16), "g6.2xlarge": (8, 32), "g6.4xlarge": (16, 64), "g6.8xlarge": (32, 128),
+    "g6.16xlarge": (64, 256), "g6.12xlarge": (48, 192), "g6.24xlarge": (96, 384), "g6.48xlarge": (192, 768),
+    "g6e.xlarge": (4, 32), "g6e.2xlarge": (8, 64), "g6e.4xlarge": (16, 128), "g6e.8xlarge": (32, 256),
+    "g6e.16xlarge": (64, 512), "g6e.12xlarge": (48, 384), "g6e.24xlarge": (96, 768), "g6e.48xlarge": (192, 1536),
+    "p4d.24xlarge": (96, 1152), "p4de.24xlarge": (96, 1152), "p5.48xlarge": (192, 2048), "p5e.48xlarge": (192, 2048),
+    "p5en.48xlarge": (192, 2048), "p6-b200.48xlarge": (192, 2048),
+}
+
 # The GPU model of each instance type above, from AWS's "Accelerated computing" instance-type pages
 # (docs.aws.amazon.com/ec2/latest/instancetypes/ac.html; also in docs/FACTS: g4dn T4 16GB, g5 A10G 24GB, g6 L4
 # 24GB, g6e L40S 48GB, p4d 8xA100 40GB, p4de 8xA100 80GB, p5 8xH100 80GB, p5e/p5en 8xH200 141GB). p6-b200: 8 x B200 of

@@ -14,10 +14,10 @@ from typing import Any, Iterable, Mapping, Optional
 
 from config.access_rules import access_warnings, resolve_access
 from config.capacity import known_gpu_capacity
+from config.cpu_memory_capacity import cpu_memory_warnings, organization_overcommit_warnings
 from config.errors import ConfigError, ConfigIssue
 from config.hosts import HOST_KIND_FACTS, host_profile
 from config.image_volumes import check_image_volumes
-from config.key_types import quantity_value
 from config.isolation import check_isolation, isolation_warnings, pin_teams, with_isolation
 from config.keys import REQUIRED, Block, Key
 from config.load_host import CI, CLUSTER, read_ci, read_cluster
@@ -272,46 +272,6 @@ def _check_layout(reader: Reader, cluster: Optional[Cluster], gpu_operator: GpuO
                     "container would fight the installed one", "remove gpuOperator.driverEnabled (false on eks)")
 
 
-def _cpu_memory_overcommit_warnings(platform: Platform) -> list[str]:
-    """KAI over-commits a parent's cpu or memory quota silently (its teams' quotas, derived from their ResourceQuota
-    unless written, added up past it): a warning, as the gpu quota's sum is an error (_check_org_quota)."""
-    warnings = []
-    for resource, unit in (("cpu", "millicores"), ("memory", "MB")):
-        org_quota = getattr(platform.organization.resources, resource).quota
-        quotas = [getattr(team.resources, resource).quota for team in platform.teams]
-        if org_quota == -1 or -1 in quotas or sum(quotas) <= org_quota + _EPSILON:
-            continue
-        warnings.append(
-            f"the teams' {resource} quotas add up to {sum(quotas):g} {unit}, more than "
-            f"organization.resources.{resource}.quota ({org_quota:g}): KAI over-commits the organization's guarantee "
-            f"without a word, so the teams' guarantees cannot all be met at once. A team's {resource} quota is its "
-            f"vcluster.resourceQuota.{resource} plus its DNS unless teams[].resources.{resource} sets it: raise the "
-            f"organization's quota to at least {sum(quotas):g} (or -1), or lower the teams'.")
-    return warnings
-
-
-def _box_overcommit_warnings(platform: Platform) -> list[str]:
-    """A MicroK8s box whose size the site states: the teams' cpu or memory guarantees (KAI queue quotas) past it
-    cannot all be met, whatever the organization's quota says (warned, as over-commit is a choice)."""
-    box = platform.cluster.microk8s
-    warnings = []
-    for resource, stated, per_unit, unit in (("cpu", box and box.cpu, 1000, "millicores"),
-                                            ("memory", box and box.memory, 1 / 1_000_000, "MB")):
-        if stated is None:
-            continue
-        size = quantity_value(stated) * per_unit
-        guaranteed = sum(q for q in (getattr(team.resources, resource).quota for team in platform.teams) if q != -1)
-        if guaranteed <= size + _EPSILON:
-            continue
-        warnings.append(
-            f"the teams' {resource} quotas add up to {guaranteed:g} {unit}, more than cluster.microk8s.{resource} "
-            f"({stated}, {size:g} {unit}): KAI guarantees each team its quota, and one box cannot give them all at "
-            f"once (its own pods, KAI, the GPU Operator and the vCluster control planes need some too). A team's "
-            f"{resource} quota is its vcluster.resourceQuota.{resource} plus its DNS unless teams[].resources."
-            f"{resource} sets it: lower them to add up to at most the box's {resource}.")
-    return warnings
-
-
 def _warnings(platform: Platform) -> list[str]:
     warnings = []
     time_sliced = time_sliced_keys(platform) if platform.kai_scheduler.gpu_sharing else []
@@ -355,7 +315,7 @@ def _warnings(platform: Platform) -> list[str]:
         warnings.append(
             f"the teams' gpu quotas add up to {promised:g} but the host has at most {capacity.describe()} by its "
             "config: the guarantees cannot all be met at once.")
-    warnings += _cpu_memory_overcommit_warnings(platform) + _box_overcommit_warnings(platform)
+    warnings += organization_overcommit_warnings(platform) + cpu_memory_warnings(platform)
     eks = platform.cluster.eks
     if eks is not None and eks.system_node_group.scaling.min_size == 0:
         warnings.append(

@@ -10,7 +10,7 @@ import ipaddress
 from typing import Optional
 
 from config import versions
-from config.key_types import Boolean, Check, Integer, Quantity, StringList, StringMap, Text
+from config.key_types import Boolean, Check, Integer, Quantity, StringList, StringMap, Text, quantity_value
 from config.keys import REQUIRED, Block, Condition, Key
 from config.load_operators import GPU_OPERATOR_FLOOR_REASON
 from config.load_eks import EKS, read_eks
@@ -38,6 +38,27 @@ KUBERNETES_VERSION_DETAILS = (
     "charts for it and the deployability check validates every object against it. Left out, all three assume the "
     "oldest version the program supports: the kubectl may then be out of skew with a newer cluster, and the check "
     "may report a field it accepts. Read it with `{command}` and quote it in YAML (`\"1.36\"`).")
+
+# One GiB: a box or cluster stating less memory has most likely left out the unit (a plain number is bytes).
+SMALLEST_STATED_MEMORY = 2 ** 30
+
+
+def stated_size_keys(whose: str, command: str, examples: tuple[str, str]) -> tuple[Key, Key]:
+    """The stated allocatable cpu and memory of a host whose nodes the program cannot size itself."""
+    details = ("Only used to check the teams' guarantees: KAI guarantees each team its queue's {resource} quota "
+               "(`vcluster.resourceQuota.{resource}` plus its DNS pod unless `teams[].resources.{resource}` sets it; "
+               "{default} by default) and does not itself check that the nodes hold them all, so a plan warns when "
+               "they add up past this. Read it from the Allocatable of `{command}`{less}.")
+    less = (", not the box's total: the kubelet keeps some back; the program then takes out what the vCluster control "
+            "planes and the GPU Operator's feature-discovery worker request there" if whose == "the box" else
+            ", less what the platform's own pods on those nodes request")
+    unstated = "not stated: a review note gives the teams' totals"
+    return (Key("cpu", Quantity(), None, f"Allocatable CPU of {whose}.", example=examples[0], default_note=unstated,
+                details=details.format(resource="cpu", default="16 cores", command=command, less=less)),
+            Key("memory", Quantity(), None, f"Allocatable memory of {whose}.", example=examples[1],
+                default_note=unstated,
+                details=details.format(resource="memory", default="64Gi", command=command, less=less)))
+
 
 MICROK8S = Block(title="a single GPU machine running MicroK8s", intro="""\
 The program runs the setup steps in order: `snap refresh --hold microk8s`, `microk8s enable dns`,
@@ -72,16 +93,7 @@ expires). Each step waits for `microk8s status --wait-ready`.""", keys=(
         fix="set it to https://<address>:16443"),
     Key("gpus", Integer(minimum=0), 1, "GPUs in the box.", example="2",
         details="Only used for the capacity warning."),
-    Key("cpu", Quantity(), None, "CPU cores of the box (`nproc`).", example="32",
-        default_note="not stated: no over-commit warning",
-        details="Only used to warn when the teams' cpu quotas add up past it. KAI guarantees each team its queue's "
-                "cpu quota (`vcluster.resourceQuota.cpu` plus its DNS, unless `teams[].resources.cpu` sets it; 16 "
-                "cores by default), and one box cannot give every team its guarantee at once when they add up to "
-                "more than it has (its own pods need some too)."),
-    Key("memory", Quantity(), None, "Memory of the box (`free -g`).", example="256Gi",
-        default_note="not stated: no over-commit warning",
-        details="Only used to warn when the teams' memory quotas add up past it, as for `cpu` "
-                "(`vcluster.resourceQuota.memory`, 64Gi by default)."),
+    *stated_size_keys("the box", "kubectl describe node", ("31850m", "250Gi")),
     Key("kubernetesVersion", SITE_KUBERNETES,
         versions.KUBERNETES_MINIMUM_VERSION, "The Kubernetes minor version MicroK8s runs.", example='"1.36"',
         default_note="the oldest version the program supports",
@@ -129,6 +141,8 @@ KUBECONFIG = Block(title="an existing cluster", intro="The `kubeconfig` secret i
         default_note="the kubeconfig's current context"),
     Key("gpus", Integer(minimum=0), None, "GPUs in the cluster, only used for the capacity warning.", example="8",
         default_note="no capacity warning"),
+    *stated_size_keys("the nodes tenant pods run on, added up", "kubectl describe nodes -l <vcluster.nodeLabels>",
+                      ("190", "1400Gi")),
     Key("storageClass", Text(form="StorageClass name", checks=tuple(Check(
             pattern, "is not a valid StorageClass name",
             "use the name `kubectl get storageclass` shows (lowercase letters, digits, '-' and '.')")
@@ -234,8 +248,8 @@ def _microk8s(section: Section, secrets: Secrets) -> MicroK8sHost:
         api_server_url=api_server_url,
         gpus=section.read("gpus"),
         kubernetes_version=section.read("kubernetesVersion"),
-        cpu=section.read("cpu"),
-        memory=section.read("memory"),
+        cpu=_stated_size(section, "cpu"),
+        memory=_stated_size(section, "memory"),
     )
 
 
@@ -243,12 +257,29 @@ def _kubeconfig(section: Section) -> KubeconfigHost:
     return KubeconfigHost(
         context=section.read("context"),
         gpus=section.read("gpus"),
+        cpu=_stated_size(section, "cpu"),
+        memory=_stated_size(section, "memory"),
         storage_class=section.read("storageClass"),
         api_server_port=section.read("apiServerPort"),
         kubernetes_version=section.read("kubernetesVersion"),
         dns=_host_dns(section.child("dns")),
         dns_stated=section.has("dns"),
     )
+
+
+def _stated_size(section: Section, name: str) -> Optional[str]:
+    """A stated allocatable that cannot be one: no CPU at all, or memory written without its unit."""
+    value = section.read(name)
+    if value is None:
+        return None
+    amount = quantity_value(value)
+    if name == "cpu" and amount <= 0:
+        section.fail(name, value, "states no CPU at all", "state the Allocatable cpu of `kubectl describe node`, "
+                     "e.g. 31850m, or leave the key out")
+    elif name == "memory" and amount < SMALLEST_STATED_MEMORY:
+        section.fail(name, value, f"is {amount:g} bytes, less than 1Gi (a number without a unit is bytes)",
+                     "write it with its unit, e.g. 250Gi, as the Allocatable of `kubectl describe node` shows it")
+    return value
 
 
 def _host_dns(section: Section) -> HostDns:

@@ -198,7 +198,8 @@ class MicroK8sHost:
     api_server_url: Optional[str]
     gpus: int
     kubernetes_version: str
-    cpu: Optional[str] = None  # the box's size (quantities), for the teams' cpu/memory over-commit warning
+    # The box's allocatable as the site states it (quantities), for the teams' cpu and memory guarantees.
+    cpu: Optional[str] = None
     memory: Optional[str] = None
 
     @property
@@ -257,6 +258,9 @@ class EksHost:
 class KubeconfigHost:
     context: Optional[str]
     gpus: Optional[int]
+    # The allocatable of the nodes tenant pods run on, added up, as the site states it (quantities).
+    cpu: Optional[str] = None
+    memory: Optional[str] = None
     storage_class: Optional[str] = None
     api_server_port: Optional[int] = None
     # From KAI's settings: with GPU sharing on, KAI's binder writes ConfigMaps for each fractional pod here.

@@ -223,7 +223,7 @@ def test_a_registry_list_shows_as_a_rule_of_every_tenant_and_a_policy_inside_eac
 
 def test_warnings_and_notes_are_in_the_summary_and_printed_in_full(tmp_path):
     config = dev_config()
-    config["gpu-tenancy:cluster"] = {"kind": "kubeconfig", "kubeconfig": {"gpus": 4}}
+    config["gpu-tenancy:cluster"] = {"kind": "kubeconfig", "kubeconfig": {"gpus": 4, "cpu": 200, "memory": "2Ti"}}
     config["gpu-tenancy:gpuOperator"] = {"mode": "install"}
     config["gpu-tenancy:vcluster"]["allowedRegistries"] = ["nvcr.io"]
     code, stdout, stderr = run_main("onprem", "--out", str(tmp_path), config=config)

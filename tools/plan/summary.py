@@ -21,6 +21,7 @@ from tools.charts.values import ChartValues
 from tools.plan.lookup import PlanIndex, dig, topological
 from tools.plan.markdown import code, fmt_amount, fmt_labels, fmt_num, table
 from tools.plan.summary_datastore import datastore_section
+from tools.plan.summary_guarantees import guarantees_section
 from tools.plan.summary_isolation import isolation_section
 from tools.plan.summary_site import ChartObjects, site_sections
 from tools.plan.summary_tenants import cluster_objects_section, tenant_section
@@ -353,6 +354,7 @@ def render_summary(plan: dict[str, Any], charts: Optional[ChartValues] = None,
     lines += _releases_section(index) + [""]
     lines += _gpu_operator_section(index, outputs) + [""]
     lines += _queue_section(index) + [""]
+    lines += guarantees_section(index)
     lines += tenant_section(index, charts) + [""]
     lines += datastore_section(index)
     lines += isolation_section(index) + [""]
