@@ -140,9 +140,9 @@ def test_thirty_two_teams_on_one_g6e_48xlarge_are_warned():
     free = node.millicores - GPU_NODE_PLATFORM_REQUESTS.millicores
     assert cpu.startswith(f"{CPU_KEY}: the teams whose pods run on pool gpu (team-0, team-1,")
     assert f"are guaranteed {32 * 16.05:,.2f} CPU in all, more than the {free / 1000:,.2f} CPU" in cpu
-    assert "1 node(s) (cluster.eks.gpuNodeGroups[0].scaling.maxSize) of g6e.48xlarge" in cpu
+    assert "1 node(s) (cluster.eks.gpuNodeGroups[0].maxSize) of g6e.48xlarge" in cpu
     assert "vcluster.resourceQuota.cpu" in cpu and "nothing is reclaimed" in cpu
-    assert "raise cluster.eks.gpuNodeGroups[0].scaling.maxSize" in cpu
+    assert "raise cluster.eks.gpuNodeGroups[0].maxSize" in cpu
     assert memory.startswith(f"{MEMORY_KEY}: ") and "vcluster.resourceQuota.memory" in memory
 
 
@@ -172,7 +172,7 @@ def test_teams_pinned_to_a_small_pool_are_judged_on_it():
     put(config, "teams[0].isolation", {"nodePool": "small"})
     platform = load_platform(config)
     [cpu] = [w for w in capacity_warnings(platform) if w.startswith(CPU_KEY)]
-    assert "run on pool small (team-0)" in cpu and "cluster.eks.gpuNodeGroups[1].scaling.maxSize" in cpu
+    assert "run on pool small (team-0)" in cpu and "cluster.eks.gpuNodeGroups[1].maxSize" in cpu
     rows = {found.pools: found.teams for found in pool_guarantees(platform)}
     assert rows[("gpu", "small")] == ("team-0", "team-1", "team-2")
 
