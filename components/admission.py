@@ -307,4 +307,5 @@ class TenantAdmission(pulumi.ComponentResource):
         self.policy, self.binding = policy_with_deny_binding(self, name, team, args.provider, policy_name(team),
                                                              policy_spec(team))
         self.register_outputs({"policy": policy_name(team), "syncer": syncer_username(team),
-                               "podTextBytes": pod_text_bytes(team.vcluster)})
+                               "podTextBytes": pod_text_bytes(team.vcluster),
+                               "maxGracePeriodSeconds": team.vcluster.max_termination_grace_seconds})
