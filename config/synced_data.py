@@ -157,8 +157,9 @@ def datastore_warnings(cluster: Optional[Cluster], teams: Sequence[Team]) -> lis
         return []
     return [f"vcluster.resourceQuota.syncedObjectBytes: {_caps_summed(total)}, more than the {gibibytes(limit)} "
             f"the {cluster.kind} host's etcd holds: the teams together could fill it and make the host read-only for "
-            "every team and the platform. Lower vcluster.resourceQuota.syncedObjectBytes, configMaps or secrets (the "
-            "stack's or a team's) until the plan's summary shows the total under the limit."]
+            "every team and the platform. Lower vcluster.resourceQuota.syncedObjectBytes, syncedPodTextBytes, "
+            "configMaps, secrets or pods (the stack's or a team's) until the plan's summary shows the total under the "
+            "limit."]
 
 
 def datastore_notes(cluster: Optional[Cluster], teams: Sequence[Team]) -> list[str]:
@@ -170,8 +171,8 @@ def datastore_notes(cluster: Optional[Cluster], teams: Sequence[Team]) -> list[s
         return []
     return [f"{_caps_summed(total, sentence_start=True)}, more than the {gibibytes(ETCD_DEFAULT_QUOTA)} an etcd "
             f"holds at its default quota. The program cannot read the {cluster.kind} host's datastore limit: check it "
-            "(a full datastore makes the host read-only for every team), or lower syncedObjectBytes, configMaps or "
-            "secrets."]
+            "(a full datastore makes the host read-only for every team), or lower syncedObjectBytes, "
+            "syncedPodTextBytes, configMaps, secrets or pods."]
 
 
 def _caps_summed(total: int, *, sentence_start: bool = False) -> str:
