@@ -90,50 +90,35 @@ def worst_case(settings: VClusterSettings) -> int:
 
 def cap_findings(settings: VClusterSettings, whose: str) -> list[tuple[str, object, str, str]]:
     """A cap that is not a whole number of bytes, above what the API server stores or below what honest objects need."""
-    return [*_object_cap_findings(settings, whose), *_pod_text_cap_findings(settings, whose)]
+    quota = settings.resource_quota
+    return [
+        *_cap_findings("resourceQuota.syncedObjectBytes", quota.synced_object_bytes, DEFAULT_OBJECT_BYTES,
+                       "is above what the API server lets a ConfigMap or Secret hold (1Mi of values), so it would "
+                       "bound nothing",
+                       (MINIMUM_OBJECT_BYTES, f"TLS, pull and token Secrets and the root CA ConfigMaps vCluster copies "
+                                              f"for {whose} pods could be refused, and the pods naming them not start")),
+        *_cap_findings("resourceQuota.syncedPodTextBytes", quota.synced_pod_text_bytes, DEFAULT_POD_TEXT_BYTES,
+                       "is above what etcd takes in one request (1.5Mi by default) less the rest of a pod, so it "
+                       "would bound nothing",
+                       (MINIMUM_POD_TEXT_BYTES, f"{whose} pods carrying a large JSON config in an env variable or a "
+                                                "long command line could be refused")),
+    ]
 
 
-def _whole_bytes(key: str, stated: object, example: str) -> tuple[Optional[float], list]:
-    """The stated cap's bytes, or None with the finding of a value that is not a whole number of bytes (None
-    alone for a value refused by its type, which has its own error)."""
+def _cap_findings(key: str, stated: object, default: str, above_problem: str,
+                  floor: tuple[int, str]) -> list[tuple[str, object, str, str]]:
+    """The findings of one cap: at most 1Mi, at least ``floor`` (its bytes and what goes wrong below it)."""
     if not isinstance(stated, str):
-        return None, []
+        return []  # a value refused by its type has its own error
     value = quantity_value(stated)
+    minimum, below_problem = floor
     if value != int(value):
-        return None, [(key, stated, "is not a whole number of bytes", f"use a value such as {example}")]
-    return value, []
-
-
-def _object_cap_findings(settings: VClusterSettings, whose: str) -> list[tuple[str, object, str, str]]:
-    stated = settings.resource_quota.synced_object_bytes
-    key = "resourceQuota.syncedObjectBytes"
-    value, findings = _whole_bytes(key, stated, "256Ki or 512Ki")
-    if value is None:
-        return findings
+        return [(key, stated, "is not a whole number of bytes", "use a value such as 256Ki or 512Ki")]
     if value > API_DATA_LIMIT:
-        return [(key, stated, "is above what the API server lets a ConfigMap or Secret hold (1Mi of values), so "
-                 "it would bound nothing", f"use at most 1Mi (the default is {DEFAULT_OBJECT_BYTES})")]
-    if value < MINIMUM_OBJECT_BYTES:
-        return [(key, stated, f"is below {MINIMUM_OBJECT_BYTES // 2 ** 10}Ki: TLS, pull and token Secrets and the "
-                 f"root CA ConfigMaps vCluster copies for {whose} pods could be refused, and the pods naming them "
-                 "not start",
-                 f"use at least {MINIMUM_OBJECT_BYTES // 2 ** 10}Ki (the default is {DEFAULT_OBJECT_BYTES})")]
-    return []
-
-
-def _pod_text_cap_findings(settings: VClusterSettings, whose: str) -> list[tuple[str, object, str, str]]:
-    stated = settings.resource_quota.synced_pod_text_bytes
-    key = "resourceQuota.syncedPodTextBytes"
-    value, findings = _whole_bytes(key, stated, "256Ki or 512Ki")
-    if value is None:
-        return findings
-    if value > API_DATA_LIMIT:
-        return [(key, stated, "is above what etcd takes in one request (1.5Mi by default) less the rest of a pod, "
-                 "so it would bound nothing", f"use at most 1Mi (the default is {DEFAULT_POD_TEXT_BYTES})")]
-    if value < MINIMUM_POD_TEXT_BYTES:
-        return [(key, stated, f"is below {MINIMUM_POD_TEXT_BYTES // 2 ** 10}Ki: {whose} pods carrying a large "
-                 "JSON config in an env variable or a long command line could be refused",
-                 f"use at least {MINIMUM_POD_TEXT_BYTES // 2 ** 10}Ki (the default is {DEFAULT_POD_TEXT_BYTES})")]
+        return [(key, stated, above_problem, f"use at most 1Mi (the default is {default})")]
+    if value < minimum:
+        return [(key, stated, f"is below {minimum // 2 ** 10}Ki: {below_problem}",
+                 f"use at least {minimum // 2 ** 10}Ki (the default is {default})")]
     return []
 
 

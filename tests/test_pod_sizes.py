@@ -8,7 +8,8 @@ pod policy, components/admission_pod_size.py; vcluster.resourceQuota.syncedPodTe
 - Honest: a pod at the cap, a training pod with a large JSON config in its env, and KAI's and the syncer's later
   updates of a pod at the cap are admitted. KAI's docs pods and the seeds' workloads pass the same pod policy
   (tests/test_admission_honest.py).
-- Config: the cap is per team; values that bound nothing or break honest pods are refused at their key.
+- Config: the cap is per team; values that bound nothing or break honest pods are refused at their key
+  (tests/test_synced_object_sizes.py, beside the object cap's).
 - Summary: the pods' text counts in each team's worst case.
 """
 
@@ -21,11 +22,9 @@ import pytest
 from components.admission import policy_validations
 from components.admission_pod_size import EXEC_HANDLERS
 from config.synced_data import SYNCED_POD_TEXT_ITEMS, worst_case
-from tests.config_spec import assert_rejected, put
-from tests.config_spec import dev_config as stack_config
+from tests.config_spec import put
 from tests.conftest import dev_config, run
 from tests.tenant_sim import KAI_SCHEDULER, container, platform_of, tenant_of, virtual_pod
-from tests.vcluster_pods import copy_back, syncer_update
 
 TEAM = "team-nlp"
 CAP = 256 * 2 ** 10  # the default vcluster.resourceQuota.syncedPodTextBytes
@@ -160,15 +159,9 @@ def test_a_training_pod_with_a_large_json_config_in_its_env_is_admitted(tenant):
 
 
 def test_kai_and_the_syncer_keep_updating_a_pod_at_the_cap(tenant):
-    virtual = padded(tenant, CAP)
-    created = tenant.host_pod(virtual)
-    assert tenant.create_host(created) == []
-    refusals, bound = tenant.scheduled_by_kai(created)
-    assert refusals == []
-    seen = copy_back(bound, virtual, tenant.team)
-    edited = copy.deepcopy(seen)
-    edited["metadata"]["labels"]["app"] = "tuner"
-    assert tenant.update(bound, syncer_update(bound, seen, edited, tenant.team)) == []
+    def edit(pod: dict) -> None:
+        pod["metadata"]["labels"]["app"] = "tuner"
+    assert tenant.run_and_edit(padded(tenant, CAP), edit) == []
 
 
 def test_the_in_vcluster_defaults_do_not_judge_pod_sizes(tenant):
@@ -190,19 +183,6 @@ def test_the_cap_is_per_team():
     assert large.create(pod) == []
     assert refused_for_size(small.create(pod))
     assert refused_for_size(large.create(padded(large, 2 * CAP + 1)))
-
-
-@pytest.mark.parametrize("value, fix", [("2Mi", "at most 1Mi"), ("1Mi1", "quantity"), ("32Ki", "at least 64Ki"),
-                                        ("100.1Ki", "whole number of bytes")])
-def test_the_cap_refuses_values_that_bound_nothing_or_break_honest_pods(value, fix):
-    found = assert_rejected(put(stack_config(), "vcluster.resourceQuota.syncedPodTextBytes", value),
-                            "vcluster.resourceQuota.syncedPodTextBytes", value)
-    assert fix in found.problem + found.fix
-
-
-def test_a_teams_cap_is_refused_at_the_teams_key():
-    config = put(stack_config(), "teams[1].vcluster.resourceQuota.syncedPodTextBytes", "4Mi")
-    assert_rejected(config, "teams[1].vcluster.resourceQuota.syncedPodTextBytes", "4Mi", fix="at most 1Mi")
 
 
 def test_the_worst_case_counts_every_pod_at_the_cap():

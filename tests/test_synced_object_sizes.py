@@ -203,17 +203,23 @@ def test_the_in_vcluster_defaults_do_not_judge_sizes(dev_run):
 # --- config ----------------------------------------------------------------------------------------------
 
 
+# The object cap (rule object-size) and the pod text cap (rule pod-size, tests/test_pod_sizes.py).
+CAP_KEYS = ("syncedObjectBytes", "syncedPodTextBytes")
+
+
+@pytest.mark.parametrize("cap", CAP_KEYS)
 @pytest.mark.parametrize("value, fix", [("2Mi", "at most 1Mi"), ("1Mi1", "quantity"), ("32Ki", "at least 64Ki"),
                                         ("100.1Ki", "whole number of bytes")])
-def test_the_cap_refuses_values_that_bound_nothing_or_break_honest_pods(value, fix):
-    found = assert_rejected(put(stack_config(), "vcluster.resourceQuota.syncedObjectBytes", value),
-                            "vcluster.resourceQuota.syncedObjectBytes", value)
+def test_the_cap_refuses_values_that_bound_nothing_or_break_honest_pods(cap, value, fix):
+    found = assert_rejected(put(stack_config(), f"vcluster.resourceQuota.{cap}", value),
+                            f"vcluster.resourceQuota.{cap}", value)
     assert fix in found.problem + found.fix
 
 
-def test_a_teams_cap_is_refused_at_the_teams_key():
-    config = put(stack_config(), "teams[1].vcluster.resourceQuota.syncedObjectBytes", "4Mi")
-    assert_rejected(config, "teams[1].vcluster.resourceQuota.syncedObjectBytes", "4Mi", fix="at most 1Mi")
+@pytest.mark.parametrize("cap", CAP_KEYS)
+def test_a_teams_cap_is_refused_at_the_teams_key(cap):
+    config = put(stack_config(), f"teams[1].vcluster.resourceQuota.{cap}", "4Mi")
+    assert_rejected(config, f"teams[1].vcluster.resourceQuota.{cap}", "4Mi", fix="at most 1Mi")
 
 
 def test_an_eks_site_whose_teams_could_fill_its_etcd_is_warned_of():
