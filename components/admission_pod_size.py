@@ -73,13 +73,14 @@ def pod_size(team: Team) -> dict:
     rule) pass unjudged.
 
     Cost: the API server stops one expression at 1,000,000 (k8s.io/apiserver pkg/apis/cel/config.go PerCallLimit) and
-    refuses the pod then (failurePolicy Fail). The count comes first and ``&&`` stops there: each container costs
-    about 60 (a has() or size() on each of its eight lists, the list the map macro appends). Past it, cel-go
-    (interpreter/runtimecost.go) charges a string about 14 (its variable, bytes(), size(), the appended list 10, the
+    refuses the pod then (failurePolicy Fail). cel-go (interpreter/runtimecost.go) charges 1 for each identifier,
+    field, has(), size(), operator and call. The count comes first and ``&&`` stops there: a container costs about 150
+    in it (the has() chains down to each of its eight lists, up to four fields deep, and their sizes; the list the
+    map macro appends, 10). Past it, a string costs about 14 (its variable, bytes(), size(), the appended list, the
     sum) and an env variable about 22, plus a tenth of each character for bytes() rounded up: at most 4,096 x 23 +
     0.1 x 3 Mi characters (the API server's request limit, k8s.io/apiserver pkg/server/config.go
-    MaxRequestBodyBytes) + 4,096, about 413,000, and about 160 a container for both passes, so within the limit up to
-    thousands of containers: more than any pod runs."""
+    MaxRequestBodyBytes) + 4,096, about 413,000, and about 300 a container for both passes: within the limit up to
+    some 1,900 containers, far more than any pod runs."""
     cap = pod_text_bytes(team.vcluster)
     stated = team.vcluster.resource_quota.synced_pod_text_bytes
     unchanged = f"(request.operation == 'UPDATE' && {_ephemeral('object')} == {_ephemeral('oldObject')})"
