@@ -1,7 +1,7 @@
 """The bytes of free text a tenant pod's containers carry to the host: rule ``pod-size`` of the pod policy.
 
 vCluster copies each container's env, command and args as the tenant wrote them (pods/translate/translator.go
-``Translate`` deep-copies the pod and only adds variables and rewrites references), and the API server bounds none of
+``Translate`` deep-copies the pod, adds the Kubernetes and service-link variables and rewrites references), and the API server bounds none of
 them but by the request's size, so a team's cluster-admin could write ``count/pods`` pods of 1.5 MiB (etcd's request
 limit) into the host's etcd. The other text of a pod is bounded already (labels and annotations by ``metadata-size``,
 names and paths by the API server's validation) or by count only (tolerations, selectors, volumes' items: short
@@ -77,10 +77,10 @@ def pod_size(team: Team) -> dict:
     field, has(), size(), operator and call. The count comes first and ``&&`` stops there: a container costs about 150
     in it (the has() chains down to each of its eight lists, up to four fields deep, and their sizes; the list the
     map macro appends, 10). Past it, a string costs about 14 (its variable, bytes(), size(), the appended list, the
-    sum) and an env variable about 22, plus a tenth of each character for bytes() rounded up: at most 4,096 x 23 +
+    sum) and an env variable about 22, plus a tenth of each character for bytes() rounded up: at most 8,192 x 23 +
     0.1 x 3 Mi characters (the API server's request limit, k8s.io/apiserver pkg/server/config.go
-    MaxRequestBodyBytes) + 4,096, about 413,000, and about 300 a container for both passes: within the limit up to
-    some 1,900 containers, far more than any pod runs."""
+    MaxRequestBodyBytes) + 8,192, about 511,000, and about 300 a container for both passes: within the limit up to
+    some 1,600 containers, far more than any pod runs."""
     cap = pod_text_bytes(team.vcluster)
     stated = team.vcluster.resource_quota.synced_pod_text_bytes
     unchanged = f"(request.operation == 'UPDATE' && {_ephemeral('object')} == {_ephemeral('oldObject')})"

@@ -100,6 +100,8 @@ RESOURCE_QUOTA = Block(keys=(
                 "server bounds a pod only by the request's size (etcd takes 1.5Mi), so without it the team could "
                 "write `pods` times that into the host's etcd. The default holds twice the largest variable the "
                 "Linux kernel starts a process with (128 KiB); keep large configs in a ConfigMap or the image. "
+                "The variables vCluster adds count: eight in every container and, unless the pod sets "
+                "`enableServiceLinks: false`, about eight for each port of each Service of its namespace. "
                 "Between 64Ki and 1Mi. See [Sizes](security-model.md#sizes)."),
 ))
 

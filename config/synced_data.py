@@ -48,9 +48,11 @@ SYNCED_METADATA_KEYS = 1024
 # virtual namespace's kube-root-ca.crt, the tenant DNS's Corefile).
 MINIMUM_OBJECT_BYTES = 64 * 2 ** 10
 # The most env variables, command and args strings (probes' and hooks' exec commands included) one pod's containers may
-# hold, counted before the policy sums their bytes: like keys, they are bounded only by the request's size, and an
-# honest pod has tens to hundreds of variables.
-SYNCED_POD_TEXT_ITEMS = 4096
+# hold, counted before the policy sums their bytes: like keys, they are bounded only by the request's size. An honest
+# pod has tens to hundreds of its own; vCluster adds eight to every container and, unless the pod turns service
+# links off, about eight for each port of each Service of its namespace (translator.go ServicesToEnvironmentVariables):
+# some 1,500 in each of three containers for a hundred two-port Services.
+SYNCED_POD_TEXT_ITEMS = 8192
 # Honest pods carry a few KiB of text: a framework's JSON config in one variable (a DeepSpeed or accelerate file), a
 # launcher's command line, the downward-API variables vCluster adds. The default (256Ki) holds twice the largest one
 # variable or argument the Linux kernel starts a process with (MAX_ARG_STRLEN, 128 KiB); the floor is ten times an

@@ -158,6 +158,30 @@ def test_a_training_pod_with_a_large_json_config_in_its_env_is_admitted(tenant):
     assert tenant.create(pod) == []
 
 
+def service_links(services: int) -> dict:
+    """The variables vCluster writes into each container of a pod for a namespace of ``services`` Services with an
+    http and a metrics port each, in the kubelet's format (translator.go ServicesToEnvironmentVariables)."""
+    links = {}
+    for index in range(services):
+        name, address = f"INFERENCE_BACKEND_{index:03d}", f"10.96.{index // 250}.{index % 250 + 1}"
+        links.update({f"{name}_SERVICE_HOST": address, f"{name}_SERVICE_PORT": "8080", f"{name}_PORT":
+                      f"tcp://{address}:8080"})
+        for port_name, port in (("HTTP", 8080), ("METRICS", 9090)):
+            prefix = f"{name}_PORT_{port}_TCP"
+            links.update({f"{name}_SERVICE_PORT_{port_name}": str(port), prefix: f"tcp://{address}:{port}",
+                          f"{prefix}_PROTO": "tcp", f"{prefix}_PORT": str(port), f"{prefix}_ADDR": address})
+    return links
+
+
+def test_a_pod_in_a_namespace_of_a_hundred_services_is_admitted(tenant):
+    """Service links are on by default: vCluster then writes each Service's variables into every container."""
+    links = service_links(100)
+    pod = virtual_pod(queue=tenant.team.queue_name, scheduler=KAI_SCHEDULER, annotations={"gpu-fraction": "0.5"},
+                      containers=[container(name, env=links) for name in ("main", "sidecar", "exporter")])
+    assert 3 * len(links) > 3000 and counted(tenant.host_pod(pod)) > 128 * 2 ** 10
+    assert tenant.create(pod) == []
+
+
 def test_kai_and_the_syncer_keep_updating_a_pod_at_the_cap(tenant):
     def edit(pod: dict) -> None:
         pod["metadata"]["labels"]["app"] = "tuner"
