@@ -13,7 +13,6 @@ DEFAULT_QUOTA = TenantResourceQuota(cpu="16", memory="64Gi", pods=100, services=
                                     storage="100Gi")
 DEFAULT_LIMITS = TenantLimitRange(default_cpu="1", default_memory="1Gi", default_request_cpu="100m",
                                   default_request_memory="128Mi")
-_QUOTA, _LIMITS = DEFAULT_QUOTA, DEFAULT_LIMITS
 
 QUOTA_DETAILS = """\
 What the team's own workloads get. The namespace's ResourceQuota adds what the tenant's vCluster
@@ -28,22 +27,22 @@ history, vCluster's certificates and kubeconfig, the root CA and DNS ConfigMaps,
 Service), and `count/endpoints` is the namespace's Service count: one Endpoints per Service."""
 
 RESOURCE_QUOTA = Block(keys=(
-    Key("cpu", Quantity(), _QUOTA.cpu, "CPU the team's pods may request (`requests.cpu`, plus the control "
+    Key("cpu", Quantity(), DEFAULT_QUOTA.cpu, "CPU the team's pods may request (`requests.cpu`, plus the control "
         "plane's and the DNS's requests).", example="32",
         details="It must hold `pods` pods at `limitRange.defaultRequestCpu` (100 at 100m: 10), the pods the team is "
                 "promised: lower `pods` with it."),
-    Key("memory", Quantity(), _QUOTA.memory, "Memory the team's pods may request (`requests.memory`, plus the "
+    Key("memory", Quantity(), DEFAULT_QUOTA.memory, "Memory the team's pods may request (`requests.memory`, plus the "
         "control plane's and the DNS's).", example="128Gi",
         details="It must hold `pods` pods at `limitRange.defaultRequestMemory` (100 at 128Mi: 12.5Gi)."),
-    Key("pods", Integer(minimum=1), _QUOTA.pods, "Pods of the team (`count/pods`, plus the control plane and "
+    Key("pods", Integer(minimum=1), DEFAULT_QUOTA.pods, "Pods of the team (`count/pods`, plus the control plane and "
         "the DNS).", example="50"),
-    Key("services", Integer(minimum=0), _QUOTA.services, "Services of the team (`count/services`, plus the "
+    Key("services", Integer(minimum=0), DEFAULT_QUOTA.services, "Services of the team (`count/services`, plus the "
         "control plane's and the synced DNS Service).", example="10"),
-    Key("persistentVolumeClaims", Integer(minimum=0), _QUOTA.persistent_volume_claims,
+    Key("persistentVolumeClaims", Integer(minimum=0), DEFAULT_QUOTA.persistent_volume_claims,
         "Volume claims of the team (`count/persistentvolumeclaims`, plus the control plane's).", example="5"),
-    Key("storage", Quantity(), _QUOTA.storage, "Storage the team's claims may request (`requests.storage`, plus "
+    Key("storage", Quantity(), DEFAULT_QUOTA.storage, "Storage the team's claims may request (`requests.storage`, plus "
         "the control plane's volume).", example="500Gi"),
-    Key("ephemeralStorage", Quantity(), _QUOTA.ephemeral_storage, "The total of the team's containers' "
+    Key("ephemeralStorage", Quantity(), DEFAULT_QUOTA.ephemeral_storage, "The total of the team's containers' "
         "ephemeral-storage limits (`limits.ephemeral-storage`, plus the control plane's and the DNS's): what its "
         "pods may write to their nodes' disks at most.", example="200Gi",
         default_note="`pods` times `limitRange.defaultEphemeralStorage`",
@@ -51,7 +50,7 @@ RESOURCE_QUOTA = Block(keys=(
                 "hold the team's `pods` at the default limit, or default-sized pods are refused. Size it, with "
                 "`pods` and the default limit, to what the GPU nodes' disks can spare for the team. See [Node "
                 "pressure](security-model.md#node-pressure)."),
-    Key("configMaps", Integer(minimum=0), _QUOTA.config_maps, "ConfigMaps vCluster may copy to the host for the "
+    Key("configMaps", Integer(minimum=0), DEFAULT_QUOTA.config_maps, "ConfigMaps vCluster may copy to the host for the "
         "team (`count/configmaps`, plus the platform's own in the namespace).", example="500",
         default_note=f"{OBJECTS_PER_POD} per pod of `pods`, {OBJECTS_PER_POD + KAI_SHARING_CONFIG_MAPS} where "
                      "`kaiScheduler.gpuSharing` is on",
@@ -63,7 +62,7 @@ RESOURCE_QUOTA = Block(keys=(
                 "more, and be fractional; the virtual namespaces' `kube-root-ca.crt` and the tenant DNS's config are "
                 "the platform's. A ConfigMap past it stays in the vCluster and its pod does not start on the host. "
                 "See [Host objects](security-model.md#host-objects)."),
-    Key("secrets", Integer(minimum=0), _QUOTA.secrets, "Secrets vCluster may copy to the host for the team "
+    Key("secrets", Integer(minimum=0), DEFAULT_QUOTA.secrets, "Secrets vCluster may copy to the host for the team "
         "(`count/secrets`, plus the platform's own in the namespace).", example="500",
         default_note=f"{OBJECTS_PER_POD} per pod of `pods`",
         details="Copied like ConfigMaps: a Secret a pod names (a volume, an env value, `imagePullSecrets`) or one "
@@ -71,7 +70,7 @@ RESOURCE_QUOTA = Block(keys=(
                 "service-account tokens) stay in the vCluster. The default lets every promised pod name a "
                 "credential and a pull secret of its own. The platform's own Secrets (Helm's history of the "
                 "vCluster release, vCluster's certificates and kubeconfig) are added to the namespace's quota."),
-    Key("endpointSlices", Integer(minimum=0), _QUOTA.endpoint_slices, "EndpointSlices of the team beyond the "
+    Key("endpointSlices", Integer(minimum=0), DEFAULT_QUOTA.endpoint_slices, "EndpointSlices of the team beyond the "
         "host's own for each Service (`count/endpointslices.discovery.k8s.io`, plus one per Service and IP "
         "family).", example="100",
         default_note=f"{SLICES_PER_SERVICE} per Service of `services`",
@@ -81,7 +80,7 @@ RESOURCE_QUOTA = Block(keys=(
                 "rule in every node's kube-proxy), and the host's extra slices of a Service past 100 endpoints. "
                 "A selector-less Service whose Endpoints the team writes costs one copied slice per IP family (the "
                 "vCluster mirrors them), so the default covers every Service of `services` being one."),
-    Key("syncedObjectBytes", Quantity(), _QUOTA.synced_object_bytes, "The most data one ConfigMap or Secret vCluster "
+    Key("syncedObjectBytes", Quantity(), DEFAULT_QUOTA.synced_object_bytes, "The most data one ConfigMap or Secret vCluster "
         "copies to the host may hold: its keys and values with its labels and annotations, in bytes as stored.",
         example="256Ki",
         details="The host's synced-objects policy refuses a larger copy (rule `object-size`, on create and update), "
@@ -92,7 +91,7 @@ RESOURCE_QUOTA = Block(keys=(
                 "`configMaps` plus `secrets` times that into the host's etcd, which makes the whole host read-only "
                 "when full. The plan's summary shows each team's worst case and the site's total. Between 64Ki and "
                 "1Mi. See [Host objects](security-model.md#host-objects)."),
-    Key("syncedPodTextBytes", Quantity(), _QUOTA.synced_pod_text_bytes, "The most text one pod vCluster copies to the "
+    Key("syncedPodTextBytes", Quantity(), DEFAULT_QUOTA.synced_pod_text_bytes, "The most text one pod vCluster copies to the "
         "host may carry in its containers: env variables' names and values, commands and args (probes' and hooks' "
         "exec commands included) of every container, init and ephemeral container, in bytes.", example="512Ki",
         details="The host's pod policy refuses a larger pod (rule `pod-size`, on create and when an ephemeral "
@@ -120,23 +119,23 @@ SERVICES = Block(keys=(
 ))
 
 LIMIT_RANGE = Block(keys=(
-    Key("defaultCpu", Quantity(), _LIMITS.default_cpu, "Default CPU limit for containers that set none.", example="2"),
-    Key("defaultMemory", Quantity(), _LIMITS.default_memory, "Default memory limit.", example="4Gi"),
-    Key("defaultRequestCpu", Quantity(), _LIMITS.default_request_cpu, "Default CPU request.", example="250m"),
-    Key("defaultRequestMemory", Quantity(), _LIMITS.default_request_memory, "Default memory request.",
+    Key("defaultCpu", Quantity(), DEFAULT_LIMITS.default_cpu, "Default CPU limit for containers that set none.", example="2"),
+    Key("defaultMemory", Quantity(), DEFAULT_LIMITS.default_memory, "Default memory limit.", example="4Gi"),
+    Key("defaultRequestCpu", Quantity(), DEFAULT_LIMITS.default_request_cpu, "Default CPU request.", example="250m"),
+    Key("defaultRequestMemory", Quantity(), DEFAULT_LIMITS.default_request_memory, "Default memory request.",
         example="512Mi"),
-    Key("defaultEphemeralStorage", Quantity(), _LIMITS.default_ephemeral_storage,
+    Key("defaultEphemeralStorage", Quantity(), DEFAULT_LIMITS.default_ephemeral_storage,
         "Default ephemeral-storage limit (writable layer, logs, disk-backed `emptyDir`) for containers that set "
         "none.", example="16Gi",
         details="The kubelet evicts a pod whose ephemeral storage passes its own limit, whatever the node's free "
                 "space, so no tenant pod fills a shared node's disk. 8Gi is the vCluster chart's own default. A "
                 "workload that keeps more on its node (a model cache in the writable layer) sets its own limit, up "
                 "to `maxEphemeralStorage`. See [Node pressure](security-model.md#node-pressure)."),
-    Key("defaultRequestEphemeralStorage", Quantity(), _LIMITS.default_request_ephemeral_storage,
+    Key("defaultRequestEphemeralStorage", Quantity(), DEFAULT_LIMITS.default_request_ephemeral_storage,
         "Default ephemeral-storage request.", example="1Gi",
         details="0 leaves scheduling as it was without the limit: a request reserves node disk, and without "
                 "this key the API server would make the request equal to the default limit."),
-    Key("maxEphemeralStorage", Quantity(), _LIMITS.max_ephemeral_storage,
+    Key("maxEphemeralStorage", Quantity(), DEFAULT_LIMITS.max_ephemeral_storage,
         "The largest ephemeral-storage limit one container may set (LimitRange `max`); the host refuses a pod "
         "above it.", example="50Gi",
         details="Without a maximum a tenant would set a limit no node holds. It also bounds the vCluster control "
