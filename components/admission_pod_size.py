@@ -3,9 +3,9 @@
 vCluster copies each container's env, command and args as the tenant wrote them (pods/translate/translator.go
 ``Translate`` deep-copies the pod, adds the Kubernetes and service-link variables and rewrites references), and the
 API server bounds none of them but by the request's size, so a team's cluster-admin could write ``count/pods`` pods of
-1.5 MiB (etcd's request limit) into the host's etcd. The other text of a pod is bounded already (labels and annotations by ``metadata-size``,
-names and paths by the API server's validation) or by count only (tolerations, selectors, volumes' items: short
-strings, as docs/security-model.md says under Sizes).
+1.5 MiB (etcd's request limit) into the host's etcd. The other text of a pod is bounded already (labels and
+annotations by ``metadata-size``, names and paths by the API server's validation) or by count only (tolerations,
+selectors, volumes' items: short strings, as docs/security-model.md says under Sizes).
 """
 
 from __future__ import annotations

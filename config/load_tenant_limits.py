@@ -80,8 +80,8 @@ RESOURCE_QUOTA = Block(keys=(
                 "rule in every node's kube-proxy), and the host's extra slices of a Service past 100 endpoints. "
                 "A selector-less Service whose Endpoints the team writes costs one copied slice per IP family (the "
                 "vCluster mirrors them), so the default covers every Service of `services` being one."),
-    Key("syncedObjectBytes", Quantity(), DEFAULT_QUOTA.synced_object_bytes, "The most data one ConfigMap or Secret vCluster "
-        "copies to the host may hold: its keys and values with its labels and annotations, in bytes as stored.",
+    Key("syncedObjectBytes", Quantity(), DEFAULT_QUOTA.synced_object_bytes, "The most data one ConfigMap or Secret "
+        "vCluster copies to the host may hold: its keys and values with its labels and annotations, in bytes as stored.",
         example="256Ki",
         details="The host's synced-objects policy refuses a larger copy (rule `object-size`, on create and update), "
                 f"and one with more than {SYNCED_OBJECT_KEYS} keys; the pod that names it does not start on the host. "
@@ -91,8 +91,8 @@ RESOURCE_QUOTA = Block(keys=(
                 "`configMaps` plus `secrets` times that into the host's etcd, which makes the whole host read-only "
                 "when full. The plan's summary shows each team's worst case and the site's total. Between 64Ki and "
                 "1Mi. See [Host objects](security-model.md#host-objects)."),
-    Key("syncedPodTextBytes", Quantity(), DEFAULT_QUOTA.synced_pod_text_bytes, "The most text one pod vCluster copies to the "
-        "host may carry in its containers: env variables' names and values, commands and args (probes' and hooks' "
+    Key("syncedPodTextBytes", Quantity(), DEFAULT_QUOTA.synced_pod_text_bytes, "The most text one pod vCluster "
+        "copies to the host may carry in its containers: env variables' names and values, commands and args (probes' and hooks' "
         "exec commands included) of every container, init and ephemeral container, in bytes.", example="512Ki",
         details="The host's pod policy refuses a larger pod (rule `pod-size`, on create and when an ephemeral "
                 f"container is added), and one with more than {SYNCED_POD_TEXT_ITEMS} variables and strings. The API "
@@ -119,7 +119,8 @@ SERVICES = Block(keys=(
 ))
 
 LIMIT_RANGE = Block(keys=(
-    Key("defaultCpu", Quantity(), DEFAULT_LIMITS.default_cpu, "Default CPU limit for containers that set none.", example="2"),
+    Key("defaultCpu", Quantity(), DEFAULT_LIMITS.default_cpu, "Default CPU limit for containers that set none.",
+        example="2"),
     Key("defaultMemory", Quantity(), DEFAULT_LIMITS.default_memory, "Default memory limit.", example="4Gi"),
     Key("defaultRequestCpu", Quantity(), DEFAULT_LIMITS.default_request_cpu, "Default CPU request.", example="250m"),
     Key("defaultRequestMemory", Quantity(), DEFAULT_LIMITS.default_request_memory, "Default memory request.",
