@@ -81,7 +81,8 @@ RESOURCE_QUOTA = Block(keys=(
                 "A selector-less Service whose Endpoints the team writes costs one copied slice per IP family (the "
                 "vCluster mirrors them), so the default covers every Service of `services` being one."),
     Key("syncedObjectBytes", Quantity(), DEFAULT_QUOTA.synced_object_bytes, "The most data one ConfigMap or Secret "
-        "vCluster copies to the host may hold: its keys and values with its labels and annotations, in bytes as stored.",
+        "vCluster copies to the host may hold: its keys and values with its labels and annotations, in bytes as "
+        "stored.",
         example="256Ki",
         details="The host's synced-objects policy refuses a larger copy (rule `object-size`, on create and update), "
                 f"and one with more than {SYNCED_OBJECT_KEYS} keys; the pod that names it does not start on the host. "
@@ -92,8 +93,8 @@ RESOURCE_QUOTA = Block(keys=(
                 "when full. The plan's summary shows each team's worst case and the site's total. Between 64Ki and "
                 "1Mi. See [Host objects](security-model.md#host-objects)."),
     Key("syncedPodTextBytes", Quantity(), DEFAULT_QUOTA.synced_pod_text_bytes, "The most text one pod vCluster "
-        "copies to the host may carry in its containers: env variables' names and values, commands and args (probes' and hooks' "
-        "exec commands included) of every container, init and ephemeral container, in bytes.", example="512Ki",
+        "copies to the host may carry in its containers: env variables' names and values, commands and args "
+        "(probes' and hooks' exec commands included) of every container, init and ephemeral container, in bytes.", example="512Ki",
         details="The host's pod policy refuses a larger pod (rule `pod-size`, on create and when an ephemeral "
                 f"container is added), and one with more than {SYNCED_POD_TEXT_ITEMS} variables and strings. The API "
                 "server bounds a pod only by the request's size (etcd takes 1.5Mi), so without it the team could "
