@@ -15,10 +15,12 @@ from components.admission_metadata import refusal
 from config.model import Team
 from config.synced_data import SYNCED_POD_TEXT_ITEMS, pod_text_bytes
 
-# The lists of strings of a container that the tenant writes freely, as paths under it: its process's and each exec
-# handler's (probes and lifecycle hooks run commands of their own).
-EXEC_HANDLERS = ("livenessProbe", "readinessProbe", "startupProbe", "lifecycle.postStart", "lifecycle.preStop")
-STRING_LISTS = ("command", "args", *(f"{handler}.exec.command" for handler in EXEC_HANDLERS))
+# The text of a container that the tenant writes freely, as paths under it: lists of strings (its process's and each
+# exec handler's: probes and lifecycle hooks run commands of their own) and lists of names with values (its env, and
+# the headers of each HTTP handler).
+HANDLERS = ("livenessProbe", "readinessProbe", "startupProbe", "lifecycle.postStart", "lifecycle.preStop")
+STRING_LISTS = ("command", "args", *(f"{handler}.exec.command" for handler in HANDLERS))
+NAMED_VALUE_LISTS = ("env", *(f"{handler}.httpGet.httpHeaders" for handler in HANDLERS))
 
 
 def _present(container: str, path: str) -> str:
@@ -34,17 +36,17 @@ def _strings(container: str, path: str, per_string: str) -> str:
 
 
 def _container_items(container: str) -> str:
-    lists = " + ".join(f"({_present(container, path)} ? size({container}.{path}) : 0)" for path in STRING_LISTS)
-    return f"(has({container}.env) ? size({container}.env) : 0) + {lists}"
+    return " + ".join(f"({_present(container, path)} ? size({container}.{path}) : 0)"
+                      for path in NAMED_VALUE_LISTS + STRING_LISTS)
 
 
 def _container_bytes(container: str) -> str:
-    """Env names are ASCII (the API server's validation); values and strings are any text, whose CEL size() counts
-    characters, so their UTF-8 bytes are counted."""
-    env = (f"(has({container}.env) ? {container}.env.map(e, size(e.name) + "
-           f"(has(e.value) ? size(bytes(e.value)) : 0)).sum() : 0)")
+    """Names of env variables and headers are ASCII (the API server's validation); values and strings are any text,
+    whose CEL size() counts characters, so their UTF-8 bytes are counted."""
+    named = " + ".join(_strings(container, path, "size(s.name) + (has(s.value) ? size(bytes(s.value)) : 0)")
+                       for path in NAMED_VALUE_LISTS)
     strings = " + ".join(_strings(container, path, "size(bytes(s))") for path in STRING_LISTS)
-    return f"{env} + {strings}"
+    return f"{named} + {strings}"
 
 
 def _over_containers(obj: str, per_container: str) -> str:
@@ -74,21 +76,21 @@ def pod_size(team: Team) -> dict:
 
     Cost: the API server stops one expression at 1,000,000 (k8s.io/apiserver pkg/apis/cel/config.go PerCallLimit) and
     refuses the pod then (failurePolicy Fail). cel-go (interpreter/runtimecost.go) charges 1 for each identifier,
-    field, has(), size(), operator and call. The count comes first and ``&&`` stops there: a container costs about 150
-    in it (the has() chains down to each of its eight lists, up to four fields deep, and their sizes; the list the
+    field, has(), size(), operator and call. The count comes first and ``&&`` stops there: a container costs about 250
+    in it (the has() chains down to each of its thirteen lists, up to four fields deep, and their sizes; the list the
     map macro appends, 10). Past it, a string costs about 14 (its variable, bytes(), size(), the appended list, the
-    sum) and an env variable about 22, plus a tenth of each character for bytes() rounded up: at most 8,192 x 23 +
-    0.1 x 3 Mi characters (the API server's request limit, k8s.io/apiserver pkg/server/config.go
-    MaxRequestBodyBytes) + 8,192, about 511,000, and about 300 a container for both passes: within the limit up to
-    some 1,600 containers, far more than any pod runs."""
+    sum) and an env variable or header about 22, plus a tenth of each character for bytes() rounded up: at most
+    8,192 x 23 + 0.1 x 3 Mi characters (the API server's request limit, k8s.io/apiserver pkg/server/config.go
+    MaxRequestBodyBytes) + 8,192, about 511,000, and about 500 a container for both passes: within the limit up to
+    some 950 containers, far more than any pod runs."""
     cap = pod_text_bytes(team.vcluster)
     stated = team.vcluster.resource_quota.synced_pod_text_bytes
     unchanged = f"(request.operation == 'UPDATE' && {_ephemeral('object')} == {_ephemeral('oldObject')})"
     return refusal(
         "pod-size",
         f"{unchanged} || ({pod_text_items()} <= {SYNCED_POD_TEXT_ITEMS} && {pod_text_bytes_of()} <= {cap})",
-        f"the env variables (names and values), commands and args (probes' and hooks' exec commands included) of a "
-        f"pod's containers vCluster copies to the host may hold at most {cap} bytes ({stated}, config "
+        f"the env variables (names and values), commands and args (probes' and hooks' exec commands and HTTP headers "
+        f"included) of a pod's containers vCluster copies to the host may hold at most {cap} bytes ({stated}, config "
         f"vcluster.resourceQuota.syncedPodTextBytes) in at most {SYNCED_POD_TEXT_ITEMS} variables and strings: every "
         "copy lands in the host's etcd, which turns the whole cluster read-only when full",
         "keep large configs out of env and args: put them in a ConfigMap mounted as a file (or in the image), or ask "

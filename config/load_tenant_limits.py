@@ -94,7 +94,8 @@ RESOURCE_QUOTA = Block(keys=(
                 "1Mi. See [Host objects](security-model.md#host-objects)."),
     Key("syncedPodTextBytes", Quantity(), DEFAULT_QUOTA.synced_pod_text_bytes, "The most text one pod vCluster "
         "copies to the host may carry in its containers: env variables' names and values, commands and args "
-        "(probes' and hooks' exec commands included) of every container, init and ephemeral container, in bytes.",
+        "(probes' and hooks' exec commands and HTTP headers included) of every container, init and ephemeral "
+        "container, in bytes.",
         example="512Ki",
         details="The host's pod policy refuses a larger pod (rule `pod-size`, on create and when an ephemeral "
                 f"container is added), and one with more than {SYNCED_POD_TEXT_ITEMS} variables and strings. The API "

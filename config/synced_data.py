@@ -47,7 +47,7 @@ SYNCED_METADATA_KEYS = 1024
 # service-account token with its CA, a config file: a few KiB each) and what the platform has the syncer copy (each
 # virtual namespace's kube-root-ca.crt, the tenant DNS's Corefile).
 MINIMUM_OBJECT_BYTES = 64 * 2 ** 10
-# The most env variables, command and args strings (probes' and hooks' exec commands included) one pod's containers may
+# The most env variables, command and args strings (probes' and hooks' exec commands and headers included) a pod may
 # hold, counted before the policy sums their bytes: like keys, they are bounded only by the request's size. An honest
 # pod has tens to hundreds of its own; vCluster adds eight to every container and, unless the pod turns service
 # links off, about eight for each port of each Service of its namespace (translator.go ServicesToEnvironmentVariables):
@@ -97,8 +97,9 @@ def cap_findings(settings: VClusterSettings, whose: str) -> list[tuple[str, obje
         *_cap_findings("resourceQuota.syncedObjectBytes", quota.synced_object_bytes, DEFAULT_OBJECT_BYTES,
                        "is above what the API server lets a ConfigMap or Secret hold (1Mi of values), so it would "
                        "bound nothing",
-                       (MINIMUM_OBJECT_BYTES, f"TLS, pull and token Secrets and the root CA ConfigMaps vCluster copies "
-                                              f"for {whose} pods could be refused, and the pods naming them not start")),
+                       (MINIMUM_OBJECT_BYTES, f"TLS, pull and token Secrets and the root CA ConfigMaps vCluster "
+                                              f"copies for {whose} pods could be refused, and the pods naming them "
+                                              "not start")),
         *_cap_findings("resourceQuota.syncedPodTextBytes", quota.synced_pod_text_bytes, DEFAULT_POD_TEXT_BYTES,
                        "is above what etcd takes in one request (1.5Mi by default) less the rest of a pod, so it "
                        "would bound nothing",

@@ -20,7 +20,7 @@ import copy
 import pytest
 
 from components.admission import policy_validations
-from components.admission_pod_size import EXEC_HANDLERS
+from components.admission_pod_size import HANDLERS
 from config.synced_data import SYNCED_POD_TEXT_ITEMS, worst_case
 from tests.config_spec import put
 from tests.conftest import dev_config, run
@@ -36,14 +36,15 @@ def refused_for_size(messages: list[str]) -> bool:
     return any(message.startswith("[pod-size]") for message in messages)
 
 
-def _exec_commands(spec: dict) -> list[list[str]]:
-    commands = []
-    for handler in EXEC_HANDLERS:
+def _handlers(spec: dict, field: str) -> list[list]:
+    """The list at ``<handler>.<field>`` of each probe and lifecycle hook of a container."""
+    found = []
+    for handler in HANDLERS:
         node = spec
-        for part in f"{handler}.exec.command".split("."):
+        for part in f"{handler}.{field}".split("."):
             node = node.get(part) if isinstance(node, dict) else None
-        commands.append(node or [])
-    return commands
+        found.append(node or [])
+    return found
 
 
 def counted(host: dict) -> int:
@@ -51,8 +52,9 @@ def counted(host: dict) -> int:
     total = 0
     for field in CONTAINER_LISTS:
         for spec in host["spec"].get(field, []):
-            total += sum(len(e["name"]) + len(e.get("value", "").encode()) for e in spec.get("env", []))
-            for strings in (spec.get("command", []), spec.get("args", []), *_exec_commands(spec)):
+            for named in (spec.get("env", []), *_handlers(spec, "httpGet.httpHeaders")):
+                total += sum(len(e["name"]) + len(e.get("value", "").encode()) for e in named)
+            for strings in (spec.get("command", []), spec.get("args", []), *_handlers(spec, "exec.command")):
                 total += sum(len(text.encode()) for text in strings)
     return total
 
@@ -86,11 +88,13 @@ def test_a_pod_one_byte_past_the_cap_is_refused_and_one_at_it_admitted(tenant):
     assert refused_for_size(tenant.create(padded(tenant, CAP + 1)))
 
 
-@pytest.mark.parametrize("field", ["command", "args", "livenessProbe", "lifecycle"])
-def test_commands_args_and_exec_handlers_count(tenant, field):
+@pytest.mark.parametrize("field", ["command", "args", "livenessProbe", "lifecycle", "readinessProbe"])
+def test_commands_args_exec_handlers_and_http_headers_count(tenant, field):
     text = ["x" * 1000] * 100
+    headers = [{"name": f"X-Note-{index:02d}", "value": "x" * (1000 - len("X-Note-00"))} for index in range(100)]
     value = {"command": text, "args": text, "livenessProbe": {"exec": {"command": text}},
-             "lifecycle": {"preStop": {"exec": {"command": text}}}}[field]
+             "lifecycle": {"preStop": {"exec": {"command": text}}},
+             "readinessProbe": {"httpGet": {"path": "/ready", "port": 8080, "httpHeaders": headers}}}[field]
     near = padded(tenant, CAP - 100 * 1000 + 1)
     near["spec"]["containers"][0][field] = value
     assert refused_for_size(tenant.create(near))
