@@ -30,9 +30,11 @@ from components.admission_metadata import (
     has_key, key_value, metadata_validations, metadata_variables, pod_metadata_size, refusal,
 )
 from components.admission_pod_fields import pod_field_validations
+from components.admission_pod_size import pod_size
 from components.admission_volumes import volume_validations
 from components.kai import SCHEDULER_NAME
 from config.model import Team
+from config.synced_data import pod_text_bytes
 from config.vcluster_images import rewrite_hosts_image
 from config.vocabulary import (
     ADMISSION_COMPONENT, MANAGED_BY, NAMESPACE_NAME_LABEL, QUEUE_LABEL, TEAM_LABEL, VCLUSTER_MANAGED_BY_LABEL,
@@ -233,7 +235,7 @@ def policy_validations(team: Team, before_sync: bool = False) -> list[dict]:
                 "KAI charges the team's queue only for its containers' requests, while the kubelet reserves "
                 "spec.resources (pod-level resources) on the node",
                 "remove spec.resources and set resources on each container"),
-        *pod_field_validations(),
+        *pod_field_validations(team),
         refusal("probe-host", _no_probe_host(),
                 "the kubelet sends probes and lifecycle hooks from the node, past the team's network policy, so "
                 "they may not name a host",
@@ -245,7 +247,7 @@ def policy_validations(team: Team, before_sync: bool = False) -> list[dict]:
         *([] if before_sync else image_registry_validations(team)),
         *metadata_validations(team),
         # The size of what the host stores: the virtual pod lacks what vCluster adds and carries keys the syncer drops.
-        *([] if before_sync else [pod_metadata_size()]),
+        *([] if before_sync else [pod_metadata_size(), pod_size(team)]),
     ]
 
 
@@ -304,4 +306,6 @@ class TenantAdmission(pulumi.ComponentResource):
         team = args.team
         self.policy, self.binding = policy_with_deny_binding(self, name, team, args.provider, policy_name(team),
                                                              policy_spec(team))
-        self.register_outputs({"policy": policy_name(team), "syncer": syncer_username(team)})
+        self.register_outputs({"policy": policy_name(team), "syncer": syncer_username(team),
+                               "podTextBytes": pod_text_bytes(team.vcluster),
+                               "maxGracePeriodSeconds": team.vcluster.max_termination_grace_seconds})

@@ -24,13 +24,10 @@ from dataclasses import dataclass
 
 from components.admission_devices import SCHEDULED_LISTS, every_container
 from components.admission_metadata import refusal
+from config.model import Team
 
 REFUSED, CONSTRAINED, POD_SECURITY, REWRITTEN, HARMLESS, NESTED = (
     "refused", "constrained", "pod-security", "rewritten", "harmless", "nested")
-# KAI evicts a pod by deleting it with no grace period of its own (pkg/scheduler/cache/evictor default_evictor.go),
-# so the pod's grace period is how long a reclaimed GPU stays with the team whose pod ignores SIGTERM. Ten minutes
-# lets a training job checkpoint.
-MAX_TERMINATION_GRACE_SECONDS = 600
 # Fields naming host objects that the host's controllers act on for the pod, where the platform offers nothing:
 # no DRA driver (and vCluster's claim syncs stay off, config/virtual_cluster.py), no Workload or PodGroup objects of
 # the kube-scheduler (KAI schedules every pod), no eviction responders.
@@ -128,8 +125,8 @@ POD_SPEC = {
     "shareProcessNamespace": harmless("the pod's own containers see each other's processes"),
     "subdomain": rewritten("Translate", "cleared; the syncer rewrites the pod's /etc/hosts instead"),
     "terminationGracePeriodSeconds": constrained(
-        "grace-period", f"at most {MAX_TERMINATION_GRACE_SECONDS} s: KAI reclaims a GPU for another team by "
-                        "deleting the pod, which keeps the GPU for its grace period"),
+        "grace-period", "at most the team's vcluster.maxTerminationGracePeriodSeconds: KAI reclaims a GPU for another "
+                        "team by deleting the pod, which keeps the GPU for its grace period"),
     "tolerations": harmless(PLACEMENT + " (the syncer adds the site's enforced tolerations)"),
     "topologySpreadConstraints": rewritten("translateTopologySpreadConstraints",
                                            "the selector counts only the vCluster's pods of the pod's namespace"),
@@ -325,15 +322,20 @@ def _host_controllers() -> dict:
         "remove them; group pods with KAI's own pod groups (the pod-grouper makes them from the pod's owner)")
 
 
-def _grace_period() -> dict:
+def _grace_period(team: Team) -> dict:
+    """KAI evicts a pod by deleting it with no grace period of its own (pkg/scheduler/cache/evictor
+    default_evictor.go), so the pod's grace period is how long a reclaimed GPU stays with a team whose pod ignores
+    SIGTERM. The field cannot change after creation."""
+    cap = team.vcluster.max_termination_grace_seconds
     return refusal(
         "grace-period",
         f"request.operation != 'CREATE' || !has(object.spec.terminationGracePeriodSeconds) || "
-        f"object.spec.terminationGracePeriodSeconds <= {MAX_TERMINATION_GRACE_SECONDS}",
-        "KAI reclaims a GPU for another team by deleting the pod, and a deleted pod keeps its GPUs for its "
-        "termination grace period",
-        f"set spec.terminationGracePeriodSeconds to at most {MAX_TERMINATION_GRACE_SECONDS}")
+        f"object.spec.terminationGracePeriodSeconds <= {cap}",
+        f"KAI reclaims a GPU for another team by deleting the pod, and a deleted pod keeps its GPUs for its "
+        f"termination grace period, which team {team.name} may set to at most {cap} s "
+        "(config vcluster.maxTerminationGracePeriodSeconds)",
+        f"set spec.terminationGracePeriodSeconds to at most {cap}, or ask the platform team for a longer cap")
 
 
-def pod_field_validations() -> list[dict]:
-    return [_resource_claims(), _host_controllers(), _grace_period()]
+def pod_field_validations(team: Team) -> list[dict]:
+    return [_resource_claims(), _host_controllers(), _grace_period(team)]

@@ -76,8 +76,9 @@ class TenantResourceQuota:
     config_maps: Optional[int] = None
     secrets: Optional[int] = None
     endpoint_slices: Optional[int] = None
-    # The most data one ConfigMap or Secret vCluster copies to the host may hold (config/synced_data.py).
+    # The most bytes one ConfigMap's or Secret's copy, and one pod's container text, hold (config/synced_data.py).
     synced_object_bytes: str = "512Ki"
+    synced_pod_text_bytes: str = "256Ki"
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,8 @@ class VClusterSettings:
     allowed_registries: Optional[tuple[str, ...]] = None
     # The site's mirrors (config/mirrors.py): the platform's images in the virtual cluster are pulled from them.
     mirrors: Mirrors = Mirrors()
+    # The longest terminationGracePeriodSeconds a tenant pod may set (config/load_vcluster.py says why).
+    max_termination_grace_seconds: int = 600
 
 
 # A team's GPU isolation tier (config/isolation.py says what each one needs and promises).

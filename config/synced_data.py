@@ -26,6 +26,7 @@ from config.tenant_budget import MEBIBYTE, namespace_budget
 # k8s.io/api core/v1 MaxSecretSize: what the API server's validation lets a ConfigMap's or a Secret's values hold.
 API_DATA_LIMIT = MEBIBYTE
 DEFAULT_OBJECT_BYTES = TenantResourceQuota.synced_object_bytes
+DEFAULT_POD_TEXT_BYTES = TenantResourceQuota.synced_pod_text_bytes
 # The most keys a copied ConfigMap or Secret may hold. Keys, unlike values, are bounded only by the request's size
 # (3 MiB, k8s.io/apiserver pkg/server/config.go MaxRequestBodyBytes): hundreds of thousands of short ones would
 # take the policy's sum over them past the API server's CEL cost limit for one expression (components/
@@ -46,6 +47,17 @@ SYNCED_METADATA_KEYS = 1024
 # service-account token with its CA, a config file: a few KiB each) and what the platform has the syncer copy (each
 # virtual namespace's kube-root-ca.crt, the tenant DNS's Corefile).
 MINIMUM_OBJECT_BYTES = 64 * 2 ** 10
+# The most env variables, command and args strings (probes' and hooks' exec commands and headers included) a pod may
+# hold, counted before the policy sums their bytes: like keys, they are bounded only by the request's size. An honest
+# pod has tens to hundreds of its own; vCluster adds eight to every container and, unless the pod turns service
+# links off, about eight for each port of each Service of its namespace (translator.go ServicesToEnvironmentVariables):
+# some 1,500 in each of three containers for a hundred two-port Services.
+SYNCED_POD_TEXT_ITEMS = 8192
+# Honest pods carry a few KiB of text: a framework's JSON config in one variable (a DeepSpeed or accelerate file), a
+# launcher's command line, the downward-API variables vCluster adds. The default (256Ki) holds twice the largest one
+# variable or argument the Linux kernel starts a process with (MAX_ARG_STRLEN, 128 KiB); the floor is ten times an
+# honest pod's text.
+MINIMUM_POD_TEXT_BYTES = 64 * 2 ** 10
 # Datastore sizes documented for a host kind. EKS: "etcd storage is limited to 8 GiB" (Amazon EKS User Guide,
 # clusters.html). MicroK8s keeps its state in dqlite, whose size limit the program cannot read; a kubeconfig host's
 # datastore is the site's own (kubeadm's etcd, k3s' SQLite or etcd...). Those get a review note instead.
@@ -59,6 +71,10 @@ def object_bytes(settings: VClusterSettings) -> int:
     return round(quantity_value(settings.resource_quota.synced_object_bytes))
 
 
+def pod_text_bytes(settings: VClusterSettings) -> int:
+    return round(quantity_value(settings.resource_quota.synced_pod_text_bytes))
+
+
 def metadata_objects(settings: VClusterSettings) -> int:
     """The objects of the other synced kinds the namespace's quota lets exist: pods, Services, an Endpoints for each
     Service, claims and EndpointSlices."""
@@ -67,29 +83,45 @@ def metadata_objects(settings: VClusterSettings) -> int:
 
 
 def worst_case(settings: VClusterSettings) -> int:
-    """Every ConfigMap and Secret the namespace's quota lets exist, each at the cap, and every object of the other
-    synced kinds with its labels and annotations at theirs."""
+    """Every ConfigMap and Secret the namespace's quota lets exist, each at the cap, every object of the other
+    synced kinds with its labels and annotations at theirs, and every pod with its containers' text at its cap."""
     budget = namespace_budget(settings)
     return (budget.config_maps + budget.secrets) * object_bytes(settings) + \
-        metadata_objects(settings) * SYNCED_METADATA_BYTES
+        metadata_objects(settings) * SYNCED_METADATA_BYTES + budget.pods * pod_text_bytes(settings)
 
 
 def cap_findings(settings: VClusterSettings, whose: str) -> list[tuple[str, object, str, str]]:
     """A cap that is not a whole number of bytes, above what the API server stores or below what honest objects need."""
-    stated = settings.resource_quota.synced_object_bytes
+    quota = settings.resource_quota
+    return [
+        *_cap_findings("resourceQuota.syncedObjectBytes", quota.synced_object_bytes, DEFAULT_OBJECT_BYTES,
+                       "is above what the API server lets a ConfigMap or Secret hold (1Mi of values), so it would "
+                       "bound nothing",
+                       (MINIMUM_OBJECT_BYTES, f"TLS, pull and token Secrets and the root CA ConfigMaps vCluster "
+                                              f"copies for {whose} pods could be refused, and the pods naming them "
+                                              "not start")),
+        *_cap_findings("resourceQuota.syncedPodTextBytes", quota.synced_pod_text_bytes, DEFAULT_POD_TEXT_BYTES,
+                       "is above what etcd takes in one request (1.5Mi by default) less the rest of a pod, so it "
+                       "would bound nothing",
+                       (MINIMUM_POD_TEXT_BYTES, f"{whose} pods carrying a large JSON config in an env variable or a "
+                                                "long command line could be refused")),
+    ]
+
+
+def _cap_findings(key: str, stated: object, default: str, above_problem: str,
+                  floor: tuple[int, str]) -> list[tuple[str, object, str, str]]:
+    """The findings of one cap: at most 1Mi, at least ``floor`` (its bytes and what goes wrong below it)."""
     if not isinstance(stated, str):
         return []  # a value refused by its type has its own error
-    key, value = "resourceQuota.syncedObjectBytes", quantity_value(stated)
+    value = quantity_value(stated)
+    minimum, below_problem = floor
     if value != int(value):
         return [(key, stated, "is not a whole number of bytes", "use a value such as 256Ki or 512Ki")]
     if value > API_DATA_LIMIT:
-        return [(key, stated, "is above what the API server lets a ConfigMap or Secret hold (1Mi of values), so "
-                 "it would bound nothing", f"use at most 1Mi (the default is {DEFAULT_OBJECT_BYTES})")]
-    if value < MINIMUM_OBJECT_BYTES:
-        return [(key, stated, f"is below {MINIMUM_OBJECT_BYTES // 2 ** 10}Ki: TLS, pull and token Secrets and the "
-                 f"root CA ConfigMaps vCluster copies for {whose} pods could be refused, and the pods naming them "
-                 "not start",
-                 f"use at least {MINIMUM_OBJECT_BYTES // 2 ** 10}Ki (the default is {DEFAULT_OBJECT_BYTES})")]
+        return [(key, stated, above_problem, f"use at most 1Mi (the default is {default})")]
+    if value < minimum:
+        return [(key, stated, f"is below {minimum // 2 ** 10}Ki: {below_problem}",
+                 f"use at least {minimum // 2 ** 10}Ki (the default is {default})")]
     return []
 
 
@@ -113,8 +145,9 @@ def datastore_warnings(cluster: Optional[Cluster], teams: Sequence[Team]) -> lis
         return []
     return [f"vcluster.resourceQuota.syncedObjectBytes: {_caps_summed(total)}, more than the {gibibytes(limit)} "
             f"the {cluster.kind} host's etcd holds: the teams together could fill it and make the host read-only for "
-            "every team and the platform. Lower vcluster.resourceQuota.syncedObjectBytes, configMaps or secrets (the "
-            "stack's or a team's) until the plan's summary shows the total under the limit."]
+            "every team and the platform. Lower vcluster.resourceQuota.syncedObjectBytes, syncedPodTextBytes, "
+            "configMaps, secrets or pods (the stack's or a team's) until the plan's summary shows the total under the "
+            "limit."]
 
 
 def datastore_notes(cluster: Optional[Cluster], teams: Sequence[Team]) -> list[str]:
@@ -126,8 +159,8 @@ def datastore_notes(cluster: Optional[Cluster], teams: Sequence[Team]) -> list[s
         return []
     return [f"{_caps_summed(total, sentence_start=True)}, more than the {gibibytes(ETCD_DEFAULT_QUOTA)} an etcd "
             f"holds at its default quota. The program cannot read the {cluster.kind} host's datastore limit: check it "
-            "(a full datastore makes the host read-only for every team), or lower syncedObjectBytes, configMaps or "
-            "secrets."]
+            "(a full datastore makes the host read-only for every team), or lower syncedObjectBytes, "
+            "syncedPodTextBytes, configMaps, secrets or pods."]
 
 
 def _caps_summed(total: int, *, sentence_start: bool = False) -> str:
@@ -135,4 +168,5 @@ def _caps_summed(total: int, *, sentence_start: bool = False) -> str:
     return (f"{'T' if sentence_start else 't'}he teams' ConfigMaps and Secrets at their caps "
             f"(vcluster.resourceQuota.syncedObjectBytes times their configMaps and secrets quotas and the platform's, "
             f"summed over the teams, with {SYNCED_METADATA_BYTES // 2 ** 10} KiB of labels and annotations on each of "
-            f"their other synced objects) come to {gibibytes(total)}")
+            f"their other synced objects and each pod's containers' text at vcluster.resourceQuota.syncedPodTextBytes) "
+            f"come to {gibibytes(total)}")

@@ -14,6 +14,7 @@ admission around them:
 
 from __future__ import annotations
 
+import copy
 from typing import Optional
 
 import celpy
@@ -27,7 +28,7 @@ from tests.reference_cel import REFERENCE, Verdict, unordered_lists
 from tests.apiserver_pods import api_validate, limit_range_max, limit_ranger, pull_policy_defaults
 from tests.kai_pods import GPU_RESOURCE, WebhookRefusal, kai_bind, kai_group, kai_mutate
 from tests.kai_pods import KAI_SCHEDULER  # noqa: F401 (the attack tests take it from here with the pod builders)
-from tests.vcluster_pods import vcluster_sync
+from tests.vcluster_pods import copy_back, syncer_update, vcluster_sync
 
 KAI_POD_GROUPER = f"system:serviceaccount:{KAI_NAMESPACE}:pod-grouper"
 KAI_BINDER = f"system:serviceaccount:{KAI_NAMESPACE}:binder"
@@ -262,6 +263,17 @@ class Tenant:
         grouped = kai_group(created)
         bound = kai_bind(grouped)
         return self.update(created, grouped, user=KAI_POD_GROUPER) + self.update(grouped, bound, user=KAI_BINDER), bound
+
+    def run_and_edit(self, virtual: dict, edit) -> list[str]:
+        """Refusals of a pod's life after creation: KAI groups and binds the host pod, vCluster copies KAI's keys
+        into the virtual pod, ``edit`` changes that copy in place as the tenant would, and the syncer carries the
+        edit, KAI's keys with it, back to the host."""
+        created = self.host_pod(virtual)
+        refusals, bound = self.scheduled_by_kai(created)
+        seen = copy_back(bound, virtual, self.team)
+        edited = copy.deepcopy(seen)
+        edit(edited)
+        return self.create_host(created) + refusals + self.update(bound, syncer_update(bound, seen, edited, self.team))
 
 
 def tenant_of(program, config: dict, team: str) -> Tenant:

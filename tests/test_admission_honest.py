@@ -18,7 +18,6 @@ import yaml
 from tests.config_spec import put
 from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, git, run
 from tests.tenant_sim import KAI_SCHEDULER, Tenant, container, tenant_of, virtual_pod
-from tests.vcluster_pods import copy_back, syncer_update
 
 KAI = "kai-scheduler/KAI-Scheduler"
 # Docs pods the platform refuses on purpose, with the key that is refused and why: it runs KAI with one
@@ -200,16 +199,12 @@ def test_pods_of_controllers_charts_and_tools_are_admitted(tenant, kind):
 
 def test_kais_updates_and_the_syncers_resync_of_them_pass(tenant):
     virtual = virtual_pod(queue=tenant.team.queue_name, scheduler=KAI_SCHEDULER, annotations={"gpu-fraction": "0.5"})
-    created = tenant.host_pod(virtual)
-    assert tenant.create_host(created) == []
-    refusals, bound = tenant.scheduled_by_kai(created)
-    assert refusals == []
+
     # vCluster copies KAI's keys into the virtual pod; a later honest edit carries them back unchanged.
-    seen = copy_back(bound, virtual, tenant.team)
-    edited = copy.deepcopy(seen)
-    edited["metadata"]["labels"]["app"] = "web"
-    edited["metadata"]["annotations"]["owner"] = "alice"
-    assert tenant.update(bound, syncer_update(bound, seen, edited, tenant.team)) == []
+    def edit(pod: dict) -> None:
+        pod["metadata"]["labels"]["app"] = "web"
+        pod["metadata"]["annotations"]["owner"] = "alice"
+    assert tenant.run_and_edit(virtual, edit) == []
 
 
 def test_a_mixed_stack_gives_each_team_its_pod_security_and_the_same_key_rules(mixed_run):

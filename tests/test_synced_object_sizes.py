@@ -203,17 +203,23 @@ def test_the_in_vcluster_defaults_do_not_judge_sizes(dev_run):
 # --- config ----------------------------------------------------------------------------------------------
 
 
+# The object cap (rule object-size) and the pod text cap (rule pod-size, tests/test_pod_sizes.py).
+CAP_KEYS = ("syncedObjectBytes", "syncedPodTextBytes")
+
+
+@pytest.mark.parametrize("cap", CAP_KEYS)
 @pytest.mark.parametrize("value, fix", [("2Mi", "at most 1Mi"), ("1Mi1", "quantity"), ("32Ki", "at least 64Ki"),
                                         ("100.1Ki", "whole number of bytes")])
-def test_the_cap_refuses_values_that_bound_nothing_or_break_honest_pods(value, fix):
-    found = assert_rejected(put(stack_config(), "vcluster.resourceQuota.syncedObjectBytes", value),
-                            "vcluster.resourceQuota.syncedObjectBytes", value)
+def test_the_cap_refuses_values_that_bound_nothing_or_break_honest_pods(cap, value, fix):
+    found = assert_rejected(put(stack_config(), f"vcluster.resourceQuota.{cap}", value),
+                            f"vcluster.resourceQuota.{cap}", value)
     assert fix in found.problem + found.fix
 
 
-def test_a_teams_cap_is_refused_at_the_teams_key():
-    config = put(stack_config(), "teams[1].vcluster.resourceQuota.syncedObjectBytes", "4Mi")
-    assert_rejected(config, "teams[1].vcluster.resourceQuota.syncedObjectBytes", "4Mi", fix="at most 1Mi")
+@pytest.mark.parametrize("cap", CAP_KEYS)
+def test_a_teams_cap_is_refused_at_the_teams_key(cap):
+    config = put(stack_config(), f"teams[1].vcluster.resourceQuota.{cap}", "4Mi")
+    assert_rejected(config, f"teams[1].vcluster.resourceQuota.{cap}", "4Mi", fix="at most 1Mi")
 
 
 def test_an_eks_site_whose_teams_could_fill_its_etcd_is_warned_of():
@@ -244,9 +250,10 @@ def test_the_summary_shows_each_teams_worst_case_and_the_sites_total(dev_run):
     summary = render_summary(build_plan(dev_run, "dev"))
     section = summary[summary.index("## Host datastore"):]
     # 403 ConfigMaps and 208 Secrets (the namespace's quota), each at 512Ki: 305.5 MiB; 102 pods, 23 Services, 23
-    # Endpoints, 21 claims and 86 EndpointSlices with 64Ki of labels and annotations: 15.9 MiB; three teams: 964.3 MiB.
-    assert "| `team-nlp` | 403 | 208 | `512Ki` | 255 | `64Ki` | 321.4 MiB |" in section
-    assert "Site total: **964.3 MiB**" in section
+    # Endpoints, 21 claims and 86 EndpointSlices with 64Ki of labels and annotations: 15.9 MiB; the 102 pods with 256Ki
+    # of containers' text each: 25.5 MiB; three teams: 1,040.8 MiB.
+    assert "| `team-nlp` | 403 | 208 | `512Ki` | 255 | `64Ki` | 102 | `256Ki` | 346.9 MiB |" in section
+    assert "Site total: **1,040.8 MiB**" in section
     team = next(t for t in platform_of(dev_config()).teams if t.name == TEAM)
-    assert f"{worst_case(team.vcluster) / 2 ** 20:,.1f} MiB" == "321.4 MiB"
+    assert f"{worst_case(team.vcluster) / 2 ** 20:,.1f} MiB" == "346.9 MiB"
     assert "cannot read this microk8s host's datastore limit" in section

@@ -29,25 +29,32 @@ class TeamDatastore:
     object_cap: int
     other_objects: int
     metadata_cap: int
+    pods: int
+    pod_text_cap: int
 
     @property
     def worst_case(self) -> int:
-        return (self.config_maps + self.secrets) * self.object_cap + self.other_objects * self.metadata_cap
+        return (self.config_maps + self.secrets) * self.object_cap + self.other_objects * self.metadata_cap + \
+            self.pods * self.pod_text_cap
 
 
 def _team_row(index: PlanIndex, component: dict[str, Any]) -> Optional[TeamDatastore]:
-    """The team's quota counts from its release and the synced-objects policy's caps."""
+    """The team's quota counts from its release, the synced-objects policy's caps and the pod policy's."""
     children = index.descendants(component)
     release = next((r for r in children if r["type"] == RELEASE), None)
-    policy = next((r for r in children
-                   if r["type"] == ADMISSION_COMPONENT and dig(r, "outputs", "objectBytes") is not None), None)
+
+    def policy_with(output: str) -> Optional[dict[str, Any]]:
+        return next((r for r in children
+                     if r["type"] == ADMISSION_COMPONENT and dig(r, "outputs", output) is not None), None)
+    policy, pod_policy = policy_with("objectBytes"), policy_with("podTextBytes")
     quota = dig(release, "inputs", "values", "policies", "resourceQuota", "quota") or {}
     counts = [quota.get(key) for key in COUNTS + METADATA_COUNTS]
     if policy is None or not all(isinstance(count, int) for count in counts):
         return None
     return TeamDatastore(str(dig(component, "outputs", "team") or component["name"]), counts[0], counts[1],
                          dig(policy, "outputs", "objectBytes"), sum(counts[len(COUNTS):]),
-                         dig(policy, "outputs", "metadataBytes") or 0)
+                         dig(policy, "outputs", "metadataBytes") or 0, counts[len(COUNTS)],
+                         dig(pod_policy, "outputs", "podTextBytes") or 0)
 
 
 def datastore_section(index: PlanIndex) -> list[str]:
@@ -56,7 +63,8 @@ def datastore_section(index: PlanIndex) -> list[str]:
     if not teams:
         return []
     rows = [[code(row.team), str(row.config_maps), str(row.secrets), code(bytes_quantity(row.object_cap)),
-             str(row.other_objects), code(bytes_quantity(row.metadata_cap)), mebibytes(row.worst_case)]
+             str(row.other_objects), code(bytes_quantity(row.metadata_cap)), str(row.pods),
+             code(bytes_quantity(row.pod_text_cap)), mebibytes(row.worst_case)]
             for row in teams]
     total = sum(row.worst_case for row in teams)
     kind = index.registered(HOST_COMPONENT, "kind")
@@ -71,8 +79,9 @@ def datastore_section(index: PlanIndex) -> list[str]:
              "namespace's quota allows, each at the cap the synced-objects policy holds copies to in keys and values, "
              "labels and annotations included (rule `object-size`, vcluster.resourceQuota.syncedObjectBytes), and "
              "every pod, Service, Endpoints, claim and EndpointSlice it allows with its labels and annotations at "
-             "their cap (rule `metadata-size`); the rest of those objects' specs is not counted "
-             "(docs/security-model.md, Sizes).", ""]
-    lines += table(["Team", "ConfigMaps", "Secrets", "Per-object cap", "Other synced objects", "Metadata cap",
-                    "Worst case"], rows)
+             "their cap (rule `metadata-size`), and every pod with its containers' env, commands and args at theirs "
+             "(rule `pod-size`, vcluster.resourceQuota.syncedPodTextBytes); the rest of those objects' specs, "
+             "bounded by count, is not counted (docs/security-model.md, Sizes).", ""]
+    lines += table(["Team", "ConfigMaps", "Secrets", "Per-object cap", "Other synced objects", "Metadata cap", "Pods",
+                    "Pod text cap", "Worst case"], rows)
     return lines + ["", f"Site total: **{mebibytes(total)}**; {verdict}.", ""]

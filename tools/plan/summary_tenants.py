@@ -9,6 +9,7 @@ from config.vocabulary import (
     ADMISSION_BINDING, ADMISSION_COMPONENT, ADMISSION_POLICY, JOB, NAMESPACE, NETWORK_POLICY, POD_SECURITY_LABEL,
     RELEASE, TENANT_COMPONENT,
 )
+from config.tenant_budget import bytes_quantity
 from tools.charts.values import ChartValues
 from tools.plan.lookup import KUBERNETES, PlanIndex, dig
 from tools.plan.markdown import code, fmt_num, table
@@ -36,9 +37,19 @@ def _tenant_parts(index: PlanIndex, component: dict[str, Any]) -> dict[str, Any]
             "policy": named(ADMISSION_POLICY, ("metadata", "name"), "admissionPolicy"),
             "binding": named(ADMISSION_BINDING, ("spec", "policyName"), "admissionPolicy"),
             "synced_policy": named(ADMISSION_POLICY, ("metadata", "name"), "syncedObjectsPolicy"),
-            "network_policies": [r for r in children if r["type"] == NETWORK_POLICY], "outputs": outputs}
+            "network_policies": [r for r in children if r["type"] == NETWORK_POLICY], "outputs": outputs,
+            "pod_admission": next((r for r in children if r["type"] == ADMISSION_COMPONENT
+                                   and dig(r, "outputs", "maxGracePeriodSeconds") is not None), None)}
 
 
+def _with_cap(rule: str, admission: Optional[dict[str, Any]]) -> str:
+    """A rule's name, with the team's cap for the rules a site sets per team."""
+    grace, text = dig(admission, "outputs", "maxGracePeriodSeconds"), dig(admission, "outputs", "podTextBytes")
+    if rule == "grace-period" and grace is not None:
+        return f"{rule} (≤ {fmt_num(grace)} s)"
+    if rule == "pod-size" and text is not None:
+        return f"{rule} (≤ {bytes_quantity(text)})"
+    return rule
 
 
 def _effective_policies(release: Optional[dict[str, Any]], charts: Optional[ChartValues]) -> tuple[dict, str]:
@@ -141,7 +152,7 @@ def _guardrail_row(team: str, parts: dict[str, Any], policies: dict[str, Any]) -
     return [
         code(team),
         (code(policy) + (f" ({', '.join(actions)})" if actions else " (**no binding**)")) if policy else "**none**",
-        ", ".join(rule.group(1) for rule in rules if rule) or "**none**",
+        ", ".join(_with_cap(rule.group(1), parts["pod_admission"]) for rule in rules if rule) or "**none**",
         code(dig(parts["namespace"], "inputs", "metadata", "labels", POD_SECURITY_LABEL) or "—"),
         enabled(quota, pairs(quota.get("quota"))),
         enabled(limits, f"limit {pairs(limits.get('default'))}; request {pairs(limits.get('defaultRequest'))}"
