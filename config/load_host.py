@@ -61,11 +61,13 @@ def stated_size_keys(whose: str, command: str, examples: tuple[str, str]) -> tup
 
 
 MICROK8S = Block(title="a single GPU machine running MicroK8s", intro="""\
-The program runs the setup steps in order: `snap refresh --hold microk8s`, `microk8s enable dns`,
+The program runs the setup steps in order: `snap refresh --hold microk8s`, the kubelet's process limits
+(`cluster.podPidsLimit`), `microk8s enable dns`,
 `microk8s enable hostpath-storage`, then optionally `microk8s enable nvidia`, then `microk8s config` to
 read the kubeconfig and `cat` of the API server's and the front proxy's certificates to export when they end
 (`hostCertificateExpiry`: MicroK8s issues them for a year and nothing renews them, see docs/operations.md, What
-expires). Each step waits for `microk8s status --wait-ready`.""", keys=(
+expires). The steps that change the cluster (the process limits and each addon) first wait for
+`microk8s status --wait-ready`.""", keys=(
     Key("host", Text(), None, "The GPU machine to drive over SSH.", example="192.0.2.10",
         default_note="run locally",
         details="If unset, the commands run on the machine running `pulumi up`. If set, the `sshPrivateKey` secret "
