@@ -81,7 +81,7 @@ def _check_oidc(reader: Reader, index: int, access: Access) -> None:
         reader.fail(_key(index, "oidc.issuerUrl"), oidc.issuer_url, "is not an https URL without query or fragment",
                     "the Kubernetes API server accepts only https issuers, e.g. https://login.example.com/realms/ml")
     if not oidc.client_id:
-        reader.fail(_key(index, "oidc.clientId"), None, "OIDC needs the client ID tokens are issued for",
+        reader.fail(_key(index, "oidc.clientId"), MISSING, "OIDC needs the client ID tokens are issued for",
                     f"set {_key(index, 'oidc.clientId')} (the audience the API server checks)")
     for name, prefix in (("usernamePrefix", oidc.username_prefix), ("groupsPrefix", oidc.groups_prefix)):
         if prefix and (prefix.startswith(RESERVED_NAME_PREFIX) or RESERVED_NAME_PREFIX.startswith(prefix)):

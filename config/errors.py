@@ -54,5 +54,7 @@ MISSING = _Missing()
 def _show(value: object) -> str:
     if value is MISSING:
         return "<not set>"
+    if value is None:
+        return "null"
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."

@@ -86,6 +86,8 @@ def type_name(value: object) -> str:
     """How a problem names what it found instead."""
     if value is MISSING:
         return "nothing"
+    if value is None:
+        return "null (nothing written)"
     if isinstance(value, bool):
         return f"a boolean ({value!r})"
     if isinstance(value, (int, float)):

@@ -13,6 +13,7 @@ from typing import Any, Iterator, Optional
 from config.errors import MISSING, ConfigIssue
 from config.key_types import Invalid, did_you_mean, type_name
 from config.keys import REQUIRED, Block, Derived, ListOf
+from config.vocabulary import PROJECT_PREFIX
 
 
 class Reader:
@@ -22,13 +23,30 @@ class Reader:
         self.issues: list[ConfigIssue] = []
 
     def fail(self, key: str, value: object, problem: str, fix: str) -> None:
-        if value is MISSING and any(issue.value is MISSING and (key == issue.key or key.startswith(issue.key + "."))
-                                    for issue in self.issues):
-            return  # a missing key (and what it would hold) is one problem, whichever rule notices it first
+        if value is MISSING and any(issue.value in (MISSING, None) and _within(key, issue.key) for issue in self.issues):
+            return  # a missing or null key (and what it would hold) is one problem, whichever rule notices it first
         self.issues.append(ConfigIssue(key, value, problem, fix))
 
     def section(self, path: str, value: object, block: Block) -> Section:
         return Section(self, path, value, block)
+
+
+def _within(key: str, outer: str) -> bool:
+    return key == outer or key.startswith(outer + ".") or key.startswith(outer + "[")
+
+
+# A null is refused, as the stack files' JSON Schema refuses it (schema/stack-config.schema.json), rather than read as
+# "not set": a key written with nothing after it is more often a value forgotten than a default meant.
+NULL_PROBLEM = "is empty (YAML null: {written} is written with nothing after it)"
+
+
+def _null_fix(key: str, required: bool = False) -> str:
+    removal = f"pulumi config rm --path '{PROJECT_PREFIX}{key}'"
+    if key.endswith("]"):
+        return f"write the item's keys under its dash, or remove the item ({removal})"
+    if required:
+        return "give it a value: the key is required"
+    return f"give it a value, or remove the key to take its default ({removal})"
 
 
 def _paths(block: Block, depth: int = 4) -> Iterator[tuple[tuple[str, ...], object]]:
@@ -96,6 +114,9 @@ class Section:
             if not isinstance(name, str) or name not in block.names:
                 reader.fail(join(path, str(name)), item, "unknown key", self._advice(str(name), item))
                 self.unknown.append(str(name))
+            elif item is None:
+                reader.fail(join(path, name), None, NULL_PROBLEM.format(written="the key"),
+                            _null_fix(join(path, name), required=block[name].default is REQUIRED))
             else:
                 self.values[name] = item
         self._check_conditions()
@@ -209,4 +230,8 @@ class Section:
         if not value and key.type.empty is not None:
             self.fail(name, value, *key.type.empty)
         for index, item in enumerate(value):
-            yield Section(self.reader, f"{self.key(name)}[{index}]", item, key.type.block, self)
+            entry = f"{self.key(name)}[{index}]"
+            if item is None:  # read as nothing rather than as an entry of defaults, whose rules would only add noise
+                self.reader.fail(entry, None, NULL_PROBLEM.format(written="the item's dash"), _null_fix(entry))
+            else:
+                yield Section(self.reader, entry, item, key.type.block, self)

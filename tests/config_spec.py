@@ -77,7 +77,7 @@ def issue(error: ConfigError, key: str, value: object = MISSING):
     assert found.problem and found.fix
     text = str(found)
     assert text.startswith(f"gpu-tenancy:{key} = ")
-    assert ("<not set>" if value is MISSING else repr(value)[:60]) in text
+    assert ("<not set>" if value is MISSING else "null" if value is None else repr(value)[:60]) in text
     assert "Fix: " + found.fix in text and text in str(error)
     return found
 

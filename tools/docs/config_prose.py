@@ -79,6 +79,9 @@ beyond a single value:
   namespace of its own; an external one's objects may share the operator's or KAI's, never a team's.
 - **Unknown keys** are errors at any depth, and they come with a suggestion, for example
   `teams[0].nmae … did you mean 'name'?`. Wrong types are errors too.
+- **Empty keys**: a key or list item written with nothing after it (a YAML null) is an error naming
+  it, as the JSON Schema has it, not a default: give it a value, or remove it
+  (`pulumi config rm --path`) to take the default.
 - **Quantities** are read as the API server reads them: `500m`, `4`, `1.5`, `16Gi`, `64G`, `250n`,
   `1e9`; a plain number is one too. Negative ones, and ones above 2^63-1, are refused.
 - **Secrets** must be set with `--secret` when they are needed: `sshPrivateKey` for a remote
