@@ -35,7 +35,8 @@ from config.versions import release_numbers
 # feature gate's (MicroK8s 1.35 ships containerd 2.1, which mounts the whole image the pods ask for).
 IMAGE_VOLUME_ON_BY_DEFAULT = (1, 35)
 IMAGE_VOLUME_FLOOR = "%d.%d" % IMAGE_VOLUME_ON_BY_DEFAULT
-MICROK8S_CONTAINERD = {"1.33": "v1.7.27", "1.34": "v1.7.28", "1.35": "v2.1.3", "1.36": "v2.2.3"}
+MICROK8S_CONTAINERD = {"1.30": "v1.6.28", "1.31": "v1.6.28", "1.32": "v1.6.36", "1.33": "v1.7.27", "1.34": "v1.7.28",
+                       "1.35": "v2.1.3", "1.36": "v2.2.3"}
 
 
 def image_volume_problem(kind: str, version: str) -> Optional[str]:
@@ -48,7 +49,7 @@ def image_volume_problem(kind: str, version: str) -> Optional[str]:
     if kind == "eks":
         return gate + "; EKS cannot turn a feature gate on"
     if kind == "microk8s":
-        return gate + f"; nor has its containerd ({MICROK8S_CONTAINERD.get(version, 'v1.7')}) image-volume support"
+        return gate + f"; nor has its containerd ({MICROK8S_CONTAINERD['%d.%d' % release_numbers(version)[:2]]}) image-volume support"
     return gate
 
 

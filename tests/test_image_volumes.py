@@ -13,11 +13,11 @@ import re
 import pytest
 
 from config import ConfigError, load_platform
-from config.image_volumes import IMAGE_VOLUME_ON_BY_DEFAULT, MICROK8S_CONTAINERD
+from config.image_volumes import IMAGE_VOLUME_ON_BY_DEFAULT, MICROK8S_CONTAINERD, image_volume_problem
 from config.virtual_cluster import MUTATING_ADMISSION_POLICY_GA, virtual_kubernetes_version
 from config.vocabulary import RELEASE
 from config.load_vcluster import DEFAULT_VCLUSTER
-from config.versions import VCLUSTER_VIRTUAL_KUBERNETES, release_numbers
+from config.versions import KUBERNETES_MINIMUM_VERSION, VCLUSTER_VIRTUAL_KUBERNETES, release_numbers
 from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, git, go_function, run
 from tools.deployability import image_volumes
 from tools.deployability.inputs import K8sObject, program_objects, site_from_plan
@@ -208,6 +208,15 @@ def test_vclusters_pod_translator_carries_an_image_volume_unchanged(tag):
 def test_microk8s_bundles_the_containerd_the_rule_names(tag):
     script = git(MICROK8S, "show", f"{tag}:build-scripts/components/containerd/version.sh")
     assert re.search(r'echo "(v[0-9.]+)"', script).group(1) == MICROK8S_CONTAINERD[tag.removeprefix("v")]
+
+
+def test_every_accepted_microk8s_track_below_the_floor_names_its_own_containerd():
+    # The refusal names the host's containerd; a track missing here would have had the rule guess one.
+    below = [f"1.{minor}" for minor in range(release_numbers(KUBERNETES_MINIMUM_VERSION)[1],
+                                              IMAGE_VOLUME_ON_BY_DEFAULT[1])]
+    assert set(below) <= set(MICROK8S_CONTAINERD)
+    for track in below:
+        assert f"containerd ({MICROK8S_CONTAINERD[track]})" in image_volume_problem("microk8s", track)
 
 
 def test_the_microk8s_tracks_below_the_floor_are_the_ones_without_image_volume_support():
