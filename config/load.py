@@ -21,7 +21,8 @@ from config.image_volumes import check_image_volumes
 from config.isolation import check_isolation, isolation_warnings, pin_teams, with_isolation
 from config.keys import REQUIRED, Block, Key
 from config.load_host import CI, CLUSTER, read_ci, read_cluster
-from config.load_operators import GPU_OPERATOR, KAI_SCHEDULER, read_gpu_operator, read_kai
+from config.load_operators import (GPU_OPERATOR, KAI_SCHEDULER, check_nodes_deliver_cdi_devices, read_gpu_operator,
+                                   read_kai)
 from config.load_placement import check_placement, placement_warnings
 from config.load_teams import ORGANIZATION, TEAMS, VCLUSTER_NAME_CHECKS, VCLUSTER_NAME_LENGTH, read_organization, \
     read_team
@@ -41,6 +42,7 @@ from config.review_notes import review_notes, time_sliced_keys
 from config.synced_data import datastore_warnings
 from config.secrets import SECRET_KEYS, Secrets, secret_command
 from config.team_alerting import check_team_alerting, team_alerting_warnings
+from config.vcluster_images import dig
 from config.vocabulary import (
     KAI_RESERVATION_NAMESPACE, NODE_PROFILE_LABEL, OTHER_NAMESPACES, POOL_LABEL, PROJECT, ROLE_LABEL, SYSTEM_NAMESPACES,
 )
@@ -93,6 +95,9 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     cluster = read_cluster(root.child("cluster"), secrets)
     host = host_profile(cluster) if cluster is not None else None
     gpu_operator = read_gpu_operator(root.child("gpuOperator"), cluster, host)
+    check_nodes_deliver_cdi_devices(reader, cluster, gpu_operator,
+                                    version_stated="kubernetesVersion" in dig(raw, "cluster", cluster.kind)
+                                    if cluster is not None else False)
     kai = read_kai(root.child("kaiScheduler"))
     organization = read_organization(root.child("organization"))
     # Where tenant pods may run depends on the host kind (config/hosts.py).

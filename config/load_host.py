@@ -99,7 +99,13 @@ expires). The steps that change the cluster (the process limits and each addon) 
     Key("kubernetesVersion", SITE_KUBERNETES,
         versions.KUBERNETES_MINIMUM_VERSION, "The Kubernetes minor version MicroK8s runs.", example='"1.36"',
         default_note="the oldest version the program supports",
-        details=KUBERNETES_VERSION_DETAILS.format(command="microk8s version")),
+        details=KUBERNETES_VERSION_DETAILS.format(command="microk8s version") + (
+            f" Tracks below {versions.MICROK8S_CONTAINERD_CDI_VERSION} bundle containerd 1.6, which cannot inject CDI "
+            f"devices, where the device plugin of a GPU Operator from {versions.GPU_OPERATOR_CDI_DEVICE_LIST} on (the "
+            "default, installed or through `enableNvidiaAddon`) cannot give a container its GPU (it would see the GPUs "
+            "its image's `NVIDIA_VISIBLE_DEVICES` names): such a site, or one that does not state its track, is "
+            f"refused; pin the operator {versions.GPU_OPERATOR_NEWEST_ENVVAR_DEVICE_LIST} until the box runs "
+            f"{versions.MICROK8S_CONTAINERD_CDI_VERSION} or later.")),
 ))
 
 

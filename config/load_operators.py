@@ -8,8 +8,9 @@ from config import versions
 from config.key_types import Boolean, Integer, Text
 from config.keys import Block, Condition, Derived, Key
 from config.mig import MIG_STRATEGIES
+from config.errors import MISSING
 from config.model import Cluster, GpuOperator, HostProfile, KaiScheduler, TimeSlicing
-from config.reader import Section
+from config.reader import Reader, Section
 from config.sharing import EXCLUSIVE, PROFILES
 from config.version_types import Version
 from config.vocabulary import MICROK8S_ADDON_NAMESPACE
@@ -93,8 +94,6 @@ def read_gpu_operator(section: Section, cluster: Optional[Cluster], host: Option
     namespace = MICROK8S_ADDON_NAMESPACE if mode == "microk8s-addon" else section.read("namespace")
     time_slicing = section.child("timeSlicing")
     version = section.read("version")
-    if mode == "install" and cluster is not None and cluster.eks is not None:
-        _check_eks_delivers_cdi_devices(section, cluster.eks.kubernetes_version, version)
     return GpuOperator(
         mode=mode,
         version=version,
@@ -111,26 +110,57 @@ def read_gpu_operator(section: Section, cluster: Optional[Cluster], host: Option
     )
 
 
-def _check_eks_delivers_cdi_devices(section: Section, kubernetes: Optional[str], version: Optional[str]) -> None:
-    """An operator whose device plugin names GPUs to CDI only needs containerd's CDI, which nodeadm turns on from
-    versions.EKS_CONTAINERD_CDI_VERSION: below it a whole-GPU container gets the devices its image's
-    NVIDIA_VISIBLE_DEVICES names instead (all of the node's in NVIDIA's CUDA images):
-    tests/test_cdi_device_list_contract.py reads each link."""
-    if kubernetes is None or version is None:
+# Per host kind: the first Kubernetes minor whose nodes' containerd injects CDI devices, why older ones do not, and how
+# the site gets there.
+CDI_CONTAINERD = {
+    "eks": (versions.EKS_CONTAINERD_CDI_VERSION, "EKS nodes below {floor} run containerd with CDI off",
+            "(EKS upgrades one minor per pulumi up)"),
+    "microk8s": (versions.MICROK8S_CONTAINERD_CDI_VERSION,
+                 "MicroK8s tracks below {floor} bundle containerd 1.6, which cannot inject CDI devices",
+                 "(snap refresh microk8s --channel=<track>/stable, one track at a time, then state the track)"),
+}
+VERSION_COMMAND = {"eks": "aws eks describe-cluster", "microk8s": "microk8s version"}
+
+
+def _operator_installed(cluster: Cluster, operator: GpuOperator) -> Optional[tuple[str, str]]:
+    """The config key and version of the GPU Operator the platform puts on the nodes, when it is known."""
+    if operator.mode == "install":
+        return ("gpuOperator.version", operator.version) if operator.version is not None else None
+    microk8s = cluster.microk8s
+    if operator.mode == "microk8s-addon" and microk8s is not None and microk8s.enable_nvidia_addon:
+        return "cluster.microk8s.nvidiaAddonOperatorVersion", microk8s.nvidia_addon_operator_version
+    return None  # an external operator, or an addon enabled by hand: the site's to match
+
+
+def check_nodes_deliver_cdi_devices(reader: Reader, cluster: Optional[Cluster], operator: GpuOperator,
+                                    version_stated: bool) -> None:
+    """An operator whose device plugin names GPUs to CDI only needs a containerd that injects CDI devices: without
+    one a whole-GPU container gets the devices its image's NVIDIA_VISIBLE_DEVICES names instead (all of the node's in
+    NVIDIA's CUDA images) through an NVIDIA runtime: tests/test_cdi_device_list_contract.py reads each link. A host
+    whose version is not stated is judged at the version the program assumes (the oldest it supports)."""
+    installed = _operator_installed(cluster, operator) if cluster is not None else None
+    if installed is None or cluster.kind not in CDI_CONTAINERD or cluster.kubernetes_version is None:
         return
+    operator_key, release = installed
+    floor, why, upgrade = CDI_CONTAINERD[cluster.kind]
     numbers = versions.release_numbers
-    if numbers(version) < numbers(versions.GPU_OPERATOR_CDI_DEVICE_LIST) or \
-            numbers(kubernetes) >= numbers(versions.EKS_CONTAINERD_CDI_VERSION):
+    if numbers(release) < numbers(versions.GPU_OPERATOR_CDI_DEVICE_LIST) or \
+            numbers(cluster.kubernetes_version) >= numbers(floor):
         return
-    section.reader.fail(
-        "cluster.eks.kubernetesVersion", kubernetes,
-        f"EKS nodes below {versions.EKS_CONTAINERD_CDI_VERSION} run containerd with CDI off, and the device plugin of "
-        f"gpuOperator.version {version} (from {versions.GPU_OPERATOR_CDI_DEVICE_LIST} on) names a container's GPUs to CDI "
-        "only: a container requesting nvidia.com/gpu would get the GPUs its image's NVIDIA_VISIBLE_DEVICES names "
-        "instead, every GPU of the node with NVIDIA's CUDA images, none with others",
-        f"pin gpuOperator.version {versions.GPU_OPERATOR_NEWEST_ENVVAR_DEVICE_LIST} (its device plugin also sets "
-        f"NVIDIA_VISIBLE_DEVICES) until the cluster runs Kubernetes {versions.EKS_CONTAINERD_CDI_VERSION} or later "
-        "(EKS upgrades one minor per pulumi up)")
+    key = f"cluster.{cluster.kind}.kubernetesVersion"
+    gap = (f"the device plugin of {operator_key} {release} (from {versions.GPU_OPERATOR_CDI_DEVICE_LIST} on) names a "
+           "container's GPUs to CDI only: a container requesting nvidia.com/gpu would get the GPUs its image's "
+           "NVIDIA_VISIBLE_DEVICES names instead, every GPU of the node with NVIDIA's CUDA images, none with others")
+    pin = (f"pin {operator_key} {versions.GPU_OPERATOR_NEWEST_ENVVAR_DEVICE_LIST} (its device plugin also sets "
+           "NVIDIA_VISIBLE_DEVICES)")
+    if not version_stated:
+        reader.fail(key, MISSING, f"is not stated, so the program assumes {cluster.kubernetes_version}; "
+                                  f"{why.format(floor=floor)}, and {gap}",
+                    f"state the version the nodes run (`{VERSION_COMMAND[cluster.kind]}`, e.g. \"{floor}\"); on one "
+                    f"below {floor}, {pin}")
+        return
+    reader.fail(key, cluster.kubernetes_version, f"{why.format(floor=floor)}, and {gap}",
+                f"{pin} until the cluster runs Kubernetes {floor} or later {upgrade}")
 
 
 def read_kai(section: Section) -> KaiScheduler:

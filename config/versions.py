@@ -200,6 +200,10 @@ GPU_OPERATOR_CDI_DEVICE_LIST = "v25.10.0"
 # NVIDIA runtime takes the image's NVIDIA_VISIBLE_DEVICES (all, in NVIDIA's CUDA images) instead: every GPU of the
 # node, or none (config/load_operators.py refuses such a site; tests/test_cdi_device_list_contract.py).
 EKS_CONTAINERD_CDI_VERSION = "1.32"
+# The first MicroK8s track whose bundled containerd can inject CDI devices at all (1.7, its enable_cdi, which the GPU
+# Operator's toolkit turns on): tracks 1.30 to 1.32 bundle containerd 1.6, which has no CDI, so a CDI-only device plugin
+# leaves the same gap as on EKS below EKS_CONTAINERD_CDI_VERSION (config/load_operators.py refuses it).
+MICROK8S_CONTAINERD_CDI_VERSION = "1.33"
 # The chart has no values schema: the oldest release checked whose chart renders with the program's values,
 # holds every value the program sets, and ships the DCGM exporter assets components/observability.py reads.
 GPU_OPERATOR_MINIMUM_VERSION = "v24.9.0"

@@ -104,8 +104,8 @@ MIRRORED_TAGS = {
     "canonical/microk8s": MICROK8S_TRACK_TAGS,
     # How AL2023 EKS nodes read the kubelet settings of a launch template's user data (tests/test_node_pids.py).
     "awslabs/amazon-eks-ami": ("v20260724",),
-    # ... and the containerd its newest release ships (tests/test_cdi_device_list_contract.py).
-    "containerd/containerd": ("v2.1.3", "v2.2.3", "v2.2.4"),
+    # ... and the containerd its newest release ships, and each MicroK8s track's (tests/test_cdi_device_list_contract.py).
+    "containerd/containerd": ("v1.6.28", "v1.6.36", "v1.7.27", "v1.7.28", "v2.1.3", "v2.2.3", "v2.2.4"),
     # The device plugin each accepted GPU Operator release ships (its values' devicePlugin.version): how it names a
     # container's GPUs to the runtime (tests/test_cdi_device_list_contract.py).
     "NVIDIA/k8s-device-plugin": ("v0.17.0", "v0.17.1", "v0.17.2", "v0.17.3", "v0.17.4", "v0.18.0", "v0.18.1", "v0.19.0",
@@ -134,6 +134,9 @@ MIRRORED_TAGS = {
         f"v0.{minor}.0" for minor in range(versions.release_numbers(versions.KUBERNETES_MINIMUM_VERSION)[1],
                                            versions.release_numbers(versions.EKS_KUBERNETES_VERSION)[1] + 1)),
 }
+# The containerd releases with the CRI plugin under internal/cri (2.0 on), which the image-reference, image-volume and
+# CDI-injection contracts read; the 1.x ones are mirrored for the MicroK8s tracks that bundle them.
+CONTAINERD_CRI_V2_TAGS = tuple(tag for tag in MIRRORED_TAGS["containerd/containerd"] if not tag.startswith("v1."))
 
 
 def mirror(repository: str) -> Path:

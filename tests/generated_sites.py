@@ -30,7 +30,9 @@ GENERATED_SITES = {
                                 "cluster.eks.privateSubnetIds=[subnet-a, subnet-b]",
                                 "cluster.eks.gpuNodeGroups[1]={name: big, instanceTypes: [g5.12xlarge], maxSize: 2, "
                                 "sharingProfile: exclusive}", "gpuOperator.version=v26.7.0"]),
-    "gen-microk8s-from-eks": ("eks", ["cluster.kind=microk8s", "gpuOperator.mode=install",
+    # The box states its track: on one below 1.33 (the default assumes 1.30) the default operator is refused.
+    "gen-microk8s-from-eks": ("eks", ["cluster.kind=microk8s", 'cluster.microk8s.kubernetesVersion="1.34"',
+                                      "gpuOperator.mode=install",
                                       "kaiScheduler.version=v0.17.0", "vcluster.nodeLabels={}"]),
     "gen-eks-observed": ("eks", ["observability.prometheus=install"]),
     # Teams at the edges: a 63-character team name whose vCluster name (cut to 52) would end in '-', a 63-character

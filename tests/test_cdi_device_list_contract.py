@@ -19,7 +19,8 @@ toolkit. Does the container see every GPU of the node? The chain, each link a te
 
 So on 1.32 and later the CDI edit turns the image's ``all`` into ``void`` and the container sees its own GPU only;
 below 1.32 nothing delivers the GPU but the image's variable: every GPU with a CUDA image, none without.
-config/load_operators.py refuses that pair (tested at the end).
+config/load_operators.py refuses that pair (tested at the end). MicroK8s has the same gap below track 1.33, whose
+containerd (1.6) has no CDI at all; the GPU Operator's own toolkit turns it on where containerd has it.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ import yaml
 
 from components.admission_devices import VISIBLE_DEVICES as VISIBLE
 from config import load_platform, versions
+from config.image_volumes import MICROK8S_CONTAINERD
 from tests import config_spec
-from tests.conftest import MIRRORED_TAGS, git, go_function, mirrored_tag
+from tests.conftest import CONTAINERD_CRI_V2_TAGS, MIRRORED_TAGS, git, go_function, mirrored_tag
 
 OPERATOR = "NVIDIA/gpu-operator"
 DEVICE_PLUGIN = "NVIDIA/k8s-device-plugin"
@@ -117,7 +119,7 @@ def test_the_device_plugins_cdi_spec_blanks_the_device_list_variable(tag):
 # --- 3. containerd -----------------------------------------------------------------------------------------------
 
 def _containerd_tags() -> list[str]:
-    return list(MIRRORED_TAGS[CONTAINERD])
+    return list(CONTAINERD_CRI_V2_TAGS)
 
 
 def test_the_containerd_of_the_newest_eks_ami_is_read():
@@ -232,3 +234,64 @@ def test_an_eks_site_whose_gpus_reach_their_containers_is_accepted(path, value):
     if path != "cluster.eks.kubernetesVersion":
         site = config_spec.put(site, "cluster.eks.kubernetesVersion", BELOW)
     load_platform(config_spec.put(site, path, value))
+
+
+# --- the same gap on MicroK8s: the containerd each track bundles ---------------------------------------------------
+
+MICROK8S_BELOW = f"1.{versions.release_numbers(versions.MICROK8S_CONTAINERD_CDI_VERSION)[1] - 1}"
+
+
+@pytest.mark.parametrize("track", sorted(MICROK8S_CONTAINERD, key=versions.release_numbers))
+def test_microk8s_bundles_a_containerd_that_injects_cdi_devices_from_the_cdi_track_only(track):
+    # config/image_volumes.py's table is read from each track's build script (tests/test_image_volumes.py).
+    tag = mirrored_tag(CONTAINERD, MICROK8S_CONTAINERD[track])
+    [config] = [path for path in git(CONTAINERD, "ls-tree", "-r", "--name-only", tag, "--", "pkg/cri/config",
+                                      "internal/cri/config").split() if path.endswith("/config.go")]
+    has_cdi = 'toml:"enable_cdi"' in git(CONTAINERD, "show", f"{tag}:{config}")
+    assert has_cdi == (versions.release_numbers(track) >= versions.release_numbers(versions.MICROK8S_CONTAINERD_CDI_VERSION))
+
+
+def test_the_operators_toolkit_turns_containerd_cdi_on_where_containerd_has_it():
+    config = git(TOOLKIT, "show", f"{mirrored_tag(TOOLKIT, MIRRORED_TAGS[TOOLKIT][-1])}:pkg/config/engine/containerd/config.go")
+    assert re.search(r'func \(c \*Config\) EnableCDI\(\) \{\s*config := \*c\.Tree\s*'
+                     r'config\.SetPath\(\[\]string\{"plugins", c\.CRIRuntimePluginName, "enable_cdi"\}, true\)', config)
+
+
+def _microk8s(track: str, **changes: object) -> dict:
+    site = config_spec.put(config_spec.dev_config(), "cluster.microk8s.kubernetesVersion", track)
+    for path, value in changes.items():
+        site = config_spec.put(site, path, value)
+    return site
+
+
+@pytest.mark.parametrize("changes, operator_key", [
+    ({"gpuOperator.mode": "install"}, "gpuOperator.version"),
+    ({"cluster.microk8s.enableNvidiaAddon": True}, "cluster.microk8s.nvidiaAddonOperatorVersion"),
+])
+def test_a_microk8s_track_without_containerd_cdi_is_refused_with_a_cdi_only_operator(changes, operator_key):
+    found = config_spec.assert_rejected(_microk8s(MICROK8S_BELOW, **changes), "cluster.microk8s.kubernetesVersion",
+                                        MICROK8S_BELOW, fix=f"pin {operator_key} {ENVVAR_OPERATOR}")
+    assert "containerd 1.6" in found.problem and "every GPU of the node" in found.problem
+    assert f"Kubernetes {versions.MICROK8S_CONTAINERD_CDI_VERSION} or later" in found.fix
+
+
+def test_a_microk8s_box_that_does_not_state_its_track_is_refused_with_a_cdi_only_operator():
+    # The program assumes the oldest track it supports, whose containerd has no CDI: the site states what it runs.
+    site = config_spec.put(config_spec.dev_config(), "gpuOperator.mode", "install")
+    del site["cluster"]["microk8s"]["kubernetesVersion"]
+    found = config_spec.assert_rejected(site, "cluster.microk8s.kubernetesVersion", fix="microk8s version")
+    assert f"assumes {versions.KUBERNETES_MINIMUM_VERSION}" in found.problem and "containerd 1.6" in found.problem
+    assert f"pin gpuOperator.version {ENVVAR_OPERATOR}" in found.fix
+    load_platform(config_spec.put(site, "gpuOperator.version", ENVVAR_OPERATOR))
+
+
+@pytest.mark.parametrize("changes", [
+    {"gpuOperator.mode": "install", "gpuOperator.version": ENVVAR_OPERATOR},
+    {"cluster.microk8s.enableNvidiaAddon": True, "cluster.microk8s.nvidiaAddonOperatorVersion": ENVVAR_OPERATOR},
+    {"gpuOperator.mode": "microk8s-addon"},  # enabled by hand: its version is not the config's
+    {"gpuOperator.mode": "external"},
+])
+def test_a_microk8s_site_whose_gpus_reach_their_containers_is_accepted(changes):
+    load_platform(_microk8s(MICROK8S_BELOW, **changes))
+    load_platform(_microk8s(versions.MICROK8S_CONTAINERD_CDI_VERSION, **{
+        key: value for key, value in changes.items() if not key.endswith("OperatorVersion") and key != "gpuOperator.version"}))

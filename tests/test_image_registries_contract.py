@@ -18,7 +18,7 @@ import pytest
 from config.image_registries import (
     DEFAULT_DOMAIN, DIGEST, HOST, LEGACY_DOMAIN, LOCALHOST, OFFICIAL_PREFIX, PATH_COMPONENT, TAG,
 )
-from tests.conftest import ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, git, mirrored_tag
+from tests.conftest import ACCEPTED_VCLUSTER_TAGS, CONTAINERD_CRI_V2_TAGS, MIRRORED_TAGS, git, mirrored_tag
 from tests.image_reference_sim import REFERENCE, grammar_pieces, reference_grammar
 
 CONTAINERD = "containerd/containerd"
@@ -104,7 +104,7 @@ def test_the_configs_grammar_is_the_upstream_one_in_lower_case(tag):
         assert bool(re.fullmatch(HOST, text)) == (text == text.lower() and bool(upstream["host"].match(text))), text
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[CONTAINERD])
+@pytest.mark.parametrize("tag", CONTAINERD_CRI_V2_TAGS)
 def test_containerd_pulls_the_reference_as_that_package_normalises_it(tag):
     tag = mirrored_tag(CONTAINERD, tag)
     required = re.search(r"github\.com/distribution/reference (v\S+)", git(CONTAINERD, "show", f"{tag}:go.mod"))

@@ -18,7 +18,7 @@ from config.virtual_cluster import MUTATING_ADMISSION_POLICY_GA, virtual_kuberne
 from config.vocabulary import RELEASE
 from config.load_vcluster import DEFAULT_VCLUSTER
 from config.versions import KUBERNETES_MINIMUM_VERSION, VCLUSTER_VIRTUAL_KUBERNETES, release_numbers
-from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, git, go_function, run
+from tests.conftest import CONTAINERD_CRI_V2_TAGS, MIRRORED_TAGS, dev_config, eks_config, git, go_function, run
 from tools.deployability import image_volumes
 from tools.deployability.inputs import K8sObject, program_objects, site_from_plan
 from tools.plan.document import build_plan
@@ -225,7 +225,7 @@ def test_the_microk8s_tracks_below_the_floor_are_the_ones_without_image_volume_s
         assert (release_numbers(track)[:2] >= IMAGE_VOLUME_ON_BY_DEFAULT) == containerd.startswith("v2."), track
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[CONTAINERD])
+@pytest.mark.parametrize("tag", CONTAINERD_CRI_V2_TAGS)
 def test_containerd_mounts_the_whole_image_on_every_track_the_rule_accepts(tag):
     mounts = git(CONTAINERD, "show", f"{tag}:internal/cri/server/container_image_mount.go")
     # Every mirrored 2.x mounts an image volume (read-only, the whole image at the container's mount path) ...

@@ -17,7 +17,7 @@ import pytest
 from config import load_platform
 from config.mirrors import Mirrors, same_registry, split_image
 from tests.config_spec import assert_rejected, dev_config, put
-from tests.conftest import MIRRORED_TAGS, git, mirrored_tag
+from tests.conftest import CONTAINERD_CRI_V2_TAGS, MIRRORED_TAGS, git, mirrored_tag
 from tests.image_reference_sim import REFERENCE, registry_of
 from tests.test_mirrors import mirror_of
 from tests.test_mirrors_default_registry import DEFAULT_REGISTRY, _mirrored_site, with_default_registry
@@ -25,7 +25,7 @@ from tests.test_mirrors_default_registry import DEFAULT_REGISTRY, _mirrored_site
 CONTAINERD = "containerd/containerd"
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[CONTAINERD])
+@pytest.mark.parametrize("tag", CONTAINERD_CRI_V2_TAGS)
 def test_containerd_finds_a_hosts_settings_by_its_text_and_dials_it_over_https(tag):
     """What same_registry relies on, read from containerd: the hosts.toml directory is the host's text (a port
     becomes ``_port_``), and a host without one is dialed as written, https unless it is localhost; only the exact

@@ -183,6 +183,7 @@ config:
     microk8s:
       host: 10.0.0.5
       gpus: 1
+      kubernetesVersion: "1.36"
   gpu-tenancy:organization:
     name: ml-org
     resources:
@@ -259,7 +260,8 @@ def test_an_eks_site_from_the_microk8s_stack(project, capsys):
 
 def test_a_remote_microk8s_site_from_the_eks_stack_on_a_self_hosted_runner(project, capsys):
     assert new(project, "lab", "eks", "cluster.kind=microk8s", "cluster.microk8s.host=192.0.2.10",
-               "vcluster.nodeLabels={}", "ci.runner=[self-hosted, gpu-lab]") == 0
+               'cluster.microk8s.kubernetesVersion="1.35"', "vcluster.nodeLabels={}",
+               "ci.runner=[self-hosted, gpu-lab]") == 0
     out = capsys.readouterr().out
     config = stack_config(project, "lab")
     assert set(config[PROJECT_PREFIX + "cluster"]) == {"kind", "microk8s"}
