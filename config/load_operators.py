@@ -163,5 +163,20 @@ def check_nodes_deliver_cdi_devices(reader: Reader, cluster: Optional[Cluster], 
                 f"{pin} until the cluster runs Kubernetes {floor} or later {upgrade}")
 
 
+def cdi_warnings(cluster: Optional[Cluster], operator: GpuOperator) -> list[str]:
+    """On an existing cluster the program cannot see the nodes' containerd, which a CDI-only operator relies on."""
+    if cluster is None or cluster.kubeconfig is None or operator.mode != "install" or operator.version is None or \
+            versions.release_numbers(operator.version) < versions.release_numbers(versions.GPU_OPERATOR_CDI_DEVICE_LIST):
+        return []
+    turned_on = "which the operator's toolkit turns on" if operator.toolkit_enabled else \
+        "which, with gpuOperator.toolkitEnabled false, the nodes' own toolkit setup must turn on"
+    return [f"gpuOperator.version {operator.version} (from {versions.GPU_OPERATOR_CDI_DEVICE_LIST} on) names each "
+            "container's GPUs to CDI only, and the program cannot see the nodes' containerd on an existing cluster: "
+            f"it must be 1.7 or later with CDI on (`enable_cdi`, {turned_on}). Without it a container requesting "
+            "nvidia.com/gpu gets the GPUs its image's NVIDIA_VISIBLE_DEVICES names instead, every GPU of the node "
+            "with NVIDIA's CUDA images. Check the CONTAINER-RUNTIME column of `kubectl get nodes -o wide`, or pin "
+            f"gpuOperator.version {versions.GPU_OPERATOR_NEWEST_ENVVAR_DEVICE_LIST}."]
+
+
 def read_kai(section: Section) -> KaiScheduler:
     return KaiScheduler(version=section.read("version"), gpu_sharing=section.read("gpuSharing"))

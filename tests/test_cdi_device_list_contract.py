@@ -35,6 +35,7 @@ from config import load_platform, versions
 from config.image_volumes import MICROK8S_CONTAINERD
 from tests import config_spec
 from tests.conftest import CONTAINERD_CRI_V2_TAGS, MIRRORED_TAGS, git, go_function, mirrored_tag
+from tests.site_corpus import existing_cluster_lab
 
 OPERATOR = "NVIDIA/gpu-operator"
 DEVICE_PLUGIN = "NVIDIA/k8s-device-plugin"
@@ -295,3 +296,28 @@ def test_a_microk8s_site_whose_gpus_reach_their_containers_is_accepted(changes):
     load_platform(_microk8s(MICROK8S_BELOW, **changes))
     load_platform(_microk8s(versions.MICROK8S_CONTAINERD_CDI_VERSION, **{
         key: value for key, value in changes.items() if not key.endswith("OperatorVersion") and key != "gpuOperator.version"}))
+
+
+def _existing_cluster(**changes: object) -> dict:
+    site = config_spec.put(existing_cluster_lab(), "gpuOperator", {"mode": "install"})
+    for path, value in changes.items():
+        site = config_spec.put(site, path, value)
+    return site
+
+
+def _cdi_warnings(site: dict) -> list[str]:
+    return [warning for warning in load_platform(site, placeholders={"kubeconfig"}).warnings if "CDI only" in warning]
+
+
+def test_an_existing_cluster_with_a_cdi_only_operator_is_warned_that_its_containerd_must_inject_cdi():
+    # Its nodes' containerd is not in the config: the site is told what the operator relies on and how to check it.
+    [warning] = _cdi_warnings(_existing_cluster())
+    assert "1.7 or later with CDI on" in warning and "every GPU of the node" in warning
+    assert "operator's toolkit turns on" in warning and f"pin gpuOperator.version {ENVVAR_OPERATOR}" in warning
+    [own_toolkit] = _cdi_warnings(_existing_cluster(**{"gpuOperator.toolkitEnabled": False}))
+    assert "the nodes' own toolkit setup must turn on" in own_toolkit
+
+
+@pytest.mark.parametrize("path, value", [("gpuOperator.version", ENVVAR_OPERATOR), ("gpuOperator.mode", "external")])
+def test_an_existing_cluster_whose_operator_sets_the_device_list_itself_or_is_its_own_is_not_warned(path, value):
+    assert _cdi_warnings(_existing_cluster(**{path: value})) == []
