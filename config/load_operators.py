@@ -164,18 +164,31 @@ def check_nodes_deliver_cdi_devices(reader: Reader, cluster: Optional[Cluster], 
 
 
 def cdi_warnings(cluster: Optional[Cluster], operator: GpuOperator) -> list[str]:
-    """On an existing cluster the program cannot see the nodes' containerd, which a CDI-only operator relies on."""
-    if cluster is None or cluster.kubeconfig is None or operator.mode != "install" or operator.version is None or \
-            versions.release_numbers(operator.version) < versions.release_numbers(versions.GPU_OPERATOR_CDI_DEVICE_LIST):
+    """What a CDI-only operator relies on where the config does not show it: an existing cluster's containerd, and the
+    version of a MicroK8s addon enabled by hand on a track whose containerd has no CDI."""
+    if cluster is None:
         return []
-    turned_on = "which the operator's toolkit turns on" if operator.toolkit_enabled else \
-        "which, with gpuOperator.toolkitEnabled false, the nodes' own toolkit setup must turn on"
-    return [f"gpuOperator.version {operator.version} (from {versions.GPU_OPERATOR_CDI_DEVICE_LIST} on) names each "
-            "container's GPUs to CDI only, and the program cannot see the nodes' containerd on an existing cluster: "
-            f"it must be 1.7 or later with CDI on (`enable_cdi`, {turned_on}). Without it a container requesting "
-            "nvidia.com/gpu gets the GPUs its image's NVIDIA_VISIBLE_DEVICES names instead, every GPU of the node "
-            "with NVIDIA's CUDA images. Check the CONTAINER-RUNTIME column of `kubectl get nodes -o wide`, or pin "
-            f"gpuOperator.version {versions.GPU_OPERATOR_NEWEST_ENVVAR_DEVICE_LIST}."]
+    numbers = versions.release_numbers
+    gap = ("Without it a container requesting nvidia.com/gpu gets the GPUs its image's NVIDIA_VISIBLE_DEVICES names "
+           "instead, every GPU of the node with NVIDIA's CUDA images.")
+    if cluster.kubeconfig is not None and operator.mode == "install" and operator.version is not None and \
+            numbers(operator.version) >= numbers(versions.GPU_OPERATOR_CDI_DEVICE_LIST):
+        turned_on = "which the operator's toolkit turns on" if operator.toolkit_enabled else \
+            "which, with gpuOperator.toolkitEnabled false, the nodes' own toolkit setup must turn on"
+        return [f"gpuOperator.version {operator.version} (from {versions.GPU_OPERATOR_CDI_DEVICE_LIST} on) names each "
+                "container's GPUs to CDI only, and the program cannot see the nodes' containerd on an existing cluster: "
+                f"it must be 1.7 or later with CDI on (`enable_cdi`, {turned_on}). {gap} Check the CONTAINER-RUNTIME "
+                "column of `kubectl get nodes -o wide`, or pin gpuOperator.version "
+                f"{versions.GPU_OPERATOR_NEWEST_ENVVAR_DEVICE_LIST}."]
+    microk8s = cluster.microk8s
+    if microk8s is not None and operator.mode == "microk8s-addon" and not microk8s.enable_nvidia_addon and \
+            numbers(microk8s.kubernetes_version) < numbers(versions.MICROK8S_CONTAINERD_CDI_VERSION):
+        return [f"cluster.microk8s.kubernetesVersion is {microk8s.kubernetes_version} (stated, or the oldest the "
+                f"program assumes), whose containerd 1.6 cannot inject CDI devices, and the nvidia addon was enabled "
+                f"by hand: its GPU Operator must be older than {versions.GPU_OPERATOR_CDI_DEVICE_LIST}, whose device "
+                f"plugin names each container's GPUs to CDI only. {gap} Check `microk8s helm list -A`, and state the "
+                "track the box runs (`microk8s version`)."]
+    return []
 
 
 def read_kai(section: Section) -> KaiScheduler:

@@ -321,3 +321,11 @@ def test_an_existing_cluster_with_a_cdi_only_operator_is_warned_that_its_contain
 @pytest.mark.parametrize("path, value", [("gpuOperator.version", ENVVAR_OPERATOR), ("gpuOperator.mode", "external")])
 def test_an_existing_cluster_whose_operator_sets_the_device_list_itself_or_is_its_own_is_not_warned(path, value):
     assert _cdi_warnings(_existing_cluster(**{path: value})) == []
+
+
+def test_a_microk8s_addon_enabled_by_hand_on_a_track_without_cdi_is_warned_to_be_older_than_the_cdi_operator():
+    # The addon's operator version is the box's, not the config's: the site is told what it must be.
+    [warning] = _cdi_warnings(_microk8s(MICROK8S_BELOW))
+    assert f"older than {versions.GPU_OPERATOR_CDI_DEVICE_LIST}" in warning and "microk8s version" in warning
+    assert _cdi_warnings(_microk8s(versions.MICROK8S_CONTAINERD_CDI_VERSION)) == []
+    assert config_spec.dev_config()["gpuOperator"]["mode"] == "microk8s-addon"
