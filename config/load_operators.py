@@ -8,7 +8,8 @@ from config import versions
 from config.key_types import Boolean, Integer, Text
 from config.keys import Block, Condition, Derived, Key
 from config.mig import MIG_STRATEGIES
-from config.model import Cluster, GpuOperator, HostProfile, KaiScheduler, TimeSlicing
+from config.model import Cluster, GpuOperator, KaiScheduler, TimeSlicing
+from config.model_host import HostProfile
 from config.reader import Section
 from config.sharing import EXCLUSIVE, PROFILES
 from config.version_types import Version
