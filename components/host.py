@@ -31,9 +31,8 @@ from config.hosts import (
     node_group_name_prefix,
 )
 from config.vocabulary import MICROK8S_ADDON_NAMESPACE
-from config.model import (
-    PID_EVICTION_THRESHOLD, SYSTEM_PID_RESERVE, Cluster, EksHost, HostProfile, MicroK8sHost,
-)
+from config.model import Cluster
+from config.model_host import PID_EVICTION_THRESHOLD, SYSTEM_PID_RESERVE, EksHost, HostProfile, MicroK8sHost
 from config.vocabulary import HOST_COMPONENT, MANAGED_BY, NODE_PROFILE_LABEL
 
 EKS_GPU_AMI = "AL2023_x86_64_NVIDIA"

@@ -59,7 +59,7 @@ import shlex
 
 import yaml
 
-from config.model import PID_EVICTION_THRESHOLD, SYSTEM_PID_RESERVE
+from config.model_host import PID_EVICTION_THRESHOLD, SYSTEM_PID_RESERVE
 
 MICROK8S_KUBELET_ARGS = "/var/snap/microk8s/current/args/kubelet"
 KUBELITE_SERVICE = "microk8s.daemon-kubelite"

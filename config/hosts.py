@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 from config.mig import MIG_CONFIG_LABEL
-from config.model import Cluster, HostProfile, NodePool, Taint
+from config.model import Cluster
+from config.model_host import HostProfile, NodePool, Taint
 from config.vocabulary import POOL_LABEL, ROLE_LABEL
 
 # Private ranges (vCluster's default public-egress exceptions besides loopback). Nodes and pods must take their

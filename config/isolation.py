@@ -23,8 +23,8 @@ from config.capacity import GPUS_PER_INSTANCE_TYPE, gpu_model
 from config.errors import MISSING
 from config.mig import MIG_CONFIG_LABEL, MIG_LAYOUTS, MIG_WITHOUT_LAYOUTS, PROFILE_PATTERN, kai_units, layout, \
     pool_slices, supports_mig
-from config.model import EXCLUSIVE, MEMORY_CAPPED, MIG, SHARED, Cluster, GpuNodeGroup, GpuOperator, KaiScheduler, \
-    Platform, Team
+from config.model import EXCLUSIVE, MEMORY_CAPPED, MIG, SHARED, Cluster, GpuOperator, KaiScheduler, Platform, Team
+from config.model_host import GpuNodeGroup
 from config.reader import Reader
 from config.hosts import host_profile
 from config.placement import place

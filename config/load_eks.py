@@ -15,7 +15,7 @@ from config.errors import MISSING
 from config.hosts import NODE_GROUP_NAME_PREFIX_MAX, PRIVATE_NETWORKS, SYSTEM_POOL, node_group_name_prefix
 from config.key_types import Check, Integer, StringList, StringMap, Text, refuse_names
 from config.keys import REQUIRED, Block, Derived, Key, ListOf
-from config.model import EksHost, GpuNodeGroup, NodeGroupScaling, SystemNodeGroup
+from config.model_host import EksHost, GpuNodeGroup, NodeGroupScaling, SystemNodeGroup
 from config.reader import Section
 from config.sharing import PROFILES
 from config.version_types import SITE_KUBERNETES

@@ -14,15 +14,9 @@ from config.key_types import Boolean, Check, Integer, Quantity, StringList, Stri
 from config.keys import REQUIRED, Block, Condition, Key
 from config.load_operators import GPU_OPERATOR_FLOOR_REASON
 from config.load_eks import EKS, read_eks
-from config.model import (
-    DEFAULT_POD_PIDS_LIMIT,
-    PID_EVICTION_THRESHOLD,
-    SYSTEM_PID_RESERVE,
-    CiSettings,
-    Cluster,
-    HostDns,
-    KubeconfigHost,
-    MicroK8sHost,
+from config.model import CiSettings, Cluster
+from config.model_host import (
+    DEFAULT_POD_PIDS_LIMIT, PID_EVICTION_THRESHOLD, SYSTEM_PID_RESERVE, HostDns, KubeconfigHost, MicroK8sHost,
 )
 from config.reader import Section
 from config.secrets import Secrets

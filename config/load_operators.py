@@ -9,7 +9,8 @@ from config.key_types import Boolean, Integer, Text
 from config.keys import Block, Condition, Derived, Key
 from config.mig import MIG_STRATEGIES
 from config.errors import MISSING
-from config.model import Cluster, GpuOperator, HostProfile, KaiScheduler, TimeSlicing
+from config.model import Cluster, GpuOperator, KaiScheduler, TimeSlicing
+from config.model_host import HostProfile
 from config.reader import Reader, Section
 from config.sharing import EXCLUSIVE, PROFILES
 from config.version_types import Version

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from config.model import HostProfile, Platform, Team
+from config.model import Platform, Team
+from config.model_host import HostProfile
 from config.placement import placement, pool_labels
 from config.reader import Reader
 from config.vocabulary import POOL_LABEL, ROLE_LABEL

@@ -1,34 +1,26 @@
 """The validated platform settings: plain, immutable data that components consume.
 
-Field names follow Python style; the stack-config keys they come from are camelCase and are
-documented in docs/config-reference.md. Nothing here talks to Pulumi.
+The platform, its operators, its queue tree and its teams with their vCluster settings; the host cluster they run on
+(each host kind's settings, node pools, DNS) is config/model_host.py. Field names follow Python style; the
+stack-config keys they come from are camelCase and are documented in docs/config-reference.md. Nothing here talks
+to Pulumi.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from typing import Optional
 
 from config import versions
 from config.access import Access
 from config.mirrors import Mirrors
+from config.model_host import DEFAULT_POD_PIDS_LIMIT, EksHost, HostDns, HostProfile, KubeconfigHost, MicroK8sHost
 from config.observability import Observability
 from config.team_alerting import TeamAlerting
 from config.vocabulary import KAI_NAMESPACE
 
 # Resource units follow KAI's Queue spec: gpu = devices, cpu = millicores, memory = MB.
 UNLIMITED = -1
-# Processes and threads one pod may hold on a node the program builds (cluster.podPidsLimit, whose declaration in
-# config/load_host.py says why this much).
-DEFAULT_POD_PIDS_LIMIT = 16384
-# What the kubelets of the built nodes keep of the process table beside the per-pod limit (components/node_pids.py
-# says how each is derived): processes and threads held back from all pods together for the kernel and the
-# host's daemons (kubelet `systemReserved` `pid`), and the share of the table left free below which the kubelet
-# evicts pods (hard threshold `pid.available`). The threshold is at least the reserve on every node of 5 GiB
-# of memory or more (threads-max is the memory over 128 KiB), so the kubelet evicts before pods reach the
-# reserve.
-SYSTEM_PID_RESERVE = 4096
-PID_EVICTION_THRESHOLD = "10%"
 
 
 @dataclass(frozen=True)
@@ -105,19 +97,6 @@ class TenantServices:
 
 
 @dataclass(frozen=True)
-class HostDns:
-    """The path a tenant's control plane, DNS and snapshot pods take to the host's DNS (config/load_host.py
-    ``cluster.kubeconfig.dns`` says what each field means). The default is the kube-dns layout of EKS, MicroK8s,
-    kubeadm and k3s."""
-
-    service: str = "kube-system/kube-dns"
-    namespace: str = "kube-system"
-    pod_labels: Mapping[str, str] = field(default_factory=lambda: {"k8s-app": "kube-dns"})
-    port: int = 53
-    node_local_addresses: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
 class VClusterSettings:
     """A tenant's vCluster settings: the stack's ``vcluster`` defaults merged with team overrides."""
 
@@ -191,92 +170,6 @@ class Team:
 
 
 @dataclass(frozen=True)
-class MicroK8sHost:
-    host: Optional[str]
-    user: str
-    port: int
-    use_sudo: bool
-    enable_nvidia_addon: bool
-    nvidia_addon_operator_version: str
-    api_server_url: Optional[str]
-    gpus: int
-    kubernetes_version: str
-    # The box's allocatable as the site states it (quantities), for the teams' cpu and memory guarantees.
-    cpu: Optional[str] = None
-    memory: Optional[str] = None
-
-    @property
-    def remote(self) -> bool:
-        return self.host is not None
-
-
-@dataclass(frozen=True)
-class NodeGroupScaling:
-    min_size: int
-    desired_size: int
-    max_size: int
-
-
-@dataclass(frozen=True)
-class SystemNodeGroup:
-    instance_types: tuple[str, ...]
-    scaling: NodeGroupScaling
-    disk_size: int
-
-
-@dataclass(frozen=True)
-class GpuNodeGroup:
-    name: str
-    instance_types: tuple[str, ...]
-    scaling: NodeGroupScaling
-    disk_size: int
-    sharing_profile: Optional[str]
-    labels: dict[str, str]
-    # The MIG manager's layout for the group's GPUs (node label nvidia.com/mig.config); None: no MIG.
-    mig_config: Optional[str] = None
-
-
-@dataclass(frozen=True)
-class EksHost:
-    name: str
-    region: str
-    kubernetes_version: str
-    vpc_id: Optional[str]
-    public_subnet_ids: tuple[str, ...]
-    private_subnet_ids: tuple[str, ...]
-    vpc_cidr: str
-    availability_zones: int
-    system_node_group: SystemNodeGroup
-    gpu_node_groups: tuple[GpuNodeGroup, ...]
-    # The EBS CSI add-on builds EKS publishes differ by Kubernetes version: a site can pin its own; None
-    # looks up the newest build for kubernetes_version when the add-on is created.
-    ebs_csi_addon_version: Optional[str]
-
-    @property
-    def creates_network(self) -> bool:
-        return self.vpc_id is None
-
-
-@dataclass(frozen=True)
-class KubeconfigHost:
-    context: Optional[str]
-    gpus: Optional[int]
-    # The allocatable of the nodes tenant pods run on, added up, as the site states it (quantities).
-    cpu: Optional[str] = None
-    memory: Optional[str] = None
-    storage_class: Optional[str] = None
-    api_server_port: Optional[int] = None
-    # From KAI's settings: with GPU sharing on, KAI's binder writes ConfigMaps for each fractional pod here.
-    gpu_sharing: bool = False
-    # Endpoint and identity (config/access.py); the endpoint host is resolved against the host kind.
-    access: Access = Access()
-    kubernetes_version: str = versions.KUBERNETES_MINIMUM_VERSION
-    dns: HostDns = HostDns()
-    # Whether the site stated ``dns`` (a warning says what the program assumes when it did not).
-    dns_stated: bool = False
-
-
-@dataclass(frozen=True)
 class Cluster:
     kind: str
     microk8s: Optional[MicroK8sHost] = None
@@ -336,47 +229,6 @@ class KaiScheduler:
 class CiSettings:
     # Labels of the self-hosted runner that can reach this site; empty: a GitHub-hosted runner.
     runner: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Taint:
-    """A node taint in Kubernetes spelling (effect ``NoSchedule``, not EKS' ``NO_SCHEDULE``)."""
-
-    key: str
-    value: str
-    effect: str
-
-
-@dataclass(frozen=True)
-class NodePool:
-    name: str
-    labels: Mapping[str, str]
-    taints: tuple[Taint, ...] = ()
-    gpu: bool = False
-    # Label keys under these prefixes are set on the nodes by operators (node feature discovery,
-    # GPU feature discovery): present, values unknown until the nodes run.
-    managed_prefixes: tuple[str, ...] = ()
-
-    def admits(self, node_selector: Mapping[str, str]) -> bool:
-        """Whether a pod with this nodeSelector can be placed on the pool's nodes (labels only)."""
-        return all(self.labels.get(key) == value for key, value in node_selector.items())
-
-
-@dataclass(frozen=True)
-class HostProfile:
-    """What a host kind provides and what the platform must add to it: config/hosts.py builds it and says
-    what each field means."""
-
-    kind: str
-    api_server_port: Optional[int]
-    storage_class: Optional[str]
-    creates_storage_class: bool
-    gpu_driver_preinstalled: bool
-    gpu_toolkit_preinstalled: bool
-    nvidia_default_runtime: Optional[bool]
-    node_pools: Optional[tuple[NodePool, ...]]
-    tenant_node_labels: Mapping[str, str] = field(default_factory=dict)
-    host_dns: HostDns = HostDns()
 
 
 @dataclass(frozen=True)

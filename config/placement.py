@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
 
-from config.model import HostProfile, NodePool, Taint
+from config.model_host import HostProfile, NodePool, Taint
 from config.vocabulary import PROJECT
 
 # Label prefixes (before the '/') set on nodes by the kubelet, the cloud or operators, not by the config.

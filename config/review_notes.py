@@ -9,7 +9,8 @@ from config import versions
 from config.capacity import GPUS_PER_INSTANCE_TYPE, known_gpu_capacity
 from config.cpu_memory_capacity import cpu_memory_notes
 from config.image_registries import unlisted_registries_notes
-from config.model import PID_EVICTION_THRESHOLD, SYSTEM_PID_RESERVE, Cluster, Platform
+from config.model import Cluster, Platform
+from config.model_host import PID_EVICTION_THRESHOLD, SYSTEM_PID_RESERVE
 from config.sharing import TIME_SLICED
 from config.synced_data import datastore_notes
 

@@ -6,15 +6,14 @@ images, metadata, exposure, what the control plane runs, syncs that only copy ho
 grant the tenant's syncer and what a tenant does with it, or a Pro feature; only a value that leaves it off), or
 **judged** by a rule of config/virtual_cluster.py with its own message. The paths are the chart's values at every
 accepted release, as its values.schema.json spells them; ``name.*`` is a map (labels, a free-form spec) whose keys are
-the site's. tests/test_vcluster_values_contract.py walks the chart at every accepted tag for paths not classified here.
+the site's. tests/test_vcluster_values_contract.py walks the chart at every accepted tag for paths not classified here;
+config/vcluster_values_lookup.py finds the entry a written value falls under.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, Optional
-
-from config import versions
+from typing import Optional
 
 SITE, OWN, REFUSED, JUDGED = "site may set", "the program's own", "refused", "judged"
 # What leaves a refused setting off (its chart default, or no entry).
@@ -363,48 +362,3 @@ SINCE = {"controlPlane.standalone.advertiseAddress": "0.36.0"}
 UNTIL = {f"{path}.{leaf}": "0.36.0" for path in ("sync.toHost.volumeSnapshots", "sync.toHost.volumeSnapshotContents",
                                                   "sync.fromHost.volumeSnapshotClasses")
          for leaf in ("enabled", "patches")} | {"rbac.enableVolumeSnapshotRules.enabled": "0.36.0"}
-
-
-def _table() -> dict[str, Values]:
-    table: dict[str, Values] = {}
-    for values in CLASSIFIED:
-        for path in values.paths:
-            assert path not in table, f"{path} is classified twice"
-            table[path] = values
-    return table
-
-
-TABLE = _table()
-
-
-def classified(path: str, version: str) -> Optional[tuple[str, Values]]:
-    """The classified value ``path`` (a leaf a site writes, dotted) is, or falls under at chart ``version``."""
-    parts = path.split(".")
-    for length in range(len(parts), 0, -1):
-        prefix = ".".join(parts[:length])
-        for key in ((prefix,) if length == len(parts) else ()) + (f"{prefix}.*",):
-            if key in TABLE and _at(key.removesuffix(".*"), version):
-                return key, TABLE[key]
-    return None
-
-
-def _at(path: str, version: str) -> bool:
-    since, until = SINCE.get(path), UNTIL.get(path)
-    return (since is None or versions.release_order(version) >= versions.release_order(since)) and \
-        (until is None or versions.release_order(version) < versions.release_order(until))
-
-
-# Every path that holds other classified values (a site sets their keys, never the block itself).
-BLOCKS = {".".join(path.split(".")[:length]) for path in TABLE for length in range(1, len(path.split(".")))} \
-    - {path.removesuffix(".*") for path in TABLE}
-
-
-def leaves(values: object, path: tuple[str, ...] = ()) -> Iterator[tuple[str, object]]:
-    """(dotted path, value) of every value a site's extraValues write; an empty map writes nothing."""
-    if isinstance(values, dict) and path and not values:
-        return
-    if isinstance(values, dict):
-        for key, value in values.items():
-            yield from leaves(value, path + (str(key),))
-    else:
-        yield ".".join(path), values

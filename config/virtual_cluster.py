@@ -29,7 +29,8 @@ from config.mirrors import Mirrors
 from config.vcluster_images import (
     default_registry_findings, dig, minor_version, site_image_findings, virtual_kubernetes_version,
 )
-from config.vcluster_values import BLOCKS, OWN, REFUSED, classified, leaves
+from config.vcluster_values import OWN, REFUSED
+from config.vcluster_values_lookup import BLOCKS, classified, leaves
 
 # vCluster's sync.toHost kinds the host policies have rules for (their default is on in vCluster 0.36.1).
 COVERED_TO_HOST_SYNCS = ("pods", "services", "endpoints", "endpointSlices", "persistentVolumeClaims", "configMaps",

@@ -8,7 +8,8 @@ import pytest
 
 from components.tenant import vcluster_values
 from config import load_platform
-from config.vcluster_values import REFUSED, classified, leaves
+from config.vcluster_values import REFUSED
+from config.vcluster_values_lookup import classified, leaves
 from tests.config_spec import assert_rejected, dev_config, put, rejected
 from tools.offline.mocks import MOCK_CLUSTER_DNS
 

@@ -24,7 +24,9 @@ from tools.deployability import check as deployability
 from tools.deployability import pod_security
 from tools.charts.cache import cache_chart
 from tools.charts.render import RELEASE_TYPE, render_plan_releases
+from tools.deployability.findings import ERROR, INFO
 from tools.deployability.inputs import K8sObject, Release, Site, rendered_objects, site_from_plan, vcluster_dns_pods
+from tools.deployability.schemas import check_schemas
 from tools.plan.document import build_plan
 
 ATTACK = Path(__file__).resolve().parent / "charts" / "attack"
@@ -71,7 +73,7 @@ def findings(objects, site, rule=None):
 
 
 def errors(objects, site, rule):
-    return [f for f in findings(objects, site, rule) if f.severity == deployability.ERROR]
+    return [f for f in findings(objects, site, rule) if f.severity == ERROR]
 
 
 def assert_found(found: list, words: str | None) -> None:
@@ -113,9 +115,9 @@ def test_a_site_is_checked_for_the_kubernetes_version_it_states(kind):
     pod = K8sObject({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "apps"},
                      "spec": {"resources": {"limits": {"cpu": "1"}},
                               "containers": [{"name": "c", "image": "example.invalid/c:1"}]}}, "test")
-    assert not deployability.check_schemas([pod], site, [])
-    older = deployability.check_schemas([pod], dataclasses.replace(site, kubernetes_version="1.31"), [])
-    assert [f.severity for f in older] == [deployability.ERROR] and "Kubernetes 1.31" in older[0].message
+    assert not check_schemas([pod], site, [])
+    older = check_schemas([pod], dataclasses.replace(site, kubernetes_version="1.31"), [])
+    assert [f.severity for f in older] == [ERROR] and "Kubernetes 1.31" in older[0].message
 
 
 def test_each_host_kind_has_its_facts_and_sites_read_them_from_config_hosts(sites):
@@ -167,7 +169,7 @@ def test_the_class_a_kubeconfig_site_names_is_one_its_host_provides(attack_cache
     assert findings(stated, site, "storage") == []
     other = attack(attack_cache, tmp_path, {"claim": {"enabled": True, "storageClass": "bulk"}})
     [finding] = findings(other, site, "storage")
-    assert finding.severity == deployability.INFO and "bulk" in finding.message
+    assert finding.severity == INFO and "bulk" in finding.message
 
 
 def test_statefulset_claim_templates_are_checked_and_microk8s_needs_its_storage_addon(attack_cache, tmp_path, sites):
@@ -247,7 +249,7 @@ def test_a_kubeconfig_site_that_states_its_port_is_checked_for_that_port_only(at
     assert not findings(opened, site, "api-server-egress")
     blocked = attack(attack_cache, tmp_path / "blocked", {"controlPlane": {"enabled": True, "egressPorts": [443]}})
     [finding] = findings(blocked, site, "api-server-egress")
-    assert finding.severity == deployability.ERROR and "TCP 6443, the kubeconfig API server port" in finding.message
+    assert finding.severity == ERROR and "TCP 6443, the kubeconfig API server port" in finding.message
 
 
 def test_a_port_range_and_a_policy_in_another_namespace(attack_cache, tmp_path, sites):

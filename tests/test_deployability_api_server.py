@@ -16,9 +16,10 @@ from tests.conftest import MIRRORED_TAGS, git, go_function, mirrored_tag
 from tests.test_deployability import (  # noqa: F401 (fixtures)
     assert_found, attack, attack_cache, errors, findings, sites,
 )
-from tools.deployability import check as deployability
 from tools.deployability.custom_resources import as_stored
-from tools.deployability.inputs import K8sObject, Release
+from tools.deployability.findings import ERROR, WARNING
+from tools.deployability.inputs import K8sObject, Release, crds_of
+from tools.deployability.schemas import check_schemas, kubernetes_api_groups
 from tools.offline.recording import REDACTED, UNKNOWN
 
 
@@ -34,16 +35,16 @@ def test_a_site_newer_than_every_known_schema_is_checked_against_the_newest_with
     site = dataclasses.replace(sites["kubeconfig"], kubernetes_version=f"{major}.{minor + 1}")
     valid = K8sObject({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "apps"},
                        "data": {"k": "v"}}, "test")
-    [warning] = deployability.check_schemas([valid], site, [])
-    assert warning.severity == deployability.WARNING and warning.object == f"site {site.stack}"
+    [warning] = check_schemas([valid], site, [])
+    assert warning.severity == WARNING and warning.object == f"site {site.stack}"
     assert f"Kubernetes {major}.{minor + 1} is newer" in warning.message and f"against Kubernetes {newest}" in \
         warning.message
     typo = K8sObject({**valid.manifest, "dataa": {"k": "v"}}, "test")
-    found = deployability.check_schemas([typo], site, [])
-    assert [f.severity for f in found] == [deployability.WARNING, deployability.ERROR]
+    found = check_schemas([typo], site, [])
+    assert [f.severity for f in found] == [WARNING, ERROR]
     assert "dataa" in found[1].message
     # A site the schemas know gets no warning.
-    assert not deployability.check_schemas([valid], dataclasses.replace(site, kubernetes_version=newest), [])
+    assert not check_schemas([valid], dataclasses.replace(site, kubernetes_version=newest), [])
 
 
 def test_an_invalid_object_is_a_kubernetes_validate_finding(attack_cache, tmp_path, sites):
@@ -61,7 +62,7 @@ def test_a_field_a_chart_sets_that_the_site_lacks_is_dropped_with_a_warning_not_
     # deploys on an older one; what it set has no effect there.
     objects = attack(attack_cache, tmp_path, {"configMap": {"enabled": True, "extraField": {"dataa": {"k": "v"}}}})
     schema = findings(objects, sites["eks"], "schema")
-    assert [f.severity for f in schema] == [deployability.WARNING]
+    assert [f.severity for f in schema] == [WARNING]
     assert "dataa" in schema[0].message and "drops the field" in schema[0].message
     # The program's own objects must be right for the site: there an unknown field stays an error.
     [chart_object] = [obj for obj in objects if "dataa" in obj.manifest]
@@ -76,9 +77,9 @@ def test_pod_level_resources_in_a_chart_job_deploy_on_a_kubernetes_without_them(
                                           "containers": [{"name": "prune", "image": "busybox:1.36"}]}}}}
     release = Release("gpu-operator", "gpu-operator", "gpu-operator", "v26.3.3", {})
     old = dataclasses.replace(sites["eks"], kubernetes_version="1.30")
-    [warning] = deployability.check_schemas([K8sObject(job, "chart", release=release)], old, [])
-    assert warning.severity == deployability.WARNING and "resources" in warning.message
-    assert not deployability.check_schemas([K8sObject(job, "chart", release=release)],
+    [warning] = check_schemas([K8sObject(job, "chart", release=release)], old, [])
+    assert warning.severity == WARNING and "resources" in warning.message
+    assert not check_schemas([K8sObject(job, "chart", release=release)],
                                            dataclasses.replace(old, kubernetes_version="1.34"), [])
 
 
@@ -111,11 +112,11 @@ def test_a_custom_resource_without_its_crd_is_not_blamed_on_the_kubernetes_versi
     route = K8sObject({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "TLSRoute",
                        "metadata": {"name": "r", "namespace": "vcluster-a"}, "spec": {}}, "chart")
     [finding] = findings([route], sites["eks"], "schema")
-    assert finding.severity == deployability.WARNING
+    assert finding.severity == WARNING
     assert f"Kubernetes {sites['eks'].kubernetes_version}" not in finding.message
     assert "custom resource" in finding.message and "CRD defining TLSRoute in gateway.networking.k8s.io" in finding.fix
-    assert "gateway.networking.k8s.io" not in deployability.kubernetes_api_groups()
-    assert {"", "apps", "networking.k8s.io", "admissionregistration.k8s.io"} <= deployability.kubernetes_api_groups()
+    assert "gateway.networking.k8s.io" not in kubernetes_api_groups()
+    assert {"", "apps", "networking.k8s.io", "admissionregistration.k8s.io"} <= kubernetes_api_groups()
 
 
 @pytest.mark.parametrize("spec, words", [
@@ -159,17 +160,17 @@ def test_custom_resources_are_checked_against_the_chart_crd(attack_cache, tmp_pa
 
 def test_a_patch_is_checked_without_required_fields(attack_cache, tmp_path, sites):
     objects = attack(attack_cache, tmp_path, {"gizmo": {"enabled": True, "spec": {"size": 1}}})
-    crds = deployability.crds_of(objects)
+    crds = crds_of(objects)
     patch = K8sObject({"apiVersion": "attack.example.invalid/v1", "kind": "Gizmo", "metadata": {"name": "g"},
                        "spec": {"labels": {}}}, "program: patch", patch=True)
-    assert not deployability.check_schemas([patch], sites["eks"], crds)
+    assert not check_schemas([patch], sites["eks"], crds)
     patch.manifest["spec"]["colour"] = "red"
-    assert deployability.check_schemas([patch], sites["eks"], crds)
+    assert check_schemas([patch], sites["eks"], crds)
 
 
 def test_a_custom_resource_is_stored_with_unadmitted_nulls_dropped_and_defaults_filled_in(attack_cache, tmp_path):
     objects = attack(attack_cache, tmp_path, {"gizmo": {"enabled": True, "spec": {"size": 2}}})
-    [crd] = deployability.crds_of(objects)
+    [crd] = crds_of(objects)
     schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     manifest = {"spec": {"size": 2, "owner": None, "ratio": None, "nested": {}, "steps": [{"weight": None}],
                          "limits": {"gpus": None, "cpus": 3}}}

@@ -18,7 +18,10 @@ from tools.charts.pins import pinned_chart_key
 from tools.charts.render import RELEASE_TYPE, render_plan_releases
 from tools.deployability import check as deployability
 from tools.deployability import pod_security
+from tools.deployability.findings import ERROR, INFO
 from tools.deployability.inputs import K8sObject, helm_kube_version, program_objects, rendered_objects, site_from_plan
+from tools.deployability.schemas import check_schemas
+from tools.deployability.site_rules import check_pod_security
 from tools.plan.document import build_plan
 
 
@@ -31,7 +34,7 @@ def test_the_program_objects_of_every_committed_stack_validate(sites):
         site = site_from_plan(plan)
         objects = program_objects(plan["resources"])
         assert objects
-        found = [f for f in deployability.check_schemas(objects, site, []) if f.severity == deployability.ERROR]
+        found = [f for f in check_schemas(objects, site, []) if f.severity == ERROR]
         assert not found, "\n".join(map(str, found))
 
 
@@ -102,7 +105,7 @@ def test_committed_stacks_are_deployable_with_the_real_charts(stack, observabili
     # Rendered for the Kubernetes version the site states, as tools.plan --render-charts does.
     rendered = render_plan_releases(plan["resources"], cache, tmp_path, kube_version=helm_kube_version(plan))
     site, _, found = deployability.check_plan(plan, rendered, tmp_path, cache)
-    errors_found = [f for f in found if f.severity == deployability.ERROR]
+    errors_found = [f for f in found if f.severity == ERROR]
     assert not errors_found, "\n".join(map(str, errors_found))
 
 
@@ -119,7 +122,7 @@ def test_tenant_pods_pass_every_pod_security_level_the_config_offers(level, tmp_
     objects = program_objects(plan["resources"]) + rendered_objects(rendered, tmp_path, plan["resources"])
     tenants = deployability.tenant_pods(objects)
     assert tenants, "every tenant has a CoreDNS pod"
-    found = deployability.check_pod_security(objects + tenants, site_from_plan(plan))
+    found = check_pod_security(objects + tenants, site_from_plan(plan))
     assert not found, "\n".join(map(str, found))
 
 
@@ -189,14 +192,14 @@ def test_the_real_crds_catch_a_misspelled_field(chart, version, manifest, words,
         pytest.skip(f"the chart cache {chart_cache_dir()} (${CACHE_ENV}) lacks {chart} {version}: run `python -m tools.charts pull` "
                     f"(network) or `python -m tools.charts add DIR --version {version}`")
     patch = manifest["kind"] == "ClusterPolicy"  # the program patches the addon's ClusterPolicy
-    found = deployability.check_schemas([K8sObject(manifest, "test", patch=patch)], sites["eks"], contracts.crds)
+    found = check_schemas([K8sObject(manifest, "test", patch=patch)], sites["eks"], contracts.crds)
     assert [f.rule for f in found] == ["custom-resource"] and words in found[0].message
     fixed = copy.deepcopy(manifest)
     if patch:
         fixed["spec"]["devicePlugin"]["config"] = {"name": "c", "default": "x"}
     else:
         fixed["spec"]["resources"]["gpu"]["overQuotaWeight"] = fixed["spec"]["resources"]["gpu"].pop("overquotaWeight")
-    assert not deployability.check_schemas([K8sObject(fixed, "test", patch=patch)], sites["eks"], contracts.crds)
+    assert not check_schemas([K8sObject(fixed, "test", patch=patch)], sites["eks"], contracts.crds)
 
 
 def test_the_real_crds_rules_are_evaluated_on_what_the_chart_renders(tmp_path):
@@ -212,10 +215,10 @@ def test_the_real_crds_rules_are_evaluated_on_what_the_chart_renders(tmp_path):
     crds = deployability.crds_of(objects)
     [prometheus] = [obj for obj in objects if obj.kind == "Prometheus"]
     site = site_from_plan(plan)
-    assert not deployability.check_schemas([prometheus], site, crds)
+    assert not check_schemas([prometheus], site, crds)
     sharded = copy.deepcopy(prometheus.manifest)
     sharded["spec"].update(shards=1, shardingStrategy={"mode": "Topology", "topology": {"values": ["a", "b"]}})
-    [finding] = deployability.check_schemas([K8sObject(sharded, "test")], site, crds)
+    [finding] = check_schemas([K8sObject(sharded, "test")], site, crds)
     assert finding.rule == "custom-resource" and "breaks a validation rule of CRD prometheuses" in finding.message
     assert "shards must be greater than or equal to the number of topology values" in finding.message
 
@@ -231,7 +234,7 @@ def test_a_team_with_the_longest_name_the_config_takes_is_deployable(tmp_path):
     objects = rendered_objects(rendered, tmp_path, plan["resources"])
     assert any(obj.kind == "StatefulSet" and obj.name == "x" * 52 for obj in objects)
     _, _, found = deployability.check_plan(plan, rendered, tmp_path, cache)
-    errors_found = [f for f in found if f.severity == deployability.ERROR]
+    errors_found = [f for f in found if f.severity == ERROR]
     assert not errors_found, "\n".join(map(str, errors_found))
 
 
@@ -250,10 +253,10 @@ def test_an_external_prometheus_sites_monitors_are_checked_against_the_prometheu
     monitors = [r for r in plan["resources"] if r["type"].startswith("kubernetes:monitoring.coreos.com/")]
     assert {r["inputs"]["kind"] for r in monitors} == {"ServiceMonitor", "PrometheusRule"}
     _, _, found = deployability.check_plan(plan, rendered, tmp_path, cache)
-    assert [f for f in found if f.severity != deployability.INFO] == []
+    assert [f for f in found if f.severity != INFO] == []
 
     broken = next(r for r in monitors if r["inputs"]["kind"] == "ServiceMonitor")
     broken["inputs"]["spec"]["endpoints"][0]["intervall"] = "30s"
     _, _, found = deployability.check_plan(plan, rendered, tmp_path, cache)
-    assert [(f.severity, f.rule) for f in found if "intervall" in f.message] == [(deployability.ERROR,
+    assert [(f.severity, f.rule) for f in found if "intervall" in f.message] == [(ERROR,
                                                                                   "custom-resource")]

@@ -18,6 +18,7 @@ from tests.conftest import dev_config, mirror, run
 from tools.charts.cache import cache_chart
 from tools.charts.render import RELEASE_TYPE, render_plan_releases
 from tools.deployability import check as deployability
+from tools.deployability.findings import ERROR
 from tools.deployability.inputs import rendered_objects
 from tools.offline.recording import REDACTED
 from tools.plan.document import build_plan
@@ -113,5 +114,5 @@ def test_the_real_grafana_chart_with_the_programs_values_reads_the_stacks_secret
 ])
 def test_the_real_grafana_chart_with_a_default_login_is_refused(grafana_cache, tmp_path, values, words):
     [finding] = grafana_findings(grafana_cache, tmp_path, values)
-    assert finding.rule == "grafana-admin" and finding.severity == deployability.ERROR
+    assert finding.rule == "grafana-admin" and finding.severity == ERROR
     assert words in finding.message

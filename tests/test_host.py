@@ -232,7 +232,8 @@ def test_host_profiles_say_what_each_kind_provides():
 
 def test_an_existing_cluster_profile_knows_only_what_the_config_says():
     from config.hosts import host_profile
-    from config.model import Cluster, KubeconfigHost
+    from config.model import Cluster
+    from config.model_host import KubeconfigHost
 
     profile = host_profile(Cluster("kubeconfig", kubeconfig=KubeconfigHost(context=None, gpus=None)))
     assert profile.node_pools is None and profile.nvidia_default_runtime is None

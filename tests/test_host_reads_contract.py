@@ -28,7 +28,8 @@ import yaml
 
 from components.tenant import vcluster_values
 from config.merge import deep_merge
-from config.vcluster_values import JUDGED, REFUSED, SITE, TABLE, classified
+from config.vcluster_values import JUDGED, REFUSED, SITE
+from config.vcluster_values_lookup import TABLE, classified
 from config.virtual_cluster import COVERED_TO_HOST_SYNCS, TENANT_READABLE_VALUES
 from tests.conftest import (
     ACCEPTED_VCLUSTER_TAGS, COMMITTED_STACKS, MIRRORED_TAGS, git, go_function, mirror, mirrored_tag,

@@ -11,6 +11,7 @@ from tests.conftest import real_charts_or_skip, run
 from tests.isolation_spec import isolation_config, prefixed
 from tools.charts.render import render_plan_releases
 from tools.deployability import check as deployability
+from tools.deployability.findings import ERROR
 from tools.deployability.inputs import program_objects, site_from_plan
 from tools.plan.document import build_plan
 from tools.plan.summary import render_summary
@@ -54,14 +55,14 @@ def test_the_pools_and_charts_are_set_up_for_each_tier(plan):
 
 def test_the_isolation_site_passes_the_deployability_check_on_the_program_objects(plan):
     found = deployability.check(program_objects(plan["resources"]), site_from_plan(plan))
-    assert not [f for f in found if f.severity == deployability.ERROR], "\n".join(map(str, found))
+    assert not [f for f in found if f.severity == ERROR], "\n".join(map(str, found))
 
 
 def test_the_isolation_site_is_deployable_with_the_real_charts(plan, tmp_path):
     cache = real_charts_or_skip(plan)
     rendered = render_plan_releases(plan["resources"], cache, tmp_path)
     _, _, found = deployability.check_plan(plan, rendered, tmp_path, cache)
-    errors = [f for f in found if f.severity == deployability.ERROR]
+    errors = [f for f in found if f.severity == ERROR]
     assert not errors, "\n".join(map(str, errors))
 
 
@@ -73,5 +74,5 @@ def test_memory_capped_under_restricted_pod_security_is_a_valid_site(tmp_path):
     cache = real_charts_or_skip(plan)
     rendered = render_plan_releases(plan["resources"], cache, tmp_path)
     _, _, found = deployability.check_plan(plan, rendered, tmp_path, cache)
-    errors = [f for f in found if f.severity == deployability.ERROR]
+    errors = [f for f in found if f.severity == ERROR]
     assert not errors, "\n".join(map(str, errors))

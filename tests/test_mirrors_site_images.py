@@ -26,7 +26,8 @@ from config.load import STACK_CONFIG
 from config.vcluster_images import (
     CHART_IMAGES, CONTAINER_LISTS, TRANSLATED_IMAGES, UNPULLED_IMAGES, site_images,
 )
-from config.vcluster_values import REFUSED, classified
+from config.vcluster_values import REFUSED
+from config.vcluster_values_lookup import classified
 from config.vocabulary import project_config
 from tests.config_spec import assert_rejected, dev_config, eks_config, put, rejected
 from tests.conftest import ACCEPTED_VCLUSTER_TAGS, COMMITTED_STACKS, git, mirrored_tag, run

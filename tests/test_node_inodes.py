@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from components.node_pids import INODE_EVICTION_THRESHOLD, KUBELET_DEFAULT_EVICTION_HARD
-from config.model import PID_EVICTION_THRESHOLD
+from config.model_host import PID_EVICTION_THRESHOLD
 from tests.conftest import MIRRORED_TAGS, git, mirrored_tag
 from tests.node_pid_readers import MICROK8S, Box, eviction_hard, kubelite_args, other_args
 

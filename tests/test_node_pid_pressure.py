@@ -13,7 +13,7 @@ from typing import Optional
 import pytest
 
 from components.node_pids import eks_node_user_data
-from config.model import DEFAULT_POD_PIDS_LIMIT, PID_EVICTION_THRESHOLD, SYSTEM_PID_RESERVE
+from config.model_host import DEFAULT_POD_PIDS_LIMIT, PID_EVICTION_THRESHOLD, SYSTEM_PID_RESERVE
 from tests.conftest import MIRRORED_TAGS, git, mirrored_tag
 from tests.node_pid_readers import (
     MICROK8S, Box, eviction_hard, json_merge_patch, merged, node_configs, nodeadm_kubelet_base, pids_flags,

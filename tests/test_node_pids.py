@@ -25,7 +25,7 @@ from components.node_pids import (
     remove_kubelet_pids_command, set_kubelet_pids_command,
 )
 from config import load_platform
-from config.model import DEFAULT_POD_PIDS_LIMIT, PID_EVICTION_THRESHOLD, SYSTEM_PID_RESERVE
+from config.model_host import DEFAULT_POD_PIDS_LIMIT, PID_EVICTION_THRESHOLD, SYSTEM_PID_RESERVE
 from tests.config_spec import assert_rejected, dev_config as project_dev_config, eks_config as project_eks_config, put
 from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, git, mirrored_tag, run
 from tests.node_pid_readers import (

@@ -18,7 +18,7 @@ from components.tenant_dns import (
 from config import versions
 from config.key_types import DNS_LABEL
 from config.vcluster_images import coredns_image
-from config.model import HostDns
+from config.model_host import HostDns
 from config.vocabulary import NETWORK_POLICY
 from ops.sites import platform_of
 from policy.label_selectors import selector_matches

@@ -19,7 +19,7 @@ from tests.generated_sites import GENERATED_SITES, generated_sites, site_config 
 from tools.charts.cache import cache_chart, chart_cache_dir
 from tools.charts.values import ChartValues
 from tools.deployability import quota
-from tools.deployability.check import Finding
+from tools.deployability.findings import Finding
 from tools.deployability.inputs import K8sObject
 from tools.plan.document import build_plan
 from tools.plan.summary import render_summary

@@ -16,7 +16,8 @@ import yaml
 from components.tenant import vcluster_values
 from config import versions
 from config.merge import deep_merge
-from config.vcluster_values import JUDGED, REFUSED, SINCE, TABLE, UNTIL, classified
+from config.vcluster_values import JUDGED, REFUSED, SINCE, UNTIL
+from config.vcluster_values_lookup import TABLE, classified
 from tests.conftest import ACCEPTED_VCLUSTER_TAGS, git, go_function, mirrored_tag
 from tests.test_host_reads_contract import syncer_reads
 from tests.test_synced_kinds_contract import chart, syncer_writes, teams  # noqa: F401 (fixture)

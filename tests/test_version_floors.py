@@ -27,9 +27,10 @@ from tools.charts.cache import chart_contracts
 from tools.charts.manifest_yaml import load_manifests
 from tools.charts.pins import pinned_chart_key
 from tools.charts.render import render_release
-from tools.deployability import check as deployability
 from tools.deployability import names, resources, workloads
+from tools.deployability.findings import ERROR
 from tools.deployability.inputs import K8sObject, crds_of, helm_kube_version, site_from_plan
+from tools.deployability.schemas import check_schemas
 from tools.offline.recording import integral_numbers
 from tools.plan.document import build_plan
 
@@ -237,8 +238,8 @@ def test_every_accepted_release_of_every_chart_renders_with_the_programs_values(
             # label, every container's requests and limits and every LimitRange, every workload's selector and
             # mounts.
             objects = [K8sObject(document, f"{chart} {version}") for document in documents if document]
-            refused = [finding for finding in deployability.check_schemas(objects, site, crds_of(objects))
-                       if finding.severity == deployability.ERROR]
+            refused = [finding for finding in check_schemas(objects, site, crds_of(objects))
+                       if finding.severity == ERROR]
             refused += (names.check_names(objects) + resources.check_resources(objects)
                         + workloads.check_workloads(objects))
             assert not refused, "\n".join(map(str, refused))

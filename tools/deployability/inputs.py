@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 from config import versions
 from config.hosts import EKS_TAINT_EFFECTS, HOST_KIND_FACTS, HostKindFacts
-from config.model import NodePool, Taint
+from config.model_host import NodePool, Taint
 from config.vocabulary import EKS_NODE_GROUP, HOST_COMPONENT, VCLUSTER_MANAGED_BY_LABEL
 from tools.charts.manifest_yaml import load_manifests
 from tools.offline.recording import REDACTED, UNKNOWN

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Sequence
 
-from config.model import NodePool
+from config.model_host import NodePool
 from tools.deployability.inputs import ANY
 
 

@@ -128,6 +128,7 @@ def main(argv: Optional[Sequence[str]] = None, *, config: Optional[dict[str, Any
             # Rendering and checking need the dev requirements (helm-python-sdk, jsonschema,
             # kubernetes-validate); a plain plan needs only requirements.txt.
             from tools.deployability import check as deployability
+            from tools.deployability.findings import ERROR
             from tools.deployability.inputs import helm_kube_version
         except ModuleNotFoundError as error:
             print(f"error: --render-charts needs {error.name}: pip install -r requirements-dev.txt", file=sys.stderr)
@@ -171,7 +172,7 @@ def main(argv: Optional[Sequence[str]] = None, *, config: Optional[dict[str, Any
     if rendered is not None:
         print(f"rendered {len(rendered['releases'])} releases for Kubernetes {rendered['kubeVersion']} -> "
               f"{_shown(out / MANIFESTS_DIR)}")
-        errors = [finding for finding in findings if finding.severity == deployability.ERROR]
+        errors = [finding for finding in findings if finding.severity == ERROR]
         print(f"deployability: {len(errors)} errors, {len(findings) - len(errors)} warnings and notes "
               f"-> {_shown(out / DEPLOYABILITY_FILE)}")
         for finding in errors:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from config.hosts import EKS_TAINT_EFFECTS
-from config.model import NodePool, Taint
+from config.model_host import NodePool, Taint
 from config.observability import CONTROL_PLANE_SCRAPES
 from config.placement import place
 from config.vocabulary import (
