@@ -64,7 +64,7 @@ CONTAINER = TextPaths(
 NODE_REQUIREMENT = TextPaths(string_lists=("values",))
 NODE_TERM = TextPaths(objects={"matchExpressions": NODE_REQUIREMENT, "matchFields": NODE_REQUIREMENT})
 POD_SPEC = TextPaths(
-    strings=SECURITY_STRINGS,
+    strings=("hostnameOverride", *SECURITY_STRINGS),
     objects={**{containers: CONTAINER for containers in CONTAINER_LISTS},
              "volumes": VOLUME,
              "dnsConfig.options": NAMED_VALUE,
