@@ -14,15 +14,16 @@ Cost: the API server stops one expression at 1,000,000 (k8s.io/apiserver pkg/api
 refuses the pod then (failurePolicy Fail), which is the safe outcome for a hostile pod; an honest one must stay far
 inside. cel-go (interpreter/runtimecost.go) charges 1 for each identifier, field selection, has(), size(),
 operator and call, 1 for each element a map() macro appends, and a tenth of each character for bytes(). Estimated
-from the generated expression (``has()`` tests, selections and calls it evaluates; tests/test_pod_sizes.py counts
-them): the count of list entries comes first and ``&&`` stops there. It costs about 430 for a container with no
-lists (the has() chains down to each of its counted paths, up to five fields deep) plus about 3 for each list it
-holds, about 30 a volume, about 20 for the pod's own paths. The byte sum then costs the same walk again plus, for
-each string, about 8 (its variable, bytes(), size(), the appended element, the sum) and for each counted field of
-a list entry its has() chain (an env variable, six fields deep at most: about 45). With at most 8,192 entries and
-the request's 3 Mi characters (k8s.io/apiserver pkg/server/config.go MaxRequestBodyBytes): at most about
-8,192 x 45 + 0.1 x 3 Mi + 1,000 a container, some 690,000 for a pod of 20 containers; an honest pod of three
-containers, twenty volumes and a hundred variables costs a few thousand. A hostile pod of hundreds of empty
+from the generated expression (its has() tests, selections, size() and bytes() calls, per object kind), with
+``&&`` stopping a has() chain at the first absent field: the count of list entries comes first and ``&&`` stops
+the rule there. It costs some 60 for a container of no counted lists and up to 200 for one holding all eighteen,
+30 to 50 a volume, about 100 for the pod's own paths. The byte sum walks again: some 150 a container with nothing
+set, up to 600 with every path set, plus for each string about 8 (its variable, bytes(), size(), the appended
+element, the sum) and for each list entry the has() chains of its fields (an env variable, whose reference fields
+lie four deep: up to about 45). With at most 8,192 entries and the request's 3 Mi characters
+(k8s.io/apiserver pkg/server/config.go MaxRequestBodyBytes): at most about 8,192 x 45 + 0.1 x 3 Mi + 800 a
+container, some 700,000 for a pod of twenty containers; the large honest pod of tests/test_pod_text_attacks.py
+(three containers mounting twenty volumes of ten items) under 15,000. A hostile pod of hundreds of fully set
 containers or volumes can pass the limit: the API server then refuses it, which is what the rule is for.
 """
 
