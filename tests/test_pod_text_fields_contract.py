@@ -13,8 +13,12 @@ at each accepted Kubernetes minor (MIRRORED_TAGS). Each field is in exactly one 
   resource claims, host controllers: components/admission_pod_fields.py, components/admission_volumes.py).
 
 A release that adds a string field, or a counted field reachable at a path the rule does not walk, turns this red.
-Not exact: the bounds were read at one kubernetes/kubernetes commit, not at every accepted minor (older minors bound
-no less: each bound here is older than 1.30 or belongs to a field added later).
+Not exact: the bounds were read at one kubernetes/kubernetes commit, not at every accepted minor. Most were read in
+the functions named; a few are taken from the helper a field's validation is known to call but were not read at that
+commit (ContainerPort.hostIP, SecurityContext.procMount, Lifecycle.stopSignal, ContainerRestartRule's action and
+operator, FileKeySelector.volumeName, Volume.name, ImageVolumeSource.pullPolicy, WindowsSecurityContextOptions.
+runAsUserName's 256-byte domain). A field whose bound could not be found there at all is counted instead
+(PodSpec.hostnameOverride).
 """
 
 from __future__ import annotations
