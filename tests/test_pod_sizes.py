@@ -28,7 +28,6 @@ from tests.tenant_sim import KAI_SCHEDULER, container, platform_of, tenant_of, v
 
 TEAM = "team-nlp"
 CAP = 256 * 2 ** 10  # the default vcluster.resourceQuota.syncedPodTextBytes
-CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 PAD = "CONFIG"
 
 
