@@ -3,8 +3,8 @@ pod policy, components/admission_pod_size.py; vcluster.resourceQuota.syncedPodTe
 
 - Attack: a pod whose host copy (tests/tenant_sim.py: synced by vCluster, mutated by KAI's webhook, what they add
   counted) carries one byte of env, command or args text past the team's cap, in any container kind or exec handler,
-  is refused; so are more variables and strings than the policy sums affordably, and an ephemeral container added
-  past the cap.
+  is refused; so are more list entries than the policy sums affordably, and an ephemeral container added
+  past the cap. The other counted paths: tests/test_pod_text_attacks.py.
 - Honest: a pod at the cap, a training pod with a large JSON config in its env, and KAI's and the syncer's later
   updates of a pod at the cap are admitted. KAI's docs pods and the seeds' workloads pass the same pod policy
   (tests/test_admission_honest.py).
