@@ -1,57 +1,86 @@
-"""The bytes of free text a tenant pod's containers carry to the host: rule ``pod-size`` of the pod policy.
+"""The bytes of free text a tenant pod carries to the host: rule ``pod-size`` of the pod policy.
 
-vCluster copies each container's env, command and args as the tenant wrote them (pods/translate/translator.go
-``Translate`` deep-copies the pod, adds the Kubernetes and service-link variables and rewrites references), and the
-API server bounds none of them but by the request's size, so a team's cluster-admin could write ``count/pods`` pods of
-1.5 MiB (etcd's request limit) into the host's etcd. The other text of a pod is bounded already (labels and
-annotations by ``metadata-size``, names and paths by the API server's validation) or by count only (tolerations,
-selectors, volumes' items: short strings, as docs/security-model.md says under Sizes).
+vCluster copies a pod's spec as the tenant wrote it (pods/translate/translator.go ``Translate`` deep-copies the pod,
+adds the Kubernetes and service-link variables and renames the objects it names), and the API server bounds many
+of its strings only by the request's size, so a team's cluster-admin could write ``count/pods`` pods of 1.5 MiB
+(etcd's request limit) into the host's etcd. This rule counts the UTF-8 bytes of every such string
+(components/pod_text_paths.py lists where they are: env, commands and args, images, working directories, mount and
+volume item paths, probe paths, node affinity values, DNS options, sysctl values, confinement profiles, ...). The
+other text of a pod is bounded already: labels and annotations by ``metadata-size``, names, keys and label values
+by the API server's validation, object names the syncer renames (tests/test_pod_text_fields_contract.py classifies
+every field).
+
+Cost: the API server stops one expression at 1,000,000 (k8s.io/apiserver pkg/apis/cel/config.go PerCallLimit) and
+refuses the pod then (failurePolicy Fail), which is the safe outcome for a hostile pod; an honest one must stay far
+inside. cel-go (interpreter/runtimecost.go) charges 1 for each identifier, field selection, has(), size(),
+operator and call, 1 for each element a map() macro appends, and a tenth of each character for bytes(). Estimated
+from the generated expression (its has() tests, selections, size() and bytes() calls, per object kind), with
+``&&`` stopping a has() chain at the first absent field: the count of list entries comes first and ``&&`` stops
+the rule there. It costs some 60 for a container of no counted lists and up to 200 for one holding all eighteen,
+30 to 50 a volume, about 100 for the pod's own paths. The byte sum walks again: some 150 a container with nothing
+set, up to 600 with every path set, plus for each string about 8 (its variable, bytes(), size(), the appended
+element, the sum) and for each list entry the has() chains of its fields (an env variable, whose reference fields
+lie four deep: up to about 45). With at most 8,192 entries and the request's 3 Mi characters
+(k8s.io/apiserver pkg/server/config.go MaxRequestBodyBytes): at most about 8,192 x 45 + 0.1 x 3 Mi + 800 a
+container, some 700,000 for a pod of twenty containers; the large honest pod of tests/test_pod_text_attacks.py
+(three containers mounting twenty volumes of ten items) under 15,000. A hostile pod of hundreds of fully set
+containers or volumes can pass the limit: the API server then refuses it, which is what the rule is for.
 """
 
 from __future__ import annotations
 
-from components.admission_devices import CONTAINER_LISTS
 from components.admission_metadata import refusal
+from components.pod_text_paths import POD_SPEC, TextPaths
 from config.model import Team
 from config.synced_data import SYNCED_POD_TEXT_ITEMS, pod_text_bytes
 
-# The text of a container that the tenant writes freely, as paths under it: lists of strings (its process's and each
-# exec handler's: probes and lifecycle hooks run commands of their own) and lists of names with values (its env, and
-# the headers of each HTTP handler).
-HANDLERS = ("livenessProbe", "readinessProbe", "startupProbe", "lifecycle.postStart", "lifecycle.preStop")
-STRING_LISTS = ("command", "args", *(f"{handler}.exec.command" for handler in HANDLERS))
-NAMED_VALUE_LISTS = ("env", *(f"{handler}.httpGet.httpHeaders" for handler in HANDLERS))
 
-
-def _present(container: str, path: str) -> str:
-    """Every field on ``path`` under ``container`` is set (CEL's has() reads one field at a time)."""
+def _present(var: str, path: str) -> str:
+    """Every field on ``path`` under ``var`` is set (CEL's has() reads one field at a time)."""
     parts = path.split(".")
-    return " && ".join(f"has({container}.{'.'.join(parts[:depth])})" for depth in range(1, len(parts) + 1))
+    return " && ".join(f"has({var}.{'.'.join(parts[:depth])})" for depth in range(1, len(parts) + 1))
 
 
-def _strings(container: str, path: str, per_string: str) -> str:
-    """``per_string`` (over ``s``) summed over the list at ``path``; 0 when it is absent."""
-    field = f"{container}.{path}"
-    return f"({_present(container, path)} ? {field}.map(s, {per_string}).sum() : 0)"
+def _when(var: str, path: str, value: str) -> str:
+    return f"({_present(var, path)} ? {value} : 0)"
 
 
-def _container_items(container: str) -> str:
-    return " + ".join(f"({_present(container, path)} ? size({container}.{path}) : 0)"
-                      for path in NAMED_VALUE_LISTS + STRING_LISTS)
+def _sum(terms: list[str]) -> str:
+    """A list's sum, not a chain of +: a chain nests one level per term, and CEL parsers stop at a depth (32 in
+    CEL C++, 250 in cel-go)."""
+    return f"[{', '.join(terms)}].sum()" if terms else "0"
 
 
-def _container_bytes(container: str) -> str:
-    """Names of env variables and headers are ASCII (the API server's validation); values and strings are any text,
-    whose CEL size() counts characters, so their UTF-8 bytes are counted."""
-    named = " + ".join(_strings(container, path, "size(s.name) + (has(s.value) ? size(bytes(s.value)) : 0)")
-                       for path in NAMED_VALUE_LISTS)
-    strings = " + ".join(_strings(container, path, "size(bytes(s))") for path in STRING_LISTS)
-    return f"{named} + {strings}"
+def _entries(var: str, paths: TextPaths, depth: int) -> str:
+    """How many list entries (strings and objects) ``var`` holds along ``paths``."""
+    inner = f"e{depth}"
+    terms = [_when(var, path, f"size({var}.{path})") for path in paths.string_lists]
+    for path, element in paths.objects.items():
+        nested = _entries(inner, element, depth + 1)
+        per_entry = "" if nested == "0" else f" + {var}.{path}.map({inner}, {nested}).sum()"
+        terms.append(_when(var, path, f"size({var}.{path}){per_entry}"))
+    return _sum(terms)
 
 
-def _over_containers(obj: str, per_container: str) -> str:
-    return " + ".join(f"(has({obj}.spec.{field}) ? {obj}.spec.{field}.map(c, {per_container}).sum() : 0)"
-                      for field in CONTAINER_LISTS)
+def _text_bytes(var: str, paths: TextPaths, depth: int) -> str:
+    """The UTF-8 bytes of the strings ``var`` holds along ``paths``: CEL's size() of a string counts characters."""
+    inner = f"e{depth}"
+    terms = [_when(var, path, f"size(bytes({var}.{path}))") for path in paths.strings]
+    terms += [_when(var, path, f"{var}.{path}.map({inner}, size(bytes({inner}))).sum()")
+              for path in paths.string_lists]
+    terms += [_when(var, path, f"{var}.{path}.map({inner}, {_text_bytes(inner, element, depth + 1)}).sum()")
+              for path, element in paths.objects.items()]
+    return _sum(terms)
+
+
+def pod_text_items(obj: str = "object") -> str:
+    """How many list entries along the counted paths ``obj``'s spec holds."""
+    return _entries(f"{obj}.spec", POD_SPEC, 0)
+
+
+def pod_text_bytes_of(obj: str = "object") -> str:
+    """The bytes of the text along the counted paths of ``obj``'s spec."""
+    return _text_bytes(f"{obj}.spec", POD_SPEC, 0)
 
 
 def _ephemeral(obj: str) -> str:
@@ -59,39 +88,28 @@ def _ephemeral(obj: str) -> str:
     return f"(has({field}) ? size({field}) : 0)"
 
 
-def pod_text_items(obj: str = "object") -> str:
-    """How many env variables and strings ``obj``'s containers hold."""
-    return _over_containers(obj, _container_items("c"))
-
-
-def pod_text_bytes_of(obj: str = "object") -> str:
-    """The bytes of ``obj``'s containers' env names and values and their strings."""
-    return _over_containers(obj, _container_bytes("c"))
+def _images(obj: str) -> str:
+    return " + ".join(f"(has({obj}.spec.{field}) ? {obj}.spec.{field}.map(c, c.image) : [])"
+                      for field in ("containers", "initContainers"))
 
 
 def pod_size(team: Team) -> dict:
-    """Judged on CREATE and when ephemeral containers are added: the API server lets no other update change a
-    container's env, command or args, so KAI's and the syncer's updates of an admitted pod (and of one from before the
-    rule) pass unjudged.
-
-    Cost: the API server stops one expression at 1,000,000 (k8s.io/apiserver pkg/apis/cel/config.go PerCallLimit) and
-    refuses the pod then (failurePolicy Fail). cel-go (interpreter/runtimecost.go) charges 1 for each identifier,
-    field, has(), size(), operator and call. The count comes first and ``&&`` stops there: a container costs about 250
-    in it (the has() chains down to each of its thirteen lists, up to four fields deep, and their sizes; the list the
-    map macro appends, 10). Past it, a string costs about 14 (its variable, bytes(), size(), the appended list, the
-    sum) and an env variable or header about 22, plus a tenth of each character for bytes() rounded up: at most
-    8,192 x 23 + 0.1 x 3 Mi characters (the API server's request limit, k8s.io/apiserver pkg/server/config.go
-    MaxRequestBodyBytes) + 8,192, about 511,000, and about 500 a container for both passes: within the limit up to
-    some 950 containers, far more than any pod runs."""
+    """Judged on CREATE, when ephemeral containers are added and when an image changes: the API server lets no
+    other update change the counted text (a pod's spec is immutable but for images, tolerations, scheduling gates and
+    a few numbers), so KAI's and the syncer's updates of an admitted pod (and of one from before the rule) pass
+    unjudged."""
     cap = pod_text_bytes(team.vcluster)
     stated = team.vcluster.resource_quota.synced_pod_text_bytes
-    unchanged = f"(request.operation == 'UPDATE' && {_ephemeral('object')} == {_ephemeral('oldObject')})"
+    unchanged = (f"(request.operation == 'UPDATE' && {_ephemeral('object')} == {_ephemeral('oldObject')} && "
+                 f"{_images('object')} == {_images('oldObject')})")
     return refusal(
         "pod-size",
         f"{unchanged} || ({pod_text_items()} <= {SYNCED_POD_TEXT_ITEMS} && {pod_text_bytes_of()} <= {cap})",
-        f"the env variables (names and values), commands and args (probes' and hooks' exec commands and HTTP headers "
-        f"included) of a pod's containers vCluster copies to the host may hold at most {cap} bytes ({stated}, config "
-        f"vcluster.resourceQuota.syncedPodTextBytes) in at most {SYNCED_POD_TEXT_ITEMS} variables and strings: every "
-        "copy lands in the host's etcd, which turns the whole cluster read-only when full",
-        "keep large configs out of env and args: put them in a ConfigMap mounted as a file (or in the image), or ask "
-        "the platform team for a larger syncedPodTextBytes")
+        f"the free text of a pod vCluster copies to the host (its containers' env, commands, args, images, working "
+        f"directories, mount paths, probe and hook commands, paths and headers, its volumes' item paths and image "
+        f"references, node affinity values, DNS options, sysctl values and confinement profiles) may hold at most "
+        f"{cap} bytes ({stated}, config vcluster.resourceQuota.syncedPodTextBytes) in at most "
+        f"{SYNCED_POD_TEXT_ITEMS} list entries: every copy lands in the host's etcd, which turns the whole cluster "
+        "read-only when full",
+        "keep large configs out of env, args and paths: put them in a ConfigMap mounted as a file (or in the image), "
+        "or ask the platform team for a larger syncedPodTextBytes")

@@ -92,15 +92,19 @@ RESOURCE_QUOTA = Block(keys=(
                 "`configMaps` plus `secrets` times that into the host's etcd, which makes the whole host read-only "
                 "when full. The plan's summary shows each team's worst case and the site's total. Between 64Ki and "
                 "1Mi. See [Host objects](security-model.md#host-objects)."),
-    Key("syncedPodTextBytes", Quantity(), DEFAULT_QUOTA.synced_pod_text_bytes, "The most text one pod vCluster "
-        "copies to the host may carry in its containers: env variables' names and values, commands and args "
-        "(probes' and hooks' exec commands and HTTP headers included) of every container, init and ephemeral "
-        "container, in bytes.",
+    Key("syncedPodTextBytes", Quantity(), DEFAULT_QUOTA.synced_pod_text_bytes, "The most free text one pod vCluster "
+        "copies to the host may carry, in bytes: every string of its spec the API server does not bound in length. "
+        "Its containers' (init and ephemeral included) env variables' names and values, commands and args, images, "
+        "working directories, termination message paths, env prefixes, mount and device paths, probes' and hooks' "
+        "commands, paths and headers, gRPC services and confinement profiles; its volumes' item keys and paths and "
+        "image references; preferred node affinity values, DNS options, sysctl values and hostnameOverride.",
         example="512Ki",
-        details="The host's pod policy refuses a larger pod (rule `pod-size`, on create and when an ephemeral "
-                f"container is added), and one with more than {SYNCED_POD_TEXT_ITEMS} variables and strings. The API "
-                "server bounds a pod only by the request's size (etcd takes 1.5Mi), so without it the team could "
-                "write `pods` times that into the host's etcd. The default holds twice the largest variable the "
+        details="The host's pod policy refuses a larger pod (rule `pod-size`, on create, when an ephemeral "
+                f"container is added and when an image changes), and one with more than {SYNCED_POD_TEXT_ITEMS} "
+                "entries in the lists holding that text (variables, strings, mounts, volumes' items, ...). The API "
+                "server bounds that text only by the request's size (etcd takes 1.5Mi), so without it the team could "
+                "write `pods` times that into the host's etcd; the rest of a pod's strings are names, keys and label "
+                "values the API server bounds. The default holds twice the largest variable the "
                 "Linux kernel starts a process with (128 KiB); keep large configs in a ConfigMap or the image. "
                 "The variables vCluster adds count: eight in every container and, unless the pod sets "
                 "`enableServiceLinks: false`, about eight for each port of each Service of its namespace. "

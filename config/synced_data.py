@@ -47,14 +47,15 @@ SYNCED_METADATA_KEYS = 1024
 # service-account token with its CA, a config file: a few KiB each) and what the platform has the syncer copy (each
 # virtual namespace's kube-root-ca.crt, the tenant DNS's Corefile).
 MINIMUM_OBJECT_BYTES = 64 * 2 ** 10
-# The most env variables, command and args strings (probes' and hooks' exec commands and headers included) a pod may
-# hold, counted before the policy sums their bytes: like keys, they are bounded only by the request's size. An honest
-# pod has tens to hundreds of its own; vCluster adds eight to every container and, unless the pod turns service
+# The most entries of the lists holding a pod's free text (env variables, command and args strings, mounts, volumes'
+# items, node affinity values, ...: components/pod_text_paths.py) a pod may hold, counted before the policy sums their
+# bytes: like keys, they are bounded only by the request's size. An honest pod has tens to hundreds of its own; vCluster adds eight to every container and, unless the pod turns service
 # links off, about eight for each port of each Service of its namespace (translator.go ServicesToEnvironmentVariables):
 # some 1,500 in each of three containers for a hundred two-port Services.
 SYNCED_POD_TEXT_ITEMS = 8192
 # Honest pods carry a few KiB of text: a framework's JSON config in one variable (a DeepSpeed or accelerate file), a
-# launcher's command line, the downward-API variables vCluster adds. The default (256Ki) holds twice the largest one
+# launcher's command line, the downward-API variables vCluster adds, images, mount and item paths (some 9 KiB for three
+# containers mounting twenty volumes of ten items each, tests/test_pod_text_attacks.py). The default (256Ki) holds twice the largest one
 # variable or argument the Linux kernel starts a process with (MAX_ARG_STRLEN, 128 KiB); the floor is ten times an
 # honest pod's text.
 MINIMUM_POD_TEXT_BYTES = 64 * 2 ** 10

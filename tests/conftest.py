@@ -113,6 +113,9 @@ MIRRORED_TAGS = {
     # How the API server reads a quantity (config/key_types.py QUANTITY), at the oldest and newest Kubernetes a
     # site may run.
     "kubernetes/apimachinery": ("v0.30.0", "v0.36.3"),
+    # The pod spec's string fields at every Kubernetes minor a site may run, newest patch of each
+    # (tests/test_pod_text_fields_contract.py).
+    "kubernetes/api": ("v0.30.14", "v0.31.14", "v0.32.13", "v0.33.13", "v0.34.10", "v0.35.7", "v0.36.3"),
     # The OIDC authenticator of each virtual cluster's API server (tests/test_tenant_access.py), and how the API
     # server validates fields of a request that names no validation (tests/test_deployability_api_server.py), at
     # the host floor too.

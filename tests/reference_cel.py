@@ -71,8 +71,10 @@ class ReferenceCel:
         self._compiled: dict = {}
 
     def evaluate(self, expression: str, data: dict[str, Any]) -> tuple[str, Any]:
-        """("value", its plain value) or ("error", why): a compile error fails the expression as the API server
-        fails it."""
+        """("value", its plain value) or ("error", why): a compile error, or an evaluation stopped by CEL C++'s
+        iteration budget (10,000 iterations of its comprehensions; the API server stops by cost instead, at
+        1,000,000), fails the expression as the API server fails one past its limit: a refusal under
+        failurePolicy Fail."""
         if expression not in self._compiled:
             try:
                 self._compiled[expression] = self._env.compile(expression)
@@ -81,7 +83,10 @@ class ReferenceCel:
         compiled = self._compiled[expression]
         if isinstance(compiled, Exception):
             return "error", f"compilation failed: {compiled}"
-        result = compiled.eval(data=data)
+        try:
+            result = compiled.eval(data=data)
+        except RuntimeError as error:  # CEL C++ raises a status it cannot turn into a value: its iteration budget
+            return "error", str(error)
         if result.type() == cel.Type.ERROR:
             return "error", str(result.value())
         return "value", result.plain_value()

@@ -3,8 +3,8 @@ pod policy, components/admission_pod_size.py; vcluster.resourceQuota.syncedPodTe
 
 - Attack: a pod whose host copy (tests/tenant_sim.py: synced by vCluster, mutated by KAI's webhook, what they add
   counted) carries one byte of env, command or args text past the team's cap, in any container kind or exec handler,
-  is refused; so are more variables and strings than the policy sums affordably, and an ephemeral container added
-  past the cap.
+  is refused; so are more list entries than the policy sums affordably, and an ephemeral container added
+  past the cap. The other counted paths: tests/test_pod_text_attacks.py.
 - Honest: a pod at the cap, a training pod with a large JSON config in its env, and KAI's and the syncer's later
   updates of a pod at the cap are admitted. KAI's docs pods and the seeds' workloads pass the same pod policy
   (tests/test_admission_honest.py).
@@ -20,7 +20,7 @@ import copy
 import pytest
 
 from components.admission import policy_validations
-from components.admission_pod_size import HANDLERS
+from components.pod_text_paths import POD_SPEC, TextPaths
 from config.synced_data import SYNCED_POD_TEXT_ITEMS, worst_case
 from tests.config_spec import put
 from tests.conftest import dev_config, run
@@ -28,7 +28,6 @@ from tests.tenant_sim import KAI_SCHEDULER, container, platform_of, tenant_of, v
 
 TEAM = "team-nlp"
 CAP = 256 * 2 ** 10  # the default vcluster.resourceQuota.syncedPodTextBytes
-CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 PAD = "CONFIG"
 
 
@@ -36,27 +35,30 @@ def refused_for_size(messages: list[str]) -> bool:
     return any(message.startswith("[pod-size]") for message in messages)
 
 
-def _handlers(spec: dict, field: str) -> list[list]:
-    """The list at ``<handler>.<field>`` of each probe and lifecycle hook of a container."""
-    found = []
-    for handler in HANDLERS:
-        node = spec
-        for part in f"{handler}.{field}".split("."):
-            node = node.get(part) if isinstance(node, dict) else None
-        found.append(node or [])
-    return found
+def _at(node, path: str):
+    for part in path.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+def text_bytes(node: dict, paths: TextPaths = POD_SPEC) -> int:
+    """The bytes of the strings along ``paths`` under ``node``, as stored (UTF-8): a walk of the pod's JSON, not CEL."""
+    total = sum(len(value.encode()) for value in (_at(node, path) for path in paths.strings) if value is not None)
+    total += sum(len(text.encode()) for path in paths.string_lists for text in _at(node, path) or [])
+    return total + sum(text_bytes(entry, element) for path, element in paths.objects.items()
+                       for entry in _at(node, path) or [])
+
+
+def entries(node: dict, paths: TextPaths = POD_SPEC) -> int:
+    """How many list entries the rule counts along ``paths`` under ``node``."""
+    total = sum(len(_at(node, path) or []) for path in (*paths.string_lists, *paths.objects))
+    return total + sum(entries(entry, element) for path, element in paths.objects.items()
+                       for entry in _at(node, path) or [])
 
 
 def counted(host: dict) -> int:
-    """The bytes the rule counts in a host pod, as stored (UTF-8)."""
-    total = 0
-    for field in CONTAINER_LISTS:
-        for spec in host["spec"].get(field, []):
-            for named in (spec.get("env", []), *_handlers(spec, "httpGet.httpHeaders")):
-                total += sum(len(e["name"]) + len(e.get("value", "").encode()) for e in named)
-            for strings in (spec.get("command", []), spec.get("args", []), *_handlers(spec, "exec.command")):
-                total += sum(len(text.encode()) for text in strings)
-    return total
+    """The bytes the rule counts in a host pod."""
+    return text_bytes(host["spec"])
 
 
 @pytest.fixture(scope="module")
@@ -95,11 +97,8 @@ def test_commands_args_exec_handlers_and_http_headers_count(tenant, field):
     value = {"command": text, "args": text, "livenessProbe": {"exec": {"command": text}},
              "lifecycle": {"preStop": {"exec": {"command": text}}},
              "readinessProbe": {"httpGet": {"path": "/ready", "port": 8080, "httpHeaders": headers}}}[field]
-    near = padded(tenant, CAP - 100 * 1000 + 1)
-    near["spec"]["containers"][0][field] = value
-    assert refused_for_size(tenant.create(near))
-    near["spec"]["containers"][0]["env"][0]["value"] = near["spec"]["containers"][0]["env"][0]["value"][1:]
-    assert tenant.create(near) == []
+    assert refused_for_size(tenant.create(padded(tenant, CAP + 1, **{field: value})))
+    assert tenant.create(padded(tenant, CAP, **{field: value})) == []
 
 
 def test_every_container_kind_counts(tenant):
@@ -119,12 +118,14 @@ def test_text_counts_its_utf8_bytes(tenant):
     assert refused_for_size(tenant.create(pod))
 
 
-def test_more_variables_and_strings_than_the_policy_sums_are_refused(tenant):
+def test_more_list_entries_than_the_policy_sums_are_refused(tenant):
     # Strings, not variables: the device rules iterate over variables, past the reference evaluator's iteration budget.
-    pod = _pod(tenant, args=["a"] * SYNCED_POD_TEXT_ITEMS)
+    added = entries(tenant.host_pod(_pod(tenant, args=[]))["spec"])
+    pod = _pod(tenant, args=["a"] * (SYNCED_POD_TEXT_ITEMS - added + 1))
     assert counted(tenant.host_pod(pod)) < CAP
     assert refused_for_size(tenant.create(pod))
-    pod["spec"]["containers"][0]["args"] = ["a" * 10] * (SYNCED_POD_TEXT_ITEMS - 10)
+    pod["spec"]["containers"][0]["args"].pop()
+    assert entries(tenant.host_pod(pod)["spec"]) == SYNCED_POD_TEXT_ITEMS
     assert tenant.create(pod) == []
 
 
@@ -141,7 +142,7 @@ def _debugged(host: dict, value: str) -> dict:
 def test_an_ephemeral_container_added_past_the_cap_is_refused(tenant):
     host = tenant.host_pod(padded(tenant, CAP - 2 ** 10))
     assert tenant.create_host(host) == []
-    room = 2 ** 10 - len("NVIDIA_VISIBLE_DEVICES") - len("void") - len("NOTE")
+    room = 2 ** 10 - (counted(_debugged(host, "")) - counted(host))
     assert tenant.update(host, _debugged(host, "n" * room), subresource="ephemeralcontainers") == []
     assert refused_for_size(tenant.update(host, _debugged(host, "n" * (room + 1)),
                                           subresource="ephemeralcontainers"))

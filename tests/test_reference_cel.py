@@ -65,6 +65,17 @@ def test_an_expression_that_fails_at_run_time_refuses_and_so_does_one_using_a_fa
     assert verdict.variables["broken"][0] == "error"
 
 
+def test_an_evaluation_past_the_iteration_budget_is_a_refusal_not_an_exception():
+    """CEL C++ stops a comprehension past its iteration budget; the API server treats any expression it stops as
+    failed, and failurePolicy Fail refuses the request."""
+    spec = {"validations": [{"expression": "object.spec.args.map(a, size(a)).sum() < 10", "message": "m"}]}
+    pod = virtual_pod(containers=[])
+    pod["spec"]["args"] = ["a"] * 20000
+    kind, why = REFERENCE.evaluate(spec["validations"][0]["expression"], {"object": pod})
+    assert (kind, "budget" in why) == ("error", True)
+    assert REFERENCE.review(spec, {"object": pod, "oldObject": None, "request": {}}).refusals == [("error", why)]
+
+
 def test_a_message_listing_map_keys_is_compared_without_their_order():
     assert unordered_lists("[reserved-keys] labels [b, a] and annotations []") == \
         "[reserved-keys] labels [a, b] and annotations []"

@@ -79,9 +79,10 @@ def datastore_section(index: PlanIndex) -> list[str]:
              "namespace's quota allows, each at the cap the synced-objects policy holds copies to in keys and values, "
              "labels and annotations included (rule `object-size`, vcluster.resourceQuota.syncedObjectBytes), and "
              "every pod, Service, Endpoints, claim and EndpointSlice it allows with its labels and annotations at "
-             "their cap (rule `metadata-size`), and every pod with its containers' env, commands and args at theirs "
-             "(rule `pod-size`, vcluster.resourceQuota.syncedPodTextBytes); the rest of those objects' specs, "
-             "bounded by count, is not counted (docs/security-model.md, Sizes).", ""]
+             "their cap (rule `metadata-size`), and every pod with the free text of its spec (env, commands, args, "
+             "images, paths, ...) at theirs (rule `pod-size`, vcluster.resourceQuota.syncedPodTextBytes); the rest "
+             "of those objects' specs, names the API server bounds in lists bounded by count, is not counted "
+             "(docs/security-model.md, Sizes).", ""]
     lines += table(["Team", "ConfigMaps", "Secrets", "Per-object cap", "Other synced objects", "Metadata cap", "Pods",
                     "Pod text cap", "Worst case"], rows)
     return lines + ["", f"Site total: **{mebibytes(total)}**; {verdict}.", ""]
