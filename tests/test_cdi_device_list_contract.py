@@ -329,3 +329,14 @@ def test_a_microk8s_addon_enabled_by_hand_on_a_track_without_cdi_is_warned_to_be
     assert f"older than {versions.GPU_OPERATOR_CDI_DEVICE_LIST}" in warning and "microk8s version" in warning
     assert _cdi_warnings(_microk8s(versions.MICROK8S_CONTAINERD_CDI_VERSION)) == []
     assert config_spec.dev_config()["gpuOperator"]["mode"] == "microk8s-addon"
+
+
+def test_the_pinned_envvar_operator_makes_the_nvidia_runtime_the_default_so_honest_pods_get_their_gpu():
+    # The fix the CDI refusals give: with that operator on a containerd without CDI, the device plugin's list in
+    # NVIDIA_VISIBLE_DEVICES reaches the NVIDIA runtime, which its toolkit makes containerd's default.
+    toolkit = _operator_values(ENVVAR_OPERATOR)["toolkit"]["version"].split("-", 1)[0]
+    runtime = git(TOOLKIT, "show", f"{mirrored_tag(TOOLKIT, toolkit)}:tools/container/runtime/runtime.go")
+    assert re.search(r"defaultSetAsDefault\s*=\s*true", runtime)
+    assert re.search(r'EnvVars:\s*\[\]string\{"NVIDIA_RUNTIME_SET_AS_DEFAULT", "CONTAINERD_SET_AS_DEFAULT"', runtime)
+    controls = git(OPERATOR, "show", f"{mirrored_tag(OPERATOR, ENVVAR_OPERATOR)}:controllers/object_controls.go")
+    assert "SET_AS_DEFAULT" not in controls  # the operator leaves the toolkit's default alone
