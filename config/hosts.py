@@ -9,9 +9,6 @@ Components and checks ask ``host_profile(cluster)`` instead of testing ``cluster
   cluster's default class); ``creates_storage_class``: the platform has to create it.
 - ``gpu_driver_preinstalled`` / ``gpu_toolkit_preinstalled``: the nodes come with the NVIDIA
   driver / container toolkit, so the GPU Operator must not install its own.
-- ``nvidia_default_runtime``: containerd runs every container of a GPU node through the NVIDIA
-  runtime, so a container that asks for ``NVIDIA_VISIBLE_DEVICES`` gets GPUs without a request
-  (``None``: unknown).
 - ``node_pools``: the groups of nodes pods can land on, with their labels and taints (``None``:
   not known from the config, an existing cluster).
 - ``tenant_node_labels``: the default ``vcluster.nodeLabels``. vCluster syncs only the nodes
@@ -83,8 +80,6 @@ def host_profile(cluster: Cluster) -> HostProfile:
             # A MicroK8s GPU box has its driver installed with the OS; the toolkit comes with the operator.
             gpu_driver_preinstalled=True,
             gpu_toolkit_preinstalled=False,
-            # The GPU Operator's toolkit with CDI on (its default) leaves runc as the default runtime.
-            nvidia_default_runtime=False,
             # One machine: its node runs the platform and every tenant, untainted.
             node_pools=(NodePool("microk8s", {}, gpu=True),),
             tenant_node_labels={},
@@ -104,8 +99,6 @@ def host_profile(cluster: Cluster) -> HostProfile:
             # The AL2023 NVIDIA AMI ships driver and container toolkit.
             gpu_driver_preinstalled=True,
             gpu_toolkit_preinstalled=True,
-            # The AL2023 NVIDIA AMI makes nvidia containerd's default runtime.
-            nvidia_default_runtime=True,
             node_pools=tuple(pools),
             # Tenants run on the GPU pools only; the system pool stays for the platform (KAI,
             # operator, vCluster control planes). CPU pods and DNS of a tenant share the GPU
@@ -121,7 +114,6 @@ def host_profile(cluster: Cluster) -> HostProfile:
         creates_storage_class=False,
         gpu_driver_preinstalled=False,
         gpu_toolkit_preinstalled=False,
-        nvidia_default_runtime=None,
         node_pools=None,
         tenant_node_labels={},
         host_dns=existing.dns,

@@ -76,7 +76,6 @@ class HostProfile:
     creates_storage_class: bool
     gpu_driver_preinstalled: bool
     gpu_toolkit_preinstalled: bool
-    nvidia_default_runtime: Optional[bool]
     node_pools: Optional[tuple[NodePool, ...]]
     tenant_node_labels: Mapping[str, str] = field(default_factory=dict)
     host_dns: HostDns = HostDns()

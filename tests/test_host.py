@@ -221,7 +221,6 @@ def test_host_profiles_say_what_each_kind_provides():
     eks = platform("eks")
     assert eks.host == host_profile(eks.cluster)
     assert (eks.host.api_server_port, eks.host.storage_class, eks.host.creates_storage_class) == (443, "gp3", True)
-    assert eks.host.nvidia_default_runtime is True
     assert eks.gpu_operator.driver_enabled is False and eks.gpu_operator.toolkit_enabled is False
     pools = {pool.name: pool for pool in eks.host.node_pools}
     assert pools["system"].taints == () and not pools["system"].gpu
@@ -236,6 +235,6 @@ def test_an_existing_cluster_profile_knows_only_what_the_config_says():
     from config.model_host import KubeconfigHost
 
     profile = host_profile(Cluster("kubeconfig", kubeconfig=KubeconfigHost(context=None, gpus=None)))
-    assert profile.node_pools is None and profile.nvidia_default_runtime is None
+    assert profile.node_pools is None
     assert profile.storage_class is None and profile.api_server_port is None
     assert not profile.gpu_driver_preinstalled and dict(profile.tenant_node_labels) == {}
