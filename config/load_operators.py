@@ -124,13 +124,16 @@ VERSION_COMMAND = {"eks": "aws eks describe-cluster", "microk8s": "microk8s vers
 
 
 def _operator_installed(cluster: Cluster, operator: GpuOperator) -> Optional[tuple[str, str]]:
-    """The config key and version of the GPU Operator the platform puts on the nodes, when it is known."""
+    """The config key and version of the GPU Operator the platform puts on the nodes, when it is known (a version
+    with a problem of its own is reported at its key)."""
+    installed = None
     if operator.mode == "install":
-        return ("gpuOperator.version", operator.version) if operator.version is not None else None
+        installed = "gpuOperator.version", operator.version
     microk8s = cluster.microk8s
     if operator.mode == "microk8s-addon" and microk8s is not None and microk8s.enable_nvidia_addon:
-        return "cluster.microk8s.nvidiaAddonOperatorVersion", microk8s.nvidia_addon_operator_version
-    return None  # an external operator, or an addon enabled by hand: the site's to match
+        installed = "cluster.microk8s.nvidiaAddonOperatorVersion", microk8s.nvidia_addon_operator_version
+    # Otherwise an external operator, or an addon enabled by hand: the site's to match.
+    return installed if installed is not None and installed[1] is not None else None
 
 
 def check_nodes_deliver_cdi_devices(reader: Reader, cluster: Optional[Cluster], operator: GpuOperator,

@@ -286,6 +286,13 @@ def test_a_microk8s_box_that_does_not_state_its_track_is_refused_with_a_cdi_only
     load_platform(config_spec.put(site, "gpuOperator.version", ENVVAR_OPERATOR))
 
 
+@pytest.mark.parametrize("operator_key, enable", [("gpuOperator.version", {"gpuOperator.mode": "install"}), (
+    "cluster.microk8s.nvidiaAddonOperatorVersion", {"cluster.microk8s.enableNvidiaAddon": True})])
+def test_an_operator_version_with_a_problem_of_its_own_is_reported_at_its_key_only(operator_key, enable):
+    error = config_spec.rejected(_microk8s(MICROK8S_BELOW, **enable, **{operator_key: "latest"}))
+    assert error.keys == [operator_key]
+
+
 @pytest.mark.parametrize("changes", [
     {"gpuOperator.mode": "install", "gpuOperator.version": ENVVAR_OPERATOR},
     {"cluster.microk8s.enableNvidiaAddon": True, "cluster.microk8s.nvidiaAddonOperatorVersion": ENVVAR_OPERATOR},
