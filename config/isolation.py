@@ -25,7 +25,7 @@ from config.mig import MIG_CONFIG_LABEL, MIG_LAYOUTS, MIG_WITHOUT_LAYOUTS, PROFI
     pool_slices, supports_mig
 from config.model import EXCLUSIVE, MEMORY_CAPPED, MIG, SHARED, Cluster, GpuOperator, KaiScheduler, Platform, Team
 from config.model_host import GpuNodeGroup
-from config.reader import Reader
+from config.reader import Reader, within
 from config.hosts import host_profile
 from config.placement import place
 from config.sharing import TIME_SLICED
@@ -66,7 +66,7 @@ def team_pool(team: Team, cluster: Cluster) -> Optional[str]:
 
 def _reported(reader: Reader, key: str) -> bool:
     """Whether ``key`` or a key under it already has a problem of its own (its value then reads as None)."""
-    return any(issue.key == key or issue.key.startswith((key + ".", key + "[")) for issue in reader.issues)
+    return any(within(issue.key, key) for issue in reader.issues)
 
 
 def _readable(reader: Reader, cluster: Optional[Cluster]) -> Optional[Cluster]:

@@ -42,7 +42,6 @@ from config.review_notes import review_notes, time_sliced_keys
 from config.synced_data import datastore_warnings
 from config.secrets import SECRET_KEYS, Secrets, secret_command
 from config.team_alerting import check_team_alerting, team_alerting_warnings
-from config.vcluster_images import dig
 from config.vocabulary import (
     KAI_RESERVATION_NAMESPACE, NODE_PROFILE_LABEL, OTHER_NAMESPACES, POOL_LABEL, PROJECT, ROLE_LABEL, SYSTEM_NAMESPACES,
 )
@@ -95,9 +94,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     cluster = read_cluster(root.child("cluster"), secrets)
     host = host_profile(cluster) if cluster is not None else None
     gpu_operator = read_gpu_operator(root.child("gpuOperator"), cluster, host)
-    check_nodes_deliver_cdi_devices(reader, cluster, gpu_operator,
-                                    version_stated="kubernetesVersion" in dig(raw, "cluster", cluster.kind)
-                                    if cluster is not None else False)
+    check_nodes_deliver_cdi_devices(reader, cluster, gpu_operator)
     kai = read_kai(root.child("kaiScheduler"))
     organization = read_organization(root.child("organization"))
     # Where tenant pods may run depends on the host kind (config/hosts.py).

@@ -250,6 +250,7 @@ def _microk8s(section: Section, secrets: Secrets) -> MicroK8sHost:
         api_server_url=api_server_url,
         gpus=section.read("gpus"),
         kubernetes_version=section.read("kubernetesVersion"),
+        kubernetes_version_stated=section.has("kubernetesVersion"),
         cpu=_stated_size(section, "cpu"),
         memory=_stated_size(section, "memory"),
     )

@@ -120,7 +120,6 @@ CDI_CONTAINERD = {
                  "MicroK8s tracks below {floor} bundle containerd 1.6, which cannot inject CDI devices",
                  "(snap refresh microk8s --channel=<track>/stable, one track at a time, then state the track)"),
 }
-VERSION_COMMAND = {"eks": "aws eks describe-cluster", "microk8s": "microk8s version"}
 
 
 def _operator_installed(cluster: Cluster, operator: GpuOperator) -> Optional[tuple[str, str]]:
@@ -136,8 +135,7 @@ def _operator_installed(cluster: Cluster, operator: GpuOperator) -> Optional[tup
     return installed if installed is not None and installed[1] is not None else None
 
 
-def check_nodes_deliver_cdi_devices(reader: Reader, cluster: Optional[Cluster], operator: GpuOperator,
-                                    version_stated: bool) -> None:
+def check_nodes_deliver_cdi_devices(reader: Reader, cluster: Optional[Cluster], operator: GpuOperator) -> None:
     """An operator whose device plugin names GPUs to CDI only needs a containerd that injects CDI devices: without
     one a whole-GPU container gets the devices its image's NVIDIA_VISIBLE_DEVICES names instead (all of the node's in
     NVIDIA's CUDA images) through an NVIDIA runtime: tests/test_cdi_device_list_contract.py reads each link. A host
@@ -157,11 +155,11 @@ def check_nodes_deliver_cdi_devices(reader: Reader, cluster: Optional[Cluster], 
            "NVIDIA_VISIBLE_DEVICES names instead, every GPU of the node with NVIDIA's CUDA images, none with others")
     pin = (f"pin {operator_key} {versions.GPU_OPERATOR_NEWEST_ENVVAR_DEVICE_LIST} (its device plugin also sets "
            "NVIDIA_VISIBLE_DEVICES)")
-    if not version_stated:
+    if cluster.microk8s is not None and not cluster.microk8s.kubernetes_version_stated:
         reader.fail(key, MISSING, f"is not stated, so the program assumes {cluster.kubernetes_version}; "
                                   f"{why.format(floor=floor)}, and {gap}",
-                    f"state the version the nodes run (`{VERSION_COMMAND[cluster.kind]}`, e.g. \"{floor}\"); on one "
-                    f"below {floor}, {pin}")
+                    f"state the version the box runs (`microk8s version`, e.g. \"{floor}\"); on one below {floor}, "
+                    f"{pin}")
         return
     reader.fail(key, cluster.kubernetes_version, f"{why.format(floor=floor)}, and {gap}",
                 f"{pin} until the cluster runs Kubernetes {floor} or later {upgrade}")

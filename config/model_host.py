@@ -92,6 +92,8 @@ class MicroK8sHost:
     api_server_url: Optional[str]
     gpus: int
     kubernetes_version: str
+    # Left out, kubernetes_version is the oldest the program supports: an assumption, not the box's.
+    kubernetes_version_stated: bool = True
     # The box's allocatable as the site states it (quantities), for the teams' cpu and memory guarantees.
     cpu: Optional[str] = None
     memory: Optional[str] = None

@@ -23,7 +23,7 @@ class Reader:
         self.issues: list[ConfigIssue] = []
 
     def fail(self, key: str, value: object, problem: str, fix: str) -> None:
-        if value is MISSING and any(issue.value in (MISSING, None) and _within(key, issue.key) for issue in self.issues):
+        if value is MISSING and any(issue.value in (MISSING, None) and within(key, issue.key) for issue in self.issues):
             return  # a missing or null key (and what it would hold) is one problem, whichever rule notices it first
         self.issues.append(ConfigIssue(key, value, problem, fix))
 
@@ -31,7 +31,8 @@ class Reader:
         return Section(self, path, value, block)
 
 
-def _within(key: str, outer: str) -> bool:
+def within(key: str, outer: str) -> bool:
+    """``key`` is ``outer`` or a key under it (``outer.name``, ``outer[i]``)."""
     return key == outer or key.startswith(outer + ".") or key.startswith(outer + "[")
 
 
