@@ -16,9 +16,9 @@ import pytest
 from config.stack_file import PROJECT_DIR
 from ops.sites import platform_of
 from tests.conftest import run
-from tools.offline.benchmark import (TYPED_FLOOR_PROGRAM, TYPED_OBJECTS_FLOOR_PROGRAM, best_in_fresh_processes,
-                                     longest_chain, measure, plain_listing, program_listing, run_floor,
-                                     site_with_teams, typed_listing)
+from tools.offline.benchmark import (FLOOR_PROGRAMS, TYPED_FLOOR_PROGRAM, TYPED_OBJECTS_FLOOR_PROGRAM,
+                                     best_in_fresh_processes, longest_chain, measure, plain_listing,
+                                     program_listing, run_floor, site_with_teams, typed_listing)
 from tools.offline.recording import ProgramRun, RecordedResource
 
 
@@ -156,6 +156,16 @@ def test_the_typed_floor_registers_as_many_typed_resources_of_one_input_through_
 def test_each_run_is_measured_in_a_child_process_that_reports_what_it_registered(tmp_path):
     measurement = best_in_fresh_processes("floor", str(plain_listing(7, tmp_path)), repeat=2)
     assert measurement.resources == 7 and measurement.seconds > measurement.collector >= 0
+
+
+def test_each_floor_also_runs_with_the_collector_off_as_the_program_runs(tmp_path):
+    # Enough resources that the default thresholds collect: the same floor then collects, and with the collector
+    # off it does not (the measuring child's one collection before the run is not counted).
+    listing = str(plain_listing(3_000, tmp_path))
+    assert best_in_fresh_processes("floor", listing, repeat=1).collector > 0
+    assert best_in_fresh_processes("floor-collector-off", listing, repeat=1).collector == 0
+    assert {kind for kind in FLOOR_PROGRAMS if kind.endswith("-collector-off")} == {
+        f"{kind}-collector-off" for kind in ("floor", "typed", "typed-objects")}
 
 
 def test_a_failed_child_run_says_what_failed(tmp_path):

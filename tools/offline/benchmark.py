@@ -1,27 +1,28 @@
 """How fast the program runs offline, against the SDK's own floor for the same number of resources.
 
 ``python -m tools.offline.benchmark --teams 300`` runs the program through the mocks (mockrun) for a site of
-that many teams, then four floor programs through the same mocks and monitor: one that registers the same
-number of plain resources (one input each), one that registers as many typed ones (pulumi-kubernetes
-ConfigMaps of one input, through one provider), one that registers the program's own resources plainly (same
-types, custom or component, and input values; no parents, providers, dependencies, aliases or typed
-classes), and one that registers them again with each Kubernetes object through its own typed class and one
-provider (the typed objects floor). Each run is in a fresh interpreter, as ``pulumi up`` runs a program. It
-prints the CPU times (best of ``--repeat``; CPU rather than wall-clock time, as the machines that run it are
-shared), the part of each that the cyclic garbage collector took, and the program's ratio to each floor,
-with and without the collector: the plain floor is what the SDK costs per resource at the least, the typed
-floor what it costs per resource of a typed provider SDK such as pulumi-kubernetes (the SDK records a stack
-trace and converts inputs and outputs by their Python types for those), the inputs floor what it costs to
-send these inputs, and the typed objects floor what the typed SDK costs at the least for exactly these
-objects, so the gap between the program and that floor is what the program's shape (components, parents,
-dependencies) and its own work cost on top. It also prints the committed dev stack's time and the longest
-rollout chain (dependencies and parents: the number of steps ``pulumi up`` has to take one after the other)
-for a few teams and for ``--teams``; a chain that grows with the team count would make a large site's
-rollout slower with every team. ``--profile FILE`` writes a cProfile of one program run (read it with
-``python -m pstats FILE``).
+that many teams, then four floor programs through the same mocks and monitor: one that registers the same number
+of plain resources (one input each), one that registers as many typed ones (pulumi-kubernetes ConfigMaps of one
+input, through one provider), one that registers the program's own resources plainly (same types, custom or
+component, and input values; no parents, providers, dependencies, aliases or typed classes), and one that
+registers them again with each Kubernetes object through its own typed class and one provider (the typed objects
+floor). Each run is in a fresh interpreter, as ``pulumi up`` runs a program. It prints the CPU times (best of
+``--repeat``; CPU rather than wall-clock time, as the machines that run it are shared), the part of each that
+the cyclic garbage collector took, and the program's ratio to each floor. Each floor runs twice: as a program on
+the SDK runs by default, with the collector on, and with it off from its first line, as this program runs
+(``__main__.py``): what the collector costs depends on all the run holds, so a run's time less its collector's
+part is not what the run takes without it. The plain floor is what the SDK costs per resource at the least, the
+typed floor what it costs per resource of a typed provider SDK such as pulumi-kubernetes (the SDK records a
+stack trace and converts inputs and outputs by their Python types for those), the inputs floor what it costs to
+send these inputs, and the typed objects floor what the typed SDK costs at the least for exactly these objects,
+so the gap between the program and that floor is what the program's shape (components, parents, dependencies)
+and its own work cost on top. It also prints the committed dev stack's time and the longest rollout chain
+(dependencies and parents: the number of steps ``pulumi up`` has to take one after the other) for a few teams
+and for ``--teams``; a chain that grows with the team count would make a large site's rollout slower with every
+team. ``--profile FILE`` writes a cProfile of one program run (read it with ``python -m pstats FILE``).
 
-A measurement, not a test: timings depend on the machine, so no test asserts them (docs/testing.md
-keeps the numbers of the last change that needed them).
+A measurement, not a test: timings depend on the machine, so no test asserts them (docs/testing.md keeps the
+numbers of the last change that needed them).
 """
 
 from __future__ import annotations
@@ -211,6 +212,10 @@ def run_floor(listing: Path, directory: Path, program: str = FLOOR_PROGRAM, *,
 
 
 FLOOR_PROGRAMS = {"floor": FLOOR_PROGRAM, "typed": TYPED_FLOOR_PROGRAM, "typed-objects": TYPED_OBJECTS_FLOOR_PROGRAM}
+# The same floors with the collector off before their first import, as ``__main__.py`` turns it off.
+COLLECTOR_OFF = "import gc\ngc.disable()\n"
+FLOOR_PROGRAMS.update({f"{kind}-collector-off": COLLECTOR_OFF + program
+                       for kind, program in list(FLOOR_PROGRAMS.items())})
 
 
 def _run_one(kind: str, argument: str) -> ProgramRun:
@@ -236,10 +241,18 @@ def best_in_fresh_processes(kind: str, argument: str, repeat: int) -> Measuremen
     return min(measurements)
 
 
-def ratio(program: Measurement, floor: Measurement, *, without_collector: bool = False) -> float:
-    if without_collector:
-        return (program.seconds - program.collector) / (floor.seconds - floor.collector)
+def ratio(program: Measurement, floor: Measurement) -> float:
     return program.seconds / floor.seconds
+
+
+FLOORS = (("plain floor", "floor", "plain"), ("typed floor", "typed", "typed"),
+          ("inputs floor", "floor", "inputs"), ("typed objects floor", "typed-objects", "inputs"))
+FLOOR_LABELS = {
+    "plain floor": "{count} plain resources, one input each",
+    "typed floor": "{count} typed resources (kubernetes ConfigMaps, one input each)",
+    "inputs floor": "the program's resources registered plainly",
+    "typed objects floor": "the program's resources, each object through its typed class",
+}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -261,34 +274,31 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         count = len(program_run.resources)
         chains = longest_chain(run_program(site_with_teams(3), stack="benchmark")), longest_chain(program_run)
         with tempfile.TemporaryDirectory() as directory:
-            plain, inputs = plain_listing(count, Path(directory)), program_listing(program_run, Path(directory))
-            typed = typed_listing(count, Path(directory))
+            listings = {"plain": plain_listing(count, Path(directory)),
+                        "inputs": program_listing(program_run, Path(directory)),
+                        "typed": typed_listing(count, Path(directory))}
             del program_run
             program = best_in_fresh_processes("program", str(args.teams), args.repeat)
-            floor = best_in_fresh_processes("floor", str(plain), args.repeat)
-            typed_floor = best_in_fresh_processes("typed", str(typed), args.repeat)
-            inputs_floor = best_in_fresh_processes("floor", str(inputs), args.repeat)
-            objects_floor = best_in_fresh_processes("typed-objects", str(inputs), args.repeat)
+            floors = {(label, collector): best_in_fresh_processes(
+                          kind if collector == "on" else f"{kind}-collector-off", str(listings[listing]), args.repeat)
+                      for label, kind, listing in FLOORS for collector in ("on", "off")}
         dev = best_in_fresh_processes("dev", "-", args.repeat)
-    assert {program.resources, floor.resources, typed_floor.resources, inputs_floor.resources,
-            objects_floor.resources} == {count}
+    assert {program.resources, *(floor.resources for floor in floors.values())} == {count}
     print(f"CPU seconds, best of {args.repeat} runs each in a fresh process (of which the cyclic collector):")
-    for label, result in ((f"program, {args.teams} teams, {count} resources", program),
-                          (f"plain floor: {count} plain resources, one input each", floor),
-                          (f"typed floor: {count} typed resources (kubernetes ConfigMaps, one input each)",
-                           typed_floor),
-                          ("inputs floor: the program's resources registered plainly", inputs_floor),
-                          ("typed objects floor: the program's resources, each object through its typed class",
-                           objects_floor),
-                          (f"dev stack, {dev.resources} resources", dev)):
-        print(f"  {label}: {result.seconds:.2f} s ({result.collector:.2f} s)")
-    for label, result in (("plain floor", floor), ("typed floor", typed_floor), ("inputs floor", inputs_floor),
-                          ("typed objects floor", objects_floor)):
-        print(f"ratio to the {label}: {ratio(program, result):.2f}x "
-              f"({ratio(program, result, without_collector=True):.2f}x without the collector on either side)")
-    print(f"the typed floor's ratio to the plain floor (what the SDK's typed classes cost by themselves): "
-          f"{ratio(typed_floor, floor):.2f}x ({ratio(typed_floor, floor, without_collector=True):.2f}x without the "
-          "collector)")
+    print(f"  program, {args.teams} teams, {count} resources (collector off): {program.seconds:.2f} s")
+    for label, _, _ in FLOORS:
+        on, off = floors[label, "on"], floors[label, "off"]
+        print(f"  {label}: {FLOOR_LABELS[label].format(count=count)}: {on.seconds:.2f} s ({on.collector:.2f} s), "
+              f"{off.seconds:.2f} s with the collector off")
+    print(f"  dev stack, {dev.resources} resources: {dev.seconds:.2f} s")
+    print("the program's ratio to each floor, run as a program on the SDK runs by default (collector on) and as this "
+          "program runs (collector off):")
+    for label, _, _ in FLOORS:
+        print(f"  {label}: {ratio(program, floors[label, 'on']):.2f}x, "
+              f"{ratio(program, floors[label, 'off']):.2f}x with the collector off")
+    print("the typed floor's ratio to the plain floor (what the SDK's typed classes cost by themselves): "
+          f"{ratio(floors['typed floor', 'on'], floors['plain floor', 'on']):.2f}x, "
+          f"{ratio(floors['typed floor', 'off'], floors['plain floor', 'off']):.2f}x with the collector off")
     print(f"longest rollout chain: {chains[0]} resources with 3 teams, {chains[1]} with {args.teams}")
     if args.profile:
         print(f"profile of one program run -> {args.profile} (python -m pstats {args.profile})")
