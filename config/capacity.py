@@ -7,6 +7,7 @@ from typing import Optional
 
 from config.mig import kai_units_per_gpu
 from config.model import Cluster, TimeSlicing
+from config.model_host import GpuNodeGroup
 from config.sharing import TIME_SLICED
 
 # GPUs per EC2 instance type, for the instance families GPU node groups use most.
@@ -76,27 +77,38 @@ class GpuCapacity:
 def known_gpu_capacity(cluster: Cluster, time_slicing: TimeSlicing) -> Optional[GpuCapacity]:
     """The most GPUs the host can have, or None when the config does not say.
 
-    For EKS: GPUs per instance type x the node group's max size, taking the largest instance type of a group (a
-    mixed group may scale on any of them). KAI counts what the device plugin advertises, as its queue quotas do: a
-    MIG-split group's compute slices (a GPU split 7 ways is 7), and on the time-sliced profile each card's replicas
-    (``nvidia.com/gpu`` is advertised once per replica). MicroK8s and existing clusters: their nodes take the
-    default profile (nodes labelled by hand cannot be known).
+    For EKS: each GPU node group's (``group_gpu_capacity``) added up. MicroK8s and existing clusters: their nodes
+    take the default profile (nodes labelled by hand cannot be known).
     """
-    def replicas(profile: Optional[str]) -> int:
-        return time_slicing.replicas if (profile or time_slicing.default_profile) == TIME_SLICED else 1
-
     box = cluster.microk8s or cluster.kubeconfig
     if box is not None:
-        return None if box.gpus is None else GpuCapacity(box.gpus, box.gpus * replicas(None))
+        return None if box.gpus is None else GpuCapacity(box.gpus, box.gpus * _replicas(time_slicing, None))
     if cluster.eks is not None:
-        gpus = units = 0
-        for group in cluster.eks.gpu_node_groups:
-            per_node = [GPUS_PER_INSTANCE_TYPE.get(kind) for kind in group.instance_types]
-            if any(count is None for count in per_node):
-                return None
-            cards = max(per_node) * group.scaling.max_size
-            split = min(kai_units_per_gpu(gpu_model(kind), group.mig_config) for kind in group.instance_types)
-            gpus += cards
-            units += cards * (split if group.mig_config else replicas(group.sharing_profile))
-        return GpuCapacity(gpus, units)
+        groups = [group_gpu_capacity(group, time_slicing) for group in cluster.eks.gpu_node_groups]
+        if any(group is None for group in groups):
+            return None
+        return GpuCapacity(sum(group.gpus for group in groups), sum(group.kai_units for group in groups))
     return None
+
+
+def group_gpu_capacity(group: GpuNodeGroup, time_slicing: TimeSlicing) -> Optional[GpuCapacity]:
+    """The most GPUs an EKS GPU node group can have, or None when an instance type is not in the tables.
+
+    GPUs per instance type x the group's max size, taking its largest instance type (a mixed group may scale on
+    any of them). KAI counts what the device plugin advertises, as its queue quotas do: a MIG-split group's compute
+    slices (a GPU split 7 ways is 7), and on the time-sliced profile each card's replicas (``nvidia.com/gpu`` is
+    advertised once per replica).
+    """
+    per_node = [GPUS_PER_INSTANCE_TYPE.get(kind) for kind in group.instance_types]
+    if any(count is None for count in per_node):
+        return None
+    cards = max(per_node) * group.scaling.max_size
+    if group.mig_config:
+        split = min(kai_units_per_gpu(gpu_model(kind), group.mig_config) for kind in group.instance_types)
+        return GpuCapacity(cards, cards * split)
+    return GpuCapacity(cards, cards * _replicas(time_slicing, group.sharing_profile))
+
+
+def _replicas(time_slicing: TimeSlicing, profile: Optional[str]) -> int:
+    """What KAI counts of one card: its replicas on the time-sliced profile, else the card."""
+    return time_slicing.replicas if (profile or time_slicing.default_profile) == TIME_SLICED else 1

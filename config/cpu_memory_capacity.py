@@ -80,7 +80,7 @@ def team_guarantee(team: Team, resource: str) -> Optional[int]:
     return round(quota) if resource == "cpu" else round(quota * 1_000_000)
 
 
-def _team_pools(platform: Platform) -> dict[str, frozenset[str]]:
+def team_pools_of(platform: Platform) -> dict[str, frozenset[str]]:
     host = platform.host
     if host is None or host.node_pools is None:
         return {team.name: frozenset((EXISTING_NODES,)) for team in platform.teams}
@@ -143,7 +143,7 @@ def pool_sizes(platform: Platform) -> dict[str, PoolSize]:
     return sizes
 
 
-def _placement_sets(team_pools: dict[str, frozenset[str]]) -> list[frozenset[str]]:
+def placement_sets(team_pools: dict[str, frozenset[str]]) -> list[frozenset[str]]:
     """Every union of the teams' placements (only each placement and all of them past MOST_PLACEMENTS_COMBINED)."""
     distinct = sorted(set(team_pools.values()), key=lambda pools: (len(pools), sorted(pools)))
     if len(distinct) > MOST_PLACEMENTS_COMBINED:
@@ -159,10 +159,10 @@ def pool_guarantees(platform: Platform) -> list[PoolGuarantees]:
     if not platform.teams:
         return []
     sizes = pool_sizes(platform)
-    team_pools = _team_pools(platform)
+    team_pools = team_pools_of(platform)
     by_name = {team.name: team for team in platform.teams}
     found = []
-    for pools in _placement_sets(team_pools):
+    for pools in placement_sets(team_pools):
         inside = [by_name[name] for name, where in team_pools.items() if where <= pools]
         known = [sizes.get(pool) for pool in sorted(pools)]
         allocatable = {resource: None if any(size is None or size.amounts[resource] is None for size in known)

@@ -16,6 +16,7 @@ from config.access_rules import access_warnings, resolve_access
 from config.capacity import known_gpu_capacity
 from config.cpu_memory_capacity import cpu_memory_warnings, organization_overcommit_warnings
 from config.errors import ConfigError, ConfigIssue
+from config.gpu_pool_capacity import gpu_pool_warnings
 from config.hosts import HOST_KIND_FACTS, host_profile
 from config.image_volumes import check_image_volumes
 from config.isolation import check_isolation, isolation_warnings, pin_teams, with_isolation
@@ -318,7 +319,7 @@ def _warnings(platform: Platform) -> list[str]:
         warnings.append(
             f"the teams' gpu quotas add up to {promised:g} but the host has at most {capacity.describe()} by its "
             "config: the guarantees cannot all be met at once.")
-    warnings += organization_overcommit_warnings(platform) + cpu_memory_warnings(platform)
+    warnings += organization_overcommit_warnings(platform) + cpu_memory_warnings(platform) + gpu_pool_warnings(platform)
     eks = platform.cluster.eks
     if eks is not None and eks.system_node_group.scaling.min_size == 0:
         warnings.append(
