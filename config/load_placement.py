@@ -86,19 +86,29 @@ def _gpu_less_warnings(platform: Platform) -> list[str]:
 
 
 def _scale_to_zero_warnings(platform: Platform) -> list[str]:
-    """EKS GPU groups that may all scale to zero strand the teams that can only run on GPU nodes."""
+    """Teams whose pods can run only on EKS GPU node groups that may all scale to zero: stranded when they do,
+    whether every GPU group may or only the ones a team is pinned to (``isolation.nodePool``, ``nodeLabels``)."""
     eks, host = platform.cluster.eks, platform.host
-    if eks is None or host is None or any(group.scaling.min_size > 0 for group in eks.gpu_node_groups):
+    if eks is None or host is None:
         return []
-    stranded = []
+    may_empty = {group.name: index for index, group in enumerate(eks.gpu_node_groups) if group.scaling.min_size == 0}
+    stranded: dict[tuple[str, ...], list[str]] = {}
     for team in platform.teams:
         where = placement(host, team.vcluster.node_labels, team.vcluster.enforce_tolerations)
-        if where is not None and all(pool.gpu for pool in where.runnable):
-            stranded.append(team.name)
-    if not stranded:
-        return []
-    return [f"cluster.eks.gpuNodeGroups: every GPU node group has minSize 0, and the pods of team(s) "
-            f"{', '.join(stranded)} can only run on GPU nodes: when the groups scale to zero, each tenant's DNS and "
-            "every other tenant pod have nowhere to run (the vCluster control planes stay on the system group but "
-            "their tenants cannot resolve names). Fix: set minSize: 1 on one GPU node group, or vcluster.nodeLabels: "
-            "{} so tenant CPU pods may use the system nodes."]
+        if where is not None and where.runnable and all(pool.name in may_empty for pool in where.runnable):
+            stranded.setdefault(tuple(sorted(pool.name for pool in where.runnable)), []).append(team.name)
+    warnings = []
+    for pools, teams in stranded.items():
+        keys = ", ".join(f"cluster.eks.gpuNodeGroups[{may_empty[pool]}].minSize" for pool in pools)
+        if len(pools) == len(eks.gpu_node_groups):
+            groups = "every GPU node group has"
+            reach = "vcluster.nodeLabels: {} so tenant CPU pods may use the system nodes"
+        else:
+            groups = f"GPU node group(s) {', '.join(pools)} have"
+            reach = "let the teams' pods reach another node group (teams[].isolation.nodePool, vcluster.nodeLabels)"
+        warnings.append(
+            f"cluster.eks.gpuNodeGroups: {groups} minSize 0, and the pods of team(s) {', '.join(teams)} can only "
+            "run there: when those groups scale to zero, each tenant's DNS and every other tenant pod have nowhere to "
+            "run (the vCluster control planes stay on the system group but their tenants cannot resolve names). "
+            f"Fix: set minSize: 1 on one of them ({keys}), or {reach}.")
+    return warnings

@@ -134,3 +134,18 @@ def test_new_site_refuses_renaming_the_pool_the_selector_names(tmp_path, capsys)
                           "--set", "cluster.eks.gpuNodeGroups[0].name=a10g"]) == 2
     assert "gpu-tenancy:vcluster.nodeLabels" in capsys.readouterr().err
     assert not (tmp_path / "Pulumi.eu.yaml").exists()
+
+
+def test_a_team_pinned_to_a_group_that_may_scale_to_zero_is_warned_though_another_group_stays():
+    config = put(eks_config(), "cluster.eks.gpuNodeGroups", [
+        {"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "minSize": 1, "desiredSize": 1, "maxSize": 1},
+        {"name": "burst", "instanceTypes": ["g6e.xlarge"], "minSize": 0, "desiredSize": 0, "maxSize": 3}])
+    put(config, "vcluster.nodeLabels", {"gpu-tenancy/role": "gpu"})
+    put(config, f"teams[{len(config['teams']) - 1}].isolation", {"nodePool": "burst"})
+    [warning] = [w for w in load_platform(config).warnings if "minSize 0" in w]
+    assert "GPU node group(s) burst have minSize 0" in warning
+    assert f"team(s) {config['teams'][-1]['name']} can only run there" in warning
+    assert "cluster.eks.gpuNodeGroups[1].minSize" in warning and "isolation.nodePool" in warning
+    # Teams that may also use the group that stays are not stranded.
+    put(config, f"teams[{len(config['teams']) - 1}].isolation", {})
+    assert not [w for w in load_platform(config).warnings if "minSize 0" in w]

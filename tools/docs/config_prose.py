@@ -101,7 +101,9 @@ beyond a single value:
 - **Warnings** also cover: a system node group with `minSize: 0`; `gpuOperator.toolkitEnabled: true`
   on EKS (the AMI ships the toolkit); an org GPU quota, or team GPU quotas under an unlimited org quota,
   adding up to more GPUs than the host has, counted as KAI counts them (each MIG slice, and each
-  time-slice replica of a card on the time-sliced profile, is one); team `cpu` or `memory` quotas (derived from their `vcluster.resourceQuota` unless
+  time-slice replica of a card on the time-sliced profile, is one), or the GPU quotas of the teams kept on
+  some of several EKS GPU node groups adding up to more than those groups hold; teams that can run only on
+  GPU node groups of `minSize: 0`, stranded when those scale to zero; team `cpu` or `memory` quotas (derived from their `vcluster.resourceQuota` unless
   written) adding up to more than a finite org quota of the same resource, which KAI over-commits silently, or
   to more than a MicroK8s box's stated `cpu` or `memory`; a shared team's fraction of a GPU (in its quota, or a
   limit below 1) while `kaiScheduler.gpuSharing` is off, where pods ask whole GPUs; a team with
