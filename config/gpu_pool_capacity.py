@@ -1,20 +1,23 @@
 """Whether the GPU node groups the teams' pods can run on hold the GPUs their KAI queues guarantee.
 
 KAI judges a queue's gpu quota against the whole cluster, as it does its cpu and memory quota
-(config/cpu_memory_capacity.py says how it shares and reclaims), but a team whose ``vcluster.nodeLabels`` or
-``enforceTolerations`` keep its pods on some GPU node groups can only be given GPUs there. When the teams that can run
-only inside a set of groups are guaranteed more GPUs than those groups hold, the groups fill up with every team inside
-its quota, nothing is reclaimed, and a team still under its quota keeps Pending pods, while the site-wide sum of the
-quotas (config/load.py) fits the host. The sets are the unions of the teams' placements, as for cpu and memory; a set
-that takes in every GPU group is the whole host, which the site-wide check judges. Only an EKS host has more than one
-GPU pool. Warned, not refused, as the cpu and memory guarantees are. Pure arithmetic on config.
+(config/cpu_memory_capacity.py says how it shares and reclaims), but a team whose ``vcluster.nodeLabels``,
+``enforceTolerations`` or ``isolation.nodePool`` keep its pods on some GPU node groups can only be given GPUs there,
+and only whole or fractional GPUs, never a group's MIG slices (KAI places no such pod on a node of the mixed MIG
+strategy; the MIG slices promised to mig teams are judged per pool by config/isolation.py). When the teams that can
+run only inside a set of groups are guaranteed more GPUs than the groups of that set without MIG hold, the groups
+fill up with every team inside its quota, nothing is reclaimed, and a team still under its quota keeps Pending pods,
+while the site-wide sum of the quotas (config/load.py) fits the host. The sets are the unions of the teams'
+placements, as for cpu and memory; a set that takes in every GPU group of a host without MIG is the whole host, which
+the site-wide check judges. Only an EKS host has more than one GPU pool. Warned, not refused, as the cpu and memory
+guarantees are. Pure arithmetic on config.
 """
 
 from __future__ import annotations
 
 from config.capacity import GpuCapacity, group_gpu_capacity
 from config.cpu_memory_capacity import KAI_OUTCOME, placement_sets, team_pools_of
-from config.model import Platform
+from config.model import MIG, Platform
 
 _EPSILON = 1e-9
 
@@ -23,30 +26,36 @@ def gpu_pool_warnings(platform: Platform) -> list[str]:
     eks = platform.cluster.eks
     if eks is None or len(eks.gpu_node_groups) < 2:
         return []
-    groups = {group.name: (index, group_gpu_capacity(group, platform.gpu_operator.time_slicing))
-              for index, group in enumerate(eks.gpu_node_groups)}
+    time_slicing = platform.gpu_operator.time_slicing
+    whole = {group.name: (index, group_gpu_capacity(group, time_slicing))
+             for index, group in enumerate(eks.gpu_node_groups) if not group.mig_config}
+    split = sorted(group.name for group in eks.gpu_node_groups if group.mig_config)
     team_pools = team_pools_of(platform)
     warnings, reported = [], []
     for pools in placement_sets(team_pools):
-        gpu_pools = sorted(pool for pool in pools if pool in groups)
-        if not gpu_pools or len(gpu_pools) == len(groups) or any(groups[pool][1] is None for pool in gpu_pools):
+        usable = sorted(pool for pool in pools if pool in whole)
+        if not usable or (len(usable) == len(whole) and not split) or any(whole[pool][1] is None for pool in usable):
             continue
         inside = [team for team in platform.teams
-                  if team.name in team_pools and team_pools[team.name] <= pools and team.resources.gpu.quota != -1]
+                  if team.name in team_pools and team_pools[team.name] <= pools
+                  and team.isolation.tier != MIG and team.resources.gpu.quota != -1]
         guaranteed = sum(team.resources.gpu.quota for team in inside)
-        held = GpuCapacity(sum(groups[pool][1].gpus for pool in gpu_pools),
-                           sum(groups[pool][1].kai_units for pool in gpu_pools))
+        capacities = [whole[pool][1] for pool in usable]
+        held = GpuCapacity(sum(found.gpus for found in capacities), sum(found.kai_units for found in capacities))
         # A set over only through a smaller set already warned of says nothing new until that is fixed.
         if guaranteed <= held.kai_units + _EPSILON or any(smaller <= pools for smaller in reported):
             continue
         reported.append(pools)
-        sizes = " / ".join(f"cluster.eks.gpuNodeGroups[{groups[pool][0]}].maxSize" for pool in gpu_pools)
+        sizes = " / ".join(f"cluster.eks.gpuNodeGroups[{whole[pool][0]}].maxSize" for pool in usable)
+        reached = sorted(pool for pool in pools if pool in whole or pool in split)
+        sliced = [pool for pool in reached if pool in split]
         warnings.append(
             f"teams[].resources.gpu.quota: the teams whose pods can run only on GPU node group(s) "
-            f"{', '.join(gpu_pools)} ({', '.join(team.name for team in inside)}) are guaranteed {guaranteed:g} "
-            f"GPU(s) in all, more than the {held.describe()} those groups hold at their maxSize "
-            f"({sizes}). {KAI_OUTCOME}. Lower those teams' gpu quotas until "
-            f"they add up to at most {held.kai_units:g}, let a team's pods reach another GPU node group "
-            f"(teams[].vcluster.nodeLabels, enforceTolerations), or raise {sizes} or choose instance types with "
-            "more GPUs.")
+            f"{', '.join(reached)} ({', '.join(team.name for team in inside)}) are guaranteed {guaranteed:g} GPU(s) "
+            f"in all, more than the {held.describe()} of group(s) {', '.join(usable)} at their maxSize ({sizes})"
+            + (f", the only groups there whose GPUs they can use ({', '.join(sliced)}: MIG slices, for mig teams only)"
+               if sliced else "")
+            + f". {KAI_OUTCOME}. Lower those teams' gpu quotas until they add up to at most {held.kai_units:g}, let a "
+            "team's pods reach another GPU node group (teams[].vcluster.nodeLabels, enforceTolerations), or raise "
+            f"{sizes} or choose instance types with more GPUs.")
     return warnings

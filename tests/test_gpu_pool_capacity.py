@@ -52,19 +52,35 @@ def test_a_team_that_can_also_run_on_another_group_is_not_counted_on_one():
     assert not gpu_pool_warnings(platform)
 
 
-def test_mig_slices_count_as_kai_counts_them():
-    # A p4d.24xlarge split all-1g.10gb: 8 A100 40GB of 4 slices each, 32 in KAI's units.
-    def site(quotas: tuple[int, ...]) -> dict:
-        config = two_group_site(*((f"team-{index}", quota, None) for index, quota in enumerate(quotas)))
-        put(config, "cluster.eks.gpuNodeGroups[1]", {
-            "name": "a100", "instanceTypes": ["p4d.24xlarge"], "minSize": 1, "desiredSize": 1, "maxSize": 1,
-            "migConfig": "all-1g.10gb"})
-        for index in range(len(quotas)):
-            put(config, f"teams[{index}].isolation", {"tier": "mig", "migProfile": "1g.10gb", "nodePool": "a100"})
-        return config
-    [warning] = gpu_pool_warnings(load_platform(site((16, 17))))
-    assert "guaranteed 33 GPU(s) in all, more than the 32 GPU(s) as KAI counts them (8 card(s)" in warning
-    assert not gpu_pool_warnings(load_platform(site((16, 16))))
+def mixed_site(*quotas: float) -> dict:
+    """A g6e.12xlarge group (4 L40S) beside a p4d.24xlarge split all-1g.10gb (8 A100 40GB of 4 slices each, 32 in
+    KAI's units), and shared teams of these quotas whose pods may run on both."""
+    config = two_group_site(*((f"team-{index}", quota, None) for index, quota in enumerate(quotas)))
+    put(config, "cluster.eks.gpuNodeGroups", [
+        {"name": "l40s", "instanceTypes": ["g6e.12xlarge"], "minSize": 1, "desiredSize": 1, "maxSize": 1},
+        {"name": "a100", "instanceTypes": ["p4d.24xlarge"], "minSize": 1, "desiredSize": 1, "maxSize": 1,
+         "migConfig": "all-1g.10gb"}])
+    return config
+
+
+def test_teams_that_reach_a_mig_group_can_use_only_the_groups_without_mig():
+    # 5 GPUs guaranteed on a host of 4 cards and 32 slices: the site-wide sum fits, the cards do not.
+    platform = load_platform(mixed_site(2, 3))
+    [warning] = gpu_pool_warnings(platform)
+    assert "only on GPU node group(s) a100, l40s (team-0, team-1) are guaranteed 5 GPU(s)" in warning
+    assert "more than the 4 GPU(s) of l40s at their maxSize (cluster.eks.gpuNodeGroups[0].maxSize)" in warning
+    assert "(a100: MIG slices, for mig teams only)" in warning
+    assert not any(SITE_WIDE in other for other in platform.warnings)
+    assert not gpu_pool_warnings(load_platform(mixed_site(2, 2)))
+
+
+def test_mig_teams_are_left_to_the_mig_slice_check():
+    config = mixed_site(1)
+    config["teams"].append({"name": "team-mig", "resources": {"gpu": {"quota": 33, "limit": -1}},
+                            "isolation": {"tier": "mig", "migProfile": "1g.10gb", "nodePool": "a100"}})
+    platform = load_platform(config)
+    assert not gpu_pool_warnings(platform)
+    assert any("promised 33 1g.10gb MIG slice(s) on pool a100" in warning for warning in platform.warnings)
 
 
 def test_a_group_of_an_instance_type_the_tables_lack_is_not_judged():
