@@ -68,7 +68,7 @@ def test_teams_that_reach_a_mig_group_can_use_only_the_groups_without_mig():
     platform = load_platform(mixed_site(2, 3))
     [warning] = gpu_pool_warnings(platform)
     assert "only on GPU node group(s) a100, l40s (team-0, team-1) are guaranteed 5 GPU(s)" in warning
-    assert "more than the 4 GPU(s) of l40s at their maxSize (cluster.eks.gpuNodeGroups[0].maxSize)" in warning
+    assert "more than the 4 GPU(s) of group(s) l40s at their maxSize (cluster.eks.gpuNodeGroups[0].maxSize)" in warning
     assert "(a100: MIG slices, for mig teams only)" in warning
     assert not any(SITE_WIDE in other for other in platform.warnings)
     assert not gpu_pool_warnings(load_platform(mixed_site(2, 2)))
