@@ -133,6 +133,10 @@ MIRRORED_TAGS = {
     # How the kubelet and containerd read an image reference (config/image_registries.py): v0.6.0 in containerd's
     # go.mod at both MicroK8s releases above and in kubectl's from 1.32, v0.5.0 in older components.
     "distribution/reference": ("v0.5.0", "v0.6.0"),
+    # The YAML 1.1 resolver Helm reads chart manifests with (sigs.k8s.io/yaml over go-yaml v2; its go.mod at each
+    # Helm tag above says which), for the names a template writes unquoted (tests/test_yaml_names_contract.py).
+    "kubernetes-sigs/yaml": ("v1.4.0",),
+    "yaml/go-yaml": ("v2.4.4",),
     "kubernetes/pod-security-admission": tuple(
         f"v0.{minor}.0" for minor in range(versions.release_numbers(versions.KUBERNETES_MINIMUM_VERSION)[1],
                                            versions.release_numbers(versions.EKS_KUBERNETES_VERSION)[1] + 1)),

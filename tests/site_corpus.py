@@ -76,6 +76,8 @@ BROKEN: dict[str, tuple[str, dict[str, Any]]] = {
     "kai without v": ("dev", {"kaiScheduler.version": "0.16.4"}),
     "vcluster with v": ("dev", {"vcluster.version": "v0.36.1"}),
     "gpu group named system": ("eks", {"cluster.eks.gpuNodeGroups[0].name": "system"}),
+    "team named yes": ("dev", {"teams[0].name": "yes"}),
+    "namespace read as a date": ("dev", {"teams[0].namespace": "2024-1-5"}),
     "eks block under microk8s": ("dev", {"cluster.eks": {"region": "us-east-2"}}),
     "microk8s block under eks": ("eks", {"cluster.microk8s": {"gpus": 1}}),
     "eks kind without its block": ("dev", {"cluster.kind": "eks", "gpuOperator.mode": "install"}),
