@@ -101,6 +101,18 @@ def type_name(value: object) -> str:
     return type(value).__name__
 
 
+# Helm reads the charts' manifests, which write names unquoted (the vCluster chart's `namespace: {{ .Release.Namespace
+# }}`), and vCluster the manifests the program writes for inside a tenant, with go-yaml v2 (YAML 1.1, through
+# sigs.k8s.io/yaml): a plain scalar it reads as a boolean, null, number or date names nothing there, and the install
+# fails. Of the DNS-1123 labels these are its boolean and null words, integers (decimal, 0x, 0o, 0b), floats with an
+# exponent and dates YYYY-M-D (tests/test_yaml_names_contract.py reads go-yaml's resolver). Every DNS-label key has it.
+READ_AS_TEXT_BY_HELM = Check(
+    "y|yes|n|no|true|false|on|off|null|[0-9]+(e-?[0-9]+)?|0x[0-9a-f]+|0o[0-7]+|0b[01]+|[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}",
+    "is read by Helm's and vCluster's YAML (1.1, go-yaml v2) as a boolean, null, number or date, and the charts and "
+    "the program's manifests write names unquoted, so it would name nothing there",
+    "choose a name YAML reads as text, e.g. with a letter and a dash (team-yes, ns-2024-1-5)", refuse=True)
+
+
 @dataclass(frozen=True)
 class Text:
     """A non-empty string; ``form`` is how the reference names one whose reader checks its shape further."""
@@ -111,6 +123,10 @@ class Text:
     form: Optional[str] = None
     checks: tuple[Check, ...] = ()
     fix: ClassVar[str] = "set it to a string"
+
+    @property
+    def _all_checks(self) -> tuple[Check, ...]:
+        return ((READ_AS_TEXT_BY_HELM,) if self.dns_label else ()) + self.checks
 
     def parse(self, value: object, fix: str) -> str:
         if is_number(value):
@@ -126,13 +142,13 @@ class Text:
         if self.dns_label and (len(value) > self.max_length or not DNS_LABEL.fullmatch(value)):
             too_long = f" of at most {self.max_length} characters" if len(value) > self.max_length else ""
             raise Invalid(f"is not a DNS-1123 label{too_long}", DNS_LABEL_FIX.format(limit=self.max_length))
-        for check in self.checks:
+        for check in self._all_checks:
             if not check.passes(value):
                 raise Invalid(check.problem, check.fix)
         return value
 
     def schema(self) -> dict[str, Any]:
-        schema = string_schema(*(check.schema() for check in self.checks))
+        schema = string_schema(*(check.schema() for check in self._all_checks))
         if self.choices is not None:
             schema["enum"] = list(self.choices)
         if self.dns_label:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from config.key_types import Boolean, Check, Integer, Number, Text, refuse_names
+from config.key_types import READ_AS_TEXT_BY_HELM, Boolean, Check, Integer, Number, Text, refuse_names
 from config.keys import REQUIRED, Block, Derived, Key, ListOf, Retired
 from config.load_vcluster import VCLUSTER, read_vcluster
 from config.model import (
@@ -55,17 +55,7 @@ KAI_DEVICE_LIST_ENDING = Check(".*shared-gpu-i?[0-9]+", "ends like the name of a
 SERVICE_NAME_START = Check("[a-z].*", "starts with a digit, but the vCluster chart names its Services after it and "
                            "a Service name must start with a letter (DNS-1035)",
                            "choose a vCluster name that starts with a letter")
-# Helm reads a chart's manifests, where the vCluster chart writes the release's name and namespace unquoted
-# (`namespace: {{ .Release.Namespace }}`), and vCluster the manifests the program writes for inside the tenant, with
-# go-yaml v2 (YAML 1.1, through sigs.k8s.io/yaml): a plain scalar it reads as a boolean, null, number or date is no
-# name there, and the install fails. Of the DNS-1123 labels these are (tests/test_yaml_names_contract.py reads
-# go-yaml's resolver): its boolean and null words, integers (decimal, 0x, 0o, 0b), floats with an exponent, and
-# dates of the form YYYY-M-D.
-READ_AS_TEXT_BY_HELM = Check(
-    "y|yes|n|no|true|false|on|off|null|[0-9]+(e-?[0-9]+)?|0x[0-9a-f]+|0o[0-7]+|0b[01]+|[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}",
-    "is read by Helm and vCluster (YAML 1.1, go-yaml v2) as a boolean, null, number or date where the vCluster "
-    "chart and the program's manifests write it unquoted, so it names nothing and the tenant's install fails",
-    "choose a name YAML reads as text, e.g. with a letter and a dash: team-<name>", refuse=True)
+# A derived vclusterName is not read by its type: the name it is cut from may pass where the cut does not.
 VCLUSTER_NAME_CHECKS = (SERVICE_NAME_START, KAI_DEVICE_LIST_ENDING, READ_AS_TEXT_BY_HELM)
 
 ORGANIZATION = Block(title="the parent queue", keys=(
@@ -103,7 +93,7 @@ TEAM = Block(title="one entry per team", retired=(
             "KAI in the team's queue, so there is nothing left to switch",
             "remove the key; see the tenant security model (docs/security-model.md)"),
 ), keys=(
-    Key("name", Text(dns_label=True, checks=(NOT_A_KAI_QUEUE, READ_AS_TEXT_BY_HELM)), REQUIRED,
+    Key("name", Text(dns_label=True, checks=(NOT_A_KAI_QUEUE,)), REQUIRED,
         "Team name, unique; also the name of the team's leaf queue.",
         example="team-nlp", details="So it can't be a KAI reserved queue or equal to `organization.name`. Creation-only "
                                     "on a running site: the team's resources are named after it, so a new name "
@@ -128,8 +118,7 @@ TEAM = Block(title="one entry per team", retired=(
                 "(a team whose name starts with a digit sets one). Creation-only on a running site: a new name "
                 "replaces the team's protected release (and, with the default `namespace`, its namespace), so "
                 "`pulumi up` stops."),
-    Key("namespace", Text(dns_label=True, checks=(READ_AS_TEXT_BY_HELM,)),
-        Derived("`vcluster-<vclusterName>` (cut to 63 characters)"),
+    Key("namespace", Text(dns_label=True), Derived("`vcluster-<vclusterName>` (cut to 63 characters)"),
         "Host namespace of the tenant, unique.", example="team-legal",
         details="This default matches what `vcluster create` would use. Creation-only on a running site: a new "
                 "namespace replaces the team's protected namespace and release, so `pulumi up` stops."),

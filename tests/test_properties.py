@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from config import ConfigError, load_platform
 from config.load import STACK_CONFIG
-from config.load_teams import READ_AS_TEXT_BY_HELM, VCLUSTER_NAME_LENGTH
+from config.key_types import READ_AS_TEXT_BY_HELM
+from config.load_teams import VCLUSTER_NAME_LENGTH
 from config.secrets import SECRET_KEYS
 from tests.conftest import dev_config, eks_config, whole_program_examples
 from config.stack_file import StackFileError, parse_document
@@ -31,11 +32,10 @@ from ops.stack_edit import dump_yaml
 QUEUE = "kubernetes:scheduling.run.ai/v2:Queue"
 POLICY = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
 
-dns_label = st.from_regex(r"[a-z]([a-z0-9-]{0,20}[a-z0-9])?", fullmatch=True)
+# DNS-1123 labels Helm's YAML reads as text (config/key_types.py READ_AS_TEXT_BY_HELM: not yes, n, off, ...).
+dns_label = st.from_regex(r"[a-z]([a-z0-9-]{0,20}[a-z0-9])?", fullmatch=True).filter(READ_AS_TEXT_BY_HELM.passes)
 # Team names up to the longest the config takes (63), whose derived vCluster names (cut to 52) must differ.
-# Names Helm's YAML reads as text only (config/load_teams.py READ_AS_TEXT_BY_HELM: not yes, n, off, ...).
-team_name = st.one_of(dns_label, st.from_regex(r"[a-z][a-z0-9-]{45,61}[a-z0-9]", fullmatch=True)).filter(
-    READ_AS_TEXT_BY_HELM.passes)
+team_name = st.one_of(dns_label, st.from_regex(r"[a-z][a-z0-9-]{45,61}[a-z0-9]", fullmatch=True))
 
 json_scalars = st.one_of(
     st.none(), st.booleans(),

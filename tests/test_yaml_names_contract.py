@@ -1,10 +1,10 @@
-"""Names Helm and vCluster read as text (config/load_teams.py READ_AS_TEXT_BY_HELM).
+"""Names Helm and vCluster read as text (config/key_types.py READ_AS_TEXT_BY_HELM).
 
 The vCluster chart writes the release's name and namespace unquoted into its manifests, and Helm reads them with
 go-yaml v2's YAML 1.1 resolver (through sigs.k8s.io/yaml); vCluster reads the manifests the program writes for inside
-the tenant the same way. A team name, vCluster name or namespace that resolver reads as anything but a string breaks
-the tenant's install, so the config refuses it. The resolver is read here at the versions Helm uses, and compared
-with the rule by a re-implementation of it built from what was read."""
+the tenant the same way. A name that resolver reads as anything but a string breaks the install, so the config refuses
+it at every key that takes a DNS-1123 label. The resolver is read here at the versions Helm uses, and compared with the
+rule by a re-implementation of it built from what was read."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from config import ConfigError, load_platform
-from config.load_teams import READ_AS_TEXT_BY_HELM
+from config.key_types import READ_AS_TEXT_BY_HELM
 from tests.config_spec import dev_config, put
 from tests.conftest import MIRRORED_TAGS, git, mirrored_tag
 
@@ -41,13 +41,22 @@ def test_a_team_name_yaml_reads_as_no_string_is_refused_once(value):
     issues = issues_of(put(dev_config(), "teams[0].name", value))
     [issue] = [issue for issue in issues if issue.key.startswith("teams[0]")]
     assert issue.key == "teams[0].name" and issue.value == value
-    assert "go-yaml v2" in issue.problem and "team-<name>" in issue.fix
+    assert "go-yaml v2" in issue.problem and "team-yes" in issue.fix
 
 
 @pytest.mark.parametrize("key", ["vclusterName", "namespace"])
 @pytest.mark.parametrize("value", ["yes", "off", "null", "1e3", "2024-1-5"])
 def test_a_release_name_or_namespace_yaml_reads_as_no_string_is_refused(key, value):
     assert refused(issues_of(put(dev_config(), f"teams[0].{key}", value)), f"teams[0].{key}", value)
+
+
+@pytest.mark.parametrize("key, value", [("gpuOperator.namespace", "yes"), ("organization.name", "null"),
+                                        ("observability.namespace", "2024-1-5")])
+def test_every_name_key_refuses_them(key, value):
+    config = put(dev_config(), key, value)
+    if key.startswith("observability"):
+        put(config, "observability.prometheus", "install")
+    assert refused(issues_of(config), key, value)
 
 
 @pytest.mark.parametrize("value", TEXT)

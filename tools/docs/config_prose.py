@@ -40,9 +40,9 @@ beyond a single value:
   `namespace` can't be `kube-system`, `kube-public`, `kube-node-lease`, `default`, KAI's or the GPU
   Operator's namespace. A `vclusterName` can't end in `shared-gpu-<number>` (the host names of a
   tenant's ConfigMaps end in it, and KAI keeps a fractional pod's device list in a ConfigMap named
-  that way). A team `name`, `vclusterName` or `namespace` can't be one that Helm's and vCluster's YAML
-  reader (YAML 1.1, go-yaml v2) takes for a boolean, null, number or date (`yes`, `y`, `off`, `null`,
-  `123`, `1e3`, `0x1f`, `2024-1-5`): the vCluster chart and the program's in-tenant manifests write these
+  that way). No name can be one that Helm's and vCluster's YAML reader (YAML 1.1, go-yaml v2) takes for
+  a boolean, null, number or date (`yes`, `y`, `off`, `null`, `123`, `1e3`, `0x1f`, `2024-1-5`): the
+  charts (the vCluster chart's release name and namespace) and the program's in-tenant manifests write
   names unquoted. GPU node group names must be unique and can't be `system`.
 - **Versions**: `kaiScheduler.version` must be v0.16.0 or later. A retired key (`teams[].strict`)
   is an error that says what replaced it.
