@@ -50,7 +50,7 @@ def gpu_pool_warnings(platform: Platform) -> list[str]:
         reached = sorted(pool for pool in pools if pool in whole or pool in split)
         sliced = [pool for pool in reached if pool in split]
         warnings.append(
-            f"teams[].resources.gpu.quota: the teams whose pods can run only on GPU node group(s) "
+            f"teams[].resources.gpu.quota: the teams whose GPUs can come only from GPU node group(s) "
             f"{', '.join(reached)} ({', '.join(team.name for team in inside)}) are guaranteed {guaranteed:g} GPU(s) "
             f"in all, more than the {held.describe()} of group(s) {', '.join(usable)} at their maxSize ({sizes})"
             + (f", the only groups there whose GPUs they can use ({', '.join(sliced)}: MIG slices, for mig teams only)"

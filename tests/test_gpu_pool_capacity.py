@@ -35,7 +35,7 @@ def test_teams_kept_on_a_group_guaranteed_more_gpus_than_it_holds_are_warned():
     platform = load_platform(two_group_site(("team-a", 0.75, "small"), ("team-b", 0.5, "small"),
                                             ("team-c", 1, None)))
     [warning] = gpu_pool_warnings(platform)
-    assert "only on GPU node group(s) small (team-a, team-b)" in warning
+    assert "only from GPU node group(s) small (team-a, team-b)" in warning
     assert "guaranteed 1.25 GPU(s) in all, more than the 1 GPU(s)" in warning
     assert "cluster.eks.gpuNodeGroups[1].maxSize" in warning and "add up to at most 1," in warning
     assert not any(SITE_WIDE in other for other in platform.warnings)
@@ -67,7 +67,7 @@ def test_teams_that_reach_a_mig_group_can_use_only_the_groups_without_mig():
     # 5 GPUs guaranteed on a host of 4 cards and 32 slices: the site-wide sum fits, the cards do not.
     platform = load_platform(mixed_site(2, 3))
     [warning] = gpu_pool_warnings(platform)
-    assert "only on GPU node group(s) a100, l40s (team-0, team-1) are guaranteed 5 GPU(s)" in warning
+    assert "only from GPU node group(s) a100, l40s (team-0, team-1) are guaranteed 5 GPU(s)" in warning
     assert "more than the 4 GPU(s) of group(s) l40s at their maxSize (cluster.eks.gpuNodeGroups[0].maxSize)" in warning
     assert "(a100: MIG slices, for mig teams only)" in warning
     assert not any(SITE_WIDE in other for other in platform.warnings)
@@ -100,7 +100,7 @@ def test_a_larger_set_over_only_through_a_warned_one_is_not_warned_again():
     config["cluster"]["eks"]["gpuNodeGroups"].append(
         {"name": "mid", "instanceTypes": ["g4dn.xlarge"], "minSize": 1, "desiredSize": 1, "maxSize": 1})
     [warning] = gpu_pool_warnings(load_platform(config))
-    assert "only on GPU node group(s) small (team-a)" in warning
+    assert "only from GPU node group(s) small (team-a)" in warning
 
 
 def test_one_gpu_group_is_the_whole_host():
