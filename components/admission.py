@@ -154,7 +154,7 @@ def _requests_kept() -> str:
     return f"request.operation == 'CREATE' || ({kept})"
 
 
-def _fixed_requests() -> dict:
+def fixed_requests() -> dict:
     return refusal("fixed-requests", _requests_kept(),
                    "KAI charges the team's queue for the CPU and memory a pod requests when it places it, while an "
                    "in-place resize (pods/resize) is admitted by the node alone, past the queue's limit and, for "
@@ -263,8 +263,8 @@ def policy_validations(team: Team, before_sync: bool = False) -> list[dict]:
                 "KAI charges the team's queue only for its containers' requests, while the kubelet reserves "
                 "spec.resources (pod-level resources) on the node",
                 "remove spec.resources and set resources on each container"),
-        # Inside each vCluster the rules judge creation only, and a tenant may resize its virtual pod freely.
-        *([] if before_sync else [_fixed_requests()]),
+        # Inside each vCluster a policy of its own judges resizes (components/virtual_defaults.py).
+        *([] if before_sync else [fixed_requests()]),
         *pod_field_validations(team),
         refusal("probe-host", _no_probe_host(),
                 "the kubelet sends probes and lifecycle hooks from the node, past the team's network policy, so "
