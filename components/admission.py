@@ -54,10 +54,6 @@ HOST_ACTIONS = ("httpGet", "tcpSocket")
 # With vcluster.alwaysPullImages, the kubelet starts no container from a node's cache without asking the registry
 # with the pod's own credentials, so no team runs another team's private image cached on a shared node.
 PULL_ALWAYS = "Always"
-# Since Kubernetes 1.35 vCluster resizes a host pod in place (pods/resize) when the tenant changes its virtual pod's
-# container resources, and the API server lets a resize change these requests only. KAI checks a queue's limit and
-# non-preemptible quota when it places a pod, and the kubelet alone admits a resize.
-RESIZABLE = ("cpu", "memory")
 # vCluster's syncer puts this init container, without a pull policy, first in a pod with a subdomain (a
 # StatefulSet's): it rewrites /etc/hosts from a public image the site's values name.
 REWRITE_HOSTS_CONTAINER = "vcluster-rewrite-hosts"
@@ -137,29 +133,6 @@ def _image_pull_validations(team: Team) -> list[dict]:
         "set imagePullPolicy: Always on every container and init container, and pullPolicy: Always on image volumes "
         "(the vCluster sets it on new pods; for kubectl debug add --image-pull-policy=Always); to change the image of "
         "a container that does not pull, re-create the pod")]
-
-
-def _requests(obj: str, field: str, resource: str) -> str:
-    """The ``resource`` request of each container of ``field``, in order ('' where there is none)."""
-    requests = "c.resources.requests"
-    return (f"(has({obj}.spec.{field}) ? {obj}.spec.{field}.map(c, has(c.resources) && has({requests}) && "
-            f"'{resource}' in {requests} ? string({requests}['{resource}']) : '') : [])")
-
-
-def _requests_kept() -> str:
-    """The CPU and memory the pod was placed with: on UPDATE every request is as it was. Quantities reach a
-    policy in their canonical form, so equal strings are equal amounts."""
-    kept = " && ".join(f"{_requests('object', field, resource)} == {_requests('oldObject', field, resource)}"
-                       for field in SCHEDULED_LISTS for resource in RESIZABLE)
-    return f"request.operation == 'CREATE' || ({kept})"
-
-
-def fixed_requests() -> dict:
-    return refusal("fixed-requests", _requests_kept(),
-                   "KAI charges the team's queue for the CPU and memory a pod requests when it places it, while an "
-                   "in-place resize (pods/resize) is admitted by the node alone, past the queue's limit and, for "
-                   "non-preemptible work, past the quota KAI keeps it within",
-                   "re-create the pod to change its requests; a limit above its request may change")
 
 
 def _images(obj: str, field: str) -> str:
@@ -263,8 +236,6 @@ def policy_validations(team: Team, before_sync: bool = False) -> list[dict]:
                 "KAI charges the team's queue only for its containers' requests, while the kubelet reserves "
                 "spec.resources (pod-level resources) on the node",
                 "remove spec.resources and set resources on each container"),
-        # Inside each vCluster a policy of its own judges resizes (components/virtual_defaults.py).
-        *([] if before_sync else [fixed_requests()]),
         *pod_field_validations(team),
         refusal("probe-host", _no_probe_host(),
                 "the kubelet sends probes and lifecycle hooks from the node, past the team's network policy, so "
@@ -291,7 +262,7 @@ def pod_policy_spec(team: Team, validations: list[dict]) -> dict:
         "failurePolicy": "Fail",
         "matchConstraints": {
             "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
-                               "resources": ["pods", "pods/ephemeralcontainers", "pods/resize"]}],
+                               "resources": ["pods", "pods/ephemeralcontainers"]}],
             "namespaceSelector": team_namespace_selector(team),
         },
         "matchConditions": match_conditions(team),

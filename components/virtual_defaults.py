@@ -37,10 +37,11 @@ than Kubernetes 1.36. vCluster re-applies the manifests only when their text cha
 from __future__ import annotations
 
 from components.admission import (
-    PULL_ALWAYS, fixed_requests, fraction_annotated, fraction_container, image_registry_validations,
-    policy_validations, policy_variables,
+    PULL_ALWAYS, fraction_annotated, fraction_container, image_registry_validations, policy_validations,
+    policy_variables,
 )
 from components.admission_devices import TOOLKIT_FEATURES, with_gpu
+from components.admission_resize import fixed_requests
 from components.isolation_admission import IMAGE_ROOT, LIBRARY, LIBRARY_NAMES, isolation_validations
 from components.kai import SCHEDULER_NAME
 from components.yaml_text import yaml_documents

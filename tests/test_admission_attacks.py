@@ -18,7 +18,7 @@ from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, run
 from tests.tenant_sim import KAI_BINDER, KAI_POD_GROUPER, KAI_SCHEDULER, Tenant, container, tenant_of, virtual_pod
 from tests.test_admission_honest import mixed_config
 from tests.kai_pods import kai_bind, kai_group
-from tests.vcluster_pods import copy_back, syncer_resize, syncer_update
+from tests.vcluster_pods import copy_back, syncer_update
 
 
 @pytest.fixture(scope="module")
@@ -303,35 +303,3 @@ def test_a_mig_slice_with_whole_gpus_or_a_fraction_is_refused(tenant, pod):
     # with nvidia.com/gpu only.
     spec = dict(pod)
     assert rules(tenant.create(on_kai(tenant, annotations=spec.pop("annotations", None), **spec))) == {"gpu-kinds"}
-
-
-# --- in-place resize ---------------------------------------------------------------------------------------
-
-
-def test_requests_may_not_change_through_an_in_place_resize(tenant):
-    # On a 1.35+ host vCluster patches a tenant's new container resources onto the host pod through pods/resize
-    # (pods/syncer.go). KAI checks a queue's limit and its non-preemptible quota only when it places a pod
-    # (proportion/capacity_policy), and the kubelet alone admits a resize: a non-preemptible pod placed at 500m would
-    # hold 15 cores past the team's quota, which KAI never reclaims from another team's share.
-    pod = on_kai(tenant, labels={"kai.scheduler/preemptibility": "non-preemptible"})
-    seen, host = running(tenant, pod)
-    for cpu, memory in (("15", "60Gi"), ("250m", "1Gi")):
-        resized = copy.deepcopy(seen)
-        resized["spec"]["containers"][0]["resources"] = {"requests": {"cpu": cpu, "memory": memory},
-                                                         "limits": {"cpu": cpu, "memory": memory}}
-        patched = syncer_resize(host, resized)
-        assert patched["spec"]["containers"][0]["resources"]["requests"]["cpu"] == cpu
-        assert rules(tenant.update(host, patched, subresource="resize")) == {"fixed-requests"}
-
-
-def test_the_syncers_other_resizes_pass(tenant):
-    # The syncer sends a resize on every sync of a pod whose host copy the LimitRanger gave defaults: it changes
-    # nothing. A limit above the request may change (KAI and the kubelet's placement read requests only).
-    model = container("model")
-    model["resources"] = {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}}
-    seen, host = running(tenant, on_kai(tenant, containers=[model]))
-    unchanged = syncer_resize(host, seen)
-    assert unchanged is not None and tenant.update(host, unchanged, subresource="resize") == []
-    roomier = copy.deepcopy(seen)
-    roomier["spec"]["containers"][0]["resources"]["limits"]["memory"] = "4Gi"
-    assert tenant.update(host, syncer_resize(host, roomier), subresource="resize") == []
