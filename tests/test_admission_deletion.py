@@ -13,10 +13,10 @@ from __future__ import annotations
 import pytest
 
 from components.admission_deletion import deletion_policy_name
+from config.vocabulary import KAI_NAMESPACE
 from tests.apiserver_pods import delete_options
 from tests.conftest import dev_config, eks_config
 from tests.kai_pods import kai_bind, kai_group
-from config.vocabulary import KAI_NAMESPACE
 from tests.tenant_sim import BINDING, KAI_SCHEDULER, POLICY, Admission, Tenant, container, tenant_of, virtual_pod
 
 # KAI's evictor deletes pods as the scheduler's service account.
