@@ -21,6 +21,7 @@ from typing import Optional
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.admission_deletion import deletion_policy_name, deletion_policy_spec
 from components.admission_devices import (
     CONTAINER_LISTS, MIG_SLICE, SCHEDULED_LISTS, WHOLE_GPU, device_env, device_features, device_paths, every_container,
     gpu_env_from, pod_holds,
@@ -300,12 +301,18 @@ def policy_with_deny_binding(component: pulumi.ComponentResource, name: str, tea
 class TenantAdmission(pulumi.ComponentResource):
     policy: k8s.admissionregistration.v1.ValidatingAdmissionPolicy
     binding: k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding
+    deletion_policy: k8s.admissionregistration.v1.ValidatingAdmissionPolicy
+    deletion_binding: k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding
 
     def __init__(self, name: str, args: TenantAdmissionArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__(ADMISSION_COMPONENT, name, None, opts)
         team = args.team
         self.policy, self.binding = policy_with_deny_binding(self, name, team, args.provider, policy_name(team),
                                                              policy_spec(team))
-        self.register_outputs({"policy": policy_name(team), "syncer": syncer_username(team),
+        self.deletion_policy, self.deletion_binding = policy_with_deny_binding(
+            self, f"{name}-deletion", team, args.provider, deletion_policy_name(team),
+            deletion_policy_spec(syncer_username(team), team_namespace_selector(team)))
+        self.register_outputs({"policy": policy_name(team), "deletionPolicy": deletion_policy_name(team),
+                               "syncer": syncer_username(team),
                                "podTextBytes": pod_text_bytes(team.vcluster),
                                "maxGracePeriodSeconds": team.vcluster.max_termination_grace_seconds})

@@ -30,6 +30,7 @@ from components.admission import policy_with_deny_binding, syncer_username, team
 from components.admission_metadata import (
     METADATA_SIZE_FIX, metadata_bytes, metadata_keys, metadata_size, metadata_size_problem, refusal,
 )
+from components.admission_resize import FIX as RESIZE_FIX, PROBLEM as RESIZE_PROBLEM, requests_kept
 from components.observability import DASHBOARD_LABEL
 from components.tenant_access import EXTERNAL_DNS_PREFIX
 from config.model import Team
@@ -359,6 +360,7 @@ def policy_validations(team: Team, cluster_dns: str, endpoint_node_ports: Sequen
               f"{_meta('object', 'annotations')} == {_meta('oldObject', 'annotations')}",
               "labels and annotations may not change through pods/status or pods/resize",
               "change them on the pod itself"),
+        _rule("fixed-requests", ("Pod",), requests_kept(), RESIZE_PROBLEM, RESIZE_FIX),
     ]
 
 

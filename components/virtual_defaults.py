@@ -25,7 +25,9 @@ program ships:
   syncer rewrites its volumes, and the team's isolation tier rules as they read it before KAI's webhook), so a
   pod the host would refuse is refused when the tenant creates it, with the same ``[rule]`` message. Only CREATE
   is checked: vCluster's syncer copies KAI's host-side additions back into virtual pods, which the host's UPDATE
-  rules would refuse from the tenant but must accept from the syncer.
+  rules would refuse from the tenant but must accept from the syncer;
+- a ValidatingAdmissionPolicy with the host's ``[fixed-requests]`` rule on ``pods/resize``: a resize the syncer
+  would carry to the host is refused there, after which the syncer stops updating the pod.
 
 These are conveniences, not the boundary: the tenant is cluster-admin inside and may delete them, and
 the host policies still enforce everything. config/virtual_cluster.py refuses virtual clusters older
@@ -39,6 +41,7 @@ from components.admission import (
     policy_variables,
 )
 from components.admission_devices import TOOLKIT_FEATURES, with_gpu
+from components.admission_resize import fixed_requests
 from components.isolation_admission import IMAGE_ROOT, LIBRARY, LIBRARY_NAMES, isolation_validations
 from components.kai import SCHEDULER_NAME
 from components.yaml_text import yaml_documents
@@ -53,8 +56,10 @@ HAMI_CORE_NAME = "gpu-tenancy-hami-core"  # the policy, and the image volume it 
 DEVICE_FEATURES_NAME = "gpu-tenancy-device-features"
 IMAGE_PULL_NAME = "gpu-tenancy-image-pull"
 IMAGE_REGISTRY_NAME = "gpu-tenancy-image-registry"
+FIXED_REQUESTS_NAME = "gpu-tenancy-fixed-requests"
 POD_CREATE = {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
 POD_CHANGES = {**POD_CREATE, "operations": ["CREATE", "UPDATE"], "resources": ["pods", "pods/ephemeralcontainers"]}
+POD_RESIZE = {**POD_CREATE, "operations": ["UPDATE"], "resources": ["pods/resize"]}
 
 
 def _cel_string(value: str) -> str:
@@ -170,6 +175,14 @@ def image_registry_policy(team: Team) -> dict:
     }
 
 
+def fixed_requests_policy() -> dict:
+    return {
+        "apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicy", "metadata": {"name": FIXED_REQUESTS_NAME},
+        "spec": {"failurePolicy": "Fail", "matchConstraints": {"resourceRules": [POD_RESIZE]},
+                 "validations": [fixed_requests()]},
+    }
+
+
 def _binding(kind: str, policy: str, **spec) -> dict:
     # An empty namespace selector matches every namespace of the virtual cluster.
     return {"apiVersion": ADMISSION_API, "kind": kind, "metadata": {"name": policy},
@@ -195,6 +208,8 @@ def virtual_manifests(team: Team) -> list[dict]:
         *image_pull,
         pod_rules_policy(team),
         _binding("ValidatingAdmissionPolicyBinding", RULES_NAME, validationActions=["Deny"]),
+        fixed_requests_policy(),
+        _binding("ValidatingAdmissionPolicyBinding", FIXED_REQUESTS_NAME, validationActions=["Deny"]),
         *image_registry,
     ]
 

@@ -7,11 +7,15 @@
   (plugin/pkg/admission/limitranger); ``limit_range_max`` is the same plugin's check against the LimitRange's
   ``max``.
 - ``api_validate``: the validation after mutating admission, which refuses (422) what KAI's webhook leaves invalid.
+- ``delete_options``: a pod DELETE's options as validating admission sees them, after the pod strategy's
+  ``CheckGracefulDelete`` (pkg/registry/core/pod/strategy.go, called by the store's ``BeforeDelete`` on the same
+  options before the validation, k8s.io/apiserver pkg/registry/generic/registry/store.go).
 """
 
 from __future__ import annotations
 
 import copy
+from typing import Optional
 
 from config.key_types import quantity_value
 from config.model import TenantLimitRange
@@ -90,3 +94,11 @@ def api_validate(pod: dict) -> list[str]:
                     problems.append(f"[api-validation] spec.{field}[{index}].env[{position}].valueFrom: Invalid value: "
                                     "may not be specified when `value` is not empty")
     return problems
+
+
+def delete_options(pod: dict, grace_period: Optional[int]) -> dict:
+    """The period asked for, else the pod's own; none for a pod that is not on a node or has ended."""
+    period = grace_period if grace_period is not None else pod["spec"].get("terminationGracePeriodSeconds", 0)
+    if not pod["spec"].get("nodeName") or pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+        period = 0
+    return {"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1", "gracePeriodSeconds": period}

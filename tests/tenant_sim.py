@@ -126,35 +126,38 @@ class Admission:
                      self.binding["matchResources"]["namespaceSelector"]]
         return all(selector_matches(selector, namespace_labels) for selector in selectors)
 
-    def matches(self, namespace: str, pod: dict, *, operation: str = "CREATE", subresource: str = "",
-                old: Optional[dict] = None, user: str = "") -> bool:
+    def matches(self, namespace: str, pod: Optional[dict], *, operation: str = "CREATE", subresource: str = "",
+                old: Optional[dict] = None, user: str = "", options: Optional[dict] = None) -> bool:
         if not self.requested(namespace, pod, operation=operation, subresource=subresource):
             return False
-        request = _request(operation, subresource, user, namespace)
+        request = _request(operation, subresource, user, namespace, options)
         return all(bool(self.evaluate(condition["expression"], self._activation(pod, old, request, {})))
                    for condition in self.spec.get("matchConditions", []))
 
-    def context(self, namespace: str, pod: dict, *, operation: str = "CREATE", subresource: str = "",
-                old: Optional[dict] = None, user: str = "") -> Optional[dict]:
+    def context(self, namespace: str, pod: Optional[dict], *, operation: str = "CREATE", subresource: str = "",
+                old: Optional[dict] = None, user: str = "", options: Optional[dict] = None) -> Optional[dict]:
         """The CEL activation with the policy's variables evaluated in order, or None when the policy does not match."""
-        if not self.matches(namespace, pod, operation=operation, subresource=subresource, old=old, user=user):
+        if not self.matches(namespace, pod, operation=operation, subresource=subresource, old=old, user=user,
+                            options=options):
             return None
-        request = _request(operation, subresource, user, namespace)
+        request = _request(operation, subresource, user, namespace, options)
         variables: dict = {}
         for variable in self.spec.get("variables", []):
             variables[variable["name"]] = plain_value(self.evaluate(variable["expression"],
                                                            self._activation(pod, old, request, variables)))
         return self._activation(pod, old, request, variables)
 
-    def review(self, namespace: str, pod: dict, *, operation: str = "CREATE", subresource: str = "",
-               old: Optional[dict] = None, user: str = "") -> list[str]:
-        """Rejection messages; empty when admitted or not matched. CEL C++ must reach the same."""
-        activation = self.context(namespace, pod, operation=operation, subresource=subresource, old=old, user=user)
+    def review(self, namespace: str, pod: Optional[dict], *, operation: str = "CREATE", subresource: str = "",
+               old: Optional[dict] = None, user: str = "", options: Optional[dict] = None) -> list[str]:
+        """Rejection messages; empty when admitted or not matched. CEL C++ must reach the same. A DELETE has no
+        ``pod`` (null), the pod as stored in ``old`` and the request's DeleteOptions in ``options``."""
+        activation = self.context(namespace, pod, operation=operation, subresource=subresource, old=old, user=user,
+                                  options=options)
         messages = [] if activation is None else [
             self._message(validation, activation) for validation in self.spec["validations"]
             if not bool(self.evaluate(validation["expression"], activation))]
         if self.requested(namespace, pod, operation=operation, subresource=subresource):
-            request = _request(operation, subresource, user, namespace)
+            request = _request(operation, subresource, user, namespace, options)
             agree(REFERENCE.review(self.spec, {"object": pod, "oldObject": old, "request": request}),
                   activation, messages)
         return messages
@@ -282,5 +285,7 @@ def tenant_of(program, config: dict, team: str) -> Tenant:
     return Tenant(admission_for(program, team), settings)
 
 
-def _request(operation: str, subresource: str, user: str, namespace: str = "") -> dict:
-    return {"operation": operation, "subResource": subresource, "namespace": namespace, "userInfo": {"username": user}}
+def _request(operation: str, subresource: str, user: str, namespace: str = "", options: Optional[dict] = None) -> dict:
+    request = {"operation": operation, "subResource": subresource, "namespace": namespace,
+               "userInfo": {"username": user}}
+    return request if options is None else {**request, "options": options}

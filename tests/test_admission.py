@@ -303,15 +303,16 @@ def test_every_tenant_of_every_stack_has_its_policy_and_binding(dev_run, eks_run
         teams = set(program.outputs["tenants"])
         policies = {p.inputs["metadata"]["name"] for p in program.of_type(POLICY)}
         bindings = {b.inputs["spec"]["policyName"]: b for b in program.of_type(BINDING)}
-        expected = {name for team in teams for name in (f"gpu-tenancy-{team}", f"gpu-tenancy-{team}-synced-objects")}
+        expected = {name for team in teams for name in (f"gpu-tenancy-{team}", f"gpu-tenancy-{team}-synced-objects",
+                                                         f"gpu-tenancy-{team}-deletion")}
         assert policies == expected == set(bindings)
         assert all(b.inputs["spec"]["validationActions"] == ["Deny"] for b in bindings.values())
 
 
 def test_the_policy_is_in_place_before_the_vcluster_syncs_pods(dev_run):
     release = next(r for r in dev_run.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "team-nlp")
-    binding = dev_run.named("tenant-team-nlp-admission-binding")
-    assert binding.urn in release.dependencies
+    for binding in ("tenant-team-nlp-admission-binding", "tenant-team-nlp-admission-deletion-binding"):
+        assert dev_run.named(binding).urn in release.dependencies
 
 
 def test_eks_policies_use_the_configured_namespace_and_vcluster_name(legal):

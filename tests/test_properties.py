@@ -126,7 +126,8 @@ def assert_consistent(program: ProgramRun, config: dict) -> None:
         assert team in program.outputs["tenants"]
     policies = {p.inputs["metadata"]["name"] for p in program.of_type(POLICY)}
     assert policies == {name for team in teams for name in (f"gpu-tenancy-{team}",
-                                                             f"gpu-tenancy-{team}-synced-objects")}
+                                                             f"gpu-tenancy-{team}-synced-objects",
+                                                             f"gpu-tenancy-{team}-deletion")}
     # Every object the program sends is named and labelled as the API server and its controllers take it.
     objects = program_objects(build_plan(program, "fuzz")["resources"])
     assert not names.check_names(objects), names.check_names(objects)

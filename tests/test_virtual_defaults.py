@@ -15,7 +15,7 @@ import kubernetes_validate
 import pytest
 
 from components.admission_devices import TOOLKIT_FEATURES
-from components.virtual_defaults import RULES_NAME
+from components.virtual_defaults import FIXED_REQUESTS_NAME, RULES_NAME
 from config.vocabulary import QUEUE_LABEL
 from tests.config_spec import put
 from tests.conftest import dev_config, eks_config
@@ -41,6 +41,8 @@ class Inside:
         rules = named(objects, "ValidatingAdmissionPolicy", RULES_NAME)
         binding = named(objects, "ValidatingAdmissionPolicyBinding", RULES_NAME)
         self.rules = Admission(rules["spec"], binding["spec"])
+        self.resizes = Admission(named(objects, "ValidatingAdmissionPolicy", FIXED_REQUESTS_NAME)["spec"],
+                                 named(objects, "ValidatingAdmissionPolicyBinding", FIXED_REQUESTS_NAME)["spec"])
 
     def mutate(self, pod: dict) -> dict:
         """The API server defaults schedulerName and pull policies before admission, then applies every mutating
@@ -162,12 +164,31 @@ def test_the_host_rule_refuses_the_same_pod_inside(inside, rule):
     assert set(refused) <= set(inside.tenant.create(mutated))
 
 
+def test_a_resize_of_requests_is_refused_inside_with_the_hosts_message(inside):
+    # The host refuses the syncer's pods/resize (fixed-requests), after which the syncer stops updating the pod.
+    model = container("model")
+    model["resources"] = {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}}
+    pod, refused = inside.create(virtual_pod(containers=[model]))
+    assert refused == []
+    grown, roomier = copy.deepcopy(pod), copy.deepcopy(pod)
+    grown["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "15"
+    roomier["spec"]["containers"][0]["resources"]["limits"]["memory"] = "4Gi"
+    namespace = pod["metadata"]["namespace"]
+    messages = inside.resizes.review(namespace, grown, operation="UPDATE", subresource="resize", old=pod,
+                                     user=inside.USER)
+    assert [message[1:message.index("]")] for message in messages] == ["fixed-requests"]
+    assert inside.resizes.review(namespace, roomier, operation="UPDATE", subresource="resize", old=pod,
+                                 user=inside.USER) == []
+    # A plain update is not this policy's: the API server keeps resources immutable there.
+    assert inside.resizes.review(namespace, grown, operation="UPDATE", old=pod, user=inside.USER) == []
+
+
 def test_the_shipped_manifests_are_valid_kubernetes_1_36_objects():
-    # Every team gets its queue, the device features switched off and the host's pod rules.
-    sites = ((dev_config(), "team-nlp", 6), (eks_config(), "team-legal", 6),
-             (prefixed(isolation_config()), "team-nlp", 8),  # a memory-capped team also gets HAMi-core loaded
+    # Every team gets its queue, the device features switched off, the host's pod rules and its resize rule.
+    sites = ((dev_config(), "team-nlp", 8), (eks_config(), "team-legal", 8),
+             (prefixed(isolation_config()), "team-nlp", 10),  # a memory-capped team also gets HAMi-core loaded
              # and every team its pulls, on a site that has them pull on every start
-             (put(prefixed(isolation_config()), "gpu-tenancy:vcluster.alwaysPullImages", True), "team-nlp", 10))
+             (put(prefixed(isolation_config()), "gpu-tenancy:vcluster.alwaysPullImages", True), "team-nlp", 12))
     for config, team, count in sites:
         settings = next(t for t in platform_of(config).teams if t.name == team)
         objects = manifests(settings)

@@ -9,6 +9,8 @@
   first, without a pull policy (pods/translate/hosts.go).
 - ``syncer_update``: a later tenant edit, merged three-way onto the host pod (pods/translate/diff.go);
   ``copy_back``: the host's (KAI's) label and annotation additions copied into the virtual pod.
+- ``syncer_resize``: on a 1.35+ host, a tenant's change of its containers' resources, patched onto the host pod
+  through ``pods/resize`` (pods/syncer.go ``buildHostPodContainersResourcesResizePatch``).
 """
 
 from __future__ import annotations
@@ -141,3 +143,22 @@ def copy_back(host: dict, virtual: dict, team: Team) -> dict:
             if key not in synced["metadata"].get(field, {}) and not key.startswith("vcluster.loft.sh/"):
                 target[key] = value
     return updated
+
+
+def syncer_resize(host: dict, virtual: dict) -> Optional[dict]:
+    """The host pod after the syncer's ``pods/resize`` patch, or None when it sends none. Each regular container
+    (not init containers) whose resources differ from the virtual one's, matched by name, is patched with the
+    virtual container's requests and limits; a strategic merge patch merges them into the host's maps key by key,
+    so what the host's LimitRanger added stays."""
+    virtual_resources = {entry["name"]: entry.get("resources", {}) for entry in virtual["spec"]["containers"]}
+    resized = copy.deepcopy(host)
+    patched = False
+    for entry in resized["spec"]["containers"]:
+        wanted = virtual_resources.get(entry["name"])
+        if wanted is None or wanted == entry.get("resources", {}):
+            continue
+        patched = True
+        resources = entry.setdefault("resources", {})
+        for kind, values in wanted.items():
+            resources.setdefault(kind, {}).update(values)
+    return resized if patched else None
