@@ -208,6 +208,12 @@ def test_every_tenant_shows_its_admission_rules(tmp_path):
         assert {"own-queue", "device-env", "reserved-keys", "node-name", "guarded-fields", "kai-writes"} <= set(rules), row
 
 
+def test_every_tenant_shows_the_rules_on_its_syncer_s_pod_deletions(dev_summary):
+    deletions = dev_summary.split("Pod deletions by the tenant's syncer:")[1].split("\n## ")[0]
+    assert [line for line in deletions.splitlines() if line.startswith("- ")] == [
+        f"- `{team}`: `gpu-tenancy-{team}-deletion`: deletion-grace-period" for team in sorted(TEAMS)]
+
+
 def test_a_registry_list_shows_as_a_rule_of_every_tenant_and_a_policy_inside_each_vcluster(tmp_path, dev_summary):
     config = dev_config()
     config["gpu-tenancy:vcluster"] = {**config.get("gpu-tenancy:vcluster", {}),

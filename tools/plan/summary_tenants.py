@@ -33,13 +33,17 @@ def _tenant_parts(index: PlanIndex, component: dict[str, Any]) -> dict[str, Any]
         found = [r for r in children if r["type"] == kind]
         return next((r for r in found if dig(r, "inputs", *path) == wanted), None if wanted else first(kind))
 
+    pod_admission = next((r for r in children if r["type"] == ADMISSION_COMPONENT
+                          and dig(r, "outputs", "maxGracePeriodSeconds") is not None), None)
+    deletion = dig(pod_admission, "outputs", "deletionPolicy")
     return {"release": first(RELEASE), "namespace": first(NAMESPACE), "admission": first(ADMISSION_COMPONENT),
             "policy": named(ADMISSION_POLICY, ("metadata", "name"), "admissionPolicy"),
             "binding": named(ADMISSION_BINDING, ("spec", "policyName"), "admissionPolicy"),
             "synced_policy": named(ADMISSION_POLICY, ("metadata", "name"), "syncedObjectsPolicy"),
+            "deletion_policy": next((r for r in children if r["type"] == ADMISSION_POLICY and deletion is not None
+                                     and dig(r, "inputs", "metadata", "name") == deletion), None),
             "network_policies": [r for r in children if r["type"] == NETWORK_POLICY], "outputs": outputs,
-            "pod_admission": next((r for r in children if r["type"] == ADMISSION_COMPONENT
-                                   and dig(r, "outputs", "maxGracePeriodSeconds") is not None), None)}
+            "pod_admission": pod_admission}
 
 
 def _with_cap(rule: str, admission: Optional[dict[str, Any]]) -> str:
@@ -77,7 +81,7 @@ def tenant_section(index: PlanIndex, charts: Optional[ChartValues] = None) -> li
     components = sorted(index.of_type(TENANT_COMPONENT), key=lambda r: r["name"])
     if not components:
         return lines + ["None."]
-    rows, guardrails, synced, sources, unread = [], [], [], set(), set()
+    rows, guardrails, synced, deletions, sources, unread = [], [], [], [], set(), set()
     for component in components:
         parts = _tenant_parts(index, component)
         release, namespace, registered = parts["release"], parts["namespace"], parts["outputs"]
@@ -98,7 +102,8 @@ def tenant_section(index: PlanIndex, charts: Optional[ChartValues] = None) -> li
         policies, source = _effective_policies(release, charts)
         (sources if charts is not None and source.endswith("from the chart cache") else unread).add(source)
         guardrails.append(_guardrail_row(team, parts, policies))
-        synced.append(_synced_objects_line(team, parts["synced_policy"]))
+        synced.append(_rules_line(team, parts["synced_policy"], "no synced-objects policy"))
+        deletions.append(_rules_line(team, parts["deletion_policy"], "no deletion policy"))
     lines += table(["Team", "vCluster", "Host namespace", "Queue", "vCluster chart", "Protected", "Connect"], rows)
     lines += access_section(index)
     lines += ["", "### Guardrails per tenant", ""]
@@ -118,12 +123,13 @@ def tenant_section(index: PlanIndex, charts: Optional[ChartValues] = None) -> li
                   "team's queue; the rules are those of the tenant security model (docs/security-model.md). GPU "
                   "shares are enforced by the KAI queues, not by the ResourceQuota."]
     lines += ["", "Synced objects other than pods (Services, claims, endpoints, ConfigMaps, Secrets, pod status):", ""]
-    return lines + synced
+    lines += synced
+    return lines + ["", "Pod deletions by the tenant's syncer:", "", *deletions]
 
 
-def _synced_objects_line(team: str, policy: Optional[dict[str, Any]]) -> str:
+def _rules_line(team: str, policy: Optional[dict[str, Any]], missing: str) -> str:
     if policy is None:
-        return f"- {code(team)}: **no synced-objects policy**"
+        return f"- {code(team)}: **{missing}**"
     validations = dig(policy, "inputs", "spec", "validations") or []
     rules = dict.fromkeys(rule.group(1) for v in validations if (rule := RULE_NAME.match(v.get("message") or "")))
     return f"- {code(team)}: {code(dig(policy, 'inputs', 'metadata', 'name'))}: {', '.join(rules) or '**none**'}"
