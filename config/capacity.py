@@ -10,6 +10,9 @@ from config.model import Cluster, TimeSlicing
 from config.model_host import GpuNodeGroup
 from config.sharing import TIME_SLICED
 
+# GPU quotas are fractions written in decimal (0.33 x 3): sums and counts are compared within this.
+GPU_EPSILON = 1e-9
+
 # GPUs per EC2 instance type, for the instance families GPU node groups use most.
 GPUS_PER_INSTANCE_TYPE = {
     "g4dn.xlarge": 1, "g4dn.2xlarge": 1, "g4dn.4xlarge": 1, "g4dn.8xlarge": 1, "g4dn.16xlarge": 1,

@@ -15,11 +15,9 @@ guarantees are. Pure arithmetic on config.
 
 from __future__ import annotations
 
-from config.capacity import GpuCapacity, group_gpu_capacity
+from config.capacity import GPU_EPSILON, GpuCapacity, group_gpu_capacity
 from config.cpu_memory_capacity import KAI_OUTCOME, placement_sets, team_pools_of
 from config.model import MIG, Platform
-
-_EPSILON = 1e-9
 
 
 def gpu_pool_warnings(platform: Platform) -> list[str]:
@@ -43,7 +41,7 @@ def gpu_pool_warnings(platform: Platform) -> list[str]:
         capacities = [whole[pool][1] for pool in usable]
         held = GpuCapacity(sum(found.gpus for found in capacities), sum(found.kai_units for found in capacities))
         # A set over only through a smaller set already warned of says nothing new until that is fixed.
-        if guaranteed <= held.kai_units + _EPSILON or any(smaller <= pools for smaller in reported):
+        if guaranteed <= held.kai_units + GPU_EPSILON or any(smaller <= pools for smaller in reported):
             continue
         reported.append(pools)
         sizes = " / ".join(f"cluster.eks.gpuNodeGroups[{whole[pool][0]}].maxSize" for pool in usable)

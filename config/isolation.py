@@ -19,7 +19,7 @@ import dataclasses
 from typing import Optional
 
 from config import versions
-from config.capacity import GPUS_PER_INSTANCE_TYPE, gpu_model
+from config.capacity import GPU_EPSILON, GPUS_PER_INSTANCE_TYPE, gpu_model
 from config.errors import MISSING
 from config.mig import MIG_CONFIG_LABEL, MIG_LAYOUTS, MIG_WITHOUT_LAYOUTS, PROFILE_PATTERN, kai_units, layout, \
     pool_slices, supports_mig
@@ -34,7 +34,6 @@ from config.vocabulary import POOL_LABEL
 # The first KAI release with the hamicore binder and pod-webhook plugins (pkg/binder/plugins/hamicore).
 HAMICORE_MINIMUM_VERSION = (0, 16, 0)
 MIG_INSTANCE_FAMILIES = "p4d, p4de (A100), p5 (H100), p5e or p5en (H200)"
-_EPSILON = 1e-9
 
 
 def pool_models(group: GpuNodeGroup) -> list[Optional[str]]:
@@ -237,7 +236,7 @@ def _check_mig_team(reader: Reader, key: str, index: int, team: Team, cluster: C
 
 def _check_whole(reader: Reader, key: str, team: Team, unit: int, why: str) -> None:
     for field, value in (("quota", team.resources.gpu.quota), ("limit", team.resources.gpu.limit)):
-        if value is not None and value != -1 and abs(value / unit - round(value / unit)) > _EPSILON:
+        if value is not None and value != -1 and abs(value / unit - round(value / unit)) > GPU_EPSILON:
             reader.fail(f"{key}.{field}", value, f"{why}, so it must be a multiple of {unit}",
                         f"set it to a multiple of {unit}, e.g. {max(round(value / unit), 1) * unit:g}")
 
@@ -327,7 +326,7 @@ def _whole_gpus_only(platform: Platform) -> list[str]:
                             "off: its pods can only ask whole GPUs (nvidia.com/gpu), and one is above the limit, so "
                             "none of its GPU pods ever starts. Turn kaiScheduler.gpuSharing on, or give the team a "
                             "limit of at least 1.")
-        elif gpu.quota != -1 and gpu.quota % 1 > _EPSILON:
+        elif gpu.quota != -1 and gpu.quota % 1 > GPU_EPSILON:
             warnings.append(f"teams[{index}] ({team.name}) has gpu quota {gpu.quota:g} but kaiScheduler.gpuSharing is "
                             f"off: its pods can only ask whole GPUs (nvidia.com/gpu), so the fraction guarantees none "
                             f"of them ({int(gpu.quota)} whole GPU(s) run within the quota; the rest run over it, by "
@@ -339,7 +338,7 @@ def _whole_gpus_only(platform: Platform) -> list[str]:
 def isolation_warnings(platform: Platform) -> list[str]:
     warnings = _whole_gpus_only(platform)
     for pool, profile, present, promised, teams in mig_slices(platform):
-        if promised > present + _EPSILON:
+        if promised > present + GPU_EPSILON:
             warnings.append(f"teams {', '.join(teams)} are promised {promised:g} {profile} MIG slice(s) on pool {pool}, "
                             f"but it has at most {present} by its config (maxSize × GPUs × slices per GPU): the "
                             "guarantees cannot all be met at once.")

@@ -13,7 +13,7 @@ import difflib
 from typing import Any, Iterable, Mapping, Optional
 
 from config.access_rules import access_warnings, resolve_access
-from config.capacity import known_gpu_capacity
+from config.capacity import GPU_EPSILON, known_gpu_capacity
 from config.cpu_memory_capacity import cpu_memory_warnings, organization_overcommit_warnings
 from config.errors import ConfigError, ConfigIssue
 from config.gpu_pool_capacity import gpu_pool_warnings
@@ -60,8 +60,6 @@ STACK_CONFIG = Block(keys=(
         "GPU usage metrics, alerts, dashboards and KAI's time-aware fairness."),
     Key("mirrors", MIRRORS, {}, "Where the site pulls every image and chart the platform deploys from."),
 ))
-
-_EPSILON = 1e-9
 
 
 def namespace_issues(keys: Iterable[str]) -> list[ConfigIssue]:
@@ -241,7 +239,7 @@ def _check_org_quota(reader: Reader, organization: Organization, teams: list[Tea
     if any(team.resources.gpu.quota is None for team in teams):
         return  # a quota with a problem of its own: the sum is not known
     total = sum(team.resources.gpu.quota for team in teams)
-    if total > org_quota + _EPSILON:
+    if total > org_quota + GPU_EPSILON:
         reader.fail("organization.resources.gpu.quota", org_quota,
                     f"the teams' gpu quotas add up to {total:g}, more than the organization's quota",
                     f"raise organization.resources.gpu.quota to at least {total:g} or lower team quotas")
@@ -309,13 +307,13 @@ def _warnings(platform: Platform) -> list[str]:
                 "unless the team is trusted with the whole node.")
     capacity = known_gpu_capacity(platform.cluster, platform.gpu_operator.time_slicing)
     org_quota = platform.organization.resources.gpu.quota
-    if capacity is not None and org_quota > capacity.kai_units + _EPSILON:
+    if capacity is not None and org_quota > capacity.kai_units + GPU_EPSILON:
         warnings.append(
             f"organization.resources.gpu.quota is {org_quota:g} but the host has at most {capacity.describe()} by "
             "its config: the guarantees cannot all be met at once.")
     promised = sum(team.resources.gpu.quota for team in platform.teams)
     if capacity is not None and org_quota == -1 and all(team.resources.gpu.quota != -1 for team in platform.teams) \
-            and promised > capacity.kai_units + _EPSILON:
+            and promised > capacity.kai_units + GPU_EPSILON:
         warnings.append(
             f"the teams' gpu quotas add up to {promised:g} but the host has at most {capacity.describe()} by its "
             "config: the guarantees cannot all be met at once.")
