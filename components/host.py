@@ -229,6 +229,9 @@ class HostCluster(pulumi.ComponentResource):
                     id=template.id, version=template.latest_version.apply(str)),
                 scaling_config=aws.eks.NodeGroupScalingConfigArgs(
                     min_size=scaling.min_size, desired_size=scaling.desired_size, max_size=scaling.max_size),
+                # The site's autoscaler owns the size once the group exists: `pulumi up` setting desiredSize again
+                # would take away nodes running work.
+                ignore_scaling_changes=scaling.autoscaled or None,
                 labels=labels,
                 taints=[aws.eks.NodeGroupTaintArgs(key=taint.key, value=taint.value,
                                                    effect=EKS_TAINT_EFFECTS[taint.effect])

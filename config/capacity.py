@@ -63,6 +63,14 @@ def gpu_model(instance_type: str) -> Optional[str]:
     return GPU_MODEL_PER_INSTANCE_FAMILY.get(instance_type.split(".", 1)[0])
 
 
+def accelerator_label_value(instance_types: tuple[str, ...]) -> str:
+    """The Cluster Autoscaler's GPU node label value (``nvidia-l40s``): any value marks a GPU node; the model, when
+    every type of the group has the same one, tells a reader which."""
+    models = {gpu_model(kind) for kind in instance_types}
+    model = models.pop() if len(models) == 1 else None
+    return f"nvidia-{model.lower()}" if model else "nvidia"
+
+
 @dataclass(frozen=True)
 class GpuCapacity:
     """The most GPUs the host can have by its config: the cards, and what KAI counts of them (queue quotas' unit)."""
@@ -97,7 +105,7 @@ def known_gpu_capacity(cluster: Cluster, time_slicing: TimeSlicing) -> Optional[
 def group_gpu_capacity(group: GpuNodeGroup, time_slicing: TimeSlicing) -> Optional[GpuCapacity]:
     """The most GPUs an EKS GPU node group can have, or None when an instance type is not in the tables.
 
-    GPUs per instance type x the group's max size, taking its largest instance type (a mixed group may scale on
+    GPUs per instance type x the most nodes the group runs (``NodeGroupScaling.most_nodes``), taking its largest instance type (a mixed group may scale on
     any of them). KAI counts what the device plugin advertises, as its queue quotas do: a MIG-split group's compute
     slices (a GPU split 7 ways is 7), and on the time-sliced profile each card's replicas (``nvidia.com/gpu`` is
     advertised once per replica).
@@ -105,7 +113,7 @@ def group_gpu_capacity(group: GpuNodeGroup, time_slicing: TimeSlicing) -> Option
     per_node = [GPUS_PER_INSTANCE_TYPE.get(kind) for kind in group.instance_types]
     if any(count is None for count in per_node):
         return None
-    cards = max(per_node) * group.scaling.max_size
+    cards = max(per_node) * group.scaling.most_nodes
     if group.mig_config:
         split = min(kai_units_per_gpu(gpu_model(kind), group.mig_config) for kind in group.instance_types)
         return GpuCapacity(cards, cards * split)

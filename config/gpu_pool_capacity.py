@@ -44,13 +44,14 @@ def gpu_pool_warnings(platform: Platform) -> list[str]:
         if guaranteed <= held.kai_units + GPU_EPSILON or any(smaller <= pools for smaller in reported):
             continue
         reported.append(pools)
-        sizes = " / ".join(f"cluster.eks.gpuNodeGroups[{whole[pool][0]}].maxSize" for pool in usable)
+        most = eks.gpu_node_groups[0].scaling.most_nodes_key
+        sizes = " / ".join(f"cluster.eks.gpuNodeGroups[{whole[pool][0]}].{most}" for pool in usable)
         reached = sorted(pool for pool in pools if pool in whole or pool in split)
         sliced = [pool for pool in reached if pool in split]
         warnings.append(
             f"teams[].resources.gpu.quota: the teams whose GPUs can come only from GPU node group(s) "
             f"{', '.join(reached)} ({', '.join(team.name for team in inside)}) are guaranteed {guaranteed:g} GPU(s) "
-            f"in all, more than the {held.describe()} of group(s) {', '.join(usable)} at their maxSize ({sizes})"
+            f"in all, more than the {held.describe()} of group(s) {', '.join(usable)} at their {most} ({sizes})"
             + (f", the only groups there whose GPUs they can use ({', '.join(sliced)}: MIG slices, for mig teams only)"
                if sliced else "")
             + f". {KAI_OUTCOME}. Lower those teams' gpu quotas until they add up to at most {held.kai_units:g}, let a "

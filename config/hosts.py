@@ -29,10 +29,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from config.capacity import accelerator_label_value
 from config.mig import MIG_CONFIG_LABEL
 from config.model import Cluster
 from config.model_host import HostProfile, NodePool, Taint
 from config.vocabulary import POOL_LABEL, ROLE_LABEL
+
+# cluster-autoscaler cloudprovider/aws GPULabel (utils/gpu NodeHasGpu reads it).
+AUTOSCALER_GPU_LABEL = "k8s.amazonaws.com/accelerator"
+
+
+def _autoscaler_labels(autoscaled: bool, instance_types: tuple[str, ...]) -> dict[str, str]:
+    """The Cluster Autoscaler takes a node with its GPU label for a GPU node before the device plugin advertises the
+    GPUs, instead of adding more nodes for the same pending pods meanwhile."""
+    return {AUTOSCALER_GPU_LABEL: accelerator_label_value(instance_types)} if autoscaled else {}
 
 # Private ranges (vCluster's default public-egress exceptions besides loopback). Nodes and pods must take their
 # addresses from them: a tenant pod's public egress leaves them out, so it reaches no node's kubelet and no pod.
@@ -87,7 +97,8 @@ def host_profile(cluster: Cluster) -> HostProfile:
     if cluster.eks is not None:
         eks = cluster.eks
         pools = [NodePool(SYSTEM_POOL, {POOL_LABEL: SYSTEM_POOL, ROLE_LABEL: SYSTEM_ROLE})]
-        pools += [NodePool(group.name, {**(group.labels or {}), POOL_LABEL: group.name, ROLE_LABEL: GPU_ROLE,
+        pools += [NodePool(group.name, {**_autoscaler_labels(eks.autoscaled, group.instance_types),
+                                        **(group.labels or {}), POOL_LABEL: group.name, ROLE_LABEL: GPU_ROLE,
                                         **({MIG_CONFIG_LABEL: group.mig_config} if group.mig_config else {})},
                            (GPU_TAINT,), gpu=True)
                   for group in eks.gpu_node_groups]

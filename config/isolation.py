@@ -280,10 +280,10 @@ def with_isolation(gpu_operator: GpuOperator, kai: KaiScheduler, cluster: Cluste
 
 
 def mig_slices(platform: Platform) -> list[tuple[str, str, int, float, list[str]]]:
-    """Per MIG-split pool and profile: (pool, profile, slices present at maxSize, slices promised, teams)."""
+    """Per MIG-split pool and profile: (pool, profile, slices present at its most nodes, slices promised, teams)."""
     rows = []
     for group in mig_pools(platform.cluster):
-        gpus = max(GPUS_PER_INSTANCE_TYPE.get(kind, 0) for kind in group.instance_types) * group.scaling.max_size
+        gpus = max(GPUS_PER_INSTANCE_TYPE.get(kind, 0) for kind in group.instance_types) * group.scaling.most_nodes
         for profile, count in pool_slices(pool_models(group), group.mig_config).items():
             teams = [team for team in platform.teams if team.isolation.tier == MIG
                      and team.isolation.mig_profile == profile and team_pool(team, platform.cluster) == group.name]
@@ -339,8 +339,9 @@ def isolation_warnings(platform: Platform) -> list[str]:
     warnings = _whole_gpus_only(platform)
     for pool, profile, present, promised, teams in mig_slices(platform):
         if promised > present + GPU_EPSILON:
+            nodes = platform.cluster.eks.gpu_node_groups[0].scaling.most_nodes_key
             warnings.append(f"teams {', '.join(teams)} are promised {promised:g} {profile} MIG slice(s) on pool {pool}, "
-                            f"but it has at most {present} by its config (maxSize × GPUs × slices per GPU): the "
+                            f"but it has at most {present} by its config ({nodes} × GPUs × slices per GPU): the "
                             "guarantees cannot all be met at once.")
     stranded = _only_on_mixed_mig_pools(platform)
     if stranded:

@@ -319,7 +319,7 @@ def _warnings(platform: Platform) -> list[str]:
             "config: the guarantees cannot all be met at once.")
     warnings += organization_overcommit_warnings(platform) + cpu_memory_warnings(platform) + gpu_pool_warnings(platform)
     eks = platform.cluster.eks
-    if eks is not None and eks.system_node_group.scaling.min_size == 0:
+    if eks is not None and eks.system_node_group.scaling.may_be_empty:
         warnings.append(
             "cluster.eks.systemNodeGroup.minSize is 0: if the group scales to zero, KAI, the queue-webhook probe "
             "and the vCluster control planes have no untainted node left. Keep minSize at 1 or more.")

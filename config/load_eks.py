@@ -15,7 +15,9 @@ from config.errors import MISSING
 from config.hosts import NODE_GROUP_NAME_PREFIX_MAX, PRIVATE_NETWORKS, SYSTEM_POOL, node_group_name_prefix
 from config.key_types import Check, Integer, StringList, StringMap, Text, refuse_names
 from config.keys import REQUIRED, Block, Derived, Key, ListOf
-from config.model_host import EksHost, GpuNodeGroup, NodeGroupScaling, SystemNodeGroup
+from config.model_host import (
+    AUTOSCALERS, CLUSTER_AUTOSCALER, NO_AUTOSCALER, EksHost, GpuNodeGroup, NodeGroupScaling, SystemNodeGroup,
+)
 from config.reader import Section
 from config.sharing import PROFILES
 from config.version_types import SITE_KUBERNETES
@@ -24,10 +26,16 @@ from config.version_types import SITE_KUBERNETES
 def _scaling_keys(low: int, desired: int, high: int, *, fewest_desired: int = 0,
                   desired_fix: Optional[str] = None) -> tuple[Key, ...]:
     return (
-        Key("minSize", Integer(minimum=0), low, "Fewest nodes of the group.", example="1"),
+        Key("minSize", Integer(minimum=0), low, "Fewest nodes the site's Cluster Autoscaler leaves the group.",
+            example="1", details="Bounds nothing with `cluster.eks.autoscaler: none`."),
         Key("desiredSize", Integer(minimum=fewest_desired), desired,
-            "Nodes the group starts with; minSize ≤ desiredSize ≤ maxSize.", example="1", fix=desired_fix),
-        Key("maxSize", Integer(minimum=1), high, "Most nodes of the group.", example="2"),
+            "Nodes the group runs; minSize ≤ desiredSize ≤ maxSize.", example="1", fix=desired_fix,
+            details="With `cluster.eks.autoscaler: none` every `pulumi up` sets the group to it and the capacity "
+                    "checks count it; with `cluster-autoscaler` it is the group's first size, later left to the "
+                    "autoscaler."),
+        Key("maxSize", Integer(minimum=1), high, "Most nodes the site's Cluster Autoscaler gives the group.",
+            example="2", details="The capacity checks count it with `cluster.eks.autoscaler: cluster-autoscaler`; "
+                                 "bounds nothing with `none`."),
     )
 
 
@@ -80,8 +88,8 @@ network policy agent. All node groups share one IAM node role and run in the pri
 Every node requires IMDSv2 with a hop limit of 1, so tenant pods cannot reach the instance metadata
 service (and the node role's credentials). The program also installs the EBS CSI driver addon (IAM
 through IRSA) and a default `gp3` StorageClass, which tenants' control planes need for their volume.
-`maxSize` × GPUs per instance type (from `config/capacity.py`) gives the capacity used for the
-capacity warning.""", keys=(
+The program installs no autoscaler: see `autoscaler` for what sizes the node groups and which size the
+capacity warnings count (× GPUs per instance type, from `config/capacity.py`).""", keys=(
     Key("name", Text(dns_label=True), "gpu-tenancy", "EKS cluster name, also the prefix of the node group names.",
         example="vcluster-gpu",
         details="Creation-only: EKS cannot rename a cluster, so a new name is a new cluster (`pulumi preview` shows the "
@@ -119,6 +127,22 @@ capacity warning.""", keys=(
                 "take their addresses from it."),
     Key("availabilityZones", Integer(2, 6), 2, "How many zones the created VPC spans.", example="3",
         details="It gets one NAT gateway."),
+    Key("autoscaler", Text(choices=AUTOSCALERS), NO_AUTOSCALER, "What sizes the node groups.",
+        example=CLUSTER_AUTOSCALER, details=(
+            "`none`: nothing does. Each group runs its `desiredSize` nodes, set again by every `pulumi up`, and the "
+            "capacity warnings count that many. `cluster-autoscaler`: the site runs the Kubernetes Cluster "
+            "Autoscaler, which finds the groups by the tags EKS gives their Auto Scaling groups "
+            "(`--node-group-auto-discovery=asg:tag=k8s.io/cluster-autoscaler/enabled,"
+            "k8s.io/cluster-autoscaler/<cluster>`) and sizes each between `minSize` and `maxSize`. Then `pulumi up` "
+            "leaves a group's size to it (pulumi-eks `ignoreScalingChanges`: it would otherwise set `desiredSize` "
+            "again, removing nodes with running work), the capacity warnings count `maxSize`, and GPU nodes carry "
+            "`k8s.amazonaws.com/accelerator`, by which the autoscaler waits for a new node's GPUs to appear instead "
+            "of adding more nodes. The autoscaler reads a pod's whole GPUs (`nvidia.com/gpu`), not KAI's GPU "
+            "fractions, which are annotations: pending fractional pods alone add no node. KAI's "
+            "node-scale-adjuster, which would stand in for them, stays off: it makes placeholder pods holding "
+            "whole GPUs outside every queue for any fractional pod KAI has not placed, a team's over its queue "
+            "limit too. Nor does the autoscaler read KAI's queues: a team's pending pods over its limit make it add "
+            "nodes too, up to `maxSize`. The program does not install the autoscaler or its IAM role.")),
     Key("systemNodeGroup", SYSTEM_NODE_GROUP, {}, "The CPU node group of the platform's own pods."),
     Key("gpuNodeGroups", ListOf(GPU_NODE_GROUP, empty=(
             "an EKS host needs at least one GPU node group",
@@ -136,12 +160,12 @@ capacity warning.""", keys=(
 ))
 
 
-def _scaling(section: Section) -> NodeGroupScaling:
+def _scaling(section: Section, autoscaler: str) -> NodeGroupScaling:
     low, desired, high = section.read("minSize"), section.read("desiredSize"), section.read("maxSize")
     if None not in (low, desired, high) and not low <= desired <= high:
         section.fail("desiredSize", desired, f"must lie between minSize ({low}) and maxSize ({high})",
                      "choose sizes with minSize <= desiredSize <= maxSize")
-    return NodeGroupScaling(low, desired, high)
+    return NodeGroupScaling(low, desired, high, autoscaled=autoscaler == CLUSTER_AUTOSCALER)
 
 
 def read_eks(section: Section) -> EksHost:
@@ -157,11 +181,12 @@ def read_eks(section: Section) -> EksHost:
                      "set cluster.eks.privateSubnetIds to the VPC's private subnets (with a NAT route)")
     if vpc_id is None and (public or private):
         section.fail("vpcId", MISSING, "subnet ids are set without their VPC", "set cluster.eks.vpcId")
+    autoscaler = section.read("autoscaler")
     system = section.child("systemNodeGroup")
     gpu_groups = [GpuNodeGroup(
         name=group.read("name"),
         instance_types=group.read("instanceTypes"),
-        scaling=_scaling(group),
+        scaling=_scaling(group, autoscaler),
         disk_size=group.read("diskSize"),
         sharing_profile=group.read("sharingProfile"),
         labels=group.read("labels"),
@@ -188,11 +213,12 @@ def read_eks(section: Section) -> EksHost:
         availability_zones=zones,
         system_node_group=SystemNodeGroup(
             instance_types=system.read("instanceTypes"),
-            scaling=_scaling(system),
+            scaling=_scaling(system, autoscaler),
             disk_size=system.read("diskSize"),
         ),
         gpu_node_groups=tuple(gpu_groups),
         ebs_csi_addon_version=addon,
+        autoscaler=autoscaler,
     )
 
 

@@ -86,29 +86,38 @@ def _gpu_less_warnings(platform: Platform) -> list[str]:
 
 
 def _scale_to_zero_warnings(platform: Platform) -> list[str]:
-    """Teams whose pods can run only on EKS GPU node groups that may all scale to zero: stranded when they do,
-    whether every GPU group may or only the ones a team is pinned to (``isolation.nodePool``, ``nodeLabels``)."""
+    """Teams whose pods can run only on EKS GPU node groups that may all be empty, whether every GPU group may or only
+    the ones a team is pinned to (``isolation.nodePool``, ``nodeLabels``): stranded while they are. A group may be
+    empty when the site's autoscaler may take it to ``minSize`` 0, or, with nothing scaling the groups, when it runs
+    ``desiredSize`` 0 nodes, which it then always does."""
     eks, host = platform.cluster.eks, platform.host
     if eks is None or host is None:
         return []
-    may_empty = {group.name: index for index, group in enumerate(eks.gpu_node_groups) if group.scaling.min_size == 0}
+    may_empty = {group.name: index for index, group in enumerate(eks.gpu_node_groups) if group.scaling.may_be_empty}
     stranded: dict[tuple[str, ...], list[str]] = {}
     for team in platform.teams:
         where = placement(host, team.vcluster.node_labels, team.vcluster.enforce_tolerations)
         if where is not None and where.runnable and all(pool.name in may_empty for pool in where.runnable):
             stranded.setdefault(tuple(sorted(pool.name for pool in where.runnable)), []).append(team.name)
+    fewest = "minSize" if eks.autoscaled else "desiredSize"
     warnings = []
     for pools, teams in stranded.items():
-        keys = ", ".join(f"cluster.eks.gpuNodeGroups[{may_empty[pool]}].minSize" for pool in pools)
+        keys = ", ".join(f"cluster.eks.gpuNodeGroups[{may_empty[pool]}].{fewest}" for pool in pools)
         if len(pools) == len(eks.gpu_node_groups):
             groups = "every GPU node group has"
             reach = "vcluster.nodeLabels: {} so tenant CPU pods may use the system nodes"
         else:
             groups = f"GPU node group(s) {', '.join(pools)} have"
             reach = "let the teams' pods reach another node group (teams[].isolation.nodePool, vcluster.nodeLabels)"
+        if eks.autoscaled:
+            empty = "when those groups scale to zero"
+        else:
+            empty = ("nothing scales the groups (cluster.eks.autoscaler: none), so they have no node until "
+                     "desiredSize is raised")
+            reach += ", or set cluster.eks.autoscaler: cluster-autoscaler if the site runs one"
         warnings.append(
-            f"cluster.eks.gpuNodeGroups: {groups} minSize 0, and the pods of team(s) {', '.join(teams)} can only "
-            "run there: when those groups scale to zero, each tenant's DNS and every other tenant pod have nowhere to "
-            "run (the vCluster control planes stay on the system group but their tenants cannot resolve names). "
-            f"Fix: set minSize: 1 on one of them ({keys}), or {reach}.")
+            f"cluster.eks.gpuNodeGroups: {groups} {fewest} 0, and the pods of team(s) {', '.join(teams)} can only "
+            f"run there: {empty}, each tenant's DNS and every other tenant pod have nowhere to run (the vCluster "
+            "control planes stay on the system group but their tenants cannot resolve names). "
+            f"Fix: set {fewest}: 1 on one of them ({keys}), or {reach}.")
     return warnings

@@ -26,6 +26,11 @@ DEFAULT_POD_PIDS_LIMIT = 16384
 # reserve.
 SYSTEM_PID_RESERVE = 4096
 PID_EVICTION_THRESHOLD = "10%"
+# What sizes an EKS site's node groups (cluster.eks.autoscaler): nothing, so each runs its desiredSize, or the
+# Kubernetes Cluster Autoscaler the site runs, within minSize and maxSize.
+NO_AUTOSCALER = "none"
+CLUSTER_AUTOSCALER = "cluster-autoscaler"
+AUTOSCALERS = (NO_AUTOSCALER, CLUSTER_AUTOSCALER)
 
 
 @dataclass(frozen=True)
@@ -108,6 +113,25 @@ class NodeGroupScaling:
     min_size: int
     desired_size: int
     max_size: int
+    # Whether the site's Cluster Autoscaler sizes the group (cluster.eks.autoscaler); otherwise nothing changes
+    # its size after `pulumi up` sets desiredSize, and minSize and maxSize bound nothing.
+    autoscaled: bool = False
+
+    @property
+    def most_nodes(self) -> int:
+        return self.max_size if self.autoscaled else self.desired_size
+
+    @property
+    def most_nodes_key(self) -> str:
+        return "maxSize" if self.autoscaled else "desiredSize"
+
+    @property
+    def may_be_empty(self) -> bool:
+        return (self.min_size if self.autoscaled else self.desired_size) == 0
+
+    @property
+    def fewest_nodes_key(self) -> str:
+        return "minSize" if self.autoscaled else "desiredSize"
 
 
 @dataclass(frozen=True)
@@ -144,6 +168,12 @@ class EksHost:
     # The EBS CSI add-on builds EKS publishes differ by Kubernetes version: a site can pin its own; None
     # looks up the newest build for kubernetes_version when the add-on is created.
     ebs_csi_addon_version: Optional[str]
+    # What sizes the node groups: "none" (desiredSize, set by `pulumi up`) or the site's "cluster-autoscaler".
+    autoscaler: str = NO_AUTOSCALER
+
+    @property
+    def autoscaled(self) -> bool:
+        return self.autoscaler == CLUSTER_AUTOSCALER
 
     @property
     def creates_network(self) -> bool:

@@ -22,7 +22,7 @@ def review_notes(platform: Platform) -> list[str]:
     if platform.cluster.kubeconfig is not None:
         notes.append(_site_pids_note(platform.cluster.pod_pids_limit))
     notes += _unchecked_kubernetes_notes(platform.cluster) + _unknown_instance_type_notes(platform.cluster) \
-        + datastore_notes(platform.cluster, platform.teams) + cpu_memory_notes(platform)
+        + _unscaled_bounds_notes(platform.cluster) + datastore_notes(platform.cluster, platform.teams) + cpu_memory_notes(platform)
     capacity = known_gpu_capacity(platform.cluster, platform.gpu_operator.time_slicing)
     guaranteed = sum(max(team.resources.gpu.quota, 0) for team in platform.teams)
     if capacity and all(team.resources.gpu.quota != -1 for team in platform.teams) \
@@ -40,9 +40,26 @@ def _unknown_instance_type_notes(cluster: Cluster) -> list[str]:
     return [f"cluster.eks.gpuNodeGroups[{index}].instanceTypes: {kind} is not in the program's instance-type table "
             "(config/capacity.py), so the site's GPU count is not known and no warning tells when the quotas "
             "promise more GPUs than the node groups have. Check the sum of the quotas against the instance type's GPU "
-            "count times maxSize yourself."
+            f"count times {group.scaling.most_nodes_key} yourself."
             for index, group in enumerate(cluster.eks.gpu_node_groups)
             for kind in group.instance_types if kind not in GPUS_PER_INSTANCE_TYPE]
+
+
+def _unscaled_bounds_notes(cluster: Cluster) -> list[str]:
+    """Node group bounds no autoscaler reads: a site may believe its groups grow to maxSize."""
+    eks = cluster.eks
+    if eks is None or eks.autoscaled:
+        return []
+    groups = [("systemNodeGroup", eks.system_node_group.scaling)] + [
+        (f"gpuNodeGroups[{index}]", group.scaling) for index, group in enumerate(eks.gpu_node_groups)]
+    unscaled = [f"cluster.eks.{key} ({scaling.min_size}/{scaling.desired_size}/{scaling.max_size})"
+                for key, scaling in groups if not scaling.min_size == scaling.desired_size == scaling.max_size]
+    if not unscaled:
+        return []
+    return [f"{', '.join(unscaled)}: minSize/desiredSize/maxSize differ, but nothing scales the node groups "
+            "(cluster.eks.autoscaler: none): each runs its desiredSize, which every pulumi up sets again, and the "
+            "capacity checks count that. Set cluster.eks.autoscaler: cluster-autoscaler if the site runs the Cluster "
+            "Autoscaler."]
 
 
 def _unchecked_kubernetes_notes(cluster: Cluster) -> list[str]:

@@ -137,6 +137,9 @@ MIRRORED_TAGS = {
     # Helm tag above says which), for the names a template writes unquoted (tests/test_yaml_names_contract.py).
     "kubernetes-sigs/yaml": ("v1.4.0",),
     "yaml/go-yaml": ("v2.4.4",),
+    # The Cluster Autoscaler a site states it runs (cluster.eks.autoscaler), its newest release: how it tells a GPU node
+    # and learns a managed node group's labels and taints (tests/test_autoscaler_contract.py).
+    "kubernetes/autoscaler": ("cluster-autoscaler-1.36.1",),
     "kubernetes/pod-security-admission": tuple(
         f"v0.{minor}.0" for minor in range(versions.release_numbers(versions.KUBERNETES_MINIMUM_VERSION)[1],
                                            versions.release_numbers(versions.EKS_KUBERNETES_VERSION)[1] + 1)),

@@ -45,7 +45,7 @@ GENERATED_SITES = {
     # exclusive team on a pool of its own profile, a team whose name starts with a digit (its vCluster name may not),
     # OIDC for one team only, and registries with a port, a path prefix and an IPv6 host, pulled on every start.
     "gen-eks-every-tier": ("eks", [
-        'cluster.eks.kubernetesVersion="1.35"',
+        'cluster.eks.kubernetesVersion="1.35"', "cluster.eks.autoscaler=cluster-autoscaler",
         "cluster.eks.gpuNodeGroups[1]={name: a100, instanceTypes: [p4d.24xlarge], maxSize: 1, desiredSize: 0, "
         "migConfig: all-balanced}",
         "cluster.eks.gpuNodeGroups[2]={name: h100, instanceTypes: [p5.48xlarge], maxSize: 1, desiredSize: 0, "
@@ -94,7 +94,7 @@ GENERATED_SITES = {
     # Grafana sign-in and time-aware fairness.
     "gen-eks-floors-mirrored": ("eks", [
         "gpuOperator.version=v24.9.0", "kaiScheduler.version=v0.16.0", "vcluster.version=0.35.0",
-        'cluster.eks.kubernetesVersion="1.35"',
+        'cluster.eks.kubernetesVersion="1.35"', "cluster.eks.autoscaler=cluster-autoscaler",
         "cluster.eks.gpuNodeGroups[1]={name: a100, instanceTypes: [p4d.24xlarge], maxSize: 1, desiredSize: 0, "
         "migConfig: all-1g.5gb}",
         "organization.resources.gpu.quota=8",
@@ -133,6 +133,7 @@ GENERATED_SITES = {
     # time-sliced L40S pool shared by a memory-capped and a shared team.
     "gen-eks-mig-pools": ("eks", [
         'cluster.eks.kubernetesVersion="1.36"', "vcluster.nodeLabels={gpu-tenancy/role: gpu}",
+        "cluster.eks.autoscaler=cluster-autoscaler",
         "cluster.eks.gpuNodeGroups[0]={name: a100s, instanceTypes: [p4d.24xlarge], maxSize: 2, desiredSize: 0, "
         "migConfig: all-1g.5gb}",
         "cluster.eks.gpuNodeGroups[1]={name: a100l, instanceTypes: [p4de.24xlarge], maxSize: 1, desiredSize: 0, "
@@ -192,6 +193,7 @@ GENERATED_SITES = {
     # NVIDIA_VISIBLE_DEVICES (config/load_operators.py).
     "gen-eks-oldest-node-labels": ("eks", [
         'cluster.eks.kubernetesVersion="1.30"', "gpuOperator.version=v25.3.4", "vcluster.nodeLabels={gpu-tenancy/role: gpu}",
+        "cluster.eks.autoscaler=cluster-autoscaler",
         "cluster.eks.gpuNodeGroups[0]={name: l4, instanceTypes: [g6.xlarge], maxSize: 4, minSize: 1, "
         "labels: {team: research}}",
         "cluster.eks.gpuNodeGroups[1]={name: a10g, instanceTypes: [g5.xlarge], maxSize: 2}",

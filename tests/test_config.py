@@ -48,8 +48,9 @@ def test_eks_fixture_is_valid():
 # --- warnings -----------------------------------------------------------------------------------
 
 
-def _eks_group(instance_type: str, max_size: int) -> dict:
-    return {"name": "gpu", "instanceTypes": [instance_type], "minSize": 1, "desiredSize": 1, "maxSize": max_size}
+def _eks_group(instance_type: str, nodes: int) -> dict:
+    """A GPU group running ``nodes`` nodes (its desiredSize: nothing scales it)."""
+    return {"name": "gpu", "instanceTypes": [instance_type], "minSize": 1, "desiredSize": nodes, "maxSize": nodes}
 
 
 @pytest.mark.parametrize("make, org_quota, capacity", [

@@ -164,7 +164,10 @@ def test_an_eks_system_node_group_scaled_to_zero_is_refused_with_the_reason():
 
 
 def test_an_eks_system_node_group_that_may_scale_to_zero_warns():
-    platform = load_platform(put(eks_config(), "cluster.eks.systemNodeGroup.minSize", 0))
+    config = put(eks_config(), "cluster.eks.systemNodeGroup.minSize", 0)
+    # Nothing scales the group but an autoscaler: it keeps its desired two nodes.
+    assert not [w for w in load_platform(config).warnings if "systemNodeGroup.minSize is 0" in w]
+    platform = load_platform(put(config, "cluster.eks.autoscaler", "cluster-autoscaler"))
     assert [w for w in platform.warnings if "systemNodeGroup.minSize is 0" in w]
 
 
@@ -188,6 +191,7 @@ def test_team_quotas_beyond_the_host_under_an_unlimited_org_warn():
 
 def test_gpus_guaranteed_to_no_team_are_a_note_not_a_warning():
     config = put(put(eks_config(), "cluster.eks.gpuNodeGroups[0].maxSize", 4), "vcluster.allowedRegistries", ["nvcr.io"])
+    put(config, "cluster.eks.autoscaler", "cluster-autoscaler")
     # CPU and memory the four nodes hold: the GPUs are the point here.
     put(config, "vcluster.resourceQuota", {"cpu": "2", "memory": "8Gi", "pods": 10})
     platform = load_platform(config)

@@ -93,7 +93,7 @@ def test_microk8s_has_none_of_the_programs_pool_labels():
 
 
 def test_gpu_groups_that_may_all_scale_to_zero_warn_with_the_fix():
-    config = eks_config()
+    config = put(eks_config(), "cluster.eks.autoscaler", "cluster-autoscaler")
     put(config, "cluster.eks.gpuNodeGroups[0].minSize", 0)
     warnings = [w for w in load_platform(config).warnings if "minSize 0" in w]
     assert len(warnings) == 1 and "DNS" in warnings[0] and "set minSize: 1" in warnings[0]
@@ -103,6 +103,31 @@ def test_gpu_groups_that_may_all_scale_to_zero_warn_with_the_fix():
     put(config, "vcluster.nodeLabels", {"gpu-tenancy/role": "gpu"})
     put(config, "cluster.eks.gpuNodeGroups[0].minSize", 1)
     assert not [w for w in load_platform(config).warnings if "minSize 0" in w]
+
+
+def test_without_an_autoscaler_a_group_runs_its_desired_size_so_only_desired_zero_strands():
+    """Nothing scales an EKS managed node group but an autoscaler: minSize 0 empties nothing, desiredSize 0 always."""
+    config = put(eks_config(), "cluster.eks.gpuNodeGroups[0].minSize", 0)
+    assert load_platform(config).cluster.eks.autoscaler == "none"
+    assert not [w for w in load_platform(config).warnings if "minSize 0" in w or "desiredSize 0" in w]
+    put(config, "cluster.eks.gpuNodeGroups[0].desiredSize", 0)
+    [warning] = [w for w in load_platform(config).warnings if "desiredSize 0" in w]
+    assert "nothing scales the groups (cluster.eks.autoscaler: none)" in warning
+    assert "cluster.eks.gpuNodeGroups[0].desiredSize" in warning and "cluster-autoscaler" in warning
+    # The same sizes under an autoscaler: the group may grow from zero, and is warned of as scaling to zero.
+    put(config, "cluster.eks.autoscaler", "cluster-autoscaler")
+    [warning] = [w for w in load_platform(config).warnings if "minSize 0" in w]
+    assert "when those groups scale to zero" in warning
+
+
+def test_bounds_no_autoscaler_reads_are_noted_and_an_unknown_autoscaler_is_refused():
+    config = put(eks_config(), "cluster.eks.gpuNodeGroups[0].maxSize", 3)
+    [note] = [n for n in load_platform(config).notes if "nothing scales the node groups" in n]
+    assert "cluster.eks.gpuNodeGroups[0] (1/1/3)" in note and "cluster.eks.autoscaler: cluster-autoscaler" in note
+    put(config, "cluster.eks.autoscaler", "cluster-autoscaler")
+    assert not [n for n in load_platform(config).notes if "nothing scales the node groups" in n]
+    found = issue(rejected(put(config, "cluster.eks.autoscaler", "karpenter")), "cluster.eks.autoscaler", "karpenter")
+    assert "cluster-autoscaler" in found.fix
 
 
 def test_a_team_guaranteed_gpus_that_can_reach_no_gpu_node_is_warned():
@@ -137,7 +162,7 @@ def test_new_site_refuses_renaming_the_pool_the_selector_names(tmp_path, capsys)
 
 
 def test_a_team_pinned_to_a_group_that_may_scale_to_zero_is_warned_though_another_group_stays():
-    config = put(eks_config(), "cluster.eks.gpuNodeGroups", [
+    config = put(put(eks_config(), "cluster.eks.autoscaler", "cluster-autoscaler"), "cluster.eks.gpuNodeGroups", [
         {"name": "gpu", "instanceTypes": ["g4dn.xlarge"], "minSize": 1, "desiredSize": 1, "maxSize": 1},
         {"name": "burst", "instanceTypes": ["g6e.xlarge"], "minSize": 0, "desiredSize": 0, "maxSize": 3}])
     put(config, "vcluster.nodeLabels", {"gpu-tenancy/role": "gpu"})

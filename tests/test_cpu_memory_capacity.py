@@ -39,9 +39,11 @@ def capacity_notes(platform) -> list[str]:
 
 
 def eks_site(instance_type: str, max_size: int, teams: int, **quota: str) -> dict:
-    """An EKS site of one GPU group and ``teams`` teams of a quarter GPU each (their default cpu and memory)."""
+    """An EKS site of one GPU group its Cluster Autoscaler grows to ``max_size`` and ``teams`` teams of a quarter GPU
+    each (their default cpu and memory)."""
     config = put(eks_config(), "cluster.eks.gpuNodeGroups[0]", {
         "name": "gpu", "instanceTypes": [instance_type], "minSize": 1, "desiredSize": 1, "maxSize": max_size})
+    put(config, "cluster.eks.autoscaler", "cluster-autoscaler")
     put(config, "organization.resources.gpu.quota", -1)
     config["teams"] = [{"name": f"team-{index}", "resources": {"gpu": {"quota": 0.25, "limit": 1}}}
                        for index in range(teams)]
@@ -151,6 +153,9 @@ def test_a_site_that_fits_is_not_warned_and_two_nodes_count_twice():
     # 16 teams guarantee 256.8 cores: one node is not enough, two (maxSize) are.
     assert len(capacity_warnings(load_platform(eks_site("g6e.48xlarge", 1, 16)))) == 1
     assert not capacity_warnings(load_platform(eks_site("g6e.48xlarge", 2, 16)))
+    # Without an autoscaler the group runs its one desired node, whatever its maxSize.
+    [cpu] = capacity_warnings(load_platform(put(eks_site("g6e.48xlarge", 2, 16), "cluster.eks.autoscaler", "none")))
+    assert "1 node(s) (cluster.eks.gpuNodeGroups[0].desiredSize)" in cpu
 
 
 def test_unlimited_quotas_are_not_summed_and_written_quotas_count_as_written():

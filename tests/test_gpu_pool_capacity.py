@@ -37,8 +37,21 @@ def test_teams_kept_on_a_group_guaranteed_more_gpus_than_it_holds_are_warned():
     [warning] = gpu_pool_warnings(platform)
     assert "only from GPU node group(s) small (team-a, team-b)" in warning
     assert "guaranteed 1.25 GPU(s) in all, more than the 1 GPU(s)" in warning
-    assert "cluster.eks.gpuNodeGroups[1].maxSize" in warning and "add up to at most 1," in warning
+    assert "cluster.eks.gpuNodeGroups[1].desiredSize" in warning and "add up to at most 1," in warning
     assert not any(SITE_WIDE in other for other in platform.warnings)
+
+
+def test_a_group_counts_its_desired_size_unless_the_sites_autoscaler_may_grow_it_to_max_size():
+    config = two_group_site(("team-a", 1.5, "small"), ("team-b", 1, None))
+    put(config, "cluster.eks.gpuNodeGroups[1].maxSize", 2)
+    # Nothing grows the group past the one node it runs.
+    [warning] = gpu_pool_warnings(load_platform(config))
+    assert "guaranteed 1.5 GPU(s) in all, more than the 1 GPU(s)" in warning and "at their desiredSize" in warning
+    put(config, "cluster.eks.autoscaler", "cluster-autoscaler")
+    assert not gpu_pool_warnings(load_platform(config))
+    put(config, "teams[0].resources.gpu.quota", 2.5)
+    [warning] = gpu_pool_warnings(load_platform(config))
+    assert "more than the 2 GPU(s)" in warning and "(cluster.eks.gpuNodeGroups[1].maxSize)" in warning
 
 
 def test_teams_that_fit_their_group_exactly_are_not_warned():
@@ -68,7 +81,7 @@ def test_teams_that_reach_a_mig_group_can_use_only_the_groups_without_mig():
     platform = load_platform(mixed_site(2, 3))
     [warning] = gpu_pool_warnings(platform)
     assert "only from GPU node group(s) a100, l40s (team-0, team-1) are guaranteed 5 GPU(s)" in warning
-    assert "more than the 4 GPU(s) of group(s) l40s at their maxSize (cluster.eks.gpuNodeGroups[0].maxSize)" in warning
+    assert "more than the 4 GPU(s) of group(s) l40s at their desiredSize (cluster.eks.gpuNodeGroups[0].desiredSize)" in warning
     assert "(a100: MIG slices, for mig teams only)" in warning
     assert not any(SITE_WIDE in other for other in platform.warnings)
     assert not gpu_pool_warnings(load_platform(mixed_site(2, 2)))

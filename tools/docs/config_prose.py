@@ -55,7 +55,8 @@ beyond a single value:
   gpu quota, and the team quotas must add up to no more than the org quota.
 - **Capacity warning** (a warning only): the org gpu quota is larger than the GPUs the config says
   the host has. That count comes from `cluster.microk8s.gpus`, `cluster.kubeconfig.gpus`, or, on
-  EKS, `maxSize` × GPUs per instance type in `config/capacity.py` (no warning for unknown types).
+  EKS, GPUs per instance type in `config/capacity.py` (no warning for unknown types) × each group's
+  `desiredSize`, or its `maxSize` with `cluster.eks.autoscaler: cluster-autoscaler`.
 - **Time-slicing + KAI sharing warning**: `kaiScheduler.gpuSharing` is on while the default
   profile, or an EKS group's `sharingProfile`, is `time-sliced`. KAI would count every replica as
   a whole GPU and then split it again, so one card could be promised several times over.
