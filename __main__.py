@@ -22,6 +22,7 @@ from components.queues import QueueHierarchy, QueueHierarchyArgs
 from components.tenant import TenantCluster, TenantClusterArgs
 from config import PROJECT, load_platform, sharing
 from config.access_rules import endpoint_node_ports
+from config.capacity import autoscaler_node_resources
 from config.cpu_memory_capacity import pool_guarantees
 from config.source import raw_stack_config, team_alert_addresses
 
@@ -42,6 +43,7 @@ host = HostCluster("host", HostClusterArgs(
     ssh_private_key=secrets.get_secret("sshPrivateKey"),
     kubeconfig=secrets.get_secret("kubeconfig"),
     host=platform.host,
+    autoscaler_node_resources=autoscaler_node_resources(platform),
 ))
 gpu_operator = GpuOperator("gpu-operator", GpuOperatorArgs(
     settings=platform.gpu_operator, host_kind=platform.cluster.kind, provider=host.provider,

@@ -10,8 +10,8 @@ the nodes and the storage driver, so no release, hook or Job starts on a cluster
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import Mapping, Optional
 
 import pulumi
 import pulumi_aws as aws
@@ -27,7 +27,7 @@ from components.node_pids import eks_node_user_data, remove_kubelet_pids_command
 from config.certificates import bundle_expiry
 from config.credential_lifetimes import MICROK8S_CERTIFICATES_DIR, MICROK8S_SERVING_CERTIFICATES
 from config.hosts import (
-    DEFAULT_STORAGE_CLASS_ANNOTATION, EKS_TAINT_EFFECTS, SYSTEM_POOL, host_profile,
+    AUTOSCALER_NODE_RESOURCE_TAG, DEFAULT_STORAGE_CLASS_ANNOTATION, EKS_TAINT_EFFECTS, SYSTEM_POOL, host_profile,
     node_group_name_prefix,
 )
 from config.vocabulary import MICROK8S_ADDON_NAMESPACE
@@ -61,6 +61,9 @@ class HostClusterArgs:
     kubeconfig: Optional[pulumi.Input[str]] = None
     # What the host kind provides (config/hosts.py); derived from ``cluster`` when left out.
     host: Optional[HostProfile] = None
+    # Per GPU node group the site's Cluster Autoscaler sizes, the GPU resources a node advertises that its instance
+    # type does not say (config/capacity.py autoscaler_node_resources).
+    autoscaler_node_resources: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
 
 class HostCluster(pulumi.ComponentResource):
@@ -89,7 +92,7 @@ class HostCluster(pulumi.ComponentResource):
             kubeconfig = self._microk8s(name, cluster.microk8s, cluster.pod_pids_limit, args.ssh_private_key)
         elif cluster.eks is not None:
             kubeconfig, host_ready = self._eks(name, cluster.eks, self.profile, args.profile_keys,
-                                               cluster.pod_pids_limit)
+                                               cluster.pod_pids_limit, args.autoscaler_node_resources)
         else:
             assert cluster.kubeconfig is not None and args.kubeconfig is not None
             kubeconfig = pulumi.Output.secret(args.kubeconfig)
@@ -168,7 +171,7 @@ class HostCluster(pulumi.ComponentResource):
     # --- EKS ----------------------------------------------------------------------------------
 
     def _eks(self, name: str, host: EksHost, profile: HostProfile, profile_keys: dict[str, str],
-             pod_pids_limit: int):
+             pod_pids_limit: int, node_resources: Mapping[str, Mapping[str, int]]):
         # An explicit AWS provider: cluster.eks.region decides, not the operator's ambient profile.
         aws_provider = aws.Provider(f"{name}-aws", region=host.region, opts=pulumi.ResourceOptions(parent=self))
         child = pulumi.ResourceOptions(parent=self, providers=[aws_provider])
@@ -232,6 +235,9 @@ class HostCluster(pulumi.ComponentResource):
                 # The site's autoscaler owns the size once the group exists: `pulumi up` setting desiredSize again
                 # would take away nodes running work.
                 ignore_scaling_changes=scaling.autoscaled or None,
+                # An empty group has no node for the autoscaler to look at: it reads these from EKS instead.
+                tags={f"{AUTOSCALER_NODE_RESOURCE_TAG}{resource}": str(count)
+                      for resource, count in node_resources.get(pool.name, {}).items()} or None,
                 labels=labels,
                 taints=[aws.eks.NodeGroupTaintArgs(key=taint.key, value=taint.value,
                                                    effect=EKS_TAINT_EFFECTS[taint.effect])

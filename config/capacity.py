@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from config.mig import kai_units_per_gpu
-from config.model import Cluster, TimeSlicing
+from config.mig import kai_units_per_gpu, pool_slices, resource_name
+from config.model import Cluster, Platform, TimeSlicing
 from config.model_host import GpuNodeGroup
 from config.sharing import TIME_SLICED
 
@@ -123,3 +123,37 @@ def group_gpu_capacity(group: GpuNodeGroup, time_slicing: TimeSlicing) -> Option
 def _replicas(time_slicing: TimeSlicing, profile: Optional[str]) -> int:
     """What KAI counts of one card: its replicas on the time-sliced profile, else the card."""
     return time_slicing.replicas if (profile or time_slicing.default_profile) == TIME_SLICED else 1
+
+
+WHOLE_GPU_RESOURCE = "nvidia.com/gpu"
+
+
+def advertised_gpu_resources(group: GpuNodeGroup, time_slicing: TimeSlicing, mig_strategy: str) -> dict[str, int]:
+    """What one node of the group advertises of GPU resources once the GPU Operator has set it up, where that differs
+    from the GPUs of its instance type: each MIG slice of its layout under the mixed strategy (and no whole GPU), the
+    slices as whole GPUs under the single strategy, or each card's replicas on the time-sliced profile. {} when
+    the instance type's GPU count is what the node advertises, or when the tables lack a type. A group of several
+    types counts the one with the fewest."""
+    per_node = [GPUS_PER_INSTANCE_TYPE.get(kind) for kind in group.instance_types]
+    if any(count is None for count in per_node):
+        return {}
+    cards = min(per_node)
+    if group.mig_config:
+        slices = pool_slices([gpu_model(kind) for kind in group.instance_types], group.mig_config)
+        if not slices:
+            return {}
+        if mig_strategy == "single":
+            return {WHOLE_GPU_RESOURCE: cards * sum(slices.values())}
+        return {WHOLE_GPU_RESOURCE: 0, **{resource_name(profile): cards * count for profile, count in slices.items()}}
+    replicas = _replicas(time_slicing, group.sharing_profile)
+    return {WHOLE_GPU_RESOURCE: cards * replicas} if replicas > 1 else {}
+
+
+def autoscaler_node_resources(platform: Platform) -> dict[str, dict[str, int]]:
+    """Per EKS GPU node group the site's Cluster Autoscaler sizes, what a node advertises that its instance type does
+    not say: the autoscaler reads it from the group's tags when the group has no node to look at."""
+    eks, operator = platform.cluster.eks, platform.gpu_operator
+    if eks is None or not eks.autoscaled:
+        return {}
+    return {group.name: found for group in eks.gpu_node_groups
+            if (found := advertised_gpu_resources(group, operator.time_slicing, operator.mig_strategy))}

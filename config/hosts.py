@@ -37,6 +37,9 @@ from config.vocabulary import POOL_LABEL, ROLE_LABEL
 
 # cluster-autoscaler cloudprovider/aws GPULabel (utils/gpu NodeHasGpu reads it).
 AUTOSCALER_GPU_LABEL = "k8s.amazonaws.com/accelerator"
+# The tag prefix by which the autoscaler learns an empty managed node group's resources (its aws_manager reads the
+# group's EKS tags in buildNodeFromTemplate).
+AUTOSCALER_NODE_RESOURCE_TAG = "k8s.io/cluster-autoscaler/node-template/resources/"
 
 
 def _autoscaler_labels(autoscaled: bool, instance_types: tuple[str, ...]) -> dict[str, str]:

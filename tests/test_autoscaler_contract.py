@@ -12,7 +12,7 @@ import re
 
 import yaml
 
-from config.hosts import AUTOSCALER_GPU_LABEL
+from config.hosts import AUTOSCALER_GPU_LABEL, AUTOSCALER_NODE_RESOURCE_TAG
 from tests.conftest import MIRRORED_TAGS, eks_config, git, go_function, run
 
 AUTOSCALER = "kubernetes/autoscaler"
@@ -57,6 +57,10 @@ def test_the_autoscaler_learns_a_managed_groups_labels_and_taints_from_eks_for_a
         assert "gpu.ResourceNvidiaGPU" in template and "template.InstanceType.GPU" in template, tag
         assert "getManagedNodegroupLabels(nodegroupName, clusterName)" in template, tag
         assert "getManagedNodegroupTaints(nodegroupName, clusterName)" in template, tag
+        # ... and the resources the group's own EKS tags state, over the instance type's.
+        assert "extractAllocatableResourcesFromTags(mngTags)" in template, tag
+        tags = go_function(manager, "extractAllocatableResourcesFromTags")
+        assert f'strings.Split(k, "{AUTOSCALER_NODE_RESOURCE_TAG}")' in tags and "resource.ParseQuantity(v)" in tags, tag
 
 
 def test_kais_node_scale_adjuster_would_hold_whole_gpus_outside_every_queue_for_a_team_over_its_limit():
@@ -98,6 +102,33 @@ def test_with_the_sites_autoscaler_gpu_nodes_carry_its_gpu_label_and_kai_keeps_i
     assert groups["host-gpu-gpu"]["labels"][AUTOSCALER_GPU_LABEL] == "nvidia-t4"
     assert AUTOSCALER_GPU_LABEL not in groups["host-system"].get("labels", {})
     assert "clusterAutoscaling" not in kai_values(program)["global"]
+
+
+def test_an_empty_group_tells_the_autoscaler_the_slices_and_replicas_its_nodes_will_advertise():
+    """The autoscaler takes an empty group's GPUs from its instance type: 8 whole GPUs for a p4d.24xlarge, whose nodes
+    advertise 56 1g.5gb slices and no whole GPU once split, and 4 for a g4dn.12xlarge, whose time-sliced nodes
+    advertise each card's replicas. Without the tags, pods asking for slices never get a node."""
+    config = autoscaled_site()
+    config["gpu-tenancy:cluster"]["eks"]["gpuNodeGroups"] += [
+        {"name": "a100", "instanceTypes": ["p4d.24xlarge"], "minSize": 0, "desiredSize": 0, "maxSize": 2,
+         "migConfig": "all-1g.5gb"},
+        {"name": "sliced", "instanceTypes": ["g4dn.12xlarge"], "minSize": 0, "desiredSize": 0, "maxSize": 2,
+         "sharingProfile": "time-sliced"}]
+    config["gpu-tenancy:kaiScheduler"]["gpuSharing"] = False
+    program = run(config)
+    groups = node_groups(program)
+    sharing = program.outputs["timeSlicing"]
+    [config_map] = [found for found in program.of_type("kubernetes:core/v1:ConfigMap")
+                    if found.inputs["metadata"]["name"] == sharing["configMap"]]
+    profile = yaml.safe_load(config_map.inputs["data"][sharing["profileKeys"]["time-sliced"]])
+    [replicas] = [entry["replicas"] for entry in profile["sharing"]["timeSlicing"]["resources"]]
+    assert groups["host-gpu-a100"]["tags"] == {f"{AUTOSCALER_NODE_RESOURCE_TAG}nvidia.com/gpu": "0",
+                                               f"{AUTOSCALER_NODE_RESOURCE_TAG}nvidia.com/mig-1g.5gb": "56"}
+    assert groups["host-gpu-sliced"]["tags"] == {f"{AUTOSCALER_NODE_RESOURCE_TAG}nvidia.com/gpu": str(4 * replicas)}
+    # A group whose nodes advertise their instance type's GPUs needs no tag; nor does any group without an autoscaler.
+    assert "tags" not in groups["host-gpu-gpu"] and "tags" not in groups["host-system"]
+    config["gpu-tenancy:cluster"]["eks"]["autoscaler"] = "none"
+    assert all("tags" not in group for group in node_groups(run(config)).values())
 
 
 def test_without_an_autoscaler_the_groups_keep_their_desired_size_and_nothing_is_added(eks_run):

@@ -30,7 +30,7 @@ def test_the_summary_shows_each_tier_and_the_slices_promised_vs_present(plan):
     summary = render_summary(plan)
     assert "| `team-nlp` | memory-capped | — | `l40s` | `gpu-tenancy-team-nlp-isolation` |" in summary
     assert "| `team-vision` | mig | `3g.40gb` | `h100` |" in summary
-    assert "| `h100` | `all-balanced` | `3g.40gb` | 8 | 2 | `team-vision` |" in summary
+    assert "| `h100` | `all-balanced` | `3g.40gb` | 8 (at desiredSize) | 2 | `team-vision` |" in summary
 
 
 @pytest.mark.parametrize("instance_types", [["p4de.24xlarge", "p4d.24xlarge"], ["p4d.24xlarge", "p4de.24xlarge"]])
@@ -40,7 +40,19 @@ def test_the_summary_counts_a_two_model_pool_at_its_fewer_slices(instance_types)
     config["cluster"]["eks"]["gpuNodeGroups"][0].update(instanceTypes=instance_types, migConfig="all-1g.10gb")
     config["teams"] = [team for team in config["teams"] if team["name"] != "team-vision"]
     summary = render_summary(build_plan(run(prefixed(config), stack="isolation"), "isolation"))
-    assert "| `h100` | `all-1g.10gb` | `1g.10gb` | 32 | 4 | `team-llm` |" in summary
+    assert "| `h100` | `all-1g.10gb` | `1g.10gb` | 32 (at desiredSize) | 4 | `team-llm` |" in summary
+
+
+def test_the_summary_counts_the_slices_of_the_nodes_a_group_can_have():
+    config = isolation_config()
+    config["cluster"]["eks"]["gpuNodeGroups"][0].update(desiredSize=0, maxSize=2)
+    summary = render_summary(build_plan(run(prefixed(config), stack="isolation"), "isolation"))
+    assert "| `h100` | `all-balanced` | `3g.40gb` | 0 (at desiredSize) |" in summary
+    assert "Nothing scales the groups: each runs its desired size" in summary
+    config["cluster"]["eks"]["autoscaler"] = "cluster-autoscaler"
+    summary = render_summary(build_plan(run(prefixed(config), stack="isolation"), "isolation"))
+    assert "| `h100` | `all-balanced` | `3g.40gb` | 16 (at maxSize) |" in summary
+    assert "The site's Cluster Autoscaler sizes the groups within min and max" in summary
 
 
 def test_the_pools_and_charts_are_set_up_for_each_tier(plan):

@@ -79,7 +79,10 @@ def _host_section(index: PlanIndex) -> list[str]:
                 ])
             lines += table(["Node group", "EKS name", "AMI", "Instance types", "Min / desired / max", "Disk (GiB)",
                              "Labels", "Taints"], rows)
-            lines += ["", "EKS names each group after its prefix plus a suffix of its own (`<suffix>`)."]
+            lines += ["", "EKS names each group after its prefix plus a suffix of its own (`<suffix>`). "
+                      + ("The site's Cluster Autoscaler sizes the groups within min and max: `pulumi up` leaves their "
+                         "size alone." if all(group["inputs"].get("ignoreScalingChanges") for group in groups) else
+                         "Nothing scales the groups: each runs its desired size, which every `pulumi up` sets again.")]
     elif kind == "microk8s":
         ordered = topological(commands)
         remote = [c for c in ordered if c["type"] == "command:remote:Command"]

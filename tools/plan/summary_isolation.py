@@ -49,17 +49,19 @@ def isolation_section(index: PlanIndex) -> list[str]:
             continue
         pool = labels.get(POOL_LABEL, group["name"])
         kinds = inputs.get("instanceTypes") or []
+        # The most nodes the group runs: its desired size, unless the site's autoscaler sizes it (config/model_host.py).
+        most = "maxSize" if inputs.get("ignoreScalingChanges") else "desiredSize"
         gpus = max((GPUS_PER_INSTANCE_TYPE.get(kind, 0) for kind in kinds), default=0) * \
-            int(dig(inputs, "scalingConfig", "maxSize", default=0) or 0)
+            int(dig(inputs, "scalingConfig", most, default=0) or 0)
         for profile, count in pool_slices([gpu_model(kind) for kind in kinds], config_name).items():
             holders = [row for row in tiers if row["tier"] == "mig" and row["profile"] == profile
                        and row["pool"] == pool]
             promised = sum(max(_quota(index, row["team"]), 0) / kai_units(profile) for row in holders)
-            slices.append([code(pool), code(config_name), code(profile), str(gpus * count), fmt_num(promised),
+            slices.append([code(pool), code(config_name), code(profile), f"{gpus * count} (at {most})", fmt_num(promised),
                            ", ".join(code(row["team"]) for row in holders) or "—"])
     if slices:
         lines += ["", "### MIG slices per pool", ""]
-        lines += table(["Pool", "Layout", "Profile", "Present (at maxSize)", "Promised", "Teams"], slices)
+        lines += table(["Pool", "Layout", "Profile", "Present", "Promised", "Teams"], slices)
         lines += ["", "KAI counts a slice in a queue's gpu quota by its compute slices (`3g.40gb` costs 3): promised "
                       "slices are each team's gpu quota divided by that."]
     return lines
