@@ -145,7 +145,10 @@ capacity warnings count (× GPUs per instance type, from `config/capacity.py`)."
             "node-scale-adjuster, which would stand in for them, stays off: it makes placeholder pods holding "
             "whole GPUs outside every queue for any fractional pod KAI has not placed, a team's over its queue "
             "limit too. Nor does the autoscaler read KAI's queues: a team's pending pods over its limit make it add "
-            "nodes too, up to `maxSize`. The program does not install the autoscaler or its IAM role.")),
+            "nodes too, up to `maxSize`, and it never removes a node running a pod marked not safe to evict "
+            "(`cluster-autoscaler.kubernetes.io/safe-to-evict: \"false\"`), which vCluster writes on every tenant "
+            "pod without a controller (bare pods, as KAI's examples run) and a tenant may write on any: such pods "
+            "keep their nodes. The program does not install the autoscaler or its IAM role.")),
     Key("systemNodeGroup", SYSTEM_NODE_GROUP, {}, "The CPU node group of the platform's own pods."),
     Key("gpuNodeGroups", ListOf(GPU_NODE_GROUP, empty=(
             "an EKS host needs at least one GPU node group",

@@ -13,10 +13,12 @@ import re
 import yaml
 
 from config.hosts import AUTOSCALER_GPU_LABEL, AUTOSCALER_NODE_RESOURCE_TAG
-from tests.conftest import MIRRORED_TAGS, eks_config, git, go_function, run
+from tests.conftest import ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, eks_config, git, go_function, run
 
 AUTOSCALER = "kubernetes/autoscaler"
 KAI = "kai-scheduler/KAI-Scheduler"
+VCLUSTER = "loft-sh/vcluster"
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 AWS_PROVIDER = "cluster-autoscaler/cloudprovider/aws"
 
 
@@ -61,6 +63,27 @@ def test_the_autoscaler_learns_a_managed_groups_labels_and_taints_from_eks_for_a
         assert "extractAllocatableResourcesFromTags(mngTags)" in template, tag
         tags = go_function(manager, "extractAllocatableResourcesFromTags")
         assert f'strings.Split(k, "{AUTOSCALER_NODE_RESOURCE_TAG}")' in tags and "resource.ParseQuantity(v)" in tags, tag
+
+
+def test_a_teams_bare_pod_keeps_its_node_from_the_autoscalers_scale_down():
+    """What the docs tell a site of the autoscaler (config/load_eks.py): vCluster marks every synced pod without a
+    controller (a bare pod, as KAI's own examples run) not safe to evict, and keeps a value the tenant wrote; the
+    autoscaler never removes a node holding such a pod."""
+    for tag in ACCEPTED_VCLUSTER_TAGS:
+        translator = git(VCLUSTER, "show", f"{tag}:pkg/controllers/resources/pods/translate/translator.go")
+        assert f'ClusterAutoScalerAnnotation          = "{SAFE_TO_EVICT}"' in translator, tag
+        assert re.search(r"if _, ok := pPod\.Annotations\[ClusterAutoScalerAnnotation\]; !ok \{\s*"
+                         r"// check if the vPod would be evictable\s*controller := metav1\.GetControllerOf\(vPod\)\s*"
+                         r"isEvictable := controller != nil\s*"
+                         r"pPod\.Annotations\[ClusterAutoScalerAnnotation\] = strconv\.FormatBool\(isEvictable\)",
+                         translator), tag
+    for tag in MIRRORED_TAGS[AUTOSCALER]:
+        drain = git(AUTOSCALER, "show", f"{tag}:cluster-autoscaler/utils/drain/drain.go")
+        assert f'PodSafeToEvictKey = "{SAFE_TO_EVICT}"' in drain, tag
+        assert 'pod.GetAnnotations()[PodSafeToEvictKey] == "false"' in go_function(drain, "HasNotSafeToEvictAnnotation")
+        rule = git(AUTOSCALER, "show", f"{tag}:cluster-autoscaler/simulator/drainability/rules/notsafetoevict/rule.go")
+        assert re.search(r"if drain\.HasNotSafeToEvictAnnotation\(pod\) \{\s*return drainability\.NewBlockedStatus",
+                         rule), tag
 
 
 def test_kais_node_scale_adjuster_would_hold_whole_gpus_outside_every_queue_for_a_team_over_its_limit():
