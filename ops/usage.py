@@ -9,7 +9,8 @@ Per team (team = vCluster = host namespace = KAI leaf queue) over [from, to):
 - borrowed_gpu_hours: the part of the allocation above the quota (surplus lent by other teams);
 - held_gpu_hours: GPUs the team's pods held as the node sees them: those DCGM maps to its pods (shares of shared
   GPUs as shares), plus those its ordinary init containers were given and its containers do not reuse, until
-  the pod ends, which DCGM maps to no pod;
+  the pod ends, which DCGM maps to no pod, plus the shares of its pods with fractions of several GPUs, which no
+  GPU group joins to DCGM;
 - used_gpu_hours: measured busy time (DCGM utilisation) of the whole GPUs mapped to the team's pods, plus,
   for GPUs shared under KAI fractions, each of its pods' share of that GPU's busy time (docs/observability.md);
 - utilisation: used / allocated.
