@@ -95,7 +95,7 @@ def story_tests() -> list[dict]:
             {"labels": f"{{{labels}}}", "value": value * 181 / 60} for labels, value in held.items()]},
         # Their busy time is no pod's to know: never used, so no team looks idle by them.
         {"expr": rules.USED, "eval_time": "10m", "exp_samples": []},
-    ]}]
+    ], "alert_rule_test": [{"alertname": "GpuTenancyAllocatedGpuIdle", "eval_time": "70m", "exp_alerts": []}]}]
 
 
 def _write(tmp_path, groups: list[dict], tests: list[dict]) -> None:
@@ -126,7 +126,7 @@ def test_the_evasion_would_be_caught(tmp_path):
     story["promql_expr_test"] = [test for test in story["promql_expr_test"] if test["expr"] == rules.HELD]
     _write(tmp_path, groups, [story])
     result = promtool("test", "rules", "tests.yml", cwd=tmp_path)
-    assert result.returncode != 0 and "got: nil" in result.stdout, result.stdout + result.stderr
+    assert result.returncode != 0 and "got: nil" in result.stdout + result.stderr, result.stdout + result.stderr
 
 
 def test_the_reader_reads_every_device_count_the_host_policy_admits():
