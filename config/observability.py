@@ -47,6 +47,11 @@ KAI_NUM_DEVICES_ANNOTATION = "gpu-fraction-num-devices"
 KSM_LABELS_ALLOWLIST = f"pods=[{KAI_GPU_GROUP_LABEL}]"
 KSM_ANNOTATIONS_ALLOWLIST = (f"pods=[{KAI_FRACTION_ANNOTATION},{KAI_MEMORY_ANNOTATION},"
                              f"{KAI_FRACTION_CONTAINER_ANNOTATION},{KAI_NUM_DEVICES_ANNOTATION}]")
+# How often the platform's monitors scrape KAI and the DCGM exporter, and the Prometheus operator's default
+# (v0.93, the Prometheus resource's scrapeInterval), which kube-prometheus-stack leaves for kube-state-metrics. A
+# report sampling more sparsely skips scrapes: a pod present at every other one would be charged nothing
+# (ops/usage.py).
+SCRAPE_INTERVAL_SECONDS = 30
 # kube-prometheus-stack's values that scrape control-plane components (found by their pods in kube-system) and
 # alert when they are down: on only with observability.controlPlaneMetrics.
 CONTROL_PLANE_SCRAPES = ("kubeScheduler", "kubeControllerManager", "kubeEtcd", "kubeProxy")
