@@ -220,7 +220,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--csv", action="store_true", help="one CSV row per team on standard output")
     parser.add_argument("--step", metavar="SECONDS", type=int, default=SCRAPE_INTERVAL_SECONDS,
                         help=f"sampling step (default and most {SCRAPE_INTERVAL_SECONDS}, the platform's scrape "
-                             "interval: a longer step would skip scrapes)")
+                             "interval: a longer step would skip scrapes; an external Prometheus that scrapes more "
+                             "often needs its own interval)")
     parser.add_argument("--partial", action="store_true",
                         help="report even when Prometheus' history begins after --from (counting from there)")
     return parser
