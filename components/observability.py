@@ -32,7 +32,7 @@ from config import versions
 from config.merge import deep_merge
 from config.mirrors import mirrored_values
 from config.model import Platform
-from config.observability import CONTROL_PLANE_SCRAPES, INSTALL_RELEASE
+from config.observability import CONTROL_PLANE_SCRAPES, INSTALL_RELEASE, SCRAPE_INTERVAL_SECONDS
 from config.vocabulary import HELM_MAX_HISTORY, MANAGED_BY, OBSERVABILITY_COMPONENT
 
 RELEASE_TIMEOUT_SECONDS = 900
@@ -111,7 +111,7 @@ def service_monitor_spec(namespace: str, service: tuple[str, str], *, honor_labe
         "jobLabel": "app",
         "namespaceSelector": {"matchNames": [namespace]},
         "selector": {"matchLabels": {"app": name}},
-        "endpoints": [{"port": port, "interval": "30s", "honorLabels": honor_labels}],
+        "endpoints": [{"port": port, "interval": f"{SCRAPE_INTERVAL_SECONDS}s", "honorLabels": honor_labels}],
     }
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from components import observability_init_gpus as init_gpus
 from components import observability_mig as mig
+from components import observability_multi_fractions as multi_fractions
 from components import observability_shares as shares
 from components import observability_xid as xid
 from components.admission import policy_name
@@ -109,8 +110,11 @@ def measured_gpus() -> str:
 
 def held_gpus() -> str:
     """Per team: the measured GPUs, plus the GPUs and slices (KAI units) its pods' ordinary init containers hold
-    until the pod ends, which DCGM maps to no pod (components/observability_init_gpus.py)."""
-    return f"sum by (team) ({_measured_terms()} or ({_to_team(init_gpus.held_by_init())}))"
+    until the pod ends, which DCGM maps to no pod (components/observability_init_gpus.py), plus the shares of its
+    pods with fractions of several GPUs, which no GPU group joins to DCGM (components/observability_multi_fractions.py).
+    The last term is labelled apart: a pod may be in both, and ``or`` keeps one series per label set."""
+    multi = f'label_replace({_to_team(multi_fractions.held_by_multi_fractions())}, "held_as", "multi-fraction", "", "")'
+    return f"sum by (team) ({_measured_terms()} or ({_to_team(init_gpus.held_by_init())}) or ({multi}))"
 
 
 def on_teams_gpus(per_series: str) -> str:
@@ -150,6 +154,7 @@ def recording_rules() -> list[dict]:
         {"record": shares.SHARE, "expr": shares.share()},
         {"record": shares.CHARGED, "expr": shares.charged()},
         {"record": init_gpus.INIT_GPUS, "expr": init_gpus.held_by_init()},
+        {"record": multi_fractions.MULTI_FRACTION_GPUS, "expr": multi_fractions.held_by_multi_fractions()},
         {"record": USED, "expr": used_gpus()},
         {"record": MEASURED, "expr": measured_gpus()},
         {"record": HELD, "expr": held_gpus()},

@@ -71,7 +71,7 @@ KSM_VALUES = {"metricLabelsAllowlist": [KSM_LABELS_ALLOWLIST], "metricAnnotation
 _DIGIT_BITS = ((1, "13579"), (2, "2367"), (4, "4567"), (8, "89"))
 
 
-def _digit_sum(label: str, positions: list[tuple[str, str, float]]) -> str:
+def digit_sum(label: str, positions: list[tuple[str, str, float]]) -> str:
     """Per (namespace, pod): the number a label value spells, read one binary bit of one digit per term.
 
     ``positions`` are (regex before the digit, regex after it, weight of the digit's unit). Each term gets a
@@ -85,16 +85,16 @@ def _digit_sum(label: str, positions: list[tuple[str, str, float]]) -> str:
 
 def declared_fraction() -> str:
     """gpu-fraction as a number: "0.33" and ".33" are 0.3 + 0.03."""
-    return _digit_sum(KSM_FRACTION, [("0*[.]" + "[0-9]" * (position - 1), "[0-9]*", round(10 ** -position, FRACTION_DIGITS))
+    return digit_sum(KSM_FRACTION, [("0*[.]" + "[0-9]" * (position - 1), "[0-9]*", round(10 ** -position, FRACTION_DIGITS))
                                      for position in range(1, FRACTION_DIGITS + 1)])
 
 
 def declared_memory() -> str:
     """gpu-memory (MiB) as a number: "10560" is 10000 + 500 + 60."""
-    return _digit_sum(KSM_MEMORY, [("[0-9]*", "[0-9]" * position, 10 ** position) for position in range(MEMORY_DIGITS)])
+    return digit_sum(KSM_MEMORY, [("[0-9]*", "[0-9]" * position, 10 ** position) for position in range(MEMORY_DIGITS)])
 
 
-def _share_in_use() -> str:
+def share_in_use() -> str:
     """Pods whose share may be in use: running ones, and pending ones while the init container KAI gave the share
     to (``gpu-fraction-container-name``) runs. KAI binds the share before init containers start, and an init
     container may run as long as its pod likes: without the second term its GPU work would be charged to no one."""
@@ -110,7 +110,7 @@ def pod_groups(reservation: bool) -> str:
     where = "=" if reservation else "!="
     return (f"max by (namespace, pod, {GROUP}) (label_replace(kube_pod_labels{{{KSM_GROUP}!=\"\", "
             f"namespace{where}\"{RESERVATION_NAMESPACE}\"}}, \"{GROUP}\", \"$1\", \"{KSM_GROUP}\", \"(.+)\")"
-            f" * on (namespace, pod) group_left () {_share_in_use()})")
+            f" * on (namespace, pod) group_left () {share_in_use()})")
 
 
 def _reservation_gpu(expr: str) -> str:

@@ -41,9 +41,17 @@ KAI_FRACTION_ANNOTATION = "gpu-fraction"
 KAI_MEMORY_ANNOTATION = "gpu-memory"
 # The container KAI gives a pod's share to; it may be an init container, which runs while the pod is Pending.
 KAI_FRACTION_CONTAINER_ANNOTATION = "gpu-fraction-container-name"
+# How many GPUs a fractional pod takes its fraction of; from 2 on KAI names the pod's GPU groups in label keys
+# only, so its shares are read from the pod's annotations (components/observability_multi_fractions.py).
+KAI_NUM_DEVICES_ANNOTATION = "gpu-fraction-num-devices"
 KSM_LABELS_ALLOWLIST = f"pods=[{KAI_GPU_GROUP_LABEL}]"
 KSM_ANNOTATIONS_ALLOWLIST = (f"pods=[{KAI_FRACTION_ANNOTATION},{KAI_MEMORY_ANNOTATION},"
-                             f"{KAI_FRACTION_CONTAINER_ANNOTATION}]")
+                             f"{KAI_FRACTION_CONTAINER_ANNOTATION},{KAI_NUM_DEVICES_ANNOTATION}]")
+# How often the platform's monitors scrape KAI and the DCGM exporter, and the Prometheus operator's default
+# (v0.93, the Prometheus resource's scrapeInterval), which kube-prometheus-stack leaves for kube-state-metrics. A
+# report sampling more sparsely skips scrapes: a pod present at every other one would be charged nothing
+# (ops/usage.py).
+SCRAPE_INTERVAL_SECONDS = 30
 # kube-prometheus-stack's values that scrape control-plane components (found by their pods in kube-system) and
 # alert when they are down: on only with observability.controlPlaneMetrics.
 CONTROL_PLANE_SCRAPES = ("kubeScheduler", "kubeControllerManager", "kubeEtcd", "kubeProxy")

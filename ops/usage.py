@@ -9,14 +9,17 @@ Per team (team = vCluster = host namespace = KAI leaf queue) over [from, to):
 - borrowed_gpu_hours: the part of the allocation above the quota (surplus lent by other teams);
 - held_gpu_hours: GPUs the team's pods held as the node sees them: those DCGM maps to its pods (shares of shared
   GPUs as shares), plus those its ordinary init containers were given and its containers do not reuse, until
-  the pod ends, which DCGM maps to no pod;
+  the pod ends, which DCGM maps to no pod, plus the shares of its pods with fractions of several GPUs, which no
+  GPU group joins to DCGM;
 - used_gpu_hours: measured busy time (DCGM utilisation) of the whole GPUs mapped to the team's pods, plus,
   for GPUs shared under KAI fractions, each of its pods' share of that GPU's busy time (docs/observability.md);
 - utilisation: used / allocated.
 
 A window that reaches back past the history Prometheus still holds is refused (``--partial`` counts from where
 it begins). Each figure is the sum of one sample per ``--step`` (left end of each step, so [from, to) is counted once
-whatever the range semantics of the Prometheus version) times the step in hours. The team join uses the
+whatever the range semantics of the Prometheus version) times the step in hours. The step is at most the
+platform's scrape interval (30 s), so every scrape is held by a sample: a pod Prometheus saw is charged. A pod
+that lives wholly between two scrapes is seen by no one (docs/observability.md). The team join uses the
 ``gpu_tenancy_team_info`` series the platform's PrometheusRule records; the expressions are the recording
 rules' own (components/observability_rules.py).
 """
@@ -35,7 +38,7 @@ from datetime import datetime, timezone
 from typing import Optional, Sequence, TextIO
 
 from components import observability_rules as rules
-from config.observability import RETENTION_SIZE_SHARE
+from config.observability import RETENTION_SIZE_SHARE, SCRAPE_INTERVAL_SECONDS
 
 COLUMNS = ("team", "quota_gpu_hours", "allocated_gpu_hours", "borrowed_gpu_hours", "held_gpu_hours", "used_gpu_hours",
            "utilisation")
@@ -118,7 +121,28 @@ class Prometheus:
         return answer["data"]["result"]
 
 
-def report(prometheus: Prometheus, start: datetime, end: datetime, step_seconds: int = 60) -> list[TeamUsage]:
+def evaluation_time(end: datetime, step_seconds: int) -> float:
+    """When the report evaluates its sums. Samples sit at multiples of the step; evaluating half a step early puts
+    every range boundary between two samples, so [from, to) holds the same samples under closed and left-open
+    range semantics."""
+    return end.timestamp() - step_seconds / 2
+
+
+def hours_query(expr: str, start: datetime, end: datetime, step_seconds: int) -> str:
+    """GPU-hours over [start, end) of a GPU-count expression: one sample per step, each held for the step."""
+    range_ = f"{int((end - start).total_seconds() * 1000)}ms"
+    return f"sum_over_time(({expr})[{range_}:{step_seconds}s]) * {step_seconds} / 3600"
+
+
+def report(prometheus: Prometheus, start: datetime, end: datetime,
+           step_seconds: int = SCRAPE_INTERVAL_SECONDS) -> list[TeamUsage]:
+    if step_seconds > SCRAPE_INTERVAL_SECONDS:
+        # The samples sit on whole multiples of the step (UTC), which anyone can predict, and each holds the
+        # latest scrape before it: with a longer step, pods present at the scrapes no sample holds, and replaced
+        # in between, would be charged nothing although Prometheus saw them.
+        raise UsageError(f"--step {step_seconds} is longer than the {SCRAPE_INTERVAL_SECONDS}s the platform scrapes "
+                         f"at: every scrape between two samples would go uncounted, so pods seen only there would be "
+                         f"charged nothing. Use --step {SCRAPE_INTERVAL_SECONDS} (the default) or less")
     window = (end - start).total_seconds()
     if window < step_seconds:
         raise UsageError(f"--to must be at least {step_seconds}s after --from (got {start.isoformat()} to "
@@ -133,13 +157,10 @@ def report(prometheus: Prometheus, start: datetime, end: datetime, step_seconds:
         raise UsageError(f"Prometheus at {prometheus.url} has KAI data but no {rules.TEAM_INFO} series between "
                          f"{start.isoformat()} and {end.isoformat()}: the platform's PrometheusRule (which maps "
                          "queues and namespaces to teams) is not loaded")
-    # Samples sit at multiples of the step; evaluating half a step early puts every range boundary between
-    # two samples, so [from, to) holds the same samples under closed and left-open range semantics.
-    at = end_ts - step_seconds / 2
+    at = evaluation_time(end, step_seconds)
     figures: dict[str, dict[str, float]] = {}
     for column, expr in _expressions().items():
-        query = f"sum_over_time(({expr})[{range_}:{step_seconds}s]) * {step_seconds} / 3600"
-        for sample in prometheus.query(query, at):
+        for sample in prometheus.query(hours_query(expr, start, end, step_seconds), at):
             team = sample["metric"].get("team")
             if team:
                 figures.setdefault(team, {})[column] = float(sample["value"][1])
@@ -147,7 +168,8 @@ def report(prometheus: Prometheus, start: datetime, end: datetime, step_seconds:
             for team, values in sorted(figures.items())]
 
 
-def history_start(prometheus: Prometheus, start: datetime, end: datetime, step_seconds: int = 60) -> Optional[datetime]:
+def history_start(prometheus: Prometheus, start: datetime, end: datetime,
+                  step_seconds: int = SCRAPE_INTERVAL_SECONDS) -> Optional[datetime]:
     """When the platform's history in Prometheus begins, if that is more than a step after ``start``; None when it
     reaches back to ``start``. Prometheus drops its oldest blocks at ``observability.retention`` or once its data
     fills its share of the volume (``retentionSize``), and a report reaching further back would count too few hours."""
@@ -196,8 +218,10 @@ def _parser() -> argparse.ArgumentParser:
                         help="start, ISO 8601 (2026-11-01T00:00:00Z); UTC when no offset is given")
     parser.add_argument("--to", dest="end", metavar="DATE", required=True, help="end (excluded), ISO 8601")
     parser.add_argument("--csv", action="store_true", help="one CSV row per team on standard output")
-    parser.add_argument("--step", metavar="SECONDS", type=int, default=60,
-                        help="sampling step (default 60; use a multiple of the scrape interval)")
+    parser.add_argument("--step", metavar="SECONDS", type=int, default=SCRAPE_INTERVAL_SECONDS,
+                        help=f"sampling step (default and most {SCRAPE_INTERVAL_SECONDS}, the platform's scrape "
+                             "interval: a longer step would skip scrapes; an external Prometheus that scrapes more "
+                             "often needs its own interval)")
     parser.add_argument("--partial", action="store_true",
                         help="report even when Prometheus' history begins after --from (counting from there)")
     return parser

@@ -114,7 +114,7 @@ def test_installed_kube_state_metrics_exports_gpu_groups_and_fractions(installed
     release = next(r for r in installed.of_type(RELEASE) if r.inputs["name"] == "kube-prometheus-stack")
     assert release.inputs["values"]["kube-state-metrics"] == {
         "metricLabelsAllowlist": ["pods=[runai-gpu-group]"],
-        "metricAnnotationsAllowList": ["pods=[gpu-fraction,gpu-memory,gpu-fraction-container-name]"]}
+        "metricAnnotationsAllowList": ["pods=[gpu-fraction,gpu-memory,gpu-fraction-container-name,gpu-fraction-num-devices]"]}
 
 
 def test_time_aware_fairness_points_kai_default_shard_at_prometheus():

@@ -136,7 +136,7 @@ def test_external_prometheus_is_told_the_kube_state_metrics_flags_shared_gpus_ne
     external = {"prometheus": "external", "external": {"releaseLabel": "prom"}}
     (note,) = [note for note in load_platform(site_config(**external)).notes if "kube-state-metrics must run" in note]
     assert "--metric-labels-allowlist=pods=[runai-gpu-group]" in note
-    assert "--metric-annotations-allowlist=pods=[gpu-fraction,gpu-memory,gpu-fraction-container-name]" in note
+    assert "--metric-annotations-allowlist=pods=[gpu-fraction,gpu-memory,gpu-fraction-container-name,gpu-fraction-num-devices]" in note
     assert "honorLabels" in note
     assert not [note for note in load_platform(site_config()).notes if "kube-state-metrics" in note], \
         "an installed stack sets the flags itself"

@@ -265,7 +265,9 @@ def test_every_recording_rule_and_alert_driven_by_promtool_unit_tests(tmp_path):
     (tmp_path / "rules.yml").write_text(yaml.safe_dump(rule_file(platform, annotations=False), sort_keys=False))
     # Imported here: that module builds its story from this one's helpers.
     from tests.test_observability_init_gpus import init_container_story_tests
-    stories = story_tests() + fraction_story_tests() + blind_site_tests() + init_container_story_tests()
+    from tests.test_observability_multi_fractions import story_tests as multi_fraction_story_tests
+    stories = (story_tests() + fraction_story_tests() + blind_site_tests() + init_container_story_tests()
+               + multi_fraction_story_tests())
     tests = {"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": stories}
     (tmp_path / "tests.yml").write_text(yaml.safe_dump(tests, sort_keys=False))
     result = promtool("test", "rules", "tests.yml", cwd=tmp_path)
