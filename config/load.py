@@ -15,6 +15,7 @@ from typing import Any, Iterable, Mapping, Optional
 from config.access_rules import access_warnings, resolve_access
 from config.capacity import GPU_EPSILON, known_gpu_capacity
 from config.cpu_memory_capacity import cpu_memory_warnings, organization_overcommit_warnings
+from config.dns_guarantee import check_dns_fits_queues
 from config.errors import ConfigError, ConfigIssue
 from config.gpu_pool_capacity import gpu_pool_warnings
 from config.hosts import HOST_KIND_FACTS, host_profile
@@ -115,6 +116,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
         **{name: "the cluster's system components" for name in SYSTEM_NAMESPACES}, **platform_namespaces}, teams)
     _check_host_dns_namespace(reader, cluster, teams)
     _check_org_quota(reader, organization, teams)
+    check_dns_fits_queues(reader, organization, teams)
     check_observability_namespace(reader, observability, {
         **platform_namespaces, **{team.namespace: f"team {team.name}" for team in teams if team.namespace}})
     _check_node_group_profiles(reader, cluster)

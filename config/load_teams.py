@@ -34,7 +34,8 @@ included, is scheduled by KAI in its team's queue, so a team's omitted `cpu` and
 its workloads may request (`vcluster.resourceQuota.cpu` / `.memory`) plus its DNS pod's requests: quota
 and limit both equal that amount, weight `1` (the default 16 CPU and 64Gi become `cpu: 16050` and
 `memory: 68786`). Queue and ResourceQuota then never disagree. The organization's omitted resources become quota `-1`, limit
-`-1`, weight `1`; a team's omitted `gpu` too.""", keys=(
+`-1`, weight `1`; a team's omitted `gpu` too. A written `cpu` or `memory` quota must hold the team's DNS pod
+(50 millicores, 67.1 MB; the organization's, every team's): KAI runs that non-preemptible pod only within quota.""", keys=(
     Key("gpu", QUEUE_ENTRY, {}, "GPUs, counted in devices; fractions are allowed (`0.33` is a third of a GPU).",
         example="{quota: 0.33, limit: 1}"),
     Key("cpu", QUEUE_ENTRY, {}, "CPU in millicores (`4000` is 4 cores).", example="{quota: 4000}"),
