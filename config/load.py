@@ -42,6 +42,7 @@ from config.observability_login import check_grafana_login, grafana_login_warnin
 from config.reader import Reader
 from config.review_notes import review_notes, time_sliced_keys
 from config.synced_data import datastore_warnings
+from config.system_pool_capacity import system_pool_warnings
 from config.secrets import SECRET_KEYS, Secrets, secret_command
 from config.team_alerting import check_team_alerting, team_alerting_warnings
 from config.vocabulary import (
@@ -154,7 +155,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
         + alerting_warnings(platform.observability.alerting, platform.observability.prometheus == "install",
                             secrets.set) \
         + team_alerting_warnings(platform.observability.prometheus, platform.teams, secrets.set) \
-        + datastore_warnings(platform.cluster, platform.teams)
+        + datastore_warnings(platform.cluster, platform.teams) + system_pool_warnings(platform)
     return Platform(**{**platform.__dict__, "warnings": tuple(warnings),
                        "notes": tuple(review_notes(platform) + external_notes(
                            platform.observability, platform.kai_scheduler.gpu_sharing, platform.gpu_operator.mode))})
