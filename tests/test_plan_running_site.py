@@ -207,6 +207,19 @@ def test_an_eks_upgrade_by_one_minor_is_taken_and_replaces_every_node_groups_nod
     assert "replaces every node" in text
 
 
+def test_node_groups_first_pinned_to_the_clusters_version_are_told_apart_from_an_upgrade():
+    # A site planned before the node groups followed the cluster's version: their new pin changes nothing unless
+    # the cluster was upgraded since, and the finding says so instead of announcing new nodes.
+    old, new = plan_of(eks_config(), "eks"), plan_of(eks_config(), "eks")
+    for resource in old["resources"]:
+        if resource["type"] == "eks:index:ManagedNodeGroup":
+            del resource["inputs"]["version"]
+    diff = diff_plans(old, new)
+    found = [f for f in pulumi_findings(diff, old, new) if f.field == "version"]
+    assert {f.subject.split(" ", 1)[1] for f in found} == {"host-gpu-gpu", "host-system"}
+    assert all(f.category == "disrupts" and "otherwise nothing changes" in f.why for f in found)
+
+
 def test_a_pools_new_mig_layout_is_called_out_as_disrupting_its_running_work():
     base = prefixed(isolation_config())
     config = prefixed(isolation_config())

@@ -47,10 +47,14 @@ def _cluster_finding(subject: str, change: Change) -> Finding:
 
 
 def _node_group_finding(subject: str, change: Change) -> Finding:
-    was = "the minor it was created with" if change.old is MISSING else change.old
-    return Finding(DISRUPTS, subject, change.path, change.old, change.new,
-                   f"the group moves from {was} to the cluster's minor: EKS replaces every node of it, so its "
-                   "pods are evicted and start again on the new nodes",
+    if change.old is MISSING:
+        why = ("the group is pinned to the cluster's minor from now on: if it still runs the minor it was created "
+               "with and the cluster was upgraded since, EKS replaces every node of it, so its pods are evicted and "
+               "start again on the new nodes (otherwise nothing changes)")
+    else:
+        why = (f"the group moves from {change.old} to the cluster's minor: EKS replaces every node of it, so its "
+               "pods are evicted and start again on the new nodes")
+    return Finding(DISRUPTS, subject, change.path, change.old, change.new, why,
                    "apply at a quiet time and tell the teams of the group's pool")
 
 
