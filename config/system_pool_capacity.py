@@ -1,11 +1,11 @@
 """Whether an EKS site's system node group can hold the teams' vCluster control planes.
 
 A control plane carries no toleration of the GPU taint, so every team's runs on the system node group, beside KAI,
-the GPU Operator's controllers, the cluster's DNS and the monitoring stack. The program installs no autoscaler: the
-group runs ``desiredSize`` nodes. When the control planes' requests alone (config/tenant_budget.py) pass what those
-nodes give pods (config/node_allocatable.py, less the pods every node runs), some stay Pending and their teams'
-Helm releases time out in ``pulumi up``. Warned, not refused: the allocatable is computed, not read from the nodes.
-Pure arithmetic on config.
+the GPU Operator's controllers, the cluster's DNS and the monitoring stack. The group runs ``desiredSize`` nodes, or
+up to ``maxSize`` under the site's Cluster Autoscaler (``NodeGroupScaling.most_nodes``). When the control planes'
+requests alone (config/tenant_budget.py) pass what those nodes give pods (config/node_allocatable.py, less the pods
+every node runs), some stay Pending and their teams' Helm releases time out in ``pulumi up``. Warned, not refused:
+the allocatable is computed, not read from the nodes. Pure arithmetic on config.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def system_pool_warnings(platform: Platform) -> list[str]:
         return []
     # Of several instance types the most generous counts, as for the GPU groups: warn only when none would do.
     node = CpuMemory(max(n.millicores for n in nodes), max(n.memory for n in nodes)) - GPU_NODE_PLATFORM_REQUESTS
-    count = group.scaling.desired_size
+    count, key = group.scaling.most_nodes, group.scaling.most_nodes_key
     room = node.times(count)
     budgets = [control_plane_budget(team.vcluster) for team in platform.teams]
     need = sum((CpuMemory(budget.millicores, budget.memory) for budget in budgets), NOTHING)
@@ -42,9 +42,9 @@ def system_pool_warnings(platform: Platform) -> list[str]:
     if not short:
         return []
     return [f"{KEY}: the {len(budgets)} vCluster control planes request {' and '.join(short)} the system "
-            f"node group's {count} running {'/'.join(group.instance_types)} node(s) give pods (desiredSize: the "
-            "program installs no autoscaler; what nodeadm reserves and each node's own pods are taken out), and "
+            f"node group's {count} {'/'.join(group.instance_types)} node(s) give pods (its {key}; what nodeadm "
+            "reserves and each node's own pods are taken out), and "
             "KAI, the GPU Operator, the cluster's DNS and the monitoring stack need room there too: some control "
             "planes stay Pending and their teams' Helm releases time out in `pulumi up`. Raise "
-            f"{KEY}.desiredSize (and maxSize) or pick a larger instance type, or lower "
+            f"{KEY}.{key} or pick a larger instance type, or lower "
             "vcluster.controlPlaneResources.requests."]

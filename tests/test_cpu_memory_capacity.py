@@ -288,8 +288,8 @@ def system_warnings(platform) -> list[str]:
 
 
 def test_the_vcluster_control_planes_must_fit_on_the_system_node_groups_running_nodes():
-    # The control planes carry no GPU toleration, so they run on the system group, and the program installs no
-    # autoscaler: twelve of them (200m and 256Mi each, the chart's requests) do not fit on one t3.medium.
+    # The control planes carry no GPU toleration, so they run on the system group, which without an autoscaler runs
+    # desiredSize nodes: twelve of them (200m and 256Mi each, the chart's requests) do not fit on one t3.medium.
     small = {"instanceTypes": ["t3.medium"], "minSize": 1, "desiredSize": 1, "maxSize": 3}
     platform = load_platform(_many_teams_on_eks(12, small))
     need = sum(control_plane_budget(team.vcluster).millicores for team in platform.teams)
@@ -299,6 +299,8 @@ def test_the_vcluster_control_planes_must_fit_on_the_system_node_groups_running_
     assert "12 vCluster control planes" in warning and "2.40 CPU" in warning and f"{node.millicores / 1000:.2f} CPU" \
         in warning and "desiredSize" in warning and "t3.medium" in warning
     assert not system_warnings(load_platform(_many_teams_on_eks(12, {**small, "desiredSize": 2})))
+    autoscaled = put(_many_teams_on_eks(12, small), "cluster.eks.autoscaler", "cluster-autoscaler")
+    assert not system_warnings(load_platform(autoscaled))  # it may grow the group to maxSize
     assert not system_warnings(load_platform(eks_config()))
 
 
