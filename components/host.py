@@ -225,6 +225,9 @@ class HostCluster(pulumi.ComponentResource):
                 node_group_name_prefix=node_group_name_prefix(host.name, pool.name),
                 node_role=node_role,
                 ami_type=EKS_GPU_AMI if pool.gpu else EKS_SYSTEM_AMI,
+                # pulumi-eks leaves a group with a launch template on the minor it was created with, and EKS
+                # refuses the next cluster upgrade until every managed group runs the cluster's minor.
+                version=host.kubernetes_version,
                 instance_types=list(instance_types),
                 # pulumi-eks would otherwise give the nodes every subnet of the cluster, public ones too.
                 subnet_ids=private_subnets,

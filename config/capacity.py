@@ -43,6 +43,15 @@ CPU_MEMORY_PER_INSTANCE_TYPE = {
     "p4d.24xlarge": (96, 1152), "p4de.24xlarge": (96, 1152), "p5.48xlarge": (192, 2048), "p5e.48xlarge": (192, 2048),
     "p5en.48xlarge": (192, 2048), "p6-b200.48xlarge": (192, 2048),
 }
+# (vCPUs, GiB) of the CPU instance types a system node group commonly runs, from AWS's general-purpose and
+# compute-optimized instance-type pages; a type missing here leaves the system group's fit unjudged.
+CPU_MEMORY_PER_SYSTEM_INSTANCE_TYPE = {
+    "t3.medium": (2, 4), "t3.large": (2, 8), "t3.xlarge": (4, 16), "t3.2xlarge": (8, 32),
+    "m5.large": (2, 8), "m5.xlarge": (4, 16), "m5.2xlarge": (8, 32),
+    "m6i.large": (2, 8), "m6i.xlarge": (4, 16), "m6i.2xlarge": (8, 32),
+    "m7i.large": (2, 8), "m7i.xlarge": (4, 16), "m7i.2xlarge": (8, 32),
+    "c6i.large": (2, 4), "c6i.xlarge": (4, 8), "c6i.2xlarge": (8, 16),
+}
 
 # The GPU model of each instance type above, from AWS's "Accelerated computing" instance-type pages
 # (docs.aws.amazon.com/ec2/latest/instancetypes/ac.html; also in docs/FACTS: g4dn T4 16GB, g5 A10G 24GB, g6 L4

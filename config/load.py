@@ -15,6 +15,7 @@ from typing import Any, Iterable, Mapping, Optional
 from config.access_rules import access_warnings, resolve_access
 from config.capacity import GPU_EPSILON, known_gpu_capacity
 from config.cpu_memory_capacity import cpu_memory_warnings, organization_overcommit_warnings
+from config.dns_guarantee import check_dns_fits_queues
 from config.errors import ConfigError, ConfigIssue
 from config.gpu_pool_capacity import gpu_pool_warnings
 from config.hosts import HOST_KIND_FACTS, host_profile
@@ -41,6 +42,7 @@ from config.observability_login import check_grafana_login, grafana_login_warnin
 from config.reader import Reader
 from config.review_notes import review_notes, time_sliced_keys
 from config.synced_data import datastore_warnings
+from config.system_pool_capacity import system_pool_warnings
 from config.secrets import SECRET_KEYS, Secrets, secret_command
 from config.team_alerting import check_team_alerting, team_alerting_warnings
 from config.vocabulary import (
@@ -115,6 +117,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
         **{name: "the cluster's system components" for name in SYSTEM_NAMESPACES}, **platform_namespaces}, teams)
     _check_host_dns_namespace(reader, cluster, teams)
     _check_org_quota(reader, organization, teams)
+    check_dns_fits_queues(reader, organization, teams)
     check_observability_namespace(reader, observability, {
         **platform_namespaces, **{team.namespace: f"team {team.name}" for team in teams if team.namespace}})
     _check_node_group_profiles(reader, cluster)
@@ -152,7 +155,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
         + alerting_warnings(platform.observability.alerting, platform.observability.prometheus == "install",
                             secrets.set) \
         + team_alerting_warnings(platform.observability.prometheus, platform.teams, secrets.set) \
-        + datastore_warnings(platform.cluster, platform.teams)
+        + datastore_warnings(platform.cluster, platform.teams) + system_pool_warnings(platform)
     return Platform(**{**platform.__dict__, "warnings": tuple(warnings),
                        "notes": tuple(review_notes(platform) + external_notes(
                            platform.observability, platform.kai_scheduler.gpu_sharing, platform.gpu_operator.mode))})

@@ -100,7 +100,9 @@ capacity warnings count (× GPUs per instance type, from `config/capacity.py`)."
     Key("kubernetesVersion", SITE_KUBERNETES, versions.EKS_KUBERNETES_VERSION,
         "Pinned Kubernetes minor version.", example='"1.33"',
         details="Quote it in YAML, because an unquoted `1.33` is a number and is rejected. EKS upgrades a cluster "
-                "one minor version per `pulumi up`. The platform's kubectl Jobs and kube-prometheus-stack's CRD "
+                "one minor version per `pulumi up`, and never back down; the same `pulumi up` then moves every "
+                "node group to it, replacing its nodes (EKS refuses the next upgrade while a group runs an older "
+                "minor). The platform's kubectl Jobs and kube-prometheus-stack's CRD "
                 "upgrade hook run the kubectl pinned for it (`config/versions.py` `KUBECTL_IMAGES`), within one "
                 "minor version of the cluster before and after such an upgrade. Below "
                 f"{versions.EKS_CONTAINERD_CDI_VERSION} the nodes run containerd with CDI off, where the device plugin of "

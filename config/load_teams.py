@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 from config.key_types import READ_AS_TEXT_BY_HELM, Boolean, Check, Integer, Number, Text, refuse_names
@@ -33,8 +34,9 @@ The units are KAI's, and `-1` means unlimited. Every tenant pod, CPU pods and th
 included, is scheduled by KAI in its team's queue, so a team's omitted `cpu` and `memory` follow what
 its workloads may request (`vcluster.resourceQuota.cpu` / `.memory`) plus its DNS pod's requests: quota
 and limit both equal that amount, weight `1` (the default 16 CPU and 64Gi become `cpu: 16050` and
-`memory: 68786`). Queue and ResourceQuota then never disagree. The organization's omitted resources become quota `-1`, limit
-`-1`, weight `1`; a team's omitted `gpu` too.""", keys=(
+`memory: 68787`). Queue and ResourceQuota then never disagree. The organization's omitted resources become quota `-1`, limit
+`-1`, weight `1`; a team's omitted `gpu` too. A written `cpu` or `memory` quota must hold the team's DNS pod
+(50 millicores, 67.1 MB; the organization's, every team's): KAI runs that non-preemptible pod only within quota.""", keys=(
     Key("gpu", QUEUE_ENTRY, {}, "GPUs, counted in devices; fractions are allowed (`0.33` is a third of a GPU).",
         example="{quota: 0.33, limit: 1}"),
     Key("cpu", QUEUE_ENTRY, {}, "CPU in millicores (`4000` is 4 cores).", example="{quota: 4000}"),
@@ -199,6 +201,7 @@ def _cpu_memory_from_quota(quota: TenantResourceQuota) -> dict[str, QueueResourc
     if quota.cpu is None or quota.memory is None:
         return {}
     millicores, memory = queue_budget(quota)
-    megabytes = memory / 1_000_000
+    # Rounded up: a queue a fraction of a MB short of the namespace's quota would leave its last pod Pending.
+    megabytes = math.ceil(memory / 1_000_000)
     return {"cpu": QueueResource(quota=millicores, limit=millicores),
-            "memory": QueueResource(quota=int(megabytes), limit=int(megabytes))}
+            "memory": QueueResource(quota=megabytes, limit=megabytes)}

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from config.capacity import CPU_MEMORY_PER_INSTANCE_TYPE
+from config.capacity import CPU_MEMORY_PER_INSTANCE_TYPE, CPU_MEMORY_PER_SYSTEM_INSTANCE_TYPE
 
 MEBIBYTE = 2 ** 20
 GIBIBYTE = 2 ** 30
@@ -50,6 +50,11 @@ ENIS_PER_INSTANCE_TYPE = {
     "g6e.16xlarge": (15, 50), "g6e.12xlarge": (10, 30), "g6e.24xlarge": (10, 50), "g6e.48xlarge": (10, 50),
     "p4d.24xlarge": (15, 50), "p4de.24xlarge": (15, 50), "p5.48xlarge": (2, 50), "p5e.48xlarge": (2, 50),
     "p5en.48xlarge": (4, 50), "p6-b200.48xlarge": (4, 50),
+    "t3.medium": (3, 6), "t3.large": (3, 12), "t3.xlarge": (4, 15), "t3.2xlarge": (4, 15),
+    "m5.large": (3, 10), "m5.xlarge": (4, 15), "m5.2xlarge": (4, 15),
+    "m6i.large": (3, 10), "m6i.xlarge": (4, 15), "m6i.2xlarge": (4, 15),
+    "m7i.large": (3, 10), "m7i.xlarge": (4, 15), "m7i.2xlarge": (4, 15),
+    "c6i.large": (3, 10), "c6i.xlarge": (4, 15), "c6i.2xlarge": (4, 15),
 }
 
 
@@ -103,9 +108,10 @@ def kube_reserved_memory(max_pods: int) -> int:
 
 def eks_node_allocatable(instance_type: str) -> Optional[CpuMemory]:
     """What the kubelet of one node of this type offers pods (its allocatable), or None for a type the tables lack."""
-    if instance_type not in CPU_MEMORY_PER_INSTANCE_TYPE or instance_type not in ENIS_PER_INSTANCE_TYPE:
+    sizes = {**CPU_MEMORY_PER_INSTANCE_TYPE, **CPU_MEMORY_PER_SYSTEM_INSTANCE_TYPE}
+    if instance_type not in sizes or instance_type not in ENIS_PER_INSTANCE_TYPE:
         return None
-    vcpus, gibibytes = CPU_MEMORY_PER_INSTANCE_TYPE[instance_type]
+    vcpus, gibibytes = sizes[instance_type]
     millicores = vcpus * 1000
     return CpuMemory(millicores - kube_reserved_millicores(millicores),
                      gibibytes * GIBIBYTE - kube_reserved_memory(eks_max_pods(instance_type))

@@ -141,11 +141,13 @@ def test_a_teams_omitted_cpu_and_memory_follow_its_namespace_quota():
     team = load_platform(dev_config()).teams[0]
     assert (team.resources.cpu.quota, team.resources.cpu.limit, team.resources.cpu.over_quota_weight) == \
         (16050, 16050, 1)
-    assert (team.resources.memory.quota, team.resources.memory.limit) == (68786, 68786)
+    assert (team.resources.memory.quota, team.resources.memory.limit) == (68787, 68787)
     assert (team.resources.gpu.quota, team.resources.gpu.limit) == (0.33, 1)
     smaller = load_platform(put(dev_config(), "teams[0].vcluster.resourceQuota", {"cpu": "1500m", "memory": "512Mi",
                                                                                  "pods": 4}))
-    assert (smaller.teams[0].resources.cpu.quota, smaller.teams[0].resources.memory.limit) == (1550, 603)
+    assert (smaller.teams[0].resources.cpu.quota, smaller.teams[0].resources.memory.limit) == (1550, 604)
+    # Whole MB, rounded up: the queue holds all the namespace's quota and the DNS pod may request (512Mi + 64Mi).
+    assert smaller.teams[0].resources.memory.quota * 1_000_000 >= (512 + 64) * 2 ** 20
     explicit = load_platform(put(dev_config(), "teams[0].resources.cpu", {"quota": 2000, "limit": -1}))
     assert (explicit.teams[0].resources.cpu.quota, explicit.teams[0].resources.cpu.limit) == (2000, -1)
 
@@ -229,7 +231,32 @@ def test_team_cpu_or_memory_quotas_above_a_finite_organization_quota_are_warned(
                  dev_config()):
         assert not [w for w in load_platform(fits).warnings if "quotas add up to" in w]
     config = put(dev_config(), "organization.resources.memory", {"quota": 100000})
-    assert any(w.startswith("the teams' memory quotas add up to 206358 MB") for w in load_platform(config).warnings)
+    assert any(w.startswith("the teams' memory quotas add up to 206361 MB") for w in load_platform(config).warnings)
+
+
+@pytest.mark.parametrize("resource, floor, cores_or_gigabytes", [("cpu", 50, 4), ("memory", 67.108864, 16)])
+def test_a_team_quota_below_its_dns_pod_is_refused_naming_the_unit(resource, floor, cores_or_gigabytes):
+    # The tenant DNS pod is scheduled by KAI in the team's queue as non-preemptible, and KAI runs a non-preemptible
+    # pod only within the quota of its queue and of every ancestor (KAI v0.16.4 pkg/scheduler/plugins/proportion/
+    # capacity_policy/quota_check.go): below 50m and 64Mi it never starts, and no name resolves in the vCluster.
+    # A quota written in cores or gigabytes instead of KAI's millicores and MB is the likely slip.
+    path = f"teams[0].resources.{resource}"
+    found = assert_rejected(put(dev_config(), path, {"quota": cores_or_gigabytes, "limit": -1}), f"{path}.quota",
+                            cores_or_gigabytes)
+    assert "DNS" in found.problem and ("millicores" if resource == "cpu" else "MB") in found.fix
+    for fits in ({"quota": floor, "limit": floor}, {"quota": -1, "limit": -1}):
+        assert load_platform(put(dev_config(), path, fits)).teams[0].resources
+
+
+def test_a_finite_organization_quota_must_hold_every_teams_dns_pod():
+    # The organization's quota bounds its children's non-preemptible pods too: three teams' DNS pods need 150m.
+    config = put(dev_config(), "organization.resources.cpu", {"quota": 149, "limit": -1})
+    found = assert_rejected(config, "organization.resources.cpu.quota", 149, fix="150")
+    assert "3 teams" in found.problem
+    config = put(dev_config(), "organization.resources.cpu", {"quota": 150, "limit": -1})
+    for index in range(3):
+        put(config, f"teams[{index}].resources.cpu", {"quota": 50, "limit": 50})
+    assert load_platform(config).organization.resources.cpu.quota == 150
 
 
 def test_a_huge_integer_quota_is_a_config_error_not_a_crash():

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from config import ConfigError, load_platform
-from config.capacity import CPU_MEMORY_PER_INSTANCE_TYPE, GPUS_PER_INSTANCE_TYPE
+from config.capacity import CPU_MEMORY_PER_INSTANCE_TYPE, CPU_MEMORY_PER_SYSTEM_INSTANCE_TYPE, GPUS_PER_INSTANCE_TYPE
 from config.cpu_memory_capacity import pool_guarantees
 from config.node_allocatable import (
     CPU_RESERVE_STEPS, ENIS_PER_INSTANCE_TYPE, EVICTION_MEMORY_AVAILABLE, GIBIBYTE, GPU_NODE_PLATFORM_REQUESTS,
@@ -83,7 +83,8 @@ def test_the_pods_per_node_come_from_nodeadm_s_instance_table():
     table = {entry["instanceType"]: (entry["defaultMaxENIs"], entry["ipv4AddressesPerInterface"])
              for entry in map(json.loads, lines)}
     assert {kind: table.get(kind) for kind in ENIS_PER_INSTANCE_TYPE} == ENIS_PER_INSTANCE_TYPE
-    assert set(ENIS_PER_INSTANCE_TYPE) == set(CPU_MEMORY_PER_INSTANCE_TYPE) == set(GPUS_PER_INSTANCE_TYPE)
+    assert set(CPU_MEMORY_PER_INSTANCE_TYPE) == set(GPUS_PER_INSTANCE_TYPE)
+    assert set(ENIS_PER_INSTANCE_TYPE) == set(CPU_MEMORY_PER_INSTANCE_TYPE) | set(CPU_MEMORY_PER_SYSTEM_INSTANCE_TYPE)
 
 
 def test_the_reservations_follow_the_formula():
@@ -94,7 +95,7 @@ def test_the_reservations_follow_the_formula():
     node = eks_node_allocatable("g6e.48xlarge")
     assert node.millicores == 192000 - 550
     assert node.memory == 1536 * GIBIBYTE - (11 * 492 + 255) * MEBIBYTE - 100 * MEBIBYTE
-    assert eks_node_allocatable("m6i.large") is None
+    assert eks_node_allocatable("x9.tiny") is None
 
 
 def test_the_gpu_operator_operands_request_nothing_but_feature_discovery():
@@ -267,3 +268,42 @@ def test_the_summary_shows_each_pool_s_guarantees_against_its_allocatable():
     assert "GiB: **over**" in row  # 32 x 64Gi of memory do not fit in 1.5 TiB either
     fits = render_summary(plan.build_plan(run(eks_site("g6e.48xlarge", 1, 8)), "test"))
     assert "**over**" not in fits.split("## CPU and memory guarantees", 1)[1].split("\n## ", 1)[0]
+
+
+# --- the system node group and the vCluster control planes -----------------------------------------------------
+
+
+SYSTEM_KEY = "cluster.eks.systemNodeGroup"
+
+
+def _many_teams_on_eks(teams: int, system: dict) -> dict:
+    config = put(eks_config(), "cluster.eks.systemNodeGroup", system)
+    config["teams"] = [{"name": f"team-{n}", "resources": {"gpu": {"quota": round(1 / teams, 2) - 0.01, "limit": 1}}}
+                       for n in range(teams)]
+    return config
+
+
+def system_warnings(platform) -> list[str]:
+    return [w for w in platform.warnings if w.startswith(SYSTEM_KEY)]
+
+
+def test_the_vcluster_control_planes_must_fit_on_the_system_node_groups_running_nodes():
+    # The control planes carry no GPU toleration, so they run on the system group, which without an autoscaler runs
+    # desiredSize nodes: twelve of them (200m and 256Mi each, the chart's requests) do not fit on one t3.medium.
+    small = {"instanceTypes": ["t3.medium"], "minSize": 1, "desiredSize": 1, "maxSize": 3}
+    platform = load_platform(_many_teams_on_eks(12, small))
+    need = sum(control_plane_budget(team.vcluster).millicores for team in platform.teams)
+    node = eks_node_allocatable("t3.medium") - GPU_NODE_PLATFORM_REQUESTS
+    assert need == 2400 > node.millicores
+    [warning] = system_warnings(platform)
+    assert "12 vCluster control planes" in warning and "2.40 CPU" in warning and f"{node.millicores / 1000:.2f} CPU" \
+        in warning and "desiredSize" in warning and "t3.medium" in warning
+    assert not system_warnings(load_platform(_many_teams_on_eks(12, {**small, "desiredSize": 2})))
+    autoscaled = put(_many_teams_on_eks(12, small), "cluster.eks.autoscaler", "cluster-autoscaler")
+    assert not system_warnings(load_platform(autoscaled))  # it may grow the group to maxSize
+    assert not system_warnings(load_platform(eks_config()))
+
+
+def test_a_system_instance_type_the_tables_lack_is_not_judged():
+    unknown = {"instanceTypes": ["x9.tiny"], "minSize": 1, "desiredSize": 1, "maxSize": 1}
+    assert not system_warnings(load_platform(_many_teams_on_eks(12, unknown)))

@@ -234,3 +234,16 @@ def test_eks_names_each_node_group_as_the_config_checked_it():
     prefixes = sorted(group.inputs["nodeGroupNamePrefix"] for group in node_groups(run(config)))
     assert prefixes == sorted([f"{'c' * 29}-system-", f"{'c' * 29}-{'g' * 6}-"])
     assert max(map(len, prefixes)) == NODE_GROUP_NAME_PREFIX_MAX
+
+
+def test_every_node_group_follows_the_clusters_kubernetes_version():
+    # pulumi-eks (nodejs/eks/nodes/nodegroup.ts, createManagedNodeGroup, v4.3.0 and its main branch) gives a managed
+    # node group the cluster's version only when it has no launch template; every group here has one, so without
+    # a version of their own the groups would stay on the minor they were created with. EKS updates a cluster only
+    # while its managed node groups run its own minor, so the second upgrade of the site would be refused.
+    config = eks_config()
+    config["gpu-tenancy:cluster"]["eks"]["kubernetesVersion"] = "1.34"
+    groups = node_groups(run(config))
+    assert len(groups) == 2
+    assert {group.name: group.inputs.get("version") for group in groups} == {"host-system": "1.34",
+                                                                           "host-gpu-gpu": "1.34"}

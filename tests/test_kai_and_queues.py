@@ -82,7 +82,7 @@ def test_omitted_cpu_and_memory_are_never_zero(dev_run):
     team = by_name["team-nlp"].inputs["spec"]["resources"]
     # The team's 16 CPU and 64Gi plus its DNS pod (50m, 64Mi), which KAI schedules in the same queue.
     assert team["cpu"] == {"quota": 16050, "limit": 16050, "overQuotaWeight": 1}
-    assert team["memory"] == {"quota": 68786, "limit": 68786, "overQuotaWeight": 1}
+    assert team["memory"] == {"quota": 68787, "limit": 68787, "overQuotaWeight": 1}
 
 
 def test_queues_wait_for_kais_webhook_and_team_queues_wait_for_the_org_queue(dev_run):

@@ -187,6 +187,39 @@ def test_a_cloud_resource_whose_rules_are_not_read_is_unknown_not_passed():
     assert "pulumi preview --diff" in text
 
 
+@pytest.mark.parametrize("version, why", [("1.35", "one minor version at a time"), ("1.32", "never downgrades")])
+def test_an_eks_version_edit_eks_refuses_stops_pulumi_up(version, why):
+    config = eks_config()
+    config["gpu-tenancy:cluster"]["eks"]["kubernetesVersion"] = version
+    found, text = _replacements(config, "eks")
+    assert ("stops", "host-eks", "version") in found
+    assert not any(category == "unknown" and subject == "host-eks" for category, subject, _ in found), found
+    assert why in text and f'"1.33" -> "{version}"' in text
+
+
+def test_an_eks_upgrade_by_one_minor_is_taken_and_replaces_every_node_groups_nodes():
+    config = eks_config()
+    config["gpu-tenancy:cluster"]["eks"]["kubernetesVersion"] = "1.34"
+    found, text = _replacements(config, "eks")
+    assert {("disrupts", "host-eks", "version"), ("disrupts", "host-gpu-gpu", "version"),
+            ("disrupts", "host-system", "version")} <= found
+    assert not any(category in ("stops", "unknown") for category, *_ in found), found
+    assert "replaces every node" in text
+
+
+def test_node_groups_first_pinned_to_the_clusters_version_are_told_apart_from_an_upgrade():
+    # A site planned before the node groups followed the cluster's version: their new pin changes nothing unless
+    # the cluster was upgraded since, and the finding says so instead of announcing new nodes.
+    old, new = plan_of(eks_config(), "eks"), plan_of(eks_config(), "eks")
+    for resource in old["resources"]:
+        if resource["type"] == "eks:index:ManagedNodeGroup":
+            del resource["inputs"]["version"]
+    diff = diff_plans(old, new)
+    found = [f for f in pulumi_findings(diff, old, new) if f.field == "version"]
+    assert {f.subject.split(" ", 1)[1] for f in found} == {"host-gpu-gpu", "host-system"}
+    assert all(f.category == "disrupts" and "otherwise nothing changes" in f.why for f in found)
+
+
 def test_a_pools_new_mig_layout_is_called_out_as_disrupting_its_running_work():
     base = prefixed(isolation_config())
     config = prefixed(isolation_config())

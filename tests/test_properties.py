@@ -20,6 +20,7 @@ from config.load import STACK_CONFIG
 from config.key_types import READ_AS_TEXT_BY_HELM
 from config.load_teams import VCLUSTER_NAME_LENGTH
 from config.secrets import SECRET_KEYS
+from config.tenant_budget import dns_budget
 from tests.conftest import dev_config, eks_config, whole_program_examples
 from config.stack_file import StackFileError, parse_document
 from tools.deployability import names
@@ -67,7 +68,8 @@ def valid_configs(draw):
                                                     "overQuotaWeight": draw(st.integers(0, 5))}},
                 "priority": draw(st.integers(0, 1000))}
         if draw(st.booleans()):
-            team["resources"]["cpu"] = {"quota": draw(st.integers(0, 64000)), "limit": -1}
+            # At least the team's DNS pod, which KAI runs only within quota (config/dns_guarantee.py).
+            team["resources"]["cpu"] = {"quota": draw(st.integers(dns_budget().millicores, 64000)), "limit": -1}
         teams.append(team)
     config["gpu-tenancy:teams"] = teams
     return config

@@ -15,6 +15,7 @@ quota, must hold exactly what the namespace leaves to KAI-scheduled pods (everyt
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
@@ -247,7 +248,8 @@ def _queue_agreement(objects: Sequence[K8sObject], queue: Optional[str], hard: M
         return []
     resources = (found.manifest.get("spec") or {}).get("resources") or {}
     expected = {"cpu": round((hard.get("requests.cpu", 0) - outside_kai["requests.cpu"]) * 1000),
-                "memory": int((hard.get("requests.memory", 0) - outside_kai["requests.memory"]) / 1_000_000)}
+                # Whole MB rounded up, or the queue would be short of the namespace by a fraction of one.
+                "memory": math.ceil((hard.get("requests.memory", 0) - outside_kai["requests.memory"]) / 1_000_000)}
     wrong = [f"{name} quota {resources[name]['quota']:g}, namespace leaves {expected[name]}" for name in expected
              if f"requests.{name}" in hard and (resources.get(name) or {}).get("quota", -1) not in (-1, expected[name])]
     return [finding("warning", found.describe(), f"the queue and the ResourceQuota {quota.name} disagree: "

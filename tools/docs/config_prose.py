@@ -101,8 +101,12 @@ beyond a single value:
   column) are errors too.
 - **Layouts that cannot work**: an EKS `systemNodeGroup.desiredSize` of 0 (the system group holds
   the only untainted nodes: KAI, the queue-webhook probe and the vCluster control planes run
-  there); `gpuOperator.driverEnabled: true` on EKS (the AL2023 NVIDIA AMI ships the driver).
-- **Warnings** also cover: a system node group with `minSize: 0`; `gpuOperator.toolkitEnabled: true`
+  there); `gpuOperator.driverEnabled: true` on EKS (the AL2023 NVIDIA AMI ships the driver); a
+  team `cpu` or `memory` quota below its DNS pod's requests (50 millicores, 67.1 MB), or a finite
+  organization quota below all the teams' DNS pods together: KAI runs that non-preemptible pod
+  only within the quotas of its queue and the organization's, so it would stay Pending.
+- **Warnings** also cover: a system node group with `minSize: 0`, or whose nodes (`desiredSize`, or
+  `maxSize` under `cluster.eks.autoscaler`) cannot hold the teams' vCluster control planes' requests; `gpuOperator.toolkitEnabled: true`
   on EKS (the AMI ships the toolkit); an org GPU quota, or team GPU quotas under an unlimited org quota,
   adding up to more GPUs than the host has, counted as KAI counts them (each MIG slice, and each
   time-slice replica of a card on the time-sliced profile, is one), or the GPU quotas of the teams kept on

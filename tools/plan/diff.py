@@ -228,7 +228,7 @@ RUNNING_SITE_TITLE = "Changes a running site refuses or that lose state"
 # Finding category -> how the section heads its findings, most serious first.
 RUNNING_SITE_HEADINGS = {
     "refused": "Refused by the API server: the Helm upgrade fails and rolls back, and `pulumi up` stops on the release",
-    "stops": "Stops `pulumi up`: a protected resource would be replaced",
+    "stops": "Stops `pulumi up`: a protected resource would be replaced, or the cloud refuses the change",
     "lost": "Loses state",
     "not applied": "Not applied: the running site keeps the old object",
     "replaced": "Replaced: deleted, then created again",

@@ -19,10 +19,10 @@ from typing import Any, Mapping
 from config.mig import MIG_CONFIG_LABEL
 from config.vocabulary import RELEASE
 from tools.plan.diff import MISSING, Change, PlanDiff
-from tools.plan.running_site import LOST, STATE_OF_KIND, STOPS, UNKNOWN, Finding
+from tools.plan.eks_upgrade import eks_version_findings
+from tools.plan.running_site import DISRUPTS, LOST, STATE_OF_KIND, STOPS, UNKNOWN, Finding
 
 REPLACED = "replaced"
-DISRUPTS = "disrupts"
 
 _SELECTOR = ("spec.selector",)
 _CONTAINER_FIELDS = ("args", "command", "env", "image", "imagePullPolicy", "lifecycle", "livenessProbe", "ports",
@@ -137,6 +137,10 @@ def pulumi_findings(diff: PlanDiff, old: Mapping[str, Any], new: Mapping[str, An
         subject = f"`{resource['type']}` {resource['name']}"
         findings += [_mig_layout_finding(subject, change) for change in inputs
                      if change.path == f'labels["{MIG_CONFIG_LABEL}"]']
+        upgrade, inputs = eks_version_findings(resource, subject, inputs)
+        findings += upgrade
+        if not inputs:
+            continue
         paths = replacing_paths(resource, [change.path for change in inputs], new)
         if paths is None:
             findings.append(Finding(UNKNOWN, subject, ", ".join(change.path for change in inputs[:5]), MISSING,

@@ -25,6 +25,7 @@ REFUSED = "refused"
 STOPS = "stops"
 LOST = "lost"
 NOT_APPLIED = "not applied"
+DISRUPTS = "disrupts"
 UNKNOWN = "unknown"
 # A ClusterRole rule naming no CRD: it may write every one.
 EVERY_CRD = "*"
