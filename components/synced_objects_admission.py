@@ -21,20 +21,19 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Optional, Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components.admission import policy_with_deny_binding, syncer_username, team_namespace_selector
-from components.admission_metadata import (
-    METADATA_SIZE_FIX, metadata_bytes, metadata_keys, metadata_size, metadata_size_problem, refusal,
-)
+from components.admission_metadata import METADATA_SIZE_FIX, metadata_size, metadata_size_problem, refusal
 from components.admission_resize import FIX as RESIZE_FIX, PROBLEM as RESIZE_PROBLEM, requests_kept
 from components.observability import DASHBOARD_LABEL
+from components.synced_object_sizes import SIZED_KINDS, object_size_check
 from components.tenant_access import EXTERNAL_DNS_PREFIX
 from config.model import Team
-from config.synced_data import SYNCED_METADATA_BYTES, SYNCED_METADATA_KEYS, SYNCED_OBJECT_KEYS, object_bytes
+from config.synced_data import SYNCED_METADATA_BYTES, object_bytes
 from config.virtual_cluster import control_plane_claim_prefixes
 from config.vocabulary import ADMISSION_COMPONENT, VCLUSTER_MANAGED_BY_LABEL
 
@@ -111,60 +110,6 @@ def _meta(obj: str, field: str) -> str:
 
 def _absent(field: str) -> str:
     return f"(!has(object.spec.{field}) || object.spec.{field} == '')"
-
-
-def _base64_bytes(value: str) -> str:
-    """The bytes a []byte field's value holds. The policy sees the object in the API server's unstructured form
-    (k8s.io/apiserver pkg/admission/plugin/cel/condition.go objectToResolveVal; apimachinery pkg/runtime/converter.go
-    sliceToUnstructured): a []byte value is its padded base64 text, whose n characters hold n/4*3 bytes less the
-    padding. Should the API server one day pass such fields as CEL bytes (the TODO there), they are counted as such."""
-    return (f"(type({value}) == bytes ? size({value}) : size({value}) / 4 * 3 - "
-            f"({value}.endsWith('==') ? 2 : ({value}.endsWith('=') ? 1 : 0)))")
-
-
-def _text_bytes(value: str) -> str:
-    """A string's bytes as stored: CEL's size() counts a string's code points, its UTF-8 bytes are counted instead."""
-    return f"size(bytes({value}))"
-
-
-def _data_bytes(field: str, value_bytes: Callable[[str], str]) -> str:
-    """The keys and values of the object's map ``field``, in bytes (keys are ASCII: the API server allows
-    letters, digits, '-', '_' and '.')."""
-    value = f"object.{field}[k]"
-    return f"(has(object.{field}) ? object.{field}.map(k, size(k) + {value_bytes(value)}).sum() : 0)"
-
-
-def _size_rule(team: Team, kind: str, fields: tuple[tuple[str, Callable[[str], str]], ...]) -> dict:
-    """A copy of at most the team's cap in data keys and values plus labels and annotations, in at most
-    SYNCED_OBJECT_KEYS data keys and SYNCED_METADATA_KEYS labels and annotations.
-
-    Metadata counts within the cap: vCluster copies every annotation (translate.go HostMetadata, none excluded for
-    these kinds), and ``kubectl apply`` writes the object again, data included, into last-applied-configuration. The
-    API server refuses annotations past 256 KiB, so ``kubectl apply`` creates no ConfigMap above about 256 KiB of data
-    anyway: at the default 512Ki every ConfigMap kubectl apply can create passes.
-
-    Cost: the API server stops one expression at 1,000,000 (k8s.io/apiserver pkg/apis/cel/config.go PerCallLimit),
-    and validation has held the values to 1 MiB and the annotations to 256 KiB before admission runs, but not the
-    keys nor the labels. Both counts are checked first, at a constant cost, and ``&&`` stops there. Past them, cel-go
-    (interpreter/runtimecost.go) charges each key about 45 (an identifier, field, index or call 1, the list the map
-    macro appends 10, the value read five times) and a tenth of a character for bytes() and each endsWith(): at most
-    4,096 x 45 + 2 x 0.1 x 1.4 Mi characters of base64 text (1 MiB of values), with the sum() over the keys about
-    480,000, and 1,024 x 45 + 0.1 x 256 Ki for the metadata about 73,000 more: within 560,000, below the limit."""
-    keys = " + ".join(f"(has(object.{field}) ? size(object.{field}) : 0)" for field, _ in fields)
-    payload = " + ".join(_data_bytes(field, value_bytes) for field, value_bytes in fields)
-    cap = object_bytes(team.vcluster)
-    stated = team.vcluster.resource_quota.synced_object_bytes
-    return _rule("object-size", (kind,),
-                 f"{keys} <= {SYNCED_OBJECT_KEYS} && {metadata_keys()} <= {SYNCED_METADATA_KEYS} && "
-                 f"{payload} + {metadata_bytes()} <= {cap}",
-                 f"a {kind} vCluster copies to the host may hold at most {cap} bytes ({stated}) of keys and values, "
-                 f"its labels and annotations included (config vcluster.resourceQuota.syncedObjectBytes), in at most "
-                 f"{SYNCED_OBJECT_KEYS} keys and {SYNCED_METADATA_KEYS} labels and annotations: every copy lands in "
-                 "the host's etcd, which turns the whole cluster read-only when full",
-                 f"keep large data out of the {kind} (in the image, a volume or object storage); kubectl apply stores "
-                 "the object again in its kubectl.kubernetes.io/last-applied-configuration annotation, so create a "
-                 "large one with kubectl create or kubectl apply --server-side; or ask the platform team for a larger "
-                 "syncedObjectBytes")
 
 
 def _rule(name: str, kinds: tuple[str, ...], expression: str, problem: str, fix: str) -> dict:
@@ -349,10 +294,7 @@ def policy_validations(team: Team, cluster_dns: str, endpoint_node_ports: Sequen
               f"!('{DASHBOARD_LABEL[0]}' in {_meta('object', 'labels')})",
               f"the platform's Grafana loads every ConfigMap labelled {DASHBOARD_LABEL[0]} in the cluster",
               f"remove the label {DASHBOARD_LABEL[0]}; team dashboards come with the platform"),
-        # The host's Secret strategy merges stringData into data before admission runs; a ConfigMap's data is text,
-        # its binaryData bytes.
-        _size_rule(team, "ConfigMap", (("data", _text_bytes), ("binaryData", _base64_bytes))),
-        _size_rule(team, "Secret", (("data", _base64_bytes),)),
+        *(_rule("object-size", (kind,), *object_size_check(team, kind)) for kind in SIZED_KINDS),
         _rule("metadata-size", METADATA_KINDS, metadata_size(), metadata_size_problem(
             ", ".join(METADATA_KINDS[:-1]) + " or " + METADATA_KINDS[-1]), METADATA_SIZE_FIX),
         _rule("pod-status-metadata", ("Pod",),

@@ -22,7 +22,7 @@ import copy
 import pytest
 from celpy import celtypes
 
-from components.synced_objects_admission import _base64_bytes
+from components.synced_object_sizes import base64_bytes
 from config.synced_data import ETCD_DEFAULT_QUOTA, SYNCED_OBJECT_KEYS, worst_case
 from config import load_platform
 from tests.config_spec import assert_rejected, put
@@ -154,7 +154,7 @@ def test_a_team_with_a_smaller_cap_is_held_to_it():
 def test_the_measure_counts_bytes_should_the_api_server_pass_them_as_cel_bytes(nlp):
     """The bytes branch of the base64 measure (an API server passing []byte fields as CEL bytes)."""
     for value in (celtypes.BytesType(b"\x00\xff\x10"), celtypes.StringType("AP8Q")):
-        assert nlp.admission.evaluate(_base64_bytes("value"), {"value": value}) == 3
+        assert nlp.admission.evaluate(base64_bytes("value"), {"value": value}) == 3
 
 
 # --- honest ----------------------------------------------------------------------------------------------
