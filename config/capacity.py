@@ -114,10 +114,10 @@ def known_gpu_capacity(cluster: Cluster, time_slicing: TimeSlicing) -> Optional[
 def group_gpu_capacity(group: GpuNodeGroup, time_slicing: TimeSlicing) -> Optional[GpuCapacity]:
     """The most GPUs an EKS GPU node group can have, or None when an instance type is not in the tables.
 
-    GPUs per instance type x the most nodes the group runs (``NodeGroupScaling.most_nodes``), taking its largest instance type (a mixed group may scale on
-    any of them). KAI counts what the device plugin advertises, as its queue quotas do: a MIG-split group's compute
-    slices (a GPU split 7 ways is 7), and on the time-sliced profile each card's replicas (``nvidia.com/gpu`` is
-    advertised once per replica).
+    GPUs per instance type x the most nodes the group runs (``NodeGroupScaling.most_nodes``), taking its largest
+    instance type (a mixed group may scale on any of them). KAI counts what the device plugin advertises, as its
+    queue quotas do: a MIG-split group's compute slices (a GPU split 7 ways is 7), and on the time-sliced profile each
+    card's replicas (``nvidia.com/gpu`` is advertised once per replica).
     """
     per_node = [GPUS_PER_INSTANCE_TYPE.get(kind) for kind in group.instance_types]
     if any(count is None for count in per_node):

@@ -136,10 +136,10 @@ def pool_sizes(platform: Platform) -> dict[str, PoolSize]:
         sizes[group.name] = PoolSize(
             {"cpu": None if node is None else node.millicores * nodes,
              "memory": None if node is None else node.memory * nodes},
-            f"{nodes} node(s) ({key}.{group.scaling.most_nodes_key}) of {' / '.join(group.instance_types)}, less what the EKS AMI "
-            "reserves for the kubelet and the platform's pods on each" if node is not None else
+            f"{nodes} node(s) ({key}.{eks.most_nodes_key}) of {' / '.join(group.instance_types)}, less what the EKS "
+            "AMI reserves for the kubelet and the platform's pods on each" if node is not None else
             f"{key}.instanceTypes has a type the program's tables lack (config/capacity.py)",
-            f"or raise {key}.{group.scaling.most_nodes_key} or choose a larger instance type")
+            f"or raise {key}.{eks.most_nodes_key} or choose a larger instance type")
     return sizes
 
 

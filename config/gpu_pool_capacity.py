@@ -44,7 +44,7 @@ def gpu_pool_warnings(platform: Platform) -> list[str]:
         if guaranteed <= held.kai_units + GPU_EPSILON or any(smaller <= pools for smaller in reported):
             continue
         reported.append(pools)
-        most = eks.gpu_node_groups[0].scaling.most_nodes_key
+        most = eks.most_nodes_key
         sizes = " / ".join(f"cluster.eks.gpuNodeGroups[{whole[pool][0]}].{most}" for pool in usable)
         reached = sorted(pool for pool in pools if pool in whole or pool in split)
         sliced = [pool for pool in reached if pool in split]

@@ -339,7 +339,7 @@ def isolation_warnings(platform: Platform) -> list[str]:
     warnings = _whole_gpus_only(platform)
     for pool, profile, present, promised, teams in mig_slices(platform):
         if promised > present + GPU_EPSILON:
-            nodes = platform.cluster.eks.gpu_node_groups[0].scaling.most_nodes_key
+            nodes = platform.cluster.eks.most_nodes_key
             warnings.append(f"teams {', '.join(teams)} are promised {promised:g} {profile} MIG slice(s) on pool {pool}, "
                             f"but it has at most {present} by its config ({nodes} × GPUs × slices per GPU): the "
                             "guarantees cannot all be met at once.")

@@ -99,7 +99,7 @@ def _scale_to_zero_warnings(platform: Platform) -> list[str]:
         where = placement(host, team.vcluster.node_labels, team.vcluster.enforce_tolerations)
         if where is not None and where.runnable and all(pool.name in may_empty for pool in where.runnable):
             stranded.setdefault(tuple(sorted(pool.name for pool in where.runnable)), []).append(team.name)
-    fewest = "minSize" if eks.autoscaled else "desiredSize"
+    fewest = eks.fewest_nodes_key
     warnings = []
     for pools, teams in stranded.items():
         keys = ", ".join(f"cluster.eks.gpuNodeGroups[{may_empty[pool]}].{fewest}" for pool in pools)

@@ -122,16 +122,8 @@ class NodeGroupScaling:
         return self.max_size if self.autoscaled else self.desired_size
 
     @property
-    def most_nodes_key(self) -> str:
-        return "maxSize" if self.autoscaled else "desiredSize"
-
-    @property
     def may_be_empty(self) -> bool:
         return (self.min_size if self.autoscaled else self.desired_size) == 0
-
-    @property
-    def fewest_nodes_key(self) -> str:
-        return "minSize" if self.autoscaled else "desiredSize"
 
 
 @dataclass(frozen=True)
@@ -174,6 +166,16 @@ class EksHost:
     @property
     def autoscaled(self) -> bool:
         return self.autoscaler == CLUSTER_AUTOSCALER
+
+    @property
+    def most_nodes_key(self) -> str:
+        """The key holding the most nodes a group runs (``NodeGroupScaling.most_nodes``)."""
+        return "maxSize" if self.autoscaled else "desiredSize"
+
+    @property
+    def fewest_nodes_key(self) -> str:
+        """The key holding the fewest nodes a group may run (``NodeGroupScaling.may_be_empty``)."""
+        return "minSize" if self.autoscaled else "desiredSize"
 
     @property
     def creates_network(self) -> bool:

@@ -40,7 +40,7 @@ def _unknown_instance_type_notes(cluster: Cluster) -> list[str]:
     return [f"cluster.eks.gpuNodeGroups[{index}].instanceTypes: {kind} is not in the program's instance-type table "
             "(config/capacity.py), so the site's GPU count is not known and no warning tells when the quotas "
             "promise more GPUs than the node groups have. Check the sum of the quotas against the instance type's GPU "
-            f"count times {group.scaling.most_nodes_key} yourself."
+            f"count times {cluster.eks.most_nodes_key} yourself."
             for index, group in enumerate(cluster.eks.gpu_node_groups)
             for kind in group.instance_types if kind not in GPUS_PER_INSTANCE_TYPE]
 

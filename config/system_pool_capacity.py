@@ -31,7 +31,7 @@ def system_pool_warnings(platform: Platform) -> list[str]:
         return []
     # Of several instance types the most generous counts, as for the GPU groups: warn only when none would do.
     node = CpuMemory(max(n.millicores for n in nodes), max(n.memory for n in nodes)) - GPU_NODE_PLATFORM_REQUESTS
-    count, key = group.scaling.most_nodes, group.scaling.most_nodes_key
+    count, key = group.scaling.most_nodes, eks.most_nodes_key
     room = node.times(count)
     budgets = [control_plane_budget(team.vcluster) for team in platform.teams]
     need = sum((CpuMemory(budget.millicores, budget.memory) for budget in budgets), NOTHING)
