@@ -188,6 +188,7 @@ class HostCluster(pulumi.ComponentResource):
         attachments = [aws.iam.RolePolicyAttachment(f"{name}-node-role-{arn.rsplit('/', 1)[1]}", role=node_role.name,
                                                     policy_arn=arn, opts=child) for arn in NODE_POLICIES]
 
+        endpoint = host.api_endpoint
         cluster = eks.Cluster(
             f"{name}-eks",
             name=host.name,
@@ -198,6 +199,9 @@ class HostCluster(pulumi.ComponentResource):
             public_subnet_ids=public_subnets or None,
             private_subnet_ids=private_subnets or None,
             node_associate_public_ip_address=False,
+            endpoint_public_access=endpoint.public_access,
+            public_access_cidrs=list(endpoint.public_access_cidrs) if endpoint.public_access else None,
+            endpoint_private_access=endpoint.private_access,
             # Tenant NetworkPolicies are only enforced when the VPC CNI runs its policy agent.
             vpc_cni_options=eks.VpcCniOptionsArgs(enable_network_policy=True),
             # IAM roles for service accounts: the EBS CSI controller's credentials.

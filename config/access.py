@@ -18,7 +18,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
-from config.key_types import Integer, StringList, StringMap, Text
+from config.key_types import Integer, NetworkList, StringList, StringMap, Text
 from config.keys import Block, Derived, Key
 from config.reader import Section
 
@@ -134,7 +134,7 @@ ACCESS = Block(keys=(
         "The team's node port (nodePort exposure); unique per team.", example="30443",
         details="No team's Service may hold it, whether the tenant names it or the host's allocator picks it while "
                 "it is free (rule `service-endpoint-node-ports`, docs/security-model.md)."),
-    Key("loadBalancerSourceRanges", StringList(form="CIDR"), _DEFAULT.load_balancer_source_ranges,
+    Key("loadBalancerSourceRanges", NetworkList(), _DEFAULT.load_balancer_source_ranges,
         "Client CIDRs a load balancer accepts; empty: any.", example="[203.0.113.0/24]"),
     Key("serviceAnnotations", StringMap(), {}, "Annotations of the control plane's Service (loadBalancer, nodePort).",
         example="{service.beta.kubernetes.io/aws-load-balancer-scheme: internal}"),

@@ -13,6 +13,7 @@ import difflib
 from typing import Any, Iterable, Mapping, Optional
 
 from config.access_rules import access_warnings, resolve_access
+from config.api_endpoint import api_endpoint_warnings
 from config.capacity import GPU_EPSILON, known_gpu_capacity
 from config.cpu_memory_capacity import cpu_memory_warnings, organization_overcommit_warnings
 from config.dns_guarantee import check_dns_fits_queues
@@ -155,7 +156,8 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
         + alerting_warnings(platform.observability.alerting, platform.observability.prometheus == "install",
                             secrets.set) \
         + team_alerting_warnings(platform.observability.prometheus, platform.teams, secrets.set) \
-        + datastore_warnings(platform.cluster, platform.teams) + system_pool_warnings(platform)
+        + datastore_warnings(platform.cluster, platform.teams) + system_pool_warnings(platform) \
+        + api_endpoint_warnings(platform.cluster)
     return Platform(**{**platform.__dict__, "warnings": tuple(warnings),
                        "notes": tuple(review_notes(platform) + external_notes(
                            platform.observability, platform.kai_scheduler.gpu_sharing, platform.gpu_operator.mode))})

@@ -13,10 +13,11 @@ from typing import Optional
 from config import versions
 from config.errors import MISSING
 from config.hosts import NODE_GROUP_NAME_PREFIX_MAX, PRIVATE_NETWORKS, SYSTEM_POOL, node_group_name_prefix
-from config.key_types import Check, Integer, StringList, StringMap, Text, refuse_names
+from config.key_types import Boolean, Check, Integer, NetworkList, StringList, StringMap, Text, refuse_names
 from config.keys import REQUIRED, Block, Derived, Key, ListOf
 from config.model_host import (
-    AUTOSCALERS, CLUSTER_AUTOSCALER, NO_AUTOSCALER, EksHost, GpuNodeGroup, NodeGroupScaling, SystemNodeGroup,
+    AUTOSCALERS, CLUSTER_AUTOSCALER, EVERY_ADDRESS, NO_AUTOSCALER, EksApiEndpoint, EksHost, GpuNodeGroup,
+    NodeGroupScaling, SystemNodeGroup,
 )
 from config.reader import Section
 from config.sharing import PROFILES
@@ -79,6 +80,27 @@ GPU_NODE_GROUP = Block(keys=(
                 "`all-balanced`); only GPUs with MIG (A100, H100, H200: p4d, p4de, p5, p5e, p5en) can be split. B200 "
                 "(p6-b200) has MIG, but its layouts are not in the program yet, so a migConfig there is refused. "
                 "See [the isolation tiers](isolation.md)."),
+))
+
+API_ENDPOINT = Block(keys=(
+    Key("publicAccess", Boolean(), True, "Whether the API server answers from the internet.", example="false",
+        details="`false`: only from inside the VPC (`privateAccess` must then be `true`), so `pulumi up` and every "
+                "other `pulumi` command, the tools in `ops/`, and teams reaching their vCluster through the host "
+                "(`access.exposure: none`, `vcluster connect`) must run in the VPC or a network routed to it."),
+    Key("publicAccessCidrs", NetworkList(non_empty=True, ipv4_only=True, exact=True), (EVERY_ADDRESS,),
+        "The addresses the public endpoint answers.", example="[203.0.113.0/24]",
+        default_note="every address (EKS's default)",
+        details="List where `pulumi up` runs (your CI runners, your office), and where teams run `vcluster connect` "
+                "with `access.exposure: none`. With `privateAccess: false` the nodes reach the API server through "
+                "the NAT gateway too, so its public address must be listed: a VPC the program creates gets its NAT "
+                "gateway in the same `pulumi up`, so a shorter list needs `privateAccess: true` there. Not allowed "
+                "with `publicAccess: false`."),
+    Key("privateAccess", Boolean(), True, "Whether nodes and pods reach the API server inside the VPC.",
+        example="false",
+        details="`true` (AWS's advice): traffic from the VPC to the API server stays in the VPC, through the "
+                "cluster's network interfaces there, instead of leaving through the NAT gateway for the public "
+                "endpoint. An existing VPC (`vpcId`) needs DNS hostnames and DNS resolution on for it; the VPC the "
+                "program creates has both."),
 ))
 
 EKS = Block(title="an EKS cluster the program creates", intro="""\
@@ -152,6 +174,7 @@ capacity warnings count (× GPUs per instance type, from `config/capacity.py`)."
             "(`cluster-autoscaler.kubernetes.io/safe-to-evict: \"false\"`), which vCluster writes on every tenant "
             "pod without a controller (bare pods, as KAI's examples run) and a tenant may write on any: such pods "
             "keep their nodes. The program does not install the autoscaler or its IAM role.")),
+    Key("apiEndpoint", API_ENDPOINT, {}, "Who reaches the cluster's Kubernetes API server."),
     Key("systemNodeGroup", SYSTEM_NODE_GROUP, {}, "The CPU node group of the platform's own pods."),
     Key("gpuNodeGroups", ListOf(GPU_NODE_GROUP, empty=(
             "an EKS host needs at least one GPU node group",
@@ -228,7 +251,28 @@ def read_eks(section: Section) -> EksHost:
         gpu_node_groups=tuple(gpu_groups),
         ebs_csi_addon_version=addon,
         autoscaler=autoscaler,
+        api_endpoint=_api_endpoint(section.child("apiEndpoint"), creates_network=vpc_id is None),
     )
+
+
+def _api_endpoint(section: Section, creates_network: bool) -> EksApiEndpoint:
+    """EKS needs one endpoint at least, and nodes need a way to theirs: the private one, or the public one from
+    the NAT gateway's address."""
+    public, private = section.read("publicAccess"), section.read("privateAccess")
+    cidrs = section.read("publicAccessCidrs")
+    if public is False and private is False:
+        section.fail("privateAccess", private, "leaves the cluster with no API server endpoint (publicAccess is "
+                     "false too), which EKS refuses", "set cluster.eks.apiEndpoint.privateAccess: true")
+    if public is False and section.has("publicAccessCidrs"):
+        section.fail("publicAccessCidrs", cidrs, "lists addresses for a public endpoint that publicAccess: false "
+                     "turns off", "remove cluster.eks.apiEndpoint.publicAccessCidrs, or set publicAccess: true")
+    if public and private is False and creates_network and cidrs and EVERY_ADDRESS not in cidrs:
+        section.fail("publicAccessCidrs", list(cidrs), "leaves out the address of the NAT gateway the program "
+                     "creates with the VPC, the only way its nodes reach a public-only API server: no node would "
+                     "join the cluster and the node groups fail to create",
+                     "set cluster.eks.apiEndpoint.privateAccess: true")
+    return EksApiEndpoint(public_access=public is not False, public_access_cidrs=cidrs or (EVERY_ADDRESS,),
+                          private_access=private is not False)
 
 
 def _check_node_group_names(section: Section, cluster_name: Optional[str], gpu_groups: list) -> None:

@@ -145,6 +145,23 @@ class GpuNodeGroup:
     mig_config: Optional[str] = None
 
 
+# What EKS gives a cluster when its endpoint settings are left out: a public endpoint every address reaches.
+EVERY_ADDRESS = "0.0.0.0/0"
+
+
+@dataclass(frozen=True)
+class EksApiEndpoint:
+    """Who reaches the cluster's Kubernetes API server: from the internet (``public_access_cidrs``) and from inside
+    the VPC (``private_access``: nodes and pods then reach it without leaving the VPC)."""
+    public_access: bool = True
+    public_access_cidrs: tuple[str, ...] = (EVERY_ADDRESS,)
+    private_access: bool = True
+
+    @property
+    def open_to_every_address(self) -> bool:
+        return self.public_access and EVERY_ADDRESS in self.public_access_cidrs
+
+
 @dataclass(frozen=True)
 class EksHost:
     name: str
@@ -162,6 +179,7 @@ class EksHost:
     ebs_csi_addon_version: Optional[str]
     # What sizes the node groups: "none" (desiredSize, set by `pulumi up`) or the site's "cluster-autoscaler".
     autoscaler: str = NO_AUTOSCALER
+    api_endpoint: EksApiEndpoint = EksApiEndpoint()
 
     @property
     def autoscaled(self) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Optional
 
 from config import versions
+from config.api_endpoint import api_endpoint_notes
 from config.capacity import GPUS_PER_INSTANCE_TYPE, known_gpu_capacity
 from config.cpu_memory_capacity import cpu_memory_notes
 from config.image_registries import unlisted_registries_notes
@@ -22,7 +23,8 @@ def review_notes(platform: Platform) -> list[str]:
     if platform.cluster.kubeconfig is not None:
         notes.append(_site_pids_note(platform.cluster.pod_pids_limit))
     notes += _unchecked_kubernetes_notes(platform.cluster) + _unknown_instance_type_notes(platform.cluster) \
-        + _unscaled_bounds_notes(platform.cluster) + datastore_notes(platform.cluster, platform.teams) + cpu_memory_notes(platform)
+        + _unscaled_bounds_notes(platform.cluster) + api_endpoint_notes(platform.cluster) \
+        + datastore_notes(platform.cluster, platform.teams) + cpu_memory_notes(platform)
     capacity = known_gpu_capacity(platform.cluster, platform.gpu_operator.time_slicing)
     guaranteed = sum(max(team.resources.gpu.quota, 0) for team in platform.teams)
     if capacity and all(team.resources.gpu.quota != -1 for team in platform.teams) \

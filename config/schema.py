@@ -43,6 +43,14 @@ LOADER_ONLY = {
     (r"cluster\.eks\.vpcCidr", "valid IPv4 network block"): "host bits set (the schema checks the shape only)",
     (r"cluster\.eks\.vpcCidr", "is not inside"): "inside the private ranges (the schema checks the shape only)",
     (r"cluster\.eks\.gpuNodeGroups\[\d+\]\.labels", "sets "): "a label key inside a map the program fills",
+    (r"cluster\.eks\.apiEndpoint\.privateAccess", "no API server endpoint"): "compares with publicAccess",
+    (r"cluster\.eks\.apiEndpoint\.publicAccessCidrs", "publicAccess: false"): "compares with publicAccess",
+    (r"cluster\.eks\.apiEndpoint\.publicAccessCidrs", "NAT gateway"):
+        "compares with privateAccess and cluster.eks.vpcId",
+    (r"(cluster\.eks\.apiEndpoint\.publicAccessCidrs|.*\.access\.loadBalancerSourceRanges)\[\d+\]",
+     "no valid address"): "reads each block as an address and a prefix (the schema checks the shape only)",
+    (r"cluster\.eks\.apiEndpoint\.publicAccessCidrs\[\d+\]", "bits set past"):
+        "host bits set (the schema checks the shape only)",
     # These four a hand-written if/then could state; the schema's conditions come from one block's definitions.
     (r"gpuOperator\.mode", "MicroK8s addon only exists"): "ties it to cluster.kind, another block",
     (r"gpuOperator\.mode", "enableNvidiaAddon"): "ties it to cluster.microk8s, another block",

@@ -103,6 +103,9 @@ BROKEN: dict[str, tuple[str, dict[str, Any]]] = {
     "kubernetes version with patch": ("eks", {"cluster.eks.kubernetesVersion": "1.33.2"}),
     "addon version no build": ("eks", {"cluster.eks.ebsCsiAddonVersion": "v1.50.1"}),
     "cidr not a network": ("eks", {"cluster.eks.vpcCidr": "ten-dot-zero"}),
+    "api endpoint allowing a bare address": ("eks", {"cluster.eks.apiEndpoint": {"publicAccessCidrs": ["ten"]}}),
+    "api endpoint allowing nobody": ("eks", {"cluster.eks.apiEndpoint": {"publicAccessCidrs": []}}),
+    "api endpoint as a word": ("eks", {"cluster.eks.apiEndpoint": {"privateAccess": "yes"}}),
     "system group desired zero": ("eks", {"cluster.eks.systemNodeGroup": {"minSize": 0, "desiredSize": 0}}),
     "storage class with capitals": ("existing-cluster-lab", {"cluster.kubeconfig.storageClass": "Fast_SSD"}),
     "release label with a space": ("existing-cluster-lab", {"observability.external.releaseLabel": "my prom"}),
@@ -152,6 +155,22 @@ BROKEN: dict[str, tuple[str, dict[str, Any]]] = {
                                                            "teams[5].vcluster": REMOVE}),
     "cidr with host bits": ("eks", {"cluster.eks.vpcCidr": "10.0.0.1/16"}),
     "cidr outside the private ranges": ("eks", {"cluster.eks.vpcCidr": "198.18.0.0/16"}),
+    "api endpoint address without prefix": ("eks", {"cluster.eks.apiEndpoint": {
+        "publicAccessCidrs": ["203.0.113.7"]}}),
+    "api endpoint block with host bits": ("eks", {"cluster.eks.apiEndpoint": {
+        "publicAccessCidrs": ["203.0.113.7/24"]}}),
+    "api endpoint ipv6 block": ("eks", {"cluster.eks.apiEndpoint": {"publicAccessCidrs": ["2001:db8::/32"]}}),
+    "api endpoint address out of range": ("eks", {"cluster.eks.apiEndpoint": {
+        "publicAccessCidrs": ["203.0.113.300/32"]}}),
+    "load balancer range past its family": ("eks", {"vcluster.access": {
+        "exposure": "loadBalancer", "domain": "gpu.example.com", "loadBalancerSourceRanges": ["10.0.0.0/40"]}}),
+    "no api endpoint at all": ("eks", {"cluster.eks.apiEndpoint": {"publicAccess": False, "privateAccess": False}}),
+    "addresses for no public endpoint": ("eks", {"cluster.eks.apiEndpoint": {
+        "publicAccess": False, "publicAccessCidrs": ["203.0.113.0/24"]}}),
+    "public-only endpoint shutting out the created vpc's nodes": ("eks", {"cluster.eks.apiEndpoint": {
+        "privateAccess": False, "publicAccessCidrs": ["203.0.113.0/24"]}}),
+    "load balancer range not a block": ("eks", {"vcluster.access": {
+        "exposure": "loadBalancer", "domain": "gpu.example.com", "loadBalancerSourceRanges": ["office"]}}),
     "pool label by hand": ("eks", {"cluster.eks.gpuNodeGroups[0].labels": {"gpu-tenancy/pool": "x"}}),
     "addon mode on eks": ("eks", {"gpuOperator.mode": "microk8s-addon"}),
     "addon enabled with install": ("dev", {"cluster.microk8s.enableNvidiaAddon": True, "gpuOperator.mode": "install"}),

@@ -194,9 +194,12 @@ def test_gpus_guaranteed_to_no_team_are_a_note_not_a_warning():
     put(config, "cluster.eks.autoscaler", "cluster-autoscaler")
     # CPU and memory the four nodes hold: the GPUs are the point here.
     put(config, "vcluster.resourceQuota", {"cpu": "2", "memory": "8Gi", "pods": 10})
+    # ... and who reaches the API server: the default public endpoint has a note of its own.
+    put(config, "cluster.eks.apiEndpoint", {"publicAccess": False})
     platform = load_platform(config)
     guaranteed = sum(team.resources.gpu.quota for team in platform.teams)
-    assert platform.notes == (f"{4 - guaranteed:g} of 4 GPU(s) are guaranteed to no team (the teams' gpu quotas "
+    assert platform.notes[0].startswith("cluster.eks.apiEndpoint.publicAccess is false")
+    assert platform.notes[1:] == (f"{4 - guaranteed:g} of 4 GPU(s) are guaranteed to no team (the teams' gpu quotas "
                               f"add up to {guaranteed:g}): teams only get them over quota, by priority and "
                               "overQuotaWeight.",)
     assert not platform.warnings
