@@ -1,9 +1,12 @@
-"""Whether the nodes the platform's own pods land on hold them: the config-time warning (config/system_pool_capacity.py)
-and the upstream numbers it rests on (config/system_pods.py, config/node_allocatable.py)."""
+"""Whether the nodes the platform's own pods land on hold them: the config-time warning (config/system_pool_capacity.py),
+the ``system-pool`` rule of the deployability check (tools/deployability/system_pool.py) and the upstream numbers both
+rest on (config/system_pods.py, config/node_allocatable.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import tempfile
 
 import pytest
 
@@ -16,8 +19,14 @@ from config.system_pool_capacity import system_nodes, system_nodes_from_output, 
 from config.tenant_budget import control_plane_budget
 from config.versions import KAI_RELEASES
 from tests.config_spec import dev_config, eks_config, put
-from tests.conftest import MIRRORED_TAGS, git, go_function, mirrored_tag
+from tests.conftest import MIRRORED_TAGS, git, go_function, mirrored_tag, real_charts_or_skip, run
 from tests.node_pid_readers import EKS_AMI, EKS_AMI_TAG, MICROK8S
+from tools.charts.render import render_plan_releases
+from tools.deployability import check as deployability
+from tools.deployability.findings import ERROR, WARNING
+from tools.deployability.inputs import HOST_KIND_FACTS, K8sObject, Site, helm_kube_version, site_from_plan
+from tools.deployability.system_pool import RULE, check_system_pool, pod_requests
+from tools.plan.document import build_plan
 
 KAI = "kai-scheduler/KAI-Scheduler"
 SYSTEM_KEY = "cluster.eks.systemNodeGroup"
@@ -86,6 +95,108 @@ def test_the_host_registers_its_system_nodes_for_the_check():
     assert (box.nodes, box.max_pods, box.allocatable, box.size_key) == (1, 110, None, None)
     stated = put(put(dev_config(), "cluster.microk8s.cpu", "32"), "cluster.microk8s.memory", "128Gi")
     assert system_nodes(load_platform(stated).cluster).allocatable == CpuMemory(32000, 128 * 1024 * MEBIBYTE)
+
+
+# --- the deployability rule, on objects built by hand -----------------------------------------------------------
+
+
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def _workload(kind: str, name: str, cpu: str, memory: str, replicas=None, tolerations=(), init=None) -> K8sObject:
+    spec = {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
+            "tolerations": list(tolerations)}
+    if init:
+        spec["initContainers"] = [{"name": "i", "resources": {"requests": init}}]
+    manifest = {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name, "namespace": "ns"},
+                "spec": {"template": {"spec": spec}, **({"replicas": replicas} if replicas is not None else {})}}
+    return K8sObject(manifest, "test")
+
+
+def _eks_site(instance_type: str, desired: int) -> Site:
+    config = put(eks_config(), "cluster.eks.systemNodeGroup",
+                 {"instanceTypes": [instance_type], "minSize": 1, "desiredSize": desired, "maxSize": 3})
+    plan = build_plan(run(config), "test")
+    return site_from_plan(plan)
+
+
+def test_an_init_container_larger_than_the_containers_sets_the_pods_requests():
+    spec = _workload("Deployment", "d", "100m", "64Mi", init={"cpu": "1", "memory": "32Mi"}).manifest
+    assert pod_requests(spec["spec"]["template"]["spec"]) == CpuMemory(1000, 64 * MEBIBYTE)
+
+
+def test_a_site_whose_system_nodes_do_not_hold_the_platform_is_refused():
+    site = _eks_site("t3.medium", 1)
+    assert site.system_nodes.max_pods == eks_max_pods("t3.medium") == 17
+    # 3 replicas of a 500m controller and a 700m one surely land there; a GPU-tolerating Deployment may land on the
+    # GPU node and is not counted; a DaemonSet tolerating it runs on every node, the system node too.
+    objects = [_workload("Deployment", "controller", "500m", "128Mi", replicas=3),
+               _workload("StatefulSet", "plane", "700m", "256Mi"),
+               _workload("Deployment", "small", "1m", "1Mi", replicas=8),
+               _workload("Deployment", "anywhere", "4", "1Gi", tolerations=[GPU_TOLERATION]),
+               _workload("DaemonSet", "agent", "50m", "32Mi", tolerations=[GPU_TOLERATION]),
+               _workload("Job", "probe", "10m", "16Mi"),
+               K8sObject({"apiVersion": "v1", "kind": "Pod", "metadata": {
+                   "name": "chart-test", "namespace": "ns", "annotations": {"helm.sh/hook": "test"}},
+                   "spec": {"containers": [{"name": "t", "resources": {"requests": {"cpu": "8"}}}]}}, "test")]
+    [finding] = check_system_pool(objects, site, {})
+    # No KAI release among these objects: only EKS's own add-ons join them.
+    eks = {name: entry for name, entry in unrendered_pods(eks=True).items() if not name.startswith("KAI ")}
+    need = 1500 + 700 + 8 + 10 + sum(requests.millicores * replicas for replicas, requests in eks.values())
+    room = site.system_nodes.allocatable.millicores - 50
+    assert finding.severity == ERROR and finding.rule == RULE
+    assert f"{need / 1000:.2f} CPU" in finding.message and f"{room / 1000:.2f} CPU" in finding.message
+    assert "1 t3.medium node(s) (its desiredSize)" in finding.message
+    assert f"raise {SYSTEM_KEY}.desiredSize" in finding.fix and f"{SYSTEM_KEY}.instanceTypes" in finding.fix
+    assert "anywhere" not in finding.message and "chart-test" not in finding.message
+    assert "Job ns/probe" in finding.message
+    pods = 3 + 1 + 8 + 1 + sum(replicas for replicas, _ in eks.values())
+    per_node = len(EKS_NODE_PODS) + 1
+    assert f"{pods} pods, while each node runs at most 17 pods, {per_node} of them its per-node pods, leaving " \
+           f"{17 - per_node} in all" in finding.message
+    # On three m6i.2xlarge the same pods fit.
+    assert not check_system_pool(objects, _eks_site("m6i.2xlarge", 3), {})
+
+
+def test_the_kubeconfig_site_states_no_nodes_and_is_not_checked():
+    site = Site("test", "kubeconfig", HOST_KIND_FACTS["kubeconfig"], "1.33", None)
+    assert not check_system_pool([_workload("Deployment", "d", "100", "1Ti", replicas=500)], site, {})
+
+
+def test_the_microk8s_node_counts_the_teams_pods_too():
+    plan = build_plan(run(dev_config()), "test")
+    site = site_from_plan(plan)
+    assert site.system_nodes.max_pods == KUBELET_DEFAULT_MAX_PODS
+    few = {f"vcluster-team-{n}": {"pods": 20} for n in range(3)}
+    assert not check_system_pool([], site, few)
+    [warning] = check_system_pool([], site, {**few, "vcluster-team-x": {"pods": 100}})
+    assert warning.severity == WARNING and "whose quotas allow 160" in warning.message
+    assert "vcluster.resourceQuota.pods" in warning.fix
+    crowded = [_workload("Deployment", "d", "10m", "16Mi", replicas=100)]
+    [error] = check_system_pool(crowded, site, few)
+    assert error.severity == ERROR and "while each node runs at most 110 pods" in error.message
+    assert error.fix.startswith("run fewer teams on the box")
+    # A box that states its allocatable has its requests counted too (cluster.microk8s.cpu and .memory).
+    stated = dataclasses.replace(site, system_nodes=dataclasses.replace(site.system_nodes,
+                                                                        allocatable=CpuMemory(2000, 8 * 2 ** 30)))
+    [error] = check_system_pool([_workload("Deployment", "d", "1", "16Mi", replicas=3)], stated, few)
+    assert "3.00 CPU and 0.0 GiB of requests, while the nodes give pods 2.00 CPU" in error.message
+
+
+def test_a_generated_site_with_many_teams_does_not_fit_the_committed_system_group():
+    config = _many_teams_on_eks(12, {"instanceTypes": ["m6i.large"], "minSize": 1, "desiredSize": 2, "maxSize": 3})
+    put(config, "organization.resources.gpu.quota", 2)
+    plan = build_plan(run(config), "test")
+    cache = real_charts_or_skip(plan)
+    with tempfile.TemporaryDirectory() as out:
+        rendered = render_plan_releases(plan["resources"], cache, out, kube_version=helm_kube_version(plan))
+        _, _, found = deployability.check_plan(plan, rendered, out, cache)
+    [finding] = [f for f in found if f.rule == RULE]
+    assert finding.severity == ERROR and "2 m6i.large node(s)" in finding.message
+    assert re.search(r"do not fit: \d+\.\d\d CPU and [\d.]+ GiB of requests, while the nodes give pods 3\.54 CPU",
+                     finding.message), finding.message
+    assert f"raise {SYSTEM_KEY}.desiredSize" in finding.fix
+    assert not system_warnings(load_platform(config)), "config alone counts less than the charts render"
 
 
 # --- the upstream numbers ---------------------------------------------------------------------------------------
