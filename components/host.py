@@ -33,6 +33,7 @@ from config.hosts import (
 from config.vocabulary import MICROK8S_ADDON_NAMESPACE
 from config.model import Cluster
 from config.model_host import PID_EVICTION_THRESHOLD, SYSTEM_PID_RESERVE, EksHost, HostProfile, MicroK8sHost
+from config.system_pool_capacity import system_nodes_output
 from config.vocabulary import HOST_COMPONENT, MANAGED_BY, NODE_PROFILE_LABEL
 
 EKS_GPU_AMI = "AL2023_x86_64_NVIDIA"
@@ -116,7 +117,8 @@ class HostCluster(pulumi.ComponentResource):
                                "apiServerPort": self.profile.api_server_port,
                                "kubernetesVersion": cluster.kubernetes_version,
                                "podPidsLimit": cluster.pod_pids_limit, "systemPidReserve": SYSTEM_PID_RESERVE,
-                               "pidEvictionThreshold": PID_EVICTION_THRESHOLD})
+                               "pidEvictionThreshold": PID_EVICTION_THRESHOLD,
+                               "systemNodes": system_nodes_output(cluster)})
 
     # --- MicroK8s -----------------------------------------------------------------------------
 

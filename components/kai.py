@@ -25,6 +25,7 @@ from components.kubectl_job import (
     HOME_VOLUME, POD_SECURITY_CONTEXT, job_identity, kubectl_container, wait_for_create_args,
 )
 from config.model import KaiScheduler as KaiSettings
+from config.system_pods import KAI_ADMISSION_REPLICAS
 from config.vocabulary import HELM_MAX_HISTORY, KAI_COMPONENT, MANAGED_BY, QUEUE_RESOURCES
 
 SCHEDULER_NAME = "kai-scheduler"
@@ -38,9 +39,8 @@ PROBE_DEADLINE_SECONDS = 1200
 QUEUE_WEBHOOK = "kai-queue-validation-v2"
 # Each pod attempt waits this long for the webhook configuration; attempts repeat until the deadline.
 WEBHOOK_WAIT_SECONDS = 300
-# KAI's pod webhooks fail closed, and every tenant pod goes through them: one admission pod may restart
-# (upgrade, node drain) while the other answers. The operator adds a PodDisruptionBudget only above 1 replica.
-ADMISSION_REPLICAS = 2
+# The admission's replicas (config/system_pods.py says why two): the operator adds a PodDisruptionBudget only above 1.
+ADMISSION_REPLICAS = KAI_ADMISSION_REPLICAS
 ADMISSION_MAX_UNAVAILABLE = 1
 # The operator's input (CRD configs.kai.scheduler, cluster-scoped); the chart's post-install/upgrade hook
 # server-side applies it without spec.admission.replicas, so a patch of that one field survives upgrades.

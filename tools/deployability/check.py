@@ -33,7 +33,10 @@ reports what a first ``pulumi up`` on the site would trip over, one rule each:
   run on a host whose Kubernetes serves image volumes (``image_volumes``);
 * ``tenant-quota``: each tenant namespace's quota, as the chart renders it, holds its control plane, its DNS
   and the team's stated pods, its LimitRange admits their containers, and it agrees with the team's KAI
-  queue (``quota``).
+  queue (``quota``);
+* ``system-pool``: the pods that surely land on the nodes the platform's own pods run on (an EKS site's system node
+  group, a MicroK8s box's node), the per-team ones and those no chart renders included, fit those nodes' allocatable
+  CPU and memory and the pods each may run (``system_pool``).
 
 ``storage``, ``api-server-egress``, ``node-fit`` and ``pod-security`` live in ``site_rules``, ``schema`` and
 ``custom-resource`` in ``schemas``, the others in the modules named above. This module runs them all, with the
@@ -46,7 +49,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from config import versions
-from tools.deployability import grafana, image_volumes, names, operator_mounts, quota, resources, workloads
+from tools.deployability import grafana, image_volumes, names, operator_mounts, quota, resources, system_pool, workloads
 from tools.deployability.findings import ERROR, INFO, WARNING, Finding
 from tools.deployability.inputs import (
     K8sObject, Site, addon_operator_version, crds_of, program_objects, rendered_objects, site_from_plan,
@@ -124,8 +127,10 @@ def check_plan(plan: Mapping[str, Any], rendered: Mapping[str, Any], out_dir: An
         extra += _site_operator_crds(versions.KUBE_PROMETHEUS_STACK_CHART, versions.KUBE_PROMETHEUS_STACK_VERSION,
                                      "whose CRDs stand in for the site's own Prometheus operator's",
                                      "the ServiceMonitors and the PrometheusRule were", site, cache_dir, notes)
-    quotas = quota.check_tenant_quotas(objects + tenant_pods(objects), quota.tenant_allowances(plan),
+    allowances = quota.tenant_allowances(plan)
+    quotas = quota.check_tenant_quotas(objects + tenant_pods(objects), allowances,
                                        lambda *args: Finding(args[0], "tenant-quota", *args[1:]))
+    quotas += system_pool.check_system_pool(objects + tenant_pods(objects), site, allowances)
     images = [Finding(ERROR, image_volumes.RULE, *found)
               for found in image_volumes.check_image_volumes(plan["resources"], objects, site)]
     return site, len(objects), check(objects, site, extra) + quotas + images + notes

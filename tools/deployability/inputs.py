@@ -17,6 +17,7 @@ from typing import Any, Iterable, Mapping, Optional
 from config import versions
 from config.hosts import EKS_TAINT_EFFECTS, HOST_KIND_FACTS, HostKindFacts
 from config.model_host import NodePool, Taint
+from config.system_pool_capacity import SystemNodes, system_nodes_from_output
 from config.vocabulary import EKS_NODE_GROUP, HOST_COMPONENT, VCLUSTER_MANAGED_BY_LABEL
 from tools.charts.manifest_yaml import load_manifests
 from tools.offline.recording import REDACTED, UNKNOWN
@@ -48,6 +49,8 @@ class Site:
     kubernetes_version: str  # the minor version the site states (cluster.<kind>.kubernetesVersion)
     node_pools: Optional[tuple[NodePool, ...]]  # None: the plan cannot know them
     enables_hostpath_storage: bool = True
+    # The nodes the platform's own pods land on (config/system_pool_capacity.py); None: the site does not state them.
+    system_nodes: Optional[SystemNodes] = None
 
 
 _KUBERNETES_TAINT_EFFECTS = {eks: kubernetes for kubernetes, eks in EKS_TAINT_EFFECTS.items()}
@@ -92,14 +95,16 @@ def site_from_plan(plan: Mapping[str, Any]) -> Site:
             pools.append(NodePool(group["name"], labels, tuple(_taint(t) for t in inputs.get("taints") or []),
                                   gpu=gpu,
                                   managed_prefixes=_OPERATOR_PREFIXES if gpu else ("feature.node.kubernetes.io/",)))
-        return Site(plan["stack"], "eks", HOST_KIND_FACTS["eks"], version, tuple(pools))
+        return Site(plan["stack"], "eks", HOST_KIND_FACTS["eks"], version, tuple(pools),
+                    system_nodes=system_nodes_from_output(_host_output(plan, "systemNodes")))
     if kind == "microk8s":
         commands = [str(r["inputs"].get("create", "")) for r in resources if r["type"].startswith("command:")]
         # One node: the GPU box; the nvidia addon's operator labels it.
         node = NodePool("microk8s-node", {**_NODE_BASE_LABELS, **_GPU_NODE_LABELS}, gpu=True,
                         managed_prefixes=_OPERATOR_PREFIXES)
         return Site(plan["stack"], "microk8s", HOST_KIND_FACTS["microk8s"], version, (node,),
-                    enables_hostpath_storage=any("enable hostpath-storage" in c for c in commands))
+                    enables_hostpath_storage=any("enable hostpath-storage" in c for c in commands),
+                    system_nodes=system_nodes_from_output(_host_output(plan, "systemNodes")))
     facts = HOST_KIND_FACTS["kubeconfig"]
     port = _host_output(plan, "apiServerPort")
     if port:
