@@ -170,7 +170,8 @@ def test_the_microk8s_node_counts_the_teams_pods_too():
     few = {f"vcluster-team-{n}": {"pods": 20} for n in range(3)}
     assert not check_system_pool([], site, few)
     [warning] = check_system_pool([], site, {**few, "vcluster-team-x": {"pods": 100}})
-    assert warning.severity == WARNING and "whose quotas allow 160" in warning.message
+    # 3 x 20 and 100 pods, and each of the four teams' DNS pod.
+    assert warning.severity == WARNING and "whose quotas allow 164" in warning.message
     assert "vcluster.resourceQuota.pods" in warning.fix
     crowded = [_workload("Deployment", "d", "10m", "16Mi", replicas=100)]
     [error] = check_system_pool(crowded, site, few)

@@ -19,6 +19,7 @@ from typing import Any, Mapping, Optional, Sequence
 from config.key_types import QUANTITY, quantity_value
 from config.node_allocatable import NOTHING, CpuMemory
 from config.system_pods import microk8s_unrendered_pods, unrendered_pods
+from config.tenant_budget import DNS_REPLICAS
 from tools.deployability import operator_mounts
 from tools.deployability.findings import ERROR, WARNING, Finding
 from tools.deployability.inputs import K8sObject, Site, pod_templates
@@ -156,13 +157,15 @@ def check_system_pool(objects: Sequence[K8sObject], site: Site,
                                 f"the platform's pods that land on {where} do not fit: {'; and '.join(short)} "
                                 f"({counted}); some stay Pending and their Helm releases time out in `pulumi up`",
                                 fix))
-    team_pods = sum(int(allowance.get("pods") or 0) for allowance in allowances.values())
+    # Each team's DNS runs beside its pods, inside the vCluster: no chart of the plan renders it.
+    team_pods = sum(int(allowance.get("pods") or 0) + DNS_REPLICAS for allowance in allowances.values())
     if site.kind == "microk8s" and not short and pods + team_pods > room_for_pods:
         findings.append(Finding(
             WARNING, RULE, f"site {site.stack}",
             f"the MicroK8s node runs at most {nodes.max_pods} pods (the kubelet's default): the platform's {pods} "
             f"and {per_node_pods} per-node pods leave {room_for_pods - pods} for the teams, whose quotas allow "
-            f"{team_pods} (vcluster.resourceQuota.pods and teams[].vcluster.resourceQuota.pods); past it their pods "
+            f"{team_pods} (vcluster.resourceQuota.pods and teams[].vcluster.resourceQuota.pods, and one DNS pod "
+            "each); past it their pods "
             "stay Pending inside their quota",
             "lower vcluster.resourceQuota.pods so the teams' pods add up to what the node runs"))
     return findings
