@@ -18,6 +18,7 @@ from config.capacity import GPU_EPSILON, known_gpu_capacity
 from config.cpu_memory_capacity import cpu_memory_warnings, organization_overcommit_warnings
 from config.dns_guarantee import check_dns_fits_queues
 from config.errors import ConfigError, ConfigIssue
+from config.eks_support import eks_support_warnings
 from config.gpu_pool_capacity import gpu_pool_warnings
 from config.hosts import HOST_KIND_FACTS, host_profile
 from config.image_volumes import check_image_volumes
@@ -332,7 +333,7 @@ def _warnings(platform: Platform) -> list[str]:
         warnings.append(
             "gpuOperator.toolkitEnabled is true on EKS: the AL2023 NVIDIA AMI already ships the container toolkit "
             "and makes nvidia containerd's default runtime; the operator's toolkit rewrites that config.")
-    return warnings + _unknown_api_server_port_warnings(platform)
+    return warnings + _unknown_api_server_port_warnings(platform) + eks_support_warnings(platform.cluster)
 
 
 def _unknown_api_server_port_warnings(platform: Platform) -> list[str]:

@@ -93,6 +93,14 @@ REWRITE_HOSTS_IMAGE = {"registry": "mirror.gcr.io", "repository": "library/alpin
 
 # New EKS clusters only: EKS upgrades an existing cluster one minor version at a time.
 EKS_KUBERNETES_VERSION = "1.36"
+# The day each Kubernetes minor the config accepts on EKS leaves Amazon EKS's extended support (UTC), from the
+# "Amazon EKS Kubernetes release calendar" of the EKS user guide (awsdocs/amazon-eks-user-guide,
+# latest/ug/versioning/kubernetes-versions.adoc, commit 013856044148d6eeed4723027a45aa2180536bcb): 14 months of
+# standard support, then 12 of extended. From that day EKS creates no cluster of that minor and moves a running
+# control plane to the oldest minor it still supports, at a time of its choosing; managed node groups stay behind.
+# Minors the calendar did not list yet are missing here (config/eks_support.py judges only those listed).
+EKS_END_OF_EXTENDED_SUPPORT = {"1.30": "2026-07-23", "1.31": "2026-11-26", "1.32": "2027-03-23", "1.33": "2027-07-29",
+                               "1.34": "2027-12-02"}
 # The EKS add-on for EBS volumes has no pin here: its builds differ by Kubernetes version, so the program
 # looks up the newest for the cluster's version when it creates the add-on (cluster.eks.ebsCsiAddonVersion
 # pins one instead).

@@ -26,7 +26,8 @@ its findings to ``DIR/deployability.md`` (``--fail-on-findings``: exit 3 when it
 With ``--diff-against``, the change since an earlier plan.json (resources added, removed and
 changed, with the changed input paths and old -> new values; ``tools.plan.diff``) is printed and
 written to ``diff.md``. It opens with what a running site refuses or loses by the change: Pulumi
-replacements (``tools.plan.replacement``) and, when both plans rendered the charts, updates the API
+replacements (``tools.plan.replacement``), each chart moved to another release (``tools.plan.chart_versions``)
+and, when both plans rendered the charts, updates the API
 server refuses, objects deleted with data and CRDs Helm leaves as they were (``tools.plan.running_site``).
 
 Exit codes: 0 written; 3 deployability errors with ``--fail-on-findings``; 2 invalid stack config (``config.ConfigError``, printed to stderr) or no
@@ -145,11 +146,14 @@ def main(argv: Optional[Sequence[str]] = None, *, config: Optional[dict[str, Any
         files.append((DEPLOYABILITY_FILE, deployability.render_report(findings, site, checked)))
     if old_plan is not None:
         diff = diff_plans(old_plan, plan)
-        diff.running_site = pulumi_findings(diff, old_plan, plan)
+        diff.running_site = pulumi_findings(diff, old_plan, plan, args.chart_cache)
         if rendered is not None and old_manifests:
             new_manifests = read_manifests(out / MANIFESTS_DIR)
             diff.manifests = manifest_changes(old_manifests, new_manifests)
-            diff.running_site += chart_findings(old_manifests, new_manifests)
+            # A CRD a chart version change already reported is not reported again.
+            known = {(finding.category, finding.subject) for finding in diff.running_site}
+            diff.running_site += [finding for finding in chart_findings(old_manifests, new_manifests)
+                                  if (finding.category, finding.subject) not in known]
             diff.charts_checked = True
         diff_text = render_diff(diff, str(args.diff_against), f"{args.stack} (this run)")
         files.append((DIFF_FILE, diff_text))

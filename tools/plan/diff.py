@@ -230,9 +230,12 @@ RUNNING_SITE_HEADINGS = {
     "refused": "Refused by the API server: the Helm upgrade fails and rolls back, and `pulumi up` stops on the release",
     "stops": "Stops `pulumi up`: a protected resource would be replaced, or the cloud refuses the change",
     "lost": "Loses state",
+    "downgrade": "Goes back to an older chart release: nothing refuses it, the older release runs on what the newer "
+                 "left",
     "not applied": "Not applied: the running site keeps the old object",
     "replaced": "Replaced: deleted, then created again",
     "disrupts": "Disrupts running work",
+    "upgrade": "Chart upgrades, and what becomes of their CRDs",
     "unknown": "Not judged: no rule known to the plan diff, check before applying",
 }
 
@@ -272,6 +275,9 @@ def render_diff(diff: PlanDiff, old_label: str, new_label: str) -> str:
     if serious:
         lines += ["", f"**This change cannot be applied to a running site as it is, or loses state "
                       f"({', '.join(serious)}): see [{RUNNING_SITE_TITLE}](#{RUNNING_SITE_TITLE.lower().replace(' ', '-')}).**"]
+    if any(finding.category == "downgrade" for finding in diff.running_site):
+        lines += ["", "**A chart goes back to an older release: see "
+                      f"[{RUNNING_SITE_TITLE}](#{RUNNING_SITE_TITLE.lower().replace(' ', '-')}).**"]
     lines += render_running_site(diff)
     for title, resources, sign in (("Added", diff.added, "+"), ("Removed", diff.removed, "-")):
         if resources:

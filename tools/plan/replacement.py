@@ -14,10 +14,13 @@ commands) are not read here: a change to one is reported as unknown, for ``pulum
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from pathlib import Path
+from typing import Any, Mapping, Optional
 
 from config.mig import MIG_CONFIG_LABEL
 from config.vocabulary import RELEASE
+from tools.charts.cache import chart_cache_dir
+from tools.plan.chart_versions import chart_version_findings
 from tools.plan.diff import MISSING, Change, PlanDiff
 from tools.plan.eks_upgrade import eks_version_findings
 from tools.plan.running_site import DISRUPTS, LOST, STATE_OF_KIND, STOPS, UNKNOWN, Finding
@@ -124,8 +127,10 @@ def _mig_layout_finding(subject: str, change: Change) -> Finding:
                    "at a quiet time, and tell the pool's teams")
 
 
-def pulumi_findings(diff: PlanDiff, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Finding]:
-    """Replacements of the changed resources, and state lost with removed ones."""
+def pulumi_findings(diff: PlanDiff, old: Mapping[str, Any], new: Mapping[str, Any],
+                    chart_cache: Optional[Path] = None) -> list[Finding]:
+    """Replacements of the changed resources, state lost with removed ones, and what each chart version change
+    does (``tools.plan.chart_versions``, the CRDs compared from ``chart_cache``, by default the chart cache)."""
     before = {resource["urn"]: resource for resource in old.get("resources", [])}
     after = {resource["urn"]: resource for resource in new.get("resources", [])}
     findings: list[Finding] = []
@@ -138,7 +143,7 @@ def pulumi_findings(diff: PlanDiff, old: Mapping[str, Any], new: Mapping[str, An
         findings += [_mig_layout_finding(subject, change) for change in inputs
                      if change.path == f'labels["{MIG_CONFIG_LABEL}"]']
         upgrade, inputs = eks_version_findings(resource, subject, inputs)
-        findings += upgrade
+        findings += upgrade + chart_version_findings(resource, subject, inputs, chart_cache_dir(chart_cache))
         if not inputs:
             continue
         paths = replacing_paths(resource, [change.path for change in inputs], new)

@@ -70,6 +70,7 @@ class _Object:
     manifest: dict[str, Any]
     crd_file: bool
     hook: bool
+    file: str = ""
 
     @property
     def key(self) -> tuple[str, str, str, str, str]:
@@ -82,6 +83,15 @@ class _Object:
         _, group, kind, namespace, name = self.key
         where = f"{namespace}/" if namespace else ""
         return f"{self.release}: {kind} {where}{name}" + (f" ({group})" if group else "")
+
+
+def is_crd_file(path: str) -> bool:
+    """A file of a ``crds/`` folder of the chart (``[<chart>/]crds/x.yaml``) or of a subchart
+    (``<chart>/charts/<sub>/crds/x.yaml``), not a template of a subchart that happens to be named ``crds``
+    (kube-prometheus-stack's)."""
+    parts = path.split("/")
+    return (len(parts) >= 2 and parts[-2] == "crds" and (len(parts) <= 3 or parts[-4] == "charts")
+            and parts[-1].endswith((".yaml", ".yml")))
 
 
 def chart_objects(manifests: Mapping[str, str]) -> dict[tuple, _Object]:
@@ -98,7 +108,8 @@ def chart_objects(manifests: Mapping[str, str]) -> dict[tuple, _Object]:
             if not isinstance(document, dict) or not document.get("kind"):
                 continue
             annotations = (document.get("metadata") or {}).get("annotations") or {}
-            item = _Object(release, document, "crds" in template.split("/")[:-1], "helm.sh/hook" in annotations)
+            item = _Object(release, document, is_crd_file(template), "helm.sh/hook" in annotations,
+                           template.rsplit("/", 1)[-1])
             found[item.key] = item
     return found
 
@@ -194,25 +205,48 @@ def _crd_writes(role: Mapping[str, Any]) -> set[str]:
     return names
 
 
+def _named_files(pod: Mapping[str, Any], files: set[str]) -> set[str]:
+    """Which of the chart's ``crds/`` files (by file name) a hook pod's containers name in their command or
+    arguments: the GPU Operator's hook applies the files it names (``--filepath=/opt/gpu-operator/<file>``), and
+    only those, whatever its role allows."""
+    named = set()
+    for container in [*(pod.get("initContainers") or []), *(pod.get("containers") or [])]:
+        for word in [*(container.get("command") or []), *(container.get("args") or [])]:
+            named |= {token.rstrip(";").rsplit("/", 1)[-1] for token in str(word).replace("=", " ").split()} & files
+    return named
+
+
 def crd_upgraders(objects: Iterable[_Object], release: str) -> frozenset[str]:
     """The CRDs ``release`` applies itself on upgrade, by name (``EVERY_CRD``: any): those a ``pre-upgrade`` hook
     Job runs under a service account bound to write (the GPU Operator's ``upgrade-crd`` hook, KAI's
-    ``crd-upgrader``, kube-prometheus-stack's ``crds.upgradeJob``)."""
-    mine = [item.manifest for item in objects if item.release == release]
-    accounts = set()
+    ``crd-upgrader``, kube-prometheus-stack's ``crds.upgradeJob``), narrowed to the chart's ``crds/`` files the
+    Job names where it names any."""
+    objects = [item for item in objects if item.release == release]
+    mine = [item.manifest for item in objects]
+    files = {item.file for item in objects if item.crd_file}
+    # account -> the CRDs its hook Jobs name through their files (None: a Job of it names none, so its role decides)
+    accounts: dict[str, Optional[set[str]]] = {}
     for job in mine:
         hooks = str(((job.get("metadata") or {}).get("annotations") or {}).get("helm.sh/hook", ""))
         if job.get("kind") == "Job" and "pre-upgrade" in (hook.strip() for hook in hooks.split(",")):
             pod = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
-            accounts.add(pod.get("serviceAccountName") or "default")
+            account = pod.get("serviceAccountName") or "default"
+            named = _named_files(pod, files)
+            crds = {str((item.manifest.get("metadata") or {}).get("name")) for item in objects
+                    if item.crd_file and item.file in named}
+            accounts[account] = (None if not named or (account in accounts and accounts[account] is None)
+                                 else crds | (accounts.get(account) or set()))
     roles = {(role.get("metadata") or {}).get("name"): role for role in mine if role.get("kind") == "ClusterRole"}
     names: set[str] = set()
     for binding in mine:
         role = roles.get((binding.get("roleRef") or {}).get("name"))
-        if (binding.get("kind") == "ClusterRoleBinding" and role is not None
-                and any(subject.get("kind") == "ServiceAccount" and subject.get("name") in accounts
-                        for subject in binding.get("subjects") or [])):
-            names |= _crd_writes(role)
+        if binding.get("kind") != "ClusterRoleBinding" or role is None:
+            continue
+        for subject in binding.get("subjects") or []:
+            if subject.get("kind") == "ServiceAccount" and subject.get("name") in accounts:
+                writes, named = _crd_writes(role), accounts[subject["name"]]
+                names |= writes if named is None else {name for name in named
+                                                       if EVERY_CRD in writes or name in writes}
     return frozenset(names)
 
 
