@@ -54,3 +54,18 @@ def held_by_multi_fractions() -> str:
     by_memory = (f"max by ({_POD}) (({shares.declared_memory()} * on ({_POD}) {devices}"
                  f" * on ({_POD}) group_left (node) {on_node}) / on (node) group_left () {_node_framebuffer()})")
     return f"(({by_fraction}) or ({by_memory})) * on ({_POD}) group_left () {shares.share_in_use()}"
+
+
+
+def shared_gpus_of_holders_nodes(per_gpu: str) -> str:
+    """Per (GPU, namespace): one of the shared GPUs (DCGM's series of a KAI reservation pod) in ``per_gpu`` on each
+    node where the namespace's pods hold fractions of several GPUs, with its value. Which of the node's shared GPUs
+    such a pod holds is in label keys only, so any of them may be its own. PromQL joins one series to many, not
+    many to many: of several such GPUs on one node, one is named."""
+    gpu = "UUID, gpu, Hostname"
+    on_node = f'max by ({_POD}, node) ({POD_INFO}{{node!=""}})'
+    reserved = (f"max by ({gpu}, node) (({per_gpu}) * on ({_POD}) group_left (node) "
+                f'max by ({_POD}, node) ({POD_INFO}{{namespace="{shares.RESERVATION_NAMESPACE}",node!=""}}))')
+    holders = f"max by (namespace, node) ({MULTI_FRACTION_GPUS} * on ({_POD}) group_left (node) {on_node})"
+    return (f"max by ({gpu}, namespace) (({holders}) * 0 + on (node) group_left ({gpu}) "
+            f"topk by (node) (1, {reserved}))")

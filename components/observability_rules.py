@@ -136,8 +136,11 @@ def xid_non_fatal_by_team() -> str:
 
 def failed_gpus_by_team() -> str:
     """Per (GPU, team with pods on it): 1 while the GPU reported an XID that pages the platform. A non-fatal code
-    the driver logs right after such a failure (63, 154) is not the team's application's fault either."""
-    return on_teams_gpus(f"({xid.fatal()} > bool 0)")
+    the driver logs right after such a failure (63, 154) is not the team's application's fault either. A team
+    holding fractions of several GPUs is told of a shared GPU failing on its pod's node: it may be one of them."""
+    failed = f"({xid.fatal()} > bool 0)"
+    spread = f"max by (UUID, gpu, Hostname, team) ({_to_team(multi_fractions.shared_gpus_of_holders_nodes(failed))})"
+    return f"{on_teams_gpus(failed)} or ({spread})"
 
 
 def gpus_present() -> str:

@@ -24,6 +24,7 @@ from components import observability_init_gpus as init_gpus
 from components import observability_multi_fractions as multi_fractions
 from components import observability_rules as rules
 from components import observability_shares as shares
+from components import observability_xid as xid
 from components.admission_metadata import NUM_DEVICES_PATTERN
 from config import load_platform
 from tests.conftest import MIRRORED_TAGS, git, go_function
@@ -160,3 +161,52 @@ def test_kube_state_metrics_exports_the_pod_node_and_annotation_at_every_accepte
         invalid = re.search(r"invalidLabelCharRE\s*=\s*regexp\.MustCompile\(`([^`]*)`\)", utils).group(1)
         expected = "annotation_" + re.sub(invalid, "_", multi_fractions.NUM_DEVICES_ANNOTATION).lower()
         assert multi_fractions.KSM_NUM_DEVICES == expected, tag
+
+
+def failure_story() -> list[dict]:
+    """node-1 runs two shared GPUs, GPU-a and GPU-c (KAI reservation pods res-a and res-c); alpha's ``spread`` holds
+    half of two GPUs there. beta's ``wide`` holds shares of four GPUs on node-2, where GPU-b is shared. From minute
+    10 GPU-c reports XID 79 (off the bus): a failure that pages the platform."""
+    xid_series = [{"series": f'{xid.METRIC}{{UUID="{uuid}",gpu="0",Hostname="{node}",namespace="{RESERVATION}",'
+                             f'pod="{pod}",container="resource-reservation"}}', "values": values}
+                  for uuid, node, pod, values in (("GPU-a", "node-1", "res-a", "0x40"),
+                                                  ("GPU-c", "node-1", "res-c", "0x9 79x30"),
+                                                  ("GPU-b", "node-2", "res-b", "0x40"))]
+    return [
+        *_pod("vcluster-alpha", "spread", "node-1", "Running", gpu_fraction="0.5", gpu_fraction_num_devices="2"),
+        *_pod("vcluster-beta", "wide", "node-2", "Running", gpu_memory="12288", gpu_fraction_num_devices="4"),
+        *_reservation("res-a", "node-1", "GPU-a", (1000, 80000, 920)),
+        *_reservation("res-c", "node-1", "GPU-c", (1000, 80000, 920)),
+        *_reservation("res-b", "node-2", "GPU-b", (1000, 23000, 576)),
+        *xid_series,
+    ]
+
+
+def _failed_alerts(at: str, teams: tuple[str, ...]) -> dict:
+    return {"alertname": "GpuTenancyTeamGpuFailed", "eval_time": at, "exp_alerts": [
+        {"exp_labels": {"severity": "warning", "UUID": "GPU-c", "gpu": "0", "Hostname": "node-1", "team": team}}
+        for team in teams]}
+
+
+@needs_promtool
+def test_a_team_holding_fractions_of_several_gpus_is_told_when_a_shared_gpu_of_its_node_fails(tmp_path):
+    """KAI names such a pod's GPUs in label keys only, so the team is told of any shared GPU of its pod's node that
+    fails, and a team whose pods are on another node is not."""
+    tests = [{"interval": "1m", "input_series": failure_story(),
+              "alert_rule_test": [_failed_alerts("5m", ()), _failed_alerts("15m", ("alpha",))]}]
+    _write(tmp_path, rules.rule_groups(load_platform(site_config())), tests)
+    result = promtool("test", "rules", "tests.yml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@needs_promtool
+def test_without_the_node_join_the_team_was_never_told(tmp_path):
+    """The alert as it was (the teams DCGM or a GPU group joins to the GPU) tells alpha nothing: the story fails."""
+    before = rules.on_teams_gpus(f"({xid.fatal()} > bool 0)")
+    groups = [{**group, "rules": [{**rule, "expr": before} if rule.get("alert") == "GpuTenancyTeamGpuFailed" else rule
+                                  for rule in group["rules"]]}
+              for group in rules.rule_groups(load_platform(site_config()))]
+    _write(tmp_path, groups, [{"interval": "1m", "input_series": failure_story(),
+                               "alert_rule_test": [_failed_alerts("15m", ("alpha",))]}])
+    result = promtool("test", "rules", "tests.yml", cwd=tmp_path)
+    assert result.returncode != 0 and "GpuTenancyTeamGpuFailed" in result.stdout + result.stderr
