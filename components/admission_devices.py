@@ -50,6 +50,12 @@ TOOLKIT_UNGUARDED = {
                     "or CDI request, which the toolkit prefers (internal/config/image/cuda_image.go VisibleDevices), "
                     "names the devices",
 }
+# The MIG slices KAI charges a queue for: it reads a slice's compute units from the resource name with the pattern
+# ^nvidia.com/mig-(\d+)g\.(\d+)gb$ and counts any other name as zero GPUs (pkg/scheduler/api/common_info/resources/mig.go,
+# GetGpusQuota in resource_info/gpu_resource_requirment.go, v0.16.4 to v0.17.0), while the device plugin also offers the
+# GPU Operator's media-extension profiles (``1g.10gb+me``, ``1g.24gb+me.all``: its default MIG manager config).
+# Compute 1 to 7 (a GPU has seven slices), memory in whole GB below 1,000 (the largest card's slice is 180gb).
+KAI_MIG_NAME = "^nvidia\\\\.com/mig-[1-7]g\\\\.[1-9][0-9]{0,2}gb$"  # backslashes doubled for the CEL string
 CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 # The containers a pod is sized and scheduled with: ephemeral containers have no resources and KAI never mutates them.
 SCHEDULED_LISTS = CONTAINER_LISTS[:2]
@@ -179,3 +185,19 @@ def device_paths() -> dict:
     return refusal("device-paths", every_container(CONTAINER_LISTS, mounts),
                    f"pods may not name devices to the container runtime themselves (mounts under {DEVICE_LIST_MOUNT_DIR})",
                    "remove them; request GPUs with gpu-fraction, gpu-memory or nvidia.com/gpu")
+
+
+def _requested_names(container: str, condition: str) -> str:
+    """``condition`` (over a resource name ``r``) holds for every resource ``container`` requests or limits."""
+    return " && ".join(f"(!has({container}.resources) || !has({container}.resources.{kind}) || "
+                       f"{container}.resources.{kind}.all(r, {condition}))" for kind in ("requests", "limits"))
+
+
+def mig_names() -> dict:
+    """On CREATE: resource names cannot change afterwards (a resize changes CPU and memory only)."""
+    names = every_container(SCHEDULED_LISTS, _requested_names("c", f"!{MIG_SLICE} || r.matches('{KAI_MIG_NAME}')"))
+    return refusal("mig-names", f"request.operation != 'CREATE' || ({names})",
+                   "KAI charges a queue for a MIG slice by the compute units it reads from a name of the form "
+                   "nvidia.com/mig-<n>g.<m>gb and counts any other MIG name (the +me profiles, 1g.10gb+me) as zero "
+                   "GPUs",
+                   "request a profile of the form nvidia.com/mig-<n>g.<m>gb, such as nvidia.com/mig-1g.10gb")
