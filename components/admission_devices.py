@@ -56,6 +56,10 @@ TOOLKIT_UNGUARDED = {
 # GPU Operator's media-extension profiles (``1g.10gb+me``, ``1g.24gb+me.all``: its default MIG manager config).
 # Compute 1 to 7 (a GPU has seven slices), memory in whole GB below 1,000 (the largest card's slice is 180gb).
 KAI_MIG_NAME = "^nvidia\\\\.com/mig-[1-7]g\\\\.[1-9][0-9]{0,2}gb$"  # backslashes doubled for the CEL string
+# What a container may request besides MIG slices (rule mig-names): what KAI charges a queue for, ephemeral storage
+# (the LimitRange and the quota bound it) and huge pages of the two x86-64 sizes. KAI's scheduler gives every resource
+# name any pod requests a dimension of every pod's and node's vector on every cycle, and charges no queue for the rest.
+ALLOWED_RESOURCES = ("cpu", "memory", "ephemeral-storage", GPU_RESOURCE, "hugepages-2Mi", "hugepages-1Gi")
 CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 # The containers a pod is sized and scheduled with: ephemeral containers have no resources and KAI never mutates them.
 SCHEDULED_LISTS = CONTAINER_LISTS[:2]
@@ -201,3 +205,13 @@ def mig_names() -> dict:
                    "nvidia.com/mig-<n>g.<m>gb and counts any other MIG name (the +me profiles, 1g.10gb+me) as zero "
                    "GPUs",
                    "request a profile of the form nvidia.com/mig-<n>g.<m>gb, such as nvidia.com/mig-1g.10gb")
+
+
+def resource_names() -> dict:
+    """On CREATE, as mig-names."""
+    names = every_container(SCHEDULED_LISTS, _requested_names("c", f"{MIG_SLICE} || r in {list(ALLOWED_RESOURCES)}"))
+    return refusal("resource-names", f"request.operation != 'CREATE' || ({names})",
+                   "KAI's scheduler adds every resource name a pod requests to the vectors of every pod and node it "
+                   "schedules, on every cycle, and no queue charges an extended resource: a container may request "
+                   f"only {', '.join(ALLOWED_RESOURCES)} and MIG slices",
+                   "remove the other resources from the containers' requests and limits")
