@@ -24,7 +24,7 @@ import pulumi_kubernetes as k8s
 from components.admission_deletion import deletion_policy_name, deletion_policy_spec
 from components.admission_devices import (
     CONTAINER_LISTS, MIG_SLICE, SCHEDULED_LISTS, WHOLE_GPU, device_env, device_features, device_paths, every_container,
-    gpu_env_from, pod_holds,
+    gpu_env_from, mig_names, pod_holds, resource_names,
 )
 from components.admission_images import allowed_image
 from components.admission_metadata import (
@@ -232,6 +232,8 @@ def policy_validations(team: Team, before_sync: bool = False) -> list[dict]:
                 "a pod asks for GPUs one way: MIG slices go alone, without nvidia.com/gpu, gpu-fraction or "
                 "gpu-memory (KAI then charges the queue and the node for one of the two kinds only)",
                 "split the pod, or request one kind of GPU"),
+        mig_names(),
+        resource_names(),
         refusal("pod-resources", "!has(object.spec.resources)",
                 "KAI charges the team's queue only for its containers' requests, while the kubelet reserves "
                 "spec.resources (pod-level resources) on the node",

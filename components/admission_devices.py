@@ -50,6 +50,16 @@ TOOLKIT_UNGUARDED = {
                     "or CDI request, which the toolkit prefers (internal/config/image/cuda_image.go VisibleDevices), "
                     "names the devices",
 }
+# The MIG slices KAI charges a queue for: it reads a slice's compute units from the resource name with the pattern
+# ^nvidia.com/mig-(\d+)g\.(\d+)gb$ and counts any other name as zero GPUs (pkg/scheduler/api/common_info/resources/mig.go,
+# GetGpusQuota in resource_info/gpu_resource_requirment.go, v0.16.4 to v0.17.0), while the device plugin also offers the
+# GPU Operator's media-extension profiles (``1g.10gb+me``, ``1g.24gb+me.all``: its default MIG manager config).
+# Compute 1 to 7 (a GPU has seven slices), memory in whole GB below 1,000 (the largest card's slice is 180gb).
+KAI_MIG_NAME = "^nvidia\\\\.com/mig-[1-7]g\\\\.[1-9][0-9]{0,2}gb$"  # backslashes doubled for the CEL string
+# What a container may request besides MIG slices (rule mig-names): what KAI charges a queue for, ephemeral storage
+# (the LimitRange and the quota bound it) and huge pages of the two x86-64 sizes. KAI's scheduler gives every resource
+# name any pod requests a dimension of every pod's and node's vector on every cycle, and charges no queue for the rest.
+ALLOWED_RESOURCES = ("cpu", "memory", "ephemeral-storage", GPU_RESOURCE, "hugepages-2Mi", "hugepages-1Gi")
 CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 # The containers a pod is sized and scheduled with: ephemeral containers have no resources and KAI never mutates them.
 SCHEDULED_LISTS = CONTAINER_LISTS[:2]
@@ -179,3 +189,29 @@ def device_paths() -> dict:
     return refusal("device-paths", every_container(CONTAINER_LISTS, mounts),
                    f"pods may not name devices to the container runtime themselves (mounts under {DEVICE_LIST_MOUNT_DIR})",
                    "remove them; request GPUs with gpu-fraction, gpu-memory or nvidia.com/gpu")
+
+
+def _requested_names(container: str, condition: str) -> str:
+    """``condition`` (over a resource name ``r``) holds for every resource ``container`` requests or limits."""
+    return " && ".join(f"(!has({container}.resources) || !has({container}.resources.{kind}) || "
+                       f"{container}.resources.{kind}.all(r, {condition}))" for kind in ("requests", "limits"))
+
+
+def mig_names() -> dict:
+    """On CREATE: resource names cannot change afterwards (a resize changes CPU and memory only)."""
+    names = every_container(SCHEDULED_LISTS, _requested_names("c", f"!{MIG_SLICE} || r.matches('{KAI_MIG_NAME}')"))
+    return refusal("mig-names", f"request.operation != 'CREATE' || ({names})",
+                   "KAI charges a queue for a MIG slice by the compute units it reads from a name of the form "
+                   "nvidia.com/mig-<n>g.<m>gb and counts any other MIG name (the +me profiles, 1g.10gb+me) as zero "
+                   "GPUs",
+                   "request a profile of the form nvidia.com/mig-<n>g.<m>gb, such as nvidia.com/mig-1g.10gb")
+
+
+def resource_names() -> dict:
+    """On CREATE, as mig-names."""
+    names = every_container(SCHEDULED_LISTS, _requested_names("c", f"{MIG_SLICE} || r in {list(ALLOWED_RESOURCES)}"))
+    return refusal("resource-names", f"request.operation != 'CREATE' || ({names})",
+                   "KAI's scheduler adds every resource name a pod requests to the vectors of every pod and node it "
+                   "schedules, on every cycle, and no queue charges an extended resource: a container may request "
+                   f"only {', '.join(ALLOWED_RESOURCES)} and MIG slices",
+                   "remove the other resources from the containers' requests and limits")

@@ -30,10 +30,12 @@ from components.admission import policy_with_deny_binding, syncer_username, team
 from components.admission_metadata import METADATA_SIZE_FIX, metadata_size, metadata_size_problem, refusal
 from components.admission_resize import FIX as RESIZE_FIX, PROBLEM as RESIZE_PROBLEM, requests_kept
 from components.observability import DASHBOARD_LABEL
-from components.synced_object_sizes import SIZED_KINDS, object_size_check
+from components.synced_object_sizes import SIZED_KINDS, object_size_check, text_bytes
 from components.tenant_access import EXTERNAL_DNS_PREFIX
 from config.model import Team
-from config.synced_data import SYNCED_METADATA_BYTES, object_bytes
+from config.synced_data import (
+    SYNCED_METADATA_BYTES, SYNCED_POD_CONDITION_BYTES, SYNCED_POD_CONDITIONS, object_bytes,
+)
 from config.virtual_cluster import control_plane_claim_prefixes
 from config.vocabulary import ADMISSION_COMPONENT, VCLUSTER_MANAGED_BY_LABEL
 
@@ -264,6 +266,21 @@ def _claim_rules(team: Team) -> list[dict]:
     ]
 
 
+def _pod_conditions() -> str:
+    """A pod's status conditions, when the syncer changes them, number at most SYNCED_POD_CONDITIONS and hold at most
+    SYNCED_POD_CONDITION_BYTES of text. The syncer writes a pod's status only to copy the tenant's changed virtual
+    conditions onto it, so conditions it leaves as they were (the kubelet's and KAI's, which they write themselves)
+    are not judged, nor is a resize. The count comes first (``&&`` stops there): the API server bounds neither."""
+    conditions = "object.status.conditions"
+    text = " + ".join(f"(has(c.{field}) ? {text_bytes(f'c.{field}')} : 0)"
+                      for field in ("type", "status", "reason", "message"))
+    unchanged = (f"(has(oldObject.status) && has(oldObject.status.conditions) && "
+                 f"{conditions} == oldObject.status.conditions)")
+    return (f"!has(object.status) || !has({conditions}) || {unchanged} || "
+            f"(size({conditions}) <= {SYNCED_POD_CONDITIONS} && "
+            f"{conditions}.map(c, {text}).sum() <= {SYNCED_POD_CONDITION_BYTES})")
+
+
 def policy_validations(team: Team, cluster_dns: str, endpoint_node_ports: Sequence[int]) -> list[dict]:
     endpoints = ("!has(object.subsets) || object.subsets.all(s, "
                  f"(!has(s.addresses) || s.addresses.all(a, {_public_ipv4('a.ip')})) && "
@@ -303,6 +320,13 @@ def policy_validations(team: Team, cluster_dns: str, endpoint_node_ports: Sequen
               "labels and annotations may not change through pods/status or pods/resize",
               "change them on the pod itself"),
         _rule("fixed-requests", ("Pod",), requests_kept(), RESIZE_PROBLEM, RESIZE_FIX),
+        _rule("pod-conditions", ("Pod",), _pod_conditions(),
+              f"vCluster copies a pod's status conditions, written in the vCluster, onto the host pod: they may "
+              f"number at most {SYNCED_POD_CONDITIONS} and hold at most {SYNCED_POD_CONDITION_BYTES} bytes "
+              f"({SYNCED_POD_CONDITION_BYTES // 2 ** 10}Ki) of type, status, reason and message, since every copy "
+              "lands in the host's etcd, which turns the whole cluster read-only when full",
+              "keep long text out of pod conditions (a readiness gate's condition needs its type and status; put "
+              "details in an event or a ConfigMap)"),
     ]
 
 
@@ -336,4 +360,5 @@ class SyncedObjectsAdmission(pulumi.ComponentResource):
             lambda cluster_dns: policy_spec(team, cluster_dns, args.endpoint_node_ports))
         self.policy, self.binding = policy_with_deny_binding(self, name, team, args.provider, policy_name, spec)
         self.register_outputs({"policy": policy_name, "syncer": syncer_username(team),
-                               "objectBytes": object_bytes(team.vcluster), "metadataBytes": SYNCED_METADATA_BYTES})
+                               "objectBytes": object_bytes(team.vcluster), "metadataBytes": SYNCED_METADATA_BYTES,
+                               "podConditionBytes": SYNCED_POD_CONDITION_BYTES})

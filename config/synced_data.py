@@ -43,6 +43,13 @@ SYNCED_METADATA_BYTES = 64 * 2 ** 10
 # The most labels plus annotations a synced object may carry, checked before the policy sums their bytes: annotations
 # of one byte each could number 262,144 and labels are bounded only by the request's size, past the CEL cost limit.
 SYNCED_METADATA_KEYS = 1024
+# A synced pod's status conditions: vCluster copies a tenant's changed virtual conditions onto the host pod whole,
+# through pods/status (pods/translate/diff.go Diff: CopyBidirectional over Status.Conditions), and the API server checks
+# only a custom condition's type (validation.go validatePodConditions): its status, reason and message are bounded by
+# the request's size alone. The host's kubelet writes five conditions of a few short words (the names of unready
+# containers at most), KAI one with a short reason (a failed binding's error), and a tenant's readiness gates one each.
+SYNCED_POD_CONDITIONS = 64
+SYNCED_POD_CONDITION_BYTES = 16 * 2 ** 10
 # Far above what the objects an honest tenant's pods name hold (a TLS chain and key, a registry's pull secret, a
 # service-account token with its CA, a config file: a few KiB each) and what the platform has the syncer copy (each
 # virtual namespace's kube-root-ca.crt, the tenant DNS's Corefile).
@@ -85,10 +92,12 @@ def metadata_objects(settings: VClusterSettings) -> int:
 
 def worst_case(settings: VClusterSettings) -> int:
     """Every ConfigMap and Secret the namespace's quota lets exist, each at the cap, every object of the other
-    synced kinds with its labels and annotations at theirs, and every pod with its containers' text at its cap."""
+    synced kinds with its labels and annotations at theirs, and every pod with its containers' text and its status
+    conditions at their caps."""
     budget = namespace_budget(settings)
     return (budget.config_maps + budget.secrets) * object_bytes(settings) + \
-        metadata_objects(settings) * SYNCED_METADATA_BYTES + budget.pods * pod_text_bytes(settings)
+        metadata_objects(settings) * SYNCED_METADATA_BYTES + \
+        budget.pods * (pod_text_bytes(settings) + SYNCED_POD_CONDITION_BYTES)
 
 
 def cap_findings(settings: VClusterSettings, whose: str) -> list[tuple[str, object, str, str]]:
@@ -169,5 +178,6 @@ def _caps_summed(total: int, *, sentence_start: bool = False) -> str:
     return (f"{'T' if sentence_start else 't'}he teams' ConfigMaps and Secrets at their caps "
             f"(vcluster.resourceQuota.syncedObjectBytes times their configMaps and secrets quotas and the platform's, "
             f"summed over the teams, with {SYNCED_METADATA_BYTES // 2 ** 10} KiB of labels and annotations on each of "
-            f"their other synced objects and each pod's containers' text at vcluster.resourceQuota.syncedPodTextBytes) "
+            f"their other synced objects, each pod's containers' text at vcluster.resourceQuota.syncedPodTextBytes and "
+            f"its status conditions at {SYNCED_POD_CONDITION_BYTES // 2 ** 10} KiB) "
             f"come to {gibibytes(total)}")

@@ -9,6 +9,8 @@
   first, without a pull policy (pods/translate/hosts.go).
 - ``syncer_update``: a later tenant edit, merged three-way onto the host pod (pods/translate/diff.go);
   ``copy_back``: the host's (KAI's) label and annotation additions copied into the virtual pod.
+- ``syncer_status_update``: a tenant's change of its pod's conditions, written onto the host pod whole through
+  ``pods/status`` (pods/translate/diff.go).
 - ``syncer_resize``: on a 1.35+ host, a tenant's change of its containers' resources, patched onto the host pod
   through ``pods/resize`` (pods/syncer.go ``buildHostPodContainersResourcesResizePatch``).
 """
@@ -162,3 +164,17 @@ def syncer_resize(host: dict, virtual: dict) -> Optional[dict]:
         for kind, values in wanted.items():
             resources.setdefault(kind, {}).update(values)
     return resized if patched else None
+
+
+def syncer_status_update(host: dict, virtual_old: dict, virtual_new: dict) -> Optional[dict]:
+    """The host pod after the syncer writes its status, or None when it writes none. A change of the virtual pod's
+    conditions wins over the host's and replaces the host pod's whole list (pods/translate/diff.go ``Diff``:
+    ``CopyBidirectional`` over ``Status.Conditions``), which the syncer then writes through ``pods/status``
+    (pkg/patcher/apply.go); no other status field goes that way."""
+    before = virtual_old.get("status", {}).get("conditions")
+    after = virtual_new.get("status", {}).get("conditions")
+    if before == after:
+        return None
+    updated = copy.deepcopy(host)
+    updated.setdefault("status", {})["conditions"] = copy.deepcopy(after)
+    return updated

@@ -31,11 +31,12 @@ class TeamDatastore:
     metadata_cap: int
     pods: int
     pod_text_cap: int
+    pod_conditions_cap: int
 
     @property
     def worst_case(self) -> int:
         return (self.config_maps + self.secrets) * self.object_cap + self.other_objects * self.metadata_cap + \
-            self.pods * self.pod_text_cap
+            self.pods * (self.pod_text_cap + self.pod_conditions_cap)
 
 
 def _team_row(index: PlanIndex, component: dict[str, Any]) -> Optional[TeamDatastore]:
@@ -54,7 +55,8 @@ def _team_row(index: PlanIndex, component: dict[str, Any]) -> Optional[TeamDatas
     return TeamDatastore(str(dig(component, "outputs", "team") or component["name"]), counts[0], counts[1],
                          dig(policy, "outputs", "objectBytes"), sum(counts[len(COUNTS):]),
                          dig(policy, "outputs", "metadataBytes") or 0, counts[len(COUNTS)],
-                         dig(pod_policy, "outputs", "podTextBytes") or 0)
+                         dig(pod_policy, "outputs", "podTextBytes") or 0,
+                         dig(policy, "outputs", "podConditionBytes") or 0)
 
 
 def datastore_section(index: PlanIndex) -> list[str]:
@@ -64,7 +66,8 @@ def datastore_section(index: PlanIndex) -> list[str]:
         return []
     rows = [[code(row.team), str(row.config_maps), str(row.secrets), code(bytes_quantity(row.object_cap)),
              str(row.other_objects), code(bytes_quantity(row.metadata_cap)), str(row.pods),
-             code(bytes_quantity(row.pod_text_cap)), mebibytes(row.worst_case)]
+             code(bytes_quantity(row.pod_text_cap)), code(bytes_quantity(row.pod_conditions_cap)),
+             mebibytes(row.worst_case)]
             for row in teams]
     total = sum(row.worst_case for row in teams)
     kind = index.registered(HOST_COMPONENT, "kind")
@@ -80,9 +83,10 @@ def datastore_section(index: PlanIndex) -> list[str]:
              "labels and annotations included (rule `object-size`, vcluster.resourceQuota.syncedObjectBytes), and "
              "every pod, Service, Endpoints, claim and EndpointSlice it allows with its labels and annotations at "
              "their cap (rule `metadata-size`), and every pod with the free text of its spec (env, commands, args, "
-             "images, paths, ...) at theirs (rule `pod-size`, vcluster.resourceQuota.syncedPodTextBytes); the rest "
+             "images, paths, ...) at theirs (rule `pod-size`, vcluster.resourceQuota.syncedPodTextBytes) and its status "
+             "conditions at theirs (rule `pod-conditions`); the rest "
              "of those objects' specs, names the API server bounds in lists bounded by count, is not counted "
              "(docs/security-model.md, Sizes).", ""]
     lines += table(["Team", "ConfigMaps", "Secrets", "Per-object cap", "Other synced objects", "Metadata cap", "Pods",
-                    "Pod text cap", "Worst case"], rows)
+                    "Pod text cap", "Conditions cap", "Worst case"], rows)
     return lines + ["", f"Site total: **{mebibytes(total)}**; {verdict}.", ""]
