@@ -18,8 +18,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
-from config.key_types import Integer, NetworkList, StringList, StringMap, Text
+from config.key_types import Integer, StringList, StringMap, Text
 from config.keys import Block, Derived, Key
+from config.network_types import NetworkList
 from config.reader import Section
 
 EXPOSURES = ("none", "loadBalancer", "nodePort", "gateway")

@@ -13,12 +13,13 @@ from typing import Optional
 from config import versions
 from config.errors import MISSING
 from config.hosts import NODE_GROUP_NAME_PREFIX_MAX, PRIVATE_NETWORKS, SYSTEM_POOL, node_group_name_prefix
-from config.key_types import Boolean, Check, Integer, NetworkList, StringList, StringMap, Text, refuse_names
+from config.key_types import Boolean, Check, Integer, StringList, StringMap, Text, refuse_names
 from config.keys import REQUIRED, Block, Derived, Key, ListOf
 from config.model_host import (
     AUTOSCALERS, CLUSTER_AUTOSCALER, EVERY_ADDRESS, NO_AUTOSCALER, EksApiEndpoint, EksHost, GpuNodeGroup,
     NodeGroupScaling, SystemNodeGroup,
 )
+from config.network_types import NetworkList
 from config.reader import Section
 from config.sharing import PROFILES
 from config.version_types import SITE_KUBERNETES
