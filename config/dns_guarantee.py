@@ -23,6 +23,12 @@ def _dns_in_queue_units() -> dict[str, float]:
     return {"cpu": dns.millicores, "memory": dns.memory / 1_000_000}
 
 
+def dns_in_queue_units_text() -> str:
+    """The DNS pod's requests in KAI's queue units, as the docs name them."""
+    need = _dns_in_queue_units()
+    return f"{need['cpu']:g} {UNITS['cpu'][0]}, {need['memory']:.1f} {UNITS['memory'][0]}"
+
+
 def check_dns_fits_queues(reader: Reader, organization: Organization, teams: list[Team]) -> None:
     need = _dns_in_queue_units()
     for resource, floor in need.items():

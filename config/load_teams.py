@@ -6,7 +6,9 @@ import math
 from typing import Optional
 
 from config.key_types import READ_AS_TEXT_BY_HELM, Boolean, Check, Integer, Number, Text, refuse_names
+from config.dns_guarantee import dns_in_queue_units_text
 from config.keys import REQUIRED, Block, Derived, Key, ListOf, Retired
+from config.load_tenant_limits import DEFAULT_QUOTA
 from config.load_vcluster import VCLUSTER, read_vcluster
 from config.model import (
     ISOLATION_TIERS, SHARED, Isolation, Organization, QueueResource, QueueResources, Team, TenantResourceQuota,
@@ -28,15 +30,33 @@ three fields, because KAI itself would read a missing limit as a cap of zero."""
         "Weight for sharing surplus capacity beyond the quota.", example="2"),
 ))
 
-QUEUE_RESOURCES = Block(title="queue resources", intro="""\
+def _cpu_memory_from_quota(quota: TenantResourceQuota) -> dict[str, QueueResource]:
+    """KAI schedules every tenant pod, CPU pods included: by default a team's queue guarantees, and is capped
+    at, the CPU and memory its workloads and its DNS may request in its namespace (the control plane is not
+    scheduled by KAI), so the two never disagree."""
+    if quota.cpu is None or quota.memory is None:
+        return {}
+    millicores, memory = queue_budget(quota)
+    # Rounded up: a queue a fraction of a MB short of the namespace's quota would leave its last pod Pending.
+    megabytes = math.ceil(memory / 1_000_000)
+    return {"cpu": QueueResource(quota=millicores, limit=millicores),
+            "memory": QueueResource(quota=megabytes, limit=megabytes)}
+
+
+# What a team's omitted cpu and memory become at the default vcluster.resourceQuota, for the docs.
+_DEFAULT_QUEUE = _cpu_memory_from_quota(DEFAULT_QUOTA)
+
+QUEUE_RESOURCES = Block(title="queue resources", intro=f"""\
 `organization.resources` and `teams[].resources` hold up to three entries, `gpu`, `cpu` and `memory`.
 The units are KAI's, and `-1` means unlimited. Every tenant pod, CPU pods and the tenant's DNS
 included, is scheduled by KAI in its team's queue, so a team's omitted `cpu` and `memory` follow what
 its workloads may request (`vcluster.resourceQuota.cpu` / `.memory`) plus its DNS pod's requests: quota
-and limit both equal that amount, weight `1` (the default 16 CPU and 64Gi become `cpu: 16050` and
-`memory: 68787`). Queue and ResourceQuota then never disagree. The organization's omitted resources become quota `-1`, limit
+and limit both equal that amount, weight `1` (the default {DEFAULT_QUOTA.cpu} CPU and {DEFAULT_QUOTA.memory}
+become `cpu: {_DEFAULT_QUEUE['cpu'].quota:g}` and `memory: {_DEFAULT_QUEUE['memory'].quota:g}`). Queue and
+ResourceQuota then never disagree. The organization's omitted resources become quota `-1`, limit
 `-1`, weight `1`; a team's omitted `gpu` too. A written `cpu` or `memory` quota must hold the team's DNS pod
-(50 millicores, 67.1 MB; the organization's, every team's): KAI runs that non-preemptible pod only within quota.""", keys=(
+({dns_in_queue_units_text()}; the organization's, every team's): KAI runs that non-preemptible pod only
+within quota.""", keys=(
     Key("gpu", QUEUE_ENTRY, {}, "GPUs, counted in devices; fractions are allowed (`0.33` is a third of a GPU).",
         example="{quota: 0.33, limit: 1}"),
     Key("cpu", QUEUE_ENTRY, {}, "CPU in millicores (`4000` is 4 cores).", example="{quota: 4000}"),
@@ -192,16 +212,3 @@ def _isolation(section: Section) -> Isolation:
     """The tier as written; config/isolation.py checks it against the pools, KAI and the quotas."""
     return Isolation(tier=section.read("tier"), mig_profile=section.read("migProfile"),
                      node_pool=section.read("nodePool"))
-
-
-def _cpu_memory_from_quota(quota: TenantResourceQuota) -> dict[str, QueueResource]:
-    """KAI schedules every tenant pod, CPU pods included: by default a team's queue guarantees, and is capped
-    at, the CPU and memory its workloads and its DNS may request in its namespace (the control plane is not
-    scheduled by KAI), so the two never disagree."""
-    if quota.cpu is None or quota.memory is None:
-        return {}
-    millicores, memory = queue_budget(quota)
-    # Rounded up: a queue a fraction of a MB short of the namespace's quota would leave its last pod Pending.
-    megabytes = math.ceil(memory / 1_000_000)
-    return {"cpu": QueueResource(quota=millicores, limit=millicores),
-            "memory": QueueResource(quota=megabytes, limit=megabytes)}

@@ -4,6 +4,7 @@ vCluster settings over the stack defaults (the whole-document rules are in test_
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import pytest
 
@@ -299,3 +300,19 @@ def test_team_defaults():
     assert team.protect is True
     renamed = load_platform(put(dev_config(), "teams[0].vclusterName", "nlp")).teams[0]
     assert (renamed.vcluster_name, renamed.namespace) == ("nlp", "vcluster-nlp")
+
+
+def test_the_docs_name_the_dns_floor_and_the_default_queue_the_loader_applies():
+    # The figures the config reference gives are the ones the loader refuses below and fills in: a changed DNS
+    # request or default quota changes them, and `python -m tools.docs.config_reference --check` then fails until
+    # the reference is written again.
+    reference = " ".join((Path(__file__).resolve().parent.parent / "docs" / "config-reference.md").read_text().split())
+    floors = {}
+    for resource, below in {"cpu": 49, "memory": 67.1}.items():
+        path = f"teams[0].resources.{resource}"
+        found = assert_rejected(put(dev_config(), path, {"quota": below, "limit": -1}), f"{path}.quota", below)
+        floors[resource] = float(found.fix.split("at least ", 1)[1].split(",", 1)[0])
+    assert f"({floors['cpu']:g} millicores, {floors['memory']:.1f} MB" in reference
+    team = load_platform(dev_config()).teams[0]
+    assert (f"become `cpu: {team.resources.cpu.quota:g}` and `memory: {team.resources.memory.quota:g}`"
+            in reference)

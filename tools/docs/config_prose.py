@@ -6,6 +6,7 @@ introduction lives with its keys (``Block.intro`` / ``Block.notes``).
 """
 
 from config import versions
+from config.dns_guarantee import dns_in_queue_units_text
 
 INTRO = """\
 Every key lives under the `gpu-tenancy:` namespace in `Pulumi.<stack>.yaml`. The tables below drop
@@ -102,7 +103,7 @@ beyond a single value:
 - **Layouts that cannot work**: an EKS `systemNodeGroup.desiredSize` of 0 (the system group holds
   the only untainted nodes: KAI, the queue-webhook probe and the vCluster control planes run
   there); `gpuOperator.driverEnabled: true` on EKS (the AL2023 NVIDIA AMI ships the driver); a
-  team `cpu` or `memory` quota below its DNS pod's requests (50 millicores, 67.1 MB), or a finite
+  team `cpu` or `memory` quota below its DNS pod's requests ({dns_requests}), or a finite
   organization quota below all the teams' DNS pods together: KAI runs that non-preemptible pod
   only within the quotas of its queue and the organization's, so it would stay Pending.
 - **Warnings** also cover: a system node group with `minSize: 0`, or whose nodes (`desiredSize`, or
@@ -124,7 +125,7 @@ beyond a single value:
   name is not reported again for the `vclusterName` and `namespace` derived from it.""".format(
     gpu=versions.GPU_OPERATOR_MINIMUM_VERSION, kai=versions.KAI_MINIMUM_VERSION, vcluster=versions.VCLUSTER_MINIMUM_VERSION,
     kps=versions.KUBE_PROMETHEUS_STACK_MINIMUM_VERSION, kube=versions.KUBERNETES_MINIMUM_VERSION,
-    kube_newest=versions.KUBERNETES_NEWEST_ACCEPTED_VERSION)
+    kube_newest=versions.KUBERNETES_NEWEST_ACCEPTED_VERSION, dns_requests=dns_in_queue_units_text())
 
 SHARING_PROFILES = """\
 The program creates a device-plugin ConfigMap (`timeSlicing.configMapName`, in the operator's
