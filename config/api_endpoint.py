@@ -11,6 +11,9 @@ from __future__ import annotations
 from config.model import Cluster
 
 KEY = "cluster.eks.apiEndpoint"
+# Who talks to the API server from outside the cluster.
+_CALLERS = ("`pulumi up` and every other `pulumi` command, the tenant teardown step of `pulumi destroy`, the tools in "
+            "ops/ and teams reaching their vCluster through the host (access.exposure: none)")
 
 
 def api_endpoint_warnings(cluster: Cluster) -> list[str]:
@@ -39,11 +42,7 @@ def api_endpoint_notes(cluster: Cluster) -> list[str]:
                 "only credentials stand between it and the world. List the addresses `pulumi up` and the teams "
                 f"come from in {KEY}.publicAccessCidrs, or set publicAccess: false to reach it from the VPC only."]
     if not endpoint.public_access:
-        return [f"{KEY}.publicAccess is false: the API server answers inside the VPC only. `pulumi up` and every "
-                "other `pulumi` command, the tenant teardown step of `pulumi destroy`, the tools in ops/ and teams "
-                "reaching their vCluster through the host (access.exposure: none) must run in the VPC or a network "
-                "routed to it."]
+        return [f"{KEY}.publicAccess is false: the API server answers inside the VPC only. {_CALLERS} must run "
+                "in the VPC or a network routed to it."]
     return [f"{KEY}.publicAccessCidrs: the public API server answers {', '.join(endpoint.public_access_cidrs)} "
-            "only: `pulumi up` and every other `pulumi` command, the tenant teardown step of `pulumi destroy`, the "
-            "tools in ops/ and teams reaching their vCluster through the host (access.exposure: none) must come "
-            "from there."]
+            f"only: {_CALLERS} must come from there."]

@@ -19,13 +19,13 @@ from config.cpu_memory_capacity import placement_sets, team_pools_of
 from config.model import Platform
 from config.model_host import GpuNodeGroup
 from config.node_allocatable import ENIS_PER_INSTANCE_TYPE, GPU_NODE_PLATFORM_PODS, eks_max_pods
+from config.system_pods import GPU_OPERATOR_OPERAND_PODS
 from config.tenant_budget import DNS_REPLICAS
 
-# The GPU Operator's operands on every GPU node whatever the site: the device plugin, GPU feature discovery, the DCGM
-# exporter (components/gpu_operator.py turns it on) and the operator's validator. The container toolkit, the driver
-# and the MIG manager come on top where they are enabled.
-GPU_OPERATOR_NODE_OPERANDS = ("nvidia-device-plugin", "gpu-feature-discovery", "nvidia-dcgm-exporter",
-                              "nvidia-operator-validator")
+TOOLKIT_POD = "nvidia-container-toolkit"
+# The GPU Operator's operands on every GPU node whatever the site (config/system_pods.py); the container toolkit, the
+# driver and the MIG manager come on top where they are enabled.
+GPU_OPERATOR_NODE_OPERANDS = tuple(pod for pod in GPU_OPERATOR_OPERAND_PODS if pod != TOOLKIT_POD)
 
 
 def node_platform_pods(platform: Platform, group: GpuNodeGroup) -> int:
