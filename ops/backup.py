@@ -23,11 +23,12 @@ import shlex
 import sys
 from dataclasses import dataclass
 from typing import Optional, Sequence
+from urllib.parse import urlsplit
 
 from components.tenant_network import tenant_network_policies
 from config.errors import ConfigError
 from config.model import Team
-from config.snapshots import snapshot_url_problem, store_port
+from config.snapshots import s3_endpoint, snapshot_url_problem, store_port
 from config.stack_file import PROJECT_DIR, StackFileError, stack_config
 from ops.sites import platform_of
 
@@ -43,14 +44,28 @@ class BackupError(Exception):
 
 @dataclass(frozen=True)
 class Reach:
-    """Where a pod of the team's namespace may open the store's port: ``everywhere``, some ``blocks``, or nowhere."""
+    """Where a pod of the team's namespace may open the store's port: ``everywhere``, or the ``blocks`` listed
+    (cidr, the ranges excepted), or nowhere."""
 
     everywhere: bool
-    blocks: tuple[str, ...] = ()
+    blocks: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
-    @property
-    def nowhere(self) -> bool:
-        return not self.everywhere and not self.blocks
+    def admits(self, address: Optional[str]) -> bool:
+        """Whether the store at ``address`` (an IP address, or None for a public host name) is reachable: a host
+        name counts as reachable where the public internet is (a block of every address but private ranges)."""
+        if self.everywhere:
+            return True
+        for cidr, holes in self.blocks:
+            network = ipaddress.ip_network(cidr, strict=False)
+            if address is None:
+                if network == EVERYWHERE:
+                    return True
+                continue
+            ip = ipaddress.ip_address(address)
+            if ip.version == network.version and ip in network and \
+                    not any(ip in ipaddress.ip_network(hole, strict=False) for hole in holes):
+                return True
+        return False
 
 
 def store_reach(team: Team, role: str, port: int) -> Reach:
@@ -58,21 +73,26 @@ def store_reach(team: Team, role: str, port: int) -> Reach:
     policy = tenant_network_policies(team).get(role)
     if policy is None:
         return Reach(everywhere=True)
-    blocks: list[str] = []
+    blocks: list[tuple[str, tuple[str, ...]]] = []
     for rule in policy["spec"].get("egress") or []:
         ports = rule.get("ports")
         if ports and not any(entry.get("port") == port and entry.get("protocol", "TCP") == "TCP" for entry in ports):
             continue
         if not rule.get("to"):
             return Reach(everywhere=True)
-        for peer in rule["to"]:
-            block = peer.get("ipBlock")
-            if block is None:
-                continue  # pods of the cluster, never an object store outside it
-            if ipaddress.ip_network(block["cidr"], strict=False) == EVERYWHERE and not block.get("except"):
-                return Reach(everywhere=True)
-            blocks.append(block["cidr"] + (f" except {', '.join(block['except'])}" if block.get("except") else ""))
+        # Pod selectors name pods of the cluster, never an object store outside it.
+        blocks += [(peer["ipBlock"]["cidr"], tuple(peer["ipBlock"].get("except") or ()))
+                   for peer in rule["to"] if peer.get("ipBlock")]
     return Reach(everywhere=False, blocks=tuple(blocks))
+
+
+def store_address(url: str) -> Optional[str]:
+    """The store's IP address where the URL names one (an S3-compatible endpoint, a registry), else None."""
+    host = urlsplit(s3_endpoint(url) or "").hostname if url.startswith("s3://") else urlsplit(url).hostname
+    try:
+        return str(ipaddress.ip_address(host or ""))
+    except ValueError:
+        return None
 
 
 def snapshot_commands(team: Team, url: str) -> list[list[str]]:
@@ -109,15 +129,11 @@ def reach_problems(team: Team, url: str, restore: bool) -> list[str]:
     role, who = (RESTORER, "vCluster's restore pod (app: vcluster-snapshot)") if restore else \
         (UPLOADER, "the control plane, which uploads the snapshot,")
     reach = store_reach(team, role, port)
-    if reach.everywhere:
+    if reach.admits(store_address(url)):
         return []
-    fix = ("on this site the store must answer on a port the policy opens, or the team's "
-           f"`{team.vcluster_name}-{role}` policy must open TCP {port} to it (docs/operations.md, "
-           "\"Backing up and restoring a team\")")
-    if reach.nowhere:
-        return [f"{who} may open TCP {port} nowhere under the NetworkPolicy {team.vcluster_name}-{role}: {fix}"]
-    return [f"{who} may open TCP {port} only to {'; '.join(reach.blocks)} under the NetworkPolicy "
-            f"{team.vcluster_name}-{role}: check that the store's addresses are there"]
+    return [f"{who} may not open TCP {port} to the store under the NetworkPolicy {team.vcluster_name}-{role}: "
+            "set the site's `backup` block to this store (it opens the store's port to both pods), or run the "
+            "snapshot where the policy lets it through (docs/operations.md, \"Backing up and restoring a team\")"]
 
 
 def plan(stack: str, team_name: str, action: str, url: str, volume_lost: bool = False,

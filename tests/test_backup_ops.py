@@ -88,7 +88,7 @@ def test_on_microk8s_the_store_is_out_of_reach_and_ops_backup_says_so(action, ro
     for url, port in ((f"s3://bucket/{team.vcluster_name}/1.tar.gz", 443), (minio("http://192.168.1.20:9000"), 9000)):
         assert backup.main(["dev", team.name, action, url]) == 1
         err = capsys.readouterr().err
-        assert f"TCP {port} nowhere under the NetworkPolicy {team.vcluster_name}-{role}" in err
+        assert f"may not open TCP {port} to the store under the NetworkPolicy {team.vcluster_name}-{role}" in err
 
 
 def test_a_team_without_network_policy_reaches_any_store():

@@ -9,12 +9,17 @@ labelled ``app: vcluster-snapshot`` from the control plane's own pod spec, sets 
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 
 import pytest
+import yaml
 
+from components import tenant_backup as backup_job
 from components.tenant_network import tenant_network_policies
-from config.snapshots import SNAPSHOT_SCHEMES
+from config import versions
+from config.snapshots import SNAPSHOT_SCHEMES, Backup
 from ops import backup
 from ops.sites import platform_of
 from tests.conftest import ACCEPTED_VCLUSTER_TAGS, git, go_function, mirrored_tag, stack_config
@@ -28,8 +33,15 @@ COMMANDS = {
     ("connect",): ("cmd/vclusterctl/cmd/connect.go", ("pkg/cli/connect_helm.go",)),
 }
 GLOBAL_FLAGS = "pkg/cli/flags/flags.go"
+# A team of a MinIO-backed site with every option the job writes.
+BACKUP = Backup(bucket="lab-backups", prefix="gpu", every_hours=6, keep=2, endpoint="http://192.168.1.20:9000",
+                region="us-east-2")
 # A flag definition of spf13/pflag: fs.StringVar(&x, "name", ...), StringVarP(&x, "name", "n", ...), Bool(...)...
 FLAG = re.compile(r'\.\w+?(?:Var)?P?\(\s*(?:&[\w.]+,\s*)?"([a-z][a-z0-9-]*)"')
+
+
+def eks_team():
+    return platform_of(stack_config("eks"), "eks").teams[0]
 
 
 def show(tag: str, path: str) -> str:
@@ -129,3 +141,63 @@ def test_restore_pauses_the_tenant_and_runs_a_pod_the_snapshot_policy_selects(ta
     for team in platform_of(stack_config("eks"), "eks").teams:
         assert tenant_network_policies(team)["snapshot"]["spec"]["podSelector"] == \
             {"matchLabels": {"app": "vcluster-snapshot"}}
+
+
+# --- what the scheduled snapshot job (components/tenant_backup.py) relies on ---------------------------------------
+
+
+@pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
+def test_the_job_runs_the_control_planes_image_as_the_chart_names_it(tag):
+    values = yaml.safe_load(show(tag, "chart/values.yaml"))
+    image = values["controlPlane"]["statefulSet"]["image"]
+    assert (image["registry"], image["repository"], image["tag"]) == \
+        (versions.VCLUSTER_IMAGE_REGISTRY, versions.VCLUSTER_CONTROL_PLANE_REPOSITORY, "")
+    helper = show(tag, "chart/templates/_helper.tpl")
+    assert '{{- $tag := .Chart.Version -}}' in helper
+    # The config the job's binary reads is the control plane's, from the Secret the chart writes.
+    statefulset = show(tag, "chart/templates/statefulset.yaml")
+    assert re.search(r"- name: vcluster-config\s+secret:\s+secretName: vc-config-\{\{ \.Release\.Name \}\}",
+                     statefulset)
+    assert re.search(r"- name: vcluster-config\s+mountPath: /var/lib/vcluster\n", statefulset)
+    constants = show(tag, "pkg/constants/constants.go")
+    assert f'DefaultVClusterConfigLocation = "{backup_job.CONFIG_MOUNT}/config.yaml"' in constants
+    assert f'VClusterStorageOptionsEnv = "{backup_job.OPTIONS_ENV}"' in constants
+    assert f'VClusterStandaloneEnvVar              = "{backup_job.STANDALONE_ENV}"' in \
+        show(tag, "pkg/constants/standalone.go")
+    # vCluster's own snapshot and restore pods run /vcluster in the control plane's image, and it execs sh there.
+    pod = show(tag, "pkg/snapshot/pod/pod.go")
+    assert "image := syncerContainer.Image" in pod and 'Command:   []string{"sh", "-c",' in pod
+    assert '[]string{"/vcluster", "snapshot"}' in show(tag, "pkg/cli/snapshot_helm.go")
+
+
+@pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
+def test_snapshot_create_in_the_pod_writes_the_request_from_the_environment(tag):
+    assert "rootCmd.AddCommand(snapshot.NewSnapshotCommand())" in show(tag, "cmd/vcluster/cmd/root.go")
+    assert "cmd.AddCommand(NewCreateCmd())" in show(tag, "cmd/vcluster/cmd/snapshot/snapshot.go")
+    create = show(tag, "cmd/vcluster/cmd/snapshot/create.go")
+    for step in ('config.LoadConfig(os.Getenv("VCLUSTER_NAME"))', "snapshot.ParseOptionsFromEnv()",
+                 "setupconfig.InitClientConfig()", "snapshot.CreateSnapshotRequestResources("):
+        assert step in create, step
+    load = go_function(show(tag, "pkg/config/load.go"), "LoadConfig")
+    assert 'if standaloneEnv == "true" {' in load and "LoadInClusterConfig(vClusterName" in load
+    # Its options: base64 of the JSON of loft-sh/api's Options, whose tags options_data writes.
+    assert "base64.StdEncoding.DecodeString(snapshotOptions)" in show(tag, "pkg/snapshot/options.go")
+    options = show(tag, "vendor/github.com/loft-sh/api/v4/pkg/snapshot/options.go")
+    assert 'Type string `json:"type,omitempty"`' in options and re.search(r'S3\s+S3Options\s+`json:"s3"`', options)
+    written = {key for slot in backup_job.options_data(BACKUP, eks_team(), "id", "secret").values()
+               for key in json.loads(base64.b64decode(slot))["s3"]}
+    tags = set(re.findall(r'json:"([a-z-]+),omitempty"', options[options.index("type S3Options"):
+                                                                 options.index("type OCIOptions")]))
+    assert written <= tags, written - tags
+
+
+@pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
+def test_the_request_is_two_creates_and_carries_no_synced_label(tag):
+    """The job's Role grants exactly what CreateSnapshotRequestResources does, and the request's labels are not the
+    managed-by label the synced-objects policy matches, so the control plane's updates to it pass."""
+    request = go_function(show(tag, "pkg/snapshot/request.go"), "CreateSnapshotRequestResources")
+    assert set(re.findall(r"kubeClient\.CoreV1\(\)\.(\w+)\([^)]*\)\.(\w+)\(", request)) == \
+        {("Secrets", "Create"), ("ConfigMaps", "Create")}
+    resources = show(tag, "vendor/github.com/loft-sh/api/v4/pkg/snapshot/resources.go")
+    labels = go_function(resources, "NewOptionsSecret")
+    assert "VClusterNamespaceLabel: vClusterNamespace" in labels and "managed-by" not in labels
