@@ -60,14 +60,10 @@ def schedule(backup: Backup) -> str:
     return f"0 {hours} * * *"
 
 
-def slot_key(backup: Backup, team: Team, slot: int) -> str:
-    return f"{backup.team_prefix(team.namespace, team.vcluster_name)}/{slot}.tar.gz"
-
-
 def slot_options(backup: Backup, team: Team, slot: int, access_key_id: str, secret_access_key: str) -> dict:
     """The snapshot options of one slot, as loft-sh/api's snapshot Options marshal to JSON (pkg/snapshot/options.go:
     the type, then the S3 block's json tags)."""
-    s3 = {"bucket": backup.bucket, "key": slot_key(backup, team, slot),
+    s3 = {"bucket": backup.bucket, "key": backup.slot_key(team.namespace, team.vcluster_name, slot),
           "access-key-id": access_key_id, "secret-access-key": secret_access_key}
     if backup.region:
         s3["region"] = backup.region

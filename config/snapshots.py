@@ -127,6 +127,18 @@ class Backup:
         """Where one team's snapshots are kept: one key per slot under it."""
         return "/".join(part for part in (self.prefix, namespace, vcluster) if part)
 
+    def slot_key(self, namespace: str, vcluster: str, slot: int) -> str:
+        return f"{self.team_prefix(namespace, vcluster)}/{slot}.tar.gz"
+
+    def slot_url(self, namespace: str, vcluster: str, slot: int) -> str:
+        """The slot as a URL vCluster's CLI takes (``vcluster restore``): the store's options in its query, the
+        endpoint base64-encoded as the S3 options' url tag reads it."""
+        query = [f"region={self.region}"] if self.region else []
+        if self.endpoint:
+            query += [f"url={base64.b64encode(self.endpoint.encode()).decode()}", "force-path-style=true"]
+        url = f"s3://{self.bucket}/{self.slot_key(namespace, vcluster, slot)}"
+        return f"{url}?{'&'.join(query)}" if query else url
+
     @property
     def request_config_maps(self) -> int:
         """The most snapshot-request ConfigMaps a team's namespace holds at once."""
@@ -152,7 +164,9 @@ BACKUP = Block(title="scheduled snapshots of every team", intro=(
         "An S3-compatible store's endpoint (MinIO, Ceph), reached with path-style requests.",
         example="http://192.168.1.20:9000", default_note="AWS S3",
         details="Named by its IP address, only that address and port are opened to the team's control plane and "
-                "restore pod; named by a host name, the port is opened to the public internet."),
+                "restore pod; named by a host name, the port is opened to the public internet. Set `region` too: "
+                "requests are signed for a region, and vCluster looks the bucket's up only on AWS (without an "
+                "endpoint)."),
     Key("region", Text(form="AWS region", checks=(Check(
         r"[a-z]{2}(-[a-z]+)+-[0-9]", "is not an AWS region", "write it as e.g. us-east-2"),)), None,
         "The bucket's region.", example="us-east-2", default_note="found from the bucket"),

@@ -1,13 +1,15 @@
 """The commands that snapshot one team's virtual cluster, or bring it back from a snapshot, on a site.
 
     python -m ops.backup SITE TEAM snapshot URL
-    python -m ops.backup SITE TEAM restore URL [--volume-lost]
+    python -m ops.backup SITE TEAM restore URL|slot:N [--volume-lost]
+    python -m ops.backup SITE TEAM slots
 
 It reads the site's stack file (no cluster, no Pulumi) and prints, for the team's vCluster, the vcluster CLI and
 kubectl commands to run with the host's kubeconfig, in order: what docs/operations.md ("Backing up and restoring a
 team") explains. URL is where the snapshot goes or comes from (config/snapshots.py: s3://BUCKET/KEY,
 oci://REGISTRY/REPOSITORY:TAG or an https:// Azure blob URL; never container://, which lives on the volume it
-should outlive).
+should outlive), or ``slot:N``, slot N of the site's scheduled snapshots (``backup``), which ``slots`` lists as
+vCluster's CLI takes them (the store's endpoint and region in the query).
 
 The snapshot is uploaded by the team's control-plane pod and read back by vCluster's restore pod
 (``app: vcluster-snapshot``), both in the team's namespace under the program's NetworkPolicies: where those keep
@@ -136,12 +138,7 @@ def reach_problems(team: Team, url: str, restore: bool) -> list[str]:
             "snapshot where the policy lets it through (docs/operations.md, \"Backing up and restoring a team\")"]
 
 
-def plan(stack: str, team_name: str, action: str, url: str, volume_lost: bool = False,
-         config: Optional[dict] = None) -> tuple[list[list[str]], list[str]]:
-    """The commands for ``action`` (snapshot or restore) and the reasons they would fail on the site."""
-    problem = snapshot_url_problem(url)
-    if problem:
-        raise BackupError(f"URL {url!r} {problem[0]}: {problem[1]}")
+def site_team(stack: str, team_name: str, config: Optional[dict] = None) -> Team:
     try:
         platform = platform_of(config if config is not None else stack_config(PROJECT_DIR, stack), stack)
     except (ConfigError, StackFileError) as error:
@@ -150,6 +147,30 @@ def plan(stack: str, team_name: str, action: str, url: str, volume_lost: bool = 
     if team is None:
         raise BackupError(f"site {stack} has no team {team_name!r}; its teams: "
                           f"{', '.join(team.name for team in platform.teams)}")
+    return team
+
+
+def slot_urls(team: Team) -> list[str]:
+    """The URL of each slot the site's scheduled snapshots write for the team (``backup``), in slot order."""
+    backup = team.vcluster.backup
+    if backup is None:
+        raise BackupError("the site takes no scheduled snapshots (no `backup` block): name the snapshot's URL")
+    return [backup.slot_url(team.namespace, team.vcluster_name, slot) for slot in range(backup.keep)]
+
+
+def plan(stack: str, team_name: str, action: str, url: str, volume_lost: bool = False,
+         config: Optional[dict] = None) -> tuple[list[list[str]], list[str]]:
+    """The commands for ``action`` (snapshot or restore) and the reasons they would fail on the site. ``url`` may
+    be ``slot:N``: slot N of the site's scheduled snapshots."""
+    team = site_team(stack, team_name, config)
+    if url.startswith("slot:"):
+        slots, number = slot_urls(team), url.removeprefix("slot:")
+        if not number.isdigit() or int(number) >= len(slots):
+            raise BackupError(f"{url!r}: the site keeps slots 0 to {len(slots) - 1} (backup.keep)")
+        url = slots[int(number)]
+    problem = snapshot_url_problem(url)
+    if problem:
+        raise BackupError(f"URL {url!r} {problem[0]}: {problem[1]}")
     restore = action == "restore"
     commands = restore_commands(team, url, volume_lost) if restore else snapshot_commands(team, url)
     return commands, reach_problems(team, url, restore)
@@ -159,14 +180,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ops.backup", description=__doc__.split("\n\n")[0])
     parser.add_argument("stack", help="the site (Pulumi stack)")
     parser.add_argument("team", help="the team's name (teams[].name)")
-    parser.add_argument("action", choices=("snapshot", "restore"))
-    parser.add_argument("url", help="where the snapshot goes or comes from, e.g. s3://BUCKET/team-nlp/2026-12-05.tar.gz")
+    parser.add_argument("action", choices=("snapshot", "restore", "slots"),
+                        help="slots: the URLs of the site's scheduled snapshots of the team (backup), one a slot")
+    parser.add_argument("url", nargs="?", help="where the snapshot goes or comes from, e.g. "
+                                               "s3://BUCKET/team-nlp/2026-12-05.tar.gz, or slot:N of the site's "
+                                               "scheduled snapshots")
     parser.add_argument("--volume-lost", action="store_true",
                         help="the control plane's volume is gone (restore only): start it on a new, empty claim first")
     args = parser.parse_args(argv)
     if args.volume_lost and args.action != "restore":
         parser.error("--volume-lost goes with restore")
+    if (args.url is None) != (args.action == "slots"):
+        parser.error("snapshot and restore take a URL, slots none")
     try:
+        if args.action == "slots":
+            print("\n".join(slot_urls(site_team(args.stack, args.team))))
+            return 0
         commands, problems = plan(args.stack, args.team, args.action, args.url, args.volume_lost)
     except BackupError as error:
         print(f"error: {error}", file=sys.stderr)

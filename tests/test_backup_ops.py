@@ -114,3 +114,37 @@ def test_a_lost_volume_is_replaced_by_an_empty_claim_before_the_restore():
 def test_an_unknown_team_is_refused_with_the_sites_teams(capsys):
     assert backup.main(["eks", "team-nobody", "snapshot", "s3://bucket/key"]) == 2
     assert "its teams: team-legal, team-support" in capsys.readouterr().err
+
+
+BACKED_UP = {"url": "s3://lab-backups/gpu", "endpoint": "http://192.168.1.20:9000", "region": "us-east-1", "keep": 3}
+
+
+def backed_up_dev() -> dict:
+    config = stack_config("dev")
+    config["gpu-tenancy:backup"] = dict(BACKED_UP)
+    return config
+
+
+def test_the_scheduled_slots_are_listed_as_the_cli_takes_them():
+    team = backup.site_team("dev", "team-nlp", backed_up_dev())
+    urls = backup.slot_urls(team)
+    assert len(urls) == 3
+    for slot, url in enumerate(urls):
+        assert snapshot_url_problem(url) is None
+        assert url.startswith(f"s3://lab-backups/gpu/{team.namespace}/{team.vcluster_name}/{slot}.tar.gz?")
+        assert store_port(url) == 9000
+    commands, problems = backup.plan("dev", "team-nlp", "restore", "slot:2", config=backed_up_dev())
+    assert commands[0] == ["vcluster", "restore", team.vcluster_name, urls[2], "--namespace", team.namespace]
+    # The site's backup block opens the store to the restore pod.
+    assert problems == []
+
+
+@pytest.mark.parametrize("url", ["slot:3", "slot:x"])
+def test_a_slot_the_site_does_not_keep_is_refused(url):
+    with pytest.raises(backup.BackupError, match="keeps slots 0 to 2"):
+        backup.plan("dev", "team-nlp", "restore", url, config=backed_up_dev())
+
+
+def test_a_site_without_scheduled_snapshots_has_no_slots(capsys):
+    assert backup.main(["dev", "team-nlp", "slots"]) == 2
+    assert "no `backup` block" in capsys.readouterr().err

@@ -192,6 +192,22 @@ def test_snapshot_create_in_the_pod_writes_the_request_from_the_environment(tag)
 
 
 @pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
+def test_a_slots_url_names_the_store_as_the_cli_parses_it(tag):
+    """ops.backup's slot URLs carry the store's options in the query: each key is a url tag of the S3 options, which
+    Parse reads strictly (an unknown key fails), the endpoint base64-encoded."""
+    assert "options.PopulateStructFromMap(&snapshotOptions.S3, parsedURL.Query(), true)" in \
+        go_function(show(tag, "pkg/snapshot/options.go"), "Parse")
+    options = show(tag, "vendor/github.com/loft-sh/api/v4/pkg/snapshot/options.go")
+    s3 = options[options.index("type S3Options"):options.index("type OCIOptions")]
+    tags = dict(re.findall(r'url:"([a-z-]+)(,base64)?"', s3))
+    team = eks_team()
+    url = BACKUP.slot_url(team.namespace, team.vcluster_name, 1)
+    query = dict(pair.split("=", 1) for pair in url.split("?", 1)[1].split("&"))
+    assert set(query) <= set(tags), set(query) - set(tags)
+    assert tags["url"] == ",base64" and base64.b64decode(query["url"]).decode() == BACKUP.endpoint
+
+
+@pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
 def test_the_request_is_two_creates_and_carries_no_synced_label(tag):
     """The job's Role grants exactly what CreateSnapshotRequestResources does, and the request's labels are not the
     managed-by label the synced-objects policy matches, so the control plane's updates to it pass."""
