@@ -10,6 +10,7 @@ What vCluster does with the request is read in its source (tests/test_snapshot_c
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 import shutil
@@ -28,6 +29,8 @@ from tests.conftest import run, stack_config
 from tests.test_tenant_network import Target, reaches
 from tools.deployability.network_ingress import Pod
 from tools.deployability.pod_security import violations
+from tools.plan.document import build_plan
+from tools.plan.summary import render_summary
 
 MINIO = {"url": "s3://lab-backups/gpu", "endpoint": "http://192.168.1.20:9000", "every": "6h", "keep": 4}
 CRON_JOB = "kubernetes:batch/v1:CronJob"
@@ -180,6 +183,14 @@ def test_a_bad_backup_block_is_refused_naming_the_key_and_the_fix(backup, key, w
 
 def test_the_job_name_fits_a_cron_job():
     [team, *_] = teams_of("dev", MINIO)
-    import dataclasses
     long = dataclasses.replace(team, vcluster_name="v" * 52)
     assert len(backup_name(long)) <= 52 and not backup_name(long).endswith("-")
+
+
+def test_the_review_summary_lists_each_teams_snapshot_schedule(dev_with_minio):
+    summary = render_summary(build_plan(dev_with_minio, "dev"))
+    section = summary[summary.index("## Jobs and cluster-wide objects"):]
+    for team in teams_of("dev", MINIO):
+        assert f"| `{backup_name(team)}` | `{team.namespace}` | `0 */6 * * * Etc/UTC` | " \
+               f"`ghcr.io/loft-sh/vcluster-pro:0.36.1` |" in section
+    assert "Scheduled (CronJob)" not in render_summary(build_plan(run(site("dev", None), "dev"), "dev"))
