@@ -4,6 +4,7 @@ The job's shell runs in a real ``sh`` with the clock and the control plane's bin
 picks and the options it hands over are the ones a run at that time would use. Its pod is held to the restricted
 Pod Security level, the namespace's quota pays for it on top of the team's allowance, and the NetworkPolicies open
 the store to the control plane and the restore pod and nothing else (the tenant network attacks' evaluation).
+A hostile tenant cannot pass its pods for the snapshot pods (the store's way out) nor mount the job's Secrets.
 What vCluster does with the request is read in its source (tests/test_snapshot_contract.py).
 """
 
@@ -26,6 +27,7 @@ from config.tenant_budget import namespace_budget
 from ops import backup as backup_ops
 from ops.sites import platform_of
 from tests.conftest import run, stack_config
+from tests.tenant_sim import Tenant, admission_for, virtual_pod
 from tests.test_tenant_network import Target, reaches
 from tools.deployability.network_ingress import Pod
 from tools.deployability.pod_security import violations
@@ -194,3 +196,44 @@ def test_the_review_summary_lists_each_teams_snapshot_schedule(dev_with_minio):
         assert f"| `{backup_name(team)}` | `{team.namespace}` | `0 */6 * * * Etc/UTC` | " \
                f"`ghcr.io/loft-sh/vcluster-pro:0.36.1` |" in section
     assert "Scheduled (CronJob)" not in render_summary(build_plan(run(site("dev", None), "dev"), "dev"))
+
+
+# --- a hostile tenant, cluster-admin in its vCluster, against a backed-up site ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def nlp_backed_up(dev_with_minio) -> Tenant:
+    team = next(team for team in teams_of("dev", MINIO) if team.name == "team-nlp")
+    return Tenant(admission_for(dev_with_minio, "team-nlp"), team)
+
+
+def on_kai(tenant: Tenant, **kwargs) -> dict:
+    return virtual_pod(queue=tenant.team.queue_name, scheduler="kai-scheduler", **kwargs)
+
+
+def refused_rules(messages: list[str]) -> set[str]:
+    return {message[1:message.index("]")] for message in messages}
+
+
+def test_a_tenant_pod_cannot_pass_for_the_snapshot_pods_to_reach_the_store(nlp_backed_up):
+    """The store is open to pods labelled app: vcluster-snapshot: a synced pod wearing it is refused, on create and
+    when relabelled later, while the honest pod still runs."""
+    assert nlp_backed_up.create(on_kai(nlp_backed_up)) == []
+    assert "reserved-values" in refused_rules(nlp_backed_up.create(on_kai(nlp_backed_up,
+                                                                           labels={"app": "vcluster-snapshot"})))
+    running = nlp_backed_up.host_pod(on_kai(nlp_backed_up))
+    relabelled = {**running, "metadata": {**running["metadata"],
+                                          "labels": {**running["metadata"]["labels"], "app": "vcluster-snapshot"}}}
+    assert "reserved-values" in refused_rules(nlp_backed_up.update(running, relabelled))
+
+
+def test_a_tenant_pod_naming_the_backup_secrets_gets_its_own_translated_ones(nlp_backed_up):
+    """The store's key and the control plane's config are host Secrets of the team's namespace; a virtual pod that
+    names them gets the syncer's translated names on the host, never those Secrets."""
+    team = nlp_backed_up.team
+    wanted = {f"{backup_name(team)}-options", f"vc-config-{team.vcluster_name}"}
+    pod = on_kai(nlp_backed_up, volumes=[{"name": f"v{index}", "secret": {"secretName": name}}
+                                         for index, name in enumerate(sorted(wanted))])
+    host = nlp_backed_up.host_pod(pod)
+    named = {volume["secret"]["secretName"] for volume in host["spec"]["volumes"] if "secret" in volume}
+    assert named and not named & wanted
