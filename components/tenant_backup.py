@@ -9,7 +9,7 @@ Secret, where the control plane reads it); that is what ``vcluster restore`` and
 in the same image (pkg/snapshot/pod/pod.go).
 
 Each run writes to the next of ``keep`` slots, ``<prefix>/<slot>.tar.gz``, chosen from the clock
-(``slot = now / interval mod keep``), so the newest ``keep`` snapshots are kept without listing or deleting
+(``slot = now / interval mod keep``: a run starts within its interval's first hour), so the newest ``keep`` snapshots are kept without listing or deleting
 anything in the store. Every slot's options (the bucket's key and the access key) are rendered here as JSON into
 one Secret; the pod reads its slot's file, so the shell only does arithmetic. The pod wears ``app:
 vcluster-snapshot``: vCluster's snapshot NetworkPolicy (components/tenant_network.py) selects it, which opens the
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import json
+import zlib
 from typing import Sequence
 
 import pulumi
@@ -54,10 +55,15 @@ def backup_name(team: Team) -> str:
     return f"{team.vcluster_name}-backup"[:52].rstrip("-")
 
 
-def schedule(backup: Backup) -> str:
-    """On the hour, every ``every_hours`` hours from midnight UTC."""
+def schedule(backup: Backup, team: Team) -> str:
+    """Every ``every_hours`` hours from midnight UTC, at a minute of the hour fixed per team, so that the teams'
+    runs (their pods on the system nodes, their uploads) spread over the hour; a run's slot is that of its hour."""
     hours = "0" if backup.every_hours == 24 else f"*/{backup.every_hours}"
-    return f"0 {hours} * * *"
+    return f"{run_minute(team)} {hours} * * *"
+
+
+def run_minute(team: Team) -> int:
+    return zlib.crc32(team.namespace.encode()) % 60
 
 
 def slot_options(backup: Backup, team: Team, slot: int, access_key_id: str, secret_access_key: str) -> dict:
@@ -129,7 +135,7 @@ def backup_resources(name: str, team: Team, credentials: Sequence[pulumi.Input[s
         cluster_wide=False, opts=after_release)
     cron_job = k8s.batch.v1.CronJob(
         f"{name}-backup", metadata=metadata,
-        spec={"schedule": schedule(backup), "timeZone": "Etc/UTC", "concurrencyPolicy": "Forbid",
+        spec={"schedule": schedule(backup, team), "timeZone": "Etc/UTC", "concurrencyPolicy": "Forbid",
               "startingDeadlineSeconds": STARTING_DEADLINE_SECONDS,
               "successfulJobsHistoryLimit": 1, "failedJobsHistoryLimit": 1,
               "jobTemplate": {"metadata": {"labels": labels}, "spec": {

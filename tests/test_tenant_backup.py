@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from components.tenant_backup import SCRIPT, backup_name, backup_pod_spec, options_data, schedule
+from components.tenant_backup import SCRIPT, backup_name, backup_pod_spec, options_data, run_minute, schedule
 from components.tenant_network import tenant_network_policies
 from config import ConfigError
 from config.tenant_budget import namespace_budget
@@ -61,7 +61,7 @@ def test_every_team_gets_one_snapshot_job_in_its_namespace(dev_with_minio):
     assert set(jobs) == {team.namespace for team in teams}
     for team in teams:
         spec = jobs[team.namespace].inputs["spec"]
-        assert spec["schedule"] == "0 */6 * * *" and spec["concurrencyPolicy"] == "Forbid"
+        assert spec["schedule"] == f"{run_minute(team)} */6 * * *" and spec["concurrencyPolicy"] == "Forbid"
         pod = spec["jobTemplate"]["spec"]["template"]
         assert pod["metadata"]["labels"]["app"] == "vcluster-snapshot"
         [container] = pod["spec"]["containers"]
@@ -78,10 +78,13 @@ def test_the_job_may_only_create_the_request(dev_with_minio):
                                          "verbs": ["create"]}]
 
 
-@pytest.mark.parametrize("every, expected", [("1h", "0 */1 * * *"), ("8h", "0 */8 * * *"), ("24h", "0 0 * * *")])
-def test_runs_fall_on_the_hour(every, expected):
-    [team, *_] = teams_of("dev", {**MINIO, "every": every})
-    assert schedule(team.vcluster.backup) == expected
+@pytest.mark.parametrize("every, hours", [("1h", "*/1"), ("8h", "*/8"), ("24h", "0")])
+def test_runs_fall_in_their_hour_at_a_minute_of_each_team(every, hours):
+    teams = teams_of("dev", {**MINIO, "every": every})
+    assert [schedule(team.vcluster.backup, team) for team in teams] == \
+        [f"{run_minute(team)} {hours} * * *" for team in teams]
+    # The three teams' runs do not start together.
+    assert len({run_minute(team) for team in teams}) == len(teams)
 
 
 def run_script(tmp_path: Path, team, now: int) -> dict:
@@ -106,7 +109,8 @@ def run_script(tmp_path: Path, team, now: int) -> dict:
 
 def test_each_run_writes_the_next_slot_and_the_oldest_is_overwritten(tmp_path):
     team = teams_of("dev", MINIO)[0]
-    start = 1_765_000_800 - 1_765_000_800 % (6 * 3600) + 42  # 42 s after a run's hour
+    # A run at its minute of the interval's first hour, and 42 s into it.
+    start = 1_765_000_800 - 1_765_000_800 % (6 * 3600) + run_minute(team) * 60 + 42
     keys = [run_script(tmp_path, team, start + run * 6 * 3600)["s3"]["key"] for run in range(5)]
     prefix = f"gpu/{team.namespace}/{team.vcluster_name}"
     assert len(set(keys[:4])) == 4 and keys[4] == keys[0]
@@ -193,7 +197,7 @@ def test_the_review_summary_lists_each_teams_snapshot_schedule(dev_with_minio):
     summary = render_summary(build_plan(dev_with_minio, "dev"))
     section = summary[summary.index("## Jobs and cluster-wide objects"):]
     for team in teams_of("dev", MINIO):
-        assert f"| `{backup_name(team)}` | `{team.namespace}` | `0 */6 * * * Etc/UTC` | " \
+        assert f"| `{backup_name(team)}` | `{team.namespace}` | `{run_minute(team)} */6 * * * Etc/UTC` | " \
                f"`ghcr.io/loft-sh/vcluster-pro:0.36.1` |" in section
     assert "Scheduled (CronJob)" not in render_summary(build_plan(run(site("dev", None), "dev"), "dev"))
 
