@@ -24,6 +24,7 @@ from config import PROJECT, load_platform, sharing
 from config.access_rules import endpoint_node_ports
 from config.capacity import autoscaler_node_resources
 from config.cpu_memory_capacity import pool_guarantees
+from config.snapshots import SECRETS as BACKUP_SECRETS
 from config.source import raw_stack_config, team_alert_addresses
 
 pulumi.runtime.register_stack_transformation(without_pre_release_aliases)
@@ -59,7 +60,8 @@ tenants = {
     team.name: TenantCluster(f"tenant-{team.name}", TenantClusterArgs(
         team=team, provider=host.provider, queue=queues.team_queues[team.name], cluster_dns=host.cluster_dns,
         endpoint_node_ports=endpoint_ports, kubectl_image=platform.kubectl_image,
-        prerequisites=host.tenant_prerequisites))
+        prerequisites=host.tenant_prerequisites,
+        backup_credentials=[secrets.get_secret(name) for name in BACKUP_SECRETS] if team.vcluster.backup else ()))
     for team in platform.teams
 }
 if platform.observability.enabled:

@@ -24,6 +24,7 @@ from components.synced_objects_admission import (
     SyncedObjectsAdmission, SyncedObjectsAdmissionArgs, synced_objects_policy_name,
 )
 from components.tenant_access import TeamAccess, TenantAccessArgs, with_access
+from components.tenant_backup import backup_resources
 from components.tenant_dns import coredns_manifests
 from components.tenant_network import tenant_network_policies
 from components.virtual_defaults import virtual_defaults_values
@@ -60,6 +61,8 @@ class TenantClusterArgs:
     kubectl_image: str
     # What the host must have before a control plane can start (e.g. its default StorageClass).
     prerequisites: Sequence[pulumi.Resource] = ()
+    # The backup bucket's access key ID and secret (the secrets of config/snapshots.py), with team.vcluster.backup.
+    backup_credentials: Sequence[pulumi.Input[str]] = ()
 
 
 def host_values(settings: VClusterSettings) -> dict:
@@ -167,6 +170,8 @@ class TenantCluster(pulumi.ComponentResource):
     network_policies: list[k8s.networking.v1.NetworkPolicy]
     release: k8s.helm.v3.Release
     kubeconfig_ready: k8s.batch.v1.Job
+    # The scheduled snapshots' options Secret, identity and CronJob (components/tenant_backup.py); none without.
+    backup: list[pulumi.Resource]
     kubeconfig: pulumi.Output[str]
     # When the admin kubeconfig's client certificate ends (None if it signs in otherwise): public, unlike the key.
     kubeconfig_expiry: pulumi.Output[Optional[str]]
@@ -229,6 +234,7 @@ class TenantCluster(pulumi.ComponentResource):
                                                     *self.access.prerequisites, *self.network_policies]),
         )
         self.kubeconfig_ready = self._wait_for_kubeconfig(name, team, args.provider, args.kubectl_image)
+        self.backup = backup_resources(name, team, args.backup_credentials, args.provider, self, self.release)
         kubeconfig_secret = k8s.core.v1.Secret.get(
             f"{name}-kubeconfig",
             # The id is known only once the wait Job completed: the read cannot run before it.

@@ -5,8 +5,8 @@ by tests/test_control_plane_egress.py) but for two rules. vCluster opens its con
 443, 8443 and 6443, so a tenant, cluster-admin inside, can make its virtual API server open connections there:
 ``pods/NAME/proxy`` to a pod status it writes, ``services/NAME/proxy`` to Endpoints it writes, an APIService or a
 webhook to an ``ExternalName`` Service or a URL. Here the control plane reaches only the host API server's port (and
-the OIDC issuer's), besides what vCluster's other rules give it: the host's DNS, its own namespace's control plane
-and workloads (where a tenant's webhooks and aggregated APIs run). vCluster also opens the host's DNS pods to its
+the OIDC issuer's, and the site's backup store), besides what vCluster's other rules give it: the host's DNS, its own
+namespace's control plane and workloads (where a tenant's webhooks and aggregated APIs run). vCluster also opens the host's DNS pods to its
 control plane, DNS and snapshot pods on every port, CoreDNS' metrics (9153), health (8080) and readiness (8181)
 among them; here they reach DNS only, on UDP and TCP (truncated answers are retried over TCP), and where the site
 says its DNS answers (``cluster.kubeconfig.dns``: other DNS pods, a node-local cache's addresses). The chart's values
@@ -70,6 +70,7 @@ def tenant_network_policies(team: Team) -> dict[str, dict]:
     api_server = {"ports": [_tcp(port) for port in api_server_ports(team)]}
     dns_and_api = [{"port": VIRTUAL_DNS_PORT, "protocol": "UDP"}, _tcp(VIRTUAL_DNS_PORT), _tcp(CONTROL_PLANE_PORT)]
     workload, plane = values.get("workload") or {}, values.get("controlPlane") or {}
+    store = backup_store_rules(team)
     public = workload.get("publicEgress") or {}
 
     return {
@@ -82,7 +83,7 @@ def tenant_network_policies(team: Team) -> dict[str, dict]:
         ], ingress=[{"from": [control_plane]}, {"from": [workloads]}, *(workload.get("ingress") or [])]),
         "control-plane": _policy(team, values, "control-plane", {"release": release}, egress=[
             *host_dns, api_server, {"to": [control_plane]}, {"to": [workloads]}, {"to": [platform]},
-            *(plane.get("egress") or []),
+            *store, *(plane.get("egress") or []),
         ], ingress=[
             {"ports": [_tcp(CONTROL_PLANE_PORT)]},
             {"from": [control_plane]},
@@ -96,8 +97,23 @@ def tenant_network_policies(team: Team) -> dict[str, dict]:
         ], ingress=[{"ports": [_tcp(VIRTUAL_DNS_PORT), {"port": VIRTUAL_DNS_PORT, "protocol": "UDP"}],
                      "from": [workloads]}]),
         "snapshot": _policy(team, values, "snapshot", {"app": "vcluster-snapshot"},
-                            egress=[{"to": [control_plane]}, *host_dns, api_server], ingress=None),
+                            egress=[{"to": [control_plane]}, *host_dns, api_server, *store], ingress=None),
     }
+
+
+def backup_store_rules(team: Team) -> list[dict]:
+    """The egress to the site's backup store (config/snapshots.py) for the pods that talk to it: the control plane,
+    which uploads each snapshot, and vCluster's snapshot pods (the restore pod; the snapshot job needs only the API
+    server). A store named by its IP address is opened at that address only; AWS S3 or a store named by a host
+    name, on the public internet as the team's workloads reach it. Nothing where the API server's rule already
+    opens the port to every address (EKS, on 443)."""
+    backup = team.vcluster.backup
+    if backup is None or backup.port in api_server_ports(team):
+        return []
+    address = backup.endpoint_address
+    block = {"cidr": f"{address}/{ipaddress.ip_address(address).max_prefixlen}"} if address else \
+        {"cidr": "0.0.0.0/0", "except": list(TENANT_EGRESS_EXCEPTIONS)}
+    return [{"ports": [_tcp(backup.port)], "to": [{"ipBlock": block}]}]
 
 
 def host_dns_rules(team: Team) -> list[dict]:

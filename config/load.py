@@ -46,6 +46,7 @@ from config.review_notes import review_notes, time_sliced_keys
 from config.synced_data import datastore_warnings
 from config.system_pool_capacity import system_pool_warnings
 from config.secrets import SECRET_KEYS, Secrets, secret_command
+from config.snapshots import BACKUP, SECRETS as BACKUP_SECRETS, read_backup
 from config.team_alerting import check_team_alerting, team_alerting_warnings
 from config.vocabulary import (
     KAI_RESERVATION_NAMESPACE, NODE_PROFILE_LABEL, OTHER_NAMESPACES, POOL_LABEL, PROJECT, ROLE_LABEL, SYSTEM_NAMESPACES,
@@ -63,6 +64,8 @@ STACK_CONFIG = Block(keys=(
     Key("observability", OBSERVABILITY, {},
         "GPU usage metrics, alerts, dashboards and KAI's time-aware fairness."),
     Key("mirrors", MIRRORS, {}, "Where the site pulls every image and chart the platform deploys from."),
+    Key("backup", BACKUP, {}, "Scheduled snapshots of every team's virtual cluster to an S3 bucket.",
+        default_note="none"),
 ))
 
 
@@ -108,6 +111,10 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     observability = read_observability(root.child("observability"), secrets)
     ci = read_ci(root.child("ci"))
     mirrors = read_mirrors(root.child("mirrors"))
+    backup = read_backup(root.child("backup"))
+    if backup is not None:
+        for name in BACKUP_SECRETS:
+            secrets.require(name, "backup is set, and each team's snapshot job needs the store's access key")
 
     # Cross-field rules run on whatever was read, in the same pass: a value with a problem of its own is
     # None and the rules that need it skip it, so every problem is reported at once.
@@ -143,7 +150,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
 
     teams = [dataclasses.replace(team, vcluster=dataclasses.replace(
         team.vcluster, storage_class=host.storage_class, api_server_port=host.api_server_port,
-        host_dns=host.host_dns, mirrors=mirrors, gpu_sharing=kai.gpu_sharing)) for team in teams]
+        host_dns=host.host_dns, mirrors=mirrors, gpu_sharing=kai.gpu_sharing, backup=backup)) for team in teams]
     platform = Platform(project=PROJECT, stack=stack, cluster=cluster, gpu_operator=gpu_operator,
                         kai_scheduler=kai, organization=organization, teams=tuple(teams), host=host, ci=ci,
                         observability=observability,

@@ -16,6 +16,7 @@ from config.access import Access
 from config.mirrors import Mirrors
 from config.model_host import DEFAULT_POD_PIDS_LIMIT, EksHost, HostDns, HostProfile, KubeconfigHost, MicroK8sHost
 from config.observability import Observability
+from config.snapshots import Backup
 from config.team_alerting import TeamAlerting
 from config.vocabulary import KAI_NAMESPACE
 
@@ -130,6 +131,8 @@ class VClusterSettings:
     mirrors: Mirrors = Mirrors()
     # The longest terminationGracePeriodSeconds a tenant pod may set (config/load_vcluster.py says why).
     max_termination_grace_seconds: int = 600
+    # The site's scheduled snapshots (gpu-tenancy:backup, config/snapshots.py), None without.
+    backup: Optional[Backup] = None
 
 
 # A team's GPU isolation tier (config/isolation.py says what each one needs and promises).

@@ -39,6 +39,10 @@ SECRETS = (
     Secret("teamAlertReceivers", "team-alert-receivers.yaml",
            "Where Alertmanager sends each team's own alerts (`teams[].alerting.receiver`): a YAML map of team name "
            "to its Slack or webhook URL or PagerDuty routing key. Required when a team has a receiver."),
+    Secret("backupAccessKeyId", "backup-access-key-id.txt",
+           "Access key ID the teams' snapshots are written to the `backup` bucket with. Required when `backup` is set."),
+    Secret("backupSecretAccessKey", "backup-secret-access-key.txt",
+           "Secret access key of `backupAccessKeyId`. Required when `backup` is set."),
 )
 SECRET_KEYS = tuple(secret.name for secret in SECRETS)
 # What a config error shows in place of a value set with --secret.

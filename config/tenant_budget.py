@@ -20,6 +20,7 @@ from config.key_types import quantity_value
 from config.access import Access
 from config.backing_store import control_plane_shape
 from config.model import TenantResourceQuota, VClusterSettings
+from config.snapshots import JOB_LIMITS, JOB_REQUESTS, JOB_SECRETS
 from config.vocabulary import HELM_MAX_HISTORY
 
 # The tenant CoreDNS container (components/tenant_dns.py): one replica.
@@ -184,11 +185,23 @@ def platform_objects(settings: VClusterSettings) -> Budget:
                   secrets=CHART_SECRETS + SYNCER_SECRETS + HELM_MAX_HISTORY + _token_secrets(settings))
 
 
+def backup_budget(settings: VClusterSettings) -> Budget:
+    """With scheduled snapshots (config/snapshots.py): the snapshot job's pod (runs never overlap), its options
+    Secret and the request it writes, and the requests' ConfigMaps the control plane keeps for a day and more.
+    Paid on top of the team's allowance, so a team at its quota cannot stop its own backups."""
+    backup = settings.backup
+    if backup is None:
+        return Budget(millicores=0, memory=0, pods=0, services=0, claims=0, storage=0)
+    return Budget(millicores=_millicores(JOB_REQUESTS["cpu"]), memory=_bytes(JOB_REQUESTS["memory"]), pods=1,
+                  services=0, claims=0, storage=0, ephemeral_storage=_bytes(JOB_LIMITS["ephemeral-storage"]),
+                  config_maps=backup.request_config_maps, secrets=JOB_SECRETS)
+
+
 def namespace_budget(settings: VClusterSettings) -> Budget:
-    """The tenant namespace's ResourceQuota: the team's allowance, its control plane, its DNS and the platform's
-    objects, with the host's EndpointSlices for every Service the namespace may hold."""
+    """The tenant namespace's ResourceQuota: the team's allowance, its control plane, its DNS, its snapshot job and
+    the platform's objects, with the host's EndpointSlices for every Service the namespace may hold."""
     budget = team_allowance(settings) + control_plane_budget(settings) + dns_budget(settings) \
-        + platform_objects(settings)
+        + backup_budget(settings) + platform_objects(settings)
     return dataclasses.replace(budget, endpoint_slices=budget.endpoint_slices + IP_FAMILIES * budget.services)
 
 

@@ -209,6 +209,18 @@ def image_values(settings: VClusterSettings) -> dict:
                 "image": {"registry": rewrite_hosts_values(settings)["registry"]}}}}}}}
 
 
+def control_plane_image(settings: VClusterSettings) -> str:
+    """The control plane's image as the chart writes it from the program's values (chart/templates/_helper.tpl
+    ``vcluster.controlPlane.image``): defaultImageRegistry, else the values' registry (the site's mirror of
+    VCLUSTER_IMAGE_REGISTRY, or extraValues'), the repository, and the values' tag or the chart's version."""
+    image = dig(settings.extra_values, "controlPlane", "statefulSet", "image")
+    registry = default_image_registry(settings) or image.get("registry", settings.mirrors.registry(
+        versions.VCLUSTER_IMAGE_REGISTRY))
+    repository = image.get("repository") or versions.VCLUSTER_CONTROL_PLANE_REPOSITORY
+    reference = f"{repository}:{image.get('tag') or settings.version}"
+    return f"{registry}/{reference}" if registry else reference
+
+
 def minor_version(version: str) -> Optional[tuple[int, int]]:
     match = _VERSION.match(version)
     return (int(match.group(1)), int(match.group(2))) if match else None

@@ -57,6 +57,10 @@ VCLUSTER_VERSION = "0.36.1"
 # The registry of the chart's control plane and Kubernetes images (controlPlane.statefulSet.image.registry,
 # controlPlane.distro.k8s.image.registry) at every accepted release; a site's mirror of it replaces it there.
 VCLUSTER_IMAGE_REGISTRY = "ghcr.io"
+# The control plane's image repository at every accepted release (controlPlane.statefulSet.image.repository), tagged
+# with the chart's version unless the values name a tag (chart/templates/_helper.tpl vcluster.controlPlane.image).
+# The teams' snapshot jobs run its binary (components/tenant_backup.py).
+VCLUSTER_CONTROL_PLANE_REPOSITORY = "loft-sh/vcluster-pro"
 # The registry of the etcd a site may deploy beside a control plane (controlPlane.backingStore.etcd.deploy.statefulSet.
 # image.registry) at every accepted release; a site's mirror of it replaces it there.
 VCLUSTER_ETCD_IMAGE_REGISTRY = "registry.k8s.io"

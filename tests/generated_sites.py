@@ -214,6 +214,10 @@ GENERATED_SITES = {
         "teams[1].alerting={receiver: pagerduty}", "teams[2].alerting={receiver: webhook, severity: critical}",
         "observability={prometheus: install, namespace: observability, grafana: false, alerting: {receiver: slack}, "
         "timeAwareFairness: {enabled: true, windowSize: 2w, windowType: tumbling, kValue: 0.5}, retention: 4w}"]),
+    # Scheduled snapshots: a lab box's to a MinIO on its LAN every 6 hours, four kept, and an EKS site's to S3.
+    "gen-box-backed-up": ("dev", ["backup={url: s3://lab-backups/gpu, endpoint: 'http://192.168.1.20:9000', "
+                                  "every: 6h, keep: 4}"]),
+    "gen-eks-backed-up": ("eks", ["backup={url: s3://rag-platform-backups/eks, region: us-east-2}"]),
 }
 SITES = {}
 

@@ -2,7 +2,8 @@
 
 The valid sites are the committed stacks and the three a new user wrote first (issue 21): an EKS site in
 another region with two GPU pools and six teams, an existing cluster with twelve lab teams at 0.25 GPU and
-an external Prometheus, and a one-team lab box. Each broken site is a valid one with a few changes.
+an external Prometheus, and a one-team lab box (also backed up to a MinIO on its LAN). Each broken site is a
+valid one with a few changes.
 """
 
 from __future__ import annotations
@@ -49,9 +50,15 @@ def one_team_box() -> dict[str, Any]:
             "organization": {"name": "box"}, "teams": [{"name": "solo"}]}
 
 
+def backed_up_box() -> dict[str, Any]:
+    """The one-team box, snapshotted to a MinIO on its LAN (gpu-tenancy:backup, every key set)."""
+    return {**one_team_box(), "backup": {"url": "s3://lab-backups/gpu", "endpoint": "http://192.168.1.20:9000",
+                                         "region": "us-east-1", "every": "6h", "keep": 4}}
+
+
 VALID_SITES: dict[str, Callable[[], dict[str, Any]]] = {
     "dev": lambda: _stack("dev"), "eks": lambda: _stack("eks"), "eks-two-pools": eks_two_pools,
-    "existing-cluster-lab": existing_cluster_lab, "one-team-box": one_team_box,
+    "existing-cluster-lab": existing_cluster_lab, "one-team-box": one_team_box, "backed-up-box": backed_up_box,
 }
 
 
@@ -124,6 +131,12 @@ BROKEN: dict[str, tuple[str, dict[str, Any]]] = {
     "misplaced key": ("dev", {"teams[0].gpu": {"quota": 0.1}}),
     "pod security none": ("dev", {"vcluster.podSecurity": "none"}),
     "empty runner list": ("dev", {"ci": {"runner": []}}),
+    "backup onto the control plane's volume": ("dev", {"backup": {"url": "container:///data/snapshot.tar.gz"}}),
+    "backup with a query": ("dev", {"backup": {"url": "s3://lab-backups/gpu?url=aHR0cDovL21pbmlv"}}),
+    "backup without a url": ("dev", {"backup": {"keep": 3}}),
+    "backup every five hours": ("dev", {"backup": {"url": "s3://lab-backups/gpu", "every": "5h"}}),
+    "backup keeping none": ("dev", {"backup": {"url": "s3://lab-backups/gpu", "keep": 0}}),
+    "backup endpoint without scheme": ("dev", {"backup": {"url": "s3://lab-backups/gpu", "endpoint": "minio:9000"}}),
     "alerting without installing": ("dev", {"observability.alerting": {"receiver": "slack"}}),
     "alert scope without receiver": ("dev", {"observability": {"prometheus": "install",
                                                                "alerting": {"alerts": "all"}}}),

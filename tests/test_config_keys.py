@@ -19,6 +19,7 @@ from config.load_operators import KAI_SCHEDULER
 from config.load_teams import QUEUE_ENTRY, QUEUE_RESOURCES, TEAM
 from config.reader import Reader, Section
 from config.schema import stack_file_schema
+from config.snapshots import SECRETS as BACKUP_SECRETS
 from config.vocabulary import project_config
 from tests.config_spec import dev_config, eks_config, put, rejected
 from tests.test_grafana_sign_in import login_config
@@ -140,7 +141,9 @@ def _sites() -> list[dict]:
                                                    "external": {"releaseLabel": "prom", "url": "http://p:9090"}})
     signed_in = project_config(login_config(apiUrl="https://login.example.com/ui", rootUrl="https://g.example.com",
                                             autoLogin=True))
-    return [dev_config(), eks_config(), kubeconfig, observed, signed_in]
+    backed_up = put(eks_config(), "backup", {"url": "s3://corp-backups/eks", "endpoint": "http://10.0.0.5:9000",
+                                             "region": "us-east-2", "every": "6h", "keep": 3})
+    return [dev_config(), eks_config(), kubeconfig, observed, signed_in, backed_up]
 
 
 def test_every_declared_key_is_read_by_the_loader(monkeypatch):
@@ -155,7 +158,7 @@ def test_every_declared_key_is_read_by_the_loader(monkeypatch):
 
         monkeypatch.setattr(Section, method, recording)
     for raw in _sites():
-        load_platform(raw, secrets_set={"kubeconfig", "sshPrivateKey"})
+        load_platform(raw, secrets_set={"kubeconfig", "sshPrivateKey", *BACKUP_SECRETS})
     unused = [f"{key.name} (of a block with {', '.join(block.names)})"
               for block in blocks() for key in block.keys if (id(block), key.name) not in used]
     assert unused == []

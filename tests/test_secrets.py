@@ -1,7 +1,7 @@
 """Secrets are Pulumi secrets end to end, never printed or logged.
 
 Each secret the program handles is followed through whole-program runs with a value recognisable wherever it
-lands: the six secret keys of the stack config (decrypted as the language host passes them to ``pulumi up``),
+lands: the eight secret keys of the stack config (decrypted as the language host passes them to ``pulumi up``),
 the kubeconfigs the providers answer with (the MicroK8s box's, the EKS cluster's, each vCluster's ``vc-*``
 Secret: the mocks' token ``offline-plan-token``) and Grafana's generated admin password. Each reaches the one
 input that needs it, as a secret, and appears nowhere else: no recorded input or output, plan, review summary,
@@ -11,6 +11,7 @@ refused, without being shown.
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -42,11 +43,14 @@ DECRYPTED = {
     "alertReceiver": "https://hooks.slack.com/services/T000/B000/slack-token-5a0c93",
     "alertHeartbeat": "https://hc-ping.com/heartbeat-id-e41f7a",
     "teamAlertReceivers": "team-nlp: https://hooks.slack.com/services/T000/B000/team-token-c0d2b8\n",
+    "backupAccessKeyId": "AKIAEXAMPLE7B3D9F2C1",
+    "backupSecretAccessKey": "backup-secret-0e9a6c/wJalrXUtnFEMI+K7MDENG",
 }
 # The part of each value that must never be seen.
 RECOGNISABLE = {"sshPrivateKey": "ssh-key-3f9c1e", "kubeconfig": "kubeconfig-token-6d1e0b",
                 "grafanaClientSecret": "grafana-client-secret-8b27d4", "alertReceiver": "slack-token-5a0c93",
-                "alertHeartbeat": "heartbeat-id-e41f7a", "teamAlertReceivers": "team-token-c0d2b8"}
+                "alertHeartbeat": "heartbeat-id-e41f7a", "teamAlertReceivers": "team-token-c0d2b8",
+                "backupAccessKeyId": "AKIAEXAMPLE7B3D9F2C1", "backupSecretAccessKey": "backup-secret-0e9a6c"}
 
 
 def with_secrets(config: dict, *names: str) -> tuple[dict, dict[str, str]]:
@@ -75,7 +79,10 @@ def existing_cluster_site() -> tuple[dict, dict[str, str]]:
 
 
 def eks_site() -> tuple[dict, dict[str, str]]:
-    return eks_config(), {}
+    """The committed EKS site, snapshotting its teams to S3 (gpu-tenancy:backup) with the bucket's key."""
+    config = eks_config()
+    config["gpu-tenancy:backup"] = {"url": "s3://rag-platform-backups/eks", "region": "us-east-2"}
+    return with_secrets(config, "backupAccessKeyId", "backupSecretAccessKey")
 
 
 SITES = {"remote-observed": remote_observed_site, "existing-cluster": existing_cluster_site, "eks": eks_site}
@@ -117,6 +124,12 @@ def received(program: ProgramRun, secret: str) -> list:
         # The map's one address, under its team's key.
         "teamAlertReceivers": [(f"team-nlp: {address}\n", redacted) for address, redacted in raw_input(
             program, *receiver, "team-team-nlp", name_contains="alert-receiver")],
+        # Every team's every slot of snapshot options (components/tenant_backup.py), base64 of their JSON.
+        **{name: [(json.loads(base64.b64decode(options))["s3"][field], redacted)
+                  for slots, redacted in raw_input(program, *receiver, name_contains="backup-options")
+                  for options in slots.values()]
+           for name, field in (("backupAccessKeyId", "access-key-id"),
+                               ("backupSecretAccessKey", "secret-access-key"))},
     }[secret]
 
 

@@ -103,12 +103,15 @@ def test_the_control_plane_the_dns_and_the_teams_pods_fit_in_every_sites_quota(s
             if not (f.severity == "warning" and f.object.split(" ")[:2] in (["Queue", team] for team in stated))] == []
     for resource_quota in quotas:
         hard = resource_quota.manifest["spec"]["hard"]
-        # Exactly the team's pods, the DNS and the control plane's pods as the chart runs them (one, or a site's
-        # replicas and a deployed etcd's: config/backing_store.py), no more.
+        # Exactly the team's pods, the DNS, the control plane's pods as the chart runs them (one, or a site's
+        # replicas and a deployed etcd's: config/backing_store.py) and a site's snapshot job (one run at a time), no
+        # more.
         control_plane = sum(o.manifest["spec"].get("replicas", 1) for o in objects
                             if o.origin == "chart" and o.namespace == resource_quota.namespace
                             and o.kind in ("StatefulSet", "Deployment"))
-        assert int(hard["count/pods"]) == allowances[resource_quota.namespace]["pods"] + DNS_REPLICAS + control_plane
+        snapshots = sum(1 for o in objects if o.kind == "CronJob" and o.namespace == resource_quota.namespace)
+        assert int(hard["count/pods"]) == \
+            allowances[resource_quota.namespace]["pods"] + DNS_REPLICAS + control_plane + snapshots
         assert not {"limits.cpu", "requests.ephemeral-storage"} & set(hard)
         # The object counts are the program's (the rule above proved the platform's objects fit with the team's
         # allowance), and one Endpoints per Service.

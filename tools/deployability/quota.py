@@ -107,9 +107,10 @@ def pod_usage(spec: Mapping[str, Any], defaults: tuple[dict[str, Any], dict[str,
 
 
 def _workloads(objects: Sequence[K8sObject], namespace: str) -> Iterable[tuple[K8sObject, dict[str, Any], int]]:
-    """Pod specs that run for good in the namespace, with their replica counts (Jobs end, so they are left out)."""
+    """Pod specs that run for good in the namespace, with their replica counts, and a CronJob's that comes back on
+    every run (one at a time, as the program's runs; a Job ends, so it is left out)."""
     for obj, _, spec in pod_templates(o for o in objects if o.namespace == namespace):
-        if obj.kind in ("Job", "CronJob"):
+        if obj.kind == "Job":
             continue
         replicas = (obj.manifest.get("spec") or {}).get("replicas", 1) if obj.kind != "Pod" else 1
         yield obj, spec, int(replicas if replicas is not None else 1)

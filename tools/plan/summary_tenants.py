@@ -6,7 +6,7 @@ import re
 from typing import Any, Optional
 
 from config.vocabulary import (
-    ADMISSION_BINDING, ADMISSION_COMPONENT, ADMISSION_POLICY, JOB, NAMESPACE, NETWORK_POLICY, POD_SECURITY_LABEL,
+    ADMISSION_BINDING, ADMISSION_COMPONENT, ADMISSION_POLICY, CRON_JOB, JOB, NAMESPACE, NETWORK_POLICY, POD_SECURITY_LABEL,
     RELEASE, TENANT_COMPONENT,
 )
 from config.tenant_budget import bytes_quantity
@@ -180,6 +180,17 @@ def cluster_objects_section(index: PlanIndex) -> list[str]:
                      ", ".join(code(c.get("image")) for c in containers if isinstance(c, dict)) or "—",
                      fmt_num(dig(job, "inputs", "spec", "backoffLimit"))])
     lines += table(["Job", "Namespace", "Images", "Back-off limit"], rows) if rows else ["No Jobs."]
+    scheduled = sorted(index.of_type(CRON_JOB), key=lambda r: r["urn"])
+    if scheduled:
+        # A CronJob's pods come back on every run (the teams' snapshots, components/tenant_backup.py).
+        lines += ["", "Scheduled (CronJob):", ""]
+        lines += table(["CronJob", "Namespace", "Schedule", "Images"], [
+            [code(dig(job, "inputs", "metadata", "name") or job["name"]),
+             code(dig(job, "inputs", "metadata", "namespace") or "—"),
+             code(f"{dig(job, 'inputs', 'spec', 'schedule')} {dig(job, 'inputs', 'spec', 'timeZone') or ''}".strip()),
+             ", ".join(code(c.get("image")) for c in dig(job, "inputs", "spec", "jobTemplate", "spec", "template",
+                                                           "spec", "containers") or [] if isinstance(c, dict)) or "—"]
+            for job in scheduled])
     cluster_wide = sorted((r for r in index.resources if r["type"].startswith(KUBERNETES) and r["custom"]
                            and not r["read"] and r["type"] != RELEASE and isinstance(dig(r, "inputs", "metadata"), dict)
                            and not dig(r, "inputs", "metadata", "namespace")),

@@ -1,0 +1,146 @@
+"""One team's scheduled snapshots: a CronJob in its host namespace that asks its control plane for one.
+
+vCluster's open-source control plane takes a snapshot when a request appears in its host namespace (a Secret
+holding the snapshot options, a ConfigMap), uploads it itself and marks the request done (pkg/snapshot/
+controller.go); scheduling them (``snapshots.auto``) is a Pro feature. The request is written by the control plane's
+own binary, ``/vcluster snapshot create`` (cmd/vcluster/cmd/snapshot/create.go), from the options in
+``VCLUSTER_STORAGE_OPTIONS`` (base64 of their JSON) and the control plane's config file (the ``vc-config-<name>``
+Secret, where the control plane reads it); that is what ``vcluster restore`` and the CLI's snapshot pod run too,
+in the same image (pkg/snapshot/pod/pod.go).
+
+Each run writes to the next of ``keep`` slots, ``<prefix>/<slot>.tar.gz``, chosen from the clock
+(``slot = now / interval mod keep``: a run starts within its interval's first hour), so the newest ``keep`` snapshots are kept without listing or deleting
+anything in the store. Every slot's options (the bucket's key and the access key) are rendered here as JSON into
+one Secret; the pod reads its slot's file, so the shell only does arithmetic. The pod wears ``app:
+vcluster-snapshot``: vCluster's snapshot NetworkPolicy (components/tenant_network.py) selects it, which opens the
+host API server to it and nothing else, and a tenant's pod may not wear it (``reserved-values``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import zlib
+from typing import Sequence
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.kubectl_job import POD_SECURITY_CONTEXT, job_identity
+from config.model import Team
+from config.snapshots import JOB_LIMITS, JOB_REQUESTS, Backup
+from config.vcluster_images import control_plane_image
+from config.vocabulary import MANAGED_BY, TEAM_LABEL
+
+SNAPSHOT_APP = {"app": "vcluster-snapshot"}
+OPTIONS_MOUNT = "/snapshot-options"
+# Where the control plane's binary reads its config (pkg/constants DefaultVClusterConfigLocation's folder), and
+# the variable that makes it read that file rather than look for a standalone install (pkg/config/load.go).
+CONFIG_MOUNT = "/var/lib/vcluster"
+STANDALONE_ENV = "VCLUSTER_STANDALONE"
+OPTIONS_ENV = "VCLUSTER_STORAGE_OPTIONS"
+# A run that has not started within this long after its time waits for the next one (its slot is the next's).
+STARTING_DEADLINE_SECONDS = 600
+RUN_SECONDS = 600
+SCRIPT = (
+    "set -eu\n"
+    'slot=$(( $(date +%s) / PERIOD_SECONDS % KEEP ))\n'
+    f'export {OPTIONS_ENV}="$(cat {OPTIONS_MOUNT}/slot-$slot)"\n'
+    "exec /vcluster snapshot create\n"
+)
+
+
+def backup_name(team: Team) -> str:
+    """The CronJob's (and its identity's) name: a CronJob's name has at most 52 characters."""
+    return f"{team.vcluster_name}-backup"[:52].rstrip("-")
+
+
+def schedule(backup: Backup, team: Team) -> str:
+    """Every ``every_hours`` hours from midnight UTC, at a minute of the hour fixed per team, so that the teams'
+    runs (their pods on the system nodes, their uploads) spread over the hour; a run's slot is that of its hour."""
+    hours = "0" if backup.every_hours == 24 else f"*/{backup.every_hours}"
+    return f"{run_minute(team)} {hours} * * *"
+
+
+def run_minute(team: Team) -> int:
+    return zlib.crc32(team.namespace.encode()) % 60
+
+
+def slot_options(backup: Backup, team: Team, slot: int, access_key_id: str, secret_access_key: str) -> dict:
+    """The snapshot options of one slot, as loft-sh/api's snapshot Options marshal to JSON (pkg/snapshot/options.go:
+    the type, then the S3 block's json tags)."""
+    s3 = {"bucket": backup.bucket, "key": backup.slot_key(team.namespace, team.vcluster_name, slot),
+          "access-key-id": access_key_id, "secret-access-key": secret_access_key}
+    if backup.region:
+        s3["region"] = backup.region
+    if backup.endpoint:
+        s3.update({"url": backup.endpoint, "force-path-style": True})
+    return {"type": "s3", "s3": s3}
+
+
+def options_data(backup: Backup, team: Team, access_key_id: str, secret_access_key: str) -> dict[str, str]:
+    """Every slot's ``VCLUSTER_STORAGE_OPTIONS`` value, by file name."""
+    return {f"slot-{slot}": base64.b64encode(json.dumps(
+        slot_options(backup, team, slot, access_key_id, secret_access_key), separators=(",", ":")).encode()).decode()
+        for slot in range(backup.keep)}
+
+
+def backup_pod_spec(team: Team, backup: Backup) -> dict:
+    name = backup_name(team)
+    return {
+        "restartPolicy": "Never",
+        "serviceAccountName": name,
+        "securityContext": POD_SECURITY_CONTEXT,
+        "containers": [{
+            "name": "snapshot",
+            "image": control_plane_image(team.vcluster),
+            "command": ["sh", "-c", SCRIPT],
+            "env": [{"name": "VCLUSTER_NAME", "value": team.vcluster_name},
+                    {"name": STANDALONE_ENV, "value": "false"},
+                    {"name": "PERIOD_SECONDS", "value": str(backup.every_hours * 3600)},
+                    {"name": "KEEP", "value": str(backup.keep)}],
+            "resources": {"requests": dict(JOB_REQUESTS), "limits": dict(JOB_LIMITS)},
+            "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                "capabilities": {"drop": ["ALL"]}},
+            "terminationMessagePolicy": "FallbackToLogsOnError",
+            "volumeMounts": [{"name": "options", "mountPath": OPTIONS_MOUNT, "readOnly": True},
+                             {"name": "config", "mountPath": CONFIG_MOUNT, "readOnly": True},
+                             {"name": "tmp", "mountPath": "/tmp"}],
+        }],
+        "volumes": [{"name": "options", "secret": {"secretName": f"{name}-options"}},
+                    {"name": "config", "secret": {"secretName": f"vc-config-{team.vcluster_name}"}},
+                    {"name": "tmp", "emptyDir": {}}],
+    }
+
+
+def backup_resources(name: str, team: Team, credentials: Sequence[pulumi.Input[str]], provider: k8s.Provider,
+                     parent: pulumi.Resource, release: pulumi.Resource) -> list[pulumi.Resource]:
+    """The team's snapshot options Secret, the job's identity (create Secrets and ConfigMaps in the namespace: the
+    request) and the CronJob; none without ``backup``."""
+    backup = team.vcluster.backup
+    if backup is None:
+        return []
+    job = backup_name(team)
+    labels = {**MANAGED_BY, TEAM_LABEL: team.name, "app.kubernetes.io/name": "snapshot"}
+    metadata = {"name": job, "namespace": team.namespace, "labels": labels}
+    # The chart writes vc-config-<name>, which the pod mounts; the control plane serves the request.
+    after_release = pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=[release])
+    options = k8s.core.v1.Secret(
+        f"{name}-backup-options", metadata={**metadata, "name": f"{job}-options"},
+        string_data=pulumi.Output.secret(pulumi.Output.all(*credentials).apply(
+            lambda keys: options_data(backup, team, keys[0] or "", keys[1] or ""))),
+        opts=after_release)
+    identity = job_identity(f"{name}-backup", metadata, [
+        {"apiGroups": [""], "resources": ["secrets", "configmaps"], "verbs": ["create"]}],
+        cluster_wide=False, opts=after_release)
+    cron_job = k8s.batch.v1.CronJob(
+        f"{name}-backup", metadata=metadata,
+        spec={"schedule": schedule(backup, team), "timeZone": "Etc/UTC", "concurrencyPolicy": "Forbid",
+              "startingDeadlineSeconds": STARTING_DEADLINE_SECONDS,
+              "successfulJobsHistoryLimit": 1, "failedJobsHistoryLimit": 1,
+              "jobTemplate": {"metadata": {"labels": labels}, "spec": {
+                  "backoffLimit": 1, "activeDeadlineSeconds": RUN_SECONDS,
+                  "template": {"metadata": {"labels": {**labels, **SNAPSHOT_APP}},
+                               "spec": backup_pod_spec(team, backup)}}}},
+        opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=[release, options, *identity]))
+    return [options, *identity, cron_job]
