@@ -62,6 +62,7 @@ LOADER_ONLY = {
     (r"(teams\[\d+\]\.)?vcluster\.enforceTolerations", "tolerates none"): "compares with the node groups' taints",
     (r"teams\[\d+\]\.vcluster\.(alwaysPullImages|allowedRegistries)", "setting of the whole stack"):
         "the stack's and the teams' vcluster blocks are one definition; a team's may not hold this key",
+    (r"backup\.region", "S3-compatible store"): "required with backup.endpoint (one block's keys tied by a value)",
     (r"cluster\.(microk8s|eks|kubeconfig)\.kubernetesVersion", "image volume"):
         "ties it to teams[].isolation.tier, another block",
 }

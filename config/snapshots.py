@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Optional
 from urllib.parse import parse_qs, urlsplit
 
+from config.errors import MISSING
 from config.key_types import Check, Integer, Text
 from config.keys import REQUIRED, Block, Key
 from config.reader import Section
@@ -164,12 +165,13 @@ BACKUP = Block(title="scheduled snapshots of every team", intro=(
         "An S3-compatible store's endpoint (MinIO, Ceph), reached with path-style requests.",
         example="http://192.168.1.20:9000", default_note="AWS S3",
         details="Named by its IP address, only that address and port are opened to the team's control plane and "
-                "restore pod; named by a host name, the port is opened to the public internet. Set `region` too: "
+                "restore pod; named by a host name, the port is opened to the public internet. Requires `region`: "
                 "requests are signed for a region, and vCluster looks the bucket's up only on AWS (without an "
                 "endpoint)."),
     Key("region", Text(form="AWS region", checks=(Check(
         r"[a-z]{2}(-[a-z]+)+-[0-9]", "is not an AWS region", "write it as e.g. us-east-2"),)), None,
-        "The bucket's region.", example="us-east-2", default_note="found from the bucket"),
+        "The bucket's region; required with `endpoint`.", example="us-east-2",
+        default_note="found from the bucket on AWS S3"),
     Key("every", Text(choices=tuple(INTERVALS)), "24h", "How often each team is snapshotted."),
     Key("keep", Integer(minimum=1, maximum=1000), 7, "How many snapshots of each team are kept.",
         details="The newest `keep` runs' snapshots: each run overwrites the slot of the run `keep` runs before."),
@@ -183,6 +185,13 @@ def read_backup(section: Section) -> Optional[Backup]:
     url, endpoint, region = section.read("url"), section.read("endpoint"), section.read("region")
     every, keep = section.read("every"), section.read("keep")
     if None in (url, every, keep):
+        return None
+    if endpoint and not region:
+        # vCluster looks a bucket's region up on AWS only (loft-sh/api s3 store.go Init); any other store's requests
+        # are signed for the region the options name, and with none the upload fails at every run.
+        section.fail("region", MISSING, "an S3-compatible store (backup.endpoint) needs the region its requests are "
+                     "signed for: vCluster looks one up on AWS only, and every snapshot upload would fail",
+                     "set backup.region to the store's region (MinIO's default is us-east-1)")
         return None
     bucket, _, prefix = url.removeprefix("s3://").partition("/")
     return Backup(bucket=bucket, prefix=prefix.strip("/"), every_hours=INTERVALS[every], keep=keep,

@@ -216,7 +216,7 @@ GENERATED_SITES = {
         "timeAwareFairness: {enabled: true, windowSize: 2w, windowType: tumbling, kValue: 0.5}, retention: 4w}"]),
     # Scheduled snapshots: a lab box's to a MinIO on its LAN every 6 hours, four kept, and an EKS site's to S3.
     "gen-box-backed-up": ("dev", ["backup={url: s3://lab-backups/gpu, endpoint: 'http://192.168.1.20:9000', "
-                                  "every: 6h, keep: 4}"]),
+                                  "region: us-east-1, every: 6h, keep: 4}"]),
     "gen-eks-backed-up": ("eks", ["backup={url: s3://rag-platform-backups/eks, region: us-east-2}"]),
 }
 SITES = {}

@@ -136,6 +136,8 @@ BROKEN: dict[str, tuple[str, dict[str, Any]]] = {
     "backup without a url": ("dev", {"backup": {"keep": 3}}),
     "backup every five hours": ("dev", {"backup": {"url": "s3://lab-backups/gpu", "every": "5h"}}),
     "backup keeping none": ("dev", {"backup": {"url": "s3://lab-backups/gpu", "keep": 0}}),
+    "backup endpoint without region": ("dev", {"backup": {"url": "s3://lab-backups/gpu",
+                                                          "endpoint": "http://192.168.1.20:9000"}}),
     "backup endpoint without scheme": ("dev", {"backup": {"url": "s3://lab-backups/gpu", "endpoint": "minio:9000"}}),
     "alerting without installing": ("dev", {"observability.alerting": {"receiver": "slack"}}),
     "alert scope without receiver": ("dev", {"observability": {"prometheus": "install",

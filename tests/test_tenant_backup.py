@@ -34,7 +34,8 @@ from tools.deployability.pod_security import violations
 from tools.plan.document import build_plan
 from tools.plan.summary import render_summary
 
-MINIO = {"url": "s3://lab-backups/gpu", "endpoint": "http://192.168.1.20:9000", "every": "6h", "keep": 4}
+MINIO = {"url": "s3://lab-backups/gpu", "endpoint": "http://192.168.1.20:9000", "region": "us-east-1", "every": "6h",
+         "keep": 4}
 CRON_JOB = "kubernetes:batch/v1:CronJob"
 
 
@@ -118,7 +119,7 @@ def test_each_run_writes_the_next_slot_and_the_oldest_is_overwritten(tmp_path):
     options = run_script(tmp_path, team, start)
     assert options == {"type": "s3", "s3": {
         "bucket": "lab-backups", "key": keys[0], "access-key-id": "AKIAEXAMPLE", "secret-access-key": "s3cr3t/key+",
-        "url": "http://192.168.1.20:9000", "force-path-style": True}}
+        "region": "us-east-1", "url": "http://192.168.1.20:9000", "force-path-style": True}}
 
 
 @pytest.mark.parametrize("stack", ["dev", "eks"])
@@ -179,6 +180,8 @@ def test_on_eks_the_api_servers_rule_already_reaches_s3_and_nothing_is_added():
     ({"url": "s3://corp-backups/lab", "keep": 0}, "backup.keep", "must be between 1 and 1000"),
     ({"url": "s3://corp-backups/lab", "endpoint": "minio:9000"}, "backup.endpoint", "is not an endpoint URL"),
     ({"keep": 3}, "backup.url", "required key is missing"),
+    ({"url": "s3://corp-backups/lab", "endpoint": "http://192.168.1.20:9000"}, "backup.region",
+     "needs the region its requests are signed for"),
 ])
 def test_a_bad_backup_block_is_refused_naming_the_key_and_the_fix(backup, key, words):
     with pytest.raises(ConfigError) as raised:
