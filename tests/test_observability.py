@@ -108,6 +108,8 @@ def test_external_mode_labels_for_the_site_prometheus_and_installs_nothing():
     assert not program.of_type(SHARD_PATCH), "time-aware fairness stays off unless asked for"
     # The site's own kube-state-metrics must export KAI's GPU groups and fractions: the run says how.
     assert [note for note in program.notes if "--metric-labels-allowlist=pods=[runai-gpu-group]" in note]
+    # ... and what it must drop or cut so that no team fills that Prometheus for the others.
+    assert [note for note in program.notes if "deny kube_pod_tolerations" in note and "image labels" in note]
 
 
 def test_installed_kube_state_metrics_exports_gpu_groups_and_fractions(installed):

@@ -24,6 +24,7 @@ from tests.test_observability_contract import all_expressions
 from tests.test_observability_rules import site_config
 
 KSM = "kubernetes/kube-state-metrics"
+CHARTS = "prometheus-community/helm-charts"
 OPERATOR = "prometheus-operator/prometheus-operator"
 REFERENCE = "distribution/reference"
 SITE = load_platform(site_config())
@@ -124,6 +125,18 @@ def test_the_rendered_chart_denies_the_tolerations_and_cuts_the_images(rendered_
                     or "/templates/grafana/dashboards" in path)
     assert "kube_pod_container_info" not in own and all(metric not in own for metric in ksm.DENIED_METRICS)
     assert "image_spec" not in own and "image_id" not in own
+
+
+@pytest.mark.parametrize("tag", [tag for tag in MIRRORED_TAGS[CHARTS] if tag.startswith("kube-state-metrics-")])
+def test_every_accepted_kube_state_metrics_chart_takes_the_denylist_and_the_relabellings(tag):
+    """The subchart of every accepted kube-prometheus-stack (tests/conftest.py MIRRORED_TAGS)."""
+    chart = "charts/kube-state-metrics"
+    defaults = yaml.safe_load(git(CHARTS, "show", f"{tag}:{chart}/values.yaml"))
+    assert defaults["metricDenylist"] == [] and defaults["prometheus"]["monitor"]["http"]["metricRelabelings"] == []
+    deployment = git(CHARTS, "show", f"{tag}:{chart}/templates/deployment.yaml")
+    assert '- --metric-denylist={{ .Values.metricDenylist | join "," }}' in deployment
+    monitor = git(CHARTS, "show", f"{tag}:{chart}/templates/servicemonitor.yaml")
+    assert "toYaml (.Values.prometheus.monitor.http.metricRelabelings" in monitor
 
 
 def test_the_values_are_the_ones_the_program_gives_the_release():
