@@ -32,7 +32,7 @@ from __future__ import annotations
 from components.admission_metadata import refusal
 from components.pod_text_paths import POD_SPEC, TextPaths
 from config.model import Team
-from config.synced_data import SYNCED_POD_TEXT_ITEMS, pod_text_bytes
+from config.synced_data import HOST_DEFAULT_TOLERATIONS, SYNCED_POD_TEXT_ITEMS, SYNCED_POD_TOLERATIONS, pod_text_bytes
 
 
 def _present(var: str, path: str) -> str:
@@ -113,3 +113,21 @@ def pod_size(team: Team) -> dict:
         "read-only when full",
         "keep large configs out of env, args and paths: put them in a ConfigMap mounted as a file (or in the image), "
         "or ask the platform team for a larger syncedPodTextBytes")
+
+
+def _count(obj: str, field: str) -> str:
+    return f"(has({obj}.spec.{field}) ? size({obj}.spec.{field}) : 0)"
+
+
+def pod_tolerations(team: Team) -> dict:
+    """Judged on CREATE and on every UPDATE that adds tolerations (the API server lets an update only add them): a pod
+    from before the rule, or one KAI or the syncer updates otherwise, passes as it is."""
+    cap = SYNCED_POD_TOLERATIONS + len(team.vcluster.enforce_tolerations) + HOST_DEFAULT_TOLERATIONS
+    count = _count("object", "tolerations")
+    return refusal(
+        "tolerations",
+        f"{count} <= {cap} || (request.operation == 'UPDATE' && {count} <= {_count('oldObject', 'tolerations')})",
+        f"a pod may carry at most {cap} tolerations ({SYNCED_POD_TOLERATIONS} of its own, plus the ones vCluster and "
+        "the API server add): the API server bounds each toleration but not how many, and vCluster copies those added "
+        "to a running pod as well, into the host's etcd and the memory of every controller that watches pods",
+        "keep to the tolerations of the taints of the nodes the pod may run on")

@@ -50,6 +50,13 @@ SYNCED_METADATA_KEYS = 1024
 # containers at most), KAI one with a short reason (a failed binding's error), and a tenant's readiness gates one each.
 SYNCED_POD_CONDITIONS = 64
 SYNCED_POD_CONDITION_BYTES = 16 * 2 ** 10
+# A synced pod's tolerations, the team's own: the API server bounds each (a key, a value, an effect) but not how many a
+# pod has, pod-size counts none, and vCluster carries tolerations a tenant adds to a running pod onto the host pod
+# (pods/translate/diff.go calcSpecDiff), so one pod could be grown to the request's size. An honest pod tolerates the
+# taints of the nodes it may run on: a few. The host adds its own on top (vCluster's enforced ones, the API server's
+# two DefaultTolerationSeconds: not-ready and unreachable).
+SYNCED_POD_TOLERATIONS = 64
+HOST_DEFAULT_TOLERATIONS = 2
 # Far above what the objects an honest tenant's pods name hold (a TLS chain and key, a registry's pull secret, a
 # service-account token with its CA, a config file: a few KiB each) and what the platform has the syncer copy (each
 # virtual namespace's kube-root-ca.crt, the tenant DNS's Corefile).
