@@ -57,6 +57,14 @@ SYNCED_POD_CONDITION_BYTES = 16 * 2 ** 10
 # two DefaultTolerationSeconds: not-ready and unreachable).
 SYNCED_POD_TOLERATIONS = 64
 HOST_DEFAULT_TOLERATIONS = 2
+# A synced pod's containers, init and ephemeral ones included, the team's own: the API server does not bound how many,
+# and pod-size counts a bare container as one of its 8,192 list entries. Every container of a pod bound to a shared GPU
+# node is started by that node's kubelet and runtime, and is a few kube-state-metrics series of its requests, limits
+# and status; a team setting its requests to zero and its ephemeral-storage limits to a byte passes its quota with
+# thousands. An honest pod has a main container and a few sidecars, init steps and debug shells; vCluster adds one
+# init container (rewriting /etc/hosts) to a pod with a subdomain.
+SYNCED_POD_CONTAINERS = 64
+HOST_ADDED_CONTAINERS = 1
 # Far above what the objects an honest tenant's pods name hold (a TLS chain and key, a registry's pull secret, a
 # service-account token with its CA, a config file: a few KiB each) and what the platform has the syncer copy (each
 # virtual namespace's kube-root-ca.crt, the tenant DNS's Corefile).
