@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from components.admission_devices import SCHEDULED_LISTS, every_container
 from components.admission_metadata import refusal
 from config.model import Team
+from config.synced_data import SYNCED_POD_TOLERATIONS
 
 REFUSED, CONSTRAINED, POD_SECURITY, REWRITTEN, HARMLESS, NESTED = (
     "refused", "constrained", "pod-security", "rewritten", "harmless", "nested")
@@ -127,7 +128,10 @@ POD_SPEC = {
     "terminationGracePeriodSeconds": constrained(
         "grace-period", "at most the team's vcluster.maxTerminationGracePeriodSeconds: KAI reclaims a GPU for another "
                         "team by deleting the pod, which keeps the GPU for its grace period"),
-    "tolerations": harmless(PLACEMENT + " (the syncer adds the site's enforced tolerations)"),
+    "tolerations": constrained("tolerations", f"at most {SYNCED_POD_TOLERATIONS} of the pod's own, on CREATE and when an update adds some: "
+                                              "the API server bounds each, not their number, and the syncer copies "
+                                              "later ones; which taints they tolerate is placement only ("
+                                              + PLACEMENT + ")"),
     "topologySpreadConstraints": rewritten("translateTopologySpreadConstraints",
                                            "the selector counts only the vCluster's pods of the pod's namespace"),
     "volumes": constrained("volume-sources", "components/admission_volumes.py, by kind"),

@@ -1,4 +1,5 @@
-"""The bytes of free text a tenant pod carries to the host: rule ``pod-size`` of the pod policy.
+"""The bytes of free text a tenant pod carries to the host (rule ``pod-size`` of the pod policy), and how many
+tolerations and containers it has (rules ``tolerations``, ``containers``).
 
 vCluster copies a pod's spec as the tenant wrote it (pods/translate/translator.go ``Translate`` deep-copies the pod,
 adds the Kubernetes and service-link variables and renames the objects it names), and the API server bounds many
@@ -32,7 +33,11 @@ from __future__ import annotations
 from components.admission_metadata import refusal
 from components.pod_text_paths import POD_SPEC, TextPaths
 from config.model import Team
-from config.synced_data import SYNCED_POD_TEXT_ITEMS, pod_text_bytes
+from components.admission_devices import CONTAINER_LISTS
+from config.synced_data import (
+    HOST_ADDED_CONTAINERS, HOST_DEFAULT_TOLERATIONS, SYNCED_POD_CONTAINERS, SYNCED_POD_TEXT_ITEMS, SYNCED_POD_TOLERATIONS,
+    pod_text_bytes,
+)
 
 
 def _present(var: str, path: str) -> str:
@@ -113,3 +118,39 @@ def pod_size(team: Team) -> dict:
         "read-only when full",
         "keep large configs out of env, args and paths: put them in a ConfigMap mounted as a file (or in the image), "
         "or ask the platform team for a larger syncedPodTextBytes")
+
+
+def _count(obj: str, field: str) -> str:
+    return f"(has({obj}.spec.{field}) ? size({obj}.spec.{field}) : 0)"
+
+
+def _no_more(field: str) -> str:
+    """An UPDATE that adds no entries to ``field``: a pod from before a rule keeps KAI's and the syncer's updates."""
+    return f"(request.operation == 'UPDATE' && {_count('object', field)} <= {_count('oldObject', field)})"
+
+
+def pod_containers() -> dict:
+    """Judged on CREATE and when ephemeral containers are added (the only containers an update can add)."""
+    cap = SYNCED_POD_CONTAINERS + HOST_ADDED_CONTAINERS
+    counts = " + ".join(_count("object", field) for field in CONTAINER_LISTS)
+    return refusal(
+        "containers",
+        f"{counts} <= {cap} || {_no_more('ephemeralContainers')}",
+        f"a pod may have at most {cap} containers, init and ephemeral ones included: the node's kubelet and runtime "
+        "start every one on a node other teams share, and kube-state-metrics writes series for each into the shared "
+        "Prometheus",
+        "split the work over more pods, or run several processes in one container")
+
+
+def pod_tolerations(team: Team) -> dict:
+    """Judged on CREATE and on every UPDATE that adds tolerations (the API server lets an update only add them): a pod
+    from before the rule, or one KAI or the syncer updates otherwise, passes as it is."""
+    cap = SYNCED_POD_TOLERATIONS + len(team.vcluster.enforce_tolerations) + HOST_DEFAULT_TOLERATIONS
+    count = _count("object", "tolerations")
+    return refusal(
+        "tolerations",
+        f"{count} <= {cap} || {_no_more('tolerations')}",
+        f"a pod may carry at most {cap} tolerations ({SYNCED_POD_TOLERATIONS} of its own, plus the ones vCluster and "
+        "the API server add): the API server bounds each toleration but not how many, and vCluster copies those added "
+        "to a running pod as well, into the host's etcd and the memory of every controller that watches pods",
+        "keep to the tolerations of the taints of the nodes the pod may run on")

@@ -21,7 +21,7 @@ from typing import Mapping, Optional, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import observability_dashboards, observability_shares, observability_team_series
+from components import observability_dashboards, observability_ksm, observability_team_series
 from components.observability_crds import crd_upgrade_values
 from components.observability_access import GrafanaAdmin, admin_values, grafana_ini
 from components.observability_alerting import (alerting_secret, alertmanager_config, alertmanager_values, config_secret,
@@ -83,9 +83,9 @@ def stack_values(platform: Platform) -> dict:
         }},
         "alertmanager": alertmanager_values(settings, storage_class, platform.teams),
         **{component: {"enabled": settings.control_plane_metrics} for component in CONTROL_PLANE_SCRAPES},
-        # kube_pod_labels / kube_pod_annotations with KAI's GPU group and the fraction annotations: how the rules
-        # charge a shared GPU to the pods sharing it.
-        "kube-state-metrics": observability_shares.KSM_VALUES,
+        # kube_pod_labels / kube_pod_annotations with KAI's GPU group and the fraction annotations (how the rules
+        # charge a shared GPU to the pods sharing it), without what lets one team fill Prometheus for all.
+        "kube-state-metrics": observability_ksm.KSM_VALUES,
         "grafana": {
             "enabled": settings.grafana,
             # The stack's generated login (components/observability_access.py), never the chart's own.

@@ -156,7 +156,13 @@ def _external_prometheus_notes(settings: Observability, gpu_sharing: bool) -> li
              "observability.prometheus is external: for the GPUs a team's ordinary init containers hold to be "
              "charged, the site's kube-state-metrics must be v2.11.0 or later and export kube_pod_init_container_info, "
              "kube_pod_init_container_resource_requests, kube_pod_init_container_status_running and "
-             "kube_pod_container_resource_requests (on by default; keep them out of any denylist)."]
+             "kube_pod_container_resource_requests (on by default; keep them out of any denylist).",
+             "observability.prometheus is external: a team writes its pods' tolerations (any number) and images (up "
+             "to its syncedPodTextBytes) into the site's kube-state-metrics series; for no team to fill that "
+             "Prometheus for the others, deny kube_pod_tolerations (--metric-denylist) and cut the image labels of "
+             "kube_pod_container_info and kube_pod_init_container_info in the scrape's metricRelabelings, as the "
+             "installed stack does; not with sampleLimit or labelValueLengthLimit, which drop the whole scrape "
+             "(docs/observability.md)."]
     if not gpu_sharing:
         return notes
     return notes + [

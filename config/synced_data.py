@@ -50,6 +50,21 @@ SYNCED_METADATA_KEYS = 1024
 # containers at most), KAI one with a short reason (a failed binding's error), and a tenant's readiness gates one each.
 SYNCED_POD_CONDITIONS = 64
 SYNCED_POD_CONDITION_BYTES = 16 * 2 ** 10
+# A synced pod's tolerations, the team's own: the API server bounds each (a key, a value, an effect) but not how many a
+# pod has, pod-size counts none, and vCluster carries tolerations a tenant adds to a running pod onto the host pod
+# (pods/translate/diff.go calcSpecDiff), so one pod could be grown to the request's size. An honest pod tolerates the
+# taints of the nodes it may run on: a few. The host adds its own on top (vCluster's enforced ones, the API server's
+# two DefaultTolerationSeconds: not-ready and unreachable).
+SYNCED_POD_TOLERATIONS = 64
+HOST_DEFAULT_TOLERATIONS = 2
+# A synced pod's containers, init and ephemeral ones included, the team's own: the API server does not bound how many,
+# and pod-size counts a bare container as one of its 8,192 list entries. Every container of a pod bound to a shared GPU
+# node is started by that node's kubelet and runtime, and is a few kube-state-metrics series of its requests, limits
+# and status; a team setting its requests to zero and its ephemeral-storage limits to a byte passes its quota with
+# thousands. An honest pod has a main container and a few sidecars, init steps and debug shells; vCluster adds one
+# init container (rewriting /etc/hosts) to a pod with a subdomain.
+SYNCED_POD_CONTAINERS = 64
+HOST_ADDED_CONTAINERS = 1
 # Far above what the objects an honest tenant's pods name hold (a TLS chain and key, a registry's pull secret, a
 # service-account token with its CA, a config file: a few KiB each) and what the platform has the syncer copy (each
 # virtual namespace's kube-root-ca.crt, the tenant DNS's Corefile).

@@ -7,11 +7,15 @@ specs; ``running_prometheus`` starts the server (backfilled, or scraping an expo
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import socket
 import subprocess
+import threading
 import time
+import urllib.parse
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Optional, Sequence
 
@@ -110,3 +114,37 @@ def backfilled_prometheus(root: Path, series: str) -> Iterator[str]:
     with running_prometheus(root, "global:\n  scrape_interval: 1m\nscrape_configs: []\n",
                             flags=("--storage.tsdb.retention.time=100y",)) as url:
         yield url
+
+
+@contextlib.contextmanager
+def serving_exporter(exposition: Callable[[int], str]) -> Iterator[str]:
+    """An exporter on 127.0.0.1 answering the n-th scrape with ``exposition(n)`` (Prometheus text format); its
+    host:port, until the block ends."""
+    scrapes = 0
+
+    class Exporter(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (the handler's API)
+            nonlocal scrapes
+            scrapes += 1
+            body = exposition(scrapes).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Exporter)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def query(url: str, expr: str) -> list[dict]:
+    """An instant query's result from the Prometheus at ``url``."""
+    with urllib.request.urlopen(f"{url}/api/v1/query?{urllib.parse.urlencode({'query': expr})}", timeout=10) as answer:
+        return json.load(answer)["data"]["result"]

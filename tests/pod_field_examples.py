@@ -49,6 +49,8 @@ HOSTILE_EXAMPLES = {
     "PodSpec.schedulerName": "default-scheduler",
     "PodSpec.schedulingGroup": {"podGroupName": "other-teams-group"},
     "PodSpec.terminationGracePeriodSeconds": 86400 * 365,
+    "PodSpec.tolerations": [{"key": f"example.com/t{index}", "operator": "Exists", "effect": "NoSchedule"}
+                            for index in range(200)],
     "PodSpec.volumes": [{"name": "share", "nfs": {"server": "10.0.0.5", "path": "/"}}],
     "PodSpec.workloadRef": {"name": "training", "podGroup": "workers"},
     **_container_fields("Container", _HOSTILE_CONTAINER),

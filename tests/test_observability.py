@@ -108,13 +108,18 @@ def test_external_mode_labels_for_the_site_prometheus_and_installs_nothing():
     assert not program.of_type(SHARD_PATCH), "time-aware fairness stays off unless asked for"
     # The site's own kube-state-metrics must export KAI's GPU groups and fractions: the run says how.
     assert [note for note in program.notes if "--metric-labels-allowlist=pods=[runai-gpu-group]" in note]
+    # ... and what it must drop or cut so that no team fills that Prometheus for the others.
+    assert [note for note in program.notes if "deny kube_pod_tolerations" in note and "image labels" in note]
 
 
 def test_installed_kube_state_metrics_exports_gpu_groups_and_fractions(installed):
     release = next(r for r in installed.of_type(RELEASE) if r.inputs["name"] == "kube-prometheus-stack")
-    assert release.inputs["values"]["kube-state-metrics"] == {
+    values = release.inputs["values"]["kube-state-metrics"]
+    assert {key: values[key] for key in ("metricLabelsAllowlist", "metricAnnotationsAllowList")} == {
         "metricLabelsAllowlist": ["pods=[runai-gpu-group]"],
         "metricAnnotationsAllowList": ["pods=[gpu-fraction,gpu-memory,gpu-fraction-container-name,gpu-fraction-num-devices]"]}
+    # What one team could fill Prometheus with is dropped or cut (tests/test_observability_ksm.py).
+    assert values["metricDenylist"] == ["kube_pod_tolerations"]
 
 
 def test_time_aware_fairness_points_kai_default_shard_at_prometheus():

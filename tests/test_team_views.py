@@ -12,10 +12,6 @@ kube-state-metrics and API server series and evaluates the platform's real rule 
 from __future__ import annotations
 
 import json
-import threading
-import urllib.parse
-import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import promql_parser
 import pytest
@@ -31,7 +27,7 @@ from config.model import UNLIMITED
 from config.vocabulary import project_config
 from tests.conftest import dev_config, run
 from tests.test_observability_rules import site_config
-from tests.local_prometheus import PROMETHEUS, running_prometheus
+from tests.local_prometheus import PROMETHEUS, query, running_prometheus, serving_exporter
 from tools.plan.document import build_plan
 from tools.plan.summary import render_summary
 
@@ -115,40 +111,12 @@ def exposition(scrape: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-class Exporter(BaseHTTPRequestHandler):
-    scrapes = 0
-
-    def do_GET(self):  # noqa: N802 (the handler's API)
-        Exporter.scrapes += 1
-        body = exposition(Exporter.scrapes).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4")
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
-def query(url: str, expr: str) -> list[dict]:
-    with urllib.request.urlopen(f"{url}/api/v1/query?{urllib.parse.urlencode({'query': expr})}", timeout=10) as answer:
-        return json.load(answer)["data"]["result"]
-
-
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory):
     if PROMETHEUS is None:
         pytest.skip("prometheus is not on $PATH (Debian package prometheus; .ci/run installs it)")
     root = tmp_path_factory.mktemp("team-views")
-    exporter = ThreadingHTTPServer(("127.0.0.1", 0), Exporter)
-    threading.Thread(target=exporter.serve_forever, daemon=True).start()
     (root / "rules.yml").write_text(yaml.safe_dump({"groups": all_rule_groups(SITE)}))
-    config = yaml.safe_dump({
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "rule_files": [str(root / "rules.yml")],
-        # honor_labels, as the DCGM monitor: the exporter's namespace/pod labels are kept.
-        "scrape_configs": [{"job_name": "synthetic", "honor_labels": True,
-                            "static_configs": [{"targets": [f"127.0.0.1:{exporter.server_address[1]}"]}]}]})
 
     def every_team_has_series(url: str) -> bool:
         # Ready when the last rule group has results for every team and the denial counter has grown.
@@ -156,13 +124,16 @@ def prometheus(tmp_path_factory):
         faulted, failed = query_or_empty(url, GPU_XID), query_or_empty(url, GPU_FAILED)
         return len(denied) >= len(SITE.teams) and len(faulted) >= len(SITE.teams) and len(failed) >= len(SITE.teams)
 
-    try:
+    with serving_exporter(exposition) as exporter:
+        config = yaml.safe_dump({
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "rule_files": [str(root / "rules.yml")],
+            # honor_labels, as the DCGM monitor: the exporter's namespace/pod labels are kept.
+            "scrape_configs": [{"job_name": "synthetic", "honor_labels": True,
+                                "static_configs": [{"targets": [exporter]}]}]})
         with running_prometheus(root, config, ready=every_team_has_series, timeout=90,
                                 not_ready="prometheus gave no team series") as url:
             yield url
-    finally:
-        exporter.shutdown()
-        exporter.server_close()
 
 
 def query_or_empty(url: str, expr: str) -> list[dict]:

@@ -78,14 +78,9 @@ def vcluster_sync(pod: dict, team: Team, namespace_labels: Optional[dict] = None
     return host
 
 
-def _translate_spec(spec: dict, team: Team) -> None:
-    release = team.vcluster_name
-    spec["serviceAccountName"] = f"vc-workload-{release}"
-    spec["automountServiceAccountToken"] = False
-    spec["enableServiceLinks"] = False
-    spec.pop("priorityClassName", None)
-    spec.pop("priority", None)
-    tolerations = list(spec.get("tolerations", []))
+def enforced_tolerations(team: Team) -> list[dict]:
+    """The team's ``sync.toHost.pods.enforceTolerations`` ("key[=value]:Effect") as the syncer adds them."""
+    tolerations = []
     for entry in team.vcluster.enforce_tolerations:
         key_value, effect = entry.rsplit(":", 1)
         key, _, value = key_value.partition("=")
@@ -93,7 +88,17 @@ def _translate_spec(spec: dict, team: Team) -> None:
         if value:
             toleration["value"] = value
         tolerations.append(toleration)
-    spec["tolerations"] = tolerations
+    return tolerations
+
+
+def _translate_spec(spec: dict, team: Team) -> None:
+    release = team.vcluster_name
+    spec["serviceAccountName"] = f"vc-workload-{release}"
+    spec["automountServiceAccountToken"] = False
+    spec["enableServiceLinks"] = False
+    spec.pop("priorityClassName", None)
+    spec.pop("priority", None)
+    spec["tolerations"] = list(spec.get("tolerations", [])) + enforced_tolerations(team)
     if team.vcluster.node_labels:
         spec["nodeSelector"] = {**spec.get("nodeSelector", {}), **team.vcluster.node_labels}
     if spec.pop("subdomain", ""):
@@ -119,7 +124,8 @@ def _rewrite_hosts(spec: dict, team: Team) -> None:
 
 
 def syncer_update(host: dict, virtual_old: dict, virtual_new: dict, team: Team) -> dict:
-    """The host pod after the syncer applies a tenant's edit (virtual_old -> virtual_new) three-way."""
+    """The host pod after the syncer applies a tenant's edit (virtual_old -> virtual_new): labels and annotations
+    three-way, tolerations as calcSpecDiff merges them."""
     updated = copy.deepcopy(host)
     for field in ("labels", "annotations"):
         before, after = virtual_old["metadata"].get(field, {}), virtual_new["metadata"].get(field, {})
@@ -132,6 +138,14 @@ def syncer_update(host: dict, virtual_old: dict, virtual_new: dict, team: Team) 
                 target.pop(host_key, None)
             elif before.get(key) != after[key]:
                 target[host_key] = after[key]
+    tolerations = virtual_new["spec"].get("tolerations", [])
+    if tolerations != virtual_old["spec"].get("tolerations", []):
+        # calcSpecDiff: the virtual pod's tolerations, then the host's own and the enforced ones not among them.
+        merged = list(tolerations)
+        for toleration in host["spec"].get("tolerations", []) + enforced_tolerations(team):
+            if toleration not in merged:
+                merged.append(toleration)
+        updated["spec"]["tolerations"] = merged
     return updated
 
 
