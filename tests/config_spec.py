@@ -23,6 +23,11 @@ def dev_config() -> dict:
     return copy.deepcopy(_DEV)
 
 
+def default_pods_dev_config() -> dict:
+    """The dev stack with its teams at the default pod count (100 a team) rather than the stack's 23."""
+    return drop(dev_config(), "vcluster.resourceQuota.pods")
+
+
 def eks_config() -> dict:
     """A valid EKS stack: one g4dn.xlarge GPU node group, GPU operator installed by Helm."""
     config = dev_config()

@@ -118,7 +118,7 @@ BROKEN: dict[str, tuple[str, dict[str, Any]]] = {
     "release label with a space": ("existing-cluster-lab", {"observability.external.releaseLabel": "my prom"}),
     "url without scheme": ("existing-cluster-lab", {"observability.external.url": "prometheus:9090"}),
     "duration KAI refuses": ("existing-cluster-lab", {"observability.timeAwareFairness.windowSize": "3 days"}),
-    "team cpu short of its pods": ("dev", {"teams[0].vcluster": {"resourceQuota": {"cpu": "4"}}}),
+    "team cpu short of its pods": ("dev", {"teams[0].vcluster": {"resourceQuota": {"cpu": "2"}}}),
     "idle percent above 100": ("dev", {"observability.alerts": {"idleUtilisationPercent": 150}}),
     "chart version with v": ("dev", {"observability": {"prometheus": "install", "chartVersion": "v88.5.3"}}),
     "addon namespace changed": ("dev", {"gpuOperator.namespace": "gpu-operator"}),

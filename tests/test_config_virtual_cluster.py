@@ -6,7 +6,7 @@ import pytest
 
 from config import load_platform, versions
 from config.virtual_cluster import MUTATING_ADMISSION_POLICY_GA, minor_version, virtual_kubernetes_version
-from tests.config_spec import assert_rejected, dev_config, issue, put, rejected
+from tests.config_spec import assert_rejected, default_pods_dev_config, dev_config, issue, put, rejected
 from tests.mirror_charts import chart_values
 
 
@@ -179,7 +179,7 @@ def test_a_site_that_sets_both_sides_may_go_past_the_charts_own():
     ("vcluster.limitRange.maxEphemeralStorage", "lots", "vcluster.limitRange.maxEphemeralStorage", "", ""),
 ])
 def test_an_ephemeral_storage_bound_the_cluster_would_refuse_is_a_config_error(path, value, key, words, fix):
-    found = assert_rejected(put(dev_config(), path, value), key, value, fix=fix)
+    found = assert_rejected(put(default_pods_dev_config(), path, value), key, value, fix=fix)
     assert words in found.problem
 
 
@@ -203,7 +203,7 @@ def test_a_team_total_that_holds_its_pods_at_the_default_passes():
 ])
 def test_a_cpu_or_memory_total_that_cannot_hold_the_teams_pods_at_the_default_request_is_a_config_error(
         path, value, key, total, words, fix):
-    found = assert_rejected(put(dev_config(), path, value), key, total, fix=fix)
+    found = assert_rejected(put(default_pods_dev_config(), path, value), key, total, fix=fix)
     assert words in found.problem
 
 

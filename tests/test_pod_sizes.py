@@ -218,5 +218,5 @@ def test_the_worst_case_counts_every_pod_at_the_cap():
     team = next(t for t in platform_of(dev_config()).teams if t.name == TEAM)
     raised = put(dev_config(), "gpu-tenancy:teams[0].vcluster.resourceQuota.syncedPodTextBytes", "512Ki")
     larger = next(t for t in platform_of(raised).teams if t.name == TEAM)
-    # The namespace's quota allows 102 pods (the team's 100, its control plane and its DNS).
-    assert worst_case(larger.vcluster) - worst_case(team.vcluster) == 102 * 256 * 2 ** 10
+    # The namespace's quota allows 25 pods (the dev stack's 23 a team, its control plane and its DNS).
+    assert worst_case(larger.vcluster) - worst_case(team.vcluster) == 25 * 256 * 2 ** 10

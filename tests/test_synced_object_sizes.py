@@ -249,11 +249,11 @@ def test_a_host_whose_datastore_size_is_unknown_gets_a_note_past_etcds_default()
 def test_the_summary_shows_each_teams_worst_case_and_the_sites_total(dev_run):
     summary = render_summary(build_plan(dev_run, "dev"))
     section = summary[summary.index("## Host datastore"):]
-    # 403 ConfigMaps and 208 Secrets (the namespace's quota), each at 512Ki: 305.5 MiB; 102 pods, 23 Services, 23
-    # Endpoints, 21 claims and 86 EndpointSlices with 64Ki of labels and annotations: 15.9 MiB; the 102 pods with 256Ki
-    # of containers' text and 16Ki of status conditions each: 27.1 MiB; three teams: 1,045.6 MiB.
-    assert "| `team-nlp` | 403 | 208 | `512Ki` | 255 | `64Ki` | 102 | `256Ki` | `16Ki` | 348.5 MiB |" in section
-    assert "Site total: **1,045.6 MiB**" in section
+    # 95 ConfigMaps and 54 Secrets (the namespace's quota), each at 512Ki: 74.5 MiB; 25 pods, 23 Services, 23
+    # Endpoints, 21 claims and 86 EndpointSlices with 64Ki of labels and annotations: 11.1 MiB; the 25 pods with 256Ki
+    # of containers' text and 16Ki of status conditions each: 6.6 MiB; three teams: 276.8 MiB.
+    assert "| `team-nlp` | 95 | 54 | `512Ki` | 178 | `64Ki` | 25 | `256Ki` | `16Ki` | 92.3 MiB |" in section
+    assert "Site total: **276.8 MiB**" in section
     team = next(t for t in platform_of(dev_config()).teams if t.name == TEAM)
-    assert f"{worst_case(team.vcluster) / 2 ** 20:,.1f} MiB" == "348.5 MiB"
+    assert f"{worst_case(team.vcluster) / 2 ** 20:,.1f} MiB" == "92.3 MiB"
     assert "cannot read this microk8s host's datastore limit" in section

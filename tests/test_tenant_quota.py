@@ -72,14 +72,14 @@ def test_the_summary_shows_the_quota_merged_with_the_charts_defaults(mirrored_ca
     with ChartValues(mirrored_cache / "grown-cache") as charts:
         grown = _guardrails(render_summary(plan, charts))
     unread = _guardrails(render_summary(plan))
-    assert "requests.cpu=16250m" in exact and "count/pods=102" in exact and "requests.ephemeral-storage" not in exact
+    assert "requests.cpu=16250m" in exact and "count/pods=25" in exact and "requests.ephemeral-storage" not in exact
     # Every container's ephemeral-storage limit, its maximum and the team's pooled total, as the namespace gets them.
-    assert "limits.ephemeral-storage=818Gi" in exact and "ephemeral-storage=8Gi" in exact
+    assert "limits.ephemeral-storage=202Gi" in exact and "ephemeral-storage=8Gi" in exact
     assert "max ephemeral-storage=20Gi" in exact
-    # The objects vCluster copies for the team, with the platform's own: 200 ConfigMaps, 2 root CAs, the DNS's
-    # config and KAI's 2 per fractional pod (sharing is on); 200 Secrets, the chart's, the syncer's 2 and Helm's 5;
-    # 40 slices and 2 per Service and IP family; one Endpoints per Service.
-    assert "count/configmaps=403" in exact and "count/secrets=208" in exact
+    # The objects vCluster copies for the team's 23 pods (the dev stack's), with the platform's own: 46 ConfigMaps,
+    # 2 root CAs, the DNS's config and KAI's 2 per fractional pod (sharing is on); 46 Secrets, the chart's, the
+    # syncer's 2 and Helm's 5; 40 slices and 2 per Service and IP family; one Endpoints per Service.
+    assert "count/configmaps=95" in exact and "count/secrets=54" in exact
     assert "count/endpointslices.discovery.k8s.io=86" in exact and "count/endpoints=23" in exact
     assert "from the chart cache" in exact and "were not read" not in exact
     # A default the program does not name reaches the namespace, and the summary says so.
@@ -134,8 +134,8 @@ def test_the_rendered_limit_range_and_quota_bound_every_containers_ephemeral_sto
     assert item["defaultRequest"] == {"cpu": "100m", "memory": "128Mi", "ephemeral-storage": "0"}
     assert item["max"] == {"ephemeral-storage": "20Gi"} and "min" not in item
     hard = quota_object["spec"]["hard"]
-    # 100 pods at 8Gi, the control plane's own 10Gi (the chart's) and the DNS's default 8Gi.
-    assert hard["limits.ephemeral-storage"] == "818Gi" and "requests.ephemeral-storage" not in hard
+    # The dev stack's 23 pods at 8Gi, the control plane's own 10Gi (the chart's) and the DNS's default 8Gi.
+    assert hard["limits.ephemeral-storage"] == "202Gi" and "requests.ephemeral-storage" not in hard
 
 
 def test_a_teams_ephemeral_storage_settings_reach_its_namespace():
@@ -274,7 +274,8 @@ def test_a_pod_is_charged_the_larger_of_its_init_containers_and_the_sum_of_its_c
     # The program sizes the quota for the control plane and the DNS; a site overriding it can undercut them.
     ({"extraValues": {"policies": {"resourceQuota": {"quota": {"requests.cpu": "100m"}}}}},
      "alone need more than it allows"),
-    ({"extraValues": {"policies": {"limitRange": {"defaultRequest": {"memory": "1Gi"}}}}},
+    ({"resourceQuota": {"pods": 100},
+      "extraValues": {"policies": {"limitRange": {"defaultRequest": {"memory": "1Gi"}}}}},
      "default-sized pods do not fit"),
 ])
 def test_the_rule_reads_the_quota_the_real_vcluster_chart_renders_for_a_team_it_cannot_hold(vcluster, words):
