@@ -21,6 +21,7 @@ the API server's port (and the OIDC issuer's) and nothing else outside its names
 
 from __future__ import annotations
 
+import copy
 import ipaddress
 import json
 import re
@@ -30,7 +31,7 @@ import pytest
 
 from components.tenant import vcluster_values
 from components.tenant_access import issuer_port
-from components.tenant_network import network_policy_values, tenant_network_policies
+from components.tenant_network import backup_store_rules, network_policy_values, tenant_network_policies
 from ops.sites import platform_of
 from tests.conftest import (
     ACCEPTED_VCLUSTER_TAGS, COMMITTED_STACKS, git, mirrored_tag, real_charts_or_skip, run, stack_config,
@@ -95,6 +96,17 @@ def api_server_ports(stack: str, team, *, oidc: bool = True) -> set[int]:
     return ports
 
 
+def backup_store_ports(team, address: str, *, public: bool) -> set[int]:
+    """The backup store's port where the site's ``backup`` block opens it to the control plane (docs/operations.md,
+    Backing up and restoring a team): at the endpoint's own address when it names one by IP, else at any public
+    address."""
+    backup = team.vcluster.backup
+    if backup is None:
+        return set()
+    opened = address == backup.endpoint_address if backup.endpoint_address else public
+    return {backup.port} if opened else set()
+
+
 def warned_of_unknown_port(stack: str) -> bool:
     """A kubeconfig site without cluster.kubeconfig.apiServerPort keeps vCluster's 8443 to every address, other
     control planes included: the loader says so, and that reach is the one these tests then leave out."""
@@ -106,8 +118,13 @@ def test_the_control_plane_reaches_the_api_server_port_and_nothing_else_outside_
     stack, team, other, policies = site
     source = control_plane_pod(team)
     ports = api_server_ports(stack, team)
-    assert reached_ports(policies, source, PRIVATE_SERVICE) == ports
-    assert reached_ports(policies, source, "198.51.100.7") == ports
+    assert reached_ports(policies, source, PRIVATE_SERVICE) == ports | backup_store_ports(team, PRIVATE_SERVICE,
+                                                                                          public=False)
+    assert reached_ports(policies, source, "198.51.100.7") == ports | backup_store_ports(team, "198.51.100.7",
+                                                                                         public=True)
+    store = team.vcluster.backup and team.vcluster.backup.endpoint_address
+    if store:
+        assert reached_ports(policies, source, store) == ports | {team.vcluster.backup.port}
     host = host_addresses(stack)
     assert reaches(policies, source, Target("the host's API server", host["api"], int(host["api_port"])))
     honest = [host_dns(stack, team),
@@ -223,7 +240,7 @@ def test_nothing_the_site_runs_outside_the_teams_namespace_answers_its_control_p
 def test_the_programs_policies_are_vclusters_own_but_for_the_api_server_rule(stack, tag, tmp_path):
     """vCluster's chart, given the values the program would have given it, renders the program's policies (names
     and metadata aside) with two differences: its rule opening 443, 8443 and 6443 to every address, and its rules
-    opening the host's DNS pods on every port."""
+    opening the host's DNS pods on every port; and a site's backup store, which the chart does not know of."""
     for team in teams(stack, tag):
         if not team.vcluster.network_policy:
             assert tenant_network_policies(team) == {}
@@ -243,7 +260,13 @@ def test_the_programs_policies_are_vclusters_own_but_for_the_api_server_rule(sta
             expected = chart.pop(f"{prefix}-{team.vcluster_name}")
             expected["egress"] = [replaced for rule in expected["egress"] for replaced in (
                 [api_rule] if rule == chart_rule else site_dns_rules(team) if rule == {"to": [HOST_DNS_PEER]} else [rule])]
-            assert ours[role]["spec"] == expected, (team.name, role)
+            spec = copy.deepcopy(ours[role]["spec"])
+            if role in ("control-plane", "snapshot"):
+                # The site's backup store, which vCluster's chart does not know of (its reach: the test above).
+                store = backup_store_rules(team)
+                assert all(rule in spec["egress"] for rule in store), (team.name, role)
+                spec["egress"] = [rule for rule in spec["egress"] if rule not in store]
+            assert spec == expected, (team.name, role)
         assert chart == {}, "the chart renders a policy the program does not"
 
 

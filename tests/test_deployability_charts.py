@@ -105,8 +105,10 @@ def test_committed_stacks_are_deployable_with_the_real_charts(stack, observabili
     # Rendered for the Kubernetes version the site states, as tools.plan --render-charts does.
     rendered = render_plan_releases(plan["resources"], cache, tmp_path, kube_version=helm_kube_version(plan))
     site, _, found = deployability.check_plan(plan, rendered, tmp_path, cache)
-    # Clean: the committed stacks are the examples a new site starts from, so not even a warning.
-    assert not found, "\n".join(map(str, found))
+    # Clean: the committed stacks are the examples a new site starts from, so not even a warning. Notes stay: they say
+    # what the plan cannot know of a site (a kubeconfig host's nodes and storage classes).
+    problems = [f for f in found if f.severity != INFO]
+    assert not problems, "\n".join(map(str, problems))
 
 
 @pytest.mark.parametrize("level", pod_security.LEVELS)

@@ -96,9 +96,31 @@ def kubeconfig_with_stated_dns() -> dict:
     return config
 
 
+def backed_up(config: dict, backup: dict) -> dict:
+    """``config`` with scheduled snapshots (gpu-tenancy:backup), whose store the control plane must reach."""
+    return {**config, "gpu-tenancy:backup": backup, "gpu-tenancy:backupAccessKeyId": {"secure": "v1:encrypted"},
+            "gpu-tenancy:backupSecretAccessKey": {"secure": "v1:encrypted"}}
+
+
+def kubeconfig_backed_up_to_s3() -> dict:
+    """A cluster by kubeconfig whose API server is on 6443, snapshotting to AWS S3: 443 opens on the internet."""
+    config = stack_config("dev")
+    config["gpu-tenancy:cluster"] = {"kind": "kubeconfig", "kubeconfig": {"gpus": 1, "apiServerPort": 6443}}
+    config["gpu-tenancy:kubeconfig"] = {"secure": "v1:encrypted"}
+    config["gpu-tenancy:gpuOperator"] = {"mode": "external"}
+    return backed_up(config, {"url": "s3://kyoto-tenant-backups/gpu", "region": "ap-northeast-1"})
+
+
+def box_backed_up_to_a_lan_store() -> dict:
+    """The dev box snapshotting to a MinIO on its LAN, named by its address: that address and port only."""
+    return backed_up(stack_config("dev"), {"url": "s3://lab-backups/gpu", "endpoint": "http://192.168.1.20:9000",
+                                           "region": "us-east-1"})
+
+
 # Sites besides the committed ones whose host network differs from theirs (the generated sites of
 # tests/generated_sites.py are not read here).
-NETWORK_SITES = {"kubeconfig-stated-dns": kubeconfig_with_stated_dns}
+NETWORK_SITES = {"kubeconfig-stated-dns": kubeconfig_with_stated_dns, "kubeconfig-backed-up-to-s3":
+                 kubeconfig_backed_up_to_s3, "box-backed-up-to-a-lan-store": box_backed_up_to_a_lan_store}
 
 
 def site_config(stack: str) -> dict:
