@@ -1,19 +1,19 @@
 """One team's scheduled snapshots: a CronJob in its host namespace that asks its control plane for one.
 
-vCluster's open-source control plane takes a snapshot when a request appears in its host namespace (a Secret
-holding the snapshot options, a ConfigMap), uploads it itself and marks the request done (pkg/snapshot/
-controller.go); scheduling them (``snapshots.auto``) is a Pro feature. The request is written by the control plane's
-own binary, ``/vcluster snapshot create`` (cmd/vcluster/cmd/snapshot/create.go), from the options in
-``VCLUSTER_STORAGE_OPTIONS`` (base64 of their JSON) and the control plane's config file (the ``vc-config-<name>``
-Secret, where the control plane reads it); that is what ``vcluster restore`` and the CLI's snapshot pod run too,
-in the same image (pkg/snapshot/pod/pod.go).
+vCluster's open-source control plane takes a snapshot when a request appears in its host namespace (a Secret holding
+the snapshot options, a ConfigMap), uploads it itself and marks the request done (pkg/snapshot/ controller.go);
+scheduling them (``snapshots.auto``) is a Pro feature. The request is written by the control plane's own binary,
+``/vcluster snapshot create`` (cmd/vcluster/cmd/snapshot/create.go), from the options in ``VCLUSTER_STORAGE_OPTIONS``
+(base64 of their JSON) and the control plane's config file (the ``vc-config-<name>`` Secret, where the control plane
+reads it); that is what ``vcluster restore`` and the CLI's snapshot pod run too, in the same image
+(pkg/snapshot/pod/pod.go).
 
-Each run writes to the next of ``keep`` slots, ``<prefix>/<slot>.tar.gz``, chosen from the clock
-(``slot = now / interval mod keep``: a run starts within its interval's first hour), so the newest ``keep`` snapshots are kept without listing or deleting
-anything in the store. Every slot's options (the bucket's key and the access key) are rendered here as JSON into
-one Secret; the pod reads its slot's file, so the shell only does arithmetic. The pod wears ``app:
-vcluster-snapshot``: vCluster's snapshot NetworkPolicy (components/tenant_network.py) selects it, which opens the
-host API server to it and nothing else, and a tenant's pod may not wear it (``reserved-values``).
+Each run writes to the next of ``keep`` slots, ``<prefix>/<slot>.tar.gz``, chosen from the clock (``slot = now /
+interval mod keep``: a run starts within its interval's first hour), so the newest ``keep`` snapshots are kept without
+listing or deleting anything in the store. Every slot's options (the bucket's key and the access key) are rendered
+here as JSON into one Secret; the pod reads its slot's file, so the shell only does arithmetic. The pod wears ``app:
+vcluster-snapshot``: vCluster's snapshot NetworkPolicy (components/tenant_network.py) selects it, which opens the host
+API server to it and nothing else, and a tenant's pod may not wear it (``reserved-values``).
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.kubectl_job import POD_SECURITY_CONTEXT, job_identity
+from components.tenant_network import SNAPSHOT_APP
 from config.model import Team
 from config.snapshots import JOB_LIMITS, JOB_REQUESTS, Backup
 from config.vcluster_images import control_plane_image
 from config.vocabulary import MANAGED_BY, TEAM_LABEL
 
-SNAPSHOT_APP = {"app": "vcluster-snapshot"}
 OPTIONS_MOUNT = "/snapshot-options"
 # Where the control plane's binary reads its config (pkg/constants DefaultVClusterConfigLocation's folder), and
 # the variable that makes it read that file rather than look for a standalone install (pkg/config/load.go).

@@ -1,17 +1,17 @@
 """The NetworkPolicies of a team's host namespace, rendered by the program in place of vCluster's chart.
 
-They are vCluster's own (``chart/templates/networkpolicy.yaml``, the same at every accepted release and held to it
-by tests/test_control_plane_egress.py) but for two rules. vCluster opens its control plane's egress to every address on
-443, 8443 and 6443, so a tenant, cluster-admin inside, can make its virtual API server open connections there:
-``pods/NAME/proxy`` to a pod status it writes, ``services/NAME/proxy`` to Endpoints it writes, an APIService or a
-webhook to an ``ExternalName`` Service or a URL. Here the control plane reaches only the host API server's port (and
-the OIDC issuer's, and the site's backup store), besides what vCluster's other rules give it: the host's DNS, its own
-namespace's control plane and workloads (where a tenant's webhooks and aggregated APIs run). vCluster also opens the host's DNS pods to its
-control plane, DNS and snapshot pods on every port, CoreDNS' metrics (9153), health (8080) and readiness (8181)
-among them; here they reach DNS only, on UDP and TCP (truncated answers are retried over TCP), and where the site
-says its DNS answers (``cluster.kubeconfig.dns``: other DNS pods, a node-local cache's addresses). The chart's values
-can only add rules to its policy and have one switch for all of them, so the chart's are off and these take their
-place.
+They are vCluster's own (``chart/templates/networkpolicy.yaml``, the same at every accepted release and held to it by
+tests/test_control_plane_egress.py) but for two rules, and a site's backup store they add. vCluster opens its control
+plane's egress to every address on 443, 8443 and 6443, so a tenant, cluster-admin inside, can make its virtual API
+server open connections there: ``pods/NAME/proxy`` to a pod status it writes, ``services/NAME/proxy`` to Endpoints it
+writes, an APIService or a webhook to an ``ExternalName`` Service or a URL. Here the control plane reaches only the
+host API server's port (and the OIDC issuer's, and the site's backup store), besides what vCluster's other rules give
+it: the host's DNS, its own namespace's control plane and workloads (where a tenant's webhooks and aggregated APIs
+run). vCluster also opens the host's DNS pods to its control plane, DNS and snapshot pods on every port, CoreDNS'
+metrics (9153), health (8080) and readiness (8181) among them; here they reach DNS only, on UDP and TCP (truncated
+answers are retried over TCP), and where the site says its DNS answers (``cluster.kubeconfig.dns``: other DNS pods, a
+node-local cache's addresses). The chart's values can only add rules to its policy and have one switch for all of
+them, so the chart's are off and these take their place.
 
 The site's ``vcluster.extraValues.policies.networkPolicy`` settings are applied here as the chart would apply them.
 """
@@ -34,6 +34,8 @@ VIRTUAL_DNS_PORT = 1053
 # own port (cluster.kubeconfig.dns.port, 53 on EKS' CoreDNS add-on, MicroK8s' dns addon, kubeadm and k3s).
 DNS_PORT = 53
 CONTROL_PLANE_PORT = 8443
+# The label of vCluster's snapshot and restore pods, which its snapshot policy selects (the teams' snapshot jobs too).
+SNAPSHOT_APP = {"app": "vcluster-snapshot"}
 SYNCED_BY = "vcluster.loft.sh/managed-by"
 NAMESPACE_NAME = "kubernetes.io/metadata.name"
 
@@ -88,7 +90,7 @@ def tenant_network_policies(team: Team) -> dict[str, dict]:
             {"ports": [_tcp(CONTROL_PLANE_PORT)]},
             {"from": [control_plane]},
             {"ports": dns_and_api, "from": [workloads]},
-            {"from": [{"podSelector": {"matchLabels": {"app": "vcluster-snapshot"}}}]},
+            {"from": [{"podSelector": {"matchLabels": SNAPSHOT_APP}}]},
             {"from": [platform]},
             *(plane.get("ingress") or []),
         ]),
@@ -96,7 +98,7 @@ def tenant_network_policies(team: Team) -> dict[str, dict]:
             *host_dns, {"ports": [_tcp(CONTROL_PLANE_PORT)], "to": [control_plane]},
         ], ingress=[{"ports": [_tcp(VIRTUAL_DNS_PORT), {"port": VIRTUAL_DNS_PORT, "protocol": "UDP"}],
                      "from": [workloads]}]),
-        "snapshot": _policy(team, values, "snapshot", {"app": "vcluster-snapshot"},
+        "snapshot": _policy(team, values, "snapshot", SNAPSHOT_APP,
                             egress=[{"to": [control_plane]}, *host_dns, api_server, *store], ingress=None),
     }
 
