@@ -20,6 +20,7 @@ tests/test_observability_shares.py check them.
 
 from __future__ import annotations
 
+from components import observability_backup_rules as backup_rules
 from components import observability_init_gpus as init_gpus
 from components import observability_mig as mig
 from components import observability_multi_fractions as multi_fractions
@@ -327,4 +328,5 @@ def rule_groups(platform: Platform) -> list[dict]:
         {"name": "gpu-tenancy-info", "rules": info_rules(platform)},
         {"name": "gpu-tenancy-accounting", "rules": recording_rules()},
         {"name": "gpu-tenancy-alerts", "rules": alert_rules(platform)},
+        *backup_rules.rule_groups(platform),
     ]
