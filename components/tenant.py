@@ -234,7 +234,8 @@ class TenantCluster(pulumi.ComponentResource):
                                                     *self.access.prerequisites, *self.network_policies]),
         )
         self.kubeconfig_ready = self._wait_for_kubeconfig(name, team, args.provider, args.kubectl_image)
-        self.backup = backup_resources(name, team, args.backup_credentials, args.provider, self, self.release)
+        self.backup = backup_resources(name, team, args.backup_credentials, args.kubectl_image, args.provider, self,
+                                       self.release)
         kubeconfig_secret = k8s.core.v1.Secret.get(
             f"{name}-kubeconfig",
             # The id is known only once the wait Job completed: the read cannot run before it.

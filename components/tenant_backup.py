@@ -14,6 +14,16 @@ listing or deleting anything in the store. Every slot's options (the bucket's ke
 here as JSON into one Secret; the pod reads its slot's file, so the shell only does arithmetic. The pod wears ``app:
 vcluster-snapshot``: vCluster's snapshot NetworkPolicy (components/tenant_network.py) selects it, which opens the host
 API server to it and nothing else, and a tenant's pod may not wear it (``reserved-values``).
+
+A run succeeds only once its snapshot is in the store. The control plane records the outcome in the request's
+ConfigMap, named after the request (``<vclusterName>-snapshot-request-<random>``, which ``snapshot create`` prints
+in its JSON): key ``snapshotRequest``, whose JSON ``status`` begins with the ``phase`` and ends with the ``error``
+(``Completed``; ``Failed``, ``PartiallyFailed`` or ``Canceled`` with the error's ``message``; loft-sh/api
+pkg/snapshot/request.go, vCluster pkg/snapshot/controller.go). The job reads it until then or until its deadline,
+through a sidecar ``kubectl proxy`` (the site's kubectl) on the pod's loopback that passes GETs of the namespace's
+ConfigMaps only; the shell reaches it with busybox ``wget`` and waits with ``sleep`` (vCluster's release image is
+alpine's, Dockerfile.release), so no token or TLS is handled in the shell. The request's name is random: the Role
+may read the namespace's ConfigMaps, not only that one.
 """
 
 from __future__ import annotations
@@ -26,10 +36,10 @@ from typing import Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.kubectl_job import POD_SECURITY_CONTEXT, job_identity
+from components.kubectl_job import HOME_VOLUME, POD_SECURITY_CONTEXT, job_identity, kubectl_container
 from components.tenant_network import SNAPSHOT_APP
 from config.model import Team
-from config.snapshots import JOB_LIMITS, JOB_REQUESTS, Backup
+from config.snapshots import JOB_LIMITS, JOB_REQUESTS, PROXY_LIMITS, PROXY_REQUESTS, Backup
 from config.vcluster_images import control_plane_image
 from config.vocabulary import MANAGED_BY, TEAM_LABEL
 
@@ -41,13 +51,53 @@ STANDALONE_ENV = "VCLUSTER_STANDALONE"
 OPTIONS_ENV = "VCLUSTER_STORAGE_OPTIONS"
 # A run that has not started within this long after its time waits for the next one (its slot is the next's).
 STARTING_DEADLINE_SECONDS = 600
-RUN_SECONDS = 600
-SCRIPT = (
-    "set -eu\n"
-    'slot=$(( $(date +%s) / PERIOD_SECONDS % KEEP ))\n'
-    f'export {OPTIONS_ENV}="$(cat {OPTIONS_MOUNT}/slot-$slot)"\n'
-    "exec /vcluster snapshot create\n"
-)
+RUN_SECONDS = 1800
+# The shell gives up this long before the Job's deadline, so that it, not the deadline, says why.
+WAIT_SECONDS = RUN_SECONDS - 120
+POLL_SECONDS = 10
+PROXY_PORT = 8001
+# In the ConfigMap's JSON the request is a string, its quotes escaped: its status's first field is the phase, its
+# last the error.
+PHASE_MARK = r'\"status\":{\"phase\":\"'
+MESSAGE_MARK = r'\"error\":{\"message\":\"'
+QUOTE_MARK = r'\"'
+FAILED_PHASES = ("Failed", "PartiallyFailed", "Canceled")
+# What CreateSnapshotRequestResources creates, and the ConfigMap read back by the name it got.
+ROLE_RULES = [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+              {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "get"]}]
+SCRIPT = f"""set -eu
+started=$(date +%s)
+slot=$(( started / PERIOD_SECONDS % KEEP ))
+request=$({OPTIONS_ENV}="$(cat {OPTIONS_MOUNT}/slot-$slot)" /vcluster snapshot create)
+name=${{request#*'"name":"'}}
+name=${{name%%'"'*}}
+case "$name" in
+  ''|*[!a-z0-9.-]*) echo "slot $slot: vcluster snapshot create printed no request name" >&2; exit 1 ;;
+esac
+echo "slot $slot: snapshot request $name written; waiting for the control plane to upload it"
+url="http://127.0.0.1:{PROXY_PORT}/api/v1/namespaces/$NAMESPACE/configmaps/$name"
+phase=unread
+while :; do
+  if body=$(wget -q -O - "$url"); then
+    phase=NotStarted
+    case "$body" in *'{PHASE_MARK}'*) phase=${{body#*'{PHASE_MARK}'}}; phase=${{phase%%'{QUOTE_MARK}'*}} ;; esac
+    case "$phase" in
+      Completed) echo "slot $slot: snapshot uploaded (request $name Completed)"; exit 0 ;;
+      {"|".join(FAILED_PHASES)})
+        reason="no reason recorded"
+        case "$body" in
+          *'{MESSAGE_MARK}'*) reason=${{body##*'{MESSAGE_MARK}'}}; reason=${{reason%%'{QUOTE_MARK}'*}} ;;
+        esac
+        printf 'slot %s: snapshot request %s %s: %.400s\\n' "$slot" "$name" "$phase" "$reason" >&2; exit 1 ;;
+    esac
+  fi
+  if [ $(( $(date +%s) - started )) -ge {WAIT_SECONDS} ]; then
+    echo "slot $slot: snapshot request $name still $phase after {WAIT_SECONDS}s: not done in time" >&2
+    exit 1
+  fi
+  sleep {POLL_SECONDS}
+done
+"""
 
 
 def backup_name(team: Team) -> str:
@@ -85,18 +135,31 @@ def options_data(backup: Backup, team: Team, access_key_id: str, secret_access_k
         for slot in range(backup.keep)}
 
 
-def backup_pod_spec(team: Team, backup: Backup) -> dict:
+def proxy_sidecar(team: Team, kubectl_image: str) -> dict:
+    """``kubectl proxy`` on the pod's loopback for the job's shell, for as long as it runs (a sidecar: an init
+    container that keeps running, ended once the job's container is): GETs of the namespace's ConfigMaps only."""
+    container = kubectl_container("api-proxy", kubectl_image, [
+        "proxy", "--address=127.0.0.1", f"--port={PROXY_PORT}",
+        f"--accept-paths=^/api/v1/namespaces/{team.namespace}/configmaps/[a-z0-9.-]+$",
+        "--reject-methods=^(POST|PUT|PATCH|DELETE)$"])
+    return {**container, "restartPolicy": "Always",
+            "resources": {"requests": dict(PROXY_REQUESTS), "limits": dict(PROXY_LIMITS)}}
+
+
+def backup_pod_spec(team: Team, backup: Backup, kubectl_image: str) -> dict:
     name = backup_name(team)
     return {
         "restartPolicy": "Never",
         "serviceAccountName": name,
         "securityContext": POD_SECURITY_CONTEXT,
+        "initContainers": [proxy_sidecar(team, kubectl_image)],
         "containers": [{
             "name": "snapshot",
             "image": control_plane_image(team.vcluster),
             "command": ["sh", "-c", SCRIPT],
             "env": [{"name": "VCLUSTER_NAME", "value": team.vcluster_name},
                     {"name": STANDALONE_ENV, "value": "false"},
+                    {"name": "NAMESPACE", "value": team.namespace},
                     {"name": "PERIOD_SECONDS", "value": str(backup.every_hours * 3600)},
                     {"name": "KEEP", "value": str(backup.keep)}],
             "resources": {"requests": dict(JOB_REQUESTS), "limits": dict(JOB_LIMITS)},
@@ -109,14 +172,15 @@ def backup_pod_spec(team: Team, backup: Backup) -> dict:
         }],
         "volumes": [{"name": "options", "secret": {"secretName": f"{name}-options"}},
                     {"name": "config", "secret": {"secretName": f"vc-config-{team.vcluster_name}"}},
-                    {"name": "tmp", "emptyDir": {}}],
+                    {"name": "tmp", "emptyDir": {}}, HOME_VOLUME],
     }
 
 
-def backup_resources(name: str, team: Team, credentials: Sequence[pulumi.Input[str]], provider: k8s.Provider,
-                     parent: pulumi.Resource, release: pulumi.Resource) -> list[pulumi.Resource]:
-    """The team's snapshot options Secret, the job's identity (create Secrets and ConfigMaps in the namespace: the
-    request) and the CronJob; none without ``backup``."""
+def backup_resources(name: str, team: Team, credentials: Sequence[pulumi.Input[str]], kubectl_image: str,
+                     provider: k8s.Provider, parent: pulumi.Resource,
+                     release: pulumi.Resource) -> list[pulumi.Resource]:
+    """The team's snapshot options Secret, the job's identity (create the request, a Secret and a ConfigMap, and read
+    the ConfigMap back) and the CronJob; none without ``backup``."""
     backup = team.vcluster.backup
     if backup is None:
         return []
@@ -130,9 +194,7 @@ def backup_resources(name: str, team: Team, credentials: Sequence[pulumi.Input[s
         string_data=pulumi.Output.secret(pulumi.Output.all(*credentials).apply(
             lambda keys: options_data(backup, team, keys[0] or "", keys[1] or ""))),
         opts=after_release)
-    identity = job_identity(f"{name}-backup", metadata, [
-        {"apiGroups": [""], "resources": ["secrets", "configmaps"], "verbs": ["create"]}],
-        cluster_wide=False, opts=after_release)
+    identity = job_identity(f"{name}-backup", metadata, ROLE_RULES, cluster_wide=False, opts=after_release)
     cron_job = k8s.batch.v1.CronJob(
         f"{name}-backup", metadata=metadata,
         spec={"schedule": schedule(backup, team), "timeZone": "Etc/UTC", "concurrencyPolicy": "Forbid",
@@ -141,6 +203,6 @@ def backup_resources(name: str, team: Team, credentials: Sequence[pulumi.Input[s
               "jobTemplate": {"metadata": {"labels": labels}, "spec": {
                   "backoffLimit": 1, "activeDeadlineSeconds": RUN_SECONDS,
                   "template": {"metadata": {"labels": {**labels, **SNAPSHOT_APP}},
-                               "spec": backup_pod_spec(team, backup)}}}},
+                               "spec": backup_pod_spec(team, backup, kubectl_image)}}}},
         opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=[release, options, *identity]))
     return [options, *identity, cron_job]

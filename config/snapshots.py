@@ -88,6 +88,9 @@ SECRETS = ("backupAccessKeyId", "backupSecretAccessKey")
 # The snapshot job's one container (components/tenant_backup.py), paid out of the team namespace's quota.
 JOB_REQUESTS = {"cpu": "10m", "memory": "64Mi", "ephemeral-storage": "16Mi"}
 JOB_LIMITS = {"cpu": "250m", "memory": "256Mi", "ephemeral-storage": "64Mi"}
+# Its sidecar, the kubectl proxy through which it reads the request's outcome back.
+PROXY_REQUESTS = {"cpu": "10m", "memory": "32Mi", "ephemeral-storage": "16Mi"}
+PROXY_LIMITS = {"cpu": "100m", "memory": "128Mi", "ephemeral-storage": "64Mi"}
 # Secrets the snapshots keep in the namespace: every slot's options, and the request of the run under way (the
 # controller deletes it when the request is done; runs do not overlap).
 JOB_SECRETS = 2

@@ -20,7 +20,7 @@ from config.key_types import quantity_value
 from config.access import Access
 from config.backing_store import control_plane_shape
 from config.model import TenantResourceQuota, VClusterSettings
-from config.snapshots import JOB_LIMITS, JOB_REQUESTS, JOB_SECRETS
+from config.snapshots import JOB_LIMITS, JOB_REQUESTS, JOB_SECRETS, PROXY_LIMITS, PROXY_REQUESTS
 from config.vocabulary import HELM_MAX_HISTORY
 
 # The tenant CoreDNS container (components/tenant_dns.py): one replica.
@@ -186,14 +186,17 @@ def platform_objects(settings: VClusterSettings) -> Budget:
 
 
 def backup_budget(settings: VClusterSettings) -> Budget:
-    """With scheduled snapshots (config/snapshots.py): the snapshot job's pod (runs never overlap), its options
-    Secret and the request it writes, and the requests' ConfigMaps the control plane keeps for a day and more.
-    Paid on top of the team's allowance, so a team at its quota cannot stop its own backups."""
+    """With scheduled snapshots (config/snapshots.py): the snapshot job's pod (runs never overlap; its container and
+    its sidecar run together), its options Secret and the request it writes, and the requests' ConfigMaps the
+    control plane keeps for a day and more. Paid on top of the team's allowance, so a team at its quota cannot stop
+    its own backups."""
     backup = settings.backup
     if backup is None:
         return Budget(millicores=0, memory=0, pods=0, services=0, claims=0, storage=0)
-    return Budget(millicores=_millicores(JOB_REQUESTS["cpu"]), memory=_bytes(JOB_REQUESTS["memory"]), pods=1,
-                  services=0, claims=0, storage=0, ephemeral_storage=_bytes(JOB_LIMITS["ephemeral-storage"]),
+    requests, limits = (JOB_REQUESTS, PROXY_REQUESTS), (JOB_LIMITS, PROXY_LIMITS)
+    return Budget(millicores=sum(_millicores(each["cpu"]) for each in requests),
+                  memory=sum(_bytes(each["memory"]) for each in requests), pods=1, services=0, claims=0, storage=0,
+                  ephemeral_storage=sum(_bytes(each["ephemeral-storage"]) for each in limits),
                   config_maps=backup.request_config_maps, secrets=JOB_SECRETS)
 
 

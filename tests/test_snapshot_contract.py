@@ -22,7 +22,7 @@ from config import versions
 from config.snapshots import SNAPSHOT_SCHEMES, Backup
 from ops import backup
 from ops.sites import platform_of
-from tests.conftest import ACCEPTED_VCLUSTER_TAGS, git, go_function, mirrored_tag, stack_config
+from tests.conftest import ACCEPTED_VCLUSTER_TAGS, git, go_function, kubectl_source_tag, mirrored_tag, stack_config
 
 VCLUSTER = "loft-sh/vcluster"
 # Where each command of the vcluster CLI is defined, and the files whose flags it takes besides its own.
@@ -209,11 +209,98 @@ def test_a_slots_url_names_the_store_as_the_cli_parses_it(tag):
 
 @pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
 def test_the_request_is_two_creates_and_carries_no_synced_label(tag):
-    """The job's Role grants exactly what CreateSnapshotRequestResources does, and the request's labels are not the
-    managed-by label the synced-objects policy matches, so the control plane's updates to it pass."""
+    """The job's Role grants what CreateSnapshotRequestResources does (and a read of the ConfigMap back), and the
+    request's labels are not the managed-by label the synced-objects policy matches, so the control plane's updates
+    to it pass."""
     request = go_function(show(tag, "pkg/snapshot/request.go"), "CreateSnapshotRequestResources")
     assert set(re.findall(r"kubeClient\.CoreV1\(\)\.(\w+)\([^)]*\)\.(\w+)\(", request)) == \
         {("Secrets", "Create"), ("ConfigMaps", "Create")}
     resources = show(tag, "vendor/github.com/loft-sh/api/v4/pkg/snapshot/resources.go")
     labels = go_function(resources, "NewOptionsSecret")
     assert "VClusterNamespaceLabel: vClusterNamespace" in labels and "managed-by" not in labels
+
+
+# --- how the job learns the outcome (components/tenant_backup.py SCRIPT) ---------------------------------------------
+
+API_SNAPSHOT = "vendor/github.com/loft-sh/api/v4/pkg/snapshot"
+
+
+def go_struct(source: str, name: str) -> list[tuple[str, str]]:
+    """The fields of Go struct ``name``, in order, as (field, json tag); an embedded struct is named by its type."""
+    body = source[source.index(f"type {name} struct {{"):]
+    body = body[body.index("{") + 1:body.index("\n}")]
+    return re.findall(r'^\s*(\w+)(?:\s+[\w.\[\]*]+)?\s+`json:"([^"]*)"', body, re.MULTILINE)
+
+
+@pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
+def test_the_request_is_named_when_written_and_printed_with_its_name_first(tag):
+    """``snapshot create`` prints the request's JSON, whose first key is its name; the ConfigMap bears the name the
+    API server generated for the Secret, so it cannot be known before and the Role cannot name it."""
+    create = show(tag, "cmd/vcluster/cmd/snapshot/create.go")
+    assert "encodedBytes, err := json.Marshal(request)" in create and "os.Stdout.Write(encodedBytes)" in create
+    request = go_function(show(tag, "pkg/snapshot/request.go"), "CreateSnapshotRequestResources")
+    assert "Name:              secret.Name," in request and "configMap.Name = secret.Name" in request
+    assert 'secret.GenerateName = fmt.Sprintf("%s-snapshot-request-", vClusterName)' in \
+        go_function(show(tag, f"{API_SNAPSHOT}/resources.go"), "NewSnapshotOptionsSecret")
+    types = show(tag, f"{API_SNAPSHOT}/request.go")
+    assert go_struct(types, "Request") == [("RequestMetadata", "metadata,omitempty"), ("Spec", "spec,omitempty"),
+                                           ("Status", "status,omitempty")]
+    assert go_struct(types, "RequestMetadata")[0] == ("Name", "name")
+    # The options (the store's keys) are never marshalled into the request.
+    assert ("Options", "-") in go_struct(types, "RequestSpec")
+
+
+@pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
+def test_the_control_plane_records_the_outcome_in_the_requests_config_map(tag):
+    """The request's JSON under ``snapshotRequest``; its status begins with the phase and ends with the error. Done
+    is Completed, or one of the phases the job reports as failed; a failure's message is the error's text."""
+    assert 'RequestKey = "snapshotRequest"' in show(tag, f"{API_SNAPSHOT}/constants.go")
+    types = show(tag, f"{API_SNAPSHOT}/request.go")
+    status = go_struct(types, "RequestStatus")
+    assert status[0] == ("Phase", "phase,omitempty") and status[-1] == ("Error", "error,omitempty")
+    assert go_struct(show(tag, f"{API_SNAPSHOT}/types.go"), "SnapshotError") == [("Message", "message,omitempty")]
+    done = re.findall(r"r\.Status\.Phase == (RequestPhase\w+)", go_function(types, "(r *Request) Done"))
+    phases = dict(re.findall(r'(RequestPhase\w+)\s+RequestPhase = "(\w*)"', types))
+    assert {phases[name] for name in done} == {"Completed", *backup_job.FAILED_PHASES}
+    controller = show(tag, "pkg/snapshot/controller.go")
+    reconcile = go_function(controller, "(c *Reconciler) Reconcile")
+    assert "snapshotRequest.Status.Phase = snapshotapi.RequestPhaseFailed" in reconcile
+    assert "snapshotRequest.Status.Error.Message = retErr.Error()" in reconcile
+    assert "snapshotRequest.Status.Phase = snapshotapi.RequestPhaseCompleted" in \
+        go_function(controller, "(c *Reconciler) reconcileCreatingEtcdBackup")
+    assert "configMap.Data[snapshotapi.RequestKey] = string(snapshotRequestJSON)" in \
+        go_function(controller, "(c *Reconciler) updateRequest")
+    # The marks the job's shell looks for, as they read inside the ConfigMap's JSON (the request a string in it).
+    request = json.dumps({"metadata": {"name": "n"}, "spec": {}, "status": {"phase": "Failed", "error": {
+        "message": "m"}}}, separators=(",", ":"))
+    config_map = json.dumps({"data": {"snapshotRequest": request}}, separators=(",", ":"))
+    assert backup_job.PHASE_MARK + "Failed" in config_map and backup_job.MESSAGE_MARK + "m" in config_map
+
+
+@pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
+def test_vclusters_release_image_is_alpines(tag):
+    """The job's shell runs busybox's ``wget`` and ``sleep`` besides ``sh``, ``date`` and ``cat``: alpine's. This is
+    the open-source image's build; the chart's default, vcluster-pro, is built outside this repository."""
+    [base] = re.findall(r"^FROM (\S+)", show(tag, "Dockerfile.release"), re.MULTILINE)
+    assert re.fullmatch(r"alpine:3\.\d+", base), base
+
+
+KUBECTL = "kubernetes/kubectl"
+
+
+@pytest.mark.parametrize("image", sorted(set(versions.KUBECTL_IMAGES.values())))
+def test_kubectl_proxy_serves_the_loopback_and_filters_as_the_sidecar_expects(image):
+    tag = mirrored_tag(KUBECTL, kubectl_source_tag(image))
+    command = git(KUBECTL, "show", f"{tag}:pkg/cmd/proxy/proxy.go")
+    for flag in ("address", "port", "accept-paths", "reject-methods"):
+        assert f'"{flag}"' in command, flag
+    assert f"defaultPort         = {backup_job.PROXY_PORT}" in command
+    server = git(KUBECTL, "show", f"{tag}:pkg/proxy/proxy_server.go")
+    accept = go_function(server, "(f *FilterServer) accept")
+    assert "matchesRegexp(method, f.RejectMethods)" in accept and "matchesRegexp(path, f.AcceptPaths)" in accept
+    # The shell calls http://127.0.0.1:PORT: a host the default filter accepts once the port is split off.
+    assert 'DefaultHostAcceptRE = "^localhost$,^127\\\\.0\\\\.0\\\\.1$' in server
+    assert "net.SplitHostPort(header)" in go_function(server, "extractHost")
+    assert 'parts := strings.Split(str, ",")' in go_function(server, "MakeRegexpArray")
+    [sidecar] = backup_job.backup_pod_spec(eks_team(), BACKUP, image)["initContainers"]
+    assert not any("," in arg for arg in sidecar["args"]), "a comma splits kubectl proxy's patterns"

@@ -125,6 +125,14 @@ def test_an_init_container_larger_than_the_containers_sets_the_pods_requests():
     assert pod_requests(spec["spec"]["template"]["spec"]) == CpuMemory(1000, 64 * MEBIBYTE)
 
 
+def test_a_sidecar_adds_to_the_containers_and_to_the_init_containers_started_after_it():
+    spec = {"initContainers": [{"name": "proxy", "restartPolicy": "Always",
+                                "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}}},
+                               {"name": "setup", "resources": {"requests": {"cpu": "1", "memory": "8Mi"}}}],
+            "containers": [{"name": "main", "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}
+    assert pod_requests(spec) == CpuMemory(1010, 96 * MEBIBYTE)
+
+
 def test_a_site_whose_system_nodes_do_not_hold_the_platform_is_refused():
     site = _eks_site("t3.medium", 1)
     assert site.system_nodes.max_pods == eks_max_pods("t3.medium") == 17

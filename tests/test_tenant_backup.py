@@ -1,7 +1,9 @@
 """Scheduled snapshots (gpu-tenancy:backup): what the program registers for each team and what it may reach.
 
 The job's shell runs in a real ``sh`` with the clock and the control plane's binary stood in for, so the slot it
-picks and the options it hands over are the ones a run at that time would use. Its pod is held to the restricted
+picks and the options it hands over are the ones a run at that time would use; with the answers of its proxy stood
+in for too, it succeeds once the control plane recorded the upload, and fails with the recorded reason, or at its
+deadline, never printing the store's key. Its pod is held to the restricted
 Pod Security level, the namespace's quota pays for it on top of the team's allowance, and the NetworkPolicies open
 the store to the control plane and the restore pod and nothing else (the tenant network attacks' evaluation).
 A hostile tenant cannot pass its pods for the snapshot pods (the store's way out) nor mount the job's Secrets.
@@ -14,13 +16,15 @@ import base64
 import dataclasses
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from components.tenant_backup import SCRIPT, backup_name, backup_pod_spec, options_data, run_minute, schedule
+from components.tenant_backup import (POLL_SECONDS, RUN_SECONDS, SCRIPT, WAIT_SECONDS, backup_name, backup_pod_spec,
+                                      options_data, run_minute, schedule)
 from components.tenant_network import tenant_network_policies
 from config import ConfigError
 from config.tenant_budget import namespace_budget
@@ -72,11 +76,13 @@ def test_every_team_gets_one_snapshot_job_in_its_namespace(dev_with_minio):
     assert run(site("dev", None), "dev").of_type(CRON_JOB) == []
 
 
-def test_the_job_may_only_create_the_request(dev_with_minio):
-    for role in (role for role in dev_with_minio.of_type("kubernetes:rbac.authorization.k8s.io/v1:Role")
-                 if role.name.endswith("-backup")):
-        assert role.inputs["rules"] == [{"apiGroups": [""], "resources": ["secrets", "configmaps"],
-                                         "verbs": ["create"]}]
+def test_the_job_may_only_create_the_request_and_read_it_back(dev_with_minio):
+    roles = [role for role in dev_with_minio.of_type("kubernetes:rbac.authorization.k8s.io/v1:Role")
+             if role.name.endswith("-backup")]
+    assert len(roles) == 3
+    for role in roles:
+        assert role.inputs["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+                                        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "get"]}]
 
 
 @pytest.mark.parametrize("every, hours", [("1h", "*/1"), ("8h", "*/8"), ("24h", "0")])
@@ -88,44 +94,147 @@ def test_runs_fall_in_their_hour_at_a_minute_of_each_team(every, hours):
     assert len({run_minute(team) for team in teams}) == len(teams)
 
 
-def run_script(tmp_path: Path, team, now: int) -> dict:
-    """The job's shell at ``now``: its slot's options, as the control plane's binary would receive them."""
+KUBECTL = "registry.k8s.io/kubectl:v1.36.3"
+ACCESS_KEY, SECRET_KEY = "AKIAEXAMPLE", "s3cr3t/key+"
+REQUEST = "team-nlp-vc-snapshot-request-x7k2p"
+
+
+def request_config_map(team, phase: str | None = None, message: str | None = None) -> str:
+    """The request's ConfigMap as the API server returns it: the request's JSON, as loft-sh/api marshals it (metadata,
+    spec, status; the status's phase first, its error last: tests/test_snapshot_contract.py), a string in ``data``."""
+    status = {**({"phase": phase} if phase else {}), "error": {"message": message} if message else {}}
+    request = {"metadata": {"name": REQUEST, "creationTimestamp": "2026-12-05T18:07:00Z"},
+               "spec": {"url": "s3://lab-backups/gpu/x/0.tar.gz"}, "status": status}
+    return json.dumps({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {
+        "name": REQUEST, "namespace": team.namespace, "labels": {"vcluster.loft.sh/snapshot-request": ""},
+        "finalizers": ["vcluster.loft.sh/snapshot-controller"]},
+        "data": {"snapshotRequest": json.dumps(request, separators=(",", ":"))}}, separators=(",", ":"))
+
+
+@dataclasses.dataclass
+class Run:
+    returncode: int
+    output: str
+    options: dict
+    polls: list[str]
+
+
+def run_script(tmp_path: Path, team, now: int, answers: list[str | None] = (), create_fails: bool = False) -> Run:
+    """The job's shell at ``now`` in a real ``sh``: the control plane's binary, the clock, ``sleep`` and the proxy's
+    answers (``wget``: each call the next answer, the last repeated; None for no answer) stood in for."""
     backup = team.vcluster.backup
     options = tmp_path / "options"
     options.mkdir(exist_ok=True)
-    for name, value in options_data(backup, team, "AKIAEXAMPLE", "s3cr3t/key+").items():
+    for name, value in options_data(backup, team, ACCESS_KEY, SECRET_KEY).items():
         (options / name).write_text(value)
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    (bin_dir / "date").write_text(f"#!/bin/sh\necho {now}\n")
-    (bin_dir / "vcluster").write_text('#!/bin/sh\nprintf %s "$VCLUSTER_STORAGE_OPTIONS"\n')
-    for stub in ("date", "vcluster"):
+    bin_dir, state = tmp_path / "bin", tmp_path / "state"
+    for folder in (bin_dir, state):
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
+    (state / "clock").write_text(str(now))
+    for index, answer in enumerate(answers or [None]):
+        (state / f"answer-{index}").write_text("FAIL" if answer is None else answer)
+    created = {"metadata": {"name": REQUEST, "creationTimestamp": "2026-12-05T18:07:00Z"},
+               "spec": {"url": "s3://lab-backups/gpu/x/0.tar.gz"}, "status": {"error": {}}}
+    stubs = {
+        "date": f'cat {state}/clock',
+        "sleep": f'echo $(( $(cat {state}/clock) + $1 )) > {state}/clock',
+        "vcluster": (f'printf %s "$VCLUSTER_STORAGE_OPTIONS" > {state}/options\n'
+                     + ("echo 'Error: failed to init client config' >&2; exit 1" if create_fails else
+                        f"printf '%s' '{json.dumps(created, separators=(',', ':'))}'")),
+        "wget": (f'echo "$*" >> {state}/polls\nn=$(wc -l < {state}/polls); i=$(( n - 1 ))\n'
+                 f'while [ ! -f {state}/answer-$i ]; do i=$(( i - 1 )); done\n'
+                 f'[ "$(cat {state}/answer-$i)" = FAIL ] && exit 1\ncat {state}/answer-$i'),
+    }
+    for stub, body in stubs.items():
+        (bin_dir / stub).write_text(f"#!/bin/sh\n{body}\n")
         (bin_dir / stub).chmod(0o755)
-    script = SCRIPT.replace("/snapshot-options", str(options)).replace("exec /vcluster", f"exec {bin_dir}/vcluster")
-    env = {e["name"]: e["value"] for e in backup_pod_spec(team, backup)["containers"][0]["env"]}
-    done = subprocess.run([shutil.which("sh"), "-c", script], capture_output=True, text=True, check=True,
+    script = SCRIPT.replace("/snapshot-options", str(options)).replace("/vcluster snapshot",
+                                                                      f"{bin_dir}/vcluster snapshot")
+    env = {e["name"]: e["value"] for e in backup_pod_spec(team, backup, KUBECTL)["containers"][0]["env"]}
+    done = subprocess.run([shutil.which("sh"), "-c", script], capture_output=True, text=True, timeout=60,
                           env={**env, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
-    return json.loads(base64.b64decode(done.stdout))
+    seen = (state / "options").read_text() if (state / "options").exists() else ""
+    polls = (state / "polls").read_text().splitlines() if (state / "polls").exists() else []
+    return Run(done.returncode, done.stdout + done.stderr, json.loads(base64.b64decode(seen)) if seen else {}, polls)
 
 
 def test_each_run_writes_the_next_slot_and_the_oldest_is_overwritten(tmp_path):
     team = teams_of("dev", MINIO)[0]
     # A run at its minute of the interval's first hour, and 42 s into it.
     start = 1_765_000_800 - 1_765_000_800 % (6 * 3600) + run_minute(team) * 60 + 42
-    keys = [run_script(tmp_path, team, start + run * 6 * 3600)["s3"]["key"] for run in range(5)]
+    completed = [request_config_map(team, "Completed")]
+    keys = [run_script(tmp_path, team, start + run * 6 * 3600, completed).options["s3"]["key"] for run in range(5)]
     prefix = f"gpu/{team.namespace}/{team.vcluster_name}"
     assert len(set(keys[:4])) == 4 and keys[4] == keys[0]
     assert all(key.startswith(prefix + "/") and key.endswith(".tar.gz") for key in keys)
-    options = run_script(tmp_path, team, start)
+    options = run_script(tmp_path, team, start, completed).options
     assert options == {"type": "s3", "s3": {
-        "bucket": "lab-backups", "key": keys[0], "access-key-id": "AKIAEXAMPLE", "secret-access-key": "s3cr3t/key+",
+        "bucket": "lab-backups", "key": keys[0], "access-key-id": ACCESS_KEY, "secret-access-key": SECRET_KEY,
         "region": "us-east-1", "url": "http://192.168.1.20:9000", "force-path-style": True}}
+
+
+def accepted_by_the_proxy(team, path: str) -> bool:
+    """Whether the sidecar's ``kubectl proxy`` passes a GET of ``path`` (its --accept-paths, matched as Go does)."""
+    [sidecar] = backup_pod_spec(team, team.vcluster.backup, KUBECTL)["initContainers"]
+    [accept] = [arg.split("=", 1)[1] for arg in sidecar["args"] if arg.startswith("--accept-paths=")]
+    return any(re.search(pattern, path) for pattern in accept.split(","))
+
+
+def test_a_run_succeeds_once_the_control_plane_recorded_the_upload(tmp_path):
+    team = teams_of("dev", MINIO)[0]
+    # The proxy not answering yet, the request not started, under way, then done.
+    run = run_script(tmp_path, team, 1_765_000_000, [None, request_config_map(team),
+                                                      request_config_map(team, "CreatingEtcdBackup"),
+                                                      request_config_map(team, "Completed")])
+    assert run.returncode == 0, run.output
+    assert f"snapshot uploaded (request {REQUEST} Completed)" in run.output
+    assert len(run.polls) == 4
+    url = f"http://127.0.0.1:8001/api/v1/namespaces/{team.namespace}/configmaps/{REQUEST}"
+    assert all(poll == f"-q -O - {url}" for poll in run.polls)
+    path = url.removeprefix("http://127.0.0.1:8001")
+    assert accepted_by_the_proxy(team, path)
+    for other in (path.replace("configmaps", "secrets"), path.replace(team.namespace, "kube-system"),
+                  f"/api/v1/namespaces/{team.namespace}/configmaps", f"{path}/x"):
+        assert not accepted_by_the_proxy(team, other), other
+    assert ACCESS_KEY not in run.output and SECRET_KEY not in run.output
+
+
+@pytest.mark.parametrize("phase", ["Failed", "PartiallyFailed", "Canceled"])
+def test_a_run_fails_with_the_reason_the_control_plane_recorded(tmp_path, phase):
+    team = teams_of("dev", MINIO)[0]
+    message = ("failed to reconcile etcd backup creation for snapshot request: failed to run snapshot client: "
+               "operation error S3: PutObject, https response error StatusCode: 403, api error AccessDenied")
+    run = run_script(tmp_path, team, 1_765_000_000, [request_config_map(team, "CreatingEtcdBackup"),
+                                                      request_config_map(team, phase, message)])
+    assert run.returncode == 1
+    assert f"snapshot request {REQUEST} {phase}: {message}" in run.output
+    assert ACCESS_KEY not in run.output and SECRET_KEY not in run.output
+
+
+def test_a_run_fails_when_the_control_plane_records_nothing_before_the_deadline(tmp_path):
+    team = teams_of("dev", MINIO)[0]
+    run = run_script(tmp_path, team, 1_765_000_000, [request_config_map(team, "CreatingEtcdBackup")])
+    assert run.returncode == 1
+    assert f"snapshot request {REQUEST} still CreatingEtcdBackup after {WAIT_SECONDS}s" in run.output
+    # It polls every POLL_SECONDS until then, and gives up before the Job's own deadline.
+    assert len(run.polls) == WAIT_SECONDS // POLL_SECONDS + 1 and WAIT_SECONDS < RUN_SECONDS
+    unread = run_script(tmp_path, team, 1_765_000_000, [None])
+    assert unread.returncode == 1 and f"snapshot request {REQUEST} still unread after" in unread.output
+
+
+def test_a_run_fails_when_the_request_cannot_be_written(tmp_path):
+    team = teams_of("dev", MINIO)[0]
+    run = run_script(tmp_path, team, 1_765_000_000, [request_config_map(team, "Completed")], create_fails=True)
+    assert run.returncode != 0 and "failed to init client config" in run.output and run.polls == []
 
 
 @pytest.mark.parametrize("stack", ["dev", "eks"])
 def test_the_job_passes_restricted_pod_security(stack):
     for team in teams_of(stack, MINIO):
-        assert list(violations(backup_pod_spec(team, team.vcluster.backup), "restricted")) == []
+        spec = backup_pod_spec(team, team.vcluster.backup, KUBECTL)
+        assert [container["name"] for container in spec["initContainers"]] == ["api-proxy"]
+        assert list(violations(spec, "restricted")) == []
 
 
 def test_the_namespace_quota_pays_for_the_job_and_its_requests():
@@ -133,8 +242,9 @@ def test_the_namespace_quota_pays_for_the_job_and_its_requests():
     for every, config_maps in (("24h", 3), ("1h", 35)):
         [backed_up, *_] = teams_of("dev", {**MINIO, "every": every})
         before, after = namespace_budget(plain.vcluster), namespace_budget(backed_up.vcluster)
-        assert (after.pods - before.pods, after.millicores - before.millicores) == (1, 10)
-        assert after.memory - before.memory == 64 * 2 ** 20
+        # The snapshot container and its proxy sidecar run together.
+        assert (after.pods - before.pods, after.millicores - before.millicores) == (1, 20)
+        assert after.memory - before.memory == (64 + 32) * 2 ** 20
         assert (after.config_maps - before.config_maps, after.secrets - before.secrets) == (config_maps, 2)
 
 

@@ -270,6 +270,18 @@ def test_a_pod_is_charged_the_larger_of_its_init_containers_and_the_sum_of_its_c
     assert usage["limits.memory"] == 2 * 2 ** 30 and unset == {"limits.ephemeral-storage"}
 
 
+def test_a_sidecar_is_charged_beside_the_containers_and_the_init_containers_after_it():
+    """Kubernetes' sidecars (init containers with ``restartPolicy: Always``) run on beside what starts after them."""
+    spec = {"initContainers": [{"name": "early", "resources": {"requests": {"cpu": "2"}}},
+                               {"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}},
+                               {"name": "late", "resources": {"requests": {"cpu": "1500m"}}}],
+            "containers": [{"name": "a", "resources": {"requests": {"cpu": "1"}}}]}
+    usage, _ = quota.pod_usage(spec, ({}, {}))
+    assert usage["requests.cpu"] == 2.5  # the late init container beside the proxy, over the early one alone
+    spec["containers"][0]["resources"]["requests"]["cpu"] = "2"
+    assert quota.pod_usage(spec, ({}, {}))[0]["requests.cpu"] == 3.0  # the container and the proxy
+
+
 @pytest.mark.parametrize("vcluster, words", [
     # The program sizes the quota for the control plane and the DNS; a site overriding it can undercut them.
     ({"extraValues": {"policies": {"resourceQuota": {"quota": {"requests.cpu": "100m"}}}}},

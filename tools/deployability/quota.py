@@ -93,14 +93,23 @@ def pod_usage(spec: Mapping[str, Any], defaults: tuple[dict[str, Any], dict[str,
     """What one pod counts against a quota (``requests.cpu``, ``limits.memory``, ``count/pods``...), and
     the ``limits.*`` keys it leaves unset (a quota tracking one of them refuses the pod)."""
     containers = [filled(c, defaults) for c in spec.get("containers") or []]
-    inits = [filled(c, defaults) for c in spec.get("initContainers") or []]
+    inits = [(c.get("restartPolicy") == "Always", filled(c, defaults)) for c in spec.get("initContainers") or []]
     usage: Counter = Counter({"count/pods": 1, "pods": 1})
     unset: set[str] = set()
     for index, kind in ((0, "requests"), (1, "limits")):
         for resource in COMPUTE:
-            total = sum(amounts[index].get(resource, 0.0) for amounts in containers)
-            usage[f"{kind}.{resource}"] = max([total] + [amounts[index].get(resource, 0.0) for amounts in inits])
-            if kind == "limits" and any(resource not in amounts[1] for amounts in containers + inits):
+            # A sidecar (an init container that keeps running) adds to every container started after it; an
+            # ordinary init container runs alone, beside the sidecars started before it.
+            sidecars, peak = 0.0, 0.0
+            for sidecar, amounts in inits:
+                if sidecar:
+                    sidecars += amounts[index].get(resource, 0.0)
+                else:
+                    peak = max(peak, sidecars + amounts[index].get(resource, 0.0))
+            total = sidecars + sum(amounts[index].get(resource, 0.0) for amounts in containers)
+            usage[f"{kind}.{resource}"] = max(total, peak)
+            if kind == "limits" and any(resource not in amounts[1]
+                                        for amounts in containers + [amounts for _, amounts in inits]):
                 unset.add(f"limits.{resource}")
     usage["cpu"], usage["memory"] = usage["requests.cpu"], usage["requests.memory"]
     return usage, unset

@@ -41,12 +41,17 @@ def _requests(resources: Mapping[str, Any]) -> CpuMemory:
 
 def pod_requests(spec: Mapping[str, Any]) -> CpuMemory:
     """What the scheduler reserves for a pod: its containers' requests added up, or its largest init container's
-    where that is more (each resource on its own)."""
-    containers = [_requests(c.get("resources")) for c in spec.get("containers") or []]
-    inits = [_requests(c.get("resources")) for c in spec.get("initContainers") or []]
-    total = sum(containers, NOTHING)
-    return CpuMemory(max([total.millicores] + [i.millicores for i in inits]),
-                     max([total.memory] + [i.memory for i in inits]))
+    where that is more (each resource on its own). A sidecar (an init container that keeps running) adds to the
+    containers and to every init container started after it."""
+    sidecars, peaks = NOTHING, []
+    for init in spec.get("initContainers") or []:
+        if init.get("restartPolicy") == "Always":
+            sidecars = sidecars + _requests(init.get("resources"))
+        else:
+            peaks.append(sidecars + _requests(init.get("resources")))
+    total = sum((_requests(c.get("resources")) for c in spec.get("containers") or []), sidecars)
+    return CpuMemory(max([total.millicores] + [i.millicores for i in peaks]),
+                     max([total.memory] + [i.memory for i in peaks]))
 
 
 def _replicas(value: Any) -> int:
