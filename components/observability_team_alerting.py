@@ -2,11 +2,12 @@
 
 The program's alerts that name a team go there, matched by name and by their ``team`` label; with
 ``alerts: all`` also the chart's alerts about what the tenant runs in its own host namespace (its pods, jobs and
-volumes, never its virtual cluster's control plane), matched by that namespace. That label comes
-from ``gpu_tenancy_team_info``, the series the platform writes from stack config (components/observability_rules.py),
-joined on the namespace, queue or admission policy of the metric; the join copies the team from that series over any
-``team`` label the metric had, and the installed Prometheus scrapes nothing a tenant runs. So a tenant cannot make
-an alert carry another team's name, and its own alerts do not reach another team. Plain data, no resources.
+volumes, never its virtual cluster's control plane nor its snapshot Jobs), matched by that namespace. That label
+comes from ``gpu_tenancy_team_info``, the series the platform writes from stack config
+(components/observability_rules.py), joined on the namespace, queue or admission policy of the metric; the join
+copies the team from that series over any ``team`` label the metric had, and the installed Prometheus scrapes
+nothing a tenant runs. So a tenant cannot make an alert carry another team's name, and its own alerts do not reach
+another team. Plain data, no resources.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from components.observability_receivers import RECEIVER_SECRET, SECRETS_DIR, receiver_config, severity_matcher
+from components.tenant_backup import backup_name
 from config.model import Team
 from config.virtual_cluster import control_plane_claim_prefixes, control_plane_workloads
 
@@ -52,9 +54,15 @@ def tenants_own_alerts(teams: Sequence[Team]) -> list[str]:
     workloads = [workload for team in teams for workload in control_plane_workloads(team.vcluster_name)]
     claims = "|".join(prefix for team in teams for prefix in control_plane_claim_prefixes(team.vcluster_name,
                                                                                           team.vcluster))
-    return [f'namespace =~ "{"|".join(team.namespace for team in teams)}"', f'alertname !~ "{PLATFORM_ALERT_NAMES}"',
-            f'statefulset !~ "{"|".join(workloads)}"', f'pod !~ "({"|".join(workloads)})-[0-9]{{1,2}}"',
-            f'persistentvolumeclaim !~ "({claims})[0-9]{{1,2}}"']
+    matchers = [f'namespace =~ "{"|".join(team.namespace for team in teams)}"', f'alertname !~ "{PLATFORM_ALERT_NAMES}"',
+                f'statefulset !~ "{"|".join(workloads)}"', f'pod !~ "({"|".join(workloads)})-[0-9]{{1,2}}"',
+                f'persistentvolumeclaim !~ "({claims})[0-9]{{1,2}}"']
+    # The snapshot CronJob's Jobs (named after it and their scheduled minute) are the platform's; a tenant's Jobs stay
+    # in its virtual cluster (vCluster syncs their pods), so no tenant object carries a host Job's name.
+    backups = [backup_name(team) for team in teams if team.vcluster.backup]
+    if backups:
+        matchers.append(f'job_name !~ "({"|".join(backups)})-[0-9]+"')
+    return matchers
 
 
 def team_routes(teams: Sequence[Team]) -> list[dict]:

@@ -15,7 +15,12 @@ import yaml
 from components import observability_backup_rules as backup_rules
 from components import observability_rules as rules
 from components.tenant_backup import RUN_SECONDS, STARTING_DEADLINE_SECONDS
-from config import load_platform
+from components import observability_alerting as alerting
+from components.observability_alerting import alertmanager_config
+from config import SECRET_KEYS, load_platform
+from tests.local_alertmanager import needs_amtool
+from tests.test_observability_alerting import amtool
+from tests.test_observability_team_alerting import WITH_NAMESPACE_ALERTS, receivers_of, team_site
 from tests.conftest import MIRRORED_TAGS, git, mirrored_tag
 from tests.test_observability_contract import metric_names, recorded
 from tests.test_observability_ksm import family
@@ -205,3 +210,27 @@ def test_failing_and_stale_backups_alert_and_healthy_or_new_ones_do_not(tmp_path
     assert result.returncode == 0, result.stdout + result.stderr
     fired = {test["alertname"] for block in tests["tests"] for test in block["alert_rule_test"] if test["exp_alerts"]}
     assert fired == {rule["alert"] for rule in backup_rules.alert_rules(backed_up_site())}
+
+
+# --- who is told ---------------------------------------------------------------------------------------------------
+
+
+@needs_amtool
+def test_the_backup_alerts_and_the_snapshot_jobs_are_the_platforms_not_the_teams(tmp_path):
+    """The site hears the backup alerts, no team does; with a team hearing of its own namespace (``alerts: all``),
+    the chart's alerts about the snapshot CronJob's Jobs stay the platform's, while the team's own pods stay its."""
+    config = {**team_site(receivers=WITH_NAMESPACE_ALERTS), "backup": BACKUP}
+    config["observability"]["alerting"]["alerts"] = "all"
+    platform = load_platform(config, placeholders=SECRET_KEYS)
+    path = tmp_path / "alertmanager.yaml"
+    path.write_text(yaml.safe_dump(alertmanager_config(platform.observability.alerting, platform.teams)))
+    assert "SUCCESS" in amtool("check-config", str(path))
+    alpha = ("namespace=vcluster-alpha", "team=alpha", "cronjob=alpha-backup")
+    for name, severity in (("GpuTenancyTeamBackupStale", "critical"), ("GpuTenancyTeamBackupFailed", "warning")):
+        assert receivers_of(path, f"alertname={name}", f"severity={severity}", *alpha) == {alerting.RECEIVER}
+    job = ("alertname=KubeJobFailed", "severity=warning", "namespace=vcluster-alpha")
+    assert receivers_of(path, *job, "job_name=alpha-backup-29441520") == {alerting.RECEIVER}
+    # Without the snapshot job's name, an alert about alpha's namespace is still alpha's own.
+    assert receivers_of(path, *job, "job_name=other-29441520") == {"gpu-tenancy-team-alpha", "null"}
+    assert receivers_of(path, "alertname=KubePodCrashLooping", "severity=warning", "namespace=vcluster-alpha",
+                        "pod=alpha-backup-29441520-x-default-x-alpha") == {"gpu-tenancy-team-alpha", "null"}
