@@ -41,9 +41,13 @@ def backed_up_site():
 # --- what kube-state-metrics exports -------------------------------------------------------------------------------
 
 
+def ksm_store(tag: str, store: str) -> str:
+    return git(KSM, "show", f"{mirrored_tag(KSM, tag)}:internal/store/{store}.go")
+
+
 @pytest.mark.parametrize("tag", MIRRORED_TAGS[KSM])
 def test_kube_state_metrics_reports_a_cronjobs_last_success_and_creation(tag):
-    source = git(KSM, "show", f"{mirrored_tag(KSM, tag)}:internal/store/cronjob.go")
+    source = ksm_store(tag, "cronjob")
     assert re.search(r'descCronJobLabelsDefaultLabels\s*=\s*\[\]string\{"namespace", "cronjob"\}', source)
     last = family(source, "kube_cronjob_status_last_successful_time")
     assert "float64(j.Status.LastSuccessfulTime.Unix())" in last and "LabelKeys:   []string{}," in last
@@ -53,13 +57,12 @@ def test_kube_state_metrics_reports_a_cronjobs_last_success_and_creation(tag):
 
 @pytest.mark.parametrize("tag", MIRRORED_TAGS[KSM])
 def test_kube_state_metrics_reports_a_jobs_failure_start_and_owning_cronjob(tag):
-    source = git(KSM, "show", f"{mirrored_tag(KSM, tag)}:internal/store/job.go")
+    source = ksm_store(tag, "job")
     assert re.search(r'descJobLabelsDefaultLabels\s*=\s*\[\]string\{"namespace", "job_name"\}', source)
     failed = family(source, "kube_job_failed")
     assert "c.Type == v1batch.JobFailed" in failed and 'metric.LabelKeys = []string{"condition"}' in failed
     # One series per condition status, labelled with it in lower case: condition="true" while failed.
-    utils = git(KSM, "show", f"{mirrored_tag(KSM, tag)}:internal/store/utils.go")
-    assert "LabelValues: []string{strings.ToLower(string(status))}" in utils
+    assert "LabelValues: []string{strings.ToLower(string(status))}" in ksm_store(tag, "utils")
     assert "Value: float64(j.Status.StartTime.Unix())" in family(source, "kube_job_status_start_time")
     owner = family(source, "kube_job_owner")
     assert 'labelKeys := []string{"owner_kind", "owner_name", "owner_is_controller"}' in owner
@@ -81,8 +84,7 @@ def test_every_metric_the_backup_rules_read_is_kube_state_metrics_or_recorded_he
     exported = set()
     for tag in MIRRORED_TAGS[KSM]:
         for store in ("cronjob", "job"):
-            source = git(KSM, "show", f"{mirrored_tag(KSM, tag)}:internal/store/{store}.go")
-            exported |= set(re.findall(r'"(kube_\w+)"', source))
+            exported |= set(re.findall(r'"(kube_\w+)"', ksm_store(tag, store)))
     assert read - exported == {backup_rules.BACKUP_INFO, backup_rules.MAX_AGE}
     assert read - exported <= recorded(platform)
 
