@@ -13,7 +13,6 @@ gc.disable()
 
 import pulumi  # noqa: E402 (the collector is off before the SDK's and the components' imports)
 
-from components.api_version_aliases import without_pre_release_aliases
 from components.gpu_operator import GpuOperator, GpuOperatorArgs
 from components.host import HostCluster, HostClusterArgs
 from components.kai import KaiScheduler, KaiSchedulerArgs
@@ -27,7 +26,6 @@ from config.cpu_memory_capacity import pool_guarantees
 from config.snapshots import SECRETS as BACKUP_SECRETS
 from config.source import raw_stack_config, team_alert_addresses
 
-pulumi.runtime.register_stack_transformation(without_pre_release_aliases)
 raw, secrets_set, placeholders = raw_stack_config()
 platform = load_platform(raw, secrets_set=secrets_set, placeholders=placeholders, stack=pulumi.get_stack())
 for warning in platform.warnings:

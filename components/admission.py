@@ -34,6 +34,9 @@ from components.admission_pod_fields import pod_field_validations
 from components.admission_pod_size import pod_containers, pod_size, pod_tolerations
 from components.admission_volumes import volume_validations
 from components.kai import SCHEDULER_NAME
+from components.kubernetes_resources import (
+    VALIDATING_ADMISSION_POLICY, VALIDATING_ADMISSION_POLICY_BINDING, KubernetesObject,
+)
 from config.model import Team
 from config.synced_data import pod_text_bytes
 from config.vcluster_images import rewrite_hosts_image
@@ -286,16 +289,16 @@ def team_namespace_selector(team: Team) -> dict:
 
 def policy_with_deny_binding(component: pulumi.ComponentResource, name: str, team: Team, provider: k8s.Provider,
                              name_in_cluster: str, spec: dict) -> tuple[
-                                 k8s.admissionregistration.v1.ValidatingAdmissionPolicy,
-                                 k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding]:
+                                 KubernetesObject,
+                                 KubernetesObject]:
     """A policy of the team's and the binding that denies what it refuses in the team's host namespace, both
     children of ``component``; the binding waits for its policy."""
     metadata = {"name": name_in_cluster, "labels": {**MANAGED_BY, TEAM_LABEL: team.name}}
     child = pulumi.ResourceOptions(parent=component, provider=provider)
-    policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
-        f"{name}-policy", metadata=metadata, spec=spec, opts=child)
-    binding = k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
-        f"{name}-binding", metadata=metadata,
+    policy = KubernetesObject(
+        f"{name}-policy", VALIDATING_ADMISSION_POLICY, metadata=metadata, spec=spec, opts=child)
+    binding = KubernetesObject(
+        f"{name}-binding", VALIDATING_ADMISSION_POLICY_BINDING, metadata=metadata,
         spec={"policyName": name_in_cluster, "validationActions": ["Deny"],
               "matchResources": {"namespaceSelector": team_namespace_selector(team)}},
         opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[policy])))
@@ -303,10 +306,10 @@ def policy_with_deny_binding(component: pulumi.ComponentResource, name: str, tea
 
 
 class TenantAdmission(pulumi.ComponentResource):
-    policy: k8s.admissionregistration.v1.ValidatingAdmissionPolicy
-    binding: k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding
-    deletion_policy: k8s.admissionregistration.v1.ValidatingAdmissionPolicy
-    deletion_binding: k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding
+    policy: KubernetesObject
+    binding: KubernetesObject
+    deletion_policy: KubernetesObject
+    deletion_binding: KubernetesObject
 
     def __init__(self, name: str, args: TenantAdmissionArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__(ADMISSION_COMPONENT, name, None, opts)

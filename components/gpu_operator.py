@@ -18,6 +18,7 @@ from typing import Optional
 
 import pulumi
 import pulumi_kubernetes as k8s
+from components.kubernetes_resources import CONFIG_MAP, NAMESPACE, HelmRelease, KubernetesObject
 
 from components import observability_dcgm
 from config import sharing, versions
@@ -86,7 +87,7 @@ class GpuOperator(pulumi.ComponentResource):
     namespace: str
     profile_keys: dict[str, str]
     default_profile_key: str
-    release: Optional[k8s.helm.v3.Release]
+    release: Optional[HelmRelease]
 
     def __init__(self, name: str, args: GpuOperatorArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__(GPU_OPERATOR_COMPONENT, name, None, opts)
@@ -104,18 +105,18 @@ class GpuOperator(pulumi.ComponentResource):
         # external operator's namespaces already exist.
         namespace_ready: list[pulumi.Resource] = []
         if settings.mode == "install":
-            namespace_ready.append(k8s.core.v1.Namespace(
-                f"{name}-namespace", metadata={"name": settings.namespace}, opts=child))
-        config_map = k8s.core.v1.ConfigMap(
-            f"{name}-time-slicing",
+            namespace_ready.append(KubernetesObject(
+                f"{name}-namespace", NAMESPACE, metadata={"name": settings.namespace}, opts=child))
+        config_map = KubernetesObject(
+            f"{name}-time-slicing", CONFIG_MAP,
             metadata={"name": time_slicing.config_map_name, "namespace": settings.namespace,
                       "labels": dict(MANAGED_BY)},
             data=sharing.config_map_data(time_slicing),
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=namespace_ready)),
         )
         # Only an operator this program configures reads it.
-        dcgm_metrics = None if settings.mode == "external" else k8s.core.v1.ConfigMap(
-            f"{name}-usage-metrics",
+        dcgm_metrics = None if settings.mode == "external" else KubernetesObject(
+            f"{name}-usage-metrics", CONFIG_MAP,
             metadata={"name": observability_dcgm.CONFIG_MAP, "namespace": settings.namespace,
                       "labels": MANAGED_BY},
             data={observability_dcgm.CONFIG_KEY: observability_dcgm.collectors_csv()},
@@ -125,12 +126,12 @@ class GpuOperator(pulumi.ComponentResource):
         if settings.mode == "install":
             chart, repo = args.mirrors.chart(versions.GPU_OPERATOR_CHART, versions.GPU_OPERATOR_CHART,
                                              versions.GPU_OPERATOR_REPO)
-            self.release = k8s.helm.v3.Release(
+            self.release = HelmRelease(
                 f"{name}-release",
                 name="gpu-operator",
                 chart=chart,
                 version=settings.version,
-                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=repo) if repo else None,
+                repository_opts={"repo": repo} if repo else None,
                 namespace=settings.namespace,
                 values=operator_values(settings, args.host_kind, args.mirrors),
                 atomic=True,

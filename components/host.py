@@ -24,6 +24,7 @@ from components.eks_network import EksNetwork, EksNetworkArgs
 from components.eks_teardown import tenant_teardown
 from components.gpu_operator import ADDON_CLUSTER_POLICY
 from components.node_pids import eks_node_user_data, remove_kubelet_pids_command, set_kubelet_pids_command
+from components.kubernetes_resources import STORAGE_CLASS, KubernetesObject
 from config.certificates import bundle_expiry
 from config.credential_lifetimes import MICROK8S_CERTIFICATES_DIR, MICROK8S_SERVING_CERTIFICATES
 from config.hosts import (
@@ -297,9 +298,9 @@ class HostCluster(pulumi.ComponentResource):
                 custom_timeouts=pulumi.CustomTimeouts(create="30m", update="30m"))),
         )
 
-    def _default_storage_class(self, name: str, profile: HostProfile) -> k8s.storage.v1.StorageClass:
-        return k8s.storage.v1.StorageClass(
-            f"{name}-storage-class",
+    def _default_storage_class(self, name: str, profile: HostProfile) -> KubernetesObject:
+        return KubernetesObject(
+            f"{name}-storage-class", STORAGE_CLASS,
             metadata={"name": profile.storage_class,
                       "labels": dict(MANAGED_BY),
                       "annotations": {DEFAULT_STORAGE_CLASS_ANNOTATION: "true"}},

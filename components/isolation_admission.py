@@ -41,6 +41,7 @@ from components.admission_devices import (
     env_from_prefix_safe, every_container,
 )
 from components.admission_metadata import refusal
+from components.kubernetes_resources import KubernetesObject
 from config import versions
 from config.mig import resource_name
 from config.model import EXCLUSIVE, MEMORY_CAPPED, MIG, Team
@@ -214,8 +215,8 @@ def isolation_policy_spec(team: Team) -> dict:
 
 
 class IsolationAdmission(pulumi.ComponentResource):
-    policy: k8s.admissionregistration.v1.ValidatingAdmissionPolicy
-    binding: k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding
+    policy: KubernetesObject
+    binding: KubernetesObject
 
     def __init__(self, name: str, args: IsolationAdmissionArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__(ISOLATION_ADMISSION_COMPONENT, name, None, opts)

@@ -21,6 +21,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
+from components.kubernetes_resources import CONFIG_MAP, JOB, HelmRelease, KubernetesObject
 from components.kubectl_job import (
     HOME_VOLUME, POD_SECURITY_CONTEXT, job_identity, kubectl_container, wait_for_create_args,
 )
@@ -78,9 +79,9 @@ def admission_patch_spec() -> dict:
 
 
 class KaiScheduler(pulumi.ComponentResource):
-    release: k8s.helm.v3.Release
+    release: HelmRelease
     admission_replicas: k8s.apiextensions.CustomResourcePatch
-    queue_webhook_ready: k8s.batch.v1.Job
+    queue_webhook_ready: KubernetesObject
     namespace: str
     scheduler_name: str = SCHEDULER_NAME
 
@@ -88,12 +89,12 @@ class KaiScheduler(pulumi.ComponentResource):
         super().__init__(KAI_COMPONENT, name, None, opts)
         settings = args.settings
         self.namespace = settings.namespace
-        self.release = k8s.helm.v3.Release(
+        self.release = HelmRelease(
             f"{name}-release",
             name="kai-scheduler",
             chart=settings.chart,
             version=settings.version,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=settings.repo) if settings.repo else None,
+            repository_opts={"repo": settings.repo} if settings.repo else None,
             namespace=settings.namespace,
             create_namespace=True,
             values=kai_values(settings),
@@ -118,7 +119,7 @@ class KaiScheduler(pulumi.ComponentResource):
                                "version": settings.version})
 
     def _queue_webhook_probe(self, name: str, settings: KaiSettings, provider: k8s.Provider,
-                             kubectl_image: str) -> k8s.batch.v1.Job:
+                             kubectl_image: str) -> KubernetesObject:
         labels = {**MANAGED_BY, "app.kubernetes.io/name": PROBE_NAME}
         metadata = {"name": PROBE_NAME, "namespace": settings.namespace, "labels": labels}
         after_release = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[self.release])
@@ -128,7 +129,7 @@ class KaiScheduler(pulumi.ComponentResource):
             "spec": {"resources": {resource: {"quota": -1, "limit": -1, "overQuotaWeight": 1}
                                    for resource in QUEUE_RESOURCES}},
         }
-        manifest = k8s.core.v1.ConfigMap(f"{name}-probe-queue", metadata=metadata,
+        manifest = KubernetesObject(f"{name}-probe-queue", CONFIG_MAP, metadata=metadata,
                                          data={"queue.yaml": yaml.safe_dump(probe_queue, sort_keys=True)},
                                          opts=after_release)
         identity = job_identity(f"{name}-probe", metadata, [
@@ -136,8 +137,8 @@ class KaiScheduler(pulumi.ComponentResource):
             {"apiGroups": ["admissionregistration.k8s.io"], "resources": ["validatingwebhookconfigurations"],
              "resourceNames": [QUEUE_WEBHOOK], "verbs": ["get", "list", "watch"]}],
             cluster_wide=True, opts=after_release)
-        return k8s.batch.v1.Job(
-            f"{name}-queue-webhook-probe",
+        return KubernetesObject(
+            f"{name}-queue-webhook-probe", JOB,
             metadata=metadata,
             spec={
                 "backoffLimit": PROBE_BACKOFF_LIMIT,

@@ -11,7 +11,9 @@ from __future__ import annotations
 from typing import Sequence
 
 import pulumi
-import pulumi_kubernetes as k8s
+from components.kubernetes_resources import (
+    CLUSTER_ROLE, CLUSTER_ROLE_BINDING, ROLE, ROLE_BINDING, SERVICE_ACCOUNT, KubernetesObject,
+)
 
 
 HOME_MOUNT = "/tmp"
@@ -50,13 +52,12 @@ def job_identity(resource_name: str, metadata: dict, rules: list[dict], *, clust
     """The Job's own service account, allowed ``rules`` and nothing else (a Role, or a ClusterRole for
     cluster-scoped objects), all named ``metadata["name"]``."""
     name, namespace = metadata["name"], metadata["namespace"]
-    account = k8s.core.v1.ServiceAccount(resource_name, metadata=metadata, opts=opts)
+    account = KubernetesObject(resource_name, SERVICE_ACCOUNT, metadata=metadata, opts=opts)
     role_metadata = {"name": name, "labels": metadata["labels"]} if cluster_wide else metadata
-    role_kind = "ClusterRole" if cluster_wide else "Role"
-    role = (k8s.rbac.v1.ClusterRole if cluster_wide else k8s.rbac.v1.Role)(
-        resource_name, metadata=role_metadata, rules=rules, opts=opts)
-    binding = (k8s.rbac.v1.ClusterRoleBinding if cluster_wide else k8s.rbac.v1.RoleBinding)(
-        resource_name, metadata=role_metadata,
-        role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": name},
+    role_kind, binding_kind = (CLUSTER_ROLE, CLUSTER_ROLE_BINDING) if cluster_wide else (ROLE, ROLE_BINDING)
+    role = KubernetesObject(resource_name, role_kind, metadata=role_metadata, rules=rules, opts=opts)
+    binding = KubernetesObject(
+        resource_name, binding_kind, metadata=role_metadata,
+        role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind.kind, "name": name},
         subjects=[{"kind": "ServiceAccount", "name": name, "namespace": namespace}], opts=opts)
     return [account, role, binding]

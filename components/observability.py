@@ -28,6 +28,7 @@ from components.observability_alerting import (alerting_secret, alertmanager_con
                                                configured)
 from components.observability_network import MonitoringIngress
 from components.observability_views import TeamViews
+from components.kubernetes_resources import CONFIG_MAP, NAMESPACE, HelmRelease, Kind, KubernetesObject
 from config import versions
 from config.merge import deep_merge
 from config.mirrors import mirrored_values
@@ -46,6 +47,10 @@ KAI_SCHEDULER = ("kai-scheduler-default", "http-metrics")  # <global.schedulerNa
 # The GPU Operator's exporter Service (assets/state-dcgm-exporter), v26.3.x and v26.7.0.
 DCGM_EXPORTER = ("nvidia-dcgm-exporter", "gpu-metrics")
 DEFAULT_SHARD = "default"
+# The prometheus-operator kinds the monitoring stack installs, whose objects tell its Prometheus what to scrape and
+# which rules to run.
+SERVICE_MONITOR = Kind("monitoring.coreos.com/v1", "ServiceMonitor")
+PROMETHEUS_RULE = Kind("monitoring.coreos.com/v1", "PrometheusRule")
 
 
 @dataclass
@@ -127,7 +132,7 @@ def shard_fairness_spec(platform: Platform) -> dict:
 
 
 class Observability(pulumi.ComponentResource):
-    release: Optional[k8s.helm.v3.Release]
+    release: Optional[HelmRelease]
     namespace: str
     dashboards: list[str]
 
@@ -145,8 +150,8 @@ class Observability(pulumi.ComponentResource):
         crds: list[pulumi.Resource] = []
         if settings.prometheus == "install":
             # Deleting the namespace deletes the claims of Prometheus' history and Grafana's database.
-            namespace = k8s.core.v1.Namespace(
-                f"{name}-namespace", metadata={"name": settings.namespace},
+            namespace = KubernetesObject(
+                f"{name}-namespace", NAMESPACE, metadata={"name": settings.namespace},
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(protect=settings.protect)))
             before_release: list[pulumi.Resource] = [namespace]
             # Closed before anything listens: only the proxies, Grafana and the platform reach Prometheus.
@@ -175,12 +180,12 @@ class Observability(pulumi.ComponentResource):
                                                     settings.alerting, platform.teams, in_namespace))
             chart, repo = platform.mirrors.chart(versions.KUBE_PROMETHEUS_STACK_CHART, versions.KUBE_PROMETHEUS_STACK_CHART,
                                                  versions.KUBE_PROMETHEUS_STACK_REPO)
-            self.release = k8s.helm.v3.Release(
+            self.release = HelmRelease(
                 f"{name}-release",
                 name=INSTALL_RELEASE,
                 chart=chart,
                 version=settings.chart_version,
-                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=repo) if repo else None,
+                repository_opts={"repo": repo} if repo else None,
                 namespace=settings.namespace,
                 values=stack_values(platform),
                 atomic=True,
@@ -201,18 +206,14 @@ class Observability(pulumi.ComponentResource):
             "dcgm-exporter": (platform.gpu_operator.namespace, DCGM_EXPORTER, True, list(args.gpu_operator)),
         }
         for monitor, (namespace, service, honor, after) in monitors.items():
-            k8s.apiextensions.CustomResource(
-                f"{name}-{monitor}",
-                api_version="monitoring.coreos.com/v1",
-                kind="ServiceMonitor",
+            KubernetesObject(
+                f"{name}-{monitor}", SERVICE_MONITOR,
                 metadata={"name": f"gpu-tenancy-{monitor}", "namespace": settings.namespace, "labels": labels},
                 spec=service_monitor_spec(namespace, service, honor_labels=honor),
                 opts=pulumi.ResourceOptions.merge(after_crds, pulumi.ResourceOptions(depends_on=after)),
             )
-        k8s.apiextensions.CustomResource(
-            f"{name}-rules",
-            api_version="monitoring.coreos.com/v1",
-            kind="PrometheusRule",
+        KubernetesObject(
+            f"{name}-rules", PROMETHEUS_RULE,
             metadata={"name": "gpu-tenancy", "namespace": settings.namespace, "labels": labels},
             spec={"groups": observability_team_series.all_rule_groups(platform)},
             opts=after_crds,
@@ -221,8 +222,8 @@ class Observability(pulumi.ComponentResource):
         self.dashboards = []
         for key, (folder, board) in observability_dashboards.dashboards(platform).items():
             config_map_name = f"gpu-tenancy-dashboard-{key}"[:63].rstrip("-")
-            k8s.core.v1.ConfigMap(
-                f"{name}-dashboard-{key}",
+            KubernetesObject(
+                f"{name}-dashboard-{key}", CONFIG_MAP,
                 metadata={"name": config_map_name, "namespace": settings.namespace,
                           "labels": {**labels, DASHBOARD_LABEL[0]: DASHBOARD_LABEL[1]},
                           "annotations": {FOLDER_ANNOTATION: folder}},

@@ -15,6 +15,7 @@ from typing import Optional, TYPE_CHECKING
 import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
+from components.kubernetes_resources import SECRET, KubernetesObject
 
 from config.vocabulary import MANAGED_BY
 
@@ -52,7 +53,7 @@ class GrafanaAdmin(pulumi.ComponentResource):
     """The generated admin password and the Secret the Grafana chart reads it from."""
 
     password: pulumi.Output[str]
-    secret: k8s.core.v1.Secret
+    secret: KubernetesObject
 
     def __init__(self, name: str, namespace: str, provider: k8s.Provider, protect: bool,
                  opts: Optional[pulumi.ResourceOptions] = None):
@@ -63,8 +64,8 @@ class GrafanaAdmin(pulumi.ComponentResource):
         generated = random.RandomPassword(f"{name}-password", length=PASSWORD_LENGTH, special=False,
                                           opts=pulumi.ResourceOptions(parent=self, protect=protect))
         self.password = pulumi.Output.secret(generated.result)
-        self.secret = k8s.core.v1.Secret(
-            f"{name}-secret",
+        self.secret = KubernetesObject(
+            f"{name}-secret", SECRET,
             metadata={"name": ADMIN_SECRET, "namespace": namespace,
                       "labels": MANAGED_BY},
             type="Opaque",

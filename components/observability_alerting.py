@@ -22,12 +22,12 @@ from __future__ import annotations
 from typing import Mapping, Optional, Sequence
 
 import pulumi
-import pulumi_kubernetes as k8s
 
 from components.observability_receivers import RECEIVER_SECRET, SECRETS_DIR, receiver_config, severity_matcher
 from components.observability_team_alerting import (PLATFORM_ALERT_NAMES, team_receivers, team_routes, team_secret_key,
                                                      tenants_own_alerts)
 from components.yaml_text import yaml_documents
+from components.kubernetes_resources import SECRET, KubernetesObject
 from config.model import Team
 from config.observability import MINIMUM_VOLUME, Observability
 from config.observability_alerting import HEARTBEAT_INTERVAL, Alerting
@@ -131,23 +131,23 @@ def configured(alerting: Alerting, teams: Sequence[Team]) -> bool:
 
 def alerting_secret(name: str, namespace: str, receiver: Optional[pulumi.Input[str]],
                     heartbeat: Optional[pulumi.Input[str]], teams: Mapping[str, pulumi.Input[str]],
-                    opts: pulumi.ResourceOptions) -> k8s.core.v1.Secret:
+                    opts: pulumi.ResourceOptions) -> KubernetesObject:
     """The Secret Alertmanager reads the receivers' URLs or keys (the site's and each team's) and the heartbeat's
     URL from. It must exist before the release: the operator mounts it into Alertmanager's pod, which does not
     start without it."""
     values = {RECEIVER_SECRET_KEY: receiver, HEARTBEAT_SECRET_KEY: heartbeat,
               **{team_secret_key(team): address for team, address in teams.items()}}
-    return k8s.core.v1.Secret(
-        name, metadata={"name": RECEIVER_SECRET, "namespace": namespace, "labels": dict(MANAGED_BY)},
+    return KubernetesObject(
+        name, SECRET, metadata={"name": RECEIVER_SECRET, "namespace": namespace, "labels": dict(MANAGED_BY)},
         string_data={key: pulumi.Output.secret(value) for key, value in values.items() if value is not None},
         opts=opts)
 
 
 def config_secret(name: str, namespace: str, alerting: Alerting, teams: Sequence[Team],
-                  opts: pulumi.ResourceOptions) -> k8s.core.v1.Secret:
+                  opts: pulumi.ResourceOptions) -> KubernetesObject:
     """The Secret Alertmanager's configuration is read from. It names the receivers' addresses by file only. It must
     exist before the release: without it the operator runs Alertmanager with a configuration that sends nothing."""
-    return k8s.core.v1.Secret(
-        name, metadata={"name": CONFIG_SECRET, "namespace": namespace, "labels": dict(MANAGED_BY)},
+    return KubernetesObject(
+        name, SECRET, metadata={"name": CONFIG_SECRET, "namespace": namespace, "labels": dict(MANAGED_BY)},
         string_data={CONFIG_KEY: yaml_documents([alertmanager_config(alerting, teams)])},
         opts=opts)

@@ -22,6 +22,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.observability_views import GRAFANA_POD_LABELS, PROXY_POD_LABELS
+from components.kubernetes_resources import NETWORK_POLICY, KubernetesObject
 from config.model import Platform
 from config.observability import INSTALL_RELEASE
 from config.vocabulary import MANAGED_BY
@@ -78,8 +79,8 @@ class MonitoringIngress(pulumi.ComponentResource):
         namespace = platform.observability.namespace
         policies = monitoring_policies(platform)
         for policy, spec in policies.items():
-            k8s.networking.v1.NetworkPolicy(
-                f"{name}-{policy.removeprefix('gpu-tenancy-')}",
+            KubernetesObject(
+                f"{name}-{policy.removeprefix('gpu-tenancy-')}", NETWORK_POLICY,
                 metadata={"name": policy, "namespace": namespace, "labels": MANAGED_BY}, spec=spec,
                 opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=after))
         self.register_outputs({"policies": sorted(policies)})

@@ -26,6 +26,7 @@ from components.observability_access import ADMIN_USER
 from components.observability_sign_in import GrafanaSignIn
 from components.observability_dashboards import team_dashboard
 from components.observability_team_series import TEAM_LABEL
+from components.kubernetes_resources import DEPLOYMENT, NETWORK_POLICY, SERVICE, KubernetesObject
 from config import versions
 from config.mirrors import Mirrors
 from config.model import Platform, Team
@@ -96,11 +97,11 @@ class TeamViews(pulumi.ComponentResource):
             proxy = proxy_name(team)
             spec = proxy_deployment_spec(team, upstream, platform.mirrors)
             metadata = {"name": proxy, "namespace": namespace, "labels": MANAGED_BY}
-            k8s.apps.v1.Deployment(f"{name}-{team.name}-proxy", metadata=metadata, spec=spec, opts=child)
-            k8s.core.v1.Service(f"{name}-{team.name}-proxy", metadata=metadata, spec={
+            KubernetesObject(f"{name}-{team.name}-proxy", DEPLOYMENT, metadata=metadata, spec=spec, opts=child)
+            KubernetesObject(f"{name}-{team.name}-proxy", SERVICE, metadata=metadata, spec={
                 "selector": spec["selector"]["matchLabels"],
                 "ports": [{"name": "http", "port": PROXY_PORT, "targetPort": "http"}]}, opts=child)
-            k8s.networking.v1.NetworkPolicy(f"{name}-{team.name}-proxy", metadata=metadata, spec={
+            KubernetesObject(f"{name}-{team.name}-proxy", NETWORK_POLICY, metadata=metadata, spec={
                 "podSelector": {"matchLabels": spec["selector"]["matchLabels"]},
                 "policyTypes": ["Ingress"],
                 "ingress": [{"from": [{"podSelector": {"matchLabels": GRAFANA_POD_LABELS}}],

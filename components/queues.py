@@ -15,10 +15,11 @@ from typing import Optional, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.kubernetes_resources import Kind, KubernetesObject
 from config.model import Organization, QueueResource, QueueResources, Team
 from config.vocabulary import MANAGED_BY, QUEUE_RESOURCES, QUEUES_COMPONENT
 
-QUEUE_API_VERSION = "scheduling.run.ai/v2"
+QUEUE = Kind("scheduling.run.ai/v2", "Queue")
 # KAI's admission webhook can still be starting right after its release reports ready.
 QUEUE_TIMEOUTS = pulumi.CustomTimeouts(create="10m", update="10m", delete="10m")
 
@@ -51,18 +52,16 @@ def queue_spec(display_name: str, priority: int, resources: QueueResources, pare
 
 
 class QueueHierarchy(pulumi.ComponentResource):
-    org_queue: k8s.apiextensions.CustomResource
-    team_queues: dict[str, k8s.apiextensions.CustomResource]
+    org_queue: KubernetesObject
+    team_queues: dict[str, KubernetesObject]
 
     def __init__(self, name: str, args: QueueHierarchyArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__(QUEUES_COMPONENT, name, None, opts)
         org = args.organization
 
         def queue(resource_name: str, queue_name: str, spec: dict, after: pulumi.Resource):
-            return k8s.apiextensions.CustomResource(
-                resource_name,
-                api_version=QUEUE_API_VERSION,
-                kind="Queue",
+            return KubernetesObject(
+                resource_name, QUEUE,
                 metadata={"name": queue_name, "labels": dict(MANAGED_BY)},
                 spec=spec,
                 opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[after],

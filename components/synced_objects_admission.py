@@ -29,6 +29,7 @@ import pulumi_kubernetes as k8s
 from components.admission import policy_with_deny_binding, syncer_username, team_namespace_selector
 from components.admission_metadata import METADATA_SIZE_FIX, metadata_size, metadata_size_problem, refusal
 from components.admission_resize import FIX as RESIZE_FIX, PROBLEM as RESIZE_PROBLEM, requests_kept
+from components.kubernetes_resources import KubernetesObject
 from components.observability import DASHBOARD_LABEL
 from components.synced_object_sizes import SIZED_KINDS, object_size_check, text_bytes
 from components.tenant_access import EXTERNAL_DNS_PREFIX
@@ -349,8 +350,8 @@ def policy_spec(team: Team, cluster_dns: str, endpoint_node_ports: Sequence[int]
 
 
 class SyncedObjectsAdmission(pulumi.ComponentResource):
-    policy: k8s.admissionregistration.v1.ValidatingAdmissionPolicy
-    binding: k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding
+    policy: KubernetesObject
+    binding: KubernetesObject
 
     def __init__(self, name: str, args: SyncedObjectsAdmissionArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__(ADMISSION_COMPONENT, name, None, opts)

@@ -29,6 +29,7 @@ from components.tenant_dns import coredns_manifests
 from components.tenant_network import tenant_network_policies
 from components.virtual_defaults import virtual_defaults_values
 from components.tenant_quota import policy_values
+from components.kubernetes_resources import JOB, NAMESPACE, NETWORK_POLICY, HelmRelease, KubernetesObject
 from components.kubectl_job import (
     HOME_VOLUME, POD_SECURITY_CONTEXT, job_identity, kubectl_container, wait_for_create_args,
 )
@@ -164,12 +165,12 @@ def connect_command(team: Team) -> str:
 
 
 class TenantCluster(pulumi.ComponentResource):
-    namespace: k8s.core.v1.Namespace
+    namespace: KubernetesObject
     admission: TenantAdmission
     synced_objects_admission: SyncedObjectsAdmission
-    network_policies: list[k8s.networking.v1.NetworkPolicy]
-    release: k8s.helm.v3.Release
-    kubeconfig_ready: k8s.batch.v1.Job
+    network_policies: list[KubernetesObject]
+    release: HelmRelease
+    kubeconfig_ready: KubernetesObject
     # The scheduled snapshots' options Secret, identity and CronJob (components/tenant_backup.py); none without.
     backup: list[pulumi.Resource]
     kubeconfig: pulumi.Output[str]
@@ -185,8 +186,8 @@ class TenantCluster(pulumi.ComponentResource):
         protect = team.protect
         self.connect_command = connect_command(team)
 
-        self.namespace = k8s.core.v1.Namespace(
-            f"{name}-namespace",
+        self.namespace = KubernetesObject(
+            f"{name}-namespace", NAMESPACE,
             metadata={"name": team.namespace, "labels": {
                 **MANAGED_BY,
                 TEAM_LABEL: team.name,
@@ -209,17 +210,17 @@ class TenantCluster(pulumi.ComponentResource):
         # In place before the release: on a site upgraded from vCluster's own policies, Helm removes those only
         # after these isolate the namespace.
         self.network_policies = [
-            k8s.networking.v1.NetworkPolicy(
-                f"{name}-{role}-network-policy", metadata=policy["metadata"], spec=policy["spec"],
+            KubernetesObject(
+                f"{name}-{role}-network-policy", NETWORK_POLICY, metadata=policy["metadata"], spec=policy["spec"],
                 opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.namespace]))
             for role, policy in tenant_network_policies(team).items()]
         chart, repo = team.vcluster.mirrors.chart("vcluster", versions.VCLUSTER_CHART, versions.VCLUSTER_REPO)
-        self.release = k8s.helm.v3.Release(
+        self.release = HelmRelease(
             f"{name}-vcluster",
             name=team.vcluster_name,
             chart=chart,
             version=team.vcluster.version,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=repo) if repo else None,
+            repository_opts={"repo": repo} if repo else None,
             namespace=self.namespace.metadata["name"],
             values=pulumi.Output.from_input(args.cluster_dns).apply(lambda host_dns: vcluster_values(team, host_dns)),
             atomic=True,
@@ -263,7 +264,7 @@ class TenantCluster(pulumi.ComponentResource):
         })
 
     def _wait_for_kubeconfig(self, name: str, team: Team, provider: k8s.Provider,
-                             kubectl_image: str) -> k8s.batch.v1.Job:
+                             kubectl_image: str) -> KubernetesObject:
         """A Job that ends once ``vc-<name>`` exists; it may read that one Secret and nothing else."""
         secret = kubeconfig_secret_name(team)
         job_name = f"{secret}-wait"[:63].rstrip("-")
@@ -273,8 +274,8 @@ class TenantCluster(pulumi.ComponentResource):
         identity = job_identity(f"{name}-kubeconfig-wait", metadata, [
             {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [secret],
              "verbs": ["get", "list", "watch"]}], cluster_wide=False, opts=after_release)
-        return k8s.batch.v1.Job(
-            f"{name}-kubeconfig-wait",
+        return KubernetesObject(
+            f"{name}-kubeconfig-wait", JOB,
             metadata=metadata,
             spec={
                 "backoffLimit": KUBECONFIG_WAIT_ATTEMPTS - 1,

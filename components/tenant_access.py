@@ -28,6 +28,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components.vcluster_manifests import with_vcluster_manifests
+from components.kubernetes_resources import CONFIG_MAP, KubernetesObject
 from config.access import RESERVED_NAME_PREFIX, Access
 from config.merge import deep_merge
 from config.model import Team
@@ -202,7 +203,7 @@ def team_kubeconfig(team: Team, ca_data: str) -> str:
 class TenantAccessArgs:
     team: Team
     provider: k8s.Provider
-    namespace: k8s.core.v1.Namespace
+    namespace: KubernetesObject
 
 
 class TenantAccess(pulumi.ComponentResource):
@@ -213,8 +214,8 @@ class TenantAccess(pulumi.ComponentResource):
         access = args.team.vcluster.access
         self.prerequisites: list[pulumi.Resource] = []
         if access.oidc.enabled:
-            self.prerequisites.append(k8s.core.v1.ConfigMap(
-                f"{name}-authentication",
+            self.prerequisites.append(KubernetesObject(
+                f"{name}-authentication", CONFIG_MAP,
                 metadata={"name": AUTHENTICATION_CONFIG_MAP, "namespace": args.namespace.metadata["name"],
                           "labels": {**MANAGED_BY, TEAM_LABEL: args.team.name}},
                 data={AUTHENTICATION_FILE: yaml.safe_dump(authentication_config(access), sort_keys=False)},

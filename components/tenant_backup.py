@@ -37,6 +37,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.kubectl_job import HOME_VOLUME, POD_SECURITY_CONTEXT, job_identity, kubectl_container
+from components.kubernetes_resources import CRON_JOB, SECRET, KubernetesObject
 from components.tenant_network import SNAPSHOT_APP
 from config.model import Team
 from config.snapshots import JOB_LIMITS, JOB_REQUESTS, PROXY_LIMITS, PROXY_REQUESTS, Backup
@@ -189,14 +190,14 @@ def backup_resources(name: str, team: Team, credentials: Sequence[pulumi.Input[s
     metadata = {"name": job, "namespace": team.namespace, "labels": labels}
     # The chart writes vc-config-<name>, which the pod mounts; the control plane serves the request.
     after_release = pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=[release])
-    options = k8s.core.v1.Secret(
-        f"{name}-backup-options", metadata={**metadata, "name": f"{job}-options"},
+    options = KubernetesObject(
+        f"{name}-backup-options", SECRET, metadata={**metadata, "name": f"{job}-options"},
         string_data=pulumi.Output.secret(pulumi.Output.all(*credentials).apply(
             lambda keys: options_data(backup, team, keys[0] or "", keys[1] or ""))),
         opts=after_release)
     identity = job_identity(f"{name}-backup", metadata, ROLE_RULES, cluster_wide=False, opts=after_release)
-    cron_job = k8s.batch.v1.CronJob(
-        f"{name}-backup", metadata=metadata,
+    cron_job = KubernetesObject(
+        f"{name}-backup", CRON_JOB, metadata=metadata,
         spec={"schedule": schedule(backup, team), "timeZone": "Etc/UTC", "concurrencyPolicy": "Forbid",
               "startingDeadlineSeconds": STARTING_DEADLINE_SECONDS,
               "successfulJobsHistoryLimit": 1, "failedJobsHistoryLimit": 1,
