@@ -65,6 +65,17 @@ HOST_DEFAULT_TOLERATIONS = 2
 # init container (rewriting /etc/hosts) to a pod with a subdomain.
 SYNCED_POD_CONTAINERS = 64
 HOST_ADDED_CONTAINERS = 1
+# A synced Service's ports, and a synced Endpoints' or EndpointSlice's endpoint ports. The API server bounds neither a
+# Service's ports nor an Endpoints' addresses and ports, and an EndpointSlice only to 1,000 endpoints of up to 100
+# addresses and zone hints each, times 100 ports (k8s.io/api discovery/v1 types.go). What they cost others is a
+# product: every node's kube-proxy programs each port of a Service for each endpoint serving it, and kube-state-metrics
+# writes a series for each address (and zone hint) of a slice and each port (internal/store/endpointslice.go), each
+# address and port pair of an Endpoints where its collector is on (endpoint.go). The host's own EndpointSlice
+# controller writes a Service's ports into every slice, so a Service of more than 100 has no endpoints on the host
+# anyway; an honest one has a few (HTTP, gRPC, metrics). An honest selector-less Service names a few external
+# addresses (a database's primary and replicas) on a few ports.
+SYNCED_SERVICE_PORTS = 100
+SYNCED_ENDPOINT_ENTRIES = 1000
 # Far above what the objects an honest tenant's pods name hold (a TLS chain and key, a registry's pull secret, a
 # service-account token with its CA, a config file: a few KiB each) and what the platform has the syncer copy (each
 # virtual namespace's kube-root-ca.crt, the tenant DNS's Corefile).
