@@ -1,5 +1,6 @@
 """The bytes of free text a tenant pod carries to the host (rule ``pod-size`` of the pod policy), and how many
-tolerations and containers it has (rules ``tolerations``, ``containers``).
+tolerations, containers, volumes and container ports it has (rules ``tolerations``, ``containers``, ``volumes``,
+``ports``).
 
 vCluster copies a pod's spec as the tenant wrote it (pods/translate/translator.go ``Translate`` deep-copies the pod,
 adds the Kubernetes and service-link variables and renames the objects it names), and the API server bounds many
@@ -35,8 +36,8 @@ from components.pod_text_paths import POD_SPEC, TextPaths
 from config.model import Team
 from components.admission_devices import CONTAINER_LISTS
 from config.synced_data import (
-    HOST_ADDED_CONTAINERS, HOST_DEFAULT_TOLERATIONS, SYNCED_POD_CONTAINERS, SYNCED_POD_TEXT_ITEMS, SYNCED_POD_TOLERATIONS,
-    pod_text_bytes,
+    HOST_ADDED_CONTAINERS, HOST_ADDED_VOLUMES, HOST_DEFAULT_TOLERATIONS, SYNCED_POD_CONTAINERS, SYNCED_POD_PORTS,
+    SYNCED_POD_TEXT_ITEMS, SYNCED_POD_TOLERATIONS, SYNCED_POD_VOLUMES, pod_text_bytes,
 )
 
 
@@ -154,3 +155,31 @@ def pod_tolerations(team: Team) -> dict:
         "the API server add): the API server bounds each toleration but not how many, and vCluster copies those added "
         "to a running pod as well, into the host's etcd and the memory of every controller that watches pods",
         "keep to the tolerations of the taints of the nodes the pod may run on")
+
+
+def pod_volumes() -> dict:
+    """Judged on CREATE: a pod's volumes cannot change afterwards."""
+    cap = SYNCED_POD_VOLUMES + HOST_ADDED_VOLUMES
+    return refusal(
+        "volumes",
+        f"request.operation != 'CREATE' || {_count('object', 'volumes')} <= {cap}",
+        f"a pod may have at most {cap} volumes ({SYNCED_POD_VOLUMES} of its own, plus the ones vCluster, KAI and the "
+        "platform add): kube-state-metrics writes series for each claim volume into the shared Prometheus, and the "
+        "API server does not bound how many a pod has",
+        "mount several keys of one ConfigMap or Secret, or a projected volume, instead of one volume each, or split "
+        "the work over more pods")
+
+
+def _ports(field: str) -> str:
+    return f"(has(object.spec.{field}) ? object.spec.{field}.map(c, has(c.ports) ? size(c.ports) : 0).sum() : 0)"
+
+
+def pod_ports() -> dict:
+    """Judged on CREATE: containers' ports cannot change afterwards, and ephemeral containers have none."""
+    counts = " + ".join(_ports(field) for field in ("containers", "initContainers"))
+    return refusal(
+        "ports",
+        f"request.operation != 'CREATE' || {counts} <= {SYNCED_POD_PORTS}",
+        f"a pod's containers may list at most {SYNCED_POD_PORTS} ports in all: the API server does not bound how many, "
+        "and every copy lands in the host's etcd, which turns the whole cluster read-only when full",
+        "list only the ports your Services name (a container receives on any port without listing it)")

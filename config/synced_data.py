@@ -65,6 +65,20 @@ HOST_DEFAULT_TOLERATIONS = 2
 # init container (rewriting /etc/hosts) to a pod with a subdomain.
 SYNCED_POD_CONTAINERS = 64
 HOST_ADDED_CONTAINERS = 1
+# A synced pod's volumes and its containers' ports. The API server bounds neither count (each volume and port only by
+# its names), they are not text pod-size counts (a volume is one of its 8,192 list entries, a port none), and a pod's
+# spec cannot change them afterwards (ephemeral containers have no ports). kube-state-metrics writes two series for
+# each claim volume of every pod, Pending ones included (kube_pod_spec_volumes_persistentvolumeclaims_info and
+# _readonly, internal/store/pod.go v2.19.1 and v2.20.0), an ephemeral volume becoming one on the host: a pod of 8,192
+# claim volumes held 16,384 series, a team's count/pods times that over a million. Ports cost the host's etcd only (a
+# container receives on any port without listing it; hostPort needs Pod Security privileged), up to the request's size
+# per pod. An honest pod mounts its config, secrets, claims and scratch space (tens at most) and lists the few ports
+# its Services name. The platform adds up to three volumes: vCluster's /etc/hosts emptyDir to a pod with a subdomain
+# (pods/translate/hosts.go), KAI's device-list ConfigMap to a fractional pod (gpusharing webhook, SetConfigMapVolume),
+# the HAMi-core image volume the in-vCluster defaults add to a memory-capped team's fractional pod.
+SYNCED_POD_VOLUMES = 128
+HOST_ADDED_VOLUMES = 3
+SYNCED_POD_PORTS = 256
 # A synced Service's ports, and a synced Endpoints' or EndpointSlice's endpoint ports. The API server bounds neither a
 # Service's ports nor an Endpoints' addresses and ports, and an EndpointSlice only to 1,000 endpoints of up to 100
 # addresses and zone hints each, times 100 ports (k8s.io/api discovery/v1 types.go). What they cost others is a
