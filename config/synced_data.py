@@ -79,6 +79,18 @@ HOST_ADDED_CONTAINERS = 1
 SYNCED_POD_VOLUMES = 128
 HOST_ADDED_VOLUMES = 3
 SYNCED_POD_PORTS = 256
+# The ConfigMaps and Secrets a synced pod names (volumes, projected sources, env and envFrom references, pull secrets).
+# The node's kubelet opens a list and a watch of its own on the host API server for each object a pod it runs names
+# (kubernetes pkg/kubelet/util/manager/watch_based_manager.go ``AddReference``: one reflector per namespace and name,
+# read untagged, that repository is not mirrored), kept while the pod's volumes are read and re-opened on each mount
+# retry, whether the object exists or not. A projected volume takes any number of sources and an env any number of
+# references (k8s.io/api types.go sets no maximum), only pod-size's 8,192 entries bound them: one pod had a node's
+# kubelet hold some 8,000 watches on the API server every team shares, a team's count/pods times that close to a
+# million. An honest pod names its config, its credentials and a pull secret, and takes a few keys by reference: tens.
+# The platform adds at most eight: KAI's device-list ConfigMap as a volume, an envFrom and three env references to a
+# fractional container, HAMi-core's memory limit reference, vCluster's token Secret where a site has it write one.
+SYNCED_POD_REFERENCES = 256
+HOST_ADDED_REFERENCES = 8
 # A synced Service's ports, and a synced Endpoints' or EndpointSlice's endpoint ports. The API server bounds neither a
 # Service's ports nor an Endpoints' addresses and ports, and an EndpointSlice only to 1,000 endpoints of up to 100
 # addresses and zone hints each, times 100 ports (k8s.io/api discovery/v1 types.go). What they cost others is a
