@@ -31,7 +31,9 @@ from components.admission_metadata import (
     has_key, key_value, metadata_validations, metadata_variables, pod_metadata_size, refusal,
 )
 from components.admission_pod_fields import pod_field_validations
-from components.admission_pod_size import pod_containers, pod_size, pod_tolerations
+from components.admission_pod_size import (
+    pod_containers, pod_object_references, pod_ports, pod_size, pod_tolerations, pod_volumes,
+)
 from components.admission_volumes import volume_validations
 from components.kai import SCHEDULER_NAME
 from components.kubernetes_resources import (
@@ -239,6 +241,9 @@ def policy_validations(team: Team, before_sync: bool = False) -> list[dict]:
         resource_names(),
         pod_tolerations(team),
         pod_containers(),
+        pod_volumes(),
+        pod_ports(),
+        pod_object_references(),
         refusal("pod-resources", "!has(object.spec.resources)",
                 "KAI charges the team's queue only for its containers' requests, while the kubelet reserves "
                 "spec.resources (pod-level resources) on the node",

@@ -134,7 +134,8 @@ POD_SPEC = {
                                               + PLACEMENT + ")"),
     "topologySpreadConstraints": rewritten("translateTopologySpreadConstraints",
                                            "the selector counts only the vCluster's pods of the pod's namespace"),
-    "volumes": constrained("volume-sources", "components/admission_volumes.py, by kind"),
+    "volumes": constrained("volume-sources", "components/admission_volumes.py, by kind; how many, rule volumes "
+                                             "(components/admission_pod_size.py)"),
     "workloadRef": refused("host-controllers", "names a host Workload the kube-scheduler groups the pod by; KAI "
                                                "schedules every pod"),
 }

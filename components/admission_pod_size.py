@@ -1,5 +1,6 @@
 """The bytes of free text a tenant pod carries to the host (rule ``pod-size`` of the pod policy), and how many
-tolerations and containers it has (rules ``tolerations``, ``containers``).
+tolerations, containers, volumes, container ports and ConfigMap and Secret references it has (rules ``tolerations``,
+``containers``, ``volumes``, ``ports``, ``object-references``).
 
 vCluster copies a pod's spec as the tenant wrote it (pods/translate/translator.go ``Translate`` deep-copies the pod,
 adds the Kubernetes and service-link variables and renames the objects it names), and the API server bounds many
@@ -35,7 +36,8 @@ from components.pod_text_paths import POD_SPEC, TextPaths
 from config.model import Team
 from components.admission_devices import CONTAINER_LISTS
 from config.synced_data import (
-    HOST_ADDED_CONTAINERS, HOST_DEFAULT_TOLERATIONS, SYNCED_POD_CONTAINERS, SYNCED_POD_TEXT_ITEMS, SYNCED_POD_TOLERATIONS,
+    HOST_ADDED_CONTAINERS, HOST_ADDED_REFERENCES, HOST_ADDED_VOLUMES, HOST_DEFAULT_TOLERATIONS, SYNCED_POD_CONTAINERS,
+    SYNCED_POD_PORTS, SYNCED_POD_REFERENCES, SYNCED_POD_TEXT_ITEMS, SYNCED_POD_TOLERATIONS, SYNCED_POD_VOLUMES,
     pod_text_bytes,
 )
 
@@ -154,3 +156,65 @@ def pod_tolerations(team: Team) -> dict:
         "the API server add): the API server bounds each toleration but not how many, and vCluster copies those added "
         "to a running pod as well, into the host's etcd and the memory of every controller that watches pods",
         "keep to the tolerations of the taints of the nodes the pod may run on")
+
+
+def pod_volumes() -> dict:
+    """Judged on CREATE: a pod's volumes cannot change afterwards."""
+    cap = SYNCED_POD_VOLUMES + HOST_ADDED_VOLUMES
+    return refusal(
+        "volumes",
+        f"request.operation != 'CREATE' || {_count('object', 'volumes')} <= {cap}",
+        f"a pod may have at most {cap} volumes ({SYNCED_POD_VOLUMES} of its own, plus the ones vCluster, KAI and the "
+        "platform add): kube-state-metrics writes series for each claim volume into the shared Prometheus, and the "
+        "API server does not bound how many a pod has",
+        "mount several keys of one ConfigMap or Secret, or a projected volume, instead of one volume each, or split "
+        "the work over more pods")
+
+
+def _ports(field: str) -> str:
+    return f"(has(object.spec.{field}) ? object.spec.{field}.map(c, has(c.ports) ? size(c.ports) : 0).sum() : 0)"
+
+
+def pod_ports() -> dict:
+    """Judged on CREATE: containers' ports cannot change afterwards, and ephemeral containers have none."""
+    counts = " + ".join(_ports(field) for field in ("containers", "initContainers"))
+    return refusal(
+        "ports",
+        f"request.operation != 'CREATE' || {counts} <= {SYNCED_POD_PORTS}",
+        f"a pod's containers may list at most {SYNCED_POD_PORTS} ports in all: the API server does not bound how many, "
+        "and every copy lands in the host's etcd, which turns the whole cluster read-only when full",
+        "list only the ports your Services name (a container receives on any port without listing it)")
+
+
+def _named(item: str, kinds: tuple[str, ...]) -> str:
+    """1 when ``item`` names an object through one of its fields ``kinds`` (the API server allows one), else 0."""
+    return f"({' || '.join(f'has({item}.{kind})' for kind in kinds)} ? 1 : 0)"
+
+
+def _references(obj: str) -> str:
+    """The ConfigMaps and Secrets ``obj`` names, counted per reference (CEL has no set of the Kubernetes floor's)."""
+    by_key = _named('e.valueFrom', ('configMapKeyRef', 'secretKeyRef'))
+    env = f"(has(c.env) ? c.env.map(e, has(e.valueFrom) ? {by_key} : 0).sum() : 0)"
+    per_container = f"{env} + (has(c.envFrom) ? size(c.envFrom) : 0)"
+    containers = [f"(has({obj}.spec.{field}) ? {obj}.spec.{field}.map(c, {per_container}).sum() : 0)"
+                  for field in CONTAINER_LISTS]
+    named = _named('s', ('configMap', 'secret'))
+    sources = f"(has(v.projected.sources) ? v.projected.sources.map(s, {named}).sum() : 0)"
+    volume = f"(has(v.projected) ? {sources} : {_named('v', ('configMap', 'secret'))})"
+    return " + ".join([*containers, f"(has({obj}.spec.volumes) ? {obj}.spec.volumes.map(v, {volume}).sum() : 0)",
+                       _count(obj, "imagePullSecrets")])
+
+
+def pod_object_references() -> dict:
+    """Judged on CREATE and when ephemeral containers are added (an update can change no other reference); a pod from
+    before the rule keeps KAI's and the syncer's updates."""
+    cap = SYNCED_POD_REFERENCES + HOST_ADDED_REFERENCES
+    debugged = (f"(request.operation == 'UPDATE' && {_ephemeral('object')} > {_ephemeral('oldObject')})")
+    return refusal(
+        "object-references",
+        f"(request.operation == 'UPDATE' && !{debugged}) || {_references('object')} <= {cap}",
+        f"a pod may name at most {cap} ConfigMaps and Secrets ({SYNCED_POD_REFERENCES} of its own, in volumes, "
+        "projected sources, env and envFrom references and pull secrets, counted per reference): the node's kubelet "
+        "opens a watch on the shared host API server for every object a pod names",
+        "take several keys of one ConfigMap or Secret with envFrom or one volume instead of a reference each, or "
+        "split the work over more pods")

@@ -31,6 +31,7 @@ from components.admission_metadata import METADATA_SIZE_FIX, metadata_size, meta
 from components.admission_resize import FIX as RESIZE_FIX, PROBLEM as RESIZE_PROBLEM, requests_kept
 from components.kubernetes_resources import KubernetesObject
 from components.observability import DASHBOARD_LABEL
+from components.synced_endpoints import endpoint_rules
 from components.synced_object_sizes import SIZED_KINDS, object_size_check, text_bytes
 from components.tenant_access import EXTERNAL_DNS_PREFIX
 from config.model import Team
@@ -299,6 +300,7 @@ def policy_validations(team: Team, cluster_dns: str, endpoint_node_ports: Sequen
               "an EndpointSlice may only list public IPv4 addresses written canonically (addressType IPv4, no "
               f"leading zeros), never the cluster's private ranges ({', '.join(NON_PUBLIC_IPV4)})",
               "use a Service with a selector for your own pods"),
+        *(_rule(*rule) for rule in endpoint_rules()),
         _rule("service-account-token", ("Secret",),
               f"!has(object.type) || object.type != '{SERVICE_ACCOUNT_TOKEN}'",
               "a Secret of type service-account-token would get a host token for a host service account",

@@ -65,6 +65,43 @@ HOST_DEFAULT_TOLERATIONS = 2
 # init container (rewriting /etc/hosts) to a pod with a subdomain.
 SYNCED_POD_CONTAINERS = 64
 HOST_ADDED_CONTAINERS = 1
+# A synced pod's volumes and its containers' ports. The API server bounds neither count (each volume and port only by
+# its names), they are not text pod-size counts (a volume is one of its 8,192 list entries, a port none), and a pod's
+# spec cannot change them afterwards (ephemeral containers have no ports). kube-state-metrics writes two series for
+# each claim volume of every pod, Pending ones included (kube_pod_spec_volumes_persistentvolumeclaims_info and
+# _readonly, internal/store/pod.go v2.19.1 and v2.20.0), an ephemeral volume becoming one on the host: a pod of 8,192
+# claim volumes held 16,384 series, a team's count/pods times that over a million. Ports cost the host's etcd only (a
+# container receives on any port without listing it; hostPort needs Pod Security privileged), up to the request's size
+# per pod. An honest pod mounts its config, secrets, claims and scratch space (tens at most) and lists the few ports
+# its Services name. The platform adds up to three volumes: vCluster's /etc/hosts emptyDir to a pod with a subdomain
+# (pods/translate/hosts.go), KAI's device-list ConfigMap to a fractional pod (gpusharing webhook, SetConfigMapVolume),
+# the HAMi-core image volume the in-vCluster defaults add to a memory-capped team's fractional pod.
+SYNCED_POD_VOLUMES = 128
+HOST_ADDED_VOLUMES = 3
+SYNCED_POD_PORTS = 256
+# The ConfigMaps and Secrets a synced pod names (volumes, projected sources, env and envFrom references, pull secrets).
+# The node's kubelet opens a list and a watch of its own on the host API server for each object a pod it runs names
+# (kubernetes pkg/kubelet/util/manager/watch_based_manager.go ``AddReference``: one reflector per namespace and name,
+# read untagged, that repository is not mirrored), kept while the pod's volumes are read and re-opened on each mount
+# retry, whether the object exists or not. A projected volume takes any number of sources and an env any number of
+# references (k8s.io/api types.go sets no maximum), only pod-size's 8,192 entries bound them: one pod had a node's
+# kubelet hold some 8,000 watches on the API server every team shares, a team's count/pods times that close to a
+# million. An honest pod names its config, its credentials and a pull secret, and takes a few keys by reference: tens.
+# The platform adds at most eight: KAI's device-list ConfigMap as a volume, an envFrom and three env references to a
+# fractional container, HAMi-core's memory limit reference, vCluster's token Secret where a site has it write one.
+SYNCED_POD_REFERENCES = 256
+HOST_ADDED_REFERENCES = 8
+# A synced Service's ports, and a synced Endpoints' or EndpointSlice's endpoint ports. The API server bounds neither a
+# Service's ports nor an Endpoints' addresses and ports, and an EndpointSlice only to 1,000 endpoints of up to 100
+# addresses and zone hints each, times 100 ports (k8s.io/api discovery/v1 types.go). What they cost others is a
+# product: every node's kube-proxy programs each port of a Service for each endpoint serving it, and kube-state-metrics
+# writes a series for each address (and zone hint) of a slice and each port (internal/store/endpointslice.go), each
+# address and port pair of an Endpoints where its collector is on (endpoint.go). The host's own EndpointSlice
+# controller writes a Service's ports into every slice, so a Service of more than 100 has no endpoints on the host
+# anyway; an honest one has a few (HTTP, gRPC, metrics). An honest selector-less Service names a few external
+# addresses (a database's primary and replicas) on a few ports.
+SYNCED_SERVICE_PORTS = 100
+SYNCED_ENDPOINT_ENTRIES = 1000
 # Far above what the objects an honest tenant's pods name hold (a TLS chain and key, a registry's pull secret, a
 # service-account token with its CA, a config file: a few KiB each) and what the platform has the syncer copy (each
 # virtual namespace's kube-root-ca.crt, the tenant DNS's Corefile).
