@@ -17,10 +17,10 @@ that moves to a new GA version here needs an alias to its old type on the object
 
 from __future__ import annotations
 
+from importlib.metadata import version
 from typing import Any, NamedTuple, Optional
 
 import pulumi
-from pulumi_kubernetes import _utilities as kubernetes_sdk
 
 
 class Kind(NamedTuple):
@@ -55,7 +55,7 @@ VALIDATING_ADMISSION_POLICY_BINDING = Kind("admissionregistration.k8s.io/v1", "V
 # What the typed Secret class marks secret in its outputs, whatever the provider answers.
 SECRET_OUTPUTS = {SECRET: ["data", "stringData"]}
 # The version option every typed class sets: without a named provider, it picks the plugin of this SDK's version.
-SDK_VERSION = pulumi.ResourceOptions(version=kubernetes_sdk.get_version())
+SDK_VERSION = pulumi.ResourceOptions(version=version("pulumi-kubernetes"))
 
 
 def field_name(argument: str) -> str:
