@@ -23,7 +23,7 @@ from tests.local_alertmanager import (needs_alertmanager, needs_amtool, post_ale
 from tests.tenant_sim import platform_of
 from tests.test_observability_alerting import alertmanager_file, amtool, rendered_stack, route_of
 from tests.test_observability_team_alerting import RENDERED_RECEIVERS, WITH_NAMESPACE_ALERTS, run_decrypted, team_site
-from tests.test_synced_objects_admission import with_scratch_template
+from tests.test_synced_claims_admission import with_scratch_template
 from tests.test_observability_rules import needs_promtool, promtool, rule_file, site_config, story_series
 
 
