@@ -102,7 +102,7 @@ MIRRORED_TAGS = {
     # each bundles and how it mounts an image volume (config/image_volumes.py), and the certificates it issues and
     # does not renew (config/credential_lifetimes.py).
     "canonical/microk8s": MICROK8S_TRACK_TAGS,
-    # How AL2023 EKS nodes read the kubelet settings of a launch template's user data (tests/test_node_pids.py).
+    # How AL2023 EKS nodes read the kubelet settings of a launch template's user data (tests/test_node_pids_contract.py).
     "awslabs/amazon-eks-ami": ("v20260724",),
     # ... and the containerd its newest release ships, and each MicroK8s track's (tests/test_cdi_device_list_contract.py).
     "containerd/containerd": ("v1.6.28", "v1.6.36", "v1.7.27", "v1.7.28", "v2.1.3", "v2.2.3", "v2.2.4"),

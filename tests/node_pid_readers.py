@@ -1,6 +1,6 @@
-"""How each host reads the kubelet's process settings the program writes, for tests/test_node_pids.py and
-tests/test_node_pid_pressure.py: kubelite's reading of MicroK8s' args file and the kubelet's map flags; nodeadm's
-reading and merging of an EKS launch template's user data and the kubelet's merging of its drop-in over nodeadm's
+"""How each host reads the kubelet's process settings the program writes, for tests/test_node_pids.py,
+tests/test_node_pids_contract.py and tests/test_node_pid_pressure.py: kubelite's reading of MicroK8s' args file and
+the kubelet's map flags; nodeadm's reading and merging of an EKS launch template's user data and the kubelet's merging of its drop-in over nodeadm's
 own configuration. A stand-in MicroK8s box runs the program's shell against a scratch args file."""
 
 from __future__ import annotations

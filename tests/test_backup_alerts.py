@@ -20,7 +20,8 @@ from components.observability_alerting import alertmanager_config
 from config import SECRET_KEYS, load_platform
 from tests.local_alertmanager import needs_amtool
 from tests.test_observability_alerting import amtool
-from tests.test_observability_team_alerting import WITH_NAMESPACE_ALERTS, receivers_of, team_site
+from tests.test_observability_team_alerting import WITH_NAMESPACE_ALERTS, team_site
+from tests.test_observability_team_routing import receivers_of
 from tests.conftest import MIRRORED_TAGS, git, mirrored_tag
 from tests.test_observability_contract import metric_names, recorded
 from tests.test_observability_ksm import family

@@ -18,7 +18,8 @@ from components.virtual_defaults import HAMI_CORE_NAME, virtual_manifests
 from config import versions
 from tests.isolation_sim import with_hami_core
 from tests.tenant_sim import container, virtual_pod
-from tests.test_isolation_admission import capped, fractional, inside_capped, rules, site  # noqa: F401 (fixtures)
+from tests.test_isolation_admission import capped, fractional, rules, site  # noqa: F401 (fixtures)
+from tests.test_isolation_admission_inside import inside_capped  # noqa: F401 (fixture)
 
 ELSEWHERE = "/tmp/own/libvgpu.so"
 

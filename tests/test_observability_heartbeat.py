@@ -19,7 +19,8 @@ from config import load_platform
 from config.observability_alerting import HEARTBEAT_INTERVAL, HEARTBEAT_SECRET
 from tests.conftest import run
 from tests.local_alertmanager import needs_alertmanager, needs_amtool, post_alerts, receiving_end, running_alertmanager
-from tests.test_observability_alerting import (XID, alerting_site, alertmanager_configuration, alertmanager_file,
+from tests.test_observability_alert_delivery import XID
+from tests.test_observability_alerting import (alerting_site, alertmanager_configuration, alertmanager_file,
                                                receiver_secrets, rendered_stack, route_of, stack_release,
                                                with_receiver_secret)
 from tests.test_observability_config import issues

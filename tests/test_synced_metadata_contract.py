@@ -202,7 +202,8 @@ def test_the_control_plane_takes_requests_from_its_host_namespace_whoever_wrote_
 
 
 def test_the_refused_keys_are_the_ones_the_rules_name():
-    # tests/test_synced_objects_admission.py attacks each with an object synced as vCluster does.
+    # tests/test_synced_objects_admission.py and test_synced_claims_admission.py (skip-translate) attack each with
+    # an object synced as vCluster does.
     assert set(REFUSED) == {SKIP_TRANSLATE_ANNOTATION, *REQUEST_LABELS}
 
 

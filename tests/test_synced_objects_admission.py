@@ -3,7 +3,8 @@
 Each test writes the Service, claim, endpoints, ConfigMap or Secret a hostile tenant (cluster-admin in its
 vCluster) would create, turns it into the host object vCluster 0.36.1's syncer writes
 (tests/synced_objects_sim.py), and evaluates the policy the program renders with cel-python. Every attack
-is refused with a message naming its rule; what honest tenants write is admitted.
+is refused with a message naming its rule; what honest tenants write is admitted. The attacks by volume claim:
+tests/test_synced_claims_admission.py.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from config.hosts import TENANT_EGRESS_EXCEPTIONS
 from config.model import TenantServices
 from config.stack_file import PROJECT_DIR
 from tools.offline.mocks import MOCK_CLUSTER_DNS
-from tests.conftest import dev_config, eks_config, run
+from tests.conftest import dev_config, eks_config
 from tests.synced_objects_sim import (
     SyncedObjectsAdmission, allocated, create_service, host_metadata, host_name, sync_claim, sync_endpoint_slice,
     sync_endpoints, sync_service, synced_objects_admission_for,
@@ -250,101 +251,6 @@ def test_the_namespace_quota_agrees_with_the_service_config(stack, team, config)
         settings.vcluster, services=TenantServices(node_ports=4, load_balancers=2)))
     quota = vcluster_values(opened, MOCK_CLUSTER_DNS)["policies"]["resourceQuota"]["quota"]
     assert (quota["services.nodeports"], quota["services.loadbalancers"]) == (4, 2)
-
-
-# --- volume claims ------------------------------------------------------------------------------
-
-
-def test_skip_translate_is_refused(nlp):
-    attack = sync_claim(claim(annotations={"vcluster.loft.sh/skip-translate": "true"}, volumeName="pvc-other-team",
-                              storageClassName="microk8s-hostpath"), nlp.team)
-    assert attack["spec"]["volumeName"] == "pvc-other-team"
-    assert rules(nlp.create(attack)) == {"claim-skip-translate", "claim-volume"}
-
-
-@pytest.mark.parametrize("spec", [
-    {"volumeName": "pvc-0d5e-of-team-vision"},
-    {"selector": {"matchLabels": {"team": "vision"}}},
-], ids=["volume-name", "selector"])
-def test_a_claim_may_not_pick_a_host_volume(nlp, legal, spec):
-    for tenant in (nlp, legal):
-        assert rules(tenant.create(defaulted(tenant, sync_claim(claim(**spec), tenant.team)))) == {"claim-volume"}
-
-
-def test_a_pending_claim_may_not_gain_a_volume_name_later(nlp):
-    """The API server lets volumeName be set once on an unbound claim; vCluster copies the tenant's edit."""
-    pending = defaulted(nlp, sync_claim(claim(), nlp.team))
-    named = copy.deepcopy(pending)
-    named["spec"]["volumeName"] = "pvc-0d5e-of-team-vision"
-    assert rules(nlp.update(pending, named)) == {"claim-volume"}
-
-
-@pytest.mark.parametrize("field, source", [
-    ("dataSource", {"kind": "VolumeSnapshot", "apiGroup": "snapshot.storage.k8s.io", "name": "nightly"}),
-    ("dataSourceRef", {"kind": "PersistentVolumeClaim", "name": "weights", "namespace": "team-vision"}),
-    ("dataSource", {"kind": "PersistentVolumeClaim", "name": "data-team-nlp-0"}),
-], ids=["snapshot", "other-namespace", "control-plane-volume"])
-def test_a_claim_may_only_clone_a_claim_of_its_own_vcluster(nlp, field, source):
-    annotations = {"vcluster.loft.sh/skip-translate": "true"} if source["name"] == "data-team-nlp-0" else None
-    host = defaulted(nlp, sync_claim(claim(annotations=annotations, **{field: source}), nlp.team))
-    assert "claim-data-source" in rules(nlp.create(host))
-
-
-def with_scratch_template(config: dict) -> dict:
-    """team-nlp's control plane with a claim template of the site's own beside data."""
-    templates = [{"metadata": {"name": name}, "spec": {"accessModes": ["ReadWriteOnce"],
-                                                        "resources": {"requests": {"storage": "5Gi"}}}}
-                 for name in ("data", "scratch")]
-    config["gpu-tenancy:teams"][0]["vcluster"] = {"extraValues": {"controlPlane": {"statefulSet": {
-        "persistence": {"volumeClaimTemplates": templates}}}}}
-    return config
-
-
-def test_a_claim_may_clone_no_volume_of_its_control_plane():
-    """A site's own claim template (persistence.volumeClaimTemplates) gives the control plane a claim
-    scratch-<name>-0 beside data-<name>-0: neither may be cloned (the rule named data-<name>- only)."""
-    config = with_scratch_template(dev_config())
-    tenant = Synced(synced_objects_admission_for(run(config, stack="dev"), "team-nlp"), team_of(config, "team-nlp"))
-    for name in ("data-team-nlp-0", "scratch-team-nlp-0"):
-        source = {"kind": "PersistentVolumeClaim", "name": name}
-        host = defaulted(tenant, sync_claim(claim(annotations={"vcluster.loft.sh/skip-translate": "true"},
-                                                  dataSource=source), tenant.team))
-        assert "claim-data-source" in rules(tenant.create(host)), name
-    honest = defaulted(tenant, sync_claim(claim(dataSource={"kind": "PersistentVolumeClaim", "name": "scratch"}),
-                                          tenant.team))
-    assert rules(tenant.create(honest)) == set()
-
-
-@pytest.mark.parametrize("spec, annotations", [
-    ({"storageClassName": ""}, None),
-    ({"storageClassName": "premium-io2"}, None),
-    ({}, {"volume.beta.kubernetes.io/storage-class": "premium-io2"}),
-], ids=["no-class-binds-any-volume", "another-class", "deprecated-annotation"])
-def test_claims_use_the_platforms_storage_class(nlp, legal, spec, annotations):
-    for tenant in (nlp, legal):
-        host = defaulted(tenant, sync_claim(claim(annotations=annotations, **spec), tenant.team))
-        assert rules(tenant.create(host)) == {"claim-storage-class"}
-
-
-def test_a_claim_may_not_name_a_volume_attributes_class(nlp, legal):
-    for tenant in (nlp, legal):
-        attack = defaulted(tenant, sync_claim(claim(volumeAttributesClassName="io2-64k-iops"), tenant.team))
-        assert attack["spec"]["volumeAttributesClassName"] == "io2-64k-iops"
-        assert rules(tenant.create(attack)) == {"claim-volume-attributes-class"}
-        honest = defaulted(tenant, sync_claim(claim(), tenant.team))
-        assert tenant.create(honest) == []
-        # Set or changed on a live claim (Kubernetes modifies the bound volume to the new class).
-        for old_class in (None, "gp3-baseline"):
-            before = copy.deepcopy(honest)
-            if old_class:
-                before["spec"]["volumeAttributesClassName"] = old_class
-            after = copy.deepcopy(before)
-            after["spec"]["volumeAttributesClassName"] = "io2-64k-iops"
-            assert rules(tenant.update(before, after)) == {"claim-volume-attributes-class"}
-            # The syncer's own updates (a larger size) leave the class as it was.
-            grown = copy.deepcopy(before)
-            grown["spec"]["resources"]["requests"]["storage"] = "2Gi"
-            assert tenant.update(before, grown) == []
 
 
 # --- endpoints, ConfigMaps, Secrets, pod subresources ------------------------------------------------
