@@ -36,9 +36,9 @@ from components.pod_text_paths import POD_SPEC, TextPaths
 from config.model import Team
 from components.admission_devices import CONTAINER_LISTS
 from config.synced_data import (
-    HOST_ADDED_CONTAINERS, HOST_ADDED_REFERENCES, HOST_ADDED_VOLUMES, HOST_DEFAULT_TOLERATIONS, SYNCED_POD_CONTAINERS,
-    SYNCED_POD_PORTS, SYNCED_POD_REFERENCES, SYNCED_POD_TEXT_ITEMS, SYNCED_POD_TOLERATIONS, SYNCED_POD_VOLUMES,
-    pod_text_bytes,
+    HOST_ADDED_CONTAINERS, HOST_ADDED_VOLUMES, POD_REFERENCE_CAP, SYNCED_POD_CONTAINERS, SYNCED_POD_PORTS,
+    SYNCED_POD_REFERENCES, SYNCED_POD_TEXT_ITEMS, SYNCED_POD_TOLERATIONS, SYNCED_POD_VOLUMES, pod_text_bytes,
+    pod_toleration_cap,
 )
 
 
@@ -147,7 +147,7 @@ def pod_containers() -> dict:
 def pod_tolerations(team: Team) -> dict:
     """Judged on CREATE and on every UPDATE that adds tolerations (the API server lets an update only add them): a pod
     from before the rule, or one KAI or the syncer updates otherwise, passes as it is."""
-    cap = SYNCED_POD_TOLERATIONS + len(team.vcluster.enforce_tolerations) + HOST_DEFAULT_TOLERATIONS
+    cap = pod_toleration_cap(team.vcluster)
     count = _count("object", "tolerations")
     return refusal(
         "tolerations",
@@ -208,7 +208,7 @@ def _references(obj: str) -> str:
 def pod_object_references() -> dict:
     """Judged on CREATE and when ephemeral containers are added (an update can change no other reference); a pod from
     before the rule keeps KAI's and the syncer's updates."""
-    cap = SYNCED_POD_REFERENCES + HOST_ADDED_REFERENCES
+    cap = POD_REFERENCE_CAP
     debugged = (f"(request.operation == 'UPDATE' && {_ephemeral('object')} > {_ephemeral('oldObject')})")
     return refusal(
         "object-references",

@@ -36,7 +36,7 @@ from components.synced_object_sizes import SIZED_KINDS, object_size_check, text_
 from components.tenant_access import EXTERNAL_DNS_PREFIX
 from config.model import Team
 from config.synced_data import (
-    SYNCED_METADATA_BYTES, SYNCED_POD_CONDITION_BYTES, SYNCED_POD_CONDITIONS, object_bytes,
+    SERVICE_PORTS_BYTES, SYNCED_METADATA_BYTES, SYNCED_POD_CONDITION_BYTES, SYNCED_POD_CONDITIONS, object_bytes,
 )
 from config.virtual_cluster import control_plane_claim_prefixes
 from config.vocabulary import ADMISSION_COMPONENT, VCLUSTER_MANAGED_BY_LABEL
@@ -364,4 +364,5 @@ class SyncedObjectsAdmission(pulumi.ComponentResource):
         self.policy, self.binding = policy_with_deny_binding(self, name, team, args.provider, policy_name, spec)
         self.register_outputs({"policy": policy_name, "syncer": syncer_username(team),
                                "objectBytes": object_bytes(team.vcluster), "metadataBytes": SYNCED_METADATA_BYTES,
-                               "podConditionBytes": SYNCED_POD_CONDITION_BYTES})
+                               "podConditionBytes": SYNCED_POD_CONDITION_BYTES,
+                               "servicePortBytes": SERVICE_PORTS_BYTES})

@@ -21,6 +21,7 @@ from typing import Optional, Sequence
 
 from config.key_types import quantity_value
 from config.model import Cluster, Team, TenantResourceQuota, VClusterSettings
+from config.synced_entry_bytes import CONTAINER_PORT_BYTES, REFERENCE_BYTES, SERVICE_PORT_BYTES, TOLERATION_BYTES
 from config.tenant_budget import MEBIBYTE, namespace_budget
 
 # k8s.io/api core/v1 MaxSecretSize: what the API server's validation lets a ConfigMap's or a Secret's values hold.
@@ -91,6 +92,7 @@ SYNCED_POD_PORTS = 256
 # fractional container, HAMi-core's memory limit reference, vCluster's token Secret where a site has it write one.
 SYNCED_POD_REFERENCES = 256
 HOST_ADDED_REFERENCES = 8
+POD_REFERENCE_CAP = SYNCED_POD_REFERENCES + HOST_ADDED_REFERENCES
 # A synced Service's ports, and a synced Endpoints' or EndpointSlice's endpoint ports. The API server bounds neither a
 # Service's ports nor an Endpoints' addresses and ports, and an EndpointSlice only to 1,000 endpoints of up to 100
 # addresses and zone hints each, times 100 ports (k8s.io/api discovery/v1 types.go). What they cost others is a
@@ -135,6 +137,22 @@ def pod_text_bytes(settings: VClusterSettings) -> int:
     return round(quantity_value(settings.resource_quota.synced_pod_text_bytes))
 
 
+def pod_toleration_cap(settings: VClusterSettings) -> int:
+    """The tolerations a host pod may carry: its own, the ones vCluster enforces and the API server's defaults."""
+    return SYNCED_POD_TOLERATIONS + len(settings.enforce_tolerations) + HOST_DEFAULT_TOLERATIONS
+
+
+def pod_list_bytes(settings: VClusterSettings) -> int:
+    """What a pod's lists bounded by count alone hold at their caps, past its text (config/synced_entry_bytes.py):
+    its tolerations, its containers' ports and its ConfigMap and Secret references."""
+    return pod_toleration_cap(settings) * TOLERATION_BYTES + SYNCED_POD_PORTS * CONTAINER_PORT_BYTES + \
+        POD_REFERENCE_CAP * REFERENCE_BYTES
+
+
+# What a Service's ports hold at their cap.
+SERVICE_PORTS_BYTES = SYNCED_SERVICE_PORTS * SERVICE_PORT_BYTES
+
+
 def metadata_objects(settings: VClusterSettings) -> int:
     """The objects of the other synced kinds the namespace's quota lets exist: pods, Services, an Endpoints for each
     Service, claims and EndpointSlices."""
@@ -144,12 +162,13 @@ def metadata_objects(settings: VClusterSettings) -> int:
 
 def worst_case(settings: VClusterSettings) -> int:
     """Every ConfigMap and Secret the namespace's quota lets exist, each at the cap, every object of the other
-    synced kinds with its labels and annotations at theirs, and every pod with its containers' text and its status
-    conditions at their caps."""
+    synced kinds with its labels and annotations at theirs, every pod with its containers' text, its status
+    conditions and its tolerations, ports and references at their caps, and every Service with its ports at theirs."""
     budget = namespace_budget(settings)
     return (budget.config_maps + budget.secrets) * object_bytes(settings) + \
         metadata_objects(settings) * SYNCED_METADATA_BYTES + \
-        budget.pods * (pod_text_bytes(settings) + SYNCED_POD_CONDITION_BYTES)
+        budget.pods * (pod_text_bytes(settings) + SYNCED_POD_CONDITION_BYTES + pod_list_bytes(settings)) + \
+        budget.services * SERVICE_PORTS_BYTES
 
 
 def cap_findings(settings: VClusterSettings, whose: str) -> list[tuple[str, object, str, str]]:
@@ -231,5 +250,6 @@ def _caps_summed(total: int, *, sentence_start: bool = False) -> str:
             f"(vcluster.resourceQuota.syncedObjectBytes times their configMaps and secrets quotas and the platform's, "
             f"summed over the teams, with {SYNCED_METADATA_BYTES // 2 ** 10} KiB of labels and annotations on each of "
             f"their other synced objects, each pod's containers' text at vcluster.resourceQuota.syncedPodTextBytes and "
-            f"its status conditions at {SYNCED_POD_CONDITION_BYTES // 2 ** 10} KiB) "
+            f"its status conditions at {SYNCED_POD_CONDITION_BYTES // 2 ** 10} KiB, its tolerations, ports and "
+            f"ConfigMap and Secret references at their counts' caps, each Service's ports at theirs) "
             f"come to {gibibytes(total)}")

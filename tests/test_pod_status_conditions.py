@@ -21,7 +21,9 @@ import re
 
 import pytest
 
-from config.synced_data import SYNCED_POD_CONDITION_BYTES, SYNCED_POD_CONDITIONS, worst_case
+from config.synced_data import (
+    SERVICE_PORTS_BYTES, SYNCED_POD_CONDITION_BYTES, SYNCED_POD_CONDITIONS, pod_list_bytes, worst_case,
+)
 from tests.conftest import ACCEPTED_VCLUSTER_TAGS, dev_config, eks_config, git, go_function, mirrored_tag
 from tests.kai_pods import kai_bind, kai_group
 from tests.synced_objects_sim import synced_objects_admission_for
@@ -118,7 +120,7 @@ def test_what_others_wrote_is_not_judged(team):
 def test_the_worst_case_counts_every_pod_with_its_conditions_at_the_cap():
     team = team_of(dev_config(), "team-nlp")
     assert worst_case(team.vcluster) == (95 + 54) * 512 * 2 ** 10 + 178 * 64 * 2 ** 10 + \
-        25 * (256 * 2 ** 10 + SYNCED_POD_CONDITION_BYTES)
+        25 * (256 * 2 ** 10 + SYNCED_POD_CONDITION_BYTES + pod_list_bytes(team.vcluster)) + 23 * SERVICE_PORTS_BYTES
 
 
 @pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)

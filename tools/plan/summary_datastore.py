@@ -32,11 +32,15 @@ class TeamDatastore:
     pods: int
     pod_text_cap: int
     pod_conditions_cap: int
+    pod_lists_cap: int
+    services: int
+    service_ports_cap: int
 
     @property
     def worst_case(self) -> int:
         return (self.config_maps + self.secrets) * self.object_cap + self.other_objects * self.metadata_cap + \
-            self.pods * (self.pod_text_cap + self.pod_conditions_cap)
+            self.pods * (self.pod_text_cap + self.pod_conditions_cap + self.pod_lists_cap) + \
+            self.services * self.service_ports_cap
 
 
 def _team_row(index: PlanIndex, component: dict[str, Any]) -> Optional[TeamDatastore]:
@@ -56,7 +60,9 @@ def _team_row(index: PlanIndex, component: dict[str, Any]) -> Optional[TeamDatas
                          dig(policy, "outputs", "objectBytes"), sum(counts[len(COUNTS):]),
                          dig(policy, "outputs", "metadataBytes") or 0, counts[len(COUNTS)],
                          dig(pod_policy, "outputs", "podTextBytes") or 0,
-                         dig(policy, "outputs", "podConditionBytes") or 0)
+                         dig(policy, "outputs", "podConditionBytes") or 0,
+                         dig(pod_policy, "outputs", "podListBytes") or 0, counts[len(COUNTS) + 1],
+                         dig(policy, "outputs", "servicePortBytes") or 0)
 
 
 def datastore_section(index: PlanIndex) -> list[str]:
@@ -67,7 +73,7 @@ def datastore_section(index: PlanIndex) -> list[str]:
     rows = [[code(row.team), str(row.config_maps), str(row.secrets), code(bytes_quantity(row.object_cap)),
              str(row.other_objects), code(bytes_quantity(row.metadata_cap)), str(row.pods),
              code(bytes_quantity(row.pod_text_cap)), code(bytes_quantity(row.pod_conditions_cap)),
-             mebibytes(row.worst_case)]
+             f"{row.pod_lists_cap:,} B", f"{row.service_ports_cap:,} B", mebibytes(row.worst_case)]
             for row in teams]
     total = sum(row.worst_case for row in teams)
     kind = index.registered(HOST_COMPONENT, "kind")
@@ -84,9 +90,11 @@ def datastore_section(index: PlanIndex) -> list[str]:
              "every pod, Service, Endpoints, claim and EndpointSlice it allows with its labels and annotations at "
              "their cap (rule `metadata-size`), and every pod with the free text of its spec (env, commands, args, "
              "images, paths, ...) at theirs (rule `pod-size`, vcluster.resourceQuota.syncedPodTextBytes) and its status "
-             "conditions at theirs (rule `pod-conditions`); the rest "
-             "of those objects' specs, names the API server bounds in lists bounded by count, is not counted "
-             "(docs/security-model.md, Sizes).", ""]
+             "conditions at theirs (rule `pod-conditions`) and its tolerations, containers' ports and ConfigMap and "
+             "Secret references at their counts (rules `tolerations`, `ports`, `object-references`), and every "
+             "Service with its ports at theirs (rule `service-ports`), each entry at the most the API server stores "
+             "of it; the rest of those objects' specs (a pod's volumes and containers past their text, an Endpoints' "
+             "or EndpointSlice's endpoints) is not counted (docs/security-model.md, Sizes).", ""]
     lines += table(["Team", "ConfigMaps", "Secrets", "Per-object cap", "Other synced objects", "Metadata cap", "Pods",
-                    "Pod text cap", "Conditions cap", "Worst case"], rows)
+                    "Pod text cap", "Conditions cap", "Pod lists", "Service ports", "Worst case"], rows)
     return lines + ["", f"Site total: **{mebibytes(total)}**; {verdict}.", ""]
