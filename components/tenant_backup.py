@@ -8,12 +8,16 @@ scheduling them (``snapshots.auto``) is a Pro feature. The request is written by
 reads it); that is what ``vcluster restore`` and the CLI's snapshot pod run too, in the same image
 (pkg/snapshot/pod/pod.go).
 
-Each run writes to the next of ``keep`` slots, ``<prefix>/<slot>.tar.gz``, chosen from the clock (``slot = now /
-interval mod keep``: a run starts within its interval's first hour), so the newest ``keep`` snapshots are kept without
-listing or deleting anything in the store. Every slot's options (the bucket's key and the access key) are rendered
-here as JSON into one Secret; the pod reads its slot's file, so the shell only does arithmetic. The pod wears ``app:
-vcluster-snapshot``: vCluster's snapshot NetworkPolicy (components/tenant_network.py) selects it, which opens the host
-API server to it and nothing else, and a tenant's pod may not wear it (``reserved-values``).
+Each run writes to the next of ``keep`` slots, ``<prefix>/<slot>.tar.gz``, chosen from its scheduled time (``slot =
+scheduled / interval mod keep``), so the newest ``keep`` snapshots are kept without listing or deleting anything in
+the store. The CronJob names each Job ``<cronjob>-<scheduled minute since the epoch>`` and the Job labels its pods
+with that name, so a retry writes the same slot, and its request cancels the first try's if that one is still under
+way (vCluster cancels an older unfinished request for the same URL: loft-sh/api pkg/snapshot/request.go
+``ShouldCancel``); a Job named otherwise (by hand) takes the clock's minute. Every slot's options (the bucket's key
+and the access key) are rendered here as JSON into one Secret; the pod reads its slot's file, so the shell only
+does arithmetic. The pod wears ``app: vcluster-snapshot``: vCluster's snapshot NetworkPolicy
+(components/tenant_network.py) selects it, which opens the host API server to it and nothing else, and a tenant's
+pod may not wear it (``reserved-values``).
 
 A run succeeds only once its snapshot is in the store. The control plane records the outcome in the request's
 ConfigMap, named after the request (``<vclusterName>-snapshot-request-<random>``, which ``snapshot create`` prints
@@ -40,7 +44,7 @@ from components.kubectl_job import HOME_VOLUME, POD_SECURITY_CONTEXT, job_identi
 from components.kubernetes_resources import CRON_JOB, SECRET, KubernetesObject
 from components.tenant_network import SNAPSHOT_APP
 from config.model import Team
-from config.snapshots import JOB_LIMITS, JOB_REQUESTS, PROXY_LIMITS, PROXY_REQUESTS, Backup
+from config.snapshots import INTERVALS, JOB_LIMITS, JOB_REQUESTS, PROXY_LIMITS, PROXY_REQUESTS, Backup
 from config.vcluster_images import control_plane_image
 from config.vocabulary import MANAGED_BY, TEAM_LABEL
 
@@ -50,12 +54,20 @@ OPTIONS_MOUNT = "/snapshot-options"
 CONFIG_MOUNT = "/var/lib/vcluster"
 STANDALONE_ENV = "VCLUSTER_STANDALONE"
 OPTIONS_ENV = "VCLUSTER_STORAGE_OPTIONS"
-# A run that has not started within this long after its time waits for the next one (its slot is the next's).
+# A run's timing, derived together. A run that has not started within STARTING_DEADLINE_SECONDS after its time
+# waits for the next one. Its Job may take RUN_SECONDS (activeDeadlineSeconds counts across retries), so that it
+# ends before the next run's time at the shortest interval and concurrencyPolicy Forbid never has to skip one; it
+# is tried ATTEMPTS times, each try waiting WAIT_SECONDS for the control plane's verdict besides TRY_OVERHEAD_SECONDS
+# (the pod's scheduling, image pull and sidecar, the request written, the last poll, the Job controller's back-off
+# before a retry), so the retry waits as long as the first try, and the shell, not the deadline, says why it failed.
 STARTING_DEADLINE_SECONDS = 600
-RUN_SECONDS = 1800
-# The shell gives up this long before the Job's deadline, so that it, not the deadline, says why.
-WAIT_SECONDS = RUN_SECONDS - 120
+ATTEMPTS = 2
+TRY_OVERHEAD_SECONDS = 120
+RUN_SECONDS = min(INTERVALS.values()) * 3600 - STARTING_DEADLINE_SECONDS
+WAIT_SECONDS = RUN_SECONDS // ATTEMPTS - TRY_OVERHEAD_SECONDS
 POLL_SECONDS = 10
+# The label the Job controller puts on its pods, naming their Job (Kubernetes 1.27 and later).
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 PROXY_PORT = 8001
 # In the ConfigMap's JSON the request is a string, its quotes escaped: its status's first field is the phase, its
 # last the error.
@@ -68,7 +80,9 @@ ROLE_RULES = [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}
               {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "get"]}]
 SCRIPT = f"""set -eu
 started=$(date +%s)
-slot=$(( started / PERIOD_SECONDS % KEEP ))
+scheduled=${{JOB_NAME##*-}}
+case "$scheduled" in ''|*[!0-9]*) scheduled=$(( started / 60 )) ;; esac
+slot=$(( scheduled * 60 / PERIOD_SECONDS % KEEP ))
 request=$({OPTIONS_ENV}="$(cat {OPTIONS_MOUNT}/slot-$slot)" /vcluster snapshot create)
 name=${{request#*'"name":"'}}
 name=${{name%%'"'*}}
@@ -159,6 +173,8 @@ def backup_pod_spec(team: Team, backup: Backup, kubectl_image: str) -> dict:
             "image": control_plane_image(team.vcluster),
             "command": ["sh", "-c", SCRIPT],
             "env": [{"name": "VCLUSTER_NAME", "value": team.vcluster_name},
+                    {"name": "JOB_NAME",
+                     "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{JOB_NAME_LABEL}']"}}},
                     {"name": STANDALONE_ENV, "value": "false"},
                     {"name": "NAMESPACE", "value": team.namespace},
                     {"name": "PERIOD_SECONDS", "value": str(backup.every_hours * 3600)},
@@ -202,7 +218,7 @@ def backup_resources(name: str, team: Team, credentials: Sequence[pulumi.Input[s
               "startingDeadlineSeconds": STARTING_DEADLINE_SECONDS,
               "successfulJobsHistoryLimit": 1, "failedJobsHistoryLimit": 1,
               "jobTemplate": {"metadata": {"labels": labels}, "spec": {
-                  "backoffLimit": 1, "activeDeadlineSeconds": RUN_SECONDS,
+                  "backoffLimit": ATTEMPTS - 1, "activeDeadlineSeconds": RUN_SECONDS,
                   "template": {"metadata": {"labels": {**labels, **SNAPSHOT_APP}},
                                "spec": backup_pod_spec(team, backup, kubectl_image)}}}},
         opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=[release, options, *identity]))
