@@ -278,6 +278,20 @@ def test_the_control_plane_records_the_outcome_in_the_requests_config_map(tag):
 
 
 @pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
+def test_a_retrys_request_for_the_same_url_cancels_the_first_trys_unfinished_one(tag):
+    """A retry writes the same slot (components/tenant_backup.py): the request's URL is the options' (the store
+    and the slot's key), and a new request cancels an older one for that URL still under way, not another URL's."""
+    assert re.search(r"\bURL:\s+options\.GetURL\(\),", go_function(show(tag, "pkg/snapshot/request.go"),
+                                                                  "CreateSnapshotRequestResources"))
+    cancel = go_function(show(tag, f"{API_SNAPSHOT}/request.go"), "(r *Request) ShouldCancel")
+    assert "if otherRequest.Spec.URL != r.Spec.URL {\n\t\treturn false" in cancel
+    assert "if otherRequest.CreationTimestamp.Time.After(r.CreationTimestamp.Time) {\n\t\treturn false" in cancel
+    assert "otherRequest.Status.Phase == RequestPhaseCreatingEtcdBackup" in cancel
+    assert "request.ShouldCancel(otherRequest)" in go_function(show(tag, "pkg/snapshot/controller.go"),
+                                                              "(c *Reconciler) cancelPreviousRequests")
+
+
+@pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
 def test_vclusters_release_image_is_alpines(tag):
     """The job's shell runs busybox's ``wget`` and ``sleep`` besides ``sh``, ``date`` and ``cat``: alpine's. This is
     the open-source image's build; the chart's default, vcluster-pro, is built outside this repository."""
