@@ -75,7 +75,8 @@ def alert_rules(platform: Platform) -> list[dict]:
            "error vCluster recorded in the snapshot request, or that it recorded none before the job's deadline. "
            "Fix the cause (the access key in the secrets backupAccessKeyId/backupSecretAccessKey, the bucket, the "
            "store's address or reachability, the team's control plane not running), then run one now: kubectl -n "
-           "{{ $labels.namespace }} create job --from=cronjob/{{ $labels.cronjob }} {{ $labels.cronjob }}-now "
+           "{{ $labels.namespace }} create job --from=cronjob/{{ $labels.cronjob }} "
+           "{{ $labels.cronjob }}-$(( $(date +%s) / 60 )) "
            "(docs/operations.md, Backing up and restoring a team).")
     return [
         {"alert": "GpuTenancyTeamBackupFailed", "expr": last_run_failed(), "for": "0m",

@@ -2,8 +2,8 @@
 
 The program's alerts that name a team go there, matched by name and by their ``team`` label; with
 ``alerts: all`` also the chart's alerts about what the tenant runs in its own host namespace (its pods, jobs and
-volumes, never its virtual cluster's control plane nor its snapshot Jobs), matched by that namespace. That label
-comes from ``gpu_tenancy_team_info``, the series the platform writes from stack config
+volumes, never its virtual cluster's control plane nor its snapshot Jobs and their pods), matched by that
+namespace. That label comes from ``gpu_tenancy_team_info``, the series the platform writes from stack config
 (components/observability_rules.py), joined on the namespace, queue or admission policy of the metric; the join
 copies the team from that series over any ``team`` label the metric had, and the installed Prometheus scrapes
 nothing a tenant runs. So a tenant cannot make an alert carry another team's name, and its own alerts do not reach
@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from components.observability_receivers import RECEIVER_SECRET, SECRETS_DIR, receiver_config, severity_matcher
-from components.tenant_backup import backup_name
+from components.tenant_backup import backup_name, job_name_pattern, pod_name_pattern
 from config.model import Team
 from config.virtual_cluster import control_plane_claim_prefixes, control_plane_workloads
 
@@ -57,11 +57,15 @@ def tenants_own_alerts(teams: Sequence[Team]) -> list[str]:
     matchers = [f'namespace =~ "{"|".join(team.namespace for team in teams)}"', f'alertname !~ "{PLATFORM_ALERT_NAMES}"',
                 f'statefulset !~ "{"|".join(workloads)}"', f'pod !~ "({"|".join(workloads)})-[0-9]{{1,2}}"',
                 f'persistentvolumeclaim !~ "({claims})[0-9]{{1,2}}"']
-    # The snapshot CronJob's Jobs (named after it and their scheduled minute) are the platform's; a tenant's Jobs stay
-    # in its virtual cluster (vCluster syncs their pods), so no tenant object carries a host Job's name.
+    # The snapshot CronJob's Jobs and their pods are the platform's. A tenant's Jobs stay in its virtual cluster, so
+    # no host Job but the platform's is in the namespace; its pods reach the host as <name>-x-<namespace>-x-<vcluster>
+    # (more dashes than a snapshot pod's name has after the CronJob's) or, past 63 characters, a 52-character prefix,
+    # a dash and a 10-character hash (a last part twice as long as a snapshot pod's suffix): never a snapshot pod's
+    # name (components/tenant_backup.py pod_name_pattern).
     backups = [backup_name(team) for team in teams if team.vcluster.backup]
     if backups:
-        matchers.append(f'job_name !~ "({"|".join(backups)})-[0-9]+"')
+        matchers += [f'job_name !~ "{"|".join(f"({job_name_pattern(name)})" for name in backups)}"',
+                     f'pod !~ "{"|".join(f"({pod_name_pattern(name)})" for name in backups)}"']
     return matchers
 
 

@@ -68,6 +68,17 @@ WAIT_SECONDS = RUN_SECONDS // ATTEMPTS - TRY_OVERHEAD_SECONDS
 POLL_SECONDS = 10
 # The label the Job controller puts on its pods, naming their Job (Kubernetes 1.27 and later).
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+# How the snapshot pods are named, which the alert routing tells from a tenant's pods by (components/
+# observability_team_alerting.py): the CronJob names a Job "<cronjob>-<scheduled minute since the epoch>" (eight
+# digits until 2160; a Job made by hand, docs/operations.md, takes the same form), the Job controller names its pods
+# "<job>-" plus a random suffix, and the API server cuts that prefix to MAX_GENERATED_NAME characters before adding
+# GENERATED_SUFFIX_LENGTH characters of GENERATED_SUFFIX_ALPHABET (k8s.io/apiserver pkg/storage/names,
+# k8s.io/apimachinery pkg/util/rand). A CronJob name of at most BACKUP_NAME_MAX keeps the prefix whole.
+SCHEDULED_MINUTE_DIGITS = 8
+MAX_GENERATED_NAME = 58
+GENERATED_SUFFIX_LENGTH = 5
+GENERATED_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+BACKUP_NAME_MAX = MAX_GENERATED_NAME - len("-") - SCHEDULED_MINUTE_DIGITS - len("-")
 PROXY_PORT = 8001
 # In the ConfigMap's JSON the request is a string, its quotes escaped: its status's first field is the phase, its
 # last the error.
@@ -116,8 +127,19 @@ done
 
 
 def backup_name(team: Team) -> str:
-    """The CronJob's (and its identity's) name: a CronJob's name has at most 52 characters."""
-    return f"{team.vcluster_name}-backup"[:52].rstrip("-")
+    """The CronJob's (and its identity's) name, short enough that its pods' names are never cut (BACKUP_NAME_MAX)."""
+    return f"{team.vcluster_name[:BACKUP_NAME_MAX - len('-backup')].rstrip('-')}-backup"
+
+
+def job_name_pattern(cronjob: str) -> str:
+    """The names of the CronJob's Jobs (and of one made by hand as the runbook says), as a regex matched whole (a
+    CronJob's name, a DNS label, holds no regex syntax)."""
+    return f"{cronjob}-[0-9]{{{SCHEDULED_MINUTE_DIGITS}}}"
+
+
+def pod_name_pattern(cronjob: str) -> str:
+    """The names of those Jobs' pods: the Job's name, a dash and the random suffix, never cut (BACKUP_NAME_MAX)."""
+    return f"{job_name_pattern(cronjob)}-[{GENERATED_SUFFIX_ALPHABET}]{{{GENERATED_SUFFIX_LENGTH}}}"
 
 
 def schedule(backup: Backup, team: Team) -> str:
