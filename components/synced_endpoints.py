@@ -134,7 +134,8 @@ def _slice_endpoint(part: int) -> str:
     nodes = "e.hints.forNodes"
     if part == 0:
         return (f"{within} && {_text_within('e.zone', ZONE_BYTES)} && (!has(e.hints) || !has({nodes}) || "
-                f"(size({nodes}) <= {SLICE_NODE_HINTS} && {nodes}.all(n, {_text_within('n.name', DNS_SUBDOMAIN_BYTES)})))"
+                f"(size({nodes}) <= {SLICE_NODE_HINTS} && "
+                f"{nodes}.all(n, {_text_within('n.name', DNS_SUBDOMAIN_BYTES)})))"
                 " && (!has(e.deprecatedTopology) || size(e.deprecatedTopology) == 0)")
     return (f"{text} + {_text('e.zone')} + (has(e.hints) && has({nodes}) ? {nodes}.map(n, 1 + {_text('n.name')}).sum()"
             " : 0) + (has(e.deprecatedTopology) ? size(e.deprecatedTopology) : 0)")
@@ -182,7 +183,8 @@ def text_rules() -> list[tuple[str, tuple[str, ...], str, str, str]]:
          "hint as the EndpointSlice controller writes them"),
         ("service-size", ("Service",),
          f"({_size(selector)} <= {SYNCED_SERVICE_SELECTOR_LABELS} && {_size(ranges)} <= "
-         f"{SYNCED_SERVICE_SOURCE_RANGES} && (!has({ranges}) || {ranges}.all(r, {text_bytes('r')} <= {CIDR_BYTES}))) || "
+         f"{SYNCED_SERVICE_SOURCE_RANGES} && (!has({ranges}) || "
+         f"{ranges}.all(r, {text_bytes('r')} <= {CIDR_BYTES}))) || "
          f"(request.operation == 'UPDATE' && {_size(selector)} <= {_size('oldObject.spec.selector')} && "
          f"{_source_ranges('object')} <= {_source_ranges('oldObject')})",
          f"a Service may have at most {SYNCED_SERVICE_SELECTOR_LABELS} selector labels on the host (vCluster adds "

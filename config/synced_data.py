@@ -22,7 +22,7 @@ from typing import Optional, Sequence
 from config.key_types import quantity_value
 from config.model import Cluster, Team, TenantResourceQuota, VClusterSettings
 from config.synced_endpoint_bytes import (
-    SELECTOR_ENTRY_BYTES, SOURCE_RANGE_BYTES, endpoint_slice_bytes, endpoints_bytes,
+    SELECTOR_ENTRY_BYTES, SERVICE_SPEC_REST_BYTES, SOURCE_RANGE_BYTES, endpoint_slice_bytes, endpoints_bytes,
 )
 from config.synced_entry_bytes import CONTAINER_PORT_BYTES, REFERENCE_BYTES, SERVICE_PORT_BYTES, TOLERATION_BYTES
 from config.tenant_budget import MEBIBYTE, namespace_budget
@@ -159,10 +159,10 @@ def pod_list_bytes(settings: VClusterSettings) -> int:
         POD_REFERENCE_CAP * REFERENCE_BYTES
 
 
-# What a Service's lists hold at their caps (its ports, selector and source ranges), and an Endpoints and an
-# EndpointSlice at theirs (config/synced_endpoint_bytes.py).
+# What a Service's spec holds, its lists at their caps (its ports, selector and source ranges), and an Endpoints and
+# an EndpointSlice at theirs (config/synced_endpoint_bytes.py).
 SERVICE_BYTES = SYNCED_SERVICE_PORTS * SERVICE_PORT_BYTES + SYNCED_SERVICE_SELECTOR_LABELS * SELECTOR_ENTRY_BYTES + \
-    SYNCED_SERVICE_SOURCE_RANGES * SOURCE_RANGE_BYTES
+    SYNCED_SERVICE_SOURCE_RANGES * SOURCE_RANGE_BYTES + SERVICE_SPEC_REST_BYTES
 ENDPOINTS_BYTES = endpoints_bytes(SYNCED_ENDPOINT_ENTRIES)
 ENDPOINT_SLICE_BYTES = endpoint_slice_bytes(SYNCED_ENDPOINT_ENTRIES)
 
@@ -242,8 +242,8 @@ def datastore_warnings(cluster: Optional[Cluster], teams: Sequence[Team]) -> lis
     return [f"vcluster.resourceQuota.syncedObjectBytes: {_caps_summed(total)}, more than the {gibibytes(limit)} "
             f"the {cluster.kind} host's etcd holds: the teams together could fill it and make the host read-only for "
             "every team and the platform. Lower vcluster.resourceQuota.syncedObjectBytes, syncedPodTextBytes, "
-            "configMaps, secrets, pods, services or endpointSlices (the stack's or a team's) until the plan's summary shows the total under the "
-            "limit."]
+            "configMaps, secrets, pods, services or endpointSlices (the stack's or a team's) until the plan's summary "
+            "shows the total under the limit."]
 
 
 def datastore_notes(cluster: Optional[Cluster], teams: Sequence[Team]) -> list[str]:

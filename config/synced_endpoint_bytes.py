@@ -15,7 +15,8 @@ rests on it that the policy does not hold itself except the DNS names, label val
 from __future__ import annotations
 
 from config.synced_entry_bytes import (
-    DNS_LABEL_BYTES, ENUM_BYTES, LABEL_VALUE_BYTES, PORT_VALUE, QUALIFIED_NAME_BYTES, Field, Message, field_bytes,
+    DNS_LABEL_BYTES, ENUM_BYTES, IP_BYTES, LABEL_VALUE_BYTES, PORT_VALUE, QUALIFIED_NAME_BYTES, Field, Message,
+    field_bytes, message_bytes,
 )
 
 # A node's name and an endpoint's nodeName (validation ValidateNodeName: a DNS subdomain).
@@ -80,6 +81,26 @@ SLICE_ENDPOINT = Message("Endpoint", {
 # a map entry message.
 SELECTOR_ENTRY_MESSAGE = Message("SelectorEntry", {"key": _string(1, QUALIFIED_NAME_BYTES),
                                                    "value": _string(2, LABEL_VALUE_BYTES)})
+
+# The rest of a Service's spec at its largest: its cluster IPs and IP families (validation: two of each at most, the
+# second counted below), values of fixed sets, the load balancer class a qualified name, a session's timeout at most a
+# day (MaxClientIPServiceAffinitySeconds). Its ports, selector and source ranges are counted as lists
+# (LISTED_SERVICE_FIELDS); its externalIPs, loadBalancerIP and externalName are refused (rules service-external-ips,
+# service-load-balancer-ip, service-type).
+LISTED_SERVICE_FIELDS = ("ports", "selector", "loadBalancerSourceRanges")
+REFUSED_SERVICE_FIELDS = ("externalIPs", "loadBalancerIP", "externalName")
+CLIENT_IP_CONFIG = Message("ClientIPConfig", {"timeoutSeconds": Field(1, "int32", 86400)})
+SESSION_AFFINITY_CONFIG = Message("SessionAffinityConfig", {"clientIP": Field(1, "message", CLIENT_IP_CONFIG)})
+SERVICE_SPEC_REST = Message("ServiceSpec", {
+    "clusterIP": _string(3, IP_BYTES), "clusterIPs": _string(18, IP_BYTES), "type": _string(4, ENUM_BYTES),
+    "sessionAffinity": _string(7, ENUM_BYTES), "externalTrafficPolicy": _string(11, ENUM_BYTES),
+    "healthCheckNodePort": Field(12, "int32", PORT_VALUE), "publishNotReadyAddresses": Field(13, "bool"),
+    "sessionAffinityConfig": Field(14, "message", SESSION_AFFINITY_CONFIG), "ipFamilies": _string(19, ENUM_BYTES),
+    "ipFamilyPolicy": _string(17, ENUM_BYTES), "allocateLoadBalancerNodePorts": Field(20, "bool"),
+    "loadBalancerClass": _string(21, QUALIFIED_NAME_BYTES), "internalTrafficPolicy": _string(22, ENUM_BYTES),
+    "trafficDistribution": _string(23, ENUM_BYTES)})
+SERVICE_SPEC_REST_BYTES = message_bytes(SERVICE_SPEC_REST) + field_bytes(SERVICE_SPEC_REST.fields["clusterIPs"]) + \
+    field_bytes(SERVICE_SPEC_REST.fields["ipFamilies"])
 
 # Each as an entry of the list holding it: EndpointSubset in Endpoints.subsets, Endpoint and EndpointPort in
 # EndpointSlice.endpoints and .ports, ServiceSpec.selector and .loadBalancerSourceRanges.
