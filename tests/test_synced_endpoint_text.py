@@ -9,8 +9,8 @@
 - Honest: a Service a real Helm chart renders, the slices the EndpointSlice controller writes for a 3-replica
   Deployment, a headless selector-less Service's manual Endpoints, every string at its cap, and an update that does
   not grow an object from before the rules, are admitted.
-- The caps are what the datastore's worst case counts (config/synced_data.py): the largest slice and Endpoints the
-  rules admit are the shapes config/synced_endpoint_bytes.py counts.
+- The caps are what the datastore's worst case counts (config/synced_data.py): the largest Endpoints and slice the
+  rules admit are admitted, and protobuf encodes them to the bytes config/synced_endpoint_bytes.py counts.
 """
 
 from __future__ import annotations
@@ -20,14 +20,21 @@ import re
 
 import pytest
 import yaml
+from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
 
 from config.synced_data import (
-    SYNCED_ENDPOINT_ENTRIES, SYNCED_SERVICE_SELECTOR_LABELS, SYNCED_SERVICE_SOURCE_RANGES,
+    ENDPOINT_SLICE_BYTES, ENDPOINTS_BYTES, SYNCED_ENDPOINT_ENTRIES, SYNCED_SERVICE_SELECTOR_LABELS,
+    SYNCED_SERVICE_SOURCE_RANGES,
 )
-from config.synced_endpoint_bytes import CIDR_BYTES, SLICE_NODE_HINTS, TARGET_REF_BYTES, ZONE_BYTES
+from config.synced_endpoint_bytes import (
+    ADDRESS_TYPE, CIDR_BYTES, ENDPOINT_ADDRESS, ENDPOINT_HINTS, ENDPOINT_SUBSET, FOR_ZONE, SLICE_ENDPOINT,
+    SLICE_ENDPOINT_ENTRY, SLICE_NODE_HINTS, SLICE_PORT_ENTRY, SUBSET_ENTRY, TARGET_REF_BYTES, ZONE_BYTES,
+)
+from config.synced_entry_bytes import ENUM_BYTES, Field, Message
 from tests.conftest import ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, eks_config, git, mirrored_tag
 from tests.synced_objects_sim import create_service, sync_endpoint_slice, sync_endpoints
 from tests.test_observability_ksm import KSM, family
+from tests.test_synced_entry_bytes_contract import PROTO_TYPES
 from tests.test_synced_endpoints import VCLUSTER, database, piece, public
 from tests.test_synced_objects_admission import (  # noqa: F401 (fixtures)
     allowing, created, endpoint_slice, legal, nlp, rules, service,
@@ -174,14 +181,8 @@ def test_honest_slices_endpoints_and_services_are_admitted(nlp, legal):
     assert tenant.create(created(tenant, balancer(["203.0.113.0/24", "2001:db8::/32"]))) == []
 
 
-def test_every_string_at_its_cap_is_admitted(nlp):
-    at_cap = {**{field: "x" * cap for field, cap in TARGET_REF_BYTES.items()}}
-    endpoints = referenced(database(SYNCED_ENDPOINT_ENTRIES, 1), at_cap)
-    assert nlp.create(sync_endpoints(endpoints, nlp.team)) == []
-    obj = referenced(piece(SYNCED_ENDPOINT_ENTRIES, 1), at_cap)
-    for endpoint in obj["endpoints"]:
-        endpoint.update(zone="z" * ZONE_BYTES, hints={"forNodes": [{"name": "n" * 253}] * SLICE_NODE_HINTS})
-    assert nlp.create(sync_endpoint_slice(obj, nlp.team)) == []
+def test_a_service_at_its_caps_is_admitted(nlp):
+    """The Endpoints and slices at theirs: test_the_largest_objects_the_rules_admit_are_what_the_worst_case_counts."""
     assert nlp.create(created(nlp, selecting(SYNCED_SERVICE_SELECTOR_LABELS - 2))) == []
     tenant = allowing(nlp, load_balancers=1)
     widest = "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/128"
@@ -271,3 +272,75 @@ def test_a_real_charts_services_are_admitted(nlp, chart_services):
         virtual["metadata"] = {**{k: v for k, v in virtual["metadata"].items() if v is not None},
                                "namespace": "monitoring"}
         assert nlp.create(created(nlp, virtual)) == [], virtual["metadata"]["name"]
+
+
+# --- the largest objects the rules admit are what the worst case counts -------------------------------------------
+
+REPEATED = {"subsets", "addresses", "notReadyAddresses", "ports", "endpoints", "forNodes", "forZones"}
+NODE = ".".join(("a" * 63, "b" * 63, "c" * 63, "d" * 61))  # the longest node name: a 253-byte DNS subdomain
+
+
+def _describe(file, message: Message, seen: set[str]) -> None:
+    if message.name in seen:
+        return
+    seen.add(message.name)
+    described = file.message_type.add(name=message.name)
+    for name, field in message.fields.items():
+        label = (descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED if name in REPEATED
+                 else descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL)
+        added = described.field.add(name=name, json_name=name, number=field.number, type=PROTO_TYPES[field.kind],
+                                    label=label)
+        if field.kind == "message":
+            added.type_name = f".stored.{field.largest.name}"
+            _describe(file, field.largest, seen)
+
+
+def stored_bytes(kind: Message, obj: dict) -> int:
+    """``obj``'s body (its fields ``kind`` declares) as protobuf stores it."""
+    file = descriptor_pb2.FileDescriptorProto(name=f"{kind.name}.proto", package="stored", syntax="proto2")
+    _describe(file, kind, set())
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    message = message_factory.GetMessageClass(pool.FindMessageTypeByName(f"stored.{kind.name}"))()
+    json_format.ParseDict({key: value for key, value in obj.items() if key in kind.fields}, message)
+    return len(message.SerializeToString())
+
+
+# The stored kinds, with the lists the worst case counts as one entry of many (not-ready addresses, zone hints).
+ENDPOINTS = Message("Endpoints", {"subsets": Field(SUBSET_ENTRY.number, "message", ENDPOINT_SUBSET._replace(fields={
+    **ENDPOINT_SUBSET.fields, "notReadyAddresses": Field(2, "message", ENDPOINT_ADDRESS)}))})
+SLICE = Message("EndpointSlice", {
+    "addressType": ADDRESS_TYPE, "ports": SLICE_PORT_ENTRY,
+    "endpoints": Field(SLICE_ENDPOINT_ENTRY.number, "message", SLICE_ENDPOINT._replace(fields={
+        **SLICE_ENDPOINT.fields, "hints": Field(8, "message", ENDPOINT_HINTS._replace(fields={
+            **ENDPOINT_HINTS.fields, "forZones": Field(1, "message", FOR_ZONE)}))}))})
+# A port at its largest: the longest protocol is SCTP, where the worst case counts any value of a fixed set at 40.
+LARGEST_PORT = {"name": "p" * 63, "port": 65535, "protocol": "SCTP", "appProtocol": f"{PREFIX}/{'q' * 63}"}
+PROTOCOL_SLACK = ENUM_BYTES - len("SCTP")
+
+
+def largest_address(n: int) -> str:
+    """A public IPv4 address of 15 characters, the longest."""
+    return f"223.255.{200 + n // 100}.{100 + n % 100}"
+
+
+def test_the_largest_objects_the_rules_admit_are_what_the_worst_case_counts(nlp):
+    """Every string at the longest the API server or the rules let it be, every entry the most endpoint-size lets an
+    object hold, admitted, and encoded by protobuf to the bytes the worst case counts, but for the protocol."""
+    at_cap = {field: "x" * cap for field, cap in TARGET_REF_BYTES.items()}
+    endpoints = database(1, 1)
+    endpoints["subsets"] = [{"addresses": [{"ip": largest_address(n), "hostname": "h" * 63, "nodeName": NODE,
+                                            "targetRef": at_cap}], "ports": [LARGEST_PORT]}
+                            for n in range(SYNCED_ENDPOINT_ENTRIES)]
+    host = sync_endpoints(endpoints, nlp.team)
+    assert nlp.create(host) == []
+    assert stored_bytes(ENDPOINTS, host) == ENDPOINTS_BYTES - SYNCED_ENDPOINT_ENTRIES * PROTOCOL_SLACK
+    obj = piece(1, 1)
+    obj["endpoints"] = [{"addresses": [largest_address(n)], "hostname": "h" * 63, "nodeName": NODE,
+                         "conditions": {"ready": True, "serving": True, "terminating": True}, "zone": "z" * ZONE_BYTES,
+                         "targetRef": at_cap, "hints": {"forNodes": [{"name": NODE}] * SLICE_NODE_HINTS}}
+                        for n in range(SYNCED_ENDPOINT_ENTRIES)]
+    obj["ports"] = [LARGEST_PORT]
+    host = sync_endpoint_slice(obj, nlp.team)
+    assert nlp.create(host) == []
+    assert stored_bytes(SLICE, host) == ENDPOINT_SLICE_BYTES - PROTOCOL_SLACK
