@@ -31,12 +31,13 @@ from components.admission_metadata import METADATA_SIZE_FIX, metadata_size, meta
 from components.admission_resize import FIX as RESIZE_FIX, PROBLEM as RESIZE_PROBLEM, requests_kept
 from components.kubernetes_resources import KubernetesObject
 from components.observability import DASHBOARD_LABEL
-from components.synced_endpoints import endpoint_rules
+from components.synced_endpoints import endpoint_rules, text_rules
 from components.synced_object_sizes import SIZED_KINDS, object_size_check, text_bytes
 from components.tenant_access import EXTERNAL_DNS_PREFIX
 from config.model import Team
 from config.synced_data import (
-    SERVICE_PORTS_BYTES, SYNCED_METADATA_BYTES, SYNCED_POD_CONDITION_BYTES, SYNCED_POD_CONDITIONS, object_bytes,
+    ENDPOINT_SLICE_BYTES, ENDPOINTS_BYTES, SERVICE_BYTES, SYNCED_METADATA_BYTES, SYNCED_POD_CONDITION_BYTES,
+    SYNCED_POD_CONDITIONS, object_bytes,
 )
 from config.virtual_cluster import control_plane_claim_prefixes
 from config.vocabulary import ADMISSION_COMPONENT, VCLUSTER_MANAGED_BY_LABEL
@@ -300,7 +301,7 @@ def policy_validations(team: Team, cluster_dns: str, endpoint_node_ports: Sequen
               "an EndpointSlice may only list public IPv4 addresses written canonically (addressType IPv4, no "
               f"leading zeros), never the cluster's private ranges ({', '.join(NON_PUBLIC_IPV4)})",
               "use a Service with a selector for your own pods"),
-        *(_rule(*rule) for rule in endpoint_rules()),
+        *(_rule(*rule) for rule in endpoint_rules() + text_rules()),
         _rule("service-account-token", ("Secret",),
               f"!has(object.type) || object.type != '{SERVICE_ACCOUNT_TOKEN}'",
               "a Secret of type service-account-token would get a host token for a host service account",
@@ -365,4 +366,5 @@ class SyncedObjectsAdmission(pulumi.ComponentResource):
         self.register_outputs({"policy": policy_name, "syncer": syncer_username(team),
                                "objectBytes": object_bytes(team.vcluster), "metadataBytes": SYNCED_METADATA_BYTES,
                                "podConditionBytes": SYNCED_POD_CONDITION_BYTES,
-                               "servicePortBytes": SERVICE_PORTS_BYTES})
+                               "serviceBytes": SERVICE_BYTES, "endpointsBytes": ENDPOINTS_BYTES,
+                               "endpointSliceBytes": ENDPOINT_SLICE_BYTES})

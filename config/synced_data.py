@@ -21,6 +21,9 @@ from typing import Optional, Sequence
 
 from config.key_types import quantity_value
 from config.model import Cluster, Team, TenantResourceQuota, VClusterSettings
+from config.synced_endpoint_bytes import (
+    SELECTOR_ENTRY_BYTES, SERVICE_SPEC_REST_BYTES, SOURCE_RANGE_BYTES, endpoint_slice_bytes, endpoints_bytes,
+)
 from config.synced_entry_bytes import CONTAINER_PORT_BYTES, REFERENCE_BYTES, SERVICE_PORT_BYTES, TOLERATION_BYTES
 from config.tenant_budget import MEBIBYTE, namespace_budget
 
@@ -104,6 +107,13 @@ POD_REFERENCE_CAP = SYNCED_POD_REFERENCES + HOST_ADDED_REFERENCES
 # addresses (a database's primary and replicas) on a few ports.
 SYNCED_SERVICE_PORTS = 100
 SYNCED_ENDPOINT_ENTRIES = 1000
+# A synced Service's selector, on the host (vCluster adds two labels: its own and the virtual namespace's), and its
+# loadBalancerSourceRanges. The API server bounds each label and lets each range carry padding spaces, but neither's
+# count: a selector of thousands of labels is a Service of megabytes in the host's etcd, matched against every pod of
+# the namespace by the host's EndpointSlice controller. An honest selector names an app, an instance and a component
+# (a Helm chart's three labels); an honest load balancer admits a few office and VPN ranges.
+SYNCED_SERVICE_SELECTOR_LABELS = 32
+SYNCED_SERVICE_SOURCE_RANGES = 64
 # Far above what the objects an honest tenant's pods name hold (a TLS chain and key, a registry's pull secret, a
 # service-account token with its CA, a config file: a few KiB each) and what the platform has the syncer copy (each
 # virtual namespace's kube-root-ca.crt, the tenant DNS's Corefile).
@@ -149,8 +159,12 @@ def pod_list_bytes(settings: VClusterSettings) -> int:
         POD_REFERENCE_CAP * REFERENCE_BYTES
 
 
-# What a Service's ports hold at their cap.
-SERVICE_PORTS_BYTES = SYNCED_SERVICE_PORTS * SERVICE_PORT_BYTES
+# What a Service's spec holds, its lists at their caps (its ports, selector and source ranges), and an Endpoints and
+# an EndpointSlice at theirs (config/synced_endpoint_bytes.py).
+SERVICE_BYTES = SYNCED_SERVICE_PORTS * SERVICE_PORT_BYTES + SYNCED_SERVICE_SELECTOR_LABELS * SELECTOR_ENTRY_BYTES + \
+    SYNCED_SERVICE_SOURCE_RANGES * SOURCE_RANGE_BYTES + SERVICE_SPEC_REST_BYTES
+ENDPOINTS_BYTES = endpoints_bytes(SYNCED_ENDPOINT_ENTRIES)
+ENDPOINT_SLICE_BYTES = endpoint_slice_bytes(SYNCED_ENDPOINT_ENTRIES)
 
 
 def metadata_objects(settings: VClusterSettings) -> int:
@@ -163,12 +177,13 @@ def metadata_objects(settings: VClusterSettings) -> int:
 def worst_case(settings: VClusterSettings) -> int:
     """Every ConfigMap and Secret the namespace's quota lets exist, each at the cap, every object of the other
     synced kinds with its labels and annotations at theirs, every pod with its containers' text, its status
-    conditions and its tolerations, ports and references at their caps, and every Service with its ports at theirs."""
+    conditions and its tolerations, ports and references at their caps, every Service with its ports, selector and
+    source ranges at theirs, and every Endpoints (one a Service) and EndpointSlice with its entries at theirs."""
     budget = namespace_budget(settings)
     return (budget.config_maps + budget.secrets) * object_bytes(settings) + \
         metadata_objects(settings) * SYNCED_METADATA_BYTES + \
         budget.pods * (pod_text_bytes(settings) + SYNCED_POD_CONDITION_BYTES + pod_list_bytes(settings)) + \
-        budget.services * SERVICE_PORTS_BYTES
+        budget.services * (SERVICE_BYTES + ENDPOINTS_BYTES) + budget.endpoint_slices * ENDPOINT_SLICE_BYTES
 
 
 def cap_findings(settings: VClusterSettings, whose: str) -> list[tuple[str, object, str, str]]:
@@ -227,8 +242,8 @@ def datastore_warnings(cluster: Optional[Cluster], teams: Sequence[Team]) -> lis
     return [f"vcluster.resourceQuota.syncedObjectBytes: {_caps_summed(total)}, more than the {gibibytes(limit)} "
             f"the {cluster.kind} host's etcd holds: the teams together could fill it and make the host read-only for "
             "every team and the platform. Lower vcluster.resourceQuota.syncedObjectBytes, syncedPodTextBytes, "
-            "configMaps, secrets or pods (the stack's or a team's) until the plan's summary shows the total under the "
-            "limit."]
+            "configMaps, secrets, pods, services or endpointSlices (the stack's or a team's) until the plan's summary "
+            "shows the total under the limit."]
 
 
 def datastore_notes(cluster: Optional[Cluster], teams: Sequence[Team]) -> list[str]:
@@ -241,7 +256,7 @@ def datastore_notes(cluster: Optional[Cluster], teams: Sequence[Team]) -> list[s
     return [f"{_caps_summed(total, sentence_start=True)}, more than the {gibibytes(ETCD_DEFAULT_QUOTA)} an etcd "
             f"holds at its default quota. The program cannot read the {cluster.kind} host's datastore limit: check it "
             "(a full datastore makes the host read-only for every team), or lower syncedObjectBytes, "
-            "syncedPodTextBytes, configMaps, secrets or pods."]
+            "syncedPodTextBytes, configMaps, secrets, pods, services or endpointSlices."]
 
 
 def _caps_summed(total: int, *, sentence_start: bool = False) -> str:
@@ -251,5 +266,6 @@ def _caps_summed(total: int, *, sentence_start: bool = False) -> str:
             f"summed over the teams, with {SYNCED_METADATA_BYTES // 2 ** 10} KiB of labels and annotations on each of "
             f"their other synced objects, each pod's containers' text at vcluster.resourceQuota.syncedPodTextBytes and "
             f"its status conditions at {SYNCED_POD_CONDITION_BYTES // 2 ** 10} KiB, its tolerations, ports and "
-            f"ConfigMap and Secret references at their counts' caps, each Service's ports at theirs) "
+            f"ConfigMap and Secret references at their counts' caps, each Service's ports, selector and source ranges, "
+            f"each Endpoints' and EndpointSlice's entries at theirs) "
             f"come to {gibibytes(total)}")

@@ -28,8 +28,8 @@ Secrets, built the way upstream builds them, and the host policy that checks the
   unless the claim is annotated ``vcluster.loft.sh/skip-translate``. Later updates copy only the requested
   size, labels and annotations (persistentvolumeclaims/syncer.go).
 - ``sync_endpoints`` / ``sync_endpoint_slice`` (endpoints/translate.go, endpointslices/translate.go): the
-  addresses copied, only pod target references renamed; a slice's service-name label set to the host
-  Service's name.
+  addresses copied, only pod target references renamed (an Endpoints' also without uid and resourceVersion);
+  a slice's service-name label set to the host Service's name.
 - ``SyncedObjectsAdmission``: tenant_sim's ``Admission`` matching the kinds of this policy.
 """
 
@@ -143,17 +143,19 @@ def sync_claim(claim: dict, team: Team) -> dict:
     return host
 
 
-def _retarget(address: dict, team: Team) -> None:
+def _retarget(address: dict, team: Team, cleared: tuple[str, ...] = ()) -> None:
+    """A pod reference renamed to the host pod, ``cleared`` emptied; any other reference kept as written."""
     target = address.get("targetRef")
     if target and target.get("kind") == "Pod":
-        target.update(name=host_name(target["name"], target["namespace"], team), namespace=team.namespace)
+        target.update(name=host_name(target["name"], target["namespace"], team), namespace=team.namespace,
+                      **{field: "" for field in cleared})
 
 
 def sync_endpoints(endpoints: dict, team: Team) -> dict:
     host = host_metadata(endpoints, team)
     for subset in host.get("subsets", []):
         for address in subset.get("addresses", []) + subset.get("notReadyAddresses", []):
-            _retarget(address, team)
+            _retarget(address, team, cleared=("uid", "resourceVersion"))
     return host
 
 

@@ -22,7 +22,8 @@ import re
 import pytest
 
 from config.synced_data import (
-    SERVICE_PORTS_BYTES, SYNCED_POD_CONDITION_BYTES, SYNCED_POD_CONDITIONS, pod_list_bytes, worst_case,
+    ENDPOINT_SLICE_BYTES, ENDPOINTS_BYTES, SERVICE_BYTES, SYNCED_POD_CONDITION_BYTES, SYNCED_POD_CONDITIONS,
+    pod_list_bytes, worst_case,
 )
 from tests.conftest import ACCEPTED_VCLUSTER_TAGS, dev_config, eks_config, git, go_function, mirrored_tag
 from tests.kai_pods import kai_bind, kai_group
@@ -120,7 +121,8 @@ def test_what_others_wrote_is_not_judged(team):
 def test_the_worst_case_counts_every_pod_with_its_conditions_at_the_cap():
     team = team_of(dev_config(), "team-nlp")
     assert worst_case(team.vcluster) == (95 + 54) * 512 * 2 ** 10 + 178 * 64 * 2 ** 10 + \
-        25 * (256 * 2 ** 10 + SYNCED_POD_CONDITION_BYTES + pod_list_bytes(team.vcluster)) + 23 * SERVICE_PORTS_BYTES
+        25 * (256 * 2 ** 10 + SYNCED_POD_CONDITION_BYTES + pod_list_bytes(team.vcluster)) + \
+        23 * (SERVICE_BYTES + ENDPOINTS_BYTES) + 86 * ENDPOINT_SLICE_BYTES
 
 
 @pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)

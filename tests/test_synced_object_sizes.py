@@ -23,8 +23,11 @@ import pytest
 from celpy import celtypes
 
 from components.synced_object_sizes import base64_bytes
-from config.synced_data import ETCD_DEFAULT_QUOTA, SYNCED_OBJECT_KEYS, SYNCED_POD_CONDITION_BYTES, worst_case
-from config.synced_entry_bytes import CONTAINER_PORT_BYTES, REFERENCE_BYTES, SERVICE_PORT_BYTES, TOLERATION_BYTES
+from config.synced_data import (
+    ENDPOINT_SLICE_BYTES, ENDPOINTS_BYTES, ETCD_DEFAULT_QUOTA, SERVICE_BYTES, SYNCED_OBJECT_KEYS,
+    SYNCED_POD_CONDITION_BYTES, worst_case,
+)
+from config.synced_entry_bytes import CONTAINER_PORT_BYTES, REFERENCE_BYTES, TOLERATION_BYTES
 from config import load_platform
 from tests.config_spec import assert_rejected, put
 from tests.config_spec import dev_config as stack_config, eks_config as eks_stack_config
@@ -251,11 +254,12 @@ def test_the_worst_case_counts_every_list_a_rule_bounds_by_count_at_its_cap():
     team = next(t for t in platform_of(dev_config()).teams if t.name == TEAM)
     # 25 pods, each with 67 tolerations (64 of its own, the GPU taint's vCluster enforces, the API server's two), 256
     # container ports and 264 ConfigMap and Secret references, beside its text and conditions; 23 Services of 100
-    # ports each.
+    # ports, 32 selector labels, 64 source ranges and the rest of their spec, 23 Endpoints and 86 EndpointSlices of
+    # 1,000 entries.
     pod = 256 * 2 ** 10 + SYNCED_POD_CONDITION_BYTES + 67 * TOLERATION_BYTES + 256 * CONTAINER_PORT_BYTES + \
         264 * REFERENCE_BYTES
     assert worst_case(team.vcluster) == (95 + 54) * 512 * 2 ** 10 + 178 * 64 * 2 ** 10 + 25 * pod + \
-        23 * 100 * SERVICE_PORT_BYTES
+        23 * (SERVICE_BYTES + ENDPOINTS_BYTES) + 86 * ENDPOINT_SLICE_BYTES
     # A toleration vCluster enforces on every pod is one more each pod may carry.
     enforced = put(dev_config(), "gpu-tenancy:teams[0].vcluster.enforceTolerations",
                    [*team.vcluster.enforce_tolerations, "example.com/dedicated=ml:NoSchedule"])
@@ -269,10 +273,11 @@ def test_the_summary_shows_each_teams_worst_case_and_the_sites_total(dev_run):
     # 95 ConfigMaps and 54 Secrets (the namespace's quota), each at 512Ki: 74.5 MiB; 25 pods, 23 Services, 23
     # Endpoints, 21 claims and 86 EndpointSlices with 64Ki of labels and annotations: 11.1 MiB; the 25 pods with 256Ki
     # of containers' text, 16Ki of status conditions and 146 KiB of tolerations, ports and references each: 10.1 MiB;
-    # the 23 Services' ports, 45 KiB each: 1 MiB; three teams: 290.5 MiB.
-    assert "| `team-nlp` | 95 | 54 | `512Ki` | 178 | `64Ki` | 25 | `256Ki` | `16Ki` | 149,508 B | 46,300 B | " \
-        "96.8 MiB |" in section
-    assert "Site total: **290.5 MiB**" in section
+    # the 23 Services' specs, their lists at their caps, 61 KiB each: 1.4 MiB; 23 Endpoints and 86 EndpointSlices
+    # of 1,000 entries at their caps, 1.7 and 1.6 MiB each: 179.1 MiB; three teams: 828.9 MiB.
+    assert "| `team-nlp` | 95 | 54 | `512Ki` | 178 | `64Ki` | 25 | `256Ki` | `16Ki` | 149,508 B | 62,418 B | " \
+        "1,803,000 B | 1,701,440 B | 276.3 MiB |" in section
+    assert "Site total: **828.9 MiB**" in section
     team = next(t for t in platform_of(dev_config()).teams if t.name == TEAM)
-    assert f"{worst_case(team.vcluster) / 2 ** 20:,.1f} MiB" == "96.8 MiB"
+    assert f"{worst_case(team.vcluster) / 2 ** 20:,.1f} MiB" == "276.3 MiB"
     assert "cannot read this microk8s host's datastore limit" in section

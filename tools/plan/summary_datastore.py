@@ -34,13 +34,17 @@ class TeamDatastore:
     pod_conditions_cap: int
     pod_lists_cap: int
     services: int
-    service_ports_cap: int
+    service_cap: int
+    endpoints: int
+    endpoints_cap: int
+    slices: int
+    slice_cap: int
 
     @property
     def worst_case(self) -> int:
         return (self.config_maps + self.secrets) * self.object_cap + self.other_objects * self.metadata_cap + \
             self.pods * (self.pod_text_cap + self.pod_conditions_cap + self.pod_lists_cap) + \
-            self.services * self.service_ports_cap
+            self.services * self.service_cap + self.endpoints * self.endpoints_cap + self.slices * self.slice_cap
 
 
 def _team_row(index: PlanIndex, component: dict[str, Any]) -> Optional[TeamDatastore]:
@@ -56,13 +60,16 @@ def _team_row(index: PlanIndex, component: dict[str, Any]) -> Optional[TeamDatas
     counts = [quota.get(key) for key in COUNTS + METADATA_COUNTS]
     if policy is None or not all(isinstance(count, int) for count in counts):
         return None
+    pods, services, endpoints, _, slices = counts[len(COUNTS):]
     return TeamDatastore(str(dig(component, "outputs", "team") or component["name"]), counts[0], counts[1],
                          dig(policy, "outputs", "objectBytes"), sum(counts[len(COUNTS):]),
-                         dig(policy, "outputs", "metadataBytes") or 0, counts[len(COUNTS)],
+                         dig(policy, "outputs", "metadataBytes") or 0, pods,
                          dig(pod_policy, "outputs", "podTextBytes") or 0,
                          dig(policy, "outputs", "podConditionBytes") or 0,
-                         dig(pod_policy, "outputs", "podListBytes") or 0, counts[len(COUNTS) + 1],
-                         dig(policy, "outputs", "servicePortBytes") or 0)
+                         dig(pod_policy, "outputs", "podListBytes") or 0, services,
+                         dig(policy, "outputs", "serviceBytes") or 0, endpoints,
+                         dig(policy, "outputs", "endpointsBytes") or 0, slices,
+                         dig(policy, "outputs", "endpointSliceBytes") or 0)
 
 
 def datastore_section(index: PlanIndex) -> list[str]:
@@ -73,7 +80,8 @@ def datastore_section(index: PlanIndex) -> list[str]:
     rows = [[code(row.team), str(row.config_maps), str(row.secrets), code(bytes_quantity(row.object_cap)),
              str(row.other_objects), code(bytes_quantity(row.metadata_cap)), str(row.pods),
              code(bytes_quantity(row.pod_text_cap)), code(bytes_quantity(row.pod_conditions_cap)),
-             f"{row.pod_lists_cap:,} B", f"{row.service_ports_cap:,} B", mebibytes(row.worst_case)]
+             f"{row.pod_lists_cap:,} B", f"{row.service_cap:,} B", f"{row.endpoints_cap:,} B", f"{row.slice_cap:,} B",
+             mebibytes(row.worst_case)]
             for row in teams]
     total = sum(row.worst_case for row in teams)
     kind = index.registered(HOST_COMPONENT, "kind")
@@ -91,10 +99,12 @@ def datastore_section(index: PlanIndex) -> list[str]:
              "their cap (rule `metadata-size`), and every pod with the free text of its spec (env, commands, args, "
              "images, paths, ...) at theirs (rule `pod-size`, vcluster.resourceQuota.syncedPodTextBytes) and its status "
              "conditions at theirs (rule `pod-conditions`) and its tolerations, containers' ports and ConfigMap and "
-             "Secret references at their counts (rules `tolerations`, `ports`, `object-references`), and every "
-             "Service with its ports at theirs (rule `service-ports`), each entry at the most the API server stores "
-             "of it; the rest of those objects' specs (a pod's volumes and containers past their text, an Endpoints' "
-             "or EndpointSlice's endpoints) is not counted (docs/security-model.md, Sizes).", ""]
+             "Secret references at their counts (rules `tolerations`, `ports`, `object-references`), every Service "
+             "with its ports, selector and source ranges at theirs (rules `service-ports`, `service-size`) and every "
+             "Endpoints and EndpointSlice with its endpoint ports at theirs (rules `endpoint-size`, `endpoint-text`), "
+             "each entry at the most the API server stores of it; the rest of a pod's spec (its volumes and "
+             "containers past their text) is not counted (docs/security-model.md, Sizes).", ""]
     lines += table(["Team", "ConfigMaps", "Secrets", "Per-object cap", "Other synced objects", "Metadata cap", "Pods",
-                    "Pod text cap", "Conditions cap", "Pod lists", "Service ports", "Worst case"], rows)
+                    "Pod text cap", "Conditions cap", "Pod lists", "Service", "Endpoints", "EndpointSlice",
+                    "Worst case"], rows)
     return lines + ["", f"Site total: **{mebibytes(total)}**; {verdict}.", ""]
