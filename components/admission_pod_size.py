@@ -32,10 +32,10 @@ containers or volumes can pass the limit: the API server then refuses it, which 
 Rule ``pod-entry-size`` sums what those entries store beside their text (config/pod_entry_bytes.py): ``size()`` of
 each list times its entry's bytes, so a list of strings or of fixed-size entries costs a handful whatever its
 length, and a walk into the entries of the object lists holding lists of their own (containers, volumes, projected
-sources, node terms, host aliases) and into env variables for their references: some 10 a walked entry, about 300
-a container of every list set. The entry count is checked first, as in ``pod-size``: at most about 8,192 x 10 +
-65 x 300 + 131 x 60, near 110,000; the floods of tests/test_pod_entry_sizes.py (8,000 mounts, 7,500 references)
-stay within CEL C++'s 10,000 iterations besides.
+sources, node and pod affinity terms, spread constraints, label selectors, host aliases, restart rules) and into env
+variables for their references: some 10 a walked entry, about 300 a container of every list set. The entry count is
+checked first, as in ``pod-size``: at most about 8,192 x 10 + 65 x 300 + 131 x 60, near 110,000; the floods of
+tests/test_pod_entry_sizes.py (8,000 mounts, 7,500 references) stay within CEL C++'s 10,000 iterations besides.
 """
 
 from __future__ import annotations
@@ -162,8 +162,8 @@ def pod_entry_size() -> dict:
         "pod-entry-size",
         f"({pod_text_items()} <= {SYNCED_POD_TEXT_ITEMS} && {pod_entry_bytes_of()} <= {cap}) || {grown}",
         f"the entries of a pod's lists (env variables, mounts, volumes and their items, resources, gates, host "
-        f"aliases, node affinity terms, ...) may store at most {cap} bytes beside their text, each counted at its "
-        "largest (an env variable's field or key reference, a mount's volume name and propagation, an item's mode, a "
+        f"aliases, affinity terms, spread constraints, ...) may store at most {cap} bytes beside their text, each "
+        "counted at its largest (an env variable's field or key reference, a mount's volume name and propagation, an item's mode, a "
         "resource's name and quantity): the API server bounds each of them, not how many a pod has, and every copy "
         "lands in the host's etcd, which turns the whole cluster read-only when full",
         "take several keys of one ConfigMap or Secret with envFrom or one volume instead of a variable or an item "

@@ -82,8 +82,11 @@ CONTAINER = TextPaths(
     objects={"env": ENV_VAR, **HANDLER_HEADERS,
              "envFrom": TextPaths(strings=("prefix",)),
              "volumeMounts": TextPaths(strings=("mountPath", "subPath", "subPathExpr")),
-             "volumeDevices": TextPaths(strings=("devicePath",))},
-    entry_bytes={**_entries("Container", "command", "args", "env", "envFrom", "volumeMounts", "volumeDevices"),
+             "volumeDevices": TextPaths(strings=("devicePath",)),
+             "restartPolicyRules": TextPaths(entry_bytes=_entries("ContainerRestartRuleOnExitCodes",
+                                                                  "exitCodes.values"))},
+    entry_bytes={**_entries("Container", "command", "args", "env", "envFrom", "volumeMounts", "volumeDevices",
+                            "resizePolicy", "restartPolicyRules"),
                  **_entries("ResourceRequirements", "resources.limits", "resources.requests"),
                  **_entries("ExecAction", *HANDLER_COMMANDS), **_entries("HTTPGetAction", *HANDLER_HEADERS),
                  **_entries("Capabilities", "securityContext.capabilities.add", "securityContext.capabilities.drop")})
@@ -91,6 +94,28 @@ CONTAINER = TextPaths(
 NODE_REQUIREMENT = TextPaths(string_lists=("values",), entry_bytes=_entries("NodeSelectorRequirement", "values"))
 NODE_TERM = TextPaths(objects={"matchExpressions": NODE_REQUIREMENT, "matchFields": NODE_REQUIREMENT},
                       entry_bytes=_entries("NodeSelectorTerm", "matchExpressions", "matchFields"))
+SELECTOR_REQUIREMENT = TextPaths(entry_bytes=_entries("LabelSelectorRequirement", "values"))
+
+
+def _selectors(*selectors: str, lists: dict[str, int]) -> TextPaths:
+    """The label selectors at ``selectors`` (their labels and their requirements' values, entries of fixed size),
+    beside the ``lists`` of fixed-size entries of the object holding them."""
+    return TextPaths(objects={f"{selector}.matchExpressions": SELECTOR_REQUIREMENT for selector in selectors},
+                     entry_bytes={**{path: each for selector in selectors for path, each in _entries(
+                         "LabelSelector", f"{selector}.matchLabels", f"{selector}.matchExpressions").items()},
+                                  **lists})
+
+
+def _affinity_term(prefix: str) -> TextPaths:
+    return _selectors(f"{prefix}labelSelector", f"{prefix}namespaceSelector", lists=_entries(
+        "PodAffinityTerm", f"{prefix}namespaces", f"{prefix}matchLabelKeys", f"{prefix}mismatchLabelKeys"))
+
+
+SPREAD = _selectors("labelSelector", lists=_entries("TopologySpreadConstraint", "matchLabelKeys"))
+AFFINITY_TERMS = (("required", _affinity_term("")), ("preferred", _affinity_term("podAffinityTerm.")))
+POD_AFFINITIES = {f"affinity.{kind}.{when}DuringSchedulingIgnoredDuringExecution": (holder, term)
+                  for kind, holder in (("podAffinity", "PodAffinity"), ("podAntiAffinity", "PodAntiAffinity"))
+                  for when, term in AFFINITY_TERMS}
 NODE_AFFINITY = "affinity.nodeAffinity."
 REQUIRED_TERMS = f"{NODE_AFFINITY}requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
 PREFERRED_TERMS = f"{NODE_AFFINITY}preferredDuringSchedulingIgnoredDuringExecution"
@@ -105,11 +130,16 @@ POD_SPEC = TextPaths(
                  objects={"preference.matchExpressions": NODE_REQUIREMENT,
                           "preference.matchFields": NODE_REQUIREMENT},
                  entry_bytes=_entries("NodeSelectorTerm", "preference.matchExpressions", "preference.matchFields")),
-             "hostAliases": TextPaths(entry_bytes=_entries("HostAlias", "hostnames"))},
+             "hostAliases": TextPaths(entry_bytes=_entries("HostAlias", "hostnames")),
+             "topologySpreadConstraints": SPREAD,
+             **{path: term for path, (_, term) in POD_AFFINITIES.items()}},
     entry_bytes={**_entries("PodSpec", "volumes", "nodeSelector", "hostAliases", "readinessGates",
-                            "schedulingGates"),
-                 **_entries("PodDNSConfig", "dnsConfig.options"),
-                 **_entries("PodSecurityContext", "securityContext.sysctls"),
+                            "schedulingGates", "topologySpreadConstraints"),
+                 **{path: each for path, (holder, _) in POD_AFFINITIES.items()
+                    for each in _entries(holder, path).values()},
+                 **_entries("PodSpec", "overhead"),
+                 **_entries("PodDNSConfig", "dnsConfig.options", "dnsConfig.nameservers", "dnsConfig.searches"),
+                 **_entries("PodSecurityContext", "securityContext.sysctls", "securityContext.supplementalGroups"),
                  **_entries("NodeSelector", REQUIRED_TERMS), **_entries("NodeAffinity", PREFERRED_TERMS),
                  # Every container list holds its containers' own fields: rule containers bounds how many
                  # (config/synced_data.py counts them at their largest).

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from config.synced_entry_bytes import (
     DNS_LABEL_BYTES, ENUM_BYTES, IP_BYTES, LABEL_VALUE_BYTES, LOCAL_OBJECT_REFERENCE,
-    QUALIFIED_NAME_BYTES, SECRET_KEY_SELECTOR, Field, Message, _tag, _varint,
+    NEGATIVE, QUALIFIED_NAME_BYTES, SECRET_KEY_SELECTOR, Field, Message, _tag, _varint,
 )
 
 # A quantity's canonical text (apimachinery resource.ParseQuantity: an int64 of nano units and a suffix).
@@ -145,6 +145,27 @@ PREFERRED_SCHEDULING_TERM = Message("PreferredSchedulingTerm", {
 HOST_ALIAS = Message("HostAlias", {"ip": _string(1, IP_BYTES)})
 READINESS_GATE = Message("PodReadinessGate", {"conditionType": _string(1, QUALIFIED_NAME_BYTES)})
 SCHEDULING_GATE = Message("PodSchedulingGate", {"name": _string(1, QUALIFIED_NAME_BYTES)})
+# Label selectors (apimachinery meta/v1) of pod affinity terms and topology spread constraints: their labels, keys
+# and values are entries of their own.
+LABEL_SELECTOR = Message("LabelSelector", {})
+LABEL_SELECTOR_REQUIREMENT = Message("LabelSelectorRequirement", {
+    "key": _string(1, QUALIFIED_NAME_BYTES), "operator": _string(2, ENUM_BYTES)})
+POD_AFFINITY_TERM = Message("PodAffinityTerm", {
+    "labelSelector": _message(1, LABEL_SELECTOR), "topologyKey": _string(3, QUALIFIED_NAME_BYTES),
+    "namespaceSelector": _message(4, LABEL_SELECTOR)})
+WEIGHTED_POD_AFFINITY_TERM = Message("WeightedPodAffinityTerm", {
+    "weight": _int32(1, WEIGHT_VALUE), "podAffinityTerm": _message(2, POD_AFFINITY_TERM)})
+# Its skew and domains at a negative number's ten bytes: no bound of theirs needs reading.
+TOPOLOGY_SPREAD_CONSTRAINT = Message("TopologySpreadConstraint", {
+    "maxSkew": Field(1, "int32", NEGATIVE), "topologyKey": _string(2, QUALIFIED_NAME_BYTES),
+    "whenUnsatisfiable": _string(3, ENUM_BYTES), "labelSelector": _message(4, LABEL_SELECTOR),
+    "minDomains": Field(5, "int32", NEGATIVE), "nodeAffinityPolicy": _string(6, ENUM_BYTES),
+    "nodeTaintsPolicy": _string(7, ENUM_BYTES)})
+CONTAINER_RESIZE_POLICY = Message("ContainerResizePolicy", {
+    "resourceName": _string(1, ENUM_BYTES), "restartPolicy": _string(2, ENUM_BYTES)})
+EXIT_CODES = Message("ContainerRestartRuleOnExitCodes", {"operator": _string(1, ENUM_BYTES)})
+CONTAINER_RESTART_RULE = Message("ContainerRestartRule", {
+    "action": _string(1, ENUM_BYTES), "exitCodes": _message(2, EXIT_CODES)})
 # A map's entry is a message of its key (1) and value (2).
 RESOURCE_ENTRY = Message("map<string, Quantity>", {
     "key": _string(1, QUALIFIED_NAME_BYTES), "value": _message(2, QUANTITY)})
@@ -175,6 +196,25 @@ ENTRIES = {
     "NodeSelectorTerm.matchFields": _message(2, NODE_SELECTOR_REQUIREMENT),
     "NodeSelectorRequirement.values": _text(3),
     "NodeAffinity.preferredDuringSchedulingIgnoredDuringExecution": _message(2, PREFERRED_SCHEDULING_TERM),
+    "PodSpec.topologySpreadConstraints": _message(33, TOPOLOGY_SPREAD_CONSTRAINT),
+    "TopologySpreadConstraint.matchLabelKeys": _string(8, QUALIFIED_NAME_BYTES),
+    "PodAffinity.requiredDuringSchedulingIgnoredDuringExecution": _message(1, POD_AFFINITY_TERM),
+    "PodAffinity.preferredDuringSchedulingIgnoredDuringExecution": _message(2, WEIGHTED_POD_AFFINITY_TERM),
+    "PodAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution": _message(1, POD_AFFINITY_TERM),
+    "PodAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution": _message(2, WEIGHTED_POD_AFFINITY_TERM),
+    "PodAffinityTerm.namespaces": _string(2, DNS_LABEL_BYTES),
+    "PodAffinityTerm.matchLabelKeys": _string(5, QUALIFIED_NAME_BYTES),
+    "PodAffinityTerm.mismatchLabelKeys": _string(6, QUALIFIED_NAME_BYTES),
+    "LabelSelector.matchLabels": _message(1, LABEL_ENTRY),
+    "LabelSelector.matchExpressions": _message(2, LABEL_SELECTOR_REQUIREMENT),
+    "LabelSelectorRequirement.values": _string(3, LABEL_VALUE_BYTES),
+    "Container.resizePolicy": _message(23, CONTAINER_RESIZE_POLICY),
+    "Container.restartPolicyRules": _message(25, CONTAINER_RESTART_RULE),
+    # A list of numbers, each its tag and a negative number's ten bytes (proto2 does not pack them).
+    "ContainerRestartRuleOnExitCodes.values": Field(2, "int32", NEGATIVE),
+    "PodSecurityContext.supplementalGroups": Field(4, "int64", NEGATIVE),
+    "PodDNSConfig.nameservers": _string(1, IP_BYTES), "PodDNSConfig.searches": _string(2, SUBDOMAIN_BYTES),
+    "PodSpec.overhead": _message(32, RESOURCE_ENTRY),
 }
 ENTRY_BYTES = {holder: stored_bytes(entry) for holder, entry in ENTRIES.items()}
 ENV_REFERENCE_BYTES = stored_bytes(ENV_REFERENCE)

@@ -15,6 +15,11 @@ from config.pod_entry_bytes import (
     ENTRIES, ENTRY_BYTES, ENV_REFERENCE, ENV_REFERENCE_BYTES, LENGTH_BYTES, LENGTH_LIMIT, QUANTITY, QUANTITY_BYTES,
     SYNCED_POD_ENTRY_BYTES, stored_bytes,
 )
+from components.admission_pod_fields import POD_FIELDS, REFUSED
+from config.pod_own_bytes import (
+    CONTAINER, CONTAINER_OWN_BYTES, EPHEMERAL_CONTAINER, HOST_NAME_BYTES, POD_OWN_BYTES, REFUSED as REFUSED_BYTES,
+)
+from config.pod_own_bytes import POD_SPEC as OWN_POD_SPEC
 from config.synced_data import API_DATA_LIMIT
 from config.synced_entry_bytes import Field, Message
 from tests.conftest import MIRRORED_TAGS, git, mirrored_tag
@@ -23,13 +28,30 @@ from tests.test_synced_entry_bytes_contract import (
     API, APIMACHINERY, SCALARS, TEXT, core_proto, describe, fill, proto_name,
 )
 
+CONTAINER_LISTS = {"command", "args", "ports", "envFrom", "env", "resizePolicy", "restartPolicyRules", "volumeMounts",
+                   "volumeDevices"}
+AFFINITY_LISTS = {"requiredDuringSchedulingIgnoredDuringExecution", "preferredDuringSchedulingIgnoredDuringExecution"}
 # Fields of a declared message the entry does not hold itself: lists that are entries of their own (ENTRIES), and
 # volume and projection kinds the host refuses or the syncer rewrites (components/admission_volumes.py).
 ELSEWHERE = {"EnvVar": {"valueFrom"}, "ConfigMapProjection": {"items"}, "SecretProjection": {"items"},
              "DownwardAPIProjection": {"items"}, "NodeSelectorRequirement": {"values"},
              "NodeSelectorTerm": {"matchExpressions", "matchFields"}, "HostAlias": {"hostnames"},
              "ConfigMapVolumeSource": {"items"}, "SecretVolumeSource": {"items"}, "DownwardAPIVolumeSource": {"items"},
-             "ProjectedVolumeSource": {"sources"}}
+             "ProjectedVolumeSource": {"sources"}, "LabelSelector": {"matchLabels", "matchExpressions"},
+             "LabelSelectorRequirement": {"values"},
+             "PodAffinityTerm": {"namespaces", "matchLabelKeys", "mismatchLabelKeys"},
+             "TopologySpreadConstraint": {"matchLabelKeys"}, "ContainerRestartRuleOnExitCodes": {"values"},
+             "Container": CONTAINER_LISTS, "EphemeralContainerCommon": CONTAINER_LISTS,
+             "PodSpec": {"volumes", "initContainers", "containers", "ephemeralContainers", "nodeSelector",
+                         "imagePullSecrets", "tolerations", "hostAliases", "readinessGates", "overhead",
+                         "topologySpreadConstraints", "schedulingGates",
+                         *(name for name, verdict in POD_FIELDS["PodSpec"].items() if verdict.kind == REFUSED)},
+             "ExecAction": {"command"}, "HTTPGetAction": {"httpHeaders"}, "Capabilities": {"add", "drop"},
+             "ResourceRequirements": {"limits", "requests", "claims"},
+             "PodSecurityContext": {"supplementalGroups", "sysctls"}, "NodeSelector": {"nodeSelectorTerms"},
+             "NodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution"},
+             "PodAffinity": AFFINITY_LISTS, "PodAntiAffinity": AFFINITY_LISTS,
+             "PodDNSConfig": {"nameservers", "searches", "options"}}
 REFUSED_KINDS = {"VolumeSource", "VolumeProjection"}
 
 
@@ -54,24 +76,37 @@ def _messages(message: Message, found: dict[str, Message]) -> dict[str, Message]
     return found
 
 
+# What a container and the spec hold of their own (config/pod_own_bytes.py), as their holders hold them.
+OWN = {"PodSpec.containers": Field(2, "message", CONTAINER), "PodSpec.initContainers": Field(20, "message", CONTAINER),
+       "PodSpec.ephemeralContainers": Field(34, "message", EPHEMERAL_CONTAINER),
+       "Pod.spec": Field(2, "message", OWN_POD_SPEC)}
 DECLARED: dict[str, Message] = {}
-for _entry in [*ENTRIES.values(), ENV_REFERENCE]:
+for _entry in [*ENTRIES.values(), ENV_REFERENCE, *OWN.values()]:
     if _entry.kind == "message":
         _messages(_entry.largest, DECLARED)
 MAP_ENTRIES = {name for name in DECLARED if name.startswith("map<")}
-STRUCTS = {name: message for name, message in DECLARED.items() if name not in MAP_ENTRIES | {"Quantity"}}
+# apimachinery's messages: a quantity, and the label selectors of affinity terms and spread constraints (meta/v1).
+META = {"LabelSelector", "LabelSelectorRequirement"}
+STRUCTS = {name: message for name, message in DECLARED.items()
+           if name not in MAP_ENTRIES | META | {"Quantity", "IntOrString"}}  # the last held by its own contract
+
+
+def meta_proto(tag: str) -> str:
+    return git(APIMACHINERY, "show", f"{mirrored_tag(APIMACHINERY, tag)}:pkg/apis/meta/v1/generated.proto")
+
+
+def _proto_of(holder: str, core: str, meta: str) -> str:
+    return meta if holder in META else core
 
 
 def _kind(field: Field) -> str:
     return "string" if field.kind == "text" else field.kind
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[API])
-def test_every_message_declares_the_fields_the_api_server_stores(tag):
-    proto = core_proto(tag)
-    for name, message in STRUCTS.items():
+def _declares_what_is_stored(proto: str, structs: dict[str, Message], tag: str, newest: str) -> None:
+    for name, message in structs.items():
         stored = proto_fields(proto, name)
-        assert stored or tag != MIRRORED_TAGS[API][-1] or not message.fields, (tag, name)
+        assert stored or tag != newest or not message.fields, (tag, name)
         declared = {field: (entry.number, _kind(entry)) for field, entry in message.fields.items()}
         assert {field: declared[field] for field in declared.keys() & stored.keys()} == \
                {field: stored[field] for field in declared.keys() & stored.keys()}, (tag, name)
@@ -79,8 +114,19 @@ def test_every_message_declares_the_fields_the_api_server_stores(tag):
         if name in REFUSED_KINDS:
             continue  # the volume and projection kinds the host refuses, classified in test_volume_sources_contract
         assert undeclared == set(), (tag, name)
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[API])
+def test_every_message_declares_the_fields_the_api_server_stores(tag):
+    _declares_what_is_stored(core_proto(tag), STRUCTS, tag, MIRRORED_TAGS[API][-1])
     newest = proto_fields(core_proto(MIRRORED_TAGS[API][-1]), "EnvVarSource")
     assert set(ENV_REFERENCE.largest.fields) == set(newest)
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[APIMACHINERY])
+def test_every_label_selector_message_declares_the_fields_apimachinery_stores(tag):
+    _declares_what_is_stored(meta_proto(tag), {name: DECLARED[name] for name in META}, tag,
+                             MIRRORED_TAGS[APIMACHINERY][-1])
 
 
 def test_a_volume_or_projection_counts_exactly_the_kinds_the_host_admits():
@@ -92,12 +138,12 @@ def test_a_volume_or_projection_counts_exactly_the_kinds_the_host_admits():
 
 @pytest.mark.parametrize("tag", MIRRORED_TAGS[API])
 def test_each_entry_is_held_by_the_field_declared(tag):
-    proto = core_proto(tag)
+    proto, meta = core_proto(tag), meta_proto(MIRRORED_TAGS[APIMACHINERY][-1])
     for holder, entry in ENTRIES.items():
         message, field = holder.rsplit(".", 1)
-        stored = proto_fields(proto, message)
+        stored = proto_fields(_proto_of(message, proto, meta), message)
         if field not in stored:
-            assert (message, field) in {("EnvVarSource", "fileKeyRef")}, (tag, holder)
+            assert tag != MIRRORED_TAGS[API][-1], (tag, holder)  # a field newer releases added
             continue
         kind = "map" if entry.kind == "message" and entry.largest.name in MAP_ENTRIES else _kind(entry)
         assert stored[field] == (entry.number, kind), (tag, holder)
@@ -113,21 +159,30 @@ def test_a_quantity_is_stored_as_apimachinery_declares_it(tag):
 
 def test_each_string_is_counted_as_text_or_at_the_longest_value_validation_lets_it_hold():
     host_names = {struct: set(fields) for struct, fields in ON_THE_HOST.items()}
-    for name, message in STRUCTS.items():
+    for name, message in {**STRUCTS, "LabelSelectorRequirement": DECLARED["LabelSelectorRequirement"]}.items():
         for field, entry in message.fields.items():
             if entry.kind == "text":
                 assert field in COUNTED.get(name, ()), (name, field)
             elif entry.kind == "string":
-                struct = "ConfigMapKeySelector" if name == "SecretKeySelector" else name
+                struct = {"SecretKeySelector": "ConfigMapKeySelector",
+                          "LabelSelectorRequirement": "NodeSelectorRequirement"}.get(name, name)
                 if field in host_names.get(struct, ()):
-                    assert entry.largest == 63, (name, field)
+                    # Renamed by the syncer (an object's name), written by a host controller (a DNS subdomain at
+                    # most), or refused (empty).
+                    assert entry.largest in (63, HOST_NAME_BYTES, REFUSED_BYTES), (name, field)
                 else:
                     assert entry.largest == API_BOUNDS[struct][field].bytes, (name, field)
     assert QUANTITIES.bytes == QUALIFIED.bytes + QUANTITY_BYTES
     assert DECLARED["map<string, Quantity>"].fields["key"].largest == QUALIFIED.bytes
     assert DECLARED["map<string, string>"].fields["key"].largest + \
         DECLARED["map<string, string>"].fields["value"].largest == API_BOUNDS["PodSpec"]["nodeSelector"].bytes
-    assert ENTRIES["HostAlias.hostnames"].largest == API_BOUNDS["HostAlias"]["hostnames"].bytes
+    # A list of strings the API server bounds: each at its bound (a selector's values are label values).
+    for holder, entry in ENTRIES.items():
+        struct, field = holder.rsplit(".", 1)
+        if entry.kind == "string" and struct != "LabelSelectorRequirement":
+            assert entry.largest == API_BOUNDS[struct][field].bytes, holder
+    assert ENTRIES["LabelSelectorRequirement.values"].largest == \
+        API_BOUNDS["LabelSelector"]["matchLabels"].bytes - QUALIFIED.bytes
 
 
 def test_each_length_fits_the_varint_counted():
@@ -181,14 +236,26 @@ def _encoded(holder: str, entry: Field) -> list[tuple[int, int]]:
     return results
 
 
-@pytest.mark.parametrize("holder", [*ENTRIES, "EnvVar.valueFrom"])
+def test_a_container_is_counted_at_its_largest_kind():
+    assert CONTAINER_OWN_BYTES == max(stored_bytes(OWN[name]) for name in OWN if name != "Pod.spec")
+
+
+def _lengths(field: Field) -> int:
+    """How many messages ``field`` holds, itself included: each a length."""
+    if field.kind != "message":
+        return 0
+    return 1 + sum(_lengths(inner) for inner in field.largest.fields.values())
+
+
+@pytest.mark.parametrize("holder", [*ENTRIES, "EnvVar.valueFrom", *OWN])
 def test_the_largest_entry_stores_at_most_its_bytes_and_its_text_and_one_choice_all_of_them(holder):
     """Counted lengths take LENGTH_BYTES where protobuf may take fewer (a message of no text): at most two bytes
-    less per message, so the largest choice comes within that of the count."""
-    entry = ENTRIES.get(holder, ENV_REFERENCE)
-    counted = stored_bytes(entry)
-    assert counted == ENTRY_BYTES.get(holder, ENV_REFERENCE_BYTES)
+    less per message, so the largest choice comes within that of the count. The spec's own length is counted at
+    four bytes (the request's 3 MiB)."""
+    entry = {**ENTRIES, **OWN}.get(holder, ENV_REFERENCE)
+    counted = stored_bytes(entry) + (holder == "Pod.spec")
+    expected = {**ENTRY_BYTES, "EnvVar.valueFrom": ENV_REFERENCE_BYTES, "Pod.spec": POD_OWN_BYTES}
+    assert counted == expected[holder] if holder in expected else counted <= CONTAINER_OWN_BYTES
     sizes = [size - text for size, text in _encoded(holder.replace(".", "_"), entry)]
     assert max(sizes) <= counted
-    messages = len(_messages(entry.largest, {})) if entry.kind == "message" else 0
-    assert counted - max(sizes) <= 2 * messages
+    assert counted - max(sizes) <= 2 * _lengths(entry)

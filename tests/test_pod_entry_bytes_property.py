@@ -1,12 +1,14 @@
 """Property: whatever a pod's lists hold, the bytes protobuf stores for them are at most what rules ``pod-size`` and
-``pod-entry-size`` count (their text plus what their entries store beside it), and the rule's CEL counts what its
+``pod-entry-size`` count (their text plus what their entries store beside it), the whole spec at most that plus what
+the worst case counts of its containers and itself (config/pod_own_bytes.py), and the rule's CEL counts what its
 Python walk does.
 
 The pod is encoded as the API server stores it, with the messages of k8s.io/api ``core/v1/generated.proto`` at the
 newest accepted minor (read from the mirror and handed to protobuf's own encoder), every list and map the rules walk
 filled at random, strings up to the longest value their validation allows. The bytes of a list are what its field
 takes in its holder's encoding: the entries with their tags and lengths. What a container, the pod and their
-wrappers (a probe, a security context) store of their own is not a list's (docs/security-model.md, Sizes).
+wrappers (a probe, a security context) store of their own is not a list's: tests/test_pod_entry_bytes_contract.py has
+protobuf encode those at their largest.
 """
 
 from __future__ import annotations
@@ -24,14 +26,16 @@ from components.admission_volumes import HOST_VOLUME_SOURCES
 from config.pod_entry_bytes import (
     API_VERSION_BYTES, FIELD_PATH_BYTES, MODE_VALUE, QUANTITY_BYTES, SUBDOMAIN_BYTES, SYSCTL_NAME_BYTES, WEIGHT_VALUE,
 )
+from config.pod_own_bytes import CONTAINER_OWN_BYTES, POD_OWN_BYTES
 from config.synced_entry_bytes import (
-    CONFIG_KEY_BYTES, DNS_LABEL_BYTES, ENUM_BYTES, IP_BYTES, LABEL_VALUE_BYTES, QUALIFIED_NAME_BYTES,
+    CONFIG_KEY_BYTES, DNS_LABEL_BYTES, ENUM_BYTES, IP_BYTES, LABEL_VALUE_BYTES, QUALIFIED_NAME_BYTES, _varint,
 )
 from tests.conftest import MIRRORED_TAGS, dev_config
 from tests.tenant_sim import tenant_of
 from tests.test_pod_entry_sizes import stored
 from tests.test_pod_sizes import text_bytes
-from tests.test_synced_entry_bytes_contract import API, PROTO_TYPES, core_proto
+from tests.test_pod_entry_bytes_contract import meta_proto
+from tests.test_synced_entry_bytes_contract import API, APIMACHINERY, PROTO_TYPES, core_proto
 
 # generated.proto's scalar types.
 SCALARS = set(PROTO_TYPES) - {"text", "message"}
@@ -221,12 +225,34 @@ CONTAINER = st.fixed_dictionaries({}, optional={
         "mountPropagation": _bounded(ENUM_BYTES), "recursiveReadOnly": _bounded(ENUM_BYTES)})),
     "volumeDevices": _items(st.fixed_dictionaries({"name": _bounded(DNS_LABEL_BYTES), "devicePath": _text()})),
     "resources": st.fixed_dictionaries({}, optional={"limits": RESOURCES, "requests": RESOURCES}),
+    "resizePolicy": _items(st.fixed_dictionaries({"resourceName": _bounded(ENUM_BYTES),
+                                                  "restartPolicy": _bounded(ENUM_BYTES)})),
+    "restartPolicyRules": _items(st.fixed_dictionaries({"action": _bounded(ENUM_BYTES)}, optional={
+        "exitCodes": st.fixed_dictionaries({"operator": _bounded(ENUM_BYTES)}, optional={
+            "values": _items(st.integers(-2 ** 31, 2 ** 31 - 1))})})),
     "livenessProbe": HANDLER, "readinessProbe": HANDLER, "startupProbe": HANDLER,
     "lifecycle": st.fixed_dictionaries({}, optional={"postStart": HANDLER, "preStop": HANDLER}),
     "securityContext": st.fixed_dictionaries({}, optional={"capabilities": st.fixed_dictionaries(
         {}, optional={"add": _items(_text()), "drop": _items(_text())})})})
 REQUIREMENT = st.fixed_dictionaries({"key": _bounded(QUALIFIED_NAME_BYTES), "operator": _bounded(ENUM_BYTES),
                                      "values": _items(_text())})
+SELECTOR = st.fixed_dictionaries({}, optional={
+    "matchLabels": st.dictionaries(_bounded(QUALIFIED_NAME_BYTES), _bounded(LABEL_VALUE_BYTES), max_size=3),
+    "matchExpressions": _items(st.fixed_dictionaries({"key": _bounded(QUALIFIED_NAME_BYTES),
+                                                      "operator": _bounded(ENUM_BYTES),
+                                                      "values": _items(_bounded(LABEL_VALUE_BYTES))}))})
+KEYS = _items(_bounded(QUALIFIED_NAME_BYTES))
+AFFINITY_TERM = st.fixed_dictionaries({"topologyKey": _bounded(QUALIFIED_NAME_BYTES)}, optional={
+    "labelSelector": SELECTOR, "namespaceSelector": SELECTOR, "namespaces": _items(_bounded(DNS_LABEL_BYTES)),
+    "matchLabelKeys": KEYS, "mismatchLabelKeys": KEYS})
+POD_AFFINITY = st.fixed_dictionaries({}, optional={
+    "requiredDuringSchedulingIgnoredDuringExecution": _items(AFFINITY_TERM),
+    "preferredDuringSchedulingIgnoredDuringExecution": _items(st.fixed_dictionaries({
+        "weight": st.integers(1, WEIGHT_VALUE), "podAffinityTerm": AFFINITY_TERM}))})
+SPREAD = st.fixed_dictionaries({"maxSkew": st.integers(-2 ** 31, 2 ** 31 - 1), "topologyKey": _bounded(
+    QUALIFIED_NAME_BYTES), "whenUnsatisfiable": _bounded(ENUM_BYTES)}, optional={
+    "labelSelector": SELECTOR, "minDomains": st.integers(-2 ** 31, 2 ** 31 - 1),
+    "nodeAffinityPolicy": _bounded(ENUM_BYTES), "nodeTaintsPolicy": _bounded(ENUM_BYTES), "matchLabelKeys": KEYS})
 TERM = st.fixed_dictionaries({}, optional={"matchExpressions": _items(REQUIREMENT), "matchFields": _items(REQUIREMENT)})
 POD_SPEC = st.fixed_dictionaries({"containers": st.lists(CONTAINER, min_size=1, max_size=3)}, optional={
     "initContainers": st.lists(CONTAINER, max_size=2),
@@ -236,10 +262,15 @@ POD_SPEC = st.fixed_dictionaries({"containers": st.lists(CONTAINER, min_size=1, 
         _bounded(SUBDOMAIN_BYTES))})),
     "readinessGates": _items(st.fixed_dictionaries({"conditionType": _bounded(QUALIFIED_NAME_BYTES)})),
     "schedulingGates": _items(st.fixed_dictionaries({"name": _bounded(QUALIFIED_NAME_BYTES)})),
-    "dnsConfig": st.fixed_dictionaries({"options": _items(NAMED)}),
+    "overhead": RESOURCES,
+    "dnsConfig": st.fixed_dictionaries({"options": _items(NAMED), "nameservers": _items(_bounded(IP_BYTES)),
+                                        "searches": _items(_bounded(SUBDOMAIN_BYTES))}),
     "securityContext": st.fixed_dictionaries({"sysctls": _items(st.fixed_dictionaries({
-        "name": _bounded(SYSCTL_NAME_BYTES), "value": _text()}))}),
-    "affinity": st.fixed_dictionaries({"nodeAffinity": st.fixed_dictionaries({}, optional={
+        "name": _bounded(SYSCTL_NAME_BYTES), "value": _text()})),
+        "supplementalGroups": _items(st.integers(-2 ** 63, 2 ** 63 - 1))}),
+    "topologySpreadConstraints": _items(SPREAD),
+    "affinity": st.fixed_dictionaries({"podAffinity": POD_AFFINITY, "podAntiAffinity": POD_AFFINITY,
+                                       "nodeAffinity": st.fixed_dictionaries({}, optional={
         "requiredDuringSchedulingIgnoredDuringExecution": st.fixed_dictionaries({"nodeSelectorTerms": _items(TERM)}),
         "preferredDuringSchedulingIgnoredDuringExecution": _items(st.fixed_dictionaries({
             "weight": st.integers(1, WEIGHT_VALUE), "preference": TERM}))})})})
@@ -250,7 +281,10 @@ _classes: dict = {}
 
 def pod_spec_class():
     if not _classes:
-        _classes.update(_core_classes(core_proto(MIRRORED_TAGS[API][-1])))
+        meta = meta_proto(MIRRORED_TAGS[APIMACHINERY][-1])
+        selectors = "".join(re.search(rf"\nmessage {name} {{\n.*?\n}}", meta, re.S).group(0)
+                            for name in ("LabelSelector", "LabelSelectorRequirement"))
+        _classes.update(_core_classes(core_proto(MIRRORED_TAGS[API][-1]) + selectors))
     return _classes["PodSpec"]
 
 
@@ -304,6 +338,11 @@ def test_what_a_pods_lists_store_is_at_most_what_the_rules_count(rule, spec):
     _set(message, _proto_form(spec))
     assert list_bytes(message) <= text_bytes(spec) + stored(spec)
     assert rule(spec) == stored(spec)
+    # The whole spec, as the pod holds it: within what the worst case counts of a pod of as many containers.
+    containers = sum(len(spec.get(field, [])) for field in CONTAINER_LISTS)
+    whole = message.ByteSize()
+    assert 1 + _varint(whole) + whole <= \
+        text_bytes(spec) + stored(spec) + containers * CONTAINER_OWN_BYTES + POD_OWN_BYTES
 
 
 def test_the_lists_of_a_pod_at_every_largest_value_store_near_what_the_rules_count():

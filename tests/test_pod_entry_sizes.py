@@ -4,8 +4,9 @@ pod policy, components/admission_pod_size.py; config/pod_entry_bytes.py).
 - Attack: pods of fixed-length fields alone, built as vCluster syncs them and KAI mutates them (tests/tenant_sim.py),
   near the API server's 3 MiB request and over etcd's 1.5 MiB, with no free text to speak of: 7,500 env variables
   naming a 317-byte annotation key by field reference, 8,000 mounts of one volume with every bounded field at its
-  longest, 7,000 downward-API items naming annotations with a mode, host aliases of 253-byte names; and a pod one
-  byte past the cap. Each is refused.
+  longest, 7,000 downward-API items naming annotations with a mode, host aliases of 253-byte names, pod
+  anti-affinity terms and topology spread constraints of 317-byte keys; and a pod one byte past the cap. Each is
+  refused.
 - Honest: a pod exactly at the cap, the large honest pods of tests/test_pod_sizes.py and tests/test_pod_text_attacks.py
   (a hundred Services' links, twenty volumes of ten items); KAI's docs pods and the seeds' workloads pass the same
   policy (tests/test_admission_honest.py).
@@ -21,6 +22,7 @@ import pytest
 
 from components.pod_text_paths import POD_SPEC, TextPaths
 from config.pod_entry_bytes import ENTRY_BYTES, ENV_REFERENCE_BYTES, SYNCED_POD_ENTRY_BYTES
+from config.pod_own_bytes import CONTAINER_OWN_BYTES, POD_OWN_BYTES
 from config.stack_file import PROJECT_DIR
 from config.synced_data import SYNCED_POD_TEXT_ITEMS
 from tests.conftest import dev_config
@@ -113,6 +115,19 @@ def test_host_aliases_of_long_names_are_refused(tenant):
     _assert_flood(tenant, _pod(tenant, container("side"), hostAliases=aliases), least=2 * MIB)
 
 
+def test_pod_anti_affinity_terms_and_spread_constraints_are_refused(tenant):
+    """1,000 anti-affinity terms and 1,000 spread constraints, each with a 317-byte topology key and a label of a
+    317-byte key: lists of no text, a copy of over a MiB."""
+    key = "t" * 253 + "/" + "k" * 63
+    selector = {"matchLabels": {key: "v" * 63}}
+    terms = [{"topologyKey": key, "labelSelector": selector} for _ in range(1000)]
+    spread = [{"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": selector}
+              for _ in range(1000)]
+    pod = _pod(tenant, container("side"), affinity={"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": terms}}, topologySpreadConstraints=spread)
+    _assert_flood(tenant, pod, least=MIB)
+
+
 def _at_cap(tenant, total: int) -> dict:
     """A pod whose host copy the rule counts at ``total`` bytes: mounts of 167, then items of 15 and args of 4."""
     main = container("side")
@@ -162,7 +177,9 @@ def test_the_security_model_shows_what_the_code_counts_and_no_stale_figure():
     table = dict(re.findall(r"^\| `([\w.]+)`(?: \(where set\))? \| ([\d,]+) \|$", section, re.M))
     assert {holder: int(value.replace(",", "")) for holder, value in table.items()} == \
         {**ENTRY_BYTES, "EnvVar.valueFrom": ENV_REFERENCE_BYTES}
-    assert f"passes {CAP // 2 ** 10} KiB (`SYNCED_POD_ENTRY_BYTES`, rule `pod-entry-size`)" in " ".join(section.split())
+    flat = " ".join(section.split())
+    assert f"passes {CAP // 2 ** 10} KiB (`SYNCED_POD_ENTRY_BYTES`, rule `pod-entry-size`)" in flat
+    assert f"at most {CONTAINER_OWN_BYTES:,} bytes a container of any kind and {POD_OWN_BYTES:,} for the spec" in flat
     # A team's counts are its quota's, shown by the plan's summary: the section quotes none.
     assert re.findall(r"\bdev (?:counts|teams?|pods?|stack's)\b", section) == []
 

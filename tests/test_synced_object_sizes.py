@@ -23,6 +23,7 @@ import pytest
 from celpy import celtypes
 
 from components.synced_object_sizes import base64_bytes
+from config.pod_own_bytes import CONTAINER_OWN_BYTES, POD_OWN_BYTES
 from config.synced_data import ETCD_DEFAULT_QUOTA, SYNCED_OBJECT_KEYS, SYNCED_POD_CONDITION_BYTES, worst_case
 from config.synced_entry_bytes import CONTAINER_PORT_BYTES, REFERENCE_BYTES, SERVICE_PORT_BYTES, TOLERATION_BYTES
 from config import load_platform
@@ -250,10 +251,10 @@ def test_a_host_whose_datastore_size_is_unknown_gets_a_note_past_etcds_default()
 def test_the_worst_case_counts_every_list_a_rule_bounds_by_count_at_its_cap():
     team = next(t for t in platform_of(dev_config()).teams if t.name == TEAM)
     # 25 pods, each with 67 tolerations (64 of its own, the GPU taint's vCluster enforces, the API server's two), 256
-    # container ports and 264 ConfigMap and Secret references, and its other lists' entries at 128 KiB, beside its
-    # text and conditions; 23 Services of 100 ports each.
+    # container ports and 264 ConfigMap and Secret references, its other lists' entries at 128 KiB and 65 containers'
+    # and its own fields at their largest, beside its text and conditions; 23 Services of 100 ports each.
     pod = 256 * 2 ** 10 + SYNCED_POD_CONDITION_BYTES + 67 * TOLERATION_BYTES + 256 * CONTAINER_PORT_BYTES + \
-        264 * REFERENCE_BYTES + 128 * 2 ** 10
+        264 * REFERENCE_BYTES + 128 * 2 ** 10 + 65 * CONTAINER_OWN_BYTES + POD_OWN_BYTES
     assert worst_case(team.vcluster) == (95 + 54) * 512 * 2 ** 10 + 178 * 64 * 2 ** 10 + 25 * pod + \
         23 * 100 * SERVICE_PORT_BYTES
     # A toleration vCluster enforces on every pod is one more each pod may carry.
@@ -268,11 +269,12 @@ def test_the_summary_shows_each_teams_worst_case_and_the_sites_total(dev_run):
     section = summary[summary.index("## Host datastore"):]
     # 95 ConfigMaps and 54 Secrets (the namespace's quota), each at 512Ki: 74.5 MiB; 25 pods, 23 Services, 23
     # Endpoints, 21 claims and 86 EndpointSlices with 64Ki of labels and annotations: 11.1 MiB; the 25 pods with 256Ki
-    # of containers' text, 16Ki of status conditions and 274 KiB of tolerations, ports, references and other list
-    # entries each: 13.3 MiB; the 23 Services' ports, 45 KiB each: 1 MiB; three teams: 299.9 MiB.
-    assert "| `team-nlp` | 95 | 54 | `512Ki` | 178 | `64Ki` | 25 | `256Ki` | `16Ki` | 280,580 B | 46,300 B | " \
-        "100.0 MiB |" in section
-    assert "Site total: **299.9 MiB**" in section
+    # of containers' text, 16Ki of status conditions and 391 KiB of tolerations, ports, references, other list
+    # entries and containers' and own fields each: 16.2 MiB; the 23 Services' ports, 45 KiB each: 1 MiB; three
+    # teams: 308.5 MiB.
+    assert "| `team-nlp` | 95 | 54 | `512Ki` | 178 | `64Ki` | 25 | `256Ki` | `16Ki` | 400,232 B | 46,300 B | " \
+        "102.8 MiB |" in section
+    assert "Site total: **308.5 MiB**" in section
     team = next(t for t in platform_of(dev_config()).teams if t.name == TEAM)
-    assert f"{worst_case(team.vcluster) / 2 ** 20:,.1f} MiB" == "100.0 MiB"
+    assert f"{worst_case(team.vcluster) / 2 ** 20:,.1f} MiB" == "102.8 MiB"
     assert "cannot read this microk8s host's datastore limit" in section

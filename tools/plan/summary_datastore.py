@@ -92,9 +92,10 @@ def datastore_section(index: PlanIndex) -> list[str]:
              "images, paths, ...) at theirs (rule `pod-size`, vcluster.resourceQuota.syncedPodTextBytes) and its status "
              "conditions at theirs (rule `pod-conditions`) and its tolerations, containers' ports and ConfigMap and "
              "Secret references at their counts (rules `tolerations`, `ports`, `object-references`) and the other "
-             "entries of its lists at what they store beside their text (rule `pod-entry-size`), and every "
+             "entries of its lists at what they store beside their text (rule `pod-entry-size`) and its containers' "
+             "and its own fields at their largest, and every "
              "Service with its ports at theirs (rule `service-ports`), each entry at the most the API server stores "
-             "of it; the rest of those objects' specs (a pod's containers' own fields, an Endpoints' "
+             "of it; the rest of those objects' specs (an Endpoints' "
              "or EndpointSlice's endpoints) is not counted (docs/security-model.md, Sizes).", ""]
     lines += table(["Team", "ConfigMaps", "Secrets", "Per-object cap", "Other synced objects", "Metadata cap", "Pods",
                     "Pod text cap", "Conditions cap", "Pod lists", "Service ports", "Worst case"], rows)
