@@ -32,7 +32,7 @@ from components.admission_metadata import (
 )
 from components.admission_pod_fields import pod_field_validations
 from components.admission_pod_size import (
-    pod_containers, pod_object_references, pod_ports, pod_size, pod_tolerations, pod_volumes,
+    pod_containers, pod_entry_size, pod_object_references, pod_ports, pod_size, pod_tolerations, pod_volumes,
 )
 from components.admission_volumes import volume_validations
 from components.kai import SCHEDULER_NAME
@@ -260,7 +260,7 @@ def policy_validations(team: Team, before_sync: bool = False) -> list[dict]:
         *([] if before_sync else image_registry_validations(team)),
         *metadata_validations(team),
         # The size of what the host stores: the virtual pod lacks what vCluster adds and carries keys the syncer drops.
-        *([] if before_sync else [pod_metadata_size(), pod_size(team)]),
+        *([] if before_sync else [pod_metadata_size(), pod_size(team), pod_entry_size()]),
     ]
 
 

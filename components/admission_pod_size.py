@@ -1,6 +1,7 @@
-"""The bytes of free text a tenant pod carries to the host (rule ``pod-size`` of the pod policy), and how many
-tolerations, containers, volumes, container ports and ConfigMap and Secret references it has (rules ``tolerations``,
-``containers``, ``volumes``, ``ports``, ``object-references``).
+"""The bytes of free text a tenant pod carries to the host (rule ``pod-size`` of the pod policy) and what its lists'
+entries store beside it (``pod-entry-size``), and how many tolerations, containers, volumes, container ports and
+ConfigMap and Secret references it has (rules ``tolerations``, ``containers``, ``volumes``, ``ports``,
+``object-references``).
 
 vCluster copies a pod's spec as the tenant wrote it (pods/translate/translator.go ``Translate`` deep-copies the pod,
 adds the Kubernetes and service-link variables and renames the objects it names), and the API server bounds many
@@ -27,6 +28,14 @@ lie four deep: up to about 45). With at most 8,192 entries and the request's 3 M
 container, some 700,000 for a pod of twenty containers; the large honest pod of tests/test_pod_text_attacks.py
 (three containers mounting twenty volumes of ten items) under 15,000. A hostile pod of hundreds of fully set
 containers or volumes can pass the limit: the API server then refuses it, which is what the rule is for.
+
+Rule ``pod-entry-size`` sums what those entries store beside their text (config/pod_entry_bytes.py): ``size()`` of
+each list times its entry's bytes, so a list of strings or of fixed-size entries costs a handful whatever its
+length, and a walk into the entries of the object lists holding lists of their own (containers, volumes, projected
+sources, node and pod affinity terms, spread constraints, label selectors, host aliases, restart rules) and into env
+variables for their references: some 10 a walked entry, about 300 a container of every list set. The entry count is
+checked first, as in ``pod-size``: at most about 8,192 x 10 + 65 x 300 + 131 x 60, near 110,000; the floods of
+tests/test_pod_entry_sizes.py (8,000 mounts, 7,500 references) stay within CEL C++'s 10,000 iterations besides.
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ from components.admission_metadata import refusal
 from components.pod_text_paths import POD_SPEC, TextPaths
 from config.model import Team
 from components.admission_devices import CONTAINER_LISTS
+from config.pod_entry_bytes import SYNCED_POD_ENTRY_BYTES
 from config.synced_data import (
     HOST_ADDED_CONTAINERS, HOST_ADDED_VOLUMES, POD_REFERENCE_CAP, SYNCED_POD_CONTAINERS, SYNCED_POD_PORTS,
     SYNCED_POD_REFERENCES, SYNCED_POD_TEXT_ITEMS, SYNCED_POD_TOLERATIONS, SYNCED_POD_VOLUMES, pod_text_bytes,
@@ -75,9 +85,30 @@ def _text_bytes(var: str, paths: TextPaths, depth: int) -> str:
     terms = [_when(var, path, f"size(bytes({var}.{path}))") for path in paths.strings]
     terms += [_when(var, path, f"{var}.{path}.map({inner}, size(bytes({inner}))).sum()")
               for path in paths.string_lists]
-    terms += [_when(var, path, f"{var}.{path}.map({inner}, {_text_bytes(inner, element, depth + 1)}).sum()")
-              for path, element in paths.objects.items()]
+    for path, element in paths.objects.items():
+        nested = _text_bytes(inner, element, depth + 1)
+        if nested != "0":
+            terms.append(_when(var, path, f"{var}.{path}.map({inner}, {nested}).sum()"))
     return _sum(terms)
+
+
+def _stored(var: str, paths: TextPaths, depth: int) -> str:
+    """What the entries of the lists and maps ``var`` holds along ``paths`` store beside their text: per entry,
+    ``size()`` times its bytes, plus what each entry of an object list holds below it."""
+    inner = f"e{depth}"
+    terms = []
+    for path, each in paths.entry_bytes.items():
+        own = [f"size({var}.{path}) * {each}"] if each else []
+        nested = _stored(inner, paths.objects[path], depth + 1) if path in paths.objects else "0"
+        below = [] if nested == "0" else [f"{var}.{path}.map({inner}, {nested}).sum()"]
+        terms.append(_when(var, path, " + ".join(own + below) or "0"))
+    terms += [_when(var, path, str(each)) for path, each in paths.present_bytes.items()]
+    return _sum(terms)
+
+
+def pod_entry_bytes_of(obj: str = "object") -> str:
+    """What the entries of ``obj``'s spec store beside their text."""
+    return _stored(f"{obj}.spec", POD_SPEC, 0)
 
 
 def pod_text_items(obj: str = "object") -> str:
@@ -120,6 +151,23 @@ def pod_size(team: Team) -> dict:
         "read-only when full",
         "keep large configs out of env, args and paths: put them in a ConfigMap mounted as a file (or in the image), "
         "or ask the platform team for a larger syncedPodTextBytes")
+
+
+def pod_entry_size() -> dict:
+    """Judged on every CREATE and on an UPDATE that grows what the entries store (a resize adding a resource, an
+    ephemeral container): KAI's and the syncer's other updates, and pods from before the rule, pass as they are."""
+    cap = SYNCED_POD_ENTRY_BYTES
+    grown = f"(request.operation == 'UPDATE' && {pod_entry_bytes_of()} <= {pod_entry_bytes_of('oldObject')})"
+    return refusal(
+        "pod-entry-size",
+        f"({pod_text_items()} <= {SYNCED_POD_TEXT_ITEMS} && {pod_entry_bytes_of()} <= {cap}) || {grown}",
+        f"the entries of a pod's lists (env variables, mounts, volumes and their items, resources, gates, host "
+        f"aliases, affinity terms, spread constraints, ...) may store at most {cap} bytes beside their text, each "
+        "counted at its largest (an env variable's field or key reference, a mount's volume name and propagation, an item's mode, a "
+        "resource's name and quantity): the API server bounds each of them, not how many a pod has, and every copy "
+        "lands in the host's etcd, which turns the whole cluster read-only when full",
+        "take several keys of one ConfigMap or Secret with envFrom or one volume instead of a variable or an item "
+        "each, mount a directory once instead of each file, or split the work over more pods")
 
 
 def _count(obj: str, field: str) -> str:

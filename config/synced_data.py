@@ -24,6 +24,8 @@ from config.model import Cluster, Team, TenantResourceQuota, VClusterSettings
 from config.synced_endpoint_bytes import (
     SELECTOR_ENTRY_BYTES, SERVICE_SPEC_REST_BYTES, SOURCE_RANGE_BYTES, endpoint_slice_bytes, endpoints_bytes,
 )
+from config.pod_entry_bytes import SYNCED_POD_ENTRY_BYTES
+from config.pod_own_bytes import CONTAINER_OWN_BYTES, POD_OWN_BYTES
 from config.synced_entry_bytes import CONTAINER_PORT_BYTES, REFERENCE_BYTES, SERVICE_PORT_BYTES, TOLERATION_BYTES
 from config.tenant_budget import MEBIBYTE, namespace_budget
 
@@ -153,10 +155,13 @@ def pod_toleration_cap(settings: VClusterSettings) -> int:
 
 
 def pod_list_bytes(settings: VClusterSettings) -> int:
-    """What a pod's lists bounded by count alone hold at their caps, past its text (config/synced_entry_bytes.py):
-    its tolerations, its containers' ports and its ConfigMap and Secret references."""
+    """What a pod's spec holds at its caps past its text: its tolerations, its containers' ports and its ConfigMap
+    and Secret references, bounded by count (config/synced_entry_bytes.py), the entries of its other lists, bounded
+    by what they store (rule pod-entry-size, config/pod_entry_bytes.py), and what each of its containers (rule
+    containers) and the spec store of their own (config/pod_own_bytes.py)."""
     return pod_toleration_cap(settings) * TOLERATION_BYTES + SYNCED_POD_PORTS * CONTAINER_PORT_BYTES + \
-        POD_REFERENCE_CAP * REFERENCE_BYTES
+        POD_REFERENCE_CAP * REFERENCE_BYTES + SYNCED_POD_ENTRY_BYTES + \
+        (SYNCED_POD_CONTAINERS + HOST_ADDED_CONTAINERS) * CONTAINER_OWN_BYTES + POD_OWN_BYTES
 
 
 # What a Service's spec holds, its lists at their caps (its ports, selector and source ranges), and an Endpoints and
@@ -177,8 +182,9 @@ def metadata_objects(settings: VClusterSettings) -> int:
 def worst_case(settings: VClusterSettings) -> int:
     """Every ConfigMap and Secret the namespace's quota lets exist, each at the cap, every object of the other
     synced kinds with its labels and annotations at theirs, every pod with its containers' text, its status
-    conditions and its tolerations, ports and references at their caps, every Service with its ports, selector and
-    source ranges at theirs, and every Endpoints (one a Service) and EndpointSlice with its entries at theirs."""
+    conditions, its tolerations, ports and references, what its lists' entries store and its containers' and its
+    own fields at their caps, every Service with its ports, selector and source ranges at theirs, and every Endpoints
+    (one a Service) and EndpointSlice with its entries at theirs."""
     budget = namespace_budget(settings)
     return (budget.config_maps + budget.secrets) * object_bytes(settings) + \
         metadata_objects(settings) * SYNCED_METADATA_BYTES + \
@@ -266,6 +272,7 @@ def _caps_summed(total: int, *, sentence_start: bool = False) -> str:
             f"summed over the teams, with {SYNCED_METADATA_BYTES // 2 ** 10} KiB of labels and annotations on each of "
             f"their other synced objects, each pod's containers' text at vcluster.resourceQuota.syncedPodTextBytes and "
             f"its status conditions at {SYNCED_POD_CONDITION_BYTES // 2 ** 10} KiB, its tolerations, ports and "
-            f"ConfigMap and Secret references at their counts' caps, each Service's ports, selector and source ranges, "
-            f"each Endpoints' and EndpointSlice's entries at theirs) "
+            f"ConfigMap and Secret references at their counts' caps, its lists' other entries at "
+            f"{SYNCED_POD_ENTRY_BYTES // 2 ** 10} KiB and its containers' and its own fields at their largest, each "
+            f"Service's ports, selector and source ranges, each Endpoints' and EndpointSlice's entries at theirs) "
             f"come to {gibibytes(total)}")

@@ -31,16 +31,19 @@ NEGATIVE = -1
 
 
 class Field(NamedTuple):
-    """One field of a message: its number, and its largest value: a string's bytes (``str``), a number (``int``), a
-    bool (``bool``) or a nested message (``Message``)."""
+    """One field of a message: its number, and its largest value: a string's bytes (``string``), a number (``int32``,
+    ``int64``), a bool (``bool``) or a nested message (``message``). A ``text`` field is a string rule ``pod-size``
+    sums the bytes of: only its tag and length are the entry's own (config/pod_entry_bytes.py)."""
     number: int
     kind: str
     largest: Union[int, "Message", None] = None
 
 
 class Message(NamedTuple):
+    """A message's fields; ``one_of``: the API server's validation admits exactly one of them set."""
     name: str
     fields: dict[str, Field]
+    one_of: bool = False
 
 
 def _varint(value: int) -> int:

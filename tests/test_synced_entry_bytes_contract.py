@@ -6,6 +6,7 @@ tests/test_pod_text_fields_contract.py read them), and the size protobuf itself 
 from __future__ import annotations
 
 import re
+from typing import Optional
 
 import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -83,37 +84,61 @@ def test_each_string_is_counted_at_the_longest_value_validation_lets_it_hold():
 
 # --- the arithmetic against protobuf's own encoder ---------------------------------------------------------------
 
+# A Field's kind (a text field is a string) or a generated.proto scalar, as protobuf's descriptor types it.
 PROTO_TYPES = {"string": descriptor_pb2.FieldDescriptorProto.TYPE_STRING,
+               "text": descriptor_pb2.FieldDescriptorProto.TYPE_STRING,
+               "bytes": descriptor_pb2.FieldDescriptorProto.TYPE_BYTES,
                "int32": descriptor_pb2.FieldDescriptorProto.TYPE_INT32,
                "int64": descriptor_pb2.FieldDescriptorProto.TYPE_INT64,
                "bool": descriptor_pb2.FieldDescriptorProto.TYPE_BOOL,
+               "double": descriptor_pb2.FieldDescriptorProto.TYPE_DOUBLE,
                "message": descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE}
 
 
-def _describe(file: descriptor_pb2.FileDescriptorProto, message: Message, seen: set[str]) -> None:
+def proto_name(message: Message) -> str:
+    """A message's name as protobuf takes it (a map entry's ``map<string, string>`` is not one)."""
+    return re.sub(r"\W", "_", message.name)
+
+
+def describe(file: descriptor_pb2.FileDescriptorProto, message: Message, seen: set[str]) -> None:
+    """``message`` and every message below it, declared in ``file`` (package ``entries``)."""
     if message.name in seen:
         return
     seen.add(message.name)
-    described = file.message_type.add(name=message.name)
+    described = file.message_type.add(name=proto_name(message))
     for name, field in message.fields.items():
         added = described.field.add(name=name, number=field.number, type=PROTO_TYPES[field.kind],
                                     label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL)
         if field.kind == "message":
-            added.type_name = f".entries.{field.largest.name}"
-            _describe(file, field.largest, seen)
+            added.type_name = f".entries.{proto_name(field.largest)}"
+            describe(file, field.largest, seen)
 
 
-def _fill(instance, message: Message) -> None:
-    """Every field at its largest: a string of that many bytes, the number, true, the nested message filled."""
-    for name, field in message.fields.items():
+# A text field's value when filling (config/pod_entry_bytes.py): long enough that each length holding it takes three
+# bytes, as counted.
+TEXT = 2 ** 17
+
+
+def fill(instance, message: Message, choice: Optional[dict[str, str]] = None) -> int:
+    """Every field at its largest (a string of that many bytes, the number, true, the nested message filled; of a
+    one_of, the field ``choice`` names): the bytes of text written."""
+    text = 0
+    names = [choice[message.name]] if message.one_of else list(message.fields)
+    for name in names:
+        field = message.fields[name]
         if field.kind == "message":
-            _fill(getattr(instance, name), field.largest)
+            getattr(instance, name).SetInParent()  # an entry of a list is stored even when it holds nothing
+            text += fill(getattr(instance, name), field.largest, choice)
+        elif field.kind == "text":
+            setattr(instance, name, "x" * TEXT)
+            text += TEXT
         elif field.kind == "string":
             setattr(instance, name, "x" * field.largest)
         elif field.kind == "bool":
             setattr(instance, name, True)
         else:
             setattr(instance, name, field.largest)
+    return text
 
 
 @pytest.mark.parametrize("holder,field,entry,entry_bytes", HOLDERS, ids=[h[0] + "." + h[1] for h in HOLDERS])
@@ -121,9 +146,9 @@ def test_the_largest_entry_encodes_to_the_bytes_counted(holder, field, entry, en
     """The holder with one entry, every field of it at its largest, as protobuf serializes it."""
     wrapper = Message(holder, {field: entry})
     file = descriptor_pb2.FileDescriptorProto(name=f"{holder}.proto", package="entries", syntax="proto2")
-    _describe(file, wrapper, set())
+    describe(file, wrapper, set())
     pool = descriptor_pool.DescriptorPool()
     pool.Add(file)
     instance = message_factory.GetMessageClass(pool.FindMessageTypeByName(f"entries.{holder}"))()
-    _fill(instance, wrapper)
+    fill(instance, wrapper)
     assert len(instance.SerializeToString()) == entry_bytes

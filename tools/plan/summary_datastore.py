@@ -99,11 +99,12 @@ def datastore_section(index: PlanIndex) -> list[str]:
              "their cap (rule `metadata-size`), and every pod with the free text of its spec (env, commands, args, "
              "images, paths, ...) at theirs (rule `pod-size`, vcluster.resourceQuota.syncedPodTextBytes) and its status "
              "conditions at theirs (rule `pod-conditions`) and its tolerations, containers' ports and ConfigMap and "
-             "Secret references at their counts (rules `tolerations`, `ports`, `object-references`), every Service "
-             "with its ports, selector and source ranges at theirs (rules `service-ports`, `service-size`) and every "
-             "Endpoints and EndpointSlice with its endpoint ports at theirs (rules `endpoint-size`, `endpoint-text`), "
-             "each entry at the most the API server stores of it; the rest of a pod's spec (its volumes and "
-             "containers past their text) is not counted (docs/security-model.md, Sizes).", ""]
+             "Secret references at their counts (rules `tolerations`, `ports`, `object-references`) and the other "
+             "entries of its lists at what they store beside their text (rule `pod-entry-size`) and its containers' "
+             "and its own fields at their largest, every Service with its ports, selector and source ranges at theirs "
+             "(rules `service-ports`, `service-size`) and every Endpoints and EndpointSlice with its endpoint ports at "
+             "theirs (rules `endpoint-size`, `endpoint-text`), each entry at the most the API server stores of it "
+             "(docs/security-model.md, Sizes).", ""]
     lines += table(["Team", "ConfigMaps", "Secrets", "Per-object cap", "Other synced objects", "Metadata cap", "Pods",
                     "Pod text cap", "Conditions cap", "Pod lists", "Service", "Endpoints", "EndpointSlice",
                     "Worst case"], rows)
