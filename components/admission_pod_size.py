@@ -154,8 +154,10 @@ def pod_size(team: Team) -> dict:
 
 
 def pod_entry_size() -> dict:
-    """Judged on every CREATE and on an UPDATE that grows what the entries store (a resize adding a resource, an
-    ephemeral container): KAI's and the syncer's other updates, and pods from before the rule, pass as they are."""
+    """Judged on every CREATE and on an UPDATE that grows what the entries store (an ephemeral container): KAI's and
+    the syncer's other updates, and pods from before the rule, pass as they are. A resize (``pods/resize``, not
+    matched here) adds no entry: the LimitRange gave every container the CPU and memory limits and requests it may
+    change (tests/test_admission_resize.py)."""
     cap = SYNCED_POD_ENTRY_BYTES
     grown = f"(request.operation == 'UPDATE' && {pod_entry_bytes_of()} <= {pod_entry_bytes_of('oldObject')})"
     return refusal(
