@@ -25,7 +25,7 @@ from tests.conftest import dev_config, eks_config
 from tests.kai_pods import kai_bind, kai_group
 from tests.synced_objects_sim import SyncedObjectsAdmission, synced_objects_admission_for
 from tests.tenant_sim import KAI_SCHEDULER, Tenant, container, tenant_of, virtual_pod
-from tests.test_pod_entry_sizes import _at_cap, stored
+from tests.test_pod_entry_sizes import at_cap, stored
 from tests.test_pod_sizes import text_bytes
 from tests.vcluster_pods import copy_back, syncer_resize
 
@@ -90,7 +90,7 @@ def test_a_resize_adding_limits_to_every_container_of_a_pod_at_the_cap_adds_no_e
     tenant, _ = tenant_and_policy
     values = limit_range_values(tenant.team.vcluster)
     assert {"cpu", "memory"} <= set(values["default"]) & set(values["defaultRequest"])
-    pod = _at_cap(tenant, SYNCED_POD_ENTRY_BYTES)
+    pod = at_cap(tenant, SYNCED_POD_ENTRY_BYTES)
     for entry in pod["spec"]["containers"]:
         del entry["resources"]["limits"]
     seen, host = bound(tenant, pod)

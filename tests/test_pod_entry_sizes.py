@@ -128,7 +128,7 @@ def test_pod_anti_affinity_terms_and_spread_constraints_are_refused(tenant):
     _assert_flood(tenant, pod, least=MIB)
 
 
-def _at_cap(tenant, total: int) -> dict:
+def at_cap(tenant, total: int) -> dict:
     """A pod whose host copy the rule counts at ``total`` bytes: mounts of 167, then items of 15 and args of 4."""
     main = container("side")
     main["volumeMounts"], main["args"] = [], []
@@ -147,8 +147,8 @@ def _at_cap(tenant, total: int) -> dict:
 
 
 def test_a_pod_at_the_cap_is_admitted_and_one_byte_past_it_refused(tenant):
-    assert tenant.create(_at_cap(tenant, CAP)) == []
-    assert refused_for_entries(tenant.create(_at_cap(tenant, CAP + 1)))
+    assert tenant.create(at_cap(tenant, CAP)) == []
+    assert refused_for_entries(tenant.create(at_cap(tenant, CAP + 1)))
 
 
 # --- honest ----------------------------------------------------------------------------------------------
