@@ -21,10 +21,12 @@ import re
 
 import pytest
 
-from config.synced_data import HOST_ADDED_VOLUMES, SYNCED_POD_PORTS, SYNCED_POD_VOLUMES
+from config.stack_file import PROJECT_DIR
+from config.synced_data import HOST_ADDED_VOLUMES, SYNCED_POD_PORTS, SYNCED_POD_TEXT_ITEMS, SYNCED_POD_VOLUMES
+from config.tenant_budget import namespace_budget
 from tests.conftest import ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, dev_config, git, mirrored_tag
 from tests.test_admission_attacks import on_kai, rules
-from tests.tenant_sim import container, kai_bind, kai_group, tenant_of
+from tests.tenant_sim import container, kai_bind, kai_group, platform_of, tenant_of
 
 KSM = "kubernetes/kube-state-metrics"
 VCLUSTER = "loft-sh/vcluster"
@@ -127,3 +129,13 @@ def test_ephemeral_containers_have_no_ports_and_nothing_bounds_the_counts(tag):
     for field in ("\tVolumes []Volume ", "\tPorts []ContainerPort "):
         comment = core[:core.index(field)].rsplit("\n\n", 1)[-1]
         assert not re.search(r"maximum|at most|no more than", comment), field
+
+
+def test_the_security_model_gives_the_claim_series_a_dev_team_held_before_the_rule():
+    """kube-state-metrics' two series per claim volume, a pod of pod-size's entries of claims, times the dev stack's
+    pods (docs/security-model.md, metrics table)."""
+    model = " ".join((PROJECT_DIR / "docs" / "security-model.md").read_text().split())
+    pods = namespace_budget(next(t for t in platform_of(dev_config()).teams if t.name == "team-nlp").vcluster).pods
+    per_pod = 2 * SYNCED_POD_TEXT_ITEMS
+    assert (f"a pod of {SYNCED_POD_TEXT_ITEMS:,} claims held {per_pod:,} series, a team of the `dev` stack "
+            f"({pods} pods) {per_pod * pods:,} |") in model

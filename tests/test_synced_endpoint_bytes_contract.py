@@ -145,3 +145,11 @@ def test_the_docs_give_the_figures_the_code_counts():
     assert limits.replace(", fieldPath", " and fieldPath") in guide
     assert limits.replace(", fieldPath", " or fieldPath") in model  # the rules table
     assert f"zone at most {ZONE_BYTES} bytes" in guide and SLICE_NODE_HINTS == 1 and "one node hint" in guide
+
+
+def test_the_security_model_gives_the_endpoint_ports_of_a_dev_teams_services():
+    """What every node programs for one team's Services at the dev stack's quota: the Services' ports times its pods."""
+    model = " ".join((PROJECT_DIR / "docs" / "security-model.md").read_text().split())
+    budget = namespace_budget(next(t for t in platform_of(dev_config()).teams if t.name == "team-nlp").vcluster)
+    assert (f"{SYNCED_SERVICE_PORTS * budget.services * budget.pods:,} endpoint ports for a team of the `dev` stack "
+            f"({budget.services} Services, {budget.pods} pods;") in model
