@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from config.synced_entry_bytes import (
     DNS_LABEL_BYTES, ENUM_BYTES, IP_BYTES, LABEL_VALUE_BYTES, LOCAL_OBJECT_REFERENCE,
-    NEGATIVE, QUALIFIED_NAME_BYTES, SECRET_KEY_SELECTOR, Field, Message, _tag, _varint,
+    NEGATIVE, QUALIFIED_NAME_BYTES, SECRET_KEY_SELECTOR, Field, Message, string_field, tag_bytes,
+    varint_bytes,
 )
 
 # A quantity's canonical text (apimachinery resource.ParseQuantity: an int64 of nano units and a suffix).
@@ -38,11 +39,7 @@ SUBDOMAIN_BYTES = 253
 SYSCTL_NAME_BYTES = 253
 # The most bytes of the text sum's cap and the entries' together: under 2 MiB, so three bytes hold each length.
 LENGTH_LIMIT = 2 ** 21
-LENGTH_BYTES = _varint(LENGTH_LIMIT - 1)
-
-
-def _string(number: int, largest: int) -> Field:
-    return Field(number, "string", largest)
+LENGTH_BYTES = varint_bytes(LENGTH_LIMIT - 1)
 
 
 def _text(number: int) -> Field:
@@ -64,14 +61,14 @@ def _int32(number: int, largest: int) -> Field:
 def stored_bytes(field: Field) -> int:
     """The most ``field`` stores beside the text its ``text`` fields hold."""
     if field.kind == "text":
-        return _tag(field.number) + LENGTH_BYTES
+        return tag_bytes(field.number) + LENGTH_BYTES
     if field.kind == "bool":
-        return _tag(field.number) + 1
+        return tag_bytes(field.number) + 1
     if field.kind in ("int32", "int64"):
-        return _tag(field.number) + _varint(field.largest)
+        return tag_bytes(field.number) + varint_bytes(field.largest)
     if field.kind == "string":
-        return _tag(field.number) + _varint(field.largest) + field.largest
-    return _tag(field.number) + LENGTH_BYTES + own_bytes(field.largest)
+        return tag_bytes(field.number) + varint_bytes(field.largest) + field.largest
+    return tag_bytes(field.number) + LENGTH_BYTES + own_bytes(field.largest)
 
 
 def own_bytes(message: Message) -> int:
@@ -79,14 +76,14 @@ def own_bytes(message: Message) -> int:
     return max(sizes) if message.one_of else sum(sizes)
 
 
-QUANTITY = Message("Quantity", {"string": _string(1, QUANTITY_BYTES)})
+QUANTITY = Message("Quantity", {"string": string_field(1, QUANTITY_BYTES)})
 OBJECT_FIELD_SELECTOR = Message("ObjectFieldSelector", {
-    "apiVersion": _string(1, API_VERSION_BYTES), "fieldPath": _string(2, FIELD_PATH_BYTES)})
+    "apiVersion": string_field(1, API_VERSION_BYTES), "fieldPath": string_field(2, FIELD_PATH_BYTES)})
 RESOURCE_FIELD_SELECTOR = Message("ResourceFieldSelector", {
     "containerName": _text(1), "resource": _text(2), "divisor": _message(3, QUANTITY)})
 CONFIG_MAP_KEY_SELECTOR = Message("ConfigMapKeySelector", SECRET_KEY_SELECTOR.fields)
 FILE_KEY_SELECTOR = Message("FileKeySelector", {
-    "volumeName": _string(1, DNS_LABEL_BYTES), "path": _text(2), "key": _text(3), "optional": _bool(4)})
+    "volumeName": string_field(1, DNS_LABEL_BYTES), "path": _text(2), "key": _text(3), "optional": _bool(4)})
 ENV_VAR_SOURCE = Message("EnvVarSource", {
     "fieldRef": _message(1, OBJECT_FIELD_SELECTOR), "resourceFieldRef": _message(2, RESOURCE_FIELD_SELECTOR),
     "configMapKeyRef": _message(3, CONFIG_MAP_KEY_SELECTOR), "secretKeyRef": _message(4, SECRET_KEY_SELECTOR),
@@ -101,12 +98,13 @@ ENV_FROM_SOURCE = Message("EnvFromSource", {
     "prefix": _text(1), "configMapRef": _message(2, CONFIG_MAP_ENV_SOURCE),
     "secretRef": _message(3, SECRET_ENV_SOURCE)})
 VOLUME_MOUNT = Message("VolumeMount", {
-    "name": _string(1, DNS_LABEL_BYTES), "readOnly": _bool(2), "recursiveReadOnly": _string(7, ENUM_BYTES),
-    "mountPath": _text(3), "subPath": _text(4), "mountPropagation": _string(5, ENUM_BYTES), "subPathExpr": _text(6)})
-VOLUME_DEVICE = Message("VolumeDevice", {"name": _string(1, DNS_LABEL_BYTES), "devicePath": _text(2)})
+    "name": string_field(1, DNS_LABEL_BYTES), "readOnly": _bool(2), "recursiveReadOnly": string_field(7, ENUM_BYTES),
+    "mountPath": _text(3), "subPath": _text(4), "mountPropagation": string_field(5, ENUM_BYTES),
+    "subPathExpr": _text(6)})
+VOLUME_DEVICE = Message("VolumeDevice", {"name": string_field(1, DNS_LABEL_BYTES), "devicePath": _text(2)})
 HTTP_HEADER = Message("HTTPHeader", {"name": _text(1), "value": _text(2)})
 DNS_OPTION = Message("PodDNSConfigOption", {"name": _text(1), "value": _text(2)})
-SYSCTL = Message("Sysctl", {"name": _string(1, SYSCTL_NAME_BYTES), "value": _text(2)})
+SYSCTL = Message("Sysctl", {"name": string_field(1, SYSCTL_NAME_BYTES), "value": _text(2)})
 KEY_TO_PATH = Message("KeyToPath", {"key": _text(1), "path": _text(2), "mode": _int32(3, MODE_VALUE)})
 DOWNWARD_API_FILE = Message("DownwardAPIVolumeFile", {
     "path": _text(1), "fieldRef": _message(2, OBJECT_FIELD_SELECTOR),
@@ -122,55 +120,55 @@ VOLUME_PROJECTION = Message("VolumeProjection", {
     "configMap": _message(3, CONFIG_MAP_PROJECTION)}, one_of=True)
 EMPTY_DIR = Message("EmptyDirVolumeSource", {"medium": _text(1), "sizeLimit": _message(2, QUANTITY)})
 SECRET_VOLUME = Message("SecretVolumeSource", {
-    "secretName": _string(1, DNS_LABEL_BYTES), "defaultMode": _int32(3, MODE_VALUE), "optional": _bool(4)})
+    "secretName": string_field(1, DNS_LABEL_BYTES), "defaultMode": _int32(3, MODE_VALUE), "optional": _bool(4)})
 CLAIM_VOLUME = Message("PersistentVolumeClaimVolumeSource", {
-    "claimName": _string(1, DNS_LABEL_BYTES), "readOnly": _bool(2)})
+    "claimName": string_field(1, DNS_LABEL_BYTES), "readOnly": _bool(2)})
 DOWNWARD_API_VOLUME = Message("DownwardAPIVolumeSource", {"defaultMode": _int32(2, MODE_VALUE)})
 CONFIG_MAP_VOLUME = Message("ConfigMapVolumeSource", {
     "localObjectReference": _message(1, LOCAL_OBJECT_REFERENCE), "defaultMode": _int32(3, MODE_VALUE),
     "optional": _bool(4)})
 PROJECTED_VOLUME = Message("ProjectedVolumeSource", {"defaultMode": _int32(2, MODE_VALUE)})
-IMAGE_VOLUME = Message("ImageVolumeSource", {"reference": _text(1), "pullPolicy": _string(2, ENUM_BYTES)})
+IMAGE_VOLUME = Message("ImageVolumeSource", {"reference": _text(1), "pullPolicy": string_field(2, ENUM_BYTES)})
 VOLUME_SOURCE = Message("VolumeSource", {
     "emptyDir": _message(2, EMPTY_DIR), "secret": _message(6, SECRET_VOLUME),
     "persistentVolumeClaim": _message(10, CLAIM_VOLUME), "downwardAPI": _message(16, DOWNWARD_API_VOLUME),
     "configMap": _message(19, CONFIG_MAP_VOLUME), "projected": _message(26, PROJECTED_VOLUME),
     "image": _message(30, IMAGE_VOLUME)}, one_of=True)
-VOLUME = Message("Volume", {"name": _string(1, DNS_LABEL_BYTES), "volumeSource": _message(2, VOLUME_SOURCE)})
+VOLUME = Message("Volume", {"name": string_field(1, DNS_LABEL_BYTES), "volumeSource": _message(2, VOLUME_SOURCE)})
 NODE_SELECTOR_REQUIREMENT = Message("NodeSelectorRequirement", {
-    "key": _string(1, QUALIFIED_NAME_BYTES), "operator": _string(2, ENUM_BYTES)})
+    "key": string_field(1, QUALIFIED_NAME_BYTES), "operator": string_field(2, ENUM_BYTES)})
 NODE_SELECTOR_TERM = Message("NodeSelectorTerm", {})
 PREFERRED_SCHEDULING_TERM = Message("PreferredSchedulingTerm", {
     "weight": _int32(1, WEIGHT_VALUE), "preference": _message(2, NODE_SELECTOR_TERM)})
-HOST_ALIAS = Message("HostAlias", {"ip": _string(1, IP_BYTES)})
-READINESS_GATE = Message("PodReadinessGate", {"conditionType": _string(1, QUALIFIED_NAME_BYTES)})
-SCHEDULING_GATE = Message("PodSchedulingGate", {"name": _string(1, QUALIFIED_NAME_BYTES)})
+HOST_ALIAS = Message("HostAlias", {"ip": string_field(1, IP_BYTES)})
+READINESS_GATE = Message("PodReadinessGate", {"conditionType": string_field(1, QUALIFIED_NAME_BYTES)})
+SCHEDULING_GATE = Message("PodSchedulingGate", {"name": string_field(1, QUALIFIED_NAME_BYTES)})
 # Label selectors (apimachinery meta/v1) of pod affinity terms and topology spread constraints: their labels, keys
 # and values are entries of their own.
 LABEL_SELECTOR = Message("LabelSelector", {})
 LABEL_SELECTOR_REQUIREMENT = Message("LabelSelectorRequirement", {
-    "key": _string(1, QUALIFIED_NAME_BYTES), "operator": _string(2, ENUM_BYTES)})
+    "key": string_field(1, QUALIFIED_NAME_BYTES), "operator": string_field(2, ENUM_BYTES)})
 POD_AFFINITY_TERM = Message("PodAffinityTerm", {
-    "labelSelector": _message(1, LABEL_SELECTOR), "topologyKey": _string(3, QUALIFIED_NAME_BYTES),
+    "labelSelector": _message(1, LABEL_SELECTOR), "topologyKey": string_field(3, QUALIFIED_NAME_BYTES),
     "namespaceSelector": _message(4, LABEL_SELECTOR)})
 WEIGHTED_POD_AFFINITY_TERM = Message("WeightedPodAffinityTerm", {
     "weight": _int32(1, WEIGHT_VALUE), "podAffinityTerm": _message(2, POD_AFFINITY_TERM)})
 # Its skew and domains at a negative number's ten bytes: no bound of theirs needs reading.
 TOPOLOGY_SPREAD_CONSTRAINT = Message("TopologySpreadConstraint", {
-    "maxSkew": Field(1, "int32", NEGATIVE), "topologyKey": _string(2, QUALIFIED_NAME_BYTES),
-    "whenUnsatisfiable": _string(3, ENUM_BYTES), "labelSelector": _message(4, LABEL_SELECTOR),
-    "minDomains": Field(5, "int32", NEGATIVE), "nodeAffinityPolicy": _string(6, ENUM_BYTES),
-    "nodeTaintsPolicy": _string(7, ENUM_BYTES)})
+    "maxSkew": Field(1, "int32", NEGATIVE), "topologyKey": string_field(2, QUALIFIED_NAME_BYTES),
+    "whenUnsatisfiable": string_field(3, ENUM_BYTES), "labelSelector": _message(4, LABEL_SELECTOR),
+    "minDomains": Field(5, "int32", NEGATIVE), "nodeAffinityPolicy": string_field(6, ENUM_BYTES),
+    "nodeTaintsPolicy": string_field(7, ENUM_BYTES)})
 CONTAINER_RESIZE_POLICY = Message("ContainerResizePolicy", {
-    "resourceName": _string(1, ENUM_BYTES), "restartPolicy": _string(2, ENUM_BYTES)})
-EXIT_CODES = Message("ContainerRestartRuleOnExitCodes", {"operator": _string(1, ENUM_BYTES)})
+    "resourceName": string_field(1, ENUM_BYTES), "restartPolicy": string_field(2, ENUM_BYTES)})
+EXIT_CODES = Message("ContainerRestartRuleOnExitCodes", {"operator": string_field(1, ENUM_BYTES)})
 CONTAINER_RESTART_RULE = Message("ContainerRestartRule", {
-    "action": _string(1, ENUM_BYTES), "exitCodes": _message(2, EXIT_CODES)})
+    "action": string_field(1, ENUM_BYTES), "exitCodes": _message(2, EXIT_CODES)})
 # A map's entry is a message of its key (1) and value (2).
 RESOURCE_ENTRY = Message("map<string, Quantity>", {
-    "key": _string(1, QUALIFIED_NAME_BYTES), "value": _message(2, QUANTITY)})
+    "key": string_field(1, QUALIFIED_NAME_BYTES), "value": _message(2, QUANTITY)})
 LABEL_ENTRY = Message("map<string, string>", {
-    "key": _string(1, QUALIFIED_NAME_BYTES), "value": _string(2, LABEL_VALUE_BYTES)})
+    "key": string_field(1, QUALIFIED_NAME_BYTES), "value": string_field(2, LABEL_VALUE_BYTES)})
 
 # Each entry as its list (or map) holds it: holder message, field, and the entry field. An entry of a list of strings
 # the rule counts is a text field of its own.
@@ -183,7 +181,7 @@ ENTRIES = {
     "Capabilities.add": _text(1), "Capabilities.drop": _text(2),
     "HTTPGetAction.httpHeaders": _message(5, HTTP_HEADER),
     "PodSpec.volumes": _message(1, VOLUME), "PodSpec.nodeSelector": _message(7, LABEL_ENTRY),
-    "PodSpec.hostAliases": _message(23, HOST_ALIAS), "HostAlias.hostnames": _string(2, SUBDOMAIN_BYTES),
+    "PodSpec.hostAliases": _message(23, HOST_ALIAS), "HostAlias.hostnames": string_field(2, SUBDOMAIN_BYTES),
     "PodSpec.readinessGates": _message(28, READINESS_GATE), "PodSpec.schedulingGates": _message(38, SCHEDULING_GATE),
     "PodDNSConfig.options": _message(3, DNS_OPTION), "PodSecurityContext.sysctls": _message(7, SYSCTL),
     "ConfigMapVolumeSource.items": _message(2, KEY_TO_PATH), "SecretVolumeSource.items": _message(2, KEY_TO_PATH),
@@ -197,23 +195,23 @@ ENTRIES = {
     "NodeSelectorRequirement.values": _text(3),
     "NodeAffinity.preferredDuringSchedulingIgnoredDuringExecution": _message(2, PREFERRED_SCHEDULING_TERM),
     "PodSpec.topologySpreadConstraints": _message(33, TOPOLOGY_SPREAD_CONSTRAINT),
-    "TopologySpreadConstraint.matchLabelKeys": _string(8, QUALIFIED_NAME_BYTES),
+    "TopologySpreadConstraint.matchLabelKeys": string_field(8, QUALIFIED_NAME_BYTES),
     "PodAffinity.requiredDuringSchedulingIgnoredDuringExecution": _message(1, POD_AFFINITY_TERM),
     "PodAffinity.preferredDuringSchedulingIgnoredDuringExecution": _message(2, WEIGHTED_POD_AFFINITY_TERM),
     "PodAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution": _message(1, POD_AFFINITY_TERM),
     "PodAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution": _message(2, WEIGHTED_POD_AFFINITY_TERM),
-    "PodAffinityTerm.namespaces": _string(2, DNS_LABEL_BYTES),
-    "PodAffinityTerm.matchLabelKeys": _string(5, QUALIFIED_NAME_BYTES),
-    "PodAffinityTerm.mismatchLabelKeys": _string(6, QUALIFIED_NAME_BYTES),
+    "PodAffinityTerm.namespaces": string_field(2, DNS_LABEL_BYTES),
+    "PodAffinityTerm.matchLabelKeys": string_field(5, QUALIFIED_NAME_BYTES),
+    "PodAffinityTerm.mismatchLabelKeys": string_field(6, QUALIFIED_NAME_BYTES),
     "LabelSelector.matchLabels": _message(1, LABEL_ENTRY),
     "LabelSelector.matchExpressions": _message(2, LABEL_SELECTOR_REQUIREMENT),
-    "LabelSelectorRequirement.values": _string(3, LABEL_VALUE_BYTES),
+    "LabelSelectorRequirement.values": string_field(3, LABEL_VALUE_BYTES),
     "Container.resizePolicy": _message(23, CONTAINER_RESIZE_POLICY),
     "Container.restartPolicyRules": _message(25, CONTAINER_RESTART_RULE),
     # A list of numbers, each its tag and a negative number's ten bytes (proto2 does not pack them).
     "ContainerRestartRuleOnExitCodes.values": Field(2, "int32", NEGATIVE),
     "PodSecurityContext.supplementalGroups": Field(4, "int64", NEGATIVE),
-    "PodDNSConfig.nameservers": _string(1, IP_BYTES), "PodDNSConfig.searches": _string(2, SUBDOMAIN_BYTES),
+    "PodDNSConfig.nameservers": string_field(1, IP_BYTES), "PodDNSConfig.searches": string_field(2, SUBDOMAIN_BYTES),
     "PodSpec.overhead": _message(32, RESOURCE_ENTRY),
 }
 ENTRY_BYTES = {holder: stored_bytes(entry) for holder, entry in ENTRIES.items()}

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from config.synced_entry_bytes import (
     DNS_LABEL_BYTES, ENUM_BYTES, IP_BYTES, LABEL_VALUE_BYTES, PORT_VALUE, QUALIFIED_NAME_BYTES, Field, Message,
-    field_bytes, message_bytes,
+    field_bytes, message_bytes, string_field,
 )
 
 # A node's name and an endpoint's nodeName (validation ValidateNodeName: a DNS subdomain).
@@ -40,31 +40,30 @@ TARGET_REF_BYTES = {"kind": DNS_LABEL_BYTES, "namespace": DNS_LABEL_BYTES, "name
 ZONE_BYTES = LABEL_VALUE_BYTES
 
 
-def _string(number: int, largest: int) -> Field:
-    return Field(number, "string", largest)
-
-
 OBJECT_REFERENCE = Message("ObjectReference", {
-    name: _string(number, TARGET_REF_BYTES[name]) for number, name in enumerate(
+    name: string_field(number, TARGET_REF_BYTES[name]) for number, name in enumerate(
         ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath"), start=1)})
 # core/v1: an address's hostname a DNS label, its nodeName a node's name (validateEndpointAddress).
 ENDPOINT_ADDRESS = Message("EndpointAddress", {
-    "ip": _string(1, IPV4_BYTES), "hostname": _string(3, DNS_LABEL_BYTES), "nodeName": _string(4, DNS_SUBDOMAIN_BYTES),
+    "ip": string_field(1, IPV4_BYTES), "hostname": string_field(3, DNS_LABEL_BYTES),
+    "nodeName": string_field(4, DNS_SUBDOMAIN_BYTES),
     "targetRef": Field(2, "message", OBJECT_REFERENCE)})
 # A port's name a DNS label, its app protocol a qualified name (validateEndpointPort; discovery validatePorts).
 CORE_ENDPOINT_PORT = Message("EndpointPort", {
-    "name": _string(1, DNS_LABEL_BYTES), "port": Field(2, "int32", PORT_VALUE), "protocol": _string(3, ENUM_BYTES),
-    "appProtocol": _string(4, QUALIFIED_NAME_BYTES)})
+    "name": string_field(1, DNS_LABEL_BYTES), "port": Field(2, "int32", PORT_VALUE),
+    "protocol": string_field(3, ENUM_BYTES),
+    "appProtocol": string_field(4, QUALIFIED_NAME_BYTES)})
 SLICE_PORT = Message("EndpointPort", {
-    "name": _string(1, DNS_LABEL_BYTES), "protocol": _string(2, ENUM_BYTES), "port": Field(3, "int32", PORT_VALUE),
-    "appProtocol": _string(4, QUALIFIED_NAME_BYTES)})
+    "name": string_field(1, DNS_LABEL_BYTES), "protocol": string_field(2, ENUM_BYTES), "port": Field(3,
+    "int32", PORT_VALUE),
+    "appProtocol": string_field(4, QUALIFIED_NAME_BYTES)})
 # A subset as the worst case counts it: one address and one port (entries of the count rule endpoint-size).
 ENDPOINT_SUBSET = Message("EndpointSubset", {
     "addresses": Field(1, "message", ENDPOINT_ADDRESS), "ports": Field(3, "message", CORE_ENDPOINT_PORT)})
 ENDPOINT_CONDITIONS = Message("EndpointConditions", {
     "ready": Field(1, "bool"), "serving": Field(2, "bool"), "terminating": Field(3, "bool")})
-FOR_NODE = Message("ForNode", {"name": _string(1, DNS_SUBDOMAIN_BYTES)})
-FOR_ZONE = Message("ForZone", {"name": _string(1, LABEL_VALUE_BYTES)})
+FOR_NODE = Message("ForNode", {"name": string_field(1, DNS_SUBDOMAIN_BYTES)})
+FOR_ZONE = Message("ForZone", {"name": string_field(1, LABEL_VALUE_BYTES)})
 # The node hints an endpoint may carry (rule endpoint-text): the EndpointSlice controller writes one, the endpoint's
 # own node, for a Service preferring it (trafficDistribution PreferSameNode).
 SLICE_NODE_HINTS = 1
@@ -73,14 +72,14 @@ ENDPOINT_HINTS = Message("EndpointHints", {"forNodes": Field(2, "message", FOR_N
 # node hint. More addresses or zone hints each cost less than another endpoint and count as entries of endpoint-size;
 # deprecatedTopology is refused (rule endpoint-text; the v1 API drops writes to it).
 SLICE_ENDPOINT = Message("Endpoint", {
-    "addresses": _string(1, IPV4_BYTES), "conditions": Field(2, "message", ENDPOINT_CONDITIONS),
-    "hostname": _string(3, DNS_LABEL_BYTES), "targetRef": Field(4, "message", OBJECT_REFERENCE),
-    "nodeName": _string(6, DNS_SUBDOMAIN_BYTES), "zone": _string(7, ZONE_BYTES),
+    "addresses": string_field(1, IPV4_BYTES), "conditions": Field(2, "message", ENDPOINT_CONDITIONS),
+    "hostname": string_field(3, DNS_LABEL_BYTES), "targetRef": Field(4, "message", OBJECT_REFERENCE),
+    "nodeName": string_field(6, DNS_SUBDOMAIN_BYTES), "zone": string_field(7, ZONE_BYTES),
     "hints": Field(8, "message", ENDPOINT_HINTS)})
 # A Service selector's entry: a label key (a qualified name) and value (ValidateService: ValidateLabels), stored as
 # a map entry message.
-SELECTOR_ENTRY_MESSAGE = Message("SelectorEntry", {"key": _string(1, QUALIFIED_NAME_BYTES),
-                                                   "value": _string(2, LABEL_VALUE_BYTES)})
+SELECTOR_ENTRY_MESSAGE = Message("SelectorEntry", {"key": string_field(1, QUALIFIED_NAME_BYTES),
+                                                   "value": string_field(2, LABEL_VALUE_BYTES)})
 
 # The rest of a Service's spec at its largest: its cluster IPs and IP families (validation: two of each at most, the
 # second counted below), values of fixed sets, the load balancer class a qualified name, a session's timeout at most a
@@ -92,13 +91,14 @@ REFUSED_SERVICE_FIELDS = ("externalIPs", "loadBalancerIP", "externalName")
 CLIENT_IP_CONFIG = Message("ClientIPConfig", {"timeoutSeconds": Field(1, "int32", 86400)})
 SESSION_AFFINITY_CONFIG = Message("SessionAffinityConfig", {"clientIP": Field(1, "message", CLIENT_IP_CONFIG)})
 SERVICE_SPEC_REST = Message("ServiceSpec", {
-    "clusterIP": _string(3, IP_BYTES), "clusterIPs": _string(18, IP_BYTES), "type": _string(4, ENUM_BYTES),
-    "sessionAffinity": _string(7, ENUM_BYTES), "externalTrafficPolicy": _string(11, ENUM_BYTES),
+    "clusterIP": string_field(3, IP_BYTES), "clusterIPs": string_field(18, IP_BYTES),
+    "type": string_field(4, ENUM_BYTES),
+    "sessionAffinity": string_field(7, ENUM_BYTES), "externalTrafficPolicy": string_field(11, ENUM_BYTES),
     "healthCheckNodePort": Field(12, "int32", PORT_VALUE), "publishNotReadyAddresses": Field(13, "bool"),
-    "sessionAffinityConfig": Field(14, "message", SESSION_AFFINITY_CONFIG), "ipFamilies": _string(19, ENUM_BYTES),
-    "ipFamilyPolicy": _string(17, ENUM_BYTES), "allocateLoadBalancerNodePorts": Field(20, "bool"),
-    "loadBalancerClass": _string(21, QUALIFIED_NAME_BYTES), "internalTrafficPolicy": _string(22, ENUM_BYTES),
-    "trafficDistribution": _string(23, ENUM_BYTES)})
+    "sessionAffinityConfig": Field(14, "message", SESSION_AFFINITY_CONFIG), "ipFamilies": string_field(19, ENUM_BYTES),
+    "ipFamilyPolicy": string_field(17, ENUM_BYTES), "allocateLoadBalancerNodePorts": Field(20, "bool"),
+    "loadBalancerClass": string_field(21, QUALIFIED_NAME_BYTES), "internalTrafficPolicy": string_field(22, ENUM_BYTES),
+    "trafficDistribution": string_field(23, ENUM_BYTES)})
 SERVICE_SPEC_REST_BYTES = message_bytes(SERVICE_SPEC_REST) + field_bytes(SERVICE_SPEC_REST.fields["clusterIPs"]) + \
     field_bytes(SERVICE_SPEC_REST.fields["ipFamilies"])
 
@@ -108,9 +108,9 @@ SUBSET_ENTRY = Field(2, "message", ENDPOINT_SUBSET)
 SLICE_ENDPOINT_ENTRY = Field(2, "message", SLICE_ENDPOINT)
 SLICE_PORT_ENTRY = Field(3, "message", SLICE_PORT)
 SELECTOR_ENTRY = Field(2, "message", SELECTOR_ENTRY_MESSAGE)
-SOURCE_RANGE_ENTRY = _string(9, CIDR_BYTES)
+SOURCE_RANGE_ENTRY = string_field(9, CIDR_BYTES)
 # A slice's addressType: IPv4, the only one the policy takes (rule endpoint-addresses).
-ADDRESS_TYPE = _string(4, len("IPv4"))
+ADDRESS_TYPE = string_field(4, len("IPv4"))
 SUBSET_BYTES = field_bytes(SUBSET_ENTRY)
 SLICE_ENDPOINT_BYTES = field_bytes(SLICE_ENDPOINT_ENTRY)
 SLICE_PORT_BYTES = field_bytes(SLICE_PORT_ENTRY)

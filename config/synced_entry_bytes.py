@@ -46,7 +46,7 @@ class Message(NamedTuple):
     one_of: bool = False
 
 
-def _varint(value: int) -> int:
+def varint_bytes(value: int) -> int:
     value &= 2 ** 64 - 1
     size = 1
     while value >= 0x80:
@@ -55,8 +55,8 @@ def _varint(value: int) -> int:
     return size
 
 
-def _tag(number: int) -> int:
-    return _varint(number << 3)
+def tag_bytes(number: int) -> int:
+    return varint_bytes(number << 3)
 
 
 def message_bytes(message: Message) -> int:
@@ -66,38 +66,40 @@ def message_bytes(message: Message) -> int:
 
 def field_bytes(field: Field) -> int:
     if field.kind == "bool":
-        return _tag(field.number) + 1
+        return tag_bytes(field.number) + 1
     if field.kind in ("int32", "int64"):
-        return _tag(field.number) + _varint(field.largest)
+        return tag_bytes(field.number) + varint_bytes(field.largest)
     payload = message_bytes(field.largest) if field.kind == "message" else field.largest
-    return _tag(field.number) + _varint(payload) + payload
+    return tag_bytes(field.number) + varint_bytes(payload) + payload
 
 
-def _string(number: int, largest: int) -> Field:
+def string_field(number: int, largest: int) -> Field:
     return Field(number, "string", largest)
 
 
 TOLERATION = Message("Toleration", {
-    "key": _string(1, QUALIFIED_NAME_BYTES), "operator": _string(2, ENUM_BYTES), "value": _string(3, LABEL_VALUE_BYTES),
-    "effect": _string(4, ENUM_BYTES), "tolerationSeconds": Field(5, "int64", NEGATIVE)})
+    "key": string_field(1, QUALIFIED_NAME_BYTES), "operator": string_field(2, ENUM_BYTES),
+    "value": string_field(3, LABEL_VALUE_BYTES),
+    "effect": string_field(4, ENUM_BYTES), "tolerationSeconds": Field(5, "int64", NEGATIVE)})
 CONTAINER_PORT = Message("ContainerPort", {
-    "name": _string(1, PORT_NAME_BYTES), "hostPort": Field(2, "int32", PORT_VALUE),
-    "containerPort": Field(3, "int32", PORT_VALUE), "protocol": _string(4, ENUM_BYTES), "hostIP": _string(5, IP_BYTES)})
+    "name": string_field(1, PORT_NAME_BYTES), "hostPort": Field(2, "int32", PORT_VALUE),
+    "containerPort": Field(3, "int32", PORT_VALUE), "protocol": string_field(4, ENUM_BYTES),
+    "hostIP": string_field(5, IP_BYTES)})
 # vCluster renames every object a pod names to a host name of at most 63 bytes (pkg/util/translate SafeConcatName).
-LOCAL_OBJECT_REFERENCE = Message("LocalObjectReference", {"name": _string(1, DNS_LABEL_BYTES)})
+LOCAL_OBJECT_REFERENCE = Message("LocalObjectReference", {"name": string_field(1, DNS_LABEL_BYTES)})
 SECRET_KEY_SELECTOR = Message("SecretKeySelector", {
-    "localObjectReference": Field(1, "message", LOCAL_OBJECT_REFERENCE), "key": _string(2, CONFIG_KEY_BYTES),
+    "localObjectReference": Field(1, "message", LOCAL_OBJECT_REFERENCE), "key": string_field(2, CONFIG_KEY_BYTES),
     "optional": Field(3, "bool")})
 # An env variable's reference, without the variable's name and value (rule pod-size counts them): of the ways a pod
 # names a ConfigMap or Secret (a volume, a projected source, envFrom, a pull secret), the one holding the most
 # besides the name, a key.
 ENV_REFERENCE = Message("EnvVarSource", {"secretKeyRef": Field(4, "message", SECRET_KEY_SELECTOR)})
 INT_OR_STRING = Message("IntOrString", {
-    "type": Field(1, "int64", 1), "intVal": Field(2, "int32", PORT_VALUE), "strVal": _string(3, PORT_NAME_BYTES)})
+    "type": Field(1, "int64", 1), "intVal": Field(2, "int32", PORT_VALUE), "strVal": string_field(3, PORT_NAME_BYTES)})
 # A Service's port: its name a DNS label, its app protocol a qualified name (validation validateServicePort).
 SERVICE_PORT = Message("ServicePort", {
-    "name": _string(1, DNS_LABEL_BYTES), "protocol": _string(2, ENUM_BYTES),
-    "appProtocol": _string(6, QUALIFIED_NAME_BYTES),
+    "name": string_field(1, DNS_LABEL_BYTES), "protocol": string_field(2, ENUM_BYTES),
+    "appProtocol": string_field(6, QUALIFIED_NAME_BYTES),
     "port": Field(3, "int32", PORT_VALUE), "targetPort": Field(4, "message", INT_OR_STRING),
     "nodePort": Field(5, "int32", PORT_VALUE)})
 

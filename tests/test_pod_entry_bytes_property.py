@@ -28,7 +28,7 @@ from config.pod_entry_bytes import (
 )
 from config.pod_own_bytes import CONTAINER_OWN_BYTES, POD_OWN_BYTES
 from config.synced_entry_bytes import (
-    CONFIG_KEY_BYTES, DNS_LABEL_BYTES, ENUM_BYTES, IP_BYTES, LABEL_VALUE_BYTES, QUALIFIED_NAME_BYTES, _varint,
+    CONFIG_KEY_BYTES, DNS_LABEL_BYTES, ENUM_BYTES, IP_BYTES, LABEL_VALUE_BYTES, QUALIFIED_NAME_BYTES, varint_bytes,
 )
 from tests.conftest import MIRRORED_TAGS, dev_config
 from tests.tenant_sim import tenant_of
@@ -341,7 +341,7 @@ def test_what_a_pods_lists_store_is_at_most_what_the_rules_count(rule, spec):
     # The whole spec, as the pod holds it: within what the worst case counts of a pod of as many containers.
     containers = sum(len(spec.get(field, [])) for field in CONTAINER_LISTS)
     whole = message.ByteSize()
-    assert 1 + _varint(whole) + whole <= \
+    assert 1 + varint_bytes(whole) + whole <= \
         text_bytes(spec) + stored(spec) + containers * CONTAINER_OWN_BYTES + POD_OWN_BYTES
 
 
