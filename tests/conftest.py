@@ -65,6 +65,10 @@ ACCEPTED_VCLUSTER_TAGS = tuple(f"v{release}" for release in versions.VCLUSTER_RE
 # k8s.io/apiserver at the Kubernetes each accepted vCluster runs inside.
 VIRTUAL_APISERVER_TAGS = tuple(sorted({f"v0.{version[len('v1.'):]}"
                                        for version in versions.VCLUSTER_VIRTUAL_KUBERNETES.values()}))
+# k8s.io/apiserver's first release of every Kubernetes minor from the host floor to the newest checked one.
+APISERVER_MINOR_TAGS = tuple(f"v0.{minor}.0" for minor in range(
+    versions.release_numbers(versions.KUBERNETES_MINIMUM_VERSION)[1],
+    versions.release_numbers(versions.KUBERNETES_NEWEST_CHECKED_VERSION)[1] + 1))
 # MicroK8s tags its track branches v1.NN; 1.37 (accepted: config/versions.py) has no tag yet.
 MICROK8S_TRACK_TAGS = tuple(f"v1.{minor}" for minor in range(
     versions.release_numbers(versions.KUBERNETES_MINIMUM_VERSION)[1],
@@ -119,8 +123,11 @@ MIRRORED_TAGS = {
     # The OIDC authenticator of each virtual cluster's API server (tests/test_tenant_access.py), and how the API
     # server validates fields of a request that names no validation (tests/test_deployability_api_server.py), at
     # the host floor too.
-    "kubernetes/apiserver": tuple(sorted({
-        *VIRTUAL_APISERVER_TAGS, f"v0.{versions.release_numbers(versions.KUBERNETES_MINIMUM_VERSION)[1]}.0"})),
+    # ... and how it limits a policy's CEL cost, at every minor from the host floor to the pin
+    # (tests/test_celgo_cost_contract.py).
+    "kubernetes/apiserver": tuple(sorted({*VIRTUAL_APISERVER_TAGS, *APISERVER_MINOR_TAGS}, key=versions.release_order)),
+    # The cel-go each of those requires (its go.mod), and the one tests/celgo.py builds (tests/celgo.py CEL_GO_TAG).
+    "google/cel-go": ("v0.17.8", "v0.20.1", "v0.22.0", "v0.23.2", "v0.26.0", "v0.27.0"),
     # How Helm 3 creates a chart's objects, and the kubectl validator it uses at each (its go.mod), from an older
     # release to the newest Helm 3 (tests/test_deployability_api_server.py).
     "helm/helm": ("v3.17.0", "v3.21.4"),
