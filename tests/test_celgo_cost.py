@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.celgo import celgo  # noqa: F401 (the session's evaluator)
-from tests.celgo_cost import COST_LIMIT_ERROR, PER_CALL_LIMIT
+from tests.celgo_cost import COST_LIMIT_ERROR, PER_CALL_LIMIT, charges, stopped
 
 
 def test_cel_go_built_from_the_mirrors_adds_and_prices_the_call(celgo):
@@ -33,3 +33,36 @@ def test_an_unknown_function_fails_the_build_of_the_policy_not_its_evaluation(ce
     import pytest
     with pytest.raises(AssertionError, match="undeclared reference to 'quantity'"):
         celgo.evaluate("quantity('1Gi') == quantity('1024Mi')")
+
+
+def test_a_variable_is_charged_once_to_the_validations_and_again_to_the_messages(celgo):
+    spec = {"variables": [{"name": "names", "expression": "object.items.map(i, string(i))"}],
+            "validations": [{"expression": "size(variables.names) < 100",
+                             "messageExpression": "'too many: ' + variables.names.join(',')"},
+                            {"expression": "variables.names.all(n, n != '')"}]}
+    [result] = celgo.judge(spec, [{"object": {"items": list(range(20))}}])
+    names = result["variables"]["names"]["cost"]
+    first, second = result["validations"]
+    assert (first["variablesCost"], second["variablesCost"]) == (names, 0)
+    assert result["messages"][0]["variablesCost"] == names and result["messages"][1] is None
+    charged = charges(result, spec)
+    assert charged.validations == first["cost"] + second["cost"] + names
+    assert charged.messages == result["messages"][0]["cost"] + names
+    assert stopped(result, spec) == []
+
+
+def test_the_budget_rule_stops_each_pass_past_its_share():
+    def result(match=(), variables=None, validations=(), messages=()):
+        outcome = lambda cost: {"value": True, "cost": cost, "variablesCost": 0}  # noqa: E731
+        return {"match": [outcome(c) for c in match], "variables": {k: outcome(c) for k, c in (variables or {}).items()},
+                "validations": [outcome(c) for c in validations], "messages": [outcome(c) for c in messages]}
+    spec = {"matchConditions": [{"name": "pods"}]}
+    assert stopped(result(match=[10], validations=[PER_CALL_LIMIT] * 10, messages=[0]), spec) == []
+    [per_call] = stopped(result(variables={"big": PER_CALL_LIMIT + 1}), spec)
+    assert per_call.startswith("variable big costs 1,000,001")
+    [budget] = stopped(result(validations=[PER_CALL_LIMIT] * 10 + [1]), spec)
+    assert budget.startswith("the validations cost 10,000,001")
+    [messages] = stopped(result(validations=[PER_CALL_LIMIT] * 9, messages=[PER_CALL_LIMIT // 2] * 3), spec)
+    assert messages.startswith("the message expressions cost 1,500,000, past the 1,000,000")
+    [match] = stopped(result(match=[PER_CALL_LIMIT, PER_CALL_LIMIT, PER_CALL_LIMIT // 2 + 1]), spec)
+    assert match.startswith("the match conditions cost 2,500,001")
