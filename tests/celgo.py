@@ -12,6 +12,7 @@ mirrors under $GPU_TENANCY_MIRRORS. Nothing is fetched: each module is read at t
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -20,12 +21,13 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, NamedTuple, Optional
 
 import pytest
 
 from tests.celgo_cost import PER_CALL_LIMIT
 from tests.conftest import MIRRORS_VARIABLE, mirror, mirrored_tag
+from tests.tenant_sim import REVIEW_OBSERVERS
 
 SOURCE = Path(__file__).parent / "celgo" / "main.go"
 CEL_GO = "google/cel-go"
@@ -174,3 +176,24 @@ class CelGo:
 @pytest.fixture(scope="session")
 def celgo() -> CelGo:
     return CelGo(build())
+
+
+class Review(NamedTuple):
+    spec: dict
+    inputs: dict
+    matched: bool
+    messages: list
+
+
+@contextlib.contextmanager
+def recorded() -> Iterator[list[Review]]:
+    """Every review tests/tenant_sim.py's Admission makes inside the block, as cel-python judged it."""
+    reviews: list[Review] = []
+
+    def observe(spec: dict, inputs: dict, matched: bool, messages: list) -> None:
+        reviews.append(Review(spec, inputs, matched, list(messages)))
+    REVIEW_OBSERVERS.append(observe)
+    try:
+        yield reviews
+    finally:
+        REVIEW_OBSERVERS.remove(observe)

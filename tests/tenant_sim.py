@@ -93,6 +93,11 @@ def _sum(items):
 CEL_FUNCTIONS = {"substring": _substring, "join": _join, "sum": _sum}
 
 
+# Called with (policy spec, {object, oldObject, request}, matched, refusal messages) for every review a policy's match
+# constraints take: tests/celgo.py records them to judge them again with cel-go.
+REVIEW_OBSERVERS: list = []
+
+
 class Admission:
     """One ValidatingAdmissionPolicy and its binding, evaluated like the API server does."""
 
@@ -158,8 +163,10 @@ class Admission:
             if not bool(self.evaluate(validation["expression"], activation))]
         if self.requested(namespace, pod, operation=operation, subresource=subresource):
             request = _request(operation, subresource, user, namespace, options)
-            agree(REFERENCE.review(self.spec, {"object": pod, "oldObject": old, "request": request}),
-                  activation, messages)
+            inputs = {"object": pod, "oldObject": old, "request": request}
+            agree(REFERENCE.review(self.spec, inputs), activation, messages)
+            for observe in REVIEW_OBSERVERS:
+                observe(self.spec, copy.deepcopy(inputs), activation is not None, messages)
         return messages
 
     def _message(self, validation: dict, activation: dict) -> str:
