@@ -27,7 +27,8 @@ import pytest
 
 from tests.celgo_cost import PER_CALL_LIMIT
 from tests.conftest import MIRRORS_VARIABLE, mirror, mirrored_tag
-from tests.tenant_sim import REVIEW_OBSERVERS
+from tests.reference_cel import unordered_lists
+from tests.tenant_sim import POLICY, REVIEW_OBSERVERS
 
 SOURCE = Path(__file__).parent / "celgo" / "main.go"
 CEL_GO = "google/cel-go"
@@ -197,3 +198,41 @@ def recorded() -> Iterator[list[Review]]:
         yield reviews
     finally:
         REVIEW_OBSERVERS.remove(observe)
+
+
+def judge_reviews(celgo: CelGo, reviews: list[Review], programs) -> list[tuple[str, Review, dict]]:
+    """(policy name, review, cel-go's result) of each review, one cel-go process per policy: its name in ``programs``,
+    or "a test's variant" for one a test built from it (another config of the same team)."""
+    names = {id(policy.inputs["spec"]): policy.inputs["metadata"]["name"]
+             for program in programs for policy in program.of_type(POLICY)}
+    by_policy: dict[int, list[Review]] = {}
+    for review in reviews:
+        by_policy.setdefault(id(review.spec), []).append(review)
+    return [(names.get(key, "a test's variant"), review, result) for key, group in by_policy.items()
+            for review, result in zip(group, celgo.judge(group[0].spec, [each.inputs for each in group]))]
+
+
+def refusals(result: dict, spec: dict) -> Optional[list[str]]:
+    """cel-go's verdict as the API server gives it: None when a match condition is not met, else each refusal's
+    message (the messageExpression's non-blank string, else the message) or error."""
+    if not all(outcome.get("value") is True for outcome in result["match"]):
+        return None
+    found = []
+    for validation, outcome, message in zip(spec["validations"], result["validations"], result["messages"]):
+        if "error" in outcome:
+            found.append(f"error: {outcome['error']}")
+        elif outcome["value"] is not True:
+            text = (message or {}).get("value")
+            found.append(text.strip() if isinstance(text, str) and text.strip() else validation.get("message", ""))
+    return found
+
+
+def differing(judged: list[tuple[str, Review, dict]]) -> list[tuple]:
+    """The reviews where cel-go's verdict is not cel-python's (a map's keys listed in any order)."""
+    found = []
+    for name, review, result in judged:
+        python = [unordered_lists(message.strip()) for message in review.messages] if review.matched else None
+        go = refusals(result, review.spec)
+        if (go if go is None else [unordered_lists(message) for message in go]) != python:
+            found.append((name, review.inputs["object"]["metadata"].get("name"), go, python))
+    return found

@@ -23,14 +23,13 @@ from tests import test_smoke as smoke
 from tests import test_synced_endpoints as endpoints
 from tests import test_synced_object_sizes as object_sizes
 from tests import test_synced_objects_admission as synced
-from tests.celgo import celgo, recorded  # noqa: F401 (the session's evaluator)
+from tests.celgo import celgo, differing, judge_reviews, recorded  # noqa: F401 (the session's evaluator)
 from tests.celgo_cost import charges, stopped
 from tests.conftest import COMMITTED_STACKS, run, stack_config
 from tests.fake_site import FakeSite
 from tests.isolation_sim import isolation_tenant_of
-from tests.reference_cel import unordered_lists
 from tests.synced_objects_sim import synced_objects_admission_for
-from tests.tenant_sim import POLICY, platform_of, tenant_of
+from tests.tenant_sim import platform_of, tenant_of
 
 
 def pod_reviews(program, config: dict, team: str) -> None:
@@ -88,13 +87,7 @@ def judged(celgo, dev_run) -> list[tuple[str, object, dict]]:  # noqa: F811 (the
         capped = isolation_tenant_of(isolation_site, isolation.CONFIG, "team-nlp")
         for pod in ("fraction", "gpu-memory", "whole-gpu", "cpu"):
             isolation.test_memory_capped_legitimate_pods_are_admitted(capped, pod)
-    names = {id(policy.inputs["spec"]): policy.inputs["metadata"]["name"]
-             for program in (*programs.values(), isolation_site) for policy in program.of_type(POLICY)}
-    by_policy: dict[int, list] = {}
-    for review in reviews:
-        by_policy.setdefault(id(review.spec), []).append(review)
-    return [(names[key], review, result) for key, group in by_policy.items()
-            for review, result in zip(group, celgo.judge(group[0].spec, [each.inputs for each in group]))]
+    return judge_reviews(celgo, reviews, (*programs.values(), isolation_site))
 
 
 def test_the_corpus_holds_every_policy_an_honest_object_meets(judged):
@@ -112,29 +105,8 @@ def test_every_honest_review_is_within_the_api_servers_cost_limits(judged):
     assert offenders == []
 
 
-def refusals(result: dict, spec: dict):
-    """cel-go's verdict as the API server gives it: None when a match condition is not met, else each refusal's
-    message (messageExpression, else message) or error."""
-    if not all(outcome.get("value") is True for outcome in result["match"]):
-        return None
-    found = []
-    for validation, outcome, message in zip(spec["validations"], result["validations"], result["messages"]):
-        if "error" in outcome:
-            found.append(f"error: {outcome['error']}")
-        elif outcome["value"] is not True:
-            text = (message or {}).get("value")
-            found.append(text.strip() if isinstance(text, str) and text.strip() else validation.get("message", ""))
-    return found
-
-
 def test_cel_go_reaches_cel_pythons_verdict_on_every_honest_review(judged):
-    differing = []
-    for name, review, result in judged:
-        python = [unordered_lists(message.strip()) for message in review.messages] if review.matched else None
-        go = refusals(result, review.spec)
-        if (go if go is None else [unordered_lists(message) for message in go]) != python:
-            differing.append((name, review.inputs["object"]["metadata"].get("name"), go, python))
-    assert differing == []
+    assert differing(judged) == []
 
 
 def test_the_dearest_honest_reviews_stay_far_inside_the_limits(judged):
