@@ -23,10 +23,12 @@ A count does not bound bytes: the strings of each entry the API server does not 
 slice's zone and node hints) and a Service's selector and source ranges, which it bounds each but not how many, are
 held to the caps config/synced_endpoint_bytes.py counts, so each object is at most what the datastore's worst case
 counts it at (config/synced_data.py). Cost: cel-go (interpreter/runtimecost.go) charges 1 for each identifier,
-field selection, has(), size(), bytes(), operator and comparison, and a tenth of a character for bytes(): some 10 for
-each of a reference's seven strings, about 100 an entry with its zone, hints and topology, so at most 1,000 entries
-(past them endpoint-size refuses the object anyway) and the request's 3 Mi characters cost some 415,000 for the caps'
-test; an update past the caps sums the strings of the object and of the old one, about as much again each. A hostile object past the API server's limit (1,000,000) is refused, which is what the rule is for.
+field selection, has(), size(), bytes(), operator and comparison (bytes() and size() of an untyped value cost 1
+whatever its length): some 10 for each of a reference's seven strings, about 100 an entry with its zone, hints and
+topology, so at most 1,000 entries (past them endpoint-size refuses the object anyway). cel-go measures about
+101,000 for the largest Endpoints and EndpointSlice the rules admit (tests/test_celgo_figures.py), and 319,000 for
+their addresses (rule endpoint-addresses); an update past the caps sums the strings of the object and of the old
+one, about as much again each. A hostile object past the API server's limit (1,000,000) is refused, which is what the rule is for.
 """
 
 from __future__ import annotations
