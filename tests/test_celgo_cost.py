@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.celgo import celgo  # noqa: F401 (the session's evaluator)
 from tests.celgo_cost import COST_LIMIT_ERROR, PER_CALL_LIMIT, charges, stopped
+from tests.conftest import COMMITTED_STACKS, run, stack_config
+from tests.test_reference_cel import validating_policies
 
 
 def test_cel_go_built_from_the_mirrors_adds_and_prices_the_call(celgo):
@@ -30,7 +34,6 @@ def test_an_expression_past_the_per_call_limit_is_stopped(celgo):
 
 
 def test_an_unknown_function_fails_the_build_of_the_policy_not_its_evaluation(celgo):
-    import pytest
     with pytest.raises(AssertionError, match="undeclared reference to 'quantity'"):
         celgo.evaluate("quantity('1Gi') == quantity('1024Mi')")
 
@@ -66,3 +69,12 @@ def test_the_budget_rule_stops_each_pass_past_its_share():
     assert messages.startswith("the message expressions cost 1,500,000, past the 1,000,000")
     [match] = stopped(result(match=[PER_CALL_LIMIT, PER_CALL_LIMIT, PER_CALL_LIMIT // 2 + 1]), spec)
     assert match.startswith("the match conditions cost 2,500,001")
+
+
+@pytest.mark.parametrize("stack", COMMITTED_STACKS)
+def test_every_validating_policy_of_every_site_compiles_in_cel_go(celgo, stack):
+    """On the host and inside each vCluster: a function cel-go lacks fails the build of the policy (judge)."""
+    policies = validating_policies(run(stack_config(stack), stack))
+    assert any(":" in name for name in policies) and len(policies) > 2
+    for spec in policies.values():
+        assert celgo.judge(spec, []) == []
