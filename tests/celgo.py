@@ -133,23 +133,25 @@ def build() -> Path:
     if binary.exists():
         return binary
     work = Path(tempfile.mkdtemp(dir=root.mkdir(parents=True, exist_ok=True) or root))
-    for module, version in modules.items():
-        repository, folder = ("google/cel-go", "") if module == "github.com/google/cel-go" else MODULE_MIRRORS[module]
-        source = cel_go if repository == CEL_GO else module_mirror(repository)
-        export(source, revision(version), folder, work / "modules" / module)
-    for module in GO_MOD_ONLY:
-        (work / "modules" / module).mkdir(parents=True)
-        (work / "modules" / module / "go.mod").write_text(f"module {module}\n")
-    shutil.copy(SOURCE, work / "main.go")
-    (work / "go.mod").write_text(go_mod({**modules, **GO_MOD_ONLY}))
-    environment = {**os.environ, "GOFLAGS": "-mod=mod", "GOPROXY": "off", "GOSUMDB": "off", "GOTOOLCHAIN": "local",
-                   "GOPATH": str(root / "gopath"), "GOCACHE": str(root / "gocache")}
-    built = subprocess.run([go, "build", "-o", "celgo", "."], cwd=work, env=environment, capture_output=True, text=True)
-    assert built.returncode == 0, f"cel-go {tag} does not build from the mirrors:\n{built.stderr[-3000:]}"
-    (work / "celgo").replace(work / "built")
-    binary.parent.mkdir(parents=True, exist_ok=True)
-    (work / "built").replace(binary)
-    shutil.rmtree(work)
+    try:
+        for module, version in modules.items():
+            repository, folder = (CEL_GO, "") if module == "github.com/google/cel-go" else MODULE_MIRRORS[module]
+            source = cel_go if repository == CEL_GO else module_mirror(repository)
+            export(source, revision(version), folder, work / "modules" / module)
+        for module in GO_MOD_ONLY:
+            (work / "modules" / module).mkdir(parents=True)
+            (work / "modules" / module / "go.mod").write_text(f"module {module}\n")
+        shutil.copy(SOURCE, work / "main.go")
+        (work / "go.mod").write_text(go_mod({**modules, **GO_MOD_ONLY}))
+        environment = {**os.environ, "GOFLAGS": "-mod=mod", "GOPROXY": "off", "GOSUMDB": "off",
+                       "GOTOOLCHAIN": "local", "GOPATH": str(root / "gopath"), "GOCACHE": str(root / "gocache")}
+        built = subprocess.run([go, "build", "-o", "celgo", "."], cwd=work, env=environment, capture_output=True,
+                               text=True)
+        assert built.returncode == 0, f"cel-go {tag} does not build from the mirrors:\n{built.stderr[-3000:]}"
+        binary.parent.mkdir(parents=True, exist_ok=True)
+        (work / "celgo").replace(binary)  # a rename: a concurrent build's reader sees a whole binary or none
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return binary
 
 
