@@ -100,11 +100,10 @@ def test_the_evaluator_sets_cel_go_up_as_the_pinned_api_server_does():
         return re.sub(r"\s+", "", re.sub(r"//[^\n]*", "", text)).replace(",)", ")")
     base = code(show(APISERVER, APISERVER_MINOR_TAGS[-1], "pkg/cel/environment/base.go"))
     main = code(SOURCE.read_text())
-    environment = main[main.index("funcenvironment()"):main.index("typecompilerstruct")]
+    environment = main[main.index("funcenvironment()"):main.index("constvariablesType")]
     options = re.findall(r"\b((?:cel|ext)\.[A-Z]\w*\((?:[^()]|\([^()]*\))*\))", environment)
-    declarations = [option for option in options if option.startswith(("cel.Variable", "cel.Function", "cel.MapType",
-                                                                        "cel.MemberOverload", "cel.ListType",
-                                                                        "cel.UnaryBinding", "cel.NewEnv"))]
+    declarations = [option for option in options if option.startswith((
+        "cel.Variable", "cel.Function", "cel.MemberOverload", "cel.NewEnv", "cel.CustomTypeProvider"))]
     assert len(options) - len(declarations) == 11
     missing = [option for option in options if option not in declarations and option not in base]
     assert missing == []

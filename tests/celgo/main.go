@@ -106,7 +106,7 @@ func sumInts(list ref.Val) ref.Val {
 	return total
 }
 
-func environment() (*cel.Env, error) {
+func environment() (*cel.Env, *variableFields, error) {
 	options := []cel.EnvOption{
 		cel.HomogeneousAggregateLiterals(), cel.EagerlyValidateDeclarations(true), cel.DefaultUTCTimeZone(true),
 		cel.CrossTypeNumericComparisons(true), cel.OptionalTypes(),
@@ -114,14 +114,66 @@ func environment() (*cel.Env, error) {
 			cel.ValidateHomogeneousAggregateLiterals()),
 		ext.Strings(ext.StringsVersion(2)), ext.Sets(), ext.TwoVarComprehensions(), ext.Lists(ext.ListsVersion(3)),
 		cel.CostEstimatorOptions(checker.PresenceTestHasCost(false)),
-		cel.Variable("variables", cel.MapType(cel.StringType, cel.DynType)),
 		cel.Function("sum", cel.MemberOverload("list_int_sum", []*cel.Type{cel.ListType(cel.IntType)}, cel.IntType,
 			cel.UnaryBinding(sumInts))),
 	}
 	for _, name := range []string{"object", "oldObject", "request", "params", "namespaceObject"} {
 		options = append(options, cel.Variable(name, cel.DynType))
 	}
-	return cel.NewEnv(options...)
+	env, err := cel.NewEnv(options...)
+	if err != nil {
+		return nil, nil, err
+	}
+	fields := &variableFields{Provider: env.CELTypeProvider(), types: map[string]*types.Type{}}
+	env, err = env.Extend(cel.CustomTypeProvider(fields), cel.Variable("variables", cel.ObjectType(variablesType)))
+	return env, fields, err
+}
+
+// The API server declares `variables` as an object whose fields are typed by the variables' own expressions, each
+// compiled after the ones before it (pkg/admission/plugin/cel/composition.go): the overloads cel-go resolves, and
+// so the prices of calls on a variable's value, depend on those types.
+const variablesType = "kubernetes.variables"
+
+type variableFields struct {
+	types.Provider
+	types map[string]*types.Type
+}
+
+func (f *variableFields) FindStructType(name string) (*types.Type, bool) {
+	if name == variablesType {
+		return types.NewTypeTypeWithParam(types.NewObjectType(variablesType)), true
+	}
+	return f.Provider.FindStructType(name)
+}
+
+func (f *variableFields) FindStructFieldNames(name string) ([]string, bool) {
+	if name != variablesType {
+		return f.Provider.FindStructFieldNames(name)
+	}
+	names := make([]string, 0, len(f.types))
+	for field := range f.types {
+		names = append(names, field)
+	}
+	return names, true
+}
+
+func (f *variableFields) FindStructFieldType(name, field string) (*types.FieldType, bool) {
+	if name != variablesType {
+		return f.Provider.FindStructFieldType(name, field)
+	}
+	fieldType, found := f.types[field]
+	if !found {
+		return nil, false
+	}
+	return &types.FieldType{Type: fieldType,
+		IsSet: func(vars any) bool { _, declared := vars.(*lazyVariables).programs[field]; return declared },
+		GetFrom: func(vars any) (any, error) {
+			value := vars.(*lazyVariables).resolve(field)
+			if failed, isErr := value.(*types.Err); isErr {
+				return nil, failed
+			}
+			return value, nil
+		}}, true
 }
 
 type compiler struct {
@@ -129,12 +181,13 @@ type compiler struct {
 	options []cel.ProgramOption
 }
 
-func (c compiler) compile(expression string) (cel.Program, error) {
+func (c compiler) compile(expression string) (cel.Program, *types.Type, error) {
 	ast, issues := c.env.Compile(expression)
 	if issues != nil && issues.Err() != nil {
-		return nil, fmt.Errorf("%q does not compile: %w", expression, issues.Err())
+		return nil, nil, fmt.Errorf("%q does not compile: %w", expression, issues.Err())
 	}
-	return c.env.Program(ast, c.options...)
+	program, err := c.env.Program(ast, c.options...)
+	return program, ast.OutputType(), err
 }
 
 // lazyVariables is `variables` as the API server's composition gives it: each evaluated on first use, once.
@@ -284,7 +337,7 @@ func run() error {
 	if err := decoder.Decode(&in); err != nil {
 		return err
 	}
-	env, err := environment()
+	env, fields, err := environment()
 	if err != nil {
 		return err
 	}
@@ -293,7 +346,7 @@ func run() error {
 		cel.CostTrackerOptions(interpreter.PresenceTestHasCost(false)), cel.CostTracking(kubernetesPrices{})}}
 	var problems []string
 	compile := func(expression string) cel.Program {
-		program, err := c.compile(expression)
+		program, _, err := c.compile(expression)
 		if err != nil {
 			problems = append(problems, err.Error())
 		}
@@ -301,7 +354,12 @@ func run() error {
 	}
 	variables := map[string]cel.Program{}
 	for _, variable := range in.Policy.Variables {
-		variables[variable.Name] = compile(variable.Expression)
+		program, outputType, err := c.compile(variable.Expression)
+		if err != nil {
+			problems = append(problems, err.Error())
+			continue
+		}
+		variables[variable.Name], fields.types[variable.Name] = program, outputType
 	}
 	var match, validations, messages []cel.Program
 	for _, condition := range in.Policy.MatchConditions {
