@@ -203,10 +203,26 @@ def test_the_backup_rules_pass_promtool_check(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def backup_group_alone(whole: dict) -> dict:
+    """The rule file's backup group, once nothing else in the file can change what promtool finds for it: it reads
+    no alert states, and no other group records a series it reads or records or alerts under its alerts' names.
+    Over a day of minutes the other groups' accounting rules cost promtool about 50 s of CPU, the backup group
+    one second."""
+    backup = [group for group in whole["groups"] if group["name"] == "gpu-tenancy-backups"]
+    others = [rule for group in whole["groups"] if group not in backup for rule in group["rules"]]
+    [group] = backup
+    read = set().union(*(metric_names(rule["expr"]) for rule in group["rules"])) | metric_names(
+        backup_rules.failed_run_start())
+    written = {rule.get("record") or rule["alert"] for rule in group["rules"]}
+    assert not read & {"ALERTS", "ALERTS_FOR_STATE"}
+    assert not {rule.get("record") or rule["alert"] for rule in others} & (read | written)
+    return {"groups": backup}
+
+
 @needs_promtool
 def test_failing_and_stale_backups_alert_and_healthy_or_new_ones_do_not(tmp_path):
-    (tmp_path / "rules.yml").write_text(yaml.safe_dump(rule_file(backed_up_site(), annotations=False),
-                                                       sort_keys=False))
+    rules_yml = backup_group_alone(rule_file(backed_up_site(), annotations=False))
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump(rules_yml, sort_keys=False))
     tests = {"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": story_tests()}
     (tmp_path / "tests.yml").write_text(yaml.safe_dump(tests, sort_keys=False))
     result = promtool("test", "rules", "tests.yml", cwd=tmp_path)
