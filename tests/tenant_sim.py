@@ -24,6 +24,7 @@ from config import load_platform
 from config.model import Platform, Team
 from config.vocabulary import KAI_NAMESPACE, project_config
 from policy.label_selectors import selector_matches
+from tests.cel_runs import Inputs, run
 from tests.reference_cel import REFERENCE, Verdict, unordered_lists
 from tests.apiserver_pods import api_validate, limit_range_max, limit_ranger, pull_policy_defaults
 from tests.kai_pods import GPU_RESOURCE, WebhookRefusal, kai_bind, kai_group, kai_mutate
@@ -112,10 +113,6 @@ class Admission:
             self._programs[expression] = self.env.program(self.env.compile(expression), functions=CEL_FUNCTIONS)
         return self._programs[expression].evaluate(activation)
 
-    def _activation(self, pod: dict, old: Optional[dict], request: dict, variables: dict) -> dict:
-        return {"object": celpy.json_to_cel(pod), "oldObject": celpy.json_to_cel(old),
-                "request": celpy.json_to_cel(request), "variables": celpy.json_to_cel(variables)}
-
     def requested(self, namespace: str, obj: dict, *, operation: str = "CREATE", subresource: str = "") -> bool:
         """The policy's match constraints and the binding's namespace selector (the part without CEL)."""
         constraints = self.spec["matchConstraints"]
@@ -133,47 +130,57 @@ class Admission:
 
     def matches(self, namespace: str, pod: Optional[dict], *, operation: str = "CREATE", subresource: str = "",
                 old: Optional[dict] = None, user: str = "", options: Optional[dict] = None) -> bool:
+        return self._matched(namespace, pod, operation=operation, subresource=subresource, old=old, user=user,
+                             options=options) is not None
+
+    def _matched(self, namespace: str, pod: Optional[dict], *, operation: str, subresource: str,
+                 old: Optional[dict], user: str, options: Optional[dict]) -> Optional[Inputs]:
+        """The review's inputs without variables when the policy matches, else None."""
         if not self.requested(namespace, pod, operation=operation, subresource=subresource):
-            return False
-        request = _request(operation, subresource, user, namespace, options)
-        return all(bool(self.evaluate(condition["expression"], self._activation(pod, old, request, {})))
-                   for condition in self.spec.get("matchConditions", []))
+            return None
+        inputs = Inputs(object=pod, oldObject=old, request=_request(operation, subresource, user, namespace, options),
+                        variables={})
+        matched = all(bool(run(self.evaluate, condition["expression"], inputs))
+                      for condition in self.spec.get("matchConditions", []))
+        return inputs if matched else None
+
+    def _inputs(self, namespace: str, pod: Optional[dict], *, operation: str, subresource: str,
+                old: Optional[dict], user: str, options: Optional[dict]) -> Optional[Inputs]:
+        inputs = self._matched(namespace, pod, operation=operation, subresource=subresource, old=old, user=user,
+                               options=options)
+        for variable in self.spec.get("variables", []) if inputs is not None else []:
+            inputs.with_variable(variable["name"], plain_value(run(self.evaluate, variable["expression"], inputs)))
+        return inputs
 
     def context(self, namespace: str, pod: Optional[dict], *, operation: str = "CREATE", subresource: str = "",
                 old: Optional[dict] = None, user: str = "", options: Optional[dict] = None) -> Optional[dict]:
         """The CEL activation with the policy's variables evaluated in order, or None when the policy does not match."""
-        if not self.matches(namespace, pod, operation=operation, subresource=subresource, old=old, user=user,
-                            options=options):
-            return None
-        request = _request(operation, subresource, user, namespace, options)
-        variables: dict = {}
-        for variable in self.spec.get("variables", []):
-            variables[variable["name"]] = plain_value(self.evaluate(variable["expression"],
-                                                           self._activation(pod, old, request, variables)))
-        return self._activation(pod, old, request, variables)
+        inputs = self._inputs(namespace, pod, operation=operation, subresource=subresource, old=old, user=user,
+                              options=options)
+        return None if inputs is None else inputs.activation
 
     def review(self, namespace: str, pod: Optional[dict], *, operation: str = "CREATE", subresource: str = "",
                old: Optional[dict] = None, user: str = "", options: Optional[dict] = None) -> list[str]:
         """Rejection messages; empty when admitted or not matched. CEL C++ must reach the same. A DELETE has no
         ``pod`` (null), the pod as stored in ``old`` and the request's DeleteOptions in ``options``."""
-        activation = self.context(namespace, pod, operation=operation, subresource=subresource, old=old, user=user,
-                                  options=options)
-        messages = [] if activation is None else [
-            self._message(validation, activation) for validation in self.spec["validations"]
-            if not bool(self.evaluate(validation["expression"], activation))]
+        inputs = self._inputs(namespace, pod, operation=operation, subresource=subresource, old=old, user=user,
+                              options=options)
+        messages = [] if inputs is None else [
+            self._message(validation, inputs) for validation in self.spec["validations"]
+            if not bool(run(self.evaluate, validation["expression"], inputs))]
         if self.requested(namespace, pod, operation=operation, subresource=subresource):
             request = _request(operation, subresource, user, namespace, options)
-            inputs = {"object": pod, "oldObject": old, "request": request}
-            agree(REFERENCE.review(self.spec, inputs), activation, messages)
+            objects = {"object": pod, "oldObject": old, "request": request}
+            agree(REFERENCE.review(self.spec, objects), None if inputs is None else inputs.activation, messages)
             for observe in REVIEW_OBSERVERS:
-                observe(self.spec, copy.deepcopy(inputs), activation is not None, messages)
+                observe(self.spec, copy.deepcopy(objects), inputs is not None, messages)
         return messages
 
-    def _message(self, validation: dict, activation: dict) -> str:
+    def _message(self, validation: dict, inputs: Inputs) -> str:
         """The messageExpression's value when it yields a non-empty string, else the static message."""
         if "messageExpression" in validation:
             try:
-                value = self.evaluate(validation["messageExpression"], activation)
+                value = run(self.evaluate, validation["messageExpression"], inputs)
             except celpy.CELEvalError:
                 value = None
             if isinstance(value, str) and value.strip():

@@ -25,6 +25,7 @@ share can run):
 from __future__ import annotations
 
 import csv
+import functools
 import io
 from typing import Callable, Optional
 
@@ -152,8 +153,15 @@ def shared_day_url(tmp_path_factory):
         yield url
 
 
+@functools.cache
+def _report_run(url: str, start: str, end: str) -> tuple[int, str]:
+    """The tool's exit code and output for one window of the module's server, which no test changes: three tests
+    read the whole day's report, about 8 s of queries each, so it is asked once per worker."""
+    return run_tool("--prometheus", url, "--from", start, "--to", end, "--csv")
+
+
 def report(url: str, start: str, end: str) -> dict[str, dict[str, str]]:
-    code, text = run_tool("--prometheus", url, "--from", start, "--to", end, "--csv")
+    code, text = _report_run(url, start, end)
     assert code == 0
     return {row["team"]: row for row in csv.DictReader(io.StringIO(text))}
 
