@@ -31,6 +31,7 @@ POD_ANNOTATIONS = ("vcluster.loft.sh/namespace", "vcluster.loft.sh/name", "vclus
                    "vcluster.loft.sh/service-account-name", "vcluster.loft.sh/labels")
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 REWRITE_HOSTS = "vcluster-rewrite-hosts"  # the init container and its volume
+VIRTUAL_UID = "6f1c2a4e-0000-4000-8000-000000000001"  # what the virtual API server gave the tenant's pod
 
 
 def vcluster_sync(pod: dict, team: Team, namespace_labels: Optional[dict] = None) -> dict:
@@ -55,7 +56,7 @@ def vcluster_sync(pod: dict, team: Team, namespace_labels: Optional[dict] = None
         annotations["vcluster.loft.sh/managed-annotations"] = "\n".join(sorted(annotations))
     annotations.update({
         "vcluster.loft.sh/object-name": virtual_name, "vcluster.loft.sh/object-namespace": virtual_namespace,
-        "vcluster.loft.sh/object-uid": "6f1c2a4e-0000-4000-8000-000000000001",
+        "vcluster.loft.sh/object-uid": VIRTUAL_UID,
         "vcluster.loft.sh/object-kind": "/v1, Kind=Pod",
         "vcluster.loft.sh/object-host-name": metadata["name"],
         "vcluster.loft.sh/object-host-namespace": team.namespace})

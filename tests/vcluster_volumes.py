@@ -24,6 +24,7 @@ FIELD_PATHS = {"metadata.labels": "vcluster.loft.sh/labels", "metadata.name": "v
                "metadata.namespace": "vcluster.loft.sh/namespace", "metadata.uid": "vcluster.loft.sh/uid",
                "spec.serviceAccountName": "vcluster.loft.sh/service-account-name"}
 TOKEN_ANNOTATION = "vcluster.loft.sh/token-"
+VIRTUAL_TOKEN = "eyJhbGciOiJSUzI1NiJ9.virtual-token"  # what the virtual API server answers the syncer's TokenRequest with
 
 
 def translate_volumes(host: dict, virtual_name: str, namespace: str, release: str) -> None:
@@ -45,7 +46,7 @@ def translate_volumes(host: dict, virtual_name: str, namespace: str, release: st
             if "serviceAccountToken" in source:
                 token = source.pop("serviceAccountToken")
                 annotation = f"{TOKEN_ANNOTATION}{index:04d}{position:04d}"  # eight random characters upstream
-                host["metadata"]["annotations"][annotation] = "eyJhbGciOiJSUzI1NiJ9.virtual-token"
+                host["metadata"]["annotations"][annotation] = VIRTUAL_TOKEN
                 source["downwardAPI"] = {"items": [{"path": token.get("path", ""), "mode": 0o644, "fieldRef": {
                     "apiVersion": "v1", "fieldPath": f"metadata.annotations['{annotation}']"}}]}
 
