@@ -1,8 +1,9 @@
 """vCluster's own pod syncer, run: tests/vcluster_real/main.go built inside vCluster's source at a mirrored tag.
 
-``host_pods`` hands a batch of virtual pods, with the Helm values the program renders for one team, to vCluster's
-real ``SyncToHost`` (fake host and virtual clients, vCluster's config package parsing the values) and returns what
-it writes on the host, so tests can hold ``tests/vcluster_pods.py`` against the code it re-implements.
+``run_syncer`` hands a batch of virtual pods (and of tenant edits of running pods), with the Helm values the
+program renders for one team, to vCluster's real ``SyncToHost`` (and ``Sync``) on fake host and virtual clients,
+vCluster's config package parsing the values, and returns what they write, so tests can hold
+``tests/vcluster_pods.py`` against the code it re-implements.
 
 The harness is built once per tag and harness content, under ``$GPU_TENANCY_GO_CACHE`` (default: the system
 temporary folder), with the vendored modules of the tag (``-mod=vendor``, no network). It needs the mirror of
@@ -89,15 +90,18 @@ def harness(tag: str) -> Path:
     return binary
 
 
-def host_pods(tag: str, *, name: str, namespace: str, values: dict, pods: list[dict], kube_ip: str, dns_ip: str,
-              token: str, services: tuple = (), namespaces: tuple = (), host_version: str = "") -> list[dict]:
-    """For each virtual pod, ``{"host": pod}`` (what vCluster ``tag``'s SyncToHost creates on the host for the
-    release ``name`` in ``namespace`` with Helm ``values``) or ``{"error": text}``. ``kube_ip``/``dns_ip``: the
-    ClusterIPs of the vCluster's Service and of its synced DNS Service; ``token``: what the virtual API server
-    answers a TokenRequest with; ``services``, ``namespaces``: the virtual cluster's objects."""
+def run_syncer(tag: str, *, name: str, namespace: str, values: dict, kube_ip: str, dns_ip: str, token: str,
+               pods: tuple = (), updates: tuple = (), services: tuple = (), namespaces: tuple = (), nodes: tuple = (),
+               host_version: str = "") -> dict:
+    """vCluster ``tag``'s pod syncer for the release ``name`` in host ``namespace`` with Helm ``values``:
+    ``{"created": [...], "updated": [...]}``. For each virtual pod of ``pods``, ``{"host": pod}``, what
+    SyncToHost creates; for each ``{"host", "virtualOld", "virtual"}`` of ``updates`` (a tenant's edit of a running
+    pod), ``{"host", "virtual"}`` after Sync; or ``{"error": text}``. ``kube_ip``/``dns_ip``: the ClusterIPs of the
+    vCluster's Service and of its synced DNS Service; ``token``: what the virtual API server answers a TokenRequest
+    with; ``services``, ``namespaces``, ``nodes``: the virtual cluster's objects (nodes as synced from the host)."""
     request = {"name": name, "hostNamespace": namespace, "values": values, "kubeIP": kube_ip, "dnsIP": dns_ip,
-               "token": token, "hostVersion": host_version, "namespaces": list(namespaces),
-               "services": list(services), "pods": pods}
+               "token": token, "hostVersion": host_version, "namespaces": list(namespaces), "nodes": list(nodes),
+               "services": list(services), "pods": list(pods), "updates": list(updates)}
     ran = subprocess.run([str(harness(tag))], input=json.dumps(request), capture_output=True, text=True, timeout=600)
     assert ran.returncode == 0, f"the vCluster harness failed:\n{ran.stderr[-4000:]}"
     return json.loads(ran.stdout)

@@ -26,7 +26,8 @@ FIELD_PATHS = {"metadata.labels": "vcluster.loft.sh/labels", "metadata.name": "v
                "metadata.namespace": "vcluster.loft.sh/namespace", "metadata.uid": "vcluster.loft.sh/uid",
                "spec.serviceAccountName": "vcluster.loft.sh/service-account-name"}
 TOKEN_ANNOTATION = "vcluster.loft.sh/token-"
-VIRTUAL_TOKEN = "eyJhbGciOiJSUzI1NiJ9.virtual-token"  # what the virtual API server answers the syncer's TokenRequest with
+# What the virtual API server answers the syncer's TokenRequest with.
+VIRTUAL_TOKEN = "eyJhbGciOiJSUzI1NiJ9.virtual-token"
 
 
 def translate_volumes(host: dict, virtual_name: str, namespace: str, release: str) -> None:
