@@ -2,7 +2,9 @@
 
 Four label keys are renamed ``vcluster.loft.sh/label-<release>-x-<sha256(key)[:10]>`` (``TRANSLATED_LABELS``);
 every other key passes as written. An object of the tenant's namespace becomes ``<name>-x-<namespace>-x-<release>``,
-hashed above 63 characters; ``kube-root-ca.crt`` becomes vCluster's own copy.
+hashed above 63 characters, ``kube-root-ca.crt`` included: the configmaps mapper's special name for it
+(``vcluster-kube-root-ca.crt-x-<release>``) applies only where the host name would stay ``kube-root-ca.crt``, which
+single-namespace sync never gives (tests/test_vcluster_sync_real.py runs the mapper).
 """
 
 from __future__ import annotations
@@ -29,8 +31,6 @@ def host_label_key(key: str, release: str) -> str:
     return translated_label("vcluster.loft.sh/label", release, key) if key in TRANSLATED_LABELS else key
 
 
-def host_object_name(name: str, namespace: str, release: str, kind: str = "") -> str:
+def host_object_name(name: str, namespace: str, release: str) -> str:
     """The host name of an object of the tenant's namespace (mappings.VirtualToHostName)."""
-    if kind == "configMap" and name == "kube-root-ca.crt":
-        return safe_concat_name("vcluster", "kube-root-ca.crt", "x", release)
     return safe_concat_name(name, "x", namespace, "x", release)

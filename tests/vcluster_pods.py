@@ -19,18 +19,33 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from typing import Optional
 
 from config.model import Team
 from config.vcluster_images import rewrite_hosts_image
-from tests.vcluster_names import TRANSLATED_LABELS, host_label_key, safe_concat_name, translated_label
-from tests.vcluster_volumes import translate_volumes
+from tests.vcluster_names import TRANSLATED_LABELS, host_label_key, host_object_name, safe_concat_name, translated_label
+from tests.vcluster_volumes import TOKEN_ANNOTATION, translate_env, translate_volumes
 
 # Taken from the tenant's own virtual pod when it carries them (translator.go), else computed.
 POD_ANNOTATIONS = ("vcluster.loft.sh/namespace", "vcluster.loft.sh/name", "vcluster.loft.sh/uid",
                    "vcluster.loft.sh/service-account-name", "vcluster.loft.sh/labels")
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+# Annotations the copy leaves out of managed-annotations (pkg/util/translate HostAnnotations, applyAnnotations).
+UNMANAGED_ANNOTATIONS = ("vcluster.loft.sh/managed-annotations", "vcluster.loft.sh/managed-labels",
+                         "vcluster.loft.sh/object-name", "vcluster.loft.sh/object-namespace",
+                         "vcluster.loft.sh/object-uid", "vcluster.loft.sh/object-kind",
+                         "vcluster.loft.sh/object-host-name", "vcluster.loft.sh/object-host-namespace")
+# An owner reference's fields in the order Go writes them, and the apps/v1 owners named in owner-set-kind.
+OWNER_FIELDS = ("apiVersion", "kind", "name", "uid", "controller", "blockOwnerDeletion")
+OWNER_SET_KINDS = ("DaemonSet", "Job", "ReplicaSet", "StatefulSet")
+# Annotations an edit of the virtual pod never changes on the host (diff.go GetExcludedAnnotations, and the
+# object-* keys of pkg/util/translate).
+UPDATE_KEPT_ANNOTATIONS = (SAFE_TO_EVICT, "vcluster.loft.sh/owner-references", "vcluster.loft.sh/owner-set-kind",
+                           *POD_ANNOTATIONS, "vcluster.loft.sh/hosts-rewritten", *UNMANAGED_ANNOTATIONS[2:])
 REWRITE_HOSTS = "vcluster-rewrite-hosts"  # the init container and its volume
+HOSTS_REWRITTEN = "vcluster.loft.sh/hosts-rewritten"
+VIRTUAL_UID = "6f1c2a4e-0000-4000-8000-000000000001"  # what the virtual API server gave the tenant's pod
 
 
 def vcluster_sync(pod: dict, team: Team, namespace_labels: Optional[dict] = None) -> dict:
@@ -49,13 +64,16 @@ def vcluster_sync(pod: dict, team: Team, namespace_labels: Optional[dict] = None
         labels[translated_label("vcluster.loft.sh/ns-label", release, key)] = value
     metadata["labels"] = labels
     virtual = pod["metadata"].get("annotations", {})
-    annotations = {key: value for key, value in virtual.items()
-                   if key not in ("vcluster.loft.sh/managed-annotations", "vcluster.loft.sh/managed-labels")}
-    if annotations:
-        annotations["vcluster.loft.sh/managed-annotations"] = "\n".join(sorted(annotations))
+    # HostMetadata copies every annotation (vCluster's own bookkeeping keys included) and lists the copied ones in
+    # managed-annotations, all but the two lists and the object-* keys it then overwrites.
+    annotations = dict(virtual)
+    managed = sorted(key for key in virtual if key not in UNMANAGED_ANNOTATIONS)
+    annotations.pop("vcluster.loft.sh/managed-annotations", None)
+    if managed:
+        annotations["vcluster.loft.sh/managed-annotations"] = "\n".join(managed)
     annotations.update({
         "vcluster.loft.sh/object-name": virtual_name, "vcluster.loft.sh/object-namespace": virtual_namespace,
-        "vcluster.loft.sh/object-uid": "6f1c2a4e-0000-4000-8000-000000000001",
+        "vcluster.loft.sh/object-uid": VIRTUAL_UID,
         "vcluster.loft.sh/object-kind": "/v1, Kind=Pod",
         "vcluster.loft.sh/object-host-name": metadata["name"],
         "vcluster.loft.sh/object-host-namespace": team.namespace})
@@ -63,19 +81,37 @@ def vcluster_sync(pod: dict, team: Team, namespace_labels: Optional[dict] = None
     computed = {"vcluster.loft.sh/namespace": virtual_namespace, "vcluster.loft.sh/name": virtual_name,
                 "vcluster.loft.sh/uid": annotations["vcluster.loft.sh/object-uid"],
                 "vcluster.loft.sh/service-account-name": pod["spec"].get("serviceAccountName", "default"),
-                "vcluster.loft.sh/labels": "\n".join(f'{k}="{v}"' for k, v in sorted(virtual_labels.items()))}
+                "vcluster.loft.sh/labels": labels_annotation(virtual_labels)}
     for key in POD_ANNOTATIONS:
         annotations[key] = virtual.get(key) or computed[key]
-    annotations.setdefault(SAFE_TO_EVICT, "true" if any(o.get("controller") for o in owners) else "false")
-    if owners and "vcluster.loft.sh/owner-references" not in annotations:
-        annotations["vcluster.loft.sh/owner-references"] = json.dumps(owners)
-        kind = next((o["kind"] for o in owners if o.get("apiVersion") == "apps/v1"), None)
-        if kind in ("ReplicaSet", "StatefulSet", "DaemonSet", "Deployment"):
-            annotations["vcluster.loft.sh/owner-set-kind"] = kind
+    if SAFE_TO_EVICT not in annotations:
+        controller = next((owner for owner in owners if owner.get("controller")), None)
+        annotations[SAFE_TO_EVICT] = "true" if controller else "false"
+        if controller and controller["kind"] == "DaemonSet":
+            annotations["cluster-autoscaler.kubernetes.io/daemonset-pod"] = "true"
+    if "vcluster.loft.sh/owner-references" not in annotations:
+        _annotate_owners(annotations, owners)
     metadata["annotations"] = annotations
-    _translate_spec(host["spec"], team)
+    if _translate_spec(host["spec"], team, virtual_namespace):
+        annotations[HOSTS_REWRITTEN] = "true"
     translate_volumes(host, virtual_name, virtual_namespace, release)
     return host
+
+
+def _annotate_owners(annotations: dict, owners: list) -> None:
+    """The virtual pod's owners as the host pod's annotations (Go's compact JSON, its field order)."""
+    if not owners:
+        return
+    annotations["vcluster.loft.sh/owner-references"] = json.dumps(
+        [{field: owner[field] for field in OWNER_FIELDS if field in owner} for owner in owners], separators=(",", ":"))
+    kind = next((o["kind"] for o in owners if o.get("apiVersion") == "apps/v1" and o["kind"] in OWNER_SET_KINDS), None)
+    if kind:
+        annotations["vcluster.loft.sh/owner-set-kind"] = kind
+
+
+def labels_annotation(labels: dict) -> str:
+    """vcluster.loft.sh/labels: each label as key=<value as a JSON string>, the lines sorted."""
+    return "\n".join(sorted(f"{key}={json.dumps(value, ensure_ascii=False)}" for key, value in labels.items()))
 
 
 def enforced_tolerations(team: Team) -> list[dict]:
@@ -91,18 +127,30 @@ def enforced_tolerations(team: Team) -> list[dict]:
     return tolerations
 
 
-def _translate_spec(spec: dict, team: Team) -> None:
+def _translate_spec(spec: dict, team: Team, namespace: str) -> bool:
+    """Whether the hosts file was rewritten."""
     release = team.vcluster_name
     spec["serviceAccountName"] = f"vc-workload-{release}"
+    spec.pop("serviceAccount", None)
     spec["automountServiceAccountToken"] = False
     spec["enableServiceLinks"] = False
     spec.pop("priorityClassName", None)
     spec.pop("priority", None)
-    spec["tolerations"] = list(spec.get("tolerations", [])) + enforced_tolerations(team)
-    if team.vcluster.node_labels:
+    tolerations = list(spec.get("tolerations", []))
+    spec["tolerations"] = tolerations + [entry for entry in enforced_tolerations(team) if entry not in tolerations]
+    for entry in spec.get("imagePullSecrets", []):
+        entry["name"] = host_object_name(entry["name"], namespace, release)
+    for field in ("containers", "initContainers", "ephemeralContainers"):
+        for entry in spec.get(field, []):
+            translate_env(entry, namespace, release)
+    # The node-sync selector goes to a pod the host scheduler places; a pod naming its node is synced only when that
+    # node is in the virtual cluster (one the selector picked), and unchanged.
+    if team.vcluster.node_labels and not spec.get("nodeName"):
         spec["nodeSelector"] = {**spec.get("nodeSelector", {}), **team.vcluster.node_labels}
     if spec.pop("subdomain", ""):
         _rewrite_hosts(spec, team)
+        return True
+    return False
 
 
 def _rewrite_hosts(spec: dict, team: Team) -> None:
@@ -124,28 +172,46 @@ def _rewrite_hosts(spec: dict, team: Team) -> None:
 
 
 def syncer_update(host: dict, virtual_old: dict, virtual_new: dict, team: Team) -> dict:
-    """The host pod after the syncer applies a tenant's edit (virtual_old -> virtual_new): labels and annotations
-    three-way, tolerations as calcSpecDiff merges them."""
+    """The host pod after the syncer applies a tenant's edit (virtual_old -> virtual_new), as pods/translate/diff.go
+    ``Diff`` does: labels and annotations three-way but for the syncer's own annotations, which it recomputes
+    (vcluster.loft.sh/labels, owner references) or keeps; images, ``activeDeadlineSeconds`` and ``schedulingGates``
+    from the virtual pod; tolerations as calcSpecDiff merges them."""
     updated = copy.deepcopy(host)
+    tokens = set(re.findall(r"metadata\.annotations\['(" + re.escape(TOKEN_ANNOTATION) + r"[^']*)'\]",
+                            json.dumps(host["spec"].get("volumes", []))))
+    kept = {*UPDATE_KEPT_ANNOTATIONS, *tokens}
     for field in ("labels", "annotations"):
         before, after = virtual_old["metadata"].get(field, {}), virtual_new["metadata"].get(field, {})
         target = updated["metadata"].setdefault(field, {})
         for key in set(before) | set(after):
-            if field == "annotations" and key in POD_ANNOTATIONS:
+            if field == "annotations" and key in kept:
                 continue
             host_key = host_label_key(key, team.vcluster_name) if field == "labels" else key
             if key not in after:
                 target.pop(host_key, None)
             elif before.get(key) != after[key]:
                 target[host_key] = after[key]
-    tolerations = virtual_new["spec"].get("tolerations", [])
-    if tolerations != virtual_old["spec"].get("tolerations", []):
-        # calcSpecDiff: the virtual pod's tolerations, then the host's own and the enforced ones not among them.
-        merged = list(tolerations)
-        for toleration in host["spec"].get("tolerations", []) + enforced_tolerations(team):
-            if toleration not in merged:
-                merged.append(toleration)
-        updated["spec"]["tolerations"] = merged
+    annotations = updated["metadata"]["annotations"]
+    annotations["vcluster.loft.sh/labels"] = labels_annotation(virtual_new["metadata"].get("labels", {}))
+    annotations.pop("vcluster.loft.sh/owner-references", None)
+    annotations.pop("vcluster.loft.sh/owner-set-kind", None)
+    _annotate_owners(annotations, virtual_new["metadata"].get("ownerReferences", []))
+    spec, wanted = updated["spec"], virtual_new["spec"]
+    for field in ("activeDeadlineSeconds", "schedulingGates"):
+        spec.pop(field, None)
+        if field in wanted:
+            spec[field] = copy.deepcopy(wanted[field])
+    for field in ("containers", "initContainers"):
+        images = {entry["name"]: entry.get("image") for entry in wanted.get(field, [])}
+        for entry in spec.get(field, []):
+            if entry["name"] in images and not (entry["name"] == REWRITE_HOSTS and annotations.get(HOSTS_REWRITTEN)):
+                entry["image"] = images[entry["name"]]
+    # calcSpecDiff: the virtual pod's tolerations, then the host's own and the enforced ones not among them.
+    merged = list(wanted.get("tolerations", []))
+    for toleration in host["spec"].get("tolerations", []) + enforced_tolerations(team):
+        if toleration not in merged:
+            merged.append(toleration)
+    spec["tolerations"] = merged
     return updated
 
 

@@ -1,0 +1,107 @@
+"""vCluster's own pod syncer, run: tests/vcluster_real/main.go built inside vCluster's source at a mirrored tag.
+
+``run_syncer`` hands a batch of virtual pods (and of tenant edits of running pods), with the Helm values the
+program renders for one team, to vCluster's real ``SyncToHost`` (and ``Sync``) on fake host and virtual clients,
+vCluster's config package parsing the values, and returns what they write, so tests can hold
+``tests/vcluster_pods.py`` against the code it re-implements.
+
+The harness is built once per tag and harness content, under ``$GPU_TENANCY_GO_CACHE`` (default: the system
+temporary folder), with the vendored modules of the tag (``-mod=vendor``, no network). It needs the mirror of
+loft-sh/vcluster and a Go toolchain new enough for the tag's go.mod: ``$GPU_TENANCY_GO``, else ``go`` on ``PATH``;
+without them the tests skip and say which is missing.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import mirror, mirrored_tag
+
+VCLUSTER = "loft-sh/vcluster"
+HARNESS = Path(__file__).with_name("vcluster_real") / "main.go"
+GO_VARIABLE = "GPU_TENANCY_GO"
+CACHE_VARIABLE = "GPU_TENANCY_GO_CACHE"
+# Where main.go goes in the exported tree: a command of vCluster's own module, so its vendor/ serves the imports.
+HARNESS_PACKAGE = "cmd/gpu-tenancy-sync-real"
+
+
+def go_binary() -> str:
+    """The Go toolchain to build with, or a skip naming how to supply one."""
+    found = os.environ.get(GO_VARIABLE) or shutil.which("go")
+    if not found or not Path(found).exists():
+        pytest.skip(f"no Go toolchain: set {GO_VARIABLE} to a go binary (or put go on PATH) to run vCluster's syncer")
+    return found
+
+
+def _go_env(go: str, cache: Path) -> dict:
+    return {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=vendor", "GOPROXY": "off",
+            "GOCACHE": str(cache / "gocache"), "GOPATH": str(cache / "gopath")}
+
+
+def _export(repository: Path, tag: str, target: Path) -> None:
+    """The tree at ``tag``, without the blobs a partial mirror lacks (only vendored sources of other platforms'
+    SQLite in the snapshot read; a package the harness needs that is missing fails the build, loudly)."""
+    entries = subprocess.run(["git", "--git-dir", str(repository), "ls-tree", "-r", tag], capture_output=True,
+                             text=True, check=True).stdout.splitlines()
+    blobs = [(line.split()[2], line.split("\t", 1)[1]) for line in entries if line.split()[1] == "blob"]
+    checked = subprocess.run(["git", "--git-dir", str(repository), "cat-file", "--batch-check"],
+                             input="".join(f"{sha}\n" for sha, _ in blobs), capture_output=True, text=True,
+                             check=True).stdout.splitlines()
+    absent = [path for (sha, path), line in zip(blobs, checked) if line.endswith(" missing")]
+    archive = subprocess.run(["git", "--git-dir", str(repository), "archive", tag, "--", ".",
+                              *(f":(exclude,literal){path}" for path in absent)], capture_output=True, check=True)
+    target.mkdir(parents=True)
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
+
+
+def harness(tag: str) -> Path:
+    """The harness binary for vCluster ``tag``, built when the cache lacks it (minutes the first time)."""
+    go = go_binary()
+    repository = mirror(VCLUSTER)
+    mirrored_tag(VCLUSTER, tag)
+    version = subprocess.run([go, "version"], capture_output=True, text=True, check=True).stdout.strip()
+    key = hashlib.sha256(HARNESS.read_bytes() + tag.encode() + version.encode()).hexdigest()[:16]
+    cache = Path(os.environ.get(CACHE_VARIABLE) or Path(tempfile.gettempdir()) / "gpu-tenancy-go")
+    cache.mkdir(parents=True, exist_ok=True)
+    binary = cache / f"vcluster-real-{tag}-{key}"
+    with open(cache / "build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # pytest-xdist workers wait for one build
+        if binary.exists():
+            return binary
+        source = cache / f"vcluster-{tag}"
+        if not (source / "go.mod").exists():
+            shutil.rmtree(source, ignore_errors=True)
+            _export(repository, tag, source)
+        (source / HARNESS_PACKAGE).mkdir(parents=True, exist_ok=True)
+        shutil.copy(HARNESS, source / HARNESS_PACKAGE / "main.go")
+        built = subprocess.run([go, "build", "-o", str(binary), f"./{HARNESS_PACKAGE}"], cwd=source,
+                               env=_go_env(go, cache), capture_output=True, text=True)
+        if built.returncode:
+            raise AssertionError(f"building the vCluster harness at {tag} failed:\n{built.stderr[-4000:]}")
+    return binary
+
+
+def run_syncer(tag: str, *, name: str, namespace: str, values: dict, kube_ip: str, dns_ip: str, token: str,
+               pods: tuple = (), updates: tuple = (), services: tuple = (), namespaces: tuple = (), nodes: tuple = (),
+               host_version: str = "") -> dict:
+    """vCluster ``tag``'s pod syncer for the release ``name`` in host ``namespace`` with Helm ``values``:
+    ``{"created": [...], "updated": [...]}``. For each virtual pod of ``pods``, ``{"host": pod}``, what
+    SyncToHost creates; for each ``{"host", "virtualOld", "virtual"}`` of ``updates`` (a tenant's edit of a running
+    pod), ``{"host", "virtual"}`` after Sync; or ``{"error": text}``. ``kube_ip``/``dns_ip``: the ClusterIPs of the
+    vCluster's Service and of its synced DNS Service; ``token``: what the virtual API server answers a TokenRequest
+    with; ``services``, ``namespaces``, ``nodes``: the virtual cluster's objects (nodes as synced from the host)."""
+    request = {"name": name, "hostNamespace": namespace, "values": values, "kubeIP": kube_ip, "dnsIP": dns_ip,
+               "token": token, "hostVersion": host_version, "namespaces": list(namespaces), "nodes": list(nodes),
+               "services": list(services), "pods": list(pods), "updates": list(updates)}
+    ran = subprocess.run([str(harness(tag))], input=json.dumps(request), capture_output=True, text=True, timeout=600)
+    assert ran.returncode == 0, f"the vCluster harness failed:\n{ran.stderr[-4000:]}"
+    return json.loads(ran.stdout)
