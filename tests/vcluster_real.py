@@ -7,7 +7,7 @@ vCluster's config package parsing the values, and returns what they write, so te
 
 The harness is built once per tag and harness content, under ``$GPU_TENANCY_GO_CACHE`` (default: the system
 temporary folder), with the vendored modules of the tag (``-mod=vendor``, no network). It needs the mirror of
-loft-sh/vcluster and a Go toolchain new enough for the tag's go.mod: ``$GPU_TENANCY_GO``, else ``go`` on ``PATH``;
+loft-sh/vcluster and a Go toolchain new enough for the tag's go.mod (tests/go_toolchain.py);
 without them the tests skip and say which is missing.
 """
 
@@ -22,29 +22,14 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import mirror, mirrored_tag
+from tests.go_toolchain import go_binary, offline_environment
 
 VCLUSTER = "loft-sh/vcluster"
 HARNESS = Path(__file__).with_name("vcluster_real") / "main.go"
-GO_VARIABLE = "GPU_TENANCY_GO"
 CACHE_VARIABLE = "GPU_TENANCY_GO_CACHE"
 # Where main.go goes in the exported tree: a command of vCluster's own module, so its vendor/ serves the imports.
 HARNESS_PACKAGE = "cmd/gpu-tenancy-sync-real"
-
-
-def go_binary() -> str:
-    """The Go toolchain to build with, or a skip naming how to supply one."""
-    found = os.environ.get(GO_VARIABLE) or shutil.which("go")
-    if not found or not Path(found).exists():
-        pytest.skip(f"no Go toolchain: set {GO_VARIABLE} to a go binary (or put go on PATH) to run vCluster's syncer")
-    return found
-
-
-def _go_env(go: str, cache: Path) -> dict:
-    return {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=vendor", "GOPROXY": "off",
-            "GOCACHE": str(cache / "gocache"), "GOPATH": str(cache / "gopath")}
 
 
 def _export(repository: Path, tag: str, target: Path) -> None:
@@ -84,7 +69,7 @@ def harness(tag: str) -> Path:
         (source / HARNESS_PACKAGE).mkdir(parents=True, exist_ok=True)
         shutil.copy(HARNESS, source / HARNESS_PACKAGE / "main.go")
         built = subprocess.run([go, "build", "-o", str(binary), f"./{HARNESS_PACKAGE}"], cwd=source,
-                               env=_go_env(go, cache), capture_output=True, text=True)
+                               env=offline_environment(cache, "vendor"), capture_output=True, text=True)
         if built.returncode:
             raise AssertionError(f"building the vCluster harness at {tag} failed:\n{built.stderr[-4000:]}")
     return binary
