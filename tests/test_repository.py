@@ -121,7 +121,7 @@ def test_rendering_charts_without_the_dev_requirements_says_what_to_install(tmp_
 # --- honest skips --------------------------------------------------------------------------------
 
 # The external inputs a test may skip without, each named by what supplies it.
-EXTERNAL_INPUTS = ("GPU_TENANCY_MIRRORS", "MIRRORS_VARIABLE", "GPU_TENANCY_UPSTREAM", "CACHE_ENV", "$PATH")
+EXTERNAL_INPUTS = ("GPU_TENANCY_MIRRORS", "MIRRORS_VARIABLE", "GPU_TENANCY_UPSTREAM", "CACHE_ENV", "$PATH", "GO_VARIABLE")
 
 
 def skip_reasons(source: str) -> list[tuple[int, str]]:
