@@ -26,7 +26,7 @@ import pytest
 
 from tests.celgo_cost import PER_CALL_LIMIT
 from tests.conftest import MIRRORS_VARIABLE, mirror, mirrored_tag
-from tests.go_toolchain import go_binary, offline_environment
+from tests.go_toolchain import export_tree, go_binary, offline_environment
 from tests.reference_cel import unordered_lists
 from tests.tenant_sim import POLICY, REVIEW_OBSERVERS
 
@@ -76,30 +76,6 @@ def revision(version: str) -> str:
     return pseudo.group(1) if pseudo else version
 
 
-def export(repository: Path, rev: str, folder: str, target: Path) -> None:
-    """The files under ``folder`` of ``repository`` at ``rev``, into ``target``. Bare mirrors may lack a large blob
-    (golang/text's generated tables): those are left out, and the build fails if it needed one."""
-    prefix = f"{folder}/" if folder else ""
-    listing = subprocess.run(["git", "--git-dir", str(repository), "ls-tree", "-r", "-z", rev, "--", folder or "."],
-                             capture_output=True, check=True).stdout.decode()
-    blobs = [(entry.split("\t", 1)[0].split()[2], entry.split("\t", 1)[1]) for entry in listing.split("\0") if entry]
-    blobs = [(sha, path) for sha, path in blobs if path.startswith(prefix) and not path.endswith("_test.go")]
-    batch = subprocess.run(["git", "--git-dir", str(repository), "cat-file", "--batch"], check=True,
-                           input="".join(f"{sha}\n" for sha, _ in blobs).encode(), capture_output=True).stdout
-    offset = 0
-    for _, path in blobs:
-        header_end = batch.index(b"\n", offset)
-        header = batch[offset:header_end].split()
-        offset = header_end + 1
-        if header[1] == b"missing":
-            continue
-        size = int(header[2])
-        destination = target / path[len(prefix):]
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        destination.write_bytes(batch[offset:offset + size])
-        offset += size + 1
-
-
 def go_mod(modules: dict[str, str]) -> str:
     lines = ["module gpu-tenancy/celgo", "", "go 1.23", ""]
     lines += [f"require {module} {version}" for module, version in sorted(modules.items())]
@@ -129,7 +105,7 @@ def build() -> Path:
         for module, version in modules.items():
             repository, folder = (CEL_GO, "") if module == "github.com/google/cel-go" else MODULE_MIRRORS[module]
             source = cel_go if repository == CEL_GO else module_mirror(repository)
-            export(source, revision(version), folder, work / "modules" / module)
+            export_tree(source, revision(version), work / "modules" / module, folder)
         for module in GO_MOD_ONLY:
             (work / "modules" / module).mkdir(parents=True)
             (work / "modules" / module / "go.mod").write_text(f"module {module}\n")

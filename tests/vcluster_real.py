@@ -23,29 +23,13 @@ import tempfile
 from pathlib import Path
 
 from tests.conftest import mirror, mirrored_tag
-from tests.go_toolchain import go_binary, offline_environment
+from tests.go_toolchain import export_tree, go_binary, offline_environment
 
 VCLUSTER = "loft-sh/vcluster"
 HARNESS = Path(__file__).with_name("vcluster_real") / "main.go"
 CACHE_VARIABLE = "GPU_TENANCY_GO_CACHE"
 # Where main.go goes in the exported tree: a command of vCluster's own module, so its vendor/ serves the imports.
 HARNESS_PACKAGE = "cmd/gpu-tenancy-sync-real"
-
-
-def _export(repository: Path, tag: str, target: Path) -> None:
-    """The tree at ``tag``, without the blobs a partial mirror lacks (only vendored sources of other platforms'
-    SQLite in the snapshot read; a package the harness needs that is missing fails the build, loudly)."""
-    entries = subprocess.run(["git", "--git-dir", str(repository), "ls-tree", "-r", tag], capture_output=True,
-                             text=True, check=True).stdout.splitlines()
-    blobs = [(line.split()[2], line.split("\t", 1)[1]) for line in entries if line.split()[1] == "blob"]
-    checked = subprocess.run(["git", "--git-dir", str(repository), "cat-file", "--batch-check"],
-                             input="".join(f"{sha}\n" for sha, _ in blobs), capture_output=True, text=True,
-                             check=True).stdout.splitlines()
-    absent = [path for (sha, path), line in zip(blobs, checked) if line.endswith(" missing")]
-    archive = subprocess.run(["git", "--git-dir", str(repository), "archive", tag, "--", ".",
-                              *(f":(exclude,literal){path}" for path in absent)], capture_output=True, check=True)
-    target.mkdir(parents=True)
-    subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
 
 
 def harness(tag: str) -> Path:
@@ -65,7 +49,7 @@ def harness(tag: str) -> Path:
         source = cache / f"vcluster-{tag}"
         if not (source / "go.mod").exists():
             shutil.rmtree(source, ignore_errors=True)
-            _export(repository, tag, source)
+            export_tree(repository, tag, source)
         (source / HARNESS_PACKAGE).mkdir(parents=True, exist_ok=True)
         shutil.copy(HARNESS, source / HARNESS_PACKAGE / "main.go")
         built = subprocess.run([go, "build", "-o", str(binary), f"./{HARNESS_PACKAGE}"], cwd=source,
