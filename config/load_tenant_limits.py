@@ -59,8 +59,10 @@ RESOURCE_QUOTA = Block(keys=(
                 "replicas cost one. With GPU sharing on, KAI also writes two ConfigMaps for each fractional pod "
                 "(its device list and environment), which count here: a stated value below 2 per pod of `pods` is "
                 "refused. The default lets every pod the team is promised name a ConfigMap of its own and one "
-                "more, and be fractional; the virtual namespaces' `kube-root-ca.crt` and the tenant DNS's config are "
-                "the platform's. A ConfigMap past it stays in the vCluster and its pod does not start on the host. "
+                "more, and be fractional. Every pod with a service-account token also names its namespace's "
+                "`kube-root-ca.crt`, copied once per virtual namespace: the platform pays for `default`'s and the "
+                "tenant DNS's, and each other namespace the team runs pods in takes one ConfigMap of this. A "
+                "ConfigMap past it stays in the vCluster and its pod does not start on the host. "
                 "See [Host objects](security-model.md#host-objects)."),
     Key("secrets", Integer(minimum=0), DEFAULT_QUOTA.secrets, "Secrets vCluster may copy to the host for the team "
         "(`count/secrets`, plus the platform's own in the namespace).", example="500",

@@ -40,12 +40,18 @@ MEBIBYTE = 2 ** 20
 #   tenant's kubeconfig (vc-<release>, pkg/util/kubeconfig/kubeconfig.go);
 # - Helm keeps at most HELM_MAX_HISTORY release Secrets (helm pkg/storage/storage.go Create prunes to one fewer
 #   before it writes a revision; the Secret driver is the default one);
-# - the host's controller-manager publishes kube-root-ca.crt into every namespace; vCluster maps the
-#   kube-root-ca.crt of every virtual namespace to one host ConfigMap, vcluster-kube-root-ca.crt-x-<release>
-#   (pkg/mappings/resources/configmaps.go), and copies the tenant CoreDNS's config, which its pod names.
+# - the host's controller-manager publishes kube-root-ca.crt into every namespace;
+# - every pod with a service-account token names its virtual namespace's kube-root-ca.crt, and vCluster copies it
+#   to the host as it copies any ConfigMap, one per virtual namespace: kube-root-ca.crt-x-<namespace>-x-<release>
+#   (pkg/mappings/resources/configmaps.go keeps one shared name only for a host name that would stay
+#   kube-root-ca.crt, which the program's single-namespace sync never gives). The platform pays for the copies of
+#   the tenant DNS's namespace and of `default`, where a team's pods run unless it makes namespaces; each further
+#   virtual namespace with pods costs the team one ConfigMap of its allowance;
+# - vCluster copies the tenant CoreDNS's config, which its pod names.
 CHART_SECRETS = 1
 SYNCER_SECRETS = 2
-ROOT_CA_CONFIG_MAPS = 2
+ROOT_CA_VIRTUAL_NAMESPACES = ("kube-system", "default")
+ROOT_CA_CONFIG_MAPS = 1 + len(ROOT_CA_VIRTUAL_NAMESPACES)
 DNS_CONFIG_MAPS = 1
 # With GPU sharing on, KAI's binder writes two ConfigMaps in the pod's namespace for each fractional pod it binds,
 # its device list and its -evar environment (KAI pkg/binder/plugins/gpusharing/gpu_sharing.go, UpsertJobConfigMap),

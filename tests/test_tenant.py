@@ -132,14 +132,14 @@ def test_every_tenant_gets_quota_limit_range_and_network_policy_by_default(dev_r
     # (200m, 256Mi, one pod, three Services, a 5Gi claim) and its DNS (50m, 64Mi, one pod); the chart's other keys
     # removed.
     # Ephemeral-storage limits: 23 pods at the default 8Gi, the control plane's 10Gi and the DNS's default 8Gi.
-    # Objects: 2 ConfigMaps per pod and KAI's 2 (sharing is on) with the platform's 3; 2 Secrets per pod with the
+    # Objects: 2 ConfigMaps per pod and KAI's 2 (sharing is on) with the platform's 4; 2 Secrets per pod with the
     # platform's 8; 2 slices per Service and 2 per Service and IP family; an Endpoints per Service.
     assert quota["quota"] == {"requests.cpu": "16250m", "requests.memory": "65856Mi", "requests.storage": "105Gi",
                               "count/pods": 25, "count/services": 23, "count/persistentvolumeclaims": 21,
                               "limits.ephemeral-storage": "202Gi",
                               "services.loadbalancers": 0, "services.nodeports": 0,
                               "limits.cpu": None, "limits.memory": None,
-                              "requests.ephemeral-storage": None, "count/secrets": 54, "count/configmaps": 95,
+                              "requests.ephemeral-storage": None, "count/secrets": 54, "count/configmaps": 96,
                               "count/endpoints": 23, "count/endpointslices.discovery.k8s.io": 86}
     assert policies["limitRange"] == {"enabled": True,
                                       "default": {"cpu": "1", "memory": "1Gi", "ephemeral-storage": "8Gi"},

@@ -23,7 +23,7 @@ import yaml
 from components.tenant_quota import resource_quota_hard
 from config import load_platform, versions
 from config.model import Team
-from config.tenant_budget import CHART_SECRETS, KAI_SHARING_CONFIG_MAPS
+from config.tenant_budget import CHART_SECRETS, KAI_SHARING_CONFIG_MAPS, ROOT_CA_VIRTUAL_NAMESPACES
 from ops.sites import platform_of
 from tests.config_spec import assert_rejected, put
 from tests.config_spec import dev_config as stack_config
@@ -39,6 +39,7 @@ KAI = "kai-scheduler/KAI-Scheduler"
 HELM = "helm/helm"
 TEAM = "team-nlp"
 CONFIG_MAPS, SECRETS = "count/configmaps", "count/secrets"
+ROOT_CA = "kube-root-ca.crt"
 SLICES, SERVICES = "count/endpointslices.discovery.k8s.io", "count/services"
 # The host these sims stand for is single-stack: the host makes one slice per Service.
 HOST_FAMILIES = 1
@@ -64,9 +65,11 @@ def test_the_syncer_writes_the_runtime_objects_the_budget_pays_for(tag):
 
     assert 'return vClusterName + "-certs"' in go_function(source("pkg/certs/ensure.go"), "CertSecretName")
     assert re.search(r'DefaultSecretPrefix\s*=\s*"vc-"', source("pkg/util/kubeconfig/kubeconfig.go"))
-    # Every virtual namespace's kube-root-ca.crt is one host ConfigMap: its name holds no namespace.
-    assert 'translate.SafeConcatName("vcluster", "kube-root-ca.crt", "x", translate.VClusterName)' in source(
-        "pkg/mappings/resources/configmaps.go")
+    # A virtual namespace's kube-root-ca.crt keeps a shared host name only where its host name would stay
+    # kube-root-ca.crt; single-namespace sync names it like any ConfigMap (tests/test_vcluster_sync_real.py runs it):
+    # one copy per virtual namespace, which the budget pays for the DNS's and default's namespaces.
+    mapper = go_function(source("pkg/mappings/resources/configmaps.go"), "(s *configMapsMapper) VirtualToHost")
+    assert re.search(r'pName := s\.Mapper\.VirtualToHost\(.*\)\s*if pName\.Name == "kube-root-ca\.crt" \{', mapper)
     # Token Secrets per pod only where a site asks for them (config/tenant_budget.py pays them then).
     values = yaml.safe_load(source("chart/values.yaml"))
     assert values["sync"]["toHost"]["pods"]["useSecretsForSATokens"] is False
@@ -112,7 +115,7 @@ def host(dev_run):
         dns_config_maps = {volume["configMap"]["name"] for o in here if o.kind == "Pod"
                            for volume in o.manifest["spec"].get("volumes", [])
                            if "configMap" in volume and not volume["configMap"].get("optional")}
-        for name in ("kube-root-ca.crt", f"vcluster-kube-root-ca.crt-x-{release}",
+        for name in ("kube-root-ca.crt", *(host_name(ROOT_CA, namespace, team) for namespace in ROOT_CA_VIRTUAL_NAMESPACES),
                      *(host_name(name, "kube-system", team) for name in dns_config_maps)):
             admission.create({"kind": "ConfigMap", "metadata": {"name": name}})
         admission.create({"kind": "Service", "metadata": {"name": host_name("kube-dns", "kube-system", team)}})
@@ -140,6 +143,16 @@ def test_the_platforms_objects_leave_the_team_exactly_its_allowance(host):
     assert admission.room(CONFIG_MAPS) == allowance["configMaps"]
     assert admission.room(SECRETS) == allowance["secrets"]
     assert admission.room(SERVICES) == allowance["services"]
+
+
+def test_each_virtual_namespace_with_pods_beyond_the_platforms_costs_the_team_one_config_map(host):
+    """Its pods' service-account tokens name the namespace's root CA, which vCluster copies once per namespace."""
+    team, allowance, fresh = host
+    admission = fresh()  # default's and kube-system's are the platform's, there already
+    for index in range(allowance["configMaps"]):
+        admission.create(host_metadata(_config_map(ROOT_CA, f"research-{index}"), team))
+    with pytest.raises(QuotaRefusal, match="exceeded quota"):
+        admission.create(host_metadata(_config_map(ROOT_CA, "one-more"), team))
 
 
 @pytest.mark.parametrize("kind, build", [("configMaps", _config_map), ("secrets", _secret)])
@@ -237,9 +250,13 @@ def test_the_honest_team_fits_with_room(host):
     admission = fresh()
     pods = _honest_pods()
     assert len(pods) > 10 and any(map(_fractional, pods))
+    root_cas: set[str] = set()
     for index in range(allowance["pods"]):
         pod, namespace = pods[index % len(pods)], f"ns-{index // len(pods)}"
         config_maps, secrets = _named(pod["spec"])
+        if pod["spec"].get("automountServiceAccountToken") is not False and namespace not in root_cas:
+            root_cas.add(namespace)  # the token's CA, copied once per namespace
+            config_maps.add(ROOT_CA)
         for name in config_maps:
             admission.create(host_metadata(_config_map(name, namespace), team))
         for name in secrets:
@@ -282,7 +299,9 @@ def test_stated_allowances_reach_the_namespace_quota():
                  {"resourceQuota": {"configMaps": 250, "secrets": 30, "endpointSlices": 5}})
     team: Team = platform_of(config, stack="dev").teams[0]
     hard = resource_quota_hard(team.vcluster)
-    assert (hard[CONFIG_MAPS], hard[SECRETS]) == (250 + 3, 30 + 8)
+    # ConfigMaps: the host's root CA, the copies of kube-system's and default's, the DNS's config. Secrets: the
+    # chart's, the syncer's two, Helm's five revisions.
+    assert (hard[CONFIG_MAPS], hard[SECRETS]) == (250 + 4, 30 + 8)
     assert hard[SLICES] == 5 + 2 * hard[SERVICES] and hard["count/endpoints"] == hard[SERVICES]
 
 

@@ -77,9 +77,9 @@ def test_the_summary_shows_the_quota_merged_with_the_charts_defaults(mirrored_ca
     assert "limits.ephemeral-storage=202Gi" in exact and "ephemeral-storage=8Gi" in exact
     assert "max ephemeral-storage=20Gi" in exact
     # The objects vCluster copies for the team's 23 pods (the dev stack's), with the platform's own: 46 ConfigMaps,
-    # 2 root CAs, the DNS's config and KAI's 2 per fractional pod (sharing is on); 46 Secrets, the chart's, the
+    # 3 root CAs, the DNS's config and KAI's 2 per fractional pod (sharing is on); 46 Secrets, the chart's, the
     # syncer's 2 and Helm's 5; 40 slices and 2 per Service and IP family; one Endpoints per Service.
-    assert "count/configmaps=95" in exact and "count/secrets=54" in exact
+    assert "count/configmaps=96" in exact and "count/secrets=54" in exact
     assert "count/endpointslices.discovery.k8s.io=86" in exact and "count/endpoints=23" in exact
     assert "from the chart cache" in exact and "were not read" not in exact
     # A default the program does not name reaches the namespace, and the summary says so.
@@ -186,9 +186,9 @@ FITTING = {"requests.cpu": "16250m", "requests.memory": "65856Mi", "count/pods":
 
 OBJECTS = {"vcluster-t": {**ALLOWANCE["vcluster-t"], "configMaps": 10, "secrets": 10, "endpointSlices": 4,
                            "helmHistory": [5]}}
-# 10 ConfigMaps and the 2 root CAs; 10 Secrets and Helm's 5 revisions; an Endpoints per Service (2 + 20); a slice per
+# 10 ConfigMaps and the 3 root CAs (the host's, kube-system's and default's copies); 10 Secrets and Helm's 5 revisions; an Endpoints per Service (2 + 20); a slice per
 # Service and IP family (2 x 22) and the team's 4.
-FITTING_COUNTS = {**FITTING, "count/configmaps": "12", "count/secrets": "15", "count/endpoints": "22",
+FITTING_COUNTS = {**FITTING, "count/configmaps": "13", "count/secrets": "15", "count/endpoints": "22",
                   "count/endpointslices.discovery.k8s.io": "48"}
 
 
