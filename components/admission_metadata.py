@@ -19,6 +19,8 @@ from config.vcluster_images import coredns_image
 from config.vocabulary import KAI_NAMESPACE
 
 FIELDS = {LABEL: "labels", ANNOTATION: "annotations"}
+# '=', the two quotes around the value and the newline joining a line of vcluster.loft.sh/labels to the next.
+LABEL_LINE_FRAMING = 4
 # Values every KAI component parses alike (webhook: unsigned/float, scheduler: signed/float,
 # podgroup-controller: Quantity). A fraction has a floor, so one GPU is never split among more than
 # twenty pods, and no more decimals than the scheduler keeps when it charges a queue (it rounds a
@@ -218,11 +220,12 @@ def metadata_bytes(obj: str = "object", uncounted: dict = None) -> str:
     return " + ".join(sums)
 
 
-def metadata_size(uncounted: dict = None) -> str:
+def metadata_size(uncounted: dict = None, allowance: str = "0") -> str:
     """At most SYNCED_METADATA_KEYS labels and annotations, checked first (``&&`` stops there) so that the sum runs over
-    few enough keys to stay far within the API server's CEL cost limit, and at most SYNCED_METADATA_BYTES of them."""
-    return f"{metadata_keys()} <= {SYNCED_METADATA_KEYS} && {metadata_bytes(uncounted=uncounted)} <= " \
-           f"{SYNCED_METADATA_BYTES}"
+    few enough keys to stay far within the API server's CEL cost limit, and at most SYNCED_METADATA_BYTES of them, plus
+    ``allowance`` (CEL) bytes that are not the tenant's."""
+    cap = f"{SYNCED_METADATA_BYTES}" if allowance == "0" else f"{SYNCED_METADATA_BYTES} + {allowance}"
+    return f"{metadata_keys()} <= {SYNCED_METADATA_KEYS} && {metadata_bytes(uncounted=uncounted)} <= {cap}"
 
 
 def metadata_size_problem(kinds: str) -> str:
@@ -243,11 +246,34 @@ def kai_owned_keys() -> dict:
     return {kind: tuple(key for owned in KAI_WRITERS.values() for key in owned[kind]) for kind in FIELDS}
 
 
+def echoed_label_bytes(keys: tuple[str, ...], obj: str = "object") -> str:
+    """CEL: the bytes the lines of ``obj``'s labels among ``keys`` take in vcluster.loft.sh/labels, where vCluster
+    0.36.1 writes every virtual label again as ``key=<value as a JSON string>``, the lines joined by newlines
+    (pods/translate/translator.go LabelsAnnotation). A label value is at most 63 letters, digits, '-', '_' and '.',
+    which JSON quotes without escapes: a line is its key, its value and ``LABEL_LINE_FRAMING`` bytes."""
+    source = f"{obj}.metadata.labels"
+    return (f"(has({source}) ? {source}.filter(k, {matches_any('k', keys)}).map(k, size(k) + size({source}[k]) + "
+            f"{LABEL_LINE_FRAMING}).sum() : 0)")
+
+
 def pod_metadata_size() -> dict:
     """KAI's updates change only the keys KAI owns (``kai-writes``), which the tenant cannot set (``reserved-keys``,
     ``guarded-fields``); they are not counted, so neither KAI's updates nor the syncer's carrying them back are refused
-    for them, and a pod admitted once stays updatable by KAI."""
-    return refusal("metadata-size", f"variables.kaiWriter != '' || ({metadata_size(kai_owned_keys())})",
+    for them, and a pod admitted once stays updatable by KAI and by the syncer.
+
+    The syncer carries KAI's labels back into the virtual pod, and on every later update rewrites
+    vcluster.loft.sh/labels from the virtual labels (pods/translate/diff.go Diff): KAI's labels then appear there a
+    second time. Their lines are allowed on top of the cap, computed from the KAI labels the host pod carries, not
+    searched for in the annotation: a substring search over an annotation of up to 256 KiB costs its length times the
+    line's (cel-go ContainsString), past the per-call limit, while this sum takes a few steps a label. The allowance is
+    exact when the annotation holds those lines, which it does on every syncer update (the lines come from the
+    virtual labels, and ``guarded-fields`` keeps those equal to KAI's), but one byte over when KAI's are its only
+    lines (no newline follows the last). A tenant gains nothing from it: on CREATE a pod carries no KAI label
+    (``reserved-keys``), so a pod is created within the cap alone, and after that the allowance is never more than
+    KAI's own labels again, which only KAI writes. Headroom left at CREATE instead would not hold: a tenant's edit up
+    to the cap while the pod waits for KAI would use it up, and the sync after binding be refused all the same."""
+    allowance = echoed_label_bytes(kai_owned_keys()[LABEL])
+    return refusal("metadata-size", f"variables.kaiWriter != '' || ({metadata_size(kai_owned_keys(), allowance)})",
                    metadata_size_problem("pod"), METADATA_SIZE_FIX)
 
 
