@@ -9,7 +9,8 @@ config/synced_data.py SYNCED_METADATA_BYTES).
 - Honest: what tools write (kubectl apply's last-applied-configuration on a typical object, Helm's meta.helm.sh
   annotations, a chart's labels) passes; KAI's keys on a pod are not counted, nor their lines in
   vcluster.loft.sh/labels once the syncer has carried them back, so KAI's updates and the syncer's later updates
-  pass on a pod created at the cap (tests/test_vcluster_sync_real.py holds that against vCluster's own syncer).
+  pass on a pod created at the cap (tests/test_vcluster_sync_real.py holds that against vCluster's own syncer), and
+  on one created with as many keys as the rule sums.
 - Attack on that allowance: keys named like KAI's are refused (created or added), a tenant's own
   vcluster.loft.sh/labels with KAI's lines counts whole, and after KAI binds a pod an edit one byte past the cap is
   refused. The pods of the honest tests pass through the same pod policy
@@ -25,7 +26,7 @@ import pytest
 
 from components.admission import policy_validations
 from components.admission_keys import kai_writer
-from components.admission_metadata import kai_owned_keys
+from components.admission_metadata import MAX_FRACTION_DEVICES, kai_owned_keys
 from config.synced_data import SYNCED_METADATA_BYTES, SYNCED_METADATA_KEYS
 from tests.conftest import dev_config
 from tests.kai_pods import KAI_SCHEDULER
@@ -312,6 +313,43 @@ def test_after_kai_binds_a_pod_an_edit_past_the_cap_is_refused(tenant):
     seen = copy_back(bound, virtual, tenant.team)
     assert tenant.update(bound, _edited_to(tenant, bound, seen, SYNCED_METADATA_BYTES)) == []
     assert refused_for_size(tenant.update(bound, _edited_to(tenant, bound, seen, SYNCED_METADATA_BYTES + 1)))
+
+
+def _keys(host: dict) -> int:
+    return len(host["metadata"].get("labels", {})) + len(host["metadata"].get("annotations", {}))
+
+
+def test_kais_keys_do_not_count_among_the_keys_either(tenant):
+    """A pod of as many keys as the rule sums, grouped and bound by KAI (a GPU group a device of a multi-device
+    fraction): the syncer's updates pass; a key of the tenant's more is refused, created or added."""
+    owned = kai_owned_keys()
+    # The rule bounds KAI's key families by MAX_FRACTION_DEVICES: right for runai-gpu-group/<group> alone.
+    assert [key for kind in owned for key in owned[kind] if key.endswith("*")] == ["runai-gpu-group/*"]
+    pod = _pod(tenant, **{"gpu-fraction-num-devices": str(MAX_FRACTION_DEVICES), PAD: ""})
+    room = SYNCED_METADATA_KEYS - _keys(tenant.host_pod(pod))
+    pod["metadata"]["annotations"].update({f"example.com/a{index}": "" for index in range(room)})
+    created = tenant.host_pod(pod)
+    assert _keys(created) == SYNCED_METADATA_KEYS and tenant.create_host(created) == []
+    one_more = copy.deepcopy(pod)
+    one_more["metadata"]["annotations"]["example.com/more"] = ""
+    assert refused_for_size(tenant.create(one_more))
+    refusals, bound = tenant.scheduled_by_kai(created)
+    multi = copy.deepcopy(bound)
+    multi["metadata"]["labels"].update({f"runai-gpu-group/g{index}": f"g{index}" for index in range(MAX_FRACTION_DEVICES)})
+    refusals += tenant.update(bound, multi, user=KAI_BINDER)
+    pooled = copy.deepcopy(multi)
+    pooled["metadata"]["labels"]["kai.scheduler/node-pool"] = "default"
+    refusals += tenant.update(multi, pooled, user=kai_writer("scheduler"))
+    observed = copy.deepcopy(pooled)
+    observed["metadata"]["annotations"]["kai.scheduler/numa-placement-observed"] = "0"
+    refusals += tenant.update(pooled, observed, user=kai_writer("numa-placement-exporter"))
+    assert refusals == [] and _keys(observed) > SYNCED_METADATA_KEYS + MAX_FRACTION_DEVICES
+    seen = copy_back(observed, pod, tenant.team)
+    edited = copy.deepcopy(seen)
+    edited["metadata"]["annotations"][PAD] = "edited"
+    assert tenant.update(observed, syncer_update(observed, seen, edited, tenant.team)) == []
+    edited["metadata"]["annotations"]["example.com/more"] = ""
+    assert refused_for_size(tenant.update(observed, syncer_update(observed, seen, edited, tenant.team)))
 
 
 def test_keys_named_like_kais_are_refused_so_they_earn_no_allowance(tenant):
