@@ -19,6 +19,8 @@ from config.vcluster_images import coredns_image
 from config.vocabulary import KAI_NAMESPACE
 
 FIELDS = {LABEL: "labels", ANNOTATION: "annotations"}
+# '=', the two quotes around the value and the newline joining a line of vcluster.loft.sh/labels to the next.
+LABEL_LINE_FRAMING = 4
 # Values every KAI component parses alike (webhook: unsigned/float, scheduler: signed/float,
 # podgroup-controller: Quantity). A fraction has a floor, so one GPU is never split among more than
 # twenty pods, and no more decimals than the scheduler keeps when it charges a queue (it rounds a
@@ -31,7 +33,10 @@ FRACTION_DECIMALS = 2
 FRACTION_PATTERN = f"^0[.][0-9]{{1,{FRACTION_DECIMALS}}}0*$"
 MIN_GPU_MEMORY_MIB = 1024
 MEMORY_PATTERN = "^[1-9][0-9]{3,6}$"
-NUM_DEVICES_PATTERN = "^[1-8]$"
+# KAI's binder labels a pod with one runai-gpu-group/<group> for each GPU group of its bind, one a device
+# (pkg/binder/binding/binder.go reserveGPUs): at most this many.
+MAX_FRACTION_DEVICES = 8
+NUM_DEVICES_PATTERN = f"^[1-{MAX_FRACTION_DEVICES}]$"
 # KAI's own priority classes (deployments/kai-scheduler/templates/priorityclasses, docs/priority).
 KAI_PRIORITY_CLASSES = ("train", "build-preemptible", "build", "inference")
 PREEMPTIBILITY_VALUES = ("preemptible", "non-preemptible")
@@ -151,7 +156,8 @@ def _granted_values(team: Team) -> dict:
     return refusal("granted-values", expression,
                    f"team {team.name}'s granted keys need the values KAI reads the same way everywhere: gpu-fraction "
                    f"a decimal from {MIN_GPU_FRACTION} below 1 in hundredths (KAI charges no finer), gpu-memory whole "
-                   f"MiB from {MIN_GPU_MEMORY_MIB} to 9999999, gpu-fraction-num-devices 1-8 with a fraction, "
+                   f"MiB from {MIN_GPU_MEMORY_MIB} to 9999999, gpu-fraction-num-devices 1-"
+                   f"{MAX_FRACTION_DEVICES} with a fraction, "
                    "gpu-fraction-container-name an existing container of a fractional pod, priorityClassName one of "
                    f"{', '.join(KAI_PRIORITY_CLASSES)}, kai.scheduler/preemptibility preemptible or non-preemptible, "
                    "topology placements label keys, preemption-delay a Go duration",
@@ -218,11 +224,10 @@ def metadata_bytes(obj: str = "object", uncounted: dict = None) -> str:
     return " + ".join(sums)
 
 
-def metadata_size(uncounted: dict = None) -> str:
+def metadata_size() -> str:
     """At most SYNCED_METADATA_KEYS labels and annotations, checked first (``&&`` stops there) so that the sum runs over
     few enough keys to stay far within the API server's CEL cost limit, and at most SYNCED_METADATA_BYTES of them."""
-    return f"{metadata_keys()} <= {SYNCED_METADATA_KEYS} && {metadata_bytes(uncounted=uncounted)} <= " \
-           f"{SYNCED_METADATA_BYTES}"
+    return f"{metadata_keys()} <= {SYNCED_METADATA_KEYS} && {metadata_bytes()} <= {SYNCED_METADATA_BYTES}"
 
 
 def metadata_size_problem(kinds: str) -> str:
@@ -243,12 +248,55 @@ def kai_owned_keys() -> dict:
     return {kind: tuple(key for owned in KAI_WRITERS.values() for key in owned[kind]) for kind in FIELDS}
 
 
+def echoed_label_bytes(keys: tuple[str, ...], obj: str = "object") -> str:
+    """CEL: the bytes the lines of ``obj``'s labels among ``keys`` take in vcluster.loft.sh/labels, where vCluster
+    0.36.1 writes every virtual label again as ``key=<value as a JSON string>``, the lines joined by newlines
+    (pods/translate/translator.go LabelsAnnotation). A label value is at most 63 letters, digits, '-', '_' and '.',
+    which JSON quotes without escapes: a line is its key, its value and ``LABEL_LINE_FRAMING`` bytes."""
+    source = f"{obj}.metadata.labels"
+    return (f"(has({source}) ? {source}.filter(k, {matches_any('k', keys)}).map(k, size(k) + size({source}[k]) + "
+            f"{LABEL_LINE_FRAMING}).sum() : 0)")
+
+
 def pod_metadata_size() -> dict:
     """KAI's updates change only the keys KAI owns (``kai-writes``), which the tenant cannot set (``reserved-keys``,
     ``guarded-fields``); they are not counted, so neither KAI's updates nor the syncer's carrying them back are refused
-    for them, and a pod admitted once stays updatable by KAI."""
-    return refusal("metadata-size", f"variables.kaiWriter != '' || ({metadata_size(kai_owned_keys())})",
-                   metadata_size_problem("pod"), METADATA_SIZE_FIX)
+    for them, and a pod admitted once stays updatable by KAI and by the syncer. Nor are they counted among the
+    SYNCED_METADATA_KEYS keys: their number is bounded first, each single key by a lookup and the
+    runai-gpu-group/<group> labels, one a device, by MAX_FRACTION_DEVICES, so that counting those by a filter stays
+    cheap.
+
+    The syncer carries KAI's labels back into the virtual pod, and on every later update rewrites
+    vcluster.loft.sh/labels from the virtual labels (pods/translate/diff.go Diff): KAI's labels then appear there a
+    second time. Their lines are allowed on top of the cap, computed from the KAI labels the host pod carries, not
+    searched for in the annotation: a substring search over an annotation of up to 256 KiB costs its length times the
+    line's (cel-go ContainsString), past the per-call limit, while this sum takes a few steps a label. The allowance is
+    exact when the annotation holds those lines, which it does on every syncer update (the lines come from the
+    virtual labels, and ``guarded-fields`` keeps those equal to KAI's), but one byte over when KAI's are its only
+    lines (no newline follows the last). A tenant gains nothing from it: on CREATE a pod carries no KAI label
+    (``reserved-keys``), so a pod is created within the cap alone, and after that the allowance is never more than
+    KAI's own labels again, which only KAI writes. Headroom left at CREATE instead would not hold: a tenant's edit up
+    to the cap while the pod waits for KAI would use it up, and the sync after binding be refused all the same."""
+    owned = kai_owned_keys()
+    own_keys = f"{metadata_keys()} - {_kai_keys(owned, family=False)}"
+    size = (f"{own_keys} <= {SYNCED_METADATA_KEYS + MAX_FRACTION_DEVICES} && {own_keys} - "
+            f"{_kai_keys(owned, family=True)} <= {SYNCED_METADATA_KEYS} && {metadata_bytes(uncounted=owned)} <= "
+            f"{SYNCED_METADATA_BYTES} + {echoed_label_bytes(owned[LABEL])}")
+    return refusal("metadata-size", f"variables.kaiWriter != '' || ({size})", metadata_size_problem("pod"),
+                   METADATA_SIZE_FIX)
+
+
+def _kai_keys(owned: dict, family: bool) -> str:
+    """CEL: how many of KAI's keys the pod carries, the single ones by lookup (``family``: those of KAI's key families,
+    runai-gpu-group/<group>, by a filter, which the count of the other keys must have bounded first)."""
+    counts = []
+    for kind, field in FIELDS.items():
+        source = f"object.metadata.{field}"
+        keys = tuple(key for key in owned[kind] if key.endswith("*") == family)
+        if family and keys:
+            counts.append(f"(has({source}) ? size({source}.filter(k, {matches_any('k', keys)})) : 0)")
+        counts += [f"({has_key('object', field, key)} ? 1 : 0)" for key in keys if not family]
+    return f"({' + '.join(counts)})"
 
 
 def metadata_variables(kai_namespace: str = KAI_NAMESPACE) -> list[dict]:

@@ -36,6 +36,9 @@ def judged(celgo, dev_run) -> list:  # noqa: F811 (the fixture above)
         pod_sizes.test_a_pod_one_byte_past_the_cap_is_refused_and_one_at_it_admitted(tenant)
         entry_sizes.test_a_pod_at_the_cap_is_admitted_and_one_byte_past_it_refused(tenant)
         metadata_sizes.test_a_pod_one_byte_past_the_metadata_cap_is_refused_created_and_updated(tenant)
+        metadata_sizes.test_after_kai_binds_a_pod_an_edit_past_the_cap_is_refused(tenant)
+        metadata_sizes.test_kais_longest_labels_and_their_changes_keep_a_pod_at_the_cap_updatable(tenant)
+        metadata_sizes.test_kais_keys_do_not_count_among_the_keys_either(tenant)
         for kind in ("Service", "Endpoints", "EndpointSlice", "PersistentVolumeClaim"):
             metadata_sizes.test_an_object_one_byte_past_the_metadata_cap_is_refused_created_and_updated(
                 tenant_synced, kind)

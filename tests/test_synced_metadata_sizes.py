@@ -7,8 +7,13 @@ config/synced_data.py SYNCED_METADATA_BYTES).
   tests/tenant_sim.py: what vCluster adds counted), is refused; so are more keys than the policy sums affordably,
   and a ConfigMap or Secret whose data fits the cap only without its annotations.
 - Honest: what tools write (kubectl apply's last-applied-configuration on a typical object, Helm's meta.helm.sh
-  annotations, a chart's labels) passes; KAI's keys on a pod are not counted, so KAI's updates and the syncer's
-  copies of them back pass on a pod at the cap. The pods of the honest tests pass through the same pod policy
+  annotations, a chart's labels) passes; KAI's keys on a pod are not counted, nor their lines in
+  vcluster.loft.sh/labels once the syncer has carried them back, so KAI's updates and the syncer's later updates
+  pass on a pod created at the cap (tests/test_vcluster_sync_real.py holds that against vCluster's own syncer), and
+  on one created with as many keys as the rule sums.
+- Attack on that allowance: keys named like KAI's are refused (created or added), a tenant's own
+  vcluster.loft.sh/labels with KAI's lines counts whole, and after KAI binds a pod an edit one byte past the cap is
+  refused. The pods of the honest tests pass through the same pod policy
   (tests/test_admission_honest.py).
 """
 
@@ -20,14 +25,15 @@ import json
 import pytest
 
 from components.admission import policy_validations
-from components.admission_metadata import kai_owned_keys
+from components.admission_keys import kai_writer
+from components.admission_metadata import MAX_FRACTION_DEVICES, kai_owned_keys
 from config.synced_data import SYNCED_METADATA_BYTES, SYNCED_METADATA_KEYS
 from tests.conftest import dev_config
 from tests.kai_pods import KAI_SCHEDULER
 from tests.synced_objects_sim import (
     create_service, sync_claim, sync_endpoint_slice, sync_endpoints, synced_objects_admission_for,
 )
-from tests.tenant_sim import tenant_of, virtual_pod
+from tests.tenant_sim import KAI_BINDER, tenant_of, virtual_pod
 from tests.test_synced_object_sizes import CAP, Syncer, config_map, metadata_bytes, secret
 from tests.test_synced_objects_admission import (
     Synced, claim, defaulted, endpoint_slice, endpoints, service, team_of,
@@ -37,22 +43,28 @@ from tests.vcluster_pods import copy_back, syncer_update
 TEAM = "team-nlp"
 PAD = "example.com/notes"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+ECHOED = "vcluster.loft.sh/labels"
 
 
 def refused_for_size(messages: list[str], rule: str = "metadata-size") -> bool:
     return any(message.startswith(f"[{rule}]") for message in messages)
 
 
-def counted(host: dict) -> int:
-    """The bytes the rule counts: every label and annotation but KAI's own keys."""
-    owned = kai_owned_keys()
+def _kai(kind: str, key: str) -> bool:
+    return any(key.startswith(k[:-1]) if k.endswith("*") else key == k for k in kai_owned_keys()[kind])
 
-    def kai(kind: str, key: str) -> bool:
-        return any(key.startswith(k[:-1]) if k.endswith("*") else key == k for k in owned[kind])
+
+def counted(host: dict) -> int:
+    """The tenant's bytes: every label and annotation but KAI's own keys, and but the lines of vcluster.loft.sh/labels
+    that repeat a KAI label the pod carries (read in the annotation's text, with the newline joining each)."""
     metadata = host["metadata"]
-    return sum(len(key.encode()) + len(value.encode()) for kind, field in (("label", "labels"),
-                                                                            ("annotation", "annotations"))
-               for key, value in metadata.get(field, {}).items() if not kai(kind, key))
+    total = sum(len(key.encode()) + len(value.encode()) for kind, field in (("label", "labels"),
+                                                                             ("annotation", "annotations"))
+                for key, value in metadata.get(field, {}).items() if not _kai(kind, key))
+    lines = metadata.get("annotations", {}).get(ECHOED, "").split("\n")
+    kai_lines = {f"{key}={json.dumps(value)}" for key, value in metadata.get("labels", {}).items() if _kai("label", key)}
+    echoed = [line for line in lines if line in kai_lines]
+    return total - sum(len(line) + 1 for line in echoed) + (len(echoed) == len(lines) > 0)
 
 
 def padded(obj: dict, host_of, total: int) -> dict:
@@ -232,11 +244,6 @@ def test_a_bare_pod_applied_with_kubectl_and_charted_pods_are_admitted(tenant):
     assert tenant.create(_last_applied(_pod(tenant))) == []
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "vCluster 0.36.1's Sync rewrites vcluster.loft.sh/labels from the virtual pod's labels on every update "
-    "(pods/translate/diff.go Diff, LabelsAnnotation), and after KAI binds the pod those hold the KAI labels copied "
-    "back (kai.scheduler/subgroup-name, runai-gpu-group): the annotation grows by their text, which metadata-size "
-    "counts, so a pod created at the cap is refused its next sync (tests/test_vcluster_sync_real.py runs the syncer)"))
 def test_kais_keys_do_not_count_so_kai_and_the_syncer_keep_updating_a_pod_at_the_cap(tenant):
     virtual = padded(_pod(tenant), tenant.host_pod, SYNCED_METADATA_BYTES)
     created = tenant.host_pod(virtual)
@@ -249,6 +256,128 @@ def test_kais_keys_do_not_count_so_kai_and_the_syncer_keep_updating_a_pod_at_the
     edited = copy.deepcopy(seen)
     edited["metadata"]["labels"]["app"] = "tuner"
     assert tenant.update(bound, syncer_update(bound, seen, edited, tenant.team)) == []
+
+
+# The longest label value the API server takes, and so the longest line KAI's labels can add.
+LONGEST_VALUE = "g" * 63
+
+
+def _bound_at_cap(tenant, **annotations) -> tuple[dict, dict]:
+    """A pod created with its padding at the cap, grouped and bound by KAI: the virtual pod and the bound host pod."""
+    virtual = padded(_pod(tenant, **annotations), tenant.host_pod, SYNCED_METADATA_BYTES)
+    created = tenant.host_pod(virtual)
+    assert tenant.create_host(created) == []
+    refusals, bound = tenant.scheduled_by_kai(created)
+    assert refusals == []
+    return virtual, bound
+
+
+def _edited_to(tenant, bound: dict, seen: dict, total: int) -> dict:
+    """The syncer's update of ``bound`` after the tenant resizes its padding so that ``total`` bytes are counted."""
+    edited = copy.deepcopy(seen)
+    edited["metadata"]["annotations"][PAD] = ""
+    room = total - counted(syncer_update(bound, seen, edited, tenant.team))
+    edited["metadata"]["annotations"][PAD] = "n" * room
+    updated = syncer_update(bound, seen, edited, tenant.team)
+    assert counted(updated) == total
+    return updated
+
+
+def test_kais_longest_labels_and_their_changes_keep_a_pod_at_the_cap_updatable(tenant):
+    """A multi-device fraction: the binder labels one GPU group a device (runai-gpu-group/<group>), with values as
+    long as a label's; it relabels them later. Each sync carries the lines back and stays admitted."""
+    virtual, bound = _bound_at_cap(tenant, **{"gpu-fraction-num-devices": "2"})
+    multi = copy.deepcopy(bound)
+    groups = {f"runai-gpu-group/{index}{LONGEST_VALUE[1:]}": f"{index}{LONGEST_VALUE[1:]}" for index in range(2)}
+    multi["metadata"]["labels"].update(groups)
+    assert tenant.update(bound, multi, user=KAI_BINDER) == []
+    pooled = copy.deepcopy(multi)
+    pooled["metadata"]["labels"]["kai.scheduler/node-pool"] = LONGEST_VALUE
+    assert tenant.update(multi, pooled, user=kai_writer("scheduler")) == []
+    multi = pooled
+    seen = copy_back(multi, virtual, tenant.team)
+    synced = syncer_update(multi, seen, seen, tenant.team)
+    assert all(f"\n{key}=" in synced["metadata"]["annotations"][ECHOED] for key in groups)
+    assert counted(synced) == SYNCED_METADATA_BYTES and tenant.update(multi, synced) == []
+    relabelled = copy.deepcopy(synced)
+    relabelled["metadata"]["labels"]["runai-gpu-group"] = LONGEST_VALUE
+    assert tenant.update(synced, relabelled, user=KAI_BINDER) == []
+    again = copy_back(relabelled, seen, tenant.team)
+    again["metadata"]["labels"]["runai-gpu-group"] = LONGEST_VALUE
+    assert tenant.update(relabelled, syncer_update(relabelled, seen, again, tenant.team)) == []
+
+
+def test_after_kai_binds_a_pod_an_edit_past_the_cap_is_refused(tenant):
+    """KAI's lines are allowed as they are, not as room: the tenant's own bytes stay held to the cap, to the byte."""
+    virtual, bound = _bound_at_cap(tenant)
+    seen = copy_back(bound, virtual, tenant.team)
+    assert tenant.update(bound, _edited_to(tenant, bound, seen, SYNCED_METADATA_BYTES)) == []
+    assert refused_for_size(tenant.update(bound, _edited_to(tenant, bound, seen, SYNCED_METADATA_BYTES + 1)))
+
+
+def _keys(host: dict) -> int:
+    return len(host["metadata"].get("labels", {})) + len(host["metadata"].get("annotations", {}))
+
+
+def test_kais_keys_do_not_count_among_the_keys_either(tenant):
+    """A pod of as many keys as the rule sums, grouped and bound by KAI (a GPU group a device of a multi-device
+    fraction): the syncer's updates pass; a key of the tenant's more is refused, created or added."""
+    owned = kai_owned_keys()
+    # The rule bounds KAI's key families by MAX_FRACTION_DEVICES: right for runai-gpu-group/<group> alone.
+    assert [key for kind in owned for key in owned[kind] if key.endswith("*")] == ["runai-gpu-group/*"]
+    pod = _pod(tenant, **{"gpu-fraction-num-devices": str(MAX_FRACTION_DEVICES), PAD: ""})
+    room = SYNCED_METADATA_KEYS - _keys(tenant.host_pod(pod))
+    pod["metadata"]["annotations"].update({f"example.com/a{index}": "" for index in range(room)})
+    created = tenant.host_pod(pod)
+    assert _keys(created) == SYNCED_METADATA_KEYS and tenant.create_host(created) == []
+    one_more = copy.deepcopy(pod)
+    one_more["metadata"]["annotations"]["example.com/more"] = ""
+    assert refused_for_size(tenant.create(one_more))
+    refusals, bound = tenant.scheduled_by_kai(created)
+    multi = copy.deepcopy(bound)
+    multi["metadata"]["labels"].update({f"runai-gpu-group/g{index}": f"g{index}" for index in range(MAX_FRACTION_DEVICES)})
+    refusals += tenant.update(bound, multi, user=KAI_BINDER)
+    pooled = copy.deepcopy(multi)
+    pooled["metadata"]["labels"]["kai.scheduler/node-pool"] = "default"
+    refusals += tenant.update(multi, pooled, user=kai_writer("scheduler"))
+    observed = copy.deepcopy(pooled)
+    observed["metadata"]["annotations"]["kai.scheduler/numa-placement-observed"] = "0"
+    refusals += tenant.update(pooled, observed, user=kai_writer("numa-placement-exporter"))
+    assert refusals == [] and _keys(observed) > SYNCED_METADATA_KEYS + MAX_FRACTION_DEVICES
+    seen = copy_back(observed, pod, tenant.team)
+    edited = copy.deepcopy(seen)
+    edited["metadata"]["annotations"][PAD] = "edited"
+    assert tenant.update(observed, syncer_update(observed, seen, edited, tenant.team)) == []
+    edited["metadata"]["annotations"]["example.com/more"] = ""
+    assert refused_for_size(tenant.update(observed, syncer_update(observed, seen, edited, tenant.team)))
+
+
+def test_keys_named_like_kais_are_refused_so_they_earn_no_allowance(tenant):
+    """The allowance counts only the KAI labels on the pod, which a tenant can neither create nor add nor change."""
+    for key in kai_owned_keys()["label"]:
+        named = _pod(tenant)
+        named["metadata"]["labels"][key.replace("*", "extra")] = LONGEST_VALUE
+        assert any(message.startswith("[reserved-keys]") for message in tenant.create(named)), key
+    virtual, bound = _bound_at_cap(tenant)
+    seen = copy_back(bound, virtual, tenant.team)
+    for change in ({"runai-gpu-group/extra": LONGEST_VALUE}, {"runai-gpu-group": LONGEST_VALUE},
+                   {"kai.scheduler/node-pool": LONGEST_VALUE}):
+        edited = copy.deepcopy(seen)
+        edited["metadata"]["labels"].update(change)
+        refusals = tenant.update(bound, syncer_update(bound, seen, edited, tenant.team))
+        assert any(message.startswith("[guarded-fields]") for message in refusals), change
+
+
+def test_a_tenants_own_copy_of_kais_lines_counts_whole(tenant):
+    """vCluster takes a pod's vcluster.loft.sh/labels from the tenant's pod when it has one (translator.go): lines
+    naming KAI's labels there, with no such label on the pod, are the tenant's bytes."""
+    forged = "\n".join(f"runai-gpu-group/{index:02d}{LONGEST_VALUE[2:]}={json.dumps(LONGEST_VALUE)}"
+                       for index in range(20))
+    pod = _pod(tenant, **{ECHOED: forged})
+    assert tenant.create(padded(pod, tenant.host_pod, SYNCED_METADATA_BYTES)) == []
+    past = padded(pod, tenant.host_pod, SYNCED_METADATA_BYTES + 1)
+    assert tenant.host_pod(past)["metadata"]["annotations"][ECHOED] == forged
+    assert refused_for_size(tenant.create(past))
 
 
 def test_the_in_vcluster_defaults_do_not_judge_metadata_sizes(tenant):

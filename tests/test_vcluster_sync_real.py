@@ -15,11 +15,12 @@ import re
 import pytest
 
 from config import versions
+from config.synced_data import SYNCED_METADATA_BYTES
 from tests.apiserver_pods import limit_ranger, pull_policy_defaults
 from tests.conftest import dev_config, eks_config
 from tests.kai_pods import WebhookRefusal, kai_mutate
 from tests.tenant_sim import KAI_SCHEDULER, Tenant, tenant_of, virtual_pod
-from tests.vcluster_pods import VIRTUAL_UID, syncer_update, vcluster_sync
+from tests.vcluster_pods import VIRTUAL_UID, copy_back, syncer_update, vcluster_sync
 from tests.vcluster_real import run_syncer
 from tests.vcluster_sync_corpus import EDITS, honest_pods, hostile_pods
 from tests.vcluster_volumes import TOKEN_ANNOTATION, VIRTUAL_TOKEN
@@ -257,3 +258,39 @@ def verdicts(program, config, corpus) -> list[str]:
 def test_the_host_policy_judges_the_real_host_pods_as_the_simulated_ones(stack, corpus):
     program, config = stack
     assert verdicts(program, config, corpus) == []
+
+
+def test_a_pod_created_at_the_metadata_cap_stays_updatable_after_kai_binds_it(dev_run):
+    """vCluster's own Sync of a pod KAI has grouped and bound, its labels carried into the virtual pod: the syncer
+    writes them again in vcluster.loft.sh/labels, and the host policy admits that update of a pod created at the
+    metadata cap (rule metadata-size), and still refuses one whose tenant's bytes pass the cap by one."""
+    from tests.test_synced_metadata_sizes import PAD, counted, padded, refused_for_size
+    config = dev_config()
+    tenant = tenant_of(dev_run, config, config["gpu-tenancy:teams"][0]["name"])
+    pod = virtual_pod(queue=tenant.team.queue_name, scheduler=KAI_SCHEDULER, labels={"app": "trainer"},
+                      annotations={"gpu-fraction": "0.5"})
+    virtual = stored(tenant.device_defaults(padded(pod, tenant.host_pod, SYNCED_METADATA_BYTES)))
+    run = dict(name=tenant.team.vcluster_name, namespace=tenant.team.namespace,
+               values=_values(dev_run, tenant.team.name), kube_ip=KUBE_IP, dns_ip=DNS_IP, token=VIRTUAL_TOKEN,
+               namespaces=[{"metadata": {"name": "default", "labels": {"kubernetes.io/metadata.name": "default"}}}],
+               nodes=[gpu_node(tenant)])
+    host = run_syncer(TAG, pods=[virtual], **run)["created"][0]["host"]
+    created = kai_mutate(limit_ranger(pull_policy_defaults({"apiVersion": "v1", "kind": "Pod", **host}),
+                                      tenant.team.vcluster.limit_range))
+    assert counted(created) == SYNCED_METADATA_BYTES and tenant.create_host(created) == []
+    refusals, bound = tenant.scheduled_by_kai(created)
+    assert refusals == []
+    # What the syncer's first Sync after binding leaves in the virtual pod: KAI's keys, and the node.
+    seen = copy_back(bound, virtual, tenant.team)
+    seen["spec"]["nodeName"] = bound["spec"]["nodeName"]
+    same, grown = copy.deepcopy(seen), copy.deepcopy(seen)
+    same["metadata"]["annotations"][PAD] = "m" + seen["metadata"]["annotations"][PAD][1:]
+    grown["metadata"]["annotations"][PAD] += "n"
+    updated = run_syncer(TAG, updates=[{"host": bound, "virtualOld": seen, "virtual": new} for new in (same, grown)],
+                         **run)["updated"]
+    at_cap, past = (answer["host"] for answer in updated)
+    echoed = at_cap["metadata"]["annotations"]["vcluster.loft.sh/labels"].split("\n")
+    assert [line for line in echoed if line.startswith(("kai.scheduler/subgroup-name=", "runai-gpu-group="))] == [
+        'kai.scheduler/subgroup-name="default"', f'runai-gpu-group={json.dumps(bound["metadata"]["labels"]["runai-gpu-group"])}']
+    assert counted(at_cap) == SYNCED_METADATA_BYTES and tenant.update(bound, at_cap) == []
+    assert counted(past) == SYNCED_METADATA_BYTES + 1 and refused_for_size(tenant.update(bound, past))
