@@ -35,7 +35,11 @@ Secrets, built the way upstream builds them, and the host policy that checks the
   values): the whole spec copied (``volumeName``, ``selector``, the storage class and
   ``volumeAttributesClassName`` untranslated); a data source naming a claim gets that claim's host name
   unless the claim is annotated ``vcluster.loft.sh/skip-translate``. Later updates copy only the requested
-  size, labels and annotations (persistentvolumeclaims/syncer.go).
+  size, labels and annotations (persistentvolumeclaims/syncer.go). A data source without ``apiGroup`` reaches
+  admission with ``apiGroup: null``: the field is a pointer without ``omitempty`` (k8s.io/api core/v1
+  ``TypedLocalObjectReference``, ``TypedObjectReference``), and the API server hands a policy the object through
+  ``runtime.DefaultUnstructuredConverter``, which writes such a field even when nil (apimachinery
+  runtime/converter.go ``structToUnstructured``).
 - ``sync_endpoints`` / ``sync_endpoint_slice`` (endpoints/translate.go, endpointslices/translate.go): the
   addresses copied, only pod target references renamed (an Endpoints' also without uid and resourceVersion);
   a slice's service-name label set to the host Service's name. vCluster syncs only a selector-less Service's
@@ -214,6 +218,9 @@ def sync_claim(claim: dict, team: Team) -> dict:
             if source and source.get("kind") == "PersistentVolumeClaim":
                 source["name"] = host_name(source["name"], source.get("namespace", claim["metadata"]["namespace"]),
                                            team)
+    for field in ("dataSource", "dataSourceRef"):
+        if field in host["spec"]:
+            host["spec"][field].setdefault("apiGroup", None)
     return host
 
 
