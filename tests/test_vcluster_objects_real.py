@@ -15,9 +15,11 @@ from __future__ import annotations
 import copy
 
 import pytest
+import yaml
 
 from config import versions
-from tests.conftest import dev_config
+from config.merge import deep_merge
+from tests.conftest import dev_config, git, mirrored_tag
 from tests.synced_objects_corpus import SELECTOR_LESS, edits, hostile_objects, honest_objects
 from tests.synced_objects_sim import VIRTUAL_UID, allocated, synced_objects_admission_for
 from tests.tenant_sim import platform_of
@@ -25,7 +27,7 @@ from tests.test_synced_objects_admission import ALLOCATED_IP, Synced, defaulted,
 from tests.test_vcluster_sync_real import (  # noqa: F401 (stack: a fixture)
     DNS_IP, KUBE_IP, _plain, _values, differences, listed, stack,
 )
-from tests.vcluster_real import run_syncer
+from tests.vcluster_real import VCLUSTER, run_syncer
 from tests.vcluster_volumes import VIRTUAL_TOKEN
 
 TAG = f"v{versions.VCLUSTER_VERSION}"
@@ -195,3 +197,19 @@ def test_vcluster_leaves_a_selector_services_endpoints_to_the_host(dev_run):
                              ("Endpoints", web), ("EndpointSlice", web_slice), ("Endpoints", endpoints("8.8.8.8")),
                              ("EndpointSlice", endpoint_slice("8.8.8.8")))])["objectsCreated"]
     assert [answer.get("skipped") for answer in answers] == ["ReconcileStart", "ReconcileStart", None, None]
+
+
+# The kinds the corpus syncs through vCluster's code (sync.toHost keys), pods by tests/test_vcluster_sync_real.py.
+RUN_KINDS = {"pods", "services", "endpoints", "endpointSlices", "persistentVolumeClaims", "configMaps", "secrets"}
+
+
+def test_every_kind_a_team_syncs_to_the_host_is_run(stack):
+    """The kinds the chart's defaults under the team's values sync to the host are those these tests run: a site
+    that turns on another (ingresses, network policies...) needs its syncer run here first."""
+    program, config = stack
+    chart = yaml.safe_load(git(VCLUSTER, "show", f"{mirrored_tag(VCLUSTER, TAG)}:chart/values.yaml"))
+    for team in teams(config):
+        to_host = deep_merge(chart["sync"]["toHost"], _values(program, team.name).get("sync", {}).get("toHost", {}))
+        enabled = {kind for kind, setting in to_host.items()
+                   if isinstance(setting, dict) and setting.get("enabled") is True}
+        assert enabled == RUN_KINDS, team.name
