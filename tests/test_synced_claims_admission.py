@@ -59,7 +59,7 @@ def test_a_claim_may_only_clone_a_claim_of_its_own_vcluster(nlp, field, source):
 @pytest.mark.parametrize("field", ["dataSource", "dataSourceRef"])
 def test_a_clone_reaches_the_policy_with_a_null_api_group_and_is_admitted(nlp, legal, field):
     """A tenant's clone of its own claim names no apiGroup; the host API server hands the policy ``apiGroup: null``
-    (test_an_unset_api_group_is_null_to_a_policy)."""
+    (test_an_unset_pointer_is_null_to_a_policy)."""
     for tenant in (nlp, legal):
         clone = defaulted(tenant, sync_claim(claim("copy", **{field: {"kind": "PersistentVolumeClaim", "name": "data"}}),
                                              tenant.team))
@@ -73,10 +73,11 @@ def test_a_clone_reaches_the_policy_with_a_null_api_group_and_is_admitted(nlp, l
 
 
 @pytest.mark.parametrize("tag", MIRRORED_TAGS["kubernetes/apimachinery"])
-def test_an_unset_api_group_is_null_to_a_policy(tag):
+def test_an_unset_pointer_is_null_to_a_policy(tag):
     """A policy reads the object the API server converts with runtime.DefaultUnstructuredConverter, which leaves out
-    only omitempty (and omitzero) fields and writes a nil pointer as nil; a claim's data source references hold
-    apiGroup in a pointer without omitempty."""
+    only omitempty (and omitzero) fields and writes a nil pointer as nil: a claim's data source references hold
+    apiGroup, a gRPC probe its service, in a pointer without omitempty (the policies take null there:
+    components/synced_objects_admission.py, components/admission_pod_size.py NULL_WHEN_UNSET)."""
     converter = git("kubernetes/apimachinery", "show", f"{mirrored_tag('kubernetes/apimachinery', tag)}:"
                     "pkg/runtime/converter.go")
     skipped = re.findall(r"if fieldInfo\.(\w+)\b[^{]*\{\n\s*// \w+ fields should be ignored",
@@ -90,10 +91,11 @@ def test_an_unset_api_group_is_null_to_a_policy(tag):
                      go_function(converter, "structToUnstructured")), tag
     api_tag = mirrored_tag("kubernetes/api", MIRRORED_TAGS["kubernetes/api"][-1])
     types = git("kubernetes/api", "show", f"{api_tag}:core/v1/types.go")
-    for reference in ("TypedLocalObjectReference", "TypedObjectReference"):
-        body = types[types.index(f"type {reference} struct {{"):]
-        body = body[:body.index("\n}")]
-        assert re.search(r'APIGroup \*string `json:"apiGroup" ', body), reference
+    for holder, field in (("TypedLocalObjectReference", "APIGroup \\*string `json:\"apiGroup\" "),
+                          ("TypedObjectReference", "APIGroup \\*string `json:\"apiGroup\" "),
+                          ("GRPCAction", "Service \\*string `json:\"service\" ")):
+        body = types[types.index(f"type {holder} struct {{"):]
+        assert re.search(field, body[:body.index("\n}")]), holder
     apiserver_tag = mirrored_tag("kubernetes/apiserver", MIRRORED_TAGS["kubernetes/apiserver"][-1])
     condition = git("kubernetes/apiserver", "show", f"{apiserver_tag}:pkg/admission/plugin/cel/condition.go")
     assert "runtime.DefaultUnstructuredConverter.ToUnstructured(obj)" in go_function(
