@@ -56,8 +56,14 @@ def _present(var: str, path: str) -> str:
     return " && ".join(f"has({var}.{'.'.join(parts[:depth])})" for depth in range(1, len(parts) + 1))
 
 
+# Fields the API server hands a policy as null when unset: pointers without omitempty (k8s.io/api core/v1
+# GRPCAction.Service), which has() reports present (tests/test_synced_claims_admission.py).
+NULL_WHEN_UNSET = ("grpc.service",)
+
+
 def _when(var: str, path: str, value: str) -> str:
-    return f"({_present(var, path)} ? {value} : 0)"
+    present = _present(var, path) + (f" && {var}.{path} != null" if path.endswith(NULL_WHEN_UNSET) else "")
+    return f"({present} ? {value} : 0)"
 
 
 def _sum(terms: list[str]) -> str:

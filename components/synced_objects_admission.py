@@ -214,8 +214,10 @@ def _claim_rules(team: Team) -> list[dict]:
     # A prefix another one starts (data-<name>- starts etcd's data-<name>-etcd-) needs no test of its own.
     own_claims = " && ".join(f"!{{ref}}.name.startsWith('{prefix}')" for prefix in prefixes
                              if not any(prefix != other and prefix.startswith(other) for other in prefixes))
+    # An unset apiGroup reaches the policy as null: a pointer without omitempty, which the API server's conversion
+    # for admission writes (tests/test_synced_claims_admission.py).
     data_source_ok = ("(!has({ref}) || ({ref}.kind == 'PersistentVolumeClaim' && "
-                      "(!has({ref}.apiGroup) || {ref}.apiGroup == '') && "
+                      "(!has({ref}.apiGroup) || {ref}.apiGroup == null || {ref}.apiGroup == '') && "
                       "(!has({ref}.namespace) || {ref}.namespace == '') && "
                       f"{own_claims}))")
     class_ok = "variables.storageClass != ''" + (f" && variables.storageClass in {list(classes)}" if classes else "")

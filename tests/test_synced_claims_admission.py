@@ -9,10 +9,11 @@ The other synced kinds, and the helpers used here: tests/test_synced_objects_adm
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 
-from tests.conftest import dev_config, run
+from tests.conftest import MIRRORED_TAGS, dev_config, git, go_function, mirrored_tag, run
 from tests.synced_objects_sim import sync_claim, synced_objects_admission_for
 from tests.test_synced_objects_admission import (  # noqa: F401 (legal, nlp: fixtures)
     Synced, claim, defaulted, legal, nlp, rules, team_of,
@@ -36,7 +37,8 @@ def test_a_claim_may_not_pick_a_host_volume(nlp, legal, spec):
 
 
 def test_a_pending_claim_may_not_gain_a_volume_name_later(nlp):
-    """The API server lets volumeName be set once on an unbound claim; vCluster copies the tenant's edit."""
+    """The API server lets volumeName be set once on an unbound claim. vCluster's Sync copies only the requested size
+    of a tenant's edit (tests/test_vcluster_objects_real.py): this refuses a host copy written otherwise."""
     pending = defaulted(nlp, sync_claim(claim(), nlp.team))
     named = copy.deepcopy(pending)
     named["spec"]["volumeName"] = "pvc-0d5e-of-team-vision"
@@ -52,6 +54,53 @@ def test_a_claim_may_only_clone_a_claim_of_its_own_vcluster(nlp, field, source):
     annotations = {"vcluster.loft.sh/skip-translate": "true"} if source["name"] == "data-team-nlp-0" else None
     host = defaulted(nlp, sync_claim(claim(annotations=annotations, **{field: source}), nlp.team))
     assert "claim-data-source" in rules(nlp.create(host))
+
+
+@pytest.mark.parametrize("field", ["dataSource", "dataSourceRef"])
+def test_a_clone_reaches_the_policy_with_a_null_api_group_and_is_admitted(nlp, legal, field):
+    """A tenant's clone of its own claim names no apiGroup; the host API server hands the policy ``apiGroup: null``
+    (test_an_unset_pointer_is_null_to_a_policy)."""
+    for tenant in (nlp, legal):
+        clone = defaulted(tenant, sync_claim(claim("copy", **{field: {"kind": "PersistentVolumeClaim", "name": "data"}}),
+                                             tenant.team))
+        assert clone["spec"][field]["apiGroup"] is None
+        assert tenant.create(clone) == []
+        for hostile in ({"kind": "VolumeSnapshot", "name": "nightly"},
+                        {"kind": "PersistentVolumeClaim", "name": "weights", "namespace": "team-vision"}):
+            attack = defaulted(tenant, sync_claim(claim("copy", **{field: hostile}), tenant.team))
+            assert attack["spec"][field]["apiGroup"] is None
+            assert rules(tenant.create(attack)) == {"claim-data-source"}
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS["kubernetes/apimachinery"])
+def test_an_unset_pointer_is_null_to_a_policy(tag):
+    """A policy reads the object the API server converts with runtime.DefaultUnstructuredConverter, which leaves out
+    only omitempty (and omitzero) fields and writes a nil pointer as nil: a claim's data source references hold
+    apiGroup, a gRPC probe its service, in a pointer without omitempty (the policies take null there:
+    components/synced_objects_admission.py, components/admission_pod_size.py NULL_WHEN_UNSET)."""
+    converter = git("kubernetes/apimachinery", "show", f"{mirrored_tag('kubernetes/apimachinery', tag)}:"
+                    "pkg/runtime/converter.go")
+    skipped = re.findall(r"if fieldInfo\.(\w+)\b[^{]*\{\n\s*// \w+ fields should be ignored",
+                         go_function(converter, "structToUnstructured"))
+    assert set(skipped) <= {"omitempty", "omitzero"} and "omitempty" in skipped, tag
+    # A nil pointer stores nothing into the new nil value, which the field's key then gets.
+    assert re.search(r"if sv\.IsNil\(\) \{\n\s*// We're done - we don't need to store anything\.\n\s*return nil",
+                     go_function(converter, "pointerToUnstructured")), tag
+    assert re.search(r"subv := reflect\.New\(dt\.Elem\(\)\)\.Elem\(\)\n\s*if err := toUnstructured\(fv, subv\); "
+                     r"err != nil \{\n\s*return err\n\s*\}\n\s*dv\.SetMapIndex\(fieldInfo\.nameValue, subv\)",
+                     go_function(converter, "structToUnstructured")), tag
+    api_tag = mirrored_tag("kubernetes/api", MIRRORED_TAGS["kubernetes/api"][-1])
+    types = git("kubernetes/api", "show", f"{api_tag}:core/v1/types.go")
+    for holder, field in (("TypedLocalObjectReference", "APIGroup \\*string `json:\"apiGroup\" "),
+                          ("TypedObjectReference", "APIGroup \\*string `json:\"apiGroup\" "),
+                          ("GRPCAction", "Service \\*string `json:\"service\" ")):
+        body = types[types.index(f"type {holder} struct {{"):]
+        assert re.search(field, body[:body.index("\n}")]), holder
+    apiserver_tag = mirrored_tag("kubernetes/apiserver", MIRRORED_TAGS["kubernetes/apiserver"][-1])
+    condition = git("kubernetes/apiserver", "show", f"{apiserver_tag}:pkg/admission/plugin/cel/condition.go")
+    assert "runtime.DefaultUnstructuredConverter.ToUnstructured(obj)" in go_function(
+        condition, "convertObjectToUnstructured")
+    assert "convertObjectToUnstructured(r)" in go_function(condition, "objectToResolveVal")
 
 
 def with_scratch_template(config: dict) -> dict:

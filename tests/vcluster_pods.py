@@ -7,6 +7,10 @@
   has them), ``priorityClassName`` reset, enforced tolerations and node-sync labels added, the volumes translated
   (tests/vcluster_volumes.py); a pod with a ``subdomain`` (a StatefulSet's) gets the hosts-rewriting init container
   first, without a pull policy (pods/translate/hosts.go).
+- The host API server hands a policy a gRPC probe without ``service`` with ``service: null`` (k8s.io/api core/v1
+  ``GRPCAction.Service``, a pointer without ``omitempty``, written so by the conversion for admission:
+  tests/test_synced_claims_admission.py ``test_an_unset_pointer_is_null_to_a_policy``); ``vcluster_sync`` writes it
+  so.
 - ``syncer_update``: a later tenant edit, merged three-way onto the host pod (pods/translate/diff.go);
   ``copy_back``: the host's (KAI's) label and annotation additions copied into the virtual pod.
 - ``syncer_status_update``: a tenant's change of its pod's conditions, written onto the host pod whole through
@@ -95,6 +99,11 @@ def vcluster_sync(pod: dict, team: Team, namespace_labels: Optional[dict] = None
     if _translate_spec(host["spec"], team, virtual_namespace):
         annotations[HOSTS_REWRITTEN] = "true"
     translate_volumes(host, virtual_name, virtual_namespace, release)
+    for field in ("containers", "initContainers", "ephemeralContainers"):
+        for container in host["spec"].get(field, []):
+            for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+                if "grpc" in container.get(probe, {}):
+                    container[probe]["grpc"].setdefault("service", None)
     return host
 
 

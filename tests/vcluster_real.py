@@ -1,9 +1,11 @@
-"""vCluster's own pod syncer, run: tests/vcluster_real/main.go built inside vCluster's source at a mirrored tag.
+"""vCluster's own syncers, run: tests/vcluster_real/ (package main) built inside vCluster's source at a mirrored tag.
 
-``run_syncer`` hands a batch of virtual pods (and of tenant edits of running pods), with the Helm values the
-program renders for one team, to vCluster's real ``SyncToHost`` (and ``Sync``) on fake host and virtual clients,
-vCluster's config package parsing the values, and returns what they write, so tests can hold
-``tests/vcluster_pods.py`` against the code it re-implements.
+``run_syncer`` hands a batch of virtual pods and other synced objects (and of tenant edits of them), with the Helm
+values the program renders for one team, to vCluster's real ``SyncToHost`` (and ``Sync``), or for a Service CREATE
+to its API proxy's, on fake host and virtual clients, vCluster's config package parsing the values, and returns
+what they write, so tests can hold ``tests/vcluster_pods.py`` and ``tests/synced_objects_sim.py`` against the code
+they re-implement. ``filters/service_create.go`` goes into vCluster's own filters package: the proxy's Service
+CREATE is unexported there.
 
 The harness is built once per tag and harness content, under ``$GPU_TENANCY_GO_CACHE`` (default: the system
 temporary folder), with the vendored modules of the tag (``-mod=vendor``, no network). It needs the mirror of
@@ -26,7 +28,9 @@ from tests.conftest import mirror, mirrored_tag
 from tests.go_toolchain import export_tree, go_binary, offline_environment
 
 VCLUSTER = "loft-sh/vcluster"
-HARNESS = Path(__file__).with_name("vcluster_real") / "main.go"
+HARNESS = Path(__file__).with_name("vcluster_real")
+# Where filters/ goes: the package of the API proxy's Service CREATE it reaches.
+FILTERS_PACKAGE = "pkg/server/filters"
 CACHE_VARIABLE = "GPU_TENANCY_GO_CACHE"
 # Where main.go goes in the exported tree: a command of vCluster's own module, so its vendor/ serves the imports.
 HARNESS_PACKAGE = "cmd/gpu-tenancy-sync-real"
@@ -38,7 +42,9 @@ def harness(tag: str) -> Path:
     repository = mirror(VCLUSTER)
     mirrored_tag(VCLUSTER, tag)
     version = subprocess.run([go, "version"], capture_output=True, text=True, check=True).stdout.strip()
-    key = hashlib.sha256(HARNESS.read_bytes() + tag.encode() + version.encode()).hexdigest()[:16]
+    files = sorted(HARNESS.rglob("*.go"))
+    content = b"".join(str(path.relative_to(HARNESS)).encode() + path.read_bytes() for path in files)
+    key = hashlib.sha256(content + tag.encode() + version.encode()).hexdigest()[:16]
     cache = Path(os.environ.get(CACHE_VARIABLE) or Path(tempfile.gettempdir()) / "gpu-tenancy-go")
     cache.mkdir(parents=True, exist_ok=True)
     binary = cache / f"vcluster-real-{tag}-{key}"
@@ -50,8 +56,11 @@ def harness(tag: str) -> Path:
         if not (source / "go.mod").exists():
             shutil.rmtree(source, ignore_errors=True)
             export_tree(repository, tag, source)
-        (source / HARNESS_PACKAGE).mkdir(parents=True, exist_ok=True)
-        shutil.copy(HARNESS, source / HARNESS_PACKAGE / "main.go")
+        shutil.rmtree(source / HARNESS_PACKAGE, ignore_errors=True)
+        (source / HARNESS_PACKAGE).mkdir(parents=True)
+        for path in files:
+            folder = FILTERS_PACKAGE if path.parent.name == "filters" else HARNESS_PACKAGE
+            shutil.copy(path, source / folder / path.name)
         built = subprocess.run([go, "build", "-o", str(binary), f"./{HARNESS_PACKAGE}"], cwd=source,
                                env=offline_environment(cache, "vendor"), capture_output=True, text=True)
         if built.returncode:
@@ -61,16 +70,20 @@ def harness(tag: str) -> Path:
 
 def run_syncer(tag: str, *, name: str, namespace: str, values: dict, kube_ip: str, dns_ip: str, token: str,
                pods: tuple = (), updates: tuple = (), services: tuple = (), namespaces: tuple = (), nodes: tuple = (),
-               host_version: str = "") -> dict:
-    """vCluster ``tag``'s pod syncer for the release ``name`` in host ``namespace`` with Helm ``values``:
-    ``{"created": [...], "updated": [...]}``. For each virtual pod of ``pods``, ``{"host": pod}``, what
-    SyncToHost creates; for each ``{"host", "virtualOld", "virtual"}`` of ``updates`` (a tenant's edit of a running
-    pod), ``{"host", "virtual"}`` after Sync; or ``{"error": text}``. ``kube_ip``/``dns_ip``: the ClusterIPs of the
+               objects: tuple = (), object_updates: tuple = (), host_version: str = "") -> dict:
+    """vCluster ``tag``'s syncers for the release ``name`` in host ``namespace`` with Helm ``values``:
+    ``{"created", "updated", "objectsCreated", "objectsUpdated"}``. For each virtual pod of ``pods``,
+    ``{"host": pod}``, what SyncToHost creates; for each ``{"host", "virtualOld", "virtual"}`` of ``updates`` (a
+    tenant's edit of a running pod), ``{"host", "virtual"}`` after Sync; or ``{"error": text}``. Likewise for
+    ``objects`` (``{"kind", "object", "via"}``, ``via`` ``"proxy"`` for a Service the tenant creates, served by the
+    API proxy) and ``object_updates`` (``{"kind", "host", "virtualOld", "virtual"}``), or ``{"skipped": why}`` when
+    vCluster writes no host object. ``kube_ip``/``dns_ip``: the ClusterIPs of the
     vCluster's Service and of its synced DNS Service; ``token``: what the virtual API server answers a TokenRequest
     with; ``services``, ``namespaces``, ``nodes``: the virtual cluster's objects (nodes as synced from the host)."""
     request = {"name": name, "hostNamespace": namespace, "values": values, "kubeIP": kube_ip, "dnsIP": dns_ip,
                "token": token, "hostVersion": host_version, "namespaces": list(namespaces), "nodes": list(nodes),
-               "services": list(services), "pods": list(pods), "updates": list(updates)}
+               "services": list(services), "pods": list(pods), "updates": list(updates), "objects": list(objects),
+               "objectUpdates": list(object_updates)}
     ran = subprocess.run([str(harness(tag))], input=json.dumps(request), capture_output=True, text=True, timeout=600)
     assert ran.returncode == 0, f"the vCluster harness failed:\n{ran.stderr[-4000:]}"
     return json.loads(ran.stdout)

@@ -36,6 +36,10 @@ def honest_pods(program, tenant: Tenant) -> dict[str, dict]:
         pods[name] = in_queue({"apiVersion": "v1", "kind": "Pod", **yaml.safe_load(seed)}, tenant)
     pods.update({f"controller:{kind}": pod for kind, pod in controller_pods(tenant).items()})
     pods["dns"] = dns_pod(program, tenant)
+    # A gRPC health check names no service: the host policy sees service: null (tests/vcluster_pods.py).
+    probed = virtual_pod(queue=tenant.team.queue_name, scheduler=KAI_SCHEDULER)
+    probed["spec"]["containers"][0]["startupProbe"] = {"grpc": {"port": 9000}}
+    pods["grpc-probe"] = probed
     return pods
 
 
