@@ -97,6 +97,9 @@ CEL_FUNCTIONS = {"substring": _substring, "join": _join, "sum": _sum}
 # Called with (policy spec, {object, oldObject, request}, matched, refusal messages) for every review a policy's match
 # constraints take: tests/celgo.py records them to judge them again with cel-go.
 REVIEW_OBSERVERS: list = []
+# Called with (Admission, {object, oldObject, request}, refusal messages) for every review, matched or not:
+# tests/apiserver_vap.py records them to send them to the API server's own admission plugin.
+ADMISSION_OBSERVERS: list = []
 
 
 class Admission:
@@ -174,6 +177,10 @@ class Admission:
             agree(REFERENCE.review(self.spec, objects), None if inputs is None else inputs.activation, messages)
             for observe in REVIEW_OBSERVERS:
                 observe(self.spec, copy.deepcopy(objects), inputs is not None, messages)
+        for observe in ADMISSION_OBSERVERS:
+            observe(self, copy.deepcopy({"object": pod, "oldObject": old,
+                                         "request": _request(operation, subresource, user, namespace, options)}),
+                    list(messages))
         return messages
 
     def _message(self, validation: dict, inputs: Inputs) -> str:
