@@ -215,7 +215,7 @@ def _claim_rules(team: Team) -> list[dict]:
     own_claims = " && ".join(f"!{{ref}}.name.startsWith('{prefix}')" for prefix in prefixes
                              if not any(prefix != other and prefix.startswith(other) for other in prefixes))
     data_source_ok = ("(!has({ref}) || ({ref}.kind == 'PersistentVolumeClaim' && "
-                      "(!has({ref}.apiGroup) || {ref}.apiGroup == '') && "
+                      "(!has({ref}.apiGroup) || {ref}.apiGroup == null || {ref}.apiGroup == '') && "
                       "(!has({ref}.namespace) || {ref}.namespace == '') && "
                       f"{own_claims}))")
     class_ok = "variables.storageClass != ''" + (f" && variables.storageClass in {list(classes)}" if classes else "")

@@ -143,6 +143,17 @@ def sync_claim(claim: dict, team: Team) -> dict:
     return host
 
 
+def as_served(host_claim: dict) -> dict:
+    """A claim as the host API server hands it to admission: decoded into its Go type and encoded again, a data
+    source without an ``apiGroup`` gets ``apiGroup: null`` (k8s.io/api core/v1: the field of TypedLocalObjectReference
+    and TypedObjectReference is a pointer without omitempty)."""
+    result = copy.deepcopy(host_claim)
+    for field in ("dataSource", "dataSourceRef"):
+        if isinstance(result["spec"].get(field), dict):
+            result["spec"][field].setdefault("apiGroup", None)
+    return result
+
+
 def _retarget(address: dict, team: Team, cleared: tuple[str, ...] = ()) -> None:
     """A pod reference renamed to the host pod, ``cleared`` emptied; any other reference kept as written."""
     target = address.get("targetRef")
