@@ -13,9 +13,12 @@ import copy
 
 import pytest
 
-from tests.apiserver_vap import api_request, judge, policies_of
+from tests import test_celgo_honest as celgo_honest
+from tests import test_smoke as smoke
+from tests.apiserver_vap import api_request, disagreements, judge, named, policies_of, recorded
 from tests.conftest import run, stack_config
-from tests.tenant_sim import KAI_SCHEDULER, container, tenant_of, virtual_pod
+from tests.fake_site import FakeSite
+from tests.tenant_sim import KAI_SCHEDULER, container, platform_of, tenant_of, virtual_pod
 
 
 @pytest.fixture(scope="module")
@@ -48,3 +51,37 @@ def test_the_real_plugin_refuses_a_pod_outside_its_queue_and_ignores_a_request_i
                                     "'gpu-tenancy-team-nlp' with binding 'gpu-tenancy-team-nlp' denied request: ")
     assert ignored.allowed and ignored.refusals == {}
     assert admitted.allowed and admitted.refusals == {}
+
+
+@pytest.fixture(scope="module")
+def honest(programs) -> dict:
+    """(policy name, review, real verdict) of every honest review of tests/test_celgo_honest.py's corpus, by stack."""
+    judged = {}
+    for stack, program in programs.items():
+        config = stack_config(stack)
+        with recorded() as reviews:
+            first = platform_of(config).teams[0].name
+            celgo_honest.pod_reviews(program, config, first)
+            celgo_honest.synced_reviews(program, config, first)
+            site = FakeSite([tenant_of(program, config, team.name) for team in platform_of(config).teams])
+            try:
+                smoke.run(site)
+            finally:
+                site.close()
+        policies = policies_of(program)
+        reviewed = named(reviews, policies)
+        judged[stack] = [(name, review, verdict) for (name, review), verdict in
+                         zip(reviewed, judge(policies, [api_request(review.inputs) for _, review in reviewed]))]
+    return judged
+
+
+def test_the_honest_corpus_reaches_every_kind_of_policy(honest):
+    for stack, judged in honest.items():
+        policies = {name for name, _, _ in judged}
+        first = platform_of(stack_config(stack)).teams[0].name
+        assert {f"gpu-tenancy-{first}", f"gpu-tenancy-{first}-synced-objects"} <= policies, stack
+        assert 50 < sum(verdict.allowed for _, _, verdict in judged) < len(judged), stack  # and some but for the queue
+
+
+def test_the_real_plugin_reaches_tenant_sims_verdict_on_every_honest_review(honest):
+    assert {stack: disagreements(judged) for stack, judged in honest.items()} == {stack: [] for stack in honest}
