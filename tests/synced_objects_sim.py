@@ -184,10 +184,12 @@ class SyncedObjectsAdmission(Admission):
     """The synced-objects policy, evaluated by tenant_sim's ``Admission``; only the match by kind differs."""
 
     def requested(self, namespace: str, obj: dict, *, operation: str = "CREATE", subresource: str = "") -> bool:
+        rules = [rule for rule in self.spec["matchConstraints"]["resourceRules"] if operation in rule["operations"]]
+        if not rules:  # a DELETE, which carries no object
+            return False
         group, resource = RESOURCES[obj["kind"]]
         resource += f"/{subresource}" if subresource else ""
-        if not any(operation in rule["operations"] and group in rule["apiGroups"] and resource in rule["resources"]
-                   for rule in self.spec["matchConstraints"]["resourceRules"]):
+        if not any(group in rule["apiGroups"] and resource in rule["resources"] for rule in rules):
             return False
         return self.selects_namespace(namespace)
 
