@@ -17,13 +17,13 @@ import json
 import re
 import subprocess
 from pathlib import Path
-from typing import Iterator, NamedTuple, Optional
+from typing import NamedTuple, Optional
 
 from tests.conftest import mirror, mirrored_tag
 from tests.go_toolchain import built_in_tree
 from tests.reference_cel import unordered_lists
 from tests.synced_objects_sim import RESOURCES
-from tests.tenant_sim import ADMISSION_OBSERVERS, BINDING, POLICY, Admission
+from tests.tenant_sim import ADMISSION_OBSERVERS, BINDING, POLICY, Admission, recording
 
 VCLUSTER = "loft-sh/vcluster"
 # vCluster v0.36.1 vendors k8s.io/apiserver v0.36.0, the pinned Kubernetes minor.
@@ -100,18 +100,9 @@ class Review(NamedTuple):
     messages: list
 
 
-@contextlib.contextmanager
-def recorded() -> Iterator[list[Review]]:
+def recorded() -> contextlib.AbstractContextManager[list[Review]]:
     """Every review tests/tenant_sim.py's Admission makes inside the block, matched or not."""
-    reviews: list[Review] = []
-
-    def observe(admission: Admission, inputs: dict, messages: list) -> None:
-        reviews.append(Review(admission, inputs, messages))
-    ADMISSION_OBSERVERS.append(observe)
-    try:
-        yield reviews
-    finally:
-        ADMISSION_OBSERVERS.remove(observe)
+    return recording(ADMISSION_OBSERVERS, Review)
 
 
 def named(reviews: list[Review], policies: dict[str, tuple[dict, dict]]) -> list[tuple[str, Review]]:
@@ -120,6 +111,14 @@ def named(reviews: list[Review], policies: dict[str, tuple[dict, dict]]) -> list
     names = {json.dumps(spec, sort_keys=True): name for name, (spec, _) in policies.items()}
     return [(names[key], review) for review in reviews
             if (key := json.dumps(review.admission.spec, sort_keys=True)) in names]
+
+
+def plugin_verdicts(reviews: list[Review], program) -> list[tuple[str, Review, Verdict]]:
+    """(policy name, review, real verdict) of each review of a policy ``program`` renders, all of them loaded."""
+    policies = policies_of(program)
+    reviewed = named(reviews, policies)
+    return [(name, review, verdict) for (name, review), verdict in
+            zip(reviewed, judge(policies, [api_request(review.inputs) for _, review in reviewed]))]
 
 
 def disagreements(judged: list[tuple[str, Review, Verdict]]) -> list[tuple]:

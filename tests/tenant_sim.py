@@ -14,8 +14,9 @@ admission around them:
 
 from __future__ import annotations
 
+import contextlib
 import copy
-from typing import Optional
+from typing import Callable, Iterator, Optional
 
 import celpy
 from celpy import celtypes
@@ -100,6 +101,21 @@ REVIEW_OBSERVERS: list = []
 # Called with (Admission, {object, oldObject, request}, refusal messages) for every review, matched or not:
 # tests/apiserver_vap.py records them to send them to the API server's own admission plugin.
 ADMISSION_OBSERVERS: list = []
+
+
+@contextlib.contextmanager
+def recording(observers: list, record: Callable) -> Iterator[list]:
+    """What ``record`` makes of each review made inside the block, called as ``observers`` (REVIEW_OBSERVERS,
+    ADMISSION_OBSERVERS) are."""
+    made: list = []
+
+    def observe(*arguments) -> None:
+        made.append(record(*arguments))
+    observers.append(observe)
+    try:
+        yield made
+    finally:
+        observers.remove(observe)
 
 
 class Admission:
