@@ -53,7 +53,9 @@ MANAGED_ANNOTATIONS = "vcluster.loft.sh/managed-annotations"
 VIRTUAL_UID = "0b5e4f1c-7a64-4d5e-9c1b-2f3a4b5c6d7e"
 RESOURCES = {"Service": ("", "services"), "Endpoints": ("", "endpoints"),
              "PersistentVolumeClaim": ("", "persistentvolumeclaims"), "ConfigMap": ("", "configmaps"),
-             "Secret": ("", "secrets"), "EndpointSlice": ("discovery.k8s.io", "endpointslices"), "Pod": ("", "pods")}
+             "Secret": ("", "secrets"), "EndpointSlice": ("discovery.k8s.io", "endpointslices"), "Pod": ("", "pods"),
+             # The objects of a pod's binding and eviction subresources, which are of other kinds.
+             "Binding": ("", "pods"), "Eviction": ("", "pods")}
 
 
 def host_name(name: str, namespace: str, team: Team) -> str:

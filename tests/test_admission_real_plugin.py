@@ -173,13 +173,20 @@ def test_the_real_plugin_reaches_tenant_sims_verdict_on_every_hostile_review(hos
     assert {stack: disagreements(judged) for stack, judged in hostile.items()} == {stack: [] for stack in hostile}
 
 
-# How else the API server sees a hostile pod: written through a subresource, deleted (past any grace period), or
-# sent by another user, or into another namespace; (operation, subresource, user, namespace) with None for the
+# How else the API server sees a hostile pod: written through a subresource, deleted (past any grace period), sent
+# by another user or into another namespace, bound or evicted; (operation, subresource, user, namespace) with None for the
 # review's own.
 ANOTHER_USER = "system:serviceaccount:kube-system:replicaset-controller"
 PROBES = (("UPDATE", "status", None, None), ("UPDATE", "resize", None, None),
           ("UPDATE", "ephemeralcontainers", None, None), ("DELETE", "", None, None),
-          ("CREATE", "", ANOTHER_USER, None), ("CREATE", "", None, "default"))
+          ("CREATE", "", ANOTHER_USER, None), ("CREATE", "", None, "default"), ("CREATE", "binding", None, None),
+          ("CREATE", "eviction", None, None))
+# The object of a subresource request of another kind, for a pod's metadata.
+SUBRESOURCE_OBJECTS = {
+    "binding": lambda metadata: {"apiVersion": "v1", "kind": "Binding", "metadata": metadata,
+                                 "target": {"apiVersion": "v1", "kind": "Node", "name": "gpu-node-1"}},
+    "eviction": lambda metadata: {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": metadata},
+}
 PROBED_PODS = 30  # per stack: each probe runs every policy of the stack in cel-python
 
 
@@ -192,6 +199,9 @@ def probe_inputs(review, probe) -> dict:
     operation, subresource, user, namespace = probe
     request = review.inputs["request"]
     pod = review.inputs["object"]
+    if subresource in SUBRESOURCE_OBJECTS:
+        metadata = {"name": pod["metadata"].get("name", ""), "namespace": pod["metadata"].get("namespace", "")}
+        pod = SUBRESOURCE_OBJECTS[subresource](metadata)
     return {"object": None if operation == "DELETE" else pod,
             "oldObject": (review.inputs["oldObject"] or pod) if operation != "CREATE" else None,
             "request": {**request, "operation": operation, "subResource": subresource,
