@@ -20,7 +20,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Iterator, NamedTuple, Optional
+from typing import NamedTuple, Optional
 
 import pytest
 
@@ -28,7 +28,7 @@ from tests.celgo_cost import PER_CALL_LIMIT
 from tests.conftest import MIRRORS_VARIABLE, mirror, mirrored_tag
 from tests.go_toolchain import export_tree, go_binary, offline_environment
 from tests.reference_cel import unordered_lists
-from tests.tenant_sim import POLICY, REVIEW_OBSERVERS
+from tests.tenant_sim import POLICY, REVIEW_OBSERVERS, recording
 
 SOURCE = Path(__file__).parent / "celgo" / "main.go"
 CEL_GO = "google/cel-go"
@@ -155,18 +155,10 @@ class Review(NamedTuple):
     messages: list
 
 
-@contextlib.contextmanager
-def recorded() -> Iterator[list[Review]]:
+def recorded() -> contextlib.AbstractContextManager[list[Review]]:
     """Every review tests/tenant_sim.py's Admission makes inside the block, as cel-python judged it."""
-    reviews: list[Review] = []
-
-    def observe(spec: dict, inputs: dict, matched: bool, messages: list) -> None:
-        reviews.append(Review(spec, inputs, matched, list(messages)))
-    REVIEW_OBSERVERS.append(observe)
-    try:
-        yield reviews
-    finally:
-        REVIEW_OBSERVERS.remove(observe)
+    return recording(REVIEW_OBSERVERS, lambda spec, inputs, matched, messages:
+                     Review(spec, inputs, matched, list(messages)))
 
 
 def judge_reviews(celgo: CelGo, reviews: list[Review], programs) -> list[tuple[str, Review, dict]]:

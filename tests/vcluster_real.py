@@ -15,57 +15,26 @@ without them the tests skip and say which is missing.
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import json
-import os
-import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 from tests.conftest import mirror, mirrored_tag
-from tests.go_toolchain import export_tree, go_binary, offline_environment
+from tests.go_toolchain import built_in_tree
 
 VCLUSTER = "loft-sh/vcluster"
 HARNESS = Path(__file__).with_name("vcluster_real")
 # Where filters/ goes: the package of the API proxy's Service CREATE it reaches.
 FILTERS_PACKAGE = "pkg/server/filters"
-CACHE_VARIABLE = "GPU_TENANCY_GO_CACHE"
 # Where main.go goes in the exported tree: a command of vCluster's own module, so its vendor/ serves the imports.
 HARNESS_PACKAGE = "cmd/gpu-tenancy-sync-real"
 
 
 def harness(tag: str) -> Path:
     """The harness binary for vCluster ``tag``, built when the cache lacks it (minutes the first time)."""
-    go = go_binary()
-    repository = mirror(VCLUSTER)
-    mirrored_tag(VCLUSTER, tag)
-    version = subprocess.run([go, "version"], capture_output=True, text=True, check=True).stdout.strip()
-    files = sorted(HARNESS.rglob("*.go"))
-    content = b"".join(str(path.relative_to(HARNESS)).encode() + path.read_bytes() for path in files)
-    key = hashlib.sha256(content + tag.encode() + version.encode()).hexdigest()[:16]
-    cache = Path(os.environ.get(CACHE_VARIABLE) or Path(tempfile.gettempdir()) / "gpu-tenancy-go")
-    cache.mkdir(parents=True, exist_ok=True)
-    binary = cache / f"vcluster-real-{tag}-{key}"
-    with open(cache / "build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # pytest-xdist workers wait for one build
-        if binary.exists():
-            return binary
-        source = cache / f"vcluster-{tag}"
-        if not (source / "go.mod").exists():
-            shutil.rmtree(source, ignore_errors=True)
-            export_tree(repository, tag, source)
-        shutil.rmtree(source / HARNESS_PACKAGE, ignore_errors=True)
-        (source / HARNESS_PACKAGE).mkdir(parents=True)
-        for path in files:
-            folder = FILTERS_PACKAGE if path.parent.name == "filters" else HARNESS_PACKAGE
-            shutil.copy(path, source / folder / path.name)
-        built = subprocess.run([go, "build", "-o", str(binary), f"./{HARNESS_PACKAGE}"], cwd=source,
-                               env=offline_environment(cache, "vendor"), capture_output=True, text=True)
-        if built.returncode:
-            raise AssertionError(f"building the vCluster harness at {tag} failed:\n{built.stderr[-4000:]}")
-    return binary
+    files = {path: FILTERS_PACKAGE if path.parent.name == "filters" else HARNESS_PACKAGE
+             for path in sorted(HARNESS.rglob("*.go"))}
+    return built_in_tree(mirror(VCLUSTER), mirrored_tag(VCLUSTER, tag), files, HARNESS_PACKAGE, "vcluster-real")
 
 
 def run_syncer(tag: str, *, name: str, namespace: str, values: dict, kube_ip: str, dns_ip: str, token: str,

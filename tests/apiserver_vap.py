@@ -1,0 +1,140 @@
+"""The API server's own ValidatingAdmissionPolicy plugin, run: tests/apiserver_vap/main.go built inside vCluster's
+source at a mirrored tag, whose vendor/ holds k8s.io/apiserver and k8s.io/client-go at the pinned Kubernetes.
+
+tests/tenant_sim.py's ``Admission`` re-implements the plugin's matching and message rules and evaluates the CEL with
+cel-python; this module sends the reviews it makes (``recorded``) to the real plugin, with every policy and binding
+a program renders loaded through informers as the API server loads them, and reads back each request's verdict:
+the API server's error and every refusal message by policy (``Verdict``).
+
+Needs the mirror of loft-sh/vcluster and a Go toolchain (tests/go_toolchain.py); without them the tests skip and
+say which is missing. The first build takes several minutes; the binary is kept under ``$GPU_TENANCY_GO_CACHE``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import subprocess
+from pathlib import Path
+from typing import NamedTuple, Optional
+
+from tests.conftest import mirror, mirrored_tag
+from tests.go_toolchain import built_in_tree
+from tests.reference_cel import unordered_lists
+from tests.synced_objects_sim import RESOURCES
+from tests.tenant_sim import ADMISSION_OBSERVERS, BINDING, POLICY, Admission, recording
+
+VCLUSTER = "loft-sh/vcluster"
+# vCluster v0.36.1 vendors k8s.io/apiserver v0.36.0, the pinned Kubernetes minor.
+TAG = "v0.36.1"
+HARNESS = Path(__file__).with_name("apiserver_vap") / "main.go"
+PACKAGE = "cmd/gpu-tenancy-vap-real"
+# How the plugin words a failed validation of a binding that warns (dispatcher.go).
+WARNING = re.compile(r"Validation failed for ValidatingAdmissionPolicy '([^']*)' with binding '([^']*)': (.*)", re.S)
+# Kinds a subresource request carries that are not its resource's.
+SUBRESOURCE_KINDS = {"binding": ("", "v1", "Binding"), "eviction": ("policy", "v1", "Eviction")}
+
+
+def harness() -> Path:
+    repository = mirror(VCLUSTER)
+    return built_in_tree(repository, mirrored_tag(VCLUSTER, TAG), {HARNESS: PACKAGE}, PACKAGE, "apiserver-vap")
+
+
+class Verdict(NamedTuple):
+    allowed: bool
+    error: str
+    refusals: dict  # policy name -> its refusal messages, in the policy's order
+
+    def of(self, policy: str) -> list[str]:
+        return self.refusals.get(policy, [])
+
+
+def policies_of(program) -> dict[str, tuple[dict, dict]]:
+    """Every ValidatingAdmissionPolicy a program renders, by name, with its binding's spec."""
+    bindings = {binding.inputs["spec"]["policyName"]: binding.inputs["spec"] for binding in program.of_type(BINDING)}
+    return {policy.inputs["metadata"]["name"]: (policy.inputs["spec"], bindings[policy.inputs["metadata"]["name"]])
+            for policy in program.of_type(POLICY)}
+
+
+def api_request(inputs: dict, *, kind: Optional[tuple] = None) -> dict:
+    """The admission attributes of a review's {object, oldObject, request}: the resource and kind of its object
+    (tests/synced_objects_sim.py RESOURCES), or ``kind`` (group, version, kind) for a subresource of another kind."""
+    obj = inputs["object"] or inputs["oldObject"]
+    request = inputs["request"]
+    group, resource = RESOURCES[obj["kind"]]
+    version = obj.get("apiVersion", "v1").rpartition("/")[2]
+    kind = kind or SUBRESOURCE_KINDS.get(request["subResource"]) or (group, version, obj["kind"])
+    return {"operation": request["operation"], "subResource": request["subResource"],
+            "namespace": request["namespace"], "name": obj["metadata"].get("name", ""),
+            "kind": dict(zip(("group", "version", "kind"), kind)),
+            "resource": {"group": group, "version": version, "resource": resource},
+            "userInfo": request["userInfo"], "object": inputs["object"], "oldObject": inputs["oldObject"],
+            "options": request.get("options")}
+
+
+def judge(policies: dict[str, tuple[dict, dict]], requests: list[dict]) -> list[Verdict]:
+    """The real plugin's verdict on each request, every policy of ``policies`` loaded with its binding, and every
+    namespace a request names present with the label the API server gives it."""
+    namespaces = sorted({request["namespace"] for request in requests if request["namespace"]})
+    payload = {"policies": [{"name": name, "spec": spec} for name, (spec, _) in policies.items()],
+               "bindings": [{"name": name, "spec": binding} for name, (_, binding) in policies.items()],
+               "namespaces": [{"name": name, "labels": {"kubernetes.io/metadata.name": name}} for name in namespaces],
+               "requests": requests}
+    ran = subprocess.run([str(harness())], input=json.dumps(payload), capture_output=True, text=True, timeout=1200)
+    assert ran.returncode == 0, f"the admission harness failed:\n{ran.stderr[-4000:]}"
+    verdicts = []
+    for answer in json.loads(ran.stdout):
+        refusals: dict = {}
+        for text in answer["warnings"]:
+            policy, _, message = WARNING.fullmatch(text).groups()
+            refusals.setdefault(policy, []).append(message)
+        assert not answer.get("observerError"), answer["observerError"]
+        verdicts.append(Verdict(answer["allowed"], answer.get("error", ""), refusals))
+    return verdicts
+
+
+class Review(NamedTuple):
+    admission: Admission
+    inputs: dict
+    messages: list
+
+
+def recorded() -> contextlib.AbstractContextManager[list[Review]]:
+    """Every review tests/tenant_sim.py's Admission makes inside the block, matched or not."""
+    return recording(ADMISSION_OBSERVERS, Review)
+
+
+def named(reviews: list[Review], policies: dict[str, tuple[dict, dict]]) -> list[tuple[str, Review]]:
+    """Each review with the name of its policy among ``policies``; a review of a policy the program does not render
+    (a test's variant) is left out."""
+    names = {json.dumps(spec, sort_keys=True): name for name, (spec, _) in policies.items()}
+    return [(names[key], review) for review in reviews
+            if (key := json.dumps(review.admission.spec, sort_keys=True)) in names]
+
+
+def plugin_verdicts(reviews: list[Review], program) -> list[tuple[str, Review, Verdict]]:
+    """(policy name, review, real verdict) of each review of a policy ``program`` renders, all of them loaded."""
+    policies = policies_of(program)
+    reviewed = named(reviews, policies)
+    return [(name, review, verdict) for (name, review), verdict in
+            zip(reviewed, judge(policies, [api_request(review.inputs) for _, review in reviewed]))]
+
+
+def disagreements(judged: list[tuple[str, Review, Verdict]]) -> list[tuple]:
+    """The reviews whose real verdict is not tenant_sim's: the policy's refusals differ (a listed ``[...]`` compared
+    without its order), another policy refuses, or the API server's answer does not follow from the refusals."""
+    found = []
+    for name, review, verdict in judged:
+        python = sorted(unordered_lists(message.strip()) for message in review.messages)
+        real = sorted(unordered_lists(message) for message in verdict.of(name))
+        others = {policy: messages for policy, messages in verdict.refusals.items() if policy != name}
+        answered = verdict.allowed == (not real and not others) and (
+            verdict.allowed or any(verdict.error.endswith(f"denied request: {message}")
+                                   for messages in verdict.refusals.values() for message in messages))
+        if real != python or others or not answered:
+            obj = review.inputs["object"] or review.inputs["oldObject"]
+            found.append((name, review.inputs["request"]["operation"], review.inputs["request"]["subResource"],
+                          obj["metadata"].get("name"), {"real": real, "tenant_sim": python, "others": others,
+                                                        "error": verdict.error}))
+    return found
