@@ -28,7 +28,7 @@ from tests import test_synced_claims_admission as claims
 from tests import test_synced_endpoints as endpoints
 from tests import test_synced_objects_admission as synced
 from tests.apiserver_vap import (
-    HARNESS, TAG, VCLUSTER, api_request, disagreements, judge, plugin_verdicts, policies_of, recorded,
+    HARNESS, TAG, VCLUSTER, api_request, disagreements, harness, judge, plugin_verdicts, policies_of, recorded,
 )
 from tests.conftest import git, mirrored_tag, run, stack_config
 from tests.fake_site import FakeSite
@@ -39,6 +39,7 @@ from tests.tenant_sim import KAI_SCHEDULER, Admission, container, platform_of, t
 
 @pytest.fixture(scope="module")
 def programs(dev_run) -> dict:
+    harness()  # built first, or the skip naming what is missing, before minutes of corpus are made for nothing
     return {"dev": dev_run, "eks": run(stack_config("eks"), stack="eks")}
 
 
