@@ -24,10 +24,10 @@ from tests.synced_objects_corpus import SELECTOR_LESS, edits, hostile_objects, h
 from tests.synced_objects_sim import VIRTUAL_UID, allocated, synced_objects_admission_for
 from tests.tenant_sim import platform_of
 from tests.test_synced_objects_admission import ALLOCATED_IP, Synced, defaulted, endpoint_slice, endpoints, service
-from tests.test_vcluster_sync_real import (  # noqa: F401 (stack: a fixture)
-    DNS_IP, KUBE_IP, _plain, _values, differences, listed, stack,
+from tests.test_vcluster_sync_real import stack  # noqa: F401 (a fixture)
+from tests.vcluster_real import (
+    DNS_IP, KUBE_IP, VCLUSTER, as_go_writes, differences, listed, run_syncer, team_values,
 )
-from tests.vcluster_real import VCLUSTER, run_syncer
 from tests.vcluster_volumes import VIRTUAL_TOKEN
 
 TAG = f"v{versions.VCLUSTER_VERSION}"
@@ -52,7 +52,7 @@ def normalized(obj: dict) -> dict:
         obj.pop(key, None)
     for key in ("creationTimestamp", "resourceVersion", "uid", "generation"):
         obj["metadata"].pop(key, None)
-    return _plain(obj)
+    return as_go_writes(obj)
 
 
 def unexplained(real: dict, simulated: dict) -> list[str]:
@@ -62,7 +62,7 @@ def unexplained(real: dict, simulated: dict) -> list[str]:
 def _run(program, team, **batch) -> dict:
     """vCluster's code for ``team`` of ``program`` on ``batch``, the virtual cluster holding the selector-less
     Services the corpus's Endpoints and slices belong to."""
-    return run_syncer(TAG, name=team.vcluster_name, namespace=team.namespace, values=_values(program, team.name),
+    return run_syncer(TAG, name=team.vcluster_name, namespace=team.namespace, values=team_values(program, team.name),
                       kube_ip=KUBE_IP, dns_ip=DNS_IP, token=VIRTUAL_TOKEN,
                       namespaces=[{"metadata": {"name": "default",
                                                 "labels": {"kubernetes.io/metadata.name": "default"}}}],
@@ -190,7 +190,7 @@ def test_vcluster_leaves_a_selector_services_endpoints_to_the_host(dev_run):
     web["metadata"]["name"] = "web"
     web_slice = endpoint_slice("203.0.113.10")
     web_slice["metadata"]["labels"]["kubernetes.io/service-name"] = "web"
-    answers = run_syncer(TAG, name=team.vcluster_name, namespace=team.namespace, values=_values(dev_run, team.name),
+    answers = run_syncer(TAG, name=team.vcluster_name, namespace=team.namespace, values=team_values(dev_run, team.name),
                          kube_ip=KUBE_IP, dns_ip=DNS_IP, token=VIRTUAL_TOKEN,
                          services=[stored(service("web", selector={"app": "web"})), stored(service("db"))],
                          objects=[{"kind": kind, "object": stored(obj), "via": "syncer"} for kind, obj in (
@@ -209,7 +209,7 @@ def test_every_kind_a_team_syncs_to_the_host_is_run(stack):
     program, config = stack
     chart = yaml.safe_load(git(VCLUSTER, "show", f"{mirrored_tag(VCLUSTER, TAG)}:chart/values.yaml"))
     for team in teams(config):
-        to_host = deep_merge(chart["sync"]["toHost"], _values(program, team.name).get("sync", {}).get("toHost", {}))
+        to_host = deep_merge(chart["sync"]["toHost"], team_values(program, team.name).get("sync", {}).get("toHost", {}))
         enabled = {kind for kind, setting in to_host.items()
                    if isinstance(setting, dict) and setting.get("enabled") is True}
         assert enabled == RUN_KINDS, team.name

@@ -21,14 +21,12 @@ from tests.conftest import dev_config, eks_config
 from tests.kai_pods import WebhookRefusal, kai_mutate
 from tests.tenant_sim import KAI_SCHEDULER, Tenant, tenant_of, virtual_pod
 from tests.vcluster_pods import VIRTUAL_UID, copy_back, syncer_update, vcluster_sync
-from tests.vcluster_real import run_syncer
+from tests.vcluster_real import DNS_IP, KUBE_IP, as_go_writes, differences, listed, run_syncer, team_values
 from tests.vcluster_sync_corpus import EDITS, honest_pods, hostile_pods
 from tests.vcluster_volumes import TOKEN_ANNOTATION, VIRTUAL_TOKEN
 
 TAG = f"v{versions.VCLUSTER_VERSION}"
 # ClusterIPs of the team's vCluster Service and of its DNS Service on the host.
-KUBE_IP, DNS_IP = "10.96.12.1", "10.96.12.2"
-
 # Host pod fields (dotted paths, list indices as [N], a regular expression each) the simulation does not model,
 # and why no host policy decision depends on them.
 ADDED_ENV = r"spec\.(containers|initContainers|ephemeralContainers)\[\d+\]\.env\."
@@ -51,16 +49,6 @@ NOT_MODELLED: dict[str, str] = {
     r"spec\.volumes\[\d+\]\.downwardAPI\.items\[\d+\]\.resourceFieldRef\.divisor":
         "Go writes the unset divisor as \"0\"; the API server defaults it alike",
 }
-
-
-def _values(program, team: str) -> dict:
-    """The team's vCluster Helm values without their nulls, which only unset chart defaults the pod syncer does not
-    read (the resource quota's; Helm drops a key set to null)."""
-    def drop_nulls(value):
-        if isinstance(value, dict):
-            return {key: drop_nulls(item) for key, item in value.items() if item is not None}
-        return value
-    return drop_nulls(program.named(f"tenant-{team}-vcluster").inputs["values"])
 
 
 def stored(pod: dict) -> dict:
@@ -96,36 +84,7 @@ def normalized(pod: dict) -> dict:
     text = json.dumps(pod)
     for position, key in enumerate(dict.fromkeys(named)):
         text = text.replace(json.dumps(key)[1:-1], f"{TOKEN_ANNOTATION}#{position}")
-    return _plain(json.loads(text))
-
-
-def _plain(value):
-    """Quantities as the strings Go writes, and no empty maps (Go writes an empty resources block)."""
-    if isinstance(value, dict):
-        return {key: _plain(item) for key, item in value.items() if item != {}}
-    if isinstance(value, list):
-        return [_plain(item) for item in value]
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return str(value)
-    return value
-
-
-def differences(real, simulated, path: str = "") -> list[str]:
-    """Paths at which two JSON values differ."""
-    if (isinstance(real, dict) or real is None) and (isinstance(simulated, dict) or simulated is None) and (
-            real is not None or simulated is not None):
-        real, simulated = real or {}, simulated or {}
-        return [found for key in sorted(set(real) | set(simulated))
-                for found in differences(real.get(key), simulated.get(key), f"{path}.{key}" if path else key)]
-    if isinstance(real, list) and isinstance(simulated, list) and len(real) == len(simulated):
-        return [found for index, (a, b) in enumerate(zip(real, simulated))
-                for found in differences(a, b, f"{path}[{index}]")]
-    return [] if real == simulated else [f"{path}: real {real!r} != simulated {simulated!r}"]
-
-
-def listed(found: str, not_modelled: dict[str, str]) -> bool:
-    """Whether the difference ``found`` is at a path one of ``not_modelled``'s patterns names."""
-    return any(re.fullmatch(pattern, found.split(":", 1)[0]) for pattern in not_modelled)
+    return as_go_writes(json.loads(text))
 
 
 def unexplained(real: dict, simulated: dict) -> list[str]:
@@ -155,7 +114,7 @@ def created(program, config, team: str, corpus) -> tuple[Tenant, dict, list]:
     namespaces = [{"metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}}}
                   for name in sorted({pod["metadata"]["namespace"] for pod in pods.values()})]
     real = run_syncer(TAG, name=tenant.team.vcluster_name, namespace=tenant.team.namespace,
-                      values=_values(program, team), pods=list(pods.values()), kube_ip=KUBE_IP, dns_ip=DNS_IP,
+                      values=team_values(program, team), pods=list(pods.values()), kube_ip=KUBE_IP, dns_ip=DNS_IP,
                       token=VIRTUAL_TOKEN, namespaces=namespaces, nodes=[gpu_node(tenant)])["created"]
     return tenant, pods, real
 
@@ -192,7 +151,7 @@ def edited_both_ways(program, config) -> list[str]:
         tenant = tenant_of(program, config, team)
         virtual = stored(tenant.device_defaults(virtual_pod(queue=tenant.team.queue_name, scheduler=KAI_SCHEDULER,
                                                             annotations={"gpu-fraction": "0.5"})))
-        run = dict(name=tenant.team.vcluster_name, namespace=tenant.team.namespace, values=_values(program, team),
+        run = dict(name=tenant.team.vcluster_name, namespace=tenant.team.namespace, values=team_values(program, team),
                    kube_ip=KUBE_IP, dns_ip=DNS_IP, token=VIRTUAL_TOKEN,
                    namespaces=[{"metadata": {"name": "default", "labels": {"kubernetes.io/metadata.name": "default"}}}])
         host = run_syncer(TAG, pods=[virtual], **run)["created"][0]["host"]
@@ -275,7 +234,7 @@ def test_a_pod_created_at_the_metadata_cap_stays_updatable_after_kai_binds_it(de
                       annotations={"gpu-fraction": "0.5"})
     virtual = stored(tenant.device_defaults(padded(pod, tenant.host_pod, SYNCED_METADATA_BYTES)))
     run = dict(name=tenant.team.vcluster_name, namespace=tenant.team.namespace,
-               values=_values(dev_run, tenant.team.name), kube_ip=KUBE_IP, dns_ip=DNS_IP, token=VIRTUAL_TOKEN,
+               values=team_values(dev_run, tenant.team.name), kube_ip=KUBE_IP, dns_ip=DNS_IP, token=VIRTUAL_TOKEN,
                namespaces=[{"metadata": {"name": "default", "labels": {"kubernetes.io/metadata.name": "default"}}}],
                nodes=[gpu_node(tenant)])
     host = run_syncer(TAG, pods=[virtual], **run)["created"][0]["host"]

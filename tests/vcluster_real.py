@@ -4,7 +4,8 @@
 values the program renders for one team, to vCluster's real ``SyncToHost`` (and ``Sync``), or for a Service CREATE
 to its API proxy's, on fake host and virtual clients, vCluster's config package parsing the values, and returns
 what they write, so tests can hold ``tests/vcluster_pods.py`` and ``tests/synced_objects_sim.py`` against the code
-they re-implement. ``filters/service_create.go`` goes into vCluster's own filters package: the proxy's Service
+they re-implement (``team_values``, ``as_go_writes``, ``differences``, ``listed``: how both real-syncer test files
+read and compare). ``filters/service_create.go`` goes into vCluster's own filters package: the proxy's Service
 CREATE is unexported there.
 
 The harness is built once per tag and harness content, under ``$GPU_TENANCY_GO_CACHE`` (default: the system
@@ -16,6 +17,7 @@ without them the tests skip and say which is missing.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -56,3 +58,46 @@ def run_syncer(tag: str, *, name: str, namespace: str, values: dict, kube_ip: st
     ran = subprocess.run([str(harness(tag))], input=json.dumps(request), capture_output=True, text=True, timeout=600)
     assert ran.returncode == 0, f"the vCluster harness failed:\n{ran.stderr[-4000:]}"
     return json.loads(ran.stdout)
+
+
+# The ClusterIPs the harness gives the vCluster's Service and its synced DNS Service.
+KUBE_IP, DNS_IP = "10.96.12.1", "10.96.12.2"
+
+
+def team_values(program, team: str) -> dict:
+    """The team's vCluster Helm values without their nulls, which only unset chart defaults the pod syncer does not
+    read (the resource quota's; Helm drops a key set to null)."""
+    def drop_nulls(value):
+        if isinstance(value, dict):
+            return {key: drop_nulls(item) for key, item in value.items() if item is not None}
+        return value
+    return drop_nulls(program.named(f"tenant-{team}-vcluster").inputs["values"])
+
+
+def as_go_writes(value):
+    """Quantities as the strings Go writes, and no empty maps (Go writes an empty resources block)."""
+    if isinstance(value, dict):
+        return {key: as_go_writes(item) for key, item in value.items() if item != {}}
+    if isinstance(value, list):
+        return [as_go_writes(item) for item in value]
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+def differences(real, simulated, path: str = "") -> list[str]:
+    """Paths at which two JSON values differ."""
+    if (isinstance(real, dict) or real is None) and (isinstance(simulated, dict) or simulated is None) and (
+            real is not None or simulated is not None):
+        real, simulated = real or {}, simulated or {}
+        return [found for key in sorted(set(real) | set(simulated))
+                for found in differences(real.get(key), simulated.get(key), f"{path}.{key}" if path else key)]
+    if isinstance(real, list) and isinstance(simulated, list) and len(real) == len(simulated):
+        return [found for index, (a, b) in enumerate(zip(real, simulated))
+                for found in differences(a, b, f"{path}[{index}]")]
+    return [] if real == simulated else [f"{path}: real {real!r} != simulated {simulated!r}"]
+
+
+def listed(found: str, not_modelled: dict[str, str]) -> bool:
+    """Whether the difference ``found`` is at a path one of ``not_modelled``'s patterns names."""
+    return any(re.fullmatch(pattern, found.split(":", 1)[0]) for pattern in not_modelled)
