@@ -38,6 +38,8 @@ tests/test_pod_entry_sizes.py (8,000 mounts, 7,500 references) stay within CEL C
 
 from __future__ import annotations
 
+import functools
+
 from components.admission_metadata import refusal
 from components.pod_text_paths import POD_SPEC, TextPaths
 from config.model import Team
@@ -110,16 +112,19 @@ def _stored(var: str, paths: TextPaths, depth: int) -> str:
     return _sum(terms)
 
 
+@functools.cache  # the same text for every team: built once per run
 def pod_entry_bytes_of(obj: str = "object") -> str:
     """What the entries of ``obj``'s spec store beside their text."""
     return _stored(f"{obj}.spec", POD_SPEC, 0)
 
 
+@functools.cache  # the same text for every team: built once per run
 def pod_text_items(obj: str = "object") -> str:
     """How many list entries along the counted paths ``obj``'s spec holds."""
     return _entries(f"{obj}.spec", POD_SPEC, 0)
 
 
+@functools.cache  # the same text for every team: built once per run
 def pod_text_bytes_of(obj: str = "object") -> str:
     """The bytes of the text along the counted paths of ``obj``'s spec."""
     return _text_bytes(f"{obj}.spec", POD_SPEC, 0)

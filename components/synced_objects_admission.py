@@ -19,6 +19,7 @@ plane's own Secrets, its Service and its service-CIDR probe carry none.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from dataclasses import dataclass
 from typing import Optional, Sequence
@@ -104,6 +105,7 @@ def ipv4_pattern(cidr: str) -> str:
     return "^" + "\\\\.".join(parts) + "\\\\."
 
 
+@functools.cache  # the same text for every team: built once per run
 def _public_ipv4(address: str) -> str:
     non_public = " || ".join(f"{address}.matches('{ipv4_pattern(cidr)}')" for cidr in NON_PUBLIC_IPV4)
     return f"({address}.matches('{CANONICAL_IPV4}') && !({non_public}))"
