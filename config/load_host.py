@@ -206,7 +206,7 @@ CLUSTER = Block(title="the host", conditions=(
                 "arguments and restarts kubelite; on `eks` every node group's launch template carries it as a nodeadm "
                 "`NodeConfig`, so changing it rolls every node group's nodes. Either way, pods keep the limit their "
                 "node had when they started. On `kubeconfig` the program does not own the nodes: the plan's notes "
-                "ask you to set it on their kubelets. See [Node pressure](security-model.md#node-pressure).",
+                "ask you to set it on their kubelets. See [Node pressure](security-pressure.md#node-pressure).",
         fix=f"set it to a whole number between {POD_PIDS_FLOOR} (fewer and honest training pods, and the "
             f"platform's own, fail to start threads) and {KERNEL_PID_MAX_LIMIT} (the kernel's largest pid_max: a "
             "higher limit limits nothing)"),
