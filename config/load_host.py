@@ -59,7 +59,7 @@ The program runs the setup steps in order: `snap refresh --hold microk8s`, the k
 (`cluster.podPidsLimit`), `microk8s enable dns`,
 `microk8s enable hostpath-storage`, then optionally `microk8s enable nvidia`, then `microk8s config` to
 read the kubeconfig and `cat` of the API server's and the front proxy's certificates to export when they end
-(`hostCertificateExpiry`: MicroK8s issues them for a year and nothing renews them, see docs/operations.md, What
+(`hostCertificateExpiry`: MicroK8s issues them for a year and nothing renews them, see docs/operations-running.md, What
 expires). The steps that change the cluster (the process limits and each addon) first wait for
 `microk8s status --wait-ready`.""", keys=(
     Key("host", Text(), None, "The GPU machine to drive over SSH.", example="192.0.2.10",

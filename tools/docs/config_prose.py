@@ -109,7 +109,7 @@ beyond a single value:
 - **Warnings** also cover: a system node group with `minSize: 0`, or whose nodes (`desiredSize`, or
   `maxSize` under `cluster.eks.autoscaler`) cannot hold the teams' vCluster control planes, KAI's services and EKS's add-ons, by
   their requests or by the pods each node may run (nodeadm's maxPods of the instance type; the deployability
-  check counts every pod the charts add, [operations](operations.md#the-system-nodes)); `gpuOperator.toolkitEnabled: true`
+  check counts every pod the charts add, [operations](operations-running.md#the-system-nodes)); `gpuOperator.toolkitEnabled: true`
   on EKS (the AMI ships the toolkit); an org GPU quota, or team GPU quotas under an unlimited org quota,
   adding up to more GPUs than the host has, counted as KAI counts them (each MIG slice, and each
   time-slice replica of a card on the time-sliced profile, is one), or the GPU quotas of the teams kept on
