@@ -255,7 +255,7 @@ builds.""", keys=(
                 "source, the team's query proxy (pulumiverse-grafana, signed in with the generated admin password). "
                 "`install` with `grafana: true` only."),
     Key("grafanaLogin", GRAFANA_LOGIN, {}, "Team members sign in to Grafana through the teams' OIDC issuer, each "
-        "into their team's organization (docs/observability.md)."),
+        "into their team's organization (docs/observability-dashboards.md)."),
     Key("external", EXTERNAL, {}, "The site's own Prometheus, with `prometheus: external`."),
     Key("alerts", ALERTS, {}, "Thresholds of the platform's alert rules."),
     Key("alerting", ALERTING, {}, "Where the installed Alertmanager sends the alerts (`install`)."),
