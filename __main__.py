@@ -76,7 +76,7 @@ if platform.observability.enabled:
 pulumi.export("hostKind", platform.cluster.kind)
 pulumi.export("hostKubeconfig", host.kubeconfig)
 if host.certificate_expiry is not None:
-    # MicroK8s' API server certificate lapses after a year unless renewed by hand (docs/operations.md, What expires).
+    # MicroK8s' API server certificate lapses after a year unless renewed by hand (docs/operations-running.md, What expires).
     pulumi.export("hostCertificateExpiry", host.certificate_expiry)
 pulumi.export("timeSlicing", {
     "namespace": gpu_operator.namespace,
@@ -95,7 +95,7 @@ pulumi.export("tenants", {
 })
 pulumi.export("tenantKubeconfigs", {name: tenant.kubeconfig for name, tenant in tenants.items()})
 # When each of them stops working: vCluster renews the certificate in its Secret 90 days before, and the next
-# `pulumi up` exports the renewed one (docs/operations.md, What expires; python -m ops.expiry checks a site).
+# `pulumi up` exports the renewed one (docs/operations-running.md, What expires; python -m ops.expiry checks a site).
 pulumi.export("tenantKubeconfigExpiry", {name: tenant.kubeconfig_expiry for name, tenant in tenants.items()})
 # Per-person access (vcluster.access.oidc): kubeconfigs without secrets, for the teams that have one.
 member_kubeconfigs = {name: tenant.member_kubeconfig for name, tenant in tenants.items()

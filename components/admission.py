@@ -5,7 +5,7 @@ env, ``schedulerName``, ``runtimeClassName`` and ``nodeName`` to the host unchan
 open-source vCluster setting can force them. This ValidatingAdmissionPolicy, bound to the tenant's
 host namespace, checks every pod the tenant's syncer writes (matched by the syncer's service
 account and by vCluster's managed-by label) after KAI's own pod webhook has mutated it. Each
-rule below is named in its rejection message; docs/security-model.md explains why each exists.
+rule below is named in its rejection message; docs/security-admission.md explains why each exists.
 
 The vCluster control-plane pod is created by the StatefulSet controller and carries no managed-by
 label, so it is never matched. Which labels and annotations a pod may carry, and which keys KAI's

@@ -97,12 +97,12 @@ def _reserved_keys() -> dict:
                    f"request.operation != 'CREATE' || ({_each_key('object', LABEL, labels)} && "
                    f"{_each_key('object', ANNOTATION, annotations)})",
                    "labels and annotations under KAI's, run.ai's, NVIDIA's, vCluster's, Kubernetes' and the network "
-                   "plugins' keys are the platform's, except the ones it grants (docs/security-model.md)",
+                   "plugins' keys are the platform's, except the ones it grants (docs/security-admission.md)",
                    "remove them; request GPUs with gpu-fraction, gpu-memory or nvidia.com/gpu")
     rule["messageExpression"] = (f"'[reserved-keys] labels [' + {_offending(LABEL, labels)} + '] and annotations [' + "
                                  f"{_offending(ANNOTATION, annotations)} + '] are in key spaces the platform reserves "
                                  "(KAI, run.ai, NVIDIA, vCluster, Kubernetes, network plugins) and not granted to "
-                                 "tenants: remove them (docs/security-model.md lists what a pod may carry)'")
+                                 "tenants: remove them (docs/security-admission.md lists what a pod may carry)'")
     return rule
 
 

@@ -77,7 +77,7 @@ def alert_rules(platform: Platform) -> list[dict]:
            "store's address or reachability, the team's control plane not running), then run one now: kubectl -n "
            "{{ $labels.namespace }} create job --from=cronjob/{{ $labels.cronjob }} "
            "{{ $labels.cronjob }}-$(( $(date +%s) / 60 )) "
-           "(docs/operations.md, Backing up and restoring a team).")
+           "(docs/operations-data.md, Backing up and restoring a team).")
     return [
         {"alert": "GpuTenancyTeamBackupFailed", "expr": last_run_failed(), "for": "0m",
          "labels": {"severity": "warning"},

@@ -201,7 +201,7 @@ def history_alerts(platform: Platform) -> list[dict]:
         "observability.retention "
         f"({settings.retention}).",
         "Usage reports reaching back past the history now left are refused (ops.usage names where it begins). "
-        "Raise observability.storage and resize the claim (docs/operations.md, Monitoring data), or lower "
+        "Raise observability.storage and resize the claim (docs/operations-data.md, Monitoring data), or lower "
         "observability.retention to what the volume holds.")]
 
 

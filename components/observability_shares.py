@@ -22,7 +22,7 @@ form (an exponent, more integer digits) is not read, and its pod is not charged.
 
 Pods asking for fractions of several GPUs (``gpu-fraction-num-devices``) carry their groups in label *keys*
 (``runai-gpu-group/<group>``), which kube-state-metrics turns into label names; PromQL cannot join on a label
-name, so those pods are not charged (docs/observability.md says so).
+name, so those pods are not charged (docs/observability-charging.md says so).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ and a query that names another team is refused (HTTP 400). Only Grafana's pods m
 Why an organization per team, not a folder per team in one organization: Grafana OSS has no data source
 permissions (an Enterprise feature), so any member of an organization can query every data source in it,
 by hand, through the API. A team's organization holds exactly one data source, its proxy, and its board;
-its members are Viewers (org_mapping from the OIDC groups claim, see docs/observability.md), so Explore and
+its members are Viewers (org_mapping from the OIDC groups claim, see docs/observability-dashboards.md), so Explore and
 data source settings are closed to them too. The platform board and the unfiltered Prometheus data source
 stay in the main organization, for platform admins.
 """

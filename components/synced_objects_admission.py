@@ -11,7 +11,7 @@ volumes are not synced, and skips every translation for a claim annotated ``vclu
 endpoints keep their addresses; a ConfigMap or Secret a pod names is copied whole, its data and later changes
 to it included, configmaps/ and secrets/to_host_syncer.go). This ValidatingAdmissionPolicy
 admits from the syncer only what the platform means a tenant to have. Each rule is named in its
-rejection message; docs/security-model.md explains each one.
+rejection message; docs/security-synced-objects.md explains each one.
 
 Only objects vCluster synced are matched (its managed-by label, always set by the syncer): the control
 plane's own Secrets, its Service and its service-CIDR probe carry none.

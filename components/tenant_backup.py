@@ -70,7 +70,7 @@ POLL_SECONDS = 10
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 # How the snapshot pods are named, which the alert routing tells from a tenant's pods by (components/
 # observability_team_alerting.py): the CronJob names a Job "<cronjob>-<scheduled minute since the epoch>" (eight
-# digits until 2160; a Job made by hand, docs/operations.md, takes the same form), the Job controller names its pods
+# digits until 2160; a Job made by hand, docs/operations-data.md, takes the same form), the Job controller names its pods
 # "<job>-" plus a random suffix, and the API server cuts that prefix to MAX_GENERATED_NAME characters before adding
 # GENERATED_SUFFIX_LENGTH characters of GENERATED_SUFFIX_ALPHABET (k8s.io/apiserver pkg/storage/names,
 # k8s.io/apimachinery pkg/util/rand). A CronJob name of at most BACKUP_NAME_MAX keeps the prefix whole.

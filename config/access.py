@@ -134,7 +134,7 @@ ACCESS = Block(keys=(
     Key("nodePort", Integer(minimum=NODE_PORT_RANGE[0], maximum=NODE_PORT_RANGE[1]), None,
         "The team's node port (nodePort exposure); unique per team.", example="30443",
         details="No team's Service may hold it, whether the tenant names it or the host's allocator picks it while "
-                "it is free (rule `service-endpoint-node-ports`, docs/security-model.md)."),
+                "it is free (rule `service-endpoint-node-ports`, docs/security-synced-objects.md)."),
     Key("loadBalancerSourceRanges", NetworkList(), _DEFAULT.load_balancer_source_ranges,
         "Client CIDRs a load balancer accepts; empty: any.", example="[203.0.113.0/24]"),
     Key("serviceAnnotations", StringMap(), {}, "Annotations of the control plane's Service (loadBalancer, nodePort).",

@@ -1,4 +1,4 @@
-"""How long the credentials a running site depends on stay valid, and who renews them (docs/operations.md, "What
+"""How long the credentials a running site depends on stay valid, and who renews them (docs/operations-running.md, "What
 expires"). Plain data read from the upstream source at every accepted release; tests/test_credential_lifetimes_contract.py
 reads each fact again at every one, so an upgrade that changes a lifetime or drops a renewal turns the suite red.
 """

@@ -117,4 +117,4 @@ def unlisted_registries_notes(allowed: Optional[tuple[str, ...]]) -> list[str]:
     return ["vcluster.allowedRegistries is not set: a tenant pod may name an image on any host and port, and the "
             "nodes connect there to pull it, from their own network and outside every NetworkPolicy (the pull "
             "error tells the tenant what answers: a port scan of whatever the nodes reach). List the registries "
-            f"the teams pull from, e.g. [{EXAMPLES}] (docs/security-model.md, Image registries)."]
+            f"the teams pull from, e.g. [{EXAMPLES}] (docs/security-admission.md, Image registries)."]

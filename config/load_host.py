@@ -59,7 +59,7 @@ The program runs the setup steps in order: `snap refresh --hold microk8s`, the k
 (`cluster.podPidsLimit`), `microk8s enable dns`,
 `microk8s enable hostpath-storage`, then optionally `microk8s enable nvidia`, then `microk8s config` to
 read the kubeconfig and `cat` of the API server's and the front proxy's certificates to export when they end
-(`hostCertificateExpiry`: MicroK8s issues them for a year and nothing renews them, see docs/operations.md, What
+(`hostCertificateExpiry`: MicroK8s issues them for a year and nothing renews them, see docs/operations-running.md, What
 expires). The steps that change the cluster (the process limits and each addon) first wait for
 `microk8s status --wait-ready`.""", keys=(
     Key("host", Text(), None, "The GPU machine to drive over SSH.", example="192.0.2.10",
@@ -206,7 +206,7 @@ CLUSTER = Block(title="the host", conditions=(
                 "arguments and restarts kubelite; on `eks` every node group's launch template carries it as a nodeadm "
                 "`NodeConfig`, so changing it rolls every node group's nodes. Either way, pods keep the limit their "
                 "node had when they started. On `kubeconfig` the program does not own the nodes: the plan's notes "
-                "ask you to set it on their kubelets. See [Node pressure](security-model.md#node-pressure).",
+                "ask you to set it on their kubelets. See [Node pressure](security-pressure.md#node-pressure).",
         fix=f"set it to a whole number between {POD_PIDS_FLOOR} (fewer and honest training pods, and the "
             f"platform's own, fail to start threads) and {KERNEL_PID_MAX_LIMIT} (the kernel's largest pid_max: a "
             "higher limit limits nothing)"),

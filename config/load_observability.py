@@ -138,7 +138,7 @@ def _external_operator_notes(settings: Observability, gpu_operator_mode: str) ->
     return ["gpuOperator.mode is external: the site's own GPU Operator must run the DCGM exporter with "
             f"{' and '.join(DCGM_FIELDS_BEYOND_DEFAULTS)} added to its collector list (its dcgmExporter.config "
             "ConfigMap; keep the default fields). Without the first GpuTenancyGpuEccErrors never fires; without the "
-            "second a fatal XID followed at once by another code does not page (docs/observability.md). Keep the "
+            "second a fatal XID followed at once by another code does not page (docs/observability-metrics-alerts.md). Keep the "
             "exporter's pod-label export off (dcgmExporter.enablePodLabels, GPU Operator v26.3.3 and later): the "
             "program scrapes it with honorLabels, so a tenant's pod label named UUID or GPU_I_ID would break or "
             "redirect the GPU's series."]
@@ -152,7 +152,7 @@ def _external_prometheus_notes(settings: Observability, gpu_sharing: bool) -> li
              "namespaces (annotation-based pod scraping, PodMonitors or ServiceMonitors reaching them). A tenant "
              "controls what its pods expose: series named like those the rules read (kai_queue_*, DCGM_*, kube_pod_*, "
              "gpu_tenancy_team_info) would change other teams' GPU-hours, break the per-team "
-             "rules for every team, or page the on-call (docs/observability.md).",
+             "rules for every team, or page the on-call (docs/observability-charging.md).",
              "observability.prometheus is external: for the GPUs a team's ordinary init containers hold to be "
              "charged, the site's kube-state-metrics must be v2.11.0 or later and export kube_pod_init_container_info, "
              "kube_pod_init_container_resource_requests, kube_pod_init_container_status_running and "
@@ -162,11 +162,11 @@ def _external_prometheus_notes(settings: Observability, gpu_sharing: bool) -> li
              "Prometheus for the others, deny kube_pod_tolerations (--metric-denylist) and cut the image labels of "
              "kube_pod_container_info and kube_pod_init_container_info in the scrape's metricRelabelings, as the "
              "installed stack does; not with sampleLimit or labelValueLengthLimit, which drop the whole scrape "
-             "(docs/observability.md)."]
+             "(docs/observability-charging.md)."]
     if not gpu_sharing:
         return notes
     return notes + [
         f"observability.prometheus is external: for the used GPU-hours of teams on KAI fractions, the site's "
         f"kube-state-metrics must run with {' '.join(KSM_FLAGS)} (merge with any allowlist it has; kube-state-"
         "metrics chart values metricLabelsAllowlist / metricAnnotationsAllowList) and be scraped with "
-        "honorLabels: true. Without them shared GPUs are charged to no team (docs/observability.md)."]
+        "honorLabels: true. Without them shared GPUs are charged to no team (docs/observability-charging.md)."]

@@ -73,7 +73,7 @@ KAI_SCHEDULER = Block(title="KAI Scheduler", keys=(
         example="v0.16.4",
         details=f"Installed as Helm release `kai-scheduler` in namespace `kai-scheduler` from `{versions.KAI_CHART}`. "
                 "Older releases cannot blank `NVIDIA_VISIBLE_DEVICES` (see the [security model]"
-                "(security-model.md)). The program always sets "
+                "(security-admission.md)). The program always sets "
                 "`global.blockNvidiaVisibleDevices: true`."),
     Key("gpuSharing", Boolean(), True, "Chart value `global.gpuSharing`, which enables `gpu-fraction` / `gpu-memory` "
         "pods.", example="false"),

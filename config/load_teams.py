@@ -145,7 +145,7 @@ TEAM = Block(title="one entry per team", retired=(
         details="This default matches what `vcluster create` would use. Creation-only on a running site: a new "
                 "namespace replaces the team's protected namespace and release, so `pulumi up` stops."),
     Key("protect", Boolean(), True, "Pulumi `protect` on the team's namespace and vCluster release.",
-        example="false", details="See [Data safety](operations.md#data-safety-and-decommissioning-a-team)."),
+        example="false", details="See [Data safety](operations-data.md#data-safety-and-decommissioning-a-team)."),
     Key("vcluster", VCLUSTER, Derived("the stack's `vcluster` settings"),
         "Per-team overrides, merged over the stack's `vcluster` block.", example="{resourceQuota: {pods: 10}}"),
     Key("isolation", ISOLATION, {}, "The team's GPU isolation tier; see [GPU isolation tier](#teamsisolation--gpu-isolation-tier).",

@@ -49,7 +49,7 @@ RESOURCE_QUOTA = Block(keys=(
         details="Every container has a limit (`limitRange`), so no count of containers adds up past this. It must "
                 "hold the team's `pods` at the default limit, or default-sized pods are refused. Size it, with "
                 "`pods` and the default limit, to what the GPU nodes' disks can spare for the team. See [Node "
-                "pressure](security-model.md#node-pressure)."),
+                "pressure](security-pressure.md#node-pressure)."),
     Key("configMaps", Integer(minimum=0), DEFAULT_QUOTA.config_maps, "ConfigMaps vCluster may copy to the host for the "
         "team (`count/configmaps`, plus the platform's own in the namespace).", example="500",
         default_note=f"{OBJECTS_PER_POD} per pod of `pods`, {OBJECTS_PER_POD + KAI_SHARING_CONFIG_MAPS} where "
@@ -63,7 +63,7 @@ RESOURCE_QUOTA = Block(keys=(
                 "`kube-root-ca.crt`, copied once per virtual namespace: the platform pays for `default`'s and the "
                 "tenant DNS's, and each other namespace the team runs pods in takes one ConfigMap of this. A "
                 "ConfigMap past it stays in the vCluster and its pod does not start on the host. "
-                "See [Host objects](security-model.md#host-objects)."),
+                "See [Host objects](security-synced-objects.md#host-objects)."),
     Key("secrets", Integer(minimum=0), DEFAULT_QUOTA.secrets, "Secrets vCluster may copy to the host for the team "
         "(`count/secrets`, plus the platform's own in the namespace).", example="500",
         default_note=f"{OBJECTS_PER_POD} per pod of `pods`",
@@ -93,7 +93,7 @@ RESOURCE_QUOTA = Block(keys=(
                 "The API server alone takes 1Mi of values and keys beyond them, so without it the team could write "
                 "`configMaps` plus `secrets` times that into the host's etcd, which makes the whole host read-only "
                 "when full. The plan's summary shows each team's worst case and the site's total. Between 64Ki and "
-                "1Mi. See [Host objects](security-model.md#host-objects)."),
+                "1Mi. See [Host objects](security-synced-objects.md#host-objects)."),
     Key("syncedPodTextBytes", Quantity(), DEFAULT_QUOTA.synced_pod_text_bytes, "The most free text one pod vCluster "
         "copies to the host may carry, in bytes: every string of its spec the API server does not bound in length. "
         "Its containers' (init and ephemeral included) env variables' names and values, commands and args, images, "
@@ -110,7 +110,7 @@ RESOURCE_QUOTA = Block(keys=(
                 "Linux kernel starts a process with (128 KiB); keep large configs in a ConfigMap or the image. "
                 "The variables vCluster adds count: eight in every container and, unless the pod sets "
                 "`enableServiceLinks: false`, about eight for each port of each Service of its namespace. "
-                "Between 64Ki and 1Mi. See [Sizes](security-model.md#sizes)."),
+                "Between 64Ki and 1Mi. See [Sizes](security-object-sizes.md#sizes)."),
 ))
 
 SERVICES = Block(keys=(
@@ -118,7 +118,7 @@ SERVICES = Block(keys=(
         "How many node ports the tenant's Services may hold (ResourceQuota `services.nodeports`); 0 refuses "
         "NodePort Services and tenant-chosen node ports.", example="2",
         details="A node port opens the same port on every host node, from one cluster-wide range that all "
-                "teams share. See [Services](security-model.md#services)."),
+                "teams share. See [Services](security-synced-objects.md#services)."),
     Key("loadBalancers", Integer(minimum=0), TenantServices().load_balancers,
         "How many LoadBalancer Services the tenant may hold (ResourceQuota `services.loadbalancers`); 0 refuses "
         "them.", example="1",
@@ -140,7 +140,7 @@ LIMIT_RANGE = Block(keys=(
         details="The kubelet evicts a pod whose ephemeral storage passes its own limit, whatever the node's free "
                 "space, so no tenant pod fills a shared node's disk. 8Gi is the vCluster chart's own default. A "
                 "workload that keeps more on its node (a model cache in the writable layer) sets its own limit, up "
-                "to `maxEphemeralStorage`. See [Node pressure](security-model.md#node-pressure)."),
+                "to `maxEphemeralStorage`. See [Node pressure](security-pressure.md#node-pressure)."),
     Key("defaultRequestEphemeralStorage", Quantity(), DEFAULT_LIMITS.default_request_ephemeral_storage,
         "Default ephemeral-storage request.", example="1Gi",
         details="0 leaves scheduling as it was without the limit: a request reserves node disk, and without "

@@ -140,18 +140,18 @@ own, but with the control plane's egress to the API server opened on the host's 
                 "(rule `grace-period`). Raise it for a team whose training jobs need longer to write a checkpoint "
                 "on SIGTERM; every team sharing its GPU nodes then waits up to that long for a reclaimed GPU. Between "
                 "30 (Kubernetes' default grace period, which a pod that sets none gets) and 3600. See [Tenant security "
-                "model](security-model.md)."),
+                "model](security-admission.md)."),
     Key("storageClasses", StringList(), DEFAULT_VCLUSTER.storage_classes,
         "StorageClasses the tenant's volume claims may use.", example="[gp3, io2]",
         details="Empty (the default) means the host's volume-claim class: `gp3` on EKS, `microk8s-hostpath` on "
                 "MicroK8s, `cluster.kubeconfig.storageClass` if set; on an existing cluster without that key, any "
                 "class the cluster has. A claim must name a class (or get the cluster's default one). See "
-                "[Volume claims](security-model.md#volume-claims)."),
+                "[Volume claims](security-synced-objects.md#volume-claims)."),
     Key("networkPolicy", Boolean(), DEFAULT_VCLUSTER.network_policy,
         "NetworkPolicies isolating the team's host namespace: vCluster's own (`policies.networkPolicy`), rendered "
         "by the program with the control plane's egress narrowed to the host API server's port.",
         example="false", details="`extraValues.policies.networkPolicy` settings apply to them as vCluster's chart "
-                                 "would apply them. See [Tenant security model](security-model.md)."),
+                                 "would apply them. See [Tenant security model](security-isolation.md)."),
     Key("podSecurity", Text(choices=POD_SECURITY_LEVELS), DEFAULT_VCLUSTER.pod_security,
         "Pod Security Admission level enforced on the tenant's host namespace.", example="restricted",
         details="The level is the namespace label `pod-security.kubernetes.io/enforce`. Synced pods run on the shared "
@@ -171,7 +171,7 @@ own, but with the control plane's egress to the API server opened on the host's 
                 "credentials can pull stay open to every team (on EKS the node role reads every ECR repository of "
                 "the account). The cost: every container start asks the registry, so a registry outage blocks "
                 "restarts, and a site whose images are imported into containerd with no registry cannot use "
-                "it. See [Tenant security model](security-model.md)."),
+                "it. See [Tenant security model](security-isolation.md)."),
     Key("allowedRegistries", RegistryList(), DEFAULT_VCLUSTER.allowed_registries,
         "The registries tenant images may come from: a registry host (with its port, if any), optionally with a "
         "repository path prefix. Unset: any registry.", example=f"[{EXAMPLES}]",
@@ -185,7 +185,7 @@ own, but with the control plane's egress to the API server opened on the host's 
                 "refuses the pod when it is applied, and the host refuses it when synced, on create and on every "
                 "image change (rule `image-registry`). The images the platform itself puts into tenant pods (the "
                 "tenant DNS, vCluster's hosts-rewriting init container, HAMi-core, the smoke test's) pass by their "
-                "exact reference. See [Tenant security model](security-model.md#image-registries)."),
+                "exact reference. See [Tenant security model](security-admission.md#image-registries)."),
     Key("extraValues", AnyMap(), DEFAULT_VCLUSTER.extra_values,
         "Raw vCluster Helm values, deep-merged last over what the program renders.",
         example="{controlPlane: {proxy: {extraSANs: [vc.example]}}}",
@@ -205,7 +205,7 @@ own, but with the control plane's egress to the API server opened on the host's 
                 "`sync.fromHost.nodes.clearImageStatus: false`, `networking.advanced.proxyKubelets` on, a "
                 "`sync.fromHost.configMaps` or `secrets` mapping from another host namespace, and every vCluster Pro "
                 "feature. A refused switch may still be written off (`false`). See [Tenant security model]"
-                "(security-model.md#the-vcluster-values-a-site-may-set). Helm validates the values against the chart "
+                "(security-synced-objects.md#the-vcluster-values-a-site-may-set). Helm validates the values against the chart "
                 "schema when it installs. On a running site, a value the control plane's StatefulSet keeps fixed (its "
                 "volume claim's size or class, `controlPlane.statefulSet.persistence.volumeClaim`) makes the release "
                 "upgrade fail: the plan diff with `--render-charts` reports it."),

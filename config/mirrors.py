@@ -127,12 +127,12 @@ class ChartRepoMap:
 
 MIRRORS = Block(title="image and chart mirrors", intro="""\
 For an air-gapped site, or one that avoids the public registries' rate limits: what to mirror is listed in
-docs/operations.md (An air-gapped site).""", keys=(
+docs/operations-versions.md (An air-gapped site).""", keys=(
     Key("images", ImageMirrorMap(), {}, "Registry host → mirror prefix; every image keeps its path and tag under it.",
         example=MIRROR_EXAMPLE, default_note="none: images come from their upstream registries",
         details="Once set, every registry the site's deployment pulls from must be in it: a missing one is an "
                 "error that lists them; a team's vCluster with its own `controlPlane.advanced.defaultImageRegistry` "
-                "pulls its images from there instead (docs/operations.md). An image a site names in "
+                "pulls its images from there instead (docs/operations-versions.md). An image a site names in "
                 "`vcluster.extraValues` (a chart image's registry, the control plane's init and sidecar containers, "
                 "`translateImage`) or its `defaultImageRegistry` may be on neither a registry listed here nor a "
                 "public one that is not: write the mirror's address. A registry is one whatever its spelling: "

@@ -83,7 +83,7 @@ class TenantLimitRange:
     default_request_cpu: str
     default_request_memory: str
     # Ephemeral storage (writable layer, logs, disk-backed emptyDir): the kubelet evicts a pod past its own limit
-    # before the node's disk fills (docs/security-model.md#node-pressure).
+    # before the node's disk fills (docs/security-pressure.md#node-pressure).
     default_ephemeral_storage: str = "8Gi"
     default_request_ephemeral_storage: str = "0"
     max_ephemeral_storage: str = "20Gi"

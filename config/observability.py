@@ -231,7 +231,7 @@ builds.""", keys=(
         f"Size of the installed Prometheus' volume (`install`; at least {MINIMUM_VOLUME}), on the host's storage "
         "class.", example="200Gi",
         details="A claim of a StatefulSet: growing it later needs a storage class that allows volume expansion "
-                "and a resize of the existing claim (docs/operations.md)."),
+                "and a resize of the existing claim (docs/operations-data.md)."),
     Key("grafana", Boolean(), _OBSERVABILITY.grafana,
         "Install Grafana with the stack (`install` only; any other mode refuses the key).", example="false"),
     Key("grafanaStorage", Quantity(), _OBSERVABILITY.grafana_storage,
@@ -241,13 +241,13 @@ builds.""", keys=(
                 "through Grafana's API live in that database: on a volume they outlive a restart of Grafana's pod. "
                 "Creation-only as far as Helm goes: the chart runs Grafana as a StatefulSet, whose claim template "
                 "the API server keeps, so a new size on a running site makes the release upgrade fail (the plan "
-                "diff with `--render-charts` reports it; docs/operations.md says how to grow the volume)."),
+                "diff with `--render-charts` reports it; docs/operations-data.md says how to grow the volume)."),
     Key("protect", Boolean(), _OBSERVABILITY.protect,
         "Pulumi `protect` on the monitoring namespace (`install`), which holds Prometheus' history and Grafana's "
         "database, and on Grafana's generated admin password, which that database keeps.", example="false",
         details="Setting `prometheus` to `external` or `off`, renaming `namespace`, or `pulumi destroy` then stops "
                 "with Pulumi's protected-resource error instead of deleting them: set it to `false` and run "
-                "`pulumi up` first (docs/operations.md)."),
+                "`pulumi up` first (docs/operations-data.md)."),
     Key("grafanaUrl", Text(form="http(s) URL"), _OBSERVABILITY.grafana_url,
         "Where `pulumi up` reaches the installed Grafana's HTTP API (its Ingress, LoadBalancer or a port-forward).",
         example="https://grafana.gpu.example.com", default_note="no team organizations",
@@ -255,7 +255,7 @@ builds.""", keys=(
                 "source, the team's query proxy (pulumiverse-grafana, signed in with the generated admin password). "
                 "`install` with `grafana: true` only."),
     Key("grafanaLogin", GRAFANA_LOGIN, {}, "Team members sign in to Grafana through the teams' OIDC issuer, each "
-        "into their team's organization (docs/observability.md)."),
+        "into their team's organization (docs/observability-dashboards.md)."),
     Key("external", EXTERNAL, {}, "The site's own Prometheus, with `prometheus: external`."),
     Key("alerts", ALERTS, {}, "Thresholds of the platform's alert rules."),
     Key("alerting", ALERTING, {}, "Where the installed Alertmanager sends the alerts (`install`)."),

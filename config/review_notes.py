@@ -103,7 +103,7 @@ def time_sliced_keys(platform: Platform) -> list[tuple[str, Optional[str]]]:
 
 
 def _time_sliced_accounting_notes(platform: Platform) -> list[str]:
-    """GPUs on the time-sliced profile are not charged per team (docs/observability.md)."""
+    """GPUs on the time-sliced profile are not charged per team (docs/observability-charging.md)."""
     if platform.observability.prometheus == "off":
         return []
     keys = [key if group is None else f"{key} ({group})" for key, group in time_sliced_keys(platform)]
@@ -112,4 +112,4 @@ def _time_sliced_accounting_notes(platform: Platform) -> list[str]:
     return [f"{', '.join(keys)} put GPUs on the {TIME_SLICED} profile: there the usage metrics charge each GPU's "
             "busy time to one of the pods time-slicing it (the DCGM exporter maps a GPU to one pod) and KAI counts "
             "each replica as a GPU, so the teams' used GPU-hours and utilisation on those nodes are not theirs. "
-            "Where chargeback matters, share GPUs with KAI fractions on the exclusive profile (docs/observability.md)."]
+            "Where chargeback matters, share GPUs with KAI fractions on the exclusive profile (docs/observability-charging.md)."]

@@ -2,7 +2,7 @@
 
 vCluster takes a snapshot of a team's virtual cluster (every key of its embedded database: objects, CRDs, RBAC,
 Secrets; no volume data) and restores one, through its CLI and its control plane's snapshot controller
-(docs/operations.md, "Backing up and restoring a team"). At every accepted release it parses the URL the same way
+(docs/operations-data.md, "Backing up and restoring a team"). At every accepted release it parses the URL the same way
 (pkg/snapshot/options.go ``Parse``, held by tests/test_snapshot_contract.py): the scheme picks the store and the
 rest of the URL names the object. Plain data: ops/backup.py builds its commands from it, and the site's
 ``backup`` block (scheduled snapshots, components/tenant_backup.py) is read here.
@@ -99,7 +99,7 @@ BUCKET = r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"
 
 @dataclass(frozen=True)
 class Backup:
-    """Scheduled snapshots of every team's virtual cluster to one S3 bucket (docs/operations.md)."""
+    """Scheduled snapshots of every team's virtual cluster to one S3 bucket (docs/operations-data.md)."""
 
     bucket: str
     # Key prefix under the bucket, without slashes at either end ("" for the bucket's root).
@@ -152,7 +152,7 @@ class Backup:
 BACKUP = Block(title="scheduled snapshots of every team", intro=(
     "Opt-in. Every team's virtual cluster is snapshotted on a schedule into one S3 bucket, with the access key "
     "set as the secrets `backupAccessKeyId` and `backupSecretAccessKey`. What a snapshot holds and how a team is "
-    "restored: [operations](operations.md#backing-up-and-restoring-a-team)."), keys=(
+    "restored: [operations](operations-data.md#backing-up-and-restoring-a-team)."), keys=(
     Key("url", Text(form="s3://BUCKET[/PREFIX]", max_length=1024, checks=(Check(
         rf"s3://{BUCKET}(/[A-Za-z0-9!_.*'()/-]*)?",
         "is not an s3:// bucket URL: vCluster's snapshots go to S3 (or an S3-compatible store, `endpoint`); "

@@ -77,7 +77,7 @@ CLASSIFIED: tuple[Values, ...] = (
     _values(OWN, "the program renders the tolerations from `enforceTolerations`, and the host's node selector, not "
                  "the tolerations, decides where tenant pods run", "sync.toHost", "pods.enforceTolerations"),
     _values(SITE, "forced on every synced pod by the site; the host's pod rules judge the result (a host priority "
-                  "class gives one team a better rank, a site's choice: docs/security-model.md)",
+                  "class gives one team a better rank, a site's choice: docs/security-pressure.md)",
             "sync.toHost", "pods.priorityClassName pods.runtimeClassName pods.useSecretsForSATokens "
                            "pods.translateImage.*"),
     _values(SITE, "the hosts-rewriting init container the syncer adds; the host admits exactly the image these name "

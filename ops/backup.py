@@ -5,7 +5,7 @@
     python -m ops.backup SITE TEAM slots
 
 It reads the site's stack file (no cluster, no Pulumi) and prints, for the team's vCluster, the vcluster CLI and
-kubectl commands to run with the host's kubeconfig, in order: what docs/operations.md ("Backing up and restoring a
+kubectl commands to run with the host's kubeconfig, in order: what docs/operations-data.md ("Backing up and restoring a
 team") explains. URL is where the snapshot goes or comes from (config/snapshots.py: s3://BUCKET/KEY,
 oci://REGISTRY/REPOSITORY:TAG or an https:// Azure blob URL; never container://, which lives on the volume it
 should outlive), or ``slot:N``, slot N of the site's scheduled snapshots (``backup``), which ``slots`` lists as
@@ -135,7 +135,7 @@ def reach_problems(team: Team, url: str, restore: bool) -> list[str]:
         return []
     return [f"{who} may not open TCP {port} to the store under the NetworkPolicy {team.vcluster_name}-{role}: "
             "set the site's `backup` block to this store (it opens the store's port to both pods), or run the "
-            "snapshot where the policy lets it through (docs/operations.md, \"Backing up and restoring a team\")"]
+            "snapshot where the policy lets it through (docs/operations-data.md, \"Backing up and restoring a team\")"]
 
 
 def site_team(stack: str, team_name: str, config: Optional[dict] = None) -> Team:

@@ -69,7 +69,7 @@ def admin_action(team: str, vcluster: str, namespace: str) -> str:
             f"kubectl -n {namespace} get secret {vcluster}-certs); run `pulumi up` to export the renewed one and "
             f"hand the new tenantKubeconfigs entry of {team} to whoever holds a copy: the old copy fails from the date "
             "shown. A lapsed one still here means the control plane has not restarted on new certificates: see "
-            "docs/operations.md, What expires")
+            "docs/operations-running.md, What expires")
 
 
 def authority_action(team: str) -> str:
@@ -81,7 +81,7 @@ HOST_KUBECONFIG_ACTIONS = {
     "microk8s": ("MicroK8s issued it for ten years and nothing renews it: `sudo microk8s refresh-certs --cert ca.crt` "
                  "issues a new CA and every certificate again (MicroK8s warns that the workloads' pods restart), then "
                  "`pulumi up --replace <URN of host-read-kubeconfig>` (`pulumi stack --show-urns`) reads the new "
-                 "kubeconfig: see docs/operations.md, What expires"),
+                 "kubeconfig: see docs/operations-running.md, What expires"),
     "kubeconfig": ("the host cluster's own certificate: renew it the host's way, set the new kubeconfig with "
                    "`pulumi config set --secret kubeconfig`, then `pulumi up`"),
 }
@@ -94,7 +94,7 @@ MICROK8S_CERTIFICATES = {
         "key, so no kubeconfig changes; kubelite and the cluster agent restart: the host API is away for a minute or "
         "two, running pods keep running, the tenants' syncers and KAI reconnect), then `pulumi up --replace <URN of "
         f"{READ_SERVING_STEP}>` (`pulumi stack --show-urns`) to export the new end. Lapsed, every client of the host "
-        "API refuses it: see docs/operations.md, What expires"),
+        "API refuses it: see docs/operations-running.md, What expires"),
     "front-proxy-client.crt": (
         "MicroK8s front proxy client certificate (front-proxy-client.crt)",
         "nothing on the host renews it. On the host: `sudo microk8s refresh-certs --cert front-proxy-client.crt` "

@@ -12,14 +12,14 @@ Per team (team = vCluster = host namespace = KAI leaf queue) over [from, to):
   the pod ends, which DCGM maps to no pod, plus the shares of its pods with fractions of several GPUs, which no
   GPU group joins to DCGM;
 - used_gpu_hours: measured busy time (DCGM utilisation) of the whole GPUs mapped to the team's pods, plus,
-  for GPUs shared under KAI fractions, each of its pods' share of that GPU's busy time (docs/observability.md);
+  for GPUs shared under KAI fractions, each of its pods' share of that GPU's busy time (docs/observability-charging.md);
 - utilisation: used / allocated.
 
 A window that reaches back past the history Prometheus still holds is refused (``--partial`` counts from where
 it begins). Each figure is the sum of one sample per ``--step`` (left end of each step, so [from, to) is counted once
 whatever the range semantics of the Prometheus version) times the step in hours. The step is at most the
 platform's scrape interval (30 s), so every scrape is held by a sample: a pod Prometheus saw is charged. A pod
-that lives wholly between two scrapes is seen by no one (docs/observability.md). The team join uses the
+that lives wholly between two scrapes is seen by no one (docs/observability-charging.md). The team join uses the
 ``gpu_tenancy_team_info`` series the platform's PrometheusRule records; the expressions are the recording
 rules' own (components/observability_rules.py).
 """

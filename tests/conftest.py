@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -200,6 +201,15 @@ def go_function(source: str, signature: str) -> str:
     """The Go function ``func <signature>(...)`` of ``source``, up to its closing brace."""
     start = source.index(f"\nfunc {signature}(")
     return source[start:source.index("\n}\n", start)]
+
+
+def security_model_text() -> str:
+    """The tenant security model: docs/security-model.md and the pages its table links (docs/security-*.md)."""
+    docs = PROJECT_DIR / "docs"
+    index = (docs / "security-model.md").read_text()
+    pages = dict.fromkeys(re.findall(r"\]\((security-[\w-]+\.md)\)", index))
+    assert pages, "docs/security-model.md links none of its pages"
+    return "\n".join([index, *((docs / page).read_text() for page in pages)])
 
 
 def upstream_file(*parts: str) -> Path:

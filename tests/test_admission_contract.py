@@ -20,9 +20,9 @@ from components.admission_keys import (
     RESERVED_DOMAINS, SYNCER_KEYS, UNREAD_RESERVED,
 )
 from components.admission_metadata import FRACTION_DECIMALS, KAI_PRIORITY_CLASSES, MIN_GPU_FRACTION, MIN_GPU_MEMORY_MIB
-from config.stack_file import PROJECT_DIR
 from tests.config_spec import put
-from tests.conftest import ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, dev_config, eks_config, git, mirror, mirrored_tag
+from tests.conftest import (ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, dev_config, eks_config, git, mirror, mirrored_tag,
+                            security_model_text)
 from tests.kai_keys import keys_of, source_at
 from tests.tenant_sim import KAI_SCHEDULER, Tenant, platform_of, tenant_of, virtual_pod
 
@@ -134,7 +134,7 @@ def test_no_tenant_pod_wears_a_label_vclusters_network_policies_select(tenant, t
 
 
 def test_the_security_model_names_every_rule_reserved_space_grant_and_range():
-    text = (PROJECT_DIR / "docs" / "security-model.md").read_text()
+    text = security_model_text()
     # With every opt-in rule of the pod policy on.
     team = platform_of(put(dev_config(), "gpu-tenancy:vcluster.alwaysPullImages", True)).teams[0]
     names = {re.match(r"'?\[([\w-]+)\]", v.get("message") or v["messageExpression"]).group(1)
@@ -144,7 +144,7 @@ def test_the_security_model_names_every_rule_reserved_space_grant_and_range():
     missing += [entry.key for entry in GRANTED if f"`{entry.key}`" not in text]
     missing += [str(value) for value in (MIN_GPU_FRACTION, MIN_GPU_MEMORY_MIB, *KAI_PRIORITY_CLASSES)
                 if f"`{value}`" not in text]
-    assert missing == [], "docs/security-model.md does not name these"
+    assert missing == [], "the security model (docs/security-*.md) does not name these"
 
 
 @pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)

@@ -98,7 +98,7 @@ def about(cost: int) -> str:
     return f"{round(cost, -2 if cost < 100_000 else -3):,}"
 
 
-SECURITY_MODEL = PROJECT_DIR / "docs" / "security-model.md"
+SECURITY_MODEL = PROJECT_DIR / "docs" / "security-object-sizes.md"
 FIGURES = {
     "honest pod-size": [SECURITY_MODEL, PROJECT_DIR / "components" / "admission_pod_size.py"],
     "linked pod-size": [SECURITY_MODEL, PROJECT_DIR / "components" / "admission_pod_size.py"],

@@ -132,7 +132,8 @@ def test_a_value_only_a_later_chart_has_is_refused_at_an_earlier_one():
         config, "vcluster.extraValues.controlPlane.standalone.advertiseAddress", "10.0.0.1").problem
 
 
-# The extraValues committed stacks, docs (operations.md, security-model.md) and tests use, each still a site's to set.
+# The extraValues committed stacks, docs (operations-running.md, operations-versions.md,
+# security-synced-objects.md) and tests use, each still a site's to set.
 HONEST = [
     {"controlPlane": {"proxy": {"extraSANs": ["vc.example"]}}},
     {"controlPlane": {"advanced": {"defaultImageRegistry": "registry.example:5000"}}},

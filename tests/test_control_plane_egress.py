@@ -97,7 +97,7 @@ def api_server_ports(stack: str, team, *, oidc: bool = True) -> set[int]:
 
 
 def backup_store_ports(team, address: str, *, public: bool) -> set[int]:
-    """The backup store's port where the site's ``backup`` block opens it to the control plane (docs/operations.md,
+    """The backup store's port where the site's ``backup`` block opens it to the control plane (docs/operations-data.md,
     Backing up and restoring a team): at the endpoint's own address when it names one by IP, else at any public
     address."""
     backup = team.vcluster.backup

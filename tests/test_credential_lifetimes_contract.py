@@ -1,5 +1,5 @@
 """What expires on a running site, read from the upstream source at every accepted release (config/credential_lifetimes.py,
-docs/operations.md "What expires"): a release that changes a lifetime, drops a renewal or starts issuing a webhook
+docs/operations-running.md "What expires"): a release that changes a lifetime, drops a renewal or starts issuing a webhook
 certificate turns this red.
 
 - vCluster: its control plane's leaf certificates (the admin client certificate of the exported kubeconfig among them)

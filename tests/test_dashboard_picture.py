@@ -1,4 +1,4 @@
-"""The dashboard pictures of docs/observability.md are drawn from the dashboards the program provisions."""
+"""The dashboard pictures of docs/observability-dashboards.md are drawn from the dashboards the program provisions."""
 
 from __future__ import annotations
 

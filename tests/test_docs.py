@@ -3,7 +3,9 @@
 - README.md stays under 250 lines;
 - every markdown page under docs/ is linked from the README itself, every picture shown by a page;
 - every relative link and image in README.md and docs/ points to a file that exists, and an anchor into a
-  markdown file names one of its headings (as GitHub spells heading anchors).
+  markdown file names one of its headings (as GitHub spells heading anchors);
+- every page under docs/ that a tracked file names (code, config, error messages, tests, golden plans:
+  `docs/<page>.md`, `docs/<page>.md#anchor`, or `<page>.md#anchor` for a page under docs/) exists, with that heading.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from urllib.parse import unquote
+
+from tests.test_repository import tracked_files
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -22,6 +26,9 @@ CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1")
 # [text](target) and ![alt](target); the target may carry a "title".
 LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]*)>?(?:\s+\"[^\"]*\")?\s*\)")
 HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+# A page of this manual named in any text: docs/<page>.md[#anchor], or <page>.md#anchor. Not a deeper path
+# (an upstream repository's docs/<dir>/<page>.md), nor one inside another path or URL.
+DOC_REFERENCE = re.compile(r"(?<![\w/.-])(docs/)?([\w-]+\.md)(?:#([\w-]+))?")
 
 
 def pages() -> list[Path]:
@@ -84,6 +91,25 @@ def broken_links(page: Path, root: Path = ROOT) -> list[str]:
     return problems
 
 
+def broken_doc_references(files: list[Path], root: Path = ROOT) -> list[str]:
+    problems = []
+    for path in files:
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            continue
+        for number, line in enumerate(text.splitlines(), 1):
+            for prefix, name, anchor in DOC_REFERENCE.findall(line):
+                page = root / "docs" / name
+                where = f"{path.relative_to(root)}:{number}: {prefix}{name}" + (f"#{anchor}" if anchor else "")
+                if not page.is_file():
+                    if prefix:
+                        problems.append(f"{where} (no such page)")
+                elif anchor and anchor.lower() not in anchors(page.read_text()):
+                    problems.append(f"{where} (no heading with that anchor in docs/{name})")
+    return problems
+
+
 def linked_files(page: Path) -> set[Path]:
     return {(page.parent / unquote(target.partition("#")[0])).resolve()
             for _, target in links(page.read_text()) if is_relative(target) and target.partition("#")[0]}
@@ -124,3 +150,24 @@ def test_the_link_check_sees_a_broken_link_and_a_broken_anchor(tmp_path):
                     "```\n[fenced](missing.md)\n```\n# Top\n")
     assert broken_links(page, root=tmp_path) == ["page.md:1: x.svg (no such file)",
                         "page.md:2: other.md#nowhere (no heading with that anchor in other.md)"]
+
+
+# --- pages named outside the manual --------------------------------------------------------------
+
+
+def test_every_page_and_anchor_of_the_manual_a_tracked_file_names_exists():
+    # This file's own examples name the pages of a made-up manual.
+    assert broken_doc_references([path for path in tracked_files() if path != Path(__file__).resolve()]) == []
+
+
+def test_the_reference_check_sees_a_missing_page_and_a_missing_anchor(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "guide.md").write_text("# Guide\n\n## Node pressure\n")
+    code = tmp_path / "load.py"
+    code.write_text('"See [Node pressure](guide.md#node-pressure), docs/guide.md#node-pressure, docs/guide.md."\n'
+                    '"See docs/gone.md, docs/guide.md#sizes and [Sizes](guide.md#sizes); CHANGELOG.md#v1, summary.md,"\n'
+                    '"KAI\'s docs/operator/scheduling-shards.md, https://example.com/docs/x.md#y."\n')
+    assert broken_doc_references([code], root=tmp_path) == [
+        "load.py:2: docs/gone.md (no such page)",
+        "load.py:2: docs/guide.md#sizes (no heading with that anchor in docs/guide.md)",
+        "load.py:2: guide.md#sizes (no heading with that anchor in docs/guide.md)"]

@@ -1,5 +1,5 @@
 """What a MicroK8s host issues and what renews it, read from canonical/microk8s at every track a site may state
-(config/credential_lifetimes.py, docs/operations.md "What expires"): a track that changes a lifetime, starts renewing
+(config/credential_lifetimes.py, docs/operations-running.md "What expires"): a track that changes a lifetime, starts renewing
 by itself or moves the certificates the program reads turns this red.
 
 - The API server's serving certificate and the front proxy's client certificate: a year. The CAs and every other

@@ -305,7 +305,7 @@ def test_the_kube_prometheus_stack_registry_table_is_every_image_registry_of_the
     assert versions.KUBE_PROMETHEUS_STACK_IMAGE_REGISTRIES == found
 
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "operations.md"
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "operations-versions.md"
 LIST = re.compile(r"<!-- mirror-images -->\n(.*?)<!-- /mirror-images -->", re.S)
 
 
@@ -344,6 +344,6 @@ def pinned_images(tmp_path: Path) -> str:
 
 def test_the_operations_guide_lists_every_image_of_the_pinned_charts(tmp_path):
     listed = LIST.search(DOCS.read_text())
-    assert listed, "docs/operations.md has no <!-- mirror-images --> list"
+    assert listed, "docs/operations-versions.md has no <!-- mirror-images --> list"
     expected = "| Chart | Images at the pinned release |\n| --- | --- |\n" + pinned_images(tmp_path)
-    assert listed.group(1) == expected, f"replace the list in docs/operations.md with:\n{expected}"
+    assert listed.group(1) == expected, f"replace the list in docs/operations-versions.md with:\n{expected}"

@@ -1,6 +1,6 @@
 """A tenant's empty files cannot leave a MicroK8s node out of inodes with nothing evicted: the program's MicroK8s
 kubelet step (components/node_pids.py) gives the kubelet back its own inode signal, ``nodefs.inodesFree<5%``, which
-the snap's ``--eviction-hard`` leaves out (docs/security-model.md#node-pressure, "Inodes").
+the snap's ``--eviction-hard`` leaves out (docs/security-pressure.md#node-pressure, "Inodes").
 
 The args file is edited with a real shell and GNU sed and read the way kubelite and the kubelet read it
 (tests/node_pid_readers.py), at the snap's own file of each mirrored tag.

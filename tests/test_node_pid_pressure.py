@@ -1,5 +1,5 @@
 """Several pods of one team cannot take a shared node's process table: the system keeps its reserve, and the kubelet
-evicts the team's pods, not another team's (docs/security-model.md#node-pressure, "Process IDs").
+evicts the team's pods, not another team's (docs/security-pressure.md#node-pressure, "Process IDs").
 
 A node's table as the kernel and the kubelet keep it is simulated from the kubelet's source (read untagged), and
 takes the settings each host ends up with after the program's step or user data, read as tests/node_pid_readers.py
@@ -41,7 +41,7 @@ class Pod:
     team: str
     tasks: int
     critical: bool = False
-    # Every team's pod runs at priority 0 on the host (docs/security-model.md, "Eviction order cannot be bought").
+    # Every team's pod runs at priority 0 on the host (docs/security-pressure.md, "Eviction order cannot be bought").
     priority: int = 0
 
 

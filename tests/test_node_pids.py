@@ -1,7 +1,7 @@
 """One team's pods cannot use up a shared node's process IDs: every kubelet the program builds limits each pod's
 processes and threads (cluster.podPidsLimit), keeps a share of the node's table from all pods together
 (``systemReserved`` ``pid``) and evicts pods when the table runs low (``evictionHard`` ``pid.available``;
-docs/security-model.md#node-pressure).
+docs/security-pressure.md#node-pressure).
 
 The kubelet limits a pod only when ``podPidsLimit`` (flag ``--pod-max-pids``, kubernetes/kubernetes
 ``cmd/kubelet/app/options/options.go`` ``AddKubeletConfigFlags``, read untagged) is set, and writes it as the pod

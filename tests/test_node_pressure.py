@@ -1,5 +1,5 @@
 """What one team's pods can do to another team's pods through a shared node's disk and the kubelet's eviction order
-(docs/security-model.md#node-pressure).
+(docs/security-pressure.md#node-pressure).
 
 Attacks are pods a hostile tenant, cluster-admin inside its vCluster, would send, synced as vCluster 0.36.1 syncs
 them and defaulted by the host's LimitRanger (tests/tenant_sim.py). The kubelet evicts a pod whose ephemeral storage

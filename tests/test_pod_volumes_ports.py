@@ -107,7 +107,7 @@ def test_vcluster_adds_one_volume_of_its_own(tag):
     found = git(VCLUSTER, "grep", "-n", r"Spec.Volumes = append(", mirrored_tag(VCLUSTER, tag), "--",
                 "pkg/controllers/resources/pods")
     files = sorted(line.split(":")[1] for line in found.splitlines())
-    # hostpath.go is the host-path mapper, which the config refuses (docs/security-model.md).
+    # hostpath.go is the host-path mapper, which the config refuses (docs/security-synced-objects.md).
     assert files == ["pkg/controllers/resources/pods/translate/hostpath.go",
                      "pkg/controllers/resources/pods/translate/hosts.go"]
     hosts = git(VCLUSTER, "show", f"{mirrored_tag(VCLUSTER, tag)}:pkg/controllers/resources/pods/translate/hosts.go")
@@ -133,8 +133,8 @@ def test_ephemeral_containers_have_no_ports_and_nothing_bounds_the_counts(tag):
 
 def test_the_security_model_gives_the_claim_series_a_dev_team_held_before_the_rule():
     """kube-state-metrics' two series per claim volume, a pod of pod-size's entries of claims, times the dev stack's
-    pods (docs/security-model.md, metrics table)."""
-    model = " ".join((PROJECT_DIR / "docs" / "security-model.md").read_text().split())
+    pods (docs/security-pressure.md, metrics table)."""
+    model = " ".join((PROJECT_DIR / "docs" / "security-pressure.md").read_text().split())
     pods = namespace_budget(next(t for t in platform_of(dev_config()).teams if t.name == "team-nlp").vcluster).pods
     per_pod = 2 * SYNCED_POD_TEXT_ITEMS
     assert (f"a pod of {SYNCED_POD_TEXT_ITEMS:,} claims held {per_pod:,} series, a team of the `dev` stack "

@@ -1,6 +1,6 @@
 """What vCluster's snapshots are and how one is taken and restored, read in its source at every accepted release.
 
-docs/operations.md ("Backing up and restoring a team") and ops/backup.py rest on these: the URL schemes vCluster
+docs/operations-data.md ("Backing up and restoring a team") and ops/backup.py rest on these: the URL schemes vCluster
 parses (config/snapshots.py), the arguments and flags of the commands ops.backup prints, what a snapshot of the
 embedded database holds, who takes it (the control plane's snapshot controller, registered in the open-source
 build), and what ``vcluster restore`` does to the running tenant (pauses it, deletes its synced pods, runs a pod

@@ -123,8 +123,10 @@ def test_the_worst_case_counts_each_object_at_its_caps():
 
 
 def test_the_docs_give_the_figures_the_code_counts():
-    """docs/security-model.md's sizes and docs/team-guide.md's caps, from the constants the rules and the sum share."""
-    model = " ".join((PROJECT_DIR / "docs" / "security-model.md").read_text().split())
+    """docs/security-object-sizes.md's sizes, the rules table of docs/security-synced-objects.md and docs/team-guide.md's
+    caps, from the constants the rules and the sum share."""
+    model = " ".join(" ".join((PROJECT_DIR / "docs" / page).read_text() for page in
+                              ("security-object-sizes.md", "security-synced-objects.md")).split())
     assert (f"its ports ({SYNCED_SERVICE_PORTS}; {SERVICE_PORT_BYTES} bytes each), its selector "
             f"({SYNCED_SERVICE_SELECTOR_LABELS} labels; {SELECTOR_ENTRY_BYTES} bytes each") in model
     assert f"source ranges ({SYNCED_SERVICE_SOURCE_RANGES}; {SOURCE_RANGE_BYTES} bytes each) and the rest" in model
@@ -149,7 +151,7 @@ def test_the_docs_give_the_figures_the_code_counts():
 
 def test_the_security_model_gives_the_endpoint_ports_of_a_dev_teams_services():
     """What every node programs for one team's Services at the dev stack's quota: the Services' ports times its pods."""
-    model = " ".join((PROJECT_DIR / "docs" / "security-model.md").read_text().split())
+    model = " ".join((PROJECT_DIR / "docs" / "security-isolation.md").read_text().split())
     budget = namespace_budget(next(t for t in platform_of(dev_config()).teams if t.name == "team-nlp").vcluster)
     assert (f"{SYNCED_SERVICE_PORTS * budget.services * budget.pods:,} endpoint ports for a team of the `dev` stack "
             f"({budget.services} Services, {budget.pods} pods;") in model

@@ -21,9 +21,8 @@ from components.synced_objects_admission import CANONICAL_IPV4, NON_PUBLIC_IPV4,
 from components.tenant import vcluster_values
 from config.hosts import TENANT_EGRESS_EXCEPTIONS
 from config.model import TenantServices
-from config.stack_file import PROJECT_DIR
 from tools.offline.mocks import MOCK_CLUSTER_DNS
-from tests.conftest import dev_config, eks_config
+from tests.conftest import dev_config, eks_config, security_model_text
 from tests.synced_objects_sim import (
     SyncedObjectsAdmission, allocated, as_served, create_service, host_metadata, host_name, sync_claim, sync_endpoint_slice,
     sync_endpoints, sync_service, synced_objects_admission_for,
@@ -312,7 +311,7 @@ def test_pod_metadata_may_not_change_through_status_or_resize(nlp):
 
 
 def test_the_security_model_names_every_rule(nlp, legal):
-    text = (PROJECT_DIR / "docs" / "security-model.md").read_text()
+    text = security_model_text()
     for tenant in (nlp, legal):
         names = {validation["message"][1:validation["message"].index("]")]
                  for validation in tenant.admission.spec["validations"]}

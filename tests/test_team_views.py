@@ -1,7 +1,7 @@
 """A team's view reaches only that team's series: the proxy's rewrite against a real Prometheus, and the plan.
 
 prom-label-proxy itself cannot run here (no Debian or PyPI package; building it needs a newer Go and
-modules from the internet; docs/testing.md). What it does to a query is small and documented at v0.9.0
+modules from the internet; docs/testing-setup.md). What it does to a query is small and documented at v0.9.0
 (injectproxy/enforce.go): every vector selector, inside range selectors too, loses its matchers on the
 enforced label and gets ``<label>="<value>"``; with ``-error-on-replace`` a different matcher on that label
 is an error (HTTP 400). ``enforce`` below does exactly that with a real PromQL parser (promql-parser), and

@@ -7,7 +7,7 @@ every minute, each present at the other scrape, held the GPU nearly all the time
 although Prometheus had seen the pod at every other scrape (promtool below, with staleness markers as a real
 scrape writes them; a backfilled Prometheus has none). With a step no longer than the scrape interval every scrape
 is held by a sample. What remains: a pod that lives wholly between two scrapes of every exporter is seen by no one
-(docs/observability.md).
+(docs/observability-charging.md).
 """
 
 from __future__ import annotations

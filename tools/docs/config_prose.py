@@ -9,13 +9,13 @@ from config import versions
 from config.dns_guarantee import dns_in_queue_units_text
 
 INTRO = """\
-Every key lives under the `gpu-tenancy:` namespace in `Pulumi.<stack>.yaml`. The tables below drop
+Every key lives under the `gpu-tenancy:` namespace in `Pulumi.<stack>.yaml`. The tables of the pages below drop
 that prefix. Leaving a key out gives you the default shown. A `—` default means the key is optional
 and has no value. "required" means the program stops without it.
 
 Each key is declared once, in `config/` (`load_host.py`, `load_eks.py`, `load_operators.py`,
 `load_teams.py`, `load_vcluster.py`, `observability.py`, `secrets.py`): the loader's checks, the JSON
-Schema and this page all come from those definitions. `config/versions.py` holds the pinned versions, and
+Schema and these pages all come from those definitions. `config/versions.py` holds the pinned versions, and
 `Pulumi.yaml` declares the top-level keys for the Pulumi CLI."""
 
 SECRETS = """\
@@ -109,7 +109,7 @@ beyond a single value:
 - **Warnings** also cover: a system node group with `minSize: 0`, or whose nodes (`desiredSize`, or
   `maxSize` under `cluster.eks.autoscaler`) cannot hold the teams' vCluster control planes, KAI's services and EKS's add-ons, by
   their requests or by the pods each node may run (nodeadm's maxPods of the instance type; the deployability
-  check counts every pod the charts add, [operations](operations.md#the-system-nodes)); `gpuOperator.toolkitEnabled: true`
+  check counts every pod the charts add, [operations](operations-running.md#the-system-nodes)); `gpuOperator.toolkitEnabled: true`
   on EKS (the AMI ships the toolkit); an org GPU quota, or team GPU quotas under an unlimited org quota,
   adding up to more GPUs than the host has, counted as KAI counts them (each MIG slice, and each
   time-slice replica of a card on the time-sliced profile, is one), or the GPU quotas of the teams kept on
@@ -158,7 +158,7 @@ changes. In `external` mode, point your operator at the ConfigMap and default ke
 
 EDITOR_SUPPORT = """\
 `schema/stack-config.schema.json` is the JSON Schema of `Pulumi.<stack>.yaml`. It is not written by
-hand: `python -m tools.docs.schema` derives it from the same key definitions as this page, each key
+hand: `python -m tools.docs.schema` derives it from the same key definitions as the config reference, each key
 with its description, and a test fails when the committed file is stale. It checks keys, types,
 enums and bounds as you type; cross-field rules (quotas fitting, unique names) stay with the loader.
 With the YAML language server (VS Code's YAML extension and most editors), put this first line in

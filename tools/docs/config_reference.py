@@ -2,10 +2,10 @@
 
     python -m tools.docs.config_reference [--check]
 
-Writes ``docs/config-reference.md``: one chapter per top-level key with a table of its keys (type,
-default, example, meaning), each block's own introduction and notes, then the secrets and the
-hand-written chapters of tools/docs/config_prose.py. ``--check`` writes nothing and exits 1 when the
-committed file is stale.
+Writes ``docs/config-reference.md``, the index, and one page per group of top-level keys (``PAGES``): a
+chapter per key with a table of its keys (type, default, example, meaning), each block's own introduction
+and notes, and the secrets and the hand-written chapters of tools/docs/config_prose.py on the page that
+names them. ``--check`` writes nothing and exits 1 when a committed page is stale or missing.
 """
 
 from __future__ import annotations
@@ -23,8 +23,32 @@ from config.stack_file import PROJECT_DIR
 from tools.docs import config_prose
 from tools.docs.generated import write_or_check
 
-REFERENCE_FILE = PROJECT_DIR / "docs" / "config-reference.md"
+DOCS_DIR = PROJECT_DIR / "docs"
+INDEX = "config-reference.md"
 HEADER = ["Key", "Type", "Default", "Example", "Meaning"]
+GENERAL = {"Secrets": config_prose.SECRETS, "Validation rules": config_prose.VALIDATION_RULES,
+           "Sharing profiles": config_prose.SHARING_PROFILES,
+           "Editor support: the JSON Schema": config_prose.EDITOR_SUPPORT}
+
+
+@dataclass(frozen=True)
+class Page:
+    file: str
+    title: str  # as it reads after "Config reference: "
+    holds: tuple[str, ...]  # top-level keys and GENERAL chapters, in the page's order
+
+
+# One page per job a reader comes with; every top-level key and general chapter is on exactly one.
+PAGES = (
+    Page("config-cluster.md", "the host", ("cluster",)),
+    Page("config-gpus-and-queues.md", "GPUs and queues", ("gpuOperator", "kaiScheduler", "organization",
+                                                          "Sharing profiles")),
+    Page("config-teams.md", "teams and their vClusters", ("teams", "vcluster")),
+    Page("config-site-services.md", "CI, observability, mirrors and backups",
+         ("ci", "observability", "mirrors", "backup")),
+    Page("config-secrets-and-rules.md", "secrets, validation rules and editor support",
+         ("Secrets", "Validation rules", "Editor support: the JSON Schema")),
+)
 
 
 @dataclass
@@ -39,8 +63,16 @@ class Chapter:
     level: int
     block: Block
     path: str  # of the first key that holds the block, list items written ``teams[]``
+    page: str  # the file it is written on: its top-level key's page
     lead: str = ""
     rows: list[Row] = field(default_factory=list)
+
+
+def page_of(name: str) -> str:
+    """The page holding a top-level key or a general chapter."""
+    found = [page.file for page in PAGES if name in page.holds]
+    assert len(found) == 1, f"{name} is on {len(found)} pages of tools/docs/config_reference.py PAGES, not one"
+    return found[0]
 
 
 def anchor(heading: str) -> str:
@@ -71,16 +103,17 @@ class Layout:
     def __init__(self) -> None:
         self.counts = _references(STACK_CONFIG, {})
         self.chapters: list[Chapter] = []
-        self.placed: dict[int, str] = {}  # block id -> anchor of its chapter
+        self.placed: dict[int, str] = {}  # block id -> page#anchor of its chapter
         tops = []
         for key in STACK_CONFIG.keys:
             block = _block_of(key)
             assert block is not None and block.title, f"top-level key {key.name} needs a titled block"
             path = key.name + ("[]" if isinstance(key.type, ListOf) else "")
             heading = f"`{path}` — {block.title}"
-            self.placed[id(block)] = anchor(heading)
+            page = page_of(key.name)
+            self.placed[id(block)] = f"{page}#{anchor(heading)}"
             required = " Required." if key.default is REQUIRED else ""
-            tops.append(Chapter(heading, 2, block, path, lead=key.description + required))
+            tops.append(Chapter(heading, 2, block, path, page, lead=key.description + required))
         for chapter in tops:
             self._add(chapter)
 
@@ -104,8 +137,8 @@ class Layout:
             elif id(inner) not in self.placed:
                 shared = self.counts[id(inner)] > 1
                 heading = inner.title[0].upper() + inner.title[1:] if shared else f"`{full}{item}` — {inner.title}"
-                self.placed[id(inner)] = anchor(heading)
-                nested.append(Chapter(heading, chapter.level + 1, inner, full + item))
+                self.placed[id(inner)] = f"{chapter.page}#{anchor(heading)}"
+                nested.append(Chapter(heading, chapter.level + 1, inner, full + item, chapter.page))
 
 
 def _value(value: object) -> str:
@@ -133,7 +166,7 @@ def shown_default(key: Key) -> str:
 def _type(key: Key, placed: dict[int, str]) -> str:
     inner = _block_of(key)
     if inner is not None and inner.title:
-        return f"{key.type.shown()}, see [{inner.title}](#{placed[id(inner)]})"
+        return f"{key.type.shown()}, see [{inner.title}]({placed[id(inner)]})"
     return key.type.shown()
 
 
@@ -163,24 +196,49 @@ def _chapter(chapter: Chapter, placed: dict[int, str]) -> list[str]:
     return lines
 
 
-def render() -> str:
+def _headings(text: str) -> set[str]:
+    return {anchor(line.lstrip("#").strip()) for line in text.splitlines() if line.startswith("#")}
+
+
+def _resolve(pages: dict[str, str]) -> dict[str, str]:
+    """Links between chapters: ``#a`` where the heading is on the same page, else ``<page>#a``."""
+    anchors = {name: _headings(text) for name, text in pages.items()}
+
+    def resolved(name: str, match: re.Match) -> str:
+        target, fragment = match.group(1) or name, match.group(2)
+        if target == name and fragment in anchors[name]:
+            return f"](#{fragment})"
+        holders = [other for other, found in anchors.items() if fragment in found]
+        return f"]({holders[0]}#{fragment})" if target == name and holders else match.group(0)
+
+    return {name: re.sub(r"\]\((config-[\w-]+\.md)?#([^)]+)\)", lambda match: resolved(name, match), text)
+            for name, text in pages.items()}
+
+
+def render() -> dict[str, str]:
+    """Every page of the reference by file name under docs/: the index first."""
     layout = Layout()
-    general = [("Secrets", config_prose.SECRETS), ("Validation rules", config_prose.VALIDATION_RULES),
-               ("Sharing profiles", config_prose.SHARING_PROFILES),
-               ("Editor support: the JSON Schema", config_prose.EDITOR_SUPPORT)]
-    lines = ["# Config reference", "",
-             "<!-- Generated by python -m tools.docs.config_reference from the key definitions in config/: "
-             "edit those, not this file. -->", "", config_prose.INTRO, ""]
-    lines += [f"- [{chapter.heading}](#{anchor(chapter.heading)})" for chapter in layout.chapters if chapter.level == 2]
-    lines += [f"- [{title}](#{anchor(title)})" for title, _ in general] + [""]
-    for chapter in layout.chapters:
-        lines += _chapter(chapter, layout.placed)
-    for title, text in general:
-        lines += [f"## {title}", "", text, ""]
-        if title == "Secrets":
-            lines += _table([[f"`{secret.name}`", "secret string", 'unset (`""`)', f"`{secret_command(secret.name)}`",
-                              secret.description] for secret in SECRETS]) + [""]
-    return "\n".join(lines).rstrip("\n") + "\n"
+    generated = ["<!-- Generated by python -m tools.docs.config_reference from the key definitions in config/: "
+                 "edit those, not this file. -->", ""]
+    index = ["# Config reference", "", *generated, config_prose.INTRO, ""]
+    pages = {}
+    for page in PAGES:
+        chapters = [chapter for chapter in layout.chapters if chapter.page == page.file]
+        lines = [f"# Config reference: {page.title}", "", *generated,
+                 "Part of the [config reference](config-reference.md), which says how to read these tables.", ""]
+        for chapter in chapters:
+            lines += _chapter(chapter, layout.placed)
+        for title in (name for name in page.holds if name in GENERAL):
+            lines += [f"## {title}", "", GENERAL[title], ""]
+            if title == "Secrets":
+                lines += _table([[f"`{secret.name}`", "secret string", 'unset (`""`)',
+                                  f"`{secret_command(secret.name)}`", secret.description] for secret in SECRETS]) + [""]
+        pages[page.file] = "\n".join(lines).rstrip("\n") + "\n"
+        tops = [chapter.heading for chapter in chapters if chapter.level == 2]
+        tops += [name for name in page.holds if name in GENERAL]
+        index += [f"- [{page.title[0].upper() + page.title[1:]}]({page.file}): " + ", ".join(f"[{heading}]({page.file}#{anchor(heading)})"
+                                                                 for heading in tops)]
+    return _resolve({INDEX: "\n".join(index) + "\n", **pages})
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -188,7 +246,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if the committed reference is out of date")
     args = parser.parse_args(argv)
-    return write_or_check({REFERENCE_FILE: render()}, "python -m tools.docs.config_reference", args.check)
+    return write_or_check({DOCS_DIR / name: text for name, text in render().items()},
+                          "python -m tools.docs.config_reference", args.check)
 
 
 if __name__ == "__main__":

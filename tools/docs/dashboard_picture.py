@@ -4,7 +4,7 @@
 
 Writes ``docs/dashboards/platform.svg`` and ``docs/dashboards/team.svg`` (the board of the stack's
 first team) from ``components/observability_dashboards.py``: every panel at its grid position, with
-its title and type, rows as bands. docs/observability.md shows them, so its pictures follow the code.
+its title and type, rows as bands. docs/observability-dashboards.md shows them, so its pictures follow the code.
 ``--check`` exits 1 when the committed pictures are not what the code draws now.
 """
 

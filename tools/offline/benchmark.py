@@ -21,7 +21,7 @@ and its own work cost on top. It also prints the committed dev stack's time and 
 and for ``--teams``; a chain that grows with the team count would make a large site's rollout slower with every
 team. ``--profile FILE`` writes a cProfile of one program run (read it with ``python -m pstats FILE``).
 
-A measurement, not a test: timings depend on the machine, so no test asserts them (docs/testing.md keeps the
+A measurement, not a test: timings depend on the machine, so no test asserts them (docs/testing-speed.md keeps the
 numbers of the last change that needed them).
 """
 

@@ -270,7 +270,7 @@ def render_diff(diff: PlanDiff, old_label: str, new_label: str) -> str:
         if protected:
             lines += ["", f"**Protected resources would be removed: {', '.join(protected)}.** `pulumi up` stops "
                           "with a protected-resource error until protection is lifted (see the decommission "
-                          "procedure in docs/operations.md)."]
+                          "procedure in docs/operations-data.md)."]
     serious = sorted({finding.category for finding in diff.running_site} & {"refused", "stops", "lost"})
     if serious:
         lines += ["", f"**This change cannot be applied to a running site as it is, or loses state "

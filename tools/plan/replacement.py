@@ -161,7 +161,7 @@ def pulumi_findings(diff: PlanDiff, old: Mapping[str, Any], new: Mapping[str, An
                 STOPS, subject, change.path, change.old, change.new,
                 "this change replaces the resource, which is protected: `pulumi up` stops before anything "
                 "changes", "set it back: it is a new-site-only setting (to move a team anyway, follow "
-                "docs/operations.md: back up, lift protection, replace, restore)"))
+                "docs/operations-data.md: back up, lift protection, replace, restore)"))
         elif lost:
             findings.append(Finding(LOST, subject, change.path, change.old, change.new,
                                     f"this change replaces the resource, deleting {lost}",
@@ -177,7 +177,7 @@ def pulumi_findings(diff: PlanDiff, old: Mapping[str, Any], new: Mapping[str, An
                                     MISSING, "removed from the program (a team or namespace renamed or removed), "
                                     "but protected: `pulumi up` stops before anything changes",
                                     "set it back; to remove or rename it on purpose, follow the decommission "
-                                    "procedure in docs/operations.md"))
+                                    "procedure in docs/operations-data.md"))
         elif lost:
             findings.append(Finding(LOST, f"`{resource['type']}` {resource['name']}", "(the resource)", "present",
                                     MISSING, f"removed from the program: Pulumi deletes it, and with it {lost}",

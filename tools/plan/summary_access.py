@@ -44,4 +44,4 @@ def renewal_note() -> str:
             f"{VCLUSTER_LEAF_VALIDITY.days} days. vCluster renews it in `vc-<vcluster>` {VCLUSTER_RENEWAL_WINDOW.days} "
             "days before it ends; the stack output follows on the next `pulumi up`, a copy already handed out does "
             "not. `tenantKubeconfigExpiry` says when each ends; `python -m ops.expiry SITE` checks a running site "
-            "(docs/operations.md, What expires).")
+            "(docs/operations-running.md, What expires).")

@@ -104,7 +104,7 @@ def datastore_section(index: PlanIndex) -> list[str]:
              "and its own fields at their largest, every Service with its ports, selector and source ranges at theirs "
              "(rules `service-ports`, `service-size`) and every Endpoints and EndpointSlice with its endpoint ports at "
              "theirs (rules `endpoint-size`, `endpoint-text`), each entry at the most the API server stores of it "
-             "(docs/security-model.md, Sizes).", ""]
+             "(docs/security-object-sizes.md, Sizes).", ""]
     lines += table(["Team", "ConfigMaps", "Secrets", "Per-object cap", "Other synced objects", "Metadata cap", "Pods",
                     "Pod text cap", "Conditions cap", "Pod lists", "Service", "Endpoints", "EndpointSlice",
                     "Worst case"], rows)

@@ -32,7 +32,7 @@ def guarantees_section(index: PlanIndex) -> list[str]:
              "What the teams whose pods run only on these pools are guaranteed by their KAI queues' cpu and memory "
              "quotas, against what the pools can give them (allocatable less the platform's pods' requests, the "
              "node groups at their desiredSize, or at maxSize when the site's autoscaler sizes them). KAI does not check it: past it, a team under its quota can keep Pending pods "
-             "(docs/operations.md, CPU and memory guarantees). Unlimited (-1) quotas are not summed.", ""]
+             "(docs/operations-running.md, CPU and memory guarantees). Unlimited (-1) quotas are not summed.", ""]
     lines += table(["Pools", "Teams", "CPU guaranteed of allocatable", "Memory guaranteed of allocatable",
                     "Allocatable from"], rows)
     return lines + [""]
