@@ -21,7 +21,9 @@ from tests.conftest import dev_config, eks_config
 from tests.kai_pods import WebhookRefusal, kai_mutate
 from tests.tenant_sim import KAI_SCHEDULER, Tenant, tenant_of, virtual_pod
 from tests.vcluster_pods import VIRTUAL_UID, copy_back, syncer_update, vcluster_sync
-from tests.vcluster_real import DNS_IP, KUBE_IP, as_go_writes, differences, listed, run_syncer, team_values
+from tests.vcluster_real import (
+    DNS_IP, KUBE_IP, as_go_writes, differences, listed, run_syncer, team_values, verdict_differences,
+)
 from tests.vcluster_sync_corpus import EDITS, honest_pods, hostile_pods
 from tests.vcluster_volumes import TOKEN_ANNOTATION, VIRTUAL_TOKEN
 
@@ -205,16 +207,8 @@ def verdicts(program, config, corpus) -> list[str]:
         return {message[1:message.index("]")] if message.startswith("[") else message
                 for message in tenant.create_host(defaulted)}
 
-    found = []
-    for (name, pod), answer in zip(pods.items(), real):
-        if "error" in answer:
-            found.append(f"{team} {name}: vCluster's syncer: {answer['error']}")
-            continue
-        verdict, simulated = judged(answer["host"]), judged(vcluster_sync(pod, tenant.team))
-        if verdict != simulated:
-            found.append(f"{team} {name}: the real host pod meets {sorted(verdict)}, "
-                         f"the simulated one {sorted(simulated)}")
-    return found
+    return verdict_differences(team, "pod", [(name, answer, vcluster_sync(pod, tenant.team), judged)
+                                             for (name, pod), answer in zip(pods.items(), real)])
 
 
 @pytest.mark.parametrize("corpus", [honest_pods, hostile_pods], ids=["honest", "hostile"])
