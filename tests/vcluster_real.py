@@ -45,7 +45,8 @@ def run_syncer(tag: str, *, name: str, namespace: str, values: dict, kube_ip: st
                objects: tuple = (), object_updates: tuple = (), host_version: str = "") -> dict:
     """vCluster ``tag``'s syncers for the release ``name`` in host ``namespace`` with Helm ``values``:
     ``{"created", "updated", "objectsCreated", "objectsUpdated"}``. For each virtual pod of ``pods``,
-    ``{"host": pod}``, what SyncToHost creates; for each ``{"host", "virtualOld", "virtual"}`` of ``updates`` (a
+    ``{"host": pod}``, what SyncToHost creates; for each ``{"host", "virtualOld", "virtual"}`` (and optionally
+    ``"hostOld"``, the host pod the syncer last saw, else ``host``) of ``updates`` (a
     tenant's edit of a running pod), ``{"host", "virtual"}`` after Sync; or ``{"error": text}``. Likewise for
     ``objects`` (``{"kind", "object", "via"}``, ``via`` ``"proxy"`` for a Service the tenant creates, served by the
     API proxy) and ``object_updates`` (``{"kind", "host", "virtualOld", "virtual"}``), or ``{"skipped": why}`` when
