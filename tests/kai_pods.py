@@ -7,7 +7,8 @@
   unless the pod already carries one; every other container without a GPU request gets its *first*
   NVIDIA_VISIBLE_DEVICES entry's value set to ``void`` (``valueFrom`` kept) or a new ``void`` entry.
 - ``kai_group`` / ``kai_bind``: the pod-grouper's and binder's later writes (pod_controller.go,
-  binding/binder.go, binding/resourcereservation).
+  binding/binder.go, binding/resourcereservation): a one-device fraction's ``runai-gpu-group``, a multi-device
+  fraction's ``runai-gpu-group/<group>`` (one a device, no bare key), and ``received-resource-type``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,12 @@ KAI_SCHEDULER = "kai-scheduler"  # the schedulerName of KAI's pods
 # The first KAI release that trims '.' and '-' off a cut pod name (config_map.go generateConfigMapNamePrefix) and
 # makes the ConfigMap's volume name a DNS label (volumes.go GetConfigVolumeName); v0.16.0 to v0.16.4 do neither.
 KAI_SANITISED_SHARING_NAMES = "v0.16.5"
+# What the binder writes after the scheduler's bind request (pkg/common/constants/constants.go GPUGroup,
+# MultiGpuGroupLabelPrefix, ReceivedResourceType, GpuFractionsNumDevices; pod_info.go ReceivedType*).
+GPU_GROUP = "runai-gpu-group"
+RECEIVED_RESOURCE_TYPE = "received-resource-type"
+NUM_DEVICES = "gpu-fraction-num-devices"
+FRACTION, REGULAR, MIG_INSTANCE = "Fraction", "Regular", "MigInstance"
 
 
 class WebhookRefusal(Exception):
@@ -106,13 +113,37 @@ def kai_group(host: dict) -> dict:
     return grouped
 
 
-def kai_bind(host: dict, *, node: str = "gpu-node-1", group: str = "5c0a7f3e-group") -> dict:
-    """The binder: bound to a node, GPU group label on a fractional pod, what it received."""
+def kai_bind(host: dict, *, node: str = "gpu-node-1", groups: tuple[str, ...] = ()) -> dict:
+    """The binder (binding/binder.go Bind): a fraction's GPU groups as labels, then what the pod received, then the
+    node. ``groups`` are the scheduler's (one a device; made up when not given)."""
     bound = copy.deepcopy(host)
     bound["spec"]["nodeName"] = node
     annotations = bound["metadata"].setdefault("annotations", {})
-    fractional = "gpu-fraction" in annotations or "gpu-memory" in annotations
-    if fractional:
-        bound["metadata"].setdefault("labels", {})["runai-gpu-group"] = group
-    annotations["received-resource-type"] = "Fraction" if fractional else "Regular"
+    received = received_type(bound)
+    if received == FRACTION:
+        devices = int(annotations.get(NUM_DEVICES, "1"))
+        if not groups:
+            groups = ("5c0a7f3e-group",) if devices == 1 else tuple(f"5c0a7f3e-{index}" for index in range(devices))
+        assert len(groups) == devices, f"one GPU group a device: {devices} devices, groups {groups}"
+        bound["metadata"].setdefault("labels", {}).update(gpu_group_labels(groups, multi=devices > 1))
+    annotations[RECEIVED_RESOURCE_TYPE] = received
     return bound
+
+
+def gpu_group_labels(groups: tuple[str, ...], *, multi: bool) -> dict:
+    """updatePodGPUGroup (resourcereservation): a multi-device fraction (IsMultiFraction: more than one device)
+    gets ``runai-gpu-group/<group>: <group>`` for each group and never the bare key, which a one-device fraction
+    gets instead."""
+    return {f"{GPU_GROUP}/{group}": group for group in groups} if multi else {GPU_GROUP: groups[0]}
+
+
+def received_type(pod: dict) -> str:
+    """The scheduler's received-resource-type (node_info.go setAcceptedResources): a MIG instance before a
+    fraction, anything else (whole GPUs, none) Regular."""
+    requested = [name for entry in pod["spec"]["containers"] + pod["spec"].get("initContainers", [])
+                 for name, value in entry.get("resources", {}).get("requests", {}).items()
+                 if str(value) not in ("0", "0m")]
+    if any(name.startswith(MIG_PREFIX) for name in requested):
+        return MIG_INSTANCE
+    annotations = pod["metadata"].get("annotations", {})
+    return FRACTION if "gpu-fraction" in annotations or "gpu-memory" in annotations else REGULAR

@@ -298,10 +298,11 @@ class Tenant:
         return self.admission.review(self.team.namespace, new_host, operation="UPDATE", old=old_host,
                                      user=user or self.syncer, subresource=subresource)
 
-    def scheduled_by_kai(self, created: dict) -> tuple[list[str], dict]:
-        """KAI's pod-grouper, then its binder, updating a created host pod: their refusals, and the bound pod."""
+    def scheduled_by_kai(self, created: dict, groups: tuple[str, ...] = ()) -> tuple[list[str], dict]:
+        """KAI's pod-grouper, then its binder (with the scheduler's GPU ``groups``), updating a created host pod:
+        their refusals, and the bound pod."""
         grouped = kai_group(created)
-        bound = kai_bind(grouped)
+        bound = kai_bind(grouped, groups=groups)
         return self.update(created, grouped, user=KAI_POD_GROUPER) + self.update(grouped, bound, user=KAI_BINDER), bound
 
     def run_and_edit(self, virtual: dict, edit) -> list[str]:

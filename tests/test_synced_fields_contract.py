@@ -169,6 +169,8 @@ FIELDS: dict[str, dict[str, object]] = {
         "immutable": "only whether the tenant's own object may change",
         "data": Refused("object-size", lambda t: (t, _oversized(t, "Secret", "data", _MEBIBYTE_BASE64))),
         "stringData": "the API server merges it into data before admission runs, where object-size measures it",
+        # Not what the syncer writes (it makes a token Secret's host copy Opaque, sync_secret): a guard against
+        # another host-side writer, or a future syncer that keeps the type.
         "type": Refused("service-account-token", lambda t: (t, host_metadata({
             "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
             "metadata": {"name": "t", "namespace": "default",
@@ -176,7 +178,8 @@ FIELDS: dict[str, dict[str, object]] = {
     },
 }
 
-# Secret types (the SecretType constants) and what the host does with a Secret of each in the tenant's namespace.
+# Secret types (the SecretType constants) and what the host does with a Secret of each in the tenant's namespace
+# (a token Secret from another writer than the syncer, which writes its copy Opaque).
 SECRET_TYPES = {
     "kubernetes.io/service-account-token": "service-account-token",
     "Opaque": "nothing",

@@ -262,12 +262,13 @@ def test_kais_keys_do_not_count_so_kai_and_the_syncer_keep_updating_a_pod_at_the
 LONGEST_VALUE = "g" * 63
 
 
-def _bound_at_cap(tenant, **annotations) -> tuple[dict, dict]:
-    """A pod created with its padding at the cap, grouped and bound by KAI: the virtual pod and the bound host pod."""
+def _bound_at_cap(tenant, groups: tuple[str, ...] = (), **annotations) -> tuple[dict, dict]:
+    """A pod created with its padding at the cap, grouped and bound by KAI (to GPU ``groups``): the virtual pod and
+    the bound host pod."""
     virtual = padded(_pod(tenant, **annotations), tenant.host_pod, SYNCED_METADATA_BYTES)
     created = tenant.host_pod(virtual)
     assert tenant.create_host(created) == []
-    refusals, bound = tenant.scheduled_by_kai(created)
+    refusals, bound = tenant.scheduled_by_kai(created, groups)
     assert refusals == []
     return virtual, bound
 
@@ -285,25 +286,25 @@ def _edited_to(tenant, bound: dict, seen: dict, total: int) -> dict:
 
 def test_kais_longest_labels_and_their_changes_keep_a_pod_at_the_cap_updatable(tenant):
     """A multi-device fraction: the binder labels one GPU group a device (runai-gpu-group/<group>), with values as
-    long as a label's; it relabels them later. Each sync carries the lines back and stays admitted."""
-    virtual, bound = _bound_at_cap(tenant, **{"gpu-fraction-num-devices": "2"})
-    multi = copy.deepcopy(bound)
-    groups = {f"runai-gpu-group/{index}{LONGEST_VALUE[1:]}": f"{index}{LONGEST_VALUE[1:]}" for index in range(2)}
-    multi["metadata"]["labels"].update(groups)
-    assert tenant.update(bound, multi, user=KAI_BINDER) == []
-    pooled = copy.deepcopy(multi)
+    long as a label's; after a failed bind it drops them and labels the next groups (RemovePodGpuGroupsConnection).
+    Each sync carries the lines back and stays admitted."""
+    groups = tuple(f"{index}{LONGEST_VALUE[1:]}" for index in range(3))
+    virtual, bound = _bound_at_cap(tenant, groups[:2], **{"gpu-fraction-num-devices": "2"})
+    pooled = copy.deepcopy(bound)
     pooled["metadata"]["labels"]["kai.scheduler/node-pool"] = LONGEST_VALUE
-    assert tenant.update(multi, pooled, user=kai_writer("scheduler")) == []
+    assert tenant.update(bound, pooled, user=kai_writer("scheduler")) == []
     multi = pooled
     seen = copy_back(multi, virtual, tenant.team)
     synced = syncer_update(multi, seen, seen, tenant.team)
-    assert all(f"\n{key}=" in synced["metadata"]["annotations"][ECHOED] for key in groups)
+    assert all(f"\nrunai-gpu-group/{group}=" in synced["metadata"]["annotations"][ECHOED] for group in groups[:2])
     assert counted(synced) == SYNCED_METADATA_BYTES and tenant.update(multi, synced) == []
     relabelled = copy.deepcopy(synced)
-    relabelled["metadata"]["labels"]["runai-gpu-group"] = LONGEST_VALUE
+    del relabelled["metadata"]["labels"][f"runai-gpu-group/{groups[0]}"]
+    relabelled["metadata"]["labels"][f"runai-gpu-group/{groups[2]}"] = groups[2]
     assert tenant.update(synced, relabelled, user=KAI_BINDER) == []
-    again = copy_back(relabelled, seen, tenant.team)
-    again["metadata"]["labels"]["runai-gpu-group"] = LONGEST_VALUE
+    again = copy.deepcopy(seen)
+    del again["metadata"]["labels"][f"runai-gpu-group/{groups[0]}"]
+    again["metadata"]["labels"][f"runai-gpu-group/{groups[2]}"] = groups[2]
     assert tenant.update(relabelled, syncer_update(relabelled, seen, again, tenant.team)) == []
 
 
@@ -334,12 +335,10 @@ def test_kais_keys_do_not_count_among_the_keys_either(tenant):
     one_more["metadata"]["annotations"]["example.com/more"] = ""
     assert refused_for_size(tenant.create(one_more))
     refusals, bound = tenant.scheduled_by_kai(created)
-    multi = copy.deepcopy(bound)
-    multi["metadata"]["labels"].update({f"runai-gpu-group/g{index}": f"g{index}" for index in range(MAX_FRACTION_DEVICES)})
-    refusals += tenant.update(bound, multi, user=KAI_BINDER)
-    pooled = copy.deepcopy(multi)
+    assert sum(key.startswith("runai-gpu-group/") for key in bound["metadata"]["labels"]) == MAX_FRACTION_DEVICES
+    pooled = copy.deepcopy(bound)
     pooled["metadata"]["labels"]["kai.scheduler/node-pool"] = "default"
-    refusals += tenant.update(multi, pooled, user=kai_writer("scheduler"))
+    refusals += tenant.update(bound, pooled, user=kai_writer("scheduler"))
     observed = copy.deepcopy(pooled)
     observed["metadata"]["annotations"]["kai.scheduler/numa-placement-observed"] = "0"
     refusals += tenant.update(pooled, observed, user=kai_writer("numa-placement-exporter"))

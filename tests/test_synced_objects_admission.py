@@ -4,7 +4,9 @@ Each test writes the Service, claim, endpoints, ConfigMap or Secret a hostile te
 vCluster) would create, turns it into the host object vCluster 0.36.1's syncer writes
 (tests/synced_objects_sim.py), and evaluates the policy the program renders with cel-python. Every attack
 is refused with a message naming its rule; what honest tenants write is admitted. The attacks by volume claim:
-tests/test_synced_claims_admission.py.
+tests/test_synced_claims_admission.py. A few attacks send what vCluster's syncer never writes (their docstrings
+say so, from tests/test_vcluster_objects_real.py running the real syncers): those rules guard against a host-side
+writer other than the syncer in the team's namespace, or a future syncer that copies more.
 """
 
 from __future__ import annotations
@@ -209,7 +211,9 @@ def test_node_port_load_balancer_and_external_name_services_are_refused_by_defau
 
 def test_a_tenant_chosen_node_port_is_refused_on_create_and_update(nlp, legal):
     """vCluster's API proxy creates the host Service with the tenant's node ports, and the syncer copies them on
-    update (services/syncer.go)."""
+    update (services/syncer.go). allocateLoadBalancerNodePorts reaches the host on create only: Sync keeps the host
+    copy's, so the update turning it on is not one the syncer writes; refusing it guards against another host-side
+    writer, or a future syncer that copies the field."""
     for tenant in (nlp, legal):
         lb = allowing(tenant, load_balancers=1)
         honest = created(lb, service(type="LoadBalancer", allocateLoadBalancerNodePorts=False))
@@ -283,6 +287,9 @@ def test_fqdn_and_ipv6_endpoint_slices_are_refused(nlp):
 
 
 def test_service_account_token_secrets_and_grafana_dashboards_are_refused(nlp):
+    """The dashboard is what the syncer writes. The token Secret is not: vCluster's syncer writes a token Secret's
+    host copy as Opaque (secrets/to_host_syncer.go); refusing the type guards against another host-side writer in
+    the team's namespace, or a future syncer that keeps it, since the host would mint a token into it."""
     token = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
              "metadata": {"name": "t", "namespace": "default",
                           "annotations": {"kubernetes.io/service-account.name": f"vc-{nlp.team.vcluster_name}"}}}

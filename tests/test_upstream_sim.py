@@ -7,10 +7,13 @@ import re
 
 import pytest
 
-from tests.conftest import ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, dev_config, git
+from tests.conftest import ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, dev_config, git, go_function
 from tests.tenant_sim import KAI_SCHEDULER, container, platform_of, virtual_pod
 from tests.apiserver_pods import api_validate
-from tests.kai_pods import device_list_prefix, kai_mutate, sanitises_sharing_names
+from tests.kai_pods import (
+    FRACTION, GPU_GROUP, MIG_INSTANCE, NUM_DEVICES, RECEIVED_RESOURCE_TYPE, REGULAR, device_list_prefix, kai_bind,
+    kai_mutate, sanitises_sharing_names,
+)
 from tests.vcluster_names import host_label_key, translated_label
 from tests.vcluster_pods import vcluster_sync
 
@@ -83,3 +86,52 @@ def test_the_device_list_prefix_is_cut_as_each_kai_tag_cuts_it():
     assert device_list_prefix(name, 0, "v0.17.0", "bq2kd7x") == "a" * 32 + "-bq2kd7x-shared-gpu"
     assert device_list_prefix(name, 10, "v0.16.4", "bq2kd7x") == "a" * 32 + "-bq2kd7x-shared-gpu"
     assert device_list_prefix(name, 0, "v0.16.0", "bq2kd7x") == device_list_prefix(name, 0, "v0.16.4", "bq2kd7x")
+
+
+def _go_strings(source: str) -> dict[str, str]:
+    """The Go string constants of ``source`` (``Name = "literal"`` or ``Name = Other + "literal"``), resolved."""
+    found: dict[str, str] = {}
+    for name, expression in re.findall(r"^\t(\w+)\s+(?:\w+\s+)?=\s+([\w\" +/.-]+?)\s*$", source, re.MULTILINE):
+        parts = [part.strip() for part in expression.split("+")]
+        if all(part.startswith('"') or part in found for part in parts):
+            found[name] = "".join(part.strip('"') if part.startswith('"') else found[part] for part in parts)
+    return found
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI])
+def test_the_simulated_binder_writes_the_keys_and_values_kais_binder_writes(tag):
+    constants = _go_strings(git(KAI, "show", f"{tag}:pkg/common/constants/constants.go"))
+    received = _go_strings(git(KAI, "show", f"{tag}:pkg/scheduler/api/pod_info/pod_info.go"))
+    assert (constants["GPUGroup"], constants["ReceivedResourceType"], constants["GpuFractionsNumDevices"]) == (
+        GPU_GROUP, RECEIVED_RESOURCE_TYPE, NUM_DEVICES)
+    assert (received["ReceivedTypeFraction"], received["ReceivedTypeRegular"], received["ReceivedTypeMigInstance"]) \
+        == (FRACTION, REGULAR, MIG_INSTANCE)
+    # The multi-device key and value (updatePodGPUGroup's branch on IsMultiFraction is
+    # tests/test_observability_multi_fractions.py's contract).
+    sharing = git(KAI, "show", f"{tag}:pkg/common/resources/gpu_sharing.go")
+    assert "return constants.MultiGpuGroupLabelPrefix + gpuGroup, gpuGroup" in go_function(
+        sharing, "GetMultiFractionGpuGroupLabel"), tag
+    # The scheduler picks the type MIG first, then fraction, else Regular; the binder writes it as it is.
+    accepted = go_function(git(KAI, "show", f"{tag}:pkg/scheduler/api/node_info/node_info.go"),
+                           "(ni *NodeInfo) setAcceptedResources")
+    assert re.findall(r"pod_info\.(ReceivedType\w+)", accepted) == [
+        "ReceivedTypeMigInstance", "ReceivedTypeFraction", "ReceivedTypeRegular"], tag
+    binder = git(KAI, "show", f"{tag}:pkg/binder/binding/binder.go")
+    assert "constants.ReceivedResourceType: bindRequest.Spec.ReceivedResourceType," in binder, tag
+
+    def bound(containers=None, groups=(), **annotations) -> dict:
+        pod = kai_bind(virtual_pod(scheduler=KAI_SCHEDULER, annotations=annotations, containers=containers),
+                       groups=groups)
+        return {**pod["metadata"]["labels"], **pod["metadata"]["annotations"]}
+
+    prefix = constants["MultiGpuGroupLabelPrefix"]
+    single = bound(groups=("g0",), **{"gpu-fraction": "0.5", constants["GpuFractionsNumDevices"]: "1"})
+    assert single[constants["GPUGroup"]] == "g0" and not any(key.startswith(prefix) for key in single)
+    assert single[constants["ReceivedResourceType"]] == received["ReceivedTypeFraction"]
+    multi = bound(groups=("g0", "g1", "g2"), **{"gpu-memory": "4096", constants["GpuFractionsNumDevices"]: "3"})
+    assert {key: value for key, value in multi.items() if key.startswith(constants["GPUGroup"])} == {
+        f"{prefix}g0": "g0", f"{prefix}g1": "g1", f"{prefix}g2": "g2"}
+    whole, mig = bound([container(gpus="2")]), bound([container(mig="nvidia.com/mig-1g.10gb")])
+    assert not any(key.startswith(constants["GPUGroup"]) for key in {**whole, **mig})
+    assert whole[constants["ReceivedResourceType"]] == received["ReceivedTypeRegular"]
+    assert mig[constants["ReceivedResourceType"]] == received["ReceivedTypeMigInstance"]

@@ -13,6 +13,7 @@ of each stack, the host policy must also judge the real host objects as it judge
 from __future__ import annotations
 
 import copy
+import functools
 
 import pytest
 import yaml
@@ -26,7 +27,7 @@ from tests.tenant_sim import platform_of
 from tests.test_synced_objects_admission import ALLOCATED_IP, Synced, defaulted, endpoint_slice, endpoints, service
 from tests.test_vcluster_sync_real import stack  # noqa: F401 (a fixture)
 from tests.vcluster_real import (
-    DNS_IP, KUBE_IP, VCLUSTER, as_go_writes, differences, listed, run_syncer, team_values,
+    DNS_IP, KUBE_IP, VCLUSTER, as_go_writes, differences, listed, run_syncer, team_values, verdict_differences,
 )
 from tests.vcluster_volumes import VIRTUAL_TOKEN
 
@@ -150,14 +151,9 @@ def verdicts(program, config, corpus) -> list[str]:
     otherwise than the simulated copy."""
     team = teams(config)[0]
     tenant = Synced(synced_objects_admission_for(program, team.name), team)
-    found = []
-    for name, answer, simulated, virtual in created(program, team, corpus):
-        kind = virtual["kind"]
-        real, modelled = judged(tenant, answer["host"], kind, virtual), judged(tenant, simulated, kind, virtual)
-        if real != modelled:
-            found.append(f"{team.name} {name}: the real host object meets {sorted(real)}, the simulated one "
-                         f"{sorted(modelled)}")
-    return found
+    return verdict_differences(team.name, "object", [
+        (name, answer, simulated, functools.partial(judged, tenant, kind=virtual["kind"], virtual=virtual))
+        for name, answer, simulated, virtual in created(program, team, corpus)])
 
 
 @pytest.mark.parametrize("corpus", [honest_objects, hostile_objects], ids=["honest", "hostile"])
@@ -173,13 +169,9 @@ def test_the_host_policy_judges_the_real_edits_as_the_simulated_ones(stack):
     before = {name: stored(obj) for name, (_, obj, _, _) in edits(team).items()}
     hosts = _run(program, team, objects=[{"kind": kind, "object": before[name], "via": "syncer"}
                                          for name, (kind, _, _, _) in edits(team).items()])["objectsCreated"]
-    found = []
-    for (name, answer, simulated, kind), host in zip(edited(program, team), hosts):
-        real = judged(tenant, answer["host"], kind, before[name], old=host["host"])
-        modelled = judged(tenant, simulated, kind, before[name], old=host["host"])
-        if real != modelled:
-            found.append(f"{team.name} {name}: the real edit meets {sorted(real)}, the simulated one {sorted(modelled)}")
-    assert found == []
+    assert verdict_differences(team.name, "object after the edit", [
+        (name, answer, simulated, functools.partial(judged, tenant, kind=kind, virtual=before[name], old=host["host"]))
+        for (name, answer, simulated, kind), host in zip(edited(program, team), hosts)]) == []
 
 
 def test_vcluster_leaves_a_selector_services_endpoints_to_the_host(dev_run):

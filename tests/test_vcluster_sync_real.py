@@ -21,7 +21,9 @@ from tests.conftest import dev_config, eks_config
 from tests.kai_pods import WebhookRefusal, kai_mutate
 from tests.tenant_sim import KAI_SCHEDULER, Tenant, tenant_of, virtual_pod
 from tests.vcluster_pods import VIRTUAL_UID, copy_back, syncer_update, vcluster_sync
-from tests.vcluster_real import DNS_IP, KUBE_IP, as_go_writes, differences, listed, run_syncer, team_values
+from tests.vcluster_real import (
+    DNS_IP, KUBE_IP, as_go_writes, differences, listed, run_syncer, team_values, verdict_differences,
+)
 from tests.vcluster_sync_corpus import EDITS, honest_pods, hostile_pods
 from tests.vcluster_volumes import TOKEN_ANNOTATION, VIRTUAL_TOKEN
 
@@ -205,16 +207,8 @@ def verdicts(program, config, corpus) -> list[str]:
         return {message[1:message.index("]")] if message.startswith("[") else message
                 for message in tenant.create_host(defaulted)}
 
-    found = []
-    for (name, pod), answer in zip(pods.items(), real):
-        if "error" in answer:
-            found.append(f"{team} {name}: vCluster's syncer: {answer['error']}")
-            continue
-        verdict, simulated = judged(answer["host"]), judged(vcluster_sync(pod, tenant.team))
-        if verdict != simulated:
-            found.append(f"{team} {name}: the real host pod meets {sorted(verdict)}, "
-                         f"the simulated one {sorted(simulated)}")
-    return found
+    return verdict_differences(team, "pod", [(name, answer, vcluster_sync(pod, tenant.team), judged)
+                                             for (name, pod), answer in zip(pods.items(), real)])
 
 
 @pytest.mark.parametrize("corpus", [honest_pods, hostile_pods], ids=["honest", "hostile"])
@@ -224,9 +218,9 @@ def test_the_host_policy_judges_the_real_host_pods_as_the_simulated_ones(stack, 
 
 
 def test_a_pod_created_at_the_metadata_cap_stays_updatable_after_kai_binds_it(dev_run):
-    """vCluster's own Sync of a pod KAI has grouped and bound, its labels carried into the virtual pod: the syncer
-    writes them again in vcluster.loft.sh/labels, and the host policy admits that update of a pod created at the
-    metadata cap (rule metadata-size), and still refuses one whose tenant's bytes pass the cap by one."""
+    """vCluster's own Sync of a pod KAI has grouped and bound carries KAI's keys into the virtual pod (as
+    tests/vcluster_pods.py copy_back does); the syncer's next Sync writes KAI's labels again in
+    vcluster.loft.sh/labels, and the host policy admits that update of a pod created at the metadata cap (rule metadata-size), and still refuses one whose tenant's bytes pass the cap by one."""
     from tests.test_synced_metadata_sizes import PAD, counted, padded, refused_for_size
     config = dev_config()
     tenant = tenant_of(dev_run, config, config["gpu-tenancy:teams"][0]["name"])
@@ -243,9 +237,15 @@ def test_a_pod_created_at_the_metadata_cap_stays_updatable_after_kai_binds_it(de
     assert counted(created) == SYNCED_METADATA_BYTES and tenant.create_host(created) == []
     refusals, bound = tenant.scheduled_by_kai(created)
     assert refusals == []
-    # What the syncer's first Sync after binding leaves in the virtual pod: KAI's keys, and the node.
-    seen = copy_back(bound, virtual, tenant.team)
-    seen["spec"]["nodeName"] = bound["spec"]["nodeName"]
+    # The syncer's first Sync after binding, the virtual pod bound to the node already: vCluster copies what others
+    # wrote on the host since the pod it last saw (the one it created) into the virtual pod; the simulation agrees.
+    placed = copy.deepcopy(virtual)
+    placed["spec"]["nodeName"] = bound["spec"]["nodeName"]
+    seen = run_syncer(TAG, updates=[{"hostOld": host, "host": bound, "virtualOld": placed, "virtual": placed}],
+                      **run)["updated"][0]["virtual"]
+    assert seen["metadata"]["labels"]["runai-gpu-group"] == bound["metadata"]["labels"]["runai-gpu-group"]
+    assert {field: seen["metadata"].get(field, {}) for field in ("labels", "annotations")} == {
+        field: copy_back(bound, placed, tenant.team)["metadata"].get(field, {}) for field in ("labels", "annotations")}
     same, grown = copy.deepcopy(seen), copy.deepcopy(seen)
     same["metadata"]["annotations"][PAD] = "m" + seen["metadata"]["annotations"][PAD][1:]
     grown["metadata"]["annotations"][PAD] += "n"

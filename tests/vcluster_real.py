@@ -4,8 +4,8 @@
 values the program renders for one team, to vCluster's real ``SyncToHost`` (and ``Sync``), or for a Service CREATE
 to its API proxy's, on fake host and virtual clients, vCluster's config package parsing the values, and returns
 what they write, so tests can hold ``tests/vcluster_pods.py`` and ``tests/synced_objects_sim.py`` against the code
-they re-implement (``team_values``, ``as_go_writes``, ``differences``, ``listed``: how both real-syncer test files
-read and compare). ``filters/service_create.go`` goes into vCluster's own filters package: the proxy's Service
+they re-implement (``team_values``, ``as_go_writes``, ``differences``, ``listed``, ``verdict_differences``: how
+both real-syncer test files read and compare). ``filters/service_create.go`` goes into vCluster's own filters package: the proxy's Service
 CREATE is unexported there.
 
 The harness is built once per tag and harness content, under ``$GPU_TENANCY_GO_CACHE`` (default: the system
@@ -20,6 +20,7 @@ import json
 import re
 import subprocess
 from pathlib import Path
+from typing import Callable, Iterable
 
 from tests.conftest import mirror, mirrored_tag
 from tests.go_toolchain import built_in_tree
@@ -44,7 +45,8 @@ def run_syncer(tag: str, *, name: str, namespace: str, values: dict, kube_ip: st
                objects: tuple = (), object_updates: tuple = (), host_version: str = "") -> dict:
     """vCluster ``tag``'s syncers for the release ``name`` in host ``namespace`` with Helm ``values``:
     ``{"created", "updated", "objectsCreated", "objectsUpdated"}``. For each virtual pod of ``pods``,
-    ``{"host": pod}``, what SyncToHost creates; for each ``{"host", "virtualOld", "virtual"}`` of ``updates`` (a
+    ``{"host": pod}``, what SyncToHost creates; for each ``{"host", "virtualOld", "virtual"}`` (and optionally
+    ``"hostOld"``, the host pod the syncer last saw, else ``host``) of ``updates`` (a
     tenant's edit of a running pod), ``{"host", "virtual"}`` after Sync; or ``{"error": text}``. Likewise for
     ``objects`` (``{"kind", "object", "via"}``, ``via`` ``"proxy"`` for a Service the tenant creates, served by the
     API proxy) and ``object_updates`` (``{"kind", "host", "virtualOld", "virtual"}``), or ``{"skipped": why}`` when
@@ -101,3 +103,19 @@ def differences(real, simulated, path: str = "") -> list[str]:
 def listed(found: str, not_modelled: dict[str, str]) -> bool:
     """Whether the difference ``found`` is at a path one of ``not_modelled``'s patterns names."""
     return any(re.fullmatch(pattern, found.split(":", 1)[0]) for pattern in not_modelled)
+
+
+def verdict_differences(team: str, what: str, cases: Iterable[tuple[str, dict, dict, Callable[[dict], set]]]) \
+        -> list[str]:
+    """For each case ``(name, answer, simulated, judge)``: a line when vCluster's code wrote no host object, or when
+    ``judge`` (the rules the host refuses an object by) judges the real host ``what`` otherwise than the simulated."""
+    found = []
+    for name, answer, simulated, judge in cases:
+        if "host" not in answer:
+            found.append(f"{team} {name}: vCluster's code wrote no host {what}: {answer}")
+            continue
+        real, modelled = judge(answer["host"]), judge(simulated)
+        if real != modelled:
+            found.append(f"{team} {name}: the real host {what} meets {sorted(real)}, the simulated one "
+                         f"{sorted(modelled)}")
+    return found

@@ -41,10 +41,13 @@ type request struct {
 	ObjectUpdates []objectUpdate         `json:"objectUpdates"`
 }
 
+// podUpdate is a Sync of a pod: the tenant's edit (virtualOld -> virtual) and the host pod as it is; hostOld, when
+// given, is the host pod as the syncer last saw it (its object cache), so what others wrote since is copied back.
 type podUpdate struct {
-	Host       corev1.Pod `json:"host"`
-	VirtualOld corev1.Pod `json:"virtualOld"`
-	Virtual    corev1.Pod `json:"virtual"`
+	HostOld    *corev1.Pod `json:"hostOld,omitempty"`
+	Host       corev1.Pod  `json:"host"`
+	VirtualOld corev1.Pod  `json:"virtualOld"`
+	Virtual    corev1.Pod  `json:"virtual"`
 }
 
 type result struct {

@@ -68,11 +68,22 @@ var syncedKinds = map[string]syncedKind{
 	"Secret":                {func() client.Object { return &corev1.Secret{} }, secrets.New, mappings.Secrets},
 }
 
-func decode(kind syncedKind, raw json.RawMessage) (client.Object, error) {
-	object := kind.empty()
-	decoder := json.NewDecoder(bytes.NewReader(raw))
-	decoder.DisallowUnknownFields()
-	return object, decoder.Decode(object)
+// decode is the named kind and each of ``raws`` decoded into its Go type (a field the type lacks is an error).
+func decode(kindName string, raws ...json.RawMessage) (syncedKind, []client.Object, error) {
+	kind, ok := syncedKinds[kindName]
+	if !ok {
+		return kind, nil, fmt.Errorf("no syncer for kind %q", kindName)
+	}
+	objects := make([]client.Object, len(raws))
+	for index, raw := range raws {
+		objects[index] = kind.empty()
+		decoder := json.NewDecoder(bytes.NewReader(raw))
+		decoder.DisallowUnknownFields()
+		if err := decoder.Decode(objects[index]); err != nil {
+			return kind, nil, err
+		}
+	}
+	return kind, objects, nil
 }
 
 // kindSyncer is the kind's syncer on fresh clients, the virtual object stored in the virtual client; a ConfigMap
@@ -128,14 +139,11 @@ func hostCopy(syncCtx *synccontext.SyncContext, kind syncedKind, virtual client.
 
 // createObject is what vCluster writes on the host for a new virtual object.
 func createObject(req *request, change *objectRequest, server *httptest.Server) (*objectResult, error) {
-	kind, ok := syncedKinds[change.Kind]
-	if !ok {
-		return nil, fmt.Errorf("no syncer for kind %q", change.Kind)
-	}
-	virtual, err := decode(kind, change.Object)
+	kind, decoded, err := decode(change.Kind, change.Object)
 	if err != nil {
 		return nil, err
 	}
+	virtual := decoded[0]
 	if change.Via == "proxy" {
 		return createThroughProxy(req, kind, virtual, change.Object, server)
 	}
@@ -188,22 +196,11 @@ func createThroughProxy(req *request, kind syncedKind, virtual client.Object, bo
 
 // updateObject is Sync of a tenant's edit with the host object as it is: both objects afterwards.
 func updateObject(req *request, change *objectUpdate, server *httptest.Server) (*objectResult, error) {
-	kind, ok := syncedKinds[change.Kind]
-	if !ok {
-		return nil, fmt.Errorf("no syncer for kind %q", change.Kind)
-	}
-	host, err := decode(kind, change.Host)
+	kind, decoded, err := decode(change.Kind, change.Host, change.VirtualOld, change.Virtual)
 	if err != nil {
 		return nil, err
 	}
-	virtualOld, err := decode(kind, change.VirtualOld)
-	if err != nil {
-		return nil, err
-	}
-	virtual, err := decode(kind, change.Virtual)
-	if err != nil {
-		return nil, err
-	}
+	host, virtualOld, virtual := decoded[0], decoded[1], decoded[2]
 	syncCtx, syncer, _, err := kindSyncer(req, server, kind, virtual, host.DeepCopyObject().(client.Object))
 	if err != nil {
 		return nil, err

@@ -73,7 +73,11 @@ func update(req *request, change *podUpdate, server *httptest.Server) (*result, 
 	if err := vClient.Get(syncCtx, client.ObjectKeyFromObject(&change.Virtual), virtual); err != nil {
 		return nil, err
 	}
-	event := synccontext.NewSyncEventWithOld[client.Object](host.DeepCopy(), host.DeepCopy(), change.VirtualOld.DeepCopy(), virtual)
+	hostOld := host.DeepCopy()
+	if change.HostOld != nil {
+		hostOld = change.HostOld.DeepCopy()
+	}
+	event := synccontext.NewSyncEventWithOld[client.Object](hostOld, host.DeepCopy(), change.VirtualOld.DeepCopy(), virtual)
 	if _, err := syncer.Sync(syncCtx, event); err != nil {
 		return nil, err
 	}
