@@ -14,12 +14,18 @@ from pathlib import Path
 
 import pytest
 
+from components.admission_pod_size import NULL_LISTS_WHEN_UNSET, NULL_WHEN_UNSET
+from components.pod_text_paths import counted_fields
+from components.synced_endpoints import SLICE_NULL_WHEN_UNSET
 from tests.conftest import MIRRORED_TAGS, git, go_function, mirrored_tag
 from tests.go_struct_fields import Source, schema, written
 from tests.served_objects import KINDS, SERVED_FIELDS, SOURCE_TAG, SOURCES, as_served, canonical_quantity
 from tests.served_objects import null_when_unset
 
 TABLE = Path(__file__).with_name("served_fields.json")
+# Fields served null when unset that never reach a policy null: the API server's validation, which runs first,
+# refuses the object (kubernetes/kubernetes pkg/apis/core/validation ValidatePodSpec: at least one container).
+VALIDATED = {"containers": "a pod without containers is invalid"}
 
 
 def upstream() -> dict[str, dict[str, str]]:
@@ -88,6 +94,19 @@ def test_quantities_are_canonical(written_as, canonical):
 def test_an_unknown_kind_passes_unchanged():
     queue = {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "spec": {"anything": None}}
     assert as_served("Queue", queue) == queue
+
+
+def test_the_policies_take_null_wherever_a_field_they_read_is_served_null():
+    """The fields the pod-size rule walks (components/pod_text_paths.py) and the slice lists the endpoint rules read
+    that the API server serves as null when unset are exactly the ones the rules guard."""
+    walked = {path for path in counted_fields()}
+    read = {path for path in (p.removeprefix("spec.") for p in null_when_unset("Pod") if p.startswith("spec."))
+            if any(field == path or field.startswith((f"{path}[]", f"{path}.")) for field in walked)}
+    assert read, "no walked field is served null: read the table again"
+    assert {path for path in read if not path.endswith((*NULL_WHEN_UNSET, *NULL_LISTS_WHEN_UNSET))} == set(VALIDATED)
+    assert {path for guard in (*NULL_WHEN_UNSET, *NULL_LISTS_WHEN_UNSET) for path in read
+            if path.endswith(guard)} == read - set(VALIDATED)
+    assert set(SLICE_NULL_WHEN_UNSET) == {path for path in null_when_unset("EndpointSlice") if "." not in path}
 
 
 def test_every_kind_has_its_table():
