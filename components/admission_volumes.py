@@ -39,8 +39,10 @@ def volume_allowed(volume: str, before_sync: bool) -> str:
     """Volume ``volume`` is of an allowed kind: as the host sees it, or, ``before_sync``, as the tenant writes it."""
     kinds = HOST_VOLUME_SOURCES + (REWRITTEN_VOLUME_SOURCES if before_sync else ())
     sources = HOST_PROJECTED_SOURCES + (REWRITTEN_PROJECTED_SOURCES if before_sync else ())
-    projected = (f"(has({volume}.projected) && (!has({volume}.projected.sources) || "
-                 f"{volume}.projected.sources.all(s, {_any_of('s', sources)})))")
+    # An empty sources list reaches the host as null (no omitempty; components/admission_pod_size.py).
+    listed = f"(has({volume}.projected.sources) && type({volume}.projected.sources) == list)"
+    projected = (f"(has({volume}.projected) && ({listed} ? "
+                 f"{volume}.projected.sources.all(s, {_any_of('s', sources)}) : true))")
     return f"({_any_of(volume, kinds)} || {projected})"
 
 

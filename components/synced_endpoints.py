@@ -40,13 +40,27 @@ from config.synced_data import (
 from config.synced_endpoint_bytes import CIDR_BYTES, DNS_SUBDOMAIN_BYTES, SLICE_NODE_HINTS, TARGET_REF_BYTES, ZONE_BYTES
 
 
+# The lists of an EndpointSlice a policy sees as null when the slice has none: they have no omitempty (k8s.io/api
+# discovery/v1 EndpointSlice), and etcd's protobuf keeps no empty list, so the syncer's copy of a slice without
+# endpoints or ports carries nil ones, which the API server hands a policy as null, and has() reports present.
+SLICE_NULL_WHEN_UNSET = ("endpoints", "ports")
+
+
+def listed(field: str) -> str:
+    """``field`` is set: present and, for a slice's list the API server may serve as null, a list (CEL has no list-to-null
+    comparison in every implementation)."""
+    holder, _, name = field.partition(".")
+    null = holder in ("object", "oldObject") and name in SLICE_NULL_WHEN_UNSET
+    return f"(has({field}) && type({field}) == list)" if null else f"has({field})"
+
+
 def _size(field: str) -> str:
-    return f"(has({field}) ? size({field}) : 0)"
+    return f"({listed(field)} ? size({field}) : 0)"
 
 
 def _at_least_one(field: str) -> str:
     """A list's size, one when empty or absent: an endpoint without ports still costs its addresses."""
-    return f"(has({field}) && size({field}) > 0 ? size({field}) : 1)"
+    return f"({listed(field)} && size({field}) > 0 ? size({field}) : 1)"
 
 
 def service_ports(obj: str) -> str:
@@ -64,7 +78,7 @@ def slice_entries(obj: str) -> str:
     the API server's). A slice of no endpoints still costs its ports: discovery validation takes 20,000 of them, and
     kube-state-metrics writes a series for each."""
     per_endpoint = f"{_size('e.addresses')} + (has(e.hints) ? {_size('e.hints.forZones')} : 0)"
-    addresses = f"(has({obj}.endpoints) ? {obj}.endpoints.map(e, {per_endpoint}).sum() : 0)"
+    addresses = f"({listed(f'{obj}.endpoints')} ? {obj}.endpoints.map(e, {per_endpoint}).sum() : 0)"
     return f"(({addresses} > 0 ? {addresses} : 1) * {_at_least_one(f'{obj}.ports')})"
 
 
@@ -149,7 +163,7 @@ def endpoints_text(obj: str) -> str:
 
 
 def slice_text(obj: str) -> str:
-    return f"(has({obj}.endpoints) ? {obj}.endpoints.map(e, {_slice_endpoint(1)}).sum() : 0)"
+    return f"({listed(f'{obj}.endpoints')} ? {obj}.endpoints.map(e, {_slice_endpoint(1)}).sum() : 0)"
 
 
 def _source_ranges(obj: str) -> str:
@@ -177,7 +191,8 @@ def text_rules() -> list[tuple[str, tuple[str, ...], str, str, str]]:
          f"and vCluster copies a reference as written): {etcd}",
          "name the object a reference points to by its real kind, namespace, name and uid, or leave targetRef out"),
         ("endpoint-text", ("EndpointSlice",),
-         f"(!has(object.endpoints) || object.endpoints.all(e, {_slice_endpoint(0)})) || {_not_grown(slice_text)}",
+         f"({listed('object.endpoints')} ? object.endpoints.all(e, {_slice_endpoint(0)}) : true) || "
+         f"{_not_grown(slice_text)}",
          f"an EndpointSlice endpoint's targetRef may hold at most these bytes: {reference}; its zone at most "
          f"{ZONE_BYTES}, at most {SLICE_NODE_HINTS} node hint of a node's name, and no deprecatedTopology (the API "
          f"server checks none of these, and vCluster copies them as written): {etcd}",

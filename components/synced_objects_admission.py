@@ -32,7 +32,7 @@ from components.admission_metadata import METADATA_SIZE_FIX, metadata_size, meta
 from components.admission_resize import FIX as RESIZE_FIX, PROBLEM as RESIZE_PROBLEM, requests_kept
 from components.kubernetes_resources import KubernetesObject
 from components.observability import DASHBOARD_LABEL
-from components.synced_endpoints import endpoint_rules, text_rules
+from components.synced_endpoints import endpoint_rules, listed, text_rules
 from components.synced_object_sizes import SIZED_KINDS, object_size_check, text_bytes
 from components.tenant_access import EXTERNAL_DNS_PREFIX
 from config.model import Team
@@ -292,8 +292,8 @@ def policy_validations(team: Team, cluster_dns: str, endpoint_node_ports: Sequen
     endpoints = ("!has(object.subsets) || object.subsets.all(s, "
                  f"(!has(s.addresses) || s.addresses.all(a, {_public_ipv4('a.ip')})) && "
                  f"(!has(s.notReadyAddresses) || s.notReadyAddresses.all(a, {_public_ipv4('a.ip')})))")
-    slices = ("object.addressType == 'IPv4' && (!has(object.endpoints) || "
-              f"object.endpoints.all(e, e.addresses.all(ip, {_public_ipv4('ip')})))")
+    slices = (f"object.addressType == 'IPv4' && ({listed('object.endpoints')} ? "
+              f"object.endpoints.all(e, e.addresses.all(ip, {_public_ipv4('ip')})) : true)")
     return [
         *_service_rules(team, cluster_dns, endpoint_node_ports),
         *_claim_rules(team),

@@ -83,7 +83,7 @@ def api_validate(pod: dict) -> list[str]:
         if len(set(volume) - {"name"}) != 1:
             problems.append(f"[api-validation] spec.volumes[{index}]: Invalid value: must specify exactly 1 volume "
                             "type")
-        for position, source in enumerate(volume.get("projected", {}).get("sources", [])):
+        for position, source in enumerate(volume.get("projected", {}).get("sources") or []):
             if len(source) > 1:
                 problems.append(f"[api-validation] spec.volumes[{index}].projected.sources[{position}]: Forbidden: "
                                 "may not specify more than 1 volume type per source")

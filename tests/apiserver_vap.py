@@ -94,6 +94,16 @@ def judge(policies: dict[str, tuple[dict, dict]], requests: list[dict]) -> list[
     return verdicts
 
 
+def served(objects: list[dict]) -> list[dict]:
+    """Each object as the plugin hands it to a policy: decoded into the Go type of its kind, converted back."""
+    items = [{"kind": {"group": obj["apiVersion"].rpartition("/")[0], "version": obj["apiVersion"].rpartition("/")[2],
+                       "kind": obj["kind"]}, "object": obj} for obj in objects]
+    ran = subprocess.run([str(harness()), "served"], input=json.dumps(items), capture_output=True, text=True,
+                         timeout=600)
+    assert ran.returncode == 0, f"the admission harness failed:\n{ran.stderr[-4000:]}"
+    return json.loads(ran.stdout)
+
+
 class Review(NamedTuple):
     admission: Admission
     inputs: dict

@@ -34,17 +34,15 @@ Secrets, built the way upstream builds them, and the host policy that checks the
 - ``sync_claim`` (persistentvolumeclaims/translate.go, persistent volumes not synced, the program's
   values): the whole spec copied (``volumeName``, ``selector``, the storage class and
   ``volumeAttributesClassName`` untranslated); a data source naming a claim gets that claim's host name
-  unless the claim is annotated ``vcluster.loft.sh/skip-translate``. Later updates copy only the requested
-  size, labels and annotations (persistentvolumeclaims/syncer.go). A data source without ``apiGroup`` reaches
-  admission with ``apiGroup: null``: the field is a pointer without ``omitempty`` (k8s.io/api core/v1
-  ``TypedLocalObjectReference``, ``TypedObjectReference``), and the API server hands a policy the object through
-  ``runtime.DefaultUnstructuredConverter``, which writes such a field even when nil (apimachinery
-  runtime/converter.go ``structToUnstructured``).
+  unless the claim is annotated ``vcluster.loft.sh/skip-translate`` (``dataSourceRef`` in the namespace it
+  names; ``dataSource``'s type has no namespace). Later updates copy only the requested size, labels and
+  annotations (persistentvolumeclaims/syncer.go).
 - ``sync_endpoints`` / ``sync_endpoint_slice`` (endpoints/translate.go, endpointslices/translate.go): the
   addresses copied, only pod target references renamed (an Endpoints' also without uid and resourceVersion);
   a slice's service-name label set to the host Service's name. vCluster syncs only a selector-less Service's
   (the syncers' ``ReconcileStart``): a selector Service's are the host's controllers'.
-- ``SyncedObjectsAdmission``: tenant_sim's ``Admission`` matching the kinds of this policy.
+- ``SyncedObjectsAdmission``: tenant_sim's ``Admission`` matching the kinds of this policy; like every
+  ``Admission`` it judges each object as the API server serves it (tests/served_objects.py ``as_served``).
 """
 
 from __future__ import annotations
@@ -214,24 +212,14 @@ def allocated(host_service: dict, cluster_ip: str, node_port: int = 30080) -> di
 
 def sync_claim(claim: dict, team: Team) -> dict:
     host = host_metadata(claim, team, EXCLUDED_ANNOTATIONS["PersistentVolumeClaim"])
+    namespace = claim["metadata"]["namespace"]
     if claim["metadata"].get("annotations", {}).get(SKIP_TRANSLATE) != "true":
-        for field in ("dataSource", "dataSourceRef"):
-            source = host["spec"].get(field)
-            if source and source.get("kind") == "PersistentVolumeClaim":
-                source["name"] = host_name(source["name"], source.get("namespace", claim["metadata"]["namespace"]),
-                                           team)
-    return as_served(host)  # the syncer writes the typed claim too: an unset apiGroup as null
-
-
-def as_served(host_claim: dict) -> dict:
-    """A claim as the host API server hands it to admission: decoded into its Go type and encoded again, a data
-    source without an ``apiGroup`` gets ``apiGroup: null`` (k8s.io/api core/v1: the field of TypedLocalObjectReference
-    and TypedObjectReference is a pointer without omitempty)."""
-    result = copy.deepcopy(host_claim)
-    for field in ("dataSource", "dataSourceRef"):
-        if isinstance(result["spec"].get(field), dict):
-            result["spec"][field].setdefault("apiGroup", None)
-    return result
+        source, reference = host["spec"].get("dataSource"), host["spec"].get("dataSourceRef")
+        if source and source.get("kind") == "PersistentVolumeClaim":
+            source["name"] = host_name(source["name"], namespace, team)
+        if reference and reference.get("kind") == "PersistentVolumeClaim":
+            reference["name"] = host_name(reference["name"], namespace if reference.get("namespace") is None else reference["namespace"], team)
+    return host
 
 
 def _retarget(address: dict, team: Team, cleared: tuple[str, ...] = ()) -> None:
@@ -257,7 +245,7 @@ def sync_endpoint_slice(endpoint_slice: dict, team: Team) -> dict:
     service = endpoint_slice["metadata"]["labels"]["kubernetes.io/service-name"]
     host["metadata"]["labels"]["kubernetes.io/service-name"] = host_name(
         service, endpoint_slice["metadata"]["namespace"], team)
-    for endpoint in host.get("endpoints", []):
+    for endpoint in host.get("endpoints") or []:
         _retarget(endpoint, team)
     return host
 

@@ -27,6 +27,7 @@ from config.vocabulary import KAI_NAMESPACE, project_config
 from policy.label_selectors import selector_matches
 from tests.cel_runs import Inputs, run
 from tests.reference_cel import REFERENCE, Verdict, unordered_lists
+from tests.served_objects import as_served
 from tests.apiserver_pods import api_validate, limit_range_max, limit_ranger, pull_policy_defaults
 from tests.kai_pods import GPU_RESOURCE, WebhookRefusal, kai_bind, kai_group, kai_mutate
 from tests.kai_pods import KAI_SCHEDULER  # noqa: F401 (the attack tests take it from here with the pod builders)
@@ -149,6 +150,7 @@ class Admission:
 
     def matches(self, namespace: str, pod: Optional[dict], *, operation: str = "CREATE", subresource: str = "",
                 old: Optional[dict] = None, user: str = "", options: Optional[dict] = None) -> bool:
+        pod, old = served(pod), served(old)
         return self._matched(namespace, pod, operation=operation, subresource=subresource, old=old, user=user,
                              options=options) is not None
 
@@ -174,6 +176,7 @@ class Admission:
     def context(self, namespace: str, pod: Optional[dict], *, operation: str = "CREATE", subresource: str = "",
                 old: Optional[dict] = None, user: str = "", options: Optional[dict] = None) -> Optional[dict]:
         """The CEL activation with the policy's variables evaluated in order, or None when the policy does not match."""
+        pod, old = served(pod), served(old)
         inputs = self._inputs(namespace, pod, operation=operation, subresource=subresource, old=old, user=user,
                               options=options)
         return None if inputs is None else inputs.activation
@@ -181,7 +184,9 @@ class Admission:
     def review(self, namespace: str, pod: Optional[dict], *, operation: str = "CREATE", subresource: str = "",
                old: Optional[dict] = None, user: str = "", options: Optional[dict] = None) -> list[str]:
         """Rejection messages; empty when admitted or not matched. CEL C++ must reach the same. A DELETE has no
-        ``pod`` (null), the pod as stored in ``old`` and the request's DeleteOptions in ``options``."""
+        ``pod`` (null), the pod as stored in ``old`` and the request's DeleteOptions in ``options``. Each object is
+        judged as the API server serves it (``served``)."""
+        pod, old = served(pod), served(old)
         inputs = self._inputs(namespace, pod, operation=operation, subresource=subresource, old=old, user=user,
                               options=options)
         messages = [] if inputs is None else [
@@ -209,6 +214,11 @@ class Admission:
             if isinstance(value, str) and value.strip():
                 return str(value)
         return validation.get("message", "")
+
+
+def served(obj: Optional[dict]) -> Optional[dict]:
+    """A request's object as the API server hands it to admission (tests/served_objects.py)."""
+    return obj if obj is None else as_served(obj.get("kind", ""), obj)
 
 
 def agree(verdict: Verdict, activation: Optional[dict], messages: list[str]) -> None:

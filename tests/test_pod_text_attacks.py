@@ -147,3 +147,13 @@ def test_a_large_honest_pod_is_admitted(tenant):
     host = tenant.host_pod(pod)
     assert 8 * 2 ** 10 < counted(host) < CAP and 400 < entries(host["spec"]) < SYNCED_POD_TEXT_ITEMS
     assert tenant.create(pod) == []
+
+
+def test_a_projected_volume_without_sources_is_admitted(tenant):
+    """An empty list reaches the host policy as null (ProjectedVolumeSource.Sources has no omitempty, and etcd's
+    protobuf keeps no empty list): the size rule takes it as none (components/admission_pod_size.py
+    NULL_LISTS_WHEN_UNSET), where reading it would fail the rule."""
+    pod = virtual_pod(queue=tenant.team.queue_name, scheduler=KAI_SCHEDULER)
+    _volume(pod, {"name": "empty", "projected": {"sources": None}}, "/empty")
+    assert tenant.host_pod(pod)["spec"]["volumes"][-1]["projected"]["sources"] is None
+    assert tenant.create(pod) == []

@@ -14,7 +14,8 @@ import re
 import pytest
 
 from tests.conftest import MIRRORED_TAGS, dev_config, git, go_function, mirrored_tag, run
-from tests.synced_objects_sim import as_served, sync_claim, synced_objects_admission_for
+from tests.served_objects import as_served
+from tests.synced_objects_sim import sync_claim, synced_objects_admission_for
 from tests.test_synced_objects_admission import (  # noqa: F401 (legal, nlp: fixtures)
     Synced, claim, defaulted, legal, nlp, rules, team_of,
 )
@@ -178,7 +179,7 @@ def test_a_data_source_written_without_an_api_group_reaches_admission_with_a_nul
     assert re.search(r"^\s*DataSourceRef \*TypedObjectReference `json:\"dataSourceRef,omitempty\"", claim_spec, re.M)
     for reference in ("TypedLocalObjectReference", "TypedObjectReference"):
         assert re.search(r"^\s*APIGroup \*string `json:\"apiGroup\" ", _struct(core, reference), re.M), (tag, reference)
-    served = as_served({"spec": {"dataSource": {"kind": "PersistentVolumeClaim", "name": "scratch"},
-                                 "dataSourceRef": {"kind": "PersistentVolumeClaim", "name": "scratch",
-                                                   "apiGroup": ""}}})
+    served = as_served("PersistentVolumeClaim", {
+        "spec": {"dataSource": {"kind": "PersistentVolumeClaim", "name": "scratch"},
+                 "dataSourceRef": {"kind": "PersistentVolumeClaim", "name": "scratch", "apiGroup": ""}}})
     assert served["spec"]["dataSource"]["apiGroup"] is None and served["spec"]["dataSourceRef"]["apiGroup"] == ""

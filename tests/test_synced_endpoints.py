@@ -214,3 +214,14 @@ def test_every_accepted_kube_state_metrics_chart_collects_endpoint_slices(tag):
     defaults = yaml.safe_load(git(CHARTS, "show", f"{tag}:charts/kube-state-metrics/values.yaml"))
     # Slices are collected; the Endpoints collector (a series per address and port pair) is not.
     assert "endpointslices" in defaults["collectors"] and "endpoints" not in defaults["collectors"]
+
+
+def test_a_slice_without_endpoints_or_ports_is_admitted(nlp, legal):
+    """A slice of a Service with no ready address yet, or one that names no ports. Its lists have no omitempty
+    (k8s.io/api discovery/v1 EndpointSlice), and etcd's protobuf keeps no empty list, so the syncer's copy and
+    the host API server's typed object carry nil ones, which a policy sees as ``endpoints: null`` and
+    ``ports: null`` (tests/served_objects.py)."""
+    for tenant in (nlp, legal):
+        for empty in ({"endpoints": None}, {"ports": None}, {"endpoints": None, "ports": None}):
+            slice_ = {**endpoint_slice("203.0.113.10"), **empty}
+            assert tenant.create(sync_endpoint_slice(slice_, tenant.team)) == [], empty

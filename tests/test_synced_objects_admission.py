@@ -25,8 +25,9 @@ from config.hosts import TENANT_EGRESS_EXCEPTIONS
 from config.model import TenantServices
 from tools.offline.mocks import MOCK_CLUSTER_DNS
 from tests.conftest import dev_config, eks_config, security_model_text
+from tests.served_objects import as_served
 from tests.synced_objects_sim import (
-    SyncedObjectsAdmission, allocated, as_served, create_service, host_metadata, host_name, sync_claim, sync_endpoint_slice,
+    SyncedObjectsAdmission, allocated, create_service, host_metadata, host_name, sync_claim, sync_endpoint_slice,
     sync_endpoints, sync_service, synced_objects_admission_for,
 )
 from tests.tenant_sim import platform_of
@@ -97,7 +98,7 @@ def claim(name: str = "data", *, annotations=None, **spec) -> dict:
 def defaulted(tenant: Synced, host_claim: dict) -> dict:
     """The host API server's DefaultStorageClass admission names the default class before validation; the claim as
     the API server hands it to admission (``as_served``)."""
-    result = as_served(host_claim)
+    result = as_served("PersistentVolumeClaim", host_claim)
     result["spec"].setdefault("storageClassName", tenant.team.vcluster.storage_class)
     return result
 

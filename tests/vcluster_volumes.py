@@ -42,7 +42,7 @@ def translate_volumes(host: dict, virtual_name: str, namespace: str, release: st
             volume["persistentVolumeClaim"] = {"claimName": host_object_name(claim, namespace, release)}
         for item in volume.get("downwardAPI", {}).get("items", []):
             translate_field_ref(item, release)
-        for position, source in enumerate(volume.get("projected", {}).get("sources", [])):
+        for position, source in enumerate(volume.get("projected", {}).get("sources") or []):
             for kind, path in PROJECTED_NAMES.items():
                 if kind in source:
                     _rename(source[kind], path, namespace, release)

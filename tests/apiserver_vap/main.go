@@ -2,7 +2,9 @@
 // (k8s.io/apiserver pkg/admission/plugin/policy/validating, as vendored by vCluster): the whole plugin, its policy
 // source fed by informers over a fake clientset holding the policies, bindings and namespaces, its matcher and its
 // dispatcher, asked with Validate for each request. tests/apiserver_vap.py builds it inside vCluster's tree and
-// sends {"policies", "bindings", "namespaces", "requests"} on stdin; it writes one verdict per request.
+// sends {"policies", "bindings", "namespaces", "requests"} on stdin; it writes one verdict per request. Run as
+// `gpu-tenancy-vap-real served`, it reads [{"kind", "object"}] instead and writes each object as the plugin hands
+// it to a policy's CEL: decoded as below, then converted with runtime.DefaultUnstructuredConverter.
 //
 // What is not the API server's code: the defaults the API server's registry gives a policy and a binding on
 // create (k8s.io/kubernetes, not vendored; applied here as k8s.io/api's types.go documents them), the decoding of
@@ -229,7 +231,29 @@ func judge(p *validating.Plugin, req request) (error, []string) {
 	return err, recorder.texts
 }
 
+type servedRequest struct {
+	Kind   metav1.GroupVersionKind `json:"kind"`
+	Object json.RawMessage         `json:"object"`
+}
+
+func served() {
+	var in []servedRequest
+	must(json.NewDecoder(os.Stdin).Decode(&in))
+	out := make([]map[string]interface{}, 0, len(in))
+	for _, item := range in {
+		kind := schema.GroupVersionKind{Group: item.Kind.Group, Version: item.Kind.Version, Kind: item.Kind.Kind}
+		converted, err := runtime.DefaultUnstructuredConverter.ToUnstructured(object(item.Object, kind))
+		must(err)
+		out = append(out, converted)
+	}
+	must(json.NewEncoder(os.Stdout).Encode(out))
+}
+
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "served" {
+		served()
+		return
+	}
 	var in input
 	must(json.NewDecoder(os.Stdin).Decode(&in))
 	stop := make(chan struct{})

@@ -1,0 +1,143 @@
+"""An object as the host API server hands it to a ValidatingAdmissionPolicy: ``as_served(kind, obj)``.
+
+The API server decodes a request's body into the Go type of its kind and gives admission that typed object, which
+the policy plugin turns back into JSON-like data with apimachinery's ``runtime.DefaultUnstructuredConverter``
+(pkg/runtime/converter.go ``structToUnstructured``). So a policy sees, whatever the sender wrote:
+
+- no field its Go type lacks (the decode drops it);
+- every field without ``omitempty`` (k8s.io/api types.go struct tags): a nil pointer, slice or map as ``null``,
+  a string, number or bool as its zero value; a struct field (omitempty or not: the converter never counts a
+  struct as empty) as an object of its own such fields, a ``metav1.Time`` as ``null`` when unset, a quantity as
+  ``"0"`` and an int-or-string as ``0``;
+- with ``omitempty``: nothing for a nil pointer, an empty string, a zero, false, or an empty list or map; with
+  ``omitzero`` (meta/v1 ObjectMeta's creationTimestamp at the pin): nothing for a zero value, an unset time too;
+- a quantity in canonical form (apimachinery pkg/api/resource/quantity.go ``CanonicalizeBytes``).
+
+``SERVED_FIELDS`` (tests/served_fields.json) is the model: every struct reachable from the ``KINDS`` the host
+policies judge, each field's type and whether it is ``omitempty``. tests/test_served_objects_contract.py checks it
+against the mirrors' types.go at ``SOURCES`` and the round trip against the real plugin harness's. Kinds outside
+``KINDS`` (custom resources, which the API server keeps unstructured) pass unchanged. Not modelled: the API
+server's defaulting (the harness has none either) and the formatting of times.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import re
+from fractions import Fraction
+from pathlib import Path
+
+SERVED_FIELDS: dict[str, dict[str, str]] = json.loads(Path(__file__).with_name("served_fields.json").read_text())
+# The Go type of each kind tests/tenant_sim.py and tests/synced_objects_sim.py send to a host policy.
+KINDS = {"Pod": "core/v1.Pod", "Service": "core/v1.Service", "Endpoints": "core/v1.Endpoints",
+         "PersistentVolumeClaim": "core/v1.PersistentVolumeClaim", "ConfigMap": "core/v1.ConfigMap",
+         "Secret": "core/v1.Secret", "Binding": "core/v1.Binding", "EndpointSlice": "discovery/v1.EndpointSlice",
+         "Eviction": "policy/v1.Eviction"}
+# package key -> (repository, types.go), read at the pinned Kubernetes (vCluster v0.36.1 vendors v0.36.0).
+SOURCES = {"core/v1": ("kubernetes/api", "core/v1/types.go"),
+           "discovery/v1": ("kubernetes/api", "discovery/v1/types.go"),
+           "policy/v1": ("kubernetes/api", "policy/v1/types.go"),
+           "meta/v1": ("kubernetes/apimachinery", "pkg/apis/meta/v1/types.go")}
+SOURCE_TAG = "v0.36.3"
+ZERO = {"string": "", "int": 0, "bool": False, "float": 0.0, "quantity": "0", "intorstring": 0, "time": None}
+QUANTITY = re.compile(r"([+-]?)(\d*)\.?(\d*)(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?)")
+DECIMAL_SUFFIXES = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
+BINARY_SUFFIXES = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"]
+
+
+def canonical_quantity(text) -> str:
+    """``text`` as ``resource.Quantity`` writes it back: rounded up to nano units, the format of its suffix kept
+    (a binary one only for a whole amount of at least 1024), the largest suffix that keeps the number whole."""
+    sign, whole, fraction, exponent, suffix = QUANTITY.fullmatch(str(text).strip()).groups()  # JSON numbers too
+    value = Fraction(int(whole or 0) * 10 ** len(fraction) + int(fraction or 0), 10 ** len(fraction))
+    if exponent:
+        value *= Fraction(10) ** int(exponent[1:])
+    elif suffix in BINARY_SUFFIXES[1:]:
+        value *= 1024 ** BINARY_SUFFIXES.index(suffix)
+    elif suffix:
+        value *= Fraction(10) ** next(power for power, name in DECIMAL_SUFFIXES.items() if name == suffix)
+    value = Fraction(math.ceil(value * 10 ** 9), 10 ** 9) * (-1 if sign == "-" else 1)
+    if value == 0:
+        return "0"
+    if suffix in BINARY_SUFFIXES[1:] and abs(value) >= 1024 and value.denominator == 1:
+        number, power = int(value), 0
+        while number % 1024 == 0 and power < len(BINARY_SUFFIXES) - 1:
+            number, power = number // 1024, power + 1
+        return f"{number}{BINARY_SUFFIXES[power]}"
+    power = -9
+    while power < 18 and (value / Fraction(10) ** (power + 3)).denominator == 1:
+        power += 3
+    number = int(value / Fraction(10) ** power)
+    return f"{number}{f'e{power}' if power and exponent else '' if exponent else DECIMAL_SUFFIXES[power]}"
+
+
+def _omitted(kind: str, value) -> bool:
+    """What ``omitempty`` leaves out (converter.go ``isEmpty``): a nil pointer, an empty list, map or string, a zero
+    or false; never a struct (a time, quantity or int-or-string included: each is a struct in Go)."""
+    if kind.startswith("*"):
+        return value is None
+    if kind.startswith(("[]", "map[")) or kind == "bytes":
+        return not value
+    return kind in ("string", "int", "bool", "float") and value in ("", 0, False)
+
+
+def _element(kind: str, value):
+    """A list item or map value of Go type ``kind`` (never omitted)."""
+    if kind.startswith("*"):
+        return None if value is None else _element(kind[1:], value)
+    if kind.startswith("[]") or kind.startswith("map[") or kind == "bytes":
+        return None if value is None else _collection(kind, value)
+    if kind in SERVED_FIELDS:
+        return _struct(kind, value or {})
+    if kind == "quantity":
+        return "0" if value is None else canonical_quantity(value)
+    return ZERO[kind] if value is None else value
+
+
+def _collection(kind: str, value):
+    if kind == "bytes":
+        return value
+    if kind.startswith("[]"):
+        return [_element(kind[2:], item) for item in value]
+    item_kind = re.fullmatch(r"map\[[^\]]+\](.+)", kind).group(1)
+    return {key: _element(item_kind, item) for key, item in value.items()}
+
+
+def _struct(struct: str, obj: dict) -> dict:
+    served = {}
+    for name, declared in SERVED_FIELDS[struct].items():
+        kind, *options = declared.split(",")
+        value = _element(kind, obj.get(name))
+        if ("omitempty" in options and _omitted(kind, value)) or ("omitzero" in options and value == ZERO[kind]):
+            continue
+        served[name] = value
+    return served
+
+
+def as_served(kind: str, obj):
+    """``obj`` (a ``kind``) as a host policy sees it: decoded into its Go type and converted back."""
+    if obj is None or kind not in KINDS:
+        return copy.deepcopy(obj)
+    return _struct(KINDS[kind], obj)
+
+
+def null_when_unset(kind: str) -> set[str]:
+    """The paths (list items marked ``[]``, map values ``{}``) a policy sees as ``null`` when the sender left them
+    out: a pointer, list or map without ``omitempty``, and a time. Recursion stops at a struct already on the
+    path."""
+    found: set[str] = set()
+
+    def walk(struct: str, prefix: str, seen: tuple[str, ...]) -> None:
+        for name, declared in SERVED_FIELDS[struct].items():
+            kind, _, option = declared.partition(",")
+            if (kind == "time" and "omitzero" not in option) or (not option and (kind.startswith(("*", "[]", "map[")) or kind == "bytes")):
+                found.add(f"{prefix}{name}")
+            inner = re.sub(r"^(\[\]|map\[[^\]]+\]|\*)+", "", kind)
+            marks = "".join("[]" if part == "[]" else "{}" for part in re.findall(r"\[\]|map\[[^\]]+\]", kind))
+            if inner in SERVED_FIELDS and inner not in seen:
+                walk(inner, f"{prefix}{name}{marks}.", (*seen, inner))
+
+    walk(KINDS[kind], "", (KINDS[kind],))
+    return found
