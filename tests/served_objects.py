@@ -4,7 +4,9 @@ The API server decodes a request's body into the Go type of its kind and gives a
 the policy plugin turns back into JSON-like data with apimachinery's ``runtime.DefaultUnstructuredConverter``
 (pkg/runtime/converter.go ``structToUnstructured``). So a policy sees, whatever the sender wrote:
 
-- no field its Go type lacks (the decode drops it);
+- no field its Go type lacks (the decode drops it), but for one that another Kubernetes a site may run has
+  (``accepted_kubernetes``: 1.35's ``workloadRef``, 1.37's ``evictionResponders``), kept as written, since a host of
+  that release serves it and the policies must judge it there;
 - every field without ``omitempty`` (k8s.io/api types.go struct tags): a nil pointer, slice or map as ``null``,
   a string, number or bool as its zero value; a struct field (omitempty or not: the converter never counts a
   struct as empty) as an object of its own such fields, a ``metav1.Time`` as ``null`` when unset, a quantity as
@@ -23,11 +25,16 @@ server's defaulting (the harness has none either) and the formatting of times.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import math
 import re
 from fractions import Fraction
 from pathlib import Path
+
+import kubernetes_validate
+
+from config.versions import KUBERNETES_MINIMUM_VERSION, VCLUSTER_VIRTUAL_KUBERNETES, release_numbers
 
 SERVED_FIELDS: dict[str, dict[str, str]] = json.loads(Path(__file__).with_name("served_fields.json").read_text())
 # The Go type of each kind tests/tenant_sim.py and tests/synced_objects_sim.py send to a host policy.
@@ -45,6 +52,32 @@ ZERO = {"string": "", "int": 0, "bool": False, "float": 0.0, "quantity": "0", "i
 QUANTITY = re.compile(r"([+-]?)(\d*)\.?(\d*)(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?)")
 DECIMAL_SUFFIXES = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
 BINARY_SUFFIXES = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"]
+
+
+def accepted_kubernetes() -> list[str]:
+    """The schema folders of every Kubernetes a site or a virtual cluster may run that kubernetes-validate ships."""
+    root = Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema"
+    floor = release_numbers(KUBERNETES_MINIMUM_VERSION)
+    folders = sorted(str(path) for path in root.glob("v*-local")
+                     if release_numbers(path.name.removesuffix("-local"))[:2] >= floor)
+    virtual = {f"v{version.lstrip('v')}-local" for version in VCLUSTER_VIRTUAL_KUBERNETES.values()}
+    assert virtual <= {Path(folder).name for folder in folders}
+    return folders
+
+
+@functools.cache
+def other_release_fields(struct: str) -> frozenset[str]:
+    """The fields of ``struct`` (``core/v1.PodSpec``) in the schema of any accepted Kubernetes."""
+    package, _, name = struct.partition(".")
+    group = "io.k8s.apimachinery.pkg.apis.meta.v1" if package == "meta/v1" else f"io.k8s.api.{package.replace('/', '.')}"
+    return frozenset(field for definitions in _accepted_definitions()
+                     for field in definitions.get(f"{group}.{name}", {}).get("properties", {}))
+
+
+@functools.cache
+def _accepted_definitions() -> tuple[dict, ...]:
+    return tuple(json.loads((Path(folder) / "_definitions.json").read_text())["$defs"]
+                 for folder in accepted_kubernetes())
 
 
 def canonical_quantity(text) -> str:
@@ -113,6 +146,9 @@ def _struct(struct: str, obj: dict) -> dict:
         if ("omitempty" in options and _omitted(kind, value)) or ("omitzero" in options and value == ZERO[kind]):
             continue
         served[name] = value
+    for name, value in obj.items():
+        if name not in SERVED_FIELDS[struct] and name in other_release_fields(struct):
+            served[name] = copy.deepcopy(value)
     return served
 
 

@@ -20,7 +20,7 @@ from components.synced_endpoints import SLICE_NULL_WHEN_UNSET
 from tests.conftest import MIRRORED_TAGS, git, go_function, mirrored_tag
 from tests.go_struct_fields import Source, schema, written
 from tests.served_objects import KINDS, SERVED_FIELDS, SOURCE_TAG, SOURCES, as_served, canonical_quantity
-from tests.served_objects import null_when_unset
+from tests.served_objects import null_when_unset, other_release_fields
 
 TABLE = Path(__file__).with_name("served_fields.json")
 # Fields served null when unset that never reach a policy null: the API server's validation, which runs first,
@@ -75,6 +75,20 @@ def test_a_served_claim_keeps_only_its_types_fields_and_writes_the_unset_ones():
     assert served["metadata"] == {"name": "c", "namespace": "n"}  # creationTimestamp: omitzero
     assert served["status"] == {}
     assert as_served("PersistentVolumeClaim", served) == served
+
+
+def test_a_field_another_accepted_kubernetes_serves_is_kept_as_written():
+    """v0.36.3's PodSpec has neither workloadRef (1.35 only) nor evictionResponders (from 1.37), but a host of those
+    releases serves them, so the policies must see them; a field of no accepted release is dropped."""
+    workload, responders = {"name": "training", "podGroup": "workers"}, [{"name": "acme.io/keeper", "priority": 1}]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+           "spec": {"containers": [{"name": "c", "image": "busybox:1.37"}], "workloadRef": workload,
+                    "evictionResponders": responders, "noSuchField": 1}}
+    assert {"workloadRef", "evictionResponders"}.isdisjoint(SERVED_FIELDS["core/v1.PodSpec"])
+    assert {"workloadRef", "evictionResponders"} <= other_release_fields("core/v1.PodSpec")
+    served = as_served("Pod", pod)["spec"]
+    assert (served["workloadRef"], served["evictionResponders"]) == (workload, responders)
+    assert "noSuchField" not in served
 
 
 def test_an_empty_endpoint_slice_is_served_with_null_lists():

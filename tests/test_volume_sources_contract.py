@@ -14,14 +14,13 @@ import json
 import re
 from pathlib import Path
 
-import kubernetes_validate
 import pytest
 
 from components.admission_volumes import (
     HOST_PROJECTED_SOURCES, HOST_VOLUME_SOURCES, REWRITTEN_PROJECTED_SOURCES, REWRITTEN_VOLUME_SOURCES,
 )
-from config.versions import KUBERNETES_MINIMUM_VERSION, VCLUSTER_VIRTUAL_KUBERNETES, release_numbers
 from tests.conftest import ACCEPTED_VCLUSTER_TAGS, dev_config, git, go_function, mirrored_tag
+from tests.served_objects import accepted_kubernetes
 from tests.tenant_sim import KAI_SCHEDULER, Tenant, tenant_of, virtual_pod
 from tests.test_virtual_defaults import Inside
 from tests.vcluster_volumes import PROJECTED_NAMES, VOLUME_NAMES
@@ -73,17 +72,6 @@ PRESENTATION = {"items", "defaultMode", "optional", "readOnly"}
 # Volumes the translator appends itself: /etc/hosts rewriting (hosts.go) adds scratch space; the host path mapper
 # (hostpath.go) mirrors a hostPath volume the tenant's pod already has, which the rule refuses.
 APPENDED_BESIDE_A_REFUSED_VOLUME = {"hostPath"}
-
-
-def accepted_kubernetes() -> list[str]:
-    """The schema folders of every Kubernetes a site or a virtual cluster may run that kubernetes-validate ships."""
-    root = Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema"
-    floor = release_numbers(KUBERNETES_MINIMUM_VERSION)
-    folders = sorted(str(path) for path in root.glob("v*-local")
-                     if release_numbers(path.name.removesuffix("-local"))[:2] >= floor)
-    virtual = {f"v{version.lstrip('v')}-local" for version in VCLUSTER_VIRTUAL_KUBERNETES.values()}
-    assert virtual <= {Path(folder).name for folder in folders}
-    return folders
 
 
 def schema_kinds(folder: str, definition: str) -> set[str]:
