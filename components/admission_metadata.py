@@ -60,6 +60,13 @@ def key_value(obj: str, field: str, key: str) -> str:
     return f"({has_key(obj, field, key)} ? {obj}.metadata.{field}['{key}'] : '')"
 
 
+def served_list(field: str) -> str:
+    """A list without omitempty is set: etcd's protobuf keeps no empty list, so the API server hands a policy an empty
+    one as null, which has() reports present; CEL has no list-to-null comparison in every implementation
+    (tests/test_served_objects_contract.py)."""
+    return f"(has({field}) && type({field}) == list)"
+
+
 def _annotation(key: str) -> str:
     return key_value("object", "annotations", key)
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import functools
 
-from components.admission_metadata import refusal
+from components.admission_metadata import refusal, served_list
 from components.pod_text_paths import POD_SPEC, TextPaths
 from config.model import Team
 from components.admission_devices import CONTAINER_LISTS
@@ -61,20 +61,14 @@ def _present(var: str, path: str) -> str:
 # Fields the API server hands a policy as null when unset: pointers without omitempty (k8s.io/api core/v1
 # GRPCAction.Service), which has() reports present (tests/test_synced_claims_admission.py) ...
 NULL_WHEN_UNSET = ("grpc.service",)
-# ... and lists without omitempty (NodeSelector.NodeSelectorTerms, ProjectedVolumeSource.Sources), null when empty
-# since etcd's protobuf keeps no empty list; CEL has no list-to-null comparison in every implementation, so these
-# are tested for being lists (tests/test_served_objects_contract.py derives both from tests/served_fields.json).
+# ... and lists without omitempty (NodeSelector.NodeSelectorTerms, ProjectedVolumeSource.Sources), tested with
+# served_list (tests/test_served_objects_contract.py derives both from tests/served_fields.json).
 NULL_LISTS_WHEN_UNSET = ("nodeSelectorTerms", "projected.sources")
-
-
-def _listed(field: str) -> str:
-    """A list without omitempty is set: present and not null."""
-    return f"(has({field}) && type({field}) == list)"
 
 
 def _when(var: str, path: str, value: str) -> str:
     present = _present(var, path) + (f" && {var}.{path} != null" if path.endswith(NULL_WHEN_UNSET) else "") + (
-        f" && {_listed(f'{var}.{path}')}" if path.endswith(NULL_LISTS_WHEN_UNSET) else "")
+        f" && {served_list(f'{var}.{path}')}" if path.endswith(NULL_LISTS_WHEN_UNSET) else "")
     return f"({present} ? {value} : 0)"
 
 
@@ -268,7 +262,7 @@ def _references(obj: str) -> str:
     containers = [f"(has({obj}.spec.{field}) ? {obj}.spec.{field}.map(c, {per_container}).sum() : 0)"
                   for field in CONTAINER_LISTS]
     named = _named('s', ('configMap', 'secret'))
-    sources = f"({_listed('v.projected.sources')} ? v.projected.sources.map(s, {named}).sum() : 0)"
+    sources = f"({served_list('v.projected.sources')} ? v.projected.sources.map(s, {named}).sum() : 0)"
     volume = f"(has(v.projected) ? {sources} : {_named('v', ('configMap', 'secret'))})"
     return " + ".join([*containers, f"(has({obj}.spec.volumes) ? {obj}.spec.volumes.map(v, {volume}).sum() : 0)",
                        _count(obj, "imagePullSecrets")])

@@ -11,7 +11,7 @@ Kubernetes and reads from vCluster's source which kinds it renames into the name
 
 from __future__ import annotations
 
-from components.admission_metadata import refusal
+from components.admission_metadata import refusal, served_list
 from config.model import Team
 
 # What the syncer writes for an honest pod: objects of the tenant's namespace, renamed (configMap, secret,
@@ -39,9 +39,7 @@ def volume_allowed(volume: str, before_sync: bool) -> str:
     """Volume ``volume`` is of an allowed kind: as the host sees it, or, ``before_sync``, as the tenant writes it."""
     kinds = HOST_VOLUME_SOURCES + (REWRITTEN_VOLUME_SOURCES if before_sync else ())
     sources = HOST_PROJECTED_SOURCES + (REWRITTEN_PROJECTED_SOURCES if before_sync else ())
-    # An empty sources list reaches the host as null (no omitempty; components/admission_pod_size.py).
-    listed = f"(has({volume}.projected.sources) && type({volume}.projected.sources) == list)"
-    projected = (f"(has({volume}.projected) && ({listed} ? "
+    projected = (f"(has({volume}.projected) && ({served_list(f'{volume}.projected.sources')} ? "
                  f"{volume}.projected.sources.all(s, {_any_of('s', sources)}) : true))")
     return f"({_any_of(volume, kinds)} || {projected})"
 

@@ -33,6 +33,7 @@ one, about as much again each. A hostile object past the API server's limit (1,0
 
 from __future__ import annotations
 
+from components.admission_metadata import served_list
 from components.synced_object_sizes import text_bytes
 from config.synced_data import (
     SYNCED_ENDPOINT_ENTRIES, SYNCED_SERVICE_PORTS, SYNCED_SERVICE_SELECTOR_LABELS, SYNCED_SERVICE_SOURCE_RANGES,
@@ -51,7 +52,7 @@ def listed(field: str) -> str:
     comparison in every implementation)."""
     holder, _, name = field.partition(".")
     null = holder in ("object", "oldObject") and name in SLICE_NULL_WHEN_UNSET
-    return f"(has({field}) && type({field}) == list)" if null else f"has({field})"
+    return served_list(field) if null else f"has({field})"
 
 
 def _size(field: str) -> str:

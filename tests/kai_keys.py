@@ -69,6 +69,11 @@ def _constants(files: dict[str, str]) -> dict[str, set[str]]:
     return table
 
 
+def string_constants(source: str) -> dict[str, str]:
+    """The string constants of one Go file (``NAME = "..."``, ``NAME = OTHER + "..."``), those of one value."""
+    return {name: next(iter(values)) for name, values in _constants({"": source}).items() if len(values) == 1}
+
+
 def keys_of(files: dict[str, str]) -> set[tuple[str, str]]:
     """(key, kind) for every label and annotation key the files use."""
     table = _constants(files)

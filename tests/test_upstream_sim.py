@@ -10,6 +10,7 @@ import pytest
 from tests.conftest import ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, dev_config, git, go_function
 from tests.tenant_sim import KAI_SCHEDULER, container, platform_of, virtual_pod
 from tests.apiserver_pods import api_validate
+from tests.kai_keys import string_constants
 from tests.kai_pods import (
     FRACTION, GPU_GROUP, MIG_INSTANCE, NUM_DEVICES, RECEIVED_RESOURCE_TYPE, REGULAR, device_list_prefix, kai_bind,
     kai_mutate, sanitises_sharing_names,
@@ -88,20 +89,10 @@ def test_the_device_list_prefix_is_cut_as_each_kai_tag_cuts_it():
     assert device_list_prefix(name, 0, "v0.16.0", "bq2kd7x") == device_list_prefix(name, 0, "v0.16.4", "bq2kd7x")
 
 
-def _go_strings(source: str) -> dict[str, str]:
-    """The Go string constants of ``source`` (``Name = "literal"`` or ``Name = Other + "literal"``), resolved."""
-    found: dict[str, str] = {}
-    for name, expression in re.findall(r"^\t(\w+)\s+(?:\w+\s+)?=\s+([\w\" +/.-]+?)\s*$", source, re.MULTILINE):
-        parts = [part.strip() for part in expression.split("+")]
-        if all(part.startswith('"') or part in found for part in parts):
-            found[name] = "".join(part.strip('"') if part.startswith('"') else found[part] for part in parts)
-    return found
-
-
 @pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI])
 def test_the_simulated_binder_writes_the_keys_and_values_kais_binder_writes(tag):
-    constants = _go_strings(git(KAI, "show", f"{tag}:pkg/common/constants/constants.go"))
-    received = _go_strings(git(KAI, "show", f"{tag}:pkg/scheduler/api/pod_info/pod_info.go"))
+    constants = string_constants(git(KAI, "show", f"{tag}:pkg/common/constants/constants.go"))
+    received = string_constants(git(KAI, "show", f"{tag}:pkg/scheduler/api/pod_info/pod_info.go"))
     assert (constants["GPUGroup"], constants["ReceivedResourceType"], constants["GpuFractionsNumDevices"]) == (
         GPU_GROUP, RECEIVED_RESOURCE_TYPE, NUM_DEVICES)
     assert (received["ReceivedTypeFraction"], received["ReceivedTypeRegular"], received["ReceivedTypeMigInstance"]) \
