@@ -309,8 +309,8 @@ def alert_rules(platform: Platform) -> list[dict]:
             "Team {{ $labels.team }}'s pods are refused by its admission policy",
             "Policy {{ $labels.policy }} refused {{ $value }} pod request(s) in the last 10 minutes.",
             "A tenant is hitting its guardrails (another team's queue, a scheduler other than KAI, a GPU device "
-            "list...). The refused pod's events inside the vCluster name the rule; see the tenant security "
-            "model (docs/security-model.md). Repeated refusals of one workload usually mean a Helm chart that "
+            "list...). The refused pod's events inside the vCluster name the rule; see the pod admission "
+            "rules (docs/security-admission.md). Repeated refusals of one workload usually mean a Helm chart that "
             "sets a field the policy forbids."),
         _alert(
             "GpuTenancyGpusOverPromised",

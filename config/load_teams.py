@@ -113,7 +113,7 @@ tier (`[memory-limit]`, `[hami-core]`, `[mig-profile]`, `[whole-gpus]` rules).""
 TEAM = Block(title="one entry per team", retired=(
     Retired("strict", "was retired: every pod a tenant's vCluster syncs, its DNS included, must now be scheduled by "
             "KAI in the team's queue, so there is nothing left to switch",
-            "remove the key; see the tenant security model (docs/security-model.md)"),
+            "remove the key; see the pod admission rules (docs/security-admission.md)"),
 ), keys=(
     Key("name", Text(dns_label=True, checks=(NOT_A_KAI_QUEUE,)), REQUIRED,
         "Team name, unique; also the name of the team's leaf queue.",

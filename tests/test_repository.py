@@ -4,6 +4,7 @@
 - no path of a developer's machine;
 - the README's quick start (a) needs only the runtime requirements;
 - a test skips only for a missing external input, and says which variable supplies it.
+- every Go harness is as gofmt writes it.
 """
 
 from __future__ import annotations
@@ -167,3 +168,25 @@ def test_ci_runs_both_quick_start_commands_as_the_readme_writes_them():
     assert '"$(python3 .ci/readme_command.py a)"' in script and '"$(python3 .ci/readme_command.py b)"' in script
     with pytest.raises(SystemExit, match=r"no quick start \(c\)"):
         quick_start_command("c", readme)
+
+
+# --- the Go harnesses are as gofmt writes them ---------------------------------------------------
+
+
+def unformatted_go(*files: Path) -> list[str]:
+    from tests.go_toolchain import go_binary
+    gofmt = Path(go_binary()).with_name("gofmt")
+    listed = subprocess.run([str(gofmt), "-l", *map(str, files)], capture_output=True, text=True, check=True).stdout
+    return listed.split()
+
+
+def test_every_go_harness_is_as_gofmt_writes_it():
+    harnesses = [path for path in tracked_files() if path.suffix == ".go"]
+    assert harnesses, "no Go harness is tracked"
+    assert unformatted_go(*harnesses) == [], "run gofmt -w on these"
+
+
+def test_the_format_check_sees_an_unformatted_file(tmp_path):
+    planted = tmp_path / "main.go"
+    planted.write_text("package main\n\nfunc main() {  }\n")
+    assert unformatted_go(planted) == [str(planted)]

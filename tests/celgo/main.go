@@ -236,11 +236,14 @@ func (v *lazyVariables) Get(key ref.Val) ref.Val {
 	return types.NewErr("no such key: %v", key)
 }
 
-func (v *lazyVariables) Contains(key ref.Val) ref.Val { _, found := v.Find(key); return types.Bool(found) }
-func (v *lazyVariables) Size() ref.Val                { return types.Int(len(v.programs)) }
-func (v *lazyVariables) Type() ref.Type               { return types.MapType }
-func (v *lazyVariables) Value() any                   { return v }
-func (v *lazyVariables) Equal(other ref.Val) ref.Val  { return types.Bool(other == ref.Val(v)) }
+func (v *lazyVariables) Contains(key ref.Val) ref.Val {
+	_, found := v.Find(key)
+	return types.Bool(found)
+}
+func (v *lazyVariables) Size() ref.Val               { return types.Int(len(v.programs)) }
+func (v *lazyVariables) Type() ref.Type              { return types.MapType }
+func (v *lazyVariables) Value() any                  { return v }
+func (v *lazyVariables) Equal(other ref.Val) ref.Val { return types.Bool(other == ref.Val(v)) }
 
 func (v *lazyVariables) Iterator() traits.Iterator {
 	names := make([]string, 0, len(v.programs))

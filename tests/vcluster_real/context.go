@@ -91,7 +91,7 @@ func virtualClusterConfig(req *request) (*config.VirtualClusterConfig, error) {
 
 // registerContext is what vCluster hands its syncers, for the request's config, on fresh fake clients: the virtual
 // one holding the request's virtual objects, the host one the two host Services the pod syncer reads and
-// ``hostObjects``; the name mappings registered and migrated as at start-up.
+// `hostObjects`; the name mappings registered and migrated as at start-up.
 func registerContext(req *request, server *httptest.Server, hostObjects ...runtime.Object) (*synccontext.RegisterContext, *testingutil.FakeIndexClient, *testingutil.FakeIndexClient, error) {
 	vConfig, err := virtualClusterConfig(req)
 	if err != nil {

@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// objectRequest is one virtual object to sync: ``via`` "proxy" sends a Service CREATE through vCluster's API
+// objectRequest is one virtual object to sync: `via` "proxy" sends a Service CREATE through vCluster's API
 // proxy (pkg/server/filters/service.go, which creates the host Service itself), anything else hands the object to
 // its syncer's SyncToHost.
 type objectRequest struct {
@@ -35,7 +35,7 @@ type objectRequest struct {
 	Object json.RawMessage `json:"object"`
 }
 
-// objectUpdate is a tenant's edit (virtualOld -> virtual) of an object whose host copy is ``host``.
+// objectUpdate is a tenant's edit (virtualOld -> virtual) of an object whose host copy is `host`.
 type objectUpdate struct {
 	Kind       string          `json:"kind"`
 	Host       json.RawMessage `json:"host"`
@@ -44,7 +44,7 @@ type objectUpdate struct {
 }
 
 // objectResult: the host (and virtual) object after the sync, or why there is none: the syncer's error, or
-// ``skipped``, the syncer's own decision not to write one.
+// `skipped`, the syncer's own decision not to write one.
 type objectResult struct {
 	Host    client.Object `json:"host,omitempty"`
 	Virtual client.Object `json:"virtual,omitempty"`
@@ -68,7 +68,7 @@ var syncedKinds = map[string]syncedKind{
 	"Secret":                {func() client.Object { return &corev1.Secret{} }, secrets.New, mappings.Secrets},
 }
 
-// decode is the named kind and each of ``raws`` decoded into its Go type (a field the type lacks is an error).
+// decode is the named kind and each of `raws` decoded into its Go type (a field the type lacks is an error).
 func decode(kindName string, raws ...json.RawMessage) (syncedKind, []client.Object, error) {
 	kind, ok := syncedKinds[kindName]
 	if !ok {

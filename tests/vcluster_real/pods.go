@@ -89,4 +89,3 @@ func update(req *request, change *podUpdate, server *httptest.Server) (*result, 
 	}
 	return &result{Host: host, Virtual: virtual}, nil
 }
-

@@ -120,7 +120,7 @@ def tenant_section(index: PlanIndex, charts: Optional[ChartValues] = None) -> li
                   f"(`python -m tools.plan STACK` reads them from the chart cache). Each quota holds the team's "
                   f"allowance plus its vCluster control plane and DNS.", ""]
     lines += ["Admission: every pod the tenant's vCluster syncs, its DNS included, is scheduled by KAI in the "
-                  "team's queue; the rules are those of the tenant security model (docs/security-model.md). GPU "
+                  "team's queue; the rules are those of the pod admission page (docs/security-admission.md). GPU "
                   "shares are enforced by the KAI queues, not by the ResourceQuota."]
     lines += ["", "Synced objects other than pods (Services, claims, endpoints, ConfigMaps, Secrets, pod status):", ""]
     lines += synced
