@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 # Types the walk does not enter: what each is served as (tests/served_objects.py).
 LEAVES = {"resource.Quantity": "quantity", "intstr.IntOrString": "intorstring", "meta/v1.Time": "time",
@@ -139,3 +139,32 @@ def written(tables: dict[str, dict[str, str]]) -> str:
     """``tables`` as tests/served_fields.json holds them: one struct a line, sorted."""
     lines = [f"{json.dumps(name)}: {json.dumps(fields)}" for name, fields in sorted(tables.items())]
     return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
+def differences(pinned: dict[str, dict[str, str]], other: dict[str, dict[str, str]]) -> dict[str, Optional[dict]]:
+    """What ``other`` changes in ``pinned`` (two ``schema`` results): struct -> field -> its declaration in ``other``
+    (None: absent there), or None for a struct ``other`` lacks; a struct only ``other`` has, whole."""
+    changed: dict[str, Optional[dict]] = {}
+    for struct in sorted(set(pinned) | set(other)):
+        before, after = pinned.get(struct), other.get(struct)
+        if struct not in other:
+            changed[struct] = None
+        elif before is None:
+            changed[struct] = after
+        elif before != after:
+            changed[struct] = {name: after.get(name) for name in [*before, *after]
+                               if before.get(name) != after.get(name)}
+    return changed
+
+
+def written_releases(releases: dict[str, dict]) -> str:
+    """``releases`` as tests/served_releases.json holds them: a release's facts on one line, each changed struct on
+    its own."""
+    blocks = []
+    for release, facts in sorted(releases.items()):
+        head = {key: value for key, value in facts.items() if key != "fields"}
+        lines = [f"  {json.dumps(name)}: {json.dumps(fields)}" for name, fields in sorted(facts["fields"].items())]
+        body = "{\n" + ",\n".join(lines) + "\n }" if lines else "{}"
+        blocks.append(f"{json.dumps(release)}: {json.dumps(head)[:-1]}, \"fields\": {body}}}")
+    return "{\n" + ",\n".join(blocks) + "\n}\n"
+
