@@ -27,6 +27,8 @@ IMPORTS = {"k8s.io/api/core/v1": "core/v1", "k8s.io/api/discovery/v1": "discover
 STRUCT = re.compile(r"^type (\w+) struct \{\n(.*?)^\}", re.MULTILINE | re.DOTALL)
 FIELD = re.compile(r"^\t(?:(\w+)[ \t]+)?([\w.*\[\]]+)[ \t]+`[^`]*?json:\"([^\"]*)\"", re.MULTILINE)
 NAMED = re.compile(r"^type (\w+) =? ?([\w.*\[\]]+)$", re.MULTILINE)
+# The package key ``local`` parses a file's own types under, then drops.
+LOCAL = "this"
 IMPORT = re.compile(r"^\t(?:(\w+) )?\"([^\"]+)\"$", re.MULTILINE)
 
 
@@ -39,6 +41,8 @@ class Field(NamedTuple):
     name: str  # the JSON name, '' when inline
     kind: str  # the Go type, package resolved
     options: str  # ",omitempty", ",omitzero", both or ''
+    go_name: str  # the Go name; an embedded struct's is its type's
+    embedded: bool
 
 
 def _resolve(kind: str, package: str, aliases: dict[str, str]) -> str:
@@ -68,14 +72,16 @@ def parse(source: Source) -> tuple[dict[str, list[Field]], dict[str, str]]:
             if not go_name:  # embedded: named by its JSON tag, inline when the tag has no name
                 assert json_name or "inline" in options, f"{name}: embedded {kind} without a JSON name"
             kept = "".join(f",{option}" for option in options if option in ("omitempty", "omitzero"))
-            fields.append(Field(json_name, _resolve(kind, source.package, aliases), kept))
+            fields.append(Field(json_name, _resolve(kind, source.package, aliases), kept,
+                                go_name or kind.lstrip("*").rsplit(".", 1)[-1], not go_name))
         structs[f"{source.package}.{name}"] = fields
     named = {f"{source.package}.{name}": _resolve(kind, source.package, aliases)
              for name, kind in NAMED.findall(source.text) if name not in {n for n, _ in STRUCT.findall(source.text)}}
     return structs, named
 
 
-def _bare(kind: str) -> str:
+def bare(kind: str) -> str:
+    """``kind`` without its list and pointer marks: ``[]*core/v1.Volume`` -> ``core/v1.Volume``."""
     return re.sub(r"^[\[\]*]+", "", kind)
 
 
@@ -168,3 +174,14 @@ def written_releases(releases: dict[str, dict]) -> str:
         blocks.append(f"{json.dumps(release)}: {json.dumps(head)[:-1]}, \"fields\": {body}}}")
     return "{\n" + ",\n".join(blocks) + "\n}\n"
 
+
+def local(text: str) -> tuple[dict[str, list[Field]], dict[str, str]]:
+    """``parse`` of one ``types.go`` with its own types named without a package (``PodSpec``, ``[]Volume``,
+    ``map[ResourceName]resource.Quantity``) and imported ones with theirs (``meta/v1.LabelSelector``, a discovery
+    file's ``core/v1.ObjectReference``)."""
+    structs, named = parse(Source(LOCAL, text))
+
+    def strip(name: str) -> str:
+        return re.sub(rf"(?<![\w/]){LOCAL}\.", "", name)
+    return ({strip(name): [field._replace(kind=strip(field.kind)) for field in fields]
+             for name, fields in structs.items()}, {strip(name): strip(kind) for name, kind in named.items()})
