@@ -4,9 +4,9 @@ The API server decodes a request's body into the Go type of its kind and gives a
 the policy plugin turns back into JSON-like data with apimachinery's ``runtime.DefaultUnstructuredConverter``
 (pkg/runtime/converter.go ``structToUnstructured``). So a policy sees, whatever the sender wrote:
 
-- no field its Go type lacks (the decode drops it), but for one that another Kubernetes a site may run has
-  (``accepted_kubernetes``: 1.35's ``workloadRef``, 1.37's ``evictionResponders``), kept as written, since a host of
-  that release serves it and the policies must judge it there;
+- no field its Go type lacks (the decode drops it); without a ``release``, a field that another Kubernetes a site may
+  run has (``accepted_kubernetes``: 1.35's ``workloadRef``, 1.37's ``evictionResponders``) is kept as written, since a
+  host of that release serves it and the policies must judge it there;
 - every field without ``omitempty`` (k8s.io/api types.go struct tags): a nil pointer, slice or map as ``null``,
   a string, number or bool as its zero value; a struct field (omitempty or not: the converter never counts a
   struct as empty) as an object of its own such fields, a ``metav1.Time`` as ``null`` when unset, a quantity as
@@ -17,8 +17,8 @@ the policy plugin turns back into JSON-like data with apimachinery's ``runtime.D
 
 ``SERVED_FIELDS`` (tests/served_fields.json) is the model at the pin: every struct reachable from the ``KINDS`` the
 host policies judge, each field's type and whether it is ``omitempty``. ``RELEASES`` (tests/served_releases.json)
-holds every other Kubernetes minor a site may run, from the floor to the newest checked one, as the tags read and
-that release's differences to the pinned table (a field it lacks as null, a struct it lacks as null) and to its
+holds every Kubernetes minor a site may run, from the floor to the newest checked one, as the tags read and that
+release's differences to the pinned table (a field or struct it lacks as null; the pin's are none) and its
 converter (v0.30-v0.33's ignores ``omitzero``, so an unset creationTimestamp is served ``null`` there).
 ``as_served(kind, obj, release="1.31")`` is the object a host of that release hands its policies, fields of other
 releases dropped; without ``release`` it is the pinned release's object with the fields of the others kept as
