@@ -116,10 +116,12 @@ MIRRORED_TAGS = {
     "NVIDIA/k8s-device-plugin": ("v0.17.0", "v0.17.1", "v0.17.2", "v0.17.3", "v0.17.4", "v0.18.0", "v0.18.1", "v0.19.0",
                                  "v0.19.2", "v0.19.3", "v0.20.0"),
     # How the API server reads a quantity (config/key_types.py QUANTITY), at the oldest and newest Kubernetes a
-    # site may run.
-    "kubernetes/apimachinery": ("v0.30.0", "v0.36.3"),
+    # site may run; and how it converts an object for admission and its metadata's fields, at the newest patch of
+    # every minor (tests/served_releases.json).
+    "kubernetes/apimachinery": ("v0.30.0", "v0.30.14", "v0.31.14", "v0.32.13", "v0.33.13", "v0.34.10", "v0.35.7",
+                                "v0.36.3"),
     # The pod spec's string fields at every Kubernetes minor a site may run, newest patch of each
-    # (tests/test_pod_text_fields_contract.py).
+    # (tests/test_pod_text_fields_contract.py), and the judged kinds' fields (tests/served_releases.json).
     "kubernetes/api": ("v0.30.14", "v0.31.14", "v0.32.13", "v0.33.13", "v0.34.10", "v0.35.7", "v0.36.3"),
     # The OIDC authenticator of each virtual cluster's API server (tests/test_tenant_access.py), and how the API
     # server validates fields of a request that names no validation (tests/test_deployability_api_server.py), at

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 # Types the walk does not enter: what each is served as (tests/served_objects.py).
 LEAVES = {"resource.Quantity": "quantity", "intstr.IntOrString": "intorstring", "meta/v1.Time": "time",
@@ -27,6 +27,8 @@ IMPORTS = {"k8s.io/api/core/v1": "core/v1", "k8s.io/api/discovery/v1": "discover
 STRUCT = re.compile(r"^type (\w+) struct \{\n(.*?)^\}", re.MULTILINE | re.DOTALL)
 FIELD = re.compile(r"^\t(?:(\w+)[ \t]+)?([\w.*\[\]]+)[ \t]+`[^`]*?json:\"([^\"]*)\"", re.MULTILINE)
 NAMED = re.compile(r"^type (\w+) =? ?([\w.*\[\]]+)$", re.MULTILINE)
+# The package key ``local`` parses a file's own types under, then drops.
+LOCAL = "this"
 IMPORT = re.compile(r"^\t(?:(\w+) )?\"([^\"]+)\"$", re.MULTILINE)
 
 
@@ -39,6 +41,8 @@ class Field(NamedTuple):
     name: str  # the JSON name, '' when inline
     kind: str  # the Go type, package resolved
     options: str  # ",omitempty", ",omitzero", both or ''
+    go_name: str  # the Go name; an embedded struct's is its type's
+    embedded: bool
 
 
 def _resolve(kind: str, package: str, aliases: dict[str, str]) -> str:
@@ -68,14 +72,16 @@ def parse(source: Source) -> tuple[dict[str, list[Field]], dict[str, str]]:
             if not go_name:  # embedded: named by its JSON tag, inline when the tag has no name
                 assert json_name or "inline" in options, f"{name}: embedded {kind} without a JSON name"
             kept = "".join(f",{option}" for option in options if option in ("omitempty", "omitzero"))
-            fields.append(Field(json_name, _resolve(kind, source.package, aliases), kept))
+            fields.append(Field(json_name, _resolve(kind, source.package, aliases), kept,
+                                go_name or kind.lstrip("*").rsplit(".", 1)[-1], not go_name))
         structs[f"{source.package}.{name}"] = fields
     named = {f"{source.package}.{name}": _resolve(kind, source.package, aliases)
              for name, kind in NAMED.findall(source.text) if name not in {n for n, _ in STRUCT.findall(source.text)}}
     return structs, named
 
 
-def _bare(kind: str) -> str:
+def bare(kind: str) -> str:
+    """``kind`` without its list and pointer marks: ``[]*core/v1.Volume`` -> ``core/v1.Volume``."""
     return re.sub(r"^[\[\]*]+", "", kind)
 
 
@@ -139,3 +145,43 @@ def written(tables: dict[str, dict[str, str]]) -> str:
     """``tables`` as tests/served_fields.json holds them: one struct a line, sorted."""
     lines = [f"{json.dumps(name)}: {json.dumps(fields)}" for name, fields in sorted(tables.items())]
     return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
+def differences(pinned: dict[str, dict[str, str]], other: dict[str, dict[str, str]]) -> dict[str, Optional[dict]]:
+    """What ``other`` changes in ``pinned`` (two ``schema`` results): struct -> field -> its declaration in ``other``
+    (None: absent there), or None for a struct ``other`` lacks; a struct only ``other`` has, whole."""
+    changed: dict[str, Optional[dict]] = {}
+    for struct in sorted(set(pinned) | set(other)):
+        before, after = pinned.get(struct), other.get(struct)
+        if struct not in other:
+            changed[struct] = None
+        elif before is None:
+            changed[struct] = after
+        elif before != after:
+            changed[struct] = {name: after.get(name) for name in [*before, *after]
+                               if before.get(name) != after.get(name)}
+    return changed
+
+
+def written_releases(releases: dict[str, dict]) -> str:
+    """``releases`` as tests/served_releases.json holds them: a release's facts on one line, each changed struct on
+    its own."""
+    blocks = []
+    for release, facts in sorted(releases.items()):
+        head = {key: value for key, value in facts.items() if key != "fields"}
+        lines = [f"  {json.dumps(name)}: {json.dumps(fields)}" for name, fields in sorted(facts["fields"].items())]
+        body = "{\n" + ",\n".join(lines) + "\n }" if lines else "{}"
+        blocks.append(f"{json.dumps(release)}: {json.dumps(head)[:-1]}, \"fields\": {body}}}")
+    return "{\n" + ",\n".join(blocks) + "\n}\n"
+
+
+def local(text: str) -> tuple[dict[str, list[Field]], dict[str, str]]:
+    """``parse`` of one ``types.go`` with its own types named without a package (``PodSpec``, ``[]Volume``,
+    ``map[ResourceName]resource.Quantity``) and imported ones with theirs (``meta/v1.LabelSelector``, a discovery
+    file's ``core/v1.ObjectReference``)."""
+    structs, named = parse(Source(LOCAL, text))
+
+    def strip(name: str) -> str:
+        return re.sub(rf"(?<![\w/]){LOCAL}\.", "", name)
+    return ({strip(name): [field._replace(kind=strip(field.kind)) for field in fields]
+             for name, fields in structs.items()}, {strip(name): strip(kind) for name, kind in named.items()})

@@ -216,9 +216,29 @@ class Admission:
         return validation.get("message", "")
 
 
+# The Kubernetes release whose host serves the objects judged (tests/served_objects.py RELEASES); None: the pin.
+_SERVING: list[Optional[str]] = [None]
+
+
+@contextlib.contextmanager
+def served_by(release: Optional[str]) -> Iterator[None]:
+    """Every object judged inside the block is served as a host of Kubernetes ``release`` serves it."""
+    _SERVING.append(release)
+    try:
+        yield
+    finally:
+        _SERVING.pop()
+
+
 def served(obj: Optional[dict]) -> Optional[dict]:
-    """A request's object as the API server hands it to admission (tests/served_objects.py)."""
-    return obj if obj is None else as_served(obj.get("kind", ""), obj)
+    """A request's object as the API server hands it to admission (tests/served_objects.py). The API server decodes a
+    body into the type of the resource it is sent to, whatever it says; the model knows that type by ``kind``, so an
+    object without one would reach the policy unserved (unknown fields kept, nulls missing): an error."""
+    if obj is None:
+        return None
+    assert obj.get("kind"), f"a judged object without kind: {obj.get('apiVersion')} " \
+                            f"{obj.get('metadata', {}).get('name')!r}: {str(obj)[:200]}"
+    return as_served(obj["kind"], obj, _SERVING[-1])
 
 
 def agree(verdict: Verdict, activation: Optional[dict], messages: list[str]) -> None:

@@ -16,27 +16,20 @@ import re
 import pytest
 
 from tests.conftest import ACCEPTED_VCLUSTER_TAGS, git, mirrored_tag
+from tests.go_struct_fields import bare, local
 
 VCLUSTER = "loft-sh/vcluster"
 TYPES = "vendor/k8s.io/api/core/v1/types.go"
 TRANSLATOR = "pkg/controllers/resources/pods/translate/translator.go"
 EPHEMERAL_SYNC = "pkg/controllers/resources/pods/ephemeral_containers.go"
-FIELD = re.compile(r"^\t(\w+)\s+([\w.*\[\]]+)\s+`json:\"(\w*)", re.MULTILINE)
-EMBEDDED = re.compile(r"^\t(\w+)\s+`json:\",inline\"", re.MULTILINE)
 # A field that names a Secret object of the pod's namespace (not ``cephfs.secretFile``, a path on the node).
 SECRET_FIELD = re.compile(r"(Secret(Name|Ref|KeyRef)|^ImagePullSecrets)$")
 SECRET_TYPES = ("SecretProjection",)
 
 
 def structs(types: str) -> dict[str, list[tuple[str, str]]]:
-    """Each struct of ``types`` with its fields (name, bare type); an embedded struct is a field named like it."""
-    found = {}
-    for match in re.finditer(r"^type (\w+) struct \{\n(.*?)^\}", types, re.MULTILINE | re.DOTALL):
-        body = match.group(2)
-        fields = [(name, re.sub(r"^[\[\]*]+", "", kind)) for name, kind, _ in FIELD.findall(body)]
-        fields += [(name, name) for name in EMBEDDED.findall(body)]
-        found[match.group(1)] = fields
-    return found
+    """Each struct of ``types`` with its fields (Go name, bare type); an embedded struct is a field named like it."""
+    return {name: [(field.go_name, bare(field.kind)) for field in fields] for name, fields in local(types)[0].items()}
 
 
 def secret_references(types: str) -> set[tuple[str, str]]:

@@ -23,7 +23,6 @@ runAsUserName's 256-byte domain). A field whose bound could not be found there a
 
 from __future__ import annotations
 
-import re
 from typing import NamedTuple
 
 import pytest
@@ -31,6 +30,7 @@ import pytest
 from components.admission_pod_fields import POD_FIELDS, REFUSED
 from components.pod_text_paths import counted_fields
 from tests.conftest import MIRRORED_TAGS, git, mirrored_tag
+from tests.go_struct_fields import bare as bare_type, local
 from tests.test_volume_sources_contract import REFUSED_PROJECTED_SOURCES, REFUSED_VOLUME_SOURCES
 
 API = "kubernetes/api"
@@ -164,9 +164,9 @@ COUNTED: dict[str, set[str]] = {
 COUNTED["EphemeralContainerCommon"] = COUNTED["Container"]
 
 # Types from other packages, as they appear in core/v1, and what they hold.
-EXTERNAL = {"metav1.LabelSelector": "LabelSelector", "resource.Quantity": None, "intstr.IntOrString": None,
-            "metav1.ObjectMeta": None}
-PRIMITIVES = {"bool", "int", "int32", "int64", "byte", "float64", "types.UID", "metav1.Time"}
+EXTERNAL = {"meta/v1.LabelSelector": "LabelSelector", "resource.Quantity": None, "intstr.IntOrString": None,
+            "meta/v1.ObjectMeta": None}
+PRIMITIVES = {"bool", "int", "int32", "int64", "byte", "float64", "types.UID", "meta/v1.Time"}
 # Volume kinds and projections the host refuses whole (tests/test_volume_sources_contract.py), and the ones the
 # syncer replaces (an ephemeral volume by a claim, a token by a downward-API projection), which the host refuses.
 WHOLE = {"VolumeSource": {*REFUSED_VOLUME_SOURCES, "ephemeral"},
@@ -181,13 +181,8 @@ class Leaf(NamedTuple):
 
 def _structs(types: str) -> tuple[dict, dict]:
     """(struct -> [(JSON name or '' when inline, Go type)], named non-struct type -> underlying type)."""
-    structs = {}
-    for match in re.finditer(r"^type (\w+) struct \{\n(.*?)^\}", types, re.MULTILINE | re.DOTALL):
-        fields = re.findall(r"^\t\w+\s+([\w.*\[\]]+)\s+`json:\"(\w*)[,\"]", match.group(2), re.MULTILINE)
-        inline = re.findall(r"^\t(\w+)\s+`json:\",inline\"", match.group(2), re.MULTILINE)
-        structs[match.group(1)] = [(name, kind) for kind, name in fields] + [("", name) for name in inline]
-    named = dict(re.findall(r"^type (\w+) =? ?([\w.\[\]]+)$", types, re.MULTILINE))
-    return structs, named
+    structs, named = local(types)
+    return {name: [(field.name, field.kind) for field in fields] for name, fields in structs.items()}, named
 
 
 def leaves(tag: str) -> list[Leaf]:
@@ -204,7 +199,7 @@ def leaves(tag: str) -> list[Leaf]:
                 continue
             if name in WHOLE.get(struct, ()) or (struct, name) in refused:
                 continue
-            bare = re.sub(r"^[\[\]*]+", "", kind)
+            bare = bare_type(kind)
             bare = EXTERNAL.get(bare) or bare
             path = f"{prefix}{name}{'[]' if kind.lstrip('*').startswith('[]') else ''}"
             if bare in structs:

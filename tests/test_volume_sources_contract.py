@@ -20,6 +20,7 @@ from components.admission_volumes import (
     HOST_PROJECTED_SOURCES, HOST_VOLUME_SOURCES, REWRITTEN_PROJECTED_SOURCES, REWRITTEN_VOLUME_SOURCES,
 )
 from tests.conftest import ACCEPTED_VCLUSTER_TAGS, dev_config, git, go_function, mirrored_tag
+from tests.go_struct_fields import bare, local
 from tests.served_objects import accepted_kubernetes
 from tests.tenant_sim import KAI_SCHEDULER, Tenant, tenant_of, virtual_pod
 from tests.test_virtual_defaults import Inside
@@ -132,15 +133,11 @@ def test_each_kind_is_refused_or_admitted_on_the_host_and_inside_as_classified(t
 
 
 def go_structs(types: str) -> dict[str, dict[str, tuple[str, str]]]:
-    """struct -> Go field -> (JSON name, bare type); an embedded (inline) struct's JSON name is empty."""
-    found = {}
-    for match in re.finditer(r"^type (\w+) struct \{\n(.*?)^\}", types, re.MULTILINE | re.DOTALL):
-        body = match.group(2)
-        fields = {name: (json_name, re.sub(r"^[\[\]*]+", "", kind)) for name, kind, json_name in
-                  re.findall(r"^\t(\w+)\s+([\w.*\[\]]+)\s+`json:\"(\w+)", body, re.MULTILINE)}
-        fields.update({name: ("", name) for name in re.findall(r"^\t(\w+)\s+`json:\",inline\"", body, re.MULTILINE)})
-        found[match.group(1)] = fields
-    return found
+    """struct -> Go field -> (JSON name, bare type); an embedded (inline) struct's JSON name is empty. A struct of
+    another package embedded (TypeMeta, ObjectMeta) is left out: its fields are not this file's."""
+    return {name: {field.go_name: (field.name, bare(field.kind)) for field in fields
+                   if not (field.embedded and "." in field.kind)}
+            for name, fields in local(types)[0].items()}
 
 
 def _field(structs: dict, struct: str, go_name: str) -> tuple[tuple[str, ...], str]:
