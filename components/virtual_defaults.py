@@ -192,7 +192,9 @@ def _binding(kind: str, policy: str, **spec) -> dict:
 def virtual_manifests(team: Team) -> list[dict]:
     hami_core = ([hami_core_policy(team), _binding("MutatingAdmissionPolicyBinding", HAMI_CORE_NAME)]
                  if team.isolation.tier == MEMORY_CAPPED else [])
-    # After HAMi-core's, so that its image volume pulls too (each policy runs again when a later one changes the pod).
+    # HAMi-core's image volume pulls too, whichever of the two the API server runs first (it follows no set order:
+    # k8s.io/apiserver generic/policy_source.go ranges over a map): a policy reinvoked IfNeeded runs again when a
+    # later one changes the pod.
     image_pull = ([_mutating_policy(IMAGE_PULL_NAME, *image_pull_mutations()),
                    _binding("MutatingAdmissionPolicyBinding", IMAGE_PULL_NAME)]
                   if team.vcluster.always_pull_images else [])

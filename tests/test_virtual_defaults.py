@@ -24,7 +24,7 @@ from tests.tenant_sim import (
     Admission, KAI_SCHEDULER, Tenant, container, platform_of, tenant_of, virtual_pod,
 )
 from tests.apiserver_pods import pull_policy_defaults
-from tests.virtual_sim import VIRTUAL_KUBERNETES, Mutation, manifests, named
+from tests.virtual_sim import VIRTUAL_KUBERNETES, Mutation, apply_configuration, manifests, named
 
 
 class Inside:
@@ -44,11 +44,16 @@ class Inside:
         self.resizes = Admission(named(objects, "ValidatingAdmissionPolicy", FIXED_REQUESTS_NAME)["spec"],
                                  named(objects, "ValidatingAdmissionPolicyBinding", FIXED_REQUESTS_NAME)["spec"])
 
-    def mutate(self, pod: dict) -> dict:
-        """The API server defaults schedulerName and pull policies before admission, then applies every mutating
-        policy."""
+    @staticmethod
+    def defaulted(pod: dict) -> dict:
+        """The pod as admission gets it: the API server defaults schedulerName and pull policies first."""
         pod = pull_policy_defaults(pod)
         pod["spec"].setdefault("schedulerName", "default-scheduler")
+        return pod
+
+    def mutate(self, pod: dict) -> dict:
+        """The pod after every mutating policy, applied to the defaulted pod."""
+        pod = self.defaulted(pod)
         for mutation in self.mutations:
             pod = mutation.mutate(pod["metadata"]["namespace"], pod, self.USER)
         return pod
@@ -203,3 +208,24 @@ def test_the_shipped_manifests_are_valid_kubernetes_1_36_objects():
         broken["spec"]["mutations"][0]["applyConfig"] = broken["spec"]["mutations"][0].pop("applyConfiguration")
         with pytest.raises(kubernetes_validate.ValidationError):
             kubernetes_validate.validate(broken, VIRTUAL_KUBERNETES, strict=True)
+
+
+def env_of(*pairs: str) -> list[dict]:
+    return [{"name": name, "value": value} for name, value in (pair.split("=") for pair in pairs)]
+
+
+# A container's env as the tenant wrote it (B twice) and an apply configuration's env for it: structured-merge-diff
+# (typed/merge.go visitListItems) keeps the live-only A first, places the new D where the patch has it, the shared
+# C and B in the patch's order, and makes the duplicated B the patch's one item.
+LIVE_ENV, PATCH_ENV = env_of("A=1", "B=1", "C=1", "B=2"), env_of("D=0", "C=0", "B=0")
+MERGED_ENV = env_of("A=1", "D=0", "C=0", "B=0")
+
+
+def test_a_list_map_merges_in_structured_merge_diffs_order_and_a_duplicated_key_becomes_the_patchs_item():
+    live = {"spec": {"containers": [{"name": "main", "image": "cuda", "env": LIVE_ENV}]}}
+    patch = {"spec": {"containers": [{"name": "main", "env": PATCH_ENV}]}}
+    assert apply_configuration(live, patch)["spec"]["containers"] == [
+        {"name": "main", "image": "cuda", "env": MERGED_ENV}]
+    # Items the patch holds in the live list's order merge in place; a new container comes last.
+    assert apply_configuration(live, {"spec": {"containers": [{"name": "sidecar"}]}})["spec"]["containers"] == [
+        *live["spec"]["containers"], {"name": "sidecar"}]

@@ -22,6 +22,9 @@ from tests.apiserver_pods import pull_policy_defaults
 from tests.tenant_sim import Admission, plain_value
 
 VIRTUAL_KUBERNETES = "1.36.0"
+# Called with (policy spec, binding spec, namespace, pod, user, mutated pod) for every mutation made: tests/apiserver_map.py
+# records them to send the pods to the API server's own mutating admission plugin.
+MUTATION_OBSERVERS: list = []
 
 
 class TypeName(celtypes.MapType):
@@ -52,7 +55,8 @@ def _resolved(schema: dict) -> dict:
 def apply_configuration(target: dict, configuration: dict, schema: dict = POD_SCHEMA) -> dict:
     """``configuration`` merged into ``target`` as the API server merges an apply configuration (structured
     merge): maps key by key, lists the Kubernetes 1.36 schema marks ``x-kubernetes-list-type: map`` item by
-    item on their keys (containers and env by name, mounts by path), other lists and scalars replaced."""
+    item on their keys (containers and env by name, mounts by path; ``_merged_list``), other lists and scalars
+    replaced."""
     schema = _resolved(schema)
     result = copy.deepcopy(target)
     for key, value in configuration.items():
@@ -60,18 +64,59 @@ def apply_configuration(target: dict, configuration: dict, schema: dict = POD_SC
         if isinstance(value, dict) and isinstance(result.get(key), dict):
             result[key] = apply_configuration(result[key], value, field)
         elif isinstance(value, list) and field.get("x-kubernetes-list-type") == "map":
-            keys = field["x-kubernetes-list-map-keys"]
-            merged = copy.deepcopy(result.get(key) or [])
-            for item in value:
-                same = [index for index, existing in enumerate(merged) if all(existing.get(k) == item.get(k) for k in keys)]
-                if same:
-                    merged[same[0]] = apply_configuration(merged[same[0]], item, field["items"])
-                else:
-                    merged.append(copy.deepcopy(item))
-            result[key] = merged
+            result[key] = _merged_list(result.get(key) or [], value, field["x-kubernetes-list-map-keys"], field["items"])
         else:
             result[key] = copy.deepcopy(value)
     return result
+
+
+def _merged_list(live: list, patch: list, keys: list, items: dict) -> list:
+    """A list map merged as structured-merge-diff merges it (sigs.k8s.io/structured-merge-diff/v6 typed/merge.go
+    ``visitListItems``): items both lists hold come in the patch's order, each live-only item stays where it was
+    among them, new items come where the patch has them, and a key the live list holds twice is one item, the
+    patch's (the live duplicates are not merged)."""
+    def key(item: dict) -> tuple:
+        return tuple(json.dumps(item.get(k)) for k in keys)
+
+    live_keys, patch_keys = [key(item) for item in live], [key(item) for item in patch]
+    live_by = {k: (None if live_keys.count(k) > 1 else item) for k, item in zip(live_keys, live)}
+    patch_by = dict(zip(patch_keys, patch))
+    shared = iter([k for k in patch_keys if k in live_by])
+    next_shared = next(shared, None)
+    merged_keys: set = set()
+    out = []
+
+    def merged(k: tuple) -> dict:
+        merged_keys.add(k)
+        old = live_by.get(k)
+        return apply_configuration(old, patch_by[k], items) if old is not None else copy.deepcopy(patch_by[k])
+
+    at_live = at_patch = 0
+    while at_live < len(live) or at_patch < len(patch):
+        if at_live < len(live) and at_patch < len(patch):
+            k = live_keys[at_live]
+            if k == patch_keys[at_patch]:
+                out.append(merged(k))
+                at_live, at_patch, next_shared = at_live + 1, at_patch + 1, next(shared, None)
+                continue
+            if k in patch_by and next_shared is not None and next_shared != k:
+                at_live += 1  # a shared item, placed when the patch reaches it
+                continue
+        if at_live < len(live):
+            k = live_keys[at_live]
+            if k not in patch_by:
+                out.append(copy.deepcopy(live[at_live]))
+                at_live += 1
+                continue
+            if k in merged_keys:
+                at_live += 1
+        if at_patch < len(patch):
+            k = patch_keys[at_patch]
+            out.append(merged(k))
+            at_patch += 1
+            if next_shared == k:
+                next_shared = next(shared, None)
+    return out
 
 
 def manifests(team_settings) -> list[dict]:
@@ -88,6 +133,12 @@ class Mutation(Admission):
     ``Admission`` does, then each apply configuration evaluated and merged into the pod."""
 
     def mutate(self, namespace: str, pod: dict, user: str) -> dict:
+        mutated = self._mutated(namespace, pod, user)
+        for observe in MUTATION_OBSERVERS:
+            observe(self.spec, self.binding, namespace, copy.deepcopy(pod), user, copy.deepcopy(mutated))
+        return mutated
+
+    def _mutated(self, namespace: str, pod: dict, user: str) -> dict:
         activation = self.context(namespace, pod, user=user)
         if activation is None:
             return pod
