@@ -28,17 +28,39 @@ from tests.tenant_sim import ADMISSION_OBSERVERS, BINDING, POLICY, Admission, re
 VCLUSTER = "loft-sh/vcluster"
 # vCluster v0.36.1 vendors k8s.io/apiserver v0.36.0, the pinned Kubernetes minor.
 TAG = "v0.36.1"
-HARNESS = Path(__file__).with_name("apiserver_vap") / "main.go"
+FOLDER = Path(__file__).with_name("apiserver_vap")
+HARNESS = FOLDER / "main.go"
 PACKAGE = "cmd/gpu-tenancy-vap-real"
+# Each Kubernetes minor a site may run (config/versions.py) with a mirrored vCluster tag that vendors its
+# k8s.io/apiserver at the newest patch any mirrored tag holds, and the harness files for that release's API
+# (tests/test_admission_releases.py checks both against the mirror). 1.37 has none: no mirrored vCluster vendors
+# k8s.io/apiserver v0.37 yet.
+RELEASES = {
+    "1.30": ("v0.20.6", "plugin_v030.go", "compiler_v030.go"),
+    "1.31": ("v0.22.6", "plugin_v030.go", "compiler_v030.go"),
+    "1.32": ("v0.26.5", "plugin_v030.go", "compiler_v030.go"),
+    "1.33": ("v0.29.3", "plugin_v030.go", "compiler_v030.go"),
+    "1.34": ("v0.31.3", "plugin_v030.go", "compiler_v030.go"),
+    "1.35": ("v0.34.7", "plugin_v030.go", "compiler_v035.go"),
+    "1.36": (TAG, "plugin_v036.go", "compiler_v035.go"),
+}
+PINNED = "1.36"
+# Build tags a release's tree needs with the Go toolchain the tests build with: v0.34.7 vendors golang.org/x/net
+# v0.54, whose http2 under Go 1.27 wraps the standard library's and lacks what its vendored grpc calls
+# (http2.TrailerPrefix) unless built as the legacy package.
+BUILD_TAGS = {"1.35": "http2legacy"}
 # How the plugin words a failed validation of a binding that warns (dispatcher.go).
 WARNING = re.compile(r"Validation failed for ValidatingAdmissionPolicy '([^']*)' with binding '([^']*)': (.*)", re.S)
 # Kinds a subresource request carries that are not its resource's.
 SUBRESOURCE_KINDS = {"binding": ("", "v1", "Binding"), "eviction": ("policy", "v1", "Eviction")}
 
 
-def harness() -> Path:
-    repository = mirror(VCLUSTER)
-    return built_in_tree(repository, mirrored_tag(VCLUSTER, TAG), {HARNESS: PACKAGE}, PACKAGE, "apiserver-vap")
+def harness(release: str = PINNED) -> Path:
+    """The harness built inside the vCluster tag of Kubernetes ``release`` (the pinned one unless named)."""
+    tag, *shims = RELEASES[release]
+    files = {FOLDER / name: PACKAGE for name in ("main.go", "compile.go", *shims)}
+    return built_in_tree(mirror(VCLUSTER), mirrored_tag(VCLUSTER, tag), files, PACKAGE, "apiserver-vap",
+                         BUILD_TAGS.get(release, ""))
 
 
 class Verdict(NamedTuple):
@@ -92,6 +114,21 @@ def judge(policies: dict[str, tuple[dict, dict]], requests: list[dict]) -> list[
         assert not answer.get("observerError"), answer["observerError"]
         verdicts.append(Verdict(answer["allowed"], answer.get("error", ""), refusals))
     return verdicts
+
+
+class Compiled(NamedTuple):
+    compatibility: str  # the version new expressions are held to, "1.29"
+    errors: dict  # policy name -> ["<field>: <error>"] of each expression that does not compile
+
+
+def compile_new(specs: dict[str, dict], release: str = PINNED) -> Compiled:
+    """Each policy spec's expressions compiled as new expressions are on create by Kubernetes ``release``."""
+    payload = {"policies": [{"name": name, "spec": spec} for name, spec in specs.items()]}
+    ran = subprocess.run([str(harness(release)), "compile"], input=json.dumps(payload), capture_output=True,
+                         text=True, timeout=600)
+    assert ran.returncode == 0, f"the admission harness failed:\n{ran.stderr[-4000:]}"
+    answer = json.loads(ran.stdout)
+    return Compiled(answer["compatibility"], {each["name"]: each["errors"] for each in answer["policies"]})
 
 
 def served(objects: list[dict]) -> list[dict]:

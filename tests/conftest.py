@@ -80,7 +80,9 @@ MIRRORED_TAGS = {
     "NVIDIA/dcgm-exporter": ("3.3.8-3.6.0", "4.5.3-4.8.2"),
     # The kube-state-metrics of each accepted kube-prometheus-stack (its subchart's appVersion), newest last.
     "kubernetes/kube-state-metrics": ("v2.19.1", "v2.20.0"),
-    "loft-sh/vcluster": ACCEPTED_VCLUSTER_TAGS,
+    # Each accepted vCluster, and the tags whose vendor/ holds the k8s.io/apiserver of each host Kubernetes release a
+    # site may run (tests/apiserver_vap.py RELEASES).
+    "loft-sh/vcluster": ("v0.20.6", "v0.22.6", "v0.26.5", "v0.29.3", "v0.31.3", "v0.34.7", *ACCEPTED_VCLUSTER_TAGS),
     "NVIDIA/gpu-operator": versions.GPU_OPERATOR_RELEASES,
     # The container toolkit each accepted GPU Operator release ships (its values' toolkit.version), which reads a
     # container's env (tests/test_toolkit_env_contract.py).

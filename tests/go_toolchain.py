@@ -83,15 +83,17 @@ def cache_folder() -> Path:
     return cache
 
 
-def built_in_tree(repository: Path, tag: str, files: dict[Path, str], command: str, name: str) -> Path:
+def built_in_tree(repository: Path, tag: str, files: dict[Path, str], command: str, name: str,
+                  build_tags: str = "") -> Path:
     """The Go ``files`` (each to the package folder it names in the tree; the command's own files to ``command``)
     built as the command ``command`` of the module exported from ``repository`` at ``tag``, with that tree's vendor/
     (no network); kept in the cache folder keyed by the files, the tag and the Go version, so later runs start at
-    once. The tree is exported once per tag and shared by every such harness."""
+    once. The tree is exported once per tag and shared by every such harness. ``build_tags`` go to ``go build
+    -tags``."""
     go = go_binary()
     version = subprocess.run([go, "version"], capture_output=True, text=True, check=True).stdout.strip()
     content = b"".join(f"{path.name}>{folder}".encode() + path.read_bytes() for path, folder in sorted(files.items()))
-    key = hashlib.sha256(content + tag.encode() + version.encode()).hexdigest()[:16]
+    key = hashlib.sha256(content + tag.encode() + version.encode() + build_tags.encode()).hexdigest()[:16]
     cache = cache_folder()
     binary = cache / f"{name}-{tag}-{key}"
     with open(cache / "build.lock", "w") as lock:
@@ -106,7 +108,8 @@ def built_in_tree(repository: Path, tag: str, files: dict[Path, str], command: s
         for path, folder in files.items():
             (tree / folder).mkdir(parents=True, exist_ok=True)
             shutil.copy(path, tree / folder / path.name)
-        built = subprocess.run([go, "build", "-o", str(binary), f"./{command}"], cwd=tree,
+        built = subprocess.run([go, "build", *(["-tags", build_tags] if build_tags else []), "-o", str(binary),
+                                f"./{command}"], cwd=tree,
                                env=offline_environment(cache, "vendor"), capture_output=True, text=True)
         if built.returncode:
             raise AssertionError(f"building {name} inside {repository.parent.name} at {tag} failed:\n"

@@ -4,7 +4,10 @@
 // dispatcher, asked with Validate for each request. tests/apiserver_vap.py builds it inside vCluster's tree and
 // sends {"policies", "bindings", "namespaces", "requests"} on stdin; it writes one verdict per request. Run as
 // `gpu-tenancy-vap-real served`, it reads [{"kind", "object"}] instead and writes each object as the plugin hands
-// it to a policy's CEL: decoded as below, then converted with runtime.DefaultUnstructuredConverter.
+// it to a policy's CEL: decoded as below, then converted with runtime.DefaultUnstructuredConverter; as
+// `gpu-tenancy-vap-real compile`, see compile.go. The few calls whose signature differs between the Kubernetes
+// releases a site may run are in plugin_v0*.go and compiler_v0*.go, one of each copied in per release
+// (tests/apiserver_vap.py RELEASES).
 //
 // What is not the API server's code: the defaults the API server's registry gives a policy and a binding on
 // create (k8s.io/kubernetes, not vendored; applied here as k8s.io/api's types.go documents them), the decoding of
@@ -35,11 +38,13 @@ import (
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/apiserver/pkg/warning"
 	"k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/component-base/featuregate"
 )
 
 type named struct {
@@ -146,15 +151,21 @@ func plugin(in input, warnOnly bool, stop chan struct{}) *validating.Plugin {
 	}
 	client := kubefake.NewSimpleClientset(objects...)
 	factory := informers.NewSharedInformerFactory(client, 0)
-	p, err := validating.NewPlugin(nil)
-	must(err)
+	p := newPlugin()
+	// What the API server's admission initializers give a plugin that asks: the feature gates (the plugin is off
+	// until told ValidatingAdmissionPolicy is on, before 1.32) and its identity (from 1.36).
+	if wants, ok := any(p).(interface{ InspectFeatureGates(featuregate.FeatureGate) }); ok {
+		wants.InspectFeatureGates(utilfeature.DefaultFeatureGate)
+	}
+	if wants, ok := any(p).(interface{ SetAPIServerID(string) }); ok {
+		wants.SetAPIServerID("gpu-tenancy-test")
+	}
 	p.SetExternalKubeInformerFactory(factory)
 	p.SetExternalKubeClientSet(client)
 	p.SetRESTMapper(meta.NewDefaultRESTMapper(nil))
 	p.SetDynamicClient(fake.NewSimpleDynamicClient(runtime.NewScheme()))
 	p.SetDrainedNotification(stop)
 	p.SetAuthorizer(authorizerfactory.NewAlwaysDenyAuthorizer())
-	p.SetAPIServerID("gpu-tenancy-test")
 	must(p.ValidateInitialization())
 	factory.Start(stop)
 	for informer, synced := range factory.WaitForCacheSync(stop) {
@@ -252,6 +263,10 @@ func served() {
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "served" {
 		served()
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "compile" {
+		compile()
 		return
 	}
 	var in input

@@ -1,0 +1,126 @@
+"""The host's ValidatingAdmissionPolicies on every Kubernetes release a site may run, not only the pinned one.
+
+``cluster.<kind>.kubernetesVersion`` accepts 1.30 to 1.37 (config/versions.py), and the other real-plugin tests
+judge the policies as k8s.io/apiserver v0.36 does. Here tests/apiserver_vap.py's harness is built inside the
+vCluster tag that vendors each release's k8s.io/apiserver (RELEASES), and at each release every CEL expression of
+every host policy the committed stacks and the generated sites render compiles as a new expression on create
+(k8s.io/apiserver pkg/cel/environment: libraries gated by ``IntroducedVersion``, new expressions held to
+``DefaultCompatibilityVersion()``), and an expression of a later library is refused there.
+
+1.37 is accepted but no mirrored vCluster vendors k8s.io/apiserver v0.37: it is not checked here.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+
+import pytest
+
+from config import versions
+from tests.apiserver_vap import (
+    PINNED, RELEASES, VCLUSTER, compile_new, harness, policies_of,
+)
+from tests.conftest import COMMITTED_STACKS, git, run, stack_config
+from tests.generated_sites import generated_sites, site_config  # noqa: F401 (the fixture)
+
+APISERVER = re.compile(r"^# k8s\.io/apiserver v0\.(\d+)\.(\d+)$", re.M)
+
+
+def vendored_apiserver(tag: str) -> tuple[int, int]:
+    minor, patch = APISERVER.search(git(VCLUSTER, "show", f"{tag}:vendor/modules.txt")).groups()
+    return int(minor), int(patch)
+
+
+def accepted_minors() -> list[str]:
+    low = versions.release_numbers(versions.KUBERNETES_MINIMUM_VERSION)[1]
+    high = versions.release_numbers(versions.KUBERNETES_NEWEST_ACCEPTED_VERSION)[1]
+    return [f"1.{minor}" for minor in range(low, high + 1)]
+
+
+def test_each_release_is_run_at_the_newest_patch_of_its_apiserver_any_mirrored_vcluster_vendors():
+    tags = git(VCLUSTER, "tag", "--list", "v0.*").split()
+    newest: dict[int, int] = {}
+    for tag in tags:
+        found = APISERVER.search(git(VCLUSTER, "show", f"{tag}:vendor/modules.txt"))
+        if found:
+            minor, patch = map(int, found.groups())
+            newest[minor] = max(patch, newest.get(minor, patch))
+    for release, (tag, *_) in RELEASES.items():
+        minor = int(release.split(".")[1])
+        assert vendored_apiserver(tag) == (minor, newest[minor]), (release, tag)
+    unchecked = [release for release in accepted_minors() if release not in RELEASES]
+    # A release a site may state and no mirrored vCluster vendors: when one appears, add it to RELEASES.
+    assert unchecked == [versions.KUBERNETES_NEWEST_ACCEPTED_VERSION]
+    assert int(unchecked[0].split(".")[1]) not in newest
+
+
+def host_policies(programs) -> dict[str, dict]:
+    """Every distinct host policy spec the programs render, by the first name it is rendered under."""
+    specs: dict[str, dict] = {}
+    for program in programs:
+        for name, (spec, _) in policies_of(program).items():
+            specs.setdefault(json.dumps(spec, sort_keys=True), (name, spec))
+    return dict(specs.values())
+
+
+@pytest.fixture(scope="module")
+def rendered(generated_sites) -> dict[str, dict]:  # noqa: F811 (the fixture)
+    harness()  # the skip naming what is missing, before a minute of sites is rendered for nothing
+    programs = [run(stack_config(stack), stack=stack) for stack in COMMITTED_STACKS]
+    programs += [run(site_config(site), stack=site) for site in generated_sites]
+    return host_policies(programs)
+
+
+def expression_count(spec: dict) -> int:
+    return sum(len(spec.get(key, [])) for key in ("variables", "matchConditions", "validations", "auditAnnotations")) \
+        + sum("messageExpression" in validation for validation in spec.get("validations", []))
+
+
+@pytest.mark.parametrize("release", list(RELEASES))
+def test_every_host_policy_compiles_as_a_new_expression_at_every_release(rendered, release):
+    """A policy one expression of which does not compile is refused on create: the team has no boundary at all."""
+    assert len(rendered) > 20 and sum(map(expression_count, rendered.values())) > 1000
+    compiled = compile_new(rendered, release)
+    minor = int(release.split(".")[1])
+    # 1.30 holds new expressions to 1.29's libraries; later releases to the release before (n-1).
+    assert compiled.compatibility == ("1.29" if minor == 30 else f"1.{minor - 1}")
+    assert {name: errors for name, errors in compiled.errors.items() if errors} == {}
+    assert set(compiled.errors) == set(rendered)
+
+
+# Expressions of libraries base.go introduces later than 1.29: (the option's text in base.go, a validation using it).
+LATER_LIBRARIES = {
+    "ext.TwoVarComprehensions": "object.metadata.?labels.orValue({}).all(key, value, value != '')",
+    "ext.ListsVersion(3)": "[2, 1].sort() == [1, 2]",
+}
+
+
+def introduced(release: str, option: str):
+    """(major, minor) base.go at ``release``'s tag introduces ``option`` in, or None when it has no such option."""
+    tag = RELEASES[release][0]
+    base = git(VCLUSTER, "show", f"{tag}:vendor/k8s.io/apiserver/pkg/cel/environment/base.go")
+    if option not in base:
+        return None
+    before = base[:base.index(option)]
+    return tuple(map(int, re.findall(r"IntroducedVersion: version\.MajorMinor\((\d+), (\d+)\)", before)[-1]))
+
+
+@pytest.mark.parametrize("release", list(RELEASES))
+def test_an_expression_of_a_later_library_is_refused_where_new_expressions_lack_it(rendered, release):
+    """The negative control: the same compile path refuses what the release's new-expressions environment lacks."""
+    name, spec = next((name, spec) for name, spec in rendered.items() if spec.get("validations"))
+    variants = {}
+    for option, expression in LATER_LIBRARIES.items():
+        variant = copy.deepcopy(spec)
+        variant["validations"].append({"expression": expression, "message": "[later-library] control"})
+        variants[option] = variant
+    compiled = compile_new(variants, release)
+    compatibility = tuple(map(int, compiled.compatibility.split(".")))
+    for option in LATER_LIBRARIES:
+        available = (since := introduced(release, option)) is not None and since <= compatibility
+        index = len(variants[option]["validations"]) - 1
+        refused = [error for error in compiled.errors[option] if error.startswith(f"validations[{index}].expression")]
+        assert compiled.errors[option] == refused and bool(refused) != available, (release, option, compiled.errors)
+    assert introduced("1.30", "ext.TwoVarComprehensions") is None and introduced(PINNED, "ext.ListsVersion(3)")
