@@ -95,15 +95,17 @@ def api_request(inputs: dict, *, kind: Optional[tuple] = None) -> dict:
             "options": request.get("options")}
 
 
-def judge(policies: dict[str, tuple[dict, dict]], requests: list[dict]) -> list[Verdict]:
+def judge(policies: dict[str, tuple[dict, dict]], requests: list[dict], release: str = PINNED) -> list[Verdict]:
     """The real plugin's verdict on each request, every policy of ``policies`` loaded with its binding, and every
-    namespace a request names present with the label the API server gives it."""
+    namespace a request names present with the label the API server gives it; the plugin of Kubernetes
+    ``release``."""
     namespaces = sorted({request["namespace"] for request in requests if request["namespace"]})
     payload = {"policies": [{"name": name, "spec": spec} for name, (spec, _) in policies.items()],
                "bindings": [{"name": name, "spec": binding} for name, (_, binding) in policies.items()],
                "namespaces": [{"name": name, "labels": {"kubernetes.io/metadata.name": name}} for name in namespaces],
                "requests": requests}
-    ran = subprocess.run([str(harness())], input=json.dumps(payload), capture_output=True, text=True, timeout=1200)
+    ran = subprocess.run([str(harness(release))], input=json.dumps(payload), capture_output=True, text=True,
+                         timeout=1200)
     assert ran.returncode == 0, f"the admission harness failed:\n{ran.stderr[-4000:]}"
     verdicts = []
     for answer in json.loads(ran.stdout):
@@ -131,12 +133,13 @@ def compile_new(specs: dict[str, dict], release: str = PINNED) -> Compiled:
     return Compiled(answer["compatibility"], {each["name"]: each["errors"] for each in answer["policies"]})
 
 
-def served(objects: list[dict]) -> list[dict]:
-    """Each object as the plugin hands it to a policy: decoded into the Go type of its kind, converted back."""
+def served(objects: list[dict], release: str = PINNED) -> list[dict]:
+    """Each object as the plugin of Kubernetes ``release`` hands it to a policy: decoded into that release's Go type
+    of its kind, converted back."""
     items = [{"kind": {"group": obj["apiVersion"].rpartition("/")[0], "version": obj["apiVersion"].rpartition("/")[2],
                        "kind": obj["kind"]}, "object": obj} for obj in objects]
-    ran = subprocess.run([str(harness()), "served"], input=json.dumps(items), capture_output=True, text=True,
-                         timeout=600)
+    ran = subprocess.run([str(harness(release)), "served"], input=json.dumps(items), capture_output=True,
+                         text=True, timeout=600)
     assert ran.returncode == 0, f"the admission harness failed:\n{ran.stderr[-4000:]}"
     return json.loads(ran.stdout)
 

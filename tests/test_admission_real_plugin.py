@@ -70,21 +70,26 @@ def test_the_real_plugin_refuses_a_pod_outside_its_queue_and_ignores_a_request_i
     assert admitted.allowed and admitted.refusals == {}
 
 
+def honest_reviews(program, stack: str) -> None:
+    """tests/test_celgo_honest.py's honest corpus and the smoke run's, reviewed by tenant_sim."""
+    config = stack_config(stack)
+    first = platform_of(config).teams[0].name
+    celgo_honest.pod_reviews(program, config, first)
+    celgo_honest.synced_reviews(program, config, first)
+    site = FakeSite([tenant_of(program, config, team.name) for team in platform_of(config).teams])
+    try:
+        smoke.run(site)
+    finally:
+        site.close()
+
+
 @pytest.fixture(scope="module")
 def honest(programs) -> dict:
     """(policy name, review, real verdict) of every honest review of tests/test_celgo_honest.py's corpus, by stack."""
     judged = {}
     for stack, program in programs.items():
-        config = stack_config(stack)
         with recorded() as reviews:
-            first = platform_of(config).teams[0].name
-            celgo_honest.pod_reviews(program, config, first)
-            celgo_honest.synced_reviews(program, config, first)
-            site = FakeSite([tenant_of(program, config, team.name) for team in platform_of(config).teams])
-            try:
-                smoke.run(site)
-            finally:
-                site.close()
+            honest_reviews(program, stack)
         judged[stack] = plugin_verdicts(reviews, program)
     return judged
 

@@ -2,10 +2,15 @@
 
 ``cluster.<kind>.kubernetesVersion`` accepts 1.30 to 1.37 (config/versions.py), and the other real-plugin tests
 judge the policies as k8s.io/apiserver v0.36 does. Here tests/apiserver_vap.py's harness is built inside the
-vCluster tag that vendors each release's k8s.io/apiserver (RELEASES), and at each release every CEL expression of
-every host policy the committed stacks and the generated sites render compiles as a new expression on create
-(k8s.io/apiserver pkg/cel/environment: libraries gated by ``IntroducedVersion``, new expressions held to
-``DefaultCompatibilityVersion()``), and an expression of a later library is refused there.
+vCluster tag that vendors each release's k8s.io/apiserver (RELEASES), and at each release:
+
+- every CEL expression of every host policy the committed stacks and the generated sites render compiles as a new
+  expression on create (k8s.io/apiserver pkg/cel/environment: libraries gated by ``IntroducedVersion``, new
+  expressions held to ``DefaultCompatibilityVersion()``), and an expression of a later library is refused there;
+- the real plugin reaches the pinned release's verdict on the honest corpus, the objects at and past each size cap
+  and the attack corpus, each object as that release serves it (a field its API lacks is dropped before any policy
+  sees it): runtime CEL cost, which cel-go prices differently from release to release, stops none of them. The
+  verdicts are equal to the word but for the order of the keys a message lists (``UNORDERED``).
 
 1.37 is accepted but no mirrored vCluster vendors k8s.io/apiserver v0.37: it is not checked here.
 """
@@ -20,12 +25,22 @@ import pytest
 
 from config import versions
 from tests.apiserver_vap import (
-    PINNED, RELEASES, VCLUSTER, compile_new, harness, policies_of,
+    PINNED, RELEASES, VCLUSTER, api_request, compile_new, harness, judge, named, policies_of, recorded, served,
 )
 from tests.conftest import COMMITTED_STACKS, git, run, stack_config
 from tests.generated_sites import generated_sites, site_config  # noqa: F401 (the fixture)
+from tests.test_admission_real_plugin import honest_reviews, replay_attacks
+from tests.test_celgo_caps import size_caps
 
+OTHER_RELEASES = [release for release in RELEASES if release != PINNED]
 APISERVER = re.compile(r"^# k8s\.io/apiserver v0\.(\d+)\.(\d+)$", re.M)
+# A refusal's rule: the bracketed name every team policy's message starts with.
+RULE = re.compile(r"^'?\[([a-z0-9-]+)\]")
+# A bracketed list in a refusal: a messageExpression that lists a map's offending keys ([reserved-keys]) lists them
+# in the order CEL iterates the map, which is Go's random map order (cel-go common/types/map.go iterates with
+# reflect's MapRange), so the same object's message orders them differently from one evaluation to the next, on
+# every release and within one request (its denial and its warning). Which keys, rules and policies are the same.
+LISTED = re.compile(r"\[([^\[\]]*)\]")
 
 
 def vendored_apiserver(tag: str) -> tuple[int, int]:
@@ -124,3 +139,82 @@ def test_an_expression_of_a_later_library_is_refused_where_new_expressions_lack_
         refused = [error for error in compiled.errors[option] if error.startswith(f"validations[{index}].expression")]
         assert compiled.errors[option] == refused and bool(refused) != available, (release, option, compiled.errors)
     assert introduced("1.30", "ext.TwoVarComprehensions") is None and introduced(PINNED, "ext.ListsVersion(3)")
+
+
+@pytest.fixture(scope="module")
+def corpus(dev_run) -> dict:
+    """Per committed stack: its program, its host policies, and the requests of the honest corpus, the size caps
+    (dev) and the attack modules, with each one's rule names, and the pinned release's verdict on each."""
+    harness()
+    programs = {"dev": dev_run, "eks": run(stack_config("eks"), stack="eks")}
+    with recorded() as reviews:
+        for stack, program in programs.items():
+            honest_reviews(program, stack)
+    with recorded() as hostile:
+        # The objects one byte past each cap are attacks on the size rules; those at the cap must pass.
+        size_caps(dev_run)
+        assert replay_attacks(programs) > 300
+    made = {}
+    for stack, program in programs.items():
+        policies = policies_of(program)
+        honest = named(reviews, policies)
+        attacks = named(hostile, policies)
+        requests = [api_request(review.inputs) for _, review in honest + attacks]
+        made[stack] = {"policies": policies, "requests": requests, "honest": len(honest),
+                       "pinned": judge(policies, requests)}
+    return made
+
+
+def refused_rules(verdicts) -> set[str]:
+    return {RULE.match(message).group(1) for verdict in verdicts for messages in verdict.refusals.values()
+            for message in messages if RULE.match(message)}
+
+
+def unordered(verdict):
+    """The verdict with every key a message lists in sorted order: what must be equal from release to release."""
+    def sort(text: str) -> str:
+        return LISTED.sub(lambda found: "[" + ", ".join(sorted(found.group(1).split(", "))) + "]", text)
+    return (verdict.allowed, sort(verdict.error),
+            {policy: sorted(map(sort, messages)) for policy, messages in verdict.refusals.items()})
+
+
+def test_the_pinned_release_admits_the_honest_corpus_and_refuses_the_attacks(corpus):
+    reached = set()
+    for stack, made in corpus.items():
+        honest, attacks = made["pinned"][:made["honest"]], made["pinned"][made["honest"]:]
+        assert sum(verdict.allowed for verdict in honest) > 50 and sum(not v.allowed for v in attacks) > 200, stack
+        reached |= refused_rules(attacks)
+    # The objects one byte past each size cap reach the size rules; the attack modules the rest they replay.
+    assert {"pod-size", "pod-entry-size", "metadata-size", "object-size", "reserved-keys"} <= reached
+
+
+def as_served_by(requests: list[dict], release: str) -> list[dict]:
+    """The requests with each object and old object as Kubernetes ``release`` serves it: a field its API does not
+    have yet (pod-level ``spec.resources`` before 1.32) is dropped on decoding, never stored, never run."""
+    objects = [request[key] for request in requests for key in ("object", "oldObject") if request[key]]
+    converted = iter(served(objects, release))
+    return [{**request, **{key: next(converted) for key in ("object", "oldObject") if request[key]}}
+            for request in requests]
+
+
+@pytest.mark.parametrize("release", OTHER_RELEASES)
+def test_every_release_reaches_the_pinned_releases_verdict_on_every_request_as_it_serves_it(corpus, release):
+    """Each release's verdict is the pinned release's on the object that release would store: where they differ,
+    the older API drops the field a rule refuses, and the pod it stores runs without it."""
+    differing, dropped = [], 0
+    for stack, made in corpus.items():
+        as_served = as_served_by(made["requests"], release)
+        pinned = [verdict if request == served_request else None
+                  for request, served_request, verdict in zip(made["requests"], as_served, made["pinned"])]
+        changed = [index for index, verdict in enumerate(pinned) if verdict is None]
+        for index, verdict in zip(changed, judge(made["policies"], [as_served[index] for index in changed])):
+            pinned[index] = verdict
+        dropped += sum(unordered(made["pinned"][index]) != unordered(pinned[index]) for index in changed)
+        for request, expected, verdict in zip(made["requests"], pinned,
+                                              judge(made["policies"], made["requests"], release)):
+            if unordered(verdict) != unordered(expected):
+                differing.append((stack, request["operation"], request["subResource"], request["name"],
+                                  {"pinned": expected, release: verdict}))
+    assert differing == []
+    # Pod-level resources (k8s.io/api v0.32) that a rule refuses on the pinned release are dropped before it.
+    assert dropped > 0 or release not in ("1.30", "1.31")

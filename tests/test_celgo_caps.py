@@ -27,27 +27,32 @@ from tests.tenant_sim import tenant_of
 TEAM = "team-nlp"
 
 
+def size_caps(program) -> None:
+    """The size tests' objects at and one byte past each cap, reviewed by tenant_sim on dev's ``TEAM``."""
+    tenant = tenant_of(program, dev_config(), TEAM)
+    tenant_synced = synced.Synced(synced_objects_admission_for(program, TEAM), synced.team_of(dev_config(), TEAM))
+    syncer = object_sizes.Syncer(program, dev_config())
+    pod_sizes.test_a_pod_one_byte_past_the_cap_is_refused_and_one_at_it_admitted(tenant)
+    entry_sizes.test_a_pod_at_the_cap_is_admitted_and_one_byte_past_it_refused(tenant)
+    metadata_sizes.test_a_pod_one_byte_past_the_metadata_cap_is_refused_created_and_updated(tenant)
+    metadata_sizes.test_after_kai_binds_a_pod_an_edit_past_the_cap_is_refused(tenant)
+    metadata_sizes.test_kais_longest_labels_and_their_changes_keep_a_pod_at_the_cap_updatable(tenant)
+    metadata_sizes.test_kais_keys_do_not_count_among_the_keys_either(tenant)
+    for kind in ("Service", "Endpoints", "EndpointSlice", "PersistentVolumeClaim"):
+        metadata_sizes.test_an_object_one_byte_past_the_metadata_cap_is_refused_created_and_updated(
+            tenant_synced, kind)
+    for slack in (0, 1, 2):
+        object_sizes.test_a_secret_one_byte_past_the_cap_is_refused_created_and_updated(syncer, slack)
+    object_sizes.test_a_config_map_one_byte_past_the_cap_is_refused_created_and_updated(syncer)
+    endpoints.test_the_caps_themselves_are_admitted(tenant_synced)
+    endpoint_text.test_a_service_at_its_caps_is_admitted(tenant_synced)
+    endpoint_text.test_the_largest_objects_the_rules_admit_are_what_the_worst_case_counts(tenant_synced)
+
+
 @pytest.fixture(scope="module")
 def judged(celgo, dev_run) -> list:  # noqa: F811 (the fixture above)
-    tenant = tenant_of(dev_run, dev_config(), TEAM)
-    tenant_synced = synced.Synced(synced_objects_admission_for(dev_run, TEAM), synced.team_of(dev_config(), TEAM))
-    syncer = object_sizes.Syncer(dev_run, dev_config())
     with recorded() as reviews:
-        pod_sizes.test_a_pod_one_byte_past_the_cap_is_refused_and_one_at_it_admitted(tenant)
-        entry_sizes.test_a_pod_at_the_cap_is_admitted_and_one_byte_past_it_refused(tenant)
-        metadata_sizes.test_a_pod_one_byte_past_the_metadata_cap_is_refused_created_and_updated(tenant)
-        metadata_sizes.test_after_kai_binds_a_pod_an_edit_past_the_cap_is_refused(tenant)
-        metadata_sizes.test_kais_longest_labels_and_their_changes_keep_a_pod_at_the_cap_updatable(tenant)
-        metadata_sizes.test_kais_keys_do_not_count_among_the_keys_either(tenant)
-        for kind in ("Service", "Endpoints", "EndpointSlice", "PersistentVolumeClaim"):
-            metadata_sizes.test_an_object_one_byte_past_the_metadata_cap_is_refused_created_and_updated(
-                tenant_synced, kind)
-        for slack in (0, 1, 2):
-            object_sizes.test_a_secret_one_byte_past_the_cap_is_refused_created_and_updated(syncer, slack)
-        object_sizes.test_a_config_map_one_byte_past_the_cap_is_refused_created_and_updated(syncer)
-        endpoints.test_the_caps_themselves_are_admitted(tenant_synced)
-        endpoint_text.test_a_service_at_its_caps_is_admitted(tenant_synced)
-        endpoint_text.test_the_largest_objects_the_rules_admit_are_what_the_worst_case_counts(tenant_synced)
+        size_caps(dev_run)
     return judge_reviews(celgo, reviews, [dev_run])
 
 
