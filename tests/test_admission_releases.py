@@ -10,7 +10,7 @@ vCluster tag that vendors each release's k8s.io/apiserver (RELEASES), and at eac
 - the real plugin reaches the pinned release's verdict on the honest corpus, the objects at and past each size cap
   and the attack corpus, each object as that release serves it (a field its API lacks is dropped before any policy
   sees it): runtime CEL cost, which cel-go prices differently from release to release, stops none of them. The
-  verdicts are equal to the word but for the order of the keys a message lists (``UNORDERED``).
+  verdicts are equal to the word but for the order of the keys a message lists (``unordered``).
 
 1.37 is accepted but no mirrored vCluster vendors k8s.io/apiserver v0.37: it is not checked here.
 """
