@@ -20,7 +20,7 @@ import pytest
 
 from components.admission import CONTAINER_LISTS, HOST_ACTIONS, LIFECYCLE_HOOKS, PROBES
 from config import versions
-from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, git, mirrored_tag
+from tests.conftest import ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, dev_config, eks_config, git, mirrored_tag
 from tests.tenant_sim import KAI_SCHEDULER, Tenant, container, tenant_of, virtual_pod
 
 POD_SECURITY = "kubernetes/pod-security-admission"
@@ -171,7 +171,7 @@ def test_pod_security_refuses_a_handler_host_from_kubernetes_1_34_only(tag):
         field[0].upper() + field[1:] for field in CONTAINER_LISTS}
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[VCLUSTER])
+@pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
 def test_vcluster_copies_probes_and_hooks_to_the_host_unchanged(tag):
     tag = mirrored_tag(VCLUSTER, tag)
     directory = "pkg/controllers/resources/pods/translate/"

@@ -18,7 +18,7 @@ from config.virtual_cluster import MUTATING_ADMISSION_POLICY_GA, virtual_kuberne
 from config.vocabulary import RELEASE
 from config.load_vcluster import DEFAULT_VCLUSTER
 from config.versions import KUBERNETES_MINIMUM_VERSION, VCLUSTER_VIRTUAL_KUBERNETES, release_numbers
-from tests.conftest import CONTAINERD_CRI_V2_TAGS, MIRRORED_TAGS, dev_config, eks_config, git, go_function, run
+from tests.conftest import ACCEPTED_VCLUSTER_TAGS, CONTAINERD_CRI_V2_TAGS, dev_config, eks_config, git, go_function, run
 from tools.deployability import image_volumes
 from tools.deployability.inputs import K8sObject, program_objects, site_from_plan
 from tools.plan.document import build_plan
@@ -192,7 +192,7 @@ def test_a_pod_template_mounting_an_image_is_checked_by_the_same_floor(capped_pl
 # --- what the rule rests on, read at the pinned tags ------------------------------------------------------
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[VCLUSTER])
+@pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
 def test_vclusters_pod_translator_carries_an_image_volume_unchanged(tag):
     translator = git(VCLUSTER, "show", f"{tag}:pkg/controllers/resources/pods/translate/translator.go")
     body = go_function(translator, "(t *translator) translateVolumes")

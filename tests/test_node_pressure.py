@@ -15,7 +15,7 @@ import pytest
 
 from components.tenant_quota import resource_quota_hard
 from config.key_types import quantity_value
-from tests.conftest import MIRRORED_TAGS, dev_config, git, go_function, run
+from tests.conftest import ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, dev_config, git, go_function, run
 from tests.tenant_sim import KAI_SCHEDULER, container, tenant_of, virtual_pod
 from tools.deployability.quota import pod_usage
 
@@ -94,7 +94,7 @@ def test_a_tenant_cannot_rank_its_pods_behind_other_teams_for_eviction(tenant):
     assert host["metadata"]["labels"]["priorityClassName"] == "inference"  # KAI's own ordering, inside its queue
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[VCLUSTER])
+@pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
 def test_the_syncer_drops_a_pods_priority_at_every_accepted_vcluster(tag):
     """What tests/vcluster_pods.py does, read from the translator: with neither priority-class sync on (the config
     refuses both), the host pod keeps neither the class nor the number."""

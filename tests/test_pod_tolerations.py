@@ -20,7 +20,7 @@ import re
 import pytest
 
 from config.synced_data import HOST_DEFAULT_TOLERATIONS, SYNCED_POD_TOLERATIONS
-from tests.conftest import MIRRORED_TAGS, git, go_function, mirrored_tag
+from tests.conftest import ACCEPTED_VCLUSTER_TAGS, git, go_function, mirrored_tag
 from tests.test_admission_attacks import mixed_run, on_kai, rules, tenant  # noqa: F401 (fixtures)
 from tests.tenant_sim import container, kai_bind, kai_group
 
@@ -80,7 +80,7 @@ def test_a_pod_from_before_the_rule_still_takes_kais_updates(tenant):
     assert "tolerations" not in rules(tenant.update(created, grouped) + tenant.update(grouped, kai_bind(grouped)))
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[VCLUSTER])
+@pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
 def test_vcluster_carries_the_tolerations_a_tenant_adds_to_a_running_pod(tag):
     source = git(VCLUSTER, "show", f"{mirrored_tag(VCLUSTER, tag)}:pkg/controllers/resources/pods/translate/diff.go")
     diff = go_function(source, "(t *translator) calcSpecDiff")

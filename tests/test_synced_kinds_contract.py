@@ -32,7 +32,7 @@ from config.merge import deep_merge
 from tools.offline.mocks import MOCK_CLUSTER_DNS
 from ops.sites import platform_of
 from tests.conftest import (
-    ACCEPTED_VCLUSTER_TAGS, COMMITTED_STACKS, MIRRORED_TAGS, git, go_function, mirror, mirrored_tag, stack_config,
+    ACCEPTED_VCLUSTER_TAGS, COMMITTED_STACKS, git, go_function, mirror, mirrored_tag, stack_config,
 )
 from tools.charts.render import render_release
 
@@ -143,7 +143,7 @@ def test_the_floor_grants_snapshot_writes_unless_the_program_turns_them_off(tmp_
     assert "rbac" not in vcluster_values(next(teams()), MOCK_CLUSTER_DNS)
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[VCLUSTER])
+@pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
 def test_a_service_create_reaches_the_host_with_the_tenants_spec(tag):
     """The API proxy answers a Service CREATE itself and creates the host Service from a copy of the tenant's
     (HostMetadata copies the whole object), rewriting only the selector in its spec: cluster IPs and node ports
@@ -164,7 +164,7 @@ def test_a_service_create_reaches_the_host_with_the_tenants_spec(tag):
     assert "ClusterIPs = nil" in translate and "StripNodePorts(newService)" in translate
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[VCLUSTER])
+@pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
 def test_the_virtual_kubernetes_version_of_each_chart_is_the_charts_default(tag):
     values = yaml.safe_load(git(VCLUSTER, "show", f"{tag}:chart/values.yaml"))
     assert values["controlPlane"]["distro"]["k8s"]["image"]["tag"] == \

@@ -13,7 +13,7 @@ from components.tenant_quota import REMOVED_QUOTA_KEYS, limit_range_values, reso
 from config import versions
 from config.tenant_budget import DNS_REPLICAS
 from ops.sites import platform_of
-from tests.conftest import COMMITTED_STACKS, MIRRORED_TAGS, dev_config, git, mirror_chart, run
+from tests.conftest import ACCEPTED_VCLUSTER_TAGS, COMMITTED_STACKS, dev_config, git, mirror_chart, run
 from tests.tenant_namespace import tenant_objects
 from tests.generated_sites import GENERATED_SITES, generated_sites, site_config  # noqa: F401 (fixture)
 from tools.charts.cache import cache_chart, chart_cache_dir
@@ -35,7 +35,7 @@ def dev_config_platform():
     return platform_of(dev_config(), stack="dev")
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[VCLUSTER])
+@pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
 def test_every_quota_and_limit_default_of_the_chart_is_set_or_removed(tag):
     policies = yaml.safe_load(git(VCLUSTER, "show", f"{tag}:chart/values.yaml"))["policies"]
     settings = dev_config_platform().teams[0].vcluster

@@ -17,7 +17,7 @@ from hypothesis import given, strategies as st
 from config import ConfigError, load_platform
 from config.key_types import READ_AS_TEXT_BY_HELM
 from tests.config_spec import dev_config, put
-from tests.conftest import MIRRORED_TAGS, git, mirrored_tag
+from tests.conftest import ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, git, mirrored_tag
 
 HELM, SIGS_YAML, GO_YAML, VCLUSTER = "helm/helm", "kubernetes-sigs/yaml", "yaml/go-yaml", "loft-sh/vcluster"
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -155,7 +155,7 @@ def test_the_rule_refuses_every_name_the_resolver_reads_as_no_string(resolvers, 
 
 def test_the_vcluster_chart_writes_the_release_s_name_and_namespace_unquoted():
     """Why the release's name and namespace need the rule: whole values the chart does not quote."""
-    tag = mirrored_tag(VCLUSTER, MIRRORED_TAGS[VCLUSTER][-1])
+    tag = mirrored_tag(VCLUSTER, ACCEPTED_VCLUSTER_TAGS[-1])
     found = git(VCLUSTER, "grep", "-h", "-E", r"^\s+(name|namespace): \{\{ \.Release\.(Name|Namespace) \}\}\s*$",
                 tag, "--", "chart/templates")
     assert "namespace: {{ .Release.Namespace }}" in found and "name: {{ .Release.Name }}" in found
