@@ -180,8 +180,9 @@ def disagreements(judged: list[tuple[str, Review, Verdict]]) -> list[tuple]:
         real = sorted(unordered_lists(message) for message in verdict.of(name))
         others = {policy: messages for policy, messages in verdict.refusals.items() if policy != name}
         answered = verdict.allowed == (not real and not others) and (
-            verdict.allowed or any(verdict.error.endswith(f"denied request: {message}")
-                                   for messages in verdict.refusals.values() for message in messages))
+            verdict.allowed or any(
+                unordered_lists(verdict.error).endswith(unordered_lists(f"denied request: {message}"))
+                for messages in verdict.refusals.values() for message in messages))
         if real != python or others or not answered:
             obj = review.inputs["object"] or review.inputs["oldObject"]
             found.append((name, review.inputs["request"]["operation"], review.inputs["request"]["subResource"],

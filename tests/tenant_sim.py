@@ -186,6 +186,8 @@ class Admission:
         """Rejection messages; empty when admitted or not matched. CEL C++ must reach the same. A DELETE has no
         ``pod`` (null), the pod as stored in ``old`` and the request's DeleteOptions in ``options``. Each object is
         judged as the API server serves it (``served``)."""
+        # The API server requires a binding's actions; this model refuses, as every binding the program makes does.
+        assert self.binding.get("validationActions") == ["Deny"], f"a binding that does not deny: {self.binding}"
         pod, old = served(pod), served(old)
         inputs = self._inputs(namespace, pod, operation=operation, subresource=subresource, old=old, user=user,
                               options=options)

@@ -314,7 +314,7 @@ def test_a_memory_capped_teams_hami_core_volume_pulls_on_start_and_is_admitted()
     """The HAMi-core image volume the vCluster adds to a fractional pod pulls too (the pull policy runs after it)."""
     platform = platform_of(pulling(prefixed(isolation_config())))
     team = next(t for t in platform.teams if t.isolation.tier == MEMORY_CAPPED)
-    binding = {"matchResources": {"namespaceSelector": team_namespace_selector(team)}}
+    binding = {"matchResources": {"namespaceSelector": team_namespace_selector(team)}, "validationActions": ["Deny"]}
     tenant = IsolationTenant(Admission(policy_spec(team), binding), Admission(isolation_policy_spec(team), binding),
                              team, platform.kai_scheduler.hamicore)
     pod = virtual_pod("llm", annotations={"gpu-fraction": "0.5"}, containers=[container("model")])

@@ -99,7 +99,7 @@ def narrow_tenant(entries=("ghcr.io/acme",), tier_team: bool = False) -> Tenant:
     """A team of a site listing none of the platform's own registries (its policies built without a program run)."""
     platform = platform_of(allowing(prefixed(isolation_config()), entries))
     team = next(t for t in platform.teams if (t.isolation.tier == MEMORY_CAPPED) == tier_team)
-    binding = {"matchResources": {"namespaceSelector": team_namespace_selector(team)}}
+    binding = {"matchResources": {"namespaceSelector": team_namespace_selector(team)}, "validationActions": ["Deny"]}
     return IsolationTenant(Admission(policy_spec(team), binding), Admission(isolation_policy_spec(team), binding),
                            team, platform.kai_scheduler.hamicore)
 

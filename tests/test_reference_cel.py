@@ -16,7 +16,7 @@ from tests.tenant_sim import POLICY, Admission, virtual_pod
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 EVERYWHERE = {"matchConstraints": {"resourceRules": [{"operations": ["CREATE"], "resources": ["pods"]}]}}
-ANY_NAMESPACE = {"matchResources": {"namespaceSelector": {}}}
+ANY_NAMESPACE = {"matchResources": {"namespaceSelector": {}}, "validationActions": ["Deny"]}
 
 
 def expressions(spec: dict) -> list[str]:

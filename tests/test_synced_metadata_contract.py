@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 import re
 
@@ -169,7 +170,8 @@ def test_a_key_a_vcluster_release_starts_reading_fails_the_contract(sources):
 def snapshot_request(kind: str, label: str, team) -> dict:
     """A tenant's ConfigMap or Secret wearing a request label, as the syncer writes it into the host namespace (its
     labels copied: only release, managed-by, namespace and controlled-by are renamed)."""
-    virtual = {"apiVersion": "v1", "kind": kind, "data": {"request": "{}"},
+    request = "{}" if kind == "ConfigMap" else base64.b64encode(b"{}").decode()  # a Secret's data is base64
+    virtual = {"apiVersion": "v1", "kind": kind, "data": {"request": request},
                "metadata": {"name": "backup", "namespace": "default", "labels": {label: ""},
                             "annotations": {"vcluster.loft.sh/force-sync": "true"}}}
     return host_metadata(virtual, team)

@@ -1,0 +1,161 @@
+"""Every review the suite makes, judged again by the API server's own ValidatingAdmissionPolicy plugin.
+
+tests/test_admission_real_plugin.py replays the attack modules it can build fixtures for; the attacks on the
+rules for fields, names, sizes and status live in modules with fixtures of their own (a guarded site, a team
+allowed node ports, the field contracts' examples). Here every module that makes a tenant or a synced-objects
+policy runs as pytest runs it, in a child pytest that records each review tenant_sim makes with the policy and
+binding it judged (tests/suite_reviews.py); each review is then sent to k8s.io/apiserver's plugin with that policy
+and binding loaded (tests/apiserver_vap.py) and must get tenant_sim's verdict, and every rule of every policy the
+suite judges must be reached: refused by the real plugin on some object the suite sends.
+
+Needs Go and the mirror of loft-sh/vcluster (tests/apiserver_vap.py); the child run takes about as long as those
+modules do in the suite.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from collections import defaultdict
+from typing import Optional
+
+import pytest
+
+from config import versions
+from tests.apiserver_vap import PINNED, RELEASES, api_request, disagreements, harness, judge
+from tests.served_objects import as_served, other_release_fields
+from tests.suite_reviews import JUDGING_MODULES, reviewing_modules, run_and_record
+
+# The rule a refusal names: every host policy's messages start with it.
+RULE = re.compile(r"\[([a-z0-9-]+)\]")
+# The modules tests/test_admission_real_plugin.py cannot replay, whose attacks reach rules nothing else does.
+FIELD_CONTRACTS = ("tests/test_pod_fields_contract.py", "tests/test_synced_fields_contract.py",
+                   "tests/test_synced_metadata_contract.py", "tests/test_pod_object_references.py")
+
+
+def rules_of(spec: dict) -> set[str]:
+    """The rule each validation of a policy names in its message or messageExpression."""
+    found = set()
+    for validation in spec["validations"]:
+        named = RULE.search(validation.get("message", "") + " " + validation.get("messageExpression", ""))
+        assert named, f"a validation names no rule: {validation['expression'][:200]}"
+        found.add(named.group(1))
+    return found
+
+
+def serving_release(inputs: dict) -> Optional[str]:
+    """The Kubernetes release whose plugin judges a review: the pinned one when it serves the review's objects as
+    sent, else the newest of RELEASES that does (a pod field of an older release only, ``workloadRef`` of 1.35);
+    None when none does (a field only an unmirrored release has)."""
+    others = sorted((release for release in RELEASES if release != PINNED), key=versions.release_order, reverse=True)
+    for release in (PINNED, *others):
+        if all(as_served(obj["kind"], obj, release) == obj for obj in (inputs["object"], inputs["oldObject"]) if obj):
+            return release
+    return None
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory) -> dict:
+    """The recorded policies and reviews, (policy name, review, real verdict) of each distinct review judged at its
+    serving release, and the reviews no mirrored release serves."""
+    harness()  # built first, or the skip naming what is missing, before the child run is made for nothing
+    policies, reviews = run_and_record(tmp_path_factory.mktemp("reviews"), reviewing_modules())
+    distinct: dict = {}
+    for review in reviews:
+        distinct.setdefault(json.dumps([review.policy, review.inputs, review.messages], sort_keys=True), review)
+    by_release_and_policy, unjudged = defaultdict(list), []
+    for review in distinct.values():
+        release = serving_release(review.inputs)
+        if release is None:
+            unjudged.append(review)
+        else:
+            by_release_and_policy[release, review.policy].append(review)
+    judged = []
+    for (release, name), made in by_release_and_policy.items():
+        # Loaded under its own name: the binding names the policy it binds.
+        loaded = {name: (policies[name]["spec"], {**policies[name]["binding"], "policyName": name})}
+        verdicts = judge(loaded, [api_request(review.inputs) for review in made], release)
+        judged.extend((name, review, verdict) for review, verdict in zip(made, verdicts))
+    return {"policies": policies, "reviews": reviews, "judged": judged, "unjudged": unjudged,
+            "releases": {release for release, _ in by_release_and_policy}}
+
+
+def test_the_field_contracts_attacks_are_among_the_reviews(suite):
+    tests = {review.test.partition("::")[0] for review in suite["reviews"]}
+    assert set(FIELD_CONTRACTS) <= tests
+    assert len(tests) > 30 and len(suite["judged"]) > 2000, (len(tests), len(suite["judged"]))
+
+
+def test_the_real_plugin_reaches_tenant_sims_verdict_on_every_review_the_suite_makes(suite):
+    assert disagreements(suite["judged"]) == []
+
+
+def unserved(sent, served, path: str = "") -> set[str]:
+    """The paths of ``sent`` that ``served`` lacks."""
+    if isinstance(sent, dict) and isinstance(served, dict):
+        return {found for key, value in sent.items()
+                for found in ({f"{path}.{key}"} if key not in served else unserved(value, served[key], f"{path}.{key}"))}
+    if isinstance(sent, list) and isinstance(served, list):
+        return {found for item, kept in zip(sent, served) for found in unserved(item, kept, f"{path}[]")}
+    return set()
+
+
+def test_only_objects_with_a_field_of_an_unmirrored_release_go_unjudged(suite):
+    """A field that only a release no mirrored vCluster vendors has (1.37's pod ``evictionResponders``, a probe's
+    ``httpGet.protocol``) is judged by no real plugin here: every review left unjudged carries one, a field of an
+    accepted Kubernetes' schema that the newest mirrored release does not serve."""
+    newest = max(RELEASES, key=versions.release_order)
+    fields = set().union(*map(other_release_fields, ("core/v1.PodSpec", "core/v1.HTTPGetAction", "core/v1.VolumeMount",
+                                                     "core/v1.Container")))
+    found = {}
+    for review in suite["unjudged"]:
+        obj = review.inputs["object"] or review.inputs["oldObject"]
+        found[review.test] = unserved(obj, as_served(obj["kind"], obj, newest))
+    assert all(paths and {path.rpartition(".")[2] for path in paths} <= fields for paths in found.values()), found
+    assert len(found) < 10, found
+    assert "1.35" in suite["releases"]  # workloadRef, which 1.36 dropped, is judged where it is served
+
+
+def test_every_rule_of_every_policy_the_suite_judges_is_refused_by_the_real_plugin(suite):
+    judged_rules = set().union(*(rules_of(policies["spec"]) for policies in suite["policies"].values()))
+    refused = {RULE.match(message.lstrip("'")).group(1) for _, _, verdict in suite["judged"]
+               for messages in verdict.refusals.values() for message in messages if RULE.match(message.lstrip("'"))}
+    assert judged_rules - refused == set()
+    assert {"own-queue", "object-references", "snapshot-requests", "claim-selected-node"} <= refused
+
+
+# --- the selection and the recorder, without Go ------------------------------------------------------------------
+
+
+def test_every_module_that_builds_a_tenant_is_run_and_no_judge_is():
+    modules = reviewing_modules()
+    assert set(FIELD_CONTRACTS) <= set(modules)
+    assert {"tests/test_admission_attacks.py", "tests/test_synced_objects_admission.py",
+            "tests/test_pod_sizes.py"} <= set(modules)
+    assert not {f"tests/{judge_module}.py" for judge_module in JUDGING_MODULES} & set(modules)
+
+
+def test_the_child_run_records_each_review_with_its_policy_and_test(tmp_path):
+    planted = tmp_path / "test_planted_review.py"
+    planted.write_text(textwrap.dedent("""
+        from tests.tenant_sim import Admission
+
+        SPEC = {"matchConstraints": {"resourceRules": [{"operations": ["CREATE"], "resources": ["pods"],
+                                                        "apiGroups": [""], "apiVersions": ["v1"]}]},
+                "validations": [{"expression": "object.metadata.name != 'bad'", "message": "[planted] no"}]}
+        BINDING = {"matchResources": {"namespaceSelector": {}}, "validationActions": ["Deny"]}
+
+        def test_reviews():
+            pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bad", "namespace": "team-a"},
+                   "spec": {"containers": [{"name": "main", "image": "busybox:1.36"}]}}
+            assert Admission(SPEC, BINDING).review("team-a", pod) == ["[planted] no"]
+            pod["metadata"]["name"] = "good"
+            assert Admission(SPEC, BINDING).review("team-a", pod) == []
+    """))
+    policies, reviews = run_and_record(tmp_path / "out", [str(planted), "-n0"])
+    assert [(review.messages, review.inputs["object"]["metadata"]["name"]) for review in reviews] == [
+        (["[planted] no"], "bad"), ([], "good")]
+    assert reviews[0].test.endswith("test_planted_review.py::test_reviews")
+    assert [policy["spec"]["validations"][0]["message"] for policy in policies.values()] == ["[planted] no"]
+    assert {review.policy for review in reviews} == set(policies)
