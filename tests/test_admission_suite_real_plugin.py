@@ -26,6 +26,7 @@ from config import versions
 from tests.apiserver_vap import PINNED, RELEASES, api_request, disagreements, harness, judge
 from tests.served_objects import as_served, other_release_fields
 from tests.suite_reviews import JUDGING_MODULES, reviewing_modules, run_and_record
+from tests.test_admission_releases import OTHER_RELEASES, as_served_by, unordered
 
 # The rule a refusal names: every host policy's messages start with it.
 RULE = re.compile(r"\[([a-z0-9-]+)\]")
@@ -71,14 +72,20 @@ def suite(tmp_path_factory) -> dict:
             unjudged.append(review)
         else:
             by_release_and_policy[release, review.policy].append(review)
-    judged = []
+    judged, pinned = [], defaultdict(list)
     for (release, name), made in by_release_and_policy.items():
-        # Loaded under its own name: the binding names the policy it binds.
-        loaded = {name: (policies[name]["spec"], {**policies[name]["binding"], "policyName": name})}
-        verdicts = judge(loaded, [api_request(review.inputs) for review in made], release)
+        requests = [api_request(review.inputs) for review in made]
+        verdicts = judge(loaded(policies, name), requests, release)
         judged.extend((name, review, verdict) for review, verdict in zip(made, verdicts))
-    return {"policies": policies, "reviews": reviews, "judged": judged, "unjudged": unjudged,
+        if release == PINNED:
+            pinned[name].extend(zip(requests, verdicts))
+    return {"policies": policies, "reviews": reviews, "judged": judged, "unjudged": unjudged, "pinned": pinned,
             "releases": {release for release, _ in by_release_and_policy}}
+
+
+def loaded(policies: dict, name: str) -> dict:
+    """A recorded policy with its binding, loaded under its own name: the binding names the policy it binds."""
+    return {name: (policies[name]["spec"], {**policies[name]["binding"], "policyName": name})}
 
 
 def test_the_field_contracts_attacks_are_among_the_reviews(suite):
@@ -123,6 +130,27 @@ def test_every_rule_of_every_policy_the_suite_judges_is_refused_by_the_real_plug
                for messages in verdict.refusals.values() for message in messages if RULE.match(message.lstrip("'"))}
     assert judged_rules - refused == set()
     assert {"own-queue", "object-references", "snapshot-requests", "claim-selected-node"} <= refused
+
+
+@pytest.mark.parametrize("release", OTHER_RELEASES)
+def test_every_release_reaches_the_pinned_verdict_on_every_review_as_it_serves_it(suite, release):
+    """Each other release 1.30 to 1.35 reaches the pinned release's verdict on every review the pinned one judged,
+    each object as that release serves it; where it drops a field (pod-level ``spec.resources`` before 1.32), the
+    verdict it must reach is the pinned release's on the object without that field (tests/test_admission_releases.py
+    does the same for its own corpus)."""
+    differing = []
+    for name, judged in suite["pinned"].items():
+        requests = [request for request, _ in judged]
+        served = as_served_by(requests, release)
+        expected = [verdict for _, verdict in judged]
+        changed = [index for index, request in enumerate(requests) if request != served[index]]
+        if changed:
+            for index, verdict in zip(changed, judge(loaded(suite["policies"], name), [served[i] for i in changed])):
+                expected[index] = verdict
+        for request, want, got in zip(served, expected, judge(loaded(suite["policies"], name), served, release)):
+            if unordered(got) != unordered(want):
+                differing.append((name, request["operation"], request["name"], {"pinned": want, release: got}))
+    assert differing == []
 
 
 # --- the selection and the recorder, without Go ------------------------------------------------------------------
