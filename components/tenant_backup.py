@@ -66,6 +66,10 @@ TRY_OVERHEAD_SECONDS = 120
 RUN_SECONDS = min(INTERVALS.values()) * 3600 - STARTING_DEADLINE_SECONDS
 WAIT_SECONDS = RUN_SECONDS // ATTEMPTS - TRY_OVERHEAD_SECONDS
 POLL_SECONDS = 10
+# How long one poll may wait for the proxy: unless told, busybox's wget waits 900 s for a silent server
+# (networking/wget.c), longer than a try's overhead, so a proxy that stopped answering would keep the shell past its
+# own deadline until the Job's ended the try without saying why.
+WGET_TIMEOUT_SECONDS = POLL_SECONDS
 # The label the Job controller puts on its pods, naming their Job (Kubernetes 1.27 and later).
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 # How the snapshot pods are named, which the alert routing tells from a tenant's pods by (components/
@@ -104,7 +108,7 @@ echo "slot $slot: snapshot request $name written; waiting for the control plane 
 url="http://127.0.0.1:{PROXY_PORT}/api/v1/namespaces/$NAMESPACE/configmaps/$name"
 phase=unread
 while :; do
-  if body=$(wget -q -O - "$url"); then
+  if body=$(wget -q -T {WGET_TIMEOUT_SECONDS} -O - "$url"); then
     phase=NotStarted
     case "$body" in *'{PHASE_MARK}'*) phase=${{body#*'{PHASE_MARK}'}}; phase=${{phase%%'{QUOTE_MARK}'*}} ;; esac
     case "$phase" in

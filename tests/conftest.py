@@ -152,6 +152,9 @@ MIRRORED_TAGS = {
     # The Cluster Autoscaler a site states it runs (cluster.eks.autoscaler), its newest release: how it tells a GPU node
     # and learns a managed node group's labels and taints (tests/test_autoscaler_contract.py).
     "kubernetes/autoscaler": ("cluster-autoscaler-1.36.1",),
+    # The wget of the busybox in vCluster's alpine release image, which the snapshot job polls with
+    # (tests/test_snapshot_contract.py); alpine's busybox release is not pinned, this is the newest mirrored tag.
+    "mirror/busybox": ("1_36_1",),
     "kubernetes/pod-security-admission": tuple(
         f"v0.{minor}.0" for minor in range(versions.release_numbers(versions.KUBERNETES_MINIMUM_VERSION)[1],
                                            versions.release_numbers(versions.EKS_KUBERNETES_VERSION)[1] + 1)),

@@ -22,7 +22,10 @@ from config import versions
 from config.snapshots import SNAPSHOT_SCHEMES, Backup
 from ops import backup
 from ops.sites import platform_of
-from tests.conftest import ACCEPTED_VCLUSTER_TAGS, git, go_function, kubectl_source_tag, mirrored_tag, stack_config
+from tests.conftest import (
+    ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, git, go_function, kubectl_source_tag, mirrored_tag, stack_config,
+)
+from tests.test_tenant_backup import BUSYBOX_WGET_TIMEOUT
 
 VCLUSTER = "loft-sh/vcluster"
 # Where each command of the vcluster CLI is defined, and the files whose flags it takes besides its own.
@@ -297,6 +300,22 @@ def test_vclusters_release_image_is_alpines(tag):
     the open-source image's build; the chart's default, vcluster-pro, is built outside this repository."""
     [base] = re.findall(r"^FROM (\S+)", show(tag, "Dockerfile.release"), re.MULTILINE)
     assert re.fullmatch(r"alpine:3\.\d+", base), base
+
+
+BUSYBOX = "mirror/busybox"
+BUSYBOX_CONFIG_DEFAULT = re.compile(r"//config:config FEATURE_WGET_TIMEOUT\n(?://config:.*\n)*?//config:\tdefault y\n")
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[BUSYBOX])
+def test_busybox_wget_takes_a_timeout_and_waits_as_the_backup_test_assumes_without_one(tag):
+    """The job's wget is given ``-T`` (components/tenant_backup.py WGET_TIMEOUT_SECONDS): busybox builds the option
+    by default, and without it waits BUSYBOX_WGET_TIMEOUT seconds for a silent server, as tests/test_tenant_backup.py's
+    stand-in does."""
+    source = git(BUSYBOX, "show", f"{mirrored_tag(BUSYBOX, tag)}:networking/wget.c")
+    assert BUSYBOX_CONFIG_DEFAULT.search(source)
+    assert '"cqSO:o:P:Y:U:T:+"' in source  # -T takes a number
+    assert f"G.timeout_seconds = {BUSYBOX_WGET_TIMEOUT};" in source
+    assert "-T" in backup_job.SCRIPT and backup_job.WGET_TIMEOUT_SECONDS < backup_job.TRY_OVERHEAD_SECONDS
 
 
 KUBECTL = "kubernetes/kubectl"

@@ -23,8 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from components.tenant_backup import (POLL_SECONDS, RUN_SECONDS, SCRIPT, WAIT_SECONDS, backup_name, backup_pod_spec,
-                                      options_data, run_minute, schedule)
+from components.tenant_backup import (POLL_SECONDS, RUN_SECONDS, SCRIPT, TRY_OVERHEAD_SECONDS, WAIT_SECONDS,
+                                      WGET_TIMEOUT_SECONDS, backup_name, backup_pod_spec, options_data, run_minute,
+                                      schedule)
 from components.tenant_network import tenant_network_policies
 from config import ConfigError
 from config.tenant_budget import namespace_budget
@@ -97,6 +98,8 @@ def test_runs_fall_in_their_hour_at_a_minute_of_each_team(every, hours):
 KUBECTL = "registry.k8s.io/kubectl:v1.36.3"
 ACCESS_KEY, SECRET_KEY = "AKIAEXAMPLE", "s3cr3t/key+"
 REQUEST = "team-nlp-vc-snapshot-request-x7k2p"
+# How long busybox's wget waits for a silent server when not given -T (tests/test_snapshot_contract.py reads it).
+BUSYBOX_WGET_TIMEOUT = 900
 
 
 def request_config_map(team, phase: str | None = None, message: str | None = None) -> str:
@@ -120,7 +123,7 @@ class Run:
 
 
 def run_script(tmp_path: Path, team, now: int, answers: list[str | None] = (), create_fails: bool = False,
-               job: str | None = None) -> Run:
+               job: str | None = None, script: str = SCRIPT) -> Run:
     """The job's shell at ``now`` in a real ``sh``, in a pod of the Job ``job`` (by default the CronJob's, scheduled
     at ``now``'s minute): the control plane's binary, the clock, ``sleep`` and the proxy's answers (``wget``: each
     call the next answer, the last repeated; None for no answer) stood in for."""
@@ -144,14 +147,18 @@ def run_script(tmp_path: Path, team, now: int, answers: list[str | None] = (), c
         "vcluster": (f'printf %s "$VCLUSTER_STORAGE_OPTIONS" > {state}/options\n'
                      + ("echo 'Error: failed to init client config' >&2; exit 1" if create_fails else
                         f"printf '%s' '{json.dumps(created, separators=(',', ':'))}'")),
+        # A silent proxy (HANG) holds wget for its -T, busybox's default when none is given, then it fails.
         "wget": (f'echo "$*" >> {state}/polls\nn=$(wc -l < {state}/polls); i=$(( n - 1 ))\n'
                  f'while [ ! -f {state}/answer-$i ]; do i=$(( i - 1 )); done\n'
+                 f'timeout={BUSYBOX_WGET_TIMEOUT}; while [ $# -gt 0 ]; do [ "$1" = -T ] && timeout=$2; shift; done\n'
+                 f'[ "$(cat {state}/answer-$i)" = HANG ] && echo $(( $(cat {state}/clock) + timeout )) > {state}/clock '
+                 f'&& exit 1\n'
                  f'[ "$(cat {state}/answer-$i)" = FAIL ] && exit 1\ncat {state}/answer-$i'),
     }
     for stub, body in stubs.items():
         (bin_dir / stub).write_text(f"#!/bin/sh\n{body}\n")
         (bin_dir / stub).chmod(0o755)
-    script = SCRIPT.replace("/snapshot-options", str(options)).replace("/vcluster snapshot",
+    script = script.replace("/snapshot-options", str(options)).replace("/vcluster snapshot",
                                                                       f"{bin_dir}/vcluster snapshot")
     env = {e["name"]: e["value"] for e in backup_pod_spec(team, backup, KUBECTL)["containers"][0]["env"]
            if "value" in e}
@@ -195,7 +202,7 @@ def test_a_run_succeeds_once_the_control_plane_recorded_the_upload(tmp_path):
     assert f"snapshot uploaded (request {REQUEST} Completed)" in run.output
     assert len(run.polls) == 4
     url = f"http://127.0.0.1:8001/api/v1/namespaces/{team.namespace}/configmaps/{REQUEST}"
-    assert all(poll == f"-q -O - {url}" for poll in run.polls)
+    assert all(poll == f"-q -T {WGET_TIMEOUT_SECONDS} -O - {url}" for poll in run.polls)
     path = url.removeprefix("http://127.0.0.1:8001")
     assert accepted_by_the_proxy(team, path)
     for other in (path.replace("configmaps", "secrets"), path.replace(team.namespace, "kube-system"),
@@ -225,6 +232,21 @@ def test_a_run_fails_when_the_control_plane_records_nothing_before_the_deadline(
     assert len(run.polls) == WAIT_SECONDS // POLL_SECONDS + 1 and WAIT_SECONDS < RUN_SECONDS
     unread = run_script(tmp_path, team, 1_765_000_000, [None])
     assert unread.returncode == 1 and f"snapshot request {REQUEST} still unread after" in unread.output
+
+
+def test_a_proxy_that_stops_answering_keeps_no_run_past_its_own_deadline(tmp_path):
+    team = teams_of("dev", MINIO)[0]
+    start = 1_765_000_000
+    silent = run_script(tmp_path, team, start, ["HANG"])
+    assert silent.returncode == 1 and f"snapshot request {REQUEST} still unread after {WAIT_SECONDS}s" in silent.output
+    assert all(poll.startswith(f"-q -T {WGET_TIMEOUT_SECONDS} ") for poll in silent.polls)
+    # The shell says why within the try's overhead past its wait, before the Job's deadline would end it unsaid.
+    overrun = int((tmp_path / "state" / "clock").read_text()) - start - WAIT_SECONDS
+    assert 0 < overrun <= POLL_SECONDS + WGET_TIMEOUT_SECONDS < TRY_OVERHEAD_SECONDS
+    # Without -T, wget's own default outlasts the overhead.
+    untimed = run_script(tmp_path, team, start, ["HANG"], script=SCRIPT.replace(f"-T {WGET_TIMEOUT_SECONDS} ", ""))
+    assert untimed.returncode == 1
+    assert int((tmp_path / "state" / "clock").read_text()) - start - WAIT_SECONDS > TRY_OVERHEAD_SECONDS
 
 
 def test_a_run_fails_when_the_request_cannot_be_written(tmp_path):
