@@ -33,6 +33,13 @@ type named struct {
 	Spec   json.RawMessage   `json:"spec"`
 }
 
+// stored is what a harness's fake clientset holds: the policies, their bindings and the namespaces requests name.
+type stored struct {
+	Policies   []named `json:"policies"`
+	Bindings   []named `json:"bindings"`
+	Namespaces []named `json:"namespaces"`
+}
+
 // policyPlugin is the part of k8s.io/apiserver's generic policy plugin (pkg/admission/plugin/policy/generic) the
 // API server's admission initializers set and its readiness check asks, alike in both plugins and every release.
 type policyPlugin interface {

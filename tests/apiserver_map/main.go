@@ -54,11 +54,9 @@ type request struct {
 }
 
 type input struct {
-	Policies   []named   `json:"policies"`
-	Bindings   []named   `json:"bindings"`
-	Namespaces []named   `json:"namespaces"`
-	Schemas    string    `json:"schemas"`
-	Requests   []request `json:"requests"`
+	stored
+	Schemas  string    `json:"schemas"`
+	Requests []request `json:"requests"`
 }
 
 type answer struct {

@@ -57,10 +57,8 @@ type request struct {
 }
 
 type input struct {
-	Policies   []named   `json:"policies"`
-	Bindings   []named   `json:"bindings"`
-	Namespaces []named   `json:"namespaces"`
-	Requests   []request `json:"requests"`
+	stored
+	Requests []request `json:"requests"`
 }
 
 // verdict is one request's answer: the API server's error (empty when admitted) and, from a second plugin whose
