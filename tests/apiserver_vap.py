@@ -182,8 +182,10 @@ def disagreements(judged: list[tuple[str, Review, Verdict]]) -> list[tuple]:
         python = sorted(unordered_lists(message.strip()) for message in review.messages)
         real = sorted(unordered_lists(message) for message in verdict.of(name))
         others = {policy: messages for policy, messages in verdict.refusals.items() if policy != name}
+        # The denying plugin evaluates apart from the warning one, so a listed map's keys may come in another order.
+        error = unordered_lists(verdict.error)
         answered = verdict.allowed == (not real and not others) and (
-            verdict.allowed or any(verdict.error.endswith(f"denied request: {message}")
+            verdict.allowed or any(error.endswith(f"denied request: {unordered_lists(message)}")
                                    for messages in verdict.refusals.values() for message in messages))
         if real != python or others or not answered:
             obj = review.inputs["object"] or review.inputs["oldObject"]
