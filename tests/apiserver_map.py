@@ -22,6 +22,7 @@ from typing import NamedTuple, Optional
 import kubernetes_validate
 
 from tests.conftest import mirror, mirrored_tag
+from tests.apiserver_vap import PLUGIN_START
 from tests.go_toolchain import built_in_tree
 from tests.tenant_sim import recording
 from tests.virtual_sim import MUTATION_OBSERVERS
@@ -37,7 +38,8 @@ SCHEMAS = (Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema" 
 
 def harness() -> Path:
     repository = mirror(VCLUSTER)
-    return built_in_tree(repository, mirrored_tag(VCLUSTER, TAG), {HARNESS: PACKAGE}, PACKAGE, "apiserver-map")
+    return built_in_tree(repository, mirrored_tag(VCLUSTER, TAG), {HARNESS: PACKAGE, PLUGIN_START: PACKAGE}, PACKAGE,
+                         "apiserver-map")
 
 
 def _registry_defaults(spec: dict, resources: str) -> dict:

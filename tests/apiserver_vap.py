@@ -30,6 +30,8 @@ VCLUSTER = "loft-sh/vcluster"
 TAG = "v0.36.1"
 FOLDER = Path(__file__).with_name("apiserver_vap")
 HARNESS = FOLDER / "main.go"
+# Starting a policy plugin as the API server does, shared with tests/apiserver_map.py's harness.
+PLUGIN_START = Path(__file__).with_name("apiserver_common") / "plugin_start.go"
 PACKAGE = "cmd/gpu-tenancy-vap-real"
 # Each Kubernetes minor a site may run (config/versions.py) with a mirrored vCluster tag that vendors its
 # k8s.io/apiserver at the newest patch any mirrored tag holds, and the harness files for that release's API
@@ -58,7 +60,8 @@ SUBRESOURCE_KINDS = {"binding": ("", "v1", "Binding"), "eviction": ("policy", "v
 def harness(release: str = PINNED) -> Path:
     """The harness built inside the vCluster tag of Kubernetes ``release`` (the pinned one unless named)."""
     tag, *shims = RELEASES[release]
-    files = {FOLDER / name: PACKAGE for name in ("main.go", "compile.go", *shims)}
+    paths = (HARNESS, FOLDER / "compile.go", PLUGIN_START, *(FOLDER / shim for shim in shims))
+    files = {path: PACKAGE for path in paths}
     return built_in_tree(mirror(VCLUSTER), mirrored_tag(VCLUSTER, tag), files, PACKAGE, "apiserver-vap",
                          BUILD_TAGS.get(release, ""))
 
@@ -179,10 +182,11 @@ def disagreements(judged: list[tuple[str, Review, Verdict]]) -> list[tuple]:
         python = sorted(unordered_lists(message.strip()) for message in review.messages)
         real = sorted(unordered_lists(message) for message in verdict.of(name))
         others = {policy: messages for policy, messages in verdict.refusals.items() if policy != name}
+        # The denying plugin evaluates apart from the warning one, so a listed map's keys may come in another order.
+        error = unordered_lists(verdict.error)
         answered = verdict.allowed == (not real and not others) and (
-            verdict.allowed or any(
-                unordered_lists(verdict.error).endswith(unordered_lists(f"denied request: {message}"))
-                for messages in verdict.refusals.values() for message in messages))
+            verdict.allowed or any(error.endswith(f"denied request: {unordered_lists(message)}")
+                                   for messages in verdict.refusals.values() for message in messages))
         if real != python or others or not answered:
             obj = review.inputs["object"] or review.inputs["oldObject"]
             found.append((name, review.inputs["request"]["operation"], review.inputs["request"]["subResource"],

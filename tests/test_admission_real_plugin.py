@@ -28,7 +28,8 @@ from tests import test_synced_claims_admission as claims
 from tests import test_synced_endpoints as endpoints
 from tests import test_synced_objects_admission as synced
 from tests.apiserver_vap import (
-    HARNESS, TAG, VCLUSTER, api_request, disagreements, harness, judge, plugin_verdicts, policies_of, recorded,
+    HARNESS, TAG, VCLUSTER, Review, Verdict, api_request, disagreements, harness, judge, plugin_verdicts, policies_of,
+    recorded,
 )
 from tests.conftest import git, mirrored_tag, run, stack_config
 from tests.fake_site import FakeSite
@@ -177,6 +178,19 @@ def test_the_hostile_corpus_is_mostly_refused_by_the_real_plugin(hostile):
 
 def test_the_real_plugin_reaches_tenant_sims_verdict_on_every_hostile_review(hostile):
     assert {stack: disagreements(judged) for stack, judged in hostile.items()} == {stack: [] for stack in hostile}
+
+
+def test_a_denial_that_lists_keys_in_another_order_than_its_warning_is_the_same_refusal():
+    # The denying and the warning plugin evaluate the policy apart, each listing a map's keys in Go's map order.
+    review = Review(None, {"object": {"metadata": {"name": "web"}}, "oldObject": None,
+                           "request": {"operation": "CREATE", "subResource": ""}}, ["[a, b] are reserved"])
+
+    def judged(denied: str) -> list:
+        error = f"pods \"web\" is forbidden: ValidatingAdmissionPolicy 'p' with binding 'p' denied request: {denied}"
+        return [("p", review, Verdict(False, error, {"p": ["[b, a] are reserved"]}))]
+
+    assert disagreements(judged("[a, b] are reserved")) == disagreements(judged("[b, a] are reserved")) == []
+    assert disagreements(judged("[a, c] are reserved")) != []
 
 
 # How else the API server sees a hostile pod: written through a subresource, deleted (past any grace period), sent

@@ -6,7 +6,8 @@
 // converter its TypeConverterManager builds from the OpenAPI v3 document discovery serves. tests/apiserver_map.py
 // builds it inside vCluster's tree and sends {"policies", "bindings", "namespaces", "schemas", "requests"} on
 // stdin; it writes, for each request, the mutated pod (or the plugin's error) and the request's "expected" pod,
-// both decoded into corev1.Pod and converted back, so that the two compare field by field.
+// both decoded into corev1.Pod and converted back, so that the two compare field by field. The plugin's initializer
+// and its wait for readiness are tests/apiserver_common/plugin_start.go's, shared with tests/apiserver_vap/main.go.
 //
 // What is not the API server's code: k8s.io/kubernetes' generated OpenAPI is not vendored, so discovery serves a
 // document whose component schemas are Kubernetes 1.36's definitions as the kubernetes-validate package ships them
@@ -31,29 +32,19 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
 	"k8s.io/apiserver/pkg/authentication/user"
-	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/openapi"
 )
-
-type named struct {
-	Name   string            `json:"name"`
-	Labels map[string]string `json:"labels"`
-	Spec   json.RawMessage   `json:"spec"`
-}
 
 type request struct {
 	Namespace string          `json:"namespace"`
@@ -63,11 +54,9 @@ type request struct {
 }
 
 type input struct {
-	Policies   []named   `json:"policies"`
-	Bindings   []named   `json:"bindings"`
-	Namespaces []named   `json:"namespaces"`
-	Schemas    string    `json:"schemas"`
-	Requests   []request `json:"requests"`
+	stored
+	Schemas  string    `json:"schemas"`
+	Requests []request `json:"requests"`
 }
 
 type answer struct {
@@ -151,16 +140,8 @@ type initializer struct {
 }
 
 func (i *initializer) Initialize(plugin admission.Interface) {
-	p := plugin.(*mutating.Plugin)
-	p.InspectFeatureGates(utilfeature.DefaultFeatureGate)
-	p.SetExternalKubeInformerFactory(i.factory)
-	p.SetExternalKubeClientSet(i.client)
-	p.SetRESTMapper(meta.NewDefaultRESTMapper(nil))
-	p.SetDynamicClient(fake.NewSimpleDynamicClient(runtime.NewScheme()))
-	p.SetDrainedNotification(i.stop)
-	p.SetAuthorizer(authorizerfactory.NewAlwaysDenyAuthorizer())
-	p.SetAPIServerID("gpu-tenancy-test")
-	i.plugin = p
+	i.plugin = plugin.(*mutating.Plugin)
+	initialize(i.plugin, i.client, i.factory, i.stop)
 }
 
 type noConfig struct{}
@@ -178,18 +159,7 @@ func chain(in input, stop chan struct{}) admission.MutationInterface {
 	mutating.Register(plugins)
 	handler, err := plugins.NewFromPlugins([]string{mutating.PluginName}, noConfig{}, init, nil)
 	must(err)
-	init.factory.Start(stop)
-	for informer, synced := range init.factory.WaitForCacheSync(stop) {
-		if !synced {
-			must(fmt.Errorf("informer %v did not sync", informer))
-		}
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for !init.plugin.WaitForReady() {
-		if time.Now().After(deadline) {
-			must(errors.New("the plugin never became ready"))
-		}
-	}
+	start(init.plugin, init.factory, stop)
 	select {
 	case <-schemas.served:
 	case <-time.After(30 * time.Second):
@@ -307,11 +277,4 @@ func main() {
 	encoder := json.NewEncoder(os.Stdout)
 	encoder.SetEscapeHTML(false)
 	must(encoder.Encode(out))
-}
-
-func must(err error) {
-	if err != nil {
-		fmt.Fprintln(os.Stderr, strings.TrimSpace(err.Error()))
-		os.Exit(1)
-	}
 }

@@ -7,7 +7,8 @@
 // it to a policy's CEL: decoded as below, then converted with runtime.DefaultUnstructuredConverter; as
 // `gpu-tenancy-vap-real compile`, see compile.go. The few calls whose signature differs between the Kubernetes
 // releases a site may run are in plugin_v0*.go and compiler_v0*.go, one of each copied in per release
-// (tests/apiserver_vap.py RELEASES).
+// (tests/apiserver_vap.py RELEASES); starting the plugin, as tests/apiserver_map/main.go starts its own, is in
+// tests/apiserver_common/plugin_start.go.
 //
 // What is not the API server's code: the defaults the API server's registry gives a policy and a binding on
 // create (k8s.io/kubernetes, not vendored; applied here as k8s.io/api's types.go documents them), the decoding of
@@ -20,16 +21,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
-	"strings"
 	"sync"
-	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -37,21 +34,11 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	"k8s.io/apiserver/pkg/authentication/user"
-	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/apiserver/pkg/warning"
-	"k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/component-base/featuregate"
 )
-
-type named struct {
-	Name   string            `json:"name"`
-	Labels map[string]string `json:"labels"`
-	Spec   json.RawMessage   `json:"spec"`
-}
 
 type request struct {
 	Operation   string                      `json:"operation"`
@@ -70,10 +57,8 @@ type request struct {
 }
 
 type input struct {
-	Policies   []named   `json:"policies"`
-	Bindings   []named   `json:"bindings"`
-	Namespaces []named   `json:"namespaces"`
-	Requests   []request `json:"requests"`
+	stored
+	Requests []request `json:"requests"`
 }
 
 // verdict is one request's answer: the API server's error (empty when admitted) and, from a second plugin whose
@@ -152,33 +137,9 @@ func plugin(in input, warnOnly bool, stop chan struct{}) *validating.Plugin {
 	client := kubefake.NewSimpleClientset(objects...)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	p := newPlugin()
-	// What the API server's admission initializers give a plugin that asks: the feature gates (the plugin is off
-	// until told ValidatingAdmissionPolicy is on, before 1.32) and its identity (from 1.36).
-	if wants, ok := any(p).(interface{ InspectFeatureGates(featuregate.FeatureGate) }); ok {
-		wants.InspectFeatureGates(utilfeature.DefaultFeatureGate)
-	}
-	if wants, ok := any(p).(interface{ SetAPIServerID(string) }); ok {
-		wants.SetAPIServerID("gpu-tenancy-test")
-	}
-	p.SetExternalKubeInformerFactory(factory)
-	p.SetExternalKubeClientSet(client)
-	p.SetRESTMapper(meta.NewDefaultRESTMapper(nil))
-	p.SetDynamicClient(fake.NewSimpleDynamicClient(runtime.NewScheme()))
-	p.SetDrainedNotification(stop)
-	p.SetAuthorizer(authorizerfactory.NewAlwaysDenyAuthorizer())
+	initialize(p, client, factory, stop)
 	must(p.ValidateInitialization())
-	factory.Start(stop)
-	for informer, synced := range factory.WaitForCacheSync(stop) {
-		if !synced {
-			must(fmt.Errorf("informer %v did not sync", informer))
-		}
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for !p.WaitForReady() {
-		if time.Now().After(deadline) {
-			must(errors.New("the plugin never became ready"))
-		}
-	}
+	start(p, factory, stop)
 	return p
 }
 
@@ -294,11 +255,4 @@ func main() {
 	encoder := json.NewEncoder(os.Stdout)
 	encoder.SetEscapeHTML(false)
 	must(encoder.Encode(out))
-}
-
-func must(err error) {
-	if err != nil {
-		fmt.Fprintln(os.Stderr, strings.TrimSpace(err.Error()))
-		os.Exit(1)
-	}
 }
