@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
+from tests.go_toolchain import GO_VARIABLE
 from tests.tenant_sim import ADMISSION_OBSERVERS
 
 TESTS = Path(__file__).parent
@@ -93,12 +94,12 @@ def pytest_sessionfinish(session) -> None:
 
 def run_and_record(folder: Path, modules: list[str]) -> tuple[dict, list[SuiteReview]]:
     """Run ``modules`` in a child pytest recording every review: (policies by name as {spec, binding}, reviews).
-    The child runs without Go, so no test in it builds or runs upstream code again; it must pass."""
-    environment = {key: value for key, value in os.environ.items() if key not in ("GPU_TENANCY_GO",)}
-    environment[OUTPUT_VARIABLE] = str(folder)
+    The child is given no Go toolchain, so no test in it builds or runs upstream code again; it must pass."""
+    environment = {**os.environ, OUTPUT_VARIABLE: str(folder), GO_VARIABLE: str(folder / "no-go-in-the-child")}
     folder.mkdir(parents=True, exist_ok=True)
-    ran = subprocess.run([sys.executable, "-m", "pytest", "-c", str(TESTS.parent / "pytest.ini"), "-p",
-                          "tests.suite_reviews", "-q", "-p", "no:cacheprovider", *modules], cwd=TESTS.parent, env=environment, capture_output=True, text=True, timeout=3600)
+    ran = subprocess.run([sys.executable, "-m", "pytest", "-c", str(TESTS.parent / "pytest.ini"),
+                          "-p", "tests.suite_reviews", "-q", "-p", "no:cacheprovider", *modules],
+                         cwd=TESTS.parent, env=environment, capture_output=True, text=True, timeout=3600)
     assert ran.returncode == 0, f"the recorded modules failed:\n{ran.stdout[-6000:]}\n{ran.stderr[-2000:]}"
     policies: dict = {}
     reviews: list[SuiteReview] = []
