@@ -32,7 +32,8 @@ from components.admission_metadata import (
 )
 from components.admission_pod_fields import pod_field_validations
 from components.admission_pod_size import (
-    pod_containers, pod_entry_size, pod_object_references, pod_ports, pod_size, pod_tolerations, pod_volumes,
+    pod_containers, pod_entry_size, pod_object_references, pod_ports, pod_size, pod_size_variables, pod_tolerations,
+    pod_volumes,
 )
 from components.admission_volumes import volume_validations
 from components.kai import SCHEDULER_NAME
@@ -265,11 +266,12 @@ def policy_validations(team: Team, before_sync: bool = False) -> list[dict]:
 
 
 def policy_spec(team: Team) -> dict:
-    return pod_policy_spec(team, policy_validations(team))
+    return pod_policy_spec(team, policy_validations(team), pod_size_variables())
 
 
-def pod_policy_spec(team: Team, validations: list[dict]) -> dict:
-    """A policy on the team's host pods, matched as the syncer writes them, judging them with ``validations``."""
+def pod_policy_spec(team: Team, validations: list[dict], more_variables: tuple[dict, ...] = ()) -> dict:
+    """A policy on the team's host pods, matched as the syncer writes them, judging them with ``validations`` (which
+    may read ``more_variables`` besides the pod rules' own)."""
     return {
         "failurePolicy": "Fail",
         "matchConstraints": {
@@ -278,7 +280,7 @@ def pod_policy_spec(team: Team, validations: list[dict]) -> dict:
             "namespaceSelector": team_namespace_selector(team),
         },
         "matchConditions": match_conditions(team),
-        "variables": policy_variables(team),
+        "variables": [*policy_variables(team), *more_variables],
         "validations": validations,
     }
 

@@ -78,60 +78,90 @@ def _sum(terms: list[str]) -> str:
     return f"[{', '.join(terms)}].sum()" if terms else "0"
 
 
-def _entries(var: str, paths: TextPaths, depth: int) -> str:
-    """How many list entries (strings and objects) ``var`` holds along ``paths``."""
+def _entry_terms(var: str, paths: TextPaths, depth: int) -> list[tuple[str, str]]:
+    """How many list entries (strings and objects) ``var`` holds along each of ``paths``: (path, count)."""
     inner = f"e{depth}"
-    terms = [_when(var, path, f"size({var}.{path})") for path in paths.string_lists]
+    terms = [(path, _when(var, path, f"size({var}.{path})")) for path in paths.string_lists]
     for path, element in paths.objects.items():
-        nested = _entries(inner, element, depth + 1)
+        nested = _sum([term for _, term in _entry_terms(inner, element, depth + 1)])
         per_entry = "" if nested == "0" else f" + {var}.{path}.map({inner}, {nested}).sum()"
-        terms.append(_when(var, path, f"size({var}.{path}){per_entry}"))
-    return _sum(terms)
+        terms.append((path, _when(var, path, f"size({var}.{path}){per_entry}")))
+    return terms
 
 
-def _text_bytes(var: str, paths: TextPaths, depth: int) -> str:
-    """The UTF-8 bytes of the strings ``var`` holds along ``paths``: CEL's size() of a string counts characters."""
+def _text_terms(var: str, paths: TextPaths, depth: int) -> list[tuple[str, str]]:
+    """The UTF-8 bytes of the strings ``var`` holds along each of ``paths``: (path, bytes). CEL's size() of a string
+    counts characters."""
     inner = f"e{depth}"
-    terms = [_when(var, path, f"size(bytes({var}.{path}))") for path in paths.strings]
-    terms += [_when(var, path, f"{var}.{path}.map({inner}, size(bytes({inner}))).sum()")
+    terms = [(path, _when(var, path, f"size(bytes({var}.{path}))")) for path in paths.strings]
+    terms += [(path, _when(var, path, f"{var}.{path}.map({inner}, size(bytes({inner}))).sum()"))
               for path in paths.string_lists]
     for path, element in paths.objects.items():
-        nested = _text_bytes(inner, element, depth + 1)
+        nested = _sum([term for _, term in _text_terms(inner, element, depth + 1)])
         if nested != "0":
-            terms.append(_when(var, path, f"{var}.{path}.map({inner}, {nested}).sum()"))
-    return _sum(terms)
+            terms.append((path, _when(var, path, f"{var}.{path}.map({inner}, {nested}).sum()")))
+    return terms
 
 
-def _stored(var: str, paths: TextPaths, depth: int) -> str:
-    """What the entries of the lists and maps ``var`` holds along ``paths`` store beside their text: per entry,
-    ``size()`` times its bytes, plus what each entry of an object list holds below it."""
+def _stored_terms(var: str, paths: TextPaths, depth: int) -> list[tuple[str, str]]:
+    """What the entries of the lists and maps ``var`` holds along each of ``paths`` store beside their text: per
+    entry, ``size()`` times its bytes, plus what each entry of an object list holds below it. (path, bytes)."""
     inner = f"e{depth}"
     terms = []
     for path, each in paths.entry_bytes.items():
         own = [f"size({var}.{path}) * {each}"] if each else []
-        nested = _stored(inner, paths.objects[path], depth + 1) if path in paths.objects else "0"
+        nested = _sum([term for _, term in _stored_terms(inner, paths.objects[path], depth + 1)]) \
+            if path in paths.objects else "0"
         below = [] if nested == "0" else [f"{var}.{path}.map({inner}, {nested}).sum()"]
-        terms.append(_when(var, path, " + ".join(own + below) or "0"))
-    terms += [_when(var, path, str(each)) for path, each in paths.present_bytes.items()]
-    return _sum(terms)
+        terms.append((path, _when(var, path, " + ".join(own + below) or "0")))
+    terms += [(path, _when(var, path, str(each))) for path, each in paths.present_bytes.items()]
+    return terms
 
 
 @functools.cache  # the same text for every team: built once per run
 def pod_entry_bytes_of(obj: str = "object") -> str:
     """What the entries of ``obj``'s spec store beside their text."""
-    return _stored(f"{obj}.spec", POD_SPEC, 0)
+    return _sum([term for _, term in _stored_terms(f"{obj}.spec", POD_SPEC, 0)])
 
 
 @functools.cache  # the same text for every team: built once per run
 def pod_text_items(obj: str = "object") -> str:
     """How many list entries along the counted paths ``obj``'s spec holds."""
-    return _entries(f"{obj}.spec", POD_SPEC, 0)
+    return _sum([term for _, term in _entry_terms(f"{obj}.spec", POD_SPEC, 0)])
 
 
 @functools.cache  # the same text for every team: built once per run
 def pod_text_bytes_of(obj: str = "object") -> str:
     """The bytes of the text along the counted paths of ``obj``'s spec."""
-    return _text_bytes(f"{obj}.spec", POD_SPEC, 0)
+    return _sum([term for _, term in _text_terms(f"{obj}.spec", POD_SPEC, 0)])
+
+
+# The sums the two size rules compare, each a policy variable that adds one variable per counted field of the spec.
+# CEL's compile time grows faster than an expression's length, and the API server compiles every team's policy at
+# start, refusing every write until it has (k8s.io/apiserver policy/generic plugin.go Dispatch): written inline,
+# these sums made most of a team's compile time (docs/security-object-sizes.md, "Compiled once per team").
+SIZE_SUMS = {"podTextItems": (_entry_terms, "object"), "podTextBytes": (_text_terms, "object"),
+             "podEntryBytes": (_stored_terms, "object"), "oldPodEntryBytes": (_stored_terms, "oldObject")}
+
+
+def _field_variable(total: str, path: str) -> str:
+    return f"{total}_{path.replace('.', '_')}"
+
+
+@functools.cache  # the same for every team: built once per run
+def pod_size_variables() -> tuple[dict, ...]:
+    """The variables of the two size rules, each field's before the sum that reads it (a policy's variables read only
+    the ones before them). The old pod's sum is 0 on CREATE, where there is none (tenant_sim and CEL C++ evaluate
+    every variable; the API server only those a rule reads)."""
+    variables = []
+    for total, (terms_of, obj) in SIZE_SUMS.items():
+        fields = [{"name": _field_variable(total, path), "expression": term}
+                  for path, term in terms_of(f"{obj}.spec", POD_SPEC, 0)]
+        if obj == "oldObject":
+            fields = [{**field, "expression": f"request.operation != 'UPDATE' ? 0 : {field['expression']}"}
+                      for field in fields]
+        variables += [*fields, {"name": total, "expression": _sum([f"variables.{field['name']}" for field in fields])}]
+    return tuple(variables)
 
 
 def _ephemeral(obj: str) -> str:
@@ -155,7 +185,7 @@ def pod_size(team: Team) -> dict:
                  f"{_images('object')} == {_images('oldObject')})")
     return refusal(
         "pod-size",
-        f"{unchanged} || ({pod_text_items()} <= {SYNCED_POD_TEXT_ITEMS} && {pod_text_bytes_of()} <= {cap})",
+        f"{unchanged} || (variables.podTextItems <= {SYNCED_POD_TEXT_ITEMS} && variables.podTextBytes <= {cap})",
         f"the free text of a pod vCluster copies to the host (its containers' env, commands, args, images, working "
         f"directories, mount paths, probe and hook commands, paths and headers, its volumes' item paths and image "
         f"references, node affinity values, DNS options, sysctl values and confinement profiles) may hold at most "
@@ -172,10 +202,10 @@ def pod_entry_size() -> dict:
     matched here) adds no entry: the LimitRange gave every container the CPU and memory limits and requests it may
     change (tests/test_admission_resize.py)."""
     cap = SYNCED_POD_ENTRY_BYTES
-    grown = f"(request.operation == 'UPDATE' && {pod_entry_bytes_of()} <= {pod_entry_bytes_of('oldObject')})"
+    grown = "(request.operation == 'UPDATE' && variables.podEntryBytes <= variables.oldPodEntryBytes)"
     return refusal(
         "pod-entry-size",
-        f"({pod_text_items()} <= {SYNCED_POD_TEXT_ITEMS} && {pod_entry_bytes_of()} <= {cap}) || {grown}",
+        f"(variables.podTextItems <= {SYNCED_POD_TEXT_ITEMS} && variables.podEntryBytes <= {cap}) || {grown}",
         f"the entries of a pod's lists (env variables, mounts, volumes and their items, resources, gates, host "
         f"aliases, affinity terms, spread constraints, ...) may store at most {cap} bytes beside their text, each "
         "counted at its largest (an env variable's field or key reference, a mount's volume name and propagation, an item's mode, a "
