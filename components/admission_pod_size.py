@@ -15,10 +15,10 @@ every field).
 
 Cost: the API server stops one expression at 1,000,000 (k8s.io/apiserver pkg/apis/cel/config.go PerCallLimit) and
 refuses the pod then (failurePolicy Fail), which is the safe outcome for a hostile pod; an honest one must stay far
-inside. Each sum the two rules compare is a policy variable adding one variable per counted field (``SIZE_SUMS``), so
-the limit stops each field's sum alone, and a rule is charged its own cost and its variables' to the policy's budget
-of 10,000,000 (tests/celgo_cost.py); the figures below are that charge. cel-go (interpreter/runtimecost.go) charges 1 for each identifier, field selection, has(), operator and call,
-and 1 for each element a map() macro appends; size() and bytes() of a field cost 1 whatever its length, since the
+inside. Each sum the two rules compare is a policy variable (``SIZE_SUMS``; the byte sum adds one per counted
+field), which the limit stops alone, and a rule is charged its own cost and its variables' to the policy's budget of
+10,000,000 (tests/celgo_cost.py); the figures below are that charge. cel-go (interpreter/runtimecost.go) charges 1
+for each identifier, field selection, has(), operator and call, and 1 for each element a map() macro appends; size() and bytes() of a field cost 1 whatever its length, since the
 pod is untyped (``object`` is dyn) and cel-go prices a call by characters only when the checker resolved its
 overload. So the rule costs per entry walked and not per character: the count of list entries comes first and
 ``&&`` stops the rule there, and the byte sum walks again, each has() chain stopping at the first absent field (an
@@ -138,12 +138,14 @@ def pod_text_bytes_of(obj: str = "object") -> str:
     return _sum([term for _, term in _text_terms(f"{obj}.spec", POD_SPEC, 0)])
 
 
-# The sums the two size rules compare, each a policy variable that adds one variable per counted field of the spec.
-# CEL's compile time grows faster than an expression's length, and the API server compiles every team's policy at
-# start, refusing every write until it has (k8s.io/apiserver policy/generic plugin.go Dispatch): written inline,
-# these sums made most of a team's compile time (docs/security-object-sizes.md, "Compiled once per team").
-SIZE_SUMS = {"podTextItems": (_entry_terms, "object"), "podTextBytes": (_text_terms, "object"),
-             "podEntryBytes": (_stored_terms, "object"), "oldPodEntryBytes": (_stored_terms, "oldObject")}
+# The sums the two size rules compare, each a policy variable. CEL's compile time grows faster than an expression's
+# length, and the API server compiles every team's policy at start, refusing every write until it has
+# (k8s.io/apiserver policy/generic plugin.go Dispatch): inline, these sums made most of a team's compile time. The byte
+# sum, the dearest to compile, adds one variable per counted field of the spec; the others, cheaper to compile than
+# the memory more variables hold, are one variable each (docs/security-object-sizes.md, "Compiled once per team").
+SIZE_SUMS = {"podTextItems": (_entry_terms, "object", False), "podTextBytes": (_text_terms, "object", True),
+             "podEntryBytes": (_stored_terms, "object", False),
+             "oldPodEntryBytes": (_stored_terms, "oldObject", False)}
 
 
 def _field_variable(total: str, path: str) -> str:
@@ -156,13 +158,15 @@ def pod_size_variables() -> tuple[dict, ...]:
     the ones before them). The old pod's sum is 0 on CREATE, where there is none (tenant_sim and CEL C++ evaluate
     every variable; the API server only those a rule reads)."""
     variables = []
-    for total, (terms_of, obj) in SIZE_SUMS.items():
-        fields = [{"name": _field_variable(total, path), "expression": term}
-                  for path, term in terms_of(f"{obj}.spec", POD_SPEC, 0)]
-        if obj == "oldObject":
-            fields = [{**field, "expression": f"request.operation != 'UPDATE' ? 0 : {field['expression']}"}
-                      for field in fields]
-        variables += [*fields, {"name": total, "expression": _sum([f"variables.{field['name']}" for field in fields])}]
+    for total, (terms_of, obj, per_field) in SIZE_SUMS.items():
+        guard = "request.operation != 'UPDATE' ? 0 : " if obj == "oldObject" else ""
+        terms = terms_of(f"{obj}.spec", POD_SPEC, 0)
+        if per_field:
+            fields = [{"name": _field_variable(total, path), "expression": guard + term} for path, term in terms]
+            variables += [*fields, {"name": total,
+                                    "expression": _sum([f"variables.{field['name']}" for field in fields])}]
+        else:
+            variables.append({"name": total, "expression": guard + _sum([term for _, term in terms])})
     return tuple(variables)
 
 
