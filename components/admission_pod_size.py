@@ -18,16 +18,17 @@ refuses the pod then (failurePolicy Fail), which is the safe outcome for a hosti
 inside. Each sum the two rules compare is a policy variable (``SIZE_SUMS``; the byte sum adds one per counted
 field), which the limit stops alone, and a rule is charged its own cost and its variables' to the policy's budget of
 10,000,000 (tests/celgo_cost.py); the figures below are that charge. cel-go (interpreter/runtimecost.go) charges 1
-for each identifier, field selection, has(), operator and call, and 1 for each element a map() macro appends; size() and bytes() of a field cost 1 whatever its length, since the
-pod is untyped (``object`` is dyn) and cel-go prices a call by characters only when the checker resolved its
-overload. So the rule costs per entry walked and not per character: the count of list entries comes first and
-``&&`` stops the rule there, and the byte sum walks again, each has() chain stopping at the first absent field (an
-env variable's reference lies four deep). Measured with cel-go (tests/test_celgo_figures.py): 15,500 for the large
-honest pod of tests/test_pod_text_attacks.py (three containers mounting twenty volumes of ten items), 56,900 for a
-pod in a namespace of a hundred Services (1,300 service-link variables), and about 526,000 for twenty containers
-at 8,192 entries, each an env variable reading a resource field, with the request (3 MiB, k8s.io/apiserver
-pkg/server/config.go MaxRequestBodyBytes) filled with text. A hostile pod of hundreds of fully set containers or
-volumes can pass the limit or the budget: the API server then refuses it, which is what the rule is for.
+for each identifier, field selection, has(), operator and call, and 1 for each element a map() macro appends; size()
+and bytes() of a field cost 1 whatever its length, since the pod is untyped (``object`` is dyn) and cel-go prices a
+call by characters only when the checker resolved its overload. So the rule costs per entry walked and not per
+character: the count of list entries comes first and ``&&`` stops the rule there, and the byte sum walks again, each
+has() chain stopping at the first absent field (an env variable's reference lies four deep). Measured with cel-go
+(tests/test_celgo_figures.py): 15,500 for the large honest pod of tests/test_pod_text_attacks.py (three containers
+mounting twenty volumes of ten items), 56,900 for a pod in a namespace of a hundred Services (1,300 service-link
+variables), and about 526,000 for twenty containers at 8,192 entries, each an env variable reading a resource field,
+with the request (3 MiB, k8s.io/apiserver pkg/server/config.go MaxRequestBodyBytes) filled with text. A hostile pod
+of hundreds of fully set containers or volumes can pass the limit or the budget: the API server then refuses it,
+which is what the rule is for.
 
 Rule ``pod-entry-size`` sums what those entries store beside their text (config/pod_entry_bytes.py): ``size()`` of
 each list times its entry's bytes, so a list of strings or of fixed-size entries costs a handful whatever its
@@ -80,12 +81,17 @@ def _sum(terms: list[str]) -> str:
     return f"[{', '.join(terms)}].sum()" if terms else "0"
 
 
+def _total(terms: list[tuple[str, str]]) -> str:
+    """The sum of (path, expression) terms."""
+    return _sum([term for _, term in terms])
+
+
 def _entry_terms(var: str, paths: TextPaths, depth: int) -> list[tuple[str, str]]:
     """How many list entries (strings and objects) ``var`` holds along each of ``paths``: (path, count)."""
     inner = f"e{depth}"
     terms = [(path, _when(var, path, f"size({var}.{path})")) for path in paths.string_lists]
     for path, element in paths.objects.items():
-        nested = _sum([term for _, term in _entry_terms(inner, element, depth + 1)])
+        nested = _total(_entry_terms(inner, element, depth + 1))
         per_entry = "" if nested == "0" else f" + {var}.{path}.map({inner}, {nested}).sum()"
         terms.append((path, _when(var, path, f"size({var}.{path}){per_entry}")))
     return terms
@@ -99,7 +105,7 @@ def _text_terms(var: str, paths: TextPaths, depth: int) -> list[tuple[str, str]]
     terms += [(path, _when(var, path, f"{var}.{path}.map({inner}, size(bytes({inner}))).sum()"))
               for path in paths.string_lists]
     for path, element in paths.objects.items():
-        nested = _sum([term for _, term in _text_terms(inner, element, depth + 1)])
+        nested = _total(_text_terms(inner, element, depth + 1))
         if nested != "0":
             terms.append((path, _when(var, path, f"{var}.{path}.map({inner}, {nested}).sum()")))
     return terms
@@ -112,8 +118,7 @@ def _stored_terms(var: str, paths: TextPaths, depth: int) -> list[tuple[str, str
     terms = []
     for path, each in paths.entry_bytes.items():
         own = [f"size({var}.{path}) * {each}"] if each else []
-        nested = _sum([term for _, term in _stored_terms(inner, paths.objects[path], depth + 1)]) \
-            if path in paths.objects else "0"
+        nested = _total(_stored_terms(inner, paths.objects[path], depth + 1)) if path in paths.objects else "0"
         below = [] if nested == "0" else [f"{var}.{path}.map({inner}, {nested}).sum()"]
         terms.append((path, _when(var, path, " + ".join(own + below) or "0")))
     terms += [(path, _when(var, path, str(each))) for path, each in paths.present_bytes.items()]
@@ -123,19 +128,19 @@ def _stored_terms(var: str, paths: TextPaths, depth: int) -> list[tuple[str, str
 @functools.cache  # the same text for every team: built once per run
 def pod_entry_bytes_of(obj: str = "object") -> str:
     """What the entries of ``obj``'s spec store beside their text."""
-    return _sum([term for _, term in _stored_terms(f"{obj}.spec", POD_SPEC, 0)])
+    return _total(_stored_terms(f"{obj}.spec", POD_SPEC, 0))
 
 
 @functools.cache  # the same text for every team: built once per run
 def pod_text_items(obj: str = "object") -> str:
     """How many list entries along the counted paths ``obj``'s spec holds."""
-    return _sum([term for _, term in _entry_terms(f"{obj}.spec", POD_SPEC, 0)])
+    return _total(_entry_terms(f"{obj}.spec", POD_SPEC, 0))
 
 
 @functools.cache  # the same text for every team: built once per run
 def pod_text_bytes_of(obj: str = "object") -> str:
     """The bytes of the text along the counted paths of ``obj``'s spec."""
-    return _sum([term for _, term in _text_terms(f"{obj}.spec", POD_SPEC, 0)])
+    return _total(_text_terms(f"{obj}.spec", POD_SPEC, 0))
 
 
 # The sums the two size rules compare, each a policy variable. CEL's compile time grows faster than an expression's
@@ -166,7 +171,7 @@ def pod_size_variables() -> tuple[dict, ...]:
             variables += [*fields, {"name": total,
                                     "expression": _sum([f"variables.{field['name']}" for field in fields])}]
         else:
-            variables.append({"name": total, "expression": guard + _sum([term for _, term in terms])})
+            variables.append({"name": total, "expression": guard + _total(terms)})
     return tuple(variables)
 
 
@@ -214,8 +219,8 @@ def pod_entry_size() -> dict:
         f"(variables.podTextItems <= {SYNCED_POD_TEXT_ITEMS} && variables.podEntryBytes <= {cap}) || {grown}",
         f"the entries of a pod's lists (env variables, mounts, volumes and their items, resources, gates, host "
         f"aliases, affinity terms, spread constraints, ...) may store at most {cap} bytes beside their text, each "
-        "counted at its largest (an env variable's field or key reference, a mount's volume name and propagation, an item's mode, a "
-        "resource's name and quantity): the API server bounds each of them, not how many a pod has, and every copy "
+        "counted at its largest (an env variable's field or key reference, a mount's volume name and propagation, "
+        "an item's mode, a resource's name and quantity): the API server bounds each of them, not how many a pod has, and every copy "
         "lands in the host's etcd, which turns the whole cluster read-only when full",
         "take several keys of one ConfigMap or Secret with envFrom or one volume instead of a variable or an item "
         "each, mount a directory once instead of each file, or split the work over more pods")
