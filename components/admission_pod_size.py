@@ -220,8 +220,8 @@ def pod_entry_size() -> dict:
         f"the entries of a pod's lists (env variables, mounts, volumes and their items, resources, gates, host "
         f"aliases, affinity terms, spread constraints, ...) may store at most {cap} bytes beside their text, each "
         "counted at its largest (an env variable's field or key reference, a mount's volume name and propagation, "
-        "an item's mode, a resource's name and quantity): the API server bounds each of them, not how many a pod has, and every copy "
-        "lands in the host's etcd, which turns the whole cluster read-only when full",
+        "an item's mode, a resource's name and quantity): the API server bounds each of them, not how many a pod "
+        "has, and every copy lands in the host's etcd, which turns the whole cluster read-only when full",
         "take several keys of one ConfigMap or Secret with envFrom or one volume instead of a variable or an item "
         "each, mount a directory once instead of each file, or split the work over more pods")
 
