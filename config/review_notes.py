@@ -16,6 +16,13 @@ from config.model_host import PID_EVICTION_THRESHOLD, SYSTEM_PID_RESERVE
 from config.sharing import TIME_SLICED
 from config.synced_data import datastore_notes
 
+# How long an API server's admission plugin makes a request wait for it to be ready (k8s.io/apiserver
+# pkg/admission/handler.go timeToWaitForReady): the policy plugin is ready once it has compiled every policy.
+ADMISSION_READY_WAIT_SECONDS = 10
+# The CPU one team's host policies took to compile with the real plugin of Kubernetes 1.36, on the 2-core machine of
+# docs/security-object-sizes.md ("Compiled once per team").
+POLICY_COMPILE_SECONDS_PER_TEAM = 0.7
+
 
 def review_notes(platform: Platform) -> list[str]:
     """Information for the reviewer: not wrong, but maybe not what was meant."""
@@ -25,7 +32,8 @@ def review_notes(platform: Platform) -> list[str]:
         notes.append(_site_pids_note(platform.cluster.pod_pids_limit))
     notes += _unchecked_kubernetes_notes(platform.cluster) + _unknown_instance_type_notes(platform.cluster) \
         + _unscaled_bounds_notes(platform.cluster) + api_endpoint_notes(platform.cluster) \
-        + datastore_notes(platform.cluster, platform.teams) + cpu_memory_notes(platform) + gpu_pool_pod_notes(platform)
+        + datastore_notes(platform.cluster, platform.teams) + cpu_memory_notes(platform) \
+        + gpu_pool_pod_notes(platform) + _policy_compile_notes(len(platform.teams))
     capacity = known_gpu_capacity(platform.cluster, platform.gpu_operator.time_slicing)
     guaranteed = sum(max(team.resources.gpu.quota, 0) for team in platform.teams)
     if capacity and all(team.resources.gpu.quota != -1 for team in platform.teams) \
@@ -34,6 +42,18 @@ def review_notes(platform: Platform) -> list[str]:
                      f"teams' gpu quotas add up to {guaranteed:g}): teams only get them over quota, by priority and "
                      "overQuotaWeight.")
     return notes
+
+
+def _policy_compile_notes(teams: int) -> list[str]:
+    """Each team's policies are compiled at every API server start, which refuses every write it admits until then."""
+    seconds = teams * POLICY_COMPILE_SECONDS_PER_TEAM
+    if seconds <= ADMISSION_READY_WAIT_SECONDS:
+        return []
+    return [f"teams: each API server compiles the admission policies of all {teams} teams whenever it starts, and "
+            f"refuses every write it is asked to admit until it has, after waiting {ADMISSION_READY_WAIT_SECONDS} s: "
+            f"about {seconds:.0f} s of CPU ({POLICY_COMPILE_SECONDS_PER_TEAM} s a team on a 2-core machine), so "
+            "expect writes refused for some seconds after each API server start, longer on a slower control plane "
+            "(docs/security-object-sizes.md, \"Compiled once per team\")."]
 
 
 def _unknown_instance_type_notes(cluster: Cluster) -> list[str]:

@@ -317,3 +317,20 @@ def test_the_docs_name_the_dns_floor_and_the_default_queue_the_loader_applies():
     team = load_platform(dev_config()).teams[0]
     assert (f"become `cpu: {team.resources.cpu.quota:g}` and `memory: {team.resources.memory.quota:g}`"
             in reference)
+
+
+# --- the teams' policies at an API server's start ---------------------------------------------------------------
+
+
+def _with_teams(count: int) -> dict:
+    config = put(dev_config(), "organization.resources.gpu.quota", -1)
+    template = config["teams"][0]
+    return put(config, "teams", [{**copy.deepcopy(template), "name": f"team-{index:02d}"} for index in range(count)])
+
+
+def test_a_site_whose_teams_policies_take_the_api_server_past_its_wait_is_told_so():
+    # 0.7 s a team: 14 teams compile within the 10 s an API server makes a request wait, 15 do not.
+    assert not [note for note in load_platform(_with_teams(14)).notes if "compiles the admission policies" in note]
+    [note] = [note for note in load_platform(_with_teams(40)).notes if "compiles the admission policies" in note]
+    assert note.startswith("teams: ") and "all 40 teams" in note and "about 28 s of CPU" in note
+    assert "after waiting 10 s" in note and "Compiled once per team" in note

@@ -23,8 +23,11 @@ import pytest
 from components.admission_pod_size import (
     SIZE_SUMS, pod_entry_bytes_of, pod_size_variables, pod_text_bytes_of, pod_text_items,
 )
+from config.review_notes import ADMISSION_READY_WAIT_SECONDS
 from tests.apiserver_vap import PINNED
-from tests.conftest import COMMITTED_STACKS, dev_config, git, mirror, mirrored_tag, run
+from tests.conftest import (
+    APISERVER_MINOR_TAGS, COMMITTED_STACKS, dev_config, git, go_function, mirror, mirrored_tag, run,
+)
 from tests.generated_sites import GENERATED_SITES, generated_sites, site_config  # noqa: F401 (fixture)
 from tests.tenant_sim import POLICY, container, tenant_of
 from tests.test_pod_sizes import service_links
@@ -110,3 +113,19 @@ def test_cel_go_parses_at_most_100000_code_points_and_the_api_server_keeps_that_
                               "--", "pkg"], capture_output=True, text=True)
     assert (setting.returncode, setting.stdout) == (1, "")  # git grep: no match
     assert MAX_EXPRESSION_CHARS < CEL_PARSER_CODE_POINTS
+
+
+@pytest.mark.parametrize("tag", APISERVER_MINOR_TAGS)
+def test_the_api_server_refuses_what_it_admits_until_every_policy_is_compiled(tag):
+    """At every Kubernetes a site may run: a request the policy plugin admits waits for the plugin to be ready,
+    ``ADMISSION_READY_WAIT_SECONDS`` at most, and is refused if it is not; the plugin is ready once its source holds
+    the compiled hooks of every policy (config/review_notes.py tells a site whose teams take longer)."""
+    def source(path: str) -> str:
+        return git("kubernetes/apiserver", "show", f"{mirrored_tag('kubernetes/apiserver', tag)}:pkg/admission/{path}")
+    assert f"timeToWaitForReady = {ADMISSION_READY_WAIT_SECONDS} * time.Second" in source("handler.go")
+    dispatch = go_function(source("plugin/policy/generic/plugin.go"), "(c *Plugin[H]) Dispatch")
+    assert 'if !c.WaitForReady() {\n\t\treturn admission.NewForbidden(a, fmt.Errorf("not yet ready to handle request"))' \
+        in dispatch
+    policies = source("plugin/policy/generic/policy_source.go")
+    assert "return s.Hooks() != nil" in go_function(policies, "(s *policySource[P, B, E]) HasSynced")
+    assert "s.policies.Store(&policies)" in go_function(policies, "(s *policySource[P, B, E]) refreshPolicies")
