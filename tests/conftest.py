@@ -60,9 +60,29 @@ def kubectl_source_tag(image: str) -> str:
 # Upstream git repositories the contract tests read, each at these tags. They come as bare mirrors
 # (``<owner>+<name>/repo``) under $GPU_TENANCY_MIRRORS; the PR workflow fetches exactly these.
 MIRRORS_VARIABLE = "GPU_TENANCY_MIRRORS"
-# Every release the config accepts of each chart (config/versions.py *_RELEASES) is among them, and so are the
-# releases of the sub-charts kube-prometheus-stack depends on at each (tests/mirror_charts.py).
+# The tag of every release the config accepts of each chart (config/versions.py *_RELEASES), by the repository it
+# is read from (tests/mirror_charts.py CHART_SOURCES), oldest first. A test of "every accepted release" reads these:
+# such a repository's MIRRORED_TAGS are these and its EXTRA_MIRRORED_TAGS (tests/test_mirrored_tags.py).
 ACCEPTED_VCLUSTER_TAGS = tuple(f"v{release}" for release in versions.VCLUSTER_RELEASES)
+ACCEPTED_TAGS = {
+    "kai-scheduler/KAI-Scheduler": versions.KAI_RELEASES,
+    "loft-sh/vcluster": ACCEPTED_VCLUSTER_TAGS,
+    "NVIDIA/gpu-operator": versions.GPU_OPERATOR_RELEASES,
+    "prometheus-community/helm-charts": tuple(f"kube-prometheus-stack-{release}"
+                                             for release in versions.KUBE_PROMETHEUS_STACK_RELEASES),
+}
+# The tags mirrored of those repositories for another purpose, each with it.
+EXTRA_MIRRORED_TAGS = {
+    "loft-sh/vcluster": dict.fromkeys(
+        ("v0.20.6", "v0.22.6", "v0.26.5", "v0.29.3", "v0.31.3", "v0.34.7"),
+        "its vendor/ holds the k8s.io/apiserver of a host Kubernetes minor a site may run, to build the real "
+        "admission plugin harness against (tests/apiserver_vap.py RELEASES)"),
+    "prometheus-community/helm-charts": dict.fromkeys(
+        ("kube-state-metrics-8.0.0", "kube-state-metrics-8.1.0", "kube-state-metrics-8.1.1", "kube-state-metrics-8.1.2",
+         "kube-state-metrics-8.1.3", "kube-state-metrics-8.2.0", "kube-state-metrics-8.3.1", "kube-state-metrics-8.4.0",
+         "prometheus-node-exporter-4.56.1", "prometheus-windows-exporter-0.12.8"),
+        "a sub-chart an accepted kube-prometheus-stack depends on, vendored into it (tests/mirror_charts.py)"),
+}
 # k8s.io/apiserver at the Kubernetes each accepted vCluster runs inside.
 VIRTUAL_APISERVER_TAGS = tuple(sorted({f"v0.{version[len('v1.'):]}"
                                        for version in versions.VCLUSTER_VIRTUAL_KUBERNETES.values()}))
@@ -75,24 +95,19 @@ MICROK8S_TRACK_TAGS = tuple(f"v1.{minor}" for minor in range(
     versions.release_numbers(versions.KUBERNETES_MINIMUM_VERSION)[1],
     versions.release_numbers(versions.KUBERNETES_NEWEST_CHECKED_VERSION)[1] + 1))
 MIRRORED_TAGS = {
-    "kai-scheduler/KAI-Scheduler": versions.KAI_RELEASES,
+    "kai-scheduler/KAI-Scheduler": ACCEPTED_TAGS["kai-scheduler/KAI-Scheduler"],
     # The exporter the GPU Operator floor (v24.9.0) ships, and the one v26.3.3 ships.
     "NVIDIA/dcgm-exporter": ("3.3.8-3.6.0", "4.5.3-4.8.2"),
     # The kube-state-metrics of each accepted kube-prometheus-stack (its subchart's appVersion), newest last.
     "kubernetes/kube-state-metrics": ("v2.19.1", "v2.20.0"),
-    # Each accepted vCluster, and the tags whose vendor/ holds the k8s.io/apiserver of each host Kubernetes release a
-    # site may run (tests/apiserver_vap.py RELEASES).
-    "loft-sh/vcluster": ("v0.20.6", "v0.22.6", "v0.26.5", "v0.29.3", "v0.31.3", "v0.34.7", *ACCEPTED_VCLUSTER_TAGS),
-    "NVIDIA/gpu-operator": versions.GPU_OPERATOR_RELEASES,
+    "loft-sh/vcluster": (*EXTRA_MIRRORED_TAGS["loft-sh/vcluster"], *ACCEPTED_TAGS["loft-sh/vcluster"]),
+    "NVIDIA/gpu-operator": ACCEPTED_TAGS["NVIDIA/gpu-operator"],
     # The container toolkit each accepted GPU Operator release ships (its values' toolkit.version), which reads a
     # container's env (tests/test_toolkit_env_contract.py).
     "NVIDIA/nvidia-container-toolkit": ("v1.17.0", "v1.17.3", "v1.17.4", "v1.17.5", "v1.17.8", "v1.18.0", "v1.18.1",
                                         "v1.19.0", "v1.19.1", "v1.20.0"),
-    "prometheus-community/helm-charts": (
-        *(f"kube-prometheus-stack-{release}" for release in versions.KUBE_PROMETHEUS_STACK_RELEASES),
-        "kube-state-metrics-8.0.0", "kube-state-metrics-8.1.0", "kube-state-metrics-8.1.1", "kube-state-metrics-8.1.2",
-        "kube-state-metrics-8.1.3", "kube-state-metrics-8.2.0", "kube-state-metrics-8.3.1", "kube-state-metrics-8.4.0",
-        "prometheus-node-exporter-4.56.1", "prometheus-windows-exporter-0.12.8"),
+    "prometheus-community/helm-charts": (*ACCEPTED_TAGS["prometheus-community/helm-charts"],
+                                         *EXTRA_MIRRORED_TAGS["prometheus-community/helm-charts"]),
     # The grafana subcharts kube-prometheus-stack depends on, and the query proxy in front of Prometheus.
     "grafana-community/helm-charts": ("grafana-12.10.0", "grafana-12.10.1", "grafana-12.10.2", "grafana-12.10.3",
                                       "grafana-12.10.4", "grafana-12.11.0", "grafana-12.11.1"),

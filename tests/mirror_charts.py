@@ -54,7 +54,7 @@ def _extract(repository: str, tag: str, directory: str, into: Path) -> Path:
     return chart
 
 
-def _dependency_tag(repository: str, name: str, wanted: str) -> str:
+def dependency_tag(repository: str, name: str, wanted: str) -> str:
     """The mirrored tag of dependency ``name`` at ``wanted`` (an exact version or a ``*`` range)."""
     matching = [tag for tag in MIRRORED_TAGS[repository] if fnmatch.fnmatchcase(tag, f"{name}-{wanted}")]
     assert matching, f"no tag {name}-{wanted} in MIRRORED_TAGS[{repository!r}]: add it and fetch it"
@@ -69,7 +69,7 @@ def _vendor_dependencies(chart: Path, scratch: Path) -> None:
             continue
         repository = DEPENDENCY_MIRRORS.get(source)
         assert repository, f"{chart.name} depends on {name} from {source}: add its mirror to DEPENDENCY_MIRRORS"
-        tag = _dependency_tag(repository, name, str(dependency["version"]))
+        tag = dependency_tag(repository, name, str(dependency["version"]))
         unpacked = _extract(repository, tag, f"charts/{name}", scratch / tag)
         unpacked.rename(chart / "charts" / name)
 

@@ -14,7 +14,7 @@ import pytest
 
 from config.vcluster_images import coredns_image
 from config.vocabulary import KAI_NAMESPACE
-from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, run
+from tests.conftest import ACCEPTED_TAGS, dev_config, eks_config, run
 from tests.tenant_sim import KAI_BINDER, KAI_POD_GROUPER, KAI_SCHEDULER, Tenant, container, tenant_of, virtual_pod
 from tests.test_admission_honest import mixed_config
 from tests.kai_pods import kai_bind, kai_group
@@ -150,7 +150,7 @@ def test_a_device_list_prefix_kai_did_not_derive_for_this_pod_is_refused(tenant,
 
 def test_kais_derived_prefix_is_admitted_at_every_tag_long_names_included(tenant):
     for name in ("model", "a-very-long-model-name-that-is-cut.-x"):
-        for tag in MIRRORED_TAGS["kai-scheduler/KAI-Scheduler"]:
+        for tag in ACCEPTED_TAGS["kai-scheduler/KAI-Scheduler"]:
             assert tenant.create(on_kai(tenant, annotations={"gpu-fraction": "0.5"}, name=name), kai_version=tag) == []
 
 

@@ -1,6 +1,6 @@
 """The key allowlist stays derived from upstream: KAI's source at every pinned tag, vCluster's chart.
 
-Every label and annotation key KAI reads or writes (tests/kai_keys.py, at each tag of MIRRORED_TAGS)
+Every label and annotation key KAI reads or writes (tests/kai_keys.py, at each accepted release)
 must be classified in components/admission_keys.py, refused keys must be refused by the policy the
 program renders, harmless ones admitted, and the pod labels vCluster's NetworkPolicies select on must
 be refused on a tenant's pod unless listed with the reason they open nothing. A KAI or vCluster
@@ -21,8 +21,10 @@ from components.admission_keys import (
 )
 from components.admission_metadata import FRACTION_DECIMALS, KAI_PRIORITY_CLASSES, MIN_GPU_FRACTION, MIN_GPU_MEMORY_MIB
 from tests.config_spec import put
-from tests.conftest import (ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, dev_config, eks_config, git, mirror, mirrored_tag,
-                            security_model_text)
+from tests.conftest import (
+    ACCEPTED_TAGS, ACCEPTED_VCLUSTER_TAGS, dev_config, eks_config, git, mirror, mirrored_tag,
+    security_model_text,
+)
 from tests.kai_keys import keys_of, source_at
 from tests.tenant_sim import KAI_SCHEDULER, Tenant, platform_of, tenant_of, virtual_pod
 
@@ -37,10 +39,10 @@ def unclassified(keys: set[tuple[str, str]]) -> list[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def kai_keys() -> dict[str, set[tuple[str, str]]]:
-    return {tag: keys_of(source_at(mirror(KAI), tag)) for tag in MIRRORED_TAGS[KAI]}
+    return {tag: keys_of(source_at(mirror(KAI), tag)) for tag in ACCEPTED_TAGS[KAI]}
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI])
+@pytest.mark.parametrize("tag", ACCEPTED_TAGS[KAI])
 def test_every_kai_key_at_every_tag_is_classified(kai_keys, tag):
     assert unclassified(kai_keys[tag]) == [], (
         f"KAI {tag} reads or writes pod keys components/admission_keys.py does not classify: add each to REFUSED "
@@ -48,7 +50,7 @@ def test_every_kai_key_at_every_tag_is_classified(kai_keys, tag):
 
 
 def test_a_key_kai_starts_reading_fails_the_contract():
-    files = source_at(mirror(KAI), MIRRORED_TAGS[KAI][0])
+    files = source_at(mirror(KAI), ACCEPTED_TAGS[KAI][0])
     assert unclassified(keys_of(files)) == []
     files["pkg/scheduler/api/pod_info/gang_override.go"] = (
         'package pod_info\n\nconst GangSizeOverride = "gang-size-override"\n\n'
@@ -88,7 +90,7 @@ def test_every_harmless_key_is_admitted(tenant, entry):
 
 
 def test_kais_writers_priority_classes_and_reservation_label_are_the_charts(dev_run):
-    for tag in MIRRORED_TAGS[KAI]:
+    for tag in ACCEPTED_TAGS[KAI]:
         bindings = git(KAI, "grep", "-h", "-A2", "kind: ServiceAccount", tag, "--", "deployments/kai-scheduler/templates/rbac")
         accounts = set(re.findall(r"name: ([\w-]+)", bindings))
         assert set(KAI_WRITERS) <= accounts, tag
@@ -170,7 +172,7 @@ POD_TRANSLATOR = "pkg/controllers/resources/pods/translate/translator.go"
 GPU_REQUIREMENT = "pkg/scheduler/api/resource_info/gpu_resource_requirment.go"
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI])
+@pytest.mark.parametrize("tag", ACCEPTED_TAGS[KAI])
 def test_kai_charges_a_pod_for_its_containers_and_not_its_pod_level_resources(tag):
     # [pod-resources] exists because a queue is charged for the containers' requests (and overhead) only; the
     # day KAI counts spec.resources here, the rule may be revisited.
@@ -200,7 +202,7 @@ def test_vcluster_copies_pod_level_resources_to_the_host(tag):
     assert version == "1.34.0", tag
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI])
+@pytest.mark.parametrize("tag", ACCEPTED_TAGS[KAI])
 def test_kai_charges_a_fraction_in_the_hundredths_the_policy_admits(tag):
     # [granted-values] admits a gpu-fraction with no more decimals than the scheduler keeps when it charges the
     # queue; a finer one would be rounded, and the pod charged other than it asked for (0.054 as 0.05).
@@ -214,7 +216,7 @@ NODE_INFO = "pkg/scheduler/api/node_info/node_info.go"
 GPU_VALIDATOR = "pkg/binder/plugins/gpusharing/gpu-request/gpu_request_validator.go"
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI])
+@pytest.mark.parametrize("tag", ACCEPTED_TAGS[KAI])
 def test_kai_charges_a_mig_pod_for_its_slices_alone(tag):
     # [gpu-kinds] exists because a running MIG pod's accepted GPUs are its slices only (whole GPUs beside them are
     # charged to neither the queue nor the node), a fraction overwrites a pod's slices, and KAI's webhook refuses a

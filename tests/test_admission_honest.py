@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from tests.config_spec import put
-from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, git, run
+from tests.conftest import ACCEPTED_TAGS, dev_config, eks_config, git, run
 from tests.tenant_sim import KAI_SCHEDULER, Tenant, container, tenant_of, virtual_pod
 
 KAI = "kai-scheduler/KAI-Scheduler"
@@ -111,7 +111,7 @@ def kai_doc_pods(tag: str) -> dict[str, list[dict]]:
     return pods
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI])
+@pytest.mark.parametrize("tag", ACCEPTED_TAGS[KAI])
 def test_every_pod_of_kais_docs_is_admitted_but_for_the_queue(tenant, tag):
     pods = kai_doc_pods(tag)
     assert {"docs/gpu-sharing/gpu-memory.yaml", "docs/priority/example/build-priority-pod.yaml",

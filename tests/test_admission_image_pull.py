@@ -28,7 +28,7 @@ from config.model import MEMORY_CAPPED
 from config.vcluster_images import rewrite_hosts_image
 from ops.smoke_objects import gpu_pod, plain_deployment
 from tests.config_spec import put
-from tests.conftest import ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, dev_config, eks_config, git, mirrored_tag, run
+from tests.conftest import ACCEPTED_TAGS, ACCEPTED_VCLUSTER_TAGS, dev_config, eks_config, git, mirrored_tag, run
 from tests.mirror_charts import chart_values
 from tests.isolation_sim import IsolationTenant
 from tests.isolation_spec import isolation_config, prefixed
@@ -367,7 +367,7 @@ def test_vcluster_syncs_image_changes_of_an_init_container_wearing_the_hosts_rew
     assert 'pPod.Annotations[HostsRewrittenAnnotation] = "true"' in hosts
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI])
+@pytest.mark.parametrize("tag", ACCEPTED_TAGS[KAI])
 def test_kais_pod_webhook_leaves_pull_policies_and_images_alone(tag):
     """The policies judge pods after KAI's webhook: none of its plugins writes a pull policy, an image or an image
     volume, or adds a container (rules image-pull-policy and image-registry)."""

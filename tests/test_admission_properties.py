@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from components.admission_keys import ANNOTATION, GRANTED, HARMLESS, LABEL, NOT_ON_PODS, REFUSED, UNREAD_RESERVED
-from tests.conftest import MIRRORED_TAGS, MIRRORS_VARIABLE, dev_config
+from tests.conftest import ACCEPTED_TAGS, MIRRORS_VARIABLE, dev_config
 from tests.kai_keys import keys_of, source_at
 from tests.tenant_sim import (
     KAI_SCHEDULER, Tenant, container, tenant_of, virtual_pod,
@@ -167,7 +167,7 @@ def kai_pod_keys() -> list[tuple[str, str, str, bool]]:
     root = os.environ.get(MIRRORS_VARIABLE)
     path = Path(root or "/nonexistent") / "kai-scheduler+KAI-Scheduler" / "repo"
     if path.exists():
-        for tag in MIRRORED_TAGS["kai-scheduler/KAI-Scheduler"]:
+        for tag in ACCEPTED_TAGS["kai-scheduler/KAI-Scheduler"]:
             extracted |= keys_of(source_at(path, tag))
     refused = {(entry.key, entry.kind) for entry in REFUSED}
     admitted = {(entry.key, entry.kind) for entry in (*HARMLESS, *UNREAD_RESERVED)} | set(GRANTED_VALUES)

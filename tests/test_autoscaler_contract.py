@@ -13,7 +13,7 @@ import re
 import yaml
 
 from config.hosts import AUTOSCALER_GPU_LABEL, AUTOSCALER_NODE_RESOURCE_TAG
-from tests.conftest import ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, eks_config, git, go_function, run
+from tests.conftest import ACCEPTED_TAGS, ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, eks_config, git, go_function, run
 
 AUTOSCALER = "kubernetes/autoscaler"
 KAI = "kai-scheduler/KAI-Scheduler"
@@ -92,7 +92,7 @@ def test_kais_node_scale_adjuster_would_hold_whole_gpus_outside_every_queue_for_
     with a pod in its own namespace asking for whole GPUs, placed by the default scheduler (no schedulerName), with
     the pod's node selector and tolerations. On a free GPU that pod holds the card outside every queue, while the
     team's own pod waits."""
-    for tag in MIRRORED_TAGS[KAI]:
+    for tag in ACCEPTED_TAGS[KAI]:
         values = yaml.safe_load(git(KAI, "show", f"{tag}:deployments/kai-scheduler/values.yaml"))
         assert values["global"]["clusterAutoscaling"] is False, tag
         adjuster = git(KAI, "show", f"{tag}:pkg/nodescaleadjuster/scale_adjuster/scale_adjuster.go")

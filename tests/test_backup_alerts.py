@@ -22,7 +22,7 @@ from tests.local_alertmanager import needs_amtool
 from tests.test_observability_alerting import amtool
 from tests.test_observability_team_alerting import WITH_NAMESPACE_ALERTS, team_site
 from tests.test_observability_team_routing import receivers_of
-from tests.conftest import MIRRORED_TAGS, git, mirrored_tag
+from tests.conftest import EXTRA_MIRRORED_TAGS, MIRRORED_TAGS, git, mirrored_tag
 from tests.test_observability_contract import metric_names, recorded
 from tests.test_observability_ksm import family
 from tests.test_observability_rules import needs_promtool, promtool, rule_file, site_config
@@ -70,7 +70,7 @@ def test_kube_state_metrics_reports_a_jobs_failure_start_and_owning_cronjob(tag)
     assert "LabelValues: []string{owner.Kind, owner.Name," in owner
 
 
-@pytest.mark.parametrize("tag", [tag for tag in MIRRORED_TAGS[CHARTS] if tag.startswith("kube-state-metrics-")])
+@pytest.mark.parametrize("tag", [tag for tag in EXTRA_MIRRORED_TAGS[CHARTS] if tag.startswith("kube-state-metrics-")])
 def test_every_accepted_kube_state_metrics_chart_collects_cronjobs_and_jobs(tag):
     values = yaml.safe_load(git(CHARTS, "show", f"{tag}:charts/kube-state-metrics/values.yaml"))
     assert {"cronjobs", "jobs"} <= set(values["collectors"])

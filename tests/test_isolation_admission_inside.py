@@ -13,7 +13,7 @@ import copy
 import pytest
 
 from config import versions
-from tests.conftest import MIRRORED_TAGS, run
+from tests.conftest import ACCEPTED_TAGS, run
 from tests.test_admission_honest import KAI, kai_doc_pods, refused_docs
 from tests.isolation_sim import IsolationTenant, isolation_tenant_of, with_hami_core
 from tests.tenant_sim import container, virtual_pod
@@ -72,7 +72,7 @@ def test_the_library_is_not_patched_into_pods_without_a_fraction_or_into_a_conta
     assert refused, "a fraction for a container the pod lacks is refused, not patched"
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI])
+@pytest.mark.parametrize("tag", ACCEPTED_TAGS[KAI])
 def test_every_pod_of_kais_docs_runs_unmodified_for_a_memory_capped_team(inside_capped, tag):
     refused_paths = refused_docs(inside_capped.tenant)
     for path, found in kai_doc_pods(tag).items():
@@ -160,7 +160,7 @@ def test_a_mirrored_site_loads_hami_core_from_its_mirror_and_the_host_accepts_on
                                           image=mirror_image)) == []
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI])
+@pytest.mark.parametrize("tag", ACCEPTED_TAGS[KAI])
 def test_every_pod_of_kais_docs_runs_unmodified_for_a_memory_capped_team_of_a_mirrored_site(mirrored, tag):
     inside = Inside(mirrored)
     for path, found in kai_doc_pods(tag).items():

@@ -1,4 +1,4 @@
-"""What the isolation tiers take from upstream, read at every mirrored tag (tests/conftest.py MIRRORED_TAGS).
+"""What the isolation tiers take from upstream, read at every accepted KAI and GPU Operator release (ACCEPTED_TAGS).
 
 - KAI: the hamicore plugins' variable and optional reference (tests/isolation_sim.py models them), the chart
   value that turns them on, and the MIG quota units (config/mig.py).
@@ -19,7 +19,7 @@ from components.isolation_admission import MEMORY_LIMIT, PROTECTED_PREFIX
 from components.kai import kai_values
 from config.mig import MIG_DISABLED, MIG_LAYOUTS, PROFILE_PATTERN, kai_units
 from config.model import KaiScheduler
-from tests.conftest import MIRRORED_TAGS, git
+from tests.conftest import ACCEPTED_TAGS, MIRRORED_TAGS, git
 
 KAI = "kai-scheduler/KAI-Scheduler"
 OPERATOR = "NVIDIA/gpu-operator"
@@ -30,7 +30,7 @@ def show(repository: str, tag: str, path: str) -> str:
     return git(repository, "show", f"{tag}:{path}")
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI])
+@pytest.mark.parametrize("tag", ACCEPTED_TAGS[KAI])
 def test_kais_hamicore_plugin_writes_the_variable_the_memory_rules_guard(tag):
     constants = show(KAI, tag, "pkg/binder/common/constants.go")
     assert re.search(rf'CudaDeviceMemoryLimit\s*=\s*"{MEMORY_LIMIT}"', constants)
@@ -40,7 +40,7 @@ def test_kais_hamicore_plugin_writes_the_variable_the_memory_rules_guard(tag):
     assert "Optional: ptr.To(true)" in plugin and "ExtractCapabilitiesConfigMapName" in plugin
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI])
+@pytest.mark.parametrize("tag", ACCEPTED_TAGS[KAI])
 def test_the_chart_passes_binder_plugins_to_kai_config(tag):
     helpers = show(KAI, tag, "deployments/kai-scheduler/templates/_helpers.tpl")
     assert ".Values.binder.plugins" in helpers
@@ -50,7 +50,7 @@ def test_the_chart_passes_binder_plugins_to_kai_config(tag):
     assert values["binder"]["plugins"] == {"hamicore": {"enabled": True}}
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI])
+@pytest.mark.parametrize("tag", ACCEPTED_TAGS[KAI])
 def test_kai_counts_a_mig_slice_by_its_compute_slices(tag):
     source = show(KAI, tag, "pkg/scheduler/api/common_info/resources/mig.go")
     pattern = re.search(r"extractGpuAndMemoryFrom\(`(\^nvidia\.com/mig-[^`]+)`", source).group(1)
@@ -60,7 +60,7 @@ def test_kai_counts_a_mig_slice_by_its_compute_slices(tag):
             assert match and int(match.group(1)) == kai_units(profile) and PROFILE_PATTERN.fullmatch(profile)
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[OPERATOR])
+@pytest.mark.parametrize("tag", ACCEPTED_TAGS[OPERATOR])
 def test_every_offered_mig_layout_is_in_the_mig_managers_default_config(tag):
     configmap = yaml.safe_load(show(OPERATOR, tag, "assets/state-mig-manager/0400_configmap.yaml"))
     configs = yaml.safe_load(configmap["data"]["config.yaml"])["mig-configs"]

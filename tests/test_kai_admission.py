@@ -11,7 +11,7 @@ import yaml
 from components.kai import ADMISSION_MAX_UNAVAILABLE, ADMISSION_REPLICAS, KAI_CONFIG, kai_values
 from config.merge import deep_merge
 from ops.sites import platform_of
-from tests.conftest import MIRRORED_TAGS, dev_config, git, go_function, mirror_chart
+from tests.conftest import ACCEPTED_TAGS, dev_config, git, go_function, mirror_chart
 from tools.charts.render import render_release
 
 KAI_REPOSITORY = "kai-scheduler/KAI-Scheduler"
@@ -44,7 +44,7 @@ def _operator_admission(config: dict) -> tuple[int, bool, int]:
     return replicas, replicas > 1 and bool(budget.get("enabled")), budget.get("maxUnavailable", 1)
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI_REPOSITORY])
+@pytest.mark.parametrize("tag", ACCEPTED_TAGS[KAI_REPOSITORY])
 def test_the_rendered_kai_config_with_the_patch_keeps_two_admission_pods_and_a_budget(tag, tmp_path):
     chart = mirror_chart(KAI_REPOSITORY, tag, "deployments/kai-scheduler", tmp_path)
     rendered = render_release(chart, "kai-scheduler", "kai-scheduler", kai_values(platform_of(dev_config(), stack="dev").kai_scheduler))
@@ -60,7 +60,7 @@ def test_the_rendered_kai_config_with_the_patch_keeps_two_admission_pods_and_a_b
     assert (replicas, budget, max_unavailable) == (ADMISSION_REPLICAS, True, ADMISSION_MAX_UNAVAILABLE)
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI_REPOSITORY])
+@pytest.mark.parametrize("tag", ACCEPTED_TAGS[KAI_REPOSITORY])
 def test_the_operator_reads_admission_replicas_and_budgets_only_several_replicas(tag):
     """Keeps ``_operator_admission`` derived from the operator's code at every accepted tag."""
     api = git(KAI_REPOSITORY, "show", f"{tag}:pkg/apis/kai/v1/admission/admission.go")

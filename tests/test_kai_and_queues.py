@@ -9,7 +9,7 @@ import yaml
 
 from config import load_platform, versions
 from tests import config_spec
-from tests.conftest import MIRRORED_TAGS, dev_config, git, run
+from tests.conftest import ACCEPTED_TAGS, dev_config, git, run
 
 QUEUE = "kubernetes:scheduling.run.ai/v2:Queue"
 KAI_REPOSITORY = "kai-scheduler/KAI-Scheduler"
@@ -161,7 +161,7 @@ def test_kais_queue_webhook_name_is_the_one_the_operator_registers_at_the_accept
     version: the prefix is the queue controller's default, the versions come from KAI's constants."""
     from components.kai import QUEUE_WEBHOOK
 
-    for tag in MIRRORED_TAGS[KAI_REPOSITORY]:
+    for tag in ACCEPTED_TAGS[KAI_REPOSITORY]:
         defaults = git(KAI_REPOSITORY, "show", f"{tag}:pkg/apis/kai/v1/queue_controller/queue_controller.go")
         [prefix] = re.findall(r'defaultValidatingWebhookPrefix\s*=\s*"([^"]+)"', defaults)
         constants = git(KAI_REPOSITORY, "show", f"{tag}:pkg/common/constants/constants.go")

@@ -19,7 +19,7 @@ import yaml
 
 from components.admission_devices import KAI_MIG_NAME
 from config.mig import MIG_LAYOUTS, kai_units
-from tests.conftest import MIRRORED_TAGS, git, mirrored_tag
+from tests.conftest import ACCEPTED_TAGS, git, mirrored_tag
 from tests.test_admission_attacks import mixed_run, on_kai, rules, tenant  # noqa: F401 (fixtures)
 from tests.tenant_sim import container
 
@@ -50,7 +50,7 @@ def test_every_profile_the_program_offers_passes(tenant):
     assert "mig-names" not in rules(tenant.create(on_kai(tenant, containers=[container(mig="nvidia.com/mig-3g.40gb")])))
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI])
+@pytest.mark.parametrize("tag", ACCEPTED_TAGS[KAI])
 def test_kai_counts_the_names_the_rule_admits_and_none_it_refuses(tag):
     source = git(KAI, "show", f"{mirrored_tag(KAI, tag)}:pkg/scheduler/api/common_info/resources/mig.go")
     kai_pattern = re.search(r"extractGpuAndMemoryFrom\(`(\^nvidia\.com/mig-[^`]+)`", source).group(1)
@@ -67,7 +67,7 @@ def test_kai_counts_the_names_the_rule_admits_and_none_it_refuses(tag):
         assert not re.fullmatch(kai_pattern, name)
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[OPERATOR][-1:])
+@pytest.mark.parametrize("tag", ACCEPTED_TAGS[OPERATOR][-1:])
 def test_the_operators_mig_manager_offers_slices_kai_counts_as_zero(tag):
     configmap = yaml.safe_load(git(OPERATOR, "show", f"{mirrored_tag(OPERATOR, tag)}:"
                                                      "assets/state-mig-manager/0400_configmap.yaml"))

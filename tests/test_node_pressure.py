@@ -15,7 +15,7 @@ import pytest
 
 from components.tenant_quota import resource_quota_hard
 from config.key_types import quantity_value
-from tests.conftest import ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, dev_config, git, go_function, run
+from tests.conftest import ACCEPTED_TAGS, ACCEPTED_VCLUSTER_TAGS, dev_config, git, go_function, run
 from tests.tenant_sim import KAI_SCHEDULER, container, tenant_of, virtual_pod
 from tools.deployability.quota import pod_usage
 
@@ -106,7 +106,7 @@ def test_the_syncer_drops_a_pods_priority_at_every_accepted_vcluster(tag):
     assert 'pPod.Spec.PriorityClassName = ""' in reset and "pPod.Spec.Priority = nil" in reset
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI])
+@pytest.mark.parametrize("tag", ACCEPTED_TAGS[KAI])
 def test_kai_gives_pods_without_a_class_no_priority(tag):
     """KAI's chart creates its priority classes (train, build, inference, ...) as Kubernetes PriorityClasses, but
     none is the global default, so a synced pod without a class gets priority 0 on the host like every other team's."""

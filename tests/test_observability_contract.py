@@ -23,11 +23,11 @@ from components import observability_xid as xid
 from components.observability_team_series import all_rule_groups
 from config import load_platform
 from config.observability import DCGM_FIELDS_BEYOND_DEFAULTS
-from tests.conftest import MIRRORED_TAGS, MIRRORS_VARIABLE, git
+from tests.conftest import ACCEPTED_TAGS, MIRRORED_TAGS, MIRRORS_VARIABLE, git
 from tests.test_observability_rules import site_config
 
 KAI = "kai-scheduler/KAI-Scheduler"
-KAI_TAGS = MIRRORED_TAGS[KAI]
+KAI_TAGS = ACCEPTED_TAGS[KAI]
 DCGM = "NVIDIA/dcgm-exporter"
 DCGM_FLOOR_TAG, DCGM_TAG = MIRRORED_TAGS[DCGM]
 KSM = "kubernetes/kube-state-metrics"
@@ -146,7 +146,7 @@ def test_ksm_phase_metric_has_namespace_pod_and_phase():
 
 
 GPU_OPERATOR = "NVIDIA/gpu-operator"
-GPU_OPERATOR_TAGS = MIRRORED_TAGS[GPU_OPERATOR]
+GPU_OPERATOR_TAGS = ACCEPTED_TAGS[GPU_OPERATOR]
 
 
 def test_kai_services_the_monitors_select_exist_at_both_tags():
@@ -264,7 +264,7 @@ def test_kube_prometheus_stack_pin_and_values_match_the_chart():
     from components.observability import stack_values
     from config import versions
     from config.observability import INSTALL_RELEASE
-    stack_tags = [tag for tag in MIRRORED_TAGS[KPS] if tag.startswith("kube-prometheus-stack-")]
+    stack_tags = ACCEPTED_TAGS[KPS]
     assert f"kube-prometheus-stack-{versions.KUBE_PROMETHEUS_STACK_VERSION}" in stack_tags
     for tag in stack_tags:  # every release the config accepts
         assert tag in git(KPS, "tag", "--list", "kube-prometheus-stack-*").split()
@@ -300,5 +300,5 @@ def test_the_pr_workflow_fetches_every_mirror_the_contract_tests_read():
     assert fetched == {repository: set(tags) for repository, tags in MIRRORED_TAGS.items()}
     # and saves every upstream tag next to each mirror, where tests/conftest.py upstream_tags reads them
     assert 'git ls-remote --tags --refs "https://github.com/$repository" > "${mirror%/repo}/tags"' in script
-    assert f"kube-prometheus-stack-{versions.KUBE_PROMETHEUS_STACK_VERSION}" in MIRRORED_TAGS[KPS]
+    assert f"kube-prometheus-stack-{versions.KUBE_PROMETHEUS_STACK_VERSION}" in ACCEPTED_TAGS[KPS]
     assert job["env"][MIRRORS_VARIABLE]

@@ -28,7 +28,7 @@ from components import observability_init_gpus as init_gpus
 from components import observability_rules as rules
 from components import observability_team_series as team_series
 from config import load_platform, versions
-from tests.conftest import MIRRORED_TAGS, git, go_function
+from tests.conftest import ACCEPTED_TAGS, MIRRORED_TAGS, git, go_function
 from tests.test_observability_rules import _gpu, _queue, needs_promtool, promtool, site_config
 
 KSM = "kubernetes/kube-state-metrics"
@@ -211,7 +211,7 @@ def test_dcgm_names_pods_from_their_containers_only_at_both_tags():
 
 
 def test_kai_counts_ordinary_init_containers_in_the_allocation_at_every_tag():
-    for tag in MIRRORED_TAGS[KAI]:
+    for tag in ACCEPTED_TAGS[KAI]:
         pod_info = git(KAI, "show", f"{tag}:pkg/scheduler/api/pod_info/pod_info.go")
         effects = go_function(pod_info, "initContainerEffects")
         assert "for _, container := range pod.Spec.InitContainers {" in effects, tag

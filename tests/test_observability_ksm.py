@@ -18,7 +18,7 @@ import yaml
 from components import observability_ksm as ksm
 from components.observability import stack_values
 from config import load_platform
-from tests.conftest import MIRRORED_TAGS, eks_config, git, go_function, mirrored_tag
+from tests.conftest import EXTRA_MIRRORED_TAGS, MIRRORED_TAGS, eks_config, git, go_function, mirrored_tag
 from tests.local_prometheus import PROMETHEUS, query, running_prometheus, serving_exporter
 from tests.test_observability_contract import all_expressions
 from tests.test_observability_rules import site_config
@@ -127,9 +127,9 @@ def test_the_rendered_chart_denies_the_tolerations_and_cuts_the_images(rendered_
     assert "image_spec" not in own and "image_id" not in own
 
 
-@pytest.mark.parametrize("tag", [tag for tag in MIRRORED_TAGS[CHARTS] if tag.startswith("kube-state-metrics-")])
+@pytest.mark.parametrize("tag", [tag for tag in EXTRA_MIRRORED_TAGS[CHARTS] if tag.startswith("kube-state-metrics-")])
 def test_every_accepted_kube_state_metrics_chart_takes_the_denylist_and_the_relabellings(tag):
-    """The subchart of every accepted kube-prometheus-stack (tests/conftest.py MIRRORED_TAGS)."""
+    """The subchart of every accepted kube-prometheus-stack (tests/conftest.py EXTRA_MIRRORED_TAGS)."""
     chart = "charts/kube-state-metrics"
     defaults = yaml.safe_load(git(CHARTS, "show", f"{tag}:{chart}/values.yaml"))
     assert defaults["metricDenylist"] == [] and defaults["prometheus"]["monitor"]["http"]["metricRelabelings"] == []

@@ -27,7 +27,7 @@ from components import observability_shares as shares
 from components import observability_xid as xid
 from components.admission_metadata import NUM_DEVICES_PATTERN
 from config import load_platform
-from tests.conftest import MIRRORED_TAGS, git, go_function
+from tests.conftest import ACCEPTED_TAGS, MIRRORED_TAGS, git, go_function
 from tests.test_observability_rules import needs_promtool, promtool, site_config
 
 KAI = "kai-scheduler/KAI-Scheduler"
@@ -132,7 +132,7 @@ def test_the_reader_reads_every_device_count_the_host_policy_admits():
 
 
 def test_kai_names_multi_device_groups_in_label_keys_only_at_every_tag():
-    for tag in MIRRORED_TAGS[KAI]:
+    for tag in ACCEPTED_TAGS[KAI]:
         constants = git(KAI, "show", f"{tag}:pkg/common/constants/constants.go")
         assert re.search(rf'\bGpuFractionsNumDevices\s*=\s*"{multi_fractions.NUM_DEVICES_ANNOTATION}"', constants)
         sharing = git(KAI, "show", f"{tag}:pkg/common/resources/gpu_sharing.go")

@@ -13,7 +13,7 @@ from components.kai import kai_values
 from components.observability import stack_values
 from config import load_platform, versions
 from config.observability import KSM_FLAGS
-from tests.conftest import MIRRORED_TAGS, git, go_function
+from tests.conftest import ACCEPTED_TAGS, MIRRORED_TAGS, git, go_function
 from tests.test_observability_rules import needs_promtool, promtool, site_config
 
 KAI = "kai-scheduler/KAI-Scheduler"
@@ -86,7 +86,7 @@ def _go_constant(source: str, name: str) -> str:
 
 
 def test_kai_reservation_pods_and_gpu_groups_at_both_tags():
-    for tag in MIRRORED_TAGS[KAI]:
+    for tag in ACCEPTED_TAGS[KAI]:
         constants = git(KAI, "show", f"{tag}:pkg/common/constants/constants.go")
         assert _go_constant(constants, "GPUGroup") == shares.GPU_GROUP_LABEL
         assert re.search(r"MultiGpuGroupLabelPrefix\s*=\s*GPUGroup \+ \"/\"", constants)
@@ -121,7 +121,7 @@ def test_kai_reservation_pods_and_gpu_groups_at_both_tags():
 def test_kai_may_give_a_share_to_an_init_container_at_every_tag():
     """Why a pending pod can be using its share: KAI's binder looks the container named by the annotation up among
     the init containers first, and kube-state-metrics says which init container runs."""
-    for tag in MIRRORED_TAGS[KAI]:
+    for tag in ACCEPTED_TAGS[KAI]:
         constants = git(KAI, "show", f"{tag}:pkg/common/constants/constants.go")
         assert _go_constant(constants, "GpuFractionContainerName") == shares.FRACTION_CONTAINER_ANNOTATION
         access = git(KAI, "show", f"{tag}:pkg/binder/common/gpu_access.go")

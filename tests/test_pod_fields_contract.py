@@ -24,7 +24,9 @@ from components.admission_pod_fields import (
 )
 from config.virtual_cluster import COVERED_TO_HOST_SYNCS
 from tests.config_spec import put
-from tests.conftest import ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, dev_config, git, go_function, mirrored_tag, run
+from tests.conftest import (
+    ACCEPTED_TAGS, ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, dev_config, git, go_function, mirrored_tag, run,
+)
 from tests.pod_field_examples import EPHEMERAL_REFUSED_BY_API, HARMLESS_EXAMPLES, HOSTILE_EXAMPLES, place
 from tests.tenant_sim import KAI_SCHEDULER, Tenant, container, tenant_of, virtual_pod
 from tests.test_volume_sources_contract import TRANSLATE, TYPES, VCLUSTER, accepted_kubernetes, go_structs
@@ -239,7 +241,7 @@ def test_an_old_pod_keeps_its_host_controller_fields_but_none_is_added_or_change
     assert "host-controllers" in rules(tenant.update(old, changed))
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI])
+@pytest.mark.parametrize("tag", ACCEPTED_TAGS[KAI])
 def test_kai_evicts_with_the_pods_own_grace_period(tag):
     """[grace-period] exists because KAI's evictor deletes a pod without a grace period of its own."""
     evictor = git(KAI, "show", f"{mirrored_tag(KAI, tag)}:pkg/scheduler/cache/evictor/default_evictor.go")

@@ -16,7 +16,7 @@ import re
 
 import pytest
 
-from tests.conftest import ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, git, go_function, mirrored_tag
+from tests.conftest import ACCEPTED_TAGS, ACCEPTED_VCLUSTER_TAGS, git, go_function, mirrored_tag
 
 KAI = "kai-scheduler/KAI-Scheduler"
 VCLUSTER = "loft-sh/vcluster"
@@ -52,7 +52,7 @@ def test_vcluster_deletes_the_host_pod_with_the_tenants_grace_period(tag):
     assert deletion and "GracePeriodSeconds: event.Virtual.DeletionGracePeriodSeconds" in deletion.group(1), tag
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI])
+@pytest.mark.parametrize("tag", ACCEPTED_TAGS[KAI])
 def test_kai_charges_no_queue_for_a_pod_being_deleted(tag):
     tag = mirrored_tag(KAI, tag)
     statuses = git(KAI, "show", f"{tag}:{POD_STATUS}")

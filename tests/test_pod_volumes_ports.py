@@ -24,7 +24,7 @@ import pytest
 from config.stack_file import PROJECT_DIR
 from config.synced_data import HOST_ADDED_VOLUMES, SYNCED_POD_PORTS, SYNCED_POD_TEXT_ITEMS, SYNCED_POD_VOLUMES
 from config.tenant_budget import namespace_budget
-from tests.conftest import ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, dev_config, git, mirrored_tag
+from tests.conftest import ACCEPTED_TAGS, ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, dev_config, git, mirrored_tag
 from tests.test_admission_attacks import on_kai, rules
 from tests.tenant_sim import container, kai_bind, kai_group, platform_of, tenant_of
 
@@ -114,7 +114,7 @@ def test_vcluster_adds_one_volume_of_its_own(tag):
     assert hosts.count("Spec.Volumes = append(") == 1 and "EmptyDir: &corev1.EmptyDirVolumeSource{}" in hosts
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI])
+@pytest.mark.parametrize("tag", ACCEPTED_TAGS[KAI])
 def test_kais_webhook_adds_one_configmap_volume_to_a_fractional_pod(tag):
     webhook = git(KAI, "show", f"{tag}:pkg/admission/webhook/v1alpha2/gpusharing/gpu_sharing.go")
     assert webhook.count("common.SetConfigMapVolume(") == 1

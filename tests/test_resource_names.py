@@ -22,7 +22,7 @@ import re
 import pytest
 
 from components.admission_devices import ALLOWED_RESOURCES
-from tests.conftest import MIRRORED_TAGS, git, mirrored_tag
+from tests.conftest import ACCEPTED_TAGS, git, mirrored_tag
 from tests.test_admission_attacks import mixed_run, on_kai, rules, tenant  # noqa: F401 (fixtures)
 from tests.tenant_sim import container
 
@@ -58,7 +58,7 @@ def test_what_the_platform_charges_or_bounds_passes(tenant):
     assert {"cpu", "memory", "ephemeral-storage", "nvidia.com/gpu"} <= set(ALLOWED_RESOURCES)
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI])
+@pytest.mark.parametrize("tag", ACCEPTED_TAGS[KAI])
 def test_kai_gives_every_requested_resource_name_a_dimension_of_every_vector(tag):
     tag = mirrored_tag(KAI, tag)
     cluster = git(KAI, "show", f"{tag}:pkg/scheduler/cache/cluster_info/cluster_info.go")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.apiserver_vap import harness, served
-from tests.conftest import MIRRORED_TAGS, stack_config
+from tests.conftest import ACCEPTED_TAGS, stack_config
 from tests.kai_pods import WebhookRefusal
 from tests.served_objects import as_served
 from tests.synced_objects_corpus import honest_objects
@@ -39,7 +39,7 @@ def test_the_honest_synced_objects_are_served_as_modelled(tenant):
 
 def test_the_honest_host_pods_are_served_as_modelled(tenant):
     pods = {}
-    for path, found in kai_doc_pods(MIRRORED_TAGS[KAI][-1]).items():
+    for path, found in kai_doc_pods(ACCEPTED_TAGS[KAI][-1]).items():
         for index, pod in enumerate(found):
             try:
                 pods[f"{path}#{index}"] = tenant.host_pod(in_queue(pod, tenant))

@@ -14,7 +14,7 @@ import copy
 import pytest
 import yaml
 
-from tests.conftest import MIRRORED_TAGS, stack_config
+from tests.conftest import ACCEPTED_TAGS, stack_config
 from tests.served_objects import RELEASES, as_served, null_when_unset
 from tests.synced_objects_corpus import honest_objects
 from tests.synced_objects_sim import allocated, synced_objects_admission_for
@@ -94,7 +94,7 @@ def test_the_honest_pods_are_admitted_as_every_release_serves_them(tenant, relea
 def test_the_pods_of_kais_docs_are_admitted_as_every_release_serves_them(tenant, release):
     """Every pod of KAI's docs at the newest accepted tag but those the platform refuses on purpose
     (tests/test_admission_honest.py ``refused_docs``)."""
-    tag, refused = MIRRORED_TAGS[KAI][-1], refused_docs(tenant)
+    tag, refused = ACCEPTED_TAGS[KAI][-1], refused_docs(tenant)
     pods = {f"{path}#{index}": in_queue(pod, tenant) for path, found in kai_doc_pods(tag).items()
             if path not in refused for index, pod in enumerate(found)}
     assert len(pods) > 10

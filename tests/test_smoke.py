@@ -21,7 +21,7 @@ import yaml
 from config.stack_file import PROJECT_DIR
 from ops import smoke
 from ops.smoke_team import Report, Settings, Step
-from tests.conftest import MIRRORED_TAGS, dev_config, git
+from tests.conftest import ACCEPTED_TAGS, dev_config, git
 from tests.fake_site import FakeSite, pending
 from tests.tenant_sim import tenant_of
 
@@ -216,7 +216,7 @@ def test_the_host_refusal_pod_meets_restricted_pod_security_so_only_the_policy_c
         assert violations(pod["spec"], "restricted", pod["metadata"].get("annotations")) == []
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS["kai-scheduler/KAI-Scheduler"])
+@pytest.mark.parametrize("tag", ACCEPTED_TAGS["kai-scheduler/KAI-Scheduler"])
 def test_the_host_refusal_dry_run_passes_kais_webhooks(tag):
     """The API server refuses a dry run outright when a webhook it would call declares side effects: the
     host-refusal pod (a kai-scheduler pod) meets KAI's pod webhooks, so each of KAI's webhooks must declare none,

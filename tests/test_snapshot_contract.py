@@ -25,7 +25,6 @@ from ops.sites import platform_of
 from tests.conftest import (
     ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, git, go_function, kubectl_source_tag, mirrored_tag, stack_config,
 )
-from tests.test_tenant_backup import BUSYBOX_WGET_TIMEOUT
 
 VCLUSTER = "loft-sh/vcluster"
 # Where each command of the vcluster CLI is defined, and the files whose flags it takes besides its own.
@@ -303,6 +302,9 @@ def test_vclusters_release_image_is_alpines(tag):
 
 
 BUSYBOX = "mirror/busybox"
+# How long busybox's wget waits for a silent server when not given -T: the stand-in wget of
+# tests/test_tenant_backup.py waits as long.
+BUSYBOX_WGET_TIMEOUT = 900
 BUSYBOX_CONFIG_DEFAULT = re.compile(r"//config:config FEATURE_WGET_TIMEOUT\n(?://config:.*\n)*?//config:\tdefault y\n")
 
 

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from config.synced_data import SYNCED_ENDPOINT_ENTRIES, SYNCED_SERVICE_PORTS
-from tests.conftest import ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, git, mirrored_tag
+from tests.conftest import ACCEPTED_VCLUSTER_TAGS, EXTRA_MIRRORED_TAGS, MIRRORED_TAGS, git, mirrored_tag
 from tests.synced_objects_sim import sync_endpoint_slice, sync_endpoints, sync_service
 from tests.test_observability_ksm import CHARTS, KSM, family
 from tests.test_synced_objects_admission import (  # noqa: F401 (fixtures)
@@ -209,7 +209,7 @@ def test_kube_state_metrics_writes_a_series_per_address_hint_and_port(tag):
     assert re.search(r"for _, port := range s\.Ports \{\s*for _, available := range s\.Addresses", address)
 
 
-@pytest.mark.parametrize("tag", [tag for tag in MIRRORED_TAGS[CHARTS] if tag.startswith("kube-state-metrics-")])
+@pytest.mark.parametrize("tag", [tag for tag in EXTRA_MIRRORED_TAGS[CHARTS] if tag.startswith("kube-state-metrics-")])
 def test_every_accepted_kube_state_metrics_chart_collects_endpoint_slices(tag):
     defaults = yaml.safe_load(git(CHARTS, "show", f"{tag}:charts/kube-state-metrics/values.yaml"))
     # Slices are collected; the Endpoints collector (a series per address and port pair) is not.

@@ -32,6 +32,7 @@ from config.tenant_budget import namespace_budget
 from ops import backup as backup_ops
 from ops.sites import platform_of
 from tests.conftest import run, stack_config
+from tests.test_snapshot_contract import BUSYBOX_WGET_TIMEOUT
 from tests.tenant_sim import Tenant, admission_for, virtual_pod
 from tests.test_tenant_network import Target, reaches
 from tools.deployability.network_ingress import Pod
@@ -98,8 +99,6 @@ def test_runs_fall_in_their_hour_at_a_minute_of_each_team(every, hours):
 KUBECTL = "registry.k8s.io/kubectl:v1.36.3"
 ACCESS_KEY, SECRET_KEY = "AKIAEXAMPLE", "s3cr3t/key+"
 REQUEST = "team-nlp-vc-snapshot-request-x7k2p"
-# How long busybox's wget waits for a silent server when not given -T (tests/test_snapshot_contract.py reads it).
-BUSYBOX_WGET_TIMEOUT = 900
 
 
 def request_config_map(team, phase: str | None = None, message: str | None = None) -> str:

@@ -22,7 +22,7 @@ from config.model_host import HostDns
 from config.vocabulary import NETWORK_POLICY
 from ops.sites import platform_of
 from policy.label_selectors import selector_matches
-from tests.conftest import MIRRORED_TAGS, dev_config, git, mirror_chart, run
+from tests.conftest import ACCEPTED_TAGS, dev_config, git, mirror_chart, run
 from tools.charts.render import render_release
 from tools.deployability.inputs import Release, vcluster_dns_pods
 from tools.offline.mocks import MOCK_CLUSTER_DNS
@@ -47,7 +47,7 @@ def test_the_dns_pod_asks_kai_for_a_non_preemptible_class(dev_run):
         "kai.scheduler/preemptibility": "non-preemptible"}
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI])
+@pytest.mark.parametrize("tag", ACCEPTED_TAGS[KAI])
 def test_kai_reads_those_labels_and_holds_the_class_non_preemptible(tag):
     constants = git(KAI, "show", f"{tag}:pkg/podgrouper/podgrouper/plugins/constants/constants.go")
     assert re.search(rf'PriorityLabelKey\s*=\s*"{PRIORITY_LABEL}"', constants)

@@ -27,7 +27,7 @@ from config.tenant_budget import CHART_SECRETS, KAI_SHARING_CONFIG_MAPS, ROOT_CA
 from ops.sites import platform_of
 from tests.config_spec import assert_rejected, put
 from tests.config_spec import dev_config as stack_config
-from tests.conftest import ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, dev_config, git, go_function, run
+from tests.conftest import ACCEPTED_TAGS, ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, dev_config, git, go_function, run
 from tests.synced_objects_sim import create_service, host_metadata, host_name, sync_endpoint_slice, sync_endpoints
 from tests.tenant_namespace import QuotaAdmission, QuotaRefusal, tenant_objects
 from tests.test_admission_honest import SEED_000, SEED_003, kai_doc_pods
@@ -85,7 +85,7 @@ def test_helm_keeps_at_most_max_history_release_secrets(tag):
     assert re.search(r"if s\.MaxHistory > 0 \{.*removeLeastRecent\([^,]+, s\.MaxHistory-1\)", create, re.S)
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI])
+@pytest.mark.parametrize("tag", ACCEPTED_TAGS[KAI])
 def test_kais_binder_writes_two_config_maps_for_a_fractional_pod(tag):
     binder = git(KAI, "show", f"{tag}:pkg/binder/plugins/gpusharing/gpu_sharing.go")
     assert binder.count("gpusharingconfigmap.UpsertJobConfigMap(") == KAI_SHARING_CONFIG_MAPS

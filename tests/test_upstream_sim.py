@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tests.conftest import ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, dev_config, git, go_function
+from tests.conftest import ACCEPTED_TAGS, ACCEPTED_VCLUSTER_TAGS, dev_config, git, go_function
 from tests.tenant_sim import KAI_SCHEDULER, container, platform_of, virtual_pod
 from tests.apiserver_pods import api_validate
 from tests.kai_keys import string_constants
@@ -73,7 +73,7 @@ def test_kais_webhook_gives_the_fraction_container_three_variables_a_volume_and_
     assert mutated["spec"]["runtimeClassName"] == "nvidia"
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI])
+@pytest.mark.parametrize("tag", ACCEPTED_TAGS[KAI])
 def test_the_simulator_sanitises_sharing_names_where_kai_does(tag):
     prefix = git(KAI, "show", f"{tag}:pkg/binder/common/gpusharingconfigmap/config_map.go")
     volumes = git(KAI, "show", f"{tag}:pkg/binder/common/volumes.go")
@@ -89,7 +89,7 @@ def test_the_device_list_prefix_is_cut_as_each_kai_tag_cuts_it():
     assert device_list_prefix(name, 0, "v0.16.0", "bq2kd7x") == device_list_prefix(name, 0, "v0.16.4", "bq2kd7x")
 
 
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[KAI])
+@pytest.mark.parametrize("tag", ACCEPTED_TAGS[KAI])
 def test_the_simulated_binder_writes_the_keys_and_values_kais_binder_writes(tag):
     constants = string_constants(git(KAI, "show", f"{tag}:pkg/common/constants/constants.go"))
     received = string_constants(git(KAI, "show", f"{tag}:pkg/scheduler/api/pod_info/pod_info.go"))

@@ -8,7 +8,7 @@ import copy
 
 import yaml
 
-from tests.conftest import MIRRORED_TAGS
+from tests.conftest import ACCEPTED_TAGS
 from tests.test_admission_honest import SEED_000, SEED_003, controller_pods, in_queue, kai_doc_pods
 from tests.test_admission_volumes import honest_volumes
 from tests.tenant_sim import KAI_SCHEDULER, Tenant, container, virtual_pod
@@ -29,7 +29,7 @@ def dns_pod(program, tenant: Tenant) -> dict:
 def honest_pods(program, tenant: Tenant) -> dict[str, dict]:
     """Name -> virtual pod: KAI's docs at the newest accepted KAI, the seeds, controllers' pods, the team's DNS."""
     pods = {}
-    for path, found in kai_doc_pods(MIRRORED_TAGS[KAI][-1]).items():
+    for path, found in kai_doc_pods(ACCEPTED_TAGS[KAI][-1]).items():
         for index, pod in enumerate(found):
             pods[f"kai-docs:{path}#{index}"] = in_queue(copy.deepcopy(pod), tenant)
     for name, seed in (("seed-000", SEED_000), ("seed-003", SEED_003)):
