@@ -70,8 +70,8 @@ def normalized(pod: dict) -> dict:
     """``pod`` with each service account token annotation named by its place among them (vCluster draws eight
     random characters), and the fields the fake API server stamps dropped."""
     pod = copy.deepcopy(pod)
-    for key in ("apiVersion", "kind", "status"):
-        pod.pop(key, None)
+    # The type meta stays: the harness answers it as the API server does, and the simulation must write the same.
+    pod.pop("status", None)
     # Variables by name, so one the syncer adds shows as itself.
     for field in ("containers", "initContainers", "ephemeralContainers"):
         for entry in pod["spec"].get(field, []):
@@ -200,8 +200,7 @@ def verdicts(program, config, corpus) -> list[str]:
 
     def judged(host: dict) -> set[str]:
         try:
-            defaulted = kai_mutate(limit_ranger(pull_policy_defaults({"apiVersion": "v1", "kind": "Pod", **host}),
-                                                tenant.team.vcluster.limit_range))
+            defaulted = kai_mutate(limit_ranger(pull_policy_defaults(host), tenant.team.vcluster.limit_range))
         except WebhookRefusal:
             return {"kai-webhook"}
         return {message[1:message.index("]")] if message.startswith("[") else message
@@ -232,8 +231,7 @@ def test_a_pod_created_at_the_metadata_cap_stays_updatable_after_kai_binds_it(de
                namespaces=[{"metadata": {"name": "default", "labels": {"kubernetes.io/metadata.name": "default"}}}],
                nodes=[gpu_node(tenant)])
     host = run_syncer(TAG, pods=[virtual], **run)["created"][0]["host"]
-    created = kai_mutate(limit_ranger(pull_policy_defaults({"apiVersion": "v1", "kind": "Pod", **host}),
-                                      tenant.team.vcluster.limit_range))
+    created = kai_mutate(limit_ranger(pull_policy_defaults(host), tenant.team.vcluster.limit_range))
     assert counted(created) == SYNCED_METADATA_BYTES and tenant.create_host(created) == []
     refusals, bound = tenant.scheduled_by_kai(created)
     assert refusals == []

@@ -6,8 +6,9 @@
 // converter its TypeConverterManager builds from the OpenAPI v3 document discovery serves. tests/apiserver_map.py
 // builds it inside vCluster's tree and sends {"policies", "bindings", "namespaces", "schemas", "requests"} on
 // stdin; it writes, for each request, the mutated pod (or the plugin's error) and the request's "expected" pod,
-// both decoded into corev1.Pod and converted back, so that the two compare field by field. The plugin's initializer
-// and its wait for readiness are tests/apiserver_common/plugin_start.go's, shared with tests/apiserver_vap/main.go.
+// both decoded into corev1.Pod and converted back, so that the two compare field by field, each with the pod's type
+// meta. The plugin's initializer and its wait for readiness are tests/apiserver_common/plugin_start.go's, shared
+// with tests/apiserver_vap/main.go.
 //
 // What is not the API server's code: k8s.io/kubernetes' generated OpenAPI is not vendored, so discovery serves a
 // document whose component schemas are Kubernetes 1.36's definitions as the kubernetes-validate package ships them
@@ -229,9 +230,9 @@ func pod(raw json.RawMessage) *corev1.Pod {
 func plain(object runtime.Object) map[string]interface{} {
 	converted, err := runtime.DefaultUnstructuredConverter.ToUnstructured(object)
 	must(err)
-	// Left out of both: the chain's typed pod loses its type meta when the patcher's result is converted back.
-	delete(converted, "apiVersion")
-	delete(converted, "kind")
+	// Both with the type meta the API server hands the pod on with (the next admission plugins' request object): the
+	// chain's typed pod loses it when the patcher's result is converted back.
+	converted["apiVersion"], converted["kind"] = podKind.GroupVersion().String(), podKind.Kind
 	return converted
 }
 

@@ -9,7 +9,8 @@
 // {"host", "virtualOld", "virtual"}, a tenant's edit of a running pod; objects: {"kind", "via", "object"};
 // objectUpdates: {"kind", "host", "virtualOld", "virtual"}). It writes {"created", "updated", "objectsCreated",
 // "objectsUpdated"}: for each pod or object, the host copy ({"host"}), for each update, both after Sync ({"host",
-// "virtual"}), or {"error"}, or (objects) {"skipped"}. Each runs on fresh clients, so none sees another's objects.
+// "virtual"}), or {"error"}, or (objects) {"skipped"}; each object with its apiVersion and kind, as an API server
+// answers it. Each runs on fresh clients, so none sees another's objects.
 package main
 
 import (
@@ -18,10 +19,13 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/loft-sh/vcluster/pkg/scheme"
 	"github.com/loft-sh/vcluster/pkg/util"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
 
 type request struct {
@@ -54,6 +58,20 @@ type result struct {
 	Host    *corev1.Pod `json:"host,omitempty"`
 	Virtual *corev1.Pod `json:"virtual,omitempty"`
 	Error   string      `json:"error,omitempty"`
+}
+
+// answered is an object read back from a fake client as the harness answers it: with the type meta an API server's
+// answer (and an admission request's object) carries, which controller-runtime's clients clear from a typed object
+// they read and the tests' host policy needs to know the object by; without a resourceVersion, which each run's
+// fresh store counts on its own.
+func answered(object client.Object) error {
+	gvk, err := apiutil.GVKForObject(object, scheme.Scheme)
+	if err != nil {
+		return err
+	}
+	object.GetObjectKind().SetGroupVersionKind(gvk)
+	object.SetResourceVersion("")
+	return nil
 }
 
 func main() {

@@ -133,8 +133,7 @@ func hostCopy(syncCtx *synccontext.SyncContext, kind syncedKind, virtual client.
 		}
 		return nil, err
 	}
-	host.SetResourceVersion("")
-	return host, nil
+	return host, answered(host)
 }
 
 // createObject is what vCluster writes on the host for a new virtual object.
@@ -224,6 +223,8 @@ func updateObject(req *request, change *objectUpdate, server *httptest.Server) (
 	if err := syncCtx.VirtualClient.Get(syncCtx, client.ObjectKeyFromObject(virtual), storedVirtual); err != nil {
 		return nil, err
 	}
-	storedVirtual.SetResourceVersion("")
+	if err := answered(storedVirtual); err != nil {
+		return nil, err
+	}
 	return &objectResult{Host: after, Virtual: storedVirtual}, nil
 }

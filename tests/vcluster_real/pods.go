@@ -38,8 +38,7 @@ func onlyPod(syncCtx *synccontext.SyncContext, c client.Client, side string) (*c
 		return nil, fmt.Errorf("the syncer left %d %s pods", len(found.Items), side)
 	}
 	pod := found.Items[0]
-	pod.ResourceVersion = ""
-	return &pod, nil
+	return &pod, answered(&pod)
 }
 
 // create is SyncToHost of a virtual pod: the host pod the syncer creates.
