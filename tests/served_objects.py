@@ -22,10 +22,11 @@ release's differences to the pinned table (a field or struct it lacks as null; t
 converter (v0.30-v0.33's ignores ``omitzero``, so an unset creationTimestamp is served ``null`` there).
 ``as_served(kind, obj, release="1.31")`` is the object a host of that release hands its policies, fields of other
 releases dropped; without ``release`` it is the pinned release's object with the fields of the others kept as
-written. tests/test_served_objects_contract.py checks both tables against the mirrors' types.go and converter.go at
-each release's tags, and the round trip against the real plugin harness's. Kinds outside ``KINDS`` (custom
-resources, which the API server keeps unstructured) pass unchanged. Not modelled: the API server's defaulting (the
-harness has none either) and the formatting of times.
+written; ``struct_holding(kind, path)`` is the struct whose field a path's last key is, read off the same tables.
+tests/test_served_objects_contract.py checks both tables against the mirrors' types.go and converter.go at each
+release's tags, tests/test_served_objects_real.py the round trip against the real plugin harness's. Kinds outside
+``KINDS`` (custom resources, which the API server keeps unstructured) pass unchanged. Not modelled: the API
+server's defaulting (the harness has none either) and the formatting of times.
 """
 
 from __future__ import annotations
@@ -193,6 +194,27 @@ def as_served(kind: str, obj, release: Optional[str] = None):
     if obj is None or kind not in KINDS:
         return copy.deepcopy(obj)
     return _struct(served_table(release), KINDS[kind], obj)
+
+
+def struct_holding(kind: str, path: str, release: Optional[str] = None) -> str:
+    """The Go struct the last key of ``path`` names a field of, walking ``kind``'s types as a host of ``release``
+    (None: the pin) has them: the key of ``.spec.containers[].startupProbe.httpGet.protocol`` is one of
+    ``core/v1.HTTPGetAction``'s. ``path`` is written as ``unserved`` paths are, ``.key`` a field and ``[]`` a list's
+    item; every key before the last must be a field that release's types have (a map holds no struct to walk)."""
+    table = served_table(release)
+    steps = re.findall(r"\[\]|\.[^.\[]+", path)
+    assert steps and "".join(steps) == path and steps[-1] != "[]", f"not a path to a key: {path!r}"
+    declared = KINDS[kind]
+    for step in steps[:-1]:
+        declared = declared.lstrip("*")
+        if declared.startswith("[]") and step == "[]":
+            declared = declared[2:]
+        else:
+            assert step[1:] in table.fields.get(declared, {}), f"{path}: {declared} has no {step}"
+            declared = table.fields[declared][step[1:]].partition(",")[0]
+    declared = declared.lstrip("*")
+    assert declared in table.fields, f"{path}: its last key is not a struct's field but in a {declared}"
+    return declared
 
 
 def null_when_unset(kind: str, release: Optional[str] = None) -> set[str]:

@@ -5,9 +5,10 @@ rules for fields, names, sizes and status live in modules with fixtures of their
 allowed node ports, the field contracts' examples). Here every module that makes a tenant or a synced-objects
 policy runs as pytest runs it, in a child pytest that records each review tenant_sim makes with the policy and
 binding it judged (tests/suite_reviews.py); each review is then sent to k8s.io/apiserver's plugin with that policy
-and binding loaded (tests/apiserver_vap.py), at the release that serves its objects as sent, and must get
-tenant_sim's verdict; every rule of every policy the suite judges must be reached (refused by the real plugin on some
-object the suite sends), and every other release must reach the pinned release's verdict on each review.
+and binding loaded (tests/apiserver_vap.py), at the release that serves its objects as sent (as that release's
+harness decodes them, the serving the comparison of releases uses too), and must get tenant_sim's verdict; every
+rule of every policy the suite judges must be reached (refused by the real plugin on some object the suite sends),
+and every other release must reach the pinned release's verdict on each review.
 
 Needs Go and the mirror of loft-sh/vcluster (tests/apiserver_vap.py); the child run takes about as long as those
 modules do in the suite (about 22 minutes on two cores), each release a few minutes more.
@@ -25,7 +26,7 @@ import pytest
 
 from config import versions
 from tests.apiserver_vap import PINNED, RELEASES, api_request, disagreements, harness, judge
-from tests.served_objects import as_served, other_release_fields
+from tests.served_objects import as_served, other_release_fields, struct_holding
 from tests.suite_reviews import JUDGING_MODULES, reviewing_modules, run_and_record
 from tests.test_admission_releases import OTHER_RELEASES, as_served_by, unordered
 
@@ -46,15 +47,23 @@ def rules_of(spec: dict) -> set[str]:
     return found
 
 
-def serving_release(inputs: dict) -> Optional[str]:
-    """The Kubernetes release whose plugin judges a review: the pinned one when it serves the review's objects as
-    sent, else the newest of RELEASES that does (a pod field of an older release only, ``workloadRef`` of 1.35);
-    None when none does (a field only an unmirrored release has)."""
+def serving_releases(requests: list[dict]) -> list[Optional[str]]:
+    """The Kubernetes release whose plugin judges each request: the pinned one when it serves the request's objects
+    as sent, else the newest of RELEASES that does (a pod field of an older release only, ``workloadRef`` of 1.35);
+    None when none does (a field only an unmirrored release has). Served by each release's harness
+    (``as_served_by``), as the comparison of releases serves them, each release asked once for the requests left."""
     others = sorted((release for release in RELEASES if release != PINNED), key=versions.release_order, reverse=True)
+    chosen: list[Optional[str]] = [None] * len(requests)
+    left = list(range(len(requests)))
     for release in (PINNED, *others):
-        if all(as_served(obj["kind"], obj, release) == obj for obj in (inputs["object"], inputs["oldObject"]) if obj):
-            return release
-    return None
+        if not left:
+            break
+        served = as_served_by([requests[index] for index in left], release)
+        for index, request in zip(left, served):
+            if request == requests[index]:
+                chosen[index] = release
+        left = [index for index in left if chosen[index] is None]
+    return chosen
 
 
 @pytest.fixture(scope="module")
@@ -66,20 +75,19 @@ def suite(tmp_path_factory) -> dict:
     distinct: dict = {}
     for review in reviews:
         distinct.setdefault(json.dumps([review.policy, review.inputs, review.messages], sort_keys=True), review)
+    requests = {key: api_request(review.inputs) for key, review in distinct.items()}
     by_release_and_policy, unjudged = defaultdict(list), []
-    for review in distinct.values():
-        release = serving_release(review.inputs)
+    for (key, review), release in zip(distinct.items(), serving_releases(list(requests.values()))):
         if release is None:
             unjudged.append(review)
         else:
-            by_release_and_policy[release, review.policy].append(review)
+            by_release_and_policy[release, review.policy].append((review, requests[key]))
     judged, pinned = [], defaultdict(list)
     for (release, name), made in by_release_and_policy.items():
-        requests = [api_request(review.inputs) for review in made]
-        verdicts = judge(loaded(policies, name), requests, release)
-        judged.extend((name, review, verdict) for review, verdict in zip(made, verdicts))
+        verdicts = judge(loaded(policies, name), [request for _, request in made], release)
+        judged.extend((name, review, verdict) for (review, _), verdict in zip(made, verdicts))
         if release == PINNED:
-            pinned[name].extend(zip(requests, verdicts))
+            pinned[name].extend((request, verdict) for (_, request), verdict in zip(made, verdicts))
     return {"policies": policies, "reviews": reviews, "judged": judged, "unjudged": unjudged, "pinned": pinned,
             "releases": {release for release, _ in by_release_and_policy}}
 
@@ -109,18 +117,28 @@ def unserved(sent, served, path: str = "") -> set[str]:
     return set()
 
 
+def misplaced(kind: str, paths: set[str], release: str) -> set[str]:
+    """The paths among ``paths`` (each a key a host of ``release`` drops) whose last key is a field of no accepted
+    Kubernetes' struct at that place: the struct holding it is read off the path (``struct_holding``), so a
+    field of another release is accepted in its own struct only."""
+    return {path for path in paths
+            if path.rpartition(".")[2] not in other_release_fields(struct_holding(kind, path, release))}
+
+
 def test_only_objects_with_a_field_of_an_unmirrored_release_go_unjudged(suite):
     """A field that only a release no mirrored vCluster vendors has (1.37's pod ``evictionResponders``, a probe's
-    ``httpGet.protocol``) is judged by no real plugin here: every review left unjudged carries one, a field of an
-    accepted Kubernetes' schema that the newest mirrored release does not serve."""
+    ``httpGet.protocol``) is judged by no real plugin here: every review left unjudged has a key the newest mirrored
+    release drops (served by its harness), and each such key is a field of an accepted Kubernetes' schema in the
+    very struct that holds it. A review no release serves as sent for another reason (a value the harness writes
+    otherwise) has no such key and fails here."""
     newest = max(RELEASES, key=versions.release_order)
-    fields = set().union(*map(other_release_fields, ("core/v1.PodSpec", "core/v1.HTTPGetAction", "core/v1.VolumeMount",
-                                                     "core/v1.Container")))
+    requests = [api_request(review.inputs) for review in suite["unjudged"]]
     found = {}
-    for review in suite["unjudged"]:
-        obj = review.inputs["object"] or review.inputs["oldObject"]
-        found[review.test] = unserved(obj, as_served(obj["kind"], obj, newest))
-    assert all(paths and {path.rpartition(".")[2] for path in paths} <= fields for paths in found.values()), found
+    for review, request, served in zip(suite["unjudged"], requests, as_served_by(requests, newest)):
+        paths = set().union(*(unserved(request[key], served[key]) for key in ("object", "oldObject")))
+        kind = (request["object"] or request["oldObject"])["kind"]
+        found[review.test] = (paths, misplaced(kind, paths, newest))
+    assert all(paths and not wrong for paths, wrong in found.values()), found
     assert len(found) < 10, found
     assert "1.35" in suite["releases"]  # workloadRef, which 1.36 dropped, is judged where it is served
 
@@ -154,7 +172,30 @@ def test_every_release_reaches_the_pinned_verdict_on_every_review_as_it_serves_i
     assert differing == []
 
 
-# --- the selection and the recorder, without Go ------------------------------------------------------------------
+# --- the selection, the recorder and the check of unjudged reviews, without Go ------------------------------------
+
+
+def test_an_unserved_key_is_accepted_only_as_a_field_of_the_struct_its_path_reaches():
+    """1.37's probe ``httpGet.protocol``, mount ``bindMountOptions`` and pod ``evictionResponders``, dropped by 1.36,
+    are fields of HTTPGetAction, VolumeMount and PodSpec, read off their paths; the negative controls put 1.37's
+    fields one struct off, or write a key of no release, and are reported."""
+    probe = {"httpGet": {"port": 80, "protocol": "HTTP"}}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+           "spec": {"containers": [{"name": "c", "image": "busybox:1.37", "startupProbe": probe,
+                                    "volumeMounts": [{"name": "v", "mountPath": "/v", "bindMountOptions": ["ro"]}]}],
+                    "evictionResponders": [{"name": "acme.io/keeper", "priority": 1}]}}
+    paths = unserved(as_served("Pod", pod), as_served("Pod", pod, "1.36"))
+    assert paths == {".spec.containers[].startupProbe.httpGet.protocol", ".spec.evictionResponders",
+                     ".spec.containers[].volumeMounts[].bindMountOptions"}
+    assert struct_holding("Pod", ".spec.containers[].startupProbe.httpGet.protocol") == "core/v1.HTTPGetAction"
+    assert misplaced("Pod", paths, "1.36") == set()
+    off = {".spec.containers[].startupProbe.protocol", ".spec.containers[].evictionResponders",
+           ".spec.initContainers[].bindMountOptions", ".metadata.evictionResponders", ".spec.noSuchField"}
+    assert misplaced("Pod", paths | off, "1.36") == off
+    with pytest.raises(AssertionError, match="core/v1.PodSpec has no .workloadRef"):
+        struct_holding("Pod", ".spec.workloadRef.name", "1.36")  # every key before the last is one 1.36 has
+    with pytest.raises(AssertionError, match="not a struct's field but in a map"):
+        struct_holding("Pod", ".metadata.labels.app")
 
 
 def test_every_module_that_builds_a_tenant_is_run_and_no_judge_is():
