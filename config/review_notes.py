@@ -50,10 +50,10 @@ def _policy_compile_notes(teams: int) -> list[str]:
     if seconds <= ADMISSION_READY_WAIT_SECONDS:
         return []
     return [f"teams: each API server compiles the admission policies of all {teams} teams whenever it starts, and "
-            f"refuses every write it is asked to admit until it has, after waiting {ADMISSION_READY_WAIT_SECONDS} s: "
-            f"about {seconds:.0f} s of CPU ({POLICY_COMPILE_SECONDS_PER_TEAM} s a team on a 2-core machine), so "
-            "expect writes refused for some seconds after each API server start, longer on a slower control plane "
-            "(docs/security-object-sizes.md, \"Compiled once per team\")."]
+            f"refuses every write it is asked to admit until it has (holding each up to {ADMISSION_READY_WAIT_SECONDS} "
+            f"s first): about {seconds:.0f} s of CPU at {POLICY_COMPILE_SECONDS_PER_TEAM} s a team on a 2-core "
+            "machine, so expect writes refused for some seconds after each API server start, longer on a slower "
+            "control plane (docs/security-object-sizes.md, \"Compiled once per team\")."]
 
 
 def _unknown_instance_type_notes(cluster: Cluster) -> list[str]:

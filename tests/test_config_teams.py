@@ -333,4 +333,4 @@ def test_a_site_whose_teams_policies_take_the_api_server_past_its_wait_is_told_s
     assert not [note for note in load_platform(_with_teams(14)).notes if "compiles the admission policies" in note]
     [note] = [note for note in load_platform(_with_teams(40)).notes if "compiles the admission policies" in note]
     assert note.startswith("teams: ") and "all 40 teams" in note and "about 28 s of CPU" in note
-    assert "after waiting 10 s" in note and "Compiled once per team" in note
+    assert "holding each up to 10 s first" in note and "Compiled once per team" in note
