@@ -17,6 +17,7 @@ from components.gpu_operator import GpuOperator, GpuOperatorArgs
 from components.host import HostCluster, HostClusterArgs
 from components.kai import KaiScheduler, KaiSchedulerArgs
 from components.observability import Observability, ObservabilityArgs
+from components.pod_size_admission import PodSizeAdmission, PodSizeAdmissionArgs
 from components.queues import QueueHierarchy, QueueHierarchyArgs
 from components.tenant import TenantCluster, TenantClusterArgs
 from config import PROJECT, load_platform, sharing
@@ -54,10 +55,13 @@ queues = QueueHierarchy("queues", QueueHierarchyArgs(
     scheduler_ready=kai.queue_webhook_ready,
     cpu_memory_guarantees=[found.record() for found in pool_guarantees(platform)]))
 endpoint_ports = endpoint_node_ports(platform.teams)
+pod_size_admission = PodSizeAdmission("pod-size-admission", PodSizeAdmissionArgs(teams=platform.teams,
+                                                                                provider=host.provider))
 tenants = {
     team.name: TenantCluster(f"tenant-{team.name}", TenantClusterArgs(
         team=team, provider=host.provider, queue=queues.team_queues[team.name], cluster_dns=host.cluster_dns,
         endpoint_node_ports=endpoint_ports, kubectl_image=platform.kubectl_image,
+        pod_size_admission=pod_size_admission,
         prerequisites=host.tenant_prerequisites,
         backup_credentials=[secrets.get_secret(name) for name in BACKUP_SECRETS] if team.vcluster.backup else ()))
     for team in platform.teams

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -32,8 +32,7 @@ from components.admission_metadata import (
 )
 from components.admission_pod_fields import pod_field_validations
 from components.admission_pod_size import (
-    pod_containers, pod_entry_size, pod_object_references, pod_ports, pod_size, pod_size_variables, pod_tolerations,
-    pod_volumes,
+    pod_containers, pod_object_references, pod_ports, pod_tolerations, pod_volumes,
 )
 from components.admission_volumes import volume_validations
 from components.kai import SCHEDULER_NAME
@@ -65,10 +64,18 @@ PULL_ALWAYS = "Always"
 REWRITE_HOSTS_CONTAINER = "vcluster-rewrite-hosts"
 
 
+# What a tenant's pod policies match: its pods as created and updated, and the ephemeral containers it adds.
+POD_RESOURCE_RULES = [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+                       "resources": ["pods", "pods/ephemeralcontainers"]}]
+
+
 @dataclass
 class TenantAdmissionArgs:
     team: Team
     provider: k8s.Provider
+    # In place before the pod policy changes: the namespace with what the shared pod-size policy reads, and that
+    # policy (components/pod_size_admission.py), which judges the sizes this policy no longer does.
+    prerequisites: Sequence[pulumi.Resource] = ()
 
 
 def syncer_username(team: Team) -> str:
@@ -261,26 +268,22 @@ def policy_validations(team: Team, before_sync: bool = False) -> list[dict]:
         *([] if before_sync else image_registry_validations(team)),
         *metadata_validations(team),
         # The size of what the host stores: the virtual pod lacks what vCluster adds and carries keys the syncer drops.
-        *([] if before_sync else [pod_metadata_size(), pod_size(team), pod_entry_size()]),
+        # The spec's size is judged by one policy for all teams (components/pod_size_admission.py).
+        *([] if before_sync else [pod_metadata_size()]),
     ]
 
 
 def policy_spec(team: Team) -> dict:
-    return pod_policy_spec(team, policy_validations(team), pod_size_variables())
+    return pod_policy_spec(team, policy_validations(team))
 
 
-def pod_policy_spec(team: Team, validations: list[dict], more_variables: tuple[dict, ...] = ()) -> dict:
-    """A policy on the team's host pods, matched as the syncer writes them, judging them with ``validations`` (which
-    may read ``more_variables`` besides the pod rules' own)."""
+def pod_policy_spec(team: Team, validations: list[dict]) -> dict:
+    """A policy on the team's host pods, matched as the syncer writes them, judging them with ``validations``."""
     return {
         "failurePolicy": "Fail",
-        "matchConstraints": {
-            "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
-                               "resources": ["pods", "pods/ephemeralcontainers"]}],
-            "namespaceSelector": team_namespace_selector(team),
-        },
+        "matchConstraints": {"resourceRules": POD_RESOURCE_RULES, "namespaceSelector": team_namespace_selector(team)},
         "matchConditions": match_conditions(team),
-        "variables": [*policy_variables(team), *more_variables],
+        "variables": policy_variables(team),
         "validations": validations,
     }
 
@@ -295,19 +298,26 @@ def team_namespace_selector(team: Team) -> dict:
 
 
 def policy_with_deny_binding(component: pulumi.ComponentResource, name: str, team: Team, provider: k8s.Provider,
-                             name_in_cluster: str, spec: dict) -> tuple[
-                                 KubernetesObject,
-                                 KubernetesObject]:
+                             name_in_cluster: str, spec: dict,
+                             depends_on: Sequence[pulumi.Resource] = ()) -> tuple[KubernetesObject, KubernetesObject]:
     """A policy of the team's and the binding that denies what it refuses in the team's host namespace, both
-    children of ``component``; the binding waits for its policy."""
-    metadata = {"name": name_in_cluster, "labels": {**MANAGED_BY, TEAM_LABEL: team.name}}
-    child = pulumi.ResourceOptions(parent=component, provider=provider)
-    policy = KubernetesObject(
-        f"{name}-policy", VALIDATING_ADMISSION_POLICY, metadata=metadata, spec=spec, opts=child)
+    children of ``component`` after ``depends_on``; the binding waits for its policy."""
+    return deny_bound_policy(component, name, provider, {"name": name_in_cluster,
+                                                         "labels": {**MANAGED_BY, TEAM_LABEL: team.name}},
+                             spec, team_namespace_selector(team), depends_on)
+
+
+def deny_bound_policy(component: pulumi.ComponentResource, name: str, provider: k8s.Provider, metadata: dict,
+                      spec: dict, namespaces: dict,
+                      depends_on: Sequence[pulumi.Resource] = ()) -> tuple[KubernetesObject, KubernetesObject]:
+    """A policy and the binding that denies what it refuses in the ``namespaces`` it selects, both children of
+    ``component``, after ``depends_on``; the binding waits for its policy."""
+    child = pulumi.ResourceOptions(parent=component, provider=provider, depends_on=list(depends_on))
+    policy = KubernetesObject(f"{name}-policy", VALIDATING_ADMISSION_POLICY, metadata=metadata, spec=spec, opts=child)
     binding = KubernetesObject(
         f"{name}-binding", VALIDATING_ADMISSION_POLICY_BINDING, metadata=metadata,
-        spec={"policyName": name_in_cluster, "validationActions": ["Deny"],
-              "matchResources": {"namespaceSelector": team_namespace_selector(team)}},
+        spec={"policyName": metadata["name"], "validationActions": ["Deny"],
+              "matchResources": {"namespaceSelector": namespaces}},
         opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[policy])))
     return policy, binding
 
@@ -322,7 +332,7 @@ class TenantAdmission(pulumi.ComponentResource):
         super().__init__(ADMISSION_COMPONENT, name, None, opts)
         team = args.team
         self.policy, self.binding = policy_with_deny_binding(self, name, team, args.provider, policy_name(team),
-                                                             policy_spec(team))
+                                                             policy_spec(team), args.prerequisites)
         self.deletion_policy, self.deletion_binding = policy_with_deny_binding(
             self, f"{name}-deletion", team, args.provider, deletion_policy_name(team),
             deletion_policy_spec(syncer_username(team), team_namespace_selector(team)))

@@ -42,16 +42,17 @@ tests/test_pod_entry_sizes.py (8,000 mounts, 7,500 references) stay within CEL C
 from __future__ import annotations
 
 import functools
+import json
 
 from components.admission_metadata import refusal, served_list
 from components.pod_text_paths import POD_SPEC, TextPaths
 from config.model import Team
+from config.vocabulary import POD_TEXT_BYTES_ANNOTATION
 from components.admission_devices import CONTAINER_LISTS
 from config.pod_entry_bytes import SYNCED_POD_ENTRY_BYTES
 from config.synced_data import (
     HOST_ADDED_CONTAINERS, HOST_ADDED_VOLUMES, POD_REFERENCE_CAP, SYNCED_POD_CONTAINERS, SYNCED_POD_PORTS,
-    SYNCED_POD_REFERENCES, SYNCED_POD_TEXT_ITEMS, SYNCED_POD_TOLERATIONS, SYNCED_POD_VOLUMES, pod_text_bytes,
-    pod_toleration_cap,
+    SYNCED_POD_REFERENCES, SYNCED_POD_TEXT_ITEMS, SYNCED_POD_TOLERATIONS, SYNCED_POD_VOLUMES, pod_toleration_cap,
 )
 
 
@@ -185,26 +186,37 @@ def _images(obj: str) -> str:
                       for field in ("containers", "initContainers"))
 
 
-def pod_size(team: Team) -> dict:
+MISSING_CAP = (f"[pod-size] this namespace has no {POD_TEXT_BYTES_ANNOTATION} annotation, which states how much "
+               "text its pods may carry, so no pod is admitted: the platform team runs pulumi up for the site")
+
+
+def pod_size() -> dict:
     """Judged on CREATE, when ephemeral containers are added and when an image changes: the API server lets no
     other update change the counted text (a pod's spec is immutable but for images, tolerations, scheduling gates and
     a few numbers), so KAI's and the syncer's updates of an admitted pod (and of one from before the rule) pass
-    unjudged."""
-    cap = pod_text_bytes(team.vcluster)
-    stated = team.vcluster.resource_quota.synced_pod_text_bytes
+    unjudged. The cap is the team's, read from its namespace (``variables.podTextByteCap``)."""
     unchanged = (f"(request.operation == 'UPDATE' && {_ephemeral('object')} == {_ephemeral('oldObject')} && "
                  f"{_images('object')} == {_images('oldObject')})")
-    return refusal(
+
+    def problem(cap: str) -> str:
+        return (f"the free text of a pod vCluster copies to the host (its containers' env, commands, args, images, "
+                f"working directories, mount paths, probe and hook commands, paths and headers, its volumes' item "
+                f"paths and image references, node affinity values, DNS options, sysctl values and confinement "
+                f"profiles) may hold at most {cap} bytes (config vcluster.resourceQuota.syncedPodTextBytes) in at most "
+                f"{SYNCED_POD_TEXT_ITEMS} list entries: every copy lands in the host's etcd, which turns the whole "
+                "cluster read-only when full")
+    fix = ("keep large configs out of env, args and paths: put them in a ConfigMap mounted as a file (or in the "
+           "image), or ask the platform team for a larger syncedPodTextBytes")
+    rule = refusal(
         "pod-size",
-        f"{unchanged} || (variables.podTextItems <= {SYNCED_POD_TEXT_ITEMS} && variables.podTextBytes <= {cap})",
-        f"the free text of a pod vCluster copies to the host (its containers' env, commands, args, images, working "
-        f"directories, mount paths, probe and hook commands, paths and headers, its volumes' item paths and image "
-        f"references, node affinity values, DNS options, sysctl values and confinement profiles) may hold at most "
-        f"{cap} bytes ({stated}, config vcluster.resourceQuota.syncedPodTextBytes) in at most "
-        f"{SYNCED_POD_TEXT_ITEMS} list entries: every copy lands in the host's etcd, which turns the whole cluster "
-        "read-only when full",
-        "keep large configs out of env, args and paths: put them in a ConfigMap mounted as a file (or in the image), "
-        "or ask the platform team for a larger syncedPodTextBytes")
+        f"{unchanged} || (variables.podTextItems <= {SYNCED_POD_TEXT_ITEMS} && "
+        "variables.podTextBytes <= variables.podTextByteCap)",
+        problem("the team's number of"), fix)
+    before, _, after = f"[pod-size] {problem('{}')}: {fix}".partition("{}")
+    rule["messageExpression"] = (
+        f"variables.podTextByteCap < 0 ? {json.dumps(MISSING_CAP)} : "
+        f"{json.dumps(before)} + string(variables.podTextByteCap) + {json.dumps(after)}")
+    return rule
 
 
 def pod_entry_size() -> dict:

@@ -19,6 +19,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.admission import TenantAdmission, TenantAdmissionArgs, policy_name
+from components.pod_size_admission import namespace_annotations
 from components.isolation_admission import isolation_admission, isolation_outputs
 from components.synced_objects_admission import (
     SyncedObjectsAdmission, SyncedObjectsAdmissionArgs, synced_objects_policy_name,
@@ -60,6 +61,8 @@ class TenantClusterArgs:
     endpoint_node_ports: Sequence[int]
     # The site's kubectl (config/model.py Cluster.kubectl_image), which runs the kubeconfig wait.
     kubectl_image: str
+    # The host policy judging every team's pod sizes (components/pod_size_admission.py).
+    pod_size_admission: pulumi.Resource
     # What the host must have before a control plane can start (e.g. its default StorageClass).
     prerequisites: Sequence[pulumi.Resource] = ()
     # The backup bucket's access key ID and secret (the secrets of config/snapshots.py), with team.vcluster.backup.
@@ -194,12 +197,15 @@ class TenantCluster(pulumi.ComponentResource):
                 # Synced pods run on the shared nodes: a tenant's cluster-admin must not buy it
                 # privileged or host-path pods there.
                 POD_SECURITY_LABEL: team.vcluster.pod_security,
-            }},
+            }, "annotations": namespace_annotations(team)},
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, protect=protect),
         )
         # The admission policy is in place before the vCluster can sync its first pod.
-        self.admission = TenantAdmission(f"{name}-admission", TenantAdmissionArgs(team=team, provider=args.provider),
-                                         opts=pulumi.ResourceOptions(parent=self))
+        self.admission = TenantAdmission(
+            f"{name}-admission",
+            TenantAdmissionArgs(team=team, provider=args.provider,
+                                prerequisites=[self.namespace, args.pod_size_admission]),
+            opts=pulumi.ResourceOptions(parent=self))
         self.synced_objects_admission = SyncedObjectsAdmission(
             f"{name}-synced-objects-admission",
             SyncedObjectsAdmissionArgs(team=team, provider=args.provider, cluster_dns=args.cluster_dns,

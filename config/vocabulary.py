@@ -48,6 +48,9 @@ ROLE_LABEL = "gpu-tenancy/role"
 QUEUE_LABEL = "kai.scheduler/queue"
 # vCluster's syncer marks every host object it creates with its release name.
 VCLUSTER_MANAGED_BY_LABEL = "vcluster.loft.sh/managed-by"
+# On a team's host namespace: the bytes of free text its pods may carry (config
+# vcluster.resourceQuota.syncedPodTextBytes), read by the host policy all teams share. No tenant writes its namespace.
+POD_TEXT_BYTES_ANNOTATION = "gpu-tenancy/synced-pod-text-bytes"
 
 
 def syncer_account(host_namespace: str, vcluster_name: str) -> str:
@@ -107,6 +110,7 @@ ADMISSION_COMPONENT = "gpu-tenancy:platform:TenantAdmission"
 OBSERVABILITY_COMPONENT = "gpu-tenancy:platform:Observability"
 ACCESS_COMPONENT = "gpu-tenancy:platform:TenantAccess"
 ISOLATION_ADMISSION_COMPONENT = "gpu-tenancy:platform:IsolationAdmission"
+POD_SIZE_ADMISSION_COMPONENT = "gpu-tenancy:platform:PodSizeAdmission"
 
 # The GPU share the reference walk-throughs give each team; the smoke test's seed pod asks for it.
 SEED_GPU_FRACTION = "0.33"
