@@ -6,14 +6,15 @@ import re
 from typing import Any, Optional
 
 from config.vocabulary import (
-    ADMISSION_BINDING, ADMISSION_COMPONENT, ADMISSION_POLICY, CRON_JOB, JOB, NAMESPACE, NETWORK_POLICY, POD_SECURITY_LABEL,
-    RELEASE, TENANT_COMPONENT,
+    ADMISSION_BINDING, ADMISSION_COMPONENT, ADMISSION_POLICY, CRON_JOB, JOB, NAMESPACE, NAMESPACE_NAME_LABEL,
+    NETWORK_POLICY, POD_SECURITY_LABEL, POD_TEXT_BYTES_ANNOTATION, RELEASE, TENANT_COMPONENT,
 )
 from config.tenant_budget import bytes_quantity
 from tools.charts.values import ChartValues
 from tools.plan.lookup import KUBERNETES, PlanIndex, dig
 from tools.plan.markdown import code, fmt_num, table
 from tools.plan.summary_access import access_section
+from policy.label_selectors import selector_matches
 
 # Each admission rule's message starts with its name in brackets (components/admission.py).
 RULE_NAME = re.compile(r"^'?\[([a-z-]+)\]")
@@ -46,14 +47,33 @@ def _tenant_parts(index: PlanIndex, component: dict[str, Any]) -> dict[str, Any]
             "pod_admission": pod_admission}
 
 
-def _with_cap(rule: str, admission: Optional[dict[str, Any]]) -> str:
+def _with_cap(rule: str, admission: Optional[dict[str, Any]], namespace: Optional[dict[str, Any]]) -> str:
     """A rule's name, with the team's cap for the rules a site sets per team."""
-    grace, text = dig(admission, "outputs", "maxGracePeriodSeconds"), dig(admission, "outputs", "podTextBytes")
+    grace = dig(admission, "outputs", "maxGracePeriodSeconds")
+    text = dig(namespace, "inputs", "metadata", "annotations", POD_TEXT_BYTES_ANNOTATION)
     if rule == "grace-period" and grace is not None:
         return f"{rule} (≤ {fmt_num(grace)} s)"
     if rule == "pod-size" and text is not None:
-        return f"{rule} (≤ {bytes_quantity(text)})"
+        return f"{rule} (≤ {bytes_quantity(int(text))})"
     return rule
+
+
+def _site_pod_policies(index: PlanIndex) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """The pod policies of no tenant's own (one judging all teams), each with its binding."""
+    bindings = {dig(b, "inputs", "spec", "policyName"): b for b in index.of_type(ADMISSION_BINDING)}
+    return [(policy, bindings[name]) for policy in index.of_type(ADMISSION_POLICY)
+            if not index.under(policy, TENANT_COMPONENT)
+            and (name := dig(policy, "inputs", "metadata", "name")) in bindings
+            and any("pods" in rule.get("resources", [])
+                    for rule in dig(policy, "inputs", "spec", "matchConstraints", "resourceRules") or [])]
+
+
+def _judging(site_policies: list, host_namespace: Optional[str]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """The site's pod policies whose constraints and binding select the namespace (by the name label it gets)."""
+    labels = {NAMESPACE_NAME_LABEL: host_namespace or ""}
+    return [(policy, binding) for policy, binding in site_policies
+            if selector_matches(dig(policy, "inputs", "spec", "matchConstraints", "namespaceSelector") or {}, labels)
+            and selector_matches(dig(binding, "inputs", "spec", "matchResources", "namespaceSelector") or {}, labels)]
 
 
 def _effective_policies(release: Optional[dict[str, Any]], charts: Optional[ChartValues]) -> tuple[dict, str]:
@@ -82,6 +102,7 @@ def tenant_section(index: PlanIndex, charts: Optional[ChartValues] = None) -> li
     if not components:
         return lines + ["None."]
     rows, guardrails, synced, deletions, sources, unread = [], [], [], [], set(), set()
+    site_policies = _site_pod_policies(index)
     for component in components:
         parts = _tenant_parts(index, component)
         release, namespace, registered = parts["release"], parts["namespace"], parts["outputs"]
@@ -101,7 +122,7 @@ def tenant_section(index: PlanIndex, charts: Optional[ChartValues] = None) -> li
         ])
         policies, source = _effective_policies(release, charts)
         (sources if charts is not None and source.endswith("from the chart cache") else unread).add(source)
-        guardrails.append(_guardrail_row(team, parts, policies))
+        guardrails.append(_guardrail_row(team, parts, policies, _judging(site_policies, host_namespace)))
         synced.append(_rules_line(team, parts["synced_policy"], "no synced-objects policy"))
         deletions.append(_rules_line(team, parts["deletion_policy"], "no deletion policy"))
     lines += table(["Team", "vCluster", "Host namespace", "Queue", "vCluster chart", "Protected", "Connect"], rows)
@@ -141,13 +162,18 @@ def _switched_on(policies: dict[str, Any], block: str, other: str) -> bool:
     return flag != "false" and "true" in (flag, str(dig(policies, other, "enabled")).lower())
 
 
-def _guardrail_row(team: str, parts: dict[str, Any], policies: dict[str, Any]) -> list[str]:
+def _guardrail_row(team: str, parts: dict[str, Any], policies: dict[str, Any],
+                   site_policies: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[str]:
     quota = dict(dig(policies, "resourceQuota") or {}, enabled=_switched_on(policies, "resourceQuota", "limitRange"))
     limits = dict(dig(policies, "limitRange") or {}, enabled=_switched_on(policies, "limitRange", "resourceQuota"))
-    policy = dig(parts["policy"], "inputs", "metadata", "name")
-    actions = dig(parts["binding"], "inputs", "spec", "validationActions") or []
-    validations = dig(parts["policy"], "inputs", "spec", "validations") or []
+    judging = ([(parts["policy"], parts["binding"])] if parts["policy"] else []) + site_policies
+    validations = [v for policy, _ in judging for v in dig(policy, "inputs", "spec", "validations") or []]
     rules = [RULE_NAME.match(v.get("message") or v.get("messageExpression") or "") for v in validations]
+
+    def named(policy: dict[str, Any], binding: Optional[dict[str, Any]]) -> str:
+        actions = dig(binding, "inputs", "spec", "validationActions") or []
+        return code(dig(policy, "inputs", "metadata", "name")) + (
+            f" ({', '.join(actions)})" if actions else " (**no binding**)")
 
     def enabled(block: dict[str, Any], text: str) -> str:
         return text if block.get("enabled") else "off"
@@ -157,8 +183,9 @@ def _guardrail_row(team: str, parts: dict[str, Any], policies: dict[str, Any]) -
 
     return [
         code(team),
-        (code(policy) + (f" ({', '.join(actions)})" if actions else " (**no binding**)")) if policy else "**none**",
-        ", ".join(_with_cap(rule.group(1), parts["pod_admission"]) for rule in rules if rule) or "**none**",
+        ", ".join(named(policy, binding) for policy, binding in judging) or "**none**",
+        ", ".join(_with_cap(rule.group(1), parts["pod_admission"], parts["namespace"]) for rule in rules if rule)
+        or "**none**",
         code(dig(parts["namespace"], "inputs", "metadata", "labels", POD_SECURITY_LABEL) or "—"),
         enabled(quota, pairs(quota.get("quota"))),
         enabled(limits, f"limit {pairs(limits.get('default'))}; request {pairs(limits.get('defaultRequest'))}"
