@@ -314,12 +314,18 @@ def deny_bound_policy(component: pulumi.ComponentResource, name: str, provider: 
     ``component``, after ``depends_on``; the binding waits for its policy."""
     child = pulumi.ResourceOptions(parent=component, provider=provider, depends_on=list(depends_on))
     policy = KubernetesObject(f"{name}-policy", VALIDATING_ADMISSION_POLICY, metadata=metadata, spec=spec, opts=child)
-    binding = KubernetesObject(
+    return policy, deny_binding(component, name, policy, metadata["name"], metadata, namespaces, child)
+
+
+def deny_binding(component: pulumi.ComponentResource, name: str, policy: KubernetesObject, policy_name: str,
+                 metadata: dict, namespaces: dict, opts: pulumi.ResourceOptions) -> KubernetesObject:
+    """A binding, child of ``component``, that denies what ``policy`` refuses in the ``namespaces`` it selects; it
+    waits for its policy."""
+    return KubernetesObject(
         f"{name}-binding", VALIDATING_ADMISSION_POLICY_BINDING, metadata=metadata,
-        spec={"policyName": metadata["name"], "validationActions": ["Deny"],
+        spec={"policyName": policy_name, "validationActions": ["Deny"],
               "matchResources": {"namespaceSelector": namespaces}},
-        opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[policy])))
-    return policy, binding
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[policy])))
 
 
 class TenantAdmission(pulumi.ComponentResource):

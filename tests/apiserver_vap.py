@@ -23,7 +23,9 @@ from tests.conftest import mirror, mirrored_tag
 from tests.go_toolchain import built_in_tree
 from tests.reference_cel import unordered_lists
 from tests.synced_objects_sim import RESOURCES
-from tests.tenant_sim import ADMISSION_OBSERVERS, BINDING, POLICY, Admission, recording
+from tests.tenant_sim import (
+    ADMISSION_OBSERVERS, BINDING, POLICY, Admission, namespace_object, namespaces_of, recording,
+)
 
 VCLUSTER = "loft-sh/vcluster"
 # vCluster v0.36.1 vendors k8s.io/apiserver v0.36.0, the pinned Kubernetes minor.
@@ -75,11 +77,20 @@ class Verdict(NamedTuple):
         return self.refusals.get(policy, [])
 
 
-def policies_of(program) -> dict[str, tuple[dict, dict]]:
-    """Every ValidatingAdmissionPolicy a program renders, by name, with its binding's spec."""
-    bindings = {binding.inputs["spec"]["policyName"]: binding.inputs["spec"] for binding in program.of_type(BINDING)}
-    return {policy.inputs["metadata"]["name"]: (policy.inputs["spec"], bindings[policy.inputs["metadata"]["name"]])
-            for policy in program.of_type(POLICY)}
+class Bound(NamedTuple):
+    """A policy's spec and its bindings' (name -> spec): one, or one per team (the site's pod-size policy)."""
+    spec: dict
+    bindings: dict
+
+
+def policies_of(program) -> dict[str, Bound]:
+    """Every ValidatingAdmissionPolicy a program renders, by name, with its bindings."""
+    found = {policy.inputs["metadata"]["name"]: Bound(policy.inputs["spec"], {})
+             for policy in program.of_type(POLICY)}
+    for binding in program.of_type(BINDING):
+        found[binding.inputs["spec"]["policyName"]].bindings[binding.inputs["metadata"]["name"]] = \
+            binding.inputs["spec"]
+    return found
 
 
 def api_request(inputs: dict, *, kind: Optional[tuple] = None) -> dict:
@@ -98,14 +109,19 @@ def api_request(inputs: dict, *, kind: Optional[tuple] = None) -> dict:
             "options": request.get("options")}
 
 
-def judge(policies: dict[str, tuple[dict, dict]], requests: list[dict], release: str = PINNED) -> list[Verdict]:
+def judge(policies: dict[str, Bound], requests: list[dict], release: str = PINNED,
+          namespaces: Optional[dict[str, dict]] = None) -> list[Verdict]:
     """The real plugin's verdict on each request, every policy of ``policies`` loaded with its binding, and every
-    namespace a request names present with the label the API server gives it; the plugin of Kubernetes
-    ``release``."""
-    namespaces = sorted({request["namespace"] for request in requests if request["namespace"]})
+    namespace a request names present: as ``namespaces`` holds it (tests/tenant_sim.py namespace_object), else with
+    only the label the API server gives it; the plugin of Kubernetes ``release``."""
+    named = sorted({request["namespace"] for request in requests if request["namespace"]})
+    known = {name: (namespaces or {}).get(name) or namespace_object(name) for name in named}
     payload = {"policies": [{"name": name, "spec": spec} for name, (spec, _) in policies.items()],
-               "bindings": [{"name": name, "spec": binding} for name, (_, binding) in policies.items()],
-               "namespaces": [{"name": name, "labels": {"kubernetes.io/metadata.name": name}} for name in namespaces],
+               "bindings": [{"name": name, "spec": binding} for _, (_, bindings) in policies.items()
+                            for name, binding in bindings.items()],
+               "namespaces": [{"name": name, "labels": namespace["metadata"]["labels"],
+                               "annotations": namespace["metadata"].get("annotations", {})}
+                              for name, namespace in known.items()],
                "requests": requests}
     ran = subprocess.run([str(harness(release))], input=json.dumps(payload), capture_output=True, text=True,
                          timeout=1200)
@@ -158,7 +174,7 @@ def recorded() -> contextlib.AbstractContextManager[list[Review]]:
     return recording(ADMISSION_OBSERVERS, Review)
 
 
-def named(reviews: list[Review], policies: dict[str, tuple[dict, dict]]) -> list[tuple[str, Review]]:
+def named(reviews: list[Review], policies: dict[str, Bound]) -> list[tuple[str, Review]]:
     """Each review with the name of its policy among ``policies``; a review of a policy the program does not render
     (a test's variant) is left out."""
     names = {json.dumps(spec, sort_keys=True): name for name, (spec, _) in policies.items()}
@@ -167,24 +183,36 @@ def named(reviews: list[Review], policies: dict[str, tuple[dict, dict]]) -> list
 
 
 def plugin_verdicts(reviews: list[Review], program) -> list[tuple[str, Review, Verdict]]:
-    """(policy name, review, real verdict) of each review of a policy ``program`` renders, all of them loaded."""
+    """(policy name, review, real verdict) of each review of a policy ``program`` renders, all of them loaded, in the
+    program's namespaces."""
     policies = policies_of(program)
     reviewed = named(reviews, policies)
+    requests = [api_request(review.inputs) for _, review in reviewed]
     return [(name, review, verdict) for (name, review), verdict in
-            zip(reviewed, judge(policies, [api_request(review.inputs) for _, review in reviewed]))]
+            zip(reviewed, judge(policies, requests, namespaces=namespaces_of(program)))]
 
 
 def disagreements(judged: list[tuple[str, Review, Verdict]]) -> list[tuple]:
     """The reviews whose real verdict is not tenant_sim's: the policy's refusals differ (a listed ``[...]`` compared
-    without its order), another policy refuses, or the API server's answer does not follow from the refusals."""
+    without its order), another policy refuses what tenant_sim did not refuse by it for the same request (a team's
+    pods are judged by its own policy and the site's pod-size one), or the API server's answer does not follow from
+    the refusals."""
+    def key(review: Review) -> str:
+        return json.dumps({part: review.inputs[part] for part in ("object", "oldObject", "request")}, sort_keys=True)
+
+    expected: dict = {}
+    for name, review, _ in judged:
+        expected.setdefault(key(review), {})[name] = sorted(unordered_lists(message.strip())
+                                                            for message in review.messages)
     found = []
     for name, review, verdict in judged:
-        python = sorted(unordered_lists(message.strip()) for message in review.messages)
+        python = expected[key(review)][name]
         real = sorted(unordered_lists(message) for message in verdict.of(name))
-        others = {policy: messages for policy, messages in verdict.refusals.items() if policy != name}
+        others = {policy: messages for policy, messages in verdict.refusals.items() if policy != name
+                  and sorted(unordered_lists(message) for message in messages) != expected[key(review)].get(policy)}
         # The denying plugin evaluates apart from the warning one, so a listed map's keys may come in another order.
         error = unordered_lists(verdict.error)
-        answered = verdict.allowed == (not real and not others) and (
+        answered = verdict.allowed == (not verdict.refusals) and (
             verdict.allowed or any(error.endswith(f"denied request: {unordered_lists(message)}")
                                    for messages in verdict.refusals.values() for message in messages))
         if real != python or others or not answered:

@@ -99,8 +99,7 @@ class FakeVCluster:
 
     def _sync(self, pod: dict) -> None:
         host_pod = self.tenant.host_pod(pod)
-        refusals = self.tenant.admission.review(self.tenant.team.namespace, host_pod, user=self.tenant.syncer) \
-            if self.host_admission else []
+        refusals = self.tenant.review(host_pod, user=self.tenant.syncer) if self.host_admission else []
         name, namespace = pod["metadata"]["name"], pod["metadata"]["namespace"]
         if refusals:
             self.store.events.append({"type": "Warning", "reason": "SyncError", "involvedObject": {

@@ -23,7 +23,8 @@ from celpy import celtypes
 
 from config import load_platform
 from config.model import Platform, Team
-from config.vocabulary import KAI_NAMESPACE, project_config
+from components.pod_size_admission import POD_SIZE_POLICY
+from config.vocabulary import KAI_NAMESPACE, NAMESPACE, NAMESPACE_NAME_LABEL, TEAM_LABEL, project_config
 from policy.label_selectors import selector_matches
 from tests.cel_runs import Inputs, run
 from tests.reference_cel import REFERENCE, Verdict, unordered_lists
@@ -119,14 +120,35 @@ def recording(observers: list, record: Callable) -> Iterator[list]:
         observers.remove(observe)
 
 
-class Admission:
-    """One ValidatingAdmissionPolicy and its binding, evaluated like the API server does."""
+def namespace_object(name: str, labels: Optional[dict] = None, annotations: Optional[dict] = None) -> dict:
+    """A namespace as a policy reads it (``namespaceObject``, k8s.io/apiserver admission/plugin/cel
+    CreateNamespaceObject): its metadata's labels, with the name label the API server adds, and annotations."""
+    metadata = {"name": name, "labels": {**(labels or {}), NAMESPACE_NAME_LABEL: name}}
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    return {"metadata": metadata, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}
 
-    def __init__(self, policy_spec: dict, binding_spec: dict):
+
+def namespaces_of(program) -> dict[str, dict]:
+    """Each namespace a program creates, by name, as a policy reads it."""
+    return {metadata["name"]: namespace_object(metadata["name"], metadata.get("labels"), metadata.get("annotations"))
+            for resource in program.of_type(NAMESPACE) if (metadata := resource.inputs["metadata"])}
+
+
+class Admission:
+    """One ValidatingAdmissionPolicy and its binding, evaluated like the API server does, in a cluster whose
+    ``namespaces`` are known by name (namespace_object); any other is one with no labels or annotations of its own."""
+
+    def __init__(self, policy_spec: dict, binding_spec: dict, namespaces: Optional[dict[str, dict]] = None):
         self.spec = policy_spec
         self.binding = binding_spec
+        self.namespaces = dict(namespaces or {})
         self.env = celpy.Environment()
         self._programs: dict = {}
+
+    def namespace(self, name: str) -> Optional[dict]:
+        """The request's namespace as the policy reads it; none for a cluster-scoped request."""
+        return (self.namespaces.get(name) or namespace_object(name)) if name else None
 
     def evaluate(self, expression: str, activation: dict):
         if expression not in self._programs:
@@ -143,7 +165,7 @@ class Admission:
         return self.selects_namespace(namespace)
 
     def selects_namespace(self, namespace: str) -> bool:
-        namespace_labels = {"kubernetes.io/metadata.name": namespace}
+        namespace_labels = self.namespace(namespace)["metadata"]["labels"]
         selectors = [self.spec["matchConstraints"].get("namespaceSelector", {}),
                      self.binding["matchResources"]["namespaceSelector"]]
         return all(selector_matches(selector, namespace_labels) for selector in selectors)
@@ -160,7 +182,7 @@ class Admission:
         if not self.requested(namespace, pod, operation=operation, subresource=subresource):
             return None
         inputs = Inputs(object=pod, oldObject=old, request=_request(operation, subresource, user, namespace, options),
-                        variables={})
+                        namespaceObject=self.namespace(namespace), variables={})
         matched = all(bool(run(self.evaluate, condition["expression"], inputs))
                       for condition in self.spec.get("matchConditions", []))
         return inputs if matched else None
@@ -196,13 +218,14 @@ class Admission:
             if not bool(run(self.evaluate, validation["expression"], inputs))]
         if self.requested(namespace, pod, operation=operation, subresource=subresource):
             request = _request(operation, subresource, user, namespace, options)
-            objects = {"object": pod, "oldObject": old, "request": request}
+            objects = {"object": pod, "oldObject": old, "request": request, "namespaceObject": self.namespace(namespace)}
             agree(REFERENCE.review(self.spec, objects), None if inputs is None else inputs.activation, messages)
             for observe in REVIEW_OBSERVERS:
                 observe(self.spec, copy.deepcopy(objects), inputs is not None, messages)
         for observe in ADMISSION_OBSERVERS:
             observe(self, copy.deepcopy({"object": pod, "oldObject": old,
-                                         "request": _request(operation, subresource, user, namespace, options)}),
+                                         "request": _request(operation, subresource, user, namespace, options),
+                                         "namespaceObject": self.namespace(namespace)}),
                     list(messages))
         return messages
 
@@ -281,17 +304,23 @@ def platform_of(config: dict) -> Platform:
     return load_platform(project_config(config))
 
 
-def admission_for(program, team: str) -> Admission:
-    policy = next(p for p in program.of_type(POLICY) if p.inputs["metadata"]["name"] == f"gpu-tenancy-{team}")
-    binding = next(b for b in program.of_type(BINDING) if b.inputs["spec"]["policyName"] == f"gpu-tenancy-{team}")
-    return Admission(policy.inputs["spec"], binding.inputs["spec"])
+def admission_for(program, team: str, policy: Optional[str] = None) -> Admission:
+    """The policy ``policy`` of a program run (team ``team``'s pod policy unless named), with the team's binding of
+    it, in the run's namespaces."""
+    name = policy or f"gpu-tenancy-{team}"
+    spec = next(p for p in program.of_type(POLICY) if p.inputs["metadata"]["name"] == name)
+    binding = next(b for b in program.of_type(BINDING) if b.inputs["spec"]["policyName"] == name
+                   and b.inputs["metadata"]["labels"][TEAM_LABEL] == team)
+    return Admission(spec.inputs["spec"], binding.inputs["spec"], namespaces_of(program))
 
 
 class Tenant:
-    """One team's view: sync a virtual pod as its vCluster would, then ask the host API server."""
+    """One team's view: sync a virtual pod as its vCluster would, then ask the host API server: the team's pod policy
+    (``admission``) and the site's pod-size policy (``size_admission``, components/pod_size_admission.py)."""
 
-    def __init__(self, admission: Admission, team: Team):
+    def __init__(self, admission: Admission, team: Team, size_admission: Optional[Admission] = None):
         self.admission = admission
+        self.size_admission = size_admission
         self.team = team
         self.syncer = f"system:serviceaccount:{team.namespace}:vc-{team.vcluster_name}"
         self._device_features = None
@@ -324,11 +353,17 @@ class Tenant:
 
     def create_host(self, host: dict, *, user: Optional[str] = None) -> list[str]:
         return api_validate(host) or limit_range_max(host, self.team.vcluster.limit_range) \
-            or self.admission.review(self.team.namespace, host, user=user or self.syncer)
+            or self.review(host, user=user or self.syncer)
 
     def update(self, old_host: dict, new_host: dict, *, user=None, subresource: str = "") -> list[str]:
-        return self.admission.review(self.team.namespace, new_host, operation="UPDATE", old=old_host,
-                                     user=user or self.syncer, subresource=subresource)
+        return self.review(new_host, operation="UPDATE", old=old_host, user=user or self.syncer,
+                           subresource=subresource)
+
+    def review(self, host: dict, **request) -> list[str]:
+        """Every pod policy's refusals of a request on the team's namespace, the team's own first."""
+        admissions = [self.admission] + ([self.size_admission] if self.size_admission else [])
+        return [message for admission in admissions for message in admission.review(self.team.namespace, host,
+                                                                                     **request)]
 
     def scheduled_by_kai(self, created: dict, groups: tuple[str, ...] = ()) -> tuple[list[str], dict]:
         """KAI's pod-grouper, then its binder (with the scheduler's GPU ``groups``), updating a created host pod:
@@ -352,7 +387,7 @@ class Tenant:
 def tenant_of(program, config: dict, team: str) -> Tenant:
     """Team ``team`` of a run of ``config``, with the admission policy that run rendered for it."""
     settings = next(t for t in platform_of(config).teams if t.name == team)
-    return Tenant(admission_for(program, team), settings)
+    return Tenant(admission_for(program, team), settings, admission_for(program, team, POD_SIZE_POLICY))
 
 
 def _request(operation: str, subresource: str, user: str, namespace: str = "", options: Optional[dict] = None) -> dict:

@@ -35,7 +35,9 @@ from tests.conftest import git, mirrored_tag, run, stack_config
 from tests.fake_site import FakeSite
 from tests.reference_cel import unordered_lists
 from tests.synced_objects_sim import SyncedObjectsAdmission, synced_objects_admission_for
-from tests.tenant_sim import KAI_SCHEDULER, Admission, container, platform_of, tenant_of, virtual_pod
+from tests.tenant_sim import (
+    KAI_SCHEDULER, Admission, container, namespaces_of, platform_of, tenant_of, virtual_pod,
+)
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +64,8 @@ def test_the_real_plugin_refuses_a_pod_outside_its_queue_and_ignores_a_request_i
     admitted_request = copy.deepcopy(request)
     admitted_request.update(object=kai_pod)
     refused, ignored, admitted = judge(policies_of(programs["dev"]), [api_request(each) for each in
-                                                                     (request, by_another, admitted_request)])
+                                                                     (request, by_another, admitted_request)],
+                                       namespaces=namespaces_of(programs["dev"]))
     assert any("[own-queue]" in message for message in refusals)
     assert not refused.allowed and refused.of("gpu-tenancy-team-nlp") == [message.strip() for message in refusals]
     assert refused.error.startswith(f'pods "{host["metadata"]["name"]}" is forbidden: ValidatingAdmissionPolicy '
@@ -210,9 +213,11 @@ SUBRESOURCE_OBJECTS = {
 PROBED_PODS = 30  # per stack: each probe runs every policy of the stack in cel-python
 
 
-def admissions_of(program) -> dict:
-    return {name: (SyncedObjectsAdmission if name.endswith("-synced-objects") else Admission)(spec, binding)
-            for name, (spec, binding) in policies_of(program).items()}
+def admissions_of(program) -> list[tuple[str, Admission]]:
+    """(policy name, its model) for each binding of each policy of ``program``."""
+    return [(name, (SyncedObjectsAdmission if name.endswith("-synced-objects") else Admission)(
+                spec, binding, namespaces_of(program)))
+            for name, (spec, bindings) in policies_of(program).items() for binding in bindings.values()]
 
 
 def probe_inputs(review, probe) -> dict:
@@ -230,12 +235,13 @@ def probe_inputs(review, probe) -> dict:
                         "options": {"gracePeriodSeconds": 86400} if operation == "DELETE" else None}}
 
 
-def tenant_sims_refusals(admissions: dict, inputs: dict) -> dict:
+def tenant_sims_refusals(admissions: list[tuple[str, Admission]], inputs: dict) -> dict:
     request = inputs["request"]
-    found = {name: admission.review(request["namespace"], inputs["object"], operation=request["operation"],
-                                    subresource=request["subResource"], old=inputs["oldObject"],
-                                    user=request["userInfo"]["username"], options=request["options"])
-             for name, admission in admissions.items()}
+    found: dict = {}
+    for name, model in admissions:
+        found.setdefault(name, []).extend(model.review(
+            request["namespace"], inputs["object"], operation=request["operation"], subresource=request["subResource"],
+            old=inputs["oldObject"], user=request["userInfo"]["username"], options=request["options"]))
     return {name: sorted(unordered_lists(message.strip()) for message in messages)
             for name, messages in found.items() if messages}
 
@@ -249,7 +255,8 @@ def test_the_real_matcher_takes_each_hostile_pod_as_tenant_sim_does_through_ever
                 and review.inputs["request"]["subResource"] == ""}
         sample = list(pods.values())[::max(1, len(pods) // PROBED_PODS)]
         inputs = [probe_inputs(review, probe) for review in sample for probe in PROBES]
-        verdicts = judge(policies_of(programs[stack]), [api_request(each) for each in inputs])
+        verdicts = judge(policies_of(programs[stack]), [api_request(each) for each in inputs],
+                         namespaces=namespaces_of(programs[stack]))
         for each, verdict in zip(inputs, verdicts):
             python = tenant_sims_refusals(admissions, each)
             real = {name: sorted(unordered_lists(message) for message in messages)

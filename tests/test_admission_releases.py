@@ -31,6 +31,7 @@ from tests.conftest import COMMITTED_STACKS, git, run, stack_config
 from tests.generated_sites import generated_sites, site_config  # noqa: F401 (the fixture)
 from tests.test_admission_real_plugin import honest_reviews, replay_attacks
 from tests.test_celgo_caps import size_caps
+from tests.tenant_sim import namespaces_of
 
 OTHER_RELEASES = [release for release in RELEASES if release != PINNED]
 APISERVER = re.compile(r"^# k8s\.io/apiserver v0\.(\d+)\.(\d+)$", re.M)
@@ -160,8 +161,9 @@ def corpus(dev_run) -> dict:
         honest = named(reviews, policies)
         attacks = named(hostile, policies)
         requests = [api_request(review.inputs) for _, review in honest + attacks]
-        made[stack] = {"policies": policies, "requests": requests, "honest": len(honest),
-                       "pinned": judge(policies, requests)}
+        namespaces = namespaces_of(program)
+        made[stack] = {"policies": policies, "requests": requests, "honest": len(honest), "namespaces": namespaces,
+                       "pinned": judge(policies, requests, namespaces=namespaces)}
     return made
 
 
@@ -207,11 +209,13 @@ def test_every_release_reaches_the_pinned_releases_verdict_on_every_request_as_i
         pinned = [verdict if request == served_request else None
                   for request, served_request, verdict in zip(made["requests"], as_served, made["pinned"])]
         changed = [index for index, verdict in enumerate(pinned) if verdict is None]
-        for index, verdict in zip(changed, judge(made["policies"], [as_served[index] for index in changed])):
+        for index, verdict in zip(changed, judge(made["policies"], [as_served[index] for index in changed],
+                                                 namespaces=made["namespaces"])):
             pinned[index] = verdict
         dropped += sum(unordered(made["pinned"][index]) != unordered(pinned[index]) for index in changed)
         for request, expected, verdict in zip(made["requests"], pinned,
-                                              judge(made["policies"], made["requests"], release)):
+                                              judge(made["policies"], made["requests"], release,
+                                                    made["namespaces"])):
             if unordered(verdict) != unordered(expected):
                 differing.append((stack, request["operation"], request["subResource"], request["name"],
                                   {"pinned": expected, release: verdict}))

@@ -25,7 +25,7 @@ from typing import Optional
 import pytest
 
 from config import versions
-from tests.apiserver_vap import PINNED, RELEASES, api_request, disagreements, harness, judge
+from tests.apiserver_vap import PINNED, RELEASES, Bound, api_request, disagreements, harness, judge
 from tests.served_objects import as_served, other_release_fields, struct_holding
 from tests.suite_reviews import JUDGING_MODULES, reviewing_modules, run_and_record
 from tests.test_admission_releases import OTHER_RELEASES, as_served_by, unordered
@@ -76,25 +76,34 @@ def suite(tmp_path_factory) -> dict:
     for review in reviews:
         distinct.setdefault(json.dumps([review.policy, review.inputs, review.messages], sort_keys=True), review)
     requests = {key: api_request(review.inputs) for key, review in distinct.items()}
+    # Judged in groups of one release, one policy and one namespace as the review read it: sites of different
+    # figures (a team's pod-size cap) share a policy and differ in their namespaces.
     by_release_and_policy, unjudged = defaultdict(list), []
     for (key, review), release in zip(distinct.items(), serving_releases(list(requests.values()))):
         if release is None:
             unjudged.append(review)
         else:
-            by_release_and_policy[release, review.policy].append((review, requests[key]))
+            namespace = json.dumps(review.inputs.get("namespaceObject"), sort_keys=True)
+            by_release_and_policy[release, review.policy, namespace].append((review, requests[key]))
     judged, pinned = [], defaultdict(list)
-    for (release, name), made in by_release_and_policy.items():
-        verdicts = judge(loaded(policies, name), [request for _, request in made], release)
+    for (release, name, namespace), made in by_release_and_policy.items():
+        verdicts = judge(loaded(policies, name), [request for _, request in made], release, read(namespace))
         judged.extend((name, review, verdict) for (review, _), verdict in zip(made, verdicts))
         if release == PINNED:
-            pinned[name].extend((request, verdict) for (_, request), verdict in zip(made, verdicts))
+            pinned[name, namespace].extend((request, verdict) for (_, request), verdict in zip(made, verdicts))
     return {"policies": policies, "reviews": reviews, "judged": judged, "unjudged": unjudged, "pinned": pinned,
-            "releases": {release for release, _ in by_release_and_policy}}
+            "releases": {release for release, _, _ in by_release_and_policy}}
+
+
+def read(namespace: str) -> dict:
+    """The namespaces a group's reviews read (one, or none for cluster-scoped requests), by name."""
+    found = json.loads(namespace)
+    return {found["metadata"]["name"]: found} if found else {}
 
 
 def loaded(policies: dict, name: str) -> dict:
     """A recorded policy with its binding, loaded under its own name: the binding names the policy it binds."""
-    return {name: (policies[name]["spec"], {**policies[name]["binding"], "policyName": name})}
+    return {name: Bound(policies[name]["spec"], {name: {**policies[name]["binding"], "policyName": name}})}
 
 
 def test_the_field_contracts_attacks_are_among_the_reviews(suite):
@@ -158,15 +167,16 @@ def test_every_release_reaches_the_pinned_verdict_on_every_review_as_it_serves_i
     verdict it must reach is the pinned release's on the object without that field (tests/test_admission_releases.py
     does the same for its own corpus)."""
     differing = []
-    for name, judged in suite["pinned"].items():
+    for (name, namespace), judged in suite["pinned"].items():
         requests = [request for request, _ in judged]
         served = as_served_by(requests, release)
         expected = [verdict for _, verdict in judged]
         changed = [index for index, request in enumerate(requests) if request != served[index]]
+        policy, namespaces = loaded(suite["policies"], name), read(namespace)
         if changed:
-            for index, verdict in zip(changed, judge(loaded(suite["policies"], name), [served[i] for i in changed])):
+            for index, verdict in zip(changed, judge(policy, [served[i] for i in changed], namespaces=namespaces)):
                 expected[index] = verdict
-        for request, want, got in zip(served, expected, judge(loaded(suite["policies"], name), served, release)):
+        for request, want, got in zip(served, expected, judge(policy, served, release, namespaces)):
             if unordered(got) != unordered(want):
                 differing.append((name, request["operation"], request["name"], {"pinned": want, release: got}))
     assert differing == []

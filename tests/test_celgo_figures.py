@@ -10,6 +10,7 @@ values, a full set of labels and annotations) and the largest Endpoints and Endp
 from __future__ import annotations
 
 import json
+from typing import Optional
 
 import pytest
 
@@ -41,8 +42,10 @@ def per_rule(celgo, spec: dict, inputs: list[dict]) -> list[dict[str, int]]:  # 
     return [dict(zip(rules, charged)) for charged in zip(*costs)]
 
 
-def rule_costs(celgo, spec: dict, objects: list[dict], request: dict) -> list[dict[str, int]]:  # noqa: F811
-    return per_rule(celgo, spec, [{"object": obj, "oldObject": None, "request": request} for obj in objects])
+def rule_costs(celgo, spec: dict, objects: list[dict], request: dict,  # noqa: F811
+               namespace: Optional[dict] = None) -> list[dict[str, int]]:
+    return per_rule(celgo, spec, [{"object": obj, "oldObject": None, "request": request, "namespaceObject": namespace}
+                                  for obj in objects])
 
 
 def widest_pod(tenant) -> dict:
@@ -77,10 +80,11 @@ def measured(celgo, dev_run) -> dict[str, int]:  # noqa: F811 (the fixture above
     tenant = tenant_of(dev_run, dev_config(), TEAM)
     request = {"operation": "CREATE", "subResource": "", "namespace": tenant.team.namespace,
                "userInfo": {"username": tenant.syncer}}
-    large, linked, widest = rule_costs(celgo, tenant.admission.spec, [
+    sizes = tenant.size_admission
+    large, linked, widest = rule_costs(celgo, sizes.spec, [
         tenant.host_pod(honest_pod(tenant)),
         tenant.host_pod(entry_sizes._pod(tenant, container("side", env=service_links(100)))),
-        widest_pod(tenant)], request)
+        widest_pod(tenant)], request, sizes.namespace(tenant.team.namespace))
     syncer = object_sizes.Syncer(dev_run, dev_config())
     [secret] = rule_costs(celgo, syncer.admission.spec, [widest_secret(syncer)], {**request,
                           "userInfo": {"username": syncer.user}})

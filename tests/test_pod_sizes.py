@@ -193,11 +193,13 @@ def test_kai_and_the_syncer_keep_updating_a_pod_at_the_cap(tenant):
     assert tenant.run_and_edit(padded(tenant, CAP), edit) == []
 
 
-def test_the_in_vcluster_defaults_do_not_judge_pod_sizes(tenant):
-    """The virtual pod lacks the variables KAI and vCluster add: only the host judges sizes."""
+def test_only_the_sites_pod_size_policy_judges_pod_sizes(tenant):
+    """The virtual pod lacks the variables KAI and vCluster add, and the team's own policy leaves the sizes to the
+    policy all teams share: only that one judges them, on the host."""
     def rules(validations):
-        return [v for v in validations if v.get("message", "").startswith("[pod-size]")]
-    assert rules(policy_validations(tenant.team)) and not rules(policy_validations(tenant.team, before_sync=True))
+        return [v for v in validations if v.get("message", "").startswith(("[pod-size]", "[pod-entry-size]"))]
+    assert len(rules(tenant.size_admission.spec["validations"])) == 2
+    assert not rules(policy_validations(tenant.team)) and not rules(policy_validations(tenant.team, before_sync=True))
 
 
 # --- config ----------------------------------------------------------------------------------------------

@@ -89,14 +89,15 @@ def test_the_variables_sum_what_the_inline_sums_count(nlp):
     linked = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "linked", "namespace": "default"},
               "spec": {"containers": [container("side", env=service_links(20))]}}
     pods = [nlp.host_pod(honest_pod(nlp)), nlp.host_pod(linked)]
+    sizes = nlp.size_admission
     for old, new in zip(pods, reversed(pods)):
-        activation = nlp.admission.context(nlp.team.namespace, new, operation="UPDATE", old=old, user=nlp.syncer)
+        activation = sizes.context(nlp.team.namespace, new, operation="UPDATE", old=old, user=nlp.syncer)
         variables = activation["variables"]
         for total, inline in (("podTextItems", pod_text_items()), ("podTextBytes", pod_text_bytes_of()),
                               ("podEntryBytes", pod_entry_bytes_of()),
                               ("oldPodEntryBytes", pod_entry_bytes_of("oldObject"))):
-            assert int(variables[total]) == int(nlp.admission.evaluate(inline, activation)) > 0, total
-    created = nlp.admission.context(nlp.team.namespace, pods[0], user=nlp.syncer)["variables"]
+            assert int(variables[total]) == int(sizes.evaluate(inline, activation)) > 0, total
+    created = sizes.context(nlp.team.namespace, pods[0], user=nlp.syncer)["variables"]
     assert int(created["oldPodEntryBytes"]) == 0 and int(created["podEntryBytes"]) > 0
 
 

@@ -182,3 +182,23 @@ def test_mutating_admission_policy_is_ga_and_on_in_the_pinned_virtual_kubernetes
     # vCluster starts its API server without feature gates or runtime-config that could turn it off.
     distro = git(VCLUSTER, "show", f"{PINNED_TAG}:pkg/k8s/k8s.go")
     assert "--feature-gates" not in distro and "--runtime-config" not in distro
+
+
+def namespace_writes(writes: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    return {(group, resource) for group, resource in writes if group in ("", "*") and resource in ("namespaces", "*")}
+
+
+@pytest.mark.parametrize("stack", COMMITTED_STACKS)
+def test_the_syncer_cannot_write_a_namespace(chart, stack):
+    """The site's pod-size policy reads each team's cap from the team's host namespace
+    (components/pod_size_admission.py): no syncer may write a namespace, its own included."""
+    for team in teams(chart.version, [stack]):
+        assert namespace_writes(syncer_writes(chart.path, team, vcluster_values(team, MOCK_CLUSTER_DNS))) == set()
+
+
+def test_a_namespace_rule_in_the_values_would_be_seen(chart):
+    """The negative control: an extra rule (which the config refuses) letting the syncer patch namespaces is found."""
+    team = next(teams(chart.version))
+    values = deep_merge(vcluster_values(team, MOCK_CLUSTER_DNS), {"rbac": {"clusterRole": {"extraRules": [
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["patch"]}]}}})
+    assert namespace_writes(syncer_writes(chart.path, team, values)) == {("", "namespaces")}

@@ -28,9 +28,10 @@ import (
 
 // named is a policy, a binding or a namespace as the tests send it.
 type named struct {
-	Name   string            `json:"name"`
-	Labels map[string]string `json:"labels"`
-	Spec   json.RawMessage   `json:"spec"`
+	Name        string            `json:"name"`
+	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
+	Spec        json.RawMessage   `json:"spec"`
 }
 
 // stored is what a harness's fake clientset holds: the policies, their bindings and the namespaces requests name.

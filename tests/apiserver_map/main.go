@@ -127,7 +127,8 @@ func objects(in input) []runtime.Object {
 		result = append(result, binding)
 	}
 	for _, item := range in.Namespaces {
-		result = append(result, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: item.Name, Labels: item.Labels}})
+		result = append(result, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: item.Name, Labels: item.Labels,
+			Annotations: item.Annotations}})
 	}
 	return result
 }

@@ -132,7 +132,8 @@ func bindings(in input, warnOnly bool) []runtime.Object {
 func plugin(in input, warnOnly bool, stop chan struct{}) *validating.Plugin {
 	objects := append(policies(in), bindings(in, warnOnly)...)
 	for _, item := range in.Namespaces {
-		objects = append(objects, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: item.Name, Labels: item.Labels}})
+		objects = append(objects, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: item.Name, Labels: item.Labels,
+			Annotations: item.Annotations}})
 	}
 	client := kubefake.NewSimpleClientset(objects...)
 	factory := informers.NewSharedInformerFactory(client, 0)
