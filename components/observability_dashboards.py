@@ -65,8 +65,8 @@ def platform_dashboard(platform: Platform) -> dict:
              .with_panel(_stat("GPUs allocated", rules.SITE_ALLOCATED, "short"))
              .with_panel(_stat("Pending pods (all teams)", f"sum({rules.PENDING})", "short"))
              .with_panel(_stat("Admission refusals, 1h",
-                               f"sum(increase({ADMISSION_DENIALS}[1h]) * on (policy) group_left (team) "
-                               f"{rules.TEAM_INFO})", "short", width=8))
+                               f"sum(increase({ADMISSION_DENIALS}[1h]) * {rules.ON_TEAMS_POLICIES})", "short",
+                               width=8))
              .with_row(dashboard.Row("Queues"))
              .with_panel(tree)
              .with_row(dashboard.Row("Teams"))

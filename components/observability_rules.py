@@ -2,8 +2,10 @@
 
 One key runs through every number: team = vCluster = host namespace = leaf queue. KAI reports per queue
 (label ``queue_name``), the DCGM exporter per pod (labels ``namespace``, ``pod``), the API server per admission
-policy (label ``policy``). A constant series per team, ``gpu_tenancy_team_info``, written from stack config,
-joins the three, so no relabelling or namespace-label export is needed on the Prometheus side.
+policy and binding (labels ``policy``, ``policy_binding``). Constant series written from stack config join them:
+``gpu_tenancy_team_info`` (one per team) the first two, ``gpu_tenancy_team_policy_info`` (one per binding judging a
+team's pods: its own policy's, and its binding of the site's pod-size policy) the third, so no relabelling or
+namespace-label export is needed on the Prometheus side.
 
 Measured use ("used", "utilisation") covers whole GPUs, attributed to the namespace DCGM names, and GPUs
 shared under KAI fractions, attributed through KAI's GPU groups (components/observability_shares.py). GPUs
@@ -27,10 +29,12 @@ from components import observability_multi_fractions as multi_fractions
 from components import observability_shares as shares
 from components import observability_xid as xid
 from components.admission import policy_name
+from components.pod_size_admission import POD_SIZE_POLICY, pod_size_binding_name
 from config.model import Platform, UNLIMITED
 from config.observability import DCGM_ECC_DBE_FIELD, RETENTION_SIZE_SHARE
 
 TEAM_INFO = "gpu_tenancy_team_info"
+POLICY_INFO = "gpu_tenancy_team_policy_info"
 # Prometheus' own counter of the blocks it deleted to stay within its size limit.
 SIZE_RETENTIONS = "prometheus_tsdb_size_retentions_total"
 QUEUE_INFO = "gpu_tenancy_queue_info"
@@ -80,11 +84,18 @@ def info_rules(platform: Platform) -> list[dict]:
     rules = [_constant(QUEUE_INFO, 1, {"queue_name": platform.organization.name, "parent": ""})]
     for team in platform.teams:
         rules.append(_constant(TEAM_INFO, 1, {"team": team.name, "queue_name": team.queue_name,
-                                               "namespace": team.namespace, "policy": policy_name(team)}))
+                                               "namespace": team.namespace}))
+        for policy, binding in ((policy_name(team), policy_name(team)),
+                                (POD_SIZE_POLICY, pod_size_binding_name(team))):
+            rules.append(_constant(POLICY_INFO, 1, {"team": team.name, "policy": policy, "policy_binding": binding}))
         rules.append(_constant(QUEUE_INFO, 1, {"queue_name": team.queue_name, "parent": platform.organization.name}))
         if team.resources.gpu.limit != UNLIMITED:
             rules.append(_constant(TEAM_GPU_LIMIT, team.resources.gpu.limit, {"team": team.name}))
     return rules
+
+
+# Joins the API server's admission metrics to the team each binding judges pods of.
+ON_TEAMS_POLICIES = f"on (policy, policy_binding) group_left (team) {POLICY_INFO}"
 
 
 def _to_team(expr: str) -> str:
@@ -303,7 +314,7 @@ def alert_rules(platform: Platform) -> list[dict]:
         _alert(
             "GpuTenancyAdmissionRejections",
             "sum by (team, policy) (increase(apiserver_validating_admission_policy_check_total"
-            "{enforcement_action=\"deny\"}[10m]) * on (policy) group_left (team) " + TEAM_INFO + ")"
+            "{enforcement_action=\"deny\"}[10m]) * " + ON_TEAMS_POLICIES + ")"
             f" >= {thresholds.admission_rejections}",
             "0m", "info",
             "Team {{ $labels.team }}'s pods are refused by its admission policy",

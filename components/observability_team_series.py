@@ -2,9 +2,10 @@
 
 A team queries Prometheus only through prom-label-proxy (components/observability_views.py), which adds
 ``team="<team>"`` to every selector of every query. Series without a ``team`` label are then invisible to
-it, so what a team board shows from DCGM (labels ``namespace``, ``pod``) and from the API server (label
-``policy``) is recorded here with the team joined in from ``gpu_tenancy_team_info``, the constant series
-stack config writes (components/observability_rules.py). Plain data, no resources.
+it, so what a team board shows from DCGM (labels ``namespace``, ``pod``) and from the API server (labels
+``policy``, ``policy_binding``) is recorded here with the team joined in from ``gpu_tenancy_team_info`` and
+``gpu_tenancy_team_policy_info``, the constant series stack config writes (components/observability_rules.py).
+Plain data, no resources.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from components import observability_init_gpus as init_gpus
 from components import observability_mig as mig
 from components import observability_shares as shares
 from components import observability_xid as xid
-from components.observability_rules import TEAM_INFO, failed_gpus_by_team, on_teams_gpus, rule_groups
+from components.observability_rules import (
+    ON_TEAMS_POLICIES, TEAM_INFO, failed_gpus_by_team, on_teams_gpus, rule_groups,
+)
 from config.model import Platform
 
 # The label the proxy enforces: every per-team recording rule carries it, and no tenant can set it (the
@@ -60,7 +63,7 @@ def team_series_rules() -> list[dict]:
         {"record": GPU_FAILED, "expr": failed_gpus_by_team()},
         {"record": ADMISSION_DENIALS,
          "expr": f"sum by ({TEAM_LABEL}) (increase(apiserver_validating_admission_policy_check_total"
-                 f"{{enforcement_action=\"deny\"}}[1h]) * on (policy) group_left ({TEAM_LABEL}) {TEAM_INFO})"},
+                 f"{{enforcement_action=\"deny\"}}[1h]) * {ON_TEAMS_POLICIES})"},
     ]
 
 

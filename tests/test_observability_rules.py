@@ -102,6 +102,14 @@ def story_series() -> list[dict]:
         {"series": 'apiserver_validating_admission_policy_check_total{policy="other-policy",'
                    'policy_binding="other-policy",enforcement_action="deny",error_type="no_error"}',
          "values": "0x10 5x140"},
+        # Alpha's binding of the site's pod-size policy refuses two pods at minute 11; a binding of that policy that
+        # is no team's (made by hand) is not counted for any team.
+        {"series": 'apiserver_validating_admission_policy_check_total{policy="gpu-tenancy-pod-size",'
+                   'policy_binding="gpu-tenancy-pod-size-alpha",enforcement_action="deny",error_type="no_error"}',
+         "values": "0x10 2x140"},
+        {"series": 'apiserver_validating_admission_policy_check_total{policy="gpu-tenancy-pod-size",'
+                   'policy_binding="gpu-tenancy-pod-size-extra",enforcement_action="deny",error_type="no_error"}',
+         "values": "0x10 7x140"},
         # The installed Prometheus deletes a block for size at minute 100; another namespace's does not count.
         {"series": 'prometheus_tsdb_size_retentions_total{namespace="monitoring",'
                    'job="kube-prometheus-stack-prometheus"}', "values": "0x100 1x100"},
@@ -156,7 +164,9 @@ def story_tests() -> list[dict]:
         ("GpuTenancyQueueMissing", "15m", [{"severity": "critical", "queue_name": "gamma", "parent": "ml-org"}]),
         ("GpuTenancyKaiMetricsMissing", "30m", []),
         ("GpuTenancyAdmissionRejections", "5m", []),
-        ("GpuTenancyAdmissionRejections", "15m", [{"severity": "info", "team": "beta", "policy": "gpu-tenancy-beta"}]),
+        ("GpuTenancyAdmissionRejections", "15m", [{"severity": "info", "team": "beta", "policy": "gpu-tenancy-beta"},
+                                                  {"severity": "info", "team": "alpha",
+                                                   "policy": "gpu-tenancy-pod-size"}]),
         ("GpuTenancyGpusOverPromised", "60m", []),
         ("GpuTenancyHistoryTrimmedForSize", "90m", []),
         ("GpuTenancyHistoryTrimmedForSize", "105m",
@@ -277,7 +287,7 @@ def test_every_recording_rule_and_alert_driven_by_promtool_unit_tests(tmp_path):
     alerts = {rule["alert"] for group in rules.rule_groups(platform) for rule in group["rules"] if "alert" in rule}
     tested_records = {test["expr"] for block in tests["tests"] for test in block.get("promql_expr_test", [])}
     fired = {test["alertname"] for block in tests["tests"] for test in block["alert_rule_test"] if test["exp_alerts"]}
-    info = {rules.TEAM_INFO, rules.QUEUE_INFO, rules.TEAM_GPU_LIMIT}
+    info = {rules.TEAM_INFO, rules.POLICY_INFO, rules.QUEUE_INFO, rules.TEAM_GPU_LIMIT}
     assert recorded - info <= tested_records, f"recording rules without a promtool test: {recorded - info - tested_records}"
     assert alerts == fired, f"alerts never seen firing in a promtool test: {alerts - fired}"
 
@@ -300,11 +310,15 @@ def test_thresholds_from_stack_config_reach_the_alerts(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_team_info_joins_team_namespace_queue_and_policy():
+def test_team_info_joins_team_namespace_queue_and_each_binding_judging_its_pods():
     platform = load_platform(site_config())
     info = [rule["labels"] for rule in rules.info_rules(platform) if rule["record"] == rules.TEAM_INFO]
-    assert info == [{"team": team.name, "queue_name": team.name, "namespace": team.namespace,
-                     "policy": f"gpu-tenancy-{team.name}"} for team in platform.teams]
+    assert info == [{"team": team.name, "queue_name": team.name, "namespace": team.namespace}
+                    for team in platform.teams]
+    policies = [rule["labels"] for rule in rules.info_rules(platform) if rule["record"] == rules.POLICY_INFO]
+    assert policies == [{"team": team.name, "policy": policy, "policy_binding": binding} for team in platform.teams
+                        for policy, binding in ((f"gpu-tenancy-{team.name}", f"gpu-tenancy-{team.name}"),
+                                                ("gpu-tenancy-pod-size", f"gpu-tenancy-pod-size-{team.name}"))]
     limits = {rule["labels"]["team"]: rule["expr"] for rule in rules.info_rules(platform)
               if rule["record"] == rules.TEAM_GPU_LIMIT}
     assert limits == {"alpha": "vector(1)", "beta": "vector(0.75)"}, "an unlimited team has no limit series"

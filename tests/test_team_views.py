@@ -89,7 +89,9 @@ def exposition(scrape: int) -> str:
                     f'namespace="{team.namespace}",pod="train-{team.name}",xid="{code}",window_size_in_ms="300000"}} 1'
                     for code in ((119, 154) if scrape > 1 else ())),
                   f'apiserver_validating_admission_policy_check_total{{policy="gpu-tenancy-{team.name}",'
-                  f'enforcement_action="deny"}} {scrape * number}']
+                  f'policy_binding="gpu-tenancy-{team.name}",enforcement_action="deny"}} {scrape * number}',
+                  f'apiserver_validating_admission_policy_check_total{{policy="gpu-tenancy-pod-size",'
+                  f'policy_binding="gpu-tenancy-pod-size-{team.name}",enforcement_action="deny"}} {scrape}']
         # A shared GPU: KAI's reservation pod holds it (DCGM names that pod), the team's pod holds half of it.
         reservation, shared = f'namespace="{RESERVATION_NAMESPACE}",pod="gpu-reservation-{number}"', \
             f'namespace="{team.namespace}",pod="infer-{team.name}"'
