@@ -126,29 +126,11 @@ def _stored_terms(var: str, paths: TextPaths, depth: int) -> list[tuple[str, str
     return terms
 
 
-@functools.cache  # the same text for every team: built once per run
-def pod_entry_bytes_of(obj: str = "object") -> str:
-    """What the entries of ``obj``'s spec store beside their text."""
-    return _total(_stored_terms(f"{obj}.spec", POD_SPEC, 0))
-
-
-@functools.cache  # the same text for every team: built once per run
-def pod_text_items(obj: str = "object") -> str:
-    """How many list entries along the counted paths ``obj``'s spec holds."""
-    return _total(_entry_terms(f"{obj}.spec", POD_SPEC, 0))
-
-
-@functools.cache  # the same text for every team: built once per run
-def pod_text_bytes_of(obj: str = "object") -> str:
-    """The bytes of the text along the counted paths of ``obj``'s spec."""
-    return _total(_text_terms(f"{obj}.spec", POD_SPEC, 0))
-
-
 # The sums the two size rules compare, each a policy variable. CEL's compile time grows faster than an expression's
 # length, and the API server compiles every team's policy at start, refusing every write until it has
 # (k8s.io/apiserver policy/generic plugin.go Dispatch): inline, these sums made most of a team's compile time. The byte
 # sum, the dearest to compile, adds one variable per counted field of the spec; the others, cheaper to compile than
-# the memory more variables hold, are one variable each (docs/security-object-sizes.md, "Compiled once per team").
+# the memory more variables hold, are one variable each (docs/security-object-sizes.md, "Compiled once for the site").
 SIZE_SUMS = {"podTextItems": (_entry_terms, "object", False), "podTextBytes": (_text_terms, "object", True),
              "podEntryBytes": (_stored_terms, "object", False),
              "oldPodEntryBytes": (_stored_terms, "oldObject", False)}

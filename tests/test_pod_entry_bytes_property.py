@@ -21,7 +21,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from components.admission_pod_size import pod_entry_bytes_of
 from components.admission_volumes import HOST_VOLUME_SOURCES
 from config.pod_entry_bytes import (
     API_VERSION_BYTES, FIELD_PATH_BYTES, MODE_VALUE, QUANTITY_BYTES, SUBDOMAIN_BYTES, SYSCTL_NAME_BYTES, WEIGHT_VALUE,
@@ -317,10 +316,12 @@ def _inlined(key: str, value):
 def rule(dev_run):
     """The rule's sum as the policy evaluates it, compiled before Hypothesis runs (compiling raises the recursion
     limit, which Hypothesis refuses inside an example)."""
-    admission = tenant_of(dev_run, dev_config(), "team-nlp").admission
+    admission = tenant_of(dev_run, dev_config(), "team-nlp").size_admission
+    [entry_bytes] = [variable["expression"] for variable in admission.spec["variables"]
+                     if variable["name"] == "podEntryBytes"]
 
     def counted(spec: dict) -> int:
-        return int(admission.evaluate(pod_entry_bytes_of(), {"object": celpy.json_to_cel({"spec": spec})}))
+        return int(admission.evaluate(entry_bytes, {"object": celpy.json_to_cel({"spec": spec})}))
     counted({"containers": [{}]})
     pod_spec_class()
     return counted

@@ -4,11 +4,11 @@ them at start and serves no write until it has.
 k8s.io/apiserver's policy plugin refuses every request it is asked to admit "not yet ready to handle request" until
 its policy source has compiled every ValidatingAdmissionPolicy (pkg/admission/plugin/policy/generic plugin.go
 ``Dispatch``, policy_source.go ``HasSynced``), after waiting up to 10 s for it (pkg/admission/handler.go
-``timeToWaitForReady``). Each team has its own policies, so what one team's take to compile is paid once per team
-at every API server start. CEL's compile time grows faster than an expression's length: the sums of the two size
+``timeToWaitForReady``). What each team's own policies take to compile is paid once per team at every API server
+start, and the site's once. CEL's compile time grows faster than an expression's length: the sums of the two size
 rules, written inline (pod-size 39,544 characters, pod-entry-size 69,681), took 0.74 s of the 0.77 s a team's pod
 policy took to compile with the real plugin at 1.36; as variables, the byte sum one per counted field of the pod
-spec, 0.26 s (docs/security-object-sizes.md, "Compiled once per team"). The cap is the entry sums' length (19,000
+spec, 0.26 s (docs/security-object-sizes.md, "Compiled once for the site"). The cap is the entry sums' length (19,000
 characters, 0.05 s each); the byte sum took 0.11 s at 26,000 and 0.04 s as sixteen variables of at most 6,900.
 cel-go also refuses to parse an expression of more than 100,000 code points: the inline pod-entry-size was at 70%.
 """
@@ -20,17 +20,16 @@ import subprocess
 
 import pytest
 
-from components.admission_pod_size import (
-    SIZE_SUMS, pod_entry_bytes_of, pod_size_variables, pod_text_bytes_of, pod_text_items,
-)
+from components.admission_pod_size import SIZE_SUMS, pod_size_variables
+from components.pod_size_admission import pod_size_policy_spec
 from config.review_notes import ADMISSION_READY_WAIT_SECONDS
 from tests.apiserver_vap import PINNED
 from tests.conftest import (
     APISERVER_MINOR_TAGS, COMMITTED_STACKS, dev_config, git, go_function, mirror, mirrored_tag, run,
 )
 from tests.generated_sites import GENERATED_SITES, generated_sites, site_config  # noqa: F401 (fixture)
-from tests.tenant_sim import POLICY, container, tenant_of
-from tests.test_pod_sizes import service_links
+from tests.tenant_sim import POLICY, container, platform_of, tenant_of
+from tests.test_pod_sizes import entries, service_links, text_bytes
 from tests.test_pod_text_attacks import honest_pod
 
 MAX_EXPRESSION_CHARS = 20_000
@@ -58,12 +57,23 @@ def test_no_host_policy_of_any_site_holds_a_long_expression(stack, generated_sit
             for found in long_expressions(policy.inputs["metadata"]["name"], policy.inputs["spec"])] == []
 
 
+def inlined(expression: str, variables: dict[str, str]) -> str:
+    """``expression`` with each variable it reads written out, as the size rules were before their sums were
+    variables."""
+    while (found := re.search(r"variables\.(\w+)", expression)):
+        expression = expression.replace(found.group(0), f"({variables[found.group(1)]})", 1)
+    return expression
+
+
 def test_the_size_sums_written_inline_would_be_found():
     """The negative control: the form the size rules had, each sum inline, is what the check finds."""
-    inline = {"validations": [{"expression": f"{pod_text_items()} <= 1 && {pod_text_bytes_of()} <= 1"},
-                              {"expression": f"{pod_entry_bytes_of()} <= {pod_entry_bytes_of('oldObject')}"}]}
+    spec = pod_size_policy_spec(platform_of(dev_config()).teams)
+    variables = {variable["name"]: variable["expression"] for variable in spec["variables"]}
+    inline = {"validations": [{"expression": inlined(validation["expression"], variables)}
+                              for validation in spec["validations"]]}
     assert [where for where, _ in long_expressions("inline", inline)] == [
         "inline validations[0].expression", "inline validations[1].expression"]
+    assert long_expressions("as written", spec) == []
 
 
 def test_each_sum_is_a_variable_and_the_byte_sum_reads_one_per_field():
@@ -83,22 +93,25 @@ def nlp(dev_run):
     return tenant_of(dev_run, dev_config(), "team-nlp")
 
 
-def test_the_variables_sum_what_the_inline_sums_count(nlp):
-    """On pods that fill many of the counted fields, each sum's variable equals the inline sum it replaces, for the
-    pod and, on an update, for the old pod."""
+def test_the_size_variables_count_what_a_walk_of_the_pod_counts(nlp):
+    """On pods that fill many of the counted fields, the entries and bytes the variables sum are what a walk of the
+    pod's JSON counts (tests/test_pod_sizes.py), and on an update the old pod's entry bytes are what the same pod's
+    count as the new one: 0 on CREATE, where there is no old pod."""
     linked = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "linked", "namespace": "default"},
               "spec": {"containers": [container("side", env=service_links(20))]}}
     pods = [nlp.host_pod(honest_pod(nlp)), nlp.host_pod(linked)]
     sizes = nlp.size_admission
-    for old, new in zip(pods, reversed(pods)):
-        activation = sizes.context(nlp.team.namespace, new, operation="UPDATE", old=old, user=nlp.syncer)
-        variables = activation["variables"]
-        for total, inline in (("podTextItems", pod_text_items()), ("podTextBytes", pod_text_bytes_of()),
-                              ("podEntryBytes", pod_entry_bytes_of()),
-                              ("oldPodEntryBytes", pod_entry_bytes_of("oldObject"))):
-            assert int(variables[total]) == int(sizes.evaluate(inline, activation)) > 0, total
-    created = sizes.context(nlp.team.namespace, pods[0], user=nlp.syncer)["variables"]
-    assert int(created["oldPodEntryBytes"]) == 0 and int(created["podEntryBytes"]) > 0
+    created = [sizes.context(nlp.team.namespace, pod, user=nlp.syncer)["variables"] for pod in pods]
+    for pod, variables in zip(pods, created):
+        assert int(variables["podTextItems"]) == entries(pod["spec"]) > 0
+        assert int(variables["podTextBytes"]) == text_bytes(pod["spec"]) > 0
+        assert int(variables["oldPodEntryBytes"]) == 0 < int(variables["podEntryBytes"])
+    assert created[0]["podEntryBytes"] != created[1]["podEntryBytes"]
+    for old, new in ((0, 1), (1, 0)):
+        updated = sizes.context(nlp.team.namespace, pods[new], operation="UPDATE", old=pods[old],
+                                user=nlp.syncer)["variables"]
+        assert updated["oldPodEntryBytes"] == created[old]["podEntryBytes"]
+        assert updated["podEntryBytes"] == created[new]["podEntryBytes"]
 
 
 def test_cel_go_parses_at_most_100000_code_points_and_the_api_server_keeps_that_limit():
