@@ -82,6 +82,8 @@ KAI_CHART = "kai-scheduler"
 GPU_OPERATOR_CHART = "gpu-operator"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 MANAGED_BY_LABEL = "vcluster.loft.sh/managed-by"
+# KAI reads a pod's queue from it; the tenant's own admission policy holds every pod to the team's queue.
+QUEUE_LABEL = "kai.scheduler/queue"
 NODE_PROFILE_LABEL = "nvidia.com/device-plugin.config"
 TIME_SLICED_PREFIX = "time-sliced-"
 # Helm treats anything but a full version as a constraint ("1.2" = newest 1.2.x).

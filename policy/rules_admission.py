@@ -10,14 +10,14 @@ from typing import Any, Mapping, Optional, Sequence
 
 if __package__:  # imported as the `policy` package
     from .rule_model import (
-        MANAGED_BY_LABEL, NAMESPACE_NAME_LABEL, UNKNOWN, Finding, Resource, get, is_kind, is_known, is_vcluster,
-        kubernetes_kind, release_identity,
+        MANAGED_BY_LABEL, NAMESPACE_NAME_LABEL, QUEUE_LABEL, UNKNOWN, Finding, Resource, get, is_kind, is_known,
+        is_vcluster, kubernetes_kind, release_identity,
     )
     from .label_selectors import InvalidSelector, selector_matches
 else:  # the Pulumi CLI runs the pack from policy/ as top-level modules
     from rule_model import (
-        MANAGED_BY_LABEL, NAMESPACE_NAME_LABEL, UNKNOWN, Finding, Resource, get, is_kind, is_known, is_vcluster,
-        kubernetes_kind, release_identity,
+        MANAGED_BY_LABEL, NAMESPACE_NAME_LABEL, QUEUE_LABEL, UNKNOWN, Finding, Resource, get, is_kind, is_known,
+        is_vcluster, kubernetes_kind, release_identity,
     )
     from label_selectors import InvalidSelector, selector_matches
 
@@ -92,13 +92,23 @@ def _match_covers(match: Any, namespace_labels: Mapping[str, str], pod_labels: M
     return None if None in results else True
 
 
+def _reads_the_queue(policy: Resource) -> Optional[bool]:
+    """Whether a policy's expressions read the pods' KAI queue label: the tenant's own policy holds each pod to the
+    team's queue, while a site-wide policy (the pod sizes) judges other things. None when not known yet."""
+    expressions = [get(policy.inputs, "spec", block) for block in ("variables", "validations")]
+    if not all(is_known(block) for block in expressions):
+        return None
+    return any(QUEUE_LABEL in str(entry.get("expression", "")) for block in expressions if isinstance(block, Sequence)
+               for entry in block if isinstance(entry, Mapping))
+
+
 def tenant_admission_policy_present(resources: Sequence[Resource]) -> list[Finding]:
     """Every vCluster release has a ValidatingAdmissionPolicy + Deny binding covering its synced pods.
 
     A policy covers a tenant when its matchConstraints select pod creation in the release's
     namespace (judged on the labels the namespace certainly has) and pods labelled
-    ``vcluster.loft.sh/managed-by=<release>``; a binding names that policy, denies, and its
-    matchResources (if any) select the same namespace and pods. A policy or binding with a selector
+    ``vcluster.loft.sh/managed-by=<release>``, and it reads the pods' KAI queue label; a binding names that policy,
+    denies, and its matchResources (if any) select the same namespace and pods. A policy or binding with a selector
     the API server refuses covers nothing, and is a finding of its own.
     """
     policies = [resource for resource in resources if is_kind(resource, "ValidatingAdmissionPolicy")]
@@ -129,6 +139,9 @@ def tenant_admission_policy_present(resources: Sequence[Resource]) -> list[Findi
         covering = []
         for policy in policies:
             result = covers(policy, "matchConstraints", namespace_labels, pod_labels)
+            if result is not False:
+                queue = _reads_the_queue(policy)
+                result = False if queue is False else None if None in (result, queue) else True
             undecided = undecided or result is None
             if result:
                 covering.append(policy)

@@ -304,7 +304,7 @@ def test_every_tenant_of_every_stack_has_its_policy_and_binding(dev_run, eks_run
         policies = {p.inputs["metadata"]["name"] for p in program.of_type(POLICY)}
         bindings = {b.inputs["spec"]["policyName"]: b for b in program.of_type(BINDING)}
         expected = {name for team in teams for name in (f"gpu-tenancy-{team}", f"gpu-tenancy-{team}-synced-objects",
-                                                         f"gpu-tenancy-{team}-deletion")}
+                                                         f"gpu-tenancy-{team}-deletion")} | {"gpu-tenancy-pod-size"}
         assert policies == expected == set(bindings)
         assert all(b.inputs["spec"]["validationActions"] == ["Deny"] for b in bindings.values())
 

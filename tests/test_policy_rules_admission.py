@@ -40,7 +40,9 @@ def admission(release_name: str = "team-a", namespace: str = "vcluster-team-a", 
             "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
                                "resources": ["pods"]}],
             "namespaceSelector": ns_selector,
-            "objectSelector": {"matchLabels": {"vcluster.loft.sh/managed-by": object_release or release_name}}}}})
+            "objectSelector": {"matchLabels": {"vcluster.loft.sh/managed-by": object_release or release_name}}},
+        "variables": [{"name": "queue", "expression": "object.metadata.labels['kai.scheduler/queue']"}],
+        "validations": [{"expression": "variables.queue == 'team-a'"}]}})
     binding = resource(BINDING, f"{policy_name}-binding", {"metadata": {"name": policy_name}, "spec": {
         "policyName": policy_name, "validationActions": list(actions),
         "matchResources": {"namespaceSelector": {
@@ -83,6 +85,17 @@ def test_tenant_without_an_enforced_admission_policy_fails(stack, says):
     release_ = tenant()
     [finding] = rules_admission.tenant_admission_policy_present([release_, *stack])
     assert finding.urn == release_.urn and says in finding.message and "team-a" in finding.message
+
+
+def test_a_policy_that_does_not_read_the_queue_does_not_count():
+    """The site's pod-size policy judges every team's pods, but not their queue: it stands for no tenant's own."""
+    policy, binding = admission()
+    policy.inputs["spec"]["variables"] = [{"name": "podTextBytes", "expression": "size(object.spec.containers)"}]
+    policy.inputs["spec"]["validations"] = [{"expression": "variables.podTextBytes <= 10"}]
+    [finding] = rules_admission.tenant_admission_policy_present([tenant(), policy, binding])
+    assert "no ValidatingAdmissionPolicy" in finding.message
+    policy.inputs["spec"]["validations"].append({"expression": "object.metadata.labels['kai.scheduler/queue'] != ''"})
+    assert rules_admission.tenant_admission_policy_present([tenant(), policy, binding]) == []
 
 
 def test_admission_policy_for_other_operations_does_not_count():

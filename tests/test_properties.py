@@ -32,6 +32,7 @@ from ops.stack_edit import dump_yaml
 
 QUEUE = "kubernetes:scheduling.run.ai/v2:Queue"
 POLICY = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
+BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
 
 # DNS-1123 labels Helm's YAML reads as text (config/key_types.py READ_AS_TEXT_BY_HELM: not yes, n, off, ...).
 dns_label = st.from_regex(r"[a-z]([a-z0-9-]{0,20}[a-z0-9])?", fullmatch=True).filter(READ_AS_TEXT_BY_HELM.passes)
@@ -129,7 +130,11 @@ def assert_consistent(program: ProgramRun, config: dict) -> None:
     policies = {p.inputs["metadata"]["name"] for p in program.of_type(POLICY)}
     assert policies == {name for team in teams for name in (f"gpu-tenancy-{team}",
                                                              f"gpu-tenancy-{team}-synced-objects",
-                                                             f"gpu-tenancy-{team}-deletion")}
+                                                             f"gpu-tenancy-{team}-deletion")} | {"gpu-tenancy-pod-size"}
+    # The site's pod-size policy is bound once per team.
+    assert sorted(b.inputs["metadata"]["name"] for b in program.of_type(BINDING)
+                  if b.inputs["spec"]["policyName"] == "gpu-tenancy-pod-size") == \
+        sorted(f"gpu-tenancy-pod-size-{team}" for team in teams)
     # Every object the program sends is named and labelled as the API server and its controllers take it.
     objects = program_objects(build_plan(program, "fuzz")["resources"])
     assert not names.check_names(objects), names.check_names(objects)

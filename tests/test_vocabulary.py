@@ -27,6 +27,7 @@ VERSIONS = {
 def test_the_policy_pack_copies_equal_the_config_definitions():
     assert rule_model.EXACT_VERSION.pattern == vocabulary.EXACT_VERSION.pattern
     assert rule_model.MANAGED_BY_LABEL == vocabulary.VCLUSTER_MANAGED_BY_LABEL
+    assert rule_model.QUEUE_LABEL == vocabulary.QUEUE_LABEL
     assert rule_model.NAMESPACE_NAME_LABEL == vocabulary.NAMESPACE_NAME_LABEL
     assert rule_model.NODE_PROFILE_LABEL == vocabulary.NODE_PROFILE_LABEL
     assert rule_model.QUEUE_RESOURCES == vocabulary.QUEUE_RESOURCES
