@@ -18,6 +18,7 @@ from typing import Optional
 
 from components.isolation_admission import IMAGE_ROOT, LIBRARY, LIBRARY_NAMES
 from config import versions
+from components.pod_size_admission import POD_SIZE_POLICY
 from tests.tenant_sim import BINDING, KAI_SCHEDULER, POLICY, Admission, Tenant, admission_for, platform_of
 from tests.apiserver_pods import api_validate
 
@@ -61,10 +62,12 @@ def with_hami_core(pod: dict, container_name: Optional[str] = None, image: str =
 
 
 class IsolationTenant(Tenant):
-    """A team whose host pods pass its tenant policy and its tier policy (both messages are returned)."""
+    """A team whose host pods pass its tenant policy, the site's pod-size policy (when given) and its tier policy
+    (every message is returned)."""
 
-    def __init__(self, admission: Admission, tier: Admission, team, hamicore: bool):
-        super().__init__(admission, team)
+    def __init__(self, admission: Admission, tier: Admission, team, hamicore: bool,
+                 size_admission: Optional[Admission] = None):
+        super().__init__(admission, team, size_admission)
         self.tier = tier
         self.hamicore = hamicore
 
@@ -74,8 +77,8 @@ class IsolationTenant(Tenant):
 
     def create_host(self, host: dict, *, user: Optional[str] = None) -> list[str]:
         user = user or self.syncer
-        return api_validate(host) or (self.admission.review(self.team.namespace, host, user=user)
-                                      + self.tier.review(self.team.namespace, host, user=user))
+        return api_validate(host) or (self.review(host, user=user) + self.tier.review(self.team.namespace, host,
+                                                                                       user=user))
 
     def update(self, old_host: dict, new_host: dict, *, user=None, subresource: str = "") -> list[str]:
         return super().update(old_host, new_host, user=user, subresource=subresource) + self.tier.review(
@@ -90,4 +93,4 @@ def isolation_tenant_of(program, config: dict, team: str) -> IsolationTenant:
     policy = next(p for p in program.of_type(POLICY) if p.inputs["metadata"]["name"] == name)
     binding = next(b for b in program.of_type(BINDING) if b.inputs["spec"]["policyName"] == name)
     return IsolationTenant(admission_for(program, team), Admission(policy.inputs["spec"], binding.inputs["spec"]),
-                           settings, platform.kai_scheduler.hamicore)
+                           settings, platform.kai_scheduler.hamicore, admission_for(program, team, POD_SIZE_POLICY))

@@ -120,7 +120,8 @@ def test_an_own_limit_is_replaced_by_kai_and_still_refused_before_kai(capped):
 
 
 def test_memory_capped_needs_the_hamicore_plugin(capped):
-    without_plugin = IsolationTenant(capped.admission, capped.tier, capped.team, hamicore=False)
+    without_plugin = IsolationTenant(capped.admission, capped.tier, capped.team, hamicore=False,
+                                     size_admission=capped.size_admission)
     assert "memory-limit" in rules(without_plugin.create(fractional(capped)))
 
 

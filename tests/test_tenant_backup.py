@@ -26,6 +26,7 @@ import pytest
 from components.tenant_backup import (POLL_SECONDS, RUN_SECONDS, SCRIPT, TRY_OVERHEAD_SECONDS, WAIT_SECONDS,
                                       WGET_TIMEOUT_SECONDS, backup_name, backup_pod_spec, options_data, run_minute,
                                       schedule)
+from components.pod_size_admission import POD_SIZE_POLICY
 from components.tenant_network import tenant_network_policies
 from config import ConfigError
 from config.tenant_budget import namespace_budget
@@ -346,7 +347,8 @@ def test_the_review_summary_lists_each_teams_snapshot_schedule(dev_with_minio):
 @pytest.fixture(scope="module")
 def nlp_backed_up(dev_with_minio) -> Tenant:
     team = next(team for team in teams_of("dev", MINIO) if team.name == "team-nlp")
-    return Tenant(admission_for(dev_with_minio, "team-nlp"), team)
+    return Tenant(admission_for(dev_with_minio, "team-nlp"), team,
+                  admission_for(dev_with_minio, "team-nlp", POD_SIZE_POLICY))
 
 
 def on_kai(tenant: Tenant, **kwargs) -> dict:
