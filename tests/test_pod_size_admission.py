@@ -9,6 +9,7 @@ each team held to its own cap, which it reads from the team's host namespace.
   other namespaces it leaves alone.
 - Order: a team's pod policy, which no longer judges sizes, changes only after its namespace carries the cap and
   the site's policy is bound, so an upgrade leaves no pod unjudged in between.
+- The real plugin reaches the same verdicts, each team's cap read from its namespace.
 - The tenant cannot write its namespace: tests/test_synced_kinds_contract.py.
 """
 
@@ -23,6 +24,7 @@ from components.admission import team_namespace_selector
 from components.pod_size_admission import POD_SIZE_POLICY, namespace_annotations, pod_size_binding_name
 from config.synced_data import pod_text_bytes
 from config.vocabulary import NAMESPACE, POD_TEXT_BYTES_ANNOTATION, TEAM_LABEL, VCLUSTER_MANAGED_BY_LABEL
+from tests.apiserver_vap import api_request, disagreements, harness, judge, plugin_verdicts, policies_of, recorded
 from tests.config_spec import put
 from tests.conftest import dev_config, run
 from tests.tenant_sim import (
@@ -148,5 +150,29 @@ def test_a_pod_past_one_teams_cap_is_refused_only_there():
     program = run(config, stack="pod-text")
     small, large = tenant_of(program, config, "team-nlp"), tenant_of(program, config, "team-vision")
     assert small.size_admission.spec == large.size_admission.spec
-    pod = padded(small, 64 * 2 ** 10 + 1)
-    assert refused_for_size(small.create(pod)) and not refused_for_size(large.create(pod))
+    assert refused_for_size(small.create(padded(small, 64 * 2 ** 10 + 1)))
+    assert large.create(padded(large, 64 * 2 ** 10 + 1)) == []
+
+
+def test_the_real_plugin_holds_each_team_to_the_cap_its_namespace_states():
+    """k8s.io/apiserver's own plugin (tests/apiserver_vap.py) with every policy, binding and namespace of the run:
+    the same policy refuses a pod past the small team's cap in its namespace and admits it in the large team's, as
+    tenant_sim does, and refuses it in a namespace without the annotation, saying why."""
+    harness()  # the skip naming what is missing, before the runs are made for nothing
+    config = put(dev_config(), "gpu-tenancy:teams[0].vcluster.resourceQuota.syncedPodTextBytes", "64Ki")
+    program = run(config, stack="pod-text")
+    small, large = tenant_of(program, config, "team-nlp"), tenant_of(program, config, "team-vision")
+    with recorded() as reviews:
+        assert refused_for_size(small.create(padded(small, 64 * 2 ** 10 + 1)))
+        assert large.create(padded(large, 64 * 2 ** 10 + 1)) == []
+    judged = plugin_verdicts(reviews, program)
+    assert disagreements(judged) == []
+    sizes = {review.inputs["request"]["namespace"]: (review, verdict) for name, review, verdict in judged
+             if name == POD_SIZE_POLICY}
+    [message] = sizes[small.team.namespace][1].of(POD_SIZE_POLICY)
+    assert f"at most {64 * 2 ** 10} bytes" in message and not sizes[small.team.namespace][1].allowed
+    review, verdict = sizes[large.team.namespace]
+    assert verdict.allowed
+    [bare] = judge(policies_of(program), [api_request(review.inputs)],
+                   namespaces={large.team.namespace: namespace_object(large.team.namespace)})
+    assert bare.of(POD_SIZE_POLICY) == [MISSING_CAP] and not bare.allowed
