@@ -148,8 +148,8 @@ RULES: tuple[Rule, ...] = (
          "Children's GPU quotas add up to at most their parent queue's GPU quota (unless it is -1).",
          True, "stack", queue_gpu_quota_fits_parent),
     Rule("tenant-admission-policy-present",
-         "Every tenant vCluster has a ValidatingAdmissionPolicy holding its pods to their KAI queue, with a Deny binding "
-         "covering its namespace's pods.",
+         "Every tenant vCluster has a ValidatingAdmissionPolicy holding its pods to their KAI queue, with a Deny "
+         "binding covering its namespace's pods.",
          True, "stack", tenant_admission_policy_present),
     Rule("no-time-slicing-with-kai-sharing",
          "Device-plugin time-slicing is not the default (or a node label) while KAI's global.gpuSharing is on.",
