@@ -7,6 +7,7 @@ each team held to its own cap, which it reads from the team's host namespace.
   without the annotation admits no synced pod.
 - Match: every write the team's own pod policy judges, this one judges too; the control plane's pod and pods of
   other namespaces it leaves alone.
+- Plan: every team's guardrails name the site's policy and the team's own cap.
 - Order: a team's pod policy, which no longer judges sizes, changes only after its namespace carries the cap and
   the site's policy is bound, so an upgrade leaves no pod unjudged in between.
 - The real plugin reaches the same verdicts, each team's cap read from its namespace.
@@ -32,6 +33,8 @@ from tests.tenant_sim import (
 )
 from tests.test_pod_sizes import CAP, padded, refused_for_size
 from tools.offline.benchmark import site_with_teams
+from tools.plan.document import build_plan
+from tools.plan.summary import render_summary
 
 TEAM = "team-nlp"
 STATEFULSET_CONTROLLER = "system:serviceaccount:kube-system:statefulset-controller"
@@ -176,3 +179,14 @@ def test_the_real_plugin_holds_each_team_to_the_cap_its_namespace_states():
     [bare] = judge(policies_of(program), [api_request(review.inputs)],
                    namespaces={large.team.namespace: namespace_object(large.team.namespace)})
     assert bare.of(POD_SIZE_POLICY) == [MISSING_CAP] and not bare.allowed
+
+
+def test_the_plan_shows_every_team_judged_by_the_sites_policy_with_its_own_cap():
+    config = put(dev_config(), "gpu-tenancy:teams[0].vcluster.resourceQuota.syncedPodTextBytes", "64Ki")
+    summary = render_summary(build_plan(run(config, stack="pod-text"), "pod-text"))
+    rows = {team.name: next(line for line in summary.splitlines()
+                            if line.startswith(f"| `{team.name}` | `gpu-tenancy-")) for team in platform_of(config).teams}
+    assert set(rows) == {"team-nlp", "team-vision", "team-recommender"}
+    for name, row in rows.items():
+        assert f"`gpu-tenancy-{name}` (Deny), `{POD_SIZE_POLICY}` (Deny)" in row, name
+        assert f"pod-size (≤ {'64Ki' if name == 'team-nlp' else '256Ki'}), pod-entry-size" in row, name

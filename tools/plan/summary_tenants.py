@@ -59,13 +59,14 @@ def _with_cap(rule: str, admission: Optional[dict[str, Any]], namespace: Optiona
 
 
 def _site_pod_policies(index: PlanIndex) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """The pod policies of no tenant's own (one judging all teams), each with its binding."""
-    bindings = {dig(b, "inputs", "spec", "policyName"): b for b in index.of_type(ADMISSION_BINDING)}
-    return [(policy, bindings[name]) for policy in index.of_type(ADMISSION_POLICY)
+    """The pod policies of no tenant's own (one judging all teams), each with each of its bindings."""
+    bindings = index.of_type(ADMISSION_BINDING)
+    return [(policy, binding) for policy in index.of_type(ADMISSION_POLICY)
             if not index.under(policy, TENANT_COMPONENT)
-            and (name := dig(policy, "inputs", "metadata", "name")) in bindings
             and any("pods" in rule.get("resources", [])
-                    for rule in dig(policy, "inputs", "spec", "matchConstraints", "resourceRules") or [])]
+                    for rule in dig(policy, "inputs", "spec", "matchConstraints", "resourceRules") or [])
+            for binding in bindings
+            if dig(binding, "inputs", "spec", "policyName") == dig(policy, "inputs", "metadata", "name")]
 
 
 def _judging(site_policies: list, host_namespace: Optional[str]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
