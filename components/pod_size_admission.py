@@ -87,7 +87,7 @@ def pod_size_binding_name(team: Team) -> str:
 
 class PodSizeAdmission(pulumi.ComponentResource):
     policy: KubernetesObject
-    bindings: list[KubernetesObject]
+    bindings: dict[str, KubernetesObject]  # by team name
 
     def __init__(self, name: str, args: PodSizeAdmissionArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__(POD_SIZE_ADMISSION_COMPONENT, name, None, opts)
@@ -97,10 +97,15 @@ class PodSizeAdmission(pulumi.ComponentResource):
                                        spec=pod_size_policy_spec(args.teams), opts=child)
         # One binding a team, each selecting its namespace: the API server compiles a policy once, whatever binds it
         # (k8s.io/apiserver policy/generic policy_source.go compilePolicyLocked).
-        self.bindings = [deny_binding(self, f"{name}-{team.name}", self.policy, POD_SIZE_POLICY,
-                                      {"name": pod_size_binding_name(team),
-                                       "labels": {**MANAGED_BY, TEAM_LABEL: team.name}},
-                                      team_namespace_selector(team), child)
-                         for team in args.teams]
+        self.bindings = {team.name: deny_binding(self, f"{name}-{team.name}", self.policy, POD_SIZE_POLICY,
+                                                 {"name": pod_size_binding_name(team),
+                                                  "labels": {**MANAGED_BY, TEAM_LABEL: team.name}},
+                                                 team_namespace_selector(team), child)
+                         for team in args.teams}
         self.register_outputs({"policy": POD_SIZE_POLICY,
                                "bindings": {team.name: pod_size_binding_name(team) for team in args.teams}})
+
+    def judging(self, team: Team) -> list[pulumi.Resource]:
+        """What judges the team's pod sizes: the policy and the team's binding (not every team's, which would make
+        each team wait on all of them)."""
+        return [self.policy, self.bindings[team.name]]

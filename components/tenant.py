@@ -19,7 +19,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.admission import TenantAdmission, TenantAdmissionArgs, policy_name
-from components.pod_size_admission import namespace_annotations
+from components.pod_size_admission import PodSizeAdmission, namespace_annotations
 from components.isolation_admission import isolation_admission, isolation_outputs
 from components.synced_objects_admission import (
     SyncedObjectsAdmission, SyncedObjectsAdmissionArgs, synced_objects_policy_name,
@@ -62,7 +62,7 @@ class TenantClusterArgs:
     # The site's kubectl (config/model.py Cluster.kubectl_image), which runs the kubeconfig wait.
     kubectl_image: str
     # The host policy judging every team's pod sizes (components/pod_size_admission.py).
-    pod_size_admission: pulumi.Resource
+    pod_size_admission: PodSizeAdmission
     # What the host must have before a control plane can start (e.g. its default StorageClass).
     prerequisites: Sequence[pulumi.Resource] = ()
     # The backup bucket's access key ID and secret (the secrets of config/snapshots.py), with team.vcluster.backup.
@@ -204,7 +204,7 @@ class TenantCluster(pulumi.ComponentResource):
         self.admission = TenantAdmission(
             f"{name}-admission",
             TenantAdmissionArgs(team=team, provider=args.provider,
-                                prerequisites=[self.namespace, args.pod_size_admission]),
+                                prerequisites=[self.namespace, *args.pod_size_admission.judging(team)]),
             opts=pulumi.ResourceOptions(parent=self))
         self.synced_objects_admission = SyncedObjectsAdmission(
             f"{name}-synced-objects-admission",

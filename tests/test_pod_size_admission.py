@@ -16,8 +16,6 @@ each team held to its own cap, which it reads from the team's host namespace.
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from components.admission_pod_size import MISSING_CAP, SIZE_SUMS
@@ -136,15 +134,20 @@ def test_the_control_plane_and_other_namespaces_are_left_alone(nlp):
 
 
 def test_a_teams_pod_policy_changes_only_after_its_namespace_and_the_sites_policy(dev_run):
-    size_resources = {r.urn for r in dev_run.resources if r.type in (POLICY, BINDING)
-                      and r.inputs["metadata"]["name"].startswith(POD_SIZE_POLICY)}
-    assert len(size_resources) == 1 + len(platform_of(dev_config()).teams)
+    """After its namespace, the site's policy and the team's own binding of it: not after the other teams' bindings,
+    which would make every team's resources wait on every team's and grow each one's dependencies with the site."""
+    [policy] = [r.urn for r in dev_run.of_type(POLICY) if r.inputs["metadata"]["name"] == POD_SIZE_POLICY]
+    bindings = {r.inputs["metadata"]["name"]: r.urn for r in dev_run.of_type(BINDING)
+                if r.inputs["spec"]["policyName"] == POD_SIZE_POLICY}
     for team in platform_of(dev_config()).teams:
         [namespace] = [n.urn for n in dev_run.of_type(NAMESPACE) if n.inputs["metadata"]["name"] == team.namespace]
+        own = bindings[pod_size_binding_name(team)]
+        others = set(bindings.values()) - {own}
         for kind in (POLICY, BINDING):
-            [own] = [r for r in dev_run.of_type(kind) if re.fullmatch(
-                f"gpu-tenancy-{team.name}", r.inputs["metadata"]["name"])]
-            assert size_resources | {namespace} <= set(own.dependencies), (team.name, kind)
+            [resource] = [r for r in dev_run.of_type(kind)
+                          if r.inputs["metadata"]["name"] == f"gpu-tenancy-{team.name}"]
+            assert {policy, own, namespace} <= set(resource.dependencies), (team.name, kind)
+            assert not others & set(resource.dependencies), (team.name, kind)
 
 
 def test_a_pod_past_one_teams_cap_is_refused_only_there():
@@ -184,8 +187,9 @@ def test_the_real_plugin_holds_each_team_to_the_cap_its_namespace_states():
 def test_the_plan_shows_every_team_judged_by_the_sites_policy_with_its_own_cap():
     config = put(dev_config(), "gpu-tenancy:teams[0].vcluster.resourceQuota.syncedPodTextBytes", "64Ki")
     summary = render_summary(build_plan(run(config, stack="pod-text"), "pod-text"))
-    rows = {team.name: next(line for line in summary.splitlines()
-                            if line.startswith(f"| `{team.name}` | `gpu-tenancy-")) for team in platform_of(config).teams}
+    lines = summary.splitlines()
+    rows = {team.name: next(line for line in lines if line.startswith(f"| `{team.name}` | `gpu-tenancy-"))
+            for team in platform_of(config).teams}
     assert set(rows) == {"team-nlp", "team-vision", "team-recommender"}
     for name, row in rows.items():
         assert f"`gpu-tenancy-{name}` (Deny), `{POD_SIZE_POLICY}` (Deny)" in row, name
