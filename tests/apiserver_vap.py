@@ -198,7 +198,10 @@ def disagreements(judged: list[tuple[str, Review, Verdict]]) -> list[tuple]:
     pods are judged by its own policy and the site's pod-size one), or the API server's answer does not follow from
     the refusals."""
     def key(review: Review) -> str:
-        return json.dumps({part: review.inputs[part] for part in ("object", "oldObject", "request")}, sort_keys=True)
+        """The request and the namespace it was judged in: one pod may be judged in a namespace with the team's cap
+        and in one without it."""
+        return json.dumps({part: review.inputs.get(part) for part in ("object", "oldObject", "request",
+                                                                      "namespaceObject")}, sort_keys=True)
 
     expected: dict = {}
     for name, review, _ in judged:

@@ -196,6 +196,22 @@ def test_a_denial_that_lists_keys_in_another_order_than_its_warning_is_the_same_
     assert disagreements(judged("[a, c] are reserved")) != []
 
 
+def test_one_request_judged_in_two_namespaces_keeps_each_verdict():
+    """The same pod under the same policy, in a namespace stating the team's cap (admitted) and in one without it
+    (refused): each review is held to its own verdict, not to the other's."""
+    request = {"operation": "CREATE", "subResource": "", "namespace": "team"}
+    pod = {"metadata": {"name": "web"}}
+    stated, bare = ({"metadata": {"name": "team", "annotations": annotations}} for annotations in ({"cap": "1"}, {}))
+    admitted = Review(None, {"object": pod, "oldObject": None, "request": request, "namespaceObject": stated}, [])
+    refused = Review(None, {"object": pod, "oldObject": None, "request": request, "namespaceObject": bare},
+                     ["[pod-size] no cap"])
+    error = "pods \"web\" is forbidden: ValidatingAdmissionPolicy 'p' with binding 'p' denied request: " \
+            "[pod-size] no cap"
+    allowed, denied = Verdict(True, "", {}), Verdict(False, error, {"p": ["[pod-size] no cap"]})
+    assert disagreements([("p", admitted, allowed), ("p", refused, denied)]) == []
+    assert disagreements([("p", admitted, denied), ("p", refused, allowed)]) != []
+
+
 # How else the API server sees a hostile pod: written through a subresource, deleted (past any grace period), sent
 # by another user or into another namespace, bound or evicted; (operation, subresource, user, namespace) with None for the
 # review's own.
