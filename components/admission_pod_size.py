@@ -1,7 +1,7 @@
-"""The bytes of free text a tenant pod carries to the host (rule ``pod-size`` of the pod policy) and what its lists'
-entries store beside it (``pod-entry-size``), and how many tolerations, containers, volumes, container ports and
-ConfigMap and Secret references it has (rules ``tolerations``, ``containers``, ``volumes``, ``ports``,
-``object-references``).
+"""The bytes of free text a tenant pod carries to the host (rule ``pod-size``) and what its lists' entries store
+beside it (``pod-entry-size``), both of the site's pod-size policy (components/pod_size_admission.py), and how many
+tolerations, containers, volumes, container ports and ConfigMap and Secret references it has (rules ``tolerations``,
+``containers``, ``volumes``, ``ports``, ``object-references``).
 
 vCluster copies a pod's spec as the tenant wrote it (pods/translate/translator.go ``Translate`` deep-copies the pod,
 adds the Kubernetes and service-link variables and renames the objects it names), and the API server bounds many
@@ -140,7 +140,7 @@ def _field_variable(total: str, path: str) -> str:
     return f"{total}_{path.replace('.', '_')}"
 
 
-@functools.cache  # the same for every team: built once per run
+@functools.cache  # the site's policy asks once per run; the tests ask many times
 def pod_size_variables() -> tuple[dict, ...]:
     """The variables of the two size rules, each field's before the sum that reads it (a policy's variables read only
     the ones before them). The old pod's sum is 0 on CREATE, where there is none (tenant_sim and CEL C++ evaluate

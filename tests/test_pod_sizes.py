@@ -1,5 +1,6 @@
 """A team cannot fill the host's datastore through the text of the pods its vCluster copies (rule ``pod-size`` of the
-pod policy, components/admission_pod_size.py; vcluster.resourceQuota.syncedPodTextBytes, config/synced_data.py).
+site's pod-size policy, components/admission_pod_size.py; vcluster.resourceQuota.syncedPodTextBytes,
+config/synced_data.py).
 
 - Attack: a pod whose host copy (tests/tenant_sim.py: synced by vCluster, mutated by KAI's webhook, what they add
   counted) carries one byte of env, command or args text past the team's cap, in any container kind or exec handler,
