@@ -210,6 +210,12 @@ def isolation_validations(team: Team, *, mutated_by_kai: bool = True) -> list[di
     return []
 
 
+def has_tier_policy(team: Team) -> bool:
+    """The team's tier has rules of its own, so a policy of its own (a shared team's rules are the tenant
+    admission's alone)."""
+    return bool(isolation_validations(team))
+
+
 def isolation_policy_spec(team: Team) -> dict:
     return pod_policy_spec(team, isolation_validations(team))
 
@@ -236,7 +242,7 @@ def isolation_outputs(team: Team) -> dict:
 def isolation_admission(name: str, team: Team, provider: k8s.Provider,
                         parent: pulumi.Resource) -> list[IsolationAdmission]:
     """The team's tier policy, or nothing for a shared team (its rules are the tenant admission's alone)."""
-    if not isolation_validations(team):
+    if not has_tier_policy(team):
         return []
     return [IsolationAdmission(f"{name}-isolation", IsolationAdmissionArgs(team=team, provider=provider),
                                opts=pulumi.ResourceOptions(parent=parent))]

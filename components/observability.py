@@ -34,12 +34,10 @@ from config.merge import deep_merge
 from config.mirrors import mirrored_values
 from config.model import Platform
 from config.observability import CONTROL_PLANE_SCRAPES, INSTALL_RELEASE, SCRAPE_INTERVAL_SECONDS
-from config.vocabulary import HELM_MAX_HISTORY, MANAGED_BY, OBSERVABILITY_COMPONENT
+from config.vocabulary import DASHBOARD_LABEL, HELM_MAX_HISTORY, MANAGED_BY, OBSERVABILITY_COMPONENT
 
 RELEASE_TIMEOUT_SECONDS = 900
-# Grafana's dashboard sidecar (kube-prometheus-stack's defaults): ConfigMaps with this label are loaded,
-# into the folder named by the annotation.
-DASHBOARD_LABEL = ("grafana_dashboard", "1")
+# Grafana's dashboard sidecar loads a ConfigMap labelled DASHBOARD_LABEL into the folder this annotation names.
 FOLDER_ANNOTATION = "grafana_folder"
 # Where KAI v0.16.4-v0.17.0's operator exposes metrics: Services labelled app=<name> in KAI's namespace.
 KAI_QUEUE_CONTROLLER = ("queue-controller", "metrics")

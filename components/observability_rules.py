@@ -3,9 +3,9 @@
 One key runs through every number: team = vCluster = host namespace = leaf queue. KAI reports per queue
 (label ``queue_name``), the DCGM exporter per pod (labels ``namespace``, ``pod``), the API server per admission
 policy and binding (labels ``policy``, ``policy_binding``). Constant series written from stack config join them:
-``gpu_tenancy_team_info`` (one per team) the first two, ``gpu_tenancy_team_policy_info`` (one per binding judging a
-team's pods: its own policy's, and its binding of the site's pod-size policy) the third, so no relabelling or
-namespace-label export is needed on the Prometheus side.
+``gpu_tenancy_team_info`` (one per team) the first two, ``gpu_tenancy_team_policy_info`` (one per binding judging
+what a team's vCluster writes to the host: its pod, synced-objects, deletion and tier policies, and its binding of
+the site's pod-size policy) the third, so no relabelling or namespace-label export is needed on the Prometheus side.
 
 Measured use ("used", "utilisation") covers whole GPUs, attributed to the namespace DCGM names, and GPUs
 shared under KAI fractions, attributed through KAI's GPU groups (components/observability_shares.py). GPUs
@@ -29,8 +29,11 @@ from components import observability_multi_fractions as multi_fractions
 from components import observability_shares as shares
 from components import observability_xid as xid
 from components.admission import policy_name
+from components.admission_deletion import deletion_policy_name
+from components.isolation_admission import has_tier_policy, isolation_policy_name
 from components.pod_size_admission import POD_SIZE_POLICY, pod_size_binding_name
-from config.model import Platform, UNLIMITED
+from components.synced_objects_admission import synced_objects_policy_name
+from config.model import Platform, Team, UNLIMITED
 from config.observability import DCGM_ECC_DBE_FIELD, RETENTION_SIZE_SHARE
 
 TEAM_INFO = "gpu_tenancy_team_info"
@@ -79,14 +82,21 @@ def _constant(record: str, value: float, labels: dict[str, str]) -> dict:
     return {"record": record, "expr": f"vector({value:g})", "labels": labels}
 
 
+def judging_bindings(team: Team) -> list[tuple[str, str]]:
+    """Each (policy, binding) the API server names when it refuses a write of the team's vCluster to the host: the
+    team's own policies, each bound under its own name, and its binding of the site's pod-size policy."""
+    own = [policy_name(team), synced_objects_policy_name(team), deletion_policy_name(team),
+           *([isolation_policy_name(team)] if has_tier_policy(team) else [])]
+    return [*((name, name) for name in own), (POD_SIZE_POLICY, pod_size_binding_name(team))]
+
+
 def info_rules(platform: Platform) -> list[dict]:
     """What stack config knows and Prometheus cannot: which namespace, queue and policy belong to a team."""
     rules = [_constant(QUEUE_INFO, 1, {"queue_name": platform.organization.name, "parent": ""})]
     for team in platform.teams:
         rules.append(_constant(TEAM_INFO, 1, {"team": team.name, "queue_name": team.queue_name,
                                                "namespace": team.namespace}))
-        for policy, binding in ((policy_name(team), policy_name(team)),
-                                (POD_SIZE_POLICY, pod_size_binding_name(team))):
+        for policy, binding in judging_bindings(team):
             rules.append(_constant(POLICY_INFO, 1, {"team": team.name, "policy": policy, "policy_binding": binding}))
         rules.append(_constant(QUEUE_INFO, 1, {"queue_name": team.queue_name, "parent": platform.organization.name}))
         if team.resources.gpu.limit != UNLIMITED:
@@ -317,12 +327,15 @@ def alert_rules(platform: Platform) -> list[dict]:
             "{enforcement_action=\"deny\"}[10m]) * " + ON_TEAMS_POLICIES + ")"
             f" >= {thresholds.admission_rejections}",
             "0m", "info",
-            "Team {{ $labels.team }}'s pods are refused by its admission policy",
-            "Policy {{ $labels.policy }} refused {{ $value }} pod request(s) in the last 10 minutes.",
-            "A tenant is hitting its guardrails (another team's queue, a scheduler other than KAI, a GPU device "
-            "list...). The refused pod's events inside the vCluster name the rule; see the pod admission "
-            "rules (docs/security-admission.md). Repeated refusals of one workload usually mean a Helm chart that "
-            "sets a field the policy forbids."),
+            "Team {{ $labels.team }}'s vCluster is refused writes by the host's admission",
+            "Policy {{ $labels.policy }} refused {{ $value }} request(s) of the team's vCluster in the last "
+            "10 minutes.",
+            "A tenant is hitting its guardrails (another team's queue, a GPU device list, a Service type, a "
+            "storage class, a pod past its size...). The refused object's events inside the vCluster name the "
+            "rule; the policy's name says which rules: the pod rules (gpu-tenancy-<team>, gpu-tenancy-pod-size, "
+            "docs/security-admission.md), the synced objects' and deletions' (-synced-objects, -deletion, "
+            "docs/security-synced-objects.md) or the isolation tier's (-isolation, docs/security-isolation.md). "
+            "Repeated refusals of one workload usually mean a Helm chart that sets a field the policy forbids."),
         _alert(
             "GpuTenancyGpusOverPromised",
             f"{PROMISED} > {PRESENT}",

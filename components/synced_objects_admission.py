@@ -31,7 +31,6 @@ from components.admission import policy_with_deny_binding, syncer_username, team
 from components.admission_metadata import METADATA_SIZE_FIX, metadata_size, metadata_size_problem, refusal
 from components.admission_resize import FIX as RESIZE_FIX, PROBLEM as RESIZE_PROBLEM, requests_kept
 from components.kubernetes_resources import KubernetesObject
-from components.observability import DASHBOARD_LABEL
 from components.synced_endpoints import endpoint_rules, listed, text_rules
 from components.synced_object_sizes import SIZED_KINDS, object_size_check, text_bytes
 from components.tenant_access import EXTERNAL_DNS_PREFIX
@@ -41,7 +40,7 @@ from config.synced_data import (
     SYNCED_POD_CONDITIONS, object_bytes,
 )
 from config.virtual_cluster import control_plane_claim_prefixes
-from config.vocabulary import ADMISSION_COMPONENT, VCLUSTER_MANAGED_BY_LABEL
+from config.vocabulary import ADMISSION_COMPONENT, DASHBOARD_LABEL, VCLUSTER_MANAGED_BY_LABEL
 
 # The kinds whose labels and annotations alone are bounded (``metadata-size``); a ConfigMap's and a Secret's count
 # within their cap (``object-size``), a pod's in the pod policy.

@@ -58,6 +58,8 @@ def syncer_account(host_namespace: str, vcluster_name: str) -> str:
     return f"system:serviceaccount:{host_namespace}:vc-{vcluster_name}"
 
 
+# Grafana's dashboard sidecar (kube-prometheus-stack's defaults) loads every ConfigMap with this label.
+DASHBOARD_LABEL = ("grafana_dashboard", "1")
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 POD_SECURITY_LABEL = "pod-security.kubernetes.io/enforce"
 # Node label the GPU Operator reads to pick a time-slicing ConfigMap key per node.

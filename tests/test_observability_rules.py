@@ -3,7 +3,8 @@
 A three-team site (alpha 0.25 of a GPU with limit 1, beta 0.25 with limit 0.75, gamma 0.5 unlimited)
 under org ml-org, and a minute-by-minute story: beta borrows, gamma waits with a pending pod, alpha sits
 on an idle GPU and its application faults there (a non-fatal XID), beta's GPU reports a fatal XID, another
-GPU ECC errors, the scheduler never sees gamma's queue, and beta's admission policy refuses pods. Every
+GPU ECC errors, the scheduler never sees gamma's queue, beta's admission policy refuses pods and gamma's refuses
+Services. Every
 recording rule and every alert is asserted at least once.
 
 `promtool check rules` runs on the full rule file (templates included); the unit tests run on the same
@@ -110,6 +111,10 @@ def story_series() -> list[dict]:
         {"series": 'apiserver_validating_admission_policy_check_total{policy="gpu-tenancy-pod-size",'
                    'policy_binding="gpu-tenancy-pod-size-extra",enforcement_action="deny",error_type="no_error"}',
          "values": "0x10 7x140"},
+        # Gamma's synced-objects policy refuses four Services at minute 11 (a type or a port the team may not hold).
+        {"series": 'apiserver_validating_admission_policy_check_total{policy="gpu-tenancy-gamma-synced-objects",'
+                   'policy_binding="gpu-tenancy-gamma-synced-objects",enforcement_action="deny",'
+                   'error_type="no_error"}', "values": "0x10 4x140"},
         # The installed Prometheus deletes a block for size at minute 100; another namespace's does not count.
         {"series": 'prometheus_tsdb_size_retentions_total{namespace="monitoring",'
                    'job="kube-prometheus-stack-prometheus"}', "values": "0x100 1x100"},
@@ -166,7 +171,9 @@ def story_tests() -> list[dict]:
         ("GpuTenancyAdmissionRejections", "5m", []),
         ("GpuTenancyAdmissionRejections", "15m", [{"severity": "info", "team": "beta", "policy": "gpu-tenancy-beta"},
                                                   {"severity": "info", "team": "alpha",
-                                                   "policy": "gpu-tenancy-pod-size"}]),
+                                                   "policy": "gpu-tenancy-pod-size"},
+                                                  {"severity": "info", "team": "gamma",
+                                                   "policy": "gpu-tenancy-gamma-synced-objects"}]),
         ("GpuTenancyGpusOverPromised", "60m", []),
         ("GpuTenancyHistoryTrimmedForSize", "90m", []),
         ("GpuTenancyHistoryTrimmedForSize", "105m",
@@ -310,15 +317,19 @@ def test_thresholds_from_stack_config_reach_the_alerts(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_team_info_joins_team_namespace_queue_and_each_binding_judging_its_pods():
+def test_team_info_joins_team_namespace_queue_and_each_binding_judging_its_writes():
+    """Which bindings judge a team in a real program run: tests/test_admission_metrics.py."""
     platform = load_platform(site_config())
     info = [rule["labels"] for rule in rules.info_rules(platform) if rule["record"] == rules.TEAM_INFO]
     assert info == [{"team": team.name, "queue_name": team.name, "namespace": team.namespace}
                     for team in platform.teams]
     policies = [rule["labels"] for rule in rules.info_rules(platform) if rule["record"] == rules.POLICY_INFO]
     assert policies == [{"team": team.name, "policy": policy, "policy_binding": binding} for team in platform.teams
-                        for policy, binding in ((f"gpu-tenancy-{team.name}", f"gpu-tenancy-{team.name}"),
-                                                ("gpu-tenancy-pod-size", f"gpu-tenancy-pod-size-{team.name}"))]
+                        for policy, binding in (
+                            *((own, own) for own in (f"gpu-tenancy-{team.name}",
+                                                     f"gpu-tenancy-{team.name}-synced-objects",
+                                                     f"gpu-tenancy-{team.name}-deletion")),
+                            ("gpu-tenancy-pod-size", f"gpu-tenancy-pod-size-{team.name}"))]
     limits = {rule["labels"]["team"]: rule["expr"] for rule in rules.info_rules(platform)
               if rule["record"] == rules.TEAM_GPU_LIMIT}
     assert limits == {"alpha": "vector(1)", "beta": "vector(0.75)"}, "an unlimited team has no limit series"
