@@ -40,7 +40,7 @@ from components.kubernetes_resources import (
     VALIDATING_ADMISSION_POLICY, VALIDATING_ADMISSION_POLICY_BINDING, KubernetesObject,
 )
 from config.model import Team
-from config.synced_data import pod_list_bytes, pod_text_bytes
+from config.synced_data import pod_list_bytes
 from config.vcluster_images import rewrite_hosts_image
 from config.vocabulary import (
     ADMISSION_COMPONENT, MANAGED_BY, NAMESPACE_NAME_LABEL, QUEUE_LABEL, TEAM_LABEL, VCLUSTER_MANAGED_BY_LABEL,
@@ -344,6 +344,5 @@ class TenantAdmission(pulumi.ComponentResource):
             deletion_policy_spec(syncer_username(team), team_namespace_selector(team)))
         self.register_outputs({"policy": policy_name(team), "deletionPolicy": deletion_policy_name(team),
                                "syncer": syncer_username(team),
-                               "podTextBytes": pod_text_bytes(team.vcluster),
                                "podListBytes": pod_list_bytes(team.vcluster),
                                "maxGracePeriodSeconds": team.vcluster.max_termination_grace_seconds})

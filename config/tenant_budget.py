@@ -225,6 +225,8 @@ def cpu_quantity(millicores: int) -> str:
 
 
 def bytes_quantity(amount: int) -> str:
+    if amount == 0:
+        return "0"
     for suffix, factor in (("Gi", 2 ** 30), ("Mi", MEBIBYTE), ("Ki", 2 ** 10)):
         if amount % factor == 0:
             return f"{amount // factor}{suffix}"

@@ -30,6 +30,7 @@ from config.synced_data import (
 )
 from config.synced_entry_bytes import CONTAINER_PORT_BYTES, REFERENCE_BYTES, TOLERATION_BYTES
 from config import load_platform
+from config.vocabulary import NAMESPACE, POD_TEXT_BYTES_ANNOTATION
 from tests.config_spec import assert_rejected, put
 from tests.config_spec import dev_config as stack_config, eks_config as eks_stack_config
 from tests.conftest import dev_config, run
@@ -283,3 +284,26 @@ def test_the_summary_shows_each_teams_worst_case_and_the_sites_total(dev_run):
     team = next(t for t in platform_of(dev_config()).teams if t.name == TEAM)
     assert f"{worst_case(team.vcluster) / 2 ** 20:,.1f} MiB" == "282.8 MiB"
     assert "cannot read this microk8s host's datastore limit" in section
+
+
+def _datastore_row(summary: str, team: str) -> list[str]:
+    section = summary[summary.index("## Host datastore"):]
+    return next(line for line in section.splitlines() if line.startswith(f"| `{team}` |")).split(" | ")
+
+
+def test_the_summary_reads_each_teams_pod_text_cap_where_the_site_policy_reads_it():
+    """The pod text cap is the one the site's pod-size policy enforces: the team namespace's annotation. A team with
+    128Ki shows it beside a team with the default; a namespace stating none admits no synced pod, so its pods hold
+    no text in the worst case."""
+    config = put(dev_config(), "gpu-tenancy:teams[1].vcluster.resourceQuota.syncedPodTextBytes", "128Ki")
+    plan = build_plan(run(config, stack="dev"), "dev")
+    teams = {team.name: team for team in platform_of(config).teams}
+    small, default = list(teams)[1], list(teams)[0]
+    rows = {name: _datastore_row(render_summary(plan), name) for name in (small, default)}
+    assert rows[small][7] == "`128Ki`" and rows[default][7] == "`256Ki`"
+    for name, row in rows.items():
+        assert row[-1] == f"{worst_case(teams[name].vcluster) / 2 ** 20:,.1f} MiB |"
+    for resource in plan["resources"]:
+        if resource["type"] == NAMESPACE and resource["inputs"]["metadata"]["name"] == teams[small].namespace:
+            del resource["inputs"]["metadata"]["annotations"][POD_TEXT_BYTES_ANNOTATION]
+    assert _datastore_row(render_summary(plan), small)[7] == "`0`"

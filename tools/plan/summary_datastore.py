@@ -7,7 +7,9 @@ from typing import Any, Optional
 
 from config.synced_data import DATASTORE_LIMITS, ETCD_DEFAULT_QUOTA, gibibytes
 from config.tenant_budget import bytes_quantity
-from config.vocabulary import ADMISSION_COMPONENT, HOST_COMPONENT, RELEASE, TENANT_COMPONENT
+from config.vocabulary import (
+    ADMISSION_COMPONENT, HOST_COMPONENT, NAMESPACE, POD_TEXT_BYTES_ANNOTATION, RELEASE, TENANT_COMPONENT,
+)
 from tools.plan.lookup import PlanIndex, dig
 from tools.plan.markdown import code, table
 
@@ -48,14 +50,16 @@ class TeamDatastore:
 
 
 def _team_row(index: PlanIndex, component: dict[str, Any]) -> Optional[TeamDatastore]:
-    """The team's quota counts from its release, the synced-objects policy's caps and the pod policy's."""
+    """The team's quota counts from its release, the synced-objects policy's caps, the pod policy's, and the pod
+    text cap its namespace states for the site's pod-size policy (none stated: no synced pod is admitted)."""
     children = index.descendants(component)
     release = next((r for r in children if r["type"] == RELEASE), None)
+    namespace = next((r for r in children if r["type"] == NAMESPACE), None)
 
     def policy_with(output: str) -> Optional[dict[str, Any]]:
         return next((r for r in children
                      if r["type"] == ADMISSION_COMPONENT and dig(r, "outputs", output) is not None), None)
-    policy, pod_policy = policy_with("objectBytes"), policy_with("podTextBytes")
+    policy, pod_policy = policy_with("objectBytes"), policy_with("podListBytes")
     quota = dig(release, "inputs", "values", "policies", "resourceQuota", "quota") or {}
     counts = [quota.get(key) for key in COUNTS + METADATA_COUNTS]
     if policy is None or not all(isinstance(count, int) for count in counts):
@@ -64,7 +68,7 @@ def _team_row(index: PlanIndex, component: dict[str, Any]) -> Optional[TeamDatas
     return TeamDatastore(str(dig(component, "outputs", "team") or component["name"]), counts[0], counts[1],
                          dig(policy, "outputs", "objectBytes"), sum(counts[len(COUNTS):]),
                          dig(policy, "outputs", "metadataBytes") or 0, pods,
-                         dig(pod_policy, "outputs", "podTextBytes") or 0,
+                         int(dig(namespace, "inputs", "metadata", "annotations", POD_TEXT_BYTES_ANNOTATION) or 0),
                          dig(policy, "outputs", "podConditionBytes") or 0,
                          dig(pod_policy, "outputs", "podListBytes") or 0, services,
                          dig(policy, "outputs", "serviceBytes") or 0, endpoints,
