@@ -157,8 +157,9 @@ ALERTS = Block(keys=(
     Key("idleMinutes", Integer(5, 10080), _ALERTS.idle_minutes,
         "`GpuTenancyAllocatedGpuIdle` fires after this long below the threshold.", example="120"),
     Key("admissionRejections", Integer(minimum=1), _ALERTS.admission_rejections,
-        "`GpuTenancyAdmissionRejections` fires when a team's admission policy refused at least this many pods in 10 "
-        "minutes.", example="5"),
+        "`GpuTenancyAdmissionRejections` fires when one of the host's admission policies judging a team refused at "
+        "least this many of its vCluster's requests (pods, Services, claims, deletions...) in 10 minutes.",
+        example="5"),
 ))
 
 _FAIRNESS = TimeAwareFairness()
