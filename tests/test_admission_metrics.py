@@ -48,7 +48,7 @@ def with_required_secrets(config: dict) -> dict:
     return config
 
 
-SITES = {**{stack: lambda stack=stack: stack_config(stack) for stack in stack_names()},
+SITES = {**{stack: lambda stack=stack: with_required_secrets(stack_config(stack)) for stack in stack_names()},
          **{name: lambda site=site: with_required_secrets(prefixed(site())) for name, site in VALID_SITES.items()
             if name not in stack_names()},
          "isolation-tiers": lambda: prefixed(isolation_config())}
