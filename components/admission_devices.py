@@ -21,7 +21,12 @@ from components.admission_metadata import has_key, refusal
 GPU_RESOURCE = "nvidia.com/gpu"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
-BLANK_VISIBLE_DEVICES = ("void", "none")
+# The one value with which the toolkit sees no device request. "none" is a request for no GPU (its list holds one
+# empty id, internal/config/image/devices.go), which passes the toolkit's "no devices requested" gate: the container
+# gets the driver's libraries and, with the feature variables set to enabled, the node's RDMA, GPUDirect, GDRCopy and
+# NVSwitch devices and IMEX channels, and toolkit v1.18.0 and v1.18.1 in jit-cdi mode turn it into a CDI request for
+# every GPU of the node (fixed in v1.18.2; tests/test_toolkit_env_contract.py).
+BLANK_VISIBLE_DEVICES = "void"
 # KAI names the ConfigMap that carries a fractional container's device list in this annotation,
 # with a "-shared-gpu" suffix, and references it as "<name>-<container index>".
 SHARED_GPU_CONFIGMAP_ANNOTATION = "runai/shared-gpu-configmap"
@@ -103,7 +108,7 @@ def _env_entries(container: str, condition: str, quantifier: str) -> str:
 
 
 def _blank_literal(entry: str) -> str:
-    return f"(has({entry}.value) && {entry}.value in {list(BLANK_VISIBLE_DEVICES)})"
+    return f"(has({entry}.value) && {entry}.value == '{BLANK_VISIBLE_DEVICES}')"
 
 
 def _kai_device_list(entry: str) -> str:
@@ -119,7 +124,7 @@ def _kai_device_list(entry: str) -> str:
 
 
 def _device_env_ok(container: str, mutated_by_kai: bool) -> str:
-    """No literal device list but void/none, and a reference only as KAI's, only in the fractional container.
+    """No literal device list but void, and a reference only as KAI's, only in the fractional container.
 
     KAI's pod webhook (failurePolicy Fail, every kai-scheduler pod CREATE) writes void into each container
     that holds no GPU, image ENV or not. Ephemeral containers are added later through a subresource the
@@ -158,8 +163,9 @@ def device_env() -> dict:
     expression = (f"{every_container(SCHEDULED_LISTS, _device_env_ok('c', mutated_by_kai=True))} && "
                   f"{every_container(('ephemeralContainers',), _device_env_ok('c', mutated_by_kai=False))}")
     return refusal("device-env", expression,
-                   f"{VISIBLE_DEVICES} may only be set to void or none, only KAI may point a fractional container at "
-                   "its device list, and an ephemeral container must carry the blank value itself",
+                   f"{VISIBLE_DEVICES} may only be set to void (none still asks the NVIDIA runtime for the node's "
+                   "driver and device features), only KAI may point a fractional container at its device list, and an "
+                   "ephemeral container must carry the blank value itself",
                    f"remove your own {VISIBLE_DEVICES} settings; for an ephemeral debug container add the env "
                    f"{VISIBLE_DEVICES}=void")
 

@@ -114,9 +114,43 @@ def test_a_literal_visible_devices_list_is_refused_even_where_kai_blanks_the_fir
     assert "device-env" in rules(nlp.create(on_kai(nlp, containers=[sneaky])))
 
 
+# What turns the toolkit's device features on in a container without a GPU, once it asks for "none".
+FEATURES_ON = [{"name": name, "value": "enabled"}
+               for name in ("NVIDIA_MOFED", "NVIDIA_GDS", "NVIDIA_GDRCOPY", "NVIDIA_NVSWITCH")] + \
+    [{"name": "NVIDIA_IMEX_CHANNELS", "value": "all"}]
+
+
+def test_none_behind_kais_blank_is_refused_in_a_container_without_a_gpu(nlp, legal):
+    """KAI rewrites the first entry only; the kubelet gives the container the last, and the toolkit reads none as a
+    request for no GPU, which adds the node's RDMA, GPUDirect, GDRCopy and NVSwitch devices the env turns on."""
+    for tenant in (nlp, legal):
+        side = container("side", env_entries=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"},
+                                              {"name": "NVIDIA_VISIBLE_DEVICES", "value": "none"}, *FEATURES_ON])
+        pod = on_kai(tenant, containers=[container("model"), side], initContainers=[container("fetch")])
+        assert "device-env" in rules(tenant.create(pod)), tenant.team.name
+        # The same container with KAI's blank alone is admitted: its features need a device list to act on.
+        side["env"] = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}, *FEATURES_ON]
+        assert tenant.create(pod) == [], tenant.team.name
+
+
+def test_an_ephemeral_container_asking_for_none_is_refused(nlp):
+    running = nlp.host_pod(on_kai(nlp))
+    debugged = _with_debug_container(running, {"NVIDIA_VISIBLE_DEVICES": "none", "NVIDIA_MOFED": "enabled"})
+    assert "device-env" in rules(nlp.update(running, debugged, subresource="ephemeralcontainers"))
+
+
+def test_a_single_none_is_refused_as_written_and_admitted_once_kai_blanks_it(nlp):
+    """A tenant's own none in a container without a GPU: the in-vCluster rule names the fix (void); on the host KAI
+    has already written void over it."""
+    pod = on_kai(nlp, containers=[container("model", env={"NVIDIA_VISIBLE_DEVICES": "none"})])
+    assert "device-env" in rules(nlp.create(pod, mutated=False))
+    assert nlp.create(pod) == []
+
+
 @pytest.mark.parametrize("mutated", [False, True], ids=["as-synced", "after-kai"])
-def test_a_whole_gpu_container_may_not_widen_its_device_list(nlp, mutated):
-    widened = container(gpus="1", env={"NVIDIA_VISIBLE_DEVICES": "all"})
+@pytest.mark.parametrize("devices", ["all", "none"])
+def test_a_whole_gpu_container_may_not_widen_its_device_list(nlp, mutated, devices):
+    widened = container(gpus="1", env={"NVIDIA_VISIBLE_DEVICES": devices})
     assert "device-env" in rules(nlp.create(on_kai(nlp, containers=[widened]), mutated=mutated))
 
 

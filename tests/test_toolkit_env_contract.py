@@ -13,7 +13,7 @@ import re
 import pytest
 import yaml
 
-from components.admission_devices import TOOLKIT_FEATURES, TOOLKIT_UNGUARDED, VISIBLE_DEVICES
+from components.admission_devices import BLANK_VISIBLE_DEVICES, TOOLKIT_FEATURES, TOOLKIT_UNGUARDED, VISIBLE_DEVICES
 from config import versions
 from tests.conftest import MIRRORED_TAGS, git, mirrored_tag
 
@@ -74,3 +74,31 @@ def test_an_imex_channel_list_of_void_names_no_channel(tag):
     devices = git(TOOLKIT, "show", f"{tag}:internal/config/image/devices.go")
     assert re.search(rf'EnvVarNvidiaImexChannels\s*=\s*"{IMEX_CHANNELS}"', envvars)
     assert 'envvar == "" || envvar == "void"' in devices and TOOLKIT_FEATURES[IMEX_CHANNELS] == "void"
+
+
+def _list_of(devices_go: str, kind: str) -> str:
+    """The body of ``kind``'s List method in the toolkit's devices.go."""
+    return re.search(rf"func \(\w+ {kind}\) List\(\) \[\]string \{{(.*?)\n\}}", devices_go, re.S).group(1)
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[TOOLKIT])
+def test_none_is_a_device_request_and_void_is_none_so_only_void_is_blank(tag):
+    """``none`` is read as a request for no GPU: a list of one empty id, which passes the feature gate's "no devices
+    requested" test, so the features a container's env turns on are added to it; ``void`` is an empty list. Before
+    v1.18.2 the jit-cdi mode also turned that empty id into a request for every device of the node's spec."""
+    tag = mirrored_tag(TOOLKIT, tag)
+    devices = git(TOOLKIT, "show", f"{tag}:internal/config/image/devices.go")
+    assert re.search(r'envvar == "none"\s*\{\s*return none\{\}', devices)
+    assert 'return []string{""}' in _list_of(devices, "none") and "return nil" in _list_of(devices, "void")
+    gated = git(TOOLKIT, "show", f"{tag}:internal/modifier/gated.go")
+    assert re.search(r"devices := .*VisibleDevices\w*\(\); len\(devices\) == 0", gated)
+    assert BLANK_VISIBLE_DEVICES == "void"
+
+
+def test_the_toolkits_that_turn_none_into_every_device_are_among_those_read():
+    """v1.18.0 and v1.18.1 send the empty id of ``none`` to CDI unchanged (their cdi.go has no "none" name for it),
+    where an empty request means all devices; later releases name it."""
+    unguarded = [tag for tag in MIRRORED_TAGS[TOOLKIT]
+                 if 'name = "none"' not in git(TOOLKIT, "show", f"{mirrored_tag(TOOLKIT, tag)}:internal/modifier/cdi.go")]
+    assert {"v1.18.0", "v1.18.1"} <= set(unguarded)
+    assert not {"v1.19.0", "v1.19.1", "v1.20.0"} & set(unguarded)
