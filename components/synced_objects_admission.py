@@ -147,6 +147,14 @@ def policy_variables() -> list[dict]:
     ]
 
 
+def _written_as_allocated(address: str) -> str:
+    """A cluster address as the host writes the ones it allocates: canonical IPv4, or None (headless). API servers
+    that validate the field leniently (before 1.33, and after unless StrictIPCIDRValidation is on) take
+    "010.096.000.010" and "::ffff:10.96.0.10" too, and kube-proxy routes both as 10.96.0.10. An update may keep an address the Service already held (the host's own IPv6 ones on dual-stack)."""
+    return (f"({address} == '' || {address} == 'None' || {address}.matches('{CANONICAL_IPV4}') || "
+            f"(request.operation == 'UPDATE' && has(oldObject.spec.clusterIPs) && {address} in oldObject.spec.clusterIPs))")
+
+
 def _service_rules(team: Team, cluster_dns: str, endpoint_node_ports: Sequence[int]) -> list[dict]:
     allowed = team.vcluster.services
     dns = str(ipaddress.ip_address(cluster_dns))
@@ -176,10 +184,13 @@ def _service_rules(team: Team, cluster_dns: str, endpoint_node_ports: Sequence[i
         # allocates an address before validating admission runs, so a chosen address cannot be told from an
         # allocated one; the address every pod's resolver uses is refused whoever picked it.
         _rule("service-cluster-ip", ("Service",),
-              f"(!has(object.spec.clusterIP) || object.spec.clusterIP != '{dns}') && "
-              f"(!has(object.spec.clusterIPs) || !('{dns}' in object.spec.clusterIPs))",
-              f"a Service may not hold the host cluster's DNS address {dns} (spec.clusterIP, spec.clusterIPs): "
-              "every pod of the cluster would send its name lookups to it",
+              f"(!has(object.spec.clusterIP) || (object.spec.clusterIP != '{dns}' && "
+              f"{_written_as_allocated('object.spec.clusterIP')})) && "
+              f"(!has(object.spec.clusterIPs) || (!('{dns}' in object.spec.clusterIPs) && "
+              f"object.spec.clusterIPs.all(a, {_written_as_allocated('a')})))",
+              f"a Service may not hold the host cluster's DNS address {dns} (spec.clusterIP, spec.clusterIPs), "
+              "in any spelling: every pod of the cluster would send its name lookups to it; a chosen address is "
+              "written in canonical IPv4 form",
               "remove spec.clusterIP and spec.clusterIPs and let the host allocate an address (or use clusterIP: "
               "None for a headless Service)"),
     ]

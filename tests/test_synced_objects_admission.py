@@ -201,6 +201,43 @@ def test_a_service_may_not_take_the_host_dns_address(nlp, legal, spec):
         assert rules(tenant.update(host, host)) == {"service-cluster-ip"}
 
 
+def _spellings(address: str) -> list[str]:
+    """The address as API servers without strict IP validation also take it, and kube-proxy routes it."""
+    octets = [int(octet) for octet in address.split(".")]
+    return [".".join(f"{octet:03d}" for octet in octets), ".".join(map(str, octets[:3])) + f".0{octets[3]}",
+            f"::ffff:{address}", f"::FFFF:{address}", "::ffff:{:x}:{:x}".format(octets[0] << 8 | octets[1],
+                                                                            octets[2] << 8 | octets[3])]
+
+
+def test_the_host_dns_address_in_another_spelling_is_refused(nlp, legal):
+    for tenant in (nlp, legal):
+        for spelling in _spellings(MOCK_CLUSTER_DNS):
+            dns = service("dns", ports=[{"name": "dns", "port": 53, "protocol": "UDP"}],
+                          clusterIP=spelling, clusterIPs=[spelling])
+            host = created(tenant, dns)
+            assert rules(tenant.create(host)) == {"service-cluster-ip"}, spelling
+            honest = created(tenant, service("dns", ports=[{"name": "dns", "port": 53, "protocol": "UDP"}]))
+            assert rules(tenant.update(honest, host)) == {"service-cluster-ip"}, spelling
+
+
+@pytest.mark.parametrize("spec", [{}, {"clusterIP": "None"}, {"clusterIP": "10.152.183.77"},
+                                  {"clusterIP": "10.152.183.77", "clusterIPs": ["10.152.183.77"]}],
+                         ids=["allocated", "headless", "chosen", "chosen-both"])
+def test_a_service_with_an_address_written_as_the_host_writes_it_is_admitted(nlp, legal, spec):
+    for tenant in (nlp, legal):
+        host = created(tenant, service(selector={"app": "web"}, **spec))
+        assert tenant.create(host) == [] and tenant.update(host, host) == []
+
+
+def test_an_address_the_host_allocated_in_ipv6_is_kept_on_update_and_not_chosen_on_create(nlp):
+    """On a dual-stack host the syncer's updates carry the host's own IPv6 address, which the Service already holds;
+    a tenant cannot tell its spelling from an IPv4-mapped one without parsing it, so it may not choose one."""
+    dual = created(nlp, service(selector={"app": "web"}, clusterIP="10.152.183.77",
+                                clusterIPs=["10.152.183.77", "fd00:10:96::4d"], ipFamilyPolicy="PreferDualStack"))
+    assert nlp.update(dual, dual) == []
+    assert rules(nlp.create(dual)) == {"service-cluster-ip"}
+
+
 @pytest.mark.parametrize("kind, extra", [
     ("NodePort", {}), ("LoadBalancer", {"allocateLoadBalancerNodePorts": False}),
     ("ExternalName", {"externalName": "metadata.google.internal"}),
