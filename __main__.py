@@ -60,7 +60,8 @@ pod_size_admission = PodSizeAdmission("pod-size-admission", PodSizeAdmissionArgs
 tenants = {
     team.name: TenantCluster(f"tenant-{team.name}", TenantClusterArgs(
         team=team, provider=host.provider, queue=queues.team_queues[team.name], cluster_dns=host.cluster_dns,
-        endpoint_node_ports=endpoint_ports, kubectl_image=platform.kubectl_image,
+        endpoint_node_ports=endpoint_ports, trusted_node_ports=platform.host.trusted_node_ports,
+        kubectl_image=platform.kubectl_image,
         pod_size_admission=pod_size_admission,
         prerequisites=host.tenant_prerequisites,
         backup_credentials=[secrets.get_secret(name) for name in BACKUP_SECRETS] if team.vcluster.backup else ()))

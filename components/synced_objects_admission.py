@@ -28,12 +28,13 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.admission import policy_with_deny_binding, syncer_username, team_namespace_selector
-from components.admission_metadata import METADATA_SIZE_FIX, metadata_size, metadata_size_problem, refusal
+from components.admission_metadata import METADATA_SIZE_FIX, metadata_size, metadata_size_problem
 from components.admission_resize import FIX as RESIZE_FIX, PROBLEM as RESIZE_PROBLEM, requests_kept
 from components.kubernetes_resources import KubernetesObject
 from components.synced_endpoints import endpoint_rules, listed, text_rules
 from components.synced_object_sizes import SIZED_KINDS, object_size_check, text_bytes
-from components.tenant_access import EXTERNAL_DNS_PREFIX
+from components.synced_rule_parts import CANONICAL_IPV4, kind_rule, meta_of
+from components.synced_service_rules import service_rules
 from config.model import Team
 from config.synced_data import (
     ENDPOINT_SLICE_BYTES, ENDPOINTS_BYTES, SERVICE_BYTES, SYNCED_METADATA_BYTES, SYNCED_POD_CONDITION_BYTES,
@@ -65,11 +66,6 @@ REQUEST_LABELS = ("vcluster.loft.sh/snapshot-request", "vcluster.loft.sh/restore
 # the tenant's own NetworkPolicy (config/hosts.py TENANT_EGRESS_EXCEPTIONS) keeps its pods out of most of them.
 NON_PUBLIC_IPV4 = ("0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
                    "192.0.0.0/24", "192.168.0.0/16", "198.18.0.0/15", "224.0.0.0/3")
-# A dotted IPv4 address in its one canonical form (RE2, as CEL's ``matches``; backslashes doubled for the CEL
-# string): each octet 0-255 without a leading zero. API servers without strict IP validation read "010.0.0.1"
-# as 10.0.0.1, which the non-public prefixes (ipv4_pattern) would not match.
-_OCTET = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
-CANONICAL_IPV4 = f"^{_OCTET}(\\\\.{_OCTET}){{3}}$"
 
 
 @dataclass
@@ -80,6 +76,8 @@ class SyncedObjectsAdmissionArgs:
     cluster_dns: pulumi.Input[str]
     # The node ports of the site's vCluster endpoints (config/access_rules.py endpoint_node_ports).
     endpoint_node_ports: Sequence[int]
+    # The node ports the host's nodes pull images from (config/model_host.py HostProfile.trusted_node_ports).
+    trusted_node_ports: Sequence[int] = ()
 
 
 def synced_objects_policy_name(team: Team) -> str:
@@ -110,20 +108,6 @@ def _public_ipv4(address: str) -> str:
     return f"({address}.matches('{CANONICAL_IPV4}') && !({non_public}))"
 
 
-def _meta(obj: str, field: str) -> str:
-    return f"(has({obj}.metadata.{field}) ? {obj}.metadata.{field} : {{}})"
-
-
-def _absent(field: str) -> str:
-    return f"(!has(object.spec.{field}) || object.spec.{field} == '')"
-
-
-def _rule(name: str, kinds: tuple[str, ...], expression: str, problem: str, fix: str) -> dict:
-    """A refusal that judges only objects of ``kinds`` (one policy covers every kind the syncer writes)."""
-    applies = " || ".join(f"object.kind == '{kind}'" for kind in kinds)
-    return refusal(name, f"!({applies}) || ({expression})", problem, fix)
-
-
 def match_conditions(team: Team) -> list[dict]:
     def synced(obj: str) -> str:
         labels = f"{obj}.metadata.labels"
@@ -147,79 +131,6 @@ def policy_variables() -> list[dict]:
     ]
 
 
-def _written_as_allocated(address: str) -> str:
-    """A cluster address as the host writes the ones it allocates: canonical IPv4, or None (headless). API servers
-    that validate the field leniently (before 1.33, and after unless StrictIPCIDRValidation is on) take
-    "010.096.000.010" and "::ffff:10.96.0.10" too, and kube-proxy routes both as 10.96.0.10. An update may keep an address the Service already held (the host's own IPv6 ones on dual-stack)."""
-    return (f"({address} == '' || {address} == 'None' || {address}.matches('{CANONICAL_IPV4}') || "
-            f"(request.operation == 'UPDATE' && has(oldObject.spec.clusterIPs) && {address} in oldObject.spec.clusterIPs))")
-
-
-def _service_rules(team: Team, cluster_dns: str, endpoint_node_ports: Sequence[int]) -> list[dict]:
-    allowed = team.vcluster.services
-    dns = str(ipaddress.ip_address(cluster_dns))
-    types = ["ClusterIP"] + (["NodePort"] if allowed.node_ports else []) + \
-        (["LoadBalancer"] if allowed.load_balancers else [])
-    rules = [
-        _rule("service-external-ips", ("Service",),
-              "!has(object.spec.externalIPs) || size(object.spec.externalIPs) == 0",
-              "spec.externalIPs makes every node and pod of the cluster send traffic for those addresses to this "
-              "Service", "remove spec.externalIPs"),
-        _rule("service-type", ("Service",), f"variables.serviceType in {types} && {_absent('externalName')}",
-              f"team {team.name}'s Services may be of type {', '.join(types)} (config vcluster.services.nodePorts "
-              "and loadBalancers); ExternalName Services are not copied to the host",
-              "use type ClusterIP, or ask the platform team for node ports or load balancers; an ExternalName "
-              "Service still resolves inside your vCluster"),
-        # The program names each vCluster's endpoint this way; external-dns resolves two Services claiming one name
-        # by its own ordering, not by who the name belongs to.
-        _rule("external-dns", ("Service",),
-              f"!{_meta('object', 'annotations')}.exists(key, key.startsWith('{EXTERNAL_DNS_PREFIX}'))",
-              f"annotations {EXTERNAL_DNS_PREFIX}* have the site's external-dns publish DNS names (any name of its "
-              "zones, another team's vCluster endpoint included) for this Service",
-              f"remove the {EXTERNAL_DNS_PREFIX}* annotations; ask the platform team for a DNS name"),
-        _rule("service-load-balancer-ip", ("Service",), _absent("loadBalancerIP"),
-              "spec.loadBalancerIP claims an address the platform did not give this team",
-              "remove spec.loadBalancerIP and use the address the load balancer assigns"),
-        # vCluster's API proxy creates the host Service with the tenant's clusterIP and clusterIPs. The host
-        # allocates an address before validating admission runs, so a chosen address cannot be told from an
-        # allocated one; the address every pod's resolver uses is refused whoever picked it.
-        _rule("service-cluster-ip", ("Service",),
-              f"(!has(object.spec.clusterIP) || (object.spec.clusterIP != '{dns}' && "
-              f"{_written_as_allocated('object.spec.clusterIP')})) && "
-              f"(!has(object.spec.clusterIPs) || (!('{dns}' in object.spec.clusterIPs) && "
-              f"object.spec.clusterIPs.all(a, {_written_as_allocated('a')})))",
-              f"a Service may not hold the host cluster's DNS address {dns} (spec.clusterIP, spec.clusterIPs), "
-              "in any spelling: every pod of the cluster would send its name lookups to it; a chosen address is "
-              "written in canonical IPv4 form",
-              "remove spec.clusterIP and spec.clusterIPs and let the host allocate an address (or use clusterIP: "
-              "None for a headless Service)"),
-    ]
-    if allowed.node_ports and endpoint_node_ports:
-        # The chart, not the syncer, writes each control plane's Service, so no endpoint is ever judged here. On
-        # CREATE the host has allocated the node ports before admission runs: a reserved port is refused whether the
-        # tenant named it or the allocator picked it while it was free.
-        reserved = sorted(endpoint_node_ports)
-        rules.append(_rule(
-            "service-endpoint-node-ports", ("Service",),
-            f"(!has(object.spec.ports) || object.spec.ports.all(p, !has(p.nodePort) || !(p.nodePort in {reserved}))) "
-            f"&& (!has(object.spec.healthCheckNodePort) || !(object.spec.healthCheckNodePort in {reserved}))",
-            f"the node ports {', '.join(map(str, reserved))} are the site's vCluster endpoints (config teams[].vcluster.access.nodePort): a "
-            "Service holding one keeps that team's control plane off its port or takes its members' connections",
-            "remove nodePort and healthCheckNodePort and let the host allocate free ones; if you did not choose the "
-            "port, the host's allocator did: create the Service again"))
-    if not allowed.node_ports:
-        rules.append(_rule(
-            "service-node-ports", ("Service",),
-            "(!has(object.spec.ports) || object.spec.ports.all(p, !has(p.nodePort) || p.nodePort == 0)) && "
-            "(!has(object.spec.healthCheckNodePort) || object.spec.healthCheckNodePort == 0) && "
-            "(variables.serviceType != 'LoadBalancer' || (has(object.spec.allocateLoadBalancerNodePorts) && "
-            "!object.spec.allocateLoadBalancerNodePorts))",
-            f"team {team.name} may hold no node ports (config vcluster.services.nodePorts: 0)",
-            "remove nodePort and healthCheckNodePort; a LoadBalancer Service sets allocateLoadBalancerNodePorts: "
-            "false and externalTrafficPolicy: Cluster"))
-    return rules
-
-
 def _claim_rules(team: Team) -> list[dict]:
     classes = allowed_storage_classes(team)
     prefixes = control_plane_claim_prefixes(team.vcluster_name, team.vcluster)
@@ -236,23 +147,23 @@ def _claim_rules(team: Team) -> list[dict]:
     volume_name = "(has({obj}.spec.volumeName) ? {obj}.spec.volumeName : '')"
     attributes_class = "(has({obj}.spec.volumeAttributesClassName) ? {obj}.spec.volumeAttributesClassName : '')"
     return [
-        _rule("claim-skip-translate", ("PersistentVolumeClaim",),
-              f"!('{SKIP_TRANSLATE_ANNOTATION}' in {_meta('object', 'annotations')})",
+        kind_rule("claim-skip-translate", ("PersistentVolumeClaim",),
+              f"!('{SKIP_TRANSLATE_ANNOTATION}' in {meta_of('object', 'annotations')})",
               f"the annotation {SKIP_TRANSLATE_ANNOTATION} makes vCluster pass host volume names through untranslated",
               f"remove the annotation {SKIP_TRANSLATE_ANNOTATION}"),
-        _rule("claim-volume", ("PersistentVolumeClaim",),
+        kind_rule("claim-volume", ("PersistentVolumeClaim",),
               f"request.operation == 'CREATE' ? ({volume_name.format(obj='object')} == '' && "
               f"!has(object.spec.selector)) : {volume_name.format(obj='object')} == {volume_name.format(obj='oldObject')}",
               "a claim may not pick a host PersistentVolume (spec.volumeName, spec.selector): vCluster copies them "
               "untranslated, so they name any volume of the cluster",
               "remove spec.volumeName and spec.selector and let the storage class provision a volume"),
-        _rule("claim-data-source", ("PersistentVolumeClaim",),
+        kind_rule("claim-data-source", ("PersistentVolumeClaim",),
               " && ".join(data_source_ok.format(ref=f"object.spec.{field}") for field in ("dataSource", "dataSourceRef")),
               "a claim may only be cloned from another claim of this vCluster (not a snapshot, another namespace or "
               "the vCluster's own data volume)",
               "remove spec.dataSource and spec.dataSourceRef, or name a claim of your vCluster"),
-        _rule("claim-storage-class", ("PersistentVolumeClaim",),
-              f"{class_ok} && !('{STORAGE_CLASS_ANNOTATION}' in {_meta('object', 'annotations')})",
+        kind_rule("claim-storage-class", ("PersistentVolumeClaim",),
+              f"{class_ok} && !('{STORAGE_CLASS_ANNOTATION}' in {meta_of('object', 'annotations')})",
               f"team {team.name}'s claims use " + (f"the storage classes {', '.join(classes)}" if classes else
                                                    "a named storage class") +
               " (config vcluster.storageClasses); a claim without a class binds to any unclaimed volume without one",
@@ -261,10 +172,10 @@ def _claim_rules(team: Team) -> list[dict]:
               "annotation"),
         # The host scheduler writes the annotation on the host claim later (not through the syncer), and the syncer's
         # updates carry its value back unchanged.
-        _rule("claim-selected-node", ("PersistentVolumeClaim",),
-              " && ".join(f"(!('{key}' in {_meta('object', 'annotations')}) || (request.operation == 'UPDATE' && "
-                          f"'{key}' in {_meta('oldObject', 'annotations')} && "
-                          f"{_meta('oldObject', 'annotations')}['{key}'] == {_meta('object', 'annotations')}['{key}']))"
+        kind_rule("claim-selected-node", ("PersistentVolumeClaim",),
+              " && ".join(f"(!('{key}' in {meta_of('object', 'annotations')}) || (request.operation == 'UPDATE' && "
+                          f"'{key}' in {meta_of('oldObject', 'annotations')} && "
+                          f"{meta_of('oldObject', 'annotations')}['{key}'] == {meta_of('object', 'annotations')}['{key}']))"
                           for key in SELECTED_NODE_ANNOTATIONS),
               f"the annotations {', '.join(SELECTED_NODE_ANNOTATIONS)} are the host scheduler's: they have the "
               "provisioner create the claim's volume on the node they name at once, any node of the cluster (its "
@@ -273,7 +184,7 @@ def _claim_rules(team: Team) -> list[dict]:
               "of the first pod that uses the claim"),
         # vCluster's claim updates copy only the requested size, but a class added later would modify the bound
         # volume as much as one named at creation; a class kept unchanged (a claim older than this rule) passes.
-        _rule("claim-volume-attributes-class", ("PersistentVolumeClaim",),
+        kind_rule("claim-volume-attributes-class", ("PersistentVolumeClaim",),
               f"{attributes_class.format(obj='object')} == '' || (request.operation == 'UPDATE' && "
               f"{attributes_class.format(obj='object')} == {attributes_class.format(obj='oldObject')})",
               "a claim may not name a VolumeAttributesClass (spec.volumeAttributesClassName): it sets the volume's "
@@ -298,47 +209,48 @@ def _pod_conditions() -> str:
             f"{conditions}.map(c, {text}).sum() <= {SYNCED_POD_CONDITION_BYTES})")
 
 
-def policy_validations(team: Team, cluster_dns: str, endpoint_node_ports: Sequence[int]) -> list[dict]:
+def policy_validations(team: Team, cluster_dns: str, endpoint_node_ports: Sequence[int],
+                       trusted_node_ports: Sequence[int] = ()) -> list[dict]:
     endpoints = ("!has(object.subsets) || object.subsets.all(s, "
                  f"(!has(s.addresses) || s.addresses.all(a, {_public_ipv4('a.ip')})) && "
                  f"(!has(s.notReadyAddresses) || s.notReadyAddresses.all(a, {_public_ipv4('a.ip')})))")
     slices = (f"object.addressType == 'IPv4' && ({listed('object.endpoints')} ? "
               f"object.endpoints.all(e, e.addresses.all(ip, {_public_ipv4('ip')})) : true)")
     return [
-        *_service_rules(team, cluster_dns, endpoint_node_ports),
+        *service_rules(team, cluster_dns, endpoint_node_ports, trusted_node_ports),
         *_claim_rules(team),
-        _rule("endpoint-addresses", ("Endpoints",), endpoints,
+        kind_rule("endpoint-addresses", ("Endpoints",), endpoints,
               "a Service without a selector may only point at public IPv4 addresses written canonically (no leading "
               f"zeros), never into the cluster's private ranges ({', '.join(NON_PUBLIC_IPV4)})",
               "use a Service with a selector for your own pods"),
-        _rule("endpoint-addresses", ("EndpointSlice",), slices,
+        kind_rule("endpoint-addresses", ("EndpointSlice",), slices,
               "an EndpointSlice may only list public IPv4 addresses written canonically (addressType IPv4, no "
               f"leading zeros), never the cluster's private ranges ({', '.join(NON_PUBLIC_IPV4)})",
               "use a Service with a selector for your own pods"),
-        *(_rule(*rule) for rule in endpoint_rules() + text_rules()),
-        _rule("service-account-token", ("Secret",),
+        *(kind_rule(*rule) for rule in endpoint_rules() + text_rules()),
+        kind_rule("service-account-token", ("Secret",),
               f"!has(object.type) || object.type != '{SERVICE_ACCOUNT_TOKEN}'",
               "a Secret of type service-account-token would get a host token for a host service account",
               "use type Opaque"),
-        _rule("snapshot-requests", ("ConfigMap", "Secret"),
-              " && ".join(f"!('{label}' in {_meta('object', 'labels')})" for label in REQUEST_LABELS),
+        kind_rule("snapshot-requests", ("ConfigMap", "Secret"),
+              " && ".join(f"!('{label}' in {meta_of('object', 'labels')})" for label in REQUEST_LABELS),
               f"the labels {', '.join(REQUEST_LABELS)} make the vCluster's control plane take the object for the "
               "platform's snapshot or restore request (back up or replace its data at a URL the request names, cancel "
               "the platform's own requests)", "remove the label; ask the platform team for a snapshot"),
-        _rule("dashboard-label", ("ConfigMap", "Secret"),
-              f"!('{DASHBOARD_LABEL[0]}' in {_meta('object', 'labels')})",
+        kind_rule("dashboard-label", ("ConfigMap", "Secret"),
+              f"!('{DASHBOARD_LABEL[0]}' in {meta_of('object', 'labels')})",
               f"the platform's Grafana loads every ConfigMap labelled {DASHBOARD_LABEL[0]} in the cluster",
               f"remove the label {DASHBOARD_LABEL[0]}; team dashboards come with the platform"),
-        *(_rule("object-size", (kind,), *object_size_check(team, kind)) for kind in SIZED_KINDS),
-        _rule("metadata-size", METADATA_KINDS, metadata_size(), metadata_size_problem(
+        *(kind_rule("object-size", (kind,), *object_size_check(team, kind)) for kind in SIZED_KINDS),
+        kind_rule("metadata-size", METADATA_KINDS, metadata_size(), metadata_size_problem(
             ", ".join(METADATA_KINDS[:-1]) + " or " + METADATA_KINDS[-1]), METADATA_SIZE_FIX),
-        _rule("pod-status-metadata", ("Pod",),
-              f"{_meta('object', 'labels')} == {_meta('oldObject', 'labels')} && "
-              f"{_meta('object', 'annotations')} == {_meta('oldObject', 'annotations')}",
+        kind_rule("pod-status-metadata", ("Pod",),
+              f"{meta_of('object', 'labels')} == {meta_of('oldObject', 'labels')} && "
+              f"{meta_of('object', 'annotations')} == {meta_of('oldObject', 'annotations')}",
               "labels and annotations may not change through pods/status or pods/resize",
               "change them on the pod itself"),
-        _rule("fixed-requests", ("Pod",), requests_kept(), RESIZE_PROBLEM, RESIZE_FIX),
-        _rule("pod-conditions", ("Pod",), _pod_conditions(),
+        kind_rule("fixed-requests", ("Pod",), requests_kept(), RESIZE_PROBLEM, RESIZE_FIX),
+        kind_rule("pod-conditions", ("Pod",), _pod_conditions(),
               f"vCluster copies a pod's status conditions, written in the vCluster, onto the host pod: they may "
               f"number at most {SYNCED_POD_CONDITIONS} and hold at most {SYNCED_POD_CONDITION_BYTES} bytes "
               f"({SYNCED_POD_CONDITION_BYTES // 2 ** 10}Ki) of type, status, reason and message, since every copy "
@@ -348,7 +260,8 @@ def policy_validations(team: Team, cluster_dns: str, endpoint_node_ports: Sequen
     ]
 
 
-def policy_spec(team: Team, cluster_dns: str, endpoint_node_ports: Sequence[int]) -> dict:
+def policy_spec(team: Team, cluster_dns: str, endpoint_node_ports: Sequence[int],
+                trusted_node_ports: Sequence[int] = ()) -> dict:
     return {
         "failurePolicy": "Fail",
         "matchConstraints": {
@@ -362,7 +275,7 @@ def policy_spec(team: Team, cluster_dns: str, endpoint_node_ports: Sequence[int]
         },
         "matchConditions": match_conditions(team),
         "variables": policy_variables(),
-        "validations": policy_validations(team, cluster_dns, endpoint_node_ports),
+        "validations": policy_validations(team, cluster_dns, endpoint_node_ports, trusted_node_ports),
     }
 
 
@@ -375,7 +288,7 @@ class SyncedObjectsAdmission(pulumi.ComponentResource):
         team = args.team
         policy_name = synced_objects_policy_name(team)
         spec = pulumi.Output.from_input(args.cluster_dns).apply(
-            lambda cluster_dns: policy_spec(team, cluster_dns, args.endpoint_node_ports))
+            lambda cluster_dns: policy_spec(team, cluster_dns, args.endpoint_node_ports, args.trusted_node_ports))
         self.policy, self.binding = policy_with_deny_binding(self, name, team, args.provider, policy_name, spec)
         self.register_outputs({"policy": policy_name, "syncer": syncer_username(team),
                                "objectBytes": object_bytes(team.vcluster), "metadataBytes": SYNCED_METADATA_BYTES,

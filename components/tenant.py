@@ -59,6 +59,8 @@ class TenantClusterArgs:
     cluster_dns: pulumi.Input[str]
     # The node ports of the site's vCluster endpoints, which no team's Service may take.
     endpoint_node_ports: Sequence[int]
+    # The node ports the host's nodes pull images from, which no team's Service may take either.
+    trusted_node_ports: Sequence[int]
     # The site's kubectl (config/model.py Cluster.kubectl_image), which runs the kubeconfig wait.
     kubectl_image: str
     # The host policy judging every team's pod sizes (components/pod_size_admission.py).
@@ -209,7 +211,8 @@ class TenantCluster(pulumi.ComponentResource):
         self.synced_objects_admission = SyncedObjectsAdmission(
             f"{name}-synced-objects-admission",
             SyncedObjectsAdmissionArgs(team=team, provider=args.provider, cluster_dns=args.cluster_dns,
-                                       endpoint_node_ports=args.endpoint_node_ports),
+                                       endpoint_node_ports=args.endpoint_node_ports,
+                                       trusted_node_ports=args.trusted_node_ports),
             opts=pulumi.ResourceOptions(parent=self))
         tier_admission = isolation_admission(name, team, args.provider, self)
         self.access = TeamAccess(f"{name}-access", TenantAccessArgs(team, args.provider, self.namespace), self)

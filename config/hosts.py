@@ -72,6 +72,10 @@ GPU_TAINT = Taint(GPU_TAINT_KEY, "true", "NoSchedule")
 
 MICROK8S_API_SERVER_PORT = 16443
 MICROK8S_STORAGE_CLASS = "microk8s-hostpath"
+# MicroK8s configures every node's containerd to pull localhost:32000/... over plain HTTP, for its registry addon
+# (microk8s-resources/default-args/certs.d/localhost__32000/hosts.toml, v1.30 to v1.36), and kube-proxy answers a
+# node port on localhost: whoever holds node port 32000 serves those images.
+MICROK8S_REGISTRY_NODE_PORT = 32000
 EKS_API_SERVER_PORT = 443
 # Created by the platform on EKS (EBS CSI driver, gp3 volumes) and annotated as the default.
 EKS_STORAGE_CLASS = "gp3"
@@ -96,6 +100,7 @@ def host_profile(cluster: Cluster) -> HostProfile:
             # One machine: its node runs the platform and every tenant, untainted.
             node_pools=(NodePool("microk8s", {}, gpu=True),),
             tenant_node_labels={},
+            trusted_node_ports=(MICROK8S_REGISTRY_NODE_PORT,),
         )
     if cluster.eks is not None:
         eks = cluster.eks

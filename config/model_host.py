@@ -84,6 +84,8 @@ class HostProfile:
     node_pools: Optional[tuple[NodePool, ...]]
     tenant_node_labels: Mapping[str, str] = field(default_factory=dict)
     host_dns: HostDns = HostDns()
+    # Node ports the nodes' container runtime pulls images from as a registry of their own.
+    trusted_node_ports: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -17,13 +17,15 @@ import re
 import pytest
 
 from config.access_rules import endpoint_node_ports
-from tests.conftest import ACCEPTED_VCLUSTER_TAGS, dev_config, git, run
+from config.hosts import MICROK8S_REGISTRY_NODE_PORT
+from tests.conftest import ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, dev_config, eks_config, git, run
 from tests.synced_objects_sim import allocated, create_service, synced_objects_admission_for
 from tests.tenant_sim import platform_of
 from tests.test_synced_objects_admission import ALLOCATED_IP, Synced, rules, service
 from tests.test_tenant_services import with_exposure
 
 VCLUSTER = "loft-sh/vcluster"
+MICROK8S = "canonical/microk8s"
 FIRST_ENDPOINT = 30443
 
 
@@ -174,3 +176,37 @@ def test_a_team_may_pin_its_own_endpoint_port_again():
     config["gpu-tenancy:teams"][1]["vcluster"]["extraValues"] = {"controlPlane": {"service": {
         "httpsNodePort": FIRST_ENDPOINT + 1}}}
     assert FIRST_ENDPOINT + 1 in endpoint_node_ports(platform_of(config).teams)
+
+
+# --- node ports the nodes pull images from ---------------------------------------------------------------------
+
+
+def test_microk8s_registry_port_is_refused_to_a_team_allowed_node_ports(site):
+    """MicroK8s' containerd pulls localhost:32000/... over plain HTTP on every node; a team's Service on node port
+    32000 would serve those images to every pod that names them, another team's or the platform's."""
+    platform, tenants = site
+    assert platform.host.trusted_node_ports == (MICROK8S_REGISTRY_NODE_PORT,)
+    nlp = tenants["team-nlp"]
+    registry = created(nlp, node_port_service(MICROK8S_REGISTRY_NODE_PORT))
+    assert rules(nlp.create(registry)) == {"service-trusted-node-ports"}
+    assert rules(nlp.update(created(nlp, node_port_service(0)), registry)) == {"service-trusted-node-ports"}
+    health = created(nlp, node_port_service(0, type="LoadBalancer", externalTrafficPolicy="Local",
+                                            healthCheckNodePort=MICROK8S_REGISTRY_NODE_PORT))
+    assert rules(nlp.create(health)) == {"service-trusted-node-ports"}
+    assert nlp.create(created(nlp, node_port_service(31000))) == []
+
+
+def test_a_host_whose_nodes_trust_no_node_port_has_no_such_rule(eks_run):
+    team = platform_of(eks_config()).teams[0]
+    names = {validation["message"][1:validation["message"].index("]")]
+             for validation in synced_objects_admission_for(eks_run, team.name).spec["validations"]}
+    assert platform_of(eks_config()).host.trusted_node_ports == ()
+    assert "service-trusted-node-ports" not in names
+
+
+def test_the_registry_port_is_the_one_microk8s_nodes_pull_from():
+    for tag in MIRRORED_TAGS[MICROK8S]:
+        hosts = git(MICROK8S, "show", f"{tag}:microk8s-resources/default-args/certs.d/"
+                                      f"localhost__{MICROK8S_REGISTRY_NODE_PORT}/hosts.toml")
+        assert f'server = "http://localhost:{MICROK8S_REGISTRY_NODE_PORT}"' in hosts, tag
+        assert re.search(r'capabilities = \[[^]]*"pull"', hosts), tag

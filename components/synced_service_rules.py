@@ -1,0 +1,103 @@
+"""The synced-objects policy's rules for Services (components/synced_objects_admission.py): which types, addresses,
+node ports and annotations a tenant's Service may hold on the host (docs/security-synced-objects.md, Services).
+
+vCluster's API proxy creates a tenant's Service on the host with its spec as written, cluster IPs and node ports
+included (pkg/server/filters/service.go), and services/syncer.go later copies ``type``, ``externalIPs``, ports and
+the load balancer fields.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Sequence
+
+from components.synced_rule_parts import CANONICAL_IPV4, absent, kind_rule, meta_of
+from components.tenant_access import EXTERNAL_DNS_PREFIX
+from config.model import Team
+
+
+def written_as_allocated(address: str) -> str:
+    """A cluster address as the host writes the ones it allocates: canonical IPv4, or None (headless). API servers
+    that validate the field leniently (before 1.33, and after unless StrictIPCIDRValidation is on) take
+    "010.096.000.010" and "::ffff:10.96.0.10" too, and kube-proxy routes both as 10.96.0.10. An update may keep an
+    address the Service already held (the host's own IPv6 ones on dual-stack)."""
+    return (f"({address} == '' || {address} == 'None' || {address}.matches('{CANONICAL_IPV4}') || "
+            f"(request.operation == 'UPDATE' && has(oldObject.spec.clusterIPs) && "
+            f"{address} in oldObject.spec.clusterIPs))")
+
+
+def holds_none_of(ports: Sequence[int]) -> str:
+    """The Service holds none of ``ports`` as a node port or health-check node port. On CREATE the host has
+    allocated the node ports before admission runs: a port is refused whether the tenant named it or the allocator
+    picked it while it was free."""
+    held = sorted(ports)
+    return (f"(!has(object.spec.ports) || object.spec.ports.all(p, !has(p.nodePort) || !(p.nodePort in {held}))) "
+            f"&& (!has(object.spec.healthCheckNodePort) || !(object.spec.healthCheckNodePort in {held}))")
+
+
+def service_rules(team: Team, cluster_dns: str, endpoint_node_ports: Sequence[int],
+                   trusted_node_ports: Sequence[int]) -> list[dict]:
+    allowed = team.vcluster.services
+    dns = str(ipaddress.ip_address(cluster_dns))
+    types = ["ClusterIP"] + (["NodePort"] if allowed.node_ports else []) + \
+        (["LoadBalancer"] if allowed.load_balancers else [])
+    rules = [
+        kind_rule("service-external-ips", ("Service",),
+              "!has(object.spec.externalIPs) || size(object.spec.externalIPs) == 0",
+              "spec.externalIPs makes every node and pod of the cluster send traffic for those addresses to this "
+              "Service", "remove spec.externalIPs"),
+        kind_rule("service-type", ("Service",), f"variables.serviceType in {types} && {absent('externalName')}",
+              f"team {team.name}'s Services may be of type {', '.join(types)} (config vcluster.services.nodePorts "
+              "and loadBalancers); ExternalName Services are not copied to the host",
+              "use type ClusterIP, or ask the platform team for node ports or load balancers; an ExternalName "
+              "Service still resolves inside your vCluster"),
+        # The program names each vCluster's endpoint this way; external-dns resolves two Services claiming one name
+        # by its own ordering, not by who the name belongs to.
+        kind_rule("external-dns", ("Service",),
+              f"!{meta_of('object', 'annotations')}.exists(key, key.startsWith('{EXTERNAL_DNS_PREFIX}'))",
+              f"annotations {EXTERNAL_DNS_PREFIX}* have the site's external-dns publish DNS names (any name of its "
+              "zones, another team's vCluster endpoint included) for this Service",
+              f"remove the {EXTERNAL_DNS_PREFIX}* annotations; ask the platform team for a DNS name"),
+        kind_rule("service-load-balancer-ip", ("Service",), absent("loadBalancerIP"),
+              "spec.loadBalancerIP claims an address the platform did not give this team",
+              "remove spec.loadBalancerIP and use the address the load balancer assigns"),
+        # vCluster's API proxy creates the host Service with the tenant's clusterIP and clusterIPs. The host
+        # allocates an address before validating admission runs, so a chosen address cannot be told from an
+        # allocated one; the address every pod's resolver uses is refused whoever picked it.
+        kind_rule("service-cluster-ip", ("Service",),
+              f"(!has(object.spec.clusterIP) || (object.spec.clusterIP != '{dns}' && "
+              f"{written_as_allocated('object.spec.clusterIP')})) && "
+              f"(!has(object.spec.clusterIPs) || (!('{dns}' in object.spec.clusterIPs) && "
+              f"object.spec.clusterIPs.all(a, {written_as_allocated('a')})))",
+              f"a Service may not hold the host cluster's DNS address {dns} (spec.clusterIP, spec.clusterIPs), "
+              "in any spelling: every pod of the cluster would send its name lookups to it; a chosen address is "
+              "written in canonical IPv4 form",
+              "remove spec.clusterIP and spec.clusterIPs and let the host allocate an address (or use clusterIP: "
+              "None for a headless Service)"),
+    ]
+    fix = ("remove nodePort and healthCheckNodePort and let the host allocate free ones; if you did not choose the "
+           "port, the host's allocator did: create the Service again")
+    if allowed.node_ports and endpoint_node_ports:
+        # The chart, not the syncer, writes each control plane's Service, so no endpoint is ever judged here.
+        rules.append(kind_rule(
+            "service-endpoint-node-ports", ("Service",), holds_none_of(endpoint_node_ports),
+            f"the node ports {', '.join(map(str, sorted(endpoint_node_ports)))} are the site's vCluster endpoints "
+            "(config teams[].vcluster.access.nodePort): a Service holding one keeps that team's control plane off its "
+            "port or takes its members' connections", fix))
+    if allowed.node_ports and trusted_node_ports:
+        rules.append(kind_rule(
+            "service-trusted-node-ports", ("Service",), holds_none_of(trusted_node_ports),
+            f"the host's nodes pull images from localhost on the node ports {', '.join(map(str, trusted_node_ports))} "
+            "(MicroK8s' registry): a Service holding one would serve its images to every pod of the cluster that "
+            "names them", fix))
+    if not allowed.node_ports:
+        rules.append(kind_rule(
+            "service-node-ports", ("Service",),
+            "(!has(object.spec.ports) || object.spec.ports.all(p, !has(p.nodePort) || p.nodePort == 0)) && "
+            "(!has(object.spec.healthCheckNodePort) || object.spec.healthCheckNodePort == 0) && "
+            "(variables.serviceType != 'LoadBalancer' || (has(object.spec.allocateLoadBalancerNodePorts) && "
+            "!object.spec.allocateLoadBalancerNodePorts))",
+            f"team {team.name} may hold no node ports (config vcluster.services.nodePorts: 0)",
+            "remove nodePort and healthCheckNodePort; a LoadBalancer Service sets allocateLoadBalancerNodePorts: "
+            "false and externalTrafficPolicy: Cluster"))
+    return rules
