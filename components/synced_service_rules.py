@@ -77,19 +77,17 @@ def service_rules(team: Team, cluster_dns: str, endpoint_node_ports: Sequence[in
     ]
     fix = ("remove nodePort and healthCheckNodePort and let the host allocate free ones; if you did not choose the "
            "port, the host's allocator did: create the Service again")
-    if allowed.node_ports and endpoint_node_ports:
-        # The chart, not the syncer, writes each control plane's Service, so no endpoint is ever judged here.
-        rules.append(kind_rule(
-            "service-endpoint-node-ports", ("Service",), holds_none_of(endpoint_node_ports),
-            f"the node ports {', '.join(map(str, sorted(endpoint_node_ports)))} are the site's vCluster endpoints "
-            "(config teams[].vcluster.access.nodePort): a Service holding one keeps that team's control plane off its "
-            "port or takes its members' connections", fix))
-    if allowed.node_ports and trusted_node_ports:
-        rules.append(kind_rule(
-            "service-trusted-node-ports", ("Service",), holds_none_of(trusted_node_ports),
-            f"the host's nodes pull images from localhost on the node ports {', '.join(map(str, trusted_node_ports))} "
-            "(MicroK8s' registry): a Service holding one would serve its images to every pod of the cluster that "
-            "names them", fix))
+    # The chart, not the syncer, writes each control plane's Service, so no endpoint is ever judged here.
+    held = (("service-endpoint-node-ports", endpoint_node_ports,
+             f"the node ports {', '.join(map(str, sorted(endpoint_node_ports)))} are the site's vCluster endpoints "
+             "(config teams[].vcluster.access.nodePort): a Service holding one keeps that team's control plane off its "
+             "port or takes its members' connections"),
+            ("service-trusted-node-ports", trusted_node_ports,
+             f"the host's nodes pull images from localhost on the node ports {', '.join(map(str, trusted_node_ports))} "
+             "(MicroK8s' registry): a Service holding one would serve its images to every pod of the cluster that "
+             "names them"))
+    rules += [kind_rule(name, ("Service",), holds_none_of(ports), problem, fix)
+              for name, ports, problem in held if allowed.node_ports and ports]
     if not allowed.node_ports:
         rules.append(kind_rule(
             "service-node-ports", ("Service",),
