@@ -84,12 +84,6 @@ def synced_objects_policy_name(team: Team) -> str:
     return f"gpu-tenancy-{team.name}-synced-objects"
 
 
-def allowed_storage_classes(team: Team) -> tuple[str, ...]:
-    """The classes a claim may name; empty means any class the cluster has."""
-    settings = team.vcluster
-    return settings.storage_classes or ((settings.storage_class,) if settings.storage_class else ())
-
-
 def ipv4_pattern(cidr: str) -> str:
     """A regular expression (RE2, as CEL's ``matches``) for the dotted IPv4 addresses inside ``cidr``."""
     network = ipaddress.ip_network(cidr)
@@ -132,7 +126,7 @@ def policy_variables() -> list[dict]:
 
 
 def _claim_rules(team: Team) -> list[dict]:
-    classes = allowed_storage_classes(team)
+    classes = team.vcluster.claim_storage_classes
     prefixes = control_plane_claim_prefixes(team.vcluster_name, team.vcluster)
     # A prefix another one starts (data-<name>- starts etcd's data-<name>-etcd-) needs no test of its own.
     own_claims = " && ".join(f"!{{ref}}.name.startsWith('{prefix}')" for prefix in prefixes

@@ -134,6 +134,11 @@ class VClusterSettings:
     # The site's scheduled snapshots (gpu-tenancy:backup, config/snapshots.py), None without.
     backup: Optional[Backup] = None
 
+    @property
+    def claim_storage_classes(self) -> tuple[str, ...]:
+        """The classes a tenant's claim may name; empty means any class the cluster has."""
+        return self.storage_classes or ((self.storage_class,) if self.storage_class else ())
+
 
 # A team's GPU isolation tier (config/isolation.py says what each one needs and promises).
 SHARED = "shared"

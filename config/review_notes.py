@@ -11,6 +11,7 @@ from config.capacity import GPUS_PER_INSTANCE_TYPE, known_gpu_capacity
 from config.cpu_memory_capacity import cpu_memory_notes
 from config.gpu_pool_pods import gpu_pool_pod_notes
 from config.image_registries import unlisted_registries_notes
+from config.hosts import MICROK8S_STORAGE_CLASS
 from config.model import Cluster, Platform
 from config.model_host import PID_EVICTION_THRESHOLD, SYSTEM_PID_RESERVE
 from config.sharing import TIME_SLICED
@@ -33,7 +34,7 @@ def review_notes(platform: Platform) -> list[str]:
     notes += _unchecked_kubernetes_notes(platform.cluster) + _unknown_instance_type_notes(platform.cluster) \
         + _unscaled_bounds_notes(platform.cluster) + api_endpoint_notes(platform.cluster) \
         + datastore_notes(platform.cluster, platform.teams) + cpu_memory_notes(platform) \
-        + gpu_pool_pod_notes(platform) + _policy_compile_notes(len(platform.teams))
+        + gpu_pool_pod_notes(platform) + _policy_compile_notes(len(platform.teams)) + _unbounded_claims_notes(platform)
     capacity = known_gpu_capacity(platform.cluster, platform.gpu_operator.time_slicing)
     guaranteed = sum(max(team.resources.gpu.quota, 0) for team in platform.teams)
     if capacity and all(team.resources.gpu.quota != -1 for team in platform.teams) \
@@ -55,6 +56,25 @@ def _policy_compile_notes(teams: int) -> list[str]:
             f"s first): about {seconds:.0f} s of CPU at {POLICY_COMPILE_SECONDS_PER_TEAM} s a team on a 2-core "
             "machine, so expect writes refused for some seconds after each API server start, longer on a slower "
             "control plane (docs/security-object-sizes.md, \"Compiled once for the site\")."]
+
+
+def _unbounded_claims_notes(platform: Platform) -> list[str]:
+    """MicroK8s' hostpath class makes each claim a plain directory of the node's disk, whatever size it asks for, and
+    the kubelet does not count a claim's volume as a pod's disk use: a team's claims can fill the disk the node's
+    pods, images and every team's control plane write to."""
+    if platform.cluster.microk8s is None:
+        return []
+    teams = [team.name for team in platform.teams if team.vcluster.resource_quota.persistent_volume_claims > 0
+             and (not team.vcluster.claim_storage_classes
+                  or MICROK8S_STORAGE_CLASS in team.vcluster.claim_storage_classes)]
+    if not teams:
+        return []
+    return [f"teams {', '.join(teams)}: their volume claims may use {MICROK8S_STORAGE_CLASS}, whose volumes are "
+            "directories of the node's disk that no size limit or eviction bounds (the claim's size is a number "
+            "only), so one team's claims can fill the disk that every team's pods, images and vCluster control "
+            "plane write to. Give the teams a class that enforces sizes (LVM, ZFS or XFS-quota local volumes) in "
+            "vcluster.storageClasses, or a disk of its own for the hostpath directory (docs/security-pressure.md, "
+            "\"Volume claims on MicroK8s\")."]
 
 
 def _unknown_instance_type_notes(cluster: Cluster) -> list[str]:
