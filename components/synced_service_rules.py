@@ -16,12 +16,19 @@ from components.tenant_access import EXTERNAL_DNS_PREFIX
 from config.model import Team
 
 
+# An IPv6 address as Go prints it (lowercase hex), and the IPv4-mapped ones among them (a zero prefix, then ffff),
+# which kube-proxy routes as the IPv4 address they carry.
+_IPV6_AS_PRINTED = "^[0-9a-f:]*:[0-9a-f:]*$"
+_IPV4_MAPPED = "^[0:]*:ffff:"
+
+
 def written_as_allocated(address: str) -> str:
-    """A cluster address as the host writes the ones it allocates: canonical IPv4, or None (headless). API servers
-    that validate the field leniently (before 1.33, and after unless StrictIPCIDRValidation is on) take
-    "010.096.000.010" and "::ffff:10.96.0.10" too, and kube-proxy routes both as 10.96.0.10. An update may keep an
-    address the Service already held (the host's own IPv6 ones on dual-stack)."""
+    """A cluster address as the host writes the ones it allocates: canonical IPv4, IPv6 in lowercase hex and not
+    IPv4-mapped, or None (headless). API servers that validate the field leniently (before 1.33, and after unless
+    StrictIPCIDRValidation is on) take "010.096.000.010" and "::ffff:10.96.0.10" too, and kube-proxy routes both as
+    10.96.0.10. An update may keep an address the Service already held."""
     return (f"({address} == '' || {address} == 'None' || {address}.matches('{CANONICAL_IPV4}') || "
+            f"({address}.matches('{_IPV6_AS_PRINTED}') && !{address}.matches('{_IPV4_MAPPED}')) || "
             f"(request.operation == 'UPDATE' && has(oldObject.spec.clusterIPs) && "
             f"{address} in oldObject.spec.clusterIPs))")
 
@@ -71,7 +78,8 @@ def service_rules(team: Team, cluster_dns: str, endpoint_node_ports: Sequence[in
               f"object.spec.clusterIPs.all(a, {written_as_allocated('a')})))",
               f"a Service may not hold the host cluster's DNS address {dns} (spec.clusterIP, spec.clusterIPs), "
               "in any spelling: every pod of the cluster would send its name lookups to it; a chosen address is "
-              "written in canonical IPv4 form",
+              "written as the host writes addresses (canonical IPv4, or lowercase IPv6 that does not map an IPv4 "
+              "address)",
               "remove spec.clusterIP and spec.clusterIPs and let the host allocate an address (or use clusterIP: "
               "None for a headless Service)"),
     ]
