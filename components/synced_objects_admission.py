@@ -169,7 +169,8 @@ def _claim_rules(team: Team) -> list[dict]:
         kind_rule("claim-selected-node", ("PersistentVolumeClaim",),
               " && ".join(f"(!('{key}' in {meta_of('object', 'annotations')}) || (request.operation == 'UPDATE' && "
                           f"'{key}' in {meta_of('oldObject', 'annotations')} && "
-                          f"{meta_of('oldObject', 'annotations')}['{key}'] == {meta_of('object', 'annotations')}['{key}']))"
+                          f"{meta_of('oldObject', 'annotations')}['{key}'] == "
+                          f"{meta_of('object', 'annotations')}['{key}']))"
                           for key in SELECTED_NODE_ANNOTATIONS),
               f"the annotations {', '.join(SELECTED_NODE_ANNOTATIONS)} are the host scheduler's: they have the "
               "provisioner create the claim's volume on the node they name at once, any node of the cluster (its "

@@ -98,7 +98,8 @@ def test_none_is_a_device_request_and_void_is_none_so_only_void_is_blank(tag):
 def test_the_toolkits_that_turn_none_into_every_device_are_among_those_read():
     """v1.18.0 and v1.18.1 send the empty id of ``none`` to CDI unchanged (their cdi.go has no "none" name for it),
     where an empty request means all devices; later releases name it."""
-    unguarded = [tag for tag in MIRRORED_TAGS[TOOLKIT]
-                 if 'name = "none"' not in git(TOOLKIT, "show", f"{mirrored_tag(TOOLKIT, tag)}:internal/modifier/cdi.go")]
+    cdi = {tag: git(TOOLKIT, "show", f"{mirrored_tag(TOOLKIT, tag)}:internal/modifier/cdi.go")
+           for tag in MIRRORED_TAGS[TOOLKIT]}
+    unguarded = [tag for tag, source in cdi.items() if 'name = "none"' not in source]
     assert {"v1.18.0", "v1.18.1"} <= set(unguarded)
     assert not {"v1.19.0", "v1.19.1", "v1.20.0"} & set(unguarded)
