@@ -33,7 +33,8 @@ from components.admission_resize import FIX as RESIZE_FIX, PROBLEM as RESIZE_PRO
 from components.kubernetes_resources import KubernetesObject
 from components.synced_endpoints import endpoint_rules, listed, text_rules
 from components.synced_object_sizes import SIZED_KINDS, object_size_check, text_bytes
-from components.synced_rule_parts import CANONICAL_IPV4, kind_rule, meta_of
+# Private names: each rule below is laid out as one call of _rule.
+from components.synced_rule_parts import CANONICAL_IPV4, kind_rule as _rule, meta_of as _meta
 from components.synced_service_rules import service_rules
 from config.model import Team
 from config.synced_data import (
@@ -141,23 +142,23 @@ def _claim_rules(team: Team) -> list[dict]:
     volume_name = "(has({obj}.spec.volumeName) ? {obj}.spec.volumeName : '')"
     attributes_class = "(has({obj}.spec.volumeAttributesClassName) ? {obj}.spec.volumeAttributesClassName : '')"
     return [
-        kind_rule("claim-skip-translate", ("PersistentVolumeClaim",),
-              f"!('{SKIP_TRANSLATE_ANNOTATION}' in {meta_of('object', 'annotations')})",
+        _rule("claim-skip-translate", ("PersistentVolumeClaim",),
+              f"!('{SKIP_TRANSLATE_ANNOTATION}' in {_meta('object', 'annotations')})",
               f"the annotation {SKIP_TRANSLATE_ANNOTATION} makes vCluster pass host volume names through untranslated",
               f"remove the annotation {SKIP_TRANSLATE_ANNOTATION}"),
-        kind_rule("claim-volume", ("PersistentVolumeClaim",),
+        _rule("claim-volume", ("PersistentVolumeClaim",),
               f"request.operation == 'CREATE' ? ({volume_name.format(obj='object')} == '' && "
               f"!has(object.spec.selector)) : {volume_name.format(obj='object')} == {volume_name.format(obj='oldObject')}",
               "a claim may not pick a host PersistentVolume (spec.volumeName, spec.selector): vCluster copies them "
               "untranslated, so they name any volume of the cluster",
               "remove spec.volumeName and spec.selector and let the storage class provision a volume"),
-        kind_rule("claim-data-source", ("PersistentVolumeClaim",),
+        _rule("claim-data-source", ("PersistentVolumeClaim",),
               " && ".join(data_source_ok.format(ref=f"object.spec.{field}") for field in ("dataSource", "dataSourceRef")),
               "a claim may only be cloned from another claim of this vCluster (not a snapshot, another namespace or "
               "the vCluster's own data volume)",
               "remove spec.dataSource and spec.dataSourceRef, or name a claim of your vCluster"),
-        kind_rule("claim-storage-class", ("PersistentVolumeClaim",),
-              f"{class_ok} && !('{STORAGE_CLASS_ANNOTATION}' in {meta_of('object', 'annotations')})",
+        _rule("claim-storage-class", ("PersistentVolumeClaim",),
+              f"{class_ok} && !('{STORAGE_CLASS_ANNOTATION}' in {_meta('object', 'annotations')})",
               f"team {team.name}'s claims use " + (f"the storage classes {', '.join(classes)}" if classes else
                                                    "a named storage class") +
               " (config vcluster.storageClasses); a claim without a class binds to any unclaimed volume without one",
@@ -166,11 +167,11 @@ def _claim_rules(team: Team) -> list[dict]:
               "annotation"),
         # The host scheduler writes the annotation on the host claim later (not through the syncer), and the syncer's
         # updates carry its value back unchanged.
-        kind_rule("claim-selected-node", ("PersistentVolumeClaim",),
-              " && ".join(f"(!('{key}' in {meta_of('object', 'annotations')}) || (request.operation == 'UPDATE' && "
-                          f"'{key}' in {meta_of('oldObject', 'annotations')} && "
-                          f"{meta_of('oldObject', 'annotations')}['{key}'] == "
-                          f"{meta_of('object', 'annotations')}['{key}']))"
+        _rule("claim-selected-node", ("PersistentVolumeClaim",),
+              " && ".join(f"(!('{key}' in {_meta('object', 'annotations')}) || (request.operation == 'UPDATE' && "
+                          f"'{key}' in {_meta('oldObject', 'annotations')} && "
+                          f"{_meta('oldObject', 'annotations')}['{key}'] == "
+                          f"{_meta('object', 'annotations')}['{key}']))"
                           for key in SELECTED_NODE_ANNOTATIONS),
               f"the annotations {', '.join(SELECTED_NODE_ANNOTATIONS)} are the host scheduler's: they have the "
               "provisioner create the claim's volume on the node they name at once, any node of the cluster (its "
@@ -179,7 +180,7 @@ def _claim_rules(team: Team) -> list[dict]:
               "of the first pod that uses the claim"),
         # vCluster's claim updates copy only the requested size, but a class added later would modify the bound
         # volume as much as one named at creation; a class kept unchanged (a claim older than this rule) passes.
-        kind_rule("claim-volume-attributes-class", ("PersistentVolumeClaim",),
+        _rule("claim-volume-attributes-class", ("PersistentVolumeClaim",),
               f"{attributes_class.format(obj='object')} == '' || (request.operation == 'UPDATE' && "
               f"{attributes_class.format(obj='object')} == {attributes_class.format(obj='oldObject')})",
               "a claim may not name a VolumeAttributesClass (spec.volumeAttributesClassName): it sets the volume's "
@@ -214,38 +215,38 @@ def policy_validations(team: Team, cluster_dns: str, endpoint_node_ports: Sequen
     return [
         *service_rules(team, cluster_dns, endpoint_node_ports, trusted_node_ports),
         *_claim_rules(team),
-        kind_rule("endpoint-addresses", ("Endpoints",), endpoints,
+        _rule("endpoint-addresses", ("Endpoints",), endpoints,
               "a Service without a selector may only point at public IPv4 addresses written canonically (no leading "
               f"zeros), never into the cluster's private ranges ({', '.join(NON_PUBLIC_IPV4)})",
               "use a Service with a selector for your own pods"),
-        kind_rule("endpoint-addresses", ("EndpointSlice",), slices,
+        _rule("endpoint-addresses", ("EndpointSlice",), slices,
               "an EndpointSlice may only list public IPv4 addresses written canonically (addressType IPv4, no "
               f"leading zeros), never the cluster's private ranges ({', '.join(NON_PUBLIC_IPV4)})",
               "use a Service with a selector for your own pods"),
-        *(kind_rule(*rule) for rule in endpoint_rules() + text_rules()),
-        kind_rule("service-account-token", ("Secret",),
+        *(_rule(*rule) for rule in endpoint_rules() + text_rules()),
+        _rule("service-account-token", ("Secret",),
               f"!has(object.type) || object.type != '{SERVICE_ACCOUNT_TOKEN}'",
               "a Secret of type service-account-token would get a host token for a host service account",
               "use type Opaque"),
-        kind_rule("snapshot-requests", ("ConfigMap", "Secret"),
-              " && ".join(f"!('{label}' in {meta_of('object', 'labels')})" for label in REQUEST_LABELS),
+        _rule("snapshot-requests", ("ConfigMap", "Secret"),
+              " && ".join(f"!('{label}' in {_meta('object', 'labels')})" for label in REQUEST_LABELS),
               f"the labels {', '.join(REQUEST_LABELS)} make the vCluster's control plane take the object for the "
               "platform's snapshot or restore request (back up or replace its data at a URL the request names, cancel "
               "the platform's own requests)", "remove the label; ask the platform team for a snapshot"),
-        kind_rule("dashboard-label", ("ConfigMap", "Secret"),
-              f"!('{DASHBOARD_LABEL[0]}' in {meta_of('object', 'labels')})",
+        _rule("dashboard-label", ("ConfigMap", "Secret"),
+              f"!('{DASHBOARD_LABEL[0]}' in {_meta('object', 'labels')})",
               f"the platform's Grafana loads every ConfigMap labelled {DASHBOARD_LABEL[0]} in the cluster",
               f"remove the label {DASHBOARD_LABEL[0]}; team dashboards come with the platform"),
-        *(kind_rule("object-size", (kind,), *object_size_check(team, kind)) for kind in SIZED_KINDS),
-        kind_rule("metadata-size", METADATA_KINDS, metadata_size(), metadata_size_problem(
+        *(_rule("object-size", (kind,), *object_size_check(team, kind)) for kind in SIZED_KINDS),
+        _rule("metadata-size", METADATA_KINDS, metadata_size(), metadata_size_problem(
             ", ".join(METADATA_KINDS[:-1]) + " or " + METADATA_KINDS[-1]), METADATA_SIZE_FIX),
-        kind_rule("pod-status-metadata", ("Pod",),
-              f"{meta_of('object', 'labels')} == {meta_of('oldObject', 'labels')} && "
-              f"{meta_of('object', 'annotations')} == {meta_of('oldObject', 'annotations')}",
+        _rule("pod-status-metadata", ("Pod",),
+              f"{_meta('object', 'labels')} == {_meta('oldObject', 'labels')} && "
+              f"{_meta('object', 'annotations')} == {_meta('oldObject', 'annotations')}",
               "labels and annotations may not change through pods/status or pods/resize",
               "change them on the pod itself"),
-        kind_rule("fixed-requests", ("Pod",), requests_kept(), RESIZE_PROBLEM, RESIZE_FIX),
-        kind_rule("pod-conditions", ("Pod",), _pod_conditions(),
+        _rule("fixed-requests", ("Pod",), requests_kept(), RESIZE_PROBLEM, RESIZE_FIX),
+        _rule("pod-conditions", ("Pod",), _pod_conditions(),
               f"vCluster copies a pod's status conditions, written in the vCluster, onto the host pod: they may "
               f"number at most {SYNCED_POD_CONDITIONS} and hold at most {SYNCED_POD_CONDITION_BYTES} bytes "
               f"({SYNCED_POD_CONDITION_BYTES // 2 ** 10}Ki) of type, status, reason and message, since every copy "

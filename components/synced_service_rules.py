@@ -11,7 +11,8 @@ from __future__ import annotations
 import ipaddress
 from typing import Sequence
 
-from components.synced_rule_parts import CANONICAL_IPV4, absent, kind_rule, meta_of
+# Private names: each rule below is laid out as one call of _rule.
+from components.synced_rule_parts import CANONICAL_IPV4, absent as _absent, kind_rule as _rule, meta_of as _meta
 from components.tenant_access import EXTERNAL_DNS_PREFIX
 from config.model import Team
 
@@ -43,35 +44,35 @@ def holds_none_of(ports: Sequence[int]) -> str:
 
 
 def service_rules(team: Team, cluster_dns: str, endpoint_node_ports: Sequence[int],
-                   trusted_node_ports: Sequence[int]) -> list[dict]:
+                  trusted_node_ports: Sequence[int]) -> list[dict]:
     allowed = team.vcluster.services
     dns = str(ipaddress.ip_address(cluster_dns))
     types = ["ClusterIP"] + (["NodePort"] if allowed.node_ports else []) + \
         (["LoadBalancer"] if allowed.load_balancers else [])
     rules = [
-        kind_rule("service-external-ips", ("Service",),
+        _rule("service-external-ips", ("Service",),
               "!has(object.spec.externalIPs) || size(object.spec.externalIPs) == 0",
               "spec.externalIPs makes every node and pod of the cluster send traffic for those addresses to this "
               "Service", "remove spec.externalIPs"),
-        kind_rule("service-type", ("Service",), f"variables.serviceType in {types} && {absent('externalName')}",
+        _rule("service-type", ("Service",), f"variables.serviceType in {types} && {_absent('externalName')}",
               f"team {team.name}'s Services may be of type {', '.join(types)} (config vcluster.services.nodePorts "
               "and loadBalancers); ExternalName Services are not copied to the host",
               "use type ClusterIP, or ask the platform team for node ports or load balancers; an ExternalName "
               "Service still resolves inside your vCluster"),
         # The program names each vCluster's endpoint this way; external-dns resolves two Services claiming one name
         # by its own ordering, not by who the name belongs to.
-        kind_rule("external-dns", ("Service",),
-              f"!{meta_of('object', 'annotations')}.exists(key, key.startsWith('{EXTERNAL_DNS_PREFIX}'))",
+        _rule("external-dns", ("Service",),
+              f"!{_meta('object', 'annotations')}.exists(key, key.startsWith('{EXTERNAL_DNS_PREFIX}'))",
               f"annotations {EXTERNAL_DNS_PREFIX}* have the site's external-dns publish DNS names (any name of its "
               "zones, another team's vCluster endpoint included) for this Service",
               f"remove the {EXTERNAL_DNS_PREFIX}* annotations; ask the platform team for a DNS name"),
-        kind_rule("service-load-balancer-ip", ("Service",), absent("loadBalancerIP"),
+        _rule("service-load-balancer-ip", ("Service",), _absent("loadBalancerIP"),
               "spec.loadBalancerIP claims an address the platform did not give this team",
               "remove spec.loadBalancerIP and use the address the load balancer assigns"),
         # vCluster's API proxy creates the host Service with the tenant's clusterIP and clusterIPs. The host
         # allocates an address before validating admission runs, so a chosen address cannot be told from an
         # allocated one; the address every pod's resolver uses is refused whoever picked it.
-        kind_rule("service-cluster-ip", ("Service",),
+        _rule("service-cluster-ip", ("Service",),
               f"(!has(object.spec.clusterIP) || (object.spec.clusterIP != '{dns}' && "
               f"{written_as_allocated('object.spec.clusterIP')})) && "
               f"(!has(object.spec.clusterIPs) || (!('{dns}' in object.spec.clusterIPs) && "
@@ -94,10 +95,10 @@ def service_rules(team: Team, cluster_dns: str, endpoint_node_ports: Sequence[in
              f"the host's nodes pull images from localhost on the node ports {', '.join(map(str, trusted_node_ports))} "
              "(MicroK8s' registry): a Service holding one would serve its images to every pod of the cluster that "
              "names them"))
-    rules += [kind_rule(name, ("Service",), holds_none_of(ports), problem, fix)
+    rules += [_rule(name, ("Service",), holds_none_of(ports), problem, fix)
               for name, ports, problem in held if allowed.node_ports and ports]
     if not allowed.node_ports:
-        rules.append(kind_rule(
+        rules.append(_rule(
             "service-node-ports", ("Service",),
             "(!has(object.spec.ports) || object.spec.ports.all(p, !has(p.nodePort) || p.nodePort == 0)) && "
             "(!has(object.spec.healthCheckNodePort) || object.spec.healthCheckNodePort == 0) && "
