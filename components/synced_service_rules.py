@@ -1,5 +1,6 @@
 """The synced-objects policy's rules for Services (components/synced_objects_admission.py): which types, addresses,
-node ports and annotations a tenant's Service may hold on the host (docs/security-synced-objects.md, Services).
+node ports, annotations and load-balancer class a tenant's Service may hold on the host
+(docs/security-synced-objects.md, Services).
 
 vCluster's API proxy creates a tenant's Service on the host with its spec as written, cluster IPs and node ports
 included (pkg/server/filters/service.go), and services/syncer.go later copies ``type``, ``externalIPs``, ports and
@@ -14,6 +15,7 @@ from typing import Sequence
 # Private names: each rule below is laid out as one call of _rule.
 from components.synced_rule_parts import CANONICAL_IPV4, absent as _absent, kind_rule as _rule, meta_of as _meta
 from components.tenant_access import EXTERNAL_DNS_PREFIX
+from config.load_balancer_keys import LOAD_BALANCER_PREFIXES
 from config.model import Team
 
 
@@ -41,6 +43,40 @@ def holds_none_of(ports: Sequence[int]) -> str:
     held = sorted(ports)
     return (f"(!has(object.spec.ports) || object.spec.ports.all(p, !has(p.nodePort) || !(p.nodePort in {held}))) "
             f"&& (!has(object.spec.healthCheckNodePort) || !(object.spec.healthCheckNodePort in {held}))")
+
+
+def kept_on_update(field: str, key: str) -> str:
+    """The request is an UPDATE leaving ``metadata.<field>[key]`` as the object held it (the implementation's own
+    writes, which the syncer echoes, and what a Service held before a rule was added)."""
+    return (f"(request.operation == 'UPDATE' && has(oldObject.metadata.{field}) && {key} in "
+            f"oldObject.metadata.{field} && oldObject.metadata.{field}[{key}] == object.metadata.{field}[{key}])")
+
+
+def load_balancer_rules(team: Team) -> list[dict]:
+    """The keys and class that steer the load-balancer implementation: only those the team's settings list."""
+    allowed = team.vcluster.services
+    governed = " || ".join(f"key.startsWith('{prefix}')" for prefix in LOAD_BALANCER_PREFIXES)
+    listed = ", ".join(allowed.load_balancer_annotations) or "none"
+    classes = ", ".join(allowed.load_balancer_classes) or "none"
+    return [
+        _rule("service-load-balancer-annotations", ("Service",),
+              f"{_meta('object', 'annotations')}.all(key, !({governed}) || "
+              f"key in {list(allowed.load_balancer_annotations)} || {kept_on_update('annotations', 'key')})",
+              f"of the load-balancer annotations (keys under {', '.join(LOAD_BALANCER_PREFIXES)}), team "
+              f"{team.name}'s Services may carry only those config vcluster.services.loadBalancerAnnotations lists: "
+              f"{listed}; the others hand the team something of the account or the network (an address, subnet, "
+              "security group, certificate, log bucket, address pool or cost tag)",
+              "remove the annotation, or ask the platform team to list it for your team"),
+        _rule("service-load-balancer-class", ("Service",),
+              f"{_absent('loadBalancerClass')} || object.spec.loadBalancerClass in "
+              f"{list(allowed.load_balancer_classes)} || (request.operation == 'UPDATE' && "
+              "has(oldObject.spec.loadBalancerClass) && oldObject.spec.loadBalancerClass == "
+              "object.spec.loadBalancerClass)",
+              f"team {team.name}'s Services may name only the load-balancer classes config "
+              f"vcluster.services.loadBalancerClasses lists ({classes}): a class hands the Service to another "
+              "controller, which reads annotations the platform does not judge",
+              "remove spec.loadBalancerClass so the host's own load balancer serves the Service"),
+    ]
 
 
 def service_rules(team: Team, cluster_dns: str, endpoint_node_ports: Sequence[int],
@@ -97,6 +133,8 @@ def service_rules(team: Team, cluster_dns: str, endpoint_node_ports: Sequence[in
              "names them"))
     rules += [_rule(name, ("Service",), holds_none_of(ports), problem, fix)
               for name, ports, problem in held if allowed.node_ports and ports]
+    if allowed.load_balancers:
+        rules += load_balancer_rules(team)
     if not allowed.node_ports:
         rules.append(_rule(
             "service-node-ports", ("Service",),

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from config.capacity import accelerator_label_value
+from config.load_balancer_keys import AWS_TEAM_KEYS
 from config.mig import MIG_CONFIG_LABEL
 from config.model import Cluster
 from config.model_host import HostProfile, NodePool, Taint
@@ -123,6 +124,9 @@ def host_profile(cluster: Cluster) -> HostProfile:
             # operator, vCluster control planes). CPU pods and DNS of a tenant share the GPU
             # nodes; KAI hides the GPUs from containers it did not allocate one to.
             tenant_node_labels={ROLE_LABEL: GPU_ROLE},
+            # EKS's AWS cloud provider makes a team's LoadBalancer Services (MicroK8s' MetalLB reads no key a team
+            # needs; an existing cluster's implementation is not known).
+            load_balancer_annotations=AWS_TEAM_KEYS,
         )
     existing = cluster.kubeconfig
     assert existing is not None, "a validated Cluster has exactly one kind's settings"

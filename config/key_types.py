@@ -355,8 +355,11 @@ class QuantityMap:
 
 @dataclass(frozen=True)
 class StringList:
+    """A list of non-empty strings, each passing ``checks``."""
+
     non_empty: bool = False
     form: str = "strings"
+    checks: tuple[Check, ...] = ()
     fix: ClassVar[str] = "write it as a list of strings, e.g. [a, b]"
 
     def parse(self, value: object, fix: str) -> tuple[str, ...]:
@@ -364,11 +367,15 @@ class StringList:
             raise Invalid(f"expected a list of strings, got {type_name(value)}", fix)
         if self.non_empty and not value:
             raise Invalid("must not be empty", "list at least one value")
+        for item in value:
+            failed = next((check for check in self.checks if not check.passes(item)), None)
+            if failed is not None:
+                raise Invalid(f"{item!r} {failed.problem}", failed.fix)
         return tuple(value)
 
     def schema(self) -> dict[str, Any]:
-        return {"type": "array", "items": {"type": "string", "minLength": 1},
-                **({"minItems": 1} if self.non_empty else {})}
+        items = string_schema(*(c.schema() for c in self.checks)) if self.checks else {"type": "string", "minLength": 1}
+        return {"type": "array", "items": items, **({"minItems": 1} if self.non_empty else {})}
 
     def shown(self) -> str:
         return ("non-empty " if self.non_empty else "") + f"list of {self.form}"

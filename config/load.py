@@ -103,9 +103,10 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     check_nodes_deliver_cdi_devices(reader, cluster, gpu_operator)
     kai = read_kai(root.child("kaiScheduler"))
     organization = read_organization(root.child("organization"))
-    # Where tenant pods may run depends on the host kind (config/hosts.py).
-    default_vcluster = DEFAULT_VCLUSTER if host is None else \
-        dataclasses.replace(DEFAULT_VCLUSTER, node_labels=dict(host.tenant_node_labels))
+    # Where tenant pods may run, and what their load balancers read, depend on the host kind (config/hosts.py).
+    default_vcluster = DEFAULT_VCLUSTER if host is None else dataclasses.replace(
+        DEFAULT_VCLUSTER, node_labels=dict(host.tenant_node_labels), services=dataclasses.replace(
+            DEFAULT_VCLUSTER.services, load_balancer_annotations=host.load_balancer_annotations))
     stack_vcluster = read_vcluster(root.child("vcluster"), default_vcluster)
     teams = [read_team(team, stack_vcluster) for team in root.entries("teams")]
     observability = read_observability(root.child("observability"), secrets)

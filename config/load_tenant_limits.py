@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-from config.key_types import Integer, Quantity
-from config.keys import Block, Key
+from config.key_types import Integer, Quantity, StringList
+from config.keys import Block, Derived, Key
+from config.load_balancer_keys import LOAD_BALANCER_CLASS, LOAD_BALANCER_KEY, LOAD_BALANCER_PREFIXES
 from config.model import TenantLimitRange, TenantResourceQuota, TenantServices
 from config.synced_data import SYNCED_OBJECT_KEYS, SYNCED_POD_TEXT_ITEMS
 from config.tenant_budget import KAI_SHARING_CONFIG_MAPS, OBJECTS_PER_POD, SLICES_PER_SERVICE
@@ -123,8 +124,25 @@ SERVICES = Block(keys=(
         "How many LoadBalancer Services the tenant may hold (ResourceQuota `services.loadbalancers`); 0 refuses "
         "them.", example="1",
         details="With `nodePorts: 0` a LoadBalancer Service must set `allocateLoadBalancerNodePorts: false` and "
-                "`externalTrafficPolicy: Cluster`. A team allowed load balancers may use the load-balancer "
-                "implementation's Service annotations."),
+                "`externalTrafficPolicy: Cluster`. Which of the load-balancer implementation's Service annotations "
+                "it may use: `loadBalancerAnnotations`."),
+    Key("loadBalancerAnnotations", StringList(form="annotation keys", checks=(LOAD_BALANCER_KEY,)),
+        Derived("on EKS, the AWS cloud provider's keys that shape only the team's own load balancer; none "
+                "elsewhere"),
+        "The load-balancer annotation keys a team's Services may carry, when `loadBalancers` > 0; every other key "
+        "under " + ", ".join(f"`{prefix}`" for prefix in LOAD_BALANCER_PREFIXES) + " is refused.",
+        example="[service.beta.kubernetes.io/aws-load-balancer-type, "
+                "service.beta.kubernetes.io/aws-load-balancer-ssl-cert]",
+        details="Stating the list replaces the default. The keys left out of EKS's default name something of the "
+                "account or the network: Elastic IPs, private addresses, subnets, security groups, certificates, "
+                "log buckets and cost tags (`config/load_balancer_keys.py` says what each would hand the team). "
+                "List one for a team you trust with it. See [Services](security-synced-objects.md#services)."),
+    Key("loadBalancerClasses", StringList(form="class names", checks=(LOAD_BALANCER_CLASS,)),
+        TenantServices().load_balancer_classes,
+        "The `spec.loadBalancerClass` values a team's Services may name; none by default, so the host's "
+        "default implementation makes every team's load balancers.", example="[service.k8s.aws/nlb]",
+        details="A class hands the Service to another controller, which may read annotations this platform does "
+                "not judge: list one only when its keys are under the prefixes above."),
 ))
 
 LIMIT_RANGE = Block(keys=(

@@ -91,10 +91,13 @@ class TenantLimitRange:
 
 @dataclass(frozen=True)
 class TenantServices:
-    """What a tenant's synced Services may open on the host: node ports and load balancers (0: none)."""
+    """What a tenant's synced Services may open on the host: node ports and load balancers (0: none), and the
+    load-balancer annotation keys and classes its Services may carry (config/load_balancer_keys.py)."""
 
     node_ports: int = 0
     load_balancers: int = 0
+    load_balancer_annotations: tuple[str, ...] = ()
+    load_balancer_classes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

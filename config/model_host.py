@@ -86,6 +86,8 @@ class HostProfile:
     host_dns: HostDns = HostDns()
     # Node ports the nodes' container runtime pulls images from as a registry of their own.
     trusted_node_ports: tuple[int, ...] = ()
+    # The Service annotations of the host's load-balancer implementation a team given load balancers may set.
+    load_balancer_annotations: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

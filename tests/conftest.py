@@ -128,6 +128,12 @@ MIRRORED_TAGS = {
     "awslabs/amazon-eks-ami": ("v20260724",),
     # ... and the containerd its newest release ships, and each MicroK8s track's (tests/test_cdi_device_list_contract.py).
     "containerd/containerd": ("v1.6.28", "v1.6.36", "v1.7.27", "v1.7.28", "v2.1.3", "v2.2.3", "v2.2.4"),
+    # The AWS cloud provider EKS runs for LoadBalancer Services, newest patch of each minor a site may state that has
+    # a release (tests/test_load_balancer_keys.py).
+    "kubernetes/cloud-provider-aws": ("v1.30.10", "v1.31.9", "v1.32.8", "v1.33.4", "v1.34.3", "v1.35.2", "v1.36.1"),
+    # The MetalLB each MicroK8s track's `metallb` addon deploys (canonical/microk8s-core-addons, addons/metallb on
+    # branches 1.30 to 1.35 and main): which Service annotations it reads (tests/test_load_balancer_keys.py).
+    "metallb/metallb": ("v0.13.3", "v0.14.9", "v0.15.2", "v0.15.3"),
     # The device plugin each accepted GPU Operator release ships (its values' devicePlugin.version): how it names a
     # container's GPUs to the runtime (tests/test_cdi_device_list_contract.py).
     "NVIDIA/k8s-device-plugin": ("v0.17.0", "v0.17.1", "v0.17.2", "v0.17.3", "v0.17.4", "v0.18.0", "v0.18.1", "v0.19.0",

@@ -1,0 +1,60 @@
+"""The Service annotations a load-balancer implementation reads, and which of them a team may set
+(vcluster.services.loadBalancerAnnotations; the host policy's rule: components/synced_service_rules.py).
+
+A team allowed load balancers shapes its own one: protocols, health checks, timeouts, an internal scheme. The keys
+that name something of the account or the network (an Elastic IP, a private address, a subnet, a security group, a
+certificate, a log bucket, cost tags, an address pool) would hand the team what belongs to the platform or to another
+team, so they are refused unless a site lists them for a team. tests/test_load_balancer_keys.py reads every key the
+implementations read at their tags and fails on one this module does not place.
+"""
+
+from __future__ import annotations
+
+import re
+
+from config.key_types import Check
+
+# The annotation prefixes of the implementations the policy knows: every cloud provider's own (AWS, Azure, OCI, ...
+# under service.beta.kubernetes.io), the AWS Load Balancer Controller's second prefix, and MetalLB's two (MicroK8s'
+# `metallb` addon). A key under one of them passes only if the team's list holds it.
+LOAD_BALANCER_PREFIXES = ("service.beta.kubernetes.io/", "service.k8s.aws/", "metallb.io/", "metallb.universe.tf/")
+
+AWS_PREFIX = "service.beta.kubernetes.io/aws-load-balancer-"
+
+# The keys of the AWS cloud provider (kubernetes/cloud-provider-aws pkg/providers/v1, the controller EKS runs for
+# Services without a loadBalancerClass) that shape only the team's own load balancer: the default list on EKS.
+AWS_TEAM_KEYS = tuple(AWS_PREFIX + key for key in (
+    "backend-protocol", "connection-draining-enabled", "connection-draining-timeout", "connection-idle-timeout",
+    "cross-zone-load-balancing-enabled", "healthcheck-healthy-threshold", "healthcheck-interval",
+    "healthcheck-path", "healthcheck-port", "healthcheck-protocol", "healthcheck-timeout",
+    "healthcheck-unhealthy-threshold", "internal", "proxy-protocol", "ssl-negotiation-policy", "ssl-ports",
+    "target-group-attributes", "target-node-labels", "type",
+))
+
+# The keys of the same provider that reach beyond the team's load balancer, with what they would hand the team.
+AWS_PLATFORM_KEYS = {AWS_PREFIX + key: reason for key, reason in {
+    "access-log-enabled": "access logs written to a bucket of the account",
+    "access-log-emit-interval": "access logs written to a bucket of the account",
+    "access-log-s3-bucket-name": "access logs written to any bucket of the account the load balancers may write to",
+    "access-log-s3-bucket-prefix": "access logs written to a bucket of the account",
+    "additional-resource-tags": "the account's cost-allocation tags (another team's, on its bill)",
+    "eip-allocations": "any Elastic IP of the account, the platform's or another team's",
+    "extra-security-groups": "any security group of the VPC, with what other resources let it reach",
+    "private-ipv4-addresses": "chosen private addresses of the VPC's subnets",
+    "security-groups": "any security group of the VPC in place of the one the provider manages",
+    "ssl-cert": "any certificate of the account, the platform's names included",
+    "subnets": "any subnet of the VPC, public ones included",
+}.items()}
+
+# A key under one of the prefixes: the name part as Kubernetes writes one (alphanumerics, '-', '_', '.').
+_UNDER_A_PREFIX = "(" + "|".join(re.escape(prefix) for prefix in LOAD_BALANCER_PREFIXES) + ")"
+LOAD_BALANCER_KEY = Check(
+    _UNDER_A_PREFIX + "[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?",
+    "is not a load-balancer annotation key: only keys under " + ", ".join(LOAD_BALANCER_PREFIXES) + " are judged "
+    "(any other key passes without being listed)",
+    "list full keys such as service.beta.kubernetes.io/aws-load-balancer-ssl-cert")
+# spec.loadBalancerClass as the API server takes it: a label-style key with a DNS prefix.
+LOAD_BALANCER_CLASS = Check(
+    "[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?",
+    "is not a load-balancer class (a prefixed name such as service.k8s.aws/nlb)",
+    "write the class as its controller names it, e.g. service.k8s.aws/nlb")

@@ -1,0 +1,230 @@
+"""A team given load balancers steers only its own (config/load_balancer_keys.py, components/synced_service_rules.py).
+
+vCluster copies a Service's annotations and spec.loadBalancerClass to the host, where the host's load-balancer
+implementation reads them. Each attack is the Service a hostile tenant creates, as vCluster's API proxy creates it
+on the host (tests/synced_objects_sim.py), judged by the policy the program renders: a key that would claim an
+address, subnet, security group, certificate, bucket or cost tag of the account is refused, and so is a class that
+hands the Service to another controller. What honest teams write passes, and so does a Service that held a key
+before the rule came, while the key stays as it was.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import re
+
+import pytest
+
+from components.synced_objects_admission import policy_spec
+from config.errors import ConfigError
+from config.load_balancer_keys import AWS_PLATFORM_KEYS, AWS_PREFIX, AWS_TEAM_KEYS, LOAD_BALANCER_PREFIXES
+from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, git, mirrored_tag
+from tests.synced_objects_sim import SyncedObjectsAdmission
+from tests.tenant_sim import platform_of
+from tests.synced_objects_sim import synced_objects_admission_for
+from tests.test_synced_objects_admission import Synced, created, rules, service, team_of
+from tools.offline.mocks import MOCK_CLUSTER_DNS
+
+ANNOTATIONS, CLASS = "service-load-balancer-annotations", "service-load-balancer-class"
+METALLB_KEYS = ("metallb.io/loadBalancerIPs", "metallb.io/address-pool", "metallb.io/allow-shared-ip",
+                "metallb.universe.tf/loadBalancerIPs", "metallb.universe.tf/address-pool")
+# Values a hostile team would write: the platform's Elastic IP, the platform's certificate, its log bucket.
+HOSTILE_VALUES = {
+    AWS_PREFIX + "eip-allocations": "eipalloc-0platform",
+    AWS_PREFIX + "ssl-cert": "arn:aws:acm:us-east-2:111122223333:certificate/platform-wildcard",
+    AWS_PREFIX + "access-log-s3-bucket-name": "platform-audit-logs",
+    AWS_PREFIX + "additional-resource-tags": "team=team-support,cost-center=support",
+    AWS_PREFIX + "subnets": "subnet-0public",
+}
+
+
+def with_services(tenant: Synced, **services) -> Synced:
+    """The same team with its services settings changed as its config would (the host's default keys kept)."""
+    team = dataclasses.replace(tenant.team, vcluster=dataclasses.replace(
+        tenant.team.vcluster, services=dataclasses.replace(tenant.team.vcluster.services, **services)))
+    return Synced(SyncedObjectsAdmission(policy_spec(team, MOCK_CLUSTER_DNS, ()), tenant.admission.binding), team)
+
+
+def load_balancer(annotations: dict, **spec) -> dict:
+    lb = service(type="LoadBalancer", allocateLoadBalancerNodePorts=False, **spec)
+    lb["metadata"]["annotations"] = annotations
+    return lb
+
+
+@pytest.fixture(scope="module")
+def legal(eks_run) -> Synced:
+    return Synced(synced_objects_admission_for(eks_run, "team-legal"), team_of(eks_config(), "team-legal"))
+
+
+@pytest.fixture(scope="module")
+def nlp(dev_run) -> Synced:
+    return Synced(synced_objects_admission_for(dev_run, "team-nlp"), team_of(dev_config(), "team-nlp"))
+
+
+@pytest.fixture(scope="module")
+def aws(legal) -> Synced:
+    return with_services(legal, load_balancers=1)
+
+
+@pytest.fixture(scope="module")
+def metallb(nlp) -> Synced:
+    return with_services(nlp, load_balancers=1)
+
+
+# --- the attacks -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", sorted(AWS_PLATFORM_KEYS))
+def test_each_aws_key_that_reaches_beyond_the_teams_load_balancer_is_refused(aws, key):
+    value = HOSTILE_VALUES.get(key, "true")
+    assert rules(aws.create(created(aws, load_balancer({key: value})))) == {ANNOTATIONS}
+
+
+@pytest.mark.parametrize("key", METALLB_KEYS + (AWS_PREFIX + "eip-allocations",))
+def test_microk8s_teams_may_steer_no_address_pool_or_address(metallb, key):
+    """MetalLB hands out the address a Service names (controller/service.go), whoever holds it elsewhere."""
+    assert rules(metallb.create(created(metallb, load_balancer({key: "10.0.0.10"})))) == {ANNOTATIONS}
+
+
+@pytest.mark.parametrize("key", ("service.beta.kubernetes.io/aws-load-balancer-scheme",
+                                 "service.beta.kubernetes.io/azure-pip-name", "service.k8s.aws/resources"))
+def test_a_key_of_another_implementation_under_the_prefixes_is_refused(aws, key):
+    """Keys the AWS Load Balancer Controller or another cloud reads: a Service typed `external` reaches them."""
+    annotated = load_balancer({AWS_PREFIX + "type": "external", key: "internet-facing"})
+    assert rules(aws.create(created(aws, annotated))) == {ANNOTATIONS}
+
+
+def test_a_load_balancer_class_is_refused_unless_listed(aws, metallb):
+    for tenant in (aws, metallb):
+        assert rules(tenant.create(created(tenant, load_balancer({}, loadBalancerClass="service.k8s.aws/nlb")))) \
+            == {CLASS}
+    listed = with_services(aws, load_balancer_classes=("service.k8s.aws/nlb",))
+    assert listed.create(created(listed, load_balancer({}, loadBalancerClass="service.k8s.aws/nlb"))) == []
+    assert rules(listed.create(created(listed, load_balancer({}, loadBalancerClass="io.cilium/bgp")))) == {CLASS}
+
+
+def test_an_update_may_not_add_or_change_a_refused_key(aws):
+    honest = created(aws, load_balancer({AWS_PREFIX + "type": "nlb"}))
+    added = copy.deepcopy(honest)
+    added["metadata"]["annotations"][AWS_PREFIX + "eip-allocations"] = "eipalloc-0platform"
+    assert rules(aws.update(honest, added)) == {ANNOTATIONS}
+    held = copy.deepcopy(added)
+    changed = copy.deepcopy(added)
+    changed["metadata"]["annotations"][AWS_PREFIX + "eip-allocations"] = "eipalloc-0other"
+    assert rules(aws.update(held, changed)) == {ANNOTATIONS}
+
+
+# --- what honest teams and running sites keep --------------------------------------------------------------------
+
+
+def test_the_keys_that_shape_the_teams_own_load_balancer_pass_on_eks(aws):
+    annotations = {key: "true" for key in AWS_TEAM_KEYS}
+    annotations.update({AWS_PREFIX + "type": "nlb", AWS_PREFIX + "backend-protocol": "tcp",
+                        AWS_PREFIX + "healthcheck-path": "/healthz", AWS_PREFIX + "ssl-ports": "443"})
+    assert aws.create(created(aws, load_balancer(annotations, loadBalancerSourceRanges=["203.0.113.0/24"]))) == []
+
+
+def test_annotations_outside_the_prefixes_pass(aws, metallb):
+    for tenant in (aws, metallb):
+        other = {"prometheus.io/scrape": "true", "service.kubernetes.io/topology-mode": "Auto",
+                 "example.com/owner": "search"}
+        assert tenant.create(created(tenant, load_balancer(other))) == []
+
+
+def test_a_key_the_site_lists_for_a_team_passes(aws):
+    trusted = with_services(aws, load_balancer_annotations=(*AWS_TEAM_KEYS, AWS_PREFIX + "ssl-cert"))
+    cert = {AWS_PREFIX + "ssl-cert": HOSTILE_VALUES[AWS_PREFIX + "ssl-cert"]}
+    assert trusted.create(created(trusted, load_balancer(cert))) == []
+    assert rules(aws.create(created(aws, load_balancer(cert)))) == {ANNOTATIONS}
+
+
+def test_a_key_held_before_the_rule_stays_while_unchanged(aws):
+    """The syncer writes the whole Service again on every update: a key the Service held before the rule, or one
+    the implementation wrote (MetalLB's ip-allocated-from-pool), comes back unchanged and passes."""
+    held = created(aws, load_balancer({AWS_PREFIX + "eip-allocations": "eipalloc-0held",
+                                       "metallb.io/ip-allocated-from-pool": "default"}))
+    relabelled = copy.deepcopy(held)
+    relabelled["metadata"].setdefault("labels", {})["app"] = "search"
+    assert aws.update(held, relabelled) == []
+
+
+def test_sites_without_load_balancers_carry_neither_rule(nlp, legal):
+    for tenant in (nlp, legal):
+        names = {v["message"][1:v["message"].index("]")] for v in tenant.admission.spec["validations"]}
+        assert tenant.team.vcluster.services.load_balancers == 0 and not {ANNOTATIONS, CLASS} & names
+
+
+# --- the config --------------------------------------------------------------------------------------------------
+
+
+def test_each_host_kind_starts_from_its_implementations_team_keys():
+    assert platform_of(eks_config()).teams[0].vcluster.services.load_balancer_annotations == AWS_TEAM_KEYS
+    assert platform_of(dev_config()).teams[0].vcluster.services.load_balancer_annotations == ()
+
+
+def test_a_team_list_replaces_the_stack_list():
+    config = eks_config()
+    config["gpu-tenancy:vcluster"]["services"] = {"loadBalancers": 1}
+    config["gpu-tenancy:teams"][0]["vcluster"] = {"services": {"loadBalancerAnnotations": [AWS_PREFIX + "ssl-cert"],
+                                                  "loadBalancerClasses": ["service.k8s.aws/nlb"]}}
+    first, second = platform_of(config).teams[:2]
+    assert first.vcluster.services.load_balancer_annotations == (AWS_PREFIX + "ssl-cert",)
+    assert first.vcluster.services.load_balancer_classes == ("service.k8s.aws/nlb",)
+    assert second.vcluster.services.load_balancer_annotations == AWS_TEAM_KEYS
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("loadBalancerAnnotations", ["aws-load-balancer-ssl-cert"], "is not a load-balancer annotation key"),
+    ("loadBalancerAnnotations", ["prometheus.io/scrape"], "is not a load-balancer annotation key"),
+    ("loadBalancerClasses", ["nlb"], "is not a load-balancer class"),
+])
+def test_a_malformed_entry_is_refused_naming_key_value_and_fix(key, value, words):
+    config = eks_config()
+    config["gpu-tenancy:vcluster"]["services"] = {"loadBalancers": 1, key: value}
+    with pytest.raises(ConfigError) as refused:
+        platform_of(config)
+    message = str(refused.value)
+    assert f"vcluster.services.{key}" in message and repr(value[0]) in message and words in message
+    assert "Fix:" in message
+
+
+# --- the keys are the implementations' own -------------------------------------------------------------------------
+
+CLOUD_PROVIDER_AWS, METALLB = "kubernetes/cloud-provider-aws", "metallb/metallb"
+
+
+def _literals(repository: str, tag: str, pattern: str, path: str) -> set[str]:
+    found = git(repository, "grep", "-h", "-o", "-E", pattern, tag, "--", f"{path}/*.go", ":!*_test.go", ":!e2etest")
+    return {line.strip('"') for line in found.split()}
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[CLOUD_PROVIDER_AWS])
+def test_every_key_the_aws_cloud_provider_reads_is_placed(tag):
+    """The provider EKS runs at each Kubernetes minor a site may state (newest patch of each): a key added upstream
+    is neither allowed nor refused until this module places it, so the suite goes red instead of the key passing
+    unjudged (it would be refused, being under the prefix, but without saying what it does)."""
+    keys = _literals(CLOUD_PROVIDER_AWS, mirrored_tag(CLOUD_PROVIDER_AWS, tag),
+                     r'"service\.beta\.kubernetes\.io/[^"]+"', "pkg")
+    assert keys and keys <= set(AWS_TEAM_KEYS) | set(AWS_PLATFORM_KEYS)
+    assert not set(AWS_TEAM_KEYS) & set(AWS_PLATFORM_KEYS)
+
+
+def test_every_placed_key_is_one_the_provider_reads():
+    read = set().union(*(_literals(CLOUD_PROVIDER_AWS, mirrored_tag(CLOUD_PROVIDER_AWS, tag),
+                                   r'"service\.beta\.kubernetes\.io/[^"]+"', "pkg")
+                         for tag in MIRRORED_TAGS[CLOUD_PROVIDER_AWS]))
+    assert set(AWS_TEAM_KEYS) | set(AWS_PLATFORM_KEYS) == read
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[METALLB])
+def test_every_metallb_service_key_is_under_the_prefixes(tag):
+    """The MetalLB of each MicroK8s track's `metallb` addon: its keys, written whole (v0.13) or as a prefix joined
+    to a name (v0.14 on), all lie under a judged prefix."""
+    tag = mirrored_tag(METALLB, tag)
+    whole = _literals(METALLB, tag, r'"metallb\.(io|universe\.tf)/[A-Za-z-]+"', ".")
+    service_go = git(METALLB, "show", f"{tag}:controller/service.go")
+    prefixes = set(re.findall(r'AnnotationPrefix\s*=\s*"([^"]+)"', service_go))
+    assert whole or prefixes
+    assert all(key.startswith(LOAD_BALANCER_PREFIXES) for key in whole)
+    assert {f"{prefix}/" for prefix in prefixes} <= set(LOAD_BALANCER_PREFIXES)
