@@ -13,8 +13,9 @@ its team. A site without ``backup`` gets none of these rules.
 
 from __future__ import annotations
 
-from components.tenant_backup import RUN_SECONDS, STARTING_DEADLINE_SECONDS, backup_name
+from components.tenant_backup import RUN_SECONDS, STARTING_DEADLINE_SECONDS
 from config.model import Platform
+from config.snapshots import backup_name
 
 BACKUP_INFO = "gpu_tenancy_backup_info"
 MAX_AGE = "gpu_tenancy_backup_max_age_seconds"

@@ -15,8 +15,9 @@ from __future__ import annotations
 from typing import Sequence
 
 from components.observability_receivers import RECEIVER_SECRET, SECRETS_DIR, receiver_config, severity_matcher
-from components.tenant_backup import backup_name, job_name_pattern, pod_name_pattern
+from components.tenant_backup import job_name_pattern, pod_name_pattern
 from config.model import Team
+from config.snapshots import backup_name
 from config.virtual_cluster import control_plane_claim_prefixes, control_plane_workloads
 
 # Every alert the program defines is named so (components/observability_rules.py).

@@ -44,7 +44,8 @@ from components.kubectl_job import HOME_VOLUME, POD_SECURITY_CONTEXT, job_identi
 from components.kubernetes_resources import CRON_JOB, SECRET, KubernetesObject
 from components.tenant_network import SNAPSHOT_APP
 from config.model import Team
-from config.snapshots import INTERVALS, JOB_LIMITS, JOB_REQUESTS, PROXY_LIMITS, PROXY_REQUESTS, Backup
+from config.snapshots import (GENERATED_SUFFIX_ALPHABET, GENERATED_SUFFIX_LENGTH, INTERVALS, JOB_LIMITS, JOB_REQUESTS,
+                              PROXY_LIMITS, PROXY_REQUESTS, SCHEDULED_MINUTE_DIGITS, Backup, backup_name)
 from config.vcluster_images import control_plane_image
 from config.vocabulary import MANAGED_BY, TEAM_LABEL
 
@@ -72,17 +73,6 @@ POLL_SECONDS = 10
 WGET_TIMEOUT_SECONDS = POLL_SECONDS
 # The label the Job controller puts on its pods, naming their Job (Kubernetes 1.27 and later).
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
-# How the snapshot pods are named, which the alert routing tells from a tenant's pods by (components/
-# observability_team_alerting.py): the CronJob names a Job "<cronjob>-<scheduled minute since the epoch>" (eight
-# digits until 2160; a Job made by hand, docs/operations-data.md, takes the same form), the Job controller names its pods
-# "<job>-" plus a random suffix, and the API server cuts that prefix to MAX_GENERATED_NAME characters before adding
-# GENERATED_SUFFIX_LENGTH characters of GENERATED_SUFFIX_ALPHABET (k8s.io/apiserver pkg/storage/names,
-# k8s.io/apimachinery pkg/util/rand). A CronJob name of at most BACKUP_NAME_MAX keeps the prefix whole.
-SCHEDULED_MINUTE_DIGITS = 8
-MAX_GENERATED_NAME = 58
-GENERATED_SUFFIX_LENGTH = 5
-GENERATED_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-BACKUP_NAME_MAX = MAX_GENERATED_NAME - len("-") - SCHEDULED_MINUTE_DIGITS - len("-")
 PROXY_PORT = 8001
 # In the ConfigMap's JSON the request is a string, its quotes escaped: its status's first field is the phase, its
 # last the error.
@@ -128,11 +118,6 @@ while :; do
   sleep {POLL_SECONDS}
 done
 """
-
-
-def backup_name(team: Team) -> str:
-    """The CronJob's (and its identity's) name, short enough that its pods' names are never cut (BACKUP_NAME_MAX)."""
-    return f"{team.vcluster_name[:BACKUP_NAME_MAX - len('-backup')].rstrip('-')}-backup"
 
 
 def job_name_pattern(cronjob: str) -> str:

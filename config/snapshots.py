@@ -14,7 +14,7 @@ import base64
 import binascii
 import ipaddress
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 from config.errors import MISSING
@@ -95,6 +95,29 @@ PROXY_LIMITS = {"cpu": "100m", "memory": "128Mi", "ephemeral-storage": "64Mi"}
 # controller deletes it when the request is done; runs do not overlap).
 JOB_SECRETS = 2
 BUCKET = r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"
+
+# How the snapshot pods are named, which the alert routing tells from a tenant's pods by (components/
+# observability_team_alerting.py): the CronJob names a Job "<cronjob>-<scheduled minute since the epoch>" (eight
+# digits until 2160; a Job made by hand, docs/operations-data.md, takes the same form), the Job controller names its pods
+# "<job>-" plus a random suffix, and the API server cuts that prefix to MAX_GENERATED_NAME characters before adding
+# GENERATED_SUFFIX_LENGTH characters of GENERATED_SUFFIX_ALPHABET (k8s.io/apiserver pkg/storage/names,
+# k8s.io/apimachinery pkg/util/rand). A CronJob name of at most BACKUP_NAME_MAX keeps the prefix whole.
+SCHEDULED_MINUTE_DIGITS = 8
+MAX_GENERATED_NAME = 58
+GENERATED_SUFFIX_LENGTH = 5
+GENERATED_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+BACKUP_NAME_MAX = MAX_GENERATED_NAME - len("-") - SCHEDULED_MINUTE_DIGITS - len("-")
+
+
+class VClusterNamed(Protocol):
+    """A team (config/model.py Team, which imports this module) as far as its objects' names go."""
+
+    vcluster_name: str
+
+
+def backup_name(team: VClusterNamed) -> str:
+    """The CronJob's (and its identity's) name, short enough that its pods' names are never cut (BACKUP_NAME_MAX)."""
+    return f"{team.vcluster_name[:BACKUP_NAME_MAX - len('-backup')].rstrip('-')}-backup"
 
 
 @dataclass(frozen=True)

@@ -16,13 +16,14 @@ config/vcluster_values.py lets a site set.
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from config import versions
 from config.backing_store import backing_store_findings, control_plane_shape, etcd_name_findings
 from config.key_types import quantity_value
 from config.model import Team, VClusterSettings
 from config.reader import Reader
+from config.snapshots import backup_name
 from config.synced_data import cap_findings
 from config.tenant_budget import KAI_SHARING_CONFIG_MAPS, kai_config_maps
 from config.mirrors import Mirrors
@@ -95,6 +96,15 @@ TENANT_READABLE_VALUES = {
 # virtual cluster, with the syncer granted reads there (chart/templates/_rbac.tpl). An empty host namespace is the
 # vCluster's own (pkg/syncer/from_host_syncer.go); any other is another team's or the platform's.
 FROM_HOST_MAPPED_KINDS = ("configMaps", "secrets")
+# Own-namespace sources that name no single object (0.35.0 to 0.36.1 pkg/syncer/translator/from_config_translator.go
+# matchesHostObject): "" maps every object of the namespace, and "/*" only an object named "*", which no name can be.
+WHOLE_NAMESPACE_SOURCES = {
+    "": "would copy every object of its host namespace into the tenant's vCluster, vCluster's certificates and the "
+        "options Secret holding the site's backup store key among them",
+    "/*": "copies nothing: vCluster reads \"/*\" as the one object named \"*\", not as every object",
+}
+OWN_NAMESPACE_FIX = ("map only objects of the vCluster's own host namespace that the site puts there, each by name "
+                     "(\"/name\"), or remove the mapping")
 
 # A problem of a tenant's vCluster settings: (key under the settings, value, problem, fix).
 Finding = tuple[str, object, str, str]
@@ -120,7 +130,7 @@ def check_virtual_clusters(reader: Reader, stack: VClusterSettings, teams: Seque
                                                                              f"queue {team.queue_name}", mirrors)):
             if repr(finding) not in inherited:
                 reader.fail(f"teams[{index}].vcluster.{key}", value, problem, fix)
-        for key, value, problem, fix in etcd_name_findings(index, team):
+        for key, value, problem, fix in [*etcd_name_findings(index, team), *own_namespace_mapping_findings(index, team)]:
             reader.fail(key, value, problem, fix)
 
 
@@ -312,16 +322,44 @@ def _host_reads(settings: VClusterSettings, whose: str) -> list[Finding]:
             for value in [dig(settings.extra_values, *path[:-1]).get(path[-1])] if value != safe and value is not None]
 
 
-def _from_host_mappings(settings: VClusterSettings, whose: str) -> list[Finding]:
+def _mapped_sources(settings: VClusterSettings) -> list[tuple[str, str]]:
+    """(kind, host source) of every sync.fromHost mapping the settings turn on."""
     from_host = dig(settings.extra_values, "sync", "fromHost")
-    return [(f"extraValues.sync.fromHost.{kind}.mappings.byName", source,
-             f"{whose} syncer would copy {kind} of host namespace {str(source).split('/', 1)[0]} into the tenant's "
-             "vCluster: another team's or the platform's, which the tenant would read",
-             "map only objects of the vCluster's own host namespace, written without a namespace (\"/name\" or "
-             "\"/*\"), or remove the mapping")
-            for kind in FROM_HOST_MAPPED_KINDS
+    return [(kind, str(source)) for kind in FROM_HOST_MAPPED_KINDS
             for setting in [dig(from_host, kind)] if setting.get("enabled") not in (None, False)
-            for source in sorted(dig(setting, "mappings", "byName"), key=str) if str(source).split("/", 1)[0]]
+            for source in sorted(dig(setting, "mappings", "byName"), key=str)]
+
+
+def _from_host_mappings(settings: VClusterSettings, whose: str) -> list[Finding]:
+    found = []
+    for kind, source in _mapped_sources(settings):
+        key = f"extraValues.sync.fromHost.{kind}.mappings.byName"
+        if source.split("/", 1)[0]:
+            found.append((key, source, f"{whose} syncer would copy {kind} of host namespace "
+                          f"{source.split('/', 1)[0]} into the tenant's vCluster: another team's or the platform's, "
+                          "which the tenant would read", OWN_NAMESPACE_FIX))
+        elif source in WHOLE_NAMESPACE_SOURCES:
+            found.append((key, source, f"{whose} syncer {WHOLE_NAMESPACE_SOURCES[source]}", OWN_NAMESPACE_FIX))
+    return found
+
+
+def own_namespace_mapping_findings(index: int, team: Team) -> list[tuple[str, Any, str, str]]:
+    """A mapping of the vCluster's own host namespace naming an object vCluster, Helm or the platform writes there:
+    (full key, value, problem, fix)."""
+    return [(f"teams[{index}].vcluster.extraValues.sync.fromHost.{kind}.mappings.byName", source,
+             f"names {kind} of team {team.name}'s host namespace that vCluster, Helm or the platform write (names "
+             f"starting {', '.join(platform_object_prefixes(team))}): its kubeconfig and certificates, its release "
+             "records, the snapshot requests and the options Secret holding the site's backup store key, which "
+             "opens every team's snapshots", OWN_NAMESPACE_FIX)
+            for kind, source in _mapped_sources(team.vcluster)
+            if source.startswith("/") and source[1:].startswith(platform_object_prefixes(team))]
+
+
+def platform_object_prefixes(team: Team) -> tuple[str, ...]:
+    """How the names start of what vCluster (vc-<vCluster>, vc-config-<vCluster>, <vCluster>-certs, the snapshot
+    requests), Helm (its release records) and the platform (components/tenant_backup.py) write in a team's host
+    namespace."""
+    return ("vc-", "sh.helm.release.", f"{team.vcluster_name}-", backup_name(team))
 
 
 def _to_host_syncs(settings: VClusterSettings, whose: str) -> list[Finding]:

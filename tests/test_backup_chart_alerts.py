@@ -23,10 +23,10 @@ import yaml
 from components import observability_alerting as alerting
 from components import observability_backup_rules as backup_rules
 from components.observability_alerting import alertmanager_config
-from components.tenant_backup import (BACKUP_NAME_MAX, GENERATED_SUFFIX_ALPHABET, GENERATED_SUFFIX_LENGTH,
-                                      MAX_GENERATED_NAME, RUN_SECONDS, SCHEDULED_MINUTE_DIGITS, backup_name,
-                                      job_name_pattern, pod_name_pattern)
+from components.tenant_backup import RUN_SECONDS, job_name_pattern, pod_name_pattern
 from config import SECRET_KEYS, load_platform, versions
+from config.snapshots import (BACKUP_NAME_MAX, GENERATED_SUFFIX_ALPHABET, GENERATED_SUFFIX_LENGTH, MAX_GENERATED_NAME,
+                              SCHEDULED_MINUTE_DIGITS, backup_name)
 from tests.conftest import ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, git, mirrored_tag
 from tests.local_alertmanager import needs_amtool
 from tests.release_renders import every_release_renders
