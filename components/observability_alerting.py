@@ -66,16 +66,23 @@ CHART_ROUTE = {"group_by": ["namespace"], "group_wait": "30s", "group_interval":
                "receiver": NULL_RECEIVER}
 CHART_TEMPLATES = ["/etc/alertmanager/config/*.tmpl"]
 
+# Compared too by the chart's first two inhibit rules: a team namespace holds the tenant's claims and its control
+# plane's, so the tenant's own claim filling up (critical, which it drives at will) would otherwise silence the
+# platform's forecast (warning) for the control plane's. Alerts without the label compare as before.
+INHIBIT_SAME_CLAIM = "persistentvolumeclaim"
+
+
 def inhibit_rules() -> list[dict]:
     """kube-prometheus-stack 88's inhibit rules (restated: Helm replaces a list the values set), the program's
-    alerts exempt from the InfoInhibitor one. That rule silences every info alert of a namespace in which nothing
+    alerts exempt from the InfoInhibitor one, and a severity's alert inhibiting a lower one of the same claim only
+    (INHIBIT_SAME_CLAIM). The InfoInhibitor rule silences every info alert of a namespace in which nothing
     warning or critical fires; the program's alerts carry no namespace, so its info alerts (idle GPUs, admission
     refusals) would never reach a receiver."""
     return [
         {"source_matchers": ["severity = critical"], "target_matchers": ["severity =~ warning|info"],
-         "equal": ["namespace", "alertname"]},
+         "equal": ["namespace", "alertname", INHIBIT_SAME_CLAIM]},
         {"source_matchers": ["severity = warning"], "target_matchers": ["severity = info"],
-         "equal": ["namespace", "alertname"]},
+         "equal": ["namespace", "alertname", INHIBIT_SAME_CLAIM]},
         {"source_matchers": [f"alertname = {INFO_INHIBITOR}"],
          "target_matchers": ["severity = info", f'alertname !~ "{PLATFORM_ALERT_NAMES}"'], "equal": ["namespace"]},
         {"target_matchers": [f"alertname = {INFO_INHIBITOR}"]},

@@ -59,12 +59,17 @@ def yaml_fields(repository: str, tag: str, *paths: str) -> set[str]:
 
 @pytest.mark.parametrize("version", CHART_VERSIONS)
 def test_the_inhibit_rules_are_the_charts_but_for_the_programs_exemption(version):
-    """Helm replaces the chart's list with the program's: a chart that changes its rules turns this red."""
+    """Helm replaces the chart's list with the program's: a chart that changes its rules turns this red. The
+    program's differ in the exemption and in comparing the claim too, in the two rules by severity."""
     ours = alerting.inhibit_rules()
     exemption = f'alertname !~ "{alerting.PLATFORM_ALERT_NAMES}"'
     [exempted] = [index for index, rule in enumerate(ours) if exemption in rule.get("target_matchers", [])]
     assert ours[exempted]["source_matchers"] == [f"alertname = {alerting.INFO_INHIBITOR}"]
-    as_in_chart = [{**rule, "target_matchers": [m for m in rule["target_matchers"] if m != exemption]}
+    by_claim = [index for index, rule in enumerate(ours) if alerting.INHIBIT_SAME_CLAIM in rule.get("equal", [])]
+    assert [ours[index]["source_matchers"] for index in by_claim] == [["severity = critical"], ["severity = warning"]]
+    as_in_chart = [{**rule, "target_matchers": [m for m in rule["target_matchers"] if m != exemption],
+                    **({"equal": [label for label in rule["equal"] if label != alerting.INHIBIT_SAME_CLAIM]}
+                       if "equal" in rule else {})}
                    for rule in ours]
     assert as_in_chart == chart_inhibit_rules(version)
 
