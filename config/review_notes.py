@@ -7,6 +7,7 @@ from typing import Optional
 
 from config import versions
 from config.api_endpoint import api_endpoint_notes
+from config.backing_store import control_plane_shape
 from config.capacity import GPUS_PER_INSTANCE_TYPE, known_gpu_capacity
 from config.cpu_memory_capacity import cpu_memory_notes
 from config.gpu_pool_pods import gpu_pool_pod_notes
@@ -15,7 +16,11 @@ from config.hosts import MICROK8S_STORAGE_CLASS
 from config.model import Cluster, Platform
 from config.model_host import PID_EVICTION_THRESHOLD, SYSTEM_PID_RESERVE
 from config.sharing import TIME_SLICED
+
+# The control plane's volume claim values (chart values under vcluster.extraValues).
+CONTROL_PLANE_CLAIM = ("controlPlane", "statefulSet", "persistence", "volumeClaim")
 from config.synced_data import datastore_notes
+from config.vcluster_images import dig
 
 # How long an API server's admission plugin makes a request wait for it to be ready (k8s.io/apiserver
 # pkg/admission/handler.go timeToWaitForReady): the policy plugin is ready once it has compiled every policy.
@@ -34,7 +39,8 @@ def review_notes(platform: Platform) -> list[str]:
     notes += _unchecked_kubernetes_notes(platform.cluster) + _unknown_instance_type_notes(platform.cluster) \
         + _unscaled_bounds_notes(platform.cluster) + api_endpoint_notes(platform.cluster) \
         + datastore_notes(platform.cluster, platform.teams) + cpu_memory_notes(platform) \
-        + gpu_pool_pod_notes(platform) + _policy_compile_notes(len(platform.teams)) + _unbounded_claims_notes(platform)
+        + gpu_pool_pod_notes(platform) + _policy_compile_notes(len(platform.teams)) + _unbounded_claims_notes(platform) \
+        + _unbounded_control_plane_notes(platform)
     capacity = known_gpu_capacity(platform.cluster, platform.gpu_operator.time_slicing)
     guaranteed = sum(max(team.resources.gpu.quota, 0) for team in platform.teams)
     if capacity and all(team.resources.gpu.quota != -1 for team in platform.teams) \
@@ -75,6 +81,24 @@ def _unbounded_claims_notes(platform: Platform) -> list[str]:
             "plane write to. Give the teams a class that enforces sizes (LVM, ZFS or XFS-quota local volumes) in "
             "vcluster.storageClasses, or a disk of its own for the hostpath directory (docs/security-pressure.md, "
             "\"Volume claims on MicroK8s\")."]
+
+
+def _unbounded_control_plane_notes(platform: Platform) -> list[str]:
+    """The same class under a control plane's data volume: the virtual API server's store, which a tenant (its own
+    cluster's admin, with no quota it cannot remove) grows by writing objects that are never synced to the host."""
+    if platform.cluster.microk8s is None:
+        return []
+    teams = [team.name for team in platform.teams if control_plane_shape(team.vcluster).volumes and (dig(
+        team.vcluster.extra_values, *CONTROL_PLANE_CLAIM).get("storageClass") or team.vcluster.storage_class)
+        == MICROK8S_STORAGE_CLASS]
+    if not teams:
+        return []
+    return [f"teams {', '.join(teams)}: their vCluster control planes keep their store (every object of the virtual "
+            f"cluster) on a {MICROK8S_STORAGE_CLASS} volume, whose size is not enforced, and a tenant can write "
+            "objects into its own virtual cluster without limit: one team can fill the node's disk that every team "
+            "uses. Give the control planes a class that enforces sizes in vcluster.extraValues."
+            f"{'.'.join(CONTROL_PLANE_CLAIM)}.storageClass (docs/security-pressure.md, \"Volume claims on "
+            "MicroK8s\")."]
 
 
 def _unknown_instance_type_notes(cluster: Cluster) -> list[str]:

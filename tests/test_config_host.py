@@ -205,8 +205,11 @@ def test_gpus_guaranteed_to_no_team_are_a_note_not_a_warning():
     assert not platform.warnings
     # 0.99 of 1: rounding, not a forgotten GPU
     sized = put(put(dev_config(), "cluster.microk8s.cpu", "64"), "cluster.microk8s.memory", "256Gi")
-    # ... its teams' claims on a class that enforces sizes (the hostpath note: tests/test_review_notes_claims.py).
+    # ... its teams' claims and control planes on a class that enforces sizes (the hostpath notes:
+    # tests/test_review_notes_claims.py).
     put(sized, "vcluster.storageClasses", ["openebs-lvm"])
+    put(sized, "vcluster.extraValues", {"controlPlane": {"statefulSet": {"persistence": {"volumeClaim": {
+        "storageClass": "openebs-lvm"}}}}})
     assert load_platform(put(sized, "vcluster.allowedRegistries", ["nvcr.io"])).notes == ()
 
 
