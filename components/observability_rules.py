@@ -276,9 +276,12 @@ def alert_rules(platform: Platform) -> list[dict]:
             "GPU {{ $labels.UUID }} reported XID {{ $value }}, which NVIDIA's XID catalog lists as non-fatal: "
             "the driver stopped the application that hit it (usually a fault in the application's own kernel, "
             "such as an out-of-bounds access) and the GPU stays usable."
-            "{{ if $labels.team }} Team {{ $labels.team }} has pods on that GPU.{{ end }}",
+            "{{ if $labels.team }} Team {{ $labels.team }} has pods on that GPU; where teams share it (KAI "
+            "fractions, time-slicing), the application that faulted may be another team's: the driver does not "
+            "say whose.{{ end }}",
             "Nothing on the node needs the operator. The team restarts the workload and looks at its "
-            "application (CUDA_LAUNCH_BLOCKING=1 and compute-sanitizer locate the faulting kernel). The same "
+            "application (CUDA_LAUNCH_BLOCKING=1 and compute-sanitizer locate the faulting kernel); if its own "
+            "pods did not fail on a shared GPU, the fault was a neighbour's. The same "
             "code again and again on one GPU for different applications points at the card: run DCGM "
             "diagnostics (dcgmi diag -r 3) on it."),
         _alert(

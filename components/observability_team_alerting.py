@@ -7,7 +7,8 @@ namespace. That label comes from ``gpu_tenancy_team_info``, the series the platf
 (components/observability_rules.py), joined on the namespace, queue or admission policy of the metric; the join
 copies the team from that series over any ``team`` label the metric had, and the installed Prometheus scrapes
 nothing a tenant runs. So a tenant cannot make an alert carry another team's name, and its own alerts do not reach
-another team. Plain data, no resources.
+another team, but for a non-fatal XID on a GPU teams share: the driver does not say whose application faulted, so
+it goes to every team with pods on the GPU, worded so. Plain data, no resources.
 """
 
 from __future__ import annotations
