@@ -26,7 +26,7 @@ from components.kubectl_job import (
     HOME_VOLUME, POD_SECURITY_CONTEXT, job_identity, kubectl_container, wait_for_create_args,
 )
 from config.model import KaiScheduler as KaiSettings
-from config.system_pods import KAI_ADMISSION_REPLICAS
+from config.system_pods import KAI_ADMISSION_CPU_LIMIT, KAI_ADMISSION_REPLICAS
 from config.vocabulary import HELM_MAX_HISTORY, KAI_COMPONENT, MANAGED_BY, QUEUE_RESOURCES
 
 SCHEDULER_NAME = "kai-scheduler"
@@ -64,7 +64,8 @@ def kai_values(settings: KaiSettings) -> dict:
     # from where KAI publishes it (config/versions.py).
     values: dict = {"global": {"registry": settings.image_registry, "tag": settings.version,
                                "gpuSharing": settings.gpu_sharing, "blockNvidiaVisibleDevices": True},
-                    "admission": {"podDisruptionBudget": budget}}
+                    "admission": {"podDisruptionBudget": budget,
+                                  "resources": {"limits": {"cpu": KAI_ADMISSION_CPU_LIMIT}}}}
     if settings.hamicore:
         # Memory-capped teams: the binder writes each fraction's CUDA_DEVICE_MEMORY_LIMIT and the operator starts
         # the pod webhook with --hami-core-enabled, which points the fractional container at it.

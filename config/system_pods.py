@@ -22,6 +22,11 @@ KUBELET_DEFAULT_MAX_PODS = 110
 # KAI's pod webhooks fail closed, and every tenant pod goes through them: one admission pod may restart
 # (upgrade, node drain) while the other answers. components/kai.py patches the operator's Config to run this many.
 KAI_ADMISSION_REPLICAS = 2
+# The CPU one admission pod may use (its operator's default limit is 100m, twice its request). Every team's pod
+# creations and updates wait on these webhooks, and a team can send them as fast as its syncer writes (40 requests a
+# second by default): at 100m a flood from one team throttles them into timeouts, and every team's pods fail to
+# start. The request, what the capacity figures count, stays the operator's.
+KAI_ADMISSION_CPU_LIMIT = "1"
 # KAI's operator-made services: (replicas, requests of one pod).
 KAI_OPERATOR_SERVICES = {
     "scheduler": (1, CpuMemory(250, 512 * MEBIBYTE)),

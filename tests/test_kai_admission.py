@@ -10,6 +10,7 @@ import yaml
 
 from components.kai import ADMISSION_MAX_UNAVAILABLE, ADMISSION_REPLICAS, KAI_CONFIG, kai_values
 from config.merge import deep_merge
+from config.system_pods import KAI_ADMISSION_CPU_LIMIT, KAI_OPERATOR_SERVICES
 from ops.sites import platform_of
 from tests.conftest import ACCEPTED_TAGS, dev_config, git, go_function, mirror_chart
 from tools.charts.render import render_release
@@ -75,3 +76,23 @@ def test_the_operator_reads_admission_replicas_and_budgets_only_several_replicas
     assert crd["spec"]["scope"] == "Cluster"
     schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["admission"]
     assert schema["properties"]["replicas"]["type"] == "integer"
+
+
+@pytest.mark.parametrize("tag", ACCEPTED_TAGS[KAI_REPOSITORY])
+def test_each_admission_pod_may_use_a_whole_cpu_and_requests_what_the_capacity_figures_count(tag, tmp_path):
+    """The chart writes admission.resources into kai-config's admission service; the operator fills what is left
+    from its defaults and gives the webhook pods exactly that (pkg/apis/kai/v1/common/resources.go,
+    pkg/operator/operands/common/common.go). A flood of one team's pods would throttle a pod held to 100m."""
+    chart = mirror_chart(KAI_REPOSITORY, tag, "deployments/kai-scheduler", tmp_path)
+    rendered = render_release(chart, "kai-scheduler", "kai-scheduler", kai_values(platform_of(dev_config(), stack="dev").kai_scheduler))
+    manifests = [document for text in rendered.values() for document in yaml.safe_load_all(text) if document]
+    [holder] = [m for m in manifests if m.get("kind") == "ConfigMap" and m["metadata"]["name"] == "kai-config-manifest"]
+    resources = yaml.safe_load(holder["data"]["kai-config.yaml"])["spec"]["admission"]["service"]["resources"]
+    assert resources == {"limits": {"cpu": KAI_ADMISSION_CPU_LIMIT}}
+    defaults = git(KAI_REPOSITORY, "show", f"{tag}:pkg/apis/kai/v1/common/resources.go")
+    requested = re.search(r'r\.Requests\[v1\.ResourceCPU\] = resource\.MustParse\("(\d+)m"\)', defaults)
+    _, counted = KAI_OPERATOR_SERVICES["admission"]
+    assert requested and int(requested.group(1)) == counted.millicores
+    assert "r.Limits[v1.ResourceCPU]; !found" in defaults, "a stated limit is kept"
+    common = git(KAI_REPOSITORY, "show", f"{tag}:pkg/operator/operands/common/common.go")
+    assert "Resources:       v1.ResourceRequirements(*service.Resources)" in common
