@@ -21,7 +21,6 @@ import base64
 import json
 from dataclasses import dataclass
 from typing import Optional
-from urllib.parse import urlparse
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -124,8 +123,7 @@ def oidc_values(access: Access) -> dict:
 
 
 def issuer_port(access: Access) -> int:
-    url = urlparse(access.oidc.issuer_url or "")
-    return url.port or 443
+    return access.oidc.port
 
 
 def group_bindings(access: Access) -> list[dict]:

@@ -5,8 +5,9 @@ tests/test_control_plane_egress.py) but for two rules, and a site's backup store
 plane's egress to every address on 443, 8443 and 6443, so a tenant, cluster-admin inside, can make its virtual API
 server open connections there: ``pods/NAME/proxy`` to a pod status it writes, ``services/NAME/proxy`` to Endpoints it
 writes, an APIService or a webhook to an ``ExternalName`` Service or a URL. Here the control plane reaches only the
-host API server's port (and the OIDC issuer's, and the site's backup store), besides what vCluster's other rules give
-it: the host's DNS, its own namespace's control plane and workloads (where a tenant's webhooks and aggregated APIs
+host API server's port, and the OIDC issuer's and the site's backup store's at their addresses (the public internet
+unless stated: every other team's control plane serves on 8443, Keycloak's port), besides what vCluster's other rules
+give it: the host's DNS, its own namespace's control plane and workloads (where a tenant's webhooks and aggregated APIs
 run). vCluster also opens the host's DNS pods to its control plane, DNS and snapshot pods on every port, CoreDNS'
 metrics (9153), health (8080) and readiness (8181) among them; here they reach DNS only, on UDP and TCP (truncated
 answers are retried over TCP), and where the site says its DNS answers (``cluster.kubeconfig.dns``: other DNS pods, a
@@ -19,8 +20,11 @@ The site's ``vcluster.extraValues.policies.networkPolicy`` settings are applied 
 from __future__ import annotations
 
 import ipaddress
+from typing import Optional
+from urllib.parse import urlparse
 
 from components.tenant_access import issuer_port
+from config.control_plane_egress import CONTROL_PLANE_PORT
 from config.hosts import TENANT_EGRESS_EXCEPTIONS
 from config.merge import deep_merge
 from config.model import Team
@@ -33,7 +37,6 @@ VIRTUAL_DNS_PORT = 1053
 # uses the kubelet's nameserver. A node-local cache answers there untranslated; the host's DNS pods answer on their
 # own port (cluster.kubeconfig.dns.port, 53 on EKS' CoreDNS add-on, MicroK8s' dns addon, kubeadm and k3s).
 DNS_PORT = 53
-CONTROL_PLANE_PORT = 8443
 # The label of vCluster's snapshot and restore pods, which its snapshot policy selects (the teams' snapshot jobs too).
 SNAPSHOT_APP = {"app": "vcluster-snapshot"}
 SYNCED_BY = "vcluster.loft.sh/managed-by"
@@ -42,15 +45,27 @@ NAMESPACE_NAME = "kubernetes.io/metadata.name"
 
 def network_policy_values(team: Team) -> dict:
     """``policies.networkPolicy`` as vCluster's chart would take it for the team: the program's settings, the OIDC
-    issuer's port, then the site's extraValues."""
+    issuer's port at its addresses, then the site's extraValues."""
     settings = team.vcluster
     block: dict = {"enabled": settings.network_policy, "workload": {"publicEgress": {
         "enabled": True, "cidr": "0.0.0.0/0", "except": list(TENANT_EGRESS_EXCEPTIONS)}}}
     if settings.access.oidc.enabled:
         # The virtual API server fetches the issuer's discovery document and keys from the control-plane pod.
-        block["controlPlane"] = {"egress": [{"ports": [_tcp(issuer_port(settings.access))]}]}
+        block["controlPlane"] = {"egress": [{"ports": [_tcp(issuer_port(settings.access))],
+                                             "to": [{"ipBlock": peer} for peer in issuer_blocks(team)]}]}
     extra = (settings.extra_values.get("policies") or {}).get("networkPolicy") or {}
     return deep_merge(block, extra)
+
+
+def issuer_blocks(team: Team) -> list[dict]:
+    """Where the control plane may reach the OIDC issuer: the addresses the site states, the URL's own IP address, or
+    else the public internet, as the team's workloads reach it. Every other team's control plane serves on 8443, a
+    common port for an issuer too (Keycloak's), and on a private address."""
+    oidc = team.vcluster.access.oidc
+    if oidc.issuer_addresses:
+        return [{"cidr": block} for block in oidc.issuer_addresses]
+    address = _ip_literal(urlparse(oidc.issuer_url or "").hostname)
+    return [_single(address) if address else _public_internet()]
 
 
 def api_server_ports(team: Team) -> tuple[int, ...]:
@@ -113,9 +128,7 @@ def backup_store_rules(team: Team) -> list[dict]:
     if backup is None or backup.port in api_server_ports(team):
         return []
     address = backup.endpoint_address
-    block = {"cidr": f"{address}/{ipaddress.ip_address(address).max_prefixlen}"} if address else \
-        {"cidr": "0.0.0.0/0", "except": list(TENANT_EGRESS_EXCEPTIONS)}
-    return [{"ports": [_tcp(backup.port)], "to": [{"ipBlock": block}]}]
+    return [{"ports": [_tcp(backup.port)], "to": [{"ipBlock": _single(address) if address else _public_internet()}]}]
 
 
 def host_dns_rules(team: Team) -> list[dict]:
@@ -125,14 +138,29 @@ def host_dns_rules(team: Team) -> list[dict]:
                                                 "podSelector": {"matchLabels": dict(dns.pod_labels)}}]}]
     if dns.node_local_addresses:
         # A hostNetwork process answers here: no pod selector matches it, only its address does.
-        rules.append({"ports": _dns(DNS_PORT), "to": [
-            {"ipBlock": {"cidr": f"{address}/{ipaddress.ip_address(address).max_prefixlen}"}}
-            for address in dns.node_local_addresses]})
+        rules.append({"ports": _dns(DNS_PORT), "to": [{"ipBlock": _single(address)}
+                                                      for address in dns.node_local_addresses]})
     return rules
 
 
 def policy_name(team: Team, role: str) -> str:
     return f"{team.vcluster_name}-{role}"
+
+
+def _public_internet() -> dict:
+    """As the team's workloads reach it: no private, loopback or link-local address."""
+    return {"cidr": "0.0.0.0/0", "except": list(TENANT_EGRESS_EXCEPTIONS)}
+
+
+def _single(address: str) -> dict:
+    return {"cidr": f"{address}/{ipaddress.ip_address(address).max_prefixlen}"}
+
+
+def _ip_literal(host: Optional[str]) -> Optional[str]:
+    try:
+        return str(ipaddress.ip_address(host or ""))
+    except ValueError:
+        return None
 
 
 def _dns(port: int) -> list[dict]:

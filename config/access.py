@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from typing import Optional
+from urllib.parse import urlparse
 
 from config.key_types import Integer, StringList, StringMap, Text
 from config.keys import Block, Derived, Key
@@ -50,10 +51,17 @@ class Oidc:
     extra_scopes: tuple[str, ...] = ("email",)
     admin_groups: tuple[str, ...] = ()
     view_groups: tuple[str, ...] = ()
+    # Where the control plane reaches the issuer, when not at public addresses (components/tenant_network.py).
+    issuer_addresses: tuple[str, ...] = ()
 
     @property
     def enabled(self) -> bool:
         return self.issuer_url is not None
+
+    @property
+    def port(self) -> int:
+        """The issuer's port, which the control plane's NetworkPolicy opens."""
+        return urlparse(self.issuer_url or "").port or HTTPS_PORT
 
 
 @dataclass(frozen=True)
@@ -96,9 +104,10 @@ OIDC = Block(keys=(
     Key("issuerUrl", Text(form="`https://` URL"), None, "OpenID Connect issuer the virtual API server trusts; "
         "left out: no OIDC, the admin certificate only.", example="https://login.example.com/realms/ml",
         details="Written to an AuthenticationConfiguration (`apiserver.config.k8s.io/v1`) the virtual API server "
-                "reads through `--authentication-config`. The control plane fetches the issuer's discovery document, "
-                "so the control plane's NetworkPolicy opens egress to the issuer's port, to any address (with "
-                "`vcluster.networkPolicy` on it otherwise reaches only the host API server's port)."),
+                "reads through `--authentication-config`. The control plane fetches the issuer's discovery document "
+                "and keys, so with `vcluster.networkPolicy` on its NetworkPolicy opens the issuer's port (443 unless "
+                "the URL names one) at the issuer's addresses: `issuerAddresses`, else the URL's IP address, else "
+                "the public internet."),
     Key("clientId", Text(), None, "OAuth client ID; tokens must carry it in `aud`.", example="kubernetes"),
     Key("usernameClaim", Text(), _OIDC.username_claim, "Claim that names the person.", example="sub"),
     Key("usernamePrefix", Text(), _OIDC.username_prefix, "Prefix of every OIDC user name.", example="sso:",
@@ -108,6 +117,16 @@ OIDC = Block(keys=(
     Key("groupsPrefix", Text(), _OIDC.groups_prefix, "Prefix of every OIDC group name.", example="sso:",
         details="Required: an IdP group can then never be `system:masters`, so it may not start with `system:` nor "
                 "be its start. Bindings use the prefixed name."),
+    Key("issuerAddresses", NetworkList(exact=True), _OIDC.issuer_addresses,
+        "Where the control plane reaches the issuer when its name resolves to a private address.",
+        example="[10.20.0.15/32]", default_note="the URL's IP address, else the public internet",
+        details="An issuer named by a host name is reached only at public addresses (`0.0.0.0/0` without the private "
+                "ranges), so a tenant cannot use it to reach other teams' control planes (8443) or private services "
+                "on the issuer's port. An issuer in the VPC, on the LAN or behind an internal load balancer: list its "
+                "own addresses, not a network holding pods (on 8443 that reopens every other team's control plane; "
+                "the plan warns). An issuer running in the cluster is reached at its pods' addresses: open it by "
+                "its pods instead, with a rule in `vcluster.extraValues.policies.networkPolicy.controlPlane.egress` "
+                "(`namespaceSelector` and `podSelector`, its port), which takes this rule's place."),
     Key("certificateAuthority", Text(form="PEM"), None, "CA bundle of the issuer, if its TLS certificate is not "
         "publicly trusted.", example="-----BEGIN CERTIFICATE-----..."),
     Key("extraScopes", StringList(), _OIDC.extra_scopes, "Scopes `kubectl oidc-login` asks for besides `openid`.",
@@ -163,5 +182,6 @@ def read_access(section: Section, base: Access) -> Access:
             ("issuerUrl", "issuer_url"), ("clientId", "client_id"), ("usernameClaim", "username_claim"),
             ("usernamePrefix", "username_prefix"), ("groupsClaim", "groups_claim"),
             ("groupsPrefix", "groups_prefix"), ("certificateAuthority", "certificate_authority"),
-            ("extraScopes", "extra_scopes"), ("adminGroups", "admin_groups"), ("viewGroups", "view_groups"))}),
+            ("extraScopes", "extra_scopes"), ("adminGroups", "admin_groups"), ("viewGroups", "view_groups"),
+            ("issuerAddresses", "issuer_addresses"))}),
     )

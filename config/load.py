@@ -15,6 +15,7 @@ from typing import Any, Iterable, Mapping, Optional
 from config.access_rules import access_warnings, resolve_access
 from config.api_endpoint import api_endpoint_warnings
 from config.capacity import GPU_EPSILON, known_gpu_capacity
+from config.control_plane_egress import control_plane_egress_warnings
 from config.cpu_memory_capacity import cpu_memory_warnings, organization_overcommit_warnings
 from config.dns_guarantee import check_dns_fits_queues
 from config.errors import ConfigError, ConfigIssue
@@ -341,18 +342,4 @@ def _warnings(platform: Platform) -> list[str]:
         warnings.append(
             "gpuOperator.toolkitEnabled is true on EKS: the AL2023 NVIDIA AMI already ships the container toolkit "
             "and makes nvidia containerd's default runtime; the operator's toolkit rewrites that config.")
-    return warnings + _unknown_api_server_port_warnings(platform) + eks_support_warnings(platform.cluster)
-
-
-def _unknown_api_server_port_warnings(platform: Platform) -> list[str]:
-    """Without the port, each control plane keeps vCluster's egress to 443, 8443 and 6443 on every address
-    (components/tenant_network.py), and every control plane serves on 8443."""
-    existing = platform.cluster.kubeconfig
-    fenced = [team.name for team in platform.teams if team.vcluster.network_policy]
-    if existing is None or existing.api_server_port is not None or len(platform.teams) < 2 or not fenced:
-        return []
-    return [f"cluster.kubeconfig.apiServerPort is not set, so the control planes of {', '.join(fenced)} may open "
-            "connections to ports 443, 8443 and 6443 at every address, and another team's control plane serves on "
-            "8443: a tenant, cluster-admin in its vCluster, can make its virtual API server call it (a webhook or "
-            "APIService URL). Set cluster.kubeconfig.apiServerPort to the port of the API server's endpoints "
-            "(kubectl get endpointslices -n default -l kubernetes.io/service-name=kubernetes)."]
+    return warnings + control_plane_egress_warnings(platform) + eks_support_warnings(platform.cluster)

@@ -26,11 +26,11 @@ import ipaddress
 import json
 import re
 from typing import Any
+from urllib.parse import urlparse
 
 import pytest
 
 from components.tenant import vcluster_values
-from components.tenant_access import issuer_port
 from components.tenant_network import backup_store_rules, network_policy_values, tenant_network_policies
 from ops.sites import platform_of
 from tests.conftest import (
@@ -85,15 +85,31 @@ def reached_ports(policies: list[dict], source: Pod, address: str) -> set[int]:
     return {port for port in candidates if reaches(policies, source, Target("an address", address, port))}
 
 
-def api_server_ports(stack: str, team, *, oidc: bool = True) -> set[int]:
-    """The host API server's port (EKS 443, MicroK8s 16443, a kubeconfig host's stated one or vCluster's three
-    common ones), and (``oidc``) the OIDC issuer's."""
+def api_server_ports(stack: str, team) -> set[int]:
+    """The host API server's port: EKS 443, MicroK8s 16443, a kubeconfig host's stated one or vCluster's three
+    common ones."""
     kind = platform_of(site_config(stack), stack).cluster.kind
-    ports = {"eks": {443}, "microk8s": {16443}}.get(kind) or (
+    return {"eks": {443}, "microk8s": {16443}}.get(kind) or (
         {team.vcluster.api_server_port} if team.vcluster.api_server_port else {443, 8443, 6443})
-    if oidc and team.vcluster.access.oidc.enabled:
-        ports.add(issuer_port(team.vcluster.access))
-    return ports
+
+
+def issuer_addresses(team) -> list[str]:
+    """Where the team's OIDC issuer is: the addresses the site states, the URL's IP address, or (empty) somewhere on
+    the public internet."""
+    oidc = team.vcluster.access.oidc
+    host = urlparse(oidc.issuer_url).hostname
+    return list(oidc.issuer_addresses) or ([host] if re.fullmatch(r"[\d.]+", host) else [])
+
+
+def issuer_ports(team, address: str, *, public: bool) -> set[int]:
+    """The OIDC issuer's port where the team signs in through one and ``address`` is among the issuer's: within the
+    networks stated for it, else at any public address (docs/security-isolation.md, The control plane's egress)."""
+    oidc = team.vcluster.access.oidc
+    if not oidc.enabled:
+        return set()
+    stated = issuer_addresses(team)
+    opened = any(ipaddress.ip_address(address) in ipaddress.ip_network(block) for block in stated) if stated else public
+    return {oidc.port} if opened else set()
 
 
 def backup_store_ports(team, address: str, *, public: bool) -> set[int]:
@@ -107,10 +123,12 @@ def backup_store_ports(team, address: str, *, public: bool) -> set[int]:
     return {backup.port} if opened else set()
 
 
-def warned_of_unknown_port(stack: str) -> bool:
-    """A kubeconfig site without cluster.kubeconfig.apiServerPort keeps vCluster's 8443 to every address, other
-    control planes included: the loader says so, and that reach is the one these tests then leave out."""
-    return any(warning.startswith("cluster.kubeconfig.apiServerPort is not set")
+def warned_of_open_control_plane_port(stack: str) -> bool:
+    """A kubeconfig site without cluster.kubeconfig.apiServerPort keeps vCluster's 8443 to every address, and one
+    stating 8443 opens it there too: other control planes included. The loader says so, and that reach is the one
+    these tests then leave out."""
+    return any(warning.startswith(("cluster.kubeconfig.apiServerPort is not set",
+                                   "cluster.kubeconfig.apiServerPort is 8443"))
                for warning in platform_of(site_config(stack), stack).warnings)
 
 
@@ -118,13 +136,15 @@ def test_the_control_plane_reaches_the_api_server_port_and_nothing_else_outside_
     stack, team, other, policies = site
     source = control_plane_pod(team)
     ports = api_server_ports(stack, team)
-    assert reached_ports(policies, source, PRIVATE_SERVICE) == ports | backup_store_ports(team, PRIVATE_SERVICE,
-                                                                                          public=False)
-    assert reached_ports(policies, source, "198.51.100.7") == ports | backup_store_ports(team, "198.51.100.7",
-                                                                                         public=True)
+    for address, public in ((PRIVATE_SERVICE, False), ("198.51.100.7", True)):
+        assert reached_ports(policies, source, address) == ports | backup_store_ports(team, address, public=public) \
+            | issuer_ports(team, address, public=public), address
     store = team.vcluster.backup and team.vcluster.backup.endpoint_address
     if store:
         assert reached_ports(policies, source, store) == ports | {team.vcluster.backup.port}
+    for block in issuer_addresses(team) if team.vcluster.access.oidc.enabled else []:
+        address = str(ipaddress.ip_network(block)[0])
+        assert reached_ports(policies, source, address) == ports | issuer_ports(team, address, public=False)
     host = host_addresses(stack)
     assert reaches(policies, source, Target("the host's API server", host["api"], int(host["api_port"])))
     honest = [host_dns(stack, team),
@@ -142,7 +162,7 @@ def test_the_control_plane_reaches_the_api_server_port_and_nothing_else_outside_
         Target("KAI's webhooks", host["pod"], 9443, pod=Pod("kai-scheduler", {"app": "binder"})),
         Target("the DCGM exporter", host["pod"], 9400, pod=Pod("gpu-operator", {"app": "nvidia-dcgm-exporter"})),
     ]
-    if warned_of_unknown_port(stack):
+    if warned_of_open_control_plane_port(stack):
         out_of_reach = out_of_reach[1:]
     assert [target.what for target in out_of_reach if reaches(policies, source, target)] == []
 
@@ -230,7 +250,7 @@ def test_nothing_the_site_runs_outside_the_teams_namespace_answers_its_control_p
                         and ingress_verdict(source, pod, policies, port)[0]})
     expected = {(what, port) for what, pod, port in found if pod.namespace == "kube-system"
                 and pod.labels.get("k8s-app") == "kube-dns" and port == 53}
-    if warned_of_unknown_port(stack):
+    if warned_of_open_control_plane_port(stack):
         expected |= {(what, port) for what, pod, port in found if pod.labels.get("app") == "vcluster" and port == 8443}
     assert answering == sorted(expected)
 
@@ -252,7 +272,7 @@ def test_the_programs_policies_are_vclusters_own_but_for_the_api_server_rule(sta
         chart_rule = {"ports": [{"port": port, "protocol": "TCP"} for port in (443, 8443, 6443)]}
         # The port the site states, or (a kubeconfig site that states none) vCluster's three in the chart's order; an
         # OIDC issuer's port has a rule of its own, even where it is the same port.
-        ports = api_server_ports(stack, team, oidc=False)
+        ports = api_server_ports(stack, team)
         api_rule = {"ports": [{"port": port, "protocol": "TCP"}
                               for port in sorted(ports, key=lambda port: (443, 8443, 6443, port).index(port))]}
         for role, prefix in {"workloads": "vc-work", "control-plane": "vc-cp", "dns": "vc-kube-dns",
@@ -269,15 +289,3 @@ def test_the_programs_policies_are_vclusters_own_but_for_the_api_server_rule(sta
             assert spec == expected, (team.name, role)
         assert chart == {}, "the chart renders a policy the program does not"
 
-
-@pytest.mark.parametrize("port, warned", [(None, True), (6443, False)])
-def test_a_kubeconfig_site_that_leaves_its_api_server_port_unstated_is_warned(port, warned):
-    config = stack_config("dev")
-    config["gpu-tenancy:cluster"] = {"kind": "kubeconfig", "kubeconfig": {"apiServerPort": port} if port else {}}
-    config["gpu-tenancy:gpuOperator"] = {"mode": "external"}
-    config["gpu-tenancy:kubeconfig"] = {"secure": "v1:encrypted"}
-    [warning] = [w for w in platform_of(config, "site").warnings if "apiServerPort" in w] or [None]
-    assert (warning is not None) == warned
-    if warned:
-        assert "another team's control plane serves on 8443" in warning
-        assert "team-nlp, team-vision, team-recommender" in warning

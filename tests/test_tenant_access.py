@@ -16,10 +16,11 @@ from components.tenant_access import (
     with_server,
 )
 from config import ConfigError, load_platform
+from config.hosts import TENANT_EGRESS_EXCEPTIONS
 from config.vocabulary import project_config
 from tests.conftest import VIRTUAL_APISERVER_TAGS, dev_config, eks_config, git, go_function, mirrored_tag, run, upstream_file
 from tests.reference_cel import REFERENCE
-from tests.test_tenant import api_server_rules
+from tests.test_tenant import api_server_rules, namespace_policies
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 ISSUER = "https://login.example.com:5556/dex"
@@ -101,8 +102,13 @@ def test_the_admin_kubeconfig_points_at_the_endpoint_too():
     assert with_server(admin, None) == admin
 
 
-def test_the_issuer_port_gets_a_control_plane_egress_rule_next_to_the_api_servers(oidc_run):
-    assert [rule["ports"][0]["port"] for rule in api_server_rules(oidc_run, "vcluster-team-nlp", "team-nlp")] == [16443, 5556]
+def test_the_issuer_port_gets_a_control_plane_egress_rule_of_its_own_at_public_addresses(oidc_run):
+    """The API server's port opens to every address; the issuer's, named by a host name, only at public ones: on a
+    private one it may be another team's control plane (tests/test_control_plane_egress_ports.py)."""
+    assert [rule["ports"][0]["port"] for rule in api_server_rules(oidc_run, "vcluster-team-nlp", "team-nlp")] == [16443]
+    egress = namespace_policies(oidc_run, "vcluster-team-nlp")["team-nlp-control-plane"]["egress"]
+    [issuer] = [rule for rule in egress if rule.get("ports") == [{"port": 5556, "protocol": "TCP"}]]
+    assert issuer["to"] == [{"ipBlock": {"cidr": "0.0.0.0/0", "except": list(TENANT_EGRESS_EXCEPTIONS)}}]
 
 
 def test_endpoint_names_are_in_the_certificate_and_the_exported_kubeconfig(oidc_run):

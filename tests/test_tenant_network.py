@@ -117,10 +117,32 @@ def box_backed_up_to_a_lan_store() -> dict:
                                            "region": "us-east-1"})
 
 
+def kubeconfig_on_port(api_server_port: Optional[int], **oidc) -> dict:
+    """The dev site's three teams on a cluster by kubeconfig whose API server listens on ``api_server_port``
+    (None: unstated), every team signing in through the OIDC issuer ``oidc`` describes, if any."""
+    config = stack_config("dev")
+    config["gpu-tenancy:cluster"] = {"kind": "kubeconfig", "kubeconfig": {
+        "gpus": 1, **({"apiServerPort": api_server_port} if api_server_port else {})}}
+    config["gpu-tenancy:kubeconfig"] = {"secure": "v1:encrypted"}
+    config["gpu-tenancy:gpuOperator"] = {"mode": "external"}
+    if oidc:
+        config["gpu-tenancy:vcluster"] = {**config["gpu-tenancy:vcluster"], "access": {
+            "exposure": "gateway", "domain": "vc.example.com", "gateway": {"name": "platform"},
+            "oidc": {"clientId": "kubernetes", **oidc}}}
+    return config
+
+
 # Sites besides the committed ones whose host network differs from theirs (the generated sites of
-# tests/generated_sites.py are not read here).
-NETWORK_SITES = {"kubeconfig-stated-dns": kubeconfig_with_stated_dns, "kubeconfig-backed-up-to-s3":
-                 kubeconfig_backed_up_to_s3, "box-backed-up-to-a-lan-store": box_backed_up_to_a_lan_store}
+# tests/generated_sites.py are not read here). Keycloak serves HTTPS on 8443, minikube its API server: the port every
+# other team's control plane admits from anywhere.
+NETWORK_SITES = {
+    "kubeconfig-stated-dns": kubeconfig_with_stated_dns, "kubeconfig-backed-up-to-s3": kubeconfig_backed_up_to_s3,
+    "box-backed-up-to-a-lan-store": box_backed_up_to_a_lan_store,
+    "kubeconfig-issuer-on-8443": lambda: kubeconfig_on_port(6443, issuerUrl="https://login.example.com:8443/realms/ml"),
+    "kubeconfig-lan-issuer-on-8443": lambda: kubeconfig_on_port(
+        6443, issuerUrl="https://login.lab.example:8443/realms/ml", issuerAddresses=["192.168.1.30/32"]),
+    "kubeconfig-api-server-on-8443": lambda: kubeconfig_on_port(8443),
+}
 
 
 def site_config(stack: str) -> dict:
