@@ -24,14 +24,12 @@ from typing import Optional
 from urllib.parse import urlparse
 
 from components.tenant_access import issuer_port
-from config.control_plane_egress import CONTROL_PLANE_PORT
+from config.control_plane_egress import CONTROL_PLANE_PORT, VCLUSTER_API_SERVER_PORTS
 from config.hosts import TENANT_EGRESS_EXCEPTIONS
 from config.merge import deep_merge
 from config.model import Team
 from config.vocabulary import MANAGED_BY, TEAM_LABEL
 
-# The API server ports vCluster's rule opens: still the rule on a host whose API server port the program is not told.
-VCLUSTER_API_SERVER_PORTS = (443, 8443, 6443)
 VIRTUAL_DNS_PORT = 1053
 # The port DNS clients send to: the tenant DNS forwards to the host DNS Service without a port, the control plane
 # uses the kubelet's nameserver. A node-local cache answers there untranslated; the host's DNS pods answer on their

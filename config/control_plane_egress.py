@@ -1,23 +1,27 @@
 """Where a team's control plane may open connections on the port every vCluster control plane serves on, and what the
 loader warns of. Plain data in, text out.
 
-A tenant, cluster-admin in its vCluster, makes its virtual API server connect where its objects say (``pods/NAME/proxy``,
-``services/NAME/proxy``, a webhook or APIService); the control plane's NetworkPolicy is the boundary
-(components/tenant_network.py, docs/security-isolation.md, "The control plane's egress"). Every control plane admits
-8443 from anywhere (vCluster's rule, for its Service), so any rule opening 8443 to an address that may hold another
-team's pod lets one team's tenant call another team's virtual API server.
+A tenant, cluster-admin in its vCluster, makes its virtual API server connect where its objects say
+(``pods/NAME/proxy``, ``services/NAME/proxy``, a webhook or APIService); the control plane's NetworkPolicy is the
+boundary (components/tenant_network.py, docs/security-isolation.md, "The control plane's egress"). Every control
+plane admits 8443 from anywhere (vCluster's rule, for its Service), so any rule opening 8443 to an address that may
+hold another team's pod lets one team's tenant call another team's virtual API server.
 """
 
 from __future__ import annotations
 
 import ipaddress
 from collections import defaultdict
+from urllib.parse import urlparse
 
 from config.hosts import PRIVATE_NETWORKS
 from config.model import Platform, Team
 
 CONTROL_PLANE_PORT = 8443
-_HARM = ("a tenant, cluster-admin in its vCluster, can make its virtual API server call another team's, unauthenticated "
+# The API server ports vCluster's rule opens: still the rule on a host whose API server port the program is not told.
+VCLUSTER_API_SERVER_PORTS = (443, 8443, 6443)
+_HARM = ("a tenant, cluster-admin in its vCluster, can make its virtual API server call another team's, "
+         "unauthenticated "
          "(pods/NAME/proxy, services/NAME/proxy, a webhook or APIService URL)")
 
 
@@ -76,3 +80,29 @@ def _may_hold_pods(block: str) -> bool:
     return network.num_addresses > 1 and any(
         network.version == private.version and network.overlaps(private)
         for private in map(ipaddress.ip_network, PRIVATE_NETWORKS))
+
+
+def named_issuer_notes(platform: Platform) -> list[str]:
+    """An issuer named by host name, with no stated addresses, on a port the API server rule does not open: the
+    control plane reaches it at public addresses only, so an issuer resolving to a private one is cut off."""
+    index = {team.name: position for position, team in enumerate(platform.teams)}
+    found = []
+    for team in platform.teams:
+        oidc = team.vcluster.access.oidc
+        host = urlparse(oidc.issuer_url or "").hostname or ""
+        api_ports = (team.vcluster.api_server_port,) if team.vcluster.api_server_port else VCLUSTER_API_SERVER_PORTS
+        if (team.vcluster.network_policy and oidc.enabled and not oidc.issuer_addresses and not _ip_literal(host)
+                and oidc.port not in api_ports):
+            found.append(f"teams[{index[team.name]}] ({team.name}): its control plane reaches the OIDC issuer {host} "
+                         f"on port {oidc.port} at public addresses only. If {host} resolves to a private address "
+                         "(an issuer in the VPC or on the LAN), list its addresses in vcluster.access.oidc."
+                         "issuerAddresses, or sign-ins fail while the admin certificate still works.")
+    return found
+
+
+def _ip_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True

@@ -123,3 +123,18 @@ def test_only_a_site_with_another_control_plane_to_reach_is_warned(config, warne
 def test_a_kubeconfig_site_that_leaves_its_api_server_port_unstated_is_warned():
     [warning] = warnings_on(platform_of(kubeconfig_on_port(None), "site"), "cluster.kubeconfig.apiServerPort")
     assert "is not set" in warning and "another team's control plane serves on 8443" in warning and TEAMS in warning
+
+
+def test_a_named_issuer_on_another_port_than_the_api_servers_is_noted_until_its_addresses_are_stated():
+    """The control plane reaches such an issuer at public addresses only: one resolving to a private address would
+    be cut off, sign-ins failing, so the plan says how to state it."""
+    def noted(platform) -> list[str]:
+        return [note for note in platform.notes if "at public addresses only" in note]
+
+    named = site(6443, issuerUrl="https://login.lab.example:8443/ml")[0]
+    assert len(noted(named)) == 3 and all("issuerAddresses" in note and "login.lab.example" in note
+                                          for note in noted(named))
+    for quiet in (site(6443, issuerUrl="https://login.lab.example:8443/ml", issuerAddresses=["10.0.5.20/32"]),
+                  site(6443, issuerUrl="https://10.0.5.20:8443/ml"),
+                  site(6443, issuerUrl="https://login.lab.example:6443/ml")):
+        assert noted(quiet[0]) == []
