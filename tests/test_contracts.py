@@ -179,6 +179,9 @@ def _dev_with_install():
 # Maps KAI's values.yaml leaves empty ({}) for a site to fill, and where in KAI's Config the chart copies each
 # (templates/_helpers.tpl, tests/test_isolation_contract.py): what the program puts there must fit that schema.
 KAI_OPEN_MAPS = {("binder", "plugins"): ("spec", "binder", "plugins")}
+# Values the chart's templates read though its values.yaml declares no default: each with what it must hold.
+# tests/test_kai_admission.py renders admission.resources into kai-config's admission service at every accepted tag.
+KAI_UNDECLARED_MAPS = {("admission", "resources"): {"limits", "requests"}}
 
 
 def _kai_config_schema(key: ChartKey, path: tuple[str, ...]) -> dict:
@@ -198,6 +201,11 @@ def _assert_kai_values_only_use_keys_of_the_chart(program):
     defaults = contract(key, lambda c: c.values, "kai-scheduler", "values.yaml")
     values = release.inputs["values"]
     for path in leaf_paths(values):
+        undeclared = next((prefix for prefix in KAI_UNDECLARED_MAPS if tuple(path[:len(prefix)]) == prefix), None)
+        if undeclared is not None:
+            assert not has_path(defaults, undeclared), f"kai-scheduler now declares {'.'.join(undeclared)}"
+            assert path[len(undeclared)] in KAI_UNDECLARED_MAPS[undeclared], path
+            continue
         open_map = next((prefix for prefix in KAI_OPEN_MAPS if tuple(path[:len(prefix)]) == prefix), None)
         if open_map is None:
             assert has_path(defaults, path), f"kai-scheduler has no value {'.'.join(path)}"
