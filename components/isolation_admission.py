@@ -8,7 +8,8 @@ vCluster synced and KAI's pod webhook mutated. Each rule is named in its message
   ``nvidia.com/mig-<profile>`` under the ``mixed`` strategy; under ``single`` every slice is a plain
   ``nvidia.com/gpu``, so GPU pods must stay pinned to the team's pool.
 - ``[whole-gpus]`` (exclusive): no ``gpu-fraction``/``gpu-memory`` annotations and no MIG slices.
-- ``[no-mig]`` (memory-capped): no MIG slices (they carry no HAMi-core limit and are counted apart).
+- ``[no-mig]`` (memory-capped; shared, on a site with a MIG-split pool): no MIG slices (they are the mig
+  teams', and carry no HAMi-core limit).
 - ``[memory-limit]`` (memory-capped): the fractional container carries KAI's ``CUDA_DEVICE_MEMORY_LIMIT``
   reference (written by KAI's hamicore pod webhook, so the plugin must be on) and nothing else may set what
   HAMi-core reads to size or skip the limit: per-device ``CUDA_DEVICE_MEMORY_LIMIT_<n>`` (which beats the
@@ -140,8 +141,9 @@ def _loads_library(volume: str) -> str:
 # --- the rules, per tier --------------------------------------------------------------------------
 
 
-def _no_mig(name: str, team: Team) -> dict:
-    return refusal(name, every_container(SCHEDULED_LISTS, _resources_all(f"!r.startsWith('{MIG_RESOURCE_PREFIX}')")),
+def _no_mig(team: Team) -> dict:
+    no_slices = _resources_all(f"!r.startsWith('{MIG_RESOURCE_PREFIX}')")
+    return refusal("no-mig", every_container(SCHEDULED_LISTS, no_slices),
                    f"team {team.name} is {team.isolation.tier} and gets no MIG slices",
                    "request gpu-fraction, gpu-memory or nvidia.com/gpu instead")
 
@@ -182,7 +184,7 @@ def _memory_capped_rules(team: Team, mutated_by_kai: bool) -> list[dict]:
     library = every_container(SCHEDULED_LISTS, f"c.name != variables.fractionContainer || "
                                                f"{image_volume}.exists(name, {_loads_library('name')})")
     return [
-        _no_mig("no-mig", team),
+        _no_mig(team),
         # Before KAI's webhook (inside the vCluster) the fractional container has no limit yet: KAI adds it.
         refusal("memory-limit", f"(!variables.fractional || ({kai_limit})) && {env} && {env_from}" if mutated_by_kai
                 else f"{env} && {env_from}",
@@ -207,12 +209,14 @@ def isolation_validations(team: Team, *, mutated_by_kai: bool = True) -> list[di
         return _exclusive_rules(team)
     if tier == MEMORY_CAPPED:
         return _memory_capped_rules(team, mutated_by_kai)
-    return []
+    # A shared team on a site with a MIG-split pool: a slice it asks for inside its own quota is one a mig team's
+    # quota promised (KAI charges both queues alike).
+    return [_no_mig(team)] if team.isolation.mig_strategy is not None else []
 
 
 def has_tier_policy(team: Team) -> bool:
-    """The team's tier has rules of its own, so a policy of its own (a shared team's rules are the tenant
-    admission's alone)."""
+    """The team's tier has rules of its own, so a policy of its own (a shared team's are the tenant admission's
+    alone, but for [no-mig] where a pool is split)."""
     return bool(isolation_validations(team))
 
 
@@ -241,7 +245,7 @@ def isolation_outputs(team: Team) -> dict:
 
 def isolation_admission(name: str, team: Team, provider: k8s.Provider,
                         parent: pulumi.Resource) -> list[IsolationAdmission]:
-    """The team's tier policy, or nothing for a shared team (its rules are the tenant admission's alone)."""
+    """The team's tier policy, or nothing for a shared team on a site without a MIG-split pool."""
     if not has_tier_policy(team):
         return []
     return [IsolationAdmission(f"{name}-isolation", IsolationAdmissionArgs(team=team, provider=provider),

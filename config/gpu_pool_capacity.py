@@ -3,14 +3,15 @@
 KAI judges a queue's gpu quota against the whole cluster, as it does its cpu and memory quota
 (config/cpu_memory_capacity.py says how it shares and reclaims), but a team whose ``vcluster.nodeLabels``,
 ``enforceTolerations`` or ``isolation.nodePool`` keep its pods on some GPU node groups can only be given GPUs there,
-and only whole or fractional GPUs, never a group's MIG slices (KAI places no such pod on a node of the mixed MIG
-strategy; the MIG slices promised to mig teams are judged per pool by config/isolation.py). When the teams that can
-run only inside a set of groups are guaranteed more GPUs than the groups of that set without MIG hold, the groups
-fill up with every team inside its quota, nothing is reclaimed, and a team still under its quota keeps Pending pods,
-while the site-wide sum of the quotas (config/load.py) fits the host. The sets are the unions of the teams'
-placements, as for cpu and memory; a set that takes in every GPU group of a host without MIG is the whole host, which
-the site-wide check judges. Only an EKS host has more than one GPU pool. Warned, not refused, as the cpu and memory
-guarantees are. Pure arithmetic on config.
+and only whole or fractional GPUs, never a group's MIG slices (their admission refuses MIG requests, and KAI places
+no other pod on a node of the mixed MIG strategy; under single, where it would, config/isolation.py warns of the
+teams that can reach a mig team's pool; the slices promised to mig teams are judged per pool there). When the
+teams that can run only inside a set of groups are guaranteed more GPUs than the groups of that set without MIG hold,
+the groups fill up with every team inside its quota, nothing is reclaimed, and a team still under its quota keeps
+Pending pods, while the site-wide sum of the quotas (config/load.py) fits the host. The sets are the unions of the
+teams' placements, as for cpu and memory; a set that takes in every GPU group of a host without MIG is the whole
+host, which the site-wide check judges. Only an EKS host has more than one GPU pool. Warned, not refused, as the cpu
+and memory guarantees are. Pure arithmetic on config.
 """
 
 from __future__ import annotations

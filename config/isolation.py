@@ -19,10 +19,11 @@ import dataclasses
 from typing import Optional
 
 from config import versions
-from config.capacity import GPU_EPSILON, GPUS_PER_INSTANCE_TYPE, gpu_model
+from config.capacity import GPU_EPSILON, GPUS_PER_INSTANCE_TYPE
 from config.errors import MISSING
-from config.mig import MIG_CONFIG_LABEL, MIG_LAYOUTS, MIG_WITHOUT_LAYOUTS, PROFILE_PATTERN, kai_units, layout, \
-    pool_slices, supports_mig
+from config.mig import MIG_WITHOUT_LAYOUTS, PROFILE_PATTERN, kai_units, layout, pool_slices, supports_mig
+from config.mig_pools import MIG_INSTANCE_FAMILIES, check_pool, layout_valid, mig_pools, node_groups, pool_models, \
+    sharing_profile, slices_as_gpus, team_pool
 from config.model import EXCLUSIVE, MEMORY_CAPPED, MIG, SHARED, Cluster, GpuOperator, KaiScheduler, Platform, Team
 from config.model_host import GpuNodeGroup
 from config.reader import Reader, within
@@ -33,34 +34,6 @@ from config.vocabulary import POOL_LABEL
 
 # The first KAI release with the hamicore binder and pod-webhook plugins (pkg/binder/plugins/hamicore).
 HAMICORE_MINIMUM_VERSION = (0, 16, 0)
-MIG_INSTANCE_FAMILIES = "p4d, p4de (A100), p5 (H100), p5e or p5en (H200)"
-
-
-def pool_models(group: GpuNodeGroup) -> list[Optional[str]]:
-    return [gpu_model(kind) for kind in group.instance_types]
-
-
-def _groups(cluster: Cluster) -> dict[str, tuple[int, GpuNodeGroup]]:
-    if cluster.eks is None:
-        return {}
-    return {group.name: (index, group) for index, group in enumerate(cluster.eks.gpu_node_groups)}
-
-
-def layout_valid(group: GpuNodeGroup) -> bool:
-    """The group's migConfig is a layout of every GPU model it may run (checked, with its error, by _check_pool)."""
-    return all(group.mig_config in MIG_LAYOUTS.get(model or "", {}) for model in pool_models(group))
-
-
-def mig_pools(cluster: Cluster) -> list[GpuNodeGroup]:
-    return [group for _, group in _groups(cluster).values() if group.mig_config is not None]
-
-
-def team_pool(team: Team, cluster: Cluster) -> Optional[str]:
-    """The pool a team is pinned to: its nodePool, or for a mig team the site's only MIG-split pool."""
-    if team.isolation.node_pool is not None or team.isolation.tier != MIG:
-        return team.isolation.node_pool
-    pools = mig_pools(cluster)
-    return pools[0].name if len(pools) == 1 else None
 
 
 def _reported(reader: Reader, key: str) -> bool:
@@ -79,8 +52,8 @@ def check_isolation(reader: Reader, cluster: Optional[Cluster], gpu_operator: Gp
                     teams: list[Team]) -> None:
     """One issue per wrong combination; a value with a problem of its own (None here) is left to that problem."""
     cluster = _readable(reader, cluster)
-    for name, (index, group) in (_groups(cluster) if cluster is not None else {}).items():
-        _check_pool(reader, f"cluster.eks.gpuNodeGroups[{index}]", group, gpu_operator)
+    for name, (index, group) in (node_groups(cluster) if cluster is not None else {}).items():
+        check_pool(reader, f"cluster.eks.gpuNodeGroups[{index}]", group, gpu_operator)
     for index, team in enumerate(teams):
         key = f"teams[{index}].isolation"
         tier = team.isolation.tier
@@ -103,45 +76,15 @@ def check_isolation(reader: Reader, cluster: Optional[Cluster], gpu_operator: Gp
                 _check_whole_gpu_pools(reader, key, team, cluster, gpu_operator)
 
 
-def _check_pool(reader: Reader, key: str, group: GpuNodeGroup, gpu_operator: GpuOperator) -> None:
-    if MIG_CONFIG_LABEL in group.labels:
-        reader.fail(f"{key}.labels", group.labels, f"sets {MIG_CONFIG_LABEL} by hand: nothing checks that the GPUs "
-                    "have MIG or that the layout exists, and the operator's MIG strategy is left unset",
-                    f"remove {MIG_CONFIG_LABEL} from labels and set {key}.migConfig instead")
-    if group.mig_config is None:
-        return
-    for kind, model in zip(group.instance_types, pool_models(group)):
-        if model is None:
-            reader.fail(f"{key}.migConfig", group.mig_config, f"the GPU model of {kind} is not in the instance-type "
-                        "table (config/capacity.py), so its MIG layouts cannot be checked",
-                        f"use MIG-capable instance types ({MIG_INSTANCE_FAMILIES}), or remove migConfig")
-        elif model in MIG_WITHOUT_LAYOUTS:
-            reader.fail(f"{key}.migConfig", group.mig_config, f"{kind} carries NVIDIA {model} GPUs, whose MIG layouts "
-                        "the program does not know, so it cannot check the layout or count its slices",
-                        f"remove migConfig (use isolation tier memory-capped or exclusive there), or use "
-                        f"instance types whose MIG layouts it knows ({MIG_INSTANCE_FAMILIES})")
-        elif not supports_mig(model):
-            reader.fail(f"{key}.migConfig", group.mig_config, f"{kind} carries NVIDIA {model} GPUs, which have no MIG",
-                        f"remove migConfig (use isolation tier memory-capped or exclusive there), or use "
-                        f"instance types with MIG ({MIG_INSTANCE_FAMILIES})")
-        elif group.mig_config not in MIG_LAYOUTS[model]:
-            reader.fail(f"{key}.migConfig", group.mig_config, f"is not a MIG layout of {model} ({kind})",
-                        f"use one of {', '.join(MIG_LAYOUTS[model])}")
-        elif gpu_operator.mig_strategy == "single" and len(layout(model, group.mig_config)) > 1:
-            reader.fail("gpuOperator.migStrategy", "single", f"{key}.migConfig {group.mig_config} mixes several "
-                        "MIG profiles on a GPU, which the single strategy cannot advertise",
-                        "set gpuOperator.migStrategy to mixed, or use a one-profile layout (all-<profile>)")
-
-
 def _pool_or_fail(reader: Reader, key: str, pool: str, cluster: Cluster) -> Optional[GpuNodeGroup]:
     if cluster.eks is None:
         reader.fail(f"{key}.nodePool", pool, f"node pools are only known on eks hosts, this one is {cluster.kind}",
                     "remove nodePool")
         return None
-    found = _groups(cluster).get(pool)
+    found = node_groups(cluster).get(pool)
     if found is None:
         reader.fail(f"{key}.nodePool", pool, "is not a GPU node group of cluster.eks.gpuNodeGroups",
-                    f"use one of {', '.join(_groups(cluster)) or 'the GPU node group names'}")
+                    f"use one of {', '.join(node_groups(cluster)) or 'the GPU node group names'}")
         return None
     return found[1]
 
@@ -149,41 +92,59 @@ def _pool_or_fail(reader: Reader, key: str, pool: str, cluster: Cluster) -> Opti
 def _check_pinned_pool(reader: Reader, key: str, team: Team, cluster: Cluster, gpu_operator: GpuOperator) -> None:
     pool = team.isolation.node_pool
     group = _pool_or_fail(reader, key, pool, cluster) if pool is not None else None
-    if group is not None and group.mig_config is not None and layout_valid(group):
-        # KAI's node check: on a node with the mixed strategy only MIG requests fit; with single, no fractions.
-        reader.fail(f"{key}.nodePool", pool, f"pool {pool} is split into MIG slices ({group.mig_config}): "
-                    f"KAI places no {team.isolation.tier} pods there under the {gpu_operator.mig_strategy} strategy",
-                    "pin the team to a pool without migConfig, or set isolation.tier to mig")
+    if group is None or group.mig_config is None or not layout_valid(group):
+        return
+    tier = team.isolation.tier
+    if slices_as_gpus(group, gpu_operator):
+        # KAI sees a plain GPU node there (config/mig_pools.py): it would place the pods, on the mig teams' slices.
+        problem = (f"under the single strategy each nvidia.com/gpu there is one MIG slice, which a {tier} team would "
+                   "take from the mig teams' pool as a GPU of its own")
+    else:
+        problem = f"KAI places no {tier} pods there under the mixed strategy (only nvidia.com/mig-<profile> ones)"
+    reader.fail(f"{key}.nodePool", pool, f"pool {pool} is split into MIG slices ({group.mig_config}): {problem}",
+                "pin the team to a pool without migConfig, or set isolation.tier to mig")
 
 
 def _check_whole_gpu_pools(reader: Reader, key: str, team: Team, cluster: Cluster, gpu_operator: GpuOperator) -> None:
     """An exclusive team's nvidia.com/gpu is a whole card only where the device plugin advertises each card once: on
     a pool on the time-sliced profile it is one of the card's replicas, time-shared (memory and faults too) with
-    the pods holding the others, whatever team they are."""
+    the pods holding the others, whatever team they are; on a MIG-split pool under the single strategy it is one
+    slice of a card."""
     settings = team.vcluster
     if cluster.eks is None or settings.node_labels is None or settings.enforce_tolerations is None:
         return
-    pool = team.isolation.node_pool
-    if pool is not None and pool not in _groups(cluster):
+    groups, pool = node_groups(cluster), team.isolation.node_pool
+    if pool is not None and (pool not in groups or groups[pool][1].mig_config is not None):
         return  # reported by _check_pinned_pool
     labels = dict(settings.node_labels) if pool is None else {**settings.node_labels, POOL_LABEL: pool}
-    reached = place(cluster.kind, host_profile(cluster).node_pools, labels, settings.enforce_tolerations).runnable
-    groups = _groups(cluster)
-    sliced = [found.name for found in reached if found.name in groups
-              and (groups[found.name][1].sharing_profile or gpu_operator.time_slicing.default_profile) == TIME_SLICED]
-    if not sliced:
+    reached = [groups[found.name][1] for found in
+               place(cluster.kind, host_profile(cluster).node_pools, labels, settings.enforce_tolerations).runnable
+               if found.name in groups]
+    sliced = [group.name for group in reached
+              if group.mig_config is None and sharing_profile(group, gpu_operator) == TIME_SLICED]
+    split = [group.name for group in reached if slices_as_gpus(group, gpu_operator)]
+    if not sliced and not split:
         return
-    pools = f"pool {sliced[0]} is" if len(sliced) == 1 else f"pools {', '.join(sliced)} are"
-    problem = (f"{pools} on the {TIME_SLICED} profile, where each GPU is advertised "
-               f"{gpu_operator.time_slicing.replicas} times: an exclusive team's GPU there is a time slice of a card "
-               "whose memory and faults it shares with other pods")
-    whole = [name for name, (_, group) in groups.items() if name not in sliced and group.mig_config is None]
+    problems = []
+    if sliced:
+        pools = f"pool {sliced[0]} is" if len(sliced) == 1 else f"pools {', '.join(sliced)} are"
+        problems.append(f"{pools} on the {TIME_SLICED} profile, where each GPU is advertised "
+                        f"{gpu_operator.time_slicing.replicas} times: an exclusive team's GPU there is a time slice "
+                        "of a card whose memory and faults it shares with other pods")
+    if split:
+        pools = f"pool {split[0]} is" if len(split) == 1 else f"pools {', '.join(split)} are"
+        problems.append(f"{pools} split into MIG slices under the single strategy, where each nvidia.com/gpu is one "
+                        "slice: an exclusive team's GPU there is a slice of a card, taken from the mig teams' pool")
+    problem = "; ".join(problems)
     if pool is not None:
         reader.fail(f"{key}.nodePool", pool, problem, f"set cluster.eks.gpuNodeGroups[{groups[pool][0]}]."
                     f"sharingProfile to exclusive, or pin the team to a pool on the exclusive profile")
-    else:
-        reader.fail(f"{key}.nodePool", MISSING, problem, "pin the team to a pool on the exclusive profile"
-                    + (f" ({', '.join(whole)})" if whole else "") + ", or set those pools' sharingProfile to exclusive")
+        return
+    whole = [name for name, (_, group) in groups.items()
+             if group.mig_config is None and sharing_profile(group, gpu_operator) != TIME_SLICED]
+    reader.fail(f"{key}.nodePool", MISSING, problem, "pin the team to a pool on the exclusive profile"
+                + (f" ({', '.join(whole)})" if whole else "")
+                + (", or set those pools' sharingProfile to exclusive" if sliced else ""))
 
 
 def _check_mig_team(reader: Reader, key: str, index: int, team: Team, cluster: Cluster) -> None:
@@ -218,7 +179,7 @@ def _check_mig_team(reader: Reader, key: str, index: int, team: Team, cluster: C
         reader.fail(f"{key}.nodePool", pool, f"pool {pool} ({', '.join(models)}) is not split into MIG slices"
                     + ("" if has_mig else f": {', '.join(models)} GPUs have no MIG"
                        + (" layouts the program knows" if set(models) & set(MIG_WITHOUT_LAYOUTS) else "")),
-                    f"set cluster.eks.gpuNodeGroups[{_groups(cluster)[pool][0]}].migConfig" if has_mig else
+                    f"set cluster.eks.gpuNodeGroups[{node_groups(cluster)[pool][0]}].migConfig" if has_mig else
                     f"pin the team to a pool of MIG GPUs ({MIG_INSTANCE_FAMILIES}) with a migConfig, or use tier "
                     "memory-capped or exclusive")
         return
@@ -253,19 +214,20 @@ def _check_memory_capped(reader: Reader, key: str, kai: KaiScheduler) -> None:
 
 def pin_teams(reader: Reader, teams: list[Team], cluster: Optional[Cluster], gpu_operator: GpuOperator) -> list[Team]:
     """A pinned team's vCluster syncs only its pool's nodes, and vCluster pins every pod of the team there
-    (so the placement rules judge the pinned selector). A mig team also learns its pool and the strategy its
-    slices are named by, for its admission policy. Teams whose values have problems of their own stay as read."""
+    (so the placement rules judge the pinned selector). A mig team also learns its pool; on a site with a MIG-split
+    pool every team learns the strategy slices are named by, for its admission policy (a mig team's slices, a shared
+    team's refusal of them). Teams whose values have problems of their own stay as read."""
     cluster = _readable(reader, cluster)
     if cluster is None:
         return teams
-    pinned = []
+    pinned, split = [], bool(mig_pools(cluster))
     for team in teams:
         pool = team_pool(team, cluster) if team.isolation.tier is not None else None
         if pool is not None and team.vcluster.node_labels is not None:
             labels = {**team.vcluster.node_labels, POOL_LABEL: pool}
             team = dataclasses.replace(team, vcluster=dataclasses.replace(team.vcluster, node_labels=labels),
                                        isolation=dataclasses.replace(team.isolation, node_pool=pool))
-        if team.isolation.tier == MIG:
+        if split:
             team = dataclasses.replace(team, isolation=dataclasses.replace(
                 team.isolation, mig_strategy=gpu_operator.mig_strategy))
         pinned.append(team)
@@ -298,7 +260,7 @@ def _only_on_mixed_mig_pools(platform: Platform) -> list[str]:
     cluster = platform.cluster
     if cluster.eks is None or platform.gpu_operator.mig_strategy != "mixed" or not mig_pools(cluster):
         return []
-    groups, stranded = _groups(cluster), []
+    groups, stranded = node_groups(cluster), []
     for team in platform.teams:
         settings = team.vcluster
         if team.isolation.tier == MIG or team.resources.gpu.quota <= 0:
@@ -309,6 +271,51 @@ def _only_on_mixed_mig_pools(platform: Platform) -> list[str]:
         if pools and all(group.mig_config is not None for group in pools):
             stranded.append(team.name)
     return stranded
+
+
+def _reaches(team: Team, cluster: Cluster, pool: str) -> bool:
+    settings = team.vcluster
+    return pool in {found.name for found in place(cluster.kind, host_profile(cluster).node_pools,
+                                                  settings.node_labels, settings.enforce_tolerations).runnable}
+
+
+def _beside_single_slices(platform: Platform) -> list[str]:
+    """Under the single strategy KAI sees a plain GPU node (config/mig_pools.py), so any team's nvidia.com/gpu pod
+    reaching a MIG-split pool takes a slice there, inside its own quota (an exclusive team is refused)."""
+    cluster, warnings = platform.cluster, []
+    for group in mig_pools(cluster):
+        mig = [team.name for team in platform.teams if team.isolation.tier == MIG and team_pool(team, cluster)
+               == group.name]
+        others = [team.name for team in platform.teams if team.isolation.tier != MIG and team.resources.gpu.limit
+                  and _reaches(team, cluster, group.name)]
+        if slices_as_gpus(group, platform.gpu_operator) and mig and others:
+            warnings.append(f"under the single MIG strategy each nvidia.com/gpu of pool {group.name} is one MIG slice "
+                            f"and KAI sees a plain GPU node: team(s) {', '.join(others)}, not mig, can take those "
+                            f"slices inside their own quotas, out of those mig team(s) {', '.join(mig)} are promised. "
+                            f"Fix: keep them off pool {group.name} (isolation.nodePool or vcluster.nodeLabels), or set "
+                            "gpuOperator.migStrategy to mixed.")
+    return warnings
+
+
+def _capped_beside_uncapped(platform: Platform) -> list[str]:
+    """HAMi-core caps a memory-capped team's own containers only. KAI, which knows nothing of the cap, packs any
+    team's fractions onto one card, so a shared team's uncapped pod beside them can still fill the card's memory."""
+    cluster, warnings = platform.cluster, []
+    if cluster.eks is None:
+        return []
+    for pool in dict.fromkeys(team.isolation.node_pool for team in platform.teams
+                              if team.isolation.tier == MEMORY_CAPPED and team.isolation.node_pool is not None):
+        capped = [team.name for team in platform.teams
+                  if team.isolation.tier == MEMORY_CAPPED and team.isolation.node_pool == pool]
+        shared = [team.name for team in platform.teams if team.isolation.tier == SHARED and team.resources.gpu.limit
+                  and _reaches(team, cluster, pool)]
+        if shared:
+            warnings.append(f"memory-capped team(s) {', '.join(capped)} share pool {pool} with shared team(s) "
+                            f"{', '.join(shared)}, whose fractions KAI may pack onto the same cards with no memory "
+                            f"cap: the cap keeps {', '.join(capped)} within its share, but a shared pod's OOM or leak "
+                            f"can still take the memory it counts on. Fix: keep the shared teams off pool {pool} "
+                            "(isolation.nodePool or vcluster.nodeLabels), or make them memory-capped.")
+    return warnings
 
 
 def _whole_gpus_only(platform: Platform) -> list[str]:
@@ -347,9 +354,10 @@ def isolation_warnings(platform: Platform) -> list[str]:
     if stranded:
         warnings.append(f"team(s) {', '.join(stranded)} are guaranteed GPUs but every GPU pool their pods can reach is "
                         "split into MIG slices under the mixed strategy, where KAI places no gpu-fraction or "
-                        "nvidia.com/gpu pod: only nvidia.com/mig-<profile> requests run there (never for a "
-                        "memory-capped or exclusive team, whose tier refuses them). Fix: select a pool without "
+                        "nvidia.com/gpu pod, and only a mig team may ask nvidia.com/mig-<profile> (the other tiers' "
+                        "admission refuses it): none of their GPU pods can run. Fix: select a pool without "
                         "migConfig (isolation.nodePool or vcluster.nodeLabels), or make the team's tier mig.")
+    warnings += _beside_single_slices(platform) + _capped_beside_uncapped(platform)
     exclusive = [team.name for team in platform.teams if team.isolation.tier == EXCLUSIVE]
     time_slicing = platform.gpu_operator.time_slicing
     if exclusive and platform.cluster.eks is None and time_slicing.default_profile == TIME_SLICED:

@@ -60,9 +60,9 @@ The chart values the program always sets in `install` mode are `cdi.enabled: tru
     Key("migStrategy", Text(choices=MIG_STRATEGIES), "mixed", "Chart value `mig.strategy`, set when a GPU node group "
         "has a `migConfig`.", example="single",
         details="`mixed`: a MIG slice is the resource `nvidia.com/mig-<profile>`, and several profiles can share a "
-                "node. `single`: every slice of a node is a plain `nvidia.com/gpu`; the node's layout must be one "
-                "profile (`all-<profile>`). In `microk8s-addon` and `external` modes the operator's own setting must "
-                "match."),
+                "node. `single`: every slice of a node is a plain `nvidia.com/gpu`, which KAI counts as 1 GPU; the "
+                "node's layout must be one profile of `1g` slices (`all-1g.<memory>gb`) on the `exclusive` sharing "
+                "profile. In `microk8s-addon` and `external` modes the operator's own setting must match."),
 ))
 
 KAI_SCHEDULER = Block(title="KAI Scheduler", keys=(

@@ -158,7 +158,8 @@ class Isolation:
     mig_profile: Optional[str] = None
     # The GPU node pool the team's pods are pinned to (None: every GPU pool the vCluster syncs).
     node_pool: Optional[str] = None
-    # A mig team's device-plugin MIG strategy: how its slices are named to pods (config/isolation.py).
+    # The device-plugin MIG strategy where a pool is split (config/isolation.py): how a mig team's slices are named
+    # to pods; a shared team is then refused MIG slices (None: no pool is split).
     mig_strategy: Optional[str] = None
 
 
