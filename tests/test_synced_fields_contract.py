@@ -105,8 +105,8 @@ FIELDS: dict[str, dict[str, object]] = {
         "spec.ipFamilyPolicy": "the address families of the tenant's own cluster IPs",
         "spec.allocateLoadBalancerNodePorts": Refused("service-node-ports", lambda t: _balancer(
             t, allocateLoadBalancerNodePorts=True)),
-        "spec.loadBalancerClass": "which load-balancer implementation serves a team given load balancers "
-                                  "(service-type); each is counted by the quota's services.loadbalancers",
+        "spec.loadBalancerClass": Refused("service-load-balancer-class", lambda t: _balancer(
+            t, loadBalancerClass="service.k8s.aws/nlb")),
         "spec.internalTrafficPolicy": OWN_ENDPOINTS,
         "spec.trafficDistribution": OWN_ENDPOINTS,
         "status": STATUS,
@@ -275,8 +275,8 @@ def honest_objects(tenant: Synced) -> dict[str, tuple[Synced, dict]]:
         ports=[{"name": "http", "protocol": "TCP", "appProtocol": "http", "port": 80, "targetPort": 8080}],
         sessionAffinity="ClientIP", sessionAffinityConfig={"clientIP": {"timeoutSeconds": 600}},
         loadBalancerSourceRanges=["203.0.113.0/24"], externalTrafficPolicy="Cluster", publishNotReadyAddresses=True,
-        ipFamilies=["IPv4"], ipFamilyPolicy="SingleStack", loadBalancerClass="service.k8s.aws/nlb",
-        internalTrafficPolicy="Local", trafficDistribution="PreferClose"))
+        ipFamilies=["IPv4"], ipFamilyPolicy="SingleStack", internalTrafficPolicy="Local",
+        trafficDistribution="PreferClose"))
     volume = defaulted(tenant, sync_claim(claim(
         accessModes=["ReadWriteOncePod"], volumeMode="Block",
         resources={"requests": {"storage": "10Gi"}, "limits": {"storage": "10Gi"}}), tenant.team))
