@@ -82,7 +82,9 @@ def tenant_network_policies(team: Team) -> dict[str, dict]:
     host_dns = host_dns_rules(team)
     # vCluster Platform's agent, as vCluster's own policies admit it (a tenant's pod cannot wear app=loft).
     platform = {"podSelector": {"matchLabels": {"app": "loft"}}, "namespaceSelector": {}}
-    api_server = {"ports": [_tcp(port) for port in api_server_ports(team)]}
+    api_server = {"ports": [_tcp(port) for port in api_server_ports(team)],
+                  **({"to": [{"ipBlock": {"cidr": block}} for block in team.vcluster.api_server_addresses]}
+                     if team.vcluster.api_server_addresses else {})}
     dns_and_api = [{"port": VIRTUAL_DNS_PORT, "protocol": "UDP"}, _tcp(VIRTUAL_DNS_PORT), _tcp(CONTROL_PLANE_PORT)]
     workload, plane = values.get("workload") or {}, values.get("controlPlane") or {}
     store = backup_store_rules(team)

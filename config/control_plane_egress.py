@@ -35,24 +35,33 @@ def control_plane_egress_warnings(platform: Platform) -> list[str]:
 
 
 def _api_server_port_warnings(platform: Platform, fenced: list[Team]) -> list[str]:
-    """A kubeconfig host's API server port opens at every address (the program does not know the API server's), so
-    8443, stated or among vCluster's three, reaches the other control planes. EKS serves on 443, MicroK8s on 16443."""
+    """A kubeconfig host's API server port opens at the addresses the site states, else at every address, so 8443,
+    stated or among vCluster's three, reaches the other control planes unless the addresses are the API server's
+    own. EKS serves on 443, MicroK8s on 16443."""
     existing = platform.cluster.kubeconfig
     if existing is None or existing.api_server_port not in (None, CONTROL_PLANE_PORT):
         return []
     names = ", ".join(team.name for team in fenced)
     endpoints = "(kubectl get endpointslices -n default -l kubernetes.io/service-name=kubernetes)"
+    if existing.api_server_addresses:
+        wide = [block for block in existing.api_server_addresses if _may_hold_pods(block)]
+        return [f"cluster.kubeconfig.apiServerAddresses lists {', '.join(wide)}, where the control planes of {names} "
+                f"may open connections to the API server's port{'s' if existing.api_server_port is None else ''}, "
+                f"{CONTROL_PLANE_PORT} among them: a private network of more than one address may hold other teams' "
+                f"control planes: {_HARM}. List the API server's own addresses {endpoints}."] if wide else []
+    addresses = f"or list the API server's own addresses in cluster.kubeconfig.apiServerAddresses {endpoints}"
     if existing.api_server_port is None:
         return [f"cluster.kubeconfig.apiServerPort is not set, so the control planes of {names} may open connections "
                 f"to ports 443, 8443 and 6443 at every address, and another team's control plane serves on "
                 f"{CONTROL_PLANE_PORT}: {_HARM}. Set cluster.kubeconfig.apiServerPort to the port of the API "
-                f"server's endpoints {endpoints}."]
+                f"server's endpoints, {addresses}."]
     return [f"cluster.kubeconfig.apiServerPort is {CONTROL_PLANE_PORT}, the port every vCluster control plane serves "
-            f"on: the control planes of {names} reach the host API server there at addresses the program does not "
-            f"know, so they may open connections to {CONTROL_PLANE_PORT} at every address, other teams' control "
-            f"planes among them: {_HARM}. Serve the host API server on another port (minikube: `minikube start "
-            "--apiserver-port=6443`; kubeadm: `localAPIEndpoint.bindPort`) and set cluster.kubeconfig.apiServerPort "
-            f"to it {endpoints}, or give each team a cluster of its own."]
+            f"on: the control planes of {names} reach the host API server there, so they may open connections to "
+            f"{CONTROL_PLANE_PORT} at every address, other teams' control planes among them: {_HARM}. List the API "
+            f"server's own addresses in cluster.kubeconfig.apiServerAddresses {endpoints}, serve the host API "
+            "server on another port (minikube: `minikube start --apiserver-port=6443`; kubeadm: "
+            "`localAPIEndpoint.bindPort`) and set cluster.kubeconfig.apiServerPort to it, or give each team a "
+            "cluster of its own."]
 
 
 def _issuer_warnings(platform: Platform, fenced: list[Team]) -> list[str]:

@@ -133,6 +133,7 @@ def host_profile(cluster: Cluster) -> HostProfile:
     return HostProfile(
         kind="kubeconfig",
         api_server_port=existing.api_server_port,
+        api_server_addresses=existing.api_server_addresses,
         storage_class=existing.storage_class,
         creates_storage_class=False,
         gpu_driver_preinstalled=False,

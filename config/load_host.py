@@ -15,6 +15,7 @@ from config.keys import REQUIRED, Block, Condition, Key
 from config.load_operators import GPU_OPERATOR_FLOOR_REASON
 from config.load_eks import EKS, read_eks
 from config.model import CiSettings, Cluster
+from config.network_types import NetworkList
 from config.model_host import (
     DEFAULT_POD_PIDS_LIMIT, PID_EVICTION_THRESHOLD, SYSTEM_PID_RESERVE, HostDns, KubeconfigHost, MicroK8sHost,
 )
@@ -164,6 +165,12 @@ KUBECONFIG = Block(title="an existing cluster", intro="The `kubeconfig` secret i
                 "is not 443, 6443 or 8443, e.g. a MicroK8s cluster reached by kubeconfig: with "
                 "`vcluster.networkPolicy` on, tenant control planes may reach this port only (unset: 443, 6443 and "
                 "8443)."),
+    Key("apiServerAddresses", NetworkList(exact=True), (), "Addresses the API server's endpoints listen on.",
+        example="[192.168.49.2/32]", default_note="any address",
+        details="See the same EndpointSlice. With `vcluster.networkPolicy` on, tenant control planes reach the API "
+                "server's port at these addresses only. Set it when that port is 8443, or is not stated: every "
+                "vCluster control plane serves on 8443, so a rule opening 8443 to every address lets one team's "
+                "tenant call another team's virtual API server (the plan warns)."),
     Key("dns", HOST_DNS, {}, "Where the host's DNS answers: Service, pods, port, node-local addresses.",
         default_note="kube-system/kube-dns, pods k8s-app: kube-dns on 53"),
 ))
@@ -264,6 +271,7 @@ def _kubeconfig(section: Section) -> KubeconfigHost:
         memory=_stated_size(section, "memory"),
         storage_class=section.read("storageClass"),
         api_server_port=section.read("apiServerPort"),
+        api_server_addresses=section.read("apiServerAddresses"),
         kubernetes_version=section.read("kubernetesVersion"),
         dns=_host_dns(section.child("dns")),
         dns_stated=section.has("dns"),

@@ -121,6 +121,7 @@ class VClusterSettings:
     # claim (None: the cluster's default) and the API server port its egress must reach.
     storage_class: Optional[str] = None
     api_server_port: Optional[int] = None
+    api_server_addresses: tuple[str, ...] = ()
     # From KAI's settings: with GPU sharing on, KAI's binder writes ConfigMaps for each fractional pod here.
     gpu_sharing: bool = False
     host_dns: HostDns = HostDns()

@@ -86,6 +86,8 @@ class HostProfile:
     host_dns: HostDns = HostDns()
     # Node ports the nodes' container runtime pulls images from as a registry of their own.
     trusted_node_ports: tuple[int, ...] = ()
+    # Where the API server's endpoints listen, where the site states it (config/hosts.py); empty: any address.
+    api_server_addresses: tuple[str, ...] = ()
     # The Service annotations of the host's load-balancer implementation a team given load balancers may set.
     load_balancer_annotations: tuple[str, ...] = ()
 
@@ -213,6 +215,8 @@ class KubeconfigHost:
     memory: Optional[str] = None
     storage_class: Optional[str] = None
     api_server_port: Optional[int] = None
+    # Where the API server's endpoints listen (network blocks); empty: not stated.
+    api_server_addresses: tuple[str, ...] = ()
     # From KAI's settings: with GPU sharing on, KAI's binder writes ConfigMaps for each fractional pod here.
     gpu_sharing: bool = False
     # Endpoint and identity (config/access.py); the endpoint host is resolved against the host kind.

@@ -138,3 +138,32 @@ def test_a_named_issuer_on_another_port_than_the_api_servers_is_noted_until_its_
                   site(6443, issuerUrl="https://10.0.5.20:8443/ml"),
                   site(6443, issuerUrl="https://login.lab.example:6443/ml")):
         assert noted(quiet[0]) == []
+
+
+@pytest.mark.parametrize("api_server_port", [8443, None])
+def test_the_api_servers_stated_addresses_close_8443_to_other_control_planes(api_server_port):
+    """With cluster.kubeconfig.apiServerAddresses the API server's rule opens its port(s) there only: the host API
+    server stays reachable, another team's control plane on 8443 does not, and the plan no longer warns."""
+    config = kubeconfig_on_port(api_server_port)
+    config["gpu-tenancy:cluster"]["kubeconfig"]["apiServerAddresses"] = [f"{NODE}/32"]
+    platform = platform_of(config, "site")
+    team, other = platform.teams[:2]
+    policies = list(tenant_network_policies(team).values())
+    source = control_plane_pod(team)
+    assert not reaches(policies, source, other_plane(other))
+    assert not reaches(policies, source, Target("a private HTTPS service", PRIVATE_SERVICE, 8443))
+    api_ports = (api_server_port,) if api_server_port else (443, 8443, 6443)
+    assert all(reaches(policies, source, Target(f"the host API server on {port}", NODE, port)) for port in api_ports)
+    assert warnings_on(platform, "cluster.kubeconfig.api") == []
+
+
+def test_stated_api_server_addresses_that_may_hold_pods_are_warned():
+    config = kubeconfig_on_port(8443)
+    config["gpu-tenancy:cluster"]["kubeconfig"]["apiServerAddresses"] = ["10.1.0.0/16"]
+    platform = platform_of(config, "site")
+    [warning] = warnings_on(platform, "cluster.kubeconfig.apiServerAddresses")
+    assert "lists 10.1.0.0/16" in warning and TEAMS in warning and "own addresses" in warning
+    team, other = platform.teams[:2]
+    # What it warns of is real: another team's control plane inside the stated network.
+    inside = dataclasses.replace(other_plane(other), address="10.1.37.9")
+    assert reaches(list(tenant_network_policies(team).values()), control_plane_pod(team), inside)
