@@ -16,6 +16,7 @@ from urllib.parse import urlparse
 
 from config.hosts import PRIVATE_NETWORKS
 from config.model import Platform, Team
+from config.network_types import is_ip_address
 
 CONTROL_PLANE_PORT = 8443
 # The API server ports vCluster's rule opens: still the rule on a host whose API server port the program is not told.
@@ -100,18 +101,10 @@ def named_issuer_notes(platform: Platform) -> list[str]:
         oidc = team.vcluster.access.oidc
         host = urlparse(oidc.issuer_url or "").hostname or ""
         api_ports = (team.vcluster.api_server_port,) if team.vcluster.api_server_port else VCLUSTER_API_SERVER_PORTS
-        if (team.vcluster.network_policy and oidc.enabled and not oidc.issuer_addresses and not _ip_literal(host)
+        if (team.vcluster.network_policy and oidc.enabled and not oidc.issuer_addresses and not is_ip_address(host)
                 and oidc.port not in api_ports):
             found.append(f"teams[{index[team.name]}] ({team.name}): its control plane reaches the OIDC issuer {host} "
                          f"on port {oidc.port} at public addresses only. If {host} resolves to a private address "
                          "(an issuer in the VPC or on the LAN), list its addresses in vcluster.access.oidc."
                          "issuerAddresses, or sign-ins fail while the admin certificate still works.")
     return found
-
-
-def _ip_literal(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True

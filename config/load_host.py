@@ -15,7 +15,7 @@ from config.keys import REQUIRED, Block, Condition, Key
 from config.load_operators import GPU_OPERATOR_FLOOR_REASON
 from config.load_eks import EKS, read_eks
 from config.model import CiSettings, Cluster
-from config.network_types import NetworkList
+from config.network_types import NetworkList, is_ip_address
 from config.model_host import (
     DEFAULT_POD_PIDS_LIMIT, PID_EVICTION_THRESHOLD, SYSTEM_PID_RESERVE, HostDns, KubeconfigHost, MicroK8sHost,
 )
@@ -301,22 +301,14 @@ def _host_dns(section: Section) -> HostDns:
                      "name the labels of the DNS pods, e.g. {k8s-app: kube-dns}")
     addresses = section.read("nodeLocalAddresses") or ()
     for address in addresses:
-        if not _is_address(address):
+        if not is_ip_address(address):
             section.fail("nodeLocalAddresses", address, "is not an IP address",
                          "list single addresses such as 169.254.20.10 (no prefix length)")
     return HostDns(service=section.read("service") or default.service,
                    namespace=section.read("namespace") or default.namespace,
                    pod_labels=labels or default.pod_labels, port=section.read("port") or default.port,
                    node_local_addresses=tuple(str(ipaddress.ip_address(address)) for address in addresses
-                                              if _is_address(address)))
-
-
-def _is_address(value: str) -> bool:
-    try:
-        ipaddress.ip_address(value)
-    except ValueError:
-        return False
-    return True
+                                              if is_ip_address(address)))
 
 
 def read_ci(section: Section) -> CiSettings:

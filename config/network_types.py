@@ -60,3 +60,12 @@ class NetworkList:
 
     def shown(self) -> str:
         return ("non-empty " if self.non_empty else "") + f"list of {'IPv4 ' if self.ipv4_only else ''}CIDRs"
+
+
+def is_ip_address(value: str) -> bool:
+    """One IPv4 or IPv6 address, as ``ipaddress`` reads it."""
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True
