@@ -187,9 +187,10 @@ KUBE_PROMETHEUS_STACK_IMAGE_REGISTRIES = {
 CRD_UPGRADE_UNPACK_IMAGE = "docker.io/library/busybox:1.38.0"
 
 # One query proxy per team in front of the installed Prometheus (components/observability_views.py): it adds
-# team="<team>" to every selector of every query. v0.9.0 is the newest tag of prometheus-community/prom-label-proxy
-# read for its flags (-label, -label-value, -error-on-replace, -enable-label-apis).
-PROM_LABEL_PROXY_IMAGE = "quay.io/prometheuscommunity/prom-label-proxy:v0.9.0"
+# team="<team>" to every selector of every query. v0.14.0 (2026-06-23) is the newest tag of
+# prometheus-community/prom-label-proxy in the snapshot read for its flags (-label, -label-value, -error-on-replace,
+# -enable-label-apis) and its rewrite (tests/test_team_views.py).
+PROM_LABEL_PROXY_IMAGE = "quay.io/prometheuscommunity/prom-label-proxy:v0.14.0"
 
 # --- the oldest version of each component the config accepts -----------------------------------
 # Each is enforced by its config key (config/version_types.py Version); the chart floors are the

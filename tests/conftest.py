@@ -111,7 +111,7 @@ MIRRORED_TAGS = {
     # The grafana subcharts kube-prometheus-stack depends on, and the query proxy in front of Prometheus.
     "grafana-community/helm-charts": ("grafana-12.10.0", "grafana-12.10.1", "grafana-12.10.2", "grafana-12.10.3",
                                       "grafana-12.10.4", "grafana-12.11.0", "grafana-12.11.1"),
-    "prometheus-community/prom-label-proxy": ("v0.9.0",),
+    "prometheus-community/prom-label-proxy": ("v0.14.0",),
     # The Alertmanagers and the Prometheus operators (which parse the Alertmanager configuration the program
     # writes) of the kube-prometheus-stack releases the config accepts (tests/test_observability_alerting_contract.py).
     "prometheus/alertmanager": ("v0.33.1", "v0.34.0"),

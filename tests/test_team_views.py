@@ -1,10 +1,10 @@
 """A team's view reaches only that team's series: the proxy's rewrite against a real Prometheus, and the plan.
 
 prom-label-proxy itself cannot run here (no Debian or PyPI package; building it needs a newer Go and
-modules from the internet; docs/testing-setup.md). What it does to a query is small and documented at v0.9.0
-(injectproxy/enforce.go): every vector selector, inside range selectors too, loses its matchers on the
-enforced label and gets ``<label>="<value>"``; with ``-error-on-replace`` a different matcher on that label
-is an error (HTTP 400). ``enforce`` below does exactly that with a real PromQL parser (promql-parser), and
+modules from the internet; docs/testing-setup.md). What it does to a query is small and read at the pinned tag
+(injectproxy/enforce.go, EnforceMatchers, held by a test below): every vector selector, inside range selectors too,
+loses its matchers on the enforced label and gets ``<label>="<value>"``; with ``-error-on-replace`` a matcher on
+that label the team's value does not satisfy is an error (HTTP 400). ``enforce`` below does exactly that with a real PromQL parser (promql-parser), and
 the rewritten queries run on a real Prometheus on 127.0.0.1 that scrapes synthetic KAI, DCGM,
 kube-state-metrics and API server series and evaluates the platform's real rule file.
 """
@@ -12,6 +12,7 @@ kube-state-metrics and API server series and evaluates the platform's real rule 
 from __future__ import annotations
 
 import json
+import re
 
 import promql_parser
 import pytest
@@ -25,7 +26,7 @@ from components.observability_views import PROXY_PORT, proxy_args, proxy_name
 from config import ConfigError, load_platform, versions
 from config.model import UNLIMITED
 from config.vocabulary import project_config
-from tests.conftest import dev_config, run
+from tests.conftest import dev_config, git, mirrored_tag, run
 from tests.test_observability_rules import site_config
 from tests.local_prometheus import PROMETHEUS, query, running_prometheus, serving_exporter
 from tools.plan.document import build_plan
@@ -40,8 +41,17 @@ class Refused(Exception):
     """What prom-label-proxy answers with HTTP 400 under -error-on-replace."""
 
 
+def satisfies(matcher, value: str) -> bool:
+    """Whether ``value`` passes the matcher, as Prometheus matches (regular expressions anchored at both ends)."""
+    ops = promql_parser.MatchOp
+    if matcher.op in (ops.Equal, ops.NotEqual):
+        return (matcher.value == value) == (matcher.op == ops.Equal)
+    return bool(re.fullmatch(matcher.value, value)) == (matcher.op == ops.Re)
+
+
 def enforce(query: str, label: str, value: str) -> str:
-    """``query`` as prom-label-proxy v0.9.0 rewrites it for ``-label label -label-value value -error-on-replace``."""
+    """``query`` as prom-label-proxy rewrites it for ``-label label -label-value value -error-on-replace``: a matcher
+    on the label that the value fails is refused (no series could answer), one it passes gives way to the value."""
     def visit(node):
         if not isinstance(node, promql_parser.VectorSelector):
             return None
@@ -49,7 +59,7 @@ def enforce(query: str, label: str, value: str) -> str:
         for matcher in node.matchers.matchers:
             if matcher.name != label:
                 kept.append(matcher)
-            elif not (matcher.op == promql_parser.MatchOp.Equal and matcher.value == value):
+            elif not satisfies(matcher, value):
                 raise Refused(f"{matcher} conflicts with {label}={value!r}")
         node.matchers = promql_parser.Matchers([*kept, promql_parser.Matcher(promql_parser.MatchOp.Equal, label,
                                                                               value)])
@@ -62,9 +72,32 @@ def test_enforce_rewrites_every_selector_and_refuses_another_team():
     rewritten = enforce('sum(rate(a{team="x",b="c"}[5m])) / on () count(b offset 1h) + {__name__=~"c.*"}',
                         "team", "x")
     assert rewritten.count('team="x"') == 3 and "offset 1h" in rewritten and "[5m]" in rewritten
-    for other in ('a{team="y"}', 'a{team=~"x|y"}', 'a{team!="x"}'):
+    for other in ('a{team="y"}', 'a{team=~"y|z"}', 'a{team!="x"}', 'a{team!~"x|y"}', 'a{team=~"xx"}'):
         with pytest.raises(Refused):
             enforce(other, "team", "x")
+    # A matcher the team's value passes is replaced by it: the query still reads the team's series only.
+    for overlapping in ('a{team=~"x|y"}', 'a{team!="y"}', 'a{team=~".+"}'):
+        assert enforce(overlapping, "team", "x") == 'a{team="x"}'
+
+
+PROXY = "prometheus-community/prom-label-proxy"
+
+
+def test_the_pinned_proxy_rewrites_as_enforce_does():
+    """The tag the image pins: its flags, and EnforceMatchers' rule for an enforced equality matcher under
+    -error-on-replace (the existing matcher must match the value: for =, !=, =~ and !~ alike), then its drop."""
+    tag = mirrored_tag(PROXY, versions.PROM_LABEL_PROXY_IMAGE.rsplit(":", 1)[1])
+    main = git(PROXY, "show", f"{tag}:main.go")
+    flags = {argument.split("=", 1)[0].lstrip("-") for argument in proxy_args(SITE.teams[0], "http://prometheus")}
+    assert all(f'"{flag}"' in main for flag in flags), flags
+    source = git(PROXY, "show", f"{tag}:injectproxy/enforce.go")
+    body = source[source.index("func (ms PromQLEnforcer) EnforceMatchers("):]
+    # The outer switch, on the enforced matcher's type, is indented three tabs; the inner one, on the query's, four.
+    equal = body[body.index("\n\t\t\tcase labels.MatchEqual:"):body.index("\n\t\t\tcase labels.MatchNotEqual:")]
+    assert re.findall(r"ok = ([^\n]+)", equal) == [
+        "matcher.Value == target.Value", "matcher.Value != target.Value", "target.Matches(matcher.Value)",
+        "target.Matches(matcher.Value)"]
+    assert "if matcher.Type == labels.MatchEqual || matcher.String() == target.String() {" in body
 
 
 # --- the series Prometheus scrapes --------------------------------------------------------------------
@@ -166,10 +199,12 @@ def test_a_team_asking_for_another_namespace_or_team_gets_nothing_or_an_error(pr
     assert query(prometheus, enforce(beta_pods, TEAM_LABEL, alpha.name)) == []
     everything = query(prometheus, enforce('{__name__=~".+"}', TEAM_LABEL, alpha.name))
     assert everything and {series["metric"][TEAM_LABEL] for series in everything} == {alpha.name}
-    for attempt in (f'team:kai_queue_allocated_gpus:max{{team="{beta.name}"}}',
-                    'team:kai_queue_allocated_gpus:max{team=~".+"}', 'team:kai_queue_allocated_gpus:max{team!=""}'):
-        with pytest.raises(Refused):
-            enforce(attempt, TEAM_LABEL, alpha.name)
+    with pytest.raises(Refused):
+        enforce(f'team:kai_queue_allocated_gpus:max{{team="{beta.name}"}}', TEAM_LABEL, alpha.name)
+    # A matcher every team passes gives way to the team's own: alpha still reads only alpha's series.
+    for widened in ('team:kai_queue_allocated_gpus:max{team=~".+"}', 'team:kai_queue_allocated_gpus:max{team!=""}'):
+        answered = query(prometheus, enforce(widened, TEAM_LABEL, alpha.name))
+        assert answered and {series["metric"][TEAM_LABEL] for series in answered} == {alpha.name}
 
 
 # --- what the plan deploys ------------------------------------------------------------------------------
