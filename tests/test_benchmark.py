@@ -16,9 +16,10 @@ import pytest
 from config.stack_file import PROJECT_DIR
 from ops.sites import platform_of
 from tests.conftest import run
-from tools.offline.benchmark import (FLOOR_PROGRAMS, TYPED_FLOOR_PROGRAM, TYPED_OBJECTS_FLOOR_PROGRAM,
-                                     best_in_fresh_processes, longest_chain, measure, plain_listing,
-                                     program_listing, run_floor, site_with_teams, typed_listing)
+from tools.offline.benchmark import best_in_fresh_processes, longest_chain, measure, site_with_teams
+from tools.offline.floors import (FLOOR_PROGRAMS, SHAPE_FLOOR_PROGRAM, TYPED_FLOOR_PROGRAM,
+                                  TYPED_OBJECTS_FLOOR_PROGRAM, plain_listing, program_listing, run_floor,
+                                  shape_listing, typed_listing)
 from tools.offline.recording import ProgramRun, RecordedResource
 
 
@@ -83,6 +84,27 @@ def test_the_typed_objects_floor_registers_each_of_the_programs_objects_through_
     assert best_in_fresh_processes("typed-objects", str(program_listing(program, tmp_path)), repeat=1).resources \
         == len(program.resources)
 
+
+
+def test_the_shape_floor_registers_the_programs_structure_with_one_input_each(tmp_path):
+    program = run(site_with_teams(2), stack="benchmark")
+    floor = run_floor(shape_listing(program, tmp_path), tmp_path, SHAPE_FLOOR_PROGRAM)
+
+    def structure(resource):
+        return (resource.type, resource.custom, resource.read, resource.parent, resource.provider,
+                resource.dependencies, resource.options)
+    assert {resource.urn: structure(resource) for resource in floor.resources} == \
+        {resource.urn: structure(resource) for resource in program.resources}
+    # The program's structure is there to be measured: children of components, an explicit provider, dependencies
+    # between objects, options, reads.
+    assert sum(resource.provider is not None for resource in floor.resources) > 20
+    assert sum(bool(resource.dependencies) for resource in floor.resources) > 10
+    assert any(resource.read for resource in floor.resources) and any(resource.options for resource in floor.resources)
+    reads = {resource.urn: resource.inputs["id"] for resource in program.resources if resource.read}
+    assert all(set(resource.inputs) == ({"id", "index"} if resource.read else {"index"}) for resource in floor.resources)
+    assert {resource.urn: resource.inputs["id"] for resource in floor.resources if resource.read} == reads
+    assert best_in_fresh_processes("shape", str(shape_listing(program, tmp_path)), repeat=1).resources \
+        == len(program.resources)
 
 COLLECTIONS_OF_RUNS = """
 import gc, json, sys
@@ -165,7 +187,7 @@ def test_each_floor_also_runs_with_the_collector_off_as_the_program_runs(tmp_pat
     assert best_in_fresh_processes("floor", listing, repeat=1).collector > 0
     assert best_in_fresh_processes("floor-collector-off", listing, repeat=1).collector == 0
     assert {kind for kind in FLOOR_PROGRAMS if kind.endswith("-collector-off")} == {
-        f"{kind}-collector-off" for kind in ("floor", "typed", "typed-objects")}
+        f"{kind}-collector-off" for kind in ("floor", "typed", "typed-objects", "shape")}
 
 
 def test_a_failed_child_run_says_what_failed(tmp_path):

@@ -21,7 +21,7 @@ from tests.conftest import COMMITTED_STACKS, run, stack_config
 from tests.test_deployability_charts import with_observability
 from tests.generated_sites import generated_sites, site_config  # noqa: F401 (a fixture)
 from tools.offline import sdk_internals as sdk
-from tools.offline.benchmark import (
+from tools.offline.floors import (
     PRE_RELEASE_KIND, TYPED_OBJECTS_FLOOR_PROGRAM, program_listing, run_floor, without_pre_release_aliases,
 )
 from tools.offline.mockrun import run_program

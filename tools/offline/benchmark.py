@@ -1,25 +1,23 @@
 """How fast the program runs offline, against the SDK's own floor for the same number of resources.
 
 ``python -m tools.offline.benchmark --teams 300`` runs the program through the mocks (mockrun) for a site of
-that many teams, then four floor programs through the same mocks and monitor: one that registers the same number
-of plain resources (one input each), one that registers as many typed ones (pulumi-kubernetes ConfigMaps of one
-input, through one provider), one that registers the program's own resources plainly (same types, custom or
-component, and input values; no parents, providers, dependencies, aliases or typed classes), and one that
-registers them again with each Kubernetes object through its own typed class and one provider (the typed objects
-floor). Each run is in a fresh interpreter, as ``pulumi up`` runs a program. It prints the CPU times (best of
-``--repeat``; CPU rather than wall-clock time, as the machines that run it are shared), the part of each that
-the cyclic garbage collector took, and the program's ratio to each floor. Each floor runs twice: as a program on
-the SDK runs by default, with the collector on, and with it off from its first line, as this program runs
-(``__main__.py``): what the collector costs depends on all the run holds, so a run's time less its collector's
-part is not what the run takes without it. The plain floor is what the SDK costs per resource at the least, the
-typed floor what it costs per resource of a typed provider SDK such as pulumi-kubernetes (the SDK records a
-stack trace and converts inputs and outputs by their Python types for those), the inputs floor what it costs to
-send these inputs, and the typed objects floor what the typed SDK costs at the least for exactly these objects,
-so the gap between the program and that floor is what the program's shape (components, parents, dependencies)
-and its own work cost on top. It also prints the committed dev stack's time and the longest rollout chain
-(dependencies and parents: the number of steps ``pulumi up`` has to take one after the other) for a few teams
-and for ``--teams``; a chain that grows with the team count would make a large site's rollout slower with every
-team. ``--profile FILE`` writes a cProfile of one program run (read it with ``python -m pstats FILE``).
+that many teams, then five floor programs through the same mocks and monitor (tools/offline/floors.py): the same
+number of plain resources of one input each (the plain floor), as many typed ones (pulumi-kubernetes ConfigMaps of
+one input through one provider: the typed floor), the program's own resources with its values but none of its
+structure (the inputs floor), the same with each Kubernetes object through its typed class (the typed objects
+floor), and the program's own resources with its structure (parents, providers, dependencies, options) but one
+input each (the shape floor). Each run is in a fresh interpreter, as ``pulumi up`` runs a program. It prints the
+CPU times (best of ``--repeat``; CPU rather than wall-clock time, as the machines that run it are shared), the part
+of each that the cyclic garbage collector took, and the program's ratio to each floor. Each floor runs twice: as a
+program on the SDK runs by default, with the collector on, and with it off from its first line, as this program
+runs (``__main__.py``): what the collector costs depends on all the run holds, so a run's time less its collector's
+part is not what the run takes without it. The plain floor is what the SDK costs per resource at the least; the
+typed, inputs and shape floors each add one thing the program has to the plain floor (a typed SDK's classes, its
+values, its structure), so their ratios to the plain floor say what each costs by itself. It also prints the
+committed dev stack's time and the longest rollout chain (dependencies and parents: the number of steps
+``pulumi up`` has to take one after the other) for a few teams and for ``--teams``; a chain that grows with the
+team count would make a large site's rollout slower with every team. ``--profile FILE`` writes a cProfile of one
+program run (read it with ``python -m pstats FILE``).
 
 A measurement, not a test: timings depend on the machine, so no test asserts them (docs/testing-speed.md keeps the
 numbers of the last change that needed them).
@@ -34,7 +32,6 @@ import functools
 import gc
 import json
 import math
-import re
 import subprocess
 import sys
 import tempfile
@@ -42,112 +39,11 @@ import time
 from pathlib import Path
 from typing import Callable, NamedTuple, Optional, Sequence
 
-import pulumi
-
 from config.stack_file import PROJECT_DIR
 from config.vocabulary import PROJECT
+from tools.offline.floors import FLOOR_PROGRAMS, plain_listing, program_listing, run_floor, shape_listing, typed_listing
 from tools.offline.mockrun import load_stack_file, owned_event_loops, run_program
 from tools.offline.recording import ProgramRun
-
-FLOOR_PROGRAM = '''\
-import json
-import pulumi
-
-with open(pulumi.Config().require("resources"), encoding="utf-8") as listing:
-    resources = json.load(listing)
-for index, resource in enumerate(resources):
-    kind = pulumi.CustomResource if resource["custom"] else pulumi.ComponentResource
-    kind(resource["type"], f"{index}-{resource['name']}", resource["inputs"])
-'''
-
-
-# The same number of the cheapest resources the typed SDK registers: kubernetes ConfigMaps of one input, through
-# one explicit provider (the provider is one of the resources), as the program registers its objects.
-TYPED_FLOOR_PROGRAM = '''\
-import json
-import pulumi
-import pulumi_kubernetes as k8s
-
-with open(pulumi.Config().require("resources"), encoding="utf-8") as listing:
-    resources = json.load(listing)
-provider = pulumi.ResourceOptions(provider=k8s.Provider("typed-floor"))
-for index, resource in enumerate(resources):
-    k8s.core.v1.ConfigMap(f"{index}-{resource['name']}", data=resource["data"], opts=provider)
-'''
-
-
-# The program's own resources again, each Kubernetes object through its own pulumi-kubernetes class (looked up by
-# its type in the SDK's registry) and one provider, with the aliases to pre-release API versions dropped, as the
-# program sends none (components/kubernetes_resources.py); components, providers and reads plainly. No parents, dependencies or other options: the least the typed
-# SDK pays for exactly these objects.
-TYPED_OBJECTS_FLOOR_PROGRAM = '''\
-import importlib
-import json
-import re
-import pulumi
-import pulumi_kubernetes as k8s
-from pulumi.runtime.rpc import get_resource_module
-from tools.offline.benchmark import without_pre_release_aliases
-
-pulumi.runtime.register_stack_transformation(without_pre_release_aliases)
-
-
-def typed_class(token):
-    package, module, _ = token.split(":")
-    registered = get_resource_module(package, module, "")
-    name = registered and registered.mod_info["classes"].get(token)
-    if name:
-        return getattr(importlib.import_module(registered.mod_info["fqn"]), name)
-    kind = token.rsplit(":", 1)[1]
-    return k8s.apiextensions.CustomResourcePatch if kind.endswith("Patch") else k8s.apiextensions.CustomResource
-
-
-def arguments(inputs):
-    return {re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower(): value for key, value in inputs.items()}
-
-
-with open(pulumi.Config().require("resources"), encoding="utf-8") as listing:
-    resources = json.load(listing)
-first = next(index for index, resource in enumerate(resources) if resource["type"] == "pulumi:providers:kubernetes")
-provider = pulumi.ProviderResource("kubernetes", f"{first}-{resources[first]['name']}", resources[first]["inputs"])
-typed = []
-for index, resource in enumerate(resources):
-    name = f"{index}-{resource['name']}"
-    if index == first:
-        continue
-    if not resource["custom"]:
-        pulumi.ComponentResource(resource["type"], name, resource["inputs"])
-    elif resource["type"].startswith("kubernetes:") and not resource["read"]:
-        typed.append(typed_class(resource["type"])(
-            name, **arguments(resource["inputs"]), opts=pulumi.ResourceOptions(provider=provider)))
-    else:
-        pulumi.CustomResource(resource["type"], name, resource["inputs"])
-'''
-
-
-# Every typed pulumi-kubernetes class aliases its kind's other API versions (a ValidatingAdmissionPolicy also answers
-# to v1alpha1 and v1beta1); for the kinds the program registers these are all pre-release versions, which it never
-# declared (tests/test_kubernetes_resources.py), so it sends no alias. The typed objects floor drops them too: the
-# SDK turns each alias into a URN output, a sixth of an offline run's CPU.
-PRE_RELEASE_KIND = re.compile(r"^kubernetes:[^:]+/v\d+(alpha|beta)\d*:[^:]+$")
-
-
-def _is_pre_release_version(alias: object) -> bool:
-    """An alias that only names another type, a pre-release API version of a Kubernetes kind."""
-    return (isinstance(alias, pulumi.Alias) and isinstance(alias.type_, str)
-            and PRE_RELEASE_KIND.match(alias.type_) is not None
-            and alias.name is ... and alias.parent is ... and alias.stack is ... and alias.project is ...)
-
-
-def without_pre_release_aliases(
-        args: pulumi.ResourceTransformationArgs) -> Optional[pulumi.ResourceTransformationResult]:
-    aliases = args.opts.aliases or []
-    kept = [alias for alias in aliases if not _is_pre_release_version(alias)]
-    if len(kept) == len(aliases):
-        return None
-    opts = copy.copy(args.opts)
-    opts.aliases = kept or None
-    return pulumi.ResourceTransformationResult(args.props, opts)
 
 
 def site_with_teams(teams: int) -> dict:
@@ -203,49 +99,6 @@ def measure(run: Callable[[], ProgramRun]) -> Measurement:
     return Measurement(seconds, sum(collecting), registered)
 
 
-def plain_listing(resources: int, directory: Path) -> Path:
-    """``resources`` plain resources of one input each, for the plain floor to register."""
-    return _write_listing(directory / "plain.json", [
-        {"type": "benchmark:index:Plain", "name": "plain", "custom": True, "inputs": {"index": index}}
-        for index in range(resources)])
-
-
-def typed_listing(resources: int, directory: Path) -> Path:
-    """``resources`` typed resources for the typed floor: a provider and ConfigMaps of one input each."""
-    return _write_listing(directory / "typed.json", [
-        {"name": "typed", "data": {"index": str(index)}} for index in range(resources - 1)])
-
-
-def program_listing(program: ProgramRun, directory: Path) -> Path:
-    """The program's resources (types, names, reads, inputs with secrets redacted), for the inputs floor and the
-    typed objects floor to register."""
-    return _write_listing(directory / "program.json", [
-        {"type": resource.type, "name": resource.name, "custom": resource.custom, "read": resource.read,
-         "inputs": resource.inputs}
-        for resource in program.resources])
-
-
-def _write_listing(path: Path, resources: list[dict]) -> Path:
-    path.write_text(json.dumps(resources), encoding="utf-8")
-    return path
-
-
-def run_floor(listing: Path, directory: Path, program: str = FLOOR_PROGRAM, *,
-              ends_process: bool = False) -> ProgramRun:
-    """The listed resources registered plainly (no parents, providers, dependencies, aliases or typed classes),
-    or with ``TYPED_FLOOR_PROGRAM`` as typed ConfigMaps."""
-    (directory / "__main__.py").write_text(program, encoding="utf-8")
-    return run_program({f"{PROJECT}:resources": str(listing)}, stack="benchmark", project_dir=directory,
-                       ends_process=ends_process)
-
-
-FLOOR_PROGRAMS = {"floor": FLOOR_PROGRAM, "typed": TYPED_FLOOR_PROGRAM, "typed-objects": TYPED_OBJECTS_FLOOR_PROGRAM}
-# The same floors with the collector off before their first import, as ``__main__.py`` turns it off.
-COLLECTOR_OFF = "import gc\ngc.disable()\n"
-FLOOR_PROGRAMS.update({f"{kind}-collector-off": COLLECTOR_OFF + program
-                       for kind, program in list(FLOOR_PROGRAMS.items())})
-
-
 def _run_one(kind: str, argument: str) -> ProgramRun:
     """One run in a measuring child, whose process ends with the run as the language host's does."""
     if kind == "program":
@@ -274,12 +127,14 @@ def ratio(program: Measurement, floor: Measurement) -> float:
 
 
 FLOORS = (("plain floor", "floor", "plain"), ("typed floor", "typed", "typed"),
-          ("inputs floor", "floor", "inputs"), ("typed objects floor", "typed-objects", "inputs"))
+          ("inputs floor", "floor", "inputs"), ("typed objects floor", "typed-objects", "inputs"),
+          ("shape floor", "shape", "shape"))
 FLOOR_LABELS = {
     "plain floor": "{count} plain resources, one input each",
     "typed floor": "{count} typed resources (kubernetes ConfigMaps, one input each)",
     "inputs floor": "the program's resources registered plainly",
     "typed objects floor": "the program's resources, each object through its typed class",
+    "shape floor": "the program's resources with their parents, providers, dependencies and options, one input each",
 }
 
 
@@ -304,7 +159,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         with tempfile.TemporaryDirectory() as directory:
             listings = {"plain": plain_listing(count, Path(directory)),
                         "inputs": program_listing(program_run, Path(directory)),
-                        "typed": typed_listing(count, Path(directory))}
+                        "typed": typed_listing(count, Path(directory)),
+                        "shape": shape_listing(program_run, Path(directory))}
             del program_run
             program = best_in_fresh_processes("program", str(args.teams), args.repeat)
             floors = {(label, collector): best_in_fresh_processes(
@@ -324,9 +180,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for label, _, _ in FLOORS:
         print(f"  {label}: {ratio(program, floors[label, 'on']):.2f}x, "
               f"{ratio(program, floors[label, 'off']):.2f}x with the collector off")
-    print("the typed floor's ratio to the plain floor (what the SDK's typed classes cost by themselves): "
-          f"{ratio(floors['typed floor', 'on'], floors['plain floor', 'on']):.2f}x, "
-          f"{ratio(floors['typed floor', 'off'], floors['plain floor', 'off']):.2f}x with the collector off")
+    print("each floor's ratio to the plain floor (what the one thing it adds costs by itself):")
+    for label, added in (("typed floor", "a typed SDK's classes"), ("inputs floor", "the program's values"),
+                         ("shape floor", "the program's structure")):
+        print(f"  {label} ({added}): {ratio(floors[label, 'on'], floors['plain floor', 'on']):.2f}x, "
+              f"{ratio(floors[label, 'off'], floors['plain floor', 'off']):.2f}x with the collector off")
     print(f"longest rollout chain: {chains[0]} resources with 3 teams, {chains[1]} with {args.teams}")
     if args.profile:
         print(f"profile of one program run -> {args.profile} (python -m pstats {args.profile})")
