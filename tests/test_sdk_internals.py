@@ -16,12 +16,16 @@ from pathlib import Path
 import pulumi
 import pytest
 from pulumi.runtime import rpc, settings
-from pulumi.runtime.mocks import MockEngine, MockMonitor
+from pulumi.output import Unknown
+from pulumi.runtime.mocks import MockEngine, MockMonitor, MockResourceArgs, _resolve_callbacks
 from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.stack import Stack, run_pulumi_func
-from pulumi.runtime.sync_await import _sync_await
+from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
 
-from tools.offline import sdk_internals
+from tests.conftest import COMMITTED_STACKS, run, stack_config
+from tests.test_deployability_charts import with_observability
+from tools.offline import mockrun, sdk_internals
+from tools.offline.recording import RecordingMonitor
 
 PINNED = re.search(r"^pulumi==(\S+)$", (Path(__file__).resolve().parent.parent / "requirements.txt").read_text(),
                    re.MULTILINE).group(1)
@@ -61,6 +65,14 @@ def test_the_installed_sdk_is_the_pinned_one():
      "takes the mocks and serves the monitor calls the recorder overrides"),
     ("mocks.MockEngine", lambda: "logger" in _parameters(MockEngine.__init__) and hasattr(MockEngine, "Log"),
      "takes a logger and serves Log"),
+    ("mocks.MockMonitor.RegisterResource's parts",
+     lambda: _parameters(MockMonitor.make_urn)[1:] == ["parent", "type_", "name"]
+     and MockMonitor.ResourceRegistration._fields == ("urn", "id", "state")
+     and {"typ", "name", "inputs", "provider", "resource_id", "custom", "transforms"}
+     <= set(_parameters(MockResourceArgs.__init__)) and callable(_resolve_callbacks) and callable(_ensure_event_loop),
+     "makes a URN, hands the mocks MockResourceArgs and keeps a ResourceRegistration as register_with_mocks does"),
+    ("output.Unknown", lambda: isinstance(rpc.deserialize_property(rpc.UNKNOWN, keep_unknowns=True), Unknown),
+     "is what an unknown value is read as"),
     ("proto.resource_pb2 resource references",
      lambda: hasattr(resource_pb2, "RESOURCE_MONITOR_FEATURE_RESOURCE_REFERENCES")
      and hasattr(resource_pb2, "DeploymentInfo"), "still names the resource-references feature"),
@@ -106,3 +118,55 @@ def test_only_the_adapter_reaches_sdk_internals():
                  if ".venv" not in path.parts and "venv" not in path.parts and path not in fenced
                  and (used := _sdk_internals_used(path.read_text()))}
     assert offenders == {}, "reach these through tools/offline/sdk_internals.py (guarded here) or a public API"
+
+
+class BothWays(RecordingMonitor):
+    """Answers each registration the SDK's way and the recorder's, and keeps where the two differ."""
+
+    differences: list[str] = []
+    compared = 0
+
+    def RegisterResource(self, request):
+        if request.type == "pulumi:pulumi:Stack":
+            return super().RegisterResource(request)
+        the_sdks = MockMonitor.RegisterResource(self, request)
+        the_sdks_state = self.resources[the_sdks.urn].state
+        response = super().RegisterResource(request)
+        BothWays.compared += 1
+        if response != the_sdks or self.resources[response.urn].state != the_sdks_state:
+            BothWays.differences.append(f"{request.type} {request.name}")
+        return response
+
+
+@pytest.mark.parametrize("stack", COMMITTED_STACKS)
+@pytest.mark.parametrize("observability", ["install", "off"])
+def test_the_recorder_answers_each_registration_as_the_sdks_mock_monitor_does(stack, observability, monkeypatch):
+    # The recorder reads a request once and hands the mocks that reading without its nulls, and writes a plain answer
+    # without the SDK's awaiting (tools/offline/sdk_internals.py register_with_mocks): the mocks must see the same
+    # inputs, keep the same state and answer the program the same outputs as through MockMonitor.RegisterResource.
+    monkeypatch.setattr(mockrun, "RecordingMonitor", BothWays)
+    monkeypatch.setattr(BothWays, "differences", [])
+    monkeypatch.setattr(BothWays, "compared", 0)
+    program = run(with_observability(stack_config(stack), observability))
+    assert BothWays.differences == []
+    assert BothWays.compared == len([resource for resource in program.resources if not resource.read]) > 50
+
+
+def test_what_the_mocks_are_handed_drops_a_maps_nulls_and_unknowns_as_the_sdks_reading_does():
+    struct = _sync_await(rpc.serialize_properties({
+        "spec": {"kept": 1, "dropped": None, "unknown": rpc.UNKNOWN, "list": [None, rpc.UNKNOWN, {"a": None}]},
+        "secret": {rpc._special_sig_key: rpc._special_secret_sig, "value": {"b": None, "c": "x"}},
+        "top": None}, {}))
+    read_by_the_recorder = sdk_internals.deserialize(struct)
+    assert read_by_the_recorder["spec"]["dropped"] is None and isinstance(read_by_the_recorder["spec"]["unknown"], Unknown)
+    assert sdk_internals.as_mocks_read(read_by_the_recorder) == rpc.deserialize_properties(struct)
+
+
+@pytest.mark.parametrize("state", [
+    {"plain": {"a": [1, 2.5, True, None, "x"], "b": {}}, "null": None},
+    {"secret": sdk_internals.secret({"token": "t"}), "n": 3},
+    {"asset": pulumi.StringAsset("text"), "n": 3},
+    {"tuple": (1, 2)},
+])
+def test_a_mocks_answer_is_sent_back_as_the_sdk_sends_it(state):
+    assert sdk_internals.serialize_state(state) == _sync_await(rpc.serialize_properties(state, {}))

@@ -141,10 +141,12 @@ class RecordingMonitor(sdk.MockMonitor):
         return sdk.without_resource_references(super().GetDeploymentInfo(request))
 
     def RegisterResource(self, request):
-        response = super().RegisterResource(request)
-        if request.type != "pulumi:pulumi:Stack":
-            inputs = sdk.deserialize(request.object)
-            self._record(request, response.urn, read=False, inputs=inputs)
+        if request.type == "pulumi:pulumi:Stack":
+            return super().RegisterResource(request)
+        # Read once: what the plan records (nulls and unknowns kept), and from it what the mocks are handed.
+        inputs = sdk.deserialize(request.object)
+        response = sdk.register_with_mocks(self, request, sdk.as_mocks_read(inputs))
+        self._record(request, response.urn, read=False, inputs=inputs)
         return response
 
     def ReadResource(self, request):

@@ -14,16 +14,17 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Callable
 
+from pulumi.output import Unknown
 from pulumi.runtime import rpc, settings
-from pulumi.runtime.mocks import MockEngine, MockMonitor
+from pulumi.runtime.mocks import MockEngine, MockMonitor, MockResourceArgs, _resolve_callbacks
 from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.stack import Stack, run_pulumi_func
-from pulumi.runtime.sync_await import _sync_await
+from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
 from google.protobuf import struct_pb2
 
-__all__ = ["MockEngine", "MockMonitor", "UNKNOWN", "deserialize", "finish_root_stack", "is_secret",
-           "new_root_stack", "reset_runtime", "run_to_completion", "secret", "set_engine", "unwrap_secret",
-           "wait_for", "without_resource_references"]
+__all__ = ["MockEngine", "MockMonitor", "UNKNOWN", "as_mocks_read", "deserialize", "finish_root_stack", "is_secret",
+           "new_root_stack", "register_with_mocks", "reset_runtime", "run_to_completion", "secret", "serialize_state",
+           "set_engine", "unwrap_secret", "wait_for", "without_resource_references"]
 
 # The value the SDK puts where an output is not known yet (preview).
 UNKNOWN = rpc.UNKNOWN
@@ -66,6 +67,50 @@ def _restore_nulls(value: Any, output: Any) -> None:
         for item, deserialized in zip(value, output):
             _restore_nulls(item, deserialized)
 
+
+
+def as_mocks_read(inputs: Any) -> Any:
+    """What ``deserialize`` gave, as the SDK's mock monitor reads the same request (and hands its ``Mocks``): a
+    map's null entries dropped, unknowns none (null) outside a dry run."""
+    if isinstance(inputs, dict):
+        return {key: as_mocks_read(item) for key, item in inputs.items()
+                if item is not None and not isinstance(item, Unknown)}
+    if isinstance(inputs, list):
+        return [None if isinstance(item, Unknown) else as_mocks_read(item) for item in inputs]
+    return inputs
+
+
+_PLAIN_LEAVES = (str, bool, int, float, type(None))
+
+
+def _plain(value: Any) -> bool:
+    if isinstance(value, dict):
+        return all(type(key) is str and _plain(item) for key, item in value.items())
+    if isinstance(value, list):
+        return all(_plain(item) for item in value)
+    return type(value) in _PLAIN_LEAVES
+
+
+def serialize_state(state: dict) -> struct_pb2.Struct:
+    """A mock's answer as the SDK's mock monitor sends it back (``rpc.serialize_properties``: top-level nulls left
+    out); a plain answer (maps, lists, text, numbers, booleans) without the SDK's awaiting of every value."""
+    if not _plain(state):
+        return _sync_await(rpc.serialize_properties(state, {}))
+    struct = struct_pb2.Struct()
+    struct.update({key: item for key, item in state.items() if item is not None})
+    return struct
+
+
+def register_with_mocks(monitor: MockMonitor, request: Any, inputs: dict) -> Any:
+    """``MockMonitor.RegisterResource`` for a request whose properties are already read (``as_mocks_read``)."""
+    urn = monitor.make_urn(request.parent, request.type, request.name)
+    _ensure_event_loop()
+    resource_id, state = monitor.mocks.new_resource(MockResourceArgs(
+        typ=request.type, name=request.name, inputs=inputs, provider=request.provider,
+        resource_id=request.importId, custom=request.custom or False,
+        transforms=_resolve_callbacks(request.transforms)))
+    monitor.resources[urn] = MockMonitor.ResourceRegistration(urn, resource_id, state)
+    return resource_pb2.RegisterResourceResponse(urn=urn, id=resource_id, object=serialize_state(state))
 
 def without_resource_references(info: Any) -> Any:
     """The monitor's deployment info without resource-reference support, so references travel as URNs."""
