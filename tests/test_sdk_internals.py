@@ -21,6 +21,7 @@ from pulumi.runtime.mocks import MockEngine, MockMonitor, MockResourceArgs, _res
 from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.stack import Stack, run_pulumi_func
 from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
+from google.protobuf import struct_pb2
 
 from tests.conftest import COMMITTED_STACKS, run, stack_config
 from tests.test_deployability_charts import with_observability
@@ -120,6 +121,41 @@ def test_only_the_adapter_reaches_sdk_internals():
     assert offenders == {}, "reach these through tools/offline/sdk_internals.py (guarded here) or a public API"
 
 
+def the_sdks_reading_with_nulls(properties: struct_pb2.Struct) -> dict:
+    """What sdk_internals.deserialize must give: the SDK's reading with unknowns kept, and a map's nulls put back
+    where the request has them, except inside a secret."""
+    output = rpc.deserialize_properties(properties, keep_unknowns=True)
+    for key, item in properties.items():
+        if isinstance(item, (struct_pb2.Struct, struct_pb2.ListValue)) and key in output:
+            _restore_nulls(item, output[key])
+    return output
+
+
+def _restore_nulls(value, output) -> None:
+    if isinstance(value, struct_pb2.Struct) and isinstance(output, dict) and rpc._special_sig_key not in output:
+        for key, item in value.items():
+            if item is None:
+                output.setdefault(key, None)
+            elif key in output:
+                _restore_nulls(item, output[key])
+    elif isinstance(value, struct_pb2.ListValue) and isinstance(output, list) and len(output) == len(value):
+        for item, read in zip(value, output):
+            _restore_nulls(item, read)
+
+
+def same_reading(one, other) -> bool:
+    """Equal, with unknowns equal to each other and assets by what they hold (both compare by identity)."""
+    if isinstance(one, Unknown) or isinstance(other, Unknown):
+        return isinstance(one, Unknown) and isinstance(other, Unknown)
+    if isinstance(one, dict) and isinstance(other, dict):
+        return one.keys() == other.keys() and all(same_reading(one[key], other[key]) for key in one)
+    if isinstance(one, list) and isinstance(other, list):
+        return len(one) == len(other) and all(map(same_reading, one, other))
+    if isinstance(one, pulumi.Asset):
+        return type(one) is type(other) and vars(one) == vars(other)
+    return type(one) is type(other) and one == other
+
+
 class BothWays(RecordingMonitor):
     """Answers each registration the SDK's way and the recorder's, and keeps where the two differ."""
 
@@ -129,6 +165,8 @@ class BothWays(RecordingMonitor):
     def RegisterResource(self, request):
         if request.type == "pulumi:pulumi:Stack":
             return super().RegisterResource(request)
+        if not same_reading(sdk_internals.deserialize(request.object), the_sdks_reading_with_nulls(request.object)):
+            BothWays.differences.append(f"read: {request.type} {request.name}")
         the_sdks = MockMonitor.RegisterResource(self, request)
         the_sdks_state = self.resources[the_sdks.urn].state
         response = super().RegisterResource(request)
@@ -150,6 +188,24 @@ def test_the_recorder_answers_each_registration_as_the_sdks_mock_monitor_does(st
     program = run(with_observability(stack_config(stack), observability))
     assert BothWays.differences == []
     assert BothWays.compared == len([resource for resource in program.resources if not resource.read]) > 50
+
+
+SECRET_TOKEN = {rpc._special_sig_key: rpc._special_secret_sig, "value": "t"}
+
+
+@pytest.mark.parametrize("properties", [
+    {"spec": {"kept": 1, "null": None, "unknown": rpc.UNKNOWN, "list": [None, {"a": None}, [None]]}},
+    {"spec": {"token": SECRET_TOKEN, "null": None, "nested": {"null": None}}, "other": {"null": None}},
+    {"list": [{"null": None}, SECRET_TOKEN], "secret": {rpc._special_sig_key: rpc._special_secret_sig,
+                                                        "value": {"null": None, "kept": 1}}, "plain": [{"n": None}]},
+    {"asset": pulumi.StringAsset("text"), "deep": {"deeper": {"token": SECRET_TOKEN, "list": [{"null": None}]}},
+     "plain": {"null": None}},
+])
+def test_the_recorders_reading_is_the_sdks_with_a_maps_nulls_kept(properties):
+    struct = _sync_await(rpc.serialize_properties(properties, {}))
+    read = sdk_internals.deserialize(struct)
+    assert same_reading(read, the_sdks_reading_with_nulls(struct))
+    assert not same_reading(read, rpc.deserialize_properties(struct, keep_unknowns=True))  # the nulls are the point
 
 
 def test_what_the_mocks_are_handed_drops_a_maps_nulls_and_unknowns_as_the_sdks_reading_does():
