@@ -9,6 +9,7 @@ import gc
 import json
 import subprocess
 import sys
+import time
 from collections import Counter
 
 import pytest
@@ -16,10 +17,12 @@ import pytest
 from config.stack_file import PROJECT_DIR
 from ops.sites import platform_of
 from tests.conftest import run
-from tools.offline.benchmark import best_in_fresh_processes, longest_chain, measure, site_with_teams
+from tools.offline.benchmark import (Measurement, best_in_fresh_processes, longest_chain, measure, report,
+                                     site_with_teams)
 from tools.offline.floors import (FLOOR_PROGRAMS, SHAPE_FLOOR_PROGRAM, TYPED_FLOOR_PROGRAM,
                                   TYPED_OBJECTS_FLOOR_PROGRAM, plain_listing, program_listing, run_floor,
                                   shape_listing, typed_listing)
+from tools.offline.mocks import PlatformMocks
 from tools.offline.recording import ProgramRun, RecordedResource
 
 
@@ -156,7 +159,40 @@ def test_a_measurement_counts_what_the_run_registered_and_the_collectors_part(tm
     measurement = measure(floor_then_a_full_collection)
     assert measurement.resources == 5
     assert 0 < measurement.collector < measurement.seconds
+    # The mocks' answers, on the SDK's worker threads, are the engine's part: some of the run, not all of it.
+    assert 0 < measurement.engine < measurement.language_host < measurement.seconds
 
+
+def test_the_engines_part_is_what_the_mocks_spent_answering(monkeypatch):
+    answering = []
+    original = PlatformMocks.new_resource
+
+    def slow_answer(self, args):
+        started = time.thread_time()
+        while time.thread_time() - started < 0.01:  # ten milliseconds of CPU in each provider's answer
+            pass
+        answering.append(args.name)
+        return original(self, args)
+    monkeypatch.setattr(PlatformMocks, "new_resource", slow_answer)
+    program = run(site_with_teams(1), stack="benchmark")
+    assert len(answering) > 20
+    assert 0.01 * len(answering) <= program.engine_seconds < 0.01 * len(answering) + 1
+
+
+def test_the_report_gives_each_ratio_three_ways():
+    def floor(on_seconds: float, off_seconds: float, engine: float) -> dict:
+        return {"on": Measurement(on_seconds, 1.0, 10, engine), "off": Measurement(off_seconds, 0.0, 10, engine)}
+    measured = {"plain floor": floor(5.0, 3.0, 1.0), "typed floor": floor(10.0, 6.0, 1.0),
+                "inputs floor": floor(12.5, 9.0, 3.0), "typed objects floor": floor(20.0, 12.0, 2.0),
+                "shape floor": floor(6.0, 4.0, 1.5)}
+    floors = {(label, collector): measurement for label, both in measured.items()
+              for collector, measurement in both.items()}
+    lines = report(300, 2, Measurement(10.0, 0.0, 10, 2.0), floors, Measurement(0.5, 0.0, 3, 0.1))
+    # The program's 10 s, 8 s of them its own process's: against the plain floor's 5 s, 3 s, and 2 s less the engine.
+    assert "  plain floor: 2.00x | 3.33x | 4.00x" in lines
+    assert "  shape floor: 1.67x | 2.50x | 3.20x" in lines
+    assert "  inputs floor (the program's values): 2.50x | 3.00x | 3.00x" in lines
+    assert "  shape floor (the program's structure): 1.20x | 1.33x | 1.25x" in lines
 
 def test_the_plain_floor_registers_plain_resources_of_one_input_each(tmp_path):
     floor = run_floor(plain_listing(3, tmp_path), tmp_path)

@@ -62,7 +62,7 @@ def test_the_installed_sdk_is_the_pinned_one():
     ("rpc.UNKNOWN", lambda: rpc.UNKNOWN is sdk_internals.UNKNOWN, "is the unknown-value sentinel"),
     ("mocks.MockMonitor", lambda: _parameters(MockMonitor.__init__)[1:2] == ["mocks"]
      and all(hasattr(MockMonitor, method) for method in
-             ("RegisterResource", "ReadResource", "RegisterResourceOutputs", "GetDeploymentInfo")),
+             ("RegisterResource", "ReadResource", "RegisterResourceOutputs", "GetDeploymentInfo", "Invoke")),
      "takes the mocks and serves the monitor calls the recorder overrides"),
     ("mocks.MockEngine", lambda: "logger" in _parameters(MockEngine.__init__) and hasattr(MockEngine, "Log"),
      "takes a logger and serves Log"),

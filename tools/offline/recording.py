@@ -7,8 +7,11 @@ components' outputs; and the warnings and notes the program logged.
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import time
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import pulumi
 
@@ -50,6 +53,9 @@ class ProgramRun:
     component_outputs: dict[str, Any] = field(default_factory=dict)
     # The program's module globals (components, outputs), for tests that inspect live objects.
     program_globals: dict[str, Any] = field(default_factory=dict, repr=False)
+    # CPU seconds the mocks spent answering the program: under `pulumi up` the engine's and the providers' work, done
+    # in their own processes.
+    engine_seconds: float = 0.0
 
     def of_type(self, typ: str) -> list[RecordedResource]:
         return [resource for resource in self.resources if resource.type == typ]
@@ -98,6 +104,18 @@ class RecordingMonitor(sdk.MockMonitor):
     def __init__(self, mocks: pulumi.runtime.Mocks, run: ProgramRun):
         super().__init__(mocks)
         self.run = run
+        self._engine_lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def _engine_work(self) -> Iterator[None]:
+        """Count the CPU time of an answer (on the SDK's worker thread that asked) as the engine's."""
+        started = time.thread_time()
+        try:
+            yield
+        finally:
+            spent = time.thread_time() - started
+            with self._engine_lock:
+                self.run.engine_seconds += spent
 
     def _record(self, request, response_urn: str, *, read: bool, inputs: Any) -> None:
         redacted, _ = redact(inputs)
@@ -141,21 +159,31 @@ class RecordingMonitor(sdk.MockMonitor):
         return sdk.without_resource_references(super().GetDeploymentInfo(request))
 
     def RegisterResource(self, request):
-        if request.type == "pulumi:pulumi:Stack":
-            return super().RegisterResource(request)
-        # Read once: what the plan records (nulls and unknowns kept), and from it what the mocks are handed.
-        inputs = sdk.deserialize(request.object)
-        response = sdk.register_with_mocks(self, request, sdk.as_mocks_read(inputs))
-        self._record(request, response.urn, read=False, inputs=inputs)
-        return response
+        with self._engine_work():
+            if request.type == "pulumi:pulumi:Stack":
+                return super().RegisterResource(request)
+            # Read once: what the plan records (nulls and unknowns kept), and from it what the mocks are handed.
+            inputs = sdk.deserialize(request.object)
+            response = sdk.register_with_mocks(self, request, sdk.as_mocks_read(inputs))
+            self._record(request, response.urn, read=False, inputs=inputs)
+            return response
 
     def ReadResource(self, request):
-        response = super().ReadResource(request)
-        inputs = {"id": request.id, **sdk.deserialize(request.properties)}
-        self._record(request, response.urn, read=True, inputs=inputs)
-        return response
+        with self._engine_work():
+            response = super().ReadResource(request)
+            inputs = {"id": request.id, **sdk.deserialize(request.properties)}
+            self._record(request, response.urn, read=True, inputs=inputs)
+            return response
+
+    def Invoke(self, request):
+        with self._engine_work():
+            return super().Invoke(request)
 
     def RegisterResourceOutputs(self, request):
+        with self._engine_work():
+            return self._register_outputs(request)
+
+    def _register_outputs(self, request):
         outputs = sdk.deserialize(request.outputs)
         if request.urn.split("::")[2] == "pulumi:pulumi:Stack":
             for key, value in outputs.items():
