@@ -104,7 +104,8 @@ def test_the_shape_floor_registers_the_programs_structure_with_one_input_each(tm
     assert sum(bool(resource.dependencies) for resource in floor.resources) > 10
     assert any(resource.read for resource in floor.resources) and any(resource.options for resource in floor.resources)
     reads = {resource.urn: resource.inputs["id"] for resource in program.resources if resource.read}
-    assert all(set(resource.inputs) == ({"id", "index"} if resource.read else {"index"}) for resource in floor.resources)
+    assert all(set(resource.inputs) == ({"id", "index"} if resource.read else {"index"})
+               for resource in floor.resources)
     assert {resource.urn: resource.inputs["id"] for resource in floor.resources if resource.read} == reads
     assert best_in_fresh_processes("shape", str(shape_listing(program, tmp_path)), repeat=1).resources \
         == len(program.resources)

@@ -214,7 +214,8 @@ def test_what_the_mocks_are_handed_drops_a_maps_nulls_and_unknowns_as_the_sdks_r
         "secret": {rpc._special_sig_key: rpc._special_secret_sig, "value": {"b": None, "c": "x"}},
         "top": None}, {}))
     read_by_the_recorder = sdk_internals.deserialize(struct)
-    assert read_by_the_recorder["spec"]["dropped"] is None and isinstance(read_by_the_recorder["spec"]["unknown"], Unknown)
+    spec = read_by_the_recorder["spec"]
+    assert spec["dropped"] is None and isinstance(spec["unknown"], Unknown)
     assert sdk_internals.as_mocks_read(read_by_the_recorder) == rpc.deserialize_properties(struct)
 
 

@@ -148,7 +148,8 @@ def report(teams: int, repeat: int, program: Measurement, floors: dict[tuple[str
            dev: Measurement) -> list[str]:
     """The measurements, the program's ratio to each floor three ways, and each floor's ratio to the plain floor."""
     lines = [f"CPU seconds, best of {repeat} runs each in a fresh process; in brackets the cyclic collector's part "
-             "and the engine's (the mocks answering, which under `pulumi up` is the engine's work, in its own process):",
+             "and the engine's (the mocks answering, which under `pulumi up` is the engine's work, in its own "
+             "process):",
              f"  program, {teams} teams, {program.resources} resources (collector off): {program.seconds:.2f} s "
              f"(engine {program.engine:.2f} s)"]
     for label, _, _ in FLOORS:
@@ -157,13 +158,14 @@ def report(teams: int, repeat: int, program: Measurement, floors: dict[tuple[str
                      f"(collector {on.collector:.2f} s, engine {on.engine:.2f} s); collector off: {off.seconds:.2f} s "
                      f"(engine {off.engine:.2f} s)")
     lines += [f"  dev stack, {dev.resources} resources: {dev.seconds:.2f} s",
-              "the program's ratio to each floor: with the collector on (as a program on the SDK runs by default) | off "
-              "(as this program runs) | off, the language host's part only (the run less the engine's):"]
+              "the program's ratio to each floor: with the collector on (as a program on the SDK runs by default) | "
+              "off (as this program runs) | off, the language host's part only (the run less the engine's):"]
     for label, _, _ in FLOORS:
         on, off = floors[label, "on"], floors[label, "off"]
         lines.append(f"  {label}: {ratio(program, on):.2f}x | {ratio(program, off):.2f}x | "
                      f"{program.language_host / off.language_host:.2f}x")
-    lines.append("each floor's ratio to the plain floor (what the one thing it adds costs by itself), the same three ways:")
+    lines.append("each floor's ratio to the plain floor (what the one thing it adds costs by itself), "
+                 "the same three ways:")
     plain_on, plain_off = floors["plain floor", "on"], floors["plain floor", "off"]
     for label, added in (("typed floor", "a typed SDK's classes"), ("inputs floor", "the program's values"),
                          ("shape floor", "the program's structure")):

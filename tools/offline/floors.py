@@ -56,8 +56,8 @@ for index, resource in enumerate(resources):
 
 # The program's own resources again, each Kubernetes object through its own pulumi-kubernetes class (looked up by
 # its type in the SDK's registry) and one provider, with the aliases to pre-release API versions dropped, as the
-# program sends none (components/kubernetes_resources.py); components, providers and reads plainly. No parents, dependencies or other options: the least the typed
-# SDK pays for exactly these objects.
+# program sends none (components/kubernetes_resources.py); components, providers and reads plainly. No parents,
+# dependencies or other options: the least the typed SDK pays for exactly these objects.
 TYPED_OBJECTS_FLOOR_PROGRAM = '''\
 import importlib
 import json
