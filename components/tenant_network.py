@@ -20,7 +20,6 @@ The site's ``vcluster.extraValues.policies.networkPolicy`` settings are applied 
 from __future__ import annotations
 
 import ipaddress
-from typing import Optional
 from urllib.parse import urlparse
 
 from components.tenant_access import issuer_port
@@ -28,6 +27,7 @@ from config.control_plane_egress import CONTROL_PLANE_PORT, VCLUSTER_API_SERVER_
 from config.hosts import TENANT_EGRESS_EXCEPTIONS
 from config.merge import deep_merge
 from config.model import Team
+from config.network_types import is_ip_address
 from config.vocabulary import MANAGED_BY, TEAM_LABEL
 
 VIRTUAL_DNS_PORT = 1053
@@ -62,8 +62,8 @@ def issuer_blocks(team: Team) -> list[dict]:
     oidc = team.vcluster.access.oidc
     if oidc.issuer_addresses:
         return [{"cidr": block} for block in oidc.issuer_addresses]
-    address = _ip_literal(urlparse(oidc.issuer_url or "").hostname)
-    return [_single(address) if address else _public_internet()]
+    host = urlparse(oidc.issuer_url or "").hostname or ""
+    return [_single(str(ipaddress.ip_address(host))) if is_ip_address(host) else _public_internet()]
 
 
 def api_server_ports(team: Team) -> tuple[int, ...]:
@@ -154,13 +154,6 @@ def _public_internet() -> dict:
 
 def _single(address: str) -> dict:
     return {"cidr": f"{address}/{ipaddress.ip_address(address).max_prefixlen}"}
-
-
-def _ip_literal(host: Optional[str]) -> Optional[str]:
-    try:
-        return str(ipaddress.ip_address(host or ""))
-    except ValueError:
-        return None
 
 
 def _dns(port: int) -> list[dict]:
