@@ -94,17 +94,17 @@ def _may_hold_pods(block: str) -> bool:
 
 def named_issuer_notes(platform: Platform) -> list[str]:
     """An issuer named by host name, with no stated addresses, on a port the API server rule does not open: the
-    control plane reaches it at public addresses only, so an issuer resolving to a private one is cut off."""
-    index = {team.name: position for position, team in enumerate(platform.teams)}
-    found = []
-    for team in platform.teams:
+    control plane reaches it at public addresses only, so an issuer resolving to a private one is cut off. One note
+    for each issuer and port, naming the teams that sign in there."""
+    teams_by_issuer: dict[tuple[str, int], list[str]] = {}
+    for position, team in enumerate(platform.teams):
         oidc = team.vcluster.access.oidc
         host = urlparse(oidc.issuer_url or "").hostname or ""
         api_ports = (team.vcluster.api_server_port,) if team.vcluster.api_server_port else VCLUSTER_API_SERVER_PORTS
         if (team.vcluster.network_policy and oidc.enabled and not oidc.issuer_addresses and not is_ip_address(host)
                 and oidc.port not in api_ports):
-            found.append(f"teams[{index[team.name]}] ({team.name}): its control plane reaches the OIDC issuer {host} "
-                         f"on port {oidc.port} at public addresses only. If {host} resolves to a private address "
-                         "(an issuer in the VPC or on the LAN), list its addresses in vcluster.access.oidc."
-                         "issuerAddresses, or sign-ins fail while the admin certificate still works.")
-    return found
+            teams_by_issuer.setdefault((host, oidc.port), []).append(f"teams[{position}] ({team.name})")
+    return [f"{', '.join(teams)}: the control plane reaches the OIDC issuer {host} on port {port} at public "
+            f"addresses only. If {host} resolves to a private address (an issuer in the VPC or on the LAN), list its "
+            "addresses in vcluster.access.oidc.issuerAddresses, or sign-ins fail while the admin certificate still "
+            "works." for (host, port), teams in teams_by_issuer.items()]

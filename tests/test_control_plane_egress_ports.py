@@ -132,8 +132,9 @@ def test_a_named_issuer_on_another_port_than_the_api_servers_is_noted_until_its_
         return [note for note in platform.notes if "at public addresses only" in note]
 
     named = site(6443, issuerUrl="https://login.lab.example:8443/ml")[0]
-    assert len(noted(named)) == 3 and all("issuerAddresses" in note and "login.lab.example" in note
-                                          for note in noted(named))
+    [note] = noted(named)  # one note for the issuer, naming every team that signs in there
+    assert "issuerAddresses" in note and "login.lab.example on port 8443" in note
+    assert all(f"teams[{position}] ({team.name})" in note for position, team in enumerate(named.teams))
     for quiet in (site(6443, issuerUrl="https://login.lab.example:8443/ml", issuerAddresses=["10.0.5.20/32"]),
                   site(6443, issuerUrl="https://10.0.5.20:8443/ml"),
                   site(6443, issuerUrl="https://login.lab.example:6443/ml")):
