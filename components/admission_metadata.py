@@ -76,10 +76,14 @@ def _each_key(obj: str, kind: str, condition: str) -> str:
     return f"(!has({obj}.metadata.{field}) || {obj}.metadata.{field}.all(k, {condition}))"
 
 
+def unchanged_from_old(field: str, key: str) -> str:
+    """CEL: ``metadata.<field>[key]`` (``key`` a comprehension's variable) is as the old object held it."""
+    return (f"has(oldObject.metadata.{field}) && {key} in oldObject.metadata.{field} && "
+            f"oldObject.metadata.{field}[{key}] == object.metadata.{field}[{key}]")
+
+
 def _same_as_old(kind: str) -> str:
-    field = FIELDS[kind]
-    return f"(has(oldObject.metadata.{field}) && k in oldObject.metadata.{field} && " \
-           f"oldObject.metadata.{field}[k] == object.metadata.{field}[k])"
+    return f"({unchanged_from_old(FIELDS[kind], 'k')})"
 
 
 def _kept(kind: str) -> str:

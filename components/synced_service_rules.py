@@ -13,6 +13,7 @@ import ipaddress
 from typing import Sequence
 
 # Private names: each rule below is laid out as one call of _rule.
+from components.admission_metadata import unchanged_from_old
 from components.synced_rule_parts import CANONICAL_IPV4, absent as _absent, kind_rule as _rule, meta_of as _meta
 from components.tenant_access import EXTERNAL_DNS_PREFIX
 from config.load_balancer_keys import LOAD_BALANCER_PREFIXES
@@ -48,8 +49,7 @@ def holds_none_of(ports: Sequence[int]) -> str:
 def kept_on_update(field: str, key: str) -> str:
     """The request is an UPDATE leaving ``metadata.<field>[key]`` as the object held it (the implementation's own
     writes, which the syncer echoes, and what a Service held before a rule was added)."""
-    return (f"(request.operation == 'UPDATE' && has(oldObject.metadata.{field}) && {key} in "
-            f"oldObject.metadata.{field} && oldObject.metadata.{field}[{key}] == object.metadata.{field}[{key}])")
+    return f"(request.operation == 'UPDATE' && {unchanged_from_old(field, key)})"
 
 
 def load_balancer_rules(team: Team) -> list[dict]:
