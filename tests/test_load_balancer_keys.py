@@ -11,20 +11,16 @@ before the rule came, while the key stays as it was.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import re
 
 import pytest
 
-from components.synced_objects_admission import policy_spec
 from config.errors import ConfigError
 from config.load_balancer_keys import AWS_PLATFORM_KEYS, AWS_PREFIX, AWS_TEAM_KEYS, LOAD_BALANCER_PREFIXES
 from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, git, mirrored_tag
-from tests.synced_objects_sim import SyncedObjectsAdmission
 from tests.tenant_sim import platform_of
 from tests.synced_objects_sim import synced_objects_admission_for
-from tests.test_synced_objects_admission import Synced, created, rules, service, team_of
-from tools.offline.mocks import MOCK_CLUSTER_DNS
+from tests.test_synced_objects_admission import Synced, allowing, created, rules, service, team_of
 
 ANNOTATIONS, CLASS = "service-load-balancer-annotations", "service-load-balancer-class"
 METALLB_KEYS = ("metallb.io/loadBalancerIPs", "metallb.io/address-pool", "metallb.io/allow-shared-ip",
@@ -37,13 +33,6 @@ HOSTILE_VALUES = {
     AWS_PREFIX + "additional-resource-tags": "team=team-support,cost-center=support",
     AWS_PREFIX + "subnets": "subnet-0public",
 }
-
-
-def with_services(tenant: Synced, **services) -> Synced:
-    """The same team with its services settings changed as its config would (the host's default keys kept)."""
-    team = dataclasses.replace(tenant.team, vcluster=dataclasses.replace(
-        tenant.team.vcluster, services=dataclasses.replace(tenant.team.vcluster.services, **services)))
-    return Synced(SyncedObjectsAdmission(policy_spec(team, MOCK_CLUSTER_DNS, ()), tenant.admission.binding), team)
 
 
 def load_balancer(annotations: dict, **spec) -> dict:
@@ -64,12 +53,12 @@ def nlp(dev_run) -> Synced:
 
 @pytest.fixture(scope="module")
 def aws(legal) -> Synced:
-    return with_services(legal, load_balancers=1)
+    return allowing(legal, load_balancers=1)
 
 
 @pytest.fixture(scope="module")
 def metallb(nlp) -> Synced:
-    return with_services(nlp, load_balancers=1)
+    return allowing(nlp, load_balancers=1)
 
 
 # --- the attacks -----------------------------------------------------------------------------------------------
@@ -99,7 +88,7 @@ def test_a_load_balancer_class_is_refused_unless_listed(aws, metallb):
     for tenant in (aws, metallb):
         assert rules(tenant.create(created(tenant, load_balancer({}, loadBalancerClass="service.k8s.aws/nlb")))) \
             == {CLASS}
-    listed = with_services(aws, load_balancer_classes=("service.k8s.aws/nlb",))
+    listed = allowing(aws, load_balancer_classes=("service.k8s.aws/nlb",))
     assert listed.create(created(listed, load_balancer({}, loadBalancerClass="service.k8s.aws/nlb"))) == []
     assert rules(listed.create(created(listed, load_balancer({}, loadBalancerClass="io.cilium/bgp")))) == {CLASS}
 
@@ -133,7 +122,7 @@ def test_annotations_outside_the_prefixes_pass(aws, metallb):
 
 
 def test_a_key_the_site_lists_for_a_team_passes(aws):
-    trusted = with_services(aws, load_balancer_annotations=(*AWS_TEAM_KEYS, AWS_PREFIX + "ssl-cert"))
+    trusted = allowing(aws, load_balancer_annotations=(*AWS_TEAM_KEYS, AWS_PREFIX + "ssl-cert"))
     cert = {AWS_PREFIX + "ssl-cert": HOSTILE_VALUES[AWS_PREFIX + "ssl-cert"]}
     assert trusted.create(created(trusted, load_balancer(cert))) == []
     assert rules(aws.create(created(aws, load_balancer(cert)))) == {ANNOTATIONS}

@@ -62,9 +62,10 @@ def legal(eks_run) -> Synced:
 
 
 def allowing(tenant: Synced, **services) -> Synced:
-    """The same team with node ports or load balancers allowed in its config."""
+    """The same team with its services settings (node ports, load balancers, their keys) changed as its config
+    would change them: the settings not named, the host's default load-balancer keys among them, kept."""
     team = dataclasses.replace(tenant.team, vcluster=dataclasses.replace(
-        tenant.team.vcluster, services=TenantServices(**services)))
+        tenant.team.vcluster, services=dataclasses.replace(tenant.team.vcluster.services, **services)))
     spec = policy_spec(team, MOCK_CLUSTER_DNS, ())
     return Synced(SyncedObjectsAdmission(spec, tenant.admission.binding), team)
 
