@@ -37,6 +37,9 @@ def resource_quota_hard(settings: VClusterSettings) -> dict:
         # What the team's pods may write to their nodes' disks in all: every container has a limit (the LimitRange
         # below), the kubelet evicts a pod past its own, and no number of containers adds up past this.
         "limits.ephemeral-storage": bytes_quantity(budget.ephemeral_storage),
+        # Huge pages come out of a pool each node sets aside, which no queue charges: none unless the site grants them.
+        "requests.hugepages-2Mi": settings.resource_quota.hugepages2mi,
+        "requests.hugepages-1Gi": settings.resource_quota.hugepages1gi,
         # Service types: the team's config decides, never the chart's default (one LoadBalancer in vCluster 0.36.1),
         # plus what the control plane's own Service holds where the team's endpoint is a load balancer or a node port.
         "services.loadbalancers": settings.services.load_balancers + control_plane_load_balancers(settings.access),

@@ -27,6 +27,12 @@ disk. The Secrets, ConfigMaps and EndpointSlices vCluster copies to the host for
 history, vCluster's certificates and kubeconfig, the root CA and DNS ConfigMaps, the host's slices of every
 Service), and `count/endpoints` is the namespace's Service count: one Endpoints per Service."""
 
+HUGE_PAGES_DETAILS = (
+    "Huge pages are memory a node sets aside at boot (none of the nodes the program builds does); a pod's request "
+    "takes them from that node's pool, which every team's pods share, and no KAI queue charges them. So a team gets "
+    "none unless its site grants them here, on a site whose nodes have them: the namespace's quota then refuses a "
+    "pod past the grant. See [Node pressure](security-pressure.md#node-pressure).")
+
 RESOURCE_QUOTA = Block(keys=(
     Key("cpu", Quantity(), DEFAULT_QUOTA.cpu, "CPU the team's pods may request (`requests.cpu`, plus the control "
         "plane's and the DNS's requests).", example="32",
@@ -51,6 +57,10 @@ RESOURCE_QUOTA = Block(keys=(
                 "hold the team's `pods` at the default limit, or default-sized pods are refused. Size it, with "
                 "`pods` and the default limit, to what the GPU nodes' disks can spare for the team. See [Node "
                 "pressure](security-pressure.md#node-pressure)."),
+    Key("hugepages2Mi", Quantity(), DEFAULT_QUOTA.hugepages2mi, "Huge pages of 2 MiB the team's pods may request "
+        "in all (`requests.hugepages-2Mi`).", example="1Gi", details=HUGE_PAGES_DETAILS),
+    Key("hugepages1Gi", Quantity(), DEFAULT_QUOTA.hugepages1gi, "Huge pages of 1 GiB the team's pods may request "
+        "in all (`requests.hugepages-1Gi`).", example="4Gi", details=HUGE_PAGES_DETAILS),
     Key("configMaps", Integer(minimum=0), DEFAULT_QUOTA.config_maps, "ConfigMaps vCluster may copy to the host for the "
         "team (`count/configmaps`, plus the platform's own in the namespace).", example="500",
         default_note=f"{OBJECTS_PER_POD} per pod of `pods`, {OBJECTS_PER_POD + KAI_SHARING_CONFIG_MAPS} where "

@@ -65,6 +65,9 @@ class TenantResourceQuota:
     storage: str = "100Gi"
     # The total of the team's ephemeral-storage limits; None: its pods times the LimitRange's default limit.
     ephemeral_storage: Optional[str] = None
+    # Huge pages of each size the team's pods may request: none unless the site grants them (no queue charges them).
+    hugepages2mi: str = "0"
+    hugepages1gi: str = "0"
     # What vCluster copies into the host namespace for the team (config/tenant_budget.py derives None).
     config_maps: Optional[int] = None
     secrets: Optional[int] = None

@@ -25,7 +25,11 @@ from config.vocabulary import RELEASE, TENANT_COMPONENT
 from tools.charts.manifest_yaml import load_manifests
 from tools.deployability.inputs import K8sObject, pod_templates
 
+# The resources a quota that tracks them makes every pod state (the API server refuses a pod leaving one unset).
 COMPUTE = ("cpu", "memory", "ephemeral-storage")
+# Charged like them when a pod asks for some; a pod asking for none is charged none.
+HUGE_PAGES = ("hugepages-2Mi", "hugepages-1Gi")
+CHARGED = COMPUTE + HUGE_PAGES
 QUEUE_KIND = "Queue"
 QUEUE_LABEL = "kai.scheduler/queue"
 
@@ -61,8 +65,8 @@ def container_maximums(limit_ranges: Iterable[Mapping[str, Any]]) -> dict[str, f
 
 def filled(container: Mapping[str, Any], defaults: tuple[dict[str, Any], dict[str, Any]]
            ) -> tuple[dict[str, float], dict[str, float]]:
-    """A container's (requests, limits) of cpu, memory and ephemeral storage after the API server's defaulting:
-    a request equal to its limit when only the limit is set, then the LimitRange's defaults."""
+    """A container's (requests, limits) of cpu, memory, ephemeral storage and huge pages after the API server's
+    defaulting: a request equal to its limit when only the limit is set, then the LimitRange's defaults."""
     default_limits, default_requests = defaults
     resources = container.get("resources") or {}
     limits = dict(resources.get("limits") or {})
@@ -71,8 +75,8 @@ def filled(container: Mapping[str, Any], defaults: tuple[dict[str, Any], dict[st
         limits.setdefault(resource, amount)
     for resource, amount in default_requests.items():
         requests.setdefault(resource, amount)
-    return ({r: _number(v) for r, v in requests.items() if r in COMPUTE},
-            {r: _number(v) for r, v in limits.items() if r in COMPUTE})
+    return ({r: _number(v) for r, v in requests.items() if r in CHARGED},
+            {r: _number(v) for r, v in limits.items() if r in CHARGED})
 
 
 def above_maximum(spec: Mapping[str, Any], defaults: tuple[dict[str, Any], dict[str, Any]],
@@ -97,7 +101,7 @@ def pod_usage(spec: Mapping[str, Any], defaults: tuple[dict[str, Any], dict[str,
     usage: Counter = Counter({"count/pods": 1, "pods": 1})
     unset: set[str] = set()
     for index, kind in ((0, "requests"), (1, "limits")):
-        for resource in COMPUTE:
+        for resource in CHARGED:
             # A sidecar (an init container that keeps running) adds to every container started after it; an
             # ordinary init container runs alone, beside the sidecars started before it.
             sidecars, peak = 0.0, 0.0
@@ -108,8 +112,8 @@ def pod_usage(spec: Mapping[str, Any], defaults: tuple[dict[str, Any], dict[str,
                     peak = max(peak, sidecars + amounts[index].get(resource, 0.0))
             total = sidecars + sum(amounts[index].get(resource, 0.0) for amounts in containers)
             usage[f"{kind}.{resource}"] = max(total, peak)
-            if kind == "limits" and any(resource not in amounts[1]
-                                        for amounts in containers + [amounts for _, amounts in inits]):
+            if kind == "limits" and resource in COMPUTE and any(
+                    resource not in amounts[1] for amounts in containers + [amounts for _, amounts in inits]):
                 unset.add(f"limits.{resource}")
     usage["cpu"], usage["memory"] = usage["requests.cpu"], usage["requests.memory"]
     return usage, unset
@@ -224,8 +228,8 @@ def check_tenant_quotas(objects: Sequence[K8sObject], allowances: Mapping[str, M
         team["count/secrets"] += allowance.get("secrets", 0)
         team["count/persistentvolumeclaims"] += allowance.get("persistentVolumeClaims", 0)
         team["requests.storage"] += _number(allowance.get("storage", 0))
-        platform_short = _short(hard, platform)
-        short = _short(hard, platform + team)
+        platform_short = exceeded(hard, platform)
+        short = exceeded(hard, platform + team)
         if platform_short:
             results.append(finding("error", quota.describe(), "the control plane, the DNS and the platform's objects "
                                    f"alone need more than it allows, so some of them never start: {'; '.join(platform_short)}",
@@ -244,7 +248,7 @@ def check_tenant_quotas(objects: Sequence[K8sObject], allowances: Mapping[str, M
     return results
 
 
-def _short(hard: Mapping[str, float], usage: Counter) -> list[str]:
+def exceeded(hard: Mapping[str, float], usage: Counter) -> list[str]:
     """The quota resources ``usage`` exceeds, as ``key hard < needed``."""
     return [f"{key} {hard[key]:g} < {usage[key]:g}" for key in sorted(hard)
             if key in usage and usage[key] > hard[key] * (1 + 1e-9)]
