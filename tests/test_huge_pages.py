@@ -47,10 +47,14 @@ def test_a_tenants_huge_page_pod_passes_the_pod_policy_and_the_quota_refuses_it(
 
 
 @pytest.mark.parametrize("stack", COMMITTED_STACKS)
-def test_no_team_of_a_committed_stack_is_granted_huge_pages(stack):
-    for team in platform_of(stack_config(stack)).teams:
+def test_each_teams_quota_holds_the_huge_pages_its_site_grants_and_none_otherwise(stack):
+    config = stack_config(stack)
+    stack_grant = (config.get("gpu-tenancy:vcluster") or {}).get("resourceQuota") or {}
+    for team, written in zip(platform_of(config).teams, config["gpu-tenancy:teams"]):
+        grant = {**stack_grant, **((written.get("vcluster") or {}).get("resourceQuota") or {})}
         hard = resource_quota_hard(team.vcluster)
-        assert (hard["requests.hugepages-2Mi"], hard["requests.hugepages-1Gi"]) == ("0", "0")
+        assert hard["requests.hugepages-2Mi"] == str(grant.get("hugepages2Mi", "0"))
+        assert hard["requests.hugepages-1Gi"] == str(grant.get("hugepages1Gi", "0"))
 
 
 def test_a_site_grants_huge_pages_for_every_team_or_one():
