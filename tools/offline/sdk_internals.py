@@ -52,6 +52,7 @@ def deserialize(properties: Any) -> dict:
     """A request's protobuf ``Struct`` as plain Python values, as the SDK reads it with unknowns kept
     (``rpc.deserialize_properties``), but with a map's nulls kept too: the SDK sends them (a Helm value set to null
     deletes the chart's default), but its own reader drops them. Inside a secret the SDK's reading stands."""
+    _ensure_event_loop()  # the SDK's reading of a resource reference needs one on this (worker) thread
     if rpc._special_sig_key in properties:
         return rpc.deserialize_properties(properties, keep_unknowns=True)
     return {key: _read(item) for key, item in properties.items()}  # a secret property stays that property's
