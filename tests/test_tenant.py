@@ -133,10 +133,11 @@ def test_every_tenant_gets_quota_limit_range_and_network_policy_by_default(dev_r
     # removed.
     # Ephemeral-storage limits: 23 pods at the default 8Gi, the control plane's 10Gi and the DNS's default 8Gi.
     # Objects: 2 ConfigMaps per pod and KAI's 2 (sharing is on) with the platform's 4; 2 Secrets per pod with the
-    # platform's 8; 2 slices per Service and 2 per Service and IP family; an Endpoints per Service.
+    # platform's 8; 2 slices per Service and 2 per Service and IP family; an Endpoints per Service. No huge pages.
     assert quota["quota"] == {"requests.cpu": "16250m", "requests.memory": "65856Mi", "requests.storage": "105Gi",
                               "count/pods": 25, "count/services": 23, "count/persistentvolumeclaims": 21,
                               "limits.ephemeral-storage": "202Gi",
+                              "requests.hugepages-2Mi": "0", "requests.hugepages-1Gi": "0",
                               "services.loadbalancers": 0, "services.nodeports": 0,
                               "limits.cpu": None, "limits.memory": None,
                               "requests.ephemeral-storage": None, "count/secrets": 54, "count/configmaps": 96,
