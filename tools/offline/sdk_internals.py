@@ -136,6 +136,7 @@ def register_with_mocks(monitor: MockMonitor, request: Any, inputs: dict) -> Any
     monitor.resources[urn] = MockMonitor.ResourceRegistration(urn, resource_id, state)
     return resource_pb2.RegisterResourceResponse(urn=urn, id=resource_id, object=serialize_state(state))
 
+
 def without_resource_references(info: Any) -> Any:
     """The monitor's deployment info without resource-reference support, so references travel as URNs."""
     features = [feature for feature in info.supportedFeatures
