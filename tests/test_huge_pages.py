@@ -46,6 +46,24 @@ def test_a_tenants_huge_page_pod_passes_the_pod_policy_and_the_quota_refuses_it(
     assert refused_by_quota(hard, tenant.host_pod(on_kai(tenant, containers=[container("trainer", gpus="1")]))) == []
 
 
+def test_huge_pages_asked_another_way_are_refused_too(tenant):
+    # From an init container or a sidecar (an init container that keeps running) the quota charges them as from a
+    # container; at the pod level (spec.resources) the pod policy refuses the field itself.
+    hard = resource_quota_hard(tenant.team.vcluster)
+    for restart_policy in (None, "Always"):
+        pod = on_kai(tenant, containers=[container("trainer")])
+        init = asking("64Mi")
+        if restart_policy:
+            init["restartPolicy"] = restart_policy
+        pod["spec"]["initContainers"] = [init]
+        assert "resource-names" not in rules(tenant.create(pod))
+        assert refused_by_quota(hard, tenant.host_pod(pod)) == ["requests.hugepages-2Mi 0 < 6.71089e+07"]
+    pod_level = on_kai(tenant, containers=[container("trainer")])
+    pod_level["spec"]["resources"] = {kind: {"hugepages-2Mi": "64Mi", "memory": "256Mi"}
+                                      for kind in ("requests", "limits")}
+    assert "pod-resources" in rules(tenant.create(pod_level))
+
+
 @pytest.mark.parametrize("stack", COMMITTED_STACKS)
 def test_each_teams_quota_holds_the_huge_pages_its_site_grants_and_none_otherwise(stack):
     config = stack_config(stack)
