@@ -13,6 +13,7 @@ from components.virtual_defaults import virtual_defaults_values, virtual_manifes
 from components.yaml_text import written_by_libyaml, yaml_documents
 from ops.sites import platform_of
 from tests.conftest import dev_config, eks_config
+from tools.offline.mocks import fake_kubeconfig, fake_tenant_kubeconfig
 
 WIDE = 1_000_000
 # What libyaml and PyYAML agree on: printable ASCII, tabs and newlines (with YAML's indicators and quotes
@@ -66,3 +67,13 @@ def test_each_tenants_in_vcluster_defaults_take_libyaml(stack, config):
         assert written_by_libyaml(manifests, WIDE), team.name
         text = virtual_defaults_values(team)["experimental"]["deploy"]["vcluster"]["manifests"]
         assert text == yaml.safe_dump_all(manifests, sort_keys=False, width=WIDE)
+
+
+@pytest.mark.parametrize("name", ["team-nlp", "a-team-with-a-long-name-" + "x" * 40])
+def test_the_offline_mocks_kubeconfigs_are_the_text_pyyaml_writes(name):
+    # The mocks write them with a width no line reaches, so libyaml writes them; a kubeconfig's long values (a
+    # certificate in base64) have no space to fold at, so PyYAML at its own width writes the same text.
+    tenant = fake_tenant_kubeconfig(name, "https://localhost:8443")
+    assert max(map(len, tenant.splitlines())) > 80  # past PyYAML's width: the case the width matters for
+    for text in (tenant, fake_kubeconfig(name, "https://10.0.0.1")):
+        assert text == yaml.safe_dump(yaml.safe_load(text), sort_keys=False)

@@ -14,8 +14,8 @@ import zlib
 from datetime import datetime, timezone
 
 import pulumi
-import yaml
 
+from components.yaml_text import yaml_documents
 from config.credential_lifetimes import MICROK8S_SERVING_CERTIFICATES, MICROK8S_SERVING_VALIDITY, VCLUSTER_LEAF_VALIDITY
 from config.vocabulary import COMMANDS, EKS_CLUSTER, RELEASE
 from tools.offline import sdk_internals as sdk
@@ -32,23 +32,32 @@ RANDOM_PASSWORD = "random:index/randomPassword:RandomPassword"
 GRAFANA_ORGANIZATION = "grafana:oss/organization:Organization"
 
 
-def fake_kubeconfig(cluster: str, server: str) -> str:
-    return yaml.safe_dump({
+# Wider than any line of a kubeconfig (its longest value, a certificate in base64, has no space to fold at), so
+# libyaml writes it: a large site's run reads one for every team.
+KUBECONFIG_WIDTH = 1_000_000
+
+
+def _kubeconfig(cluster: str, server: str) -> dict:
+    return {
         "apiVersion": "v1", "kind": "Config", "current-context": cluster,
         "clusters": [{"name": cluster, "cluster": {"server": server, "certificate-authority-data": "ZmFrZQ=="}}],
         "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": "admin"}}],
         "users": [{"name": "admin", "user": {"token": "offline-plan-token"}}],
-    }, sort_keys=False)
+    }
+
+
+def fake_kubeconfig(cluster: str, server: str) -> str:
+    return yaml_documents([_kubeconfig(cluster, server)], sort_keys=False)
 
 
 def fake_tenant_kubeconfig(name: str, server: str) -> str:
     """A kubeconfig as vCluster writes it into vc-<name>: signed in by an admin client certificate (here with the
     mocks' token too, the marker the secrecy tests follow)."""
-    config = yaml.safe_load(fake_kubeconfig(name, server))
+    config = _kubeconfig(name, server)
     certificate = fake_certificate_pem(MOCK_CERTIFICATE_ISSUED, MOCK_CERTIFICATE_ISSUED + VCLUSTER_LEAF_VALIDITY,
                                        "kubernetes-super-admin")
     config["users"][0]["user"]["client-certificate-data"] = base64.b64encode(certificate.encode()).decode()
-    return yaml.safe_dump(config, sort_keys=False)
+    return yaml_documents([config], sort_keys=False, width=KUBECONFIG_WIDTH)
 
 
 def fake_microk8s_serving_certificates() -> str:
@@ -63,7 +72,7 @@ class PlatformMocks(pulumi.runtime.Mocks):
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         state = dict(args.inputs)
         if args.typ == EKS_CLUSTER:
-            kubeconfig = yaml.safe_load(fake_kubeconfig(args.name, "https://eks.offline.invalid"))
+            kubeconfig = _kubeconfig(args.name, "https://eks.offline.invalid")
             issuer = f"https://oidc.eks.offline.invalid/id/{args.name}"
             state.update(kubeconfigJson=json.dumps(kubeconfig), kubeconfig=kubeconfig, oidcIssuer=issuer,
                          oidcProviderArn=f"arn:aws:iam::000000000000:oidc-provider/{issuer.removeprefix('https://')}")
