@@ -4,12 +4,16 @@ bounds them: none unless the site grants them (``vcluster.resourceQuota.hugepage
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from components.tenant_quota import resource_quota_hard
 from config.errors import ConfigError
 from config.key_types import quantity_value
-from tests.conftest import COMMITTED_STACKS, dev_config, stack_config
+from components.admission_devices import ALLOWED_RESOURCES
+from ops.sites import platform_of as site_platform
+from tests.conftest import COMMITTED_STACKS, MIRRORED_TAGS, dev_config, git, mirrored_tag, stack_config
 from tests.tenant_sim import container, platform_of
 from tests.test_admission_attacks import mixed_run, on_kai, rules, tenant  # noqa: F401 (fixtures)
 from tests.tenant_namespace import tenant_objects
@@ -68,7 +72,7 @@ def test_huge_pages_asked_another_way_are_refused_too(tenant):
 def test_each_teams_quota_holds_the_huge_pages_its_site_grants_and_none_otherwise(stack):
     config = stack_config(stack)
     stack_grant = (config.get("gpu-tenancy:vcluster") or {}).get("resourceQuota") or {}
-    for team, written in zip(platform_of(config).teams, config["gpu-tenancy:teams"]):
+    for team, written in zip(site_platform(config, stack).teams, config["gpu-tenancy:teams"]):
         grant = {**stack_grant, **((written.get("vcluster") or {}).get("resourceQuota") or {})}
         hard = resource_quota_hard(team.vcluster)
         assert hard["requests.hugepages-2Mi"] == str(grant.get("hugepages2Mi", "0"))
@@ -104,3 +108,19 @@ def test_the_real_chart_renders_the_grant_into_each_tenant_namespaces_quota(dev_
     for resource_quota in quotas:
         hard = resource_quota.manifest["spec"]["hard"]
         assert (str(hard["requests.hugepages-2Mi"]), str(hard["requests.hugepages-1Gi"])) == ("0", "0")
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS["kubernetes/api"])
+def test_the_quota_keys_are_the_api_servers_names_for_each_huge_page_size_a_pod_may_ask_for(tag):
+    # k8s.io/api core/v1 at each release: a huge page resource is "hugepages-<size>", and a quota holds its request
+    # as "requests.hugepages-<size>" (only the request: huge pages cannot burst past it).
+    types = git("kubernetes/api", "show", f"{mirrored_tag('kubernetes/api', tag)}:core/v1/types.go")
+    assert 'ResourceHugePagesPrefix = "hugepages-"' in types
+    quota_prefix = re.search(r'(?s)// As burst is not supported for HugePages, we would only quota its request.*?\n'
+                             r'\s*ResourceRequestsHugePagesPrefix = "([^"]+)"', types)
+    assert quota_prefix and quota_prefix.group(1) == "requests.hugepages-"
+    # Every huge page size the pod policy lets through has its key in every team's quota, and no other size.
+    sizes = {name for name in ALLOWED_RESOURCES if name.startswith("hugepages-")}
+    hard = resource_quota_hard(platform_of(dev_config()).teams[0].vcluster)
+    assert {key.removeprefix(quota_prefix.group(1)) for key in hard if key.startswith(quota_prefix.group(1))} == \
+        {name.removeprefix("hugepages-") for name in sizes} == {"2Mi", "1Gi"}
