@@ -23,7 +23,7 @@ import ipaddress
 from urllib.parse import urlparse
 
 from components.tenant_access import issuer_port
-from config.control_plane_egress import CONTROL_PLANE_PORT, VCLUSTER_API_SERVER_PORTS
+from config.control_plane_egress import CONTROL_PLANE_PORT, api_server_ports
 from config.hosts import TENANT_EGRESS_EXCEPTIONS
 from config.merge import deep_merge
 from config.model import Team
@@ -64,11 +64,6 @@ def issuer_blocks(team: Team) -> list[dict]:
         return [{"cidr": block} for block in oidc.issuer_addresses]
     host = urlparse(oidc.issuer_url or "").hostname or ""
     return [_single(str(ipaddress.ip_address(host))) if is_ip_address(host) else _public_internet()]
-
-
-def api_server_ports(team: Team) -> tuple[int, ...]:
-    port = team.vcluster.api_server_port
-    return (port,) if port is not None else VCLUSTER_API_SERVER_PORTS
 
 
 def tenant_network_policies(team: Team) -> dict[str, dict]:

@@ -21,6 +21,14 @@ from config.network_types import is_ip_address
 CONTROL_PLANE_PORT = 8443
 # The API server ports vCluster's rule opens: still the rule on a host whose API server port the program is not told.
 VCLUSTER_API_SERVER_PORTS = (443, 8443, 6443)
+
+
+def api_server_ports(team: Team) -> tuple[int, ...]:
+    """The ports the team's control plane may reach the host API server on: the site's, else vCluster's three."""
+    port = team.vcluster.api_server_port
+    return (port,) if port is not None else VCLUSTER_API_SERVER_PORTS
+
+
 _HARM = ("a tenant, cluster-admin in its vCluster, can make its virtual API server call another team's, "
          "unauthenticated "
          "(pods/NAME/proxy, services/NAME/proxy, a webhook or APIService URL)")
@@ -100,9 +108,8 @@ def named_issuer_notes(platform: Platform) -> list[str]:
     for position, team in enumerate(platform.teams):
         oidc = team.vcluster.access.oidc
         host = urlparse(oidc.issuer_url or "").hostname or ""
-        api_ports = (team.vcluster.api_server_port,) if team.vcluster.api_server_port else VCLUSTER_API_SERVER_PORTS
         if (team.vcluster.network_policy and oidc.enabled and not oidc.issuer_addresses and not is_ip_address(host)
-                and oidc.port not in api_ports):
+                and oidc.port not in api_server_ports(team)):
             teams_by_issuer.setdefault((host, oidc.port), []).append(f"teams[{position}] ({team.name})")
     return [f"{', '.join(teams)}: the control plane reaches the OIDC issuer {host} on port {port} at public "
             f"addresses only. If {host} resolves to a private address (an issuer in the VPC or on the LAN), list its "
