@@ -119,8 +119,10 @@ def test_the_quota_keys_are_the_api_servers_names_for_each_huge_page_size_a_pod_
     quota_prefix = re.search(r'(?s)// As burst is not supported for HugePages, we would only quota its request.*?\n'
                              r'\s*ResourceRequestsHugePagesPrefix = "([^"]+)"', types)
     assert quota_prefix and quota_prefix.group(1) == "requests.hugepages-"
-    # Every huge page size the pod policy lets through has its key in every team's quota, and no other size.
+    # Every huge page size the pod policy lets through has its key in every team's quota, and no other size, and the
+    # deployability check's quota model charges each.
     sizes = {name for name in ALLOWED_RESOURCES if name.startswith("hugepages-")}
+    assert set(quota.HUGE_PAGES) == sizes
     hard = resource_quota_hard(platform_of(dev_config()).teams[0].vcluster)
     assert {key.removeprefix(quota_prefix.group(1)) for key in hard if key.startswith(quota_prefix.group(1))} == \
         {name.removeprefix("hugepages-") for name in sizes} == {"2Mi", "1Gi"}
