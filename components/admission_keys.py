@@ -49,11 +49,15 @@ RESERVED_DOMAINS = {
     "projectcalico.org": "Calico (MicroK8s' network plugin) lets a pod pick its IP address and pool",
     "cncf.io": "Multus (k8s.v1.cni.cncf.io) attaches the networks a pod names",
     "amazonaws.com": "the EKS VPC CNI and EKS controllers (vpc.amazonaws.com, eks.amazonaws.com)",
+    "cilium.io": "Cilium (a kubeconfig site's network plugin) lets a pod pick its address pool (ipam.cilium.io), "
+                 "skip connection tracking on a port (policy.cilium.io) or, where a namespace delegates it, the "
+                 "source-address check (config.cilium.io)",
 }
-# Bare keys that start a reserved family: runai-gpu-group, runai-gpu-group/<group>, runai/...
-RESERVED_KEY_STARTS = ("runai",)
+# Bare keys that start a reserved family: runai-gpu-group, runai-gpu-group/<group>, runai/...; io.cilium/... and
+# io.cilium.<name>, the older spellings Cilium still reads beside its cilium.io keys (pkg/annotation).
+RESERVED_KEY_STARTS = ("runai", "io.cilium")
 RESERVED_KEY_PATTERN = "^((([a-z0-9-]+[.])*(" + "|".join(domain.replace(".", "[.]") for domain in RESERVED_DOMAINS) + \
-                       "))/|" + "|".join(RESERVED_KEY_STARTS) + ")"
+                       "))/|" + "|".join(start.replace(".", "[.]") for start in RESERVED_KEY_STARTS) + ")"
 # Subdomains of k8s.io that Kubernetes SIG projects (JobSet, LeaderWorkerSet, Kueue) use: the tenant runs
 # them inside its own cluster, the platform runs none on the host, and KAI reads their keys only for
 # owner kinds a synced pod lacks (see HARMLESS).

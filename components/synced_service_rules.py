@@ -65,7 +65,7 @@ def load_balancer_rules(team: Team) -> list[dict]:
               f"of the load-balancer annotations (keys under {', '.join(LOAD_BALANCER_PREFIXES)}), team "
               f"{team.name}'s Services may carry only those config vcluster.services.loadBalancerAnnotations lists: "
               f"{listed}; the others hand the team something of the account or the network (an address, subnet, "
-              "security group, certificate, log bucket, address pool or cost tag)",
+              "security group, certificate, log bucket, address pool, cost tag or a node's network interface)",
               "remove the annotation, or ask the platform team to list it for your team"),
         _rule("service-load-balancer-class", ("Service",),
               f"{_absent('loadBalancerClass')} || object.spec.loadBalancerClass in "

@@ -15,9 +15,15 @@ import re
 from config.key_types import Check
 
 # The annotation prefixes of the implementations the policy knows: every cloud provider's own (AWS, Azure, OCI, ...
-# under service.beta.kubernetes.io), the AWS Load Balancer Controller's second prefix, and MetalLB's two (MicroK8s'
-# `metallb` addon). A key under one of them passes only if the team's list holds it.
-LOAD_BALANCER_PREFIXES = ("service.beta.kubernetes.io/", "service.k8s.aws/", "metallb.io/", "metallb.universe.tf/")
+# under service.beta.kubernetes.io), the AWS Load Balancer Controller's second prefix, MetalLB's two (MicroK8s'
+# `metallb` addon), and on a kubeconfig site kube-vip's (its cloud provider's addresses, and the node interface,
+# VLAN, MAC address and egress address it sets up for a Service, and a switch of its development builds that
+# its releases still read) and Cilium's Service keys (its LB IPAM's address
+# and address sharing, under io.cilium/ too, and how its datapath exposes the Service). A key under one of them
+# passes only if the team's list holds it.
+LOAD_BALANCER_PREFIXES = ("service.beta.kubernetes.io/", "service.k8s.aws/", "metallb.io/", "metallb.universe.tf/",
+                          "kube-vip.io/", "development.kube-vip.io/", "lbipam.cilium.io/", "service.cilium.io/",
+                          "io.cilium/")
 
 AWS_PREFIX = "service.beta.kubernetes.io/aws-load-balancer-"
 

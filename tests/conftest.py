@@ -134,6 +134,12 @@ MIRRORED_TAGS = {
     # The MetalLB each MicroK8s track's `metallb` addon deploys (canonical/microk8s-core-addons, addons/metallb on
     # branches 1.30 to 1.35 and main): which Service annotations it reads (tests/test_load_balancer_keys.py).
     "metallb/metallb": ("v0.13.3", "v0.14.9", "v0.15.2", "v0.15.3"),
+    # The load-balancer implementations and network plugin an existing (kubeconfig) cluster may run in MetalLB's
+    # place: which Service and pod annotations kube-vip, its cloud provider and Cilium read
+    # (tests/test_load_balancer_keys.py, tests/test_admission_contract.py).
+    "kube-vip/kube-vip": ("v0.9.2", "v1.2.3"),
+    "kube-vip/kube-vip-cloud-provider": ("v0.0.12",),
+    "cilium/cilium": ("v1.18.0", "v1.19.4"),
     # The device plugin each accepted GPU Operator release ships (its values' devicePlugin.version): how it names a
     # container's GPUs to the runtime (tests/test_cdi_device_list_contract.py).
     "NVIDIA/k8s-device-plugin": ("v0.17.0", "v0.17.1", "v0.17.2", "v0.17.3", "v0.17.4", "v0.18.0", "v0.18.1", "v0.19.0",

@@ -176,6 +176,10 @@ def test_a_device_list_prefix_on_a_pod_without_a_fraction_is_refused(tenant):
     {"annotations": {"mps": "true"}},
     {"annotations": {"cni.projectcalico.org/ipAddrs": "[\"10.1.0.10\"]"}},
     {"annotations": {"k8s.v1.cni.cncf.io/networks": "host-net"}},
+    {"annotations": {"ipam.cilium.io/ip-pool": "platform-pool"}},
+    {"annotations": {"policy.cilium.io/no-track-port": "53/udp"}},
+    {"annotations": {"io.cilium.no-track-port": "53"}},
+    {"annotations": {"config.cilium.io/disable-source-ip-verification": "true"}},
     {"annotations": {"vcluster.loft.sh/skip-translate": "true"}},
     {"labels": {"vcluster.loft.sh/paused": "true"}},
 ], ids=lambda m: next(iter(next(iter(m.values())))))

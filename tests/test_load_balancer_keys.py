@@ -76,6 +76,44 @@ def test_microk8s_teams_may_steer_no_address_pool_or_address(metallb, key):
     assert rules(metallb.create(created(metallb, load_balancer({key: "10.0.0.10"})))) == {ANNOTATIONS}
 
 
+# What a hostile team would write on a kubeconfig site whose load balancers kube-vip or Cilium serve: the address
+# the platform's endpoint or another team's service holds, the nodes' management interface, VLAN or MAC address, an
+# egress address for the team's pods, another Service's address shared, the source ranges turned into a deny list.
+KUBECONFIG_SITE_ATTACKS = {
+    "kube-vip.io/loadbalancerIPs": "192.168.10.5",
+    "kube-vip.io/serviceInterface": "mgmt0",
+    "kube-vip.io/serviceVLAN": "100",
+    "kube-vip.io/hwaddr": "00:16:3e:00:00:01",
+    "kube-vip.io/egress": "true",
+    "lbipam.cilium.io/ips": "192.168.10.5",
+    "lbipam.cilium.io/sharing-key": "platform",
+    "io.cilium/lb-ipam-ips": "192.168.10.5",
+    "service.cilium.io/src-ranges-policy": "deny",
+}
+
+
+@pytest.mark.parametrize("key", sorted(KUBECONFIG_SITE_ATTACKS))
+def test_kube_vip_and_cilium_keys_are_refused_unless_the_site_lists_them(metallb, key):
+    """kube-vip and Cilium read a Service's annotations on the host as MetalLB does; an existing cluster may run
+    either. A site that trusts a team with one lists it."""
+    annotated = load_balancer({key: KUBECONFIG_SITE_ATTACKS[key]})
+    assert rules(metallb.create(created(metallb, annotated))) == {ANNOTATIONS}
+    listed = allowing(metallb, load_balancer_annotations=(key,))
+    assert listed.create(created(listed, annotated)) == []
+
+
+def test_a_key_kube_vip_writes_on_the_host_service_stays_while_unchanged(metallb):
+    """kube-vip records the endpoint it elected on the host Service (pkg/endpoints); the syncer's next update of the
+    Service carries it back as it was."""
+    held = created(metallb, load_balancer({"kube-vip.io/active-endpoint": "10.1.0.7"}))
+    relabelled = copy.deepcopy(held)
+    relabelled["metadata"].setdefault("labels", {})["app"] = "search"
+    assert metallb.update(held, relabelled) == []
+    moved = copy.deepcopy(held)
+    moved["metadata"]["annotations"]["kube-vip.io/active-endpoint"] = "10.1.0.9"
+    assert rules(metallb.update(held, moved)) == {ANNOTATIONS}
+
+
 @pytest.mark.parametrize("key", ("service.beta.kubernetes.io/aws-load-balancer-scheme",
                                  "service.beta.kubernetes.io/azure-pip-name", "service.k8s.aws/resources"))
 def test_a_key_of_another_implementation_under_the_prefixes_is_refused(aws, key):
@@ -181,6 +219,7 @@ def test_a_malformed_entry_is_refused_naming_key_value_and_fix(key, value, words
 # --- the keys are the implementations' own -------------------------------------------------------------------------
 
 CLOUD_PROVIDER_AWS, METALLB = "kubernetes/cloud-provider-aws", "metallb/metallb"
+KUBE_VIP, KUBE_VIP_CLOUD_PROVIDER, CILIUM = "kube-vip/kube-vip", "kube-vip/kube-vip-cloud-provider", "cilium/cilium"
 
 
 def _literals(repository: str, tag: str, pattern: str, path: str) -> set[str]:
@@ -217,3 +256,41 @@ def test_every_metallb_service_key_is_under_the_prefixes(tag):
     assert whole or prefixes
     assert all(key.startswith(LOAD_BALANCER_PREFIXES) for key in whole)
     assert {f"{prefix}/" for prefix in prefixes} <= set(LOAD_BALANCER_PREFIXES)
+
+
+@pytest.mark.parametrize("repository, tag", [(repository, tag) for repository in (KUBE_VIP, KUBE_VIP_CLOUD_PROVIDER)
+                                             for tag in MIRRORED_TAGS[repository]])
+def test_every_service_key_kube_vip_reads_is_under_the_prefixes(repository, tag):
+    """kube-vip (the node agent) and its cloud provider (the addresses): every key of theirs their code names (its
+    development.kube-vip.io switch included) is under a judged prefix, and each reads a Service's annotations only by
+    those names."""
+    tag = mirrored_tag(repository, tag)
+    code = ("--", "*.go", ":!*_test.go", ":!testing", ":!test")
+    declared = git(repository, "grep", "-h", "-o", "-E", r'"([a-z0-9-]+\.)*kube-vip\.io/[A-Za-z0-9_.-]+"', tag, *code)
+    keys = {key.strip('"') for key in declared.split()}
+    assert keys and all(key.startswith(LOAD_BALANCER_PREFIXES) for key in keys), sorted(keys)
+    constants = set(re.findall(r'(\w+)\s*=\s*"([a-z0-9-]+\.)*kube-vip\.io/',
+                               git(repository, "grep", "-h", "-E", r"=\s*\"([a-z0-9-]+\.)*kube-vip\.io/", tag, *code)))
+    # ... and the variables set from them (v0.9.2 picks the IPv4 or IPv6 endpoint key into one).
+    names = {name for name, _ in constants}
+    aliases = git(repository, "grep", "-h", "-o", "-E", r"\w+\s*:?=\s*\w+$", tag, *code)
+    names |= {alias for alias, value in re.findall(r"(\w+)\s*:?=\s*(\w+)", aliases) if value in names}
+    lines = git(repository, "grep", "-h", "-E", r"\w+\.Annotations\[", tag, *code).splitlines()
+    named = {lookup for line in lines if not line.strip().startswith("//")
+             for lookup in re.findall(r"\w+\.Annotations\[([^]]+)\]", line)}
+    assert named
+    for name in named:
+        literal = name.startswith('"')
+        assert (name.strip('"') in keys) if literal else name.split(".")[-1] in names, name
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[CILIUM])
+def test_every_cilium_service_key_is_under_the_prefixes(tag):
+    """Cilium names every key it reads from one of its prefix constants (pkg/annotation/k8s.go): those of its
+    Service and LB IPAM keys, and the older io.cilium spelling of both, are judged."""
+    source = git(CILIUM, "show", f"{mirrored_tag(CILIUM, tag)}:pkg/annotation/k8s.go")
+    prefixes = dict(re.findall(r'^\s*(\w*Prefix)\s*=\s*"([^"]+)"', source, re.MULTILINE))
+    # Older releases name their Service and LB IPAM keys under io.cilium/ only (the two newer prefixes came later).
+    service_prefixes = {prefixes[name] for name in ("Prefix", "ServicePrefix", "LBIPAMPrefix") if name in prefixes}
+    assert prefixes.get("Prefix") == "io.cilium"
+    assert {f"{prefix}/" for prefix in service_prefixes} <= set(LOAD_BALANCER_PREFIXES)
