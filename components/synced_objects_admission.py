@@ -275,6 +275,16 @@ def policy_spec(team: Team, cluster_dns: str, endpoint_node_ports: Sequence[int]
     }
 
 
+def load_balancer_grants(team: Team) -> dict[str, list[str]]:
+    """What the team's Services may hand the load-balancer implementation, for the review summary: nothing to say
+    where the team holds no load balancer (neither rule is rendered)."""
+    services = team.vcluster.services
+    if not services.load_balancers:
+        return {}
+    return {"loadBalancerAnnotations": list(services.load_balancer_annotations),
+            "loadBalancerClasses": list(services.load_balancer_classes)}
+
+
 class SyncedObjectsAdmission(pulumi.ComponentResource):
     policy: KubernetesObject
     binding: KubernetesObject
@@ -290,4 +300,4 @@ class SyncedObjectsAdmission(pulumi.ComponentResource):
                                "objectBytes": object_bytes(team.vcluster), "metadataBytes": SYNCED_METADATA_BYTES,
                                "podConditionBytes": SYNCED_POD_CONDITION_BYTES,
                                "serviceBytes": SERVICE_BYTES, "endpointsBytes": ENDPOINTS_BYTES,
-                               "endpointSliceBytes": ENDPOINT_SLICE_BYTES})
+                               "endpointSliceBytes": ENDPOINT_SLICE_BYTES, **load_balancer_grants(team)})

@@ -20,6 +20,7 @@ from config.load_balancer_keys import AWS_PLATFORM_KEYS, AWS_PREFIX, AWS_TEAM_KE
 from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, git, mirrored_tag
 from tests.tenant_sim import platform_of
 from tests.synced_objects_sim import synced_objects_admission_for
+from tools.plan import cli as plan
 from tests.test_synced_objects_admission import Synced, allowing, created, rules, service, team_of
 
 ANNOTATIONS, CLASS = "service-load-balancer-annotations", "service-load-balancer-class"
@@ -180,6 +181,28 @@ def test_sites_without_load_balancers_carry_neither_rule(nlp, legal):
     for tenant in (nlp, legal):
         names = {v["message"][1:v["message"].index("]")] for v in tenant.admission.spec["validations"]}
         assert tenant.team.vcluster.services.load_balancers == 0 and not {ANNOTATIONS, CLASS} & names
+
+
+def test_the_review_summary_says_which_keys_and_classes_each_team_may_use(tmp_path):
+    """A pull request that lists a key hands a team something of the account or network: the summary says which."""
+    config = eks_config()
+    config["gpu-tenancy:vcluster"]["services"] = {"loadBalancers": 1}
+    config["gpu-tenancy:teams"][1]["vcluster"] = {"services": {
+        "loadBalancerAnnotations": [AWS_PREFIX + "ssl-cert"], "loadBalancerClasses": ["service.k8s.aws/nlb"]}}
+    assert plan.main(["site", "--out", str(tmp_path)], config=config) == 0
+    summary = (tmp_path / "summary.md").read_text()
+    legal, support = (next(line for line in summary.splitlines() if line.startswith(f"- `{team}`: `gpu-tenancy-"
+                                                                                     f"{team}-synced-objects`"))
+                      for team in ("team-legal", "team-support"))
+    assert "service-load-balancer-annotations (allowed: `" + AWS_PREFIX + "backend-protocol`" in legal
+    assert "service-load-balancer-class (none allowed)" in legal
+    assert f"service-load-balancer-annotations (allowed: `{AWS_PREFIX}ssl-cert`)" in support
+    assert "service-load-balancer-class (allowed: `service.k8s.aws/nlb`)" in support
+    without = eks_config()
+    assert plan.main(["site", "--out", str(tmp_path / "without")], config=without) == 0
+    lines = [line for line in (tmp_path / "without" / "summary.md").read_text().splitlines()
+             if line.startswith("- `team-") and "-synced-objects`" in line]
+    assert len(lines) == 2 and not [line for line in lines if "allowed" in line or "load-balancer-annotations" in line]
 
 
 # --- the config --------------------------------------------------------------------------------------------------

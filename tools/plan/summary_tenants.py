@@ -36,6 +36,8 @@ def _tenant_parts(index: PlanIndex, component: dict[str, Any]) -> dict[str, Any]
 
     pod_admission = next((r for r in children if r["type"] == ADMISSION_COMPONENT
                           and dig(r, "outputs", "maxGracePeriodSeconds") is not None), None)
+    synced_admission = next((r for r in children if r["type"] == ADMISSION_COMPONENT
+                             and dig(r, "outputs", "serviceBytes") is not None), None)
     deletion = dig(pod_admission, "outputs", "deletionPolicy")
     return {"release": first(RELEASE), "namespace": first(NAMESPACE), "admission": first(ADMISSION_COMPONENT),
             "policy": named(ADMISSION_POLICY, ("metadata", "name"), "admissionPolicy"),
@@ -44,7 +46,7 @@ def _tenant_parts(index: PlanIndex, component: dict[str, Any]) -> dict[str, Any]
             "deletion_policy": next((r for r in children if r["type"] == ADMISSION_POLICY and deletion is not None
                                      and dig(r, "inputs", "metadata", "name") == deletion), None),
             "network_policies": [r for r in children if r["type"] == NETWORK_POLICY], "outputs": outputs,
-            "pod_admission": pod_admission}
+            "pod_admission": pod_admission, "synced_admission": synced_admission}
 
 
 def _with_cap(rule: str, admission: Optional[dict[str, Any]], namespace: Optional[dict[str, Any]]) -> str:
@@ -124,7 +126,8 @@ def tenant_section(index: PlanIndex, charts: Optional[ChartValues] = None) -> li
         policies, source = _effective_policies(release, charts)
         (sources if charts is not None and source.endswith("from the chart cache") else unread).add(source)
         guardrails.append(_guardrail_row(team, parts, policies, _judging(site_policies, host_namespace)))
-        synced.append(_rules_line(team, parts["synced_policy"], "no synced-objects policy"))
+        synced.append(_rules_line(team, parts["synced_policy"], "no synced-objects policy",
+                                  dig(parts["synced_admission"], "outputs") or {}))
         deletions.append(_rules_line(team, parts["deletion_policy"], "no deletion policy"))
     lines += table(["Team", "vCluster", "Host namespace", "Queue", "vCluster chart", "Protected", "Connect"], rows)
     lines += access_section(index)
@@ -149,12 +152,26 @@ def tenant_section(index: PlanIndex, charts: Optional[ChartValues] = None) -> li
     return lines + ["", "Pod deletions by the tenant's syncer:", "", *deletions]
 
 
-def _rules_line(team: str, policy: Optional[dict[str, Any]], missing: str) -> str:
+# The rules whose allowance the site states per team, with the admission component's output that holds it.
+LISTED_GRANTS = {"service-load-balancer-annotations": "loadBalancerAnnotations",
+                 "service-load-balancer-class": "loadBalancerClasses"}
+
+
+def _rules_line(team: str, policy: Optional[dict[str, Any]], missing: str,
+                grants: Optional[dict[str, Any]] = None) -> str:
     if policy is None:
         return f"- {code(team)}: **{missing}**"
     validations = dig(policy, "inputs", "spec", "validations") or []
     rules = dict.fromkeys(rule.group(1) for v in validations if (rule := RULE_NAME.match(v.get("message") or "")))
-    return f"- {code(team)}: {code(dig(policy, 'inputs', 'metadata', 'name'))}: {', '.join(rules) or '**none**'}"
+    shown = [_with_grants(rule, (grants or {}).get(LISTED_GRANTS.get(rule, ""))) for rule in rules]
+    return f"- {code(team)}: {code(dig(policy, 'inputs', 'metadata', 'name'))}: {', '.join(shown) or '**none**'}"
+
+
+def _with_grants(rule: str, granted: Optional[list[str]]) -> str:
+    """A rule's name, with what the site lets the team through it (a load balancer's keys and classes)."""
+    if granted is None:
+        return rule
+    return f"{rule} (allowed: {', '.join(code(entry) for entry in granted)})" if granted else f"{rule} (none allowed)"
 
 
 def _switched_on(policies: dict[str, Any], block: str, other: str) -> bool:
