@@ -48,10 +48,16 @@ RESERVED_DOMAINS = {
     "loft.sh": "vCluster's syncer bookkeeping (vcluster.loft.sh)",
     "projectcalico.org": "Calico (MicroK8s' network plugin) lets a pod pick its IP address and pool",
     "cncf.io": "Multus (k8s.v1.cni.cncf.io) attaches the networks a pod names",
+    "multus-cni.io": "Multus (v1.multus-cni.io/default-network) replaces a pod's cluster network by the one it names, "
+                     "outside every NetworkPolicy",
     "amazonaws.com": "the EKS VPC CNI and EKS controllers (vpc.amazonaws.com, eks.amazonaws.com)",
     "cilium.io": "Cilium (a kubeconfig site's network plugin) lets a pod pick its address pool (ipam.cilium.io), "
                  "skip connection tracking on a port (policy.cilium.io) or, where a namespace delegates it, the "
                  "source-address check (config.cilium.io)",
+    "antrea.io": "Antrea (a kubeconfig site's network plugin) gives a pod the addresses or address pool it names "
+                 "(ipam.antrea.io)",
+    "spidernet.io": "Spiderpool (RDMA and underlay networks on GPU clusters) gives a pod the address pool or subnet it "
+                    "names (ipam.spidernet.io) and the network devices (spidernet.io/network-resource)",
 }
 # Bare keys that start a reserved family: runai-gpu-group, runai-gpu-group/<group>, runai/...; io.cilium/... and
 # io.cilium.<name>, the older spellings Cilium still reads beside its cilium.io keys (pkg/annotation).

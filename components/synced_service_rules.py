@@ -16,7 +16,7 @@ from typing import Sequence
 from components.admission_metadata import unchanged_from_old
 from components.synced_rule_parts import CANONICAL_IPV4, absent as _absent, kind_rule as _rule, meta_of as _meta
 from components.tenant_access import EXTERNAL_DNS_PREFIX
-from config.load_balancer_keys import LOAD_BALANCER_PREFIXES
+from config.load_balancer_keys import LOAD_BALANCER_PREFIXES, NODE_PORT_LOCAL_PREFIX
 from config.model import Team
 
 
@@ -102,6 +102,14 @@ def service_rules(team: Team, cluster_dns: str, endpoint_node_ports: Sequence[in
               f"annotations {EXTERNAL_DNS_PREFIX}* have the site's external-dns publish DNS names (any name of its "
               "zones, another team's vCluster endpoint included) for this Service",
               f"remove the {EXTERNAL_DNS_PREFIX}* annotations; ask the platform team for a DNS name"),
+        _rule("node-port-local", ("Service",),
+              f"{_meta('object', 'annotations')}.all(key, !key.startsWith('{NODE_PORT_LOCAL_PREFIX}') || "
+              f"{kept_on_update('annotations', 'key')})",
+              f"annotations {NODE_PORT_LOCAL_PREFIX}* have Antrea forward a port of each node running one of the "
+              "Service's pods to that pod (NodePortLocal): node ports outside the team's quota and the site's "
+              "node-port rules",
+              f"remove the {NODE_PORT_LOCAL_PREFIX}* annotations; ask the platform team for node ports or a load "
+              "balancer"),
         _rule("service-load-balancer-ip", ("Service",), _absent("loadBalancerIP"),
               "spec.loadBalancerIP claims an address the platform did not give this team",
               "remove spec.loadBalancerIP and use the address the load balancer assigns"),

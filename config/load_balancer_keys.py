@@ -19,11 +19,14 @@ from config.key_types import Check
 # `metallb` addon), and on a kubeconfig site kube-vip's (its cloud provider's addresses, and the node interface,
 # VLAN, MAC address and egress address it sets up for a Service, and a switch of its development builds that
 # its releases still read) and Cilium's Service keys (its LB IPAM's address
-# and address sharing, under io.cilium/ too, and how its datapath exposes the Service). A key under one of them
-# passes only if the team's list holds it.
+# and address sharing, under io.cilium/ too, and how its datapath exposes the Service), and Antrea's (its address
+# pool, another Service's address shared). A key under one of them passes only if the team's list holds it.
 LOAD_BALANCER_PREFIXES = ("service.beta.kubernetes.io/", "service.k8s.aws/", "metallb.io/", "metallb.universe.tf/",
                           "kube-vip.io/", "development.kube-vip.io/", "lbipam.cilium.io/", "service.cilium.io/",
-                          "io.cilium/")
+                          "io.cilium/", "service.antrea.io/")
+# Antrea's NodePortLocal: a Service annotated under it has every node running one of its pods forward a port of
+# the node's own to that pod, whatever the team's node ports (components/synced_service_rules.py).
+NODE_PORT_LOCAL_PREFIX = "nodeportlocal.antrea.io/"
 
 AWS_PREFIX = "service.beta.kubernetes.io/aws-load-balancer-"
 

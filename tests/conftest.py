@@ -136,10 +136,15 @@ MIRRORED_TAGS = {
     "metallb/metallb": ("v0.13.3", "v0.14.9", "v0.15.2", "v0.15.3"),
     # The load-balancer implementations and network plugin an existing (kubeconfig) cluster may run in MetalLB's
     # place: which Service and pod annotations kube-vip, its cloud provider and Cilium read
-    # (tests/test_load_balancer_keys.py, tests/test_admission_contract.py).
+    # (tests/test_load_balancer_keys.py, tests/test_network_plugin_keys.py).
     "kube-vip/kube-vip": ("v0.9.2", "v1.2.3"),
     "kube-vip/kube-vip-cloud-provider": ("v0.0.12",),
     "cilium/cilium": ("v1.18.0", "v1.19.4"),
+    # ... and Antrea, Multus and Spiderpool (RDMA and underlay networks on GPU clusters): the keys they read of pods
+    # and Services (tests/test_network_plugin_keys.py).
+    "antrea-io/antrea": ("v2.6.3", "v2.7.0"),
+    "k8snetworkplumbingwg/multus-cni": ("v4.2.4", "v4.3.0"),
+    "spidernet-io/spiderpool": ("v1.1.2", "v1.2.2"),
     # The device plugin each accepted GPU Operator release ships (its values' devicePlugin.version): how it names a
     # container's GPUs to the runtime (tests/test_cdi_device_list_contract.py).
     "NVIDIA/k8s-device-plugin": ("v0.17.0", "v0.17.1", "v0.17.2", "v0.17.3", "v0.17.4", "v0.18.0", "v0.18.1", "v0.19.0",

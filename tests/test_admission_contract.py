@@ -17,12 +17,12 @@ import yaml
 from components.admission import policy_validations
 from components.admission_keys import (
     ANNOTATION, GRANTED, HARMLESS, KAI_WRITERS, LABEL, NETWORK_SELECTOR_LABELS, NOT_ON_PODS, REFUSED, RESERVATION_APP,
-    RESERVED_DOMAINS, RESERVED_KEY_PATTERN, SYNCER_KEYS, UNREAD_RESERVED,
+    RESERVED_DOMAINS, SYNCER_KEYS, UNREAD_RESERVED,
 )
 from components.admission_metadata import FRACTION_DECIMALS, KAI_PRIORITY_CLASSES, MIN_GPU_FRACTION, MIN_GPU_MEMORY_MIB
 from tests.config_spec import put
 from tests.conftest import (
-    ACCEPTED_TAGS, ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, dev_config, eks_config, git, mirror, mirrored_tag,
+    ACCEPTED_TAGS, ACCEPTED_VCLUSTER_TAGS, dev_config, eks_config, git, mirror, mirrored_tag,
     security_model_text,
 )
 from tests.kai_keys import keys_of, source_at
@@ -30,7 +30,6 @@ from tests.tenant_sim import KAI_SCHEDULER, Tenant, platform_of, tenant_of, virt
 
 KAI = "kai-scheduler/KAI-Scheduler"
 VCLUSTER = "loft-sh/vcluster"
-CILIUM = "cilium/cilium"
 CLASSIFIED = {(entry.key, entry.kind) for entry in (*REFUSED, *GRANTED, *HARMLESS, *NOT_ON_PODS)}
 
 
@@ -231,14 +230,3 @@ def test_kai_charges_a_mig_pod_for_its_slices_alone(tag):
     validator = git(KAI, "show", f"{tag}:{GPU_VALIDATOR}")
     assert "constants.NvidiaGpuResource" in validator and not re.search(r"mig", validator, re.I), tag
 
-
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[CILIUM])
-def test_every_key_space_of_cilium_is_reserved(tag):
-    """Cilium, an existing cluster's network plugin, names every pod, namespace and node key it reads from the prefix
-    constants of pkg/annotation/k8s.go (an address pool, a conntrack bypass, a source-address check, ...): a key under
-    any of them is in a reserved space, so a prefix added upstream outside cilium.io turns this red."""
-    source = git(CILIUM, "show", f"{mirrored_tag(CILIUM, tag)}:pkg/annotation/k8s.go")
-    prefixes = re.findall(r'^\s*\w*Prefix\s*=\s*"([^"]+)"', source, re.MULTILINE)
-    assert "io.cilium" in prefixes and len(prefixes) > 1
-    keys = [prefix + ("name" if "/" in prefix else "/name") for prefix in prefixes] + ["io.cilium.no-track-port"]
-    assert [key for key in keys if not re.match(RESERVED_KEY_PATTERN, key)] == []

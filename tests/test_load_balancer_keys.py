@@ -242,7 +242,7 @@ def test_a_malformed_entry_is_refused_naming_key_value_and_fix(key, value, words
 # --- the keys are the implementations' own -------------------------------------------------------------------------
 
 CLOUD_PROVIDER_AWS, METALLB = "kubernetes/cloud-provider-aws", "metallb/metallb"
-KUBE_VIP, KUBE_VIP_CLOUD_PROVIDER, CILIUM = "kube-vip/kube-vip", "kube-vip/kube-vip-cloud-provider", "cilium/cilium"
+KUBE_VIP, KUBE_VIP_CLOUD_PROVIDER = "kube-vip/kube-vip", "kube-vip/kube-vip-cloud-provider"
 
 
 def _literals(repository: str, tag: str, pattern: str, path: str) -> set[str]:
@@ -306,14 +306,3 @@ def test_every_service_key_kube_vip_reads_is_under_the_prefixes(repository, tag)
         literal = name.startswith('"')
         assert (name.strip('"') in keys) if literal else name.split(".")[-1] in names, name
 
-
-@pytest.mark.parametrize("tag", MIRRORED_TAGS[CILIUM])
-def test_every_cilium_service_key_is_under_the_prefixes(tag):
-    """Cilium names every key it reads from one of its prefix constants (pkg/annotation/k8s.go): those of its
-    Service and LB IPAM keys, and the older io.cilium spelling of both, are judged."""
-    source = git(CILIUM, "show", f"{mirrored_tag(CILIUM, tag)}:pkg/annotation/k8s.go")
-    prefixes = dict(re.findall(r'^\s*(\w*Prefix)\s*=\s*"([^"]+)"', source, re.MULTILINE))
-    # Older releases name their Service and LB IPAM keys under io.cilium/ only (the two newer prefixes came later).
-    service_prefixes = {prefixes[name] for name in ("Prefix", "ServicePrefix", "LBIPAMPrefix") if name in prefixes}
-    assert prefixes.get("Prefix") == "io.cilium"
-    assert {f"{prefix}/" for prefix in service_prefixes} <= set(LOAD_BALANCER_PREFIXES)

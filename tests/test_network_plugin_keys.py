@@ -1,0 +1,172 @@
+"""What the host's network plugins read of a tenant's pods and Services (components/admission_keys.py,
+components/synced_service_rules.py).
+
+vCluster copies a pod's and a Service's labels and annotations to the host, where the network plugin reads some of
+them: a MicroK8s site runs Calico, an EKS site the VPC CNI, and an existing (kubeconfig) cluster may run Cilium,
+Antrea, Multus or Spiderpool. Those keys pick a pod's addresses, address pool, subnet, network devices or cluster
+network, or open ports of the nodes, outside every NetworkPolicy and quota the platform sets; a hostile tenant
+(cluster-admin inside its vCluster) writes whatever its objects need. Each attack is the pod or Service as vCluster
+syncs it, judged by the policy the program renders. Each plugin's keys are read from its source at the mirrored
+tags, so a key in a new space turns this red instead of passing unjudged.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+
+import pytest
+
+from components.admission_keys import RESERVED_KEY_PATTERN
+from config.load_balancer_keys import LOAD_BALANCER_PREFIXES, NODE_PORT_LOCAL_PREFIX
+from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, git, mirrored_tag
+from tests.synced_objects_sim import synced_objects_admission_for
+from tests.tenant_sim import Tenant, tenant_of
+from tests.test_admission_attacks import on_kai, rules as pod_rules
+from tests.test_synced_objects_admission import Synced, allowing, created, rules, service, team_of
+
+MULTUS, SPIDERPOOL, ANTREA, CILIUM = ("k8snetworkplumbingwg/multus-cni", "spidernet-io/spiderpool", "antrea-io/antrea",
+                                      "cilium/cilium")
+# Keys a plugin's code names that it reads only on objects a tenant's pod is not, with why.
+NOT_ON_TENANT_PODS = {
+    "kubevirt.io/migrationJobName": "Spiderpool reads it only on a pod a KubeVirt VirtualMachineInstance controls "
+                                    "(pkg/ipam/allocate.go); a synced pod has no such owner",
+}
+
+# Service keys a plugin reads that act on the tenant's own Service only, with why.
+OWN_SERVICE_ONLY = {
+    "service.kubernetes.io/service-proxy-name": "a label kube-proxy and Antrea's proxy read to leave the Service to "
+                                                "another proxy: the team's own Service goes unserved",
+}
+
+# --- the attacks -----------------------------------------------------------------------------------------------
+
+POD_ATTACKS = {
+    "v1.multus-cni.io/default-network": "kube-system/storage-macvlan",
+    "ipam.spidernet.io/ippool": '{"ipv4": ["platform-v4"]}',
+    "spidernet.io/network-resource": "rdma-storage",
+    "ipam.antrea.io/pod-ips": "10.10.0.5",
+    "ipam.antrea.io/ippools": "platform-pool",
+}
+
+
+@pytest.fixture(scope="module", params=["dev:team-nlp", "eks:team-legal"])
+def tenant(request, dev_run, eks_run) -> Tenant:
+    stack, team = request.param.split(":")
+    program, config = {"dev": (dev_run, dev_config()), "eks": (eks_run, eks_config())}[stack]
+    return tenant_of(program, config, team)
+
+
+@pytest.mark.parametrize("key", sorted(POD_ATTACKS))
+def test_a_pod_may_not_name_its_network_address_or_pool(tenant, key):
+    assert "reserved-keys" in pod_rules(tenant.create(on_kai(tenant, annotations={key: POD_ATTACKS[key]})))
+
+
+@pytest.fixture(scope="module", params=["dev", "eks"])
+def team(request) -> Synced:
+    if request.param == "dev":
+        return Synced(synced_objects_admission_for(request.getfixturevalue("dev_run"), "team-nlp"),
+                      team_of(dev_config(), "team-nlp"))
+    return Synced(synced_objects_admission_for(request.getfixturevalue("eks_run"), "team-legal"),
+                  team_of(eks_config(), "team-legal"))
+
+
+def test_a_service_may_not_open_node_ports_through_antrea(team):
+    """NodePortLocal forwards a port of each node running one of the Service's pods to it, whatever the team's node
+    ports (none here) or load balancers; an update may not add it either."""
+    local = service()
+    local["metadata"]["annotations"] = {NODE_PORT_LOCAL_PREFIX + "enabled": "true"}
+    assert rules(team.create(created(team, local))) == {"node-port-local"}
+    plain = created(team, service())
+    annotated = copy.deepcopy(plain)
+    annotated["metadata"]["annotations"] = {NODE_PORT_LOCAL_PREFIX + "enabled": "true"}
+    assert rules(team.update(plain, annotated)) == {"node-port-local"}
+    with_ports = allowing(team, node_ports=2, load_balancers=1)
+    assert "node-port-local" in rules(with_ports.create(created(with_ports, local)))
+
+
+def test_a_service_that_held_node_port_local_keeps_it_while_unchanged(team):
+    held = service()
+    held["metadata"]["annotations"] = {NODE_PORT_LOCAL_PREFIX + "enabled": "true"}
+    held = created(team, held)
+    relabelled = copy.deepcopy(held)
+    relabelled["metadata"]["labels"] = {"app": "search"}
+    assert team.update(held, relabelled) == []
+
+
+@pytest.mark.parametrize("key", ("service.antrea.io/external-ip-pool",
+                                 "service.antrea.io/allow-shared-load-balancer-ip"))
+def test_antreas_load_balancer_keys_are_refused_unless_listed(team, key):
+    lb = service(type="LoadBalancer", allocateLoadBalancerNodePorts=False)
+    lb["metadata"]["annotations"] = {key: "platform-pool" if key.endswith("pool") else "true"}
+    with_lb = allowing(team, load_balancers=1, load_balancer_annotations=())
+    assert rules(with_lb.create(created(with_lb, lb))) == {"service-load-balancer-annotations"}
+    listed = allowing(team, load_balancers=1, load_balancer_annotations=(key,))
+    assert listed.create(created(listed, lb)) == []
+
+
+# --- the keys are the plugins' own ---------------------------------------------------------------------------------
+
+_DOMAIN = r"([a-z0-9-]+\.)+[a-z]+"
+_CODE = (":!*_test.go", ":!*test/*", ":!*testing/*", ":!vendor")
+
+
+def _code_lines(repository: str, tag: str, pattern: str) -> list[str]:
+    """Lines of the plugin's Go code (tests, vendored code, imports and comments left out) matching ``pattern``."""
+    found = git(repository, "grep", "-h", "-E", pattern, tag, "--", "pkg", "cmd", *_CODE).splitlines()
+    return [line for line in found if not re.match(r'^\s*(import\s+)?(\w+\s+)?"[^"]+"\s*$', line)
+            and not line.strip().startswith("//")]
+
+
+def plugin_keys(repository: str, tag: str) -> set[str]:
+    """Every label or annotation key the plugin's code names: written whole, or a prefix constant joined to a name
+    (Spiderpool's AnnotationPre + "/ippool", Cilium's Prefix + "/lb-ipam-ips")."""
+    whole = {key for line in _code_lines(repository, tag, f'"{_DOMAIN}/[A-Za-z0-9_.-]+"')
+             for key in re.findall(r'"((?:[a-z0-9-]+\.)+[a-z]+/[A-Za-z0-9_.-]+)"', line)}
+    constants = dict(re.findall(r'(\w+)(?:\s+\w+)?\s*=\s*"((?:[a-z0-9-]+\.)+[a-z]+)"\s*$',
+                                "\n".join(line.strip() for line in _code_lines(repository, tag, f'= *"{_DOMAIN}"'))))
+    joined = {(name, tail) for line in _code_lines(repository, tag, r'\w+ *\+ *"[/.][A-Za-z0-9_.-]+"')
+              for name, tail in re.findall(r'(\w+)\s*\+\s*"([/.][A-Za-z0-9_.-]+)"', line)}
+    return whole | {constants[name] + tail for name, tail in joined if name in constants}
+
+
+@pytest.mark.parametrize("repository, tag", [(repository, tag) for repository in (MULTUS, SPIDERPOOL, ANTREA)
+                                             for tag in MIRRORED_TAGS[repository]])
+def test_every_key_a_network_plugin_names_is_in_a_reserved_space(repository, tag):
+    keys = plugin_keys(repository, mirrored_tag(repository, tag))
+    assert keys
+    assert sorted(key for key in keys if not re.match(RESERVED_KEY_PATTERN, key) and key not in NOT_ON_TENANT_PODS) \
+        == []
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[ANTREA])
+def test_every_service_key_antrea_reads_is_judged(tag):
+    """Antrea reads a Service's annotations for its address pools and shared addresses (judged with the load
+    balancers' keys) and for NodePortLocal (refused), by constants of its own; each such key is judged."""
+    tag = mirrored_tag(ANTREA, tag)
+    keys = {key for key in plugin_keys(ANTREA, tag) if key.startswith(("service.", "nodeportlocal."))}
+    assert keys and all(key.startswith((*LOAD_BALANCER_PREFIXES, NODE_PORT_LOCAL_PREFIX)) or key in OWN_SERVICE_ONLY
+                        for key in keys), sorted(keys)
+    services = r"(^|[^A-Za-z0-9_])(svc|service|oldSvc|newSvc)\.(Annotations|GetAnnotations\(\))\["
+    read = {name for line in _code_lines(ANTREA, tag, services)
+            for name in re.findall(r"(?<![\w])(?:svc|service|oldSvc|newSvc)\.(?:Annotations|GetAnnotations\(\))"
+                                   r"\[(?:\w+\.)?(\w+)\]", line)}
+    values = dict(re.findall(r'(\w+)(?:\s+\w+)?\s*=\s*"([^"]+)"',
+                             "\n".join(_code_lines(ANTREA, tag, r'Key( +\w+)? *= *"'))))
+    assert read and {values[name] for name in read} <= keys
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[CILIUM])
+def test_every_key_space_of_cilium_is_reserved(tag):
+    """Cilium names every pod, namespace and node key it reads from the prefix constants of pkg/annotation/k8s.go
+    (an address pool, a conntrack bypass, a source-address check, ...); those of its Service and LB IPAM keys, and
+    the older io.cilium spelling of both, are judged with the load balancers' keys."""
+    source = git(CILIUM, "show", f"{mirrored_tag(CILIUM, tag)}:pkg/annotation/k8s.go")
+    prefixes = dict(re.findall(r'^\s*(\w*Prefix)\s*=\s*"([^"]+)"', source, re.MULTILINE))
+    assert prefixes.get("Prefix") == "io.cilium" and len(prefixes) > 1
+    keys = [prefix + ("name" if "/" in prefix else "/name") for prefix in prefixes.values()]
+    keys.append("io.cilium.no-track-port")
+    assert [key for key in keys if not re.match(RESERVED_KEY_PATTERN, key)] == []
+    # Older releases name their Service and LB IPAM keys under io.cilium/ only (the two newer prefixes came later).
+    service_prefixes = {prefixes[name] for name in ("Prefix", "ServicePrefix", "LBIPAMPrefix") if name in prefixes}
+    assert {f"{prefix}/" for prefix in service_prefixes} <= set(LOAD_BALANCER_PREFIXES)
