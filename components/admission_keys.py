@@ -62,8 +62,10 @@ RESERVED_DOMAINS = {
 # Bare keys that start a reserved family: runai-gpu-group, runai-gpu-group/<group>, runai/...; io.cilium/... and
 # io.cilium.<name>, the older spellings Cilium still reads beside its cilium.io keys (pkg/annotation).
 RESERVED_KEY_STARTS = ("runai", "io.cilium")
+# A key under a reserved domain, or a bare key that is one (Antrea's agent restores the node ports a pod's
+# nodeportlocal.antrea.io annotation lists when it starts).
 RESERVED_KEY_PATTERN = "^((([a-z0-9-]+[.])*(" + "|".join(domain.replace(".", "[.]") for domain in RESERVED_DOMAINS) + \
-                       "))/|" + "|".join(start.replace(".", "[.]") for start in RESERVED_KEY_STARTS) + ")"
+                       "))(/|$)|" + "|".join(start.replace(".", "[.]") for start in RESERVED_KEY_STARTS) + ")"
 # Subdomains of k8s.io that Kubernetes SIG projects (JobSet, LeaderWorkerSet, Kueue) use: the tenant runs
 # them inside its own cluster, the platform runs none on the host, and KAI reads their keys only for
 # owner kinds a synced pod lacks (see HARMLESS).

@@ -27,10 +27,9 @@ from tests.test_synced_objects_admission import Synced, allowing, created, rules
 
 MULTUS, SPIDERPOOL, ANTREA, CILIUM = ("k8snetworkplumbingwg/multus-cni", "spidernet-io/spiderpool", "antrea-io/antrea",
                                       "cilium/cilium")
-# Keys a plugin's code names that it reads only on objects a tenant's pod is not, with why.
-NOT_ON_TENANT_PODS = {
-    "kubevirt.io/migrationJobName": "Spiderpool reads it only on a pod a KubeVirt VirtualMachineInstance controls "
-                                    "(pkg/ipam/allocate.go); a synced pod has no such owner",
+# Strings the key search finds in a plugin's code that are no key of a pod, with what they are.
+NOT_POD_KEYS = {
+    "netresources.spidernet.io.sock": "Spiderpool's DRA driver socket file (DRADriverName + \".sock\")",
 }
 
 # Service keys a plugin reads that act on the tenant's own Service only, with why.
@@ -47,6 +46,7 @@ POD_ATTACKS = {
     "spidernet.io/network-resource": "rdma-storage",
     "ipam.antrea.io/pod-ips": "10.10.0.5",
     "ipam.antrea.io/ippools": "platform-pool",
+    "nodeportlocal.antrea.io": '[{"podPort": 8080, "nodePort": 61001, "protocol": "tcp"}]',
 }
 
 
@@ -118,16 +118,30 @@ def _code_lines(repository: str, tag: str, pattern: str) -> list[str]:
             and not line.strip().startswith("//")]
 
 
+def _domain_constants(repository: str, tag: str) -> dict[str, str]:
+    """The plugin's constants holding a domain (a key prefix, or a key of its own), by name."""
+    lines = "\n".join(line.strip() for line in _code_lines(repository, tag, f'= *"{_DOMAIN}"'))
+    return dict(re.findall(r'(\w+)(?:[ \t]+\w+)?[ \t]*=[ \t]*"((?:[a-z0-9-]+\.)+[a-z]+)"[ \t]*$', lines, re.MULTILINE))
+
+
 def plugin_keys(repository: str, tag: str) -> set[str]:
     """Every label or annotation key the plugin's code names: written whole, or a prefix constant joined to a name
     (Spiderpool's AnnotationPre + "/ippool", Cilium's Prefix + "/lb-ipam-ips")."""
     whole = {key for line in _code_lines(repository, tag, f'"{_DOMAIN}/[A-Za-z0-9_.-]+"')
              for key in re.findall(r'"((?:[a-z0-9-]+\.)+[a-z]+/[A-Za-z0-9_.-]+)"', line)}
-    constants = dict(re.findall(r'(\w+)(?:\s+\w+)?\s*=\s*"((?:[a-z0-9-]+\.)+[a-z]+)"\s*$',
-                                "\n".join(line.strip() for line in _code_lines(repository, tag, f'= *"{_DOMAIN}"'))))
+    constants = _domain_constants(repository, tag)
     joined = {(name, tail) for line in _code_lines(repository, tag, r'\w+ *\+ *"[/.][A-Za-z0-9_.-]+"')
               for name, tail in re.findall(r'(\w+)\s*\+\s*"([/.][A-Za-z0-9_.-]+)"', line)}
-    return whole | {constants[name] + tail for name, tail in joined if name in constants}
+    return whole | {constants[name] + tail for name, tail in joined if name in constants} | bare_keys(repository, tag)
+
+
+def bare_keys(repository: str, tag: str) -> set[str]:
+    """Keys without a prefix that the plugin looks up in an object's labels or annotations by a constant holding a
+    domain (Antrea's NPLAnnotationKey, "nodeportlocal.antrea.io")."""
+    constants = _domain_constants(repository, tag)
+    lookups = r"(?:[Aa]nnotations|[Ll]abels)(?:\(\))?\[(?:\w+\.)?(\w+)\]"
+    return {constants[name] for line in _code_lines(repository, tag, r"([Aa]nnotations|[Ll]abels)(\(\))?\[")
+            for name in re.findall(lookups, line) if name in constants}
 
 
 @pytest.mark.parametrize("repository, tag", [(repository, tag) for repository in (MULTUS, SPIDERPOOL, ANTREA)
@@ -135,7 +149,7 @@ def plugin_keys(repository: str, tag: str) -> set[str]:
 def test_every_key_a_network_plugin_names_is_in_a_reserved_space(repository, tag):
     keys = plugin_keys(repository, mirrored_tag(repository, tag))
     assert keys
-    assert sorted(key for key in keys if not re.match(RESERVED_KEY_PATTERN, key) and key not in NOT_ON_TENANT_PODS) \
+    assert sorted(key for key in keys if not re.match(RESERVED_KEY_PATTERN, key) and key not in NOT_POD_KEYS) \
         == []
 
 
@@ -144,7 +158,8 @@ def test_every_service_key_antrea_reads_is_judged(tag):
     """Antrea reads a Service's annotations for its address pools and shared addresses (judged with the load
     balancers' keys) and for NodePortLocal (refused), by constants of its own; each such key is judged."""
     tag = mirrored_tag(ANTREA, tag)
-    keys = {key for key in plugin_keys(ANTREA, tag) if key.startswith(("service.", "nodeportlocal."))}
+    # (the bare nodeportlocal.antrea.io is the pods' key, where Antrea writes the ports it forwarded)
+    keys = {key for key in plugin_keys(ANTREA, tag) if "/" in key and key.startswith(("service.", "nodeportlocal."))}
     assert keys and all(key.startswith((*LOAD_BALANCER_PREFIXES, NODE_PORT_LOCAL_PREFIX)) or key in OWN_SERVICE_ONLY
                         for key in keys), sorted(keys)
     services = r"(^|[^A-Za-z0-9_])(svc|service|oldSvc|newSvc)\.(Annotations|GetAnnotations\(\))\["
