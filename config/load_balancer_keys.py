@@ -4,8 +4,9 @@
 A team allowed load balancers shapes its own one: protocols, health checks, timeouts, an internal scheme. The keys
 that name something of the account or the network (an Elastic IP, a private address, a subnet, a security group, a
 certificate, a log bucket, cost tags, an address pool) would hand the team what belongs to the platform or to another
-team, so they are refused unless a site lists them for a team. tests/test_load_balancer_keys.py reads every key the
-implementations read at their tags and fails on one this module does not place.
+team, so they are refused unless a site lists them for a team. tests/test_load_balancer_keys.py and
+tests/test_network_plugin_keys.py read every key the implementations read at their tags and fail on one this module
+does not place.
 """
 
 from __future__ import annotations
@@ -14,16 +15,22 @@ import re
 
 from config.key_types import Check
 
-# The annotation prefixes of the implementations the policy knows: every cloud provider's own (AWS, Azure, OCI, ...
-# under service.beta.kubernetes.io), the AWS Load Balancer Controller's second prefix, MetalLB's two (MicroK8s'
-# `metallb` addon), and on a kubeconfig site kube-vip's (its cloud provider's addresses, and the node interface,
-# VLAN, MAC address and egress address it sets up for a Service, and a switch of its development builds that
-# its releases still read) and Cilium's Service keys (its LB IPAM's address
-# and address sharing, under io.cilium/ too, and how its datapath exposes the Service), and Antrea's (its address
-# pool, another Service's address shared). A key under one of them passes only if the team's list holds it.
-LOAD_BALANCER_PREFIXES = ("service.beta.kubernetes.io/", "service.k8s.aws/", "metallb.io/", "metallb.universe.tf/",
-                          "kube-vip.io/", "development.kube-vip.io/", "lbipam.cilium.io/", "service.cilium.io/",
-                          "io.cilium/", "service.antrea.io/")
+# The annotation prefixes of the load-balancer implementations the policy knows. A key under one of them passes only
+# if the team's list holds it.
+LOAD_BALANCER_PREFIXES = (
+    # Every cloud provider's own (AWS, Azure, OCI, ... under service.beta.kubernetes.io) and the AWS Load Balancer
+    # Controller's second prefix.
+    "service.beta.kubernetes.io/", "service.k8s.aws/",
+    # MetalLB's two (MicroK8s' metallb addon).
+    "metallb.io/", "metallb.universe.tf/",
+    # On a kubeconfig site, kube-vip: its cloud provider's addresses, the node interface, VLAN, MAC address and egress
+    # address it sets up for a Service, and a switch of its development builds that its releases still read.
+    "kube-vip.io/", "development.kube-vip.io/",
+    # Cilium: its LB IPAM's address and address sharing (under io.cilium/ too), how its datapath exposes the Service.
+    "lbipam.cilium.io/", "service.cilium.io/", "io.cilium/",
+    # Antrea: its address pool, another Service's address shared.
+    "service.antrea.io/",
+)
 # Antrea's NodePortLocal: a Service annotated under it has every node running one of its pods forward a port of
 # the node's own to that pod, whatever the team's node ports (components/synced_service_rules.py).
 NODE_PORT_LOCAL_PREFIX = "nodeportlocal.antrea.io/"
