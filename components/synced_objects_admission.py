@@ -276,13 +276,14 @@ def policy_spec(team: Team, cluster_dns: str, endpoint_node_ports: Sequence[int]
 
 
 def load_balancer_grants(team: Team) -> dict[str, list[str]]:
-    """What the team's Services may hand the load-balancer implementation, for the review summary: nothing to say
-    where the team holds no load balancer (neither rule is rendered)."""
+    """What the team's Services may hand the load-balancer implementation, for the review summary: the annotations
+    on every team (their rule judges every Service), the classes where the team holds load balancers (the only
+    ones whose rule is rendered)."""
     services = team.vcluster.services
-    if not services.load_balancers:
-        return {}
-    return {"loadBalancerAnnotations": list(services.load_balancer_annotations),
-            "loadBalancerClasses": list(services.load_balancer_classes)}
+    grants = {"loadBalancerAnnotations": list(services.load_balancer_annotations)}
+    if services.load_balancers:
+        grants["loadBalancerClasses"] = list(services.load_balancer_classes)
+    return grants
 
 
 class SyncedObjectsAdmission(pulumi.ComponentResource):

@@ -52,31 +52,38 @@ def kept_on_update(field: str, key: str) -> str:
     return f"(request.operation == 'UPDATE' && {unchanged_from_old(field, key)})"
 
 
-def load_balancer_rules(team: Team) -> list[dict]:
-    """The keys and class that steer the load-balancer implementation: only those the team's settings list."""
+def load_balancer_annotation_rule(team: Team) -> dict:
+    """The keys that steer the load-balancer implementation: only those the team's settings list, on every Service,
+    as Cilium reads some on a ClusterIP Service too (service.cilium.io/global: in a ClusterMesh, the Service's
+    endpoints join those of the Service of the same namespace and name in the other clusters)."""
     allowed = team.vcluster.services
     governed = " || ".join(f"key.startsWith('{prefix}')" for prefix in LOAD_BALANCER_PREFIXES)
     listed = ", ".join(allowed.load_balancer_annotations) or "none"
-    classes = ", ".join(allowed.load_balancer_classes) or "none"
-    return [
-        _rule("service-load-balancer-annotations", ("Service",),
-              f"{_meta('object', 'annotations')}.all(key, !({governed}) || "
-              f"key in {list(allowed.load_balancer_annotations)} || {kept_on_update('annotations', 'key')})",
-              f"of the load-balancer annotations (keys under {', '.join(LOAD_BALANCER_PREFIXES)}), team "
-              f"{team.name}'s Services may carry only those config vcluster.services.loadBalancerAnnotations lists: "
-              f"{listed}; the others hand the team something of the account or the network (an address, subnet, "
-              "security group, certificate, log bucket, address pool, cost tag or a node's network interface)",
-              "remove the annotation, or ask the platform team to list it for your team"),
-        _rule("service-load-balancer-class", ("Service",),
-              f"{_absent('loadBalancerClass')} || object.spec.loadBalancerClass in "
-              f"{list(allowed.load_balancer_classes)} || (request.operation == 'UPDATE' && "
-              "has(oldObject.spec.loadBalancerClass) && oldObject.spec.loadBalancerClass == "
-              "object.spec.loadBalancerClass)",
-              f"team {team.name}'s Services may name only the load-balancer classes config "
-              f"vcluster.services.loadBalancerClasses lists ({classes}): a class hands the Service to another "
-              "controller, which reads annotations the platform does not judge",
-              "remove spec.loadBalancerClass so the host's own load balancer serves the Service"),
-    ]
+    return _rule(
+        "service-load-balancer-annotations", ("Service",),
+        f"{_meta('object', 'annotations')}.all(key, !({governed}) || "
+        f"key in {list(allowed.load_balancer_annotations)} || {kept_on_update('annotations', 'key')})",
+        f"of the load-balancer annotations (keys under {', '.join(LOAD_BALANCER_PREFIXES)}), team "
+        f"{team.name}'s Services, of any type, may carry only those config vcluster.services.loadBalancerAnnotations "
+        f"lists: {listed}; the others hand the team something of the account or the network (an address, subnet, "
+        "security group, certificate, log bucket, address pool, cost tag or a node's network interface) or, on a "
+        "ClusterIP Service, another cluster's clients of a Service named as this one",
+        "remove the annotation, or ask the platform team to list it for your team")
+
+
+def load_balancer_class_rule(team: Team) -> dict:
+    """The class that hands a LoadBalancer Service to another controller (the API server takes one on no other
+    type): only those the team's settings list."""
+    classes = team.vcluster.services.load_balancer_classes
+    return _rule(
+        "service-load-balancer-class", ("Service",),
+        f"{_absent('loadBalancerClass')} || object.spec.loadBalancerClass in {list(classes)} || "
+        "(request.operation == 'UPDATE' && has(oldObject.spec.loadBalancerClass) && "
+        "oldObject.spec.loadBalancerClass == object.spec.loadBalancerClass)",
+        f"team {team.name}'s Services may name only the load-balancer classes config "
+        f"vcluster.services.loadBalancerClasses lists ({', '.join(classes) or 'none'}): a class hands the Service to "
+        "another controller, which reads annotations the platform does not judge",
+        "remove spec.loadBalancerClass so the host's own load balancer serves the Service")
 
 
 def service_rules(team: Team, cluster_dns: str, endpoint_node_ports: Sequence[int],
@@ -141,8 +148,9 @@ def service_rules(team: Team, cluster_dns: str, endpoint_node_ports: Sequence[in
              "names them"))
     rules += [_rule(name, ("Service",), holds_none_of(ports), problem, fix)
               for name, ports, problem in held if allowed.node_ports and ports]
+    rules.append(load_balancer_annotation_rule(team))
     if allowed.load_balancers:
-        rules += load_balancer_rules(team)
+        rules.append(load_balancer_class_rule(team))
     if not allowed.node_ports:
         rules.append(_rule(
             "service-node-ports", ("Service",),

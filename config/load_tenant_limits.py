@@ -139,14 +139,17 @@ SERVICES = Block(keys=(
     Key("loadBalancerAnnotations", StringList(form="annotation keys", checks=(LOAD_BALANCER_KEY,)),
         Derived("on EKS, the AWS cloud provider's keys that shape only the team's own load balancer; none "
                 "elsewhere"),
-        "The load-balancer annotation keys a team's Services may carry, when `loadBalancers` > 0; every other key "
+        "The load-balancer annotation keys a team's Services may carry, on a Service of any type; every other key "
         "under " + ", ".join(f"`{prefix}`" for prefix in LOAD_BALANCER_PREFIXES) + " is refused.",
         example="[service.beta.kubernetes.io/aws-load-balancer-type, "
                 "service.beta.kubernetes.io/aws-load-balancer-ssl-cert]",
         details="Stating the list replaces the default. The keys left out of EKS's default name something of the "
                 "account or the network: Elastic IPs, private addresses, subnets, security groups, certificates, "
                 "log buckets and cost tags (`config/load_balancer_keys.py` says what each would hand the team). "
-                "List one for a team you trust with it. See [Services](security-synced-objects.md#services)."),
+                "Cilium reads some on a ClusterIP Service too: in a ClusterMesh, `service.cilium.io/global` has the "
+                "Service's endpoints join those of the Service of the same namespace and name in every other "
+                "cluster, so the list holds for teams without load balancers as well. List one for a team you trust "
+                "with it. See [Services](security-synced-objects.md#services)."),
     Key("loadBalancerClasses", StringList(form="class names", checks=(LOAD_BALANCER_CLASS,)),
         TenantServices().load_balancer_classes,
         "The `spec.loadBalancerClass` values a team's Services may name; none by default, so the host's "

@@ -177,10 +177,48 @@ def test_a_key_held_before_the_rule_stays_while_unchanged(aws):
     assert aws.update(held, relabelled) == []
 
 
-def test_sites_without_load_balancers_carry_neither_rule(nlp, legal):
+def test_teams_without_load_balancers_carry_the_annotation_rule_and_not_the_class_rule(nlp, legal):
+    """The API server takes spec.loadBalancerClass on a LoadBalancer Service only; Cilium reads its Service keys on
+    every type."""
     for tenant in (nlp, legal):
         names = {v["message"][1:v["message"].index("]")] for v in tenant.admission.spec["validations"]}
-        assert tenant.team.vcluster.services.load_balancers == 0 and not {ANNOTATIONS, CLASS} & names
+        assert tenant.team.vcluster.services.load_balancers == 0
+        assert ANNOTATIONS in names and CLASS not in names
+
+
+# What Cilium reads on a Service of any type (pkg/annotation/k8s.go): in a ClusterMesh, a global Service's endpoints
+# join those of the Service of the same namespace and name in every other cluster of the mesh (another site of the
+# company, cloned with the same team names, among them), and its clients' traffic reaches them.
+CLUSTER_MESH_ATTACKS = {
+    "service.cilium.io/global": "true",
+    "service.cilium.io/shared": "true",
+    "service.cilium.io/global-sync-endpoint-slices": "true",
+    "service.cilium.io/affinity": "remote",
+    "io.cilium/global-service": "true",
+    "io.cilium/shared-service": "true",
+}
+
+
+@pytest.mark.parametrize("key", sorted(CLUSTER_MESH_ATTACKS))
+def test_a_team_without_load_balancers_may_not_join_a_cluster_mesh_service(nlp, legal, key):
+    for tenant in (nlp, legal):
+        annotated = service()
+        annotated["metadata"]["annotations"] = {key: CLUSTER_MESH_ATTACKS[key]}
+        assert rules(tenant.create(created(tenant, annotated))) == {ANNOTATIONS}
+        listed = allowing(tenant, load_balancer_annotations=(key,))
+        assert listed.create(created(listed, annotated)) == []
+
+
+def test_a_cluster_ip_service_keeps_a_key_it_held_and_passes_without_one(nlp):
+    held = service()
+    held["metadata"]["annotations"] = {"service.cilium.io/global": "true", "prometheus.io/scrape": "true"}
+    held = created(nlp, held)
+    relabelled = copy.deepcopy(held)
+    relabelled["metadata"].setdefault("labels", {})["app"] = "search"
+    assert nlp.update(held, relabelled) == []
+    plain = service()
+    plain["metadata"]["annotations"] = {"prometheus.io/scrape": "true", "service.kubernetes.io/topology-mode": "Auto"}
+    assert nlp.create(created(nlp, plain)) == []
 
 
 def test_the_review_summary_says_which_keys_and_classes_each_team_may_use(tmp_path):
@@ -198,11 +236,25 @@ def test_the_review_summary_says_which_keys_and_classes_each_team_may_use(tmp_pa
     assert "service-load-balancer-class (none allowed)" in legal
     assert f"service-load-balancer-annotations (allowed: `{AWS_PREFIX}ssl-cert`)" in support
     assert "service-load-balancer-class (allowed: `service.k8s.aws/nlb`)" in support
+
+
+def test_the_review_summary_says_which_keys_a_team_without_load_balancers_may_use(tmp_path):
+    config = dev_config()
+    config["gpu-tenancy:teams"][0]["vcluster"] = {"services": {"loadBalancerAnnotations": ["service.cilium.io/global"]}}
+    assert plan.main(["site", "--out", str(tmp_path)], config=config) == 0
+    team_lines = {team["name"]: next(line for line in (tmp_path / "summary.md").read_text().splitlines()
+                                     if line.startswith(f"- `{team['name']}`: `gpu-tenancy-{team['name']}-synced-"))
+                  for team in config["gpu-tenancy:teams"]}
+    first, *others = (team_lines[team["name"]] for team in config["gpu-tenancy:teams"])
+    assert "service-load-balancer-annotations (allowed: `service.cilium.io/global`)" in first
+    assert others and all("service-load-balancer-annotations (none allowed)" in line for line in others)
+    assert not any("service-load-balancer-class" in line for line in team_lines.values())
     without = eks_config()
     assert plan.main(["site", "--out", str(tmp_path / "without")], config=without) == 0
     lines = [line for line in (tmp_path / "without" / "summary.md").read_text().splitlines()
              if line.startswith("- `team-") and "-synced-objects`" in line]
-    assert len(lines) == 2 and not [line for line in lines if "allowed" in line or "load-balancer-annotations" in line]
+    assert len(lines) == 2 and all("service-load-balancer-annotations (allowed: `" + AWS_PREFIX + "backend-protocol`"
+                                   in line and "service-load-balancer-class" not in line for line in lines)
 
 
 # --- the config --------------------------------------------------------------------------------------------------
