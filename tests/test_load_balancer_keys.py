@@ -18,10 +18,11 @@ import pytest
 from config.errors import ConfigError
 from config.load_balancer_keys import AWS_PLATFORM_KEYS, AWS_PREFIX, AWS_TEAM_KEYS, LOAD_BALANCER_PREFIXES
 from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, git, mirrored_tag
+from tests.go_source import key_names, looked_up, named_keys
 from tests.tenant_sim import platform_of
-from tests.synced_objects_sim import synced_objects_admission_for
 from tools.plan import cli as plan
-from tests.test_synced_objects_admission import Synced, allowing, created, rules, service, team_of
+from tests.test_synced_objects_admission import (  # noqa: F401 (legal, nlp: fixtures)
+    Synced, allowing, created, legal, nlp, rules, service)
 
 ANNOTATIONS, CLASS = "service-load-balancer-annotations", "service-load-balancer-class"
 METALLB_KEYS = ("metallb.io/loadBalancerIPs", "metallb.io/address-pool", "metallb.io/allow-shared-ip",
@@ -40,16 +41,6 @@ def load_balancer(annotations: dict, **spec) -> dict:
     lb = service(type="LoadBalancer", allocateLoadBalancerNodePorts=False, **spec)
     lb["metadata"]["annotations"] = annotations
     return lb
-
-
-@pytest.fixture(scope="module")
-def legal(eks_run) -> Synced:
-    return Synced(synced_objects_admission_for(eks_run, "team-legal"), team_of(eks_config(), "team-legal"))
-
-
-@pytest.fixture(scope="module")
-def nlp(dev_run) -> Synced:
-    return Synced(synced_objects_admission_for(dev_run, "team-nlp"), team_of(dev_config(), "team-nlp"))
 
 
 @pytest.fixture(scope="module")
@@ -295,6 +286,9 @@ def test_a_malformed_entry_is_refused_naming_key_value_and_fix(key, value, words
 
 CLOUD_PROVIDER_AWS, METALLB = "kubernetes/cloud-provider-aws", "metallb/metallb"
 KUBE_VIP, KUBE_VIP_CLOUD_PROVIDER = "kube-vip/kube-vip", "kube-vip/kube-vip-cloud-provider"
+KUBE_VIP_KEY = re.compile(r"([a-z0-9-]+\.)*kube-vip\.io/[A-Za-z0-9_.-]+")
+# kube-vip keeps its Go code outside pkg/ and cmd/ too.
+WHOLE_PROJECT = (".",)
 
 
 def _literals(repository: str, tag: str, pattern: str, path: str) -> set[str]:
@@ -340,21 +334,11 @@ def test_every_service_key_kube_vip_reads_is_under_the_prefixes(repository, tag)
     development.kube-vip.io switch included) is under a judged prefix, and each reads a Service's annotations only by
     those names."""
     tag = mirrored_tag(repository, tag)
-    code = ("--", "*.go", ":!*_test.go", ":!testing", ":!test")
-    declared = git(repository, "grep", "-h", "-o", "-E", r'"([a-z0-9-]+\.)*kube-vip\.io/[A-Za-z0-9_.-]+"', tag, *code)
-    keys = {key.strip('"') for key in declared.split()}
+    keys = {key for key in named_keys(repository, tag, WHOLE_PROJECT) if KUBE_VIP_KEY.fullmatch(key)}
     assert keys and all(key.startswith(LOAD_BALANCER_PREFIXES) for key in keys), sorted(keys)
-    constants = set(re.findall(r'(\w+)\s*=\s*"([a-z0-9-]+\.)*kube-vip\.io/',
-                               git(repository, "grep", "-h", "-E", r"=\s*\"([a-z0-9-]+\.)*kube-vip\.io/", tag, *code)))
-    # ... and the variables set from them (v0.9.2 picks the IPv4 or IPv6 endpoint key into one).
-    names = {name for name, _ in constants}
-    aliases = git(repository, "grep", "-h", "-o", "-E", r"\w+\s*:?=\s*\w+$", tag, *code)
-    names |= {alias for alias, value in re.findall(r"(\w+)\s*:?=\s*(\w+)", aliases) if value in names}
-    lines = git(repository, "grep", "-h", "-E", r"\w+\.Annotations\[", tag, *code).splitlines()
-    named = {lookup for line in lines if not line.strip().startswith("//")
-             for lookup in re.findall(r"\w+\.Annotations\[([^]]+)\]", line)}
-    assert named
-    for name in named:
-        literal = name.startswith('"')
-        assert (name.strip('"') in keys) if literal else name.split(".")[-1] in names, name
+    names = key_names(repository, tag, KUBE_VIP_KEY.pattern, WHOLE_PROJECT)
+    read = looked_up(repository, tag, WHOLE_PROJECT, metadata="Annotations")
+    assert read
+    for name in read:
+        assert (name.strip('"') in keys) if name.startswith('"') else name in names, name
 

@@ -20,10 +20,11 @@ import pytest
 from components.admission_keys import RESERVED_KEY_PATTERN
 from config.load_balancer_keys import LOAD_BALANCER_PREFIXES, NODE_PORT_LOCAL_PREFIX
 from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, git, mirrored_tag
-from tests.synced_objects_sim import synced_objects_admission_for
+from tests.go_source import KEY, key_names, looked_up, named_keys
 from tests.tenant_sim import Tenant, tenant_of
 from tests.test_admission_attacks import on_kai, rules as pod_rules
-from tests.test_synced_objects_admission import Synced, allowing, created, rules, service, team_of
+from tests.test_synced_objects_admission import (  # noqa: F401 (legal, nlp: fixtures)
+    Synced, allowing, created, legal, nlp, rules, service)
 
 MULTUS, SPIDERPOOL, ANTREA, CILIUM = ("k8snetworkplumbingwg/multus-cni", "spidernet-io/spiderpool", "antrea-io/antrea",
                                       "cilium/cilium")
@@ -62,13 +63,10 @@ def test_a_pod_may_not_name_its_network_address_or_pool(tenant, key):
     assert "reserved-keys" in pod_rules(tenant.create(on_kai(tenant, annotations={key: POD_ATTACKS[key]})))
 
 
-@pytest.fixture(scope="module", params=["dev", "eks"])
+@pytest.fixture(scope="module", params=["nlp", "legal"])
 def team(request) -> Synced:
-    if request.param == "dev":
-        return Synced(synced_objects_admission_for(request.getfixturevalue("dev_run"), "team-nlp"),
-                      team_of(dev_config(), "team-nlp"))
-    return Synced(synced_objects_admission_for(request.getfixturevalue("eks_run"), "team-legal"),
-                  team_of(eks_config(), "team-legal"))
+    """The dev and eks stacks' first teams, as their syncers write Services."""
+    return request.getfixturevalue(request.param)
 
 
 def test_a_service_may_not_open_node_ports_through_antrea(team):
@@ -107,47 +105,10 @@ def test_antreas_load_balancer_keys_are_refused_unless_listed(team, key):
 
 # --- the keys are the plugins' own ---------------------------------------------------------------------------------
 
-_DOMAIN = r"([a-z0-9-]+\.)+[a-z]+"
-_CODE = (":!*_test.go", ":!*test/*", ":!*testing/*", ":!vendor")
-
-
-def _code_lines(repository: str, tag: str, pattern: str) -> list[str]:
-    """Lines of the plugin's Go code (tests, vendored code, imports and comments left out) matching ``pattern``."""
-    found = git(repository, "grep", "-h", "-E", pattern, tag, "--", "pkg", "cmd", *_CODE).splitlines()
-    return [line for line in found if not re.match(r'^\s*(import\s+)?(\w+\s+)?"[^"]+"\s*$', line)
-            and not line.strip().startswith("//")]
-
-
-def _domain_constants(repository: str, tag: str) -> dict[str, str]:
-    """The plugin's constants holding a domain (a key prefix, or a key of its own), by name."""
-    lines = "\n".join(line.strip() for line in _code_lines(repository, tag, f'= *"{_DOMAIN}"'))
-    return dict(re.findall(r'(\w+)(?:[ \t]+\w+)?[ \t]*=[ \t]*"((?:[a-z0-9-]+\.)+[a-z]+)"[ \t]*$', lines, re.MULTILINE))
-
-
-def plugin_keys(repository: str, tag: str) -> set[str]:
-    """Every label or annotation key the plugin's code names: written whole, or a prefix constant joined to a name
-    (Spiderpool's AnnotationPre + "/ippool", Cilium's Prefix + "/lb-ipam-ips")."""
-    whole = {key for line in _code_lines(repository, tag, f'"{_DOMAIN}/[A-Za-z0-9_.-]+"')
-             for key in re.findall(r'"((?:[a-z0-9-]+\.)+[a-z]+/[A-Za-z0-9_.-]+)"', line)}
-    constants = _domain_constants(repository, tag)
-    joined = {(name, tail) for line in _code_lines(repository, tag, r'\w+ *\+ *"[/.][A-Za-z0-9_.-]+"')
-              for name, tail in re.findall(r'(\w+)\s*\+\s*"([/.][A-Za-z0-9_.-]+)"', line)}
-    return whole | {constants[name] + tail for name, tail in joined if name in constants} | bare_keys(repository, tag)
-
-
-def bare_keys(repository: str, tag: str) -> set[str]:
-    """Keys without a prefix that the plugin looks up in an object's labels or annotations by a constant holding a
-    domain (Antrea's NPLAnnotationKey, "nodeportlocal.antrea.io")."""
-    constants = _domain_constants(repository, tag)
-    lookups = r"(?:[Aa]nnotations|[Ll]abels)(?:\(\))?\[(?:\w+\.)?(\w+)\]"
-    return {constants[name] for line in _code_lines(repository, tag, r"([Aa]nnotations|[Ll]abels)(\(\))?\[")
-            for name in re.findall(lookups, line) if name in constants}
-
-
 @pytest.mark.parametrize("repository, tag", [(repository, tag) for repository in (MULTUS, SPIDERPOOL, ANTREA)
                                              for tag in MIRRORED_TAGS[repository]])
 def test_every_key_a_network_plugin_names_is_in_a_reserved_space(repository, tag):
-    keys = plugin_keys(repository, mirrored_tag(repository, tag))
+    keys = named_keys(repository, mirrored_tag(repository, tag))
     assert keys
     assert sorted(key for key in keys if not re.match(RESERVED_KEY_PATTERN, key) and key not in NOT_POD_KEYS) \
         == []
@@ -159,15 +120,11 @@ def test_every_service_key_antrea_reads_is_judged(tag):
     balancers' keys) and for NodePortLocal (refused), by constants of its own; each such key is judged."""
     tag = mirrored_tag(ANTREA, tag)
     # (the bare nodeportlocal.antrea.io is the pods' key, where Antrea writes the ports it forwarded)
-    keys = {key for key in plugin_keys(ANTREA, tag) if "/" in key and key.startswith(("service.", "nodeportlocal."))}
+    keys = {key for key in named_keys(ANTREA, tag) if "/" in key and key.startswith(("service.", "nodeportlocal."))}
     assert keys and all(key.startswith((*LOAD_BALANCER_PREFIXES, NODE_PORT_LOCAL_PREFIX)) or key in OWN_SERVICE_ONLY
                         for key in keys), sorted(keys)
-    services = r"(^|[^A-Za-z0-9_])(svc|service|oldSvc|newSvc)\.(Annotations|GetAnnotations\(\))\["
-    read = {name for line in _code_lines(ANTREA, tag, services)
-            for name in re.findall(r"(?<![\w])(?:svc|service|oldSvc|newSvc)\.(?:Annotations|GetAnnotations\(\))"
-                                   r"\[(?:\w+\.)?(\w+)\]", line)}
-    values = dict(re.findall(r'(\w+)(?:\s+\w+)?\s*=\s*"([^"]+)"',
-                             "\n".join(_code_lines(ANTREA, tag, r'Key( +\w+)? *= *"'))))
+    read = looked_up(ANTREA, tag, objects="svc|service|oldSvc|newSvc", metadata="Annotations")
+    values = key_names(ANTREA, tag, KEY)
     assert read and {values[name] for name in read} <= keys
 
 
