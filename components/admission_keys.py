@@ -58,6 +58,10 @@ RESERVED_DOMAINS = {
                  "(ipam.antrea.io)",
     "spidernet.io": "Spiderpool (RDMA and underlay networks on GPU clusters) gives a pod the address pool or subnet it "
                     "names (ipam.spidernet.io) and the network devices (spidernet.io/network-resource)",
+    "ovn.org": "OVN-Kubernetes (OpenShift's network plugin) routes the egress of every namespace a pod's "
+               "k8s.ovn.org/routing-namespaces lists through that pod, opens a pod's ports to the default network "
+               "(k8s.ovn.org/open-default-ports) and gives it the addresses of the claim it names "
+               "(k8s.ovn.org/primary-udn-ipamclaim)",
 }
 # Bare keys that start a reserved family: runai-gpu-group, runai-gpu-group/<group>, runai/...; io.cilium/... and
 # io.cilium.<name>, the older spellings Cilium still reads beside its cilium.io keys (pkg/annotation).

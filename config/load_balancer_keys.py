@@ -30,6 +30,12 @@ LOAD_BALANCER_PREFIXES = (
     "lbipam.cilium.io/", "service.cilium.io/", "io.cilium/",
     # Antrea: its address pool, another Service's address shared.
     "service.antrea.io/",
+    # kube-router: a Service's cluster, external or load-balancer address announced to the site's routers over BGP
+    # (a ClusterIP Service reachable from outside the cluster), and how its proxy serves the Service.
+    "kube-router.io/",
+    # OpenELB: the address or address pool (Eip) a Service names, the protocol and the node proxy that announce it.
+    "lb.kubesphere.io/", "eip.openelb.kubesphere.io/", "protocol.openelb.kubesphere.io/",
+    "layer2.openelb.kubesphere.io/", "node-proxy.openelb.kubesphere.io/",
 )
 # Antrea's NodePortLocal: a Service annotated under it has every node running one of its pods forward a port of
 # the node's own to that pod, whatever the team's node ports (components/synced_service_rules.py).

@@ -145,6 +145,10 @@ MIRRORED_TAGS = {
     "antrea-io/antrea": ("v2.6.3", "v2.7.0"),
     "k8snetworkplumbingwg/multus-cni": ("v4.2.4", "v4.3.0"),
     "spidernet-io/spiderpool": ("v1.1.2", "v1.2.2"),
+    # ... OVN-Kubernetes (OpenShift's network plugin), kube-router and OpenELB (tests/test_network_plugin_keys.py).
+    "ovn-org/ovn-kubernetes": ("v1.0.0", "v1.1.0-alpha"),
+    "cloudnativelabs/kube-router": ("v2.10.0", "v2.11.1"),
+    "openelb/openelb": ("v0.5.1", "v0.6.0"),
     # The device plugin each accepted GPU Operator release ships (its values' devicePlugin.version): how it names a
     # container's GPUs to the runtime (tests/test_cdi_device_list_contract.py).
     "NVIDIA/k8s-device-plugin": ("v0.17.0", "v0.17.1", "v0.17.2", "v0.17.3", "v0.17.4", "v0.18.0", "v0.18.1", "v0.19.0",

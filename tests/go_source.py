@@ -51,7 +51,8 @@ def named_keys(repository: str, tag: str, paths: Sequence[str] = ("pkg", "cmd"))
     domains = string_constants(repository, tag, DOMAIN, paths)
     joined = {(name, tail) for line in code_lines(repository, tag, r'\w+ *\+ *"[/.][A-Za-z0-9_.-]+"', paths)
               for name, tail in re.findall(r'(\w+)\s*\+\s*"([/.][A-Za-z0-9_.-]+)"', line)}
-    return whole | {domains[name] + tail for name, tail in joined if name in domains} | bare_keys(repository, tag, paths)
+    prefixed = {domains[name] + tail for name, tail in joined if name in domains}
+    return whole | prefixed | bare_keys(repository, tag, paths)
 
 
 def bare_keys(repository: str, tag: str, paths: Sequence[str] = ("pkg", "cmd")) -> set[str]:

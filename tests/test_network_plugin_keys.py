@@ -20,7 +20,7 @@ import pytest
 from components.admission_keys import RESERVED_KEY_PATTERN
 from config.load_balancer_keys import LOAD_BALANCER_PREFIXES, NODE_PORT_LOCAL_PREFIX
 from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, git, mirrored_tag
-from tests.go_source import KEY, key_names, looked_up, named_keys
+from tests.go_source import KEY, code_lines, key_names, looked_up, named_keys
 from tests.tenant_sim import Tenant, tenant_of
 from tests.test_admission_attacks import on_kai, rules as pod_rules
 from tests.test_synced_objects_admission import (  # noqa: F401 (legal, nlp: fixtures)
@@ -28,9 +28,14 @@ from tests.test_synced_objects_admission import (  # noqa: F401 (legal, nlp: fix
 
 MULTUS, SPIDERPOOL, ANTREA, CILIUM = ("k8snetworkplumbingwg/multus-cni", "spidernet-io/spiderpool", "antrea-io/antrea",
                                       "cilium/cilium")
+OVN_KUBERNETES, KUBE_ROUTER, OPENELB = "ovn-org/ovn-kubernetes", "cloudnativelabs/kube-router", "openelb/openelb"
+# Where each plugin keeps its Go code.
+CODE_PATHS = {OVN_KUBERNETES: ("go-controller/pkg", "go-controller/cmd")}
 # Strings the key search finds in a plugin's code that are no key of a pod, with what they are.
 NOT_POD_KEYS = {
     "netresources.spidernet.io.sock": "Spiderpool's DRA driver socket file (DRADriverName + \".sock\")",
+    "cloud.network.openshift.io/egress-ipconfig": "a node's egress-address capacity, which OpenShift's cloud network "
+                                                  "controller writes on nodes (OVN-Kubernetes' node_annotations.go)",
 }
 
 # Service keys a plugin reads that act on the tenant's own Service only, with why.
@@ -48,6 +53,12 @@ POD_ATTACKS = {
     "ipam.antrea.io/pod-ips": "10.10.0.5",
     "ipam.antrea.io/ippools": "platform-pool",
     "nodeportlocal.antrea.io": '[{"podPort": 8080, "nodePort": 61001, "protocol": "tcp"}]',
+    # OVN-Kubernetes: the pod becomes the egress gateway of another team's namespace (its address on the network
+    # Multus reports), opens its ports past a user-defined network's isolation, or takes another workload's addresses.
+    "k8s.ovn.org/routing-namespaces": "team-vision",
+    "k8s.ovn.org/routing-network": "ovn-kubernetes",
+    "k8s.ovn.org/open-default-ports": '[{"protocol": "tcp", "port": 22}]',
+    "k8s.ovn.org/primary-udn-ipamclaim": "platform-db",
 }
 
 
@@ -103,12 +114,37 @@ def test_antreas_load_balancer_keys_are_refused_unless_listed(team, key):
     assert listed.create(created(listed, lb)) == []
 
 
+# kube-router announces a Service's cluster or external address to the site's routers over BGP when the Service asks,
+# so a team given neither node ports nor load balancers is reached from outside the cluster; OpenELB hands a
+# LoadBalancer Service the address or address pool (Eip) it names, or exposes it through a node proxy.
+SERVICE_ATTACKS = {
+    "kube-router.io/service.advertise.clusterip": ("ClusterIP", "true"),
+    "kube-router.io/service.advertise.externalip": ("ClusterIP", "true"),
+    "eip.openelb.kubesphere.io/v1alpha1": ("LoadBalancer", "192.168.10.5"),
+    "eip.openelb.kubesphere.io/v1alpha2": ("LoadBalancer", "platform-eip"),
+    "node-proxy.openelb.kubesphere.io/type": ("LoadBalancer", "deployment"),
+}
+
+
+@pytest.mark.parametrize("key", sorted(SERVICE_ATTACKS))
+def test_kube_router_and_openelb_keys_are_refused_unless_listed(team, key):
+    kind, value = SERVICE_ATTACKS[key]
+    annotated = service(type="LoadBalancer", allocateLoadBalancerNodePorts=False) if kind == "LoadBalancer" \
+        else service()
+    annotated["metadata"]["annotations"] = {key: value}
+    holder = allowing(team, load_balancers=int(kind == "LoadBalancer"), load_balancer_annotations=())
+    assert rules(holder.create(created(holder, annotated))) == {"service-load-balancer-annotations"}
+    listed = allowing(holder, load_balancer_annotations=(key,))
+    assert listed.create(created(listed, annotated)) == []
+
+
 # --- the keys are the plugins' own ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("repository, tag", [(repository, tag) for repository in (MULTUS, SPIDERPOOL, ANTREA)
+@pytest.mark.parametrize("repository, tag", [(repository, tag)
+                                             for repository in (MULTUS, SPIDERPOOL, ANTREA, OVN_KUBERNETES)
                                              for tag in MIRRORED_TAGS[repository]])
 def test_every_key_a_network_plugin_names_is_in_a_reserved_space(repository, tag):
-    keys = named_keys(repository, mirrored_tag(repository, tag))
+    keys = named_keys(repository, mirrored_tag(repository, tag), CODE_PATHS.get(repository, ("pkg", "cmd")))
     assert keys
     assert sorted(key for key in keys if not re.match(RESERVED_KEY_PATTERN, key) and key not in NOT_POD_KEYS) \
         == []
@@ -142,3 +178,32 @@ def test_every_key_space_of_cilium_is_reserved(tag):
     # Older releases name their Service and LB IPAM keys under io.cilium/ only (the two newer prefixes came later).
     service_prefixes = {prefixes[name] for name in ("Prefix", "ServicePrefix", "LBIPAMPrefix") if name in prefixes}
     assert {f"{prefix}/" for prefix in service_prefixes} <= set(LOAD_BALANCER_PREFIXES)
+
+
+# Service labels an implementation reads (the policy judges the load balancers' annotations, not labels), with why
+# a tenant's own is harmless.
+HARMLESS_SERVICE_LABELS = {
+    "eip.openelb.kubesphere.io/v1alpha2": "OpenELB's record of the Eip it allocated from: its speaker announces only "
+                                          "the Service's status addresses that lie in that Eip, which its controller "
+                                          "allocated",
+    **OWN_SERVICE_ONLY,
+}
+
+
+@pytest.mark.parametrize("repository, tag", [(repository, tag) for repository in (KUBE_ROUTER, OPENELB)
+                                             for tag in MIRRORED_TAGS[repository]])
+def test_every_key_kube_router_and_openelb_read_of_a_service_is_judged(repository, tag):
+    """Each reads a Service's annotations by constants of its own (kube-router's shouldAdvertiseService takes the key
+    as a parameter, from constants at its call sites): each is under a judged prefix. A label either reads is one
+    listed here as harmless."""
+    tag = mirrored_tag(repository, tag)
+    constants = key_names(repository, tag, KEY)
+    annotations = looked_up(repository, tag, objects="svc|service", metadata="Annotations")
+    if "annotation" in annotations:
+        calls = code_lines(repository, tag, r"shouldAdvertiseService\(")
+        annotations = (annotations - {"annotation"}) | {
+            argument for line in calls for argument in re.findall(r"shouldAdvertiseService\(\w+, *(\w+)", line)}
+    labels = looked_up(repository, tag, objects="svc|service", metadata="Labels")
+    judged = {constants.get(name, name) for name in annotations}
+    assert judged and all(key.startswith(LOAD_BALANCER_PREFIXES) for key in judged), sorted(judged)
+    assert {constants.get(name, name) for name in labels} <= set(HARMLESS_SERVICE_LABELS)
