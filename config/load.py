@@ -21,6 +21,7 @@ from config.dns_guarantee import check_dns_fits_queues
 from config.errors import ConfigError, ConfigIssue
 from config.eks_support import eks_support_warnings
 from config.gpu_pool_capacity import gpu_pool_warnings
+from config.host_networking import networking_warnings
 from config.hosts import HOST_KIND_FACTS, host_profile
 from config.image_volumes import check_image_volumes
 from config.isolation import check_isolation, isolation_warnings, pin_teams, with_isolation
@@ -305,6 +306,8 @@ def _warnings(platform: Platform) -> list[str]:
                 f"GPU node group {group} uses the time-sliced profile while kaiScheduler.gpuSharing is "
                 "on: KAI fractions on top of time-slicing oversubscribe the same card.")
     existing = platform.cluster.kubeconfig
+    if existing is not None:
+        warnings += networking_warnings(existing.networking)
     if existing is not None and not existing.dns_stated and any(team.vcluster.network_policy
                                                                 for team in platform.teams):
         warnings.append(

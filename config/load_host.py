@@ -12,6 +12,7 @@ from typing import Optional
 from config import versions
 from config.key_types import Boolean, Check, Integer, Quantity, StringList, StringMap, Text, quantity_value
 from config.keys import REQUIRED, Block, Condition, Key
+from config.host_networking import IMPLEMENTATION_NAME, JUDGED
 from config.load_operators import GPU_OPERATOR_FLOOR_REASON
 from config.load_eks import EKS, read_eks
 from config.model import CiSettings, Cluster
@@ -173,6 +174,14 @@ KUBECONFIG = Block(title="an existing cluster", intro="The `kubeconfig` secret i
                 "tenant call another team's virtual API server (the plan warns)."),
     Key("dns", HOST_DNS, {}, "Where the host's DNS answers: Service, pods, port, node-local addresses.",
         default_note="kube-system/kube-dns, pods k8s-app: kube-dns on 53"),
+    Key("networking", StringList(form="implementation names", checks=(IMPLEMENTATION_NAME,)), None,
+        "The cluster's network plugins and load-balancer implementations.", example="[cilium, kube-vip]",
+        default_note="none stated: the plan warns",
+        details="vCluster copies a tenant's pod and Service labels and annotations to the host, where these read "
+                "some of them (an address, an address pool, a gateway, an announcement to the routers). The host "
+                "policies judge the keys of " + ", ".join(f"`{name}`" for name in JUDGED) + "; the plan warns of "
+                "any other name listed, whose keys reach it unjudged, and of a site that lists none. See [the key "
+                "allowlist](security-admission.md#the-key-allowlist)."),
 ))
 
 # Fewer processes and threads than this and honest pods fail: one PyTorch rank with NCCL already starts hundreds of
@@ -275,6 +284,7 @@ def _kubeconfig(section: Section) -> KubeconfigHost:
         kubernetes_version=section.read("kubernetesVersion"),
         dns=_host_dns(section.child("dns")),
         dns_stated=section.has("dns"),
+        networking=section.read("networking"),
     )
 
 

@@ -225,3 +225,6 @@ class KubeconfigHost:
     dns: HostDns = HostDns()
     # Whether the site stated ``dns`` (a warning says what the program assumes when it did not).
     dns_stated: bool = False
+    # The network plugins and load balancers the site says the cluster runs (config/host_networking.py); None: not
+    # stated.
+    networking: Optional[tuple[str, ...]] = None

@@ -149,6 +149,8 @@ MIRRORED_TAGS = {
     "ovn-org/ovn-kubernetes": ("v1.0.0", "v1.1.0-alpha"),
     "cloudnativelabs/kube-router": ("v2.10.0", "v2.11.1"),
     "openelb/openelb": ("v0.5.1", "v0.6.0"),
+    # Flannel reads keys of nodes only (tests/test_host_networking.py).
+    "flannel-io/flannel": ("v0.27.4", "v0.28.9"),
     # The device plugin each accepted GPU Operator release ships (its values' devicePlugin.version): how it names a
     # container's GPUs to the runtime (tests/test_cdi_device_list_contract.py).
     "NVIDIA/k8s-device-plugin": ("v0.17.0", "v0.17.1", "v0.17.2", "v0.17.3", "v0.17.4", "v0.18.0", "v0.18.1", "v0.19.0",

@@ -1,0 +1,76 @@
+"""What an existing (kubeconfig) cluster runs for its pods' network and its load balancers, as the site states it
+(cluster.kubeconfig.networking), and what the host policies judge of each.
+
+vCluster copies a tenant's pod and Service labels and annotations to the host, where the network plugin and the
+load-balancer implementation read some of them: an address, an address pool, a network, a gateway, a BGP
+announcement. The pod policy reserves the key spaces of the implementations below (components/admission_keys.py)
+and the synced-objects policy judges their Service keys (config/load_balancer_keys.py); tests read each one's keys
+from its source (tests/test_network_plugin_keys.py, tests/test_load_balancer_keys.py). The keys of an
+implementation not listed here reach it unjudged, so the plan warns of one a site names, and of a site that names
+none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from config.key_types import Check
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """A network plugin or load-balancer implementation: the key domains it reads of pods (reserved there) and the
+    annotation prefixes it reads of Services (judged by the team's list)."""
+
+    pod_domains: tuple[str, ...] = ()
+    service_prefixes: tuple[str, ...] = ()
+
+
+JUDGED = {
+    "calico": Implementation(pod_domains=("projectcalico.org",)),
+    "cilium": Implementation(pod_domains=("cilium.io", "io.cilium"),
+                             service_prefixes=("lbipam.cilium.io/", "service.cilium.io/", "io.cilium/")),
+    "antrea": Implementation(pod_domains=("antrea.io",),
+                             service_prefixes=("service.antrea.io/", "nodeportlocal.antrea.io/")),
+    "multus": Implementation(pod_domains=("cncf.io", "multus-cni.io")),
+    "spiderpool": Implementation(pod_domains=("spidernet.io",)),
+    "ovn-kubernetes": Implementation(pod_domains=("ovn.org",)),
+    "aws-vpc-cni": Implementation(pod_domains=("amazonaws.com",)),
+    # Flannel reads keys of nodes only.
+    "flannel": Implementation(),
+    "kube-router": Implementation(service_prefixes=("kube-router.io/",)),
+    "metallb": Implementation(service_prefixes=("metallb.io/", "metallb.universe.tf/")),
+    "kube-vip": Implementation(service_prefixes=("kube-vip.io/", "development.kube-vip.io/")),
+    "openelb": Implementation(service_prefixes=(
+        "lb.kubesphere.io/", "eip.openelb.kubesphere.io/", "protocol.openelb.kubesphere.io/",
+        "layer2.openelb.kubesphere.io/", "node-proxy.openelb.kubesphere.io/")),
+    "aws-load-balancer-controller": Implementation(service_prefixes=("service.beta.kubernetes.io/",
+                                                                     "service.k8s.aws/")),
+}
+
+IMPLEMENTATION_NAME = Check(
+    "[a-z0-9]([-a-z0-9]*[a-z0-9])?",
+    "is not an implementation name (lowercase letters, digits and '-')",
+    "name each as its project does, e.g. [calico, metallb]; the judged ones: " + ", ".join(JUDGED))
+
+
+def networking_warnings(networking: Optional[tuple[str, ...]]) -> list[str]:
+    """A kubeconfig site that does not say what its network plugin and load balancer are, or names one whose keys
+    the host policies do not judge (``networking`` is None when the site did not state it)."""
+    judged = ", ".join(JUDGED)
+    if networking is None:
+        return [
+            "cluster.kubeconfig.networking is not set: the host policies judge the pod and Service keys of "
+            f"{judged}; another network plugin or load balancer the cluster runs reads a tenant's keys unjudged "
+            "(an address, an address pool, a gateway, an announcement to the routers). State what the cluster runs, "
+            "e.g. networking: [calico, metallb]."]
+    unknown = [name for name in networking if name not in JUDGED]
+    if not unknown:
+        return []
+    return [
+        f"cluster.kubeconfig.networking names {', '.join(unknown)}, whose keys of pods and Services the host "
+        f"policies do not judge (they judge those of {judged}): a tenant's pods and Services reach "
+        f"{'it' if len(unknown) == 1 else 'them'} with any key vCluster copies to the host. Read which keys "
+        f"{'it reads' if len(unknown) == 1 else 'they read'} before giving teams this cluster "
+        "(docs/security-admission.md, The key allowlist)."]
