@@ -88,5 +88,6 @@ def test_flannel_reads_keys_of_nodes_only(tag):
     """Flannel reads its backend's settings from each node's annotations, and no label or annotation of a pod or a
     Service."""
     lines = code_lines(FLANNEL, mirrored_tag(FLANNEL, tag), r"(Annotations|Labels)(\(\))?\[", (".",))
-    owners = {owner for line in lines for owner in re.findall(r"(\w+)\.(?:Get)?(?:Annotations|Labels)(?:\(\))?\[", line)}
+    lookup = r"(\w+)\.(?:Get)?(?:Annotations|Labels)(?:\(\))?\["
+    owners = {owner for line in lines for owner in re.findall(lookup, line)}
     assert owners and owners <= {"n", "o", "node"}, sorted(owners)
