@@ -20,7 +20,7 @@ import pytest
 from components.admission_keys import RESERVED_KEY_PATTERN
 from config.load_balancer_keys import LOAD_BALANCER_PREFIXES, NODE_PORT_LOCAL_PREFIX
 from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, git, mirrored_tag
-from tests.go_source import KEY, code_lines, key_names, looked_up, named_keys
+from tests.go_source import KEY, code_lines, key_names, looked_up, named_keys, string_constants
 from tests.tenant_sim import Tenant, tenant_of
 from tests.test_admission_attacks import on_kai, rules as pod_rules
 from tests.test_synced_objects_admission import (  # noqa: F401 (legal, nlp: fixtures)
@@ -42,6 +42,9 @@ NOT_POD_KEYS = {
 OWN_SERVICE_ONLY = {
     "service.kubernetes.io/service-proxy-name": "a label kube-proxy and Antrea's proxy read to leave the Service to "
                                                 "another proxy: the team's own Service goes unserved",
+    "k8s.ovn.org/unidled-at": "OVN-Kubernetes' record of when it last woke the Service from idling (OpenShift's "
+                              "idling): it rejects traffic to the team's own idled Service without endpoints",
+    "*/idled-at": "any key ending so marks the Service idled, with the same effect on the team's own Service",
 }
 
 # --- the attacks -----------------------------------------------------------------------------------------------
@@ -207,3 +210,16 @@ def test_every_key_kube_router_and_openelb_read_of_a_service_is_judged(repositor
     judged = {constants.get(name, name) for name in annotations}
     assert judged and all(key.startswith(LOAD_BALANCER_PREFIXES) for key in judged), sorted(judged)
     assert {constants.get(name, name) for name in labels} <= set(HARMLESS_SERVICE_LABELS)
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[OVN_KUBERNETES])
+def test_every_key_ovn_kubernetes_reads_of_a_service_acts_on_that_service_only(tag):
+    """OVN-Kubernetes reads a Service's annotations for idling only (unidling/unidled_annotation_controller.go): a
+    key it names, or any key ending in the suffix it matches."""
+    tag = mirrored_tag(OVN_KUBERNETES, tag)
+    paths = CODE_PATHS[OVN_KUBERNETES]
+    names = string_constants(OVN_KUBERNETES, tag, r"[a-z0-9./-]+", paths)
+    read = looked_up(OVN_KUBERNETES, tag, paths, objects="svc|service|oldSvc|newSvc", metadata="Annotations")
+    assert read and {"k8s.ovn.org" + names["UnidledAtSuffix"] if name == "UnidledAtAnnotation" else name
+                     for name in read} <= set(OWN_SERVICE_ONLY)
+    assert "*" + names["IdledAtSuffix"] in OWN_SERVICE_ONLY
