@@ -45,6 +45,8 @@ JUDGED = {
     "openelb": Implementation(service_prefixes=(
         "lb.kubesphere.io/", "eip.openelb.kubesphere.io/", "protocol.openelb.kubesphere.io/",
         "layer2.openelb.kubesphere.io/", "node-proxy.openelb.kubesphere.io/")),
+    # The AWS cloud provider (a self-managed cluster on EC2) and the AWS Load Balancer Controller.
+    "aws-cloud-provider": Implementation(service_prefixes=("service.beta.kubernetes.io/",)),
     "aws-load-balancer-controller": Implementation(service_prefixes=("service.beta.kubernetes.io/",
                                                                      "service.k8s.aws/")),
 }

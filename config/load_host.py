@@ -174,7 +174,7 @@ KUBECONFIG = Block(title="an existing cluster", intro="The `kubeconfig` secret i
                 "tenant call another team's virtual API server (the plan warns)."),
     Key("dns", HOST_DNS, {}, "Where the host's DNS answers: Service, pods, port, node-local addresses.",
         default_note="kube-system/kube-dns, pods k8s-app: kube-dns on 53"),
-    Key("networking", StringList(form="implementation names", checks=(IMPLEMENTATION_NAME,)), None,
+    Key("networking", StringList(non_empty=True, form="implementation names", checks=(IMPLEMENTATION_NAME,)), None,
         "The cluster's network plugins and load-balancer implementations.", example="[cilium, kube-vip]",
         default_note="none stated: the plan warns",
         details="vCluster copies a tenant's pod and Service labels and annotations to the host, where these read "

@@ -57,7 +57,7 @@ def test_committed_hosts_of_other_kinds_are_not_asked():
 
 
 @pytest.mark.parametrize("networking, words", [(["Cilium"], "is not an implementation name"),
-                                               ("cilium", "expected a list of strings")])
+                                               ("cilium", "expected a list of strings"), ([], "must not be empty")])
 def test_a_malformed_list_is_refused_naming_key_value_and_fix(networking, words):
     with pytest.raises(ConfigError) as refused:
         platform_of(site(networking), "test")
