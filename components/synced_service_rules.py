@@ -16,7 +16,7 @@ from typing import Sequence
 from components.admission_metadata import unchanged_from_old
 from components.synced_rule_parts import CANONICAL_IPV4, absent as _absent, kind_rule as _rule, meta_of as _meta
 from components.tenant_access import EXTERNAL_DNS_PREFIX
-from config.load_balancer_keys import LOAD_BALANCER_PREFIXES, NODE_PORT_LOCAL_PREFIX
+from config.load_balancer_keys import LOAD_BALANCER_PREFIXES, LOAD_BALANCER_SUFFIXES, NODE_PORT_LOCAL_PREFIX
 from config.model import Team
 
 
@@ -57,13 +57,15 @@ def load_balancer_annotation_rule(team: Team) -> dict:
     as Cilium reads some on a ClusterIP Service too (service.cilium.io/global: in a ClusterMesh, the Service's
     endpoints join those of the Service of the same namespace and name in the other clusters)."""
     allowed = team.vcluster.services
-    governed = " || ".join(f"key.startsWith('{prefix}')" for prefix in LOAD_BALANCER_PREFIXES)
+    governed = " || ".join([*(f"key.startsWith('{prefix}')" for prefix in LOAD_BALANCER_PREFIXES),
+                            *(f"key.endsWith('{suffix}')" for suffix in LOAD_BALANCER_SUFFIXES)])
     listed = ", ".join(allowed.load_balancer_annotations) or "none"
     return _rule(
         "service-load-balancer-annotations", ("Service",),
         f"{_meta('object', 'annotations')}.all(key, !({governed}) || "
         f"key in {list(allowed.load_balancer_annotations)} || {kept_on_update('annotations', 'key')})",
-        f"of the load-balancer annotations (keys under {', '.join(LOAD_BALANCER_PREFIXES)}), team "
+        f"of the load-balancer annotations (keys under {', '.join(LOAD_BALANCER_PREFIXES)} and keys ending in "
+        f"{', '.join(LOAD_BALANCER_SUFFIXES)}), team "
         f"{team.name}'s Services, of any type, may carry only those config vcluster.services.loadBalancerAnnotations "
         f"lists: {listed}; the others hand the team something of the account or the network (an address, subnet, "
         "security group, certificate, log bucket, address pool, cost tag or a node's network interface) or, on a "

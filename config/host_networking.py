@@ -21,10 +21,12 @@ from config.key_types import Check
 @dataclass(frozen=True)
 class Implementation:
     """A network plugin or load-balancer implementation: the key domains it reads of pods (reserved there) and the
-    annotation prefixes it reads of Services (judged by the team's list)."""
+    annotation keys it reads of Services (judged by the team's list)."""
 
     pod_domains: tuple[str, ...] = ()
     service_prefixes: tuple[str, ...] = ()
+    # Service keys it builds from a name, judged by how they end.
+    service_suffixes: tuple[str, ...] = ()
 
 
 JUDGED = {
@@ -36,6 +38,9 @@ JUDGED = {
     "multus": Implementation(pod_domains=("cncf.io", "multus-cni.io")),
     "spiderpool": Implementation(pod_domains=("spidernet.io",)),
     "ovn-kubernetes": Implementation(pod_domains=("ovn.org",)),
+    # kube-ovn's pod keys are under ovn.kubernetes.io, which the kubernetes.io reservation holds.
+    "kube-ovn": Implementation(pod_domains=("kubernetes.io",), service_prefixes=("ovn.kubernetes.io/",),
+                               service_suffixes=(".kubernetes.io/logical_switch",)),
     "aws-vpc-cni": Implementation(pod_domains=("amazonaws.com",)),
     # Flannel reads keys of nodes only.
     "flannel": Implementation(),

@@ -36,7 +36,13 @@ LOAD_BALANCER_PREFIXES = (
     # OpenELB: the address or address pool (Eip) a Service names, the protocol and the node proxy that announce it.
     "lb.kubesphere.io/", "eip.openelb.kubesphere.io/", "protocol.openelb.kubesphere.io/",
     "layer2.openelb.kubesphere.io/", "node-proxy.openelb.kubesphere.io/",
+    # kube-ovn: a ClusterIP announced over BGP, the VPC or subnet whose load balancer carries the Service, external
+    # addresses from a subnet, the network its load-balancer pods attach to.
+    "ovn.kubernetes.io/",
 )
+# Keys judged by how they end, for implementations that build them from a name: kube-ovn reads
+# <network provider>.kubernetes.io/logical_switch for the subnet of its load-balancer pods' attached network.
+LOAD_BALANCER_SUFFIXES = (".kubernetes.io/logical_switch",)
 # Antrea's NodePortLocal: a Service annotated under it has every node running one of its pods forward a port of
 # the node's own to that pod, whatever the team's node ports (components/synced_service_rules.py).
 NODE_PORT_LOCAL_PREFIX = "nodeportlocal.antrea.io/"
@@ -70,10 +76,11 @@ AWS_PLATFORM_KEYS = {AWS_PREFIX + key: reason for key, reason in {
 
 # A key under one of the prefixes: the name part as Kubernetes writes one (alphanumerics, '-', '_', '.').
 _UNDER_A_PREFIX = "(" + "|".join(re.escape(prefix) for prefix in LOAD_BALANCER_PREFIXES) + ")"
+_WITH_A_SUFFIX = "[a-z0-9]([-a-z0-9.]*[a-z0-9])?(" + "|".join(map(re.escape, LOAD_BALANCER_SUFFIXES)) + ")"
 LOAD_BALANCER_KEY = Check(
-    _UNDER_A_PREFIX + "[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?",
-    "is not a load-balancer annotation key: only keys under " + ", ".join(LOAD_BALANCER_PREFIXES) + " are judged "
-    "(any other key passes without being listed)",
+    f"{_UNDER_A_PREFIX}[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?|{_WITH_A_SUFFIX}",
+    "is not a load-balancer annotation key: only keys under " + ", ".join(LOAD_BALANCER_PREFIXES) + " and keys "
+    "ending in " + ", ".join(LOAD_BALANCER_SUFFIXES) + " are judged (any other key passes without being listed)",
     "list full keys such as service.beta.kubernetes.io/aws-load-balancer-ssl-cert")
 # spec.loadBalancerClass as the API server takes it: a label-style key with a DNS prefix.
 LOAD_BALANCER_CLASS = Check(

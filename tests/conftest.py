@@ -145,10 +145,12 @@ MIRRORED_TAGS = {
     "antrea-io/antrea": ("v2.6.3", "v2.7.0"),
     "k8snetworkplumbingwg/multus-cni": ("v4.2.4", "v4.3.0"),
     "spidernet-io/spiderpool": ("v1.1.2", "v1.2.2"),
-    # ... OVN-Kubernetes (OpenShift's network plugin), kube-router and OpenELB (tests/test_network_plugin_keys.py).
+    # ... OVN-Kubernetes (OpenShift's network plugin), kube-router, OpenELB and kube-ovn
+    # (tests/test_network_plugin_keys.py).
     "ovn-org/ovn-kubernetes": ("v1.0.0", "v1.1.0-alpha"),
     "cloudnativelabs/kube-router": ("v2.10.0", "v2.11.1"),
     "openelb/openelb": ("v0.5.1", "v0.6.0"),
+    "kubeovn/kube-ovn": ("v1.15.24", "v1.16.2"),
     # Flannel reads keys of nodes only (tests/test_host_networking.py).
     "flannel-io/flannel": ("v0.27.4", "v0.28.9"),
     # The device plugin each accepted GPU Operator release ships (its values' devicePlugin.version): how it names a

@@ -14,7 +14,7 @@ import pytest
 from components.admission_keys import RESERVED_DOMAINS, RESERVED_KEY_PATTERN, RESERVED_KEY_STARTS
 from config import ConfigError
 from config.host_networking import JUDGED
-from config.load_balancer_keys import LOAD_BALANCER_PREFIXES, NODE_PORT_LOCAL_PREFIX
+from config.load_balancer_keys import LOAD_BALANCER_PREFIXES, LOAD_BALANCER_SUFFIXES, NODE_PORT_LOCAL_PREFIX
 from ops.sites import platform_of
 from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, mirrored_tag
 from tests.go_source import code_lines
@@ -72,6 +72,7 @@ def test_what_each_judged_implementation_reads_is_what_the_policies_hold():
             assert re.match(RESERVED_KEY_PATTERN, f"{domain}/name") or re.match(RESERVED_KEY_PATTERN, f"{domain}.name")
         for prefix in implementation.service_prefixes:
             assert prefix in LOAD_BALANCER_PREFIXES or prefix == NODE_PORT_LOCAL_PREFIX, (name, prefix)
+        assert set(implementation.service_suffixes) <= set(LOAD_BALANCER_SUFFIXES), name
 
 
 def test_every_network_plugin_space_and_load_balancer_prefix_belongs_to_a_judged_implementation():
@@ -79,8 +80,9 @@ def test_every_network_plugin_space_and_load_balancer_prefix_belongs_to_a_judged
     runs it warned for nothing, or one that names it unwarned for the wrong reason."""
     domains = {domain for implementation in JUDGED.values() for domain in implementation.pod_domains}
     prefixes = {prefix for implementation in JUDGED.values() for prefix in implementation.service_prefixes}
+    suffixes = {suffix for implementation in JUDGED.values() for suffix in implementation.service_suffixes}
     assert set(RESERVED_DOMAINS) - set(NOT_NETWORKING) <= domains
-    assert set(LOAD_BALANCER_PREFIXES) <= prefixes
+    assert set(LOAD_BALANCER_PREFIXES) <= prefixes and set(LOAD_BALANCER_SUFFIXES) <= suffixes
 
 
 @pytest.mark.parametrize("tag", MIRRORED_TAGS[FLANNEL])

@@ -18,10 +18,11 @@ import re
 import pytest
 
 from components.admission_keys import RESERVED_KEY_PATTERN
-from config.load_balancer_keys import LOAD_BALANCER_PREFIXES, NODE_PORT_LOCAL_PREFIX
+from config.errors import ConfigError
+from config.load_balancer_keys import LOAD_BALANCER_PREFIXES, LOAD_BALANCER_SUFFIXES, NODE_PORT_LOCAL_PREFIX
 from tests.conftest import MIRRORED_TAGS, dev_config, eks_config, git, mirrored_tag
 from tests.go_source import KEY, code_lines, key_names, looked_up, named_keys, string_constants
-from tests.tenant_sim import Tenant, tenant_of
+from tests.tenant_sim import Tenant, platform_of, tenant_of
 from tests.test_admission_attacks import on_kai, rules as pod_rules
 from tests.test_synced_objects_admission import (  # noqa: F401 (legal, nlp: fixtures)
     Synced, allowing, created, legal, nlp, rules, service)
@@ -29,6 +30,7 @@ from tests.test_synced_objects_admission import (  # noqa: F401 (legal, nlp: fix
 MULTUS, SPIDERPOOL, ANTREA, CILIUM = ("k8snetworkplumbingwg/multus-cni", "spidernet-io/spiderpool", "antrea-io/antrea",
                                       "cilium/cilium")
 OVN_KUBERNETES, KUBE_ROUTER, OPENELB = "ovn-org/ovn-kubernetes", "cloudnativelabs/kube-router", "openelb/openelb"
+KUBE_OVN = "kubeovn/kube-ovn"
 # Where each plugin keeps its Go code.
 CODE_PATHS = {OVN_KUBERNETES: ("go-controller/pkg", "go-controller/cmd")}
 # Strings the key search finds in a plugin's code that are no key of a pod, with what they are.
@@ -117,20 +119,26 @@ def test_antreas_load_balancer_keys_are_refused_unless_listed(team, key):
     assert listed.create(created(listed, lb)) == []
 
 
-# kube-router announces a Service's cluster or external address to the site's routers over BGP when the Service asks,
-# so a team given neither node ports nor load balancers is reached from outside the cluster; OpenELB hands a
-# LoadBalancer Service the address or address pool (Eip) it names, or exposes it through a node proxy.
+# kube-router and kube-ovn announce a Service's cluster or external address to the site's routers over BGP when the
+# Service asks, so a team given neither node ports nor load balancers is reached from outside the cluster; OpenELB
+# hands a LoadBalancer Service the address or address pool (Eip) it names, or exposes it through a node proxy.
 SERVICE_ATTACKS = {
     "kube-router.io/service.advertise.clusterip": ("ClusterIP", "true"),
     "kube-router.io/service.advertise.externalip": ("ClusterIP", "true"),
     "eip.openelb.kubesphere.io/v1alpha1": ("LoadBalancer", "192.168.10.5"),
     "eip.openelb.kubesphere.io/v1alpha2": ("LoadBalancer", "platform-eip"),
     "node-proxy.openelb.kubesphere.io/type": ("LoadBalancer", "deployment"),
+    # kube-ovn: the cluster address announced over BGP, the Service put on the load balancer of the platform's VPC or
+    # another team's subnet, its load-balancer pods attached to a subnet of the site's external network.
+    "ovn.kubernetes.io/bgp": ("ClusterIP", "true"),
+    "ovn.kubernetes.io/vpc": ("ClusterIP", "platform-vpc"),
+    "ovn.kubernetes.io/logical_switch": ("ClusterIP", "team-vision-subnet"),
+    "lb-svc-attachment.kube-system.kubernetes.io/logical_switch": ("LoadBalancer", "external-uplink"),
 }
 
 
 @pytest.mark.parametrize("key", sorted(SERVICE_ATTACKS))
-def test_kube_router_and_openelb_keys_are_refused_unless_listed(team, key):
+def test_kube_router_openelb_and_kube_ovn_keys_are_refused_unless_listed(team, key):
     kind, value = SERVICE_ATTACKS[key]
     annotated = service(type="LoadBalancer", allocateLoadBalancerNodePorts=False) if kind == "LoadBalancer" \
         else service()
@@ -223,3 +231,31 @@ def test_every_key_ovn_kubernetes_reads_of_a_service_acts_on_that_service_only(t
     assert read and {"k8s.ovn.org" + names["UnidledAtSuffix"] if name == "UnidledAtAnnotation" else name
                      for name in read} <= set(OWN_SERVICE_ONLY)
     assert "*" + names["IdledAtSuffix"] in OWN_SERVICE_ONLY
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[KUBE_OVN])
+def test_every_key_kube_ovn_reads_of_a_service_is_judged(tag):
+    """kube-ovn reads a Service's annotations by constants of its own, and for its load-balancer pods by a key built
+    from the network provider's name (LogicalSwitchAnnotationTemplate): each is under a judged prefix or ends in a
+    judged suffix."""
+    tag = mirrored_tag(KUBE_OVN, tag)
+    constants = string_constants(KUBE_OVN, tag, r"[A-Za-z0-9%._/-]+")
+    read = looked_up(KUBE_OVN, tag, objects="svc|service|oldSvc|newSvc", metadata="Annotations")
+    built = {line.split(":=")[0].strip(): template for line in code_lines(KUBE_OVN, tag, r":= *fmt\.Sprintf\(util\.")
+             for template in re.findall(r"Sprintf\(util\.(\w+),", line)}
+    keys = {constants[built.get(name, name)] for name in read}
+    assert keys and all(key.startswith(LOAD_BALANCER_PREFIXES) or key.replace("%s", "provider").endswith(
+        LOAD_BALANCER_SUFFIXES) for key in keys), sorted(keys)
+
+
+def test_a_site_may_list_a_built_kube_ovn_key_for_a_team():
+    """The config takes a key ending in a judged suffix as it takes one under a judged prefix."""
+    config = dev_config()
+    key = "lb-svc-attachment.kube-system.kubernetes.io/logical_switch"
+    config["gpu-tenancy:teams"][0]["vcluster"] = {"services": {"loadBalancers": 1, "loadBalancerAnnotations": [key]}}
+    assert platform_of(config).teams[0].vcluster.services.load_balancer_annotations == (key,)
+    config["gpu-tenancy:teams"][0]["vcluster"]["services"]["loadBalancerAnnotations"] = ["example.com/logical_switch"]
+    with pytest.raises(ConfigError) as refused:
+        platform_of(config)
+    assert "is not a load-balancer annotation key" in str(refused.value) and ".kubernetes.io/logical_switch" in str(
+        refused.value)
