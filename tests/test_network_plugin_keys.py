@@ -3,8 +3,10 @@ components/synced_service_rules.py).
 
 vCluster copies a pod's and a Service's labels and annotations to the host, where the network plugin reads some of
 them: a MicroK8s site runs Calico, an EKS site the VPC CNI, and an existing (kubeconfig) cluster may run Cilium,
-Antrea, Multus or Spiderpool. Those keys pick a pod's addresses, address pool, subnet, network devices or cluster
-network, or open ports of the nodes, outside every NetworkPolicy and quota the platform sets; a hostile tenant
+Antrea, Multus, Spiderpool, OVN-Kubernetes or kube-ovn, and kube-router or OpenELB for its Services. Those keys pick
+a pod's addresses, address pool, subnet, network devices or cluster network, make a pod another namespace's egress
+gateway, open ports of the nodes or announce a Service's address to the site's routers, outside every NetworkPolicy
+and quota the platform sets; a hostile tenant
 (cluster-admin inside its vCluster) writes whatever its objects need. Each attack is the pod or Service as vCluster
 syncs it, judged by the policy the program renders. Each plugin's keys are read from its source at the mirrored
 tags, so a key in a new space turns this red instead of passing unjudged.
