@@ -110,20 +110,10 @@ def test_a_service_that_held_node_port_local_keeps_it_while_unchanged(team):
     assert team.update(held, relabelled) == []
 
 
-@pytest.mark.parametrize("key", ("service.antrea.io/external-ip-pool",
-                                 "service.antrea.io/allow-shared-load-balancer-ip"))
-def test_antreas_load_balancer_keys_are_refused_unless_listed(team, key):
-    lb = service(type="LoadBalancer", allocateLoadBalancerNodePorts=False)
-    lb["metadata"]["annotations"] = {key: "platform-pool" if key.endswith("pool") else "true"}
-    with_lb = allowing(team, load_balancers=1, load_balancer_annotations=())
-    assert rules(with_lb.create(created(with_lb, lb))) == {"service-load-balancer-annotations"}
-    listed = allowing(team, load_balancers=1, load_balancer_annotations=(key,))
-    assert listed.create(created(listed, lb)) == []
-
-
 # kube-router and kube-ovn announce a Service's cluster or external address to the site's routers over BGP when the
 # Service asks, so a team given neither node ports nor load balancers is reached from outside the cluster; OpenELB
-# hands a LoadBalancer Service the address or address pool (Eip) it names, or exposes it through a node proxy.
+# hands a LoadBalancer Service the address or address pool (Eip) it names, or exposes it through a node proxy; Antrea
+# the address pool or another Service's address it names.
 SERVICE_ATTACKS = {
     "kube-router.io/service.advertise.clusterip": ("ClusterIP", "true"),
     "kube-router.io/service.advertise.externalip": ("ClusterIP", "true"),
@@ -136,11 +126,14 @@ SERVICE_ATTACKS = {
     "ovn.kubernetes.io/vpc": ("ClusterIP", "platform-vpc"),
     "ovn.kubernetes.io/logical_switch": ("ClusterIP", "team-vision-subnet"),
     "lb-svc-attachment.kube-system.kubernetes.io/logical_switch": ("LoadBalancer", "external-uplink"),
+    # Antrea: its address pool, another Service's address shared.
+    "service.antrea.io/external-ip-pool": ("LoadBalancer", "platform-pool"),
+    "service.antrea.io/allow-shared-load-balancer-ip": ("LoadBalancer", "true"),
 }
 
 
 @pytest.mark.parametrize("key", sorted(SERVICE_ATTACKS))
-def test_kube_router_openelb_and_kube_ovn_keys_are_refused_unless_listed(team, key):
+def test_load_balancer_keys_of_other_implementations_are_refused_unless_listed(team, key):
     kind, value = SERVICE_ATTACKS[key]
     annotated = service(type="LoadBalancer", allocateLoadBalancerNodePorts=False) if kind == "LoadBalancer" \
         else service()
