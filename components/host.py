@@ -9,7 +9,6 @@ the nodes and the storage driver, so no release, hook or Job starts on a cluster
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
@@ -23,7 +22,11 @@ from pulumi_command import local, remote
 from components.eks_network import EksNetwork, EksNetworkArgs
 from components.eks_teardown import tenant_teardown
 from components.gpu_operator import ADDON_CLUSTER_POLICY
-from components.node_pids import eks_node_user_data, remove_kubelet_pids_command, set_kubelet_pids_command
+from components.eks_resources import (
+    EBS_CSI_ADDON, EBS_CSI_POLICY, EBS_CSI_PROVISIONER, EKS_GPU_AMI, EKS_SYSTEM_AMI, NODE_POLICIES,
+    control_plane_log_group, ebs_csi_trust_policy, node_launch_template, service_role,
+)
+from components.node_pids import remove_kubelet_pids_command, set_kubelet_pids_command
 from components.kubernetes_resources import STORAGE_CLASS, KubernetesObject
 from config.certificates import bundle_expiry
 from config.credential_lifetimes import MICROK8S_CERTIFICATES_DIR, MICROK8S_SERVING_CERTIFICATES
@@ -37,18 +40,6 @@ from config.model_host import PID_EVICTION_THRESHOLD, SYSTEM_PID_RESERVE, EksHos
 from config.system_pool_capacity import system_nodes_output
 from config.vocabulary import HOST_COMPONENT, MANAGED_BY, NODE_PROFILE_LABEL
 
-EKS_GPU_AMI = "AL2023_x86_64_NVIDIA"
-EKS_SYSTEM_AMI = "AL2023_x86_64_STANDARD"
-NODE_POLICIES = (
-    "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
-    "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
-    "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
-)
-AL2023_ROOT_DEVICE = "/dev/xvda"
-EBS_CSI_ADDON = "aws-ebs-csi-driver"
-EBS_CSI_ACCOUNT = "ebs-csi-controller-sa"
-EBS_CSI_POLICY = "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy"
-EBS_CSI_PROVISIONER = "ebs.csi.aws.com"
 # `microk8s enable nvidia` returns before its Helm release has necessarily created the ClusterPolicy.
 ADDON_CHECK_ATTEMPTS = 30
 ADDON_CHECK_INTERVAL_SECONDS = 10
@@ -187,11 +178,13 @@ class HostCluster(pulumi.ComponentResource):
             vpc_id, public_subnets, private_subnets = host.vpc_id, list(host.public_subnet_ids), \
                 list(host.private_subnet_ids)
 
-        node_role = _service_role(f"{name}-node-role", "ec2.amazonaws.com", child)
+        node_role = service_role(f"{name}-node-role", "ec2.amazonaws.com", child)
         attachments = [aws.iam.RolePolicyAttachment(f"{name}-node-role-{arn.rsplit('/', 1)[1]}", role=node_role.name,
                                                     policy_arn=arn, opts=child) for arn in NODE_POLICIES]
 
         endpoint = host.api_endpoint
+        logs = host.control_plane_logs
+        log_group = control_plane_log_group(f"{name}-control-plane-logs", host.name, logs, child)
         cluster = eks.Cluster(
             f"{name}-eks",
             name=host.name,
@@ -209,7 +202,9 @@ class HostCluster(pulumi.ComponentResource):
             vpc_cni_options=eks.VpcCniOptionsArgs(enable_network_policy=True),
             # IAM roles for service accounts: the EBS CSI controller's credentials.
             create_oidc_provider=True,
-            opts=child,
+            enabled_cluster_log_types=list(logs.types) or None,
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+                depends_on=[log_group] if log_group is not None else None)),
         )
         group_options = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=attachments))
         sizes = {SYSTEM_POOL: (host.system_node_group.instance_types, host.system_node_group.disk_size,
@@ -225,7 +220,7 @@ class HostCluster(pulumi.ComponentResource):
             labels = dict(pool.labels)
             if sharing_profiles.get(pool.name) is not None:
                 labels[NODE_PROFILE_LABEL] = profile_keys[sharing_profiles[pool.name]]
-            template = _node_launch_template(f"{resource}-template", disk_size, pod_pids_limit, child)
+            template = node_launch_template(f"{resource}-template", disk_size, pod_pids_limit, child)
             node_groups.append(eks.ManagedNodeGroup(
                 resource,
                 cluster=cluster,
@@ -312,54 +307,6 @@ class HostCluster(pulumi.ComponentResource):
             reclaim_policy="Delete",
             opts=pulumi.ResourceOptions(parent=self, provider=self.provider),
         )
-
-
-def _service_role(name: str, service: str, opts: pulumi.ResourceOptions) -> aws.iam.Role:
-    return aws.iam.Role(name, assume_role_policy=json.dumps({
-        "Version": "2012-10-17",
-        "Statement": [{"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}],
-    }), opts=opts)
-
-
-def _node_launch_template(name: str, disk_size: int, pod_pids_limit: int,
-                          opts: pulumi.ResourceOptions) -> aws.ec2.LaunchTemplate:
-    """Node settings EKS' default launch template does not offer.
-
-    Instance metadata needs IMDSv2 tokens and answers one network hop only: host-network
-    agents (VPC CNI, EBS CSI node) still reach it, tenant pods (one hop further, behind the
-    pod network) do not, so they cannot borrow the node role's credentials. A launch template
-    excludes EKS' diskSize, so the root volume is sized here. The user data sets the kubelet's
-    process limits: per pod, a reserve for the system and an eviction threshold
-    (components/node_pids.py); a change makes a new template version, and EKS replaces the
-    group's nodes with ones started from it.
-    """
-    return aws.ec2.LaunchTemplate(
-        name,
-        user_data=eks_node_user_data(pod_pids_limit),
-        metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
-            http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1),
-        block_device_mappings=[aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
-            device_name=AL2023_ROOT_DEVICE,
-            ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
-                volume_size=disk_size, volume_type="gp3", encrypted="true", delete_on_termination="true"),
-        )],
-        opts=opts,
-    )
-
-
-def ebs_csi_trust_policy(oidc_provider_arn: str, oidc_issuer: str) -> str:
-    """Only the EBS CSI controller's service account may assume the driver's role."""
-    issuer = (oidc_issuer or "").removeprefix("https://")
-    return json.dumps({
-        "Version": "2012-10-17",
-        "Statement": [{
-            "Effect": "Allow",
-            "Principal": {"Federated": oidc_provider_arn},
-            "Action": "sts:AssumeRoleWithWebIdentity",
-            "Condition": {"StringEquals": {f"{issuer}:sub": f"system:serviceaccount:kube-system:{EBS_CSI_ACCOUNT}",
-                                           f"{issuer}:aud": "sts.amazonaws.com"}},
-        }],
-    })
 
 
 def addon_operator_check(sudo: str) -> str:

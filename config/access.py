@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Optional
 from urllib.parse import urlparse
 
-from config.key_types import Integer, StringList, StringMap, Text
+from config.key_collections import StringList, StringMap
+from config.key_types import Integer, Text
 from config.keys import Block, Derived, Key
 from config.network_types import NetworkList
 from config.reader import Section

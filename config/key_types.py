@@ -223,6 +223,8 @@ class Number:
 class Integer:
     minimum: Optional[int] = None
     maximum: Optional[int] = None
+    # The only values taken, where a service takes a fixed set rather than a range.
+    choices: Optional[tuple[int, ...]] = None
 
     @property
     def bounds(self) -> str:
@@ -234,7 +236,13 @@ class Integer:
 
     @property
     def fix(self) -> str:
+        if self.choices is not None:
+            return f"set it to one of {self._listed}"
         return f"set it to a whole number {self.bounds}"
+
+    @property
+    def _listed(self) -> str:
+        return ", ".join(map(str, self.choices or ()))
 
     def parse(self, value: object, fix: str) -> int:
         if isinstance(value, float) and value.is_integer() and math.isfinite(value):
@@ -243,13 +251,21 @@ class Integer:
             raise Invalid(f"expected a whole number of at most {LARGEST_NUMBER:g}, got {type_name(value)}", fix)
         if (self.minimum is not None and value < self.minimum) or (self.maximum is not None and value > self.maximum):
             raise Invalid(f"must be {self.bounds}", fix)
+        if self.choices is not None and value not in self.choices:
+            nearest = sorted(self.choices, key=lambda choice: (abs(choice - value), choice))[:2]
+            raise Invalid(f"must be one of {self._listed}",
+                          f"use one of those, e.g. {' or '.join(map(str, sorted(nearest)))}")
         return value
 
     def schema(self) -> dict[str, Any]:
+        if self.choices is not None:
+            return {"type": "integer", "enum": list(self.choices)}
         return {"type": "integer", "minimum": self.minimum if self.minimum is not None else -LARGEST_NUMBER,
                 "maximum": self.maximum if self.maximum is not None else LARGEST_NUMBER}
 
     def shown(self) -> str:
+        if self.choices is not None:
+            return f"integer, one of {self._listed}"
         if self.minimum is not None and self.maximum is not None:
             return f"integer {self.minimum}–{self.maximum}"
         if self.minimum is not None:
@@ -298,103 +314,3 @@ def quantity_value(quantity: str) -> float:
     if number and magnitude > BEYOND_FLOATS:
         return math.inf
     return 0.0 if not number or magnitude < -BEYOND_FLOATS else float(number.scaleb(exponent))
-
-
-@dataclass(frozen=True)
-class StringMap:
-    """Labels and the like: string keys to string values (numbers are written as strings)."""
-
-    fix: ClassVar[str] = "write it as a map of string keys to string values"
-
-    def parse(self, value: object, fix: str) -> dict[str, str]:
-        if not isinstance(value, dict):
-            raise Invalid(f"expected a map, got {type_name(value)}", fix)
-        result: dict[str, str] = {}
-        for key, item in value.items():
-            if not isinstance(key, str) or not isinstance(item, (str, int, float)) or isinstance(item, bool):
-                raise Invalid(f"expected a string value, got {type_name(item)}", "quote the value as a string",
-                              entry=str(key), value=item)
-            result[key] = str(item)
-        return result
-
-    def schema(self) -> dict[str, Any]:
-        return {"type": "object", "additionalProperties": {"type": ["string", "number"]}}
-
-    def shown(self) -> str:
-        return "map string → string"
-
-
-@dataclass(frozen=True)
-class QuantityMap:
-    """A container's ``requests`` or ``limits``: each of the resource ``names`` it may set to a quantity."""
-
-    names: tuple[str, ...]
-    fix: ClassVar[str] = "write it as a map such as {cpu: 500m, memory: 1Gi}"
-
-    def parse(self, value: object, fix: str) -> dict[str, str]:
-        if not isinstance(value, dict):
-            raise Invalid(f"expected a map, got {type_name(value)}", fix)
-        result: dict[str, str] = {}
-        for key, item in value.items():
-            if key not in self.names:
-                raise Invalid(f"is not a resource it can set ({', '.join(self.names)})",
-                              f"use {', '.join(self.names)}", entry=str(key), value=item)
-            try:
-                result[key] = Quantity().parse(item, Quantity.fix)
-            except Invalid as invalid:
-                raise Invalid(invalid.problem, invalid.fix, entry=key, value=item) from None
-        return result
-
-    def schema(self) -> dict[str, Any]:
-        return {"type": "object", "propertyNames": {"enum": list(self.names)},
-                "additionalProperties": Quantity().schema()}
-
-    def shown(self) -> str:
-        return f"map of {', '.join(f'`{name}`' for name in self.names)} → quantity"
-
-
-@dataclass(frozen=True)
-class StringList:
-    """A list of non-empty strings, each passing ``checks``."""
-
-    non_empty: bool = False
-    form: str = "strings"
-    checks: tuple[Check, ...] = ()
-    fix: ClassVar[str] = "write it as a list of strings, e.g. [a, b]"
-
-    def parse(self, value: object, fix: str) -> tuple[str, ...]:
-        if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
-            raise Invalid(f"expected a list of strings, got {type_name(value)}", fix)
-        if self.non_empty and not value:
-            raise Invalid("must not be empty", "list at least one value")
-        for item in value:
-            failed = next((check for check in self.checks if not check.passes(item)), None)
-            if failed is not None:
-                raise Invalid(f"{item!r} {failed.problem}", failed.fix)
-        return tuple(value)
-
-    def schema(self) -> dict[str, Any]:
-        items = string_schema(*(c.schema() for c in self.checks)) if self.checks else {"type": "string", "minLength": 1}
-        return {"type": "array", "items": items, **({"minItems": 1} if self.non_empty else {})}
-
-    def shown(self) -> str:
-        return ("non-empty " if self.non_empty else "") + f"list of {self.form}"
-
-
-@dataclass(frozen=True)
-class AnyMap:
-    """A map the program passes on unread (raw Helm values): only its keys must be strings."""
-
-    fix: ClassVar[str] = "write it as a YAML map"
-
-    def parse(self, value: object, fix: str) -> dict:
-        if not isinstance(value, dict) or not all(isinstance(key, str) for key in value):
-            raise Invalid(f"expected a map with string keys, got {type_name(value)}", fix)
-        return value
-
-    def schema(self) -> dict[str, Any]:
-        return {"type": "object"}
-
-    def shown(self) -> str:
-        return "map"
-

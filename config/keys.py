@@ -15,9 +15,8 @@ from typing import Any, Optional, Union
 
 from config.errors import MISSING
 from config.image_registries import RegistryList
-from config.key_types import (
-    AnyMap, Boolean, Integer, Number, Quantity, StringList, StringMap, Text,
-)
+from config.key_collections import AnyMap, StringList, StringMap
+from config.key_types import Boolean, Integer, Number, Quantity, Text
 from config.version_types import KubernetesVersion, Version
 
 # The default of a key the config must set.

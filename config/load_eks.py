@@ -13,11 +13,12 @@ from typing import Optional
 from config import versions
 from config.errors import MISSING
 from config.hosts import NODE_GROUP_NAME_PREFIX_MAX, PRIVATE_NETWORKS, SYSTEM_POOL, node_group_name_prefix
-from config.key_types import Boolean, Check, Integer, StringList, StringMap, Text, refuse_names
+from config.key_collections import StringList, StringMap
+from config.key_types import Boolean, Check, Integer, Text, refuse_names
 from config.keys import REQUIRED, Block, Derived, Key, ListOf
 from config.model_host import (
-    AUTOSCALERS, CLUSTER_AUTOSCALER, EVERY_ADDRESS, NO_AUTOSCALER, EksApiEndpoint, EksHost, GpuNodeGroup,
-    NodeGroupScaling, SystemNodeGroup,
+    AUTOSCALERS, CLUSTER_AUTOSCALER, EKS_LOG_TYPES, EVERY_ADDRESS, LOG_RETENTION_DAYS, NO_AUTOSCALER,
+    EksApiEndpoint, EksControlPlaneLogs, EksHost, GpuNodeGroup, NodeGroupScaling, SystemNodeGroup,
 )
 from config.network_types import NetworkList
 from config.reader import Section
@@ -104,6 +105,28 @@ API_ENDPOINT = Block(keys=(
                 "program creates has both."),
 ))
 
+CONTROL_PLANE_LOGS = Block(keys=(
+    Key("types", StringList(form="log types", unique=True, checks=(Check(
+            "|".join(EKS_LOG_TYPES), "is not a control plane log type EKS sends",
+            f"use {', '.join(EKS_LOG_TYPES[:-1])} or {EKS_LOG_TYPES[-1]}"),)),
+        EksControlPlaneLogs.types, "The control plane logs EKS sends to CloudWatch Logs; `[]` sends none.",
+        example="[api, audit, authenticator]",
+        details="`audit` records every request to the host's API server: who (each team's vCluster syncer acts under "
+                "its own service account, the platform's `pulumi up` and tools under their IAM identity), what, on "
+                "which object, and the answer; it is the trail of what a team did on the host. `authenticator` "
+                "records which IAM identity each request came from. `api`, `controllerManager` and `scheduler` are "
+                "the components' own logs, for debugging the control plane. CloudWatch charges for what it takes in "
+                "and keeps (a busy host's audit log is gigabytes a day). Without `audit` the plan notes that "
+                "nothing records what happened on the host."),
+    Key("retentionDays", Integer(choices=LOG_RETENTION_DAYS), EksControlPlaneLogs.retention_days,
+        "Days CloudWatch keeps them; `0` keeps them forever.", example="365",
+        details="The program creates the log group EKS writes to (`/aws/eks/<name>/cluster`) before the cluster, "
+                "with this retention: a group EKS creates itself keeps everything forever. `pulumi destroy` leaves "
+                "the group and its logs in place, as EKS does, so the trail outlives the cluster; a site later "
+                "created again under the same `name` takes it over with `pulumi import` "
+                "([operations](operations-running.md))."),
+))
+
 EKS = Block(title="an EKS cluster the program creates", intro="""\
 The program creates an explicit AWS provider for `region`, so your AWS profile's default region is
 ignored. It uses API authentication mode and no default node group, and it turns on the VPC CNI's
@@ -176,6 +199,8 @@ capacity warnings count (× GPUs per instance type, from `config/capacity.py`)."
             "pod without a controller (bare pods, as KAI's examples run) and a tenant may write on any: such pods "
             "keep their nodes. The program does not install the autoscaler or its IAM role.")),
     Key("apiEndpoint", API_ENDPOINT, {}, "Who reaches the cluster's Kubernetes API server."),
+    Key("controlPlaneLogs", CONTROL_PLANE_LOGS, {},
+        "Which control plane logs EKS keeps in CloudWatch, and for how long."),
     Key("systemNodeGroup", SYSTEM_NODE_GROUP, {}, "The CPU node group of the platform's own pods."),
     Key("gpuNodeGroups", ListOf(GPU_NODE_GROUP, empty=(
             "an EKS host needs at least one GPU node group",
@@ -253,7 +278,12 @@ def read_eks(section: Section) -> EksHost:
         ebs_csi_addon_version=addon,
         autoscaler=autoscaler,
         api_endpoint=_api_endpoint(section.child("apiEndpoint"), creates_network=vpc_id is None),
+        control_plane_logs=_control_plane_logs(section.child("controlPlaneLogs")),
     )
+
+
+def _control_plane_logs(section: Section) -> EksControlPlaneLogs:
+    return EksControlPlaneLogs(types=section.read("types") or (), retention_days=section.read("retentionDays"))
 
 
 def _api_endpoint(section: Section, creates_network: bool) -> EksApiEndpoint:

@@ -10,7 +10,8 @@ import ipaddress
 from typing import Optional
 
 from config import versions
-from config.key_types import Boolean, Check, Integer, Quantity, StringList, StringMap, Text, quantity_value
+from config.key_collections import StringList, StringMap
+from config.key_types import Boolean, Check, Integer, Quantity, Text, quantity_value
 from config.keys import REQUIRED, Block, Condition, Key
 from config.host_networking import IMPLEMENTATION_NAME, JUDGED
 from config.load_operators import GPU_OPERATOR_FLOOR_REASON

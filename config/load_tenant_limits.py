@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from config.key_types import Integer, Quantity, StringList
+from config.key_collections import StringList
+from config.key_types import Integer, Quantity
 from config.keys import Block, Derived, Key
 from config.load_balancer_keys import LOAD_BALANCER_CLASS, LOAD_BALANCER_KEY, LOAD_BALANCER_PREFIXES
 from config.model import TenantLimitRange, TenantResourceQuota, TenantServices

@@ -9,7 +9,8 @@ from typing import TypeVar
 from config import versions
 from config.access import ACCESS, read_access
 from config.image_registries import EXAMPLES, RegistryList
-from config.key_types import AnyMap, Boolean, Integer, QuantityMap, StringList, StringMap, Text
+from config.key_collections import AnyMap, QuantityMap, StringList, StringMap
+from config.key_types import Boolean, Integer, Text
 from config.keys import Block, Derived, Key
 from config.load_tenant_limits import (
     DEFAULT_LIMITS, DEFAULT_QUOTA, LIMIT_RANGE, QUOTA_DETAILS, RESOURCE_QUOTA, SERVICES,

@@ -168,6 +168,24 @@ class EksApiEndpoint:
         return self.public_access and EVERY_ADDRESS in self.public_access_cidrs
 
 
+# The control plane logs EKS can send to CloudWatch Logs, and the retention periods CloudWatch takes (0: never
+# expire); tests/test_eks_control_plane_logs.py reads both from the pinned pulumi-eks and pulumi-aws.
+EKS_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922,
+                      3288, 3653, 0)
+
+
+@dataclass(frozen=True)
+class EksControlPlaneLogs:
+    """Which control plane logs EKS sends to CloudWatch Logs, and how many days the log group keeps them."""
+    types: tuple[str, ...] = ("audit", "authenticator")
+    retention_days: int = 90
+
+    def log_group(self, cluster_name: str) -> str:
+        """The log group EKS writes every type to, which it would create with no retention if it did not exist."""
+        return f"/aws/eks/{cluster_name}/cluster"
+
+
 @dataclass(frozen=True)
 class EksHost:
     name: str
@@ -186,6 +204,7 @@ class EksHost:
     # What sizes the node groups: "none" (desiredSize, set by `pulumi up`) or the site's "cluster-autoscaler".
     autoscaler: str = NO_AUTOSCALER
     api_endpoint: EksApiEndpoint = EksApiEndpoint()
+    control_plane_logs: EksControlPlaneLogs = EksControlPlaneLogs()
 
     @property
     def autoscaled(self) -> bool:

@@ -11,7 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from config.key_types import Invalid, StringList
+from config.key_collections import StringList
+from config.key_types import Invalid
 
 
 # A network block's shape (an address of digits, dots, hex and colons, then a prefix length), as the schema checks it.

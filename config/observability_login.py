@@ -14,7 +14,8 @@ from typing import Optional
 from urllib.parse import urlparse
 
 from config.errors import MISSING
-from config.key_types import HTTP_URL_PATTERN, Boolean, Check, StringList, Text
+from config.key_collections import StringList
+from config.key_types import HTTP_URL_PATTERN, Boolean, Check, Text
 from config.keys import Block, Key
 from config.reader import Reader, Section
 

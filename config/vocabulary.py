@@ -100,6 +100,7 @@ AWS_PROVIDER = "pulumi:providers:aws"
 VPC = "aws:ec2/vpc:Vpc"
 SUBNET = "aws:ec2/subnet:Subnet"
 NAT_GATEWAY = "aws:ec2/natGateway:NatGateway"
+LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
 
 # The program's own components (components/*.py).
 HOST_COMPONENT = "gpu-tenancy:platform:HostCluster"

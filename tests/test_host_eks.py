@@ -150,7 +150,7 @@ def test_every_kubernetes_object_waits_for_the_nodes_and_the_storage_driver(eks_
 
 
 def test_eks_installs_the_ebs_csi_driver_with_its_own_irsa_role(eks_run):
-    from components.host import ebs_csi_trust_policy
+    from components.eks_resources import ebs_csi_trust_policy
     from tools.offline.mocks import MOCK_ADDON_VERSION
 
     cluster = eks_run.of_type("eks:index:Cluster")[0]

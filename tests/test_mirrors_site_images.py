@@ -21,7 +21,7 @@ from components.tenant import vcluster_values
 from config import SECRET_KEYS, load_platform, versions
 from config.mirror_registries import deployed_registries
 from config.keys import Block, ListOf
-from config.key_types import AnyMap
+from config.key_collections import AnyMap
 from config.load import STACK_CONFIG
 from config.vcluster_images import (
     CHART_IMAGES, CONTAINER_LISTS, TRANSLATED_IMAGES, UNPULLED_IMAGES, site_images,

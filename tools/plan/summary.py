@@ -14,8 +14,8 @@ import yaml
 from tools.offline.recording import REDACTED
 from config.vocabulary import (
     AWS_PROVIDER, CLUSTER_POLICY_PATCH, COMMANDS, CONFIG_MAP, EKS_CLUSTER, EKS_NODE_GROUP, GPU_OPERATOR_COMPONENT,
-    HOST_COMPONENT, K8S_PROVIDER, NAT_GATEWAY, NODE_PROFILE_LABEL, QUEUE, QUEUE_FIELDS, QUEUE_RESOURCES, RELEASE,
-    SUBNET, VPC,
+    HOST_COMPONENT, K8S_PROVIDER, LOG_GROUP, NAT_GATEWAY, NODE_PROFILE_LABEL, QUEUE, QUEUE_FIELDS, QUEUE_RESOURCES,
+    RELEASE, SUBNET, VPC,
 )
 from tools.charts.values import ChartValues
 from tools.plan.lookup import PlanIndex, dig, topological
@@ -28,6 +28,17 @@ from tools.plan.summary_tenants import cluster_objects_section, tenant_section
 from tools.plan.summary_views import views_section
 
 SUMMARY_FILE = "summary.md"
+
+
+def _control_plane_logs_line(index: PlanIndex, types: list) -> str:
+    if not types:
+        return "- Control plane logs: **none** sent to CloudWatch"
+    groups = [group["inputs"] for group in index.of_type(LOG_GROUP)]
+    kept = ", ".join(f"{code(group.get('name'))}, kept "
+                     f"{'forever' if not group.get('retentionInDays') else str(group['retentionInDays']) + ' days'}"
+                     f"{' and left in place by `pulumi destroy`' if group.get('skipDestroy') else ''}"
+                     for group in groups) or "a log group EKS creates, kept forever"
+    return f"- Control plane logs to CloudWatch: {', '.join(code(kind) for kind in types)}, in {kept}"
 
 
 def _host_section(index: PlanIndex) -> list[str]:
@@ -50,6 +61,7 @@ def _host_section(index: PlanIndex) -> list[str]:
                          f"{code(fmt_num(inputs.get('version', '—')))}, authentication mode "
                          f"{code(inputs.get('authenticationMode', '—'))}, default node group "
                          f"{'skipped' if inputs.get('skipDefaultNodeGroup') else 'created'}")
+            lines.append(_control_plane_logs_line(index, inputs.get("enabledClusterLogTypes") or []))
             vpc = inputs.get("vpcId")
             if vpc is not None and not index.of_type(VPC):
                 lines.append(f"- Existing VPC {code(vpc)}; public subnets: {len(inputs.get('publicSubnetIds') or [])}, "
