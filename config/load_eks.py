@@ -124,7 +124,7 @@ CONTROL_PLANE_LOGS = Block(keys=(
                 "with this retention: a group EKS creates itself keeps everything forever. `pulumi destroy` leaves "
                 "the group and its logs in place, as EKS does, so the trail outlives the cluster; a site later "
                 "created again under the same `name` takes it over with `pulumi import` "
-                "([operations](operations-running.md))."),
+                "([data safety](operations-data.md))."),
 ))
 
 EKS = Block(title="an EKS cluster the program creates", intro="""\
