@@ -78,7 +78,9 @@ def is_number(value: object) -> bool:
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    known = list(known)
+    same_letters = [choice for choice in known if choice.lower() == name.lower()]
+    close = same_letters or difflib.get_close_matches(name, known, n=1, cutoff=0.6)
     return f"did you mean '{close[0]}'?" if close else "remove it"
 
 

@@ -17,7 +17,7 @@ from config.key_collections import StringList, StringMap
 from config.key_types import Boolean, Check, Integer, Text, refuse_names
 from config.keys import REQUIRED, Block, Derived, Key, ListOf
 from config.model_host import (
-    AUTOSCALERS, CLUSTER_AUTOSCALER, EKS_LOG_TYPES, EVERY_ADDRESS, LOG_RETENTION_DAYS, NO_AUTOSCALER,
+    AUTOSCALERS, CLUSTER_AUTOSCALER, EKS_LOG_TYPES, EKS_SUPPORT_TYPES, EVERY_ADDRESS, LOG_RETENTION_DAYS, NO_AUTOSCALER,
     EksApiEndpoint, EksControlPlaneLogs, EksHost, GpuNodeGroup, NodeGroupScaling, SystemNodeGroup,
 )
 from config.network_types import NetworkList
@@ -156,6 +156,15 @@ capacity warnings count (× GPUs per instance type, from `config/capacity.py`)."
                 "its GPU (it would see the GPUs its image's `NVIDIA_VISIBLE_DEVICES` names, every GPU of the node in "
                 "NVIDIA's CUDA images): such a site is refused; pin `gpuOperator.version` "
                 f"{versions.GPU_OPERATOR_NEWEST_ENVVAR_DEVICE_LIST} until the cluster is upgraded."),
+    Key("supportType", Text(choices=EKS_SUPPORT_TYPES), EKS_SUPPORT_TYPES[0],
+        "What EKS does when `kubernetesVersion` leaves its standard support.", example="standard",
+        details="`extended` (EKS's default): the cluster stays on its minor for 12 more months of extended support, "
+                "billed at a higher rate per cluster hour, until EKS moves its control plane on by itself at the "
+                "end; the plan notes a site in that window. `standard`: no extended support, so no extra cost, "
+                "but EKS moves the control plane to the next minor by itself when standard support ends, leaving "
+                "the node groups and this stack on the old one; from that day the plan warns. Either way, upgrade "
+                "before: one minor version per `pulumi up` (the release calendar is in "
+                "[versions](operations-versions.md))."),
     Key("vpcId", Text(), None, "Use an existing VPC.", example="vpc-0abc…", default_note="the program creates a VPC",
         details="If set, `privateSubnetIds` must be set too: the nodes run there. Its CIDR blocks must lie inside "
                 f"{', '.join(PRIVATE_NETWORKS)} (the program cannot read them): tenant pods' public egress leaves out "
@@ -279,6 +288,7 @@ def read_eks(section: Section) -> EksHost:
         autoscaler=autoscaler,
         api_endpoint=_api_endpoint(section.child("apiEndpoint"), creates_network=vpc_id is None),
         control_plane_logs=_control_plane_logs(section.child("controlPlaneLogs")),
+        support_type=section.read("supportType"),
     )
 
 

@@ -186,6 +186,11 @@ class EksControlPlaneLogs:
         return f"/aws/eks/{cluster_name}/cluster"
 
 
+# Whether an EKS cluster stays on its minor in extended support (EKS's default) or is moved on at the end of standard
+# support (cluster.eks.supportType); EKS's own spelling of each is the upper case.
+EKS_SUPPORT_TYPES = ("extended", "standard")
+
+
 @dataclass(frozen=True)
 class EksHost:
     name: str
@@ -205,6 +210,7 @@ class EksHost:
     autoscaler: str = NO_AUTOSCALER
     api_endpoint: EksApiEndpoint = EksApiEndpoint()
     control_plane_logs: EksControlPlaneLogs = EksControlPlaneLogs()
+    support_type: str = EKS_SUPPORT_TYPES[0]
 
     @property
     def autoscaled(self) -> bool:

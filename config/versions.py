@@ -105,6 +105,11 @@ EKS_KUBERNETES_VERSION = "1.36"
 # Minors the calendar did not list yet are missing here (config/eks_support.py judges only those listed).
 EKS_END_OF_EXTENDED_SUPPORT = {"1.30": "2026-07-23", "1.31": "2026-11-26", "1.32": "2027-03-23", "1.33": "2027-07-29",
                                "1.34": "2027-12-02"}
+# The day each leaves standard support, from the same calendar: from then on EKS bills a cluster of that minor at the
+# extended-support rate, or moves its control plane on by itself if the site takes no extended support
+# (cluster.eks.supportType: standard).
+EKS_END_OF_STANDARD_SUPPORT = {"1.30": "2025-07-23", "1.31": "2025-11-26", "1.32": "2026-03-23", "1.33": "2026-07-29",
+                               "1.34": "2026-12-02"}
 # The EKS add-on for EBS volumes has no pin here: its builds differ by Kubernetes version, so the program
 # looks up the newest for the cluster's version when it creates the add-on (cluster.eks.ebsCsiAddonVersion
 # pins one instead).

@@ -60,7 +60,8 @@ def _host_section(index: PlanIndex) -> list[str]:
             lines.append(f"- EKS cluster {code(inputs.get('name', cluster['name']))}: Kubernetes "
                          f"{code(fmt_num(inputs.get('version', '—')))}, authentication mode "
                          f"{code(inputs.get('authenticationMode', '—'))}, default node group "
-                         f"{'skipped' if inputs.get('skipDefaultNodeGroup') else 'created'}")
+                         f"{'skipped' if inputs.get('skipDefaultNodeGroup') else 'created'}, upgrade policy "
+                         f"{code((inputs.get('upgradePolicy') or {}).get('supportType', 'EXTENDED (unset)'))}")
             lines.append(_control_plane_logs_line(index, inputs.get("enabledClusterLogTypes") or []))
             vpc = inputs.get("vpcId")
             if vpc is not None and not index.of_type(VPC):
