@@ -34,7 +34,9 @@ def _takes_extended_support(eks: EksHost) -> bool:
 def _ends(eks: EksHost) -> Mapping[str, str]:
     """The day EKS stops keeping each minor for this site: the end of extended support, or of standard support for a
     site that takes no extended support."""
-    return versions.EKS_END_OF_EXTENDED_SUPPORT if _takes_extended_support(eks) else versions.EKS_END_OF_STANDARD_SUPPORT
+    if _takes_extended_support(eks):
+        return versions.EKS_END_OF_EXTENDED_SUPPORT
+    return versions.EKS_END_OF_STANDARD_SUPPORT
 
 
 def _passed(day: Optional[str], on: date) -> bool:
