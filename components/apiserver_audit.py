@@ -13,7 +13,8 @@ name, response code), never ``Request`` or ``RequestResponse``: those write the 
 Secrets, ConfigMaps and pods' environment into a file on the node. ``RequestReceived`` is left out (each request
 would be written twice, before and after), and so are the health probes and the lease renewals the node and the
 control plane make every few seconds, which would otherwise take most of the log's room. The rotation flags bound
-what it takes of the box's disk, which the tenants share: the API server's own defaults keep 100 files of 100 MB.
+what it takes of the box's disk, which the tenants share: without them the API server keeps every rotated file
+before Kubernetes 1.36, and 100 files of 100 MB from 1.36 on.
 
 tests/test_apiserver_audit.py runs the shell against a scratch args file; tests/test_apiserver_audit_contract.py
 reads the snap's files and the audit API at the mirrored tags.

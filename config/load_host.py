@@ -81,8 +81,8 @@ AUDIT_LOG = Block(keys=(
             "until the box's disk is full)"),
     Key("maxSizeMegabytes", Integer(1, 1024), 100,
         "Size in megabytes at which the log file is rotated (`--audit-log-maxsize`).", example="200",
-        fix="set it to a whole number of megabytes between 1 and 1024 (the API server reads 0 as never rotating: "
-            "one file growing until the box's disk is full)"),
+        fix="set it to a whole number of megabytes between 1 and 1024 (from Kubernetes 1.36 the API server reads 0 "
+            "as never rotating: one file growing until the box's disk is full)"),
 ))
 
 
