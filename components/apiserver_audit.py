@@ -67,7 +67,7 @@ def audit_policy() -> dict:
 
 
 def audit_policy_text() -> str:
-    return ("# Written by gpu-tenancy (cluster.microk8s.auditLog); `pulumi up` writes it again.\n"
+    return ("# Written by gpu-tenancy (cluster.microk8s.auditLog): every pulumi up writes it again.\n"
             + yaml.safe_dump(audit_policy(), sort_keys=False))
 
 
@@ -81,6 +81,13 @@ def audit_flag_lines(settings: AuditLog, policy_file: str = MICROK8S_AUDIT_POLIC
 # drops every quote), the value after "=", a blank or a quote.
 _FLAG_LINES = "^[[:space:]\"']*(" + "|".join(AUDIT_FLAGS) + ")([=\"'[:space:]]|$)"
 _DROP_FLAGS = "-e " + shlex.quote(f"/{_FLAG_LINES}/d")
+
+
+def _one_line(text: str) -> str:
+    """``text`` as a printf format on one line (its newlines as ``\\n``), so the step reads as one command in the
+    plan's review; printf's own escapes and conversions are kept out of it."""
+    assert "%" not in text and "\\" not in text, "the policy would be read as printf's format"
+    return shlex.quote(text.replace("\n", "\\n"))
 
 
 def set_audit_log_command(sudo: str, settings: AuditLog, ready: str, args_file: str = MICROK8S_APISERVER_ARGS,
@@ -98,7 +105,7 @@ def set_audit_log_command(sudo: str, settings: AuditLog, ready: str, args_file: 
     lines = " ".join(shlex.quote(line) for line in audit_flag_lines(settings, policy_file))
     return (f"if ! {sudo}test -s {args_file}; then echo \"{missing}\" >&2; exit 1; fi; "
             f"new=$(mktemp) && policy=$(mktemp) && trap 'rm -f \"$new\" \"$policy\"' EXIT && changed= && "
-            f"printf '%s' {shlex.quote(audit_policy_text())} > \"$policy\" && "
+            f"printf {_one_line(audit_policy_text())} > \"$policy\" && "
             f"{{ {sudo}sed -E {_DROP_FLAGS} -e '$a\\' {args_file} && printf '%s\\n' {lines}; }} > \"$new\" && "
             f"if ! {sudo}cmp -s \"$policy\" {policy_file}; then {sudo}cp \"$policy\" {policy_file} && changed=1; fi && "
             f"if ! {sudo}cmp -s \"$new\" {args_file}; then {sudo}cp \"$new\" {args_file} && changed=1; fi && "

@@ -175,5 +175,5 @@ def test_the_pinned_api_server_loads_the_policy_strictly_and_judges_each_request
     for broken in (audit_policy_text().replace("omitStages", "omitStage"),
                    audit_policy_text().replace("level: Metadata", "level: Everything")):
         policy.write_text(broken)
-        assert subprocess.run([str(binary), str(policy)], input="[]", capture_output=True).returncode == 2
+        assert subprocess.run([str(binary), str(policy)], input="[]", capture_output=True, text=True).returncode == 2
     assert yaml.safe_load(audit_policy_text()) == audit_policy()
