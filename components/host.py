@@ -19,6 +19,7 @@ import pulumi_kubernetes as k8s
 import yaml
 from pulumi_command import local, remote
 
+from components.apiserver_audit import remove_audit_log_command, set_audit_log_command
 from components.eks_network import EksNetwork, EksNetworkArgs
 from components.eks_teardown import tenant_teardown
 from components.gpu_operator import ADDON_CLUSTER_POLICY
@@ -140,8 +141,14 @@ class HostCluster(pulumi.ComponentResource):
         # (no delete in between); destroy takes the flags out again.
         pids = run("pod-pids-limit", set_kubelet_pids_command(sudo, pod_pids_limit, ready),
                    delete=remove_kubelet_pids_command(sudo, ready), after=[hold])
+        audit = []
+        if host.audit_log.enabled:
+            # Before any addon and anything of the platform, so the log holds every request that built the site; after
+            # the process limits, so the two kubelite restarts do not overlap (components/apiserver_audit.py).
+            audit.append(run("apiserver-audit-log", set_audit_log_command(sudo, host.audit_log, ready),
+                             delete=remove_audit_log_command(sudo, ready), after=[pids]))
         # Addons are left enabled on destroy: storage and DNS may serve more than this platform.
-        dns = run("enable-dns", f"{ready} && {sudo}microk8s enable dns", after=[pids])
+        dns = run("enable-dns", f"{ready} && {sudo}microk8s enable dns", after=[pids, *audit])
         storage = run("enable-hostpath-storage", f"{ready} && {sudo}microk8s enable hostpath-storage", after=[dns])
         steps = [storage]
         if host.enable_nvidia_addon:

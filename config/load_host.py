@@ -19,7 +19,8 @@ from config.load_eks import EKS, read_eks
 from config.model import CiSettings, Cluster
 from config.network_types import NetworkList, is_ip_address
 from config.model_host import (
-    DEFAULT_POD_PIDS_LIMIT, PID_EVICTION_THRESHOLD, SYSTEM_PID_RESERVE, HostDns, KubeconfigHost, MicroK8sHost,
+    DEFAULT_POD_PIDS_LIMIT, MICROK8S_AUDIT_LOG_FILE, MICROK8S_AUDIT_POLICY_FILE, PID_EVICTION_THRESHOLD,
+    SYSTEM_PID_RESERVE, AuditLog, HostDns, KubeconfigHost, MicroK8sHost,
 )
 from config.reader import Section
 from config.secrets import Secrets
@@ -57,13 +58,45 @@ def stated_size_keys(whose: str, command: str, examples: tuple[str, str]) -> tup
                 details=details.format(resource="memory", default="64Gi", command=command, less=less)))
 
 
+DEFAULT_AUDIT_LOG = AuditLog()
+AUDIT_LOG = Block(keys=(
+    Key("enabled", Boolean(), DEFAULT_AUDIT_LOG.enabled, "Whether the box's API server keeps an audit log.",
+        example="false",
+        details="Who did what on the host: one JSON line per request (the user or service account, each team's "
+                "vCluster syncer and the platform's own tools included, the verb, resource, namespace, name, source "
+                "address and response code), at level `Metadata`: request and response bodies, which would copy "
+                "tenants' Secrets and pods' environment into the log, are never written. Health probes "
+                "(`/healthz`, `/livez`, `/readyz`, `/version`) and the node's and control plane's lease renewals "
+                f"are left out. The program writes the policy to `{MICROK8S_AUDIT_POLICY_FILE}` and the API server "
+                f"writes the log to `{MICROK8S_AUDIT_LOG_FILE}` (root only); see [running a site]"
+                "(operations-running.md#the-host-api-servers-audit-log). `false` takes the flags and the policy out "
+                "again (kubelite restarts); the log files stay."),
+    Key("maxAgeDays", Integer(1, 3650), DEFAULT_AUDIT_LOG.max_age_days,
+        "Days a rotated log file is kept (`--audit-log-maxage`).", example="90",
+        details="A rotated file older than this is deleted, whatever `maxBackups` allows.",
+        fix="set it to a whole number of days between 1 and 3650 (the API server reads 0 as never deleting by "
+            "age)"),
+    Key("maxBackups", Integer(1, 100), DEFAULT_AUDIT_LOG.max_backups,
+        "Rotated log files kept (`--audit-log-maxbackup`).", example="20",
+        details="With `maxSizeMegabytes` it bounds the disk the log takes on the box, whose disk the tenants' "
+                "pods, images and volumes share: at most (`maxBackups` + 1) × `maxSizeMegabytes`, "
+                f"{DEFAULT_AUDIT_LOG.disk_megabytes / 1000:g} GB by default.",
+        fix="set it to a whole number between 1 and 100 (the API server reads 0 as keeping every rotated file, "
+            "until the box's disk is full)"),
+    Key("maxSizeMegabytes", Integer(1, 1024), DEFAULT_AUDIT_LOG.max_size_megabytes,
+        "Size in megabytes at which the log file is rotated (`--audit-log-maxsize`).", example="200",
+        fix="set it to a whole number of megabytes between 1 and 1024 (from Kubernetes 1.36 the API server reads 0 "
+            "as never rotating: one file growing until the box's disk is full)"),
+))
+
+
 MICROK8S = Block(title="a single GPU machine running MicroK8s", intro="""\
 The program runs the setup steps in order: `snap refresh --hold microk8s`, the kubelet's process limits
-(`cluster.podPidsLimit`), `microk8s enable dns`,
+(`cluster.podPidsLimit`), the API server's audit log (`auditLog`), `microk8s enable dns`,
 `microk8s enable hostpath-storage`, then optionally `microk8s enable nvidia`, then `microk8s config` to
 read the kubeconfig and `cat` of the API server's and the front proxy's certificates to export when they end
 (`hostCertificateExpiry`: MicroK8s issues them for a year and nothing renews them, see docs/operations-running.md, What
-expires). The steps that change the cluster (the process limits and each addon) first wait for
+expires). The steps that change the cluster (the process limits, the audit log and each addon) first wait for
 `microk8s status --wait-ready`.""", keys=(
     Key("host", Text(), None, "The GPU machine to drive over SSH.", example="192.0.2.10",
         default_note="run locally",
@@ -103,6 +136,7 @@ expires). The steps that change the cluster (the process limits and each addon) 
             "its image's `NVIDIA_VISIBLE_DEVICES` names): such a site, or one that does not state its track, is "
             f"refused; pin the operator {versions.GPU_OPERATOR_NEWEST_ENVVAR_DEVICE_LIST} until the box runs "
             f"{versions.MICROK8S_CONTAINERD_CDI_VERSION} or later.")),
+    Key("auditLog", AUDIT_LOG, {}, "The API server's audit log: whether it is kept, and how much of it."),
 ))
 
 
@@ -270,7 +304,13 @@ def _microk8s(section: Section, secrets: Secrets) -> MicroK8sHost:
         kubernetes_version_stated=section.has("kubernetesVersion"),
         cpu=_stated_size(section, "cpu"),
         memory=_stated_size(section, "memory"),
+        audit_log=_audit_log(section.child("auditLog")),
     )
+
+
+def _audit_log(section: Section) -> AuditLog:
+    return AuditLog(enabled=section.read("enabled"), max_age_days=section.read("maxAgeDays"),
+                    max_backups=section.read("maxBackups"), max_size_megabytes=section.read("maxSizeMegabytes"))
 
 
 def _kubeconfig(section: Section) -> KubeconfigHost:

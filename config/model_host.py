@@ -92,6 +92,29 @@ class HostProfile:
     load_balancer_annotations: tuple[str, ...] = ()
 
 
+# Where a MicroK8s box's API server reads the program's audit policy (beside the snap's own admission config in
+# $SNAP_DATA/args, named apart so no file of the site's is overwritten) and writes its audit log ($SNAP_COMMON, which
+# the snap keeps across refreshes; the API server creates the folder, readable by root only).
+MICROK8S_AUDIT_POLICY_FILE = "/var/snap/microk8s/current/args/gpu-tenancy-audit-policy.yaml"
+MICROK8S_AUDIT_LOG_FILE = "/var/snap/microk8s/common/var/log/kube-apiserver/audit.log"
+
+
+@dataclass(frozen=True)
+class AuditLog:
+    """The API server's audit log on a MicroK8s box (``cluster.microk8s.auditLog``; config/load_host.py says what
+    each key means, components/apiserver_audit.py how it is set)."""
+
+    enabled: bool = True
+    max_age_days: int = 30
+    max_backups: int = 10
+    max_size_megabytes: int = 100
+
+    @property
+    def disk_megabytes(self) -> int:
+        """The most the log takes on the box's disk: the file being written and every rotated one kept."""
+        return (self.max_backups + 1) * self.max_size_megabytes
+
+
 @dataclass(frozen=True)
 class MicroK8sHost:
     host: Optional[str]
@@ -108,6 +131,7 @@ class MicroK8sHost:
     # The box's allocatable as the site states it (quantities), for the teams' cpu and memory guarantees.
     cpu: Optional[str] = None
     memory: Optional[str] = None
+    audit_log: AuditLog = AuditLog()
 
     @property
     def remote(self) -> bool:
