@@ -7,10 +7,10 @@ from typing import Optional
 
 from config import versions
 from config.api_endpoint import api_endpoint_notes
+from config.audit_trail import audit_trail_notes
 from config.backing_store import control_plane_shape
 from config.capacity import GPUS_PER_INSTANCE_TYPE, known_gpu_capacity
 from config.control_plane_egress import named_issuer_notes
-from config.control_plane_logs import control_plane_logs_notes
 from config.cpu_memory_capacity import cpu_memory_notes
 from config.eks_support import eks_support_notes
 from config.gpu_pool_pods import gpu_pool_pod_notes
@@ -41,7 +41,7 @@ def review_notes(platform: Platform) -> list[str]:
         notes.append(_site_pids_note(platform.cluster.pod_pids_limit))
     notes += _unchecked_kubernetes_notes(platform.cluster) + _unknown_instance_type_notes(platform.cluster) \
         + _unscaled_bounds_notes(platform.cluster) + api_endpoint_notes(platform.cluster) \
-        + control_plane_logs_notes(platform.cluster) + eks_support_notes(platform.cluster) \
+        + audit_trail_notes(platform.cluster) + eks_support_notes(platform.cluster) \
         + datastore_notes(platform.cluster, platform.teams) + cpu_memory_notes(platform) \
         + gpu_pool_pod_notes(platform) + _policy_compile_notes(len(platform.teams)) \
         + _unbounded_claims_notes(platform) + _unbounded_control_plane_notes(platform) + named_issuer_notes(platform)

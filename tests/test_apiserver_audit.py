@@ -17,6 +17,7 @@ from components.apiserver_audit import (
     audit_policy_text, remove_audit_log_command, set_audit_log_command,
 )
 from config import load_platform
+from config.review_notes import review_notes
 from config.model_host import MICROK8S_AUDIT_LOG_FILE, MICROK8S_AUDIT_POLICY_FILE, AuditLog
 from tests.apiserver_audit_readers import (
     REQUESTS, SNAP_APISERVER_ARGS, AuditBox, audit_flags, flag_values, other_args, policy_level,
@@ -24,6 +25,7 @@ from tests.apiserver_audit_readers import (
 from tests.config_spec import assert_rejected, dev_config as project_dev_config, eks_config as project_eks_config, put
 from tests.conftest import dev_config, run
 from tests.node_pid_readers import READY
+from tests.tenant_sim import platform_of
 from tests.test_image_volumes import kubeconfig_config
 
 KEY = "cluster.microk8s.auditLog"
@@ -241,3 +243,11 @@ def test_an_eks_site_registers_none_its_control_plane_logs_are_amazons(eks_run):
 
 def test_an_existing_cluster_registers_none_its_api_server_is_the_sites():
     assert not any("audit" in resource.name for resource in run(kubeconfig_config()).resources)
+
+
+def test_a_microk8s_site_that_turns_its_audit_log_off_is_told_nothing_records_what_happened():
+    config = dev_config()
+    assert not [note for note in review_notes(platform_of(config)) if "auditLog" in note]
+    config["gpu-tenancy:cluster"]["microk8s"]["auditLog"] = {"enabled": False}
+    [note] = [note for note in review_notes(platform_of(config)) if "auditLog" in note]
+    assert note.startswith("cluster.microk8s.auditLog.enabled is false: nothing records which team's syncer")

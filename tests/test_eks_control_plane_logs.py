@@ -126,3 +126,4 @@ def test_the_plan_summary_shows_what_the_site_keeps_and_where(eks_run):
     assert ("- Control plane logs to CloudWatch: `audit`, `authenticator`, in `/aws/eks/vcluster-gpu/cluster`, "
             "kept 90 days and left in place by `pulumi destroy`") in summary
     assert "- Control plane logs: **none** sent to CloudWatch" in plan_summary(run(with_logs(eks_config(), types=[])))
+
