@@ -120,6 +120,9 @@ MIRRORED_TAGS = {
     # When the Kubernetes provider replaces an object or a Helm release (tools/plan/replacement.py); the newest tag
     # of the snapshot read (its diff.go is unchanged up to July 2026).
     "pulumi/pulumi-kubernetes": ("v4.32.0",),
+    # What eks.Cluster hands the EKS cluster it creates (tests/test_eks_cluster_contract.py); the newest tag of the
+    # snapshot read (the pinned 4.4.0 is not in it).
+    "pulumi/pulumi-eks": ("v4.3.0",),
     # Every MicroK8s track a site may state (cluster.microk8s.kubernetesVersion) that has a release: the containerd
     # each bundles and how it mounts an image volume (config/image_volumes.py), and the certificates it issues and
     # does not renew (config/credential_lifetimes.py).
