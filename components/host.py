@@ -209,8 +209,8 @@ class HostCluster(pulumi.ComponentResource):
             vpc_cni_options=eks.VpcCniOptionsArgs(enable_network_policy=True),
             # IAM roles for service accounts: the EBS CSI controller's credentials.
             create_oidc_provider=True,
-            enabled_cluster_log_types=list(logs.types) or None,
-            # Always stated: a policy left out would keep whatever the cluster has.
+            # Both always stated, none as an empty list: a setting left out could keep whatever the cluster has.
+            enabled_cluster_log_types=list(logs.types),
             upgrade_policy=aws.eks.ClusterUpgradePolicyArgs(support_type=host.support_type.upper()),
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
                 depends_on=[log_group] if log_group is not None else None)),

@@ -81,7 +81,7 @@ def test_a_site_that_sends_no_logs_gets_no_group_and_is_told_nothing_records_wha
     program = run(config)
     assert program.of_type(LOG_GROUP) == []
     cluster = program.of_type(CLUSTER)[0]
-    assert "enabledClusterLogTypes" not in cluster.inputs
+    assert cluster.inputs["enabledClusterLogTypes"] == []
     assert not any(dependency.endswith("::host-control-plane-logs") for dependency in cluster.dependencies)
     assert [note for note in review_notes(platform_of(config)) if "leaves out audit" in note]
 
