@@ -37,7 +37,9 @@ from config.hosts import (
 )
 from config.vocabulary import MICROK8S_ADDON_NAMESPACE
 from config.model import Cluster
-from config.model_host import PID_EVICTION_THRESHOLD, SYSTEM_PID_RESERVE, EksHost, HostProfile, MicroK8sHost
+from config.model_host import (
+    PID_EVICTION_THRESHOLD, STACK_TAG, SYSTEM_PID_RESERVE, EksHost, HostProfile, MicroK8sHost,
+)
 from config.system_pool_capacity import system_nodes_output
 from config.vocabulary import HOST_COMPONENT, MANAGED_BY, NODE_PROFILE_LABEL
 
@@ -174,7 +176,8 @@ class HostCluster(pulumi.ComponentResource):
     def _eks(self, name: str, host: EksHost, profile: HostProfile, profile_keys: dict[str, str],
              pod_pids_limit: int, node_resources: Mapping[str, Mapping[str, int]]):
         # An explicit AWS provider: cluster.eks.region decides, not the operator's ambient profile.
-        aws_provider = aws.Provider(f"{name}-aws", region=host.region, opts=pulumi.ResourceOptions(parent=self))
+        aws_provider = aws.Provider(f"{name}-aws", region=host.region, default_tags=aws.ProviderDefaultTagsArgs(
+            tags={**host.tags, STACK_TAG: pulumi.get_stack()}), opts=pulumi.ResourceOptions(parent=self))
         child = pulumi.ResourceOptions(parent=self, providers=[aws_provider])
         if host.creates_network:
             network = EksNetwork(f"{name}-network", EksNetworkArgs(

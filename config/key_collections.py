@@ -5,30 +5,48 @@ unread. Each checks every value as config.key_types' single-value types do.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Optional
 
 from config.key_types import Check, Invalid, Quantity, string_schema, type_name
 
 
 @dataclass(frozen=True)
 class StringMap:
-    """Labels and the like: string keys to string values (numbers are written as strings)."""
+    """Labels and the like: string keys to string values (numbers are written as strings), each key and value passing
+    its checks (a service's own limits on them), at most ``max_entries`` of them."""
 
+    key_checks: tuple[Check, ...] = ()
+    value_checks: tuple[Check, ...] = ()
+    max_entries: Optional[int] = None
     fix: ClassVar[str] = "write it as a map of string keys to string values"
 
     def parse(self, value: object, fix: str) -> dict[str, str]:
         if not isinstance(value, dict):
             raise Invalid(f"expected a map, got {type_name(value)}", fix)
+        if self.max_entries is not None and len(value) > self.max_entries:
+            raise Invalid(f"has {len(value)} entries, more than {self.max_entries}", "keep the ones that matter")
         result: dict[str, str] = {}
         for key, item in value.items():
             if not isinstance(key, str) or not isinstance(item, (str, int, float)) or isinstance(item, bool):
                 raise Invalid(f"expected a string value, got {type_name(item)}", "quote the value as a string",
                               entry=str(key), value=item)
             result[key] = str(item)
+            for text, checks, what in ((key, self.key_checks, "key"), (result[key], self.value_checks, "value")):
+                failed = next((check for check in checks if not check.passes(text)), None)
+                if failed is not None:
+                    raise Invalid(f"the {what} {text!r} {failed.problem}", failed.fix, entry=key, value=item)
         return result
 
     def schema(self) -> dict[str, Any]:
-        return {"type": "object", "additionalProperties": {"type": ["string", "number"]}}
+        values: dict[str, Any] = {"type": ["string", "number"]}
+        if self.value_checks:
+            values["allOf"] = [check.schema() for check in self.value_checks]
+        schema: dict[str, Any] = {"type": "object", "additionalProperties": values}
+        if self.key_checks:
+            schema["propertyNames"] = {"allOf": [check.schema() for check in self.key_checks]}
+        if self.max_entries is not None:
+            schema["maxProperties"] = self.max_entries
+        return schema
 
     def shown(self) -> str:
         return "map string → string"

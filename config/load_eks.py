@@ -17,8 +17,9 @@ from config.key_collections import StringList, StringMap
 from config.key_types import Boolean, Check, Integer, Text, refuse_names
 from config.keys import REQUIRED, Block, Derived, Key, ListOf
 from config.model_host import (
-    AUTOSCALERS, CLUSTER_AUTOSCALER, EKS_LOG_TYPES, EKS_SUPPORT_TYPES, EVERY_ADDRESS, LOG_RETENTION_DAYS, NO_AUTOSCALER,
-    EksApiEndpoint, EksControlPlaneLogs, EksHost, GpuNodeGroup, NodeGroupScaling, SystemNodeGroup,
+    AUTOSCALERS, AWS_TAG_KEY, AWS_TAG_VALUE, CLUSTER_AUTOSCALER, EKS_LOG_TYPES, EKS_SUPPORT_TYPES, EVERY_ADDRESS,
+    LOG_RETENTION_DAYS, MAX_SITE_TAGS, NO_AUTOSCALER, STACK_TAG, EksApiEndpoint, EksControlPlaneLogs, EksHost,
+    GpuNodeGroup, NodeGroupScaling, SystemNodeGroup,
 )
 from config.network_types import NetworkList
 from config.reader import Section
@@ -165,6 +166,21 @@ capacity warnings count (× GPUs per instance type, from `config/capacity.py`)."
                 "the node groups and this stack on the old one; from that day the plan warns. Either way, upgrade "
                 "before: one minor version per `pulumi up` (the release calendar is in "
                 "[versions](operations-versions.md))."),
+    Key("tags", StringMap(key_checks=(
+            Check(AWS_TAG_KEY, "is not an AWS tag key (letters, digits, spaces and _.:/=+-@, at most 128)",
+                  "spell the key with those only"),
+            Check(f"[Aa][Ww][Ss]:.*|{STACK_TAG}", "is reserved: AWS's own keys start with aws:, and the "
+                  f"program sets {STACK_TAG} to the stack's name", "choose another key", refuse=True)),
+            value_checks=(Check(AWS_TAG_VALUE, "is not an AWS tag value (letters, digits, spaces and _.:/=+-@, at "
+                                "most 256)", "spell the value with those only"),),
+            max_entries=MAX_SITE_TAGS), {},
+        "Tags on every AWS resource the program creates.", example="{cost-center: ml-platform, site: lab-east}",
+        details=f"The AWS provider's default tags, beside `{STACK_TAG}: <stack>`, which every resource carries: "
+                "the cluster, its node groups and their launch templates, the VPC and its parts, the IAM roles, the "
+                "EBS CSI add-on and the control plane's log group. Activate the keys as cost allocation tags in AWS "
+                "Billing to split the account's bill by site. The volumes the EBS CSI driver creates for claims, "
+                "and the load balancers of LoadBalancer Services, are the driver's and the controller's, not the "
+                "program's: they do not carry them. A change retags everything in place."),
     Key("vpcId", Text(), None, "Use an existing VPC.", example="vpc-0abc…", default_note="the program creates a VPC",
         details="If set, `privateSubnetIds` must be set too: the nodes run there. Its CIDR blocks must lie inside "
                 f"{', '.join(PRIVATE_NETWORKS)} (the program cannot read them): tenant pods' public egress leaves out "
@@ -289,6 +305,7 @@ def read_eks(section: Section) -> EksHost:
         api_endpoint=_api_endpoint(section.child("apiEndpoint"), creates_network=vpc_id is None),
         control_plane_logs=_control_plane_logs(section.child("controlPlaneLogs")),
         support_type=section.read("supportType"),
+        tags=section.read("tags"),
     )
 
 

@@ -210,6 +210,16 @@ class EksControlPlaneLogs:
         return f"/aws/eks/{cluster_name}/cluster"
 
 
+# The tag every AWS resource of a site carries, valued with the stack's name: a site's costs in one account's bill.
+STACK_TAG = "gpu-tenancy/stack"
+# AWS's limits on a tag (its key and value: letters, digits, spaces and _.:/=+-@, at most 128 and 256 characters; keys
+# starting with aws: are AWS's own), and how many a site may add: a resource takes 50, and pulumi-eks and the node
+# groups' autoscaler hints add their own.
+AWS_TAG_KEY = "[A-Za-z0-9 _.:/=+@-]{1,128}"
+AWS_TAG_VALUE = "[A-Za-z0-9 _.:/=+@-]{0,256}"
+MAX_SITE_TAGS = 40
+
+
 # Whether an EKS cluster stays on its minor in extended support (EKS's default) or is moved on at the end of standard
 # support (cluster.eks.supportType); EKS's own spelling of each is the upper case.
 EKS_SUPPORT_TYPES = ("extended", "standard")
@@ -235,6 +245,8 @@ class EksHost:
     api_endpoint: EksApiEndpoint = EksApiEndpoint()
     control_plane_logs: EksControlPlaneLogs = EksControlPlaneLogs()
     support_type: str = EKS_SUPPORT_TYPES[0]
+    # The site's tags on every AWS resource the program creates, besides the stack's own (STACK_TAG).
+    tags: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def autoscaled(self) -> bool:
