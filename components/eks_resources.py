@@ -8,7 +8,7 @@ so each resource keeps the name and parent it has always had.
 from __future__ import annotations
 
 import json
-from typing import Optional
+from typing import Mapping, Optional
 
 import pulumi
 import pulumi_aws as aws
@@ -37,8 +37,8 @@ def service_role(name: str, service: str, opts: pulumi.ResourceOptions) -> aws.i
     }), opts=opts)
 
 
-def node_launch_template(name: str, disk_size: int, pod_pids_limit: int,
-                          opts: pulumi.ResourceOptions) -> aws.ec2.LaunchTemplate:
+def node_launch_template(name: str, disk_size: int, pod_pids_limit: int, tags: Mapping[str, str],
+                         opts: pulumi.ResourceOptions) -> aws.ec2.LaunchTemplate:
     """Node settings EKS' default launch template does not offer.
 
     Instance metadata needs IMDSv2 tokens and answers one network hop only: host-network
@@ -47,7 +47,8 @@ def node_launch_template(name: str, disk_size: int, pod_pids_limit: int,
     excludes EKS' diskSize, so the root volume is sized here. The user data sets the kubelet's
     process limits: per pod, a reserve for the system and an eviction threshold
     (components/node_pids.py); a change makes a new template version, and EKS replaces the
-    group's nodes with ones started from it.
+    group's nodes with ones started from it. The site's tags go on the instances and their volumes, which neither
+    the provider's default tags nor the node group's own reach: they are most of the site's bill.
     """
     return aws.ec2.LaunchTemplate(
         name,
@@ -59,6 +60,8 @@ def node_launch_template(name: str, disk_size: int, pod_pids_limit: int,
             ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
                 volume_size=disk_size, volume_type="gp3", encrypted="true", delete_on_termination="true"),
         )],
+        tag_specifications=[aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=dict(tags))
+                            for kind in ("instance", "volume")],
         opts=opts,
     )
 

@@ -176,8 +176,10 @@ class HostCluster(pulumi.ComponentResource):
     def _eks(self, name: str, host: EksHost, profile: HostProfile, profile_keys: dict[str, str],
              pod_pids_limit: int, node_resources: Mapping[str, Mapping[str, int]]):
         # An explicit AWS provider: cluster.eks.region decides, not the operator's ambient profile.
-        aws_provider = aws.Provider(f"{name}-aws", region=host.region, default_tags=aws.ProviderDefaultTagsArgs(
-            tags={**host.tags, STACK_TAG: pulumi.get_stack()}), opts=pulumi.ResourceOptions(parent=self))
+        tags = {**host.tags, STACK_TAG: pulumi.get_stack()}
+        aws_provider = aws.Provider(f"{name}-aws", region=host.region,
+                                    default_tags=aws.ProviderDefaultTagsArgs(tags=tags),
+                                    opts=pulumi.ResourceOptions(parent=self))
         child = pulumi.ResourceOptions(parent=self, providers=[aws_provider])
         if host.creates_network:
             network = EksNetwork(f"{name}-network", EksNetworkArgs(
@@ -232,7 +234,7 @@ class HostCluster(pulumi.ComponentResource):
             labels = dict(pool.labels)
             if sharing_profiles.get(pool.name) is not None:
                 labels[NODE_PROFILE_LABEL] = profile_keys[sharing_profiles[pool.name]]
-            template = node_launch_template(f"{resource}-template", disk_size, pod_pids_limit, child)
+            template = node_launch_template(f"{resource}-template", disk_size, pod_pids_limit, tags, child)
             node_groups.append(eks.ManagedNodeGroup(
                 resource,
                 cluster=cluster,

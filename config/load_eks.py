@@ -175,12 +175,14 @@ capacity warnings count (× GPUs per instance type, from `config/capacity.py`)."
                                 "most 256)", "spell the value with those only"),),
             max_entries=MAX_SITE_TAGS), {},
         "Tags on every AWS resource the program creates.", example="{cost-center: ml-platform, site: lab-east}",
-        details=f"The AWS provider's default tags, beside `{STACK_TAG}: <stack>`, which every resource carries: "
-                "the cluster, its node groups and their launch templates, the VPC and its parts, the IAM roles, the "
-                "EBS CSI add-on and the control plane's log group. Activate the keys as cost allocation tags in AWS "
-                "Billing to split the account's bill by site. The volumes the EBS CSI driver creates for claims, "
-                "and the load balancers of LoadBalancer Services, are the driver's and the controller's, not the "
-                "program's: they do not carry them. A change retags everything in place."),
+        details=f"Beside `{STACK_TAG}: <stack>`, which every resource carries: the AWS provider's default tags, "
+                "on the cluster, its node groups and their launch templates, the VPC and its parts, the IAM roles, "
+                "the EBS CSI add-on and the control plane's log group; and, through the launch templates, the nodes' "
+                "instances and root volumes, which EKS starts and no default tag reaches. Activate the keys as cost "
+                "allocation tags in AWS Billing to split the account's bill by site. The volumes the EBS CSI driver "
+                "creates for claims, and the load balancers of LoadBalancer Services, are the driver's and the "
+                "controller's, not the program's: they do not carry them. A change retags the program's resources in "
+                "place and makes a new launch template version, so EKS replaces every node of each group."),
     Key("vpcId", Text(), None, "Use an existing VPC.", example="vpc-0abc…", default_note="the program creates a VPC",
         details="If set, `privateSubnetIds` must be set too: the nodes run there. Its CIDR blocks must lie inside "
                 f"{', '.join(PRIVATE_NETWORKS)} (the program cannot read them): tenant pods' public egress leaves out "

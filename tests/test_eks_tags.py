@@ -1,6 +1,7 @@
 """Every AWS resource of an EKS site carries the stack's name (``gpu-tenancy/stack``) and the site's own tags
-(``cluster.eks.tags``), as the AWS provider's default tags: the account's bill split by site. Keys and values are held
-to AWS's rules before anything is registered."""
+(``cluster.eks.tags``): what the program creates, as the AWS provider's default tags, and the nodes' instances and
+volumes, which EKS starts from the node groups' launch templates, through those templates. The account's bill splits
+by site. Keys and values are held to AWS's rules before anything is registered."""
 
 from __future__ import annotations
 
@@ -31,6 +32,16 @@ def test_every_aws_resource_is_created_through_the_one_provider_that_tags_it_wit
     assert default_tags(eks_run) == {STACK_TAG: "eks"}
     aws_resources = [resource for resource in eks_run.resources if resource.type.startswith("aws:")]
     assert aws_resources and all(resource.provider == provider.urn for resource in aws_resources)
+
+
+def test_the_nodes_instances_and_volumes_carry_the_same_tags_through_their_launch_templates():
+    program = run(with_tags({"cost-center": "ml-platform"}), stack="espoo")
+    templates = program.of_type("aws:ec2/launchTemplate:LaunchTemplate")
+    assert len(templates) == len(program.of_type("eks:index:ManagedNodeGroup")) == 2
+    for template in templates:
+        assert template.inputs["tagSpecifications"] == [
+            {"resourceType": kind, "tags": {"cost-center": "ml-platform", STACK_TAG: "espoo"}}
+            for kind in ("instance", "volume")]
 
 
 def test_the_sites_tags_are_added_beside_the_stacks():

@@ -204,6 +204,21 @@ def test_an_eks_upgrade_by_one_minor_is_taken_and_replaces_every_node_groups_nod
     assert "replaces every node" in text
 
 
+@pytest.mark.parametrize("key, value", [("cluster.eks.tags", {"cost-center": "ml"}), ("cluster.podPidsLimit", 8192)])
+def test_a_new_launch_template_version_is_called_out_as_replacing_every_node_of_its_group(key, value):
+    config = eks_config()
+    block, _, name = key.rpartition(".")
+    section = config["gpu-tenancy:cluster"]
+    for step in block.split(".")[1:]:
+        section = section[step]
+    section[name] = value
+    found, text = _replacements(config, "eks")
+    assert {subject for category, subject, _ in found if category == "disrupts"} >= {
+        "host-gpu-gpu-template", "host-system-template"}
+    assert not any(category == "unknown" and subject.endswith("-template") for category, subject, _ in found), found
+    assert "EKS replaces every node of the group with one started from it" in text
+
+
 def test_node_groups_first_pinned_to_the_clusters_version_are_told_apart_from_an_upgrade():
     # A site planned before the node groups followed the cluster's version: their new pin changes nothing unless
     # the cluster was upgraded since, and the finding says so instead of announcing new nodes.

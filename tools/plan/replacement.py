@@ -23,6 +23,7 @@ from tools.charts.cache import chart_cache_dir
 from tools.plan.chart_versions import chart_version_findings
 from tools.plan.diff import MISSING, Change, PlanDiff
 from tools.plan.eks_upgrade import eks_version_findings
+from tools.plan.node_templates import launch_template_findings
 from tools.plan.running_site import DISRUPTS, LOST, STATE_OF_KIND, STOPS, UNKNOWN, Finding
 
 REPLACED = "replaced"
@@ -143,7 +144,8 @@ def pulumi_findings(diff: PlanDiff, old: Mapping[str, Any], new: Mapping[str, An
         findings += [_mig_layout_finding(subject, change) for change in inputs
                      if change.path == f'labels["{MIG_CONFIG_LABEL}"]']
         upgrade, inputs = eks_version_findings(resource, subject, inputs)
-        findings += upgrade + chart_version_findings(resource, subject, inputs, chart_cache_dir(chart_cache))
+        rollout, inputs = launch_template_findings(resource, subject, inputs)
+        findings += upgrade + rollout + chart_version_findings(resource, subject, inputs, chart_cache_dir(chart_cache))
         if not inputs:
             continue
         paths = replacing_paths(resource, [change.path for change in inputs], new)
