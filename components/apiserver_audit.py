@@ -22,6 +22,7 @@ reads the snap's files and the audit API at the mirrored tags.
 
 from __future__ import annotations
 
+import re
 import shlex
 
 import yaml
@@ -87,6 +88,13 @@ _FLAG_LINES = "^[[:space:]\"']*(" + "|".join(AUDIT_FLAGS) + ")([=\"'[:space:]]|$
 _DROP_FLAGS = "-e " + shlex.quote(f"/{_FLAG_LINES}/d")
 
 
+def _ours_line(policy_file: str) -> str:
+    """The policy flag naming the program's own file, in any spelling kubelite reads: the mark of the program's lines
+    (it writes all five or none). Audit flags without it are the site's own."""
+    path = re.sub(r"([][.*^$+?(){}|\\])", r"\\\1", policy_file)
+    return shlex.quote(f"^[[:space:]\"']*{POLICY_FLAG}[=\"'[:space:]]+{path}[\"'[:space:]]*$")
+
+
 def _one_line(text: str) -> str:
     """``text`` as a printf format on one line (its newlines as ``\\n``), so the step reads as one command in the
     plan's review; printf's own escapes and conversions are kept out of it."""
@@ -101,13 +109,20 @@ def set_audit_log_command(sudo: str, settings: AuditLog, ready: str, args_file: 
 
     Both are written to scratch files and copied over the old ones only when they differ: run again with the same
     settings, it changes nothing and restarts nothing; with other settings it replaces the old lines (every
-    spelling kubelite would read). The policy is in place before the flag that names it. The program's lines go
+    spelling kubelite would read). Audit flags without the program's policy file are the site's own: the step stops
+    before it changes anything, so destroy cannot take them away. The policy is in place before the flag that names it. The program's lines go
     last, in one order, so a second run writes the same bytes; ``$a\\`` ends the last line when the file lacked it.
     """
     missing = (f"{args_file} is missing or empty: the API server's arguments of the MicroK8s snap are not where "
                "this program expects them. Check 'snap list microk8s'.")
+    sites_own = (f"{args_file} already sets the API server's audit log ({', '.join(AUDIT_FLAGS)}) without the "
+                 f"program's policy {policy_file}: the site's own, which this step would replace and pulumi destroy "
+                 "then take away. Keep it with cluster.microk8s.auditLog.enabled: false, or take those lines out and "
+                 "run pulumi up again.")
     lines = " ".join(shlex.quote(line) for line in audit_flag_lines(settings, policy_file))
     return (f"if ! {sudo}test -s {args_file}; then echo \"{missing}\" >&2; exit 1; fi; "
+            f"if {sudo}grep -Eq {shlex.quote(_FLAG_LINES)} {args_file} && "
+            f"! {sudo}grep -Eq {_ours_line(policy_file)} {args_file}; then echo \"{sites_own}\" >&2; exit 1; fi; "
             f"new=$(mktemp) && policy=$(mktemp) && trap 'rm -f \"$new\" \"$policy\"' EXIT && changed= && "
             f"printf {_one_line(audit_policy_text())} > \"$policy\" && "
             f"{{ {sudo}sed -E {_DROP_FLAGS} -e '$a\\' {args_file} && printf '%s\\n' {lines}; }} > \"$new\" && "

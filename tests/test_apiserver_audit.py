@@ -149,19 +149,36 @@ def test_a_policy_file_changed_on_the_box_is_written_back_and_read_again(tmp_pat
 
 
 @pytest.mark.parametrize("existing", [
-    "--audit-log-maxsize 0\n",                        # the value after a space: kubelite splits the line there
-    '  --audit-log-path="/var/log/audit.log"\n',      # leading blanks and quotes: kubelite trims and drops them
-    "'--audit-policy-file=/etc/policy.yaml'\n",       # a quote before the flag
-    "--audit-log-maxage=0\n--audit-log-maxage=1",     # twice, the last line without its newline
+    "--audit-policy-file={policy}\n--audit-log-maxsize 0\n",        # the value after a space: kubelite splits there
+    '--audit-policy-file={policy}\n  --audit-log-path="/var/log/audit.log"\n',  # leading blanks and quotes: dropped
+    "'--audit-policy-file={policy}'\n",                             # a quote before the flag
+    '--audit-policy-file "{policy}"\n--audit-log-maxage=0\n--audit-log-maxage=1',  # twice, the last without newline
 ])
 def test_any_spelling_kubelite_would_read_is_replaced_by_the_programs_one_line(tmp_path, existing):
-    box = AuditBox(tmp_path, SNAP_APISERVER_ARGS + existing)
+    # The program's policy file among them marks the lines as the program's, from an earlier run or edited since.
+    box = AuditBox(tmp_path, SNAP_APISERVER_ARGS)
+    box.args.write_text(SNAP_APISERVER_ARGS + existing.format(policy=box.policy))
     assert flag_values(box.args.read_text()), "the case must hold a flag kubelite reads"
     assert box.set().returncode == 0
     text = box.args.read_text()
     assert audit_flags(text) == ours(box)
     assert all(len(values) == 1 for values in flag_values(text).values())
     assert text == SNAP_APISERVER_ARGS + "".join(f"{flag}={value}\n" for flag, value in ours(box).items())
+
+
+@pytest.mark.parametrize("existing", [
+    "--audit-policy-file=/etc/kubernetes/audit-policy.yaml\n--audit-log-path=/var/log/site-audit.log\n",
+    '  --audit-log-path="/var/log/audit.log"\n',
+    "--audit-log-maxage 0\n",
+])
+def test_the_sites_own_audit_log_stops_the_step_before_anything_changes(tmp_path, existing):
+    # Replaced, the site's own log would be gone, and pulumi destroy would then take every audit flag away.
+    box = AuditBox(tmp_path, SNAP_APISERVER_ARGS + existing)
+    result = box.set()
+    assert result.returncode != 0
+    assert "the site's own" in result.stderr and "cluster.microk8s.auditLog.enabled: false" in result.stderr
+    assert box.args.read_text() == SNAP_APISERVER_ARGS + existing
+    assert not box.policy.exists() and box.restarts == 0 and not box.waited
 
 
 def test_a_commented_flag_and_the_sites_other_audit_flags_are_left_alone(tmp_path):
