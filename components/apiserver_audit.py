@@ -110,8 +110,9 @@ def set_audit_log_command(sudo: str, settings: AuditLog, ready: str, args_file: 
     Both are written to scratch files and copied over the old ones only when they differ: run again with the same
     settings, it changes nothing and restarts nothing; with other settings it replaces the old lines (every
     spelling kubelite would read). Audit flags without the program's policy file are the site's own: the step stops
-    before it changes anything, so destroy cannot take them away. The policy is in place before the flag that names it. The program's lines go
-    last, in one order, so a second run writes the same bytes; ``$a\\`` ends the last line when the file lacked it.
+    before it changes anything, so destroy cannot take them away. The policy is in place before the flag that names
+    it. The program's lines go last, in one order, so a second run writes the same bytes; ``$a\\`` ends the last line
+    when the file lacked it.
     """
     missing = (f"{args_file} is missing or empty: the API server's arguments of the MicroK8s snap are not where "
                "this program expects them. Check 'snap list microk8s'.")

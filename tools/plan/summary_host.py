@@ -90,7 +90,8 @@ def host_section(index: PlanIndex) -> list[str]:
         if remote:
             connection = remote[0]["inputs"].get("connection")
             if isinstance(connection, dict):
-                target = f"{connection.get('user', '?')}@{connection.get('host', '?')}:{fmt_num(connection.get('port', 22))}"
+                port = fmt_num(connection.get("port", 22))
+                target = f"{connection.get('user', '?')}@{connection.get('host', '?')}:{port}"
             else:  # a connection holding a secret private key is a secret as a whole
                 target = str(connection)
             lines.append(f"- Runs over SSH: connection {code(target)}")
