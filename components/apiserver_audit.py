@@ -22,12 +22,11 @@ reads the snap's files and the audit API at the mirrored tags.
 
 from __future__ import annotations
 
-import re
 import shlex
 
 import yaml
 
-from components.node_pids import KUBELITE_SERVICE
+from components.node_pids import KUBELITE_SERVICE, ere_literal
 from config.model_host import MICROK8S_AUDIT_LOG_FILE, MICROK8S_AUDIT_POLICY_FILE, AuditLog
 
 MICROK8S_APISERVER_ARGS = "/var/snap/microk8s/current/args/kube-apiserver"
@@ -91,7 +90,7 @@ _DROP_FLAGS = "-e " + shlex.quote(f"/{_FLAG_LINES}/d")
 def _ours_line(policy_file: str) -> str:
     """The policy flag naming the program's own file, in any spelling kubelite reads: the mark of the program's lines
     (it writes all five or none). Audit flags without it are the site's own."""
-    path = re.sub(r"([][.*^$+?(){}|\\])", r"\\\1", policy_file)
+    path = ere_literal(policy_file, delimiter="")
     return shlex.quote(f"^[[:space:]\"']*{POLICY_FLAG}[=\"'[:space:]]+{path}[\"'[:space:]]*$")
 
 

@@ -83,9 +83,10 @@ def _flag_lines(flag: str) -> str:
     return rf"^[[:space:]]*{flag}([=[:space:]]|$)"
 
 
-def _literal(text: str) -> str:
-    """``text`` as a sed ERE matching itself."""
-    return re.sub(r"([][.*^$+?(){}|\\/])", r"\\\1", text)
+def ere_literal(text: str, delimiter: str = "/") -> str:
+    """``text`` as a POSIX ERE matching itself, its ``delimiter`` escaped too (sed's ``/``; none for grep, which warns
+    of a stray backslash before it)."""
+    return re.sub(rf"([][.*^$+?(){{}}|\\{re.escape(delimiter)}])", r"\\\1", text)
 
 
 # Kubelite drops both quote characters wherever they stand.
@@ -111,8 +112,8 @@ class _MapEntry:
     def _drop(self) -> str:
         # The entry wherever it stands in the value (after "=", a quote, a blank or a comma), then the commas
         # that leaves doubled, leading or trailing.
-        key = _literal(self.key)
-        value = (_literal(self.value) + f"([,{_QUOTES}[:space:]]|$)" if self.yields
+        key = ere_literal(self.key)
+        value = (ere_literal(self.value) + f"([,{_QUOTES}[:space:]]|$)" if self.yields
                  else f"[^,{_QUOTES}[:space:]]*")
         ending = "\\1\\2" if self.yields else "\\1"
         return (f"s/([[:space:]{_QUOTES}=,]){key}{self.separator}{value}/{ending}/g;"
@@ -121,7 +122,7 @@ class _MapEntry:
     def set_script(self) -> str:
         append = f"s/([{_QUOTES}]?)[[:space:]]*$/,{self.entry}\\1/;{_LEADING_COMMA}"
         if self.yields:
-            key = _literal(self.key)
+            key = ere_literal(self.key)
             return f"/{self.lines}/{{/[[:space:]{_QUOTES}=,]{key}{self.separator}/!{{{append}}}}}"
         return f"/{self.lines}/{{{self._drop()};{append}}}"
 
@@ -185,7 +186,7 @@ def remove_kubelet_pids_command(sudo: str, ready: str, args_file: str = MICROK8S
     nothing of the program's left, or no snap."""
     pids = _flag_lines(KUBELET_PIDS_FLAG)
     # A line the program wrote whole goes whole, defaults and all.
-    own = [f"/^{_literal(line)}$/d" for line in _new_lines().values()]
+    own = [f"/^{ere_literal(line)}$/d" for line in _new_lines().values()]
     script = ["-e " + shlex.quote(command) for command in (f"/{pids}/d", *own)]
     script += ["-e " + shlex.quote(entry.remove_script()) for entry in _entries()]
     return (f"if {sudo}test -e {args_file}; then new=$(mktemp) && trap 'rm -f \"$new\"' EXIT && "

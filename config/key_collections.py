@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Optional
 
-from config.key_types import Check, Invalid, Quantity, string_schema, type_name
+from config.key_types import Check, Invalid, Quantity, failed_check, string_schema, type_name
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class StringMap:
                               entry=str(key), value=item)
             result[key] = str(item)
             for text, checks, what in ((key, self.key_checks, "key"), (result[key], self.value_checks, "value")):
-                failed = next((check for check in checks if not check.passes(text)), None)
+                failed = failed_check(checks, text)
                 if failed is not None:
                     raise Invalid(f"the {what} {text!r} {failed.problem}", failed.fix, entry=key, value=item)
         return result
@@ -98,7 +98,7 @@ class StringList:
         if self.non_empty and not value:
             raise Invalid("must not be empty", "list at least one value")
         for item in value:
-            failed = next((check for check in self.checks if not check.passes(item)), None)
+            failed = failed_check(self.checks, item)
             if failed is not None:
                 raise Invalid(f"{item!r} {failed.problem}", failed.fix)
         repeated = sorted({item for item in value if value.count(item) > 1})

@@ -53,6 +53,11 @@ class Check:
         return {"not": anchored} if self.refuse else anchored
 
 
+def failed_check(checks: Iterable[Check], value: str) -> Optional[Check]:
+    """The first of ``checks`` that ``value`` does not pass, if any."""
+    return next((check for check in checks if not check.passes(value)), None)
+
+
 def refuse_names(names: Iterable[str], problem: str, fix: str) -> Check:
     """A check refusing exactly these values."""
     return Check("|".join(re.escape(name) for name in names), problem, fix, refuse=True)
@@ -144,9 +149,9 @@ class Text:
         if self.dns_label and (len(value) > self.max_length or not DNS_LABEL.fullmatch(value)):
             too_long = f" of at most {self.max_length} characters" if len(value) > self.max_length else ""
             raise Invalid(f"is not a DNS-1123 label{too_long}", DNS_LABEL_FIX.format(limit=self.max_length))
-        for check in self._all_checks:
-            if not check.passes(value):
-                raise Invalid(check.problem, check.fix)
+        failed = failed_check(self._all_checks, value)
+        if failed is not None:
+            raise Invalid(failed.problem, failed.fix)
         return value
 
     def schema(self) -> dict[str, Any]:
