@@ -17,7 +17,9 @@ import yaml
 
 from tests.config_spec import put
 from tests.conftest import ACCEPTED_TAGS, dev_config, eks_config, git, run
+from tests import tenant_sim
 from tests.tenant_sim import KAI_SCHEDULER, Tenant, container, tenant_of, virtual_pod
+from tests.tenant_sim import judged_by_reference_alone as reference_alone
 
 KAI = "kai-scheduler/KAI-Scheduler"
 # Docs pods the platform refuses on purpose, with the key that is refused and why: it runs KAI with one
@@ -30,6 +32,22 @@ REFUSED_DOCS = {"docs/operator/scheduling-shards.md": "kai.scheduler/node-pool",
 # Docs pods that mount a node's directory (the MPS pipe): Pod Security refuses hostPath below the privileged level
 # already, and so does the volume rule; a privileged team runs them.
 HOST_PATH_DOCS = {"docs/gpu-sharing/mps/gpu-sharing-with-mps.yaml": "[volume-sources] volumes [mps]"}
+
+
+@pytest.fixture(autouse=True)
+def both_implementations_judge_every_honest_review(monkeypatch):
+    """An honest workload is no flood: cel-python and CEL C++ both judge each of its reviews
+    (tests/tenant_sim.py CROSS_CHECKED_BYTES)."""
+    judged_alone = []
+
+    def judged(verdict, pod, old) -> bool:
+        alone = reference_alone(verdict, pod, old)
+        if alone:
+            judged_alone.append((pod or old)["metadata"].get("name"))
+        return alone
+    monkeypatch.setattr(tenant_sim, "judged_by_reference_alone", judged)
+    yield
+    assert judged_alone == []
 
 
 def refused_docs(tenant: Tenant) -> dict[str, str]:

@@ -1,8 +1,9 @@
 """The admission policies' CEL judged by a second implementation, Google's CEL C++ (tests/reference_cel.py).
 
 Every review the admission tests make is judged by cel-python and by CEL C++ (tests/tenant_sim.py
-``Admission.review``), which must agree. This file checks the second judge itself, and that every expression of
-every site's validating policies compiles in it.
+``Admission.review``), which must agree, but for the size rules' floods, which CEL C++ judges alone. This file checks
+the second judge itself, that every expression of every site's validating policies compiles in it, and where the
+floods begin.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import yaml
 
 from tests.conftest import COMMITTED_STACKS, run, stack_config
 from tests.reference_cel import REFERENCE, unordered_lists
-from tests.tenant_sim import POLICY, Admission, virtual_pod
+from tests import tenant_sim
+from tests.tenant_sim import CROSS_CHECKED_BYTES, POLICY, Admission, virtual_pod
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 EVERYWHERE = {"matchConstraints": {"resourceRules": [{"operations": ["CREATE"], "resources": ["pods"]}]}}
@@ -88,3 +90,47 @@ def test_substring_and_join_read_as_the_strings_extension_defines_them():
         ("value", "abcéllo" + "a, b")
     beyond, backwards = "'abc'.substring(2, 4)", "'abc'.substring(2, 1)"
     assert [REFERENCE.evaluate(expression, {})[0] for expression in (beyond, backwards)] == ["error", "error"]
+
+
+COUNTED = {**EVERYWHERE, "variables": [{"name": "keys", "expression": "size(object.metadata.annotations)"}],
+           "validations": [{"expression": "variables.keys <= 100", "message": "static",
+                            "messageExpression": "'[metadata-size] ' + string(variables.keys) + ' annotations'"}]}
+
+
+def _flood(keys: int) -> dict:
+    """A pod of ``keys`` annotations, past CROSS_CHECKED_BYTES from about 500."""
+    return virtual_pod(annotations={f"example.com/key-{index}": "x" * 24 for index in range(keys)})
+
+
+def _review(spec: dict, pod: dict, *, python: bool) -> list[str]:
+    """The review's refusals, failing if cel-python is asked when ``python`` is false."""
+    admission = Admission(spec, ANY_NAMESPACE)
+    if not python:
+        admission._inputs = _cel_python_asked
+    return admission.review("team", pod)
+
+
+def _cel_python_asked(*_, **__):
+    raise AssertionError("cel-python judged the review")
+
+
+def test_a_flood_is_judged_by_cel_cpp_alone_as_both_judge_it():
+    """Past the bound cel-python is not asked; with the bound raised, both judge the same flood the same way."""
+    flood = _flood(600)
+    assert len(str(flood)) > CROSS_CHECKED_BYTES
+    refusals = _review(COUNTED, flood, python=False)
+    assert refusals == ["[metadata-size] 600 annotations"]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tenant_sim, "CROSS_CHECKED_BYTES", 10 * CROSS_CHECKED_BYTES)
+        assert _review(COUNTED, flood, python=True) == refusals
+
+
+def test_a_smaller_review_and_a_flood_cel_cpp_fails_on_are_judged_by_both():
+    """Below the bound, and wherever CEL C++ meets an error (its iteration budget, a missing field), cel-python judges
+    too, and the two must agree."""
+    with pytest.raises(AssertionError, match="cel-python judged"):
+        _review(COUNTED, _flood(50), python=False)
+    failing = {**COUNTED, "validations": [*COUNTED["validations"],
+                                          {"expression": "object.spec.missing == 1", "message": "m"}]}
+    with pytest.raises(AssertionError, match="cel-python judged"):
+        _review(failing, _flood(600), python=False)
