@@ -215,8 +215,8 @@ class Admission:
         assert self.binding.get("validationActions") == ["Deny"], f"a binding that does not deny: {self.binding}"
         pod, old = served(pod), served(old)
         requested = self.requested(namespace, pod, operation=operation, subresource=subresource)
-        objects = {"object": pod, "oldObject": old, "request": _request(operation, subresource, user, namespace, options),
-                   "namespaceObject": self.namespace(namespace)}
+        request = _request(operation, subresource, user, namespace, options)
+        objects = {"object": pod, "oldObject": old, "request": request, "namespaceObject": self.namespace(namespace)}
         verdict = REFERENCE.review(self.spec, objects) if requested else None
         if verdict is not None and judged_by_reference_alone(verdict, pod, old):
             matched, messages = verdict.matched, [text for _, text in verdict.refusals]
@@ -232,10 +232,7 @@ class Admission:
             for observe in REVIEW_OBSERVERS:
                 observe(self.spec, copy.deepcopy(objects), matched, messages)
         for observe in ADMISSION_OBSERVERS:
-            observe(self, copy.deepcopy({"object": pod, "oldObject": old,
-                                         "request": _request(operation, subresource, user, namespace, options),
-                                         "namespaceObject": self.namespace(namespace)}),
-                    list(messages))
+            observe(self, copy.deepcopy(objects), list(messages))
         return messages
 
     def _message(self, validation: dict, inputs: Inputs) -> str:
