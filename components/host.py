@@ -9,6 +9,7 @@ the nodes and the storage driver, so no release, hook or Job starts on a cluster
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
@@ -265,16 +266,20 @@ class HostCluster(pulumi.ComponentResource):
             ))
             self.node_groups.append(pool.name)
 
-        storage_driver = self._ebs_csi_driver(name, host, cluster, node_groups, child, aws_provider)
+        storage_driver = self._ebs_csi_driver(name, host, tags, cluster, node_groups, child, aws_provider)
         # On destroy, runs after every Kubernetes object is gone and before the nodes, the CSI driver,
         # the cluster and the VPC (components/eks_teardown.py).
         teardown = tenant_teardown(f"{name}-tenant-teardown", cluster.kubeconfig_json,
                                    [cluster, *node_groups, storage_driver], parent=self)
         return cluster.kubeconfig_json, [*node_groups, storage_driver, teardown]
 
-    def _ebs_csi_driver(self, name: str, host: EksHost, cluster: eks.Cluster, node_groups: list, child,
-                        aws_provider: aws.Provider):
+    def _ebs_csi_driver(self, name: str, host: EksHost, tags: Mapping[str, str], cluster: eks.Cluster,
+                        node_groups: list, child, aws_provider: aws.Provider):
         """The EBS CSI driver (the only way to provision EBS volumes), with its IAM role through IRSA.
+
+        The volumes and snapshots it creates for the teams' claims are the driver's, not the program's: no default
+        tag reaches them, so the site's ``tags`` are handed to the driver (beside the claim's namespace, which it
+        tags each volume with).
 
         The addon's controller runs on the nodes, so it waits for them: an addon whose pods
         cannot start stays DEGRADED until its create times out. Its build is the site's pin
@@ -300,6 +305,7 @@ class HostCluster(pulumi.ComponentResource):
             addon_name=EBS_CSI_ADDON,
             addon_version=version,
             service_account_role_arn=role.arn,
+            configuration_values=json.dumps({"controller": {"extraVolumeTags": dict(sorted(tags.items()))}}),
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(

@@ -8,6 +8,7 @@ groups' names.
 from __future__ import annotations
 
 import ipaddress
+import re
 from typing import Optional
 
 from config import versions
@@ -17,7 +18,8 @@ from config.key_collections import StringList, StringMap
 from config.key_types import Boolean, Check, Integer, Text, refuse_names
 from config.keys import REQUIRED, Block, Derived, Key, ListOf
 from config.model_host import (
-    AUTOSCALERS, AWS_TAG_KEY, AWS_TAG_VALUE, CLUSTER_AUTOSCALER, EKS_LOG_TYPES, EKS_SUPPORT_TYPES, EVERY_ADDRESS,
+    AUTOSCALERS, AWS_TAG_KEY, AWS_TAG_VALUE, CLUSTER_AUTOSCALER, EBS_CSI_CLAIM_NAMESPACE_TAG, EBS_CSI_RESERVED_TAG_KEYS,
+    EBS_CSI_RESERVED_TAG_PREFIXES, EKS_LOG_TYPES, EKS_SUPPORT_TYPES, EVERY_ADDRESS,
     LOG_RETENTION_DAYS, MAX_SITE_TAGS, NO_AUTOSCALER, STACK_TAG, EksApiEndpoint, EksControlPlaneLogs, EksHost,
     GpuNodeGroup, NodeGroupScaling, SystemNodeGroup,
 )
@@ -170,7 +172,15 @@ capacity warnings count (× GPUs per instance type, from `config/capacity.py`)."
             Check(AWS_TAG_KEY, "is not an AWS tag key (letters, digits, spaces and _.:/=+-@, at most 128)",
                   "spell the key with those only"),
             Check(f"[Aa][Ww][Ss]:.*|{STACK_TAG}", "is reserved: AWS's own keys start with aws:, and the "
-                  f"program sets {STACK_TAG} to the stack's name", "choose another key", refuse=True)),
+                  f"program sets {STACK_TAG} to the stack's name", "choose another key", refuse=True),
+            Check("|".join([*map(re.escape, EBS_CSI_RESERVED_TAG_KEYS),
+                            *(f"{re.escape(prefix)}.*" for prefix in EBS_CSI_RESERVED_TAG_PREFIXES)]),
+                  "is reserved by the EBS CSI driver, which tags the claims' volumes with the site's tags and would "
+                  f"not start with this one ({', '.join(EBS_CSI_RESERVED_TAG_KEYS)} and keys starting with "
+                  f"{' or '.join(EBS_CSI_RESERVED_TAG_PREFIXES)} are its own and Kubernetes')", "choose another key",
+                  refuse=True),
+            Check("[^=]*", "holds '=', where the EBS CSI driver's list of tags ends a key (the claims' volumes "
+                  "would get another tag)", "leave '=' out of the key")),
             value_checks=(Check(AWS_TAG_VALUE, "is not an AWS tag value (letters, digits, spaces and _.:/=+-@, at "
                                 "most 256)", "spell the value with those only"),),
             max_entries=MAX_SITE_TAGS), {},
@@ -179,10 +189,12 @@ capacity warnings count (× GPUs per instance type, from `config/capacity.py`)."
                 "on the cluster, its node groups and their launch templates, the VPC and its parts, the IAM roles, "
                 "the EBS CSI add-on and the control plane's log group; and, through the launch templates, the nodes' "
                 "instances and root volumes, which EKS starts and no default tag reaches. Activate the keys as cost "
-                "allocation tags in AWS Billing to split the account's bill by site. The volumes the EBS CSI driver "
-                "creates for claims, and the load balancers of LoadBalancer Services, are the driver's and the "
-                "controller's, not the program's: they do not carry them. A change retags the program's resources in "
-                "place and makes a new launch template version, so EKS replaces every node of each group."),
+                "allocation tags in AWS Billing to split the account's bill by site. The volumes and snapshots the "
+                "EBS CSI driver creates for claims carry them too (the add-on's `extraVolumeTags`), with "
+                f"`{EBS_CSI_CLAIM_NAMESPACE_TAG}`, the claim's namespace on the host: the team's, to split them by "
+                "team. The load balancers of LoadBalancer Services do not carry them. A change retags the program's "
+                "resources in place, updates the add-on (volumes created before keep their tags) and makes a new "
+                "launch template version, so EKS replaces every node of each group."),
     Key("vpcId", Text(), None, "Use an existing VPC.", example="vpc-0abc…", default_note="the program creates a VPC",
         details="If set, `privateSubnetIds` must be set too: the nodes run there. Its CIDR blocks must lie inside "
                 f"{', '.join(PRIVATE_NETWORKS)} (the program cannot read them): tenant pods' public egress leaves out "

@@ -218,6 +218,14 @@ STACK_TAG = "gpu-tenancy/stack"
 AWS_TAG_KEY = "[A-Za-z0-9 _.:/=+@-]{1,128}"
 AWS_TAG_VALUE = "[A-Za-z0-9 _.:/=+@-]{0,256}"
 MAX_SITE_TAGS = 40
+# The keys and key prefixes the EBS CSI driver refuses among its extra tags (its controller then does not start, and
+# no claim gets a volume), which are the site's tags (components/host.py): its own volume and snapshot names, and the
+# prefixes it and Kubernetes tag with, "kubernetes.io" without a slash as the driver tests it
+# (tests/test_ebs_csi_tags_contract.py reads them from the driver).
+EBS_CSI_RESERVED_TAG_KEYS = ("CSIVolumeName", "CSIVolumeSnapshotName")
+EBS_CSI_RESERVED_TAG_PREFIXES = ("kubernetes.io", "ebs.csi.aws.com/")
+# The tag the EBS CSI driver gives each volume it creates for a claim: the claim's namespace on the host, the team's.
+EBS_CSI_CLAIM_NAMESPACE_TAG = "kubernetes.io/created-for/pvc/namespace"
 
 
 # Whether an EKS cluster stays on its minor in extended support (EKS's default) or is moved on at the end of standard

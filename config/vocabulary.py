@@ -101,6 +101,7 @@ VPC = "aws:ec2/vpc:Vpc"
 SUBNET = "aws:ec2/subnet:Subnet"
 NAT_GATEWAY = "aws:ec2/natGateway:NatGateway"
 LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
+EKS_ADDON = "aws:eks/addon:Addon"
 
 # The program's own components (components/*.py).
 HOST_COMPONENT = "gpu-tenancy:platform:HostCluster"

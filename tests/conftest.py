@@ -123,6 +123,9 @@ MIRRORED_TAGS = {
     # What eks.Cluster hands the EKS cluster it creates (tests/test_eks_cluster_contract.py); the newest tag of the
     # snapshot read (the pinned 4.4.0 is not in it).
     "pulumi/pulumi-eks": ("v4.3.0",),
+    # The keys the EBS CSI driver refuses among the site's tags, and how its chart hands them over
+    # (tests/test_ebs_csi_tags_contract.py); the newest tag of the snapshot read: the add-on runs EKS's newest build.
+    "kubernetes-sigs/aws-ebs-csi-driver": ("v1.64.0",),
     # Every MicroK8s track a site may state (cluster.microk8s.kubernetesVersion) that has a release: the containerd
     # each bundles and how it mounts an image volume (config/image_volumes.py), and the certificates it issues and
     # does not renew (config/credential_lifetimes.py).

@@ -1,7 +1,8 @@
 """Every AWS resource of an EKS site carries the stack's name (``gpu-tenancy/stack``) and the site's own tags
-(``cluster.eks.tags``): what the program creates, as the AWS provider's default tags, and the nodes' instances and
-volumes, which EKS starts from the node groups' launch templates, through those templates. The account's bill splits
-by site. Keys and values are held to AWS's rules before anything is registered."""
+(``cluster.eks.tags``): what the program creates, as the AWS provider's default tags, the nodes' instances and
+volumes, which EKS starts from the node groups' launch templates, through those templates, and the teams' volumes,
+which the EBS CSI driver creates, through its add-on's configuration. The account's bill splits by site. Keys and
+values are held to AWS's rules before anything is registered."""
 
 from __future__ import annotations
 
@@ -59,6 +60,10 @@ def test_the_sites_tags_are_added_beside_the_stacks():
     ({"owner": "ana,bob"}, "owner", "is not an AWS tag value"),
     ({"owner": "v" * 257}, "owner", "is not an AWS tag value"),
     ({"owner": True}, "owner", "expected a string value"),
+    ({"CSIVolumeName": "x"}, "CSIVolumeName", "reserved by the EBS CSI driver"),
+    ({"kubernetes.io/cluster/lab": "owned"}, "kubernetes.io/cluster/lab", "reserved by the EBS CSI driver"),
+    ({"ebs.csi.aws.com/cluster": "true"}, "ebs.csi.aws.com/cluster", "reserved by the EBS CSI driver"),
+    ({"team=ml": "x"}, "team=ml", "holds '='"),
 ])
 def test_a_tag_aws_would_refuse_or_the_program_sets_is_refused_naming_it(tags, entry, problem):
     with pytest.raises(ConfigError) as error:
@@ -76,3 +81,10 @@ def test_more_tags_than_a_resource_has_room_for_are_refused():
 
 def test_an_empty_value_is_a_tag_aws_takes():
     assert default_tags(run(with_tags({"reviewed": ""})))["reviewed"] == ""
+
+
+def test_the_teams_volumes_carry_the_same_tags_through_the_ebs_csi_add_on():
+    program = run(with_tags({"cost-center": "ml-platform"}), stack="espoo")
+    [addon] = program.of_type("aws:eks/addon:Addon")
+    assert json.loads(addon.inputs["configurationValues"]) == {
+        "controller": {"extraVolumeTags": {"cost-center": "ml-platform", STACK_TAG: "espoo"}}}

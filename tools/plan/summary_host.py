@@ -1,15 +1,16 @@
 """The plan summary's host section: the host kind and its nodes' process limits, and on EKS the region and its tags,
-the cluster with its upgrade policy and control plane logs, the network and the managed node groups; on MicroK8s and
-an existing cluster the setup steps."""
+the cluster with its upgrade policy and control plane logs, the teams' volumes' tags, the network and the managed node
+groups; on MicroK8s and an existing cluster the setup steps."""
 
 from __future__ import annotations
 
 import json
 from typing import Any, Optional
 
+from config.model_host import EBS_CSI_CLAIM_NAMESPACE_TAG
 from config.vocabulary import (
-    AWS_PROVIDER, COMMANDS, EKS_CLUSTER, EKS_NODE_GROUP, HOST_COMPONENT, K8S_PROVIDER, LOG_GROUP, NAT_GATEWAY, SUBNET,
-    VPC,
+    AWS_PROVIDER, COMMANDS, EKS_ADDON, EKS_CLUSTER, EKS_NODE_GROUP, HOST_COMPONENT, K8S_PROVIDER, LOG_GROUP,
+    NAT_GATEWAY, SUBNET, VPC,
 )
 from tools.plan.lookup import PlanIndex, dig, topological
 from tools.plan.markdown import code, fmt_labels, fmt_num, table
@@ -24,6 +25,19 @@ def _control_plane_logs_line(index: PlanIndex, types: list) -> str:
                      f"{' and left in place by `pulumi destroy`' if group.get('skipDestroy') else ''}"
                      for group in groups) or "a log group EKS creates, kept forever"
     return f"- Control plane logs to CloudWatch: {', '.join(code(kind) for kind in types)}, in {kept}"
+
+
+def _claim_volume_lines(index: PlanIndex) -> list[str]:
+    """What the EBS CSI driver tags the claims' volumes with: they are its, not the program's."""
+    lines = []
+    for addon in index.of_type(EKS_ADDON):
+        values = json.loads(addon["inputs"].get("configurationValues") or "{}")
+        tags = (values.get("controller") or {}).get("extraVolumeTags") or {}
+        tagged = ", ".join(code(f"{key}={value}") for key, value in sorted(tags.items())) or "none of the site's"
+        lines.append(f"- Teams' EBS volumes and snapshots (add-on {code(addon['inputs'].get('addonName'))}): tags "
+                     f"{tagged}; each volume also the driver's {code(EBS_CSI_CLAIM_NAMESPACE_TAG)}, the team's "
+                     "namespace")
+    return lines
 
 
 def host_section(index: PlanIndex) -> list[str]:
@@ -55,6 +69,7 @@ def host_section(index: PlanIndex) -> list[str]:
             if vpc is not None and not index.of_type(VPC):
                 lines.append(f"- Existing VPC {code(vpc)}; public subnets: {len(inputs.get('publicSubnetIds') or [])}, "
                              f"private subnets: {len(inputs.get('privateSubnetIds') or [])}")
+        lines += _claim_volume_lines(index)
         lines += _network_lines(index)
         groups = sorted(index.of_type(EKS_NODE_GROUP), key=lambda r: r["name"])
         lines += ["", "### Managed node groups", ""]
