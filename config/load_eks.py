@@ -19,7 +19,7 @@ from config.key_types import Boolean, Check, Integer, Text, refuse_names
 from config.keys import REQUIRED, Block, Derived, Key, ListOf
 from config.model_host import (
     AUTOSCALERS, AWS_TAG_KEY, AWS_TAG_VALUE, CLUSTER_AUTOSCALER, EBS_CSI_CLAIM_NAMESPACE_TAG, EBS_CSI_RESERVED_TAG_KEYS,
-    EBS_CSI_RESERVED_TAG_PREFIXES, EKS_LOG_TYPES, EKS_SUPPORT_TYPES, EVERY_ADDRESS,
+    EBS_CSI_RESERVED_TAG_PREFIXES, EDGE_SPACES, EKS_LOG_TYPES, EKS_SUPPORT_TYPES, EVERY_ADDRESS,
     LOG_RETENTION_DAYS, MAX_SITE_TAGS, NO_AUTOSCALER, STACK_TAG, EksApiEndpoint, EksControlPlaneLogs, EksHost,
     GpuNodeGroup, NodeGroupScaling, SystemNodeGroup,
 )
@@ -180,9 +180,14 @@ capacity warnings count (× GPUs per instance type, from `config/capacity.py`)."
                   f"{' or '.join(EBS_CSI_RESERVED_TAG_PREFIXES)} are its own and Kubernetes')", "choose another key",
                   refuse=True),
             Check("[^=]*", "holds '=', where the EBS CSI driver's list of tags ends a key (the claims' volumes "
-                  "would get another tag)", "leave '=' out of the key")),
+                  "would get another tag)", "leave '=' out of the key"),
+            Check(EDGE_SPACES, "starts or ends with a space, which the EBS CSI driver trims (the claims' volumes "
+                  "would get another key, or none)", "take the spaces at its ends out")),
             value_checks=(Check(AWS_TAG_VALUE, "is not an AWS tag value (letters, digits, spaces and _.:/=+-@, at "
-                                "most 256)", "spell the value with those only"),),
+                                "most 256)", "spell the value with those only"),
+                          Check(f"({EDGE_SPACES})?", "starts or ends with a space, which the EBS CSI driver "
+                                "trims (the claims' volumes would get another value)",
+                                "take the spaces at its ends out")),
             max_entries=MAX_SITE_TAGS), {},
         "Tags on every AWS resource the program creates.", example="{cost-center: ml-platform, site: lab-east}",
         details=f"Beside `{STACK_TAG}: <stack>`, which every resource carries: the AWS provider's default tags, "

@@ -224,6 +224,9 @@ MAX_SITE_TAGS = 40
 # (tests/test_ebs_csi_tags_contract.py reads them from the driver).
 EBS_CSI_RESERVED_TAG_KEYS = ("CSIVolumeName", "CSIVolumeSnapshotName")
 EBS_CSI_RESERVED_TAG_PREFIXES = ("kubernetes.io", "ebs.csi.aws.com/")
+# A tag key or value as the EBS CSI driver keeps it: its flag parser trims the spaces at each end (component-base
+# MapStringString).
+EDGE_SPACES = r"\S(.*\S)?"
 # The tag the EBS CSI driver gives each volume it creates for a claim: the claim's namespace on the host, the team's.
 EBS_CSI_CLAIM_NAMESPACE_TAG = "kubernetes.io/created-for/pvc/namespace"
 

@@ -18,12 +18,16 @@ import yaml
 from components.eks_resources import EBS_CSI_PROVISIONER
 from config import ConfigError
 from config.model_host import EBS_CSI_CLAIM_NAMESPACE_TAG, EBS_CSI_RESERVED_TAG_KEYS, EBS_CSI_RESERVED_TAG_PREFIXES
-from tests.conftest import MIRRORED_TAGS, go_function, run
+from tests.conftest import ACCEPTED_VCLUSTER_TAGS, MIRRORED_TAGS, go_function, run
 from tests.conftest import git as mirror_git
 from tests.test_eks_tags import with_tags
 
 DRIVER = "kubernetes-sigs/aws-ebs-csi-driver"
 CHART = "charts/aws-ebs-csi-driver"
+# The driver's flag types come from k8s.io/component-base (v0.36.3 in its go.mod at v1.64.0); the newest vCluster the
+# config accepts vendors a copy (v0.36.0 at v0.36.1).
+VCLUSTER, VCLUSTER_TAG = "loft-sh/vcluster", ACCEPTED_VCLUSTER_TAGS[-1]
+MAP_STRING_STRING = "vendor/k8s.io/component-base/cli/flag/map_string_string.go"
 
 
 def show(tag: str, path: str) -> str:
@@ -93,6 +97,20 @@ def test_the_chart_lists_the_tags_as_key_value_pairs_so_an_equals_sign_in_a_key_
     assert 'printf "%s=%v" $key $value' in extra and '(join "," $result.pairs)' in extra
     assert "holds '='" in refusal({"team=ml": "x"})
     assert "is not an AWS tag value" in refusal({"team": "ml,nlp"})
+
+
+@pytest.mark.parametrize("tag", MIRRORED_TAGS[DRIVER])
+def test_the_driver_splits_each_pair_at_its_first_equals_sign_and_trims_both_ends(tag):
+    """``--extra-tags`` is a component-base MapStringString that splits (read in the copy vCluster vendors): a key
+    or value with a space at an end would reach the volumes without it, so the config refuses one."""
+    options = show(tag, "pkg/driver/options.go")
+    assert re.search(r'f\.Var\(cliflag\.NewMapStringString\(&o\.ExtraTags\), "extra-tags"', options)
+    parse = go_function(mirror_git(VCLUSTER, "show", f"{VCLUSTER_TAG}:{MAP_STRING_STRING}"),
+                        "(m *MapStringString) Set")
+    assert all(step in parse for step in ('strings.Split(value, ",")', 'strings.SplitN(s, "=", 2)',
+                                          "k := strings.TrimSpace(arr[0])", "v := strings.TrimSpace(arr[1])"))
+    assert "starts or ends with a space" in refusal({"team ": "x"})
+    assert "starts or ends with a space" in refusal({"team": " x"})
 
 
 @pytest.mark.parametrize("tag", MIRRORED_TAGS[DRIVER])

@@ -64,6 +64,8 @@ def test_the_sites_tags_are_added_beside_the_stacks():
     ({"kubernetes.io/cluster/lab": "owned"}, "kubernetes.io/cluster/lab", "reserved by the EBS CSI driver"),
     ({"ebs.csi.aws.com/cluster": "true"}, "ebs.csi.aws.com/cluster", "reserved by the EBS CSI driver"),
     ({"team=ml": "x"}, "team=ml", "holds '='"),
+    ({" team": "ml"}, " team", "starts or ends with a space"),
+    ({"team": "ml "}, "team", "starts or ends with a space"),
 ])
 def test_a_tag_aws_would_refuse_or_the_program_sets_is_refused_naming_it(tags, entry, problem):
     with pytest.raises(ConfigError) as error:
