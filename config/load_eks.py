@@ -197,9 +197,10 @@ capacity warnings count (× GPUs per instance type, from `config/capacity.py`)."
                 "allocation tags in AWS Billing to split the account's bill by site. The volumes and snapshots the "
                 "EBS CSI driver creates for claims carry them too (the add-on's `extraVolumeTags`), with "
                 f"`{EBS_CSI_CLAIM_NAMESPACE_TAG}`, the claim's namespace on the host: the team's, to split them by "
-                "team. The load balancers of LoadBalancer Services do not carry them. A change retags the program's "
-                "resources in place, updates the add-on (volumes created before keep their tags) and makes a new "
-                "launch template version, so EKS replaces every node of each group."),
+                "team. The load balancers of LoadBalancer Services do not carry them (the cloud provider tags each "
+                "with `kubernetes.io/service-name`, the team's namespace and the Service's name). A change retags "
+                "the program's resources in place, updates the add-on (volumes created before keep their tags) and "
+                "makes a new launch template version, so EKS replaces every node of each group."),
     Key("vpcId", Text(), None, "Use an existing VPC.", example="vpc-0abc…", default_note="the program creates a VPC",
         details="If set, `privateSubnetIds` must be set too: the nodes run there. Its CIDR blocks must lie inside "
                 f"{', '.join(PRIVATE_NETWORKS)} (the program cannot read them): tenant pods' public egress leaves out "
