@@ -92,7 +92,11 @@ def test_substring_and_join_read_as_the_strings_extension_defines_them():
     assert [REFERENCE.evaluate(expression, {})[0] for expression in (beyond, backwards)] == ["error", "error"]
 
 
-COUNTED = {**EVERYWHERE, "variables": [{"name": "keys", "expression": "size(object.metadata.annotations)"}],
+# A whole policy, as the API server takes it: the suite's reviews are judged again by its own plugin
+# (tests/test_admission_suite_real_plugin.py).
+COUNTED = {"matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                                   "resources": ["pods"]}]},
+           "variables": [{"name": "keys", "expression": "size(object.metadata.annotations)"}],
            "validations": [{"expression": "variables.keys <= 100", "message": "static",
                             "messageExpression": "'[metadata-size] ' + string(variables.keys) + ' annotations'"}]}
 
