@@ -19,7 +19,7 @@ from tests.config_spec import put
 from tests.conftest import ACCEPTED_TAGS, dev_config, eks_config, git, run
 from tests import tenant_sim
 from tests.tenant_sim import KAI_SCHEDULER, Tenant, container, tenant_of, virtual_pod
-from tests.tenant_sim import judged_by_reference_alone as reference_alone
+from tests.cel_judges import judged_by_reference_alone as reference_alone
 
 KAI = "kai-scheduler/KAI-Scheduler"
 # Docs pods the platform refuses on purpose, with the key that is refused and why: it runs KAI with one
@@ -37,7 +37,7 @@ HOST_PATH_DOCS = {"docs/gpu-sharing/mps/gpu-sharing-with-mps.yaml": "[volume-sou
 @pytest.fixture(autouse=True)
 def both_implementations_judge_every_honest_review(monkeypatch):
     """An honest workload is no flood: cel-python and CEL C++ both judge each of its reviews
-    (tests/tenant_sim.py CROSS_CHECKED_BYTES)."""
+    (tests/cel_judges.py CROSS_CHECKED_BYTES)."""
     judged_alone = []
 
     def judged(verdict, pod, old) -> bool:

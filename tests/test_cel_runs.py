@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tests.cel_runs import Inputs, paths, run
-from tests.tenant_sim import Admission, plain_value
+from tests.cel_judges import plain_value
+from tests.tenant_sim import Admission
 
 NAMES = ("object", "oldObject", "request", "variables")
 

@@ -13,8 +13,9 @@ import yaml
 
 from tests.conftest import COMMITTED_STACKS, run, stack_config
 from tests.reference_cel import REFERENCE, unordered_lists
-from tests import tenant_sim
-from tests.tenant_sim import CROSS_CHECKED_BYTES, POLICY, Admission, virtual_pod
+from tests import cel_judges
+from tests.cel_judges import CROSS_CHECKED_BYTES
+from tests.tenant_sim import POLICY, Admission, virtual_pod
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 EVERYWHERE = {"matchConstraints": {"resourceRules": [{"operations": ["CREATE"], "resources": ["pods"]}]}}
@@ -125,7 +126,7 @@ def test_a_flood_is_judged_by_cel_cpp_alone_as_both_judge_it():
     refusals = _review(COUNTED, flood, python=False)
     assert refusals == ["[metadata-size] 600 annotations"]
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(tenant_sim, "CROSS_CHECKED_BYTES", 10 * CROSS_CHECKED_BYTES)
+        patch.setattr(cel_judges, "CROSS_CHECKED_BYTES", 10 * CROSS_CHECKED_BYTES)
         assert _review(COUNTED, flood, python=True) == refusals
 
 

@@ -19,7 +19,8 @@ from celpy import celtypes
 from components.tenant import vcluster_values
 from tools.offline.mocks import MOCK_CLUSTER_DNS
 from tests.apiserver_pods import pull_policy_defaults
-from tests.tenant_sim import Admission, plain_value
+from tests.cel_judges import plain_value
+from tests.tenant_sim import Admission
 
 VIRTUAL_KUBERNETES = "1.36.0"
 # Called with (policy spec, binding spec, namespace, pod, user, mutated pod) for every mutation made: tests/apiserver_map.py
