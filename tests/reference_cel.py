@@ -3,10 +3,10 @@
 tests/tenant_sim.py evaluates the policies with cel-python, a third-party implementation with its own gaps (the
 Kubernetes string functions are added by hand, tests/cel_judges.py). The API server runs cel-go; CEL C++ is held to
 the same conformance tests as cel-go, so every review a test makes is also judged here (tenant_sim
-``Admission.review``), the way the API server judges a ValidatingAdmissionPolicy: match conditions, then the variables in order (an
-expression using a variable that failed fails too), then each validation, an error counting as a refusal
-(``failurePolicy: Fail``), its message from the messageExpression when that yields a non-blank string. A match,
-variable or refusal that differs from cel-python's fails the test.
+``Admission.review``), the way the API server judges a ValidatingAdmissionPolicy: match conditions, then the
+variables in order (an expression using a variable that failed fails too), then each validation, an error counting
+as a refusal (``failurePolicy: Fail``), its message from the messageExpression when that yields a non-blank string.
+A match, variable or refusal that differs from cel-python's fails the test.
 """
 
 from __future__ import annotations
