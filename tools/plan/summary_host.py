@@ -27,13 +27,17 @@ def _control_plane_logs_line(index: PlanIndex, types: list) -> str:
     return f"- Control plane logs to CloudWatch: {', '.join(code(kind) for kind in types)}, in {kept}"
 
 
+def _tag_list(tags: dict) -> str:
+    return ", ".join(code(f"{key}={value}") for key, value in sorted(tags.items()))
+
+
 def _claim_volume_lines(index: PlanIndex) -> list[str]:
     """What the EBS CSI driver tags the claims' volumes with: they are its, not the program's."""
     lines = []
     for addon in index.of_type(EKS_ADDON):
         values = json.loads(addon["inputs"].get("configurationValues") or "{}")
         tags = (values.get("controller") or {}).get("extraVolumeTags") or {}
-        tagged = ", ".join(code(f"{key}={value}") for key, value in sorted(tags.items())) or "none of the site's"
+        tagged = _tag_list(tags) or "none of the site's"
         lines.append(f"- Teams' EBS volumes and snapshots (add-on {code(addon['inputs'].get('addonName'))}): tags "
                      f"{tagged}; each volume also the driver's {code(EBS_CSI_CLAIM_NAMESPACE_TAG)}, the team's "
                      "namespace")
@@ -54,7 +58,7 @@ def host_section(index: PlanIndex) -> list[str]:
         for provider in index.of_type(AWS_PROVIDER):
             if provider["inputs"].get("region"):
                 tags = json.loads(provider["inputs"].get("defaultTags") or "{}").get("tags") or {}
-                tagged = ", ".join(code(f"{key}={value}") for key, value in sorted(tags.items())) or "none"
+                tagged = _tag_list(tags) or "none"
                 lines.append(f"- AWS region: {code(provider['inputs']['region'])} (provider {code(provider['name'])}), "
                              f"tags on every resource: {tagged}")
         for cluster in clusters:
