@@ -22,6 +22,7 @@ from components.queues import QueueHierarchy, QueueHierarchyArgs
 from components.tenant import TenantCluster, TenantClusterArgs
 from config import PROJECT, load_platform, sharing
 from config.access_rules import endpoint_node_ports
+from config.audit_trail import audit_trail
 from config.capacity import autoscaler_node_resources
 from config.cpu_memory_capacity import pool_guarantees
 from config.snapshots import SECRETS as BACKUP_SECRETS
@@ -83,6 +84,10 @@ pulumi.export("hostKubeconfig", host.kubeconfig)
 if host.certificate_expiry is not None:
     # MicroK8s' API server certificate lapses after a year unless renewed by hand (docs/operations-running.md, What expires).
     pulumi.export("hostCertificateExpiry", host.certificate_expiry)
+host_audit_log = audit_trail(platform.cluster)
+if host_audit_log is not None:
+    # Who did what on the host (each team's syncer, each tool, each person): where to look after an incident.
+    pulumi.export("hostAuditLog", host_audit_log)
 pulumi.export("timeSlicing", {
     "namespace": gpu_operator.namespace,
     "configMap": gpu_operator.config_map_name,

@@ -3,12 +3,15 @@ CloudWatch (``cluster.eks.controlPlaneLogs``), on MicroK8s a log file on the box
 
 Every team's vCluster syncer acts on the host under its own service account, so the audit log is the record of what
 each team did there. An existing (kubeconfig) cluster keeps what its own API server is set to keep. Plain data in,
-text out.
+text and plain data out.
 """
 
 from __future__ import annotations
 
+from typing import Optional
+
 from config.model import Cluster
+from config.model_host import MICROK8S_AUDIT_LOG_FILE, MICROK8S_AUDIT_POLICY_FILE
 
 EKS_KEY = "cluster.eks.controlPlaneLogs"
 MICROK8S_KEY = "cluster.microk8s.auditLog"
@@ -31,3 +34,25 @@ def audit_trail_notes(cluster: Cluster) -> list[str]:
         notes.append(f"{EKS_KEY}.retentionDays is 0: CloudWatch keeps {logs.log_group(eks.name)} forever, and "
                      "charges for every month of it. Choose a period, e.g. 365.")
     return notes
+
+
+def audit_trail(cluster: Cluster) -> Optional[dict]:
+    """Where the host's audit log is kept (the stack output ``hostAuditLog``), so whoever answers an incident finds
+    it without reading the program: None where the program keeps none (an existing cluster keeps its own, a MicroK8s
+    box with it off, an EKS site that leaves out ``audit``)."""
+    box = cluster.microk8s
+    if box is not None:
+        log = box.audit_log
+        if not log.enabled:
+            return None
+        return {"machine": box.host or "the machine that ran pulumi up", "file": MICROK8S_AUDIT_LOG_FILE,
+                "rotatedFiles": f"{MICROK8S_AUDIT_LOG_FILE.removesuffix('.log')}-<time>.log",
+                "policyFile": MICROK8S_AUDIT_POLICY_FILE, "maxAgeDays": log.max_age_days,
+                "maxBackups": log.max_backups, "maxSizeMegabytes": log.max_size_megabytes,
+                "diskMegabytes": log.disk_megabytes}
+    eks = cluster.eks
+    if eks is None or "audit" not in eks.control_plane_logs.types:
+        return None
+    logs = eks.control_plane_logs
+    return {"region": eks.region, "cloudWatchLogGroup": logs.log_group(eks.name),
+            "retentionDays": logs.retention_days or "forever"}
