@@ -96,6 +96,11 @@ def _offending(kind: str, condition: str) -> str:
     return f"(has(object.metadata.{field}) ? object.metadata.{field}.filter(k, !{condition}).join(', ') : '')"
 
 
+def cel_string(value: str) -> str:
+    """``value`` as a CEL string literal."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def refusal(name: str, expression: str, problem: str, fix: str) -> dict:
     """A validation of the tenant's host policies: an object for which ``expression`` is false is refused with
     the message ``[name] problem: fix``."""

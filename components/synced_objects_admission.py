@@ -278,11 +278,13 @@ def policy_spec(team: Team, cluster_dns: str, endpoint_node_ports: Sequence[int]
 def load_balancer_grants(team: Team) -> dict[str, list[str]]:
     """What the team's Services may hand the load-balancer implementation, for the review summary: the annotations
     on every team (their rule judges every Service), the classes where the team holds load balancers (the only
-    ones whose rule is rendered)."""
+    ones whose rule is rendered), and the tags its load balancers must carry where the platform sets them."""
     services = team.vcluster.services
     grants = {"loadBalancerAnnotations": list(services.load_balancer_annotations)}
     if services.load_balancers:
         grants["loadBalancerClasses"] = list(services.load_balancer_classes)
+    if services.load_balancer_tags:
+        grants["loadBalancerTags"] = [f"{key}={value}" for key, value in services.load_balancer_tags]
     return grants
 
 

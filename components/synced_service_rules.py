@@ -13,10 +13,13 @@ import ipaddress
 from typing import Sequence
 
 # Private names: each rule below is laid out as one call of _rule.
-from components.admission_metadata import unchanged_from_old
+from components.admission_metadata import cel_string, unchanged_from_old
 from components.synced_rule_parts import CANONICAL_IPV4, absent as _absent, kind_rule as _rule, meta_of as _meta
 from components.tenant_access import EXTERNAL_DNS_PREFIX
-from config.load_balancer_keys import LOAD_BALANCER_PREFIXES, LOAD_BALANCER_SUFFIXES, NODE_PORT_LOCAL_PREFIX
+from config.load_balancer_keys import (
+    AWS_ADDITIONAL_TAGS, LOAD_BALANCER_PREFIXES, LOAD_BALANCER_SUFFIXES, NODE_PORT_LOCAL_PREFIX,
+)
+from config.load_balancer_tags import tags_annotation
 from config.model import Team
 
 
@@ -60,10 +63,13 @@ def load_balancer_annotation_rule(team: Team) -> dict:
     governed = " || ".join([*(f"key.startsWith('{prefix}')" for prefix in LOAD_BALANCER_PREFIXES),
                             *(f"key.endsWith('{suffix}')" for suffix in LOAD_BALANCER_SUFFIXES)])
     listed = ", ".join(allowed.load_balancer_annotations) or "none"
+    # The platform's tags for the team's load balancers, as the team's vCluster writes them: that value only.
+    tagged = (f" || (key == '{AWS_ADDITIONAL_TAGS}' && {_meta('object', 'annotations')}[key] == "
+              f"{cel_string(tags_annotation(allowed.load_balancer_tags))})" if allowed.load_balancer_tags else "")
     return _rule(
         "service-load-balancer-annotations", ("Service",),
         f"{_meta('object', 'annotations')}.all(key, !({governed}) || "
-        f"key in {list(allowed.load_balancer_annotations)} || {kept_on_update('annotations', 'key')})",
+        f"key in {list(allowed.load_balancer_annotations)}{tagged} || {kept_on_update('annotations', 'key')})",
         f"of the load-balancer annotations (keys under {', '.join(LOAD_BALANCER_PREFIXES)} and keys ending in "
         f"{', '.join(LOAD_BALANCER_SUFFIXES)}), team "
         f"{team.name}'s Services, of any type, may carry only those config vcluster.services.loadBalancerAnnotations "
@@ -71,6 +77,26 @@ def load_balancer_annotation_rule(team: Team) -> dict:
         "security group, certificate, log bucket, address pool, cost tag or a node's network interface) or, on a "
         "ClusterIP Service, another cluster's clients of a Service named as this one",
         "remove the annotation, or ask the platform team to list it for your team")
+
+
+def load_balancer_tags_rule(team: Team) -> dict:
+    """A Service that becomes a load balancer carries the platform's tags for the team's load balancers (the team's
+    vCluster sets them, config/load_balancer_tags.py): one without would be on nobody's bill. A load balancer from
+    before the rule keeps syncing while it still has none."""
+    value = cel_string(tags_annotation(team.vcluster.services.load_balancer_tags))
+    annotations, old_annotations = _meta('object', 'annotations'), _meta('oldObject', 'annotations')
+    return _rule(
+        "service-load-balancer-tags", ("Service",),
+        f"variables.serviceType != 'LoadBalancer' || "
+        f"('{AWS_ADDITIONAL_TAGS}' in {annotations} && {annotations}['{AWS_ADDITIONAL_TAGS}'] == {value}) || "
+        f"(request.operation == 'UPDATE' && has(oldObject.spec.type) && oldObject.spec.type == 'LoadBalancer' && "
+        f"!('{AWS_ADDITIONAL_TAGS}' in {annotations}) && !('{AWS_ADDITIONAL_TAGS}' in {old_annotations}))",
+        f"team {team.name}'s load balancers carry the site's and the team's AWS tags, annotation "
+        f"{AWS_ADDITIONAL_TAGS}: {tags_annotation(team.vcluster.services.load_balancer_tags)} (set inside your "
+        "vCluster by the MutatingAdmissionPolicy gpu-tenancy-load-balancer-tags), so the account's bill finds "
+        "its owner",
+        "create the Service with that annotation and value (the policy gpu-tenancy-load-balancer-tags in your "
+        "vCluster writes it; if it was deleted, ask the platform team to restore it)")
 
 
 def load_balancer_class_rule(team: Team) -> dict:
@@ -153,6 +179,8 @@ def service_rules(team: Team, cluster_dns: str, endpoint_node_ports: Sequence[in
     rules.append(load_balancer_annotation_rule(team))
     if allowed.load_balancers:
         rules.append(load_balancer_class_rule(team))
+    if allowed.load_balancer_tags:
+        rules.append(load_balancer_tags_rule(team))
     if not allowed.node_ports:
         rules.append(_rule(
             "service-node-ports", ("Service",),

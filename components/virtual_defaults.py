@@ -28,6 +28,9 @@ program ships:
   rules would refuse from the tenant but must accept from the syncer;
 - a ValidatingAdmissionPolicy with the host's ``[fixed-requests]`` rule on ``pods/resize``: a resize the syncer
   would carry to the host is refused there, after which the syncer stops updating the pod.
+- for a team with load balancers on EKS, a MutatingAdmissionPolicy that sets the site's and the team's AWS tags on
+  every LoadBalancer Service (config/load_balancer_tags.py), which the host's ``[service-load-balancer-tags]`` rule
+  asks for.
 
 These are conveniences, not the boundary: the tenant is cluster-admin inside and may delete them, and
 the host policies still enforce everything. config/virtual_cluster.py refuses virtual clusters older
@@ -41,10 +44,13 @@ from components.admission import (
     policy_variables,
 )
 from components.admission_devices import TOOLKIT_FEATURES, with_gpu
+from components.admission_metadata import cel_string
 from components.admission_resize import fixed_requests
 from components.isolation_admission import IMAGE_ROOT, LIBRARY, LIBRARY_NAMES, isolation_validations
 from components.kai import SCHEDULER_NAME
 from components.yaml_text import yaml_documents
+from config.load_balancer_keys import AWS_ADDITIONAL_TAGS
+from config.load_balancer_tags import tags_annotation
 from config.model import MEMORY_CAPPED, Team
 from config.vcluster_images import hami_core_image
 from config.vocabulary import QUEUE_LABEL
@@ -57,19 +63,18 @@ DEVICE_FEATURES_NAME = "gpu-tenancy-device-features"
 IMAGE_PULL_NAME = "gpu-tenancy-image-pull"
 IMAGE_REGISTRY_NAME = "gpu-tenancy-image-registry"
 FIXED_REQUESTS_NAME = "gpu-tenancy-fixed-requests"
+LOAD_BALANCER_TAGS_NAME = "gpu-tenancy-load-balancer-tags"
 POD_CREATE = {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
 POD_CHANGES = {**POD_CREATE, "operations": ["CREATE", "UPDATE"], "resources": ["pods", "pods/ephemeralcontainers"]}
 POD_RESIZE = {**POD_CREATE, "operations": ["UPDATE"], "resources": ["pods/resize"]}
-
-
-def _cel_string(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+SERVICE_CHANGES = {**POD_CREATE, "operations": ["CREATE", "UPDATE"], "resources": ["services"]}
 
 
 def pod_defaults_mutation(team: Team) -> str:
     """The apply configuration merged into every new pod: KAI's scheduler and the team's queue label."""
-    return (f"Object{{metadata: Object.metadata{{labels: {{{_cel_string(QUEUE_LABEL)}: {_cel_string(team.queue_name)}}}}}, "
-            f"spec: Object.spec{{schedulerName: {_cel_string(SCHEDULER_NAME)}}}}}")
+    labels = f"{{{cel_string(QUEUE_LABEL)}: {cel_string(team.queue_name)}}}"
+    return (f"Object{{metadata: Object.metadata{{labels: {labels}}}, "
+            f"spec: Object.spec{{schedulerName: {cel_string(SCHEDULER_NAME)}}}}}")
 
 
 def _mutating_policy(name: str, *apply_configurations: str, **spec) -> dict:
@@ -154,6 +159,21 @@ def image_pull_mutations() -> tuple[str, str, str]:
             f"has(object.spec.volumes) && object.spec.volumes.exists(v, has(v.image)) ? {volumes} : Object{{}}")
 
 
+def load_balancer_tags_mutation(team: Team) -> str:
+    """The apply configuration that sets the platform's tags annotation, replacing a value the tenant wrote."""
+    value = tags_annotation(team.vcluster.services.load_balancer_tags)
+    annotations = f"{{{cel_string(AWS_ADDITIONAL_TAGS)}: {cel_string(value)}}}"
+    return f"Object{{metadata: Object.metadata{{annotations: {annotations}}}}}"
+
+
+def load_balancer_tags_policy(team: Team) -> dict:
+    # On UPDATE too: a Service made a load balancer later, and one from before the policy whenever it is edited.
+    load_balancer = "has(object.spec.type) && object.spec.type == 'LoadBalancer'"
+    return _mutating_policy(LOAD_BALANCER_TAGS_NAME, load_balancer_tags_mutation(team),
+                            matchConstraints={"resourceRules": [SERVICE_CHANGES]},
+                            matchConditions=[{"name": "load-balancer", "expression": load_balancer}])
+
+
 def pod_rules_policy(team: Team) -> dict:
     return {
         "apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicy", "metadata": {"name": RULES_NAME},
@@ -201,6 +221,9 @@ def virtual_manifests(team: Team) -> list[dict]:
     image_registry = ([image_registry_policy(team),
                        _binding("ValidatingAdmissionPolicyBinding", IMAGE_REGISTRY_NAME, validationActions=["Deny"])]
                       if team.vcluster.allowed_registries is not None else [])
+    load_balancer_tags = ([load_balancer_tags_policy(team),
+                           _binding("MutatingAdmissionPolicyBinding", LOAD_BALANCER_TAGS_NAME)]
+                          if team.vcluster.services.load_balancer_tags else [])
     return [
         pod_defaults_policy(team),
         _binding("MutatingAdmissionPolicyBinding", DEFAULTS_NAME),
@@ -213,6 +236,7 @@ def virtual_manifests(team: Team) -> list[dict]:
         fixed_requests_policy(),
         _binding("ValidatingAdmissionPolicyBinding", FIXED_REQUESTS_NAME, validationActions=["Deny"]),
         *image_registry,
+        *load_balancer_tags,
     ]
 
 

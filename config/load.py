@@ -26,6 +26,7 @@ from config.hosts import HOST_KIND_FACTS, host_profile
 from config.image_volumes import check_image_volumes
 from config.isolation import check_isolation, isolation_warnings, pin_teams, with_isolation
 from config.keys import REQUIRED, Block, Key
+from config.load_balancer_tags import check_load_balancer_tags, load_balancer_tags
 from config.load_host import CI, CLUSTER, read_ci, read_cluster
 from config.load_operators import (GPU_OPERATOR, KAI_SCHEDULER, cdi_warnings, check_nodes_deliver_cdi_devices,
                                    read_gpu_operator, read_kai)
@@ -144,6 +145,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     _check_control_plane_metrics(reader, observability, cluster)
     check_team_alerting(reader, observability.prometheus, teams, secrets)
     check_mirrors(reader, mirrors, cluster, gpu_operator, observability, teams)
+    check_load_balancer_tags(reader, cluster, teams)
     if reader.issues:
         raise ConfigError(reader.issues)
     gpu_operator, kai = with_isolation(gpu_operator, kai, cluster, teams)
@@ -154,7 +156,9 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     teams = [dataclasses.replace(team, vcluster=dataclasses.replace(
         team.vcluster, storage_class=host.storage_class, api_server_port=host.api_server_port,
         api_server_addresses=host.api_server_addresses,
-        host_dns=host.host_dns, mirrors=mirrors, gpu_sharing=kai.gpu_sharing, backup=backup)) for team in teams]
+        host_dns=host.host_dns, mirrors=mirrors, gpu_sharing=kai.gpu_sharing, backup=backup,
+        services=dataclasses.replace(team.vcluster.services,
+                                     load_balancer_tags=load_balancer_tags(team, cluster, stack)))) for team in teams]
     platform = Platform(project=PROJECT, stack=stack, cluster=cluster, gpu_operator=gpu_operator,
                         kai_scheduler=kai, organization=organization, teams=tuple(teams), host=host, ci=ci,
                         observability=observability,

@@ -48,6 +48,9 @@ LOAD_BALANCER_SUFFIXES = (".kubernetes.io/logical_switch",)
 NODE_PORT_LOCAL_PREFIX = "nodeportlocal.antrea.io/"
 
 AWS_PREFIX = "service.beta.kubernetes.io/aws-load-balancer-"
+# The key whose "key=value,..." list the AWS cloud provider adds to a load balancer's tags: the platform's to set
+# (config/load_balancer_tags.py).
+AWS_ADDITIONAL_TAGS = AWS_PREFIX + "additional-resource-tags"
 
 # The keys of the AWS cloud provider (kubernetes/cloud-provider-aws pkg/providers/v1, the controller EKS runs for
 # Services without a loadBalancerClass) that shape only the team's own load balancer: the default list on EKS.

@@ -20,8 +20,8 @@ from config.keys import REQUIRED, Block, Derived, Key, ListOf
 from config.model_host import (
     AUTOSCALERS, AWS_TAG_KEY, AWS_TAG_VALUE, CLUSTER_AUTOSCALER, EBS_CSI_CLAIM_NAMESPACE_TAG, EBS_CSI_RESERVED_TAG_KEYS,
     EBS_CSI_RESERVED_TAG_PREFIXES, EDGE_SPACES, EKS_LOG_TYPES, EKS_SUPPORT_TYPES, EVERY_ADDRESS,
-    LOG_RETENTION_DAYS, MAX_SITE_TAGS, NO_AUTOSCALER, STACK_TAG, EksApiEndpoint, EksControlPlaneLogs, EksHost,
-    GpuNodeGroup, NodeGroupScaling, SystemNodeGroup,
+    LOG_RETENTION_DAYS, MAX_SITE_TAGS, NO_AUTOSCALER, STACK_TAG, TEAM_TAG, EksApiEndpoint, EksControlPlaneLogs,
+    EksHost, GpuNodeGroup, NodeGroupScaling, SystemNodeGroup,
 )
 from config.network_types import NetworkList
 from config.reader import Section
@@ -171,8 +171,9 @@ capacity warnings count (× GPUs per instance type, from `config/capacity.py`)."
     Key("tags", StringMap(key_checks=(
             Check(AWS_TAG_KEY, "is not an AWS tag key (letters, digits, spaces and _.:/=+-@, at most 128)",
                   "spell the key with those only"),
-            Check(f"[Aa][Ww][Ss]:.*|{STACK_TAG}", "is reserved: AWS's own keys start with aws:, and the "
-                  f"program sets {STACK_TAG} to the stack's name", "choose another key", refuse=True),
+            Check(f"[Aa][Ww][Ss]:.*|{STACK_TAG}|{TEAM_TAG}", "is reserved: AWS's own keys start with aws:, and "
+                  f"the program sets {STACK_TAG} to the stack's name and {TEAM_TAG} to a team's name on the team's "
+                  "load balancers", "choose another key", refuse=True),
             Check("|".join([*map(re.escape, EBS_CSI_RESERVED_TAG_KEYS),
                             *(f"{re.escape(prefix)}.*" for prefix in EBS_CSI_RESERVED_TAG_PREFIXES)]),
                   "is reserved by the EBS CSI driver, which tags the claims' volumes with the site's tags and would "
@@ -197,8 +198,9 @@ capacity warnings count (× GPUs per instance type, from `config/capacity.py`)."
                 "allocation tags in AWS Billing to split the account's bill by site. The volumes and snapshots the "
                 "EBS CSI driver creates for claims carry them too (the add-on's `extraVolumeTags`), with "
                 f"`{EBS_CSI_CLAIM_NAMESPACE_TAG}`, the claim's namespace on the host: the team's, to split them by "
-                "team. The load balancers of LoadBalancer Services do not carry them (the cloud provider tags each "
-                "with `kubernetes.io/service-name`, the team's namespace and the Service's name). A change retags "
+                "team. The load balancers of teams' LoadBalancer Services carry them too, with "
+                f"`{TEAM_TAG}: <team>` (their Services' `aws-load-balancer-additional-resource-tags`, which the "
+                "platform sets; a value may then not hold `=`, where the cloud provider ends it). A change retags "
                 "the program's resources in place, updates the add-on (volumes created before keep their tags) and "
                 "makes a new launch template version, so EKS replaces every node of each group."),
     Key("vpcId", Text(), None, "Use an existing VPC.", example="vpc-0abc…", default_note="the program creates a VPC",

@@ -101,6 +101,9 @@ class TenantServices:
     load_balancers: int = 0
     load_balancer_annotations: tuple[str, ...] = ()
     load_balancer_classes: tuple[str, ...] = ()
+    # The AWS tags the platform puts on the team's load balancers, as (key, value) pairs in the order written
+    # (config/load_balancer_tags.py); empty where it puts none.
+    load_balancer_tags: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -212,6 +212,8 @@ class EksControlPlaneLogs:
 
 # The tag every AWS resource of a site carries, valued with the stack's name: a site's costs in one account's bill.
 STACK_TAG = "gpu-tenancy/stack"
+# The tag of a team's load balancers on EKS, valued with the team's name (config/load_balancer_tags.py).
+TEAM_TAG = "gpu-tenancy/team"
 # AWS's limits on a tag (its key and value: letters, digits, spaces and _.:/=+-@, at most 128 and 256 characters; keys
 # starting with aws: are AWS's own), and how many a site may add: a resource takes 50, and pulumi-eks and the node
 # groups' autoscaler hints add their own.

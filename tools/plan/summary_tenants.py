@@ -154,7 +154,9 @@ def tenant_section(index: PlanIndex, charts: Optional[ChartValues] = None) -> li
 
 # The rules whose allowance the site states per team, with the admission component's output that holds it.
 LISTED_GRANTS = {"service-load-balancer-annotations": "loadBalancerAnnotations",
-                 "service-load-balancer-class": "loadBalancerClasses"}
+                 "service-load-balancer-class": "loadBalancerClasses", "service-load-balancer-tags": "loadBalancerTags"}
+# The rules whose output is what they require, not what they let through.
+REQUIRED_GRANTS = ("service-load-balancer-tags",)
 
 
 def _rules_line(team: str, policy: Optional[dict[str, Any]], missing: str,
@@ -168,10 +170,14 @@ def _rules_line(team: str, policy: Optional[dict[str, Any]], missing: str,
 
 
 def _with_grants(rule: str, granted: Optional[list[str]]) -> str:
-    """A rule's name, with what the site lets the team through it (a load balancer's keys and classes)."""
+    """A rule's name, with what the site lets the team through it (a load balancer's keys and classes) or requires
+    of it (its tags)."""
     if granted is None:
         return rule
-    return f"{rule} (allowed: {', '.join(code(entry) for entry in granted)})" if granted else f"{rule} (none allowed)"
+    entries = ", ".join(code(entry) for entry in granted)
+    if rule in REQUIRED_GRANTS:
+        return f"{rule} (on every load balancer: {entries})"
+    return f"{rule} (allowed: {entries})" if granted else f"{rule} (none allowed)"
 
 
 def _switched_on(policies: dict[str, Any], block: str, other: str) -> bool:
