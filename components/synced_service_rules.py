@@ -81,16 +81,17 @@ def load_balancer_annotation_rule(team: Team) -> dict:
 
 def load_balancer_tags_rule(team: Team) -> dict:
     """A Service that becomes a load balancer carries the platform's tags for the team's load balancers (the team's
-    vCluster sets them, config/load_balancer_tags.py): one without would be on nobody's bill. A load balancer from
-    before the rule keeps syncing while it still has none."""
+    vCluster sets them, config/load_balancer_tags.py): one without would be on nobody's bill. A load balancer keeps
+    syncing while its annotation stays as it was: none, from before the rule, or the site's tags before a change."""
     value = cel_string(tags_annotation(team.vcluster.services.load_balancer_tags))
     annotations, old_annotations = _meta('object', 'annotations'), _meta('oldObject', 'annotations')
+    key = f"'{AWS_ADDITIONAL_TAGS}'"
     return _rule(
         "service-load-balancer-tags", ("Service",),
-        f"variables.serviceType != 'LoadBalancer' || "
-        f"('{AWS_ADDITIONAL_TAGS}' in {annotations} && {annotations}['{AWS_ADDITIONAL_TAGS}'] == {value}) || "
+        f"variables.serviceType != 'LoadBalancer' || ({key} in {annotations} && {annotations}[{key}] == {value}) || "
         f"(request.operation == 'UPDATE' && has(oldObject.spec.type) && oldObject.spec.type == 'LoadBalancer' && "
-        f"!('{AWS_ADDITIONAL_TAGS}' in {annotations}) && !('{AWS_ADDITIONAL_TAGS}' in {old_annotations}))",
+        f"({key} in {annotations}) == ({key} in {old_annotations}) && "
+        f"(!({key} in {annotations}) || {annotations}[{key}] == {old_annotations}[{key}]))",
         f"team {team.name}'s load balancers carry the site's and the team's AWS tags, annotation "
         f"{AWS_ADDITIONAL_TAGS}: {tags_annotation(team.vcluster.services.load_balancer_tags)} (set inside your "
         "vCluster by the MutatingAdmissionPolicy gpu-tenancy-load-balancer-tags), so the account's bill finds "

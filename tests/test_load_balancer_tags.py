@@ -241,6 +241,23 @@ def test_a_load_balancer_from_before_the_rule_keeps_syncing_and_is_tagged_when_e
     assert legal.update(host, update_service(host, edited, legal.team)) == []
 
 
+def test_a_load_balancer_tagged_before_the_sites_tags_changed_keeps_syncing_and_takes_the_new_ones_when_edited(
+        eks_run):
+    before = tenant(eks_run)
+    config = with_load_balancers(eks_config())
+    config["gpu-tenancy:cluster"]["eks"]["tags"]["cost-center"] = "research"
+    after = Synced(SyncedObjectsAdmission(policy_spec(team_of(config, "team-legal"), MOCK_CLUSTER_DNS, ()),
+                                          before.admission.binding), team_of(config, "team-legal"))
+    old_virtual = Inside(before.team).write(load_balancer())
+    host = on_host(before, old_virtual)
+    assert after.update(host, update_service(host, old_virtual, after.team)) == []
+    edited = Inside(after.team).write(load_balancer(loadBalancerSourceRanges=["192.0.2.0/24"]), old=old_virtual)
+    assert "cost-center=research" in edited["metadata"]["annotations"][AWS_ADDITIONAL_TAGS]
+    assert after.update(host, update_service(host, edited, after.team)) == []
+    # Back to the old value, which the team's tags no longer are, is another value.
+    assert rules(after.update(update_service(host, edited, after.team), host)) == {ANNOTATIONS, TAGS_RULE}
+
+
 # --- hostile tenants: the objects they would send -----------------------------------------------------------------
 
 
