@@ -45,7 +45,9 @@ def audit_trail(cluster: Cluster) -> Optional[dict]:
         log = box.audit_log
         if not log.enabled:
             return None
-        return {"machine": box.host or "the machine that ran pulumi up", "file": MICROK8S_AUDIT_LOG_FILE,
+        # The box by its key, not its address: the program keeps the SSH connection secret as a whole.
+        machine = "the box at cluster.microk8s.host" if box.host else "the machine that ran pulumi up"
+        return {"machine": machine, "file": MICROK8S_AUDIT_LOG_FILE,
                 "rotatedFiles": f"{MICROK8S_AUDIT_LOG_FILE.removesuffix('.log')}-<time>.log",
                 "policyFile": MICROK8S_AUDIT_POLICY_FILE, "maxAgeDays": log.max_age_days,
                 "maxBackups": log.max_backups, "maxSizeMegabytes": log.max_size_megabytes,

@@ -5,6 +5,8 @@ program creates it. No output where the program keeps none."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from components.apiserver_audit import MAX_AGE_FLAG, MAX_BACKUP_FLAG, MAX_SIZE_FLAG, PATH_FLAG, POLICY_FLAG
@@ -37,8 +39,8 @@ def test_a_microk8s_site_names_the_file_its_api_server_writes_and_the_policy_it_
     assert where["rotatedFiles"] == where["file"].removesuffix(".log") + "-<time>.log"
     # The box's policy file is the step's default, which the scratch box puts elsewhere.
     assert where["policyFile"].endswith("/args/gpu-tenancy-audit-policy.yaml") and written[POLICY_FLAG] != ""
-    assert where["machine"] == dev_config()["gpu-tenancy:cluster"]["microk8s"].get(
-        "host", "the machine that ran pulumi up")
+    assert where["machine"] == ("the box at cluster.microk8s.host" if "host" in dev_config()["gpu-tenancy:cluster"][
+        "microk8s"] else "the machine that ran pulumi up")
 
 
 def test_the_microk8s_output_follows_the_sites_rotation_settings_as_the_step_writes_them(tmp_path):
@@ -54,13 +56,17 @@ def test_the_microk8s_output_follows_the_sites_rotation_settings_as_the_step_wri
     assert where["diskMegabytes"] == 21 * 200
 
 
-def test_a_box_run_locally_names_the_machine_that_ran_pulumi_up():
+def test_the_machine_is_named_by_its_key_never_its_address():
+    """The program keeps the SSH connection secret as a whole (tests/test_plan_diff.py): the box's address stays out
+    of the plain output."""
     config = dev_config()
     config["gpu-tenancy:cluster"]["microk8s"].pop("host", None)
     assert run(config).outputs[OUTPUT]["machine"] == "the machine that ran pulumi up"
     config["gpu-tenancy:cluster"]["microk8s"]["host"] = "192.0.2.44"
     config["gpu-tenancy:sshPrivateKey"] = {"secure": "v1:encrypted"}
-    assert run(config).outputs[OUTPUT]["machine"] == "192.0.2.44"
+    program = run(config)
+    assert program.outputs[OUTPUT]["machine"] == "the box at cluster.microk8s.host"
+    assert "192.0.2.44" not in json.dumps(program.outputs[OUTPUT])
 
 
 def test_an_eks_site_names_the_log_group_the_program_creates_in_the_sites_region(eks_run):
