@@ -2,10 +2,10 @@
 source at v0.36.1, whose vendor/ holds k8s.io/apiserver v0.36.0, the Kubernetes a tenant's vCluster runs.
 
 tests/virtual_sim.py's ``Mutation`` evaluates the in-vCluster policies' apply configurations with cel-python and
-merges them with a Python re-implementation of the structured merge. This module sends pods to the real plugin,
-the policies and bindings loaded through informers, the plugin in the admission chain's reinvocation handler, each
-apply configuration compiled by its compiler and merged by its structured-merge-diff patcher with Kubernetes
-1.36's schemas (``Mutated``: the pod it ends with, or its error).
+merges them with a Python re-implementation of the structured merge. This module sends pods (and Services) to the
+real plugin, the policies and bindings loaded through informers, the plugin in the admission chain's reinvocation
+handler, each apply configuration compiled by its compiler and merged by its structured-merge-diff patcher with
+Kubernetes 1.36's schemas (``Mutated``: the object it ends with, or its error).
 
 Needs the mirror of loft-sh/vcluster and a Go toolchain (tests/go_toolchain.py); without them the tests skip and
 say which is missing. The first build takes minutes; the binary is kept under ``$GPU_TENANCY_GO_CACHE``.
@@ -67,8 +67,9 @@ class Mutated(NamedTuple):
 
 
 def mutate(policies: dict[str, tuple[dict, dict]], requests: list[dict]) -> list[Mutated]:
-    """Each request ({namespace, user, object, expected}) created with every policy of ``policies`` (name ->
-    (policy spec, binding spec)) loaded; every namespace a request names exists with the API server's label."""
+    """Each request ({namespace, user, object, expected}; ``kind`` Service and an UPDATE's ``old`` object if need be)
+    created (or updated) with every policy of ``policies`` (name -> (policy spec, binding spec)) loaded; every
+    namespace a request names exists with the API server's label."""
     namespaces = sorted({request["namespace"] for request in requests})
     payload = {"policies": [{"name": name, "spec": _registry_defaults(spec, "matchConstraints")}
                             for name, (spec, _) in policies.items()],

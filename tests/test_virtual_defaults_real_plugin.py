@@ -6,7 +6,8 @@ the mutations those tests make are made again by k8s.io/apiserver's MutatingAdmi
 of tenant_sim gets, KAI's documented workloads and the seeds' among them), and a team's whole set of policies, as
 its vCluster's API server holds them, on the pods tests/test_virtual_defaults.py's ``Inside`` creates (reinvocation
 included). The real plugin must compile every policy, refuse nothing, and end with virtual_sim's pod; the honest
-pods it mutates are then admitted inside and on the host.
+pods it mutates are then admitted inside and on the host. The load-balancer tags policy of an EKS team with load
+balancers mutates Services, created and edited, and must end with virtual_sim's Service too.
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ from typing import NamedTuple
 
 import pytest
 
-from components.virtual_defaults import DEFAULTS_NAME
+from components.virtual_defaults import DEFAULTS_NAME, LOAD_BALANCER_TAGS_NAME
+from config.load_balancer_keys import AWS_ADDITIONAL_TAGS, AWS_PREFIX
 from config.vocabulary import QUEUE_LABEL
 from tests import test_admission_device_features as device_features
 from tests import test_admission_image_pull as image_pull
 from tests import test_celgo_honest as celgo_honest
 from tests import test_isolation_admission_inside as isolation_inside
+from tests import test_load_balancer_tags as load_balancer_tags
 from tests import test_virtual_defaults as virtual_defaults
 from tests.apiserver_map import harness, mutate, policies_of, recorded
 from tests.conftest import dev_config, eks_config
@@ -222,3 +225,24 @@ def test_the_real_plugin_merges_a_list_map_in_virtual_sims_order_and_collapses_a
     result, = mutate({DEFAULTS_NAME: (policy, binding)}, [request("default", Inside.USER, pod, changed)])
     assert result.error == "" and result.pod == result.expected
     assert result.pod["spec"]["containers"][0]["env"] == MERGED_ENV
+
+
+def test_the_real_plugin_tags_load_balancers_created_and_edited_as_virtual_sim_does(eks_run):
+    tagged = load_balancer_tags.tenant(eks_run)
+    inside = load_balancer_tags.Inside(tagged.team)
+    policies = policies_of(manifests(tagged.team))
+    assert LOAD_BALANCER_TAGS_NAME in policies
+    load_balancer, service = load_balancer_tags.load_balancer, load_balancer_tags.service
+    cases = [(load_balancer({AWS_PREFIX + "type": "nlb"}), None),
+             (load_balancer({AWS_ADDITIONAL_TAGS: "gpu-tenancy/team=team-support"}), None),
+             (service(), None),
+             (load_balancer(), service()),
+             (load_balancer(loadBalancerSourceRanges=["192.0.2.0/24"]), load_balancer())]
+    requests = [{"namespace": "default", "user": Inside.USER, "kind": "Service", "object": new, "old": old,
+                 "expected": inside.write(new, old=old)} for new, old in cases]
+    answers = mutate(policies, requests)
+    assert [answer.error for answer in answers] == [""] * len(cases)
+    assert [answer.pod for answer in answers] == [answer.expected for answer in answers]
+    value = load_balancer_tags.platform_value(tagged)
+    assert [(answer.pod["metadata"].get("annotations") or {}).get(AWS_ADDITIONAL_TAGS) for answer in answers] == [
+        value, value, None, value, value]

@@ -1,14 +1,14 @@
-// Command gpu-tenancy-map-real mutates pods with the API server's own MutatingAdmissionPolicy plugin
+// Command gpu-tenancy-map-real mutates pods and Services with the API server's own MutatingAdmissionPolicy plugin
 // (k8s.io/apiserver pkg/admission/plugin/policy/mutating, as vendored by vCluster): the plugin registered and built
 // by admission.Plugins.NewFromPlugins, so it sits in the admission chain's reinvocation handler as it does in the
 // API server, its policies and bindings fed by informers over a fake clientset, its expressions compiled by the
 // plugin's compiler, each apply configuration merged by the plugin's structured-merge-diff patcher with the type
 // converter its TypeConverterManager builds from the OpenAPI v3 document discovery serves. tests/apiserver_map.py
 // builds it inside vCluster's tree and sends {"policies", "bindings", "namespaces", "schemas", "requests"} on
-// stdin; it writes, for each request, the mutated pod (or the plugin's error) and the request's "expected" pod,
-// both decoded into corev1.Pod and converted back, so that the two compare field by field, each with the pod's type
-// meta. The plugin's initializer and its wait for readiness are tests/apiserver_common/plugin_start.go's, shared
-// with tests/apiserver_vap/main.go.
+// stdin; it writes, for each request, the mutated object (or the plugin's error) and the request's "expected" one,
+// both decoded into the kind's type (corev1.Pod unless the request names Service) and converted back, so that the
+// two compare field by field, each with the kind's type meta. The plugin's initializer and its wait for readiness are
+// tests/apiserver_common/plugin_start.go's, shared with tests/apiserver_vap/main.go.
 //
 // What is not the API server's code: k8s.io/kubernetes' generated OpenAPI is not vendored, so discovery serves a
 // document whose component schemas are Kubernetes 1.36's definitions as the kubernetes-validate package ships them
@@ -50,6 +50,8 @@ import (
 type request struct {
 	Namespace string          `json:"namespace"`
 	User      string          `json:"user"`
+	Kind      string          `json:"kind"` // Pod (the default) or Service
+	Old       json.RawMessage `json:"old"`  // an UPDATE's stored object; none for a CREATE
 	Object    json.RawMessage `json:"object"`
 	Expected  json.RawMessage `json:"expected"`
 }
@@ -216,48 +218,70 @@ type objectInterfaces struct{ admission.ObjectInterfaces }
 
 func (objectInterfaces) GetObjectDefaulter() runtime.ObjectDefaulter { return pullPolicyDefaults{} }
 
-var podKind = schema.GroupVersionKind{Version: "v1", Kind: "Pod"}
+// kinds are the objects a request may send, each with the resource it is sent to.
+var kinds = map[string]struct {
+	gvk      schema.GroupVersionKind
+	resource string
+	empty    func() runtime.Object
+}{
+	"Pod": {schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, "pods",
+		func() runtime.Object { return &corev1.Pod{} }},
+	"Service": {schema.GroupVersionKind{Version: "v1", Kind: "Service"}, "services",
+		func() runtime.Object { return &corev1.Service{} }},
+}
 
-func pod(raw json.RawMessage) *corev1.Pod {
+func kindOf(req request) string {
+	if req.Kind == "" {
+		return "Pod"
+	}
+	return req.Kind
+}
+
+func typed(kind string, raw json.RawMessage) runtime.Object {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil
 	}
-	typed := &corev1.Pod{}
-	must(json.Unmarshal(raw, typed))
-	typed.SetGroupVersionKind(podKind)
-	return typed
+	object := kinds[kind].empty()
+	must(json.Unmarshal(raw, object))
+	object.GetObjectKind().SetGroupVersionKind(kinds[kind].gvk)
+	return object
 }
 
-func plain(object runtime.Object) map[string]interface{} {
+func plain(kind string, object runtime.Object) map[string]interface{} {
 	converted, err := runtime.DefaultUnstructuredConverter.ToUnstructured(object)
 	must(err)
-	// Both with the type meta the API server hands the pod on with (the next admission plugins' request object): the
-	// chain's typed pod loses it when the patcher's result is converted back.
-	converted["apiVersion"], converted["kind"] = podKind.GroupVersion().String(), podKind.Kind
+	// Both with the type meta the API server hands the object on with (the next admission plugins' request object):
+	// the chain's typed object loses it when the patcher's result is converted back.
+	converted["apiVersion"], converted["kind"] = kinds[kind].gvk.GroupVersion().String(), kinds[kind].gvk.Kind
 	return converted
 }
 
-// mutate sends a pod CREATE through the chain, reinvocation included, and answers the pod it ends with. Until the
-// TypeConverterManager has stored the document it listed, the plugin answers 503, as the API server does for a
-// resource it has no schema for yet: the request is sent again then.
+// mutate sends a CREATE (an UPDATE when the request has an old object) through the chain, reinvocation included, and
+// answers the object it ends with. Until the TypeConverterManager has stored the document it listed, the plugin
+// answers 503, as the API server does for a resource it has no schema for yet: the request is sent again then.
 func mutate(handler admission.MutationInterface, req request) answer {
+	kind := kindOf(req)
 	for attempt := 0; ; attempt++ {
-		object := pod(req.Object)
-		attributes := admission.NewAttributesRecord(object, nil, podKind, req.Namespace, object.Name,
-			corev1.SchemeGroupVersion.WithResource("pods"), "", admission.Create, &metav1.CreateOptions{}, false,
-			&user.DefaultInfo{Name: req.User})
+		object, old := typed(kind, req.Object), typed(kind, req.Old)
+		operation, options := admission.Create, runtime.Object(&metav1.CreateOptions{})
+		if old != nil {
+			operation, options = admission.Update, &metav1.UpdateOptions{}
+		}
+		attributes := admission.NewAttributesRecord(object, old, kinds[kind].gvk, req.Namespace,
+			object.(metav1.Object).GetName(), corev1.SchemeGroupVersion.WithResource(kinds[kind].resource), "",
+			operation, options, false, &user.DefaultInfo{Name: req.User})
 		err := handler.Admit(context.Background(), attributes, objectInterfaces{admission.NewObjectInterfacesFromScheme(scheme.Scheme)})
 		var status *apierrors.StatusError
 		if errors.As(err, &status) && status.ErrStatus.Code == 503 {
 			if attempt == 100 {
-				must(fmt.Errorf("the plugin had no schema for the pod: %w", err))
+				must(fmt.Errorf("the plugin had no schema for the %s: %w", kind, err))
 			}
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
-		result := answer{Object: plain(attributes.GetObject())}
-		if expected := pod(req.Expected); expected != nil {
-			result.Expected = plain(expected)
+		result := answer{Object: plain(kind, attributes.GetObject())}
+		if expected := typed(kind, req.Expected); expected != nil {
+			result.Expected = plain(kind, expected)
 		}
 		if err != nil {
 			result.Error = err.Error()
