@@ -13,9 +13,11 @@ none.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Sequence
 
 from config.key_types import Check
+from config.model import Cluster, Team
+from config.reader import Reader
 
 
 @dataclass(frozen=True)
@@ -50,11 +52,21 @@ JUDGED = {
     "openelb": Implementation(service_prefixes=(
         "lb.kubesphere.io/", "eip.openelb.kubesphere.io/", "protocol.openelb.kubesphere.io/",
         "layer2.openelb.kubesphere.io/", "node-proxy.openelb.kubesphere.io/")),
+    # k3s' ServiceLB (klipper-lb): it acts on LoadBalancer Services only, which no team is given where it runs
+    # (HOST_PORT_LOAD_BALANCERS); its one Service key, a priority class for its pods, then reaches nothing.
+    "servicelb": Implementation(),
     # The AWS cloud provider (a self-managed cluster on EC2) and the AWS Load Balancer Controller.
     "aws-cloud-provider": Implementation(service_prefixes=("service.beta.kubernetes.io/",)),
     "aws-load-balancer-controller": Implementation(service_prefixes=("service.beta.kubernetes.io/",
                                                                      "service.k8s.aws/")),
 }
+
+# Load-balancer implementations that serve a LoadBalancer Service on the nodes' own addresses: k3s' ServiceLB runs, for
+# each one, a DaemonSet whose pods take every port of the Service as a hostPort on every node (k3s-io/k3s
+# pkg/cloudprovider/servicelb.go ``newDaemonSet``, read in the project's stored copy, untagged: the repository is too
+# large to mirror here). A hostPort is a DNAT of the node's own addresses, so a team's Service on port 6443 or 10250
+# would take the connections other hosts make to the node's API server or kubelet. Teams get no load balancers there.
+HOST_PORT_LOAD_BALANCERS = {"servicelb": "k3s' ServiceLB (klipper-lb)"}
 
 IMPLEMENTATION_NAME = Check(
     "[a-z0-9]([-a-z0-9]*[a-z0-9])?",
@@ -81,3 +93,21 @@ def networking_warnings(networking: Optional[tuple[str, ...]]) -> list[str]:
         f"{'it' if len(unknown) == 1 else 'them'} with any key vCluster copies to the host. Read which keys "
         f"{'it reads' if len(unknown) == 1 else 'they read'} before giving teams this cluster "
         "(docs/security-admission.md, The key allowlist)."]
+
+
+def check_host_port_load_balancers(reader: Reader, cluster: Optional[Cluster], teams: Sequence[Team]) -> None:
+    """A kubeconfig site running a load balancer that serves on the nodes' own ports, with teams given load
+    balancers."""
+    existing = cluster.kubeconfig if cluster is not None else None
+    running = [name for name in (existing.networking or ()) if name in HOST_PORT_LOAD_BALANCERS] if existing else []
+    holding = [team.name for team in teams if (team.vcluster.services.load_balancers or 0) > 0]
+    if not running or not holding:
+        return
+    names = ", ".join(HOST_PORT_LOAD_BALANCERS[name] for name in running)
+    reader.fail("cluster.kubeconfig.networking", list(existing.networking),
+                f"{names} serves each LoadBalancer Service on every node's own addresses, with pods that take each "
+                f"of the Service's ports as a hostPort, and team(s) {', '.join(holding)} may hold load balancers: a "
+                "Service on port 6443 or 10250 would take the connections other hosts make to a node's API server or "
+                "kubelet (a hostPort rewrites them before the node's own services see them)",
+                "give those teams vcluster.services.loadBalancers: 0, or run a load balancer that hands out "
+                "addresses of its own (k3s: --disable servicelb, then MetalLB, and name metallb here)")

@@ -216,7 +216,10 @@ KUBECONFIG = Block(title="an existing cluster", intro="The `kubeconfig` secret i
                 "some of them (an address, an address pool, a gateway, an announcement to the routers). The host "
                 "policies judge the keys of " + ", ".join(f"`{name}`" for name in JUDGED) + "; the plan warns of "
                 "any other name listed, whose keys reach it unjudged, and of a site that lists none. See [the key "
-                "allowlist](security-admission.md#the-key-allowlist)."),
+                "allowlist](security-admission.md#the-key-allowlist). With `servicelb` (k3s' ServiceLB, which serves "
+                "each LoadBalancer Service on every node's own ports) no team may hold load balancers: a team's "
+                "Service on port 6443 or 10250 would take the connections other hosts make to a node's API server "
+                "or kubelet; run MetalLB instead (`--disable servicelb`) and name `metallb`."),
 ))
 
 # Fewer processes and threads than this and honest pods fail: one PyTorch rank with NCCL already starts hundreds of

@@ -8,6 +8,7 @@ names none, is warned: that one's keys reach it unjudged. What the list claims t
 from __future__ import annotations
 
 import re
+from typing import Optional
 
 import pytest
 
@@ -93,3 +94,38 @@ def test_flannel_reads_keys_of_nodes_only(tag):
     lookup = r"(\w+)\.(?:Get)?(?:Annotations|Labels)(?:\(\))?\["
     owners = {owner for line in lines for owner in re.findall(lookup, line)}
     assert owners and owners <= {"n", "o", "node"}, sorted(owners)
+
+
+# --- load balancers on the nodes' own ports ----------------------------------------------------------------------
+
+
+def with_load_balancers(config: dict, team: Optional[int] = None) -> dict:
+    if team is None:
+        config["gpu-tenancy:vcluster"]["services"] = {"loadBalancers": 1}
+    else:
+        config["gpu-tenancy:teams"][team]["vcluster"] = {"services": {"loadBalancers": 2}}
+    return config
+
+
+@pytest.mark.parametrize("team", [None, 0])
+def test_teams_get_no_load_balancers_where_servicelb_serves_them_on_the_nodes_ports(team):
+    """k3s' ServiceLB takes each port of a LoadBalancer Service as a hostPort on every node: the node's own API server
+    (6443) and kubelet (10250) ports included, for every connection from another host."""
+    config = with_load_balancers(site(["flannel", "servicelb"]), team)
+    with pytest.raises(ConfigError) as refused:
+        platform_of(config, "test")
+    [issue] = [issue for issue in refused.value.issues if issue.key == "cluster.kubeconfig.networking"]
+    holding = [t["name"] for t in config["gpu-tenancy:teams"]] if team is None else [config["gpu-tenancy:teams"][0][
+        "name"]]
+    assert issue.value == ["flannel", "servicelb"] and f"team(s) {', '.join(holding)} may hold" in issue.problem
+    assert "hostPort" in issue.problem and "6443" in issue.problem
+    assert "loadBalancers: 0" in issue.fix and "--disable servicelb" in issue.fix
+
+
+def test_servicelb_without_teams_holding_load_balancers_is_judged_and_not_warned():
+    assert networking_warnings(site(["flannel", "servicelb"])) == []
+
+
+def test_load_balancers_that_hand_out_addresses_of_their_own_are_not_refused():
+    platform = platform_of(with_load_balancers(site(["flannel", "metallb"])), "test")
+    assert all(team.vcluster.services.load_balancers == 1 for team in platform.teams)
