@@ -4,8 +4,8 @@ splits every other resource of the site (docs/observability-charging.md). Plain 
 The AWS cloud provider EKS runs tags a load balancer with the Service's namespace and name and its cluster tag, and
 takes every other tag from one Service annotation, ``service.beta.kubernetes.io/aws-load-balancer-additional-resource-
 tags``, a ``key=value,...`` list (kubernetes/cloud-provider-aws ``getKeyValuePropertiesFromAnnotation``), on the load
-balancer it creates and on the security group it makes for a classic one. A team may not write that annotation (its
-load balancer would go on another team's bill): the platform writes it. Inside each team's vCluster a
+balancer it creates (and, from v1.35, on the security group it makes for a classic one). A team may not write that
+annotation (its load balancer would go on another team's bill): the platform writes it. Inside each team's vCluster a
 MutatingAdmissionPolicy sets it on every LoadBalancer Service (components/virtual_defaults.py), and the host's
 synced-objects policy admits exactly that value and requires it on a Service that becomes a load balancer
 (components/synced_service_rules.py), so a tenant who deletes the policy inside gets no untagged load balancer.
