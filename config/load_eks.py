@@ -198,9 +198,8 @@ capacity warnings count (× GPUs per instance type, from `config/capacity.py`)."
                 "allocation tags in AWS Billing to split the account's bill by site. The volumes and snapshots the "
                 "EBS CSI driver creates for claims carry them too (the add-on's `extraVolumeTags`), with "
                 f"`{EBS_CSI_CLAIM_NAMESPACE_TAG}`, the claim's namespace on the host: the team's, to split them by "
-                "team. The load balancers of teams' LoadBalancer Services carry them too, with "
-                f"`{TEAM_TAG}: <team>` (their Services' `aws-load-balancer-additional-resource-tags`, which the "
-                "platform sets; a value may then not hold `=`, where the cloud provider ends it). A change retags "
+                f"team. So do the teams' load balancers, with `{TEAM_TAG}: <team>` (then no value may hold `=`, where "
+                "the cloud provider ends it: [charging](observability-charging.md)). A change retags "
                 "the program's resources in place, updates the add-on (volumes created before keep their tags) and "
                 "makes a new launch template version, so EKS replaces every node of each group."),
     Key("vpcId", Text(), None, "Use an existing VPC.", example="vpc-0abc…", default_note="the program creates a VPC",

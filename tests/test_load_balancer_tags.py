@@ -151,7 +151,8 @@ def test_the_team_tag_is_the_programs_and_no_site_tag():
     config["gpu-tenancy:cluster"]["eks"]["tags"] = {"gpu-tenancy/team": "platform"}
     with pytest.raises(ConfigError) as error:
         platform_of(config)
-    assert error.value.keys == ["cluster.eks.tags.gpu-tenancy/team"] and "gpu-tenancy/team to a team's name" in str(error.value)
+    assert error.value.keys == ["cluster.eks.tags.gpu-tenancy/team"]
+    assert "gpu-tenancy/team to a team's name" in str(error.value)
 
 
 # --- the program: the same value inside and on the host -----------------------------------------------------------
