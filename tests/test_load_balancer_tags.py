@@ -26,13 +26,11 @@ from config.errors import ConfigError
 from config.load_balancer_keys import AWS_ADDITIONAL_TAGS, AWS_PREFIX
 from config.load_balancer_tags import tags_annotation
 from tests.conftest import dev_config, eks_config, run, security_model_text
-from tests.synced_objects_sim import (
-    SyncedObjectsAdmission, allocated, create_service, synced_objects_admission_for, update_service,
-)
+from tests.synced_objects_sim import SyncedObjectsAdmission, synced_objects_admission_for, update_service
 from tests.cel_judges import plain_value
 from tests.tenant_sim import platform_of, project_config
 from tests.test_image_volumes import kubeconfig_config
-from tests.test_synced_objects_admission import ALLOCATED_IP, Synced, rules, service, team_of
+from tests.test_synced_objects_admission import Synced, created, rules, service, team_of
 from tests.virtual_sim import VIRTUAL_KUBERNETES, TypeName, apply_configuration, manifests, named
 from tools.offline.mocks import MOCK_CLUSTER_DNS
 from tools.plan import cli as plan
@@ -99,10 +97,6 @@ def load_balancer(annotations: dict | None = None, **spec) -> dict:
     if annotations is not None:
         lb["metadata"]["annotations"] = annotations
     return lb
-
-
-def on_host(tenant: Synced, virtual: dict) -> dict:
-    return allocated(create_service(virtual, tenant.team), ALLOCATED_IP)
 
 
 def platform_value(tenant: Synced) -> str:
@@ -207,27 +201,27 @@ def test_a_load_balancer_created_inside_gets_the_tags_and_is_admitted_on_the_hos
     stored = Inside(legal.team).write(load_balancer({AWS_PREFIX + "type": "nlb"}))
     annotations = stored["metadata"]["annotations"]
     assert annotations == {AWS_PREFIX + "type": "nlb", AWS_ADDITIONAL_TAGS: platform_value(legal)}
-    assert legal.create(on_host(legal, stored)) == []
+    assert legal.create(created(legal, stored)) == []
 
 
 def test_a_value_the_tenant_wrote_is_replaced_by_the_platforms(legal):
     stored = Inside(legal.team).write(load_balancer({AWS_ADDITIONAL_TAGS: "gpu-tenancy/team=team-support"}))
     assert stored["metadata"]["annotations"][AWS_ADDITIONAL_TAGS] == platform_value(legal)
-    assert legal.create(on_host(legal, stored)) == []
+    assert legal.create(created(legal, stored)) == []
 
 
 def test_other_services_are_left_alone_and_admitted(legal):
     inside = Inside(legal.team)
     cluster_ip = service()
     assert inside.write(cluster_ip) == cluster_ip
-    assert legal.create(on_host(legal, cluster_ip)) == []
+    assert legal.create(created(legal, cluster_ip)) == []
 
 
 def test_a_service_made_a_load_balancer_by_an_edit_gets_the_tags(legal_with_node_ports):
     legal = legal_with_node_ports
     inside = Inside(legal.team)
     before = service()
-    host = on_host(legal, before)
+    host = created(legal, before)
     edited = inside.write(load_balancer(), old=before)
     assert edited["metadata"]["annotations"][AWS_ADDITIONAL_TAGS] == platform_value(legal)
     assert legal.update(host, update_service(host, edited, legal.team)) == []
@@ -235,7 +229,7 @@ def test_a_service_made_a_load_balancer_by_an_edit_gets_the_tags(legal_with_node
 
 def test_a_load_balancer_from_before_the_rule_keeps_syncing_and_is_tagged_when_edited(legal):
     old_virtual = load_balancer()
-    host = on_host(legal, old_virtual)
+    host = created(legal, old_virtual)
     resynced = update_service(host, old_virtual, legal.team)
     assert legal.update(host, resynced) == []
     edited = Inside(legal.team).write(load_balancer(loadBalancerSourceRanges=["192.0.2.0/24"]), old=old_virtual)
@@ -250,7 +244,7 @@ def test_a_load_balancer_tagged_before_the_sites_tags_changed_keeps_syncing_and_
     after = Synced(SyncedObjectsAdmission(policy_spec(team_of(config, "team-legal"), MOCK_CLUSTER_DNS, ()),
                                           before.admission.binding), team_of(config, "team-legal"))
     old_virtual = Inside(before.team).write(load_balancer())
-    host = on_host(before, old_virtual)
+    host = created(before, old_virtual)
     assert after.update(host, update_service(host, old_virtual, after.team)) == []
     edited = Inside(after.team).write(load_balancer(loadBalancerSourceRanges=["192.0.2.0/24"]), old=old_virtual)
     assert "cost-center=research" in edited["metadata"]["annotations"][AWS_ADDITIONAL_TAGS]
@@ -264,7 +258,7 @@ def test_a_load_balancer_tagged_before_the_sites_tags_changed_keeps_syncing_and_
 
 def test_a_load_balancer_without_the_tags_is_refused(legal):
     """The tenant deleted the policy inside: its Service reaches the host untagged."""
-    assert rules(legal.create(on_host(legal, load_balancer()))) == {TAGS_RULE}
+    assert rules(legal.create(created(legal, load_balancer()))) == {TAGS_RULE}
 
 
 @pytest.mark.parametrize("value", [
@@ -276,18 +270,18 @@ def test_a_load_balancer_without_the_tags_is_refused(legal):
 def test_another_value_of_the_tag_annotation_is_refused(legal, value):
     platform = platform_value(legal)
     value = f"{platform},cost-center=free" if value is None else value.format(platform=platform)
-    assert rules(legal.create(on_host(legal, load_balancer({AWS_ADDITIONAL_TAGS: value})))) == {ANNOTATIONS, TAGS_RULE}
+    assert rules(legal.create(created(legal, load_balancer({AWS_ADDITIONAL_TAGS: value})))) == {ANNOTATIONS, TAGS_RULE}
 
 
 def test_a_cluster_ip_service_may_carry_no_other_value_to_keep_when_it_becomes_a_load_balancer(legal):
     cluster_ip = service()
     cluster_ip["metadata"]["annotations"] = {AWS_ADDITIONAL_TAGS: "gpu-tenancy/team=team-support"}
-    assert rules(legal.create(on_host(legal, cluster_ip))) == {ANNOTATIONS}
+    assert rules(legal.create(created(legal, cluster_ip))) == {ANNOTATIONS}
 
 
 def test_an_edit_may_not_drop_or_change_the_tags(legal):
     tagged = Inside(legal.team).write(load_balancer())
-    host = on_host(legal, tagged)
+    host = created(legal, tagged)
     dropped = copy.deepcopy(host)
     del dropped["metadata"]["annotations"][AWS_ADDITIONAL_TAGS]
     assert rules(legal.update(host, dropped)) == {TAGS_RULE}
@@ -298,7 +292,7 @@ def test_an_edit_may_not_drop_or_change_the_tags(legal):
 
 def test_a_service_made_a_load_balancer_without_the_tags_is_refused(legal_with_node_ports):
     legal = legal_with_node_ports
-    host = on_host(legal, service())
+    host = created(legal, service())
     made = update_service(host, load_balancer(), legal.team)
     assert rules(legal.update(host, made)) == {TAGS_RULE}
 
