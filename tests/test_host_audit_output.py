@@ -13,6 +13,7 @@ from components.apiserver_audit import MAX_AGE_FLAG, MAX_BACKUP_FLAG, MAX_SIZE_F
 from config.model_host import AuditLog
 from tests.apiserver_audit_readers import SNAP_APISERVER_ARGS, AuditBox, audit_flags
 from tests.conftest import dev_config, eks_config, run
+from tests.test_eks_control_plane_logs import with_logs
 from tests.test_image_volumes import kubeconfig_config
 
 OUTPUT = "hostAuditLog"
@@ -21,12 +22,6 @@ OUTPUT = "hostAuditLog"
 def with_microk8s_audit_log(**settings) -> dict:
     config = dev_config()
     config["gpu-tenancy:cluster"]["microk8s"]["auditLog"] = settings
-    return config
-
-
-def with_eks_logs(**logs) -> dict:
-    config = eks_config()
-    config["gpu-tenancy:cluster"]["eks"]["controlPlaneLogs"] = logs
     return config
 
 
@@ -78,13 +73,13 @@ def test_an_eks_site_names_the_log_group_the_program_creates_in_the_sites_region
 
 
 def test_an_eks_site_that_keeps_its_logs_forever_says_so():
-    assert run(with_eks_logs(retentionDays=0)).outputs[OUTPUT]["retentionDays"] == "forever"
+    assert run(with_logs(eks_config(), retentionDays=0)).outputs[OUTPUT]["retentionDays"] == "forever"
 
 
 @pytest.mark.parametrize("config", [
     pytest.param(lambda: with_microk8s_audit_log(enabled=False), id="microk8s-log-off"),
-    pytest.param(lambda: with_eks_logs(types=["api", "authenticator"]), id="eks-without-audit"),
-    pytest.param(lambda: with_eks_logs(types=[]), id="eks-no-logs"),
+    pytest.param(lambda: with_logs(eks_config(), types=["api", "authenticator"]), id="eks-without-audit"),
+    pytest.param(lambda: with_logs(eks_config(), types=[]), id="eks-no-logs"),
     pytest.param(kubeconfig_config, id="existing-cluster"),
 ])
 def test_no_output_where_the_program_keeps_no_audit_log(config):
