@@ -23,6 +23,7 @@ import pulumi_kubernetes as k8s
 
 from components import observability_dashboards, observability_ksm, observability_team_series
 from components.observability_crds import crd_upgrade_values
+from components.observability_discovery import discovery_values
 from components.observability_access import GrafanaAdmin, admin_values, grafana_ini
 from components.observability_alerting import (alerting_secret, alertmanager_config, alertmanager_values, config_secret,
                                                configured)
@@ -75,7 +76,7 @@ def stack_values(platform: Platform) -> dict:
     on_site_class = {"storageClassName": storage_class} if storage_class else {}
     storage = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": settings.storage}},
                **on_site_class}
-    return deep_merge(mirrored_values(versions.KUBE_PROMETHEUS_STACK_IMAGE_REGISTRIES, "registry", platform.mirrors), {
+    values = deep_merge(mirrored_values(versions.KUBE_PROMETHEUS_STACK_IMAGE_REGISTRIES, "registry", platform.mirrors), {
         # The Prometheus operator's CRDs are upgraded with the chart, before its new operator starts.
         "crds": crd_upgrade_values(platform.kubectl_image, platform.mirrors),
         "prometheus": {"prometheusSpec": {
@@ -106,6 +107,7 @@ def stack_values(platform: Platform) -> dict:
             }},
         },
     })
+    return deep_merge(values, discovery_values(settings.namespace))
 
 
 def service_monitor_spec(namespace: str, service: tuple[str, str], *, honor_labels: bool = False) -> dict:

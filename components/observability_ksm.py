@@ -43,8 +43,22 @@ def image_truncations() -> list[dict]:
              "replacement": "$1", "action": "replace"} for label in IMAGE_LABELS]
 
 
+# The chart's collectors (its ``collectors`` default, the same in every accepted release) but ``secrets``: no rule or
+# dashboard of the platform's or the chart's reads ``kube_secret_*``, and with the collector on, the chart gives
+# kube-state-metrics' service account list and watch of every Secret of the cluster, every team's vCluster
+# credentials among them.
+CHART_COLLECTORS = (
+    "certificatesigningrequests", "configmaps", "cronjobs", "daemonsets", "deployments", "endpointslices",
+    "horizontalpodautoscalers", "ingresses", "jobs", "leases", "limitranges", "mutatingwebhookconfigurations",
+    "namespaces", "networkpolicies", "nodes", "persistentvolumeclaims", "persistentvolumes", "poddisruptionbudgets",
+    "pods", "replicasets", "replicationcontrollers", "resourcequotas", "secrets", "services", "statefulsets",
+    "storageclasses", "validatingwebhookconfigurations", "volumeattachments")
+UNREAD_COLLECTORS = ("secrets",)
+COLLECTORS = tuple(name for name in CHART_COLLECTORS if name not in UNREAD_COLLECTORS)
+
 KSM_VALUES = {
     **SHARE_VALUES,
+    "collectors": list(COLLECTORS),
     "metricDenylist": list(DENIED_METRICS),
     "prometheus": {"monitor": {"http": {"metricRelabelings": image_truncations()}}},
 }

@@ -25,7 +25,7 @@ from components.observability_views import GRAFANA_POD_LABELS, PROXY_POD_LABELS
 from components.kubernetes_resources import NETWORK_POLICY, KubernetesObject
 from config.model import Platform
 from config.observability import INSTALL_RELEASE
-from config.vocabulary import MANAGED_BY
+from config.vocabulary import MANAGED_BY, NAMESPACE_NAME_LABEL
 
 PROMETHEUS_PORT = 9090
 ALERTMANAGER_PORT = 9093
@@ -36,7 +36,6 @@ PROMETHEUS_POD_LABELS = {"app.kubernetes.io/name": "prometheus",
 ALERTMANAGER_POD_LABELS = {"app.kubernetes.io/name": "alertmanager"}
 KUBE_STATE_METRICS_POD_LABELS = {"app.kubernetes.io/name": "kube-state-metrics",
                                  "app.kubernetes.io/instance": INSTALL_RELEASE}
-NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 
 def _pods(labels: dict) -> dict:

@@ -235,7 +235,8 @@ def policy_validations(team: Team, cluster_dns: str, endpoint_node_ports: Sequen
               "the platform's own requests)", "remove the label; ask the platform team for a snapshot"),
         _rule("dashboard-label", ("ConfigMap", "Secret"),
               f"!('{DASHBOARD_LABEL[0]}' in {_meta('object', 'labels')})",
-              f"the platform's Grafana loads every ConfigMap labelled {DASHBOARD_LABEL[0]} in the cluster",
+              f"a Grafana searching every namespace (kube-prometheus-stack's default, a site's own Grafana) loads "
+              f"every ConfigMap labelled {DASHBOARD_LABEL[0]} in the cluster",
               f"remove the label {DASHBOARD_LABEL[0]}; team dashboards come with the platform"),
         *(_rule("object-size", (kind,), *object_size_check(team, kind)) for kind in SIZED_KINDS),
         _rule("metadata-size", METADATA_KINDS, metadata_size(), metadata_size_problem(

@@ -22,6 +22,7 @@ import re
 import pytest
 import yaml
 
+from components.observability_ksm import COLLECTORS
 from config.synced_data import SYNCED_ENDPOINT_ENTRIES, SYNCED_SERVICE_PORTS
 from tests.conftest import ACCEPTED_VCLUSTER_TAGS, EXTRA_MIRRORED_TAGS, MIRRORED_TAGS, git, mirrored_tag
 from tests.synced_objects_sim import sync_endpoint_slice, sync_endpoints, sync_service
@@ -214,6 +215,7 @@ def test_every_accepted_kube_state_metrics_chart_collects_endpoint_slices(tag):
     defaults = yaml.safe_load(git(CHARTS, "show", f"{tag}:charts/kube-state-metrics/values.yaml"))
     # Slices are collected; the Endpoints collector (a series per address and port pair) is not.
     assert "endpointslices" in defaults["collectors"] and "endpoints" not in defaults["collectors"]
+    assert "endpointslices" in COLLECTORS and "endpoints" not in COLLECTORS
 
 
 def test_a_slice_without_endpoints_or_ports_is_admitted(nlp, legal):

@@ -4,8 +4,10 @@ accepted release. vCluster copies a tenant's labels to the host, renaming only i
 - Grafana (kube-prometheus-stack): its sidecars (kiwigrid k8s-sidecar, one container per kind: dashboards, data
   sources, alerts, plugins, notifiers) load every ConfigMap and Secret carrying their ``LABEL`` in the namespaces
   their ``NAMESPACE`` names (``ALL``: every namespace; absent: Grafana's own). A sidecar searching past Grafana's
-  namespace would load a tenant's object as the platform's dashboard, data source or alert rule: its label must be
-  refused by the synced-objects policy (components/synced_objects_admission.py).
+  namespace would load a tenant's object as the platform's dashboard, data source or alert rule: each searches
+  Grafana's namespace only (components/observability_discovery.py), and the dashboards' label, which a Grafana
+  searching everywhere reads (the chart's default, a site's own Grafana), is refused by the synced-objects policy
+  (components/synced_objects_admission.py).
 - Prometheus: a ServiceMonitor or PodMonitor whose namespace selector reaches past the namespaces it names would
   scrape a tenant's Service or pod wearing its labels, and with ``honorLabels`` take the tenant's own ``namespace``
   and ``pod`` labels for the platform's (the GPU usage the chargeback reads). Every monitor of every chart the
@@ -19,6 +21,7 @@ from typing import Iterator
 import pytest
 
 from config import versions
+from config.vocabulary import DASHBOARD_LABEL
 from tests.release_renders import every_release_renders
 from tests.synced_objects_sim import host_metadata
 from tests.test_synced_objects_admission import nlp, rules  # noqa: F401 (fixture)
@@ -48,18 +51,18 @@ def grafana_sidecars() -> dict[str, list[tuple[str, str, dict[str, str]]]]:
 
 
 @pytest.mark.parametrize("release", versions.KUBE_PROMETHEUS_STACK_RELEASES)
-def test_every_label_a_grafana_sidecar_reads_past_its_namespace_is_refused(grafana_sidecars, nlp, release):
+def test_every_grafana_sidecar_searches_grafanas_own_namespace_only(grafana_sidecars, release):
     found = grafana_sidecars[release]
-    assert any(env.get("NAMESPACE") == "ALL" for _, _, env in found), "the dashboards sidecar searches everywhere"
+    assert {container for _, container, _ in found} >= {"grafana-sc-dashboard", "grafana-sc-datasources"}
     for namespace, container, env in found:
-        searched = set(env.get("NAMESPACE", namespace).split(","))
-        if searched <= {namespace}:
-            continue
-        labels = {env["LABEL"]: env.get("LABEL_VALUE") or "1"}
-        for kind in ("ConfigMap", "Secret"):
-            obj = {"apiVersion": "v1", "kind": kind, "metadata": {"name": "x", "namespace": "default",
-                                                                  "labels": labels}}
-            assert rules(nlp.create(host_metadata(obj, nlp.team))), (release, container, kind)
+        assert set(env.get("NAMESPACE", namespace).split(",")) == {namespace}, (release, container, env["NAMESPACE"])
+
+
+def test_the_dashboard_label_a_grafana_searching_everywhere_reads_is_refused(nlp):
+    for kind in ("ConfigMap", "Secret"):
+        obj = {"apiVersion": "v1", "kind": kind, "metadata": {"name": "x", "namespace": "default",
+                                                              "labels": {DASHBOARD_LABEL[0]: DASHBOARD_LABEL[1]}}}
+        assert rules(nlp.create(host_metadata(obj, nlp.team))) == {"dashboard-label"}, kind
 
 
 def monitors(manifests: dict[str, str]) -> Iterator[dict]:
