@@ -76,7 +76,8 @@ def stack_values(platform: Platform) -> dict:
     on_site_class = {"storageClassName": storage_class} if storage_class else {}
     storage = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": settings.storage}},
                **on_site_class}
-    values = deep_merge(mirrored_values(versions.KUBE_PROMETHEUS_STACK_IMAGE_REGISTRIES, "registry", platform.mirrors), {
+    registries = mirrored_values(versions.KUBE_PROMETHEUS_STACK_IMAGE_REGISTRIES, "registry", platform.mirrors)
+    values = deep_merge(registries, {
         # The Prometheus operator's CRDs are upgraded with the chart, before its new operator starts.
         "crds": crd_upgrade_values(platform.kubectl_image, platform.mirrors),
         "prometheus": {"prometheusSpec": {
