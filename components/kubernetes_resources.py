@@ -2,7 +2,7 @@
 
 A typed class (``k8s.core.v1.Namespace``) sends the Kubernetes provider the object's type token and its fields with
 ``apiVersion`` and ``kind``, and sets a few options of its own: the SDK's version (which picks the provider plugin
-when no provider is named) and, for a Secret, ``data`` and ``stringData`` as secret outputs. On top of that the SDK
+when no provider is named) and, for a Secret, ``data`` and ``stringData`` as secrets, in and out. On top of that the SDK
 converts every input and output by the class's Python types, records the aliases the class gives each object to
 its kind's other API versions, and builds an output for every field the kind has: a tenth of a large site's
 offline run and more, for types the program never reads (it writes its objects as plain dicts). ``KubernetesObject``
@@ -52,7 +52,7 @@ CLUSTER_ROLE_BINDING = Kind("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"
 VALIDATING_ADMISSION_POLICY = Kind("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy")
 VALIDATING_ADMISSION_POLICY_BINDING = Kind("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding")
 
-# What the typed Secret class marks secret in its outputs, whatever the provider answers.
+# What the typed Secret class makes secret: these inputs, whole, and the same outputs, whatever the provider answers.
 SECRET_OUTPUTS = {SECRET: ["data", "stringData"]}
 # The version option every typed class sets: without a named provider, it picks the plugin of this SDK's version.
 SDK_VERSION = pulumi.ResourceOptions(version=version("pulumi-kubernetes"))
@@ -77,6 +77,9 @@ class KubernetesObject(pulumi.CustomResource):
                 options, pulumi.ResourceOptions(additional_secret_outputs=secret_outputs))
         properties = {"apiVersion": kind.api_version, "kind": kind.kind}
         properties.update((field_name(argument), value) for argument, value in fields.items())
+        for field in secret_outputs or ():
+            if properties.get(field) is not None:
+                properties[field] = pulumi.Output.secret(properties[field])
         super().__init__(kind.token, resource_name, properties, options)
 
 

@@ -15,10 +15,11 @@ import pytest
 from google.protobuf.json_format import MessageToDict
 
 from components import kubernetes_resources
-from components.kubernetes_resources import HELM_RELEASE, Kind, field_name
+from components.kubernetes_resources import HELM_RELEASE, SECRET, Kind, field_name
 from config.stack_file import PROJECT_DIR
 from tests.conftest import COMMITTED_STACKS, run, stack_config
 from tests.test_deployability_charts import with_observability
+from tests.test_observability_alerting import alerting_site, with_receiver_secret
 from tests.generated_sites import generated_sites, site_config  # noqa: F401 (a fixture)
 from tools.offline import sdk_internals as sdk
 from tools.offline.floors import (
@@ -170,3 +171,15 @@ def test_the_typed_objects_floor_drops_aliases_to_pre_release_versions_and_keeps
         [ga_move, renamed, beta_elsewhere, by_urn]
     assert transformed([ga_move]) == [ga_move]
     assert transformed([]) == []
+
+
+@pytest.mark.parametrize("receiver", ["webhook", "slack"])
+def test_every_secret_sends_its_data_as_one_secret_as_the_typed_class_does(receiver, requests):
+    """The typed Secret class makes ``data`` and ``stringData`` secret inputs whole, so the state keeps them encrypted
+    whatever they hold: the Alertmanager configuration too, which names the receivers' addresses by file only."""
+    config = alerting_site(receiver=receiver, **({"slackChannel": "#gpu"} if receiver == "slack" else {}))
+    run_program(with_receiver_secret(config), stack="dev")
+    secrets = {request.name: inputs for request, inputs in requests if request.type == SECRET.token}
+    assert any(inputs.get("stringData") for inputs in secrets.values())
+    for name, inputs in secrets.items():
+        assert [inputs.get(field, "[secret]") for field in ("data", "stringData")] == ["[secret]"] * 2, name
