@@ -29,7 +29,7 @@ from config.keys import REQUIRED, Block, Key
 from config.load_balancer_tags import check_load_balancer_tags, load_balancer_tags
 from config.load_host import CI, CLUSTER, read_ci, read_cluster
 from config.load_operators import (GPU_OPERATOR, KAI_SCHEDULER, cdi_warnings, check_nodes_deliver_cdi_devices,
-                                   read_gpu_operator, read_kai)
+                                   read_gpu_operator, read_kai, shared_cluster_role_warnings)
 from config.load_placement import check_placement, placement_warnings
 from config.load_teams import ORGANIZATION, TEAMS, VCLUSTER_NAME_CHECKS, VCLUSTER_NAME_LENGTH, read_organization, \
     read_team
@@ -167,6 +167,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     warnings = [f"{PROJECT}:{name} is not set: a placeholder stands in for it in this offline run. Set it "
                 f"before pulumi up: {secret_command(name, stack)}" for name in secrets.missing]
     warnings += _warnings(platform) + cdi_warnings(cluster, gpu_operator) + isolation_warnings(platform) \
+        + shared_cluster_role_warnings(cluster, gpu_operator) \
         + access_warnings(cluster, platform.teams) \
         + placement_warnings(platform) + observability_warnings(platform.observability) \
         + grafana_login_warnings(platform.observability.grafana_login, platform.teams, secrets.set) \

@@ -193,5 +193,19 @@ def cdi_warnings(cluster: Optional[Cluster], operator: GpuOperator) -> list[str]
     return []
 
 
+def shared_cluster_role_warnings(cluster: Optional[Cluster], operator: GpuOperator) -> list[str]:
+    """A GPU Operator whose chart gives node-feature-discovery's workers, on every node, the operator's cluster role."""
+    installed = _operator_installed(cluster, operator) if cluster is not None else None
+    numbers = versions.release_numbers
+    if installed is None or numbers(installed[1]) >= numbers(versions.GPU_OPERATOR_OWN_CLUSTER_ROLE):
+        return []
+    key, version = installed
+    return [f"{key} {version}: its chart binds the operator's ClusterRole to node-feature-discovery's service "
+            "account too, whose worker runs on every node, so whatever takes a node's worker token may write cluster "
+            "roles and bindings, relabel any namespace (its Pod Security level) and create pods in any namespace. "
+            f"Pin {key} {versions.GPU_OPERATOR_OWN_CLUSTER_ROLE} or later (docs/security-isolation.md, \"Who holds "
+            "power over the whole host\")."]
+
+
 def read_kai(section: Section) -> KaiScheduler:
     return KaiScheduler(version=section.read("version"), gpu_sharing=section.read("gpuSharing"))

@@ -213,6 +213,9 @@ KAI_MINIMUM_VERSION = "v0.16.0"
 # to CDI only (DEVICE_LIST_STRATEGY cdi-annotations,cdi-cri): it sets no NVIDIA_VISIBLE_DEVICES, so the container
 # runtime must inject the CDI devices itself. Earlier releases also write the list into that variable (envvar).
 GPU_OPERATOR_CDI_DEVICE_LIST = "v25.10.0"
+# The first GPU Operator release whose chart binds the operator's ClusterRole to the operator's service account alone:
+# v24.9.0 to v24.9.2 bind node-feature-discovery's too (tests/test_host_rbac_powers.py reads every release's binding).
+GPU_OPERATOR_OWN_CLUSTER_ROLE = "v25.3.0"
 # The first EKS Kubernetes minor whose AL2023 nodes run containerd with CDI on: nodeadm writes enable_cdi = false
 # below it. There, with a CDI-only device plugin, a whole-GPU container gets no device from containerd, and the
 # NVIDIA runtime takes the image's NVIDIA_VISIBLE_DEVICES (all, in NVIDIA's CUDA images) instead: every GPU of the

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
-from config import load_platform
+from config import load_platform, versions
 from config.sharing import profile_keys
 from config.vocabulary import project_config
+from tests import config_spec
 from tests.conftest import dev_config, eks_config, run
 
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
@@ -124,3 +126,31 @@ def test_only_an_installed_operator_gets_its_namespace_created(dev_run, eks_run)
     config = eks_config()
     config["gpu-tenancy:gpuOperator"]["mode"] = "external"
     assert "gpu-operator" not in namespaces(run(config))
+
+
+# --- a release that shares the operator's cluster role -------------------------------------------------------------
+
+
+def _shared_role_warnings(site: dict) -> list[str]:
+    return [warning for warning in load_platform(site).warnings if "node-feature-discovery" in warning]
+
+
+@pytest.mark.parametrize("release", versions.GPU_OPERATOR_RELEASES)
+def test_an_installed_operator_whose_chart_binds_its_role_to_node_feature_discovery_too_is_warned(release):
+    warned = _shared_role_warnings(config_spec.put(config_spec.eks_config(), "gpuOperator.version", release))
+    numbers = versions.release_numbers
+    if numbers(release) >= numbers(versions.GPU_OPERATOR_OWN_CLUSTER_ROLE):
+        assert warned == []
+        return
+    [warning] = warned
+    assert warning.startswith(f"gpuOperator.version {release}: ")
+    assert "whose worker runs on every node" in warning and "Pod Security level" in warning
+    assert f"Pin gpuOperator.version {versions.GPU_OPERATOR_OWN_CLUSTER_ROLE} or later" in warning
+
+
+def test_the_microk8s_addon_is_warned_at_its_key_and_an_operator_the_program_does_not_put_there_is_not():
+    site = config_spec.put(config_spec.dev_config(), "cluster.microk8s.enableNvidiaAddon", True)
+    [warning] = _shared_role_warnings(config_spec.put(site, "cluster.microk8s.nvidiaAddonOperatorVersion", "v24.9.2"))
+    assert warning.startswith("cluster.microk8s.nvidiaAddonOperatorVersion v24.9.2: ")
+    external = config_spec.put(config_spec.eks_config(), "gpuOperator", {"mode": "external", "version": "v24.9.0"})
+    assert _shared_role_warnings(external) == []

@@ -15,7 +15,7 @@ import functools
 
 import pytest
 
-from config import load_platform
+from config import load_platform, versions
 from tests.host_rbac import Power, holders
 from tests.release_renders import RELEASES, every_release_renders, site_with_every_chart
 from tests.test_observability_discovery import eks_objects, objects  # noqa: F401 (fixtures)
@@ -147,3 +147,17 @@ def release_manifests(position: int) -> tuple[dict, ...]:
 def test_at_every_accepted_release_the_holders_are_listed(position):
     config = {key.partition(":")[2]: value for key, value in site_with_every_chart(position).items()}
     check(found(release_manifests(position)), {team.namespace for team in load_platform(config).teams})
+
+
+@pytest.mark.parametrize("release", versions.GPU_OPERATOR_RELEASES)
+def test_node_feature_discovery_shares_the_operators_role_exactly_below_the_release_the_config_warns_from(release):
+    """config/load_operators.py warns a site of these releases (tests/test_gpu_operator.py)."""
+    bound = set()
+    for text in every_release_renders()["gpu-operator"][release].values():
+        for document in load_manifests(text):
+            if isinstance(document, dict) and document.get("kind") == "ClusterRoleBinding" \
+                    and document["roleRef"]["name"] == "gpu-operator":
+                bound |= {subject["name"] for subject in document.get("subjects") or []}
+    numbers = versions.release_numbers
+    shared = numbers(release) < numbers(versions.GPU_OPERATOR_OWN_CLUSTER_ROLE)
+    assert bound == ({"gpu-operator", "node-feature-discovery"} if shared else {"gpu-operator"})
