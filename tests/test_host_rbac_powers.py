@@ -161,3 +161,18 @@ def test_node_feature_discovery_shares_the_operators_role_exactly_below_the_rele
     numbers = versions.release_numbers
     shared = numbers(release) < numbers(versions.GPU_OPERATOR_OWN_CLUSTER_ROLE)
     assert bound == ({"gpu-operator", "node-feature-discovery"} if shared else {"gpu-operator"})
+
+
+@pytest.mark.parametrize("site_objects", ["objects", "eks_objects"])
+def test_a_teams_namespace_binds_only_its_own_accounts_and_no_other_namespace_binds_them(site_objects, request):
+    rendered = request.getfixturevalue(site_objects)
+    teams = {obj.namespace for obj in rendered if obj.origin.startswith("chart vcluster")}
+    bindings = [obj for obj in rendered if obj.kind == "RoleBinding"]
+    assert any(obj.namespace in teams for obj in bindings)
+    for obj in bindings:
+        for subject in obj.manifest.get("subjects") or []:
+            if obj.namespace in teams:
+                assert (subject.get("kind"), subject.get("namespace")) == ("ServiceAccount", obj.namespace), \
+                    obj.describe()
+            if subject.get("namespace") in teams:
+                assert obj.namespace == subject["namespace"], obj.describe()
