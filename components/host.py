@@ -28,7 +28,7 @@ from components.eks_resources import (
     EBS_CSI_ADDON, EBS_CSI_POLICY, EBS_CSI_PROVISIONER, EKS_GPU_AMI, EKS_SYSTEM_AMI, NODE_POLICIES,
     control_plane_log_group, ebs_csi_trust_policy, node_launch_template, service_role,
 )
-from components.node_pids import remove_kubelet_pids_command, set_kubelet_pids_command
+from components.node_pids import remove_kubelet_settings_command, set_kubelet_settings_command
 from components.kubernetes_resources import STORAGE_CLASS, KubernetesObject
 from config.certificates import bundle_expiry
 from config.credential_lifetimes import MICROK8S_CERTIFICATES_DIR, MICROK8S_SERVING_CERTIFICATES
@@ -113,6 +113,8 @@ class HostCluster(pulumi.ComponentResource):
                                "apiServerPort": self.profile.api_server_port,
                                "kubernetesVersion": cluster.kubernetes_version,
                                "podPidsLimit": cluster.pod_pids_limit, "systemPidReserve": SYSTEM_PID_RESERVE,
+                               "systemMemoryReserve": (cluster.microk8s.system_reserved_memory
+                                                       if cluster.microk8s is not None else None),
                                "pidEvictionThreshold": PID_EVICTION_THRESHOLD,
                                "systemNodes": system_nodes_output(cluster)})
 
@@ -139,11 +141,12 @@ class HostCluster(pulumi.ComponentResource):
         hold = run("hold-refresh", f"{sudo}snap refresh --hold microk8s",
                    delete=f"{sudo}snap refresh --unhold microk8s")
         ready = f"{sudo}microk8s status --wait-ready --timeout 600 >/dev/null"
-        # Before any addon, so the pods they start get the limit too; with it the PID reserve and eviction threshold
-        # (components/node_pids.py). A changed limit changes `create`, which pulumi-command runs again as an update
-        # (no delete in between); destroy takes the flags out again.
-        pids = run("pod-pids-limit", set_kubelet_pids_command(sudo, pod_pids_limit, ready),
-                   delete=remove_kubelet_pids_command(sudo, ready), after=[hold])
+        # Before any addon, so the pods they start get the limit too; with it the PID and memory reserves and the
+        # eviction thresholds (components/node_pids.py). A changed limit or reserve changes `create`, which
+        # pulumi-command runs again as an update (no delete in between); destroy takes the flags out again.
+        reserve = host.system_reserved_memory
+        pids = run("pod-pids-limit", set_kubelet_settings_command(sudo, pod_pids_limit, reserve, ready),
+                   delete=remove_kubelet_settings_command(sudo, reserve, ready), after=[hold])
         audit = []
         if host.audit_log.enabled:
             # Before any addon and anything of the platform, so the log holds every request that built the site; after

@@ -1,5 +1,5 @@
 """Kubelet settings the program adds on the nodes it builds: the process table (per pod, for all pods together, and
-when the kubelet evicts) and, on MicroK8s, the inode eviction signal the snap leaves out.
+when the kubelet evicts) and, on MicroK8s, the inode eviction signal the snap leaves out and a memory reserve.
 
 Three process settings, the same on every built node:
 
@@ -19,6 +19,15 @@ Three process settings, the same on every built node:
   (``pkg/kubelet/eviction/helpers.go`` ``rankPIDPressure``). The kubelet sets no such threshold by default. A
   share rather than a count, so it scales with the table (memory over 128 KiB); it is at least the reserve on
   every node of 5 GiB or more, so pods crossing it are evicted before they fill their ``kubepods`` ceiling.
+
+On MicroK8s the program also reserves memory for the system (``systemReserved`` ``memory``,
+``cluster.microk8s.systemReservedMemory``), which the snap leaves at none (its kubelet args set no
+``--system-reserved``; nodeadm's ``kubeReserved`` memory does the same on EKS). With node allocatable enforced on
+pods the kubelet sets the ``kubepods`` cgroup's ``memory.max`` to the capacity less the reserves
+(``node_container_manager_linux.go``, as for ``pid``), so when pods run the box out of memory the kernel's OOM killer
+picks among pods, and memory pods hold without a process (tmpfs, shared memory) cannot push it on to k8s-dqlite or
+kubelite, which run outside that cgroup. The kubelet applies it when it starts, and reports an Allocatable that
+much lower.
 
 MicroK8s runs the kubelet inside kubelite, which reads the kubelet's flags from the snap's args file once, when it
 starts: one flag per line, blank and ``#`` lines skipped, quotes dropped, each line split at spaces (canonical/
@@ -132,32 +141,35 @@ class _MapEntry:
                 f"/^[[:space:]]*{self.flag}[=[:space:]{_QUOTES}]*$/d")
 
 
-def _entries() -> tuple[_MapEntry, ...]:
+def _entries(memory_reserve: str) -> tuple[_MapEntry, ...]:
     # The inode signal before the PID one: appended last, the PID entry is where a second run puts it again.
     return (_MapEntry(SYSTEM_RESERVED_FLAG, "pid", "=", str(SYSTEM_PID_RESERVE)),
+            _MapEntry(SYSTEM_RESERVED_FLAG, "memory", "=", memory_reserve),
             _MapEntry(EVICTION_HARD_FLAG, "nodefs.inodesFree", "<", INODE_EVICTION_THRESHOLD, yields=True),
             _MapEntry(EVICTION_HARD_FLAG, "pid.available", "<", PID_EVICTION_THRESHOLD))
 
 
-def _new_lines() -> dict[str, str]:
+def _new_lines(memory_reserve: str) -> dict[str, str]:
     """Per map flag, the line the program writes when the file has none: the kubelet's defaults (which a flag of
     ours alone would replace) with the program's entries, a yielding entry giving way to a default of its key."""
     lines = {}
-    for flag in dict.fromkeys(entry.flag for entry in _entries()):
+    entries = _entries(memory_reserve)
+    for flag in dict.fromkeys(entry.flag for entry in entries):
         defaults = KUBELET_DEFAULT_EVICTION_HARD if flag == EVICTION_HARD_FLAG else ()
         values = dict(default.split("<", 1) for default in defaults)
-        for entry in _entries():
+        for entry in entries:
             if entry.flag == flag and not (entry.yields and entry.key in values):
                 values[entry.key] = entry.value
-        separator = next(entry.separator for entry in _entries() if entry.flag == flag)
+        separator = next(entry.separator for entry in entries if entry.flag == flag)
         lines[flag] = f"{flag}={','.join(f'{key}{separator}{value}' for key, value in values.items())}"
     return lines
 
 
-def set_kubelet_pids_command(sudo: str, limit: int, ready: str, args_file: str = MICROK8S_KUBELET_ARGS) -> str:
-    """Shell that leaves MicroK8s' kubelet args with exactly one ``--pod-max-pids=<limit>`` line, the PID reserve in
-    ``--system-reserved`` and the PID and inode thresholds in ``--eviction-hard`` (every other entry kept),
-    restarts kubelite when that changed anything, then waits for the cluster.
+def set_kubelet_settings_command(sudo: str, limit: int, memory_reserve: str, ready: str,
+                                 args_file: str = MICROK8S_KUBELET_ARGS) -> str:
+    """Shell that leaves MicroK8s' kubelet args with exactly one ``--pod-max-pids=<limit>`` line, the PID and memory
+    reserves in ``--system-reserved`` and the PID and inode thresholds in ``--eviction-hard`` (every other entry
+    kept), restarts kubelite when that changed anything, then waits for the cluster.
 
     The new file is written to a scratch file and copied over the old one only when they differ: run again with
     the same limit, it changes nothing and restarts nothing; with another limit it replaces the old flag (every
@@ -166,10 +178,10 @@ def set_kubelet_pids_command(sudo: str, limit: int, ready: str, args_file: str =
     """
     pids = _flag_lines(KUBELET_PIDS_FLAG)
     script = ["-e " + shlex.quote(f"/{pids}/d")]
-    script += ["-e " + shlex.quote(entry.set_script()) for entry in _entries()]
+    script += ["-e " + shlex.quote(entry.set_script()) for entry in _entries(memory_reserve)]
     script.append("-e " + shlex.quote("$a\\"))
     added = "; ".join(f"{sudo}grep -qE {shlex.quote(_flag_lines(flag))} {args_file} || "
-                      f"printf '%s\\n' {shlex.quote(line)}" for flag, line in _new_lines().items())
+                      f"printf '%s\\n' {shlex.quote(line)}" for flag, line in _new_lines(memory_reserve).items())
     missing = (f"{args_file} is missing or empty: the kubelet's arguments of the MicroK8s snap are not where "
                "this program expects them. Check 'snap list microk8s'.")
     return (f"if ! {sudo}test -s {args_file}; then echo \"{missing}\" >&2; exit 1; fi; "
@@ -180,15 +192,16 @@ def set_kubelet_pids_command(sudo: str, limit: int, ready: str, args_file: str =
             f"{sudo}snap restart {KUBELITE_SERVICE}; fi && {ready}")
 
 
-def remove_kubelet_pids_command(sudo: str, ready: str, args_file: str = MICROK8S_KUBELET_ARGS) -> str:
+def remove_kubelet_settings_command(sudo: str, memory_reserve: str, ready: str,
+                                    args_file: str = MICROK8S_KUBELET_ARGS) -> str:
     """Shell that takes the program's flag and entries out of MicroK8s' kubelet args again (the snap's own
-    arguments: no limit, no reserve, its own eviction signals) and restarts kubelite; nothing when there is
+    arguments: no limit, no reserves, its own eviction signals) and restarts kubelite; nothing when there is
     nothing of the program's left, or no snap."""
     pids = _flag_lines(KUBELET_PIDS_FLAG)
     # A line the program wrote whole goes whole, defaults and all.
-    own = [f"/^{ere_literal(line)}$/d" for line in _new_lines().values()]
+    own = [f"/^{ere_literal(line)}$/d" for line in _new_lines(memory_reserve).values()]
     script = ["-e " + shlex.quote(command) for command in (f"/{pids}/d", *own)]
-    script += ["-e " + shlex.quote(entry.remove_script()) for entry in _entries()]
+    script += ["-e " + shlex.quote(entry.remove_script()) for entry in _entries(memory_reserve)]
     return (f"if {sudo}test -e {args_file}; then new=$(mktemp) && trap 'rm -f \"$new\"' EXIT && "
             f"{sudo}sed -E {' '.join(script)} {args_file} > \"$new\" && "
             f"if ! {sudo}cmp -s \"$new\" {args_file}; then {sudo}cp \"$new\" {args_file} && "

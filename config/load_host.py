@@ -1,7 +1,7 @@
 """Stack config: the host keys (``cluster``, one block per host kind, and ``ci``), declared and read.
 
 The definitions say what each key is (config/keys.py); the readers below turn them into the model. An EKS host's
-keys and their rules are config/load_eks.py's.
+keys and their rules are config/load_eks.py's, a MicroK8s box's config/load_microk8s.py's.
 """
 
 from __future__ import annotations
@@ -11,134 +11,24 @@ from typing import Optional
 
 from config import versions
 from config.key_collections import StringList, StringMap
-from config.key_types import Boolean, Check, Integer, Quantity, Text, quantity_value
+from config.key_types import Check, Integer, Text
 from config.keys import REQUIRED, Block, Condition, Key
 from config.host_networking import IMPLEMENTATION_NAME, JUDGED
-from config.load_operators import GPU_OPERATOR_FLOOR_REASON
 from config.load_eks import EKS, read_eks
+from config.load_microk8s import MICROK8S, read_microk8s
+from config.load_stated_host import KUBERNETES_VERSION_DETAILS, stated_size, stated_size_keys
 from config.model import CiSettings, Cluster
 from config.network_types import NetworkList, is_ip_address
 from config.model_host import (
-    DEFAULT_POD_PIDS_LIMIT, MICROK8S_AUDIT_LOG_FILE, MICROK8S_AUDIT_POLICY_FILE, PID_EVICTION_THRESHOLD,
-    SYSTEM_PID_RESERVE, AuditLog, HostDns, KubeconfigHost, MicroK8sHost,
+    DEFAULT_POD_PIDS_LIMIT, PID_EVICTION_THRESHOLD, SYSTEM_PID_RESERVE, HostDns, KubeconfigHost,
 )
 from config.reader import Section
 from config.secrets import Secrets
-from config.version_types import SITE_KUBERNETES, Version
+from config.version_types import SITE_KUBERNETES
 from config.vocabulary import CLUSTER_KINDS
 
 # A DNS-1123 subdomain: what `kubectl get storageclass` names may be.
 STORAGE_CLASS_NAME = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-KUBERNETES_VERSION_DETAILS = (
-    "The program cannot ask the cluster before it runs, so the site states it: the platform's kubectl Jobs and "
-    "kube-prometheus-stack's CRD upgrade hook run the kubectl pinned for it (`config/versions.py` "
-    "`KUBECTL_IMAGES`, supported within one minor version of the API server), `--render-charts` renders the "
-    "charts for it and the deployability check validates every object against it. Left out, all three assume the "
-    "oldest version the program supports: the kubectl may then be out of skew with a newer cluster, and the check "
-    "may report a field it accepts. Read it with `{command}` and quote it in YAML (`\"1.36\"`).")
-
-# One GiB: a box or cluster stating less memory has most likely left out the unit (a plain number is bytes).
-SMALLEST_STATED_MEMORY = 2 ** 30
-
-
-def stated_size_keys(whose: str, command: str, examples: tuple[str, str]) -> tuple[Key, Key]:
-    """The stated allocatable cpu and memory of a host whose nodes the program cannot size itself."""
-    details = ("Only used to check the teams' guarantees: KAI guarantees each team its queue's {resource} quota "
-               "(`vcluster.resourceQuota.{resource}` plus its DNS pod unless `teams[].resources.{resource}` sets it; "
-               "{default} by default) and does not itself check that the nodes hold them all, so a plan warns when "
-               "they add up past this. Read it from the Allocatable of `{command}`{less}.")
-    less = (", not the box's total: the kubelet keeps some back; the program then takes out what the vCluster control "
-            "planes and the GPU Operator's feature-discovery worker request there" if whose == "the box" else
-            ", less what the platform's own pods on those nodes request")
-    unstated = "not stated: a review note gives the teams' totals"
-    return (Key("cpu", Quantity(), None, f"Allocatable CPU of {whose}.", example=examples[0], default_note=unstated,
-                details=details.format(resource="cpu", default="16 cores", command=command, less=less)),
-            Key("memory", Quantity(), None, f"Allocatable memory of {whose}.", example=examples[1],
-                default_note=unstated,
-                details=details.format(resource="memory", default="64Gi", command=command, less=less)))
-
-
-DEFAULT_AUDIT_LOG = AuditLog()
-AUDIT_LOG = Block(keys=(
-    Key("enabled", Boolean(), DEFAULT_AUDIT_LOG.enabled, "Whether the box's API server keeps an audit log.",
-        example="false",
-        details="Who did what on the host: one JSON line per request (the user or service account, each team's "
-                "vCluster syncer and the platform's own tools included, the verb, resource, namespace, name, source "
-                "address and response code), at level `Metadata`: request and response bodies, which would copy "
-                "tenants' Secrets and pods' environment into the log, are never written. Health probes "
-                "(`/healthz`, `/livez`, `/readyz`, `/version`) and the node's and control plane's lease renewals "
-                f"are left out. The program writes the policy to `{MICROK8S_AUDIT_POLICY_FILE}` and the API server "
-                f"writes the log to `{MICROK8S_AUDIT_LOG_FILE}` (root only); see [running a site]"
-                "(operations-running.md#the-host-api-servers-audit-log). `false` takes the flags and the policy out "
-                "again (kubelite restarts); the log files stay."),
-    Key("maxAgeDays", Integer(1, 3650), DEFAULT_AUDIT_LOG.max_age_days,
-        "Days a rotated log file is kept (`--audit-log-maxage`).", example="90",
-        details="A rotated file older than this is deleted, whatever `maxBackups` allows.",
-        fix="set it to a whole number of days between 1 and 3650 (the API server reads 0 as never deleting by "
-            "age)"),
-    Key("maxBackups", Integer(1, 100), DEFAULT_AUDIT_LOG.max_backups,
-        "Rotated log files kept (`--audit-log-maxbackup`).", example="20",
-        details="With `maxSizeMegabytes` it bounds the disk the log takes on the box, whose disk the tenants' "
-                "pods, images and volumes share: at most (`maxBackups` + 1) × `maxSizeMegabytes`, "
-                f"{DEFAULT_AUDIT_LOG.disk_megabytes / 1000:g} GB by default.",
-        fix="set it to a whole number between 1 and 100 (the API server reads 0 as keeping every rotated file, "
-            "until the box's disk is full)"),
-    Key("maxSizeMegabytes", Integer(1, 1024), DEFAULT_AUDIT_LOG.max_size_megabytes,
-        "Size in megabytes at which the log file is rotated (`--audit-log-maxsize`).", example="200",
-        fix="set it to a whole number of megabytes between 1 and 1024 (from Kubernetes 1.36 the API server reads 0 "
-            "as never rotating: one file growing until the box's disk is full)"),
-))
-
-
-MICROK8S = Block(title="a single GPU machine running MicroK8s", intro="""\
-The program runs the setup steps in order: `snap refresh --hold microk8s`, the kubelet's process limits
-(`cluster.podPidsLimit`), the API server's audit log (`auditLog`), `microk8s enable dns`,
-`microk8s enable hostpath-storage`, then optionally `microk8s enable nvidia`, then `microk8s config` to
-read the kubeconfig and `cat` of the API server's and the front proxy's certificates to export when they end
-(`hostCertificateExpiry`: MicroK8s issues them for a year and nothing renews them, see docs/operations-running.md, What
-expires). The steps that change the cluster (the process limits, the audit log and each addon) first wait for
-`microk8s status --wait-ready`.""", keys=(
-    Key("host", Text(), None, "The GPU machine to drive over SSH.", example="192.0.2.10",
-        default_note="run locally",
-        details="If unset, the commands run on the machine running `pulumi up`. If set, the `sshPrivateKey` secret "
-                "is required.",
-        fix="set it to the GPU machine's address, or remove it to run locally"),
-    Key("user", Text(), "ubuntu", "SSH user.", example="ops"),
-    Key("port", Integer(1, 65535), 22, "SSH port.", example="2222"),
-    Key("useSudo", Boolean(), True, "Prefix every command with `sudo`.", example="false",
-        details="The commands run non-interactively, so sudo must not ask for a password."),
-    Key("enableNvidiaAddon", Boolean(), False,
-        "Run `microk8s enable nvidia --gpu-operator-version <nvidiaAddonOperatorVersion>` once.", example="true",
-        details="Then wait up to 5 minutes for the addon's ClusterPolicy `cluster-policy` (the addon ignores Helm "
-                "failures, so the step fails with an explanation if no operator appeared). Leave it `false` if the "
-                "addon is already enabled (the `dev` box). Use it with `gpuOperator.mode: microk8s-addon`."),
-    Key("nvidiaAddonOperatorVersion", Version("v", versions.GPU_OPERATOR_RELEASES, GPU_OPERATOR_FLOOR_REASON),
-        versions.MICROK8S_ADDON_GPU_OPERATOR_VERSION,
-        "Pinned GPU Operator version for the addon.", example="v26.3.3",
-        details="Only used when `enableNvidiaAddon` is true."),
-    Key("apiServerUrl", Text(form="`https://` URL", checks=(
-        Check("https://.*", "must be an https:// URL", "set it to https://<address>:16443"),)), None,
-        "Rewrites the server of every cluster entry in the kubeconfig.", example="https://gpu-box.example:16443",
-        default_note="keep what `microk8s config` prints",
-        details="Use it when the address MicroK8s prints (its internal IP) can't be reached from where `pulumi` "
-                "runs.",
-        fix="set it to https://<address>:16443"),
-    Key("gpus", Integer(minimum=0), 1, "GPUs in the box.", example="2",
-        details="Only used for the capacity warning."),
-    *stated_size_keys("the box", "kubectl describe node", ("31850m", "250Gi")),
-    Key("kubernetesVersion", SITE_KUBERNETES,
-        versions.KUBERNETES_MINIMUM_VERSION, "The Kubernetes minor version MicroK8s runs.", example='"1.36"',
-        default_note="the oldest version the program supports",
-        details=KUBERNETES_VERSION_DETAILS.format(command="microk8s version") + (
-            f" Tracks below {versions.MICROK8S_CONTAINERD_CDI_VERSION} bundle containerd 1.6, which cannot inject CDI "
-            f"devices, where the device plugin of a GPU Operator from {versions.GPU_OPERATOR_CDI_DEVICE_LIST} on (the "
-            "default, installed or through `enableNvidiaAddon`) cannot give a container its GPU (it would see the GPUs "
-            "its image's `NVIDIA_VISIBLE_DEVICES` names): such a site, or one that does not state its track, is "
-            f"refused; pin the operator {versions.GPU_OPERATOR_NEWEST_ENVVAR_DEVICE_LIST} until the box runs "
-            f"{versions.MICROK8S_CONTAINERD_CDI_VERSION} or later.")),
-    Key("auditLog", AUDIT_LOG, {}, "The API server's audit log: whether it is kept, and how much of it."),
-))
-
 
 HOST_DNS = Block(title="the host's DNS path (an existing cluster)", intro="""\
 With `vcluster.networkPolicy` on, a tenant's control plane, DNS and snapshot pods may reach the host's DNS and
@@ -280,7 +170,7 @@ def read_cluster(section: Section, secrets: Secrets) -> Optional[Cluster]:
     kind = section.read("kind")
     pids = section.read("podPidsLimit")
     if kind == "microk8s":
-        return Cluster(kind, microk8s=_microk8s(section.child("microk8s"), secrets), pod_pids_limit=pids)
+        return Cluster(kind, microk8s=read_microk8s(section.child("microk8s"), secrets), pod_pids_limit=pids)
     if kind == "eks":
         return Cluster(kind, eks=read_eks(section.child("eks")), pod_pids_limit=pids)
     if kind == "kubeconfig":
@@ -289,39 +179,12 @@ def read_cluster(section: Section, secrets: Secrets) -> Optional[Cluster]:
     return None
 
 
-def _microk8s(section: Section, secrets: Secrets) -> MicroK8sHost:
-    host = section.read("host")
-    if host is not None:
-        secrets.require("sshPrivateKey", "cluster.microk8s.host is set but no SSH private key is")
-    api_server_url = section.read("apiServerUrl")
-    return MicroK8sHost(
-        host=host,
-        user=section.read("user"),
-        port=section.read("port"),
-        use_sudo=section.read("useSudo"),
-        enable_nvidia_addon=section.read("enableNvidiaAddon"),
-        nvidia_addon_operator_version=section.read("nvidiaAddonOperatorVersion"),
-        api_server_url=api_server_url,
-        gpus=section.read("gpus"),
-        kubernetes_version=section.read("kubernetesVersion"),
-        kubernetes_version_stated=section.has("kubernetesVersion"),
-        cpu=_stated_size(section, "cpu"),
-        memory=_stated_size(section, "memory"),
-        audit_log=_audit_log(section.child("auditLog")),
-    )
-
-
-def _audit_log(section: Section) -> AuditLog:
-    return AuditLog(enabled=section.read("enabled"), max_age_days=section.read("maxAgeDays"),
-                    max_backups=section.read("maxBackups"), max_size_megabytes=section.read("maxSizeMegabytes"))
-
-
 def _kubeconfig(section: Section) -> KubeconfigHost:
     return KubeconfigHost(
         context=section.read("context"),
         gpus=section.read("gpus"),
-        cpu=_stated_size(section, "cpu"),
-        memory=_stated_size(section, "memory"),
+        cpu=stated_size(section, "cpu"),
+        memory=stated_size(section, "memory"),
         storage_class=section.read("storageClass"),
         api_server_port=section.read("apiServerPort"),
         api_server_addresses=section.read("apiServerAddresses"),
@@ -330,21 +193,6 @@ def _kubeconfig(section: Section) -> KubeconfigHost:
         dns_stated=section.has("dns"),
         networking=section.read("networking"),
     )
-
-
-def _stated_size(section: Section, name: str) -> Optional[str]:
-    """A stated allocatable that cannot be one: no CPU at all, or memory written without its unit."""
-    value = section.read(name)
-    if value is None:
-        return None
-    amount = quantity_value(value)
-    if name == "cpu" and amount <= 0:
-        section.fail(name, value, "states no CPU at all", "state the Allocatable cpu of `kubectl describe node`, "
-                     "e.g. 31850m, or leave the key out")
-    elif name == "memory" and amount < SMALLEST_STATED_MEMORY:
-        section.fail(name, value, f"is {amount:g} bytes, less than 1Gi (a number without a unit is bytes)",
-                     "write it with its unit, e.g. 250Gi, as the Allocatable of `kubectl describe node` shows it")
-    return value
 
 
 def _host_dns(section: Section) -> HostDns:

@@ -26,6 +26,9 @@ DEFAULT_POD_PIDS_LIMIT = 16384
 # reserve.
 SYSTEM_PID_RESERVE = 4096
 PID_EVICTION_THRESHOLD = "10%"
+# Memory a MicroK8s box keeps from all pods together for the snap's own services (kubelet `systemReserved` `memory`;
+# cluster.microk8s.systemReservedMemory, whose declaration in config/load_microk8s.py says why this much).
+DEFAULT_SYSTEM_MEMORY_RESERVE = "4Gi"
 # What sizes an EKS site's node groups (cluster.eks.autoscaler): nothing, so each runs its desiredSize, or the
 # Kubernetes Cluster Autoscaler the site runs, within minSize and maxSize.
 NO_AUTOSCALER = "none"
@@ -101,7 +104,7 @@ MICROK8S_AUDIT_LOG_FILE = "/var/snap/microk8s/common/var/log/kube-apiserver/audi
 
 @dataclass(frozen=True)
 class AuditLog:
-    """The API server's audit log on a MicroK8s box (``cluster.microk8s.auditLog``; config/load_host.py says what
+    """The API server's audit log on a MicroK8s box (``cluster.microk8s.auditLog``; config/load_microk8s.py says what
     each key means, components/apiserver_audit.py how it is set)."""
 
     enabled: bool = True
@@ -132,6 +135,7 @@ class MicroK8sHost:
     cpu: Optional[str] = None
     memory: Optional[str] = None
     audit_log: AuditLog = AuditLog()
+    system_reserved_memory: str = DEFAULT_SYSTEM_MEMORY_RESERVE
 
     @property
     def remote(self) -> bool:

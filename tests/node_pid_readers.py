@@ -15,9 +15,10 @@ from pathlib import Path
 import yaml
 
 from components.node_pids import (
-    KUBELET_DEFAULT_EVICTION_HARD, KUBELITE_SERVICE, NODECONFIG_MEDIA_TYPE, remove_kubelet_pids_command,
-    set_kubelet_pids_command,
+    KUBELET_DEFAULT_EVICTION_HARD, KUBELITE_SERVICE, NODECONFIG_MEDIA_TYPE, remove_kubelet_settings_command,
+    set_kubelet_settings_command,
 )
+from config.model_host import DEFAULT_SYSTEM_MEMORY_RESERVE
 from tests.conftest import git, mirrored_tag
 
 MICROK8S, EKS_AMI = "canonical/microk8s", "awslabs/amazon-eks-ami"
@@ -101,11 +102,11 @@ class Box:
         self.log.write_text("")
         return subprocess.run(["sh", "-c", command], env=self.env, capture_output=True, text=True, timeout=30)
 
-    def set(self, limit: int) -> subprocess.CompletedProcess:
-        return self.run(set_kubelet_pids_command("sudo ", limit, READY, str(self.args)))
+    def set(self, limit: int, reserve: str = DEFAULT_SYSTEM_MEMORY_RESERVE) -> subprocess.CompletedProcess:
+        return self.run(set_kubelet_settings_command("sudo ", limit, reserve, READY, str(self.args)))
 
-    def remove(self) -> subprocess.CompletedProcess:
-        return self.run(remove_kubelet_pids_command("sudo ", READY, str(self.args)))
+    def remove(self, reserve: str = DEFAULT_SYSTEM_MEMORY_RESERVE) -> subprocess.CompletedProcess:
+        return self.run(remove_kubelet_settings_command("sudo ", reserve, READY, str(self.args)))
 
     @property
     def restarts(self) -> int:

@@ -19,7 +19,7 @@ import pytest
 
 from components.node_pids import (
     INODE_EVICTION_THRESHOLD, MICROK8S_KUBELET_ARGS, NODECONFIG_API_VERSION, eks_node_user_data,
-    remove_kubelet_pids_command, set_kubelet_pids_command,
+    remove_kubelet_settings_command, set_kubelet_settings_command,
 )
 from config import load_platform
 from config.model_host import DEFAULT_POD_PIDS_LIMIT, PID_EVICTION_THRESHOLD, SYSTEM_PID_RESERVE
@@ -68,7 +68,7 @@ SNAP_KUBELET_ARGS_SET = """\
 --root-dir=${SNAP_COMMON}/var/lib/kubelet
 --eviction-hard="memory.available<100Mi,nodefs.available<1Gi,imagefs.available<1Gi,nodefs.inodesFree<5%,pid.available<10%"
 --serialize-image-pulls=false
---system-reserved=pid=4096
+--system-reserved=pid=4096,memory=4Gi
 --pod-max-pids=16384
 """
 
@@ -80,7 +80,7 @@ def test_setting_the_limits_writes_them_restarts_kubelite_and_waits_for_the_clus
     text = box.args.read_text()
     assert text == SNAP_KUBELET_ARGS_SET
     assert pids_flags(text) == ["16384"]
-    assert system_reserved(text) == {"pid": "4096"}
+    assert system_reserved(text) == {"pid": "4096", "memory": "4Gi"}
     # The snap's own signals stay, and the kubelet adds the thresholds to them (tests/test_node_inodes.py).
     assert eviction_hard(text) == {**eviction_hard(SNAP_KUBELET_ARGS), **OURS}
     # The snap's other arguments are untouched and still read the same way.
@@ -168,14 +168,14 @@ def test_a_file_without_eviction_hard_gets_the_kubelets_own_signals_restated_bes
 
 
 @pytest.mark.parametrize("line", ["--system-reserved=cpu=500m,memory=1Gi", '--system-reserved="pid=100,memory=1Gi"',
-                                  "--system-reserved cpu=500m,pid=100"])
-def test_a_sites_own_system_reserved_entries_are_kept_and_ours_replaces_a_pid_entry(tmp_path, line):
+                                  "--system-reserved cpu=500m,pid=100", "--system-reserved=ephemeral-storage=1Gi"])
+def test_a_sites_own_system_reserved_entries_are_kept_and_ours_replace_its_pid_and_memory_entries(tmp_path, line):
     text = SNAP_KUBELET_ARGS + line + "\n"
-    before = {key: value for key, value in system_reserved(text).items() if key != "pid"}
+    before = {key: value for key, value in system_reserved(text).items() if key not in ("pid", "memory")}
     box = Box(tmp_path, text)
     assert box.set(16384).returncode == 0
     after = box.args.read_text()
-    assert system_reserved(after) == {**before, "pid": "4096"}
+    assert system_reserved(after) == {**before, "pid": "4096", "memory": "4Gi"}
     assert after.count("--system-reserved") == 1 and other_args(after) == other_args(text)
     # Running again changes nothing.
     assert box.set(16384).returncode == 0 and box.restarts == 0 and box.args.read_text() == after
@@ -217,8 +217,8 @@ def host_steps(program) -> dict:
 def test_the_microk8s_step_sets_the_configured_limit_before_any_addon(dev_run):
     steps = host_steps(dev_run)
     step = steps["pod-pids-limit"]
-    assert step.inputs["create"] == set_kubelet_pids_command("sudo ", 16384, READY)
-    assert step.inputs["delete"] == remove_kubelet_pids_command("sudo ", READY)
+    assert step.inputs["create"] == set_kubelet_settings_command("sudo ", 16384, "4Gi", READY)
+    assert step.inputs["delete"] == remove_kubelet_settings_command("sudo ", "4Gi", READY)
     assert f"test -s {MICROK8S_KUBELET_ARGS}" in step.inputs["create"]
     assert steps["hold-refresh"].urn in step.dependencies
     assert step.urn in steps["enable-dns"].dependencies
@@ -230,9 +230,9 @@ def test_a_changed_limit_changes_only_the_create_command_so_pulumi_updates_the_s
     config = dev_config()
     config["gpu-tenancy:cluster"]["podPidsLimit"] = 65536
     changed = host_steps(run(config))["pod-pids-limit"]
-    default = set_kubelet_pids_command("sudo ", 16384, READY)
+    default = set_kubelet_settings_command("sudo ", 16384, "4Gi", READY)
     assert changed.inputs["create"] == default.replace("16384", "65536")
-    assert changed.inputs["delete"] == remove_kubelet_pids_command("sudo ", READY)
+    assert changed.inputs["delete"] == remove_kubelet_settings_command("sudo ", "4Gi", READY)
     assert "triggers" not in changed.inputs and "update" not in changed.inputs
 
 

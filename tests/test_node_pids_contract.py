@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from components.node_pids import KUBELITE_SERVICE, MICROK8S_KUBELET_ARGS, NODECONFIG_API_VERSION, eks_node_user_data
-from config.model_host import SYSTEM_PID_RESERVE
+from config.model_host import DEFAULT_SYSTEM_MEMORY_RESERVE, SYSTEM_PID_RESERVE
 from tests.conftest import MIRRORED_TAGS, git, mirrored_tag
 from tests.node_pid_readers import (
     EKS_AMI, EKS_AMI_TAG, MICROK8S, Box, eviction_hard, node_configs, other_args, pids_flags, system_reserved,
@@ -55,7 +55,7 @@ def test_the_snaps_own_kubelet_args_set_no_limit_and_the_step_round_trips_them(t
     assert box.set(16384).returncode == 0 and box.restarts == 1
     after = box.args.read_text()
     assert pids_flags(after) == ["16384"]
-    assert system_reserved(after) == {"pid": str(SYSTEM_PID_RESERVE)}
+    assert system_reserved(after) == {"pid": str(SYSTEM_PID_RESERVE), "memory": DEFAULT_SYSTEM_MEMORY_RESERVE}
     assert eviction_hard(after) == {**snap_signals, **OURS}
     assert other_args(after) == other_args(default)
     assert box.set(16384).returncode == 0 and box.restarts == 0 and box.args.read_text() == after

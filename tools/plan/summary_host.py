@@ -53,6 +53,7 @@ def host_section(index: PlanIndex) -> list[str]:
     lines.append(f"- Kind: **{kind or 'unknown: the plan has no host component'}**")
     lines += _pids_lines(kind, *(index.registered(HOST_COMPONENT, output)
                                  for output in ("podPidsLimit", "systemPidReserve", "pidEvictionThreshold")))
+    lines += _memory_reserve_lines(index.registered(HOST_COMPONENT, "systemMemoryReserve"))
 
     if kind == "eks":
         for provider in index.of_type(AWS_PROVIDER):
@@ -153,6 +154,18 @@ def _pids_lines(kind: Optional[str], limit: Any, reserve: Any, threshold: Any) -
     return [f"- Per-pod process limit, system reserve and eviction threshold: **not set by this stack**: the site "
             f"sets its kubelets' `podPidsLimit` (cluster.podPidsLimit: {fmt_num(limit)}), `systemReserved` `pid` and "
             "`evictionHard` `pid.available` (see Notes)"]
+
+
+def _memory_reserve_lines(reserve: Any) -> list[str]:
+    """What a MicroK8s box keeps of its memory from all pods together, and what changing it does."""
+    if reserve is None:
+        return []
+    return [f"- Memory for the box's own services (kubelet `systemReserved` `memory`, "
+            f"cluster.microk8s.systemReservedMemory): **{reserve}**, which no pod may take: pods running the box out "
+            "of memory are OOM-killed among themselves, leaving the snap's services (k8s-dqlite, kubelite) at least this "
+            "much; in the same step, so a new value restarts kubelite, and the box's Allocatable changes by the "
+            "difference (a running pod whose memory request no longer fits is refused when the kubelet admits the "
+            "running pods again)"]
 
 
 def _network_lines(index: PlanIndex) -> list[str]:
