@@ -25,9 +25,9 @@ On MicroK8s the program also reserves memory for the system (``systemReserved`` 
 ``--system-reserved``; nodeadm's ``kubeReserved`` memory does the same on EKS). With node allocatable enforced on
 pods the kubelet sets the ``kubepods`` cgroup's ``memory.max`` to the capacity less the reserves
 (``node_container_manager_linux.go``, as for ``pid``), so when pods run the box out of memory the kernel's OOM killer
-picks among pods, and memory pods hold without a process (tmpfs, shared memory) cannot push it on to k8s-dqlite or
-kubelite, which run outside that cgroup. The kubelet applies it when it starts, and reports an Allocatable that
-much lower.
+picks among pods, and memory pods hold without a process (tmpfs, shared memory) cannot push it on to the snap's
+services outside that cgroup, k8s-dqlite among them. The kubelet applies it when it starts, and reports an
+Allocatable that much lower.
 
 MicroK8s runs the kubelet inside kubelite, which reads the kubelet's flags from the snap's args file once, when it
 starts: one flag per line, blank and ``#`` lines skipped, quotes dropped, each line split at spaces (canonical/

@@ -90,8 +90,8 @@ expires). The steps that change the cluster (the process limits, the audit log a
         "`memory`).", example="8Gi",
         details="The snap reserves none, so the pods together may take the whole box. Memory that no process holds "
                 "(a tenant's memory-backed `emptyDir`, its shared memory) is not freed by killing its writer, and "
-                "the kernel's OOM killer then goes on past the pods to the snap's own services: k8s-dqlite, the "
-                "platform's datastore, and kubelite (API server, scheduler, kubelet). With node allocatable enforced "
+                "the kernel's OOM killer then goes on past the pods to the snap's own services, k8s-dqlite, the "
+                "platform's datastore, among them. With node allocatable enforced "
                 "on pods (the kubelet's default, which the snap keeps) the kubelet caps the `kubepods` cgroup, "
                 "parent of every pod, at the box's memory less this, so pods running the box out of memory are "
                 "OOM-killed among themselves and those services keep at least this much; the box's Allocatable, "
