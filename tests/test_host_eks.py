@@ -9,6 +9,8 @@ import pytest
 from config import ConfigError
 from config.hosts import NODE_GROUP_NAME_PREFIX_MAX
 from tests.conftest import eks_config, run
+from tools.plan.document import build_plan
+from tools.plan.summary import render_summary
 
 
 def test_eks_cluster_has_no_default_node_group_and_uses_api_authentication(eks_run):
@@ -247,3 +249,12 @@ def test_every_node_group_follows_the_clusters_kubernetes_version():
     assert len(groups) == 2
     assert {group.name: group.inputs.get("version") for group in groups} == {"host-system": "1.34",
                                                                            "host-gpu-gpu": "1.34"}
+
+
+def test_the_plan_summary_shows_each_node_groups_root_disk_from_its_launch_template():
+    config = eks_config()
+    config["gpu-tenancy:cluster"]["eks"]["gpuNodeGroups"][0]["diskSize"] = 500
+    summary = render_summary(build_plan(run(config), "test"))
+    rows = {line.split(" | ")[0].strip("| `"): line.split(" | ")[5] for line in summary.splitlines()
+            if line.startswith("| `host-") and " / " in line}
+    assert rows == {"host-gpu-gpu": "500", "host-system": "50"}

@@ -14,6 +14,7 @@ from config.vocabulary import (
 )
 from tools.plan.lookup import PlanIndex, dig, topological
 from tools.plan.markdown import code, fmt_labels, fmt_num, table
+from tools.plan.node_templates import LAUNCH_TEMPLATE
 
 
 def _control_plane_logs_line(index: PlanIndex, types: list) -> str:
@@ -93,7 +94,7 @@ def host_section(index: PlanIndex) -> list[str]:
                     code(inputs.get("amiType", "—")),
                     ", ".join(code(t) for t in inputs.get("instanceTypes") or []) or "—",
                     " / ".join(fmt_num(scaling.get(key)) for key in ("minSize", "desiredSize", "maxSize")),
-                    fmt_num(inputs.get("diskSize")),
+                    fmt_num(_root_disk_size(index, group)),
                     fmt_labels(inputs.get("labels")),
                     ", ".join(code(f"{t.get('key')}={t.get('value')}:{t.get('effect')}") for t in taints
                               if isinstance(t, dict)) or "—",
@@ -156,14 +157,23 @@ def _pids_lines(kind: Optional[str], limit: Any, reserve: Any, threshold: Any) -
             "`evictionHard` `pid.available` (see Notes)"]
 
 
+def _root_disk_size(index: PlanIndex, group: dict[str, Any]) -> Any:
+    """A node group's root disk in GiB, which its launch template sets (EKS refuses ``diskSize`` beside one)."""
+    templates = [index.by_urn[urn] for urn in group.get("dependencies") or () if urn in index.by_urn
+                 and index.by_urn[urn]["type"] == LAUNCH_TEMPLATE]
+    mappings = templates[0]["inputs"].get("blockDeviceMappings") or () if templates else ()
+    return next((size for size in (dig(mapping, "ebs", "volumeSize") for mapping in mappings) if size is not None),
+                None)
+
+
 def _memory_reserve_lines(reserve: Any) -> list[str]:
     """What a MicroK8s box keeps of its memory from all pods together, and what changing it does."""
     if reserve is None:
         return []
     return [f"- Memory for the box's own services (kubelet `systemReserved` `memory`, "
             f"cluster.microk8s.systemReservedMemory): **{reserve}**, which no pod may take: pods running the box out "
-            "of memory are OOM-killed among themselves, leaving the snap's services (k8s-dqlite, kubelite) at least this "
-            "much; in the same step, so a new value restarts kubelite, and the box's Allocatable changes by the "
+            "of memory are OOM-killed among themselves, leaving the snap's services (k8s-dqlite, kubelite) at least "
+            "this much; in the same step, so a new value restarts kubelite, and the box's Allocatable changes by the "
             "difference (a running pod whose memory request no longer fits is refused when the kubelet admits the "
             "running pods again)"]
 
