@@ -300,22 +300,40 @@ def _beside_single_slices(platform: Platform) -> list[str]:
 def _capped_beside_uncapped(platform: Platform) -> list[str]:
     """HAMi-core caps a memory-capped team's own containers only. KAI, which knows nothing of the cap, packs any
     team's fractions onto one card, so a shared team's uncapped pod beside them can still fill the card's memory."""
-    cluster, warnings = platform.cluster, []
-    if cluster.eks is None:
+    cluster = platform.cluster
+    capped = [team for team in platform.teams if team.isolation.tier == MEMORY_CAPPED]
+    shared = [team for team in platform.teams if team.isolation.tier == SHARED and team.resources.gpu.limit]
+    if not capped or not shared:
         return []
-    for pool in dict.fromkeys(team.isolation.node_pool for team in platform.teams
-                              if team.isolation.tier == MEMORY_CAPPED and team.isolation.node_pool is not None):
-        capped = [team.name for team in platform.teams
-                  if team.isolation.tier == MEMORY_CAPPED and team.isolation.node_pool == pool]
-        shared = [team.name for team in platform.teams if team.isolation.tier == SHARED and team.resources.gpu.limit
-                  and _reaches(team, cluster, pool)]
-        if shared:
-            warnings.append(f"memory-capped team(s) {', '.join(capped)} share pool {pool} with shared team(s) "
-                            f"{', '.join(shared)}, whose fractions KAI may pack onto the same cards with no memory "
-                            f"cap: the cap keeps {', '.join(capped)} within its share, but a shared pod's OOM or leak "
-                            f"can still take the memory it counts on. Fix: keep the shared teams off pool {pool} "
-                            "(isolation.nodePool or vcluster.nodeLabels), or make them memory-capped.")
+    pools = host_profile(cluster).node_pools
+    if pools is None:
+        # An existing cluster's nodes are unknown: teams meet unless their node selectors part them.
+        beside = [team.name for team in shared if any(_may_meet(team, other) for other in capped)]
+        return [_capped_warning([team.name for team in capped], "may share GPU nodes", beside,
+                                "give them vcluster.nodeLabels that select other GPU nodes")] if beside else []
+    split = {group.name for group in mig_pools(cluster)}
+    warnings = []
+    for pool in (pool.name for pool in pools if pool.gpu and pool.name not in split):
+        here = [team.name for team in capped if _reaches(team, cluster, pool)]
+        beside = [team.name for team in shared if _reaches(team, cluster, pool)]
+        if here and beside:
+            fix = (f"keep them off pool {pool} (isolation.nodePool or vcluster.nodeLabels)" if len(pools) > 1
+                   else "give them no GPU limit (resources.gpu.limit: 0)")
+            warnings.append(_capped_warning(here, f"share pool {pool}", beside, fix))
     return warnings
+
+
+def _may_meet(team: Team, other: Team) -> bool:
+    """Whether two teams' pods may land on one node: no label both select with different values."""
+    labels = other.vcluster.node_labels
+    return all(labels.get(key, value) == value for key, value in team.vcluster.node_labels.items())
+
+
+def _capped_warning(capped: list[str], where: str, shared: list[str], fix: str) -> str:
+    return (f"memory-capped team(s) {', '.join(capped)} {where} with shared team(s) {', '.join(shared)}, whose "
+            f"fractions KAI may pack onto the same cards with no memory cap: the cap keeps {', '.join(capped)} within "
+            f"its share, but a shared pod's OOM or leak can still take the memory it counts on. Fix: {fix}, or make "
+            "them memory-capped.")
 
 
 def _whole_gpus_only(platform: Platform) -> list[str]:

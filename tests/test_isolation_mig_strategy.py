@@ -13,6 +13,7 @@ from config import load_platform
 from config.isolation import mig_slices
 from config.mig import MIG_LAYOUTS, kai_units, kai_units_per_gpu
 from tests.config_spec import rejected
+from tests.conftest import dev_config
 from tests.isolation_spec import isolation_config
 
 
@@ -139,3 +140,51 @@ def test_a_memory_capped_pool_that_no_shared_team_reaches_is_not_warned():
     config["cluster"]["eks"]["gpuNodeGroups"].append({"name": "l4", "instanceTypes": ["g6.xlarge"], "maxSize": 1})
     config["teams"][-1]["isolation"] = {"nodePool": "l4"}
     assert not [w for w in load_platform(config).warnings if w.startswith("memory-capped team(s)")]
+
+
+def capped_warnings(config: dict, **loaded) -> list[str]:
+    return [w for w in load_platform(config, **loaded).warnings if w.startswith("memory-capped team(s)")]
+
+
+def test_a_memory_capped_team_not_pinned_to_a_pool_is_warned_where_it_meets_shared_teams():
+    # A trial site: the capped team reached the shared team's pool by its node selector alone and nothing was said.
+    config = capped_site("l40s")
+    del config["teams"][2]["isolation"]["nodePool"]
+    config["teams"] = [team for team in config["teams"] if team["name"] != "team-train"]
+    warnings = capped_warnings(config)
+    assert len(warnings) == 1 and "team-nlp share pool l40s with shared team(s) team-chat" in warnings[0]
+    assert "isolation.nodePool" in warnings[0]
+
+
+def lab_box(shared_limit: float) -> dict:
+    """The dev box with team-nlp memory-capped beside two shared teams."""
+    config = {key.removeprefix("gpu-tenancy:"): value for key, value in dev_config().items()}
+    config["teams"][0]["isolation"] = {"tier": "memory-capped"}
+    for team in config["teams"][1:]:
+        team["resources"]["gpu"]["limit"] = shared_limit
+        team["resources"]["gpu"]["quota"] = min(team["resources"]["gpu"]["quota"], shared_limit)
+    return config
+
+
+def test_on_a_single_box_a_memory_capped_team_beside_shared_ones_is_warned_and_told_what_it_can_do():
+    warnings = capped_warnings(lab_box(1))
+    assert len(warnings) == 1
+    assert "team-nlp share pool microk8s with shared team(s) team-vision, team-recommender" in warnings[0]
+    # One pool: there is nowhere else to keep the shared teams.
+    assert "resources.gpu.limit: 0" in warnings[0] and "isolation.nodePool" not in warnings[0]
+    assert capped_warnings(lab_box(0)) == []
+
+
+@pytest.mark.parametrize("shared_labels, warned", [({}, True), ({"gpu-tenancy/pool": "shared"}, False),
+                                                   ({"other": "x"}, True)])
+def test_on_an_existing_cluster_teams_meet_unless_their_node_labels_part_them(shared_labels, warned):
+    config = lab_box(1)
+    config["cluster"] = {"kind": "kubeconfig", "kubeconfig": {"kubernetesVersion": "1.36"}}
+    config["gpuOperator"] = {"mode": "install"}
+    config["teams"][0]["vcluster"] = {"nodeLabels": {"gpu-tenancy/pool": "capped"}}
+    for team in config["teams"][1:]:
+        team["vcluster"] = {"nodeLabels": shared_labels}
+    warnings = capped_warnings(config, secrets_set={"kubeconfig"})
+    assert bool(warnings) == warned
+    if warned:
+        assert "may share GPU nodes" in warnings[0] and "vcluster.nodeLabels" in warnings[0]
