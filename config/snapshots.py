@@ -176,11 +176,17 @@ BACKUP = Block(title="scheduled snapshots of every team", intro=(
     "Opt-in. Every team's virtual cluster is snapshotted on a schedule into one S3 bucket, with the access key "
     "set as the secrets `backupAccessKeyId` and `backupSecretAccessKey`. What a snapshot holds and how a team is "
     "restored: [operations](operations-data.md#backing-up-and-restoring-a-team)."), keys=(
-    Key("url", Text(form="s3://BUCKET[/PREFIX]", max_length=1024, checks=(Check(
-        rf"s3://{BUCKET}(/[A-Za-z0-9!_.*'()/-]*)?",
-        "is not an s3:// bucket URL: vCluster's snapshots go to S3 (or an S3-compatible store, `endpoint`); "
-        "container:// would write onto the volume the snapshot must outlive",
-        "write it as s3://BUCKET or s3://BUCKET/PREFIX (no query; the store's endpoint is `endpoint`)"),)),
+    Key("url", Text(form="s3://BUCKET[/PREFIX]", max_length=1024, checks=(
+        Check("s3://.*", "is not an s3:// bucket URL: vCluster's snapshots go to S3 (or an S3-compatible store, "
+              "`endpoint`); container:// would write onto the volume the snapshot must outlive",
+              "write it as s3://BUCKET or s3://BUCKET/PREFIX (no query; the store's endpoint is `endpoint`)"),
+        Check(rf"s3://{BUCKET}(/.*)?", "names a bucket S3 does not accept: a bucket's name is 3 to 63 lowercase "
+              "letters, digits, dots and hyphens, beginning and ending with a letter or digit",
+              "write the bucket's name as S3 shows it, e.g. s3://corp-gpu-backups/lab"),
+        Check(rf"s3://{BUCKET}(/[A-Za-z0-9!_.*'()/-]*)?", "has a key prefix with characters other than letters, "
+              "digits and ! _ . * ' ( ) / -, the ones a key is written with unencoded",
+              "name the prefix with those characters only, e.g. s3://corp-gpu-backups/lab-2 (no query; the store's "
+              "endpoint is `endpoint`)"))),
         REQUIRED, "The bucket, and the key prefix under which each team's snapshots are kept.",
         example="s3://corp-gpu-backups/lab", details=(
             "Each team's snapshots are `PREFIX/<namespace>/<vclusterName>/<slot>.tar.gz`, `keep` slots taken in "

@@ -312,6 +312,11 @@ def test_on_eks_the_api_servers_rule_already_reaches_s3_and_nothing_is_added():
 
 @pytest.mark.parametrize("backup, key, words", [
     ({"url": "container:///data/snap"}, "backup.url", "container:// would write onto the volume"),
+    # A trial site's URLs, once all told they were no s3:// URL: each now names what S3 refuses.
+    ({"url": "s3://ab/lab"}, "backup.url", "names a bucket S3 does not accept: a bucket's name is 3 to 63"),
+    ({"url": "s3://My_Bucket/lab"}, "backup.url", "names a bucket S3 does not accept"),
+    ({"url": "s3://corp-backups/lab 2"}, "backup.url", "has a key prefix with characters other than"),
+    ({"url": "s3://corp-backups/lab+2"}, "backup.url", "has a key prefix with characters other than"),
     ({"url": "s3://corp-backups/lab", "every": "5h"}, "backup.every", "must be one of 1h, 2h"),
     ({"url": "s3://corp-backups/lab", "keep": 0}, "backup.keep", "must be between 1 and 1000"),
     ({"url": "s3://corp-backups/lab", "endpoint": "minio:9000"}, "backup.endpoint", "is not an endpoint URL"),
