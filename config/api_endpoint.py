@@ -8,7 +8,7 @@ address to the public one. Plain data in, text out.
 
 from __future__ import annotations
 
-from config.model import Cluster
+from config.model import CiSettings, Cluster
 
 KEY = "cluster.eks.apiEndpoint"
 # Who talks to the API server from outside the cluster.
@@ -16,22 +16,30 @@ _CALLERS = ("`pulumi up` and every other `pulumi` command, the tenant teardown s
             "ops/ and teams reaching their vCluster through the host (access.exposure: none)")
 
 
-def api_endpoint_warnings(cluster: Cluster) -> list[str]:
-    """A public-only endpoint behind a list: the nodes of an existing VPC are let in only if the list holds its NAT
-    gateways' addresses, which the program cannot see (a VPC it creates is refused that way by the reader)."""
+def api_endpoint_warnings(cluster: Cluster, ci: CiSettings) -> list[str]:
+    """An endpoint CI's runner cannot reach; a public-only endpoint behind a list: the nodes of an existing VPC are let
+    in only if the list holds its NAT gateways' addresses, which the program cannot see (a VPC it creates is refused
+    that way by the reader)."""
     eks = cluster.eks
     if eks is None:
         return []
     endpoint = eks.api_endpoint
+    warnings = []
+    if not endpoint.public_access and not ci.runner:
+        warnings.append(f"{KEY}.publicAccess is false but ci.runner is not set: CI previews and deploys this site "
+                        "from GitHub-hosted runners, outside the VPC, where the API server does not answer, so "
+                        "every preview and deploy fails. Set ci.runner to the labels of a self-hosted runner in "
+                        "the VPC or a network routed to it.")
     if endpoint.private_access or endpoint.open_to_every_address:
-        return []
-    return [f"{KEY}.publicAccessCidrs lists {', '.join(endpoint.public_access_cidrs)} and privateAccess is false: "
-            f"the nodes of VPC {eks.vpc_id} reach the API server from their NAT gateways' public addresses, so unless "
-            "the list holds those, no node joins the cluster and the node groups fail to create. Set "
-            f"{KEY}.privateAccess: true, or list the NAT gateways' Elastic IPs."]
+        return warnings
+    return warnings + [
+        f"{KEY}.publicAccessCidrs lists {', '.join(endpoint.public_access_cidrs)} and privateAccess is false: "
+        f"the nodes of VPC {eks.vpc_id} reach the API server from their NAT gateways' public addresses, so unless "
+        "the list holds those, no node joins the cluster and the node groups fail to create. Set "
+        f"{KEY}.privateAccess: true, or list the NAT gateways' Elastic IPs."]
 
 
-def api_endpoint_notes(cluster: Cluster) -> list[str]:
+def api_endpoint_notes(cluster: Cluster, ci: CiSettings) -> list[str]:
     """Not wrong, but the reviewer should know who reaches the API server, and from where `pulumi up` must run."""
     eks = cluster.eks
     if eks is None:
@@ -45,4 +53,6 @@ def api_endpoint_notes(cluster: Cluster) -> list[str]:
         return [f"{KEY}.publicAccess is false: the API server answers inside the VPC only. {_CALLERS} must run "
                 "in the VPC or a network routed to it."]
     return [f"{KEY}.publicAccessCidrs: the public API server answers {', '.join(endpoint.public_access_cidrs)} "
-            f"only: {_CALLERS} must come from there."]
+            f"only: {_CALLERS} must come from there, and so must CI's runner"
+            + ("." if ci.runner else " (GitHub-hosted runners come from addresses GitHub changes: set ci.runner to a "
+               "self-hosted runner there).")]

@@ -175,7 +175,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
                             secrets.set) \
         + team_alerting_warnings(platform.observability.prometheus, platform.teams, secrets.set) \
         + datastore_warnings(platform.cluster, platform.teams) + system_pool_warnings(platform) \
-        + api_endpoint_warnings(platform.cluster)
+        + api_endpoint_warnings(platform.cluster, platform.ci)
     return Platform(**{**platform.__dict__, "warnings": tuple(warnings),
                        "notes": tuple(review_notes(platform) + external_notes(
                            platform.observability, platform.kai_scheduler.gpu_sharing, platform.gpu_operator.mode))})

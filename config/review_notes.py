@@ -40,7 +40,7 @@ def review_notes(platform: Platform) -> list[str]:
     if platform.cluster.kubeconfig is not None:
         notes.append(_site_pids_note(platform.cluster.pod_pids_limit))
     notes += _unchecked_kubernetes_notes(platform.cluster) + _unknown_instance_type_notes(platform.cluster) \
-        + _unscaled_bounds_notes(platform.cluster) + api_endpoint_notes(platform.cluster) \
+        + _unscaled_bounds_notes(platform.cluster) + api_endpoint_notes(platform.cluster, platform.ci) \
         + audit_trail_notes(platform.cluster) + eks_support_notes(platform.cluster) \
         + datastore_notes(platform.cluster, platform.teams) + cpu_memory_notes(platform) \
         + gpu_pool_pod_notes(platform) + _policy_compile_notes(len(platform.teams)) \

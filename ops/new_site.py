@@ -276,6 +276,10 @@ def _print_next_steps(site: str, source: str, document: dict, platform: Any, dro
     if ci.self_hosted:
         print(f"  previews and deploys run on a self-hosted runner labelled {', '.join(ci.runner)}: register "
               "one where the cluster is reachable (repository Settings -> Actions -> Runners)")
+    elif ci.cloud == "aws" and not platform.cluster.eks.api_endpoint.public_access:
+        print(f"  none yet: the API server answers inside the VPC only, where GitHub-hosted runners are not; set "
+              f"{PROJECT}:ci.runner to the labels of a self-hosted runner there (e.g. --set 'ci.runner=[self-hosted, "
+              f"{site}-vpc]') and register it (repository Settings -> Actions -> Runners)")
     elif ci.cloud == "aws":
         print(f"  GitHub-hosted runners, with AWS credentials for {ci.region} from the AWS_ROLE_ARN secret (OIDC); "
               f"allow repo:<owner>/<repo>:environment:{site} in the role's trust policy")

@@ -196,6 +196,7 @@ def test_gpus_guaranteed_to_no_team_are_a_note_not_a_warning():
     put(config, "vcluster.resourceQuota", {"cpu": "2", "memory": "8Gi", "pods": 10})
     # ... and who reaches the API server: the default public endpoint has a note of its own.
     put(config, "cluster.eks.apiEndpoint", {"publicAccess": False})
+    put(config, "ci.runner", ["self-hosted", "vpc"])
     platform = load_platform(config)
     guaranteed = sum(team.resources.gpu.quota for team in platform.teams)
     assert platform.notes[0].startswith("cluster.eks.apiEndpoint.publicAccess is false")

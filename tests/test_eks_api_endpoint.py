@@ -67,6 +67,18 @@ def test_a_private_only_endpoint_sends_no_address_list_and_says_pulumi_runs_in_t
     assert "inside the VPC only" in note and "access.exposure: none" in note
 
 
+def test_a_private_only_endpoint_deployed_from_github_hosted_runners_is_warned():
+    # A trial site: new_site and the CI matrix sent it to GitHub-hosted runners, which never reach the VPC.
+    [warning] = [warning for warning in run(_with_endpoint({"publicAccess": False})).warnings if KEY in warning]
+    assert "ci.runner is not set" in warning and "self-hosted runner in the VPC" in warning
+    config = _with_endpoint({"publicAccess": False})
+    config["gpu-tenancy:ci"] = {"runner": ["self-hosted", "vpc"]}
+    assert not [warning for warning in run(config).warnings if KEY in warning]
+    listed = run(_with_endpoint({"publicAccessCidrs": ["203.0.113.0/24"]}))
+    [note] = [note for note in listed.notes if note.startswith(KEY)]
+    assert "so must CI's runner" in note and "set ci.runner" in note
+
+
 def test_a_cluster_with_neither_endpoint_is_refused_naming_the_fix():
     [issue] = _refused(_with_endpoint({"publicAccess": False, "privateAccess": False})).issues
     assert issue.key == f"{KEY}.privateAccess"

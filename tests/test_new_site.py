@@ -212,6 +212,18 @@ def test_an_eks_site_from_the_microk8s_stack(project, capsys):
     assert "gpu-tenancy:kubeconfig" not in out and "sshPrivateKey" not in out
 
 
+def test_an_eks_site_reached_inside_its_vpc_only_is_told_it_needs_a_self_hosted_runner_there(project, capsys):
+    # A trial site was told "GitHub-hosted runners" while its own plan said pulumi up must run in the VPC.
+    assert new(project, "private", "eks", "cluster.eks.apiEndpoint={publicAccess: false}") == 0
+    captured = capsys.readouterr()
+    assert "GitHub-hosted runners, with AWS" not in captured.out
+    assert "answers inside the VPC only" in captured.out and "ci.runner" in captured.out
+    assert "ci.runner is not set" in captured.err
+    assert new(project, "private-ci", "private", "ci.runner=[self-hosted, vpc]") == 0
+    captured = capsys.readouterr()
+    assert "self-hosted runner labelled self-hosted, vpc" in captured.out and "ci.runner is not set" not in captured.err
+
+
 def test_a_remote_microk8s_site_from_the_eks_stack_on_a_self_hosted_runner(project, capsys):
     assert new(project, "lab", "eks", "cluster.kind=microk8s", "cluster.microk8s.host=192.0.2.10",
                'cluster.microk8s.kubernetesVersion="1.35"', "vcluster.nodeLabels={}",
