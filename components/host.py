@@ -111,6 +111,7 @@ class HostCluster(pulumi.ComponentResource):
         self.register_outputs({"kind": cluster.kind, "kubeconfig": self.kubeconfig, "nodeGroups": self.node_groups,
                                "storageClass": self.profile.storage_class,
                                "apiServerPort": self.profile.api_server_port,
+                               "apiServerAddresses": list(self.profile.api_server_addresses),
                                "kubernetesVersion": cluster.kubernetes_version,
                                "podPidsLimit": cluster.pod_pids_limit, "systemPidReserve": SYSTEM_PID_RESERVE,
                                "systemMemoryReserve": (cluster.microk8s.system_reserved_memory

@@ -157,6 +157,9 @@ class HostKindFacts:
     # Whether kube-prometheus-stack's scrapes of kube-scheduler, kube-controller-manager, etcd and kube-proxy can
     # reach them. They find each by the labels of its pod in kube-system, on its metrics port.
     control_plane_metrics: bool
+    # The networks the API server's endpoints listen in, where the site states them (cluster.kubeconfig.
+    # apiServerAddresses); empty: not known, somewhere in the private ranges.
+    api_server_addresses: tuple[str, ...] = ()
 
 
 # From the hosts' docs (/shared/FACTS.md): MicroK8s serves the API on 16443 and its hostpath-storage

@@ -170,10 +170,11 @@ GENERATED_SITES = {
                 n % 3, ", vcluster: {resourceQuota: {pods: 20, cpu: 4, memory: 8Gi}}" if n % 5 == 0 else "")
             for n in range(42)) + "]"]),
     # RKE2 by kubeconfig, stating its DNS (RKE2's Service and pod labels, NodeLocal DNSCache on the link-local address
-    # and the Service's), its storage class and its API server's port.
+    # and the Service's), its storage class and its API server's port and three servers' addresses.
     "gen-kubeconfig-rke2-dns": ("dev", [
         "cluster.kind=kubeconfig", "gpuOperator.mode=external", "gpuOperator.namespace=gpu-operator",
         'cluster.kubeconfig={context: rke2-prod, gpus: 8, kubernetesVersion: "1.33", apiServerPort: 6443, '
+        "apiServerAddresses: [10.20.0.10/32, 10.20.0.11/32, 10.20.0.12/32], "
         "storageClass: local-path, dns: {service: kube-system/rke2-coredns-rke2-coredns, "
         "podLabels: {app.kubernetes.io/instance: rke2-coredns, k8s-app: kube-dns}, "
         "nodeLocalAddresses: [169.254.20.10, 10.43.0.10]}}",

@@ -8,8 +8,9 @@ reports what a first ``pulumi up`` on the site would trip over, one rule each:
   Prometheus operator's Prometheus or Alertmanager names a storage class the site will have, or the site
   has a default class;
 * ``api-server-egress``: every vCluster control plane may reach the API server port of the host
-  kind through the NetworkPolicies that select it (``network_policy``), and no NetworkPolicy has a
-  podSelector the API server refuses;
+  kind through the NetworkPolicies that select it (``network_policy``), at each address the site states
+  for the API server (else anywhere in the private ranges), and no NetworkPolicy has a podSelector the
+  API server refuses;
 * ``node-fit``: every pod template's nodeSelector, required node affinity and tolerations fit
   at least one node pool of the site;
 * ``pod-security``: every pod template passes the Pod Security level its namespace enforces

@@ -1,7 +1,7 @@
 """What the deployability check (``tools.deployability``) runs over: the site and the objects.
 
 * the site (:class:`Site`, from a plan): host kind, Kubernetes version, node pools, and what
-  the host kind provides (``config.hosts.HOST_KIND_FACTS``: API server ports, storage classes);
+  the host kind provides (``config.hosts.HOST_KIND_FACTS``: API server ports and addresses, storage classes);
 * the objects: the program's own (:func:`program_objects`), the rendered charts'
   (:func:`rendered_objects`, with the namespace Helm installs each in), and each tenant's
   CoreDNS pods (:func:`vcluster_dns_pods`), which no chart renders.
@@ -111,6 +111,11 @@ def site_from_plan(plan: Mapping[str, Any]) -> Site:
         # The site stated its port (cluster.kubeconfig.apiServerPort): the control planes must reach that one, and
         # the common ports the program then leaves closed are none of the check's business.
         facts = dataclasses.replace(facts, api_server_ports=(int(port),), api_server_ports_known=True)
+    addresses = _host_output(plan, "apiServerAddresses")
+    if addresses:
+        # The site stated where its API server listens: the control planes must reach it at each of those addresses,
+        # and no longer anywhere in the private ranges.
+        facts = dataclasses.replace(facts, api_server_addresses=tuple(map(str, addresses)))
     storage_class = _host_output(plan, "storageClass")
     if storage_class:
         # The site named its class (cluster.kubeconfig.storageClass), whose key requires that the cluster has it: a

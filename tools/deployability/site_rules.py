@@ -1,12 +1,13 @@
 """The rules of the deployability check that hold the objects against what the site provides: ``storage`` (its
-storage classes), ``api-server-egress`` (its API server port), ``node-fit`` (its node pools) and ``pod-security``
-(the level each namespace enforces, at the site's Kubernetes version).
+storage classes), ``api-server-egress`` (its API server's port and addresses), ``node-fit`` (its node pools) and
+``pod-security`` (the level each namespace enforces, at the site's Kubernetes version).
 
 Each takes the objects and the site's facts (``inputs.Site``); ``check`` runs them with the other rules.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any, Iterable, Optional, Sequence
 
 from config.hosts import DEFAULT_STORAGE_CLASS_ANNOTATION
@@ -93,21 +94,37 @@ def check_api_server_egress(objects: Sequence[K8sObject], site: Site) -> list[Fi
                                     f"{problem}; the API server refuses this NetworkPolicy, so it isolates no pod",
                                     "write the selector as Kubernetes does: operators In, NotIn, Exists, "
                                     "DoesNotExist and string label values"))
+    stated = tuple(ipaddress.ip_network(block, strict=False) for block in site.facts.api_server_addresses)
     for obj, metadata in _control_planes(objects):
         labels = {k: str(v) for k, v in (metadata.get("labels") or {}).items()}
         for port in site.facts.api_server_ports:
-            allowed, names = network_policy.egress_verdict(obj.namespace or "", labels, policies, port)
-            if allowed:
-                continue
-            known = site.facts.api_server_ports_known
-            findings.append(Finding(
-                ERROR if known else WARNING, "api-server-egress", obj.describe(),
-                f"NetworkPolicies {', '.join(sorted(names))} allow no egress to TCP {port}, "
-                f"{'the' if known else 'a common'} {site.kind} API server port, so the control plane "
-                "cannot reach the host API server",
-                f"add an egress rule for TCP {port} (vCluster values "
-                "policies.networkPolicy.controlPlane.egress) or turn the network policy off"))
+            unreachable, names = network_policy.egress_verdict(obj.namespace or "", labels, policies, port,
+                                                               stated or network_policy.PRIVATE_RANGES)
+            if unreachable:
+                findings.append(_unreachable_api_server(obj, site, port, [str(block) for block in unreachable], names))
     return findings
+
+
+def _unreachable_api_server(obj: K8sObject, site: Site, port: int, unreachable: list[str],
+                            names: list[str]) -> Finding:
+    known = site.facts.api_server_ports_known
+    where = (f"at {', '.join(unreachable)}, where the site states the API server listens "
+             "(cluster.kubeconfig.apiServerAddresses)" if site.facts.api_server_addresses else
+             f"anywhere in {', '.join(unreachable)}, the private range{'s' if len(unreachable) > 1 else ''} the API "
+             "server's address may be in")
+    # The program renders the control planes' policies itself (components/tenant_network.py, the chart's are off):
+    # it opens the API server's port where the host says it listens, and adds the site's extraValues rules.
+    endpoints = ("set cluster.kubeconfig.apiServerPort and apiServerAddresses to the API server's endpoints (kubectl "
+                 "get endpointslices -n default -l kubernetes.io/service-name=kubernetes), which the program's "
+                 "control-plane policy opens; or " if site.kind == "kubeconfig" else "")
+    return Finding(
+        ERROR if known else WARNING, "api-server-egress", obj.describe(),
+        f"NetworkPolicies {', '.join(sorted(names))} allow no egress to TCP {port}, "
+        f"{'the' if known else 'a common'} {site.kind} API server port, {where}, so the control plane cannot reach "
+        "the host API server there",
+        f"{endpoints}add an egress rule for TCP {port} there in vcluster.extraValues.policies.networkPolicy."
+        "controlPlane.egress (teams[].vcluster.extraValues for one team), which the program adds to its "
+        "control-plane policy, or turn the policies off (vcluster.networkPolicy: false)")
 
 
 # --- node fit -------------------------------------------------------------------------------------
