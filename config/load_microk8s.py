@@ -148,8 +148,8 @@ def _memory_reserve(section: Section) -> str:
     amount = quantity_value(value)
     if 0 < amount < SMALLEST_MEMORY_RESERVE:
         section.fail("systemReservedMemory", section.raw("systemReservedMemory"),
-                     f"is {amount:.0f} bytes, less than kubelite and k8s-dqlite take on an idle box (a number without a "
-                     "unit is bytes)", "write it with its unit, e.g. 4Gi, or 0 to reserve nothing")
+                     f"is {amount:.0f} bytes, less than kubelite and k8s-dqlite take on an idle box (a number "
+                     "without a unit is bytes)", "write it with its unit, e.g. 4Gi, or 0 to reserve nothing")
     return value
 
 
