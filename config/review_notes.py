@@ -23,6 +23,7 @@ from config.sharing import TIME_SLICED
 # The control plane's volume claim values (chart values under vcluster.extraValues).
 CONTROL_PLANE_CLAIM = ("controlPlane", "statefulSet", "persistence", "volumeClaim")
 from config.synced_data import datastore_notes
+from config.system_pool_capacity import system_pool_notes
 from config.vcluster_images import dig
 
 # How long an API server's admission plugin makes a request wait for it to be ready (k8s.io/apiserver
@@ -40,6 +41,7 @@ def review_notes(platform: Platform) -> list[str]:
     if platform.cluster.kubeconfig is not None:
         notes.append(_site_pids_note(platform.cluster.pod_pids_limit))
     notes += _unchecked_kubernetes_notes(platform.cluster) + _unknown_instance_type_notes(platform.cluster) \
+        + system_pool_notes(platform.cluster) \
         + _unscaled_bounds_notes(platform.cluster) + api_endpoint_notes(platform.cluster, platform.ci) \
         + audit_trail_notes(platform.cluster) + eks_support_notes(platform.cluster) \
         + datastore_notes(platform.cluster, platform.teams) + cpu_memory_notes(platform) \

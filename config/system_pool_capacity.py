@@ -94,17 +94,37 @@ def system_nodes_from_output(output: Optional[dict]) -> Optional[SystemNodes]:
                        int(output["nodePods"]), output["description"])
 
 
-def _gibibytes(amount: int) -> str:
-    return f"{amount / 2 ** 30:.1f} GiB"
+# Each amount's spellings, coarse to exact: a shortfall is told in the first that tells the two amounts apart.
+CPU_SPELLINGS = (lambda millicores: f"{millicores / 1000:.2f} CPU", lambda millicores: f"{millicores}m CPU")
+MEMORY_SPELLINGS = (lambda amount: f"{amount / 2 ** 30:.1f} GiB", lambda amount: f"{amount / 2 ** 20:.0f} MiB",
+                    lambda amount: f"{amount} bytes")
+
+
+def _more_than(need: int, room: int, spellings) -> str:
+    spell = next((spell for spell in spellings if spell(need) != spell(room)), spellings[-1])
+    return f"{spell(need)}, more than the {spell(room)}"
 
 
 def shortfall(need: CpuMemory, room: CpuMemory) -> list[str]:
     """What of ``need`` passes ``room``, in words (empty: it fits)."""
     return [text for text in (
-        f"{need.millicores / 1000:.2f} CPU, more than the {room.millicores / 1000:.2f} CPU"
-        if need.millicores > room.millicores else "",
-        f"{_gibibytes(need.memory)}, more than the {_gibibytes(room.memory)}" if need.memory > room.memory else "")
+        _more_than(need.millicores, room.millicores, CPU_SPELLINGS) if need.millicores > room.millicores else "",
+        _more_than(need.memory, room.memory, MEMORY_SPELLINGS) if need.memory > room.memory else "")
         if text]
+
+
+def system_pool_notes(cluster: Cluster) -> list[str]:
+    """A system instance type the tables lack leaves the system node group unjudged: say so, as for a GPU pool."""
+    if cluster.eks is None:
+        return []
+    unknown = [kind for kind in cluster.eks.system_node_group.instance_types if eks_node_allocatable(kind) is None]
+    if not unknown:
+        return []
+    return [f"{KEY}.instanceTypes: {', '.join(unknown)} not in the program's instance-type tables "
+            "(config/node_allocatable.py), so nothing checks that the vCluster control planes, KAI's services and "
+            "EKS's add-ons fit the system node group (neither this plan nor `--render-charts`' deployability check): "
+            "add up their requests in the plan's summary and compare them with the type's allocatable CPU, memory and "
+            f"pods times {KEY}.{cluster.eks.most_nodes_key} yourself."]
 
 
 def system_pool_warnings(platform: Platform) -> list[str]:

@@ -126,7 +126,7 @@ def _parser() -> argparse.ArgumentParser:
                "  python -m ops.new_site lab2 --from dev --set teams[0].resources.gpu.quota=0.2\n"
                "  python -m ops.new_site eu --from eks --set cluster.eks.region=eu-west-1 "
                "--set aws:region=eu-west-1\n"
-               "  python -m ops.new_site lab3 --from dev --set 'vcluster.nodeLabels[\"gpu-tenancy/pool\"]=gpu'",
+               "  python -m ops.new_site gpu-only --from eks --set 'vcluster.nodeLabels[\"gpu-tenancy/pool\"]=gpu'",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("site", metavar="SITE", help="name of the new stack (letters, digits, '-', '_', '.')")
     parser.add_argument("--from", dest="source", metavar="STACK", required=True,

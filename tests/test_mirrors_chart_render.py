@@ -30,8 +30,17 @@ def test_a_site_pulling_its_charts_from_mirrors_is_rendered_and_checked_from_the
         assert plan_main(["eks", "--out", str(tmp_path / name), "--render-charts", "--chart-cache", str(cache)],
                          config=site) == 0
     assert read_manifests(tmp_path / "mirrored" / "manifests") == read_manifests(tmp_path / "plain" / "manifests")
-    assert (tmp_path / "mirrored" / "deployability.md").read_text() == \
-        (tmp_path / "plain" / "deployability.md").read_text()
+    reports = {name: (tmp_path / name / "deployability.md").read_text().split("## Charts rendered")
+               for name in ("plain", "mirrored")}
+    assert reports["mirrored"][0] == reports["plain"][0]
+    # Which archive was checked, and, for a mirrored chart, that the upstream's copy stood in for the mirror's.
+    vclusters = [line for line in reports["mirrored"][1].splitlines() if ": vcluster " in line]
+    assert vclusters and all(("the site pulls it from https://charts.mirror.test/loft/vcluster, rendered from the "
+                              "copy pulled from https://charts.loft.sh/vcluster") in line and "archive vcluster-" in line
+                             for line in vclusters)
+    assert "the site pulls it" not in reports["plain"][1] and "https://charts.loft.sh/vcluster" in reports["plain"][1]
+    summary_text = (tmp_path / "mirrored" / "summary.md").read_text()
+    assert "(its copy pulled from https://charts.loft.sh/vcluster, which the mirror is taken to serve)" in summary_text
     summary = render_plan_releases(plan_of(mirrored, "eks")["resources"], cache, tmp_path / "summary")
     sources = {release["chart"]: (release["source"], release["cachedFrom"]) for release in summary["releases"]}
     assert set(sources) == set(MIRRORED_CHARTS)

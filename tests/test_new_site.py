@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -313,3 +314,13 @@ def test_command_line(project):
     assert result.returncode == 0, result.stderr
     assert "pulumi preview --stack cli-site" in result.stdout
     assert stack_config(project, "cli-site")[PROJECT_PREFIX + "kaiScheduler"]["gpuSharing"] is False
+
+
+def test_every_example_of_the_help_writes_its_site(project, capsys):
+    # One example once selected a pool only EKS has, from the MicroK8s stack: it wrote nothing.
+    examples = [line.strip() for line in new_site._parser().epilog.splitlines() if "ops.new_site" in line]
+    assert len(examples) >= 3
+    for example in examples:
+        argv = shlex.split(example.removeprefix("python -m ops.new_site "))
+        assert new_site.main([*argv, "--project-dir", str(project)]) == 0, (example, capsys.readouterr().err)
+        assert f"Pulumi.{argv[0]}.yaml" in stack_files(project)

@@ -342,3 +342,12 @@ def test_pack_runs_as_the_cli_starts_it(dev_plan):
     finally:
         server.kill()
         server.communicate(timeout=10)  # reads and closes both pipes
+
+
+def test_the_ci_docs_name_every_rule_of_the_pack_as_mandatory_or_advisory():
+    # The docs' list had lost grafana-admin-from-secret while the pack enforced it.
+    text = (PROJECT_DIR / "docs" / "ci-and-sites.md").read_text()
+    paragraph = " ".join(text[text.index("**The policy pack**"):].split("\n\n")[0].split())
+    mandatory, advisory = paragraph.split("Advisory:")
+    for rule in rules.RULES:
+        assert f"`{rule.name}`" in (mandatory if rule.mandatory else advisory), rule.name

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -11,6 +12,7 @@ from config.vocabulary import project_config
 from tests.conftest import COMMITTED_STACKS, dev_config, run
 from tests.generated_sites import GENERATED_SITES, generated_sites, site_config  # noqa: F401 (fixture)
 from config.source import OFFLINE_PLACEHOLDER
+from config.stack_file import PROJECT_DIR
 from config.versions import KAI_CHART, KAI_VERSION
 from config.vocabulary import HELM_MAX_HISTORY, RELEASE
 from policy.adapters import from_plan
@@ -285,3 +287,11 @@ def test_provider_and_pulumi_namespaces_are_accepted():
     config.update({"aws:region": "eu-west-1", "kubernetes:enableServerSideApply": True,
                    "pulumi:disable-default-providers": ["kubernetes"]})
     assert run(config).of_type(HOST_PROVIDER_TYPE)
+
+
+def test_every_stack_output_the_program_can_export_is_documented_after_the_first_up():
+    # The docs named two "other outputs" while the program exported five more, some only on some sites.
+    exported = set(re.findall(r'pulumi\.export\("([A-Za-z]+)"', (PROJECT_DIR / "__main__.py").read_text()))
+    guide = (PROJECT_DIR / "docs" / "operations-first-up.md").read_text()
+    section = guide.split("## After the first `pulumi up`", 1)[1].split("\n## ", 1)[0]
+    assert exported and not {name for name in exported if f"`{name}`" not in section and f" {name} " not in section}

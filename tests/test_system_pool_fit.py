@@ -15,7 +15,7 @@ from config.node_allocatable import GPU_NODE_PLATFORM_PODS, MEBIBYTE, CpuMemory,
 from config.system_pods import (
     EKS_NODE_PODS, KAI_ADMISSION_REPLICAS, KAI_OPERATOR_SERVICES, KUBELET_DEFAULT_MAX_PODS, unrendered_pods,
 )
-from config.system_pool_capacity import system_nodes, system_nodes_from_output, system_nodes_output
+from config.system_pool_capacity import shortfall, system_nodes, system_nodes_from_output, system_nodes_output
 from config.tenant_budget import control_plane_budget
 from config.versions import KAI_RELEASES
 from tests.config_spec import dev_config, eks_config, put
@@ -79,10 +79,14 @@ def test_the_pods_per_node_limit_is_counted_where_cpu_and_memory_still_fit():
     assert not system_warnings(load_platform(put(config, "cluster.eks.systemNodeGroup.desiredSize", 2)))
 
 
-def test_a_system_instance_type_the_tables_lack_is_not_judged():
+def test_a_system_instance_type_the_tables_lack_is_not_judged_and_the_reviewer_is_told():
     unknown = {"instanceTypes": ["x9.tiny"], "minSize": 1, "desiredSize": 1, "maxSize": 1}
-    assert system_nodes(load_platform(_many_teams_on_eks(12, unknown)).cluster) is None
-    assert not system_warnings(load_platform(_many_teams_on_eks(12, unknown)))
+    platform = load_platform(_many_teams_on_eks(12, unknown))
+    assert system_nodes(platform.cluster) is None and not system_warnings(platform)
+    # A trial site's t3.small passed both checks without a word.
+    [note] = [note for note in platform.notes if note.startswith(f"{SYSTEM_KEY}.instanceTypes")]
+    assert "x9.tiny not in the program's instance-type tables" in note and f"{SYSTEM_KEY}.desiredSize" in note
+    assert not [note for note in load_platform(eks_config()).notes if note.startswith(f"{SYSTEM_KEY}.instanceTypes")]
 
 
 def test_the_host_registers_its_system_nodes_for_the_check():
@@ -265,3 +269,13 @@ def test_the_kubelets_default_of_110_pods_holds_on_microk8s_and_is_nodeadm_s_fal
     for tag in MIRRORED_TAGS[MICROK8S]:
         args = git(MICROK8S, "show", f"{mirrored_tag(MICROK8S, tag)}:microk8s-resources/default-args/kubelet")
         assert "--max-pods" not in args, tag
+
+
+@pytest.mark.parametrize("need, room, told", [
+    (CpuMemory(1000, int(3.32 * 2 ** 30)), CpuMemory(2000, int(3.28 * 2 ** 30)), "3400 MiB, more than the 3359 MiB"),
+    (CpuMemory(1000, 5 * 2 ** 30), CpuMemory(2000, 3 * 2 ** 30), "5.0 GiB, more than the 3.0 GiB"),
+    (CpuMemory(1804, 0), CpuMemory(1800, 0), "1804m CPU, more than the 1800m CPU"),
+    (CpuMemory(2500, 0), CpuMemory(1800, 0), "2.50 CPU, more than the 1.80 CPU")])
+def test_a_shortfall_is_told_in_figures_that_differ(need, room, told):
+    # A trial site was told its pods "request 3.3 GiB, more than the 3.3 GiB".
+    assert shortfall(need, room) == [told]

@@ -98,6 +98,12 @@ def find_cached(key: ChartKey, cache: Path) -> tuple[Optional[Path], Optional[st
     return found, None
 
 
+def cached_from(cache: Path, key: ChartKey) -> str:
+    """Where the cached copy of ``key``'s chart was pulled from: the release's own source, or the upstream's for a
+    chart a site pulls from its mirror (``find_cached``)."""
+    return (read_source(cache, key) or {}).get("source") or key.source
+
+
 def upstream_source(key: ChartKey) -> Optional[str]:
     """Where the program pulls ``key``'s chart from without a site's mirror (config/versions.py), or None for a
     chart it does not install."""

@@ -22,7 +22,7 @@ import yaml
 
 from config.vocabulary import RELEASE as RELEASE_TYPE
 from tools.charts.manifest_yaml import load_manifests
-from tools.charts.cache import MissingChart, find_cached, read_source, chart_cache_dir
+from tools.charts.cache import MissingChart, cached_from, chart_cache_dir, find_cached, read_source
 from tools.charts.refs import (
     ChartError, ChartKey, ChartRenderError, ChartValuesError, SchemaViolation, chart_key, helm_sdk,
 )
@@ -236,7 +236,7 @@ def render_plan_releases(resources: Iterable[Any], cache_dir: Optional[os.PathLi
             "chart": key.name,
             "version": key.version,
             "source": key.source,
-            "cachedFrom": source.get("source") or key.source,
+            "cachedFrom": cached_from(cache, key),
             "archive": found.name,
             "digest": source.get("digest") or (helm.digest(found) if found.is_file() else None),
             "manifests": manifests,

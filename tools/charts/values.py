@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
-from tools.charts.cache import chart_cache_dir, find_cached
+from tools.charts.cache import cached_from, chart_cache_dir, find_cached
 from tools.charts.refs import ChartKey, helm_sdk
 from tools.charts.render import release_chart_key
 from tools.offline.recording import integral_numbers
@@ -54,4 +54,6 @@ class ChartValues:
             merged = self._charts[key].merge_values(integral_numbers(dict(inputs.get("values") or {})))
         except Exception as error:  # no SDK, or an unreadable archive: said, like a missing chart
             return EffectiveValues(None, f"{key.describe()} could not be read ({error})")
-        return EffectiveValues(merged, f"{key.describe()} from the chart cache")
+        origin = cached_from(self.cache, key)
+        copy = "" if origin == key.source else f" (its copy pulled from {origin}, which the mirror is taken to serve)"
+        return EffectiveValues(merged, f"{key.describe()} from the chart cache{copy}")

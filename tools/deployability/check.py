@@ -96,7 +96,10 @@ def check(objects: Sequence[K8sObject], site: Site, extra_crds: Sequence[Mapping
     return sorted(findings, key=lambda f: (order[f.severity], f.rule, f.object, f.message))
 
 
-def render_report(findings: Sequence[Finding], site: Site, object_count: int) -> str:
+def render_report(findings: Sequence[Finding], site: Site, object_count: int,
+                  releases: Sequence[Mapping[str, Any]] = ()) -> str:
+    """The report: the findings, then which chart archive each release was rendered from (``render_plan_releases``'
+    entries), so a reviewer knows what was checked."""
     counts = {severity: sum(1 for f in findings if f.severity == severity) for severity in (ERROR, WARNING, INFO)}
     lines = [f"# Deployability of stack {site.stack} ({site.kind}, Kubernetes {site.kubernetes_version})",
              "", f"{object_count} objects checked: {counts[ERROR]} errors, {counts[WARNING]} warnings, "
@@ -104,6 +107,15 @@ def render_report(findings: Sequence[Finding], site: Site, object_count: int) ->
     for finding in findings:
         lines.append(f"- **{finding.severity}** `{finding.rule}` {finding.object}: {finding.message}. "
                      f"Fix: {finding.fix}.")
+    if releases:
+        lines += [*([""] if lines[-1] else []), "## Charts rendered", ""]
+    for release in releases:
+        copy = ("" if release["cachedFrom"] == release["source"] else
+                f"; the site pulls it from {release['source']}, rendered from the copy pulled from "
+                f"{release['cachedFrom']}, which that repository is taken to serve")
+        lines.append(f"- `{release['release']}` ({release['namespace']}): {release['chart']} {release['version']} "
+                     f"from {release['cachedFrom'] if copy else release['source']}, archive {release['archive']}"
+                     + (f" ({release['digest']})" if release.get("digest") else "") + copy)
     return "\n".join(lines) + "\n"
 
 

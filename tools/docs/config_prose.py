@@ -13,9 +13,9 @@ Every key lives under the `gpu-tenancy:` namespace in `Pulumi.<stack>.yaml`. The
 that prefix. Leaving a key out gives you the default shown. A `—` default means the key is optional
 and has no value. "required" means the program stops without it.
 
-Each key is declared once, in `config/` (`load_host.py`, `load_microk8s.py`, `load_eks.py`, `load_operators.py`,
-`load_teams.py`, `load_vcluster.py`, `observability.py`, `secrets.py`): the loader's checks, the JSON
-Schema and these pages all come from those definitions. `config/versions.py` holds the pinned versions, and
+Each key is declared once, in `config/`: the top-level blocks in `load.py`, each block's keys in the module that
+reads it (`load_host.py`, `load_microk8s.py`, `load_eks.py`, `snapshots.py` for `backup`, ...). The loader's
+checks, the JSON Schema and these pages all come from those definitions. `config/versions.py` holds the pinned versions, and
 `Pulumi.yaml` declares the top-level keys for the Pulumi CLI."""
 
 SECRETS = """\

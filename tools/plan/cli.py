@@ -143,7 +143,7 @@ def main(argv: Optional[Sequence[str]] = None, *, config: Optional[dict[str, Any
         site, checked, findings = deployability.check_plan(plan, rendered, out, args.chart_cache)
         with ChartValues(args.chart_cache) as charts:
             files[1] = (SUMMARY_FILE, render_summary(plan, charts, chart_objects(rendered, out, plan)))
-        files.append((DEPLOYABILITY_FILE, deployability.render_report(findings, site, checked)))
+        files.append((DEPLOYABILITY_FILE, deployability.render_report(findings, site, checked, rendered["releases"])))
     if old_plan is not None:
         diff = diff_plans(old_plan, plan)
         diff.running_site = pulumi_findings(diff, old_plan, plan, args.chart_cache)

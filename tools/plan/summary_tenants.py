@@ -79,18 +79,19 @@ def _judging(site_policies: list, host_namespace: Optional[str]) -> list[tuple[d
             and selector_matches(dig(binding, "inputs", "spec", "matchResources", "namespaceSelector") or {}, labels)]
 
 
-def _effective_policies(release: Optional[dict[str, Any]], charts: Optional[ChartValues]) -> tuple[dict, str]:
-    """The release's ``policies`` as the chart will use them, and where they came from (or why only the
-    program's values are shown)."""
+def _effective_policies(release: Optional[dict[str, Any]],
+                        charts: Optional[ChartValues]) -> tuple[dict, str, bool]:
+    """The release's ``policies`` as the chart will use them, where they came from (or why only the program's values
+    are shown), and whether the chart's defaults were read."""
     inputs = (release or {}).get("inputs") or {}
     if charts is not None and release is not None:
         effective = charts.effective(inputs)
         if effective.values is not None:
-            return effective.values.get("policies") or {}, effective.source
+            return effective.values.get("policies") or {}, effective.source, True
         reason = effective.source
     else:
         reason = "no chart cache consulted"
-    return _without_nulls(dig(inputs, "values", "policies") or {}), reason
+    return _without_nulls(dig(inputs, "values", "policies") or {}), reason, False
 
 
 def _without_nulls(value: Any) -> Any:
@@ -123,8 +124,8 @@ def tenant_section(index: PlanIndex, charts: Optional[ChartValues] = None) -> li
             code(queue) if queue else "—", code(fmt_num(dig(release, "inputs", "version"))) if release else "—",
             protection, code(connect) if connect else "—",
         ])
-        policies, source = _effective_policies(release, charts)
-        (sources if charts is not None and source.endswith("from the chart cache") else unread).add(source)
+        policies, source, read = _effective_policies(release, charts)
+        (sources if read else unread).add(source)
         guardrails.append(_guardrail_row(team, parts, policies, _judging(site_policies, host_namespace)))
         synced.append(_rules_line(team, parts["synced_policy"], "no synced-objects policy",
                                   dig(parts["synced_admission"], "outputs") or {}))
