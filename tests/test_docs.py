@@ -29,6 +29,10 @@ HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
 # A page of this manual named in any text: docs/<page>.md[#anchor], or <page>.md#anchor. Not a deeper path
 # (an upstream repository's docs/<dir>/<page>.md), nor one inside another path or URL.
 DOC_REFERENCE = re.compile(r"(?<![\w/.-])(docs/)?([\w-]+\.md)(?:#([\w-]+))?")
+HTML_ANCHOR = re.compile(r'<a (?:id|name)="([\w-]+)"')
+# A section of a page named in words: docs/<page>.md, "Section") or docs/<page>.md, Section), capitalised.
+SECTION_REFERENCE = re.compile(r'docs/([\w-]+\.md), \\?"?([A-Z][^)"`;\\]{2,80}?)\\?"?\)')
+BOLD = re.compile(r"\*\*([^*]+)\*\*")
 
 
 def pages() -> list[Path]:
@@ -64,7 +68,8 @@ def slug(heading: str) -> str:
 
 
 def anchors(text: str) -> set[str]:
-    found, seen = set(), {}
+    """The anchors of a markdown text: each heading's, as GitHub numbers repeats, and each HTML anchor's."""
+    found, seen = set(HTML_ANCHOR.findall(text)), {}
     for _, line in prose_lines(text):
         match = HEADING.match(line)
         if match:
@@ -107,6 +112,30 @@ def broken_doc_references(files: list[Path], root: Path = ROOT) -> list[str]:
                         problems.append(f"{where} (no such page)")
                 elif anchor and anchor.lower() not in anchors(page.read_text()):
                     problems.append(f"{where} (no heading with that anchor in docs/{name})")
+    return problems
+
+
+def broken_section_references(files: list[Path], root: Path = ROOT) -> list[str]:
+    """Sections named in words: each must be a heading of the page, a bold lead-in holding those words or an HTML
+    anchor of their slug."""
+    problems = []
+    for path in files:
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            continue
+        for number, line in enumerate(text.splitlines(), 1):
+            for name, section in SECTION_REFERENCE.findall(line):
+                page = root / "docs" / name
+                if not page.is_file():
+                    continue  # the page check reports it
+                target = page.read_text()
+                headings = {slug(match.group(2)) for _, heading in prose_lines(target)
+                            if (match := HEADING.match(heading))}
+                leads = [bold.lower() for bold in BOLD.findall(target)]
+                if slug(section) not in headings | anchors(target) and not any(section.lower() in lead
+                                                                                for lead in leads):
+                    problems.append(f"{path.relative_to(root)}:{number}: docs/{name}, {section}")
     return problems
 
 
@@ -171,3 +200,17 @@ def test_the_reference_check_sees_a_missing_page_and_a_missing_anchor(tmp_path):
         "load.py:2: docs/gone.md (no such page)",
         "load.py:2: docs/guide.md#sizes (no heading with that anchor in docs/guide.md)",
         "load.py:2: guide.md#sizes (no heading with that anchor in docs/guide.md)"]
+
+
+def test_every_section_of_the_manual_a_tracked_file_names_in_words_exists():
+    assert broken_section_references([path for path in tracked_files() if path != Path(__file__).resolve()]) == []
+
+
+def test_the_section_check_sees_a_missing_section_and_takes_headings_bold_lead_ins_and_html_anchors(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "guide.md").write_text('# Guide\n\n## What expires\n\n- **Not closed: volume claims.** x\n'
+                                                '<a id="node-pressure"></a>\n')
+    code = tmp_path / "notes.py"
+    code.write_text('"(docs/guide.md, What expires) (docs/guide.md, \\"Volume claims\\") (docs/guide.md, Node '
+                    'pressure)"\n"(docs/guide.md, Gone section) (docs/guide.md, lower case is prose)"\n')
+    assert broken_section_references([code], root=tmp_path) == ["notes.py:2: docs/guide.md, Gone section"]
