@@ -126,8 +126,12 @@ def sent(sites) -> dict:
                 smoke.run_site(given, given["hostKubeconfig"], FAST, connect=recording(found))
                 for pod in found:
                     metadata = pod["metadata"]
-                    team = by_queue.get(metadata["labels"]["kai.scheduler/queue"]) if metadata["name"] == "smoke-gpu" \
-                        else by_namespace.get(metadata["namespace"])
+                    if metadata["name"] == "smoke-gpu":
+                        team = by_queue[metadata["labels"]["kai.scheduler/queue"]]
+                    elif metadata["name"].startswith("smoke-host-refusal-x-"):
+                        team = by_namespace[metadata["namespace"]]
+                    else:
+                        continue  # the pod in another queue inside the vCluster: not the host's to judge
                     pods.setdefault((site, team), {})[metadata["name"].split("-x-")[0]] = pod
         finally:
             fake.close()
