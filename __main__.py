@@ -15,6 +15,7 @@ import pulumi  # noqa: E402 (the collector is off before the SDK's and the compo
 
 from components.gpu_operator import GpuOperator, GpuOperatorArgs
 from components.host import HostCluster, HostClusterArgs
+from components.isolation_admission import isolation_outputs
 from components.kai import KaiScheduler, KaiSchedulerArgs
 from components.observability import Observability, ObservabilityArgs
 from components.pod_size_admission import PodSizeAdmission, PodSizeAdmissionArgs
@@ -100,7 +101,9 @@ if platform.mirrors.images:
     pulumi.export("imageMirrors", platform.mirrors.images)
 pulumi.export("tenants", {
     team.name: {"namespace": team.namespace, "queue": team.queue_name, "vcluster": team.vcluster_name,
-                "connectCommand": tenants[team.name].connect_command}
+                "connectCommand": tenants[team.name].connect_command,
+                # How the smoke test's pods ask for a GPU and load what the tier needs (config/gpu_asks.py).
+                "isolation": isolation_outputs(team)}
     for team in platform.teams
 })
 pulumi.export("tenantKubeconfigs", {name: tenant.kubeconfig for name, tenant in tenants.items()})

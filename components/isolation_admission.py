@@ -237,10 +237,15 @@ class IsolationAdmission(pulumi.ComponentResource):
 
 
 def isolation_outputs(team: Team) -> dict:
-    """What the tenant registers about its tier, for the plan summary."""
+    """What the tenant registers about its tier, for the plan summary, and the stack exports per tenant, for the smoke
+    test's pods (config/gpu_asks.py): a mig team's strategy names its slices, and a memory-capped team's pods load
+    the HAMi-core image its vCluster adds."""
     isolation = team.isolation
+    strategy = isolation.mig_strategy if isolation.tier == MIG else None
+    hami_core = hami_core_image(team.vcluster) if isolation.tier == MEMORY_CAPPED else None
     return {key: value for key, value in (("tier", isolation.tier), ("migProfile", isolation.mig_profile),
-                                          ("nodePool", isolation.node_pool)) if value is not None}
+                                          ("migStrategy", strategy), ("nodePool", isolation.node_pool),
+                                          ("hamiCoreImage", hami_core)) if value is not None}
 
 
 def isolation_admission(name: str, team: Team, provider: k8s.Provider,

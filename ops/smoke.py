@@ -7,17 +7,21 @@ For each team it goes into the team's vCluster with the team's kubeconfig (the s
 ``tenantKubeconfigs``, read with ``pulumi stack output --json --show-secrets``, or ``--outputs`` / a
 file per team) and, in a namespace of its own:
 
-1. ``gpu-pod``: the seeds' workload, a pod asking KAI for a GPU fraction and running ``nvidia-smi``;
+1. ``gpu-pod``: the seeds' workload, a pod asking KAI for a GPU in the terms of the team's isolation tier
+   (config/gpu_asks.py, from the ``isolation`` of output ``tenants``: a fraction for shared and memory-capped teams,
+   one ``nvidia.com/gpu`` for exclusive ones, one ``nvidia.com/mig-<profile>`` for mig ones) and running
+   ``nvidia-smi``;
 2. ``deployment``: an unmodified Deployment (no queue label, no scheduler name);
 3. ``host``: through the host kubeconfig, each lands in the team's host namespace, in the team's
-   queue, scheduled by KAI, with the expected fraction; the GPU pod ends ``Succeeded`` (nvidia-smi
+   queue, scheduled by KAI, with the GPU it asked for; the GPU pod ends ``Succeeded`` (nvidia-smi
    found a GPU) and the Deployment's pod runs;
 4. ``refusal``: a pod naming another team's queue never runs there: refused inside the vCluster, put in the
    team's own queue by the vCluster's defaults, or refused when vCluster syncs it (the vCluster is the
    tenant's to change, so this step only shows what a member sees);
-5. ``host-refusal``: the boundary itself, with the host kubeconfig: that pod as the team's syncer writes it,
-   sent as the syncer (impersonated, server-side dry run: nothing is created), is refused by the team's host
-   admission policy with ``[own-queue]``. It runs for teams without an endpoint too;
+5. ``host-refusal``: the boundary itself, with the host kubeconfig: that pod as the team's syncer writes it
+   (with the vCluster's defaults the host's other rules ask for, so that its queue is all that is wrong), sent as
+   the syncer (impersonated, server-side dry run: nothing is created), is refused by the team's host admission
+   policy with ``[own-queue]``. It runs for teams without an endpoint too;
 6. ``cleanup``: the namespace is deleted, also after a failure.
 
 Whether a pod runs is read from its host copy, which the tenant cannot write.
@@ -59,8 +63,10 @@ def targets(outputs: dict, given: dict[str, str]) -> list[TeamTarget]:
     if unknown:
         raise SystemExit(f"error: --vcluster-kubeconfig names unknown team(s) {', '.join(unknown)} "
                          f"(teams: {', '.join(sorted(tenants))})")
+    # A site deployed before the stack exported each team's isolation has none: its teams read as shared.
     return [TeamTarget(team=name, namespace=info["namespace"], queue=info["queue"], vcluster=info["vcluster"],
-                       kubeconfig=given.get(name) or kubeconfigs.get(name) or "", given=name in given)
+                       kubeconfig=given.get(name) or kubeconfigs.get(name) or "", given=name in given,
+                       isolation=info.get("isolation") or {})
             for name, info in sorted(tenants.items())]
 
 
@@ -95,7 +101,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--kubeconfig", type=Path, help="host kubeconfig (default: the hostKubeconfig output)")
     parser.add_argument("--vcluster-kubeconfig", action="append", default=[], metavar="TEAM=FILE",
                         help="a team's vCluster kubeconfig instead of the tenantKubeconfigs output")
-    parser.add_argument("--fraction", default=SEED_GPU_FRACTION, help="GPU fraction the seed pod asks for")
+    parser.add_argument("--fraction", default=SEED_GPU_FRACTION,
+                        help="GPU fraction the seed pod asks for (shared and memory-capped teams)")
     parser.add_argument("--timeout", type=float, default=300, help="seconds each pod may take to run")
     parser.add_argument("--table", type=Path, help="also write the tables as Markdown to this file")
     args = parser.parse_args(argv)

@@ -1,13 +1,18 @@
-"""The objects ops.smoke sends and reads: the seeds' GPU pod, an ordinary chart's Deployment, a pod as a team's
-vCluster syncer writes it on the host (for the host-refusal dry run), and what a host pod's status says."""
+"""The objects ops.smoke sends and reads: the seeds' GPU pod (asking in the team's isolation tier's terms), an
+ordinary chart's Deployment, a pod as a team's vCluster syncer writes it on the host (for the host-refusal dry run),
+and what a host pod's status says."""
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
+from components.admission_devices import TOOLKIT_FEATURES
+from components.isolation_admission import IMAGE_ROOT, LIBRARY, LIBRARY_NAMES
+from components.virtual_defaults import HAMI_CORE_NAME
 from config import versions
+from config.gpu_asks import GpuAsk
 from config.mirrors import Mirrors
-from config.vocabulary import QUEUE_LABEL, VCLUSTER_MANAGED_BY_LABEL
+from config.vocabulary import POOL_LABEL, QUEUE_LABEL, VCLUSTER_MANAGED_BY_LABEL
 from ops.smoke_kube import ApiError
 
 KAI_SCHEDULER = "kai-scheduler"
@@ -18,15 +23,22 @@ VIRTUAL_NAMESPACE = "vcluster.loft.sh/namespace"
 VIRTUAL_NAME = "vcluster.loft.sh/object-name"
 
 
-def gpu_pod(name: str, namespace: str, queue: str, fraction: str, mirrors: Mirrors = Mirrors()) -> dict:
-    """The seeds' workload: a fractional GPU pod in the team's queue running nvidia-smi once."""
+def gpu_pod(name: str, namespace: str, queue: str, ask: GpuAsk, mirrors: Mirrors = Mirrors()) -> dict:
+    """The seeds' workload: a pod in the team's queue asking for a GPU as ``ask`` says (a fraction, or one of a
+    GPU resource) and running nvidia-smi once."""
+    container = {"name": "nvidia-smi", "image": mirrors.image(versions.SMOKE_CUDA_IMAGE), "command": ["nvidia-smi"]}
+    if ask.resource is not None:
+        container["resources"] = {"limits": {ask.resource: "1"}}
+    annotations = {FRACTION_ANNOTATION: ask.fraction} if ask.fraction is not None else {}
+    spec = {"schedulerName": KAI_SCHEDULER, "restartPolicy": "Never",
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [container]}
+    if ask.node_pool is not None:
+        spec["nodeSelector"] = {POOL_LABEL: ask.node_pool}
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": namespace, "labels": {QUEUE_LABEL: queue, SMOKE_LABEL: "gpu"},
-                         "annotations": {FRACTION_ANNOTATION: fraction}},
-            "spec": {"schedulerName": KAI_SCHEDULER, "restartPolicy": "Never",
-                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-                     "containers": [{"name": "nvidia-smi", "image": mirrors.image(versions.SMOKE_CUDA_IMAGE),
-                                     "command": ["nvidia-smi"]}]}}
+                         "annotations": annotations},
+            "spec": spec}
 
 
 def plain_deployment(name: str, namespace: str, mirrors: Mirrors = Mirrors()) -> dict:
@@ -39,10 +51,12 @@ def plain_deployment(name: str, namespace: str, mirrors: Mirrors = Mirrors()) ->
                                          "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}}}}
 
 
-def synced_pod(pod: dict, host_namespace: str, vcluster: str) -> dict:
-    """``pod`` as the team's syncer writes it in the host namespace: renamed, with vCluster's bookkeeping
-    labels and annotations, no service account token. It also passes the restricted Pod Security level, which
-    the API server checks before the admission policy, so that only the policy can refuse it."""
+def synced_pod(gpu: dict, host_namespace: str, vcluster: str, isolation: Mapping) -> dict:
+    """The GPU pod ``gpu`` as the team's syncer writes it in the host namespace: with what the vCluster's defaults add
+    (``vcluster_defaults``), renamed, with vCluster's bookkeeping labels and annotations, no service account token.
+    It also passes the restricted Pod Security level, which the API server checks before the admission policy, so
+    that only the policy can refuse it."""
+    pod = vcluster_defaults(gpu, isolation)
     metadata, virtual_namespace = pod["metadata"], pod["metadata"]["namespace"]
     restricted = {"allowPrivilegeEscalation": False, "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]},
                   "seccompProfile": {"type": "RuntimeDefault"}}
@@ -55,6 +69,23 @@ def synced_pod(pod: dict, host_namespace: str, vcluster: str) -> dict:
                         "vcluster.loft.sh/object-namespace": virtual_namespace}},
         "spec": {**pod["spec"], "containers": containers, "automountServiceAccountToken": False,
                  "enableServiceLinks": False}}
+
+
+def vcluster_defaults(gpu: dict, isolation: Mapping) -> dict:
+    """What the team's vCluster adds to the GPU pod ``gpu`` before its syncer sends it (components/virtual_defaults.py;
+    the host's rules ask for each): the device features switched off in its one container, which holds the GPU; and
+    for a memory-capped team's fraction, HAMi-core loaded from the image its vCluster names (``isolation``, as the
+    stack exports it)."""
+    container = {**gpu["spec"]["containers"][0]}
+    env = [{"name": name, "value": value} for name, value in TOOLKIT_FEATURES.items()]
+    spec = {**gpu["spec"]}
+    hami_core = isolation.get("hamiCoreImage")
+    if hami_core and FRACTION_ANNOTATION in gpu["metadata"]["annotations"]:
+        env += [{"name": name, "value": LIBRARY} for name in LIBRARY_NAMES]
+        container["volumeMounts"] = [{"name": HAMI_CORE_NAME, "mountPath": IMAGE_ROOT, "readOnly": True}]
+        spec["volumes"] = [{"name": HAMI_CORE_NAME, "image": {"reference": hami_core}}]
+    container["env"] = env
+    return {**gpu, "spec": {**spec, "containers": [container]}}
 
 
 def in_phase(pod: Optional[dict], phases: Sequence[str], obj: str) -> Optional[dict]:

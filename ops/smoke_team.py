@@ -7,8 +7,9 @@ import re
 import secrets
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
+from config.gpu_asks import GpuAsk, gpu_ask
 from config.mirrors import Mirrors
 from config.vocabulary import QUEUE_LABEL, SEED_GPU_FRACTION, syncer_account
 from ops.smoke_kube import ApiError, Kube
@@ -49,6 +50,8 @@ class TeamTarget:
     kubeconfig: str
     # A kubeconfig the operator gave (e.g. from `vcluster connect`, whose port-forward serves localhost).
     given: bool = False
+    # The team's isolation as the stack exports it (config/gpu_asks.py); none from a site deployed before: shared.
+    isolation: Mapping = field(default_factory=dict)
 
 
 @dataclass
@@ -93,6 +96,8 @@ class TeamSmoke:
         self.connect, self.host_kubeconfig = connect, host_kubeconfig
         self.report = Report(target.team)
         self.namespace = f"gpu-tenancy-smoke-{secrets.token_hex(3)}"
+        # The host's tier policy refuses a GPU asked for in another tier's terms.
+        self.ask = gpu_ask(target.isolation, settings.fraction)
 
     def _record(self, name: str, obj: str, ok: bool, detail: str) -> None:
         self.report.steps.append(Step(name, obj, ok, detail))
@@ -151,11 +156,10 @@ class TeamSmoke:
         name = "smoke-gpu"
         obj = f"pod/{self.namespace}/{name}"
         self._create(vcluster, "gpu-pod", obj, lambda: vcluster.create_pod(
-            self.namespace, gpu_pod(name, self.namespace, self.target.queue, self.settings.fraction,
-                                            self.settings.mirrors)))
-        self._record("gpu-pod", obj, True, f"created with {FRACTION_ANNOTATION}={self.settings.fraction}")
+            self.namespace, gpu_pod(name, self.namespace, self.target.queue, self.ask, self.settings.mirrors)))
+        self._record("gpu-pod", obj, True, f"created with {self.ask.describe()}")
         host_pod = self._host_pod(vcluster, name, "host", obj)
-        self._check_placement(host_pod, obj, fraction=self.settings.fraction)
+        self._check_placement(host_pod, obj, ask=self.ask)
         self._wait_phase(name, obj, ("Succeeded",), "nvidia-smi exited 0")
 
     def _deployment(self, vcluster: Kube) -> None:
@@ -169,15 +173,15 @@ class TeamSmoke:
         self._record("deployment", obj, True, f"pod {pod_name} created without queue label or scheduler name")
         pod_obj = f"pod/{self.namespace}/{pod_name}"
         host_pod = self._host_pod(vcluster, pod_name, "host", pod_obj)
-        self._check_placement(host_pod, pod_obj, fraction=None)
+        self._check_placement(host_pod, pod_obj, ask=None)
         self._wait_phase(pod_name, pod_obj, ("Running",), "running")
 
     def _refusal(self, vcluster: Kube) -> None:
         name = "smoke-other-queue"
         obj = f"pod/{self.namespace}/{name}"
         try:
-            vcluster.create_pod(self.namespace, gpu_pod(name, self.namespace, self.other_queue,
-                                                        self.settings.fraction, self.settings.mirrors))
+            vcluster.create_pod(self.namespace, gpu_pod(name, self.namespace, self.other_queue, self.ask,
+                                                        self.settings.mirrors))
         except ApiError as error:
             ok = bool(RULE_MESSAGE.search(error.message))
             self._record("refusal", obj, ok, f"refused in the vCluster: {error.message}" if ok else
@@ -206,9 +210,9 @@ class TeamSmoke:
     def _host_refusal(self) -> None:
         """The host policy judged without the vCluster, whose admission and events the tenant controls."""
         syncer = syncer_account(self.target.namespace, self.target.vcluster)
-        pod = synced_pod(gpu_pod("smoke-host-refusal", self.namespace, self.other_queue, self.settings.fraction,
-                                 self.settings.mirrors),
-                         self.target.namespace, self.target.vcluster)
+        # In the team's tier's terms and with its vCluster's defaults, so that the queue is all the host can refuse.
+        virtual = gpu_pod("smoke-host-refusal", self.namespace, self.other_queue, self.ask, self.settings.mirrors)
+        pod = synced_pod(virtual, self.target.namespace, self.target.vcluster, self.target.isolation)
         obj = f"pod/{self.target.namespace}/{pod['metadata']['name']}"
         try:
             self.connect(self.host_kubeconfig, impersonate=syncer).create_pod(
@@ -233,18 +237,27 @@ class TeamSmoke:
         return self._wait(lambda: self._find_host_pod(virtual_name), step, obj,
                           f"not synced to host namespace {self.target.namespace}", detail=last_warning)
 
-    def _check_placement(self, host_pod: dict, obj: str, fraction: Optional[str]) -> None:
+    def _check_placement(self, host_pod: dict, obj: str, ask: Optional[GpuAsk]) -> None:
+        """The host pod is in the team's queue, scheduled by KAI, with the GPU ``ask`` (None: a pod without one)."""
         metadata, spec = host_pod["metadata"], host_pod.get("spec") or {}
         queue = (metadata.get("labels") or {}).get(QUEUE_LABEL)
         scheduler = spec.get("schedulerName")
-        found = (metadata.get("annotations") or {}).get(FRACTION_ANNOTATION)
         problems = [f"queue {queue!r}, expected {self.target.queue!r}" for _ in [0] if queue != self.target.queue]
         problems += [f"scheduler {scheduler!r}, expected {KAI_SCHEDULER!r}" for _ in [0] if scheduler != KAI_SCHEDULER]
-        if fraction is not None and found != fraction:
-            problems.append(f"{FRACTION_ANNOTATION} {found!r}, expected {fraction!r}")
+        gpu = ""
+        if ask is not None and ask.fraction is not None:
+            found = (metadata.get("annotations") or {}).get(FRACTION_ANNOTATION)
+            if found != ask.fraction:
+                problems.append(f"{FRACTION_ANNOTATION} {found!r}, expected {ask.fraction!r}")
+            gpu = f", fraction {found}"
+        elif ask is not None:
+            limits = [((c.get("resources") or {}).get("limits") or {}).get(ask.resource) for c in spec["containers"]]
+            if "1" not in limits:
+                problems.append(f"{ask.resource} limits {limits}, expected 1")
+            gpu = f", {ask.resource} 1"
         detail = f"host pod {self.target.namespace}/{metadata['name']}"
         self._record("host", obj, not problems, "; ".join(problems) + f" ({detail})" if problems else
-                     f"{detail}, queue {queue}, {KAI_SCHEDULER}" + (f", fraction {found}" if fraction else ""))
+                     f"{detail}, queue {queue}, {KAI_SCHEDULER}{gpu}")
 
     def _wait_phase(self, name: str, obj: str, phases: Sequence[str], meaning: str) -> None:
         # The host pod's status: the tenant can write the virtual pod's, not this one.

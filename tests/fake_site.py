@@ -2,8 +2,9 @@
 
 Each server answers the few REST calls the smoke test makes, as the real API server would (paths, list
 selectors, a ``Status`` body on a refusal). Behind them the site behaves as the program configured it:
-a pod created in a team's vCluster is synced as vCluster 0.36.1 syncs it and mutated by KAI's webhook
-(tests/tenant_sim.py), then the host asks the admission policy this run rendered for the team. A refusal
+a pod created in a team's vCluster is synced as vCluster 0.36.1 syncs it and mutated by the host's webhooks
+(KAI's, tests/tenant_sim.py; its hamicore plugin where the site turned it on, tests/isolation_sim.py), then the
+host asks the admission policies this run rendered for the team (its tier's too, for an IsolationTenant). A refusal
 becomes a Warning event on the virtual pod, as vCluster records a failed sync; an admitted pod gets
 the phase ``schedule`` gives it (on host and virtual pod, as vCluster copies status back). The host
 answers a dry-run pod CREATE in a tenant namespace as that team's admission chain would, as the user the
@@ -23,9 +24,9 @@ from urllib.parse import parse_qs, urlparse
 
 import yaml
 
+from components.isolation_admission import isolation_outputs
 from tests.tenant_sim import KAI_SCHEDULER, Tenant
 from tests.apiserver_pods import limit_ranger
-from tests.kai_pods import kai_mutate
 
 QUEUE = "kai.scheduler/queue"
 
@@ -78,6 +79,9 @@ class FakeVCluster:
     fail_delete: bool = False
     # What a tenant's own controller writes into its virtual pods' status (the host pod keeps the real one).
     virtual_status: Optional[dict] = None
+    # The vCluster's other mutating policies, after the defaults (tests/test_virtual_defaults.py ``Inside.mutate``:
+    # a memory-capped team's pods get HAMi-core there).
+    mutate_inside: Optional[Callable[[dict], dict]] = None
     store: Store = field(default_factory=Store)
     suffix: itertools.count = field(default_factory=lambda: itertools.count(1))
 
@@ -90,6 +94,8 @@ class FakeVCluster:
             # The MutatingAdmissionPolicy's apply configuration sets both, replacing another queue or scheduler.
             pod["metadata"].setdefault("labels", {})[QUEUE] = self.tenant.team.queue_name
             pod["spec"]["schedulerName"] = KAI_SCHEDULER
+        if self.mutate_inside:
+            pod = self.mutate_inside(pod)
         if self.refuse_in_vcluster and (message := self.refuse_in_vcluster(pod)):
             return 403, _status(403, message)
         pod["status"] = {"phase": "Pending"}
@@ -99,7 +105,7 @@ class FakeVCluster:
 
     def _sync(self, pod: dict) -> None:
         host_pod = self.tenant.host_pod(pod)
-        refusals = self.tenant.review(host_pod, user=self.tenant.syncer) if self.host_admission else []
+        refusals = self.tenant.create_host(host_pod) if self.host_admission else []
         name, namespace = pod["metadata"]["name"], pod["metadata"]["namespace"]
         if refusals:
             self.store.events.append({"type": "Warning", "reason": "SyncError", "involvedObject": {
@@ -112,9 +118,9 @@ class FakeVCluster:
         self.host.pods[(host_pod["metadata"]["namespace"], host_pod["metadata"]["name"])] = host_pod
 
     def dry_run_host_pod(self, pod: dict, user: str) -> tuple[int, dict]:
-        """A host pod CREATE with ``dryRun=All``: LimitRanger, KAI's webhook and the team's policy run, nothing
-        is stored."""
-        host = kai_mutate(limit_ranger(copy.deepcopy(pod), self.tenant.team.vcluster.limit_range))
+        """A host pod CREATE with ``dryRun=All``: LimitRanger, the host's webhooks (KAI's) and the team's policies run,
+        nothing is stored."""
+        host = self.tenant.host_webhooks(limit_ranger(copy.deepcopy(pod), self.tenant.team.vcluster.limit_range))
         refusals = self.tenant.create_host(host, user=user) if self.host_admission else []
         self.host.dry_runs.append((user, host))
         if refusals:
@@ -247,7 +253,8 @@ class FakeSite:
     def outputs(self) -> dict:
         return {"hostKubeconfig": self.servers["host"].kubeconfig,
                 "tenants": {name: {"namespace": v.tenant.team.namespace, "queue": v.tenant.team.queue_name,
-                                   "vcluster": v.tenant.team.vcluster_name}
+                                   "vcluster": v.tenant.team.vcluster_name,
+                                   "isolation": isolation_outputs(v.tenant.team)}
                             for name, v in self.vclusters.items()},
                 "tenantKubeconfigs": {name: self.servers[name].kubeconfig for name in self.vclusters}}
 

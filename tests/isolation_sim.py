@@ -71,9 +71,9 @@ class IsolationTenant(Tenant):
         self.tier = tier
         self.hamicore = hamicore
 
-    def host_pod(self, pod: dict, *, mutated: bool = True, kai_version: str = "v0.16.4", defaults: bool = True) -> dict:
-        host = super().host_pod(pod, mutated=mutated, kai_version=kai_version, defaults=defaults)
-        return hamicore_mutate(host) if mutated and self.hamicore else host
+    def host_webhooks(self, pod: dict, *, kai_version: str = "v0.16.4") -> dict:
+        host = super().host_webhooks(pod, kai_version=kai_version)
+        return hamicore_mutate(host) if self.hamicore else host
 
     def create_host(self, host: dict, *, user: Optional[str] = None) -> list[str]:
         user = user or self.syncer

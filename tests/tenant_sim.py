@@ -291,7 +291,11 @@ class Tenant:
         pod as written."""
         virtual = self.device_defaults(pod) if defaults else pod
         synced = limit_ranger(pull_policy_defaults(vcluster_sync(virtual, self.team)), self.team.vcluster.limit_range)
-        return kai_mutate(synced, kai_version=kai_version) if mutated else synced
+        return self.host_webhooks(synced, kai_version=kai_version) if mutated else synced
+
+    def host_webhooks(self, pod: dict, *, kai_version: str = "v0.16.4") -> dict:
+        """The host's mutating webhooks on a pod sent to the team's namespace: KAI's."""
+        return kai_mutate(pod, kai_version=kai_version)
 
     def create(self, pod: dict, *, mutated: bool = True, kai_version: str = "v0.16.4", defaults: bool = True) -> list[str]:
         """Refusals of the whole CREATE path: KAI's webhook, API validation, then the admission policy."""

@@ -24,6 +24,7 @@ from components.admission import PULL_ALWAYS, REWRITE_HOSTS_CONTAINER, policy_na
 from components.isolation_admission import isolation_policy_spec
 from components.virtual_defaults import IMAGE_PULL_NAME
 from config import versions
+from config.gpu_asks import GpuAsk
 from config.model import MEMORY_CAPPED
 from config.vcluster_images import rewrite_hosts_image
 from ops.smoke_objects import gpu_pod, plain_deployment
@@ -254,7 +255,7 @@ def stateful_pod() -> dict:
 PULLED_HONEST = {**HONEST, "stateful-set": stateful_pod,
                  "sidecar": lambda: virtual_pod("mesh", initContainers=[
                      {"name": "proxy", "image": "envoyproxy/envoy:v1.33.0", "restartPolicy": "Always"}]),
-                 "smoke-gpu-pod": lambda: gpu_pod("smoke-gpu", "default", "ignored-queue", "0.5"),
+                 "smoke-gpu-pod": lambda: gpu_pod("smoke-gpu", "default", "ignored-queue", GpuAsk(fraction="0.5")),
                  "smoke-deployment": lambda: {"apiVersion": "v1", "kind": "Pod", "metadata": {
                      "name": "smoke-web-x2k4p", "namespace": "default",
                      **plain_deployment("smoke-web", "default")["spec"]["template"]["metadata"]},

@@ -18,6 +18,7 @@ import yaml
 
 from components.admission_images import platform_images
 from config import ConfigError, versions
+from config.gpu_asks import GpuAsk
 from config.image_registries import LEGACY_DOMAIN
 from config.mirror_registries import deployed_registries
 from config.mirrors import PUBLIC_REGISTRIES as PUBLIC_HOSTS, Mirrors, gpu_operator_repositories, split_image
@@ -226,7 +227,7 @@ def test_the_smoke_pods_take_their_images_from_the_sites_mirrors_and_the_admissi
     config = _with_mirrors(stack_config("dev"), "dev")
     program = run(config, stack="dev")
     mirrors = Mirrors(images=program.outputs["imageMirrors"])
-    images = {gpu_pod("smoke-gpu", "default", "q", "0.5", mirrors)["spec"]["containers"][0]["image"],
+    images = {gpu_pod("smoke-gpu", "default", "q", GpuAsk(fraction="0.5"), mirrors)["spec"]["containers"][0]["image"],
               plain_deployment("smoke-web", "default", mirrors)["spec"]["template"]["spec"]["containers"][0]["image"]}
     assert all(image.startswith(PREFIX + "/") for image in images)
     for team in program.program_globals["platform"].teams:

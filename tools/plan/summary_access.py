@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from config.credential_lifetimes import VCLUSTER_LEAF_VALIDITY, VCLUSTER_RENEWAL_WINDOW
+from config.gpu_asks import gpu_ask
 from config.vocabulary import SEED_GPU_FRACTION, TENANT_COMPONENT
 from tools.plan.lookup import PlanIndex
 from tools.plan.markdown import code, table
@@ -27,7 +28,9 @@ def access_section(index: PlanIndex) -> list[str]:
         queue = str(registered.get("queue") or "—")
         other = next((q for q in queues if q != queue), f"{queue}-smoke-other")
         endpoint = registered.get("endpoint")
-        smoke = (f"GPU pod (`gpu-fraction: {SEED_GPU_FRACTION}`, nvidia-smi) and an unmodified Deployment in queue "
+        # The pod ops.smoke sends: it asks in the team's tier's terms, from the same isolation the stack exports.
+        ask = gpu_ask(registered.get("isolation") or {}, SEED_GPU_FRACTION)
+        smoke = (f"GPU pod (`{ask.describe()}`, nvidia-smi) and an unmodified Deployment in queue "
                  f"{code(queue)}; a pod in queue {code(other)} must be refused") if endpoint else \
             "skipped: no endpoint (`--vcluster-kubeconfig` after `vcluster connect`)"
         rows.append([code(str(registered.get("team") or "—")),
