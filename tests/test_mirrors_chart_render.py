@@ -35,9 +35,9 @@ def test_a_site_pulling_its_charts_from_mirrors_is_rendered_and_checked_from_the
     assert reports["mirrored"][0] == reports["plain"][0]
     # Which archive was checked, and, for a mirrored chart, that the upstream's copy stood in for the mirror's.
     vclusters = [line for line in reports["mirrored"][1].splitlines() if ": vcluster " in line]
-    assert vclusters and all(("the site pulls it from https://charts.mirror.test/loft/vcluster, rendered from the "
-                              "copy pulled from https://charts.loft.sh/vcluster") in line and "archive vcluster-" in line
-                             for line in vclusters)
+    told = ("the site pulls it from https://charts.mirror.test/loft/vcluster, rendered from the copy pulled from "
+            "https://charts.loft.sh/vcluster")
+    assert vclusters and all(told in line and "archive vcluster-" in line for line in vclusters)
     assert "the site pulls it" not in reports["plain"][1] and "https://charts.loft.sh/vcluster" in reports["plain"][1]
     summary_text = (tmp_path / "mirrored" / "summary.md").read_text()
     assert "(its copy pulled from https://charts.loft.sh/vcluster, which the mirror is taken to serve)" in summary_text

@@ -15,8 +15,8 @@ and has no value. "required" means the program stops without it.
 
 Each key is declared once, in `config/`: the top-level blocks in `load.py`, each block's keys in the module that
 reads it (`load_host.py`, `load_microk8s.py`, `load_eks.py`, `snapshots.py` for `backup`, ...). The loader's
-checks, the JSON Schema and these pages all come from those definitions. `config/versions.py` holds the pinned versions, and
-`Pulumi.yaml` declares the top-level keys for the Pulumi CLI."""
+checks, the JSON Schema and these pages all come from those definitions. `config/versions.py` holds the pinned
+versions, and `Pulumi.yaml` declares the top-level keys for the Pulumi CLI."""
 
 SECRETS = """\
 Set these only with `pulumi config set --secret`. If one is present in plain text, the
