@@ -96,22 +96,28 @@ def broken_links(page: Path, root: Path = ROOT) -> list[str]:
     return problems
 
 
-def broken_doc_references(files: list[Path], root: Path = ROOT) -> list[str]:
-    problems = []
+def tracked_lines(files: list[Path]):
+    """Every line of the readable ``files``, with its file and number."""
     for path in files:
         try:
             text = path.read_text()
         except UnicodeDecodeError:
             continue
         for number, line in enumerate(text.splitlines(), 1):
-            for prefix, name, anchor in DOC_REFERENCE.findall(line):
-                page = root / "docs" / name
-                where = f"{path.relative_to(root)}:{number}: {prefix}{name}" + (f"#{anchor}" if anchor else "")
-                if not page.is_file():
-                    if prefix:
-                        problems.append(f"{where} (no such page)")
-                elif anchor and anchor.lower() not in anchors(page.read_text()):
-                    problems.append(f"{where} (no heading with that anchor in docs/{name})")
+            yield path, number, line
+
+
+def broken_doc_references(files: list[Path], root: Path = ROOT) -> list[str]:
+    problems = []
+    for path, number, line in tracked_lines(files):
+        for prefix, name, anchor in DOC_REFERENCE.findall(line):
+            page = root / "docs" / name
+            where = f"{path.relative_to(root)}:{number}: {prefix}{name}" + (f"#{anchor}" if anchor else "")
+            if not page.is_file():
+                if prefix:
+                    problems.append(f"{where} (no such page)")
+            elif anchor and anchor.lower() not in anchors(page.read_text()):
+                problems.append(f"{where} (no heading with that anchor in docs/{name})")
     return problems
 
 
@@ -119,23 +125,15 @@ def broken_section_references(files: list[Path], root: Path = ROOT) -> list[str]
     """Sections named in words: each must be a heading of the page, a bold lead-in holding those words or an HTML
     anchor of their slug."""
     problems = []
-    for path in files:
-        try:
-            text = path.read_text()
-        except UnicodeDecodeError:
-            continue
-        for number, line in enumerate(text.splitlines(), 1):
-            for name, section in SECTION_REFERENCE.findall(line):
-                page = root / "docs" / name
-                if not page.is_file():
-                    continue  # the page check reports it
-                target = page.read_text()
-                headings = {slug(match.group(2)) for _, heading in prose_lines(target)
-                            if (match := HEADING.match(heading))}
-                leads = [bold.lower() for bold in BOLD.findall(target)]
-                if slug(section) not in headings | anchors(target) and not any(section.lower() in lead
-                                                                                for lead in leads):
-                    problems.append(f"{path.relative_to(root)}:{number}: docs/{name}, {section}")
+    for path, number, line in tracked_lines(files):
+        for name, section in SECTION_REFERENCE.findall(line):
+            page = root / "docs" / name
+            if not page.is_file():
+                continue  # the page check reports it
+            target = page.read_text()
+            if slug(section) not in anchors(target) and not any(section.lower() in bold.lower()
+                                                                 for bold in BOLD.findall(target)):
+                problems.append(f"{path.relative_to(root)}:{number}: docs/{name}, {section}")
     return problems
 
 
