@@ -54,13 +54,15 @@ def plain_deployment(name: str, namespace: str, mirrors: Mirrors = Mirrors()) ->
 def synced_pod(gpu: dict, host_namespace: str, vcluster: str, isolation: Mapping) -> dict:
     """The GPU pod ``gpu`` as the team's syncer writes it in the host namespace: with what the vCluster's defaults add
     (``vcluster_defaults``), renamed, with vCluster's bookkeeping labels and annotations, no service account token.
-    It also passes the restricted Pod Security level, which the API server checks before the admission policy, so
-    that only the policy can refuse it."""
+    It also passes the restricted Pod Security level, which the API server checks before the admission policy, and
+    pulls its image always, which a site with vcluster.alwaysPullImages asks of every synced pod ([image-pull-policy])
+    and any other site allows, so that only the policy's queue rule can refuse it."""
     pod = vcluster_defaults(gpu, isolation)
     metadata, virtual_namespace = pod["metadata"], pod["metadata"]["namespace"]
     restricted = {"allowPrivilegeEscalation": False, "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]},
                   "seccompProfile": {"type": "RuntimeDefault"}}
-    containers = [{**container, "securityContext": restricted} for container in pod["spec"]["containers"]]
+    containers = [{**container, "securityContext": restricted, "imagePullPolicy": "Always"}
+                  for container in pod["spec"]["containers"]]
     return {**pod, "metadata": {
         "name": f"{metadata['name']}-x-{virtual_namespace}-x-{vcluster}"[:63].rstrip("-"),
         "namespace": host_namespace,

@@ -20,6 +20,8 @@ from ops.smoke_kube import Kube
 from ops.smoke_team import Settings
 from tests.apiserver_pods import limit_ranger
 from tests.conftest import dev_config, run
+from tools.plan.document import build_plan
+from tools.plan.summary import render_summary
 from tests.fake_site import FakeSite
 from tests.isolation_sim import isolation_tenant_of
 from tests.isolation_spec import isolation_config, prefixed
@@ -52,6 +54,13 @@ def single_config() -> dict:
     return with_endpoints(config)
 
 
+def always_pull_config() -> dict:
+    """The dev site with vcluster.alwaysPullImages: the host asks every synced pod to pull its images always."""
+    config = dev_config()
+    config["gpu-tenancy:vcluster"]["alwaysPullImages"] = True
+    return config
+
+
 # (site, team) -> what its smoke GPU pod asks for.
 ASKS = {
     ("tiers", "team-llm"): "nvidia.com/mig-1g.10gb: 1",
@@ -61,8 +70,9 @@ ASKS = {
     ("tiers", "team-web"): f"gpu-fraction: {SEED_GPU_FRACTION}",  # shared, on a site with a MIG-split pool
     ("single", "team-llm"): "nvidia.com/gpu: 1, nodeSelector gpu-tenancy/pool: h100",
     ("dev", "team-nlp"): f"gpu-fraction: {SEED_GPU_FRACTION}",  # shared, no tier policy
+    ("pull", "team-nlp"): f"gpu-fraction: {SEED_GPU_FRACTION}",  # [image-pull-policy] on the host
 }
-CONFIGS = {"tiers": tiers_config, "single": single_config, "dev": dev_config}
+CONFIGS = {"tiers": tiers_config, "single": single_config, "dev": dev_config, "pull": always_pull_config}
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +82,7 @@ def sites() -> dict:
 
 def tenant_in(sites: dict, site: str, team: str):
     config, program = sites[site]
-    return tenant_of(program, config, team) if site == "dev" else isolation_tenant_of(program, config, team)
+    return tenant_of(program, config, team) if site in ("dev", "pull") else isolation_tenant_of(program, config, team)
 
 
 def fake_site(sites: dict, site: str) -> FakeSite:
@@ -213,10 +223,8 @@ def test_a_site_whose_outputs_predate_the_isolation_export_asks_a_fraction_of_ev
     assert {team for team, report in reports.items() if report.ok} == {"team-web", "team-nlp"}
 
 
-@pytest.mark.parametrize("site, team", [key for key in ASKS if key[0] != "dev"])
+@pytest.mark.parametrize("site, team", [key for key in ASKS if key[0] not in ("dev", "pull")])  # endpoints only
 def test_the_plan_summary_names_the_pod_each_teams_smoke_test_sends(sites, site, team):
-    from tools.plan.document import build_plan
-    from tools.plan.summary import render_summary
     summary = render_summary(build_plan(sites[site][1], f"smoke-{site}"))
     section = summary[summary.index("### Access per tenant"):]
     row = next(line for line in section.splitlines() if line.startswith(f"| `{team}`"))
