@@ -46,6 +46,9 @@ class Block:
     notes: str = ""
     retired: tuple[Retired, ...] = ()
     conditions: tuple[Condition, ...] = ()
+    # An empty block reads as one left out (an opt-in block whose Pulumi.yaml default is {}): its required keys are
+    # required only once it holds any.
+    optional_when_empty: bool = False
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -61,10 +64,13 @@ class Block:
         schema: dict[str, Any] = {"type": "object", "properties": {key.name: key.schema() for key in self.keys},
                                   "additionalProperties": False}
         required = [key.name for key in self.keys if key.default is REQUIRED]
-        if required:
+        rules = [condition.schema(self[condition.when].default) for condition in self.conditions]
+        if required and self.optional_when_empty:
+            rules.append({"if": {"minProperties": 1}, "then": {"required": required}})
+        elif required:
             schema["required"] = required
-        if self.conditions:
-            schema["allOf"] = [condition.schema(self[condition.when].default) for condition in self.conditions]
+        if rules:
+            schema["allOf"] = rules
         return schema
 
     def shown(self) -> str:

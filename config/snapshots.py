@@ -172,8 +172,8 @@ class Backup:
         return -(-REQUEST_LIFETIME_HOURS // self.every_hours) + 1
 
 
-BACKUP = Block(title="scheduled snapshots of every team", intro=(
-    "Opt-in. Every team's virtual cluster is snapshotted on a schedule into one S3 bucket, with the access key "
+BACKUP = Block(title="scheduled snapshots of every team", optional_when_empty=True, intro=(
+    "Opt-in (left out or `{}`: none). Every team's virtual cluster is snapshotted on a schedule into one S3 bucket, with the access key "
     "set as the secrets `backupAccessKeyId` and `backupSecretAccessKey`. What a snapshot holds and how a team is "
     "restored: [operations](operations-data.md#backing-up-and-restoring-a-team)."), keys=(
     Key("url", Text(form="s3://BUCKET[/PREFIX]", max_length=1024, checks=(

@@ -154,7 +154,8 @@ def slot_urls(team: Team) -> list[str]:
     """The URL of each slot the site's scheduled snapshots write for the team (``backup``), in slot order."""
     backup = team.vcluster.backup
     if backup is None:
-        raise BackupError("the site takes no scheduled snapshots (no `backup` block): name the snapshot's URL")
+        raise BackupError("the site takes no scheduled snapshots (its `backup` block is left out or empty): name the "
+                          "snapshot's URL")
     return [backup.slot_url(team.namespace, team.vcluster_name, slot) for slot in range(backup.keep)]
 
 

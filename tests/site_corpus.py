@@ -59,6 +59,8 @@ def backed_up_box() -> dict[str, Any]:
 VALID_SITES: dict[str, Callable[[], dict[str, Any]]] = {
     "dev": lambda: _stack("dev"), "eks": lambda: _stack("eks"), "eks-two-pools": eks_two_pools,
     "existing-cluster-lab": existing_cluster_lab, "one-team-box": one_team_box, "backed-up-box": backed_up_box,
+    # An empty opt-in block, as a trial site wrote it: no backup, for the loader and the schema alike.
+    "box-with-an-empty-backup-block": lambda: {**one_team_box(), "backup": {}},
 }
 
 

@@ -147,4 +147,4 @@ def test_a_slot_the_site_does_not_keep_is_refused(url):
 
 def test_a_site_without_scheduled_snapshots_has_no_slots(capsys):
     assert backup.main(["dev", "team-nlp", "slots"]) == 2
-    assert "no `backup` block" in capsys.readouterr().err
+    assert "its `backup` block is left out or empty" in capsys.readouterr().err
