@@ -1,4 +1,5 @@
-"""Who can reach an EKS site's Kubernetes API server (``cluster.eks.apiEndpoint``), and what that asks of the site.
+"""Who can reach an EKS site's Kubernetes API server (``cluster.eks.apiEndpoint``), and what that asks of the site;
+where a MicroK8s box's setup steps run.
 
 `pulumi up` drives the cluster from wherever it runs: the Kubernetes provider, the tenant teardown step and the tools
 in ``ops/`` all talk to the API server from there, as teams do through the host with ``access.exposure: none``. The
@@ -14,6 +15,18 @@ KEY = "cluster.eks.apiEndpoint"
 # Who talks to the API server from outside the cluster.
 _CALLERS = ("`pulumi up` and every other `pulumi` command, the tenant teardown step of `pulumi destroy`, the tools in "
             "ops/ and teams reaching their vCluster through the host (access.exposure: none)")
+
+
+def local_box_warnings(cluster: Cluster, ci: CiSettings) -> list[str]:
+    """A MicroK8s box set up where `pulumi up` runs: CI's GitHub-hosted runner is not the box."""
+    box = cluster.microk8s
+    if box is None or box.remote or ci.runner:
+        return []
+    return ["cluster.microk8s.host is not set, so `pulumi up` runs the box's setup steps (snap, microk8s) on the "
+            "machine it runs on, but ci.runner is not set either: CI's deploy job would run them on a GitHub-hosted "
+            "runner, where they fail. Set ci.runner to the labels of a self-hosted runner on the GPU box, or "
+            "cluster.microk8s.host (and the sshPrivateKey secret) to drive the box over SSH from a runner that "
+            "reaches it."]
 
 
 def api_endpoint_warnings(cluster: Cluster, ci: CiSettings) -> list[str]:

@@ -13,7 +13,7 @@ import difflib
 from typing import Any, Iterable, Mapping, Optional
 
 from config.access_rules import access_warnings, resolve_access
-from config.api_endpoint import api_endpoint_warnings
+from config.api_endpoint import api_endpoint_warnings, local_box_warnings
 from config.capacity import GPU_EPSILON, known_gpu_capacity
 from config.control_plane_egress import control_plane_egress_warnings
 from config.cpu_memory_capacity import cpu_memory_warnings, organization_overcommit_warnings
@@ -175,7 +175,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
                             secrets.set) \
         + team_alerting_warnings(platform.observability.prometheus, platform.teams, secrets.set) \
         + datastore_warnings(platform.cluster, platform.teams) + system_pool_warnings(platform) \
-        + api_endpoint_warnings(platform.cluster, platform.ci)
+        + api_endpoint_warnings(platform.cluster, platform.ci) + local_box_warnings(platform.cluster, platform.ci)
     return Platform(**{**platform.__dict__, "warnings": tuple(warnings),
                        "notes": tuple(review_notes(platform) + external_notes(
                            platform.observability, platform.kai_scheduler.gpu_sharing, platform.gpu_operator.mode))})

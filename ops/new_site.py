@@ -47,6 +47,7 @@ __all__ = ["UsageError", "format_path", "parse_assignment", "parse_path", "main"
 
 _REMOVED = object()
 _UNSET = object()
+_OTHER_HOSTS_RUNNER = object()
 
 STACK_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 # Stack-file settings that belong to the source stack's own secrets; `pulumi stack init` writes new ones.
@@ -162,6 +163,8 @@ def _show(value: Any) -> str:
         return "(not set)"
     if value is _REMOVED:
         return "(removed: settings of another cluster.kind)"
+    if value is _OTHER_HOSTS_RUNNER:
+        return "(removed: the runner that reached the source's host)"
     if value is _UNSET:
         return "(removed)"
     return dump_yaml(value, default_flow_style=True, width=10**6).strip().removesuffix("\n...").strip()
@@ -235,7 +238,8 @@ def run(site: str, source: str, sets: Sequence[str], project_dir: Path) -> int:
 
 def switch_kind(config: dict, old_kind: Any, assignments: Sequence[Assignment]) -> list[tuple[str, Any, Any]]:
     """After ``cluster.kind`` changed, drop the settings block of every other kind (``cluster.microk8s``
-    when the site becomes ``eks``) unless a ``--set`` wrote it; returns the removals as changes."""
+    when the site becomes ``eks``) and the CI runner, chosen to reach the source's host, unless a ``--set`` wrote
+    them; returns the removals as changes."""
     key = resolve_top(config, f"{PROJECT}:cluster")
     cluster = config.get(key)
     if not isinstance(cluster, dict) or cluster.get("kind") == old_kind:
@@ -246,6 +250,12 @@ def switch_kind(config: dict, old_kind: Any, assignments: Sequence[Assignment]) 
     for kind in CLUSTER_KINDS:
         if kind != cluster.get("kind") and kind in cluster and kind not in written:
             removed.append((format_path([key, kind]), cluster.pop(kind), _REMOVED))
+    ci_key = resolve_top(config, f"{PROJECT}:ci")
+    ci = config.get(ci_key)
+    if isinstance(ci, dict) and "runner" in ci and not any(assignment.path[0] == ci_key for assignment in assignments):
+        removed.append((format_path([ci_key, "runner"]), ci.pop("runner"), _OTHER_HOSTS_RUNNER))
+        if not ci:
+            del config[ci_key]
     return removed
 
 
@@ -283,6 +293,10 @@ def _print_next_steps(site: str, source: str, document: dict, platform: Any, dro
     elif ci.cloud == "aws":
         print(f"  GitHub-hosted runners, with AWS credentials for {ci.region} from the AWS_ROLE_ARN secret (OIDC); "
               f"allow repo:<owner>/<repo>:environment:{site} in the role's trust policy")
+    elif platform.cluster.microk8s is not None and not platform.cluster.microk8s.remote:
+        print(f"  none yet: the box's setup steps run where pulumi up runs (no cluster.microk8s.host); set "
+              f"{PROJECT}:ci.runner to the labels of a self-hosted runner on the GPU box (e.g. --set "
+              "'ci.runner=[self-hosted, gpu-lab]') and register it there (repository Settings -> Actions -> Runners)")
     else:
         print(f"  GitHub-hosted runners, which must reach the {ci.kind} cluster; if only an on-prem machine can, "
               f"set {PROJECT}:ci.runner to its self-hosted runner's labels "

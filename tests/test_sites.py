@@ -128,3 +128,21 @@ def test_every_broken_stack_file_is_reported_not_only_the_first(project, capsys)
     for stack, problem in (("a-broken", "kaiScheduler.version"), ("b-broken", "no teams are defined"),
                            ("c-broken", "not a Pulumi stack file")):
         assert f"stack {stack}:" in captured.err and problem in captured.err
+
+
+@pytest.mark.parametrize("cluster, ci, warned", [
+    ({"kind": "microk8s"}, {}, True),
+    ({"kind": "microk8s"}, {"runner": ["self-hosted", "gpu-lab"]}, False),
+    ({"kind": "microk8s", "microk8s": {"host": "192.0.2.10"}}, {}, False)])
+def test_a_box_set_up_where_pulumi_runs_is_warned_when_ci_would_deploy_it_from_a_github_hosted_runner(cluster, ci,
+                                                                                                      warned):
+    # A trial noticed the committed lab box went to ubuntu-latest, whose deploy job would run `sudo snap ...` there.
+    config = read_stack_file(ROOT / "Pulumi.dev.yaml")["config"]
+    config["gpu-tenancy:cluster"] = {**cluster, "microk8s": {**config["gpu-tenancy:cluster"]["microk8s"],
+                                                             **cluster.get("microk8s", {})}}
+    config["gpu-tenancy:ci"] = ci
+    warnings = [w for w in platform_of(config, "dev").warnings
+                if w.startswith("cluster.microk8s.host is not set")]
+    assert bool(warnings) == warned
+    if warned:
+        assert "ci.runner" in warnings[0] and "self-hosted runner on the GPU box" in warnings[0]
