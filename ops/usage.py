@@ -192,10 +192,13 @@ def write_csv(usages: list[TeamUsage], out: TextIO) -> None:
 
 
 def write_table(usages: list[TeamUsage], start: datetime, end: datetime, out: TextIO,
-                history_from: Optional[datetime] = None) -> None:
+                history_from: Optional[datetime] = None, now: Optional[datetime] = None) -> None:
     out.write(f"GPU usage per team, {start.isoformat()} to {end.isoformat()} (GPU-hours)\n")
     if history_from is not None:
         out.write(f"Partial: Prometheus' history begins at {history_from.isoformat()}; nothing before it is counted\n")
+    if now is not None and end > now:
+        out.write(f"Partial: the window ends after the report was made ({now.isoformat()}); nothing after it is "
+                  "counted\n")
     headers = ("team", "quota", "allocated", "borrowed", "held", "used", "utilisation")
     rows = [[usage.team, *(f"{getattr(usage, name):.3f}" for name in COLUMNS[1:-1]),
              "-" if usage.utilisation is None else f"{usage.utilisation:.0%}"] for usage in usages]
@@ -223,19 +226,26 @@ def _parser() -> argparse.ArgumentParser:
                              "interval: a longer step would skip scrapes; an external Prometheus that scrapes more "
                              "often needs its own interval)")
     parser.add_argument("--partial", action="store_true",
-                        help="report even when Prometheus' history begins after --from (counting from there)")
+                        help="report even when Prometheus' history begins after --from, or --to is after now "
+                             "(counting what is there)")
     return parser
 
 
-def main(argv: Optional[Sequence[str]] = None, out: TextIO = sys.stdout) -> int:
+def main(argv: Optional[Sequence[str]] = None, out: TextIO = sys.stdout, now: Optional[datetime] = None) -> int:
     try:
         args = _parser().parse_args(argv)
     except SystemExit as exit_:  # --help, or a usage error argparse already printed
         return exit_.code if isinstance(exit_.code, int) else 2
+    now = now or datetime.now(timezone.utc)
     try:
         start, end = parse_time(args.start, "--from"), parse_time(args.end, "--to")
         if args.step < 1:
             raise UsageError(f"--step {args.step} must be a positive number of seconds")
+        if end > now and not args.partial:
+            # A month's bill run before the month ends would count its days so far as the whole month.
+            raise UsageError(f"--to {end.isoformat()} is after now ({now.isoformat()}): the hours after now have not "
+                             "happened, so the report would count too few for the window it names. Report to a time "
+                             "already past, or pass --partial to count what is there")
         prometheus = Prometheus(args.prometheus)
         # report() refuses a bad window before any query; the history check needs a good one.
         usages = report(prometheus, start, end, args.step)
@@ -253,10 +263,12 @@ def main(argv: Optional[Sequence[str]] = None, out: TextIO = sys.stdout) -> int:
     if history_from is not None:
         print(f"warning: Prometheus' history begins at {history_from.isoformat()}, after --from; nothing before it "
               "is counted", file=sys.stderr)
+    if end > now:
+        print(f"warning: --to is after now ({now.isoformat()}); nothing after now is counted", file=sys.stderr)
     if args.csv:
         write_csv(usages, out)
     else:
-        write_table(usages, start, end, out, history_from)
+        write_table(usages, start, end, out, history_from, now)
     return 0
 
 

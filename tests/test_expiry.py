@@ -155,6 +155,12 @@ DUE = {
 }
 
 
+DUE["a team the outputs hold no kubeconfig for"] = (
+    {"tenantKubeconfigs": {"team-a": ""}}, 30,
+    ["UNKNOWN team-a: admin kubeconfig (tenantKubeconfigs) ends on a day the outputs do not hold",
+     "Secret vc-team-a in namespace vcluster-team-a"])
+
+
 @pytest.mark.parametrize("overrides, day, expected", DUE.values(), ids=DUE.keys())
 def test_what_ends_soon_or_has_ended_is_listed_with_its_fix(overrides, day, expected):
     text, due = expiry.report(outputs(**overrides), ISSUED + timedelta(days=day), VCLUSTER_RENEWAL_WINDOW)

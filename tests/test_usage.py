@@ -169,3 +169,23 @@ def test_a_window_the_history_covers_is_not_partial(prometheus_url):
     for start in ("2026-10-31T23:50:00Z", "2026-11-01T00:00:00Z"):
         code, text = run_tool("--prometheus", prometheus_url, "--from", start, "--to", "2026-11-01T02:00:00Z")
         assert code == 0 and "Partial" not in text, start
+
+
+def test_a_window_ending_after_now_is_refused_before_any_query_naming_partial(capsys):
+    # A trial billed the first 7 days of December as the whole month, with no word.
+    out = io.StringIO()
+    now = datetime(2026, 12, 7, 12, tzinfo=timezone.utc)
+    assert usage.main(["--prometheus", "http://127.0.0.1:9", "--from", "2026-12-01T00:00:00Z",
+                       "--to", "2027-01-01T00:00:00Z"], out=out, now=now) == 2
+    error = capsys.readouterr().err
+    assert "--to 2027-01-01T00:00:00+00:00 is after now (2026-12-07T12:00:00+00:00)" in error and "--partial" in error
+
+
+def test_partial_counts_a_window_ending_after_now_and_says_so(prometheus_url, capsys):
+    out = io.StringIO()
+    now = datetime(2026, 11, 1, 1, tzinfo=timezone.utc)
+    assert usage.main(["--prometheus", prometheus_url, "--from", "2026-11-01T00:00:00Z", "--to",
+                       "2026-11-01T02:00:00Z", "--partial"], out=out, now=now) == 0
+    assert ("Partial: the window ends after the report was made (2026-11-01T01:00:00+00:00); nothing after it is "
+            "counted") in out.getvalue().splitlines()
+    assert "--to is after now" in capsys.readouterr().err
