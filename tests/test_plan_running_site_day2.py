@@ -1,0 +1,74 @@
+"""The plan diff's "Changes a running site refuses or that lose state" for day-2 edits no Kubernetes object shows: a
+MicroK8s setup step run again.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from tests.conftest import dev_config
+from tests.release_renders import plan_of
+from tools.plan.diff import diff_plans, render_diff
+from tools.plan.replacement import pulumi_findings
+
+
+def _findings(base: dict, config: dict, stack: str = "dev"):
+    old, new = plan_of(base, stack), plan_of(config, stack)
+    diff = diff_plans(old, new)
+    diff.running_site = pulumi_findings(diff, old, new)
+    return diff.running_site, render_diff(diff, "a", "b")
+
+
+def _edited(base: dict, edit) -> dict:
+    config = copy.deepcopy(base)
+    edit(config)
+    return config
+
+
+def _microk8s(config: dict) -> dict:
+    return config["gpu-tenancy:cluster"]["microk8s"]
+
+
+def _addon_site(version: str | None) -> dict:
+    config = dev_config()
+    _microk8s(config)["enableNvidiaAddon"] = True
+    if version is not None:
+        _microk8s(config)["nvidiaAddonOperatorVersion"] = version
+    return config
+
+
+# --- MicroK8s setup steps run again -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("new", ["v26.7.0", None], ids=["stated", "a new program default"])
+def test_a_new_addon_operator_version_is_not_applied_to_a_box_whose_addon_is_enabled(new):
+    found, text = _findings(_addon_site("v26.3.3"), _addon_site(new))
+    [finding] = [f for f in found if f.subject.endswith(" host-enable-nvidia")]
+    assert (finding.category, finding.field, finding.old, finding.new) == ("not applied", "create", "v26.3.3",
+                                                                           "v26.7.0")
+    assert "already enabled" in finding.why and "`microk8s disable nvidia`" in finding.fix
+    assert "GPU pods" in finding.fix and "**Not applied" in text
+
+
+@pytest.mark.parametrize("edit, old, new", [
+    (lambda config: config["gpu-tenancy:cluster"].update(podPidsLimit=32768), "--pod-max-pids=16384",
+     "--pod-max-pids=32768"),
+    (lambda config: _microk8s(config).update(systemReservedMemory="8Gi"), "--system-reserved=pid=4096,memory=4Gi",
+     "--system-reserved=pid=4096,memory=8Gi"),
+], ids=["podPidsLimit", "systemReservedMemory"])
+def test_new_kubelet_settings_restart_kubelite_and_a_larger_reserve_may_kill_pods(edit, old, new):
+    found, _ = _findings(dev_config(), _edited(dev_config(), edit))
+    [finding] = [f for f in found if f.subject.endswith(" host-pod-pids-limit")]
+    assert (finding.category, finding.field, finding.old, finding.new) == ("disrupts", "create", old, new)
+    assert "kubelite restarts" in finding.why and "OOM-kills" in finding.why
+
+
+def test_new_audit_log_settings_restart_kubelite():
+    found, _ = _findings(dev_config(), _edited(dev_config(), lambda config: _microk8s(config).update(
+        auditLog={"maxAgeDays": 7})))
+    [finding] = [f for f in found if f.subject.endswith(" host-apiserver-audit-log")]
+    assert (finding.category, finding.old, finding.new) == ("disrupts", "--audit-log-maxage=30",
+                                                            "--audit-log-maxage=7")
+    assert "kubelite restarts" in finding.why
