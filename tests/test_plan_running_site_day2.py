@@ -1,5 +1,5 @@
 """The plan diff's "Changes a running site refuses or that lose state" for day-2 edits no Kubernetes object shows: a
-MicroK8s setup step run again.
+MicroK8s setup step run again, Prometheus' volume grown.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import copy
 
 import pytest
 
-from tests.conftest import dev_config
+from tests.conftest import dev_config, eks_config
 from tests.release_renders import plan_of
 from tools.plan.diff import diff_plans, render_diff
 from tools.plan.replacement import pulumi_findings
@@ -72,3 +72,27 @@ def test_new_audit_log_settings_restart_kubelite():
     assert (finding.category, finding.old, finding.new) == ("disrupts", "--audit-log-maxage=30",
                                                             "--audit-log-maxage=7")
     assert "kubelite restarts" in finding.why
+
+
+# --- Prometheus' volume -------------------------------------------------------------------------------------
+
+
+def _prometheus_site(storage: str) -> dict:
+    config = eks_config()
+    config["gpu-tenancy:observability"] = {"prometheus": "install", "storage": storage}
+    return config
+
+
+def test_a_larger_prometheus_volume_is_not_applied_to_its_claim_while_its_retention_size_grows():
+    found, _ = _findings(_prometheus_site("50Gi"), _prometheus_site("100Gi"), "eks")
+    [finding] = [f for f in found if f.category == "not applied"]
+    assert finding.subject.endswith(" observability-release")
+    assert (finding.field.rsplit(".", 1)[-1], finding.old, finding.new) == ("storage", "50Gi", "100Gi")
+    assert "retentionSize" in finding.why
+    assert ("kubectl patch -n monitoring pvc prometheus-kube-prometheus-stack-prometheus-db-prometheus-kube-"
+            "prometheus-stack-prometheus-0") in finding.fix
+
+
+def test_a_smaller_prometheus_volume_is_not_reported():
+    found, _ = _findings(_prometheus_site("100Gi"), _prometheus_site("50Gi"), "eks")
+    assert not [f for f in found if f.category == "not applied"]
