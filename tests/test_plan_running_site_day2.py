@@ -1,5 +1,5 @@
 """The plan diff's "Changes a running site refuses or that lose state" for day-2 edits no Kubernetes object shows: a
-MicroK8s setup step run again, Prometheus' volume grown.
+MicroK8s setup step run again, Prometheus' volume grown, a tenant's vCluster moved to another backing store.
 """
 
 from __future__ import annotations
@@ -8,10 +8,15 @@ import copy
 
 import pytest
 
-from tests.conftest import dev_config, eks_config
+from tests.conftest import dev_config, eks_config, real_charts_or_skip
 from tests.release_renders import plan_of
+from tools.plan import cli as plan
 from tools.plan.diff import diff_plans, render_diff
 from tools.plan.replacement import pulumi_findings
+from tools.plan.vcluster_store import ACCEPTED_AFTER
+
+DEPLOYED_ETCD = {"controlPlane": {"backingStore": {"etcd": {"deploy": {"enabled": True}},
+                                                   "database": {"embedded": {"enabled": False}}}}}
 
 
 def _findings(base: dict, config: dict, stack: str = "dev"):
@@ -96,3 +101,40 @@ def test_a_larger_prometheus_volume_is_not_applied_to_its_claim_while_its_retent
 def test_a_smaller_prometheus_volume_is_not_reported():
     found, _ = _findings(_prometheus_site("100Gi"), _prometheus_site("50Gi"), "eks")
     assert not [f for f in found if f.category == "not applied"]
+
+
+# --- a vCluster's backing store -----------------------------------------------------------------------------
+
+
+def _store_site(team_values: dict | None) -> dict:
+    config = dev_config()
+    if team_values is not None:
+        config["gpu-tenancy:teams"][1]["vcluster"] = {"extraValues": team_values}
+    return config
+
+
+def test_a_tenant_moved_from_its_embedded_database_to_a_deployed_etcd_starts_empty():
+    found, text = _findings(_store_site(None), _store_site(DEPLOYED_ETCD))
+    [finding] = [f for f in found if f.field == "values.controlPlane.backingStore"]
+    assert (finding.category, finding.subject.split(" ")[-1], finding.old, finding.new) == (
+        "lost", "tenant-team-vision-vcluster", "embedded-database", "deployed-etcd")
+    assert "data-team-vision-0" in finding.why and "restore" in finding.fix
+
+
+def test_a_tenant_moved_back_to_the_embedded_database_is_refused_by_vcluster():
+    assert "deployed-etcd" not in ACCEPTED_AFTER.get("embedded-database", ())
+    found, text = _findings(_store_site(DEPLOYED_ETCD), _store_site(None))
+    [finding] = [f for f in found if f.field == "values.controlPlane.backingStore"]
+    assert (finding.category, finding.old, finding.new) == ("refused", "deployed-etcd", "embedded-database")
+    assert "seems like you were using deployed-etcd" in finding.why and "**Refused" in text
+
+
+def test_the_diff_names_the_store_change_instead_of_the_control_planes_removed_statefulset(tmp_path):
+    cache = real_charts_or_skip(plan_of(dev_config()))
+    common = ["--render-charts", "--chart-cache", str(cache)]
+    assert plan.main(["dev", "--out", str(tmp_path / "old"), *common], config=_store_site(None)) == 0
+    assert plan.main(["dev", "--out", str(tmp_path / "new"), *common, "--diff-against",
+                      str(tmp_path / "old" / "plan.json")], config=_store_site(DEPLOYED_ETCD)) == 0
+    section = (tmp_path / "new" / "diff.md").read_text().split("\n## ")[1]
+    assert "tenant-team-vision-vcluster: `values.controlPlane.backingStore` \"embedded-database\" -> " in section
+    assert "team-vision: StatefulSet" not in section

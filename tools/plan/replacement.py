@@ -27,6 +27,7 @@ from tools.plan.host_steps import host_step_findings
 from tools.plan.node_templates import launch_template_findings
 from tools.plan.prometheus_volume import prometheus_volume_findings
 from tools.plan.running_site import DISRUPTS, LOST, STATE_OF_KIND, STOPS, UNKNOWN, Finding
+from tools.plan.vcluster_store import store_change_findings
 
 REPLACED = "replaced"
 
@@ -134,7 +135,8 @@ def pulumi_findings(diff: PlanDiff, old: Mapping[str, Any], new: Mapping[str, An
                     chart_cache: Optional[Path] = None) -> list[Finding]:
     """Replacements of the changed resources, state lost with removed ones, what each chart version change does
     (``tools.plan.chart_versions``, the CRDs compared from ``chart_cache``, by default the chart cache), and what a
-    changed MicroK8s setup step or a grown Prometheus volume does (``tools.plan.host_steps``, ``prometheus_volume``)."""
+    changed MicroK8s setup step, a grown Prometheus volume or a vCluster's new backing store does
+    (``tools.plan.host_steps``, ``prometheus_volume``, ``vcluster_store``)."""
     before = {resource["urn"]: resource for resource in old.get("resources", [])}
     after = {resource["urn"]: resource for resource in new.get("resources", [])}
     findings: list[Finding] = []
@@ -151,7 +153,8 @@ def pulumi_findings(diff: PlanDiff, old: Mapping[str, Any], new: Mapping[str, An
         setup, inputs = host_step_findings(resource, subject, inputs)
         findings += upgrade + rollout + setup + chart_version_findings(resource, subject, inputs,
                                                                        chart_cache_dir(chart_cache))
-        findings += prometheus_volume_findings(resource, subject, inputs)
+        findings += (store_change_findings(before[changed.urn], resource, subject)
+                     + prometheus_volume_findings(resource, subject, inputs))
         if not inputs:
             continue
         paths = replacing_paths(resource, [change.path for change in inputs], new)
