@@ -47,6 +47,21 @@ def _value(values: dict, path: str, default: Any = None) -> Any:
     return default if values is None else values
 
 
+# vCluster's names of its stores, in the order its ``Config.BackingStoreType`` tries them (config/config.go, the same
+# from v0.35.0 to v0.36.1): the first enabled is the one it runs on, and none enabled is the embedded database.
+STORE_TYPES = (("controlPlane.backingStore.etcd.embedded.enabled", "embedded-etcd"),
+               ("controlPlane.backingStore.etcd.external.enabled", "external-etcd"),
+               ("controlPlane.backingStore.etcd.deploy.enabled", "deployed-etcd"),
+               (_EMBEDDED, "embedded-database"),
+               ("controlPlane.backingStore.database.external.enabled", "external-database"))
+EMBEDDED_DATABASE = "embedded-database"
+
+
+def store_type(values: dict) -> str:
+    """The store a vCluster of these Helm values runs on, as vCluster names it."""
+    return next((name for path, name in STORE_TYPES if _value(values, path) is True), EMBEDDED_DATABASE)
+
+
 @dataclass(frozen=True)
 class ControlPlaneShape:
     """What the chart runs for one tenant's control plane (one replica: backing_store_findings), in its namespace."""

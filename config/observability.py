@@ -232,7 +232,8 @@ builds.""", keys=(
         f"Size of the installed Prometheus' volume (`install`; at least {MINIMUM_VOLUME}), on the host's storage "
         "class.", example="200Gi",
         details="A claim of a StatefulSet: growing it later needs a storage class that allows volume expansion "
-                "and a resize of the existing claim (docs/operations-data.md)."),
+                "and a resize of the existing claim before `pulumi up`, as the retention size grows with this key at "
+                "once and would otherwise fill the old volume (docs/operations-data.md)."),
     Key("grafana", Boolean(), _OBSERVABILITY.grafana,
         "Install Grafana with the stack (`install` only; any other mode refuses the key).", example="false"),
     Key("grafanaStorage", Quantity(), _OBSERVABILITY.grafana_storage,

@@ -51,6 +51,7 @@ from tools.offline import mockrun
 from tools.plan.diff import diff_plans, manifest_changes, read_manifests, render_diff
 from tools.plan.replacement import pulumi_findings
 from tools.plan.running_site import chart_findings
+from tools.plan.vcluster_store import moved_store_releases, told_by_store_change
 from tools.plan.document import PLAN_FILE, build_plan, render_plan_json
 from tools.charts.values import ChartValues
 from tools.plan.summary import SUMMARY_FILE, render_summary
@@ -150,10 +151,13 @@ def main(argv: Optional[Sequence[str]] = None, *, config: Optional[dict[str, Any
         if rendered is not None and old_manifests:
             new_manifests = read_manifests(out / MANIFESTS_DIR)
             diff.manifests = manifest_changes(old_manifests, new_manifests)
-            # A CRD a chart version change already reported is not reported again.
+            # A CRD a chart version change already reported is not reported again, nor an object a vCluster's
+            # upgrade to another store removes.
             known = {(finding.category, finding.subject) for finding in diff.running_site}
+            moved = moved_store_releases(old_plan, plan)
             diff.running_site += [finding for finding in chart_findings(old_manifests, new_manifests)
-                                  if (finding.category, finding.subject) not in known]
+                                  if (finding.category, finding.subject) not in known
+                                  and not told_by_store_change(finding, moved)]
             diff.charts_checked = True
         diff_text = render_diff(diff, str(args.diff_against), f"{args.stack} (this run)")
         files.append((DIFF_FILE, diff_text))

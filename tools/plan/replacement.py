@@ -23,8 +23,11 @@ from tools.charts.cache import chart_cache_dir
 from tools.plan.chart_versions import chart_version_findings
 from tools.plan.diff import MISSING, Change, PlanDiff
 from tools.plan.eks_upgrade import eks_version_findings
+from tools.plan.host_steps import host_step_findings
 from tools.plan.node_templates import launch_template_findings
+from tools.plan.prometheus_volume import prometheus_volume_findings
 from tools.plan.running_site import DISRUPTS, LOST, STATE_OF_KIND, STOPS, UNKNOWN, Finding
+from tools.plan.vcluster_store import store_change_findings
 
 REPLACED = "replaced"
 
@@ -130,8 +133,10 @@ def _mig_layout_finding(subject: str, change: Change) -> Finding:
 
 def pulumi_findings(diff: PlanDiff, old: Mapping[str, Any], new: Mapping[str, Any],
                     chart_cache: Optional[Path] = None) -> list[Finding]:
-    """Replacements of the changed resources, state lost with removed ones, and what each chart version change
-    does (``tools.plan.chart_versions``, the CRDs compared from ``chart_cache``, by default the chart cache)."""
+    """Replacements of the changed resources, state lost with removed ones, what each chart version change does
+    (``tools.plan.chart_versions``, the CRDs compared from ``chart_cache``, by default the chart cache), and what a
+    changed MicroK8s setup step, a grown Prometheus volume or a vCluster's new backing store does
+    (``tools.plan.host_steps``, ``prometheus_volume``, ``vcluster_store``)."""
     before = {resource["urn"]: resource for resource in old.get("resources", [])}
     after = {resource["urn"]: resource for resource in new.get("resources", [])}
     findings: list[Finding] = []
@@ -145,7 +150,11 @@ def pulumi_findings(diff: PlanDiff, old: Mapping[str, Any], new: Mapping[str, An
                      if change.path == f'labels["{MIG_CONFIG_LABEL}"]']
         upgrade, inputs = eks_version_findings(resource, subject, inputs)
         rollout, inputs = launch_template_findings(resource, subject, inputs)
-        findings += upgrade + rollout + chart_version_findings(resource, subject, inputs, chart_cache_dir(chart_cache))
+        setup, inputs = host_step_findings(resource, subject, inputs)
+        findings += upgrade + rollout + setup + chart_version_findings(resource, subject, inputs,
+                                                                       chart_cache_dir(chart_cache))
+        findings += (store_change_findings(before[changed.urn], resource, subject)
+                     + prometheus_volume_findings(resource, subject, inputs))
         if not inputs:
             continue
         paths = replacing_paths(resource, [change.path for change in inputs], new)
