@@ -173,8 +173,8 @@ class Backup:
 
 
 BACKUP = Block(title="scheduled snapshots of every team", optional_when_empty=True, intro=(
-    "Opt-in (left out or `{}`: none). Every team's virtual cluster is snapshotted on a schedule into one S3 bucket, with the access key "
-    "set as the secrets `backupAccessKeyId` and `backupSecretAccessKey`. What a snapshot holds and how a team is "
+    "Opt-in (left out or `{}`: none). Every team's virtual cluster is snapshotted on a schedule into one S3 bucket, "
+    "with the access key set as the secrets `backupAccessKeyId` and `backupSecretAccessKey`. What a snapshot holds and how a team is "
     "restored: [operations](operations-data.md#backing-up-and-restoring-a-team)."), keys=(
     Key("url", Text(form="s3://BUCKET[/PREFIX]", max_length=1024, checks=(
         Check("s3://.*", "is not an s3:// bucket URL: vCluster's snapshots go to S3 (or an S3-compatible store, "
