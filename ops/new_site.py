@@ -317,6 +317,8 @@ def _print_next_steps(site: str, source: str, document: dict, platform: Any, dro
     for secret in other:
         print(f"  {secret_command(secret, site)}")
     print(f"  python -m tools.plan {site}        # review what would be created, offline")
+    print(f"  python -m tools.charts pull --stack {site} && python -m tools.plan {site} --render-charts "
+          "--fail-on-findings   # and check it against the real charts (what they add, e.g. pods past a node's)")
     print(f"  pulumi preview --stack {site}")
     print(f"  pulumi up --stack {site}           # the first deployment (CI's deploy job does it after merge)")
 

@@ -211,6 +211,7 @@ def test_an_eks_site_from_the_microk8s_stack(project, capsys):
     assert platform.cluster.kind == "eks" and "microk8s" not in stack_config(project, "cloud")[PROJECT_PREFIX + "cluster"]
     assert "AWS credentials for eu-west-1" in out
     assert "gpu-tenancy:kubeconfig" not in out and "sshPrivateKey" not in out
+    assert "python -m tools.plan cloud --render-charts --fail-on-findings" in out
     # The lab box's runner reached the box, not the cloud: it goes with the kind, and the output says so.
     assert PROJECT_PREFIX + "ci" not in stack_config(project, "cloud")
     assert "(removed: the runner that reached the source's host)" in out

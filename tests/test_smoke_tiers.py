@@ -229,3 +229,12 @@ def test_the_plan_summary_names_the_pod_each_teams_smoke_test_sends(sites, site,
     section = summary[summary.index("### Access per tenant"):]
     row = next(line for line in section.splitlines() if line.startswith(f"| `{team}`"))
     assert f"GPU pod (`{ASKS[(site, team)]}`, nvidia-smi)" in row
+
+
+def test_a_team_without_an_endpoint_is_told_the_host_still_judges_its_refusal(sites):
+    # ops.smoke still sends such a team's host-refusal pod (a dry run as its syncer); the row said only "skipped".
+    summary = render_summary(build_plan(sites["dev"][1], "smoke-dev"))
+    section = summary[summary.index("### Access per tenant"):]
+    row = next(line for line in section.splitlines() if line.startswith("| `team-nlp`"))
+    assert "inside the vCluster skipped: no endpoint" in row
+    assert "on the host, as the team's syncer (dry run), a pod in queue `team-" in row and "must be refused" in row

@@ -30,9 +30,11 @@ def access_section(index: PlanIndex) -> list[str]:
         endpoint = registered.get("endpoint")
         # The pod ops.smoke sends: it asks in the team's tier's terms, from the same isolation the stack exports.
         ask = gpu_ask(registered.get("isolation") or {}, SEED_GPU_FRACTION)
+        refused = f"a pod in queue {code(other)} must be refused"
         smoke = (f"GPU pod (`{ask.describe()}`, nvidia-smi) and an unmodified Deployment in queue "
-                 f"{code(queue)}; a pod in queue {code(other)} must be refused") if endpoint else \
-            "skipped: no endpoint (`--vcluster-kubeconfig` after `vcluster connect`)"
+                 f"{code(queue)}; {refused}") if endpoint else \
+            (f"inside the vCluster skipped: no endpoint (`--vcluster-kubeconfig` after `vcluster connect`); on the "
+             f"host, as the team's syncer (dry run), {refused}")
         rows.append([code(str(registered.get("team") or "—")),
                      code(endpoint) if endpoint else "none (`vcluster connect` through the host)",
                      _identity(registered), smoke])
