@@ -42,7 +42,9 @@ from config.model_host import (
     PID_EVICTION_THRESHOLD, STACK_TAG, SYSTEM_PID_RESERVE, EksHost, HostProfile, MicroK8sHost,
 )
 from config.system_pool_capacity import system_nodes_output
-from config.vocabulary import HOST_COMPONENT, MANAGED_BY, NODE_PROFILE_LABEL
+from config.vocabulary import (
+    AUDIT_LOG_STEP, HOST_COMPONENT, KUBELET_ARGS_STEP, MANAGED_BY, NODE_PROFILE_LABEL, NVIDIA_ADDON_STEP,
+)
 
 # `microk8s enable nvidia` returns before its Helm release has necessarily created the ClusterPolicy.
 ADDON_CHECK_ATTEMPTS = 30
@@ -146,20 +148,20 @@ class HostCluster(pulumi.ComponentResource):
         # eviction thresholds (components/node_pids.py). A changed limit or reserve changes `create`, which
         # pulumi-command runs again as an update (no delete in between); destroy takes the flags out again.
         reserve = host.system_reserved_memory
-        pids = run("pod-pids-limit", set_kubelet_settings_command(sudo, pod_pids_limit, reserve, ready),
+        pids = run(KUBELET_ARGS_STEP, set_kubelet_settings_command(sudo, pod_pids_limit, reserve, ready),
                    delete=remove_kubelet_settings_command(sudo, reserve, ready), after=[hold])
         audit = []
         if host.audit_log.enabled:
             # Before any addon and anything of the platform, so the log holds every request that built the site; after
             # the process limits, so the two kubelite restarts do not overlap (components/apiserver_audit.py).
-            audit.append(run("apiserver-audit-log", set_audit_log_command(sudo, host.audit_log, ready),
+            audit.append(run(AUDIT_LOG_STEP, set_audit_log_command(sudo, host.audit_log, ready),
                              delete=remove_audit_log_command(sudo, ready), after=[pids]))
         # Addons are left enabled on destroy: storage and DNS may serve more than this platform.
         dns = run("enable-dns", f"{ready} && {sudo}microk8s enable dns", after=[pids, *audit])
         storage = run("enable-hostpath-storage", f"{ready} && {sudo}microk8s enable hostpath-storage", after=[dns])
         steps = [storage]
         if host.enable_nvidia_addon:
-            steps.append(run("enable-nvidia",
+            steps.append(run(NVIDIA_ADDON_STEP,
                              f"{ready} && {sudo}microk8s enable nvidia "
                              f"--gpu-operator-version {host.nvidia_addon_operator_version} && "
                              f"{addon_operator_check(sudo)}", after=[storage]))

@@ -118,3 +118,9 @@ POD_SIZE_ADMISSION_COMPONENT = "gpu-tenancy:platform:PodSizeAdmission"
 
 # The GPU share the reference walk-throughs give each team; the smoke test's seed pod asks for it.
 SEED_GPU_FRACTION = "0.33"
+
+# The MicroK8s setup steps a running site runs again when their command changes (components/host.py names its
+# Commands `<host>-<step>`; tools/plan/host_steps.py says what each does to a running box).
+NVIDIA_ADDON_STEP = "enable-nvidia"
+KUBELET_ARGS_STEP = "pod-pids-limit"
+AUDIT_LOG_STEP = "apiserver-audit-log"

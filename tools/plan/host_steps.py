@@ -17,15 +17,12 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping
 
+from config.vocabulary import AUDIT_LOG_STEP, KUBELET_ARGS_STEP, NVIDIA_ADDON_STEP
 from tools.plan.diff import MISSING, Change
 from tools.plan.running_site import DISRUPTS, NOT_APPLIED, Finding
 
 COMMAND_TYPES = ("command:local:Command", "command:remote:Command")
 CREATE = "create"
-# The steps' names after the host's (components/host.py: ``<host>-<step>``).
-NVIDIA_ADDON_STEP = "enable-nvidia"
-KUBELET_ARGS_STEP = "pod-pids-limit"
-AUDIT_LOG_STEP = "apiserver-audit-log"
 
 _OPERATOR_VERSION = re.compile(r"--gpu-operator-version\s+(\S+)")
 # A flag with its value as the step writes it into an args file (``--pod-max-pids=16384``), quotes and shell
