@@ -17,7 +17,7 @@ from config.gpu_pool_pods import gpu_pool_pod_notes
 from config.image_registries import unlisted_registries_notes
 from config.hosts import MICROK8S_STORAGE_CLASS
 from config.model import Cluster, Platform
-from config.model_host import PID_EVICTION_THRESHOLD, SYSTEM_PID_RESERVE
+from config.model_host import DEFAULT_SYSTEM_MEMORY_RESERVE, PID_EVICTION_THRESHOLD, SYSTEM_PID_RESERVE
 from config.sharing import TIME_SLICED
 
 # The control plane's volume claim values (chart values under vcluster.extraValues).
@@ -39,7 +39,7 @@ def review_notes(platform: Platform) -> list[str]:
     notes = _time_sliced_accounting_notes(platform) + unlisted_registries_notes(
         platform.teams[0].vcluster.allowed_registries)  # a stack-only key: every team has the stack's list
     if platform.cluster.kubeconfig is not None:
-        notes.append(_site_pids_note(platform.cluster.pod_pids_limit))
+        notes += [_site_pids_note(platform.cluster.pod_pids_limit), _site_memory_reserve_note()]
     notes += _unchecked_kubernetes_notes(platform.cluster) + _unknown_instance_type_notes(platform.cluster) \
         + system_pool_notes(platform.cluster) \
         + _unscaled_bounds_notes(platform.cluster) + api_endpoint_notes(platform.cluster, platform.ci) \
@@ -159,6 +159,18 @@ def _site_pids_note(limit: int) -> str:
             "use up a node's process IDs and stop the other teams' pods there from starting processes; without the "
             "reserve and the threshold several of its pods still can, and the kubelet and containerd with them. A "
             "kubelet's running values show in `kubectl get --raw /api/v1/nodes/NODE/proxy/configz`.")
+
+
+def _site_memory_reserve_note() -> str:
+    """A kubeconfig host's kubelets are the site's, and the kubelet keeps no memory from pods unless told to."""
+    return ("cluster.kind is kubeconfig, so this stack does not keep any of the nodes' memory from pods: reserve, on "
+            "every node tenant pods run on, memory for the kubelet, the container runtime and the node's own services "
+            "(KubeletConfiguration systemReserved or kubeReserved memory, none unless set; this program gives a "
+            f"MicroK8s box {DEFAULT_SYSTEM_MEMORY_RESERVE}, cluster.microk8s.systemReservedMemory), with "
+            "enforceNodeAllocatable keeping `pods` (the kubelet's default). Without it, memory a tenant pod holds "
+            "that killing no process frees (a memory-backed emptyDir, SysV shared memory) can send the kernel's OOM "
+            "killer past every pod to the kubelet, the runtime, or etcd on a node that runs it. The reserve shows in "
+            "`kubectl describe node` as Capacity less Allocatable.")
 
 
 def time_sliced_keys(platform: Platform) -> list[tuple[str, Optional[str]]]:

@@ -163,3 +163,13 @@ def test_the_plan_summary_shows_the_boxs_reserve_and_what_a_change_does(eks_run)
     assert "**12Gi**" in line and "restarts kubelite" in line and "Allocatable" in line
     # EKS nodes keep nodeadm's kubeReserved memory (tests/test_node_pids.py); the program writes no reserve there.
     assert "`systemReserved` `memory`" not in render_summary(build_plan(eks_run, "test"))
+
+
+def test_an_existing_cluster_is_told_its_kubelets_keep_no_memory_from_pods_unless_the_site_reserves_it():
+    config = put(put(project_dev_config(), "cluster", {"kind": "kubeconfig"}), "gpuOperator.mode", "install")
+    notes = load_platform(config, secrets_set={"kubeconfig"}).notes
+    note = next(note for note in notes if "keep any of the nodes' memory" in note)
+    assert "systemReserved or kubeReserved memory" in note and DEFAULT_SYSTEM_MEMORY_RESERVE in note
+    assert "enforceNodeAllocatable" in note and "memory-backed emptyDir" in note
+    # A MicroK8s box gets its reserve from the program, an EKS node from nodeadm: no such note there.
+    assert not any("keep any of the nodes' memory" in note for note in load_platform(project_dev_config()).notes)

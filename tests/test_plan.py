@@ -237,9 +237,10 @@ def test_warnings_and_notes_are_in_the_summary_and_printed_in_full(tmp_path):
     document = json.loads((tmp_path / plan.PLAN_FILE).read_text())
     summary = (tmp_path / plan.SUMMARY_FILE).read_text()
     command = "pulumi config set --secret gpu-tenancy:kubeconfig --stack onprem < path/to/kubeconfig"
-    assert [w for w in document["warnings"] if command in w] and len(document["notes"]) == 2
-    # The nodes of an existing cluster are the site's: the note names their per-pod process limit.
+    assert [w for w in document["warnings"] if command in w] and len(document["notes"]) == 3
+    # The nodes of an existing cluster are the site's: the notes name their per-pod process limit and memory reserve.
     assert [n for n in document["notes"] if "podPidsLimit: 16384" in n]
+    assert [n for n in document["notes"] if "systemReserved or kubeReserved memory" in n]
     for text in document["warnings"] + document["notes"]:
         assert f"- {text}" in summary and text in stdout
 
