@@ -215,6 +215,12 @@ def test_only_the_shipped_dns_wears_the_dns_label(tenant):
     debugged["spec"]["ephemeralContainers"] = [{"name": "shell", "image": "busybox:1.36",
                                                 "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]}]
     assert "reserved-values" in rules(tenant.update(dns, debugged, subresource="ephemeralcontainers"))
+    # vCluster syncs a later image change (diff.go calcContainerImageDiff): the label would then open the host's
+    # DNS to any image the tenant picks.
+    seen, host = running(tenant, dns_pod(shipped))
+    swapped = copy.deepcopy(seen)
+    swapped["spec"]["containers"][0]["image"] = "busybox:1.36"
+    assert "reserved-values" in rules(tenant.update(host, syncer_update(host, seen, swapped, tenant.team)))
 
 
 def test_a_device_list_reference_to_a_configmap_kai_does_not_make_is_refused(tenant):
