@@ -29,6 +29,9 @@ from config.vocabulary import PROJECT_PREFIX
 _CORE = "tag:yaml.org,2002:"
 # Tags a resolver gives untagged nodes; any other tag was written explicitly (``!!binary``, ``!Ref``).
 _IMPLICIT_TAGS = {_CORE + name for name in ("str", "int", "float", "bool", "null", "timestamp", "map", "seq")}
+# The tag of an unquoted ``<<`` key: a merge of other maps' entries into this one (YAML 1.1's merge key type, which
+# Pulumi's reader keeps).
+_MERGE = _CORE + "merge"
 
 # The YAML 1.2 core schema (spec 10.3.2), which is what Pulumi's Go YAML reader implements.
 _NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
@@ -125,7 +128,11 @@ def _build(node: Node, key: str, issues: list[ConfigIssue], config_level: bool) 
         return None
     if isinstance(node, MappingNode):
         result: dict[Any, Any] = {}
+        merged: list[Node] = []
         for key_node, value_node in node.value:
+            if key_node.tag == _MERGE:
+                merged = _merge_sources(value_node, key, issues)
+                continue
             name = _build(key_node, key, issues, False)
             if isinstance(name, (dict, list)) or name is None:
                 issues.append(ConfigIssue(key or "(document)", name, "has a key that is not a plain word",
@@ -138,6 +145,9 @@ def _build(node: Node, key: str, issues: list[ConfigIssue], config_level: bool) 
                                           "keep one of the two entries"))
                 continue
             result[name] = _build(value_node, path, issues, key == "" and name == "config")
+        for source in merged:
+            for name, value in _build(source, key, issues, config_level).items():
+                result.setdefault(name, value)
         return result
     if isinstance(node, SequenceNode):
         return [_build(item, _child(key, index), issues, False) for index, item in enumerate(node.value)]
@@ -149,6 +159,17 @@ def _build(node: Node, key: str, issues: list[ConfigIssue], config_level: bool) 
     if problem is not None:
         issues.append(problem)
     return value
+
+
+def _merge_sources(node: Node, key: str, issues: list[ConfigIssue]) -> list[Node]:
+    """The maps a merge key (``<<: *defaults``) takes entries from, first one first: Pulumi's YAML reader
+    (gopkg.in/yaml.v3) takes a map or a list of maps there, and a map's own keys win over merged ones."""
+    sources = node.value if isinstance(node, SequenceNode) else [node]
+    if all(isinstance(source, MappingNode) for source in sources):
+        return sources
+    issues.append(ConfigIssue(key or "(document)", "<<", "a merge key (<<) must name a map or a list of maps",
+                              "point it at an anchored map (<<: *defaults) or a list of them ([*a, *b])"))
+    return []
 
 
 def _plain(node: Node) -> Any:

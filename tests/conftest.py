@@ -194,7 +194,9 @@ MIRRORED_TAGS = {
     # The YAML 1.1 resolver Helm reads chart manifests with (sigs.k8s.io/yaml over go-yaml v2; its go.mod at each
     # Helm tag above says which), for the names a template writes unquoted (tests/test_yaml_names_contract.py).
     "kubernetes-sigs/yaml": ("v1.4.0",),
-    "yaml/go-yaml": ("v2.4.4",),
+    # ... and go-yaml v3, which the Pulumi CLI reads stack files with (its sdk/go.mod at the pulumi/pulumi tag above):
+    # how it merges `<<` keys (config/stack_file.py, tests/test_stack_file_merge.py).
+    "yaml/go-yaml": ("v2.4.4", "v3.0.1"),
     # The Cluster Autoscaler a site states it runs (cluster.eks.autoscaler), its newest release: how it tells a GPU node
     # and learns a managed node group's labels and taints (tests/test_autoscaler_contract.py).
     "kubernetes/autoscaler": ("cluster-autoscaler-1.36.1",),
