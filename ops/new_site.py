@@ -40,7 +40,7 @@ from config.stack_file import StackFileError, read_stack_file, stack_names  # no
 from ops.sites import platform_of, site_of  # noqa: E402
 from ops.stack_edit import (
     ABSENT, Assignment, UsageError, apply, dump_yaml, format_path, is_secure, parse_assignment, parse_path,
-    project_name, qualify, resolve_top,
+    project_name, qualify, resolve_top, shell_quote_hints,
 )
 
 __all__ = ["UsageError", "format_path", "parse_assignment", "parse_path", "main", "run"]
@@ -209,6 +209,8 @@ def run(site: str, source: str, sets: Sequence[str], project_dir: Path) -> int:
     except ConfigError as error:
         print(f"error: the config for {site} (from {source} with {len(changes)} change(s)) is invalid; "
               f"nothing was written.\n{error}", file=sys.stderr)
+        for hint in shell_quote_hints(error.issues, assignments):
+            print(f"  {hint}", file=sys.stderr)
         return 2
 
     output = {name: config if name == "config" else value for name, value in document.items()
@@ -231,7 +233,8 @@ def run(site: str, source: str, sets: Sequence[str], project_dir: Path) -> int:
         print(f"note: {note}", file=sys.stderr)
     print(f"Wrote {target} from stack {source} ({len(changes)} change(s)).")
     for path, old, new in changes:
-        print(f"  {path}: {_show(old)} -> {_show(new)}")
+        print(f"  {path}: {_show(new)} (unchanged: {source} has it too)" if old == new
+              else f"  {path}: {_show(old)} -> {_show(new)}")
     _print_next_steps(site, source, document, platform, dropped)
     return 0
 

@@ -14,6 +14,7 @@ from typing import Any, Optional, Sequence, Union
 import yaml
 
 from config import ConfigError
+from config.errors import ConfigIssue
 from config.secrets import SECRET_KEYS
 from config.vocabulary import PROJECT
 from config.stack_file import StackFileError, core_value, parse_value
@@ -192,7 +193,9 @@ def parse_assignment(text: str) -> Assignment:
                          "--set 'organization.displayName=\"ML: research\"'") from None
     except ConfigError as error:
         raise UsageError(f"--set {text!r}: " + "; ".join(f"{issue.problem}. Fix: {issue.fix}"
-                                                        for issue in error.issues)) from None
+                                                        for issue in error.issues)
+                         + "".join(f"; {SHELL_QUOTES} {quoted_set(text)}"
+                                   for issue in error.issues[:1] if "quote it" in issue.fix)) from None
     if value is None and raw_value.strip() not in YAML_NULLS:
         # A Slack channel (#gpu-platform) would silently become nothing: YAML starts a comment at '#'.
         raise UsageError(f"--set {text!r}: YAML reads {raw_value!r} as nothing ('#' starts a comment); quote "
@@ -205,6 +208,23 @@ def parse_assignment(text: str) -> Assignment:
     except UsageError as error:
         raise UsageError(f"--set {text!r}: {error}") from None
     return Assignment(text, segments, value)
+
+
+# Why a value a message asks to quote needs two pairs of quotes on a command line.
+SHELL_QUOTES = "the shell takes the quotes off before YAML reads the value, so write"
+
+
+def quoted_set(text: str) -> str:
+    """``--set PATH=VALUE`` with VALUE quoted for YAML inside quotes for the shell."""
+    _, end = parse_path(text)
+    return f"--set '{text[:end]}=\"{text[end + 1:]}\"'"
+
+
+def shell_quote_hints(issues: Sequence[ConfigIssue], assignments: Sequence[Assignment]) -> list[str]:
+    """How to write each --set whose value an issue of the whole config asks to quote."""
+    return [f"{key}: {SHELL_QUOTES} {quoted_set(assignment.text)}" for assignment in assignments
+            if (key := project_name(format_path(assignment.path)))
+            and any(issue.key == key and "quote it" in issue.fix for issue in issues)]
 
 
 def _kind(value: object) -> str:

@@ -202,6 +202,15 @@ def test_switching_to_kubeconfig_drops_the_old_kind_and_lists_the_kubeconfig_sec
     assert platform_of(stack_config(project, "onprem"), {"kubeconfig"}).cluster.kubeconfig.gpus == 4
 
 
+def test_a_set_that_writes_the_sources_own_value_is_not_shown_as_a_change(project, capsys):
+    # The docs' onprem example sets the runner dev already has (the kind switch would drop it otherwise).
+    assert new(project, "onprem", "dev", "cluster.kind=kubeconfig", "gpuOperator.mode=install",
+               "ci.runner=[self-hosted, gpu-lab]") == 0
+    out = capsys.readouterr().out
+    assert "gpu-tenancy:ci.runner: [self-hosted, gpu-lab] (unchanged: dev has it too)" in out
+    assert "gpu-tenancy:cluster.kind: microk8s -> kubeconfig" in out and "->  [self-hosted" not in out
+
+
 def test_an_eks_site_from_the_microk8s_stack(project, capsys):
     assert new(project, "cloud", "dev", "cluster.kind=eks", "cluster.eks.region=eu-west-1",
                "cluster.eks.gpuNodeGroups=[{name: gpu, instanceTypes: [g5.xlarge], maxSize: 1}]",

@@ -31,6 +31,19 @@ def test_values_yaml_1_1_reads_differently_are_refused_with_the_fix(text, fix):
     with pytest.raises(new_site.UsageError) as raised:
         new_site.parse_assignment(text)
     assert fix in str(raised.value) and "YAML 1.2" in str(raised.value)
+    # The quotes the fix asks for must survive the shell: a trial's `--set x="010"` reached YAML as 010 again.
+    path, _, value = text.partition("=")
+    assert f"""--set '{path}="{value}"'""" in str(raised.value)
+    assert new_site.parse_assignment(f'{path}="{value}"').value == value
+
+
+def test_a_value_the_config_wants_as_text_is_told_how_to_quote_it_past_the_shell(project, capsys):
+    assert new(project, "k134", "eks", "cluster.eks.kubernetesVersion=1.34") == 2
+    err = capsys.readouterr().err
+    assert 'quote it so YAML keeps it as written, e.g. "1.34"' in err
+    assert """cluster.eks.kubernetesVersion: the shell takes the quotes off""" in err
+    assert """--set 'cluster.eks.kubernetesVersion="1.34"'""" in err and "k134" not in stack_files(project)
+    assert new(project, "k134", "eks", 'cluster.eks.kubernetesVersion="1.34"') == 0
 
 
 @pytest.mark.parametrize("text", ["observability.alerting.slackChannel=#gpu-platform", "x= # note"])
