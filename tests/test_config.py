@@ -127,9 +127,12 @@ def test_the_host_capacity_counts_time_slice_replicas_as_kai_does():
 
 
 def test_gpus_guaranteed_to_no_team_on_mig_slices_are_counted_and_named_as_kai_counts_them():
-    # One p4d.24xlarge (8 A100s) split all-1g.5gb is 56 KAI units: the note must not call them 56 GPUs.
+    # One p4d.24xlarge (8 A100s) split all-1g.5gb is 56 KAI units: the note must not call them 56 GPUs. A mig team
+    # asks for the slices (else no team could use them, which is warned instead).
     config = put(eks_config(), "cluster.eks.gpuNodeGroups[0]", {**_eks_group("p4d.24xlarge", 1),
                                                                 "migConfig": "all-1g.5gb"})
+    config = put(config, "teams[0].isolation", {"tier": "mig", "migProfile": "1g.5gb"})
+    config = put(config, "teams[0].resources.gpu", {"quota": 1, "limit": 1})
     config = put(config, "organization.resources.gpu.quota", 3)
     [note] = [n for n in load_platform(config).notes if "guaranteed to no team" in n]
     guaranteed = sum(team["resources"]["gpu"]["quota"] for team in config["teams"])

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from config import load_platform
-from config.isolation import mig_slices
+from config.mig_slices import mig_slices
 from config.mig import MIG_LAYOUTS, kai_units, kai_units_per_gpu
 from tests.config_spec import rejected
 from tests.conftest import dev_config
