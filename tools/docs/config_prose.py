@@ -111,8 +111,9 @@ beyond a single value:
   their requests or by the pods each node may run (nodeadm's maxPods of the instance type; the deployability
   check counts every pod the charts add, [operations](operations-running.md#the-system-nodes)); `gpuOperator.toolkitEnabled: true`
   on EKS (the AMI ships the toolkit); an org GPU quota, or team GPU quotas under an unlimited org quota,
-  adding up to more GPUs than the host has, counted as KAI counts them (each MIG slice, and each
-  time-slice replica of a card on the time-sliced profile, is one), or the GPU quotas of the teams kept on
+  adding up to more GPUs than the host has, counted as KAI counts them (a MIG slice by its compute
+  units, a 3g slice as 3; each time-slice replica of a card on the time-sliced profile as one), or the
+  GPU quotas of the teams kept on
   some of several EKS GPU node groups adding up to more than those groups hold; MIG slices of a `mixed` pool
   that no `mig` team pinned there asks for, which no team can use; teams that can run only on
   GPU node groups of `minSize: 0`, stranded when those scale to zero; team `cpu` or `memory` quotas (derived from their `vcluster.resourceQuota` unless
