@@ -223,8 +223,10 @@ def pin_teams(reader: Reader, teams: list[Team], cluster: Optional[Cluster], gpu
     if cluster is None:
         return teams
     pinned, split = [], bool(mig_pools(cluster))
-    for team in teams:
-        pool = team_pool(team, cluster) if team.isolation.tier is not None else None
+    for index, team in enumerate(teams):
+        # A nodePool refused (no such group, not an eks host) pins nothing: placement judges the nodeLabels as written.
+        pool = team_pool(team, cluster) if team.isolation.tier is not None \
+            and not _reported(reader, f"teams[{index}].isolation.nodePool") else None
         if pool is not None and team.vcluster.node_labels is not None:
             labels = {**team.vcluster.node_labels, POOL_LABEL: pool}
             team = dataclasses.replace(team, vcluster=dataclasses.replace(team.vcluster, node_labels=labels),
