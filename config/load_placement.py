@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from config.model import Platform, Team
+from config.mig_pools import team_pool
+from config.model import Cluster, Platform, Team
 from config.model_host import HostProfile
 from config.placement import placement, pool_labels
 from config.reader import Reader, within
@@ -25,6 +26,34 @@ def _selector_fix(host: HostProfile) -> str:
         return (f"select a GPU node group by {POOL_LABEL}: <its name>, or every GPU group by {ROLE_LABEL}: gpu "
                 f"(the node groups and their labels: {pool_labels(host)})")
     return "remove nodeLabels (the host's node carries none of the program's labels) or use labels its node has"
+
+
+def check_pool_labels(reader: Reader, cluster: Optional[Cluster], teams: list[Team], raw_teams: object) -> None:
+    """A team's own nodeLabels naming a pool (``gpu-tenancy/pool``) other than its isolation.nodePool (or a mig
+    team's only MIG-split pool): pin_teams would put the pool's label over the written one, and the team would run
+    where its nodeLabels say it does not. A pool label in the stack's nodeLabels is a default for every team, which a
+    team's nodePool refines, as a team's own nodeLabels replace it."""
+    groups_read = cluster is not None and not any(within(issue.key, "cluster.eks.gpuNodeGroups")
+                                                  for issue in reader.issues)
+    for index, team in enumerate(teams):
+        labels, key = team.vcluster.node_labels, _own_key(raw_teams, index, "nodeLabels")
+        pool_key = f"teams[{index}].isolation.nodePool"
+        if labels is None or team.isolation.tier is None or not key.startswith("teams[") \
+                or any(within(issue.key, pool_key) for issue in reader.issues):
+            continue
+        written, pool = labels.get(POOL_LABEL), team.isolation.node_pool
+        if pool is None and groups_read:
+            pool = team_pool(team, cluster)
+        if written is None or pool is None or written == pool:
+            continue
+        if team.isolation.node_pool is not None:
+            reader.fail(pool_key, pool, f"contradicts {key}, whose {POOL_LABEL} is {written}: the nodePool would "
+                        f"silently replace it, and the team's pods would run on pool {pool}, not {written}",
+                        f"keep one: set nodePool to {written}, or remove {POOL_LABEL} from {key} (nodePool adds it)")
+        else:
+            reader.fail(key, dict(labels), f"selects pool {written} by {POOL_LABEL}, but the team is mig and its "
+                        f"slices are on {pool}, the only MIG-split pool, whose label would silently replace it",
+                        f"remove {POOL_LABEL} from {key} (the team's pods run on pool {pool})")
 
 
 def check_placement(reader: Reader, host: Optional[HostProfile], teams: list[Team], raw_teams: object) -> None:

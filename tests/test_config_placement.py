@@ -14,6 +14,7 @@ from config.stack_file import PROJECT_DIR, read_stack_file
 from config.vocabulary import project_config
 from ops import new_site
 from tests.config_spec import dev_config, eks_config, issue, put, rejected
+from tests.isolation_spec import isolation_config
 from tools.plan import cli as plan_cli
 
 EKS_STACK = project_config(read_stack_file(PROJECT_DIR / "Pulumi.eks.yaml")["config"])
@@ -215,3 +216,28 @@ def test_a_node_pool_the_inherited_node_labels_do_not_select_is_refused_at_the_n
     found = issue(rejected(config), "teams[1].isolation.nodePool", "big")
     assert "vcluster.nodeLabels {'example.com/tier': 'gold'}" in found.problem and "select only gpu" in found.problem
     assert found.fix.startswith("pin the team to one of gpu, or give it nodeLabels of its own")
+
+
+def test_a_node_pool_contradicting_the_teams_own_pool_label_is_refused_naming_both_keys():
+    # nodePool used to win silently over the team's own gpu-tenancy/pool label (found on a trial site).
+    config = put(_two_pools(), "teams[0].isolation", {"nodePool": "gpu"})
+    put(config, "teams[0].vcluster", {"nodeLabels": {"gpu-tenancy/pool": "big"}})
+    error = rejected(config)
+    assert error.keys == ["teams[0].isolation.nodePool"]
+    found = issue(error, "teams[0].isolation.nodePool", "gpu")
+    assert "contradicts teams[0].vcluster.nodeLabels, whose gpu-tenancy/pool is big" in found.problem
+    assert "set nodePool to big" in found.fix
+    assert "remove gpu-tenancy/pool from teams[0].vcluster.nodeLabels" in found.fix
+    # Labels that agree load; so does a pool label in the stack's nodeLabels, the default a team's nodePool refines.
+    put(config, "teams[0].vcluster", {"nodeLabels": {"gpu-tenancy/pool": "gpu"}})
+    assert load_platform(config).teams[0].vcluster.node_labels == {"gpu-tenancy/pool": "gpu"}
+    config = put(put(config, "teams[0].vcluster", {}), "vcluster.nodeLabels", {"gpu-tenancy/pool": "big"})
+    assert load_platform(config).teams[0].vcluster.node_labels == {"gpu-tenancy/pool": "gpu"}
+
+
+def test_a_mig_teams_own_pool_label_naming_another_pool_than_its_mig_pool_is_refused():
+    config = isolation_config()
+    config["teams"][0]["isolation"].pop("nodePool")  # the only MIG-split pool, h100, is implied
+    put(config, "teams[0].vcluster", {"nodeLabels": {"gpu-tenancy/pool": "l40s"}})
+    found = issue(rejected(config), "teams[0].vcluster.nodeLabels", {"gpu-tenancy/pool": "l40s"})
+    assert "the only MIG-split pool" in found.problem and "h100" in found.fix
