@@ -33,6 +33,7 @@ from config.load_operators import (GPU_OPERATOR, KAI_SCHEDULER, cdi_warnings, ch
 from config.load_placement import check_placement, check_pool_labels, placement_warnings
 from config.load_teams import ORGANIZATION, TEAMS, VCLUSTER_NAME_CHECKS, VCLUSTER_NAME_LENGTH, read_organization, \
     read_team
+from config.mig_pools import time_sliced_mig_warnings
 from config.mirror_registries import check_mirrors
 from config.mirrors import MIRRORS, read_mirrors
 from config.load_vcluster import DEFAULT_VCLUSTER, VCLUSTER, read_vcluster
@@ -299,7 +300,7 @@ def _check_layout(reader: Reader, cluster: Optional[Cluster], gpu_operator: GpuO
 
 
 def _warnings(platform: Platform) -> list[str]:
-    warnings = []
+    warnings = time_sliced_mig_warnings(platform.cluster, platform.gpu_operator)
     time_sliced = time_sliced_keys(platform) if platform.kai_scheduler.gpu_sharing else []
     for _, group in time_sliced:
         if group is None:

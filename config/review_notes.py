@@ -171,9 +171,11 @@ def time_sliced_keys(platform: Platform) -> list[tuple[str, Optional[str]]]:
     if platform.gpu_operator.time_slicing.default_profile == TIME_SLICED:
         places.append(("gpuOperator.timeSlicing.defaultProfile", None))
     if platform.cluster.eks is not None:
+        # A MIG-split group's nodes advertise no nvidia.com/gpu to replicate: the profile does nothing there
+        # (config/mig_pools.py, time_sliced_mig_warnings; under single it is refused).
         places += [(f"cluster.eks.gpuNodeGroups[{index}].sharingProfile", group.name)
                    for index, group in enumerate(platform.cluster.eks.gpu_node_groups)
-                   if group.sharing_profile == TIME_SLICED]
+                   if group.sharing_profile == TIME_SLICED and group.mig_config is None]
     return places
 
 

@@ -60,7 +60,9 @@ beyond a single value:
   `desiredSize`, or its `maxSize` with `cluster.eks.autoscaler: cluster-autoscaler`.
 - **Time-slicing + KAI sharing warning**: `kaiScheduler.gpuSharing` is on while the default
   profile, or an EKS group's `sharingProfile`, is `time-sliced`. KAI would count every replica as
-  a whole GPU and then split it again, so one card could be promised several times over.
+  a whole GPU and then split it again, so one card could be promised several times over. On a group
+  split into MIG slices (`migConfig`, `mixed` strategy) the warning says instead that the profile has no
+  effect: the device plugin replicates only `nvidia.com/gpu`, which such a node does not advertise.
 - **One GPU Operator**: `cluster.microk8s.enableNvidiaAddon: true` requires
   `gpuOperator.mode: microk8s-addon`.
 - **Pinned versions**: a chart version must be one of the chart's releases the program was checked
