@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from typing import Optional
 
-from config.mig import kai_units_per_gpu, pool_slices, resource_name
+from config.mig import kai_units_per_gpu, layout, pool_slices, resource_name
 from config.model import Cluster, Platform, TimeSlicing
 from config.model_host import GpuNodeGroup
 from config.sharing import TIME_SLICED
@@ -82,16 +82,33 @@ def accelerator_label_value(instance_types: tuple[str, ...]) -> str:
 
 @dataclass(frozen=True)
 class GpuCapacity:
-    """The most GPUs the host can have by its config: the cards, and what KAI counts of them (queue quotas' unit)."""
+    """The most GPUs the host can have by its config: the cards, and what KAI counts of them (queue quotas' unit),
+    with the cards KAI counts otherwise than one each: those split into MIG slices (and their slices and the
+    compute units KAI counts them by) and those on the time-sliced profile."""
     gpus: float
     kai_units: float
+    split_cards: float = 0
+    slices: float = 0
+    split_units: float = 0
+    sliced_cards: float = 0
+
+    def __add__(self, other: GpuCapacity) -> GpuCapacity:
+        return GpuCapacity(*(mine + theirs for mine, theirs in zip(astuple(self), astuple(other))))
 
     def describe(self) -> str:
-        """The count in KAI's units (the quotas' unit), saying so when they are not whole cards."""
+        """The count in KAI's units (the quotas' unit), with how the cards add up to it when they are not whole."""
         if self.kai_units == self.gpus:
             return f"{self.gpus:g} GPU(s)"
-        return (f"{self.kai_units:g} GPU(s) as KAI counts them ({self.gpus:g} card(s): each MIG slice, and each "
-                "time-slice replica of a card on the time-sliced profile, counts as one)")
+        whole = self.gpus - self.split_cards - self.sliced_cards
+        sliced_units = self.kai_units - whole - self.split_units
+        parts = [f"{whole:g} unsplit card(s) x 1 = {whole:g}"] if whole else []
+        if self.split_cards:
+            parts.append(f"{self.split_cards:g} card(s) split into {self.slices:g} MIG slice(s), each counted by its "
+                         f"compute units (a 3g slice as 3) = {self.split_units:g}")
+        if self.sliced_cards:
+            parts.append(f"{self.sliced_cards:g} card(s) on the time-sliced profile x "
+                         f"{sliced_units / self.sliced_cards:g} replicas = {sliced_units:g}")
+        return f"{self.kai_units:g} GPU(s) as KAI counts them ({self.gpus:g} card(s): {'; '.join(parts)})"
 
 
 def known_gpu_capacity(cluster: Cluster, time_slicing: TimeSlicing) -> Optional[GpuCapacity]:
@@ -102,12 +119,12 @@ def known_gpu_capacity(cluster: Cluster, time_slicing: TimeSlicing) -> Optional[
     """
     box = cluster.microk8s or cluster.kubeconfig
     if box is not None:
-        return None if box.gpus is None else GpuCapacity(box.gpus, box.gpus * _replicas(time_slicing, None))
+        return None if box.gpus is None else _unsplit(box.gpus, _replicas(time_slicing, None))
     if cluster.eks is not None:
         groups = [group_gpu_capacity(group, time_slicing) for group in cluster.eks.gpu_node_groups]
         if any(group is None for group in groups):
             return None
-        return GpuCapacity(sum(group.gpus for group in groups), sum(group.kai_units for group in groups))
+        return sum(groups, GpuCapacity(0, 0))
     return None
 
 
@@ -125,8 +142,14 @@ def group_gpu_capacity(group: GpuNodeGroup, time_slicing: TimeSlicing) -> Option
     cards = max(per_node) * group.scaling.most_nodes
     if group.mig_config:
         split = min(kai_units_per_gpu(gpu_model(kind), group.mig_config) for kind in group.instance_types)
-        return GpuCapacity(cards, cards * split)
-    return GpuCapacity(cards, cards * _replicas(time_slicing, group.sharing_profile))
+        slices = min(sum(layout(gpu_model(kind), group.mig_config).values()) for kind in group.instance_types)
+        return GpuCapacity(cards, cards * split, split_cards=cards, slices=cards * slices, split_units=cards * split)
+    return _unsplit(cards, _replicas(time_slicing, group.sharing_profile))
+
+
+def _unsplit(cards: float, replicas: int) -> GpuCapacity:
+    """Cards without MIG: each counted once, or as its replicas on the time-sliced profile."""
+    return GpuCapacity(cards, cards * replicas, sliced_cards=cards if replicas > 1 else 0)
 
 
 def _replicas(time_slicing: TimeSlicing, profile: Optional[str]) -> int:

@@ -40,7 +40,7 @@ def gpu_pool_warnings(platform: Platform) -> list[str]:
                   and team.isolation.tier != MIG and team.resources.gpu.quota != -1]
         guaranteed = sum(team.resources.gpu.quota for team in inside)
         capacities = [whole[pool][1] for pool in usable]
-        held = GpuCapacity(sum(found.gpus for found in capacities), sum(found.kai_units for found in capacities))
+        held = sum(capacities, GpuCapacity(0, 0))
         # A set over only through a smaller set already warned of says nothing new until that is fixed.
         if guaranteed <= held.kai_units + GPU_EPSILON or any(smaller <= pools for smaller in reported):
             continue

@@ -10,7 +10,8 @@
 
 ``check_isolation`` adds one issue per wrong combination (naming the key and the fix); ``pin_teams`` puts a
 team's pool into its vCluster node labels; ``isolation_warnings`` compares the MIG slices promised to the
-slices present ("promised vs present", like the GPU count warnings of config/load.py).
+slices present ("promised vs present", like the GPU count warnings of config/load.py) and names the slices no team
+can use (config/mig_slices.py).
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ import dataclasses
 from typing import Optional
 
 from config import versions
-from config.capacity import GPU_EPSILON, GPUS_PER_INSTANCE_TYPE
+from config.capacity import GPU_EPSILON
 from config.errors import MISSING
-from config.mig import MIG_WITHOUT_LAYOUTS, PROFILE_PATTERN, kai_units, layout, pool_slices, supports_mig
+from config.mig import MIG_WITHOUT_LAYOUTS, PROFILE_PATTERN, kai_units, layout, supports_mig
 from config.mig_pools import MIG_INSTANCE_FAMILIES, check_pool, layout_valid, mig_pools, node_groups, pool_models, \
     sharing_profile, slices_as_gpus, team_pool
+from config.mig_slices import mig_slices, unused_slices_warnings
 from config.model import EXCLUSIVE, MEMORY_CAPPED, MIG, SHARED, Cluster, GpuOperator, KaiScheduler, Platform, Team
 from config.model_host import GpuNodeGroup
 from config.reader import Reader, within
@@ -221,8 +223,10 @@ def pin_teams(reader: Reader, teams: list[Team], cluster: Optional[Cluster], gpu
     if cluster is None:
         return teams
     pinned, split = [], bool(mig_pools(cluster))
-    for team in teams:
-        pool = team_pool(team, cluster) if team.isolation.tier is not None else None
+    for index, team in enumerate(teams):
+        # A nodePool refused (no such group, not an eks host) pins nothing: placement judges the nodeLabels as written.
+        pool = team_pool(team, cluster) if team.isolation.tier is not None \
+            and not _reported(reader, f"teams[{index}].isolation.nodePool") else None
         if pool is not None and team.vcluster.node_labels is not None:
             labels = {**team.vcluster.node_labels, POOL_LABEL: pool}
             team = dataclasses.replace(team, vcluster=dataclasses.replace(team.vcluster, node_labels=labels),
@@ -239,19 +243,6 @@ def with_isolation(gpu_operator: GpuOperator, kai: KaiScheduler, cluster: Cluste
     """The operator sets the MIG strategy where a pool is split; KAI turns hamicore on for memory-capped teams."""
     return (dataclasses.replace(gpu_operator, mig_split=bool(mig_pools(cluster))),
             dataclasses.replace(kai, hamicore=any(team.isolation.tier == MEMORY_CAPPED for team in teams)))
-
-
-def mig_slices(platform: Platform) -> list[tuple[str, str, int, float, list[str]]]:
-    """Per MIG-split pool and profile: (pool, profile, slices present at its most nodes, slices promised, teams)."""
-    rows = []
-    for group in mig_pools(platform.cluster):
-        gpus = max(GPUS_PER_INSTANCE_TYPE.get(kind, 0) for kind in group.instance_types) * group.scaling.most_nodes
-        for profile, count in pool_slices(pool_models(group), group.mig_config).items():
-            teams = [team for team in platform.teams if team.isolation.tier == MIG
-                     and team.isolation.mig_profile == profile and team_pool(team, platform.cluster) == group.name]
-            promised = sum(max(team.resources.gpu.quota, 0) / kai_units(profile) for team in teams)
-            rows.append((group.name, profile, gpus * count, promised, [team.name for team in teams]))
-    return rows
 
 
 def _only_on_mixed_mig_pools(platform: Platform) -> list[str]:
@@ -368,6 +359,7 @@ def isolation_warnings(platform: Platform) -> list[str]:
             warnings.append(f"teams {', '.join(teams)} are promised {promised:g} {profile} MIG slice(s) on pool {pool}, "
                             f"but it has at most {present} by its config ({nodes} × GPUs × slices per GPU): the "
                             "guarantees cannot all be met at once.")
+    warnings += unused_slices_warnings(platform)
     stranded = _only_on_mixed_mig_pools(platform)
     if stranded:
         warnings.append(f"team(s) {', '.join(stranded)} are guaranteed GPUs but every GPU pool their pods can reach is "

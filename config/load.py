@@ -30,9 +30,10 @@ from config.load_balancer_tags import check_load_balancer_tags, load_balancer_ta
 from config.load_host import CI, CLUSTER, read_ci, read_cluster
 from config.load_operators import (GPU_OPERATOR, KAI_SCHEDULER, cdi_warnings, check_nodes_deliver_cdi_devices,
                                    read_gpu_operator, read_kai, shared_cluster_role_warnings)
-from config.load_placement import check_placement, placement_warnings
+from config.load_placement import check_placement, check_pool_labels, placement_warnings
 from config.load_teams import ORGANIZATION, TEAMS, VCLUSTER_NAME_CHECKS, VCLUSTER_NAME_LENGTH, read_organization, \
     read_team
+from config.mig_pools import time_sliced_mig_warnings
 from config.mirror_registries import check_mirrors
 from config.mirrors import MIRRORS, read_mirrors
 from config.load_vcluster import DEFAULT_VCLUSTER, VCLUSTER, read_vcluster
@@ -138,6 +139,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     check_virtual_clusters(reader, stack_vcluster, teams, mirrors, kai.gpu_sharing)
     check_isolation(reader, cluster, gpu_operator, kai, teams)
     check_image_volumes(reader, cluster, teams)
+    check_pool_labels(reader, cluster, teams, root.raw("teams"))
     teams = pin_teams(reader, teams, cluster, gpu_operator)
     check_placement(reader, host, teams, root.raw("teams"))
     teams = resolve_access(reader, cluster, teams)
@@ -298,7 +300,7 @@ def _check_layout(reader: Reader, cluster: Optional[Cluster], gpu_operator: GpuO
 
 
 def _warnings(platform: Platform) -> list[str]:
-    warnings = []
+    warnings = time_sliced_mig_warnings(platform.cluster, platform.gpu_operator)
     time_sliced = time_sliced_keys(platform) if platform.kai_scheduler.gpu_sharing else []
     for _, group in time_sliced:
         if group is None:

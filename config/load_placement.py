@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Optional
 
-from config.model import Platform, Team
+from config.mig_pools import team_pool
+from config.model import Cluster, Platform, Team
 from config.model_host import HostProfile
 from config.placement import placement, pool_labels
-from config.reader import Reader
+from config.reader import Reader, within
 from config.vocabulary import POOL_LABEL, ROLE_LABEL
 
 
@@ -27,40 +28,109 @@ def _selector_fix(host: HostProfile) -> str:
     return "remove nodeLabels (the host's node carries none of the program's labels) or use labels its node has"
 
 
+def check_pool_labels(reader: Reader, cluster: Optional[Cluster], teams: list[Team], raw_teams: object) -> None:
+    """A team's own nodeLabels naming a pool (``gpu-tenancy/pool``) other than its isolation.nodePool (or a mig
+    team's only MIG-split pool): pin_teams would put the pool's label over the written one, and the team would run
+    where its nodeLabels say it does not. A pool label in the stack's nodeLabels is a default for every team, which a
+    team's nodePool refines, as a team's own nodeLabels replace it."""
+    groups_read = cluster is not None and not any(within(issue.key, "cluster.eks.gpuNodeGroups")
+                                                  for issue in reader.issues)
+    for index, team in enumerate(teams):
+        labels, key = team.vcluster.node_labels, _own_key(raw_teams, index, "nodeLabels")
+        pool_key = f"teams[{index}].isolation.nodePool"
+        if labels is None or team.isolation.tier is None or not key.startswith("teams[") \
+                or any(within(issue.key, pool_key) for issue in reader.issues):
+            continue
+        written, pool = labels.get(POOL_LABEL), team.isolation.node_pool
+        if pool is None and groups_read:
+            pool = team_pool(team, cluster)
+        if written is None or pool is None or written == pool:
+            continue
+        if team.isolation.node_pool is not None:
+            reader.fail(pool_key, pool, f"contradicts {key}, whose {POOL_LABEL} is {written}: the nodePool would "
+                        f"silently replace it, and the team's pods would run on pool {pool}, not {written}",
+                        f"keep one: set nodePool to {written}, or remove {POOL_LABEL} from {key} (nodePool adds it)")
+        else:
+            reader.fail(key, dict(labels), f"selects pool {written} by {POOL_LABEL}, but the team is mig and its "
+                        f"slices are on {pool}, the only MIG-split pool, whose label would silently replace it",
+                        f"remove {POOL_LABEL} from {key} (the team's pods run on pool {pool})")
+
+
 def check_placement(reader: Reader, host: Optional[HostProfile], teams: list[Team], raw_teams: object) -> None:
     """A node selector that matches no node pool, or only pools whose taints the tenant does not tolerate,
-    leaves every pod of the tenant Pending: refused at the key that decides it (a team's or the stack's)."""
+    leaves every pod of the tenant Pending: refused at the key that decides it (a team's or the stack's), with that
+    key's own value. Teams whose selectors come from one key and read alike share one message."""
     if host is None or host.node_pools is None:
         return
     if any(issue.key in ("cluster", "cluster.kind", "cluster.eks") or issue.key.startswith("cluster.eks.gpuNodeGroups")
            for issue in reader.issues):
         return  # the node groups were not read: where pods can run is not known
-    unplaced: dict[tuple[str, str], list[Team]] = {}
+    unplaced: dict[tuple[str, str, str], tuple[object, list[Team], Optional[str]]] = {}
     for index, team in enumerate(teams):
         settings = team.vcluster
         if team.name is None or settings.node_labels is None or settings.enforce_tolerations is None:
             continue
         where = placement(host, settings.node_labels, settings.enforce_tolerations)
-        if not where.matching:
-            unplaced.setdefault(("nodeLabels", _own_key(raw_teams, index, "nodeLabels")), []).append(team)
-        elif not where.runnable:
-            unplaced.setdefault(("enforceTolerations", _own_key(raw_teams, index, "enforceTolerations")),
-                                []).append(team)
-    for (name, key), stranded in unplaced.items():
-        who = ", ".join(team.name for team in stranded)
-        settings = stranded[0].vcluster
-        if name == "nodeLabels":
-            reader.fail(key, dict(settings.node_labels),
-                        f"selects no node pool of this {host.kind} host, so every pod of team(s) {who} (their DNS "
-                        "included) would stay Pending", _selector_fix(host))
+        if where.matching:
+            if not where.runnable:
+                key = _own_key(raw_teams, index, "enforceTolerations")
+                value = list(settings.enforce_tolerations)
+                unplaced.setdefault(("enforceTolerations", key, repr((value, settings.node_labels))),
+                                    (value, [], None))[1].append(team)
             continue
-        pools = placement(host, settings.node_labels, settings.enforce_tolerations).matching
-        taints = sorted({f"{taint.key}={taint.value}:{taint.effect}" for pool in pools for taint in pool.taints})
-        reader.fail(key, list(settings.enforce_tolerations),
-                    f"tolerates none of the taints ({', '.join(taints)}) of the node pools vcluster.nodeLabels "
-                    f"selects ({', '.join(pool.name for pool in pools)}), so every pod of team(s) {who} would stay "
-                    "Pending", "keep nvidia.com/gpu:NoSchedule in enforceTolerations (the default), or select an "
-                    "untainted pool with nodeLabels")
+        # The pool pin_teams added to the selector (none where the team's nodePool has a problem of its own).
+        pinned = None if any(within(issue.key, f"teams[{index}].isolation.nodePool") for issue in reader.issues) \
+            else team.isolation.node_pool
+        key, value, pool = _unmatched_key(host, raw_teams, index, team, pinned)
+        unplaced.setdefault(("nodeLabels", key, repr(value)), (value, [], pool))[1].append(team)
+    for (name, key, _), (value, stranded, pool) in unplaced.items():
+        who = ", ".join(team.name for team in stranded)
+        pending = f"so every pod of team(s) {who} (their DNS included) would stay Pending"
+        if name == "enforceTolerations":
+            settings = stranded[0].vcluster  # the group's teams share their labels and tolerations
+            pools = placement(host, settings.node_labels, settings.enforce_tolerations).matching
+            taints = sorted({f"{taint.key}={taint.value}:{taint.effect}" for pool in pools for taint in pool.taints})
+            reader.fail(key, value, f"tolerates none of the taints ({', '.join(taints)}) of the node pools "
+                        f"nodeLabels {dict(settings.node_labels)} select ({', '.join(pool.name for pool in pools)}), "
+                        f"{pending}",
+                        "keep nvidia.com/gpu:NoSchedule in enforceTolerations (the default), or select an "
+                        "untainted pool with nodeLabels")
+        elif key.endswith(".nodePool"):
+            labels = _written_labels(stranded[0], value)
+            found = ", ".join(found.name for found in placement(host, labels, ()).matching)
+            reader.fail(key, value, f"pool {value} does not carry the labels of vcluster.nodeLabels {labels}, which "
+                        f"the team inherits and which select only {found}: together they select no node pool, "
+                        f"{pending}", f"pin the team to one of {found}, or give it nodeLabels of its own that "
+                        f"pool {value} carries (teams[<n>].vcluster.nodeLabels; the node pools and their labels: "
+                        f"{pool_labels(host)})")
+        else:
+            added = f" (with {POOL_LABEL}: {pool} from isolation.nodePool)" if pool else ""
+            reader.fail(key, value, f"selects no node pool of this {host.kind} host{added}, {pending}",
+                        _selector_fix(host))
+
+
+def _written_labels(team: Team, pinned: Optional[str]) -> dict[str, str]:
+    """The team's selector as its nodeLabels key holds it: without the pool label its nodePool pinned."""
+    labels = dict(team.vcluster.node_labels)
+    if pinned is not None and labels.get(POOL_LABEL) == pinned:
+        del labels[POOL_LABEL]
+    return labels
+
+
+def _unmatched_key(host: HostProfile, raw_teams: object, index: int, team: Team,
+                   pinned: Optional[str]) -> tuple[str, object, Optional[str]]:
+    """The key a selector that matches no pool comes from, its value, and the pool isolation.nodePool pinned.
+
+    The nodeLabels as written when they select nothing alone. Else the pinned pool contradicts them: the team's own
+    nodeLabels (the whole selector, pool included, as vCluster gets it), or, when it inherits the stack's, which
+    other teams use, its nodePool."""
+    key = _own_key(raw_teams, index, "nodeLabels")
+    labels = _written_labels(team, pinned)
+    if labels == dict(team.vcluster.node_labels) or not placement(host, labels, ()).matching:
+        return key, labels, None
+    if key.startswith("teams["):
+        return key, dict(team.vcluster.node_labels), pinned
+    return f"teams[{index}].isolation.nodePool", pinned, pinned
 
 
 def placement_warnings(platform: Platform) -> list[str]:

@@ -106,7 +106,8 @@ tier (`[memory-limit]`, `[hami-core]`, `[mig-profile]`, `[whole-gpus]` rules).""
     Key("nodePool", Text(dns_label=True), None, "GPU node pool (`cluster.eks.gpuNodeGroups[].name`) the team's pods "
         "are pinned to.", example="a100", default_note="every GPU pool; for `mig` the only MIG-split pool",
         details="Adds `gpu-tenancy/pool: <nodePool>` to the team's `vcluster.nodeLabels`, so vCluster syncs only that "
-                "pool's nodes and pins every pod of the team there.",
+                "pool's nodes and pins every pod of the team there. A `gpu-tenancy/pool` in the team's own "
+                "`vcluster.nodeLabels` naming another pool is refused; one in the stack's is a default it refines.",
         fix="set it to the name of one of cluster.eks.gpuNodeGroups"),
 ))
 

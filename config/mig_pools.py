@@ -112,3 +112,23 @@ def sharing_profile(group: GpuNodeGroup, gpu_operator: GpuOperator) -> str:
 def slices_as_gpus(group: GpuNodeGroup, gpu_operator: GpuOperator) -> bool:
     """Each nvidia.com/gpu of the group's nodes is a MIG slice (the single strategy), not a card."""
     return group.mig_config is not None and gpu_operator.mig_strategy == "single"
+
+
+def time_sliced_mig_warnings(cluster: Cluster, gpu_operator: GpuOperator) -> list[str]:
+    """A MIG-split group set to the time-sliced profile under the mixed strategy (single refuses it, check_pool).
+
+    The profile has no effect there. The device plugin replicates only the resource names its
+    ``sharing.timeSlicing.resources`` lists, ours being ``nvidia.com/gpu`` (config/sharing.py), and skips a name the
+    node has no device of (``updateDeviceMapWithReplicas``); under a MIG strategy it leaves every MIG-enabled GPU out
+    of ``nvidia.com/gpu`` (``buildGPUDeviceMap``), and the layout splits every GPU of the node, so only
+    ``nvidia.com/mig-<profile>`` is advertised, one pod a slice (k8s-device-plugin internal/rm/device_map.go at v0.20.0,
+    the GPU Operator v26.7.0 chart's devicePlugin.version, and alike at v0.17.0, v24.9.0's). Nor does KAI count
+    replicas or place fractions there (config/mig_slices.py)."""
+    if gpu_operator.mig_strategy != "mixed":
+        return []
+    return [f"cluster.eks.gpuNodeGroups[{index}].sharingProfile is {TIME_SLICED}, but group {group.name} is split "
+            f"into MIG slices ({group.mig_config}) under the mixed strategy, where the profile has no effect: the "
+            "device plugin time-slices only nvidia.com/gpu, which a node whose GPUs are all split does not advertise, "
+            "so each nvidia.com/mig-<profile> slice still goes to one pod. Fix: set it to exclusive, or remove it."
+            for index, group in node_groups(cluster).values()
+            if group.mig_config is not None and group.sharing_profile == TIME_SLICED]

@@ -15,6 +15,7 @@ from config.cpu_memory_capacity import cpu_memory_notes
 from config.eks_support import eks_support_notes
 from config.gpu_pool_pods import gpu_pool_pod_notes
 from config.image_registries import unlisted_registries_notes
+from config.mig_slices import unused_mig_slices
 from config.hosts import MICROK8S_STORAGE_CLASS
 from config.model import Cluster, Platform
 from config.model_host import DEFAULT_SYSTEM_MEMORY_RESERVE, PID_EVICTION_THRESHOLD, SYSTEM_PID_RESERVE
@@ -49,11 +50,14 @@ def review_notes(platform: Platform) -> list[str]:
         + _unbounded_claims_notes(platform) + _unbounded_control_plane_notes(platform) + named_issuer_notes(platform)
     capacity = known_gpu_capacity(platform.cluster, platform.gpu_operator.time_slicing)
     guaranteed = sum(max(team.resources.gpu.quota, 0) for team in platform.teams)
+    # MIG slices no team can use are not there to be had over quota either (warned by config/mig_slices.py).
+    unused = sum(found.kai_units for found in unused_mig_slices(platform))
     if capacity and all(team.resources.gpu.quota != -1 for team in platform.teams) \
-            and capacity.kai_units - guaranteed >= 0.5:
-        notes.append(f"{capacity.kai_units - guaranteed:g} of {capacity.describe()} are guaranteed to no team (the "
-                     f"teams' gpu quotas add up to {guaranteed:g}): teams only get them over quota, by priority and "
-                     "overQuotaWeight.")
+            and capacity.kai_units - unused - guaranteed >= 0.5:
+        besides = f"; besides {unused:g} in MIG slices no team can use" if unused else ""
+        notes.append(f"{capacity.kai_units - unused - guaranteed:g} of {capacity.describe()} are guaranteed to no team "
+                     f"(the teams' gpu quotas add up to {guaranteed:g}{besides}): teams only get them over quota, by "
+                     "priority and overQuotaWeight.")
     return notes
 
 
@@ -179,9 +183,11 @@ def time_sliced_keys(platform: Platform) -> list[tuple[str, Optional[str]]]:
     if platform.gpu_operator.time_slicing.default_profile == TIME_SLICED:
         places.append(("gpuOperator.timeSlicing.defaultProfile", None))
     if platform.cluster.eks is not None:
+        # A MIG-split group's nodes advertise no nvidia.com/gpu to replicate: the profile does nothing there
+        # (config/mig_pools.py, time_sliced_mig_warnings; under single it is refused).
         places += [(f"cluster.eks.gpuNodeGroups[{index}].sharingProfile", group.name)
                    for index, group in enumerate(platform.cluster.eks.gpu_node_groups)
-                   if group.sharing_profile == TIME_SLICED]
+                   if group.sharing_profile == TIME_SLICED and group.mig_config is None]
     return places
 
 

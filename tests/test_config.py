@@ -9,10 +9,13 @@ test_stack_file.py, sharing profiles in test_sharing.py.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from config import load_platform
 from config.capacity import gpu_model
+from config.mig import MIG_LAYOUTS, kai_units_per_gpu
 from tests.config_spec import assert_rejected, dev_config, eks_config, issue, put, rejected
 
 
@@ -127,13 +130,42 @@ def test_the_host_capacity_counts_time_slice_replicas_as_kai_does():
 
 
 def test_gpus_guaranteed_to_no_team_on_mig_slices_are_counted_and_named_as_kai_counts_them():
-    # One p4d.24xlarge (8 A100s) split all-1g.5gb is 56 KAI units: the note must not call them 56 GPUs.
+    # One p4d.24xlarge (8 A100s) split all-1g.5gb is 56 KAI units: the note must not call them 56 GPUs. A mig team
+    # asks for the slices (else no team could use them, which is warned instead).
     config = put(eks_config(), "cluster.eks.gpuNodeGroups[0]", {**_eks_group("p4d.24xlarge", 1),
                                                                 "migConfig": "all-1g.5gb"})
+    config = put(config, "teams[0].isolation", {"tier": "mig", "migProfile": "1g.5gb"})
+    config = put(config, "teams[0].resources.gpu", {"quota": 1, "limit": 1})
     config = put(config, "organization.resources.gpu.quota", 3)
     [note] = [n for n in load_platform(config).notes if "guaranteed to no team" in n]
     guaranteed = sum(team["resources"]["gpu"]["quota"] for team in config["teams"])
-    assert note.startswith(f"{56 - guaranteed:g} of 56 GPU(s) as KAI counts them (8 card(s): each MIG slice")
+    assert note.startswith(f"{56 - guaranteed:g} of 56 GPU(s) as KAI counts them (8 card(s): 8 card(s) split into "
+                           "56 MIG slice(s), each counted by its compute units (a 3g slice as 3) = 56)")
+
+
+_COUNTED = re.compile(r"at most (\d+) GPU\(s\) as KAI counts them \((\d+) card\(s\): (\d+) unsplit card\(s\) x 1 = "
+                      r"(\d+); (\d+) card\(s\) split into (\d+) MIG slice\(s\), each counted by its compute units "
+                      r"\(a 3g slice as 3\) = (\d+); (\d+) card\(s\) on the time-sliced profile x (\d+) replicas = "
+                      r"(\d+)\)")
+
+
+def test_the_kai_count_says_what_it_counts_and_its_parts_add_up():
+    # A trial site (p4d all-balanced beside T4s) read "each MIG slice ... counts as one" under 56 units of 32 slices:
+    # KAI counts a slice by its compute units. Here 2 T4 cards, 8 A100s split all-balanced (2 x 1g.5gb, 2g.10gb,
+    # 3g.20gb: 4 slices, 7 units a card) and a g4dn.12xlarge's 4 cards at 2 time-slice replicas.
+    config = put(eks_config(), "cluster.eks.gpuNodeGroups", [
+        _eks_group("g4dn.xlarge", 2), {**_eks_group("p4d.24xlarge", 1), "name": "a100", "migConfig": "all-balanced"},
+        {**_eks_group("g4dn.12xlarge", 1), "name": "sliced", "sharingProfile": "time-sliced"}])
+    config = put(config, "teams[0].isolation", {"tier": "mig", "migProfile": "1g.5gb"})
+    config = put(config, "teams[0].resources.gpu", {"quota": 1, "limit": 1})
+    [warning] = _org_capacity_warnings(config, 67)
+    total, cards, whole, whole_units, split, slices, split_units, sliced, replicas, sliced_units = map(
+        int, _COUNTED.search(warning).groups())
+    balanced = MIG_LAYOUTS["A100-40GB"]["all-balanced"]
+    assert (split, slices, split_units) == (8, 8 * sum(balanced.values()), 8 * kai_units_per_gpu("A100-40GB",
+                                                                                                "all-balanced"))
+    assert (whole, whole_units, sliced, replicas, sliced_units) == (2, 2, 4, 2, 8)
+    assert cards == whole + split + sliced == 14 and total == whole_units + split_units + sliced_units == 66
 
 
 @pytest.mark.parametrize("profile, gpu_sharing, warns", [

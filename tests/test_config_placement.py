@@ -14,6 +14,7 @@ from config.stack_file import PROJECT_DIR, read_stack_file
 from config.vocabulary import project_config
 from ops import new_site
 from tests.config_spec import dev_config, eks_config, issue, put, rejected
+from tests.isolation_spec import isolation_config
 from tools.plan import cli as plan_cli
 
 EKS_STACK = project_config(read_stack_file(PROJECT_DIR / "Pulumi.eks.yaml")["config"])
@@ -174,3 +175,69 @@ def test_a_team_pinned_to_a_group_that_may_scale_to_zero_is_warned_though_anothe
     # Teams that may also use the group that stays are not stranded.
     put(config, f"teams[{len(config['teams']) - 1}].isolation", {})
     assert not [w for w in load_platform(config).warnings if "minSize 0" in w]
+
+
+def _two_pools() -> dict:
+    config = eks_config()
+    groups = config["cluster"]["eks"]["gpuNodeGroups"]
+    groups.append({**groups[0], "name": "big", "instanceTypes": ["g4dn.12xlarge"]})
+    return config
+
+
+@pytest.mark.parametrize("make, keys", [
+    # An EKS team pinned to a node group that does not exist (trial t8badpool).
+    (lambda: put(eks_config(), "teams[1].isolation", {"nodePool": "l40s"}),
+     ["teams[1].isolation.nodePool"]),
+    # Two MicroK8s teams pinned to two pools (trial t9twopools): nodePool is for eks hosts only.
+    (lambda: put(put(dev_config(), "teams[0].isolation", {"nodePool": "pool-a"}), "teams[1].isolation",
+                 {"nodePool": "pool-b"}), ["teams[0].isolation.nodePool", "teams[1].isolation.nodePool"]),
+], ids=["eks-no-such-group", "microk8s-two-pools"])
+def test_a_refused_node_pool_is_one_problem_not_also_a_selector_matching_no_pool(make, keys):
+    # The refused pool was still pinned into the selector, and a second error blamed vcluster.nodeLabels, which
+    # neither stack sets, showing the first team's pool for both teams.
+    assert rejected(make()).keys == keys
+
+
+def test_a_selector_matching_no_pool_shows_its_own_key_value_not_another_teams_pool():
+    config = put(_two_pools(), "vcluster.nodeLabels", {"example.com/tier": "gold"})
+    put(put(config, "teams[0].isolation", {"nodePool": "gpu"}), "teams[1].isolation", {"nodePool": "big"})
+    error = rejected(config)
+    assert error.keys == ["vcluster.nodeLabels"]
+    found = issue(error, "vcluster.nodeLabels", {"example.com/tier": "gold"})
+    assert "team(s) team-nlp, team-vision, team-recommender" in found.problem
+
+
+def test_a_node_pool_the_inherited_node_labels_do_not_select_is_refused_at_the_node_pool():
+    # The stack's nodeLabels select pool gpu for every team; one team pinned to big selects nothing. The stack key
+    # serves the other teams: the team's nodePool is what contradicts it.
+    config = put(put(_two_pools(), "cluster.eks.gpuNodeGroups[0].labels", {"example.com/tier": "gold"}),
+                 "vcluster.nodeLabels", {"example.com/tier": "gold"})
+    put(config, "teams[1].isolation", {"nodePool": "big"})
+    found = issue(rejected(config), "teams[1].isolation.nodePool", "big")
+    assert "vcluster.nodeLabels {'example.com/tier': 'gold'}" in found.problem and "select only gpu" in found.problem
+    assert found.fix.startswith("pin the team to one of gpu, or give it nodeLabels of its own")
+
+
+def test_a_node_pool_contradicting_the_teams_own_pool_label_is_refused_naming_both_keys():
+    # nodePool used to win silently over the team's own gpu-tenancy/pool label (found on a trial site).
+    config = put(_two_pools(), "teams[0].isolation", {"nodePool": "gpu"})
+    put(config, "teams[0].vcluster", {"nodeLabels": {"gpu-tenancy/pool": "big"}})
+    error = rejected(config)
+    assert error.keys == ["teams[0].isolation.nodePool"]
+    found = issue(error, "teams[0].isolation.nodePool", "gpu")
+    assert "contradicts teams[0].vcluster.nodeLabels, whose gpu-tenancy/pool is big" in found.problem
+    assert "set nodePool to big" in found.fix
+    assert "remove gpu-tenancy/pool from teams[0].vcluster.nodeLabels" in found.fix
+    # Labels that agree load; so does a pool label in the stack's nodeLabels, the default a team's nodePool refines.
+    put(config, "teams[0].vcluster", {"nodeLabels": {"gpu-tenancy/pool": "gpu"}})
+    assert load_platform(config).teams[0].vcluster.node_labels == {"gpu-tenancy/pool": "gpu"}
+    config = put(put(config, "teams[0].vcluster", {}), "vcluster.nodeLabels", {"gpu-tenancy/pool": "big"})
+    assert load_platform(config).teams[0].vcluster.node_labels == {"gpu-tenancy/pool": "gpu"}
+
+
+def test_a_mig_teams_own_pool_label_naming_another_pool_than_its_mig_pool_is_refused():
+    config = isolation_config()
+    config["teams"][0]["isolation"].pop("nodePool")  # the only MIG-split pool, h100, is implied
+    put(config, "teams[0].vcluster", {"nodeLabels": {"gpu-tenancy/pool": "l40s"}})
+    found = issue(rejected(config), "teams[0].vcluster.nodeLabels", {"gpu-tenancy/pool": "l40s"})
+    assert "the only MIG-split pool" in found.problem and "h100" in found.fix

@@ -6,7 +6,7 @@ import pytest
 
 from config import load_platform
 from config.capacity import GPUS_PER_INSTANCE_TYPE, gpu_model
-from config.isolation import mig_slices
+from config.mig_slices import mig_slices
 from config.mig import MIG_CONFIG_LABEL, MIG_LAYOUTS, kai_units, kai_units_per_gpu
 from tests.config_spec import dev_config, put, rejected
 from tests.isolation_spec import isolation_config
@@ -17,7 +17,10 @@ def test_the_isolation_site_loads_with_each_team_pinned_to_its_pool():
     pools = {team.name: team.vcluster.node_labels["gpu-tenancy/pool"] for team in platform.teams}
     assert pools == {"team-llm": "h100", "team-vision": "h100", "team-nlp": "l40s", "team-train": "l40s"}
     assert platform.kai_scheduler.hamicore and platform.gpu_operator.mig_split
-    assert not any("MIG" in warning for warning in platform.warnings)
+    # Its layout's 2g.20gb slices are no mig team's, and no other team can use them (the only MIG warning).
+    [warning] = [warning for warning in platform.warnings if "MIG" in warning]
+    assert warning.startswith("pool h100's MIG layout all-balanced has slices no mig team pinned to it asks for "
+                              "(8 2g.20gb slice(s) at its desiredSize, 16 GPU(s) as KAI counts them)")
 
 
 def test_mig_slices_promised_and_present():
@@ -118,6 +121,34 @@ def test_a_team_guaranteed_gpus_that_reaches_only_mixed_mig_pools_is_warned():
     config["teams"][1]["isolation"]["migProfile"] = "1g.10gb"
     config["teams"][1]["resources"]["gpu"] = {"quota": 2, "limit": 4}
     assert not [w for w in load_platform(config).warnings if "under the mixed" in w]  # single: whole GPUs fit
+
+
+def test_a_mig_split_pool_no_mig_team_uses_is_warned_as_usable_by_no_team_not_noted_as_spare():
+    # Found opening a trial site: with its mig team removed, the split pool's 56 units were only noted as
+    # "guaranteed to no team: teams only get them over quota", though KAI places no other pod on a mixed MIG node.
+    config = isolation_config()
+    config["teams"] = config["teams"][2:]
+    platform = load_platform(config)
+    [warning] = [w for w in platform.warnings if "no team can use them" in w]
+    assert warning.startswith("pool h100 is split into MIG slices (all-balanced) but no mig team is pinned to it "
+                              "(16 1g.10gb, 8 2g.20gb, 8 3g.40gb slice(s) at its desiredSize, 56 GPU(s) as KAI "
+                              "counts them)")
+    assert "remove cluster.eks.gpuNodeGroups[0].migConfig" in warning and "nodePool h100" in warning
+    # The note counts only what a team can get over quota: the 4 L40S less the 3.5 guaranteed.
+    [note] = [n for n in platform.notes if "guaranteed to no team" in n]
+    assert note.startswith("0.5 of 60 GPU(s)") and "besides 56 in MIG slices no team can use" in note
+    # Under single each slice is an nvidia.com/gpu other teams' pods can take: not warned.
+    config["gpuOperator"] = {**config.get("gpuOperator", {}), "migStrategy": "single"}
+    config["cluster"]["eks"]["gpuNodeGroups"][0]["migConfig"] = "all-1g.10gb"
+    assert not [w for w in load_platform(config).warnings if "no team can use them" in w]
+
+
+def test_profiles_of_a_layout_no_mig_team_asks_for_are_warned_with_a_layout_of_the_asked_ones():
+    config = put(isolation_config(), "teams[1].isolation.migProfile", "1g.10gb")
+    config = put(config, "teams[1].resources.gpu", {"quota": 6, "limit": 12})
+    [warning] = [w for w in load_platform(config).warnings if "no team can use them" in w]
+    assert "(8 2g.20gb, 8 3g.40gb slice(s) at its desiredSize, 40 GPU(s) as KAI counts them)" in warning
+    assert "migConfig to a layout of the profiles its mig teams ask for (1g.10gb; e.g. all-1g.10gb)" in warning
 
 
 def test_a_mig_config_label_set_by_hand_is_refused():

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from config import load_platform
-from config.isolation import mig_slices
+from config.mig_slices import mig_slices
 from config.mig import MIG_LAYOUTS, kai_units, kai_units_per_gpu
 from tests.config_spec import rejected
 from tests.conftest import dev_config
@@ -73,6 +73,27 @@ def test_a_time_sliced_mig_pool_under_single_is_refused(where):
     assert "shared in time" in issues[0].problem and "exclusive" in issues[0].fix
     config["gpuOperator"]["migStrategy"] = "mixed"  # mixed slices are nvidia.com/mig-*, which are not replicated
     load_platform(config)
+
+
+def test_a_time_sliced_mig_pool_under_mixed_is_told_the_profile_does_nothing_not_that_it_oversubscribes():
+    # A trial site got "KAI fractions on top of time-slicing oversubscribe the same card" for a split pool: the device
+    # plugin replicates only nvidia.com/gpu, which a node whose GPUs are all split does not advertise.
+    config = isolation_config()
+    config["cluster"]["eks"]["gpuNodeGroups"][0]["sharingProfile"] = "time-sliced"
+    config["observability"] = {**config.get("observability", {}), "prometheus": "install"}
+    platform = load_platform(config)
+    assert not [w for w in platform.warnings if "oversubscribe" in w or "time-slice replicas" in w]
+    [warning] = [w for w in platform.warnings if "time-sliced" in w]
+    assert warning.startswith("cluster.eks.gpuNodeGroups[0].sharingProfile is time-sliced, but group h100 is "
+                              "split into MIG slices (all-balanced) under the mixed strategy, where the profile has "
+                              "no effect")
+    assert warning.endswith("Fix: set it to exclusive, or remove it.")
+    # Nor are its GPUs said to be charged per replica.
+    assert not [n for n in platform.notes if "time-sliced profile: there the usage metrics" in n]
+    # A pool without MIG on the profile is still warned of: KAI fractions there do oversubscribe its cards.
+    config["cluster"]["eks"]["gpuNodeGroups"][1]["sharingProfile"] = "time-sliced"
+    config["teams"] = config["teams"][:3]  # the exclusive team would be refused on a time-sliced pool
+    assert [w for w in load_platform(config).warnings if "oversubscribe" in w and "l40s" in w]
 
 
 def unpinned_exclusive_beside(strategy: str) -> dict:

@@ -60,7 +60,9 @@ beyond a single value:
   `desiredSize`, or its `maxSize` with `cluster.eks.autoscaler: cluster-autoscaler`.
 - **Time-slicing + KAI sharing warning**: `kaiScheduler.gpuSharing` is on while the default
   profile, or an EKS group's `sharingProfile`, is `time-sliced`. KAI would count every replica as
-  a whole GPU and then split it again, so one card could be promised several times over.
+  a whole GPU and then split it again, so one card could be promised several times over. On a group
+  split into MIG slices (`migConfig`, `mixed` strategy) the warning says instead that the profile has no
+  effect: the device plugin replicates only `nvidia.com/gpu`, which such a node does not advertise.
 - **One GPU Operator**: `cluster.microk8s.enableNvidiaAddon: true` requires
   `gpuOperator.mode: microk8s-addon`.
 - **Pinned versions**: a chart version must be one of the chart's releases the program was checked
@@ -111,15 +113,17 @@ beyond a single value:
   their requests or by the pods each node may run (nodeadm's maxPods of the instance type; the deployability
   check counts every pod the charts add, [operations](operations-running.md#the-system-nodes)); `gpuOperator.toolkitEnabled: true`
   on EKS (the AMI ships the toolkit); an org GPU quota, or team GPU quotas under an unlimited org quota,
-  adding up to more GPUs than the host has, counted as KAI counts them (each MIG slice, and each
-  time-slice replica of a card on the time-sliced profile, is one), or the GPU quotas of the teams kept on
-  some of several EKS GPU node groups adding up to more than those groups hold; teams that can run only on
+  adding up to more GPUs than the host has, counted as KAI counts them (a MIG slice by its compute
+  units, a 3g slice as 3; each time-slice replica of a card on the time-sliced profile as one), or the
+  GPU quotas of the teams kept on
+  some of several EKS GPU node groups adding up to more than those groups hold; MIG slices of a `mixed` pool
+  that no `mig` team pinned there asks for, which no team can use; teams that can run only on
   GPU node groups of `minSize: 0`, stranded when those scale to zero; team `cpu` or `memory` quotas (derived from their `vcluster.resourceQuota` unless
   written) adding up to more than a finite org quota of the same resource, which KAI over-commits silently, or
   to more than a MicroK8s box's stated `cpu` or `memory`; a shared team's fraction of a GPU (in its quota, or a
   limit below 1) while `kaiScheduler.gpuSharing` is off, where pods ask whole GPUs; a team with
   `podSecurity: privileged`. A **note** (information only) says
-  when half a GPU or more of the host is guaranteed to no team.
+  when half a GPU or more of the host is guaranteed to no team (those MIG slices left out).
 - **One problem, one message**: a misspelt key is reported once, without follow-on errors from the
   default it leaves behind (a misspelt `quota` does not also report the `limit`); a clashing team
   name is not reported again for the `vclusterName` and `namespace` derived from it.""".format(
