@@ -101,7 +101,9 @@ beyond a single value:
   error naming its key: `yes`/`no`/`on`/`off` (write `true`/`false`, or quote them for text), a
   date such as `2026-01-01`, `010`, `1e3` or `1_000` (quote them, or write the number plainly). A
   key written twice in one map, explicit YAML tags and broken YAML (reported with file, line and
-  column) are errors too.
+  column) are errors too. Anchors, aliases and merge keys work as the CLI reads them: `- <<: *team`
+  then `name: team-b` gives a second team the first one's settings under its own name (a map's own
+  keys win, then the first map merged; nested maps are taken whole, not merged).
 - **Layouts that cannot work**: an EKS `systemNodeGroup.desiredSize` of 0 (the system group holds
   the only untainted nodes: KAI, the queue-webhook probe and the vCluster control planes run
   there); `gpuOperator.driverEnabled: true` on EKS (the AL2023 NVIDIA AMI ships the driver); a
