@@ -112,7 +112,7 @@ def test_on_eks_no_service_outside_the_team_answers_its_control_plane(stack, ser
 def test_on_eks_the_control_plane_still_reaches_the_api_server_and_what_it_did_outside_the_service_range(stack):
     """The honest paths of the control plane and the snapshot pods: the ``kubernetes`` Service (the first address of
     either range) on 443; an S3 backup store or a public OIDC issuer on 443; and, as before, a private address of the
-    VPC on 443 (docs/security-isolation.md, What remains)."""
+    VPC on 443 (docs/security-isolation.md, The control plane's egress)."""
     team, other = isolated_team_and_another(stack, ACCEPTED_VCLUSTER_TAGS[-1])
     policies = list(tenant_network_policies(team).values())
     api_servers = [Service(f"the kubernetes Service in {block}", "default", {}, 443, 443) for block in SERVICE_RANGES]
