@@ -5,8 +5,9 @@ tests/test_control_plane_egress.py) but for two rules, and a site's backup store
 plane's egress to every address on 443, 8443 and 6443, so a tenant, cluster-admin inside, can make its virtual API
 server open connections there: ``pods/NAME/proxy`` to a pod status it writes, ``services/NAME/proxy`` to Endpoints it
 writes, an APIService or a webhook to an ``ExternalName`` Service or a URL. Here the control plane reaches only the
-host API server's port, and the OIDC issuer's and the site's backup store's at their addresses (the public internet
-unless stated: every other team's control plane serves on 8443, Keycloak's port), besides what vCluster's other rules
+host API server's port (on EKS outside the Service ranges but for the ``kubernetes`` Service: ``api_server_rule``),
+and the OIDC issuer's and the site's backup store's at their addresses (the public internet unless stated: every
+other team's control plane serves on 8443, Keycloak's port), besides what vCluster's other rules
 give it: the host's DNS, its own namespace's control plane and workloads (where a tenant's webhooks and aggregated APIs
 run). vCluster also opens the host's DNS pods to its control plane, DNS and snapshot pods on every port, CoreDNS'
 metrics (9153), health (8080) and readiness (8181) among them; here they reach DNS only, on UDP and TCP (truncated
@@ -77,9 +78,7 @@ def tenant_network_policies(team: Team) -> dict[str, dict]:
     host_dns = host_dns_rules(team)
     # vCluster Platform's agent, as vCluster's own policies admit it (a tenant's pod cannot wear app=loft).
     platform = {"podSelector": {"matchLabels": {"app": "loft"}}, "namespaceSelector": {}}
-    api_server = {"ports": [_tcp(port) for port in api_server_ports(team)],
-                  **({"to": [{"ipBlock": {"cidr": block}} for block in team.vcluster.api_server_addresses]}
-                     if team.vcluster.api_server_addresses else {})}
+    api_server = api_server_rule(team)
     dns_and_api = [{"port": VIRTUAL_DNS_PORT, "protocol": "UDP"}, _tcp(VIRTUAL_DNS_PORT), _tcp(CONTROL_PLANE_PORT)]
     workload, plane = values.get("workload") or {}, values.get("controlPlane") or {}
     store = backup_store_rules(team)
@@ -111,6 +110,21 @@ def tenant_network_policies(team: Team) -> dict[str, dict]:
         "snapshot": _policy(team, values, "snapshot", SNAPSHOT_APP,
                             egress=[{"to": [control_plane]}, *host_dns, api_server, *store], ingress=None),
     }
+
+
+def api_server_rule(team: Team) -> dict:
+    """The egress to the host API server's port: at the addresses the site states, else at every address. Where the
+    network plugin judges egress before a Service's address is translated (EKS' VPC CNI), every address would open
+    every Service listening on that port, another team's vCluster Service (443, its control plane's 8443) among
+    them: there the Service ranges are left out but for the ``kubernetes`` Service's, the first address of each."""
+    ports = [_tcp(port) for port in api_server_ports(team)]
+    if team.vcluster.api_server_addresses:
+        return {"ports": ports, "to": [{"ipBlock": {"cidr": block}} for block in team.vcluster.api_server_addresses]}
+    ranges = team.vcluster.untranslated_service_ranges
+    if not ranges:
+        return {"ports": ports}
+    kubernetes = [{"ipBlock": _single(str(ipaddress.ip_network(block)[1]))} for block in ranges]
+    return {"ports": ports, "to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": list(ranges)}}, *kubernetes]}
 
 
 def backup_store_rules(team: Team) -> list[dict]:

@@ -26,6 +26,7 @@ No Pulumi here.
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 from typing import Optional
 
@@ -78,6 +79,13 @@ MICROK8S_STORAGE_CLASS = "microk8s-hostpath"
 # node port on localhost: whoever holds node port 32000 serves those images.
 MICROK8S_REGISTRY_NODE_PORT = 32000
 EKS_API_SERVER_PORT = 443
+# Where an EKS cluster created without a Service range of its own (components/host.py sets none) takes its Services'
+# addresses: one of these, the `kubernetes` Service at its first address (CreateCluster's
+# kubernetesNetworkConfig.serviceIpv4Cidr, unset). The VPC CNI's policy agent judges a pod's egress at the Service's
+# address and port, before kube-proxy translates them (aws/amazon-network-policy-controller-k8s,
+# pkg/resolvers/endpoints.go getMatchingServiceClusterIPs), so a port opened to every address opens every Service
+# listening on it, whatever pod and port stand behind it.
+EKS_SERVICE_RANGES = ("10.100.0.0/16", "172.20.0.0/16")
 # Created by the platform on EKS (EBS CSI driver, gp3 volumes) and annotated as the default.
 EKS_STORAGE_CLASS = "gp3"
 # The ports an existing cluster's API server most often listens on, when the config names none.
@@ -124,6 +132,7 @@ def host_profile(cluster: Cluster) -> HostProfile:
             # operator, vCluster control planes). CPU pods and DNS of a tenant share the GPU
             # nodes; KAI hides the GPUs from containers it did not allocate one to.
             tenant_node_labels={ROLE_LABEL: GPU_ROLE},
+            untranslated_service_ranges=EKS_SERVICE_RANGES,
             # EKS's AWS cloud provider makes a team's LoadBalancer Services (MicroK8s' MetalLB reads no key a team
             # needs; an existing cluster's implementation is not known).
             load_balancer_annotations=AWS_TEAM_KEYS,
@@ -171,6 +180,9 @@ class HostKindFacts:
 HOST_KIND_FACTS = {
     "microk8s": HostKindFacts((MICROK8S_API_SERVER_PORT,), True, (MICROK8S_STORAGE_CLASS,), MICROK8S_STORAGE_CLASS,
                               True, control_plane_metrics=False),
-    "eks": HostKindFacts((EKS_API_SERVER_PORT,), True, (), None, True, control_plane_metrics=False),
+    # On EKS a control plane's connection to the API server is judged at the kubernetes Service's address.
+    "eks": HostKindFacts((EKS_API_SERVER_PORT,), True, (), None, True, control_plane_metrics=False,
+                         api_server_addresses=tuple(f"{ipaddress.ip_network(block)[1]}/32"
+                                                    for block in EKS_SERVICE_RANGES)),
     "kubeconfig": HostKindFacts(COMMON_API_SERVER_PORTS, False, (), None, False, control_plane_metrics=True),
 }

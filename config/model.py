@@ -124,10 +124,12 @@ class VClusterSettings:
     # Classes a tenant's volume claims may use; empty: the host's volume-claim class below, else any.
     storage_classes: tuple[str, ...] = ()
     # From the host, not from the vcluster block: the class of the control plane's volume
-    # claim (None: the cluster's default) and the API server port its egress must reach.
+    # claim (None: the cluster's default), the API server port its egress must reach, and the Service ranges its
+    # network plugin judges before translation (config/hosts.py).
     storage_class: Optional[str] = None
     api_server_port: Optional[int] = None
     api_server_addresses: tuple[str, ...] = ()
+    untranslated_service_ranges: tuple[str, ...] = ()
     # From KAI's settings: with GPU sharing on, KAI's binder writes ConfigMaps for each fractional pod here.
     gpu_sharing: bool = False
     host_dns: HostDns = HostDns()

@@ -91,6 +91,8 @@ class HostProfile:
     trusted_node_ports: tuple[int, ...] = ()
     # Where the API server's endpoints listen, where the site states it (config/hosts.py); empty: any address.
     api_server_addresses: tuple[str, ...] = ()
+    # The Service ranges where the network plugin judges egress before a Service is translated (config/hosts.py).
+    untranslated_service_ranges: tuple[str, ...] = ()
     # The Service annotations of the host's load-balancer implementation a team given load balancers may set.
     load_balancer_annotations: tuple[str, ...] = ()
 

@@ -32,6 +32,7 @@ import pytest
 
 from components.tenant import vcluster_values
 from components.tenant_network import backup_store_rules, network_policy_values, tenant_network_policies
+from config.hosts import EKS_SERVICE_RANGES
 from ops.sites import platform_of
 from tests.conftest import (
     ACCEPTED_VCLUSTER_TAGS, COMMITTED_STACKS, git, mirrored_tag, real_charts_or_skip, run, stack_config,
@@ -275,6 +276,12 @@ def test_the_programs_policies_are_vclusters_own_but_for_the_api_server_rule(sta
         ports = api_server_ports(stack, team)
         api_rule = {"ports": [{"port": port, "protocol": "TCP"}
                               for port in sorted(ports, key=lambda port: (443, 8443, 6443, port).index(port))]}
+        if team.vcluster.untranslated_service_ranges:
+            # EKS: every address but its Service ranges, and the kubernetes Service's address in each
+            # (tests/test_control_plane_egress_services.py).
+            api_rule["to"] = [{"ipBlock": {"cidr": "0.0.0.0/0", "except": list(EKS_SERVICE_RANGES)}},
+                              *({"ipBlock": {"cidr": f"{ipaddress.ip_network(block)[1]}/32"}}
+                                for block in EKS_SERVICE_RANGES)]
         for role, prefix in {"workloads": "vc-work", "control-plane": "vc-cp", "dns": "vc-kube-dns",
                              "snapshot": "vc-snapshot"}.items():
             expected = chart.pop(f"{prefix}-{team.vcluster_name}")

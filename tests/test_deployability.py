@@ -236,6 +236,21 @@ def test_egress_rules_are_read_with_networkpolicy_semantics(attack_cache, tmp_pa
     assert not errors(objects, sites["microk8s"], "api-server-egress") == reachable
 
 
+def test_on_eks_the_control_plane_must_reach_the_kubernetes_services_address(attack_cache, tmp_path, sites):
+    """The VPC CNI judges the control plane's connection at the kubernetes Service's address (config/hosts.py): a
+    policy that opens 443 everywhere but the Service ranges cuts it off there, whatever it opens elsewhere."""
+    ranges = ["10.100.0.0/16", "172.20.0.0/16"]
+    closed = attack(attack_cache, tmp_path / "closed", {"controlPlane": {
+        "enabled": True, "egressPorts": [443], "egressTo": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ranges}}]}})
+    [finding] = errors(closed, sites["eks"], "api-server-egress")
+    assert "10.100.0.1/32, 172.20.0.1/32, the kubernetes Service's address" in finding.message
+    kubernetes = [{"ipBlock": {"cidr": f"{block[:-4]}1/32"}} for block in ranges]
+    opened = attack(attack_cache, tmp_path / "opened", {"controlPlane": {
+        "enabled": True, "egressPorts": [443],
+        "egressTo": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ranges}}, *kubernetes]}})
+    assert not errors(opened, sites["eks"], "api-server-egress")
+
+
 def test_a_kubeconfig_site_that_states_its_port_is_checked_for_that_port_only(attack_cache, tmp_path):
     """With cluster.kubeconfig.apiServerPort the program opens that port alone (components/tenant_network.py): the
     check holds the control planes to it, as an error, and does not warn about the common ports left closed."""

@@ -205,8 +205,13 @@ def test_microk8s_control_planes_reach_the_api_server_on_16443_only(dev_run):
 
 
 def test_eks_control_planes_reach_the_api_server_on_443_only(eks_run):
-    # vCluster's own rule opened 443, 8443 and 6443 to every address.
-    assert api_server_rules(eks_run, "team-legal", "rag-legal") == [{"ports": [{"port": 443, "protocol": "TCP"}]}]
+    # vCluster's own rule opened 443, 8443 and 6443 to every address; on EKS the Service ranges are left out but for
+    # the kubernetes Service's address (tests/test_control_plane_egress_services.py).
+    spec = namespace_policies(eks_run, "team-legal")["rag-legal-control-plane"]
+    assert [rule for rule in spec["egress"] if rule.get("ports") == [{"port": 443, "protocol": "TCP"}]] == [{
+        "ports": [{"port": 443, "protocol": "TCP"}],
+        "to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.100.0.0/16", "172.20.0.0/16"]}},
+               {"ipBlock": {"cidr": "10.100.0.1/32"}}, {"ipBlock": {"cidr": "172.20.0.1/32"}}]}]
 
 
 def test_api_server_egress_rule_fits_the_vcluster_schema(dev_run):

@@ -5,10 +5,11 @@ A pod is isolated for egress when a policy in its namespace selects it and lists
 ``policyTypes`` (or, without ``policyTypes``, has an ``egress`` section). An isolated pod may
 connect only where some egress rule of some selecting policy allows both the peer and the port.
 The API server is not a pod, so only ``ipBlock`` peers (or a rule without ``to``) can match it.
-Where it is: the networks the site states for it (``cluster.kubeconfig.apiServerAddresses``), else a node or
-control-plane address somewhere in the private ranges; each of those networks must be allowed whole, by one rule
-or another. Ports are matched after Service translation (what Calico and the AWS VPC CNI policy agent do): the API
-server's own port, not the ``kubernetes`` Service's.
+Where it is: the networks the site states for it (``cluster.kubeconfig.apiServerAddresses``), on EKS the
+``kubernetes`` Service's address (the VPC CNI's policy agent judges egress before kube-proxy translates a Service's
+address, config/hosts.py), else a node or control-plane address somewhere in the private ranges; each of those
+networks must be allowed whole, by one rule or another. Ports are the API server's own (Calico matches after Service
+translation; EKS serves its API server and the ``kubernetes`` Service on the same port).
 """
 
 from __future__ import annotations
