@@ -114,6 +114,7 @@ class HostCluster(pulumi.ComponentResource):
                                "storageClass": self.profile.storage_class,
                                "apiServerPort": self.profile.api_server_port,
                                "apiServerAddresses": list(self.profile.api_server_addresses),
+                               "untranslatedServiceRanges": list(self.profile.untranslated_service_ranges),
                                "kubernetesVersion": cluster.kubernetes_version,
                                "podPidsLimit": cluster.pod_pids_limit, "systemPidReserve": SYSTEM_PID_RESERVE,
                                "systemMemoryReserve": (cluster.microk8s.system_reserved_memory

@@ -5,7 +5,7 @@ tests/test_control_plane_egress.py) but for two rules, and a site's backup store
 plane's egress to every address on 443, 8443 and 6443, so a tenant, cluster-admin inside, can make its virtual API
 server open connections there: ``pods/NAME/proxy`` to a pod status it writes, ``services/NAME/proxy`` to Endpoints it
 writes, an APIService or a webhook to an ``ExternalName`` Service or a URL. Here the control plane reaches only the
-host API server's port (on EKS outside the Service ranges but for the ``kubernetes`` Service: ``api_server_rule``),
+host API server's port (on EKS outside the Service ranges but for the ``kubernetes`` Service: ``api_server_rules``),
 and the OIDC issuer's and the site's backup store's at their addresses (the public internet unless stated: every
 other team's control plane serves on 8443, Keycloak's port), besides what vCluster's other rules
 give it: the host's DNS, its own namespace's control plane and workloads (where a tenant's webhooks and aggregated APIs
@@ -25,7 +25,7 @@ from urllib.parse import urlparse
 
 from components.tenant_access import issuer_port
 from config.control_plane_egress import CONTROL_PLANE_PORT, api_server_ports
-from config.hosts import TENANT_EGRESS_EXCEPTIONS
+from config.hosts import KUBERNETES_SERVICE_PORT, TENANT_EGRESS_EXCEPTIONS
 from config.merge import deep_merge
 from config.model import Team
 from config.network_types import is_ip_address
@@ -78,7 +78,7 @@ def tenant_network_policies(team: Team) -> dict[str, dict]:
     host_dns = host_dns_rules(team)
     # vCluster Platform's agent, as vCluster's own policies admit it (a tenant's pod cannot wear app=loft).
     platform = {"podSelector": {"matchLabels": {"app": "loft"}}, "namespaceSelector": {}}
-    api_server = api_server_rule(team)
+    api_server = api_server_rules(team)
     dns_and_api = [{"port": VIRTUAL_DNS_PORT, "protocol": "UDP"}, _tcp(VIRTUAL_DNS_PORT), _tcp(CONTROL_PLANE_PORT)]
     workload, plane = values.get("workload") or {}, values.get("controlPlane") or {}
     store = backup_store_rules(team)
@@ -93,7 +93,7 @@ def tenant_network_policies(team: Team) -> dict[str, dict]:
             *(workload.get("egress") or []),
         ], ingress=[{"from": [control_plane]}, {"from": [workloads]}, *(workload.get("ingress") or [])]),
         "control-plane": _policy(team, values, "control-plane", {"release": release}, egress=[
-            *host_dns, api_server, {"to": [control_plane]}, {"to": [workloads]}, {"to": [platform]},
+            *host_dns, *api_server, {"to": [control_plane]}, {"to": [workloads]}, {"to": [platform]},
             *store, *(plane.get("egress") or []),
         ], ingress=[
             {"ports": [_tcp(CONTROL_PLANE_PORT)]},
@@ -108,23 +108,34 @@ def tenant_network_policies(team: Team) -> dict[str, dict]:
         ], ingress=[{"ports": [_tcp(VIRTUAL_DNS_PORT), {"port": VIRTUAL_DNS_PORT, "protocol": "UDP"}],
                      "from": [workloads]}]),
         "snapshot": _policy(team, values, "snapshot", SNAPSHOT_APP,
-                            egress=[{"to": [control_plane]}, *host_dns, api_server, *store], ingress=None),
+                            egress=[{"to": [control_plane]}, *host_dns, *api_server, *store], ingress=None),
     }
 
 
-def api_server_rule(team: Team) -> dict:
+def api_server_rules(team: Team) -> list[dict]:
     """The egress to the host API server's port: at the addresses the site states, else at every address. Where the
     network plugin judges egress before a Service's address is translated (EKS' VPC CNI), every address would open
     every Service listening on that port, another team's vCluster Service (443, its control plane's 8443) among
-    them: there the Service ranges are left out but for the ``kubernetes`` Service's, the first address of each."""
+    them: there the Service ranges are left out, and the control plane, which reaches the API server through the
+    ``kubernetes`` Service, gets that Service's address (the first of each range) on its port, which kube-apiserver
+    sets to 443 whatever its own."""
     ports = [_tcp(port) for port in api_server_ports(team)]
-    if team.vcluster.api_server_addresses:
-        return {"ports": ports, "to": [{"ipBlock": {"cidr": block}} for block in team.vcluster.api_server_addresses]}
     ranges = team.vcluster.untranslated_service_ranges
-    if not ranges:
-        return {"ports": ports}
     kubernetes = [{"ipBlock": _single(str(ipaddress.ip_network(block)[1]))} for block in ranges]
-    return {"ports": ports, "to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": list(ranges)}}, *kubernetes]}
+    if team.vcluster.api_server_addresses:
+        to = [{"ipBlock": {"cidr": block}} for block in team.vcluster.api_server_addresses]
+    elif ranges:
+        families = {4: "0.0.0.0/0", **({6: "::/0"} if any(ipaddress.ip_network(block).version == 6
+                                                          for block in ranges) else {})}
+        to = [{"ipBlock": {"cidr": every, "except": [block for block in ranges
+                                                     if ipaddress.ip_network(block).version == version]}}
+              for version, every in families.items()]
+    else:
+        return [{"ports": ports}]
+    service_ports = [_tcp(KUBERNETES_SERVICE_PORT)]
+    if not kubernetes or ports == service_ports:
+        return [{"ports": ports, "to": [*to, *kubernetes]}]
+    return [{"ports": ports, "to": to}, {"ports": service_ports, "to": kubernetes}]
 
 
 def backup_store_rules(team: Team) -> list[dict]:

@@ -29,6 +29,10 @@ class Implementation:
     service_prefixes: tuple[str, ...] = ()
     # Service keys it builds from a name, judged by how they end.
     service_suffixes: tuple[str, ...] = ()
+    # It judges a pod's egress at a Service's own address and port, before kube-proxy translates them (config/hosts.py
+    # EKS_SERVICE_RANGES says where the VPC CNI's policy agent does): a port opened to every address opens every
+    # Service on it.
+    judges_before_translation: bool = False
 
 
 JUDGED = {
@@ -43,7 +47,7 @@ JUDGED = {
     # kube-ovn's pod keys are under ovn.kubernetes.io, which the kubernetes.io reservation holds.
     "kube-ovn": Implementation(pod_domains=("kubernetes.io",), service_prefixes=("ovn.kubernetes.io/",),
                                service_suffixes=(".kubernetes.io/logical_switch",)),
-    "aws-vpc-cni": Implementation(pod_domains=("amazonaws.com",)),
+    "aws-vpc-cni": Implementation(pod_domains=("amazonaws.com",), judges_before_translation=True),
     # Flannel reads keys of nodes only.
     "flannel": Implementation(),
     "kube-router": Implementation(service_prefixes=("kube-router.io/",)),
@@ -111,3 +115,27 @@ def check_host_port_load_balancers(reader: Reader, cluster: Optional[Cluster], t
                 "kubelet (a hostPort rewrites them before the node's own services see them)",
                 "give those teams vcluster.services.loadBalancers: 0, or run a load balancer that hands out "
                 "addresses of its own (k3s: --disable servicelb, then MetalLB, and name metallb here)")
+
+
+def untranslating_plugins(networking: Optional[tuple[str, ...]]) -> list[str]:
+    """The listed network plugins that judge egress before a Service's address is translated."""
+    return [name for name in networking or () if name in JUDGED and JUDGED[name].judges_before_translation]
+
+
+def check_service_ranges(reader: Reader, cluster: Optional[Cluster], teams: Sequence[Team]) -> None:
+    """A kubeconfig site whose network plugin judges egress before Service translation must state its Service ranges,
+    or the control planes' rule for the API server's port opens every Service on that port, another team's virtual
+    API server among them (components/tenant_network.py ``api_server_rules``)."""
+    existing = cluster.kubeconfig if cluster is not None else None
+    if existing is None or existing.service_ranges or not any(team.vcluster.network_policy for team in teams):
+        return
+    plugins = untranslating_plugins(existing.networking)
+    if plugins:
+        reader.fail("cluster.kubeconfig.serviceRanges", None,
+                    f"is required with networking {', '.join(plugins)}, which judges a pod's egress at a Service's "
+                    "own address before it is translated: without the ranges the control planes' rule for the API "
+                    "server's port opens every Service listening on it, every other team's vCluster Service (443) "
+                    "among them",
+                    "set it to the cluster's Service ranges (the API server's --service-cluster-ip-range; on EKS "
+                    "`aws eks describe-cluster --name NAME --query cluster.kubernetesNetworkConfig.serviceIpv4Cidr`; "
+                    "`kubectl get service kubernetes -n default` shows its first address), e.g. [10.100.0.0/16]")

@@ -26,11 +26,13 @@ No Pulumi here.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 from dataclasses import dataclass
 from typing import Optional
 
 from config.capacity import accelerator_label_value
+from config.host_networking import untranslating_plugins
 from config.load_balancer_keys import AWS_TEAM_KEYS
 from config.mig import MIG_CONFIG_LABEL
 from config.model import Cluster
@@ -86,6 +88,8 @@ EKS_API_SERVER_PORT = 443
 # pkg/resolvers/endpoints.go getMatchingServiceClusterIPs), so a port opened to every address opens every Service
 # listening on it, whatever pod and port stand behind it.
 EKS_SERVICE_RANGES = ("10.100.0.0/16", "172.20.0.0/16")
+# The port of the `kubernetes` Service, whatever port the API server itself listens on (kube-apiserver sets it).
+KUBERNETES_SERVICE_PORT = 443
 # Created by the platform on EKS (EBS CSI driver, gp3 volumes) and annotated as the default.
 EKS_STORAGE_CLASS = "gp3"
 # The ports an existing cluster's API server most often listens on, when the config names none.
@@ -143,6 +147,7 @@ def host_profile(cluster: Cluster) -> HostProfile:
         kind="kubeconfig",
         api_server_port=existing.api_server_port,
         api_server_addresses=existing.api_server_addresses,
+        untranslated_service_ranges=existing.service_ranges if untranslating_plugins(existing.networking) else (),
         storage_class=existing.storage_class,
         creates_storage_class=False,
         gpu_driver_preinstalled=False,
@@ -169,6 +174,17 @@ class HostKindFacts:
     # The networks the API server's endpoints listen in, where the site states them (cluster.kubeconfig.
     # apiServerAddresses); empty: not known, somewhere in the private ranges.
     api_server_addresses: tuple[str, ...] = ()
+    # The network plugin judges the control plane's connection at the kubernetes Service's address and port (those
+    # are then api_server_addresses and api_server_ports), before kube-proxy translates them.
+    judged_at_service: bool = False
+
+
+def service_facts(facts: HostKindFacts, ranges: tuple[str, ...]) -> HostKindFacts:
+    """The facts of a host whose network plugin judges egress before translation, in the given Service ranges."""
+    return dataclasses.replace(facts, api_server_ports=(KUBERNETES_SERVICE_PORT,), api_server_ports_known=True,
+                               api_server_addresses=tuple(f"{ipaddress.ip_network(block)[1]}/"
+                                                          f"{ipaddress.ip_network(block).max_prefixlen}"
+                                                          for block in ranges), judged_at_service=True)
 
 
 # From the hosts' docs (/shared/FACTS.md): MicroK8s serves the API on 16443 and its hostpath-storage
@@ -181,8 +197,7 @@ HOST_KIND_FACTS = {
     "microk8s": HostKindFacts((MICROK8S_API_SERVER_PORT,), True, (MICROK8S_STORAGE_CLASS,), MICROK8S_STORAGE_CLASS,
                               True, control_plane_metrics=False),
     # On EKS a control plane's connection to the API server is judged at the kubernetes Service's address.
-    "eks": HostKindFacts((EKS_API_SERVER_PORT,), True, (), None, True, control_plane_metrics=False,
-                         api_server_addresses=tuple(f"{ipaddress.ip_network(block)[1]}/32"
-                                                    for block in EKS_SERVICE_RANGES)),
+    "eks": service_facts(HostKindFacts((EKS_API_SERVER_PORT,), True, (), None, True, control_plane_metrics=False),
+                         EKS_SERVICE_RANGES),
     "kubeconfig": HostKindFacts(COMMON_API_SERVER_PORTS, False, (), None, False, control_plane_metrics=True),
 }

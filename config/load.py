@@ -21,7 +21,7 @@ from config.dns_guarantee import check_dns_fits_queues
 from config.errors import ConfigError, ConfigIssue
 from config.eks_support import eks_support_warnings
 from config.gpu_pool_capacity import gpu_pool_warnings
-from config.host_networking import check_host_port_load_balancers, networking_warnings
+from config.host_networking import check_host_port_load_balancers, check_service_ranges, networking_warnings
 from config.hosts import HOST_KIND_FACTS, host_profile
 from config.image_volumes import check_image_volumes
 from config.isolation import check_isolation, isolation_warnings, pin_teams, with_isolation
@@ -149,6 +149,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     check_mirrors(reader, mirrors, cluster, gpu_operator, observability, teams)
     check_load_balancer_tags(reader, cluster, teams)
     check_host_port_load_balancers(reader, cluster, teams)
+    check_service_ranges(reader, cluster, teams)
     if reader.issues:
         raise ConfigError(reader.issues)
     gpu_operator, kai = with_isolation(gpu_operator, kai, cluster, teams)

@@ -97,6 +97,14 @@ KUBECONFIG = Block(title="an existing cluster", intro="The `kubeconfig` secret i
                 "server's port at these addresses only. Set it when that port is 8443, or is not stated: every "
                 "vCluster control plane serves on 8443, so a rule opening 8443 to every address lets one team's "
                 "tenant call another team's virtual API server (the plan warns)."),
+    Key("serviceRanges", NetworkList(exact=True), (), "The cluster's Service address ranges.",
+        example="[10.100.0.0/16]", default_note="not stated",
+        details="The API server's `--service-cluster-ip-range` (on EKS `aws eks describe-cluster --query "
+                "cluster.kubernetesNetworkConfig.serviceIpv4Cidr`). Required when `networking` names `aws-vpc-cni`, "
+                "whose policy agent judges a pod's egress at a Service's own address before it is translated: the "
+                "tenant control planes' rule for the API server's port then leaves these ranges out but for the "
+                "`kubernetes` Service (the first address of each), so it does not open every other team's vCluster "
+                "Service."),
     Key("dns", HOST_DNS, {}, "Where the host's DNS answers: Service, pods, port, node-local addresses.",
         default_note="kube-system/kube-dns, pods k8s-app: kube-dns on 53"),
     Key("networking", StringList(non_empty=True, form="implementation names", checks=(IMPLEMENTATION_NAME,)), None,
@@ -188,6 +196,7 @@ def _kubeconfig(section: Section) -> KubeconfigHost:
         storage_class=section.read("storageClass"),
         api_server_port=section.read("apiServerPort"),
         api_server_addresses=section.read("apiServerAddresses"),
+        service_ranges=section.read("serviceRanges"),
         kubernetes_version=section.read("kubernetesVersion"),
         dns=_host_dns(section.child("dns")),
         dns_stated=section.has("dns"),

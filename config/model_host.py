@@ -297,6 +297,8 @@ class KubeconfigHost:
     api_server_port: Optional[int] = None
     # Where the API server's endpoints listen (network blocks); empty: not stated.
     api_server_addresses: tuple[str, ...] = ()
+    # The cluster's Service ranges (network blocks); empty: not stated.
+    service_ranges: tuple[str, ...] = ()
     # From KAI's settings: with GPU sharing on, KAI's binder writes ConfigMaps for each fractional pod here.
     gpu_sharing: bool = False
     # Endpoint and identity (config/access.py); the endpoint host is resolved against the host kind.

@@ -31,7 +31,7 @@ from ops.sites import platform_of
 from tests.conftest import ACCEPTED_VCLUSTER_TAGS, COMMITTED_STACKS, real_charts_or_skip, run, stack_config
 from tests.test_control_plane_egress import PRIVATE_SERVICE, control_plane_pod, network_policies
 from tests.test_deployability_charts import with_observability
-from tests.test_tenant_network import Target, isolated_team_and_another, kubeconfig_on_port, reaches
+from tests.test_tenant_network import Target, isolated_team_and_another, reaches
 from tools.charts.render import render_plan_releases
 from tools.deployability.inputs import helm_kube_version, pod_templates, program_objects, rendered_objects
 from tools.deployability.network_ingress import Pod, ingress_verdict, peer_selects
@@ -125,21 +125,3 @@ def test_on_eks_the_control_plane_still_reaches_the_api_server_and_what_it_did_o
             assert reaches(policies, source, Target("an address outside the Service range", address, 443))
         assert not any(reaches_before_translation(policies, source, plane, str(ipaddress.ip_network(block)[77]))
                        for block in SERVICE_RANGES)
-
-
-@pytest.mark.xfail(strict=True, reason="design decision: a kubeconfig site running the VPC CNI does not state its "
-                                       "Service ranges (proposal: cluster.kubeconfig.serviceRanges, or a plan warning)")
-def test_on_a_kubeconfig_site_running_the_vpc_cni_a_control_plane_reaches_no_other_teams_service_or_is_warned():
-    """An existing EKS cluster given by kubeconfig (networking: [aws-vpc-cni], API server on 443): the program does not
-    know its Service range, so the API server rule opens 443 at every address, every other team's vCluster Service
-    among them, and nothing in the plan says so."""
-    config = kubeconfig_on_port(443)
-    config["gpu-tenancy:cluster"]["kubeconfig"]["networking"] = ["aws-vpc-cni"]
-    platform = platform_of(config, "site")
-    team, other = platform.teams[:2]
-    policies = list(tenant_network_policies(team).values())
-    plane = Service("another team's vCluster Service", other.namespace,
-                    {"app": "vcluster", "release": other.vcluster_name}, 443, 8443)
-    reached = reaches_before_translation(policies, control_plane_pod(team), plane, "10.96.40.7")
-    warned = any("aws-vpc-cni" in warning and "Service" in warning for warning in platform.warnings)
-    assert not reached or warned

@@ -108,8 +108,8 @@ def check_api_server_egress(objects: Sequence[K8sObject], site: Site) -> list[Fi
 def _unreachable_api_server(obj: K8sObject, site: Site, port: int, unreachable: list[str],
                             names: list[str]) -> Finding:
     known = site.facts.api_server_ports_known
-    where = (f"at {', '.join(unreachable)}, the kubernetes Service's address in each of EKS' Service ranges, where "
-             "the VPC CNI judges the connection" if site.kind == "eks" else
+    where = (f"at {', '.join(unreachable)}, the kubernetes Service's address in each of the Service ranges, where "
+             "the network plugin judges the connection" if site.facts.judged_at_service else
              f"at {', '.join(unreachable)}, where the site states the API server listens "
              "(cluster.kubeconfig.apiServerAddresses)" if site.facts.api_server_addresses else
              f"anywhere in {', '.join(unreachable)}, the private range{'s' if len(unreachable) > 1 else ''} the API "
