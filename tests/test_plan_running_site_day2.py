@@ -138,3 +138,54 @@ def test_the_diff_names_the_store_change_instead_of_the_control_planes_removed_s
     section = (tmp_path / "new" / "diff.md").read_text().split("\n## ")[1]
     assert "tenant-team-vision-vcluster: `values.controlPlane.backingStore` \"embedded-database\" -> " in section
     assert "team-vision: StatefulSet" not in section
+
+
+# --- a sharing profile's new ConfigMap key -------------------------------------------------------------------
+
+
+def _time_slicing(config: dict, **settings) -> dict:
+    config["gpu-tenancy:gpuOperator"]["timeSlicing"].update(settings)
+    return config
+
+
+def _kubeconfig_site() -> dict:
+    config = {key: value for key, value in dev_config().items() if key != "gpu-tenancy:cluster"}
+    config["gpu-tenancy:cluster"] = {"kind": "kubeconfig", "kubeconfig": {"storageClass": "standard"}}
+    config["gpu-tenancy:gpuOperator"] = {"mode": "install", "timeSlicing": {"replicas": 4}}
+    config["gpu-tenancy:kubeconfig"] = {"secure": "v1:encrypted"}
+    return config
+
+
+@pytest.mark.parametrize("site", [dev_config, _kubeconfig_site], ids=["microk8s", "kubeconfig"])
+def test_a_new_time_sliced_key_tells_to_relabel_the_nodes_labelled_by_hand_with_the_old_one(site):
+    old = plan_of(site())
+    found, text = _findings(site(), _time_slicing(site(), replicas=2))
+    keys = old["outputs"]["timeSlicing"]["profileKeys"]
+    [finding] = [f for f in found if f.subject.endswith(" gpu-operator-time-slicing")]
+    new_key = plan_of(_time_slicing(site(), replicas=2))["outputs"]["timeSlicing"]["profileKeys"]["time-sliced"]
+    assert (finding.category, finding.field, finding.old, finding.new) == (
+        "disrupts", "nvidia.com/device-plugin.config", keys["time-sliced"], new_key)
+    assert "reads the label again only when it changes" in finding.why
+    assert f"`kubectl label node N nvidia.com/device-plugin.config={new_key} --overwrite`" in finding.fix
+    assert "right after `pulumi up`" in finding.fix and "nothing it holds is lost" not in text
+
+
+def test_a_new_default_key_restarts_the_device_plugin_so_hand_labelled_nodes_move_to_the_plain_name_first():
+    found, _ = _findings(_time_slicing(dev_config(), defaultProfile="time-sliced"),
+                         _time_slicing(dev_config(), defaultProfile="time-sliced", replicas=2))
+    [finding] = [f for f in found if f.field == "nvidia.com/device-plugin.config"]
+    assert "during `pulumi up`" in finding.why
+    assert "right before `pulumi up`" in finding.fix and "nvidia.com/device-plugin.config=time-sliced " in finding.fix
+
+
+def test_on_eks_the_node_group_label_moves_with_the_key_and_nothing_asks_to_relabel_by_hand():
+    def time_sliced_group(config: dict) -> dict:
+        config["gpu-tenancy:cluster"]["eks"]["gpuNodeGroups"][0]["sharingProfile"] = "time-sliced"
+        config["gpu-tenancy:kaiScheduler"] = {**config.get("gpu-tenancy:kaiScheduler", {}), "gpuSharing": False}
+        return config
+
+    found, _ = _findings(time_sliced_group(eks_config()), _time_slicing(time_sliced_group(eks_config()), replicas=3),
+                         "eks")
+    assert not [f for f in found if f.field == "nvidia.com/device-plugin.config"]
+    [finding] = [f for f in found if f.field == 'labels["nvidia.com/device-plugin.config"]']
+    assert finding.category == "disrupts" and "relabels the group's nodes in place" in finding.why
