@@ -9,6 +9,7 @@ import copy
 import pytest
 
 from tests.conftest import dev_config, eks_config, real_charts_or_skip
+from tests.isolation_spec import isolation_config, prefixed
 from tests.release_renders import plan_of
 from tools.plan import cli as plan
 from tools.plan.diff import diff_plans, render_diff
@@ -189,3 +190,40 @@ def test_on_eks_the_node_group_label_moves_with_the_key_and_nothing_asks_to_rela
     assert not [f for f in found if f.field == "nvidia.com/device-plugin.config"]
     [finding] = [f for f in found if f.field == 'labels["nvidia.com/device-plugin.config"]']
     assert finding.category == "disrupts" and "relabels the group's nodes in place" in finding.why
+
+
+# --- a team's isolation tier ----------------------------------------------------------------------------------
+
+
+def _exclusive_nlp(config: dict) -> dict:
+    team = config["gpu-tenancy:teams"][0]
+    team["isolation"] = {"tier": "exclusive"}
+    team["resources"]["gpu"]["quota"] = 0  # a whole GPU of the box's one: no fraction of it left to promise
+    return config
+
+
+def _isolation_site(train_tier: str) -> dict:
+    config = isolation_config()
+    config["teams"][3]["isolation"]["tier"] = train_tier
+    return prefixed(config)
+
+
+@pytest.mark.parametrize("old, new, stack, team, tiers, rules", [
+    (dev_config, lambda: _exclusive_nlp(dev_config()), "dev", "team-nlp", ("shared", "exclusive"), "[whole-gpus]"),
+    (lambda: _isolation_site("exclusive"), lambda: _isolation_site("memory-capped"), "isolation", "team-train",
+     ("exclusive", "memory-capped"), "[no-mig], [memory-limit], [hami-core]"),
+], ids=["shared to exclusive", "exclusive to memory-capped"])
+def test_a_new_isolation_tier_leaves_the_teams_pending_pods_unbindable(old, new, stack, team, tiers, rules):
+    found, text = _findings(old(), new(), stack)
+    [finding] = [f for f in found if f.field == "teams[].isolation.tier"]
+    assert (finding.category, (finding.old, finding.new)) == ("disrupts", tiers)
+    assert finding.subject.endswith(f" tenant-{team}-isolation-policy") and f"({rules})" in finding.why
+    assert "KAI's binder writes a pod's labels and annotations before it binds it" in finding.why
+    assert "Running pods keep running" in finding.why
+    assert f"tell team {team} before `pulumi up`" in finding.fix and "deletes its pending pods" in finding.fix
+    assert "**Disrupts running work**" in text
+
+
+def test_a_team_back_to_the_shared_tier_has_no_rules_to_refuse_its_pods():
+    found, _ = _findings(_exclusive_nlp(dev_config()), dev_config())
+    assert not [f for f in found if f.field == "teams[].isolation.tier"]

@@ -24,6 +24,7 @@ from tools.plan.chart_versions import chart_version_findings
 from tools.plan.diff import MISSING, Change, PlanDiff
 from tools.plan.eks_upgrade import eks_version_findings
 from tools.plan.host_steps import host_step_findings
+from tools.plan.isolation_tier import tier_change_findings
 from tools.plan.node_templates import launch_template_findings
 from tools.plan.prometheus_volume import prometheus_volume_findings
 from tools.plan.running_site import DISRUPTS, LOST, STATE_OF_KIND, STOPS, UNKNOWN, Finding
@@ -136,11 +137,12 @@ def pulumi_findings(diff: PlanDiff, old: Mapping[str, Any], new: Mapping[str, An
                     chart_cache: Optional[Path] = None) -> list[Finding]:
     """Replacements of the changed resources, state lost with removed ones, what each chart version change does
     (``tools.plan.chart_versions``, the CRDs compared from ``chart_cache``, by default the chart cache), and what a
-    changed MicroK8s setup step, a grown Prometheus volume, a vCluster's new backing store or a sharing profile's
-    new key does (``tools.plan.host_steps``, ``prometheus_volume``, ``vcluster_store``, ``sharing_profiles``)."""
+    changed MicroK8s setup step, a grown Prometheus volume, a vCluster's new backing store, a sharing profile's new
+    key or a team's new isolation tier does (``tools.plan.host_steps``, ``prometheus_volume``, ``vcluster_store``,
+    ``sharing_profiles``, ``isolation_tier``)."""
     before = {resource["urn"]: resource for resource in old.get("resources", [])}
     after = {resource["urn"]: resource for resource in new.get("resources", [])}
-    findings: list[Finding] = profile_key_findings(old, new)
+    findings: list[Finding] = profile_key_findings(old, new) + tier_change_findings(old, new)
     # A resource whose replacement a finding above already tells is not reported again as harmless.
     told = {finding.subject for finding in findings}
     for changed in diff.changed:
