@@ -269,8 +269,8 @@ def render_diff(diff: PlanDiff, old_label: str, new_label: str) -> str:
         protected = [r["name"] for r in diff.removed if r.get("options", {}).get("protect")]
         if protected:
             lines += ["", f"**Protected resources would be removed: {', '.join(protected)}.** `pulumi up` stops "
-                          "with a protected-resource error until protection is lifted (see the decommission "
-                          "procedure in docs/operations-data.md)."]
+                          "with a protected-resource error until protection is lifted: each one's cause and fix are "
+                          f"under [{RUNNING_SITE_TITLE}](#{RUNNING_SITE_TITLE.lower().replace(' ', '-')})."]
     serious = sorted({finding.category for finding in diff.running_site} & {"refused", "stops", "lost"})
     if serious:
         lines += ["", f"**This change cannot be applied to a running site as it is, or loses state "

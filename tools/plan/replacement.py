@@ -27,6 +27,7 @@ from tools.plan.host_steps import host_step_findings
 from tools.plan.isolation_tier import tier_change_findings
 from tools.plan.node_templates import launch_template_findings
 from tools.plan.prometheus_volume import prometheus_volume_findings
+from tools.plan.removal import owner, removal_findings
 from tools.plan.running_site import DISRUPTS, LOST, STATE_OF_KIND, STOPS, UNKNOWN, Finding
 from tools.plan.sharing_profiles import node_group_label_findings, profile_key_findings
 from tools.plan.vcluster_store import store_change_findings
@@ -177,8 +178,7 @@ def pulumi_findings(diff: PlanDiff, old: Mapping[str, Any], new: Mapping[str, An
             findings.append(Finding(
                 STOPS, subject, change.path, change.old, change.new,
                 "this change replaces the resource, which is protected: `pulumi up` stops before anything "
-                "changes", "set it back: it is a new-site-only setting (to move a team anyway, follow "
-                "docs/operations-data.md: back up, lift protection, replace, restore)"))
+                "changes", f"set it back: it is a new-site-only setting; {owner(before[changed.urn], old).on_purpose}"))
         elif lost:
             findings.append(Finding(LOST, subject, change.path, change.old, change.new,
                                     f"this change replaces the resource, deleting {lost}",
@@ -187,16 +187,5 @@ def pulumi_findings(diff: PlanDiff, old: Mapping[str, Any], new: Mapping[str, An
             findings.append(Finding(REPLACED, subject, change.path, change.old, change.new,
                                     "this change replaces the resource (deleted, then created again); nothing "
                                     "it holds is lost", "none needed"))
-    for resource in diff.removed:
-        lost = STATE_OF_TYPE.get(resource["type"])
-        if _protected(resource):
-            findings.append(Finding(STOPS, f"`{resource['type']}` {resource['name']}", "(the resource)", "present",
-                                    MISSING, "removed from the program (a team or namespace renamed or removed), "
-                                    "but protected: `pulumi up` stops before anything changes",
-                                    "set it back; to remove or rename it on purpose, follow the decommission "
-                                    "procedure in docs/operations-data.md"))
-        elif lost:
-            findings.append(Finding(LOST, f"`{resource['type']}` {resource['name']}", "(the resource)", "present",
-                                    MISSING, f"removed from the program: Pulumi deletes it, and with it {lost}",
-                                    "back up first, or keep the setting that makes it"))
+    findings += removal_findings(diff.removed, old, new, STATE_OF_TYPE)
     return findings
