@@ -162,3 +162,23 @@ def test_a_long_one_line_change_shows_where_it_differs():
     removed, added = (line.strip() for line in lines[3:5])
     assert "'n13'" in removed and "'n99'" in added and "'n13'" not in added
     assert removed.startswith("- ...") and len(added) < len(expression)
+
+
+def test_a_plan_of_another_stack_is_diffed_with_a_warning_naming_both_stacks(tmp_path, capsys):
+    assert plan.main(["dev", "--out", str(tmp_path / "old")], config=dev_config()) == 0
+    capsys.readouterr()
+    assert plan.main(["dev-b", "--out", str(tmp_path / "new"), "--diff-against", str(tmp_path / "old" / "plan.json")],
+                     config=dev_config()) == 0
+    text = (tmp_path / "new" / "diff.md").read_text()
+    head = text.split("\n")[2]
+    assert head.startswith("**Warning: the two plans are of different stacks: the old one of stack `dev`, this one "
+                           "of stack `dev-b`.")
+    assert "plan the old commit under the same stack name (`python -m tools.plan dev-b --out DIR`" in head
+    assert "warning: the two plans are of different stacks" in capsys.readouterr().err
+
+
+def test_a_plan_of_the_same_stack_has_no_stack_warning(tmp_path, capsys):
+    assert plan.main(["dev", "--out", str(tmp_path / "old")], config=dev_config()) == 0
+    assert plan.main(["dev", "--out", str(tmp_path / "new"), "--diff-against", str(tmp_path / "old" / "plan.json")],
+                     config=dev_config()) == 0
+    assert "different stacks" not in (tmp_path / "new" / "diff.md").read_text() + capsys.readouterr().err

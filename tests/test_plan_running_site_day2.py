@@ -9,6 +9,7 @@ import copy
 import pytest
 
 from tests.conftest import dev_config, eks_config, real_charts_or_skip
+from tests.isolation_spec import isolation_config, prefixed
 from tests.release_renders import plan_of
 from tools.plan import cli as plan
 from tools.plan.diff import diff_plans, render_diff
@@ -138,3 +139,91 @@ def test_the_diff_names_the_store_change_instead_of_the_control_planes_removed_s
     section = (tmp_path / "new" / "diff.md").read_text().split("\n## ")[1]
     assert "tenant-team-vision-vcluster: `values.controlPlane.backingStore` \"embedded-database\" -> " in section
     assert "team-vision: StatefulSet" not in section
+
+
+# --- a sharing profile's new ConfigMap key -------------------------------------------------------------------
+
+
+def _time_slicing(config: dict, **settings) -> dict:
+    config["gpu-tenancy:gpuOperator"]["timeSlicing"].update(settings)
+    return config
+
+
+def _kubeconfig_site() -> dict:
+    config = {key: value for key, value in dev_config().items() if key != "gpu-tenancy:cluster"}
+    config["gpu-tenancy:cluster"] = {"kind": "kubeconfig", "kubeconfig": {"storageClass": "standard"}}
+    config["gpu-tenancy:gpuOperator"] = {"mode": "install", "timeSlicing": {"replicas": 4}}
+    config["gpu-tenancy:kubeconfig"] = {"secure": "v1:encrypted"}
+    return config
+
+
+@pytest.mark.parametrize("site", [dev_config, _kubeconfig_site], ids=["microk8s", "kubeconfig"])
+def test_a_new_time_sliced_key_tells_to_relabel_the_nodes_labelled_by_hand_with_the_old_one(site):
+    old = plan_of(site())
+    found, text = _findings(site(), _time_slicing(site(), replicas=2))
+    keys = old["outputs"]["timeSlicing"]["profileKeys"]
+    [finding] = [f for f in found if f.subject.endswith(" gpu-operator-time-slicing")]
+    new_key = plan_of(_time_slicing(site(), replicas=2))["outputs"]["timeSlicing"]["profileKeys"]["time-sliced"]
+    assert (finding.category, finding.field, finding.old, finding.new) == (
+        "disrupts", "nvidia.com/device-plugin.config", keys["time-sliced"], new_key)
+    assert "reads the label again only when it changes" in finding.why
+    assert f"`kubectl label node N nvidia.com/device-plugin.config={new_key} --overwrite`" in finding.fix
+    assert "right after `pulumi up`" in finding.fix and "nothing it holds is lost" not in text
+
+
+def test_a_new_default_key_restarts_the_device_plugin_so_hand_labelled_nodes_move_to_the_plain_name_first():
+    found, _ = _findings(_time_slicing(dev_config(), defaultProfile="time-sliced"),
+                         _time_slicing(dev_config(), defaultProfile="time-sliced", replicas=2))
+    [finding] = [f for f in found if f.field == "nvidia.com/device-plugin.config"]
+    assert "during `pulumi up`" in finding.why
+    assert "right before `pulumi up`" in finding.fix and "nvidia.com/device-plugin.config=time-sliced " in finding.fix
+
+
+def test_on_eks_the_node_group_label_moves_with_the_key_and_nothing_asks_to_relabel_by_hand():
+    def time_sliced_group(config: dict) -> dict:
+        config["gpu-tenancy:cluster"]["eks"]["gpuNodeGroups"][0]["sharingProfile"] = "time-sliced"
+        config["gpu-tenancy:kaiScheduler"] = {**config.get("gpu-tenancy:kaiScheduler", {}), "gpuSharing": False}
+        return config
+
+    found, _ = _findings(time_sliced_group(eks_config()), _time_slicing(time_sliced_group(eks_config()), replicas=3),
+                         "eks")
+    assert not [f for f in found if f.field == "nvidia.com/device-plugin.config"]
+    [finding] = [f for f in found if f.field == 'labels["nvidia.com/device-plugin.config"]']
+    assert finding.category == "disrupts" and "relabels the group's nodes in place" in finding.why
+
+
+# --- a team's isolation tier ----------------------------------------------------------------------------------
+
+
+def _exclusive_nlp(config: dict) -> dict:
+    team = config["gpu-tenancy:teams"][0]
+    team["isolation"] = {"tier": "exclusive"}
+    team["resources"]["gpu"]["quota"] = 0  # a whole GPU of the box's one: no fraction of it left to promise
+    return config
+
+
+def _isolation_site(train_tier: str) -> dict:
+    config = isolation_config()
+    config["teams"][3]["isolation"]["tier"] = train_tier
+    return prefixed(config)
+
+
+@pytest.mark.parametrize("old, new, stack, team, tiers, rules", [
+    (dev_config, lambda: _exclusive_nlp(dev_config()), "dev", "team-nlp", ("shared", "exclusive"), "[whole-gpus]"),
+    (lambda: _isolation_site("exclusive"), lambda: _isolation_site("memory-capped"), "isolation", "team-train",
+     ("exclusive", "memory-capped"), "[no-mig], [memory-limit], [hami-core]"),
+], ids=["shared to exclusive", "exclusive to memory-capped"])
+def test_a_new_isolation_tier_leaves_the_teams_pending_pods_unbindable(old, new, stack, team, tiers, rules):
+    found, text = _findings(old(), new(), stack)
+    [finding] = [f for f in found if f.field == "teams[].isolation.tier"]
+    assert (finding.category, (finding.old, finding.new)) == ("disrupts", tiers)
+    assert finding.subject.endswith(f" tenant-{team}-isolation-policy") and f"({rules})" in finding.why
+    assert "KAI's binder writes a pod's labels and annotations before it binds it" in finding.why
+    assert "Running pods keep running" in finding.why
+    assert f"tell team {team} before `pulumi up`" in finding.fix and "deletes its pending pods" in finding.fix
+    assert "**Disrupts running work**" in text
+
+
+def test_a_team_back_to_the_shared_tier_has_no_rules_to_refuse_its_pods():
+    found, _ = _findings(_exclusive_nlp(dev_config()), dev_config())
+    assert not [f for f in found if f.field == "teams[].isolation.tier"]

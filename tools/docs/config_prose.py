@@ -159,7 +159,8 @@ such as `nvidia.com/device-plugin.config=time-sliced` never points at a key that
 would break the device plugin's config manager). The price: a node labelled with a plain name picks
 up a content change only when its device plugin restarts; label it with the hashed key from the
 `timeSlicing.profileKeys` output to get every change rolled out, and relabel it when the key
-changes. In `external` mode, point your operator at the ConfigMap and default key from the
+changes, right after `pulumi up` (the plan diff names the old and the new key; see
+[Changing a running site](operations-running.md#changing-a-running-site)). In `external` mode, point your operator at the ConfigMap and default key from the
 `timeSlicing` output."""
 
 EDITOR_SUPPORT = """\

@@ -28,7 +28,10 @@ changed, with the changed input paths and old -> new values; ``tools.plan.diff``
 written to ``diff.md``. It opens with what a running site refuses or loses by the change: Pulumi
 replacements (``tools.plan.replacement``), each chart moved to another release (``tools.plan.chart_versions``)
 and, when both plans rendered the charts, updates the API
-server refuses, objects deleted with data and CRDs Helm leaves as they were (``tools.plan.running_site``).
+server refuses, objects deleted with data and CRDs Helm leaves as they were (``tools.plan.running_site``). An earlier
+plan of another stack is diffed all the same, but every URN holds the stack's name, so every resource shows as removed
+and added: the diff then opens with a warning naming both stacks, also printed to stderr, and the exit code is that
+of the run (the files are written).
 
 Exit codes: 0 written; 3 deployability errors with ``--fail-on-findings``; 2 invalid stack config (``config.ConfigError``, printed to stderr) or no
 such stack file. Any other exception is a bug in the program and propagates.
@@ -48,7 +51,7 @@ from config.stack_file import PROJECT_DIR, StackFileError
 from tools.charts.render import MANIFESTS_DIR, render_plan_releases
 from tools.charts.refs import ChartError
 from tools.offline import mockrun
-from tools.plan.diff import diff_plans, manifest_changes, read_manifests, render_diff
+from tools.plan.diff import diff_plans, manifest_changes, other_stack, read_manifests, render_diff
 from tools.plan.replacement import pulumi_findings
 from tools.plan.running_site import chart_findings
 from tools.plan.vcluster_store import moved_store_releases, told_by_store_change
@@ -159,7 +162,10 @@ def main(argv: Optional[Sequence[str]] = None, *, config: Optional[dict[str, Any
                                   if (finding.category, finding.subject) not in known
                                   and not told_by_store_change(finding, moved)]
             diff.charts_checked = True
-        diff_text = render_diff(diff, str(args.diff_against), f"{args.stack} (this run)")
+        mismatch = other_stack(old_plan, plan)
+        if mismatch:
+            print(f"warning: {mismatch}.", file=sys.stderr)
+        diff_text = render_diff(diff, str(args.diff_against), f"{args.stack} (this run)", mismatch)
         files.append((DIFF_FILE, diff_text))
     for name, text in files:
         target = out / name

@@ -260,8 +260,23 @@ def render_running_site(diff: PlanDiff) -> list[str]:
     return lines[:-1]
 
 
-def render_diff(diff: PlanDiff, old_label: str, new_label: str) -> str:
+def other_stack(old: dict, new: dict) -> str | None:
+    """Why a diff of two plans of different stacks says nothing of an update (None for one stack): every URN holds its
+    stack's name, so no resource of the one matches a resource of the other."""
+    before, after = old.get("stack"), new.get("stack")
+    if before is None or before == after:
+        return None
+    return (f"the two plans are of different stacks: the old one of stack `{before}`, this one of stack `{after}`. "
+            "Pulumi names every resource by its stack (the URN), so here every resource shows as removed and added, "
+            "and nothing below describes an update of either site. To review a change, plan the old commit under the "
+            f"same stack name (`python -m tools.plan {after} --out DIR` there) and diff against that DIR/plan.json")
+
+
+def render_diff(diff: PlanDiff, old_label: str, new_label: str, warning: str | None = None) -> str:
+    """The diff as Markdown; ``warning`` (``other_stack``'s) opens it."""
     lines = [f"# Plan diff: {old_label} -> {new_label}", ""]
+    if warning:
+        lines += [f"**Warning: {warning}.**", ""]
     if diff.empty:
         return "\n".join(lines + ["No changes.", ""])
     lines.append(f"{len(diff.added)} to add, {len(diff.changed)} to change, {len(diff.removed)} to remove.")
@@ -269,8 +284,8 @@ def render_diff(diff: PlanDiff, old_label: str, new_label: str) -> str:
         protected = [r["name"] for r in diff.removed if r.get("options", {}).get("protect")]
         if protected:
             lines += ["", f"**Protected resources would be removed: {', '.join(protected)}.** `pulumi up` stops "
-                          "with a protected-resource error until protection is lifted (see the decommission "
-                          "procedure in docs/operations-data.md)."]
+                          "with a protected-resource error until protection is lifted: each one's cause and fix are "
+                          f"under [{RUNNING_SITE_TITLE}](#{RUNNING_SITE_TITLE.lower().replace(' ', '-')})."]
     serious = sorted({finding.category for finding in diff.running_site} & {"refused", "stops", "lost"})
     if serious:
         lines += ["", f"**This change cannot be applied to a running site as it is, or loses state "

@@ -24,9 +24,12 @@ from tools.plan.chart_versions import chart_version_findings
 from tools.plan.diff import MISSING, Change, PlanDiff
 from tools.plan.eks_upgrade import eks_version_findings
 from tools.plan.host_steps import host_step_findings
+from tools.plan.isolation_tier import tier_change_findings
 from tools.plan.node_templates import launch_template_findings
 from tools.plan.prometheus_volume import prometheus_volume_findings
+from tools.plan.removal import owner, removal_findings
 from tools.plan.running_site import DISRUPTS, LOST, STATE_OF_KIND, STOPS, UNKNOWN, Finding
+from tools.plan.sharing_profiles import node_group_label_findings, profile_key_findings
 from tools.plan.vcluster_store import store_change_findings
 
 REPLACED = "replaced"
@@ -135,11 +138,14 @@ def pulumi_findings(diff: PlanDiff, old: Mapping[str, Any], new: Mapping[str, An
                     chart_cache: Optional[Path] = None) -> list[Finding]:
     """Replacements of the changed resources, state lost with removed ones, what each chart version change does
     (``tools.plan.chart_versions``, the CRDs compared from ``chart_cache``, by default the chart cache), and what a
-    changed MicroK8s setup step, a grown Prometheus volume or a vCluster's new backing store does
-    (``tools.plan.host_steps``, ``prometheus_volume``, ``vcluster_store``)."""
+    changed MicroK8s setup step, a grown Prometheus volume, a vCluster's new backing store, a sharing profile's new
+    key or a team's new isolation tier does (``tools.plan.host_steps``, ``prometheus_volume``, ``vcluster_store``,
+    ``sharing_profiles``, ``isolation_tier``)."""
     before = {resource["urn"]: resource for resource in old.get("resources", [])}
     after = {resource["urn"]: resource for resource in new.get("resources", [])}
-    findings: list[Finding] = []
+    findings: list[Finding] = profile_key_findings(old, new) + tier_change_findings(old, new)
+    # A resource whose replacement a finding above already tells is not reported again as harmless.
+    told = {finding.subject for finding in findings}
     for changed in diff.changed:
         resource = after[changed.urn]
         inputs = [change for change in changed.changes if change.path.split(".")[0] not in _OPTION_PARTS]
@@ -151,7 +157,8 @@ def pulumi_findings(diff: PlanDiff, old: Mapping[str, Any], new: Mapping[str, An
         upgrade, inputs = eks_version_findings(resource, subject, inputs)
         rollout, inputs = launch_template_findings(resource, subject, inputs)
         setup, inputs = host_step_findings(resource, subject, inputs)
-        findings += upgrade + rollout + setup + chart_version_findings(resource, subject, inputs,
+        labels, inputs = node_group_label_findings(resource, subject, inputs)
+        findings += upgrade + rollout + setup + labels + chart_version_findings(resource, subject, inputs,
                                                                        chart_cache_dir(chart_cache))
         findings += (store_change_findings(before[changed.urn], resource, subject)
                      + prometheus_volume_findings(resource, subject, inputs))
@@ -171,26 +178,14 @@ def pulumi_findings(diff: PlanDiff, old: Mapping[str, Any], new: Mapping[str, An
             findings.append(Finding(
                 STOPS, subject, change.path, change.old, change.new,
                 "this change replaces the resource, which is protected: `pulumi up` stops before anything "
-                "changes", "set it back: it is a new-site-only setting (to move a team anyway, follow "
-                "docs/operations-data.md: back up, lift protection, replace, restore)"))
+                "changes", f"set it back: it is a new-site-only setting; {owner(before[changed.urn], old).on_purpose}"))
         elif lost:
             findings.append(Finding(LOST, subject, change.path, change.old, change.new,
                                     f"this change replaces the resource, deleting {lost}",
                                     "set it back, or back up first and restore after `pulumi up`"))
-        else:
+        elif subject not in told:
             findings.append(Finding(REPLACED, subject, change.path, change.old, change.new,
                                     "this change replaces the resource (deleted, then created again); nothing "
                                     "it holds is lost", "none needed"))
-    for resource in diff.removed:
-        lost = STATE_OF_TYPE.get(resource["type"])
-        if _protected(resource):
-            findings.append(Finding(STOPS, f"`{resource['type']}` {resource['name']}", "(the resource)", "present",
-                                    MISSING, "removed from the program (a team or namespace renamed or removed), "
-                                    "but protected: `pulumi up` stops before anything changes",
-                                    "set it back; to remove or rename it on purpose, follow the decommission "
-                                    "procedure in docs/operations-data.md"))
-        elif lost:
-            findings.append(Finding(LOST, f"`{resource['type']}` {resource['name']}", "(the resource)", "present",
-                                    MISSING, f"removed from the program: Pulumi deletes it, and with it {lost}",
-                                    "back up first, or keep the setting that makes it"))
+    findings += removal_findings(diff.removed, old, new, STATE_OF_TYPE)
     return findings
