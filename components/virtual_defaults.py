@@ -11,6 +11,10 @@ program ships:
 - a MutatingAdmissionPolicy that switches the NVIDIA container toolkit's device features off in the env of every
   container that holds a GPU (the host's ``[device-features]`` rule asks for them, since it cannot read the image's
   ``ENV``), replacing a value the tenant set;
+- a MutatingAdmissionPolicy that gives a container (or init container) requesting more CPU, memory or ephemeral
+  storage than the host LimitRange's default limit, and setting no limit of it, its request as that limit: the
+  host's LimitRanger would give it the default limit, below its request, and the host API server then refuses the
+  pod as invalid (a common shape: charts that leave CPU limits out, JupyterHub's ``memory.guarantee``);
 - for a memory-capped team, a MutatingAdmissionPolicy that loads HAMi-core into the fractional container of
   every fractional pod (the env, image volume and mount the host's ``[hami-core]`` rule asks for), as
   kai-resource-isolator's webhook does where KAI's own guide installs it, so KAI's examples run unmodified;
@@ -48,6 +52,7 @@ from components.admission_metadata import cel_string
 from components.admission_resize import fixed_requests
 from components.isolation_admission import IMAGE_ROOT, LIBRARY, LIBRARY_NAMES, isolation_validations
 from components.kai import SCHEDULER_NAME
+from components.tenant_quota import limit_range_values
 from components.yaml_text import yaml_documents
 from config.load_balancer_keys import AWS_ADDITIONAL_TAGS
 from config.load_balancer_tags import tags_annotation
@@ -60,6 +65,7 @@ DEFAULTS_NAME = "gpu-tenancy-pod-defaults"
 RULES_NAME = "gpu-tenancy-pod-rules"
 HAMI_CORE_NAME = "gpu-tenancy-hami-core"  # the policy, and the image volume it adds
 DEVICE_FEATURES_NAME = "gpu-tenancy-device-features"
+LIMIT_DEFAULTS_NAME = "gpu-tenancy-limit-defaults"
 IMAGE_PULL_NAME = "gpu-tenancy-image-pull"
 IMAGE_REGISTRY_NAME = "gpu-tenancy-image-registry"
 FIXED_REQUESTS_NAME = "gpu-tenancy-fixed-requests"
@@ -113,6 +119,30 @@ def device_features_mutations() -> tuple[str, str]:
 def device_features_policy(team: Team) -> dict:
     variables = [variable for variable in policy_variables(team) if variable["name"] in ("fractional", "fractionContainer")]
     return _mutating_policy(DEVICE_FEATURES_NAME, *device_features_mutations(), variables=variables)
+
+
+def raised_limits_mutations(team: Team) -> list[str]:
+    """Apply configurations, one for each container list and each resource the host's LimitRange gives a default
+    limit of, setting a container's missing limit to its own request where that request is above the default (an
+    empty configuration where no container needs it). A request at or below the default keeps the host's default
+    limit; a request above the LimitRange's maximum is refused on the host with the LimitRanger's own message."""
+    mutations = []
+    for field in ("containers", "initContainers"):
+        kind = f"Object.spec.{field}"
+        for resource, default in limit_range_values(team.vcluster)["default"].items():
+            name = cel_string(resource)
+            above = (f"has(c.resources) && has(c.resources.requests) && {name} in c.resources.requests && "
+                     f"!(has(c.resources.limits) && {name} in c.resources.limits) && "
+                     f"quantity(c.resources.requests[{name}]).isGreaterThan(quantity({cel_string(default)}))")
+            raised = (f"object.spec.{field}.filter(c, {above}).map(c, {kind}{{name: c.name, "
+                      f"resources: {kind}.resources{{limits: {{{name}: c.resources.requests[{name}]}}}}}})")
+            mutations.append(f"has(object.spec.{field}) && object.spec.{field}.exists(c, {above}) ? "
+                             f"Object{{spec: Object.spec{{{field}: {raised}}}}} : Object{{}}")
+    return mutations
+
+
+def limit_defaults_policy(team: Team) -> dict:
+    return _mutating_policy(LIMIT_DEFAULTS_NAME, *raised_limits_mutations(team))
 
 
 def hami_core_mutation(image: str) -> str:
@@ -229,6 +259,8 @@ def virtual_manifests(team: Team) -> list[dict]:
         _binding("MutatingAdmissionPolicyBinding", DEFAULTS_NAME),
         device_features_policy(team),
         _binding("MutatingAdmissionPolicyBinding", DEVICE_FEATURES_NAME),
+        limit_defaults_policy(team),
+        _binding("MutatingAdmissionPolicyBinding", LIMIT_DEFAULTS_NAME),
         *hami_core,
         *image_pull,
         pod_rules_policy(team),

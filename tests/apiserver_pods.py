@@ -6,7 +6,9 @@
   or limits get the namespace's defaults and the pod the ``kubernetes.io/limit-ranger`` annotation
   (plugin/pkg/admission/limitranger); ``limit_range_max`` is the same plugin's check against the LimitRange's
   ``max``.
-- ``api_validate``: the validation after mutating admission, which refuses (422) what KAI's webhook leaves invalid.
+- ``api_validate``: the validation after mutating admission, which refuses (422) what KAI's webhook leaves invalid,
+  and a container whose request is above its limit, which the LimitRanger's default limit can make of one that set a
+  request alone.
 - ``delete_options``: a pod DELETE's options as validating admission sees them, after the pod strategy's
   ``CheckGracefulDelete`` (pkg/registry/core/pod/strategy.go, called by the store's ``BeforeDelete`` on the same
   options before the validation, k8s.io/apiserver pkg/registry/generic/registry/store.go).
@@ -41,8 +43,14 @@ def _default_pull_policy(image: str) -> str:
 
 
 def limit_ranger(pod: dict, limits: TenantLimitRange) -> dict:
-    """Defaults for containers that set no cpu, memory or ephemeral storage, and the annotation that says so."""
+    """Defaults for containers that set no cpu, memory or ephemeral storage, and the annotation that says so, after
+    the API server's own defaulting of a request the container left out to its limit (pkg/apis/core/v1 defaults.go
+    ``SetDefaults_Pod``), which the LimitRanger's defaults never override."""
     defaulted = copy.deepcopy(pod)
+    for entry in defaulted["spec"]["containers"] + defaulted["spec"].get("initContainers", []):
+        resources = entry.get("resources") or {}
+        if resources.get("limits"):
+            resources["requests"] = {**resources["limits"], **(resources.get("requests") or {})}
     notes = []
     defaults = {"request": {"cpu": limits.default_request_cpu, "memory": limits.default_request_memory,
                             "ephemeral-storage": limits.default_request_ephemeral_storage},
@@ -89,11 +97,22 @@ def api_validate(pod: dict) -> list[str]:
                                 "may not specify more than 1 volume type per source")
     for field in ("containers", "initContainers", "ephemeralContainers"):
         for index, entry in enumerate(pod["spec"].get(field, [])):
+            problems += _requests_above_limits(entry, f"spec.{field}[{index}].resources.requests")
             for position, item in enumerate(entry.get("env", [])):
                 if item.get("value") and "valueFrom" in item:
                     problems.append(f"[api-validation] spec.{field}[{index}].env[{position}].valueFrom: Invalid value: "
                                     "may not be specified when `value` is not empty")
     return problems
+
+
+def _requests_above_limits(entry: dict, path: str) -> list[str]:
+    """ValidateResourceRequirements (pkg/apis/core/validation): no request above the container's limit of it."""
+    resources = entry.get("resources") or {}
+    limits = resources.get("limits") or {}
+    return [f"[api-validation] {path}: Invalid value: \"{request}\": must be less than or equal to {name} limit of "
+            f"{limits[name]}"
+            for name, request in (resources.get("requests") or {}).items()
+            if name in limits and quantity_value(str(request)) > quantity_value(str(limits[name]))]
 
 
 def delete_options(pod: dict, grace_period: Optional[int]) -> dict:

@@ -9,6 +9,7 @@ from typing import Optional
 
 from celpy import celtypes
 
+from config.key_types import quantity_value
 from tests.reference_cel import Verdict, unordered_lists
 
 
@@ -30,8 +31,23 @@ def _sum(items):
     return celtypes.IntType(sum(int(item) for item in items))
 
 
-# Kubernetes' lists library's sum() (k8s.io/apiserver pkg/cel/library/lists.go), over the integers the policies add.
-CEL_FUNCTIONS = {"substring": _substring, "join": _join, "sum": _sum}
+class _Quantity(float):
+    """A value of Kubernetes' quantity library (k8s.io/apiserver pkg/cel/library/quantity.go), as its base units."""
+
+
+def _quantity(text):
+    return _Quantity(quantity_value(str(text)))
+
+
+def _is_greater_than(quantity, other):
+    return celtypes.BoolType(float(quantity) > float(other))
+
+
+# Kubernetes' lists library's sum() (k8s.io/apiserver pkg/cel/library/lists.go), over the integers the policies add,
+# and its quantity library's quantity() and isGreaterThan(), with which the in-vCluster limit defaults compare a
+# request with the host's default limit (components/virtual_defaults.py).
+CEL_FUNCTIONS = {"substring": _substring, "join": _join, "sum": _sum, "quantity": _quantity,
+                 "isGreaterThan": _is_greater_than}
 
 
 # A review whose objects (the new and the old, as JSON) are larger than this is judged by CEL C++ alone when CEL C++

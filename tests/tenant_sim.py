@@ -273,23 +273,26 @@ class Tenant:
         self.size_admission = size_admission
         self.team = team
         self.syncer = f"system:serviceaccount:{team.namespace}:vc-{team.vcluster_name}"
-        self._device_features = None
+        self._defaults: list = []
 
-    def device_defaults(self, pod: dict) -> dict:
-        """The pod after the vCluster's device-features default (components/virtual_defaults.py), which every GPU pod
-        needs on the host; the other in-vCluster defaults are left to each test (a tenant may delete any of them)."""
-        from components.virtual_defaults import device_features_policy
+    def vcluster_defaults(self, pod: dict) -> dict:
+        """The pod after the vCluster's device-features and limit defaults (components/virtual_defaults.py), which
+        every GPU pod, and every pod requesting more than the host's default limit without a limit, needs on the
+        host; the other in-vCluster defaults are left to each test (a tenant may delete any of them)."""
+        from components.virtual_defaults import device_features_policy, limit_defaults_policy
         from tests.virtual_sim import Mutation
-        if self._device_features is None:
-            self._device_features = Mutation(device_features_policy(self.team)["spec"],
-                                             {"matchResources": {"namespaceSelector": {}}})
-        return self._device_features.mutate(pod["metadata"].get("namespace", "default"), pod, "kubernetes-admin")
+        if not self._defaults:
+            self._defaults = [Mutation(policy(self.team)["spec"], {"matchResources": {"namespaceSelector": {}}})
+                              for policy in (device_features_policy, limit_defaults_policy)]
+        for mutation in self._defaults:
+            pod = mutation.mutate(pod["metadata"].get("namespace", "default"), pod, "kubernetes-admin")
+        return pod
 
     def host_pod(self, pod: dict, *, mutated: bool = True, kai_version: str = "v0.16.4", defaults: bool = True) -> dict:
         """The synced pod after the host API server's defaulting and admission chain: LimitRanger, then KAI's
-        webhook. ``defaults``: the vCluster's device-features default ran first; a tenant that deleted it sends the
-        pod as written."""
-        virtual = self.device_defaults(pod) if defaults else pod
+        webhook. ``defaults``: the vCluster's device-features and limit defaults ran first; a tenant that deleted
+        them sends the pod as written."""
+        virtual = self.vcluster_defaults(pod) if defaults else pod
         synced = limit_ranger(pull_policy_defaults(vcluster_sync(virtual, self.team)), self.team.vcluster.limit_range)
         return self.host_webhooks(synced, kai_version=kai_version) if mutated else synced
 

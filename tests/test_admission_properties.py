@@ -142,7 +142,7 @@ def test_well_formed_work_in_the_teams_queue_is_always_admitted(nlp, share, gpus
     main = container("main", gpus=None if share else gpus)
     pod = virtual_pod(namespace=namespace, queue="team-nlp", scheduler=KAI_SCHEDULER, annotations=share,
                       containers=[main] + [container(f"side-{index}") for index in range(sidecars)])
-    host = kai_mutate(vcluster_sync(nlp.device_defaults(pod), nlp.team))
+    host = kai_mutate(vcluster_sync(nlp.vcluster_defaults(pod), nlp.team))
     assert nlp.create_host(host) == []
     assert gpu_escapes(host) == []
 

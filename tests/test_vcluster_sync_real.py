@@ -112,7 +112,7 @@ def gpu_node(tenant: Tenant) -> dict:
 def created(program, config, team: str, corpus) -> tuple[Tenant, dict, list]:
     """Team ``team``, its corpus pods as the syncer receives them, and what vCluster's SyncToHost made of each."""
     tenant = tenant_of(program, config, team)
-    pods = {name: stored(tenant.device_defaults(pod)) for name, pod in corpus(program, tenant).items()}
+    pods = {name: stored(tenant.vcluster_defaults(pod)) for name, pod in corpus(program, tenant).items()}
     namespaces = [{"metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}}}
                   for name in sorted({pod["metadata"]["namespace"] for pod in pods.values()})]
     real = run_syncer(TAG, name=tenant.team.vcluster_name, namespace=tenant.team.namespace,
@@ -151,7 +151,7 @@ def edited_both_ways(program, config) -> list[str]:
     found = []
     for team in sorted(t["name"] for t in config["gpu-tenancy:teams"]):
         tenant = tenant_of(program, config, team)
-        virtual = stored(tenant.device_defaults(virtual_pod(queue=tenant.team.queue_name, scheduler=KAI_SCHEDULER,
+        virtual = stored(tenant.vcluster_defaults(virtual_pod(queue=tenant.team.queue_name, scheduler=KAI_SCHEDULER,
                                                             annotations={"gpu-fraction": "0.5"})))
         run = dict(name=tenant.team.vcluster_name, namespace=tenant.team.namespace, values=team_values(program, team),
                    kube_ip=KUBE_IP, dns_ip=DNS_IP, token=VIRTUAL_TOKEN,
@@ -225,7 +225,7 @@ def test_a_pod_created_at_the_metadata_cap_stays_updatable_after_kai_binds_it(de
     tenant = tenant_of(dev_run, config, config["gpu-tenancy:teams"][0]["name"])
     pod = virtual_pod(queue=tenant.team.queue_name, scheduler=KAI_SCHEDULER, labels={"app": "trainer"},
                       annotations={"gpu-fraction": "0.5"})
-    virtual = stored(tenant.device_defaults(padded(pod, tenant.host_pod, SYNCED_METADATA_BYTES)))
+    virtual = stored(tenant.vcluster_defaults(padded(pod, tenant.host_pod, SYNCED_METADATA_BYTES)))
     run = dict(name=tenant.team.vcluster_name, namespace=tenant.team.namespace,
                values=team_values(dev_run, tenant.team.name), kube_ip=KUBE_IP, dns_ip=DNS_IP, token=VIRTUAL_TOKEN,
                namespaces=[{"metadata": {"name": "default", "labels": {"kubernetes.io/metadata.name": "default"}}}],

@@ -189,11 +189,12 @@ def test_a_resize_of_requests_is_refused_inside_with_the_hosts_message(inside):
 
 
 def test_the_shipped_manifests_are_valid_kubernetes_1_36_objects():
-    # Every team gets its queue, the device features switched off, the host's pod rules and its resize rule.
-    sites = ((dev_config(), "team-nlp", 8), (eks_config(), "team-legal", 8),
-             (prefixed(isolation_config()), "team-nlp", 10),  # a memory-capped team also gets HAMi-core loaded
+    # Every team gets its queue, the device features switched off, its limits raised to requests above the host's
+    # default limits, the host's pod rules and its resize rule.
+    sites = ((dev_config(), "team-nlp", 10), (eks_config(), "team-legal", 10),
+             (prefixed(isolation_config()), "team-nlp", 12),  # a memory-capped team also gets HAMi-core loaded
              # and every team its pulls, on a site that has them pull on every start
-             (put(prefixed(isolation_config()), "gpu-tenancy:vcluster.alwaysPullImages", True), "team-nlp", 12))
+             (put(prefixed(isolation_config()), "gpu-tenancy:vcluster.alwaysPullImages", True), "team-nlp", 14))
     for config, team, count in sites:
         settings = next(t for t in platform_of(config).teams if t.name == team)
         objects = manifests(settings)

@@ -2,12 +2,13 @@
 
 Every test of the defaults mutates pods with tests/virtual_sim.py (cel-python and a Python structured merge). Here
 the mutations those tests make are made again by k8s.io/apiserver's MutatingAdmissionPolicy plugin
-(tests/apiserver_map.py): each policy alone on the pods it was given (the device-features default every tenant pod
-of tenant_sim gets, KAI's documented workloads and the seeds' among them), and a team's whole set of policies, as
-its vCluster's API server holds them, on the pods tests/test_virtual_defaults.py's ``Inside`` creates (reinvocation
-included). The real plugin must compile every policy, refuse nothing, and end with virtual_sim's pod; the honest
-pods it mutates are then admitted inside and on the host. The load-balancer tags policy of an EKS team with load
-balancers mutates Services, created and edited, and must end with virtual_sim's Service too.
+(tests/apiserver_map.py): each policy alone on the pods it was given (the device-features and limit defaults every
+tenant pod of tenant_sim gets, KAI's documented workloads, the seeds' and ML charts' among them), and a team's whole
+set of policies, as its vCluster's API server holds them, on the pods tests/test_virtual_defaults.py's ``Inside``
+creates (reinvocation included). The real plugin must compile every policy, refuse nothing, and end with
+virtual_sim's pod; the honest pods it mutates are then admitted inside and on the host. The load-balancer tags
+policy of an EKS team with load balancers mutates Services, created and edited, and must end with virtual_sim's
+Service too.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from components.virtual_defaults import DEFAULTS_NAME, LOAD_BALANCER_TAGS_NAME
 from config.load_balancer_keys import AWS_ADDITIONAL_TAGS, AWS_PREFIX
 from config.vocabulary import QUEUE_LABEL
 from tests import test_admission_device_features as device_features
+from tests import test_admission_honest_workloads as honest_workloads
 from tests import test_admission_image_pull as image_pull
 from tests import test_celgo_honest as celgo_honest
 from tests import test_isolation_admission_inside as isolation_inside
@@ -69,6 +71,8 @@ def corpus(dev_run, eks_run, capped, mig, mirrored, pulling_dev_run, pulling_eks
         for tenant in tenants:
             assert replay(virtual_defaults, {"inside": Inside(tenant)}) > 20
             assert replay(device_features, {"tenant": tenant}) > 10
+            # ML charts' pods, those requesting more than the host's default limits without a limit among them.
+            assert replay(honest_workloads, {"tenant": tenant}) > 10
         assert replay(isolation_inside, {"inside_capped": Inside(capped), "inside_mig": Inside(mig),
                                          "mirrored": mirrored}) > 20
         for tenant in pulling_tenants:
@@ -105,7 +109,7 @@ def each_policy(corpus) -> dict:
 
 def test_the_corpus_reaches_every_shipped_mutating_policy_and_each_changes_pods(each_policy):
     assert set(each_policy) == {"gpu-tenancy-pod-defaults", "gpu-tenancy-device-features", "gpu-tenancy-hami-core",
-                                "gpu-tenancy-image-pull"}
+                                "gpu-tenancy-image-pull", "gpu-tenancy-limit-defaults"}
     for name, judged in each_policy.items():
         assert sum(case.mutated != case.pod for case, _ in judged) >= 3, name
     assert sum(len(judged) for judged in each_policy.values()) > 300
