@@ -116,26 +116,27 @@ def api_server_rules(team: Team) -> list[dict]:
     """The egress to the host API server's port: at the addresses the site states, else at every address. Where the
     network plugin judges egress before a Service's address is translated (EKS' VPC CNI), every address would open
     every Service listening on that port, another team's vCluster Service (443, its control plane's 8443) among
-    them: there the Service ranges are left out, and the control plane, which reaches the API server through the
-    ``kubernetes`` Service, gets that Service's address (the first of each range) on its port, which kube-apiserver
+    them: there the Service ranges are left out, of stated addresses too, and the control plane, which reaches the
+    API server through the ``kubernetes`` Service, gets that Service's address on its port, which kube-apiserver
     sets to 443 whatever its own."""
     ports = [_tcp(port) for port in api_server_ports(team)]
-    ranges = team.vcluster.untranslated_service_ranges
-    kubernetes = [{"ipBlock": _single(str(ipaddress.ip_network(block)[1]))} for block in ranges]
+    ranges = [ipaddress.ip_network(block) for block in team.vcluster.untranslated_service_ranges]
+    kubernetes = [{"ipBlock": {"cidr": address}} for address in team.vcluster.kubernetes_service_addresses]
     if team.vcluster.api_server_addresses:
-        to = [{"ipBlock": {"cidr": block}} for block in team.vcluster.api_server_addresses]
+        blocks = [ipaddress.ip_network(block, strict=False) for block in team.vcluster.api_server_addresses]
     elif ranges:
-        families = {4: "0.0.0.0/0", **({6: "::/0"} if any(ipaddress.ip_network(block).version == 6
-                                                          for block in ranges) else {})}
-        to = [{"ipBlock": {"cidr": every, "except": [block for block in ranges
-                                                     if ipaddress.ip_network(block).version == version]}}
-              for version, every in families.items()]
+        blocks = [ipaddress.ip_network(every) for every in ("0.0.0.0/0", "::/0")
+                  if any(found.version == ipaddress.ip_network(every).version for found in ranges) or every[0] == "0"]
     else:
         return [{"ports": ports}]
+    to = [{"ipBlock": {"cidr": str(block), **({"except": inside} if inside else {})}} for block in blocks
+          if (inside := [str(found) for found in ranges if found.version == block.version and found.subnet_of(block)])
+          or not any(block.version == found.version and block.subnet_of(found) for found in ranges)]
     service_ports = [_tcp(KUBERNETES_SERVICE_PORT)]
     if not kubernetes or ports == service_ports:
         return [{"ports": ports, "to": [*to, *kubernetes]}]
-    return [{"ports": ports, "to": to}, {"ports": service_ports, "to": kubernetes}]
+    # A rule with no peer left would admit every address (config/host_networking.py refuses what leaves none).
+    return [*([{"ports": ports, "to": to}] if to else []), {"ports": service_ports, "to": kubernetes}]
 
 
 def backup_store_rules(team: Team) -> list[dict]:
@@ -143,9 +144,10 @@ def backup_store_rules(team: Team) -> list[dict]:
     which uploads each snapshot, and vCluster's snapshot pods (the restore pod; the snapshot job needs only the API
     server). A store named by its IP address is opened at that address only; AWS S3 or a store named by a host
     name, on the public internet as the team's workloads reach it. Nothing where the API server's rule already
-    opens the port to every address (EKS, on 443)."""
+    opens the port to every address (EKS, on 443, outside the Service ranges), which stated API server addresses
+    narrow."""
     backup = team.vcluster.backup
-    if backup is None or backup.port in api_server_ports(team):
+    if backup is None or (backup.port in api_server_ports(team) and not team.vcluster.api_server_addresses):
         return []
     address = backup.endpoint_address
     return [{"ports": [_tcp(backup.port)], "to": [{"ipBlock": _single(address) if address else _public_internet()}]}]

@@ -12,12 +12,13 @@ none.
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from config.key_types import Check
 from config.model import Cluster, Team
-from config.reader import Reader
+from config.reader import Reader, within
 
 
 @dataclass(frozen=True)
@@ -125,17 +126,36 @@ def untranslating_plugins(networking: Optional[tuple[str, ...]]) -> list[str]:
 def check_service_ranges(reader: Reader, cluster: Optional[Cluster], teams: Sequence[Team]) -> None:
     """A kubeconfig site whose network plugin judges egress before Service translation must state its Service ranges,
     or the control planes' rule for the API server's port opens every Service on that port, another team's virtual
-    API server among them (components/tenant_network.py ``api_server_rules``)."""
+    API server among them (components/tenant_network.py ``api_server_rules``). Ranges that overlap would make a
+    range's first address (the kubernetes Service's, in the first) any Service's, and API server addresses inside
+    a range would be Service addresses."""
     existing = cluster.kubeconfig if cluster is not None else None
-    if existing is None or existing.service_ranges or not any(team.vcluster.network_policy for team in teams):
+    key = "cluster.kubeconfig.serviceRanges"
+    if existing is None or any(within(issue.key, key) or issue.key == "cluster.kubeconfig" for issue in reader.issues):
         return
+    ranges = [ipaddress.ip_network(block) for block in existing.service_ranges]
+    for index, block in enumerate(ranges):
+        if any(block.version == other.version and block.overlaps(other) for other in ranges[:index]):
+            reader.fail(f"{key}[{index}]", str(block), "overlaps a range listed before it: a cluster's Service ranges "
+                        "(its primary range and the ServiceCIDRs added to it) never overlap",
+                        "list each range once, the primary range (the kubernetes Service's) first")
+    for index, address in enumerate(existing.api_server_addresses):
+        block = ipaddress.ip_network(address, strict=False)
+        inside = next((str(found) for found in ranges if found.version == block.version and block.subnet_of(found)),
+                      None)
+        if inside is not None:
+            reader.fail(f"cluster.kubeconfig.apiServerAddresses[{index}]", address, f"lies in the Service range "
+                        f"{inside}: the API server's endpoints are node or control-plane addresses, not Services'",
+                        "state the endpoints' addresses (kubectl get endpointslices -n default -l "
+                        "kubernetes.io/service-name=kubernetes)")
     plugins = untranslating_plugins(existing.networking)
-    if plugins:
-        reader.fail("cluster.kubeconfig.serviceRanges", None,
+    if plugins and not ranges and any(team.vcluster.network_policy for team in teams):
+        reader.fail(key, None,
                     f"is required with networking {', '.join(plugins)}, which judges a pod's egress at a Service's "
                     "own address before it is translated: without the ranges the control planes' rule for the API "
                     "server's port opens every Service listening on it, every other team's vCluster Service (443) "
                     "among them",
-                    "set it to the cluster's Service ranges (the API server's --service-cluster-ip-range; on EKS "
-                    "`aws eks describe-cluster --name NAME --query cluster.kubernetesNetworkConfig.serviceIpv4Cidr`; "
-                    "`kubectl get service kubernetes -n default` shows its first address), e.g. [10.100.0.0/16]")
+                    "set it to the cluster's Service ranges, the primary one first (the API server's "
+                    "--service-cluster-ip-range; on EKS `aws eks describe-cluster --name NAME --query "
+                    "cluster.kubernetesNetworkConfig`, serviceIpv4Cidr or serviceIpv6Cidr; `kubectl get service "
+                    "kubernetes -n default` shows the primary range's first address), e.g. [10.100.0.0/16]")

@@ -137,17 +137,23 @@ def host_profile(cluster: Cluster) -> HostProfile:
             # nodes; KAI hides the GPUs from containers it did not allocate one to.
             tenant_node_labels={ROLE_LABEL: GPU_ROLE},
             untranslated_service_ranges=EKS_SERVICE_RANGES,
+            # The cluster took one of the two ranges as its own: either first address may be the kubernetes Service's.
+            kubernetes_service_addresses=kubernetes_service_addresses(EKS_SERVICE_RANGES),
             # EKS's AWS cloud provider makes a team's LoadBalancer Services (MicroK8s' MetalLB reads no key a team
             # needs; an existing cluster's implementation is not known).
             load_balancer_annotations=AWS_TEAM_KEYS,
         )
     existing = cluster.kubeconfig
     assert existing is not None, "a validated Cluster has exactly one kind's settings"
+    untranslated = (existing.service_ranges or ()) if untranslating_plugins(existing.networking) else ()
     return HostProfile(
         kind="kubeconfig",
         api_server_port=existing.api_server_port,
         api_server_addresses=existing.api_server_addresses,
-        untranslated_service_ranges=existing.service_ranges if untranslating_plugins(existing.networking) else (),
+        untranslated_service_ranges=untranslated,
+        # The first range stated is the primary one, the kubernetes Service's (the others: the second address family,
+        # ServiceCIDRs added later, where a first address is any Service's).
+        kubernetes_service_addresses=kubernetes_service_addresses(untranslated[:1]),
         storage_class=existing.storage_class,
         creates_storage_class=False,
         gpu_driver_preinstalled=False,
@@ -179,12 +185,16 @@ class HostKindFacts:
     judged_at_service: bool = False
 
 
-def service_facts(facts: HostKindFacts, ranges: tuple[str, ...]) -> HostKindFacts:
-    """The facts of a host whose network plugin judges egress before translation, in the given Service ranges."""
+def kubernetes_service_addresses(ranges: tuple[str, ...]) -> tuple[str, ...]:
+    """The first address of each range, as a network of one address: the kubernetes Service's in its range."""
+    return tuple(f"{ipaddress.ip_network(block)[1]}/{ipaddress.ip_network(block).max_prefixlen}" for block in ranges)
+
+
+def service_facts(facts: HostKindFacts, kubernetes_services: tuple[str, ...]) -> HostKindFacts:
+    """The facts of a host whose network plugin judges egress before translation: the control planes reach the API
+    server at the kubernetes Service's possible addresses, on its port."""
     return dataclasses.replace(facts, api_server_ports=(KUBERNETES_SERVICE_PORT,), api_server_ports_known=True,
-                               api_server_addresses=tuple(f"{ipaddress.ip_network(block)[1]}/"
-                                                          f"{ipaddress.ip_network(block).max_prefixlen}"
-                                                          for block in ranges), judged_at_service=True)
+                               api_server_addresses=kubernetes_services, judged_at_service=True)
 
 
 # From the hosts' docs (/shared/FACTS.md): MicroK8s serves the API on 16443 and its hostpath-storage
@@ -198,6 +208,6 @@ HOST_KIND_FACTS = {
                               True, control_plane_metrics=False),
     # On EKS a control plane's connection to the API server is judged at the kubernetes Service's address.
     "eks": service_facts(HostKindFacts((EKS_API_SERVER_PORT,), True, (), None, True, control_plane_metrics=False),
-                         EKS_SERVICE_RANGES),
+                         kubernetes_service_addresses(EKS_SERVICE_RANGES)),
     "kubeconfig": HostKindFacts(COMMON_API_SERVER_PORTS, False, (), None, False, control_plane_metrics=True),
 }

@@ -160,6 +160,7 @@ def load_platform(raw: Mapping[str, Any], *, secrets_set: Iterable[str] = (), st
     teams = [dataclasses.replace(team, vcluster=dataclasses.replace(
         team.vcluster, storage_class=host.storage_class, api_server_port=host.api_server_port,
         api_server_addresses=host.api_server_addresses, untranslated_service_ranges=host.untranslated_service_ranges,
+        kubernetes_service_addresses=host.kubernetes_service_addresses,
         host_dns=host.host_dns, mirrors=mirrors, gpu_sharing=kai.gpu_sharing, backup=backup,
         services=dataclasses.replace(team.vcluster.services,
                                      load_balancer_tags=load_balancer_tags(team, cluster, stack)))) for team in teams]

@@ -99,12 +99,14 @@ KUBECONFIG = Block(title="an existing cluster", intro="The `kubeconfig` secret i
                 "tenant call another team's virtual API server (the plan warns)."),
     Key("serviceRanges", NetworkList(exact=True), (), "The cluster's Service address ranges.",
         example="[10.100.0.0/16]", default_note="not stated",
-        details="The API server's `--service-cluster-ip-range` (on EKS `aws eks describe-cluster --query "
-                "cluster.kubernetesNetworkConfig.serviceIpv4Cidr`). Required when `networking` names `aws-vpc-cni`, "
-                "whose policy agent judges a pod's egress at a Service's own address before it is translated: the "
-                "tenant control planes' rule for the API server's port then leaves these ranges out but for the "
-                "`kubernetes` Service (the first address of each), so it does not open every other team's vCluster "
-                "Service."),
+        details="The API server's `--service-cluster-ip-range`, the primary range first, then any other (the second "
+                "address family, ServiceCIDRs added later); on EKS `aws eks describe-cluster --name NAME --query "
+                "cluster.kubernetesNetworkConfig` (`serviceIpv4Cidr` or `serviceIpv6Cidr`). Required when "
+                "`networking` names `aws-vpc-cni`, whose policy agent judges a pod's egress at a Service's own address "
+                "before it is translated: the tenant control planes' rule for the API server's port then leaves these "
+                "ranges out, of `apiServerAddresses` too, but for the `kubernetes` Service (the primary range's first "
+                "address, on 443), so it does not open every other team's vCluster Service. Ranges that overlap, and "
+                "API server addresses inside a range, are refused."),
     Key("dns", HOST_DNS, {}, "Where the host's DNS answers: Service, pods, port, node-local addresses.",
         default_note="kube-system/kube-dns, pods k8s-app: kube-dns on 53"),
     Key("networking", StringList(non_empty=True, form="implementation names", checks=(IMPLEMENTATION_NAME,)), None,

@@ -130,6 +130,7 @@ class VClusterSettings:
     api_server_port: Optional[int] = None
     api_server_addresses: tuple[str, ...] = ()
     untranslated_service_ranges: tuple[str, ...] = ()
+    kubernetes_service_addresses: tuple[str, ...] = ()
     # From KAI's settings: with GPU sharing on, KAI's binder writes ConfigMaps for each fractional pod here.
     gpu_sharing: bool = False
     host_dns: HostDns = HostDns()

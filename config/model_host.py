@@ -93,6 +93,8 @@ class HostProfile:
     api_server_addresses: tuple[str, ...] = ()
     # The Service ranges where the network plugin judges egress before a Service is translated (config/hosts.py).
     untranslated_service_ranges: tuple[str, ...] = ()
+    # Where the `kubernetes` Service may be among them: the first address of the cluster's primary range.
+    kubernetes_service_addresses: tuple[str, ...] = ()
     # The Service annotations of the host's load-balancer implementation a team given load balancers may set.
     load_balancer_annotations: tuple[str, ...] = ()
 

@@ -85,3 +85,37 @@ def test_the_deployability_check_judges_the_control_planes_at_the_kubernetes_ser
     findings = check_api_server_egress(objects, site)
     assert findings and all("10.96.0.1/32" in finding.message and "Service ranges" in finding.message
                             for finding in findings)
+
+
+@pytest.mark.parametrize("ranges, stated, key", [
+    (["10.100.0.0/16", "10.100.128.0/17"], (), "cluster.kubeconfig.serviceRanges[1]"),
+    (["10.100.0.0/16", "10.100.0.0/16"], (), "cluster.kubeconfig.serviceRanges[1]"),
+    (["10.100.0.0/16"], ("10.100.0.0/24",), "cluster.kubeconfig.apiServerAddresses[0]"),
+])
+def test_overlapping_ranges_and_endpoints_inside_a_range_are_refused(ranges, stated, key):
+    with pytest.raises(ConfigError) as raised:
+        platform_of(vpc_cni_site(443, serviceRanges=ranges,
+                                 **({"apiServerAddresses": list(stated)} if stated else {})), "site")
+    assert raised.value.keys == [key]
+
+
+def test_a_bad_range_is_one_problem_not_also_a_missing_key():
+    with pytest.raises(ConfigError) as raised:
+        platform_of(vpc_cni_site(443, serviceRanges=["10.100.0.1/16"]), "site")
+    assert raised.value.keys == ["cluster.kubeconfig.serviceRanges[0]"]
+
+
+def test_stated_endpoints_holding_a_service_range_leave_it_out_and_only_the_primary_range_is_the_kubernetes_one():
+    # A second range (the other family, a ServiceCIDR added later): its first address is any Service's.
+    config = vpc_cni_site(443, serviceRanges=[SERVICE_RANGE, "fd00:10:96::/112", "10.200.0.0/16"],
+                          apiServerAddresses=["10.0.0.0/8"])
+    team, other = platform_of(config, "site").teams[:2]
+    policies = list(tenant_network_policies(team).values())
+    source = control_plane_pod(team)
+    plane = Service("another team's vCluster Service", other.namespace,
+                    {"app": "vcluster", "release": other.vcluster_name}, 443, 8443)
+    for address in ("10.96.0.9", "fd00:10:96::1", "10.200.0.1", "10.200.7.7"):
+        assert not reaches_before_translation(policies, source, plane, address), address
+    api_server = Service("the kubernetes Service", "default", {}, 443, 443)
+    assert reaches_before_translation(policies, source, api_server, "10.96.0.1")
+    assert reaches_before_translation(policies, source, Service("an endpoint", "default", {}, 443, 443), "10.0.3.4")

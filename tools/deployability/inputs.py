@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
 from config import versions
-from config.hosts import EKS_TAINT_EFFECTS, HOST_KIND_FACTS, HostKindFacts, service_facts
+from config.hosts import EKS_TAINT_EFFECTS, HOST_KIND_FACTS, HostKindFacts, kubernetes_service_addresses, service_facts
 from config.model_host import NodePool, Taint
 from config.system_pool_capacity import SystemNodes, system_nodes_from_output
 from config.vocabulary import EKS_NODE_GROUP, HOST_COMPONENT, VCLUSTER_MANAGED_BY_LABEL
@@ -119,7 +119,7 @@ def site_from_plan(plan: Mapping[str, Any]) -> Site:
     ranges = _host_output(plan, "untranslatedServiceRanges")
     if ranges:
         # The site's network plugin judges the control planes' egress at the kubernetes Service (config/hosts.py).
-        facts = service_facts(facts, tuple(map(str, ranges)))
+        facts = service_facts(facts, kubernetes_service_addresses(tuple(map(str, ranges[:1]))))
     storage_class = _host_output(plan, "storageClass")
     if storage_class:
         # The site named its class (cluster.kubeconfig.storageClass), whose key requires that the cluster has it: a
