@@ -11,6 +11,7 @@ adds at the accepted versions, and checks that the LimitRange sets every resourc
 
 from __future__ import annotations
 
+from config.merge import deep_merge
 from config.model import VClusterSettings
 from config.tenant_budget import (bytes_quantity, control_plane_load_balancers, control_plane_node_ports,
                                   cpu_quantity, namespace_budget)
@@ -72,6 +73,34 @@ def limit_range_values(settings: VClusterSettings) -> dict:
             "defaultRequest": {"cpu": limits.default_request_cpu, "memory": limits.default_request_memory,
                                EPHEMERAL_STORAGE: limits.default_request_ephemeral_storage},
             "max": {EPHEMERAL_STORAGE: limits.max_ephemeral_storage}}
+
+
+def host_limit_range(settings: VClusterSettings) -> dict:
+    """The namespace's LimitRange item as the host API server stores it, {} where none is rendered: the program's
+    ``policies`` with the site's ``extraValues.policies`` over them, as components/tenant.py passes them to Helm
+    (the chart's defaults name no resource the program leaves out: tests/test_tenant_quota.py), then the API
+    server's defaulting (pkg/apis/core/v1 defaults.go SetDefaults_LimitRangeItem): a resource with a max and no
+    default limit gets the max as its default limit, one with no default request gets its default limit, else its
+    min. Whatever the in-vCluster defaults assume of the host's defaults must come from here, not from config."""
+    policies = deep_merge(policy_values(settings), settings.extra_values.get("policies") or {})
+    limits, quota = policies["limitRange"], policies["resourceQuota"]
+    # chart/templates/limitrange.yaml: on when enabled, or with the quota unless switched off ("auto").
+    switch = str(limits.get("enabled")).lower()
+    if switch != "true" and (switch == "false" or str(quota.get("enabled")).lower() != "true"):
+        return {}
+    maximum, minimum = limits.get("max") or {}, limits.get("min") or {}
+    default = _filled(limits.get("default") or {}, maximum)
+    return {"default": default, "defaultRequest": _filled(limits.get("defaultRequest") or {}, default, minimum),
+            "max": maximum, "min": minimum}
+
+
+def _filled(values: dict, *fallbacks: dict) -> dict:
+    """``values`` with each key it lacks from the first fallback that has it, after its own keys: the policies'
+    mutations follow this order, so the plan keeps its text."""
+    filled = dict(values)
+    for fallback in fallbacks:
+        filled.update({key: value for key, value in fallback.items() if key not in filled})
+    return filled
 
 
 def policy_values(settings: VClusterSettings) -> dict:

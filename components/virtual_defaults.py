@@ -52,7 +52,7 @@ from components.admission_metadata import cel_string
 from components.admission_resize import fixed_requests
 from components.isolation_admission import IMAGE_ROOT, LIBRARY, LIBRARY_NAMES, isolation_validations
 from components.kai import SCHEDULER_NAME
-from components.tenant_quota import limit_range_values
+from components.tenant_quota import host_limit_range
 from components.yaml_text import yaml_documents
 from config.load_balancer_keys import AWS_ADDITIONAL_TAGS
 from config.load_balancer_tags import tags_annotation
@@ -129,11 +129,12 @@ def raised_limits_mutations(team: Team) -> list[str]:
     mutations = []
     for field in ("containers", "initContainers"):
         kind = f"Object.spec.{field}"
-        for resource, default in limit_range_values(team.vcluster)["default"].items():
+        # The LimitRange the host really has: a site's extraValues may lower its defaults below the config's.
+        for resource, default in host_limit_range(team.vcluster).get("default", {}).items():
             name = cel_string(resource)
             above = (f"has(c.resources) && has(c.resources.requests) && {name} in c.resources.requests && "
                      f"!(has(c.resources.limits) && {name} in c.resources.limits) && "
-                     f"quantity(c.resources.requests[{name}]).isGreaterThan(quantity({cel_string(default)}))")
+                     f"quantity(c.resources.requests[{name}]).isGreaterThan(quantity({cel_string(str(default))}))")
             raised = (f"object.spec.{field}.filter(c, {above}).map(c, {kind}{{name: c.name, "
                       f"resources: {kind}.resources{{limits: {{{name}: c.resources.requests[{name}]}}}}}})")
             mutations.append(f"has(object.spec.{field}) && object.spec.{field}.exists(c, {above}) ? "

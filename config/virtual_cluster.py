@@ -21,6 +21,7 @@ from typing import Any, Optional, Sequence
 from config import versions
 from config.backing_store import backing_store_findings, control_plane_shape, etcd_name_findings
 from config.key_types import quantity_value
+from config.limit_range_gpus import gpu_limit_range_findings
 from config.model import Team, VClusterSettings
 from config.reader import Reader
 from config.snapshots import backup_name
@@ -137,7 +138,7 @@ def check_virtual_clusters(reader: Reader, stack: VClusterSettings, teams: Seque
 def _findings(settings: VClusterSettings, whose: str, queue: str, mirrors: Mirrors) -> list[Finding]:
     return [*_chart_values(settings, whose), *_to_host_syncs(settings, whose), *_from_host_writes(settings, whose), *_host_reads(settings, whose),
             *_from_host_mappings(settings, whose),
-            *_syncer_rules(settings, whose),
+            *_syncer_rules(settings, whose), *gpu_limit_range_findings(settings, whose),
             *_virtual_version(settings, queue), *_requests_above_limits(settings, whose),
             *cap_findings(settings, whose),
             *backing_store_findings(settings, whose), *default_registry_findings(settings, mirrors, whose),

@@ -19,8 +19,9 @@ from __future__ import annotations
 import copy
 from typing import Optional
 
+from components.tenant_quota import host_limit_range
 from config.key_types import quantity_value
-from config.model import TenantLimitRange
+from config.model import VClusterSettings
 
 
 def pull_policy_defaults(pod: dict) -> dict:
@@ -42,26 +43,25 @@ def _default_pull_policy(image: str) -> str:
     return "Always" if tag == "latest" else "IfNotPresent"
 
 
-def limit_ranger(pod: dict, limits: TenantLimitRange) -> dict:
-    """Defaults for containers that set no cpu, memory or ephemeral storage, and the annotation that says so, after
-    the API server's own defaulting of a request the container left out to its limit (pkg/apis/core/v1 defaults.go
-    ``SetDefaults_Pod``), which the LimitRanger's defaults never override."""
+def limit_ranger(pod: dict, settings: VClusterSettings) -> dict:
+    """Defaults for containers that leave out a resource the namespace's LimitRange (as the host has it, the site's
+    extraValues included) gives a default of, and the annotation that says so, after the API server's own
+    defaulting of a request the container left out to its limit (pkg/apis/core/v1 defaults.go ``SetDefaults_Pod``),
+    which the LimitRanger's defaults never override."""
     defaulted = copy.deepcopy(pod)
     for entry in defaulted["spec"]["containers"] + defaulted["spec"].get("initContainers", []):
         resources = entry.get("resources") or {}
         if resources.get("limits"):
             resources["requests"] = {**resources["limits"], **(resources.get("requests") or {})}
     notes = []
-    defaults = {"request": {"cpu": limits.default_request_cpu, "memory": limits.default_request_memory,
-                            "ephemeral-storage": limits.default_request_ephemeral_storage},
-                "limit": {"cpu": limits.default_cpu, "memory": limits.default_memory,
-                          "ephemeral-storage": limits.default_ephemeral_storage}}
+    limit_range = host_limit_range(settings)
+    defaults = {"request": limit_range.get("defaultRequest", {}), "limit": limit_range.get("default", {})}
     for entry in defaulted["spec"]["containers"] + defaulted["spec"].get("initContainers", []):
         resources = entry.setdefault("resources", {})
         for kind, values in defaults.items():
             current = resources.setdefault(f"{kind}s", {})
             missing = [name for name in values if name not in current]
-            current.update({name: values[name] for name in missing})
+            current.update({name: str(values[name]) for name in missing})
             if missing:
                 notes.append(f"{', '.join(missing)} {kind} for container {entry['name']}")
     if notes:
@@ -70,16 +70,17 @@ def limit_ranger(pod: dict, limits: TenantLimitRange) -> dict:
     return defaulted
 
 
-def limit_range_max(pod: dict, limits: TenantLimitRange) -> list[str]:
-    """The LimitRanger's validation of a defaulted pod against the namespace's ``max`` (ephemeral storage only):
-    a container or init container whose limit, or request, is above it is refused (403)."""
-    maximum = quantity_value(limits.max_ephemeral_storage)
-    return [f"[limit-range] maximum ephemeral-storage usage per Container is {limits.max_ephemeral_storage}, but "
-            f"{kind} is {value} in container {entry['name']}"
+def limit_range_max(pod: dict, settings: VClusterSettings) -> list[str]:
+    """The LimitRanger's validation of a defaulted pod against the namespace's ``max``: a container or init
+    container whose limit, or request, of a resource is above it is refused (403)."""
+    maximum = host_limit_range(settings).get("max", {})
+    return [f"[limit-range] maximum {name} usage per Container is {bound}, but {kind} is {value} in container "
+            f"{entry['name']}"
             for entry in pod["spec"]["containers"] + pod["spec"].get("initContainers", [])
             for kind in ("limits", "requests")
-            for value in [(entry.get("resources") or {}).get(kind, {}).get("ephemeral-storage")]
-            if value is not None and quantity_value(str(value)) > maximum]
+            for name, bound in maximum.items()
+            for value in [(entry.get("resources") or {}).get(kind, {}).get(name)]
+            if value is not None and quantity_value(str(value)) > quantity_value(str(bound))]
 
 
 def api_validate(pod: dict) -> list[str]:

@@ -120,7 +120,7 @@ class FakeVCluster:
     def dry_run_host_pod(self, pod: dict, user: str) -> tuple[int, dict]:
         """A host pod CREATE with ``dryRun=All``: LimitRanger, the host's webhooks (KAI's) and the team's policies run,
         nothing is stored."""
-        host = self.tenant.host_webhooks(limit_ranger(copy.deepcopy(pod), self.tenant.team.vcluster.limit_range))
+        host = self.tenant.host_webhooks(limit_ranger(copy.deepcopy(pod), self.tenant.team.vcluster))
         refusals = self.tenant.create_host(host, user=user) if self.host_admission else []
         self.host.dry_runs.append((user, host))
         if refusals:

@@ -293,7 +293,7 @@ class Tenant:
         webhook. ``defaults``: the vCluster's device-features and limit defaults ran first; a tenant that deleted
         them sends the pod as written."""
         virtual = self.vcluster_defaults(pod) if defaults else pod
-        synced = limit_ranger(pull_policy_defaults(vcluster_sync(virtual, self.team)), self.team.vcluster.limit_range)
+        synced = limit_ranger(pull_policy_defaults(vcluster_sync(virtual, self.team)), self.team.vcluster)
         return self.host_webhooks(synced, kai_version=kai_version) if mutated else synced
 
     def host_webhooks(self, pod: dict, *, kai_version: str = "v0.16.4") -> dict:
@@ -309,7 +309,7 @@ class Tenant:
         return self.create_host(host)
 
     def create_host(self, host: dict, *, user: Optional[str] = None) -> list[str]:
-        return api_validate(host) or limit_range_max(host, self.team.vcluster.limit_range) \
+        return api_validate(host) or limit_range_max(host, self.team.vcluster) \
             or self.review(host, user=user or self.syncer)
 
     def update(self, old_host: dict, new_host: dict, *, user=None, subresource: str = "") -> list[str]:

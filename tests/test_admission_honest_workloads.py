@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from config.key_types import quantity_value
-from tests.conftest import dev_config, eks_config
+from tests.conftest import dev_config, eks_config, run
 from tests import test_admission_honest as honest
 from tests.test_admission_honest import in_queue
 from tests.test_virtual_defaults import Inside
@@ -307,3 +307,42 @@ def test_a_request_below_the_default_limit_keeps_the_hosts_default_limit(tenant)
     assert host_limits(tenant.host_pod(mutated))["notebook"] == {
         "cpu": quantity_value(limits.default_cpu), "memory": quantity_value(limits.default_memory),
         "ephemeral-storage": quantity_value(limits.default_ephemeral_storage)}
+
+
+# --- the site's extraValues lower the host LimitRange's defaults -------------------------------------------------
+
+LOWERED = {"policies": {"limitRange": {"default": {"cpu": "500m", "memory": "512Mi"}}}}
+
+
+@pytest.fixture(scope="module")
+def lowered() -> Tenant:
+    """team-nlp alone on the dev site, with the host's default limits lowered below the config's through extraValues:
+    the defaults inside must judge a request against the LimitRange the host gets, not the config's."""
+    config = dev_config()
+    config["gpu-tenancy:teams"] = [dict(config["gpu-tenancy:teams"][0], vcluster={"extraValues": LOWERED})]
+    return tenant_of(run(config), config, "team-nlp")
+
+
+def cpu_request(cpu: str) -> str:
+    return f"""
+metadata: {{name: tokenizer}}
+spec:
+  containers: [{{name: main, image: "{IMAGE}", resources: {{requests: {{cpu: {cpu}}}}}}}]
+"""
+
+
+def test_a_request_above_a_default_limit_lowered_by_extra_values_gets_its_request_as_the_limit(lowered):
+    mutated, refused = Inside(lowered).create(in_queue(pod(cpu_request("800m")), lowered))
+    assert refused == [] and lowered.create(mutated) == []
+    assert host_limits(lowered.host_pod(mutated))["main"]["cpu"] == 0.8
+
+
+def test_a_request_below_a_default_limit_lowered_by_extra_values_keeps_the_lowered_default(lowered):
+    written = in_queue(pod(cpu_request("400m")), lowered)
+    mutated, refused = Inside(lowered).create(copy.deepcopy(written))
+    assert refused == [] and lowered.create(mutated) == []
+    assert mutated["spec"]["containers"][0]["resources"] == written["spec"]["containers"][0]["resources"]
+    assert host_limits(lowered.host_pod(mutated))["main"] == {"cpu": 0.5, "memory": 512 * 2 ** 20,
+                                                              "ephemeral-storage": quantity_value(
+                                                                  lowered.team.vcluster.limit_range
+                                                                  .default_ephemeral_storage)}

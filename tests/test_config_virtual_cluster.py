@@ -384,3 +384,12 @@ def test_a_site_without_a_registry_list_is_told_what_that_leaves_open():
     assert "any host and port" in note and "outside every NetworkPolicy" in note
     assert not [note for note in load_platform(put(dev_config(), "vcluster.allowedRegistries", REGISTRIES)).notes
                 if "vcluster.allowedRegistries" in note]
+
+
+@pytest.mark.parametrize("bound, resource", [("default", "nvidia.com/gpu"), ("max", "nvidia.com/gpu"),
+                                             ("defaultRequest", "nvidia.com/mig-1g.10gb")])
+def test_a_gpu_in_the_limit_range_that_every_container_would_get_is_refused(bound, resource):
+    config = put(dev_config(), "teams[0].vcluster.extraValues", {"policies": {"limitRange": {bound: {resource: "1"}}}})
+    found = assert_rejected(config, f"teams[0].vcluster.extraValues.policies.limitRange.{bound}.{resource}", "1",
+                            fix=f"remove {resource} from policies.limitRange.{bound}")
+    assert "every container in team team-nlp's host namespace" in found.problem

@@ -184,7 +184,7 @@ def test_each_teams_host_refusal_pod_breaks_the_own_queue_rule_alone(sites, sent
 
     def refusals(sent_pod: dict) -> list[str]:
         # What the dry run meets on the host: LimitRanger, the host's webhooks, then both policies of the team.
-        host = tenant.host_webhooks(limit_ranger(copy.deepcopy(sent_pod), tenant.team.vcluster.limit_range))
+        host = tenant.host_webhooks(limit_ranger(copy.deepcopy(sent_pod), tenant.team.vcluster))
         return tenant.create_host(host, user=tenant.syncer)
     assert rule_names(refusals(pod)) == ["[own-queue]"], refusals(pod)
     # In the team's own queue the same pod is admitted: the queue is all that is wrong with it.

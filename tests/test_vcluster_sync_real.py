@@ -200,7 +200,7 @@ def verdicts(program, config, corpus) -> list[str]:
 
     def judged(host: dict) -> set[str]:
         try:
-            defaulted = kai_mutate(limit_ranger(pull_policy_defaults(host), tenant.team.vcluster.limit_range))
+            defaulted = kai_mutate(limit_ranger(pull_policy_defaults(host), tenant.team.vcluster))
         except WebhookRefusal:
             return {"kai-webhook"}
         return {message[1:message.index("]")] if message.startswith("[") else message
@@ -231,7 +231,7 @@ def test_a_pod_created_at_the_metadata_cap_stays_updatable_after_kai_binds_it(de
                namespaces=[{"metadata": {"name": "default", "labels": {"kubernetes.io/metadata.name": "default"}}}],
                nodes=[gpu_node(tenant)])
     host = run_syncer(TAG, pods=[virtual], **run)["created"][0]["host"]
-    created = kai_mutate(limit_ranger(pull_policy_defaults(host), tenant.team.vcluster.limit_range))
+    created = kai_mutate(limit_ranger(pull_policy_defaults(host), tenant.team.vcluster))
     assert counted(created) == SYNCED_METADATA_BYTES and tenant.create_host(created) == []
     refusals, bound = tenant.scheduled_by_kai(created)
     assert refusals == []
