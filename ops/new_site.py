@@ -40,7 +40,7 @@ from config.stack_file import StackFileError, read_stack_file, stack_names  # no
 from ops.sites import platform_of, site_of  # noqa: E402
 from ops.stack_edit import (
     ABSENT, Assignment, UsageError, apply, dump_yaml, format_path, is_secure, parse_assignment, parse_path,
-    project_name, qualify, resolve_top, shell_quote_hints,
+    project_name, qualify, quote_past_the_shell, resolve_top,
 )
 
 __all__ = ["UsageError", "format_path", "parse_assignment", "parse_path", "main", "run"]
@@ -207,10 +207,9 @@ def run(site: str, source: str, sets: Sequence[str], project_dir: Path) -> int:
             raise ConfigError(refused)
         platform = platform_of(check, site)
     except ConfigError as error:
+        told = ConfigError(quote_past_the_shell(error.issues, assignments))
         print(f"error: the config for {site} (from {source} with {len(changes)} change(s)) is invalid; "
-              f"nothing was written.\n{error}", file=sys.stderr)
-        for hint in shell_quote_hints(error.issues, assignments):
-            print(f"  {hint}", file=sys.stderr)
+              f"nothing was written.\n{told}", file=sys.stderr)
         return 2
 
     output = {name: config if name == "config" else value for name, value in document.items()
