@@ -208,7 +208,7 @@ def run(site: str, source: str, sets: Sequence[str], project_dir: Path) -> int:
         platform = platform_of(check, site)
     except ConfigError as error:
         told = ConfigError(quote_past_the_shell(error.issues, assignments))
-        print(f"error: the config for {site} (from {source} with {len(changes)} change(s)) is invalid; "
+        print(f"error: the config for {site} (from {source} with {_tally(changes)}) is invalid; "
               f"nothing was written.\n{told}", file=sys.stderr)
         return 2
 
@@ -230,12 +230,18 @@ def run(site: str, source: str, sets: Sequence[str], project_dir: Path) -> int:
             print(f"warning: {warning}", file=sys.stderr)
     for note in platform.notes:
         print(f"note: {note}", file=sys.stderr)
-    print(f"Wrote {target} from stack {source} ({len(changes)} change(s)).")
+    print(f"Wrote {target} from stack {source} ({_tally(changes)}).")
     for path, old, new in changes:
         print(f"  {path}: {_show(new)} (unchanged: {source} has it too)" if old == new
               else f"  {path}: {_show(old)} -> {_show(new)}")
     _print_next_steps(site, source, document, platform, dropped)
     return 0
+
+
+def _tally(changes: Sequence[tuple[str, Any, Any]]) -> str:
+    """The changes a --set made, and how many wrote the value the source already had (listed as unchanged)."""
+    unchanged = sum(1 for _, old, new in changes if old == new)
+    return f"{len(changes) - unchanged} change(s)" + (f", {unchanged} unchanged" if unchanged else "")
 
 
 def switch_kind(config: dict, old_kind: Any, assignments: Sequence[Assignment]) -> list[tuple[str, Any, Any]]:
