@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from config.capacity import GPU_EPSILON, GpuCapacity, group_gpu_capacity
 from config.cpu_memory_capacity import KAI_OUTCOME, placement_sets, team_pools_of
-from config.model import MIG, Platform
+from config.model import MIG, Platform, Team
 
 
 def gpu_pool_warnings(platform: Platform) -> list[str]:
@@ -56,6 +56,16 @@ def gpu_pool_warnings(platform: Platform) -> list[str]:
             + (f", the only groups there whose GPUs they can use ({', '.join(sliced)}: MIG slices, for mig teams only)"
                if sliced else "")
             + f". {KAI_OUTCOME}. Lower those teams' gpu quotas until they add up to at most {held.kai_units:g}, let a "
-            "team's pods reach another GPU node group (teams[].vcluster.nodeLabels, enforceTolerations), or raise "
+            f"team's pods reach another GPU node group ({_reach_keys(platform, inside)}), or raise "
             f"{sizes} or choose instance types with more GPUs.")
     return warnings
+
+
+def _reach_keys(platform: Platform, inside: list[Team]) -> str:
+    """The keys that keep those teams' pods where they are. A pinned team's nodePool, not its nodeLabels: a pool
+    label there other than the nodePool is refused (config/load_placement.py check_pool_labels)."""
+    names = {team.name for team in inside}
+    pinned = [f"teams[{index}].isolation.nodePool" for index, team in enumerate(platform.teams)
+              if team.name in names and team.isolation.node_pool is not None]
+    free = any(team.isolation.node_pool is None for team in inside)
+    return ", ".join(pinned + (["teams[].vcluster.nodeLabels, enforceTolerations"] if free else []))

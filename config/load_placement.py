@@ -47,9 +47,14 @@ def check_pool_labels(reader: Reader, cluster: Optional[Cluster], teams: list[Te
         if written is None or pool is None or written == pool:
             continue
         if team.isolation.node_pool is not None:
+            remove = f"remove {POOL_LABEL} from {key} (nodePool adds it)"
+            # A label naming no GPU node group is no pool to pin the team to.
+            named = not groups_read or cluster.eks is None \
+                or any(group.name == written for group in cluster.eks.gpu_node_groups)
             reader.fail(pool_key, pool, f"contradicts {key}, whose {POOL_LABEL} is {written}: the nodePool would "
                         f"silently replace it, and the team's pods would run on pool {pool}, not {written}",
-                        f"keep one: set nodePool to {written}, or remove {POOL_LABEL} from {key} (nodePool adds it)")
+                        f"keep one: set nodePool to {written}, or {remove}" if named
+                        else f"{remove}: no GPU node group is named {written}")
         else:
             reader.fail(key, dict(labels), f"selects pool {written} by {POOL_LABEL}, but the team is mig and its "
                         f"slices are on {pool}, the only MIG-split pool, whose label would silently replace it",

@@ -40,7 +40,7 @@ from config.stack_file import StackFileError, read_stack_file, stack_names  # no
 from ops.sites import platform_of, site_of  # noqa: E402
 from ops.stack_edit import (
     ABSENT, Assignment, UsageError, apply, dump_yaml, format_path, is_secure, parse_assignment, parse_path,
-    project_name, qualify, resolve_top, shell_quote_hints,
+    project_name, qualify, quote_past_the_shell, resolve_top,
 )
 
 __all__ = ["UsageError", "format_path", "parse_assignment", "parse_path", "main", "run"]
@@ -207,10 +207,9 @@ def run(site: str, source: str, sets: Sequence[str], project_dir: Path) -> int:
             raise ConfigError(refused)
         platform = platform_of(check, site)
     except ConfigError as error:
-        print(f"error: the config for {site} (from {source} with {len(changes)} change(s)) is invalid; "
-              f"nothing was written.\n{error}", file=sys.stderr)
-        for hint in shell_quote_hints(error.issues, assignments):
-            print(f"  {hint}", file=sys.stderr)
+        told = ConfigError(quote_past_the_shell(error.issues, assignments))
+        print(f"error: the config for {site} (from {source} with {_tally(changes)}) is invalid; "
+              f"nothing was written.\n{told}", file=sys.stderr)
         return 2
 
     output = {name: config if name == "config" else value for name, value in document.items()
@@ -231,12 +230,18 @@ def run(site: str, source: str, sets: Sequence[str], project_dir: Path) -> int:
             print(f"warning: {warning}", file=sys.stderr)
     for note in platform.notes:
         print(f"note: {note}", file=sys.stderr)
-    print(f"Wrote {target} from stack {source} ({len(changes)} change(s)).")
+    print(f"Wrote {target} from stack {source} ({_tally(changes)}).")
     for path, old, new in changes:
         print(f"  {path}: {_show(new)} (unchanged: {source} has it too)" if old == new
               else f"  {path}: {_show(old)} -> {_show(new)}")
     _print_next_steps(site, source, document, platform, dropped)
     return 0
+
+
+def _tally(changes: Sequence[tuple[str, Any, Any]]) -> str:
+    """The changes a --set made, and how many wrote the value the source already had (listed as unchanged)."""
+    unchanged = sum(1 for _, old, new in changes if old == new)
+    return f"{len(changes) - unchanged} change(s)" + (f", {unchanged} unchanged" if unchanged else "")
 
 
 def switch_kind(config: dict, old_kind: Any, assignments: Sequence[Assignment]) -> list[tuple[str, Any, Any]]:

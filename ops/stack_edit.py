@@ -8,7 +8,7 @@ Pulumi config paths (``teams[0].resources.gpu.quota``, ``vcluster.nodeLabels["gp
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Optional, Sequence, Union
 
 import yaml
@@ -220,11 +220,13 @@ def quoted_set(text: str) -> str:
     return f"--set '{text[:end]}=\"{text[end + 1:]}\"'"
 
 
-def shell_quote_hints(issues: Sequence[ConfigIssue], assignments: Sequence[Assignment]) -> list[str]:
-    """How to write each --set whose value an issue of the whole config asks to quote."""
-    return [f"{key}: {SHELL_QUOTES} {quoted_set(assignment.text)}" for assignment in assignments
-            if (key := project_name(format_path(assignment.path)))
-            and any(issue.key == key and "quote it" in issue.fix for issue in issues)]
+def quote_past_the_shell(issues: Sequence[ConfigIssue], assignments: Sequence[Assignment]) -> list[ConfigIssue]:
+    """The issues, each one asking to quote a value a --set wrote told how to write that --set. Its own example
+    shows the value as YAML read it, which may not be the text written (1.30 read as the number 1.3)."""
+    written = {key: assignment.text for assignment in assignments
+               if (key := project_name(format_path(assignment.path)))}
+    return [replace(issue, fix=f"quote it so YAML keeps it as written; {SHELL_QUOTES} {quoted_set(written[issue.key])}")
+            if issue.key in written and "quote it" in issue.fix else issue for issue in issues]
 
 
 def _kind(value: object) -> str:

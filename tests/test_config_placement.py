@@ -235,6 +235,15 @@ def test_a_node_pool_contradicting_the_teams_own_pool_label_is_refused_naming_bo
     assert load_platform(config).teams[0].vcluster.node_labels == {"gpu-tenancy/pool": "gpu"}
 
 
+def test_a_pool_label_naming_no_pool_is_to_be_removed_not_pinned_to():
+    config = put(_two_pools(), "teams[0].isolation", {"nodePool": "gpu"})
+    put(config, "teams[0].vcluster", {"nodeLabels": {"gpu-tenancy/pool": "nosuch"}})
+    found = issue(rejected(config), "teams[0].isolation.nodePool", "gpu")
+    assert "set nodePool" not in found.fix
+    assert found.fix.startswith("remove gpu-tenancy/pool from teams[0].vcluster.nodeLabels (nodePool adds it)")
+    assert "no GPU node group is named nosuch" in found.fix
+
+
 def test_a_mig_teams_own_pool_label_naming_another_pool_than_its_mig_pool_is_refused():
     config = isolation_config()
     config["teams"][0]["isolation"].pop("nodePool")  # the only MIG-split pool, h100, is implied

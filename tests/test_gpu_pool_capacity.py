@@ -122,3 +122,11 @@ def test_one_gpu_group_is_the_whole_host():
         put(config, f"teams[{index}].resources.gpu.quota", 1)
     platform = load_platform(config)
     assert not gpu_pool_warnings(platform) and any(SITE_WIDE in warning for warning in platform.warnings)
+
+
+def test_the_fix_for_a_pinned_team_names_its_node_pool_not_its_node_labels():
+    # A pool label in a pinned team's nodeLabels other than its nodePool is refused: its nodePool moves it.
+    platform = load_platform(two_group_site(("team-a", 0.75, None), ("team-b", 2, "small"), ("team-c", 1, None)))
+    [warning] = gpu_pool_warnings(platform)
+    assert "reach another GPU node group (teams[1].isolation.nodePool)" in warning
+    assert "vcluster.nodeLabels" not in warning

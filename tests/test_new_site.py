@@ -208,6 +208,10 @@ def test_a_set_that_writes_the_sources_own_value_is_not_shown_as_a_change(projec
                "ci.runner=[self-hosted, gpu-lab]") == 0
     out = capsys.readouterr().out
     assert "gpu-tenancy:ci.runner: [self-hosted, gpu-lab] (unchanged: dev has it too)" in out
+    # The kind, the mode and the dropped microk8s block changed; the runner did not.
+    assert "from stack dev (3 change(s), 1 unchanged)." in out
+    assert new(project, "same", "dev", "ci.runner=[self-hosted, gpu-lab]") == 0
+    assert "from stack dev (0 change(s), 1 unchanged)." in capsys.readouterr().out
     assert "gpu-tenancy:cluster.kind: microk8s -> kubeconfig" in out and "->  [self-hosted" not in out
 
 

@@ -38,11 +38,16 @@ def test_values_yaml_1_1_reads_differently_are_refused_with_the_fix(text, fix):
 
 
 def test_a_value_the_config_wants_as_text_is_told_how_to_quote_it_past_the_shell(project, capsys):
-    assert new(project, "k134", "eks", "cluster.eks.kubernetesVersion=1.34") == 2
+    # YAML reads 1.30 as the number 1.3: the fix quotes the text as written, never the number.
+    assert new(project, "k130", "eks", "cluster.eks.kubernetesVersion=1.30") == 2
     err = capsys.readouterr().err
-    assert 'quote it so YAML keeps it as written, e.g. "1.34"' in err
-    assert """cluster.eks.kubernetesVersion: the shell takes the quotes off""" in err
-    assert """--set 'cluster.eks.kubernetesVersion="1.34"'""" in err and "k134" not in stack_files(project)
+    assert ("Fix: quote it so YAML keeps it as written; the shell takes the quotes off before YAML reads the value, "
+            """so write --set 'cluster.eks.kubernetesVersion="1.30"'""") in err
+    assert '"1.3"' not in err and "k130" not in stack_files(project)
+    # Quoted so, it is read as text (and refused for what 1.30 lacks, not for its type).
+    assert new(project, "k130", "eks", 'cluster.eks.kubernetesVersion="1.30"') == 2
+    err = capsys.readouterr().err
+    assert "kubernetesVersion = '1.30'" in err and "expected a string" not in err
     assert new(project, "k134", "eks", 'cluster.eks.kubernetesVersion="1.34"') == 0
 
 

@@ -175,6 +175,10 @@ def test_a_plan_of_another_stack_is_diffed_with_a_warning_naming_both_stacks(tmp
                            "of stack `dev-b`.")
     assert "plan the old commit under the same stack name (`python -m tools.plan dev-b --out DIR`" in head
     assert "warning: the two plans are of different stacks" in capsys.readouterr().err
+    # The teams' protected tenants show as removed, but no site loses them: no banner, section or fix says so.
+    assert "**tenant-team-nlp-namespace** (protected)" in text.split("## Removed")[1]
+    assert "Protected resources would be removed" not in text and "## Changes a running site" not in text
+    assert "put the team back in teams[]" not in text and "Fix:" not in text
 
 
 def test_a_plan_of_the_same_stack_has_no_stack_warning(tmp_path, capsys):

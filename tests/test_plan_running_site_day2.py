@@ -157,8 +157,9 @@ def _kubeconfig_site() -> dict:
     return config
 
 
-@pytest.mark.parametrize("site", [dev_config, _kubeconfig_site], ids=["microk8s", "kubeconfig"])
-def test_a_new_time_sliced_key_tells_to_relabel_the_nodes_labelled_by_hand_with_the_old_one(site):
+@pytest.mark.parametrize("site, kubectl", [(dev_config, "microk8s kubectl"), (_kubeconfig_site, "kubectl")],
+                         ids=["microk8s", "kubeconfig"])
+def test_a_new_time_sliced_key_tells_to_relabel_the_nodes_labelled_by_hand_with_the_old_one(site, kubectl):
     old = plan_of(site())
     found, text = _findings(site(), _time_slicing(site(), replicas=2))
     keys = old["outputs"]["timeSlicing"]["profileKeys"]
@@ -167,7 +168,9 @@ def test_a_new_time_sliced_key_tells_to_relabel_the_nodes_labelled_by_hand_with_
     assert (finding.category, finding.field, finding.old, finding.new) == (
         "disrupts", "nvidia.com/device-plugin.config", keys["time-sliced"], new_key)
     assert "reads the label again only when it changes" in finding.why
-    assert f"`kubectl label node N nvidia.com/device-plugin.config={new_key} --overwrite`" in finding.fix
+    # The host's own command: on MicroK8s, the one its docs and other findings give.
+    assert f"`{kubectl} label node N nvidia.com/device-plugin.config={new_key} --overwrite`" in finding.fix
+    assert f"find the nodes with `{kubectl} get nodes -l" in finding.fix
     assert "right after `pulumi up`" in finding.fix and "nothing it holds is lost" not in text
 
 
@@ -177,6 +180,7 @@ def test_a_new_default_key_restarts_the_device_plugin_so_hand_labelled_nodes_mov
     [finding] = [f for f in found if f.field == "nvidia.com/device-plugin.config"]
     assert "during `pulumi up`" in finding.why
     assert "right before `pulumi up`" in finding.fix and "nvidia.com/device-plugin.config=time-sliced " in finding.fix
+    assert "`kubectl" not in finding.fix and "find them with `microk8s kubectl get nodes -l" in finding.fix
 
 
 def test_on_eks_the_node_group_label_moves_with_the_key_and_nothing_asks_to_relabel_by_hand():

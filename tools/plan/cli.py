@@ -30,8 +30,9 @@ replacements (``tools.plan.replacement``), each chart moved to another release (
 and, when both plans rendered the charts, updates the API
 server refuses, objects deleted with data and CRDs Helm leaves as they were (``tools.plan.running_site``). An earlier
 plan of another stack is diffed all the same, but every URN holds the stack's name, so every resource shows as removed
-and added: the diff then opens with a warning naming both stacks, also printed to stderr, and the exit code is that
-of the run (the files are written).
+and added: the diff then opens with a warning naming both stacks, also printed to stderr, leaves out what a running
+site would refuse or lose (no removal there is one of a site), and the exit code is that of the run (the files are
+written).
 
 Exit codes: 0 written; 3 deployability errors with ``--fail-on-findings``; 2 invalid stack config (``config.ConfigError``, printed to stderr) or no
 such stack file. Any other exception is a bug in the program and propagates.

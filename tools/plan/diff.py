@@ -260,6 +260,24 @@ def render_running_site(diff: PlanDiff) -> list[str]:
     return lines[:-1]
 
 
+def _running_site_banners(diff: PlanDiff) -> list[str]:
+    """What opens the diff when a running site would refuse it or lose state."""
+    link = f"[{RUNNING_SITE_TITLE}](#{RUNNING_SITE_TITLE.lower().replace(' ', '-')})"
+    lines = []
+    protected = [r["name"] for r in diff.removed if r.get("options", {}).get("protect")]
+    if protected:
+        lines += ["", f"**Protected resources would be removed: {', '.join(protected)}.** `pulumi up` stops "
+                      f"with a protected-resource error until protection is lifted: each one's cause and fix are "
+                      f"under {link}."]
+    serious = sorted({finding.category for finding in diff.running_site} & {"refused", "stops", "lost"})
+    if serious:
+        lines += ["", f"**This change cannot be applied to a running site as it is, or loses state "
+                      f"({', '.join(serious)}): see {link}.**"]
+    if any(finding.category == "downgrade" for finding in diff.running_site):
+        lines += ["", f"**A chart goes back to an older release: see {link}.**"]
+    return lines
+
+
 def other_stack(old: dict, new: dict) -> str | None:
     """Why a diff of two plans of different stacks says nothing of an update (None for one stack): every URN holds its
     stack's name, so no resource of the one matches a resource of the other."""
@@ -280,20 +298,10 @@ def render_diff(diff: PlanDiff, old_label: str, new_label: str, warning: str | N
     if diff.empty:
         return "\n".join(lines + ["No changes.", ""])
     lines.append(f"{len(diff.added)} to add, {len(diff.changed)} to change, {len(diff.removed)} to remove.")
-    if diff.removed:
-        protected = [r["name"] for r in diff.removed if r.get("options", {}).get("protect")]
-        if protected:
-            lines += ["", f"**Protected resources would be removed: {', '.join(protected)}.** `pulumi up` stops "
-                          "with a protected-resource error until protection is lifted: each one's cause and fix are "
-                          f"under [{RUNNING_SITE_TITLE}](#{RUNNING_SITE_TITLE.lower().replace(' ', '-')})."]
-    serious = sorted({finding.category for finding in diff.running_site} & {"refused", "stops", "lost"})
-    if serious:
-        lines += ["", f"**This change cannot be applied to a running site as it is, or loses state "
-                      f"({', '.join(serious)}): see [{RUNNING_SITE_TITLE}](#{RUNNING_SITE_TITLE.lower().replace(' ', '-')}).**"]
-    if any(finding.category == "downgrade" for finding in diff.running_site):
-        lines += ["", "**A chart goes back to an older release: see "
-                      f"[{RUNNING_SITE_TITLE}](#{RUNNING_SITE_TITLE.lower().replace(' ', '-')}).**"]
-    lines += render_running_site(diff)
+    # Between two stacks' plans every resource shows as removed and added: no removal stops an update of either site
+    # and no fix applies, so only the warning speaks to a running site.
+    if not warning:
+        lines += _running_site_banners(diff) + render_running_site(diff)
     for title, resources, sign in (("Added", diff.added, "+"), ("Removed", diff.removed, "-")):
         if resources:
             lines += ["", f"## {title}", ""]

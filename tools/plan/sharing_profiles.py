@@ -52,37 +52,41 @@ def _default_handed_to_operator(plan: Mapping[str, Any], key: str) -> bool:
                for resource in plan.get("resources", []))
 
 
-def _hand_label_finding(subject: str, profile: str, old_key: str, new_key: str, restarts: bool) -> Finding:
-    relabel = f"`kubectl label node N {NODE_PROFILE_LABEL}={new_key} --overwrite`"
+def _hand_label_finding(subject: str, profile: str, old_key: str, new_key: str, restarts: bool,
+                        kubectl: str) -> Finding:
+    relabel = f"`{kubectl} label node N {NODE_PROFILE_LABEL}={new_key} --overwrite`"
     why = (f"the ConfigMap no longer holds the `{profile}` profile's key {old_key} (gpuOperator.timeSlicing changed "
            f"its content, so its key is now {new_key}); a node labelled {NODE_PROFILE_LABEL}={old_key} by hand then "
            "names a missing key. The device plugin's config manager reads the label again only when it changes, so "
-           "nothing happens until the device plugin restarts (a reboot, an operator upgrade), when the config manager fails on the missing key, "
-           "the plugin's pod does not start and the node stops advertising nvidia.com/gpu")
-    fix = (f"find the nodes with `kubectl get nodes -l {NODE_PROFILE_LABEL}={old_key}` and relabel each to the new "
+           "nothing happens until the device plugin restarts (a reboot, an operator upgrade), when the config "
+           "manager fails on the missing key, the plugin's pod does not start and the node stops advertising "
+           "nvidia.com/gpu")
+    fix = (f"find the nodes with `{kubectl} get nodes -l {NODE_PROFILE_LABEL}={old_key}` and relabel each to the new "
            f"key right after `pulumi up`: {relabel} (not before: the old ConfigMap has no {new_key})")
     if restarts:
         why += (f"; here the operator's default key moves too (gpuOperator.timeSlicing.defaultProfile is "
                 f"`{profile}`), which restarts the device plugin on every GPU node during `pulumi up`, so such a node "
                 "fails at once")
         fix = (f"right before `pulumi up`, move those nodes to the profile's plain name, which the old and the new "
-               f"ConfigMap both hold (`kubectl label node N {NODE_PROFILE_LABEL}={profile} --overwrite`), then "
-               f"right after it to the new key: {relabel}; find them with `kubectl get nodes -l "
+               f"ConfigMap both hold (`{kubectl} label node N {NODE_PROFILE_LABEL}={profile} --overwrite`), then "
+               f"right after it to the new key: {relabel}; find them with `{kubectl} get nodes -l "
                f"{NODE_PROFILE_LABEL}={old_key}`")
     return Finding(DISRUPTS, subject, NODE_PROFILE_LABEL, old_key, new_key, why, fix)
 
 
 def profile_key_findings(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Finding]:
     """One finding per sharing profile whose key leaves the ConfigMap, on hosts whose nodes are labelled by hand."""
-    config_map = time_slicing_config_map(new)
-    if (new.get("outputs") or {}).get("hostKind") not in HAND_LABELLED or config_map is None:
+    config_map, host = time_slicing_config_map(new), (new.get("outputs") or {}).get("hostKind")
+    if host not in HAND_LABELLED or config_map is None:
         return []
+    # The command the host's own docs and findings give: a MicroK8s box has its kubectl under the snap.
+    kubectl = "microk8s kubectl" if host == "microk8s" else "kubectl"
     before, after = _time_slicing(old), _time_slicing(new)
     old_keys, new_keys = before.get("profileKeys") or {}, after.get("profileKeys") or {}
     subject = f"`{config_map['type']}` {config_map['name']}"
     return [_hand_label_finding(subject, profile, old_keys[profile], new_key,
                                 before.get("defaultKey") == old_keys[profile]
-                                and _default_handed_to_operator(new, new_key))
+                                and _default_handed_to_operator(new, new_key), kubectl)
             for profile, new_key in sorted(new_keys.items())
             if profile in old_keys and old_keys[profile] not in new_keys.values()]
 
