@@ -32,7 +32,6 @@ import pytest
 
 from components.tenant import vcluster_values
 from components.tenant_network import backup_store_rules, network_policy_values, tenant_network_policies
-from config.hosts import EKS_SERVICE_RANGES
 from ops.sites import platform_of
 from tests.conftest import (
     ACCEPTED_VCLUSTER_TAGS, COMMITTED_STACKS, git, mirrored_tag, real_charts_or_skip, run, stack_config,
@@ -256,6 +255,31 @@ def test_nothing_the_site_runs_outside_the_teams_namespace_answers_its_control_p
     assert answering == sorted(expected)
 
 
+def expected_api_server_rules(team, ports: list[dict]) -> list[dict]:
+    """The program's rules in place of the chart's: the API server's ports at the stated addresses, else everywhere;
+    where the network plugin judges before translation (EKS, a kubeconfig site on the VPC CNI), without the Service
+    ranges, and with the kubernetes Service's addresses on 443 (tests/test_control_plane_egress_services.py,
+    tests/test_control_plane_egress_vpc_cni.py)."""
+    ranges = team.vcluster.untranslated_service_ranges
+    stated = team.vcluster.api_server_addresses
+    if not ranges:
+        return [{"ports": ports, **({"to": [{"ipBlock": {"cidr": block}} for block in stated]} if stated else {})}]
+    v4 = [block for block in ranges if ipaddress.ip_network(block).version == 4]
+    def inside(block: str) -> list[str]:
+        # Stated addresses never lie inside a range (the config refuses it); a range inside one is left out of it.
+        return [found for found in ranges if ipaddress.ip_network(found).version == ipaddress.ip_network(block).version
+                and ipaddress.ip_network(found).subnet_of(ipaddress.ip_network(block))]
+    everywhere = [{"ipBlock": {"cidr": "0.0.0.0/0", "except": v4}},
+                  *([{"ipBlock": {"cidr": "::/0", "except": [block for block in ranges if block not in v4]}}]
+                    if len(v4) < len(ranges) else [])]
+    to = [{"ipBlock": {"cidr": block, **({"except": inside(block)} if inside(block) else {})}}
+          for block in stated] if stated else everywhere
+    kubernetes = [{"ipBlock": {"cidr": address}} for address in team.vcluster.kubernetes_service_addresses]
+    service = [{"port": 443, "protocol": "TCP"}]
+    return [{"ports": ports, "to": to + kubernetes}] if ports == service else [
+        {"ports": ports, "to": to}, {"ports": service, "to": kubernetes}]
+
+
 @pytest.mark.parametrize("tag", ACCEPTED_VCLUSTER_TAGS)
 @pytest.mark.parametrize("stack", network_sites())
 def test_the_programs_policies_are_vclusters_own_but_for_the_api_server_rule(stack, tag, tmp_path):
@@ -274,19 +298,13 @@ def test_the_programs_policies_are_vclusters_own_but_for_the_api_server_rule(sta
         # The port the site states, or (a kubeconfig site that states none) vCluster's three in the chart's order; an
         # OIDC issuer's port has a rule of its own, even where it is the same port.
         ports = api_server_ports(stack, team)
-        api_rule = {"ports": [{"port": port, "protocol": "TCP"}
-                              for port in sorted(ports, key=lambda port: (443, 8443, 6443, port).index(port))]}
-        if team.vcluster.untranslated_service_ranges:
-            # EKS: every address but its Service ranges, and the kubernetes Service's address in each
-            # (tests/test_control_plane_egress_services.py).
-            api_rule["to"] = [{"ipBlock": {"cidr": "0.0.0.0/0", "except": list(EKS_SERVICE_RANGES)}},
-                              *({"ipBlock": {"cidr": f"{ipaddress.ip_network(block)[1]}/32"}}
-                                for block in EKS_SERVICE_RANGES)]
+        api_rules = expected_api_server_rules(team, [{"port": port, "protocol": "TCP"} for port in sorted(
+            ports, key=lambda port: (443, 8443, 6443, port).index(port))])
         for role, prefix in {"workloads": "vc-work", "control-plane": "vc-cp", "dns": "vc-kube-dns",
                              "snapshot": "vc-snapshot"}.items():
             expected = chart.pop(f"{prefix}-{team.vcluster_name}")
             expected["egress"] = [replaced for rule in expected["egress"] for replaced in (
-                [api_rule] if rule == chart_rule else site_dns_rules(team) if rule == {"to": [HOST_DNS_PEER]} else [rule])]
+                api_rules if rule == chart_rule else site_dns_rules(team) if rule == {"to": [HOST_DNS_PEER]} else [rule])]
             spec = copy.deepcopy(ours[role]["spec"])
             if role in ("control-plane", "snapshot"):
                 # The site's backup store, which vCluster's chart does not know of (its reach: the test above).
