@@ -44,3 +44,18 @@ def test_monitoring_turned_off_is_told_as_the_diff_stops_it_with_the_same_proced
     assert "the namespace and Grafana's admin password, both protected, as stopping `pulumi up`" in told
     assert "the release as losing state" in told and "[Monitoring data](operations-data.md#" in told
     assert "set `observability.protect: false`, run `pulumi up`, then make the change" in told
+
+
+def test_the_boxs_kubelet_and_audit_settings_are_told_as_the_diff_lists_them():
+    """Both rewrite the snap's arguments and restart kubelite: the diff lists them under disrupting running work, and
+    its commands are the box's own (`microk8s kubectl`)."""
+    audit = dev_config()
+    audit["gpu-tenancy:cluster"]["microk8s"]["auditLog"] = {"maxAgeDays": 7}
+    reserve = dev_config()
+    reserve["gpu-tenancy:cluster"]["microk8s"]["systemReservedMemory"] = "8Gi"
+    for config, key in ((audit, "cluster.microk8s.auditLog"), (reserve, "cluster.microk8s.systemReservedMemory")):
+        found, _ = _findings(dev_config(), config)
+        assert [f.category for f in found] == [DISRUPTS], key
+        line = next(line for line in TABLE.read_text().splitlines() if line.startswith(f"| `{key}`"))
+        assert line.split(" | ", 1)[1].startswith(RUNNING_SITE_HEADINGS[DISRUPTS]), key
+        assert "`kubectl" not in line and "`kubectl" not in found[0].fix, key

@@ -67,8 +67,9 @@ def _kubelet_args(subject: str, change: Change) -> Finding:
         "(cluster.microk8s.systemReservedMemory) lowers the pods' memory cap at once, so the kernel OOM-kills pods "
         "above it and the kubelet may refuse running pods whose requests no longer fit as it starts; a new "
         "podPidsLimit holds for pods created after it",
-        "apply at a quiet time; before a larger reserve, check `kubectl describe node` (Allocated resources) and "
-        "`kubectl top node`: the pods' memory requests and use must stay under the Allocatable less the increase "
+        "apply at a quiet time; before a larger reserve, check `microk8s kubectl describe node` (Allocated "
+        "resources) and `microk8s kubectl top node`: the pods' memory requests and use must stay under the "
+        "Allocatable less the increase "
         "(docs/operations-running.md, Changing a running site)")
 
 
