@@ -230,15 +230,21 @@ def network_policies(objects) -> list[dict[str, Any]]:
     return [obj.manifest for obj in objects if obj.kind == "NetworkPolicy"]
 
 
+def site_objects(stack: str, tmp_path) -> list:
+    """Every object the site runs with the monitoring stack installed: the real charts rendered and the program's."""
+    plan = build_plan(run(with_observability(stack_config(stack), "install"), stack=stack), stack)
+    cache = real_charts_or_skip(plan)
+    rendered = render_plan_releases(plan["resources"], cache, tmp_path, kube_version=helm_kube_version(plan))
+    objects = rendered_objects(rendered, tmp_path, plan["resources"]) + program_objects(plan["resources"])
+    return objects
+
+
 @pytest.mark.parametrize("stack", COMMITTED_STACKS)
 def test_nothing_the_site_runs_outside_the_teams_namespace_answers_its_control_plane(stack, tmp_path):
     """Every port the site's charts and the program's pods listen on (the monitoring stack installed), including
     every other team's control plane: none is open to the team's control plane, by its egress or their ingress,
     but the host's DNS pods' DNS port."""
-    plan = build_plan(run(with_observability(stack_config(stack), "install"), stack=stack), stack)
-    cache = real_charts_or_skip(plan)
-    rendered = render_plan_releases(plan["resources"], cache, tmp_path, kube_version=helm_kube_version(plan))
-    objects = rendered_objects(rendered, tmp_path, plan["resources"]) + program_objects(plan["resources"])
+    objects = site_objects(stack, tmp_path)
     policies = network_policies(objects)
     team, _ = isolated_team_and_another(stack, ACCEPTED_VCLUSTER_TAGS[-1])
     source = control_plane_pod(team)

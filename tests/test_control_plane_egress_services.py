@@ -28,15 +28,12 @@ import pytest
 
 from components.tenant_network import tenant_network_policies
 from ops.sites import platform_of
-from tests.conftest import ACCEPTED_VCLUSTER_TAGS, COMMITTED_STACKS, real_charts_or_skip, run, stack_config
-from tests.test_control_plane_egress import PRIVATE_SERVICE, control_plane_pod, network_policies
-from tests.test_deployability_charts import with_observability
+from tests.conftest import ACCEPTED_VCLUSTER_TAGS, COMMITTED_STACKS, stack_config
+from tests.test_control_plane_egress import PRIVATE_SERVICE, control_plane_pod, network_policies, site_objects
 from tests.test_tenant_network import Target, isolated_team_and_another, reaches
-from tools.charts.render import render_plan_releases
-from tools.deployability.inputs import helm_kube_version, pod_templates, program_objects, rendered_objects
+from tools.deployability.inputs import pod_templates
 from tools.deployability.network_ingress import Pod, ingress_verdict, peer_selects
 from tools.deployability.network_policy import port_matches
-from tools.plan.document import build_plan
 
 # EKS's two default Service ranges (the CreateCluster API's kubernetesNetworkConfig.serviceIpv4Cidr, unset).
 SERVICE_RANGES = ("10.100.0.0/16", "172.20.0.0/16")
@@ -90,10 +87,7 @@ def test_on_eks_no_service_outside_the_team_answers_its_control_plane(stack, ser
     """Every Service the site's charts and the program create outside the team's namespace (the monitoring stack
     installed), each at its own address of the Service range: none admits the team's control plane, by its egress
     as the VPC CNI judges it and the ingress of the pods behind it."""
-    plan = build_plan(run(with_observability(stack_config(stack), "install"), stack=stack), stack)
-    cache = real_charts_or_skip(plan)
-    rendered = render_plan_releases(plan["resources"], cache, tmp_path, kube_version=helm_kube_version(plan))
-    objects = rendered_objects(rendered, tmp_path, plan["resources"]) + program_objects(plan["resources"])
+    objects = site_objects(stack, tmp_path)
     policies = network_policies(objects)
     team, other = isolated_team_and_another(stack, ACCEPTED_VCLUSTER_TAGS[-1])
     source = control_plane_pod(team)
